@@ -1,0 +1,51 @@
+"""Listener events, the records they carry, the listener base class, the bus and built-in listeners.
+
+The counterpart of Spark's ``StreamingListener`` API and ``StreamingListenerBus``.
+"""
+
+from ._builtin import EventRecorder, StatsReportListener
+from ._bus import (
+    ListenerBusStatistics,
+    ListenerStatistics,
+    OverflowPolicy,
+    StreamingListenerBus,
+    current_listener,
+)
+from ._events import (
+    BatchCompleted,
+    BatchStarted,
+    BatchSubmitted,
+    OutputOperationCompleted,
+    OutputOperationStarted,
+    ReceiverError,
+    ReceiverStarted,
+    ReceiverStopped,
+    StreamingEvent,
+    StreamingStarted,
+)
+from ._info import BatchInfo, OutputOperationInfo, ReceiverInfo
+from ._listener import StreamingListener
+
+__all__ = [
+    "BatchCompleted",
+    "BatchInfo",
+    "BatchStarted",
+    "BatchSubmitted",
+    "EventRecorder",
+    "ListenerBusStatistics",
+    "ListenerStatistics",
+    "OutputOperationCompleted",
+    "OutputOperationInfo",
+    "OutputOperationStarted",
+    "OverflowPolicy",
+    "ReceiverError",
+    "ReceiverInfo",
+    "ReceiverStarted",
+    "ReceiverStopped",
+    "StatsReportListener",
+    "StreamingEvent",
+    "StreamingListener",
+    "StreamingListenerBus",
+    "StreamingStarted",
+    "current_listener",
+]

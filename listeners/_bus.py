@@ -1,0 +1,359 @@
+"""StreamingListenerBus: delivers events to listeners without ever stalling the scheduler.
+
+Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue``, with three differences: each listener
+has its own bounded queue and dispatcher task (a slow listener delays only itself, and a drop
+names it); the overflow policy is explicit (drop and count, or block the producer); and nothing
+posted is lost at stop: :meth:`StreamingListenerBus.close` drains every queue first.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+import inspect
+from typing import Any, Callable
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import attrs
+import structlog
+
+from scheduler import Job, JobSet, StreamingStateError
+
+from ._events import (
+    BatchCompleted,
+    BatchStarted,
+    BatchSubmitted,
+    OutputOperationCompleted,
+    OutputOperationStarted,
+    StreamingEvent,
+)
+from ._info import BatchInfo, OutputOperationInfo
+from ._listener import HANDLER_NAMES, StreamingListener
+
+__all__ = [
+    "ListenerBusStatistics",
+    "ListenerStatistics",
+    "OverflowPolicy",
+    "StreamingListenerBus",
+    "current_listener",
+]
+
+_current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar("aiodstream_listener", default=None)
+
+# A dispatcher that keeps finding events queued still yields to the event loop this often.
+_YIELD_EVERY = 256
+
+
+def current_listener() -> str | None:
+    """The name of the listener whose callback is running in this task, else ``None``.
+
+    Used to refuse stopping a context from inside a listener callback, which would wait for
+    the very callback that asked.
+    """
+    return _current_listener.get()
+
+
+class OverflowPolicy(enum.Enum):
+    """What ``post`` does when a listener's queue is full."""
+
+    DROP = "drop"
+    """Drop the event for that listener, count it, and warn once naming the listener (Spark's behaviour)."""
+    BLOCK = "block"
+    """Wait for room: the scheduler slows down to the slowest listener, and nothing is dropped."""
+
+
+@attrs.frozen
+class ListenerStatistics:
+    """Counters of one listener's queue."""
+
+    name: str
+    queued: int
+    delivered: int
+    failed: int
+    dropped: int
+
+
+@attrs.frozen
+class ListenerBusStatistics:
+    """Counters of the whole bus: ``delivered``, ``failed`` and ``dropped`` count (event, listener) pairs."""
+
+    posted: int
+    delivered: int
+    failed: int
+    dropped: int
+    queued: int
+    listeners: tuple[ListenerStatistics, ...]
+
+
+class _Slot:
+    """One listener: its queue, its handlers and its counters."""
+
+    def __init__(self, listener: object, name: str, capacity: int) -> None:
+        self.listener = listener
+        self.name = name
+        self.send, self.receive = anyio.create_memory_object_stream[StreamingEvent](capacity)
+        self.handlers: dict[type, tuple[Callable[[Any], Any], bool]] = _handlers_of(listener)
+        self.accepted = 0
+        self.processed = 0
+        self.failed = 0
+        self.dropped = 0
+        self.warned = False
+        self.running = False
+
+    def statistics(self) -> ListenerStatistics:
+        return ListenerStatistics(self.name, self.accepted - self.processed, self.processed - self.failed, self.failed, self.dropped)
+
+
+def _handlers_of(listener: object) -> dict[type, tuple[Callable[[Any], Any], bool]]:
+    handlers: dict[type, tuple[Callable[[Any], Any], bool]] = {}
+    if isinstance(listener, StreamingListener) or any(hasattr(listener, n) for n in HANDLER_NAMES.values()):
+        for event_type, method_name in HANDLER_NAMES.items():
+            method = getattr(listener, method_name, None)
+            if method is None:
+                continue
+            base = getattr(StreamingListener, method_name)
+            if getattr(method, "__func__", None) is base:
+                continue  # not overridden: skip the call entirely
+            handlers[event_type] = (method, inspect.iscoroutinefunction(method))
+    elif callable(listener):
+        is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(getattr(listener, "__call__", None))
+        for event_type in HANDLER_NAMES:
+            handlers[event_type] = (listener, is_async)
+    else:
+        raise TypeError(
+            f"a listener must be a StreamingListener, an object with on_* callbacks, or a callable taking an event; got {listener!r}"
+        )
+    return handlers
+
+
+class StreamingListenerBus:
+    """An asynchronous, bounded, lossless-at-stop event bus.
+
+    Run it in a task group (``await tg.start(bus.run)``), post events with :meth:`post`, and end
+    it with :meth:`close`, which delivers everything already queued before it returns. Each
+    listener receives events one at a time in posting order on its own task.
+
+    It also implements the scheduler's ``JobSchedulerListener``: the scheduler tells it about
+    batch and job transitions and it turns them into events.
+    """
+
+    def __init__(self, capacity: int = 10_000, overflow: OverflowPolicy = OverflowPolicy.DROP) -> None:
+        """Create a bus whose listener queues each hold ``capacity`` events."""
+        if type(capacity) is not int or capacity < 1:
+            raise ValueError(f"listener bus capacity must be a positive int, got {capacity!r}")
+        if not isinstance(overflow, OverflowPolicy):
+            raise TypeError(f"overflow must be an OverflowPolicy, got {overflow!r}")
+        self.capacity = capacity
+        self.overflow = overflow
+        self._slots: list[_Slot] = []
+        self._posted = 0
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._closed = False
+        self._progress: anyio.Event | None = None
+        self._waiters = 0
+        self._removed_stats: list[ListenerStatistics] = []
+        self._log = structlog.get_logger("aiodstream.listeners").bind(component="StreamingListenerBus")
+
+    # -- listeners --
+
+    def add_listener(self, listener: object, *, name: str | None = None) -> None:
+        """Register ``listener``; it receives every event posted from now on.
+
+        Accepts a :class:`StreamingListener` (or any object with ``on_*`` callbacks), or a
+        callable that takes every event. Callbacks may be plain or ``async``.
+        """
+        if self._closed:
+            raise StreamingStateError("cannot add a listener to a closed listener bus")
+        slot = _Slot(listener, name or _name_of(listener), self.capacity)
+        self._slots.append(slot)
+        if self._tg is not None:
+            self._tg.start_soon(self._dispatch, slot)
+
+    def remove_listener(self, listener: object) -> None:
+        """Unregister ``listener``; events already queued for it are still delivered."""
+        for slot in self._slots:
+            if slot.listener is listener:
+                self._slots.remove(slot)
+                slot.send.close()
+                self._removed_stats.append(slot.statistics())
+                return
+        raise ValueError(f"listener {listener!r} is not registered")
+
+    @property
+    def listeners(self) -> list[object]:
+        """The registered listeners, in registration order."""
+        return [slot.listener for slot in self._slots]
+
+    # -- posting --
+
+    async def post(self, event: StreamingEvent) -> None:
+        """Queue ``event`` for every listener; never waits unless the policy is BLOCK and a queue is full."""
+        if self._closed:
+            self._log.warning("event posted after the bus was closed; ignored", event=type(event).__name__)
+            return
+        self._posted += 1
+        for slot in self._slots:
+            try:
+                slot.send.send_nowait(event)
+            except anyio.WouldBlock:
+                if self.overflow is OverflowPolicy.BLOCK:
+                    await slot.send.send(event)
+                else:
+                    self._drop(slot, event)
+                    continue
+            except anyio.ClosedResourceError:
+                continue  # removed meanwhile
+            slot.accepted += 1
+
+    def _drop(self, slot: _Slot, event: StreamingEvent) -> None:
+        slot.dropped += 1
+        if not slot.warned:
+            slot.warned = True
+            self._log.warning(
+                "dropping events for a slow listener: its queue is full",
+                listener=slot.name,
+                capacity=self.capacity,
+                event=type(event).__name__,
+            )
+
+    # -- the scheduler's JobSchedulerListener protocol --
+
+    async def on_batch_submitted(self, job_set: JobSet) -> None:
+        """Post BatchSubmitted."""
+        if self._slots:
+            await self.post(BatchSubmitted(BatchInfo.from_job_set(job_set)))
+
+    async def on_batch_started(self, job_set: JobSet) -> None:
+        """Post BatchStarted."""
+        if self._slots:
+            await self.post(BatchStarted(BatchInfo.from_job_set(job_set)))
+
+    async def on_job_started(self, job: Job, job_set: JobSet) -> None:
+        """Post OutputOperationStarted."""
+        if self._slots:
+            await self.post(OutputOperationStarted(OutputOperationInfo.from_job(job)))
+
+    async def on_job_completed(self, job: Job, job_set: JobSet) -> None:
+        """Post OutputOperationCompleted."""
+        if self._slots:
+            await self.post(OutputOperationCompleted(OutputOperationInfo.from_job(job)))
+
+    async def on_batch_completed(self, job_set: JobSet) -> None:
+        """Post BatchCompleted."""
+        if self._slots:
+            await self.post(BatchCompleted(BatchInfo.from_job_set(job_set)))
+
+    # -- running --
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Dispatch events until :meth:`close`; returns once every queue is drained."""
+        if self._tg is not None:
+            raise StreamingStateError("the listener bus is already running")
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            for slot in self._slots:
+                tg.start_soon(self._dispatch, slot)
+            task_status.started()
+        self._tg = None
+
+    def close(self) -> None:
+        """Accept no more events; dispatchers exit once they have delivered what is queued."""
+        if self._closed:
+            return
+        self._closed = True
+        for slot in self._slots:
+            slot.send.close()
+        dropped = sum(slot.dropped for slot in self._slots)
+        if dropped:
+            self._log.warning("listener bus closed after dropping events", dropped=dropped,
+                              by_listener={s.name: s.dropped for s in self._slots if s.dropped})
+
+    async def wait_delivered(self) -> None:
+        """Wait until every event posted before this call has reached every listener.
+
+        Events dropped by the DROP policy never will; they are counted in :meth:`statistics`.
+        """
+        targets = [(slot, slot.accepted) for slot in self._slots]
+        self._waiters += 1
+        try:
+            for slot, target in targets:
+                while slot.processed < target:
+                    if self._progress is None:
+                        self._progress = anyio.Event()
+                    await self._progress.wait()
+        finally:
+            self._waiters -= 1
+
+    async def _dispatch(self, slot: _Slot) -> None:
+        _current_listener.set(slot.name)
+        slot.running = True
+        receive = slot.receive
+        handlers = slot.handlers
+        try:
+            with receive:
+                while True:
+                    try:
+                        event = await receive.receive()
+                    except anyio.EndOfStream:
+                        return
+                    n = 0
+                    while True:
+                        entry = handlers.get(type(event))
+                        if entry is not None:
+                            callback, is_async = entry
+                            try:
+                                if is_async:
+                                    await callback(event)
+                                else:
+                                    result = callback(event)
+                                    if result is not None and inspect.isawaitable(result):
+                                        await result
+                            except Exception:
+                                slot.failed += 1
+                                self._log.exception("listener raised; it stays registered", listener=slot.name,
+                                                    event=type(event).__name__)
+                        slot.processed += 1
+                        n += 1
+                        if n % _YIELD_EVERY == 0:
+                            self._notify_progress()
+                            await anyio.lowlevel.checkpoint()
+                        try:
+                            event = receive.receive_nowait()
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                    self._notify_progress()
+        finally:
+            slot.running = False
+            self._notify_progress()
+
+    def _notify_progress(self) -> None:
+        if self._waiters and self._progress is not None:
+            self._progress.set()
+            self._progress = None
+
+    # -- introspection --
+
+    def statistics(self) -> ListenerBusStatistics:
+        """Posted events, and delivered / failed / dropped / queued (event, listener) pairs."""
+        per = tuple(slot.statistics() for slot in self._slots) + tuple(self._removed_stats)
+        return ListenerBusStatistics(
+            posted=self._posted,
+            delivered=sum(s.delivered for s in per),
+            failed=sum(s.failed for s in per),
+            dropped=sum(s.dropped for s in per),
+            queued=sum(s.queued for s in per),
+            listeners=per,
+        )
+
+    def __repr__(self) -> str:
+        st = self.statistics()
+        return (f"<StreamingListenerBus [listeners: {len(self._slots)} | events: {st.posted} posted, "
+                f"{st.queued} queued, {st.dropped} dropped]>")
+
+
+def _name_of(listener: object) -> str:
+    if inspect.isfunction(listener) or inspect.ismethod(listener):
+        return getattr(listener, "__qualname__", repr(listener))
+    return type(listener).__qualname__

@@ -1,0 +1,113 @@
+"""BatchInfo, OutputOperationInfo and ReceiverInfo: frozen snapshots carried by listener events.
+
+The counterparts of Spark's ``BatchInfo``, ``OutputOperationInfo`` and ``ReceiverInfo``. Each is
+a value taken at the moment its event was posted; later changes to the batch never show through.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import attrs
+
+from scheduler import Duration, Job, JobSet, StreamInputInfo, Time
+
+__all__ = ["BatchInfo", "OutputOperationInfo", "ReceiverInfo"]
+
+
+@attrs.frozen
+class OutputOperationInfo:
+    """One output operation of one batch: its identity, timing and failure."""
+
+    batch_time: Time
+    id: int
+    name: str
+    description: str
+    start_time: Time | None
+    end_time: Time | None
+    failure_reason: str | None
+
+    @classmethod
+    def from_job(cls, job: Job) -> OutputOperationInfo:
+        """Snapshot ``job`` as it is now."""
+        return cls(job.time, job.output_op_id, job.name, job.description, job.start_time, job.end_time, job.failure_reason)
+
+    @property
+    def duration(self) -> Duration | None:
+        """End minus start, once both are known."""
+        if self.start_time is None or self.end_time is None:
+            return None
+        return self.end_time.since(self.start_time)
+
+
+@attrs.frozen
+class BatchInfo:
+    """One batch: its input, timing and output operations (Spark's ``BatchInfo``).
+
+    Delays, as in Spark: scheduling = processing start - submission; processing = processing end
+    - processing start; total = processing end - submission. Each is ``None`` until known.
+    """
+
+    batch_time: Time
+    stream_id_to_input_info: Mapping[int, StreamInputInfo]
+    submission_time: Time
+    processing_start_time: Time | None
+    processing_end_time: Time | None
+    output_operation_infos: Mapping[int, OutputOperationInfo]
+
+    @classmethod
+    def from_job_set(cls, job_set: JobSet) -> BatchInfo:
+        """Snapshot ``job_set`` as it is now."""
+        return cls(
+            job_set.time,
+            job_set.input_infos,
+            job_set.submission_time,
+            job_set.processing_start,
+            job_set.processing_end,
+            {job.output_op_id: OutputOperationInfo.from_job(job) for job in job_set.jobs},
+        )
+
+    @property
+    def scheduling_delay(self) -> Duration | None:
+        """How long the batch waited for its first job to start."""
+        if self.processing_start_time is None:
+            return None
+        return self.processing_start_time.since(self.submission_time)
+
+    @property
+    def processing_delay(self) -> Duration | None:
+        """How long the batch's jobs took, first start to last end."""
+        if self.processing_start_time is None or self.processing_end_time is None:
+            return None
+        return self.processing_end_time.since(self.processing_start_time)
+
+    @property
+    def total_delay(self) -> Duration | None:
+        """Scheduling plus processing delay."""
+        if self.processing_end_time is None or self.processing_start_time is None:
+            return None
+        return self.processing_end_time.since(self.submission_time)
+
+    @property
+    def num_records(self) -> int:
+        """Records received by all input streams for this batch."""
+        return sum(info.num_records for info in self.stream_id_to_input_info.values())
+
+    @property
+    def failed(self) -> bool:
+        """Whether any output operation of the batch failed."""
+        return any(op.failure_reason is not None for op in self.output_operation_infos.values())
+
+
+@attrs.frozen
+class ReceiverInfo:
+    """A receiver's identity and last error (Spark's ``ReceiverInfo``)."""
+
+    stream_id: int
+    name: str
+    active: bool
+    location: str
+    executor_id: str
+    last_error_message: str = ""
+    last_error: str = ""
+    last_error_time: Time | None = None

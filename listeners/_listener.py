@@ -1,0 +1,73 @@
+"""StreamingListener: the base class for listeners (Spark's ``StreamingListener`` trait)."""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from ._events import (
+    BatchCompleted,
+    BatchStarted,
+    BatchSubmitted,
+    OutputOperationCompleted,
+    OutputOperationStarted,
+    ReceiverError,
+    ReceiverStarted,
+    ReceiverStopped,
+    StreamingStarted,
+)
+
+__all__ = ["HANDLER_NAMES", "StreamingListener"]
+
+# Event type -> the StreamingListener method that receives it.
+HANDLER_NAMES: dict[type, str] = {
+    StreamingStarted: "on_streaming_started",
+    BatchSubmitted: "on_batch_submitted",
+    BatchStarted: "on_batch_started",
+    BatchCompleted: "on_batch_completed",
+    OutputOperationStarted: "on_output_operation_started",
+    OutputOperationCompleted: "on_output_operation_completed",
+    ReceiverStarted: "on_receiver_started",
+    ReceiverError: "on_receiver_error",
+    ReceiverStopped: "on_receiver_stopped",
+}
+
+MaybeAwaitable = Any  # None, or an awaitable for ``async def`` overrides
+
+
+class StreamingListener:
+    """Override the callbacks you need, as plain ``def`` or as ``async def``.
+
+    Callbacks run on the listener's own dispatcher task, one event at a time, in posting order.
+    A plain ``def`` runs on the event loop, so keep it quick; an ``async def`` may await. A
+    callback that raises is logged with the listener's name and the listener stays registered.
+    """
+
+    def on_streaming_started(self, event: StreamingStarted) -> MaybeAwaitable:
+        """The context started."""
+
+    def on_batch_submitted(self, event: BatchSubmitted) -> MaybeAwaitable:
+        """A batch was submitted."""
+
+    def on_batch_started(self, event: BatchStarted) -> MaybeAwaitable:
+        """A batch started processing."""
+
+    def on_batch_completed(self, event: BatchCompleted) -> MaybeAwaitable:
+        """A batch completed (successfully or not)."""
+
+    def on_output_operation_started(self, event: OutputOperationStarted) -> MaybeAwaitable:
+        """An output operation started."""
+
+    def on_output_operation_completed(self, event: OutputOperationCompleted) -> MaybeAwaitable:
+        """An output operation completed."""
+
+    def on_receiver_started(self, event: ReceiverStarted) -> MaybeAwaitable:
+        """A receiver started."""
+
+    def on_receiver_error(self, event: ReceiverError) -> MaybeAwaitable:
+        """A receiver reported an error."""
+
+    def on_receiver_stopped(self, event: ReceiverStopped) -> MaybeAwaitable:
+        """A receiver stopped."""
+
+
+EventCallback = Callable[[Any], "Awaitable[None] | None"]

@@ -1,0 +1,213 @@
+"""Clocks: the one place that knows what time it is (Spark's ``Clock`` / ``ManualClock``).
+
+Every component takes a :class:`Clock` by injection. :class:`SystemClock` follows the wall clock;
+:class:`ManualClock` moves only when a test tells it to, and lets the test wait until the engine's
+tasks are parked on it before moving it (Spark's SPARK-16002 race, designed out).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time as _time
+from typing import Awaitable, Callable, Protocol, runtime_checkable
+
+import anyio
+import anyio.lowlevel
+
+from ._time import Duration, Time
+
+__all__ = ["Clock", "ManualClock", "SystemClock", "run_with_timeout"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """What the runtime needs from a clock.
+
+    Implementations must be monotonic enough for scheduling: ``sleep_until(t)`` returns only once
+    ``now() >= t``.
+    """
+
+    def now(self) -> Time:
+        """The current time."""
+        ...
+
+    async def sleep_until(self, deadline: Time) -> Time:
+        """Wait until ``now() >= deadline`` and return ``now()``.
+
+        Always a checkpoint (it yields to the event loop even when the deadline has passed), and
+        cancellable.
+        """
+        ...
+
+    async def sleep(self, duration: Duration) -> Time:
+        """Wait for ``duration`` from now and return the time on waking."""
+        ...
+
+
+class SystemClock:
+    """The wall clock, in milliseconds since the Unix epoch."""
+
+    def now(self) -> Time:
+        """The wall-clock time."""
+        return Time(_time.time_ns() // 1_000_000)
+
+    async def sleep_until(self, deadline: Time) -> Time:
+        """Sleep until the wall clock reaches ``deadline`` (re-checks after early wake-ups)."""
+        while True:
+            now = self.now()
+            remaining = deadline.milliseconds - now.milliseconds
+            if remaining <= 0:
+                await anyio.lowlevel.checkpoint()
+                return now
+            # The event loop sleeps on a monotonic clock; re-reading the wall clock afterwards
+            # absorbs the difference instead of firing early.
+            await anyio.sleep(remaining / 1000)
+
+    async def sleep(self, duration: Duration) -> Time:
+        """Sleep for ``duration``."""
+        return await self.sleep_until(self.now() + duration)
+
+    def __repr__(self) -> str:
+        return "<SystemClock>"
+
+
+class _Sleeper:
+    __slots__ = ("deadline", "event")
+
+    def __init__(self, deadline: int, event: anyio.Event) -> None:
+        self.deadline = deadline
+        self.event = event
+
+
+class ManualClock:
+    """A clock that moves only when told to, for deterministic tests.
+
+    Typical use::
+
+        clock = ManualClock()
+        ...
+        await clock.wait_for_sleepers(1)   # the timer is parked on its next tick
+        clock.advance(Seconds(1))          # wake it
+
+    ``advance`` and ``set_time`` are synchronous: they wake every sleeper whose deadline has been
+    reached before returning, so the woken tasks run at the caller's next checkpoint.
+    """
+
+    def __init__(self, start: Time | int = 0) -> None:
+        """Create a clock reading ``start`` (a Time or integer milliseconds)."""
+        self._now = start.milliseconds if isinstance(start, Time) else Time(start).milliseconds
+        self._heap: list[tuple[int, int, _Sleeper]] = []
+        self._parked: set[_Sleeper] = set()
+        self._seq = itertools.count()
+        self._changed: anyio.Event | None = None
+
+    def now(self) -> Time:
+        """The current manual time."""
+        return Time(self._now)
+
+    @property
+    def sleepers(self) -> int:
+        """How many tasks are parked in :meth:`sleep_until`."""
+        return len(self._parked)
+
+    @property
+    def next_deadline(self) -> Time | None:
+        """The earliest deadline any parked task waits for, or ``None``."""
+        self._prune()
+        return Time(self._heap[0][0]) if self._heap else None
+
+    def advance(self, duration: Duration | int) -> Time:
+        """Move the clock forward by ``duration`` (a Duration or integer milliseconds)."""
+        ms = duration.milliseconds if isinstance(duration, Duration) else Duration(duration).milliseconds
+        if ms < 0:
+            raise ValueError(f"a manual clock only moves forward; got advance({ms} ms)")
+        return self.set_time(Time(self._now + ms))
+
+    def set_time(self, new_time: Time) -> Time:
+        """Set the clock to ``new_time``, which must not be in the past."""
+        if new_time.milliseconds < self._now:
+            raise ValueError(
+                f"a manual clock only moves forward; it reads {self._now} ms, got set_time({new_time})"
+            )
+        self._now = new_time.milliseconds
+        self._wake_due()
+        return new_time
+
+    def _wake_due(self) -> None:
+        heap = self._heap
+        while heap and heap[0][0] <= self._now:
+            _, _, sleeper = heapq.heappop(heap)
+            if sleeper in self._parked:
+                self._parked.discard(sleeper)
+                sleeper.event.set()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def _prune(self) -> None:
+        while self._heap and self._heap[0][2] not in self._parked:
+            heapq.heappop(self._heap)
+
+    async def sleep_until(self, deadline: Time) -> Time:
+        """Park until the clock reaches ``deadline``; a checkpoint even if it already has."""
+        if deadline.milliseconds <= self._now:
+            await anyio.lowlevel.checkpoint()
+            return Time(self._now)
+        sleeper = _Sleeper(deadline.milliseconds, anyio.Event())
+        heapq.heappush(self._heap, (sleeper.deadline, next(self._seq), sleeper))
+        self._parked.add(sleeper)
+        self._notify()
+        try:
+            await sleeper.event.wait()
+        finally:
+            if sleeper in self._parked:  # cancelled before its deadline
+                self._parked.discard(sleeper)
+                self._notify()
+        return Time(self._now)
+
+    async def sleep(self, duration: Duration) -> Time:
+        """Park for ``duration`` of manual time."""
+        return await self.sleep_until(Time(self._now + duration.milliseconds))
+
+    async def wait_for_sleepers(self, count: int = 1) -> None:
+        """Wait until at least ``count`` tasks are parked in :meth:`sleep_until`.
+
+        Call this before :meth:`advance` so that the advance is seen by the task it is meant for.
+        """
+        while len(self._parked) < count:
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def __repr__(self) -> str:
+        return f"<ManualClock [{self._now} ms | {len(self._parked)} sleepers]>"
+
+
+async def run_with_timeout(clock: Clock, timeout: Duration | None, fn: Callable[[], Awaitable[object]]) -> bool:
+    """Run ``fn()`` and return True, or cancel it once ``timeout`` passes on ``clock`` and return False.
+
+    ``anyio.fail_after`` measures the event loop's monotonic time, which a manual clock does not
+    move; deadlines in the runtime are on the injected clock, so they need this instead.
+    ``timeout=None`` waits without a bound.
+    """
+    if timeout is None:
+        await fn()
+        return True
+    finished = False
+    async with anyio.create_task_group() as tg:
+
+        async def guard() -> None:
+            await clock.sleep(timeout)
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(guard)
+        await fn()
+        finished = True
+        tg.cancel_scope.cancel()
+    return finished

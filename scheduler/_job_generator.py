@@ -1,0 +1,146 @@
+"""JobGenerator: turns each tick of the batch timer into a JobSet (Spark's ``JobGenerator``).
+
+One task processes a closed set of messages in order: ``GenerateJobs`` from the timer and
+``BatchFinished`` from the scheduler. Processing them on one task is what makes batch hooks run
+one at a time and in batch-time order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Callable, Sequence, Union
+
+import anyio
+import attrs
+import structlog
+
+from ._clock import Clock
+from ._input_info import InputInfoTracker
+from ._protocols import BatchHook, JobGraph
+from ._time import Duration, Time
+from ._timer import RecurringTimer
+
+if TYPE_CHECKING:
+    from ._job_scheduler import JobScheduler
+
+__all__ = ["BatchFinished", "GenerateJobs", "GeneratorMessage", "JobGenerator"]
+
+
+@attrs.frozen
+class GenerateJobs:
+    """Generate and submit the batch for ``time`` (posted by the timer)."""
+
+    time: Time
+
+
+@attrs.frozen
+class BatchFinished:
+    """Every job of ``time`` ended and every earlier batch is finalised (posted in time order)."""
+
+    time: Time
+    succeeded: bool
+
+
+GeneratorMessage = Union[GenerateJobs, BatchFinished]
+
+
+class JobGenerator:
+    """Generates one JobSet per batch interval and runs per-batch hooks in order.
+
+    Owned by a :class:`JobScheduler`, which starts and stops it.
+    """
+
+    def __init__(
+        self,
+        scheduler: JobScheduler,
+        graph: JobGraph,
+        clock: Clock,
+        batch_duration: Duration,
+        input_infos: InputInfoTracker,
+        hooks: Sequence[BatchHook],
+        report_error: Callable[[str, BaseException, Time | None], None],
+    ) -> None:
+        """Wire the generator; nothing runs until :meth:`run`."""
+        self._scheduler = scheduler
+        self._graph = graph
+        self._clock = clock
+        self.batch_duration = batch_duration
+        self._input_infos = input_infos
+        self._hooks = tuple(hooks)
+        self._report_error = report_error
+        self._send, self._receive = anyio.create_memory_object_stream[GeneratorMessage](math.inf)
+        self.timer = RecurringTimer(clock, batch_duration, self._on_tick, "JobGenerator")
+        self.zero_time: Time | None = None
+        self.last_processed_batch: Time | None = None
+        self.discard_new_batches = False
+        self.generated = 0
+        self._log = structlog.get_logger("aiodstream.scheduler").bind(component="JobGenerator")
+
+    # -- posting (synchronous: the timer and the scheduler never wait for the generator) --
+
+    def _on_tick(self, time: Time) -> None:
+        self.post(GenerateJobs(time))
+
+    def post(self, message: GeneratorMessage) -> None:
+        """Queue ``message``; counted as in-flight work until it is handled."""
+        self._scheduler._in_flight += 1
+        self._send.send_nowait(message)
+
+    def close(self) -> None:
+        """No more messages: the loop ends once it has handled what is queued."""
+        self._send.close()
+
+    @property
+    def queued(self) -> int:
+        """Messages waiting to be handled."""
+        return self._receive.statistics().current_buffer_used
+
+    # -- the loop --
+
+    def start_graph(self, first_batch: Time) -> None:
+        """Start the graph so that its first batch is ``first_batch`` (zero time one batch earlier)."""
+        self.zero_time = first_batch.minus(self.batch_duration)
+        self._graph.start(self.zero_time, self._input_infos)
+
+    async def run_loop(self) -> None:
+        """Handle messages until :meth:`close` and the queue is empty."""
+        async with self._receive:
+            async for message in self._receive:
+                try:
+                    if type(message) is GenerateJobs:
+                        if not self.discard_new_batches:
+                            await self._generate_jobs(message.time)
+                    else:
+                        await self._finish_batch(message.time, message.succeeded)
+                except Exception as exc:  # a hook or the graph misbehaved: report, keep going
+                    self._report_error("Error in job generator", exc, None)
+                finally:
+                    self._scheduler._work_done()
+
+    async def _generate_jobs(self, time: Time) -> None:
+        # Spark's order: allocate received input, generate jobs (this is where input streams
+        # compute and report their input infos), collect those infos, submit, then checkpoint.
+        try:
+            await self._graph.allocate_input(time)
+            jobs = await self._graph.generate_jobs(time)
+        except Exception as exc:
+            self._report_error(f"Error generating jobs for time {time}", exc, time)
+        else:
+            infos = self._input_infos.get_info(time)
+            self.generated += 1
+            await self._scheduler.submit_job_set(time, jobs, infos)
+        if self._hooks:
+            pending = self._scheduler.pending_times()
+            for hook in self._hooks:
+                await hook.batch_generated(time, pending)
+
+    async def _finish_batch(self, time: Time, succeeded: bool) -> None:
+        if succeeded:
+            self._graph.clear_metadata(time)
+            for hook in self._hooks:
+                await hook.batch_completed(time)
+            self._input_infos.cleanup(time)
+        self.last_processed_batch = time
+
+    def __repr__(self) -> str:
+        return f"<JobGenerator [zero {self.zero_time} | queued {self.queued} | last processed {self.last_processed_batch}]>"

@@ -1,0 +1,389 @@
+"""JobScheduler: runs each batch's jobs on a bounded executor (Spark's ``JobScheduler``/``JobHandler``).
+
+Jobs start in submission order on ``concurrent_jobs`` worker tasks. Job start and completion are
+handled in one place (:meth:`JobScheduler._run_job`); because the event loop is single-threaded
+those handlers are atomic, which is what Spark's scheduler event loop exists to guarantee.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Mapping, Sequence
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import anyio.to_thread
+import attrs
+import structlog
+
+from ._clock import Clock, run_with_timeout
+from ._errors import InvalidDurationError, JobFailedError, StreamingStateError
+from ._input_info import InputInfoTracker, StreamInputInfo
+from ._job import Job
+from ._job_generator import BatchFinished, JobGenerator
+from ._job_set import JobSet
+from ._protocols import BatchHook, JobGraph, JobSchedulerListener
+from ._time import Duration, Milliseconds, Time
+
+__all__ = ["JobAbandonedError", "JobScheduler", "JobSchedulerStatistics"]
+
+
+class JobAbandonedError(JobFailedError):
+    """Recorded as the failure of a job that an immediate stop abandoned while it ran."""
+
+
+@attrs.frozen
+class JobSchedulerStatistics:
+    """A snapshot of the scheduler's load, for ``repr``, tests and monitoring."""
+
+    jobs_running: int
+    jobs_queued: int
+    batches_pending: int
+    batches_submitted: int
+    batches_completed: int
+    batches_failed: int
+    jobs_completed: int
+    jobs_failed: int
+
+
+ErrorReporter = Callable[[JobFailedError], None]
+
+
+class JobScheduler:
+    """Generates batches on the batch grid and runs their jobs, at most ``concurrent_jobs`` at once.
+
+    Start it with ``first_batch = await task_group.start(scheduler.run)``; stop it with
+    :meth:`stop`. Batch hooks (``BatchHook.batch_completed``) run in batch-time order even when a
+    later batch completes first: a finished batch waits for every earlier one before it is
+    finalised. A batch with a failed job is finalised as failed: it keeps its place in
+    :meth:`pending_times` (so a checkpoint re-runs it) and its hooks are not called.
+    """
+
+    def __init__(
+        self,
+        graph: JobGraph,
+        batch_duration: Duration,
+        *,
+        clock: Clock,
+        listener: JobSchedulerListener | None = None,
+        concurrent_jobs: int = 1,
+        hooks: Sequence[BatchHook] = (),
+        report_error: ErrorReporter | None = None,
+    ) -> None:
+        """Wire a scheduler; nothing runs until :meth:`run`.
+
+        Args:
+            graph: the pipeline that generates jobs per batch.
+            batch_duration: the batch interval.
+            clock: the clock every time is read from.
+            listener: told about every batch and job transition (the listener bus).
+            concurrent_jobs: how many jobs may run at once (Spark's ``spark.streaming.concurrentJobs``).
+            hooks: per-batch hooks (checkpointing, source commits).
+            report_error: receives every job and generation failure (the context's waiter).
+        """
+        if not isinstance(batch_duration, Duration) or batch_duration.milliseconds <= 0:
+            raise InvalidDurationError(
+                f"batch duration must be a positive multiple of 1 ms, got {batch_duration}; pass e.g. Seconds(1)"
+            )
+        if type(concurrent_jobs) is not int or concurrent_jobs < 1:
+            raise ValueError(f"concurrent_jobs must be a positive int, got {concurrent_jobs!r}")
+        self.batch_duration = batch_duration
+        self.concurrent_jobs = concurrent_jobs
+        self._clock = clock
+        self._listener = listener
+        self._report = report_error
+        self.input_info_tracker = InputInfoTracker()
+        self.generator = JobGenerator(
+            self, graph, clock, batch_duration, self.input_info_tracker, hooks, self._report_error
+        )
+        self._job_sets: dict[Time, JobSet] = {}  # submitted, not finalised, in time order
+        self._failed_times: list[Time] = []
+        self._job_send, self._job_receive = anyio.create_memory_object_stream[Job](math.inf)
+        self._thread_limiter = anyio.CapacityLimiter(concurrent_jobs)
+        self._running: dict[Job, anyio.CancelScope] = {}
+        self._discard_jobs = False
+        # Work that has been posted but not finished: generator messages and unfinalised batches.
+        self._in_flight = 0
+        self._idle: anyio.Event | None = None
+        self._running_changed: anyio.Event | None = None
+        self._started = False
+        self._finished: anyio.Event | None = None
+        self._stats = {"submitted": 0, "completed": 0, "failed": 0, "jobs_completed": 0, "jobs_failed": 0}
+        self._log = structlog.get_logger("aiodstream.scheduler").bind(component="JobScheduler")
+
+    # -- lifecycle --
+
+    async def run(self, start: Time | None = None, *, task_status: anyio.abc.TaskStatus[Time] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run the generator, the timer and the workers until :meth:`stop` completes.
+
+        Reports the first batch time to ``task_group.start``. ``start`` overrides the first batch
+        time (default: the next multiple of the batch duration after now).
+        """
+        if self._started:
+            raise StreamingStateError("JobScheduler has already been started")
+        self._started = True
+        self._finished = anyio.Event()
+        try:
+            first = self.generator.timer.start_time() if start is None else start
+            self.generator.start_graph(first)
+            async with anyio.create_task_group() as tg:
+                for _ in range(self.concurrent_jobs):
+                    tg.start_soon(self._worker, self._job_receive.clone())
+                self._job_receive.close()
+                tg.start_soon(self.generator.run_loop)
+                await tg.start(self.generator.timer.run, first)
+                self._log.info("job scheduler started", first_batch=first.milliseconds,
+                               batch_ms=self.batch_duration.milliseconds, concurrent_jobs=self.concurrent_jobs)
+                task_status.started(first)
+        finally:
+            self._finished.set()
+
+    async def stop(self, *, graceful: bool, timeout: Duration | None = None, abandon_after: Duration = Milliseconds(2000)) -> bool:
+        """Stop generating batches and end :meth:`run`; return False if a graceful stop timed out.
+
+        Graceful: the tick the timer is waiting for still fires, then every generated batch is
+        run to completion and finalised (hooks included), bounded by ``timeout``; what is left
+        at the timeout is abandoned as in an immediate stop.
+
+        Immediate: no new batch is generated; queued jobs are dropped; running jobs get
+        ``abandon_after`` to finish, then each one's ``cancel`` hook is called (Spark's job group
+        is cancelled) and its waiter is cancelled. A worker thread running a blocking PySpark
+        call cannot itself be cancelled: it is abandoned and finishes in the background.
+        Batches that finish during the grace period are still finalised.
+        """
+        if not self._started or self._finished is None:
+            return True
+        if self._finished.is_set():
+            return True
+        drained = True
+        if graceful:
+            self._log.info("stopping job scheduler gracefully", timeout_ms=None if timeout is None else timeout.milliseconds)
+            await self.generator.timer.stop(one_more_tick=True)
+            drained = await run_with_timeout(self._clock, timeout, self._wait_idle)
+            if not drained:
+                self._log.warning("timed out while stopping the job generator", timeout_ms=timeout.milliseconds if timeout else None)
+        else:
+            self._log.info("stopping job scheduler immediately")
+            await self.generator.timer.stop(one_more_tick=False)
+        if not drained or not graceful:
+            self.generator.discard_new_batches = True
+            self._discard_jobs = True
+            if self._running:
+                finished = await run_with_timeout(self._clock, abandon_after, self._wait_running)
+                if not finished:
+                    self.abandon_running()
+        self._job_send.close()
+        await self._wait_running()
+        self.generator.close()
+        try:
+            await self.generator._graph.stop()
+        finally:
+            await self._finished.wait()
+            self._log.info("job scheduler stopped", pending=[t.milliseconds for t in self.pending_times()])
+        return drained
+
+    def abandon_running(self) -> None:
+        """Cancel every running job now (its ``cancel`` hook, then its waiter)."""
+        for job, scope in list(self._running.items()):
+            if job.cancel is not None:
+                try:
+                    job.cancel()
+                except Exception:  # cancelling is best effort; the job is abandoned regardless
+                    self._log.exception("job cancel hook failed", job=str(job))
+            scope.cancel()
+
+    # -- submission --
+
+    async def submit_job_set(self, time: Time, jobs: Sequence[Job], infos: Mapping[int, StreamInputInfo]) -> None:
+        """Track the batch and queue its jobs (Spark's ``submitJobSet``)."""
+        if self._discard_jobs:
+            # An immediate stop began while this batch was being generated: it is not run.
+            self._log.info("batch not submitted: the scheduler is stopping immediately", batch_time=time.milliseconds)
+            return
+        job_set = JobSet(time, jobs, self._clock.now(), infos)
+        self._in_flight += 1
+        self._job_sets[time] = job_set
+        if not job_set.jobs:
+            # Spark posts nothing for an empty batch and never finalises it; we post nothing but
+            # still finalise it in order, so hooks (commits, cleanup) see every batch.
+            self._log.debug("no jobs added", batch_time=time.milliseconds)
+            self._release_finished_batches()
+            return
+        self._stats["submitted"] += 1
+        if self._listener is not None:
+            await self._listener.on_batch_submitted(job_set)
+        send = self._job_send.send_nowait
+        for job in job_set.jobs:
+            send(job)
+
+    def pending_times(self) -> list[Time]:
+        """Batches submitted but not successfully finished: unfinished ones and failed ones."""
+        return sorted([*self._failed_times, *self._job_sets])
+
+    # -- execution: job start and completion are handled here and nowhere else --
+
+    async def _worker(self, receive: anyio.abc.ObjectReceiveStream[Job]) -> None:
+        async with receive:
+            async for job in receive:
+                if self._discard_jobs:
+                    self._drop_job(job)
+                    continue
+                await self._run_job(job)
+
+    async def _run_job(self, job: Job) -> None:
+        job_set = self._job_sets[job.time]
+        listener = self._listener
+        now = self._clock.now()
+        # BatchStarted is posted before the job's own start time is set, as in Spark, so in
+        # that event every output operation is still "not started".
+        if job_set.processing_start is None:
+            job_set.processing_start = now
+            if listener is not None:
+                await listener.on_batch_started(job_set)
+        job.start_time = now
+        if listener is not None:
+            await listener.on_job_started(job, job_set)
+        with anyio.CancelScope() as scope:
+            self._running[job] = scope
+            try:
+                if job.is_async:
+                    await job.func()
+                else:
+                    result = await anyio.to_thread.run_sync(job.func, limiter=self._thread_limiter, abandon_on_cancel=True)
+                    if hasattr(result, "__await__"):
+                        await result  # a plain function that returned a coroutine
+            except Exception as exc:
+                job.failure = exc
+            finally:
+                del self._running[job]
+        if scope.cancelled_caught:
+            job.failure = JobAbandonedError(
+                f"job {job.id} was abandoned by an immediate stop", job_id=job.id, batch_time_ms=job.time.milliseconds
+            )
+        self._wake_running_waiters()
+        completed = job_set.handle_job_completion(job, self._clock.now())
+        if job.failure is not None:
+            self._stats["jobs_failed"] += 1
+        else:
+            self._stats["jobs_completed"] += 1
+        if listener is not None:
+            await listener.on_job_completed(job, job_set)
+        if completed:
+            self._on_batch_completed(job_set)
+            if listener is not None:
+                await listener.on_batch_completed(job_set)
+        if job.failure is not None and not isinstance(job.failure, JobAbandonedError):
+            self._report_error(f"Error running job {job.id}", job.failure, job.time, job.id)
+
+    def _on_batch_completed(self, job_set: JobSet) -> None:
+        failed = job_set.failed
+        self._stats["failed" if failed else "completed"] += 1
+        sd, pd, td = job_set.scheduling_delay, job_set.processing_delay, job_set.total_delay
+        # The one canonical line per completed batch.
+        self._log.info(
+            "batch completed",
+            batch_time=job_set.time.milliseconds,
+            scheduling_delay_ms=sd.milliseconds if sd else 0,
+            processing_delay_ms=pd.milliseconds if pd else 0,
+            total_delay_ms=td.milliseconds if td else 0,
+            num_records=job_set.num_records,
+            jobs=len(job_set.jobs),
+            failed=failed,
+        )
+        self._release_finished_batches()
+
+    def _release_finished_batches(self) -> None:
+        # Finalise completed batches strictly in time order: a batch that finished early waits
+        # here until every earlier batch has finished, so BatchHook.batch_completed (commits,
+        # checkpoints, cleanup) never sees batch N+1 before batch N.
+        sets = self._job_sets
+        while sets:
+            time = next(iter(sets))
+            job_set = sets[time]
+            if not job_set.has_completed:
+                return
+            del sets[time]
+            succeeded = not job_set.failed
+            if not succeeded:
+                self._failed_times.append(time)
+            self.generator.post(BatchFinished(time, succeeded))
+            self._work_done()
+
+    def _drop_job(self, job: Job) -> None:
+        self._log.debug("dropping queued job on immediate stop", job=str(job))
+
+    # -- errors --
+
+    def _report_error(self, message: str, exc: BaseException, time: Time | None, job_id: str | None = None) -> None:
+        self._log.error(message, exc_info=exc, batch_time=None if time is None else time.milliseconds)
+        if self._report is not None:
+            err = JobFailedError(f"{message}: {type(exc).__name__}: {exc}", job_id=job_id,
+                                 batch_time_ms=None if time is None else time.milliseconds)
+            err.__cause__ = exc
+            self._report(err)
+
+    # -- waiting for quiescence --
+
+    def _work_done(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0 and self._idle is not None:
+            self._idle.set()
+            self._idle = None
+
+    async def _wait_idle(self) -> None:
+        """Wait until every posted message is handled and every submitted batch is finalised."""
+        while self._in_flight:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
+
+    async def wait_until_idle(self) -> None:
+        """Wait until every tick that is due has been generated, run and finalised.
+
+        A tick is due when the clock has reached it; the timer may not have run yet (a manual
+        clock's ``advance`` only wakes it), so this yields until it has, then waits for the work.
+        """
+        timer = self.generator.timer
+        while True:
+            nxt = timer.next_tick
+            if nxt is not None and nxt <= self._clock.now():
+                await anyio.lowlevel.checkpoint()  # the timer is woken; let it fire
+                continue
+            if not self._in_flight:
+                return
+            await self._wait_idle()
+
+    def _wake_running_waiters(self) -> None:
+        if self._running_changed is not None:
+            self._running_changed.set()
+            self._running_changed = None
+
+    async def _wait_running(self) -> None:
+        while self._running:
+            if self._running_changed is None:
+                self._running_changed = anyio.Event()
+            await self._running_changed.wait()
+
+    # -- introspection --
+
+    def statistics(self) -> JobSchedulerStatistics:
+        """A snapshot of running and queued work and of batch and job counts."""
+        s = self._stats
+        return JobSchedulerStatistics(
+            jobs_running=len(self._running),
+            jobs_queued=self._job_send.statistics().current_buffer_used,
+            batches_pending=len(self._job_sets),
+            batches_submitted=s["submitted"],
+            batches_completed=s["completed"],
+            batches_failed=s["failed"],
+            jobs_completed=s["jobs_completed"],
+            jobs_failed=s["jobs_failed"],
+        )
+
+    def __repr__(self) -> str:
+        st = self.statistics()
+        return (
+            f"<JobScheduler [jobs: {st.jobs_running} running, {st.jobs_queued} queued | "
+            f"batches: {st.batches_pending} pending, {st.batches_completed} completed, {st.batches_failed} failed]>"
+        )

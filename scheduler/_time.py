@@ -1,0 +1,165 @@
+"""Time and Duration: integer-millisecond value types (Spark's ``Time`` and ``Duration``).
+
+Floats never enter the runtime: a batch grid built from floats drifts, one built from integers
+cannot.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import Iterator
+
+import attrs
+
+from ._errors import InvalidDurationError
+
+__all__ = ["Duration", "Milliseconds", "Minutes", "Seconds", "Time"]
+
+
+def _check_ms(value: object, what: str) -> int:
+    # bool is an int subclass; True milliseconds is always a bug.
+    if type(value) is not int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return int(value)
+        raise InvalidDurationError(
+            f"{what} must be a whole number of milliseconds (int), got {type(value).__name__} {value!r}"
+        )
+    return value
+
+
+@attrs.frozen(order=True, repr=False)
+class Duration:
+    """A length of time in whole milliseconds.
+
+    Build one with :func:`Milliseconds`, :func:`Seconds` or :func:`Minutes`.
+    """
+
+    milliseconds: int = attrs.field(converter=lambda v: _check_ms(v, "a Duration"))
+
+    def __add__(self, other: Duration) -> Duration:
+        if isinstance(other, Duration):
+            return Duration(self.milliseconds + other.milliseconds)
+        return NotImplemented
+
+    def __sub__(self, other: Duration) -> Duration:
+        if isinstance(other, Duration):
+            return Duration(self.milliseconds - other.milliseconds)
+        return NotImplemented
+
+    def __mul__(self, factor: int) -> Duration:
+        if type(factor) is int:
+            return Duration(self.milliseconds * factor)
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Duration) -> float:
+        if isinstance(other, Duration):
+            return self.milliseconds / other.milliseconds
+        return NotImplemented
+
+    def __neg__(self) -> Duration:
+        return Duration(-self.milliseconds)
+
+    def is_multiple_of(self, other: Duration) -> bool:
+        """Whether this duration is a whole number of ``other`` (Spark's ``isMultipleOf``)."""
+        return self.milliseconds % other.milliseconds == 0
+
+    @property
+    def is_zero(self) -> bool:
+        """True for a zero-length duration."""
+        return self.milliseconds == 0
+
+    @property
+    def seconds(self) -> float:
+        """The duration in seconds, for display and for APIs that take seconds."""
+        return self.milliseconds / 1000
+
+    def __repr__(self) -> str:
+        return f"Duration({self.milliseconds})"
+
+    def __str__(self) -> str:
+        return f"{self.milliseconds} ms"
+
+
+@attrs.frozen(order=True, repr=False)
+class Time:
+    """A point in time: milliseconds since the epoch of the clock that produced it."""
+
+    milliseconds: int = attrs.field(converter=lambda v: _check_ms(v, "a Time"))
+
+    def __add__(self, other: Duration) -> Time:
+        if isinstance(other, Duration):
+            return Time(self.milliseconds + other.milliseconds)
+        return NotImplemented
+
+    def __sub__(self, other: Time | Duration) -> Time | Duration:  # type: ignore[override]
+        if isinstance(other, Duration):
+            return Time(self.milliseconds - other.milliseconds)
+        if isinstance(other, Time):
+            return Duration(self.milliseconds - other.milliseconds)
+        return NotImplemented
+
+    def minus(self, other: Duration) -> Time:
+        """``self - other`` typed as a Time (mypy cannot narrow the operator's union)."""
+        return Time(self.milliseconds - other.milliseconds)
+
+    def since(self, earlier: Time) -> Duration:
+        """``self - earlier`` typed as a Duration."""
+        return Duration(self.milliseconds - earlier.milliseconds)
+
+    def floor(self, period: Duration, zero: Time | None = None) -> Time:
+        """The latest time on the grid ``zero + k * period`` that is not after this time."""
+        z = 0 if zero is None else zero.milliseconds
+        p = period.milliseconds
+        return Time((self.milliseconds - z) // p * p + z)
+
+    def is_multiple_of(self, period: Duration) -> bool:
+        """Whether this time lies on the epoch-anchored grid of ``period``."""
+        return self.milliseconds % period.milliseconds == 0
+
+    def until(self, end: Time, step: Duration) -> Iterator[Time]:
+        """Times ``self, self + step, ...`` strictly before ``end``."""
+        for ms in range(self.milliseconds, end.milliseconds, step.milliseconds):
+            yield Time(ms)
+
+    def to(self, end: Time, step: Duration) -> Iterator[Time]:
+        """Times ``self, self + step, ...`` up to and including ``end``."""
+        for ms in range(self.milliseconds, end.milliseconds + 1, step.milliseconds):
+            yield Time(ms)
+
+    def __repr__(self) -> str:
+        return f"Time({self.milliseconds})"
+
+    def __str__(self) -> str:
+        return f"{self.milliseconds} ms"
+
+
+def Milliseconds(n: int) -> Duration:  # noqa: N802 - Spark's helper names
+    """A duration of ``n`` whole milliseconds."""
+    return Duration(_check_ms(n, "Milliseconds(n)"))
+
+
+def _scaled(value: object, factor: int, name: str) -> Duration:
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        raise InvalidDurationError(f"{name} takes a number, got {type(value).__name__} {value!r}")
+    try:
+        # Decimal(repr(x)) keeps exactly what the user typed: 1.1 s is 1100 ms, not 1100.0000000000002.
+        exact = (value if isinstance(value, Decimal) else Decimal(repr(value))) * factor
+    except InvalidOperation:
+        raise InvalidDurationError(f"{name} takes a finite number, got {value!r}") from None
+    if not exact.is_finite() or exact != exact.to_integral_value():
+        raise InvalidDurationError(
+            f"{name} must be a whole number of milliseconds, got {value!r} ({exact} ms)"
+        )
+    return Duration(int(exact))
+
+
+def Seconds(n: int | float) -> Duration:  # noqa: N802
+    """A duration of ``n`` seconds; fractions are allowed down to whole milliseconds."""
+    return _scaled(n, 1000, "Seconds(n)")
+
+
+def Minutes(n: int | float) -> Duration:  # noqa: N802
+    """A duration of ``n`` minutes; fractions are allowed down to whole milliseconds."""
+    return _scaled(n, 60_000, "Minutes(n)")

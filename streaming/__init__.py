@@ -1,0 +1,23 @@
+"""The user API: the streaming runtime, plain-Python pipelines and (with Spark) DStreams.
+
+The counterpart of ``pyspark.streaming``. Importing this package does not import PySpark.
+"""
+
+from scheduler import Duration, ManualClock, Milliseconds, Minutes, Seconds, SystemClock, Time
+
+from ._pipeline import Batch, Pipeline
+from ._runtime import StreamingContextState, StreamingRuntime
+
+__all__ = [
+    "Batch",
+    "Duration",
+    "ManualClock",
+    "Milliseconds",
+    "Minutes",
+    "Pipeline",
+    "Seconds",
+    "StreamingContextState",
+    "StreamingRuntime",
+    "SystemClock",
+    "Time",
+]

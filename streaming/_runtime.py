@@ -1,0 +1,353 @@
+"""StreamingRuntime: the async core of a streaming context (Spark's ``StreamingContext`` lifecycle).
+
+It owns the listener bus and the JobScheduler, runs them in its own task group, enforces the
+INITIALIZED -> ACTIVE -> STOPPED lifecycle, and keeps the waiter that ``await_termination``
+reads. The pyspark-compatible ``StreamingContext`` is built on it.
+"""
+
+from __future__ import annotations
+
+import enum
+from types import TracebackType
+from typing import Sequence
+
+import anyio
+import anyio.abc
+import structlog
+
+from listeners import OverflowPolicy, StreamingListenerBus, StreamingStarted, current_listener
+from scheduler import (
+    BatchHook,
+    Clock,
+    Duration,
+    InvalidDurationError,
+    JobFailedError,
+    JobGraph,
+    JobScheduler,
+    Milliseconds,
+    StreamingStateError,
+    SystemClock,
+    Time,
+    run_with_timeout,
+)
+
+__all__ = ["StreamingContextState", "StreamingRuntime"]
+
+
+class StreamingContextState(enum.Enum):
+    """Lifecycle states, as Spark's ``StreamingContextState``."""
+
+    INITIALIZED = "INITIALIZED"
+    ACTIVE = "ACTIVE"
+    STOPPED = "STOPPED"
+
+
+class StreamingRuntime:
+    """Runs a job graph on the batch grid, with listeners, lifecycle and termination waiting.
+
+    Use it as an async context manager, which gives it a task group inside your application::
+
+        async with StreamingRuntime(pipeline, Seconds(1)) as runtime:
+            await runtime.start()
+            await runtime.await_termination(Seconds(10))
+            await runtime.stop(graceful=True)
+
+    Leaving the block stops a still-active runtime: gracefully on a normal exit, immediately
+    (abandoning running jobs at once) on an exception or cancellation.
+
+    Guarantees:
+        * batches are generated for every grid time ``first + k * batch_duration``, never skipped;
+        * at most ``concurrent_jobs`` jobs run at once; jobs start in submission order;
+        * batch hooks see completed batches in batch-time order;
+        * a failed job never stops the runtime: it is raised by every later ``await_termination``;
+        * every event posted to the listener bus is delivered before ``stop`` returns.
+    """
+
+    def __init__(
+        self,
+        graph: JobGraph,
+        batch_duration: Duration,
+        *,
+        clock: Clock | None = None,
+        concurrent_jobs: int = 1,
+        graceful_stop_timeout: Duration | None = None,
+        abandon_after: Duration = Milliseconds(2000),
+        listener_bus_capacity: int = 10_000,
+        listener_overflow: OverflowPolicy = OverflowPolicy.DROP,
+        hooks: Sequence[BatchHook] = (),
+        name: str | None = None,
+    ) -> None:
+        """Configure a runtime; nothing runs until :meth:`start`.
+
+        Args:
+            graph: the pipeline (a ``JobGraph``) generating each batch's jobs.
+            batch_duration: the batch interval, a positive :class:`Duration`.
+            clock: where every time comes from (default: the wall clock).
+            concurrent_jobs: how many jobs may run at once.
+            graceful_stop_timeout: bound on a graceful stop (default 10 batch intervals).
+            abandon_after: how long an immediate stop lets running jobs finish before it
+                cancels them (Spark waits 2 s).
+            listener_bus_capacity: per-listener queue bound.
+            listener_overflow: what a full listener queue does (drop or block).
+            hooks: per-batch hooks (checkpointing, source commits), called in batch-time order.
+            name: a name for logs.
+        """
+        if not isinstance(batch_duration, Duration):
+            raise InvalidDurationError(
+                f"batch duration must be a Duration, got {type(batch_duration).__name__} {batch_duration!r}; "
+                "pass e.g. Seconds(1) or Milliseconds(500)"
+            )
+        if batch_duration.milliseconds <= 0:
+            raise InvalidDurationError(
+                f"batch duration must be a positive multiple of 1 ms, got {batch_duration}; pass e.g. Seconds(1)"
+            )
+        if graceful_stop_timeout is not None and (not isinstance(graceful_stop_timeout, Duration) or graceful_stop_timeout.milliseconds < 0):
+            raise InvalidDurationError(f"graceful_stop_timeout must be a non-negative Duration, got {graceful_stop_timeout!r}")
+        self.graph = graph
+        self.batch_duration = batch_duration
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.graceful_stop_timeout = graceful_stop_timeout if graceful_stop_timeout is not None else batch_duration * 10
+        self.abandon_after = abandon_after
+        self.name = name
+        self.listener_bus = StreamingListenerBus(listener_bus_capacity, listener_overflow)
+        self.scheduler = JobScheduler(
+            graph,
+            batch_duration,
+            clock=self.clock,
+            listener=self.listener_bus,
+            concurrent_jobs=concurrent_jobs,
+            hooks=hooks,
+            report_error=self._notify_error,
+        )
+        self._state = StreamingContextState.INITIALIZED
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._error: JobFailedError | None = None
+        self._stopped = False
+        self._waiter_changed: anyio.Event | None = None
+        self._stop_done: anyio.Event | None = None
+        self._scheduler_done: anyio.Event | None = None
+        self._bus_done: anyio.Event | None = None
+        self.start_time: Time | None = None
+        self.first_batch_time: Time | None = None
+        self._log = structlog.get_logger("aiodstream.streaming").bind(component="StreamingRuntime", name=name)
+
+    # -- state --
+
+    @property
+    def state(self) -> StreamingContextState:
+        """The lifecycle state."""
+        return self._state
+
+    def add_listener(self, listener: object, *, name: str | None = None) -> None:
+        """Register a listener; allowed before and after start."""
+        self.listener_bus.add_listener(listener, name=name)
+
+    def remove_listener(self, listener: object) -> None:
+        """Unregister a listener."""
+        self.listener_bus.remove_listener(listener)
+
+    # -- home: the task group everything runs in --
+
+    async def __aenter__(self) -> StreamingRuntime:
+        if self._tg is not None:
+            raise StreamingStateError("this runtime is already entered; a runtime has one home")
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool | None:
+        assert self._tg is not None
+        try:
+            if self._stop_done is not None and not self._stop_done.is_set():
+                await self._stop_done.wait()  # a stop is under way elsewhere
+            elif self._state is StreamingContextState.ACTIVE:
+                if exc is None:
+                    await self.stop(graceful=True)
+                else:
+                    # Cancellation or an error in the host: stop now, shielded so the bookkeeping
+                    # finishes, and without waiting for running jobs (they are abandoned).
+                    with anyio.CancelScope(shield=True):
+                        await self._stop(graceful=False, abandon_after=Duration(0))
+            elif self._state is StreamingContextState.INITIALIZED:
+                self._state = StreamingContextState.STOPPED
+                self._mark_stopped()
+        finally:
+            tg, self._tg = self._tg, None
+            result = await tg.__aexit__(exc_type, exc, tb)
+        return result
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Start, report ready to ``task_group.start``, and run until stopped.
+
+        For embedding: ``await tg.start(runtime.run)`` and later ``await runtime.stop()``.
+        """
+        async with self:
+            await self.start()
+            task_status.started()
+            await self._wait_stopped()
+
+    # -- start / stop --
+
+    async def start(self) -> None:
+        """Validate the graph and start generating batches on the grid (INITIALIZED -> ACTIVE).
+
+        Raises:
+            StreamingStateError: already started, already stopped, or not inside ``async with``.
+            InvalidPipelineError: the graph cannot run (e.g. no output operations); the runtime
+                is then STOPPED, as Spark marks a context whose start failed.
+        """
+        if self._state is StreamingContextState.ACTIVE:
+            raise StreamingStateError("StreamingContext has already been started")
+        if self._state is StreamingContextState.STOPPED:
+            raise StreamingStateError("StreamingContext has already been stopped")
+        if self._tg is None:
+            raise StreamingStateError(
+                "start() needs the runtime's task group: use 'async with runtime:' or 'await task_group.start(runtime.run)'"
+            )
+        tg = self._tg
+        self._bus_done = anyio.Event()
+        self._scheduler_done = anyio.Event()
+        try:
+            await tg.start(self._run_bus)
+            self.first_batch_time = await tg.start(self._run_scheduler)
+        except BaseException:
+            self._log.error("Error starting the context, marking it as stopped")
+            self._state = StreamingContextState.STOPPED
+            self.listener_bus.close()
+            self._scheduler_done.set()
+            self._mark_stopped()
+            raise
+        self._state = StreamingContextState.ACTIVE
+        self.start_time = self.clock.now()
+        await self.listener_bus.post(StreamingStarted(self.start_time))
+        self._log.info("StreamingContext started", first_batch=self.first_batch_time.milliseconds,
+                       batch_ms=self.batch_duration.milliseconds)
+
+    async def _run_bus(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        assert self._bus_done is not None
+        try:
+            await self.listener_bus.run(task_status=task_status)
+        finally:
+            self._bus_done.set()
+
+    async def _run_scheduler(self, *, task_status: anyio.abc.TaskStatus[Time] = anyio.TASK_STATUS_IGNORED) -> None:
+        assert self._scheduler_done is not None
+        try:
+            await self.scheduler.run(task_status=task_status)
+        finally:
+            self._scheduler_done.set()
+
+    async def stop(self, *, graceful: bool = False) -> None:
+        """Stop the runtime (ACTIVE -> STOPPED); idempotent.
+
+        Graceful: the next tick still fires, then everything generated runs to completion,
+        within ``graceful_stop_timeout``. Immediate: nothing new starts; running jobs get
+        ``abandon_after`` to finish and are then cancelled (a blocking Spark call in a worker
+        thread cannot be interrupted: its Spark job group is cancelled and the thread is
+        abandoned). Either way every listener event already posted is delivered before this
+        returns. Concurrent calls wait for the first one.
+
+        Raises:
+            StreamingStateError: called from inside a listener callback, which the stop would
+                wait for (Spark refuses this too).
+        """
+        listener = current_listener()
+        if listener is not None:
+            raise StreamingStateError(
+                f"Cannot stop StreamingContext within listener bus thread. (called from listener {listener!r})"
+            )
+        await self._stop(graceful=graceful, abandon_after=self.abandon_after)
+
+    async def _stop(self, *, graceful: bool, abandon_after: Duration) -> None:
+        if self._state is StreamingContextState.INITIALIZED:
+            self._log.warning("StreamingContext has not been started yet")
+            self._state = StreamingContextState.STOPPED
+            self.listener_bus.close()
+            self._mark_stopped()
+            return
+        if self._stop_done is not None:
+            if self._state is StreamingContextState.STOPPED and self._stop_done.is_set():
+                self._log.warning("StreamingContext has already been stopped")
+            await self._stop_done.wait()
+            return
+        if self._state is StreamingContextState.STOPPED:
+            self._log.warning("StreamingContext has already been stopped")
+            return
+        self._stop_done = anyio.Event()
+        try:
+            await self.scheduler.stop(graceful=graceful, timeout=self.graceful_stop_timeout, abandon_after=abandon_after)
+            assert self._scheduler_done is not None
+            await self._scheduler_done.wait()
+        finally:
+            with anyio.CancelScope(shield=True):
+                # Close the bus only once the scheduler can post nothing more, then let every
+                # listener drain its queue: Spark drops what is still queued at stop; we do not.
+                self.listener_bus.close()
+                if self._bus_done is not None:
+                    await self._bus_done.wait()
+                self._state = StreamingContextState.STOPPED
+                self._mark_stopped()
+                self._stop_done.set()
+                self._log.info("StreamingContext stopped successfully", graceful=graceful)
+
+    async def wait_until_idle(self) -> None:
+        """Wait until every batch due so far is generated, run and finalised, and its events delivered.
+
+        With a manual clock this is "let the engine settle" after ``clock.advance(...)``: ticks
+        that the advance made due are generated first. It does not wait for future ticks.
+        """
+        await self.scheduler.wait_until_idle()
+        await self.listener_bus.wait_delivered()
+
+    # -- the waiter --
+
+    def _notify_error(self, error: JobFailedError) -> None:
+        self._error = error  # the latest error wins, as in Spark's ContextWaiter
+        self._wake_waiters()
+
+    def _mark_stopped(self) -> None:
+        self._stopped = True
+        self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
+        if self._waiter_changed is not None:
+            self._waiter_changed.set()
+            self._waiter_changed = None
+
+    async def _wait_stopped_or_error(self) -> None:
+        while not self._stopped and self._error is None:
+            if self._waiter_changed is None:
+                self._waiter_changed = anyio.Event()
+            await self._waiter_changed.wait()
+
+    async def _wait_stopped(self) -> None:
+        while not self._stopped:
+            if self._waiter_changed is None:
+                self._waiter_changed = anyio.Event()
+            await self._waiter_changed.wait()
+
+    async def await_termination(self, timeout: Duration | None = None) -> bool:
+        """Wait until the runtime stops or a job fails; True if stopped, False if timed out.
+
+        ``timeout`` is measured on the runtime's clock. Like Spark's ``awaitTermination``, a
+        failure is sticky: once any job or batch generation has failed, every call raises the
+        latest failure, even after a successful stop.
+
+        Raises:
+            JobFailedError: a job or a batch generation failed (the original is ``__cause__``).
+        """
+        if timeout is not None and (not isinstance(timeout, Duration) or timeout.milliseconds < 0):
+            raise InvalidDurationError(f"timeout must be a non-negative Duration or None, got {timeout!r}")
+        if self._error is None and not self._stopped:
+            await run_with_timeout(self.clock, timeout, self._wait_stopped_or_error)
+        if self._error is not None:
+            raise self._error.with_traceback(None)
+        return self._stopped
+
+    def exception(self) -> JobFailedError | None:
+        """The latest job or generation failure, or ``None``."""
+        return self._error
+
+    def __repr__(self) -> str:
+        return f"<StreamingRuntime {self.name or ''}[{self._state.value} | batch {self.batch_duration}] {self.scheduler!r}>"
