@@ -148,6 +148,7 @@ class StreamingListenerBus:
         self.capacity = capacity
         self.overflow = overflow
         self._slots: list[_Slot] = []
+        self._wanted: frozenset[type] = frozenset()
         self._posted = 0
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
@@ -168,6 +169,7 @@ class StreamingListenerBus:
             raise StreamingStateError("cannot add a listener to a closed listener bus")
         slot = _Slot(listener, name or _name_of(listener), self.capacity)
         self._slots.append(slot)
+        self._refresh_wanted()
         if self._tg is not None:
             self._tg.start_soon(self._dispatch, slot)
 
@@ -176,10 +178,16 @@ class StreamingListenerBus:
         for slot in self._slots:
             if slot.listener is listener:
                 self._slots.remove(slot)
+                self._refresh_wanted()
                 slot.send.close()
                 self._removed_stats.append(slot.statistics())
                 return
         raise ValueError(f"listener {listener!r} is not registered")
+
+    def _refresh_wanted(self) -> None:
+        # Event types some listener handles: the scheduler-facing methods skip building
+        # snapshots nobody would receive.
+        self._wanted = frozenset(t for slot in self._slots for t in slot.handlers)
 
     @property
     def listeners(self) -> list[object]:
@@ -191,7 +199,7 @@ class StreamingListenerBus:
     async def post(self, event: StreamingEvent) -> None:
         """Queue ``event`` for every listener; never waits unless the policy is BLOCK and a queue is full."""
         if self._closed:
-            self._log.warning("event posted after the bus was closed; ignored", event=type(event).__name__)
+            self._log.warning("event posted after the bus was closed; ignored", event_type=type(event).__name__)
             return
         self._posted += 1
         for slot in self._slots:
@@ -215,34 +223,34 @@ class StreamingListenerBus:
                 "dropping events for a slow listener: its queue is full",
                 listener=slot.name,
                 capacity=self.capacity,
-                event=type(event).__name__,
+                event_type=type(event).__name__,
             )
 
     # -- the scheduler's JobSchedulerListener protocol --
 
     async def on_batch_submitted(self, job_set: JobSet) -> None:
         """Post BatchSubmitted."""
-        if self._slots:
+        if BatchSubmitted in self._wanted:
             await self.post(BatchSubmitted(BatchInfo.from_job_set(job_set)))
 
     async def on_batch_started(self, job_set: JobSet) -> None:
         """Post BatchStarted."""
-        if self._slots:
+        if BatchStarted in self._wanted:
             await self.post(BatchStarted(BatchInfo.from_job_set(job_set)))
 
     async def on_job_started(self, job: Job, job_set: JobSet) -> None:
         """Post OutputOperationStarted."""
-        if self._slots:
+        if OutputOperationStarted in self._wanted:
             await self.post(OutputOperationStarted(OutputOperationInfo.from_job(job)))
 
     async def on_job_completed(self, job: Job, job_set: JobSet) -> None:
         """Post OutputOperationCompleted."""
-        if self._slots:
+        if OutputOperationCompleted in self._wanted:
             await self.post(OutputOperationCompleted(OutputOperationInfo.from_job(job)))
 
     async def on_batch_completed(self, job_set: JobSet) -> None:
         """Post BatchCompleted."""
-        if self._slots:
+        if BatchCompleted in self._wanted:
             await self.post(BatchCompleted(BatchInfo.from_job_set(job_set)))
 
     # -- running --
@@ -295,7 +303,15 @@ class StreamingListenerBus:
             with receive:
                 while True:
                     try:
-                        event = await receive.receive()
+                        event = receive.receive_nowait()
+                    except anyio.WouldBlock:
+                        try:
+                            event = await receive.receive()
+                        except anyio.EndOfStream:
+                            return
+                        # Woken by one event: let the producer run on for one loop iteration so
+                        # the events it posts next are taken in this same wake-up.
+                        await anyio.lowlevel.checkpoint()
                     except anyio.EndOfStream:
                         return
                     n = 0
@@ -313,7 +329,7 @@ class StreamingListenerBus:
                             except Exception:
                                 slot.failed += 1
                                 self._log.exception("listener raised; it stays registered", listener=slot.name,
-                                                    event=type(event).__name__)
+                                                    event_type=type(event).__name__)
                         slot.processed += 1
                         n += 1
                         if n % _YIELD_EVERY == 0:

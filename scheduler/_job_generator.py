@@ -11,12 +11,14 @@ import math
 from typing import TYPE_CHECKING, Callable, Sequence, Union
 
 import anyio
+import anyio.lowlevel
 import attrs
 import structlog
 
 from ._clock import Clock
 from ._input_info import InputInfoTracker
 from ._protocols import BatchHook, JobGraph
+from ._streams import YIELD_EVERY, receive_fast
 from ._time import Duration, Time
 from ._timer import RecurringTimer
 
@@ -104,8 +106,17 @@ class JobGenerator:
 
     async def run_loop(self) -> None:
         """Handle messages until :meth:`close` and the queue is empty."""
-        async with self._receive:
-            async for message in self._receive:
+        receive = self._receive
+        handled = 0
+        async with receive:
+            while True:
+                try:
+                    message = await receive_fast(receive)
+                except anyio.EndOfStream:
+                    return
+                handled += 1
+                if handled % YIELD_EVERY == 0:
+                    await anyio.lowlevel.checkpoint()
                 try:
                     if type(message) is GenerateJobs:
                         if not self.discard_new_batches:

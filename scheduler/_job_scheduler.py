@@ -24,6 +24,7 @@ from ._job import Job
 from ._job_generator import BatchFinished, JobGenerator
 from ._job_set import JobSet
 from ._protocols import BatchHook, JobGraph, JobSchedulerListener
+from ._streams import YIELD_EVERY, receive_fast
 from ._time import Duration, Milliseconds, Time
 
 __all__ = ["JobAbandonedError", "JobScheduler", "JobSchedulerStatistics"]
@@ -224,14 +225,56 @@ class JobScheduler:
     # -- execution: job start and completion are handled here and nowhere else --
 
     async def _worker(self, receive: anyio.abc.ObjectReceiveStream[Job]) -> None:
+        # One cancel scope per worker, not per job: entering and leaving an anyio cancel scope
+        # costs about as much as the rest of a no-op job. Abandoning a running job cancels its
+        # worker's scope; the worker then finalises that job and carries on in a new scope.
         async with receive:
-            async for job in receive:
-                if self._discard_jobs:
-                    self._drop_job(job)
-                    continue
-                await self._run_job(job)
+            while True:
+                running: list[Job] = []
+                with anyio.CancelScope() as scope:
+                    await self._work(receive, scope, running)
+                    return
+                if running:  # the job was abandoned by an immediate stop
+                    job = running[0]
+                    job.failure = JobAbandonedError(
+                        f"job {job.id} was abandoned by an immediate stop", job_id=job.id,
+                        batch_time_ms=job.time.milliseconds,
+                    )
+                    self._running.pop(job, None)
+                    self._wake_running_waiters()
+                    await self._finish_job(job)
 
-    async def _run_job(self, job: Job) -> None:
+    async def _work(self, receive: anyio.abc.ObjectReceiveStream[Job], scope: anyio.CancelScope, running: list[Job]) -> None:
+        handled = 0
+        while True:
+            try:
+                job = await receive_fast(receive)  # type: ignore[arg-type]
+            except anyio.EndOfStream:
+                return
+            handled += 1
+            if handled % YIELD_EVERY == 0:
+                await anyio.lowlevel.checkpoint()
+            if self._discard_jobs:
+                self._drop_job(job)
+                continue
+            await self._start_job(job)
+            running.append(job)
+            self._running[job] = scope
+            try:
+                if job.is_async:
+                    await job.func()
+                else:
+                    result = await anyio.to_thread.run_sync(job.func, limiter=self._thread_limiter, abandon_on_cancel=True)
+                    if hasattr(result, "__await__"):
+                        await result  # a plain function that returned a coroutine
+            except Exception as exc:
+                job.failure = exc
+            del self._running[job]
+            running.clear()
+            self._wake_running_waiters()
+            await self._finish_job(job)
+
+    async def _start_job(self, job: Job) -> None:
         job_set = self._job_sets[job.time]
         listener = self._listener
         now = self._clock.now()
@@ -244,24 +287,10 @@ class JobScheduler:
         job.start_time = now
         if listener is not None:
             await listener.on_job_started(job, job_set)
-        with anyio.CancelScope() as scope:
-            self._running[job] = scope
-            try:
-                if job.is_async:
-                    await job.func()
-                else:
-                    result = await anyio.to_thread.run_sync(job.func, limiter=self._thread_limiter, abandon_on_cancel=True)
-                    if hasattr(result, "__await__"):
-                        await result  # a plain function that returned a coroutine
-            except Exception as exc:
-                job.failure = exc
-            finally:
-                del self._running[job]
-        if scope.cancelled_caught:
-            job.failure = JobAbandonedError(
-                f"job {job.id} was abandoned by an immediate stop", job_id=job.id, batch_time_ms=job.time.milliseconds
-            )
-        self._wake_running_waiters()
+
+    async def _finish_job(self, job: Job) -> None:
+        job_set = self._job_sets[job.time]
+        listener = self._listener
         completed = job_set.handle_job_completion(job, self._clock.now())
         if job.failure is not None:
             self._stats["jobs_failed"] += 1

@@ -20,9 +20,8 @@ from ._time import Duration, Time
 
 __all__ = ["RecurringTimer"]
 
-# A timer that is behind fires its missed ticks back to back; it still yields to the event loop
-# every tick (sleep_until is a checkpoint), so a host application keeps running while a simulated
-# day of ticks is replayed.
+# How many missed ticks a timer that is behind fires between two yields to the event loop.
+_YIELD_EVERY_BEHIND = 16
 
 
 class RecurringTimer:
@@ -90,9 +89,18 @@ class RecurringTimer:
                 self._scope = scope
                 task_status.started(first)
                 clock = self._clock
+                behind = 0
                 while True:
                     nxt = self._next
-                    await clock.sleep_until(Time(nxt))
+                    if clock.now().milliseconds < nxt:
+                        behind = 0
+                        await clock.sleep_until(Time(nxt))
+                    else:
+                        # Behind the grid: fire the missed ticks back to back, yielding now and
+                        # then so the loop's other tasks (and the host's) keep running.
+                        behind += 1
+                        if behind % _YIELD_EVERY_BEHIND == 0:
+                            await anyio.lowlevel.checkpoint()
                     self._callback(Time(nxt))
                     self._last = nxt
                     self._next = nxt + self._period
