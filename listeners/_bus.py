@@ -118,7 +118,7 @@ def _handlers_of(listener: object) -> dict[type, tuple[Callable[[Any], Any], boo
                 continue  # not overridden: skip the call entirely
             handlers[event_type] = (method, inspect.iscoroutinefunction(method))
     elif callable(listener):
-        is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(getattr(listener, "__call__", None))
+        is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__)
         for event_type in HANDLER_NAMES:
             handlers[event_type] = (listener, is_async)
     else:

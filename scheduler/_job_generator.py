@@ -118,7 +118,7 @@ class JobGenerator:
                 if handled % YIELD_EVERY == 0:
                     await anyio.lowlevel.checkpoint()
                 try:
-                    if type(message) is GenerateJobs:
+                    if isinstance(message, GenerateJobs):
                         if not self.discard_new_batches:
                             await self._generate_jobs(message.time)
                     else:

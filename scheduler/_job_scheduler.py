@@ -16,6 +16,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ._clock import Clock, run_with_timeout
 from ._errors import InvalidDurationError, JobFailedError, StreamingStateError
@@ -224,7 +225,7 @@ class JobScheduler:
 
     # -- execution: job start and completion are handled here and nowhere else --
 
-    async def _worker(self, receive: anyio.abc.ObjectReceiveStream[Job]) -> None:
+    async def _worker(self, receive: MemoryObjectReceiveStream[Job]) -> None:
         # One cancel scope per worker, not per job: entering and leaving an anyio cancel scope
         # costs about as much as the rest of a no-op job. Abandoning a running job cancels its
         # worker's scope; the worker then finalises that job and carries on in a new scope.
@@ -244,11 +245,11 @@ class JobScheduler:
                     self._wake_running_waiters()
                     await self._finish_job(job)
 
-    async def _work(self, receive: anyio.abc.ObjectReceiveStream[Job], scope: anyio.CancelScope, running: list[Job]) -> None:
+    async def _work(self, receive: MemoryObjectReceiveStream[Job], scope: anyio.CancelScope, running: list[Job]) -> None:
         handled = 0
         while True:
             try:
-                job = await receive_fast(receive)  # type: ignore[arg-type]
+                job = await receive_fast(receive)
             except anyio.EndOfStream:
                 return
             handled += 1

@@ -27,6 +27,14 @@ def _check_ms(value: object, what: str) -> int:
     return value
 
 
+def _duration_ms(value: object) -> int:
+    return _check_ms(value, "a Duration")
+
+
+def _time_ms(value: object) -> int:
+    return _check_ms(value, "a Time")
+
+
 @attrs.frozen(order=True, repr=False)
 class Duration:
     """A length of time in whole milliseconds.
@@ -34,7 +42,7 @@ class Duration:
     Build one with :func:`Milliseconds`, :func:`Seconds` or :func:`Minutes`.
     """
 
-    milliseconds: int = attrs.field(converter=lambda v: _check_ms(v, "a Duration"))
+    milliseconds: int = attrs.field(converter=_duration_ms)
 
     def __add__(self, other: Duration) -> Duration:
         if isinstance(other, Duration):
@@ -86,14 +94,14 @@ class Duration:
 class Time:
     """A point in time: milliseconds since the epoch of the clock that produced it."""
 
-    milliseconds: int = attrs.field(converter=lambda v: _check_ms(v, "a Time"))
+    milliseconds: int = attrs.field(converter=_time_ms)
 
     def __add__(self, other: Duration) -> Time:
         if isinstance(other, Duration):
             return Time(self.milliseconds + other.milliseconds)
         return NotImplemented
 
-    def __sub__(self, other: Time | Duration) -> Time | Duration:  # type: ignore[override]
+    def __sub__(self, other: Time | Duration) -> Time | Duration:
         if isinstance(other, Duration):
             return Time(self.milliseconds - other.milliseconds)
         if isinstance(other, Time):
@@ -135,7 +143,7 @@ class Time:
         return f"{self.milliseconds} ms"
 
 
-def Milliseconds(n: int) -> Duration:  # noqa: N802 - Spark's helper names
+def Milliseconds(n: int) -> Duration:
     """A duration of ``n`` whole milliseconds."""
     return Duration(_check_ms(n, "Milliseconds(n)"))
 
@@ -155,11 +163,11 @@ def _scaled(value: object, factor: int, name: str) -> Duration:
     return Duration(int(exact))
 
 
-def Seconds(n: int | float) -> Duration:  # noqa: N802
+def Seconds(n: int | float) -> Duration:
     """A duration of ``n`` seconds; fractions are allowed down to whole milliseconds."""
     return _scaled(n, 1000, "Seconds(n)")
 
 
-def Minutes(n: int | float) -> Duration:  # noqa: N802
+def Minutes(n: int | float) -> Duration:
     """A duration of ``n`` minutes; fractions are allowed down to whole milliseconds."""
     return _scaled(n, 60_000, "Minutes(n)")

@@ -89,7 +89,7 @@ class Pipeline:
         self._check_not_started()
         if not callable(fn):
             raise TypeError(f"a source must be callable with the batch time, got {fn!r}")
-        name = name or getattr(fn, "__name__", f"source{len(self._sources)}")
+        name = name or str(getattr(fn, "__name__", f"source{len(self._sources)}"))
         if any(s.name == name for s in self._sources):
             raise InvalidPipelineError(f"a source named {name!r} is already registered; pass a unique name=")
         self._sources.append(_Source(len(self._sources), name, fn))
@@ -131,9 +131,9 @@ class Pipeline:
             records = source.fn(time)
             if inspect.isawaitable(records):
                 records = await records
-            records = list(records)  # type: ignore[arg-type]
-            inputs[source.name] = records
-            self._input_infos.report_info(time, StreamInputInfo(source.id, len(records)))
+            materialised = list(records)
+            inputs[source.name] = materialised
+            self._input_infos.report_info(time, StreamInputInfo(source.id, len(materialised)))
         batch = Batch(time, inputs)
         jobs = []
         for out in self._outputs:

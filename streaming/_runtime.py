@@ -101,7 +101,9 @@ class StreamingRuntime:
             raise InvalidDurationError(
                 f"batch duration must be a positive multiple of 1 ms, got {batch_duration}; pass e.g. Seconds(1)"
             )
-        if graceful_stop_timeout is not None and (not isinstance(graceful_stop_timeout, Duration) or graceful_stop_timeout.milliseconds < 0):
+        if graceful_stop_timeout is not None and (
+            not isinstance(graceful_stop_timeout, Duration) or graceful_stop_timeout.milliseconds < 0
+        ):
             raise InvalidDurationError(f"graceful_stop_timeout must be a non-negative Duration, got {graceful_stop_timeout!r}")
         self.graph = graph
         self.batch_duration = batch_duration
