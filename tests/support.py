@@ -1,0 +1,120 @@
+"""Shared test doubles: a scripted job graph and a recording batch hook."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+
+from scheduler import InputInfoTracker, Job, ManualClock, Milliseconds, StreamInputInfo, Time
+
+
+class ScriptedGraph:
+    """A JobGraph whose jobs are built by ``make_jobs(time)``; records every call in ``calls``."""
+
+    def __init__(self, make_jobs: Callable[[Time], Sequence[Job]], records: Callable[[Time], int] | None = None) -> None:
+        self.make_jobs = make_jobs
+        self.records = records
+        self.calls: list[tuple[str, int]] = []
+        self.zero_time: Time | None = None
+        self.stopped = False
+
+    def start(self, zero_time: Time, input_infos: InputInfoTracker) -> None:
+        self.zero_time = zero_time
+        self.input_infos = input_infos
+        self.calls.append(("start", zero_time.milliseconds))
+
+    async def allocate_input(self, time: Time) -> None:
+        self.calls.append(("allocate", time.milliseconds))
+
+    async def generate_jobs(self, time: Time) -> Sequence[Job]:
+        self.calls.append(("generate", time.milliseconds))
+        if self.records is not None:
+            self.input_infos.report_info(time, StreamInputInfo(0, self.records(time)))
+        return self.make_jobs(time)
+
+    def clear_metadata(self, time: Time) -> None:
+        self.calls.append(("clear", time.milliseconds))
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+class RecordingHook:
+    """A BatchHook that records what it is told."""
+
+    def __init__(self) -> None:
+        self.generated: list[int] = []
+        self.completed: list[int] = []
+        self.pending_seen: list[list[int]] = []
+
+    async def batch_generated(self, time: Time, pending_times: Sequence[Time]) -> None:
+        self.generated.append(time.milliseconds)
+        self.pending_seen.append([t.milliseconds for t in pending_times])
+
+    async def batch_completed(self, time: Time) -> None:
+        self.completed.append(time.milliseconds)
+
+
+class Gate:
+    """Async jobs that block until the test opens them, counting how many run at once."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.max_running = 0
+        self.started: list[str] = []
+        self._open: dict[str, anyio.Event] = {}
+        self._changed: anyio.Event | None = None
+
+    def job(self, time: Time, key: str) -> Job:
+        async def run() -> None:
+            self.running += 1
+            self.max_running = max(self.max_running, self.running)
+            self.started.append(key)
+            self._notify()
+            try:
+                await self._event(key).wait()
+            finally:
+                self.running -= 1
+                self._notify()
+
+        return Job(time, run, name=key)
+
+    def _event(self, key: str) -> anyio.Event:
+        if key not in self._open:
+            self._open[key] = anyio.Event()
+        return self._open[key]
+
+    def open(self, key: str) -> None:
+        self._event(key).set()
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def wait_started(self, *keys: str) -> None:
+        while not all(k in self.started for k in keys):
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+
+
+def sleeping_job(clock: ManualClock, time: Time, ms: int, name: str = "op") -> Job:
+    """An async job that takes ``ms`` of manual time."""
+
+    async def run() -> None:
+        await clock.sleep(Milliseconds(ms))
+
+    return Job(time, run, name=name)
+
+
+def noop_job(time: Time, name: str = "op", sink: list[Any] | None = None) -> Job:
+    """An async job that records its batch time."""
+
+    async def run() -> None:
+        if sink is not None:
+            sink.append((name, time.milliseconds))
+
+    return Job(time, run, name=name)
