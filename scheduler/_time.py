@@ -6,7 +6,7 @@ cannot.
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, localcontext
 from typing import Iterator
 
 import attrs
@@ -133,7 +133,9 @@ class Time:
 
     def to(self, end: Time, step: Duration) -> Iterator[Time]:
         """Times ``self, self + step, ...`` up to and including ``end``."""
-        for ms in range(self.milliseconds, end.milliseconds + 1, step.milliseconds):
+        # range() excludes its stop: step one past ``end`` in the direction of travel.
+        past_end = end.milliseconds + (1 if step.milliseconds > 0 else -1)
+        for ms in range(self.milliseconds, past_end, step.milliseconds):
             yield Time(ms)
 
     def __repr__(self) -> str:
@@ -151,12 +153,16 @@ def Milliseconds(n: int) -> Duration:
 def _scaled(value: object, factor: int, name: str) -> Duration:
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         raise InvalidDurationError(f"{name} takes a number, got {type(value).__name__} {value!r}")
-    try:
-        # Decimal(repr(x)) keeps exactly what the user typed: 1.1 s is 1100 ms, not 1100.0000000000002.
-        exact = (value if isinstance(value, Decimal) else Decimal(repr(value))) * factor
-    except InvalidOperation:
-        raise InvalidDurationError(f"{name} takes a finite number, got {value!r}") from None
-    if not exact.is_finite() or exact != exact.to_integral_value():
+    if isinstance(value, int):
+        return Duration(value * factor)  # exact for any size; Decimal arithmetic rounds past 28 digits
+    # Decimal(repr(x)) keeps exactly what the user typed: 1.1 s is 1100 ms, not 1100.0000000000002.
+    typed = value if isinstance(value, Decimal) else Decimal(repr(value))
+    if not typed.is_finite():
+        raise InvalidDurationError(f"{name} takes a finite number, got {value!r}")
+    with localcontext() as ctx:
+        ctx.prec = len(typed.as_tuple().digits) + 10  # enough for the product to be exact
+        exact = typed * factor
+    if exact != exact.to_integral_value():
         raise InvalidDurationError(
             f"{name} must be a whole number of milliseconds, got {value!r} ({exact} ms)"
         )

@@ -1,0 +1,277 @@
+"""Time and Duration: integer-millisecond arithmetic, grids, ranges and validation messages."""
+
+from __future__ import annotations
+
+import enum
+import re
+from decimal import Decimal
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler import Duration, InvalidDurationError, Milliseconds, Minutes, Seconds, StreamingError, Time
+
+# Bounded so that properties also hold for the runtime's realistic range (epoch milliseconds),
+# while still reaching negative values and zero.
+ms = st.integers(min_value=-(10**13), max_value=10**13)
+positive_ms = st.integers(min_value=1, max_value=10**7)
+nonzero_ms = st.integers(min_value=-(10**7), max_value=10**7).filter(lambda v: v != 0)
+times = ms.map(Time)
+durations = ms.map(Duration)
+
+
+def raises_exactly(exc_type: type[BaseException], message: str) -> Any:
+    """pytest.raises whose message must equal ``message`` exactly (not just contain it)."""
+    return pytest.raises(exc_type, match=f"^{re.escape(message)}$")
+
+
+# -- construction and validation --
+
+
+def test_invalid_duration_error_is_a_streaming_error_and_a_value_error() -> None:
+    """InvalidDurationError can be caught as StreamingError and as ValueError."""
+    assert issubclass(InvalidDurationError, StreamingError)
+    assert issubclass(InvalidDurationError, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Duration(1.5), "a Duration must be a whole number of milliseconds (int), got float 1.5"),
+        (lambda: Duration(True), "a Duration must be a whole number of milliseconds (int), got bool True"),
+        (lambda: Duration("5"), "a Duration must be a whole number of milliseconds (int), got str '5'"),
+        (lambda: Time(2.0), "a Time must be a whole number of milliseconds (int), got float 2.0"),
+        (lambda: Time(None), "a Time must be a whole number of milliseconds (int), got NoneType None"),
+        (lambda: Milliseconds(1.0), "Milliseconds(n) must be a whole number of milliseconds (int), got float 1.0"),
+        (lambda: Milliseconds(False), "Milliseconds(n) must be a whole number of milliseconds (int), got bool False"),
+    ],
+)
+def test_non_integer_milliseconds_are_rejected_with_the_type_and_value(build, message) -> None:  # type: ignore[no-untyped-def]
+    """Time, Duration and Milliseconds accept only ints and name the bad type and value."""
+    with raises_exactly(InvalidDurationError, message):
+        build()
+
+
+def test_int_subclasses_are_normalised_to_plain_int() -> None:
+    """An int subclass (not bool) is accepted and stored as a plain int."""
+
+    class Level(enum.IntEnum):
+        HIGH = 7
+
+    d = Duration(Level.HIGH)
+    assert d.milliseconds == 7 and type(d.milliseconds) is int
+    assert type(Time(Level.HIGH).milliseconds) is int
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Seconds("1"), "Seconds(n) takes a number, got str '1'"),
+        (lambda: Seconds(True), "Seconds(n) takes a number, got bool True"),
+        (lambda: Minutes(None), "Minutes(n) takes a number, got NoneType None"),
+        (lambda: Seconds(float("inf")), "Seconds(n) takes a finite number, got inf"),
+        (lambda: Seconds(float("nan")), "Seconds(n) takes a finite number, got nan"),
+        (lambda: Minutes(float("-inf")), "Minutes(n) takes a finite number, got -inf"),
+        (lambda: Seconds(Decimal("sNaN")), "Seconds(n) takes a finite number, got Decimal('sNaN')"),
+        (lambda: Seconds(0.0001), "Seconds(n) must be a whole number of milliseconds, got 0.0001 (0.1000 ms)"),
+        (lambda: Seconds(1.0005), "Seconds(n) must be a whole number of milliseconds, got 1.0005 (1000.5000 ms)"),
+        (lambda: Minutes(1e-05), "Minutes(n) must be a whole number of milliseconds, got 1e-05 (0.60000 ms)"),
+    ],
+)
+def test_seconds_and_minutes_reject_non_numbers_non_finite_and_sub_millisecond_values(build, message) -> None:  # type: ignore[no-untyped-def]
+    """Seconds and Minutes reject non-numbers, infinities/NaN and fractions of a millisecond, exactly worded."""
+    with raises_exactly(InvalidDurationError, message):
+        build()
+
+
+@pytest.mark.parametrize(
+    ("duration", "expected_ms"),
+    [
+        (Seconds(1), 1000),
+        (Seconds(1.1), 1100),
+        (Seconds(0.001), 1),
+        (Seconds(-1.5), -1500),
+        (Seconds(Decimal("2.345")), 2345),
+        (Minutes(1), 60_000),
+        (Minutes(0.5), 30_000),
+        (Minutes(Decimal("0.00005")), 3),
+        (Milliseconds(7), 7),
+    ],
+)
+def test_helpers_build_exact_millisecond_durations(duration: Duration, expected_ms: int) -> None:
+    """Seconds/Minutes/Milliseconds convert exactly what was typed (1.1 s is 1100 ms, no float error)."""
+    assert duration == Duration(expected_ms)
+    assert type(duration.milliseconds) is int
+
+
+@given(st.integers(min_value=-(10**40), max_value=10**40))
+def test_seconds_and_minutes_of_an_int_are_exact_at_any_size(n: int) -> None:
+    """Seconds(n) is exactly 1000 n ms and Minutes(n) exactly 60 Seconds(n), even beyond 28 digits."""
+    assert Seconds(n).milliseconds == n * 1000
+    assert Minutes(n).milliseconds == n * 60_000
+    assert Minutes(n) == Seconds(60 * n)
+
+
+@given(st.integers(min_value=-(10**14), max_value=10**14))
+def test_seconds_of_a_float_with_three_decimals_is_exact(k: int) -> None:
+    """A float of seconds with at most three decimals converts to exactly that many milliseconds."""
+    assert Seconds(k / 1000) == Milliseconds(k)
+    assert Seconds(Decimal(k) / 1000) == Milliseconds(k)
+
+
+def test_values_are_frozen() -> None:
+    """Time and Duration are immutable values."""
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        Time(1).milliseconds = 2  # type: ignore[misc]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        Duration(1).milliseconds = 2  # type: ignore[misc]
+
+
+# -- text --
+
+
+def test_str_and_repr() -> None:
+    """str is Spark's "<ms> ms"; repr names the type."""
+    assert str(Time(1500)) == "1500 ms"
+    assert str(Duration(-3)) == "-3 ms"
+    assert repr(Time(1500)) == "Time(1500)"
+    assert repr(Seconds(2)) == "Duration(2000)"
+
+
+# -- Duration arithmetic --
+
+
+@given(durations, durations, durations)
+def test_duration_addition_and_subtraction_are_integer_arithmetic(a: Duration, b: Duration, c: Duration) -> None:
+    """Duration +, - and unary - behave as on the underlying integers (associative, commutative, inverse)."""
+    assert (a + b).milliseconds == a.milliseconds + b.milliseconds
+    assert a + b == b + a
+    assert (a + b) + c == a + (b + c)
+    assert (a + b) - b == a
+    assert -a == Duration(0) - a
+    assert a - a == Duration(0) and (a - a).is_zero
+
+
+@given(durations, st.integers(min_value=-(10**6), max_value=10**6))
+def test_duration_scales_by_an_int_on_either_side(d: Duration, k: int) -> None:
+    """d * k == k * d == Duration(d.ms * k)."""
+    assert d * k == k * d == Duration(d.milliseconds * k)
+
+
+@given(durations, nonzero_ms)
+def test_duration_ratio_and_multiples(d: Duration, other_ms: int) -> None:
+    """d / e is the float ratio; is_multiple_of is exact divisibility."""
+    other = Duration(other_ms)
+    assert d / other == d.milliseconds / other_ms
+    assert d.is_multiple_of(other) == (d.milliseconds % other_ms == 0)
+    assert (d * 3 + other * 5 - d * 3).is_multiple_of(other)
+
+
+def test_duration_properties() -> None:
+    """is_zero and seconds report the value."""
+    assert Duration(0).is_zero and not Duration(1).is_zero
+    assert Milliseconds(1500).seconds == 1.5
+
+
+@pytest.mark.parametrize(
+    "operation",
+    [
+        lambda: Duration(1) * 1.5,
+        lambda: Duration(1) * True,
+        lambda: Duration(1) + 1,
+        lambda: Duration(1) - Time(1),
+        lambda: Duration(1) / 2,
+        lambda: Duration(1) + Time(1),
+        lambda: Time(1) + Time(1),
+        lambda: Time(1) + 1,
+        lambda: Time(1) - 1,
+        lambda: Time(1) < Duration(2),
+    ],
+)
+def test_mixed_or_float_operands_are_type_errors(operation) -> None:  # type: ignore[no-untyped-def]
+    """Operations mixing in floats, bools, bare ints or the wrong value type raise TypeError."""
+    with pytest.raises(TypeError):
+        operation()
+
+
+# -- Time arithmetic --
+
+
+@given(times, durations)
+def test_time_plus_and_minus_a_duration(t: Time, d: Duration) -> None:
+    """t + d and t - d are Times; (t + d) - t == d; minus() and since() agree with the operators."""
+    assert isinstance(t + d, Time)
+    assert (t + d).milliseconds == t.milliseconds + d.milliseconds
+    assert (t + d) - d == t
+    assert (t + d) - t == d
+    assert t.minus(d) == t - d
+    assert (t + d).since(t) == d
+
+
+@given(times, times)
+def test_difference_of_times_is_a_duration_and_order_follows_milliseconds(a: Time, b: Time) -> None:
+    """a - b is a Duration, antisymmetric; Time ordering and equality follow the milliseconds."""
+    diff = a - b
+    assert isinstance(diff, Duration)
+    assert diff == -(b - a)
+    assert (a < b) == (a.milliseconds < b.milliseconds)
+    assert (a <= b) == (a.milliseconds <= b.milliseconds)
+    assert (a == b) == (a.milliseconds == b.milliseconds)
+    if a == b:
+        assert hash(a) == hash(b)
+
+
+@given(times, positive_ms)
+def test_floor_is_the_latest_grid_point_not_after_the_time(t: Time, p: int) -> None:
+    """floor(p) is on the epoch grid of p, not after t, and within one period of it (negatives too)."""
+    period = Duration(p)
+    f = t.floor(period)
+    assert f.is_multiple_of(period)
+    assert f <= t < f + period
+
+
+@given(times, positive_ms, times)
+def test_floor_with_zero_uses_the_grid_anchored_at_zero(t: Time, p: int, zero: Time) -> None:
+    """floor(p, zero) is on the grid zero + k p, not after t, and within one period of it."""
+    period = Duration(p)
+    f = t.floor(period, zero)
+    assert f.since(zero).is_multiple_of(period)
+    assert f <= t < f + period
+
+
+def test_floor_examples_from_spark() -> None:
+    """Spark's examples: floor is integer division, floor(d, zero) shifts the grid."""
+    assert Time(1500).floor(Seconds(1)) == Time(1000)
+    assert Time(2000).floor(Seconds(1)) == Time(2000)
+    assert Time(1500).floor(Seconds(1), Time(300)) == Time(1300)
+    assert Time(-1).floor(Seconds(1)) == Time(-1000)
+    assert Time(3000).is_multiple_of(Seconds(1)) and not Time(3001).is_multiple_of(Seconds(1))
+
+
+@given(times, st.integers(min_value=-500, max_value=500), st.integers(1, 100) | st.integers(-100, -1))
+def test_until_and_to_enumerate_the_grid_from_start(start: Time, span: int, step_ms: int) -> None:
+    """until() is start, start+step, ... strictly before end; to() also includes end when on the grid."""
+    end = Time(start.milliseconds + span)
+    step = Duration(step_ms)
+    before_end = (lambda v: v < end.milliseconds) if step_ms > 0 else (lambda v: v > end.milliseconds)
+    expected, v = [], start.milliseconds
+    while before_end(v):
+        expected.append(Time(v))
+        v += step_ms
+    assert list(start.until(end, step)) == expected
+    reaches_end = (end.milliseconds - start.milliseconds) % step_ms == 0 and (span == 0 or (span > 0) == (step_ms > 0))
+    assert list(start.to(end, step)) == expected + ([end] if reaches_end else [])
+
+
+def test_until_and_to_examples() -> None:
+    """until excludes the end, to includes it, counting up or down."""
+    assert list(Time(0).until(Time(300), Milliseconds(100))) == [Time(0), Time(100), Time(200)]
+    assert list(Time(0).to(Time(300), Milliseconds(100))) == [Time(0), Time(100), Time(200), Time(300)]
+    assert list(Time(0).to(Time(250), Milliseconds(100))) == [Time(0), Time(100), Time(200)]
+    assert list(Time(10).to(Time(0), Milliseconds(-5))) == [Time(10), Time(5), Time(0)]
+    assert list(Time(10).until(Time(0), Milliseconds(-5))) == [Time(10), Time(5)]
+    assert list(Time(5).to(Time(5), Milliseconds(1))) == [Time(5)]
+    assert list(Time(5).until(Time(5), Milliseconds(1))) == []
