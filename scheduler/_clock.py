@@ -194,12 +194,13 @@ async def run_with_timeout(clock: Clock, timeout: Duration | None, fn: Callable[
 
     ``anyio.fail_after`` measures the event loop's monotonic time, which a manual clock does not
     move; deadlines in the runtime are on the injected clock, so they need this instead.
-    ``timeout=None`` waits without a bound.
+    ``timeout=None`` waits without a bound. An exception from ``fn`` propagates unchanged.
     """
     if timeout is None:
         await fn()
         return True
     finished = False
+    failure: Exception | None = None
     async with anyio.create_task_group() as tg:
 
         async def guard() -> None:
@@ -207,7 +208,14 @@ async def run_with_timeout(clock: Clock, timeout: Duration | None, fn: Callable[
             tg.cancel_scope.cancel()
 
         tg.start_soon(guard)
-        await fn()
-        finished = True
+        try:
+            await fn()
+            finished = True
+        except Exception as exc:
+            # Raised again outside the task group, which would wrap it in an ExceptionGroup:
+            # the caller gets fn's own error, as with timeout=None.
+            failure = exc
         tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
     return finished
