@@ -104,6 +104,7 @@ class JobScheduler:
         self._job_send, self._job_receive = anyio.create_memory_object_stream[Job](math.inf)
         self._thread_limiter = anyio.CapacityLimiter(concurrent_jobs)
         self._running: dict[Job, anyio.CancelScope] = {}
+        self._cancel_hooks_called: set[Job] = set()
         self._discard_jobs = False
         # Work that has been posted but not finished: generator messages and unfinalised batches.
         self._in_flight = 0
@@ -188,12 +189,17 @@ class JobScheduler:
     def abandon_running(self) -> None:
         """Cancel every running job now (its ``cancel`` hook, then its waiter)."""
         for job, scope in list(self._running.items()):
-            if job.cancel is not None:
-                try:
-                    job.cancel()
-                except Exception:  # cancelling is best effort; the job is abandoned regardless
-                    self._log.exception("job cancel hook failed", job=str(job))
+            self._cancel_job(job)
             scope.cancel()
+
+    def _cancel_job(self, job: Job) -> None:
+        if job.cancel is None or job in self._cancel_hooks_called:
+            return
+        self._cancel_hooks_called.add(job)
+        try:
+            job.cancel()
+        except Exception:  # cancelling is best effort; the job is abandoned regardless
+            self._log.exception("job cancel hook failed", job=str(job))
 
     # -- submission --
 
@@ -241,8 +247,6 @@ class JobScheduler:
                         f"job {job.id} was abandoned by an immediate stop", job_id=job.id,
                         batch_time_ms=job.time.milliseconds,
                     )
-                    self._running.pop(job, None)
-                    self._wake_running_waiters()
                     await self._finish_job(job)
 
     async def _work(self, receive: MemoryObjectReceiveStream[Job], scope: anyio.CancelScope, running: list[Job]) -> None:
@@ -270,9 +274,18 @@ class JobScheduler:
                         await result  # a plain function that returned a coroutine
             except Exception as exc:
                 job.failure = exc
-            del self._running[job]
+            except anyio.get_cancelled_exc_class():
+                # Cancelled from outside (the host is shutting down): the work behind the job
+                # (a Spark job in a thread) does not stop with its waiter, so cancel it too.
+                self._cancel_job(job)
+                raise
+            finally:
+                # Also on cancellation (an abandon, or the host cancelling everything): a stop
+                # waits for this map to empty.
+                del self._running[job]
+                self._cancel_hooks_called.discard(job)
+                self._wake_running_waiters()
             running.clear()
-            self._wake_running_waiters()
             await self._finish_job(job)
 
     async def _start_job(self, job: Job) -> None:

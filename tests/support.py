@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from scheduler import InputInfoTracker, Job, ManualClock, Milliseconds, StreamInputInfo, Time
 
@@ -118,3 +119,10 @@ def noop_job(time: Time, name: str = "op", sink: list[Any] | None = None) -> Job
             sink.append((name, time.milliseconds))
 
     return Job(time, run, name=name)
+
+
+async def wait_until(condition: Callable[[], bool]) -> None:
+    """Yield to the event loop until ``condition()`` holds (never sleeps; guard with a timeout)."""
+    with anyio.fail_after(5):
+        while not condition():
+            await anyio.lowlevel.checkpoint()

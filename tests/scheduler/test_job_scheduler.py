@@ -128,7 +128,8 @@ async def test_snapshots_show_what_was_known_when_posted() -> None:
     submitted = rec.of_type(BatchSubmitted)[0].batch_info  # type: ignore[union-attr]
     started = rec.of_type(BatchStarted)[0].batch_info  # type: ignore[union-attr]
     completed = rec.of_type(BatchCompleted)[0].batch_info  # type: ignore[union-attr]
-    assert (submitted.processing_start_time, submitted.processing_end_time, submitted.output_operation_infos[0].start_time) == (None, None, None)
+    assert submitted.processing_start_time is None and submitted.processing_end_time is None
+    assert submitted.output_operation_infos[0].start_time is None
     assert started.processing_start_time == Time(1000) and started.processing_end_time is None
     assert started.output_operation_infos[0].start_time is None
     assert completed.scheduling_delay == Milliseconds(0) and completed.output_operation_infos[0].end_time == Time(1000)
