@@ -60,7 +60,7 @@ class BatchInfo:
         """Snapshot ``job_set`` as it is now."""
         return cls(
             job_set.time,
-            job_set.input_infos,
+            dict(job_set.input_infos),  # a copy: the snapshot must not see later changes
             job_set.submission_time,
             job_set.processing_start,
             job_set.processing_end,
