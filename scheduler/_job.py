@@ -52,14 +52,18 @@ class Job:
         name: str = "",
         description: str = "",
         cancel: Callable[[], None] | None = None,
+        is_async: bool | None = None,
     ) -> None:
-        """Create a job for batch ``time``; the JobSet assigns its output-operation id."""
+        """Create a job for batch ``time``; the JobSet assigns its output-operation id.
+
+        ``is_async`` says whether ``func`` is a coroutine function; by default it is detected.
+        """
         self.time = time
         self.func = func
         self.name = name
         self.description = description
         self.cancel = cancel
-        self.is_async = is_async_callable(func)
+        self.is_async = is_async_callable(func) if is_async is None else is_async
         self._output_op_id = -1
         self.start_time: Time | None = None
         self.end_time: Time | None = None

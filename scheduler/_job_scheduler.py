@@ -322,14 +322,17 @@ class JobScheduler:
     def _on_batch_completed(self, job_set: JobSet) -> None:
         failed = job_set.failed
         self._stats["failed" if failed else "completed"] += 1
-        sd, pd, td = job_set.scheduling_delay, job_set.processing_delay, job_set.total_delay
+        # Completed, so both ends are set; plain ints keep this hot path cheap.
+        submitted = job_set.submission_time.milliseconds
+        start = job_set.processing_start.milliseconds if job_set.processing_start else submitted
+        end = job_set.processing_end.milliseconds if job_set.processing_end else start
         # The one canonical line per completed batch.
         self._log.info(
             "batch completed",
             batch_time=job_set.time.milliseconds,
-            scheduling_delay_ms=sd.milliseconds if sd else 0,
-            processing_delay_ms=pd.milliseconds if pd else 0,
-            total_delay_ms=td.milliseconds if td else 0,
+            scheduling_delay_ms=start - submitted,
+            processing_delay_ms=end - start,
+            total_delay_ms=end - submitted,
             num_records=job_set.num_records,
             jobs=len(job_set.jobs),
             failed=failed,

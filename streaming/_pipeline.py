@@ -55,6 +55,7 @@ class _Output:
     name: str
     description: str
     fn: OutputFn
+    is_async: bool
 
 
 def _call_site(fn: Callable[..., Any], kind: str) -> tuple[str, str]:
@@ -101,7 +102,7 @@ class Pipeline:
         if not callable(fn):
             raise TypeError(f"an output operation must be callable with a Batch, got {fn!r}")
         short, long = _call_site(fn, name or "output")
-        self._outputs.append(_Output(short, long, fn))
+        self._outputs.append(_Output(short, long, fn, is_async_callable(fn)))
 
     @property
     def num_outputs(self) -> int:
@@ -137,16 +138,8 @@ class Pipeline:
         batch = Batch(time, inputs)
         jobs = []
         for out in self._outputs:
-            fn = out.fn
-            if is_async_callable(fn):
-
-                async def run_async(fn: OutputFn = fn) -> Any:
-                    return await fn(batch)
-
-                func: Callable[[], Any] = run_async
-            else:
-                func = functools.partial(fn, batch)
-            jobs.append(Job(time, func, name=out.name, description=out.description))
+            jobs.append(Job(time, functools.partial(out.fn, batch), name=out.name, description=out.description,
+                            is_async=out.is_async))
         return jobs
 
     def clear_metadata(self, time: Time) -> None:
