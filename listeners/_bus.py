@@ -101,6 +101,7 @@ class _Slot:
         self.dropped = 0
         self.warned = False
         self.running = False
+        self.dispatched = False
 
     def statistics(self) -> ListenerStatistics:
         return ListenerStatistics(self.name, self.accepted - self.processed, self.processed - self.failed, self.failed, self.dropped)
@@ -147,14 +148,18 @@ class StreamingListenerBus:
             raise TypeError(f"overflow must be an OverflowPolicy, got {overflow!r}")
         self.capacity = capacity
         self.overflow = overflow
+        # Replaced, never mutated, on add/remove: a post that waits (BLOCK) keeps iterating the
+        # list it started with, so no listener is skipped when another one leaves.
         self._slots: list[_Slot] = []
         self._wanted: frozenset[type] = frozenset()
         self._posted = 0
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
+        self._closing: anyio.Event | None = None
         self._progress: anyio.Event | None = None
         self._waiters = 0
-        self._removed_stats: list[ListenerStatistics] = []
+        self._removed: list[_Slot] = []  # removed, still delivering what was queued for them
+        self._removed_stats: list[ListenerStatistics] = []  # removed and drained: final counts
         self._log = structlog.get_logger("aiodstream.listeners").bind(component="StreamingListenerBus")
 
     # -- listeners --
@@ -168,19 +173,19 @@ class StreamingListenerBus:
         if self._closed:
             raise StreamingStateError("cannot add a listener to a closed listener bus")
         slot = _Slot(listener, name or _name_of(listener), self.capacity)
-        self._slots.append(slot)
+        self._slots = [*self._slots, slot]
         self._refresh_wanted()
         if self._tg is not None:
-            self._tg.start_soon(self._dispatch, slot)
+            self._start_dispatcher(self._tg, slot)
 
     def remove_listener(self, listener: object) -> None:
         """Unregister ``listener``; events already queued for it are still delivered."""
         for slot in self._slots:
             if slot.listener is listener:
-                self._slots.remove(slot)
+                self._slots = [s for s in self._slots if s is not slot]
+                self._removed.append(slot)
                 self._refresh_wanted()
                 slot.send.close()
-                self._removed_stats.append(slot.statistics())
                 return
         raise ValueError(f"listener {listener!r} is not registered")
 
@@ -207,13 +212,26 @@ class StreamingListenerBus:
                 slot.send.send_nowait(event)
             except anyio.WouldBlock:
                 if self.overflow is OverflowPolicy.BLOCK:
-                    await slot.send.send(event)
+                    await self._send_waiting(slot, event)
                 else:
                     self._drop(slot, event)
-                    continue
-            except anyio.ClosedResourceError:
-                continue  # removed meanwhile
+                continue
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                continue  # removed meanwhile, or its dispatcher is gone
             slot.accepted += 1
+
+    async def _send_waiting(self, slot: _Slot, event: StreamingEvent) -> None:
+        # Counted before waiting: the dispatcher takes the event from this waiting send and may
+        # deliver it before this task resumes; queued (accepted - processed) must not go negative.
+        slot.accepted += 1
+        try:
+            await slot.send.send(event)
+        except BaseException as exc:
+            slot.accepted -= 1
+            # Withdrawn because the listener was removed or the bus closed while we waited:
+            # the event is not for that listener any more; carry on with the others.
+            if not isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError)):
+                raise
 
     def _drop(self, slot: _Slot, event: StreamingEvent) -> None:
         slot.dropped += 1
@@ -256,23 +274,42 @@ class StreamingListenerBus:
     # -- running --
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Dispatch events until :meth:`close`; returns once every queue is drained."""
+        """Dispatch events until :meth:`close`; returns once every queue is drained.
+
+        Runs until :meth:`close` even with no listener, so that listeners added later are served.
+        """
         if self._tg is not None:
             raise StreamingStateError("the listener bus is already running")
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            for slot in self._slots:
-                tg.start_soon(self._dispatch, slot)
-            task_status.started()
-        self._tg = None
+        self._closing = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                for slot in (*self._slots, *self._removed):
+                    self._start_dispatcher(tg, slot)
+                task_status.started()
+                if not self._closed:
+                    await self._closing.wait()
+        finally:
+            self._tg = None
+
+    def _start_dispatcher(self, tg: anyio.abc.TaskGroup, slot: _Slot) -> None:
+        if not slot.dispatched:
+            slot.dispatched = True
+            tg.start_soon(self._dispatch, slot)
 
     def close(self) -> None:
-        """Accept no more events; dispatchers exit once they have delivered what is queued."""
+        """Accept no more events; dispatchers exit once they have delivered what is queued.
+
+        A post still waiting for room (BLOCK policy) when the bus closes delivers its event only
+        to the listeners it had already reached.
+        """
         if self._closed:
             return
         self._closed = True
         for slot in self._slots:
             slot.send.close()
+        if self._closing is not None:
+            self._closing.set()
         dropped = sum(slot.dropped for slot in self._slots)
         if dropped:
             self._log.warning("listener bus closed after dropping events", dropped=dropped,
@@ -283,7 +320,7 @@ class StreamingListenerBus:
 
         Events dropped by the DROP policy never will; they are counted in :meth:`statistics`.
         """
-        targets = [(slot, slot.accepted) for slot in self._slots]
+        targets = [(slot, slot.accepted) for slot in (*self._slots, *self._removed)]
         self._waiters += 1
         try:
             for slot, target in targets:
@@ -342,6 +379,9 @@ class StreamingListenerBus:
                     self._notify_progress()
         finally:
             slot.running = False
+            if slot in self._removed:  # drained: keep its final counts, not the listener
+                self._removed.remove(slot)
+                self._removed_stats.append(slot.statistics())
             self._notify_progress()
 
     def _notify_progress(self) -> None:
@@ -353,7 +393,7 @@ class StreamingListenerBus:
 
     def statistics(self) -> ListenerBusStatistics:
         """Posted events, and delivered / failed / dropped / queued (event, listener) pairs."""
-        per = tuple(slot.statistics() for slot in self._slots) + tuple(self._removed_stats)
+        per = tuple(slot.statistics() for slot in (*self._slots, *self._removed)) + tuple(self._removed_stats)
         return ListenerBusStatistics(
             posted=self._posted,
             delivered=sum(s.delivered for s in per),

@@ -1,0 +1,863 @@
+"""StreamingListenerBus: per-listener ordering, listener kinds, failures, overflow policies, draining."""
+
+from __future__ import annotations
+
+import functools
+import re
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import pytest
+from structlog.testing import capture_logs
+
+from listeners import (
+    BatchCompleted,
+    BatchInfo,
+    BatchStarted,
+    BatchSubmitted,
+    ListenerBusStatistics,
+    ListenerStatistics,
+    OutputOperationCompleted,
+    OutputOperationInfo,
+    OutputOperationStarted,
+    OverflowPolicy,
+    ReceiverError,
+    ReceiverInfo,
+    ReceiverStarted,
+    ReceiverStopped,
+    StreamingEvent,
+    StreamingListener,
+    StreamingListenerBus,
+    StreamingStarted,
+    current_listener,
+)
+from scheduler import Job, JobSet, StreamingStateError, Time
+
+BACKENDS = ["asyncio", "trio"]
+HANG_GUARD_S = 5  # real seconds; only trips if a test is broken
+
+
+def run(backend: str, body: Callable[[], Awaitable[None]]) -> None:
+    """Run ``body`` on ``backend`` under a real-time hang guard."""
+
+    async def guarded() -> None:
+        with anyio.fail_after(HANG_GUARD_S):
+            await body()
+
+    anyio.run(guarded, backend=backend)
+
+
+def raises_exactly(exc_type: type[BaseException], message: str) -> Any:
+    """pytest.raises whose message must equal ``message`` exactly."""
+    return pytest.raises(exc_type, match=f"^{re.escape(message)}$")
+
+
+def ev(n: int) -> StreamingStarted:
+    """A cheap, numbered event."""
+    return StreamingStarted(Time(n))
+
+
+def numbers(events: list[StreamingEvent]) -> list[int]:
+    return [e.time.milliseconds for e in events]  # type: ignore[union-attr]
+
+
+@asynccontextmanager
+async def running(bus: StreamingListenerBus) -> AsyncIterator[anyio.abc.TaskGroup]:
+    """Run ``bus`` in a task group; close it on the way out, so leaving waits for every queue to drain."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(bus.run)
+        await anyio.wait_all_tasks_blocked()  # dispatchers parked on their queues
+        try:
+            yield tg
+        finally:
+            bus.close()
+
+
+class Recorder:
+    """A plain callable listener."""
+
+    def __init__(self) -> None:
+        self.events: list[StreamingEvent] = []
+
+    def __call__(self, event: StreamingEvent) -> None:
+        self.events.append(event)
+
+
+class Gated:
+    """An async callable listener that holds each event until its gate opens."""
+
+    def __init__(self) -> None:
+        self.gate = anyio.Event()
+        self.entered: list[StreamingEvent] = []
+        self.events: list[StreamingEvent] = []
+
+    async def __call__(self, event: StreamingEvent) -> None:
+        self.entered.append(event)
+        await self.gate.wait()
+        self.events.append(event)
+
+
+class Flaky(StreamingListener):
+    """Raises on the event numbered 1."""
+
+    def __init__(self) -> None:
+        self.got: list[int] = []
+
+    def on_streaming_started(self, event: StreamingStarted) -> None:
+        self.got.append(event.time.milliseconds)
+        if event.time.milliseconds == 1:
+            raise RuntimeError("listener bug")
+
+
+def one_of_each_event() -> list[StreamingEvent]:
+    """One event of every kind, in Spark's per-batch order after start."""
+    job = Job(Time(1000), lambda: None, name="op")
+    info = BatchInfo.from_job_set(JobSet(Time(1000), [job], Time(1000)))
+    op = OutputOperationInfo.from_job(job)
+    receiver = ReceiverInfo(0, "r", True, "host", "exec-1")
+    return [
+        StreamingStarted(Time(0)),
+        ReceiverStarted(receiver),
+        BatchSubmitted(info),
+        BatchStarted(info),
+        OutputOperationStarted(op),
+        OutputOperationCompleted(op),
+        BatchCompleted(info),
+        ReceiverError(receiver),
+        ReceiverStopped(receiver),
+    ]
+
+
+# -- construction --
+
+
+@pytest.mark.parametrize(
+    ("capacity", "message"),
+    [
+        (0, "listener bus capacity must be a positive int, got 0"),
+        (-3, "listener bus capacity must be a positive int, got -3"),
+        (1.5, "listener bus capacity must be a positive int, got 1.5"),
+        (True, "listener bus capacity must be a positive int, got True"),
+    ],
+)
+def test_capacity_must_be_a_positive_int(capacity: Any, message: str) -> None:
+    """A capacity that is not a positive int is refused, exactly worded."""
+    with raises_exactly(ValueError, message):
+        StreamingListenerBus(capacity)
+
+
+def test_overflow_must_be_an_overflow_policy() -> None:
+    """A string overflow policy is refused with a TypeError naming it."""
+    with raises_exactly(TypeError, "overflow must be an OverflowPolicy, got 'drop'"):
+        StreamingListenerBus(overflow="drop")  # type: ignore[arg-type]
+
+
+def test_something_that_is_not_a_listener_is_refused() -> None:
+    """add_listener refuses objects with no on_* callbacks that are not callable."""
+    with raises_exactly(
+        TypeError,
+        "a listener must be a StreamingListener, an object with on_* callbacks, or a callable taking an event; got 42",
+    ):
+        StreamingListenerBus().add_listener(42)
+
+
+def test_listener_names_default_to_the_qualified_name() -> None:
+    """A function is named by its qualname, an object by its class's; name= overrides both."""
+
+    def on_event(event: StreamingEvent) -> None:
+        """Record nothing."""
+
+    bus = StreamingListenerBus()
+    bus.add_listener(on_event)
+    bus.add_listener(Recorder())
+    bus.add_listener(Recorder(), name="audit")
+    assert [s.name for s in bus.statistics().listeners] == [
+        "test_listener_names_default_to_the_qualified_name.<locals>.on_event",
+        "Recorder",
+        "audit",
+    ]
+    assert len(bus.listeners) == 3
+
+
+# -- delivery --
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_listener_receives_every_event_in_posting_order(backend: str) -> None:
+    """Sync, async and StreamingListener listeners each get all 600 events, in the order posted."""
+
+    async def body() -> None:
+        sync_listener = Recorder()
+        async_seen: list[StreamingEvent] = []
+
+        async def async_listener(event: StreamingEvent) -> None:
+            await anyio.lowlevel.checkpoint()
+            async_seen.append(event)
+
+        class Subclass(StreamingListener):
+            def __init__(self) -> None:
+                self.events: list[StreamingEvent] = []
+
+            def on_streaming_started(self, event: StreamingStarted) -> None:
+                self.events.append(event)
+
+        subclass = Subclass()
+        bus = StreamingListenerBus()
+        for listener in (sync_listener, async_listener, subclass):
+            bus.add_listener(listener)
+        async with running(bus):
+            for n in range(300):
+                await bus.post(ev(n))
+            await anyio.wait_all_tasks_blocked()
+            for n in range(300, 600):
+                await bus.post(ev(n))
+        expected = list(range(600))
+        assert numbers(sync_listener.events) == expected
+        assert numbers(async_seen) == expected
+        assert numbers(subclass.events) == expected
+
+    run(backend, body)
+
+
+def test_a_streaming_listener_receives_only_the_callbacks_it_overrides() -> None:
+    """Overridden callbacks (sync or async) get their events; the others are skipped without failing."""
+
+    class Partial(StreamingListener):
+        def __init__(self) -> None:
+            self.got: list[str] = []
+
+        def on_batch_completed(self, event: BatchCompleted) -> None:
+            self.got.append("batch completed")
+
+        async def on_receiver_error(self, event: ReceiverError) -> None:
+            await anyio.lowlevel.checkpoint()
+            self.got.append("receiver error")
+
+    async def body() -> None:
+        listener = Partial()
+        bus = StreamingListenerBus()
+        bus.add_listener(listener)
+        async with running(bus):
+            for event in one_of_each_event():
+                await bus.post(event)
+        assert listener.got == ["batch completed", "receiver error"]
+        stats = bus.statistics()
+        assert (stats.posted, stats.failed, stats.queued, stats.dropped) == (9, 0, 0, 0)
+
+    run("asyncio", body)
+
+
+def test_every_callback_of_a_streaming_listener_is_routed_by_event_type() -> None:
+    """Each event type reaches its own on_* callback of a listener that overrides them all."""
+    calls: list[tuple[str, type]] = []
+
+    def recorder(name: str) -> Callable[[Any, StreamingEvent], None]:
+        def callback(self: Any, event: StreamingEvent) -> None:
+            calls.append((name, type(event)))
+
+        return callback
+
+    names = [
+        "on_streaming_started", "on_receiver_started", "on_batch_submitted", "on_batch_started",
+        "on_output_operation_started", "on_output_operation_completed", "on_batch_completed",
+        "on_receiver_error", "on_receiver_stopped",
+    ]
+    listener_class = type("All", (StreamingListener,), {name: recorder(name) for name in names})
+
+    async def body() -> None:
+        bus = StreamingListenerBus()
+        bus.add_listener(listener_class())
+        async with running(bus):
+            for event in one_of_each_event():
+                await bus.post(event)
+
+    run("asyncio", body)
+    assert calls == list(zip(names, [type(e) for e in one_of_each_event()], strict=True))
+
+
+def test_an_object_with_on_callbacks_is_a_listener_without_subclassing() -> None:
+    """A duck-typed object gets the events it has on_* methods for and nothing else."""
+
+    class Duck:
+        def __init__(self) -> None:
+            self.got: list[type] = []
+
+        async def on_batch_started(self, event: BatchStarted) -> None:
+            self.got.append(type(event))
+
+        def on_streaming_started(self, event: StreamingStarted) -> None:
+            self.got.append(type(event))
+
+    async def body() -> None:
+        duck = Duck()
+        bus = StreamingListenerBus()
+        bus.add_listener(duck)
+        async with running(bus):
+            for event in one_of_each_event():
+                await bus.post(event)
+        assert duck.got == [StreamingStarted, BatchStarted]
+
+    run("asyncio", body)
+
+
+def test_callable_listeners_of_every_shape_receive_every_event() -> None:
+    """Functions, async functions, async __call__ objects and partials of async functions all get every event."""
+    seen: dict[str, list[int]] = {"func": [], "async func": [], "async object": [], "partial": []}
+
+    def func(event: StreamingStarted) -> None:
+        seen["func"].append(event.time.milliseconds)
+
+    async def async_func(event: StreamingStarted) -> None:
+        await anyio.lowlevel.checkpoint()
+        seen["async func"].append(event.time.milliseconds)
+
+    class AsyncObject:
+        async def __call__(self, event: StreamingStarted) -> None:
+            seen["async object"].append(event.time.milliseconds)
+
+    async def tagged(tag: str, event: StreamingStarted) -> None:
+        await anyio.lowlevel.checkpoint()
+        seen[tag].append(event.time.milliseconds)
+
+    async def body() -> None:
+        bus = StreamingListenerBus()
+        for listener in (func, async_func, AsyncObject(), functools.partial(tagged, "partial")):
+            bus.add_listener(listener)
+        async with running(bus):
+            for n in range(5):
+                await bus.post(ev(n))
+
+    run("asyncio", body)
+    assert seen == {key: [0, 1, 2, 3, 4] for key in seen}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_slow_listener_does_not_delay_the_others(backend: str) -> None:
+    """Each listener has its own queue: a blocked listener does not hold back a fast one."""
+
+    async def body() -> None:
+        slow, fast = Gated(), Recorder()
+        bus = StreamingListenerBus()
+        bus.add_listener(slow)
+        bus.add_listener(fast)
+        async with running(bus):
+            for n in range(5):
+                await bus.post(ev(n))
+            await anyio.wait_all_tasks_blocked()
+            assert numbers(fast.events) == [0, 1, 2, 3, 4]
+            assert numbers(slow.entered) == [0] and slow.events == []
+            slow.gate.set()
+        assert numbers(slow.events) == [0, 1, 2, 3, 4]
+
+    run(backend, body)
+
+
+# -- failing listeners --
+
+
+def test_a_raising_listener_is_logged_with_its_name_and_stays_registered() -> None:
+    """A listener that raises is logged (error, with traceback) under its name; it keeps getting events and so do the others."""
+
+    async def failing_async(event: StreamingStarted) -> None:
+        await anyio.lowlevel.checkpoint()
+        raise KeyError("async listener bug")
+
+    async def body() -> None:
+        flaky, after = Flaky(), Recorder()
+        bus = StreamingListenerBus()
+        bus.add_listener(flaky)
+        bus.add_listener(failing_async, name="async-one")
+        bus.add_listener(after)
+        async with running(bus):
+            for n in range(3):
+                await bus.post(ev(n))
+        assert flaky.got == [0, 1, 2]
+        assert numbers(after.events) == [0, 1, 2]
+        assert bus.listeners == [flaky, failing_async, after]
+        stats = bus.statistics()
+        assert stats.listeners == (
+            ListenerStatistics("Flaky", queued=0, delivered=2, failed=1, dropped=0),
+            ListenerStatistics("async-one", queued=0, delivered=0, failed=3, dropped=0),
+            ListenerStatistics("Recorder", queued=0, delivered=3, failed=0, dropped=0),
+        )
+        assert (stats.posted, stats.delivered, stats.failed) == (3, 5, 4)
+
+    with capture_logs() as logs:
+        run("asyncio", body)
+    failures = [e for e in logs if e["event"] == "listener raised; it stays registered"]
+    assert failures[0] == {
+        "event": "listener raised; it stays registered",
+        "log_level": "error",
+        "exc_info": True,
+        "component": "StreamingListenerBus",
+        "listener": "Flaky",
+        "event_type": "StreamingStarted",
+    }
+    assert sorted(e["listener"] for e in failures) == ["Flaky", "async-one", "async-one", "async-one"]
+
+
+# -- overflow: DROP --
+
+
+def test_drop_policy_counts_drops_and_warns_once_naming_the_slow_listener() -> None:
+    """With a full queue, DROP never waits: it drops for that listener only, counts it, and warns once with its name."""
+
+    async def body() -> None:
+        slow, fast = Gated(), Recorder()
+        bus = StreamingListenerBus(capacity=2, overflow=OverflowPolicy.DROP)
+        bus.add_listener(slow, name="slow-dashboard")
+        bus.add_listener(fast)
+        async with running(bus):
+            for n in range(10):
+                await bus.post(ev(n))  # never waits: slow's gate is still shut
+                await anyio.wait_all_tasks_blocked()  # let the fast listener keep up
+            stats = bus.statistics()
+            assert stats.posted == 10 and stats.dropped == 7
+            assert stats.listeners[0] == ListenerStatistics("slow-dashboard", queued=3, delivered=0, failed=0, dropped=7)
+            assert stats.listeners[1] == ListenerStatistics("Recorder", queued=0, delivered=10, failed=0, dropped=0)
+            slow.gate.set()
+        assert numbers(slow.events) == [0, 1, 2]  # the one in hand and the two queued
+        assert numbers(fast.events) == list(range(10))
+        assert bus.statistics().delivered == 13
+
+    with capture_logs() as logs:
+        run("asyncio", body)
+    assert logs == [
+        {
+            "event": "dropping events for a slow listener: its queue is full",
+            "log_level": "warning",
+            "component": "StreamingListenerBus",
+            "listener": "slow-dashboard",
+            "capacity": 2,
+            "event_type": "StreamingStarted",
+        },
+        {
+            "event": "listener bus closed after dropping events",
+            "log_level": "warning",
+            "component": "StreamingListenerBus",
+            "dropped": 7,
+            "by_listener": {"slow-dashboard": 7},
+        },
+    ]
+
+
+# -- overflow: BLOCK --
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_block_policy_makes_post_wait_for_room_and_never_drops(backend: str) -> None:
+    """With a full queue, BLOCK makes post wait until the listener takes an event; everything arrives in order."""
+
+    async def body() -> None:
+        slow = Gated()
+        bus = StreamingListenerBus(capacity=1, overflow=OverflowPolicy.BLOCK)
+        bus.add_listener(slow)
+        posted: list[int] = []
+
+        async def producer() -> None:
+            for n in range(4):
+                await bus.post(ev(n))
+                posted.append(n)
+
+        async with running(bus) as tg:
+            tg.start_soon(producer)
+            await anyio.wait_all_tasks_blocked()
+            # 0 is in the listener's hands, 1 fills the queue, post(2) waits.
+            assert posted == [0, 1]
+            assert numbers(slow.entered) == [0]
+            slow.gate.set()
+            await bus.wait_delivered()
+        assert posted == [0, 1, 2, 3]
+        assert numbers(slow.events) == [0, 1, 2, 3]
+        assert bus.statistics() == ListenerBusStatistics(
+            posted=4, delivered=4, failed=0, dropped=0, queued=0,
+            listeners=(ListenerStatistics("Gated", queued=0, delivered=4, failed=0, dropped=0),),
+        )
+
+    run(backend, body)
+
+
+def test_an_event_a_blocked_post_hands_over_counts_as_queued_until_delivered() -> None:
+    """Under BLOCK, an event taken from a waiting post is counted as queued at once, so queued never undercounts."""
+
+    async def body() -> None:
+        gate = anyio.Event()
+        queued_at_entry: list[int] = []
+        bus = StreamingListenerBus(capacity=1, overflow=OverflowPolicy.BLOCK)
+
+        async def listener(event: StreamingStarted) -> None:
+            queued_at_entry.append(bus.statistics().queued)
+            if event.time.milliseconds == 0:
+                await gate.wait()
+
+        bus.add_listener(listener)
+        async with running(bus) as tg:
+            await bus.post(ev(0))  # handed to the waiting dispatcher
+            await bus.post(ev(1))  # fills the queue
+            tg.start_soon(bus.post, ev(2))  # waits for room
+            await anyio.wait_all_tasks_blocked()
+            gate.set()
+            await bus.wait_delivered()
+            assert bus.statistics().queued == 0
+        # The dispatcher lets the producer run once before handling 0, so at 0's entry all three
+        # count (2 is still in the waiting post); at 1's entry 1 and 2 (2 was taken from the post);
+        # at 2's entry only 2.
+        assert queued_at_entry == [3, 2, 1]
+
+    run("asyncio", body)
+
+
+def test_removing_a_listener_while_a_post_waits_for_it_lets_the_post_finish_for_the_others() -> None:
+    """Under BLOCK, removing the listener a post waits for ends the wait; the remaining listeners still get the event."""
+
+    async def body() -> None:
+        slow, other = Gated(), Recorder()
+        bus = StreamingListenerBus(capacity=1, overflow=OverflowPolicy.BLOCK)
+        bus.add_listener(slow)
+        bus.add_listener(other)
+        done: list[int] = []
+
+        async def post(n: int) -> None:
+            await bus.post(ev(n))
+            done.append(n)
+
+        async with running(bus) as tg:
+            await bus.post(ev(0))
+            await bus.post(ev(1))
+            tg.start_soon(post, 2)
+            await anyio.wait_all_tasks_blocked()
+            assert done == []
+            bus.remove_listener(slow)
+            await anyio.wait_all_tasks_blocked()
+            assert done == [2]
+            assert numbers(other.events) == [0, 1, 2]
+            slow.gate.set()
+        assert numbers(slow.events) == [0, 1]
+        assert bus.statistics().listeners[-1] == ListenerStatistics("Gated", queued=0, delivered=2, failed=0, dropped=0)
+
+    run("asyncio", body)
+
+
+# -- waiting and closing --
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_wait_delivered_waits_until_every_posted_event_reached_every_listener(backend: str) -> None:
+    """wait_delivered returns only after each listener has handled what was posted before the call."""
+
+    async def body() -> None:
+        slow, fast = Gated(), Recorder()
+        bus = StreamingListenerBus()
+        bus.add_listener(slow)
+        bus.add_listener(fast)
+        returned = anyio.Event()
+
+        async def waiter() -> None:
+            await bus.wait_delivered()
+            returned.set()
+
+        async with running(bus) as tg:
+            await bus.wait_delivered()  # nothing posted: returns at once
+            for n in range(3):
+                await bus.post(ev(n))
+            tg.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            assert not returned.is_set() and numbers(fast.events) == [0, 1, 2]
+            slow.gate.set()
+            await returned.wait()
+            assert numbers(slow.events) == [0, 1, 2]
+
+    run(backend, body)
+
+
+def test_wait_delivered_does_not_wait_for_dropped_events() -> None:
+    """Events dropped under DROP are not waited for (they are counted instead)."""
+
+    async def body() -> None:
+        slow = Gated()
+        bus = StreamingListenerBus(capacity=1)
+        bus.add_listener(slow)
+        async with running(bus):
+            for n in range(5):
+                await bus.post(ev(n))
+            slow.gate.set()
+            await bus.wait_delivered()
+            assert numbers(slow.events) == [0, 1]
+            assert bus.statistics().dropped == 3
+
+    with capture_logs():
+        run("asyncio", body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_close_delivers_everything_already_queued(backend: str) -> None:
+    """close() stops intake but run() returns only after every queued event is delivered: nothing is lost."""
+
+    async def body() -> None:
+        seen: list[StreamingEvent] = []
+
+        async def slow(event: StreamingEvent) -> None:
+            await anyio.lowlevel.checkpoint()
+            seen.append(event)
+
+        bus = StreamingListenerBus()
+        bus.add_listener(slow)
+        async with anyio.create_task_group() as tg:
+            await tg.start(bus.run)
+            for n in range(1000):
+                await bus.post(ev(n))
+            bus.close()
+            assert len(seen) < 1000
+        assert numbers(seen) == list(range(1000))
+        assert bus.statistics().queued == 0
+
+    run(backend, body)
+
+
+def test_events_posted_after_close_are_ignored_with_a_warning() -> None:
+    """After close, post delivers nothing, does not count the event, and logs a warning; close is idempotent."""
+
+    async def body() -> None:
+        listener = Recorder()
+        bus = StreamingListenerBus()
+        bus.add_listener(listener)
+        async with running(bus):
+            await bus.post(ev(0))
+            bus.close()
+            bus.close()
+            await bus.post(ev(1))
+        assert numbers(listener.events) == [0]
+        assert bus.statistics().posted == 1
+
+    with capture_logs() as logs:
+        run("asyncio", body)
+    assert logs == [
+        {
+            "event": "event posted after the bus was closed; ignored",
+            "log_level": "warning",
+            "component": "StreamingListenerBus",
+            "event_type": "StreamingStarted",
+        }
+    ]
+
+
+def test_a_closed_bus_takes_no_new_listener() -> None:
+    """add_listener after close is a state error."""
+    bus = StreamingListenerBus()
+    bus.close()
+    with raises_exactly(StreamingStateError, "cannot add a listener to a closed listener bus"):
+        bus.add_listener(Recorder())
+
+
+def test_a_bus_runs_once_at_a_time() -> None:
+    """A second concurrent run is refused."""
+
+    async def body() -> None:
+        bus = StreamingListenerBus()
+        async with running(bus):
+            with raises_exactly(StreamingStateError, "the listener bus is already running"):
+                await bus.run()
+
+    run("asyncio", body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_listener_added_while_running_gets_events_posted_after_it_joined(backend: str) -> None:
+    """A bus started with no listener keeps running; a listener added later gets every event posted from then on."""
+
+    async def body() -> None:
+        early, late = Recorder(), Recorder()
+        bus = StreamingListenerBus()
+        async with running(bus):
+            await bus.post(ev(0))
+            bus.add_listener(early)
+            await bus.post(ev(1))
+            bus.add_listener(late)
+            await bus.post(ev(2))
+            with anyio.fail_after(1):  # real-time guard: delivery needs no clock
+                await bus.wait_delivered()
+            assert numbers(early.events) == [1, 2]
+            assert numbers(late.events) == [2]
+
+    run(backend, body)
+
+
+def test_events_queued_before_run_are_delivered_once_it_starts() -> None:
+    """Posting before run queues events; run delivers them."""
+
+    async def body() -> None:
+        listener = Recorder()
+        bus = StreamingListenerBus()
+        bus.add_listener(listener)
+        await bus.post(ev(0))
+        async with running(bus):
+            await bus.wait_delivered()
+            assert numbers(listener.events) == [0]
+
+    run("asyncio", body)
+
+
+# -- removing listeners --
+
+
+def test_remove_listener_stops_new_events_but_delivers_what_was_queued() -> None:
+    """A removed listener gets no new events; events already queued still reach it, and wait_delivered waits for them."""
+
+    async def body() -> None:
+        slow, stays = Gated(), Recorder()
+        bus = StreamingListenerBus()
+        bus.add_listener(slow)
+        bus.add_listener(stays)
+        delivered = anyio.Event()
+
+        async def waiter() -> None:
+            await bus.wait_delivered()
+            delivered.set()
+
+        async with running(bus) as tg:
+            for n in range(3):
+                await bus.post(ev(n))
+            bus.remove_listener(slow)
+            assert bus.listeners == [stays]
+            await bus.post(ev(3))
+            tg.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            assert not delivered.is_set()
+            assert bus.statistics().listeners[-1] == ListenerStatistics("Gated", queued=3, delivered=0, failed=0, dropped=0)
+            slow.gate.set()
+            await delivered.wait()
+            assert numbers(slow.events) == [0, 1, 2]
+            assert numbers(stays.events) == [0, 1, 2, 3]
+            stats = bus.statistics()
+            assert stats.listeners[-1] == ListenerStatistics("Gated", queued=0, delivered=3, failed=0, dropped=0)
+            assert (stats.posted, stats.delivered, stats.queued) == (4, 7, 0)
+
+    run("asyncio", body)
+
+
+def test_removing_an_unknown_listener_is_an_error() -> None:
+    """remove_listener of something never added raises ValueError naming it."""
+    bus = StreamingListenerBus()
+    listener = Recorder()
+    bus.add_listener(listener)
+    bus.remove_listener(listener)
+    with raises_exactly(ValueError, f"listener {listener!r} is not registered"):
+        bus.remove_listener(listener)
+
+
+# -- current_listener --
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_current_listener_names_the_listener_whose_callback_is_running(backend: str) -> None:
+    """current_listener() is the running listener's name inside sync and async callbacks, None elsewhere."""
+
+    async def body() -> None:
+        seen: list[str | None] = []
+
+        def sync_listener(event: StreamingEvent) -> None:
+            seen.append(current_listener())
+
+        async def async_listener(event: StreamingEvent) -> None:
+            await anyio.lowlevel.checkpoint()
+            seen.append(current_listener())
+
+        bus = StreamingListenerBus()
+        bus.add_listener(sync_listener, name="sync")
+        bus.add_listener(async_listener, name="async")
+        async with running(bus):
+            await bus.post(ev(0))
+            await bus.wait_delivered()
+            assert current_listener() is None
+        assert sorted(seen, key=str) == ["async", "sync"]
+
+    assert current_listener() is None
+    run(backend, body)
+
+
+# -- the scheduler-facing side --
+
+
+def test_scheduler_notifications_become_snapshot_events() -> None:
+    """The JobSchedulerListener methods post Spark's events, each carrying a snapshot taken when posted."""
+
+    async def body() -> None:
+        listener = Recorder()
+        bus = StreamingListenerBus()
+        bus.add_listener(listener)
+        job = Job(Time(1000), lambda: None, name="out")
+        job_set = JobSet(Time(1000), [job], Time(1010))
+        async with running(bus):
+            await bus.on_batch_submitted(job_set)
+            await bus.on_batch_started(job_set)
+            job_set.handle_job_start(job, Time(1020))
+            await bus.on_job_started(job, job_set)
+            job_set.handle_job_completion(job, Time(1050))
+            await bus.on_job_completed(job, job_set)
+            await bus.on_batch_completed(job_set)
+        kinds = [type(e) for e in listener.events]
+        assert kinds == [BatchSubmitted, BatchStarted, OutputOperationStarted, OutputOperationCompleted, BatchCompleted]
+        submitted, started, op_started, op_completed, completed = listener.events
+        assert submitted.batch_info.processing_start_time is None  # type: ignore[union-attr]
+        assert started.batch_info.processing_start_time is None  # type: ignore[union-attr]
+        assert op_started.output_operation_info.start_time == Time(1020)  # type: ignore[union-attr]
+        assert op_started.output_operation_info.end_time is None  # type: ignore[union-attr]
+        assert op_completed.output_operation_info.end_time == Time(1050)  # type: ignore[union-attr]
+        info = completed.batch_info  # type: ignore[union-attr]
+        assert (info.scheduling_delay.milliseconds, info.processing_delay.milliseconds, info.total_delay.milliseconds) == (10, 30, 40)
+
+    run("asyncio", body)
+
+
+def test_scheduler_notifications_nobody_listens_for_are_not_posted() -> None:
+    """With only a BatchCompleted listener, the other notifications post nothing (no snapshot is built)."""
+
+    class OnlyCompleted(StreamingListener):
+        def __init__(self) -> None:
+            self.count = 0
+
+        def on_batch_completed(self, event: BatchCompleted) -> None:
+            self.count += 1
+
+    async def body() -> None:
+        listener = OnlyCompleted()
+        bus = StreamingListenerBus()
+        bus.add_listener(listener)
+        job = Job(Time(1000), lambda: None)
+        job_set = JobSet(Time(1000), [job], Time(1000))
+        async with running(bus):
+            await bus.on_batch_submitted(job_set)
+            await bus.on_batch_started(job_set)
+            await bus.on_job_started(job, job_set)
+            await bus.on_job_completed(job, job_set)
+            await bus.on_batch_completed(job_set)
+            bus.remove_listener(listener)
+            await bus.on_batch_completed(job_set)
+        assert bus.statistics().posted == 1
+        assert listener.count == 1
+
+    run("asyncio", body)
+
+
+def test_statistics_and_repr_summarise_the_bus() -> None:
+    """statistics() is a frozen record of counts; repr summarises listeners and events."""
+
+    async def body() -> None:
+        bus = StreamingListenerBus(capacity=1)
+        slow = Gated()
+        bus.add_listener(slow)
+        assert repr(bus) == "<StreamingListenerBus [listeners: 1 | events: 0 posted, 0 queued, 0 dropped]>"
+        async with running(bus):
+            for n in range(4):
+                await bus.post(ev(n))
+            assert repr(bus) == "<StreamingListenerBus [listeners: 1 | events: 4 posted, 2 queued, 2 dropped]>"
+            stats = bus.statistics()
+            with pytest.raises(AttributeError):
+                stats.posted = 0  # type: ignore[misc]
+            slow.gate.set()
+
+    with capture_logs():
+        run("asyncio", body)
