@@ -98,3 +98,4 @@ StreamingEvent = Union[
     ReceiverError,
     ReceiverStopped,
 ]
+"""Any listener event: what :meth:`StreamingListenerBus.post` takes and a callable listener receives."""

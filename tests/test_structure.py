@@ -1,0 +1,340 @@
+"""Structural rules: the injected clock is the only clock, public surfaces match __all__, imports flow one way."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import itertools
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ["scheduler", "listeners", "streaming"]
+ENGINE_PACKAGES = ["scheduler", "listeners"]  # the runtime proper: no wall clock, no user API
+
+
+def modules_of(package: str) -> list[Path]:
+    """Every Python module of a top-level package, recursively."""
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def engine_module_ids() -> list[str]:
+    return [str(p.relative_to(ROOT)) for package in ENGINE_PACKAGES for p in modules_of(package)]
+
+
+# -- (1) nothing but SystemClock reads the wall clock or sleeps --
+
+# Fully qualified names that read a real clock or sleep on one. Deadlines of fail_after /
+# move_on_after and loop timers are on the event loop's clock, which a manual clock does not move.
+WALL_CLOCK_NAMES = frozenset(
+    {
+        *(f"time.{n}" for n in (
+            "time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns",
+            "process_time", "process_time_ns", "thread_time", "thread_time_ns", "clock_gettime",
+            "clock_gettime_ns", "sleep", "localtime", "gmtime", "ctime", "asctime", "strftime",
+        )),
+        "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today", "datetime.date.today",
+        *(f"anyio.{n}" for n in ("sleep", "sleep_until", "current_time", "fail_after", "move_on_after")),
+        *(f"asyncio.{n}" for n in ("sleep", "wait_for", "timeout", "timeout_at")),
+        *(f"trio.{n}" for n in ("sleep", "sleep_until", "current_time", "fail_after", "fail_at", "move_on_after", "move_on_at")),
+        "threading.Timer",
+    }
+)
+# Methods that read or schedule on an event loop's clock whatever the receiver is called.
+LOOP_CLOCK_METHODS = frozenset({"call_later", "call_at"})
+
+# The one place allowed to read the wall clock: (module, enclosing class).
+ALLOWED = {("scheduler/_clock.py", "SystemClock")}
+
+
+class WallClockScanner(ast.NodeVisitor):
+    """Collects (line, description) of every wall-clock read or real sleep in one module."""
+
+    def __init__(self, allowed_classes: frozenset[str] = frozenset()) -> None:
+        self.aliases: dict[str, str] = {}
+        self.allowed_classes = allowed_classes
+        self.scope: list[str] = []
+        self.found: list[tuple[int, str]] = []
+
+    def scan(self, source: str) -> list[tuple[int, str]]:
+        tree = ast.parse(source)
+        for node in ast.walk(tree):  # imports anywhere (also inside functions) bind names
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self.aliases[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".")[0]
+                        self.aliases[top] = top
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        self.visit(tree)
+        return sorted(set(self.found))
+
+    def _report(self, node: ast.AST, what: str) -> None:
+        if not self.allowed_classes.intersection(self.scope):
+            self.found.append((node.lineno, what))  # type: ignore[attr-defined]
+
+    def _qualified(self, node: ast.expr) -> str | None:
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        head = self.aliases.get(node.id, node.id)
+        return ".".join([head, *reversed(parts)])
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        for alias in node.names:
+            if f"{node.module}.{alias.name}" in WALL_CLOCK_NAMES:
+                self._report(node, f"from {node.module} import {alias.name}")
+
+    def visit_Name(self, node: ast.Name) -> None:
+        qualified = self.aliases.get(node.id)
+        if qualified in WALL_CLOCK_NAMES:
+            self._report(node, qualified)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        qualified = self._qualified(node)
+        if qualified in WALL_CLOCK_NAMES:
+            self._report(node, qualified)
+        elif node.attr in LOOP_CLOCK_METHODS:
+            self._report(node, f"<loop>.{node.attr}")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        # loop.time(), self._loop.time(): a zero-argument .time() call on something that is not a
+        # known module is an event loop's clock.
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "time" and not node.args and not node.keywords:
+            qualified = self._qualified(func)
+            if qualified is None or qualified.split(".")[0] not in ("time", "datetime"):
+                self._report(node, f"{qualified or '<expr>'}() (an event loop clock)")
+        self.generic_visit(node)
+
+
+def scan(source: str, allowed_classes: frozenset[str] = frozenset()) -> list[tuple[int, str]]:
+    return WallClockScanner(allowed_classes).scan(textwrap.dedent(source))
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import time\ntime.time()", "time.time"),
+        ("import time as _t\n_t.monotonic_ns()", "time.monotonic_ns"),
+        ("from time import sleep\nsleep(1)", "time.sleep"),
+        ("from time import perf_counter as pc\npc()", "time.perf_counter"),
+        ("from datetime import datetime\ndatetime.now()", "datetime.datetime.now"),
+        ("import datetime\ndatetime.date.today()", "datetime.date.today"),
+        ("import anyio\nasync def f():\n    await anyio.sleep(1)", "anyio.sleep"),
+        ("import anyio.lowlevel\nanyio.current_time()", "anyio.current_time"),
+        ("import anyio\nwith anyio.fail_after(1):\n    pass", "anyio.fail_after"),
+        ("import asyncio\nasync def f():\n    await asyncio.sleep(0)", "asyncio.sleep"),
+        ("import trio\nasync def f():\n    await trio.sleep(1)", "trio.sleep"),
+        ("def f(loop):\n    return loop.time()", "loop.time() (an event loop clock)"),
+        ("def f(self):\n    return self._loop.time()", "self._loop.time() (an event loop clock)"),
+        ("import asyncio\nasyncio.get_running_loop().call_later(1, print)", "<loop>.call_later"),
+        ("def f():\n    import time\n    return time.time_ns()", "time.time_ns"),
+    ],
+)
+def test_the_scanner_finds_each_kind_of_wall_clock_use(source: str, expected: str) -> None:
+    """The scanner flags direct, aliased, from-imported and loop-clock reads and sleeps."""
+    assert expected in [what for _, what in scan(source)]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import anyio.lowlevel\nasync def f():\n    await anyio.lowlevel.checkpoint()",
+        "def f(clock):\n    return clock.now()",
+        "def f(job):\n    return job.time, job.time.milliseconds",
+        "def f(clock, t):\n    return clock.sleep_until(t)",
+        "import anyio\nasync def f(e):\n    await e.wait()\n    anyio.Event()",
+        "from scheduler import Time\nTime(5)",
+    ],
+)
+def test_the_scanner_accepts_clock_free_code(source: str) -> None:
+    """Checkpoints, the injected clock and attributes named time are not wall-clock reads."""
+    assert scan(source) == []
+
+
+def test_the_system_clock_allowance_is_needed_and_narrow() -> None:
+    """scheduler/_clock.py reads the wall clock only inside SystemClock: without the allowance it is flagged there."""
+    source = (ROOT / "scheduler/_clock.py").read_text()
+    without = scan(source)
+    assert without, "SystemClock should read the wall clock; the allowance would be dead"
+    assert scan(source, frozenset({"SystemClock"})) == []
+    system_clock = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "SystemClock")
+    assert all(system_clock.lineno <= line <= (system_clock.end_lineno or 0) for line, _ in without)
+
+
+@pytest.mark.parametrize("module", engine_module_ids())
+def test_nothing_in_the_engine_reads_the_wall_clock_or_sleeps(module: str) -> None:
+    """No module under scheduler/ or listeners/ reads a real clock or sleeps on one, except SystemClock."""
+    allowed = frozenset(cls for path, cls in ALLOWED if path == module)
+    assert scan((ROOT / module).read_text(), allowed) == []
+
+
+# -- (2) public surfaces --
+
+
+def _is_submodule(obj: object, package: str) -> bool:
+    return isinstance(obj, types.ModuleType) and obj.__name__.startswith(f"{package}.")
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_the_public_surface_is_exactly_all(package: str) -> None:
+    """Every public name of the package is in __all__ and every name in __all__ exists, once."""
+    pkg = importlib.import_module(package)
+    exported = list(pkg.__all__)
+    assert len(exported) == len(set(exported)), "duplicates in __all__"
+    public = {
+        name
+        for name, obj in vars(pkg).items()
+        if not name.startswith("_")
+        and not _is_submodule(obj, package)  # subpackages are surfaces of their own
+        and type(obj).__module__ != "__future__"  # `from __future__ import annotations`
+    }
+    assert public == set(exported)
+
+
+def _attribute_docstring(package: str, name: str) -> str | None:
+    """The string literal right after a module-level assignment to ``name`` in the package."""
+    for path in modules_of(package):
+        body = ast.parse(path.read_text()).body
+        for node, after in itertools.pairwise(body):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+                    return after.value.value
+    return None
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_exported_name_has_a_docstring(package: str) -> None:
+    """Each name in __all__ is documented: classes and functions by their own docstring, aliases by an attribute docstring."""
+    pkg = importlib.import_module(package)
+    undocumented = []
+    for name in pkg.__all__:
+        obj = getattr(pkg, name)
+        if inspect.isclass(obj) or inspect.isroutine(obj):
+            doc = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
+        else:
+            doc = _attribute_docstring(package, name)
+        if not (doc and doc.strip()):
+            undocumented.append(name)
+    assert undocumented == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_public_methods_of_exported_classes_have_docstrings(package: str) -> None:
+    """Public methods and properties of every exported class carry a docstring."""
+    pkg = importlib.import_module(package)
+    undocumented = []
+    for name in pkg.__all__:
+        cls = getattr(pkg, name)
+        if not inspect.isclass(cls):
+            continue
+        for attr, value in vars(cls).items():
+            if attr.startswith("_"):
+                continue
+            func = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+            if inspect.isroutine(func) and not (func.__doc__ or "").strip():
+                undocumented.append(f"{name}.{attr}")
+    assert undocumented == []
+
+
+@pytest.mark.parametrize("path", [str(p.relative_to(ROOT)) for package in PACKAGES for p in modules_of(package)])
+def test_every_module_has_a_docstring_and_a_consistent_all(path: str) -> None:
+    """Each module states its role in a docstring; every name in its __all__ exists."""
+    module = importlib.import_module(module_name(ROOT / path))
+    assert (module.__doc__ or "").strip(), f"{path} has no module docstring"
+    missing = [name for name in getattr(module, "__all__", []) if not hasattr(module, name)]
+    assert missing == []
+
+
+# -- (3) and (4) imports flow one way, with no cycles --
+
+IMPORT_CHECK = """
+import importlib, sys
+importlib.import_module({package!r})
+loaded = sorted({{m.split(".")[0] for m in sys.modules}} & {{"streaming", "listeners", "scheduler", "pyspark", "py4j"}})
+print(" ".join(loaded))
+"""
+
+# What importing each package may pull in among the project's packages and PySpark.
+EXPECTED_LOADED = {
+    "scheduler": "scheduler",
+    "listeners": "listeners scheduler",
+    "streaming": "listeners scheduler streaming",
+}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_package_imports_first_in_a_fresh_interpreter(package: str) -> None:
+    """Importing a package first in a fresh interpreter works (no import cycle) and loads only what it may: never PySpark, never upwards."""
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORT_CHECK.format(package=package)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == EXPECTED_LOADED[package].split()
+
+
+# Layering: (importing package, package it must not import).
+FORBIDDEN_IMPORTS = [
+    ("scheduler", "streaming"),
+    ("listeners", "streaming"),
+    ("scheduler", "listeners"),
+    ("scheduler", "pyspark"),
+    ("listeners", "pyspark"),
+    ("scheduler", "py4j"),
+    ("listeners", "py4j"),
+]
+
+
+def imported_top_levels(path: Path, package: str) -> set[str]:
+    """Top-level packages a module imports, anywhere in it (relative imports resolved)."""
+    tops: set[str] = set()
+    depth = len(path.relative_to(ROOT / package).parts)  # 1 for package/x.py
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            tops.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                tops.add(node.module.split(".")[0])
+            elif node.level > depth:  # climbs out of the package: from ..x import y
+                tops.add((node.module or "").split(".")[0] or "<outside>")
+            elif node.level:
+                tops.add(package)
+    return tops
+
+
+@pytest.mark.parametrize(("importer", "forbidden"), FORBIDDEN_IMPORTS)
+def test_imports_flow_one_way(importer: str, forbidden: str) -> None:
+    """scheduler and listeners never import streaming (nor scheduler listeners), and neither imports PySpark."""
+    offenders = [str(p.relative_to(ROOT)) for p in modules_of(importer) if forbidden in imported_top_levels(p, importer)]
+    assert offenders == []
