@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable
-
 import anyio
 import pytest
 from structlog.testing import capture_logs
@@ -19,19 +17,7 @@ from listeners import (
     StreamingStarted,
 )
 from scheduler import Job, JobSet, Time
-
-BACKENDS = ["asyncio", "trio"]
-HANG_GUARD_S = 5  # real seconds; only trips if a test is broken
-
-
-def run(backend: str, body: Callable[[], Awaitable[None]]) -> None:
-    """Run ``body`` on ``backend`` under a real-time hang guard."""
-
-    async def guarded() -> None:
-        with anyio.fail_after(HANG_GUARD_S):
-            await body()
-
-    anyio.run(guarded, backend=backend)
+from tests.anyio_support import BACKENDS, run, settle
 
 
 def batch(time: int, *, submitted: int, started: int | None = None, ended: int | None = None) -> BatchInfo:
@@ -82,9 +68,9 @@ def test_event_recorder_wait_for_wakes_when_the_predicate_holds(backend: str) ->
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(waiter)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             recorder(StreamingStarted(Time(1)))
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert not returned.is_set()
             recorder(StreamingStarted(Time(2)))
             await returned.wait()

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import functools
-import re
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Callable
 
 import anyio
 import anyio.abc
@@ -35,24 +34,7 @@ from listeners import (
     current_listener,
 )
 from scheduler import Job, JobSet, StreamingStateError, Time
-
-BACKENDS = ["asyncio", "trio"]
-HANG_GUARD_S = 5  # real seconds; only trips if a test is broken
-
-
-def run(backend: str, body: Callable[[], Awaitable[None]]) -> None:
-    """Run ``body`` on ``backend`` under a real-time hang guard."""
-
-    async def guarded() -> None:
-        with anyio.fail_after(HANG_GUARD_S):
-            await body()
-
-    anyio.run(guarded, backend=backend)
-
-
-def raises_exactly(exc_type: type[BaseException], message: str) -> Any:
-    """pytest.raises whose message must equal ``message`` exactly."""
-    return pytest.raises(exc_type, match=f"^{re.escape(message)}$")
+from tests.anyio_support import BACKENDS, raises_exactly, run, settle
 
 
 def ev(n: int) -> StreamingStarted:
@@ -69,7 +51,7 @@ async def running(bus: StreamingListenerBus) -> AsyncIterator[anyio.abc.TaskGrou
     """Run ``bus`` in a task group; close it on the way out, so leaving waits for every queue to drain."""
     async with anyio.create_task_group() as tg:
         await tg.start(bus.run)
-        await anyio.wait_all_tasks_blocked()  # dispatchers parked on their queues
+        await settle()  # dispatchers parked on their queues
         try:
             yield tg
         finally:
@@ -211,7 +193,7 @@ def test_each_listener_receives_every_event_in_posting_order(backend: str) -> No
         async with running(bus):
             for n in range(300):
                 await bus.post(ev(n))
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             for n in range(300, 600):
                 await bus.post(ev(n))
         expected = list(range(600))
@@ -346,7 +328,7 @@ def test_a_slow_listener_does_not_delay_the_others(backend: str) -> None:
         async with running(bus):
             for n in range(5):
                 await bus.post(ev(n))
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert numbers(fast.events) == [0, 1, 2, 3, 4]
             assert numbers(slow.entered) == [0] and slow.events == []
             slow.gate.set()
@@ -413,7 +395,7 @@ def test_drop_policy_counts_drops_and_warns_once_naming_the_slow_listener() -> N
         async with running(bus):
             for n in range(10):
                 await bus.post(ev(n))  # never waits: slow's gate is still shut
-                await anyio.wait_all_tasks_blocked()  # let the fast listener keep up
+                await settle()  # let the fast listener keep up
             stats = bus.statistics()
             assert stats.posted == 10 and stats.dropped == 7
             assert stats.listeners[0] == ListenerStatistics("slow-dashboard", queued=3, delivered=0, failed=0, dropped=7)
@@ -464,7 +446,7 @@ def test_block_policy_makes_post_wait_for_room_and_never_drops(backend: str) -> 
 
         async with running(bus) as tg:
             tg.start_soon(producer)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             # 0 is in the listener's hands, 1 fills the queue, post(2) waits.
             assert posted == [0, 1]
             assert numbers(slow.entered) == [0]
@@ -498,7 +480,7 @@ def test_an_event_a_blocked_post_hands_over_counts_as_queued_until_delivered() -
             await bus.post(ev(0))  # handed to the waiting dispatcher
             await bus.post(ev(1))  # fills the queue
             tg.start_soon(bus.post, ev(2))  # waits for room
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             gate.set()
             await bus.wait_delivered()
             assert bus.statistics().queued == 0
@@ -528,10 +510,10 @@ def test_removing_a_listener_while_a_post_waits_for_it_lets_the_post_finish_for_
             await bus.post(ev(0))
             await bus.post(ev(1))
             tg.start_soon(post, 2)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert done == []
             bus.remove_listener(slow)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert done == [2]
             assert numbers(other.events) == [0, 1, 2]
             slow.gate.set()
@@ -564,7 +546,7 @@ def test_wait_delivered_waits_until_every_posted_event_reached_every_listener(ba
             for n in range(3):
                 await bus.post(ev(n))
             tg.start_soon(waiter)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert not returned.is_set() and numbers(fast.events) == [0, 1, 2]
             slow.gate.set()
             await returned.wait()
@@ -724,7 +706,7 @@ def test_remove_listener_stops_new_events_but_delivers_what_was_queued() -> None
             assert bus.listeners == [stays]
             await bus.post(ev(3))
             tg.start_soon(waiter)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert not delivered.is_set()
             assert bus.statistics().listeners[-1] == ListenerStatistics("Gated", queued=3, delivered=0, failed=0, dropped=0)
             slow.gate.set()

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
 import time
 import types
-from typing import Any, Awaitable, Callable
 
 import anyio
 import anyio.lowlevel
@@ -23,25 +21,7 @@ from scheduler import (
     Time,
     run_with_timeout,
 )
-
-BACKENDS = ["asyncio", "trio"]
-HANG_GUARD_S = 5  # real seconds; only trips if a test is broken
-
-
-def run(backend: str, body: Callable[[], Awaitable[None]]) -> None:
-    """Run ``body`` on ``backend`` under a real-time hang guard."""
-
-    async def guarded() -> None:
-        with anyio.fail_after(HANG_GUARD_S):
-            await body()
-
-    anyio.run(guarded, backend=backend)
-
-
-def raises_exactly(exc_type: type[BaseException], message: str) -> Any:
-    """pytest.raises whose message must equal ``message`` exactly."""
-    return pytest.raises(exc_type, match=f"^{re.escape(message)}$")
-
+from tests.anyio_support import BACKENDS, raises_exactly, run, settle
 
 # -- SystemClock --
 
@@ -238,7 +218,7 @@ def test_a_sleeper_wakes_exactly_when_the_clock_reaches_its_deadline(backend: st
             tg.start_soon(sleeper)
             await clock.wait_for_sleepers(1)
             clock.advance(99)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert woke == [] and clock.sleepers == 1
             clock.advance(1)
             assert clock.sleepers == 0  # advance wakes synchronously
@@ -288,10 +268,10 @@ def test_advance_wakes_every_due_sleeper_and_only_those(backend: str) -> None:
             clock.advance(150)
             assert clock.sleepers == 2
             assert clock.next_deadline == Time(200)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert woke == {100}
             clock.advance(50)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert woke == {100, 200} and clock.next_deadline == Time(300)
             clock.advance(100)
         assert woke == {100, 200, 300}
@@ -336,7 +316,7 @@ def test_wait_for_sleepers_waits_until_enough_tasks_are_parked(backend: str) -> 
         async with anyio.create_task_group() as tg:
             tg.start_soon(watcher)
             tg.start_soon(clock.sleep_until, Time(10))
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert clock.sleepers == 1 and not returned.is_set()
             tg.start_soon(clock.sleep_until, Time(20))
             await returned.wait()
@@ -395,12 +375,12 @@ def test_a_cancelled_sleeper_is_unparked_and_forgotten(backend: str) -> None:
             tg.start_soon(sleeper, late, 200)
             await clock.wait_for_sleepers(2)
             early[0].cancel()
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert outcome == ["cancelled 100"]
             assert clock.sleepers == 1
             assert clock.next_deadline == Time(200)
             clock.advance(150)  # past the cancelled deadline: nothing to wake
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert outcome == ["cancelled 100"] and clock.sleepers == 1
             clock.advance(50)
         assert outcome == ["cancelled 100", "woke 200"]
@@ -424,7 +404,7 @@ def test_cancelling_a_sleeper_wakes_a_sleeper_count_watcher(backend: str) -> Non
             tg.start_soon(sleeper)
             await clock.wait_for_sleepers(1)
             sleepers.cancel()
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert clock.sleepers == 0
             tg.start_soon(clock.sleep_until, Time(10))
             await clock.wait_for_sleepers(1)
@@ -502,7 +482,7 @@ def test_run_with_timeout_cancels_fn_when_the_clock_reaches_the_timeout(backend:
             tg.start_soon(caller)
             await clock.wait_for_sleepers(1)
             clock.advance(299)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert result == [] and cancelled == []
             clock.advance(1)
         assert result == [False] and cancelled == [True]

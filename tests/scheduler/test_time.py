@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import enum
-import re
 from decimal import Decimal
-from typing import Any
 
 import attrs
 import pytest
@@ -13,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler import Duration, InvalidDurationError, Milliseconds, Minutes, Seconds, StreamingError, Time
+from tests.anyio_support import raises_exactly
 
 # Bounded so that properties also hold for the runtime's realistic range (epoch milliseconds),
 # while still reaching negative values and zero.
@@ -21,11 +20,6 @@ positive_ms = st.integers(min_value=1, max_value=10**7)
 nonzero_ms = st.integers(min_value=-(10**7), max_value=10**7).filter(lambda v: v != 0)
 times = ms.map(Time)
 durations = ms.map(Duration)
-
-
-def raises_exactly(exc_type: type[BaseException], message: str) -> Any:
-    """pytest.raises whose message must equal ``message`` exactly (not just contain it)."""
-    return pytest.raises(exc_type, match=f"^{re.escape(message)}$")
 
 
 # -- construction and validation --

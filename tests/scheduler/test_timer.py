@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from typing import Any, Awaitable, Callable
-
 import anyio
 import anyio.lowlevel
 import pytest
@@ -21,24 +18,7 @@ from scheduler import (
     StreamingStateError,
     Time,
 )
-
-BACKENDS = ["asyncio", "trio"]
-HANG_GUARD_S = 5  # real seconds; only trips if a test is broken
-
-
-def run(backend: str, body: Callable[[], Awaitable[None]]) -> None:
-    """Run ``body`` on ``backend`` under a real-time hang guard."""
-
-    async def guarded() -> None:
-        with anyio.fail_after(HANG_GUARD_S):
-            await body()
-
-    anyio.run(guarded, backend=backend)
-
-
-def raises_exactly(exc_type: type[BaseException], message: str) -> Any:
-    """pytest.raises whose message must equal ``message`` exactly."""
-    return pytest.raises(exc_type, match=f"^{re.escape(message)}$")
+from tests.anyio_support import BACKENDS, raises_exactly, run, settle
 
 
 class Ticks(list[Time]):
@@ -293,7 +273,7 @@ def test_stop_without_another_tick_stops_at_once(backend: str) -> None:
             assert clock.sleepers == 0
             assert timer.next_tick is None
         clock.advance(1000)
-        await anyio.wait_all_tasks_blocked()
+        await settle()
         assert ticks.ms == [100, 200]
         assert timer.last_tick == Time(200)
 
@@ -317,16 +297,16 @@ def test_stop_with_one_more_tick_waits_for_the_pending_tick_then_stops(backend: 
             await clock.wait_for_sleepers(1)
             await advance_and_settle(clock, 100)
             tg.start_soon(stopper)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert returned == [] and ticks.ms == [100]  # stop waits for the tick at 200 ms
             clock.advance(99)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             assert returned == []
             clock.advance(1)
         assert returned == [Time(200)]
         assert ticks.ms == [100, 200]
         clock.advance(1000)
-        await anyio.wait_all_tasks_blocked()
+        await settle()
         assert ticks.ms == [100, 200]
 
     run(backend, body)
@@ -349,7 +329,7 @@ def test_a_graceful_stop_can_be_escalated_to_an_immediate_one(backend: str) -> N
             await clock.wait_for_sleepers(1)
             await advance_and_settle(clock, 100)
             tg.start_soon(stopper, True)
-            await anyio.wait_all_tasks_blocked()
+            await settle()
             tg.start_soon(stopper, False)
         assert returned == [Time(100), Time(100)]
         assert ticks.ms == [100]

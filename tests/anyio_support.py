@@ -1,0 +1,56 @@
+"""Helpers for tests that drive anyio code on both backends without real time passing."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any, Awaitable, Callable
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+BACKENDS = ["asyncio", "trio"]
+HANG_GUARD_S = 5  # real seconds; only trips if a test is broken
+
+
+def run(backend: str, body: Callable[[], Awaitable[None]]) -> None:
+    """Run ``body`` on ``backend`` under a real-time hang guard."""
+
+    async def guarded() -> None:
+        with anyio.fail_after(HANG_GUARD_S):
+            await body()
+
+    anyio.run(guarded, backend=backend)
+
+
+async def settle() -> None:
+    """Return once every other task is blocked, i.e. everything runnable has run. No real time passes.
+
+    ``anyio.wait_all_tasks_blocked()`` polls with real 0.1 s sleeps on asyncio; this yields to
+    the loop instead, using the same test anyio does (a blocked task waits on an unfinished future).
+    On trio it is trio's own exact ``wait_all_tasks_blocked``.
+    """
+    try:
+        this = asyncio.current_task()
+    except RuntimeError:  # no asyncio loop running: trio
+        this = None
+    if this is None:
+        import trio.testing
+
+        await trio.testing.wait_all_tasks_blocked()
+        return
+    while True:
+        await anyio.lowlevel.checkpoint()
+        if all(task is this or _is_blocked(task) for task in asyncio.all_tasks()):
+            return
+
+
+def _is_blocked(task: asyncio.Task[Any]) -> bool:
+    waiter = task._fut_waiter  # type: ignore[attr-defined]  # private, as in anyio's own helper
+    return waiter is not None and not waiter.done()
+
+
+def raises_exactly(exc_type: type[BaseException], message: str) -> Any:
+    """pytest.raises whose message must equal ``message`` exactly (not merely contain it)."""
+    return pytest.raises(exc_type, match=f"^{re.escape(message)}$")
