@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import itertools
@@ -22,6 +23,12 @@ ENGINE_PACKAGES = ["scheduler", "listeners"]  # the runtime proper: no wall cloc
 def modules_of(package: str) -> list[Path]:
     """Every Python module of a top-level package, recursively."""
     return sorted((ROOT / package).rglob("*.py"))
+
+
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of a module (parsed once per run)."""
+    return ast.parse(path.read_text())
 
 
 def module_name(path: Path) -> str:
@@ -221,7 +228,7 @@ def test_the_public_surface_is_exactly_all(package: str) -> None:
 def _attribute_docstring(package: str, name: str) -> str | None:
     """The string literal right after a module-level assignment to ``name`` in the package."""
     for path in modules_of(package):
-        body = ast.parse(path.read_text()).body
+        body = parsed(path).body
         for node, after in itertools.pairwise(body):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
@@ -320,7 +327,7 @@ def imported_top_levels(path: Path, package: str) -> set[str]:
     """Top-level packages a module imports, anywhere in it (relative imports resolved)."""
     tops: set[str] = set()
     depth = len(path.relative_to(ROOT / package).parts)  # 1 for package/x.py
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             tops.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
