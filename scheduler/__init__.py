@@ -20,6 +20,7 @@ from ._job_set import JobSet
 from ._protocols import BatchHook, JobGraph, JobSchedulerListener
 from ._time import Duration, Milliseconds, Minutes, Seconds, Time
 from ._timer import RecurringTimer
+from ._virtual_clock import VirtualClock
 
 __all__ = [
     "BatchFinished",
@@ -49,6 +50,7 @@ __all__ = [
     "StreamingStateError",
     "SystemClock",
     "Time",
+    "VirtualClock",
     "is_async_callable",
     "run_with_timeout",
 ]

@@ -1,0 +1,147 @@
+"""VirtualClock: a manual clock that jumps to the next deadline whenever no task can run.
+
+The engine of the scheduling-delay simulator: the real JobGenerator, JobScheduler and listener bus
+run on it, and a simulated day takes as long as the CPU work it needs. It plays the role of trio's
+``MockClock(autojump_threshold=0)`` for the runtime's own millisecond clock, on asyncio and trio.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Awaitable, Callable
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import sniffio
+
+from ._clock import ManualClock
+from ._time import Time
+
+__all__ = ["VirtualClock"]
+
+# asyncio tasks currently running VirtualClock.run, so that two drivers in one event loop do not
+# each keep the other from ever seeing an idle loop.
+_asyncio_drivers: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class VirtualClock(ManualClock):
+    """A :class:`ManualClock` that advances itself: when every task is blocked, time jumps.
+
+    Start the driver in the task group that runs the engine, and cancel it when done::
+
+        clock = VirtualClock()
+        async with anyio.create_task_group() as tg:
+            await tg.start(clock.run)
+            ...                      # run the engine on ``clock``
+            tg.cancel_scope.cancel()
+
+    While :meth:`run` is active, whenever no task in the event loop is ready to run, the clock
+    jumps to the earliest deadline any task sleeps until and wakes the tasks due then. Nothing
+    else moves it, so the engine sees exactly the same sequence of instants as under a
+    :class:`ManualClock` advanced by hand from deadline to deadline, only without the hand.
+
+    "No task is ready to run" is decided by the event loop itself, never by polling or real
+    sleeps: on trio by ``trio.testing.wait_all_tasks_blocked()``; on asyncio by yielding and then
+    checking that the loop's ready queue holds nothing but driver wake-ups (CPython's
+    ``BaseEventLoop._ready``; a loop without it, such as uvloop, falls back to anyio's
+    ``wait_all_tasks_blocked``, which is correct but polls every 0.1 s). A task waiting on real
+    I/O, a real timer or a worker thread counts as blocked: it does not hold virtual time back.
+
+    Determinism: given the same tasks, the same sequence of jumps happens. On asyncio, whose
+    scheduling is FIFO, the order of everything at one virtual instant is reproducible too; trio
+    deliberately shuffles tasks made runnable together, so there only the instants (and so every
+    time the engine records) are reproducible, not the order of tasks within one instant.
+
+    Manual :meth:`advance` and :meth:`set_time` still work (time never goes back).
+    """
+
+    def __init__(self, start: Time | int = 0) -> None:
+        """Create a clock reading ``start`` (a Time or integer milliseconds)."""
+        super().__init__(start)
+        self.jumps = 0
+        self._driven = False
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Drive the clock until cancelled: wait until no task can run, then jump to the next deadline.
+
+        Reports ready to ``task_group.start`` before the first jump. If every task is blocked and
+        none sleeps on this clock, it waits for a sleeper rather than spinning. Cancel it (for
+        example by cancelling its task group) to stop; cancellation leaves the clock where it is.
+
+        Raises:
+            RuntimeError: the clock is already being driven.
+        """
+        if self._driven:
+            raise RuntimeError("this VirtualClock is already being driven; start VirtualClock.run once")
+        self._driven = True
+        driver = _register_driver()
+        try:
+            wait_idle = _idle_waiter()
+            task_status.started()
+            while True:
+                await wait_idle()
+                deadline = self.next_deadline
+                if deadline is None:
+                    # Everything is blocked and nobody sleeps on this clock: nothing can happen
+                    # until some task (woken by something outside) parks on it.
+                    await self.wait_for_sleepers(1)
+                    continue
+                self.jumps += 1
+                self.set_time(deadline)
+        finally:
+            self._driven = False
+            if driver is not None:
+                _asyncio_drivers.discard(driver)
+
+    def __repr__(self) -> str:
+        return f"<VirtualClock [{self.now().milliseconds} ms | {self.sleepers} sleepers | {self.jumps} jumps]>"
+
+
+def _register_driver() -> Any:
+    """On asyncio, record the calling task as a driver and return it; else ``None``."""
+    if sniffio.current_async_library() != "asyncio":
+        return None
+    import asyncio
+
+    task = asyncio.current_task()
+    if task is not None:
+        _asyncio_drivers.add(task)
+    return task
+
+
+def _idle_waiter() -> Callable[[], Awaitable[None]]:
+    """The current backend's "wait until no other task is ready to run"."""
+    library = sniffio.current_async_library()
+    if library == "trio":
+        import trio.testing
+
+        return trio.testing.wait_all_tasks_blocked
+    if library == "asyncio":
+        import asyncio
+
+        ready = getattr(asyncio.get_running_loop(), "_ready", None)
+        if ready is not None:
+            return _asyncio_idle_waiter(ready)
+    return anyio.wait_all_tasks_blocked
+
+
+def _asyncio_idle_waiter(ready: Any) -> Callable[[], Awaitable[None]]:
+    # Why this is exact: a checkpoint puts this task's next step at the back of the ready queue.
+    # When that step runs, every callback queued before it has run; whatever those callbacks made
+    # runnable was queued behind it. So an empty queue at that point means no task can run until
+    # something outside the loop (I/O, a timer, a thread) happens. Each wait costs one loop
+    # iteration per round of work the other tasks still have.
+    drivers = _asyncio_drivers
+    checkpoint = anyio.lowlevel.checkpoint
+
+    async def wait_idle() -> None:
+        while True:
+            await checkpoint()
+            if not ready:
+                return
+            # Other VirtualClock drivers waiting the same way do not count as work.
+            if all(getattr(handle._callback, "__self__", None) in drivers for handle in ready):
+                return
+
+    return wait_idle

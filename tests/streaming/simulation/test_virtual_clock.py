@@ -1,0 +1,191 @@
+"""VirtualClock: time jumps to the next deadline exactly when no task can run, on asyncio and trio."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from scheduler import Clock, ManualClock, Milliseconds, Time, VirtualClock
+
+BACKENDS = ["asyncio", "trio"]
+
+
+def run(main: Callable[[], Awaitable[object]], backend: str) -> None:
+    anyio.run(main, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_jumps_to_each_deadline_in_order(backend: str) -> None:
+    """Sleepers wake at their own deadlines, earliest first, one jump per distinct deadline."""
+    woke: list[tuple[str, int]] = []
+
+    async def main() -> None:
+        clock = VirtualClock()
+
+        async def sleeper(name: str, ms: int) -> None:
+            await clock.sleep_until(Time(ms))
+            woke.append((name, clock.now().milliseconds))
+
+        async with anyio.create_task_group() as tg:
+            await tg.start(clock.run)
+            async with anyio.create_task_group() as sleepers:
+                sleepers.start_soon(sleeper, "late", 1000)
+                sleepers.start_soon(sleeper, "early", 300)
+                sleepers.start_soon(sleeper, "early-too", 300)
+            tg.cancel_scope.cancel()
+        assert clock.jumps == 2
+
+    run(main, backend)
+    assert sorted(woke[:2]) == [("early", 300), ("early-too", 300)]
+    assert woke[2] == ("late", 1000)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_does_not_jump_while_any_task_can_run(backend: str) -> None:
+    """A task that keeps running (checkpoints only) holds virtual time still until it blocks."""
+    seen: list[int] = []
+
+    async def main() -> None:
+        clock = VirtualClock()
+        async with anyio.create_task_group() as tg:
+            await tg.start(clock.run)
+
+            async def sleeper() -> None:
+                await clock.sleep(Milliseconds(10))
+                seen.append(clock.now().milliseconds)
+
+            tg.start_soon(sleeper)
+            for _ in range(500):
+                await anyio.lowlevel.checkpoint()
+            seen.append(clock.now().milliseconds)  # still 0: this task never blocked
+            await clock.sleep(Milliseconds(20))
+            seen.append(clock.now().milliseconds)
+            tg.cancel_scope.cancel()
+
+    run(main, backend)
+    assert seen == [0, 10, 20]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_work_triggered_by_a_wakeup_finishes_before_the_next_jump(backend: str) -> None:
+    """A chain of hand-offs started by one wake-up runs at that instant; its sleep starts from it."""
+    times: list[int] = []
+
+    async def main() -> None:
+        clock = VirtualClock()
+        send, receive = anyio.create_memory_object_stream[int](10)
+        async with anyio.create_task_group() as tg:
+            await tg.start(clock.run)
+
+            async def consumer() -> None:
+                async with receive:
+                    async for _ in receive:
+                        for _ in range(20):
+                            await anyio.lowlevel.checkpoint()
+                        await clock.sleep(Milliseconds(50))
+                        times.append(clock.now().milliseconds)
+
+            tg.start_soon(consumer)
+            async with send:
+                for _ in range(3):
+                    await clock.sleep(Milliseconds(100))
+                    await send.send(clock.now().milliseconds)
+            await clock.sleep(Milliseconds(1000))
+            tg.cancel_scope.cancel()
+
+    run(main, backend)
+    assert times == [150, 250, 350]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_cancelled_sleeper_is_not_jumped_to(backend: str) -> None:
+    """Cancelling a sleep removes its deadline: the clock jumps to the next live one instead."""
+
+    async def main() -> None:
+        clock = VirtualClock()
+        async with anyio.create_task_group() as tg:
+            await tg.start(clock.run)
+            with anyio.CancelScope() as scope:
+                tg.start_soon(lambda: _cancel_after(clock, scope, 10))
+                await clock.sleep_until(Time(10_000))
+            assert clock.now() == Time(10)
+            await clock.sleep(Milliseconds(40))
+            assert clock.now() == Time(50)
+            assert clock.jumps == 2
+            tg.cancel_scope.cancel()
+
+    run(main, backend)
+
+
+async def _cancel_after(clock: Clock, scope: anyio.CancelScope, ms: int) -> None:
+    await clock.sleep(Milliseconds(ms))
+    scope.cancel()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_waits_for_a_sleeper_without_spinning(backend: str) -> None:
+    """With everything blocked and nobody on the clock, the driver waits and time stays put."""
+
+    async def main() -> None:
+        clock = VirtualClock(500)
+        gate = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            await tg.start(clock.run)
+
+            async def opener() -> None:
+                for _ in range(50):
+                    await anyio.lowlevel.checkpoint()
+                gate.set()
+
+            tg.start_soon(opener)
+            await gate.wait()
+            assert (clock.now(), clock.jumps) == (Time(500), 0)
+            await clock.sleep(Milliseconds(7))
+            assert (clock.now(), clock.jumps) == (Time(507), 1)
+            tg.cancel_scope.cancel()
+
+    run(main, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_virtual_clocks_in_one_event_loop_both_advance(backend: str) -> None:
+    """Two drivers in one loop do not hold each other back."""
+
+    async def main() -> None:
+        a, b = VirtualClock(), VirtualClock(1000)
+        async with anyio.create_task_group() as tg:
+            await tg.start(a.run)
+            await tg.start(b.run)
+            async with anyio.create_task_group() as inner:
+                inner.start_soon(a.sleep, Milliseconds(30))
+                inner.start_soon(b.sleep, Milliseconds(70))
+            assert (a.now(), b.now()) == (Time(30), Time(1070))
+            tg.cancel_scope.cancel()
+
+    run(main, backend)
+
+
+def test_driving_one_clock_twice_is_refused() -> None:
+    """A second concurrent run() raises instead of jumping twice."""
+
+    async def main() -> None:
+        clock = VirtualClock()
+        async with anyio.create_task_group() as tg:
+            await tg.start(clock.run)
+            with pytest.raises(RuntimeError, match="already being driven"):
+                await clock.run()
+            tg.cancel_scope.cancel()
+
+    run(main, "asyncio")
+
+
+def test_is_a_manual_clock_and_a_clock() -> None:
+    """A VirtualClock satisfies Clock, can be moved by hand, and summarises itself."""
+    clock = VirtualClock(5)
+    assert isinstance(clock, Clock) and isinstance(clock, ManualClock)
+    clock.advance(Milliseconds(10))
+    assert clock.now() == Time(15)
+    assert repr(clock) == "<VirtualClock [15 ms | 0 sleepers | 0 jumps]>"
