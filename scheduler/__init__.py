@@ -17,7 +17,7 @@ from ._job import Job, is_async_callable
 from ._job_generator import BatchFinished, GenerateJobs, JobGenerator
 from ._job_scheduler import JobAbandonedError, JobScheduler, JobSchedulerStatistics
 from ._job_set import JobSet
-from ._protocols import BatchHook, JobGraph, JobSchedulerListener
+from ._protocols import BatchHook, JobGraph, JobSchedulerListener, ReceivingGraph
 from ._time import Duration, Milliseconds, Minutes, Seconds, Time
 from ._timer import RecurringTimer
 from ._virtual_clock import VirtualClock
@@ -43,6 +43,7 @@ __all__ = [
     "ManualClock",
     "Milliseconds",
     "Minutes",
+    "ReceivingGraph",
     "RecurringTimer",
     "Seconds",
     "StreamInputInfo",

@@ -24,7 +24,7 @@ from ._input_info import InputInfoTracker, StreamInputInfo
 from ._job import Job
 from ._job_generator import BatchFinished, JobGenerator
 from ._job_set import JobSet
-from ._protocols import BatchHook, JobGraph, JobSchedulerListener
+from ._protocols import BatchHook, JobGraph, JobSchedulerListener, ReceivingGraph
 from ._streams import YIELD_EVERY, receive_fast
 from ._time import Duration, Milliseconds, Time
 
@@ -135,6 +135,9 @@ class JobScheduler:
                     tg.start_soon(self._worker, self._job_receive.clone())
                 self._job_receive.close()
                 tg.start_soon(self.generator.run_loop)
+                graph = self.generator._graph
+                if isinstance(graph, ReceivingGraph):
+                    await tg.start(graph.run_receivers)
                 await tg.start(self.generator.timer.run, first)
                 self._log.info("job scheduler started", first_batch=first.milliseconds,
                                batch_ms=self.batch_duration.milliseconds, concurrent_jobs=self.concurrent_jobs)
@@ -160,6 +163,14 @@ class JobScheduler:
         if self._finished.is_set():
             return True
         drained = True
+        # Input first, as Spark stops its receivers first: what was received so far is still
+        # allocated to the last batch.
+        graph_stopped = False
+        try:
+            await self.generator._graph.stop()
+            graph_stopped = True
+        except Exception as exc:
+            self._report_error("Error stopping input streams", exc, None)
         if graceful:
             self._log.info("stopping job scheduler gracefully", timeout_ms=None if timeout is None else timeout.milliseconds)
             await self.generator.timer.stop(one_more_tick=True)
@@ -179,11 +190,9 @@ class JobScheduler:
         self._job_send.close()
         await self._wait_running()
         self.generator.close()
-        try:
-            await self.generator._graph.stop()
-        finally:
-            await self._finished.wait()
-            self._log.info("job scheduler stopped", pending=[t.milliseconds for t in self.pending_times()])
+        await self._finished.wait()
+        self._log.info("job scheduler stopped", pending=[t.milliseconds for t in self.pending_times()],
+                       input_stopped=graph_stopped)
         return drained
 
     def abandon_running(self) -> None:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
+import anyio
+import anyio.abc
+
 from ._input_info import InputInfoTracker
 from ._job import Job
 from ._job_set import JobSet
 from ._time import Time
 
-__all__ = ["BatchHook", "JobGraph", "JobSchedulerListener"]
+__all__ = ["BatchHook", "JobGraph", "JobSchedulerListener", "ReceivingGraph"]
 
 
 @runtime_checkable
@@ -38,7 +41,20 @@ class JobGraph(Protocol):
         ...
 
     async def stop(self) -> None:
-        """Stop input streams; called once, when the scheduler stops."""
+        """Stop input streams; called once, first thing when the scheduler stops.
+
+        Input stops before the last tick (Spark stops its receivers first), so that whatever was
+        received up to the stop still lands in the final batch of a graceful stop.
+        """
+        ...
+
+
+@runtime_checkable
+class ReceivingGraph(JobGraph, Protocol):
+    """A graph with receivers: tasks that take in data between batches (sockets, async iterables)."""
+
+    async def run_receivers(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run every receiver until :meth:`stop`; report ready once all have started."""
         ...
 
 
