@@ -1,0 +1,83 @@
+"""Scheduling-delay simulation: the real engine on virtual time (no Spark counterpart).
+
+Build a :class:`SimulationModel` (or load one from TOML with :func:`load_model`, or derive one
+from a recorded trace with :func:`model_from_trace`), run it with :func:`simulate` (or
+``await simulate_async(...)`` in a notebook), and read the :class:`Summary`; :func:`sweep`
+compares intervals and concurrency, and :func:`plot_run` / :func:`plot_sweep` draw them.
+"""
+
+from ._config import load_model, model_from_mapping, parse_duration
+from ._graph import SimulatedGraph
+from ._models import (
+    BatchContext,
+    BurstRate,
+    Constant,
+    ConstantRate,
+    Exponential,
+    FromFunction,
+    InputRate,
+    Linear,
+    LogNormal,
+    ModelError,
+    Normal,
+    OutputModel,
+    ProcessingTime,
+    Replay,
+    ReplayRate,
+    SimulationModel,
+    StepRate,
+    Uniform,
+)
+from ._plot import plot_run, plot_sweep, run_figure, sweep_figure
+from ._report import DelayStats, QueuePoint, Summary, format_duration, queue_lengths
+from ._simulator import ProgressCallback, SimulationResult, simulate, simulate_async
+from ._sweep import SweepPoint, SweepResult, sweep, sweep_async
+from ._trace import Trace, TraceRecorder, event_from_dict, event_to_dict, model_from_trace, read_trace
+
+__all__ = [
+    "BatchContext",
+    "BurstRate",
+    "Constant",
+    "ConstantRate",
+    "DelayStats",
+    "Exponential",
+    "FromFunction",
+    "InputRate",
+    "Linear",
+    "LogNormal",
+    "ModelError",
+    "Normal",
+    "OutputModel",
+    "ProcessingTime",
+    "ProgressCallback",
+    "QueuePoint",
+    "Replay",
+    "ReplayRate",
+    "SimulatedGraph",
+    "SimulationModel",
+    "SimulationResult",
+    "StepRate",
+    "Summary",
+    "SweepPoint",
+    "SweepResult",
+    "Trace",
+    "TraceRecorder",
+    "Uniform",
+    "event_from_dict",
+    "event_to_dict",
+    "format_duration",
+    "load_model",
+    "model_from_mapping",
+    "model_from_trace",
+    "parse_duration",
+    "plot_run",
+    "plot_sweep",
+    "queue_lengths",
+    "read_trace",
+    "run_figure",
+    "simulate",
+    "simulate_async",
+    "sweep",
+    "sweep_async",
+    "sweep_figure",
+]

@@ -1,0 +1,95 @@
+"""SimulatedGraph: a JobGraph whose jobs sleep simulated durations on the clock.
+
+It stands where the DStream graph stands in a real run: the real JobGenerator asks it for each
+batch's jobs, and the real JobScheduler runs them.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable, Sequence
+
+from scheduler import Clock, InputInfoTracker, Job, Milliseconds, StreamInputInfo, Time
+
+from ._models import BatchContext, SimulationModel
+
+__all__ = ["SimulatedGraph"]
+
+
+class _SleepJob:
+    """A job's function: sleep ``ms`` on the clock, as a real job takes time."""
+
+    __slots__ = ("clock", "duration")
+
+    def __init__(self, clock: Clock, ms: int) -> None:
+        self.clock = clock
+        self.duration = Milliseconds(ms)
+
+    async def __call__(self) -> None:
+        await self.clock.sleep(self.duration)
+
+
+class SimulatedGraph:
+    """Generates, for each batch, one job per output operation of a :class:`SimulationModel`.
+
+    The records of a batch come from the model's input rate; each job's duration is drawn when
+    the batch is generated, from a random stream of its own per output operation. Generation
+    happens in batch-time order whatever the concurrency, so the k-th batch gets the same
+    durations in every configuration with the same seed (common random numbers: a sweep compares
+    configurations on identical work).
+
+    Args:
+        model: what to simulate.
+        clock: the clock the jobs sleep on (the runtime's clock).
+        on_generated: called with the number of batches generated so far, after each one.
+    """
+
+    def __init__(self, model: SimulationModel, clock: Clock, *, on_generated: Callable[[int], None] | None = None) -> None:
+        """Wire the graph; :meth:`start` is called by the JobGenerator."""
+        self.model = model
+        self._clock = clock
+        self._on_generated = on_generated
+        self._rngs = [random.Random(f"aiodstream-simulation:{model.seed}:{i}") for i in range(len(model.outputs))]
+        self._zero_ms = 0
+        self._interval_ms = model.batch_interval.milliseconds
+        self.generated = 0
+        self._infos: InputInfoTracker | None = None
+
+    def start(self, zero_time: Time, input_infos: InputInfoTracker) -> None:
+        """Remember the zero time: batch ``k`` (from 0) is ``zero_time + (k + 1) * interval``."""
+        self._zero_ms = zero_time.milliseconds
+        self._infos = input_infos
+
+    async def allocate_input(self, time: Time) -> None:
+        """Nothing to allocate: the input model is consulted when the batch is generated."""
+
+    async def generate_jobs(self, time: Time) -> Sequence[Job]:
+        """Report the batch's records and return one sleeping job per output operation."""
+        assert self._infos is not None, "start() was not called"
+        model = self.model
+        end = time.milliseconds
+        index = (end - self._zero_ms) // self._interval_ms - 1
+        # Input is measured from the start of the run (the zero time), so records depend only on
+        # the batch's window, not on when the simulation happened to start.
+        rel_end = end - self._zero_ms
+        records = model.records_between(rel_end - self._interval_ms, rel_end)
+        self._infos.report_info(time, StreamInputInfo(0, records))
+        batch = BatchContext(index, time, model.batch_interval, records)
+        clock = self._clock
+        jobs = [
+            Job(time, _SleepJob(clock, out.processing.sample(batch, rng)), name=out.name, description=f"simulated {out.name}")
+            for out, rng in zip(model.outputs, self._rngs, strict=True)
+        ]
+        self.generated += 1
+        if self._on_generated is not None:
+            self._on_generated(self.generated)
+        return jobs
+
+    def clear_metadata(self, time: Time) -> None:
+        """Nothing is kept per batch."""
+
+    async def stop(self) -> None:
+        """Nothing to stop."""
+
+    def __repr__(self) -> str:
+        return f"<SimulatedGraph [outputs: {len(self.model.outputs)} | generated: {self.generated}]>"

@@ -1,0 +1,200 @@
+"""The simulator: the real StreamingRuntime (JobGenerator, JobScheduler, listener bus) on virtual time.
+
+Nothing here re-implements scheduling: a :class:`SimulatedGraph` hands the real scheduler jobs
+that sleep on a :class:`~scheduler.VirtualClock`, and the clock jumps whenever the engine waits.
+"""
+
+from __future__ import annotations
+
+import functools
+import time as _wall
+from typing import Callable, Iterable, Literal
+
+import anyio
+import attrs
+
+from listeners import BatchCompleted, BatchInfo, EventRecorder, OverflowPolicy, StreamingEvent, StreamingListener
+from scheduler import Duration, VirtualClock
+
+from .._runtime import StreamingRuntime
+from ._graph import SimulatedGraph
+from ._models import SimulationModel
+from ._report import QueuePoint, Summary, queue_lengths
+
+__all__ = ["ProgressCallback", "SimulationResult", "simulate", "simulate_async"]
+
+ProgressCallback = Callable[[int, int], None]
+"""Called as ``progress(completed_batches, total_batches)`` while a simulation runs."""
+
+# A graceful stop drains every generated batch, however deep the backlog of an unstable
+# configuration: the runtime's stop timeout is measured on the virtual clock, so make it
+# effectively unbounded (about 146 million years).
+_DRAIN_WITHOUT_BOUND = Duration(2**62)
+
+
+@attrs.frozen
+class SimulationResult:
+    """The outcome of one simulated run.
+
+    Attributes:
+        model: the model that ran.
+        batches: every batch's BatchInfo, as the listener bus delivered it in BatchCompleted,
+            ordered by batch time.
+        summary: delays, utilisation and stability.
+        events: every listener event in delivery order, if the run was asked to record them.
+        jumps: how many times the virtual clock jumped.
+        wall_seconds: how long the simulation took in real time (not compared by ``==``).
+    """
+
+    model: SimulationModel
+    batches: tuple[BatchInfo, ...]
+    summary: Summary
+    events: tuple[StreamingEvent, ...] | None = None
+    jumps: int = 0
+    wall_seconds: float = attrs.field(default=0.0, eq=False)
+
+    @property
+    def queue(self) -> tuple[QueuePoint, ...]:
+        """Waiting and pending batches at each batch time."""
+        return queue_lengths(self.batches)
+
+    @property
+    def batches_per_second(self) -> float:
+        """Simulated batches per real second."""
+        return len(self.batches) / self.wall_seconds if self.wall_seconds > 0 else float("inf")
+
+    def format(self) -> str:
+        """The summary as text."""
+        return self.summary.format()
+
+
+class _Collector(StreamingListener):
+    """Keeps each completed batch's BatchInfo; the only events a plain simulation builds."""
+
+    def __init__(self, total: int, progress: ProgressCallback | None) -> None:
+        self.batches: list[BatchInfo] = []
+        self._total = total
+        self._progress = progress
+        self._every = max(1, total // 200)
+
+    def on_batch_completed(self, event: BatchCompleted) -> None:
+        batches = self.batches
+        batches.append(event.batch_info)
+        if self._progress is not None and (len(batches) % self._every == 0 or len(batches) == self._total):
+            self._progress(len(batches), self._total)
+
+
+async def simulate_async(
+    model: SimulationModel,
+    *,
+    listeners: Iterable[object] = (),
+    progress: ProgressCallback | None = None,
+    record_events: bool = False,
+) -> SimulationResult:
+    """Run ``model`` on the real runtime in virtual time and return every batch and a summary.
+
+    Runs inside the caller's event loop (asyncio or trio; in a notebook, ``await`` it). The run
+    generates ``model.num_batches`` batches on the grid ``interval, 2 * interval, ...``, then stops
+    gracefully: every generated batch runs to completion, however long the backlog.
+
+    Args:
+        model: what to simulate.
+        listeners: extra listeners (e.g. a :class:`TraceRecorder`) added to the runtime's bus;
+            they see exactly the events of a real run.
+        progress: called now and then as ``progress(completed, total)``.
+        record_events: keep every event in :attr:`SimulationResult.events` (memory grows with
+            the run; off by default).
+
+    Raises:
+        JobFailedError: a processing-time model raised while a batch was generated (the
+            original exception is the ``__cause__``); the run stops at that batch.
+
+    On cancellation the simulation stops at once; nothing is returned.
+    """
+    started = _wall.perf_counter()
+    total = model.num_batches
+    clock = VirtualClock(0)
+    stop_point = anyio.Event()
+    # Graceful stop lets the tick the timer waits for fire, so asking to stop once batch n - 1
+    # exists yields exactly n batches (and asking before the first tick yields one).
+    stop_after = total - 1
+
+    def on_generated(count: int) -> None:
+        if count >= stop_after:
+            stop_point.set()
+
+    graph = SimulatedGraph(model, clock, on_generated=on_generated)
+    collector = _Collector(total, progress)
+    recorder = EventRecorder() if record_events else None
+    async with anyio.create_task_group() as tg:
+        await tg.start(clock.run)
+        runtime = StreamingRuntime(
+            graph,
+            model.batch_interval,
+            clock=clock,
+            concurrent_jobs=model.concurrent_jobs,
+            graceful_stop_timeout=_DRAIN_WITHOUT_BOUND,
+            # Lossless: a listener that falls behind slows the simulation in real time, never
+            # loses an event (blocking costs no virtual time).
+            listener_overflow=OverflowPolicy.BLOCK,
+            name="simulation",
+        )
+        async with runtime:
+            runtime.add_listener(collector, name="simulation-collector")
+            if recorder is not None:
+                runtime.add_listener(recorder, name="simulation-recorder")
+            for listener in listeners:
+                runtime.add_listener(listener)
+            await runtime.start()
+            if stop_after > 0:
+                await _wait_stop_point(runtime, stop_point)
+            await runtime.stop(graceful=True)
+        tg.cancel_scope.cancel()
+    error = runtime.exception()
+    if error is not None:
+        raise error
+    batches = tuple(sorted(collector.batches, key=lambda b: b.batch_time.milliseconds))
+    return SimulationResult(
+        model=model,
+        batches=batches,
+        summary=Summary.from_batches(batches, model.batch_interval, model.concurrent_jobs),
+        events=None if recorder is None else tuple(recorder.events),
+        jumps=clock.jumps,
+        wall_seconds=_wall.perf_counter() - started,
+    )
+
+
+async def _wait_stop_point(runtime: StreamingRuntime, stop_point: anyio.Event) -> None:
+    # A batch whose generation fails never reaches the stop point: stop on the first failure too.
+    async with anyio.create_task_group() as tg:
+
+        async def on_failure() -> None:
+            try:
+                await runtime.await_termination()
+            except Exception:
+                stop_point.set()
+
+        tg.start_soon(on_failure)
+        await stop_point.wait()
+        tg.cancel_scope.cancel()
+
+
+def simulate(
+    model: SimulationModel,
+    *,
+    listeners: Iterable[object] = (),
+    progress: ProgressCallback | None = None,
+    record_events: bool = False,
+    backend: Literal["asyncio", "trio"] = "asyncio",
+) -> SimulationResult:
+    """:func:`simulate_async` in an event loop of its own (for scripts; in a notebook, await that).
+
+    Args:
+        model: what to simulate.
+        listeners: extra listeners added to the runtime's bus.
+        progress: called now and then as ``progress(completed, total)``.
+        record_events: keep every event in the result.
+        backend: the anyio backend to run on.
+    """
+    run = functools.partial(simulate_async, model, listeners=listeners, progress=progress, record_events=record_events)
+    return anyio.run(run, backend=backend)
