@@ -5,18 +5,24 @@ The counterpart of ``pyspark.streaming``. Importing this package does not import
 
 from scheduler import Duration, ManualClock, Milliseconds, Minutes, Seconds, SystemClock, Time
 
+from ._context import StreamingContext
+from ._dstream import DStream
+from ._listener_compat import StreamingListener
 from ._pipeline import Batch, Pipeline
 from ._runtime import StreamingContextState, StreamingRuntime
 
 __all__ = [
     "Batch",
+    "DStream",
     "Duration",
     "ManualClock",
     "Milliseconds",
     "Minutes",
     "Pipeline",
     "Seconds",
+    "StreamingContext",
     "StreamingContextState",
+    "StreamingListener",
     "StreamingRuntime",
     "SystemClock",
     "Time",

@@ -1,0 +1,393 @@
+"""StreamingContext: pyspark.streaming's entry point, on aiodstream's runtime.
+
+The same object serves two kinds of programs. A pyspark.streaming program calls ``start()``,
+``awaitTermination()`` and ``stop()``, which drive the runtime on an event loop of its own in a
+background thread (anyio's blocking portal). An async program uses ``async with`` and the
+``*_async`` methods, and the runtime lives in the program's own event loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import threading
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Sequence
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import structlog
+
+from listeners import OverflowPolicy
+from scheduler import Clock, Duration, StreamingStateError
+
+from ._dstream import DStream
+from ._dstream_graph import DStreamGraph
+from ._inputs import QueueInputDStream
+from ._listener_compat import PySparkListenerAdapter, is_pyspark_style
+from ._runtime import StreamingContextState, StreamingRuntime
+from ._spark import embedded_spark_context, seconds_to_duration
+
+if TYPE_CHECKING:
+    from pyspark import RDD, SparkContext
+
+__all__ = ["StreamingContext"]
+
+_ids = itertools.count()
+
+
+def _call_site() -> str:
+    here = __file__.rsplit("/", 1)[0]
+    for frame in inspect.stack(context=0)[1:]:
+        if not frame.filename.startswith(here):
+            return f"{frame.function} at {frame.filename}:{frame.lineno}"
+    return "?"
+
+
+class StreamingContext:
+    """The entry point of a DStream program, with pyspark.streaming's API.
+
+    Args:
+        sparkContext: the SparkContext to run batches on; ``None`` starts an embedded local
+            Spark (``local[2]``) when first needed.
+        batchDuration: the batch interval in seconds (int or float), as in pyspark.
+        clock: the runtime's clock (default: the wall clock); tests may pass a ManualClock.
+        listenerOverflow: what a full listener queue does (drop, as Spark, or block).
+
+    Only one context may be active per process, as only one may be per JVM in Spark.
+    """
+
+    _activeContext: ClassVar[StreamingContext | None] = None  # noqa: N815 - pyspark's name
+    _activation_lock: ClassVar[threading.RLock] = threading.RLock()
+
+    def __init__(
+        self,
+        sparkContext: SparkContext | None = None,  # noqa: N803
+        batchDuration: float | None = None,  # noqa: N803
+        *,
+        clock: Clock | None = None,
+        listenerOverflow: OverflowPolicy = OverflowPolicy.DROP,  # noqa: N803
+    ) -> None:
+        """Create a context; nothing runs until it is started."""
+        if batchDuration is None:
+            from scheduler import InvalidDurationError
+
+            raise InvalidDurationError("batchDuration is required: the batch interval in seconds, e.g. StreamingContext(sc, 1)")
+        self._batch_duration = seconds_to_duration(batchDuration, "batchDuration")
+        self._sc = sparkContext
+        self._clock = clock
+        self._overflow = listenerOverflow
+        self._context_id = next(_ids)
+        self._graph = DStreamGraph(self._batch_duration)
+        self._checkpoint_dir: str | None = None
+        self._runtime: StreamingRuntime | None = None
+        self._pending_listeners: list[tuple[object, str | None]] = []
+        self._closed_before_start = False
+        self._stopped_unstarted = threading.Event()
+        self._portal_cm: ContextManager[anyio.from_thread.BlockingPortal] | None = None
+        self._portal: anyio.from_thread.BlockingPortal | None = None
+        self._runtime_cm: ContextManager[StreamingRuntime] | None = None
+        self._loop_thread: int | None = None
+        self._async_mode = False
+        self._start_site = ""
+        self._log = structlog.get_logger("aiodstream.streaming").bind(component="StreamingContext", context=self._context_id)
+
+    # -- properties --
+
+    @property
+    def sparkContext(self) -> SparkContext:
+        """The SparkContext batches run on (an embedded local one is started if none was given)."""
+        if self._sc is None:
+            self._sc = embedded_spark_context()
+        return self._sc
+
+    @property
+    def _state(self) -> StreamingContextState:
+        if self._runtime is None:
+            return StreamingContextState.STOPPED if self._closed_before_start else StreamingContextState.INITIALIZED
+        return self._runtime.state
+
+    def getState(self) -> str:
+        """``"INITIALIZED"``, ``"ACTIVE"`` or ``"STOPPED"``."""
+        return self._state.value
+
+    @property
+    def runtime(self) -> StreamingRuntime:
+        """The async runtime underneath (created on first use)."""
+        return self._ensure_runtime()
+
+    def _ensure_runtime(self) -> StreamingRuntime:
+        if self._runtime is None:
+            conf = self.sparkContext.getConf()
+            concurrent = int(conf.get("spark.streaming.concurrentJobs", "1") or "1")
+            graceful = conf.get("spark.streaming.gracefulStopTimeout", None)
+            timeout = None if graceful is None else Duration(int(self.sparkContext._jvm.org.apache.spark.network.util  # type: ignore[union-attr]
+                                                                     .JavaUtils.timeStringAsMs(graceful)))
+            self._runtime = StreamingRuntime(
+                self._graph, self._batch_duration, clock=self._clock, concurrent_jobs=concurrent,
+                graceful_stop_timeout=timeout, listener_overflow=self._overflow, name=f"StreamingContext-{self._context_id}",
+            )
+            for listener, name in self._pending_listeners:
+                self._runtime.add_listener(listener, name=name)
+            self._pending_listeners.clear()
+        return self._runtime
+
+    def _check_can_add(self) -> None:
+        state = self._state
+        if state is StreamingContextState.ACTIVE:
+            raise StreamingStateError(
+                "Adding new inputs, transformations, and output operations after starting a context is not supported"
+            )
+        if state is StreamingContextState.STOPPED:
+            raise StreamingStateError(
+                "Adding new inputs, transformations, and output operations after stopping a context is not supported"
+            )
+
+    # -- active context registry --
+
+    @classmethod
+    def getActive(cls) -> StreamingContext | None:
+        """The started, not yet stopped context of this process, if any."""
+        ctx = cls._activeContext
+        if ctx is not None and ctx._state is not StreamingContextState.ACTIVE:
+            cls._activeContext = None
+            return None
+        return ctx
+
+    @classmethod
+    def getActiveOrCreate(cls, checkpointPath: str | None, setupFunc: Callable[[], StreamingContext]) -> StreamingContext:  # noqa: N803
+        """The active context, else one from ``checkpointPath`` (see :meth:`getOrCreate`), else ``setupFunc()``."""
+        if not callable(setupFunc):
+            raise TypeError("setupFunc should be callable.")
+        active = cls.getActive()
+        if active is not None:
+            return active
+        if checkpointPath is not None:
+            return cls.getOrCreate(checkpointPath, setupFunc)
+        return setupFunc()
+
+    @classmethod
+    def getOrCreate(cls, checkpointPath: str, setupFunc: Callable[[], StreamingContext]) -> StreamingContext:  # noqa: N803
+        """A context for ``checkpointPath``: ``setupFunc()`` with the checkpoint directory set."""
+        if not callable(setupFunc):
+            raise TypeError("setupFunc should be callable.")
+        ssc = setupFunc()
+        ssc.checkpoint(checkpointPath)
+        return ssc
+
+    def _activate(self) -> None:
+        active = StreamingContext.getActive()
+        if active is not None and active is not self:
+            raise StreamingStateError(
+                "Only one StreamingContext may be started in this JVM. Currently running StreamingContext was started at"
+                + active._start_site
+            )
+
+    # -- synchronous lifecycle (pyspark) --
+
+    def start(self) -> None:
+        """Start generating batches; returns once the context is ACTIVE.
+
+        A second call on an active context only logs a warning, as in Spark.
+        """
+        with StreamingContext._activation_lock:
+            state = self._state
+            if state is StreamingContextState.ACTIVE:
+                self._log.warning("StreamingContext has already been started")
+                return
+            if state is StreamingContextState.STOPPED:
+                raise StreamingStateError("StreamingContext has already been stopped")
+            if self._async_mode:
+                raise StreamingStateError("this context was entered with 'async with': use 'await ssc.start_async()'")
+            self._activate()
+            runtime = self._ensure_runtime()
+            self._portal_cm = anyio.from_thread.start_blocking_portal()
+            portal = self._portal_cm.__enter__()
+            self._portal = portal
+            self._loop_thread = portal.call(threading.get_ident)
+            self._runtime_cm = portal.wrap_async_context_manager(runtime)
+            self._runtime_cm.__enter__()
+            try:
+                portal.call(runtime.start)
+            except BaseException:
+                self._close_portal()
+                raise
+            self._start_site = _call_site()
+            StreamingContext._activeContext = self
+
+    def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:  # noqa: N803
+        """Stop the context (and by default the SparkContext); idempotent.
+
+        Args:
+            stopSparkContext: also stop the SparkContext, as pyspark does by default.
+            stopGraceFully: finish the batches already received before stopping.
+        """
+        if self._loop_thread is not None and threading.get_ident() == self._loop_thread:
+            raise StreamingStateError("Cannot stop StreamingContext within listener bus thread.")
+        if self._async_mode:
+            raise StreamingStateError("this context was entered with 'async with': use 'await ssc.stop_async()'")
+        with StreamingContext._activation_lock:
+            state = self._state
+            if state is StreamingContextState.INITIALIZED:
+                self._log.warning("StreamingContext has not been started yet")
+                self._closed_before_start = True
+                self._stopped_unstarted.set()
+            elif self._portal is not None and self._runtime is not None:
+                runtime = self._runtime
+                try:
+                    self._portal.call(functools.partial(runtime.stop, graceful=stopGraceFully))
+                finally:
+                    self._close_portal()
+            else:
+                self._log.warning("StreamingContext has already been stopped")
+            if StreamingContext._activeContext is self:
+                StreamingContext._activeContext = None
+        if stopSparkContext and self._sc is not None:
+            self._sc.stop()
+
+    def _close_portal(self) -> None:
+        try:
+            if self._runtime_cm is not None:
+                self._runtime_cm.__exit__(None, None, None)
+        finally:
+            self._runtime_cm = None
+            if self._portal_cm is not None:
+                self._portal_cm.__exit__(None, None, None)
+            self._portal_cm = None
+            self._portal = None
+
+    def awaitTermination(self, timeout: float | None = None) -> None:
+        """Wait until the context stops or a batch fails (then raise its error); ``timeout`` in seconds."""
+        if timeout is None:
+            self._await(None)
+        else:
+            self.awaitTerminationOrTimeout(timeout)
+
+    def awaitTerminationOrTimeout(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; True if the context stopped, False on timeout."""
+        return self._await(Duration(max(0, int(timeout * 1000))))
+
+    def _await(self, timeout: Duration | None) -> bool:
+        portal, runtime = self._portal, self._runtime
+        if portal is not None and runtime is not None:
+            try:
+                return portal.call(runtime.await_termination, timeout)
+            except RuntimeError as exc:
+                if "portal is not running" not in str(exc):
+                    raise
+        if runtime is not None and runtime.state is StreamingContextState.STOPPED:
+            if runtime.exception() is not None:
+                raise runtime.exception().with_traceback(None)  # type: ignore[union-attr]
+            return True
+        return self._stopped_unstarted.wait(None if timeout is None else timeout.seconds)
+
+    # -- asynchronous lifecycle --
+
+    async def __aenter__(self) -> StreamingContext:
+        self._async_mode = True
+        if self._sc is None:
+            self._sc = await anyio.to_thread.run_sync(embedded_spark_context)
+        runtime = self._ensure_runtime()
+        await runtime.__aenter__()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool | None:
+        try:
+            assert self._runtime is not None
+            return await self._runtime.__aexit__(exc_type, exc, tb)
+        finally:
+            if StreamingContext._activeContext is self:
+                StreamingContext._activeContext = None
+
+    async def start_async(self) -> None:
+        """Start generating batches, inside ``async with``; raises if already started."""
+        if not self._async_mode:
+            raise StreamingStateError("start_async() needs 'async with StreamingContext(...) as ssc:'")
+        with StreamingContext._activation_lock:
+            self._activate()
+            StreamingContext._activeContext = self
+        try:
+            await self.runtime.start()
+        except BaseException:
+            if StreamingContext._activeContext is self:
+                StreamingContext._activeContext = None
+            raise
+        self._start_site = _call_site()
+
+    async def stop_async(self, stopSparkContext: bool = False, stopGraceFully: bool = False) -> None:  # noqa: N803
+        """Stop the context without blocking the event loop.
+
+        Unlike :meth:`stop`, the SparkContext is kept by default: in a service it is usually shared.
+        """
+        await self.runtime.stop(graceful=stopGraceFully)
+        if StreamingContext._activeContext is self:
+            StreamingContext._activeContext = None
+        if stopSparkContext and self._sc is not None:
+            await anyio.to_thread.run_sync(self._sc.stop)
+
+    async def await_termination_async(self, timeout: float | None = None) -> bool:
+        """Wait until the context stops (True) or ``timeout`` seconds pass (False); raises a batch's error."""
+        return await self.runtime.await_termination(None if timeout is None else Duration(max(0, int(timeout * 1000))))
+
+    # -- configuration --
+
+    def remember(self, duration: float) -> None:
+        """Keep each stream's RDDs for at least ``duration`` seconds."""
+        self._graph.remember(seconds_to_duration(duration, "remember duration"))
+
+    def checkpoint(self, directory: str | None) -> None:
+        """Set the checkpoint directory (RDD checkpoints of stateful streams go there); None disables."""
+        if directory is not None:
+            self.sparkContext.setCheckpointDir(directory)
+        self._checkpoint_dir = directory
+
+    def addStreamingListener(self, streamingListener: object) -> None:  # noqa: N803
+        """Register a listener: a pyspark-style ``StreamingListener`` or an aiodstream listener."""
+        listener, name = streamingListener, None
+        if is_pyspark_style(streamingListener):
+            listener, name = PySparkListenerAdapter(streamingListener), type(streamingListener).__qualname__
+        if self._runtime is None:
+            self._pending_listeners.append((listener, name))
+        else:
+            self._runtime.add_listener(listener, name=name)
+
+    # -- inputs and combinators --
+
+    def queueStream(self, rdds: Sequence[Any], oneAtATime: bool = True, default: Any = None) -> DStream:  # noqa: N803
+        """A stream of the given RDDs (or lists, parallelized now), one per batch or all at once."""
+        from pyspark import RDD
+
+        sc = self.sparkContext
+        items = list(rdds)
+        if default is not None and not isinstance(default, RDD):
+            default = sc.parallelize(default)
+        if not items and default is not None:
+            items = [[]]
+        if not items:
+            raise IndexError("list index out of range: queueStream needs at least one RDD or list, or a default")
+        queued: list[RDD[Any]] = [r if isinstance(r, RDD) else sc.parallelize(r) for r in items]
+        return QueueInputDStream(self, queued, oneAtATime, default)
+
+    def union(self, *dstreams: DStream) -> DStream:
+        """The union of streams with the same slide duration."""
+        if not dstreams:
+            raise ValueError("should have at least one DStream to union")
+        if len(dstreams) == 1:
+            return dstreams[0]
+        if len({d._slide for d in dstreams}) > 1:
+            raise ValueError("All DStreams should have same slide duration")
+        from ._dstream import UnionDStream
+
+        return UnionDStream(list(dstreams))
+
+    def transform(self, dstreams: Sequence[DStream], transformFunc: Callable[[list[RDD[Any]]], RDD[Any]]) -> DStream:  # noqa: N803
+        """A stream whose RDD is ``transformFunc(list_of_rdds)`` of the given streams' RDDs."""
+        from ._dstream import MultiTransformedDStream
+
+        return MultiTransformedDStream(list(dstreams), transformFunc)
+
+    def __repr__(self) -> str:
+        return f"<StreamingContext {self._context_id} [{self._state.value} | batch {self._batch_duration}]>"
+

@@ -1,0 +1,242 @@
+"""pyspark-style listeners on aiodstream's bus (pyspark's ``StreamingListener`` and the Java info views).
+
+A pyspark ``StreamingListener`` receives Java-side views: ``batchCompleted.batchInfo()`` with
+getters such as ``schedulingDelay()`` that return -1 when a value is unknown. These classes give
+a migrated listener the same surface.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from listeners import (
+    BatchCompleted,
+    BatchInfo,
+    BatchStarted,
+    BatchSubmitted,
+    OutputOperationCompleted,
+    OutputOperationInfo,
+    OutputOperationStarted,
+    ReceiverError,
+    ReceiverInfo,
+    ReceiverStarted,
+    ReceiverStopped,
+    StreamingEvent,
+    StreamingStarted,
+)
+from scheduler import Duration, StreamInputInfo, Time
+
+__all__ = ["PySparkListenerAdapter", "StreamingListener", "is_pyspark_style"]
+
+_CAMEL = {
+    StreamingStarted: "onStreamingStarted",
+    BatchSubmitted: "onBatchSubmitted",
+    BatchStarted: "onBatchStarted",
+    BatchCompleted: "onBatchCompleted",
+    OutputOperationStarted: "onOutputOperationStarted",
+    OutputOperationCompleted: "onOutputOperationCompleted",
+    ReceiverStarted: "onReceiverStarted",
+    ReceiverError: "onReceiverError",
+    ReceiverStopped: "onReceiverStopped",
+}
+
+
+class StreamingListener:
+    """pyspark's ``StreamingListener``: override the ``on*`` callbacks you need."""
+
+    def onStreamingStarted(self, streamingStarted: Any) -> None:  # noqa: N803
+        """The context started."""
+
+    def onReceiverStarted(self, receiverStarted: Any) -> None:  # noqa: N803
+        """A receiver started."""
+
+    def onReceiverError(self, receiverError: Any) -> None:  # noqa: N803
+        """A receiver reported an error."""
+
+    def onReceiverStopped(self, receiverStopped: Any) -> None:  # noqa: N803
+        """A receiver stopped."""
+
+    def onBatchSubmitted(self, batchSubmitted: Any) -> None:  # noqa: N803
+        """A batch was submitted."""
+
+    def onBatchStarted(self, batchStarted: Any) -> None:  # noqa: N803
+        """A batch started."""
+
+    def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803
+        """A batch completed."""
+
+    def onOutputOperationStarted(self, outputOperationStarted: Any) -> None:  # noqa: N803
+        """An output operation started."""
+
+    def onOutputOperationCompleted(self, outputOperationCompleted: Any) -> None:  # noqa: N803
+        """An output operation completed."""
+
+
+def is_pyspark_style(listener: object) -> bool:
+    """Whether ``listener`` speaks pyspark's camelCase callbacks (ours, or pyspark's own class)."""
+    return any(callable(getattr(listener, name, None)) for name in _CAMEL.values())
+
+
+def _ms(value: Time | Duration | None) -> int:
+    return -1 if value is None else value.milliseconds
+
+
+class JavaTime:
+    """Spark's ``Time`` as py4j shows it: ``milliseconds()``."""
+
+    def __init__(self, time: Time) -> None:
+        self._time = time
+
+    def milliseconds(self) -> int:
+        """The time in milliseconds."""
+        return self._time.milliseconds
+
+    def __repr__(self) -> str:
+        return str(self._time)
+
+
+class JavaStreamInputInfo:
+    """``JavaStreamInputInfo`` getters."""
+
+    def __init__(self, info: StreamInputInfo) -> None:
+        self._info = info
+
+    def inputStreamId(self) -> int:
+        return self._info.input_stream_id
+
+    def numRecords(self) -> int:
+        return self._info.num_records
+
+    def metadata(self) -> dict[str, Any]:
+        return dict(self._info.metadata)
+
+    def metadataDescription(self) -> str | None:
+        return self._info.metadata_description
+
+
+class JavaOutputOperationInfo:
+    """``JavaOutputOperationInfo`` getters (-1 for unknown times, None for no failure)."""
+
+    def __init__(self, info: OutputOperationInfo) -> None:
+        self._info = info
+
+    def batchTime(self) -> JavaTime:
+        return JavaTime(self._info.batch_time)
+
+    def id(self) -> int:
+        return self._info.id
+
+    def name(self) -> str:
+        return self._info.name
+
+    def description(self) -> str:
+        return self._info.description
+
+    def startTime(self) -> int:
+        return _ms(self._info.start_time)
+
+    def endTime(self) -> int:
+        return _ms(self._info.end_time)
+
+    def failureReason(self) -> str | None:
+        return self._info.failure_reason
+
+
+class JavaBatchInfo:
+    """``JavaBatchInfo`` getters: every unknown time or delay is -1."""
+
+    def __init__(self, info: BatchInfo) -> None:
+        self._info = info
+
+    def batchTime(self) -> JavaTime:
+        return JavaTime(self._info.batch_time)
+
+    def streamIdToInputInfo(self) -> dict[int, JavaStreamInputInfo]:
+        return {k: JavaStreamInputInfo(v) for k, v in self._info.stream_id_to_input_info.items()}
+
+    def submissionTime(self) -> int:
+        return self._info.submission_time.milliseconds
+
+    def processingStartTime(self) -> int:
+        return _ms(self._info.processing_start_time)
+
+    def processingEndTime(self) -> int:
+        return _ms(self._info.processing_end_time)
+
+    def schedulingDelay(self) -> int:
+        return _ms(self._info.scheduling_delay)
+
+    def processingDelay(self) -> int:
+        return _ms(self._info.processing_delay)
+
+    def totalDelay(self) -> int:
+        return _ms(self._info.total_delay)
+
+    def numRecords(self) -> int:
+        return self._info.num_records
+
+    def outputOperationInfos(self) -> dict[int, JavaOutputOperationInfo]:
+        return {k: JavaOutputOperationInfo(v) for k, v in self._info.output_operation_infos.items()}
+
+
+class JavaReceiverInfo:
+    """``JavaReceiverInfo`` getters."""
+
+    def __init__(self, info: ReceiverInfo) -> None:
+        self._info = info
+
+    def streamId(self) -> int:
+        return self._info.stream_id
+
+    def name(self) -> str:
+        return self._info.name
+
+    def active(self) -> bool:
+        return self._info.active
+
+    def location(self) -> str:
+        return self._info.location
+
+    def executorId(self) -> str:
+        return self._info.executor_id
+
+    def lastErrorMessage(self) -> str:
+        return self._info.last_error_message
+
+    def lastError(self) -> str:
+        return self._info.last_error
+
+    def lastErrorTime(self) -> int:
+        return _ms(self._info.last_error_time)
+
+
+class _Event:
+    """The argument of a pyspark callback: ``batchInfo()``, ``outputOperationInfo()``, ``receiverInfo()`` or ``time``."""
+
+    def __init__(self, event: StreamingEvent) -> None:
+        self._event = event
+        if isinstance(event, StreamingStarted):
+            self.time = event.time.milliseconds
+
+    def batchInfo(self) -> JavaBatchInfo:
+        return JavaBatchInfo(self._event.batch_info)  # type: ignore[union-attr]
+
+    def outputOperationInfo(self) -> JavaOutputOperationInfo:
+        return JavaOutputOperationInfo(self._event.output_operation_info)  # type: ignore[union-attr]
+
+    def receiverInfo(self) -> JavaReceiverInfo:
+        return JavaReceiverInfo(self._event.receiver_info)  # type: ignore[union-attr]
+
+
+class PySparkListenerAdapter:
+    """Lets a pyspark-style listener receive aiodstream events through the bus."""
+
+    def __init__(self, listener: object) -> None:
+        """Wrap ``listener``."""
+        self.listener = listener
+
+    def __call__(self, event: StreamingEvent) -> None:
+        """Forward ``event`` to the matching camelCase callback, if the listener has one."""
+        method = getattr(self.listener, _CAMEL[type(event)], None)
+        if method is not None:
+            method(_Event(event))

@@ -1,0 +1,77 @@
+"""Glue to PySpark: the embedded local Spark, batch-time conversions, job groups.
+
+PySpark is imported lazily, so ``import streaming`` stays cheap and the pure runtime needs no Java.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from scheduler import Duration, InvalidDurationError, Time
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
+__all__ = [
+    "EMBEDDED_SPARK_CONF",
+    "batch_datetime",
+    "embedded_spark_context",
+    "job_description",
+    "seconds_to_duration",
+]
+
+EMBEDDED_SPARK_CONF: dict[str, str] = {
+    "spark.master": "local[2]",
+    "spark.app.name": "aiodstream",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.default.parallelism": "2",
+    "spark.sql.shuffle.partitions": "2",
+}
+
+_embedded_lock = threading.Lock()
+
+
+def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkContext:
+    """The active SparkContext, or a new local one with :data:`EMBEDDED_SPARK_CONF` defaults.
+
+    Starting Spark takes seconds and blocks: call it from a worker thread in async code.
+    """
+    from pyspark import SparkConf, SparkContext
+
+    with _embedded_lock:
+        active = SparkContext._active_spark_context
+        if active is not None:
+            return active
+        conf = SparkConf()
+        for key, value in {**EMBEDDED_SPARK_CONF, **(extra_conf or {})}.items():
+            if not conf.contains(key):
+                conf.set(key, value)
+        sc = SparkContext.getOrCreate(conf)
+        sc.setLogLevel("WARN")
+        return sc
+
+
+def seconds_to_duration(seconds: Any, what: str) -> Duration:
+    """pyspark's ``Duration(int(seconds * 1000))``, refusing what pyspark would silently mangle."""
+    if isinstance(seconds, Duration):
+        return seconds
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise InvalidDurationError(
+            f"{what} must be a number of seconds (int or float), got {type(seconds).__name__} {seconds!r}; pass e.g. 1 or 0.5"
+        )
+    ms = int(seconds * 1000)
+    if ms <= 0:
+        raise InvalidDurationError(f"{what} must be a positive number of seconds, got {seconds!r}; pass e.g. 1 or 0.5")
+    return Duration(ms)
+
+
+def batch_datetime(time: Time) -> datetime:
+    """The batch time as pyspark hands it to user functions: a naive local ``datetime``."""
+    return datetime.fromtimestamp(time.milliseconds / 1000)
+
+
+def job_description(time: Time, output_op_id: int) -> str:
+    """The Spark UI description of a streaming job, as Spark Streaming words it."""
+    return f"Streaming job from [output operation {output_op_id}, batch time {batch_datetime(time):%H:%M:%S}]"
