@@ -46,10 +46,10 @@ class SimulationResult:
         wall_seconds: how long the simulation took in real time (not compared by ``==``).
     """
 
-    model: SimulationModel
-    batches: tuple[BatchInfo, ...]
-    summary: Summary
-    events: tuple[StreamingEvent, ...] | None = None
+    model: SimulationModel = attrs.field(repr=False)
+    batches: tuple[BatchInfo, ...] = attrs.field(repr=lambda b: f"<{len(b)} batches>")
+    summary: Summary = attrs.field(repr=False)
+    events: tuple[StreamingEvent, ...] | None = attrs.field(default=None, repr=lambda e: "None" if e is None else f"<{len(e)} events>")
     jumps: int = 0
     wall_seconds: float = attrs.field(default=0.0, eq=False)
 

@@ -322,16 +322,23 @@ def _read(f: IO[str] | io.StringIO) -> Trace:
 # -- replay --
 
 
+# Below this relative spread of batch sizes (standard deviation / mean) a regression cannot tell
+# fixed from per-record cost: noise in the durations would decide the slope.
+_MIN_SIZE_SPREAD = 0.05
+
+
 def _fit_per_record(durations: Sequence[int], records: Sequence[int]) -> float:
-    # Least-squares slope of duration on batch size, never negative. When the size never
+    # Least-squares slope of duration on batch size, never negative. When the size hardly
     # varied the fixed and per-record parts cannot be told apart: attribute everything to the
     # records (the cautious choice when asking "what if input grows?").
     n = len(durations)
     mr = sum(records) / n
     md = sum(durations) / n
     var = sum((r - mr) ** 2 for r in records)
-    if var == 0:
-        return md / mr if mr > 0 else 0.0
+    if mr == 0:
+        return 0.0
+    if math.sqrt(var / n) < _MIN_SIZE_SPREAD * mr:
+        return md / mr
     slope = sum((r - mr) * (d - md) for r, d in zip(records, durations, strict=True)) / var
     return max(0.0, slope)
 
@@ -359,7 +366,10 @@ def model_from_trace(
     Input: each traced batch's records arrive evenly over its interval (:class:`ReplayRate`),
     times ``rate_factor``. Work: each output operation replays its traced durations in order
     (:class:`Replay`), corrected by a per-record cost fitted from the trace when a batch holds
-    more or fewer records than its traced counterpart (a longer interval, a rate factor).
+    more or fewer records than its traced counterpart (a longer interval, a rate factor). The
+    cost is the least-squares slope of duration on records; if batch sizes in the trace hardly
+    varied (spread under 5 % of the mean), fixed and per-record cost cannot be told apart and
+    the whole mean duration is taken as per-record cost, the cautious choice for more input.
 
     Args:
         trace: a trace read with :func:`read_trace`.

@@ -1,0 +1,79 @@
+"""Summary, queue lengths and the text report, on hand-made BatchInfos and on simulated runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from listeners import BatchInfo, OutputOperationInfo
+from scheduler import Milliseconds, Seconds, StreamInputInfo, Time
+from streaming.simulation import (
+    Constant,
+    DelayStats,
+    OutputModel,
+    QueuePoint,
+    SimulationModel,
+    Summary,
+    format_duration,
+    queue_lengths,
+    simulate,
+)
+
+
+def _batch(t: int, start: int, end: int) -> BatchInfo:
+    op = OutputOperationInfo(Time(t), 0, "op", "", Time(start), Time(end), None)
+    return BatchInfo(Time(t), {0: StreamInputInfo(0, 1)}, Time(t), Time(start), Time(end), {0: op})
+
+
+def test_delay_stats_use_nearest_rank_percentiles() -> None:
+    """Percentiles are delays some batch really had (nearest rank)."""
+    stats = DelayStats.of(list(range(1, 101)))
+    assert (stats.count, stats.mean_ms, stats.p50_ms, stats.p90_ms, stats.p95_ms, stats.p99_ms, stats.max_ms) == (
+        100, 50.5, 50, 90, 95, 99, 100,
+    )
+    assert DelayStats.of([]) == DelayStats(0, 0.0, 0, 0, 0, 0, 0)
+
+
+def test_queue_lengths_count_waiting_and_pending_batches() -> None:
+    """At each submission: batches submitted but not started, and submitted but not completed."""
+    batches = [_batch(1000, 1000, 2500), _batch(2000, 2500, 4000), _batch(3000, 4000, 5500)]
+    assert queue_lengths(batches) == (
+        QueuePoint(Time(1000), 0, 1),
+        QueuePoint(Time(2000), 1, 2),
+        QueuePoint(Time(3000), 1, 2),
+    )
+
+
+def test_summary_of_an_overloaded_run() -> None:
+    """Utilisation, growth, queue and drain time of a D/D/1 run at 1.5 s per 1 s batch."""
+    result = simulate(SimulationModel(Seconds(1), [OutputModel("a", Constant(1500))], batches=20))
+    s = result.summary
+    assert (s.batches, s.stable, s.utilisation, s.max_waiting, s.waiting_at_end) == (20, False, 1.5, 7, 7)
+    assert s.delay_growth == pytest.approx(500.0)
+    assert s.drain_time == Milliseconds(20 * 1500 + 1000 - 20_000)  # all work done at 31 s; last batch at 20 s
+    assert s.scheduling_delay.max_ms == 19 * 500
+    assert [p.waiting for p in result.queue][:4] == [0, 1, 1, 1]
+
+
+def test_the_text_report_states_stability_and_drain() -> None:
+    """The report has the delay table and says unstable, by how much, and when the backlog drains."""
+    text = simulate(SimulationModel(Seconds(1), [OutputModel("a", Constant(1500))], batches=20)).format()
+    assert text.splitlines()[0] == "20 batches of 1 s (20 s simulated), concurrent jobs: 1"
+    assert "UNSTABLE: scheduling delay grows by 500 ms per second (500 ms per batch)." in text
+    assert "drain: the work left at the end completes 11 s after the last batch time" in text
+    stable = simulate(SimulationModel(Seconds(1), [OutputModel("a", Constant(500))], batches=5)).summary
+    assert "STABLE: the delay stays bounded." in stable.format()
+    assert stable.to_dict()["utilisation"] == 0.5
+
+
+@pytest.mark.parametrize(("ms", "text"), [(0, "0 ms"), (2.5, "2.5 ms"), (999, "999 ms"), (1000, "1 s"), (1500, "1.5 s"),
+                                          (61_000, "1 min 1 s"), (120_000, "2 min"), (3_720_000, "1 h 2 min")])
+def test_durations_read_naturally(ms: float, text: str) -> None:
+    """format_duration picks the unit a person would."""
+    assert format_duration(ms) == text
+
+
+def test_summary_needs_completed_batches() -> None:
+    """A BatchInfo without its delays cannot be summarised."""
+    incomplete = BatchInfo(Time(1000), {}, Time(1000), None, None, {})
+    with pytest.raises(ValueError, match="needs completed batches"):
+        Summary.from_batches([incomplete], Seconds(1), 1)

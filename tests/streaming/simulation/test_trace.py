@@ -1,0 +1,145 @@
+"""Trace record and replay: events survive JSON lines, and a trace replays under a new configuration."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from listeners import ReceiverInfo, ReceiverStarted, StreamingStarted
+from scheduler import Seconds, Time
+from streaming.simulation import (
+    Constant,
+    ConstantRate,
+    Exponential,
+    Linear,
+    ModelError,
+    OutputModel,
+    Replay,
+    ReplayRate,
+    SimulationModel,
+    StepRate,
+    TraceRecorder,
+    event_from_dict,
+    event_to_dict,
+    model_from_trace,
+    read_trace,
+    simulate,
+)
+
+MODEL = SimulationModel(
+    Seconds(1),
+    [OutputModel("parse", Linear(50, 2.0, Exponential(40))), OutputModel("store", Exponential(250))],
+    input=ConstantRate(150.5),
+    batches=80,
+    seed=9,
+)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[object, ...]]:
+    """A simulated run recorded with TraceRecorder, and the events the run kept itself."""
+    path = tmp_path_factory.mktemp("trace") / "run.jsonl"
+    with TraceRecorder(path, batch_interval=MODEL.batch_interval, concurrent_jobs=1, meta={"who": "test"}) as recorder:
+        result = simulate(MODEL, listeners=[recorder], record_events=True)
+    assert result.events is not None
+    return path, result.events
+
+
+def test_recorded_events_read_back_equal(recorded: tuple[Path, tuple[object, ...]]) -> None:
+    """Every event written by the recorder reads back equal, in order, with the header's configuration."""
+    path, events = recorded
+    trace = read_trace(path)
+    assert trace.events == events
+    assert (trace.batch_interval, trace.concurrent_jobs, dict(trace.meta)) == (Seconds(1), 1, {"who": "test"})
+    header = json.loads(path.read_text().splitlines()[0])
+    assert header["format"] == "aiodstream-trace" and header["version"] == 1
+
+
+def test_replay_under_the_same_configuration_reproduces_every_batch(recorded: tuple[Path, tuple[object, ...]]) -> None:
+    """A trace replayed unchanged gives the recorded BatchInfos exactly."""
+    path, _ = recorded
+    trace = read_trace(path)
+    assert simulate(model_from_trace(trace)).batches == trace.completed_batches
+
+
+def test_replay_takes_input_and_durations_from_the_trace(recorded: tuple[Path, tuple[object, ...]]) -> None:
+    """The replay model holds the traced records per batch and each operation's traced durations."""
+    path, _ = recorded
+    trace = read_trace(path)
+    model = model_from_trace(trace)
+    done = trace.completed_batches
+    assert model.input == ReplayRate(1000, [b.num_records for b in done])
+    store = model.outputs[1]
+    assert store.name == "store" and isinstance(store.processing, Replay)
+    assert list(store.processing.durations_ms) == [b.output_operation_infos[1].duration.milliseconds for b in done]  # type: ignore[union-attr]
+    assert model.num_batches == 80
+
+
+def test_replay_under_a_longer_interval_and_more_input_scales_the_work(recorded: tuple[Path, tuple[object, ...]]) -> None:
+    """With a 2 s interval and 30 % more input each batch holds about 2.6 times the records, and the per-record work grows."""
+    path, _ = recorded
+    trace = read_trace(path)
+    changed = model_from_trace(trace, batch_interval=Seconds(2), rate_factor=1.3, concurrent_jobs=2)
+    assert (changed.batch_interval, changed.concurrent_jobs, changed.num_batches) == (Seconds(2), 2, 40)
+    result = simulate(changed)
+    assert sum(b.num_records for b in result.batches) == pytest.approx(1.3 * 150.5 * 80, rel=0.01)
+    # The traced input was constant, so all of the mean duration counts as per-record cost.
+    parse = changed.outputs[0].processing
+    done = trace.completed_batches
+    mean_parse = sum(b.output_operation_infos[0].duration.milliseconds for b in done) / len(done)  # type: ignore[union-attr]
+    assert isinstance(parse, Replay) and parse.per_record_ms == pytest.approx(mean_parse / (sum(b.num_records for b in done) / len(done)))
+
+
+def test_replay_fits_the_per_record_cost_when_batch_sizes_vary() -> None:
+    """From a trace whose input varies, the fitted per-record cost is within 10 % of the model's 2 ms (the base is not counted)."""
+    varying = SimulationModel(
+        Seconds(1), [OutputModel("parse", Linear(50, 2.0, Exponential(40)))],
+        input=StepRate([(0, 50), (20_000, 200), (40_000, 100)]), batches=60, seed=4,
+    )
+    buffer = io.StringIO()
+    simulate(varying, listeners=[TraceRecorder(buffer, batch_interval=Seconds(1))])
+    parse = model_from_trace(read_trace(io.StringIO(buffer.getvalue()))).outputs[0].processing
+    assert isinstance(parse, Replay) and parse.per_record_ms == pytest.approx(2.0, rel=0.1)
+
+
+def test_trace_without_header_infers_the_interval() -> None:
+    """A trace with no header takes the interval from the gaps between batch times."""
+    buffer = io.StringIO()
+    recorder = TraceRecorder(buffer)
+    simulate(SimulationModel(Seconds(3), [OutputModel("a", Constant(100))], batches=4), listeners=[recorder])
+    lines = buffer.getvalue().splitlines()[1:]  # drop the header
+    trace = read_trace(io.StringIO("\n".join(lines)))
+    assert trace.batch_interval is None
+    assert model_from_trace(trace).batch_interval == Seconds(3)
+
+
+def test_other_event_types_round_trip() -> None:
+    """StreamingStarted and receiver events survive the JSON form too."""
+    for event in (StreamingStarted(Time(5)), ReceiverStarted(ReceiverInfo(0, "r", True, "host", "exec-1", last_error_time=Time(3)))):
+        assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("not json", "line 2: not JSON: Expecting value"),
+        ("[1, 2]", "line 2: must be a JSON object, got list"),
+        ('{"event": "Nope"}', "line 2.event: unknown event type 'Nope'"),
+        ('{"event": "StreamingStarted"}', "line 2.time: is missing"),
+        ('{"event": "BatchCompleted", "batch_info": {"batch_time": 1000}}', "line 2.submission_time: is missing"),
+    ],
+)
+def test_bad_trace_lines_name_the_line(line: str, message: str) -> None:
+    """A malformed line is reported with its number and the missing or bad field."""
+    with pytest.raises(ModelError) as info:
+        read_trace(io.StringIO('{"format": "aiodstream-trace", "version": 1}\n' + line + "\n"))
+    assert str(info.value) == message
+
+
+def test_a_trace_without_batches_cannot_be_replayed() -> None:
+    """Replay needs at least one completed batch."""
+    with pytest.raises(ModelError, match=r"^events: the trace holds no BatchCompleted event to replay$"):
+        model_from_trace(read_trace(io.StringIO('{"event": "StreamingStarted", "time": 0}\n')))
