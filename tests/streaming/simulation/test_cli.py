@@ -1,0 +1,117 @@
+"""``aiodstream simulate``: a smoke test of each mode, and errors that name the field."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streaming._cli import main
+from streaming.simulation import read_trace
+
+MODEL = """\
+interval = "1s"
+batches = 120
+seed = 3
+
+[input]
+rate = 200
+
+[[outputs]]
+name = "parse"
+kind = "linear"
+base = "100ms"
+per_record = "1ms"
+
+[[outputs]]
+name = "store"
+kind = "exponential"
+mean = "300ms"
+"""
+
+
+@pytest.fixture
+def model_file(tmp_path: Path) -> Path:
+    path = tmp_path / "model.toml"
+    path.write_text(MODEL)
+    return path
+
+
+def test_simulate_prints_a_report_and_writes_plot_and_events(model_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model file gives the text report; --plot and --events write a PNG and a replayable trace."""
+    status = main(["simulate", str(model_file), "--plot", str(tmp_path / "run.png"), "--events", str(tmp_path / "ev.jsonl")])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert out.splitlines()[0] == "120 batches of 1 s (2 min simulated), concurrent jobs: 1"
+    assert "STABLE: the delay stays bounded." in out
+    assert (tmp_path / "run.png").read_bytes()[:4] == b"\x89PNG"
+    assert len(read_trace(tmp_path / "ev.jsonl").completed_batches) == 120
+
+
+def test_flags_override_the_file_and_json_is_machine_readable(model_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--interval, --concurrency, --rate-factor and --batches change the model; --json prints the summary."""
+    status = main(["simulate", str(model_file), "--interval", "500ms", "--concurrency", "2", "--rate-factor", "1.5",
+                   "--batches", "40", "--json"])
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert status == 0
+    assert (summary["batches"], summary["batch_interval_ms"], summary["concurrent_jobs"]) == (40, 500, 2)
+
+
+def test_a_model_from_flags_alone_and_fail_unstable(capsys: pytest.CaptureFixture[str]) -> None:
+    """--interval and --op describe a model without a file; --fail-unstable exits 3 for an overload."""
+    status = main(["simulate", "--interval", "1s", "--op", "kind=constant,value=1500ms", "--batches", "10", "--fail-unstable"])
+    assert status == 3
+    assert "UNSTABLE" in capsys.readouterr().out
+
+
+def test_sweep_mode_prints_the_stable_region(model_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--sweep-intervals and --sweep-concurrency print the grid and write the sweep plot."""
+    status = main(["simulate", str(model_file), "--duration", "1m", "--sweep-intervals", "500ms,1s",
+                   "--sweep-concurrency", "1,2", "--plot", str(tmp_path / "sweep.png")])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert out.startswith("Stable region over 1 min simulated per point")
+    assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_replaying_a_trace_under_a_new_interval(model_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--trace replays recorded events; flags change the configuration."""
+    assert main(["simulate", str(model_file), "--events", str(tmp_path / "ev.jsonl")]) == 0
+    capsys.readouterr()
+    assert main(["simulate", "--trace", str(tmp_path / "ev.jsonl"), "--interval", "2s"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "60 batches of 2 s (2 min simulated), concurrent jobs: 1"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["simulate", "{model}", "--concurrency", "0"], "aiodstream simulate: error: {model}: concurrent_jobs: must be at least 1, got 0"),
+        (["simulate", "--interval", "1s", "--op", "kind=exponential,mean=soon"],
+         "aiodstream simulate: error: outputs[0].mean: must be a duration such as "
+         '"500ms", "2s", "5m" or "1h" (or milliseconds), got \'soon\''),
+        (["simulate", "{model}", "--sweep-intervals", "1s,0s"],
+         "aiodstream simulate: error: {model}: --sweep-intervals[1]: must be positive, got '0s'"),
+        (["simulate"], "aiodstream simulate: error: no model: give a TOML model file, --trace FILE, or --interval with --op (see --help)"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_field(model_file: Path, args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A wrong value is reported on stderr with its field, and the exit status is 2."""
+    assert main([a.format(model=model_file) for a in args]) == 2
+    assert capsys.readouterr().err.strip() == message.format(model=model_file)
+
+
+def test_the_console_script_runs(model_file: Path) -> None:
+    """``python -m streaming._cli simulate`` (what the aiodstream script calls) exits 0 and prints the report."""
+    result = subprocess.run([sys.executable, "-m", "streaming._cli", "simulate", str(model_file), "--batches", "5"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("5 batches of 1 s")
+
+
+def test_no_subcommand_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a subcommand the parser's help goes to stderr."""
+    assert main([]) == 2
+    assert "simulate" in capsys.readouterr().err
