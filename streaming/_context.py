@@ -21,12 +21,14 @@ import anyio.to_thread
 import structlog
 
 from listeners import OverflowPolicy
-from scheduler import Clock, Duration, StreamingStateError
+from scheduler import Clock, Duration, InvalidDurationError, StreamingStateError
 
 from ._dstream import DStream
 from ._dstream_graph import DStreamGraph
+from ._file_stream import FileInputDStream
 from ._inputs import QueueInputDStream
 from ._listener_compat import PySparkListenerAdapter, is_pyspark_style
+from ._receiver import DEFAULT_MAX_BUFFERED_RECORDS, AsyncIterableInputDStream, AsyncSource, SocketInputDStream
 from ._runtime import StreamingContextState, StreamingRuntime
 from ._spark import embedded_spark_context, seconds_to_duration
 
@@ -55,6 +57,8 @@ class StreamingContext:
         batchDuration: the batch interval in seconds (int or float), as in pyspark.
         clock: the runtime's clock (default: the wall clock); tests may pass a ManualClock.
         listenerOverflow: what a full listener queue does (drop, as Spark, or block).
+        concurrentJobs: how many output-operation jobs may run at once; overrides
+            ``spark.streaming.concurrentJobs`` (useful when the SparkContext is shared).
 
     Only one context may be active per process, as only one may be per JVM in Spark.
     """
@@ -69,6 +73,7 @@ class StreamingContext:
         *,
         clock: Clock | None = None,
         listenerOverflow: OverflowPolicy = OverflowPolicy.DROP,  # noqa: N803
+        concurrentJobs: int | None = None,  # noqa: N803
     ) -> None:
         """Create a context; nothing runs until it is started."""
         if batchDuration is None:
@@ -79,6 +84,10 @@ class StreamingContext:
         self._sc = sparkContext
         self._clock = clock
         self._overflow = listenerOverflow
+        if concurrentJobs is not None and (isinstance(concurrentJobs, bool) or not isinstance(concurrentJobs, int)
+                                           or concurrentJobs < 1):
+            raise ValueError(f"concurrentJobs must be a positive int, got {concurrentJobs!r}; pass e.g. 2")
+        self._concurrent_jobs = concurrentJobs
         self._context_id = next(_ids)
         self._graph = DStreamGraph(self._batch_duration)
         self._checkpoint_dir: str | None = None
@@ -121,7 +130,7 @@ class StreamingContext:
     def _ensure_runtime(self) -> StreamingRuntime:
         if self._runtime is None:
             conf = self.sparkContext.getConf()
-            concurrent = int(conf.get("spark.streaming.concurrentJobs", "1") or "1")
+            concurrent = self._concurrent_jobs or int(conf.get("spark.streaming.concurrentJobs", "1") or "1")
             graceful = conf.get("spark.streaming.gracefulStopTimeout", None)
             timeout = None if graceful is None else Duration(int(self.sparkContext._jvm.org.apache.spark.network.util  # type: ignore[union-attr]
                                                                      .JavaUtils.timeStringAsMs(graceful)))
@@ -370,20 +379,123 @@ class StreamingContext:
         queued: list[RDD[Any]] = [r if isinstance(r, RDD) else sc.parallelize(r) for r in items]
         return QueueInputDStream(self, queued, oneAtATime, default)
 
+    def socketTextStream(
+        self,
+        hostname: str,
+        port: int,
+        storageLevel: Any = None,  # noqa: N803
+        *,
+        restartDelay: float | None = None,  # noqa: N803
+        maxBufferedRecords: int = DEFAULT_MAX_BUFFERED_RECORDS,  # noqa: N803
+    ) -> DStream:
+        """A stream of the UTF-8 text lines read from a TCP server at ``hostname:port``.
+
+        A receiver task on the context's event loop connects when the context starts; lines end
+        at ``\n``, ``\r\n`` or ``\r``, as in pyspark. When the connection fails, breaks or
+        ends, it reconnects after ``restartDelay`` seconds (default
+        ``spark.streaming.receiverRestartDelay``, 2 s); each failure is posted as a
+        ``ReceiverError`` and each restart as ``ReceiverStopped`` then ``ReceiverStarted``.
+
+        Args:
+            hostname: the server's host name or address.
+            port: the server's port.
+            storageLevel: accepted for pyspark compatibility and checked, but unused: received
+                lines are kept on the driver until their batch, then shipped with the batch's RDD.
+            restartDelay: seconds to wait before reconnecting.
+            maxBufferedRecords: lines held between two batches at most; when reached, the
+                receiver stops reading until the next batch (TCP flow control then slows the
+                sender) instead of growing memory.
+
+        On stop the connection is closed; lines read by then still reach the next batch (the
+        last one, on a graceful stop). Lines the server sent but the receiver had not read are lost.
+        """
+        self._check_storage_level(storageLevel)
+        return SocketInputDStream(self, hostname, port, restart_delay=self._restart_delay(restartDelay),
+                                  max_buffered_records=maxBufferedRecords)
+
+    def asyncIterableStream(
+        self,
+        source: AsyncSource,
+        *,
+        restartDelay: float | None = None,  # noqa: N803
+        maxBufferedRecords: int = DEFAULT_MAX_BUFFERED_RECORDS,  # noqa: N803
+    ) -> DStream:
+        """A stream of the items of an async iterable: each batch gets those that arrived since the last.
+
+        ``source`` is an async iterable (an async generator, a channel's receive side, ...) or a
+        function returning one. It is iterated by a receiver task on the context's event loop
+        (the host's loop under ``async with``), one record per item, pulled only while fewer
+        than ``maxBufferedRecords`` wait for a batch: a fast source is slowed down to the batch
+        rate instead of filling memory.
+
+        When the iterable is exhausted the receiver stops (``ReceiverStopped``) and later batches
+        are empty. When it raises, a ``ReceiverError`` is posted; a function or re-iterable
+        source is then iterated afresh after ``restartDelay`` seconds, while an iterator that
+        raised (e.g. an async generator object) is not restarted.
+
+        On stop the receiver task is cancelled and an iterator with ``aclose`` is closed (an
+        async generator's ``finally`` runs); items received by then still reach the next batch.
+        """
+        return AsyncIterableInputDStream(self, source, restart_delay=self._restart_delay(restartDelay),
+                                         max_buffered_records=maxBufferedRecords)
+
+    def textFileStream(self, directory: str) -> DStream:
+        """A stream of the UTF-8 lines of the files that newly appear in ``directory``.
+
+        Each batch reads the files modified since the previous batches and not read before
+        (Spark's FileInputDStream rules: hidden files are skipped, files older than the stream or
+        than the 60 s remember window are ignored). Move finished files into the directory
+        rather than writing them in place. ``directory`` may be a local path, a glob, or a
+        Hadoop URI (``hdfs://``, ``file:``...).
+        """
+        return FileInputDStream(self, directory, lambda sc, path: sc.textFile(path))
+
+    def binaryRecordsStream(self, directory: str, recordLength: int) -> DStream:  # noqa: N803
+        """A stream of the fixed-length byte records of the files that newly appear in ``directory``.
+
+        Files are selected as by :meth:`textFileStream`; each record is ``recordLength`` bytes.
+        """
+        if isinstance(recordLength, bool) or not isinstance(recordLength, int) or recordLength < 1:
+            raise ValueError(f"recordLength must be a positive int (bytes per record), got {recordLength!r}")
+        return FileInputDStream(self, directory, lambda sc, path: sc.binaryRecords(path, recordLength))
+
+    @staticmethod
+    def _check_storage_level(level: Any) -> None:
+        if level is None:
+            return
+        from pyspark import StorageLevel
+
+        if not isinstance(level, StorageLevel):
+            raise TypeError("storageLevel must be of type pyspark.StorageLevel")
+
+    @staticmethod
+    def _restart_delay(seconds: float | None) -> Duration | None:
+        if seconds is None:
+            return None
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
+            raise InvalidDurationError(f"restartDelay must be a non-negative number of seconds, got {seconds!r}; pass e.g. 2")
+        return Duration(int(seconds * 1000))
+
     def union(self, *dstreams: DStream) -> DStream:
         """The union of streams with the same slide duration."""
+        from scheduler import InvalidPipelineError
+
         if not dstreams:
-            raise ValueError("should have at least one DStream to union")
+            raise InvalidPipelineError("should have at least one DStream to union")
         if len(dstreams) == 1:
             return dstreams[0]
         if len({d._slide for d in dstreams}) > 1:
-            raise ValueError("All DStreams should have same slide duration")
+            raise InvalidPipelineError("All DStreams should have same slide duration")
         from ._dstream import UnionDStream
 
         return UnionDStream(list(dstreams))
 
-    def transform(self, dstreams: Sequence[DStream], transformFunc: Callable[[list[RDD[Any]]], RDD[Any]]) -> DStream:  # noqa: N803
-        """A stream whose RDD is ``transformFunc(list_of_rdds)`` of the given streams' RDDs."""
+    def transform(self, dstreams: Sequence[DStream], transformFunc: Callable[[Sequence[RDD[Any]]], RDD[Any]]) -> DStream:  # noqa: N803
+        """A stream whose RDD is ``transformFunc(rdds)`` of the given streams' RDDs (a tuple, in their order).
+
+        Every stream must have an RDD for the batch and ``transformFunc`` must return an RDD;
+        the streams must share this context and a slide duration.
+        """
         from ._dstream import MultiTransformedDStream
 
         return MultiTransformedDStream(list(dstreams), transformFunc)

@@ -1,0 +1,196 @@
+"""File streams: each batch reads the files that newly appeared in a directory (Spark's ``FileInputDStream``).
+
+Backs ``textFileStream`` and ``binaryRecordsStream``. Listing the directory is blocking I/O; it
+happens in ``_compute``, which runs in the batch-generation worker thread, never on the loop.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+import time as _time
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable
+
+import attrs
+import structlog
+
+from scheduler import Duration, StreamInputInfo, SystemClock, Time
+
+from ._inputs import InputDStream
+
+if TYPE_CHECKING:
+    from pyspark import RDD, SparkContext
+
+    from ._context import StreamingContext
+
+__all__ = ["FileEntry", "FileInputDStream", "is_new_file", "select_new_files"]
+
+DEFAULT_MIN_REMEMBER = "60s"
+
+
+@attrs.frozen
+class FileEntry:
+    """One file seen in a directory listing: its path as Spark will read it, mod time and size."""
+
+    path: str
+    mod_time_ms: int
+    size: int
+
+    @property
+    def name(self) -> str:
+        """The last path component."""
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def is_new_file(entry: FileEntry, *, threshold_ms: int, time_ms: int, already_selected: Collection[str]) -> bool:
+    """FileInputDStream's test for batch ``time_ms``: not hidden, modified in ``(threshold, time]``, not yet selected."""
+    return (
+        not entry.name.startswith(".")
+        and threshold_ms < entry.mod_time_ms <= time_ms
+        and entry.path not in already_selected
+    )
+
+
+def select_new_files(entries: Iterable[FileEntry], *, threshold_ms: int, time_ms: int,
+                     already_selected: Collection[str]) -> list[FileEntry]:
+    """The entries that :func:`is_new_file` accepts, ordered by path (as HDFS lists them)."""
+    chosen = [e for e in entries if is_new_file(e, threshold_ms=threshold_ms, time_ms=time_ms, already_selected=already_selected)]
+    chosen.sort(key=lambda e: e.path)
+    return chosen
+
+
+def _is_local(directory: str) -> bool:
+    return "://" not in directory and not directory.startswith("file:")
+
+
+def _list_local(directory: str) -> list[FileEntry] | None:
+    """Files directly in the directories matching ``directory`` (a glob); None if none matches."""
+    pattern = os.path.abspath(directory)
+    dirs = [d for d in glob.glob(pattern) if os.path.isdir(d)] if glob.has_magic(pattern) else \
+        ([pattern] if os.path.isdir(pattern) else [])
+    if not dirs:
+        return None
+    entries: list[FileEntry] = []
+    for d in dirs:
+        with os.scandir(d) as it:
+            for item in it:
+                try:
+                    if not item.is_file():
+                        continue
+                    st = item.stat()
+                except FileNotFoundError:  # removed between listing and stat
+                    continue
+                entries.append(FileEntry("file:" + item.path, st.st_mtime_ns // 1_000_000, st.st_size))
+    return entries
+
+
+def _list_hadoop(sc: SparkContext, directory: str) -> list[FileEntry] | None:
+    """The same through Hadoop's FileSystem (hdfs://, s3a://, file: URIs ...), as Spark lists them."""
+    jvm = sc._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(directory)
+    fs = path.getFileSystem(sc._jsc.hadoopConfiguration())
+    matches = fs.globStatus(path)
+    if not matches:
+        return None
+    entries: list[FileEntry] = []
+    for match in matches:
+        if not match.isDirectory():
+            continue
+        for status in fs.listStatus(match.getPath()):
+            if status.isFile():
+                entries.append(FileEntry(status.getPath().toString(), int(status.getModificationTime()), int(status.getLen())))
+    return entries
+
+
+class FileInputDStream(InputDStream):
+    """The files that appear in ``directory``, read by ``read_file`` and united per batch.
+
+    Batch ``t`` takes every file directly in the directory (``directory`` may be a glob matching
+    several) that is not hidden (name starting with ``.``), was modified after
+    ``max(creation time, t - remember window)`` and at or before ``t``, and was not taken by an
+    earlier batch. The remember window is ``ceil(minRememberDuration / batch)`` batches
+    (``spark.streaming.fileStream.minRememberDuration``, default 60 s). So only files created
+    after the stream are read, each once; write a file elsewhere (or under a hidden name) and
+    move it in, since a file still being written may be read half-done. A missing directory is a
+    warning and an empty batch. Each batch reports its files in its ``StreamInputInfo``
+    (``metadata["files"]``), with 0 records, as Spark does.
+    """
+
+    def __init__(self, ssc: StreamingContext, directory: str | os.PathLike[str],
+                 read_file: Callable[[SparkContext, str], RDD[Any]]) -> None:
+        """Watch ``directory``; ``read_file(sc, path)`` makes one file's RDD."""
+        if not isinstance(directory, (str, os.PathLike)):
+            raise TypeError(f"directory must be a path (str or os.PathLike), got {type(directory).__name__} {directory!r}")
+        super().__init__(ssc)
+        self.directory = os.fspath(directory)
+        self._read_file = read_file
+        conf = ssc.sparkContext.getConf()
+        spec = conf.get("spark.streaming.fileStream.minRememberDuration", None) or \
+            conf.get("spark.streaming.minRememberDuration", DEFAULT_MIN_REMEMBER) or DEFAULT_MIN_REMEMBER
+        min_remember_ms = 1000 * int(ssc.sparkContext._jvm.org.apache.spark.network.util.JavaUtils  # type: ignore[union-attr]
+                                     .timeStringAsSec(spec))
+        batch = ssc._batch_duration
+        self.batches_to_remember = max(1, math.ceil(min_remember_ms / batch.milliseconds))
+        self.duration_to_remember: Duration = batch * self.batches_to_remember
+        self._remember_duration = self.duration_to_remember
+        clock = ssc._clock if ssc._clock is not None else SystemClock()
+        self.initial_threshold: Time = clock.now()
+        self._batch_files: dict[Time, list[str]] = {}
+        self._recent: set[str] = set()
+        self._log = structlog.get_logger("aiodstream.streaming").bind(component="FileInputDStream", stream=self.id,
+                                                                     directory=self.directory)
+
+    def _list(self) -> list[FileEntry] | None:
+        if _is_local(self.directory):
+            return _list_local(self.directory)
+        return _list_hadoop(self._ssc.sparkContext, self.directory)
+
+    def _find_new_files(self, time: Time) -> list[FileEntry]:
+        threshold = max(self.initial_threshold.milliseconds, time.milliseconds - self.duration_to_remember.milliseconds)
+        began = _time.perf_counter()
+        try:
+            entries = self._list()
+        except Exception as exc:
+            self._log.warning("cannot list the directory; no files this batch", batch=time.milliseconds, error=repr(exc))
+            return []
+        if entries is None:
+            self._log.warning("no directory to scan; no files this batch", batch=time.milliseconds)
+            return []
+        elapsed_ms = (_time.perf_counter() - began) * 1000
+        if elapsed_ms > self._slide.milliseconds:
+            self._log.warning("listing the directory took longer than a batch", elapsed_ms=round(elapsed_ms),
+                              batch_ms=self._slide.milliseconds)
+        return select_new_files(entries, threshold_ms=threshold, time_ms=time.milliseconds, already_selected=self._recent)
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        # Runs in the generation worker thread; _clear_metadata runs on the loop, but the
+        # JobGenerator never does both at once, so the bookkeeping needs no lock.
+        new = self._find_new_files(time)
+        paths = [e.path for e in new]
+        self._batch_files[time] = paths
+        self._recent.update(paths)
+        for e in new:
+            if e.size == 0:
+                self._log.error("file is empty: write files elsewhere and move them into the directory, "
+                                "or they may be read before their data is written", file=e.path)
+        tracker = self._ssc._graph.input_infos
+        if tracker is not None:
+            tracker.report_info(time, StreamInputInfo(self.id, 0, {"files": paths, "Description": "\n".join(paths)}))
+        sc = self._ssc.sparkContext
+        if not paths:
+            return sc.emptyRDD()
+        rdds = [self._read_file(sc, p) for p in paths]
+        return rdds[0] if len(rdds) == 1 else sc.union(rdds)
+
+    def _clear_metadata(self, time: Time) -> None:
+        super()._clear_metadata(time)
+        remember = self._remember_duration or self.duration_to_remember
+        cutoff = time.milliseconds - remember.milliseconds
+        for old in [t for t in self._batch_files if t.milliseconds < cutoff]:
+            self._recent.difference_update(self._batch_files.pop(old))
+
+    def __repr__(self) -> str:
+        return (f"<FileInputDStream {self.name} [{self.directory!r} | remembering {len(self._recent)} files "
+                f"over {len(self._batch_files)} batches]>")

@@ -1,0 +1,386 @@
+"""Receiver input streams: a task takes records in between batches (Spark's ``ReceiverInputDStream``).
+
+Spark runs a ``Receiver`` on an executor, cuts what it stores into blocks and lets the
+``ReceiverTracker`` allocate them to batches. Here the receiver is a task in the runtime's task
+group on the driver, storing into a bounded buffer that each batch empties
+(``allocateBlocksToBatch``); ``socketTextStream`` and ``asyncIterableStream`` are built on it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import socket
+import traceback
+from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Callable, Sequence, Union
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import attrs
+import structlog
+
+from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStopped
+from scheduler import Duration, StreamInputInfo, Time
+
+from ._inputs import InputDStream
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+    from ._context import StreamingContext
+
+__all__ = [
+    "DEFAULT_MAX_BUFFERED_RECORDS",
+    "AsyncIterableInputDStream",
+    "AsyncSource",
+    "LineDecoder",
+    "ReceiverInputDStream",
+    "RecordBuffer",
+    "SocketInputDStream",
+]
+
+DEFAULT_MAX_BUFFERED_RECORDS = 100_000
+"""Records a receiver may hold between two batches before it stops taking more in."""
+
+AsyncSource = Union[AsyncIterable[Any], Callable[[], AsyncIterable[Any]]]
+"""What ``asyncIterableStream`` takes: an async iterable, or a function returning a fresh one."""
+
+# An async source that never awaits would hold the event loop for as long as the buffer has
+# room; yielding every so many records keeps the timer and the host's tasks running.
+_YIELD_EVERY = 512
+
+
+class RecordBuffer:
+    """A bounded list of received records that each batch takes whole (Spark's ``BlockGenerator``).
+
+    ``put``/``put_many`` wait while the buffer holds ``capacity`` records, so a fast source is
+    slowed down instead of growing memory; :meth:`take_all` empties it and wakes them. Not
+    thread-safe: the receiver and the batch allocation both run on the runtime's event loop.
+    """
+
+    def __init__(self, capacity: int = DEFAULT_MAX_BUFFERED_RECORDS) -> None:
+        """Create an empty buffer of at most ``capacity`` records."""
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"maxBufferedRecords must be a positive int, got {capacity!r}; pass e.g. 100000")
+        self.capacity = capacity
+        self._records: list[Any] = []
+        self._room: anyio.Event | None = None
+        self.waits = 0
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    async def put(self, record: Any) -> None:
+        """Append ``record``, first waiting for room if the buffer is full; cancellable."""
+        while len(self._records) >= self.capacity:
+            await self._wait_for_room()
+        self._records.append(record)
+
+    async def put_many(self, records: Sequence[Any]) -> None:
+        """Append ``records`` in order, waiting for room as often as needed; cancellable.
+
+        On cancellation the records stored so far stay stored; the rest are not.
+        """
+        start, total = 0, len(records)
+        while start < total:
+            room = self.capacity - len(self._records)
+            if room <= 0:
+                await self._wait_for_room()
+                continue
+            self._records.extend(records[start:start + room])
+            start += room
+
+    async def _wait_for_room(self) -> None:
+        self.waits += 1
+        if self._room is None:
+            self._room = anyio.Event()
+        await self._room.wait()
+
+    def take_all(self) -> list[Any]:
+        """Every record stored so far, in order; the buffer is empty afterwards."""
+        records, self._records = self._records, []
+        if self._room is not None:
+            self._room.set()
+            self._room = None
+        return records
+
+    def __repr__(self) -> str:
+        return f"<RecordBuffer [{len(self._records)}/{self.capacity} records | waited {self.waits}x]>"
+
+
+class LineDecoder:
+    """Turns a byte stream into text lines the way Spark's socket receiver reads them.
+
+    Bytes are UTF-8, malformed sequences become U+FFFD; a line ends at ``\\n``, ``\\r`` or
+    ``\\r\\n`` (Java's ``readLine``, also when a ``\\r\\n`` pair is split across two reads), and
+    nothing else (``\\x0b`` or U+2028 stay in the line). A last line without a terminator is
+    returned by :meth:`finish`.
+    """
+
+    def __init__(self) -> None:
+        """Start with no pending bytes."""
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._decoder = io.IncrementalNewlineDecoder(utf8, translate=True)
+        self._partial = ""
+
+    def feed(self, data: bytes) -> list[str]:
+        """The lines completed by ``data``."""
+        text = self._decoder.decode(data)
+        if "\n" not in text:
+            self._partial += text
+            return []
+        lines = text.split("\n")
+        if self._partial:
+            lines[0] = self._partial + lines[0]
+        self._partial = lines.pop()
+        return lines
+
+    def finish(self) -> list[str]:
+        """The unterminated last line, if any, once the stream has ended."""
+        rest = self._partial + self._decoder.decode(b"", final=True)
+        self._partial = ""
+        lines = rest.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        return lines
+
+
+@attrs.frozen
+class _Outcome:
+    """How one run of a receiver ended: restart after the delay, or stop for good."""
+
+    restart: bool
+    message: str
+    error: BaseException | None = None
+
+
+class ReceiverInputDStream(InputDStream):
+    """An input stream fed by a receiver task; each batch gets what arrived since the last one.
+
+    Subclasses implement :meth:`_receive`, one connection's or one iteration's worth of
+    receiving, which stores records with ``await self._buffer.put(...)`` and says how it ended.
+    The base class supervises it like Spark's ``ReceiverSupervisor``: it posts
+    ``ReceiverStarted`` when a run starts, ``ReceiverError`` when one fails with an exception,
+    ``ReceiverStopped`` when one ends, and restarts after ``restart_delay`` (Spark's
+    ``spark.streaming.receiverRestartDelay``) unless the source is finished.
+
+    Guarantees: records reach batches in the order they were stored, each in exactly one batch;
+    at most ``max_buffered_records`` wait in memory between two batches (the receiver waits when
+    the buffer is full); on stop the receiver task is cancelled, whatever it had stored still goes
+    to the next batch (the last one, on a graceful stop), and ``ReceiverStopped`` is posted.
+    """
+
+    _has_receiver = True
+    _receiver_class = "Receiver"
+
+    def __init__(self, ssc: StreamingContext, *, restart_delay: Duration | None, max_buffered_records: int) -> None:
+        """Register a receiver stream of ``ssc``; ``restart_delay`` None reads Spark's conf (2 s default)."""
+        buffer = RecordBuffer(max_buffered_records)
+        super().__init__(ssc)
+        self._buffer = buffer
+        self._restart_delay = restart_delay
+        self._allocated: dict[Time, list[Any]] = {}
+        self._slices: int | None = None
+        self._host = socket.gethostname()
+        self._log = structlog.get_logger("aiodstream.streaming").bind(component=type(self).__name__, stream=self.id)
+
+    @property
+    def receiver_name(self) -> str:
+        """The receiver's name in its events, as Spark names it: ``"SocketReceiver-0"``."""
+        return f"{self._receiver_class}-{self.id}"
+
+    @property
+    def restart_delay(self) -> Duration:
+        """How long a failed or ended receiver waits before it starts again."""
+        if self._restart_delay is None:
+            conf = self._ssc.sparkContext.getConf()
+            self._restart_delay = Duration(int(conf.get("spark.streaming.receiverRestartDelay", "2000") or "2000"))
+        return self._restart_delay
+
+    # -- the receiver side (runtime's event loop) --
+
+    async def _receive(self) -> _Outcome:
+        """Receive until the source ends or fails; store records in ``self._buffer``."""
+        raise NotImplementedError
+
+    async def _run_receiver(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        runtime = self._ssc.runtime
+        delay = self.restart_delay
+        # Ready at once, as Spark's receiver start returns before the socket connects: a source
+        # that is slow to come up must not hold up the context's start.
+        task_status.started()
+        final = _Outcome(False, "Stopped by driver")
+        try:
+            while True:
+                await runtime.listener_bus.post(ReceiverStarted(self._info(active=True)))
+                self._log.info("receiver started", receiver=self.receiver_name)
+                try:
+                    outcome = await self._receive()
+                except Exception as exc:  # a bug in a receiver: treat like a failed connection
+                    outcome = _Outcome(True, "Error receiving data", exc)
+                if outcome.error is not None:
+                    await runtime.listener_bus.post(
+                        ReceiverError(self._info(active=True, message=outcome.message, error=outcome.error, at=runtime.clock.now()))
+                    )
+                if not outcome.restart:
+                    final = outcome
+                    return
+                message = f"Restarting receiver with delay {delay.milliseconds}ms: {outcome.message}"
+                self._log.warning("restarting receiver", receiver=self.receiver_name, delay_ms=delay.milliseconds,
+                                  reason=outcome.message, error=None if outcome.error is None else repr(outcome.error))
+                await runtime.listener_bus.post(ReceiverStopped(self._info(
+                    active=False, message=message, error=outcome.error,
+                    at=None if outcome.error is None else runtime.clock.now())))
+                await runtime.clock.sleep(delay)
+        finally:
+            # Shielded: this runs when the graph cancels the receiver at stop, and listeners
+            # must still hear that it stopped (the bus closes only after the scheduler ends).
+            with anyio.CancelScope(shield=True):
+                error = final.error
+                await runtime.listener_bus.post(ReceiverStopped(self._info(
+                    active=False, message=final.message, error=error, at=None if error is None else runtime.clock.now())))
+                self._log.info("receiver stopped", receiver=self.receiver_name, reason=final.message)
+
+    def _info(self, *, active: bool, message: str = "", error: BaseException | None = None, at: Time | None = None) -> ReceiverInfo:
+        trace = "" if error is None else "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        return ReceiverInfo(self.id, self.receiver_name, active, self._host, "driver",
+                            last_error_message=message, last_error=trace, last_error_time=at)
+
+    # -- the batch side --
+
+    async def _allocate(self, time: Time) -> None:
+        records = self._buffer.take_all()
+        if self._zero_time is None:
+            return  # no output operation reads this stream: nothing will ever compute it
+        self._allocated[time] = records
+        # A batch whose generation failed never computed its records; drop them once they fall
+        # out of the remember window, as Spark's block tracker cleans up old allocations.
+        remember = self._remember_duration or self._slide
+        for old in [t for t in self._allocated if t.milliseconds <= time.milliseconds - remember.milliseconds]:
+            del self._allocated[old]
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        # Runs in the generation worker thread, right after _allocate(time) on the loop: the two
+        # never overlap, so the dict needs no lock.
+        records = self._allocated.pop(time, None)
+        sc = self._ssc.sparkContext
+        if records is None:
+            return sc.emptyRDD()  # a time whose records were never allocated (e.g. cleaned up)
+        tracker = self._ssc._graph.input_infos
+        if tracker is not None:
+            tracker.report_info(time, StreamInputInfo(self.id, len(records)))
+        if not records:
+            return sc.emptyRDD()
+        if self._slices is None:
+            self._slices = max(1, sc.defaultParallelism)
+        return sc.parallelize(records, min(self._slices, len(records)))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} [{self._buffer!r} | {len(self._allocated)} batches allocated]>"
+
+
+class SocketInputDStream(ReceiverInputDStream):
+    """UTF-8 text lines from a TCP server (pyspark's ``socketTextStream``).
+
+    Connects to ``host:port`` and stores each line (see :class:`LineDecoder`). When the
+    connection fails, breaks or reaches end of stream, the receiver reconnects after the restart
+    delay, as Spark's ``SocketReceiver`` does; failures are posted as ``ReceiverError``.
+    """
+
+    _receiver_class = "SocketReceiver"
+
+    def __init__(self, ssc: StreamingContext, host: str, port: int, *, restart_delay: Duration | None,
+                 max_buffered_records: int) -> None:
+        """A stream of lines read from ``host:port``."""
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise ValueError(f"port must be an int from 1 to 65535, got {port!r}")
+        super().__init__(ssc, restart_delay=restart_delay, max_buffered_records=max_buffered_records)
+        self.host = host
+        self.port = port
+
+    async def _receive(self) -> _Outcome:
+        try:
+            stream = await anyio.connect_tcp(self.host, self.port)
+        except OSError as exc:
+            return _Outcome(True, f"Error connecting to {self.host}:{self.port}", exc)
+        decoder = LineDecoder()
+        put_many = self._buffer.put_many
+        async with stream:
+            self._log.info("connected", host=self.host, port=self.port)
+            while True:
+                try:
+                    data = await stream.receive(65536)
+                except (anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+                    await put_many(decoder.finish())
+                    if isinstance(exc, anyio.EndOfStream):
+                        return _Outcome(True, "Socket data stream had no more data")
+                    return _Outcome(True, "Error receiving data", exc)
+                except OSError as exc:
+                    await put_many(decoder.finish())
+                    return _Outcome(True, "Error receiving data", exc)
+                lines = decoder.feed(data)
+                if lines:
+                    await put_many(lines)
+
+
+class AsyncIterableInputDStream(ReceiverInputDStream):
+    """Records from an async iterable, one record per item (aiodstream's ``asyncIterableStream``).
+
+    The iterable is pulled only while the buffer has room, so a fast source waits for the batches
+    (backpressure). When it is exhausted the receiver stops for good (later batches are empty).
+    When it raises, the error is posted as ``ReceiverError``; the receiver then restarts after the
+    restart delay if the source can be iterated afresh (a factory function, or an iterable whose
+    ``__aiter__`` returns a new iterator), and stops otherwise (an async generator object cannot
+    be resumed after raising). On stop, an iterator with ``aclose`` is closed, so an async
+    generator's ``finally`` blocks run.
+    """
+
+    _receiver_class = "AsyncIterableReceiver"
+
+    def __init__(self, ssc: StreamingContext, source: AsyncSource, *, restart_delay: Duration | None,
+                 max_buffered_records: int) -> None:
+        """A stream of the items of ``source``."""
+        if not callable(source) and not hasattr(source, "__aiter__"):
+            raise TypeError(
+                f"asyncIterableStream needs an async iterable or a function returning one, got {type(source).__name__}; "
+                "pass e.g. an async generator"
+            )
+        super().__init__(ssc, restart_delay=restart_delay, max_buffered_records=max_buffered_records)
+        self._source = source
+
+    def _iterator(self) -> tuple[AsyncIterator[Any], bool]:
+        source = self._source
+        iterable = source() if callable(source) and not hasattr(source, "__aiter__") else source
+        if not hasattr(iterable, "__aiter__"):
+            raise TypeError(f"the asyncIterableStream factory must return an async iterable, got {type(iterable).__name__}")
+        iterator = iterable.__aiter__()
+        return iterator, iterator is not source  # restartable unless the source is itself the iterator
+
+    async def _receive(self) -> _Outcome:
+        try:
+            iterator, restartable = self._iterator()
+        except Exception as exc:
+            return _Outcome(False, "Error creating the async iterator", exc)
+        put = self._buffer.put
+        count = 0
+        try:
+            while True:
+                try:
+                    item = await iterator.__anext__()
+                except StopAsyncIteration:
+                    return _Outcome(False, "Async source exhausted")
+                except Exception as exc:
+                    return _Outcome(restartable, "Error receiving data from the async source", exc)
+                await put(item)
+                count += 1
+                if count % _YIELD_EVERY == 0:
+                    await anyio.lowlevel.checkpoint()
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await aclose()
+                    except Exception as exc:
+                        self._log.warning("closing the async source failed", error=repr(exc))

@@ -1,0 +1,106 @@
+"""Receiver building blocks without Spark: the socket line decoder and the bounded record buffer."""
+
+from __future__ import annotations
+
+import re
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streaming._receiver import LineDecoder, RecordBuffer
+from tests.anyio_support import BACKENDS, raises_exactly, run, settle
+
+
+def java_read_lines(data: bytes) -> list[str]:
+    """What Java's BufferedReader.readLine yields for ``data`` decoded as UTF-8 with replacement."""
+    text = data.decode("utf-8", errors="replace")
+    lines = re.split("\r\n|\r|\n", text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def decode_in_chunks(data: bytes, cuts: list[int]) -> list[str]:
+    decoder = LineDecoder()
+    lines: list[str] = []
+    start = 0
+    for cut in sorted(set(cuts)):
+        lines += decoder.feed(data[start:cut])
+        start = cut
+    lines += decoder.feed(data[start:])
+    return lines + decoder.finish()
+
+
+def test_lines_end_at_lf_cr_and_crlf_only() -> None:
+    """\\n, \\r and \\r\\n end a line; \\x0b and U+2028 do not; bad UTF-8 becomes U+FFFD (as pyspark's socket stream)."""
+    data = "a\r\nb\rc\n\nd\xe9 \x0bx\u2028y\nlast".encode() + b"\xff\n"
+    assert decode_in_chunks(data, []) == ["a", "b", "c", "", "d\xe9 \x0bx\u2028y", "last\ufffd"]
+
+
+def test_a_crlf_split_across_reads_is_one_line_end() -> None:
+    """A \\r at the end of one read followed by \\n at the start of the next ends one line, not two."""
+    assert decode_in_chunks(b"a\r\nb\n", [2]) == ["a", "b"]
+
+
+def test_an_unterminated_last_line_comes_out_at_the_end() -> None:
+    """The bytes after the last line end form a final line once the stream ends."""
+    decoder = LineDecoder()
+    assert decoder.feed(b"one\ntw") == ["one"]
+    assert decoder.feed(b"o") == []
+    assert decoder.finish() == ["two"]
+
+
+@given(st.binary(max_size=200) | st.lists(st.sampled_from([b"a", b"\r", b"\n", b"\xc3\xa9", b"\xe2\x80\xa8", b"\xff"])).map(b"".join),
+       st.lists(st.integers(min_value=0, max_value=200), max_size=6))
+def test_chunking_never_changes_the_lines(data: bytes, cuts: list[int]) -> None:
+    """However the bytes are split into reads, the lines are Java's readLine lines of the whole."""
+    assert decode_in_chunks(data, [c for c in cuts if c <= len(data)]) == java_read_lines(data)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_full_buffer_makes_the_producer_wait_until_a_batch_takes_it(backend: str) -> None:
+    """put_many stores up to capacity, waits, and resumes with the rest once take_all empties the buffer."""
+
+    async def body() -> None:
+        buffer = RecordBuffer(3)
+        done = anyio.Event()
+
+        async def produce() -> None:
+            await buffer.put_many([1, 2, 3, 4, 5])
+            await buffer.put(6)
+            done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(produce)
+            await settle()
+            assert len(buffer) == 3 and not done.is_set()
+            assert buffer.take_all() == [1, 2, 3]
+            await settle()
+            assert buffer.take_all() == [4, 5, 6]
+            await done.wait()
+        assert buffer.waits == 1
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_producer_waiting_for_room_can_be_cancelled(backend: str) -> None:
+    """Cancelling a waiting put keeps what was stored and adds nothing more."""
+
+    async def body() -> None:
+        buffer = RecordBuffer(2)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(buffer.put_many, ["a", "b", "c"])
+            await settle()  # parked: "c" has no room
+            tg.cancel_scope.cancel()
+        assert buffer.take_all() == ["a", "b"]
+
+    run(backend, body)
+
+
+def test_the_buffer_bound_must_be_positive() -> None:
+    """A zero bound is refused with the rule and a fix."""
+    with raises_exactly(ValueError, "maxBufferedRecords must be a positive int, got 0; pass e.g. 100000"):
+        RecordBuffer(0)
