@@ -1,0 +1,476 @@
+"""StreamingContext on a real local Spark: job groups, concurrent jobs, cancellation, real sources, async hosts.
+
+Every test shares the session's SparkContext and waits on listener events (with a timeout), never
+on fixed sleeps. Batch intervals are short; Spark jobs on a busy two-core machine are not, so the
+timeouts are generous and the assertions never depend on how many batches ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from listeners import (
+    BatchCompleted,
+    BatchInfo,
+    EventRecorder,
+    OutputOperationCompleted,
+    ReceiverError,
+    ReceiverStarted,
+    ReceiverStopped,
+    StreamingEvent,
+)
+from streaming import StreamingContext
+
+pytestmark = pytest.mark.spark
+
+WAIT_S = 90.0  # a hang guard only: Spark's first Python jobs can take many seconds on a loaded machine
+
+
+class ThreadRecorder:
+    """A listener for sync-API tests: records events; the test thread waits on a condition."""
+
+    def __init__(self) -> None:
+        self.events: list[StreamingEvent] = []
+        self._cond = threading.Condition()
+
+    def __call__(self, event: StreamingEvent) -> None:
+        with self._cond:
+            self.events.append(event)
+            self._cond.notify_all()
+
+    def wait_for(self, predicate: Callable[[Sequence[StreamingEvent]], bool], what: str, timeout: float = WAIT_S) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: predicate(self.events), timeout):
+                kinds = [type(e).__name__ for e in self.events]
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}; events so far: {kinds}")
+
+    def of_type(self, kind: type) -> list[Any]:
+        with self._cond:
+            return [e for e in self.events if type(e) is kind]
+
+    @property
+    def batches(self) -> list[BatchInfo]:
+        return [e.batch_info for e in self.of_type(BatchCompleted)]
+
+    def wait_for_batches(self, count: int) -> list[BatchInfo]:
+        self.wait_for(lambda evs: sum(type(e) is BatchCompleted for e in evs) >= count, f"{count} completed batches")
+        return self.batches
+
+    def wait_for_records(self, total: int) -> list[BatchInfo]:
+        self.wait_for(lambda evs: sum(e.batch_info.num_records for e in evs if type(e) is BatchCompleted) >= total,
+                      f"{total} records in completed batches")
+        return self.batches
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+    """Poll something outside the engine (a file written by a Spark task) until it holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def contexts(spark_context: Any) -> Iterator[Callable[..., tuple[StreamingContext, ThreadRecorder]]]:
+    """Makes sync-API contexts with a recorder attached; stops them (not the SparkContext) afterwards."""
+    made: list[StreamingContext] = []
+
+    def make(batch_s: float = 0.2, **kwargs: Any) -> tuple[StreamingContext, ThreadRecorder]:
+        ssc = StreamingContext(spark_context, batch_s, **kwargs)
+        recorder = ThreadRecorder()
+        ssc.addStreamingListener(recorder)
+        made.append(ssc)
+        return ssc, recorder
+
+    yield make
+    for ssc in made:
+        ssc.stop(stopSparkContext=False)
+    assert StreamingContext.getActive() is None
+
+
+# -- Spark integration: job groups, concurrency, cancellation --
+
+
+def test_each_batch_job_carries_a_job_group_and_a_description_naming_its_batch(contexts: Any, spark_context: Any) -> None:
+    """Inside foreachRDD the Spark job group names the context, batch and output op, and the description names the batch time."""
+    ssc, recorder = contexts()
+    seen: list[tuple[int, int, str, str]] = []
+
+    def output(op: int) -> Callable[[Any, Any], None]:
+        def record(t: Any, rdd: Any) -> None:
+            rdd.collect()
+            seen.append((op, int(t.timestamp() * 1000), spark_context.getLocalProperty("spark.jobGroup.id"),
+                         spark_context.getLocalProperty("spark.job.description")))
+        return record
+
+    stream = ssc.queueStream([[1, 2], [3]])
+    stream.foreachRDD(output(0))
+    stream.foreachRDD(output(1))
+    ssc.start()
+    batches = recorder.wait_for_batches(2)
+    ssc.stop(stopSparkContext=False)
+
+    assert [(op, t) for op, t, _, _ in seen[:4]] == [
+        (0, batches[0].batch_time.milliseconds), (1, batches[0].batch_time.milliseconds),
+        (0, batches[1].batch_time.milliseconds), (1, batches[1].batch_time.milliseconds),
+    ]
+    groups = {group for _, _, group, _ in seen}
+    assert len(groups) == len(seen)  # one group per output operation of each batch
+    for op, t, group, description in seen[:4]:
+        assert f"-{t}-" in group
+        clock_time = time.strftime("%H:%M:%S", time.localtime(t / 1000))
+        assert description == f"Streaming job from [output operation {op}, batch time {clock_time}]"
+        assert list(spark_context.statusTracker().getJobIdsForGroup(group)), f"no Spark job ran in group {group}"
+    assert all(not b.failed for b in batches)
+
+
+def test_concurrent_jobs_run_the_output_operations_of_a_batch_as_parallel_spark_jobs(contexts: Any, tmp_path: Path) -> None:
+    """With concurrentJobs=2 two output operations' Spark tasks are running at the same moment (a rendezvous in the tasks)."""
+    ssc, recorder = contexts(0.2, concurrentJobs=2)
+    rendezvous = str(tmp_path)
+
+    def meet(me: str, other: str) -> Callable[[Any], Any]:
+        def task(rows: Any) -> Any:
+            # Runs in a Spark task: announce this job, then wait for the other job's task.
+            import os as _os
+            import time as _time
+
+            open(_os.path.join(rendezvous, me), "w").close()
+            deadline = _time.monotonic() + 60
+            while not _os.path.exists(_os.path.join(rendezvous, other)):
+                if _time.monotonic() > deadline:
+                    raise RuntimeError(f"{me}: the other output operation's job never ran alongside")
+                _time.sleep(0.01)
+            return [me]
+        return task
+
+    results: list[list[str]] = []
+    stream = ssc.queueStream([[0]], oneAtATime=True, default=None)
+    stream.foreachRDD(lambda rdd: results.append(rdd.coalesce(1).mapPartitions(meet("a", "b")).collect()))
+    stream.foreachRDD(lambda rdd: results.append(rdd.coalesce(1).mapPartitions(meet("b", "a")).collect()))
+    ssc.start()
+    first = recorder.wait_for_batches(1)[0]
+    ssc.stop(stopSparkContext=False)
+
+    assert not first.failed, [o.failure_reason for o in first.output_operation_infos.values()]
+    assert sorted(results[:2]) == [["a"], ["b"]]
+    ops = first.output_operation_infos
+    assert ops[0].start_time is not None and ops[1].start_time is not None
+    assert ops[1].start_time < ops[0].end_time  # type: ignore[operator]
+
+
+def test_an_immediate_stop_cancels_the_running_spark_job_and_returns_promptly(contexts: Any, tmp_path: Path) -> None:
+    """stop() during a long Spark action cancels the batch's job group: the action fails as cancelled; stop returns promptly."""
+    ssc, recorder = contexts(0.2)
+    started, release = str(tmp_path / "started"), str(tmp_path / "release")
+    outcome: dict[str, BaseException] = {}
+    action_ended = threading.Event()
+
+    def block(rows: Any) -> Any:
+        import os as _os
+        import time as _time
+
+        open(started, "w").close()
+        deadline = _time.monotonic() + 120
+        while not _os.path.exists(release) and _time.monotonic() < deadline:
+            _time.sleep(0.05)
+        return rows
+
+    def long_action(rdd: Any) -> None:
+        if outcome or action_ended.is_set():
+            return
+        try:
+            rdd.coalesce(1).mapPartitions(block).count()
+        except Exception as exc:
+            outcome["error"] = exc
+        finally:
+            action_ended.set()
+
+    ssc.queueStream([[1]]).foreachRDD(long_action)
+    try:
+        ssc.start()
+        wait_until(lambda: os.path.exists(started), "the long Spark task to start")
+        began = time.monotonic()
+        ssc.stop(stopSparkContext=False)
+        stop_took = time.monotonic() - began
+        assert action_ended.wait(WAIT_S), "the cancelled Spark action never returned"
+    finally:
+        open(release, "w").close()  # never leave a Python worker spinning
+    assert stop_took < 2.0 + 8.0  # 2 s grace for running jobs (as Spark), then cancel; slack for a busy machine
+    assert "cancelled" in str(outcome.get("error", "")).lower(), outcome
+    assert "aiodstream-" in str(outcome["error"])  # the job group of the batch was what got cancelled
+    [abandoned] = recorder.batches  # the batch is finalised as failed; the queued ones are dropped
+    assert "was abandoned by an immediate stop" in (abandoned.output_operation_infos[0].failure_reason or "")
+
+
+# -- sources --
+
+
+class LineServer:
+    """A TCP server on localhost for the socket stream: each connection gets the next script of lines."""
+
+    def __init__(self, scripts: list[list[str]], *, listen: bool = True) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.scripts = scripts
+        self.served = 0
+        self.released = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        if listen:
+            self.listen()
+
+    def listen(self) -> None:
+        self.sock.listen()
+        self._thread.start()
+
+    def _serve(self) -> None:
+        for i, lines in enumerate(self.scripts):
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall("".join(f"{line}\n" for line in lines).encode())
+                self.served += 1
+                if i == len(self.scripts) - 1:
+                    self.released.wait(WAIT_S)  # keep the last connection open until the test ends
+
+    def close(self) -> None:
+        self.released.set()
+        self.sock.close()
+
+
+def test_socket_stream_counts_records_per_batch_and_reconnects_after_the_server_drops_it(contexts: Any) -> None:
+    """Lines from a real TCP connection reach batches and BatchInfo.numRecords; after the server closes, the receiver reconnects."""
+    server = LineServer([[f"first {i}" for i in range(5)], [f"second {i}" for i in range(3)]])
+    ssc, recorder = contexts(0.2)
+    got: list[str] = []
+    ssc.socketTextStream("127.0.0.1", server.port, restartDelay=0.1).foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    try:
+        ssc.start()
+        batches = recorder.wait_for_records(8)
+        ssc.stop(stopSparkContext=False)
+    finally:
+        server.close()
+
+    assert got == [f"first {i}" for i in range(5)] + [f"second {i}" for i in range(3)]
+    assert sum(b.num_records for b in batches) == 8
+    assert all(b.stream_id_to_input_info[0].num_records == b.num_records for b in batches)
+    receiver_events = [e for e in recorder.events if isinstance(e, (ReceiverStarted, ReceiverStopped, ReceiverError))]
+    kinds = [type(e).__name__ for e in receiver_events]
+    assert kinds[:3] == ["ReceiverStarted", "ReceiverStopped", "ReceiverStarted"]
+    assert kinds[-1] == "ReceiverStopped"
+    restart = receiver_events[1].receiver_info
+    assert (restart.stream_id, restart.name, restart.active) == (0, "SocketReceiver-0", False)
+    assert restart.last_error_message == "Restarting receiver with delay 100ms: Socket data stream had no more data"
+    assert receiver_events[-1].receiver_info.last_error_message == "Stopped by driver"
+
+
+def test_socket_stream_reports_a_refused_connection_as_a_receiver_error_and_retries(contexts: Any) -> None:
+    """While nothing listens, each attempt posts ReceiverError; once the server listens, lines flow."""
+    server = LineServer([["hello", "world"]], listen=False)
+    ssc, recorder = contexts(0.2)
+    got: list[str] = []
+    ssc.socketTextStream("127.0.0.1", server.port, restartDelay=0.05).foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    try:
+        ssc.start()
+        recorder.wait_for(lambda evs: any(type(e) is ReceiverError for e in evs), "a ReceiverError")
+        server.listen()
+        recorder.wait_for_records(2)
+        ssc.stop(stopSparkContext=False)
+    finally:
+        server.close()
+
+    assert got == ["hello", "world"]
+    error = recorder.of_type(ReceiverError)[0].receiver_info
+    assert error.last_error_message == f"Error connecting to 127.0.0.1:{server.port}"
+    assert "ConnectionRefusedError" in error.last_error or "OSError" in error.last_error
+    assert error.last_error_time is not None
+
+
+def test_file_stream_reads_each_new_file_once_and_ignores_old_and_hidden_ones(contexts: Any, tmp_path: Path) -> None:
+    """textFileStream takes files moved in after it started, once each; old, hidden and pre-existing files are skipped."""
+    (tmp_path / "before.txt").write_text("before\n")
+    ssc, recorder = contexts(0.2)
+    got: list[str] = []
+    ssc.textFileStream(str(tmp_path)).foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    ssc.start()
+
+    def move_in(name: str, text: str, *, mtime: float | None = None) -> str:
+        staged = tmp_path / f".{name}.tmp"
+        staged.write_text(text)
+        if mtime is not None:
+            os.utime(staged, (mtime, mtime))
+        staged.rename(tmp_path / name)
+        return f"file:{tmp_path / name}"
+
+    def files_seen() -> list[str]:
+        return [f for b in recorder.batches for f in b.stream_id_to_input_info[0].metadata["files"]]
+
+    first = move_in("one.txt", "a\nb\n")
+    move_in("stale.txt", "stale\n", mtime=time.time() - 3600)
+    (tmp_path / ".hidden").write_text("hidden\n")
+    recorder.wait_for(lambda evs: first in files_seen(), "one.txt in a batch")
+    second = move_in("two.txt", "c\n")
+    recorder.wait_for(lambda evs: second in files_seen(), "two.txt in a batch")
+    batches_then = len(recorder.batches)
+    recorder.wait_for_batches(batches_then + 2)  # later batches do not take the files again
+    ssc.stop(stopSparkContext=False)
+
+    assert files_seen() == [first, second]
+    assert sorted(got) == ["a", "b", "c"]
+    info = next(b for b in recorder.batches if b.stream_id_to_input_info[0].metadata["files"]).stream_id_to_input_info[0]
+    assert info.num_records == 0 and info.metadata_description == first
+
+
+def test_binary_records_stream_reads_fixed_length_records_through_a_hadoop_uri(contexts: Any, tmp_path: Path) -> None:
+    """binaryRecordsStream on a file: URI (listed through Hadoop's FileSystem) splits new files into recordLength-byte records."""
+    ssc, recorder = contexts(0.2)
+    got: list[bytes] = []
+    ssc.binaryRecordsStream(f"file://{tmp_path}", 4).foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    ssc.start()
+    staged = tmp_path / ".r.bin"
+    staged.write_bytes(b"abcdefghijkl")
+    staged.rename(tmp_path / "r.bin")
+    recorder.wait_for(lambda evs: any(b.stream_id_to_input_info[0].metadata["files"] for b in recorder.batches), "r.bin in a batch")
+    ssc.stop(stopSparkContext=False)
+    assert got == [b"abcd", b"efgh", b"ijkl"]
+
+
+def test_a_missing_directory_gives_empty_batches(contexts: Any, tmp_path: Path) -> None:
+    """textFileStream on a directory that does not exist warns and produces empty batches; the context keeps running."""
+    ssc, recorder = contexts(0.2)
+    ssc.textFileStream(str(tmp_path / "missing")).foreachRDD(lambda rdd: None)
+    ssc.start()
+    batches = recorder.wait_for_batches(2)
+    ssc.stop(stopSparkContext=False)
+    assert all(not b.failed and b.stream_id_to_input_info[0].metadata["files"] == [] for b in batches)
+
+
+def test_async_source_items_reach_batches_and_a_full_buffer_holds_the_source_back(contexts: Any) -> None:
+    """Items of an async generator become records; with maxBufferedRecords=5 no batch gets more than 5; exhaustion stops the receiver."""
+    ssc, recorder = contexts(0.2)
+    got: list[int] = []
+
+    async def numbers() -> Any:
+        for i in range(23):
+            yield i
+
+    ssc.asyncIterableStream(numbers(), maxBufferedRecords=5).foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    ssc.start()
+    batches = recorder.wait_for_records(23)
+    recorder.wait_for(lambda evs: any(type(e) is ReceiverStopped for e in evs), "ReceiverStopped")
+    ssc.stop(stopSparkContext=False)
+    assert got == list(range(23))
+    assert max(b.num_records for b in batches) <= 5
+    stopped = recorder.of_type(ReceiverStopped)[0].receiver_info
+    assert (stopped.name, stopped.last_error_message) == ("AsyncIterableReceiver-0", "Async source exhausted")
+
+
+def test_a_failing_async_source_made_by_a_factory_is_restarted(contexts: Any) -> None:
+    """A source factory whose iterator raises posts ReceiverError, then is iterated afresh after the restart delay."""
+    ssc, recorder = contexts(0.2)
+    got: list[str] = []
+    runs = 0
+
+    async def flaky() -> Any:
+        nonlocal runs
+        runs += 1
+        yield f"run{runs}"
+        if runs == 1:
+            raise ConnectionResetError("upstream went away")
+
+    ssc.asyncIterableStream(flaky, restartDelay=0).foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    ssc.start()
+    recorder.wait_for_records(2)
+    ssc.stop(stopSparkContext=False)
+    assert got == ["run1", "run2"]
+    kinds = [type(e).__name__ for e in recorder.events if isinstance(e, (ReceiverStarted, ReceiverStopped, ReceiverError))]
+    assert kinds == ["ReceiverStarted", "ReceiverError", "ReceiverStopped", "ReceiverStarted", "ReceiverStopped"]
+    error = recorder.of_type(ReceiverError)[0].receiver_info
+    assert error.last_error_message == "Error receiving data from the async source"
+    assert "ConnectionResetError: upstream went away" in error.last_error
+
+
+# -- the async API inside a host application --
+
+
+async def host_app(spark_context: Any, log: list[str]) -> None:
+    """An async app: embeds a context with an async source, an async sink and a blocking Spark job, beside a ticker."""
+    job_running, ticked_during_job = threading.Event(), threading.Event()
+    sunk: list[int] = []
+    recorder = EventRecorder()
+
+    async def source() -> Any:
+        for i in range(6):
+            yield i
+
+    async def sink(rdd: Any) -> None:
+        sunk.extend(await anyio.to_thread.run_sync(rdd.collect))
+
+    def blocking_job(rdd: Any) -> None:
+        if ticked_during_job.is_set():
+            return
+        rdd.collect()
+        job_running.set()  # this worker thread now holds the batch; the host loop must keep running
+        if not ticked_during_job.wait(WAIT_S):
+            raise AssertionError("the host loop did not tick while a Spark job was running")
+
+    async def ticker() -> None:
+        ticks = 0
+        while not ticked_during_job.is_set():
+            await anyio.sleep(0.01)
+            if job_running.is_set():
+                ticks += 1
+                if ticks >= 5:
+                    ticked_during_job.set()
+
+    async with StreamingContext(spark_context, 0.2) as ssc:
+        ssc.addStreamingListener(recorder)
+        stream = ssc.asyncIterableStream(source())
+        stream.foreachRDD(sink)
+        stream.foreachRDD(blocking_job)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticker)
+            await ssc.start_async()
+            log.append(ssc.getState())
+            with anyio.fail_after(WAIT_S):
+                await recorder.wait_for(lambda evs: sum(e.batch_info.num_records for e in evs if type(e) is BatchCompleted) >= 6)
+            await ssc.stop_async()
+        log.append(ssc.getState())
+    failures = [e.output_operation_info.failure_reason for e in recorder.of_type(OutputOperationCompleted)
+                if e.output_operation_info.failure_reason]
+    assert failures == []
+    assert ticked_during_job.is_set()
+    assert sunk == list(range(6))
+    log.append("done")
+
+
+def test_the_async_api_runs_inside_an_asyncio_application(spark_context: Any) -> None:
+    """In asyncio.run, 'async with StreamingContext' runs batches while the host's own tasks keep running."""
+    log: list[str] = []
+    asyncio.run(host_app(spark_context, log))
+    assert log == ["ACTIVE", "STOPPED", "done"]
+    assert StreamingContext.getActive() is None
+
+
+def test_the_async_api_runs_inside_a_trio_application(spark_context: Any) -> None:
+    """In trio.run, the same program runs unchanged: async source, async sink, Spark jobs off the loop."""
+    import trio
+
+    log: list[str] = []
+    trio.run(host_app, spark_context, log)
+    assert log == ["ACTIVE", "STOPPED", "done"]
+    assert StreamingContext.getActive() is None
