@@ -1,12 +1,17 @@
-"""Listener events: one frozen record per kind of thing that happens (Spark's ``StreamingListenerEvent``s)."""
+"""Listener events: one frozen record per kind of thing that happens (Spark's ``StreamingListenerEvent``s).
+
+The ``Query*`` events are those of a checkpointed query (Structured Streaming's
+``StreamingQueryListener`` events), posted on the same bus.
+"""
 
 from __future__ import annotations
 
+import uuid
 from typing import Union
 
 import attrs
 
-from scheduler import Time
+from scheduler import StreamingQueryProgress, Time
 
 from ._info import BatchInfo, OutputOperationInfo, ReceiverInfo
 
@@ -16,6 +21,10 @@ __all__ = [
     "BatchSubmitted",
     "OutputOperationCompleted",
     "OutputOperationStarted",
+    "QueryIdle",
+    "QueryProgress",
+    "QueryStarted",
+    "QueryTerminated",
     "ReceiverError",
     "ReceiverStarted",
     "ReceiverStopped",
@@ -87,6 +96,46 @@ class ReceiverStopped:
     receiver_info: ReceiverInfo
 
 
+@attrs.frozen
+class QueryStarted:
+    """A checkpointed query started a run (Spark's ``QueryStartedEvent``); ``timestamp`` as ``2016-12-14T18:45:24.873Z``."""
+
+    id: uuid.UUID
+    run_id: uuid.UUID
+    name: str | None
+    timestamp: str
+
+
+@attrs.frozen
+class QueryProgress:
+    """A checkpointed query committed a batch (Spark's ``QueryProgressEvent``)."""
+
+    progress: StreamingQueryProgress
+
+
+@attrs.frozen
+class QueryIdle:
+    """A trigger found no new data and ran no batch (Spark's ``QueryIdleEvent``); ``timestamp`` is when it started."""
+
+    id: uuid.UUID
+    run_id: uuid.UUID
+    timestamp: str
+
+
+@attrs.frozen
+class QueryTerminated:
+    """A checkpointed query's run ended (Spark's ``QueryTerminatedEvent``).
+
+    ``exception`` is the failure with its traceback, or ``None`` for a clean stop;
+    ``error_class_on_exception`` is Spark's error class, always ``None`` here.
+    """
+
+    id: uuid.UUID
+    run_id: uuid.UUID
+    exception: str | None
+    error_class_on_exception: str | None = None
+
+
 StreamingEvent = Union[
     StreamingStarted,
     BatchSubmitted,
@@ -97,5 +146,9 @@ StreamingEvent = Union[
     ReceiverStarted,
     ReceiverError,
     ReceiverStopped,
+    QueryStarted,
+    QueryProgress,
+    QueryIdle,
+    QueryTerminated,
 ]
 """Any listener event: what :meth:`StreamingListenerBus.post` takes and a callable listener receives."""

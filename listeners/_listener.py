@@ -10,6 +10,10 @@ from ._events import (
     BatchSubmitted,
     OutputOperationCompleted,
     OutputOperationStarted,
+    QueryIdle,
+    QueryProgress,
+    QueryStarted,
+    QueryTerminated,
     ReceiverError,
     ReceiverStarted,
     ReceiverStopped,
@@ -29,6 +33,10 @@ HANDLER_NAMES: dict[type, str] = {
     ReceiverStarted: "on_receiver_started",
     ReceiverError: "on_receiver_error",
     ReceiverStopped: "on_receiver_stopped",
+    QueryStarted: "on_query_started",
+    QueryProgress: "on_query_progress",
+    QueryIdle: "on_query_idle",
+    QueryTerminated: "on_query_terminated",
 }
 
 MaybeAwaitable = Any  # None, or an awaitable for ``async def`` overrides
@@ -68,6 +76,18 @@ class StreamingListener:
 
     def on_receiver_stopped(self, event: ReceiverStopped) -> MaybeAwaitable:
         """A receiver stopped."""
+
+    def on_query_started(self, event: QueryStarted) -> MaybeAwaitable:
+        """A checkpointed query started a run."""
+
+    def on_query_progress(self, event: QueryProgress) -> MaybeAwaitable:
+        """A checkpointed query committed a batch."""
+
+    def on_query_idle(self, event: QueryIdle) -> MaybeAwaitable:
+        """A trigger of a checkpointed query found no new data."""
+
+    def on_query_terminated(self, event: QueryTerminated) -> MaybeAwaitable:
+        """A checkpointed query's run ended."""
 
 
 EventCallback = Callable[[Any], "Awaitable[None] | None"]

@@ -1,31 +1,73 @@
-"""The streaming runtime's engine: time, clocks, the batch timer, JobGenerator and JobScheduler.
+"""The streaming runtime's engine: time, clocks, the batch timer, JobGenerator, JobScheduler and checkpoints.
 
 The counterpart of Spark's ``org.apache.spark.streaming.scheduler`` package. Nothing here knows
 about Spark or about the listener bus; both attach through the protocols in this package.
 """
 
+from ._checkpoint import (
+    BatchGrid,
+    Checkpoint,
+    CheckpointDescription,
+    CheckpointState,
+    RecoveredBatch,
+)
 from ._clock import Clock, ManualClock, SystemClock, run_with_timeout
 from ._errors import (
+    CheckpointError,
+    ConcurrentCheckpointUpdateError,
+    CorruptCheckpointError,
     InvalidDurationError,
     InvalidPipelineError,
     JobFailedError,
     StreamingError,
     StreamingStateError,
+    UnsupportedLogVersionError,
 )
 from ._input_info import InputInfoTracker, StreamInputInfo
 from ._job import Job, is_async_callable
 from ._job_generator import BatchFinished, GenerateJobs, JobGenerator
 from ._job_scheduler import JobAbandonedError, JobScheduler, JobSchedulerStatistics
 from ._job_set import JobSet
-from ._protocols import BatchHook, JobGraph, JobSchedulerListener, ReceivingGraph
+from ._metadata_log import (
+    CommitLog,
+    CommitMetadata,
+    MetadataLog,
+    OffsetSeq,
+    OffsetSeqLog,
+    OffsetSeqMetadata,
+    write_new_file,
+)
+from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, QueryProgressListener, RunPlan
+from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
+from ._protocols import (
+    BatchHook,
+    BatchPlanner,
+    JobGraph,
+    JobSchedulerListener,
+    Offset,
+    ReceivingGraph,
+    ReplayableGraph,
+    ReplayableInput,
+)
+from ._query_options import ProgressTrackingOptions, Trigger
 from ._time import Duration, Milliseconds, Minutes, Seconds, Time
 from ._timer import RecurringTimer
 from ._virtual_clock import VirtualClock
 
 __all__ = [
     "BatchFinished",
+    "BatchGrid",
     "BatchHook",
+    "BatchPlanner",
+    "Checkpoint",
+    "CheckpointDescription",
+    "CheckpointError",
+    "CheckpointState",
     "Clock",
+    "CommitLog",
+    "CommitMetadata",
+    "ConcurrentCheckpointUpdateError",
+    "CorruptCheckpointError",
     "Duration",
     "GenerateJobs",
     "InputInfoTracker",
@@ -41,17 +83,38 @@ __all__ = [
     "JobSchedulerStatistics",
     "JobSet",
     "ManualClock",
+    "MetadataLog",
+    "MicroBatchTracker",
+    "MicroBatchTrackerStatistics",
     "Milliseconds",
     "Minutes",
+    "Offset",
+    "OffsetSeq",
+    "OffsetSeqLog",
+    "OffsetSeqMetadata",
+    "ProgressTrackingOptions",
+    "QueryProgressListener",
     "ReceivingGraph",
+    "RecoveredBatch",
     "RecurringTimer",
+    "ReplayableGraph",
+    "ReplayableInput",
+    "RunPlan",
     "Seconds",
+    "SinkProgress",
+    "SourceProgress",
     "StreamInputInfo",
     "StreamingError",
+    "StreamingQueryProgress",
+    "StreamingQueryStatus",
     "StreamingStateError",
     "SystemClock",
     "Time",
+    "Trigger",
+    "UnsupportedLogVersionError",
     "VirtualClock",
+    "format_timestamp",
     "is_async_callable",
     "run_with_timeout",
+    "write_new_file",
 ]

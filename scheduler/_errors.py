@@ -7,11 +7,15 @@ SparkException); each class also inherits the builtin a caller would naturally c
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointError",
+    "ConcurrentCheckpointUpdateError",
+    "CorruptCheckpointError",
     "InvalidDurationError",
     "InvalidPipelineError",
     "JobFailedError",
     "StreamingError",
     "StreamingStateError",
+    "UnsupportedLogVersionError",
 ]
 
 
@@ -50,3 +54,34 @@ class JobFailedError(StreamingError, RuntimeError):
         super().__init__(message)
         self.job_id = job_id
         self.batch_time_ms = batch_time_ms
+
+
+class CheckpointError(StreamingError, RuntimeError):
+    """A checkpoint directory cannot be used as it is (Spark's ``IllegalStateException`` there).
+
+    Attributes:
+        path: the file or directory at fault, or ``None`` when the fault is not in one place.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CorruptCheckpointError(CheckpointError, ValueError):
+    """A checkpoint file cannot be parsed: damaged, truncated, or not written by aiodstream.
+
+    Never raised for a half-written entry of our own: entries are written to a temporary name
+    and renamed, and temporary names are never read.
+    """
+
+
+class UnsupportedLogVersionError(CorruptCheckpointError):
+    """A log entry was written in a newer format than this version reads (Spark's ``UnsupportedLogVersion``)."""
+
+
+class ConcurrentCheckpointUpdateError(CheckpointError):
+    """An entry this query was about to write already exists: another query uses the same checkpoint.
+
+    Spark's ``CONCURRENT_STREAM_LOG_UPDATE``: a log entry is written once and never overwritten.
+    """

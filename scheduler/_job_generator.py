@@ -17,7 +17,8 @@ import structlog
 
 from ._clock import Clock
 from ._input_info import InputInfoTracker
-from ._protocols import BatchHook, JobGraph
+from ._job_set import JobSet
+from ._protocols import BatchHook, BatchPlanner, JobGraph
 from ._streams import YIELD_EVERY, receive_fast
 from ._time import Duration, Time
 from ._timer import RecurringTimer
@@ -41,6 +42,7 @@ class BatchFinished:
 
     time: Time
     succeeded: bool
+    job_set: JobSet | None = attrs.field(default=None, eq=False)
 
 
 GeneratorMessage = Union[GenerateJobs, BatchFinished]
@@ -61,6 +63,8 @@ class JobGenerator:
         input_infos: InputInfoTracker,
         hooks: Sequence[BatchHook],
         report_error: Callable[[str, BaseException, Time | None], None],
+        *,
+        planner: BatchPlanner | None = None,
     ) -> None:
         """Wire the generator; nothing runs until :meth:`run`."""
         self._scheduler = scheduler
@@ -70,6 +74,7 @@ class JobGenerator:
         self._input_infos = input_infos
         self._hooks = tuple(hooks)
         self._report_error = report_error
+        self._planner = planner
         self._send, self._receive = anyio.create_memory_object_stream[GeneratorMessage](math.inf)
         self.timer = RecurringTimer(clock, batch_duration, self._on_tick, "JobGenerator")
         self.zero_time: Time | None = None
@@ -99,9 +104,13 @@ class JobGenerator:
 
     # -- the loop --
 
-    def start_graph(self, first_batch: Time) -> None:
-        """Start the graph so that its first batch is ``first_batch`` (zero time one batch earlier)."""
-        self.zero_time = first_batch.minus(self.batch_duration)
+    def start_graph(self, first_batch: Time, zero_time: Time | None = None) -> None:
+        """Start the graph with ``zero_time`` (default: one batch before ``first_batch``, a first start).
+
+        A restart passes the zero time restored from the checkpoint, so the grid (and the batch
+        ids derived from it) carries on where the previous run left it.
+        """
+        self.zero_time = first_batch.minus(self.batch_duration) if zero_time is None else zero_time
         self._graph.start(self.zero_time, self._input_infos)
 
     async def run_loop(self) -> None:
@@ -122,7 +131,7 @@ class JobGenerator:
                         if not self.discard_new_batches:
                             await self._generate_jobs(message.time)
                     else:
-                        await self._finish_batch(message.time, message.succeeded)
+                        await self._finish_batch(message)
                 except Exception as exc:  # a hook or the graph misbehaved: report, keep going
                     self._report_error("Error in job generator", exc, None)
                 finally:
@@ -131,7 +140,11 @@ class JobGenerator:
     async def _generate_jobs(self, time: Time) -> None:
         # Spark's order: allocate received input, generate jobs (this is where input streams
         # compute and report their input infos), collect those infos, submit, then checkpoint.
+        # A planner goes first: the batch's input is decided and written to the offsets log
+        # before anything reads it, so a crash at any later point re-runs the same input.
         try:
+            if self._planner is not None:
+                await self._planner.plan_batch(time)
             await self._graph.allocate_input(time)
             jobs = await self._graph.generate_jobs(time)
         except Exception as exc:
@@ -145,7 +158,15 @@ class JobGenerator:
             for hook in self._hooks:
                 await hook.batch_generated(time, pending)
 
-    async def _finish_batch(self, time: Time, succeeded: bool) -> None:
+    async def _finish_batch(self, message: BatchFinished) -> None:
+        time, succeeded = message.time, message.succeeded
+        if self._planner is not None and message.job_set is not None:
+            # First, before cleanup and hooks: the commit marks the batch done for a restart.
+            try:
+                await self._planner.batch_finished(message.job_set, succeeded)
+            except Exception as exc:
+                self._report_error(f"Error finishing batch {time}", exc, time)
+                succeeded = False
         if succeeded:
             self._graph.clear_metadata(time)
             for hook in self._hooks:

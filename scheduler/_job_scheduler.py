@@ -22,9 +22,9 @@ from ._clock import Clock, run_with_timeout
 from ._errors import InvalidDurationError, JobFailedError, StreamingStateError
 from ._input_info import InputInfoTracker, StreamInputInfo
 from ._job import Job
-from ._job_generator import BatchFinished, JobGenerator
+from ._job_generator import BatchFinished, GenerateJobs, JobGenerator
 from ._job_set import JobSet
-from ._protocols import BatchHook, JobGraph, JobSchedulerListener, ReceivingGraph
+from ._protocols import BatchHook, BatchPlanner, JobGraph, JobSchedulerListener, ReceivingGraph
 from ._streams import YIELD_EVERY, receive_fast
 from ._time import Duration, Milliseconds, Time
 
@@ -72,6 +72,7 @@ class JobScheduler:
         concurrent_jobs: int = 1,
         hooks: Sequence[BatchHook] = (),
         report_error: ErrorReporter | None = None,
+        planner: BatchPlanner | None = None,
     ) -> None:
         """Wire a scheduler; nothing runs until :meth:`run`.
 
@@ -83,6 +84,8 @@ class JobScheduler:
             concurrent_jobs: how many jobs may run at once (Spark's ``spark.streaming.concurrentJobs``).
             hooks: per-batch hooks (checkpointing, source commits).
             report_error: receives every job and generation failure (the context's waiter).
+            planner: decides and logs each batch's input before its jobs are generated, and
+                commits it once they succeed (the offsets and commits logs).
         """
         if not isinstance(batch_duration, Duration) or batch_duration.milliseconds <= 0:
             raise InvalidDurationError(
@@ -97,7 +100,7 @@ class JobScheduler:
         self._report = report_error
         self.input_info_tracker = InputInfoTracker()
         self.generator = JobGenerator(
-            self, graph, clock, batch_duration, self.input_info_tracker, hooks, self._report_error
+            self, graph, clock, batch_duration, self.input_info_tracker, hooks, self._report_error, planner=planner
         )
         self._job_sets: dict[Time, JobSet] = {}  # submitted, not finalised, in time order
         self._failed_times: list[Time] = []
@@ -117,11 +120,29 @@ class JobScheduler:
 
     # -- lifecycle --
 
-    async def run(self, start: Time | None = None, *, task_status: anyio.abc.TaskStatus[Time] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        start: Time | None = None,
+        *,
+        zero_time: Time | None = None,
+        reschedule: Sequence[Time] = (),
+        timer: bool = True,
+        task_status: anyio.abc.TaskStatus[Time] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
         """Run the generator, the timer and the workers until :meth:`stop` completes.
 
-        Reports the first batch time to ``task_group.start``. ``start`` overrides the first batch
-        time (default: the next multiple of the batch duration after now).
+        Reports the first batch time to ``task_group.start``.
+
+        Args:
+            start: the first batch time the timer fires (default: the next multiple of the batch
+                duration after now). A start in the past makes the timer fire every grid time
+                from there up to now back to back: a restart's down-time batches.
+            zero_time: the grid's zero time (default: one batch before ``start``); a restart
+                passes the one restored from its checkpoint.
+            reschedule: batch times generated before the timer's first tick, in this order
+                (a restart's pending batches, re-run with their logged input).
+            timer: without a timer, batches are generated only by :meth:`generate_batch`
+                (trigger-driven runs: once, available-now).
         """
         if self._started:
             raise StreamingStateError("JobScheduler has already been started")
@@ -129,7 +150,10 @@ class JobScheduler:
         self._finished = anyio.Event()
         try:
             first = self.generator.timer.start_time() if start is None else start
-            self.generator.start_graph(first)
+            self.generator.start_graph(first, zero_time)
+            # Queued before the timer starts, so they are generated before any new batch.
+            for time in reschedule:
+                self.generator.post(GenerateJobs(time))
             async with anyio.create_task_group() as tg:
                 for _ in range(self.concurrent_jobs):
                     tg.start_soon(self._worker, self._job_receive.clone())
@@ -138,8 +162,9 @@ class JobScheduler:
                 graph = self.generator._graph
                 if isinstance(graph, ReceivingGraph):
                     await tg.start(graph.run_receivers)
-                await tg.start(self.generator.timer.run, first)
-                self._log.info("job scheduler started", first_batch=first.milliseconds,
+                if timer:
+                    await tg.start(self.generator.timer.run, first)
+                self._log.info("job scheduler started", first_batch=first.milliseconds, rescheduled=len(reschedule),
                                batch_ms=self.batch_duration.milliseconds, concurrent_jobs=self.concurrent_jobs)
                 task_status.started(first)
         finally:
@@ -209,6 +234,15 @@ class JobScheduler:
             job.cancel()
         except Exception:  # cancelling is best effort; the job is abandoned regardless
             self._log.exception("job cancel hook failed", job=str(job))
+
+    def generate_batch(self, time: Time) -> None:
+        """Generate the batch for ``time`` now, outside the timer (trigger-driven runs).
+
+        Batches are generated in the order asked; call it only while :meth:`run` is running.
+        """
+        if self._finished is None or self._finished.is_set():
+            raise StreamingStateError("generate_batch() needs a running JobScheduler")
+        self.generator.post(GenerateJobs(time))
 
     # -- submission --
 
@@ -362,7 +396,7 @@ class JobScheduler:
             succeeded = not job_set.failed
             if not succeeded:
                 self._failed_times.append(time)
-            self.generator.post(BatchFinished(time, succeeded))
+            self.generator.post(BatchFinished(time, succeeded, job_set))
             self._work_done()
 
     def _drop_job(self, job: Job) -> None:

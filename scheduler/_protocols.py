@@ -1,8 +1,10 @@
 """The seams between the scheduler and what it drives: the job graph, batch hooks, and listeners.
 
-``JobGraph`` is Spark's ``DStreamGraph`` seen from the scheduler; ``BatchHook`` is where
-checkpointing and source commits attach; ``JobSchedulerListener`` is how the listener bus hears
-about batches without the scheduler importing it.
+``JobGraph`` is Spark's ``DStreamGraph`` seen from the scheduler; ``ReplayableGraph`` is a graph
+whose input can be read again by offsets; ``BatchPlanner`` decides and logs each batch's input
+before its jobs exist; ``BatchHook`` is where per-batch callbacks attach;
+``JobSchedulerListener`` is how the listener bus hears about batches without the scheduler
+importing it.
 """
 
 from __future__ import annotations
@@ -11,13 +13,30 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import anyio
 import anyio.abc
+import attrs
 
 from ._input_info import InputInfoTracker
 from ._job import Job
 from ._job_set import JobSet
 from ._time import Time
 
-__all__ = ["BatchHook", "JobGraph", "JobSchedulerListener", "ReceivingGraph"]
+__all__ = [
+    "BatchHook",
+    "BatchPlanner",
+    "JobGraph",
+    "JobSchedulerListener",
+    "Offset",
+    "ReceivingGraph",
+    "ReplayableGraph",
+    "ReplayableInput",
+]
+
+Offset = str | None
+"""A source's position as its own one-line JSON text (``"5"``, ``{"files":3,...}``), or ``None`` for none yet.
+
+Offsets are opaque to the engine: it stores them in the offsets log (``-`` for ``None``) and
+hands them back to the graph; only equality is used (equal text means no new data).
+"""
 
 
 @runtime_checkable
@@ -55,6 +74,79 @@ class ReceivingGraph(JobGraph, Protocol):
 
     async def run_receivers(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run every receiver until :meth:`stop`; report ready once all have started."""
+        ...
+
+
+@attrs.frozen
+class ReplayableInput:
+    """One replayable input of a graph: its input stream id (as in its ``StreamInputInfo``) and a description."""
+
+    stream_id: int
+    description: str
+
+
+@runtime_checkable
+class ReplayableGraph(JobGraph, Protocol):
+    """A job graph whose every input can be read again, by offset range, after a restart.
+
+    Each batch covers, for every input, the range ``(start, end]`` between two offsets. The
+    engine asks the graph where the input ends now (:meth:`latest_offsets`) and where the next
+    batch should end (:meth:`plan_offsets`), writes that to the offsets log, and only then tells
+    the graph the batch's range (:meth:`set_batch_offsets`) and generates its jobs, which must
+    read exactly that range. A restart re-runs a logged batch by calling
+    :meth:`set_batch_offsets` with the logged range again.
+
+    The order of :meth:`replayable_inputs` is the order of offset lines in the log; it must stay
+    the same across restarts.
+    """
+
+    def replayable_inputs(self) -> Sequence[ReplayableInput]:
+        """The graph's inputs in offset-log order; called after :meth:`start`.
+
+        Raises:
+            InvalidPipelineError: some input cannot be replayed (a plain function, a socket
+                without a write-ahead log).
+        """
+        ...
+
+    @property
+    def is_stateful(self) -> bool:
+        """Whether batches carry state to later batches (async progress tracking refuses those)."""
+        ...
+
+    async def latest_offsets(self) -> Sequence[Offset]:
+        """Where each input ends now: everything available, ignoring read limits."""
+        ...
+
+    async def plan_offsets(self, start: Sequence[Offset], limit: Sequence[Offset]) -> Sequence[Offset]:
+        """Where the next batch, starting at ``start``, ends: at most ``limit``, within each input's read limit."""
+        ...
+
+    def set_batch_offsets(self, time: Time, start: Sequence[Offset], end: Sequence[Offset]) -> None:
+        """Batch ``time`` covers ``(start, end]`` of each input; ``generate_jobs(time)`` follows."""
+        ...
+
+    async def commit_offsets(self, end: Sequence[Offset]) -> None:
+        """Every batch up to ``end`` is committed: inputs may release what precedes it."""
+        ...
+
+
+@runtime_checkable
+class BatchPlanner(Protocol):
+    """Decides and logs each batch's input before its jobs exist, and records each batch's end.
+
+    The JobGenerator calls it on its own task, one batch at a time: :meth:`plan_batch` before the
+    graph generates a batch, :meth:`batch_finished` in batch-time order once its jobs ended,
+    before any :class:`BatchHook`. This is where the offsets write-ahead log and the commits
+    log attach (Structured Streaming's ``constructNextBatch`` and ``markMicroBatchEnd``).
+    """
+
+    async def plan_batch(self, time: Time) -> None:
+        """Prepare batch ``time`` (decide and log its input); raising skips the batch and is reported."""
+        ...
+
+    async def batch_finished(self, job_set: JobSet, succeeded: bool) -> None:
+        """Every job of ``job_set`` ended and every earlier batch is finalised."""
         ...
 
 

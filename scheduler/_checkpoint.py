@@ -1,0 +1,352 @@
+"""Checkpoint: a query's directory of identity, offsets and commits, and where a restart resumes.
+
+Structured Streaming's layout (``metadata``, ``offsets/``, ``commits/``) read with its restart
+rules (``populateStartOffsets``) widened to DStream's pending batches: every logged batch without
+a commit is re-run. Every method blocks on file I/O: async callers use worker threads.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Sequence
+
+import attrs
+
+from ._errors import CheckpointError, ConcurrentCheckpointUpdateError
+from ._metadata_log import (
+    CommitLog,
+    CommitMetadata,
+    OffsetSeq,
+    OffsetSeqLog,
+    parse_query_metadata,
+    remove_temp_files,
+    serialize_query_metadata,
+    write_new_file,
+)
+from ._protocols import Offset
+from ._time import Duration, Time
+
+__all__ = [
+    "GRID_INTERVAL_KEY",
+    "GRID_ZERO_KEY",
+    "BatchGrid",
+    "Checkpoint",
+    "CheckpointDescription",
+    "CheckpointState",
+    "RecoveredBatch",
+]
+
+GRID_INTERVAL_KEY = "aiodstream.batchDurationMs"
+"""Key in an offsets entry's ``conf`` holding the batch interval the checkpoint was written with."""
+GRID_ZERO_KEY = "aiodstream.zeroTimeMs"
+"""Key in an offsets entry's ``conf`` holding the zero time of the batch grid."""
+
+METADATA_FILE = "metadata"
+OFFSETS_DIR = "offsets"
+COMMITS_DIR = "commits"
+
+
+@attrs.frozen
+class BatchGrid:
+    """The batch grid of a query: batch ``n`` runs at ``zero_time + (n + 1) * batch_duration``.
+
+    The grid is persisted in every offsets entry, so batch ids and batch times map onto each
+    other the same way across restarts (DStream's zero time, restored from its checkpoint).
+    """
+
+    zero_time: Time
+    batch_duration: Duration
+
+    def time_of(self, batch_id: int) -> Time:
+        """The batch time of ``batch_id``."""
+        return Time(self.zero_time.milliseconds + (batch_id + 1) * self.batch_duration.milliseconds)
+
+    def batch_id_of(self, time: Time) -> int:
+        """The batch id of ``time``, which must be a grid time after the zero time."""
+        offset = time.milliseconds - self.zero_time.milliseconds
+        period = self.batch_duration.milliseconds
+        if offset <= 0 or offset % period:
+            raise ValueError(f"{time} is not a batch time on the grid {self.zero_time} + k * {self.batch_duration}, k >= 1")
+        return offset // period - 1
+
+    def conf(self) -> dict[str, str]:
+        """The grid as ``conf`` entries of an offsets entry."""
+        return {GRID_INTERVAL_KEY: str(self.batch_duration.milliseconds), GRID_ZERO_KEY: str(self.zero_time.milliseconds)}
+
+
+@attrs.frozen
+class RecoveredBatch:
+    """A logged batch that has no commit: a restart runs it again with the same time and input."""
+
+    batch_id: int
+    time: Time
+    start: tuple[Offset, ...]
+    end: tuple[Offset, ...]
+
+
+@attrs.frozen
+class CheckpointState:
+    """What a (re)starting query finds in its checkpoint.
+
+    Attributes:
+        query_id: the query's id, kept across restarts.
+        created: whether this start created the checkpoint's ``metadata`` (a first start).
+        grid: the batch grid the logged batches are on, or ``None`` if no batch was ever logged.
+        offset_ids: ids of the offsets entries on disk, ascending.
+        commit_ids: ids of the commits entries on disk, ascending.
+        latest_batch_id: the newest logged batch, or ``None``.
+        latest_end: that batch's end offsets, where the next new batch starts.
+        rerun: logged batches without a commit, ascending: run again before anything new.
+    """
+
+    query_id: uuid.UUID
+    created: bool
+    grid: BatchGrid | None
+    offset_ids: tuple[int, ...] = ()
+    commit_ids: tuple[int, ...] = ()
+    latest_batch_id: int | None = None
+    latest_end: tuple[Offset, ...] | None = None
+    rerun: tuple[RecoveredBatch, ...] = ()
+
+    @property
+    def latest_committed(self) -> int | None:
+        """The newest committed batch id, or ``None``."""
+        return self.commit_ids[-1] if self.commit_ids else None
+
+
+@attrs.frozen
+class CheckpointDescription:
+    """A read-only summary of a checkpoint directory (``aiodstream checkpoint <dir>``)."""
+
+    location: str
+    query_id: uuid.UUID | None
+    grid: BatchGrid | None
+    offset_ids: tuple[int, ...]
+    commit_ids: tuple[int, ...]
+    latest_offsets: tuple[int, OffsetSeq] | None
+    latest_commit: tuple[int, CommitMetadata] | None
+    pending: tuple[int, ...]
+    temp_files: int
+
+
+class Checkpoint:
+    """A checkpoint directory: ``metadata`` (the query id), ``offsets/`` and ``commits/``.
+
+    Blocking; one query writes to a directory at a time (a second writer is detected when it
+    tries to write an entry that exists, and fails with :class:`ConcurrentCheckpointUpdateError`).
+    """
+
+    def __init__(self, location: str | os.PathLike[str]) -> None:
+        """A checkpoint at ``location`` (created on :meth:`open`)."""
+        self.root = Path(location)
+        self.metadata_path = self.root / METADATA_FILE
+        self.offsets = OffsetSeqLog(self.root / OFFSETS_DIR)
+        self.commits = CommitLog(self.root / COMMITS_DIR)
+
+    # -- the query id --
+
+    def read_query_id(self) -> uuid.UUID | None:
+        """The query id in ``metadata``, or ``None`` if there is no such file.
+
+        Raises:
+            CorruptCheckpointError: the file is not ``{"id":"<uuid>"}``.
+        """
+        try:
+            text = self.metadata_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError as exc:
+            return parse_query_metadata(f"<not UTF-8: {exc}>", str(self.metadata_path))
+        return parse_query_metadata(text, str(self.metadata_path))
+
+    def create_query_id(self) -> uuid.UUID:
+        """Write ``metadata`` with a new random query id; it is written once and never changed.
+
+        Raises:
+            ConcurrentCheckpointUpdateError: another query created it meanwhile.
+        """
+        query_id = uuid.uuid4()
+        if not write_new_file(self.metadata_path, serialize_query_metadata(query_id).encode("utf-8")):
+            raise ConcurrentCheckpointUpdateError(
+                f"cannot create {self.metadata_path}: it appeared while this query was starting, so another query is "
+                "using the same checkpoint directory; give each query its own checkpoint_location",
+                path=str(self.metadata_path),
+            )
+        return query_id
+
+    # -- opening for a run --
+
+    def open(self, batch_duration: Duration, num_sources: int) -> CheckpointState:
+        """Create the directory and query id if needed, clear leftovers of killed writers, and recover.
+
+        Raises:
+            CheckpointError: the checkpoint cannot be resumed by this query (see :meth:`recover`).
+            CorruptCheckpointError: an entry needed to resume cannot be read.
+        """
+        if self.root.exists() and not self.root.is_dir():
+            raise CheckpointError(f"checkpoint location {self.root} is a file, not a directory; pass a directory path",
+                                  path=str(self.root))
+        self.root.mkdir(parents=True, exist_ok=True)
+        query_id = self.read_query_id()
+        created = query_id is None
+        if query_id is None:
+            query_id = self.create_query_id()
+        for directory in (self.offsets.directory, self.commits.directory, self.root):
+            remove_temp_files(directory)
+        return self.recover(query_id, created, batch_duration, num_sources)
+
+    def recover(self, query_id: uuid.UUID, created: bool, batch_duration: Duration, num_sources: int) -> CheckpointState:
+        """Read the logs and decide where the query resumes.
+
+        The newest offsets entry gives the grid (checked against ``batch_duration``) and where
+        new batches start. Every offsets entry without a commit is re-run over the range from
+        the previous entry on disk to its own offsets: with synchronous tracking that is exactly
+        the batch that was logged; with asynchronous tracking, whose log may be sparse, it also
+        covers the batches in between that never reached the disk (Spark's rule).
+
+        Raises:
+            CheckpointError: written with another interval or number of sources, not written by
+                aiodstream, or missing an entry that a re-run needs.
+            CorruptCheckpointError: a needed entry cannot be read.
+        """
+        offset_ids = self.offsets.batch_ids()
+        commit_ids = self.commits.batch_ids()
+        if not offset_ids:
+            return CheckpointState(query_id, created, None, (), tuple(commit_ids))
+        latest = offset_ids[-1]
+        latest_entry = self._offsets_entry(latest)
+        grid = self._grid_of(latest, latest_entry, batch_duration)
+        if len(latest_entry.offsets) != num_sources:
+            raise CheckpointError(
+                f"cannot resume from {self.root}: {self.offsets.path_of(latest)} has offsets for {len(latest_entry.offsets)} "
+                f"source(s) and the pipeline now has {num_sources}; a restart needs the same sources in the same order, "
+                "or a new checkpoint directory",
+                path=str(self.offsets.path_of(latest)),
+            )
+        if commit_ids and commit_ids[-1] > latest:
+            raise CheckpointError(
+                f"cannot resume from {self.root}: {self.commits.path_of(commit_ids[-1])} commits a batch that has no "
+                f"offsets entry (the newest is {self.offsets.path_of(latest)}); offsets entries were removed by hand: "
+                "restore them, or start over with a new checkpoint directory",
+                path=str(self.commits.path_of(commit_ids[-1])),
+            )
+        committed = set(commit_ids)
+        rerun = []
+        for position, batch_id in enumerate(offset_ids):
+            if batch_id in committed:
+                continue
+            entry = latest_entry if batch_id == latest else self._offsets_entry(batch_id)
+            self._check_on_grid(batch_id, entry, grid)
+            if position > 0:
+                start = self._offsets_entry(offset_ids[position - 1]).offsets
+            elif batch_id == 0:
+                start = (None,) * num_sources
+            else:
+                raise CheckpointError(
+                    f"cannot re-run batch {batch_id} from {self.root}: its input starts where the previous offsets entry "
+                    f"ends, and there is no entry before {self.offsets.path_of(batch_id)}; restore the missing entries, or "
+                    "start over with a new checkpoint directory",
+                    path=str(self.offsets.path_of(batch_id)),
+                )
+            rerun.append(RecoveredBatch(batch_id, grid.time_of(batch_id), tuple(start), entry.offsets))
+        return CheckpointState(query_id, created, grid, tuple(offset_ids), tuple(commit_ids), latest, latest_entry.offsets,
+                               tuple(rerun))
+
+    def _offsets_entry(self, batch_id: int) -> OffsetSeq:
+        entry = self.offsets.get(batch_id)
+        if entry is None:
+            raise CheckpointError(f"{self.offsets.path_of(batch_id)} disappeared while the checkpoint was being read; "
+                                  "is another process purging it?", path=str(self.offsets.path_of(batch_id)))
+        return entry
+
+    def _grid_of(self, batch_id: int, entry: OffsetSeq, batch_duration: Duration) -> BatchGrid:
+        path = self.offsets.path_of(batch_id)
+        conf = entry.metadata.conf if entry.metadata is not None else {}
+        interval, zero = conf.get(GRID_INTERVAL_KEY), conf.get(GRID_ZERO_KEY)
+        if interval is None or zero is None or not interval.isdigit() or not zero.lstrip("-").isdigit():
+            raise CheckpointError(
+                f"cannot resume from {self.root}: {path} has no batch grid ({GRID_INTERVAL_KEY} and {GRID_ZERO_KEY} in its "
+                "conf), so it was not written by aiodstream; use a new checkpoint directory",
+                path=str(path),
+            )
+        if int(interval) != batch_duration.milliseconds:
+            raise CheckpointError(
+                f"cannot resume from {self.root}: it was written with a batch interval of {interval} ms and this runtime's "
+                f"is {batch_duration.milliseconds} ms; batch ids and times are tied to the interval, so keep "
+                f"batch_duration=Milliseconds({interval}), or use a new checkpoint directory",
+                path=str(path),
+            )
+        grid = BatchGrid(Time(int(zero)), batch_duration)
+        self._check_on_grid(batch_id, entry, grid)
+        return grid
+
+    def _check_on_grid(self, batch_id: int, entry: OffsetSeq, grid: BatchGrid) -> None:
+        stamp = entry.metadata.batch_timestamp_ms if entry.metadata is not None else None
+        expected = grid.time_of(batch_id).milliseconds
+        if stamp != expected:
+            path = self.offsets.path_of(batch_id)
+            raise CheckpointError(
+                f"cannot resume from {self.root}: {path} says batch {batch_id} ran at {stamp} ms, but on the checkpoint's "
+                f"grid (zero time {grid.zero_time.milliseconds} ms, every {grid.batch_duration.milliseconds} ms) it runs at "
+                f"{expected} ms; the entry was edited or copied from another query: restore it, or use a new checkpoint directory",
+                path=str(path),
+            )
+
+    # -- purging --
+
+    def purge(self, threshold: int, offset_ids: Sequence[int] | None = None, commit_ids: Sequence[int] | None = None) -> None:
+        """Delete offsets and commits entries below ``threshold``.
+
+        Offsets go first: a crash in between leaves commits without offsets, which a restart
+        ignores; the other order would leave old offsets without commits, which it would re-run.
+        """
+        self.offsets.purge(threshold, offset_ids)
+        self.commits.purge(threshold, commit_ids)
+
+    # -- inspection --
+
+    def describe(self) -> CheckpointDescription:
+        """Summarise the checkpoint without changing anything.
+
+        Raises:
+            CheckpointError: the location does not exist or is not a checkpoint directory.
+            CorruptCheckpointError: the metadata or the newest entries cannot be read.
+        """
+        if not self.root.exists():
+            raise CheckpointError(f"no checkpoint at {self.root}: the directory does not exist", path=str(self.root))
+        if not self.root.is_dir():
+            raise CheckpointError(f"no checkpoint at {self.root}: it is a file, not a directory", path=str(self.root))
+        if not (self.metadata_path.exists() or self.offsets.directory.is_dir() or self.commits.directory.is_dir()):
+            raise CheckpointError(
+                f"{self.root} is not a checkpoint directory: it has no '{METADATA_FILE}' file and no '{OFFSETS_DIR}' or "
+                f"'{COMMITS_DIR}' directory",
+                path=str(self.root),
+            )
+        query_id = self.read_query_id()
+        offset_ids = self.offsets.batch_ids()
+        commit_ids = self.commits.batch_ids()
+        latest_offsets = self.offsets.get_latest()
+        latest_commit = self.commits.get_latest()
+        grid = None
+        if latest_offsets is not None and latest_offsets[1].metadata is not None:
+            conf = latest_offsets[1].metadata.conf
+            interval, zero = conf.get(GRID_INTERVAL_KEY, ""), conf.get(GRID_ZERO_KEY, "")
+            if interval.isdigit() and int(interval) > 0 and zero.lstrip("-").isdigit():
+                grid = BatchGrid(Time(int(zero)), Duration(int(interval)))
+        committed = set(commit_ids)
+        temp = sum(
+            1
+            for directory in (self.root, self.offsets.directory, self.commits.directory)
+            if directory.is_dir()
+            for name in os.listdir(directory)
+            if name.startswith(".") and name.endswith(".tmp")
+        )
+        return CheckpointDescription(
+            str(self.root), query_id, grid, tuple(offset_ids), tuple(commit_ids), latest_offsets, latest_commit,
+            tuple(i for i in offset_ids if i not in committed), temp,
+        )
+
+    def __repr__(self) -> str:
+        return f"<Checkpoint {str(self.root)!r}>"

@@ -1,0 +1,120 @@
+"""Triggers and progress-tracking options of a checkpointed query (Spark's ``Trigger`` and writer options).
+
+Options keep Spark's names and defaults (``asyncProgressTrackingEnabled``,
+``asyncProgressTrackingCheckpointIntervalMs``, ``spark.sql.streaming.minBatchesToRetain``, ...),
+matched case-insensitively as Spark's writer options are.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Mapping
+
+import attrs
+
+from ._errors import InvalidPipelineError
+
+__all__ = ["ProgressTrackingOptions", "Trigger"]
+
+
+class Trigger(enum.Enum):
+    """When batches run (Spark's ``Trigger``)."""
+
+    PROCESSING_TIME = "ProcessingTime"
+    """One batch per grid time, ``batch_duration`` apart, for ever: DStream's timer."""
+    ONCE = "Once"
+    """One batch with everything available (read limits ignored), then stop. With a batch left
+    uncommitted in the checkpoint, only that batch runs again, as in Spark."""
+    AVAILABLE_NOW = "AvailableNow"
+    """Everything available at start, in as many batches as read limits need, back to back; then stop."""
+
+
+ASYNC_ENABLED = "asyncProgressTrackingEnabled"
+ASYNC_INTERVAL = "asyncProgressTrackingCheckpointIntervalMs"
+MIN_BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
+NUM_RECENT_PROGRESS = "spark.sql.streaming.numRecentProgressUpdates"
+NO_DATA_PROGRESS_INTERVAL = "spark.sql.streaming.noDataProgressEventInterval"
+
+_KNOWN = (ASYNC_ENABLED, ASYNC_INTERVAL, MIN_BATCHES_TO_RETAIN, NUM_RECENT_PROGRESS, NO_DATA_PROGRESS_INTERVAL)
+
+
+def _bool(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise InvalidPipelineError(f"option {key} must be true or false, got {value!r}")
+
+
+def _int(key: str, value: object, minimum: int, unit: str) -> int:
+    parsed: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        parsed = value
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        parsed = int(value.strip())
+    if parsed is None or parsed < minimum:
+        bound = "a positive" if minimum == 1 else "a non-negative"
+        raise InvalidPipelineError(f"option {key} must be {bound} whole number of {unit}, got {value!r}")
+    return parsed
+
+
+@attrs.frozen
+class ProgressTrackingOptions:
+    """How a checkpointed query logs its progress and reports it.
+
+    Attributes:
+        async_progress_tracking_enabled: write the offsets and commits logs on a background
+            writer, off the batches' critical path (``asyncProgressTrackingEnabled``).
+        async_progress_tracking_checkpoint_interval_ms: with async tracking, the least time
+            between two durable offsets writes; 0 writes every batch
+            (``asyncProgressTrackingCheckpointIntervalMs``, default 1000).
+        min_batches_to_retain: offsets and commits entries kept on disk
+            (``spark.sql.streaming.minBatchesToRetain``, default 100).
+        num_recent_progress_updates: bound of ``recent_progress``; as in Spark, it keeps one
+            fewer than this (``spark.sql.streaming.numRecentProgressUpdates``, default 100).
+        no_data_progress_event_interval_ms: least time between two idle-trigger progress
+            entries (``spark.sql.streaming.noDataProgressEventInterval``, default 10000).
+    """
+
+    async_progress_tracking_enabled: bool = False
+    async_progress_tracking_checkpoint_interval_ms: int = 1000
+    min_batches_to_retain: int = 100
+    num_recent_progress_updates: int = 100
+    no_data_progress_event_interval_ms: int = 10_000
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, object] | None) -> ProgressTrackingOptions:
+        """Read Spark-named options (values as strings, ints or bools); unknown names are refused.
+
+        Raises:
+            InvalidPipelineError: an unknown option or a bad value.
+        """
+        values: dict[str, object] = {}
+        known = {k.lower(): k for k in _KNOWN}
+        for key, value in (options or {}).items():
+            name = known.get(str(key).lower())
+            if name is None:
+                raise InvalidPipelineError(f"unknown option {key!r}; the options are {', '.join(_KNOWN)}")
+            values[name] = value
+        defaults = cls()
+        return cls(
+            _bool(ASYNC_ENABLED, values.get(ASYNC_ENABLED, defaults.async_progress_tracking_enabled)),
+            _int(ASYNC_INTERVAL, values.get(ASYNC_INTERVAL, defaults.async_progress_tracking_checkpoint_interval_ms), 0, "milliseconds"),
+            _int(MIN_BATCHES_TO_RETAIN, values.get(MIN_BATCHES_TO_RETAIN, defaults.min_batches_to_retain), 1, "batches"),
+            _int(NUM_RECENT_PROGRESS, values.get(NUM_RECENT_PROGRESS, defaults.num_recent_progress_updates), 1, "entries"),
+            _int(NO_DATA_PROGRESS_INTERVAL, values.get(NO_DATA_PROGRESS_INTERVAL, defaults.no_data_progress_event_interval_ms), 0,
+                 "milliseconds"),
+        )
+
+    def check_trigger(self, trigger: Trigger) -> None:
+        """Refuse async progress tracking with Once and AvailableNow, with Spark's messages.
+
+        Raises:
+            InvalidPipelineError: the combination is not supported.
+        """
+        if not self.async_progress_tracking_enabled:
+            return
+        if trigger is Trigger.ONCE:
+            raise InvalidPipelineError("Async progress tracking cannot be used with Once trigger")
+        if trigger is Trigger.AVAILABLE_NOW:
+            raise InvalidPipelineError("Async progress tracking cannot be used with AvailableNow trigger")

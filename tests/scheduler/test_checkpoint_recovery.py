@@ -1,0 +1,204 @@
+"""Checkpoint directories: the query id, where a restart resumes, which batches re-run, and refusals."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from scheduler import (
+    BatchGrid,
+    Checkpoint,
+    CheckpointError,
+    CommitMetadata,
+    CorruptCheckpointError,
+    Milliseconds,
+    OffsetSeq,
+    OffsetSeqMetadata,
+    RecoveredBatch,
+    Time,
+)
+from tests.anyio_support import raises_exactly
+
+GRID = BatchGrid(Time(10_000), Milliseconds(1000))
+
+
+def log_batches(ck: Checkpoint, offsets: dict[int, str], commits: list[int], grid: BatchGrid = GRID) -> None:
+    """Write offsets entries (one source, offset text per id) on ``grid`` and commit entries."""
+    for batch_id, offset in offsets.items():
+        meta = OffsetSeqMetadata(0, grid.time_of(batch_id).milliseconds, grid.conf())
+        assert ck.offsets.add(batch_id, OffsetSeq((offset,), meta))
+    for batch_id in commits:
+        assert ck.commits.add(batch_id, CommitMetadata())
+
+
+def test_the_grid_maps_batch_ids_and_times_both_ways() -> None:
+    """Batch n runs at zero + (n + 1) * interval; times off the grid are refused."""
+    assert GRID.time_of(0) == Time(11_000)
+    assert GRID.batch_id_of(Time(15_000)) == 4
+    with pytest.raises(ValueError, match="is not a batch time on the grid"):
+        GRID.batch_id_of(Time(15_500))
+    with pytest.raises(ValueError):
+        GRID.batch_id_of(Time(10_000))
+
+
+def test_a_fresh_checkpoint_gets_a_query_id_that_survives_reopening(tmp_path: Path) -> None:
+    """The first open writes metadata {"id": uuid}; later opens read the same id and say it was not created."""
+    ck = Checkpoint(tmp_path / "ck")
+    first = ck.open(Milliseconds(1000), 1)
+    assert first.created and first.grid is None and first.rerun == ()
+    assert (tmp_path / "ck" / "metadata").read_text() == f'{{"id":"{first.query_id}"}}'
+    again = Checkpoint(tmp_path / "ck").open(Milliseconds(1000), 1)
+    assert again.query_id == first.query_id and not again.created
+
+
+def test_committed_batches_resume_after_the_newest(tmp_path: Path) -> None:
+    """With every logged batch committed nothing re-runs and new batches start after the newest, from its offsets."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1", 1: "2", 2: "4"}, [0, 1, 2])
+    state = ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1)
+    assert state.grid == GRID
+    assert state.latest_batch_id == 2 and state.latest_end == ("4",)
+    assert state.rerun == ()
+    assert state.latest_committed == 2
+
+
+def test_a_logged_batch_without_commit_reruns_with_its_range(tmp_path: Path) -> None:
+    """The newest batch without a commit re-runs at its own time, from the previous entry's offsets to its own."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1", 1: "2", 2: "4", 3: "7"}, [0, 1, 2])
+    state = ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1)
+    assert state.rerun == (RecoveredBatch(3, Time(14_000), ("4",), ("7",)),)
+
+
+def test_every_uncommitted_batch_reruns_including_failed_ones(tmp_path: Path) -> None:
+    """Several pending batches (and a failed one below a later commit) each re-run with their own range, oldest first."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1", 1: "2", 2: "3", 3: "4", 4: "5", 5: "6"}, [0, 1, 3])
+    state = ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1)
+    assert [(b.batch_id, b.start, b.end) for b in state.rerun] == [(2, ("2",), ("3",)), (4, ("4",), ("5",)), (5, ("5",), ("6",))]
+
+
+def test_the_first_batch_reruns_from_no_offsets(tmp_path: Path) -> None:
+    """Batch 0 without a commit re-runs from the start of every source ('-')."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "3"}, [])
+    assert ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1).rerun == (RecoveredBatch(0, Time(11_000), (None,), ("3",)),)
+
+
+def test_a_sparse_async_log_reruns_from_the_previous_entry_on_disk(tmp_path: Path) -> None:
+    """Offsets 0, 2, 5 and commits 0, 2 (async tracking): batch 5 re-runs from batch 2's offsets, covering 3 and 4 too."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1", 2: "3", 5: "9"}, [0, 2])
+    assert ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1).rerun == (RecoveredBatch(5, Time(16_000), ("3",), ("9",)),)
+
+
+def test_a_different_interval_is_refused(tmp_path: Path) -> None:
+    """Resuming with another batch interval is refused, naming both intervals and the fix."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1"}, [0])
+    message = (f"cannot resume from {tmp_path}: it was written with a batch interval of 1000 ms and this runtime's is 500 ms; "
+               "batch ids and times are tied to the interval, so keep batch_duration=Milliseconds(1000), or use a new "
+               "checkpoint directory")
+    with raises_exactly(CheckpointError, message):
+        ck.recover(uuid.uuid4(), False, Milliseconds(500), 1)
+
+
+def test_a_different_number_of_sources_is_refused(tmp_path: Path) -> None:
+    """Resuming with another number of sources is refused."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1"}, [0])
+    message = (f"cannot resume from {tmp_path}: {tmp_path}/offsets/0 has offsets for 1 source(s) and the pipeline now has 2; "
+               "a restart needs the same sources in the same order, or a new checkpoint directory")
+    with raises_exactly(CheckpointError, message):
+        ck.recover(uuid.uuid4(), False, Milliseconds(1000), 2)
+
+
+def test_a_checkpoint_not_written_by_aiodstream_is_refused(tmp_path: Path) -> None:
+    """An offsets entry without the grid settings (written by Spark itself) cannot be resumed."""
+    ck = Checkpoint(tmp_path)
+    ck.offsets.add(0, OffsetSeq(('{"logOffset":0}',), OffsetSeqMetadata(0, 5, {})))
+    with pytest.raises(CheckpointError, match=r"offsets/0 has no batch grid \(aiodstream.batchDurationMs and aiodstream.zeroTimeMs"):
+        ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1)
+
+
+def test_an_entry_off_the_grid_is_refused(tmp_path: Path) -> None:
+    """An offsets entry whose timestamp disagrees with its batch id on the grid is refused."""
+    ck = Checkpoint(tmp_path)
+    ck.offsets.add(2, OffsetSeq(("1",), OffsetSeqMetadata(0, 12_500, GRID.conf())))
+    message = r"offsets/2 says batch 2 ran at 12500 ms, but on the checkpoint's grid .* it runs at 13000 ms"
+    with pytest.raises(CheckpointError, match=message):
+        ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1)
+
+
+def test_a_rerun_without_its_previous_entry_is_refused(tmp_path: Path) -> None:
+    """A pending batch with no earlier entry to start from (entries deleted by hand) is refused."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {4: "1"}, [])
+    with pytest.raises(CheckpointError, match=r"^cannot re-run batch 4 from .*: its input starts where the previous offsets entry ends"):
+        ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1)
+
+
+def test_a_commit_beyond_the_newest_offsets_is_refused(tmp_path: Path) -> None:
+    """A commit for a batch with no offsets entry means entries were removed by hand."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1"}, [0, 1])
+    with pytest.raises(CheckpointError, match=r"commits/1 commits a batch that has no offsets entry"):
+        ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1)
+
+
+def test_a_corrupt_entry_needed_to_resume_is_reported_not_skipped(tmp_path: Path) -> None:
+    """A damaged newest offsets entry stops the open with its path; it is never skipped."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1"}, [0])
+    (tmp_path / "offsets" / "1").write_text("v1\n{\"batchWatermarkMs\"")
+    with pytest.raises(CorruptCheckpointError, match=rf"^cannot read {tmp_path}/offsets/1: line 2"):
+        ck.open(Milliseconds(1000), 1)
+
+
+def test_open_clears_temp_files_of_killed_writers(tmp_path: Path) -> None:
+    """Opening removes hidden .tmp files left in the checkpoint's directories."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1"}, [0])
+    for where in ("offsets", "commits", "."):
+        (tmp_path / where / ".9.abc.tmp").write_text("v1")
+    ck.open(Milliseconds(1000), 1)
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_a_file_as_location_is_refused(tmp_path: Path) -> None:
+    """A checkpoint location that is a file is refused with the fix."""
+    (tmp_path / "f").write_text("x")
+    with raises_exactly(CheckpointError, f"checkpoint location {tmp_path}/f is a file, not a directory; pass a directory path"):
+        Checkpoint(tmp_path / "f").open(Milliseconds(1000), 1)
+
+
+def test_purge_removes_offsets_before_commits(tmp_path: Path) -> None:
+    """Purging deletes offsets and commits below the threshold (offsets first, so a crash leaves no orphan offsets)."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {i: str(i) for i in range(5)}, list(range(5)))
+    ck.purge(3)
+    assert ck.offsets.batch_ids() == [3, 4] and ck.commits.batch_ids() == [3, 4]
+
+
+def test_describe_summarises_without_changing_anything(tmp_path: Path) -> None:
+    """describe() reports id, grid, entries, latest offsets and commit, and pending ids; temp files are counted, not removed."""
+    ck = Checkpoint(tmp_path)
+    qid = ck.create_query_id()
+    log_batches(ck, {0: "1", 1: "2", 2: "5"}, [0, 1])
+    (tmp_path / "offsets" / ".3.x.tmp").write_text("v")
+    d = ck.describe()
+    assert (d.query_id, d.grid, d.offset_ids, d.commit_ids, d.pending, d.temp_files) == (qid, GRID, (0, 1, 2), (0, 1), (2,), 1)
+    assert d.latest_offsets is not None and d.latest_offsets[0] == 2 and d.latest_offsets[1].offsets == ("5",)
+    assert d.latest_commit == (1, CommitMetadata())
+    assert (tmp_path / "offsets" / ".3.x.tmp").exists()
+
+
+def test_describe_refuses_what_is_not_a_checkpoint(tmp_path: Path) -> None:
+    """describe() names a missing directory and a directory without checkpoint files."""
+    with raises_exactly(CheckpointError, f"no checkpoint at {tmp_path}/nope: the directory does not exist"):
+        Checkpoint(tmp_path / "nope").describe()
+    with raises_exactly(CheckpointError, f"{tmp_path} is not a checkpoint directory: it has no 'metadata' file and no 'offsets' "
+                        "or 'commits' directory"):
+        Checkpoint(tmp_path).describe()
