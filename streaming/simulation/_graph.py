@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from typing import Callable, Sequence
 
-from scheduler import Clock, InputInfoTracker, Job, Milliseconds, StreamInputInfo, Time
+from scheduler import Clock, Duration, InputInfoTracker, Job, Milliseconds, StreamInputInfo, Time
 
 from ._models import BatchContext, SimulationModel
 
@@ -17,13 +17,13 @@ __all__ = ["SimulatedGraph"]
 
 
 class _SleepJob:
-    """A job's function: sleep ``ms`` on the clock, as a real job takes time."""
+    """A job's function: sleep ``duration`` on the clock, as a real job takes time."""
 
     __slots__ = ("clock", "duration")
 
-    def __init__(self, clock: Clock, ms: int) -> None:
+    def __init__(self, clock: Clock, duration: Duration) -> None:
         self.clock = clock
-        self.duration = Milliseconds(ms)
+        self.duration = duration
 
     async def __call__(self) -> None:
         await self.clock.sleep(self.duration)
@@ -54,6 +54,8 @@ class SimulatedGraph:
         self._interval_ms = model.batch_interval.milliseconds
         self.generated = 0
         self._infos: InputInfoTracker | None = None
+        self._descriptions = [f"simulated {out.name}" for out in model.outputs]
+        self._durations: dict[int, Duration] = {}
 
     def start(self, zero_time: Time, input_infos: InputInfoTracker) -> None:
         """Remember the zero time: batch ``k`` (from 0) is ``zero_time + (k + 1) * interval``."""
@@ -76,10 +78,14 @@ class SimulatedGraph:
         self._infos.report_info(time, StreamInputInfo(0, records))
         batch = BatchContext(index, time, model.batch_interval, records)
         clock = self._clock
-        jobs = [
-            Job(time, _SleepJob(clock, out.processing.sample(batch, rng)), name=out.name, description=f"simulated {out.name}")
-            for out, rng in zip(model.outputs, self._rngs, strict=True)
-        ]
+        durations = self._durations
+        jobs = []
+        for out, rng, description in zip(model.outputs, self._rngs, self._descriptions, strict=True):
+            ms = out.processing.sample(batch, rng)
+            duration = durations.get(ms)
+            if duration is None:  # Durations are immutable: build each length once
+                duration = durations[ms] = Milliseconds(ms)
+            jobs.append(Job(time, _SleepJob(clock, duration), name=out.name, description=description, is_async=True))
         self.generated += 1
         if self._on_generated is not None:
             self._on_generated(self.generated)
