@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import anyio
 import attrs
@@ -13,7 +14,16 @@ import trio.testing
 from listeners import BatchInfo, EventRecorder
 from scheduler import ManualClock, Milliseconds, Seconds
 from streaming import Batch, Pipeline, StreamingRuntime
-from streaming.simulation import Constant, ConstantRate, OutputModel, SimulationModel, simulate
+from streaming.simulation import (
+    Constant,
+    ConstantRate,
+    OutputModel,
+    SimulationModel,
+    TraceRecorder,
+    model_from_trace,
+    read_trace,
+    simulate,
+)
 
 
 def _without_names(batches: Sequence[BatchInfo]) -> list[BatchInfo]:
@@ -30,7 +40,9 @@ def _without_names(batches: Sequence[BatchInfo]) -> list[BatchInfo]:
     ]
 
 
-def _real_run(durations_ms: Sequence[int], interval_ms: int, concurrent_jobs: int, batches: int, rate: int) -> list[BatchInfo]:
+def _real_run(
+    durations_ms: Sequence[int], interval_ms: int, concurrent_jobs: int, batches: int, rate: int, listeners: Sequence[object] = ()
+) -> list[BatchInfo]:
     """The runtime with a plain Pipeline whose async outputs sleep on a ManualClock moved by hand."""
 
     async def main() -> list[BatchInfo]:
@@ -54,6 +66,8 @@ def _real_run(durations_ms: Sequence[int], interval_ms: int, concurrent_jobs: in
             graceful_stop_timeout=Seconds(10**9),
         ) as rt:
             rt.add_listener(recorder)
+            for listener in listeners:
+                rt.add_listener(listener)
             await rt.start()
             stopped = anyio.Event()
 
@@ -106,3 +120,11 @@ def test_simulated_run_matches_real_run(durations: list[int], interval: int, con
     simulated = simulate(model).batches
     assert len(real) == batches
     assert _without_names(simulated) == _without_names(sorted(real, key=lambda b: b.batch_time))
+
+
+def test_a_recorded_real_run_replays_to_the_same_batches(tmp_path: Path) -> None:
+    """A real run recorded with TraceRecorder and replayed by the simulator gives its BatchInfos back."""
+    with TraceRecorder(tmp_path / "real.jsonl", batch_interval=Milliseconds(1000), concurrent_jobs=2) as recorder:
+        real = _real_run([900, 800, 50], 1000, 2, 15, 11, listeners=[recorder])
+    replayed = simulate(model_from_trace(read_trace(tmp_path / "real.jsonl"))).batches
+    assert _without_names(replayed) == _without_names(sorted(real, key=lambda b: b.batch_time))
