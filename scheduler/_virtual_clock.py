@@ -42,12 +42,13 @@ class VirtualClock(ManualClock):
     else moves it, so the engine sees exactly the same sequence of instants as under a
     :class:`ManualClock` advanced by hand from deadline to deadline, only without the hand.
 
-    "No task is ready to run" is decided by the event loop itself, never by polling or real
-    sleeps: on trio by ``trio.testing.wait_all_tasks_blocked()``; on asyncio by yielding and then
-    checking that the loop's ready queue holds nothing but driver wake-ups (CPython's
-    ``BaseEventLoop._ready``; a loop without it, such as uvloop, falls back to anyio's
-    ``wait_all_tasks_blocked``, which is correct but polls every 0.1 s). A task waiting on real
-    I/O, a real timer or a worker thread counts as blocked: it does not hold virtual time back.
+    "No task is ready to run" is decided by the event loop itself, without polling or real
+    sleeps: on trio by ``trio.testing.wait_all_tasks_blocked()``; on CPython's asyncio loop by
+    yielding and then checking that the loop's ready queue (``BaseEventLoop._ready``) holds
+    nothing but driver wake-ups. An asyncio loop without that queue (uvloop) falls back to
+    anyio's ``wait_all_tasks_blocked``, which is correct but polls every 0.1 s of real time. A
+    task waiting on real I/O, a real timer or a worker thread counts as blocked: it does not hold
+    virtual time back.
 
     Determinism: given the same tasks, the same sequence of jumps happens. On asyncio, whose
     scheduling is FIFO, the order of everything at one virtual instant is reproducible too; trio
@@ -221,16 +222,12 @@ def _asyncio_idle_waiter(ready: Any) -> Callable[[], Awaitable[None]]:
     # runnable was queued behind it. So an empty queue at that point means no task can run until
     # something outside the loop (I/O, a timer, a thread) happens. Each wait costs one loop
     # iteration per round of work the other tasks still have.
-    import asyncio
-
     drivers = _asyncio_drivers
-    # asyncio's own zero sleep is the checkpoint anyio's would end in, without looking up the
-    # backend on every one of the several checks a virtual instant takes. It is cancellable.
-    yield_once = asyncio.sleep
+    checkpoint = anyio.lowlevel.checkpoint
 
     async def wait_idle() -> None:
         while True:
-            await yield_once(0)
+            await checkpoint()
             if not ready:
                 return
             # Other VirtualClock drivers waiting the same way do not count as work.
