@@ -1,20 +1,22 @@
-"""The demo job: a word count on a live batch grid, printing each batch with its three delays.
+"""The demo job: a word count on an embedded local Spark, printing each batch with its three delays.
 
-Runs on the wall clock with a short batch interval, for a fixed number of batches, then stops
-gracefully and exits. ``--batches`` and ``--interval-ms`` change the run.
+Sentences arrive from an async source; every batch counts their words with a Spark job
+(``reduceByKey``), and a listener prints the batch's record count, scheduling, processing and
+total delay. After ``--batches`` batches it stops gracefully and exits. Starting Spark takes a few
+seconds; ``--interval-ms`` and ``--seed`` change the run.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-from collections import Counter
+from operator import add
+from typing import Any
 
 import anyio
 
 from listeners import BatchCompleted, StreamingListener
-from scheduler import Milliseconds
-from streaming import Batch, Pipeline, StreamingRuntime
+from streaming import StreamingContext
 
 WORDS = "the quick brown fox jumps over the lazy dog while the cat naps".split()
 
@@ -26,10 +28,12 @@ class PrintBatches(StreamingListener):
         self.wanted = wanted
         self.done = anyio.Event()
         self.seen = 0
+        self.failed = 0
 
     def on_batch_completed(self, event: BatchCompleted) -> None:
         info = event.batch_info
         self.seen += 1
+        self.failed += info.failed
         print(
             f"batch {info.batch_time}: {info.num_records:4d} records | "
             f"scheduling {info.scheduling_delay} | processing {info.processing_delay} | total {info.total_delay}"
@@ -40,33 +44,32 @@ class PrintBatches(StreamingListener):
 
 async def main(batches: int, interval_ms: int, seed: int) -> None:
     rng = random.Random(seed)
-    pipeline = Pipeline()
 
-    def lines(time: object) -> list[str]:
-        return [" ".join(rng.choices(WORDS, k=8)) for _ in range(rng.randint(20, 60))]
+    async def sentences() -> Any:
+        while True:
+            for _ in range(rng.randint(2, 6)):
+                yield " ".join(rng.choices(WORDS, k=8))
+            await anyio.sleep(interval_ms / 4000)
 
-    pipeline.add_source(lines, name="lines")
+    def show_top(time: Any, rdd: Any) -> None:  # runs in a worker thread, inside the batch's Spark job group
+        top = sorted(rdd.collect(), key=lambda kv: (-kv[1], kv[0]))[:3]
+        print(f"  word count @ {time:%H:%M:%S.%f}"[:-3] + ": " + ", ".join(f"{w}={n}" for w, n in top))
 
-    def word_count(batch: Batch) -> None:  # runs in a worker thread, as a Spark job would
-        counts = Counter(word for line in batch.inputs["lines"] for word in line.split())
-        top = ", ".join(f"{w}={n}" for w, n in counts.most_common(3))
-        print(f"  word count @ {batch.time}: {top}")
-
-    pipeline.add_output(word_count, name="word_count")
     printer = PrintBatches(batches)
-    async with StreamingRuntime(pipeline, Milliseconds(interval_ms), name="demo") as runtime:
-        runtime.add_listener(printer)
-        await runtime.start()
+    async with StreamingContext(batchDuration=interval_ms / 1000) as ssc:  # embedded local Spark
+        ssc.addStreamingListener(printer)
+        words = ssc.asyncIterableStream(sentences).flatMap(str.split).map(lambda w: (w, 1))
+        words.transform(lambda rdd: rdd.reduceByKey(add)).foreachRDD(show_top)
+        await ssc.start_async()
         await printer.done.wait()
-        await runtime.stop(graceful=True)
-    stats = runtime.scheduler.statistics()
-    print(f"done: {stats.batches_completed} batches completed, {stats.batches_failed} failed")
+        await ssc.stop_async(stopGraceFully=True)
+    print(f"done: {printer.seen} batches completed, {printer.failed} failed")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--batches", type=int, default=10)
-    parser.add_argument("--interval-ms", type=int, default=200)
+    parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument("--interval-ms", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     import logging
