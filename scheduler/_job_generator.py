@@ -7,7 +7,6 @@ one at a time and in batch-time order.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Callable, Sequence, Union
 
 import anyio
@@ -19,7 +18,7 @@ from ._clock import Clock
 from ._input_info import InputInfoTracker
 from ._job_set import JobSet
 from ._protocols import BatchHook, BatchPlanner, JobGraph
-from ._streams import YIELD_EVERY, receive_fast
+from ._streams import YIELD_EVERY, Mailbox
 from ._time import Duration, Time
 from ._timer import RecurringTimer
 
@@ -75,7 +74,7 @@ class JobGenerator:
         self._hooks = tuple(hooks)
         self._report_error = report_error
         self._planner = planner
-        self._send, self._receive = anyio.create_memory_object_stream[GeneratorMessage](math.inf)
+        self._inbox: Mailbox[GeneratorMessage] = Mailbox()
         self.timer = RecurringTimer(clock, batch_duration, self._on_tick, "JobGenerator")
         self.zero_time: Time | None = None
         self.last_processed_batch: Time | None = None
@@ -91,16 +90,16 @@ class JobGenerator:
     def post(self, message: GeneratorMessage) -> None:
         """Queue ``message``; counted as in-flight work until it is handled."""
         self._scheduler._in_flight += 1
-        self._send.send_nowait(message)
+        self._inbox.put_nowait(message)
 
     def close(self) -> None:
         """No more messages: the loop ends once it has handled what is queued."""
-        self._send.close()
+        self._inbox.close()
 
     @property
     def queued(self) -> int:
         """Messages waiting to be handled."""
-        return self._receive.statistics().current_buffer_used
+        return len(self._inbox)
 
     # -- the loop --
 
@@ -115,27 +114,26 @@ class JobGenerator:
 
     async def run_loop(self) -> None:
         """Handle messages until :meth:`close` and the queue is empty."""
-        receive = self._receive
+        inbox = self._inbox
         handled = 0
-        async with receive:
-            while True:
-                try:
-                    message = await receive_fast(receive)
-                except anyio.EndOfStream:
-                    return
-                handled += 1
-                if handled % YIELD_EVERY == 0:
-                    await anyio.lowlevel.checkpoint()
-                try:
-                    if isinstance(message, GenerateJobs):
-                        if not self.discard_new_batches:
-                            await self._generate_jobs(message.time)
-                    else:
-                        await self._finish_batch(message)
-                except Exception as exc:  # a hook or the graph misbehaved: report, keep going
-                    self._report_error("Error in job generator", exc, None)
-                finally:
-                    self._scheduler._work_done()
+        while True:
+            try:
+                message = await inbox.get()
+            except anyio.EndOfStream:
+                return
+            handled += 1
+            if handled % YIELD_EVERY == 0:
+                await anyio.lowlevel.checkpoint()
+            try:
+                if isinstance(message, GenerateJobs):
+                    if not self.discard_new_batches:
+                        await self._generate_jobs(message.time)
+                else:
+                    await self._finish_batch(message)
+            except Exception as exc:  # a hook or the graph misbehaved: report, keep going
+                self._report_error("Error in job generator", exc, None)
+            finally:
+                self._scheduler._work_done()
 
     async def _generate_jobs(self, time: Time) -> None:
         # Spark's order: allocate received input, generate jobs (this is where input streams

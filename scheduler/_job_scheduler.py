@@ -7,7 +7,6 @@ those handlers are atomic, which is what Spark's scheduler event loop exists to 
 
 from __future__ import annotations
 
-import math
 from typing import Callable, Mapping, Sequence
 
 import anyio
@@ -16,7 +15,6 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 import structlog
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ._clock import Clock, run_with_timeout
 from ._errors import InvalidDurationError, JobFailedError, StreamingStateError
@@ -25,7 +23,7 @@ from ._job import Job
 from ._job_generator import BatchFinished, GenerateJobs, JobGenerator
 from ._job_set import JobSet
 from ._protocols import BatchHook, BatchPlanner, JobGraph, JobSchedulerListener, ReceivingGraph
-from ._streams import YIELD_EVERY, receive_fast
+from ._streams import YIELD_EVERY, Mailbox
 from ._time import Duration, Milliseconds, Time
 
 __all__ = ["JobAbandonedError", "JobScheduler", "JobSchedulerStatistics"]
@@ -104,7 +102,7 @@ class JobScheduler:
         )
         self._job_sets: dict[Time, JobSet] = {}  # submitted, not finalised, in time order
         self._failed_times: list[Time] = []
-        self._job_send, self._job_receive = anyio.create_memory_object_stream[Job](math.inf)
+        self._jobs: Mailbox[Job] = Mailbox()
         self._thread_limiter = anyio.CapacityLimiter(concurrent_jobs)
         self._running: dict[Job, anyio.CancelScope] = {}
         self._cancel_hooks_called: set[Job] = set()
@@ -156,8 +154,7 @@ class JobScheduler:
                 self.generator.post(GenerateJobs(time))
             async with anyio.create_task_group() as tg:
                 for _ in range(self.concurrent_jobs):
-                    tg.start_soon(self._worker, self._job_receive.clone())
-                self._job_receive.close()
+                    tg.start_soon(self._worker)
                 tg.start_soon(self.generator.run_loop)
                 graph = self.generator._graph
                 if isinstance(graph, ReceivingGraph):
@@ -212,7 +209,7 @@ class JobScheduler:
                 finished = await run_with_timeout(self._clock, abandon_after, self._wait_running)
                 if not finished:
                     self.abandon_running()
-        self._job_send.close()
+        self._jobs.close()
         await self._wait_running()
         self.generator.close()
         await self._finished.wait()
@@ -264,7 +261,7 @@ class JobScheduler:
         self._stats["submitted"] += 1
         if self._listener is not None:
             await self._listener.on_batch_submitted(job_set)
-        send = self._job_send.send_nowait
+        send = self._jobs.put_nowait
         for job in job_set.jobs:
             send(job)
 
@@ -274,29 +271,29 @@ class JobScheduler:
 
     # -- execution: job start and completion are handled here and nowhere else --
 
-    async def _worker(self, receive: MemoryObjectReceiveStream[Job]) -> None:
+    async def _worker(self) -> None:
         # One cancel scope per worker, not per job: entering and leaving an anyio cancel scope
         # costs about as much as the rest of a no-op job. Abandoning a running job cancels its
         # worker's scope; the worker then finalises that job and carries on in a new scope.
-        async with receive:
-            while True:
-                running: list[Job] = []
-                with anyio.CancelScope() as scope:
-                    await self._work(receive, scope, running)
-                    return
-                if running:  # the job was abandoned by an immediate stop
-                    job = running[0]
-                    job.failure = JobAbandonedError(
-                        f"job {job.id} was abandoned by an immediate stop", job_id=job.id,
-                        batch_time_ms=job.time.milliseconds,
-                    )
-                    await self._finish_job(job)
+        while True:
+            running: list[Job] = []
+            with anyio.CancelScope() as scope:
+                await self._work(scope, running)
+                return
+            if running:  # the job was abandoned by an immediate stop
+                job = running[0]
+                job.failure = JobAbandonedError(
+                    f"job {job.id} was abandoned by an immediate stop", job_id=job.id,
+                    batch_time_ms=job.time.milliseconds,
+                )
+                await self._finish_job(job)
 
-    async def _work(self, receive: MemoryObjectReceiveStream[Job], scope: anyio.CancelScope, running: list[Job]) -> None:
+    async def _work(self, scope: anyio.CancelScope, running: list[Job]) -> None:
+        jobs = self._jobs
         handled = 0
         while True:
             try:
-                job = await receive_fast(receive)
+                job = await jobs.get()
             except anyio.EndOfStream:
                 return
             handled += 1
@@ -461,7 +458,7 @@ class JobScheduler:
         s = self._stats
         return JobSchedulerStatistics(
             jobs_running=len(self._running),
-            jobs_queued=self._job_send.statistics().current_buffer_used,
+            jobs_queued=len(self._jobs),
             batches_pending=len(self._job_sets),
             batches_submitted=s["submitted"],
             batches_completed=s["completed"],
