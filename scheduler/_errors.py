@@ -13,6 +13,7 @@ __all__ = [
     "InvalidDurationError",
     "InvalidPipelineError",
     "JobFailedError",
+    "ReplayError",
     "StreamingError",
     "StreamingStateError",
     "UnsupportedLogVersionError",
@@ -84,4 +85,13 @@ class ConcurrentCheckpointUpdateError(CheckpointError):
     """An entry this query was about to write already exists: another query uses the same checkpoint.
 
     Spark's ``CONCURRENT_STREAM_LOG_UPDATE``: a log entry is written once and never overwritten.
+    """
+
+
+class ReplayError(StreamingError, RuntimeError):
+    """A replayable source cannot give back the input of an offset range.
+
+    Raised when the source's data changed in a way that breaks replay (a file appearing out of
+    order, records missing after a restart); never silently worked around, since a batch that
+    re-runs with other input is no longer exactly once.
     """

@@ -1,4 +1,4 @@
-"""The ``aiodstream`` command line: one subcommand per tool (``aiodstream simulate ...``).
+"""The ``aiodstream`` command line: one subcommand per tool (``aiodstream simulate ...``, ``aiodstream checkpoint DIR``).
 
 Subcommands register themselves in :func:`build_parser` with a ``_add_<name>`` function that sets
 ``handler``; each handler takes the parsed arguments and returns the exit status.
@@ -19,6 +19,7 @@ __all__ = ["build_parser", "main"]
 EXIT_OK = 0
 EXIT_USAGE = 2  # argparse's own status for bad arguments; also a bad model file
 EXIT_UNSTABLE = 3  # simulate --fail-unstable found an unstable configuration
+EXIT_DAMAGED = 4  # checkpoint: an entry cannot be read
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="show the engine's info logs")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_simulate(commands)
+    _add_checkpoint(commands)
     return parser
 
 
@@ -297,6 +299,93 @@ def _run_sweep(args: argparse.Namespace, model: Any, intervals: list[Any], concu
         print(f"plot written to {args.plot}", file=sys.stderr)
     if args.fail_unstable and not all(p.summary.stable for p in result.points):
         return EXIT_UNSTABLE
+    return EXIT_OK
+
+
+# -- checkpoint --
+
+
+def _add_checkpoint(commands: Any) -> None:
+    p = commands.add_parser(
+        "checkpoint",
+        help="show a query's checkpoint directory",
+        description="Show a checkpoint directory: the query id, the batch grid, the newest offsets and commit, "
+                    "and the batches a restart would re-run. Reads only; changes nothing.",
+    )
+    p.add_argument("directory", help="the checkpoint directory (a runtime's checkpoint_location)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(handler=_checkpoint)
+
+
+def _ids(ids: Sequence[int]) -> str:
+    if not ids:
+        return "none"
+    span = f"batch {ids[0]}" if len(ids) == 1 else f"batches {ids[0]}..{ids[-1]}"
+    gaps = "" if ids[-1] - ids[0] + 1 == len(ids) else f" with gaps ({ids[-1] - ids[0] + 1 - len(ids)} missing)"
+    return f"{len(ids)} {'entry' if len(ids) == 1 else 'entries'}, {span}{gaps}"
+
+
+def _offset_json(offset: str | None) -> Any:
+    return None if offset is None else json.loads(offset)
+
+
+def _checkpoint(args: argparse.Namespace) -> int:
+    from scheduler import Checkpoint, CheckpointError, CorruptCheckpointError, format_timestamp
+
+    try:
+        d = Checkpoint(args.directory).describe()
+    except CorruptCheckpointError as exc:
+        print(f"aiodstream checkpoint: error: {exc}", file=sys.stderr)
+        return EXIT_DAMAGED
+    except CheckpointError as exc:
+        print(f"aiodstream checkpoint: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"aiodstream checkpoint: error: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    latest = d.latest_offsets
+    stamp = latest[1].metadata.batch_timestamp_ms if latest is not None and latest[1].metadata is not None else None
+    if args.json:
+        summary = {
+            "location": d.location,
+            "queryId": None if d.query_id is None else str(d.query_id),
+            "batchDurationMs": None if d.grid is None else d.grid.batch_duration.milliseconds,
+            "zeroTimeMs": None if d.grid is None else d.grid.zero_time.milliseconds,
+            "offsets": list(d.offset_ids),
+            "commits": list(d.commit_ids),
+            "lastOffsets": None if latest is None else {
+                "batchId": latest[0], "batchTimestampMs": stamp, "offsets": [_offset_json(o) for o in latest[1].offsets],
+            },
+            "lastCommit": None if d.latest_commit is None else {
+                "batchId": d.latest_commit[0], "nextBatchWatermarkMs": d.latest_commit[1].next_batch_watermark_ms,
+            },
+            "pending": list(d.pending),
+            "tempFiles": d.temp_files,
+        }
+        print(json.dumps(summary, indent=2))
+        return EXIT_OK
+    rows = [("checkpoint", d.location), ("query id", "none (no metadata file)" if d.query_id is None else str(d.query_id))]
+    if d.grid is not None:
+        zero = d.grid.zero_time.milliseconds
+        rows.append(("batch grid", f"every {d.grid.batch_duration.milliseconds} ms from zero time {zero} ms ({format_timestamp(zero)})"))
+    rows += [("offsets", _ids(d.offset_ids)), ("commits", _ids(d.commit_ids))]
+    if latest is not None:
+        when = "" if stamp is None else f" at {stamp} ms ({format_timestamp(stamp)})"
+        rows.append(("last offsets", f"batch {latest[0]}{when}"))
+        rows += [(f"  source {i}", "- (no offset yet)" if o is None else o) for i, o in enumerate(latest[1].offsets)]
+    if d.latest_commit is not None:
+        rows.append(("last commit", f"batch {d.latest_commit[0]} (nextBatchWatermarkMs {d.latest_commit[1].next_batch_watermark_ms})"))
+    if d.pending:
+        names = ", ".join(str(i) for i in d.pending)
+        rows.append(("pending", f"{'batch' if len(d.pending) == 1 else 'batches'} {names}: logged, not committed; "
+                                "a restart re-runs them with the same batch time and input"))
+    else:
+        rows.append(("pending", "none: every logged batch is committed"))
+    if d.temp_files:
+        rows.append(("leftovers", f"{d.temp_files} temporary file(s) from a killed writer: never read, removed at the next start"))
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        print(f"{label.ljust(width)}  {value}")
     return EXIT_OK
 
 

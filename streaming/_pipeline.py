@@ -1,7 +1,9 @@
 """Pipeline: a job graph of plain Python sources and outputs, for runs without Spark.
 
 The smallest useful ``JobGraph``: each batch asks every source for its records and gives them to
-every output operation. The DStream graph plays the same role for Spark programs.
+every output operation. With replayable sources it is a ``ReplayableGraph``: each batch reads an
+offset range, so a checkpointed runtime can re-run a batch with the same input after a restart.
+The DStream graph plays the same role for Spark programs.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ from scheduler import (
     InputInfoTracker,
     InvalidPipelineError,
     Job,
+    Offset,
+    ReplayableInput,
     StreamingStateError,
     StreamInputInfo,
     Time,
     is_async_callable,
 )
+
+from ._sources import ReplayableSource
 
 __all__ = ["Batch", "Pipeline"]
 
@@ -47,7 +53,8 @@ class Batch:
 class _Source:
     id: int
     name: str
-    fn: SourceFn
+    fn: SourceFn | None
+    replayable: ReplayableSource | None
 
 
 @attrs.frozen
@@ -73,10 +80,13 @@ def _call_site(fn: Callable[..., Any], kind: str) -> tuple[str, str]:
 class Pipeline:
     """Sources and output operations of plain Python callables.
 
-    Sources are called with the batch time and return that batch's records (an ``async def``
-    source is awaited; a plain one must be quick, it runs on the event loop). Output operations
-    are called with a :class:`Batch`: an ``async def`` one runs on the event loop, a plain one in
-    a worker thread. Sources and outputs can only be added before the runtime starts.
+    A source is either a function or a :class:`ReplayableSource`. A function is called with the
+    batch time and returns that batch's records (an ``async def`` one is awaited; a plain one
+    must be quick, it runs on the event loop); it cannot give a batch's records again after a
+    restart. A replayable source (:class:`ListSource`, :class:`DirectorySource`) is read by
+    offset range, which is what checkpointing needs. Output operations are called with a
+    :class:`Batch`: an ``async def`` one runs on the event loop, a plain one in a worker thread.
+    Sources and outputs can only be added before the runtime starts.
     """
 
     def __init__(self) -> None:
@@ -84,16 +94,25 @@ class Pipeline:
         self._sources: list[_Source] = []
         self._outputs: list[_Output] = []
         self._started = False
+        self._ranges: dict[Time, tuple[tuple[Offset, ...], tuple[Offset, ...]]] = {}
+        self._ends: list[Offset] = []  # where each replayable source's last batch ended, when no engine plans
 
-    def add_source(self, fn: SourceFn, *, name: str | None = None) -> str:
-        """Register a source; returns its name, the key of its records in :attr:`Batch.inputs`."""
+    def add_source(self, fn: SourceFn | ReplayableSource, *, name: str | None = None) -> str:
+        """Register a source; returns its name, the key of its records in :attr:`Batch.inputs`.
+
+        The default name is a function's ``__name__`` or a replayable source's description.
+        """
         self._check_not_started()
-        if not callable(fn):
-            raise TypeError(f"a source must be callable with the batch time, got {fn!r}")
-        name = name or str(getattr(fn, "__name__", f"source{len(self._sources)}"))
+        replayable = fn if isinstance(fn, ReplayableSource) else None
+        if replayable is None and not callable(fn):
+            raise TypeError(f"a source must be a ReplayableSource or callable with the batch time, got {fn!r}")
+        default = replayable.description if replayable is not None else getattr(fn, "__name__", None)
+        name = name or str(default or f"source{len(self._sources)}")
         if any(s.name == name for s in self._sources):
             raise InvalidPipelineError(f"a source named {name!r} is already registered; pass a unique name=")
-        self._sources.append(_Source(len(self._sources), name, fn))
+        function = None if replayable is not None else fn
+        self._sources.append(_Source(len(self._sources), name, function, replayable))  # type: ignore[arg-type]
+        self._ends.append(None)
         return name
 
     def add_output(self, fn: OutputFn, *, name: str | None = None) -> None:
@@ -126,13 +145,22 @@ class Pipeline:
         """Nothing to allocate: sources are pulled when the batch is generated."""
 
     async def generate_jobs(self, time: Time) -> Sequence[Job]:
-        """Pull every source for ``time`` and make one job per output operation."""
+        """Read every source for ``time`` and make one job per output operation.
+
+        A replayable source reads the range the engine set for ``time``; without one (no
+        checkpointing) it reads everything new, within its read limit.
+        """
         inputs: dict[str, Sequence[Any]] = {}
+        assigned = self._ranges.pop(time, None)
         for source in self._sources:
-            records = source.fn(time)
-            if inspect.isawaitable(records):
-                records = await records
-            materialised = list(records)
+            if source.replayable is not None:
+                materialised = list(await self._read(source, source.replayable, assigned))
+            else:
+                assert source.fn is not None
+                records = source.fn(time)
+                if inspect.isawaitable(records):
+                    records = await records
+                materialised = list(records)
             inputs[source.name] = materialised
             self._input_infos.report_info(time, StreamInputInfo(source.id, len(materialised)))
         batch = Batch(time, inputs)
@@ -142,11 +170,62 @@ class Pipeline:
                             is_async=out.is_async))
         return jobs
 
+    async def _read(self, source: _Source, replayable: ReplayableSource,
+                    assigned: tuple[tuple[Offset, ...], tuple[Offset, ...]] | None) -> Sequence[Any]:
+        if assigned is not None:
+            return await replayable.read(assigned[0][source.id], assigned[1][source.id])
+        start = self._ends[source.id]
+        end = await replayable.plan_offset(start, await replayable.latest_offset())
+        records = await replayable.read(start, end)
+        self._ends[source.id] = end
+        return records
+
     def clear_metadata(self, time: Time) -> None:
         """A pipeline keeps no per-batch state."""
 
     async def stop(self) -> None:
         """Nothing to stop."""
+
+    # -- ReplayableGraph --
+
+    def replayable_inputs(self) -> Sequence[ReplayableInput]:
+        """Every source, in registration order (the order of the offsets log's lines).
+
+        Raises:
+            InvalidPipelineError: a source is a plain function, which cannot be replayed.
+        """
+        for source in self._sources:
+            if source.replayable is None:
+                raise InvalidPipelineError(
+                    f"source {source.name!r} is a function, which cannot give a batch's records again after a restart; "
+                    "checkpointing, triggers and progress need replayable sources such as ListSource or DirectorySource"
+                )
+        return [ReplayableInput(s.id, s.replayable.description) for s in self._sources if s.replayable is not None]
+
+    @property
+    def is_stateful(self) -> bool:
+        """A pipeline keeps no state between batches."""
+        return False
+
+    def _replayables(self) -> list[ReplayableSource]:
+        return [s.replayable for s in self._sources if s.replayable is not None]
+
+    async def latest_offsets(self) -> Sequence[Offset]:
+        """Each source's latest offset."""
+        return [await source.latest_offset() for source in self._replayables()]
+
+    async def plan_offsets(self, start: Sequence[Offset], limit: Sequence[Offset]) -> Sequence[Offset]:
+        """Each source's end offset for the next batch."""
+        return [await source.plan_offset(s, lim) for source, s, lim in zip(self._replayables(), start, limit, strict=True)]
+
+    def set_batch_offsets(self, time: Time, start: Sequence[Offset], end: Sequence[Offset]) -> None:
+        """Batch ``time`` reads ``(start, end]`` of each source."""
+        self._ranges[time] = (tuple(start), tuple(end))
+
+    async def commit_offsets(self, end: Sequence[Offset]) -> None:
+        """Tell each source that everything up to ``end`` is committed."""
+        for source, offset in zip(self._replayables(), end, strict=True):
+            await source.commit(offset)
 
     def __repr__(self) -> str:
         return f"<Pipeline [sources: {len(self._sources)} | outputs: {len(self._outputs)}{' | started' if self._started else ''}]>"

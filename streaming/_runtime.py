@@ -2,36 +2,81 @@
 
 It owns the listener bus and the JobScheduler, runs them in its own task group, enforces the
 INITIALIZED -> ACTIVE -> STOPPED lifecycle, and keeps the waiter that ``await_termination``
-reads. The pyspark-compatible ``StreamingContext`` is built on it.
+reads. With a checkpoint location (or a Once / AvailableNow trigger) it is also a query in
+Structured Streaming's sense: an id kept across restarts, offsets and commits logs, progress
+reports. The pyspark-compatible ``StreamingContext`` is built on it.
 """
 
 from __future__ import annotations
 
 import enum
+import os
+import threading
+import time as _time
+import traceback
+import uuid
 from types import TracebackType
-from typing import Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import anyio
 import anyio.abc
 import structlog
 
-from listeners import OverflowPolicy, StreamingListenerBus, StreamingStarted, current_listener
+from listeners import (
+    OverflowPolicy,
+    QueryIdle,
+    QueryProgress,
+    QueryStarted,
+    QueryTerminated,
+    StreamingListenerBus,
+    StreamingStarted,
+    current_listener,
+)
 from scheduler import (
     BatchHook,
+    Checkpoint,
     Clock,
     Duration,
     InvalidDurationError,
+    InvalidPipelineError,
     JobFailedError,
     JobGraph,
     JobScheduler,
+    MicroBatchTracker,
     Milliseconds,
+    ProgressTrackingOptions,
+    ReplayableGraph,
+    RunPlan,
+    StreamingQueryProgress,
+    StreamingQueryStatus,
     StreamingStateError,
     SystemClock,
     Time,
+    Trigger,
+    format_timestamp,
     run_with_timeout,
 )
 
 __all__ = ["StreamingContextState", "StreamingRuntime"]
+
+
+# Queries active in this process, by id and by name (Spark keeps these per SparkSession).
+_active_lock = threading.Lock()
+_active_ids: dict[uuid.UUID, StreamingRuntime] = {}
+_active_names: dict[str, StreamingRuntime] = {}
+
+
+class _BusReports:
+    """The tracker's progress reports, posted to the listener bus as query events."""
+
+    def __init__(self, bus: StreamingListenerBus) -> None:
+        self._bus = bus
+
+    async def on_query_progress(self, progress: StreamingQueryProgress) -> None:
+        await self._bus.post(QueryProgress(progress))
+
+    async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
+        await self._bus.post(QueryIdle(query_id, run_id, timestamp))
 
 
 class StreamingContextState(enum.Enum):
@@ -76,6 +121,10 @@ class StreamingRuntime:
         listener_overflow: OverflowPolicy = OverflowPolicy.DROP,
         hooks: Sequence[BatchHook] = (),
         name: str | None = None,
+        checkpoint_location: str | os.PathLike[str] | None = None,
+        trigger: Trigger = Trigger.PROCESSING_TIME,
+        options: Mapping[str, object] | None = None,
+        track_progress: bool = False,
     ) -> None:
         """Configure a runtime; nothing runs until :meth:`start`.
 
@@ -90,7 +139,28 @@ class StreamingRuntime:
             listener_bus_capacity: per-listener queue bound.
             listener_overflow: what a full listener queue does (drop or block).
             hooks: per-batch hooks (checkpointing, source commits), called in batch-time order.
-            name: a name for logs.
+            name: a name for logs; with query tracking, the query name, unique among the
+                active queries of the process.
+            checkpoint_location: a directory for the query's id and offsets and commits logs.
+                A restart on the same directory re-runs the batches that were logged and not
+                committed, with the same batch time and input, then generates the batches
+                whose time passed while it was down, then carries on on the same grid.
+            trigger: when batches run: every ``batch_duration`` on the grid (default), once,
+                or everything available now (both stop by themselves).
+            options: Spark-named progress options: ``asyncProgressTrackingEnabled``,
+                ``asyncProgressTrackingCheckpointIntervalMs``,
+                ``spark.sql.streaming.minBatchesToRetain``,
+                ``spark.sql.streaming.numRecentProgressUpdates``,
+                ``spark.sql.streaming.noDataProgressEventInterval``.
+            track_progress: plan offsets and report progress without a checkpoint.
+
+        Query tracking (any of the last four) needs a :class:`~scheduler.ReplayableGraph`
+        whose every input is replayable, such as a :class:`Pipeline` of replayable sources.
+
+        Raises:
+            InvalidPipelineError: a bad option, async progress tracking with a Once or
+                AvailableNow trigger (Spark's messages), or query tracking of a graph that is
+                not replayable.
         """
         if not isinstance(batch_duration, Duration):
             raise InvalidDurationError(
@@ -112,6 +182,31 @@ class StreamingRuntime:
         self.abandon_after = abandon_after
         self.name = name
         self.listener_bus = StreamingListenerBus(listener_bus_capacity, listener_overflow)
+        if not isinstance(trigger, Trigger):
+            raise InvalidPipelineError(f"trigger must be a Trigger, got {trigger!r}; pass e.g. Trigger.AVAILABLE_NOW")
+        self.trigger = trigger
+        self.tracker: MicroBatchTracker | None = None
+        if checkpoint_location is not None or trigger is not Trigger.PROCESSING_TIME or options or track_progress:
+            if not isinstance(graph, ReplayableGraph):
+                raise InvalidPipelineError(
+                    f"checkpointing, triggers and progress need a graph with replayable input (such as a Pipeline of "
+                    f"ListSource or DirectorySource sources); {type(graph).__name__} is not one"
+                )
+            self.tracker = MicroBatchTracker(
+                graph,
+                batch_duration,
+                clock=self.clock,
+                checkpoint=None if checkpoint_location is None else Checkpoint(checkpoint_location),
+                options=ProgressTrackingOptions.from_options(options),
+                trigger=trigger,
+                name=name,
+                listener=_BusReports(self.listener_bus),
+                # Critical-path statistics at sub-millisecond precision when time is real.
+                stopwatch=_time.perf_counter_ns if isinstance(self.clock, SystemClock) else None,
+            )
+        self.checkpoint_location = checkpoint_location
+        self._driver_scope: anyio.CancelScope | None = None
+        self._registered = False
         self.scheduler = JobScheduler(
             graph,
             batch_duration,
@@ -120,6 +215,7 @@ class StreamingRuntime:
             concurrent_jobs=concurrent_jobs,
             hooks=hooks,
             report_error=self._notify_error,
+            planner=self.tracker,
         )
         self._state = StreamingContextState.INITIALIZED
         self._tg: anyio.abc.TaskGroup | None = None
@@ -210,12 +306,25 @@ class StreamingRuntime:
         tg = self._tg
         self._bus_done = anyio.Event()
         self._scheduler_done = anyio.Event()
+        tracker = self.tracker
+        plan: RunPlan | None = None
         try:
             await tg.start(self._run_bus)
-            self.first_batch_time = await tg.start(self._run_scheduler)
+            run: dict[str, Any] = {}
+            if tracker is not None:
+                plan = await tracker.open(self.scheduler.generator.timer.start_time())
+                self._register()
+                await tg.start(tracker.run)
+                run = {"start": plan.first_batch, "zero_time": plan.zero_time, "reschedule": plan.reschedule,
+                       "timer": self.trigger is Trigger.PROCESSING_TIME}
+            self.first_batch_time = await tg.start(self._run_scheduler, run)
         except BaseException:
             self._log.error("Error starting the context, marking it as stopped")
             self._state = StreamingContextState.STOPPED
+            if tracker is not None:
+                with anyio.CancelScope(shield=True):
+                    await tracker.close()
+            self._unregister()
             self.listener_bus.close()
             self._scheduler_done.set()
             self._mark_stopped()
@@ -223,8 +332,70 @@ class StreamingRuntime:
         self._state = StreamingContextState.ACTIVE
         self.start_time = self.clock.now()
         await self.listener_bus.post(StreamingStarted(self.start_time))
+        if tracker is not None and plan is not None:
+            assert tracker.query_id is not None
+            await self.listener_bus.post(QueryStarted(tracker.query_id, tracker.run_id, self.name,
+                                                      format_timestamp(self.start_time.milliseconds)))
+            if self.trigger is not Trigger.PROCESSING_TIME:
+                tg.start_soon(self._drive_triggers, plan)
         self._log.info("StreamingContext started", first_batch=self.first_batch_time.milliseconds,
                        batch_ms=self.batch_duration.milliseconds)
+
+    def _register(self) -> None:
+        tracker = self.tracker
+        assert tracker is not None and tracker.query_id is not None
+        with _active_lock:
+            other = _active_ids.get(tracker.query_id)
+            if other is not None:
+                raise StreamingStateError(
+                    f"cannot start query {tracker.query_id}: it is already active in this process ({other!r} uses the "
+                    f"checkpoint {self.checkpoint_location}); stop that query first, or use another checkpoint_location"
+                )
+            if self.name is not None and self.name in _active_names:
+                raise InvalidPipelineError(
+                    f"cannot start query {self.name!r}: a query with that name is already active in this process; give "
+                    "each active query its own name"
+                )
+            _active_ids[tracker.query_id] = self
+            if self.name is not None:
+                _active_names[self.name] = self
+            self._registered = True
+
+    def _unregister(self) -> None:
+        if not self._registered:
+            return
+        with _active_lock:
+            assert self.tracker is not None and self.tracker.query_id is not None
+            _active_ids.pop(self.tracker.query_id, None)
+            if self.name is not None and _active_names.get(self.name) is self:
+                del _active_names[self.name]
+            self._registered = False
+
+    async def _drive_triggers(self, plan: RunPlan) -> None:
+        # Once and AvailableNow: batches are generated here instead of by the timer, back to
+        # back on consecutive grid times, until a check finds no new data; then the run stops.
+        tracker = self.tracker
+        assert tracker is not None
+        finished = False
+        with anyio.CancelScope() as scope:
+            self._driver_scope = scope
+            try:
+                await self.scheduler.wait_until_idle()  # the logged batches re-run first
+                # Spark's Once re-runs an uncommitted batch and stops: no new data that run.
+                if not (self.trigger is Trigger.ONCE and plan.reschedule):
+                    while self._error is None and await tracker.check_for_new_data():
+                        self.scheduler.generate_batch(tracker.next_trigger_time())
+                        await self.scheduler.wait_until_idle()
+                        if self.trigger is Trigger.ONCE:
+                            break
+            except Exception as exc:
+                self._notify_error(JobFailedError(f"Error triggering batches: {type(exc).__name__}: {exc}"))
+                self._error.__cause__ = exc  # type: ignore[union-attr]
+            finished = True
+        self._driver_scope = None
+        if finished:
+            self._log.info("finished processing all available data, stopping", trigger=self.trigger.value)
+            await self._stop(graceful=True, abandon_after=self.abandon_after)
 
     async def _run_bus(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         assert self._bus_done is not None
@@ -233,10 +404,11 @@ class StreamingRuntime:
         finally:
             self._bus_done.set()
 
-    async def _run_scheduler(self, *, task_status: anyio.abc.TaskStatus[Time] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def _run_scheduler(self, run: Mapping[str, Any], *,
+                             task_status: anyio.abc.TaskStatus[Time] = anyio.TASK_STATUS_IGNORED) -> None:
         assert self._scheduler_done is not None
         try:
-            await self.scheduler.run(task_status=task_status)
+            await self.scheduler.run(**run, task_status=task_status)
         finally:
             self._scheduler_done.set()
 
@@ -277,12 +449,15 @@ class StreamingRuntime:
             self._log.warning("StreamingContext has already been stopped")
             return
         self._stop_done = anyio.Event()
+        if self._driver_scope is not None:
+            self._driver_scope.cancel()  # no new trigger-driven batch; what is generated drains below
         try:
             await self.scheduler.stop(graceful=graceful, timeout=self.graceful_stop_timeout, abandon_after=abandon_after)
             assert self._scheduler_done is not None
             await self._scheduler_done.wait()
         finally:
             with anyio.CancelScope(shield=True):
+                await self._finish_query()
                 # Close the bus only once the scheduler can post nothing more, then let every
                 # listener drain its queue: Spark drops what is still queued at stop; we do not.
                 self.listener_bus.close()
@@ -292,6 +467,20 @@ class StreamingRuntime:
                 self._mark_stopped()
                 self._stop_done.set()
                 self._log.info("StreamingContext stopped successfully", graceful=graceful)
+
+    async def _finish_query(self) -> None:
+        # Spark's termination order: stop the writers, mark the status, unregister, then post
+        # QueryTerminated; the bus is closed (and drained) after this.
+        tracker = self.tracker
+        if tracker is None:
+            return
+        await tracker.close()
+        error = self._error or tracker.failure
+        tracker.set_status("Stopped" if error is None else f"Terminated with exception: {error}")
+        self._unregister()
+        if tracker.query_id is not None and self._state is StreamingContextState.ACTIVE:
+            text = None if error is None else "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            await self.listener_bus.post(QueryTerminated(tracker.query_id, tracker.run_id, text))
 
     async def wait_until_idle(self) -> None:
         """Wait until every batch due so far is generated, run and finalised, and its events delivered.
@@ -351,5 +540,83 @@ class StreamingRuntime:
         """The latest job or generation failure, or ``None``."""
         return self._error
 
+    # -- the query (with a checkpoint, a trigger or progress tracking) --
+
+    def _query(self) -> MicroBatchTracker:
+        if self.tracker is None:
+            raise StreamingStateError(
+                "this runtime does not track a query: pass checkpoint_location=, a trigger, or track_progress=True"
+            )
+        return self.tracker
+
+    @property
+    def id(self) -> uuid.UUID | None:
+        """The query id, kept across restarts on the same checkpoint (``None`` before start)."""
+        return self._query().query_id
+
+    @property
+    def run_id(self) -> uuid.UUID:
+        """This run's id, new at every start."""
+        return self._query().run_id
+
+    @property
+    def status(self) -> StreamingQueryStatus:
+        """What the query is doing now (Spark's ``status``)."""
+        return self._query().status
+
+    @property
+    def last_progress(self) -> StreamingQueryProgress | None:
+        """The newest progress report, or ``None`` (Spark's ``lastProgress``)."""
+        return self._query().last_progress
+
+    @property
+    def recent_progress(self) -> list[StreamingQueryProgress]:
+        """Recent progress reports, oldest first, bounded (Spark's ``recentProgress``)."""
+        return self._query().recent_progress
+
+    async def process_all_available(self) -> None:
+        """Wait until a batch planned after this call found no new input and everything before it finished.
+
+        Spark's ``processAllAvailable``: for tests and interactive use; with input arriving
+        continuously it may never return. Returns at once when the runtime is not active.
+
+        Raises:
+            JobFailedError: a job or batch generation failed (also one that failed earlier).
+            StreamingStateError: the runtime does not track a query, or the call comes from a
+                listener callback (which the wait would block).
+        """
+        tracker = self._query()
+        listener = current_listener()
+        if listener is not None:
+            raise StreamingStateError(f"Cannot wait for a query state from within listener {listener!r}")
+        if self._error is not None:
+            raise self._error.with_traceback(None)
+        if self._state is not StreamingContextState.ACTIVE:
+            return
+        sequence = tracker.sequence
+        while not tracker.no_new_data_since(sequence):
+            if self._error is not None:
+                raise self._error.with_traceback(None)
+            if self._stopped:
+                return
+            await _first_of(tracker.wait_changed, self._wait_waiter_changed)
+
+    async def _wait_waiter_changed(self) -> None:
+        if self._waiter_changed is None:
+            self._waiter_changed = anyio.Event()
+        await self._waiter_changed.wait()
+
     def __repr__(self) -> str:
         return f"<StreamingRuntime {self.name or ''}[{self._state.value} | batch {self.batch_duration}] {self.scheduler!r}>"
+
+
+async def _first_of(*waits: Callable[[], Awaitable[None]]) -> None:
+    """Return when the first of ``waits`` returns; the others are cancelled."""
+    async with anyio.create_task_group() as tg:
+
+        async def one(wait: Callable[[], Awaitable[None]]) -> None:
+            await wait()
+            tg.cancel_scope.cancel()
+
+        for wait in waits:
+            tg.start_soon(one, wait)

@@ -1,0 +1,246 @@
+"""Replayable sources for pipelines: a list of records and a directory of files.
+
+The counterparts of Structured Streaming's memory and file sources: each batch covers an offset
+range, and a restart reads exactly the same range again. Offsets are the sources' own one-line
+JSON text, as they appear in the checkpoint's offsets log.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
+
+import anyio.to_thread
+
+from scheduler import Offset, ReplayError
+
+__all__ = ["DirectorySource", "ListSource", "ReplayableSource", "read_lines"]
+
+
+@runtime_checkable
+class ReplayableSource(Protocol):
+    """A pipeline source whose input can be read again by offset range.
+
+    The engine asks :meth:`latest_offset` where the input ends, :meth:`plan_offset` where the
+    next batch ends (read limits apply there), logs that, and then calls :meth:`read` for the
+    range ``(start, end]``. :meth:`read` must return the same records for the same range at any
+    later time, also in a new process: that is what makes a re-run batch see the same data.
+    Offsets must be canonical (equal positions give equal text).
+    """
+
+    @property
+    def description(self) -> str:
+        """A stable, readable name (shown in progress reports)."""
+        ...
+
+    async def latest_offset(self) -> Offset:
+        """Where the input ends now, or ``None`` if there is none yet."""
+        ...
+
+    async def plan_offset(self, start: Offset, limit: Offset) -> Offset:
+        """Where a batch starting at ``start`` ends: at most ``limit``, within the source's read limit."""
+        ...
+
+    async def read(self, start: Offset, end: Offset) -> Sequence[Any]:
+        """The records in ``(start, end]``, in order."""
+        ...
+
+    async def commit(self, end: Offset) -> None:
+        """Every batch up to ``end`` is committed; what precedes it will not be read again."""
+        ...
+
+
+class ListSource:
+    """Records in a list, read in order; the offset is how many records were taken (``"5"``).
+
+    Append records while the pipeline runs. After a restart, build the source with at least
+    the records it held before, in the same order, so that a re-run batch finds its records.
+
+    Args:
+        records: the initial records.
+        max_per_batch: a read limit: at most this many records per batch (``None``: no limit).
+        name: the description shown in progress.
+    """
+
+    def __init__(self, records: Iterable[Any] = (), *, max_per_batch: int | None = None, name: str = "ListSource") -> None:
+        """Create a source holding ``records``."""
+        if max_per_batch is not None and (type(max_per_batch) is not int or max_per_batch < 1):
+            raise ValueError(f"max_per_batch must be a positive int or None, got {max_per_batch!r}")
+        self._records = list(records)
+        self.max_per_batch = max_per_batch
+        self._name = name
+
+    @property
+    def description(self) -> str:
+        """The source's name."""
+        return self._name
+
+    def append(self, *records: Any) -> None:
+        """Add records after the existing ones."""
+        self._records.extend(records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @staticmethod
+    def _position(offset: Offset) -> int:
+        return 0 if offset is None else int(json.loads(offset))
+
+    async def latest_offset(self) -> Offset:
+        """The number of records held, or ``None`` while there are none."""
+        return str(len(self._records)) if self._records else None
+
+    async def plan_offset(self, start: Offset, limit: Offset) -> Offset:
+        """``limit``, or fewer records when ``max_per_batch`` says so."""
+        begin, end = self._position(start), self._position(limit)
+        if self.max_per_batch is not None:
+            end = min(end, begin + self.max_per_batch)
+        return start if end <= begin else str(end)
+
+    async def read(self, start: Offset, end: Offset) -> Sequence[Any]:
+        """The records between the two positions.
+
+        Raises:
+            ReplayError: the source holds fewer records than ``end`` (it was rebuilt with less).
+        """
+        begin, stop = self._position(start), self._position(end)
+        if stop > len(self._records):
+            raise ReplayError(
+                f"{self._name} cannot replay records {begin}..{stop}: it holds {len(self._records)}; after a restart a "
+                "ListSource must hold at least the records it held before, in the same order"
+            )
+        return self._records[begin:stop]
+
+    async def commit(self, end: Offset) -> None:
+        """Nothing to release: the list stays as it is."""
+
+    def __repr__(self) -> str:
+        return f"<ListSource {self._name!r} [{len(self._records)} records]>"
+
+
+def read_lines(path: Path) -> list[str]:
+    """Lines of a UTF-8 text file, without their line endings (the default file reader)."""
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+class DirectorySource:
+    """The files of a directory, taken in name order; the offset is ``{"files":N,"lastFile":"name"}``.
+
+    A batch takes the files whose names sort after the previous batch's ``lastFile``, up to its
+    own. Producers must therefore name files so that each new one sorts after every existing
+    one (a zero-padded sequence number or timestamp) and create them atomically: write under a
+    name starting with ``.`` or ``_`` (ignored here), then rename. ``files`` counts the files up
+    to ``lastFile`` and is checked on every listing, so a file that appears out of order, or a
+    taken file that disappears, is an error rather than silent loss. Files must stay in place.
+
+    Args:
+        path: the directory (it may not exist yet).
+        max_files_per_batch: a read limit (Spark's ``maxFilesPerTrigger``); ``None``: no limit.
+        reader: turns one file into records (default: its lines); runs in a worker thread.
+        name: the description shown in progress (default ``DirectorySource[<path>]``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_files_per_batch: int | None = None,
+        reader: Callable[[Path], Iterable[Any]] = read_lines,
+        name: str | None = None,
+    ) -> None:
+        """Create a source over ``path``."""
+        if max_files_per_batch is not None and (type(max_files_per_batch) is not int or max_files_per_batch < 1):
+            raise ValueError(f"max_files_per_batch must be a positive int or None, got {max_files_per_batch!r}")
+        self.path = Path(path)
+        self.max_files_per_batch = max_files_per_batch
+        self._reader = reader
+        self._name = name or f"DirectorySource[{self.path}]"
+
+    @property
+    def description(self) -> str:
+        """``DirectorySource[<path>]`` unless named."""
+        return self._name
+
+    # -- offsets --
+
+    @staticmethod
+    def _offset(files: int, last: str) -> str:
+        return json.dumps({"files": files, "lastFile": last}, separators=(",", ":"), ensure_ascii=False)
+
+    @staticmethod
+    def _parse(offset: Offset) -> tuple[int, str | None]:
+        if offset is None:
+            return 0, None
+        value = json.loads(offset)
+        return int(value["files"]), str(value["lastFile"])
+
+    def _listing(self) -> list[str]:
+        try:
+            entries = list(os.scandir(self.path))
+        except FileNotFoundError:
+            return []
+        return sorted(e.name for e in entries if not e.name.startswith((".", "_")) and e.is_file())
+
+    def _upto(self, names: list[str], offset: Offset) -> int:
+        """How many listed names belong at or before ``offset``, checked against the count it recorded."""
+        count, last = self._parse(offset)
+        if last is None:
+            return 0
+        upto = bisect.bisect_right(names, last)
+        if upto != count:
+            if upto > count:
+                raise ReplayError(
+                    f"{self._name}: {upto - count} file(s) sorting at or before {last!r} appeared after that file was taken "
+                    f"into a batch ({count} file(s) were up to it then); files are taken in name order, so every new file must "
+                    "sort after all existing ones: name them by a zero-padded sequence number or timestamp"
+                )
+            raise ReplayError(
+                f"{self._name}: {count - upto} file(s) up to {last!r} were removed after being taken into a batch; a directory "
+                "source needs its files to stay in place to replay a batch after a restart"
+            )
+        return upto
+
+    def _latest(self) -> Offset:
+        names = self._listing()
+        return self._offset(len(names), names[-1]) if names else None
+
+    def _plan(self, start: Offset, limit: Offset) -> Offset:
+        names = self._listing()
+        begin = self._upto(names, start)
+        stop = self._upto(names, limit) if limit is not None else 0
+        if self.max_files_per_batch is not None:
+            stop = min(stop, begin + self.max_files_per_batch)
+        if stop <= begin:
+            return start
+        return self._offset(stop, names[stop - 1])
+
+    def _read(self, start: Offset, end: Offset) -> list[Any]:
+        names = self._listing()
+        begin = self._upto(names, start)
+        stop = self._upto(names, end) if end is not None else 0
+        records: list[Any] = []
+        for name in names[begin:stop]:
+            records.extend(self._reader(self.path / name))
+        return records
+
+    async def latest_offset(self) -> Offset:
+        """The offset after the last file now in the directory (``None`` if it has none)."""
+        return await anyio.to_thread.run_sync(self._latest)
+
+    async def plan_offset(self, start: Offset, limit: Offset) -> Offset:
+        """Up to ``limit``, at most ``max_files_per_batch`` files past ``start``."""
+        return await anyio.to_thread.run_sync(self._plan, start, limit)
+
+    async def read(self, start: Offset, end: Offset) -> Sequence[Any]:
+        """The records of the files in ``(start, end]``, file by file in name order."""
+        return await anyio.to_thread.run_sync(self._read, start, end)
+
+    async def commit(self, end: Offset) -> None:
+        """Nothing to release: files stay in place."""
+
+    def __repr__(self) -> str:
+        return f"<DirectorySource {str(self.path)!r}>"

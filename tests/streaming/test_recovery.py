@@ -1,0 +1,290 @@
+"""Checkpointed runtimes: WAL before jobs, commits after, restart with pending and down-time batches, purge, log failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler import (
+    ConcurrentCheckpointUpdateError,
+    InvalidPipelineError,
+    JobFailedError,
+    ManualClock,
+    Milliseconds,
+    OffsetSeq,
+    OffsetSeqLog,
+    OffsetSeqMetadata,
+    Seconds,
+    StreamingStateError,
+    Time,
+)
+from streaming import Batch, ListSource, Pipeline, StreamingRuntime
+from tests.anyio_support import raises_exactly
+from tests.support import Gate, ScriptedGraph, wait_until
+
+pytestmark = pytest.mark.asyncio
+
+RECORDS = list("abcdefghij")
+
+
+class Recorder:
+    """An output operation recording (batch time, records) and failing at chosen batch times."""
+
+    def __init__(self, fail_at: set[int] | None = None) -> None:
+        self.seen: list[tuple[int, list[Any]]] = []
+        self.fail_at = fail_at or set()
+
+    async def __call__(self, batch: Batch) -> None:
+        if batch.time.milliseconds in self.fail_at:
+            raise RuntimeError(f"boom at {batch.time.milliseconds}")
+        self.seen.append((batch.time.milliseconds, list(batch.inputs["in"])))
+
+
+def pipeline(out: Any, records: list[Any] = RECORDS, max_per_batch: int | None = 2) -> tuple[Pipeline, ListSource]:
+    src = ListSource(records, max_per_batch=max_per_batch)
+    p = Pipeline()
+    p.add_source(src, name="in")
+    p.add_output(out, name="out")
+    return p, src
+
+
+def ids(directory: Path) -> list[int]:
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if directory.exists() else []
+
+
+async def advance(rt: StreamingRuntime, clock: ManualClock, ms: int) -> None:
+    clock.advance(Milliseconds(ms))
+    await rt.wait_until_idle()
+
+
+async def test_offsets_are_on_disk_before_a_job_runs_and_the_commit_only_after(tmp_path: Path) -> None:
+    """While a batch's job runs, its offsets entry exists and its commit does not; both exist afterwards."""
+    ck = tmp_path / "ck"
+    observed: list[tuple[bool, bool]] = []
+
+    async def out(batch: Batch) -> None:
+        batch_id = batch.time.milliseconds // 1000 - 1
+        observed.append(((ck / "offsets" / str(batch_id)).exists(), (ck / "commits" / str(batch_id)).exists()))
+
+    p, _ = pipeline(out)
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
+        await rt.start()
+        await advance(rt, clock, 3000)
+        await rt.stop()
+    assert observed == [(True, False)] * 3
+    assert ids(ck / "offsets") == ids(ck / "commits") == [0, 1, 2]
+
+
+async def test_restart_reruns_the_uncommitted_batch_then_the_down_time_batches(tmp_path: Path) -> None:
+    """A failed batch re-runs at its own time with its own records; batches that fell due while down follow, then the grid."""
+    ck = tmp_path / "ck"
+    first = Recorder(fail_at={2000})
+    p, _ = pipeline(first)
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
+        await rt.start()
+        await advance(rt, clock, 3000)
+        query_id, run_id = rt.id, rt.run_id
+        await rt.stop()
+    assert first.seen == [(1000, ["a", "b"]), (3000, ["e", "f"])]
+    assert ids(ck / "offsets") == [0, 1, 2] and ids(ck / "commits") == [0, 2]
+    logged = (ck / "offsets" / "1").read_bytes()
+
+    second = Recorder()
+    p, _ = pipeline(second)
+    clock = ManualClock(6500)  # down from 3000 to 6500: 4000, 5000 and 6000 passed
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
+        await rt.start()
+        await rt.wait_until_idle()
+        assert second.seen == [(2000, ["c", "d"]), (4000, ["g", "h"]), (5000, ["i", "j"]), (6000, [])]
+        await advance(rt, clock, 500)
+        assert second.seen[-1] == (7000, [])
+        assert rt.id == query_id and rt.run_id != run_id
+        rerun = rt.recent_progress[0]
+        assert (rerun.batch_id, rerun.batch_time_ms, set(rerun.duration_ms)) == (
+            1, 2000, {"addBatch", "commitOffsets", "triggerExecution"})
+        await rt.stop()
+    assert (ck / "offsets" / "1").read_bytes() == logged  # re-run, not re-planned
+    assert ids(ck / "offsets") == ids(ck / "commits") == [0, 1, 2, 3, 4, 5, 6]
+
+
+async def test_a_batch_abandoned_by_an_immediate_stop_reruns_after_restart(tmp_path: Path) -> None:
+    """A batch whose job was still running at an immediate stop has no commit and re-runs with the same input."""
+    ck = tmp_path / "ck"
+    gate = Gate()
+
+    async def blocked(batch: Batch) -> None:
+        await gate.job(batch.time, "b").func()
+
+    p, _ = pipeline(blocked)
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck, abandon_after=Milliseconds(0)) as rt:
+        await rt.start()
+        clock.advance(Seconds(1))
+        await gate.wait_started("b")
+        await rt.stop()
+    assert ids(ck / "offsets") == [0] and ids(ck / "commits") == []
+
+    again = Recorder()
+    p, _ = pipeline(again)
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(1200), checkpoint_location=ck) as rt:
+        await rt.start()
+        await rt.wait_until_idle()
+        await rt.stop()
+    assert again.seen == [(1000, ["a", "b"])]
+
+
+async def test_commits_are_written_in_batch_order(tmp_path: Path) -> None:
+    """With two concurrent jobs, a later batch that finishes first is committed only after the earlier one."""
+    ck = tmp_path / "ck"
+    gate = Gate()
+    done: list[int] = []
+
+    async def out(batch: Batch) -> None:
+        if batch.time == Time(1000):
+            await gate.job(batch.time, "slow").func()
+        done.append(batch.time.milliseconds)
+
+    p, _ = pipeline(out)
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck, concurrent_jobs=2) as rt:
+        await rt.start()
+        clock.advance(Seconds(2))
+        await gate.wait_started("slow")
+        await wait_until(lambda: done == [2000])
+        assert ids(ck / "offsets") == [0, 1] and ids(ck / "commits") == []
+        gate.open("slow")
+        await rt.wait_until_idle()
+        assert ids(ck / "commits") == [0, 1]
+        await rt.stop()
+
+
+async def test_old_entries_are_purged_beyond_min_batches_to_retain(tmp_path: Path) -> None:
+    """With minBatchesToRetain=3, after batch 9 the logs hold batches 6..9, as Spark's rule keeps N-3..N."""
+    ck = tmp_path / "ck"
+    p, _ = pipeline(Recorder())
+    clock = ManualClock(0)
+    options = {"spark.sql.streaming.minBatchesToRetain": "3"}
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck, options=options) as rt:
+        await rt.start()
+        for _ in range(10):
+            await advance(rt, clock, 1000)
+        await rt.stop()
+    assert ids(ck / "offsets") == ids(ck / "commits") == [6, 7, 8, 9]
+
+
+async def test_purge_keeps_an_uncommitted_batch_and_the_entry_it_starts_from(tmp_path: Path) -> None:
+    """A failed batch stays re-runnable however many batches follow: it and its predecessor are never purged."""
+    ck = tmp_path / "ck"
+    p, _ = pipeline(Recorder(fail_at={3000}))
+    clock = ManualClock(0)
+    options = {"spark.sql.streaming.minBatchesToRetain": 2}
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck, options=options) as rt:
+        await rt.start()
+        for _ in range(8):
+            await advance(rt, clock, 1000)
+        await rt.stop()
+    assert ids(ck / "offsets") == [1, 2, 3, 4, 5, 6, 7]
+    assert ids(ck / "commits") == [1, 3, 4, 5, 6, 7]
+
+    again = Recorder()
+    p, _ = pipeline(again)
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(8000), checkpoint_location=ck) as rt:
+        await rt.start()
+        await rt.wait_until_idle()
+        await rt.stop()
+    assert again.seen == [(3000, ["e", "f"])]
+
+
+async def test_a_log_write_failure_stops_every_later_batch(tmp_path: Path) -> None:
+    """An offsets entry that already exists (a second writer) fails that batch and every later one; no job runs unlogged."""
+    ck = tmp_path / "ck"
+    out = Recorder()
+    p, _ = pipeline(out)
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
+        await rt.start()
+        await advance(rt, clock, 1000)
+        OffsetSeqLog(ck / "offsets").add(1, OffsetSeq(("9",), OffsetSeqMetadata(0, 2000, {})))
+        await advance(rt, clock, 2000)
+        with pytest.raises(JobFailedError) as info:
+            await rt.await_termination(Milliseconds(0))
+        await rt.stop()
+    assert out.seen == [(1000, ["a", "b"])]
+    assert isinstance(info.value.__cause__, ConcurrentCheckpointUpdateError)
+    assert str(info.value.__cause__) == (
+        f"cannot write {ck}/offsets/1: it already exists, so another query is writing to the same checkpoint directory; "
+        "run one query per checkpoint_location at a time")
+    assert info.value.batch_time_ms == 3000  # the later batch failed with the same error
+    assert ids(ck / "commits") == [0]
+
+
+async def test_a_source_that_lost_records_fails_the_rerun(tmp_path: Path) -> None:
+    """Rebuilding a ListSource with fewer records than the log needs fails the re-run instead of skipping data."""
+    ck = tmp_path / "ck"
+    p, _ = pipeline(Recorder(fail_at={1000}))
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
+        await rt.start()
+        await advance(rt, clock, 1000)
+        await rt.stop()
+    out = Recorder()
+    p, _ = pipeline(out, records=["a"])
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(1500), checkpoint_location=ck) as rt:
+        await rt.start()
+        await rt.wait_until_idle()
+        with pytest.raises(JobFailedError, match=r"^Error generating jobs for time 1000 ms: ReplayError: ListSource cannot replay"):
+            await rt.await_termination(Milliseconds(0))
+        await rt.stop()
+    assert out.seen == []
+
+
+async def test_query_tracking_needs_a_replayable_graph() -> None:
+    """A graph that is not replayable, or a pipeline with a function source, is refused with the reason."""
+    with raises_exactly(InvalidPipelineError, "checkpointing, triggers and progress need a graph with replayable input (such as "
+                        "a Pipeline of ListSource or DirectorySource sources); ScriptedGraph is not one"):
+        StreamingRuntime(ScriptedGraph(lambda t: []), Seconds(1), clock=ManualClock(), track_progress=True)
+    p = Pipeline()
+    p.add_source(lambda t: [1], name="fn")
+    p.add_output(lambda b: None)
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(), track_progress=True) as rt:
+        with raises_exactly(InvalidPipelineError, "source 'fn' is a function, which cannot give a batch's records again after "
+                            "a restart; checkpointing, triggers and progress need replayable sources such as ListSource or "
+                            "DirectorySource"):
+            await rt.start()
+
+
+async def test_query_names_and_checkpoints_are_unique_among_active_queries(tmp_path: Path) -> None:
+    """A second active query with the same name, or on the same checkpoint, cannot start; after a stop it can."""
+    async with StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), track_progress=True, name="q") as a:
+        await a.start()
+        async with StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), track_progress=True,
+                                    name="q") as b:
+            with raises_exactly(InvalidPipelineError, "cannot start query 'q': a query with that name is already active in "
+                                "this process; give each active query its own name"):
+                await b.start()
+        await a.stop()
+    ck = tmp_path / "ck"
+    async with StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), checkpoint_location=ck) as a:
+        await a.start()
+        async with StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), checkpoint_location=ck) as b:
+            with pytest.raises(StreamingStateError, match=rf"^cannot start query {a.id}: it is already active in this process"):
+                await b.start()
+        await a.stop()
+    async with StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), checkpoint_location=ck,
+                                name="q") as c:
+        await c.start()
+        await c.stop()
+
+
+async def test_a_runtime_without_query_tracking_has_no_query_state() -> None:
+    """status, progress and process_all_available need query tracking, and say how to turn it on."""
+    async with StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock()) as rt:
+        message = "this runtime does not track a query: pass checkpoint_location=, a trigger, or track_progress=True"
+        with raises_exactly(StreamingStateError, message):
+            rt.status  # noqa: B018
+        with raises_exactly(StreamingStateError, message):
+            await rt.process_all_available()
