@@ -78,9 +78,11 @@ class QueueInputDStream(InputDStream):
             drained = list(queue)
             queue.clear()
             return drained[0] if len(drained) == 1 else self._ssc.sparkContext.union(drained)
-        if self._default is not None:
-            return self._default
-        return self._ssc.sparkContext.parallelize([], 1)
+        if self._default is None:
+            # One empty single-partition RDD for every empty batch, made once as Spark does: a
+            # new one per batch would cost a py4j round trip in every generation.
+            self._default = self._ssc.sparkContext.parallelize([], 1)
+        return self._default
 
     def _checkpointable(self) -> Any:
         return False

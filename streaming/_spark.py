@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from scheduler import Duration, InvalidDurationError, Time
 
@@ -19,8 +19,11 @@ __all__ = [
     "batch_datetime",
     "embedded_spark_context",
     "job_description",
+    "run_in_job_group",
     "seconds_to_duration",
 ]
+
+T = TypeVar("T")
 
 EMBEDDED_SPARK_CONF: dict[str, str] = {
     "spark.master": "local[2]",
@@ -75,3 +78,19 @@ def batch_datetime(time: Time) -> datetime:
 def job_description(time: Time, output_op_id: int) -> str:
     """The Spark UI description of a streaming job, as Spark Streaming words it."""
     return f"Streaming job from [output operation {output_op_id}, batch time {batch_datetime(time):%H:%M:%S}]"
+
+
+def run_in_job_group(sc: SparkContext, group: str, description: str, func: Callable[..., T], *args: Any) -> T:
+    """Call ``func(*args)`` with this thread's Spark jobs in ``group``, described by ``description``.
+
+    Cancelling the group (``sc.cancelJobGroup(group)``) interrupts those jobs' tasks. The group is
+    cleared afterwards, since worker threads are pooled and later run unrelated Spark calls.
+    Two py4j round trips in all: they are most of the engine's cost for a cheap output operation.
+    """
+    sc.setJobGroup(group, description, True)
+    try:
+        return func(*args)
+    finally:
+        jsc = sc._jsc
+        if jsc is not None:
+            jsc.clearJobGroup()  # group id, description and interrupt flag, in one call

@@ -474,3 +474,17 @@ def test_the_async_api_runs_inside_a_trio_application(spark_context: Any) -> Non
     trio.run(host_app, spark_context, log)
     assert log == ["ACTIVE", "STOPPED", "done"]
     assert StreamingContext.getActive() is None
+
+
+def test_run_in_job_group_labels_the_threads_jobs_and_clears_the_group_after(spark_context: Any) -> None:
+    """run_in_job_group sets the group and description for the call's Spark jobs, then clears both (two py4j calls)."""
+    from streaming._spark import run_in_job_group
+
+    def inside() -> tuple[str, str, int]:
+        return (spark_context.getLocalProperty("spark.jobGroup.id"), spark_context.getLocalProperty("spark.job.description"),
+                spark_context.parallelize([1, 2, 3], 1).count())
+
+    assert run_in_job_group(spark_context, "g-test", "a batch", inside) == ("g-test", "a batch", 3)
+    assert list(spark_context.statusTracker().getJobIdsForGroup("g-test"))
+    assert spark_context.getLocalProperty("spark.jobGroup.id") is None
+    assert spark_context.getLocalProperty("spark.job.description") is None
