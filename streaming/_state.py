@@ -1,0 +1,59 @@
+"""Per-key state carried from batch to batch: ``updateStateByKey`` (pyspark's ``PythonStateDStream``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from scheduler import Time
+
+from ._dstream import DStream, _memory_only
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+__all__ = ["StateDStream"]
+
+
+class StateDStream(DStream):
+    """The state RDD of each batch: the previous state updated with the batch's new values.
+
+    Per batch with new data, every key with state or new values gets
+    ``update(new_values_list, old_state_or_None)``; a ``None`` result drops the key. Without
+    a previous state (the first batch) the initial RDD, if any, stands in for it. In a batch
+    where the parent has no RDD the previous state is carried over unchanged and ``update``
+    is not called: pyspark's behaviour (Scala's ``updateStateByKey`` would call it with no
+    values). The stream persists its RDDs and must checkpoint them: each state RDD derives
+    from the one before, and a checkpoint cuts that ever-growing lineage.
+    """
+
+    def __init__(self, parent: DStream, update: Callable[[list[Any], Any], Any], num_partitions: int,
+                 initial: RDD[Any] | None) -> None:
+        """Keep state over ``parent``'s pairs, partitioned into ``num_partitions``."""
+        super().__init__(parent._ssc, [parent])
+        self._update = update
+        self._num_partitions = num_partitions
+        self._initial = initial
+        self._storage_level = _memory_only()
+        self._must_checkpoint = True
+
+    def _step(self, state: RDD[Any] | None, new: RDD[Any]) -> RDD[Any]:
+        # What is shipped to executors captures plain values only (never self).
+        update, n = self._update, self._num_partitions
+        if state is None:
+            pending = new.groupByKey(n).mapValues(lambda values: (list(values), None))
+        else:
+            def new_values_and_state(grouped: tuple[Any, Any]) -> tuple[list[Any], Any]:
+                old, values = grouped
+                old = list(old)
+                return list(values), (old[0] if old else None)
+
+            pending = state.cogroup(new.partitionBy(n), n).mapValues(new_values_and_state)
+        updated = pending.mapValues(lambda values_state: update(values_state[0], values_state[1]))
+        return updated.filter(lambda kv: kv[1] is not None)
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        previous = self._get_or_compute(time.minus(self._slide))
+        new = self._parents[0]._get_or_compute(time)
+        if new is None:
+            return previous
+        return self._step(previous if previous is not None else self._initial, new)

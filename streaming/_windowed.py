@@ -1,0 +1,156 @@
+"""Windowed streams: a sliding window over a parent, plain or reduced by key incrementally.
+
+Spark's ``WindowedDStream`` and pyspark's ``PythonReducedWindowedDStream`` (behind
+``reduceByKeyAndWindow`` with an inverse function).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from scheduler import Duration, InvalidDurationError, InvalidPipelineError, Time
+
+from ._dstream import DStream, _memory_only, _union
+from ._spark import seconds_to_duration
+
+if TYPE_CHECKING:
+    from pyspark import RDD, StorageLevel
+
+__all__ = ["ReducedWindowedDStream", "WindowedDStream", "validate_window"]
+
+INCREMENTAL_MIN_SLIDES = 5
+"""pyspark reduces a window incrementally only when it spans at least this many slides."""
+
+
+def validate_window(parent: DStream, window: float, slide: float | None) -> tuple[Duration, Duration | None]:
+    """pyspark's window argument checks: both durations are multiples of ``parent``'s slide.
+
+    Returns the window and the slide (None when not given; pyspark also treats 0 that way).
+
+    Raises:
+        InvalidDurationError: with pyspark's ValueError message.
+    """
+    parent_ms = parent._slide.milliseconds
+    window_d = seconds_to_duration(window, "windowDuration")
+    if window_d.milliseconds % parent_ms:
+        raise InvalidDurationError(f"windowDuration must be multiple of the parent dstream's slide (batch) duration ({parent_ms} ms)")
+    if not slide:
+        return window_d, None
+    slide_d = seconds_to_duration(slide, "slideDuration")
+    if slide_d.milliseconds % parent_ms:
+        raise InvalidDurationError(f"slideDuration must be multiple of the parent dstream's slide (batch) duration ({parent_ms} ms)")
+    return window_d, slide_d
+
+
+class WindowedDStream(DStream):
+    """The union of the parent's RDDs in ``(t - window, t]``, every ``slide`` (Spark's ``WindowedDStream``).
+
+    Early windows are partial (there are no batches before the first); once the input dries
+    up, windows keep sliding over its empty batches. The parent is persisted, since each of
+    its RDDs is read by several windows; persisting this stream persists the parent instead,
+    as in Spark.
+    """
+
+    def __init__(self, parent: DStream, window: Duration, slide: Duration) -> None:
+        """Window ``parent``; both durations must be multiples of the parent's slide."""
+        if not window.is_multiple_of(parent._slide):
+            raise InvalidPipelineError(
+                f"The window duration of windowed DStream ({window}) must be a multiple of the slide duration of parent "
+                f"DStream ({parent._slide})"
+            )
+        if not slide.is_multiple_of(parent._slide):
+            raise InvalidPipelineError(
+                f"The slide duration of windowed DStream ({slide}) must be a multiple of the slide duration of parent "
+                f"DStream ({parent._slide})"
+            )
+        super().__init__(parent._ssc, [parent], slide)
+        self._window = window
+        parent._set_storage_level(_memory_only())
+
+    def _set_storage_level(self, level: StorageLevel) -> None:
+        self._parents[0]._set_storage_level(level)
+
+    def _parent_remember_duration(self) -> Duration | None:
+        remember = self._remember_duration
+        return None if remember is None else remember + self._window
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        parent = self._parents[0]
+        begin = time.minus(self._window) + parent._slide
+        return _union(self._ssc, parent._slice_rdds(begin, time))
+
+
+class ReducedWindowedDStream(DStream):
+    """Per-key reduction over a sliding window, with an inverse function (pyspark's ``PythonReducedWindowedDStream``).
+
+    The parent is already reduced by key per batch. When the window spans at least
+    :data:`INCREMENTAL_MIN_SLIDES` slides and the previous window's RDD exists, the new
+    window is the previous one minus the batches that left (through ``inv_func``) plus the
+    batches that entered (through ``func``); otherwise it is reduced from scratch, and a
+    window with no parent RDD at all has no RDD. ``filter_func`` applies to every result of
+    a ``func`` step. The stream persists its RDDs and must checkpoint them, which keeps the
+    lineage of the incremental chain short.
+    """
+
+    def __init__(
+        self,
+        reduced: DStream,
+        func: Callable[[Any, Any], Any],
+        inv_func: Callable[[Any, Any], Any],
+        num_partitions: int,
+        filter_func: Callable[[tuple[Any, Any]], bool] | None,
+        window: Duration,
+        slide: Duration,
+    ) -> None:
+        """Window ``reduced`` (a per-batch ``reduceByKey(func)``) over ``window``, every ``slide``."""
+        super().__init__(reduced._ssc, [reduced], slide)
+        self._window = window
+        self._func = func
+        self._inv_func = inv_func
+        self._num_partitions = num_partitions
+        self._filter_func = filter_func
+        self._storage_level = _memory_only()
+        self._must_checkpoint = True
+
+    def _parent_remember_duration(self) -> Duration | None:
+        remember = self._remember_duration
+        return None if remember is None else remember + self._window
+
+    # The two steps build RDDs on the driver; the lambdas they ship to executors capture
+    # plain values only (never self, which holds the context).
+
+    def _reduce_in(self, window_so_far: RDD[Any] | None, entering: RDD[Any]) -> RDD[Any]:
+        func, n, keep = self._func, self._num_partitions, self._filter_func
+        reduced = entering.reduceByKey(func, n)
+        if window_so_far is not None:
+            reduced = window_so_far.union(reduced).reduceByKey(func, n)
+        return reduced.filter(keep) if keep else reduced
+
+    def _reduce_out(self, window_so_far: RDD[Any], leaving: RDD[Any]) -> RDD[Any]:
+        func, inv, n = self._func, self._inv_func, self._num_partitions
+
+        def subtract(pair: tuple[Any, Any]) -> Any:
+            current, gone = pair
+            return current if gone is None else inv(current, gone)
+
+        return window_so_far.leftOuterJoin(leaving.reduceByKey(func, n), n).mapValues(subtract)
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        parent = self._parents[0]
+        step = parent._slide
+        # The current window is (time - window, time]; the previous one ends a slide earlier.
+        current_begin = time.minus(self._window)
+        previous_end = time.minus(self._slide)
+        previous = self._get_or_compute(previous_end)
+        incremental = previous is not None and self._window.milliseconds >= INCREMENTAL_MIN_SLIDES * self._slide.milliseconds
+        if not incremental:
+            rdds = parent._slice_rdds(current_begin + step, time)
+            if not rdds:
+                return None
+            return self._reduce_in(None, _union(self._ssc, rdds))
+        assert previous is not None
+        previous_begin = previous_end.minus(self._window)
+        leaving = parent._slice_rdds(previous_begin + step, current_begin)
+        window = self._reduce_out(previous, _union(self._ssc, leaving)) if leaving else previous
+        entering = parent._slice_rdds(previous_end + step, time)
+        return self._reduce_in(window, _union(self._ssc, entering)) if entering else window

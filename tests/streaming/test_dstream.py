@@ -1,0 +1,433 @@
+"""DStream API: pyspark's argument checks and error messages, fusion, persistence flags, time slices, validation at start.
+
+The conformance suite compares outputs with pyspark's; these tests pin what it cannot: the
+exact exceptions and messages, and the bookkeeping behind them. Tests that need no Spark
+build streams on a context without a SparkContext (nothing here touches it).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time as _time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from scheduler import InvalidDurationError, InvalidPipelineError, StreamingStateError, Time
+from streaming import DStream, StreamingContext
+from streaming._dstream import _file_name, _time_to_ms
+from streaming._inputs import QueueInputDStream
+from streaming._spark import batch_datetime
+from streaming._state import StateDStream
+from streaming._windowed import ReducedWindowedDStream, WindowedDStream
+
+
+@pytest.fixture
+def ssc() -> StreamingContext:
+    """A context with 0.5 s batches and no SparkContext (streams are built, never run)."""
+    return StreamingContext(None, 0.5)
+
+
+@pytest.fixture
+def stream(ssc: StreamingContext) -> DStream:
+    """An input stream of ``ssc`` with nothing queued."""
+    return QueueInputDStream(ssc, [], True, None)
+
+
+def raises_exactly(exc_type: type[BaseException], message: str, call: Callable[[], object]) -> BaseException:
+    """Run ``call`` and check that it raises ``exc_type`` with exactly ``message``."""
+    with pytest.raises(exc_type) as info:
+        call()
+    assert str(info.value) == message
+    return info.value
+
+
+# -- window arguments (pyspark validates them in Python, with ValueError) --
+
+
+def test_window_must_be_a_multiple_of_the_parent_slide(stream: DStream) -> None:
+    """window(0.1) on 0.5 s batches raises pyspark's ValueError message."""
+    err = raises_exactly(InvalidDurationError, "windowDuration must be multiple of the parent dstream's slide (batch) duration (500 ms)",
+                         lambda: stream.window(0.1))
+    assert isinstance(err, ValueError)
+
+
+def test_window_slide_must_be_a_multiple_of_the_parent_slide(stream: DStream) -> None:
+    """window(1, 0.1) on 0.5 s batches raises the slideDuration variant."""
+    raises_exactly(InvalidDurationError, "slideDuration must be multiple of the parent dstream's slide (batch) duration (500 ms)",
+                   lambda: stream.window(1, 0.1))
+
+
+def test_reduce_by_key_and_window_validates_like_window(stream: DStream) -> None:
+    """reduceByKeyAndWindow checks its durations first, with and without an inverse function."""
+    message = "windowDuration must be multiple of the parent dstream's slide (batch) duration (500 ms)"
+    raises_exactly(InvalidDurationError, message, lambda: stream.reduceByKeyAndWindow(max, None, 0.1, 0.5, 2))
+    raises_exactly(InvalidDurationError, message, lambda: stream.reduceByKeyAndWindow(max, min, 0.1, 0.5, 2))
+
+
+def test_window_slide_is_validated_against_the_windowed_streams_parent(stream: DStream) -> None:
+    """A window of a window checks multiples of its parent's slide (1 s here), not of the batch."""
+    slow = stream.window(1, 1)
+    raises_exactly(InvalidDurationError, "windowDuration must be multiple of the parent dstream's slide (batch) duration (1000 ms)",
+                   lambda: slow.window(1.5))
+
+
+def test_windowed_stream_rejects_bad_durations_like_spark(stream: DStream) -> None:
+    """Built directly, a WindowedDStream raises Spark's own messages."""
+    from scheduler import Milliseconds
+
+    raises_exactly(InvalidPipelineError,
+                   "The window duration of windowed DStream (700 ms) must be a multiple of the slide duration of parent DStream (500 ms)",
+                   lambda: WindowedDStream(stream, Milliseconds(700), Milliseconds(500)))
+    raises_exactly(InvalidPipelineError,
+                   "The slide duration of windowed DStream (700 ms) must be a multiple of the slide duration of parent DStream (500 ms)",
+                   lambda: WindowedDStream(stream, Milliseconds(1000), Milliseconds(700)))
+
+
+def test_window_durations_must_be_positive_numbers(stream: DStream) -> None:
+    """A window of zero seconds is refused up front (pyspark would build a stream that cannot run)."""
+    with pytest.raises(InvalidDurationError, match="windowDuration must be a positive number of seconds, got 0"):
+        stream.window(0)
+
+
+# -- reduceByKeyAndWindow decision table (spec 11.2) --
+
+
+def test_reduce_by_key_and_window_with_inverse_is_incremental_and_must_checkpoint(stream: DStream) -> None:
+    """With invFunc the result is a ReducedWindowedDStream over the per-batch reduction, which must checkpoint."""
+    windowed = stream.reduceByKeyAndWindow(max, min, 2.5, 0.5, 2)
+    assert isinstance(windowed, ReducedWindowedDStream)
+    assert windowed._must_checkpoint
+    assert windowed._slide.milliseconds == 500
+
+
+def test_reduce_by_key_and_window_without_inverse_reduces_a_plain_window(stream: DStream) -> None:
+    """Without invFunc it is window(...).reduceByKey(...): nothing must checkpoint, filterFunc is dropped."""
+    reduced = stream.reduceByKeyAndWindow(max, None, 1.5, 1.0, 2, filterFunc=lambda kv: False)
+    window = reduced._parents[0]
+    assert isinstance(window, WindowedDStream)
+    assert (window._window.milliseconds, window._slide.milliseconds) == (1500, 1000)
+    assert not any(s._must_checkpoint for s in (reduced, window))
+
+
+def test_window_slide_defaults_to_the_parent_slide(stream: DStream) -> None:
+    """reduceByKeyAndWindow with an inverse and no slide slides by the parent's slide."""
+    assert stream.reduceByKeyAndWindow(max, min, 2.5, None, 2)._slide.milliseconds == 500
+    assert stream.window(1.5)._slide.milliseconds == 500
+
+
+def test_count_by_window_uses_the_inverse_path(stream: DStream) -> None:
+    """countByWindow, countByValueAndWindow and groupByKeyAndWindow all need checkpointing, as in pyspark."""
+    for derived in (stream.countByWindow(1.5, 0.5), stream.countByValueAndWindow(1.5, 0.5, 2),
+                    stream.groupByKeyAndWindow(1.5, 0.5, 2)):
+        chain = [derived]
+        while chain[-1]._parents:
+            chain.append(chain[-1]._parents[0])
+        assert any(isinstance(s, ReducedWindowedDStream) for s in chain)
+
+
+# -- argument checks of transform, transformWith and union --
+
+
+def test_transform_function_takes_one_or_two_arguments(stream: DStream) -> None:
+    """transform with a three-argument function raises pyspark's AssertionError."""
+    raises_exactly(AssertionError, "func should take one or two arguments", lambda: stream.transform(lambda a, b, c: a))
+
+
+def test_transform_with_function_takes_two_or_three_arguments(stream: DStream) -> None:
+    """transformWith with a one-argument function raises pyspark's AssertionError."""
+    raises_exactly(AssertionError, "func should take two or three arguments", lambda: stream.transformWith(lambda a: a, stream))
+
+
+def test_union_needs_the_same_slide(stream: DStream) -> None:
+    """DStream.union of streams with different slides raises pyspark's ValueError message."""
+    err = raises_exactly(InvalidPipelineError, "the two DStream should have same slide duration", lambda: stream.union(stream.window(1, 1)))
+    assert isinstance(err, ValueError)
+
+
+def test_context_union_checks(ssc: StreamingContext, stream: DStream) -> None:
+    """ssc.union: nothing to unite, one stream returned as is, mixed slides refused."""
+    raises_exactly(InvalidPipelineError, "should have at least one DStream to union", lambda: ssc.union())
+    assert ssc.union(stream) is stream
+    raises_exactly(InvalidPipelineError, "All DStreams should have same slide duration", lambda: ssc.union(stream, stream.window(1, 1)))
+
+
+def test_context_transform_checks(ssc: StreamingContext, stream: DStream) -> None:
+    """ssc.transform raises Spark's requirement messages for no streams and mixed slides."""
+    raises_exactly(InvalidPipelineError, "requirement failed: List of DStreams to transform is empty", lambda: ssc.transform([], list))
+    raises_exactly(InvalidPipelineError, "requirement failed: Some of the DStreams have different slide durations",
+                   lambda: ssc.transform([stream, stream.window(1, 1)], list))
+
+
+def test_union_of_streams_of_two_contexts_is_refused(ssc: StreamingContext, stream: DStream) -> None:
+    """ssc.union of streams from two contexts raises Spark's requirement message."""
+    other = QueueInputDStream(StreamingContext(None, 0.5), [], True, None)
+    raises_exactly(InvalidPipelineError, "requirement failed: Some of the DStreams have different contexts",
+                   lambda: ssc.union(stream, other))
+
+
+# -- fusion and persistence flags --
+
+
+def test_consecutive_transforms_are_fused(stream: DStream) -> None:
+    """map(f).filter(g) is one stream over the input, as in pyspark (the intermediate stream is bypassed)."""
+    chained = stream.map(abs).filter(bool).glom()
+    assert chained._parents == (stream,)
+
+
+def test_a_cached_or_checkpointed_stream_is_not_fused_past(stream: DStream) -> None:
+    """Caching or checkpointing an intermediate stream makes it a real parent of what follows."""
+    cached = stream.map(abs).cache()
+    assert cached.map(abs)._parents == (cached,)
+    checkpointed = stream.map(abs).checkpoint(1)
+    assert checkpointed.map(abs)._parents == (checkpointed,)
+
+
+def test_cache_persist_and_checkpoint_set_pyspark_flags(stream: DStream) -> None:
+    """cache and persist set is_cached; checkpoint sets is_checkpointed and persists in memory."""
+    from pyspark import StorageLevel
+
+    a, b, c = stream.map(abs), stream.map(abs), stream.map(abs)
+    assert (a.is_cached, a.is_checkpointed) == (False, False)
+    assert a.cache() is a and a.is_cached and a._storage_level == StorageLevel.MEMORY_ONLY
+    assert b.persist(StorageLevel.DISK_ONLY) is b and b.is_cached and b._storage_level == StorageLevel.DISK_ONLY
+    assert c.checkpoint(1.5) is c and c.is_checkpointed and not c.is_cached
+    assert c._checkpoint_interval is not None and c._checkpoint_interval.milliseconds == 1500
+    assert c._storage_level == StorageLevel.MEMORY_ONLY
+
+
+def test_a_window_persists_its_parent(stream: DStream) -> None:
+    """window() persists its parent, and persisting the window persists the parent instead (Spark's override)."""
+    from pyspark import StorageLevel
+
+    parent = stream.map(abs)
+    window = parent.window(1.5)
+    assert parent._storage_level == StorageLevel.MEMORY_ONLY and not parent.is_cached
+    window.persist(StorageLevel.DISK_ONLY)
+    assert window._storage_level is None and parent._storage_level == StorageLevel.DISK_ONLY
+
+
+def test_persist_and_checkpoint_after_start_are_refused(stream: DStream) -> None:
+    """Once initialised (the context started), persist and checkpoint raise Spark's messages."""
+    from pyspark import StorageLevel
+
+    derived = stream.map(abs)
+    derived._initialize(Time(0))
+    raises_exactly(StreamingStateError, "Cannot change storage level of a DStream after streaming context has started",
+                   lambda: derived.persist(StorageLevel.MEMORY_ONLY))
+    raises_exactly(StreamingStateError, "Cannot change checkpoint interval of a DStream after streaming context has started",
+                   lambda: derived.checkpoint(1))
+
+
+# -- initialisation: checkpoint interval and remember durations --
+
+
+def test_stateful_streams_checkpoint_every_ten_seconds_rounded_up_to_the_slide(ssc: StreamingContext) -> None:
+    """A stream that must checkpoint gets the smallest multiple of its slide of at least 10 s, and remembers twice that."""
+    slow = QueueInputDStream(StreamingContext(None, 0.3), [], True, None)
+    state = slow.updateStateByKey(lambda vs, s: s, 2)
+    assert isinstance(state, StateDStream)
+    state._initialize(Time(0))
+    assert state._checkpoint_interval is not None and state._checkpoint_interval.milliseconds == 10_200
+    assert state._remember_duration is not None and state._remember_duration.milliseconds == 20_400
+
+
+def test_a_window_makes_its_parent_remember_the_window_too(stream: DStream) -> None:
+    """A 2 s window's parent remembers the window's remember duration plus 2 s."""
+    window = stream.window(2, 0.5)
+    window._initialize(Time(0))
+    window._remember(None)
+    assert window._remember_duration is not None and window._remember_duration.milliseconds == 500
+    assert stream._remember_duration is not None and stream._remember_duration.milliseconds == 2500
+
+
+def test_update_state_by_key_with_a_list_initial_rdd_needs_spark_only_when_given(stream: DStream) -> None:
+    """An empty initialRDD is ignored, as pyspark ignores a falsy one."""
+    state = stream.updateStateByKey(lambda vs, s: s, 2, initialRDD=[])
+    assert isinstance(state, StateDStream) and state._initial is None
+
+
+# -- slices --
+
+
+def test_slice_before_start_is_refused(stream: DStream) -> None:
+    """slice on a stream that was never initialised raises."""
+    with pytest.raises(StreamingStateError, match="has not been initialized"):
+        stream.slice(0, 1)
+
+
+def test_slice_bounds_from_datetimes_lose_their_sub_second_part() -> None:
+    """A datetime bound is read at whole-second precision (pyspark's time.mktime quirk); numbers keep milliseconds."""
+    moment = datetime(2024, 3, 1, 12, 30, 15, 750_000)
+    whole = int(_time.mktime(moment.timetuple()) * 1000)
+    assert _time_to_ms(moment) == whole
+    assert whole % 1000 == 0
+    assert _time_to_ms(1_700_000_000.25) == 1_700_000_000_250
+    assert _time_to_ms(12) == 12_000
+
+
+def test_slice_bounds_must_be_times() -> None:
+    """A bound that is neither a datetime nor a number raises TypeError."""
+    with pytest.raises(TypeError, match="slice bounds must be datetimes or unix seconds"):
+        _time_to_ms("noon")  # type: ignore[arg-type]
+
+
+def test_slice_times_are_aligned_down_and_inclusive(stream: DStream) -> None:
+    """Grid times from begin to end, both included, floored to the grid; none at or before zero time."""
+    stream._initialize(Time(1000))
+    times = [t.milliseconds for t in stream._slice_times(Time(900), Time(2700))]
+    assert times == [1000, 1500, 2000, 2500]
+    assert [stream._is_time_valid(Time(ms)) for ms in times] == [False, True, True, True]
+
+
+def test_saved_file_names() -> None:
+    """saveAsTextFiles writes to prefix-<ms> or prefix-<ms>.suffix (an empty suffix still adds the dot)."""
+    assert _file_name("out/nums", None, Time(1_700_000_000_250)) == "out/nums-1700000000250"
+    assert _file_name("out/nums", "txt", Time(5)) == "out/nums-5.txt"
+    assert _file_name("p", "", Time(5)) == "p-5."
+
+
+def test_pyspark_private_slide_duration(stream: DStream) -> None:
+    """_slideDuration is the slide in seconds, as pyspark exposes it."""
+    assert stream._slideDuration == 0.5
+    assert stream.window(2, 1)._slideDuration == 1.0
+
+
+# -- with Spark: validation at start, saveAsTextFiles replays --
+
+
+@pytest.fixture
+def no_checkpoint_dir(spark_context: Any) -> Iterator[None]:
+    """Unset the SparkContext's checkpoint directory for one test (Spark has no public way to)."""
+    jsc = spark_context._jsc.sc()
+    saved = jsc.getCheckpointDir()
+    getattr(jsc, "checkpointDir_$eq")(spark_context._jvm.scala.Option.empty())
+    try:
+        yield
+    finally:
+        getattr(jsc, "checkpointDir_$eq")(saved)
+
+
+def start_should_fail(sc: Any, build: Callable[[StreamingContext], None], message: str) -> None:
+    """Build a graph on a new context and check that start() raises ``message`` and leaves the context stopped."""
+    ssc = StreamingContext(sc, 0.5)
+    build(ssc)
+    try:
+        raises_exactly(InvalidPipelineError, message, ssc.start)
+        assert ssc.getState() == "STOPPED"
+        assert StreamingContext.getActive() is None
+    finally:
+        ssc.stop(stopSparkContext=False)
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("no_checkpoint_dir")
+@pytest.mark.parametrize("op", ["updateStateByKey", "countByWindow", "reduceByKeyAndWindow", "checkpoint"])
+def test_checkpointing_streams_need_a_checkpoint_directory(spark_context: Any, op: str) -> None:
+    """Stateful, inverse-window and checkpointed streams fail start without a checkpoint directory (Spark's message)."""
+    def build(ssc: StreamingContext) -> None:
+        pairs = ssc.queueStream([[("a", 1)]]).map(lambda x: x)
+        derived = {
+            "updateStateByKey": lambda: pairs.updateStateByKey(lambda vs, s: s),
+            "countByWindow": lambda: pairs.countByWindow(1, 0.5),
+            "reduceByKeyAndWindow": lambda: pairs.reduceByKeyAndWindow(max, min, 1),
+            "checkpoint": lambda: pairs.checkpoint(1),
+        }[op]()
+        derived.foreachRDD(lambda rdd: None)
+
+    start_should_fail(spark_context, build,
+                      "requirement failed: The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint().")
+
+
+@pytest.mark.spark
+def test_a_plain_window_needs_no_checkpoint_directory(spark_context: Any, no_checkpoint_dir: None) -> None:
+    """A window without an inverse function starts without a checkpoint directory."""
+    ssc = StreamingContext(spark_context, 0.5)
+    ssc.queueStream([[1]]).window(1).reduceByKeyAndWindow(max, None, 1).foreachRDD(lambda rdd: None)
+    try:
+        ssc.start()
+        assert ssc.getState() == "ACTIVE"
+    finally:
+        ssc.stop(stopSparkContext=False)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("interval", "message"),
+    [
+        (0.25, "requirement failed: The checkpoint interval for TransformedDStream has been set to 250 ms which is lower than its "
+               "slide time (500 ms). Please set it to at least 500 ms."),
+        (0.75, "requirement failed: The checkpoint interval for TransformedDStream has been set to  750 ms which not a multiple of "
+               "its slide time (500 ms). Please set it to a multiple of 500 ms."),
+    ],
+)
+def test_checkpoint_interval_must_suit_the_slide(spark_context: Any, tmp_path: Any, interval: float, message: str) -> None:
+    """A checkpoint interval below the slide, or not a multiple of it, fails start with Spark's message (double space kept)."""
+    def build(ssc: StreamingContext) -> None:
+        ssc.checkpoint(str(tmp_path))
+        ssc.queueStream([[1]]).map(abs).checkpoint(interval).foreachRDD(lambda rdd: None)
+
+    start_should_fail(spark_context, build, message)
+
+
+@pytest.mark.spark
+def test_checkpointing_a_window_fails_for_want_of_a_storage_level(spark_context: Any, tmp_path: Any) -> None:
+    """window(...).checkpoint(...) fails start: the window forwards persist to its parent (a Spark quirk kept)."""
+    def build(ssc: StreamingContext) -> None:
+        ssc.checkpoint(str(tmp_path))
+        ssc.queueStream([[1]]).window(1).checkpoint(1).foreachRDD(lambda rdd: None)
+
+    start_should_fail(spark_context, build,
+                      "requirement failed: WindowedDStream has been marked for checkpointing but the storage level has not been set to "
+                      "enable persisting. Please use DStream.persist() to set the storage level to use memory for better checkpointing "
+                      "performance.")
+
+
+@pytest.mark.spark
+def test_context_remember_can_be_set_once(spark_context: Any) -> None:
+    """ssc.remember a second time raises Spark's requirement message."""
+    ssc = StreamingContext(spark_context, 0.5)
+    ssc.remember(4)
+    raises_exactly(InvalidPipelineError, "requirement failed: Remember duration already set as 4000 ms. Cannot set it again.",
+                   lambda: ssc.remember(5))
+
+
+@pytest.mark.spark
+def test_save_as_text_files_skips_a_batch_already_saved(spark_context: Any, tmp_path: Any) -> None:
+    """Saving the same batch twice (a replay) keeps the first files and raises nothing."""
+    ssc = StreamingContext(spark_context, 0.5)
+    prefix = os.path.join(str(tmp_path), "out")
+    ssc.queueStream([[1]]).saveAsTextFiles(prefix, "txt")
+    save = ssc._graph.output_streams[-1]._func  # type: ignore[attr-defined]
+    when = batch_datetime(Time(1_700_000_000_500))
+    save(when, spark_context.parallelize(["first"], 1))
+    save(when, spark_context.parallelize(["second"], 1))
+    with open(os.path.join(prefix + "-1700000000500.txt", "part-00000"), encoding="utf-8") as fh:
+        assert fh.read() == "first\n"
+
+
+@pytest.mark.spark
+def test_slice_runs_alongside_generation(spark_context: Any) -> None:
+    """slice from another thread while batches are generated sees each batch's one RDD (generation is locked)."""
+    ssc = StreamingContext(spark_context, 0.2)
+    ssc.remember(10)
+    nums = ssc.queueStream([[i] for i in range(1, 6)])
+    seen: list[list[int]] = []
+    done = threading.Event()
+
+    def record(t: datetime, rdd: Any) -> None:
+        if len(seen) < 5:
+            seen.append(sorted(x for r in nums.slice(0, t.timestamp() + 0.0005) for x in r.collect()))
+        if len(seen) >= 5:
+            done.set()
+
+    nums.foreachRDD(record)
+    ssc.start()
+    try:
+        assert done.wait(120), "five batches did not complete"
+    finally:
+        ssc.stop(stopSparkContext=False)
+    assert seen == [[1], [1, 2], [1, 2, 3], [1, 2, 3, 4], [1, 2, 3, 4, 5]]
