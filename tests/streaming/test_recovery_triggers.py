@@ -1,0 +1,216 @@
+"""Once and AvailableNow triggers, and async progress tracking: its restrictions, durability interval and recovery."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler import InvalidPipelineError, ManualClock, Milliseconds, Seconds
+from streaming import Batch, ListSource, Pipeline, StreamingRuntime, Trigger
+from tests.anyio_support import raises_exactly
+from tests.streaming.test_recovery import Recorder, advance, ids, pipeline
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_once_runs_one_batch_with_everything_then_stops(tmp_path: Path) -> None:
+    """Once takes every available record in one batch (read limits ignored) at the next grid time, then stops by itself."""
+    out = Recorder()
+    p, _ = pipeline(out, max_per_batch=2)
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(2500), checkpoint_location=tmp_path,
+                                trigger=Trigger.ONCE) as rt:
+        await rt.start()
+        assert await rt.await_termination() is True
+    assert out.seen == [(3000, list("abcdefghij"))]
+    assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [0]  # a fresh query starts at batch 0
+
+
+async def test_once_with_an_uncommitted_batch_only_reruns_it(tmp_path: Path) -> None:
+    """Spark's rule: a Once run on a checkpoint with an uncommitted batch re-runs that batch and takes no new data."""
+    p, _ = pipeline(Recorder(fail_at={1000}), records=["a"])
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path) as rt:
+        await rt.start()
+        await advance(rt, clock, 1000)
+        await rt.stop()
+    out = Recorder()
+    p, _ = pipeline(out, records=["a", "b", "c"])
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(9000), checkpoint_location=tmp_path,
+                                trigger=Trigger.ONCE) as rt:
+        await rt.start()
+        assert await rt.await_termination()
+    assert out.seen == [(1000, ["a"])]
+
+
+async def test_available_now_drains_what_was_there_at_start_in_limited_batches(tmp_path: Path) -> None:
+    """AvailableNow pins the end at start, runs back-to-back batches of at most max_per_batch on consecutive grid times, stops."""
+    out = Recorder()
+    src_holder: list[ListSource] = []
+
+    async def appending(batch: Batch) -> None:
+        src_holder[0].append("late")  # arrives after the start: not part of this run
+        await out(batch)
+
+    p, src = pipeline(appending, records=list("abcde"), max_per_batch=2)
+    src_holder.append(src)
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(500), checkpoint_location=tmp_path,
+                                trigger=Trigger.AVAILABLE_NOW) as rt:
+        await rt.start()
+        assert await rt.await_termination()
+        assert [e.batch_id for e in rt.recent_progress] == [0, 1, 2]
+    assert out.seen == [(1000, ["a", "b"]), (2000, ["c", "d"]), (3000, ["e"])]
+
+
+async def test_available_now_without_new_data_runs_no_batch(tmp_path: Path) -> None:
+    """With nothing new, AvailableNow records one idle trigger and stops without a batch."""
+    out = Recorder()
+    p, _ = pipeline(out, records=[])
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(500), checkpoint_location=tmp_path,
+                                trigger=Trigger.AVAILABLE_NOW) as rt:
+        await rt.start()
+        assert await rt.await_termination()
+        idle = rt.last_progress
+        assert idle is not None and (idle.batch_id, idle.num_input_rows, set(idle.duration_ms)) == (
+            0, 0, {"latestOffset", "triggerExecution"})
+        assert rt.status.message == "Stopped"
+    assert out.seen == [] and ids(tmp_path / "offsets") == []
+
+
+async def test_a_processing_time_restart_follows_trigger_driven_batches(tmp_path: Path) -> None:
+    """Batches after an AvailableNow run continue its ids and never reuse a batch time."""
+    p, _ = pipeline(Recorder(), records=list("abcd"), max_per_batch=1)
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(0), checkpoint_location=tmp_path,
+                                trigger=Trigger.AVAILABLE_NOW) as rt:
+        await rt.start()
+        await rt.await_termination()
+    out = Recorder()
+    p, _ = pipeline(out, records=list("abcdef"), max_per_batch=1)
+    clock = ManualClock(2000)  # the AvailableNow run's batch times (1000..4000) ran ahead of the clock
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path) as rt:
+        await rt.start()
+        await advance(rt, clock, 3000)
+        await rt.stop()
+    assert out.seen == [(5000, ["e"])]
+
+
+# -- async progress tracking --
+
+
+@pytest.mark.parametrize(
+    ("trigger", "message"),
+    [
+        (Trigger.ONCE, "Async progress tracking cannot be used with Once trigger"),
+        (Trigger.AVAILABLE_NOW, "Async progress tracking cannot be used with AvailableNow trigger"),
+    ],
+)
+async def test_async_tracking_refuses_once_and_available_now(trigger: Trigger, message: str) -> None:
+    """Async progress tracking with a Once or AvailableNow trigger is refused with Spark's messages."""
+    with raises_exactly(InvalidPipelineError, message):
+        StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), trigger=trigger,
+                         options={"asyncProgressTrackingEnabled": "true"})
+
+
+class StatefulPipeline(Pipeline):
+    """A pipeline that says it keeps state between batches."""
+
+    @property
+    def is_stateful(self) -> bool:
+        return True
+
+
+async def test_async_tracking_refuses_stateful_pipelines(tmp_path: Path) -> None:
+    """A stateful graph with async progress tracking fails to start with Spark's message; the runtime is STOPPED."""
+    p = StatefulPipeline()
+    p.add_source(ListSource(["a"]), name="in")
+    p.add_output(Recorder())
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(), checkpoint_location=tmp_path,
+                                options={"asyncProgressTrackingEnabled": True}) as rt:
+        with raises_exactly(InvalidPipelineError, "Stateful streaming queries does not support async progress tracking at "
+                            "this moment."):
+            await rt.start()
+    assert not (tmp_path / "offsets").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"asyncProgressTrackingEnable": "true"}, "unknown option 'asyncProgressTrackingEnable'; the options are "
+         "asyncProgressTrackingEnabled, asyncProgressTrackingCheckpointIntervalMs, spark.sql.streaming.minBatchesToRetain, "
+         "spark.sql.streaming.numRecentProgressUpdates, spark.sql.streaming.noDataProgressEventInterval"),
+        ({"asyncProgressTrackingEnabled": "yes"}, "option asyncProgressTrackingEnabled must be true or false, got 'yes'"),
+        ({"asyncProgressTrackingCheckpointIntervalMs": "-1"}, "option asyncProgressTrackingCheckpointIntervalMs must be a "
+         "non-negative whole number of milliseconds, got '-1'"),
+        ({"spark.sql.streaming.minBatchesToRetain": 0}, "option spark.sql.streaming.minBatchesToRetain must be a positive "
+         "whole number of batches, got 0"),
+    ],
+)
+async def test_bad_options_are_refused(options: dict[str, Any], message: str) -> None:
+    """Unknown option names and bad values are refused, naming the option and the rule."""
+    with raises_exactly(InvalidPipelineError, message):
+        StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), options=options)
+
+
+async def test_option_names_match_case_insensitively() -> None:
+    """Spark's writer options are case-insensitive, and so are ours."""
+    rt = StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(),
+                          options={"ASYNCPROGRESSTRACKINGENABLED": "TRUE", "asyncprogresstrackingcheckpointintervalms": 250})
+    assert rt.tracker is not None
+    assert rt.tracker.options.async_progress_tracking_enabled
+    assert rt.tracker.options.async_progress_tracking_checkpoint_interval_ms == 250
+
+
+async def test_async_tracking_is_durable_once_per_interval(tmp_path: Path) -> None:
+    """With 100 ms batches and the default 1000 ms interval, offsets and commits reach the disk for batches 0, 10, 20 only."""
+    out = Recorder()
+    p, _ = pipeline(out, records=[str(i) for i in range(30)], max_per_batch=1)
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path,
+                                options={"asyncProgressTrackingEnabled": "true"}) as rt:
+        await rt.start()
+        for _ in range(25):
+            await advance(rt, clock, 100)
+        assert rt.tracker is not None
+        await rt.tracker.flush()
+        assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [0, 10, 20]
+        assert len(rt.recent_progress) == 25
+        await rt.stop()
+    assert len(out.seen) == 25
+
+
+async def test_async_tracking_with_interval_zero_writes_every_batch(tmp_path: Path) -> None:
+    """asyncProgressTrackingCheckpointIntervalMs=0 makes every batch's offsets and commit durable, in order."""
+    p, _ = pipeline(Recorder())
+    clock = ManualClock(0)
+    options = {"asyncProgressTrackingEnabled": "true", "asyncProgressTrackingCheckpointIntervalMs": "0"}
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path, options=options) as rt:
+        await rt.start()
+        for _ in range(4):
+            await advance(rt, clock, 1000)
+        await rt.stop()  # stopping finishes the queued writes
+    assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [0, 1, 2, 3]
+
+
+async def test_async_recovery_resumes_from_the_last_durable_entry(tmp_path: Path) -> None:
+    """After async tracking, a restart resumes from the newest durable entry: the batches after it are read again (at least once)."""
+    p, _ = pipeline(Recorder(), records=[str(i) for i in range(30)], max_per_batch=1)
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path,
+                                options={"asyncProgressTrackingEnabled": "true"}) as rt:
+        await rt.start()
+        for _ in range(14):
+            await advance(rt, clock, 100)
+        await rt.stop()
+    assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [0, 10]
+    out = Recorder()
+    p, _ = pipeline(out, records=[str(i) for i in range(30)], max_per_batch=1)
+    clock = ManualClock(5000)
+    async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path,
+                                options={"asyncProgressTrackingEnabled": "true"}) as rt:
+        await rt.start()
+        await rt.wait_until_idle()
+        assert out.seen == []  # no down-time batches: times up to the crash may have run without a trace
+        await advance(rt, clock, 100)
+        await rt.stop()
+    assert out.seen == [(5100, ["11"])]  # batch 10 ended at record 11; records 11..13 are read again from here
