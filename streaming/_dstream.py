@@ -1,9 +1,3 @@
-# !!! NOTE FROM THE INPUT-STREAMS HELPER (2026-11-22 03:44:55 UTC) -- READ BEFORE EDITING THIS FILE !!!
-# A script of mine truncated this file by mistake (open(path, "w") evaluated before the read), and
-# the uncommitted work on it since commit 1b3e921 (about 830 lines: _graph_locks, _memory_only, _union,
-# TimeLike, TransformedWithDStream and every transformation) was lost: no copy exists on disk.
-# What is below is the last committed version (git show HEAD:streaming/_dstream.py), restored at
-# 03:5x so the package imports. Please re-apply your edits from your own history; delete this note.
 """DStream: a sequence of RDDs, one per batch (pyspark's ``DStream``, Spark's ``DStream``).
 
 Each stream computes the RDD of a batch time at most once and remembers it for its remember
@@ -14,22 +8,38 @@ JobGenerator's worker thread; element functions run on Spark executors when a jo
 from __future__ import annotations
 
 import inspect
+import operator
+import threading
+import weakref
+from datetime import datetime
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import structlog
 
-from scheduler import Duration, Job, StreamingStateError, Time
+from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time
 
-from ._spark import batch_datetime, job_description
+from ._spark import batch_datetime, job_description, seconds_to_duration
 
 if TYPE_CHECKING:
-    from pyspark import RDD
+    from pyspark import RDD, StorageLevel
 
     from ._context import StreamingContext
+    from ._dstream_graph import DStreamGraph
 
-__all__ = ["DStream", "ForEachDStream", "MultiTransformedDStream", "TransformedDStream", "UnionDStream"]
+__all__ = [
+    "DStream",
+    "ForEachDStream",
+    "MultiTransformedDStream",
+    "TransformedDStream",
+    "TransformedWithDStream",
+    "UnionDStream",
+]
 
 _log = structlog.get_logger("aiodstream.streaming").bind(component="DStream")
+
+TimeLike = datetime | int | float
+"""A batch time as pyspark's ``DStream.slice`` takes it: a local datetime or unix seconds."""
 
 
 def _arity(func: Callable[..., Any]) -> int:
@@ -41,11 +51,63 @@ def _arity(func: Callable[..., Any]) -> int:
     return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
+# One lock per graph guards RDD generation: the JobGenerator's worker thread builds each
+# batch's RDDs, and a user may call ``slice`` from another thread (e.g. inside a foreachRDD
+# job) at the same time. Re-entrant, because computing one stream computes its parents.
+_graph_locks: weakref.WeakKeyDictionary[DStreamGraph, threading.RLock] = weakref.WeakKeyDictionary()
+_graph_locks_guard = threading.Lock()
+
+
+def _generation_lock(graph: DStreamGraph) -> threading.RLock:
+    with _graph_locks_guard:
+        lock = _graph_locks.get(graph)
+        if lock is None:
+            lock = _graph_locks[graph] = threading.RLock()
+        return lock
+
+
+def _memory_only() -> StorageLevel:
+    from pyspark import StorageLevel
+
+    return StorageLevel.MEMORY_ONLY
+
+
+def _union(ssc: StreamingContext, rdds: Sequence[RDD[Any]]) -> RDD[Any]:
+    """Spark's ``sc.union(rdds)``, which is an empty RDD for no RDDs (pyspark's would fail)."""
+    sc = ssc.sparkContext
+    if not rdds:
+        return sc.emptyRDD()
+    return sc.union(list(rdds))
+
+
+def _time_to_ms(value: TimeLike) -> int:
+    """pyspark's conversion of a ``slice`` bound: a datetime loses its sub-second part."""
+    if isinstance(value, datetime):
+        # Quirk kept from pyspark: it reads the datetime through time.mktime(timetuple()),
+        # which has whole-second precision.
+        import time as _time
+
+        value = _time.mktime(value.timetuple())
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"slice bounds must be datetimes or unix seconds (int or float), got {type(value).__name__} {value!r}")
+    return int(value * 1000)
+
+
+def _file_name(prefix: str, suffix: str | None, time: Time) -> str:
+    """``prefix-<ms>`` or ``prefix-<ms>.suffix``, the directory a batch is saved to."""
+    name = f"{prefix}-{time.milliseconds}"
+    return name if suffix is None else f"{name}.{suffix}"
+
+
 class DStream:
     """A stream of RDDs on the batch grid.
 
     The public methods are pyspark's, with pyspark's names and semantics; durations are in
     seconds. Transformations can only be added before the context starts.
+
+    Attributes:
+        is_cached: True once :meth:`cache` or :meth:`persist` was called on this stream.
+        is_checkpointed: True once :meth:`checkpoint` was called on this stream.
     """
 
     def __init__(self, ssc: StreamingContext, parents: Sequence[DStream] = (), slide: Duration | None = None) -> None:
@@ -54,12 +116,14 @@ class DStream:
         self._ssc = ssc
         self._parents: tuple[DStream, ...] = tuple(parents)
         self._slide: Duration = slide or (parents[0]._slide if parents else ssc._batch_duration)
-        self._generated: dict[Time, RDD[Any] | None] = {}
+        # Only RDDs are remembered: like Spark, a batch without an RDD is asked again next time.
+        self._generated: dict[Time, RDD[Any]] = {}
         self._zero_time: Time | None = None
         self._remember_duration: Duration | None = None
-        self._storage_level: Any = None
+        self._storage_level: StorageLevel | None = None
         self._checkpoint_interval: Duration | None = None
         self._must_checkpoint = False
+        self._lock = _generation_lock(ssc._graph)
         self.is_cached = False
         self.is_checkpointed = False
 
@@ -74,8 +138,11 @@ class DStream:
             # slide that is at least 10 seconds.
             slides = max(1, -(-10_000 // self._slide.milliseconds))
             self._checkpoint_interval = self._slide * slides
+            _log.info("Checkpoint interval automatically set", stream=type(self).__name__,
+                      interval_ms=self._checkpoint_interval.milliseconds)
         minimum = self._slide
         if self._checkpoint_interval is not None and self._checkpoint_interval >= self._slide:
+            # Twice the interval, so the RDD of the latest checkpoint is never forgotten.
             minimum = self._checkpoint_interval * 2
         if self._remember_duration is None or self._remember_duration < minimum:
             self._remember_duration = minimum
@@ -89,13 +156,40 @@ class DStream:
             parent._remember(self._parent_remember_duration())
 
     def _parent_remember_duration(self) -> Duration | None:
+        """How long parents must remember their RDDs for this stream (windows add their length)."""
         return self._remember_duration
 
     def _validate_at_start(self) -> None:
-        if self._must_checkpoint and self._ssc._checkpoint_dir is None:
-            raise StreamingStateError(
-                "The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint()."
-            )
+        """Spark's ``validateAtStart`` checks, in Spark's order and words, then the parents'."""
+        name = type(self).__name__
+        interval = self._checkpoint_interval
+        if interval is not None:
+            if self._ssc.sparkContext.getCheckpointDir() is None:
+                raise InvalidPipelineError(
+                    "requirement failed: The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint()."
+                )
+            if interval < self._slide:
+                raise InvalidPipelineError(
+                    f"requirement failed: The checkpoint interval for {name} has been set to {interval} which is lower than "
+                    f"its slide time ({self._slide}). Please set it to at least {self._slide}."
+                )
+            if not interval.is_multiple_of(self._slide):
+                raise InvalidPipelineError(
+                    f"requirement failed: The checkpoint interval for {name} has been set to  {interval} which not a multiple "
+                    f"of its slide time ({self._slide}). Please set it to a multiple of {self._slide}."
+                )
+            if self._storage_level is None:
+                raise InvalidPipelineError(
+                    f"requirement failed: {name} has been marked for checkpointing but the storage level has not been set to "
+                    "enable persisting. Please use DStream.persist() to set the storage level to use memory for better "
+                    "checkpointing performance."
+                )
+            remember = self._remember_duration
+            if remember is None or remember <= interval:
+                raise InvalidPipelineError(
+                    f"requirement failed: The remember duration for {name} has been set to  {remember} which is not more than "
+                    f"the checkpoint interval ({interval}). Please set it to a value higher than {interval}."
+                )
         for parent in self._parents:
             parent._validate_at_start()
 
@@ -106,19 +200,28 @@ class DStream:
         return delta > 0 and delta % self._slide.milliseconds == 0
 
     def _get_or_compute(self, time: Time) -> RDD[Any] | None:
-        if time in self._generated:
-            return self._generated[time]
-        if not self._is_time_valid(time):
-            return None
-        rdd = self._compute(time)
+        """The RDD of ``time``: remembered, else computed now (at most once), or None."""
+        rdd = self._generated.get(time)
         if rdd is not None:
+            return rdd
+        with self._lock:
+            rdd = self._generated.get(time)
+            if rdd is not None or not self._is_time_valid(time):
+                return rdd
+            rdd = self._compute(time)
+            if rdd is None:
+                return None
+            # Persist and mark for checkpointing before any child derives from the RDD, so
+            # children read the cache and a checkpoint cuts the lineage.
             if self._storage_level is not None:
                 rdd.persist(self._storage_level)
-            if self._checkpoint_interval is not None and self._zero_time is not None and \
-                    (time.milliseconds - self._zero_time.milliseconds) % self._checkpoint_interval.milliseconds == 0:
-                rdd.checkpoint()
-        self._generated[time] = rdd
-        return rdd
+            interval = self._checkpoint_interval
+            if interval is not None:
+                assert self._zero_time is not None
+                if (time.milliseconds - self._zero_time.milliseconds) % interval.milliseconds == 0:
+                    rdd.checkpoint()
+            self._generated[time] = rdd
+            return rdd
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         raise NotImplementedError
@@ -128,24 +231,42 @@ class DStream:
         raise NotImplementedError(f"{type(self).__name__} is not an output stream")
 
     def _clear_metadata(self, time: Time) -> None:
+        # Runs on the event loop between batches, while a user thread may be slicing: work
+        # on a snapshot of the keys and never block on the generation lock.
         remember = self._remember_duration or self._slide
         threshold = time.milliseconds - remember.milliseconds
-        for old in [t for t in self._generated if t.milliseconds <= threshold]:
-            rdd = self._generated.pop(old)
-            if rdd is not None and self._storage_level is not None:
+        unpersist = self._storage_level is not None
+        for old in [t for t in list(self._generated) if t.milliseconds <= threshold]:
+            rdd = self._generated.pop(old, None)
+            if rdd is not None and unpersist:
                 rdd.unpersist(blocking=False)
         for parent in self._parents:
             parent._clear_metadata(time)
 
     def _slice_times(self, begin: Time, end: Time) -> Iterator[Time]:
-        """Grid times of this stream from ``begin`` to ``end`` inclusive, aligned to the slide."""
-        assert self._zero_time is not None
+        """Grid times of this stream from ``begin`` to ``end`` inclusive, aligned down to the grid."""
+        if self._zero_time is None:
+            raise StreamingStateError(f"{self!r} has not been initialized")
         zero, slide = self._zero_time.milliseconds, self._slide.milliseconds
         first = begin.milliseconds - (begin.milliseconds - zero) % slide
         last = end.milliseconds - (end.milliseconds - zero) % slide
-        for ms in range(first, last + 1, slide):
-            if ms >= zero:
-                yield Time(ms)
+        for ms in range(max(first, zero), last + 1, slide):
+            yield Time(ms)
+
+    def _slice_rdds(self, begin: Time, end: Time) -> list[RDD[Any]]:
+        """The RDDs of the grid times from ``begin`` to ``end``, computing missing ones."""
+        rdds = []
+        for t in self._slice_times(begin, end):
+            rdd = self._get_or_compute(t)
+            if rdd is not None:
+                rdds.append(rdd)
+        return rdds
+
+    def _set_storage_level(self, level: StorageLevel) -> None:
+        """Persist every RDD of this stream at ``level`` (a window persists its parent instead)."""
+        if self._zero_time is not None:
+            raise StreamingStateError("Cannot change storage level of a DStream after streaming context has started")
+        self._storage_level = level
 
     # -- pyspark's public API: core --
 
@@ -153,19 +274,53 @@ class DStream:
         """The StreamingContext of this stream."""
         return self._ssc
 
+    @property
+    def _slideDuration(self) -> float:  # pyspark's private name, which some programs read
+        """The slide duration in seconds, as pyspark exposes it."""
+        return self._slide.milliseconds / 1000.0
+
     def transform(self, func: Callable[..., Any]) -> DStream:
         """A stream whose RDD per batch is ``func(rdd)`` or ``func(time, rdd)`` of this one's.
 
-        A ``None`` result means no RDD for that batch, as in pyspark.
+        ``time`` is the batch time as a local datetime. A falsy result (e.g. ``None``) means
+        no RDD for that batch, as in pyspark. The function runs when the batch is generated.
+
+        Raises:
+            AssertionError: ``func`` takes neither one nor two arguments (pyspark's check).
         """
         n = _arity(func)
         if n == 1:
-            def wrapped(t: Any, rdd: Any, _f: Callable[..., Any] = func) -> Any:
-                return _f(rdd)
-            return TransformedDStream(self, wrapped)
+            one_arg = func
+
+            def with_time(t: datetime, rdd: Any) -> Any:
+                return one_arg(rdd)
+
+            return TransformedDStream(self, with_time)
         if n != 2:
             raise AssertionError("func should take one or two arguments")
         return TransformedDStream(self, func)
+
+    def transformWith(self, func: Callable[..., Any], other: DStream, keepSerializer: bool = False) -> DStream:  # noqa: N803
+        """A stream whose RDD is ``func(rdd_a, rdd_b)`` or ``func(time, rdd_a, rdd_b)`` of two streams.
+
+        A side without an RDD for the batch gets an empty RDD; ``func`` is always called.
+        ``keepSerializer`` is accepted for compatibility and has no effect here (RDDs keep
+        their own serializers).
+
+        Raises:
+            AssertionError: ``func`` takes neither two nor three arguments (pyspark's check).
+        """
+        n = _arity(func)
+        if n == 2:
+            two_args = func
+
+            def with_time(t: datetime, a: Any, b: Any) -> Any:
+                return two_args(a, b)
+
+            return TransformedWithDStream(self, other, with_time)
+        if n != 3:
+            raise AssertionError("func should take two or three arguments")
+        return TransformedWithDStream(self, other, func)
 
     def foreachRDD(self, func: Callable[..., Any]) -> None:
         """Apply ``func(rdd)`` or ``func(time, rdd)`` to every batch's RDD: an output operation.
@@ -186,7 +341,7 @@ class DStream:
         ForEachDStream(self, func).register()
 
     def pprint(self, num: int = 10) -> None:
-        """Print the first ``num`` elements of each RDD, under pyspark's header."""
+        """Print the first ``num`` elements of each RDD, under pyspark's header, and ``...`` if there are more."""
         def take_and_print(time: Any, rdd: Any) -> None:
             taken = rdd.take(num + 1)
             print("-------------------------------------------")
@@ -199,6 +354,27 @@ class DStream:
             print("")
 
         self.foreachRDD(take_and_print)
+
+    def saveAsTextFiles(self, prefix: str, suffix: str | None = None) -> None:
+        """Save each batch's RDD as text files under ``prefix-<batch ms>[.suffix]``: an output operation.
+
+        A batch whose directory already exists is skipped silently (pyspark swallows Hadoop's
+        ``FileAlreadyExistsException`` so that a replayed batch does not fail).
+        """
+        def save(time: datetime, rdd: Any) -> None:
+            from py4j.protocol import Py4JJavaError
+
+            # The datetime round-trips to the batch's milliseconds: batch_datetime() made it.
+            path = _file_name(prefix, suffix, Time(round(time.timestamp() * 1000)))
+            try:
+                rdd.saveAsTextFile(path)
+            except Py4JJavaError as exc:
+                if "FileAlreadyExistsException" not in str(exc):
+                    raise
+
+        self.foreachRDD(save)
+
+    # -- element-wise transformations --
 
     def mapPartitionsWithIndex(self, f: Callable[[int, Iterable[Any]], Iterable[Any]],
                                preservesPartitioning: bool = False) -> DStream:  # noqa: N803
@@ -219,47 +395,338 @@ class DStream:
 
     def flatMap(self, f: Callable[[Any], Iterable[Any]], preservesPartitioning: bool = False) -> DStream:  # noqa: N803
         """Apply ``f`` to each element and flatten the results."""
-        def per_partition(iterator: Iterable[Any]) -> Iterable[Any]:
-            return (y for x in iterator for y in f(x))
-        return self.mapPartitions(per_partition, preservesPartitioning)
+        def per_partition(_: int, iterator: Iterable[Any]) -> Iterable[Any]:
+            return chain.from_iterable(map(f, iterator))
+        return self.mapPartitionsWithIndex(per_partition, preservesPartitioning)
 
     def filter(self, f: Callable[[Any], bool]) -> DStream:
         """Keep the elements for which ``f`` is true."""
         def per_partition(iterator: Iterable[Any]) -> Iterable[Any]:
-            return (x for x in iterator if f(x))
+            return filter(f, iterator)
         return self.mapPartitions(per_partition, True)
+
+    def glom(self) -> DStream:
+        """Turn each partition into one list of its elements."""
+        def as_list(iterator: Iterable[Any]) -> Iterator[list[Any]]:
+            yield list(iterator)
+        return self.mapPartitions(as_list)
+
+    def mapValues(self, f: Callable[[Any], Any]) -> DStream:
+        """Apply ``f`` to the value of each ``(key, value)`` pair, keeping the key and the partitioning."""
+        def on_value(kv: tuple[Any, Any]) -> tuple[Any, Any]:
+            return kv[0], f(kv[1])
+        return self.map(on_value, preservesPartitioning=True)
+
+    def flatMapValues(self, f: Callable[[Any], Iterable[Any]]) -> DStream:
+        """Apply ``f`` to each value and pair every result with the key, keeping the partitioning."""
+        def on_value(kv: tuple[Any, Any]) -> Iterable[tuple[Any, Any]]:
+            key = kv[0]
+            return ((key, v) for v in f(kv[1]))
+        return self.flatMap(on_value, preservesPartitioning=True)
+
+    def repartition(self, numPartitions: int) -> DStream:  # noqa: N803
+        """Reshuffle each RDD into ``numPartitions`` partitions."""
+        return self.transform(lambda rdd: rdd.repartition(numPartitions))
+
+    # -- per-batch aggregations --
+
+    def _default_partitions(self, numPartitions: int | None) -> int:  # noqa: N803
+        return self._ssc.sparkContext.defaultParallelism if numPartitions is None else numPartitions
+
+    def reduce(self, func: Callable[[Any, Any], Any]) -> DStream:
+        """One element per batch: the RDD's elements reduced with ``func`` (nothing for an empty batch)."""
+        return self.map(lambda x: (None, x)).reduceByKey(func, 1).map(lambda kv: kv[1])
+
+    def count(self) -> DStream:
+        """One element per batch: the number of elements.
+
+        As in pyspark, an RDD without partitions (e.g. an empty window) yields no element, not 0.
+        """
+        return self.mapPartitions(lambda it: [sum(1 for _ in it)]).reduce(operator.add)
+
+    def countByValue(self) -> DStream:
+        """``(value, count)`` for each distinct element of each batch."""
+        return self.map(lambda x: (x, 1)).reduceByKey(lambda a, b: a + b)
+
+    def reduceByKey(self, func: Callable[[Any, Any], Any], numPartitions: int | None = None) -> DStream:  # noqa: N803
+        """Merge the values of each key with ``func``, into ``numPartitions`` (default: Spark's parallelism)."""
+        n = self._default_partitions(numPartitions)
+        return self.combineByKey(lambda v: v, func, func, n)
+
+    def combineByKey(self, createCombiner: Callable[[Any], Any], mergeValue: Callable[[Any, Any], Any],  # noqa: N803
+                     mergeCombiners: Callable[[Any, Any], Any], numPartitions: int | None = None) -> DStream:  # noqa: N803
+        """``rdd.combineByKey`` on each batch (default partitions: Spark's parallelism)."""
+        n = self._default_partitions(numPartitions)
+        return self.transform(lambda rdd: rdd.combineByKey(createCombiner, mergeValue, mergeCombiners, n))
+
+    def partitionBy(self, numPartitions: int, partitionFunc: Callable[[Any], int] | None = None) -> DStream:  # noqa: N803
+        """Hash-partition each batch's pairs into ``numPartitions`` with ``partitionFunc`` (default pyspark's ``portable_hash``)."""
+        by = partitionFunc
+        if by is None:
+            from pyspark.rdd import portable_hash
+
+            by = portable_hash
+        return self.transform(lambda rdd: rdd.partitionBy(numPartitions, by))
+
+    def groupByKey(self, numPartitions: int | None = None) -> DStream:  # noqa: N803
+        """``(key, iterable of values)`` per key of each batch."""
+        n = self._default_partitions(numPartitions)
+        return self.transform(lambda rdd: rdd.groupByKey(n))
+
+    # -- two-stream operations (a missing side is an empty RDD) --
+
+    def union(self, other: DStream) -> DStream:
+        """The elements of both streams, this stream's first.
+
+        Raises:
+            InvalidPipelineError: the streams have different slide durations (a ValueError, as in pyspark).
+        """
+        if self._slide != other._slide:
+            raise InvalidPipelineError("the two DStream should have same slide duration")
+        return self.transformWith(lambda a, b: a.union(b), other, True)
+
+    def cogroup(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
+        """``(key, (values here, values there))`` for every key of either stream, per batch."""
+        n = self._default_partitions(numPartitions)
+        return self.transformWith(lambda a, b: a.cogroup(b, n), other)
+
+    def join(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
+        """``(key, (v, w))`` for each pair of values of a key present in both streams, per batch."""
+        n = self._default_partitions(numPartitions)
+        return self.transformWith(lambda a, b: a.join(b, n), other)
+
+    def leftOuterJoin(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
+        """Like :meth:`join`, keeping this stream's keys missing from ``other`` as ``(key, (v, None))``."""
+        n = self._default_partitions(numPartitions)
+        return self.transformWith(lambda a, b: a.leftOuterJoin(b, n), other)
+
+    def rightOuterJoin(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
+        """Like :meth:`join`, keeping ``other``'s keys missing here as ``(key, (None, w))``."""
+        n = self._default_partitions(numPartitions)
+        return self.transformWith(lambda a, b: a.rightOuterJoin(b, n), other)
+
+    def fullOuterJoin(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
+        """Like :meth:`join`, keeping the keys of either side, with None for the missing value."""
+        n = self._default_partitions(numPartitions)
+        return self.transformWith(lambda a, b: a.fullOuterJoin(b, n), other)
+
+    # -- persistence and checkpointing --
+
+    def cache(self) -> DStream:
+        """Persist every RDD of this stream in memory (pyspark's ``MEMORY_ONLY``)."""
+        self.is_cached = True
+        self.persist(_memory_only())
+        return self
+
+    def persist(self, storageLevel: StorageLevel) -> DStream:  # noqa: N803
+        """Persist every RDD of this stream at ``storageLevel``; only before the context starts.
+
+        Raises:
+            StreamingStateError: the context has started (Spark's message).
+        """
+        self.is_cached = True
+        self._set_storage_level(storageLevel)
+        return self
+
+    def checkpoint(self, interval: float) -> DStream:
+        """Checkpoint this stream's RDDs every ``interval`` seconds (cutting their lineage); only before start.
+
+        Also persists the stream in memory, as Spark does. Needs a checkpoint directory
+        (:meth:`StreamingContext.checkpoint`) when the context starts.
+
+        Raises:
+            StreamingStateError: the context has started (Spark's message).
+        """
+        self.is_checkpointed = True
+        duration = seconds_to_duration(interval, "checkpoint interval")
+        if self._zero_time is not None:
+            raise StreamingStateError("Cannot change checkpoint interval of a DStream after streaming context has started")
+        self._set_storage_level(_memory_only())
+        self._checkpoint_interval = duration
+        return self
+
+    # -- time slices and windows --
+
+    def slice(self, begin: TimeLike, end: TimeLike) -> list[RDD[Any]]:
+        """The RDDs of the batches from ``begin`` to ``end``, both included.
+
+        Bounds are local datetimes or unix seconds; as in pyspark a datetime loses its
+        sub-second part, and bounds off the stream's grid are aligned down to it. Batches
+        no longer remembered are computed again (a queue stream would hand out new data):
+        use :meth:`StreamingContext.remember` to keep them.
+
+        Raises:
+            StreamingStateError: the stream is not part of a started context.
+        """
+        return self._slice_rdds(Time(_time_to_ms(begin)), Time(_time_to_ms(end)))
+
+    def window(self, windowDuration: float, slideDuration: float | None = None) -> DStream:  # noqa: N803
+        """A stream of the union of this stream's RDDs over the last ``windowDuration`` seconds.
+
+        It produces an RDD every ``slideDuration`` seconds (default: this stream's slide);
+        both must be multiples of this stream's slide.
+
+        Raises:
+            InvalidDurationError: a duration is not a multiple of this stream's slide (pyspark's ValueError message).
+        """
+        from ._windowed import WindowedDStream, validate_window
+
+        window, slide = validate_window(self, windowDuration, slideDuration)
+        return WindowedDStream(self, window, slide or self._slide)
+
+    def reduceByKeyAndWindow(
+        self,
+        func: Callable[[Any, Any], Any],
+        invFunc: Callable[[Any, Any], Any] | None,  # noqa: N803
+        windowDuration: float,  # noqa: N803
+        slideDuration: float | None = None,  # noqa: N803
+        numPartitions: int | None = None,  # noqa: N803
+        filterFunc: Callable[[tuple[Any, Any]], bool] | None = None,  # noqa: N803
+    ) -> DStream:
+        """Reduce the values of each key over a sliding window.
+
+        With ``invFunc`` (the inverse of ``func``) the stream must checkpoint, and when the
+        window spans at least 5 slides each window is computed from the previous one: the
+        new batches reduced in, the batches that left reduced out with ``invFunc``. Keys are
+        then never dropped by the inverse itself: pass ``filterFunc`` to drop e.g. zero
+        counts. Without ``invFunc`` every window is reduced from scratch and, as in pyspark,
+        ``filterFunc`` is ignored.
+
+        Raises:
+            InvalidDurationError: a duration is not a multiple of this stream's slide.
+        """
+        from ._windowed import ReducedWindowedDStream, validate_window
+
+        window, slide = validate_window(self, windowDuration, slideDuration)
+        n = self._default_partitions(numPartitions)
+        reduced = self.reduceByKey(func, n)
+        if invFunc:
+            return ReducedWindowedDStream(reduced, func, invFunc, n, filterFunc, window, slide or self._slide)
+        return reduced.window(windowDuration, slideDuration).reduceByKey(func, n)
+
+    def reduceByWindow(self, reduceFunc: Callable[[Any, Any], Any], invReduceFunc: Callable[[Any, Any], Any] | None,  # noqa: N803
+                       windowDuration: float, slideDuration: float) -> DStream:  # noqa: N803
+        """One element per window: all its elements reduced (incrementally with ``invReduceFunc``)."""
+        keyed = self.map(lambda x: (1, x))
+        reduced = keyed.reduceByKeyAndWindow(reduceFunc, invReduceFunc, windowDuration, slideDuration, 1)
+        return reduced.map(lambda kv: kv[1])
+
+    def countByWindow(self, windowDuration: float, slideDuration: float) -> DStream:  # noqa: N803
+        """One element per window: its number of elements (incremental, so it needs a checkpoint directory)."""
+        return self.map(lambda x: 1).reduceByWindow(operator.add, operator.sub, windowDuration, slideDuration)
+
+    def countByValueAndWindow(self, windowDuration: float, slideDuration: float,  # noqa: N803
+                              numPartitions: int | None = None) -> DStream:  # noqa: N803
+        """``(value, count)`` of each distinct element over a sliding window (needs a checkpoint directory)."""
+        keyed = self.map(lambda x: (x, 1))
+        counted = keyed.reduceByKeyAndWindow(operator.add, operator.sub, windowDuration, slideDuration, numPartitions)
+        return counted.filter(lambda kv: kv[1] > 0)
+
+    def groupByKeyAndWindow(self, windowDuration: float, slideDuration: float,  # noqa: N803
+                            numPartitions: int | None = None) -> DStream:  # noqa: N803
+        """``(key, iterable of values)`` per key over a sliding window (needs a checkpoint directory)."""
+        from pyspark.resultiterable import ResultIterable
+
+        def concat(acc: list[Any], more: list[Any]) -> list[Any]:
+            acc.extend(more)
+            return acc
+
+        def drop_front(acc: list[Any], leaving: list[Any]) -> list[Any]:
+            return acc[len(leaving):]
+
+        as_lists = self.mapValues(lambda v: [v])
+        grouped = as_lists.reduceByKeyAndWindow(concat, drop_front, windowDuration, slideDuration, numPartitions)
+        return grouped.mapValues(ResultIterable)
+
+    # -- state --
+
+    def updateStateByKey(self, updateFunc: Callable[[list[Any], Any], Any], numPartitions: int | None = None,  # noqa: N803
+                         initialRDD: RDD[Any] | Iterable[Any] | None = None) -> DStream:  # noqa: N803
+        """A stream of per-key state: ``updateFunc(new_values, last_state_or_None)`` for every key with state or new values.
+
+        A ``None`` result drops the key. In a batch where this stream has no RDD the state is
+        carried over without calling ``updateFunc`` (pyspark's behaviour). ``initialRDD``
+        (an RDD or a list of pairs) seeds the state. The stream must checkpoint, so the
+        context needs a checkpoint directory.
+        """
+        from pyspark import RDD
+
+        from ._state import StateDStream
+
+        n = self._default_partitions(numPartitions)
+        initial: RDD[Any] | None = None
+        if initialRDD:
+            initial = initialRDD if isinstance(initialRDD, RDD) else self._ssc.sparkContext.parallelize(initialRDD)
+        return StateDStream(self, updateFunc, n, initial)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} [slide {self._slide} | {len(self._generated)} RDDs remembered]>"
 
 
 class TransformedDStream(DStream):
-    """``func(time, rdd)`` applied to the parent's RDD of each batch (pyspark's PythonTransformedDStream)."""
+    """``func(time, rdd)`` applied to the parent's RDD of each batch (pyspark's ``TransformedDStream``).
 
-    def __init__(self, parent: DStream, func: Callable[[Any, Any], Any]) -> None:
-        """Derive a stream from ``parent`` through ``func``."""
-        super().__init__(parent._ssc, [parent])
-        self._func = func
+    As in pyspark, a chain of these is fused into one function over the first parent unless
+    the intermediate stream is cached or checkpointed: the intermediate stream's function is
+    then called once per derived stream, not once per batch.
+    """
+
+    def __init__(self, prev: DStream, func: Callable[[datetime, Any], Any]) -> None:
+        """Derive a stream from ``prev`` through ``func(time, rdd)``."""
+        if type(prev) is TransformedDStream and not prev.is_cached and not prev.is_checkpointed:
+            first, second = prev._func, func
+
+            def fused(t: datetime, rdd: Any) -> Any:
+                return second(t, first(t, rdd))
+
+            func, prev = fused, prev._parents[0]
+        super().__init__(prev._ssc, [prev])
+        self._func: Callable[[datetime, Any], Any] = func
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         rdd = self._parents[0]._get_or_compute(time)
         if rdd is None:
             return None
         result = self._func(batch_datetime(time), rdd)
-        return result or None
+        return result if result else None
 
 
 def _check_same_context_and_slide(streams: Sequence[DStream], what: str) -> None:
+    """Spark's requirements on the parents of a union or a multi-stream transform."""
     if not streams:
-        raise ValueError(f"List of DStreams to {what} is empty")
+        raise InvalidPipelineError(f"requirement failed: List of DStreams to {what} is empty")
     if len({id(s._ssc) for s in streams}) > 1:
-        raise ValueError("Some of the DStreams have different contexts")
+        raise InvalidPipelineError("requirement failed: Some of the DStreams have different contexts")
     if len({s._slide for s in streams}) > 1:
-        raise ValueError("Some of the DStreams have different slide durations")
+        raise InvalidPipelineError("requirement failed: Some of the DStreams have different slide durations")
+
+
+class TransformedWithDStream(DStream):
+    """``func(time, rdd_a, rdd_b)`` over two streams (pyspark's ``transformWith``, Spark's ``PythonTransformed2DStream``).
+
+    A side without an RDD for the batch is replaced by an empty RDD, and ``func`` is always
+    called; the slide is the first stream's.
+    """
+
+    def __init__(self, first: DStream, second: DStream, func: Callable[[datetime, Any, Any], Any]) -> None:
+        """Combine ``first`` and ``second`` through ``func``."""
+        super().__init__(first._ssc, [first, second])
+        self._func = func
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        first, second = self._parents
+        a = first._get_or_compute(time)
+        b = second._get_or_compute(time)
+        if a is None or b is None:
+            empty = self._ssc.sparkContext.emptyRDD()
+            a = empty if a is None else a
+            b = empty if b is None else b
+        result = self._func(batch_datetime(time), a, b)
+        return result if result else None
 
 
 class UnionDStream(DStream):
-    """The union of several streams' RDDs (Spark's ``UnionDStream``)."""
+    """The union of several streams' RDDs (Spark's ``UnionDStream``, ``ssc.union``)."""
 
     def __init__(self, parents: Sequence[DStream]) -> None:
         """Unite ``parents``, which share a context and a slide."""
@@ -267,28 +734,38 @@ class UnionDStream(DStream):
         super().__init__(parents[0]._ssc, parents)
 
     def _compute(self, time: Time) -> RDD[Any] | None:
-        rdds = [p._get_or_compute(time) for p in self._parents]
-        if any(r is None for r in rdds):
-            raise StreamingStateError(f"Could not generate RDD from a parent for unifying at time {time}")
-        return self._ssc.sparkContext.union(rdds)  # type: ignore[arg-type]
+        rdds = []
+        for parent in self._parents:
+            rdd = parent._get_or_compute(time)
+            if rdd is None:
+                raise StreamingStateError(f"Could not generate RDD from a parent for unifying at time {time}")
+            rdds.append(rdd)
+        return _union(self._ssc, rdds)
 
 
 class MultiTransformedDStream(DStream):
-    """``func(list_of_rdds)`` over several streams (Spark's ``TransformedDStream``, ``ssc.transform``)."""
+    """``func(rdds)`` over several streams (Spark's ``TransformedDStream``, ``ssc.transform``).
 
-    def __init__(self, parents: Sequence[DStream], func: Callable[[list[Any]], Any]) -> None:
+    ``func`` gets a tuple of the parents' RDDs, in the parents' order; every parent must have
+    an RDD for the batch, and ``func`` must return one.
+    """
+
+    def __init__(self, parents: Sequence[DStream], func: Callable[[Sequence[Any]], Any]) -> None:
         """Transform ``parents``, which share a context and a slide, through ``func``."""
         _check_same_context_and_slide(parents, "transform")
         super().__init__(parents[0]._ssc, parents)
         self._func = func
 
     def _compute(self, time: Time) -> RDD[Any] | None:
-        rdds = [p._get_or_compute(time) for p in self._parents]
-        if any(r is None for r in rdds):
-            raise StreamingStateError(f"Couldn't generate RDD from parent at time {time}")
-        result = self._func(rdds)
-        if result is None:
-            raise StreamingStateError(
+        rdds = []
+        for parent in self._parents:
+            rdd = parent._get_or_compute(time)
+            if rdd is None:
+                raise StreamingStateError(f"Couldn't generate RDD from parent at time {time}")
+            rdds.append(rdd)
+        result = self._func(tuple(rdds))
+        if not result:
+            raise InvalidPipelineError(
                 "Transform function must not return null. Return SparkContext.emptyRDD() instead to represent no element "
                 "as the result of transformation."
             )
@@ -296,7 +773,7 @@ class MultiTransformedDStream(DStream):
 
 
 class ForEachDStream(DStream):
-    """An output operation: one job per batch running ``func(time, rdd)``."""
+    """An output operation: one job per batch running ``func(time, rdd)`` on the parent's RDD."""
 
     def __init__(self, parent: DStream, func: Callable[[Any, Any], Any]) -> None:
         """Wrap ``func`` as an output operation on ``parent``."""
@@ -311,10 +788,10 @@ class ForEachDStream(DStream):
         self._ssc._graph.add_output_stream(self)
 
     def _compute(self, time: Time) -> RDD[Any] | None:
-        return self._parents[0]._get_or_compute(time)
+        return None  # an output stream produces jobs, not RDDs
 
     def _generate_job(self, time: Time) -> Job | None:
-        rdd = self._get_or_compute(time)
+        rdd = self._parents[0]._get_or_compute(time)
         if rdd is None:
             return None
         ssc = self._ssc
