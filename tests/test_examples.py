@@ -52,8 +52,6 @@ def test_file_stream_reads_the_files_written_while_it_runs() -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(not hasattr(__import__("streaming").DStream, "updateStateByKey"),
-                   reason="DStream.updateStateByKey is not implemented yet", strict=True)
 def test_stateful_wordcount_keeps_running_counts() -> None:
     """stateful_wordcount.py's final state is the count of every word over all its batches."""
     out = run_example("stateful_wordcount.py", "--batches", "4", "--interval", "0.5")
