@@ -174,12 +174,18 @@ class ReceiverInputDStream(InputDStream):
     _has_receiver = True
     _receiver_class = "Receiver"
 
+    restart_delay: Duration
+    """How long a failed or ended receiver waits before it starts again."""
+
     def __init__(self, ssc: StreamingContext, *, restart_delay: Duration | None, max_buffered_records: int) -> None:
         """Register a receiver stream of ``ssc``; ``restart_delay`` None reads Spark's conf (2 s default)."""
         buffer = RecordBuffer(max_buffered_records)
         super().__init__(ssc)
         self._buffer = buffer
-        self._restart_delay = restart_delay
+        if restart_delay is None:  # read now, in the caller's thread, not later on the event loop
+            conf = ssc.sparkContext.getConf()
+            restart_delay = Duration(int(conf.get("spark.streaming.receiverRestartDelay", "2000") or "2000"))
+        self.restart_delay = restart_delay
         self._allocated: dict[Time, list[Any]] = {}
         self._slices: int | None = None
         self._host = socket.gethostname()
@@ -189,14 +195,6 @@ class ReceiverInputDStream(InputDStream):
     def receiver_name(self) -> str:
         """The receiver's name in its events, as Spark names it: ``"SocketReceiver-0"``."""
         return f"{self._receiver_class}-{self.id}"
-
-    @property
-    def restart_delay(self) -> Duration:
-        """How long a failed or ended receiver waits before it starts again."""
-        if self._restart_delay is None:
-            conf = self._ssc.sparkContext.getConf()
-            self._restart_delay = Duration(int(conf.get("spark.streaming.receiverRestartDelay", "2000") or "2000"))
-        return self._restart_delay
 
     # -- the receiver side (runtime's event loop) --
 
