@@ -1,0 +1,346 @@
+"""The same DStream programs on pyspark.streaming and on aiodstream, on one local Spark, in one run.
+
+Prints one JSON object with each measure for both engines and the ratio ours / pyspark:
+
+* ``noop``: engine cost per batch with a no-op ``foreachRDD``. For both engines, the median
+  processing delay that their BatchInfo reports (whole milliseconds). For ours also
+  ``ours_engine_ms_per_batch``: batches driven flat out on a manual clock through the real
+  Spark-backed graph (generation, job, job group, events), wall time per batch, which is the
+  ratio's numerator. Targets: <= 0.5 ms and <= 1/4 of pyspark's.
+* ``word_count``: one output (flatMap, map, reduceByKey, collect) over queued lines; median
+  processing delay. Target ratio <= 1.0.
+* ``three_outputs``: three independent output operations per batch (word count, line count,
+  distinct words), ours with ``concurrentJobs=3`` against pyspark's default (1), at 1000 and
+  5000 lines per batch; median processing delay; ours must still complete batches in order.
+  Target ratio <= 0.5. On local[2] parallel jobs only help while they are latency-bound.
+* ``socket_rate``: socket word count at a 1 s interval; the highest rate (lines/s, doubling
+  from ``--rate-start``) at which the batches carry >= 90% of the lines sent and the scheduling
+  delay neither grows by more than half an interval nor exceeds one. Target ratio >= 1.0.
+
+Not part of the test suite; takes a few minutes. The machine's load average is reported, since
+a shared machine makes every Spark number noisy. Run: ``python bench/bench_vs_pyspark.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from operator import add
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+VOCABULARY = [f"w{i}" for i in range(1000)]
+
+
+# -- the programs (pyspark's API only, so both engines run the very same code) --
+#
+# Output functions return None: pyspark's foreachRDD treats a truthy return value as an RDD
+# (its TransformFunction reads ``r._jrdd``) and fails the job otherwise.
+
+
+def collect(rdd: Any) -> None:
+    rdd.collect()
+
+
+def count(rdd: Any) -> None:
+    rdd.count()
+
+
+def noop(ssc: Any, sc: Any, batches: int) -> None:
+    ssc.queueStream([], default=sc.parallelize([1], 1)).foreachRDD(lambda rdd: None)
+
+
+def make_lines(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(VOCABULARY, k=8)) for _ in range(count)]
+
+
+def word_count(ssc: Any, sc: Any, batches: int, lines_per_batch: int = 5000) -> None:
+    rdds = [sc.parallelize(make_lines(i, lines_per_batch), 2) for i in range(batches + 5)]
+    counts = ssc.queueStream(rdds).flatMap(lambda line: line.split(" ")).map(lambda w: (w, 1)).transform(
+        lambda rdd: rdd.reduceByKey(add))
+    counts.foreachRDD(collect)
+
+
+def three_outputs(ssc: Any, sc: Any, batches: int, lines_per_batch: int = 5000) -> None:
+    rdds = [sc.parallelize(make_lines(i, lines_per_batch), 2) for i in range(batches + 5)]
+    lines = ssc.queueStream(rdds)
+    words = lines.flatMap(lambda line: line.split(" "))
+    words.map(lambda w: (w, 1)).transform(lambda rdd: rdd.reduceByKey(add)).foreachRDD(collect)
+    lines.foreachRDD(count)
+    words.transform(lambda rdd: rdd.distinct()).foreachRDD(count)
+
+
+def socket_word_count(ssc: Any, port: int) -> None:
+    counts = ssc.socketTextStream("127.0.0.1", port).flatMap(lambda line: line.split(" ")).map(lambda w: (w, 1)).transform(
+        lambda rdd: rdd.reduceByKey(add))
+    counts.foreachRDD(collect)
+
+
+# -- engines --
+
+
+def batch_recorder(wanted: int) -> Any:
+    """A pyspark-style listener (pyspark's own class, which both engines accept) recording each batch."""
+    from pyspark.streaming.listener import StreamingListener
+
+    class Recorder(StreamingListener):
+        def __init__(self) -> None:
+            super().__init__()
+            self.batches: list[dict[str, int]] = []
+            self.done = threading.Event()
+
+        def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803
+            info = batchCompleted.batchInfo()
+            failed = sum(1 for op in info.outputOperationInfos().values() if op.failureReason())
+            self.batches.append({"time": info.batchTime().milliseconds(), "scheduling": info.schedulingDelay(),
+                                 "processing": info.processingDelay(), "records": info.numRecords(), "failed": failed})
+            if len(self.batches) >= wanted:
+                self.done.set()
+
+    return Recorder()
+
+
+def run_program(engine: str, sc: Any, interval: float, batches: int, build: Callable[[Any], None],
+                concurrent_jobs: int | None = None, timeout: float = 300) -> list[dict[str, int]]:
+    """Run ``build(ssc)`` on ``engine`` until ``batches`` batches completed; return their records."""
+    if engine == "pyspark":
+        from pyspark.streaming import StreamingContext as PySparkContext
+
+        ssc: Any = PySparkContext(sc, interval)
+    else:
+        from streaming import StreamingContext
+
+        ssc = StreamingContext(sc, interval, concurrentJobs=concurrent_jobs)
+    recorder = batch_recorder(batches)
+    ssc.addStreamingListener(recorder)
+    build(ssc)
+    ssc.start()
+    try:
+        if not recorder.done.wait(timeout):
+            raise RuntimeError(f"{engine}: only {len(recorder.batches)} of {batches} batches in {timeout}s")
+    finally:
+        ssc.stop(stopSparkContext=False, stopGraceFully=False)
+    return list(recorder.batches[:batches])
+
+
+def failed_batches(batches: list[dict[str, int]]) -> int:
+    return sum(1 for b in batches if b["failed"])
+
+
+def median_of(batches: list[dict[str, int]], key: str, skip: int) -> float:
+    return float(statistics.median(b[key] for b in batches[skip:]))
+
+
+def ours_engine_ms_per_batch(sc: Any, batches: int) -> dict[str, float]:
+    """Our no-op program driven flat out on a manual clock: wall and CPU milliseconds per batch."""
+    import anyio
+
+    from scheduler import ManualClock, Seconds
+    from streaming import StreamingContext
+
+    async def run() -> tuple[float, float]:
+        clock = ManualClock(0)
+        async with StreamingContext(sc, 1, clock=clock) as ssc:
+            noop(ssc, sc, batches)
+            await ssc.start_async()
+            clock.advance(Seconds(10))  # warm up: thread pool, py4j connections
+            await ssc.runtime.wait_until_idle()
+            wall, cpu = time.perf_counter(), time.process_time()
+            clock.advance(Seconds(batches))
+            await ssc.runtime.wait_until_idle()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            await ssc.stop_async()
+        return wall, cpu
+
+    wall, cpu = anyio.run(run)
+    return {"wall_ms_per_batch": round(wall / batches * 1000, 4), "cpu_ms_per_batch": round(cpu / batches * 1000, 4)}
+
+
+# -- the socket rate ladder --
+
+
+def serve_lines(rate: int) -> None:
+    """Subprocess mode: accept one connection and send ``rate`` lines/s in 20 ms ticks until killed."""
+    tick = 0.02
+    per_tick = max(1, round(rate * tick))
+    chunk = ("\n".join(make_lines(1, per_tick)) + "\n").encode()
+    server = socket.create_server(("127.0.0.1", 0))
+    print(server.getsockname()[1], flush=True)
+    while True:
+        conn, _ = server.accept()
+        start = time.monotonic()
+        k = 0
+        try:
+            while True:
+                conn.sendall(chunk)
+                k += 1
+                delay = start + k * tick - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+        except OSError:
+            conn.close()
+
+
+def sustained(batches: list[dict[str, int]], rate: int, interval_ms: int, skip: int) -> dict[str, Any]:
+    measured = batches[skip:]
+    received = sum(b["records"] for b in measured) / (len(measured) * interval_ms / 1000)
+    sched = [b["scheduling"] for b in measured]
+    ok = (received >= 0.9 * rate and sched[-1] - sched[0] <= interval_ms / 2 and sched[-1] <= interval_ms
+          and not failed_batches(measured))
+    return {"rate": rate, "received_per_s": round(received), "scheduling_ms": sched,
+            "processing_ms_median": median_of(batches, "processing", skip), "sustained": ok}
+
+
+def socket_run(engine: str, sc: Any, rate: int, batches: int) -> dict[str, Any]:
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(rate)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        result = run_program(engine, sc, 1.0, batches, lambda ssc: socket_word_count(ssc, port))
+    finally:
+        server.kill()
+        server.wait()
+    step = sustained(result, rate, 1000, skip=3)
+    print(f"  {engine} socket {rate} lines/s: {step}", file=sys.stderr, flush=True)
+    return step
+
+
+def socket_ladders(sc: Any, start: int, top: int, batches: int) -> dict[str, Any]:
+    """Double the rate until each engine fails to sustain it; the engines alternate at each rate."""
+    ladders: dict[str, dict[str, Any]] = {e: {"max_sustained_lines_per_s": 0, "steps": [], "done": False}
+                                          for e in ("pyspark", "ours")}
+    rate = start
+    while rate <= top and not all(ladder["done"] for ladder in ladders.values()):
+        for engine, ladder in ladders.items():
+            if ladder["done"]:
+                continue
+            step = socket_run(engine, sc, rate, batches)
+            ladder["steps"].append(step)
+            if step["sustained"]:
+                ladder["max_sustained_lines_per_s"] = rate
+            else:
+                ladder["done"] = True
+        rate *= 2
+    for ladder in ladders.values():
+        del ladder["done"]
+    return ladders
+
+
+def paired(rounds: int, theirs: Callable[[], list[dict[str, int]]], ours: Callable[[], list[dict[str, int]]],
+           skip: int) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+    """Run both engines ``rounds`` times, alternating which goes first (the machine's load drifts)."""
+    t_all: list[dict[str, int]] = []
+    o_all: list[dict[str, int]] = []
+    for r in range(rounds):
+        order = [("t", theirs), ("o", ours)] if r % 2 == 0 else [("o", ours), ("t", theirs)]
+        for who, run in order:
+            (t_all if who == "t" else o_all).extend(run()[skip:])
+    return t_all, o_all
+
+
+# -- main --
+
+
+def ratio(ours: float, theirs: float) -> float | None:
+    return None if not theirs else round(ours / theirs, 3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--batches", type=int, default=12, help="batches per word-count run (the first 2 are warm-up)")
+    parser.add_argument("--noop-batches", type=int, default=60)
+    parser.add_argument("--engine-batches", type=int, default=2000, help="batches of the flat-out manual-clock run")
+    parser.add_argument("--rate-start", type=int, default=5000)
+    parser.add_argument("--rate-top", type=int, default=640_000)
+    parser.add_argument("--socket-batches", type=int, default=8)
+    parser.add_argument("--three-output-lines", type=int, nargs="*", default=[1000, 5000],
+                        help="input sizes for the three-outputs run (small batches are latency-bound, large ones CPU-bound)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating runs per engine for the delay measures")
+    parser.add_argument("--only", nargs="*", default=["noop", "word_count", "three_outputs", "socket_rate"])
+    args = parser.parse_args()
+    if args.serve:
+        serve_lines(args.serve)
+        return
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    sys.path.insert(0, str(ROOT))
+    from pyspark import SparkConf, SparkContext
+
+    conf = (SparkConf().setMaster("local[2]").setAppName("bench_vs_pyspark").set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false").set("spark.default.parallelism", "2"))
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+    sc.parallelize(make_lines(0, 1000), 2).flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(add).collect()  # warm up workers
+
+    out: dict[str, Any] = {"load_average_before": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
+    began = time.monotonic()
+    if "noop" in args.only:
+        n = args.noop_batches
+        theirs = run_program("pyspark", sc, 0.1, n, lambda ssc: noop(ssc, sc, n))
+        ours = run_program("ours", sc, 0.1, n, lambda ssc: noop(ssc, sc, n))
+        engine = ours_engine_ms_per_batch(sc, args.engine_batches)
+        p_mean = statistics.mean(b["processing"] for b in theirs[5:])
+        out["noop"] = {
+            "pyspark_processing_ms_median": median_of(theirs, "processing", 5),
+            "pyspark_processing_ms_mean": round(p_mean, 3),
+            "ours_processing_ms_median": median_of(ours, "processing", 5),
+            "ours_processing_ms_mean": round(statistics.mean(b["processing"] for b in ours[5:]), 3),
+            "ours_engine_ms_per_batch": engine["wall_ms_per_batch"],
+            "ours_engine_cpu_ms_per_batch": engine["cpu_ms_per_batch"],
+            "ratio": ratio(engine["wall_ms_per_batch"], p_mean),
+            "targets": {"ours_ms": 0.5, "ratio": 0.25},
+        }
+        print(f"noop: {out['noop']}", file=sys.stderr, flush=True)
+    if "word_count" in args.only:
+        n = args.batches
+        theirs, ours = paired(args.rounds, lambda: run_program("pyspark", sc, 1.0, n, lambda ssc: word_count(ssc, sc, n)),
+                              lambda: run_program("ours", sc, 1.0, n, lambda ssc: word_count(ssc, sc, n)), skip=2)
+        p, o = median_of(theirs, "processing", 0), median_of(ours, "processing", 0)
+        out["word_count"] = {"lines_per_batch": 5000, "pyspark_processing_ms_median": p, "ours_processing_ms_median": o,
+                             "ratio": ratio(o, p), "target_ratio": 1.0, "samples": len(ours),
+                             "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)}}
+        print(f"word_count: {out['word_count']}", file=sys.stderr, flush=True)
+    if "three_outputs" in args.only:
+        n = args.batches
+        out["three_outputs"] = {}
+        for size in args.three_output_lines:
+            theirs, ours = paired(
+                args.rounds,
+                lambda k=size: run_program("pyspark", sc, 1.0, n, lambda ssc: three_outputs(ssc, sc, n, k)),  # type: ignore[misc]
+                lambda k=size: run_program("ours", sc, 1.0, n, lambda ssc: three_outputs(ssc, sc, n, k),  # type: ignore[misc]
+                                           concurrent_jobs=3),
+                skip=2)
+            p, o = median_of(theirs, "processing", 0), median_of(ours, "processing", 0)
+            times = [b["time"] for b in ours]
+            out["three_outputs"][f"{size}_lines_per_batch"] = {
+                "pyspark_processing_ms_median": p, "ours_concurrent3_processing_ms_median": o, "ratio": ratio(o, p),
+                "target_ratio": 0.5, "ours_completed_in_batch_order": times == sorted(set(times)),
+                "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)}}
+            print(f"three_outputs {size}: {out['three_outputs'][f'{size}_lines_per_batch']}", file=sys.stderr, flush=True)
+    if "socket_rate" in args.only:
+        ladders = socket_ladders(sc, args.rate_start, args.rate_top, args.socket_batches)
+        out["socket_rate"] = {**ladders, "ratio": ratio(ladders["ours"]["max_sustained_lines_per_s"],
+                                                       ladders["pyspark"]["max_sustained_lines_per_s"]),
+                              "target_ratio": 1.0}
+    out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    out["seconds"] = round(time.monotonic() - began, 1)
+    sc.stop()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
