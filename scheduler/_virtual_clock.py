@@ -7,9 +7,11 @@ run on it, and a simulated day takes as long as the CPU work it needs. It plays 
 
 from __future__ import annotations
 
+import asyncio
 import heapq
+import selectors
 import weakref
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 import anyio
 import anyio.abc
@@ -56,6 +58,10 @@ class VirtualClock(ManualClock):
     time the engine records) are reproducible, not the order of tasks within one instant.
 
     Manual :meth:`advance` and :meth:`set_time` still work (time never goes back).
+
+    A program that owns its event loop can skip the driver task altogether: run it on
+    :meth:`new_event_loop`, an asyncio loop that jumps this clock itself whenever it would
+    otherwise wait. That is what :func:`streaming.simulation.simulate` does on asyncio.
     """
 
     def __init__(self, start: Time | int = 0) -> None:
@@ -74,6 +80,11 @@ class VirtualClock(ManualClock):
     def sleepers(self) -> int:
         """How many tasks are parked in :meth:`sleep_until`."""
         return self._parked_count
+
+    @property
+    def driven(self) -> bool:
+        """Whether something moves this clock by itself: :meth:`run`, or a :meth:`new_event_loop` loop."""
+        return self._driven
 
     @property
     def next_deadline(self) -> Time | None:
@@ -100,8 +111,6 @@ class VirtualClock(ManualClock):
             await anyio.lowlevel.checkpoint()
             return Time(self._now)
         if sniffio.current_async_library() == "asyncio":
-            import asyncio
-
             waiter: Any = asyncio.get_running_loop().create_future()
         else:
             waiter = _EventWaiter()
@@ -119,6 +128,38 @@ class VirtualClock(ManualClock):
                 self._parked_count -= 1
                 self._notify()
         return Time(self._now)
+
+    def _jump(self) -> bool:
+        """Jump to the earliest live deadline and wake the sleepers due then; False if nobody sleeps."""
+        heap = self._sleep_heap
+        while heap and heap[0][2].done():
+            heapq.heappop(heap)
+        if not heap:
+            return False
+        self.jumps += 1
+        # Live deadlines are always in the future: a sleeper due now was woken when time reached it.
+        self._now = max(self._now, heap[0][0])
+        self._wake_due()
+        return True
+
+    def new_event_loop(self) -> asyncio.AbstractEventLoop:
+        """A new asyncio event loop that drives this clock: no :meth:`run` task is needed.
+
+        When the loop has no callback ready to run, it would wait for I/O or a timer; instead it
+        first polls for I/O without waiting, and if there is none, jumps this clock to the next
+        deadline, which makes the sleepers due then ready. Only when no task sleeps on the clock
+        does it really wait (for I/O, a real timer or a worker thread). So a jump costs no loop
+        iteration and no task switch, and the instants the engine sees are the same as under
+        :meth:`run`. Pass it as anyio's ``loop_factory`` backend option, for example::
+
+            anyio.run(main, backend="asyncio", backend_options={"loop_factory": clock.new_event_loop})
+
+        The clock is then driven by that loop; :meth:`run` refuses to drive it too.
+        """
+        if self._driven:
+            raise RuntimeError("this VirtualClock is already being driven; create one event loop per clock")
+        self._driven = True
+        return asyncio.SelectorEventLoop(_VirtualTimeSelector(self))
 
     async def wait_for_sleepers(self, count: int = 1) -> None:
         """Wait until at least ``count`` tasks are parked in :meth:`sleep_until`."""
@@ -163,6 +204,47 @@ class VirtualClock(ManualClock):
         return f"<VirtualClock [{self.now().milliseconds} ms | {self.sleepers} sleepers | {self.jumps} jumps]>"
 
 
+class _VirtualTimeSelector(selectors.BaseSelector):
+    """The real selector of a :meth:`VirtualClock.new_event_loop` loop, with idle time replaced by jumps.
+
+    An asyncio loop asks its selector to wait (a timeout other than 0) exactly when it has no
+    callback ready to run: every task is blocked. That is the moment the driver task of
+    :meth:`VirtualClock.run` detects by polling the ready queue once per loop iteration; here
+    the loop itself says so, once, with no extra task step.
+    """
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self._clock = clock
+        self._selector = selectors.DefaultSelector()
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        selector = self._selector
+        if timeout is not None and timeout <= 0:
+            return selector.select(0)  # callbacks are ready: the usual non-blocking poll
+        # Nothing is ready. Pending I/O goes first, as it would after a real wait; then the jump,
+        # which makes the woken sleepers ready (so the loop must not wait this time); with
+        # nobody on the clock, wait for real: only the outside world can start anything now.
+        events = selector.select(0)
+        if events or self._clock._jump():
+            return events
+        return selector.select(timeout)
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._selector.register(fileobj, events, data)
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._selector.unregister(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._selector.modify(fileobj, events, data)
+
+    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
+        return self._selector.get_map()
+
+    def close(self) -> None:
+        self._selector.close()
+
+
 class _EventWaiter:
     """The backend-neutral waiter: the Future-like surface the heap needs, over an anyio Event."""
 
@@ -192,8 +274,6 @@ def _register_driver() -> Any:
     """On asyncio, record the calling task as a driver and return it; else ``None``."""
     if sniffio.current_async_library() != "asyncio":
         return None
-    import asyncio
-
     task = asyncio.current_task()
     if task is not None:
         _asyncio_drivers.add(task)
@@ -208,8 +288,6 @@ def _idle_waiter() -> Callable[[], Awaitable[None]]:
 
         return trio.testing.wait_all_tasks_blocked
     if library == "asyncio":
-        import asyncio
-
         ready = getattr(asyncio.get_running_loop(), "_ready", None)
         if ready is not None:
             return _asyncio_idle_waiter(ready)

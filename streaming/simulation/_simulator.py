@@ -111,9 +111,20 @@ async def simulate_async(
 
     On cancellation the simulation stops at once; nothing is returned.
     """
+    return await _simulate(model, VirtualClock(0), listeners, progress, record_events)
+
+
+async def _simulate(
+    model: SimulationModel,
+    clock: VirtualClock,
+    listeners: Iterable[object],
+    progress: ProgressCallback | None,
+    record_events: bool,
+) -> SimulationResult:
+    # ``clock`` is driven by the event loop itself (VirtualClock.new_event_loop) or, in a loop
+    # the simulation does not own, by its driver task started here.
     started = _wall.perf_counter()
     total = model.num_batches
-    clock = VirtualClock(0)
     stop_point = anyio.Event()
     # Graceful stop lets the tick the timer waits for fire, so asking to stop once batch n - 1
     # exists yields exactly n batches (and asking before the first tick yields one).
@@ -127,7 +138,8 @@ async def simulate_async(
     collector = _Collector(total, progress)
     recorder = EventRecorder() if record_events else None
     async with anyio.create_task_group() as tg:
-        await tg.start(clock.run)
+        if not clock.driven:
+            await tg.start(clock.run)
         runtime = StreamingRuntime(
             graph,
             model.batch_interval,
@@ -196,5 +208,10 @@ def simulate(
         record_events: keep every event in the result.
         backend: the anyio backend to run on.
     """
-    run = functools.partial(simulate_async, model, listeners=listeners, progress=progress, record_events=record_events)
+    clock = VirtualClock(0)
+    run = functools.partial(_simulate, model, clock, listeners, progress, record_events)
+    if backend == "asyncio":
+        # The simulation owns this loop, so the loop itself jumps the clock whenever it would
+        # wait: no driver task, and no loop iteration spent asking whether anything can run.
+        return anyio.run(run, backend="asyncio", backend_options={"loop_factory": clock.new_event_loop})
     return anyio.run(run, backend=backend)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import anyio
+
 from scheduler import Seconds
 from streaming.simulation import (
     ConstantRate,
@@ -9,8 +11,10 @@ from streaming.simulation import (
     LogNormal,
     OutputModel,
     SimulationModel,
+    SimulationResult,
     Uniform,
     simulate,
+    simulate_async,
 )
 
 
@@ -54,3 +58,15 @@ def test_concurrency_does_not_change_the_drawn_work() -> None:
         ]
 
     assert durations(1) == durations(3)
+
+
+def test_a_simulation_in_the_callers_loop_matches_one_in_its_own() -> None:
+    """simulate_async driven by its clock task gives the same events as simulate() on its self-driving loop."""
+
+    async def main() -> SimulationResult:
+        return await simulate_async(_model(4), record_events=True)
+
+    own = simulate(_model(4), record_events=True)
+    callers = anyio.run(main, backend="asyncio")
+    assert callers.events == own.events
+    assert callers.batches == own.batches

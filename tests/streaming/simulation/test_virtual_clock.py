@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
 
 from scheduler import Clock, ManualClock, Milliseconds, Time, VirtualClock
@@ -189,3 +191,129 @@ def test_is_a_manual_clock_and_a_clock() -> None:
     clock.advance(Milliseconds(10))
     assert clock.now() == Time(15)
     assert repr(clock) == "<VirtualClock [15 ms | 0 sleepers | 0 jumps]>"
+
+
+# -- the self-driving asyncio loop (VirtualClock.new_event_loop) --
+
+
+def run_on_own_loop(clock: VirtualClock, main: Callable[[], Awaitable[object]]) -> None:
+    anyio.run(main, backend="asyncio", backend_options={"loop_factory": clock.new_event_loop})
+
+
+def test_its_own_loop_jumps_to_each_deadline_without_a_driver_task() -> None:
+    """On new_event_loop() sleepers wake at their deadlines in order, one jump per distinct deadline."""
+    clock = VirtualClock()
+    woke: list[tuple[str, int]] = []
+
+    async def sleeper(name: str, ms: int) -> None:
+        await clock.sleep_until(Time(ms))
+        woke.append((name, clock.now().milliseconds))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sleeper, "late", 1000)
+            tg.start_soon(sleeper, "early", 300)
+            tg.start_soon(sleeper, "early-too", 300)
+
+    run_on_own_loop(clock, main)
+    assert woke == [("early", 300), ("early-too", 300), ("late", 1000)]
+    assert clock.jumps == 2
+
+
+def test_its_own_loop_does_not_jump_while_any_task_can_run() -> None:
+    """A task that only checkpoints holds virtual time still on the self-driving loop too."""
+    clock = VirtualClock()
+    seen: list[int] = []
+
+    async def main() -> None:
+        async def sleeper() -> None:
+            await clock.sleep(Milliseconds(10))
+            seen.append(clock.now().milliseconds)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sleeper)
+            for _ in range(500):
+                await anyio.lowlevel.checkpoint()
+            seen.append(clock.now().milliseconds)
+            await clock.sleep(Milliseconds(20))
+            seen.append(clock.now().milliseconds)
+
+    run_on_own_loop(clock, main)
+    assert seen == [0, 10, 20]
+
+
+def test_its_own_loop_finishes_a_chain_of_hand_offs_before_the_next_jump() -> None:
+    """Work a wake-up starts (hand-offs through a stream, checkpoints) runs at that instant."""
+    clock = VirtualClock()
+    times: list[int] = []
+
+    async def main() -> None:
+        send, receive = anyio.create_memory_object_stream[int](10)
+
+        async def consumer() -> None:
+            async with receive:
+                async for _ in receive:
+                    for _ in range(20):
+                        await anyio.lowlevel.checkpoint()
+                    await clock.sleep(Milliseconds(50))
+                    times.append(clock.now().milliseconds)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consumer)
+            async with send:
+                for _ in range(3):
+                    await clock.sleep(Milliseconds(100))
+                    await send.send(clock.now().milliseconds)
+
+    run_on_own_loop(clock, main)
+    assert times == [150, 250, 350]
+
+
+def test_its_own_loop_waits_for_a_worker_thread_when_nobody_sleeps_on_the_clock() -> None:
+    """With every task blocked on a thread and nobody on the clock, the loop really waits; time stays put."""
+    clock = VirtualClock(500)
+
+    async def main() -> int:
+        result = await anyio.to_thread.run_sync(sum, range(10))
+        assert (clock.now(), clock.jumps) == (Time(500), 0)
+        await clock.sleep(Milliseconds(7))
+        assert (clock.now(), clock.jumps) == (Time(507), 1)
+        return result
+
+    assert anyio.run(main, backend="asyncio", backend_options={"loop_factory": clock.new_event_loop}) == 45
+
+
+def test_a_thread_does_not_hold_virtual_time_on_its_own_loop() -> None:
+    """A task waiting on a worker thread counts as blocked: the clock jumps for the sleepers meanwhile."""
+    clock = VirtualClock()
+    release = threading.Event()
+    order: list[str] = []
+
+    async def main() -> None:
+        async def in_thread() -> None:
+            await anyio.to_thread.run_sync(release.wait)
+            order.append(f"thread done at {clock.now().milliseconds}")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(in_thread)
+            await clock.sleep(Milliseconds(1000))
+            order.append(f"slept until {clock.now().milliseconds}")
+            release.set()
+
+    run_on_own_loop(clock, main)
+    assert order == ["slept until 1000", "thread done at 1000"]
+
+
+def test_a_clock_has_one_driver_a_loop_or_a_task() -> None:
+    """new_event_loop() twice, or run() on a loop-driven clock, raises instead of jumping twice."""
+    clock = VirtualClock()
+    assert not clock.driven
+    loop = clock.new_event_loop()
+    try:
+        assert clock.driven
+        with pytest.raises(RuntimeError, match="already being driven"):
+            clock.new_event_loop()
+        with pytest.raises(RuntimeError, match="already being driven"):
+            loop.run_until_complete(clock.run())
+    finally:
+        loop.close()
