@@ -1,12 +1,14 @@
 """JobGenerator: turns each tick of the batch timer into a JobSet (Spark's ``JobGenerator``).
 
-One task processes a closed set of messages in order: ``GenerateJobs`` from the timer and
-``BatchFinished`` from the scheduler. Processing them on one task is what makes batch hooks run
-one at a time and in batch-time order.
+One task processes a closed set of messages: ``GenerateJobs`` from the timer and
+``BatchFinished`` from the scheduler, each kind in the order posted. Processing them on one task
+is what makes batch hooks run one at a time and in batch-time order. Finished batches go ahead
+of queued generations, so that commits and cleanup keep up while the timer catches up.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Callable, Sequence, Union
 
 import anyio
@@ -74,7 +76,9 @@ class JobGenerator:
         self._hooks = tuple(hooks)
         self._report_error = report_error
         self._planner = planner
-        self._inbox: Mailbox[GeneratorMessage] = Mailbox()
+        self._inbox: Mailbox[GeneratorMessage | None] = Mailbox()
+        self._finished: deque[BatchFinished] = deque()
+        self._queued_generate = 0
         self.timer = RecurringTimer(clock, batch_duration, self._on_tick, "JobGenerator")
         self.zero_time: Time | None = None
         self.last_processed_batch: Time | None = None
@@ -90,7 +94,13 @@ class JobGenerator:
     def post(self, message: GeneratorMessage) -> None:
         """Queue ``message``; counted as in-flight work until it is handled."""
         self._scheduler._in_flight += 1
-        self._inbox.put_nowait(message)
+        if isinstance(message, BatchFinished):
+            # Handled before any queued GenerateJobs (see run_loop); the inbox only gets a wake-up.
+            self._finished.append(message)
+            self._inbox.put_nowait(None)
+        else:
+            self._queued_generate += 1
+            self._inbox.put_nowait(message)
 
     def close(self) -> None:
         """No more messages: the loop ends once it has handled what is queued."""
@@ -99,7 +109,7 @@ class JobGenerator:
     @property
     def queued(self) -> int:
         """Messages waiting to be handled."""
-        return len(self._inbox)
+        return self._queued_generate + len(self._finished)
 
     # -- the loop --
 
@@ -114,7 +124,7 @@ class JobGenerator:
 
     async def run_loop(self) -> None:
         """Handle messages until :meth:`close` and the queue is empty."""
-        inbox = self._inbox
+        inbox, finished = self._inbox, self._finished
         handled = 0
         while True:
             try:
@@ -124,16 +134,26 @@ class JobGenerator:
             handled += 1
             if handled % YIELD_EVERY == 0:
                 await anyio.lowlevel.checkpoint()
-            try:
-                if isinstance(message, GenerateJobs):
-                    if not self.discard_new_batches:
-                        await self._generate_jobs(message.time)
-                else:
-                    await self._finish_batch(message)
-            except Exception as exc:  # a hook or the graph misbehaved: report, keep going
-                self._report_error("Error in job generator", exc, None)
-            finally:
-                self._scheduler._work_done()
+            # Finished batches first: while the timer catches up (a restart's down-time batches,
+            # a slow generator) a backlog of GenerateJobs would otherwise hold every commit,
+            # cleanup and hook back until the whole backlog is generated.
+            while finished:
+                await self._handle(finished.popleft())
+            if message is not None:
+                self._queued_generate -= 1
+                await self._handle(message)
+
+    async def _handle(self, message: GeneratorMessage) -> None:
+        try:
+            if isinstance(message, GenerateJobs):
+                if not self.discard_new_batches:
+                    await self._generate_jobs(message.time)
+            else:
+                await self._finish_batch(message)
+        except Exception as exc:  # a hook or the graph misbehaved: report, keep going
+            self._report_error("Error in job generator", exc, None)
+        finally:
+            self._scheduler._work_done()
 
     async def _generate_jobs(self, time: Time) -> None:
         # Spark's order: allocate received input, generate jobs (this is where input streams
