@@ -9,6 +9,7 @@ already exists, holds every batch once however often it runs.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -72,6 +73,7 @@ class FileSink:
         self.durable = durable
         self.written = 0
         self.skipped = 0
+        self._cleaned = False
         self._log = structlog.get_logger("aiodstream.streaming").bind(component="FileSink", path=str(self.path))
 
     def file_for(self, time: Time) -> Path:
@@ -91,8 +93,29 @@ class FileSink:
                 times.append(Time(int(middle)))
         return sorted(times)
 
+    def _remove_leftovers(self) -> None:
+        # Temp files of a killed earlier run (this sink's own are always removed): one query
+        # writes to a sink directory at a time, so nothing else can be writing these.
+        leftover = re.compile(rf"\.{re.escape(self.prefix)}[0-9]+{re.escape(self.suffix)}\.[0-9a-f]+\.tmp")
+        try:
+            names = os.listdir(self.path)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if leftover.fullmatch(name):
+                try:
+                    os.unlink(self.path / name)
+                except FileNotFoundError:
+                    pass
+
     def __call__(self, batch: Batch) -> None:
-        """Write ``batch`` unless its file exists (blocking: the pipeline runs it in a worker thread)."""
+        """Write ``batch`` unless its file exists (blocking: the pipeline runs it in a worker thread).
+
+        The first call also removes temporary files that a killed earlier run left behind.
+        """
+        if not self._cleaned:
+            self._remove_leftovers()
+            self._cleaned = True
         target = self.file_for(batch.time)
         if target.exists():
             self.skipped += 1

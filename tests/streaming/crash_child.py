@@ -1,0 +1,91 @@
+"""The process the crash test kills: a directory-to-FileSink pipeline, checkpointed, on the system clock.
+
+Usage: ``python tests/streaming/crash_child.py IN OUT CHECKPOINT run|drain INTERVAL_MS``.
+
+``run`` processes on the batch grid until it is killed (or for at most ``MAX_RUN_S``); ``drain``
+uses the AvailableNow trigger and exits once everything is processed. With
+``AIODSTREAM_CRASH_AT=<point>`` and ``AIODSTREAM_CRASH_AFTER=<n>`` it SIGKILLs itself at the
+n-th time it reaches that point, having first noted the point in ``<CHECKPOINT>/../kills.log``.
+The points are moments inside file writes that a kill from outside would rarely hit:
+
+- ``offsets-temp`` / ``commits-temp`` / ``sink-temp``: a temp file is written, not yet linked;
+- ``offsets-linked``: the offsets entry is in place, no job of the batch has run;
+- ``sink-linked``: the batch's output is in place, its commit is not;
+- ``commits-linked``: the commit is in place, the purge and the next batch are not.
+
+``AIODSTREAM_CRASH_LOG_LEVEL=20`` shows the engine's info logs on stderr, for debugging.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import structlog
+
+MAX_RUN_S = 20
+
+
+def install_kill_point(log: Path, out: Path) -> None:
+    point = os.environ.get("AIODSTREAM_CRASH_AT")
+    if not point:
+        return
+    after = int(os.environ.get("AIODSTREAM_CRASH_AFTER", "1"))
+    seen = 0
+    real_link = os.link
+
+    def kind(target: str) -> str:
+        parent = Path(target).parent
+        if parent == out:
+            return "sink"
+        return parent.name if parent.name in ("offsets", "commits") else "other"
+
+    def die(name: str) -> None:
+        nonlocal seen
+        if name != point:
+            return
+        seen += 1
+        if seen == after:
+            with open(log, "a") as f:
+                f.write(name + "\n")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def link(src: str, dst: str, *args: object, **kwargs: object) -> None:
+        die(f"{kind(dst)}-temp")
+        real_link(src, dst, *args, **kwargs)  # type: ignore[arg-type]
+        die(f"{kind(dst)}-linked")
+
+    os.link = link  # type: ignore[assignment]
+
+
+async def main(source: Path, out: Path, checkpoint: Path, mode: str, interval_ms: int) -> None:
+    from streaming import DirectorySource, FileSink, Milliseconds, Pipeline, StreamingRuntime, Trigger
+
+    pipeline = Pipeline()
+    pipeline.add_source(DirectorySource(source), name="in")
+    pipeline.add_output(FileSink(out), name="sink")
+    trigger = Trigger.AVAILABLE_NOW if mode == "drain" else Trigger.PROCESSING_TIME
+    async with StreamingRuntime(pipeline, Milliseconds(interval_ms), checkpoint_location=checkpoint, trigger=trigger,
+                                name="crash-test") as rt:
+        await rt.start()
+        print("started", flush=True)
+        if mode == "drain":
+            await rt.await_termination()
+        else:
+            with anyio.move_on_after(MAX_RUN_S):
+                await rt.await_termination()
+            await rt.stop()
+
+
+if __name__ == "__main__":
+    # Errors go to stderr (a file the test shows on failure); stdout only says "started".
+    level = int(os.environ.get("AIODSTREAM_CRASH_LOG_LEVEL", logging.ERROR))
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level),
+                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    source, out, checkpoint = (Path(a) for a in sys.argv[1:4])
+    install_kill_point(checkpoint.parent / "kills.log", out)
+    anyio.run(main, source, out, checkpoint, sys.argv[4], int(sys.argv[5]))
