@@ -1,0 +1,54 @@
+"""JobGenerator message order: finished batches go ahead of a backlog of generations; a planner runs around each batch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import anyio.lowlevel
+import pytest
+
+from scheduler import BatchPlanner, Job, JobSet, ManualClock, Seconds, Time
+from streaming import StreamingRuntime
+from tests.support import ScriptedGraph, noop_job
+
+pytestmark = pytest.mark.asyncio
+
+
+class YieldingGraph(ScriptedGraph):
+    """A graph whose generation yields to the event loop, as one reading input does."""
+
+    async def generate_jobs(self, time: Time) -> Sequence[Job]:
+        await anyio.lowlevel.checkpoint()
+        return await super().generate_jobs(time)
+
+
+class OrderPlanner:
+    """A BatchPlanner recording the order of plans and finishes."""
+
+    def __init__(self) -> None:
+        self.order: list[tuple[str, int]] = []
+
+    async def plan_batch(self, time: Time) -> None:
+        self.order.append(("plan", time.milliseconds))
+
+    async def batch_finished(self, job_set: JobSet, succeeded: bool) -> None:
+        self.order.append(("finish", job_set.time.milliseconds))
+
+
+async def test_finished_batches_are_handled_before_queued_generations() -> None:
+    """With five ticks queued at once, each batch is finished as soon as its job ends, not after all five are generated."""
+    clock = ManualClock(0)
+    planner = OrderPlanner()
+    assert isinstance(planner, BatchPlanner)
+    rt = StreamingRuntime(YieldingGraph(lambda t: [noop_job(t)]), Seconds(1), clock=clock)
+    rt.scheduler.generator._planner = planner  # the planner seam, without a replayable graph
+    async with rt:
+        await rt.start()
+        clock.advance(Seconds(5))
+        await rt.wait_until_idle()
+        await rt.stop()
+    plans = [t for kind, t in planner.order if kind == "plan"]
+    finishes = [t for kind, t in planner.order if kind == "finish"]
+    assert plans == finishes == [1000, 2000, 3000, 4000, 5000]  # each kind in order
+    # Interleaved: batch 1000 finished before the last queued tick was generated.
+    assert planner.order.index(("finish", 1000)) < planner.order.index(("plan", 5000))
