@@ -14,8 +14,9 @@ Prints one JSON object with each measure for both engines and the ratio ours / p
   5000 lines per batch; median processing delay; ours must still complete batches in order.
   Target ratio <= 0.5. On local[2] parallel jobs only help while they are latency-bound.
 * ``socket_rate``: socket word count at a 1 s interval; the highest rate (lines/s, doubling
-  from ``--rate-start``) at which the batches carry >= 90% of the lines sent and the scheduling
-  delay neither grows by more than half an interval nor exceeds one. Target ratio >= 1.0.
+  from ``--rate-start``; the engines alternate at each rate) at which the batches carry >= 90%
+  of the lines sent, the mean processing delay stays under the interval (so the scheduling
+  delay cannot grow) and the last scheduling delay is under two intervals. Target ratio >= 1.0.
 
 Not part of the test suite; takes a few minutes. The machine's load average is reported, since
 a shared machine makes every Spark number noisy. Run: ``python bench/bench_vs_pyspark.py``.
@@ -193,13 +194,19 @@ def serve_lines(rate: int) -> None:
 
 
 def sustained(batches: list[dict[str, int]], rate: int, interval_ms: int, skip: int) -> dict[str, Any]:
+    """Whether ``rate`` was sustained: the lines arrived, and batches took less than an interval on average.
+
+    A queue of batches stays bounded exactly when the mean processing time is below the interval;
+    the last scheduling delay must also show no backlog (under two intervals).
+    """
     measured = batches[skip:]
     received = sum(b["records"] for b in measured) / (len(measured) * interval_ms / 1000)
     sched = [b["scheduling"] for b in measured]
-    ok = (received >= 0.9 * rate and sched[-1] - sched[0] <= interval_ms / 2 and sched[-1] <= interval_ms
+    mean_processing = statistics.mean(b["processing"] for b in measured)
+    ok = (received >= 0.9 * rate and mean_processing < interval_ms and sched[-1] < 2 * interval_ms
           and not failed_batches(measured))
     return {"rate": rate, "received_per_s": round(received), "scheduling_ms": sched,
-            "processing_ms_median": median_of(batches, "processing", skip), "sustained": ok}
+            "processing_ms_mean": round(mean_processing), "sustained": ok}
 
 
 def socket_run(engine: str, sc: Any, rate: int, batches: int) -> dict[str, Any]:
@@ -262,9 +269,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=12, help="batches per word-count run (the first 2 are warm-up)")
     parser.add_argument("--noop-batches", type=int, default=60)
     parser.add_argument("--engine-batches", type=int, default=2000, help="batches of the flat-out manual-clock run")
-    parser.add_argument("--rate-start", type=int, default=5000)
+    parser.add_argument("--rate-start", type=int, default=2500)
     parser.add_argument("--rate-top", type=int, default=640_000)
-    parser.add_argument("--socket-batches", type=int, default=8)
+    parser.add_argument("--socket-batches", type=int, default=10)
     parser.add_argument("--three-output-lines", type=int, nargs="*", default=[1000, 5000],
                         help="input sizes for the three-outputs run (small batches are latency-bound, large ones CPU-bound)")
     parser.add_argument("--rounds", type=int, default=2, help="alternating runs per engine for the delay measures")
