@@ -1,0 +1,187 @@
+"""Per-batch checkpoint cost on the batch's critical path: aiodstream (sync and async tracking) next to Spark 4.3.
+
+aiodstream: a Pipeline of a ListSource (new records every batch) and a no-op output, checkpointed,
+on the system clock. Measured per batch, with a monotonic nanosecond clock: the time the batch
+spends writing its offsets entry before its jobs (walCommit) plus writing its commit after them
+(commitOffsets). Synchronous tracking writes both durably (fsync of file and directory);
+async tracking only hands them to the writer task.
+
+Spark: a rate source to the noop sink through pyspark.sql Structured Streaming in the same
+process, with and without asyncProgressTrackingEnabled; the same two phases read from each
+trigger's ``durationMs`` (whole milliseconds, as Spark reports them).
+
+Prints one JSON object. Targets (issue 4): sync < 5 ms per batch, async < 0.5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+import anyio
+import structlog
+
+from scheduler import write_new_file
+from streaming import Batch, ListSource, Milliseconds, Pipeline, StreamingRuntime
+
+
+def summary(samples_ms: list[float]) -> dict[str, float | int]:
+    """Median, mean, 95th percentile and max of per-batch milliseconds."""
+    ordered = sorted(samples_ms)
+    return {
+        "batches": len(ordered),
+        "median_ms": round(statistics.median(ordered), 3),
+        "mean_ms": round(statistics.fmean(ordered), 3),
+        "p95_ms": round(ordered[max(0, int(len(ordered) * 0.95) - 1)], 3),
+        "max_ms": round(ordered[-1], 3),
+    }
+
+
+async def ours(options: dict[str, str], batches: int, interval_ms: int, warmup: int) -> dict[str, Any]:
+    """Run ``batches`` checkpointed batches on the system clock; return the critical-path cost per batch."""
+    directory = tempfile.mkdtemp(prefix="aiodstream-bench-")
+    try:
+        source = ListSource(name="bench")
+        pipeline = Pipeline()
+        pipeline.add_source(source, name="in")
+        done = anyio.Event()
+        count = 0
+
+        async def output(batch: Batch) -> None:
+            nonlocal count
+            source.append(*range(10))  # new input for the next batch
+            count += 1
+            if count == batches + warmup:
+                done.set()
+
+        pipeline.add_output(output, name="noop")
+        async with StreamingRuntime(pipeline, Milliseconds(interval_ms), checkpoint_location=directory, options=options,
+                                    name=f"bench-{os.getpid()}-{len(options)}") as rt:
+            await rt.start()
+            await done.wait()
+            await rt.stop(graceful=False)
+            tracker = rt.tracker
+            assert tracker is not None
+            samples = [ns / 1e6 for ns in list(tracker.critical_path_ns)[warmup:warmup + batches]]
+            stats = tracker.statistics()
+            reported = [p.duration_ms.get("walCommit", 0) + p.duration_ms.get("commitOffsets", 0) for p in rt.recent_progress]
+        result: dict[str, Any] = summary(samples)
+        result["durable_offsets_writes"] = stats.durable_offsets_writes
+        result["durable_commit_writes"] = stats.durable_commit_writes
+        result["progress_walCommit_plus_commitOffsets_median_ms"] = statistics.median(reported) if reported else None
+        return result
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def filesystem_floor(batches: int) -> dict[str, Any]:
+    """Two bare durable atomic writes per batch (what sync tracking must do), without the engine."""
+    directory = tempfile.mkdtemp(prefix="aiodstream-floor-")
+    try:
+        os.makedirs(os.path.join(directory, "offsets"))
+        os.makedirs(os.path.join(directory, "commits"))
+        samples = []
+        for i in range(batches):
+            started = time.perf_counter_ns()
+            write_new_file(os.path.join(directory, "offsets", str(i)), b'v1\n{"batchWatermarkMs":0}\n"10"')
+            write_new_file(os.path.join(directory, "commits", str(i)), b'v1\n{"nextBatchWatermarkMs":0}')
+            samples.append((time.perf_counter_ns() - started) / 1e6)
+        return summary(samples)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def spark(async_tracking: bool, triggers: int, warmup: int, session: Any) -> dict[str, Any]:
+    """Run a rate -> noop query until ``triggers`` batches ran after ``warmup``; return walCommit + commitOffsets per trigger."""
+    directory = tempfile.mkdtemp(prefix="spark-bench-")
+    try:
+        writer = (session.readStream.format("rate").option("rowsPerSecond", 100).load()
+                  .writeStream.format("noop").option("checkpointLocation", directory)
+                  .trigger(processingTime="100 milliseconds"))
+        if async_tracking:
+            writer = writer.option("asyncProgressTrackingEnabled", "true")
+        query = writer.start()
+        seen: dict[int, dict[str, int]] = {}
+        deadline = time.monotonic() + 600
+        while len(seen) < warmup + triggers and time.monotonic() < deadline:
+            for progress in query.recentProgress:
+                if progress["numInputRows"] > 0 or progress["batchId"] > 0:
+                    seen.setdefault(progress["batchId"], dict(progress["durationMs"]))
+            time.sleep(0.2)
+        query.stop()
+        durations = [seen[b] for b in sorted(seen)][warmup:warmup + triggers]
+        result: dict[str, Any] = summary([d.get("walCommit", 0) + d.get("commitOffsets", 0) for d in durations])
+        result["walCommit_median_ms"] = statistics.median(d.get("walCommit", 0) for d in durations)
+        result["commitOffsets_median_ms"] = statistics.median(d.get("commitOffsets", 0) for d in durations)
+        result["triggerExecution_median_ms"] = statistics.median(d.get("triggerExecution", 0) for d in durations)
+        return result
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def spark_session() -> Any:
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("aiodstream-bench-checkpoint")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batches", type=int, default=200, help="measured aiodstream batches per mode")
+    parser.add_argument("--interval-ms", type=int, default=20, help="aiodstream batch interval")
+    parser.add_argument("--spark-triggers", type=int, default=30, help="measured Spark triggers per mode")
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark half")
+    args = parser.parse_args(argv)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    result: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "checkpoint_dir": tempfile.gettempdir(),
+    }
+    modes = {
+        "sync_durable": {},
+        "async_interval_1000ms": {"asyncProgressTrackingEnabled": "true"},
+        "async_interval_0ms": {"asyncProgressTrackingEnabled": "true", "asyncProgressTrackingCheckpointIntervalMs": "0"},
+    }
+    result["aiodstream"] = {name: anyio.run(ours, options, args.batches, args.interval_ms, 10) for name, options in modes.items()}
+    result["aiodstream"]["interval_ms"] = args.interval_ms
+    result["filesystem_floor_two_durable_writes"] = filesystem_floor(args.batches)
+    if not args.no_spark:
+        session = spark_session()
+        try:
+            result["spark"] = {
+                "version": session.version,
+                "sync": spark(False, args.spark_triggers, 5, session),
+                "async": spark(True, args.spark_triggers, 5, session),
+                "trigger_interval_ms": 100,
+            }
+        finally:
+            session.stop()
+        ours_sync = result["aiodstream"]["sync_durable"]["median_ms"]
+        result["spark_sync_over_aiodstream_sync_median"] = round(result["spark"]["sync"]["median_ms"] / max(ours_sync, 1e-9), 1)
+    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["targets"] = {"sync_ms": 5.0, "async_ms": 0.5}
+    result["meets_targets"] = {
+        "sync": result["aiodstream"]["sync_durable"]["median_ms"] < 5.0,
+        "async": result["aiodstream"]["async_interval_1000ms"]["median_ms"] < 0.5,
+    }
+    print(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()
