@@ -186,6 +186,30 @@ def test_a_cached_or_checkpointed_stream_is_not_fused_past(stream: DStream) -> N
     assert checkpointed.map(abs)._parents == (checkpointed,)
 
 
+def test_a_fused_transform_hands_none_to_the_next_function(ssc: StreamingContext) -> None:
+    """transform returning None then map fails with AttributeError, as pyspark's fused chain does."""
+    source = QueueInputDStream(ssc, [object()], True, None)
+    chained = source.transform(lambda rdd: None).map(abs)
+    chained._initialize(Time(0))
+    with pytest.raises(AttributeError, match="mapPartitionsWithIndex"):
+        chained._get_or_compute(Time(500))
+
+
+def test_a_batch_without_an_rdd_is_asked_again(ssc: StreamingContext) -> None:
+    """A transform result of None is not remembered: asking for the batch again calls the function again."""
+    calls: list[datetime] = []
+
+    def nothing(t: datetime, rdd: Any) -> None:
+        calls.append(t)
+
+    source = QueueInputDStream(ssc, [object()], True, None)
+    skipped = source.transform(nothing)
+    skipped._initialize(Time(0))
+    assert skipped._get_or_compute(Time(500)) is None
+    assert skipped._get_or_compute(Time(500)) is None
+    assert calls == [batch_datetime(Time(500))] * 2
+
+
 def test_cache_persist_and_checkpoint_set_pyspark_flags(stream: DStream) -> None:
     """cache and persist set is_cached; checkpoint sets is_checkpointed and persists in memory."""
     from pyspark import StorageLevel

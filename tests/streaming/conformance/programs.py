@@ -18,6 +18,7 @@ do not reference helpers of this module (workers may not be able to import it).
 
 from __future__ import annotations
 
+import inspect
 import operator
 import os
 import threading
@@ -40,6 +41,7 @@ __all__ = [
     "active_sink",
     "canonical_key",
     "collect",
+    "combine",
     "plain",
     "rdd_checkpoint_dir",
     "recording",
@@ -78,16 +80,28 @@ class Sink:
         self._lock = threading.Lock()
         self._outputs: dict[str, list[tuple[int, Any]]] = {}
         self._closed = False
+        self._prefix = ""
 
     def __reduce__(self) -> tuple[type[Sink], tuple[()]]:
         return (Sink, ())
 
-    def declare(self, name: str) -> None:
-        """Register an output name so it appears in results even if it never fires."""
+    @contextmanager
+    def namespace(self, prefix: str) -> Iterator[None]:
+        """Prefix the names declared meanwhile with ``prefix`` (several programs share one run)."""
+        saved, self._prefix = self._prefix, prefix
+        try:
+            yield
+        finally:
+            self._prefix = saved
+
+    def declare(self, name: str) -> str:
+        """Register an output name so it appears in results even if it never fires; return the name to record under."""
+        name = self._prefix + name
         with self._lock:
             if name in self._outputs:
                 raise ValueError(f"output name {name!r} registered twice")
             self._outputs[name] = []
+        return name
 
     def record(self, name: str, time_ms: int, value: Any) -> None:
         """Append one batch's value for ``name`` (ignored once closed)."""
@@ -183,7 +197,7 @@ def collect(stream: DStreamLike, name: str, order: Order = "sorted") -> None:
     if order not in ("sorted", "raw"):
         raise ValueError(f"unknown order {order!r}")
     sink = active_sink()
-    sink.declare(name)
+    name = sink.declare(name)
 
     def record(t: datetime, rdd: Any) -> None:
         # Must return None: pyspark fails the output operation when a foreachRDD function
@@ -478,20 +492,27 @@ def prog_inverse_windows(ssc: StreamingContextLike, make_input: MakeInput, *, ba
     words = make_input(LINES).flatMap(lambda line: line.split())
     ones = words.map(lambda w: (w, 1))
     w5, s1 = seconds(5, batch_seconds), seconds(1, batch_seconds)
-    collect(ones.reduceByKeyAndWindow(operator.add, operator.sub, w5, s1), "rbkw_inv5", order="sorted")
+    counts = ones.reduceByKeyAndWindow(operator.add, operator.sub, w5, s1, 3)
+    collect(counts, "rbkw_inv5", order="sorted")
+    # The partition layout of the incremental window: partitions in order, each one's pairs sorted.
+    collect(counts.glom().map(lambda part: sorted(part)), "rbkw_inv5_partitions", order="raw")
     filtered = ones.reduceByKeyAndWindow(operator.add, operator.sub, w5, s1, filterFunc=lambda kv: kv[1] > 0)
     collect(filtered, "rbkw_inv5_filter", order="sorted")
     collect(words.countByWindow(w5, s1), "countByWindow5", order="raw")
-    # Incremental with a 2-batch slide: a window of 10 batches is 5 slides.
-    w10, s2 = seconds(10, batch_seconds), seconds(2, batch_seconds)
-    collect(ones.reduceByKeyAndWindow(operator.add, operator.sub, w10, s2), "rbkw_inv10_slide2", order="sorted")
     # groupByKeyAndWindow's inverse drops the leaving values from the front of each list.
-    pairs = make_input(PAIRS)
-    grouped = pairs.groupByKeyAndWindow(w5, s1).mapValues(lambda vs: sorted(vs))
+    grouped = make_input(PAIRS).groupByKeyAndWindow(w5, s1).mapValues(lambda vs: sorted(vs))
     collect(grouped, "groupByKeyAndWindow5", order="sorted")
-    # Partition layout of an incremental window: partitions in order, each one's pairs sorted.
-    counts = ones.reduceByKeyAndWindow(operator.add, operator.sub, w5, s1, 3)
-    collect(counts.glom().map(lambda part: sorted(part)), "rbkw_inv5_partitions", order="raw")
+
+
+def prog_incremental_window_slide(ssc: StreamingContextLike, make_input: MakeInput, *, batch_seconds: float, tmp_dir: str) -> None:
+    """An incremental window sliding by 2 batches: 10 batches long (5 slides), so the inverse path is taken.
+
+    Fires at odd batch indices; at index 11 the first two batches leave the window.
+    """
+    rdd_checkpoint_dir(ssc, tmp_dir)
+    pairs = make_input([[("a", 1), ("b", 1)], [("a", 1)], [("b", 1), ("c", 1)], [], [("a", 1)]])
+    w10, s2 = seconds(10, batch_seconds), seconds(2, batch_seconds)
+    collect(pairs.reduceByKeyAndWindow(operator.add, operator.sub, w10, s2), "rbkw_inv10_slide2", order="sorted")
 
 
 # ---------------------------------------------------------------------------
@@ -585,7 +606,7 @@ def prog_slice(ssc: StreamingContextLike, make_input: MakeInput, *, batch_second
     ssc.remember(seconds(8, batch_seconds))
     nums = make_input([[1], [2, 3], [], [4], [5, 6]])
     sink = active_sink()
-    sink.declare("slice_last_3")
+    name = sink.declare("slice_last_3")
     span_ms = round(2 * batch_seconds * 1000)
 
     def record(t: datetime, rdd: Any) -> None:
@@ -596,7 +617,7 @@ def prog_slice(ssc: StreamingContextLike, make_input: MakeInput, *, batch_second
         # seconds * 1000 to an int, and a float a hair below a whole millisecond would
         # otherwise land on the previous one.
         rdds = nums.slice((end_ms - span_ms + 0.5) / 1000, (end_ms + 0.5) / 1000)
-        sink.record("slice_last_3", end_ms, [sorted(r.collect()) for r in rdds])
+        sink.record(name, end_ms, [sorted(r.collect()) for r in rdds])
 
     nums.foreachRDD(record)
 
@@ -681,7 +702,8 @@ PROGRAMS: dict[str, ProgramSpec] = {
         _spec(prog_count_by_value_and_window, 6, "window", "checkpoint"),
         _spec(prog_group_by_key_and_window, 6, "window", "checkpoint"),
         _spec(prog_reduce_by_key_and_window, 6, "window", "checkpoint"),
-        _spec(prog_inverse_windows, 8, "window", "checkpoint"),
+        _spec(prog_inverse_windows, 7, "window", "checkpoint"),
+        _spec(prog_incremental_window_slide, 12, "window", "checkpoint"),
         _spec(prog_update_state_by_key, 6, "state", "checkpoint"),
         _spec(prog_update_state_by_key_initial, 6, "state", "checkpoint"),
         _spec(prog_multiple_outputs),
@@ -695,3 +717,24 @@ PROGRAMS: dict[str, ProgramSpec] = {
     ]
 }
 """All programs by short name (``prog_`` prefix dropped)."""
+
+
+def combine(specs: Sequence[ProgramSpec]) -> Program:
+    """One program that builds several catalogue programs side by side on the same context.
+
+    Each program's outputs are recorded as ``<program name>/<output name>``. Running them
+    together saves a context start, stop and first-batch wait per program. Do not combine
+    programs that print (their pprint blocks would interleave), save files, or set
+    ``ssc.remember`` (allowed once per context).
+    """
+
+    def combined(ssc: StreamingContextLike, make_input: MakeInput, *, tmp_dir: str, batch_seconds: float) -> None:
+        sink = active_sink()
+        available = {"tmp_dir": tmp_dir, "batch_seconds": batch_seconds}
+        for spec in specs:
+            wanted = list(inspect.signature(spec.program).parameters)[2:]
+            with sink.namespace(f"{spec.name}/"):
+                spec.program(ssc, make_input, **{name: available[name] for name in wanted})
+
+    combined.__name__ = "+".join(spec.name for spec in specs)
+    return combined
