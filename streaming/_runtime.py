@@ -16,7 +16,7 @@ import time as _time
 import traceback
 import uuid
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 import anyio
 import anyio.abc
@@ -60,10 +60,20 @@ from scheduler import (
 __all__ = ["StreamingContextState", "StreamingRuntime"]
 
 
-# Queries active in this process, by id and by name (Spark keeps these per SparkSession).
+# Queries active in this process, by name, checkpoint directory and id (Spark keeps these per
+# SparkSession). Runtimes may live on different threads' event loops, hence the lock.
 _active_lock = threading.Lock()
-_active_ids: dict[uuid.UUID, StreamingRuntime] = {}
 _active_names: dict[str, StreamingRuntime] = {}
+_active_paths: dict[str, StreamingRuntime] = {}
+_active_ids: dict[uuid.UUID, StreamingRuntime] = {}
+
+
+_K = TypeVar("_K")
+
+
+def _forget(registry: dict[_K, StreamingRuntime], runtime: StreamingRuntime) -> None:
+    for key in [k for k, v in registry.items() if v is runtime]:
+        del registry[key]
 
 
 class _BusReports:
@@ -312,8 +322,11 @@ class StreamingRuntime:
             await tg.start(self._run_bus)
             run: dict[str, Any] = {}
             if tracker is not None:
+                # Claimed before the checkpoint is touched: opening it clears temp files, which
+                # must not happen under a query that is writing there.
+                self._claim()
                 plan = await tracker.open(self.scheduler.generator.timer.start_time())
-                self._register()
+                self._claim_id()
                 await tg.start(tracker.run)
                 run = {"start": plan.first_batch, "zero_time": plan.zero_time, "reschedule": plan.reschedule,
                        "timer": self.trigger is Trigger.PROCESSING_TIME}
@@ -341,34 +354,47 @@ class StreamingRuntime:
         self._log.info("StreamingContext started", first_batch=self.first_batch_time.milliseconds,
                        batch_ms=self.batch_duration.milliseconds)
 
-    def _register(self) -> None:
-        tracker = self.tracker
-        assert tracker is not None and tracker.query_id is not None
+    def _checkpoint_key(self) -> str | None:
+        return None if self.checkpoint_location is None else os.path.realpath(self.checkpoint_location)
+
+    def _claim(self) -> None:
+        path = self._checkpoint_key()
         with _active_lock:
-            other = _active_ids.get(tracker.query_id)
-            if other is not None:
-                raise StreamingStateError(
-                    f"cannot start query {tracker.query_id}: it is already active in this process ({other!r} uses the "
-                    f"checkpoint {self.checkpoint_location}); stop that query first, or use another checkpoint_location"
-                )
             if self.name is not None and self.name in _active_names:
                 raise InvalidPipelineError(
                     f"cannot start query {self.name!r}: a query with that name is already active in this process; give "
                     "each active query its own name"
                 )
-            _active_ids[tracker.query_id] = self
+            if path is not None and path in _active_paths:
+                raise StreamingStateError(
+                    f"cannot start a query on checkpoint {self.checkpoint_location}: {_active_paths[path]!r} is active on it "
+                    "in this process; stop that query first, or use another checkpoint_location"
+                )
             if self.name is not None:
                 _active_names[self.name] = self
+            if path is not None:
+                _active_paths[path] = self
             self._registered = True
+
+    def _claim_id(self) -> None:
+        tracker = self.tracker
+        assert tracker is not None and tracker.query_id is not None
+        with _active_lock:
+            other = _active_ids.get(tracker.query_id)
+            if other is not None:  # a copy of an active query's checkpoint
+                raise StreamingStateError(
+                    f"cannot start query {tracker.query_id}: it is already active in this process ({other!r}, from a "
+                    "copy of this checkpoint); stop that query first, or start this one from a new checkpoint directory"
+                )
+            _active_ids[tracker.query_id] = self
 
     def _unregister(self) -> None:
         if not self._registered:
             return
         with _active_lock:
-            assert self.tracker is not None and self.tracker.query_id is not None
-            _active_ids.pop(self.tracker.query_id, None)
-            if self.name is not None and _active_names.get(self.name) is self:
-                del _active_names[self.name]
+            _forget(_active_names, self)
+            _forget(_active_paths, self)
+            _forget(_active_ids, self)
             self._registered = False
 
     async def _drive_triggers(self, plan: RunPlan) -> None:
@@ -389,8 +415,9 @@ class StreamingRuntime:
                         if self.trigger is Trigger.ONCE:
                             break
             except Exception as exc:
-                self._notify_error(JobFailedError(f"Error triggering batches: {type(exc).__name__}: {exc}"))
-                self._error.__cause__ = exc  # type: ignore[union-attr]
+                error = JobFailedError(f"Error triggering batches: {type(exc).__name__}: {exc}")
+                error.__cause__ = exc
+                self._notify_error(error)
             finished = True
         self._driver_scope = None
         if finished:

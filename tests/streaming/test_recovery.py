@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -271,6 +272,15 @@ async def test_query_names_and_checkpoints_are_unique_among_active_queries(tmp_p
     async with StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), checkpoint_location=ck) as a:
         await a.start()
         async with StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), checkpoint_location=ck) as b:
+            with pytest.raises(StreamingStateError, match=rf"^cannot start a query on checkpoint {ck}: <StreamingRuntime "):
+                await b.start()
+            assert not (ck / "offsets").exists() or ids(ck / "offsets") == []  # b did not touch the directory
+        await a.stop()
+    copy = tmp_path / "copy"
+    async with StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), checkpoint_location=ck) as a:
+        await a.start()
+        shutil.copytree(ck, copy)
+        async with StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), checkpoint_location=copy) as b:
             with pytest.raises(StreamingStateError, match=rf"^cannot start query {a.id}: it is already active in this process"):
                 await b.start()
         await a.stop()
