@@ -298,3 +298,29 @@ async def test_a_runtime_without_query_tracking_has_no_query_state() -> None:
             rt.status  # noqa: B018
         with raises_exactly(StreamingStateError, message):
             await rt.process_all_available()
+
+
+class CommitRecordingSource(ListSource):
+    """A ListSource that records the offsets it is told are committed."""
+
+    def __init__(self, records: list[Any]) -> None:
+        super().__init__(records, max_per_batch=1)
+        self.committed: list[str | None] = []
+
+    async def commit(self, end: str | None) -> None:
+        self.committed.append(end)
+
+
+async def test_sources_release_input_only_up_to_the_oldest_uncommitted_batch(tmp_path: Path) -> None:
+    """Sources hear of a commit once every earlier batch is committed; a failed batch holds the release back."""
+    src = CommitRecordingSource(list("abcd"))
+    p = Pipeline()
+    p.add_source(src, name="in")
+    p.add_output(Recorder(fail_at={2000}), name="out")
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path) as rt:
+        await rt.start()
+        for _ in range(4):
+            await advance(rt, clock, 1000)
+        await rt.stop()
+    assert src.committed == ["1"]  # batch 1 (records up to 2) failed: batches 2 and 3 commit, release nothing

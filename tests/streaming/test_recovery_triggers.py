@@ -214,3 +214,17 @@ async def test_async_recovery_resumes_from_the_last_durable_entry(tmp_path: Path
         await advance(rt, clock, 100)
         await rt.stop()
     assert out.seen == [(5100, ["11"])]  # batch 10 ended at record 11; records 11..13 are read again from here
+
+
+async def test_async_tracking_purges_beyond_min_batches_to_retain(tmp_path: Path) -> None:
+    """With async writes the newest minBatchesToRetain + 1 durable entries stay, as with sync writes."""
+    p, _ = pipeline(Recorder(), records=[str(i) for i in range(10)], max_per_batch=1)
+    clock = ManualClock(0)
+    options = {"asyncProgressTrackingEnabled": "true", "asyncProgressTrackingCheckpointIntervalMs": "0",
+               "spark.sql.streaming.minBatchesToRetain": "2"}
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path, options=options) as rt:
+        await rt.start()
+        for _ in range(6):
+            await advance(rt, clock, 1000)
+        await rt.stop()
+    assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [3, 4, 5]
