@@ -1,0 +1,22 @@
+"""examples/exactly_once_files.py runs: a SIGKILLed first run, a restart that re-runs the logged batch, exactly-once output."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_exactly_once_example_recovers_from_its_crash(tmp_path: Path) -> None:
+    """The example's first run dies by SIGKILL, the second re-runs batch 0 then takes the new files, and the output is exact."""
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / "exactly_once_files.py"), "--dir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "exit status -9" in out
+    assert re.search(r"batch 0: 12 lines \(re-run of a logged batch, commitOffsets \d+ ms\)", out), out
+    assert re.search(r"batch \d+: 8 lines \(walCommit \d+ ms, commitOffsets \d+ ms\)", out), out
+    assert out.strip().splitlines()[-1] == "output: 20 lines in 2 files, each exactly once"
