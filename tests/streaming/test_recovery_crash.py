@@ -30,7 +30,7 @@ from scheduler import Checkpoint, Milliseconds
 CHILD = Path(__file__).with_name("crash_child.py")
 ROOT = Path(__file__).resolve().parents[2]
 POINTS = ["offsets-temp", "offsets-linked", "sink-temp", "sink-linked", "commits-temp", "commits-linked", None]
-ROUNDS = 32
+ROUNDS = 28
 INTERVAL_MS = 25
 SEED = 20240611
 
@@ -69,7 +69,7 @@ def wait_started(proc: subprocess.Popen[str], timeout_s: float) -> bool:
 
 @pytest.mark.timeout(150)
 def test_sigkill_at_random_moments_never_loses_or_duplicates_output(tmp_path: Path) -> None:
-    """After 32 SIGKILLs (inside writes, between offsets and commit, mid-batch, at random) and restarts, each record is output once."""
+    """After 28 SIGKILLs (inside writes, between offsets and commit, mid-batch, at random) and restarts, each record is output once."""
     rng = random.Random(SEED)
     source = Input(tmp_path / "in", rng)
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("AIODSTREAM_CRASH")}
@@ -85,7 +85,7 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_output(tmp_path: Pa
         try:
             if not wait_started(proc, 30):  # it may reach its kill point before saying so
                 assert proc.wait(10) == -signal.SIGKILL, (tmp_path / "child.err").read_text()
-            deadline = time.monotonic() + rng.uniform(0.05, 0.8)
+            deadline = time.monotonic() + rng.uniform(0.05, 0.5)
             while proc.poll() is None and time.monotonic() < deadline:
                 if rng.random() < 0.3:
                     source.add_file()  # input arriving while the query runs
