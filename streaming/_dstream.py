@@ -238,7 +238,8 @@ class DStream:
         unpersist = self._storage_level is not None
         for old in [t for t in list(self._generated) if t.milliseconds <= threshold]:
             rdd = self._generated.pop(old, None)
-            if rdd is not None and unpersist:
+            # A state carried over is the same RDD under a later time: keep it cached then.
+            if rdd is not None and unpersist and not any(kept is rdd for kept in list(self._generated.values())):
                 rdd.unpersist(blocking=False)
         for parent in self._parents:
             parent._clear_metadata(time)

@@ -246,6 +246,39 @@ def test_persist_and_checkpoint_after_start_are_refused(stream: DStream) -> None
                    lambda: derived.checkpoint(1))
 
 
+class FakeRDD:
+    """Just enough of an RDD for the bookkeeping: counts unpersist calls."""
+
+    def __init__(self) -> None:
+        self.unpersisted = 0
+
+    def persist(self, level: Any) -> FakeRDD:
+        return self
+
+    def checkpoint(self) -> None:
+        pass
+
+    def unpersist(self, blocking: bool = False) -> FakeRDD:
+        self.unpersisted += 1
+        return self
+
+
+def test_an_rdd_remembered_under_a_later_time_stays_cached(ssc: StreamingContext) -> None:
+    """Forgetting a batch does not unpersist an RDD that a later batch still uses (a carried-over state)."""
+    from pyspark import StorageLevel
+
+    rdd = FakeRDD()
+    source = QueueInputDStream(ssc, [rdd, rdd], True, None)
+    source.persist(StorageLevel.MEMORY_ONLY)
+    source._initialize(Time(0))
+    source._get_or_compute(Time(500))
+    source._get_or_compute(Time(1000))
+    source._clear_metadata(Time(1000))
+    assert rdd.unpersisted == 0 and list(source._generated) == [Time(1000)]
+    source._clear_metadata(Time(1500))
+    assert rdd.unpersisted == 1 and not source._generated
+
+
 # -- initialisation: checkpoint interval and remember durations --
 
 
@@ -455,3 +488,29 @@ def test_slice_runs_alongside_generation(spark_context: Any) -> None:
     finally:
         ssc.stop(stopSparkContext=False)
     assert seen == [[1], [1, 2], [1, 2, 3], [1, 2, 3, 4], [1, 2, 3, 4, 5]]
+
+
+@pytest.mark.spark
+def test_state_rdds_are_checkpointed_at_the_interval(spark_context: Any, tmp_path: Any) -> None:
+    """updateStateByKey with checkpoint(batch) writes each state RDD to the checkpoint directory once an output computes it."""
+    ssc = StreamingContext(spark_context, 0.2)
+    ssc.checkpoint(str(tmp_path))
+    state = ssc.queueStream([[("a", 1)], [("a", 2)], [("b", 3)]]).updateStateByKey(lambda vs, s: (s or 0) + sum(vs))
+    state.checkpoint(0.2)
+    seen: list[tuple[list[tuple[str, int]], bool]] = []
+    done = threading.Event()
+
+    def record(rdd: Any) -> None:
+        if len(seen) < 3:
+            seen.append((sorted(rdd.collect()), rdd.isCheckpointed()))
+        if len(seen) >= 3:
+            done.set()
+
+    state.foreachRDD(record)
+    ssc.start()
+    try:
+        assert done.wait(120), "three batches did not complete"
+    finally:
+        ssc.stop(stopSparkContext=False)
+    assert seen == [([("a", 1)], True), ([("a", 3)], True), ([("a", 3), ("b", 3)], True)]
+    assert any(name.startswith("rdd-") for _, dirs, _ in os.walk(tmp_path) for name in dirs)

@@ -26,10 +26,10 @@ TIMEOUT = 300.0
 """Seconds each engine may take for a group's batches: generous, the machine is shared."""
 
 GROUPS: dict[str, list[str]] = {
-    "elementwise": ["map", "flat_map", "filter", "map_partitions", "map_partitions_with_index", "glom", "map_values"],
+    "elementwise": ["map", "flat_map", "filter", "map_partitions", "map_partitions_with_index", "glom", "map_values", "empty_batches"],
     "transforms": ["transform", "transform_with", "repartition", "union", "mixed_slides", "count_quirks"],
-    "aggregations": ["empty_batches", "word_count", "reduce", "reduce_by_key", "combine_by_key", "partition_by", "group_by_key",
-                     "count_by_value", "count", "multiple_outputs"],
+    "aggregations": ["word_count", "reduce", "reduce_by_key", "combine_by_key", "partition_by", "group_by_key", "count_by_value", "count",
+                     "multiple_outputs"],
     "pairs": ["cogroup", "joins", "persistence"],
     "windows": ["window", "reduce_by_window", "count_by_window", "count_by_value_and_window", "group_by_key_and_window"],
     "reduce_by_key_and_window": ["reduce_by_key_and_window"],
