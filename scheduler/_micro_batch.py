@@ -113,6 +113,12 @@ class MicroBatchTracker:
     ahead of their entries: a restart resumes from the last durable entry and may re-run more.
 
     Without a checkpoint the tracker still plans offsets and reports progress, in memory only.
+
+    Attributes:
+        query_id: the query id (from the checkpoint; random without one), set by :meth:`open`.
+        run_id: this run's id.
+        critical_path_ns: per committed batch, the time spent writing its offsets and its commit
+            (by the stopwatch), newest last; bounded.
     """
 
     def __init__(
