@@ -237,6 +237,7 @@ class PySparkListenerAdapter:
 
     def __call__(self, event: StreamingEvent) -> None:
         """Forward ``event`` to the matching camelCase callback, if the listener has one."""
-        method = getattr(self.listener, _CAMEL[type(event)], None)
+        name = _CAMEL.get(type(event))  # query events have no pyspark.streaming callback
+        method = None if name is None else getattr(self.listener, name, None)
         if method is not None:
             method(_Event(event))
