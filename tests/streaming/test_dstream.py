@@ -169,6 +169,40 @@ def test_union_of_streams_of_two_contexts_is_refused(ssc: StreamingContext, stre
                    lambda: ssc.union(stream, other))
 
 
+def test_context_transform_must_return_an_rdd(ssc: StreamingContext) -> None:
+    """ssc.transform whose function returns None fails the batch with Spark's message."""
+    source = QueueInputDStream(ssc, [object()], True, None)
+    transformed = ssc.transform([source], lambda rdds: None)
+    transformed._initialize(Time(0))
+    raises_exactly(InvalidPipelineError, "Transform function must not return null. Return SparkContext.emptyRDD() instead to represent "
+                   "no element as the result of transformation.", lambda: transformed._get_or_compute(Time(500)))
+
+
+def test_context_transform_and_union_need_every_parent_rdd(ssc: StreamingContext) -> None:
+    """ssc.transform and ssc.union fail a batch in which a parent has no RDD (Spark's messages)."""
+    source = QueueInputDStream(ssc, [object(), object()], True, None)
+    missing = source.transform(lambda rdd: None)
+    transformed = ssc.transform([source, missing], lambda rdds: rdds[0])
+    united = ssc.union(source, missing)
+    for stream in (transformed, united):
+        stream._initialize(Time(0))
+    raises_exactly(StreamingStateError, "Couldn't generate RDD from parent at time 500 ms", lambda: transformed._get_or_compute(Time(500)))
+    raises_exactly(StreamingStateError, "Could not generate RDD from a parent for unifying at time 500 ms",
+                   lambda: united._get_or_compute(Time(500)))
+
+
+def test_context_transform_gets_a_tuple_in_parent_order(ssc: StreamingContext) -> None:
+    """ssc.transform's function receives the parents' RDDs as a tuple, in the order given."""
+    first, second = object(), object()
+    a = QueueInputDStream(ssc, [first], True, None)
+    b = QueueInputDStream(ssc, [second], True, None)
+    got: list[Any] = []
+    transformed = ssc.transform([a, b], lambda rdds: got.append(rdds) or first)
+    transformed._initialize(Time(0))
+    assert transformed._get_or_compute(Time(500)) is first
+    assert got == [(first, second)]
+
+
 # -- fusion and persistence flags --
 
 

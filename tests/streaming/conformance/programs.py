@@ -541,6 +541,19 @@ def prog_update_state_by_key_initial(ssc: StreamingContextLike, make_input: Make
     collect(stateful, "updateStateByKey_initial", order="sorted")
 
 
+def prog_update_state_by_key_lists(ssc: StreamingContextLike, make_input: MakeInput, *, tmp_dir: str) -> None:
+    """pyspark's own updateStateByKey vectors: a list-appending updater, without and with an initial state."""
+    rdd_checkpoint_dir(ssc, tmp_dir)
+
+    def append(values: Iterable[int], state: list[int] | None) -> list[int]:
+        return (state or []) + list(values)
+
+    plain_state = make_input([[("k", i)] for i in range(4)]).updateStateByKey(append)
+    collect(plain_state, "lists", order="sorted")
+    seeded = make_input([[("k", i)] for i in range(2, 6)]).updateStateByKey(append, initialRDD=[("k", [0, 1])])
+    collect(seeded, "lists_initial", order="sorted")
+
+
 # ---------------------------------------------------------------------------
 # Output operations
 # ---------------------------------------------------------------------------
@@ -695,16 +708,17 @@ PROGRAMS: dict[str, ProgramSpec] = {
         _spec(prog_count, 4),
         _spec(prog_cogroup, 4),
         _spec(prog_joins, 4),
-        _spec(prog_window, 6, "window"),
-        _spec(prog_reduce_by_window, 6, "window", "checkpoint"),
-        _spec(prog_count_by_window, 6, "window", "checkpoint"),
-        _spec(prog_count_by_value_and_window, 6, "window", "checkpoint"),
-        _spec(prog_group_by_key_and_window, 6, "window", "checkpoint"),
-        _spec(prog_reduce_by_key_and_window, 6, "window", "checkpoint"),
-        _spec(prog_inverse_windows, 7, "window", "checkpoint"),
+        _spec(prog_window, 5, "window"),
+        _spec(prog_reduce_by_window, 5, "window", "checkpoint"),
+        _spec(prog_count_by_window, 5, "window", "checkpoint"),
+        _spec(prog_count_by_value_and_window, 5, "window", "checkpoint"),
+        _spec(prog_group_by_key_and_window, 5, "window", "checkpoint"),
+        _spec(prog_reduce_by_key_and_window, 5, "window", "checkpoint"),
+        _spec(prog_inverse_windows, 6, "window", "checkpoint"),
         _spec(prog_incremental_window_slide, 12, "window", "checkpoint"),
         _spec(prog_update_state_by_key, 5, "state", "checkpoint"),
         _spec(prog_update_state_by_key_initial, 5, "state", "checkpoint"),
+        _spec(prog_update_state_by_key_lists, 5, "state", "checkpoint"),
         _spec(prog_multiple_outputs, 4),
         _spec(prog_pprint, 4, "stdout"),
         _spec(prog_save_as_text_files, 3, "files"),
