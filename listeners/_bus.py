@@ -20,6 +20,7 @@ import attrs
 import structlog
 
 from scheduler import Job, JobSet, StreamingStateError
+from scheduler._streams import Mailbox  # the runtime's internal queue (not part of scheduler's public surface)
 
 from ._events import (
     BatchCompleted,
@@ -93,7 +94,9 @@ class _Slot:
     def __init__(self, listener: object, name: str, capacity: int) -> None:
         self.listener = listener
         self.name = name
-        self.send, self.receive = anyio.create_memory_object_stream[StreamingEvent](capacity)
+        # Bounded, and unlike a memory object stream it parks an idle dispatcher in one step and
+        # wakes it without building a receiver record per event: one loop iteration per wake-up.
+        self.queue: Mailbox[StreamingEvent] = Mailbox(capacity)
         self.handlers: dict[type, tuple[Callable[[Any], Any], bool]] = _handlers_of(listener)
         self.accepted = 0
         self.processed = 0
@@ -185,7 +188,7 @@ class StreamingListenerBus:
                 self._slots = [s for s in self._slots if s is not slot]
                 self._removed.append(slot)
                 self._refresh_wanted()
-                slot.send.close()
+                slot.queue.close()
                 return
         raise ValueError(f"listener {listener!r} is not registered")
 
@@ -209,14 +212,14 @@ class StreamingListenerBus:
         self._posted += 1
         for slot in self._slots:
             try:
-                slot.send.send_nowait(event)
+                slot.queue.put_nowait(event)
             except anyio.WouldBlock:
                 if self.overflow is OverflowPolicy.BLOCK:
                     await self._send_waiting(slot, event)
                 else:
                     self._drop(slot, event)
                 continue
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            except anyio.ClosedResourceError:
                 continue  # removed meanwhile, or its dispatcher is gone
             slot.accepted += 1
 
@@ -225,12 +228,12 @@ class StreamingListenerBus:
         # deliver it before this task resumes; queued (accepted - processed) must not go negative.
         slot.accepted += 1
         try:
-            await slot.send.send(event)
+            await slot.queue.put(event)
         except BaseException as exc:
             slot.accepted -= 1
-            # Withdrawn because the listener was removed or the bus closed while we waited:
-            # the event is not for that listener any more; carry on with the others.
-            if not isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError)):
+            # Withdrawn because the listener was removed, the bus closed or the dispatcher ended
+            # while we waited: the event is not for that listener any more; carry on with the others.
+            if not isinstance(exc, anyio.ClosedResourceError):
                 raise
 
     def _drop(self, slot: _Slot, event: StreamingEvent) -> None:
@@ -307,7 +310,7 @@ class StreamingListenerBus:
             return
         self._closed = True
         for slot in self._slots:
-            slot.send.close()
+            slot.queue.close()
         if self._closing is not None:
             self._closing.set()
         dropped = sum(slot.dropped for slot in self._slots)
@@ -334,50 +337,51 @@ class StreamingListenerBus:
     async def _dispatch(self, slot: _Slot) -> None:
         _current_listener.set(slot.name)
         slot.running = True
-        receive = slot.receive
+        queue = slot.queue
         handlers = slot.handlers
         try:
-            with receive:
-                while True:
+            while True:
+                try:
+                    event = queue.get_nowait()
+                except anyio.WouldBlock:
                     try:
-                        event = receive.receive_nowait()
-                    except anyio.WouldBlock:
-                        try:
-                            event = await receive.receive()
-                        except anyio.EndOfStream:
-                            return
-                        # Woken by one event: let the producer run on for one loop iteration so
-                        # the events it posts next are taken in this same wake-up.
-                        await anyio.lowlevel.checkpoint()
+                        event = await queue.get()
                     except anyio.EndOfStream:
                         return
-                    n = 0
-                    while True:
-                        entry = handlers.get(type(event))
-                        if entry is not None:
-                            callback, is_async = entry
-                            try:
-                                if is_async:
-                                    await callback(event)
-                                else:
-                                    result = callback(event)
-                                    if result is not None and inspect.isawaitable(result):
-                                        await result
-                            except Exception:
-                                slot.failed += 1
-                                self._log.exception("listener raised; it stays registered", listener=slot.name,
-                                                    event_type=type(event).__name__)
-                        slot.processed += 1
-                        n += 1
-                        if n % _YIELD_EVERY == 0:
-                            self._notify_progress()
-                            await anyio.lowlevel.checkpoint()
+                    # Woken by one event: let the producer run on for one loop iteration so
+                    # the events it posts next are taken in this same wake-up.
+                    await anyio.lowlevel.checkpoint()
+                except anyio.EndOfStream:
+                    return
+                n = 0
+                while True:
+                    entry = handlers.get(type(event))
+                    if entry is not None:
+                        callback, is_async = entry
                         try:
-                            event = receive.receive_nowait()
-                        except (anyio.WouldBlock, anyio.EndOfStream):
-                            break
-                    self._notify_progress()
+                            if is_async:
+                                await callback(event)
+                            else:
+                                result = callback(event)
+                                if result is not None and inspect.isawaitable(result):
+                                    await result
+                        except Exception:
+                            slot.failed += 1
+                            self._log.exception("listener raised; it stays registered", listener=slot.name,
+                                                event_type=type(event).__name__)
+                    slot.processed += 1
+                    n += 1
+                    if n % _YIELD_EVERY == 0:
+                        self._notify_progress()
+                        await anyio.lowlevel.checkpoint()
+                    try:
+                        event = queue.get_nowait()
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                self._notify_progress()
         finally:
+            # Nobody takes from this queue any more: later posts skip it, waiting ones give up.
+            queue.close()
             slot.running = False
             if slot in self._removed:  # drained: keep its final counts, not the listener
                 self._removed.remove(slot)

@@ -2,18 +2,21 @@
 
 ``MemoryObjectReceiveStream.receive`` yields to the event loop before it even looks at its
 buffer, and again to wait: two loop iterations per item for a consumer that is usually idle. The
-generator's inbox and the job queue are unbounded, fed by synchronous ``put_nowait`` calls on the
-same loop, and consumed by the runtime's own tasks, so a deque with a list of parked consumers
+generator's inbox, the job queue and the listener bus's per-listener queues are fed by calls on
+the same loop and consumed by the runtime's own tasks, so a deque with a list of parked consumers
 does the job in one suspension, and none when items are queued. Consumers that loop over a
 backlog yield every :data:`YIELD_EVERY` items themselves, so other tasks still run.
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections import deque
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
+import sniffio
 
 __all__ = ["YIELD_EVERY", "Mailbox"]
 
@@ -23,43 +26,136 @@ YIELD_EVERY = 64
 
 
 class Mailbox(Generic[T]):
-    """An unbounded FIFO for tasks of one event loop; any number of consumers.
+    """A FIFO for tasks of one event loop, unbounded or holding at most ``capacity`` items; any number of consumers.
 
-    ``put_nowait`` never waits. ``get`` returns at once when an item is queued, otherwise parks
-    until one is put or the mailbox is closed. After :meth:`close`, consumers drain what is left
-    and then get ``anyio.EndOfStream``.
+    ``put_nowait`` never waits: it hands the item to a parked consumer if there is one (such an
+    item never counts against the capacity, as with anyio's memory object streams), else queues
+    it, else raises ``anyio.WouldBlock``. :meth:`put` waits for room instead. ``get`` returns at
+    once when an item is queued, otherwise parks until one is put or the mailbox is closed. After
+    :meth:`close`, consumers drain what is left and then get ``anyio.EndOfStream``.
+
+    The capacity is exact with one consumer. With several, a consumer that takes an item already
+    promised to a parked consumer it overtook lets one more item in until that consumer runs.
     """
 
-    __slots__ = ("_closed", "_items", "_waiters")
+    __slots__ = ("_capacity", "_closed", "_items", "_putters", "_waiters", "_woken")
 
-    def __init__(self) -> None:
-        """Create an empty, open mailbox."""
+    def __init__(self, capacity: int | None = None) -> None:
+        """Create an empty, open mailbox; ``capacity=None`` (the default) means unbounded."""
+        if capacity is not None and (type(capacity) is not int or capacity < 1):
+            raise ValueError(f"a mailbox capacity must be a positive int or None, got {capacity!r}")
+        self._capacity = sys.maxsize if capacity is None else capacity
         self._items: deque[T] = deque()
-        self._waiters: deque[anyio.Event] = deque()
+        # Parked consumers, and producers parked in put() with their items, oldest first. Each
+        # waits on a waiter (a loop future on asyncio) resolved once: a consumer's with None, a
+        # producer's with True (its item was queued) or False (withdrawn by close()).
+        self._waiters: deque[Any] = deque()
+        self._putters: deque[tuple[Any, T]] = deque()
+        # Consumers woken but not yet running: the items queued for them do not use capacity.
+        self._woken = 0
         self._closed = False
 
+    # -- producing --
+
     def put_nowait(self, item: T) -> None:
-        """Queue ``item`` and wake one parked consumer.
+        """Hand ``item`` to a parked consumer, or queue it if there is room.
 
         Raises:
             anyio.ClosedResourceError: the mailbox is closed.
+            anyio.WouldBlock: the mailbox is full and no consumer is parked.
         """
         if self._closed:
             raise anyio.ClosedResourceError
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():  # else cancelled while parked; it removes itself
+                self._items.append(item)
+                self._woken += 1
+                waiter.set_result(None)
+                return
+        if len(self._items) - self._woken >= self._capacity:
+            raise anyio.WouldBlock
         self._items.append(item)
-        if self._waiters:
-            self._waiters.popleft().set()
+
+    async def put(self, item: T) -> None:
+        """Queue ``item``, waiting for room while the mailbox is full. Cancellable while waiting.
+
+        Not a checkpoint when there is room. Producers waiting for room are served in order.
+
+        Raises:
+            anyio.ClosedResourceError: the mailbox is closed, or was closed while this waited
+                (the item was then not queued).
+        """
+        if not self._putters:
+            try:
+                self.put_nowait(item)
+                return
+            except anyio.WouldBlock:
+                pass
+        elif self._closed:
+            raise anyio.ClosedResourceError
+        waiter = _new_waiter()
+        entry = (waiter, item)
+        self._putters.append(entry)
+        try:
+            queued = await waiter
+        except BaseException:
+            if not waiter.done() or waiter.cancelled():  # still waiting: withdraw the item
+                waiter.cancel()
+                try:
+                    self._putters.remove(entry)
+                except ValueError:
+                    pass  # already dropped as cancelled by close() or a consumer
+            raise
+        if not queued:
+            raise anyio.ClosedResourceError
 
     def close(self) -> None:
-        """Accept nothing more; wake every parked consumer so it can drain and finish."""
+        """Accept nothing more; wake every parked consumer so it can drain and finish.
+
+        Producers waiting in :meth:`put` are withdrawn: their items are not queued and they get
+        ``anyio.ClosedResourceError``.
+        """
+        if self._closed:
+            return
         self._closed = True
-        while self._waiters:
-            self._waiters.popleft().set()
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                self._woken += 1
+                waiter.set_result(None)
+        putters = self._putters
+        while putters:
+            waiter, _ = putters.popleft()
+            if not waiter.done():
+                waiter.set_result(False)
+
+    # -- consuming --
+
+    def get_nowait(self) -> T:
+        """The next item, if one is queued.
+
+        Raises:
+            anyio.WouldBlock: nothing is queued.
+            anyio.EndOfStream: the mailbox is closed and empty.
+        """
+        items = self._items
+        if items:
+            item = items.popleft()
+            if self._putters:
+                self._admit_putter()
+            return item
+        if self._closed:
+            raise anyio.EndOfStream
+        raise anyio.WouldBlock
 
     async def get(self) -> T:
         """The next item; parks only when the mailbox is empty. Cancellable while parked.
 
-        Not a checkpoint when an item is queued.
+        Not a checkpoint when an item is queued. An item put for a consumer that is cancelled
+        before it runs stays queued for the next one.
 
         Raises:
             anyio.EndOfStream: the mailbox is closed and empty.
@@ -68,28 +164,102 @@ class Mailbox(Generic[T]):
         while not items:
             if self._closed:
                 raise anyio.EndOfStream
-            event = anyio.Event()
-            self._waiters.append(event)
+            waiter = _new_waiter()
+            self._waiters.append(waiter)
             try:
-                await event.wait()
+                await waiter
             except BaseException:
-                # Cancelled while parked: leave the queue, and if an item was handed to us,
-                # pass the wake-up on so it is not stranded.
-                if event.is_set():
-                    if items and self._waiters:
-                        self._waiters.popleft().set()
+                if waiter.done() and not waiter.cancelled():
+                    # Woken, then cancelled before running: pass the wake-up on so the item
+                    # queued for us is not stranded.
+                    self._woken -= 1
+                    if items:
+                        self._wake_one()
                 else:
-                    self._waiters.remove(event)
+                    waiter.cancel()
+                    try:
+                        self._waiters.remove(waiter)
+                    except ValueError:
+                        pass  # a put already dropped it as cancelled
                 raise
-        return items.popleft()
+            self._woken -= 1
+        item = items.popleft()
+        if self._putters:
+            self._admit_putter()
+        return item
+
+    def _wake_one(self) -> None:
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                self._woken += 1
+                waiter.set_result(None)
+                return
+
+    def _admit_putter(self) -> None:
+        # A consumer made room: the oldest waiting producer's item goes in, in order.
+        putters = self._putters
+        while putters and len(self._items) - self._woken < self._capacity:
+            waiter, item = putters.popleft()
+            if not waiter.done():
+                self._items.append(item)
+                waiter.set_result(True)
+
+    # -- introspection --
 
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
 
+    @property
+    def capacity(self) -> int | None:
+        """The most items it holds, or ``None`` if unbounded."""
+        return None if self._capacity == sys.maxsize else self._capacity
+
     def __len__(self) -> int:
         return len(self._items)
 
     def __repr__(self) -> str:
-        return f"<Mailbox [{len(self._items)} queued | {len(self._waiters)} waiting{' | closed' if self._closed else ''}]>"
+        putting = f" | {len(self._putters)} putting" if self._putters else ""
+        return (f"<Mailbox [{len(self._items)} queued | {len(self._waiters)} waiting{putting}"
+                f"{' | closed' if self._closed else ''}]>")
+
+
+def _new_waiter() -> Any:
+    """A one-shot waiter with the Future surface the mailbox uses (``done``, ``set_result``, ``await``)."""
+    # On asyncio a bare loop future: an anyio Event costs an asyncio Event, a future and two
+    # layers of calls for every park, and parking is the mailbox's hot path.
+    if sniffio.current_async_library() == "asyncio":
+        return asyncio.get_running_loop().create_future()
+    return _EventWaiter()
+
+
+class _EventWaiter:
+    """The backend-neutral waiter: a one-shot future over an anyio Event."""
+
+    __slots__ = ("_cancelled", "_event", "_result")
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._cancelled = False
+        self._result: Any = None
+
+    def done(self) -> bool:
+        return self._cancelled or self._event.is_set()
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> None:
+        if not self._event.is_set():
+            self._cancelled = True
+
+    def set_result(self, result: Any) -> None:
+        self._result = result
+        self._event.set()
+
+    def __await__(self) -> Any:
+        yield from self._event.wait().__await__()
+        return self._result
