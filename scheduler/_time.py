@@ -35,14 +35,45 @@ def _time_ms(value: object) -> int:
     return _check_ms(value, "a Time")
 
 
-@attrs.frozen(order=True, repr=False)
+# Times are built several times per batch (every clock read is one), so both classes write their
+# own __init__ and ordering instead of attrs' converter and tuple comparisons: same behaviour
+# (ints stored as is, int subclasses normalised, anything else refused; ordering only between
+# values of one class), a fraction of the calls. attrs still provides eq, hash and frozenness.
+_set_attribute = object.__setattr__
+
+
+@attrs.frozen(init=False, repr=False)
 class Duration:
     """A length of time in whole milliseconds.
 
     Build one with :func:`Milliseconds`, :func:`Seconds` or :func:`Minutes`.
     """
 
-    milliseconds: int = attrs.field(converter=_duration_ms)
+    milliseconds: int
+
+    def __init__(self, milliseconds: int) -> None:
+        """A duration of ``milliseconds`` (an int)."""
+        _set_attribute(self, "milliseconds", milliseconds if type(milliseconds) is int else _duration_ms(milliseconds))
+
+    def __lt__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self.milliseconds < other.milliseconds
+        return NotImplemented
+
+    def __le__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self.milliseconds <= other.milliseconds
+        return NotImplemented
+
+    def __gt__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self.milliseconds > other.milliseconds
+        return NotImplemented
+
+    def __ge__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self.milliseconds >= other.milliseconds
+        return NotImplemented
 
     def __add__(self, other: Duration) -> Duration:
         if isinstance(other, Duration):
@@ -90,11 +121,35 @@ class Duration:
         return f"{self.milliseconds} ms"
 
 
-@attrs.frozen(order=True, repr=False)
+@attrs.frozen(init=False, repr=False)
 class Time:
     """A point in time: milliseconds since the epoch of the clock that produced it."""
 
-    milliseconds: int = attrs.field(converter=_time_ms)
+    milliseconds: int
+
+    def __init__(self, milliseconds: int) -> None:
+        """The time ``milliseconds`` (an int) after the clock's epoch."""
+        _set_attribute(self, "milliseconds", milliseconds if type(milliseconds) is int else _time_ms(milliseconds))
+
+    def __lt__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self.milliseconds < other.milliseconds
+        return NotImplemented
+
+    def __le__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self.milliseconds <= other.milliseconds
+        return NotImplemented
+
+    def __gt__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self.milliseconds > other.milliseconds
+        return NotImplemented
+
+    def __ge__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self.milliseconds >= other.milliseconds
+        return NotImplemented
 
     def __add__(self, other: Duration) -> Time:
         if isinstance(other, Duration):
