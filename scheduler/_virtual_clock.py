@@ -11,7 +11,7 @@ import asyncio
 import heapq
 import selectors
 import weakref
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Coroutine, Mapping
 
 import anyio
 import anyio.abc
@@ -19,7 +19,8 @@ import anyio.lowlevel
 import sniffio
 
 from ._clock import ManualClock
-from ._time import Time
+from ._streams import _new_waiter
+from ._time import Duration, Time
 
 __all__ = ["VirtualClock"]
 
@@ -75,6 +76,8 @@ class VirtualClock(ManualClock):
         # (deadline, sequence, waiter); a waiter that is done (woken or cancelled) is skipped.
         self._sleep_heap: list[tuple[int, int, Any]] = []
         self._parked_count = 0
+        # The engine reads the clock several times per instant: one Time per instant will do.
+        self._now_time = Time(self._now)
 
     @property
     def sleepers(self) -> int:
@@ -104,30 +107,42 @@ class VirtualClock(ManualClock):
                 waiter.set_result(None)
         self._notify()
 
-    async def sleep_until(self, deadline: Time) -> Time:
+    def now(self) -> Time:
+        """The current virtual time."""
+        now = self._now_time
+        if now.milliseconds != self._now:
+            now = self._now_time = Time(self._now)
+        return now
+
+    # sleep_until and sleep hand back _park's coroutine rather than awaiting it in one of their
+    # own: a sleeping job is resumed through every frame of its await chain, and this is the
+    # innermost part of the simulator's hot path.
+
+    def sleep_until(self, deadline: Time) -> Coroutine[Any, Any, Time]:
         """Park until the clock reaches ``deadline``; a checkpoint even if it already has."""
-        ms = deadline.milliseconds
+        return self._park(deadline.milliseconds)
+
+    def sleep(self, duration: Duration) -> Coroutine[Any, Any, Time]:
+        """Park for ``duration`` of virtual time."""
+        return self._park(self._now + duration.milliseconds)
+
+    async def _park(self, ms: int) -> Time:
         if ms <= self._now:
             await anyio.lowlevel.checkpoint()
-            return Time(self._now)
-        if sniffio.current_async_library() == "asyncio":
-            waiter: Any = asyncio.get_running_loop().create_future()
-        else:
-            waiter = _EventWaiter()
+            return self.now()
+        waiter = _new_waiter()
         heapq.heappush(self._sleep_heap, (ms, next(self._seq), waiter))
         self._parked_count += 1
-        self._notify()
+        if self._changed is not None:
+            self._notify()
         try:
-            if isinstance(waiter, _EventWaiter):
-                await waiter.wait()
-            else:
-                await waiter
+            await waiter
         finally:
             if not waiter.done() or waiter.cancelled():  # cancelled before its deadline
                 waiter.cancel()
                 self._parked_count -= 1
                 self._notify()
-        return Time(self._now)
+        return self.now()
 
     def _jump(self) -> bool:
         """Jump to the earliest live deadline and wake the sleepers due then; False if nobody sleeps."""
@@ -243,31 +258,6 @@ class _VirtualTimeSelector(selectors.BaseSelector):
 
     def close(self) -> None:
         self._selector.close()
-
-
-class _EventWaiter:
-    """The backend-neutral waiter: the Future-like surface the heap needs, over an anyio Event."""
-
-    __slots__ = ("_cancelled", "_event")
-
-    def __init__(self) -> None:
-        self._event = anyio.Event()
-        self._cancelled = False
-
-    def done(self) -> bool:
-        return self._cancelled or self._event.is_set()
-
-    def cancelled(self) -> bool:
-        return self._cancelled
-
-    def cancel(self) -> None:
-        self._cancelled = True
-
-    def set_result(self, _: None) -> None:
-        self._event.set()
-
-    async def wait(self) -> None:
-        await self._event.wait()
 
 
 def _register_driver() -> Any:
