@@ -156,9 +156,16 @@ class Summary:
     @classmethod
     def from_batches(cls, batches: Sequence[BatchInfo], batch_interval: Duration, concurrent_jobs: int) -> Summary:
         """Summarise completed batches (in batch-time order) of a run with this configuration."""
-        sched = [_delay(b.scheduling_delay) for b in batches]
-        proc = [_delay(b.processing_delay) for b in batches]
-        total = [_delay(b.total_delay) for b in batches]
+        # Delays straight from the integer times (BatchInfo's delay properties build a Duration each).
+        sched, proc, total = [], [], []
+        for b in batches:
+            started, ended = b.processing_start_time, b.processing_end_time
+            if started is None or ended is None:
+                raise ValueError("a summary needs completed batches (every BatchInfo with its delays)")
+            submitted, start_ms, end_ms = b.submission_time.milliseconds, started.milliseconds, ended.milliseconds
+            sched.append(start_ms - submitted)
+            proc.append(end_ms - start_ms)
+            total.append(end_ms - submitted)
         half = batches[len(batches) // 2 :]
         interval_ms = batch_interval.milliseconds
         work = sum(
@@ -169,7 +176,7 @@ class Summary:
         )
         capacity = concurrent_jobs * interval_ms * len(half)
         utilisation = work / capacity if capacity else 0.0
-        growth = _slope([b.batch_time.milliseconds / 1000 for b in half], [_delay(b.scheduling_delay) for b in half])
+        growth = _slope([b.batch_time.milliseconds / 1000 for b in half], sched[len(batches) // 2 :])
         queue = queue_lengths(batches)
         drain = Duration(0)
         if batches:
@@ -240,8 +247,3 @@ class Summary:
     def __str__(self) -> str:
         return self.format()
 
-
-def _delay(d: Duration | None) -> int:
-    if d is None:
-        raise ValueError("a summary needs completed batches (every BatchInfo with its delays)")
-    return d.milliseconds
