@@ -20,7 +20,7 @@ import attrs
 import structlog
 
 from scheduler import Job, JobSet, StreamingStateError
-from scheduler._streams import Mailbox  # the runtime's internal queue (not part of scheduler's public surface)
+from scheduler._streams import Mailbox, yield_now  # the runtime's internal queue (not part of scheduler's public surface)
 
 from ._events import (
     BatchCompleted,
@@ -350,7 +350,7 @@ class StreamingListenerBus:
                         return
                     # Woken by one event: let the producer run on for one loop iteration so
                     # the events it posts next are taken in this same wake-up.
-                    await anyio.lowlevel.checkpoint()
+                    await yield_now()
                 except anyio.EndOfStream:
                     return
                 n = 0

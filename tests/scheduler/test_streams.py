@@ -8,8 +8,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+import sniffio
 
-from scheduler._streams import Mailbox
+from scheduler._streams import Mailbox, on_asyncio, yield_now
 from tests.anyio_support import BACKENDS, raises_exactly, run, settle
 
 
@@ -324,5 +325,44 @@ def test_a_producer_cancelled_while_waiting_does_not_queue_its_item(backend: str
             await settle()
             assert box.get_nowait() == 2
         assert len(box) == 0
+
+    run(backend, body)
+
+
+# -- the cheap primitives --
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_on_asyncio_agrees_with_sniffio(backend: str) -> None:
+    """on_asyncio() is sniffio's answer: True in asyncio tasks, False in trio tasks and outside any loop."""
+
+    async def body() -> None:
+        assert on_asyncio() is (sniffio.current_async_library() == "asyncio") is (backend == "asyncio")
+
+    run(backend, body)
+    assert on_asyncio() is False
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_yield_now_is_a_checkpoint(backend: str) -> None:
+    """yield_now() yields to the loop (on asyncio behind every ready task) and delivers a pending cancellation."""
+
+    async def body() -> None:
+        ran: list[str] = []
+
+        async def other() -> None:
+            ran.append("other")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(other)
+            await yield_now()
+            ran.append("after")
+        if backend == "asyncio":  # FIFO; trio may run a rescheduled task first
+            assert ran == ["other", "after"]
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await yield_now()
+            raise AssertionError("not cancelled")
+        assert scope.cancelled_caught
 
     run(backend, body)
