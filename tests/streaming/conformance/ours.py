@@ -21,6 +21,7 @@ from structlog.testing import capture_logs
 
 from .programs import Batches, Program, Sink, recording
 from .reference import (
+    DEFAULT_BATCH_SECONDS,
     ReferenceRunError,
     Results,
     _batch_index,
@@ -42,7 +43,7 @@ def run_aiodstream(
     program: Program,
     inputs: Sequence[Batches] | None = None,
     num_batches: int = 5,
-    batch_seconds: float = 0.5,
+    batch_seconds: float = DEFAULT_BATCH_SECONDS,
     *,
     sc: Any,
     timeout: float | None = None,
