@@ -341,9 +341,11 @@ class StreamingListenerBus:
         handlers = slot.handlers
         try:
             while True:
-                try:
+                # Asking len() first: an idle listener is the common case, and raising WouldBlock
+                # to find that out costs more than handling the event.
+                if queue:
                     event = queue.get_nowait()
-                except anyio.WouldBlock:
+                else:
                     try:
                         event = await queue.get()
                     except anyio.EndOfStream:
@@ -351,8 +353,6 @@ class StreamingListenerBus:
                     # Woken by one event: let the producer run on for one loop iteration so
                     # the events it posts next are taken in this same wake-up.
                     await yield_now()
-                except anyio.EndOfStream:
-                    return
                 n = 0
                 while True:
                     entry = handlers.get(type(event))
@@ -374,10 +374,9 @@ class StreamingListenerBus:
                     if n % _YIELD_EVERY == 0:
                         self._notify_progress()
                         await anyio.lowlevel.checkpoint()
-                    try:
-                        event = queue.get_nowait()
-                    except (anyio.WouldBlock, anyio.EndOfStream):
+                    if not queue:
                         break
+                    event = queue.get_nowait()
                 self._notify_progress()
         finally:
             # Nobody takes from this queue any more: later posts skip it, waiting ones give up.

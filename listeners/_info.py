@@ -30,7 +30,9 @@ class OutputOperationInfo:
     @classmethod
     def from_job(cls, job: Job) -> OutputOperationInfo:
         """Snapshot ``job`` as it is now."""
-        return cls(job.time, job.output_op_id, job.name, job.description, job.start_time, job.end_time, job.failure_reason)
+        # failure_reason formats a traceback; only a failed job has one to format.
+        reason = None if job.failure is None else job.failure_reason
+        return cls(job.time, job.output_op_id, job.name, job.description, job.start_time, job.end_time, reason)
 
     @property
     def duration(self) -> Duration | None:
@@ -64,7 +66,7 @@ class BatchInfo:
             job_set.submission_time,
             job_set.processing_start,
             job_set.processing_end,
-            {job.output_op_id: OutputOperationInfo.from_job(job) for job in job_set.jobs},
+            _operation_infos(job_set.jobs),
         )
 
     @property
@@ -97,6 +99,16 @@ class BatchInfo:
     def failed(self) -> bool:
         """Whether any output operation of the batch failed."""
         return any(op.failure_reason is not None for op in self.output_operation_infos.values())
+
+
+def _operation_infos(jobs: tuple[Job, ...]) -> dict[int, OutputOperationInfo]:
+    # One snapshot per job, keyed by its id (read once: it is a checked property).
+    infos = {}
+    from_job = OutputOperationInfo.from_job
+    for job in jobs:
+        info = from_job(job)
+        infos[info.id] = info
+    return infos
 
 
 @attrs.frozen
