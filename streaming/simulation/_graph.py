@@ -56,7 +56,7 @@ class SimulatedGraph:
         self.generated = 0
         self._infos: InputInfoTracker | None = None
         self._descriptions = [f"simulated {out.name}" for out in model.outputs]
-        self._durations: dict[int, Duration] = {}
+        self._sleepers: dict[int, _SleepJob] = {}
 
     def start(self, zero_time: Time, input_infos: InputInfoTracker) -> None:
         """Remember the zero time: batch ``k`` (from 0) is ``zero_time + (k + 1) * interval``."""
@@ -78,15 +78,14 @@ class SimulatedGraph:
         records = model.records_between(rel_end - self._interval_ms, rel_end)
         self._infos.report_info(time, StreamInputInfo(0, records))
         batch = BatchContext(index, time, model.batch_interval, records)
-        clock = self._clock
-        durations = self._durations
+        sleepers = self._sleepers
         jobs = []
         for out, rng, description in zip(model.outputs, self._rngs, self._descriptions, strict=True):
             ms = out.processing.sample(batch, rng)
-            duration = durations.get(ms)
-            if duration is None:  # Durations are immutable: build each length once
-                duration = durations[ms] = Milliseconds(ms)
-            jobs.append(Job(time, _SleepJob(clock, duration), name=out.name, description=description, is_async=True))
+            sleeper = sleepers.get(ms)
+            if sleeper is None:  # a sleep is immutable: build one per length and share it
+                sleeper = sleepers[ms] = _SleepJob(self._clock, Milliseconds(ms))
+            jobs.append(Job(time, sleeper, name=out.name, description=description, is_async=True))
         self.generated += 1
         if self._on_generated is not None:
             self._on_generated(self.generated)

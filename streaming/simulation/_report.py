@@ -85,22 +85,27 @@ def queue_lengths(batches: Sequence[BatchInfo]) -> tuple[QueuePoint, ...]:
 
     Batches must be completed and in batch-time order (as :class:`SimulationResult` keeps them).
     """
-    starts = sorted(_ms(b.processing_start_time) for b in batches)
-    ends = sorted(_ms(b.processing_end_time) for b in batches)
-    points = []
-    for k, b in enumerate(batches):
-        t = b.submission_time.milliseconds
-        submitted = k + 1
-        points.append(
-            QueuePoint(b.batch_time, submitted - bisect.bisect_right(starts, t), submitted - bisect.bisect_right(ends, t))
-        )
-    return tuple(points)
+    waiting, pending = _queue_counts(batches, with_pending=True)
+    return tuple(QueuePoint(b.batch_time, w, p) for b, w, p in zip(batches, waiting, pending, strict=True))
 
 
-def _ms(t: Time | None) -> int:
-    if t is None:
-        raise ValueError("queue_lengths needs completed batches (every BatchInfo with start and end times)")
-    return t.milliseconds
+def _queue_counts(batches: Sequence[BatchInfo], *, with_pending: bool) -> tuple[list[int], list[int]]:
+    # Waiting (and pending) counts at each submission, as plain ints: a summary needs only the
+    # waiting ones, not a QueuePoint per batch.
+    starts, ends = [], []
+    for b in batches:
+        start, end = b.processing_start_time, b.processing_end_time
+        if start is None or end is None:
+            raise ValueError("queue_lengths needs completed batches (every BatchInfo with start and end times)")
+        starts.append(start.milliseconds)
+        ends.append(end.milliseconds)
+    starts.sort()
+    ends.sort()
+    right = bisect.bisect_right
+    submissions = [b.submission_time.milliseconds for b in batches]
+    waiting = [k - right(starts, t) for k, t in enumerate(submissions, 1)]
+    pending = [k - right(ends, t) for k, t in enumerate(submissions, 1)] if with_pending else []
+    return waiting, pending
 
 
 def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
@@ -157,7 +162,7 @@ class Summary:
     def from_batches(cls, batches: Sequence[BatchInfo], batch_interval: Duration, concurrent_jobs: int) -> Summary:
         """Summarise completed batches (in batch-time order) of a run with this configuration."""
         # Delays straight from the integer times (BatchInfo's delay properties build a Duration each).
-        sched, proc, total = [], [], []
+        sched, proc, total, ends = [], [], [], []
         for b in batches:
             started, ended = b.processing_start_time, b.processing_end_time
             if started is None or ended is None:
@@ -166,6 +171,7 @@ class Summary:
             sched.append(start_ms - submitted)
             proc.append(end_ms - start_ms)
             total.append(end_ms - submitted)
+            ends.append(end_ms)
         half = batches[len(batches) // 2 :]
         interval_ms = batch_interval.milliseconds
         work = sum(
@@ -177,12 +183,10 @@ class Summary:
         capacity = concurrent_jobs * interval_ms * len(half)
         utilisation = work / capacity if capacity else 0.0
         growth = _slope([b.batch_time.milliseconds / 1000 for b in half], sched[len(batches) // 2 :])
-        queue = queue_lengths(batches)
+        waiting, _ = _queue_counts(batches, with_pending=False)
         drain = Duration(0)
         if batches:
-            last = batches[-1]
-            end = max(_ms(b.processing_end_time) for b in batches)
-            drain = Duration(end - last.batch_time.milliseconds)
+            drain = Duration(max(ends) - batches[-1].batch_time.milliseconds)
         return cls(
             batches=len(batches),
             batch_interval=batch_interval,
@@ -193,8 +197,8 @@ class Summary:
             utilisation=utilisation,
             stable=utilisation < 1.0,
             delay_growth=growth,
-            max_waiting=max((p.waiting for p in queue), default=0),
-            waiting_at_end=queue[-1].waiting if queue else 0,
+            max_waiting=max(waiting, default=0),
+            waiting_at_end=waiting[-1] if waiting else 0,
             drain_time=drain,
         )
 
