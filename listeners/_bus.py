@@ -46,6 +46,8 @@ _current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar("
 # A dispatcher that keeps finding events queued still yields to the event loop this often.
 _YIELD_EVERY = 256
 
+_EMPTY: Any = object()  # what Mailbox.poll returns when no event is queued
+
 
 def current_listener() -> str | None:
     """The name of the listener whose callback is running in this task, else ``None``.
@@ -341,11 +343,10 @@ class StreamingListenerBus:
         handlers = slot.handlers
         try:
             while True:
-                # Asking len() first: an idle listener is the common case, and raising WouldBlock
-                # to find that out costs more than handling the event.
-                if queue:
-                    event = queue.get_nowait()
-                else:
+                # poll, not get_nowait: an idle listener is the common case, and raising
+                # WouldBlock to find that out costs more than handling the event.
+                event = queue.poll(_EMPTY)
+                if event is _EMPTY:
                     try:
                         event = await queue.get()
                     except anyio.EndOfStream:
@@ -374,9 +375,9 @@ class StreamingListenerBus:
                     if n % _YIELD_EVERY == 0:
                         self._notify_progress()
                         await anyio.lowlevel.checkpoint()
-                    if not queue:
+                    event = queue.poll(_EMPTY)
+                    if event is _EMPTY:
                         break
-                    event = queue.get_nowait()
                 self._notify_progress()
         finally:
             # Nobody takes from this queue any more: later posts skip it, waiting ones give up.

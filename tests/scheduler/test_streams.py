@@ -74,6 +74,17 @@ def test_get_is_not_a_checkpoint_when_an_item_is_queued(backend: str) -> None:
     run(backend, body)
 
 
+def test_poll_takes_the_next_item_or_returns_the_default() -> None:
+    """poll() is get_nowait() that returns its default when nothing is queued, open or closed."""
+    box: Mailbox[int | None] = Mailbox()
+    empty = object()
+    box.put_nowait(None)
+    box.put_nowait(2)
+    assert [box.poll(empty), box.poll(empty), box.poll(empty)] == [None, 2, empty]
+    box.close()
+    assert box.poll(empty) is empty
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_several_consumers_share_the_items_each_taken_once(backend: str) -> None:
     """With several parked consumers, each item goes to exactly one of them, the longest parked first."""
