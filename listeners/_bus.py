@@ -20,7 +20,7 @@ import attrs
 import structlog
 
 from scheduler import Job, JobSet, StreamingStateError
-from scheduler._streams import Mailbox, yield_now  # the runtime's internal queue (not part of scheduler's public surface)
+from scheduler._streams import Mailbox, yield_to_ready  # the runtime's internal queue (not part of scheduler's public surface)
 
 from ._events import (
     BatchCompleted,
@@ -351,9 +351,10 @@ class StreamingListenerBus:
                         event = await queue.get()
                     except anyio.EndOfStream:
                         return
-                    # Woken by one event: let the producer run on for one loop iteration so
-                    # the events it posts next are taken in this same wake-up.
-                    await yield_now()
+                    # Woken by one event: let the producer (and whatever else is ready) run on
+                    # for one loop iteration so the events it posts next are taken in this same
+                    # wake-up. With nothing else ready that iteration would be empty: skip it.
+                    await yield_to_ready()
                 n = 0
                 while True:
                     entry = handlers.get(type(event))

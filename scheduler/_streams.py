@@ -21,7 +21,7 @@ import anyio.lowlevel
 from sniffio import current_async_library_cvar
 from sniffio import thread_local as _sniffio_thread
 
-__all__ = ["YIELD_EVERY", "Mailbox", "on_asyncio", "yield_now"]
+__all__ = ["YIELD_EVERY", "Mailbox", "on_asyncio", "yield_now", "yield_to_ready"]
 
 T = TypeVar("T")
 D = TypeVar("D")
@@ -275,6 +275,35 @@ def yield_now() -> Awaitable[None]:
     sniffio's); this is the same bare yield without them. Elsewhere it is anyio's checkpoint.
     """
     return _asyncio_yield() if on_asyncio() else anyio.lowlevel.checkpoint()
+
+
+class _Ready:
+    """An awaitable that is already done: awaiting it does not suspend."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[None, None, None]:
+        return
+        yield  # makes this a generator
+
+
+_READY = _Ready()
+
+
+def yield_to_ready() -> Awaitable[None]:
+    """Let every task that is ready to run go first, as :func:`yield_now` does; await the result.
+
+    On asyncio, when no other callback is ready, it returns at once instead: the yield would
+    come straight back after an otherwise empty loop iteration. So it is not a checkpoint there:
+    use it where the point is to let others run first (a consumer letting its producer queue
+    more), not to offer a cancellation point. Elsewhere it is anyio's checkpoint.
+    """
+    if on_asyncio():
+        ready = getattr(asyncio.get_running_loop(), "_ready", None)
+        if ready is not None and not ready:  # a CPython loop with nothing else to run
+            return _READY
+        return _asyncio_yield()
+    return anyio.lowlevel.checkpoint()
 
 
 def _new_waiter() -> Any:

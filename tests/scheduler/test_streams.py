@@ -10,7 +10,7 @@ import anyio.lowlevel
 import pytest
 import sniffio
 
-from scheduler._streams import Mailbox, on_asyncio, yield_now
+from scheduler._streams import Mailbox, on_asyncio, yield_now, yield_to_ready
 from tests.anyio_support import BACKENDS, raises_exactly, run, settle
 
 
@@ -377,3 +377,38 @@ def test_yield_now_is_a_checkpoint(backend: str) -> None:
         assert scope.cancelled_caught
 
     run(backend, body)
+
+
+def test_yield_to_ready_lets_ready_tasks_go_first_and_skips_an_empty_iteration() -> None:
+    """On asyncio, yield_to_ready() yields behind the tasks that are ready, and not at all when none is."""
+
+    async def body() -> None:
+        ran: list[str] = []
+
+        async def other() -> None:
+            ran.append("other")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(other)
+            await yield_to_ready()
+            ran.append("after")
+        assert ran == ["other", "after"]
+        await settle()  # nothing else is ready now
+        step = yield_to_ready().__await__()
+        with pytest.raises(StopIteration):
+            step.send(None)  # done without suspending
+
+    run("asyncio", body)
+
+
+def test_yield_to_ready_is_a_checkpoint_on_trio() -> None:
+    """Where the loop cannot be asked what is ready (trio), yield_to_ready() is anyio's checkpoint."""
+
+    async def body() -> None:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await yield_to_ready()
+            raise AssertionError("not cancelled")
+        assert scope.cancelled_caught
+
+    run("trio", body)
