@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     wall = statistics.median(r["wall_seconds"] for r in runs)
     cpu = statistics.median(r["cpu_seconds"] for r in runs)
     projected = wall * TARGET_BATCHES / args.batches
+    # On a shared, loaded machine the wall time mostly measures the other tenants; the CPU time
+    # this process used is what the simulation costs.
+    projected_cpu = cpu * TARGET_BATCHES / args.batches
     result: dict[str, Any] = {
         "python": sys.version.split()[0],
         "backend": args.backend,
@@ -68,10 +71,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cpu_seconds": round(cpu, 2),
         "batches_per_second": round(args.batches / wall),
         "batches_per_cpu_second": round(args.batches / cpu),
+        "cpu_ms_per_batch": round(cpu * 1000 / args.batches, 4),
         "clock_jumps_per_batch": round(runs[0]["jumps"] / args.batches, 2),
         "projected_seconds_for_86400": round(projected, 1),
+        "projected_cpu_seconds_for_86400": round(projected_cpu, 1),
         "target_seconds_for_86400": TARGET_SECONDS,
         "target_met": projected < TARGET_SECONDS,
+        "target_met_in_cpu_time": projected_cpu < TARGET_SECONDS,
     }
     print(json.dumps(result, indent=2))
     return result
