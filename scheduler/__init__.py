@@ -9,7 +9,6 @@ from ._checkpoint import (
     Checkpoint,
     CheckpointDescription,
     CheckpointState,
-    RecoveredBatch,
 )
 from ._clock import Clock, ManualClock, SystemClock, run_with_timeout
 from ._errors import (
@@ -47,6 +46,7 @@ from ._protocols import (
     JobSchedulerListener,
     Offset,
     ReceivingGraph,
+    RecoveredBatch,
     ReplayableGraph,
     ReplayableInput,
 )

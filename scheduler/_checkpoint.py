@@ -25,7 +25,7 @@ from ._metadata_log import (
     serialize_query_metadata,
     write_new_file,
 )
-from ._protocols import Offset
+from ._protocols import Offset, RecoveredBatch
 from ._time import Duration, Time
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "Checkpoint",
     "CheckpointDescription",
     "CheckpointState",
-    "RecoveredBatch",
 ]
 
 GRID_INTERVAL_KEY = "aiodstream.batchDurationMs"
@@ -77,16 +76,6 @@ class BatchGrid:
 
 
 @attrs.frozen
-class RecoveredBatch:
-    """A logged batch that has no commit: a restart runs it again with the same time and input."""
-
-    batch_id: int
-    time: Time
-    start: tuple[Offset, ...]
-    end: tuple[Offset, ...]
-
-
-@attrs.frozen
 class CheckpointState:
     """What a (re)starting query finds in its checkpoint.
 
@@ -99,6 +88,9 @@ class CheckpointState:
         latest_batch_id: the newest logged batch, or ``None``.
         latest_end: that batch's end offsets, where the next new batch starts.
         rerun: logged batches without a commit, ascending: run again before anything new.
+        history: committed batches whose input range can still be read from the log (the
+            entry before theirs is retained), ascending: what a graph needs to rebuild
+            windows and state over batches that ran before the restart.
     """
 
     query_id: uuid.UUID
@@ -109,6 +101,7 @@ class CheckpointState:
     latest_batch_id: int | None = None
     latest_end: tuple[Offset, ...] | None = None
     rerun: tuple[RecoveredBatch, ...] = ()
+    history: tuple[RecoveredBatch, ...] = ()
 
     @property
     def latest_committed(self) -> int | None:
@@ -234,8 +227,13 @@ class Checkpoint:
             )
         committed = set(commit_ids)
         rerun = []
+        history = []
         for position, batch_id in enumerate(offset_ids):
             if batch_id in committed:
+                if position > 0 and offset_ids[position - 1] == batch_id - 1:
+                    entry = self._offsets_entry(batch_id)
+                    start = self._offsets_entry(offset_ids[position - 1]).offsets
+                    history.append(RecoveredBatch(batch_id, grid.time_of(batch_id), tuple(start), entry.offsets))
                 continue
             entry = latest_entry if batch_id == latest else self._offsets_entry(batch_id)
             self._check_on_grid(batch_id, entry, grid)
@@ -252,7 +250,7 @@ class Checkpoint:
                 )
             rerun.append(RecoveredBatch(batch_id, grid.time_of(batch_id), tuple(start), entry.offsets))
         return CheckpointState(query_id, created, grid, tuple(offset_ids), tuple(commit_ids), latest, latest_entry.offsets,
-                               tuple(rerun))
+                               tuple(rerun), tuple(history))
 
     def _offsets_entry(self, batch_id: int) -> OffsetSeq:
         entry = self.offsets.get(batch_id)

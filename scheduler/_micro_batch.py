@@ -22,13 +22,13 @@ import attrs
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._checkpoint import BatchGrid, Checkpoint, CheckpointState, RecoveredBatch
+from ._checkpoint import BatchGrid, Checkpoint, CheckpointState
 from ._clock import Clock
 from ._errors import ConcurrentCheckpointUpdateError, InvalidPipelineError, StreamingStateError
 from ._job_set import JobSet
 from ._metadata_log import CommitMetadata, OffsetSeq, OffsetSeqMetadata
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
-from ._protocols import Offset, ReplayableGraph, ReplayableInput
+from ._protocols import Offset, RecoveredBatch, ReplayableGraph, ReplayableInput
 from ._query_options import ProgressTrackingOptions, Trigger
 from ._time import Duration, Time
 
@@ -237,6 +237,8 @@ class MicroBatchTracker:
         self._disk_offsets = list(state.offset_ids)
         self._disk_commits = list(state.commit_ids)
         self._recovered = {b.time: b for b in state.rerun}
+        if state.history:
+            self._graph.recover(state.history)
         self._uncommitted_on_disk = {b.batch_id for b in state.rerun}
         if self.trigger is Trigger.AVAILABLE_NOW:
             self._target = tuple(await self._graph.latest_offsets())
@@ -402,7 +404,7 @@ class MicroBatchTracker:
             end = latest  # Once ignores read limits, as in Spark
         else:
             limit = self._target if self._target is not None else latest
-            end = self._offsets(await self._graph.plan_offsets(start, limit), "plan_offsets")
+            end = self._offsets(await self._graph.plan_offsets(start, limit, time), "plan_offsets")
         planned_at = self._clock.now().milliseconds
         has_data = end != start
         batch = _Batch(batch_id, time, start, end, latest, now, self._last_trigger_start, self._sequence, has_data, False)
@@ -475,6 +477,10 @@ class MicroBatchTracker:
             self._notify()
             return
         committing_at = self._clock.now().milliseconds
+        if self.checkpoint is not None:
+            # State first: a commit promises that a restart never runs this batch again, so the
+            # state it produced must be readable by then.
+            await self._graph.prepare_commit(batch.time, batch.batch_id)
         tick = self._stopwatch()
         if self.checkpoint is not None and not self._failure:
             if not self._async:
@@ -603,7 +609,7 @@ class MicroBatchTracker:
             end = latest
         else:
             limit = self._target if self._target is not None else latest
-            end = self._offsets(await self._graph.plan_offsets(self._last_end, limit), "plan_offsets")
+            end = self._offsets(await self._graph.plan_offsets(self._last_end, limit, self.next_trigger_time()), "plan_offsets")
         if end != self._last_end:
             return True
         end_ms = self._clock.now().milliseconds

@@ -27,6 +27,7 @@ __all__ = [
     "JobSchedulerListener",
     "Offset",
     "ReceivingGraph",
+    "RecoveredBatch",
     "ReplayableGraph",
     "ReplayableInput",
 ]
@@ -85,6 +86,20 @@ class ReplayableInput:
     description: str
 
 
+@attrs.frozen
+class RecoveredBatch:
+    """A batch found in the offsets log at a restart: its id, time and input range ``(start, end]``.
+
+    Either one without a commit (run again with the same time and input) or a committed one
+    whose range a graph may need to rebuild windows and state over the batches before the restart.
+    """
+
+    batch_id: int
+    time: Time
+    start: tuple[Offset, ...]
+    end: tuple[Offset, ...]
+
+
 @runtime_checkable
 class ReplayableGraph(JobGraph, Protocol):
     """A job graph whose every input can be read again, by offset range, after a restart.
@@ -118,8 +133,14 @@ class ReplayableGraph(JobGraph, Protocol):
         """Where each input ends now: everything available, ignoring read limits."""
         ...
 
-    async def plan_offsets(self, start: Sequence[Offset], limit: Sequence[Offset]) -> Sequence[Offset]:
-        """Where the next batch, starting at ``start``, ends: at most ``limit``, within each input's read limit."""
+    async def plan_offsets(self, start: Sequence[Offset], limit: Sequence[Offset], time: Time) -> Sequence[Offset]:
+        """Where batch ``time``, starting at ``start``, ends: at most ``limit``, within each input's read limit.
+
+        An input that decides its batches by time (a file stream takes the files modified up
+        to the batch time; a receiver takes what it wrote to its log by then) may go past
+        ``limit``, which is only a snapshot of :meth:`latest_offsets`; whatever it decides must
+        be durable before it returns, since the offsets log entry written next points into it.
+        """
         ...
 
     def set_batch_offsets(self, time: Time, start: Sequence[Offset], end: Sequence[Offset]) -> None:
@@ -128,6 +149,18 @@ class ReplayableGraph(JobGraph, Protocol):
 
     async def commit_offsets(self, end: Sequence[Offset]) -> None:
         """Every batch up to ``end`` is committed: inputs may release what precedes it."""
+        ...
+
+    def recover(self, history: Sequence[RecoveredBatch]) -> None:
+        """Called once at a restart, before :meth:`start`, with the committed batches still in the log.
+
+        A graph whose batches depend on earlier ones (windows, state) uses their ranges to
+        rebuild what it needs; others ignore it.
+        """
+        ...
+
+    async def prepare_commit(self, time: Time, batch_id: int) -> None:
+        """Batch ``time`` succeeded and is about to be committed: make its state durable (if any) first."""
         ...
 
 

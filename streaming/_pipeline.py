@@ -19,6 +19,7 @@ from scheduler import (
     InvalidPipelineError,
     Job,
     Offset,
+    RecoveredBatch,
     ReplayableInput,
     StreamingStateError,
     StreamInputInfo,
@@ -214,8 +215,8 @@ class Pipeline:
         """Each source's latest offset."""
         return [await source.latest_offset() for source in self._replayables()]
 
-    async def plan_offsets(self, start: Sequence[Offset], limit: Sequence[Offset]) -> Sequence[Offset]:
-        """Each source's end offset for the next batch."""
+    async def plan_offsets(self, start: Sequence[Offset], limit: Sequence[Offset], time: Time) -> Sequence[Offset]:
+        """Each source's end offset for the next batch (sources decide by offset, not by time)."""
         return [await source.plan_offset(s, lim) for source, s, lim in zip(self._replayables(), start, limit, strict=True)]
 
     def set_batch_offsets(self, time: Time, start: Sequence[Offset], end: Sequence[Offset]) -> None:
@@ -226,6 +227,12 @@ class Pipeline:
         """Tell each source that everything up to ``end`` is committed."""
         for source, offset in zip(self._replayables(), end, strict=True):
             await source.commit(offset)
+
+    def recover(self, history: Sequence[RecoveredBatch]) -> None:
+        """Nothing to rebuild: a pipeline's batches do not depend on earlier ones."""
+
+    async def prepare_commit(self, time: Time, batch_id: int) -> None:
+        """No state to save."""
 
     def __repr__(self) -> str:
         return f"<Pipeline [sources: {len(self._sources)} | outputs: {len(self._outputs)}{' | started' if self._started else ''}]>"
