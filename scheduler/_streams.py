@@ -309,10 +309,27 @@ def yield_to_ready() -> Awaitable[None]:
 def _new_waiter() -> Any:
     """A one-shot waiter with the Future surface the mailbox uses (``done``, ``set_result``, ``await``)."""
     # On asyncio a bare loop future: an anyio Event costs an asyncio Event, a future and two
-    # layers of calls for every park, and parking is the mailbox's hot path.
-    if on_asyncio():
-        return asyncio.get_running_loop().create_future()
-    return _EventWaiter()
+    # layers of calls for every park, and parking is the mailbox's hot path. The test is
+    # on_asyncio()'s, inlined; the future is built as the stock loop.create_future() builds
+    # it, without that call: on a stock loop a park costs no Python call but this one.
+    name = _sniffio_thread.name or current_async_library_cvar.get()
+    if name is None:
+        loop = _running_loop_or_none()
+        if loop is None or _current_task(loop) is None:
+            return _EventWaiter()
+    elif name == "asyncio":
+        loop = asyncio.get_running_loop()
+    else:
+        return _EventWaiter()
+    if type(loop).create_future is _stock_create_future:
+        return _Future(loop=loop)
+    return loop.create_future()
+
+
+_Future = asyncio.Future
+_running_loop_or_none = asyncio._get_running_loop  # public despite the underscore: in asyncio.events.__all__
+_current_task = asyncio.current_task
+_stock_create_future = asyncio.BaseEventLoop.create_future
 
 
 class _EventWaiter:

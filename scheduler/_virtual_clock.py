@@ -8,6 +8,7 @@ run on it, and a simulated day takes as long as the CPU work it needs. It plays 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import heapq
 import selectors
 import weakref
@@ -23,6 +24,9 @@ from ._streams import _new_waiter
 from ._time import Duration, Time
 
 __all__ = ["VirtualClock"]
+
+_heappush = heapq.heappush
+_heappop = heapq.heappop
 
 # asyncio tasks currently running VirtualClock.run, so that two drivers in one event loop do not
 # each keep the other from ever seeing an idle loop.
@@ -100,19 +104,20 @@ class VirtualClock(ManualClock):
     def _wake_due(self) -> None:
         heap = self._sleep_heap
         now = self._now
+        if self._now_time.milliseconds != now:
+            self._now_time = Time(now)
         while heap and heap[0][0] <= now:
-            waiter = heapq.heappop(heap)[2]
+            waiter = _heappop(heap)[2]
             if not waiter.done():
                 self._parked_count -= 1
                 waiter.set_result(None)
-        self._notify()
+        if self._changed is not None:
+            self._notify()
 
     def now(self) -> Time:
         """The current virtual time."""
-        now = self._now_time
-        if now.milliseconds != self._now:
-            now = self._now_time = Time(self._now)
-        return now
+        # Every move of the clock goes through _wake_due, which keeps this up to date.
+        return self._now_time
 
     # sleep_until and sleep hand back _park's coroutine rather than awaiting it in one of their
     # own: a sleeping job is resumed through every frame of its await chain, and this is the
@@ -129,31 +134,34 @@ class VirtualClock(ManualClock):
     async def _park(self, ms: int) -> Time:
         if ms <= self._now:
             await anyio.lowlevel.checkpoint()
-            return self.now()
+            return self._now_time
         waiter = _new_waiter()
-        heapq.heappush(self._sleep_heap, (ms, next(self._seq), waiter))
+        _heappush(self._sleep_heap, (ms, next(self._seq), waiter))
         self._parked_count += 1
         if self._changed is not None:
             self._notify()
         try:
             await waiter
-        finally:
+        except BaseException:
             if not waiter.done() or waiter.cancelled():  # cancelled before its deadline
                 waiter.cancel()
                 self._parked_count -= 1
                 self._notify()
-        return self.now()
+            raise
+        return self._now_time
 
     def _jump(self) -> bool:
         """Jump to the earliest live deadline and wake the sleepers due then; False if nobody sleeps."""
         heap = self._sleep_heap
         while heap and heap[0][2].done():
-            heapq.heappop(heap)
+            _heappop(heap)
         if not heap:
             return False
         self.jumps += 1
         # Live deadlines are always in the future: a sleeper due now was woken when time reached it.
-        self._now = max(self._now, heap[0][0])
+        deadline = heap[0][0]
+        if deadline > self._now:
+            self._now = deadline
         self._wake_due()
         return True
 
@@ -223,47 +231,88 @@ class VirtualClock(ManualClock):
 # row: a task spinning on checkpoints until some I/O arrives must still see it.
 _POLL_EVERY = 16
 
+# call_soon builds its Handle field by field rather than through Handle.__init__ (whose debug
+# check is one more call): only while Handle has exactly the fields it fills in.
+_HANDLE_FIELDS = ("_callback", "_args", "_cancelled", "_loop", "_source_traceback", "_repr", "_context")
+_FIELD_BY_FIELD = set(getattr(asyncio.Handle, "__slots__", ())) - {"__weakref__"} == set(_HANDLE_FIELDS)
+_new_object = object.__new__
+_copy_context = contextvars.copy_context
+
 
 class _VirtualTimeEventLoop(asyncio.SelectorEventLoop):
-    """The :meth:`VirtualClock.new_event_loop` loop: stock asyncio with two short cuts for busy loops.
+    """The :meth:`VirtualClock.new_event_loop` loop: stock asyncio with short cuts for a simulation's iterations.
 
     A simulation runs a handful of callbacks per loop iteration and several iterations per
     virtual instant, so what each iteration and each ``call_soon`` cost around the callbacks is a
-    large share of the whole. Both short cuts leave what runs, and in which order, unchanged:
+    large share of the whole. The short cuts leave what runs, and in which order, unchanged:
 
     * an iteration that has callbacks ready and no timer pending runs exactly the callbacks the
       stock iteration would (those ready when it starts, in order), without the I/O poll and the
-      timer bookkeeping; every :data:`_POLL_EVERY`-th busy iteration, and every iteration with
-      timers, debug mode or a stop request, is the stock one;
+      timer bookkeeping; every :data:`_POLL_EVERY`-th busy iteration polls I/O first, as the
+      stock one does;
+    * an idle iteration (nothing ready, no timer pending) polls I/O without waiting and, if there
+      is none, jumps the clock, then runs what became ready: what the stock iteration does
+      through :class:`_VirtualTimeSelector`, without its timer bookkeeping; with nobody on the
+      clock it is the stock iteration, which waits for real;
+    * every iteration with timers, debug mode or a stop request is the stock one;
     * ``call_soon`` queues the handle directly (in debug mode, the stock checks run).
 
-    Both rely on asyncio's private ``_run_once``, ``_ready``, ``_scheduled`` and ``Handle`` fields,
-    which the driver already relies on: long-standing internals of every CPython asyncio.
+    They rely on asyncio's private ``_run_once``, ``_process_events``, ``_ready``, ``_scheduled``
+    and ``Handle`` fields, which the driver already relies on: long-standing internals of every
+    CPython asyncio.
     """
 
     _busy_iterations = 0
 
+    def __init__(self, selector: _VirtualTimeSelector) -> None:
+        super().__init__(selector)
+        self._poll_io = selector.poll
+        self._jump = selector.clock._jump
+
     def call_soon(self, callback: Callable[..., object], *args: Any, context: Any = None) -> asyncio.Handle:  # type: ignore[override]
-        if self._debug:  # type: ignore[attr-defined]
+        if self._debug or not _FIELD_BY_FIELD:  # type: ignore[attr-defined]
             return super().call_soon(callback, *args, context=context)
         if self._closed:  # type: ignore[attr-defined]
             raise RuntimeError("Event loop is closed")
-        handle = asyncio.Handle(callback, args, self, context)
+        # What Handle(callback, args, self, context) builds outside debug mode.
+        handle = _new_object(asyncio.Handle)
+        fields: Any = handle
+        fields._callback = callback
+        fields._args = args
+        fields._cancelled = False
+        fields._loop = self
+        fields._source_traceback = None
+        fields._repr = None
+        fields._context = _copy_context() if context is None else context
         self._ready.append(handle)  # type: ignore[attr-defined]
         return handle
 
     def _run_once(self) -> None:
-        ready = self._ready  # type: ignore[attr-defined]
-        stock = self._scheduled or self._stopping or self._debug  # type: ignore[attr-defined]
-        if ready and not stock and self._busy_iterations < _POLL_EVERY:
-            self._busy_iterations += 1
-            for _ in range(len(ready)):
-                handle = ready.popleft()
-                if not handle._cancelled:
-                    handle._run()
+        if self._scheduled or self._stopping or self._debug:  # type: ignore[attr-defined]
+            self._busy_iterations = 0
+            super()._run_once()  # type: ignore[misc]
             return
-        self._busy_iterations = 0
-        super()._run_once()  # type: ignore[misc]
+        ready = self._ready  # type: ignore[attr-defined]
+        if ready:
+            if self._busy_iterations < _POLL_EVERY:
+                self._busy_iterations += 1
+            else:
+                self._busy_iterations = 0
+                self._process_events(self._poll_io())  # type: ignore[attr-defined]
+        else:
+            # Idle: pending I/O first, as after a real wait; else the jump, which makes the
+            # sleepers due then ready; with nobody on the clock, the stock iteration waits.
+            self._busy_iterations = 0
+            events = self._poll_io()
+            if events:
+                self._process_events(events)  # type: ignore[attr-defined]
+            elif not self._jump():
+                super()._run_once()  # type: ignore[misc]
+                return
+        for _ in range(len(ready)):
+            handle = ready.popleft()
+            if not handle._cancelled:
+                handle._run()
 
 
 class _VirtualTimeSelector(selectors.BaseSelector):
@@ -276,8 +325,12 @@ class _VirtualTimeSelector(selectors.BaseSelector):
     """
 
     def __init__(self, clock: VirtualClock) -> None:
-        self._clock = clock
+        self.clock = clock
         self._selector = selectors.DefaultSelector()
+
+    def poll(self) -> list[tuple[selectors.SelectorKey, int]]:
+        """The I/O ready now, without waiting."""
+        return self._selector.select(0)
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         selector = self._selector
@@ -287,7 +340,7 @@ class _VirtualTimeSelector(selectors.BaseSelector):
         # which makes the woken sleepers ready (so the loop must not wait this time); with
         # nobody on the clock, wait for real: only the outside world can start anything now.
         events = selector.select(0)
-        if events or self._clock._jump():
+        if events or self.clock._jump():
             return events
         return selector.select(timeout)
 
