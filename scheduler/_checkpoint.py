@@ -230,9 +230,9 @@ class Checkpoint:
         history = []
         for position, batch_id in enumerate(offset_ids):
             if batch_id in committed:
-                if position > 0 and offset_ids[position - 1] == batch_id - 1:
+                if batch_id == 0 or (position > 0 and offset_ids[position - 1] == batch_id - 1):
                     entry = self._offsets_entry(batch_id)
-                    start = self._offsets_entry(offset_ids[position - 1]).offsets
+                    start = (None,) * num_sources if batch_id == 0 else self._offsets_entry(offset_ids[position - 1]).offsets
                     history.append(RecoveredBatch(batch_id, grid.time_of(batch_id), tuple(start), entry.offsets))
                 continue
             entry = latest_entry if batch_id == latest else self._offsets_entry(batch_id)

@@ -237,8 +237,7 @@ class MicroBatchTracker:
         self._disk_offsets = list(state.offset_ids)
         self._disk_commits = list(state.commit_ids)
         self._recovered = {b.time: b for b in state.rerun}
-        if state.history:
-            self._graph.recover(state.history)
+        await self._graph.recover(self.grid.zero_time, state.history)
         self._uncommitted_on_disk = {b.batch_id for b in state.rerun}
         if self.trigger is Trigger.AVAILABLE_NOW:
             self._target = tuple(await self._graph.latest_offsets())

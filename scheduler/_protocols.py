@@ -151,11 +151,12 @@ class ReplayableGraph(JobGraph, Protocol):
         """Every batch up to ``end`` is committed: inputs may release what precedes it."""
         ...
 
-    def recover(self, history: Sequence[RecoveredBatch]) -> None:
-        """Called once at a restart, before :meth:`start`, with the committed batches still in the log.
+    async def recover(self, zero_time: Time, history: Sequence[RecoveredBatch]) -> None:
+        """Called once per start, before :meth:`start`, with the grid's zero time and the committed batches still logged.
 
-        A graph whose batches depend on earlier ones (windows, state) uses their ranges to
-        rebuild what it needs; others ignore it.
+        A graph opens what it keeps beside the logs here (and may refuse a checkpoint written
+        by another program, raising ``CheckpointError``); one whose batches depend on earlier
+        ones (windows, state) uses the ranges to rebuild them. ``history`` is empty on a first start.
         """
         ...
 

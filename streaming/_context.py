@@ -8,10 +8,14 @@ background thread (anyio's blocking portal). An async program uses ``async with`
 
 from __future__ import annotations
 
+import datetime as _dt
 import functools
 import inspect
 import itertools
+import os
 import threading
+import uuid
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Sequence
 
@@ -38,6 +42,23 @@ if TYPE_CHECKING:
 __all__ = ["StreamingContext"]
 
 _ids = itertools.count()
+
+
+# What a context writes to its checkpoint directory besides Spark's RDD checkpoints.
+_RECOVERY_ENTRIES = ("metadata", "offsets", "commits", "sources", "state")
+
+
+def _local_path(directory: str | None) -> Path | None:
+    """``directory`` as a local path (plain paths and ``file:`` URIs), else ``None``."""
+    if directory is None:
+        return None
+    if directory.startswith("file:"):
+        from urllib.parse import unquote, urlparse
+
+        return Path(unquote(urlparse(directory).path))
+    if "://" in directory:
+        return None
+    return Path(directory).absolute()
 
 
 def _call_site() -> str:
@@ -91,6 +112,8 @@ class StreamingContext:
         self._context_id = next(_ids)
         self._graph = DStreamGraph(self._batch_duration)
         self._checkpoint_dir: str | None = None
+        self._log_dir: Path | None = None  # where offsets, commits, input logs and state go
+        self._recovering = False  # created by getOrCreate: resume from the checkpoint's logs
         self._runtime: StreamingRuntime | None = None
         self._pending_listeners: list[tuple[object, str | None]] = []
         self._closed_before_start = False
@@ -137,6 +160,7 @@ class StreamingContext:
             self._runtime = StreamingRuntime(
                 self._graph, self._batch_duration, clock=self._clock, concurrent_jobs=concurrent,
                 graceful_stop_timeout=timeout, listener_overflow=self._overflow, name=f"StreamingContext-{self._context_id}",
+                checkpoint_location=self._log_dir,
             )
             for listener, name in self._pending_listeners:
                 self._runtime.add_listener(listener, name=name)
@@ -179,11 +203,27 @@ class StreamingContext:
 
     @classmethod
     def getOrCreate(cls, checkpointPath: str, setupFunc: Callable[[], StreamingContext]) -> StreamingContext:  # noqa: N803
-        """A context for ``checkpointPath``: ``setupFunc()`` with the checkpoint directory set."""
+        """A context that resumes from ``checkpointPath``: ``setupFunc()`` with that checkpoint directory.
+
+        Unlike Spark, which deserializes the DStream graph from the checkpoint and calls
+        ``setupFunc`` only when there is none, this always builds the graph with ``setupFunc``
+        (functions are code, not data) and resumes what the checkpoint records: batches logged
+        but not committed run again with the same time and input, batches whose time passed
+        while the program was down follow, and stateful streams continue from their saved
+        state. ``setupFunc`` must build the same inputs and stateful streams, in the same order.
+        """
         if not callable(setupFunc):
             raise TypeError("setupFunc should be callable.")
         ssc = setupFunc()
+        if not isinstance(ssc, StreamingContext):
+            raise TypeError(f"setupFunc should return a StreamingContext, got {type(ssc).__name__}")
         ssc.checkpoint(checkpointPath)
+        if ssc._log_dir is None:
+            raise ValueError(
+                f"cannot resume from {checkpointPath!r}: recovery logs need a local directory (a path or a file: URI); "
+                "checkpoints on other file systems are not supported"
+            )
+        ssc._recovering = True
         return ssc
 
     def _activate(self) -> None:
@@ -212,6 +252,7 @@ class StreamingContext:
                 raise StreamingStateError("this context was entered with 'async with': use 'await ssc.start_async()'")
             self._activate()
             runtime = self._ensure_runtime()
+            self._prepare_checkpoint()
             self._portal_cm = anyio.from_thread.start_blocking_portal()
             portal = self._portal_cm.__enter__()
             self._portal = portal
@@ -318,6 +359,7 @@ class StreamingContext:
             self._activate()
             StreamingContext._activeContext = self
         try:
+            await anyio.to_thread.run_sync(self._prepare_checkpoint)
             await self.runtime.start()
         except BaseException:
             if StreamingContext._activeContext is self:
@@ -347,10 +389,45 @@ class StreamingContext:
         self._graph.remember(seconds_to_duration(duration, "remember duration"))
 
     def checkpoint(self, directory: str | None) -> None:
-        """Set the checkpoint directory (RDD checkpoints of stateful streams go there); None disables."""
+        """Set the checkpoint directory; ``None`` disables checkpointing.
+
+        RDD checkpoints of stateful streams go there, and so do the recovery logs that
+        :meth:`getOrCreate` resumes from: offsets and commits (Structured Streaming's format),
+        what each input took per batch, and the state of stateful streams. A context started
+        without :meth:`getOrCreate` starts afresh, as in Spark: it moves a previous run's logs
+        to ``superseded-<time>-<id>/`` in the directory instead of resuming from them.
+
+        Raises:
+            StreamingStateError: the context was already started.
+        """
+        if self._state is not StreamingContextState.INITIALIZED:
+            raise StreamingStateError("the checkpoint directory can only be set before the StreamingContext is started")
         if directory is not None:
             self.sparkContext.setCheckpointDir(directory)
         self._checkpoint_dir = directory
+        self._log_dir = _local_path(directory)
+        if directory is not None and self._log_dir is None:
+            self._log.warning("the checkpoint directory is not local: RDD checkpoints go there, but the recovery logs "
+                              "(offsets, commits, input logs, state) are not written", directory=directory)
+        self._graph.set_checkpoint_dir(self._log_dir)
+        if self._runtime is not None:
+            self._runtime.set_checkpoint_location(self._log_dir)
+
+    def _prepare_checkpoint(self) -> None:
+        """Before a start that does not resume: move a previous run's recovery logs aside (blocking I/O)."""
+        directory = self._log_dir
+        if directory is None or self._recovering:
+            return
+        previous = [directory / name for name in _RECOVERY_ENTRIES if (directory / name).exists()]
+        if not previous:
+            return
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        target = directory / f"superseded-{stamp}-{uuid.uuid4().hex[:8]}"
+        target.mkdir()
+        for path in previous:
+            os.rename(path, target / path.name)
+        self._log.warning("a previous run's recovery logs were moved aside: this context starts afresh (use "
+                          "StreamingContext.getOrCreate to resume from them)", moved_to=str(target))
 
     def addStreamingListener(self, streamingListener: object) -> None:  # noqa: N803
         """Register a listener: a pyspark-style ``StreamingListener`` or an aiodstream listener."""

@@ -215,13 +215,17 @@ class DStream:
             # children read the cache and a checkpoint cuts the lineage.
             if self._storage_level is not None:
                 rdd.persist(self._storage_level)
-            interval = self._checkpoint_interval
-            if interval is not None:
-                assert self._zero_time is not None
-                if (time.milliseconds - self._zero_time.milliseconds) % interval.milliseconds == 0:
-                    rdd.checkpoint()
+            if self._is_checkpoint_time(time):
+                rdd.checkpoint()
             self._generated[time] = rdd
             return rdd
+
+    def _is_checkpoint_time(self, time: Time) -> bool:
+        """Whether ``time`` ends one of this stream's checkpoint intervals (its RDD is checkpointed then)."""
+        interval = self._checkpoint_interval
+        if interval is None or self._zero_time is None:
+            return False
+        return (time.milliseconds - self._zero_time.milliseconds) % interval.milliseconds == 0
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         raise NotImplementedError

@@ -7,14 +7,32 @@ registration order, for its job. Building a batch's RDDs calls into PySpark (and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 import anyio
 import anyio.abc
 import anyio.to_thread
+import attrs
 import structlog
 
-from scheduler import Duration, InputInfoTracker, InvalidPipelineError, Job, Time
+from scheduler import (
+    CheckpointError,
+    Duration,
+    InputInfoTracker,
+    InvalidPipelineError,
+    Job,
+    Offset,
+    RecoveredBatch,
+    ReplayableInput,
+    Time,
+)
+from scheduler._metadata_log import fsync_directory
+
+from ._source_logs import InputDescriptor
 
 if TYPE_CHECKING:
     from ._dstream import DStream
@@ -22,9 +40,30 @@ if TYPE_CHECKING:
 
 __all__ = ["DStreamGraph"]
 
+# State snapshots kept per stateful stream: the newest, and the one before it in case the
+# newest belongs to a batch that a restart runs again.
+_SNAPSHOTS_KEPT = 2
+
+
+@attrs.frozen
+class _Restore:
+    """What a restart loads into one stateful stream: the snapshot of ``time`` (``None``: start from nothing)."""
+
+    index: int
+    time: Time
+    path: Path | None
+
 
 class DStreamGraph:
-    """Holds the streams of one context and generates each batch's jobs from its output streams."""
+    """Holds the streams of one context and generates each batch's jobs from its output streams.
+
+    With a checkpoint directory (:meth:`set_checkpoint_dir`) it is a
+    :class:`~scheduler.ReplayableGraph`: every input logs what each batch takes under
+    ``<checkpoint>/sources/<id>/``, and every stateful stream (``updateStateByKey``, windows
+    reduced with an inverse function) saves its state RDD at its checkpoint interval to
+    ``<checkpoint>/state/<n>/<batchId + 1>`` before that batch is committed. A restart loads
+    the newest snapshot of each and rebuilds the batches after it from the logged input.
+    """
 
     def __init__(self, batch_duration: Duration) -> None:
         """Create an empty graph with the context's batch duration."""
@@ -37,6 +76,10 @@ class DStreamGraph:
         self.input_infos: InputInfoTracker | None = None
         self._generation = anyio.CapacityLimiter(1)
         self._receivers_stop: anyio.Event | None = None
+        self.checkpoint_dir: Path | None = None
+        self._history: tuple[RecoveredBatch, ...] = ()
+        self._stateful: list[DStream] = []
+        self._restores: list[_Restore] = []
         self._log = structlog.get_logger("aiodstream.streaming").bind(component="DStreamGraph")
 
     def next_input_id(self) -> int:
@@ -74,10 +117,25 @@ class DStreamGraph:
             stream._remember(self.remember_duration)
         for stream in self.output_streams:
             stream._validate_at_start()
+        for batch in self._history:
+            for inp, start, end in zip(self.input_streams, batch.start, batch.end, strict=True):
+                inp._set_range(batch.time, start, end)
         for inp in self.input_streams:
             inp._start()
         self._log.info("DStream graph started", zero_time=zero_time.milliseconds,
                        inputs=len(self.input_streams), outputs=len(self.output_streams))
+
+    def _streams(self) -> list[DStream]:
+        """Every stream an output depends on, each once, outputs first, parents in order (a stable order)."""
+        seen: dict[int, DStream] = {}
+        stack = list(reversed(self.output_streams))
+        while stack:
+            stream = stack.pop()
+            if id(stream) in seen:
+                continue
+            seen[id(stream)] = stream
+            stack.extend(reversed(stream._parents))
+        return list(seen.values())
 
     async def allocate_input(self, time: Time) -> None:
         """Hand what receivers took in since the last batch to batch ``time``."""
@@ -89,6 +147,8 @@ class DStreamGraph:
         return await anyio.to_thread.run_sync(self._generate_jobs, time, limiter=self._generation)
 
     def _generate_jobs(self, time: Time) -> list[Job]:
+        if self._restores:
+            self._load_restores()
         jobs: list[Job] = []
         for stream in self.output_streams:
             job = stream._generate_job(time)
@@ -101,13 +161,168 @@ class DStreamGraph:
         for stream in self.output_streams:
             stream._clear_metadata(time)
 
+    # -- ReplayableGraph (with a checkpoint directory) --
+
+    def set_checkpoint_dir(self, directory: str | os.PathLike[str] | None) -> None:
+        """Keep input logs and state snapshots under ``directory`` (``None``: no checkpoint); before start."""
+        self.checkpoint_dir = None if directory is None else Path(directory)
+
+    def replayable_inputs(self) -> Sequence[ReplayableInput]:
+        """Every input stream, by id (the order of the offsets log's lines)."""
+        return [ReplayableInput(inp.id, inp.name) for inp in self.input_streams]
+
+    @property
+    def is_stateful(self) -> bool:
+        """Whether a stream carries state from batch to batch (``updateStateByKey``, inverse-reduced windows)."""
+        return any(stream._must_checkpoint for stream in self._streams())
+
+    async def latest_offsets(self) -> Sequence[Offset]:
+        """Where each input ends now."""
+        for inp in self.input_streams:
+            if not inp._opened:
+                await anyio.to_thread.run_sync(inp._ensure_open)
+        return [inp._latest_offset() for inp in self.input_streams]
+
+    async def plan_offsets(self, start: Sequence[Offset], limit: Sequence[Offset], time: Time) -> Sequence[Offset]:
+        """Where batch ``time``'s input ends, each input's new input made durable first.
+
+        DStream inputs have no read limits: a batch takes everything that arrived by its time.
+        """
+        return [await inp._plan_offset(s, time) for inp, s in zip(self.input_streams, start, strict=True)]
+
+    def set_batch_offsets(self, time: Time, start: Sequence[Offset], end: Sequence[Offset]) -> None:
+        """Batch ``time`` covers ``(start, end]`` of each input."""
+        for inp, s, e in zip(self.input_streams, start, end, strict=True):
+            inp._set_range(time, s, e)
+
+    async def commit_offsets(self, end: Sequence[Offset]) -> None:
+        """Every batch up to ``end`` is committed: inputs drop log entries no batch still needs."""
+        for inp, e in zip(self.input_streams, end, strict=True):
+            await inp._commit(e)
+
+    async def recover(self, zero_time: Time, history: Sequence[RecoveredBatch]) -> None:
+        """Open every input's log and plan the state restores; the committed batches rebuild windows and state.
+
+        Raises:
+            CheckpointError: the checkpoint was written by a program with other inputs or
+                stateful streams, or the log no longer covers the batches a state needs.
+        """
+        if self.checkpoint_dir is None:
+            return
+        for inp in self.input_streams:
+            inp._attach_log(self.checkpoint_dir / "sources" / str(inp.id))
+        self._history = tuple(history)
+        await anyio.to_thread.run_sync(self._open_logs, zero_time)
+
+    def _open_logs(self, zero_time: Time) -> None:
+        for inp in self.input_streams:
+            inp._ensure_open()
+        self._stateful = [stream for stream in self._streams() if stream._must_checkpoint]
+        self._restores = self._plan_restores(zero_time)
+
+    async def prepare_commit(self, time: Time, batch_id: int) -> None:
+        """Save the state RDD of every stateful stream whose checkpoint interval ends at ``time``."""
+        if self.checkpoint_dir is None or not self._stateful:
+            return
+        due = [(index, stream) for index, stream in enumerate(self._stateful)
+               if stream._is_checkpoint_time(time) and time in stream._generated]
+        if due:
+            await anyio.to_thread.run_sync(self._save_states, due, time, batch_id)
+
+    def _state_dir(self, index: int) -> Path:
+        assert self.checkpoint_dir is not None
+        return self.checkpoint_dir / "state" / str(index)
+
+    def _describe_state(self, index: int, stream: DStream) -> None:
+        InputDescriptor(self._state_dir(index)).ensure(
+            {"kind": type(stream).__name__, "slide": stream._slide.milliseconds}, compare=("kind", "slide"))
+
+    def _save_states(self, due: list[tuple[int, DStream]], time: Time, batch_id: int) -> None:
+        # A worker thread; each save is a Spark job over the (cached) state RDD. The snapshot is
+        # written under a hidden name and renamed, so a reader sees all of it or none.
+        for index, stream in due:
+            directory = self._state_dir(index)
+            self._describe_state(index, stream)
+            target = directory / str(batch_id + 1)
+            if target.exists():
+                continue  # a re-run batch: the same input gave the same state
+            temp = directory / f".{batch_id + 1}.{uuid.uuid4().hex}.tmp"
+            stream._generated[time].saveAsPickleFile(temp.as_uri())
+            os.rename(temp, target)
+            fsync_directory(directory)
+            self._log.info("state saved", stream=type(stream).__name__, index=index, batch=time.milliseconds, path=str(target))
+            for old in self._snapshots(index)[:-_SNAPSHOTS_KEPT]:
+                shutil.rmtree(directory / str(old), ignore_errors=True)
+
+    def _snapshots(self, index: int) -> list[int]:
+        try:
+            names = os.listdir(self._state_dir(index))
+        except FileNotFoundError:
+            return []
+        return sorted(int(n) for n in names if n.isdigit())
+
+    def _plan_restores(self, zero_time: Time) -> list[_Restore]:
+        """At a restart: which snapshot each stateful stream starts from; the logged input must cover the rest.
+
+        Raises:
+            CheckpointError: a stateful stream changed, or batches between its newest snapshot
+                and the restart are no longer in the offsets log (their input cannot be read).
+        """
+        if not self._history or not self._stateful:
+            return []
+        batch = self.batch_duration.milliseconds
+        last = self._history[-1].time
+        logged = {b.time for b in self._history}
+        restores = []
+        for index, stream in enumerate(self._stateful):
+            self._describe_state(index, stream)
+            usable = [v for v in self._snapshots(index) if zero_time.milliseconds + v * batch <= last.milliseconds]
+            snapshot_ms = zero_time.milliseconds + usable[-1] * batch if usable else zero_time.milliseconds
+            reach = getattr(stream, "_window", None)
+            first_needed = snapshot_ms - (reach.milliseconds if reach is not None else 0) + batch
+            missing = [ms for ms in range(max(first_needed, zero_time.milliseconds + batch), last.milliseconds + 1, batch)
+                       if Time(ms) not in logged]
+            if missing:
+                raise CheckpointError(
+                    f"cannot restore the state of {type(stream).__name__} from {self._state_dir(index)}: its newest snapshot "
+                    f"is at {snapshot_ms} ms and the input of {len(missing)} later batch(es) (from {missing[0]} ms) is no longer "
+                    "in the offsets log; raise spark.sql.streaming.minBatchesToRetain above the stream's checkpoint interval in "
+                    "batches, or start over with a new checkpoint directory",
+                    path=str(self._state_dir(index)),
+                )
+            path = self._state_dir(index) / str(usable[-1]) if usable else None
+            restores.append(_Restore(index, Time(snapshot_ms), path))
+        return restores
+
+    def _load_restores(self) -> None:
+        # In the generation worker thread, before the first batch of a restarted run: the state
+        # RDDs are read lazily by Spark, like any other input.
+        restores, self._restores = self._restores, []
+        sc = None
+        for restore in restores:
+            stream = self._stateful[restore.index]
+            if restore.path is None:
+                continue  # no snapshot yet: the state is rebuilt from the first batch's input
+            if sc is None:
+                sc = stream._ssc.sparkContext
+            rdd: Any = sc.pickleFile(restore.path.as_uri())
+            if stream._storage_level is not None:
+                rdd.persist(stream._storage_level)
+            stream._generated[restore.time] = rdd
+            self._log.info("state restored", stream=type(stream).__name__, index=restore.index,
+                           snapshot=restore.time.milliseconds, path=str(restore.path))
+
+    # -- receivers --
+
     async def run_receivers(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run the receivers of receiver input streams until :meth:`stop`."""
+        """Run the receivers of receiver input streams (and their log writers) until :meth:`stop`."""
         self._receivers_stop = anyio.Event()
         receivers = [inp for inp in self.input_streams if inp._has_receiver]
         async with anyio.create_task_group() as tg:
             for inp in receivers:
                 await tg.start(inp._run_receiver)
+                if inp._replaying:
+                    tg.start_soon(inp._run_block_writer)  # type: ignore[attr-defined]
             task_status.started()
             await self._receivers_stop.wait()
             tg.cancel_scope.cancel()

@@ -12,12 +12,14 @@ import os
 import time as _time
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable
 
+import anyio.to_thread
 import attrs
 import structlog
 
-from scheduler import Duration, StreamInputInfo, SystemClock, Time
+from scheduler import CheckpointError, CorruptCheckpointError, Duration, Offset, StreamInputInfo, SystemClock, Time
 
 from ._inputs import InputDStream
+from ._source_logs import FileSelection, FileSelectionLog, format_log_offset, parse_log_offset
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -116,7 +118,15 @@ class FileInputDStream(InputDStream):
     move it in, since a file still being written may be read half-done. A missing directory is a
     warning and an empty batch. Each batch reports its files in its ``StreamInputInfo``
     (``metadata["files"]``), with 0 records, as Spark does.
+
+    With a checkpoint, the files of each batch that found any are logged (Structured
+    Streaming's ``FileStreamSourceLog`` format, ``sources/<id>/<N>``) before the batch's offsets
+    entry, so a re-run batch reads exactly its files, and a restart keeps the creation-time
+    threshold of the first run: files that arrived while the program was down go to the
+    down-time batches by modification time, as far back as the remember window reaches.
     """
+
+    _input_kind = "file"
 
     def __init__(self, ssc: StreamingContext, directory: str | os.PathLike[str],
                  read_file: Callable[[SparkContext, str], RDD[Any]]) -> None:
@@ -139,6 +149,10 @@ class FileInputDStream(InputDStream):
         self.initial_threshold: Time = clock.now()
         self._batch_files: dict[Time, list[str]] = {}
         self._recent: set[str] = set()
+        # With a checkpoint: the selection log, its newest entry, and the entries in memory.
+        self._file_log: FileSelectionLog | None = None
+        self._last_entry = -1
+        self._entries: dict[int, FileSelection] = {}
         self._log = structlog.get_logger("aiodstream.streaming").bind(component="FileInputDStream", stream=self.id,
                                                                      directory=self.directory)
 
@@ -167,14 +181,14 @@ class FileInputDStream(InputDStream):
     def _compute(self, time: Time) -> RDD[Any] | None:
         # Runs in the generation worker thread; _clear_metadata runs on the loop, but the
         # JobGenerator never does both at once, so the bookkeeping needs no lock.
-        new = self._find_new_files(time)
-        paths = [e.path for e in new]
+        if self._replaying:
+            paths = self._logged_files(time)
+        else:
+            new = self._find_new_files(time)
+            self._warn_empty(new)
+            paths = [e.path for e in new]
+            self._recent.update(paths)
         self._batch_files[time] = paths
-        self._recent.update(paths)
-        for e in new:
-            if e.size == 0:
-                self._log.error("file is empty: write files elsewhere and move them into the directory, "
-                                "or they may be read before their data is written", file=e.path)
         tracker = self._ssc._graph.input_infos
         if tracker is not None:
             tracker.report_info(time, StreamInputInfo(self.id, 0, {"files": paths, "Description": "\n".join(paths)}))
@@ -183,6 +197,96 @@ class FileInputDStream(InputDStream):
             return sc.emptyRDD()
         rdds = [self._read_file(sc, p) for p in paths]
         return rdds[0] if len(rdds) == 1 else sc.union(rdds)
+
+    def _warn_empty(self, entries: list[FileEntry]) -> None:
+        for e in entries:
+            if e.size == 0:
+                self._log.error("file is empty: write files elsewhere and move them into the directory, "
+                                "or they may be read before their data is written", file=e.path)
+
+    # -- replay (with a checkpoint) --
+
+    def _descriptor(self) -> tuple[dict[str, Any], tuple[str, ...]]:
+        return ({"kind": self._input_kind, "name": self.name, "directory": self.directory,
+                 "initialModTimeIgnoreThreshold": self.initial_threshold.milliseconds}, ("kind", "directory"))
+
+    def _load_log(self, recorded: dict[str, Any]) -> None:
+        assert self._log_dir is not None
+        threshold = recorded.get("initialModTimeIgnoreThreshold")
+        if isinstance(threshold, int):
+            self.initial_threshold = Time(threshold)
+        log = self._file_log = FileSelectionLog(self._log_dir)
+        for entry in log.batch_ids():
+            files = log.get(entry)
+            if files is None:
+                continue
+            self._entries[entry] = files
+            self._recent.update(path for path, _ in files)
+            self._last_entry = max(self._last_entry, entry)
+
+    def _latest_offset(self) -> Offset:
+        return format_log_offset(self._last_entry) if self._last_entry >= 0 else None
+
+    async def _plan_offset(self, start: Offset, time: Time) -> Offset:
+        return await anyio.to_thread.run_sync(self._plan_sync, time)
+
+    def _plan_sync(self, time: Time) -> Offset:
+        self._ensure_open()
+        new = self._find_new_files(time)
+        if new:
+            assert self._file_log is not None
+            entry = self._last_entry + 1
+            files = FileSelection((e.path, e.mod_time_ms) for e in new)
+            if not self._file_log.add(entry, files):
+                raise CheckpointError(
+                    f"cannot write {self._file_log.path_of(entry)}: it already exists, so another context is reading into "
+                    "the same checkpoint directory; run one context per checkpoint directory at a time",
+                    path=str(self._file_log.path_of(entry)),
+                )
+            self._warn_empty(new)
+            self._entries[entry] = files
+            self._recent.update(path for path, _ in files)
+            self._last_entry = entry
+        # The newest entry, not just this batch's: an entry logged just before a crash (its
+        # batch never reached the offsets log) is taken by the next batch, never lost.
+        return self._latest_offset()
+
+    def _logged_files(self, time: Time) -> list[str]:
+        self._ensure_open()
+        found = self._range_of(time)
+        if found is None:
+            return []
+        begin = parse_log_offset(found[0], input_name=self.name)
+        end = parse_log_offset(found[1], input_name=self.name)
+        paths: list[str] = []
+        for entry in range(begin + 1, end + 1):
+            files = self._entries.get(entry)
+            if files is None:
+                assert self._file_log is not None
+                files = self._file_log.get(entry)
+                if files is None:
+                    path = self._file_log.path_of(entry)
+                    raise CorruptCheckpointError(
+                        f"{path} is missing: batch {time} is being replayed and took its files from this entry; restore it, "
+                        "or start over with a new checkpoint directory",
+                        path=str(path),
+                    )
+                self._entries[entry] = files
+            paths.extend(path for path, _ in files)
+        return paths
+
+    async def _commit(self, end: Offset) -> None:
+        # Entries before every remembered batch's range are needed neither to replay a batch
+        # nor to rebuild a window; their files stay in the seen set, so none is taken twice.
+        if self._file_log is None:
+            return
+        starts = [parse_log_offset(s, input_name=self.name) for s, _ in self._ranges.values()]
+        below = min(starts, default=parse_log_offset(end, input_name=self.name)) + 1
+        stale = [e for e in self._entries if e < below]
+        if stale:
+            for entry in stale:
+                del self._entries[entry]
+            await anyio.to_thread.run_sync(self._file_log.purge, below)
 
     def _clear_metadata(self, time: Time) -> None:
         super()._clear_metadata(time)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections import deque
+import json
+import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+import structlog
 
-from scheduler import Time
+from scheduler import Offset, ReplayError, Time
 
 from ._dstream import DStream
+from ._source_logs import InputDescriptor
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -24,15 +28,91 @@ class InputDStream(DStream):
     """A stream with no parent: its RDD per batch comes from outside the graph.
 
     Registers itself with the context's graph; ``id`` numbers input streams from 0.
+
+    With a checkpoint directory the stream is replayable: the engine asks it where batch ``t``'s
+    input ends (:meth:`_plan_offset`, which makes that input durable first), logs the offsets,
+    and hands the range back (:meth:`_set_range`) before the batch is computed; a restart hands
+    back the logged ranges of the batches it re-runs and of the committed ones still in the log.
+    Each subclass keeps whatever it needs under its own log directory (:mod:`._source_logs`).
     """
 
     _has_receiver = False
+    _input_kind = "input"
 
     def __init__(self, ssc: StreamingContext) -> None:
         """Create and register an input stream of ``ssc``."""
         super().__init__(ssc)
         self.id = ssc._graph.next_input_id()
         ssc._graph.add_input_stream(self)
+        # With a checkpoint: the input range of each batch time still remembered.
+        self._ranges: dict[Time, tuple[Offset, Offset]] = {}
+        self._log_dir: Path | None = None
+        self._opened = False
+        self._open_lock = threading.Lock()
+        self._warned_missing = False
+
+    # -- replay (with a checkpoint directory) --
+
+    @property
+    def _replaying(self) -> bool:
+        return self._log_dir is not None
+
+    def _attach_log(self, directory: Path | None) -> None:
+        """Keep this input's log in ``directory`` (``None``: no checkpoint); before start."""
+        self._log_dir = directory
+        self._opened = False
+
+    def _descriptor(self) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """What ``stream.json`` records about this input, and which keys must match at a restart."""
+        return {"kind": self._input_kind, "name": self.name}, ("kind",)
+
+    def _ensure_open(self) -> None:
+        """Check (or write) the input's descriptor and load its log; once, blocking, any thread."""
+        if self._log_dir is None:
+            return
+        with self._open_lock:
+            if not self._opened:
+                expected, compare = self._descriptor()
+                recorded = InputDescriptor(self._log_dir).ensure(expected, compare=compare)
+                self._load_log(recorded)
+                self._opened = True
+
+    def _load_log(self, recorded: dict[str, Any]) -> None:
+        """Read what the log holds (called once by :meth:`_ensure_open`)."""
+
+    def _latest_offset(self) -> Offset:
+        """Where this input ends now (after :meth:`_ensure_open`)."""
+        return None
+
+    async def _plan_offset(self, start: Offset, time: Time) -> Offset:
+        """Where batch ``time``'s input ends; everything up to it is durable when this returns."""
+        return start
+
+    def _set_range(self, time: Time, start: Offset, end: Offset) -> None:
+        """Batch ``time`` covers ``(start, end]``."""
+        self._ranges[time] = (start, end)
+
+    def _range_of(self, time: Time) -> tuple[Offset, Offset] | None:
+        """The logged range of ``time``, or ``None`` (with one warning) for a time the log no longer covers."""
+        found = self._ranges.get(time)
+        if found is None and not self._warned_missing:
+            self._warned_missing = True
+            structlog.get_logger("aiodstream.streaming").warning(
+                "a batch before the restart is no longer in the offsets log; its input counts as empty in windows and state",
+                stream=self.name, batch=time.milliseconds)
+        return found
+
+    async def _commit(self, end: Offset) -> None:
+        """Every batch up to ``end`` is committed."""
+
+    def _clear_metadata(self, time: Time) -> None:
+        super()._clear_metadata(time)
+        remember = self._remember_duration or self._slide
+        threshold = time.milliseconds - remember.milliseconds
+        for old in [t for t in self._ranges if t.milliseconds <= threshold]:
+            del self._ranges[old]
+
+    # -- lifecycle --
 
     @property
     def name(self) -> str:
@@ -61,28 +141,58 @@ class QueueInputDStream(InputDStream):
     """Hands out queued RDDs: one per batch, or all at once (pyspark's ``queueStream``).
 
     Once the queue is empty, every batch gets ``default`` (or an empty single-partition RDD).
+
+    With a checkpoint the offset is how many queued RDDs batches took (``"3"``), so a restart
+    replays a batch from the same queue position. Spark refuses ``queueStream`` with
+    checkpointing, as it cannot serialize the queue; here the program rebuilds the queue (its
+    setup function runs again), which must hold at least the RDDs it held before, in order.
     """
+
+    _input_kind = "queue"
 
     def __init__(self, ssc: StreamingContext, rdds: list[RDD[Any]], one_at_a_time: bool, default: RDD[Any] | None) -> None:
         """Queue ``rdds`` (already RDDs) for the batches to come."""
         super().__init__(ssc)
-        self._queue: deque[RDD[Any]] = deque(rdds)
+        self._items: list[RDD[Any]] = list(rdds)
+        self._taken = 0  # without a checkpoint: how many items batches took so far
         self._one_at_a_time = one_at_a_time
         self._default = default
 
+    @staticmethod
+    def _position(offset: Offset) -> int:
+        return 0 if offset is None else int(json.loads(offset))
+
+    def _next_end(self, begin: int) -> int:
+        return min(begin + 1, len(self._items)) if self._one_at_a_time else len(self._items)
+
+    def _latest_offset(self) -> Offset:
+        return str(len(self._items)) if self._items else None
+
+    async def _plan_offset(self, start: Offset, time: Time) -> Offset:
+        begin = self._position(start)
+        end = self._next_end(begin)
+        return start if end <= begin else str(end)
+
     def _compute(self, time: Time) -> RDD[Any] | None:
-        queue = self._queue
-        if self._one_at_a_time and queue:
-            return queue.popleft()
-        if queue:
-            drained = list(queue)
-            queue.clear()
-            return drained[0] if len(drained) == 1 else self._ssc.sparkContext.union(drained)
+        if self._replaying:
+            found = self._range_of(time)
+            begin, end = (0, 0) if found is None else (self._position(found[0]), self._position(found[1]))
+            if end > len(self._items):
+                raise ReplayError(
+                    f"{self.name} cannot replay batch {time}: it covers queued RDDs {begin}..{end} and the queue holds "
+                    f"{len(self._items)}; after a restart the program must queue at least the RDDs it queued before, in order"
+                )
+            taken = self._items[begin:end]
+        else:
+            begin = self._taken
+            end = self._taken = max(begin, self._next_end(begin))
+            taken = self._items[begin:end]
+            # Nothing will read them again: let their RDDs go, as Spark's queue does.
+            self._items[begin:end] = [None] * len(taken)  # type: ignore[list-item]
+        if taken:
+            return taken[0] if len(taken) == 1 else self._ssc.sparkContext.union(taken)
         if self._default is None:
             # One empty single-partition RDD for every empty batch, made once as Spark does: a
             # new one per batch would cost a py4j round trip in every generation.
             self._default = self._ssc.sparkContext.parallelize([], 1)
         return self._default
-
-    def _checkpointable(self) -> Any:
-        return False

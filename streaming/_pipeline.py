@@ -228,7 +228,7 @@ class Pipeline:
         for source, offset in zip(self._replayables(), end, strict=True):
             await source.commit(offset)
 
-    def recover(self, history: Sequence[RecoveredBatch]) -> None:
+    async def recover(self, zero_time: Time, history: Sequence[RecoveredBatch]) -> None:
         """Nothing to rebuild: a pipeline's batches do not depend on earlier ones."""
 
     async def prepare_commit(self, time: Time, batch_id: int) -> None:

@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Callable, S
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import anyio.to_thread
 import attrs
 import structlog
 
 from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStopped
-from scheduler import Duration, StreamInputInfo, Time
+from scheduler import Duration, Offset, StreamInputInfo, Time
 
 from ._inputs import InputDStream
+from ._source_logs import BlockLog, format_log_offset, parse_log_offset
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -169,6 +171,12 @@ class ReceiverInputDStream(InputDStream):
     at most ``max_buffered_records`` wait in memory between two batches (the receiver waits when
     the buffer is full); on stop the receiver task is cancelled, whatever it had stored still goes
     to the next batch (the last one, on a graceful stop), and ``ReceiverStopped`` is posted.
+
+    With a checkpoint directory the receiver writes a write-ahead log (Spark's receiver WAL,
+    always on here): every ``spark.streaming.blockInterval`` (200 ms) and at each batch, what
+    it stored becomes one block, ``sources/<id>/<N>``, written durably; a batch takes only
+    blocks that are on disk, so a restart replays a batch's records exactly. What a crash
+    catches in memory (at most one block interval of records) is lost, as in Spark.
     """
 
     _has_receiver = True
@@ -188,6 +196,18 @@ class ReceiverInputDStream(InputDStream):
         self.restart_delay = restart_delay
         self._allocated: dict[Time, list[Any]] = {}
         self._slices: int | None = None
+        conf = ssc.sparkContext.getConf()
+        interval = conf.get("spark.streaming.blockInterval", "200ms") or "200ms"
+        self.block_interval = Duration(int(ssc.sparkContext._jvm.org.apache.spark.network.util  # type: ignore[union-attr]
+                                           .JavaUtils.timeStringAsMs(interval)))
+        # With a checkpoint: the write-ahead log, its newest block, the blocks in memory, and
+        # records whose block write failed (written first next time, so none is lost).
+        self._block_log: BlockLog | None = None
+        self._last_entry = -1
+        self._blocks: dict[int, list[Any]] = {}
+        self._unwritten: list[Any] = []
+        self._flush_lock: anyio.Lock | None = None
+        self._purged_below = 0
         self._host = socket.gethostname()
         self._log = structlog.get_logger("aiodstream.streaming").bind(component=type(self).__name__, stream=self.id)
 
@@ -248,6 +268,8 @@ class ReceiverInputDStream(InputDStream):
     # -- the batch side --
 
     async def _allocate(self, time: Time) -> None:
+        if self._replaying:
+            return  # the batch's blocks were decided (and written) when its offsets were planned
         records = self._buffer.take_all()
         if self._zero_time is None:
             return  # no output operation reads this stream: nothing will ever compute it
@@ -261,7 +283,7 @@ class ReceiverInputDStream(InputDStream):
     def _compute(self, time: Time) -> RDD[Any] | None:
         # Runs in the generation worker thread, right after _allocate(time) on the loop: the two
         # never overlap, so the dict needs no lock.
-        records = self._allocated.pop(time, None)
+        records = self._logged_records(time) if self._replaying else self._allocated.pop(time, None)
         sc = self._ssc.sparkContext
         if records is None:
             return sc.emptyRDD()  # a time whose records were never allocated (e.g. cleaned up)
@@ -273,6 +295,86 @@ class ReceiverInputDStream(InputDStream):
         if self._slices is None:
             self._slices = max(1, sc.defaultParallelism)
         return sc.parallelize(records, min(self._slices, len(records)))
+
+    # -- the write-ahead log (with a checkpoint) --
+
+    def _descriptor(self) -> tuple[dict[str, Any], tuple[str, ...]]:
+        return {"kind": self._receiver_class, "name": self.name}, ("kind",)
+
+    def _load_log(self, recorded: dict[str, Any]) -> None:
+        assert self._log_dir is not None
+        self._block_log = BlockLog(self._log_dir)
+        entries = self._block_log.entries()
+        self._last_entry = entries[-1] if entries else -1
+
+    def _latest_offset(self) -> Offset:
+        return format_log_offset(self._last_entry) if self._last_entry >= 0 else None
+
+    async def _plan_offset(self, start: Offset, time: Time) -> Offset:
+        await self._flush()
+        return self._latest_offset()
+
+    async def _flush(self) -> None:
+        """Write what the receiver stored since the last block as a new block (if anything)."""
+        if not self._opened:
+            await anyio.to_thread.run_sync(self._ensure_open)
+        if self._flush_lock is None:
+            self._flush_lock = anyio.Lock()
+        async with self._flush_lock:
+            records = self._unwritten + self._buffer.take_all()
+            if not records:
+                return
+            assert self._block_log is not None
+            entry = self._last_entry + 1
+            try:
+                await anyio.to_thread.run_sync(self._block_log.write, entry, records)
+            except BaseException:
+                self._unwritten = records
+                raise
+            self._unwritten = []
+            self._blocks[entry] = records
+            self._last_entry = entry
+
+    async def _run_block_writer(self) -> None:
+        """Write a block every ``block_interval`` until cancelled (a failed write is retried)."""
+        clock = self._ssc.runtime.clock
+        while True:
+            await clock.sleep(self.block_interval)
+            try:
+                await self._flush()
+            except Exception as exc:
+                self._log.error("writing a block of received records failed; retrying at the next block",
+                                receiver=self.receiver_name, error=repr(exc))
+
+    def _logged_records(self, time: Time) -> list[Any]:
+        self._ensure_open()
+        found = self._range_of(time)
+        if found is None:
+            return []
+        begin = parse_log_offset(found[0], input_name=self.name)
+        end = parse_log_offset(found[1], input_name=self.name)
+        records: list[Any] = []
+        for entry in range(begin + 1, end + 1):
+            block = self._blocks.get(entry)
+            if block is None:
+                assert self._block_log is not None
+                block = self._blocks[entry] = self._block_log.read(entry)
+            records.extend(block)
+        return records
+
+    async def _commit(self, end: Offset) -> None:
+        # Blocks before every remembered batch's range are needed neither to replay a batch nor
+        # to rebuild a window (Spark cleans its WAL at the same point).
+        if self._block_log is None:
+            return
+        starts = [parse_log_offset(s, input_name=self.name) for s, _ in self._ranges.values()]
+        below = min(starts, default=parse_log_offset(end, input_name=self.name)) + 1
+        if below <= self._purged_below:
+            return
+        for entry in [e for e in self._blocks if e < below]:
+            del self._blocks[entry]
+        self._purged_below = below
+        await anyio.to_thread.run_sync(self._block_log.purge, below)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} [{self._buffer!r} | {len(self._allocated)} batches allocated]>"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import os
+import sys
 import threading
 import time as _time
 import traceback
@@ -21,6 +22,9 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 import anyio
 import anyio.abc
 import structlog
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
 
 from listeners import (
     OverflowPolicy,
@@ -195,38 +199,13 @@ class StreamingRuntime:
         if not isinstance(trigger, Trigger):
             raise InvalidPipelineError(f"trigger must be a Trigger, got {trigger!r}; pass e.g. Trigger.AVAILABLE_NOW")
         self.trigger = trigger
-        self.tracker: MicroBatchTracker | None = None
-        if checkpoint_location is not None or trigger is not Trigger.PROCESSING_TIME or options or track_progress:
-            if not isinstance(graph, ReplayableGraph):
-                raise InvalidPipelineError(
-                    f"checkpointing, triggers and progress need a graph with replayable input (such as a Pipeline of "
-                    f"ListSource or DirectorySource sources); {type(graph).__name__} is not one"
-                )
-            self.tracker = MicroBatchTracker(
-                graph,
-                batch_duration,
-                clock=self.clock,
-                checkpoint=None if checkpoint_location is None else Checkpoint(checkpoint_location),
-                options=ProgressTrackingOptions.from_options(options),
-                trigger=trigger,
-                name=name,
-                listener=_BusReports(self.listener_bus),
-                # Critical-path statistics at sub-millisecond precision when time is real.
-                stopwatch=_time.perf_counter_ns if isinstance(self.clock, SystemClock) else None,
-            )
-        self.checkpoint_location = checkpoint_location
+        self._concurrent_jobs = concurrent_jobs
+        self._hooks = tuple(hooks)
+        self._options = options
+        self._track_progress = track_progress
         self._driver_scope: anyio.CancelScope | None = None
         self._registered = False
-        self.scheduler = JobScheduler(
-            graph,
-            batch_duration,
-            clock=self.clock,
-            listener=self.listener_bus,
-            concurrent_jobs=concurrent_jobs,
-            hooks=hooks,
-            report_error=self._notify_error,
-            planner=self.tracker,
-        )
+        self._configure(checkpoint_location)
         self._state = StreamingContextState.INITIALIZED
         self._tg: anyio.abc.TaskGroup | None = None
         self._error: JobFailedError | None = None
@@ -238,6 +217,51 @@ class StreamingRuntime:
         self.start_time: Time | None = None
         self.first_batch_time: Time | None = None
         self._log = structlog.get_logger("aiodstream.streaming").bind(component="StreamingRuntime", name=name)
+
+    def _configure(self, checkpoint_location: str | os.PathLike[str] | None) -> None:
+        """Build the query tracker (if any) and the scheduler for ``checkpoint_location``."""
+        graph, trigger, options = self.graph, self.trigger, self._options
+        self.tracker: MicroBatchTracker | None = None
+        if checkpoint_location is not None or trigger is not Trigger.PROCESSING_TIME or options or self._track_progress:
+            if not isinstance(graph, ReplayableGraph):
+                raise InvalidPipelineError(
+                    f"checkpointing, triggers and progress need a graph with replayable input (such as a Pipeline of "
+                    f"ListSource or DirectorySource sources); {type(graph).__name__} is not one"
+                )
+            self.tracker = MicroBatchTracker(
+                graph,
+                self.batch_duration,
+                clock=self.clock,
+                checkpoint=None if checkpoint_location is None else Checkpoint(checkpoint_location),
+                options=ProgressTrackingOptions.from_options(options),
+                trigger=trigger,
+                name=self.name,
+                listener=_BusReports(self.listener_bus),
+                # Critical-path statistics at sub-millisecond precision when time is real.
+                stopwatch=_time.perf_counter_ns if isinstance(self.clock, SystemClock) else None,
+            )
+        self.checkpoint_location = checkpoint_location
+        self.scheduler = JobScheduler(
+            graph,
+            self.batch_duration,
+            clock=self.clock,
+            listener=self.listener_bus,
+            concurrent_jobs=self._concurrent_jobs,
+            hooks=self._hooks,
+            report_error=self._notify_error,
+            planner=self.tracker,
+        )
+
+    def set_checkpoint_location(self, checkpoint_location: str | os.PathLike[str] | None) -> None:
+        """Set (or, with ``None``, clear) the checkpoint directory; only before :meth:`start`.
+
+        Raises:
+            StreamingStateError: the runtime was already started.
+            InvalidPipelineError: the graph is not replayable.
+        """
+        if self._state is not StreamingContextState.INITIALIZED:
+            raise StreamingStateError(f"the checkpoint location can only be set before start; the runtime is {self._state.value}")
+        self._configure(checkpoint_location)
 
     # -- state --
 
@@ -282,7 +306,16 @@ class StreamingRuntime:
                 self._mark_stopped()
         finally:
             tg, self._tg = self._tg, None
-            result = await tg.__aexit__(exc_type, exc, tb)
+            try:
+                result = await tg.__aexit__(exc_type, exc, tb)
+            except BaseExceptionGroup as group:
+                # The runtime's own tasks ended cleanly: the group only wraps what the body of
+                # 'async with' raised. Hand that back as it was (a failed start raises its
+                # CheckpointError, not a group around it).
+                if exc is not None and len(group.exceptions) == 1 and group.exceptions[0] is exc:
+                    exc.__suppress_context__ = True
+                    raise exc  # noqa: B904 - the group is only a wrapper around exc
+                raise
         return result
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -1,0 +1,209 @@
+"""The per-input logs that make a StreamingContext's inputs replayable after a restart.
+
+With a checkpoint directory, each input stream ``n`` keeps ``<checkpoint>/sources/<n>/``:
+
+* ``stream.json``: what the input is (kind, directory, the file stream's initial threshold),
+  written once, checked at every restart, so a changed program is an error rather than a
+  silent mix-up of two inputs' data;
+* numbered entries ``0``, ``1``, ... written once and atomically, each a unit of input: the
+  files a file stream took for one batch (Structured Streaming's ``FileStreamSourceLog``
+  format: a ``v1`` line, then one JSON object per file), or one block of records a receiver
+  took in (its write-ahead log; a header line, then the pickled records).
+
+An input's offset is ``{"logOffset":N}``, the newest entry a batch covers (Structured
+Streaming's file source offset). The engine writes that offset to the offsets log only after
+the entries it points to are on disk, so a re-run batch finds exactly its data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+from typing import Any, Mapping
+
+from scheduler import CheckpointError, CorruptCheckpointError, MetadataLog, Offset
+from scheduler._metadata_log import write_new_file
+
+__all__ = [
+    "BLOCK_HEADER",
+    "BlockLog",
+    "FileSelection",
+    "FileSelectionLog",
+    "InputDescriptor",
+    "format_log_offset",
+    "parse_log_offset",
+]
+
+BLOCK_HEADER = b"aiodstream-receiver-block v1\n"
+"""The first line of every receiver block; anything else is reported as a damaged block."""
+
+_FILE_LOG_VERSION = "v1"
+
+
+def format_log_offset(entry: int) -> str:
+    """The offset text of log entry ``entry``: ``{"logOffset":N}``."""
+    return json.dumps({"logOffset": entry}, separators=(",", ":"))
+
+
+def parse_log_offset(offset: Offset, *, input_name: str) -> int:
+    """The log entry an offset points to; ``-1`` for ``None`` (before the first entry).
+
+    Raises:
+        CheckpointError: the offset is not a ``{"logOffset":N}`` (the offsets log belongs to
+            another kind of input).
+    """
+    if offset is None:
+        return -1
+    try:
+        value = json.loads(offset)
+        entry = value["logOffset"]
+    except (ValueError, TypeError, KeyError):
+        entry = None
+    if isinstance(entry, bool) or not isinstance(entry, int) or entry < 0:
+        raise CheckpointError(
+            f"{input_name}: the offsets log holds {offset!r} for this input, which is not a {{\"logOffset\":N}} offset; "
+            "the checkpoint was written by a program with other inputs: use a new checkpoint directory"
+        )
+    return entry
+
+
+class InputDescriptor:
+    """``sources/<n>/stream.json``: what input ``n`` was when the checkpoint was created."""
+
+    def __init__(self, directory: Path) -> None:
+        """Describe the input whose log lives in ``directory``."""
+        self.directory = directory
+        self.path = directory / "stream.json"
+
+    def ensure(self, expected: Mapping[str, Any], *, compare: tuple[str, ...]) -> dict[str, Any]:
+        """Write ``expected`` if nothing is recorded yet; return what is recorded.
+
+        Blocking file I/O (call it in a worker thread).
+
+        Raises:
+            CheckpointError: the recorded input differs from ``expected`` in one of ``compare``.
+            CorruptCheckpointError: the file cannot be read as JSON.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_new_file(self.path, (json.dumps(dict(expected), sort_keys=True) + "\n").encode("utf-8"))
+        try:
+            recorded = json.loads(self.path.read_text(encoding="utf-8"))
+            if not isinstance(recorded, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CorruptCheckpointError(f"{self.path} is damaged ({exc}); it describes an input of the checkpoint",
+                                         path=str(self.path)) from exc
+        for key in compare:
+            if recorded.get(key) != expected.get(key):
+                raise CheckpointError(
+                    f"cannot resume from {self.path.parent.parent.parent}: input {self.directory.name} was "
+                    f"{recorded.get(key)!r} ({key}) when the checkpoint was written and is {expected.get(key)!r} now; a restart "
+                    "needs the same inputs in the same order, or a new checkpoint directory",
+                    path=str(self.path),
+                )
+        return recorded
+
+
+class FileSelection(list[tuple[str, int]]):
+    """The files one batch took: ``(path, modification time in ms)`` pairs, in path order."""
+
+
+def _serialize_files(entry: FileSelection) -> str:
+    lines = [_FILE_LOG_VERSION]
+    lines.extend(json.dumps({"path": path, "timestamp": mtime, "action": "add"}, separators=(",", ":"), ensure_ascii=False)
+                 for path, mtime in entry)
+    return "\n".join(lines) + "\n"
+
+
+def _parse_files(text: str, path: str) -> FileSelection:
+    lines = text.split("\n")
+    if not text.endswith("\n") or lines[0] != _FILE_LOG_VERSION:
+        raise CorruptCheckpointError(
+            f"{path} is damaged: a file-stream log entry starts with a {_FILE_LOG_VERSION!r} line and ends with a newline",
+            path=path,
+        )
+    files = FileSelection()
+    for line in lines[1:-1]:
+        try:
+            value = json.loads(line)
+            files.append((str(value["path"]), int(value["timestamp"])))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CorruptCheckpointError(f"{path} is damaged: cannot read file record {line[:60]!r} ({exc})", path=path) from exc
+    return files
+
+
+class FileSelectionLog(MetadataLog[FileSelection]):
+    """A file stream's log: entry ``N`` lists the files of the ``N``-th batch that found new files."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        """A log stored in ``directory``."""
+        super().__init__(directory, _serialize_files, _parse_files)
+
+
+class BlockLog:
+    """A receiver's write-ahead log: entry ``N`` is one block of records, pickled.
+
+    Blocks are written whole and atomically (they are never appended to), so a reader sees a
+    complete block or none. Records must therefore be picklable; a socket stream's are strings.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        """A log stored in ``directory``."""
+        self.directory = directory
+        self._log: MetadataLog[Any] = MetadataLog(directory, str, lambda text, path: text)
+
+    def path_of(self, entry: int) -> Path:
+        """Where block ``entry`` lives."""
+        return self._log.path_of(entry)
+
+    def entries(self) -> list[int]:
+        """The ids of the blocks on disk, ascending."""
+        return self._log.batch_ids()
+
+    def write(self, entry: int, records: list[Any]) -> None:
+        """Write block ``entry`` durably; blocking.
+
+        Raises:
+            CheckpointError: the block exists already (another process writes this log).
+        """
+        data = BLOCK_HEADER + pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if not write_new_file(self.path_of(entry), data):
+            raise CheckpointError(
+                f"cannot write {self.path_of(entry)}: it already exists, so another context is receiving into the same "
+                "checkpoint directory; run one context per checkpoint directory at a time",
+                path=str(self.path_of(entry)),
+            )
+
+    def read(self, entry: int) -> list[Any]:
+        """Block ``entry``'s records; blocking.
+
+        Raises:
+            CorruptCheckpointError: the block is missing or damaged (never skipped: its records
+                belong to a batch that must see them).
+        """
+        path = self.path_of(entry)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as exc:
+            raise CorruptCheckpointError(
+                f"{path} is missing: a batch being replayed needs this block of received records; restore it, or start "
+                "over with a new checkpoint directory",
+                path=str(path),
+            ) from exc
+        if not data.startswith(BLOCK_HEADER):
+            raise CorruptCheckpointError(f"{path} is damaged: it does not start with {BLOCK_HEADER!r}", path=str(path))
+        try:
+            records = pickle.loads(data[len(BLOCK_HEADER):])
+        except Exception as exc:
+            raise CorruptCheckpointError(f"{path} is damaged: its records cannot be unpickled ({exc!r})", path=str(path)) from exc
+        if not isinstance(records, list):
+            raise CorruptCheckpointError(f"{path} is damaged: it holds {type(records).__name__}, not a list of records",
+                                         path=str(path))
+        return records
+
+    def purge(self, below: int) -> list[int]:
+        """Delete every block with an id below ``below``; blocking."""
+        return self._log.purge(below)

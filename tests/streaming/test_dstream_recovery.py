@@ -1,0 +1,207 @@
+"""StreamingContext.getOrCreate on real Spark: re-run uncommitted batches, down-time batches, state, input logs.
+
+Each test runs a program on a ManualClock batch by batch (``advance`` then ``wait_until_idle``),
+makes one batch fail so that it is logged but never committed (what a crash between the offsets
+entry and the commit leaves), stops, and resumes through ``getOrCreate`` with a fresh context
+on the same checkpoint directory. The outputs of the two runs together must equal one
+uninterrupted run's, batch time by batch time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time as _time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from scheduler import CheckpointError, ManualClock
+from streaming import DStream, StreamingContext
+
+pytestmark = pytest.mark.spark
+
+INTERVAL_MS = 1000
+
+
+class Run:
+    """One program run: its outputs by batch time, and a switch that fails one batch time's output."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.outputs: dict[int, Any] = {}
+        self.fail_at = fail_at
+
+    def output(self, time: Any, rdd: Any) -> None:
+        ms = int(time.timestamp() * 1000)
+        if ms == self.fail_at:
+            raise RuntimeError(f"simulated crash in batch {ms}")
+        self.outputs[ms] = sorted(rdd.collect())
+
+
+def running_counts(ssc: StreamingContext, stream: DStream, run: Run) -> None:
+    """updateStateByKey word counts, state checkpointed every 2 batches, collected per batch."""
+    def update(values: list[int], state: int | None) -> int:
+        return (state or 0) + sum(values)
+
+    state = stream.map(lambda w: (w, 1)).updateStateByKey(update)
+    state.checkpoint(2)
+    state.foreachRDD(run.output)
+
+
+async def drive(ssc: StreamingContext, clock: ManualClock, batches: int) -> None:
+    """Start, run ``batches`` batches one at a time, stop at once (what is logged and not committed stays so)."""
+    async with ssc:
+        await ssc.start_async()
+        await ssc.runtime.wait_until_idle()
+        for _ in range(batches):
+            clock.advance(INTERVAL_MS)
+            await ssc.runtime.wait_until_idle()
+        await ssc.stop_async(stopSparkContext=False)
+
+
+def run_program(sc: Any, directory: Path, clock: ManualClock, batches: int, build: Callable[[StreamingContext], None],
+                *, resume: bool) -> None:
+    def setup() -> StreamingContext:
+        ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
+        build(ssc)
+        ssc.checkpoint(str(directory))
+        return ssc
+
+    ssc = StreamingContext.getOrCreate(str(directory), setup) if resume else setup()
+    anyio.run(drive, ssc, clock, batches)
+
+
+WORDS = [["a", "b"], ["a"], ["b", "c"], ["a", "a"], ["c"], ["b"], ["a", "c"], ["b", "b"]]
+
+
+def queue_program(sc: Any, run: Run) -> Callable[[StreamingContext], None]:
+    def build(ssc: StreamingContext) -> None:
+        running_counts(ssc, ssc.queueStream([sc.parallelize(words, 1) for words in WORDS]), run)
+    return build
+
+
+def test_a_failed_batch_reruns_with_its_input_and_state_continues_from_the_snapshot(spark_context: Any, tmp_path: Path) -> None:
+    """Batches 1-5 run, 5 fails; the resumed run re-runs 5 with the same queue item and state, then 6-8."""
+    reference = Run()
+    run_program(spark_context, tmp_path / "reference", ManualClock(0), 8, queue_program(spark_context, reference), resume=False)
+    assert len(reference.outputs) == 8
+
+    first = Run(fail_at=5 * INTERVAL_MS)
+    clock = ManualClock(0)
+    run_program(spark_context, tmp_path / "ck", clock, 5, queue_program(spark_context, first), resume=False)
+    assert sorted(first.outputs) == [1000, 2000, 3000, 4000]
+    assert (tmp_path / "ck" / "offsets" / "4").exists() and not (tmp_path / "ck" / "commits" / "4").exists()
+    assert sorted(os.listdir(tmp_path / "ck" / "state" / "0")) == ["2", "4", "stream.json"]  # after batches 2 and 4
+
+    second = Run()
+    run_program(spark_context, tmp_path / "ck", ManualClock(clock.now()), 3, queue_program(spark_context, second), resume=True)
+    assert sorted(second.outputs) == [5000, 6000, 7000, 8000]
+    assert {**first.outputs, **second.outputs} == reference.outputs
+
+
+def test_batches_whose_time_passed_while_down_run_at_restart(spark_context: Any, tmp_path: Path) -> None:
+    """Resumed 3 intervals late, the context generates the 3 missed batch times before new ones, on the same grid."""
+    reference = Run()
+    run_program(spark_context, tmp_path / "reference", ManualClock(0), 7, queue_program(spark_context, reference), resume=False)
+    first = Run()
+    run_program(spark_context, tmp_path / "ck", ManualClock(0), 3, queue_program(spark_context, first), resume=False)
+    second = Run()
+    # Down from 3 s to 6 s: batches 4, 5 and 6 are due at once when the context starts; then one more.
+    run_program(spark_context, tmp_path / "ck", ManualClock(6 * INTERVAL_MS), 1, queue_program(spark_context, second), resume=True)
+    assert sorted(second.outputs) == [4000, 5000, 6000, 7000]
+    assert {**first.outputs, **second.outputs} == reference.outputs
+
+
+def test_without_get_or_create_a_context_starts_afresh_and_moves_the_old_logs_aside(spark_context: Any, tmp_path: Path) -> None:
+    """Spark's rule: only getOrCreate recovers. A plain start keeps the old logs under superseded-*/ and starts at batch 0."""
+    run_program(spark_context, tmp_path, ManualClock(0), 2, queue_program(spark_context, Run()), resume=False)
+    again = Run()
+    run_program(spark_context, tmp_path, ManualClock(50 * INTERVAL_MS), 2, queue_program(spark_context, again), resume=False)
+    superseded = [p for p in tmp_path.iterdir() if p.name.startswith("superseded-")]
+    assert len(superseded) == 1 and sorted(os.listdir(superseded[0] / "offsets")) == ["0", "1"]
+    assert sorted(again.outputs) == [51_000, 52_000]
+    assert again.outputs[51_000] == [("a", 1), ("b", 1)]  # the state started over
+
+
+def test_resuming_with_another_kind_of_input_names_the_input_and_the_file(spark_context: Any, tmp_path: Path) -> None:
+    """The checkpoint recorded a queue stream; a program that now reads files is refused at start."""
+    run_program(spark_context, tmp_path, ManualClock(0), 1, queue_program(spark_context, Run()), resume=False)
+
+    def files(ssc: StreamingContext) -> None:
+        running_counts(ssc, ssc.textFileStream(str(tmp_path / "in")), Run())
+
+    with pytest.raises(CheckpointError, match=r"input 0 was 'queue' \(kind\) .* and is 'file' now") as info:
+        run_program(spark_context, tmp_path, ManualClock(2000), 1, files, resume=True)
+    assert info.value.path == str(tmp_path / "sources" / "0" / "stream.json")
+
+
+# -- file streams: the files of each batch are logged --
+
+
+def write_file(directory: Path, name: str, lines: list[str], mtime_ms: int) -> None:
+    path = directory / name
+    path.write_text("".join(f"{line}\n" for line in lines))
+    os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+
+
+def test_a_file_stream_replays_a_batchs_logged_files_and_takes_files_that_arrived_while_down(
+        spark_context: Any, tmp_path: Path) -> None:
+    """The re-run batch reads exactly its logged files, though a new file now fits its time too; later files follow."""
+    base = (int(_time.time() * 1000) // INTERVAL_MS - 1000) * INTERVAL_MS  # a grid time in the recent past
+    watched = tmp_path / "in"
+    watched.mkdir()
+    ck = tmp_path / "ck"
+
+    def program(run: Run) -> Callable[[StreamingContext], None]:
+        def build(ssc: StreamingContext) -> None:
+            running_counts(ssc, ssc.textFileStream(str(watched)), run)
+        return build
+
+    clock = ManualClock(base)
+    first = Run(fail_at=base + 2 * INTERVAL_MS)
+    write_file(watched, "f1.txt", ["a", "b"], base + 500)
+    write_file(watched, "f2.txt", ["a"], base + 1500)
+    run_program(spark_context, ck, clock, 2, program(first), resume=False)
+    assert first.outputs == {base + 1000: [("a", 1), ("b", 1)]}
+    log = (ck / "sources" / "0" / "1").read_text().splitlines()
+    assert log[0] == "v1" and json.loads(log[1])["path"].endswith("/f2.txt")
+
+    # While down: a file modified within batch 2's time (it was not there when batch 2 was
+    # planned) and one for batch 3.
+    write_file(watched, "f3.txt", ["c"], base + 1700)
+    write_file(watched, "f4.txt", ["b"], base + 2500)
+    second = Run()
+    run_program(spark_context, ck, ManualClock(base + 3 * INTERVAL_MS), 0, program(second), resume=True)
+    assert second.outputs[base + 2000] == [("a", 2), ("b", 1)]  # exactly f2, as logged
+    assert second.outputs[base + 3000] == [("a", 2), ("b", 2), ("c", 1)]  # f3 and f4, late f3 included
+
+
+# -- receivers: the write-ahead log --
+
+
+def test_an_async_source_s_records_are_logged_and_a_failed_batch_replays_them(spark_context: Any, tmp_path: Path) -> None:
+    """Records of the failed batch come back from the receiver's blocks, though the new source yields other records."""
+    ck = tmp_path / "ck"
+
+    def program(run: Run, items: list[str]) -> Callable[[StreamingContext], None]:
+        async def source() -> Any:
+            for item in items:
+                yield item
+
+        def build(ssc: StreamingContext) -> None:
+            running_counts(ssc, ssc.asyncIterableStream(source), run)
+        return build
+
+    first = Run(fail_at=1 * INTERVAL_MS)
+    run_program(spark_context, ck, ManualClock(0), 1, program(first, ["a", "b", "a"]), resume=False)
+    assert first.outputs == {}
+    blocks = sorted(int(n) for n in os.listdir(ck / "sources" / "0") if n.isdigit())
+    assert blocks, "the records were written to the write-ahead log"
+
+    second = Run()
+    run_program(spark_context, ck, ManualClock(INTERVAL_MS), 1, program(second, ["c"]), resume=True)
+    assert second.outputs == {1000: [("a", 2), ("b", 1)], 2000: [("a", 2), ("b", 1), ("c", 1)]}
+

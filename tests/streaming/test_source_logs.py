@@ -1,0 +1,114 @@
+"""The per-input logs of a checkpointed StreamingContext: offsets, file-selection entries, receiver blocks, descriptors.
+
+No Spark: these are files on disk, and every damaged one must be reported with its path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scheduler import BatchGrid, Checkpoint, CheckpointError, CorruptCheckpointError, Milliseconds, Time
+from scheduler._metadata_log import CommitMetadata, OffsetSeq, OffsetSeqMetadata
+from streaming._source_logs import (
+    BLOCK_HEADER,
+    BlockLog,
+    FileSelection,
+    FileSelectionLog,
+    InputDescriptor,
+    format_log_offset,
+    parse_log_offset,
+)
+
+
+def test_log_offsets_are_structured_streamings_file_source_offsets() -> None:
+    """{"logOffset":N} both ways; None is before the first entry."""
+    assert format_log_offset(7) == '{"logOffset":7}'
+    assert parse_log_offset(format_log_offset(7), input_name="x") == 7
+    assert parse_log_offset(None, input_name="x") == -1
+
+
+@pytest.mark.parametrize("offset", ['"5"', "5", '{"files":1}', '{"logOffset":-1}', '{"logOffset":true}', "not json"])
+def test_an_offset_of_another_kind_of_input_is_a_checkpoint_error_naming_the_input(offset: str) -> None:
+    """A queue's "5" (or anything else) where a log offset belongs means the program's inputs changed."""
+    with pytest.raises(CheckpointError, match=r"^Socket stream \[0\]: the offsets log holds .* use a new checkpoint directory"):
+        parse_log_offset(offset, input_name="Socket stream [0]")
+
+
+def test_file_selection_entries_round_trip_in_spark_s_format(tmp_path: Path) -> None:
+    """A 'v1' line then one JSON object per file, as FileStreamSourceLog writes them; write-once."""
+    log = FileSelectionLog(tmp_path)
+    files = FileSelection([("file:/d/a.txt", 1000), ("file:/d/b.txt", 1500)])
+    assert log.add(0, files)
+    assert not log.add(0, FileSelection())  # never overwritten
+    lines = (tmp_path / "0").read_text().splitlines()
+    assert lines[0] == "v1" and json.loads(lines[2]) == {"path": "file:/d/b.txt", "timestamp": 1500, "action": "add"}
+    assert log.get(0) == files
+
+
+@pytest.mark.parametrize("text", ["v2\n", "v1\n{\"path\": 1}\n", "v1\n{\"timestamp\": 5}\n", "v1\nnot json\n", "v1"])
+def test_a_damaged_file_selection_entry_is_reported_with_its_path(tmp_path: Path, text: str) -> None:
+    """Wrong version, a record without path or timestamp, bad JSON, a truncated entry: CorruptCheckpointError."""
+    (tmp_path / "3").write_text(text)
+    with pytest.raises(CorruptCheckpointError) as info:
+        FileSelectionLog(tmp_path).get(3)
+    assert info.value.path == str(tmp_path / "3") and str(tmp_path / "3") in str(info.value)
+
+
+def test_receiver_blocks_round_trip_and_are_written_once(tmp_path: Path) -> None:
+    """A block is a header line and pickled records; writing an existing block means two writers."""
+    log = BlockLog(tmp_path / "sources" / "0")
+    log.write(0, ["a", "b"])
+    log.write(1, [{"k": 1}])
+    assert log.entries() == [0, 1]
+    assert log.read(0) == ["a", "b"] and log.read(1) == [{"k": 1}]
+    assert log.path_of(0).read_bytes().startswith(BLOCK_HEADER)
+    with pytest.raises(CheckpointError, match="another context is receiving into the same checkpoint directory"):
+        log.write(1, ["c"])
+    assert log.read(1) == [{"k": 1}]
+    assert log.purge(1) == [0] and log.entries() == [1]
+
+
+@pytest.mark.parametrize("data", [b"garbage", BLOCK_HEADER + b"\x80\x05truncated", BLOCK_HEADER + b"\x80\x04K\x05."])
+def test_a_damaged_or_missing_block_is_reported_never_skipped(tmp_path: Path, data: bytes) -> None:
+    """No header, unreadable pickle, or not a list of records: CorruptCheckpointError with the path."""
+    log = BlockLog(tmp_path)
+    log.path_of(2).write_bytes(data)
+    with pytest.raises(CorruptCheckpointError) as info:
+        log.read(2)
+    assert info.value.path == str(tmp_path / "2")
+    with pytest.raises(CorruptCheckpointError, match="is missing: a batch being replayed needs this block"):
+        log.read(9)
+
+
+def test_an_input_descriptor_is_written_once_and_checked_at_every_restart(tmp_path: Path) -> None:
+    """The first start records the input; a later one with another kind or directory is refused, other keys may change."""
+    descriptor = InputDescriptor(tmp_path / "ck" / "sources" / "0")
+    first = {"kind": "file", "directory": "/in", "initialModTimeIgnoreThreshold": 5}
+    assert descriptor.ensure(first, compare=("kind", "directory")) == first
+    later = descriptor.ensure({"kind": "file", "directory": "/in", "initialModTimeIgnoreThreshold": 99}, compare=("kind", "directory"))
+    assert later["initialModTimeIgnoreThreshold"] == 5  # the first run's threshold is kept
+    with pytest.raises(CheckpointError, match=r"input 0 was '/in' \(directory\) when the checkpoint was written and is '/other' now"):
+        descriptor.ensure({"kind": "file", "directory": "/other"}, compare=("kind", "directory"))
+    descriptor.path.write_text("{not json")
+    with pytest.raises(CorruptCheckpointError, match="stream.json is damaged"):
+        descriptor.ensure(first, compare=("kind",))
+
+
+def test_checkpoint_recovery_lists_the_committed_batches_whose_input_is_still_logged(tmp_path: Path) -> None:
+    """history: committed batches with the entry before them retained (batch 0 starts at nothing), ascending."""
+    ck = Checkpoint(tmp_path)
+    ck.open(Milliseconds(1000), 1)
+    conf = BatchGrid(Time(0), Milliseconds(1000)).conf()
+    for batch_id, end in enumerate(["1", "3", "4", "6"]):
+        ck.offsets.add(batch_id, OffsetSeq((end,), OffsetSeqMetadata(0, (batch_id + 1) * 1000, conf)))
+    for batch_id in (0, 1, 2):
+        ck.commits.add(batch_id, CommitMetadata(0))
+    state = ck.open(Milliseconds(1000), 1)
+    assert [(b.batch_id, b.time, b.start, b.end) for b in state.history] == [
+        (0, Time(1000), (None,), ("1",)), (1, Time(2000), ("1",), ("3",)), (2, Time(3000), ("3",), ("4",))]
+    assert [b.batch_id for b in state.rerun] == [3]
+    ck.purge(2)  # entries 0 and 1 go: batch 2 keeps no predecessor, so its range is unknown
+    assert [b.batch_id for b in ck.open(Milliseconds(1000), 1).history] == []
