@@ -93,7 +93,7 @@ def test_an_input_descriptor_is_written_once_and_checked_at_every_restart(tmp_pa
     with pytest.raises(CheckpointError, match=r"input 0 was '/in' \(directory\) when the checkpoint was written and is '/other' now"):
         descriptor.ensure({"kind": "file", "directory": "/other"}, compare=("kind", "directory"))
     descriptor.path.write_text("{not json")
-    with pytest.raises(CorruptCheckpointError, match="stream.json is damaged"):
+    with pytest.raises(CorruptCheckpointError, match=r"stream\.json is damaged"):
         descriptor.ensure(first, compare=("kind",))
 
 
