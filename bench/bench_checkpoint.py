@@ -72,6 +72,7 @@ async def ours(options: dict[str, str], batches: int, interval_ms: int, warmup: 
             if count == batches + warmup:
                 done.set()
 
+        output.supports_async_progress_tracking = True  # type: ignore[attr-defined]
         pipeline.add_output(output, name="noop")
         async with StreamingRuntime(pipeline, Milliseconds(interval_ms), checkpoint_location=directory, options=options,
                                     name=f"bench-{os.getpid()}-{len(options)}") as rt:

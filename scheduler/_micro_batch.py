@@ -213,6 +213,10 @@ class MicroBatchTracker:
         """
         self._status = StreamingQueryStatus("Initializing sources", False, False)
         self._inputs = tuple(self._graph.replayable_inputs())
+        if self._async and not self.options.override_sink_support_check:
+            unsupported = self._graph.async_unsupported_sinks()
+            if unsupported:
+                raise InvalidPipelineError(f"Sink {unsupported[0]} does not support async progress tracking")
         if self._async and self._graph.is_stateful:
             raise InvalidPipelineError(STATEFUL_ASYNC_MESSAGE)
         n = len(self._inputs)

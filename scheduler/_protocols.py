@@ -129,6 +129,15 @@ class ReplayableGraph(JobGraph, Protocol):
         """Whether batches carry state to later batches (async progress tracking refuses those)."""
         ...
 
+    def async_unsupported_sinks(self) -> Sequence[str]:
+        """Names of the outputs that do not declare support for async progress tracking.
+
+        Async tracking may run a batch again with other input after a failure (at least once);
+        Spark allows it only for sinks that tolerate that. An output declares it with a truthy
+        ``supports_async_progress_tracking`` attribute.
+        """
+        ...
+
     async def latest_offsets(self) -> Sequence[Offset]:
         """Where each input ends now: everything available, ignoring read limits."""
         ...

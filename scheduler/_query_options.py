@@ -34,8 +34,9 @@ ASYNC_INTERVAL = "asyncProgressTrackingCheckpointIntervalMs"
 MIN_BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
 NUM_RECENT_PROGRESS = "spark.sql.streaming.numRecentProgressUpdates"
 NO_DATA_PROGRESS_INTERVAL = "spark.sql.streaming.noDataProgressEventInterval"
+OVERRIDE_SINK_CHECK = "_asyncProgressTrackingOverrideSinkSupportCheck"
 
-_KNOWN = (ASYNC_ENABLED, ASYNC_INTERVAL, MIN_BATCHES_TO_RETAIN, NUM_RECENT_PROGRESS, NO_DATA_PROGRESS_INTERVAL)
+_KNOWN = (ASYNC_ENABLED, ASYNC_INTERVAL, MIN_BATCHES_TO_RETAIN, NUM_RECENT_PROGRESS, NO_DATA_PROGRESS_INTERVAL, OVERRIDE_SINK_CHECK)
 
 
 def _bool(key: str, value: object) -> bool:
@@ -74,6 +75,9 @@ class ProgressTrackingOptions:
             fewer than this (``spark.sql.streaming.numRecentProgressUpdates``, default 100).
         no_data_progress_event_interval_ms: least time between two idle-trigger progress
             entries (``spark.sql.streaming.noDataProgressEventInterval``, default 10000).
+        override_sink_support_check: let async progress tracking run with outputs that do
+            not declare support for it (``_asyncProgressTrackingOverrideSinkSupportCheck``,
+            Spark's internal option, default false).
     """
 
     async_progress_tracking_enabled: bool = False
@@ -81,6 +85,7 @@ class ProgressTrackingOptions:
     min_batches_to_retain: int = 100
     num_recent_progress_updates: int = 100
     no_data_progress_event_interval_ms: int = 10_000
+    override_sink_support_check: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, object] | None) -> ProgressTrackingOptions:
@@ -104,6 +109,7 @@ class ProgressTrackingOptions:
             _int(NUM_RECENT_PROGRESS, values.get(NUM_RECENT_PROGRESS, defaults.num_recent_progress_updates), 1, "entries"),
             _int(NO_DATA_PROGRESS_INTERVAL, values.get(NO_DATA_PROGRESS_INTERVAL, defaults.no_data_progress_event_interval_ms), 0,
                  "milliseconds"),
+            _bool(OVERRIDE_SINK_CHECK, values.get(OVERRIDE_SINK_CHECK, defaults.override_sink_support_check)),
         )
 
     def check_trigger(self, trigger: Trigger) -> None:

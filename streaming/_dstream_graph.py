@@ -176,6 +176,10 @@ class DStreamGraph:
         """Whether a stream carries state from batch to batch (``updateStateByKey``, inverse-reduced windows)."""
         return any(stream._must_checkpoint for stream in self._streams())
 
+    def async_unsupported_sinks(self) -> Sequence[str]:
+        """Every output operation: they run user functions, which make no at-least-once promise."""
+        return [str(getattr(stream, "_name", type(stream).__name__)) for stream in self.output_streams]
+
     async def latest_offsets(self) -> Sequence[Offset]:
         """Where each input ends now."""
         for inp in self.input_streams:

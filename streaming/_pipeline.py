@@ -208,6 +208,10 @@ class Pipeline:
         """A pipeline keeps no state between batches."""
         return False
 
+    def async_unsupported_sinks(self) -> Sequence[str]:
+        """Outputs without a truthy ``supports_async_progress_tracking`` attribute (FileSink has one)."""
+        return [o.name for o in self._outputs if not getattr(o.fn, "supports_async_progress_tracking", False)]
+
     def _replayables(self) -> list[ReplayableSource]:
         return [s.replayable for s in self._sources if s.replayable is not None]
 

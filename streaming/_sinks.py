@@ -52,6 +52,9 @@ class FileSink:
         durable: flush to disk (``fsync``); off, files still survive a crash of the process.
     """
 
+    supports_async_progress_tracking = True
+    """A re-run batch rewrites its own file: allowed with async progress tracking (at least once)."""
+
     def __init__(
         self,
         path: str | os.PathLike[str],

@@ -138,7 +138,8 @@ async def test_async_tracking_refuses_stateful_pipelines(tmp_path: Path) -> None
     [
         ({"asyncProgressTrackingEnable": "true"}, "unknown option 'asyncProgressTrackingEnable'; the options are "
          "asyncProgressTrackingEnabled, asyncProgressTrackingCheckpointIntervalMs, spark.sql.streaming.minBatchesToRetain, "
-         "spark.sql.streaming.numRecentProgressUpdates, spark.sql.streaming.noDataProgressEventInterval"),
+         "spark.sql.streaming.numRecentProgressUpdates, spark.sql.streaming.noDataProgressEventInterval, "
+         "_asyncProgressTrackingOverrideSinkSupportCheck"),
         ({"asyncProgressTrackingEnabled": "yes"}, "option asyncProgressTrackingEnabled must be true or false, got 'yes'"),
         ({"asyncProgressTrackingCheckpointIntervalMs": "-1"}, "option asyncProgressTrackingCheckpointIntervalMs must be a "
          "non-negative whole number of milliseconds, got '-1'"),
@@ -159,6 +160,32 @@ async def test_option_names_match_case_insensitively() -> None:
     assert rt.tracker is not None
     assert rt.tracker.options.async_progress_tracking_enabled
     assert rt.tracker.options.async_progress_tracking_checkpoint_interval_ms == 250
+
+
+async def test_async_tracking_refuses_outputs_that_do_not_declare_support_with_sparks_message(tmp_path: Path) -> None:
+    """A plain function output is refused at start ("Sink <name> does not support ..."); Spark's override option lets it run."""
+    async def plain(batch: Batch) -> None:
+        pass
+
+    def build() -> Pipeline:
+        p = Pipeline()
+        p.add_source(ListSource(["a"]), name="in")
+        p.add_output(plain, name="publish")
+        return p
+
+    async with StreamingRuntime(build(), Seconds(1), clock=ManualClock(0), checkpoint_location=tmp_path / "a",
+                                options={"asyncProgressTrackingEnabled": "true"}) as rt:
+        with pytest.raises(InvalidPipelineError,
+                           match=r"^Sink publish at test_recovery_triggers\.py:\d+ does not support async progress tracking$"):
+            await rt.start()
+    clock = ManualClock(0)
+    async with StreamingRuntime(build(), Seconds(1), clock=clock, checkpoint_location=tmp_path / "b",
+                                options={"asyncProgressTrackingEnabled": "true",
+                                         "_asyncProgressTrackingOverrideSinkSupportCheck": "true"}) as rt:
+        await rt.start()
+        await advance(rt, clock, 1000)
+        assert [p.num_input_rows for p in rt.recent_progress] == [1]
+        await rt.stop()
 
 
 async def test_async_tracking_is_durable_once_per_interval(tmp_path: Path) -> None:
