@@ -24,7 +24,7 @@ import anyio.abc
 import structlog
 
 if sys.version_info < (3, 11):
-    from exceptiongroup import BaseExceptionGroup
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from listeners import (
     OverflowPolicy,
