@@ -20,7 +20,7 @@ import attrs
 import structlog
 
 from scheduler import Job, JobSet, StreamingStateError
-from scheduler._streams import Mailbox, yield_to_ready  # the runtime's internal queue (not part of scheduler's public surface)
+from scheduler._streams import Mailbox, ready_queue, yield_to_ready  # the runtime's internal queue (not part of scheduler's public surface)
 
 from ._events import (
     BatchCompleted,
@@ -341,11 +341,12 @@ class StreamingListenerBus:
         slot.running = True
         queue = slot.queue
         handlers = slot.handlers
+        loop_ready = ready_queue()  # this task's loop, asked once
         try:
+            # poll, not get_nowait: an idle listener is the common case, and raising
+            # WouldBlock to find that out costs more than handling the event.
+            event = queue.poll(_EMPTY)
             while True:
-                # poll, not get_nowait: an idle listener is the common case, and raising
-                # WouldBlock to find that out costs more than handling the event.
-                event = queue.poll(_EMPTY)
                 if event is _EMPTY:
                     try:
                         event = await queue.get()
@@ -354,7 +355,8 @@ class StreamingListenerBus:
                     # Woken by one event: let the producer (and whatever else is ready) run on
                     # for one loop iteration so the events it posts next are taken in this same
                     # wake-up. With nothing else ready that iteration would be empty: skip it.
-                    await yield_to_ready()
+                    if loop_ready is None or loop_ready:
+                        await yield_to_ready()
                 n = 0
                 while True:
                     entry = handlers.get(type(event))
@@ -378,8 +380,9 @@ class StreamingListenerBus:
                         await anyio.lowlevel.checkpoint()
                     event = queue.poll(_EMPTY)
                     if event is _EMPTY:
-                        break
-                self._notify_progress()
+                        break  # to get(): the queue was just found empty
+                if self._waiters:
+                    self._notify_progress()
         finally:
             # Nobody takes from this queue any more: later posts skip it, waiting ones give up.
             queue.close()

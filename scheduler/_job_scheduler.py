@@ -1,8 +1,9 @@
 """JobScheduler: runs each batch's jobs on a bounded executor (Spark's ``JobScheduler``/``JobHandler``).
 
 Jobs start in submission order on ``concurrent_jobs`` worker tasks. Job start and completion are
-handled in one place (:meth:`JobScheduler._run_job`); because the event loop is single-threaded
-those handlers are atomic, which is what Spark's scheduler event loop exists to guarantee.
+handled in one place (:meth:`JobScheduler._work`, :meth:`JobScheduler._finish_job`); because the
+event loop is single-threaded those handlers are atomic, which is what Spark's scheduler event
+loop exists to guarantee.
 """
 
 from __future__ import annotations
@@ -100,9 +101,12 @@ class JobScheduler:
         self.generator = JobGenerator(
             self, graph, clock, batch_duration, self.input_info_tracker, hooks, self._report_error, planner=planner
         )
-        self._job_sets: dict[Time, JobSet] = {}  # submitted, not finalised, in time order
+        # Submitted, not finalised, in submission (= time) order; keyed by the time's milliseconds,
+        # which hash in C (a Time's hash is a Python call).
+        self._job_sets: dict[int, JobSet] = {}
         self._failed_times: list[Time] = []
-        self._jobs: Mailbox[Job] = Mailbox()
+        # Each job travels with its JobSet, so that starting and finishing it needs no lookup.
+        self._jobs: Mailbox[tuple[Job, JobSet]] = Mailbox()
         self._thread_limiter = anyio.CapacityLimiter(concurrent_jobs)
         self._running: dict[Job, anyio.CancelScope] = {}
         self._cancel_hooks_called: set[Job] = set()
@@ -251,7 +255,7 @@ class JobScheduler:
             return
         job_set = JobSet(time, jobs, self._clock.now(), infos)
         self._in_flight += 1
-        self._job_sets[time] = job_set
+        self._job_sets[time.milliseconds] = job_set
         if not job_set.jobs:
             # Spark posts nothing for an empty batch and never finalises it; we post nothing but
             # still finalise it in order, so hooks (commits, cleanup) see every batch.
@@ -263,11 +267,11 @@ class JobScheduler:
             await self._listener.on_batch_submitted(job_set)
         send = self._jobs.put_nowait
         for job in job_set.jobs:
-            send(job)
+            send((job, job_set))
 
     def pending_times(self) -> list[Time]:
         """Batches submitted but not successfully finished: unfinished ones and failed ones."""
-        return sorted([*self._failed_times, *self._job_sets])
+        return sorted([*self._failed_times, *(job_set.time for job_set in self._job_sets.values())])
 
     # -- execution: job start and completion are handled here and nowhere else --
 
@@ -276,34 +280,47 @@ class JobScheduler:
         # costs about as much as the rest of a no-op job. Abandoning a running job cancels its
         # worker's scope; the worker then finalises that job and carries on in a new scope.
         while True:
-            running: list[Job] = []
+            running: list[tuple[Job, JobSet]] = []
             with anyio.CancelScope() as scope:
                 await self._work(scope, running)
                 return
             if running:  # the job was abandoned by an immediate stop
-                job = running[0]
+                job, job_set = running[0]
                 job.failure = JobAbandonedError(
                     f"job {job.id} was abandoned by an immediate stop", job_id=job.id,
                     batch_time_ms=job.time.milliseconds,
                 )
-                await self._finish_job(job)
+                await self._finish_job(job, job_set)
 
-    async def _work(self, scope: anyio.CancelScope, running: list[Job]) -> None:
+    async def _work(self, scope: anyio.CancelScope, running: list[tuple[Job, JobSet]]) -> None:
         jobs = self._jobs
+        clock = self._clock
+        listener = self._listener
         handled = 0
         while True:
             try:
-                job = await jobs.get()
+                entry = await jobs.get()
             except anyio.EndOfStream:
                 return
+            job, job_set = entry
             handled += 1
             if handled % YIELD_EVERY == 0:
                 await anyio.lowlevel.checkpoint()
             if self._discard_jobs:
                 self._drop_job(job)
                 continue
-            await self._start_job(job)
-            running.append(job)
+            # The job starts (inline: this loop is a simulation's hot path). BatchStarted is
+            # posted before the job's own start time is set, as in Spark, so in that event every
+            # output operation is still "not started".
+            now = clock.now()
+            if job_set.processing_start is None:
+                job_set.processing_start = now
+                if listener is not None:
+                    await listener.on_batch_started(job_set)
+            job.start_time = now
+            if listener is not None:
+                await listener.on_job_started(job, job_set)
+            running.append(entry)
             self._running[job] = scope
             try:
                 if job.is_async:
@@ -324,26 +341,12 @@ class JobScheduler:
                 # waits for this map to empty.
                 del self._running[job]
                 self._cancel_hooks_called.discard(job)
-                self._wake_running_waiters()
+                if self._running_changed is not None:
+                    self._wake_running_waiters()
             running.clear()
-            await self._finish_job(job)
+            await self._finish_job(job, job_set)
 
-    async def _start_job(self, job: Job) -> None:
-        job_set = self._job_sets[job.time]
-        listener = self._listener
-        now = self._clock.now()
-        # BatchStarted is posted before the job's own start time is set, as in Spark, so in
-        # that event every output operation is still "not started".
-        if job_set.processing_start is None:
-            job_set.processing_start = now
-            if listener is not None:
-                await listener.on_batch_started(job_set)
-        job.start_time = now
-        if listener is not None:
-            await listener.on_job_started(job, job_set)
-
-    async def _finish_job(self, job: Job) -> None:
-        job_set = self._job_sets[job.time]
+    async def _finish_job(self, job: Job, job_set: JobSet) -> None:
         listener = self._listener
         completed = job_set.handle_job_completion(job, self._clock.now())
         if job.failure is not None:
@@ -385,11 +388,11 @@ class JobScheduler:
         # checkpoints, cleanup) never sees batch N+1 before batch N.
         sets = self._job_sets
         while sets:
-            time = next(iter(sets))
-            job_set = sets[time]
+            ms, job_set = next(iter(sets.items()))
             if not job_set.has_completed:
                 return
-            del sets[time]
+            del sets[ms]
+            time = job_set.time
             succeeded = not job_set.failed
             if not succeeded:
                 self._failed_times.append(time)

@@ -31,7 +31,9 @@ class JobSet:
         self.time = time
         self.jobs = tuple(jobs)
         for n, job in enumerate(self.jobs):
-            job.set_output_op_id(n)
+            if job._output_op_id >= 0:
+                job.set_output_op_id(n)  # raises: a job belongs to one JobSet
+            job._output_op_id = n  # what set_output_op_id does, without a call per job
         self.input_infos: Mapping[int, StreamInputInfo] = input_infos or {}
         self.submission_time = submission_time
         self.processing_start: Time | None = None
@@ -68,12 +70,19 @@ class JobSet:
     @property
     def failed(self) -> bool:
         """Whether any job of the batch failed."""
-        return any(job.failure is not None for job in self.jobs)
+        # A loop, not any() over a generator: asked twice per batch, and jobs rarely fail.
+        for job in self.jobs:
+            if job.failure is not None:
+                return True
+        return False
 
     @property
     def num_records(self) -> int:
         """Records reported by all input streams for this batch."""
-        return sum(info.num_records for info in self.input_infos.values())
+        total = 0
+        for info in self.input_infos.values():
+            total += info.num_records
+        return total
 
     @property
     def scheduling_delay(self) -> Duration | None:

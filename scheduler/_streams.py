@@ -14,14 +14,14 @@ import asyncio
 import sys
 import types
 from collections import deque
-from typing import Any, Awaitable, Generator, Generic, TypeVar
+from typing import Any, Awaitable, Generator, Generic, Sized, TypeVar
 
 import anyio
 import anyio.lowlevel
 from sniffio import current_async_library_cvar
 from sniffio import thread_local as _sniffio_thread
 
-__all__ = ["YIELD_EVERY", "Mailbox", "on_asyncio", "yield_now", "yield_to_ready"]
+__all__ = ["YIELD_EVERY", "Mailbox", "on_asyncio", "ready_queue", "yield_now", "yield_to_ready"]
 
 T = TypeVar("T")
 D = TypeVar("D")
@@ -304,6 +304,20 @@ def yield_to_ready() -> Awaitable[None]:
             return _READY
         return _asyncio_yield()
     return anyio.lowlevel.checkpoint()
+
+
+def ready_queue() -> Sized | None:
+    """The calling task's event loop's queue of ready callbacks, or ``None`` where it cannot be seen.
+
+    On CPython's asyncio loops, the loop's ``_ready`` deque; on trio, uvloop or outside a loop,
+    ``None``. For a long-lived task that would ask :func:`yield_to_ready` often: fetch it once,
+    then ``if queue is None or queue: await yield_to_ready()`` skips the call when nothing else
+    is ready, with the same effect.
+    """
+    if not on_asyncio():
+        return None
+    ready = getattr(asyncio.get_running_loop(), "_ready", None)
+    return ready if isinstance(ready, Sized) else None
 
 
 def _new_waiter() -> Any:

@@ -92,16 +92,17 @@ class RecurringTimer:
                 behind = 0
                 while True:
                     nxt = self._next
+                    tick = Time(nxt)
                     if clock.now().milliseconds < nxt:
                         behind = 0
-                        await clock.sleep_until(Time(nxt))
+                        await clock.sleep_until(tick)
                     else:
                         # Behind the grid: fire the missed ticks back to back, yielding now and
                         # then so the loop's other tasks (and the host's) keep running.
                         behind += 1
                         if behind % _YIELD_EVERY_BEHIND == 0:
                             await anyio.lowlevel.checkpoint()
-                    self._callback(Time(nxt))
+                    self._callback(tick)
                     self._last = nxt
                     self._next = nxt + self._period
                     if self._stop_after_tick:

@@ -6,28 +6,15 @@ batch's jobs, and the real JobScheduler runs them.
 
 from __future__ import annotations
 
+import functools
 import random
-from typing import Any, Callable, Coroutine, Sequence
+from typing import Awaitable, Callable, Sequence
 
-from scheduler import Clock, Duration, InputInfoTracker, Job, Milliseconds, StreamInputInfo, Time
+from scheduler import Clock, InputInfoTracker, Job, Milliseconds, StreamInputInfo, Time
 
 from ._models import BatchContext, SimulationModel
 
 __all__ = ["SimulatedGraph"]
-
-
-class _SleepJob:
-    """A job's function: sleep ``duration`` on the clock, as a real job takes time."""
-
-    __slots__ = ("clock", "duration")
-
-    def __init__(self, clock: Clock, duration: Duration) -> None:
-        self.clock = clock
-        self.duration = duration
-
-    def __call__(self) -> Coroutine[Any, Any, object]:
-        # The clock's own coroutine, not one wrapping it: one frame less to resume per wake-up.
-        return self.clock.sleep(self.duration)
 
 
 class SimulatedGraph:
@@ -56,7 +43,10 @@ class SimulatedGraph:
         self.generated = 0
         self._infos: InputInfoTracker | None = None
         self._descriptions = [f"simulated {out.name}" for out in model.outputs]
-        self._sleepers: dict[int, _SleepJob] = {}
+        # A job's function sleeps its duration on the clock, as a real job takes time. It is the
+        # clock's own sleep, bound with partial (no Python frame of ours around it, when called
+        # or when resumed), and shared by every job of one length.
+        self._sleepers: dict[int, Callable[[], Awaitable[object]]] = {}
 
     def start(self, zero_time: Time, input_infos: InputInfoTracker) -> None:
         """Remember the zero time: batch ``k`` (from 0) is ``zero_time + (k + 1) * interval``."""
@@ -83,8 +73,8 @@ class SimulatedGraph:
         for out, rng, description in zip(model.outputs, self._rngs, self._descriptions, strict=True):
             ms = out.processing.sample(batch, rng)
             sleeper = sleepers.get(ms)
-            if sleeper is None:  # a sleep is immutable: build one per length and share it
-                sleeper = sleepers[ms] = _SleepJob(self._clock, Milliseconds(ms))
+            if sleeper is None:
+                sleeper = sleepers[ms] = functools.partial(self._clock.sleep, Milliseconds(ms))
             jobs.append(Job(time, sleeper, name=out.name, description=description, is_async=True))
         self.generated += 1
         if self._on_generated is not None:
