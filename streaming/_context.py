@@ -34,7 +34,7 @@ from ._inputs import QueueInputDStream
 from ._listener_compat import PySparkListenerAdapter, is_pyspark_style
 from ._receiver import DEFAULT_MAX_BUFFERED_RECORDS, AsyncIterableInputDStream, AsyncSource, SocketInputDStream
 from ._runtime import StreamingContextState, StreamingRuntime
-from ._spark import embedded_spark_context, seconds_to_duration
+from ._spark import SparkJobThreads, embedded_spark_context, seconds_to_duration
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -115,6 +115,9 @@ class StreamingContext:
         self._log_dir: Path | None = None  # where offsets, commits, input logs and state go
         self._recovering = False  # created by getOrCreate: resume from the checkpoint's logs
         self._runtime: StreamingRuntime | None = None
+        self._concurrency = 1
+        self._spark_job_threads: SparkJobThreads | None = None
+        self._job_threads_lock = threading.Lock()
         self._pending_listeners: list[tuple[object, str | None]] = []
         self._closed_before_start = False
         self._stopped_unstarted = threading.Event()
@@ -154,6 +157,7 @@ class StreamingContext:
         if self._runtime is None:
             conf = self.sparkContext.getConf()
             concurrent = self._concurrent_jobs or int(conf.get("spark.streaming.concurrentJobs", "1") or "1")
+            self._concurrency = concurrent
             graceful = conf.get("spark.streaming.gracefulStopTimeout", None)
             timeout = None if graceful is None else Duration(int(self.sparkContext._jvm.org.apache.spark.network.util  # type: ignore[union-attr]
                                                                      .JavaUtils.timeStringAsMs(graceful)))
@@ -166,6 +170,19 @@ class StreamingContext:
                 self._runtime.add_listener(listener, name=name)
             self._pending_listeners.clear()
         return self._runtime
+
+    def _job_threads(self) -> SparkJobThreads:
+        """The threads output-operation jobs run on (created on first use, one per concurrent job)."""
+        with self._job_threads_lock:
+            if self._spark_job_threads is None:
+                self._spark_job_threads = SparkJobThreads(self._concurrency, f"aiodstream-{self._context_id}-job")
+            return self._spark_job_threads
+
+    def _release_job_threads(self) -> None:
+        with self._job_threads_lock:
+            threads, self._spark_job_threads = self._spark_job_threads, None
+        if threads is not None:
+            threads.shutdown()
 
     def _check_can_add(self) -> None:
         state = self._state
@@ -290,6 +307,7 @@ class StreamingContext:
                     self._portal.call(functools.partial(runtime.stop, graceful=stopGraceFully))
                 finally:
                     self._close_portal()
+                    self._release_job_threads()
             else:
                 self._log.warning("StreamingContext has already been stopped")
             if StreamingContext._activeContext is self:
@@ -348,6 +366,7 @@ class StreamingContext:
             assert self._runtime is not None
             return await self._runtime.__aexit__(exc_type, exc, tb)
         finally:
+            self._release_job_threads()
             if StreamingContext._activeContext is self:
                 StreamingContext._activeContext = None
 
@@ -373,6 +392,7 @@ class StreamingContext:
         Unlike :meth:`stop`, the SparkContext is kept by default: in a service it is usually shared.
         """
         await self.runtime.stop(graceful=stopGraceFully)
+        self._release_job_threads()
         if StreamingContext._activeContext is self:
             StreamingContext._activeContext = None
         if stopSparkContext and self._sc is not None:

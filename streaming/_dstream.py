@@ -19,7 +19,7 @@ import structlog
 
 from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time
 
-from ._spark import batch_datetime, job_description, run_in_job_group, seconds_to_duration
+from ._spark import batch_datetime, job_description, seconds_to_duration
 
 if TYPE_CHECKING:
     from pyspark import RDD, StorageLevel
@@ -811,11 +811,11 @@ class ForEachDStream(DStream):
                       cancel=lambda: ssc.sparkContext.cancelJobGroup(group))
         else:
             def run() -> None:
-                # Only the job group and its description (two py4j round trips, most of a cheap
-                # job's cost): Spark's internal batchTime/outputOpId properties feed the JVM
-                # Streaming tab, which this runtime does not have.
-                run_in_job_group(ssc.sparkContext, group, job_description(time, holder[0].output_op_id),
-                                 func, batch_datetime(time), rdd)
+                # Only the job group and its description (one py4j round trip on a job thread,
+                # most of a cheap job's cost): Spark's internal batchTime/outputOpId properties
+                # feed the JVM Streaming tab, which this runtime does not have.
+                ssc._job_threads().run(ssc.sparkContext, group, job_description(time, holder[0].output_op_id),
+                                       func, batch_datetime(time), rdd)
             job = Job(time, run, name=self._name, description=self._name, is_async=False,
                       cancel=lambda: ssc.sparkContext.cancelJobGroup(group))
         holder.append(job)

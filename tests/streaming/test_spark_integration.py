@@ -488,3 +488,28 @@ def test_run_in_job_group_labels_the_threads_jobs_and_clears_the_group_after(spa
     assert list(spark_context.statusTracker().getJobIdsForGroup("g-test"))
     assert spark_context.getLocalProperty("spark.jobGroup.id") is None
     assert spark_context.getLocalProperty("spark.job.description") is None
+
+
+def test_job_threads_run_each_job_in_its_group_with_one_call_and_leave_the_caller_untouched(spark_context: Any) -> None:
+    """SparkJobThreads: the job's Spark jobs carry its group and description; the next job on the thread gets its own;
+    the calling thread's properties never change; a job's exception reaches the caller."""
+    from streaming._spark import SparkJobThreads
+
+    def inside() -> tuple[str, str, int]:
+        return (spark_context.getLocalProperty("spark.jobGroup.id"), spark_context.getLocalProperty("spark.job.description"),
+                spark_context.parallelize([1, 2], 1).count())
+
+    threads = SparkJobThreads(1)
+    try:
+        assert threads.run(spark_context, "g-one", "batch one", inside) == ("g-one", "batch one", 2)
+        assert threads.run(spark_context, "g-two", "batch two", inside) == ("g-two", "batch two", 2)
+        assert list(spark_context.statusTracker().getJobIdsForGroup("g-two"))
+        assert spark_context.getLocalProperty("spark.jobGroup.id") is None  # this thread was never in a group
+
+        def boom() -> None:
+            raise ValueError("job failed")
+
+        with pytest.raises(ValueError, match="job failed"):
+            threads.run(spark_context, "g-three", "batch three", boom)
+    finally:
+        threads.shutdown()
