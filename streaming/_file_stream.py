@@ -19,7 +19,7 @@ import structlog
 from scheduler import CheckpointError, CorruptCheckpointError, Duration, Offset, StreamInputInfo, SystemClock, Time
 
 from ._inputs import InputDStream
-from ._source_logs import FileSelection, FileSelectionLog, format_log_offset, parse_log_offset
+from ._source_logs import FileSelection, FileSelectionLog, format_log_offset
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -252,14 +252,8 @@ class FileInputDStream(InputDStream):
         return self._latest_offset()
 
     def _logged_files(self, time: Time) -> list[str]:
-        self._ensure_open()
-        found = self._range_of(time)
-        if found is None:
-            return []
-        begin = parse_log_offset(found[0], input_name=self.name)
-        end = parse_log_offset(found[1], input_name=self.name)
         paths: list[str] = []
-        for entry in range(begin + 1, end + 1):
+        for entry in self._logged_entry_ids(time):
             files = self._entries.get(entry)
             if files is None:
                 assert self._file_log is not None
@@ -280,8 +274,7 @@ class FileInputDStream(InputDStream):
         # nor to rebuild a window; their files stay in the seen set, so none is taken twice.
         if self._file_log is None:
             return
-        starts = [parse_log_offset(s, input_name=self.name) for s, _ in self._ranges.values()]
-        below = min(starts, default=parse_log_offset(end, input_name=self.name)) + 1
+        below = self._first_entry_needed(end)
         stale = [e for e in self._entries if e < below]
         if stale:
             for entry in stale:

@@ -14,7 +14,7 @@ import structlog
 from scheduler import Offset, ReplayError, Time
 
 from ._dstream import DStream
-from ._source_logs import InputDescriptor
+from ._source_logs import InputDescriptor, parse_log_offset
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -104,6 +104,21 @@ class InputDStream(DStream):
 
     async def _commit(self, end: Offset) -> None:
         """Every batch up to ``end`` is committed."""
+
+    # For inputs whose offsets point into their own log ({"logOffset":N}): files, receivers.
+
+    def _logged_entry_ids(self, time: Time) -> range:
+        """The log entries batch ``time`` covers; none for a time the offsets log no longer covers."""
+        self._ensure_open()
+        found = self._range_of(time)
+        if found is None:
+            return range(0)
+        return range(parse_log_offset(found[0], input_name=self.name) + 1, parse_log_offset(found[1], input_name=self.name) + 1)
+
+    def _first_entry_needed(self, end: Offset) -> int:
+        """The oldest log entry a remembered batch still covers (``end``'s successor if none): older ones may go."""
+        starts = [parse_log_offset(start, input_name=self.name) for start, _ in self._ranges.values()]
+        return min(starts, default=parse_log_offset(end, input_name=self.name)) + 1
 
     def _clear_metadata(self, time: Time) -> None:
         super()._clear_metadata(time)

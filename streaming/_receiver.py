@@ -25,7 +25,7 @@ from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStop
 from scheduler import Duration, Offset, StreamInputInfo, Time
 
 from ._inputs import InputDStream
-from ._source_logs import BlockLog, format_log_offset, parse_log_offset
+from ._source_logs import BlockLog, format_log_offset
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -347,14 +347,8 @@ class ReceiverInputDStream(InputDStream):
                                 receiver=self.receiver_name, error=repr(exc))
 
     def _logged_records(self, time: Time) -> list[Any]:
-        self._ensure_open()
-        found = self._range_of(time)
-        if found is None:
-            return []
-        begin = parse_log_offset(found[0], input_name=self.name)
-        end = parse_log_offset(found[1], input_name=self.name)
         records: list[Any] = []
-        for entry in range(begin + 1, end + 1):
+        for entry in self._logged_entry_ids(time):
             block = self._blocks.get(entry)
             if block is None:
                 assert self._block_log is not None
@@ -367,8 +361,7 @@ class ReceiverInputDStream(InputDStream):
         # to rebuild a window (Spark cleans its WAL at the same point).
         if self._block_log is None:
             return
-        starts = [parse_log_offset(s, input_name=self.name) for s, _ in self._ranges.values()]
-        below = min(starts, default=parse_log_offset(end, input_name=self.name)) + 1
+        below = self._first_entry_needed(end)
         if below <= self._purged_below:
             return
         for entry in [e for e in self._blocks if e < below]:
