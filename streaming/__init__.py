@@ -12,6 +12,7 @@ from ._pipeline import Batch, Pipeline
 from ._runtime import StreamingContextState, StreamingRuntime
 from ._sinks import FileSink
 from ._sources import DirectorySource, ListSource, ReplayableSource
+from ._spark import run_spark
 
 __all__ = [
     "Batch",
@@ -33,4 +34,5 @@ __all__ = [
     "SystemClock",
     "Time",
     "Trigger",
+    "run_spark",
 ]

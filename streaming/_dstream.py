@@ -19,7 +19,7 @@ import structlog
 
 from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time
 
-from ._spark import batch_datetime, job_description, seconds_to_duration
+from ._spark import BatchJob, batch_datetime, current_batch_job, job_description, seconds_to_duration
 
 if TYPE_CHECKING:
     from pyspark import RDD, StorageLevel
@@ -806,7 +806,13 @@ class ForEachDStream(DStream):
 
         if self._is_async:
             async def run_async() -> None:
-                await func(batch_datetime(time), rdd)
+                # Spark calls made through run_spark() join the batch's job group.
+                job = BatchJob(ssc.sparkContext, group, job_description(time, holder[0].output_op_id), ssc._job_threads())
+                token = current_batch_job.set(job)
+                try:
+                    await func(batch_datetime(time), rdd)
+                finally:
+                    current_batch_job.reset(token)
             job = Job(time, run_async, name=self._name, description=self._name, is_async=True,
                       cancel=lambda: ssc.sparkContext.cancelJobGroup(group))
         else:

@@ -5,10 +5,14 @@ PySpark is imported lazily, so ``import streaming`` stays cheap and the pure run
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+import attrs
 
 from scheduler import Duration, InvalidDurationError, Time
 
@@ -22,6 +26,7 @@ __all__ = [
     "embedded_spark_context",
     "job_description",
     "run_in_job_group",
+    "run_spark",
     "seconds_to_duration",
 ]
 
@@ -128,3 +133,42 @@ class SparkJobThreads:
     def shutdown(self) -> None:
         """Stop the threads once their current jobs end (a job still running is not waited for)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+@attrs.frozen
+class BatchJob:
+    """The Spark side of the output-operation job running now: where its Spark calls go, in which group."""
+
+    sc: SparkContext
+    group: str
+    description: str
+    threads: SparkJobThreads
+
+
+current_batch_job: contextvars.ContextVar[BatchJob | None] = contextvars.ContextVar("aiodstream_batch_job", default=None)
+"""Set while an ``async def`` output operation runs, for :func:`run_spark`."""
+
+
+async def run_spark(func: Callable[..., T], *args: Any) -> T:
+    """Run a blocking Spark call from an ``async def`` output operation, without blocking the event loop.
+
+    Inside an async ``foreachRDD`` function the call runs on one of the context's job threads in
+    the batch's Spark job group, like a plain output operation's work: the Spark UI names its jobs
+    after the batch, and an immediate stop cancels them. Anywhere else it simply runs in a worker
+    thread. For example::
+
+        async def publish(time, rdd):
+            rows = await run_spark(rdd.collect)
+            await send(rows)
+
+        stream.foreachRDD(publish)
+
+    Calls made at the same time from one output operation take turns on the job threads
+    (``concurrentJobs`` of them).
+    """
+    import anyio.to_thread
+
+    job = current_batch_job.get()
+    if job is None:
+        return await anyio.to_thread.run_sync(functools.partial(func, *args))
+    return await anyio.to_thread.run_sync(functools.partial(job.threads.run, job.sc, job.group, job.description, func, *args))

@@ -513,3 +513,35 @@ def test_job_threads_run_each_job_in_its_group_with_one_call_and_leave_the_calle
             threads.run(spark_context, "g-three", "batch three", boom)
     finally:
         threads.shutdown()
+
+
+def test_run_spark_puts_an_async_output_operations_spark_calls_in_the_batchs_job_group(spark_context: Any) -> None:
+    """Inside an async foreachRDD, run_spark runs the call on a job thread in the batch's group; outside, in a plain thread."""
+    from scheduler import ManualClock, Time
+    from streaming import run_spark
+    from streaming._spark import job_description
+
+    seen: list[tuple[str | None, str | None, int]] = []
+
+    def inside(rdd: Any) -> tuple[str | None, str | None, int]:
+        return (spark_context.getLocalProperty("spark.jobGroup.id"), spark_context.getLocalProperty("spark.job.description"),
+                rdd.count())
+
+    async def sink(rdd: Any) -> None:
+        seen.append(await run_spark(inside, rdd))
+
+    async def main() -> None:
+        clock = ManualClock(0)
+        async with StreamingContext(spark_context, 1, clock=clock) as ssc:
+            ssc.queueStream([[1, 2, 3]]).foreachRDD(sink)
+            await ssc.start_async()
+            clock.advance(1000)
+            await ssc.runtime.wait_until_idle()
+            await ssc.stop_async()
+        assert (await run_spark(inside, spark_context.parallelize([1], 1)))[:2] == (None, None)
+
+    anyio.run(main)
+    [(group, description, count)] = seen
+    assert group is not None and group.startswith("aiodstream-") and "-1000-" in group
+    assert description == job_description(Time(1000), 0)
+    assert count == 3
