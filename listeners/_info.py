@@ -60,13 +60,21 @@ class BatchInfo:
     @classmethod
     def from_job_set(cls, job_set: JobSet) -> BatchInfo:
         """Snapshot ``job_set`` as it is now."""
+        # One OutputOperationInfo.from_job per job, keyed by its id, built here: a JobSet numbers
+        # its jobs 0, 1, ... in order, so the id is the position (no checked property to ask),
+        # and this runs for every completed batch.
+        operations = {}
+        for n, job in enumerate(job_set.jobs):
+            # failure_reason formats a traceback; only a failed job has one to format.
+            reason = None if job.failure is None else job.failure_reason
+            operations[n] = OutputOperationInfo(job.time, n, job.name, job.description, job.start_time, job.end_time, reason)
         return cls(
             job_set.time,
             dict(job_set.input_infos),  # a copy: the snapshot must not see later changes
             job_set.submission_time,
             job_set.processing_start,
             job_set.processing_end,
-            _operation_infos(job_set.jobs),
+            operations,
         )
 
     @property
@@ -99,16 +107,6 @@ class BatchInfo:
     def failed(self) -> bool:
         """Whether any output operation of the batch failed."""
         return any(op.failure_reason is not None for op in self.output_operation_infos.values())
-
-
-def _operation_infos(jobs: tuple[Job, ...]) -> dict[int, OutputOperationInfo]:
-    # One snapshot per job, keyed by its id (read once: it is a checked property).
-    infos = {}
-    from_job = OutputOperationInfo.from_job
-    for job in jobs:
-        info = from_job(job)
-        infos[info.id] = info
-    return infos
 
 
 @attrs.frozen

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from collections.abc import Awaitable, Callable
@@ -12,6 +13,7 @@ import anyio.to_thread
 import pytest
 
 from scheduler import Clock, ManualClock, Milliseconds, Time, VirtualClock
+from scheduler._virtual_clock import _POLL_EVERY
 
 BACKENDS = ["asyncio", "trio"]
 
@@ -348,3 +350,108 @@ def test_its_own_loop_still_polls_io_while_tasks_keep_it_busy() -> None:
 
     run_on_own_loop(clock, main)
     assert spins and spins[0] <= 40
+
+
+def test_its_own_loop_serves_ready_io_before_jumping() -> None:
+    """When every task is blocked, I/O that is ready is served at the current instant, before the clock jumps."""
+    clock = VirtualClock()
+    seen: list[tuple[str, int]] = []
+
+    async def main() -> None:
+        left, right = socket.socketpair()
+        with left, right:
+            left.setblocking(False)
+            right.send(b"x")  # ready before the loop is ever idle
+
+            async def reader() -> None:
+                await anyio.wait_readable(left)
+                seen.append(("read", clock.now().milliseconds))
+
+            async def sleeper() -> None:
+                await clock.sleep(Milliseconds(10_000))
+                seen.append(("slept", clock.now().milliseconds))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sleeper)
+                tg.start_soon(reader)
+
+    run_on_own_loop(clock, main)
+    assert seen == [("read", 0), ("slept", 10_000)]
+    assert clock.jumps == 1
+
+
+def test_its_own_loop_polls_io_at_least_every_poll_every_busy_iterations() -> None:
+    """Busy iterations skip the I/O poll, but at most _POLL_EVERY in a row: a ready socket is seen within that many."""
+    clock = VirtualClock()
+    spins: list[int] = []
+
+    async def main() -> None:
+        left, right = socket.socketpair()
+        with left, right:
+            left.setblocking(False)
+            got = anyio.Event()
+
+            async def reader() -> None:
+                await anyio.wait_readable(left)
+                got.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reader)
+                await anyio.lowlevel.checkpoint()  # the reader waits on the socket
+                right.send(b"x")
+                # From here this task is always ready, so every iteration is a busy one.
+                for n in range(10 * _POLL_EVERY):
+                    if got.is_set():
+                        spins.append(n)
+                        break
+                    await anyio.lowlevel.checkpoint()
+
+    run_on_own_loop(clock, main)
+    # The poll that sees the socket, the reader's step, then this task's: a couple of
+    # iterations beyond the poll interval at most.
+    assert spins and spins[0] <= _POLL_EVERY + 3
+
+
+def test_a_clock_driven_by_its_task_refuses_a_loop() -> None:
+    """new_event_loop() on a clock that run() drives raises, as run() on a loop-driven clock does."""
+
+    async def main() -> None:
+        clock = VirtualClock()
+        async with anyio.create_task_group() as tg:
+            await tg.start(clock.run)
+            with pytest.raises(RuntimeError, match="already being driven"):
+                clock.new_event_loop()
+            tg.cancel_scope.cancel()
+        assert not clock.driven  # and free again once run() has ended
+
+    run(main, "asyncio")
+
+
+def test_its_own_loop_reports_a_failing_callback_as_stock_asyncio_does() -> None:
+    """A plain callback that raises goes to the loop's exception handler with the stock context; the loop carries on."""
+
+    def boom() -> None:
+        raise ValueError("boom")
+
+    def contexts_on(loop: asyncio.AbstractEventLoop) -> list[dict[str, object]]:
+        seen: list[dict[str, object]] = []
+        loop.set_exception_handler(lambda _, context: seen.append(context))
+
+        async def main() -> None:
+            loop.call_soon(boom)
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+
+        try:
+            loop.run_until_complete(main())
+        finally:
+            loop.close()
+        return seen
+
+    [stock] = contexts_on(asyncio.new_event_loop())
+    [virtual] = contexts_on(VirtualClock().new_event_loop())
+    assert virtual["message"] == stock["message"]
+    assert str(stock["message"]).startswith("Exception in callback ") and "boom" in str(stock["message"])
+    assert isinstance(virtual["exception"], ValueError) and str(virtual["exception"]) == "boom"
+    assert isinstance(virtual["handle"], asyncio.Handle)
+    assert sorted(virtual) == sorted(stock)
