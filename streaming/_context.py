@@ -25,14 +25,21 @@ import anyio.to_thread
 import structlog
 
 from listeners import OverflowPolicy
-from scheduler import Clock, Duration, InvalidDurationError, StreamingStateError
+from scheduler import Clock, Duration, InvalidDurationError, InvalidPipelineError, StreamingStateError
+from scheduler._rate import PIDRateEstimator, RateController
 
 from ._dstream import DStream
 from ._dstream_graph import DStreamGraph
 from ._file_stream import FileInputDStream
 from ._inputs import QueueInputDStream
 from ._listener_compat import PySparkListenerAdapter, is_pyspark_style
-from ._receiver import DEFAULT_MAX_BUFFERED_RECORDS, AsyncIterableInputDStream, AsyncSource, SocketInputDStream
+from ._receiver import (
+    DEFAULT_MAX_BUFFERED_RECORDS,
+    AsyncIterableInputDStream,
+    AsyncSource,
+    ReceiverInputDStream,
+    SocketInputDStream,
+)
 from ._runtime import StreamingContextState, StreamingRuntime
 from ._spark import SparkJobThreads, embedded_spark_context, seconds_to_duration
 
@@ -269,6 +276,7 @@ class StreamingContext:
                 raise StreamingStateError("this context was entered with 'async with': use 'await ssc.start_async()'")
             self._activate()
             runtime = self._ensure_runtime()
+            self._install_rate_controllers()
             self._prepare_checkpoint()
             self._portal_cm = anyio.from_thread.start_blocking_portal()
             portal = self._portal_cm.__enter__()
@@ -378,6 +386,7 @@ class StreamingContext:
             self._activate()
             StreamingContext._activeContext = self
         try:
+            self._install_rate_controllers()
             await anyio.to_thread.run_sync(self._prepare_checkpoint)
             await self.runtime.start()
         except BaseException:
@@ -432,6 +441,38 @@ class StreamingContext:
         self._graph.set_checkpoint_dir(self._log_dir)
         if self._runtime is not None:
             self._runtime.set_checkpoint_location(self._log_dir)
+
+    def _install_rate_controllers(self) -> None:
+        """With ``spark.streaming.backpressure.enabled``, a rate controller per receiver stream (Spark's).
+
+        Raises:
+            InvalidPipelineError: an unknown ``spark.streaming.backpressure.rateEstimator`` or a
+                PID parameter out of range (Spark's messages).
+        """
+        conf = self.sparkContext.getConf()
+        if (conf.get("spark.streaming.backpressure.enabled", "false") or "false").strip().lower() != "true":
+            return
+        estimator = conf.get("spark.streaming.backpressure.rateEstimator", "pid") or "pid"
+        if estimator != "pid":
+            raise InvalidPipelineError(f"Unknown rate estimator: {estimator}")
+
+        def number(key: str, default: str) -> float:
+            value = conf.get(key, default) or default
+            try:
+                return float(value)
+            except ValueError:
+                raise InvalidPipelineError(f"{key} must be a number, got {value!r}") from None
+
+        params = (number("spark.streaming.backpressure.pid.proportional", "1.0"),
+                  number("spark.streaming.backpressure.pid.integral", "0.2"),
+                  number("spark.streaming.backpressure.pid.derived", "0.0"),
+                  number("spark.streaming.backpressure.pid.minRate", "100"))
+        runtime = self.runtime
+        for stream in self._graph.input_streams:
+            if isinstance(stream, ReceiverInputDStream):
+                pid = PIDRateEstimator(self._batch_duration.milliseconds, *params)
+                runtime.add_listener(RateController(stream.id, pid, stream.rate_limiter().update),
+                                     name=f"RateController-{stream.id}")
 
     def _prepare_checkpoint(self) -> None:
         """Before a start that does not resume: move a previous run's recovery logs aside (blocking I/O)."""

@@ -23,6 +23,7 @@ import structlog
 
 from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStopped
 from scheduler import Duration, Offset, StreamInputInfo, Time
+from scheduler._rate import RateLimiter
 
 from ._inputs import InputDStream
 from ._source_logs import BlockLog, format_log_offset
@@ -51,6 +52,17 @@ AsyncSource = Union[AsyncIterable[Any], Callable[[], AsyncIterable[Any]]]
 # An async source that never awaits would hold the event loop for as long as the buffer has
 # room; yielding every so many records keeps the timer and the host's tasks running.
 _YIELD_EVERY = 512
+
+
+def _positive_rate(value: str | None, key: str) -> float | None:
+    """A records-per-second setting: ``None`` when unset or not positive (Spark's "no limit")."""
+    if value is None or value.strip() == "":
+        return None
+    try:
+        rate = float(value)
+    except ValueError:
+        raise ValueError(f"{key} must be a number of records per second, got {value!r}") from None
+    return rate if rate > 0 else None
 
 
 class RecordBuffer:
@@ -208,8 +220,32 @@ class ReceiverInputDStream(InputDStream):
         self._unwritten: list[Any] = []
         self._flush_lock: anyio.Lock | None = None
         self._purged_below = 0
+        # Spark's receiver rate limit: spark.streaming.receiver.maxRate caps every rate, and
+        # spark.streaming.backpressure.initialRate (default: the cap) is where it starts.
+        self.max_rate = _positive_rate(conf.get("spark.streaming.receiver.maxRate", None), "spark.streaming.receiver.maxRate")
+        initial = _positive_rate(conf.get("spark.streaming.backpressure.initialRate", None),
+                                 "spark.streaming.backpressure.initialRate")
+        self.initial_rate = initial if initial is not None else self.max_rate
+        self._limiter: RateLimiter | None = None
         self._host = socket.gethostname()
         self._log = structlog.get_logger("aiodstream.streaming").bind(component=type(self).__name__, stream=self.id)
+
+    def rate_limiter(self) -> RateLimiter:
+        """The limiter the receiver waits on before storing records (created on first use, on the runtime's clock)."""
+        if self._limiter is None:
+            self._limiter = RateLimiter(self._ssc.runtime.clock, self.initial_rate, max_rate=self.max_rate)
+        return self._limiter
+
+    async def _store_many(self, records: Sequence[Any]) -> None:
+        """Store ``records`` once the rate limit allows them and the buffer has room."""
+        if records:
+            await self.rate_limiter().acquire(len(records))
+            await self._buffer.put_many(records)
+
+    async def _store(self, record: Any) -> None:
+        """Store one record once the rate limit allows it and the buffer has room."""
+        await self.rate_limiter().acquire(1)
+        await self._buffer.put(record)
 
     @property
     def receiver_name(self) -> str:
@@ -398,7 +434,7 @@ class SocketInputDStream(ReceiverInputDStream):
         except OSError as exc:
             return _Outcome(True, f"Error connecting to {self.host}:{self.port}", exc)
         decoder = LineDecoder()
-        put_many = self._buffer.put_many
+        put_many = self._store_many
         async with stream:
             self._log.info("connected", host=self.host, port=self.port)
             while True:
@@ -455,7 +491,7 @@ class AsyncIterableInputDStream(ReceiverInputDStream):
             iterator, restartable = self._iterator()
         except Exception as exc:
             return _Outcome(False, "Error creating the async iterator", exc)
-        put = self._buffer.put
+        put = self._store
         count = 0
         try:
             while True:

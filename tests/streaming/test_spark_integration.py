@@ -545,3 +545,72 @@ def test_run_spark_puts_an_async_output_operations_spark_calls_in_the_batchs_job
     assert group is not None and group.startswith("aiodstream-") and "-1000-" in group
     assert description == job_description(Time(1000), 0)
     assert count == 3
+
+
+class spark_conf:  # noqa: N801 - used as a context manager, like contextlib's
+    """Set SparkConf entries of the running SparkContext for a test; restore them after."""
+
+    def __init__(self, sc: Any, **settings: str) -> None:
+        self._conf = sc._conf
+        self._settings = {key.replace("__", "."): value for key, value in settings.items()}
+        self._old: dict[str, str | None] = {}
+
+    def __enter__(self) -> None:
+        for key, value in self._settings.items():
+            self._old[key] = self._conf.get(key, None)
+            self._conf.set(key, value)
+
+    def __exit__(self, *exc: object) -> None:
+        for key, value in self._old.items():
+            if value is None:
+                self._conf._jconf.remove(key)
+            else:
+                self._conf.set(key, value)
+
+
+def endless() -> Any:
+    async def numbers() -> Any:
+        i = 0
+        while True:
+            yield i
+            i += 1
+    return numbers()
+
+
+def test_receiver_max_rate_caps_what_a_receiver_stores_per_second(contexts: Any, spark_context: Any) -> None:
+    """spark.streaming.receiver.maxRate=300: an endless source delivers at most 300 records per second of wall time."""
+    with spark_conf(spark_context, spark__streaming__receiver__maxRate="300"):
+        ssc, recorder = contexts(0.2)
+        ssc.asyncIterableStream(endless()).foreachRDD(lambda rdd: None)
+        began = time.monotonic()
+        ssc.start()
+        recorder.wait_for_records(400)
+        ssc.stop(stopSparkContext=False)
+        elapsed = time.monotonic() - began
+    received = sum(b.num_records for b in recorder.batches)
+    assert 400 <= received <= 300 * elapsed + 1
+
+
+def test_backpressure_sets_the_receivers_rate_from_completed_batches(contexts: Any, spark_context: Any) -> None:
+    """With spark.streaming.backpressure.enabled, a RateController per receiver publishes PID estimates (>= minRate)."""
+    with spark_conf(spark_context, spark__streaming__backpressure__enabled="true",
+                    spark__streaming__backpressure__pid__minRate="50"):
+        ssc, recorder = contexts(0.2)
+        stream = ssc.asyncIterableStream(endless())
+        stream.foreachRDD(lambda rdd: rdd.count())
+        ssc.start()
+        recorder.wait_for(lambda evs: stream.rate_limiter().rate is not None, "a published rate")
+        ssc.stop(stopSparkContext=False)
+    assert stream.rate_limiter().rate >= 50
+
+
+def test_an_unknown_rate_estimator_is_refused_at_start_with_sparks_message(contexts: Any, spark_context: Any) -> None:
+    """spark.streaming.backpressure.rateEstimator other than pid: "Unknown rate estimator: <name>"."""
+    from scheduler import InvalidPipelineError
+
+    with spark_conf(spark_context, spark__streaming__backpressure__enabled="true",
+                    spark__streaming__backpressure__rateEstimator="linear"):
+        ssc, _ = contexts(0.2)
+        ssc.asyncIterableStream(endless()).foreachRDD(lambda rdd: None)
+        with pytest.raises(InvalidPipelineError, match=r"^Unknown rate estimator: linear$"):
+            ssc.start()
