@@ -107,7 +107,7 @@ class DStreamGraph:
     def start(self, zero_time: Time, input_infos: InputInfoTracker) -> None:
         """Initialise every stream at ``zero_time`` and validate the graph."""
         if not self.output_streams:
-            raise InvalidPipelineError("No output operations registered, so nothing to execute")
+            raise InvalidPipelineError("requirement failed: No output operations registered, so nothing to execute")
         self.zero_time = zero_time
         self.start_time = zero_time
         self.input_infos = input_infos

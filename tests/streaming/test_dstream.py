@@ -548,3 +548,12 @@ def test_state_rdds_are_checkpointed_at_the_interval(spark_context: Any, tmp_pat
         ssc.stop(stopSparkContext=False)
     assert seen == [([("a", 1)], True), ([("a", 3)], True), ([("a", 3), ("b", 3)], True)]
     assert any(name.startswith("rdd-") for _, dirs, _ in os.walk(tmp_path) for name in dirs)
+
+
+def test_a_graph_without_output_operations_is_refused_with_sparks_require_message(ssc: StreamingContext, stream: DStream) -> None:
+    """Spark's DStreamGraph.validate: require(outputStreams.nonEmpty, ...), so the message has the 'requirement failed: ' prefix."""
+    from scheduler import InputInfoTracker
+
+    stream.map(abs)  # a transformation is not an output operation
+    raises_exactly(InvalidPipelineError, "requirement failed: No output operations registered, so nothing to execute",
+                   lambda: ssc._graph.start(Time(0), InputInfoTracker()))
