@@ -93,6 +93,18 @@ def _time_to_ms(value: TimeLike) -> int:
     return int(value * 1000)
 
 
+def _remove_incomplete_save(sc: Any, path: str) -> bool:
+    """Delete ``path`` if it is an interrupted Hadoop save (no ``_SUCCESS`` marker); return whether it was."""
+    jvm = sc._jvm
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    fs = target.getFileSystem(sc._jsc.hadoopConfiguration())
+    if fs.exists(jvm.org.apache.hadoop.fs.Path(target, "_SUCCESS")):
+        return False
+    _log.warning("removing an incomplete save of a replayed batch before saving it again", path=path)
+    fs.delete(target, True)
+    return True
+
+
 def _file_name(prefix: str, suffix: str | None, time: Time) -> str:
     """``prefix-<ms>`` or ``prefix-<ms>.suffix``, the directory a batch is saved to."""
     name = f"{prefix}-{time.milliseconds}"
@@ -363,8 +375,11 @@ class DStream:
     def saveAsTextFiles(self, prefix: str, suffix: str | None = None) -> None:
         """Save each batch's RDD as text files under ``prefix-<batch ms>[.suffix]``: an output operation.
 
-        A batch whose directory already exists is skipped silently (pyspark swallows Hadoop's
-        ``FileAlreadyExistsException`` so that a replayed batch does not fail).
+        A batch whose directory already holds a complete save (Hadoop's ``_SUCCESS`` marker) is
+        skipped, as pyspark skips any existing directory, so that a replayed batch does not fail.
+        A directory without the marker is what a crash in the middle of a save leaves: it is
+        deleted and the batch saved again, so a replayed batch's output is whole (pyspark would
+        keep the partial one).
         """
         def save(time: datetime, rdd: Any) -> None:
             from py4j.protocol import Py4JJavaError
@@ -376,6 +391,8 @@ class DStream:
             except Py4JJavaError as exc:
                 if "FileAlreadyExistsException" not in str(exc):
                     raise
+                if _remove_incomplete_save(rdd.context, path):
+                    rdd.saveAsTextFile(path)
 
         self.foreachRDD(save)
 

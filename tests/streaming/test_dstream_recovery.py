@@ -230,3 +230,31 @@ def test_windows_over_batches_before_the_restart_are_rebuilt_from_the_logged_inp
     assert sorted(second.outputs) == [6000, 7000, 8000]
     assert {**first.outputs, **second.outputs} == reference.outputs
     assert {**first_windows.outputs, **second_windows.outputs} == reference_windows.outputs
+
+
+def test_save_as_text_files_keeps_a_complete_batch_and_redoes_one_a_crash_left_half_written(
+        spark_context: Any, tmp_path: Path) -> None:
+    """A replayed batch finds its directory: with _SUCCESS it is kept (pyspark's skip); without, it is saved again whole."""
+    prefix = tmp_path / "out"
+    complete = tmp_path / "out-1000"
+    complete.mkdir()
+    (complete / "part-00000").write_text("from an earlier run\n")
+    (complete / "_SUCCESS").write_text("")
+    partial = tmp_path / "out-2000"
+    (partial / "_temporary" / "0").mkdir(parents=True)
+    (partial / "part-00000").write_text("half\n")
+
+    def build(ssc: StreamingContext) -> None:
+        ssc.queueStream([spark_context.parallelize(["x", "y"], 1), spark_context.parallelize(["z"], 1)]) \
+            .saveAsTextFiles(str(prefix))
+
+    clock = ManualClock(0)
+    ssc = StreamingContext(spark_context, 1, clock=clock)
+    build(ssc)
+    anyio.run(drive, ssc, clock, 2)
+
+    def contents(directory: Path) -> list[str]:
+        return sorted(line for part in directory.glob("part-*") for line in part.read_text().splitlines())
+
+    assert contents(complete) == ["from an earlier run"]
+    assert contents(partial) == ["z"] and (partial / "_SUCCESS").exists() and not (partial / "_temporary").exists()
