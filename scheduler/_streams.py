@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import types
 from collections import deque
 from typing import Any, Awaitable, Generator, Generic, Sized, TypeVar
@@ -42,7 +43,7 @@ class Mailbox(Generic[T]):
     promised to a parked consumer it overtook lets one more item in until that consumer runs.
     """
 
-    __slots__ = ("_capacity", "_closed", "_items", "_putters", "_waiters", "_woken")
+    __slots__ = ("_capacity", "_closed", "_items", "_loop", "_putters", "_waiters", "_woken")
 
     def __init__(self, capacity: int | None = None) -> None:
         """Create an empty, open mailbox; ``capacity=None`` (the default) means unbounded."""
@@ -58,6 +59,9 @@ class Mailbox(Generic[T]):
         # Consumers woken but not yet running: the items queued for them do not use capacity.
         self._woken = 0
         self._closed = False
+        # The asyncio loop the waiters are made on, once a first one has found it (see
+        # _waiter_and_loop): a mailbox serves the tasks of one event loop.
+        self._loop: Any = None
 
     # -- producing --
 
@@ -99,7 +103,11 @@ class Mailbox(Generic[T]):
                 pass
         elif self._closed:
             raise anyio.ClosedResourceError
-        waiter = _new_waiter()
+        loop = self._loop
+        if loop is not None and loop._thread_id == _thread_ident():
+            waiter: Any = _Future(loop=loop)
+        else:
+            waiter, self._loop = _waiter_and_loop()
         entry = (waiter, item)
         self._putters.append(entry)
         try:
@@ -182,7 +190,11 @@ class Mailbox(Generic[T]):
         while not items:
             if self._closed:
                 raise anyio.EndOfStream
-            waiter = _new_waiter()
+            loop = self._loop
+            if loop is not None and loop._thread_id == _thread_ident():
+                waiter: Any = _Future(loop=loop)
+            else:
+                waiter, self._loop = _waiter_and_loop()
             self._waiters.append(waiter)
             try:
                 await waiter
@@ -340,7 +352,24 @@ def _new_waiter() -> Any:
     return loop.create_future()
 
 
+def _waiter_and_loop() -> tuple[Any, Any]:
+    """A new waiter, and the loop to make the next ones on directly, or ``None`` to ask again.
+
+    Finding out whether the calling task runs on asyncio, and on which loop, costs more than
+    the future itself (``get_running_loop`` makes a ``getpid`` system call every time). An owner
+    whose waiters all serve tasks of one event loop (a mailbox, a virtual clock) asks once and
+    then makes futures on that loop directly while ``loop._thread_id == threading.get_ident()``:
+    a stock asyncio loop records the thread running it there, and ``None`` when it is not
+    running, so the test holds exactly while that loop is the one running in this thread.
+    """
+    waiter = _new_waiter()
+    if waiter.__class__ is _Future:  # made on a stock loop (see _new_waiter)
+        return waiter, waiter.get_loop()
+    return waiter, None
+
+
 _Future = asyncio.Future
+_thread_ident = threading.get_ident
 _running_loop_or_none = asyncio._get_running_loop  # public despite the underscore: in asyncio.events.__all__
 _current_task = asyncio.current_task
 _stock_create_future = asyncio.BaseEventLoop.create_future

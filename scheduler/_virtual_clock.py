@@ -23,7 +23,7 @@ import anyio.lowlevel
 import sniffio
 
 from ._clock import ManualClock
-from ._streams import _new_waiter
+from ._streams import _Future, _thread_ident, _waiter_and_loop
 from ._time import Duration, Time
 
 __all__ = ["VirtualClock"]
@@ -85,6 +85,9 @@ class VirtualClock(ManualClock):
         self._parked_count = 0
         # The engine reads the clock several times per instant: one Time per instant will do.
         self._now_time = Time(self._now)
+        # The asyncio loop sleepers' waiters are made on, once a first one has found it: the
+        # sleepers of one run are tasks of one event loop (see _streams._waiter_and_loop).
+        self._loop: Any = None
 
     @property
     def sleepers(self) -> int:
@@ -138,7 +141,11 @@ class VirtualClock(ManualClock):
         if ms <= self._now:
             await anyio.lowlevel.checkpoint()
             return self._now_time
-        waiter = _new_waiter()
+        loop = self._loop
+        if loop is not None and loop._thread_id == _thread_ident():
+            waiter: Any = _Future(loop=loop)
+        else:
+            waiter, self._loop = _waiter_and_loop()
         _heappush(self._sleep_heap, (ms, next(self._seq), waiter))
         self._parked_count += 1
         if self._changed is not None:

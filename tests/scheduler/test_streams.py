@@ -10,7 +10,7 @@ import anyio.lowlevel
 import pytest
 import sniffio
 
-from scheduler._streams import Mailbox, on_asyncio, yield_now, yield_to_ready
+from scheduler._streams import Mailbox, on_asyncio, ready_queue, yield_now, yield_to_ready
 from tests.anyio_support import BACKENDS, raises_exactly, run, settle
 
 
@@ -412,3 +412,36 @@ def test_yield_to_ready_is_a_checkpoint_on_trio() -> None:
         assert scope.cancelled_caught
 
     run("trio", body)
+
+
+def test_a_mailbox_serves_one_loop_after_another_and_both_backends() -> None:
+    """A mailbox used in one run and then another (a new asyncio loop, then trio) parks correctly in each."""
+    box: Mailbox[int] = Mailbox()
+
+    async def hand_over() -> int:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_put_later, box)
+            return await box.get()  # parks: nothing is queued yet
+
+    assert anyio.run(hand_over, backend="asyncio") == 1
+    assert anyio.run(hand_over, backend="asyncio") == 1  # a new loop: the first one's futures would not do
+    assert anyio.run(hand_over, backend="trio") == 1
+
+
+async def _put_later(box: Mailbox[int]) -> None:
+    await anyio.lowlevel.checkpoint()
+    box.put_nowait(1)
+
+
+def test_ready_queue_is_the_loops_on_cpython_asyncio_and_none_elsewhere() -> None:
+    """ready_queue() hands back the running asyncio loop's ready queue, and None on trio or outside a loop."""
+
+    async def asyncio_main() -> None:
+        assert ready_queue() is asyncio.get_running_loop()._ready  # type: ignore[attr-defined]
+
+    async def trio_main() -> None:
+        assert ready_queue() is None
+
+    run("asyncio", asyncio_main)
+    run("trio", trio_main)
+    assert ready_queue() is None

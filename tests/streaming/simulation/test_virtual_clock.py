@@ -455,3 +455,18 @@ def test_its_own_loop_reports_a_failing_callback_as_stock_asyncio_does() -> None
     assert isinstance(virtual["exception"], ValueError) and str(virtual["exception"]) == "boom"
     assert isinstance(virtual["handle"], asyncio.Handle)
     assert sorted(virtual) == sorted(stock)
+
+
+def test_one_clock_serves_one_run_after_another() -> None:
+    """A clock driven by run() in one event loop, then in a new one, then on trio, parks and wakes sleepers in each."""
+    clock = VirtualClock()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            await tg.start(clock.run)
+            await clock.sleep(Milliseconds(10))
+            tg.cancel_scope.cancel()
+
+    for backend in ("asyncio", "asyncio", "trio"):
+        run(main, backend)
+    assert (clock.now(), clock.jumps) == (Time(30), 3)
