@@ -363,8 +363,10 @@ def _waiter_and_loop() -> tuple[Any, Any]:
     running, so the test holds exactly while that loop is the one running in this thread.
     """
     waiter = _new_waiter()
-    if waiter.__class__ is _Future:  # made on a stock loop (see _new_waiter)
-        return waiter, waiter.get_loop()
+    if waiter.__class__ is _Future:
+        loop = waiter.get_loop()
+        if type(loop).create_future is _stock_create_future:  # else ask the loop every time
+            return waiter, loop
     return waiter, None
 
 
