@@ -250,7 +250,8 @@ class VirtualClock(ManualClock):
 _POLL_EVERY = 16
 
 # call_soon builds its Handle field by field rather than through Handle.__init__ (whose debug
-# check is one more call): only while Handle has exactly the fields it fills in.
+# check is one more call), and _run_once runs handles as Handle._run does: only while Handle has
+# exactly the fields they know.
 _HANDLE_FIELDS = ("_callback", "_args", "_cancelled", "_loop", "_source_traceback", "_repr", "_context")
 _FIELD_BY_FIELD = set(getattr(asyncio.Handle, "__slots__", ())) - {"__weakref__"} == set(_HANDLE_FIELDS)
 _new_object = object.__new__
@@ -272,6 +273,8 @@ class _VirtualTimeEventLoop(asyncio.SelectorEventLoop):
       is none, jumps the clock, then runs what became ready: what the stock iteration does
       through :class:`_VirtualTimeSelector`, without its timer bookkeeping; with nobody on the
       clock it is the stock iteration, which waits for real;
+    * both run each callback as ``Handle._run`` does, inline (a callback that raises is
+      reported to the exception handler in the same words);
     * every iteration with timers, debug mode or a stop request is the stock one;
     * ``call_soon`` queues the handle directly (in debug mode, the stock checks run).
 

@@ -42,7 +42,12 @@ class SimulatedGraph:
         self._interval_ms = model.batch_interval.milliseconds
         self.generated = 0
         self._infos: InputInfoTracker | None = None
-        self._descriptions = [f"simulated {out.name}" for out in model.outputs]
+        # Per output operation, what generating its job needs: its sampler, random stream, name
+        # and description (looked up once, not per batch).
+        self._operations = [
+            (out.processing.sample, rng, out.name, f"simulated {out.name}")
+            for out, rng in zip(model.outputs, self._rngs, strict=True)
+        ]
         # A job's function sleeps its duration on the clock, as a real job takes time. It is the
         # clock's own sleep, bound with partial (no Python frame of ours around it, when called
         # or when resumed), and shared by every job of one length.
@@ -70,12 +75,12 @@ class SimulatedGraph:
         batch = BatchContext(index, time, model.batch_interval, records)
         sleepers = self._sleepers
         jobs = []
-        for out, rng, description in zip(model.outputs, self._rngs, self._descriptions, strict=True):
-            ms = out.processing.sample(batch, rng)
+        for sample, rng, name, description in self._operations:
+            ms = sample(batch, rng)
             sleeper = sleepers.get(ms)
             if sleeper is None:
                 sleeper = sleepers[ms] = functools.partial(self._clock.sleep, Milliseconds(ms))
-            jobs.append(Job(time, sleeper, name=out.name, description=description, is_async=True))
+            jobs.append(Job(time, sleeper, name=name, description=description, is_async=True))
         self.generated += 1
         if self._on_generated is not None:
             self._on_generated(self.generated)
