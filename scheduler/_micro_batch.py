@@ -241,7 +241,11 @@ class MicroBatchTracker:
         self._disk_offsets = list(state.offset_ids)
         self._disk_commits = list(state.commit_ids)
         self._recovered = {b.time: b for b in state.rerun}
-        await self._graph.recover(self.grid.zero_time, state.history)
+        if state.rerun:
+            first_id = state.rerun[0].batch_id
+        else:
+            first_id = 0 if state.latest_batch_id is None else state.latest_batch_id + 1
+        await self._graph.recover(self.grid.zero_time, state.history, first_id)
         self._uncommitted_on_disk = {b.batch_id for b in state.rerun}
         if self.trigger is Trigger.AVAILABLE_NOW:
             self._target = tuple(await self._graph.latest_offsets())
@@ -354,9 +358,11 @@ class MicroBatchTracker:
         if len(disk) <= keep:
             return None
         threshold = disk[-keep]
-        if self._uncommitted_on_disk:
-            # A batch that may still be re-run needs its own entry and the one before it (its start).
-            oldest = min(self._uncommitted_on_disk)
+        # A batch that may still be re-run, or whose input the graph needs to rebuild its state,
+        # needs its own entry and the one before it (its start).
+        needed = [b for b in (min(self._uncommitted_on_disk, default=None), self._graph.oldest_needed_batch()) if b is not None]
+        if needed:
+            oldest = min(needed)
             i = bisect.bisect_left(disk, oldest)
             threshold = min(threshold, disk[i - 1] if i > 0 else oldest)
         if threshold <= disk[0] and (not self._disk_commits or threshold <= self._disk_commits[0]):

@@ -160,12 +160,22 @@ class ReplayableGraph(JobGraph, Protocol):
         """Every batch up to ``end`` is committed: inputs may release what precedes it."""
         ...
 
-    async def recover(self, zero_time: Time, history: Sequence[RecoveredBatch]) -> None:
-        """Called once per start, before :meth:`start`, with the grid's zero time and the committed batches still logged.
+    async def recover(self, zero_time: Time, history: Sequence[RecoveredBatch], first_batch_id: int) -> None:
+        """Called once per start, before :meth:`start`: the grid's zero time, the committed batches still logged, and the first batch to run.
 
         A graph opens what it keeps beside the logs here (and may refuse a checkpoint written
         by another program, raising ``CheckpointError``); one whose batches depend on earlier
-        ones (windows, state) uses the ranges to rebuild them. ``history`` is empty on a first start.
+        ones (windows, state) uses the ranges of the batches before ``first_batch_id`` to rebuild
+        them, and refuses a checkpoint whose log no longer covers what it needs. ``history`` is
+        empty and ``first_batch_id`` 0 on a first start.
+        """
+        ...
+
+    def oldest_needed_batch(self) -> int | None:
+        """The oldest batch whose offsets entry the graph still needs to rebuild its state after a restart, or ``None``.
+
+        The engine's purge keeps that entry and the one before it (its start), whatever
+        ``minBatchesToRetain`` says.
         """
         ...
 

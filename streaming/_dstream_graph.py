@@ -80,6 +80,7 @@ class DStreamGraph:
         self._history: tuple[RecoveredBatch, ...] = ()
         self._stateful: list[DStream] = []
         self._restores: list[_Restore] = []
+        self._snapshot_versions: dict[int, int] = {}  # per stateful stream: its newest snapshot (batch id + 1)
         self._log = structlog.get_logger("aiodstream.streaming").bind(component="DStreamGraph")
 
     def next_input_id(self) -> int:
@@ -204,7 +205,7 @@ class DStreamGraph:
         for inp, e in zip(self.input_streams, end, strict=True):
             await inp._commit(e)
 
-    async def recover(self, zero_time: Time, history: Sequence[RecoveredBatch]) -> None:
+    async def recover(self, zero_time: Time, history: Sequence[RecoveredBatch], first_batch_id: int) -> None:
         """Open every input's log and plan the state restores; the committed batches rebuild windows and state.
 
         Raises:
@@ -216,13 +217,24 @@ class DStreamGraph:
         for inp in self.input_streams:
             inp._attach_log(self.checkpoint_dir / "sources" / str(inp.id))
         self._history = tuple(history)
-        await anyio.to_thread.run_sync(self._open_logs, zero_time)
+        await anyio.to_thread.run_sync(self._open_logs, zero_time, first_batch_id)
 
-    def _open_logs(self, zero_time: Time) -> None:
+    def _open_logs(self, zero_time: Time, first_batch_id: int) -> None:
         for inp in self.input_streams:
             inp._ensure_open()
         self._stateful = [stream for stream in self._streams() if stream._must_checkpoint]
-        self._restores = self._plan_restores(zero_time)
+        self._restores = self._plan_restores(zero_time, first_batch_id)
+
+    def oldest_needed_batch(self) -> int | None:
+        """The first batch after each stateful stream's newest snapshot (less its window): the log must keep it."""
+        if self.checkpoint_dir is None or not self._stateful:
+            return None
+        batch = self.batch_duration.milliseconds
+        needed = []
+        for index, stream in enumerate(self._stateful):
+            reach = getattr(stream, "_window", None)
+            needed.append(self._snapshot_versions.get(index, 0) - (0 if reach is None else reach.milliseconds // batch))
+        return max(0, min(needed))
 
     async def prepare_commit(self, time: Time, batch_id: int) -> None:
         """Save the state RDD of every stateful stream whose checkpoint interval ends at ``time``."""
@@ -249,11 +261,13 @@ class DStreamGraph:
             self._describe_state(index, stream)
             target = directory / str(batch_id + 1)
             if target.exists():
+                self._snapshot_versions[index] = batch_id + 1
                 continue  # a re-run batch: the same input gave the same state
             temp = directory / f".{batch_id + 1}.{uuid.uuid4().hex}.tmp"
             stream._generated[time].saveAsPickleFile(temp.as_uri())
             os.rename(temp, target)
             fsync_directory(directory)
+            self._snapshot_versions[index] = batch_id + 1
             self._log.info("state saved", stream=type(stream).__name__, index=index, batch=time.milliseconds, path=str(target))
             for old in self._snapshots(index)[:-_SNAPSHOTS_KEPT]:
                 shutil.rmtree(directory / str(old), ignore_errors=True)
@@ -265,37 +279,39 @@ class DStreamGraph:
             return []
         return sorted(int(n) for n in names if n.isdigit())
 
-    def _plan_restores(self, zero_time: Time) -> list[_Restore]:
+    def _plan_restores(self, zero_time: Time, first_batch_id: int) -> list[_Restore]:
         """At a restart: which snapshot each stateful stream starts from; the logged input must cover the rest.
 
         Raises:
             CheckpointError: a stateful stream changed, or batches between its newest snapshot
-                and the restart are no longer in the offsets log (their input cannot be read).
+                and the first batch to run are no longer in the offsets log (their input
+                cannot be read, so the state cannot be rebuilt).
         """
-        if not self._history or not self._stateful:
+        if first_batch_id == 0 or not self._stateful:
             return []
         batch = self.batch_duration.milliseconds
-        last = self._history[-1].time
+        zero = zero_time.milliseconds
+        last_done = zero + first_batch_id * batch  # the batch before the first one to run
         logged = {b.time for b in self._history}
         restores = []
         for index, stream in enumerate(self._stateful):
             self._describe_state(index, stream)
-            usable = [v for v in self._snapshots(index) if zero_time.milliseconds + v * batch <= last.milliseconds]
-            snapshot_ms = zero_time.milliseconds + usable[-1] * batch if usable else zero_time.milliseconds
+            usable = [v for v in self._snapshots(index) if v <= first_batch_id]
+            version = usable[-1] if usable else 0
+            self._snapshot_versions[index] = version
+            snapshot_ms = zero + version * batch
             reach = getattr(stream, "_window", None)
-            first_needed = snapshot_ms - (reach.milliseconds if reach is not None else 0) + batch
-            missing = [ms for ms in range(max(first_needed, zero_time.milliseconds + batch), last.milliseconds + 1, batch)
-                       if Time(ms) not in logged]
+            first_needed = max(snapshot_ms - (reach.milliseconds if reach is not None else 0) + batch, zero + batch)
+            missing = [ms for ms in range(first_needed, last_done + 1, batch) if Time(ms) not in logged]
             if missing:
                 raise CheckpointError(
-                    f"cannot restore the state of {type(stream).__name__} from {self._state_dir(index)}: its newest snapshot "
-                    f"is at {snapshot_ms} ms and the input of {len(missing)} later batch(es) (from {missing[0]} ms) is no longer "
-                    "in the offsets log; raise spark.sql.streaming.minBatchesToRetain above the stream's checkpoint interval in "
-                    "batches, or start over with a new checkpoint directory",
+                    f"cannot restore the state of {type(stream).__name__} from {self._state_dir(index)}: "
+                    + (f"its newest usable snapshot is at {snapshot_ms} ms" if usable else "it has no snapshot yet")
+                    + f" and the input of {len(missing)} later batch(es) (from {missing[0]} ms) is no longer in the offsets "
+                    "log; the state cannot be rebuilt without it. Start over with a new checkpoint directory",
                     path=str(self._state_dir(index)),
                 )
-            path = self._state_dir(index) / str(usable[-1]) if usable else None
-            restores.append(_Restore(index, Time(snapshot_ms), path))
+            restores.append(_Restore(index, Time(snapshot_ms), self._state_dir(index) / str(version) if usable else None))
         return restores
 
     def _load_restores(self) -> None:

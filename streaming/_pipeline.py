@@ -232,8 +232,12 @@ class Pipeline:
         for source, offset in zip(self._replayables(), end, strict=True):
             await source.commit(offset)
 
-    async def recover(self, zero_time: Time, history: Sequence[RecoveredBatch]) -> None:
+    async def recover(self, zero_time: Time, history: Sequence[RecoveredBatch], first_batch_id: int) -> None:
         """Nothing to rebuild: a pipeline's batches do not depend on earlier ones."""
+
+    def oldest_needed_batch(self) -> int | None:
+        """None: no state to rebuild."""
+        return None
 
     async def prepare_commit(self, time: Time, batch_id: int) -> None:
         """No state to save."""

@@ -1,0 +1,57 @@
+"""The process the DStream crash test kills: a checkpointed file-stream program made by getOrCreate.
+
+Usage: ``python tests/streaming/dstream_crash_child.py IN OUT CHECKPOINT STOPFILE``.
+
+Every 2 s batch saves its lines to ``OUT/lines-<ms>`` and the running count of all lines so far
+(``updateStateByKey``) to ``OUT/count-<ms>``. It stops gracefully once ``STOPFILE`` exists
+(or after ``MAX_RUN_S``), unless it is killed first. It prints ``started`` once the context
+runs, so the test knows when to write input.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from operator import add
+
+import structlog
+
+MAX_RUN_S = 180
+
+
+def main(in_dir: str, out_dir: str, checkpoint: str, stop_file: str) -> None:
+    """Run (or resume) the program until ``stop_file`` appears."""
+    level = int(os.environ.get("AIODSTREAM_CRASH_LOG_LEVEL", logging.WARNING))
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+    from pyspark import SparkConf, SparkContext
+
+    from streaming import StreamingContext
+
+    conf = (SparkConf().setMaster("local[2]").setAppName("dstream-crash-child").set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false"))
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+
+    def setup() -> StreamingContext:
+        ssc = StreamingContext(sc, 2)
+        lines = ssc.textFileStream(in_dir)
+        lines.saveAsTextFiles(f"{out_dir}/lines")
+        counts = lines.map(lambda line: ("lines", 1)).updateStateByKey(lambda new, old: sum(new) + (old or 0))
+        counts.checkpoint(4)
+        counts.saveAsTextFiles(f"{out_dir}/count")
+        ssc.checkpoint(checkpoint)
+        return ssc
+
+    ssc = StreamingContext.getOrCreate(checkpoint, setup)
+    ssc.start()
+    print("started", flush=True)
+    for _ in range(MAX_RUN_S * 5):
+        if os.path.exists(stop_file) or ssc.awaitTerminationOrTimeout(0.2):
+            break
+    ssc.stop(stopSparkContext=True, stopGraceFully=True)
+    print("stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4])

@@ -1,0 +1,137 @@
+"""Crash test on real Spark: SIGKILL a getOrCreate file-stream program at random moments, restart it, prove exactly-once.
+
+The child (``dstream_crash_child.py``) saves every batch's lines with ``saveAsTextFiles`` and
+the running count of all lines (``updateStateByKey``) with another. Each round the test writes
+input files while the child runs, kills it at a random moment once it has saved a few batches,
+and writes more input while it is down; a last run stops gracefully. Then every input line must
+be in exactly one saved batch, and the last running count must equal the number of lines: no
+line lost, none counted twice, across kills in the middle of Spark jobs, saves and log writes.
+
+Real time is inherent (a child process with its own Spark on the system clock), so the driver
+waits in short, bounded steps. Each child starts a JVM; a few rounds keep the test near a minute.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+CHILD = Path(__file__).with_name("dstream_crash_child.py")
+ROOT = Path(__file__).resolve().parents[2]
+ROUNDS = 2
+SEED = 20261122
+START_TIMEOUT_S = 120.0
+
+
+def complete_saves(out: Path, kind: str) -> dict[int, Path]:
+    """The batch directories of ``kind`` whose save finished (Hadoop's _SUCCESS marker), by batch time."""
+    found = {}
+    for path in out.glob(f"{kind}-*"):
+        if (path / "_SUCCESS").exists():
+            found[int(path.name.split("-", 1)[1])] = path
+    return found
+
+
+def lines_of(directory: Path) -> list[str]:
+    return [line for part in sorted(directory.glob("part-*")) for line in part.read_text().splitlines()]
+
+
+class Input:
+    """Writes uniquely numbered lines in new files, moved into the watched directory whole."""
+
+    def __init__(self, directory: Path, staging: Path) -> None:
+        self.directory = directory
+        self.staging = staging
+        self.lines: list[str] = []
+        directory.mkdir()
+        staging.mkdir()
+
+    def add_file(self, rng: random.Random) -> None:
+        name = f"f{len(self.lines):06d}.txt"
+        new = [f"line-{len(self.lines) + k}" for k in range(rng.randint(1, 4))]
+        (self.staging / name).write_text("".join(line + "\n" for line in new))
+        os.rename(self.staging / name, self.directory / name)  # the same file system: atomic
+        self.lines.extend(new)
+
+
+def spawn(tmp: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(tmp / "child.err", "a") as err:
+        return subprocess.Popen([sys.executable, str(CHILD), str(tmp / "in"), str(tmp / "out"), str(tmp / "ck"), str(tmp / "stop")],
+                                stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+
+
+def wait_started(child: subprocess.Popen[str], tmp: Path) -> None:
+    assert child.stdout is not None
+    ready, _, _ = select.select([child.stdout], [], [], START_TIMEOUT_S)
+    line = child.stdout.readline() if ready else ""
+    if line.strip() != "started":
+        child.kill()
+        raise AssertionError(f"child did not start: {line!r}\n{(tmp / 'child.err').read_text()[-3000:]}")
+
+
+def wait_for_saves(out: Path, count: int, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(complete_saves(out, "count")) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"fewer than {count} batches saved in {timeout}s")
+        time.sleep(0.05)
+
+
+def saved_lines(out: Path) -> list[str]:
+    batches = complete_saves(out, "lines")
+    return [line for t in sorted(batches) for line in lines_of(batches[t])]
+
+
+def test_sigkilled_getorcreate_program_saves_every_line_once_and_keeps_its_running_count(tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    source = Input(tmp_path / "in", tmp_path / "staging")
+    out = tmp_path / "out"
+    children: list[subprocess.Popen[str]] = []
+    try:
+        for _ in range(ROUNDS):
+            child = spawn(tmp_path)
+            children.append(child)
+            wait_started(child, tmp_path)
+            saved = len(complete_saves(out, "count"))
+            for _ in range(rng.randint(2, 4)):
+                source.add_file(rng)
+                time.sleep(rng.uniform(0.2, 0.8))
+            wait_for_saves(out, saved + 2)
+            time.sleep(rng.uniform(0.0, 2.0))  # somewhere in a batch: a job, a save, a log write
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+            source.add_file(rng)  # arrives while the program is down
+        child = spawn(tmp_path)
+        children.append(child)
+        wait_started(child, tmp_path)
+        source.add_file(rng)
+        deadline = time.monotonic() + 120
+        while sorted(saved_lines(out)) != sorted(source.lines):
+            assert time.monotonic() < deadline, f"lines still missing: {sorted(set(source.lines) - set(saved_lines(out)))}"
+            assert child.poll() is None, (tmp_path / "child.err").read_text()[-3000:]
+            time.sleep(0.1)
+        (tmp_path / "stop").touch()
+        assert child.wait(timeout=60) == 0, (tmp_path / "child.err").read_text()[-3000:]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+    assert sorted(saved_lines(out)) == sorted(source.lines), "every input line in exactly one saved batch"
+    counts = complete_saves(out, "count")
+    last = lines_of(counts[max(counts)])
+    assert [ast.literal_eval(line) for line in last] == [("lines", len(source.lines))]
+    assert not [p for p in out.iterdir() if not (p / "_SUCCESS").exists()], "no half-written batch left behind"
