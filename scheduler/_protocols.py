@@ -161,7 +161,7 @@ class ReplayableGraph(JobGraph, Protocol):
         ...
 
     async def recover(self, zero_time: Time, history: Sequence[RecoveredBatch], first_batch_id: int) -> None:
-        """Called once per start, before :meth:`start`: the grid's zero time, the committed batches still logged, and the first batch to run.
+        """Called once per start, before :meth:`start`: the zero time, the committed batches still logged, the first batch to run.
 
         A graph opens what it keeps beside the logs here (and may refuse a checkpoint written
         by another program, raising ``CheckpointError``); one whose batches depend on earlier
