@@ -139,24 +139,24 @@ class JobGenerator:
                 await anyio.lowlevel.checkpoint()
             # Finished batches first: while the timer catches up (a restart's down-time batches,
             # a slow generator) a backlog of GenerateJobs would otherwise hold every commit,
-            # cleanup and hook back until the whole backlog is generated.
+            # cleanup and hook back until the whole backlog is generated. Each message is
+            # handled in its own try, here rather than in a handler coroutine: two per batch.
             while finished:
-                await self._handle(finished.popleft())
-            if message is not None:
+                try:
+                    await self._finish_batch(finished.popleft())
+                except Exception as exc:  # a hook or the graph misbehaved: report, keep going
+                    self._report_error("Error in job generator", exc, None)
+                finally:
+                    self._scheduler._work_done()
+            if message is not None:  # the inbox holds GenerateJobs only (see post)
                 self._queued_generate -= 1
-                await self._handle(message)
-
-    async def _handle(self, message: GeneratorMessage) -> None:
-        try:
-            if isinstance(message, GenerateJobs):
-                if not self.discard_new_batches:
-                    await self._generate_jobs(message.time)
-            else:
-                await self._finish_batch(message)
-        except Exception as exc:  # a hook or the graph misbehaved: report, keep going
-            self._report_error("Error in job generator", exc, None)
-        finally:
-            self._scheduler._work_done()
+                try:
+                    if not self.discard_new_batches:
+                        await self._generate_jobs(message.time)
+                except Exception as exc:
+                    self._report_error("Error in job generator", exc, None)
+                finally:
+                    self._scheduler._work_done()
 
     async def _generate_jobs(self, time: Time) -> None:
         # Spark's order: allocate received input, generate jobs (this is where input streams
