@@ -68,3 +68,12 @@ def test_async_service_stores_batches_from_its_async_source() -> None:
     assert match, out
     stored, clicks, beats = (int(g) for g in match.groups())
     assert stored >= 3 and clicks > 0 and beats > 0
+
+
+@pytest.mark.spark
+def test_recoverable_wordcount_resumes_after_a_crash_with_exact_counts() -> None:
+    """recoverable_wordcount.py crashes its getOrCreate program mid-stream, resumes it, and its final counts equal the input."""
+    out = run_example("recoverable_wordcount.py", "--files", "3", "--interval", "1", timeout=300)
+    assert "-- run 2: resumed from the checkpoint" in out
+    final = [line for line in out.splitlines() if line.startswith(("final:", "expected:"))]
+    assert len(final) == 2 and final[0].split(":", 1)[1] == final[1].split(":", 1)[1], final
