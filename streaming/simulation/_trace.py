@@ -194,8 +194,17 @@ def event_from_dict(d: Mapping[str, Any]) -> StreamingEvent:
 # -- recording --
 
 
+# The events a trace holds: the scheduling story of a run. Query events (progress of a
+# checkpointed run) carry nothing a replay uses.
+_TRACED = (StreamingStarted, BatchSubmitted, BatchStarted, BatchCompleted, OutputOperationStarted, OutputOperationCompleted,
+           ReceiverStarted, ReceiverError, ReceiverStopped)
+
+
 class TraceRecorder:
-    """A listener that writes every event it receives as one JSON line.
+    """A listener that writes every streaming event it receives as one JSON line.
+
+    Query events of a checkpointed run (started, progress, idle, terminated) are not written;
+    ``events_skipped`` counts them.
 
     Add it to any runtime (``runtime.add_listener(TraceRecorder("run.jsonl"))``) or pass it to
     :func:`simulate`'s ``listeners``. The first line is a header carrying the batch interval and
@@ -220,6 +229,7 @@ class TraceRecorder:
             self._file = file
             self._owns = False
         self.events_written = 0
+        self.events_skipped = 0
         header = {
             "format": TRACE_FORMAT,
             "version": _VERSION,
@@ -230,7 +240,10 @@ class TraceRecorder:
         self._file.write(json.dumps(header) + "\n")
 
     def __call__(self, event: StreamingEvent) -> None:
-        """Write ``event`` as a line."""
+        """Write ``event`` as a line (a query event is skipped)."""
+        if not isinstance(event, _TRACED):
+            self.events_skipped += 1
+            return
         self._file.write(json.dumps(event_to_dict(event), default=str, separators=(",", ":")) + "\n")
         self.events_written += 1
 

@@ -143,3 +143,18 @@ def test_a_trace_without_batches_cannot_be_replayed() -> None:
     """Replay needs at least one completed batch."""
     with pytest.raises(ModelError, match=r"^events: the trace holds no BatchCompleted event to replay$"):
         model_from_trace(read_trace(io.StringIO('{"event": "StreamingStarted", "time": 0}\n')))
+
+
+def test_a_trace_of_a_checkpointed_run_skips_query_events() -> None:
+    """Query events carry nothing a replay uses: the recorder counts them and writes only streaming events."""
+    import uuid
+
+    from listeners import QueryStarted
+
+    buffer = io.StringIO()
+    recorder = TraceRecorder(buffer)
+    recorder(StreamingStarted(Time(5)))
+    recorder(QueryStarted(uuid.uuid4(), uuid.uuid4(), "q", "2026-11-22T00:00:00.000Z"))
+    lines = buffer.getvalue().splitlines()
+    assert (recorder.events_written, recorder.events_skipped) == (1, 1)
+    assert [json.loads(line).get("event") for line in lines[1:]] == ["StreamingStarted"]
