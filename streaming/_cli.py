@@ -94,6 +94,8 @@ def _add_simulate(commands: Any) -> None:
     p.add_argument("--seed", type=int, metavar="N", help="random seed")
     p.add_argument("--rate", type=float, metavar="RECORDS_PER_S", help="constant input rate (replaces the model's input)")
     p.add_argument("--rate-factor", type=float, metavar="F", help="multiply the input rate (1.3 = 30%% more input)")
+    p.add_argument("--max-rate", type=float, metavar="RECORDS_PER_S", help="cap the ingestion rate (spark.streaming.receiver.maxRate)")
+    p.add_argument("--backpressure", action="store_true", help="Spark's backpressure: a PID estimator sets the ingestion rate")
     p.add_argument("--op", action="append", metavar="SPEC", help="an output operation (repeat; replaces the model's outputs)")
     p.add_argument("--sweep-intervals", metavar="LIST", help="sweep these intervals, e.g. 500ms,1s,2s")
     p.add_argument("--sweep-concurrency", metavar="LIST", help="sweep these concurrencies, e.g. 1,2,4")
@@ -147,6 +149,7 @@ def _model_data(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
         "batches": args.batches,
         "seed": args.seed,
         "rate_factor": args.rate_factor,
+        "max_rate": args.max_rate,
     }
     for key, value in overrides.items():
         if value is not None:
@@ -155,6 +158,8 @@ def _model_data(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
         data.pop("batches", None)
     if args.batches is not None:
         data.pop("duration", None)
+    if args.backpressure and "backpressure" not in data:
+        data["backpressure"] = {}
     if args.rate is not None:
         data["input"] = {"kind": "constant", "rate": args.rate}
     if args.op:
@@ -269,7 +274,10 @@ def _run_one(args: argparse.Namespace, model: Any, progress: _Progress) -> int:
         if recorder is not None:
             recorder.close()
     if args.json:
-        print(json.dumps({"summary": result.summary.to_dict(), "wall_seconds": result.wall_seconds}, indent=2))
+        report: dict[str, Any] = {"summary": result.summary.to_dict(), "wall_seconds": result.wall_seconds}
+        if model.rate_controlled:
+            report["rate_control"] = {"final_rate": result.final_rate, "source_backlog": result.source_backlog}
+        print(json.dumps(report, indent=2))
     else:
         print(result.format())
         print(f"\n(simulated in {result.wall_seconds:.2f} s, {result.batches_per_second:,.0f} batches/s)")

@@ -9,6 +9,7 @@ compares intervals and concurrency, and :func:`plot_run` / :func:`plot_sweep` dr
 from ._config import load_model, model_from_mapping, parse_duration
 from ._graph import SimulatedGraph
 from ._models import (
+    Backpressure,
     BatchContext,
     BurstRate,
     Constant,
@@ -35,6 +36,7 @@ from ._sweep import SweepPoint, SweepResult, sweep, sweep_async
 from ._trace import Trace, TraceRecorder, event_from_dict, event_to_dict, model_from_trace, read_trace
 
 __all__ = [
+    "Backpressure",
     "BatchContext",
     "BurstRate",
     "Constant",

@@ -7,6 +7,10 @@ Example::
     duration = "1h"            # or: batches = 3600
     seed = 7
     rate_factor = 1.0          # 1.3 = 30 % more input
+    max_rate = 5000            # optional: spark.streaming.receiver.maxRate, records per second
+
+    [backpressure]             # optional: spark.streaming.backpressure.enabled, with the PID's terms
+    min_rate = 100             # also: proportional, integral, derivative, initial_rate
 
     [input]
     kind = "constant"          # constant | steps | bursts | trace
@@ -33,6 +37,7 @@ from typing import Any, Mapping, Sequence
 from scheduler import Duration
 
 from ._models import (
+    Backpressure,
     BurstRate,
     Constant,
     ConstantRate,
@@ -211,7 +216,9 @@ def _resolve(value: object, field: str, base_dir: Path | None) -> Path:
     return path
 
 
-_TOP_KEYS = ("interval", "concurrent_jobs", "duration", "batches", "seed", "rate_factor", "input", "outputs", "trace")
+_TOP_KEYS = ("interval", "concurrent_jobs", "duration", "batches", "seed", "rate_factor", "max_rate", "backpressure", "input",
+             "outputs", "trace")
+_BACKPRESSURE_KEYS = ("proportional", "integral", "derivative", "min_rate", "initial_rate")
 
 
 def model_from_mapping(data: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None) -> SimulationModel:
@@ -246,6 +253,12 @@ def model_from_mapping(data: Mapping[str, Any], *, base_dir: str | os.PathLike[s
         fields["seed"] = data["seed"]
     if "rate_factor" in data:
         fields["rate_factor"] = data["rate_factor"]
+    if "max_rate" in data:
+        fields["max_rate"] = data["max_rate"]
+    if "backpressure" in data:
+        table = _table(data["backpressure"], "backpressure")
+        _check_keys(table, _BACKPRESSURE_KEYS, "backpressure.")
+        fields["backpressure"] = Backpressure(**table)
     if "input" in data:
         fields["input"] = _input_from_mapping(_table(data["input"], "input"), base)
     if "outputs" in data:

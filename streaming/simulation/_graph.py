@@ -7,6 +7,7 @@ batch's jobs, and the real JobScheduler runs them.
 from __future__ import annotations
 
 import functools
+import math
 import random
 from typing import Awaitable, Callable, Sequence
 
@@ -52,6 +53,12 @@ class SimulatedGraph:
         # clock's own sleep, bound with partial (no Python frame of ours around it, when called
         # or when resumed), and shared by every job of one length.
         self._sleepers: dict[int, Callable[[], Awaitable[object]]] = {}
+        # Rate control (a receiver's maxRate, backpressure): records offered but not yet taken
+        # wait at the source; each batch takes at most rate x interval of them.
+        self._taken = 0
+        initial = model.backpressure.initial_rate if model.backpressure is not None else None
+        self.rate: float | None = None
+        self.set_rate(initial if initial is not None else model.max_rate)
 
     def start(self, zero_time: Time, input_infos: InputInfoTracker) -> None:
         """Remember the zero time: batch ``k`` (from 0) is ``zero_time + (k + 1) * interval``."""
@@ -70,7 +77,13 @@ class SimulatedGraph:
         # Input is measured from the start of the run (the zero time), so records depend only on
         # the batch's window, not on when the simulation happened to start.
         rel_end = end - self._zero_ms
-        records = model.records_between(rel_end - self._interval_ms, rel_end)
+        if model.rate_controlled:
+            records = model.records_offered(rel_end) - self._taken
+            if self.rate is not None:
+                records = min(records, math.floor(self.rate * self._interval_ms / 1000))
+            self._taken += records
+        else:
+            records = model.records_between(rel_end - self._interval_ms, rel_end)
         self._infos.report_info(time, StreamInputInfo(0, records))
         batch = BatchContext(index, time, model.batch_interval, records)
         sleepers = self._sleepers
@@ -85,6 +98,18 @@ class SimulatedGraph:
         if self._on_generated is not None:
             self._on_generated(self.generated)
         return jobs
+
+    def set_rate(self, rate: float | None) -> None:
+        """The ingestion rate from now on (records per second), capped by the model's ``max_rate``; ``None`` keeps the cap."""
+        cap = self.model.max_rate
+        if rate is None:
+            self.rate = cap
+        elif rate > 0:
+            self.rate = rate if cap is None else min(rate, cap)
+
+    def source_backlog(self, end_ms: int) -> int:
+        """Records offered up to ``end_ms`` (from the zero time) that no batch has taken."""
+        return self.model.records_offered(end_ms) - self._taken if self.model.rate_controlled else 0
 
     def clear_metadata(self, time: Time) -> None:
         """Nothing is kept per batch."""

@@ -17,6 +17,7 @@ import attrs
 from scheduler import Duration, Minutes, StreamingError, Time
 
 __all__ = [
+    "Backpressure",
     "BatchContext",
     "BurstRate",
     "Constant",
@@ -422,6 +423,34 @@ def _outputs(value: Sequence[OutputModel]) -> tuple[OutputModel, ...]:
 
 
 @attrs.frozen
+class Backpressure:
+    """Spark's backpressure in a simulation: a PID rate estimator sets the ingestion rate after each batch.
+
+    Attributes:
+        proportional: ``spark.streaming.backpressure.pid.proportional``.
+        integral: ``spark.streaming.backpressure.pid.integral``.
+        derivative: ``spark.streaming.backpressure.pid.derived``.
+        min_rate: ``spark.streaming.backpressure.pid.minRate`` (records per second).
+        initial_rate: ``spark.streaming.backpressure.initialRate``: the rate before the first
+            estimate (``None``: the model's ``max_rate``, else unlimited).
+    """
+
+    proportional: float = 1.0
+    integral: float = 0.2
+    derivative: float = 0.0
+    min_rate: float = 100.0
+    initial_rate: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        _finite("backpressure.proportional", self.proportional)
+        _finite("backpressure.integral", self.integral)
+        _finite("backpressure.derivative", self.derivative)
+        _finite("backpressure.min_rate", self.min_rate, strict=True)
+        if self.initial_rate is not None:
+            _finite("backpressure.initial_rate", self.initial_rate, strict=True)
+
+
+@attrs.frozen
 class SimulationModel:
     """Everything a simulated run needs: the work, the input, and the scheduler's configuration.
 
@@ -437,6 +466,11 @@ class SimulationModel:
         batches: the number of batches instead of ``duration`` (wins when given).
         seed: the seed of every random draw.
         rate_factor: multiplies the input rate ("30 % more input" is 1.3).
+        max_rate: ``spark.streaming.receiver.maxRate``: at most this many records per second
+            are taken in; the rest waits at the source (``None``: no cap).
+        backpressure: Spark's backpressure (``None``: off). With a cap or backpressure, input
+            the pipeline does not take waits at the source, like a sender held back by TCP:
+            the result reports that backlog.
     """
 
     batch_interval: Duration
@@ -447,6 +481,8 @@ class SimulationModel:
     batches: int | None = None
     seed: int = 0
     rate_factor: float = 1.0
+    max_rate: float | None = None
+    backpressure: Backpressure | None = None
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.batch_interval, Duration) or self.batch_interval.milliseconds <= 0:
@@ -470,6 +506,15 @@ class SimulationModel:
             )
         _whole("seed", self.seed, minimum=-(2**63))
         _finite("rate_factor", self.rate_factor)
+        if self.max_rate is not None:
+            _finite("max_rate", self.max_rate, strict=True)
+        if self.backpressure is not None and not isinstance(self.backpressure, Backpressure):
+            raise ModelError("backpressure", f"must be a Backpressure or None, got {self.backpressure!r}")
+
+    @property
+    def rate_controlled(self) -> bool:
+        """Whether input is taken at a limited rate (a cap or backpressure)."""
+        return self.max_rate is not None or self.backpressure is not None
 
     @property
     def num_batches(self) -> int:
@@ -486,6 +531,10 @@ class SimulationModel:
     def evolve(self, **changes: Any) -> SimulationModel:
         """A copy with ``changes`` applied (and validated)."""
         return attrs.evolve(self, **changes)
+
+    def records_offered(self, end_ms: int) -> int:
+        """Records that arrived in ``(0, end_ms]``, with the rate factor applied."""
+        return math.floor(self.rate_factor * self.input.cumulative(end_ms))
 
     def records_between(self, start_ms: int, end_ms: int) -> int:
         """Records arriving in ``(start_ms, end_ms]``, with the rate factor applied."""

@@ -15,6 +15,7 @@ import attrs
 
 from listeners import BatchCompleted, BatchInfo, EventRecorder, OverflowPolicy, StreamingEvent, StreamingListener
 from scheduler import Duration, VirtualClock
+from scheduler._rate import PIDRateEstimator, RateController
 
 from .._runtime import StreamingRuntime
 from ._graph import SimulatedGraph
@@ -44,6 +45,10 @@ class SimulationResult:
         events: every listener event in delivery order, if the run was asked to record them.
         jumps: how many times the virtual clock jumped.
         wall_seconds: how long the simulation took in real time (not compared by ``==``).
+        source_backlog: with rate control, the records that arrived within the horizon and no
+            batch took (they wait at the source); 0 otherwise.
+        final_rate: with rate control, the ingestion rate at the end (records/s), or ``None``
+            for unlimited.
     """
 
     model: SimulationModel = attrs.field(repr=False)
@@ -52,6 +57,8 @@ class SimulationResult:
     events: tuple[StreamingEvent, ...] | None = attrs.field(default=None, repr=lambda e: "None" if e is None else f"<{len(e)} events>")
     jumps: int = 0
     wall_seconds: float = attrs.field(default=0.0, eq=False)
+    source_backlog: int = 0
+    final_rate: float | None = None
 
     @property
     def queue(self) -> tuple[QueuePoint, ...]:
@@ -64,8 +71,12 @@ class SimulationResult:
         return len(self.batches) / self.wall_seconds if self.wall_seconds > 0 else float("inf")
 
     def format(self) -> str:
-        """The summary as text."""
-        return self.summary.format()
+        """The summary as text (with the source backlog and the final rate under rate control)."""
+        text = self.summary.format()
+        if self.model.rate_controlled:
+            rate = "unlimited" if self.final_rate is None else f"{self.final_rate:,.0f} records/s"
+            text += f"\nrate control: final rate {rate}; {self.source_backlog:,} records waiting at the source"
+        return text
 
 
 class _Collector(StreamingListener):
@@ -155,6 +166,11 @@ async def _simulate(
             runtime.add_listener(collector, name="simulation-collector")
             if recorder is not None:
                 runtime.add_listener(recorder, name="simulation-recorder")
+            if model.backpressure is not None:
+                bp = model.backpressure
+                pid = PIDRateEstimator(model.batch_interval.milliseconds, bp.proportional, bp.integral, bp.derivative,
+                                       bp.min_rate)
+                runtime.add_listener(RateController(0, pid, graph.set_rate), name="RateController-0")
             for listener in listeners:
                 runtime.add_listener(listener)
             await runtime.start()
@@ -173,6 +189,8 @@ async def _simulate(
         events=None if recorder is None else tuple(recorder.events),
         jumps=clock.jumps,
         wall_seconds=_wall.perf_counter() - started,
+        source_backlog=graph.source_backlog(model.horizon.milliseconds),
+        final_rate=graph.rate,
     )
 
 
