@@ -66,7 +66,13 @@ class StatsReportListener:
     """Logs delay distributions over the last ``num_batch_infos`` completed batches (Spark's ``StatsReportListener``)."""
 
     def __init__(self, num_batch_infos: int = 10) -> None:
-        """Keep the last ``num_batch_infos`` completed batches."""
+        """Keep the last ``num_batch_infos`` completed batches.
+
+        Raises:
+            ValueError: ``num_batch_infos`` is not a positive int.
+        """
+        if isinstance(num_batch_infos, bool) or not isinstance(num_batch_infos, int) or num_batch_infos < 1:
+            raise ValueError(f"num_batch_infos must be a positive int, got {num_batch_infos!r}; pass e.g. 10")
         self.batch_infos: deque[BatchInfo] = deque(maxlen=num_batch_infos)
         self._log = structlog.get_logger("aiodstream.listeners").bind(component="StatsReportListener")
 

@@ -101,7 +101,13 @@ class Duration:
         return Duration(-self.milliseconds)
 
     def is_multiple_of(self, other: Duration) -> bool:
-        """Whether this duration is a whole number of ``other`` (Spark's ``isMultipleOf``)."""
+        """Whether this duration is a whole number of ``other`` (Spark's ``isMultipleOf``).
+
+        Raises:
+            InvalidDurationError: ``other`` is zero.
+        """
+        if not other.milliseconds:
+            raise InvalidDurationError(f"cannot tell whether {self} is a multiple of a zero duration")
         return self.milliseconds % other.milliseconds == 0
 
     @property
@@ -178,16 +184,35 @@ class Time:
         return Time((self.milliseconds - z) // p * p + z)
 
     def is_multiple_of(self, period: Duration) -> bool:
-        """Whether this time lies on the epoch-anchored grid of ``period``."""
+        """Whether this time lies on the epoch-anchored grid of ``period``.
+
+        Raises:
+            InvalidDurationError: ``period`` is zero.
+        """
+        if not period.milliseconds:
+            raise InvalidDurationError(f"a grid period must not be zero, got {period}")
         return self.milliseconds % period.milliseconds == 0
 
     def until(self, end: Time, step: Duration) -> Iterator[Time]:
-        """Times ``self, self + step, ...`` strictly before ``end``."""
+        """Times ``self, self + step, ...`` strictly before ``end``.
+
+        Raises:
+            InvalidDurationError: ``step`` is zero (checked when iteration starts); a negative
+                step counts down.
+        """
+        if not step.milliseconds:
+            raise InvalidDurationError(f"the step between times must not be zero, got {step}")
         for ms in range(self.milliseconds, end.milliseconds, step.milliseconds):
             yield Time(ms)
 
     def to(self, end: Time, step: Duration) -> Iterator[Time]:
-        """Times ``self, self + step, ...`` up to and including ``end``."""
+        """Times ``self, self + step, ...`` up to and including ``end``.
+
+        Raises:
+            InvalidDurationError: ``step`` is zero (checked when iteration starts).
+        """
+        if not step.milliseconds:
+            raise InvalidDurationError(f"the step between times must not be zero, got {step}")
         # range() excludes its stop: step one past ``end`` in the direction of travel.
         past_end = end.milliseconds + (1 if step.milliseconds > 0 else -1)
         for ms in range(self.milliseconds, past_end, step.milliseconds):

@@ -186,3 +186,10 @@ def test_stats_report_listens_only_for_completed_batches_on_a_bus() -> None:
     with capture_logs() as logs:
         run("asyncio", body)
     assert [e["event"] for e in logs] == ["batch delay distribution"]
+
+
+@pytest.mark.parametrize("value", [0, -3, 2.5, True, "10"])
+def test_stats_report_listener_refuses_a_bad_window(value: object) -> None:
+    """num_batch_infos must be a positive int."""
+    with pytest.raises(ValueError, match="num_batch_infos must be a positive int"):
+        StatsReportListener(value)  # type: ignore[arg-type]

@@ -269,3 +269,15 @@ def test_until_and_to_examples() -> None:
     assert list(Time(10).until(Time(0), Milliseconds(-5))) == [Time(10), Time(5)]
     assert list(Time(5).to(Time(5), Milliseconds(1))) == [Time(5)]
     assert list(Time(5).until(Time(5), Milliseconds(1))) == []
+
+
+def test_zero_or_negative_steps_and_periods_are_clear_errors() -> None:
+    """A zero grid period or step is an InvalidDurationError, not Python's division or range error (negative steps count down)."""
+    with pytest.raises(InvalidDurationError, match="must not be zero, got 0 ms"):
+        list(Time(0).until(Time(10), Duration(0)))
+    with pytest.raises(InvalidDurationError, match="must not be zero, got 0 ms"):
+        list(Time(0).to(Time(10), Duration(0)))
+    with pytest.raises(InvalidDurationError, match="a grid period must not be zero"):
+        Time(10).is_multiple_of(Duration(0))
+    with pytest.raises(InvalidDurationError, match="multiple of a zero duration"):
+        Duration(10).is_multiple_of(Duration(0))
