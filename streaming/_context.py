@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import inspect
 import itertools
 import os
 import threading
@@ -41,7 +40,7 @@ from ._receiver import (
     SocketInputDStream,
 )
 from ._runtime import StreamingContextState, StreamingRuntime
-from ._spark import SparkJobThreads, embedded_spark_context, seconds_to_duration
+from ._spark import SparkJobThreads, embedded_spark_context, seconds_to_duration, user_frame
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -69,11 +68,9 @@ def _local_path(directory: str | None) -> Path | None:
 
 
 def _call_site() -> str:
-    here = __file__.rsplit("/", 1)[0]
-    for frame in inspect.stack(context=0)[1:]:
-        if not frame.filename.startswith(here):
-            return f"{frame.function} at {frame.filename}:{frame.lineno}"
-    return "?"
+    """``function at file:line`` of the user's code that called in (Spark's long call site form)."""
+    frame = user_frame()
+    return "?" if frame is None else f"{frame.function} at {frame.filename}:{frame.lineno}"
 
 
 class StreamingContext:

@@ -19,7 +19,7 @@ import structlog
 
 from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time
 
-from ._spark import BatchJob, batch_datetime, current_batch_job, job_description, seconds_to_duration
+from ._spark import BatchJob, batch_datetime, current_batch_job, job_description, seconds_to_duration, user_frame
 
 if TYPE_CHECKING:
     from pyspark import RDD, StorageLevel
@@ -847,8 +847,5 @@ class ForEachDStream(DStream):
 
 def _user_frame() -> str:
     """``file:line`` of the first caller outside this package (Spark's call site short form)."""
-    here = __file__.rsplit("/", 1)[0]
-    for frame in inspect.stack(context=0)[2:]:
-        if not frame.filename.startswith(here):
-            return f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}"
-    return "?"
+    frame = user_frame()
+    return "?" if frame is None else f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}"

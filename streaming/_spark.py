@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -28,6 +29,7 @@ __all__ = [
     "run_in_job_group",
     "run_spark",
     "seconds_to_duration",
+    "user_frame",
 ]
 
 T = TypeVar("T")
@@ -172,3 +174,12 @@ async def run_spark(func: Callable[..., T], *args: Any) -> T:
     if job is None:
         return await anyio.to_thread.run_sync(functools.partial(func, *args))
     return await anyio.to_thread.run_sync(functools.partial(job.threads.run, job.sc, job.group, job.description, func, *args))
+
+
+def user_frame() -> inspect.FrameInfo | None:
+    """The innermost stack frame outside this package: where the user's code called in (Spark's call site)."""
+    here = __file__.rsplit("/", 1)[0]
+    for frame in inspect.stack(context=0)[1:]:
+        if not frame.filename.startswith(here):
+            return frame
+    return None

@@ -557,3 +557,15 @@ def test_a_graph_without_output_operations_is_refused_with_sparks_require_messag
     stream.map(abs)  # a transformation is not an output operation
     raises_exactly(InvalidPipelineError, "requirement failed: No output operations registered, so nothing to execute",
                    lambda: ssc._graph.start(Time(0), InputInfoTracker()))
+
+
+def test_an_output_operation_is_named_after_the_users_call_site(stream: DStream) -> None:
+    """foreachRDD names its output operation 'foreachRDD at <file>:<line>' of the caller, skipping aiodstream's frames."""
+    import inspect
+
+    line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+    stream.foreachRDD(lambda rdd: None)
+    stream.pprint()  # pprint calls foreachRDD inside aiodstream: still the user's line
+    pprint_line = line + 1
+    names = [s._name for s in stream._ssc._graph.output_streams]  # type: ignore[attr-defined]
+    assert names == [f"foreachRDD at test_dstream.py:{line}", f"foreachRDD at test_dstream.py:{pprint_line}"]
