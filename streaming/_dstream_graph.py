@@ -223,7 +223,19 @@ class DStreamGraph:
         for inp in self.input_streams:
             inp._ensure_open()
         self._stateful = [stream for stream in self._streams() if stream._must_checkpoint]
+        for index in range(len(self._stateful)):
+            self._remove_unfinished_snapshots(index)
         self._restores = self._plan_restores(zero_time, first_batch_id)
+
+    def _remove_unfinished_snapshots(self, index: int) -> None:
+        """Delete the hidden temporary snapshots a save killed midway left (they are never read)."""
+        try:
+            names = os.listdir(self._state_dir(index))
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name.startswith(".") and name.endswith(".tmp"):
+                shutil.rmtree(self._state_dir(index) / name, ignore_errors=True)
 
     def oldest_needed_batch(self) -> int | None:
         """The first batch after each stateful stream's newest snapshot (less its window): the log must keep it."""

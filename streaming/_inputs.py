@@ -12,6 +12,7 @@ import anyio.abc
 import structlog
 
 from scheduler import Offset, ReplayError, Time
+from scheduler._metadata_log import remove_temp_files
 
 from ._dstream import DStream
 from ._source_logs import InputDescriptor, parse_log_offset
@@ -72,6 +73,7 @@ class InputDStream(DStream):
             return
         with self._open_lock:
             if not self._opened:
+                remove_temp_files(self._log_dir)  # what writers killed mid-write left (never read)
                 expected, compare = self._descriptor()
                 recorded = InputDescriptor(self._log_dir).ensure(expected, compare=compare)
                 self._load_log(recorded)

@@ -258,3 +258,15 @@ def test_save_as_text_files_keeps_a_complete_batch_and_redoes_one_a_crash_left_h
 
     assert contents(complete) == ["from an earlier run"]
     assert contents(partial) == ["z"] and (partial / "_SUCCESS").exists() and not (partial / "_temporary").exists()
+
+
+def test_a_restart_clears_what_writers_killed_midway_left(spark_context: Any, tmp_path: Path) -> None:
+    """Hidden temporary entries of an input log and an unfinished state snapshot are removed when the checkpoint is opened."""
+    run_program(spark_context, tmp_path, ManualClock(0), 2, queue_program(spark_context, Run()), resume=False)
+    partial_snapshot = tmp_path / "state" / "0" / ".9.deadbeef.tmp"
+    (partial_snapshot / "part-00000").parent.mkdir(parents=True)
+    (partial_snapshot / "part-00000").write_bytes(b"half")
+    partial_entry = tmp_path / "sources" / "0" / ".stream.json.cafe.tmp"
+    partial_entry.write_text("{")
+    run_program(spark_context, tmp_path, ManualClock(2 * INTERVAL_MS), 1, queue_program(spark_context, Run()), resume=True)
+    assert not partial_snapshot.exists() and not partial_entry.exists()
