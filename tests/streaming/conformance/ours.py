@@ -24,16 +24,13 @@ from .reference import (
     DEFAULT_BATCH_SECONDS,
     ReferenceRunError,
     Results,
-    _batch_index,
     _batch_ms,
+    _collect_results,
     _failure,
-    _index_outputs,
     _input_factory,
     _make_tracker,
     _program_kwargs,
     _wait_for_batches,
-    normalise_stdout,
-    read_saved_files,
 )
 
 __all__ = ["run_aiodstream"]
@@ -91,15 +88,4 @@ def run_aiodstream(
         except Exception as exc:
             raise _failure(f"{program.__name__} failed on aiodstream", f"{type(exc).__name__}: {exc}") from exc
 
-        completed = tracker.snapshot()[:num_batches]
-        first_ms = completed[0].time_ms
-        for batch in completed:
-            if batch.failures:
-                index = _batch_index(batch.time_ms, first_ms, batch_ms)
-                raise _failure(f"{program.__name__}: batch {index} failed on aiodstream", batch.failures[0])
-        results = _index_outputs(sink.snapshot(), first_ms, batch_ms, num_batches)
-        text = stdout.getvalue()
-        if text:
-            results["stdout"] = normalise_stdout(text, first_ms, batch_ms, num_batches)
-        results.update(read_saved_files(tmp_dir, first_ms, batch_ms, num_batches))
-        return results
+        return _collect_results(program, "aiodstream", tracker, sink, stdout.getvalue(), tmp_dir, batch_ms, num_batches)

@@ -253,18 +253,23 @@ def run_reference(
         except Exception as exc:
             raise _failure(f"{program.__name__} failed on pyspark", str(exc)) from exc
 
-        completed = tracker.snapshot()[:num_batches]
-        first_ms = completed[0].time_ms
-        for batch in completed:
-            if batch.failures:
-                index = _batch_index(batch.time_ms, first_ms, batch_ms)
-                raise _failure(f"{program.__name__}: batch {index} failed on pyspark", batch.failures[0])
-        results = _index_outputs(sink.snapshot(), first_ms, batch_ms, num_batches)
-        text = stdout.getvalue()
-        if text:
-            results["stdout"] = normalise_stdout(text, first_ms, batch_ms, num_batches)
-        results.update(read_saved_files(tmp_dir, first_ms, batch_ms, num_batches))
-        return results
+        return _collect_results(program, "pyspark", tracker, sink, stdout.getvalue(), tmp_dir, batch_ms, num_batches)
+
+
+def _collect_results(program: Program, engine: str, tracker: Any, sink: Sink, stdout: str, tmp_dir: str, batch_ms: int,
+                     num_batches: int) -> Results:
+    """The outputs of the first ``num_batches`` completed batches, keyed by batch index; a failed batch raises."""
+    completed = tracker.snapshot()[:num_batches]
+    first_ms = completed[0].time_ms
+    for batch in completed:
+        if batch.failures:
+            index = _batch_index(batch.time_ms, first_ms, batch_ms)
+            raise _failure(f"{program.__name__}: batch {index} failed on {engine}", batch.failures[0])
+    results = _index_outputs(sink.snapshot(), first_ms, batch_ms, num_batches)
+    if stdout:
+        results["stdout"] = normalise_stdout(stdout, first_ms, batch_ms, num_batches)
+    results.update(read_saved_files(tmp_dir, first_ms, batch_ms, num_batches))
+    return results
 
 
 def _batch_index(time_ms: int, first_ms: int, batch_ms: int) -> int:
