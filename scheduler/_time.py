@@ -36,24 +36,17 @@ def _time_ms(value: object) -> int:
 
 
 # Times are built several times per batch (every clock read is one), so both classes write their
-# own __init__ and ordering instead of attrs' converter and tuple comparisons: same behaviour
+# own __init__, and share _Ordered, instead of attrs' converter and tuple comparisons: same behaviour
 # (ints stored as is, int subclasses normalised, anything else refused; ordering only between
 # values of one class), a fraction of the calls. attrs still provides eq, hash and frozenness.
 _set_attribute = object.__setattr__
 
 
-@attrs.frozen(init=False, repr=False)
-class Duration:
-    """A length of time in whole milliseconds.
+class _Ordered:
+    """Ordering by ``milliseconds`` between values of one class (a Time never compares with a Duration)."""
 
-    Build one with :func:`Milliseconds`, :func:`Seconds` or :func:`Minutes`.
-    """
-
+    __slots__ = ()
     milliseconds: int
-
-    def __init__(self, milliseconds: int) -> None:
-        """A duration of ``milliseconds`` (an int)."""
-        _set_attribute(self, "milliseconds", milliseconds if type(milliseconds) is int else _duration_ms(milliseconds))
 
     def __lt__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
@@ -74,6 +67,20 @@ class Duration:
         if other.__class__ is self.__class__:
             return self.milliseconds >= other.milliseconds
         return NotImplemented
+
+
+@attrs.frozen(init=False, repr=False, order=False)
+class Duration(_Ordered):
+    """A length of time in whole milliseconds.
+
+    Build one with :func:`Milliseconds`, :func:`Seconds` or :func:`Minutes`.
+    """
+
+    milliseconds: int
+
+    def __init__(self, milliseconds: int) -> None:
+        """A duration of ``milliseconds`` (an int)."""
+        _set_attribute(self, "milliseconds", milliseconds if type(milliseconds) is int else _duration_ms(milliseconds))
 
     def __add__(self, other: Duration) -> Duration:
         if isinstance(other, Duration):
@@ -127,8 +134,8 @@ class Duration:
         return f"{self.milliseconds} ms"
 
 
-@attrs.frozen(init=False, repr=False)
-class Time:
+@attrs.frozen(init=False, repr=False, order=False)
+class Time(_Ordered):
     """A point in time: milliseconds since the epoch of the clock that produced it."""
 
     milliseconds: int
@@ -136,26 +143,6 @@ class Time:
     def __init__(self, milliseconds: int) -> None:
         """The time ``milliseconds`` (an int) after the clock's epoch."""
         _set_attribute(self, "milliseconds", milliseconds if type(milliseconds) is int else _time_ms(milliseconds))
-
-    def __lt__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self.milliseconds < other.milliseconds
-        return NotImplemented
-
-    def __le__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self.milliseconds <= other.milliseconds
-        return NotImplemented
-
-    def __gt__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self.milliseconds > other.milliseconds
-        return NotImplemented
-
-    def __ge__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self.milliseconds >= other.milliseconds
-        return NotImplemented
 
     def __add__(self, other: Duration) -> Time:
         if isinstance(other, Duration):
