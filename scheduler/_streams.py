@@ -103,11 +103,7 @@ class Mailbox(Generic[T]):
                 pass
         elif self._closed:
             raise anyio.ClosedResourceError
-        loop = self._loop
-        if loop is not None and loop._thread_id == _thread_ident():
-            waiter: Any = _Future(loop=loop)
-        else:
-            waiter, self._loop = _waiter_and_loop()
+        waiter, self._loop = _waiter_and_loop(self._loop)
         entry = (waiter, item)
         self._putters.append(entry)
         try:
@@ -190,11 +186,7 @@ class Mailbox(Generic[T]):
         while not items:
             if self._closed:
                 raise anyio.EndOfStream
-            loop = self._loop
-            if loop is not None and loop._thread_id == _thread_ident():
-                waiter: Any = _Future(loop=loop)
-            else:
-                waiter, self._loop = _waiter_and_loop()
+            waiter, self._loop = _waiter_and_loop(self._loop)
             self._waiters.append(waiter)
             try:
                 await waiter
@@ -352,8 +344,8 @@ def _new_waiter() -> Any:
     return loop.create_future()
 
 
-def _waiter_and_loop() -> tuple[Any, Any]:
-    """A new waiter, and the loop to make the next ones on directly, or ``None`` to ask again.
+def _waiter_and_loop(loop: Any) -> tuple[Any, Any]:
+    """A new waiter, and the loop to make the next ones on directly (pass it back), or ``None`` to ask again.
 
     Finding out whether the calling task runs on asyncio, and on which loop, costs more than
     the future itself (``get_running_loop`` makes a ``getpid`` system call every time). An owner
@@ -362,6 +354,8 @@ def _waiter_and_loop() -> tuple[Any, Any]:
     a stock asyncio loop records the thread running it there, and ``None`` when it is not
     running, so the test holds exactly while that loop is the one running in this thread.
     """
+    if loop is not None and loop._thread_id == _thread_ident():
+        return _Future(loop=loop), loop
     waiter = _new_waiter()
     if waiter.__class__ is _Future:
         loop = waiter.get_loop()

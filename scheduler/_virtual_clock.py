@@ -23,7 +23,7 @@ import anyio.lowlevel
 import sniffio
 
 from ._clock import ManualClock
-from ._streams import _Future, _thread_ident, _waiter_and_loop
+from ._streams import _waiter_and_loop
 from ._time import Duration, Time
 
 __all__ = ["VirtualClock"]
@@ -141,11 +141,7 @@ class VirtualClock(ManualClock):
         if ms <= self._now:
             await anyio.lowlevel.checkpoint()
             return self._now_time
-        loop = self._loop
-        if loop is not None and loop._thread_id == _thread_ident():
-            waiter: Any = _Future(loop=loop)
-        else:
-            waiter, self._loop = _waiter_and_loop()
+        waiter, self._loop = _waiter_and_loop(self._loop)
         _heappush(self._sleep_heap, (ms, next(self._seq), waiter))
         self._parked_count += 1
         if self._changed is not None:
@@ -169,18 +165,9 @@ class VirtualClock(ManualClock):
             return False
         self.jumps += 1
         # Live deadlines are always in the future: a sleeper due now was woken when time reached it.
-        now = heap[0][0]
-        if now > self._now:
-            self._now = now
-            self._now_time = Time(now)
-        # _wake_due, inline: a jump is once per virtual instant.
-        while heap and heap[0][0] <= now:
-            waiter = _heappop(heap)[2]
-            if not waiter.done():
-                self._parked_count -= 1
-                waiter.set_result(None)
-        if self._changed is not None:
-            self._notify()
+        if heap[0][0] > self._now:
+            self._now = heap[0][0]
+        self._wake_due()
         return True
 
     def new_event_loop(self) -> asyncio.AbstractEventLoop:
