@@ -121,6 +121,7 @@ class DStreamGraph:
         for batch in self._history:
             for inp, start, end in zip(self.input_streams, batch.start, batch.end, strict=True):
                 inp._set_range(batch.time, start, end)
+        self._history = ()  # handed to the inputs, which forget ranges past their remember window
         for inp in self.input_streams:
             inp._start()
         self._log.info("DStream graph started", zero_time=zero_time.milliseconds,
@@ -182,10 +183,7 @@ class DStreamGraph:
         return [str(getattr(stream, "_name", type(stream).__name__)) for stream in self.output_streams]
 
     async def latest_offsets(self) -> Sequence[Offset]:
-        """Where each input ends now."""
-        for inp in self.input_streams:
-            if not inp._opened:
-                await anyio.to_thread.run_sync(inp._ensure_open)
+        """Where each input ends now (their logs were opened by :meth:`recover`)."""
         return [inp._latest_offset() for inp in self.input_streams]
 
     async def plan_offsets(self, start: Sequence[Offset], limit: Sequence[Offset], time: Time) -> Sequence[Offset]:
@@ -221,7 +219,7 @@ class DStreamGraph:
 
     def _open_logs(self, zero_time: Time, first_batch_id: int) -> None:
         for inp in self.input_streams:
-            inp._ensure_open()
+            inp._open_log()
         self._stateful = [stream for stream in self._streams() if stream._must_checkpoint]
         for index in range(len(self._stateful)):
             self._remove_unfinished_snapshots(index)

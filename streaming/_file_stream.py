@@ -231,7 +231,6 @@ class FileInputDStream(InputDStream):
         return await anyio.to_thread.run_sync(self._plan_sync, time)
 
     def _plan_sync(self, time: Time) -> Offset:
-        self._ensure_open()
         new = self._find_new_files(time)
         if new:
             assert self._file_log is not None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,8 +47,6 @@ class InputDStream(DStream):
         # With a checkpoint: the input range of each batch time still remembered.
         self._ranges: dict[Time, tuple[Offset, Offset]] = {}
         self._log_dir: Path | None = None
-        self._opened = False
-        self._open_lock = threading.Lock()
         self._warned_missing = False
 
     # -- replay (with a checkpoint directory) --
@@ -61,29 +58,23 @@ class InputDStream(DStream):
     def _attach_log(self, directory: Path | None) -> None:
         """Keep this input's log in ``directory`` (``None``: no checkpoint); before start."""
         self._log_dir = directory
-        self._opened = False
 
     def _descriptor(self) -> tuple[dict[str, Any], tuple[str, ...]]:
         """What ``stream.json`` records about this input, and which keys must match at a restart."""
         return {"kind": self._input_kind, "name": self.name}, ("kind",)
 
-    def _ensure_open(self) -> None:
-        """Check (or write) the input's descriptor and load its log; once, blocking, any thread."""
-        if self._log_dir is None:
-            return
-        with self._open_lock:
-            if not self._opened:
-                remove_temp_files(self._log_dir)  # what writers killed mid-write left (never read)
-                expected, compare = self._descriptor()
-                recorded = InputDescriptor(self._log_dir).ensure(expected, compare=compare)
-                self._load_log(recorded)
-                self._opened = True
+    def _open_log(self) -> None:
+        """Check (or write) the input's descriptor and load its log: once per start, before any batch (blocking)."""
+        assert self._log_dir is not None, "_attach_log() first"
+        remove_temp_files(self._log_dir)  # what writers killed mid-write left (never read)
+        expected, compare = self._descriptor()
+        self._load_log(InputDescriptor(self._log_dir).ensure(expected, compare=compare))
 
     def _load_log(self, recorded: dict[str, Any]) -> None:
-        """Read what the log holds (called once by :meth:`_ensure_open`)."""
+        """Read what the log holds (called once by :meth:`_open_log`)."""
 
     def _latest_offset(self) -> Offset:
-        """Where this input ends now (after :meth:`_ensure_open`)."""
+        """Where this input ends now (after :meth:`_open_log`)."""
         return None
 
     async def _plan_offset(self, start: Offset, time: Time) -> Offset:
@@ -111,7 +102,6 @@ class InputDStream(DStream):
 
     def _logged_entry_ids(self, time: Time) -> range:
         """The log entries batch ``time`` covers; none for a time the offsets log no longer covers."""
-        self._ensure_open()
         found = self._range_of(time)
         if found is None:
             return range(0)

@@ -352,8 +352,6 @@ class ReceiverInputDStream(InputDStream):
 
     async def _flush(self) -> None:
         """Write what the receiver stored since the last block as a new block (if anything)."""
-        if not self._opened:
-            await anyio.to_thread.run_sync(self._ensure_open)
         if self._flush_lock is None:
             self._flush_lock = anyio.Lock()
         async with self._flush_lock:
