@@ -86,8 +86,9 @@ class InputDescriptor:
             CheckpointError: the recorded input differs from ``expected`` in one of ``compare``.
             CorruptCheckpointError: the file cannot be read as JSON.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
-        write_new_file(self.path, (json.dumps(dict(expected), sort_keys=True) + "\n").encode("utf-8"))
+        if not self.path.exists():  # write once (a racing writer's file wins: write_new_file never replaces)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            write_new_file(self.path, (json.dumps(dict(expected), sort_keys=True) + "\n").encode("utf-8"))
         try:
             recorded = json.loads(self.path.read_text(encoding="utf-8"))
             if not isinstance(recorded, dict):
