@@ -6,7 +6,6 @@ PySpark is imported lazily, so ``import streaming`` stays cheap and the pure run
 from __future__ import annotations
 
 import contextvars
-import functools
 import inspect
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -172,8 +171,8 @@ async def run_spark(func: Callable[..., T], *args: Any) -> T:
 
     job = current_batch_job.get()
     if job is None:
-        return await anyio.to_thread.run_sync(functools.partial(func, *args))
-    return await anyio.to_thread.run_sync(functools.partial(job.threads.run, job.sc, job.group, job.description, func, *args))
+        return await anyio.to_thread.run_sync(func, *args)
+    return await anyio.to_thread.run_sync(job.threads.run, job.sc, job.group, job.description, func, *args)
 
 
 def user_frame() -> inspect.FrameInfo | None:
