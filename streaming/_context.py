@@ -115,7 +115,6 @@ class StreamingContext:
         self._concurrent_jobs = concurrentJobs
         self._context_id = next(_ids)
         self._graph = DStreamGraph(self._batch_duration)
-        self._checkpoint_dir: str | None = None
         self._log_dir: Path | None = None  # where offsets, commits, input logs and state go
         self._recovering = False  # created by getOrCreate: resume from the checkpoint's logs
         self._runtime: StreamingRuntime | None = None
@@ -430,7 +429,6 @@ class StreamingContext:
             raise StreamingStateError("the checkpoint directory can only be set before the StreamingContext is started")
         if directory is not None:
             self.sparkContext.setCheckpointDir(directory)
-        self._checkpoint_dir = directory
         self._log_dir = _local_path(directory)
         if directory is not None and self._log_dir is None:
             self._log.warning("the checkpoint directory is not local: RDD checkpoints go there, but the recovery logs "
