@@ -128,12 +128,8 @@ class Mailbox(Generic[T]):
         if self._closed:
             return
         self._closed = True
-        waiters = self._waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                self._woken += 1
-                waiter.set_result(None)
+        while self._waiters:
+            self._wake_one()
         putters = self._putters
         while putters:
             waiter, _ = putters.popleft()
