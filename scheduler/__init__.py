@@ -51,7 +51,7 @@ from ._protocols import (
     ReplayableInput,
 )
 from ._query_options import ProgressTrackingOptions, Trigger
-from ._time import Duration, Milliseconds, Minutes, Seconds, Time
+from ._time import Duration, Milliseconds, Minutes, Seconds, Time, TimeOrderedDict
 from ._timer import RecurringTimer
 from ._virtual_clock import VirtualClock
 
@@ -112,6 +112,7 @@ __all__ = [
     "StreamingStateError",
     "SystemClock",
     "Time",
+    "TimeOrderedDict",
     "Trigger",
     "UnsupportedLogVersionError",
     "VirtualClock",

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 import attrs
 
 from ._errors import StreamingStateError
-from ._time import Time
+from ._time import Time, TimeOrderedDict
 
 __all__ = ["InputInfoTracker", "StreamInputInfo"]
 
@@ -39,7 +39,7 @@ class InputInfoTracker:
 
     def __init__(self) -> None:
         """Create an empty tracker."""
-        self._infos: dict[Time, dict[int, StreamInputInfo]] = {}
+        self._infos: TimeOrderedDict[dict[int, StreamInputInfo]] = TimeOrderedDict()
 
     def report_info(self, batch_time: Time, info: StreamInputInfo) -> None:
         """Record ``info`` for ``batch_time``; each stream may report once per batch."""
@@ -57,8 +57,7 @@ class InputInfoTracker:
 
     def cleanup(self, threshold: Time) -> None:
         """Forget batches strictly before ``threshold``."""
-        for t in [t for t in self._infos if t < threshold]:
-            del self._infos[t]
+        self._infos.pop_through(threshold.milliseconds - 1)
 
     def __len__(self) -> int:
         return len(self._infos)

@@ -6,14 +6,17 @@ cannot.
 
 from __future__ import annotations
 
+import itertools
 from decimal import Decimal, localcontext
-from typing import Iterator
+from typing import Iterator, TypeVar
 
 import attrs
 
 from ._errors import InvalidDurationError
 
-__all__ = ["Duration", "Milliseconds", "Minutes", "Seconds", "Time"]
+__all__ = ["Duration", "Milliseconds", "Minutes", "Seconds", "Time", "TimeOrderedDict"]
+
+V = TypeVar("V")
 
 
 def _check_ms(value: object, what: str) -> int:
@@ -244,3 +247,58 @@ def Seconds(n: int | float) -> Duration:
 def Minutes(n: int | float) -> Duration:
     """A duration of ``n`` minutes; fractions are allowed down to whole milliseconds."""
     return _scaled(n, 60_000, "Minutes(n)")
+
+
+class TimeOrderedDict(dict[Time, V]):
+    """A dict keyed by batch time whose oldest entries go without a scan of the newer ones.
+
+    Per-batch metadata (generated RDDs, input ranges, input infos) arrives batch after batch, so
+    the dict's insertion order is time order and the entries to forget are at its front. Dropping
+    them by scanning every entry, as a plain dict needs, costs each batch time proportional to the
+    backlog: a run that falls behind would fall further behind. An entry added out of time order
+    (a past time computed late) marks the dict unordered, and the next :meth:`pop_through` scans
+    everything once.
+
+    Entries may be added from one thread while another pops: each step is one dict operation.
+    """
+
+    __slots__ = ("_newest_ms", "_unordered")
+
+    def __init__(self) -> None:
+        """An empty dict."""
+        super().__init__()
+        self._newest_ms: int | None = None
+        self._unordered = False
+
+    def __setitem__(self, key: Time, value: V) -> None:
+        ms = key.milliseconds
+        if self._newest_ms is None or ms > self._newest_ms:
+            self._newest_ms = ms
+        elif ms < self._newest_ms and key not in self:
+            self._unordered = True
+        super().__setitem__(key, value)
+
+    def setdefault(self, key: Time, default: V) -> V:
+        """``self[key]``, first set to ``default`` if missing (through :meth:`__setitem__`)."""
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def pop_through(self, milliseconds: int) -> list[tuple[Time, V]]:
+        """Remove the entries at or before ``milliseconds`` and return them, oldest first."""
+        keys = list(self)  # one step: another thread may add entries meanwhile
+        if self._unordered:
+            self._unordered = False
+            old = sorted(t for t in keys if t.milliseconds <= milliseconds)
+            rest = [t.milliseconds for t in keys if t.milliseconds > milliseconds]
+            if any(a > b for a, b in itertools.pairwise(rest)):
+                self._unordered = True  # still out of order behind the first kept entry
+        else:
+            old = []
+            for t in keys:
+                if t.milliseconds > milliseconds:
+                    break
+                old.append(t)
+        missing = object()
+        popped = [(t, self.pop(t, missing)) for t in old]
+        return [(t, v) for t, v in popped if v is not missing]  # type: ignore[misc]

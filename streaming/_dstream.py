@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import structlog
 
-from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time
+from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time, TimeOrderedDict
 
 from ._spark import BatchJob, batch_datetime, current_batch_job, job_description, seconds_to_duration, user_frame
 
@@ -129,7 +129,7 @@ class DStream:
         self._parents: tuple[DStream, ...] = tuple(parents)
         self._slide: Duration = slide or (parents[0]._slide if parents else ssc._batch_duration)
         # Only RDDs are remembered: like Spark, a batch without an RDD is asked again next time.
-        self._generated: dict[Time, RDD[Any]] = {}
+        self._generated: TimeOrderedDict[RDD[Any]] = TimeOrderedDict()
         self._zero_time: Time | None = None
         self._remember_duration: Duration | None = None
         self._storage_level: StorageLevel | None = None
@@ -247,16 +247,17 @@ class DStream:
         raise NotImplementedError(f"{type(self).__name__} is not an output stream")
 
     def _clear_metadata(self, time: Time) -> None:
-        # Runs on the event loop between batches, while a user thread may be slicing: work
-        # on a snapshot of the keys and never block on the generation lock.
+        # Runs on the event loop between batches, while a user thread may be slicing: never
+        # block on the generation lock (the dict takes one step at a time).
         remember = self._remember_duration or self._slide
-        threshold = time.milliseconds - remember.milliseconds
-        unpersist = self._storage_level is not None
-        for old in [t for t in list(self._generated) if t.milliseconds <= threshold]:
-            rdd = self._generated.pop(old, None)
+        dropped = self._generated.pop_through(time.milliseconds - remember.milliseconds)
+        if dropped and self._storage_level is not None:
             # A state carried over is the same RDD under a later time: keep it cached then.
-            if rdd is not None and unpersist and not any(kept is rdd for kept in list(self._generated.values())):
-                rdd.unpersist(blocking=False)
+            kept = {id(rdd) for rdd in list(self._generated.values())}
+            for _, rdd in dropped:
+                if id(rdd) not in kept:
+                    kept.add(id(rdd))  # once, even if it was under several dropped times
+                    rdd.unpersist(blocking=False)
         for parent in self._parents:
             parent._clear_metadata(time)
 

@@ -10,7 +10,7 @@ import anyio
 import anyio.abc
 import structlog
 
-from scheduler import Offset, ReplayError, Time
+from scheduler import Offset, ReplayError, Time, TimeOrderedDict
 from scheduler._metadata_log import remove_temp_files
 
 from ._dstream import DStream
@@ -45,7 +45,7 @@ class InputDStream(DStream):
         self.id = ssc._graph.next_input_id()
         ssc._graph.add_input_stream(self)
         # With a checkpoint: the input range of each batch time still remembered.
-        self._ranges: dict[Time, tuple[Offset, Offset]] = {}
+        self._ranges: TimeOrderedDict[tuple[Offset, Offset]] = TimeOrderedDict()
         self._log_dir: Path | None = None
         self._warned_missing = False
 
@@ -115,9 +115,7 @@ class InputDStream(DStream):
     def _clear_metadata(self, time: Time) -> None:
         super()._clear_metadata(time)
         remember = self._remember_duration or self._slide
-        threshold = time.milliseconds - remember.milliseconds
-        for old in [t for t in self._ranges if t.milliseconds <= threshold]:
-            del self._ranges[old]
+        self._ranges.pop_through(time.milliseconds - remember.milliseconds)
 
     # -- lifecycle --
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler import Duration, InvalidDurationError, Milliseconds, Minutes, Seconds, StreamingError, Time
+from scheduler import Duration, InvalidDurationError, Milliseconds, Minutes, Seconds, StreamingError, Time, TimeOrderedDict
 from tests.anyio_support import raises_exactly
 
 # Bounded so that properties also hold for the runtime's realistic range (epoch milliseconds),
@@ -281,3 +281,63 @@ def test_zero_or_negative_steps_and_periods_are_clear_errors() -> None:
         Time(10).is_multiple_of(Duration(0))
     with pytest.raises(InvalidDurationError, match="multiple of a zero duration"):
         Duration(10).is_multiple_of(Duration(0))
+
+
+# -- TimeOrderedDict --
+
+
+def test_time_ordered_dict_pops_the_oldest_entries_through_a_time() -> None:
+    d: TimeOrderedDict[str] = TimeOrderedDict()
+    for ms in (1000, 2000, 3000, 4000):
+        d[Time(ms)] = f"b{ms}"
+    assert d.pop_through(2000) == [(Time(1000), "b1000"), (Time(2000), "b2000")]
+    assert list(d) == [Time(3000), Time(4000)]
+    assert d.pop_through(2999) == []
+    assert d.pop_through(10_000) == [(Time(3000), "b3000"), (Time(4000), "b4000")]
+    assert d == {}
+
+
+def test_time_ordered_dict_finds_entries_added_out_of_order() -> None:
+    """A past time added late (a window computing an old parent batch) is still dropped on time, and order comes back."""
+    d: TimeOrderedDict[int] = TimeOrderedDict()
+    for ms in (3000, 4000, 1000, 5000):  # 1000 arrives after newer times
+        d[Time(ms)] = ms
+    assert d.pop_through(1500) == [(Time(1000), 1000)]
+    assert d.pop_through(3500) == [(Time(3000), 3000)]  # back to the front-only walk
+    d[Time(4000)] = 4  # replacing a value keeps its place and is not out of order
+    assert d.pop_through(4000) == [(Time(4000), 4)]
+    assert list(d) == [Time(5000)]
+
+
+def test_time_ordered_dict_stays_unordered_while_misplaced_entries_remain() -> None:
+    d: TimeOrderedDict[int] = TimeOrderedDict()
+    for ms in (5000, 6000, 2000, 1000):
+        d[Time(ms)] = ms
+    assert d.pop_through(1000) == [(Time(1000), 1000)]
+    assert d.pop_through(2000) == [(Time(2000), 2000)]  # behind 5000 and 6000 in insertion order
+    assert list(d) == [Time(5000), Time(6000)]
+
+
+def test_time_ordered_dict_setdefault_goes_through_the_order_check() -> None:
+    d: TimeOrderedDict[list[int]] = TimeOrderedDict()
+    d.setdefault(Time(2000), []).append(1)
+    d.setdefault(Time(1000), []).append(2)
+    d.setdefault(Time(2000), []).append(3)
+    assert d == {Time(2000): [1, 3], Time(1000): [2]}
+    assert d.pop_through(1000) == [(Time(1000), [2])]
+
+
+@given(st.lists(st.integers(0, 50), max_size=40), st.lists(st.integers(-1, 60), max_size=10))
+def test_time_ordered_dict_drops_exactly_what_a_full_scan_would(inserts: list[int], cuts: list[int]) -> None:
+    d: TimeOrderedDict[int] = TimeOrderedDict()
+    reference: dict[int, int] = {}
+    for i, ms in enumerate(inserts):
+        d[Time(ms)] = i
+        reference[ms] = i
+        if cuts and i % 4 == 3:
+            cut = cuts[i % len(cuts)]
+            expected = sorted((ms, v) for ms, v in reference.items() if ms <= cut)
+            for ms_, _ in expected:
+                del reference[ms_]
+            assert sorted((t.milliseconds, v) for t, v in d.pop_through(cut)) == expected
+    assert {t.milliseconds: v for t, v in d.items()} == reference
