@@ -40,7 +40,7 @@ from ._receiver import (
     SocketInputDStream,
 )
 from ._runtime import StreamingContextState, StreamingRuntime
-from ._spark import SparkJobThreads, embedded_spark_context, seconds_to_duration, user_frame
+from ._spark import SparkJobThreads, embedded_spark_context, seconds_to_duration, spark_conf, user_frame
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -158,10 +158,10 @@ class StreamingContext:
 
     def _ensure_runtime(self) -> StreamingRuntime:
         if self._runtime is None:
-            conf = self.sparkContext.getConf()
-            concurrent = self._concurrent_jobs or int(conf.get("spark.streaming.concurrentJobs", "1") or "1")
+            sc = self.sparkContext
+            concurrent = self._concurrent_jobs or int(spark_conf(sc, "spark.streaming.concurrentJobs", "1") or "1")
             self._concurrency = concurrent
-            graceful = conf.get("spark.streaming.gracefulStopTimeout", None)
+            graceful = spark_conf(sc, "spark.streaming.gracefulStopTimeout")
             timeout = None if graceful is None else Duration(int(self.sparkContext._jvm.org.apache.spark.network.util  # type: ignore[union-attr]
                                                                      .JavaUtils.timeStringAsMs(graceful)))
             self._runtime = StreamingRuntime(
@@ -272,8 +272,7 @@ class StreamingContext:
                 raise StreamingStateError("this context was entered with 'async with': use 'await ssc.start_async()'")
             self._activate()
             runtime = self._ensure_runtime()
-            self._install_rate_controllers()
-            self._prepare_checkpoint()
+            self._before_start()
             self._portal_cm = anyio.from_thread.start_blocking_portal()
             portal = self._portal_cm.__enter__()
             self._portal = portal
@@ -382,8 +381,7 @@ class StreamingContext:
             self._activate()
             StreamingContext._activeContext = self
         try:
-            self._install_rate_controllers()
-            await anyio.to_thread.run_sync(self._prepare_checkpoint)
+            await anyio.to_thread.run_sync(self._before_start)  # py4j calls and file I/O: off the loop
             await self.runtime.start()
         except BaseException:
             if StreamingContext._activeContext is self:
@@ -437,6 +435,12 @@ class StreamingContext:
         if self._runtime is not None:
             self._runtime.set_checkpoint_location(self._log_dir)
 
+    def _before_start(self) -> None:
+        """What a start does before the runtime starts: rate controllers, the checkpoint directory (blocking)."""
+        self._ensure_runtime()
+        self._install_rate_controllers()
+        self._prepare_checkpoint()
+
     def _install_rate_controllers(self) -> None:
         """With ``spark.streaming.backpressure.enabled``, a rate controller per receiver stream (Spark's).
 
@@ -444,15 +448,15 @@ class StreamingContext:
             InvalidPipelineError: an unknown ``spark.streaming.backpressure.rateEstimator`` or a
                 PID parameter out of range (Spark's messages).
         """
-        conf = self.sparkContext.getConf()
-        if (conf.get("spark.streaming.backpressure.enabled", "false") or "false").strip().lower() != "true":
+        sc = self.sparkContext
+        if (spark_conf(sc, "spark.streaming.backpressure.enabled", "false") or "false").strip().lower() != "true":
             return
-        estimator = conf.get("spark.streaming.backpressure.rateEstimator", "pid") or "pid"
+        estimator = spark_conf(sc, "spark.streaming.backpressure.rateEstimator", "pid") or "pid"
         if estimator != "pid":
             raise InvalidPipelineError(f"Unknown rate estimator: {estimator}")
 
         def number(key: str, default: str) -> float:
-            value = conf.get(key, default) or default
+            value = spark_conf(sc, key, default) or default
             try:
                 return float(value)
             except ValueError:

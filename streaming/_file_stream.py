@@ -20,6 +20,7 @@ from scheduler import CheckpointError, CorruptCheckpointError, Duration, Offset,
 
 from ._inputs import InputDStream
 from ._source_logs import FileSelection, FileSelectionLog, format_log_offset
+from ._spark import spark_conf
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -136,9 +137,9 @@ class FileInputDStream(InputDStream):
         super().__init__(ssc)
         self.directory = os.fspath(directory)
         self._read_file = read_file
-        conf = ssc.sparkContext.getConf()
-        spec = conf.get("spark.streaming.fileStream.minRememberDuration", None) or \
-            conf.get("spark.streaming.minRememberDuration", DEFAULT_MIN_REMEMBER) or DEFAULT_MIN_REMEMBER
+        sc = ssc.sparkContext
+        spec = spark_conf(sc, "spark.streaming.fileStream.minRememberDuration") or \
+            spark_conf(sc, "spark.streaming.minRememberDuration", DEFAULT_MIN_REMEMBER) or DEFAULT_MIN_REMEMBER
         min_remember_ms = 1000 * int(ssc.sparkContext._jvm.org.apache.spark.network.util.JavaUtils  # type: ignore[union-attr]
                                      .timeStringAsSec(spec))
         batch = ssc._batch_duration

@@ -27,6 +27,7 @@ from scheduler._rate import RateLimiter
 
 from ._inputs import InputDStream
 from ._source_logs import BlockLog, format_log_offset
+from ._spark import spark_conf
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -203,13 +204,11 @@ class ReceiverInputDStream(InputDStream):
         super().__init__(ssc)
         self._buffer = buffer
         if restart_delay is None:  # read now, in the caller's thread, not later on the event loop
-            conf = ssc.sparkContext.getConf()
-            restart_delay = Duration(int(conf.get("spark.streaming.receiverRestartDelay", "2000") or "2000"))
+            restart_delay = Duration(int(spark_conf(ssc.sparkContext, "spark.streaming.receiverRestartDelay", "2000") or "2000"))
         self.restart_delay = restart_delay
         self._allocated: dict[Time, list[Any]] = {}
         self._slices: int | None = None
-        conf = ssc.sparkContext.getConf()
-        interval = conf.get("spark.streaming.blockInterval", "200ms") or "200ms"
+        interval = spark_conf(ssc.sparkContext, "spark.streaming.blockInterval", "200ms") or "200ms"
         self.block_interval = Duration(int(ssc.sparkContext._jvm.org.apache.spark.network.util  # type: ignore[union-attr]
                                            .JavaUtils.timeStringAsMs(interval)))
         # With a checkpoint: the write-ahead log, its newest block, the blocks in memory, and
@@ -222,8 +221,8 @@ class ReceiverInputDStream(InputDStream):
         self._purged_below = 0
         # Spark's receiver rate limit: spark.streaming.receiver.maxRate caps every rate, and
         # spark.streaming.backpressure.initialRate (default: the cap) is where it starts.
-        self.max_rate = _positive_rate(conf.get("spark.streaming.receiver.maxRate", None), "spark.streaming.receiver.maxRate")
-        initial = _positive_rate(conf.get("spark.streaming.backpressure.initialRate", None),
+        self.max_rate = _positive_rate(spark_conf(ssc.sparkContext, "spark.streaming.receiver.maxRate"), "spark.streaming.receiver.maxRate")
+        initial = _positive_rate(spark_conf(ssc.sparkContext, "spark.streaming.backpressure.initialRate"),
                                  "spark.streaming.backpressure.initialRate")
         self.initial_rate = initial if initial is not None else self.max_rate
         self._limiter: RateLimiter | None = None

@@ -25,9 +25,9 @@ __all__ = [
     "batch_datetime",
     "embedded_spark_context",
     "job_description",
-    "run_in_job_group",
     "run_spark",
     "seconds_to_duration",
+    "spark_conf",
     "user_frame",
 ]
 
@@ -64,6 +64,16 @@ def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkCon
         return sc
 
 
+def spark_conf(sc: SparkContext, key: str, default: str | None = None) -> str | None:
+    """The SparkContext's setting ``key`` (``default`` when unset): one py4j call.
+
+    ``sc.getConf()`` copies every entry through py4j, two round trips each (15-20 ms for a small
+    configuration); reading the few keys needed one by one is cheaper.
+    """
+    value = sc._conf.get(key, default)
+    return None if value is None else str(value)
+
+
 def seconds_to_duration(seconds: Any, what: str) -> Duration:
     """pyspark's ``Duration(int(seconds * 1000))``, refusing what pyspark would silently mangle."""
     if isinstance(seconds, Duration):
@@ -88,30 +98,51 @@ def job_description(time: Time, output_op_id: int) -> str:
     return f"Streaming job from [output operation {output_op_id}, batch time {batch_datetime(time):%H:%M:%S}]"
 
 
-def run_in_job_group(sc: SparkContext, group: str, description: str, func: Callable[..., T], *args: Any) -> T:
-    """Call ``func(*args)`` with this thread's Spark jobs in ``group``, described by ``description``.
+_job_thread = threading.local()
+"""On a job thread, ``pending``: the (context, group, description) to set before its next py4j call."""
 
-    Cancelling the group (``sc.cancelJobGroup(group)``) interrupts those jobs' tasks. The group is
-    cleared afterwards, since worker threads are pooled and later run unrelated Spark calls.
-    Two py4j round trips in all: they are most of the engine's cost for a cheap output operation.
+_hook_lock = threading.Lock()
+
+
+def _install_job_group_hook(sc: SparkContext) -> None:
+    """Make a job thread's pending job group take effect just before that thread's next py4j call.
+
+    A Spark job group is a local property of the JVM thread paired with the Python thread (pinned
+    thread mode), read when a Spark job is submitted. Every Spark job a Python thread submits goes
+    through a py4j call from that thread, so setting the group right before the first such call is
+    as good as setting it when the job starts, and a job that never calls Spark (a no-op or a
+    purely local output operation) costs no round trip at all. The hook wraps ``send_command`` of
+    the process's py4j client (one per process, shared by every SparkContext); threads with nothing
+    pending pay one thread-local lookup per py4j call.
     """
-    sc.setJobGroup(group, description, True)
-    try:
-        return func(*args)
-    finally:
-        jsc = sc._jsc
-        if jsc is not None:
-            jsc.clearJobGroup()  # group id, description and interrupt flag, in one call
+    gateway = sc._gateway
+    if gateway is None:
+        raise RuntimeError("PySpark has no py4j gateway: is the SparkContext stopped?")
+    client = gateway._gateway_client
+    with _hook_lock:
+        if getattr(client, "_aiodstream_job_groups", False):
+            return
+        send = client.send_command
+
+        def send_command(*args: Any, **kwargs: Any) -> Any:
+            pending = getattr(_job_thread, "pending", None)
+            if pending is not None:
+                _job_thread.pending = None  # first: setJobGroup's own call comes back through here
+                context, group, description = pending
+                context.setJobGroup(group, description, True)
+            return send(*args, **kwargs)
+
+        client.send_command = send_command
+        client._aiodstream_job_groups = True
 
 
 class SparkJobThreads:
-    """Threads that only run output-operation jobs, each job in its batch's Spark job group.
+    """Threads that only run output-operation jobs, each job's Spark calls in its batch's Spark job group.
 
     A job group is a property of the JVM thread paired with the Python thread that submits the
-    Spark job. Pooled threads also run other Spark calls, so :func:`run_in_job_group` must clear
-    the group after each job: two py4j round trips per job, most of a cheap job's cost. These
-    threads run nothing but jobs, each of which sets its own group first, so a group left from
-    the previous job never labels anything else, and clearing is not needed: one round trip.
+    Spark job. These threads run nothing but jobs, and each job's group is set before its first
+    py4j call (see :func:`_install_job_group_hook`): a group left from an earlier job never labels
+    another job's Spark work, and a job that makes no Spark call costs no py4j round trip.
 
     Args:
         size: how many jobs may run at once (the context's ``concurrentJobs``).
@@ -124,12 +155,16 @@ class SparkJobThreads:
 
     def run(self, sc: SparkContext, group: str, description: str, func: Callable[..., T], *args: Any) -> T:
         """Run ``func(*args)`` on a job thread in ``group`` and wait for it (blocking; call it from a worker thread)."""
+        _install_job_group_hook(sc)
         return self._executor.submit(self._in_group, sc, group, description, func, args).result()
 
     @staticmethod
     def _in_group(sc: SparkContext, group: str, description: str, func: Callable[..., T], args: tuple[Any, ...]) -> T:
-        sc.setJobGroup(group, description, True)
-        return func(*args)
+        _job_thread.pending = (sc, group, description)
+        try:
+            return func(*args)
+        finally:
+            _job_thread.pending = None
 
     def shutdown(self) -> None:
         """Stop the threads once their current jobs end (a job still running is not waited for)."""

@@ -476,21 +476,7 @@ def test_the_async_api_runs_inside_a_trio_application(spark_context: Any) -> Non
     assert StreamingContext.getActive() is None
 
 
-def test_run_in_job_group_labels_the_threads_jobs_and_clears_the_group_after(spark_context: Any) -> None:
-    """run_in_job_group sets the group and description for the call's Spark jobs, then clears both (two py4j calls)."""
-    from streaming._spark import run_in_job_group
-
-    def inside() -> tuple[str, str, int]:
-        return (spark_context.getLocalProperty("spark.jobGroup.id"), spark_context.getLocalProperty("spark.job.description"),
-                spark_context.parallelize([1, 2, 3], 1).count())
-
-    assert run_in_job_group(spark_context, "g-test", "a batch", inside) == ("g-test", "a batch", 3)
-    assert list(spark_context.statusTracker().getJobIdsForGroup("g-test"))
-    assert spark_context.getLocalProperty("spark.jobGroup.id") is None
-    assert spark_context.getLocalProperty("spark.job.description") is None
-
-
-def test_job_threads_run_each_job_in_its_group_with_one_call_and_leave_the_caller_untouched(spark_context: Any) -> None:
+def test_job_threads_run_each_job_in_its_group_and_leave_the_caller_untouched(spark_context: Any) -> None:
     """SparkJobThreads: the job's Spark jobs carry its group and description; the next job on the thread gets its own;
     the calling thread's properties never change; a job's exception reaches the caller."""
     from streaming._spark import SparkJobThreads
@@ -511,6 +497,52 @@ def test_job_threads_run_each_job_in_its_group_with_one_call_and_leave_the_calle
 
         with pytest.raises(ValueError, match="job failed"):
             threads.run(spark_context, "g-three", "batch three", boom)
+    finally:
+        threads.shutdown()
+
+
+def test_a_job_thread_sets_its_group_only_before_its_first_py4j_call(spark_context: Any) -> None:
+    """A job that never calls Spark costs no py4j round trip; one that does sets its group first, once,
+    even when its first call only builds an RDD and its Spark job comes later."""
+    from streaming._spark import SparkJobThreads
+
+    client = spark_context._gateway._gateway_client
+    threads = SparkJobThreads(1, name="group-hook-test")
+    calls: list[tuple[str, str]] = []
+    try:
+        threads.run(spark_context, "g-warm", "warm up", lambda: None)  # installs the hook, starts the thread
+        hooked = client.send_command
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            # Wraps the hook: the job's own first call enters here first, and the hook's
+            # setJobGroup runs to its end inside it, before that call is sent.
+            mine = threading.current_thread().name.startswith("group-hook-test")
+            method = str(args[0]).split("\n")[2] if args else ""
+            if mine:
+                calls.append(("enter", method))
+            try:
+                return hooked(*args, **kwargs)
+            finally:
+                if mine:
+                    calls.append(("exit", method))
+
+        client.send_command = counting
+        try:
+            assert threads.run(spark_context, "g-none", "no Spark", lambda: 42) == 42
+            assert calls == []  # not even setJobGroup
+
+            def build_then_run() -> int:
+                rdd = spark_context.parallelize(range(10), 2)  # py4j calls, no Spark job yet
+                return rdd.map(lambda x: x * 2).sum()
+
+            assert threads.run(spark_context, "g-late", "late job", build_then_run) == 90
+            assert calls.count(("enter", "setJobGroup")) == 1
+            first = calls[0][1]
+            assert calls[:4] == [("enter", first), ("enter", "setJobGroup"), ("exit", "setJobGroup"), ("exit", first)]
+        finally:
+            client.send_command = hooked
+        assert list(spark_context.statusTracker().getJobIdsForGroup("g-late"))
+        assert not list(spark_context.statusTracker().getJobIdsForGroup("g-none"))
     finally:
         threads.shutdown()
 
