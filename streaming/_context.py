@@ -182,10 +182,12 @@ class StreamingContext:
             return self._spark_job_threads
 
     def _release_job_threads(self) -> None:
+        """Let the job threads and the graph's generation thread end (each after its current work)."""
         with self._job_threads_lock:
             threads, self._spark_job_threads = self._spark_job_threads, None
         if threads is not None:
             threads.shutdown()
+        self._graph.release_threads()
 
     def _check_can_add(self) -> None:
         state = self._state

@@ -19,7 +19,15 @@ import structlog
 
 from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time, TimeOrderedDict
 
-from ._spark import BatchJob, batch_datetime, current_batch_job, job_description, seconds_to_duration, user_frame
+from ._spark import (
+    BatchJob,
+    batch_datetime,
+    current_batch_job,
+    job_description,
+    seconds_to_duration,
+    user_frame,
+    wait_for_thread,
+)
 
 if TYPE_CHECKING:
     from pyspark import RDD, StorageLevel
@@ -834,13 +842,15 @@ class ForEachDStream(DStream):
             job = Job(time, run_async, name=self._name, description=self._name, is_async=True,
                       cancel=lambda: ssc.sparkContext.cancelJobGroup(group))
         else:
-            def run() -> None:
-                # Only the job group and its description (one py4j round trip on a job thread,
-                # most of a cheap job's cost): Spark's internal batchTime/outputOpId properties
+            async def run() -> None:
+                # The function runs on a job thread, which the event loop waits for without a
+                # worker thread in between. Only the job group and its description are set (before
+                # the function's first py4j call): Spark's internal batchTime/outputOpId properties
                 # feed the JVM Streaming tab, which this runtime does not have.
-                ssc._job_threads().run(ssc.sparkContext, group, job_description(time, holder[0].output_op_id),
-                                       func, batch_datetime(time), rdd)
-            job = Job(time, run, name=self._name, description=self._name, is_async=False,
+                future = ssc._job_threads().submit(ssc.sparkContext, group, job_description(time, holder[0].output_op_id),
+                                                   func, batch_datetime(time), rdd)
+                await wait_for_thread(future, abandon_on_cancel=True)
+            job = Job(time, run, name=self._name, description=self._name, is_async=True,
                       cancel=lambda: ssc.sparkContext.cancelJobGroup(group))
         holder.append(job)
         return job

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -31,8 +33,10 @@ from scheduler import (
     Time,
 )
 from scheduler._metadata_log import fsync_directory
+from scheduler._streams import on_asyncio
 
 from ._source_logs import InputDescriptor
+from ._spark import wait_for_thread
 
 if TYPE_CHECKING:
     from ._dstream import DStream
@@ -75,6 +79,8 @@ class DStreamGraph:
         self.start_time: Time | None = None
         self.input_infos: InputInfoTracker | None = None
         self._generation = anyio.CapacityLimiter(1)
+        self._generation_thread: ThreadPoolExecutor | None = None
+        self._thread_lock = threading.Lock()
         self._receivers_stop: anyio.Event | None = None
         self.checkpoint_dir: Path | None = None
         self._history: tuple[RecoveredBatch, ...] = ()
@@ -145,8 +151,25 @@ class DStreamGraph:
             await inp._allocate(time)
 
     async def generate_jobs(self, time: Time) -> Sequence[Job]:
-        """Build the batch's RDDs and jobs in a worker thread (PySpark calls block)."""
-        return await anyio.to_thread.run_sync(self._generate_jobs, time, limiter=self._generation)
+        """Build the batch's RDDs and jobs in a thread (PySpark calls block), one batch at a time.
+
+        On asyncio the graph's own generation thread does it and wakes the loop when done; on
+        trio an anyio worker thread does.
+        """
+        if not on_asyncio():
+            return await anyio.to_thread.run_sync(self._generate_jobs, time, limiter=self._generation)
+        with self._thread_lock:
+            thread = self._generation_thread
+            if thread is None:
+                thread = self._generation_thread = ThreadPoolExecutor(1, thread_name_prefix="aiodstream-generate")
+        return await wait_for_thread(thread.submit(self._generate_jobs, time), abandon_on_cancel=False)
+
+    def release_threads(self) -> None:
+        """Let the generation thread end (when its current batch, if any, is generated)."""
+        with self._thread_lock:
+            thread, self._generation_thread = self._generation_thread, None
+        if thread is not None:
+            thread.shutdown(wait=False)
 
     def _generate_jobs(self, time: Time) -> list[Job]:
         if self._restores:

@@ -5,16 +5,20 @@ PySpark is imported lazily, so ``import streaming`` stays cheap and the pure run
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import inspect
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+import anyio
+import anyio.to_thread
 import attrs
 
 from scheduler import Duration, InvalidDurationError, Time
+from scheduler._streams import on_asyncio
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -29,6 +33,7 @@ __all__ = [
     "seconds_to_duration",
     "spark_conf",
     "user_frame",
+    "wait_for_thread",
 ]
 
 T = TypeVar("T")
@@ -153,10 +158,14 @@ class SparkJobThreads:
         """Create the pool; its threads start on first use."""
         self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix=name)
 
+    def submit(self, sc: SparkContext, group: str, description: str, func: Callable[..., T], *args: Any) -> Future[T]:
+        """Start ``func(*args)`` on a job thread in ``group`` (queued while every thread is busy)."""
+        _install_job_group_hook(sc)
+        return self._executor.submit(self._in_group, sc, group, description, func, args)
+
     def run(self, sc: SparkContext, group: str, description: str, func: Callable[..., T], *args: Any) -> T:
         """Run ``func(*args)`` on a job thread in ``group`` and wait for it (blocking; call it from a worker thread)."""
-        _install_job_group_hook(sc)
-        return self._executor.submit(self._in_group, sc, group, description, func, args).result()
+        return self.submit(sc, group, description, func, *args).result()
 
     @staticmethod
     def _in_group(sc: SparkContext, group: str, description: str, func: Callable[..., T], args: tuple[Any, ...]) -> T:
@@ -169,6 +178,22 @@ class SparkJobThreads:
     def shutdown(self) -> None:
         """Stop the threads once their current jobs end (a job still running is not waited for)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def wait_for_thread(future: Future[T], *, abandon_on_cancel: bool) -> T:
+    """The result of ``future``, run by one of this package's threads, without blocking the event loop.
+
+    On asyncio the future wakes the loop when it completes: one wake-up, where a worker thread
+    waiting on it (anyio's ``to_thread``, used on trio) costs a second thread switch each way.
+    With ``abandon_on_cancel`` a cancelled caller stops waiting at once (work already running
+    goes on; work still queued is dropped); without, it waits for the thread to finish.
+    """
+    if on_asyncio():
+        if abandon_on_cancel:
+            return await asyncio.wrap_future(future)
+        with anyio.CancelScope(shield=True):
+            return await asyncio.wrap_future(future)
+    return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=abandon_on_cancel)
 
 
 @attrs.frozen
@@ -202,12 +227,10 @@ async def run_spark(func: Callable[..., T], *args: Any) -> T:
     Calls made at the same time from one output operation take turns on the job threads
     (``concurrentJobs`` of them).
     """
-    import anyio.to_thread
-
     job = current_batch_job.get()
     if job is None:
         return await anyio.to_thread.run_sync(func, *args)
-    return await anyio.to_thread.run_sync(job.threads.run, job.sc, job.group, job.description, func, *args)
+    return await wait_for_thread(job.threads.submit(job.sc, job.group, job.description, func, *args), abandon_on_cancel=True)
 
 
 def user_frame() -> inspect.FrameInfo | None:
