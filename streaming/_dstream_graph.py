@@ -33,7 +33,6 @@ from scheduler import (
     Time,
 )
 from scheduler._metadata_log import fsync_directory
-from scheduler._streams import on_asyncio
 
 from ._source_logs import InputDescriptor
 from ._spark import wait_for_thread
@@ -78,7 +77,6 @@ class DStreamGraph:
         self.zero_time: Time | None = None
         self.start_time: Time | None = None
         self.input_infos: InputInfoTracker | None = None
-        self._generation = anyio.CapacityLimiter(1)
         self._generation_thread: ThreadPoolExecutor | None = None
         self._thread_lock = threading.Lock()
         self._receivers_stop: anyio.Event | None = None
@@ -151,13 +149,7 @@ class DStreamGraph:
             await inp._allocate(time)
 
     async def generate_jobs(self, time: Time) -> Sequence[Job]:
-        """Build the batch's RDDs and jobs in a thread (PySpark calls block), one batch at a time.
-
-        On asyncio the graph's own generation thread does it and wakes the loop when done; on
-        trio an anyio worker thread does.
-        """
-        if not on_asyncio():
-            return await anyio.to_thread.run_sync(self._generate_jobs, time, limiter=self._generation)
+        """Build the batch's RDDs and jobs on the graph's generation thread (PySpark calls block), one batch at a time."""
         with self._thread_lock:
             thread = self._generation_thread
             if thread is None:

@@ -183,17 +183,43 @@ class SparkJobThreads:
 async def wait_for_thread(future: Future[T], *, abandon_on_cancel: bool) -> T:
     """The result of ``future``, run by one of this package's threads, without blocking the event loop.
 
-    On asyncio the future wakes the loop when it completes: one wake-up, where a worker thread
-    waiting on it (anyio's ``to_thread``, used on trio) costs a second thread switch each way.
-    With ``abandon_on_cancel`` a cancelled caller stops waiting at once (work already running
-    goes on; work still queued is dropped); without, it waits for the thread to finish.
+    The future wakes the event loop when it completes (asyncio: through ``wrap_future``; trio:
+    through the run's token): one wake-up, where a worker thread waiting on it (anyio's
+    ``to_thread``) would cost a second thread switch each way. With ``abandon_on_cancel`` a
+    cancelled caller stops waiting at once (work already running goes on; work still queued is
+    dropped); without, it waits for the thread to finish.
     """
     if on_asyncio():
         if abandon_on_cancel:
             return await asyncio.wrap_future(future)
         with anyio.CancelScope(shield=True):
             return await asyncio.wrap_future(future)
-    return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=abandon_on_cancel)
+    return await _wait_on_trio(future, abandon_on_cancel)
+
+
+async def _wait_on_trio(future: Future[T], abandon_on_cancel: bool) -> T:
+    import trio
+
+    token = trio.lowlevel.current_trio_token()
+    done = trio.Event()
+
+    def wake(_: Future[T]) -> None:
+        try:
+            token.run_sync_soon(done.set)
+        except trio.RunFinishedError:  # the run ended while the thread worked: nobody waits
+            pass
+
+    future.add_done_callback(wake)
+    if abandon_on_cancel:
+        try:
+            await done.wait()
+        except trio.Cancelled:
+            future.cancel()  # dropped if still queued; running work goes on
+            raise
+    else:
+        with anyio.CancelScope(shield=True):
+            await done.wait()
+    return future.result()
 
 
 @attrs.frozen

@@ -57,8 +57,9 @@ def test_abandoning_stops_waiting_at_once(backend: str, executor: ThreadPoolExec
     assert running.result() is True
 
 
-def test_on_asyncio_abandoning_drops_work_still_queued(executor: ThreadPoolExecutor) -> None:
-    """A job abandoned before a job thread took it never runs (asyncio's wrap_future cancels the future)."""
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_abandoning_drops_work_still_queued(backend: str, executor: ThreadPoolExecutor) -> None:
+    """A job abandoned before a job thread took it never runs."""
     release = threading.Event()
     ran: list[str] = []
     running = executor.submit(release.wait, 30)
@@ -71,7 +72,7 @@ def test_on_asyncio_abandoning_drops_work_still_queued(executor: ThreadPoolExecu
             tg.cancel_scope.cancel()
 
     try:
-        anyio.run(main, backend="asyncio")
+        anyio.run(main, backend=backend)
     finally:
         release.set()
     running.result()
