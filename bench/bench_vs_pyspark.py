@@ -18,7 +18,10 @@ Prints one JSON object with each measure for both engines and the ratio ours / p
   Target ratio <= 0.5. On local[2] a single 2-partition job already holds both task slots, so
   parallel jobs only win the gaps between tasks; ``--three-outputs-masters`` also runs the
   measure in a child process on a Spark with spare task slots (default ``local[6]``: three jobs
-  of two partitions each), where concurrent jobs are meant to pay off.
+  of two partitions each), where concurrent jobs are meant to pay off. Beside each result,
+  ``spark_alone_three_threads_vs_sequential``: the same three Spark jobs without a streaming
+  engine, from three threads at once vs one after another, i.e. the most concurrency can win
+  on that machine and master.
 * ``socket_rate``: socket word count at a 1 s interval; the highest rate (lines/s, doubling
   from ``--rate-start``; the engines alternate at each rate) at which the batches carry >= 90%
   of the lines sent, the mean processing delay stays under the interval (so the scheduling
@@ -86,6 +89,34 @@ def three_outputs(ssc: Any, sc: Any, batches: int, lines_per_batch: int = 5000) 
     words.map(lambda w: (w, 1)).transform(lambda rdd: rdd.reduceByKey(add)).foreachRDD(collect)
     lines.foreachRDD(count)
     words.transform(lambda rdd: rdd.distinct()).foreachRDD(count)
+
+
+def spark_alone_three_jobs(sc: Any, lines_per_batch: int, batches: int) -> dict[str, float]:
+    """The three outputs' Spark jobs without any streaming engine: from three threads at once vs one after another.
+
+    Batches alternate between the two ways (the first two of each are warm-up). The ratio is the
+    most running the jobs concurrently can win on this machine and master.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def jobs(rdd: Any) -> list[Callable[[], Any]]:
+        words = rdd.flatMap(lambda line: line.split(" "))
+        return [lambda: words.map(lambda w: (w, 1)).reduceByKey(add).collect(), rdd.count, words.distinct().count]
+
+    timings: dict[str, list[float]] = {"sequential": [], "parallel": []}
+    with ThreadPoolExecutor(3) as pool:
+        for i in range(2 * batches):
+            rdd = sc.parallelize(make_lines(i, lines_per_batch), 2)
+            began = time.perf_counter()
+            if i % 2:
+                for future in [pool.submit(job) for job in jobs(rdd)]:
+                    future.result()
+            else:
+                for job in jobs(rdd):
+                    job()
+            timings["parallel" if i % 2 else "sequential"].append((time.perf_counter() - began) * 1000)
+    seq, par = (statistics.median(timings[k][2:]) for k in ("sequential", "parallel"))
+    return {"sequential_ms_median": round(seq, 1), "parallel_ms_median": round(par, 1), "ratio": round(par / seq, 3)}
 
 
 def socket_word_count(ssc: Any, port: int) -> None:
@@ -385,7 +416,8 @@ def main() -> None:
             out["three_outputs"][args.master][f"{size}_lines_per_batch"] = {
                 "pyspark_processing_ms_median": p, "ours_concurrent3_processing_ms_median": o, "ratio": ratio(o, p),
                 "target_ratio": 0.5, "ours_completed_in_batch_order": times == sorted(set(times)),
-                "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)}}
+                "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)},
+                "spark_alone_three_threads_vs_sequential": spark_alone_three_jobs(sc, size, n)}
             print(f"three_outputs {args.master} {size}: {out['three_outputs'][args.master][f'{size}_lines_per_batch']}",
                   file=sys.stderr, flush=True)
         for master in args.three_outputs_masters:
