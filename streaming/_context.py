@@ -40,7 +40,15 @@ from ._receiver import (
     SocketInputDStream,
 )
 from ._runtime import StreamingContextState, StreamingRuntime
-from ._spark import SparkJobThreads, embedded_spark_context, seconds_to_duration, spark_conf, user_frame
+from ._spark import (
+    SparkJobThreads,
+    SparkSettings,
+    cancel_job_group,
+    embedded_spark_context,
+    seconds_to_duration,
+    time_string_as,
+    user_frame,
+)
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -48,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["StreamingContext"]
 
 _ids = itertools.count()
+CANCEL_JOIN_S = 30.0  # how long a stop waits for Spark to take a job-group cancellation (py4j; normally milliseconds)
 
 
 # What a context writes to its checkpoint directory besides Spark's RDD checkpoints.
@@ -130,6 +139,11 @@ class StreamingContext:
         self._loop_thread: int | None = None
         self._async_mode = False
         self._start_site = ""
+        self._spark_settings: SparkSettings | None = None
+        self._cancellations: list[threading.Thread] = []
+        self._settings_lock = threading.Lock()
+        self._pending_checkpoint_dir: str | None = None  # set by checkpoint() inside async with, applied at start
+        self._spark_checkpoint_dir: str | None = None  # Spark's checkpoint directory as the start found it
         self._log = structlog.get_logger("aiodstream.streaming").bind(component="StreamingContext", context=self._context_id)
 
     # -- properties --
@@ -140,6 +154,13 @@ class StreamingContext:
         if self._sc is None:
             self._sc = embedded_spark_context()
         return self._sc
+
+    def _settings(self) -> SparkSettings:
+        """The Spark settings this context uses (read on first need; on entering ``async with``, in a thread)."""
+        with self._settings_lock:
+            if self._spark_settings is None:
+                self._spark_settings = SparkSettings.read(self.sparkContext)
+            return self._spark_settings
 
     @property
     def _state(self) -> StreamingContextState:
@@ -158,12 +179,12 @@ class StreamingContext:
 
     def _ensure_runtime(self) -> StreamingRuntime:
         if self._runtime is None:
-            sc = self.sparkContext
-            concurrent = self._concurrent_jobs or int(spark_conf(sc, "spark.streaming.concurrentJobs", "1") or "1")
+            settings = self._settings()
+            concurrent = self._concurrent_jobs or int(settings.get("spark.streaming.concurrentJobs", "1") or "1")
             self._concurrency = concurrent
-            graceful = spark_conf(sc, "spark.streaming.gracefulStopTimeout")
-            timeout = None if graceful is None else Duration(int(self.sparkContext._jvm.org.apache.spark.network.util  # type: ignore[union-attr]
-                                                                     .JavaUtils.timeStringAsMs(graceful)))
+            graceful = settings.get("spark.streaming.gracefulStopTimeout")
+            timeout = None if graceful is None else Duration(
+                time_string_as(graceful, "ms", "spark.streaming.gracefulStopTimeout"))
             self._runtime = StreamingRuntime(
                 self._graph, self._batch_duration, clock=self._clock, concurrent_jobs=concurrent,
                 graceful_stop_timeout=timeout, listener_overflow=self._overflow, name=f"StreamingContext-{self._context_id}",
@@ -180,6 +201,18 @@ class StreamingContext:
             if self._spark_job_threads is None:
                 self._spark_job_threads = SparkJobThreads(self._concurrency, f"aiodstream-{self._context_id}-job")
             return self._spark_job_threads
+
+    def _cancel_job_group(self, group: str) -> None:
+        """Cancel the Spark jobs of ``group`` (an abandoned job's) without waiting: the stop joins it later."""
+        with self._job_threads_lock:
+            self._cancellations.append(cancel_job_group(self.sparkContext, group))
+
+    def _join_cancellations(self) -> None:
+        """Wait until the Spark job cancellations of an immediate stop were delivered (blocking)."""
+        with self._job_threads_lock:
+            threads, self._cancellations = self._cancellations, []
+        for thread in threads:
+            thread.join(CANCEL_JOIN_S)
 
     def _release_job_threads(self) -> None:
         """Let the job threads and the graph's generation thread end (each after its current work)."""
@@ -312,6 +345,7 @@ class StreamingContext:
                     self._portal.call(functools.partial(runtime.stop, graceful=stopGraceFully))
                 finally:
                     self._close_portal()
+                    self._join_cancellations()
                     self._release_job_threads()
             else:
                 self._log.warning("StreamingContext has already been stopped")
@@ -360,8 +394,7 @@ class StreamingContext:
 
     async def __aenter__(self) -> StreamingContext:
         self._async_mode = True
-        if self._sc is None:
-            self._sc = await anyio.to_thread.run_sync(embedded_spark_context)
+        await anyio.to_thread.run_sync(self._settings)  # starts the embedded Spark if needed; py4j calls
         runtime = self._ensure_runtime()
         await runtime.__aenter__()
         return self
@@ -371,6 +404,8 @@ class StreamingContext:
             assert self._runtime is not None
             return await self._runtime.__aexit__(exc_type, exc, tb)
         finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._join_cancellations)
             self._release_job_threads()
             if StreamingContext._activeContext is self:
                 StreamingContext._activeContext = None
@@ -397,6 +432,7 @@ class StreamingContext:
         Unlike :meth:`stop`, the SparkContext is kept by default: in a service it is usually shared.
         """
         await self.runtime.stop(graceful=stopGraceFully)
+        await anyio.to_thread.run_sync(self._join_cancellations)
         self._release_job_threads()
         if StreamingContext._activeContext is self:
             StreamingContext._activeContext = None
@@ -428,7 +464,10 @@ class StreamingContext:
         if self._state is not StreamingContextState.INITIALIZED:
             raise StreamingStateError("the checkpoint directory can only be set before the StreamingContext is started")
         if directory is not None:
-            self.sparkContext.setCheckpointDir(directory)
+            if self._async_mode:  # a py4j call: made by the start, in a thread
+                self._pending_checkpoint_dir = str(directory)
+            else:
+                self.sparkContext.setCheckpointDir(directory)
         self._log_dir = _local_path(directory)
         if directory is not None and self._log_dir is None:
             self._log.warning("the checkpoint directory is not local: RDD checkpoints go there, but the recovery logs "
@@ -438,7 +477,13 @@ class StreamingContext:
             self._runtime.set_checkpoint_location(self._log_dir)
 
     def _before_start(self) -> None:
-        """What a start does before the runtime starts: rate controllers, the checkpoint directory (blocking)."""
+        """What a start does before the runtime starts (py4j calls, file I/O): Spark's checkpoint
+        directory, rate controllers, the recovery logs."""
+        sc = self.sparkContext
+        if self._pending_checkpoint_dir is not None:
+            sc.setCheckpointDir(self._pending_checkpoint_dir)
+            self._pending_checkpoint_dir = None
+        self._spark_checkpoint_dir = sc.getCheckpointDir()
         self._ensure_runtime()
         self._install_rate_controllers()
         self._prepare_checkpoint()
@@ -450,15 +495,15 @@ class StreamingContext:
             InvalidPipelineError: an unknown ``spark.streaming.backpressure.rateEstimator`` or a
                 PID parameter out of range (Spark's messages).
         """
-        sc = self.sparkContext
-        if (spark_conf(sc, "spark.streaming.backpressure.enabled", "false") or "false").strip().lower() != "true":
+        settings = self._settings()
+        if (settings.get("spark.streaming.backpressure.enabled", "false") or "false").strip().lower() != "true":
             return
-        estimator = spark_conf(sc, "spark.streaming.backpressure.rateEstimator", "pid") or "pid"
+        estimator = settings.get("spark.streaming.backpressure.rateEstimator", "pid") or "pid"
         if estimator != "pid":
             raise InvalidPipelineError(f"Unknown rate estimator: {estimator}")
 
         def number(key: str, default: str) -> float:
-            value = spark_conf(sc, key, default) or default
+            value = settings.get(key, default) or default
             try:
                 return float(value)
             except ValueError:
@@ -504,18 +549,28 @@ class StreamingContext:
     # -- inputs and combinators --
 
     def queueStream(self, rdds: Sequence[Any], oneAtATime: bool = True, default: Any = None) -> DStream:  # noqa: N803
-        """A stream of the given RDDs (or lists, parallelized now), one per batch or all at once."""
+        """A stream of the given RDDs (or lists), one per batch or all at once.
+
+        Lists are parallelized now, as pyspark does; inside ``async with`` (where this runs on the
+        event loop and ``sc.parallelize`` would block it) a copy of each list is parallelized by
+        the batch that takes it, on the generation thread.
+        """
         from pyspark import RDD
 
-        sc = self.sparkContext
         items = list(rdds)
-        if default is not None and not isinstance(default, RDD):
-            default = sc.parallelize(default)
         if not items and default is not None:
             items = [[]]
         if not items:
             raise IndexError("list index out of range: queueStream needs at least one RDD or list, or a default")
-        queued: list[RDD[Any]] = [r if isinstance(r, RDD) else sc.parallelize(r) for r in items]
+        if self._async_mode:
+            queued: list[Any] = [r if isinstance(r, RDD) else list(r) for r in items]
+            if default is not None and not isinstance(default, RDD):
+                default = list(default)
+        else:
+            sc = self.sparkContext
+            queued = [r if isinstance(r, RDD) else sc.parallelize(r) for r in items]
+            if default is not None and not isinstance(default, RDD):
+                default = sc.parallelize(default)
         return QueueInputDStream(self, queued, oneAtATime, default)
 
     def socketTextStream(

@@ -184,7 +184,7 @@ class DStream:
         name = type(self).__name__
         interval = self._checkpoint_interval
         if interval is not None:
-            if self._ssc.sparkContext.getCheckpointDir() is None:
+            if self._ssc._spark_checkpoint_dir is None:  # read by the start, off the event loop
                 raise InvalidPipelineError(
                     "requirement failed: The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint()."
                 )
@@ -462,7 +462,7 @@ class DStream:
     # -- per-batch aggregations --
 
     def _default_partitions(self, numPartitions: int | None) -> int:  # noqa: N803
-        return self._ssc.sparkContext.defaultParallelism if numPartitions is None else numPartitions
+        return self._ssc._settings().default_parallelism if numPartitions is None else numPartitions
 
     def reduce(self, func: Callable[[Any, Any], Any]) -> DStream:
         """One element per batch: the RDD's elements reduced with ``func`` (nothing for an empty batch)."""
@@ -840,7 +840,7 @@ class ForEachDStream(DStream):
                 finally:
                     current_batch_job.reset(token)
             job = Job(time, run_async, name=self._name, description=self._name, is_async=True,
-                      cancel=lambda: ssc.sparkContext.cancelJobGroup(group))
+                      cancel=lambda: ssc._cancel_job_group(group))
         else:
             async def run() -> None:
                 # The function runs on a job thread, which the event loop waits for without a
@@ -851,7 +851,7 @@ class ForEachDStream(DStream):
                                                    func, batch_datetime(time), rdd)
                 await wait_for_thread(future, abandon_on_cancel=True)
             job = Job(time, run, name=self._name, description=self._name, is_async=True,
-                      cancel=lambda: ssc.sparkContext.cancelJobGroup(group))
+                      cancel=lambda: ssc._cancel_job_group(group))
         holder.append(job)
         return job
 

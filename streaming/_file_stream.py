@@ -20,7 +20,7 @@ from scheduler import CheckpointError, CorruptCheckpointError, Duration, Offset,
 
 from ._inputs import InputDStream
 from ._source_logs import FileSelection, FileSelectionLog, format_log_offset
-from ._spark import spark_conf
+from ._spark import time_string_as
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -137,11 +137,13 @@ class FileInputDStream(InputDStream):
         super().__init__(ssc)
         self.directory = os.fspath(directory)
         self._read_file = read_file
-        sc = ssc.sparkContext
-        spec = spark_conf(sc, "spark.streaming.fileStream.minRememberDuration") or \
-            spark_conf(sc, "spark.streaming.minRememberDuration", DEFAULT_MIN_REMEMBER) or DEFAULT_MIN_REMEMBER
-        min_remember_ms = 1000 * int(ssc.sparkContext._jvm.org.apache.spark.network.util.JavaUtils  # type: ignore[union-attr]
-                                     .timeStringAsSec(spec))
+        settings = ssc._settings()
+        key = "spark.streaming.fileStream.minRememberDuration"
+        spec = settings.get(key)
+        if spec is None:
+            key = "spark.streaming.minRememberDuration"
+            spec = settings.get(key, DEFAULT_MIN_REMEMBER) or DEFAULT_MIN_REMEMBER
+        min_remember_ms = 1000 * time_string_as(spec, "s", key)
         batch = ssc._batch_duration
         self.batches_to_remember = max(1, math.ceil(min_remember_ms / batch.milliseconds))
         self.duration_to_remember: Duration = batch * self.batches_to_remember

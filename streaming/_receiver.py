@@ -27,7 +27,7 @@ from scheduler._rate import RateLimiter
 
 from ._inputs import InputDStream
 from ._source_logs import BlockLog, format_log_offset
-from ._spark import spark_conf
+from ._spark import time_string_as
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -203,14 +203,13 @@ class ReceiverInputDStream(InputDStream):
         buffer = RecordBuffer(max_buffered_records)
         super().__init__(ssc)
         self._buffer = buffer
-        if restart_delay is None:  # read now, in the caller's thread, not later on the event loop
-            restart_delay = Duration(int(spark_conf(ssc.sparkContext, "spark.streaming.receiverRestartDelay", "2000") or "2000"))
+        settings = ssc._settings()
+        if restart_delay is None:  # Spark reads it as an int of milliseconds (getInt), not a time string
+            restart_delay = Duration(int(settings.get("spark.streaming.receiverRestartDelay", "2000") or "2000"))
         self.restart_delay = restart_delay
         self._allocated: dict[Time, list[Any]] = {}
-        self._slices: int | None = None
-        interval = spark_conf(ssc.sparkContext, "spark.streaming.blockInterval", "200ms") or "200ms"
-        self.block_interval = Duration(int(ssc.sparkContext._jvm.org.apache.spark.network.util  # type: ignore[union-attr]
-                                           .JavaUtils.timeStringAsMs(interval)))
+        interval = settings.get("spark.streaming.blockInterval", "200ms") or "200ms"
+        self.block_interval = Duration(time_string_as(interval, "ms", "spark.streaming.blockInterval"))
         # With a checkpoint: the write-ahead log, its newest block, the blocks in memory, and
         # records whose block write failed (written first next time, so none is lost).
         self._block_log: BlockLog | None = None
@@ -221,8 +220,8 @@ class ReceiverInputDStream(InputDStream):
         self._purged_below = 0
         # Spark's receiver rate limit: spark.streaming.receiver.maxRate caps every rate, and
         # spark.streaming.backpressure.initialRate (default: the cap) is where it starts.
-        self.max_rate = _positive_rate(spark_conf(ssc.sparkContext, "spark.streaming.receiver.maxRate"), "spark.streaming.receiver.maxRate")
-        initial = _positive_rate(spark_conf(ssc.sparkContext, "spark.streaming.backpressure.initialRate"),
+        self.max_rate = _positive_rate(settings.get("spark.streaming.receiver.maxRate"), "spark.streaming.receiver.maxRate")
+        initial = _positive_rate(settings.get("spark.streaming.backpressure.initialRate"),
                                  "spark.streaming.backpressure.initialRate")
         self.initial_rate = initial if initial is not None else self.max_rate
         self._limiter: RateLimiter | None = None
@@ -327,9 +326,8 @@ class ReceiverInputDStream(InputDStream):
             tracker.report_info(time, StreamInputInfo(self.id, len(records)))
         if not records:
             return sc.emptyRDD()
-        if self._slices is None:
-            self._slices = max(1, sc.defaultParallelism)
-        return sc.parallelize(records, min(self._slices, len(records)))
+        slices = max(1, self._ssc._settings().default_parallelism)
+        return sc.parallelize(records, min(slices, len(records)))
 
     # -- the write-ahead log (with a checkpoint) --
 

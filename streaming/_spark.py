@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 import anyio
 import anyio.to_thread
 import attrs
+import structlog
 
 from scheduler import Duration, InvalidDurationError, Time
 from scheduler._streams import on_asyncio
@@ -27,11 +29,14 @@ __all__ = [
     "EMBEDDED_SPARK_CONF",
     "SparkJobThreads",
     "batch_datetime",
+    "cancel_job_group",
     "embedded_spark_context",
     "job_description",
     "run_spark",
     "seconds_to_duration",
-    "spark_conf",
+    "STREAMING_SETTINGS",
+    "SparkSettings",
+    "time_string_as",
     "user_frame",
     "wait_for_thread",
 ]
@@ -69,14 +74,87 @@ def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkCon
         return sc
 
 
-def spark_conf(sc: SparkContext, key: str, default: str | None = None) -> str | None:
-    """The SparkContext's setting ``key`` (``default`` when unset): one py4j call.
+STREAMING_SETTINGS = (
+    "spark.streaming.concurrentJobs",
+    "spark.streaming.gracefulStopTimeout",
+    "spark.streaming.receiverRestartDelay",
+    "spark.streaming.blockInterval",
+    "spark.streaming.receiver.maxRate",
+    "spark.streaming.backpressure.enabled",
+    "spark.streaming.backpressure.initialRate",
+    "spark.streaming.backpressure.rateEstimator",
+    "spark.streaming.backpressure.pid.proportional",
+    "spark.streaming.backpressure.pid.integral",
+    "spark.streaming.backpressure.pid.derived",
+    "spark.streaming.backpressure.pid.minRate",
+    "spark.streaming.fileStream.minRememberDuration",
+    "spark.streaming.minRememberDuration",
+)
+"""The Spark configuration keys the streaming layer reads."""
 
-    ``sc.getConf()`` copies every entry through py4j, two round trips each (15-20 ms for a small
-    configuration); reading the few keys needed one by one is cheaper.
+
+@attrs.frozen
+class SparkSettings:
+    """What a StreamingContext reads from its SparkContext, fetched once (py4j calls: blocking).
+
+    A context inside ``async with`` fetches them in a worker thread on entry, so building
+    streams on the event loop makes no py4j call; otherwise on first need.
+
+    Attributes:
+        default_parallelism: ``sc.defaultParallelism``.
+        conf: the :data:`STREAMING_SETTINGS` that are set, as strings.
     """
-    value = sc._conf.get(key, default)
-    return None if value is None else str(value)
+
+    default_parallelism: int
+    conf: dict[str, str]
+
+    @classmethod
+    def read(cls, sc: SparkContext) -> SparkSettings:
+        """Read the settings from ``sc``: one py4j round trip per key (``sc.getConf()`` takes two per entry)."""
+        conf = {}
+        for key in STREAMING_SETTINGS:
+            value = sc._conf.get(key, None)
+            if value is not None:
+                conf[key] = str(value)
+        return cls(sc.defaultParallelism, conf)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """The setting ``key`` (one of :data:`STREAMING_SETTINGS`), ``default`` when unset."""
+        if key not in STREAMING_SETTINGS:
+            raise KeyError(f"{key} is not read by the streaming layer; add it to STREAMING_SETTINGS")
+        return self.conf.get(key, default)
+
+
+_TIME_UNITS_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000,
+                  "h": 3_600_000_000, "d": 86_400_000_000}
+_TIME_STRING = re.compile(r"(-?[0-9]+)([a-z]+)?")
+_LONG_MAX = 2**63 - 1
+
+
+def time_string_as(value: str, unit: str, key: str) -> int:
+    """Spark's ``JavaUtils.timeStringAs(value, unit)`` without the JVM: ``"5s"`` in ``"ms"`` is 5000.
+
+    A number without a suffix is in ``unit``; suffixes are us, ms, s, m, min, h and d; the result
+    is truncated toward zero and saturates at Java's long range, as Java's ``TimeUnit.convert``.
+
+    Raises:
+        InvalidDurationError: ``value`` is not a time string (Spark's message, after ``key``).
+    """
+    spark_error = ("Time must be specified as seconds (s), milliseconds (ms), microseconds (us), minutes (m or min), "
+                   "hour (h), or day (d). E.g. 50s, 100ms, or 250us.")
+    lower = value.lower().strip()
+    found = _TIME_STRING.fullmatch(lower)
+    if found is None:
+        raise InvalidDurationError(f"{key}: {spark_error}\nFailed to parse time string: {value}")
+    number, suffix = int(found.group(1)), found.group(2)
+    if not -_LONG_MAX - 1 <= number <= _LONG_MAX:
+        raise InvalidDurationError(f'{key}: {spark_error}\nFor input string: "{found.group(1)}"')
+    if suffix is not None and suffix not in _TIME_UNITS_US:
+        raise InvalidDurationError(f'{key}: {spark_error}\nInvalid suffix: "{suffix}"')
+    source, target = _TIME_UNITS_US[suffix or unit], _TIME_UNITS_US[unit]
+    micros = number * source
+    converted = abs(micros) // target * (1 if micros >= 0 else -1)  # truncated toward zero
+    return max(-_LONG_MAX - 1, min(_LONG_MAX, converted))
 
 
 def seconds_to_duration(seconds: Any, what: str) -> Duration:
@@ -178,6 +256,25 @@ class SparkJobThreads:
     def shutdown(self) -> None:
         """Stop the threads once their current jobs end (a job still running is not waited for)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def cancel_job_group(sc: SparkContext, group: str) -> threading.Thread:
+    """Have Spark cancel the jobs of ``group`` from a short-lived thread, which is returned.
+
+    The caller, the event loop at an immediate stop, does not wait for the py4j call; the stop
+    joins the thread later, from a worker thread.
+    """
+
+    def cancel() -> None:
+        try:
+            sc.cancelJobGroup(group)
+        except Exception as exc:  # best effort: Spark may be stopping too
+            structlog.get_logger("aiodstream.streaming").bind(component="SparkJobThreads").warning(
+                "cancelling a Spark job group failed", group=group, error=repr(exc))
+
+    thread = threading.Thread(target=cancel, name="aiodstream-cancel", daemon=True)
+    thread.start()
+    return thread
 
 
 async def wait_for_thread(future: Future[T], *, abandon_on_cancel: bool) -> T:

@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from listeners import (
     ReceiverStopped,
     StreamingEvent,
 )
-from streaming import StreamingContext
+from streaming import StreamingContext, run_spark
 
 pytestmark = pytest.mark.spark
 
@@ -646,3 +647,147 @@ def test_an_unknown_rate_estimator_is_refused_at_start_with_sparks_message(conte
         ssc.asyncIterableStream(endless()).foreachRDD(lambda rdd: None)
         with pytest.raises(InvalidPipelineError, match=r"^Unknown rate estimator: linear$"):
             ssc.start()
+
+
+# -- the host's event loop never waits on py4j --
+
+
+class Py4JOnThread:
+    """Records the py4j calls made from one thread (wraps the process's py4j client while active)."""
+
+    def __init__(self, sc: Any) -> None:
+        self._client = sc._gateway._gateway_client
+        self.thread: int | None = None
+        self.calls: list[str] = []
+
+    def __enter__(self) -> Py4JOnThread:
+        inner = self._client.send_command
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() == self.thread:
+                frames = [f"{frame.filename.rsplit('/', 2)[-2:]}:{frame.lineno}" for frame in traceback.extract_stack()[-8:-1]]
+                self.calls.append(" <- ".join(reversed(frames)))
+            return inner(*args, **kwargs)
+
+        self._inner = inner
+        self._client.send_command = spy
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._client.send_command = self._inner
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: Any, tmp_path: Path, backend: str) -> None:
+    """Entering, building every kind of stream, starting, running batches and an immediate stop that cancels a running
+    Spark job: all py4j calls happen off the host's loop (settings read on entry, parallelize and checkpoint dir at start
+    or generation, cancellation from a thread)."""
+    from scheduler import Duration, ManualClock
+
+    incoming, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
+    incoming.mkdir()
+    started, release = tmp_path / "started", tmp_path / "release"
+    results: dict[str, list[Any]] = {"state": [], "window": [], "values": [], "files": [], "cancelled": []}
+
+    def block(rows: Any) -> Any:
+        import os as _os
+        import time as _time
+
+        open(started, "w").close()
+        deadline = _time.monotonic() + 120
+        while not _os.path.exists(release) and _time.monotonic() < deadline:
+            _time.sleep(0.05)
+        return rows
+
+    action_ended = threading.Event()
+
+    def long_action(t: Any, rdd: Any) -> None:
+        if rdd.isEmpty():
+            return
+        try:
+            rdd.coalesce(1).mapPartitions(block).count()
+        except Exception as exc:
+            results["cancelled"].append(str(exc))
+        finally:
+            action_ended.set()
+
+    async def words() -> Any:
+        for line in ["a b", "b c"]:
+            yield line
+
+    async def values_sink(t: Any, rdd: Any) -> None:
+        results["values"].append(sorted(await run_spark(rdd.collect)))
+
+    async def main(spy: Py4JOnThread) -> None:
+        spy.thread = threading.get_ident()
+        clock = ManualClock(0)
+        async with StreamingContext(spark_context, 1, clock=clock) as ssc:
+            ssc.checkpoint(str(checkpoint))
+            numbers = ssc.queueStream([[1, 2], [3], [4]], default=[0])
+            numbers.map(lambda x: (x % 2, x)).updateStateByKey(lambda vs, s: sum(vs) + (s or 0)) \
+                .foreachRDD(lambda rdd: results["state"].append(sorted(rdd.collect())))
+            numbers.map(lambda x: (x, 1)).reduceByKeyAndWindow(lambda a, b: a + b, lambda a, b: a - b, 2, 1) \
+                .foreachRDD(lambda rdd: results["window"].append(sorted(rdd.collect())))
+            ssc.asyncIterableStream(words()).flatMap(str.split).countByValue().foreachRDD(values_sink)
+            ssc.textFileStream(str(incoming)).foreachRDD(lambda rdd: results["files"].append(rdd.count()))
+            ssc.queueStream([[], [], [], [7]]).foreachRDD(long_action)
+            await ssc.start_async()
+            for n in range(3):
+                (incoming / f"f{n}.txt").write_text("x\ny\n")
+                clock.advance(1000)
+                await ssc.runtime.wait_until_idle()
+            clock.advance(1000)  # the long action's batch: stop while its Spark task runs
+            await anyio.to_thread.run_sync(wait_until, started.exists, "the long Spark task to start")
+            ssc.runtime.abandon_after = Duration(0)  # the grace for running jobs is on the manual clock
+            try:
+                await ssc.stop_async(stopGraceFully=False)
+            finally:
+                release.touch()
+
+    with Py4JOnThread(spark_context) as spy:
+        anyio.run(main, spy, backend=backend)
+        assert action_ended.wait(WAIT_S), "the cancelled Spark action never returned"
+    assert spy.calls == []
+    # The program ran for real: state, windows, an async source and sink, a file stream.
+    assert results["state"][:3] == [[(0, 2), (1, 1)], [(0, 2), (1, 4)], [(0, 6), (1, 4)]]
+    assert results["window"][:2] == [[(1, 1), (2, 1)], [(1, 1), (2, 1), (3, 1)]]
+    assert [("a", 1), ("b", 2), ("c", 1)] in results["values"] or sum(map(len, results["values"])) >= 2
+    assert len(results["files"]) >= 3
+    assert len(results["cancelled"]) == 1 and "cancelled" in results["cancelled"][0].lower()
+
+
+@pytest.mark.parametrize("text", ["200ms", "5s", " 2 S ", "1500us", "-1500us", "3m", "2min", "1h", "1d", "15", "-7",
+                                  "0", "9223372036854775807", "9223372036854775808", "1x", "s", "", "1.5s", "10 ms", "1e3"])
+@pytest.mark.parametrize("unit", ["ms", "s"])
+def test_time_strings_parse_as_sparks_javautils_does(spark_context: Any, text: str, unit: str) -> None:
+    """time_string_as agrees with the JVM's JavaUtils.timeStringAs: the value, or a refusal with Spark's message."""
+    from py4j.protocol import Py4JJavaError
+
+    from scheduler import InvalidDurationError
+    from streaming._spark import time_string_as
+
+    java_utils = spark_context._jvm.org.apache.spark.network.util.JavaUtils
+    time_unit = getattr(spark_context._jvm.java.util.concurrent.TimeUnit, {"ms": "MILLISECONDS", "s": "SECONDS"}[unit])
+    try:
+        expected: int | str = java_utils.timeStringAs(text, time_unit)
+    except Py4JJavaError as exc:
+        expected = str(exc.java_exception.getMessage())
+    if isinstance(expected, int):
+        assert time_string_as(text, unit, "some.key") == expected
+    else:
+        with pytest.raises(InvalidDurationError) as refused:
+            time_string_as(text, unit, "some.key")
+        assert str(refused.value) == f"some.key: {expected}"
+
+
+def test_spark_settings_are_read_once_per_context(spark_context: Any) -> None:
+    """A context reads its Spark settings once: later changes to the SparkConf do not reach it (Spark reads conf at start)."""
+    ssc = StreamingContext(spark_context, 1)
+    with spark_conf(spark_context, spark__streaming__blockInterval="300ms"):
+        first = ssc._settings()
+        assert first.get("spark.streaming.blockInterval") == "300ms"
+        assert first.default_parallelism == spark_context.defaultParallelism
+    assert ssc._settings() is first
+    assert StreamingContext(spark_context, 1)._settings().get("spark.streaming.blockInterval") is None
+    with pytest.raises(KeyError, match="not read by the streaming layer"):
+        first.get("spark.master")
