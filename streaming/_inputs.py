@@ -156,7 +156,7 @@ class QueueInputDStream(InputDStream):
     _input_kind = "queue"
 
     def __init__(self, ssc: StreamingContext, rdds: list[Any], one_at_a_time: bool, default: Any) -> None:
-        """Queue ``rdds`` for the batches to come: RDDs, or lists parallelized by the batch that takes them."""
+        """Queue ``rdds`` for the batches to come: RDDs, or lists (parallelized by the batch that takes them)."""
         super().__init__(ssc)
         self._items: list[Any] = list(rdds)
         self._taken = 0  # without a checkpoint: how many items batches took so far
@@ -179,8 +179,6 @@ class QueueInputDStream(InputDStream):
         return start if end <= begin else str(end)
 
     def _compute(self, time: Time) -> RDD[Any] | None:
-        from pyspark import RDD
-
         if self._replaying:
             found = self._range_of(time)
             begin, end = (0, 0) if found is None else (self._position(found[0]), self._position(found[1]))
@@ -198,12 +196,13 @@ class QueueInputDStream(InputDStream):
             self._items[begin:end] = [None] * len(taken)
         sc = self._ssc.sparkContext
         if taken:
-            rdds = [item if isinstance(item, RDD) else sc.parallelize(item) for item in taken]
+            rdds: list[RDD[Any]] = [sc.parallelize(item) if isinstance(item, list) else item for item in taken]
             return rdds[0] if len(rdds) == 1 else sc.union(rdds)
         if self._default is None:
             # One empty single-partition RDD for every empty batch, made once as Spark does: a
             # new one per batch would cost a py4j round trip in every generation.
             self._default = sc.parallelize([], 1)
-        elif not isinstance(self._default, RDD):
+        elif isinstance(self._default, list):
             self._default = sc.parallelize(self._default)
-        return self._default
+        default: RDD[Any] = self._default
+        return default
