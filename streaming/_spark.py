@@ -202,6 +202,8 @@ def _install_job_group_hook(sc: SparkContext) -> None:
     if gateway is None:
         raise RuntimeError("PySpark has no py4j gateway: is the SparkContext stopped?")
     client = gateway._gateway_client
+    if getattr(client, "_aiodstream_job_groups", False):  # installed already: no lock on every job's path
+        return
     with _hook_lock:
         if getattr(client, "_aiodstream_job_groups", False):
             return
