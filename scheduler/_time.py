@@ -18,6 +18,8 @@ __all__ = ["Duration", "Milliseconds", "Minutes", "Seconds", "Time", "TimeOrdere
 
 V = TypeVar("V")
 
+_MISSING: object = object()
+
 
 def _check_ms(value: object, what: str) -> int:
     # bool is an int subclass; True milliseconds is always a bug.
@@ -272,17 +274,20 @@ class TimeOrderedDict(dict[Time, V]):
 
     def __setitem__(self, key: Time, value: V) -> None:
         ms = key.milliseconds
-        if self._newest_ms is None or ms > self._newest_ms:
+        newest = self._newest_ms
+        if newest is None or ms > newest:
             self._newest_ms = ms
-        elif ms < self._newest_ms and key not in self:
+        elif ms < newest and key not in self:
             self._unordered = True
-        super().__setitem__(key, value)
+        dict.__setitem__(self, key, value)
 
     def setdefault(self, key: Time, default: V) -> V:
         """``self[key]``, first set to ``default`` if missing (through :meth:`__setitem__`)."""
-        if key not in self:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
             self[key] = default
-        return self[key]
+            return default
+        return value  # type: ignore[return-value]
 
     def pop_through(self, milliseconds: int) -> list[tuple[Time, V]]:
         """Remove the entries at or before ``milliseconds`` and return them, oldest first."""
@@ -299,6 +304,7 @@ class TimeOrderedDict(dict[Time, V]):
                 if t.milliseconds > milliseconds:
                     break
                 old.append(t)
-        missing = object()
-        popped = [(t, self.pop(t, missing)) for t in old]
-        return [(t, v) for t, v in popped if v is not missing]  # type: ignore[misc]
+            if not old:
+                return []
+        pop = self.pop
+        return [(t, v) for t in old if (v := pop(t, _MISSING)) is not _MISSING]  # type: ignore[misc]
