@@ -82,6 +82,24 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT_S
         time.sleep(0.01)
 
 
+def blocking_partitions(started: str | Path, release: str | Path) -> Callable[[Any], Any]:
+    """A ``mapPartitions`` function for a Spark task to stop during: it creates ``started``, then waits
+    for ``release`` to exist (120 s at most, so no Python worker is left spinning)."""
+    started_path, release_path = str(started), str(release)
+
+    def block(rows: Any) -> Any:
+        import os as _os  # inside: the function is pickled by value to the Python workers
+        import time as _time
+
+        open(started_path, "w").close()
+        deadline = _time.monotonic() + 120
+        while not _os.path.exists(release_path) and _time.monotonic() < deadline:
+            _time.sleep(0.05)
+        return rows
+
+    return block
+
+
 @pytest.fixture
 def contexts(spark_context: Any) -> Iterator[Callable[..., tuple[StreamingContext, ThreadRecorder]]]:
     """Makes sync-API contexts with a recorder attached; stops them (not the SparkContext) afterwards."""
@@ -178,15 +196,7 @@ def test_an_immediate_stop_cancels_the_running_spark_job_and_returns_promptly(co
     outcome: dict[str, BaseException] = {}
     action_ended = threading.Event()
 
-    def block(rows: Any) -> Any:
-        import os as _os
-        import time as _time
-
-        open(started, "w").close()
-        deadline = _time.monotonic() + 120
-        while not _os.path.exists(release) and _time.monotonic() < deadline:
-            _time.sleep(0.05)
-        return rows
+    block = blocking_partitions(started, release)
 
     def long_action(rdd: Any) -> None:
         if outcome or action_ended.is_set():
@@ -689,15 +699,7 @@ def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: An
     started, release = tmp_path / "started", tmp_path / "release"
     results: dict[str, list[Any]] = {"state": [], "window": [], "values": [], "files": [], "cancelled": []}
 
-    def block(rows: Any) -> Any:
-        import os as _os
-        import time as _time
-
-        open(started, "w").close()
-        deadline = _time.monotonic() + 120
-        while not _os.path.exists(release) and _time.monotonic() < deadline:
-            _time.sleep(0.05)
-        return rows
+    block = blocking_partitions(started, release)
 
     action_ended = threading.Event()
 
