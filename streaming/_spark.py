@@ -243,10 +243,6 @@ class SparkJobThreads:
         _install_job_group_hook(sc)
         return self._executor.submit(self._in_group, sc, group, description, func, args)
 
-    def run(self, sc: SparkContext, group: str, description: str, func: Callable[..., T], *args: Any) -> T:
-        """Run ``func(*args)`` on a job thread in ``group`` and wait for it (blocking; call it from a worker thread)."""
-        return self.submit(sc, group, description, func, *args).result()
-
     @staticmethod
     def _in_group(sc: SparkContext, group: str, description: str, func: Callable[..., T], args: tuple[Any, ...]) -> T:
         _job_thread.pending = (sc, group, description)

@@ -498,8 +498,8 @@ def test_job_threads_run_each_job_in_its_group_and_leave_the_caller_untouched(sp
 
     threads = SparkJobThreads(1)
     try:
-        assert threads.run(spark_context, "g-one", "batch one", inside) == ("g-one", "batch one", 2)
-        assert threads.run(spark_context, "g-two", "batch two", inside) == ("g-two", "batch two", 2)
+        assert threads.submit(spark_context, "g-one", "batch one", inside).result() == ("g-one", "batch one", 2)
+        assert threads.submit(spark_context, "g-two", "batch two", inside).result() == ("g-two", "batch two", 2)
         assert list(spark_context.statusTracker().getJobIdsForGroup("g-two"))
         assert spark_context.getLocalProperty("spark.jobGroup.id") is None  # this thread was never in a group
 
@@ -507,7 +507,7 @@ def test_job_threads_run_each_job_in_its_group_and_leave_the_caller_untouched(sp
             raise ValueError("job failed")
 
         with pytest.raises(ValueError, match="job failed"):
-            threads.run(spark_context, "g-three", "batch three", boom)
+            threads.submit(spark_context, "g-three", "batch three", boom).result()
     finally:
         threads.shutdown()
 
@@ -521,7 +521,7 @@ def test_a_job_thread_sets_its_group_only_before_its_first_py4j_call(spark_conte
     threads = SparkJobThreads(1, name="group-hook-test")
     calls: list[tuple[str, str]] = []
     try:
-        threads.run(spark_context, "g-warm", "warm up", lambda: None)  # installs the hook, starts the thread
+        threads.submit(spark_context, "g-warm", "warm up", lambda: None).result()  # installs the hook, starts the thread
         hooked = client.send_command
 
         def counting(*args: Any, **kwargs: Any) -> Any:
@@ -539,14 +539,14 @@ def test_a_job_thread_sets_its_group_only_before_its_first_py4j_call(spark_conte
 
         client.send_command = counting
         try:
-            assert threads.run(spark_context, "g-none", "no Spark", lambda: 42) == 42
+            assert threads.submit(spark_context, "g-none", "no Spark", lambda: 42).result() == 42
             assert calls == []  # not even setJobGroup
 
             def build_then_run() -> int:
                 rdd = spark_context.parallelize(range(10), 2)  # py4j calls, no Spark job yet
                 return rdd.map(lambda x: x * 2).sum()
 
-            assert threads.run(spark_context, "g-late", "late job", build_then_run) == 90
+            assert threads.submit(spark_context, "g-late", "late job", build_then_run).result() == 90
             assert calls.count(("enter", "setJobGroup")) == 1
             first = calls[0][1]
             assert calls[:4] == [("enter", first), ("enter", "setJobGroup"), ("exit", "setJobGroup"), ("exit", first)]
