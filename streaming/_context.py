@@ -484,7 +484,6 @@ class StreamingContext:
             sc.setCheckpointDir(self._pending_checkpoint_dir)
             self._pending_checkpoint_dir = None
         self._spark_checkpoint_dir = sc.getCheckpointDir()
-        self._ensure_runtime()
         self._install_rate_controllers()
         self._prepare_checkpoint()
 
