@@ -121,3 +121,8 @@ __all__ = [
     "run_with_timeout",
     "write_new_file",
 ]
+# TEMPORARY-MERGE: exported properly on the sched branch
+from ._metadata_log import fsync_directory, remove_temp_files
+from ._rate import PIDRateEstimator, RateController, RateLimiter
+
+__all__ += ["PIDRateEstimator", "RateController", "RateLimiter", "fsync_directory", "remove_temp_files"]

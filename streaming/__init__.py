@@ -1,18 +1,20 @@
 """The user API: the streaming runtime, plain-Python pipelines and (with Spark) DStreams.
 
-The counterpart of ``pyspark.streaming``. Importing this package does not import PySpark.
+The counterpart of ``pyspark.streaming``. Importing this package does not import PySpark. The
+subpackages hold the parts (see docs/architecture.md): ``runtime`` (the engine host), ``spark``
+(PySpark glue), ``dstream`` and ``inputs`` (pyspark's DStream API), ``recovery`` (input logs),
+``pipeline`` (plain-Python pipelines) and ``simulation``; this package's own modules are the
+pyspark-facing ``StreamingContext``, its listener adapter and the ``aiodstream`` command.
 """
 
 from scheduler import Duration, ManualClock, Milliseconds, Minutes, Seconds, SystemClock, Time, Trigger
 
 from ._context import StreamingContext
-from ._dstream import DStream
 from ._listener_compat import StreamingListener
-from ._pipeline import Batch, Pipeline
-from ._runtime import StreamingContextState, StreamingRuntime
-from ._sinks import FileSink
-from ._sources import DirectorySource, ListSource, ReplayableSource
-from ._spark import run_spark
+from .dstream import DStream
+from .pipeline import Batch, DirectorySource, FileSink, ListSource, Pipeline, ReplayableSource
+from .runtime import StreamingContextState, StreamingRuntime
+from .spark import run_spark
 
 __all__ = [
     "Batch",

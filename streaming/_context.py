@@ -24,39 +24,36 @@ import anyio.to_thread
 import structlog
 
 from listeners import OverflowPolicy
-from scheduler import Clock, Duration, InvalidDurationError, InvalidPipelineError, StreamingStateError
-from scheduler._rate import PIDRateEstimator, RateController
+from scheduler import (
+    Clock,
+    Duration,
+    InvalidDurationError,
+    InvalidPipelineError,
+    PIDRateEstimator,
+    RateController,
+    StreamingStateError,
+)
 
-from ._dstream import DStream
-from ._dstream_graph import DStreamGraph
-from ._file_stream import FileInputDStream
-from ._inputs import QueueInputDStream
 from ._listener_compat import PySparkListenerAdapter, is_pyspark_style
-from ._receiver import (
+from .dstream import DStream, MultiTransformedDStream, StreamEnvironment, UnionDStream
+from .inputs import (
     DEFAULT_MAX_BUFFERED_RECORDS,
     AsyncIterableInputDStream,
     AsyncSource,
+    FileInputDStream,
+    QueueInputDStream,
     ReceiverInputDStream,
     SocketInputDStream,
 )
-from ._runtime import StreamingContextState, StreamingRuntime
-from ._spark import (
-    SparkJobThreads,
-    SparkSettings,
-    cancel_job_group,
-    embedded_spark_context,
-    seconds_to_duration,
-    time_string_as,
-    user_frame,
-)
+from .runtime import StreamingContextState, StreamingRuntime
+from .spark import SparkBinding, SparkSettings, seconds_to_duration, time_string_as, user_frame
 
 if TYPE_CHECKING:
-    from pyspark import RDD, SparkContext
+    from pyspark import RDD, SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
 __all__ = ["StreamingContext"]
 
 _ids = itertools.count()
-CANCEL_JOIN_S = 30.0  # how long a stop waits for Spark to take a job-group cancellation (py4j; normally milliseconds)
 
 
 # What a context writes to its checkpoint directory besides Spark's RDD checkpoints.
@@ -111,11 +108,8 @@ class StreamingContext:
     ) -> None:
         """Create a context; nothing runs until it is started."""
         if batchDuration is None:
-            from scheduler import InvalidDurationError
-
             raise InvalidDurationError("batchDuration is required: the batch interval in seconds, e.g. StreamingContext(sc, 1)")
         self._batch_duration = seconds_to_duration(batchDuration, "batchDuration")
-        self._sc = sparkContext
         self._clock = clock
         self._overflow = listenerOverflow
         if concurrentJobs is not None and (isinstance(concurrentJobs, bool) or not isinstance(concurrentJobs, int)
@@ -123,13 +117,15 @@ class StreamingContext:
             raise ValueError(f"concurrentJobs must be a positive int, got {concurrentJobs!r}; pass e.g. 2")
         self._concurrent_jobs = concurrentJobs
         self._context_id = next(_ids)
-        self._graph = DStreamGraph(self._batch_duration)
+        self._spark = SparkBinding(sparkContext, f"aiodstream-{self._context_id}")
+        self._env = StreamEnvironment(
+            batch_duration=self._batch_duration, spark=self._spark, clock=clock, name=f"aiodstream-{self._context_id}",
+            owner=self, check_can_add=self._check_can_add, runtime=self._ensure_runtime)
+        self._graph = self._env.graph
+        self._graph.spark_context = lambda: self._spark.spark_context
         self._log_dir: Path | None = None  # where offsets, commits, input logs and state go
         self._recovering = False  # created by getOrCreate: resume from the checkpoint's logs
         self._runtime: StreamingRuntime | None = None
-        self._concurrency = 1
-        self._spark_job_threads: SparkJobThreads | None = None
-        self._job_threads_lock = threading.Lock()
         self._pending_listeners: list[tuple[object, str | None]] = []
         self._closed_before_start = False
         self._stopped_unstarted = threading.Event()
@@ -139,11 +135,7 @@ class StreamingContext:
         self._loop_thread: int | None = None
         self._async_mode = False
         self._start_site = ""
-        self._spark_settings: SparkSettings | None = None
-        self._cancellations: list[threading.Thread] = []
-        self._settings_lock = threading.Lock()
         self._pending_checkpoint_dir: str | None = None  # set by checkpoint() inside async with, applied at start
-        self._spark_checkpoint_dir: str | None = None  # Spark's checkpoint directory as the start found it
         self._log = structlog.get_logger("aiodstream.streaming").bind(component="StreamingContext", context=self._context_id)
 
     # -- properties --
@@ -151,16 +143,11 @@ class StreamingContext:
     @property
     def sparkContext(self) -> SparkContext:
         """The SparkContext batches run on (an embedded local one is started if none was given)."""
-        if self._sc is None:
-            self._sc = embedded_spark_context()
-        return self._sc
+        return self._spark.spark_context
 
     def _settings(self) -> SparkSettings:
         """The Spark settings this context uses (read on first need; on entering ``async with``, in a thread)."""
-        with self._settings_lock:
-            if self._spark_settings is None:
-                self._spark_settings = SparkSettings.read(self.sparkContext)
-            return self._spark_settings
+        return self._spark.settings()
 
     @property
     def _state(self) -> StreamingContextState:
@@ -181,7 +168,7 @@ class StreamingContext:
         if self._runtime is None:
             settings = self._settings()
             concurrent = self._concurrent_jobs or int(settings.get("spark.streaming.concurrentJobs", "1") or "1")
-            self._concurrency = concurrent
+            self._spark.set_concurrency(concurrent)
             graceful = settings.get("spark.streaming.gracefulStopTimeout")
             timeout = None if graceful is None else Duration(
                 time_string_as(graceful, "ms", "spark.streaming.gracefulStopTimeout"))
@@ -195,31 +182,13 @@ class StreamingContext:
             self._pending_listeners.clear()
         return self._runtime
 
-    def _job_threads(self) -> SparkJobThreads:
-        """The threads output-operation jobs run on (created on first use, one per concurrent job)."""
-        with self._job_threads_lock:
-            if self._spark_job_threads is None:
-                self._spark_job_threads = SparkJobThreads(self._concurrency, f"aiodstream-{self._context_id}-job")
-            return self._spark_job_threads
-
-    def _cancel_job_group(self, group: str) -> None:
-        """Cancel the Spark jobs of ``group`` (an abandoned job's) without waiting: the stop joins it later."""
-        with self._job_threads_lock:
-            self._cancellations.append(cancel_job_group(self.sparkContext, group))
-
     def _join_cancellations(self) -> None:
         """Wait until the Spark job cancellations of an immediate stop were delivered (blocking)."""
-        with self._job_threads_lock:
-            threads, self._cancellations = self._cancellations, []
-        for thread in threads:
-            thread.join(CANCEL_JOIN_S)
+        self._spark.join_cancellations()
 
     def _release_job_threads(self) -> None:
         """Let the job threads and the graph's generation thread end (each after its current work)."""
-        with self._job_threads_lock:
-            threads, self._spark_job_threads = self._spark_job_threads, None
-        if threads is not None:
-            threads.shutdown()
+        self._spark.release_job_threads()
         self._graph.release_threads()
 
     def _check_can_add(self) -> None:
@@ -351,8 +320,9 @@ class StreamingContext:
                 self._log.warning("StreamingContext has already been stopped")
             if StreamingContext._activeContext is self:
                 StreamingContext._activeContext = None
-        if stopSparkContext and self._sc is not None:
-            self._sc.stop()
+        sc = self._spark.started_spark_context
+        if stopSparkContext and sc is not None:
+            sc.stop()
 
     def _close_portal(self) -> None:
         try:
@@ -393,7 +363,7 @@ class StreamingContext:
     # -- asynchronous lifecycle --
 
     async def __aenter__(self) -> StreamingContext:
-        self._async_mode = True
+        self._async_mode = self._env.async_mode = True
         await anyio.to_thread.run_sync(self._settings)  # starts the embedded Spark if needed; py4j calls
         runtime = self._ensure_runtime()
         await runtime.__aenter__()
@@ -436,8 +406,9 @@ class StreamingContext:
         self._release_job_threads()
         if StreamingContext._activeContext is self:
             StreamingContext._activeContext = None
-        if stopSparkContext and self._sc is not None:
-            await anyio.to_thread.run_sync(self._sc.stop)
+        sc = self._spark.started_spark_context
+        if stopSparkContext and sc is not None:
+            await anyio.to_thread.run_sync(sc.stop)
 
     async def await_termination_async(self, timeout: float | None = None) -> bool:
         """Wait until the context stops (True) or ``timeout`` seconds pass (False); raises a batch's error."""
@@ -483,7 +454,7 @@ class StreamingContext:
         if self._pending_checkpoint_dir is not None:
             sc.setCheckpointDir(self._pending_checkpoint_dir)
             self._pending_checkpoint_dir = None
-        self._spark_checkpoint_dir = sc.getCheckpointDir()
+        self._env.spark_checkpoint_dir = sc.getCheckpointDir()
         self._install_rate_controllers()
         self._prepare_checkpoint()
 
@@ -570,7 +541,7 @@ class StreamingContext:
             queued = [r if isinstance(r, RDD) else sc.parallelize(r) for r in items]
             if default is not None and not isinstance(default, RDD):
                 default = sc.parallelize(default)
-        return QueueInputDStream(self, queued, oneAtATime, default)
+        return QueueInputDStream(self._env, queued, oneAtATime, default)
 
     def socketTextStream(
         self,
@@ -603,7 +574,7 @@ class StreamingContext:
         last one, on a graceful stop). Lines the server sent but the receiver had not read are lost.
         """
         self._check_storage_level(storageLevel)
-        return SocketInputDStream(self, hostname, port, restart_delay=self._restart_delay(restartDelay),
+        return SocketInputDStream(self._env, hostname, port, restart_delay=self._restart_delay(restartDelay),
                                   max_buffered_records=maxBufferedRecords)
 
     def asyncIterableStream(
@@ -629,7 +600,7 @@ class StreamingContext:
         On stop the receiver task is cancelled and an iterator with ``aclose`` is closed (an
         async generator's ``finally`` runs); items received by then still reach the next batch.
         """
-        return AsyncIterableInputDStream(self, source, restart_delay=self._restart_delay(restartDelay),
+        return AsyncIterableInputDStream(self._env, source, restart_delay=self._restart_delay(restartDelay),
                                          max_buffered_records=maxBufferedRecords)
 
     def textFileStream(self, directory: str) -> DStream:
@@ -641,7 +612,7 @@ class StreamingContext:
         rather than writing them in place. ``directory`` may be a local path, a glob, or a
         Hadoop URI (``hdfs://``, ``file:``...).
         """
-        return FileInputDStream(self, directory, lambda sc, path: sc.textFile(path))
+        return FileInputDStream(self._env, directory, lambda sc, path: sc.textFile(path))
 
     def binaryRecordsStream(self, directory: str, recordLength: int) -> DStream:  # noqa: N803
         """A stream of the fixed-length byte records of the files that newly appear in ``directory``.
@@ -650,7 +621,7 @@ class StreamingContext:
         """
         if isinstance(recordLength, bool) or not isinstance(recordLength, int) or recordLength < 1:
             raise ValueError(f"recordLength must be a positive int (bytes per record), got {recordLength!r}")
-        return FileInputDStream(self, directory, lambda sc, path: sc.binaryRecords(path, recordLength))
+        return FileInputDStream(self._env, directory, lambda sc, path: sc.binaryRecords(path, recordLength))
 
     @staticmethod
     def _check_storage_level(level: Any) -> None:
@@ -671,16 +642,12 @@ class StreamingContext:
 
     def union(self, *dstreams: DStream) -> DStream:
         """The union of streams with the same slide duration."""
-        from scheduler import InvalidPipelineError
-
         if not dstreams:
             raise InvalidPipelineError("should have at least one DStream to union")
         if len(dstreams) == 1:
             return dstreams[0]
         if len({d._slide for d in dstreams}) > 1:
             raise InvalidPipelineError("All DStreams should have same slide duration")
-        from ._dstream import UnionDStream
-
         return UnionDStream(list(dstreams))
 
     def transform(self, dstreams: Sequence[DStream], transformFunc: Callable[[Sequence[RDD[Any]]], RDD[Any]]) -> DStream:  # noqa: N803
@@ -689,8 +656,6 @@ class StreamingContext:
         Every stream must have an RDD for the batch and ``transformFunc`` must return an RDD;
         the streams must share this context and a slide duration.
         """
-        from ._dstream import MultiTransformedDStream
-
         return MultiTransformedDStream(list(dstreams), transformFunc)
 
     def __repr__(self) -> str:

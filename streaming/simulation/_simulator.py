@@ -17,7 +17,7 @@ from listeners import BatchCompleted, BatchInfo, EventRecorder, OverflowPolicy, 
 from scheduler import Duration, VirtualClock
 from scheduler._rate import PIDRateEstimator, RateController
 
-from .._runtime import StreamingRuntime
+from ..runtime import StreamingRuntime
 from ._graph import SimulatedGraph
 from ._models import SimulationModel
 from ._report import QueuePoint, Summary, queue_lengths

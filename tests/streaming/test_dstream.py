@@ -18,11 +18,10 @@ import pytest
 
 from scheduler import InvalidDurationError, InvalidPipelineError, StreamingStateError, Time
 from streaming import DStream, StreamingContext
-from streaming._dstream import _file_name, _time_to_ms
-from streaming._inputs import QueueInputDStream
-from streaming._spark import batch_datetime
-from streaming._state import StateDStream
-from streaming._windowed import ReducedWindowedDStream, WindowedDStream
+from streaming.dstream import ReducedWindowedDStream, StateDStream, WindowedDStream
+from streaming.dstream._dstream import _file_name, _time_to_ms
+from streaming.inputs import QueueInputDStream
+from streaming.spark import batch_datetime
 
 
 @pytest.fixture
@@ -34,7 +33,7 @@ def ssc() -> StreamingContext:
 @pytest.fixture
 def stream(ssc: StreamingContext) -> DStream:
     """An input stream of ``ssc`` with nothing queued."""
-    return QueueInputDStream(ssc, [], True, None)
+    return QueueInputDStream(ssc._env, [], True, None)
 
 
 def raises_exactly(exc_type: type[BaseException], message: str, call: Callable[[], object]) -> BaseException:
@@ -164,14 +163,14 @@ def test_context_transform_checks(ssc: StreamingContext, stream: DStream) -> Non
 
 def test_union_of_streams_of_two_contexts_is_refused(ssc: StreamingContext, stream: DStream) -> None:
     """ssc.union of streams from two contexts raises Spark's requirement message."""
-    other = QueueInputDStream(StreamingContext(None, 0.5), [], True, None)
+    other = QueueInputDStream(StreamingContext(None, 0.5)._env, [], True, None)
     raises_exactly(InvalidPipelineError, "requirement failed: Some of the DStreams have different contexts",
                    lambda: ssc.union(stream, other))
 
 
 def test_context_transform_must_return_an_rdd(ssc: StreamingContext) -> None:
     """ssc.transform whose function returns None fails the batch with Spark's message."""
-    source = QueueInputDStream(ssc, [object()], True, None)
+    source = QueueInputDStream(ssc._env, [object()], True, None)
     transformed = ssc.transform([source], lambda rdds: None)
     transformed._initialize(Time(0))
     raises_exactly(InvalidPipelineError, "Transform function must not return null. Return SparkContext.emptyRDD() instead to represent "
@@ -180,7 +179,7 @@ def test_context_transform_must_return_an_rdd(ssc: StreamingContext) -> None:
 
 def test_context_transform_and_union_need_every_parent_rdd(ssc: StreamingContext) -> None:
     """ssc.transform and ssc.union fail a batch in which a parent has no RDD (Spark's messages)."""
-    source = QueueInputDStream(ssc, [object(), object()], True, None)
+    source = QueueInputDStream(ssc._env, [object(), object()], True, None)
     missing = source.transform(lambda rdd: None)
     transformed = ssc.transform([source, missing], lambda rdds: rdds[0])
     united = ssc.union(source, missing)
@@ -194,8 +193,8 @@ def test_context_transform_and_union_need_every_parent_rdd(ssc: StreamingContext
 def test_context_transform_gets_a_tuple_in_parent_order(ssc: StreamingContext) -> None:
     """ssc.transform's function receives the parents' RDDs as a tuple, in the order given."""
     first, second = object(), object()
-    a = QueueInputDStream(ssc, [first], True, None)
-    b = QueueInputDStream(ssc, [second], True, None)
+    a = QueueInputDStream(ssc._env, [first], True, None)
+    b = QueueInputDStream(ssc._env, [second], True, None)
     got: list[Any] = []
     transformed = ssc.transform([a, b], lambda rdds: got.append(rdds) or first)
     transformed._initialize(Time(0))
@@ -222,7 +221,7 @@ def test_a_cached_or_checkpointed_stream_is_not_fused_past(stream: DStream) -> N
 
 def test_a_fused_transform_hands_none_to_the_next_function(ssc: StreamingContext) -> None:
     """transform returning None then map fails with AttributeError, as pyspark's fused chain does."""
-    source = QueueInputDStream(ssc, [object()], True, None)
+    source = QueueInputDStream(ssc._env, [object()], True, None)
     chained = source.transform(lambda rdd: None).map(abs)
     chained._initialize(Time(0))
     with pytest.raises(AttributeError, match="mapPartitionsWithIndex"):
@@ -236,7 +235,7 @@ def test_a_batch_without_an_rdd_is_asked_again(ssc: StreamingContext) -> None:
     def nothing(t: datetime, rdd: Any) -> None:
         calls.append(t)
 
-    source = QueueInputDStream(ssc, [object()], True, None)
+    source = QueueInputDStream(ssc._env, [object()], True, None)
     skipped = source.transform(nothing)
     skipped._initialize(Time(0))
     assert skipped._get_or_compute(Time(500)) is None
@@ -302,7 +301,7 @@ def test_an_rdd_remembered_under_a_later_time_stays_cached(ssc: StreamingContext
     from pyspark import StorageLevel
 
     rdd = FakeRDD()
-    source = QueueInputDStream(ssc, [rdd, rdd], True, None)
+    source = QueueInputDStream(ssc._env, [rdd, rdd], True, None)
     source.persist(StorageLevel.MEMORY_ONLY)
     source._initialize(Time(0))
     source._get_or_compute(Time(500))
@@ -318,7 +317,7 @@ def test_an_rdd_remembered_under_a_later_time_stays_cached(ssc: StreamingContext
 
 def test_stateful_streams_checkpoint_every_ten_seconds_rounded_up_to_the_slide(ssc: StreamingContext) -> None:
     """A stream that must checkpoint gets the smallest multiple of its slide of at least 10 s, and remembers twice that."""
-    slow = QueueInputDStream(StreamingContext(None, 0.3), [], True, None)
+    slow = QueueInputDStream(StreamingContext(None, 0.3)._env, [], True, None)
     state = slow.updateStateByKey(lambda vs, s: s, 2)
     assert isinstance(state, StateDStream)
     state._initialize(Time(0))

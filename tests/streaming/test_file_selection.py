@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming._file_stream import FileEntry, _list_local, is_new_file, select_new_files
+from streaming.inputs import FileEntry, is_new_file, list_local_files, select_new_files
 
 
 def entry(name: str, mod: int, size: int = 1) -> FileEntry:
@@ -46,12 +46,12 @@ def test_local_listing_sees_files_with_millisecond_mod_times_and_skips_subdirect
     f = tmp_path / "x.txt"
     f.write_text("hello\n")
     os.utime(f, ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))
-    assert _list_local(str(tmp_path)) == [FileEntry(f"file:{f}", 1_700_000_000_123, 6)]
+    assert list_local_files(str(tmp_path)) == [FileEntry(f"file:{f}", 1_700_000_000_123, 6)]
 
 
 def test_local_listing_of_a_missing_directory_is_none(tmp_path: Path) -> None:
     """A directory that does not exist lists as None (the stream warns and takes no files)."""
-    assert _list_local(str(tmp_path / "nope")) is None
+    assert list_local_files(str(tmp_path / "nope")) is None
 
 
 def test_a_glob_lists_every_matching_directory(tmp_path: Path) -> None:
@@ -59,6 +59,6 @@ def test_a_glob_lists_every_matching_directory(tmp_path: Path) -> None:
     for d in ("in1", "in2", "other"):
         (tmp_path / d).mkdir()
         (tmp_path / d / "f").write_text("x")
-    listed = _list_local(str(tmp_path / "in*"))
+    listed = list_local_files(str(tmp_path / "in*"))
     assert listed is not None
     assert sorted(e.path for e in listed) == [f"file:{tmp_path}/in1/f", f"file:{tmp_path}/in2/f"]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming._receiver import LineDecoder, RecordBuffer
+from streaming.inputs import LineDecoder, RecordBuffer
 from tests.anyio_support import BACKENDS, raises_exactly, run, settle
 
 

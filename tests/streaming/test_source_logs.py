@@ -12,7 +12,7 @@ import pytest
 
 from scheduler import BatchGrid, Checkpoint, CheckpointError, CorruptCheckpointError, Milliseconds, Time
 from scheduler._metadata_log import CommitMetadata, OffsetSeq, OffsetSeqMetadata
-from streaming._source_logs import (
+from streaming.recovery import (
     BLOCK_HEADER,
     BlockLog,
     FileSelection,

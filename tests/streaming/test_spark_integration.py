@@ -490,7 +490,7 @@ def test_the_async_api_runs_inside_a_trio_application(spark_context: Any) -> Non
 def test_job_threads_run_each_job_in_its_group_and_leave_the_caller_untouched(spark_context: Any) -> None:
     """SparkJobThreads: the job's Spark jobs carry its group and description; the next job on the thread gets its own;
     the calling thread's properties never change; a job's exception reaches the caller."""
-    from streaming._spark import SparkJobThreads
+    from streaming.spark import SparkJobThreads
 
     def inside() -> tuple[str, str, int]:
         return (spark_context.getLocalProperty("spark.jobGroup.id"), spark_context.getLocalProperty("spark.job.description"),
@@ -515,7 +515,7 @@ def test_job_threads_run_each_job_in_its_group_and_leave_the_caller_untouched(sp
 def test_a_job_thread_sets_its_group_only_before_its_first_py4j_call(spark_context: Any) -> None:
     """A job that never calls Spark costs no py4j round trip; one that does sets its group first, once,
     even when its first call only builds an RDD and its Spark job comes later."""
-    from streaming._spark import SparkJobThreads
+    from streaming.spark import SparkJobThreads
 
     client = spark_context._gateway._gateway_client
     threads = SparkJobThreads(1, name="group-hook-test")
@@ -562,7 +562,7 @@ def test_run_spark_puts_an_async_output_operations_spark_calls_in_the_batchs_job
     """Inside an async foreachRDD, run_spark runs the call on a job thread in the batch's group; outside, in a plain thread."""
     from scheduler import ManualClock, Time
     from streaming import run_spark
-    from streaming._spark import job_description
+    from streaming.spark import job_description
 
     seen: list[tuple[str | None, str | None, int]] = []
 
@@ -766,7 +766,7 @@ def test_time_strings_parse_as_sparks_javautils_does(spark_context: Any, text: s
     from py4j.protocol import Py4JJavaError
 
     from scheduler import InvalidDurationError
-    from streaming._spark import time_string_as
+    from streaming.spark import time_string_as
 
     java_utils = spark_context._jvm.org.apache.spark.network.util.JavaUtils
     time_unit = getattr(spark_context._jvm.java.util.concurrent.TimeUnit, {"ms": "MILLISECONDS", "s": "SECONDS"}[unit])

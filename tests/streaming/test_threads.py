@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from streaming._spark import wait_for_thread
+from streaming.spark import wait_for_thread
 
 BACKENDS = ["asyncio", "trio"]
 

@@ -1,7 +1,7 @@
 """Windowed streams: a sliding window over a parent, plain or reduced by key incrementally.
 
 Spark's ``WindowedDStream`` and pyspark's ``PythonReducedWindowedDStream`` (behind
-``reduceByKeyAndWindow`` with an inverse function).
+``reduceByKeyAndWindow`` with an inverse function), as graph nodes (``DStream`` adds pyspark's API).
 """
 
 from __future__ import annotations
@@ -10,19 +10,19 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from scheduler import Duration, InvalidDurationError, InvalidPipelineError, Time
 
-from ._dstream import DStream, _memory_only, _union
-from ._spark import seconds_to_duration
+from ..spark import seconds_to_duration
+from ._node import StreamNode, memory_only, union_rdds
 
 if TYPE_CHECKING:
     from pyspark import RDD, StorageLevel
 
-__all__ = ["ReducedWindowedDStream", "WindowedDStream", "validate_window"]
+__all__ = ["INCREMENTAL_MIN_SLIDES", "ReducedWindowedNode", "WindowedNode", "validate_window"]
 
 INCREMENTAL_MIN_SLIDES = 5
 """pyspark reduces a window incrementally only when it spans at least this many slides."""
 
 
-def validate_window(parent: DStream, window: float, slide: float | None) -> tuple[Duration, Duration | None]:
+def validate_window(parent: StreamNode, window: float, slide: float | None) -> tuple[Duration, Duration | None]:
     """pyspark's window argument checks: both durations are multiples of ``parent``'s slide.
 
     Returns the window and the slide (None when not given; pyspark also treats 0 that way).
@@ -42,7 +42,7 @@ def validate_window(parent: DStream, window: float, slide: float | None) -> tupl
     return window_d, slide_d
 
 
-class WindowedDStream(DStream):
+class WindowedNode(StreamNode):
     """The union of the parent's RDDs in ``(t - window, t]``, every ``slide`` (Spark's ``WindowedDStream``).
 
     Early windows are partial (there are no batches before the first); once the input dries
@@ -51,7 +51,7 @@ class WindowedDStream(DStream):
     as in Spark.
     """
 
-    def __init__(self, parent: DStream, window: Duration, slide: Duration) -> None:
+    def __init__(self, parent: StreamNode, window: Duration, slide: Duration) -> None:
         """Window ``parent``; both durations must be multiples of the parent's slide."""
         if not window.is_multiple_of(parent._slide):
             raise InvalidPipelineError(
@@ -63,9 +63,9 @@ class WindowedDStream(DStream):
                 f"The slide duration of windowed DStream ({slide}) must be a multiple of the slide duration of parent "
                 f"DStream ({parent._slide})"
             )
-        super().__init__(parent._ssc, [parent], slide)
+        super().__init__(parent._env, [parent], slide)
         self._window = window
-        parent._set_storage_level(_memory_only())
+        parent._set_storage_level(memory_only())
 
     def _set_storage_level(self, level: StorageLevel) -> None:
         self._parents[0]._set_storage_level(level)
@@ -74,13 +74,16 @@ class WindowedDStream(DStream):
         remember = self._remember_duration
         return None if remember is None else remember + self._window
 
+    def _state_reach(self) -> Duration:
+        return self._window
+
     def _compute(self, time: Time) -> RDD[Any] | None:
         parent = self._parents[0]
         begin = time.minus(self._window) + parent._slide
-        return _union(self._ssc, parent._slice_rdds(begin, time))
+        return union_rdds(self._env, parent._slice_rdds(begin, time))
 
 
-class ReducedWindowedDStream(DStream):
+class ReducedWindowedNode(StreamNode):
     """Per-key reduction over a sliding window, with an inverse function (pyspark's ``PythonReducedWindowedDStream``).
 
     The parent is already reduced by key per batch. When the window spans at least
@@ -94,7 +97,7 @@ class ReducedWindowedDStream(DStream):
 
     def __init__(
         self,
-        reduced: DStream,
+        reduced: StreamNode,
         func: Callable[[Any, Any], Any],
         inv_func: Callable[[Any, Any], Any],
         num_partitions: int,
@@ -103,18 +106,21 @@ class ReducedWindowedDStream(DStream):
         slide: Duration,
     ) -> None:
         """Window ``reduced`` (a per-batch ``reduceByKey(func)``) over ``window``, every ``slide``."""
-        super().__init__(reduced._ssc, [reduced], slide)
+        super().__init__(reduced._env, [reduced], slide)
         self._window = window
         self._func = func
         self._inv_func = inv_func
         self._num_partitions = num_partitions
         self._filter_func = filter_func
-        self._storage_level = _memory_only()
+        self._storage_level = memory_only()
         self._must_checkpoint = True
 
     def _parent_remember_duration(self) -> Duration | None:
         remember = self._remember_duration
         return None if remember is None else remember + self._window
+
+    def _state_reach(self) -> Duration:
+        return self._window
 
     # The two steps build RDDs on the driver; the lambdas they ship to executors capture
     # plain values only (never self, which holds the context).
@@ -147,10 +153,10 @@ class ReducedWindowedDStream(DStream):
             rdds = parent._slice_rdds(current_begin + step, time)
             if not rdds:
                 return None
-            return self._reduce_in(None, _union(self._ssc, rdds))
+            return self._reduce_in(None, union_rdds(self._env, rdds))
         assert previous is not None
         previous_begin = previous_end.minus(self._window)
         leaving = parent._slice_rdds(previous_begin + step, current_begin)
-        window = self._reduce_out(previous, _union(self._ssc, leaving)) if leaving else previous
+        window = self._reduce_out(previous, union_rdds(self._env, leaving)) if leaving else previous
         entering = parent._slice_rdds(previous_end + step, time)
-        return self._reduce_in(window, _union(self._ssc, entering)) if entering else window
+        return self._reduce_in(window, union_rdds(self._env, entering)) if entering else window

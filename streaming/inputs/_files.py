@@ -18,16 +18,15 @@ import structlog
 
 from scheduler import CheckpointError, CorruptCheckpointError, Duration, Offset, StreamInputInfo, SystemClock, Time
 
-from ._inputs import InputDStream
-from ._source_logs import FileSelection, FileSelectionLog, format_log_offset
-from ._spark import time_string_as
+from ..dstream import StreamEnvironment
+from ..recovery import FileSelection, FileSelectionLog, format_log_offset
+from ..spark import time_string_as
+from ._base import InputDStream
 
 if TYPE_CHECKING:
-    from pyspark import RDD, SparkContext
+    from pyspark import RDD, SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-    from ._context import StreamingContext
-
-__all__ = ["FileEntry", "FileInputDStream", "is_new_file", "select_new_files"]
+__all__ = ["FileEntry", "FileInputDStream", "is_new_file", "list_local_files", "select_new_files"]
 
 DEFAULT_MIN_REMEMBER = "60s"
 
@@ -67,7 +66,7 @@ def _is_local(directory: str) -> bool:
     return "://" not in directory and not directory.startswith("file:")
 
 
-def _list_local(directory: str) -> list[FileEntry] | None:
+def list_local_files(directory: str) -> list[FileEntry] | None:
     """Files directly in the directories matching ``directory`` (a glob); None if none matches."""
     pattern = os.path.abspath(directory)
     dirs = [d for d in glob.glob(pattern) if os.path.isdir(d)] if glob.has_magic(pattern) else \
@@ -129,26 +128,26 @@ class FileInputDStream(InputDStream):
 
     _input_kind = "file"
 
-    def __init__(self, ssc: StreamingContext, directory: str | os.PathLike[str],
+    def __init__(self, env: StreamEnvironment, directory: str | os.PathLike[str],
                  read_file: Callable[[SparkContext, str], RDD[Any]]) -> None:
         """Watch ``directory``; ``read_file(sc, path)`` makes one file's RDD."""
         if not isinstance(directory, (str, os.PathLike)):
             raise TypeError(f"directory must be a path (str or os.PathLike), got {type(directory).__name__} {directory!r}")
-        super().__init__(ssc)
+        super().__init__(env)
         self.directory = os.fspath(directory)
         self._read_file = read_file
-        settings = ssc._settings()
+        settings = env.spark.settings()
         key = "spark.streaming.fileStream.minRememberDuration"
         spec = settings.get(key)
         if spec is None:
             key = "spark.streaming.minRememberDuration"
             spec = settings.get(key, DEFAULT_MIN_REMEMBER) or DEFAULT_MIN_REMEMBER
         min_remember_ms = 1000 * time_string_as(spec, "s", key)
-        batch = ssc._batch_duration
+        batch = env.batch_duration
         self.batches_to_remember = max(1, math.ceil(min_remember_ms / batch.milliseconds))
         self.duration_to_remember: Duration = batch * self.batches_to_remember
         self._remember_duration = self.duration_to_remember
-        clock = ssc._clock if ssc._clock is not None else SystemClock()
+        clock = env.clock if env.clock is not None else SystemClock()
         self.initial_threshold: Time = clock.now()
         self._batch_files: dict[Time, list[str]] = {}
         self._recent: set[str] = set()
@@ -161,8 +160,8 @@ class FileInputDStream(InputDStream):
 
     def _list(self) -> list[FileEntry] | None:
         if _is_local(self.directory):
-            return _list_local(self.directory)
-        return _list_hadoop(self._ssc.sparkContext, self.directory)
+            return list_local_files(self.directory)
+        return _list_hadoop(self._env.spark_context, self.directory)
 
     def _find_new_files(self, time: Time) -> list[FileEntry]:
         threshold = max(self.initial_threshold.milliseconds, time.milliseconds - self.duration_to_remember.milliseconds)
@@ -184,7 +183,7 @@ class FileInputDStream(InputDStream):
     def _compute(self, time: Time) -> RDD[Any] | None:
         # Runs in the generation worker thread; _clear_metadata runs on the loop, but the
         # JobGenerator never does both at once, so the bookkeeping needs no lock.
-        if self._replaying:
+        if self.replaying:
             paths = self._logged_files(time)
         else:
             new = self._find_new_files(time)
@@ -192,10 +191,10 @@ class FileInputDStream(InputDStream):
             paths = [e.path for e in new]
             self._recent.update(paths)
         self._batch_files[time] = paths
-        tracker = self._ssc._graph.input_infos
+        tracker = self._env.graph.input_infos
         if tracker is not None:
             tracker.report_info(time, StreamInputInfo(self.id, 0, {"files": paths, "Description": "\n".join(paths)}))
-        sc = self._ssc.sparkContext
+        sc = self._env.spark_context
         if not paths:
             return sc.emptyRDD()
         rdds = [self._read_file(sc, p) for p in paths]
@@ -227,10 +226,10 @@ class FileInputDStream(InputDStream):
             self._recent.update(path for path, _ in files)
             self._last_entry = max(self._last_entry, entry)
 
-    def _latest_offset(self) -> Offset:
+    def latest_offset(self) -> Offset:
         return format_log_offset(self._last_entry) if self._last_entry >= 0 else None
 
-    async def _plan_offset(self, start: Offset, time: Time) -> Offset:
+    async def plan_offset(self, start: Offset, time: Time) -> Offset:
         return await anyio.to_thread.run_sync(self._plan_sync, time)
 
     def _plan_sync(self, time: Time) -> Offset:
@@ -251,7 +250,7 @@ class FileInputDStream(InputDStream):
             self._last_entry = entry
         # The newest entry, not just this batch's: an entry logged just before a crash (its
         # batch never reached the offsets log) is taken by the next batch, never lost.
-        return self._latest_offset()
+        return self.latest_offset()
 
     def _logged_files(self, time: Time) -> list[str]:
         paths: list[str] = []
@@ -271,7 +270,7 @@ class FileInputDStream(InputDStream):
             paths.extend(path for path, _ in files)
         return paths
 
-    async def _commit(self, end: Offset) -> None:
+    async def commit(self, end: Offset) -> None:
         # Entries before every remembered batch's range are needed neither to replay a batch
         # nor to rebuild a window; their files stay in the seen set, so none is taken twice.
         if self._file_log is None:

@@ -23,8 +23,7 @@ import pickle
 from pathlib import Path
 from typing import Any, Mapping
 
-from scheduler import CheckpointError, CorruptCheckpointError, MetadataLog, Offset
-from scheduler._metadata_log import write_new_file
+from scheduler import CheckpointError, CorruptCheckpointError, MetadataLog, Offset, write_new_file
 
 __all__ = [
     "BLOCK_HEADER",

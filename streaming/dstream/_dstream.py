@@ -1,47 +1,40 @@
-"""DStream: a sequence of RDDs, one per batch (pyspark's ``DStream``, Spark's ``DStream``).
+"""DStream: pyspark's ``DStream`` API over the stream nodes (pyspark's ``DStream``, Spark's ``DStream``).
 
-Each stream computes the RDD of a batch time at most once and remembers it for its remember
-window; output streams turn their RDD into a Job per batch. Transformations build RDDs on the
-JobGenerator's worker thread; element functions run on Spark executors when a job runs.
+The nodes (``_node``, ``_transforms``, ``_windowed``, ``_state``) compute each batch's RDDs;
+this module puts pyspark's methods on top and gives each node kind its public class.
+Transformations build RDDs on the generation thread; element functions run on Spark executors.
 """
 
 from __future__ import annotations
 
 import inspect
 import operator
-import threading
-import weakref
 from datetime import datetime
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import structlog
 
-from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time, TimeOrderedDict
+from scheduler import InvalidPipelineError, StreamingStateError, Time
 
-from ._spark import (
-    BatchJob,
-    batch_datetime,
-    current_batch_job,
-    job_description,
-    seconds_to_duration,
-    user_frame,
-    wait_for_thread,
-)
+from ..spark import seconds_to_duration
+from ._node import StreamNode, memory_only
+from ._state import StateNode
+from ._transforms import ForEachNode, MultiTransformedNode, TransformedNode, TransformedWithNode, UnionNode
+from ._windowed import ReducedWindowedNode, WindowedNode, validate_window
 
 if TYPE_CHECKING:
-    from pyspark import RDD, StorageLevel
-
-    from ._context import StreamingContext
-    from ._dstream_graph import DStreamGraph
+    from pyspark import RDD, StorageLevel  # only for annotations: pyspark is imported when Spark is first needed
 
 __all__ = [
     "DStream",
-    "ForEachDStream",
     "MultiTransformedDStream",
+    "ReducedWindowedDStream",
+    "StateDStream",
     "TransformedDStream",
     "TransformedWithDStream",
     "UnionDStream",
+    "WindowedDStream",
 ]
 
 _log = structlog.get_logger("aiodstream.streaming").bind(component="DStream")
@@ -60,32 +53,6 @@ def _arity(func: Callable[..., Any]) -> int:
 
 
 # One lock per graph guards RDD generation: the JobGenerator's worker thread builds each
-# batch's RDDs, and a user may call ``slice`` from another thread (e.g. inside a foreachRDD
-# job) at the same time. Re-entrant, because computing one stream computes its parents.
-_graph_locks: weakref.WeakKeyDictionary[DStreamGraph, threading.RLock] = weakref.WeakKeyDictionary()
-_graph_locks_guard = threading.Lock()
-
-
-def _generation_lock(graph: DStreamGraph) -> threading.RLock:
-    with _graph_locks_guard:
-        lock = _graph_locks.get(graph)
-        if lock is None:
-            lock = _graph_locks[graph] = threading.RLock()
-        return lock
-
-
-def _memory_only() -> StorageLevel:
-    from pyspark import StorageLevel
-
-    return StorageLevel.MEMORY_ONLY
-
-
-def _union(ssc: StreamingContext, rdds: Sequence[RDD[Any]]) -> RDD[Any]:
-    """Spark's ``sc.union(rdds)``, which is an empty RDD for no RDDs (pyspark's would fail)."""
-    sc = ssc.sparkContext
-    if not rdds:
-        return sc.emptyRDD()
-    return sc.union(list(rdds))
 
 
 def _time_to_ms(value: TimeLike) -> int:
@@ -119,7 +86,7 @@ def _file_name(prefix: str, suffix: str | None, time: Time) -> str:
     return name if suffix is None else f"{name}.{suffix}"
 
 
-class DStream:
+class DStream(StreamNode):
     """A stream of RDDs on the batch grid.
 
     The public methods are pyspark's, with pyspark's names and semantics; durations are in
@@ -130,175 +97,16 @@ class DStream:
         is_checkpointed: True once :meth:`checkpoint` was called on this stream.
     """
 
-    def __init__(self, ssc: StreamingContext, parents: Sequence[DStream] = (), slide: Duration | None = None) -> None:
-        """Create a stream of ``ssc`` derived from ``parents`` (none for an input stream)."""
-        ssc._check_can_add()
-        self._ssc = ssc
-        self._parents: tuple[DStream, ...] = tuple(parents)
-        self._slide: Duration = slide or (parents[0]._slide if parents else ssc._batch_duration)
-        # Only RDDs are remembered: like Spark, a batch without an RDD is asked again next time.
-        self._generated: TimeOrderedDict[RDD[Any]] = TimeOrderedDict()
-        self._zero_time: Time | None = None
-        self._remember_duration: Duration | None = None
-        self._storage_level: StorageLevel | None = None
-        self._checkpoint_interval: Duration | None = None
-        self._must_checkpoint = False
-        self._lock = _generation_lock(ssc._graph)
-        self.is_cached = False
-        self.is_checkpointed = False
-
-    # -- graph lifecycle (driven by DStreamGraph) --
-
-    def _initialize(self, zero_time: Time) -> None:
-        if self._zero_time is not None and self._zero_time != zero_time:
-            raise StreamingStateError(f"ZeroTime is already initialized to {self._zero_time}, cannot initialize it again to {zero_time}")
-        self._zero_time = zero_time
-        if self._must_checkpoint and self._checkpoint_interval is None:
-            # Spark's default for streams that must checkpoint: the smallest multiple of the
-            # slide that is at least 10 seconds.
-            slides = max(1, -(-10_000 // self._slide.milliseconds))
-            self._checkpoint_interval = self._slide * slides
-            _log.info("Checkpoint interval automatically set", stream=type(self).__name__,
-                      interval_ms=self._checkpoint_interval.milliseconds)
-        minimum = self._slide
-        if self._checkpoint_interval is not None and self._checkpoint_interval >= self._slide:
-            # Twice the interval, so the RDD of the latest checkpoint is never forgotten.
-            minimum = self._checkpoint_interval * 2
-        if self._remember_duration is None or self._remember_duration < minimum:
-            self._remember_duration = minimum
-        for parent in self._parents:
-            parent._initialize(zero_time)
-
-    def _remember(self, duration: Duration | None) -> None:
-        if duration is not None and (self._remember_duration is None or duration > self._remember_duration):
-            self._remember_duration = duration
-        for parent in self._parents:
-            parent._remember(self._parent_remember_duration())
-
-    def _parent_remember_duration(self) -> Duration | None:
-        """How long parents must remember their RDDs for this stream (windows add their length)."""
-        return self._remember_duration
-
-    def _validate_at_start(self) -> None:
-        """Spark's ``validateAtStart`` checks, in Spark's order and words, then the parents'."""
-        name = type(self).__name__
-        interval = self._checkpoint_interval
-        if interval is not None:
-            if self._ssc._spark_checkpoint_dir is None:  # read by the start, off the event loop
-                raise InvalidPipelineError(
-                    "requirement failed: The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint()."
-                )
-            if interval < self._slide:
-                raise InvalidPipelineError(
-                    f"requirement failed: The checkpoint interval for {name} has been set to {interval} which is lower than "
-                    f"its slide time ({self._slide}). Please set it to at least {self._slide}."
-                )
-            if not interval.is_multiple_of(self._slide):
-                raise InvalidPipelineError(
-                    f"requirement failed: The checkpoint interval for {name} has been set to  {interval} which not a multiple "
-                    f"of its slide time ({self._slide}). Please set it to a multiple of {self._slide}."
-                )
-            if self._storage_level is None:
-                raise InvalidPipelineError(
-                    f"requirement failed: {name} has been marked for checkpointing but the storage level has not been set to "
-                    "enable persisting. Please use DStream.persist() to set the storage level to use memory for better "
-                    "checkpointing performance."
-                )
-            remember = self._remember_duration
-            if remember is None or remember <= interval:
-                raise InvalidPipelineError(
-                    f"requirement failed: The remember duration for {name} has been set to  {remember} which is not more than "
-                    f"the checkpoint interval ({interval}). Please set it to a value higher than {interval}."
-                )
-        for parent in self._parents:
-            parent._validate_at_start()
-
-    def _is_time_valid(self, time: Time) -> bool:
-        if self._zero_time is None:
-            raise StreamingStateError(f"{self!r} has not been initialized")
-        delta = time.milliseconds - self._zero_time.milliseconds
-        return delta > 0 and delta % self._slide.milliseconds == 0
-
-    def _get_or_compute(self, time: Time) -> RDD[Any] | None:
-        """The RDD of ``time``: remembered, else computed now (at most once), or None."""
-        rdd = self._generated.get(time)
-        if rdd is not None:
-            return rdd
-        with self._lock:
-            rdd = self._generated.get(time)
-            if rdd is not None or not self._is_time_valid(time):
-                return rdd
-            rdd = self._compute(time)
-            if rdd is None:
-                return None
-            # Persist and mark for checkpointing before any child derives from the RDD, so
-            # children read the cache and a checkpoint cuts the lineage.
-            if self._storage_level is not None:
-                rdd.persist(self._storage_level)
-            if self._is_checkpoint_time(time):
-                rdd.checkpoint()
-            self._generated[time] = rdd
-            return rdd
-
-    def _is_checkpoint_time(self, time: Time) -> bool:
-        """Whether ``time`` ends one of this stream's checkpoint intervals (its RDD is checkpointed then)."""
-        interval = self._checkpoint_interval
-        if interval is None or self._zero_time is None:
-            return False
-        return (time.milliseconds - self._zero_time.milliseconds) % interval.milliseconds == 0
-
-    def _compute(self, time: Time) -> RDD[Any] | None:
-        raise NotImplementedError
-
-    def _generate_job(self, time: Time) -> Job | None:
-        """The job of an output stream for ``time`` (only output streams have one)."""
-        raise NotImplementedError(f"{type(self).__name__} is not an output stream")
-
-    def _clear_metadata(self, time: Time) -> None:
-        # Runs on the event loop between batches, while a user thread may be slicing: never
-        # block on the generation lock (the dict takes one step at a time).
-        remember = self._remember_duration or self._slide
-        dropped = self._generated.pop_through(time.milliseconds - remember.milliseconds)
-        if dropped and self._storage_level is not None:
-            # A state carried over is the same RDD under a later time: keep it cached then.
-            kept = {id(rdd) for rdd in list(self._generated.values())}
-            for _, rdd in dropped:
-                if id(rdd) not in kept:
-                    kept.add(id(rdd))  # once, even if it was under several dropped times
-                    rdd.unpersist(blocking=False)
-        for parent in self._parents:
-            parent._clear_metadata(time)
-
-    def _slice_times(self, begin: Time, end: Time) -> Iterator[Time]:
-        """Grid times of this stream from ``begin`` to ``end`` inclusive, aligned down to the grid."""
-        if self._zero_time is None:
-            raise StreamingStateError(f"{self!r} has not been initialized")
-        zero, slide = self._zero_time.milliseconds, self._slide.milliseconds
-        first = begin.milliseconds - (begin.milliseconds - zero) % slide
-        last = end.milliseconds - (end.milliseconds - zero) % slide
-        for ms in range(max(first, zero), last + 1, slide):
-            yield Time(ms)
-
-    def _slice_rdds(self, begin: Time, end: Time) -> list[RDD[Any]]:
-        """The RDDs of the grid times from ``begin`` to ``end``, computing missing ones."""
-        rdds = []
-        for t in self._slice_times(begin, end):
-            rdd = self._get_or_compute(t)
-            if rdd is not None:
-                rdds.append(rdd)
-        return rdds
-
-    def _set_storage_level(self, level: StorageLevel) -> None:
-        """Persist every RDD of this stream at ``level`` (a window persists its parent instead)."""
-        if self._zero_time is not None:
-            raise StreamingStateError("Cannot change storage level of a DStream after streaming context has started")
-        self._storage_level = level
-
     # -- pyspark's public API: core --
 
-    def context(self) -> StreamingContext:
+    def context(self) -> Any:
         """The StreamingContext of this stream."""
-        return self._ssc
+        return self._env.owner
+
+    @property
+    def _ssc(self) -> Any:  # pyspark's private name, which some programs read
+        """The StreamingContext of this stream, as pyspark exposes it."""
+        return self._env.owner
 
     @property
     def _slideDuration(self) -> float:  # pyspark's private name, which some programs read
@@ -364,7 +172,7 @@ class DStream:
                 def one_arg(t: Any, rdd: Any) -> Any:
                     return inner(rdd)
                 func = one_arg
-        ForEachDStream(self, func).register()
+        ForEachNode(self, func).register()
 
     def pprint(self, num: int = 10) -> None:
         """Print the first ``num`` elements of each RDD, under pyspark's header, and ``...`` if there are more."""
@@ -462,7 +270,7 @@ class DStream:
     # -- per-batch aggregations --
 
     def _default_partitions(self, numPartitions: int | None) -> int:  # noqa: N803
-        return self._ssc._settings().default_parallelism if numPartitions is None else numPartitions
+        return self._env.spark.settings().default_parallelism if numPartitions is None else numPartitions
 
     def reduce(self, func: Callable[[Any, Any], Any]) -> DStream:
         """One element per batch: the RDD's elements reduced with ``func`` (nothing for an empty batch)."""
@@ -546,7 +354,7 @@ class DStream:
     def cache(self) -> DStream:
         """Persist every RDD of this stream in memory (pyspark's ``MEMORY_ONLY``)."""
         self.is_cached = True
-        self.persist(_memory_only())
+        self.persist(memory_only())
         return self
 
     def persist(self, storageLevel: StorageLevel) -> DStream:  # noqa: N803
@@ -572,7 +380,7 @@ class DStream:
         duration = seconds_to_duration(interval, "checkpoint interval")
         if self._zero_time is not None:
             raise StreamingStateError("Cannot change checkpoint interval of a DStream after streaming context has started")
-        self._set_storage_level(_memory_only())
+        self._set_storage_level(memory_only())
         self._checkpoint_interval = duration
         return self
 
@@ -600,8 +408,6 @@ class DStream:
         Raises:
             InvalidDurationError: a duration is not a multiple of this stream's slide (pyspark's ValueError message).
         """
-        from ._windowed import WindowedDStream, validate_window
-
         window, slide = validate_window(self, windowDuration, slideDuration)
         return WindowedDStream(self, window, slide or self._slide)
 
@@ -626,8 +432,6 @@ class DStream:
         Raises:
             InvalidDurationError: a duration is not a multiple of this stream's slide.
         """
-        from ._windowed import ReducedWindowedDStream, validate_window
-
         window, slide = validate_window(self, windowDuration, slideDuration)
         n = self._default_partitions(numPartitions)
         reduced = self.reduceByKey(func, n)
@@ -682,181 +486,50 @@ class DStream:
         """
         from pyspark import RDD
 
-        from ._state import StateDStream
-
         n = self._default_partitions(numPartitions)
-        initial: RDD[Any] | None = None
+        initial: RDD[Any] | list[Any] | None = None
         if initialRDD:
-            initial = initialRDD if isinstance(initialRDD, RDD) else self._ssc.sparkContext.parallelize(initialRDD)
+            if isinstance(initialRDD, RDD):
+                initial = initialRDD
+            elif self._env.async_mode:
+                # On the event loop: parallelize would block it on py4j. The state stream
+                # parallelizes a copy when the first batch needs it, on the generation thread.
+                initial = list(initialRDD)
+            else:
+                initial = self._env.spark_context.parallelize(initialRDD)  # now, as pyspark does
         return StateDStream(self, updateFunc, n, initial)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} [slide {self._slide} | {len(self._generated)} RDDs remembered]>"
 
 
-class TransformedDStream(DStream):
-    """``func(time, rdd)`` applied to the parent's RDD of each batch (pyspark's ``TransformedDStream``).
-
-    As in pyspark, a chain of these is fused into one function over the first parent unless
-    the intermediate stream is cached or checkpointed: the intermediate stream's function is
-    then called once per derived stream, not once per batch.
-    """
-
-    def __init__(self, prev: DStream, func: Callable[[datetime, Any], Any]) -> None:
-        """Derive a stream from ``prev`` through ``func(time, rdd)``."""
-        if type(prev) is TransformedDStream and not prev.is_cached and not prev.is_checkpointed:
-            first, second = prev._func, func
-
-            def fused(t: datetime, rdd: Any) -> Any:
-                return second(t, first(t, rdd))
-
-            func, prev = fused, prev._parents[0]
-        super().__init__(prev._ssc, [prev])
-        self._func: Callable[[datetime, Any], Any] = func
-
-    def _compute(self, time: Time) -> RDD[Any] | None:
-        rdd = self._parents[0]._get_or_compute(time)
-        if rdd is None:
-            return None
-        result = self._func(batch_datetime(time), rdd)
-        return result if result else None
+# The public class of each derived node kind: the node's computation with DStream's API
+# (method resolution: the node's hooks first, then DStream, then StreamNode).
 
 
-def _check_same_context_and_slide(streams: Sequence[DStream], what: str) -> None:
-    """Spark's requirements on the parents of a union or a multi-stream transform."""
-    if not streams:
-        raise InvalidPipelineError(f"requirement failed: List of DStreams to {what} is empty")
-    if len({id(s._ssc) for s in streams}) > 1:
-        raise InvalidPipelineError("requirement failed: Some of the DStreams have different contexts")
-    if len({s._slide for s in streams}) > 1:
-        raise InvalidPipelineError("requirement failed: Some of the DStreams have different slide durations")
+class TransformedDStream(TransformedNode, DStream):
+    """``func(time, rdd)`` of a parent's RDD per batch (pyspark's ``TransformedDStream``); see :class:`TransformedNode`."""
 
 
-class TransformedWithDStream(DStream):
-    """``func(time, rdd_a, rdd_b)`` over two streams (pyspark's ``transformWith``, Spark's ``PythonTransformed2DStream``).
-
-    A side without an RDD for the batch is replaced by an empty RDD, and ``func`` is always
-    called; the slide is the first stream's.
-    """
-
-    def __init__(self, first: DStream, second: DStream, func: Callable[[datetime, Any, Any], Any]) -> None:
-        """Combine ``first`` and ``second`` through ``func``."""
-        super().__init__(first._ssc, [first, second])
-        self._func = func
-
-    def _compute(self, time: Time) -> RDD[Any] | None:
-        first, second = self._parents
-        a = first._get_or_compute(time)
-        b = second._get_or_compute(time)
-        if a is None or b is None:
-            empty = self._ssc.sparkContext.emptyRDD()
-            a = empty if a is None else a
-            b = empty if b is None else b
-        result = self._func(batch_datetime(time), a, b)
-        return result if result else None
+class TransformedWithDStream(TransformedWithNode, DStream):
+    """``func(time, a, b)`` over two streams (pyspark's ``transformWith``); see :class:`TransformedWithNode`."""
 
 
-class UnionDStream(DStream):
-    """The union of several streams' RDDs (Spark's ``UnionDStream``, ``ssc.union``)."""
-
-    def __init__(self, parents: Sequence[DStream]) -> None:
-        """Unite ``parents``, which share a context and a slide."""
-        _check_same_context_and_slide(parents, "union")
-        super().__init__(parents[0]._ssc, parents)
-
-    def _compute(self, time: Time) -> RDD[Any] | None:
-        rdds = []
-        for parent in self._parents:
-            rdd = parent._get_or_compute(time)
-            if rdd is None:
-                raise StreamingStateError(f"Could not generate RDD from a parent for unifying at time {time}")
-            rdds.append(rdd)
-        return _union(self._ssc, rdds)
+class UnionDStream(UnionNode, DStream):
+    """The union of several streams (Spark's ``UnionDStream``); see :class:`UnionNode`."""
 
 
-class MultiTransformedDStream(DStream):
-    """``func(rdds)`` over several streams (Spark's ``TransformedDStream``, ``ssc.transform``).
-
-    ``func`` gets a tuple of the parents' RDDs, in the parents' order; every parent must have
-    an RDD for the batch, and ``func`` must return one.
-    """
-
-    def __init__(self, parents: Sequence[DStream], func: Callable[[Sequence[Any]], Any]) -> None:
-        """Transform ``parents``, which share a context and a slide, through ``func``."""
-        _check_same_context_and_slide(parents, "transform")
-        super().__init__(parents[0]._ssc, parents)
-        self._func = func
-
-    def _compute(self, time: Time) -> RDD[Any] | None:
-        rdds = []
-        for parent in self._parents:
-            rdd = parent._get_or_compute(time)
-            if rdd is None:
-                raise StreamingStateError(f"Couldn't generate RDD from parent at time {time}")
-            rdds.append(rdd)
-        result = self._func(tuple(rdds))
-        if not result:
-            raise InvalidPipelineError(
-                "Transform function must not return null. Return SparkContext.emptyRDD() instead to represent no element "
-                "as the result of transformation."
-            )
-        return result  # type: ignore[no-any-return]
+class MultiTransformedDStream(MultiTransformedNode, DStream):
+    """``func(rdds)`` over several streams (``ssc.transform``); see :class:`MultiTransformedNode`."""
 
 
-class ForEachDStream(DStream):
-    """An output operation: one job per batch running ``func(time, rdd)`` on the parent's RDD."""
-
-    def __init__(self, parent: DStream, func: Callable[[Any, Any], Any]) -> None:
-        """Wrap ``func`` as an output operation on ``parent``."""
-        super().__init__(parent._ssc, [parent])
-        self._func = func
-        self._is_async = inspect.iscoroutinefunction(func)
-        frame = _user_frame()
-        self._name = f"foreachRDD at {frame}"
-
-    def register(self) -> None:
-        """Add this stream to the graph's output streams."""
-        self._ssc._graph.add_output_stream(self)
-
-    def _compute(self, time: Time) -> RDD[Any] | None:
-        return None  # an output stream produces jobs, not RDDs
-
-    def _generate_job(self, time: Time) -> Job | None:
-        rdd = self._parents[0]._get_or_compute(time)
-        if rdd is None:
-            return None
-        ssc = self._ssc
-        func = self._func
-        group = f"aiodstream-{ssc._context_id}-{time.milliseconds}-{id(self)}"
-        holder: list[Job] = []
-
-        if self._is_async:
-            async def run_async() -> None:
-                # Spark calls made through run_spark() join the batch's job group.
-                job = BatchJob(ssc.sparkContext, group, job_description(time, holder[0].output_op_id), ssc._job_threads())
-                token = current_batch_job.set(job)
-                try:
-                    await func(batch_datetime(time), rdd)
-                finally:
-                    current_batch_job.reset(token)
-            job = Job(time, run_async, name=self._name, description=self._name, is_async=True,
-                      cancel=lambda: ssc._cancel_job_group(group))
-        else:
-            async def run() -> None:
-                # The function runs on a job thread, which the event loop waits for without a
-                # worker thread in between. Only the job group and its description are set (before
-                # the function's first py4j call): Spark's internal batchTime/outputOpId properties
-                # feed the JVM Streaming tab, which this runtime does not have.
-                future = ssc._job_threads().submit(ssc.sparkContext, group, job_description(time, holder[0].output_op_id),
-                                                   func, batch_datetime(time), rdd)
-                await wait_for_thread(future, abandon_on_cancel=True)
-            job = Job(time, run, name=self._name, description=self._name, is_async=True,
-                      cancel=lambda: ssc._cancel_job_group(group))
-        holder.append(job)
-        return job
+class WindowedDStream(WindowedNode, DStream):
+    """A sliding window over a parent (Spark's ``WindowedDStream``); see :class:`WindowedNode`."""
 
 
-def _user_frame() -> str:
-    """``file:line`` of the first caller outside this package (Spark's call site short form)."""
-    frame = user_frame()
-    return "?" if frame is None else f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}"
+class ReducedWindowedDStream(ReducedWindowedNode, DStream):
+    """An incrementally reduced window (pyspark's ``PythonReducedWindowedDStream``); see :class:`ReducedWindowedNode`."""
+
+
+class StateDStream(StateNode, DStream):
+    """Per-key state, ``updateStateByKey`` (pyspark's ``PythonStateDStream``); see :class:`StateNode`."""

@@ -1,4 +1,4 @@
-"""Per-key state carried from batch to batch: ``updateStateByKey`` (pyspark's ``PythonStateDStream``)."""
+"""Per-key state carried from batch to batch: ``updateStateByKey`` (pyspark's ``PythonStateDStream``), as a graph node."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from scheduler import Time
 
-from ._dstream import DStream, _memory_only
+from ._node import StreamNode, memory_only
 
 if TYPE_CHECKING:
     from pyspark import RDD
 
-__all__ = ["StateDStream"]
+__all__ = ["StateNode"]
 
 
-class StateDStream(DStream):
+class StateNode(StreamNode):
     """The state RDD of each batch: the previous state updated with the batch's new values.
 
     Per batch with new data, every key with state or new values gets
@@ -26,14 +26,19 @@ class StateDStream(DStream):
     from the one before, and a checkpoint cuts that ever-growing lineage.
     """
 
-    def __init__(self, parent: DStream, update: Callable[[list[Any], Any], Any], num_partitions: int,
-                 initial: RDD[Any] | None) -> None:
-        """Keep state over ``parent``'s pairs, partitioned into ``num_partitions``."""
-        super().__init__(parent._ssc, [parent])
+    def __init__(self, parent: StreamNode, update: Callable[[list[Any], Any], Any], num_partitions: int,
+                 initial: RDD[Any] | list[Any] | None) -> None:
+        """Keep state over ``parent``'s pairs, partitioned into ``num_partitions``.
+
+        ``initial`` seeds the state: an RDD, or a list of pairs that the first batch
+        parallelizes (on the generation thread, so a context inside ``async with`` makes no
+        py4j call on the event loop).
+        """
+        super().__init__(parent._env, [parent])
         self._update = update
         self._num_partitions = num_partitions
         self._initial = initial
-        self._storage_level = _memory_only()
+        self._storage_level = memory_only()
         self._must_checkpoint = True
 
     def _step(self, state: RDD[Any] | None, new: RDD[Any]) -> RDD[Any]:
@@ -56,4 +61,7 @@ class StateDStream(DStream):
         new = self._parents[0]._get_or_compute(time)
         if new is None:
             return previous
-        return self._step(previous if previous is not None else self._initial, new)
+        if previous is None and isinstance(self._initial, list):
+            self._initial = self._env.spark_context.parallelize(self._initial)
+        initial: RDD[Any] | None = self._initial  # type: ignore[assignment]  # an RDD from here on
+        return self._step(previous if previous is not None else initial, new)

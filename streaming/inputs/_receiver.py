@@ -22,17 +22,15 @@ import attrs
 import structlog
 
 from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStopped
-from scheduler import Duration, Offset, StreamInputInfo, Time
-from scheduler._rate import RateLimiter
+from scheduler import Duration, Offset, RateLimiter, StreamInputInfo, Time
 
-from ._inputs import InputDStream
-from ._source_logs import BlockLog, format_log_offset
-from ._spark import time_string_as
+from ..dstream import StreamEnvironment
+from ..recovery import BlockLog, format_log_offset
+from ..spark import time_string_as
+from ._base import InputDStream
 
 if TYPE_CHECKING:
-    from pyspark import RDD
-
-    from ._context import StreamingContext
+    from pyspark import RDD  # only for annotations: pyspark is imported when Spark is first needed
 
 __all__ = [
     "DEFAULT_MAX_BUFFERED_RECORDS",
@@ -192,18 +190,18 @@ class ReceiverInputDStream(InputDStream):
     catches in memory (at most one block interval of records) is lost, as in Spark.
     """
 
-    _has_receiver = True
+    has_receiver = True
     _receiver_class = "Receiver"
 
     restart_delay: Duration
     """How long a failed or ended receiver waits before it starts again."""
 
-    def __init__(self, ssc: StreamingContext, *, restart_delay: Duration | None, max_buffered_records: int) -> None:
-        """Register a receiver stream of ``ssc``; ``restart_delay`` None reads Spark's conf (2 s default)."""
+    def __init__(self, env: StreamEnvironment, *, restart_delay: Duration | None, max_buffered_records: int) -> None:
+        """Register a receiver stream of ``env``'s context; ``restart_delay`` None reads Spark's conf (2 s default)."""
         buffer = RecordBuffer(max_buffered_records)
-        super().__init__(ssc)
+        super().__init__(env)
         self._buffer = buffer
-        settings = ssc._settings()
+        settings = env.spark.settings()
         if restart_delay is None:  # Spark reads it as an int of milliseconds (getInt), not a time string
             restart_delay = Duration(int(settings.get("spark.streaming.receiverRestartDelay", "2000") or "2000"))
         self.restart_delay = restart_delay
@@ -231,7 +229,7 @@ class ReceiverInputDStream(InputDStream):
     def rate_limiter(self) -> RateLimiter:
         """The limiter the receiver waits on before storing records (created on first use, on the runtime's clock)."""
         if self._limiter is None:
-            self._limiter = RateLimiter(self._ssc.runtime.clock, self.initial_rate, max_rate=self.max_rate)
+            self._limiter = RateLimiter(self._env.runtime.clock, self.initial_rate, max_rate=self.max_rate)
         return self._limiter
 
     async def _store_many(self, records: Sequence[Any]) -> None:
@@ -256,8 +254,8 @@ class ReceiverInputDStream(InputDStream):
         """Receive until the source ends or fails; store records in ``self._buffer``."""
         raise NotImplementedError
 
-    async def _run_receiver(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        runtime = self._ssc.runtime
+    async def run_receiver(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        runtime = self._env.runtime
         delay = self.restart_delay
         # Ready at once, as Spark's receiver start returns before the socket connects: a source
         # that is slow to come up must not hold up the context's start.
@@ -301,8 +299,8 @@ class ReceiverInputDStream(InputDStream):
 
     # -- the batch side --
 
-    async def _allocate(self, time: Time) -> None:
-        if self._replaying:
+    async def allocate(self, time: Time) -> None:
+        if self.replaying:
             return  # the batch's blocks were decided (and written) when its offsets were planned
         records = self._buffer.take_all()
         if self._zero_time is None:
@@ -317,16 +315,16 @@ class ReceiverInputDStream(InputDStream):
     def _compute(self, time: Time) -> RDD[Any] | None:
         # Runs in the generation worker thread, right after _allocate(time) on the loop: the two
         # never overlap, so the dict needs no lock.
-        records = self._logged_records(time) if self._replaying else self._allocated.pop(time, None)
-        sc = self._ssc.sparkContext
+        records = self._logged_records(time) if self.replaying else self._allocated.pop(time, None)
+        sc = self._env.spark_context
         if records is None:
             return sc.emptyRDD()  # a time whose records were never allocated (e.g. cleaned up)
-        tracker = self._ssc._graph.input_infos
+        tracker = self._env.graph.input_infos
         if tracker is not None:
             tracker.report_info(time, StreamInputInfo(self.id, len(records)))
         if not records:
             return sc.emptyRDD()
-        slices = max(1, self._ssc._settings().default_parallelism)
+        slices = max(1, self._env.spark.settings().default_parallelism)
         return sc.parallelize(records, min(slices, len(records)))
 
     # -- the write-ahead log (with a checkpoint) --
@@ -340,12 +338,12 @@ class ReceiverInputDStream(InputDStream):
         entries = self._block_log.entries()
         self._last_entry = entries[-1] if entries else -1
 
-    def _latest_offset(self) -> Offset:
+    def latest_offset(self) -> Offset:
         return format_log_offset(self._last_entry) if self._last_entry >= 0 else None
 
-    async def _plan_offset(self, start: Offset, time: Time) -> Offset:
+    async def plan_offset(self, start: Offset, time: Time) -> Offset:
         await self._flush()
-        return self._latest_offset()
+        return self.latest_offset()
 
     async def _flush(self) -> None:
         """Write what the receiver stored since the last block as a new block (if anything)."""
@@ -366,9 +364,9 @@ class ReceiverInputDStream(InputDStream):
             self._blocks[entry] = records
             self._last_entry = entry
 
-    async def _run_block_writer(self) -> None:
+    async def run_block_writer(self) -> None:
         """Write a block every ``block_interval`` until cancelled (a failed write is retried)."""
-        clock = self._ssc.runtime.clock
+        clock = self._env.runtime.clock
         while True:
             await clock.sleep(self.block_interval)
             try:
@@ -387,7 +385,7 @@ class ReceiverInputDStream(InputDStream):
             records.extend(block)
         return records
 
-    async def _commit(self, end: Offset) -> None:
+    async def commit(self, end: Offset) -> None:
         # Blocks before every remembered batch's range are needed neither to replay a batch nor
         # to rebuild a window (Spark cleans its WAL at the same point).
         if self._block_log is None:
@@ -414,12 +412,12 @@ class SocketInputDStream(ReceiverInputDStream):
 
     _receiver_class = "SocketReceiver"
 
-    def __init__(self, ssc: StreamingContext, host: str, port: int, *, restart_delay: Duration | None,
+    def __init__(self, env: StreamEnvironment, host: str, port: int, *, restart_delay: Duration | None,
                  max_buffered_records: int) -> None:
         """A stream of lines read from ``host:port``."""
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
             raise ValueError(f"port must be an int from 1 to 65535, got {port!r}")
-        super().__init__(ssc, restart_delay=restart_delay, max_buffered_records=max_buffered_records)
+        super().__init__(env, restart_delay=restart_delay, max_buffered_records=max_buffered_records)
         self.host = host
         self.port = port
 
@@ -462,7 +460,7 @@ class AsyncIterableInputDStream(ReceiverInputDStream):
 
     _receiver_class = "AsyncIterableReceiver"
 
-    def __init__(self, ssc: StreamingContext, source: AsyncSource, *, restart_delay: Duration | None,
+    def __init__(self, env: StreamEnvironment, source: AsyncSource, *, restart_delay: Duration | None,
                  max_buffered_records: int) -> None:
         """A stream of the items of ``source``."""
         if not callable(source) and not hasattr(source, "__aiter__"):
@@ -470,7 +468,7 @@ class AsyncIterableInputDStream(ReceiverInputDStream):
                 f"asyncIterableStream needs an async iterable or a function returning one, got {type(source).__name__}; "
                 "pass e.g. an async generator"
             )
-        super().__init__(ssc, restart_delay=restart_delay, max_buffered_records=max_buffered_records)
+        super().__init__(env, restart_delay=restart_delay, max_buffered_records=max_buffered_records)
         self._source = source
 
     def _iterator(self) -> tuple[AsyncIterator[Any], bool]:

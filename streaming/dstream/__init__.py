@@ -1,0 +1,45 @@
+"""DStreams: pyspark's ``DStream`` API, the stream nodes behind it and the graph that turns them into jobs.
+
+The counterpart of Spark's ``org.apache.spark.streaming.dstream`` and ``DStreamGraph``. Inputs
+live in ``streaming.inputs``; the StreamingContext that ties them together in ``streaming``.
+"""
+
+from ._dstream import (
+    DStream,
+    MultiTransformedDStream,
+    ReducedWindowedDStream,
+    StateDStream,
+    TransformedDStream,
+    TransformedWithDStream,
+    UnionDStream,
+    WindowedDStream,
+)
+from ._environment import StreamEnvironment
+from ._graph import DStreamGraph, GraphStream, InputStream
+from ._node import StreamNode, memory_only, union_rdds
+from ._snapshots import StatefulStream, StateSnapshots
+from ._transforms import ForEachNode
+from ._windowed import INCREMENTAL_MIN_SLIDES, validate_window
+
+__all__ = [
+    "DStream",
+    "DStreamGraph",
+    "ForEachNode",
+    "GraphStream",
+    "INCREMENTAL_MIN_SLIDES",
+    "InputStream",
+    "MultiTransformedDStream",
+    "ReducedWindowedDStream",
+    "StateDStream",
+    "StateSnapshots",
+    "StatefulStream",
+    "StreamEnvironment",
+    "StreamNode",
+    "TransformedDStream",
+    "TransformedWithDStream",
+    "UnionDStream",
+    "WindowedDStream",
+    "memory_only",
+    "union_rdds",
+    "validate_window",
+]

@@ -1,0 +1,206 @@
+"""StateSnapshots: the saved state RDDs of stateful streams, and which one a restart starts from.
+
+Spark checkpoints the whole DStream graph with its state RDDs (``DStreamCheckpointData``); here
+each stateful stream saves its state RDD at its checkpoint interval under
+``<checkpoint>/state/<n>/<batchId + 1>``, and a restart rebuilds the rest from the logged input.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+import attrs
+import structlog
+
+from scheduler import CheckpointError, Duration, RecoveredBatch, Time, TimeOrderedDict, fsync_directory
+
+from ..recovery import InputDescriptor
+
+__all__ = ["StatefulStream", "StateSnapshots"]
+
+# State snapshots kept per stateful stream: the newest, and the one before it in case the
+# newest belongs to a batch that a restart runs again.
+_SNAPSHOTS_KEPT = 2
+
+
+class StatefulStream(Protocol):
+    """What snapshots need of a stream that carries state (``updateStateByKey``, inverse-reduced windows).
+
+    The members are underscored because a stream's public namespace is pyspark's ``DStream`` API.
+    """
+
+    _slide: Duration
+    _generated: TimeOrderedDict[Any]
+    _storage_level: Any
+
+    def _is_checkpoint_time(self, time: Time) -> bool: ...
+
+    def _state_reach(self) -> Duration:
+        """How far back from its snapshot the stream's state reaches: its window, or nothing."""
+        ...
+
+
+@attrs.frozen
+class _Restore:
+    """What a restart loads into one stateful stream: the snapshot of ``time`` (``None``: start from nothing)."""
+
+    index: int
+    time: Time
+    path: Path | None
+
+
+class StateSnapshots:
+    """The state snapshots of one graph's stateful streams, under ``<checkpoint>/state/``.
+
+    Args:
+        directory: the checkpoint directory.
+        batch_duration: the graph's batch interval.
+        streams: the stateful streams, in a stable order (their index names their directory).
+        spark_context: gives the SparkContext that reads a snapshot back (called in the generation thread).
+    """
+
+    def __init__(self, directory: Path, batch_duration: Duration, streams: Sequence[StatefulStream],
+                 spark_context: Callable[[], Any]) -> None:
+        """Keep the snapshots of ``streams`` under ``directory / "state"``; nothing is read yet."""
+        self._directory = directory
+        self._batch = batch_duration
+        self.streams = list(streams)
+        self._spark_context = spark_context
+        self._restores: list[_Restore] = []
+        self._versions: dict[int, int] = {}  # per stateful stream: its newest snapshot (batch id + 1)
+        self._log = structlog.get_logger("aiodstream.streaming").bind(component="StateSnapshots")
+
+    def state_dir(self, index: int) -> Path:
+        """The directory of stream ``index``'s snapshots."""
+        return self._directory / "state" / str(index)
+
+    def open(self, zero_time: Time, first_batch_id: int, history: Sequence[RecoveredBatch]) -> None:
+        """At a start: clear unfinished saves and plan which snapshot each stream restores (blocking I/O).
+
+        Raises:
+            CheckpointError: see :meth:`_plan_restores`.
+        """
+        for index in range(len(self.streams)):
+            self._remove_unfinished(index)
+        self._restores = self._plan_restores(zero_time, first_batch_id, history)
+
+    def _remove_unfinished(self, index: int) -> None:
+        """Delete the hidden temporary snapshots a save killed midway left (they are never read)."""
+        try:
+            names = os.listdir(self.state_dir(index))
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name.startswith(".") and name.endswith(".tmp"):
+                shutil.rmtree(self.state_dir(index) / name, ignore_errors=True)
+
+    def oldest_needed_batch(self) -> int | None:
+        """The first batch after each stateful stream's newest snapshot (less its window): the log must keep it."""
+        if not self.streams:
+            return None
+        batch = self._batch.milliseconds
+        needed = [self._versions.get(index, 0) - stream._state_reach().milliseconds // batch
+                  for index, stream in enumerate(self.streams)]
+        return max(0, min(needed))
+
+    def due(self, time: Time) -> list[int]:
+        """The streams whose checkpoint interval ends at ``time`` and that have its state RDD."""
+        return [index for index, stream in enumerate(self.streams)
+                if stream._is_checkpoint_time(time) and time in stream._generated]
+
+    def _describe(self, index: int) -> None:
+        stream = self.streams[index]
+        InputDescriptor(self.state_dir(index)).ensure(
+            {"kind": type(stream).__name__, "slide": stream._slide.milliseconds}, compare=("kind", "slide"))
+
+    def save(self, due: Sequence[int], time: Time, batch_id: int) -> None:
+        """Save the state RDD of ``time`` of each stream in ``due`` (blocking: a Spark job each).
+
+        Each snapshot is written under a hidden name and renamed, so a reader sees all of it or none.
+        """
+        for index in due:
+            stream = self.streams[index]
+            directory = self.state_dir(index)
+            self._describe(index)
+            target = directory / str(batch_id + 1)
+            if target.exists():
+                self._versions[index] = batch_id + 1
+                continue  # a re-run batch: the same input gave the same state
+            temp = directory / f".{batch_id + 1}.{uuid.uuid4().hex}.tmp"
+            stream._generated[time].saveAsPickleFile(temp.as_uri())
+            os.rename(temp, target)
+            fsync_directory(directory)
+            self._versions[index] = batch_id + 1
+            self._log.info("state saved", stream=type(stream).__name__, index=index, batch=time.milliseconds, path=str(target))
+            for old in self._snapshots(index)[:-_SNAPSHOTS_KEPT]:
+                shutil.rmtree(directory / str(old), ignore_errors=True)
+
+    def _snapshots(self, index: int) -> list[int]:
+        try:
+            names = os.listdir(self.state_dir(index))
+        except FileNotFoundError:
+            return []
+        return sorted(int(n) for n in names if n.isdigit())
+
+    def _plan_restores(self, zero_time: Time, first_batch_id: int, history: Sequence[RecoveredBatch]) -> list[_Restore]:
+        """At a restart: which snapshot each stateful stream starts from; the logged input must cover the rest.
+
+        Raises:
+            CheckpointError: a stateful stream changed, or batches between its newest snapshot
+                and the first batch to run are no longer in the offsets log (their input
+                cannot be read, so the state cannot be rebuilt).
+        """
+        if first_batch_id == 0 or not self.streams:
+            return []
+        batch = self._batch.milliseconds
+        zero = zero_time.milliseconds
+        last_done = zero + first_batch_id * batch  # the batch before the first one to run
+        logged = {b.time for b in history}
+        restores = []
+        for index, stream in enumerate(self.streams):
+            self._describe(index)
+            usable = [v for v in self._snapshots(index) if v <= first_batch_id]
+            version = usable[-1] if usable else 0
+            self._versions[index] = version
+            snapshot_ms = zero + version * batch
+            first_needed = max(snapshot_ms - stream._state_reach().milliseconds + batch, zero + batch)
+            missing = [ms for ms in range(first_needed, last_done + 1, batch) if Time(ms) not in logged]
+            if missing:
+                raise CheckpointError(
+                    f"cannot restore the state of {type(stream).__name__} from {self.state_dir(index)}: "
+                    + (f"its newest usable snapshot is at {snapshot_ms} ms" if usable else "it has no snapshot yet")
+                    + f" and the input of {len(missing)} later batch(es) (from {missing[0]} ms) is no longer in the offsets "
+                    "log; the state cannot be rebuilt without it. Start over with a new checkpoint directory",
+                    path=str(self.state_dir(index)),
+                )
+            restores.append(_Restore(index, Time(snapshot_ms), self.state_dir(index) / str(version) if usable else None))
+        return restores
+
+    @property
+    def restore_pending(self) -> bool:
+        """Whether :meth:`load_restores` still has snapshots to load."""
+        return bool(self._restores)
+
+    def load_restores(self) -> None:
+        """Before the first batch of a restarted run, in the generation thread: load each planned snapshot.
+
+        The state RDDs are read lazily by Spark, like any other input.
+        """
+        restores, self._restores = self._restores, []
+        sc = None
+        for restore in restores:
+            stream = self.streams[restore.index]
+            if restore.path is None:
+                continue  # no snapshot yet: the state is rebuilt from the first batch's input
+            if sc is None:
+                sc = self._spark_context()
+            rdd: Any = sc.pickleFile(restore.path.as_uri())
+            if stream._storage_level is not None:
+                rdd.persist(stream._storage_level)
+            stream._generated[restore.time] = rdd
+            self._log.info("state restored", stream=type(stream).__name__, index=restore.index,
+                           snapshot=restore.time.milliseconds, path=str(restore.path))

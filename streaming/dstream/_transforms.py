@@ -1,0 +1,192 @@
+"""The stream kinds derived from other streams in one batch: transforms, unions, and output operations.
+
+pyspark's ``TransformedDStream`` and ``PythonTransformed2DStream``, Spark's ``UnionDStream``,
+``TransformedDStream`` and ``ForEachDStream``, as graph nodes (``DStream`` adds pyspark's API).
+"""
+
+from __future__ import annotations
+
+import inspect
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from scheduler import InvalidPipelineError, Job, StreamingStateError, Time
+
+from ..spark import BatchJob, batch_datetime, current_batch_job, job_description, user_frame, wait_for_thread
+from ._node import StreamNode, union_rdds
+
+if TYPE_CHECKING:
+    from pyspark import RDD  # only for annotations: pyspark is imported when Spark is first needed
+
+__all__ = ["ForEachNode", "MultiTransformedNode", "TransformedNode", "TransformedWithNode", "UnionNode"]
+
+
+class TransformedNode(StreamNode):
+    """``func(time, rdd)`` applied to the parent's RDD of each batch (pyspark's ``TransformedDStream``).
+
+    As in pyspark, a chain of these is fused into one function over the first parent unless
+    the intermediate stream is cached or checkpointed: the intermediate stream's function is
+    then called once per derived stream, not once per batch.
+    """
+
+    def __init__(self, prev: StreamNode, func: Callable[[datetime, Any], Any]) -> None:
+        """Derive a stream from ``prev`` through ``func(time, rdd)``."""
+        # type(self): the concrete class (DStream's TransformedDStream), never a TransformedWith or other kind.
+        if type(prev) is type(self) and isinstance(prev, TransformedNode) and not prev.is_cached and not prev.is_checkpointed:
+            first, second = prev._func, func
+
+            def fused(t: datetime, rdd: Any) -> Any:
+                return second(t, first(t, rdd))
+
+            func, prev = fused, prev._parents[0]
+        super().__init__(prev._env, [prev])
+        self._func: Callable[[datetime, Any], Any] = func
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        rdd = self._parents[0]._get_or_compute(time)
+        if rdd is None:
+            return None
+        result = self._func(batch_datetime(time), rdd)
+        return result if result else None
+
+
+def _check_same_context_and_slide(streams: Sequence[StreamNode], what: str) -> None:
+    """Spark's requirements on the parents of a union or a multi-stream transform."""
+    if not streams:
+        raise InvalidPipelineError(f"requirement failed: List of DStreams to {what} is empty")
+    if len({id(s._env) for s in streams}) > 1:
+        raise InvalidPipelineError("requirement failed: Some of the DStreams have different contexts")
+    if len({s._slide for s in streams}) > 1:
+        raise InvalidPipelineError("requirement failed: Some of the DStreams have different slide durations")
+
+
+class TransformedWithNode(StreamNode):
+    """``func(time, rdd_a, rdd_b)`` over two streams (pyspark's ``transformWith``, Spark's ``PythonTransformed2DStream``).
+
+    A side without an RDD for the batch is replaced by an empty RDD, and ``func`` is always
+    called; the slide is the first stream's.
+    """
+
+    def __init__(self, first: StreamNode, second: StreamNode, func: Callable[[datetime, Any, Any], Any]) -> None:
+        """Combine ``first`` and ``second`` through ``func``."""
+        super().__init__(first._env, [first, second])
+        self._func = func
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        first, second = self._parents
+        a = first._get_or_compute(time)
+        b = second._get_or_compute(time)
+        if a is None or b is None:
+            empty = self._env.spark_context.emptyRDD()
+            a = empty if a is None else a
+            b = empty if b is None else b
+        result = self._func(batch_datetime(time), a, b)
+        return result if result else None
+
+
+class UnionNode(StreamNode):
+    """The union of several streams' RDDs (Spark's ``UnionDStream``, ``ssc.union``)."""
+
+    def __init__(self, parents: Sequence[StreamNode]) -> None:
+        """Unite ``parents``, which share a context and a slide."""
+        _check_same_context_and_slide(parents, "union")
+        super().__init__(parents[0]._env, parents)
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        rdds = []
+        for parent in self._parents:
+            rdd = parent._get_or_compute(time)
+            if rdd is None:
+                raise StreamingStateError(f"Could not generate RDD from a parent for unifying at time {time}")
+            rdds.append(rdd)
+        return union_rdds(self._env, rdds)
+
+
+class MultiTransformedNode(StreamNode):
+    """``func(rdds)`` over several streams (Spark's ``TransformedDStream``, ``ssc.transform``).
+
+    ``func`` gets a tuple of the parents' RDDs, in the parents' order; every parent must have
+    an RDD for the batch, and ``func`` must return one.
+    """
+
+    def __init__(self, parents: Sequence[StreamNode], func: Callable[[Sequence[Any]], Any]) -> None:
+        """Transform ``parents``, which share a context and a slide, through ``func``."""
+        _check_same_context_and_slide(parents, "transform")
+        super().__init__(parents[0]._env, parents)
+        self._func = func
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        rdds = []
+        for parent in self._parents:
+            rdd = parent._get_or_compute(time)
+            if rdd is None:
+                raise StreamingStateError(f"Couldn't generate RDD from parent at time {time}")
+            rdds.append(rdd)
+        result = self._func(tuple(rdds))
+        if not result:
+            raise InvalidPipelineError(
+                "Transform function must not return null. Return SparkContext.emptyRDD() instead to represent no element "
+                "as the result of transformation."
+            )
+        return result  # type: ignore[no-any-return]
+
+
+class ForEachNode(StreamNode):
+    """An output operation: one job per batch running ``func(time, rdd)`` on the parent's RDD."""
+
+    def __init__(self, parent: StreamNode, func: Callable[[Any, Any], Any]) -> None:
+        """Wrap ``func`` as an output operation on ``parent``."""
+        super().__init__(parent._env, [parent])
+        self._func = func
+        self._is_async = inspect.iscoroutinefunction(func)
+        frame = _user_frame()
+        self._name = f"foreachRDD at {frame}"
+
+    def register(self) -> None:
+        """Add this stream to the graph's output streams."""
+        self._env.graph.add_output_stream(self)
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        return None  # an output stream produces jobs, not RDDs
+
+    def _generate_job(self, time: Time) -> Job | None:
+        rdd = self._parents[0]._get_or_compute(time)
+        if rdd is None:
+            return None
+        env = self._env
+        spark = env.spark
+        func = self._func
+        group = f"{env.name}-{time.milliseconds}-{id(self)}"
+        holder: list[Job] = []
+
+        if self._is_async:
+            async def run_async() -> None:
+                # Spark calls made through run_spark() join the batch's job group.
+                job = BatchJob(spark.spark_context, group, job_description(time, holder[0].output_op_id), spark.job_threads())
+                token = current_batch_job.set(job)
+                try:
+                    await func(batch_datetime(time), rdd)
+                finally:
+                    current_batch_job.reset(token)
+            job = Job(time, run_async, name=self._name, description=self._name, is_async=True,
+                      cancel=lambda: spark.cancel_job_group(group))
+        else:
+            async def run() -> None:
+                # The function runs on a job thread, which the event loop waits for without a
+                # worker thread in between. Only the job group and its description are set (before
+                # the function's first py4j call): Spark's internal batchTime/outputOpId properties
+                # feed the JVM Streaming tab, which this runtime does not have.
+                future = spark.job_threads().submit(spark.spark_context, group, job_description(time, holder[0].output_op_id),
+                                                   func, batch_datetime(time), rdd)
+                await wait_for_thread(future, abandon_on_cancel=True)
+            job = Job(time, run, name=self._name, description=self._name, is_async=True,
+                      cancel=lambda: spark.cancel_job_group(group))
+        holder.append(job)
+        return job
+
+
+
+def _user_frame() -> str:
+    """``file:line`` of the first caller outside this package (Spark's call site short form)."""
+    frame = user_frame()
+    return "?" if frame is None else f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}"

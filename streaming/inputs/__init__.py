@@ -1,0 +1,36 @@
+"""DStream inputs: queues, files and receivers (sockets, async iterables), each replayable from its log.
+
+Spark's ``InputDStream`` family (``QueueInputDStream``, ``FileInputDStream``,
+``ReceiverInputDStream``); each implements ``streaming.dstream.InputStream``, the protocol the
+graph drives (replay, receive, purge).
+"""
+
+from ._base import InputDStream
+from ._files import FileEntry, FileInputDStream, is_new_file, list_local_files, select_new_files
+from ._queue import QueueInputDStream
+from ._receiver import (
+    DEFAULT_MAX_BUFFERED_RECORDS,
+    AsyncIterableInputDStream,
+    AsyncSource,
+    LineDecoder,
+    ReceiverInputDStream,
+    RecordBuffer,
+    SocketInputDStream,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BUFFERED_RECORDS",
+    "AsyncIterableInputDStream",
+    "AsyncSource",
+    "FileEntry",
+    "FileInputDStream",
+    "InputDStream",
+    "LineDecoder",
+    "QueueInputDStream",
+    "ReceiverInputDStream",
+    "RecordBuffer",
+    "SocketInputDStream",
+    "is_new_file",
+    "list_local_files",
+    "select_new_files",
+]

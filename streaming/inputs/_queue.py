@@ -1,0 +1,82 @@
+"""QueueInputDStream: hands out queued RDDs, one per batch or all at once (pyspark's ``queueStream``)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from scheduler import Offset, ReplayError, Time
+
+from ..dstream import StreamEnvironment
+from ._base import InputDStream
+
+if TYPE_CHECKING:
+    from pyspark import RDD  # only for annotations: pyspark is imported when Spark is first needed
+
+__all__ = ["QueueInputDStream"]
+
+
+class QueueInputDStream(InputDStream):
+    """Hands out queued RDDs: one per batch, or all at once (pyspark's ``queueStream``).
+
+    Once the queue is empty, every batch gets ``default`` (or an empty single-partition RDD).
+
+    With a checkpoint the offset is how many queued RDDs batches took (``"3"``), so a restart
+    replays a batch from the same queue position. Spark refuses ``queueStream`` with
+    checkpointing, as it cannot serialize the queue; here the program rebuilds the queue (its
+    setup function runs again), which must hold at least the RDDs it held before, in order.
+    """
+
+    _input_kind = "queue"
+
+    def __init__(self, env: StreamEnvironment, rdds: list[Any], one_at_a_time: bool, default: Any) -> None:
+        """Queue ``rdds`` for the batches to come: RDDs, or lists (parallelized by the batch that takes them)."""
+        super().__init__(env)
+        self._items: list[Any] = list(rdds)
+        self._taken = 0  # without a checkpoint: how many items batches took so far
+        self._one_at_a_time = one_at_a_time
+        self._default = default
+
+    @staticmethod
+    def _position(offset: Offset) -> int:
+        return 0 if offset is None else int(json.loads(offset))
+
+    def _next_end(self, begin: int) -> int:
+        return min(begin + 1, len(self._items)) if self._one_at_a_time else len(self._items)
+
+    def latest_offset(self) -> Offset:
+        return str(len(self._items)) if self._items else None
+
+    async def plan_offset(self, start: Offset, time: Time) -> Offset:
+        begin = self._position(start)
+        end = self._next_end(begin)
+        return start if end <= begin else str(end)
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        if self.replaying:
+            found = self._range_of(time)
+            begin, end = (0, 0) if found is None else (self._position(found[0]), self._position(found[1]))
+            if end > len(self._items):
+                raise ReplayError(
+                    f"{self.name} cannot replay batch {time}: it covers queued RDDs {begin}..{end} and the queue holds "
+                    f"{len(self._items)}; after a restart the program must queue at least the RDDs it queued before, in order"
+                )
+            taken = self._items[begin:end]
+        else:
+            begin = self._taken
+            end = self._taken = max(begin, self._next_end(begin))
+            taken = self._items[begin:end]
+            # Nothing will read them again: let their RDDs go, as Spark's queue does.
+            self._items[begin:end] = [None] * len(taken)
+        sc = self._env.spark_context
+        if taken:
+            rdds: list[RDD[Any]] = [sc.parallelize(item) if isinstance(item, list) else item for item in taken]
+            return rdds[0] if len(rdds) == 1 else sc.union(rdds)
+        if self._default is None:
+            # One empty single-partition RDD for every empty batch, made once as Spark does: a
+            # new one per batch would cost a py4j round trip in every generation.
+            self._default = sc.parallelize([], 1)
+        elif isinstance(self._default, list):
+            self._default = sc.parallelize(self._default)
+        default: RDD[Any] = self._default
+        return default

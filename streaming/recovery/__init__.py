@@ -1,0 +1,25 @@
+"""What DStream inputs and stateful streams keep in a checkpoint directory to be replayed after a restart.
+
+Input descriptors, the file-selection log and the receiver write-ahead log (Spark's
+``FileInputDStream`` checkpoint data and ``WriteAheadLog``, in Structured Streaming's formats).
+"""
+
+from ._input_logs import (
+    BLOCK_HEADER,
+    BlockLog,
+    FileSelection,
+    FileSelectionLog,
+    InputDescriptor,
+    format_log_offset,
+    parse_log_offset,
+)
+
+__all__ = [
+    "BLOCK_HEADER",
+    "BlockLog",
+    "FileSelection",
+    "FileSelectionLog",
+    "InputDescriptor",
+    "format_log_offset",
+    "parse_log_offset",
+]

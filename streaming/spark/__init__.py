@@ -1,0 +1,35 @@
+"""The Spark side of the streaming layer: session and settings, job threads and groups, the loop-thread bridge.
+
+The counterpart of what Spark Streaming's ``StreamingContext`` and ``JobScheduler`` reach through the
+SparkContext. Importing this package does not import PySpark.
+"""
+
+from ._binding import CANCEL_JOIN_S, SparkBinding
+from ._bridge import BatchJob, current_batch_job, run_spark, wait_for_thread
+from ._call_site import user_frame
+from ._durations import batch_datetime, job_description, seconds_to_duration, time_string_as
+from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook
+from ._job_threads import SparkJobThreads
+from ._session import EMBEDDED_SPARK_CONF, STREAMING_SETTINGS, SparkSettings, embedded_spark_context
+
+__all__ = [
+    "BatchJob",
+    "CANCEL_JOIN_S",
+    "EMBEDDED_SPARK_CONF",
+    "JobGroupHook",
+    "STREAMING_SETTINGS",
+    "SparkBinding",
+    "SparkJobThreads",
+    "SparkSettings",
+    "batch_datetime",
+    "cancel_job_group",
+    "current_batch_job",
+    "embedded_spark_context",
+    "job_description",
+    "job_group_hook",
+    "run_spark",
+    "seconds_to_duration",
+    "time_string_as",
+    "user_frame",
+    "wait_for_thread",
+]

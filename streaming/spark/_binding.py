@@ -1,0 +1,93 @@
+"""SparkBinding: one context's tie to Spark: its SparkContext, settings, job threads and job-group cancellations.
+
+What Spark Streaming's ``StreamingContext`` reaches through its ``SparkContext`` and ``JobScheduler``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from ._job_groups import cancel_job_group
+from ._job_threads import SparkJobThreads
+from ._session import SparkSettings, embedded_spark_context
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
+
+__all__ = ["CANCEL_JOIN_S", "SparkBinding"]
+
+CANCEL_JOIN_S = 30.0
+"""How long a stop waits for Spark to take a job-group cancellation (a py4j call; normally milliseconds)."""
+
+
+class SparkBinding:
+    """The Spark side of one streaming context, created lazily and released at its stop.
+
+    Every method that makes py4j calls says so: those block and must run off the event loop.
+    Thread-safe: the event loop, the generation thread and job threads all reach it.
+
+    Args:
+        spark_context: the SparkContext to use; ``None`` starts (or joins) an embedded local one on first need.
+        name: the prefix of the job threads' names.
+    """
+
+    def __init__(self, spark_context: SparkContext | None, name: str) -> None:
+        """Bind to ``spark_context`` (or to an embedded one, later); nothing is started."""
+        self._sc = spark_context
+        self._name = name
+        self._lock = threading.Lock()
+        self._settings: SparkSettings | None = None
+        self._threads: SparkJobThreads | None = None
+        self._concurrency = 1
+        self._cancellations: list[threading.Thread] = []
+
+    @property
+    def spark_context(self) -> SparkContext:
+        """The SparkContext (an embedded local one is started on first need: blocking, seconds)."""
+        if self._sc is None:
+            self._sc = embedded_spark_context()
+        return self._sc
+
+    @property
+    def started_spark_context(self) -> SparkContext | None:
+        """The SparkContext if one was given or started already, else ``None`` (starts nothing)."""
+        return self._sc
+
+    def settings(self) -> SparkSettings:
+        """The Spark settings the context uses, read once (py4j calls the first time: blocking)."""
+        with self._lock:
+            if self._settings is None:
+                self._settings = SparkSettings.read(self.spark_context)
+            return self._settings
+
+    def set_concurrency(self, jobs: int) -> None:
+        """How many job threads to create (the context's ``concurrentJobs``); before the first job."""
+        self._concurrency = jobs
+
+    def job_threads(self) -> SparkJobThreads:
+        """The threads output-operation jobs run on (created on first use, one per concurrent job)."""
+        with self._lock:
+            if self._threads is None:
+                self._threads = SparkJobThreads(self._concurrency, f"{self._name}-job")
+            return self._threads
+
+    def cancel_job_group(self, group: str) -> None:
+        """Have Spark cancel the jobs of ``group`` without waiting: :meth:`join_cancellations` waits later."""
+        thread = cancel_job_group(self.spark_context, group)
+        with self._lock:
+            self._cancellations.append(thread)
+
+    def join_cancellations(self) -> None:
+        """Wait until the cancellations asked so far reached Spark (blocking; at most :data:`CANCEL_JOIN_S` each)."""
+        with self._lock:
+            threads, self._cancellations = self._cancellations, []
+        for thread in threads:
+            thread.join(CANCEL_JOIN_S)
+
+    def release_job_threads(self) -> None:
+        """Let the job threads end once their current jobs do (a later job makes new ones)."""
+        with self._lock:
+            threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown()

@@ -1,0 +1,66 @@
+"""Spark's duration strings and pyspark's second-based durations and batch times, without the JVM."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from scheduler import Duration, InvalidDurationError, Time
+
+__all__ = ["batch_datetime", "job_description", "seconds_to_duration", "time_string_as"]
+
+_TIME_UNITS_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000,
+                  "h": 3_600_000_000, "d": 86_400_000_000}
+_TIME_STRING = re.compile(r"(-?[0-9]+)([a-z]+)?")
+_LONG_MAX = 2**63 - 1
+
+
+def time_string_as(value: str, unit: str, key: str) -> int:
+    """Spark's ``JavaUtils.timeStringAs(value, unit)`` without the JVM: ``"5s"`` in ``"ms"`` is 5000.
+
+    A number without a suffix is in ``unit``; suffixes are us, ms, s, m, min, h and d; the result
+    is truncated toward zero and saturates at Java's long range, as Java's ``TimeUnit.convert``.
+
+    Raises:
+        InvalidDurationError: ``value`` is not a time string (Spark's message, after ``key``).
+    """
+    spark_error = ("Time must be specified as seconds (s), milliseconds (ms), microseconds (us), minutes (m or min), "
+                   "hour (h), or day (d). E.g. 50s, 100ms, or 250us.")
+    lower = value.lower().strip()
+    found = _TIME_STRING.fullmatch(lower)
+    if found is None:
+        raise InvalidDurationError(f"{key}: {spark_error}\nFailed to parse time string: {value}")
+    number, suffix = int(found.group(1)), found.group(2)
+    if not -_LONG_MAX - 1 <= number <= _LONG_MAX:
+        raise InvalidDurationError(f'{key}: {spark_error}\nFor input string: "{found.group(1)}"')
+    if suffix is not None and suffix not in _TIME_UNITS_US:
+        raise InvalidDurationError(f'{key}: {spark_error}\nInvalid suffix: "{suffix}"')
+    source, target = _TIME_UNITS_US[suffix or unit], _TIME_UNITS_US[unit]
+    micros = number * source
+    converted = abs(micros) // target * (1 if micros >= 0 else -1)  # truncated toward zero
+    return max(-_LONG_MAX - 1, min(_LONG_MAX, converted))
+
+
+def seconds_to_duration(seconds: Any, what: str) -> Duration:
+    """pyspark's ``Duration(int(seconds * 1000))``, refusing what pyspark would silently mangle."""
+    if isinstance(seconds, Duration):
+        return seconds
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise InvalidDurationError(
+            f"{what} must be a number of seconds (int or float), got {type(seconds).__name__} {seconds!r}; pass e.g. 1 or 0.5"
+        )
+    ms = int(seconds * 1000)
+    if ms <= 0:
+        raise InvalidDurationError(f"{what} must be a positive number of seconds, got {seconds!r}; pass e.g. 1 or 0.5")
+    return Duration(ms)
+
+
+def batch_datetime(time: Time) -> datetime:
+    """The batch time as pyspark hands it to user functions: a naive local ``datetime``."""
+    return datetime.fromtimestamp(time.milliseconds / 1000)
+
+
+def job_description(time: Time, output_op_id: int) -> str:
+    """The Spark UI description of a streaming job, as Spark Streaming words it."""
+    return f"Streaming job from [output operation {output_op_id}, batch time {batch_datetime(time):%H:%M:%S}]"

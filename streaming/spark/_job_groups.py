@@ -1,0 +1,134 @@
+"""Spark job groups for output-operation jobs: set just before a job thread's first py4j call, cancelled at stop.
+
+Spark Streaming's ``JobScheduler.JobHandler`` sets the group on the thread that runs the job; here
+a py4j hook does it lazily, installed while some context uses it and removed after.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
+
+__all__ = ["JobGroupHook", "cancel_job_group", "job_group_hook"]
+
+_job_thread = threading.local()
+"""On a job thread, ``pending``: the (context, group, description) to set before its next py4j call."""
+
+
+class JobGroupHook:
+    """Makes a job thread's pending job group take effect just before that thread's next py4j call.
+
+    A Spark job group is a local property of the JVM thread paired with the Python thread (pinned
+    thread mode), read when a Spark job is submitted. Every Spark job a Python thread submits goes
+    through a py4j call from that thread, so setting the group right before the first such call is
+    as good as setting it when the job starts, and a job that never calls Spark (a no-op or a
+    purely local output operation) costs no round trip at all.
+
+    The hook wraps ``send_command`` of the process's py4j client (one per process, shared by every
+    SparkContext). It is reference-counted: each user (a context's job threads) calls
+    :meth:`acquire` before its first job and :meth:`release` when it is done; the first acquire
+    installs the wrapper and the last release puts the client's own ``send_command`` back. While
+    installed, threads with nothing pending pay one thread-local lookup per py4j call.
+    """
+
+    def __init__(self) -> None:
+        """Create an uninstalled hook."""
+        self._lock = threading.Lock()
+        self._users = 0
+        self._client: Any = None
+        self._original: Any = None
+        self._wrapper: Any = None
+        self._had_own = False  # whether the client had its own send_command attribute before us
+
+    @property
+    def installed(self) -> bool:
+        """Whether the wrapper is on the py4j client now."""
+        return self._client is not None
+
+    def acquire(self, sc: SparkContext) -> None:
+        """Install the wrapper on ``sc``'s py4j client if no user has yet; count this user.
+
+        Raises:
+            RuntimeError: the SparkContext is stopped (it has no py4j gateway).
+        """
+        gateway = sc._gateway
+        if gateway is None:
+            raise RuntimeError("PySpark has no py4j gateway: is the SparkContext stopped?")
+        client = gateway._gateway_client
+        with self._lock:
+            if self._client is not None and self._client is not client:
+                # A new SparkContext after the old one stopped brings a new client: move over.
+                self._uninstall()
+            if self._client is None:
+                self._install(client)
+            self._users += 1
+
+    def release(self) -> None:
+        """Uncount one user; the last one removes the wrapper (a no-op when nobody holds it)."""
+        with self._lock:
+            if self._users == 0:
+                return
+            self._users -= 1
+            if self._users == 0:
+                self._uninstall()
+
+    def _install(self, client: Any) -> None:
+        send = client.send_command
+
+        def send_command(*args: Any, **kwargs: Any) -> Any:
+            pending = getattr(_job_thread, "pending", None)
+            if pending is not None:
+                _job_thread.pending = None  # first: setJobGroup's own call comes back through here
+                context, group, description = pending
+                context.setJobGroup(group, description, True)
+            return send(*args, **kwargs)
+
+        self._client, self._original, self._wrapper = client, send, send_command
+        self._had_own = "send_command" in vars(client)
+        client.send_command = send_command
+
+    def _uninstall(self) -> None:
+        client, original, wrapper = self._client, self._original, self._wrapper
+        self._client = self._original = self._wrapper = None
+        if client is None or vars(client).get("send_command") is not wrapper:
+            return  # someone wrapped it again after us: leave their wrapper in place
+        if self._had_own:
+            client.send_command = original
+        else:
+            del client.send_command  # the class's own method shows through again
+
+    def run_in_group(self, sc: SparkContext, group: str, description: str, func: Any, args: tuple[Any, ...]) -> Any:
+        """Call ``func(*args)`` on this thread with ``group`` pending for its first py4j call."""
+        _job_thread.pending = (sc, group, description)
+        try:
+            return func(*args)
+        finally:
+            _job_thread.pending = None
+
+
+job_group_hook = JobGroupHook()
+"""The process's one hook (there is one py4j client per process)."""
+
+
+def cancel_job_group(sc: SparkContext, group: str) -> threading.Thread:
+    """Have Spark cancel the jobs of ``group`` from a short-lived thread, which is returned.
+
+    The caller, the event loop at an immediate stop, does not wait for the py4j call; the stop
+    joins the thread later, from a worker thread.
+    """
+
+    def cancel() -> None:
+        try:
+            sc.cancelJobGroup(group)
+        except Exception as exc:  # best effort: Spark may be stopping too
+            structlog.get_logger("aiodstream.streaming").bind(component="SparkJobThreads").warning(
+                "cancelling a Spark job group failed", group=group, error=repr(exc))
+
+    thread = threading.Thread(target=cancel, name="aiodstream-cancel", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,97 @@
+"""The embedded local Spark and the Spark settings a streaming context reads (Spark's ``SparkConf`` keys).
+
+PySpark is imported lazily, so ``import streaming`` stays cheap and the pure runtime needs no Java.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
+
+__all__ = ["EMBEDDED_SPARK_CONF", "STREAMING_SETTINGS", "SparkSettings", "embedded_spark_context"]
+
+EMBEDDED_SPARK_CONF: dict[str, str] = {
+    "spark.master": "local[2]",
+    "spark.app.name": "aiodstream",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.default.parallelism": "2",
+    "spark.sql.shuffle.partitions": "2",
+}
+
+_embedded_lock = threading.Lock()
+
+
+def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkContext:
+    """The active SparkContext, or a new local one with :data:`EMBEDDED_SPARK_CONF` defaults.
+
+    Starting Spark takes seconds and blocks: call it from a worker thread in async code.
+    """
+    from pyspark import SparkConf, SparkContext
+
+    with _embedded_lock:
+        active = SparkContext._active_spark_context
+        if active is not None:
+            return active
+        conf = SparkConf()
+        for key, value in {**EMBEDDED_SPARK_CONF, **(extra_conf or {})}.items():
+            if not conf.contains(key):
+                conf.set(key, value)
+        sc = SparkContext.getOrCreate(conf)
+        sc.setLogLevel("WARN")
+        return sc
+
+
+STREAMING_SETTINGS = (
+    "spark.streaming.concurrentJobs",
+    "spark.streaming.gracefulStopTimeout",
+    "spark.streaming.receiverRestartDelay",
+    "spark.streaming.blockInterval",
+    "spark.streaming.receiver.maxRate",
+    "spark.streaming.backpressure.enabled",
+    "spark.streaming.backpressure.initialRate",
+    "spark.streaming.backpressure.rateEstimator",
+    "spark.streaming.backpressure.pid.proportional",
+    "spark.streaming.backpressure.pid.integral",
+    "spark.streaming.backpressure.pid.derived",
+    "spark.streaming.backpressure.pid.minRate",
+    "spark.streaming.fileStream.minRememberDuration",
+    "spark.streaming.minRememberDuration",
+)
+"""The Spark configuration keys the streaming layer reads."""
+
+
+@attrs.frozen
+class SparkSettings:
+    """What a StreamingContext reads from its SparkContext, fetched once (py4j calls: blocking).
+
+    A context inside ``async with`` fetches them in a worker thread on entry, so building
+    streams on the event loop makes no py4j call; otherwise on first need.
+
+    Attributes:
+        default_parallelism: ``sc.defaultParallelism``.
+        conf: the :data:`STREAMING_SETTINGS` that are set, as strings.
+    """
+
+    default_parallelism: int
+    conf: dict[str, str]
+
+    @classmethod
+    def read(cls, sc: SparkContext) -> SparkSettings:
+        """Read the settings from ``sc``: one py4j round trip per key (``sc.getConf()`` takes two per entry)."""
+        conf = {}
+        for key in STREAMING_SETTINGS:
+            value = sc._conf.get(key, None)
+            if value is not None:
+                conf[key] = str(value)
+        return cls(sc.defaultParallelism, conf)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """The setting ``key`` (one of :data:`STREAMING_SETTINGS`), ``default`` when unset."""
+        if key not in STREAMING_SETTINGS:
+            raise KeyError(f"{key} is not read by the streaming layer; add it to STREAMING_SETTINGS")
+        return self.conf.get(key, default)
