@@ -345,3 +345,171 @@ def test_imports_flow_one_way(importer: str, forbidden: str) -> None:
     """scheduler and listeners never import streaming (nor scheduler listeners), and neither imports PySpark."""
     offenders = [str(p.relative_to(ROOT)) for p in modules_of(importer) if forbidden in imported_top_levels(p, importer)]
     assert offenders == []
+
+
+# -- (5) inside each package: no import cycle, and packages meet through public names --
+
+
+def _package_of(name: str, path: Path) -> str:
+    """The package a module belongs to: itself for an ``__init__``, else its parent."""
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def module_imports(path: Path) -> set[str]:
+    """Every module a module imports, anywhere in it (function-level and ``TYPE_CHECKING`` imports included).
+
+    Relative imports are resolved; ``from pkg import name`` counts as importing ``pkg.name``
+    when that is a module of this project, else ``pkg``.
+    """
+    name = module_name(path)
+    package = _package_of(name, path)
+    found: set[str] = set()
+    for node in ast.walk(parsed(path)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - (node.level - 1)])
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                candidate = f"{source}.{alias.name}"
+                is_module = (ROOT / candidate.replace(".", "/")).with_suffix(".py").exists() or \
+                    (ROOT / candidate.replace(".", "/") / "__init__.py").exists()
+                found.add(candidate if is_module else source)
+    return found
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of the same top-level package it imports."""
+    graph = {}
+    for path in modules_of(package):
+        graph[module_name(path)] = {m for m in module_imports(path) if m == package or m.startswith(f"{package}.")}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (or a self-loop), each sorted (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = itertools.count()
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = next(counter)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def unit_graph(package: str, graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between the parts of a package: each subpackage is one node, each module directly in it another.
+
+    ``__init__`` modules only re-export their part's names, so their imports are left out.
+    """
+
+    def unit(module: str) -> str:
+        parts = module.split(".")
+        return ".".join(parts[:2]) if len(parts) > 1 else module
+
+    units: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if (ROOT / module.replace(".", "/") / "__init__.py").exists():
+            continue
+        source = unit(module)
+        units.setdefault(source, set()).update(unit(t) for t in targets if unit(t) != source and t != package)
+    return units
+
+
+def private_imports(package: str, graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a private module (``_name``) from outside the package that holds it (or its subpackages)."""
+    offenders = []
+    for module, _ in graph.items():
+        path = ROOT / module.replace(".", "/")
+        path = path / "__init__.py" if (path / "__init__.py").exists() else path.with_suffix(".py")
+        own = _package_of(module, path)
+        for target in sorted(module_imports(path)):
+            parts = target.split(".")
+            private = next((i for i, part in enumerate(parts) if part.startswith("_") and not part.startswith("__")), None)
+            if private is None:
+                continue
+            holder = ".".join(parts[:private])
+            if not (own == holder or own.startswith(f"{holder}.")):
+                offenders.append(f"{module} imports {target}")
+    return offenders
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle_between_the_modules_of_a_package(package: str) -> None:
+    """Within each package, modules import each other one way: no cycle, not even through TYPE_CHECKING or function-level imports."""
+    graph = import_graph(package)
+    assert len(graph) > 3
+    assert cycles(graph) == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle_between_the_parts_of_a_package(package: str) -> None:
+    """The subpackages (and top-level modules) of each package form layers: no two import each other, directly or around."""
+    assert cycles(unit_graph(package, import_graph(package))) == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_packages_meet_through_public_names(package: str) -> None:
+    """No module imports a private module of another package or of a sibling subpackage: only its own and its ancestors'."""
+    assert private_imports(package, import_graph(package)) == []
+
+
+def test_the_cycle_finder_finds_cycles_and_only_cycles() -> None:
+    """cycles() reports a two-module and a three-module cycle and a self-import, and nothing in a layered graph."""
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"a"}}) == [["a"]]
+    assert cycles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_layer_and_privacy_checks_see_real_imports(tmp_path: Path) -> None:
+    """The import scanner resolves relative, function-level and TYPE_CHECKING imports, so a dodged cycle is still seen."""
+    source = textwrap.dedent('''
+        from typing import TYPE_CHECKING
+        from ..dstream import DStream
+        if TYPE_CHECKING:
+            from .._context import StreamingContext
+        def later():
+            from ..spark._bridge import run_spark
+    ''')
+    module = ROOT / "streaming" / "inputs" / "_probe_for_structure_test.py"
+    module.write_text(source)
+    try:
+        parsed.cache_clear()
+        found = module_imports(module)
+        assert {"streaming.dstream", "streaming._context", "streaming.spark._bridge"} <= found
+        graph = {"streaming.inputs._probe_for_structure_test": found}
+        assert private_imports("streaming", graph) == [
+            "streaming.inputs._probe_for_structure_test imports streaming.spark._bridge"]
+    finally:
+        module.unlink()
+        parsed.cache_clear()

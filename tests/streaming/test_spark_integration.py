@@ -154,6 +154,20 @@ def test_each_batch_job_carries_a_job_group_and_a_description_naming_its_batch(c
     assert all(not b.failed for b in batches)
 
 
+def test_the_job_group_hook_lives_as_long_as_a_running_context(contexts: Any, spark_context: Any) -> None:
+    """The py4j client carries the job-group hook while a context runs jobs, and its own send_command again after the stop."""
+    client = spark_context._gateway._gateway_client
+    assert "send_command" not in vars(client)  # nothing left behind by earlier tests
+    ssc, recorder = contexts()
+    ssc.queueStream([[1, 2]]).foreachRDD(lambda rdd: rdd.count())
+    ssc.start()
+    recorder.wait_for_batches(1)
+    assert "send_command" in vars(client)
+    ssc.stop(stopSparkContext=False)
+    assert "send_command" not in vars(client)
+    assert spark_context.parallelize([1, 2, 3]).sum() == 6  # py4j still works without it
+
+
 def test_concurrent_jobs_run_the_output_operations_of_a_batch_as_parallel_spark_jobs(contexts: Any, tmp_path: Path) -> None:
     """With concurrentJobs=2 two output operations' Spark tasks are running at the same moment (a rendezvous in the tasks)."""
     ssc, recorder = contexts(0.2, concurrentJobs=2)

@@ -1,0 +1,103 @@
+"""The py4j job-group hook: installed while a context's job threads hold it, removed after (no Spark needed)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from streaming.spark import JobGroupHook, SparkJobThreads
+
+
+class FakeClient:
+    """A py4j client stand-in: records each command with the thread's pending job group as the JVM would see it."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str | None]] = []
+        self.group: dict[int, str | None] = {}
+
+    def send_command(self, command: str) -> str:
+        self.sent.append((command, self.group.get(threading.get_ident())))
+        return f"ok {command}"
+
+
+class FakeSparkContext:
+    """Just what the hook touches: the gateway's client and setJobGroup (which itself goes through the client)."""
+
+    def __init__(self, client: FakeClient | None) -> None:
+        self._gateway = None if client is None else type("Gateway", (), {"_gateway_client": client})()
+        self.client = client
+
+    def setJobGroup(self, group: str, description: str, interrupt: bool) -> None:  # noqa: N802 - pyspark's name
+        assert self.client is not None
+        self.client.send_command(f"setJobGroup {group}")
+        self.client.group[threading.get_ident()] = group
+
+
+def test_the_hook_is_installed_by_the_first_user_and_removed_by_the_last() -> None:
+    """acquire() wraps send_command once however many users hold it; the last release() puts the class's method back."""
+    client, hook = FakeClient(), JobGroupHook()
+    sc: Any = FakeSparkContext(client)
+    assert "send_command" not in vars(client)
+    hook.acquire(sc)
+    wrapper = vars(client)["send_command"]
+    hook.acquire(sc)
+    assert vars(client)["send_command"] is wrapper and hook.installed
+    hook.release()
+    assert vars(client)["send_command"] is wrapper
+    hook.release()
+    assert "send_command" not in vars(client) and not hook.installed
+    hook.release()  # more releases than acquires: nothing to undo
+    assert "send_command" not in vars(client)
+
+
+def test_a_pending_group_is_set_before_the_first_command_only() -> None:
+    """A job's group is set right before its first py4j call (and that call already carries it), never before the next."""
+    client, hook = FakeClient(), JobGroupHook()
+    sc: Any = FakeSparkContext(client)
+    hook.acquire(sc)
+    try:
+        def job() -> None:
+            client.send_command("first")
+            client.send_command("second")
+
+        hook.run_in_group(sc, "g-1", "batch 1", job, ())
+        client.send_command("outside a job")
+    finally:
+        hook.release()
+    assert client.sent == [("setJobGroup g-1", None), ("first", "g-1"), ("second", "g-1"), ("outside a job", "g-1")]
+
+
+def test_a_wrapper_someone_installed_after_us_is_left_in_place() -> None:
+    """release() does not remove a send_command that another library wrapped around ours."""
+    client, hook = FakeClient(), JobGroupHook()
+    hook.acquire(FakeSparkContext(client))  # type: ignore[arg-type]
+    theirs = vars(client)["send_command"]
+
+    def outer(*args: Any) -> Any:
+        return theirs(*args)
+
+    client.send_command = outer  # type: ignore[method-assign]
+    hook.release()
+    assert vars(client)["send_command"] is outer
+
+
+def test_job_threads_hold_the_hook_from_their_first_job_to_shutdown() -> None:
+    """SparkJobThreads acquires the hook on its first job and releases it at shutdown, so none is left behind."""
+    client, hook = FakeClient(), JobGroupHook()
+    sc: Any = FakeSparkContext(client)
+    threads = SparkJobThreads(1, name="hook-lifetime", hook=hook)
+    assert not hook.installed
+    assert threads.submit(sc, "g-a", "batch a", lambda: client.send_command("work")).result() == "ok work"
+    assert hook.installed
+    threads.submit(sc, "g-b", "batch b", lambda: None).result()
+    threads.shutdown()
+    assert not hook.installed and "send_command" not in vars(client)
+    assert client.sent == [("setJobGroup g-a", None), ("work", "g-a")]
+
+
+def test_a_stopped_spark_context_is_refused() -> None:
+    """A SparkContext without a py4j gateway (stopped) gets a clear error instead of a hook on nothing."""
+    with pytest.raises(RuntimeError, match="PySpark has no py4j gateway: is the SparkContext stopped"):
+        JobGroupHook().acquire(FakeSparkContext(None))  # type: ignore[arg-type]
