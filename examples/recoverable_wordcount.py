@@ -55,7 +55,10 @@ def main(files: int, interval: float) -> None:
         lock = threading.Lock()
 
         def create_context() -> StreamingContext:
-            # Called on every start: the graph is code. getOrCreate then resumes the logs.
+            # Called on every start (restoreGraph=False below): this example keeps its counts in this
+            # process's memory, so each run builds the graph anew and resumes the checkpoint's logs and
+            # state. A program restarted as a new process leaves it out and gets its graph back from
+            # the checkpoint, as in Spark.
             ssc = StreamingContext(sc, interval)
             counts = (ssc.textFileStream(str(incoming)).flatMap(str.split).map(lambda w: (w, 1))
                       .updateStateByKey(lambda new, old: sum(new) + (old or 0)))
@@ -82,7 +85,7 @@ def main(files: int, interval: float) -> None:
                 time.sleep(0.1)
 
         # Run 1: half the files, counted; one more file, and a crash while it may be in flight.
-        ssc = StreamingContext.getOrCreate(str(checkpoint), create_context)
+        ssc = StreamingContext.getOrCreate(str(checkpoint), create_context, restoreGraph=False)
         ssc.start()
         print("-- run 1: started", flush=True)
         for index in range(files // 2):
@@ -98,7 +101,7 @@ def main(files: int, interval: float) -> None:
             written.extend(write_file(incoming, staging, index))
 
         # Run 2: the same program, resumed from the checkpoint.
-        ssc = StreamingContext.getOrCreate(str(checkpoint), create_context)
+        ssc = StreamingContext.getOrCreate(str(checkpoint), create_context, restoreGraph=False)
         ssc.start()
         print("-- run 2: resumed from the checkpoint", flush=True)
         wait_for_counts()

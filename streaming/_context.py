@@ -35,7 +35,17 @@ from scheduler import (
 )
 
 from ._listener_compat import PySparkListenerAdapter, is_pyspark_style
-from .dstream import DStream, MultiTransformedDStream, StreamEnvironment, UnionDStream
+from .dstream import (
+    RECIPE_FILE,
+    DStream,
+    MultiTransformedDStream,
+    SavedRecipe,
+    StreamEnvironment,
+    StreamNode,
+    UnionDStream,
+    api_call,
+    load_recipe,
+)
 from .inputs import (
     DEFAULT_MAX_BUFFERED_RECORDS,
     AsyncIterableInputDStream,
@@ -57,7 +67,15 @@ _ids = itertools.count()
 
 
 # What a context writes to its checkpoint directory besides Spark's RDD checkpoints.
-_RECOVERY_ENTRIES = ("metadata", "offsets", "commits", "sources", "state")
+_RECOVERY_ENTRIES = ("metadata", "offsets", "commits", "sources", "state", RECIPE_FILE)
+
+# Settings of the SparkContext that a restored program does not take over from the saved graph:
+# they belong to the driver process that wrote it (Spark's Checkpoint drops the same ones).
+_NOT_RESTORED_CONF = frozenset({
+    "spark.driver.host", "spark.driver.port", "spark.driver.bindAddress", "spark.app.id", "spark.app.startTime",
+    "spark.app.submitTime", "spark.executor.id", "spark.ui.port", "spark.blockManager.port", "spark.repl.class.uri",
+    "spark.repl.class.outputDir", "spark.sql.warehouse.dir",
+})
 
 
 def _local_path(directory: str | None) -> Path | None:
@@ -85,7 +103,7 @@ class StreamingContext:
     Args:
         sparkContext: the SparkContext to run batches on; ``None`` starts an embedded local
             Spark (``local[2]``) when first needed.
-        batchDuration: the batch interval in seconds (int or float), as in pyspark.
+        batchDuration: the batch interval in seconds (int or float), as in pyspark, or a Duration.
         clock: the runtime's clock (default: the wall clock); tests may pass a ManualClock.
         listenerOverflow: what a full listener queue does (drop, as Spark, or block).
         concurrentJobs: how many output-operation jobs may run at once; overrides
@@ -100,7 +118,7 @@ class StreamingContext:
     def __init__(
         self,
         sparkContext: SparkContext | None = None,  # noqa: N803
-        batchDuration: float | None = None,  # noqa: N803
+        batchDuration: float | Duration | None = None,  # noqa: N803
         *,
         clock: Clock | None = None,
         listenerOverflow: OverflowPolicy = OverflowPolicy.DROP,  # noqa: N803
@@ -133,7 +151,6 @@ class StreamingContext:
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._runtime_cm: ContextManager[StreamingRuntime] | None = None
         self._loop_thread: int | None = None
-        self._async_mode = False
         self._start_site = ""
         self._pending_checkpoint_dir: str | None = None  # set by checkpoint() inside async with, applied at start
         self._log = structlog.get_logger("aiodstream.streaming").bind(component="StreamingContext", context=self._context_id)
@@ -226,18 +243,39 @@ class StreamingContext:
         return setupFunc()
 
     @classmethod
-    def getOrCreate(cls, checkpointPath: str, setupFunc: Callable[[], StreamingContext]) -> StreamingContext:  # noqa: N803
-        """A context that resumes from ``checkpointPath``: ``setupFunc()`` with that checkpoint directory.
+    def getOrCreate(cls, checkpointPath: str, setupFunc: Callable[[], StreamingContext], *,  # noqa: N803
+                    restoreGraph: bool = True) -> StreamingContext:  # noqa: N803
+        """A context rebuilt from the DStream graph saved in ``checkpointPath``, else ``setupFunc()`` with that checkpoint.
 
-        Unlike Spark, which deserializes the DStream graph from the checkpoint and calls
-        ``setupFunc`` only when there is none, this always builds the graph with ``setupFunc``
-        (functions are code, not data) and resumes what the checkpoint records: batches logged
-        but not committed run again with the same time and input, batches whose time passed
-        while the program was down follow, and stateful streams continue from their saved
-        state. ``setupFunc`` must build the same inputs and stateful streams, in the same order.
+        As in Spark, ``setupFunc`` is called only when the checkpoint holds no graph: the graph a
+        previous run saved (the program's DStream calls, its functions pickled as pyspark pickles
+        them) is rebuilt without it, on the active SparkContext or on a new one with the saved
+        settings. Either way the context resumes what the checkpoint records: batches logged but
+        not committed run again with the same time and input, batches whose time passed while
+        the program was down follow, and stateful streams continue from their saved state.
+
+        A graph that cannot be pickled (a queue of RDDs, a function that holds the SparkContext)
+        is not saved (a warning says why); a restart then calls ``setupFunc``, which must build
+        the same inputs and stateful streams in the same order (a changed program is refused).
+
+        Args:
+            checkpointPath: the checkpoint directory.
+            setupFunc: builds the context when there is nothing to restore.
+            restoreGraph: ``False`` calls ``setupFunc`` even when the checkpoint holds a graph, so
+                that a new version of the program resumes the old one's input logs and state (an
+                aiodstream extension: Spark cannot resume a checkpoint with changed code). The
+                new program must build the same inputs and stateful streams, in the same order.
+
+        Raises:
+            TypeError: ``setupFunc`` is not callable or does not return a StreamingContext.
+            CorruptCheckpointError: the saved graph cannot be read.
         """
         if not callable(setupFunc):
             raise TypeError("setupFunc should be callable.")
+        local = _local_path(checkpointPath)
+        recipe = None if local is None or not restoreGraph else load_recipe(local)
+        if recipe is not None:
+            return cls._restore(checkpointPath, recipe)
         ssc = setupFunc()
         if not isinstance(ssc, StreamingContext):
             raise TypeError(f"setupFunc should return a StreamingContext, got {type(ssc).__name__}")
@@ -248,6 +286,21 @@ class StreamingContext:
                 "checkpoints on other file systems are not supported"
             )
         ssc._recovering = True
+        return ssc
+
+    @classmethod
+    def _restore(cls, checkpoint_path: str, recipe: SavedRecipe) -> StreamingContext:
+        """The context a saved graph describes, on the active SparkContext or a new one with the saved settings."""
+        from pyspark import SparkConf, SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is None:
+            sc = SparkContext.getOrCreate(SparkConf(loadDefaults=False).setAll(list(recipe.spark_conf)))
+        ssc = cls(sc, Duration(recipe.batch_ms), concurrentJobs=recipe.concurrent_jobs)
+        recipe.replay(ssc, StreamNode)
+        ssc.checkpoint(checkpoint_path)
+        ssc._recovering = True
+        ssc._log.info("StreamingContext rebuilt from the checkpoint", checkpoint=checkpoint_path, calls=len(recipe.calls))
         return ssc
 
     def _activate(self) -> None:
@@ -272,7 +325,7 @@ class StreamingContext:
                 return
             if state is StreamingContextState.STOPPED:
                 raise StreamingStateError("StreamingContext has already been stopped")
-            if self._async_mode:
+            if self._env.async_mode:
                 raise StreamingStateError("this context was entered with 'async with': use 'await ssc.start_async()'")
             self._activate()
             runtime = self._ensure_runtime()
@@ -300,7 +353,7 @@ class StreamingContext:
         """
         if self._loop_thread is not None and threading.get_ident() == self._loop_thread:
             raise StreamingStateError("Cannot stop StreamingContext within listener bus thread.")
-        if self._async_mode:
+        if self._env.async_mode:
             raise StreamingStateError("this context was entered with 'async with': use 'await ssc.stop_async()'")
         with StreamingContext._activation_lock:
             state = self._state
@@ -363,7 +416,7 @@ class StreamingContext:
     # -- asynchronous lifecycle --
 
     async def __aenter__(self) -> StreamingContext:
-        self._async_mode = self._env.async_mode = True
+        self._env.async_mode = True
         await anyio.to_thread.run_sync(self._settings)  # starts the embedded Spark if needed; py4j calls
         runtime = self._ensure_runtime()
         await runtime.__aenter__()
@@ -382,7 +435,7 @@ class StreamingContext:
 
     async def start_async(self) -> None:
         """Start generating batches, inside ``async with``; raises if already started."""
-        if not self._async_mode:
+        if not self._env.async_mode:
             raise StreamingStateError("start_async() needs 'async with StreamingContext(...) as ssc:'")
         with StreamingContext._activation_lock:
             self._activate()
@@ -416,6 +469,7 @@ class StreamingContext:
 
     # -- configuration --
 
+    @api_call
     def remember(self, duration: float) -> None:
         """Keep each stream's RDDs for at least ``duration`` seconds."""
         self._graph.remember(seconds_to_duration(duration, "remember duration"))
@@ -435,7 +489,7 @@ class StreamingContext:
         if self._state is not StreamingContextState.INITIALIZED:
             raise StreamingStateError("the checkpoint directory can only be set before the StreamingContext is started")
         if directory is not None:
-            if self._async_mode:  # a py4j call: made by the start, in a thread
+            if self._env.async_mode:  # a py4j call: made by the start, in a thread
                 self._pending_checkpoint_dir = str(directory)
             else:
                 self.sparkContext.setCheckpointDir(directory)
@@ -491,10 +545,23 @@ class StreamingContext:
                                      name=f"RateController-{stream.id}")
 
     def _prepare_checkpoint(self) -> None:
-        """Before a start that does not resume: move a previous run's recovery logs aside (blocking I/O)."""
+        """Before a start with a checkpoint (blocking I/O and py4j calls): move a previous run's recovery
+        logs aside unless resuming, then save the DStream graph for :meth:`getOrCreate`."""
         directory = self._log_dir
-        if directory is None or self._recovering:
+        if directory is None:
             return
+        if not self._recovering:
+            self._move_previous_run_aside(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        sc = self.sparkContext
+        conf = [(k, v) for k, v in sc.getConf().getAll() if k not in _NOT_RESTORED_CONF]
+        reason = self._env.recipe.save(directory, batch_ms=self._batch_duration.milliseconds,
+                                       concurrent_jobs=self._concurrent_jobs, spark_conf=conf)
+        if reason is not None:
+            self._log.warning("the DStream graph cannot be saved in the checkpoint: a restart through getOrCreate calls "
+                              "the setup function again", reason=reason)
+
+    def _move_previous_run_aside(self, directory: Path) -> None:
         previous = [directory / name for name in _RECOVERY_ENTRIES if (directory / name).exists()]
         if not previous:
             return
@@ -518,6 +585,7 @@ class StreamingContext:
 
     # -- inputs and combinators --
 
+    @api_call
     def queueStream(self, rdds: Sequence[Any], oneAtATime: bool = True, default: Any = None) -> DStream:  # noqa: N803
         """A stream of the given RDDs (or lists), one per batch or all at once.
 
@@ -532,7 +600,7 @@ class StreamingContext:
             items = [[]]
         if not items:
             raise IndexError("list index out of range: queueStream needs at least one RDD or list, or a default")
-        if self._async_mode:
+        if self._env.async_mode:
             queued: list[Any] = [r if isinstance(r, RDD) else list(r) for r in items]
             if default is not None and not isinstance(default, RDD):
                 default = list(default)
@@ -543,6 +611,7 @@ class StreamingContext:
                 default = sc.parallelize(default)
         return QueueInputDStream(self._env, queued, oneAtATime, default)
 
+    @api_call
     def socketTextStream(
         self,
         hostname: str,
@@ -577,6 +646,7 @@ class StreamingContext:
         return SocketInputDStream(self._env, hostname, port, restart_delay=self._restart_delay(restartDelay),
                                   max_buffered_records=maxBufferedRecords)
 
+    @api_call
     def asyncIterableStream(
         self,
         source: AsyncSource,
@@ -603,6 +673,7 @@ class StreamingContext:
         return AsyncIterableInputDStream(self._env, source, restart_delay=self._restart_delay(restartDelay),
                                          max_buffered_records=maxBufferedRecords)
 
+    @api_call
     def textFileStream(self, directory: str) -> DStream:
         """A stream of the UTF-8 lines of the files that newly appear in ``directory``.
 
@@ -614,6 +685,7 @@ class StreamingContext:
         """
         return FileInputDStream(self._env, directory, lambda sc, path: sc.textFile(path))
 
+    @api_call
     def binaryRecordsStream(self, directory: str, recordLength: int) -> DStream:  # noqa: N803
         """A stream of the fixed-length byte records of the files that newly appear in ``directory``.
 
@@ -640,6 +712,7 @@ class StreamingContext:
             raise InvalidDurationError(f"restartDelay must be a non-negative number of seconds, got {seconds!r}; pass e.g. 2")
         return Duration(int(seconds * 1000))
 
+    @api_call
     def union(self, *dstreams: DStream) -> DStream:
         """The union of streams with the same slide duration."""
         if not dstreams:
@@ -650,6 +723,7 @@ class StreamingContext:
             raise InvalidPipelineError("All DStreams should have same slide duration")
         return UnionDStream(list(dstreams))
 
+    @api_call
     def transform(self, dstreams: Sequence[DStream], transformFunc: Callable[[Sequence[RDD[Any]]], RDD[Any]]) -> DStream:  # noqa: N803
         """A stream whose RDD is ``transformFunc(rdds)`` of the given streams' RDDs (a tuple, in their order).
 

@@ -13,16 +13,26 @@ from ._dstream import (
     TransformedWithDStream,
     UnionDStream,
     WindowedDStream,
+    api_call,
 )
 from ._environment import StreamEnvironment
 from ._graph import DStreamGraph, GraphStream, InputStream
 from ._node import StreamNode, memory_only, union_rdds
+from ._recipe import RECIPE_FILE, GraphRecipe, RecipeCall, SavedRecipe, StreamRef, load_recipe, recorded
 from ._snapshots import StatefulStream, StateSnapshots
 from ._transforms import ForEachNode
 from ._windowed import INCREMENTAL_MIN_SLIDES, validate_window
 
 __all__ = [
     "DStream",
+    "GraphRecipe",
+    "RECIPE_FILE",
+    "RecipeCall",
+    "SavedRecipe",
+    "StreamRef",
+    "api_call",
+    "load_recipe",
+    "recorded",
     "DStreamGraph",
     "ForEachNode",
     "GraphStream",

@@ -19,6 +19,7 @@ from scheduler import InvalidPipelineError, StreamingStateError, Time
 
 from ..spark import seconds_to_duration
 from ._node import StreamNode, memory_only
+from ._recipe import recorded
 from ._state import StateNode
 from ._transforms import ForEachNode, MultiTransformedNode, TransformedNode, TransformedWithNode, UnionNode
 from ._windowed import ReducedWindowedNode, WindowedNode, validate_window
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DStream",
+    "api_call",
     "MultiTransformedDStream",
     "ReducedWindowedDStream",
     "StateDStream",
@@ -86,6 +88,10 @@ def _file_name(prefix: str, suffix: str | None, time: Time) -> str:
     return name if suffix is None else f"{name}.{suffix}"
 
 
+api_call = recorded(StreamNode)
+"""Records a top-level call of a DStream API method (or a context's stream-making method) in the context's recipe."""
+
+
 class DStream(StreamNode):
     """A stream of RDDs on the batch grid.
 
@@ -113,6 +119,7 @@ class DStream(StreamNode):
         """The slide duration in seconds, as pyspark exposes it."""
         return self._slide.milliseconds / 1000.0
 
+    @api_call
     def transform(self, func: Callable[..., Any]) -> DStream:
         """A stream whose RDD per batch is ``func(rdd)`` or ``func(time, rdd)`` of this one's.
 
@@ -134,6 +141,7 @@ class DStream(StreamNode):
             raise AssertionError("func should take one or two arguments")
         return TransformedDStream(self, func)
 
+    @api_call
     def transformWith(self, func: Callable[..., Any], other: DStream, keepSerializer: bool = False) -> DStream:  # noqa: N803
         """A stream whose RDD is ``func(rdd_a, rdd_b)`` or ``func(time, rdd_a, rdd_b)`` of two streams.
 
@@ -156,6 +164,7 @@ class DStream(StreamNode):
             raise AssertionError("func should take two or three arguments")
         return TransformedWithDStream(self, other, func)
 
+    @api_call
     def foreachRDD(self, func: Callable[..., Any]) -> None:
         """Apply ``func(rdd)`` or ``func(time, rdd)`` to every batch's RDD: an output operation.
 
@@ -174,6 +183,7 @@ class DStream(StreamNode):
                 func = one_arg
         ForEachNode(self, func).register()
 
+    @api_call
     def pprint(self, num: int = 10) -> None:
         """Print the first ``num`` elements of each RDD, under pyspark's header, and ``...`` if there are more."""
         def take_and_print(time: Any, rdd: Any) -> None:
@@ -189,6 +199,7 @@ class DStream(StreamNode):
 
         self.foreachRDD(take_and_print)
 
+    @api_call
     def saveAsTextFiles(self, prefix: str, suffix: str | None = None) -> None:
         """Save each batch's RDD as text files under ``prefix-<batch ms>[.suffix]``: an output operation.
 
@@ -215,47 +226,55 @@ class DStream(StreamNode):
 
     # -- element-wise transformations --
 
+    @api_call
     def mapPartitionsWithIndex(self, f: Callable[[int, Iterable[Any]], Iterable[Any]],
                                preservesPartitioning: bool = False) -> DStream:  # noqa: N803
         """Apply ``f(partition_index, iterator)`` to each partition of each RDD."""
         return self.transform(lambda rdd: rdd.mapPartitionsWithIndex(f, preservesPartitioning))
 
+    @api_call
     def mapPartitions(self, f: Callable[[Iterable[Any]], Iterable[Any]], preservesPartitioning: bool = False) -> DStream:  # noqa: N803
         """Apply ``f(iterator)`` to each partition of each RDD."""
         def per_partition(_: int, iterator: Iterable[Any]) -> Iterable[Any]:
             return f(iterator)
         return self.mapPartitionsWithIndex(per_partition, preservesPartitioning)
 
+    @api_call
     def map(self, f: Callable[[Any], Any], preservesPartitioning: bool = False) -> DStream:  # noqa: N803
         """Apply ``f`` to each element."""
         def per_partition(iterator: Iterable[Any]) -> Iterable[Any]:
             return map(f, iterator)
         return self.mapPartitions(per_partition, preservesPartitioning)
 
+    @api_call
     def flatMap(self, f: Callable[[Any], Iterable[Any]], preservesPartitioning: bool = False) -> DStream:  # noqa: N803
         """Apply ``f`` to each element and flatten the results."""
         def per_partition(_: int, iterator: Iterable[Any]) -> Iterable[Any]:
             return chain.from_iterable(map(f, iterator))
         return self.mapPartitionsWithIndex(per_partition, preservesPartitioning)
 
+    @api_call
     def filter(self, f: Callable[[Any], bool]) -> DStream:
         """Keep the elements for which ``f`` is true."""
         def per_partition(iterator: Iterable[Any]) -> Iterable[Any]:
             return filter(f, iterator)
         return self.mapPartitions(per_partition, True)
 
+    @api_call
     def glom(self) -> DStream:
         """Turn each partition into one list of its elements."""
         def as_list(iterator: Iterable[Any]) -> Iterator[list[Any]]:
             yield list(iterator)
         return self.mapPartitions(as_list)
 
+    @api_call
     def mapValues(self, f: Callable[[Any], Any]) -> DStream:
         """Apply ``f`` to the value of each ``(key, value)`` pair, keeping the key and the partitioning."""
         def on_value(kv: tuple[Any, Any]) -> tuple[Any, Any]:
             return kv[0], f(kv[1])
         return self.map(on_value, preservesPartitioning=True)
 
+    @api_call
     def flatMapValues(self, f: Callable[[Any], Iterable[Any]]) -> DStream:
         """Apply ``f`` to each value and pair every result with the key, keeping the partitioning."""
         def on_value(kv: tuple[Any, Any]) -> Iterable[tuple[Any, Any]]:
@@ -263,6 +282,7 @@ class DStream(StreamNode):
             return ((key, v) for v in f(kv[1]))
         return self.flatMap(on_value, preservesPartitioning=True)
 
+    @api_call
     def repartition(self, numPartitions: int) -> DStream:  # noqa: N803
         """Reshuffle each RDD into ``numPartitions`` partitions."""
         return self.transform(lambda rdd: rdd.repartition(numPartitions))
@@ -272,10 +292,12 @@ class DStream(StreamNode):
     def _default_partitions(self, numPartitions: int | None) -> int:  # noqa: N803
         return self._env.spark.settings().default_parallelism if numPartitions is None else numPartitions
 
+    @api_call
     def reduce(self, func: Callable[[Any, Any], Any]) -> DStream:
         """One element per batch: the RDD's elements reduced with ``func`` (nothing for an empty batch)."""
         return self.map(lambda x: (None, x)).reduceByKey(func, 1).map(lambda kv: kv[1])
 
+    @api_call
     def count(self) -> DStream:
         """One element per batch: the number of elements.
 
@@ -283,21 +305,25 @@ class DStream(StreamNode):
         """
         return self.mapPartitions(lambda it: [sum(1 for _ in it)]).reduce(operator.add)
 
+    @api_call
     def countByValue(self) -> DStream:
         """``(value, count)`` for each distinct element of each batch."""
         return self.map(lambda x: (x, 1)).reduceByKey(lambda a, b: a + b)
 
+    @api_call
     def reduceByKey(self, func: Callable[[Any, Any], Any], numPartitions: int | None = None) -> DStream:  # noqa: N803
         """Merge the values of each key with ``func``, into ``numPartitions`` (default: Spark's parallelism)."""
         n = self._default_partitions(numPartitions)
         return self.combineByKey(lambda v: v, func, func, n)
 
+    @api_call
     def combineByKey(self, createCombiner: Callable[[Any], Any], mergeValue: Callable[[Any, Any], Any],  # noqa: N803
                      mergeCombiners: Callable[[Any, Any], Any], numPartitions: int | None = None) -> DStream:  # noqa: N803
         """``rdd.combineByKey`` on each batch (default partitions: Spark's parallelism)."""
         n = self._default_partitions(numPartitions)
         return self.transform(lambda rdd: rdd.combineByKey(createCombiner, mergeValue, mergeCombiners, n))
 
+    @api_call
     def partitionBy(self, numPartitions: int, partitionFunc: Callable[[Any], int] | None = None) -> DStream:  # noqa: N803
         """Hash-partition each batch's pairs into ``numPartitions`` with ``partitionFunc`` (default pyspark's ``portable_hash``)."""
         by = partitionFunc
@@ -307,6 +333,7 @@ class DStream(StreamNode):
             by = portable_hash
         return self.transform(lambda rdd: rdd.partitionBy(numPartitions, by))
 
+    @api_call
     def groupByKey(self, numPartitions: int | None = None) -> DStream:  # noqa: N803
         """``(key, iterable of values)`` per key of each batch."""
         n = self._default_partitions(numPartitions)
@@ -314,6 +341,7 @@ class DStream(StreamNode):
 
     # -- two-stream operations (a missing side is an empty RDD) --
 
+    @api_call
     def union(self, other: DStream) -> DStream:
         """The elements of both streams, this stream's first.
 
@@ -324,26 +352,31 @@ class DStream(StreamNode):
             raise InvalidPipelineError("the two DStream should have same slide duration")
         return self.transformWith(lambda a, b: a.union(b), other, True)
 
+    @api_call
     def cogroup(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
         """``(key, (values here, values there))`` for every key of either stream, per batch."""
         n = self._default_partitions(numPartitions)
         return self.transformWith(lambda a, b: a.cogroup(b, n), other)
 
+    @api_call
     def join(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
         """``(key, (v, w))`` for each pair of values of a key present in both streams, per batch."""
         n = self._default_partitions(numPartitions)
         return self.transformWith(lambda a, b: a.join(b, n), other)
 
+    @api_call
     def leftOuterJoin(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
         """Like :meth:`join`, keeping this stream's keys missing from ``other`` as ``(key, (v, None))``."""
         n = self._default_partitions(numPartitions)
         return self.transformWith(lambda a, b: a.leftOuterJoin(b, n), other)
 
+    @api_call
     def rightOuterJoin(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
         """Like :meth:`join`, keeping ``other``'s keys missing here as ``(key, (None, w))``."""
         n = self._default_partitions(numPartitions)
         return self.transformWith(lambda a, b: a.rightOuterJoin(b, n), other)
 
+    @api_call
     def fullOuterJoin(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
         """Like :meth:`join`, keeping the keys of either side, with None for the missing value."""
         n = self._default_partitions(numPartitions)
@@ -351,12 +384,14 @@ class DStream(StreamNode):
 
     # -- persistence and checkpointing --
 
+    @api_call
     def cache(self) -> DStream:
         """Persist every RDD of this stream in memory (pyspark's ``MEMORY_ONLY``)."""
         self.is_cached = True
         self.persist(memory_only())
         return self
 
+    @api_call
     def persist(self, storageLevel: StorageLevel) -> DStream:  # noqa: N803
         """Persist every RDD of this stream at ``storageLevel``; only before the context starts.
 
@@ -367,6 +402,7 @@ class DStream(StreamNode):
         self._set_storage_level(storageLevel)
         return self
 
+    @api_call
     def checkpoint(self, interval: float) -> DStream:
         """Checkpoint this stream's RDDs every ``interval`` seconds (cutting their lineage); only before start.
 
@@ -399,6 +435,7 @@ class DStream(StreamNode):
         """
         return self._slice_rdds(Time(_time_to_ms(begin)), Time(_time_to_ms(end)))
 
+    @api_call
     def window(self, windowDuration: float, slideDuration: float | None = None) -> DStream:  # noqa: N803
         """A stream of the union of this stream's RDDs over the last ``windowDuration`` seconds.
 
@@ -411,6 +448,7 @@ class DStream(StreamNode):
         window, slide = validate_window(self, windowDuration, slideDuration)
         return WindowedDStream(self, window, slide or self._slide)
 
+    @api_call
     def reduceByKeyAndWindow(
         self,
         func: Callable[[Any, Any], Any],
@@ -439,6 +477,7 @@ class DStream(StreamNode):
             return ReducedWindowedDStream(reduced, func, invFunc, n, filterFunc, window, slide or self._slide)
         return reduced.window(windowDuration, slideDuration).reduceByKey(func, n)
 
+    @api_call
     def reduceByWindow(self, reduceFunc: Callable[[Any, Any], Any], invReduceFunc: Callable[[Any, Any], Any] | None,  # noqa: N803
                        windowDuration: float, slideDuration: float) -> DStream:  # noqa: N803
         """One element per window: all its elements reduced (incrementally with ``invReduceFunc``)."""
@@ -446,10 +485,12 @@ class DStream(StreamNode):
         reduced = keyed.reduceByKeyAndWindow(reduceFunc, invReduceFunc, windowDuration, slideDuration, 1)
         return reduced.map(lambda kv: kv[1])
 
+    @api_call
     def countByWindow(self, windowDuration: float, slideDuration: float) -> DStream:  # noqa: N803
         """One element per window: its number of elements (incremental, so it needs a checkpoint directory)."""
         return self.map(lambda x: 1).reduceByWindow(operator.add, operator.sub, windowDuration, slideDuration)
 
+    @api_call
     def countByValueAndWindow(self, windowDuration: float, slideDuration: float,  # noqa: N803
                               numPartitions: int | None = None) -> DStream:  # noqa: N803
         """``(value, count)`` of each distinct element over a sliding window (needs a checkpoint directory)."""
@@ -457,6 +498,7 @@ class DStream(StreamNode):
         counted = keyed.reduceByKeyAndWindow(operator.add, operator.sub, windowDuration, slideDuration, numPartitions)
         return counted.filter(lambda kv: kv[1] > 0)
 
+    @api_call
     def groupByKeyAndWindow(self, windowDuration: float, slideDuration: float,  # noqa: N803
                             numPartitions: int | None = None) -> DStream:  # noqa: N803
         """``(key, iterable of values)`` per key over a sliding window (needs a checkpoint directory)."""
@@ -475,6 +517,7 @@ class DStream(StreamNode):
 
     # -- state --
 
+    @api_call
     def updateStateByKey(self, updateFunc: Callable[[list[Any], Any], Any], numPartitions: int | None = None,  # noqa: N803
                          initialRDD: RDD[Any] | Iterable[Any] | None = None) -> DStream:  # noqa: N803
         """A stream of per-key state: ``updateFunc(new_values, last_state_or_None)`` for every key with state or new values.

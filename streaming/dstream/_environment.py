@@ -14,6 +14,7 @@ from scheduler import Clock, Duration
 from ..runtime import StreamingRuntime
 from ..spark import SparkBinding
 from ._graph import DStreamGraph
+from ._recipe import GraphRecipe
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
@@ -35,6 +36,7 @@ class StreamEnvironment:
 
     Attributes:
         graph: the context's stream graph.
+        recipe: the API calls that built it, saved in a checkpoint to rebuild it.
         spark_checkpoint_dir: Spark's checkpoint directory as the start found it (read off the
             event loop; ``None`` before the start or when unset).
         async_mode: whether the context lives in an ``async with`` block (then no py4j call is
@@ -50,6 +52,7 @@ class StreamEnvironment:
         self.name = name
         self.owner = owner
         self.graph = DStreamGraph(batch_duration)
+        self.recipe = GraphRecipe()
         self.spark_checkpoint_dir: str | None = None
         self.async_mode = False
         self._check_can_add = check_can_add

@@ -71,7 +71,9 @@ def run_program(sc: Any, directory: Path, clock: ManualClock, batches: int, buil
         ssc.checkpoint(str(directory))
         return ssc
 
-    ssc = StreamingContext.getOrCreate(str(directory), setup) if resume else setup()
+    # restoreGraph=False: each run's program is built anew (with this run's clock and output collector), and
+    # resumes the checkpoint's logs and state; restoring the saved graph itself is tested in test_graph_restore.py.
+    ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
     anyio.run(drive, ssc, clock, batches)
 
 

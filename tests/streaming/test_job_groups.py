@@ -29,7 +29,7 @@ class FakeSparkContext:
         self._gateway = None if client is None else type("Gateway", (), {"_gateway_client": client})()
         self.client = client
 
-    def setJobGroup(self, group: str, description: str, interrupt: bool) -> None:  # noqa: N802 - pyspark's name
+    def setJobGroup(self, group: str, description: str, interrupt: bool) -> None:
         assert self.client is not None
         self.client.send_command(f"setJobGroup {group}")
         self.client.group[threading.get_ident()] = group

@@ -1,0 +1,254 @@
+"""getOrCreate rebuilds the DStream graph from the checkpoint without calling the setup function, as Spark does.
+
+The pure tests record and replay a program's DStream calls without Spark; the Spark test runs
+Spark's own ``recoverable_network_wordcount.py`` with one import changed, kills it with SIGKILL and
+restarts it: the restart must not run its setup (which deletes the output file).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from scheduler import CheckpointError, CorruptCheckpointError
+from streaming import StreamingContext
+from streaming.dstream import RECIPE_FILE, StreamNode, load_recipe
+from streaming.spark import SparkSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def offline_context(batch_s: float = 1) -> StreamingContext:
+    """A context that builds streams without Spark: async mode (queues keep their lists), settings given."""
+    ssc = StreamingContext(None, batch_s)
+    ssc._env.async_mode = True
+    ssc._spark._settings = SparkSettings(2, {})
+    return ssc
+
+
+def build(ssc: StreamingContext, sink: list[Any]) -> None:
+    """A program over two queues: a union, element functions, a windowed reduce and two outputs."""
+    words = ssc.queueStream([["a b", "c"], ["b"]])
+    more = ssc.queueStream([["d"]])
+    pairs = ssc.union(words, more).flatMap(str.split).map(lambda w: (w, 1)).cache()
+    pairs.reduceByKeyAndWindow(lambda a, b: a + b, None, 2, 1).foreachRDD(sink.append)
+    pairs.filter(lambda kv: kv[0] != "a").pprint(3)
+
+
+def shape(ssc: StreamingContext) -> list[tuple[str, ...]]:
+    """The graph as kinds: inputs with their queued items, outputs with their parents' kinds, recursively."""
+    def walk(node: Any) -> tuple[str, ...]:
+        return (type(node).__name__, *(part for parent in node._parents for part in walk(parent)))
+    inputs = [("input", type(i).__name__, repr(i._items)) for i in ssc._graph.input_streams]  # type: ignore[attr-defined]
+    return inputs + [walk(o) for o in ssc._graph.output_streams]
+
+
+def test_the_recorded_calls_are_the_programs_own(tmp_path: Path) -> None:
+    """Only top-level API calls are recorded, with streams as references: methods that call others are one call."""
+    ssc = offline_context()
+    build(ssc, [])
+    calls = ssc._env.recipe.calls
+    assert [c.method for c in calls] == ["queueStream", "queueStream", "union", "flatMap", "map", "cache",
+                                         "reduceByKeyAndWindow", "foreachRDD", "filter", "pprint"]
+    assert [c.result for c in calls] == [0, 1, 2, 3, 4, None, 5, None, 6, None]  # cache() returns the same stream
+    assert calls[2].target is None and [r.index for r in calls[2].args] == [0, 1]
+
+
+def test_a_saved_graph_is_replayed_into_the_same_graph(tmp_path: Path) -> None:
+    """save then load_recipe and replay on a fresh context give a graph of the same shape with working functions."""
+    first, sink = offline_context(), []
+    build(first, sink)
+    assert first._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=2, spark_conf=[("spark.app.name", "x")]) is None
+    recipe = load_recipe(tmp_path)
+    assert recipe is not None
+    assert (recipe.batch_ms, recipe.concurrent_jobs, recipe.spark_conf) == (1000, 2, (("spark.app.name", "x"),))
+    second = offline_context()
+    recipe.replay(second, StreamNode)
+    assert shape(second) == shape(first)
+    assert [n for n in second._graph._streams() if n.is_cached] == [mapped := second._graph.output_streams[1]._parents[0]._parents[0]]  # type: ignore[attr-defined]
+    # pprint <- filter <- the cached stream (flatMap and map fused into one)
+    assert mapped._func(None, FakeRDD(["x y"])).rows == [("x", 1), ("y", 1)]  # type: ignore[attr-defined]
+    assert tuple(second._env.recipe.calls) == recipe.calls  # the replay records itself again, identically
+
+
+class FakeRDD:
+    """Enough of an RDD for the element functions of a transform chain: mapPartitionsWithIndex over one partition."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows = rows
+
+    def mapPartitionsWithIndex(self, f: Any, preservesPartitioning: bool = False) -> FakeRDD:  # noqa: N803
+        return FakeRDD(list(f(0, iter(self.rows))))
+
+
+def test_a_graph_that_cannot_be_pickled_is_not_saved_and_an_old_one_goes(tmp_path: Path) -> None:
+    """A function holding a lock cannot be pickled: save() says why, writes nothing and removes an older graph."""
+    ok = offline_context()
+    build(ok, [])
+    assert ok._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[]) is None
+    lock = threading.Lock()
+    bad = offline_context()
+    bad.queueStream([[1]]).foreachRDD(lambda rdd: lock.locked())
+    reason = bad._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[])
+    assert reason is not None and "lock" in reason
+    assert not (tmp_path / RECIPE_FILE).exists()
+    assert load_recipe(tmp_path) is None
+
+
+def test_a_stream_of_another_context_makes_the_graph_unsaveable(tmp_path: Path) -> None:
+    """A call that mixes in a stream this context never made cannot be replayed: save() says so and writes nothing."""
+    mine, other = offline_context(), offline_context()
+    foreign = other.queueStream([[2]])
+    with pytest.raises(CheckpointError, match="was not made through this context's API"):
+        mine._env.recipe.ref(foreign, StreamNode)
+    mine.queueStream([[1]]).transformWith(lambda a, b: a, foreign).foreachRDD(print)
+    reason = mine._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[])
+    assert reason == "transformWith was called with a stream of another context"
+    assert not (tmp_path / RECIPE_FILE).exists()
+
+
+def test_a_damaged_graph_file_is_reported_with_its_path(tmp_path: Path) -> None:
+    """A file that is not a saved graph, or one whose pickle is cut short, raises CorruptCheckpointError naming it."""
+    path = tmp_path / RECIPE_FILE
+    path.write_bytes(b"something else")
+    with pytest.raises(CorruptCheckpointError, match=f"{path} is not a DStream graph written by aiodstream"):
+        load_recipe(tmp_path)
+    ssc = offline_context()
+    build(ssc, [])
+    assert ssc._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[]) is None
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(CorruptCheckpointError, match=f"cannot read the DStream graph in {path}"):
+        load_recipe(tmp_path)
+
+
+def test_get_or_create_restores_without_calling_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a saved graph, getOrCreate rebuilds it and never calls setupFunc; restoreGraph=False calls it."""
+    first = offline_context()
+    build(first, [])
+    assert first._env.recipe.save(tmp_path, batch_ms=500, concurrent_jobs=None, spark_conf=[]) is None
+    monkeypatch.setattr(StreamingContext, "checkpoint", lambda self, d: setattr(self, "_log_dir", Path(d)))
+    made: list[StreamingContext] = []
+
+    def fake_restore_context(cls: Any, checkpoint_path: str, recipe: Any) -> StreamingContext:
+        ssc = offline_context(recipe.batch_ms / 1000)
+        recipe.replay(ssc, StreamNode)
+        made.append(ssc)
+        return ssc
+
+    monkeypatch.setattr(StreamingContext, "_restore", classmethod(fake_restore_context))
+
+    def setup() -> StreamingContext:
+        raise AssertionError("setupFunc must not run when the checkpoint holds a graph")
+
+    restored = StreamingContext.getOrCreate(str(tmp_path), setup)
+    assert made == [restored] and shape(restored) == shape(first)
+    called: list[bool] = []
+
+    def fresh() -> StreamingContext:
+        called.append(True)
+        return offline_context()
+
+    StreamingContext.getOrCreate(str(tmp_path), fresh, restoreGraph=False)
+    assert called == [True]
+
+
+# -- Spark's own recoverable example, killed and restarted --
+
+EXAMPLE = Path(sys.prefix).glob("lib/python*/site-packages/pyspark/examples/src/main/python/streaming/"
+                                "recoverable_network_wordcount.py")
+
+
+class WordServer:
+    """A TCP server that sends every client a line of words every 0.1 s until closed."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.closed = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self.closed.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._feed, args=(conn,), daemon=True).start()
+
+    def _feed(self, conn: socket.socket) -> None:
+        with conn:
+            while not self.closed.is_set():
+                try:
+                    conn.sendall(b"a spark stream\n")
+                except OSError:
+                    return
+                self.closed.wait(0.1)
+
+    def close(self) -> None:
+        self.closed.set()
+        self.sock.close()
+
+
+@pytest.fixture
+def word_server() -> Iterator[WordServer]:
+    server = WordServer()
+    yield server
+    server.close()
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def run_until(args: list[str], env: dict[str, str], output: Path, at_least: int, timeout: float = 180) -> str:
+    """Run the example until ``output`` has ``at_least`` lines, then SIGKILL it; its stdout."""
+    child = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while len(lines(output)) < at_least:
+            if child.poll() is not None:
+                raise AssertionError(f"the example exited with {child.returncode}: {child.stdout.read() if child.stdout else ''}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {at_least} output lines; got {lines(output)}")
+            time.sleep(0.1)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        out, _ = child.communicate(timeout=60)
+    return out
+
+
+@pytest.mark.spark
+def test_sparks_recoverable_example_keeps_its_output_across_a_kill(tmp_path: Path, word_server: WordServer) -> None:
+    """Spark's recoverable_network_wordcount.py with one import changed: killed with SIGKILL and restarted, the
+    restart rebuilds the graph from the checkpoint (no "Creating new context"), so the output file survives."""
+    example = next(EXAMPLE)
+    source = example.read_text()
+    assert "from pyspark.streaming import StreamingContext" in source
+    program = tmp_path / "recoverable_network_wordcount.py"
+    program.write_text(source.replace("from pyspark.streaming import StreamingContext", "from streaming import StreamingContext"))
+    checkpoint, output = tmp_path / "checkpoint", tmp_path / "out.txt"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false pyspark-shell"}
+    args = [sys.executable, str(program), "127.0.0.1", str(word_server.port), str(checkpoint), str(output)]
+
+    first = run_until(args, env, output, at_least=2)
+    assert "Creating new context" in first
+    before = lines(output)
+    assert before[0].startswith("Counts at time ")
+
+    second = run_until(args, env, output, at_least=len(before) + 2)
+    assert "Creating new context" not in second
+    after = lines(output)
+    assert after[:len(before)] == before  # the setup function, which deletes the output, did not run
+    assert any("('spark'," in line for line in after[len(before):])  # and the restored graph counts words
