@@ -12,6 +12,7 @@ import datetime as _dt
 import functools
 import itertools
 import os
+import signal
 import threading
 import uuid
 from pathlib import Path
@@ -35,6 +36,7 @@ from scheduler import (
 )
 
 from ._listener_compat import PySparkListenerAdapter, is_pyspark_style
+from ._shutdown import SHUTDOWN_SIGNALS, SignalShutdown
 from .dstream import (
     RECIPE_FILE,
     DStream,
@@ -153,6 +155,7 @@ class StreamingContext:
         self._loop_thread: int | None = None
         self._start_site = ""
         self._pending_checkpoint_dir: str | None = None  # set by checkpoint() inside async with, applied at start
+        self._shutdown: SignalShutdown | None = None
         self._log = structlog.get_logger("aiodstream.streaming").bind(component="StreamingContext", context=self._context_id)
 
     # -- properties --
@@ -343,6 +346,7 @@ class StreamingContext:
                 raise
             self._start_site = _call_site()
             StreamingContext._activeContext = self
+            self._install_shutdown_hook()
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:  # noqa: N803
         """Stop the context (and by default the SparkContext); idempotent.
@@ -351,6 +355,8 @@ class StreamingContext:
             stopSparkContext: also stop the SparkContext, as pyspark does by default.
             stopGraceFully: finish the batches already received before stopping.
         """
+        if self._shutdown is not None:
+            self._shutdown.uninstall()
         if self._loop_thread is not None and threading.get_ident() == self._loop_thread:
             raise StreamingStateError("Cannot stop StreamingContext within listener bus thread.")
         if self._env.async_mode:
@@ -376,6 +382,15 @@ class StreamingContext:
         sc = self._spark.started_spark_context
         if stopSparkContext and sc is not None:
             sc.stop()
+
+    def _install_shutdown_hook(self) -> None:
+        """With ``spark.streaming.stopGracefullyOnShutdown``, drain and stop on SIGTERM or SIGINT (Spark's shutdown hook)."""
+        graceful = (self._settings().get("spark.streaming.stopGracefullyOnShutdown", "false") or "false").strip().lower()
+        if graceful != "true":
+            return
+        self._shutdown = SignalShutdown(lambda: self.stop(stopSparkContext=False, stopGraceFully=True),
+                                        f"aiodstream-{self._context_id}")
+        self._shutdown.install()
 
     def _close_portal(self) -> None:
         try:
@@ -466,6 +481,22 @@ class StreamingContext:
     async def await_termination_async(self, timeout: float | None = None) -> bool:
         """Wait until the context stops (True) or ``timeout`` seconds pass (False); raises a batch's error."""
         return await self.runtime.await_termination(None if timeout is None else Duration(max(0, int(timeout * 1000))))
+
+    async def stop_on_signal_async(self, *signals: int, stopGraceFully: bool = True) -> int:  # noqa: N803
+        """Wait for a shutdown signal (SIGTERM or SIGINT by default), then stop the context; returns the signal.
+
+        The way to tie a context to an async host's shutdown: run it in the host's task group,
+        ``tg.start_soon(ssc.stop_on_signal_async)``. It handles the signals through anyio (the
+        event loop's own signal handling, main thread only) for as long as it waits; cancel it
+        to stop waiting. The SparkContext is kept, as by :meth:`stop_async`.
+        """
+        with anyio.open_signal_receiver(*(signal.Signals(s) for s in signals or SHUTDOWN_SIGNALS)) as received:
+            async for signum in received:
+                self._log.warning("shutdown signal received: stopping the StreamingContext", signal=int(signum),
+                                  graceful=stopGraceFully)
+                await self.stop_async(stopGraceFully=stopGraceFully)
+                return int(signum)
+        raise AssertionError("the signal receiver ended without a signal")  # pragma: no cover - anyio's never ends
 
     # -- configuration --
 

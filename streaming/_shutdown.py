@@ -1,0 +1,70 @@
+"""SignalShutdown: stop a synchronous program's context gracefully on SIGTERM or SIGINT (Spark's shutdown hook).
+
+Spark registers a JVM shutdown hook that stops the StreamingContext, gracefully when
+``spark.streaming.stopGracefullyOnShutdown`` is true. A Python driver is stopped by signals, so
+here the hook is a handler for them, installed while a started context runs.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Any, Callable, Sequence
+
+import structlog
+
+__all__ = ["SHUTDOWN_SIGNALS", "SignalShutdown"]
+
+SHUTDOWN_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
+"""The signals a deployment stops a driver with (SIGTERM from a scheduler or container runtime, SIGINT from Ctrl-C)."""
+
+
+class SignalShutdown:
+    """Handlers for the shutdown signals that stop a context once, then step aside.
+
+    On the first signal the previous handlers are put back at once (so a second signal does what
+    it did before: Ctrl-C twice raises ``KeyboardInterrupt``, a second SIGTERM terminates), then
+    ``stop`` runs in the main thread, inside the handler: a program blocked in
+    ``awaitTermination()`` finds the context stopped when the handler returns, and goes on.
+
+    Args:
+        stop: what to do on the first signal (a graceful or an immediate stop of the context).
+        name: the context's name, for the log line.
+        signals: the signals to handle.
+    """
+
+    def __init__(self, stop: Callable[[], None], name: str, signals: Sequence[signal.Signals] = SHUTDOWN_SIGNALS) -> None:
+        """Prepare the handlers; nothing is installed yet."""
+        self._stop = stop
+        self._signals = tuple(signals)
+        self._previous: dict[signal.Signals, Any] = {}
+        self._log = structlog.get_logger("aiodstream.streaming").bind(component="SignalShutdown", context=name)
+
+    @property
+    def installed(self) -> bool:
+        """Whether the handlers are in place."""
+        return bool(self._previous)
+
+    def install(self) -> bool:
+        """Put the handlers in place; False (and nothing done) outside the main thread, where Python allows none."""
+        if threading.current_thread() is not threading.main_thread():
+            self._log.debug("not handling shutdown signals: the context was started outside the main thread")
+            return False
+        for signum in self._signals:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return True
+
+    def uninstall(self) -> None:
+        """Put the previous handlers back (a no-op when not installed, or outside the main thread)."""
+        if not self._previous or threading.current_thread() is not threading.main_thread():
+            return
+        previous, self._previous = self._previous, {}
+        for signum, handler in previous.items():
+            if signal.getsignal(signum) == self._handle:  # else someone replaced ours: leave theirs
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.uninstall()
+        self._log.warning("shutdown signal received: stopping the StreamingContext", signal=signal.Signals(signum).name)
+        self._stop()

@@ -1,0 +1,148 @@
+"""Shutdown signals: SIGTERM and SIGINT drain the batch in flight and stop, with stopGracefullyOnShutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from streaming._shutdown import SignalShutdown
+
+CHILD = Path(__file__).with_name("shutdown_child.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_first_signal_stops_once_and_puts_the_previous_handlers_back() -> None:
+    """On SIGTERM the stop runs once, in the main thread; the handlers in place before are restored first."""
+    stops: list[str] = []
+    previous = signal.getsignal(signal.SIGTERM)
+    hook = SignalShutdown(lambda: stops.append(threading.current_thread().name), "test")
+    assert hook.install() and hook.installed
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while not stops and time.monotonic() < deadline:  # the handler runs at the next bytecode boundary
+            time.sleep(0.001)
+    finally:
+        hook.uninstall()
+    assert stops == [threading.main_thread().name]
+    assert not hook.installed
+    assert signal.getsignal(signal.SIGTERM) == previous
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_no_handlers_outside_the_main_thread() -> None:
+    """Python accepts signal handlers only in the main thread: install() there does nothing and says so."""
+    results: list[bool] = []
+    hook = SignalShutdown(lambda: None, "test")
+    thread = threading.Thread(target=lambda: results.append(hook.install()))
+    thread.start()
+    thread.join()
+    assert results == [False] and not hook.installed
+
+
+def test_a_handler_installed_after_ours_is_left_in_place() -> None:
+    """uninstall() restores only handlers that are still ours."""
+    hook = SignalShutdown(lambda: None, "test", signals=[signal.SIGUSR1])
+    hook.install()
+
+    def theirs(signum: int, frame: object) -> None:
+        return None
+
+    signal.signal(signal.SIGUSR1, theirs)
+    hook.uninstall()
+    try:
+        assert signal.getsignal(signal.SIGUSR1) is theirs
+    finally:
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+
+
+def run_child(tmp_path: Path, graceful: str, signum: signal.Signals) -> tuple[int, str]:
+    """Start the child, signal it while its batch is in flight, and return its exit code and stdout."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    child = subprocess.Popen([sys.executable, str(CHILD), str(markers), graceful], cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (markers / "started").exists():
+            assert child.poll() is None, f"the child exited early with {child.returncode}"
+            assert time.monotonic() < deadline, "the batch never started"
+            time.sleep(0.05)
+        child.send_signal(signum)
+        out, _ = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    return child.returncode, out
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_drains_the_batch_in_flight_then_stops(tmp_path: Path, signum: signal.Signals) -> None:
+    """With spark.streaming.stopGracefullyOnShutdown, the running output operation finishes, then
+    awaitTermination returns with the context stopped and the program ends normally."""
+    code, out = run_child(tmp_path, "true", signum)
+    assert (tmp_path / "markers" / "done").exists()
+    assert "awaitTermination returned STOPPED" in out
+    assert code == 0
+
+
+@pytest.mark.spark
+def test_without_the_setting_sigterm_ends_the_program_at_once(tmp_path: Path) -> None:
+    """Without the setting nothing handles SIGTERM: Python's default ends the process, the batch is cut short."""
+    code, out = run_child(tmp_path, "false", signal.SIGTERM)
+    assert code == -signal.SIGTERM
+    assert not (tmp_path / "markers" / "done").exists()
+    assert "awaitTermination returned" not in out
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_async_host_ties_the_context_to_its_shutdown(spark_context: object, tmp_path: Path, backend: str) -> None:
+    """stop_on_signal_async in the host's task group: on SIGTERM the batch in flight finishes, then the context stops."""
+    import anyio
+
+    from listeners import BatchCompleted, EventRecorder
+    from streaming import StreamingContext
+
+    in_flight, finished = threading.Event(), threading.Event()
+
+    def slow(rdd: object) -> None:
+        if in_flight.is_set():
+            return
+        in_flight.set()
+        time.sleep(1)
+        finished.set()
+
+    async def host() -> tuple[int, str, int]:
+        recorder = EventRecorder()
+        stopped: list[int] = []
+        async with StreamingContext(spark_context, 0.2) as ssc:  # type: ignore[arg-type]
+            ssc.addStreamingListener(recorder)
+            ssc.queueStream([[1], [2]]).foreachRDD(slow)
+            await ssc.start_async()
+
+            async def stop_on_signal() -> None:
+                stopped.append(await ssc.stop_on_signal_async())
+
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:  # the host's task group: it ends when the stop is done
+                    tg.start_soon(stop_on_signal)
+                    while not in_flight.is_set():
+                        await anyio.sleep(0.01)
+                    os.kill(os.getpid(), signal.SIGTERM)
+            return stopped[0], ssc.getState(), len(recorder.of_type(BatchCompleted))
+
+    signum, state, completed = anyio.run(host, backend=backend)
+    assert (signum, state) == (signal.SIGTERM, "STOPPED")
+    assert finished.is_set() and completed >= 1
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # anyio put the default back
