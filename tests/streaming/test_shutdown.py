@@ -110,6 +110,7 @@ def test_without_the_setting_sigterm_ends_the_program_at_once(tmp_path: Path) ->
 def test_an_async_host_ties_the_context_to_its_shutdown(spark_context: object, tmp_path: Path, backend: str) -> None:
     """stop_on_signal_async in the host's task group: on SIGTERM the batch in flight finishes, then the context stops."""
     import anyio
+    import anyio.to_thread
 
     from listeners import BatchCompleted, EventRecorder
     from streaming import StreamingContext
@@ -137,8 +138,7 @@ def test_an_async_host_ties_the_context_to_its_shutdown(spark_context: object, t
             with anyio.fail_after(60):
                 async with anyio.create_task_group() as tg:  # the host's task group: it ends when the stop is done
                     tg.start_soon(stop_on_signal)
-                    while not in_flight.is_set():
-                        await anyio.sleep(0.01)
+                    assert await anyio.to_thread.run_sync(in_flight.wait, 60)  # set by the job thread
                     os.kill(os.getpid(), signal.SIGTERM)
             return stopped[0], ssc.getState(), len(recorder.of_type(BatchCompleted))
 
