@@ -110,11 +110,16 @@ class StreamingContext:
         listenerOverflow: what a full listener queue does (drop, as Spark, or block).
         concurrentJobs: how many output-operation jobs may run at once; overrides
             ``spark.streaming.concurrentJobs`` (useful when the SparkContext is shared).
+        exclusive: whether no other context may be active beside this one. By default a context
+            started with :meth:`start` is exclusive, as in pyspark (one active context per JVM),
+            and one started with :meth:`start_async` is not: an async service may run several
+            pipelines, each with its own graph and runtime, on one shared SparkContext.
 
-    Only one context may be active per process, as only one may be per JVM in Spark.
+    An exclusive context refuses to start while another is active, and no context starts while
+    an exclusive one is active (pyspark's error).
     """
 
-    _activeContext: ClassVar[StreamingContext | None] = None  # noqa: N815 - pyspark's name
+    _active: ClassVar[list[StreamingContext]] = []  # started and not stopped, oldest first
     _activation_lock: ClassVar[threading.RLock] = threading.RLock()
 
     def __init__(
@@ -125,6 +130,7 @@ class StreamingContext:
         clock: Clock | None = None,
         listenerOverflow: OverflowPolicy = OverflowPolicy.DROP,  # noqa: N803
         concurrentJobs: int | None = None,  # noqa: N803
+        exclusive: bool | None = None,
     ) -> None:
         """Create a context; nothing runs until it is started."""
         if batchDuration is None:
@@ -136,6 +142,8 @@ class StreamingContext:
                                            or concurrentJobs < 1):
             raise ValueError(f"concurrentJobs must be a positive int, got {concurrentJobs!r}; pass e.g. 2")
         self._concurrent_jobs = concurrentJobs
+        self._exclusive = exclusive
+        self._is_exclusive = False  # decided at start
         self._context_id = next(_ids)
         self._spark = SparkBinding(sparkContext, f"aiodstream-{self._context_id}")
         self._env = StreamEnvironment(
@@ -226,12 +234,17 @@ class StreamingContext:
 
     @classmethod
     def getActive(cls) -> StreamingContext | None:
-        """The started, not yet stopped context of this process, if any."""
-        ctx = cls._activeContext
-        if ctx is not None and ctx._state is not StreamingContextState.ACTIVE:
-            cls._activeContext = None
-            return None
-        return ctx
+        """The started, not yet stopped context of this process (the latest started, when several are), if any."""
+        with cls._activation_lock:
+            cls._active[:] = [c for c in cls._active if c._state is StreamingContextState.ACTIVE]
+            return cls._active[-1] if cls._active else None
+
+    @classmethod
+    def getActiveContexts(cls) -> list[StreamingContext]:
+        """Every started, not yet stopped context of this process, oldest first (an aiodstream extension)."""
+        with cls._activation_lock:
+            cls._active[:] = [c for c in cls._active if c._state is StreamingContextState.ACTIVE]
+            return list(cls._active)
 
     @classmethod
     def getActiveOrCreate(cls, checkpointPath: str | None, setupFunc: Callable[[], StreamingContext]) -> StreamingContext:  # noqa: N803
@@ -307,12 +320,26 @@ class StreamingContext:
         return ssc
 
     def _activate(self) -> None:
-        active = StreamingContext.getActive()
-        if active is not None and active is not self:
-            raise StreamingStateError(
-                "Only one StreamingContext may be started in this JVM. Currently running StreamingContext was started at"
-                + active._start_site
-            )
+        """Register as active, under the activation lock, unless the one-active-context rule forbids it."""
+        exclusive = self._exclusive if self._exclusive is not None else not self._env.async_mode
+        with StreamingContext._activation_lock:
+            # A context counts from the moment it registers (start_async registers before its
+            # runtime starts), until it stopped.
+            others = [c for c in StreamingContext._active if c is not self and c._state is not StreamingContextState.STOPPED]
+            StreamingContext._active[:] = [*others, self]
+            blocking = others if exclusive else [c for c in others if c._is_exclusive]
+            if blocking:
+                StreamingContext._active.remove(self)
+                raise StreamingStateError(
+                    "Only one StreamingContext may be started in this JVM. Currently running StreamingContext was started at"
+                    + blocking[-1]._start_site
+                )
+            self._is_exclusive = exclusive
+
+    def _deactivate(self) -> None:
+        with StreamingContext._activation_lock:
+            if self in StreamingContext._active:
+                StreamingContext._active.remove(self)
 
     # -- synchronous lifecycle (pyspark) --
 
@@ -331,21 +358,24 @@ class StreamingContext:
             if self._env.async_mode:
                 raise StreamingStateError("this context was entered with 'async with': use 'await ssc.start_async()'")
             self._activate()
-            runtime = self._ensure_runtime()
-            self._before_start()
-            self._portal_cm = anyio.from_thread.start_blocking_portal()
-            portal = self._portal_cm.__enter__()
-            self._portal = portal
-            self._loop_thread = portal.call(threading.get_ident)
-            self._runtime_cm = portal.wrap_async_context_manager(runtime)
-            self._runtime_cm.__enter__()
             try:
-                portal.call(runtime.start)
+                runtime = self._ensure_runtime()
+                self._before_start()
+                self._portal_cm = anyio.from_thread.start_blocking_portal()
+                portal = self._portal_cm.__enter__()
+                self._portal = portal
+                self._loop_thread = portal.call(threading.get_ident)
+                self._runtime_cm = portal.wrap_async_context_manager(runtime)
+                self._runtime_cm.__enter__()
+                try:
+                    portal.call(runtime.start)
+                except BaseException:
+                    self._close_portal()
+                    raise
             except BaseException:
-                self._close_portal()
+                self._deactivate()
                 raise
             self._start_site = _call_site()
-            StreamingContext._activeContext = self
             self._install_shutdown_hook()
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:  # noqa: N803
@@ -377,8 +407,7 @@ class StreamingContext:
                     self._release_job_threads()
             else:
                 self._log.warning("StreamingContext has already been stopped")
-            if StreamingContext._activeContext is self:
-                StreamingContext._activeContext = None
+            self._deactivate()
         sc = self._spark.started_spark_context
         if stopSparkContext and sc is not None:
             sc.stop()
@@ -445,22 +474,18 @@ class StreamingContext:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._join_cancellations)
             self._release_job_threads()
-            if StreamingContext._activeContext is self:
-                StreamingContext._activeContext = None
+            self._deactivate()
 
     async def start_async(self) -> None:
         """Start generating batches, inside ``async with``; raises if already started."""
         if not self._env.async_mode:
             raise StreamingStateError("start_async() needs 'async with StreamingContext(...) as ssc:'")
-        with StreamingContext._activation_lock:
-            self._activate()
-            StreamingContext._activeContext = self
+        self._activate()
         try:
             await anyio.to_thread.run_sync(self._before_start)  # py4j calls and file I/O: off the loop
             await self.runtime.start()
         except BaseException:
-            if StreamingContext._activeContext is self:
-                StreamingContext._activeContext = None
+            self._deactivate()
             raise
         self._start_site = _call_site()
 
@@ -472,8 +497,7 @@ class StreamingContext:
         await self.runtime.stop(graceful=stopGraceFully)
         await anyio.to_thread.run_sync(self._join_cancellations)
         self._release_job_threads()
-        if StreamingContext._activeContext is self:
-            StreamingContext._activeContext = None
+        self._deactivate()
         sc = self._spark.started_spark_context
         if stopSparkContext and sc is not None:
             await anyio.to_thread.run_sync(sc.stop)

@@ -30,6 +30,7 @@ from listeners import (
     ReceiverStopped,
     StreamingEvent,
 )
+from scheduler import StreamingStateError
 from streaming import StreamingContext, run_spark
 
 pytestmark = pytest.mark.spark
@@ -807,3 +808,68 @@ def test_spark_settings_are_read_once_per_context(spark_context: Any) -> None:
     assert StreamingContext(spark_context, 1)._settings().get("spark.streaming.blockInterval") is None
     with pytest.raises(KeyError, match="not read by the streaming layer"):
         first.get("spark.master")
+
+
+# -- several contexts in one process --
+
+
+def collector(into: list[int]) -> Callable[[Any], Any]:
+    """An async output operation appending each batch's elements to ``into``."""
+    async def sink(rdd: Any) -> None:
+        into.extend(await run_spark(rdd.collect))
+    return sink
+
+
+async def two_pipelines(spark_context: Any) -> tuple[list[int], list[str], int]:
+    """Two async contexts on one SparkContext, active at the same time, each with its own input and output."""
+    seen: dict[str, list[int]] = {"evens": [], "odds": []}
+    recorders = {name: EventRecorder() for name in seen}
+    async with StreamingContext(spark_context, 0.2) as evens, StreamingContext(spark_context, 0.3) as odds:
+        for name, ssc, items in (("evens", evens, [[0, 2], [4]]), ("odds", odds, [[1], [3, 5]])):
+            ssc.addStreamingListener(recorders[name])
+
+            ssc.queueStream(items).foreachRDD(collector(seen[name]))
+        await evens.start_async()
+        await odds.start_async()
+        active = StreamingContext.getActiveContexts()
+        states = [c.getState() for c in active]
+        with anyio.fail_after(WAIT_S):
+            for recorder in recorders.values():
+                await recorder.wait_for(lambda evs: sum(type(e) is BatchCompleted for e in evs) >= 2)
+        await evens.stop_async()
+        await odds.stop_async()
+    assert active == [evens, odds]
+    return sorted(seen["evens"] + seen["odds"]), states, len(active)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_async_service_runs_several_contexts_on_one_spark_context(spark_context: Any, backend: str) -> None:
+    """Async contexts are not exclusive: two run at once, each with its own graph, runtime and batches."""
+    values, states, count = anyio.run(two_pipelines, spark_context, backend=backend)
+    assert values == [0, 1, 2, 3, 4, 5]
+    assert (states, count) == (["ACTIVE", "ACTIVE"], 2)
+    assert StreamingContext.getActiveContexts() == []
+
+
+def test_an_exclusive_context_keeps_pysparks_one_active_context_rule(spark_context: Any) -> None:
+    """exclusive=True (the default of start()) refuses a second active context, and any start beside it, with pyspark's error."""
+    async def main() -> None:
+        async with StreamingContext(spark_context, 0.2) as first, \
+                StreamingContext(spark_context, 0.2, exclusive=True) as second:
+            first.queueStream([[1]]).foreachRDD(lambda rdd: None)
+            second.queueStream([[1]]).foreachRDD(lambda rdd: None)
+            await first.start_async()
+            with pytest.raises(StreamingStateError, match="^Only one StreamingContext may be started in this JVM"):
+                await second.start_async()
+            assert StreamingContext.getActiveContexts() == [first]
+            await first.stop_async()
+            await second.start_async()  # alone now: allowed
+            third = StreamingContext(spark_context, 0.2)
+            third.queueStream([[1]]).foreachRDD(lambda rdd: None)
+            async with third:
+                with pytest.raises(StreamingStateError, match="^Only one StreamingContext may be started in this JVM"):
+                    await third.start_async()
+            await second.stop_async()
+
+    anyio.run(main)
+    assert StreamingContext.getActive() is None
