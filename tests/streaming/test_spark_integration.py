@@ -859,7 +859,7 @@ def test_an_exclusive_context_keeps_pysparks_one_active_context_rule(spark_conte
             first.queueStream([[1]]).foreachRDD(lambda rdd: None)
             second.queueStream([[1]]).foreachRDD(lambda rdd: None)
             await first.start_async()
-            with pytest.raises(StreamingStateError, match="^Only one StreamingContext may be started in this JVM"):
+            with pytest.raises(StreamingStateError, match=r"^Only one StreamingContext may be started in this JVM\. Currently running StreamingContext was started at"):
                 await second.start_async()
             assert StreamingContext.getActiveContexts() == [first]
             await first.stop_async()
@@ -867,7 +867,7 @@ def test_an_exclusive_context_keeps_pysparks_one_active_context_rule(spark_conte
             third = StreamingContext(spark_context, 0.2)
             third.queueStream([[1]]).foreachRDD(lambda rdd: None)
             async with third:
-                with pytest.raises(StreamingStateError, match="^Only one StreamingContext may be started in this JVM"):
+                with pytest.raises(StreamingStateError, match=r"^Only one StreamingContext may be started in this JVM\. Currently running StreamingContext was started at"):
                     await third.start_async()
             await second.stop_async()
 
