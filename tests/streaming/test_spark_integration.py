@@ -851,6 +851,9 @@ def test_an_async_service_runs_several_contexts_on_one_spark_context(spark_conte
     assert StreamingContext.getActiveContexts() == []
 
 
+ONE_ACTIVE = r"^Only one StreamingContext may be started in this JVM\. Currently running StreamingContext was started at"
+
+
 def test_an_exclusive_context_keeps_pysparks_one_active_context_rule(spark_context: Any) -> None:
     """exclusive=True (the default of start()) refuses a second active context, and any start beside it, with pyspark's error."""
     async def main() -> None:
@@ -859,7 +862,7 @@ def test_an_exclusive_context_keeps_pysparks_one_active_context_rule(spark_conte
             first.queueStream([[1]]).foreachRDD(lambda rdd: None)
             second.queueStream([[1]]).foreachRDD(lambda rdd: None)
             await first.start_async()
-            with pytest.raises(StreamingStateError, match=r"^Only one StreamingContext may be started in this JVM\. Currently running StreamingContext was started at"):
+            with pytest.raises(StreamingStateError, match=ONE_ACTIVE):
                 await second.start_async()
             assert StreamingContext.getActiveContexts() == [first]
             await first.stop_async()
@@ -867,7 +870,7 @@ def test_an_exclusive_context_keeps_pysparks_one_active_context_rule(spark_conte
             third = StreamingContext(spark_context, 0.2)
             third.queueStream([[1]]).foreachRDD(lambda rdd: None)
             async with third:
-                with pytest.raises(StreamingStateError, match=r"^Only one StreamingContext may be started in this JVM\. Currently running StreamingContext was started at"):
+                with pytest.raises(StreamingStateError, match=ONE_ACTIVE):
                     await third.start_async()
             await second.stop_async()
 
