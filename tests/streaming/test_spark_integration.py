@@ -741,7 +741,7 @@ def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: An
         async with StreamingContext(spark_context, 1, clock=clock) as ssc:
             ssc.checkpoint(str(checkpoint))
             numbers = ssc.queueStream([[1, 2], [3], [4]], default=[0])
-            numbers.map(lambda x: (x % 2, x)).updateStateByKey(lambda vs, s: sum(vs) + (s or 0)) \
+            numbers.map(lambda x: (x % 2, x)).updateStateByKey(lambda vs, s: sum(vs) + (s or 0), initialRDD=[(0, 100)]) \
                 .foreachRDD(lambda rdd: results["state"].append(sorted(rdd.collect())))
             numbers.map(lambda x: (x, 1)).reduceByKeyAndWindow(lambda a, b: a + b, lambda a, b: a - b, 2, 1) \
                 .foreachRDD(lambda rdd: results["window"].append(sorted(rdd.collect())))
@@ -750,7 +750,10 @@ def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: An
             ssc.queueStream([[], [], [], [7]]).foreachRDD(long_action)
             await ssc.start_async()
             for n in range(3):
-                (incoming / f"f{n}.txt").write_text("x\ny\n")
+                # Modified inside the coming batch's interval on the manual clock, so that batch selects it.
+                path = incoming / f"f{n}.txt"
+                path.write_text("x\ny\n" * (n + 1))
+                os.utime(path, ns=((n * 1000 + 500) * 1_000_000,) * 2)
                 clock.advance(1000)
                 await ssc.runtime.wait_until_idle()
             clock.advance(1000)  # the long action's batch: stop while its Spark task runs
@@ -766,10 +769,14 @@ def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: An
         assert action_ended.wait(WAIT_S), "the cancelled Spark action never returned"
     assert spy.calls == []
     # The program ran for real: state, windows, an async source and sink, a file stream.
-    assert results["state"][:3] == [[(0, 2), (1, 1)], [(0, 2), (1, 4)], [(0, 6), (1, 4)]]
+    assert results["state"][:3] == [[(0, 102), (1, 1)], [(0, 102), (1, 4)], [(0, 106), (1, 4)]]  # seeded by initialRDD
     assert results["window"][:2] == [[(1, 1), (2, 1)], [(1, 1), (2, 1), (3, 1)]]
-    assert [("a", 1), ("b", 2), ("c", 1)] in results["values"] or sum(map(len, results["values"])) >= 2
-    assert len(results["files"]) >= 3
+    word_counts: dict[str, int] = {}
+    for batch in results["values"]:
+        for word, count in batch:
+            word_counts[word] = word_counts.get(word, 0) + count
+    assert word_counts == {"a": 1, "b": 2, "c": 1}  # every record of the async source, counted once
+    assert results["files"][:3] == [2, 4, 6]  # each batch read exactly its file
     assert len(results["cancelled"]) == 1 and "cancelled" in results["cancelled"][0].lower()
 
 
