@@ -7,10 +7,10 @@ Subcommands register themselves in :func:`build_parser` with a ``_add_<name>`` f
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
@@ -195,39 +195,38 @@ def _positive_int(text: str, field: str) -> int:
 
 
 class _Progress:
-    """Progress on stderr, at most five updates a second, erased when done."""
+    """Progress bars on stderr (tqdm), at most five updates a second, erased when done."""
 
     def __init__(self, stream: TextIO, enabled: bool) -> None:
         self.stream = stream
         self.enabled = enabled
-        self.started = time.monotonic()
-        self._last = 0.0
-        self._shown = False
+        self._bar: Any = None
+
+    def _open(self, total: int, unit: str, description: str) -> Any:
+        from tqdm import tqdm
+
+        return tqdm(total=total, unit=unit, desc=description, file=self.stream, leave=False, mininterval=0.2,
+                    dynamic_ncols=True)
 
     def batches(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if not self.enabled or (now - self._last < 0.2 and done < total):
+        if not self.enabled:
             return
-        self._last = now
-        elapsed = now - self.started
-        rate = done / elapsed if elapsed > 0 else 0.0
-        self.stream.write(f"\r  simulated {done}/{total} batches ({100 * done // max(total, 1)}%), {rate:,.0f} batches/s  ")
-        self.stream.flush()
-        self._shown = True
+        if self._bar is None:
+            self._bar = self._open(total, "batch", "  simulated")
+        self._bar.update(done - self._bar.n)
 
     def point(self, done: int, total: int, model: Any) -> None:
         if not self.enabled:
             return
-        self.stream.write(
-            f"\r  sweep point {done + 1}/{total}: interval {model.batch_interval}, concurrent jobs {model.concurrent_jobs}      "
-        )
-        self.stream.flush()
-        self._shown = True
+        if self._bar is None:
+            self._bar = self._open(total, "point", "  sweep")
+        self._bar.set_postfix_str(f"interval {model.batch_interval}, concurrent jobs {model.concurrent_jobs}", refresh=False)
+        self._bar.update(done - self._bar.n)
 
     def done(self) -> None:
-        if self._shown:
-            self.stream.write("\r" + " " * 78 + "\r")
-            self.stream.flush()
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -249,6 +248,8 @@ def _simulate(args: argparse.Namespace) -> int:
         return fail(f"{where}{exc}")
     except OSError as exc:
         return fail(f"cannot read {exc.filename}: {exc.strerror}")
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        return fail("--plot needs matplotlib, an optional dependency: pip install 'aiodstream[plot]'")
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     progress = _Progress(sys.stderr, bool(show))
     if intervals is not None or concurrency is not None:

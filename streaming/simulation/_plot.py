@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 __all__ = ["plot_run", "plot_sweep", "run_figure", "sweep_figure"]
 
 
+def _require_matplotlib() -> None:
+    """Raise a clear error when the optional matplotlib is not installed."""
+    try:
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError("plots need matplotlib, an optional dependency: pip install 'aiodstream[plot]'",
+                                  name="matplotlib") from exc
+
+
 def _figure(width: float, height: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -34,6 +43,7 @@ def _figure(width: float, height: float) -> Figure:
 
 def run_figure(run: SimulationResult | Sequence[BatchInfo], *, title: str | None = None) -> Figure:
     """A figure of scheduling, processing and total delay per batch, and the queue below it."""
+    _require_matplotlib()
     batches = run.batches if isinstance(run, SimulationResult) else tuple(run)
     fig = _figure(10, 6.5)
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1))
@@ -74,6 +84,7 @@ def plot_run(run: SimulationResult | Sequence[BatchInfo], path: str | os.PathLik
 
 def sweep_figure(result: SweepResult, *, title: str | None = None) -> Figure:
     """A grid of intervals by concurrency, coloured by p95 total delay; unstable cells are marked."""
+    _require_matplotlib()
     from matplotlib.colors import LogNorm
 
     fig = _figure(1.8 + 1.6 * len(result.concurrency), 1.4 + 0.7 * len(result.intervals))
