@@ -1,0 +1,97 @@
+"""How late a host's own task wakes while a context runs Spark work beside it on the same event loop.
+
+An asyncio host runs a ticker that sleeps 5 ms and records how late each wake-up is, first alone
+(what this machine gives an idle loop), then beside a ``StreamingContext`` inside ``async with``
+running a word count over queued 2,000-line batches every 0.5 s on an embedded local[2] Spark.
+Prints one JSON object: lateness p50, p99 and max in ms for both phases, the batches run, and
+the machine's load average. Targets while the word count runs: p99 <= 5 ms, max <= 20 ms.
+
+Not part of the test suite. Run: ``python bench/bench_host_loop.py [--seconds 20]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from operator import add
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TICK_S = 0.005
+VOCABULARY = [f"w{i}" for i in range(1000)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def summary(lateness_ms: list[float]) -> dict[str, float]:
+    return {"ticks": len(lateness_ms), "p50_ms": round(statistics.median(lateness_ms), 2),
+            "p99_ms": round(percentile(lateness_ms, 0.99), 2), "max_ms": round(max(lateness_ms), 2)}
+
+
+async def ticker(seconds: float) -> list[float]:
+    """Sleep 5 ms at a time for ``seconds``; each wake-up's lateness in ms."""
+    lateness = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        asked = time.perf_counter()
+        await asyncio.sleep(TICK_S)
+        lateness.append((time.perf_counter() - asked - TICK_S) * 1000)
+    return lateness
+
+
+async def beside_word_count(sc: Any, seconds: float, lines: int) -> tuple[list[float], int]:
+    from streaming import StreamingContext
+
+    rng = random.Random(7)
+    batches = [[" ".join(rng.choices(VOCABULARY, k=8)) for _ in range(lines)] for _ in range(int(seconds / 0.5) + 20)]
+    done = 0
+
+    def output(rdd: Any) -> None:
+        nonlocal done
+        rdd.collect()
+        done += 1
+
+    async with StreamingContext(sc, 0.5) as ssc:
+        counts = ssc.queueStream(batches).flatMap(lambda line: line.split(" ")).map(lambda w: (w, 1)).reduceByKey(add)
+        counts.foreachRDD(output)
+        await ssc.start_async()
+        await asyncio.sleep(2)  # warm up: Python workers, py4j connections
+        lateness = await ticker(seconds)
+        await ssc.stop_async()
+    return lateness, done
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20.0, help="how long each phase ticks")
+    parser.add_argument("--lines", type=int, default=2000, help="lines per batch")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from streaming.spark import embedded_spark_context
+
+    sc = embedded_spark_context({"spark.ui.enabled": "false"})
+    sc.setLogLevel("ERROR")
+    out: dict[str, Any] = {"load_average_before": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
+                           "tick_ms": TICK_S * 1000}
+    out["idle_loop"] = summary(asyncio.run(ticker(args.seconds)))
+    lateness, batches = asyncio.run(beside_word_count(sc, args.seconds, args.lines))
+    out["beside_word_count"] = {**summary(lateness), "batches": batches, "lines_per_batch": args.lines,
+                                "targets": {"p99_ms": 5, "max_ms": 20}}
+    out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    sc.stop()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
