@@ -82,13 +82,14 @@ class SavedRecipe:
         def resolve(value: Any) -> Any:
             if isinstance(value, StreamRef):
                 return streams[value.index]
-            if isinstance(value, (list, tuple)):
+            if isinstance(value, (list, tuple)) and any(isinstance(v, StreamRef) for v in value):
                 return type(value)(resolve(v) for v in value)
             return value
 
         for call in self.calls:
             target = context if call.target is None else resolve(call.target)
-            result = getattr(target, call.method)(*resolve(call.args), **{k: resolve(v) for k, v in call.kwargs.items()})
+            args = [resolve(v) for v in call.args]
+            result = getattr(target, call.method)(*args, **{k: resolve(v) for k, v in call.kwargs.items()})
             if call.result is not None:
                 if not isinstance(result, stream_type) or call.result != len(streams):
                     raise CheckpointError(f"replaying {call.method} did not make stream {call.result} again")
@@ -110,13 +111,15 @@ class GraphRecipe:
         self._streams: list[Any] = []  # keeps recorded streams alive, so their ids stay theirs
 
     def ref(self, value: Any, stream_type: type) -> Any:
-        """``value`` with every stream (also inside lists and tuples) replaced by a :class:`StreamRef`."""
+        """``value`` with every stream (also in a list or tuple of arguments) replaced by a :class:`StreamRef`."""
         if isinstance(value, stream_type):
             index = self._index.get(id(value))
             if index is None:
                 raise CheckpointError(f"{value!r} was not made through this context's API: it cannot be checkpointed")
             return StreamRef(index)
-        if isinstance(value, (list, tuple)):
+        # Streams come as arguments or in a list or tuple of them (ssc.transform([streams], f)),
+        # never deeper: a queue's list of lists of records is not walked record by record.
+        if isinstance(value, (list, tuple)) and any(isinstance(v, stream_type) for v in value):
             return type(value)(self.ref(v, stream_type) for v in value)
         return value
 
@@ -125,7 +128,7 @@ class GraphRecipe:
         """Record ``target.method(*args, **kwargs)`` that returned ``result`` (``target`` None: the context)."""
         try:
             call_target = None if target is None else self.ref(target, stream_type)
-            call_args = self.ref(args, stream_type)
+            call_args = tuple(self.ref(v, stream_type) for v in args)
             call_kwargs = {k: self.ref(v, stream_type) for k, v in kwargs.items()}
         except CheckpointError:
             call_target, call_args, call_kwargs = None, (), {}

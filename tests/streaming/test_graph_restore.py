@@ -252,3 +252,20 @@ def test_sparks_recoverable_example_keeps_its_output_across_a_kill(tmp_path: Pat
     after = lines(output)
     assert after[:len(before)] == before  # the setup function, which deletes the output, did not run
     assert any("('spark'," in line for line in after[len(before):])  # and the restored graph counts words
+
+
+def test_streams_after_a_function_argument_are_references_too(tmp_path: Path) -> None:
+    """transformWith(func, other) records ``other`` as a reference, so the graph saves and replays with the join intact."""
+    first = offline_context()
+    a, b = first.queueStream([[1]]), first.queueStream([[2]])
+    a.transformWith(lambda x, y: x, b).foreachRDD(print)
+    call = first._env.recipe.calls[2]
+    assert call.method == "transformWith" and call.args[1].index == 1
+    assert first._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[]) is None
+    recipe = load_recipe(tmp_path)
+    assert recipe is not None
+    second = offline_context()
+    recipe.replay(second, StreamNode)
+    assert shape(second) == shape(first)
+    joined = second._graph.output_streams[0]._parents[0]  # type: ignore[attr-defined]
+    assert list(joined._parents) == second._graph.input_streams
