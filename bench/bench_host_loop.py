@@ -76,14 +76,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0, help="how long each phase ticks")
     parser.add_argument("--lines", type=int, default=2000, help="lines per batch")
+    parser.add_argument("--switch-interval-ms", type=float, default=None,
+                        help="sys.setswitchinterval for the run (Python's default: 5 ms): how long a thread holding "
+                             "the GIL keeps it from the event loop's thread at most")
     args = parser.parse_args()
+    if args.switch_interval_ms is not None:
+        sys.setswitchinterval(args.switch_interval_ms / 1000)
     sys.path.insert(0, str(ROOT))
     from streaming.spark import embedded_spark_context
 
     sc = embedded_spark_context({"spark.ui.enabled": "false"})
     sc.setLogLevel("ERROR")
     out: dict[str, Any] = {"load_average_before": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
-                           "tick_ms": TICK_S * 1000}
+                           "tick_ms": TICK_S * 1000, "switch_interval_ms": sys.getswitchinterval() * 1000}
     out["idle_loop"] = summary(asyncio.run(ticker(args.seconds)))
     lateness, batches = asyncio.run(beside_word_count(sc, args.seconds, args.lines))
     out["beside_word_count"] = {**summary(lateness), "batches": batches, "lines_per_batch": args.lines,
