@@ -1,13 +1,18 @@
-"""Shared fixtures: one local Spark for the whole test run."""
+"""Shared fixtures: one local Spark for the whole test run; every ``@pytest.mark.anyio`` test on both backends."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import shutil
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
+
+from tests.anyio_support import BACKENDS, HANG_GUARD_S
 
 SPARK_TEST_CONF = {
     "spark.master": "local[2]",
@@ -35,3 +40,29 @@ def spark_context() -> Iterator[Any]:
     sc.setLogLevel("ERROR")
     yield sc
     sc.stop()
+
+
+@pytest.fixture(params=BACKENDS)
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The backend of an ``@pytest.mark.anyio`` test: each runs on asyncio and on trio, and a missing trio fails, not skips."""
+    backend: str = request.param
+    return backend
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[object]:
+    """Give ``@pytest.mark.anyio`` tests the real-time hang guard ``run()`` gives the sync ones (anyio's plugin runs them)."""
+    test = pyfuncitem.obj
+    if "anyio_backend" not in pyfuncitem.funcargs or not inspect.iscoroutinefunction(test):
+        return (yield)
+
+    @functools.wraps(test)
+    async def guarded(**kwargs: Any) -> None:
+        with anyio.fail_after(HANG_GUARD_S):
+            await test(**kwargs)
+
+    pyfuncitem.obj = guarded
+    try:
+        return (yield)
+    finally:
+        pyfuncitem.obj = test

@@ -204,7 +204,8 @@ def test_each_listener_receives_every_event_in_posting_order(backend: str) -> No
     run(backend, body)
 
 
-def test_a_streaming_listener_receives_only_the_callbacks_it_overrides() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_streaming_listener_receives_only_the_callbacks_it_overrides(backend: str) -> None:
     """Overridden callbacks (sync or async) get their events; the others are skipped without failing."""
 
     class Partial(StreamingListener):
@@ -229,10 +230,11 @@ def test_a_streaming_listener_receives_only_the_callbacks_it_overrides() -> None
         stats = bus.statistics()
         assert (stats.posted, stats.failed, stats.queued, stats.dropped) == (9, 0, 0, 0)
 
-    run("asyncio", body)
+    run(backend, body)
 
 
-def test_every_callback_of_a_streaming_listener_is_routed_by_event_type() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_callback_of_a_streaming_listener_is_routed_by_event_type(backend: str) -> None:
     """Each event type reaches its own on_* callback of a listener that overrides them all."""
     calls: list[tuple[str, type]] = []
 
@@ -256,11 +258,12 @@ def test_every_callback_of_a_streaming_listener_is_routed_by_event_type() -> Non
             for event in one_of_each_event():
                 await bus.post(event)
 
-    run("asyncio", body)
+    run(backend, body)
     assert calls == list(zip(names, [type(e) for e in one_of_each_event()], strict=True))
 
 
-def test_an_object_with_on_callbacks_is_a_listener_without_subclassing() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_object_with_on_callbacks_is_a_listener_without_subclassing(backend: str) -> None:
     """A duck-typed object gets the events it has on_* methods for and nothing else."""
 
     class Duck:
@@ -282,10 +285,11 @@ def test_an_object_with_on_callbacks_is_a_listener_without_subclassing() -> None
                 await bus.post(event)
         assert duck.got == [StreamingStarted, BatchStarted]
 
-    run("asyncio", body)
+    run(backend, body)
 
 
-def test_callable_listeners_of_every_shape_receive_every_event() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_callable_listeners_of_every_shape_receive_every_event(backend: str) -> None:
     """Functions, async functions, async __call__ objects and partials of async functions all get every event."""
     seen: dict[str, list[int]] = {"func": [], "async func": [], "async object": [], "partial": []}
 
@@ -312,7 +316,7 @@ def test_callable_listeners_of_every_shape_receive_every_event() -> None:
             for n in range(5):
                 await bus.post(ev(n))
 
-    run("asyncio", body)
+    run(backend, body)
     assert seen == {key: [0, 1, 2, 3, 4] for key in seen}
 
 
@@ -340,7 +344,8 @@ def test_a_slow_listener_does_not_delay_the_others(backend: str) -> None:
 # -- failing listeners --
 
 
-def test_a_raising_listener_is_logged_with_its_name_and_stays_registered() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_raising_listener_is_logged_with_its_name_and_stays_registered(backend: str) -> None:
     """A listener that raises is logged (error, with traceback) under its name; it keeps getting events and so do the others."""
 
     async def failing_async(event: StreamingStarted) -> None:
@@ -368,7 +373,7 @@ def test_a_raising_listener_is_logged_with_its_name_and_stays_registered() -> No
         assert (stats.posted, stats.delivered, stats.failed) == (3, 5, 4)
 
     with capture_logs() as logs:
-        run("asyncio", body)
+        run(backend, body)
     failures = [e for e in logs if e["event"] == "listener raised; it stays registered"]
     assert failures[0] == {
         "event": "listener raised; it stays registered",
@@ -384,7 +389,8 @@ def test_a_raising_listener_is_logged_with_its_name_and_stays_registered() -> No
 # -- overflow: DROP --
 
 
-def test_drop_policy_counts_drops_and_warns_once_naming_the_slow_listener() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_drop_policy_counts_drops_and_warns_once_naming_the_slow_listener(backend: str) -> None:
     """With a full queue, DROP never waits: it drops for that listener only, counts it, and warns once with its name."""
 
     async def body() -> None:
@@ -406,7 +412,7 @@ def test_drop_policy_counts_drops_and_warns_once_naming_the_slow_listener() -> N
         assert bus.statistics().delivered == 13
 
     with capture_logs() as logs:
-        run("asyncio", body)
+        run(backend, body)
     assert logs == [
         {
             "event": "dropping events for a slow listener: its queue is full",
@@ -462,7 +468,8 @@ def test_block_policy_makes_post_wait_for_room_and_never_drops(backend: str) -> 
     run(backend, body)
 
 
-def test_an_event_a_blocked_post_hands_over_counts_as_queued_until_delivered() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_event_a_blocked_post_hands_over_counts_as_queued_until_delivered(backend: str) -> None:
     """Under BLOCK, an event taken from a waiting post is counted as queued at once, so queued never undercounts."""
 
     async def body() -> None:
@@ -489,10 +496,11 @@ def test_an_event_a_blocked_post_hands_over_counts_as_queued_until_delivered() -
         # at 2's entry only 2.
         assert queued_at_entry == [3, 2, 1]
 
-    run("asyncio", body)
+    run(backend, body)
 
 
-def test_removing_a_listener_while_a_post_waits_for_it_lets_the_post_finish_for_the_others() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_removing_a_listener_while_a_post_waits_for_it_lets_the_post_finish_for_the_others(backend: str) -> None:
     """Under BLOCK, removing the listener a post waits for ends the wait; the remaining listeners still get the event."""
 
     async def body() -> None:
@@ -520,7 +528,7 @@ def test_removing_a_listener_while_a_post_waits_for_it_lets_the_post_finish_for_
         assert numbers(slow.events) == [0, 1]
         assert bus.statistics().listeners[-1] == ListenerStatistics("Gated", queued=0, delivered=2, failed=0, dropped=0)
 
-    run("asyncio", body)
+    run(backend, body)
 
 
 # -- waiting and closing --
@@ -555,7 +563,8 @@ def test_wait_delivered_waits_until_every_posted_event_reached_every_listener(ba
     run(backend, body)
 
 
-def test_wait_delivered_does_not_wait_for_dropped_events() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_wait_delivered_does_not_wait_for_dropped_events(backend: str) -> None:
     """Events dropped under DROP are not waited for (they are counted instead)."""
 
     async def body() -> None:
@@ -571,7 +580,7 @@ def test_wait_delivered_does_not_wait_for_dropped_events() -> None:
             assert bus.statistics().dropped == 3
 
     with capture_logs():
-        run("asyncio", body)
+        run(backend, body)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -599,7 +608,8 @@ def test_close_delivers_everything_already_queued(backend: str) -> None:
     run(backend, body)
 
 
-def test_events_posted_after_close_are_ignored_with_a_warning() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_events_posted_after_close_are_ignored_with_a_warning(backend: str) -> None:
     """After close, post delivers nothing, does not count the event, and logs a warning; close is idempotent."""
 
     async def body() -> None:
@@ -615,7 +625,7 @@ def test_events_posted_after_close_are_ignored_with_a_warning() -> None:
         assert bus.statistics().posted == 1
 
     with capture_logs() as logs:
-        run("asyncio", body)
+        run(backend, body)
     assert logs == [
         {
             "event": "event posted after the bus was closed; ignored",
@@ -634,7 +644,8 @@ def test_a_closed_bus_takes_no_new_listener() -> None:
         bus.add_listener(Recorder())
 
 
-def test_a_bus_runs_once_at_a_time() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_bus_runs_once_at_a_time(backend: str) -> None:
     """A second concurrent run is refused."""
 
     async def body() -> None:
@@ -643,7 +654,7 @@ def test_a_bus_runs_once_at_a_time() -> None:
             with raises_exactly(StreamingStateError, "the listener bus is already running"):
                 await bus.run()
 
-    run("asyncio", body)
+    run(backend, body)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -667,7 +678,8 @@ def test_a_listener_added_while_running_gets_events_posted_after_it_joined(backe
     run(backend, body)
 
 
-def test_events_queued_before_run_are_delivered_once_it_starts() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_events_queued_before_run_are_delivered_once_it_starts(backend: str) -> None:
     """Posting before run queues events; run delivers them."""
 
     async def body() -> None:
@@ -679,13 +691,14 @@ def test_events_queued_before_run_are_delivered_once_it_starts() -> None:
             await bus.wait_delivered()
             assert numbers(listener.events) == [0]
 
-    run("asyncio", body)
+    run(backend, body)
 
 
 # -- removing listeners --
 
 
-def test_remove_listener_stops_new_events_but_delivers_what_was_queued() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_remove_listener_stops_new_events_but_delivers_what_was_queued(backend: str) -> None:
     """A removed listener gets no new events; events already queued still reach it, and wait_delivered waits for them."""
 
     async def body() -> None:
@@ -717,7 +730,7 @@ def test_remove_listener_stops_new_events_but_delivers_what_was_queued() -> None
             assert stats.listeners[-1] == ListenerStatistics("Gated", queued=0, delivered=3, failed=0, dropped=0)
             assert (stats.posted, stats.delivered, stats.queued) == (4, 7, 0)
 
-    run("asyncio", body)
+    run(backend, body)
 
 
 def test_removing_an_unknown_listener_is_an_error() -> None:
@@ -763,7 +776,8 @@ def test_current_listener_names_the_listener_whose_callback_is_running(backend: 
 # -- the scheduler-facing side --
 
 
-def test_scheduler_notifications_become_snapshot_events() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scheduler_notifications_become_snapshot_events(backend: str) -> None:
     """The JobSchedulerListener methods post Spark's events, each carrying a snapshot taken when posted."""
 
     async def body() -> None:
@@ -791,10 +805,11 @@ def test_scheduler_notifications_become_snapshot_events() -> None:
         info = completed.batch_info  # type: ignore[union-attr]
         assert (info.scheduling_delay.milliseconds, info.processing_delay.milliseconds, info.total_delay.milliseconds) == (10, 30, 40)
 
-    run("asyncio", body)
+    run(backend, body)
 
 
-def test_scheduler_notifications_nobody_listens_for_are_not_posted() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scheduler_notifications_nobody_listens_for_are_not_posted(backend: str) -> None:
     """With only a BatchCompleted listener, the other notifications post nothing (no snapshot is built)."""
 
     class OnlyCompleted(StreamingListener):
@@ -821,10 +836,11 @@ def test_scheduler_notifications_nobody_listens_for_are_not_posted() -> None:
         assert bus.statistics().posted == 1
         assert listener.count == 1
 
-    run("asyncio", body)
+    run(backend, body)
 
 
-def test_statistics_and_repr_summarise_the_bus() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_statistics_and_repr_summarise_the_bus(backend: str) -> None:
     """statistics() is a frozen record of counts; repr summarises listeners and events."""
 
     async def body() -> None:
@@ -842,4 +858,4 @@ def test_statistics_and_repr_summarise_the_bus() -> None:
             slow.gate.set()
 
     with capture_logs():
-        run("asyncio", body)
+        run(backend, body)

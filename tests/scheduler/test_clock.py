@@ -72,18 +72,20 @@ def fake_wall(monkeypatch: pytest.MonkeyPatch) -> FakeWallClock:
     return fake
 
 
-def test_system_clock_sleep_until_a_passed_deadline_returns_now_without_sleeping(fake_wall: FakeWallClock) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_system_clock_sleep_until_a_passed_deadline_returns_now_without_sleeping(backend: str, fake_wall: FakeWallClock) -> None:
     """sleep_until(past) returns the current wall time and never sleeps."""
 
     async def body() -> None:
         assert await SystemClock().sleep_until(Time(9_000)) == Time(10_000)
         assert await SystemClock().sleep_until(Time(10_000)) == Time(10_000)
 
-    run("asyncio", body)
+    run(backend, body)
     assert fake_wall.sleeps == []
 
 
-def test_system_clock_sleep_until_is_a_checkpoint_even_when_the_deadline_has_passed(fake_wall: FakeWallClock) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_system_clock_sleep_until_is_a_checkpoint_even_when_the_deadline_has_passed(backend: str, fake_wall: FakeWallClock) -> None:
     """sleep_until(past) still yields: inside a cancelled scope it raises cancellation."""
 
     async def body() -> None:
@@ -94,10 +96,11 @@ def test_system_clock_sleep_until_is_a_checkpoint_even_when_the_deadline_has_pas
             reached = True
         assert scope.cancelled_caught and not reached
 
-    run("asyncio", body)
+    run(backend, body)
 
 
-def test_system_clock_sleeps_the_remaining_time_and_rechecks_after_an_early_wakeup(fake_wall: FakeWallClock) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_system_clock_sleeps_the_remaining_time_and_rechecks_after_an_early_wakeup(backend: str, fake_wall: FakeWallClock) -> None:
     """sleep_until sleeps for what remains and, woken early, sleeps again until the wall clock reaches the deadline."""
     fake_wall.wake_fraction = 0.5
 
@@ -106,18 +109,19 @@ def test_system_clock_sleeps_the_remaining_time_and_rechecks_after_an_early_wake
         assert woke >= Time(10_400)
         assert woke == Time(fake_wall.now_ms)
 
-    run("asyncio", body)
+    run(backend, body)
     assert fake_wall.sleeps[:2] == [0.4, 0.2]
     assert len(fake_wall.sleeps) > 2
 
 
-def test_system_clock_sleep_is_relative_to_now(fake_wall: FakeWallClock) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_system_clock_sleep_is_relative_to_now(backend: str, fake_wall: FakeWallClock) -> None:
     """SystemClock.sleep(d) sleeps until now + d and returns the time on waking."""
 
     async def body() -> None:
         assert await SystemClock().sleep(Milliseconds(250)) == Time(10_250)
 
-    run("asyncio", body)
+    run(backend, body)
     assert fake_wall.sleeps == [0.25]
 
 
@@ -166,7 +170,8 @@ def test_advance_rejects_a_non_integer_amount() -> None:
         ManualClock().advance(1.5)  # type: ignore[arg-type]
 
 
-def test_manual_clock_repr_shows_time_and_sleepers() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_manual_clock_repr_shows_time_and_sleepers(backend: str) -> None:
     """repr summarises the reading and the parked sleepers."""
 
     async def body() -> None:
@@ -178,7 +183,7 @@ def test_manual_clock_repr_shows_time_and_sleepers() -> None:
             assert repr(clock) == "<ManualClock [7 ms | 1 sleepers]>"
             clock.advance(100)
 
-    run("asyncio", body)
+    run(backend, body)
 
 
 # -- ManualClock: sleeping --

@@ -11,7 +11,7 @@ from scheduler import BatchPlanner, Job, JobSet, ManualClock, Seconds, Time
 from streaming import StreamingRuntime
 from tests.support import ScriptedGraph, noop_job
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
 
 
 class YieldingGraph(ScriptedGraph):

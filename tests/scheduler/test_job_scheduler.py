@@ -20,7 +20,7 @@ from scheduler import Job, JobScheduler, ManualClock, Milliseconds, Seconds, Tim
 from streaming import StreamingRuntime
 from tests.support import Gate, RecordingHook, ScriptedGraph, noop_job, sleeping_job
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
 
 
 def names(recorder: EventRecorder) -> list[str]:
@@ -63,7 +63,7 @@ async def test_one_job_per_output_in_registration_order_with_spark_ids() -> None
     assert [infos[i].name for i in range(3)] == ["a", "b", "c"]
 
 
-async def test_job_id_is_sparks_format() -> None:
+def test_job_id_is_sparks_format() -> None:
     """A job's id is 'streaming job <ms> ms.<n>' once its JobSet numbers it."""
     from scheduler import JobSet
 
@@ -176,9 +176,12 @@ async def test_delays_follow_job_durations_on_the_manual_clock() -> None:
     async with StreamingRuntime(graph, Seconds(1), clock=clock, abandon_after=Milliseconds(0)) as rt:
         rt.add_listener(rec)
         await rt.start()
-        # (advance to, parked sleepers afterwards: the timer, plus the running job)
+        # Advance, then wait until every tick so far is submitted (the generator handles a tick
+        # after the timer has parked again, so parked sleepers alone do not say it) and the timer
+        # and the running job are parked.
         for to in (1000, 2000, 2500, 3000, 4000, 5000, 5500):
             clock.set_time(Time(to))
+            await rec.wait_for(lambda events, ticks=to // 1000: sum(type(e) is BatchSubmitted for e in events) == ticks)
             await clock.wait_for_sleepers(2)
         await rt.listener_bus.wait_delivered()
         got = [(b.batch_time.milliseconds, b.scheduling_delay, b.processing_delay, b.total_delay) for b in rec.completed_batches]
@@ -345,7 +348,7 @@ async def test_scheduler_repr_summarises_state() -> None:
         await rt.stop()
 
 
-async def test_bad_concurrency_and_duration_are_refused() -> None:
+def test_bad_concurrency_and_duration_are_refused() -> None:
     """A non-positive concurrent_jobs or batch duration is refused with a clear message."""
     graph = ScriptedGraph(lambda t: [])
     with pytest.raises(ValueError, match=r"^concurrent_jobs must be a positive int, got 0$"):

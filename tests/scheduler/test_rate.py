@@ -12,7 +12,7 @@ from scheduler import InvalidPipelineError, ManualClock, StreamInputInfo, Time
 from scheduler._rate import PIDRateEstimator, RateController, RateLimiter
 from tests.anyio_support import raises_exactly, settle
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
 
 
 # -- PIDRateEstimator --
@@ -28,13 +28,13 @@ pytestmark = pytest.mark.asyncio
         ((1000, 1.0, 0.2, 0.0, 0.0), "Minimum rate in PIDRateEstimator should be > 0"),
     ],
 )
-async def test_pid_parameters_are_checked_with_sparks_messages(args: tuple[Any, ...], message: str) -> None:
+def test_pid_parameters_are_checked_with_sparks_messages(args: tuple[Any, ...], message: str) -> None:
     """Each out-of-range parameter raises Spark's require() message."""
     with raises_exactly(InvalidPipelineError, f"requirement failed: {message}"):
         PIDRateEstimator(*args)
 
 
-async def test_the_first_batch_calibrates_and_later_ones_follow_the_processing_rate() -> None:
+def test_the_first_batch_calibrates_and_later_ones_follow_the_processing_rate() -> None:
     """kp=1 and no backlog: the new rate is the measured processing rate; the first batch only sets it."""
     pid = PIDRateEstimator(1000, 1.0, 0.0, 0.0, 10)
     assert pid.compute(10, 1000, 1000, 0) is None  # 1000 records/s measured, nothing returned
@@ -42,7 +42,7 @@ async def test_the_first_batch_calibrates_and_later_ones_follow_the_processing_r
     assert pid.compute(30, 500, 1000, 0) == pytest.approx(500)
 
 
-async def test_the_integral_term_takes_the_backlog_off_the_rate() -> None:
+def test_the_integral_term_takes_the_backlog_off_the_rate() -> None:
     """historicalError = schedulingDelay x processingRate / interval, weighted by ki (0.2)."""
     pid = PIDRateEstimator(1000, 1.0, 0.2, 0.0, 10)
     pid.compute(10, 1000, 1000, 0)
@@ -50,14 +50,14 @@ async def test_the_integral_term_takes_the_backlog_off_the_rate() -> None:
     assert pid.compute(20, 2000, 1000, 500) == pytest.approx(1800)
 
 
-async def test_the_rate_never_goes_below_the_minimum() -> None:
+def test_the_rate_never_goes_below_the_minimum() -> None:
     """A collapsing processing rate bottoms out at minRate."""
     pid = PIDRateEstimator(1000, 1.0, 0.2, 0.0, 100)
     pid.compute(10, 1000, 1000, 0)
     assert pid.compute(20, 1, 1000, 5000) == 100
 
 
-async def test_batches_without_records_or_time_or_out_of_order_are_skipped() -> None:
+def test_batches_without_records_or_time_or_out_of_order_are_skipped() -> None:
     """No records, no processing time, or an end time not after the last: None, and the state is unchanged."""
     pid = PIDRateEstimator(1000, 1.0, 0.0, 0.0, 10)
     assert pid.compute(10, 0, 1000, 0) is None
@@ -145,7 +145,7 @@ def completed(stream_records: dict[int, int], *, start: int | None = 1000, end: 
     return BatchCompleted(info)
 
 
-async def test_the_controller_publishes_the_estimate_for_its_own_stream_only() -> None:
+def test_the_controller_publishes_the_estimate_for_its_own_stream_only() -> None:
     """Batches without this stream's input info or without processing times are skipped; others feed the estimator."""
     published: list[float] = []
     controller = RateController(1, PIDRateEstimator(1000, 1.0, 0.0, 0.0, 10), published.append)

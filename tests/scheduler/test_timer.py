@@ -229,13 +229,14 @@ def test_a_timer_catching_up_still_lets_other_tasks_run(backend: str) -> None:
     run(backend, body)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=60, deadline=None)
 @given(
     start=st.integers(-(10**6), 10**6),
     period=st.integers(1, 500),
     advances=st.lists(st.integers(0, 1500), max_size=6),
 )
-def test_ticks_are_exactly_the_grid_points_reached_for_any_advances(start: int, period: int, advances: list[int]) -> None:
+def test_ticks_are_exactly_the_grid_points_reached_for_any_advances(backend: str, start: int, period: int, advances: list[int]) -> None:
     """After any sequence of advances, the ticks fired are exactly the grid points <= now, in order, each once."""
 
     async def body() -> None:
@@ -252,7 +253,7 @@ def test_ticks_are_exactly_the_grid_points_reached_for_any_advances(start: int, 
                 assert timer.next_tick == Time(now // period * period + period)
             await timer.stop(one_more_tick=False)
 
-    anyio.run(body)
+    run(backend, body)
 
 
 # -- stopping --
@@ -396,7 +397,8 @@ def test_cancelling_the_host_ends_the_timer_without_another_tick(backend: str) -
     run(backend, body)
 
 
-def test_a_failing_callback_ends_the_timer_and_propagates_from_run() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failing_callback_ends_the_timer_and_propagates_from_run(backend: str) -> None:
     """An exception from the callback propagates out of run and leaves the timer stopped."""
 
     async def body() -> None:
@@ -411,10 +413,11 @@ def test_a_failing_callback_ends_the_timer_and_propagates_from_run() -> None:
         assert timer.last_tick is None and timer.next_tick is None
         assert await timer.stop(one_more_tick=True) is None
 
-    run("asyncio", body)
+    run(backend, body)
 
 
-def test_start_and_stop_are_logged_with_the_timers_identity() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_start_and_stop_are_logged_with_the_timers_identity(backend: str) -> None:
     """The timer logs its start (first tick, period) and stop (last tick), bound to its component and name."""
 
     async def body() -> None:
@@ -427,7 +430,7 @@ def test_start_and_stop_are_logged_with_the_timers_identity() -> None:
             await timer.stop(one_more_tick=False)
 
     with capture_logs() as logs:
-        run("asyncio", body)
+        run(backend, body)
     assert logs == [
         {"event": "timer started", "log_level": "debug", "component": "RecurringTimer", "timer": "JobGenerator",
          "first_tick": 100, "period_ms": 100},

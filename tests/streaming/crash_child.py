@@ -1,6 +1,6 @@
 """The process the crash test kills: a directory-to-FileSink pipeline, checkpointed, on the system clock.
 
-Usage: ``python tests/streaming/crash_child.py IN OUT CHECKPOINT run|drain INTERVAL_MS``.
+Usage: ``python tests/streaming/crash_child.py IN OUT CHECKPOINT run|drain INTERVAL_MS asyncio|trio``.
 
 ``run`` processes on the batch grid until it is killed (or for at most ``MAX_RUN_S``); ``drain``
 uses the AvailableNow trigger and exits once everything is processed. With
@@ -88,4 +88,4 @@ if __name__ == "__main__":
                         logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     source, out, checkpoint = (Path(a) for a in sys.argv[1:4])
     install_kill_point(checkpoint.parent / "kills.log", out)
-    anyio.run(main, source, out, checkpoint, sys.argv[4], int(sys.argv[5]))
+    anyio.run(main, source, out, checkpoint, sys.argv[4], int(sys.argv[5]), backend=sys.argv[6])

@@ -22,8 +22,10 @@ import pytest
 
 from scheduler import CheckpointError, ManualClock
 from streaming import DStream, StreamingContext
+from tests.anyio_support import BACKENDS
 
-pytestmark = pytest.mark.spark
+# The runtime drives Spark from either backend; each program run here runs on the test's one.
+pytestmark = [pytest.mark.spark, pytest.mark.parametrize("backend", BACKENDS)]
 
 INTERVAL_MS = 1000
 
@@ -64,7 +66,7 @@ async def drive(ssc: StreamingContext, clock: ManualClock, batches: int) -> None
 
 
 def run_program(sc: Any, directory: Path, clock: ManualClock, batches: int, build: Callable[[StreamingContext], None],
-                *, resume: bool) -> None:
+                *, resume: bool, backend: str) -> None:
     def setup() -> StreamingContext:
         ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
         build(ssc)
@@ -74,7 +76,7 @@ def run_program(sc: Any, directory: Path, clock: ManualClock, batches: int, buil
     # restoreGraph=False: each run's program is built anew (with this run's clock and output collector), and
     # resumes the checkpoint's logs and state; restoring the saved graph itself is tested in test_graph_restore.py.
     ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
-    anyio.run(drive, ssc, clock, batches)
+    anyio.run(drive, ssc, clock, batches, backend=backend)
 
 
 WORDS = [["a", "b"], ["a"], ["b", "c"], ["a", "a"], ["c"], ["b"], ["a", "c"], ["b", "b"]]
@@ -91,52 +93,57 @@ def queue_program(sc: Any, run: Run) -> Callable[[StreamingContext], None]:
     return build
 
 
-def test_a_failed_batch_reruns_with_its_input_and_state_continues_from_the_snapshot(spark_context: Any, tmp_path: Path) -> None:
+def test_a_failed_batch_reruns_with_its_input_and_state_continues_from_the_snapshot(
+        spark_context: Any, tmp_path: Path, backend: str) -> None:
     """Batches 1-5 run, 5 fails; the resumed run re-runs 5 with the same queue item and state, then 6-8."""
     first = Run(fail_at=5 * INTERVAL_MS)
     clock = ManualClock(0)
-    run_program(spark_context, tmp_path / "ck", clock, 5, queue_program(spark_context, first), resume=False)
+    run_program(spark_context, tmp_path / "ck", clock, 5, queue_program(spark_context, first), resume=False, backend=backend)
     assert sorted(first.outputs) == [1000, 2000, 3000, 4000]
     assert (tmp_path / "ck" / "offsets" / "4").exists() and not (tmp_path / "ck" / "commits" / "4").exists()
     assert sorted(os.listdir(tmp_path / "ck" / "state" / "0")) == ["2", "4", "stream.json"]  # after batches 2 and 4
 
     second = Run()
-    run_program(spark_context, tmp_path / "ck", ManualClock(clock.now()), 3, queue_program(spark_context, second), resume=True)
+    run_program(spark_context, tmp_path / "ck", ManualClock(clock.now()), 3, queue_program(spark_context, second),
+                resume=True, backend=backend)
     assert sorted(second.outputs) == [5000, 6000, 7000, 8000]
     assert {**first.outputs, **second.outputs} == expected_counts(range(1, 9))
 
 
-def test_batches_whose_time_passed_while_down_run_at_restart(spark_context: Any, tmp_path: Path) -> None:
+def test_batches_whose_time_passed_while_down_run_at_restart(spark_context: Any, tmp_path: Path, backend: str) -> None:
     """Resumed 3 intervals late, the context generates the 3 missed batch times before new ones, on the same grid."""
     first = Run()
-    run_program(spark_context, tmp_path / "ck", ManualClock(0), 3, queue_program(spark_context, first), resume=False)
+    run_program(spark_context, tmp_path / "ck", ManualClock(0), 3, queue_program(spark_context, first), resume=False, backend=backend)
     second = Run()
     # Down from 3 s to 6 s: batches 4, 5 and 6 are due at once when the context starts; then one more.
-    run_program(spark_context, tmp_path / "ck", ManualClock(6 * INTERVAL_MS), 1, queue_program(spark_context, second), resume=True)
+    run_program(spark_context, tmp_path / "ck", ManualClock(6 * INTERVAL_MS), 1, queue_program(spark_context, second),
+                resume=True, backend=backend)
     assert sorted(second.outputs) == [4000, 5000, 6000, 7000]
     assert {**first.outputs, **second.outputs} == expected_counts(range(1, 8))
 
 
-def test_without_get_or_create_a_context_starts_afresh_and_moves_the_old_logs_aside(spark_context: Any, tmp_path: Path) -> None:
+def test_without_get_or_create_a_context_starts_afresh_and_moves_the_old_logs_aside(
+        spark_context: Any, tmp_path: Path, backend: str) -> None:
     """Spark's rule: only getOrCreate recovers. A plain start keeps the old logs under superseded-*/ and starts at batch 0."""
-    run_program(spark_context, tmp_path, ManualClock(0), 2, queue_program(spark_context, Run()), resume=False)
+    run_program(spark_context, tmp_path, ManualClock(0), 2, queue_program(spark_context, Run()), resume=False, backend=backend)
     again = Run()
-    run_program(spark_context, tmp_path, ManualClock(50 * INTERVAL_MS), 2, queue_program(spark_context, again), resume=False)
+    run_program(spark_context, tmp_path, ManualClock(50 * INTERVAL_MS), 2, queue_program(spark_context, again),
+                resume=False, backend=backend)
     superseded = [p for p in tmp_path.iterdir() if p.name.startswith("superseded-")]
     assert len(superseded) == 1 and sorted(os.listdir(superseded[0] / "offsets")) == ["0", "1"]
     assert sorted(again.outputs) == [51_000, 52_000]
     assert again.outputs[51_000] == [("a", 1), ("b", 1)]  # the state started over
 
 
-def test_resuming_with_another_kind_of_input_names_the_input_and_the_file(spark_context: Any, tmp_path: Path) -> None:
+def test_resuming_with_another_kind_of_input_names_the_input_and_the_file(spark_context: Any, tmp_path: Path, backend: str) -> None:
     """The checkpoint recorded a queue stream; a program that now reads files is refused at start."""
-    run_program(spark_context, tmp_path, ManualClock(0), 1, queue_program(spark_context, Run()), resume=False)
+    run_program(spark_context, tmp_path, ManualClock(0), 1, queue_program(spark_context, Run()), resume=False, backend=backend)
 
     def files(ssc: StreamingContext) -> None:
         running_counts(ssc, ssc.textFileStream(str(tmp_path / "in")), Run())
 
     with pytest.raises(CheckpointError, match=r"input 0 was 'queue' \(kind\) .* and is 'file' now") as info:
-        run_program(spark_context, tmp_path, ManualClock(2000), 1, files, resume=True)
+        run_program(spark_context, tmp_path, ManualClock(2000), 1, files, resume=True, backend=backend)
     assert info.value.path == str(tmp_path / "sources" / "0" / "stream.json")
 
 
@@ -150,7 +157,7 @@ def write_file(directory: Path, name: str, lines: list[str], mtime_ms: int) -> N
 
 
 def test_a_file_stream_replays_a_batchs_logged_files_and_takes_files_that_arrived_while_down(
-        spark_context: Any, tmp_path: Path) -> None:
+        spark_context: Any, tmp_path: Path, backend: str) -> None:
     """The re-run batch reads exactly its logged files, though a new file now fits its time too; later files follow."""
     base = (int(_time.time() * 1000) // INTERVAL_MS - 1000) * INTERVAL_MS  # a grid time in the recent past
     watched = tmp_path / "in"
@@ -166,7 +173,7 @@ def test_a_file_stream_replays_a_batchs_logged_files_and_takes_files_that_arrive
     first = Run(fail_at=base + 2 * INTERVAL_MS)
     write_file(watched, "f1.txt", ["a", "b"], base + 500)
     write_file(watched, "f2.txt", ["a"], base + 1500)
-    run_program(spark_context, ck, clock, 2, program(first), resume=False)
+    run_program(spark_context, ck, clock, 2, program(first), resume=False, backend=backend)
     assert first.outputs == {base + 1000: [("a", 1), ("b", 1)]}
     log = (ck / "sources" / "0" / "1").read_text().splitlines()
     assert log[0] == "v1" and json.loads(log[1])["path"].endswith("/f2.txt")
@@ -176,7 +183,7 @@ def test_a_file_stream_replays_a_batchs_logged_files_and_takes_files_that_arrive
     write_file(watched, "f3.txt", ["c"], base + 1700)
     write_file(watched, "f4.txt", ["b"], base + 2500)
     second = Run()
-    run_program(spark_context, ck, ManualClock(base + 3 * INTERVAL_MS), 0, program(second), resume=True)
+    run_program(spark_context, ck, ManualClock(base + 3 * INTERVAL_MS), 0, program(second), resume=True, backend=backend)
     assert second.outputs[base + 2000] == [("a", 2), ("b", 1)]  # exactly f2, as logged
     assert second.outputs[base + 3000] == [("a", 2), ("b", 2), ("c", 1)]  # f3 and f4, late f3 included
 
@@ -184,7 +191,7 @@ def test_a_file_stream_replays_a_batchs_logged_files_and_takes_files_that_arrive
 # -- receivers: the write-ahead log --
 
 
-def test_an_async_source_s_records_are_logged_and_a_failed_batch_replays_them(spark_context: Any, tmp_path: Path) -> None:
+def test_an_async_source_s_records_are_logged_and_a_failed_batch_replays_them(spark_context: Any, tmp_path: Path, backend: str) -> None:
     """Records of the failed batch come back from the receiver's blocks, though the new source yields other records."""
     ck = tmp_path / "ck"
 
@@ -198,18 +205,19 @@ def test_an_async_source_s_records_are_logged_and_a_failed_batch_replays_them(sp
         return build
 
     first = Run(fail_at=1 * INTERVAL_MS)
-    run_program(spark_context, ck, ManualClock(0), 1, program(first, ["a", "b", "a"]), resume=False)
+    run_program(spark_context, ck, ManualClock(0), 1, program(first, ["a", "b", "a"]), resume=False, backend=backend)
     assert first.outputs == {}
     blocks = sorted(int(n) for n in os.listdir(ck / "sources" / "0") if n.isdigit())
     assert blocks, "the records were written to the write-ahead log"
 
     second = Run()
-    run_program(spark_context, ck, ManualClock(INTERVAL_MS), 1, program(second, ["c"]), resume=True)
+    run_program(spark_context, ck, ManualClock(INTERVAL_MS), 1, program(second, ["c"]), resume=True, backend=backend)
     assert second.outputs == {1000: [("a", 2), ("b", 1)], 2000: [("a", 2), ("b", 1), ("c", 1)]}
 
 
 
-def test_windows_over_batches_before_the_restart_are_rebuilt_from_the_logged_input(spark_context: Any, tmp_path: Path) -> None:
+def test_windows_over_batches_before_the_restart_are_rebuilt_from_the_logged_input(
+        spark_context: Any, tmp_path: Path, backend: str) -> None:
     """An inverse-reduced window (state snapshot plus the batches leaving it) and a plain window both match an uninterrupted run."""
     from operator import add, sub
 
@@ -223,19 +231,20 @@ def test_windows_over_batches_before_the_restart_are_rebuilt_from_the_logged_inp
         return build
 
     reference, reference_windows = Run(), Run()
-    run_program(spark_context, tmp_path / "reference", ManualClock(0), 8, program(reference, reference_windows), resume=False)
+    run_program(spark_context, tmp_path / "reference", ManualClock(0), 8, program(reference, reference_windows),
+                resume=False, backend=backend)
     first, first_windows = Run(fail_at=6 * INTERVAL_MS), Run()
     clock = ManualClock(0)
-    run_program(spark_context, tmp_path / "ck", clock, 6, program(first, first_windows), resume=False)
+    run_program(spark_context, tmp_path / "ck", clock, 6, program(first, first_windows), resume=False, backend=backend)
     second, second_windows = Run(), Run()
-    run_program(spark_context, tmp_path / "ck", ManualClock(clock.now()), 2, program(second, second_windows), resume=True)
+    run_program(spark_context, tmp_path / "ck", ManualClock(clock.now()), 2, program(second, second_windows), resume=True, backend=backend)
     assert sorted(second.outputs) == [6000, 7000, 8000]
     assert {**first.outputs, **second.outputs} == reference.outputs
     assert {**first_windows.outputs, **second_windows.outputs} == reference_windows.outputs
 
 
 def test_save_as_text_files_keeps_a_complete_batch_and_redoes_one_a_crash_left_half_written(
-        spark_context: Any, tmp_path: Path) -> None:
+        spark_context: Any, tmp_path: Path, backend: str) -> None:
     """A replayed batch finds its directory: with _SUCCESS it is kept (pyspark's skip); without, it is saved again whole."""
     prefix = tmp_path / "out"
     complete = tmp_path / "out-1000"
@@ -253,7 +262,7 @@ def test_save_as_text_files_keeps_a_complete_batch_and_redoes_one_a_crash_left_h
     clock = ManualClock(0)
     ssc = StreamingContext(spark_context, 1, clock=clock)
     build(ssc)
-    anyio.run(drive, ssc, clock, 2)
+    anyio.run(drive, ssc, clock, 2, backend=backend)
 
     def contents(directory: Path) -> list[str]:
         return sorted(line for part in directory.glob("part-*") for line in part.read_text().splitlines())
@@ -262,13 +271,13 @@ def test_save_as_text_files_keeps_a_complete_batch_and_redoes_one_a_crash_left_h
     assert contents(partial) == ["z"] and (partial / "_SUCCESS").exists() and not (partial / "_temporary").exists()
 
 
-def test_a_restart_clears_what_writers_killed_midway_left(spark_context: Any, tmp_path: Path) -> None:
+def test_a_restart_clears_what_writers_killed_midway_left(spark_context: Any, tmp_path: Path, backend: str) -> None:
     """Hidden temporary entries of an input log and an unfinished state snapshot are removed when the checkpoint is opened."""
-    run_program(spark_context, tmp_path, ManualClock(0), 2, queue_program(spark_context, Run()), resume=False)
+    run_program(spark_context, tmp_path, ManualClock(0), 2, queue_program(spark_context, Run()), resume=False, backend=backend)
     partial_snapshot = tmp_path / "state" / "0" / ".9.deadbeef.tmp"
     (partial_snapshot / "part-00000").parent.mkdir(parents=True)
     (partial_snapshot / "part-00000").write_bytes(b"half")
     partial_entry = tmp_path / "sources" / "0" / ".stream.json.cafe.tmp"
     partial_entry.write_text("{")
-    run_program(spark_context, tmp_path, ManualClock(2 * INTERVAL_MS), 1, queue_program(spark_context, Run()), resume=True)
+    run_program(spark_context, tmp_path, ManualClock(2 * INTERVAL_MS), 1, queue_program(spark_context, Run()), resume=True, backend=backend)
     assert not partial_snapshot.exists() and not partial_entry.exists()

@@ -25,7 +25,7 @@ from streaming import Batch, ListSource, Pipeline, StreamingRuntime
 from tests.anyio_support import raises_exactly
 from tests.support import Gate, ScriptedGraph, wait_until
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
 
 RECORDS = list("abcdefghij")
 

@@ -105,7 +105,7 @@ class SlowListSource(ListSource):
         return await super().latest_offset()
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_progress_numbers_add_up() -> None:
     """Phases sum to triggerExecution; rows and rates follow Spark's formulas (first input rate 0, then rows per second)."""
     clock = VirtualClock(0)
@@ -136,7 +136,7 @@ async def test_progress_numbers_add_up() -> None:
     assert second.sources[0].start_offset == "2" and second.sink.description.startswith("work at ")
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_recent_progress_keeps_one_fewer_than_the_bound(tmp_path: Path) -> None:
     """numRecentProgressUpdates=3 keeps the newest 2 entries, as Spark's buffer does; lastProgress is the newest."""
     p, _ = pipeline(Recorder())
@@ -151,7 +151,7 @@ async def test_recent_progress_keeps_one_fewer_than_the_bound(tmp_path: Path) ->
         await rt.stop()
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_query_events_bracket_the_progress_of_a_run(tmp_path: Path) -> None:
     """A run posts QueryStarted, one QueryProgress per batch and QueryTerminated (no exception) with its ids."""
     p, _ = pipeline(Recorder())
@@ -170,7 +170,7 @@ async def test_query_events_bracket_the_progress_of_a_run(tmp_path: Path) -> Non
     assert (terminated.id, terminated.run_id, terminated.exception) == (rt.id, rt.run_id, None)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_a_failed_query_reports_its_exception_at_termination(tmp_path: Path) -> None:
     """QueryTerminated carries the failure with its traceback; the status says 'Terminated with exception'."""
     p, _ = pipeline(Recorder(fail_at={1000}))
@@ -188,7 +188,7 @@ async def test_a_failed_query_reports_its_exception_at_termination(tmp_path: Pat
     assert "RuntimeError: boom at 1000" in terminated.exception and "Traceback" in terminated.exception
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_status_follows_the_query(tmp_path: Path) -> None:
     """Status is 'Initializing StreamExecution' before start, 'Waiting for next trigger' between batches, 'Stopped' after."""
     p, _ = pipeline(Recorder())
@@ -202,7 +202,7 @@ async def test_status_follows_the_query(tmp_path: Path) -> None:
         assert rt.status == StreamingQueryStatus("Stopped", False, False)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_process_all_available_returns_after_a_batch_without_new_data(tmp_path: Path) -> None:
     """process_all_available() returns once a batch planned after the call found nothing new and has finished."""
     p, _ = pipeline(Recorder(), records=list("abcde"))
@@ -225,7 +225,7 @@ async def test_process_all_available_returns_after_a_batch_without_new_data(tmp_
         await rt.process_all_available()  # not active: returns at once
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_an_idle_trigger_after_batches_posts_a_query_idle_event(tmp_path: Path) -> None:
     """AvailableNow's final no-data trigger records idle progress and, after executed batches, posts QueryIdle."""
     p, _ = pipeline(Recorder(), records=list("ab"))

@@ -12,7 +12,7 @@ from streaming import Batch, ListSource, Pipeline, StreamingRuntime, Trigger
 from tests.anyio_support import raises_exactly
 from tests.streaming.test_recovery import Recorder, advance, ids, pipeline
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
 
 
 async def test_once_runs_one_batch_with_everything_then_stops(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ async def test_a_processing_time_restart_follows_trigger_driven_batches(tmp_path
         (Trigger.AVAILABLE_NOW, "Async progress tracking cannot be used with AvailableNow trigger"),
     ],
 )
-async def test_async_tracking_refuses_once_and_available_now(trigger: Trigger, message: str) -> None:
+def test_async_tracking_refuses_once_and_available_now(trigger: Trigger, message: str) -> None:
     """Async progress tracking with a Once or AvailableNow trigger is refused with Spark's messages."""
     with raises_exactly(InvalidPipelineError, message):
         StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), trigger=trigger,
@@ -147,13 +147,13 @@ async def test_async_tracking_refuses_stateful_pipelines(tmp_path: Path) -> None
          "whole number of batches, got 0"),
     ],
 )
-async def test_bad_options_are_refused(options: dict[str, Any], message: str) -> None:
+def test_bad_options_are_refused(options: dict[str, Any], message: str) -> None:
     """Unknown option names and bad values are refused, naming the option and the rule."""
     with raises_exactly(InvalidPipelineError, message):
         StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), options=options)
 
 
-async def test_option_names_match_case_insensitively() -> None:
+def test_option_names_match_case_insensitively() -> None:
     """Spark's writer options are case-insensitive, and so are ours."""
     rt = StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(),
                           options={"ASYNCPROGRESSTRACKINGENABLED": "TRUE", "asyncprogresstrackingcheckpointintervalms": 250})

@@ -19,9 +19,10 @@ from scheduler import (
     Time,
 )
 from streaming import Batch, Pipeline, StreamingContextState, StreamingRuntime
+from tests.anyio_support import settle
 from tests.support import Gate, RecordingHook, ScriptedGraph, noop_job, wait_until
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.anyio
 
 
 def one_output_pipeline(sink: list[int] | None = None) -> Pipeline:
@@ -103,7 +104,7 @@ async def test_start_outside_its_task_group_is_refused() -> None:
         (0.5, r"^batch duration must be a Duration, got float 0.5; pass e.g. Seconds\(1\) or Milliseconds\(500\)$"),
     ],
 )
-async def test_bad_batch_duration_is_refused(duration: object, message: str) -> None:
+def test_bad_batch_duration_is_refused(duration: object, message: str) -> None:
     """A batch duration that is not a positive Duration is refused, naming the value and the fix."""
     with pytest.raises(InvalidDurationError, match=message):
         StreamingRuntime(one_output_pipeline(), duration, clock=ManualClock())  # type: ignore[arg-type]
@@ -174,7 +175,7 @@ async def test_graceful_stop_runs_the_pending_tick_and_drains() -> None:
         await rt.wait_until_idle()
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: rt.stop(graceful=True))
-            await clock.wait_for_sleepers(1)  # the timer, waiting for 3000
+            await settle()  # stop() has asked the timer, parked at 3000, for one more tick
             clock.advance(Seconds(1))
         assert rt.state is StreamingContextState.STOPPED
     assert sink == [1000, 2000, 3000]
@@ -205,7 +206,7 @@ async def test_graceful_stop_times_out_and_abandons() -> None:
         with capture_logs() as logs:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(lambda: rt.stop(graceful=True))
-                await clock.wait_for_sleepers(1)  # the timer waits for 2000
+                await settle()  # stop() has asked the timer, parked at 2000, for one more tick
                 clock.advance(Seconds(1))  # the extra tick fires; batch 2000 queues behind 1000
                 await clock.wait_for_sleepers(1)  # the graceful-stop deadline
                 clock.advance(Seconds(5))
@@ -254,7 +255,7 @@ async def test_job_finishing_within_grace_is_finalised() -> None:
         await gate.wait_started("a")
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: rt.stop(graceful=False))
-            await clock.wait_for_sleepers(1)
+            await settle()  # stop() has ended the timer and waits out the grace period
             gate.open("a")
     assert hook.completed == [1000]
     assert rt.scheduler.pending_times() == []
@@ -323,7 +324,7 @@ async def test_waiter_wakes_on_failure() -> None:
                     caught.append(exc)
 
             tg.start_soon(wait)
-            await clock.wait_for_sleepers(1)
+            await settle()  # the waiter is blocked in await_termination, the timer parked at 1000
             clock.advance(Seconds(1))
         assert [str(e) for e in caught] == ["Error running job streaming job 1000 ms.0: ValueError: sync job failed"]
         await rt.stop()
