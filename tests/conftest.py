@@ -66,3 +66,20 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[object]:
         return (yield)
     finally:
         pyfuncitem.obj = test
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[object]:
+    """A test not marked ``spark`` must not start Spark: the pure suites run without Java, in seconds."""
+    started_before = _spark_running()
+    result = yield
+    if item.get_closest_marker("spark") is None and not started_before and _spark_running():
+        raise AssertionError(f"{item.nodeid} started a SparkContext but is not marked @pytest.mark.spark")
+    return result
+
+
+def _spark_running() -> bool:
+    import sys
+
+    pyspark = sys.modules.get("pyspark")  # not imported: certainly not running (and no import here)
+    return pyspark is not None and pyspark.SparkContext._active_spark_context is not None

@@ -68,10 +68,12 @@ class QueueInputDStream(InputDStream):
             taken = self._items[begin:end]
             # Nothing will read them again: let their RDDs go, as Spark's queue does.
             self._items[begin:end] = [None] * len(taken)
-        sc = self._env.spark_context
         if taken:
-            rdds: list[RDD[Any]] = [sc.parallelize(item) if isinstance(item, list) else item for item in taken]
-            return rdds[0] if len(rdds) == 1 else sc.union(rdds)
+            # The SparkContext only when Spark work is needed: a queue of RDDs hands them out as they are.
+            rdds: list[RDD[Any]] = [self._env.spark_context.parallelize(item) if isinstance(item, list) else item
+                                    for item in taken]
+            return rdds[0] if len(rdds) == 1 else self._env.spark_context.union(rdds)
+        sc = self._env.spark_context
         if self._default is None:
             # One empty single-partition RDD for every empty batch, made once as Spark does: a
             # new one per batch would cost a py4j round trip in every generation.

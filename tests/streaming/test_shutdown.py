@@ -22,6 +22,7 @@ def test_the_first_signal_stops_once_and_puts_the_previous_handlers_back() -> No
     """On SIGTERM the stop runs once, in the main thread; the handlers in place before are restored first."""
     stops: list[str] = []
     previous = signal.getsignal(signal.SIGTERM)
+    previous_int = signal.getsignal(signal.SIGINT)
     hook = SignalShutdown(lambda: stops.append(threading.current_thread().name), "test")
     assert hook.install() and hook.installed
     try:
@@ -34,7 +35,7 @@ def test_the_first_signal_stops_once_and_puts_the_previous_handlers_back() -> No
     assert stops == [threading.main_thread().name]
     assert not hook.installed
     assert signal.getsignal(signal.SIGTERM) == previous
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is previous_int
 
 
 def test_no_handlers_outside_the_main_thread() -> None:
