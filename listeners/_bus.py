@@ -19,8 +19,7 @@ import anyio.lowlevel
 import attrs
 import structlog
 
-from scheduler import Job, JobSet, StreamingStateError
-from scheduler._streams import Mailbox, ready_queue, yield_to_ready  # the runtime's internal queue (not part of scheduler's public surface)
+from scheduler import Job, JobSet, Mailbox, StreamingStateError, ready_probe, yield_to_ready
 
 from ._events import (
     BatchCompleted,
@@ -341,7 +340,7 @@ class StreamingListenerBus:
         slot.running = True
         queue = slot.queue
         handlers = slot.handlers
-        loop_ready = ready_queue()  # this task's loop, asked once
+        probe = ready_probe()  # this task's loop, asked once (None: no short cut, always yield)
         try:
             # poll, not get_nowait: an idle listener is the common case, and raising
             # WouldBlock to find that out costs more than handling the event.
@@ -355,8 +354,7 @@ class StreamingListenerBus:
                     # Woken by one event: let the producer (and whatever else is ready) run on
                     # for one loop iteration so the events it posts next are taken in this same
                     # wake-up. With nothing else ready that iteration would be empty: skip it.
-                    if loop_ready is None or loop_ready:
-                        await yield_to_ready()
+                    await yield_to_ready(probe)
                 n = 0
                 while True:
                     entry = handlers.get(type(event))

@@ -28,6 +28,7 @@ from ._job import Job, is_async_callable
 from ._job_generator import BatchFinished, GenerateJobs, JobGenerator
 from ._job_scheduler import JobAbandonedError, JobScheduler, JobSchedulerStatistics
 from ._job_set import JobSet
+from ._loop_probe import PROBE_ATTRIBUTE, ReadyProbe, ready_probe
 from ._metadata_log import (
     CommitLog,
     CommitMetadata,
@@ -35,6 +36,8 @@ from ._metadata_log import (
     OffsetSeq,
     OffsetSeqLog,
     OffsetSeqMetadata,
+    fsync_directory,
+    remove_temp_files,
     write_new_file,
 )
 from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, QueryProgressListener, RunPlan
@@ -51,9 +54,12 @@ from ._protocols import (
     ReplayableInput,
 )
 from ._query_options import ProgressTrackingOptions, Trigger
+from ._rate import PIDRateEstimator, RateController, RateLimiter
+from ._streams import YIELD_EVERY, Mailbox, yield_now, yield_to_ready
 from ._time import Duration, Milliseconds, Minutes, Seconds, Time, TimeOrderedDict
 from ._timer import RecurringTimer
 from ._virtual_clock import VirtualClock
+from ._work import WorkTracker
 
 __all__ = [
     "BatchFinished",
@@ -70,10 +76,13 @@ __all__ = [
     "ConcurrentCheckpointUpdateError",
     "CorruptCheckpointError",
     "Duration",
+    "format_timestamp",
+    "fsync_directory",
     "GenerateJobs",
     "InputInfoTracker",
     "InvalidDurationError",
     "InvalidPipelineError",
+    "is_async_callable",
     "Job",
     "JobAbandonedError",
     "JobFailedError",
@@ -83,6 +92,7 @@ __all__ = [
     "JobSchedulerListener",
     "JobSchedulerStatistics",
     "JobSet",
+    "Mailbox",
     "ManualClock",
     "MetadataLog",
     "MicroBatchTracker",
@@ -93,36 +103,40 @@ __all__ = [
     "OffsetSeq",
     "OffsetSeqLog",
     "OffsetSeqMetadata",
+    "PIDRateEstimator",
+    "PROBE_ATTRIBUTE",
     "ProgressTrackingOptions",
     "QueryProgressListener",
+    "RateController",
+    "RateLimiter",
+    "ready_probe",
+    "ReadyProbe",
     "ReceivingGraph",
     "RecoveredBatch",
     "RecurringTimer",
-    "ReplayError",
+    "remove_temp_files",
     "ReplayableGraph",
     "ReplayableInput",
+    "ReplayError",
+    "run_with_timeout",
     "RunPlan",
     "Seconds",
     "SinkProgress",
     "SourceProgress",
-    "StreamInputInfo",
     "StreamingError",
     "StreamingQueryProgress",
     "StreamingQueryStatus",
     "StreamingStateError",
+    "StreamInputInfo",
     "SystemClock",
     "Time",
     "TimeOrderedDict",
     "Trigger",
     "UnsupportedLogVersionError",
     "VirtualClock",
-    "format_timestamp",
-    "is_async_callable",
-    "run_with_timeout",
+    "WorkTracker",
     "write_new_file",
+    "YIELD_EVERY",
+    "yield_now",
+    "yield_to_ready",
 ]
-# TEMPORARY-MERGE: exported properly on the sched branch
-from ._metadata_log import fsync_directory, remove_temp_files
-from ._rate import PIDRateEstimator, RateController, RateLimiter
-
-__all__ += ["PIDRateEstimator", "RateController", "RateLimiter", "fsync_directory", "remove_temp_files"]

@@ -9,7 +9,7 @@ of queued generations, so that commits and cleanup keep up while the timer catch
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Callable, Sequence, Union
+from typing import Awaitable, Callable, Mapping, Sequence, Union
 
 import anyio
 import anyio.lowlevel
@@ -17,15 +17,14 @@ import attrs
 import structlog
 
 from ._clock import Clock
-from ._input_info import InputInfoTracker
+from ._input_info import InputInfoTracker, StreamInputInfo
+from ._job import Job
 from ._job_set import JobSet
 from ._protocols import BatchHook, BatchPlanner, JobGraph
 from ._streams import YIELD_EVERY, Mailbox
 from ._time import Duration, Time
 from ._timer import RecurringTimer
-
-if TYPE_CHECKING:
-    from ._job_scheduler import JobScheduler
+from ._work import WorkTracker
 
 __all__ = ["BatchFinished", "GenerateJobs", "GeneratorMessage", "JobGenerator"]
 
@@ -52,12 +51,16 @@ GeneratorMessage = Union[GenerateJobs, BatchFinished]
 class JobGenerator:
     """Generates one JobSet per batch interval and runs per-batch hooks in order.
 
-    Owned by a :class:`JobScheduler`, which starts and stops it.
+    Owned by a :class:`JobScheduler`, which starts and stops it and hands it what it needs of
+    the scheduler: ``submit`` (the scheduler's ``submit_job_set``), ``pending_times`` and the work
+    tracker both count in-flight work on.
     """
 
     def __init__(
         self,
-        scheduler: JobScheduler,
+        submit: Callable[[Time, Sequence[Job], Mapping[int, StreamInputInfo]], Awaitable[None]],
+        pending_times: Callable[[], Sequence[Time]],
+        work: WorkTracker,
         graph: JobGraph,
         clock: Clock,
         batch_duration: Duration,
@@ -68,7 +71,9 @@ class JobGenerator:
         planner: BatchPlanner | None = None,
     ) -> None:
         """Wire the generator; nothing runs until :meth:`run`."""
-        self._scheduler = scheduler
+        self._submit = submit
+        self._pending_times = pending_times
+        self._work = work
         self._graph = graph
         self._clock = clock
         self.batch_duration = batch_duration
@@ -90,13 +95,13 @@ class JobGenerator:
 
     def _on_tick(self, time: Time) -> None:
         # post(GenerateJobs(time)), without the call and the type test: once per batch.
-        self._scheduler._in_flight += 1
+        self._work.started()
         self._queued_generate += 1
         self._inbox.put_nowait(GenerateJobs(time))
 
     def post(self, message: GeneratorMessage) -> None:
         """Queue ``message``; counted as in-flight work until it is handled."""
-        self._scheduler._in_flight += 1
+        self._work.started()
         if isinstance(message, BatchFinished):
             # Handled before any queued GenerateJobs (see run_loop); the inbox only gets a wake-up.
             self._finished.append(message)
@@ -147,7 +152,7 @@ class JobGenerator:
                 except Exception as exc:  # a hook or the graph misbehaved: report, keep going
                     self._report_error("Error in job generator", exc, None)
                 finally:
-                    self._scheduler._work_done()
+                    self._work.done()
             if message is not None:  # the inbox holds GenerateJobs only (see post)
                 self._queued_generate -= 1
                 try:
@@ -156,7 +161,7 @@ class JobGenerator:
                 except Exception as exc:
                     self._report_error("Error in job generator", exc, None)
                 finally:
-                    self._scheduler._work_done()
+                    self._work.done()
 
     async def _generate_jobs(self, time: Time) -> None:
         # Spark's order: allocate received input, generate jobs (this is where input streams
@@ -173,9 +178,9 @@ class JobGenerator:
         else:
             infos = self._input_infos.get_info(time)
             self.generated += 1
-            await self._scheduler.submit_job_set(time, jobs, infos)
+            await self._submit(time, jobs, infos)
         if self._hooks:
-            pending = self._scheduler.pending_times()
+            pending = self._pending_times()
             for hook in self._hooks:
                 await hook.batch_generated(time, pending)
 

@@ -26,6 +26,7 @@ from ._job_set import JobSet
 from ._protocols import BatchHook, BatchPlanner, JobGraph, JobSchedulerListener, ReceivingGraph
 from ._streams import YIELD_EVERY, Mailbox
 from ._time import Duration, Milliseconds, Time
+from ._work import WorkTracker
 
 __all__ = ["JobAbandonedError", "JobScheduler", "JobSchedulerStatistics"]
 
@@ -98,8 +99,12 @@ class JobScheduler:
         self._listener = listener
         self._report = report_error
         self.input_info_tracker = InputInfoTracker()
+        # Work that has been posted but not finished: generator messages and unfinalised batches.
+        self._tracker = WorkTracker()
+        self._graph = graph
         self.generator = JobGenerator(
-            self, graph, clock, batch_duration, self.input_info_tracker, hooks, self._report_error, planner=planner
+            self.submit_job_set, self.pending_times, self._tracker, graph, clock, batch_duration, self.input_info_tracker,
+            hooks, self._report_error, planner=planner,
         )
         # Submitted, not finalised, in submission (= time) order; keyed by the time's milliseconds,
         # which hash in C (a Time's hash is a Python call).
@@ -111,9 +116,6 @@ class JobScheduler:
         self._running: dict[Job, anyio.CancelScope] = {}
         self._cancel_hooks_called: set[Job] = set()
         self._discard_jobs = False
-        # Work that has been posted but not finished: generator messages and unfinalised batches.
-        self._in_flight = 0
-        self._idle: anyio.Event | None = None
         self._running_changed: anyio.Event | None = None
         self._started = False
         self._finished: anyio.Event | None = None
@@ -160,7 +162,7 @@ class JobScheduler:
                 for _ in range(self.concurrent_jobs):
                     tg.start_soon(self._worker)
                 tg.start_soon(self.generator.run_loop)
-                graph = self.generator._graph
+                graph = self._graph
                 if isinstance(graph, ReceivingGraph):
                     await tg.start(graph.run_receivers)
                 if timer:
@@ -193,7 +195,7 @@ class JobScheduler:
         # allocated to the last batch.
         graph_stopped = False
         try:
-            await self.generator._graph.stop()
+            await self._graph.stop()
             graph_stopped = True
         except Exception as exc:
             self._report_error("Error stopping input streams", exc, None)
@@ -254,7 +256,7 @@ class JobScheduler:
             self._log.info("batch not submitted: the scheduler is stopping immediately", batch_time=time.milliseconds)
             return
         job_set = JobSet(time, jobs, self._clock.now(), infos)
-        self._in_flight += 1
+        self._tracker.started()
         self._job_sets[time.milliseconds] = job_set
         if not job_set.jobs:
             # Spark posts nothing for an empty batch and never finalises it; we post nothing but
@@ -397,7 +399,7 @@ class JobScheduler:
             if not succeeded:
                 self._failed_times.append(time)
             self.generator.post(BatchFinished(time, succeeded, job_set))
-            self._work_done()
+            self._tracker.done()
 
     def _drop_job(self, job: Job) -> None:
         self._log.debug("dropping queued job on immediate stop", job=str(job))
@@ -414,18 +416,9 @@ class JobScheduler:
 
     # -- waiting for quiescence --
 
-    def _work_done(self) -> None:
-        self._in_flight -= 1
-        if self._in_flight == 0 and self._idle is not None:
-            self._idle.set()
-            self._idle = None
-
     async def _wait_idle(self) -> None:
         """Wait until every posted message is handled and every submitted batch is finalised."""
-        while self._in_flight:
-            if self._idle is None:
-                self._idle = anyio.Event()
-            await self._idle.wait()
+        await self._tracker.wait_idle()
 
     async def wait_until_idle(self) -> None:
         """Wait until every tick that is due has been generated, run and finalised.
@@ -439,7 +432,7 @@ class JobScheduler:
             if nxt is not None and nxt <= self._clock.now():
                 await anyio.lowlevel.checkpoint()  # the timer is woken; let it fire
                 continue
-            if not self._in_flight:
+            if not self._tracker.in_flight:
                 return
             await self._wait_idle()
 

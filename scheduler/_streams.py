@@ -12,22 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import threading
 import types
 from collections import deque
-from typing import Any, Awaitable, Generator, Generic, Sized, TypeVar
+from typing import Any, Awaitable, Generator, Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
 from sniffio import current_async_library_cvar
 from sniffio import thread_local as _sniffio_thread
 
-__all__ = ["YIELD_EVERY", "Mailbox", "on_asyncio", "ready_queue", "yield_now", "yield_to_ready"]
+from ._loop_probe import ReadyProbe
+
+__all__ = ["YIELD_EVERY", "Mailbox", "on_asyncio", "yield_now", "yield_to_ready"]
 
 T = TypeVar("T")
 D = TypeVar("D")
 
 YIELD_EVERY = 64
+"""How many queued items a consumer takes before it yields to other tasks anyway."""
 
 
 class Mailbox(Generic[T]):
@@ -290,34 +292,18 @@ class _Ready:
 _READY = _Ready()
 
 
-def yield_to_ready() -> Awaitable[None]:
+def yield_to_ready(probe: ReadyProbe | None = None) -> Awaitable[None]:
     """Let every task that is ready to run go first, as :func:`yield_now` does; await the result.
 
-    On asyncio, when no other callback is ready, it returns at once instead: the yield would
-    come straight back after an otherwise empty loop iteration. So it is not a checkpoint there:
-    use it where the point is to let others run first (a consumer letting its producer queue
-    more), not to offer a cancellation point. Elsewhere it is anyio's checkpoint.
+    With ``probe`` (the running loop's, from :func:`~scheduler.ready_probe`) and no other callback
+    ready, it returns at once instead: the yield would come straight back after an otherwise
+    empty loop iteration. So it is then not a checkpoint: use it where the point is to let others
+    run first (a consumer letting its producer queue more), not to offer a cancellation point.
+    Without a probe it is :func:`yield_now`.
     """
-    if on_asyncio():
-        ready = getattr(asyncio.get_running_loop(), "_ready", None)
-        if ready is not None and not ready:  # a CPython loop with nothing else to run
-            return _READY
-        return _asyncio_yield()
-    return anyio.lowlevel.checkpoint()
-
-
-def ready_queue() -> Sized | None:
-    """The calling task's event loop's queue of ready callbacks, or ``None`` where it cannot be seen.
-
-    On CPython's asyncio loops, the loop's ``_ready`` deque; on trio, uvloop or outside a loop,
-    ``None``. For a long-lived task that would ask :func:`yield_to_ready` often: fetch it once,
-    then ``if queue is None or queue: await yield_to_ready()`` skips the call when nothing else
-    is ready, with the same effect.
-    """
-    if not on_asyncio():
-        return None
-    ready = getattr(asyncio.get_running_loop(), "_ready", None)
-    return ready if isinstance(ready, Sized) else None
+    if probe is not None and not probe.others_ready():
+        return _READY
+    return yield_now()
 
 
 def _new_waiter() -> Any:
@@ -346,11 +332,11 @@ def _waiter_and_loop(loop: Any) -> tuple[Any, Any]:
     Finding out whether the calling task runs on asyncio, and on which loop, costs more than
     the future itself (``get_running_loop`` makes a ``getpid`` system call every time). An owner
     whose waiters all serve tasks of one event loop (a mailbox, a virtual clock) asks once and
-    then makes futures on that loop directly while ``loop._thread_id == threading.get_ident()``:
-    a stock asyncio loop records the thread running it there, and ``None`` when it is not
-    running, so the test holds exactly while that loop is the one running in this thread.
+    then makes futures on that loop directly while it runs (``loop.is_running()``, public and
+    cheap). Such an owner serves one loop at a time: once that loop stops, the next waiter asks
+    again, so a clock can serve one run after another.
     """
-    if loop is not None and loop._thread_id == _thread_ident():
+    if loop is not None and loop.is_running():
         return _Future(loop=loop), loop
     waiter = _new_waiter()
     if waiter.__class__ is _Future:
@@ -361,7 +347,6 @@ def _waiter_and_loop(loop: Any) -> tuple[Any, Any]:
 
 
 _Future = asyncio.Future
-_thread_ident = threading.get_ident
 _running_loop_or_none = asyncio._get_running_loop  # public despite the underscore: in asyncio.events.__all__
 _current_task = asyncio.current_task
 _stock_create_future = asyncio.BaseEventLoop.create_future

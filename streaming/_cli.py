@@ -133,7 +133,7 @@ def _scalar(text: str) -> Any:
 
 
 def _model_data(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
-    from .simulation._config import read_toml
+    from .simulation import read_toml
 
     data: dict[str, Any] = {}
     base: Path | None = None
@@ -177,9 +177,9 @@ def _list(text: str, field: str, parse: Any) -> list[Any]:
 
 
 def _interval(text: str, field: str) -> Any:
-    from .simulation._config import _whole_duration
+    from .simulation import whole_duration
 
-    return _whole_duration(text, field)
+    return whole_duration(text, field)
 
 
 def _positive_int(text: str, field: str) -> int:

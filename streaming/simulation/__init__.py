@@ -6,8 +6,9 @@ from a recorded trace with :func:`model_from_trace`), run it with :func:`simulat
 compares intervals and concurrency, and :func:`plot_run` / :func:`plot_sweep` draw them.
 """
 
-from ._config import load_model, model_from_mapping, parse_duration
+from ._config import load_model, model_from_mapping, parse_duration, read_toml, whole_duration
 from ._graph import SimulatedGraph
+from ._loop import ProbedEventLoop, probed_event_loop, running_loop_probe, virtual_time_event_loop
 from ._models import (
     Backpressure,
     BatchContext,
@@ -50,6 +51,7 @@ __all__ = [
     "ModelError",
     "Normal",
     "OutputModel",
+    "ProbedEventLoop",
     "ProcessingTime",
     "ProgressCallback",
     "QueuePoint",
@@ -74,7 +76,10 @@ __all__ = [
     "parse_duration",
     "plot_run",
     "plot_sweep",
+    "probed_event_loop",
+    "running_loop_probe",
     "queue_lengths",
+    "read_toml",
     "read_trace",
     "run_figure",
     "simulate",
@@ -82,4 +87,6 @@ __all__ = [
     "sweep",
     "sweep_async",
     "sweep_figure",
+    "virtual_time_event_loop",
+    "whole_duration",
 ]

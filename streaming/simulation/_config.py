@@ -60,7 +60,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]
 
-__all__ = ["load_model", "model_from_mapping", "parse_duration", "processing_from_mapping", "read_toml"]
+__all__ = ["load_model", "model_from_mapping", "parse_duration", "processing_from_mapping", "read_toml", "whole_duration"]
 
 _UNITS = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "min": 60_000.0, "h": 3_600_000.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|min|m|h)\s*$")
@@ -87,7 +87,12 @@ def parse_duration(value: object, field: str) -> float:
     raise ModelError(field, f"must be a duration such as \"500ms\", \"2s\", \"5m\" or \"1h\" (or milliseconds), got {value!r}")
 
 
-def _whole_duration(value: object, field: str, *, positive: bool = True) -> Duration:
+def whole_duration(value: object, field: str, *, positive: bool = True) -> Duration:
+    """``value`` (a duration string or milliseconds) as a whole, by default positive, Duration; errors name ``field``.
+
+    Raises:
+        ModelError: not a duration, not whole milliseconds, or not positive when it must be.
+    """
     ms = parse_duration(value, field)
     if ms != int(ms):
         raise ModelError(field, f"must be a whole number of milliseconds, got {value!r} ({ms:g} ms)")
@@ -150,7 +155,7 @@ def processing_from_mapping(data: Mapping[str, Any], prefix: str = "") -> Proces
 
     try:
         if kind == "constant":
-            return Constant(int(_whole_duration(_require(data, "value", prefix), f"{prefix}value", positive=False).milliseconds))
+            return Constant(int(whole_duration(_require(data, "value", prefix), f"{prefix}value", positive=False).milliseconds))
         if kind == "uniform":
             return Uniform(d("low"), d("high"))
         if kind == "exponential":
@@ -184,7 +189,7 @@ def _input_from_mapping(data: Mapping[str, Any], base_dir: Path | None) -> Input
                 sp = f"{p}steps[{i}]."
                 step = _table(step, sp.rstrip("."))
                 _check_keys(step, ("at", "rate"), sp)
-                parsed.append((int(_whole_duration(_require(step, "at", sp), f"{sp}at", positive=False).milliseconds),
+                parsed.append((int(whole_duration(_require(step, "at", sp), f"{sp}at", positive=False).milliseconds),
                                _number(step, "rate", sp)))
             return StepRate(parsed)
         if kind == "bursts":
@@ -192,9 +197,9 @@ def _input_from_mapping(data: Mapping[str, Any], base_dir: Path | None) -> Input
             return BurstRate(
                 _number(data, "rate", p),
                 _number(data, "burst_rate", p),
-                _whole_duration(_require(data, "every", p), f"{p}every").milliseconds,
-                _whole_duration(_require(data, "length", p), f"{p}length", positive=False).milliseconds,
-                _whole_duration(data.get("first", 0), f"{p}first", positive=False).milliseconds,
+                whole_duration(_require(data, "every", p), f"{p}every").milliseconds,
+                whole_duration(_require(data, "length", p), f"{p}length", positive=False).milliseconds,
+                whole_duration(data.get("first", 0), f"{p}first", positive=False).milliseconds,
             )
         if kind == "trace":
             _check_keys(data, ("kind", "path"), p)
@@ -240,13 +245,13 @@ def model_from_mapping(data: Mapping[str, Any], *, base_dir: str | os.PathLike[s
         traced = model_from_trace(read_trace(_resolve(_require(trace_table, "path", "trace."), "trace.path", base)))
     fields: dict[str, Any] = {}
     if "interval" in data:
-        fields["batch_interval"] = _whole_duration(data["interval"], "interval")
+        fields["batch_interval"] = whole_duration(data["interval"], "interval")
     elif traced is None:
         raise ModelError("interval", "is required (the batch interval, e.g. \"1s\")")
     if "concurrent_jobs" in data:
         fields["concurrent_jobs"] = data["concurrent_jobs"]
     if "duration" in data:
-        fields["duration"] = _whole_duration(data["duration"], "duration")
+        fields["duration"] = whole_duration(data["duration"], "duration")
     if "batches" in data:
         fields["batches"] = data["batches"]
     if "seed" in data:

@@ -14,11 +14,11 @@ import anyio
 import attrs
 
 from listeners import BatchCompleted, BatchInfo, EventRecorder, OverflowPolicy, StreamingEvent, StreamingListener
-from scheduler import Duration, VirtualClock
-from scheduler._rate import PIDRateEstimator, RateController
+from scheduler import Duration, PIDRateEstimator, RateController, VirtualClock
 
 from ..runtime import StreamingRuntime
 from ._graph import SimulatedGraph
+from ._loop import running_loop_probe, virtual_time_event_loop
 from ._models import SimulationModel
 from ._report import QueuePoint, Summary, queue_lengths
 
@@ -132,7 +132,7 @@ async def _simulate(
     progress: ProgressCallback | None,
     record_events: bool,
 ) -> SimulationResult:
-    # ``clock`` is driven by the event loop itself (VirtualClock.new_event_loop) or, in a loop
+    # ``clock`` is driven by the event loop itself (virtual_time_event_loop) or, in a loop
     # the simulation does not own, by its driver task started here.
     started = _wall.perf_counter()
     total = model.num_batches
@@ -150,7 +150,7 @@ async def _simulate(
     recorder = EventRecorder() if record_events else None
     async with anyio.create_task_group() as tg:
         if not clock.driven:
-            await tg.start(clock.run)
+            await tg.start(functools.partial(clock.run, probe=running_loop_probe()))
         runtime = StreamingRuntime(
             graph,
             model.batch_interval,
@@ -231,5 +231,5 @@ def simulate(
     if backend == "asyncio":
         # The simulation owns this loop, so the loop itself jumps the clock whenever it would
         # wait: no driver task, and no loop iteration spent asking whether anything can run.
-        return anyio.run(run, backend="asyncio", backend_options={"loop_factory": clock.new_event_loop})
+        return anyio.run(run, backend="asyncio", backend_options={"loop_factory": lambda: virtual_time_event_loop(clock)})
     return anyio.run(run, backend=backend)

@@ -8,8 +8,7 @@ import anyio
 import pytest
 
 from listeners import BatchCompleted, BatchInfo
-from scheduler import InvalidPipelineError, ManualClock, StreamInputInfo, Time
-from scheduler._rate import PIDRateEstimator, RateController, RateLimiter
+from scheduler import InvalidPipelineError, ManualClock, PIDRateEstimator, RateController, RateLimiter, StreamInputInfo, Time
 from tests.anyio_support import raises_exactly, settle
 
 pytestmark = pytest.mark.anyio

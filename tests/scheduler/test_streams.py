@@ -10,7 +10,9 @@ import anyio.lowlevel
 import pytest
 import sniffio
 
-from scheduler._streams import Mailbox, on_asyncio, ready_queue, yield_now, yield_to_ready
+from scheduler import Mailbox, ready_probe, yield_now, yield_to_ready
+from scheduler._streams import on_asyncio
+from streaming.simulation import probed_event_loop
 from tests.anyio_support import BACKENDS, raises_exactly, run, settle
 
 
@@ -380,9 +382,11 @@ def test_yield_now_is_a_checkpoint(backend: str) -> None:
 
 
 def test_yield_to_ready_lets_ready_tasks_go_first_and_skips_an_empty_iteration() -> None:
-    """On asyncio, yield_to_ready() yields behind the tasks that are ready, and not at all when none is."""
+    """With the loop's ReadyProbe, yield_to_ready() yields behind the tasks that are ready, and not at all when none is."""
 
     async def body() -> None:
+        probe = ready_probe()
+        assert probe is not None
         ran: list[str] = []
 
         async def other() -> None:
@@ -390,13 +394,27 @@ def test_yield_to_ready_lets_ready_tasks_go_first_and_skips_an_empty_iteration()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(other)
-            await yield_to_ready()
+            await yield_to_ready(probe)
             ran.append("after")
         assert ran == ["other", "after"]
         await settle()  # nothing else is ready now
-        step = yield_to_ready().__await__()
+        step = yield_to_ready(probe).__await__()
         with pytest.raises(StopIteration):
             step.send(None)  # done without suspending
+
+    anyio.run(body, backend="asyncio", backend_options={"loop_factory": probed_event_loop})
+
+
+def test_without_a_probe_yield_to_ready_always_yields() -> None:
+    """On a stock asyncio loop (no probe: the engine's public-API path) yield_to_ready() is a checkpoint."""
+
+    async def body() -> None:
+        assert ready_probe() is None
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await yield_to_ready(ready_probe())
+            raise AssertionError("not cancelled")
+        assert scope.cancelled_caught
 
     run("asyncio", body)
 
@@ -407,7 +425,7 @@ def test_yield_to_ready_is_a_checkpoint_on_trio() -> None:
     async def body() -> None:
         with anyio.CancelScope() as scope:
             scope.cancel()
-            await yield_to_ready()
+            await yield_to_ready(ready_probe())
             raise AssertionError("not cancelled")
         assert scope.cancelled_caught
 
@@ -433,15 +451,18 @@ async def _put_later(box: Mailbox[int]) -> None:
     box.put_nowait(1)
 
 
-def test_ready_queue_is_the_loops_on_cpython_asyncio_and_none_elsewhere() -> None:
-    """ready_queue() hands back the running asyncio loop's ready queue, and None on trio or outside a loop."""
+def test_only_a_loop_that_advertises_a_probe_has_one() -> None:
+    """ready_probe() is the probed loop's own probe, and None on a stock asyncio loop, on trio and outside a loop."""
 
-    async def asyncio_main() -> None:
-        assert ready_queue() is asyncio.get_running_loop()._ready  # type: ignore[attr-defined]
+    async def probed() -> None:
+        probe = ready_probe()
+        assert probe is asyncio.get_running_loop().aiodstream_ready_probe  # type: ignore[attr-defined]
+        assert probe is not None and probe.others_ready() is False
 
-    async def trio_main() -> None:
-        assert ready_queue() is None
+    async def without() -> None:
+        assert ready_probe() is None
 
-    run("asyncio", asyncio_main)
-    run("trio", trio_main)
-    assert ready_queue() is None
+    anyio.run(probed, backend="asyncio", backend_options={"loop_factory": probed_event_loop})
+    run("asyncio", without)
+    run("trio", without)
+    assert ready_probe() is None

@@ -10,8 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import BatchGrid, Checkpoint, CheckpointError, CorruptCheckpointError, Milliseconds, Time
-from scheduler._metadata_log import CommitMetadata, OffsetSeq, OffsetSeqMetadata
+from scheduler import (
+    BatchGrid,
+    Checkpoint,
+    CheckpointError,
+    CommitMetadata,
+    CorruptCheckpointError,
+    Milliseconds,
+    OffsetSeq,
+    OffsetSeqMetadata,
+    Time,
+)
 from streaming.recovery import (
     BLOCK_HEADER,
     BlockLog,

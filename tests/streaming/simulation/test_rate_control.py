@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from scheduler import Minutes, Seconds
-from scheduler._rate import PIDRateEstimator
+from scheduler import Minutes, PIDRateEstimator, Seconds
 from streaming._cli import main
 from streaming.simulation import (
     Backpressure,

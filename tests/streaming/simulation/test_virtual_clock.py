@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import threading
 from collections.abc import Awaitable, Callable
@@ -13,13 +14,16 @@ import anyio.to_thread
 import pytest
 
 from scheduler import Clock, ManualClock, Milliseconds, Time, VirtualClock
-from scheduler._virtual_clock import _POLL_EVERY
+from streaming.simulation import probed_event_loop, running_loop_probe, virtual_time_event_loop
+from streaming.simulation._loop import _POLL_EVERY
 
 BACKENDS = ["asyncio", "trio"]
 
 
 def run(main: Callable[[], Awaitable[object]], backend: str) -> None:
-    anyio.run(main, backend=backend)
+    # On asyncio a loop with a ReadyProbe, so VirtualClock.run jumps exactly (the simulator's setup).
+    options = {"loop_factory": probed_event_loop} if backend == "asyncio" else {}
+    anyio.run(main, backend=backend, backend_options=options)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -196,15 +200,15 @@ def test_is_a_manual_clock_and_a_clock() -> None:
     assert repr(clock) == "<VirtualClock [15 ms | 0 sleepers | 0 jumps]>"
 
 
-# -- the self-driving asyncio loop (VirtualClock.new_event_loop) --
+# -- the self-driving asyncio loop (virtual_time_event_loop) --
 
 
 def run_on_own_loop(clock: VirtualClock, main: Callable[[], Awaitable[object]]) -> None:
-    anyio.run(main, backend="asyncio", backend_options={"loop_factory": clock.new_event_loop})
+    anyio.run(main, backend="asyncio", backend_options={"loop_factory": lambda: virtual_time_event_loop(clock)})
 
 
 def test_its_own_loop_jumps_to_each_deadline_without_a_driver_task() -> None:
-    """On new_event_loop() sleepers wake at their deadlines in order, one jump per distinct deadline."""
+    """On virtual_time_event_loop() sleepers wake at their deadlines in order, one jump per distinct deadline."""
     clock = VirtualClock()
     woke: list[tuple[str, int]] = []
 
@@ -283,7 +287,7 @@ def test_its_own_loop_waits_for_a_worker_thread_when_nobody_sleeps_on_the_clock(
         assert (clock.now(), clock.jumps) == (Time(507), 1)
         return result
 
-    assert anyio.run(main, backend="asyncio", backend_options={"loop_factory": clock.new_event_loop}) == 45
+    assert anyio.run(main, backend="asyncio", backend_options={"loop_factory": lambda: virtual_time_event_loop(clock)}) == 45
 
 
 def test_a_thread_does_not_hold_virtual_time_on_its_own_loop() -> None:
@@ -308,14 +312,14 @@ def test_a_thread_does_not_hold_virtual_time_on_its_own_loop() -> None:
 
 
 def test_a_clock_has_one_driver_a_loop_or_a_task() -> None:
-    """new_event_loop() twice, or run() on a loop-driven clock, raises instead of jumping twice."""
+    """virtual_time_event_loop() twice, or run() on a loop-driven clock, raises instead of jumping twice."""
     clock = VirtualClock()
     assert not clock.driven
-    loop = clock.new_event_loop()
+    loop = virtual_time_event_loop(clock)
     try:
         assert clock.driven
         with pytest.raises(RuntimeError, match="already being driven"):
-            clock.new_event_loop()
+            virtual_time_event_loop(clock)
         with pytest.raises(RuntimeError, match="already being driven"):
             loop.run_until_complete(clock.run())
     finally:
@@ -383,14 +387,14 @@ def test_its_own_loop_polls_io_at_least_every_poll_every_busy_iterations() -> No
 
 
 def test_a_clock_driven_by_its_task_refuses_a_loop() -> None:
-    """new_event_loop() on a clock that run() drives raises, as run() on a loop-driven clock does."""
+    """virtual_time_event_loop() on a clock that run() drives raises, as run() on a loop-driven clock does."""
 
     async def main() -> None:
         clock = VirtualClock()
         async with anyio.create_task_group() as tg:
             await tg.start(clock.run)
             with pytest.raises(RuntimeError, match="already being driven"):
-                clock.new_event_loop()
+                virtual_time_event_loop(clock)
             tg.cancel_scope.cancel()
         assert not clock.driven  # and free again once run() has ended
 
@@ -419,7 +423,7 @@ def test_its_own_loop_reports_a_failing_callback_as_stock_asyncio_does() -> None
         return seen
 
     [stock] = contexts_on(asyncio.new_event_loop())
-    [virtual] = contexts_on(VirtualClock().new_event_loop())
+    [virtual] = contexts_on(virtual_time_event_loop(VirtualClock()))
     assert virtual["message"] == stock["message"]
     assert str(stock["message"]).startswith("Exception in callback ") and "boom" in str(stock["message"])
     assert isinstance(virtual["exception"], ValueError) and str(virtual["exception"]) == "boom"
@@ -440,3 +444,65 @@ def test_one_clock_serves_one_run_after_another() -> None:
     for backend in ("asyncio", "asyncio", "trio"):
         run(main, backend)
     assert (clock.now(), clock.jumps) == (Time(30), 3)
+
+
+def test_running_loop_probe_reads_a_stock_loops_ready_queue() -> None:
+    """running_loop_probe() on a stock asyncio loop sees a queued callback and ignores a driver's; None on trio and outside a loop."""
+    seen: list[bool] = []
+
+    async def stock() -> None:
+        probe = running_loop_probe()
+        assert probe is not None
+        seen.append(probe.others_ready())
+        loop = asyncio.get_running_loop()
+        handle = loop.call_soon(lambda: None)
+        seen.append(probe.others_ready())
+        handle.cancel()
+        await asyncio.sleep(0)  # the cancelled handle leaves the queue
+        driver = asyncio.current_task()
+        seen.append(probe.others_ready())
+        assert driver is not None
+        loop.call_soon(driver.get_loop)  # bound to the ignored task: does not count
+        seen.append(probe.others_ready([driver]))
+        loop.call_soon(lambda: None)  # anything else does
+        seen.append(probe.others_ready([driver]))
+        await asyncio.sleep(0)
+
+    async def without() -> None:
+        assert running_loop_probe() is None
+
+    anyio.run(stock, backend="asyncio")
+    anyio.run(without, backend="trio")
+    assert running_loop_probe() is None
+    assert seen == [False, True, False, False, True]
+
+
+def test_a_stock_loop_drives_the_clock_exactly_with_the_running_loop_probe() -> None:
+    """VirtualClock.run(probe=running_loop_probe()) on a stock loop lets a chain of hand-offs finish before the jump."""
+    order: list[str] = []
+
+    async def main() -> None:
+        clock = VirtualClock()
+        send, receive = anyio.create_memory_object_stream[int](0)
+
+        async def relay() -> None:
+            async with receive:
+                async for hop in receive:
+                    order.append(f"hop {hop} at {clock.now().milliseconds}")
+
+        async def start() -> None:
+            async with send:
+                await clock.sleep_until(Time(10))
+                for hop in range(5):
+                    await send.send(hop)
+            await clock.sleep_until(Time(20))
+            order.append(f"woke at {clock.now().milliseconds}")
+
+        async with anyio.create_task_group() as tg:
+            await tg.start(functools.partial(clock.run, probe=running_loop_probe()))
+            tg.start_soon(relay)
+            await start()
+            tg.cancel_scope.cancel()
+
+    anyio.run(main, backend="asyncio")
+    assert order == [f"hop {hop} at 10" for hop in range(5)] + ["woke at 20"]
