@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import shutil
 import statistics
@@ -27,7 +26,6 @@ import time
 from typing import Any
 
 import anyio
-import structlog
 
 from scheduler import write_new_file
 from streaming import Batch, ListSource, Milliseconds, Pipeline, StreamingRuntime
@@ -167,7 +165,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of each aiodstream mode and the floor")
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark half")
     args = parser.parse_args(argv)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     result: dict[str, Any] = {
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),

@@ -10,14 +10,12 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import logging
 import statistics
 import sys
 import time
 from typing import Any
 
 import anyio
-import structlog
 
 from listeners import BatchCompleted, OverflowPolicy, StreamingListener, StreamingListenerBus
 from scheduler import ManualClock, Seconds
@@ -115,7 +113,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     # The benchmark is an application: it may configure logging, and keeps the per-batch line quiet.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     result: dict[str, Any] = {"python": sys.version.split()[0]}
     for name, listener, outputs, cj in (
         ("engine_batches_per_s_no_listener", "none", 1, 1),

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import statistics
 import sys
 import time
 from typing import Any
-
-import structlog
 
 from scheduler import Seconds
 from streaming.simulation import Constant, ConstantRate, Exponential, OutputModel, SimulationModel, simulate
@@ -53,7 +50,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
     args = parser.parse_args(argv)
     # The benchmark is an application: it may configure logging (one info line per batch otherwise).
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     runs = [run_once(args.batches, args.backend) for _ in range(args.repeats)]
     wall = statistics.median(r["wall_seconds"] for r in runs)
     cpu = statistics.median(r["cpu_seconds"] for r in runs)

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import random
 import socket
@@ -352,7 +351,6 @@ def three_outputs_elsewhere(master: str, args: argparse.Namespace) -> Any:
     return json.loads(child.stdout)["three_outputs"][master]
 
 
-
 def ratio(ours: float, theirs: float) -> float | None:
     return None if not theirs else round(ours / theirs, 3)
 
@@ -379,9 +377,6 @@ def main() -> None:
         serve_lines(args.serve)
         return
 
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     sys.path.insert(0, str(ROOT))
     from pyspark import SparkConf, SparkContext
 

@@ -96,9 +96,4 @@ if __name__ == "__main__":
     parser.add_argument("--interval", type=float, default=1.0, help="batch interval in seconds")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    import logging
-
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     asyncio.run(main(args.batches, args.interval, args.seed))

@@ -13,11 +13,8 @@ shortest stable interval for each concurrency, and writes two plots into ``--out
 from __future__ import annotations
 
 import argparse
-import logging
 import time
 from pathlib import Path
-
-import structlog
 
 from scheduler import Milliseconds, Minutes
 from streaming.simulation import (
@@ -60,8 +57,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate-factor", type=float, default=1.0, help="multiply the input rate")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    # An application may configure logging; the engine logs one info line per batch otherwise.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
     model = pipeline(args.rate_factor, args.seed)
     intervals = [Milliseconds(int(ms)) for ms in args.intervals_ms.split(",")]

@@ -9,6 +9,7 @@ seconds; ``--interval-ms`` and ``--seed`` change the run.
 from __future__ import annotations
 
 import argparse
+import logging
 import random
 from operator import add
 from typing import Any
@@ -71,10 +72,9 @@ if __name__ == "__main__":
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--interval-ms", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--log", action="store_true",
+                        help="also show the engine's log (one line per batch) on stderr; it is silent unless the host asks")
     args = parser.parse_args()
-    import logging
-
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if args.log:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     anyio.run(main, args.batches, args.interval_ms, args.seed)

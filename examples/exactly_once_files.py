@@ -12,7 +12,6 @@ by itself (AvailableNow). Every input line ends up in the output exactly once.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import subprocess
@@ -21,7 +20,6 @@ import tempfile
 from pathlib import Path
 
 import anyio
-import structlog
 
 from streaming import DirectorySource, FileSink, Milliseconds, Pipeline, StreamingRuntime, Trigger
 
@@ -69,7 +67,6 @@ def main() -> None:
     parser.add_argument("--dir", help="working directory (default: a new temporary one)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     work = Path(args.dir or tempfile.mkdtemp(prefix="exactly-once-"))
     if args.child:
         crash_after_first_output(work)

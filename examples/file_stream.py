@@ -95,9 +95,4 @@ if __name__ == "__main__":
     parser.add_argument("--interval", type=float, default=1.0, help="batch interval in seconds")
     parser.add_argument("--directory", default=None, help="watch this directory instead of a temporary one")
     args = parser.parse_args()
-    import logging
-
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     main(args.files, args.interval, args.directory)

@@ -115,9 +115,4 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=None, help="read from this localhost port instead of the built-in server")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    import logging
-
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     main(args.batches, args.interval, args.port, args.seed)

@@ -14,15 +14,12 @@ final counts against what it wrote.
 from __future__ import annotations
 
 import argparse
-import logging
 import tempfile
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
-
-import structlog
 
 from streaming import StreamingContext
 
@@ -40,8 +37,6 @@ def write_file(directory: Path, staging: Path, index: int) -> list[str]:
 
 def main(files: int, interval: float) -> None:
     from pyspark import SparkConf, SparkContext
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
     sc = SparkContext.getOrCreate(SparkConf().setMaster("local[2]").setAppName("RecoverableWordCount")
                                   .set("spark.ui.showConsoleProgress", "false"))

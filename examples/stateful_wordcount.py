@@ -82,9 +82,4 @@ if __name__ == "__main__":
     parser.add_argument("--batches", type=int, default=6, help="stop after this many batches")
     parser.add_argument("--interval", type=float, default=1.0, help="batch interval in seconds")
     args = parser.parse_args()
-    import logging
-
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     main(args.batches, args.interval)

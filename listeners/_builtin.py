@@ -7,9 +7,8 @@ from collections import deque
 from typing import Callable, Sequence
 
 import anyio
-import structlog
 
-from scheduler import Duration
+from scheduler import Duration, library_logger
 
 from ._events import BatchCompleted, StreamingEvent
 from ._info import BatchInfo
@@ -27,6 +26,9 @@ class EventRecorder:
         ...
         await recorder.wait_for_batches(3)
     """
+
+    run_on_loop = True
+    """It only appends and wakes waiting tasks: quick, and it must wake them from the loop."""
 
     def __init__(self) -> None:
         """Create an empty recorder."""
@@ -74,7 +76,7 @@ class StatsReportListener:
         if isinstance(num_batch_infos, bool) or not isinstance(num_batch_infos, int) or num_batch_infos < 1:
             raise ValueError(f"num_batch_infos must be a positive int, got {num_batch_infos!r}; pass e.g. 10")
         self.batch_infos: deque[BatchInfo] = deque(maxlen=num_batch_infos)
-        self._log = structlog.get_logger("aiodstream.listeners").bind(component="StatsReportListener")
+        self._log = library_logger("aiodstream.listeners", component="StatsReportListener")
 
     def on_batch_completed(self, event: BatchCompleted) -> None:
         """Record the batch and log the distributions."""

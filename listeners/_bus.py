@@ -4,6 +4,13 @@ Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue``, with three differenc
 has its own bounded queue and dispatcher task (a slow listener delays only itself, and a drop
 names it); the overflow policy is explicit (drop and count, or block the producer); and nothing
 posted is lost at stop: :meth:`StreamingListenerBus.close` drains every queue first.
+
+Where callbacks run: an ``async def`` callback on the listener's dispatcher task; a plain ``def``
+callback off the event loop, on a worker thread that serves that listener alone (one call at a
+time, in posting order), so one that blocks, does I/O or calls Spark delays neither the timer,
+the scheduler nor the host's loop. A listener whose plain callbacks are quick and touch objects
+of the loop (anyio events, the engine's own state) asks to run on the loop instead, with
+``add_listener(..., on_loop=True)`` or a class attribute ``run_on_loop = True``.
 """
 
 from __future__ import annotations
@@ -15,11 +22,12 @@ from typing import Any, Callable
 
 import anyio
 import anyio.abc
+import anyio.from_thread
 import anyio.lowlevel
+import anyio.to_thread
 import attrs
-import structlog
 
-from scheduler import Job, JobSet, Mailbox, StreamingStateError, ready_probe, yield_to_ready
+from scheduler import Job, JobSet, Mailbox, StreamingStateError, library_logger, ready_probe, yield_to_ready
 
 from ._events import (
     BatchCompleted,
@@ -90,11 +98,14 @@ class ListenerBusStatistics:
 
 
 class _Slot:
-    """One listener: its queue, its handlers and its counters."""
+    """One listener: its queue, its handlers, where its plain callbacks run, and its counters."""
 
-    def __init__(self, listener: object, name: str, capacity: int) -> None:
+    def __init__(self, listener: object, name: str, capacity: int, on_loop: bool | None) -> None:
         self.listener = listener
         self.name = name
+        self.on_loop = bool(getattr(listener, "run_on_loop", False)) if on_loop is None else on_loop
+        # Its own thread token: a listener blocked in a callback holds no thread another one needs.
+        self.limiter: anyio.CapacityLimiter | None = None
         # Bounded, and unlike a memory object stream it parks an idle dispatcher in one step and
         # wakes it without building a receiver record per event: one loop iteration per wake-up.
         self.queue: Mailbox[StreamingEvent] = Mailbox(capacity)
@@ -164,19 +175,26 @@ class StreamingListenerBus:
         self._waiters = 0
         self._removed: list[_Slot] = []  # removed, still delivering what was queued for them
         self._removed_stats: list[ListenerStatistics] = []  # removed and drained: final counts
-        self._log = structlog.get_logger("aiodstream.listeners").bind(component="StreamingListenerBus")
+        self._log = library_logger("aiodstream.listeners", component="StreamingListenerBus")
 
     # -- listeners --
 
-    def add_listener(self, listener: object, *, name: str | None = None) -> None:
+    def add_listener(self, listener: object, *, name: str | None = None, on_loop: bool | None = None) -> None:
         """Register ``listener``; it receives every event posted from now on.
 
         Accepts a :class:`StreamingListener` (or any object with ``on_*`` callbacks), or a
         callable that takes every event. Callbacks may be plain or ``async``.
+
+        Args:
+            listener: the listener.
+            name: the name logs and statistics use (default: its class or function name).
+            on_loop: run its plain callbacks on the event loop (they must be quick and must not
+                block) rather than on a worker thread of its own; default: the listener's
+                ``run_on_loop`` attribute, else ``False``.
         """
         if self._closed:
             raise StreamingStateError("cannot add a listener to a closed listener bus")
-        slot = _Slot(listener, name or _name_of(listener), self.capacity)
+        slot = _Slot(listener, name or _name_of(listener), self.capacity, on_loop)
         self._slots = [*self._slots, slot]
         self._refresh_wanted()
         if self._tg is not None:
@@ -358,25 +376,23 @@ class StreamingListenerBus:
                 n = 0
                 while True:
                     entry = handlers.get(type(event))
-                    if entry is not None:
-                        callback, is_async = entry
-                        try:
-                            if is_async:
-                                await callback(event)
-                            else:
-                                result = callback(event)
-                                if result is not None and inspect.isawaitable(result):
-                                    await result
-                        except Exception:
-                            slot.failed += 1
-                            self._log.exception("listener raised; it stays registered", listener=slot.name,
-                                                event_type=type(event).__name__)
-                    slot.processed += 1
-                    n += 1
-                    if n % _YIELD_EVERY == 0:
+                    if entry is not None and not entry[1] and not slot.on_loop:
+                        # Plain callbacks run on the listener's thread: the events queued now
+                        # for them go in one trip, in order.
+                        run, event = _take_run(queue, handlers, entry[0], event)
+                        await self._call_on_thread(slot, run)
+                        slot.processed += len(run)
+                        n += len(run)
+                    else:
+                        if entry is not None:
+                            await self._call_on_loop(slot, entry[0], entry[1], event)
+                        slot.processed += 1
+                        n += 1
+                        event = queue.poll(_EMPTY)
+                    if n >= _YIELD_EVERY:
+                        n = 0
                         self._notify_progress()
                         await anyio.lowlevel.checkpoint()
-                    event = queue.poll(_EMPTY)
                     if event is _EMPTY:
                         break  # to get(): the queue was just found empty
                 if self._waiters:
@@ -389,6 +405,43 @@ class StreamingListenerBus:
                 self._removed.remove(slot)
                 self._removed_stats.append(slot.statistics())
             self._notify_progress()
+
+    async def _call_on_loop(self, slot: _Slot, callback: Callable[[Any], Any], is_async: bool, event: object) -> None:
+        try:
+            if is_async:
+                await callback(event)
+            else:
+                result = callback(event)
+                if result is not None and inspect.isawaitable(result):
+                    await result
+        except Exception:
+            slot.failed += 1
+            self._log.exception("listener raised; it stays registered", listener=slot.name,
+                                event_type=type(event).__name__)
+
+    async def _call_on_thread(self, slot: _Slot, run: _Run) -> None:
+        if slot.limiter is None:
+            slot.limiter = anyio.CapacityLimiter(1)
+        # Cancelled (the host tears the context down), the dispatcher leaves at once and the
+        # callback in progress finishes on its thread, unwaited; a close drains as always.
+        slot.failed += await anyio.to_thread.run_sync(self._deliver, slot.name, run, limiter=slot.limiter,
+                                                      abandon_on_cancel=True)
+
+    def _deliver(self, name: str, run: _Run) -> int:
+        """On the listener's thread: each callback in order; returns how many raised."""
+        failed = 0
+        for callback, event in run:
+            if callback is None:
+                continue
+            try:
+                result = callback(event)
+                if result is not None and inspect.isawaitable(result):
+                    anyio.from_thread.run(_awaited, result)  # a plain def that returned an awaitable
+            except Exception:
+                failed += 1
+                self._log.exception("listener raised; it stays registered", listener=name,
+                                    event_type=type(event).__name__)
+        return failed
 
     def _notify_progress(self) -> None:
         if self._waiters and self._progress is not None:
@@ -413,6 +466,32 @@ class StreamingListenerBus:
         st = self.statistics()
         return (f"<StreamingListenerBus [listeners: {len(self._slots)} | events: {st.posted} posted, "
                 f"{st.queued} queued, {st.dropped} dropped]>")
+
+
+_Run = list[tuple[Callable[[Any], Any] | None, object]]
+
+
+def _take_run(queue: Mailbox[StreamingEvent], handlers: dict[type, tuple[Callable[[Any], Any], bool]],
+              callback: Callable[[Any], Any], event: object) -> tuple[_Run, Any]:
+    """``event`` and the events queued behind it up to one for an async callback; and the next event (or _EMPTY).
+
+    At most ``_YIELD_EVERY`` events, and only those queued now: the listener's thread gets them
+    in one trip while the producer keeps posting.
+    """
+    run: _Run = [(callback, event)]
+    while len(run) < _YIELD_EVERY:
+        event = queue.poll(_EMPTY)
+        if event is _EMPTY:
+            return run, _EMPTY
+        entry = handlers.get(type(event))
+        if entry is not None and entry[1]:
+            return run, event  # an async callback: the dispatcher awaits it on the loop
+        run.append((None if entry is None else entry[0], event))
+    return run, queue.poll(_EMPTY)
+
+
+async def _awaited(awaitable: Any) -> None:
+    await awaitable
 
 
 def _name_of(listener: object) -> str:

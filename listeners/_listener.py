@@ -45,10 +45,16 @@ MaybeAwaitable = Any  # None, or an awaitable for ``async def`` overrides
 class StreamingListener:
     """Override the callbacks you need, as plain ``def`` or as ``async def``.
 
-    Callbacks run on the listener's own dispatcher task, one event at a time, in posting order.
-    A plain ``def`` runs on the event loop, so keep it quick; an ``async def`` may await. A
-    callback that raises is logged with the listener's name and the listener stays registered.
+    Callbacks receive one event at a time, in posting order. An ``async def`` runs on the
+    listener's own dispatcher task and may await. A plain ``def`` runs off the event loop, on a
+    worker thread that serves this listener alone, so it may block, do I/O or call Spark and
+    delays only itself; set :attr:`run_on_loop` for quick callbacks that touch objects of the
+    loop (anyio events, memory streams). A callback that raises is logged with the listener's
+    name and the listener stays registered.
     """
+
+    run_on_loop: bool = False
+    """Run the plain ``def`` callbacks on the event loop instead of a thread (quick, non-blocking ones only)."""
 
     def on_streaming_started(self, event: StreamingStarted) -> MaybeAwaitable:
         """The context started."""

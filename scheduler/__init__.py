@@ -28,6 +28,7 @@ from ._job import Job, is_async_callable
 from ._job_generator import BatchFinished, GenerateJobs, JobGenerator
 from ._job_scheduler import JobAbandonedError, JobScheduler, JobSchedulerStatistics
 from ._job_set import JobSet
+from ._logging import LOGGER_ROOT, LibraryLogger, event_fields, library_logger
 from ._loop_probe import PROBE_ATTRIBUTE, ReadyProbe, ready_probe
 from ._metadata_log import (
     CommitLog,
@@ -76,6 +77,7 @@ __all__ = [
     "ConcurrentCheckpointUpdateError",
     "CorruptCheckpointError",
     "Duration",
+    "event_fields",
     "format_timestamp",
     "fsync_directory",
     "GenerateJobs",
@@ -92,6 +94,9 @@ __all__ = [
     "JobSchedulerListener",
     "JobSchedulerStatistics",
     "JobSet",
+    "library_logger",
+    "LibraryLogger",
+    "LOGGER_ROOT",
     "Mailbox",
     "ManualClock",
     "MetadataLog",

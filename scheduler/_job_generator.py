@@ -14,12 +14,12 @@ from typing import Awaitable, Callable, Mapping, Sequence, Union
 import anyio
 import anyio.lowlevel
 import attrs
-import structlog
 
 from ._clock import Clock
 from ._input_info import InputInfoTracker, StreamInputInfo
 from ._job import Job
 from ._job_set import JobSet
+from ._logging import library_logger
 from ._protocols import BatchHook, BatchPlanner, JobGraph
 from ._streams import YIELD_EVERY, Mailbox
 from ._time import Duration, Time
@@ -89,7 +89,7 @@ class JobGenerator:
         self.last_processed_batch: Time | None = None
         self.discard_new_batches = False
         self.generated = 0
-        self._log = structlog.get_logger("aiodstream.scheduler").bind(component="JobGenerator")
+        self._log = library_logger("aiodstream.scheduler", component="JobGenerator")
 
     # -- posting (synchronous: the timer and the scheduler never wait for the generator) --
 

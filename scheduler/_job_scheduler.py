@@ -15,7 +15,6 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 import attrs
-import structlog
 
 from ._clock import Clock, run_with_timeout
 from ._errors import InvalidDurationError, JobFailedError, StreamingStateError
@@ -23,6 +22,7 @@ from ._input_info import InputInfoTracker, StreamInputInfo
 from ._job import Job
 from ._job_generator import BatchFinished, GenerateJobs, JobGenerator
 from ._job_set import JobSet
+from ._logging import library_logger
 from ._protocols import BatchHook, BatchPlanner, JobGraph, JobSchedulerListener, ReceivingGraph
 from ._streams import YIELD_EVERY, Mailbox
 from ._time import Duration, Milliseconds, Time
@@ -120,7 +120,7 @@ class JobScheduler:
         self._started = False
         self._finished: anyio.Event | None = None
         self._stats = {"submitted": 0, "completed": 0, "failed": 0, "jobs_completed": 0, "jobs_failed": 0}
-        self._log = structlog.get_logger("aiodstream.scheduler").bind(component="JobScheduler")
+        self._log = library_logger("aiodstream.scheduler", component="JobScheduler")
 
     # -- lifecycle --
 

@@ -77,7 +77,7 @@ class LibraryLogger(structlog.stdlib.BoundLogger):
         return self._proxy_to_logger("error", event, *args, **kw)
 
 
-def library_logger(name: str, **context: Any) -> LibraryLogger:
+def library_logger(name: str, /, **context: Any) -> LibraryLogger:
     """A logger named ``name`` (under :data:`LOGGER_ROOT`) bound to ``context``, e.g. ``component="JobScheduler"``.
 
     Args:

@@ -19,13 +19,13 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 import attrs
-import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._checkpoint import BatchGrid, Checkpoint, CheckpointState
 from ._clock import Clock
 from ._errors import ConcurrentCheckpointUpdateError, InvalidPipelineError, StreamingStateError
 from ._job_set import JobSet
+from ._logging import library_logger
 from ._metadata_log import CommitMetadata, OffsetSeq, OffsetSeqMetadata
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
 from ._protocols import Offset, RecoveredBatch, ReplayableGraph, ReplayableInput
@@ -192,7 +192,7 @@ class MicroBatchTracker:
         self._first_commit_done = False
         self._stats = collections.Counter[str]()
         self.critical_path_ns: collections.deque[int] = collections.deque(maxlen=100_000)
-        self._log = structlog.get_logger("aiodstream.scheduler").bind(component="MicroBatchTracker", query=name)
+        self._log = library_logger("aiodstream.scheduler", component="MicroBatchTracker", query=name)
 
     # -- opening --
 
@@ -571,7 +571,7 @@ class MicroBatchTracker:
         while len(buffer) >= self.options.num_recent_progress_updates:
             buffer.popleft()
         self._notify()
-        self._log.info("query made progress", batch_id=progress.batch_id, num_input_rows=progress.num_input_rows,
+        self._log.debug("query made progress", batch_id=progress.batch_id, num_input_rows=progress.num_input_rows,
                        duration_ms=dict(progress.duration_ms))
         if self._listener is not None:
             await self._listener.on_query_progress(progress)

@@ -12,10 +12,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-import structlog
-
 from ._clock import Clock
 from ._errors import InvalidPipelineError
+from ._logging import library_logger
 from ._time import Time
 
 __all__ = ["PIDRateEstimator", "RateController", "RateLimiter"]
@@ -167,13 +166,16 @@ class RateController:
         publish: receives each new rate (the receiver's :meth:`RateLimiter.update`).
     """
 
+    run_on_loop = True
+    """Quick, and ``publish`` updates a limiter that tasks of the loop read: runs on the event loop."""
+
     def __init__(self, stream_id: int, estimator: PIDRateEstimator, publish: Callable[[float], None]) -> None:
         """Wire a controller."""
         self.stream_id = stream_id
         self.estimator = estimator
         self._publish = publish
         self.latest_rate = -1.0
-        self._log = structlog.get_logger("aiodstream.scheduler").bind(component="RateController", stream=stream_id)
+        self._log = library_logger("aiodstream.scheduler", component="RateController", stream=stream_id)
 
     def on_batch_completed(self, event: object) -> None:
         """Estimate a new rate from the batch's records and delays, and publish it."""

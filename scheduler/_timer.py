@@ -12,10 +12,10 @@ from typing import Callable
 import anyio
 import anyio.abc
 import anyio.lowlevel
-import structlog
 
 from ._clock import Clock
 from ._errors import InvalidDurationError, StreamingStateError
+from ._logging import library_logger
 from ._time import Duration, Time
 
 __all__ = ["RecurringTimer"]
@@ -45,7 +45,7 @@ class RecurringTimer:
         self._stop_after_tick = False
         self._scope: anyio.CancelScope | None = None
         self._done: anyio.Event | None = None
-        self._log = structlog.get_logger("aiodstream.scheduler").bind(component="RecurringTimer", timer=name)
+        self._log = library_logger("aiodstream.scheduler", component="RecurringTimer", timer=name)
 
     @property
     def period(self) -> Duration:

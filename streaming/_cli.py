@@ -47,16 +47,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-def _configure_logging(verbose: bool) -> None:
-    # The command line is an application, so it (unlike the library) decides what is logged:
-    # a simulation completes thousands of batches a second, one info line each.
-    import structlog
+_CLI_HANDLER = "aiodstream-cli"
 
-    level = logging.INFO if verbose else logging.WARNING
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
+
+def _configure_logging(verbose: bool) -> None:
+    # The command line is an application, so it (unlike the library) decides what is logged, and
+    # where: the library's warnings, or with --verbose its info lines too (a simulation completes
+    # thousands of batches a second, one line each), on stderr; stdout keeps the report.
+    from scheduler import LOGGER_ROOT
+
+    logger = logging.getLogger(LOGGER_ROOT)
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    if logging.getLogger().handlers or any(h.get_name() == _CLI_HANDLER for h in logger.handlers):
+        return  # the embedding program configured its own handlers, or an earlier main() added ours
+    handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(_CLI_HANDLER)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
 
 
 # -- simulate --

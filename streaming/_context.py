@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Seque
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-import structlog
 
 from listeners import OverflowPolicy
 from scheduler import (
@@ -33,6 +32,7 @@ from scheduler import (
     PIDRateEstimator,
     RateController,
     StreamingStateError,
+    library_logger,
 )
 
 from ._listener_compat import PySparkListenerAdapter, is_pyspark_style
@@ -164,7 +164,7 @@ class StreamingContext:
         self._start_site = ""
         self._pending_checkpoint_dir: str | None = None  # set by checkpoint() inside async with, applied at start
         self._shutdown: SignalShutdown | None = None
-        self._log = structlog.get_logger("aiodstream.streaming").bind(component="StreamingContext", context=self._context_id)
+        self._log = library_logger("aiodstream.streaming", component="StreamingContext", context=self._context_id)
 
     # -- properties --
 

@@ -12,7 +12,7 @@ import threading
 from types import FrameType
 from typing import Any, Callable, Sequence
 
-import structlog
+from scheduler import library_logger
 
 __all__ = ["SHUTDOWN_SIGNALS", "SignalShutdown"]
 
@@ -39,7 +39,7 @@ class SignalShutdown:
         self._stop = stop
         self._signals = tuple(signals)
         self._previous: dict[signal.Signals, Any] = {}
-        self._log = structlog.get_logger("aiodstream.streaming").bind(component="SignalShutdown", context=name)
+        self._log = library_logger("aiodstream.streaming", component="SignalShutdown", context=name)
 
     @property
     def installed(self) -> bool:

@@ -1,14 +1,51 @@
-"""Shared test doubles: a scripted job graph and a recording batch hook."""
+"""Shared test doubles: a scripted job graph, a recording batch hook, and a capture of the library's log events."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 
-from scheduler import InputInfoTracker, Job, ManualClock, Milliseconds, StreamInputInfo, Time
+from scheduler import LOGGER_ROOT, InputInfoTracker, Job, ManualClock, Milliseconds, StreamInputInfo, Time, event_fields
+
+
+class _EventCapture(logging.Handler):
+    def __init__(self, into: list[dict[str, Any]]) -> None:
+        super().__init__(logging.DEBUG)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields = event_fields(record)
+        assert fields is not None, f"a record under {LOGGER_ROOT!r} without event fields: {record.getMessage()!r}"
+        event = {**fields, "log_level": record.levelname.lower()}
+        if record.exc_info:
+            event["exc_info"] = True
+        self.into.append(event)
+
+
+@contextlib.contextmanager
+def capture_events(level: int = logging.DEBUG) -> Iterator[list[dict[str, Any]]]:
+    """Every aiodstream log event at ``level`` or above while the block runs, as dicts.
+
+    Each holds the event's fields plus ``event`` and ``log_level`` (lower case): the
+    shape of structlog's ``capture_logs``, taken from the standard logging tree the library
+    writes to, so it also proves the events reach a host's handlers.
+    """
+    captured: list[dict[str, Any]] = []
+    root = logging.getLogger(LOGGER_ROOT)
+    handler = _EventCapture(captured)
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(level)
+    try:
+        yield captured
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous)
 
 
 class ScriptedGraph:

@@ -13,9 +13,7 @@ from datetime import datetime
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-import structlog
-
-from scheduler import InvalidPipelineError, StreamingStateError, Time
+from scheduler import InvalidPipelineError, StreamingStateError, Time, library_logger
 
 from ..spark import seconds_to_duration
 from ._node import StreamNode, memory_only
@@ -39,7 +37,7 @@ __all__ = [
     "WindowedDStream",
 ]
 
-_log = structlog.get_logger("aiodstream.streaming").bind(component="DStream")
+_log = library_logger("aiodstream.streaming", component="DStream")
 
 TimeLike = datetime | int | float
 """A batch time as pyspark's ``DStream.slice`` takes it: a local datetime or unix seconds."""

@@ -16,7 +16,6 @@ from typing import Any, Callable, Protocol, Sequence, cast
 import anyio
 import anyio.abc
 import anyio.to_thread
-import structlog
 
 from scheduler import (
     Duration,
@@ -27,6 +26,7 @@ from scheduler import (
     RecoveredBatch,
     ReplayableInput,
     Time,
+    library_logger,
 )
 
 from ..spark import wait_for_thread
@@ -168,7 +168,7 @@ class DStreamGraph:
         self.checkpoint_dir: Path | None = None
         self._history: tuple[RecoveredBatch, ...] = ()
         self._snapshots: StateSnapshots | None = None
-        self._log = structlog.get_logger("aiodstream.streaming").bind(component="DStreamGraph")
+        self._log = library_logger("aiodstream.streaming", component="DStreamGraph")
 
     def next_input_id(self) -> int:
         """A new input stream id: 0, 1, 2, ... in creation order."""

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-import structlog
-
-from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time, TimeOrderedDict
+from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time, TimeOrderedDict, library_logger
 
 from ._environment import StreamEnvironment
 
@@ -20,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["StreamNode", "memory_only", "union_rdds"]
 
-_log = structlog.get_logger("aiodstream.streaming").bind(component="DStream")
+_log = library_logger("aiodstream.streaming", component="DStream")
 
 
 def memory_only() -> StorageLevel:

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 import attrs
-import structlog
 
-from scheduler import CheckpointError, Duration, RecoveredBatch, Time, TimeOrderedDict, fsync_directory
+from scheduler import CheckpointError, Duration, RecoveredBatch, Time, TimeOrderedDict, fsync_directory, library_logger
 
 from ..recovery import InputDescriptor
 
@@ -72,7 +71,7 @@ class StateSnapshots:
         self._spark_context = spark_context
         self._restores: list[_Restore] = []
         self._versions: dict[int, int] = {}  # per stateful stream: its newest snapshot (batch id + 1)
-        self._log = structlog.get_logger("aiodstream.streaming").bind(component="StateSnapshots")
+        self._log = library_logger("aiodstream.streaming", component="StateSnapshots")
 
     def state_dir(self, index: int) -> Path:
         """The directory of stream ``index``'s snapshots."""
@@ -135,7 +134,7 @@ class StateSnapshots:
             os.rename(temp, target)
             fsync_directory(directory)
             self._versions[index] = batch_id + 1
-            self._log.info("state saved", stream=type(stream).__name__, index=index, batch=time.milliseconds, path=str(target))
+            self._log.debug("state saved", stream=type(stream).__name__, index=index, batch=time.milliseconds, path=str(target))
             for old in self._snapshots(index)[:-_SNAPSHOTS_KEPT]:
                 shutil.rmtree(directory / str(old), ignore_errors=True)
 

@@ -7,9 +7,8 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import structlog
 
-from scheduler import Offset, Time, TimeOrderedDict, remove_temp_files
+from scheduler import Offset, Time, TimeOrderedDict, library_logger, remove_temp_files
 
 from ..dstream import DStream, StreamEnvironment
 from ..recovery import InputDescriptor, parse_log_offset
@@ -83,7 +82,7 @@ class InputDStream(DStream):
         found = self._ranges.get(time)
         if found is None and not self._warned_missing:
             self._warned_missing = True
-            structlog.get_logger("aiodstream.streaming").warning(
+            library_logger("aiodstream.streaming").warning(
                 "a batch before the restart is no longer in the offsets log; its input counts as empty in windows and state",
                 stream=self.name, batch=time.milliseconds)
         return found

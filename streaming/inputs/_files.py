@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable
 
 import anyio.to_thread
 import attrs
-import structlog
 
-from scheduler import CheckpointError, CorruptCheckpointError, Duration, Offset, StreamInputInfo, SystemClock, Time
+from scheduler import CheckpointError, CorruptCheckpointError, Duration, Offset, StreamInputInfo, SystemClock, Time, library_logger
 
 from ..dstream import StreamEnvironment
 from ..recovery import FileSelection, FileSelectionLog, format_log_offset
@@ -155,7 +154,7 @@ class FileInputDStream(InputDStream):
         self._file_log: FileSelectionLog | None = None
         self._last_entry = -1
         self._entries: dict[int, FileSelection] = {}
-        self._log = structlog.get_logger("aiodstream.streaming").bind(component="FileInputDStream", stream=self.id,
+        self._log = library_logger("aiodstream.streaming", component="FileInputDStream", stream=self.id,
                                                                      directory=self.directory)
 
     def _list(self) -> list[FileEntry] | None:

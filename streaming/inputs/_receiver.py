@@ -19,10 +19,9 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 import attrs
-import structlog
 
 from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStopped
-from scheduler import Duration, Offset, RateLimiter, StreamInputInfo, Time
+from scheduler import Duration, Offset, RateLimiter, StreamInputInfo, Time, library_logger
 
 from ..dstream import StreamEnvironment
 from ..recovery import BlockLog, format_log_offset
@@ -224,7 +223,7 @@ class ReceiverInputDStream(InputDStream):
         self.initial_rate = initial if initial is not None else self.max_rate
         self._limiter: RateLimiter | None = None
         self._host = socket.gethostname()
-        self._log = structlog.get_logger("aiodstream.streaming").bind(component=type(self).__name__, stream=self.id)
+        self._log = library_logger("aiodstream.streaming", component=type(self).__name__, stream=self.id)
 
     def rate_limiter(self) -> RateLimiter:
         """The limiter the receiver waits on before storing records (created on first use, on the runtime's clock)."""

@@ -13,9 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-import structlog
-
-from scheduler import Time, write_new_file
+from scheduler import Time, library_logger, write_new_file
 
 from ._pipeline import Batch
 
@@ -77,7 +75,7 @@ class FileSink:
         self.written = 0
         self.skipped = 0
         self._cleaned = False
-        self._log = structlog.get_logger("aiodstream.streaming").bind(component="FileSink", path=str(self.path))
+        self._log = library_logger("aiodstream.streaming", component="FileSink", path=str(self.path))
 
     def file_for(self, time: Time) -> Path:
         """Where the batch at ``time`` is written."""

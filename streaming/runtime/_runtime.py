@@ -21,7 +21,6 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 import anyio
 import anyio.abc
-import structlog
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
@@ -58,6 +57,7 @@ from scheduler import (
     Time,
     Trigger,
     format_timestamp,
+    library_logger,
     run_with_timeout,
 )
 
@@ -216,7 +216,7 @@ class StreamingRuntime:
         self._bus_done: anyio.Event | None = None
         self.start_time: Time | None = None
         self.first_batch_time: Time | None = None
-        self._log = structlog.get_logger("aiodstream.streaming").bind(component="StreamingRuntime", name=name)
+        self._log = library_logger("aiodstream.streaming", component="StreamingRuntime", name=name)
 
     def _configure(self, checkpoint_location: str | os.PathLike[str] | None) -> None:
         """Build the query tracker (if any) and the scheduler for ``checkpoint_location``."""
@@ -270,9 +270,14 @@ class StreamingRuntime:
         """The lifecycle state."""
         return self._state
 
-    def add_listener(self, listener: object, *, name: str | None = None) -> None:
-        """Register a listener; allowed before and after start."""
-        self.listener_bus.add_listener(listener, name=name)
+    def add_listener(self, listener: object, *, name: str | None = None, on_loop: bool | None = None) -> None:
+        """Register a listener; allowed before and after start.
+
+        Plain ``def`` callbacks run on a worker thread of the listener's own unless ``on_loop``
+        (or the listener's ``run_on_loop`` attribute) says they are quick enough for the event
+        loop: see :class:`listeners.StreamingListenerBus`.
+        """
+        self.listener_bus.add_listener(listener, name=name, on_loop=on_loop)
 
     def remove_listener(self, listener: object) -> None:
         """Unregister a listener."""

@@ -82,6 +82,8 @@ class SimulationResult:
 class _Collector(StreamingListener):
     """Keeps each completed batch's BatchInfo; the only events a plain simulation builds."""
 
+    run_on_loop = True  # an append per batch: no thread trip
+
     def __init__(self, total: int, progress: ProgressCallback | None) -> None:
         self.batches: list[BatchInfo] = []
         self._total = total

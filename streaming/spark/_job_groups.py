@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-import structlog
+from scheduler import library_logger
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
@@ -126,7 +126,7 @@ def cancel_job_group(sc: SparkContext, group: str) -> threading.Thread:
         try:
             sc.cancelJobGroup(group)
         except Exception as exc:  # best effort: Spark may be stopping too
-            structlog.get_logger("aiodstream.streaming").bind(component="SparkJobThreads").warning(
+            library_logger("aiodstream.streaming", component="SparkJobThreads").warning(
                 "cancelling a Spark job group failed", group=group, error=repr(exc))
 
     thread = threading.Thread(target=cancel, name="aiodstream-cancel", daemon=True)

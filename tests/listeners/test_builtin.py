@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from structlog.testing import capture_logs
 
 from listeners import (
     BatchCompleted,
@@ -18,6 +17,7 @@ from listeners import (
 )
 from scheduler import Job, JobSet, Time
 from tests.anyio_support import BACKENDS, run, settle
+from tests.support import capture_events
 
 
 def batch(time: int, *, submitted: int, started: int | None = None, ended: int | None = None) -> BatchInfo:
@@ -111,7 +111,7 @@ def test_event_recorder_on_a_bus_waits_for_completed_batches(backend: str) -> No
 def test_stats_report_logs_delay_distributions_over_the_last_batches() -> None:
     """Each completed batch logs min/quartiles/max of total and processing delay over the kept batches."""
     listener = StatsReportListener()
-    with capture_logs() as logs:
+    with capture_events() as logs:
         for n, (scheduling, processing) in enumerate([(0, 100), (100, 100), (100, 200), (200, 200)], start=1):
             listener.on_batch_completed(completed(n * 1000, scheduling=scheduling, processing=processing))
     assert logs[0] == {
@@ -137,7 +137,7 @@ def test_stats_report_logs_delay_distributions_over_the_last_batches() -> None:
 def test_stats_report_keeps_only_the_last_n_batches() -> None:
     """With num_batch_infos=2 the distributions cover only the two most recent batches."""
     listener = StatsReportListener(num_batch_infos=2)
-    with capture_logs() as logs:
+    with capture_events() as logs:
         for n, processing in enumerate([1000, 10, 30], start=1):
             listener.on_batch_completed(completed(n * 1000, scheduling=0, processing=processing))
     assert [b.batch_time for b in listener.batch_infos] == [Time(2000), Time(3000)]
@@ -148,7 +148,7 @@ def test_stats_report_keeps_only_the_last_n_batches() -> None:
 def test_stats_report_default_keeps_ten_batches_like_spark() -> None:
     """The default window is Spark's 10 batches."""
     listener = StatsReportListener()
-    with capture_logs():
+    with capture_events():
         for n in range(1, 13):
             listener.on_batch_completed(completed(n * 1000, scheduling=0, processing=n))
     assert len(listener.batch_infos) == 10
@@ -159,7 +159,7 @@ def test_stats_report_without_known_delays_logs_none() -> None:
     """Batches whose delays are unknown are left out; with none known the distribution is None."""
     listener = StatsReportListener()
     unfinished = BatchCompleted(batch(1000, submitted=1000, started=1010))
-    with capture_logs() as logs:
+    with capture_events() as logs:
         listener.on_batch_completed(unfinished)
         listener.on_batch_completed(completed(2000, scheduling=5, processing=20))
     assert logs[0]["total_delay_ms"] is None and logs[0]["processing_delay_ms"] is None
@@ -183,7 +183,7 @@ def test_stats_report_listens_only_for_completed_batches_on_a_bus() -> None:
         assert [b.batch_time for b in listener.batch_infos] == [Time(1000)]
         assert bus.statistics().failed == 0
 
-    with capture_logs() as logs:
+    with capture_events() as logs:
         run("asyncio", body)
     assert [e["event"] for e in logs] == ["batch delay distribution"]
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import functools
+import threading
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
-from structlog.testing import capture_logs
 
 from listeners import (
     BatchCompleted,
@@ -34,7 +35,8 @@ from listeners import (
     current_listener,
 )
 from scheduler import Job, JobSet, StreamingStateError, Time
-from tests.anyio_support import BACKENDS, raises_exactly, run, settle
+from tests.anyio_support import BACKENDS, HANG_GUARD_S, raises_exactly, run, settle
+from tests.support import capture_events
 
 
 def ev(n: int) -> StreamingStarted:
@@ -59,7 +61,9 @@ async def running(bus: StreamingListenerBus) -> AsyncIterator[anyio.abc.TaskGrou
 
 
 class Recorder:
-    """A plain callable listener."""
+    """A plain callable listener, run on the loop so that settle() covers its work (threads: see the tests at the end)."""
+
+    run_on_loop = True
 
     def __init__(self) -> None:
         self.events: list[StreamingEvent] = []
@@ -372,17 +376,18 @@ def test_a_raising_listener_is_logged_with_its_name_and_stays_registered(backend
         )
         assert (stats.posted, stats.delivered, stats.failed) == (3, 5, 4)
 
-    with capture_logs() as logs:
+    with capture_events() as logs:
         run(backend, body)
     failures = [e for e in logs if e["event"] == "listener raised; it stays registered"]
-    assert failures[0] == {
+    # Flaky's plain callback runs on its own thread, so the listeners' lines interleave freely.
+    assert [e for e in failures if e["listener"] == "Flaky"] == [{
         "event": "listener raised; it stays registered",
         "log_level": "error",
         "exc_info": True,
         "component": "StreamingListenerBus",
         "listener": "Flaky",
         "event_type": "StreamingStarted",
-    }
+    }]
     assert sorted(e["listener"] for e in failures) == ["Flaky", "async-one", "async-one", "async-one"]
 
 
@@ -411,7 +416,7 @@ def test_drop_policy_counts_drops_and_warns_once_naming_the_slow_listener(backen
         assert numbers(fast.events) == list(range(10))
         assert bus.statistics().delivered == 13
 
-    with capture_logs() as logs:
+    with capture_events() as logs:
         run(backend, body)
     assert logs == [
         {
@@ -579,7 +584,7 @@ def test_wait_delivered_does_not_wait_for_dropped_events(backend: str) -> None:
             assert numbers(slow.events) == [0, 1]
             assert bus.statistics().dropped == 3
 
-    with capture_logs():
+    with capture_events():
         run(backend, body)
 
 
@@ -624,7 +629,7 @@ def test_events_posted_after_close_are_ignored_with_a_warning(backend: str) -> N
         assert numbers(listener.events) == [0]
         assert bus.statistics().posted == 1
 
-    with capture_logs() as logs:
+    with capture_events() as logs:
         run(backend, body)
     assert logs == [
         {
@@ -857,5 +862,138 @@ def test_statistics_and_repr_summarise_the_bus(backend: str) -> None:
                 stats.posted = 0  # type: ignore[misc]
             slow.gate.set()
 
-    with capture_logs():
+    with capture_events():
         run(backend, body)
+
+
+# -- where plain callbacks run: a thread per listener, unless on_loop --
+
+
+class OnThread:
+    """A plain callable listener (the default: off the loop); records each event with the thread it ran on."""
+
+    def __init__(self, block_on: threading.Event | None = None) -> None:
+        self.calls: list[tuple[int, int, str | None]] = []
+        self.block_on = block_on
+        self.entered = threading.Event()
+
+    def __call__(self, event: StreamingStarted) -> None:
+        self.calls.append((event.time.milliseconds, threading.get_ident(), current_listener()))
+        self.entered.set()
+        if self.block_on is not None:
+            assert self.block_on.wait(HANG_GUARD_S), "never released"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_plain_callback_runs_on_a_worker_thread_in_posting_order(backend: str) -> None:
+    """Plain callbacks run off the loop's thread, one at a time in posting order, and see current_listener()."""
+    loop_thread: list[int] = []
+
+    async def body() -> None:
+        listener = OnThread()
+        bus = StreamingListenerBus()
+        bus.add_listener(listener, name="threaded")
+        loop_thread.append(threading.get_ident())
+        async with running(bus):
+            for n in range(600):  # more than one trip's worth
+                await bus.post(ev(n))
+        assert [n for n, _, _ in listener.calls] == list(range(600))
+        assert {thread for _, thread, _ in listener.calls}.isdisjoint(loop_thread)
+        assert {name for _, _, name in listener.calls} == {"threaded"}
+        assert bus.statistics().listeners == (ListenerStatistics("threaded", 0, 600, 0, 0),)
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_on_loop_runs_a_plain_callback_on_the_loops_thread(backend: str) -> None:
+    """add_listener(on_loop=True) (or a run_on_loop attribute) keeps a quick plain callback on the loop."""
+
+    async def body() -> None:
+        by_keyword, by_attribute = OnThread(), OnThread()
+        by_attribute.run_on_loop = True  # type: ignore[attr-defined]
+        bus = StreamingListenerBus()
+        bus.add_listener(by_keyword, on_loop=True)
+        bus.add_listener(by_attribute)
+        async with running(bus):
+            await bus.post(ev(1))
+        here = threading.get_ident()
+        assert [thread for _, thread, _ in by_keyword.calls] == [here]
+        assert [thread for _, thread, _ in by_attribute.calls] == [here]
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_blocking_plain_listener_delays_only_itself(backend: str) -> None:
+    """While one listener blocks its thread, the loop runs on and the others get every event; at close it gets them all."""
+    release = threading.Event()
+
+    async def body() -> None:
+        blocked, fast = OnThread(block_on=release), Recorder()
+        bus = StreamingListenerBus()
+        bus.add_listener(blocked, name="blocked")
+        bus.add_listener(fast)
+        ticks = 0
+        async with running(bus):
+            for n in range(5):
+                await bus.post(ev(n))
+                ticks += 1
+                await anyio.lowlevel.checkpoint()
+            await anyio.to_thread.run_sync(blocked.entered.wait)
+            await settle()
+            assert numbers(fast.events) == [0, 1, 2, 3, 4] and ticks == 5
+            assert [n for n, _, _ in blocked.calls] == [0]  # still inside its first call
+            release.set()
+        assert [n for n, _, _ in blocked.calls] == [0, 1, 2, 3, 4]  # close drained it, in order
+
+    try:
+        run(backend, body)
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_plain_callback_that_returns_an_awaitable_is_awaited_in_order(backend: str) -> None:
+    """A plain def returning a coroutine (a partial of an async function, say) has it awaited on the loop, in order."""
+    seen: list[tuple[str, int]] = []
+
+    async def later(event: StreamingStarted) -> None:
+        await anyio.lowlevel.checkpoint()
+        seen.append(("awaited", event.time.milliseconds))
+
+    def plain(event: StreamingStarted) -> Any:
+        seen.append(("called", event.time.milliseconds))
+        return later(event)
+
+    async def body() -> None:
+        bus = StreamingListenerBus()
+        bus.add_listener(plain)
+        async with running(bus):
+            for n in range(3):
+                await bus.post(ev(n))
+
+    run(backend, body)
+    assert seen == [(kind, n) for n in range(3) for kind in ("called", "awaited")]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cancelling_the_bus_does_not_wait_for_a_blocked_plain_callback(backend: str) -> None:
+    """The host cancels: run() returns while a plain callback still blocks on its thread (it finishes there later)."""
+    release = threading.Event()
+
+    async def body() -> None:
+        blocked = OnThread(block_on=release)
+        bus = StreamingListenerBus()
+        bus.add_listener(blocked)
+        async with anyio.create_task_group() as tg:
+            await tg.start(bus.run)
+            await bus.post(ev(0))
+            await anyio.to_thread.run_sync(blocked.entered.wait)
+            tg.cancel_scope.cancel()
+        assert not release.is_set() and [n for n, _, _ in blocked.calls] == [0]
+
+    try:
+        run(backend, body)
+    finally:
+        release.set()

@@ -6,7 +6,6 @@ import threading
 
 import anyio
 import pytest
-from structlog.testing import capture_logs
 
 from listeners import (
     BatchCompleted,
@@ -18,7 +17,7 @@ from listeners import (
 )
 from scheduler import Job, JobScheduler, ManualClock, Milliseconds, Seconds, Time
 from streaming import StreamingRuntime
-from tests.support import Gate, RecordingHook, ScriptedGraph, noop_job, sleeping_job
+from tests.support import Gate, RecordingHook, ScriptedGraph, capture_events, noop_job, sleeping_job
 
 pytestmark = pytest.mark.anyio
 
@@ -316,7 +315,7 @@ async def test_input_infos_reach_batch_info() -> None:
 async def test_one_log_line_per_completed_batch_with_three_delays() -> None:
     """Each completed batch logs one 'batch completed' line carrying its scheduling, processing and total delay."""
     clock = ManualClock(0)
-    with capture_logs() as logs:
+    with capture_events() as logs:
         async with StreamingRuntime(ScriptedGraph(lambda t: [sleeping_job(clock, t, 300)]), Seconds(1), clock=clock) as rt:
             await rt.start()
             clock.set_time(Time(1000))

@@ -7,7 +7,6 @@ import anyio.lowlevel
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from structlog.testing import capture_logs
 
 from scheduler import (
     Duration,
@@ -19,6 +18,7 @@ from scheduler import (
     Time,
 )
 from tests.anyio_support import BACKENDS, raises_exactly, run, settle
+from tests.support import capture_events
 
 
 class Ticks(list[Time]):
@@ -429,7 +429,7 @@ def test_start_and_stop_are_logged_with_the_timers_identity(backend: str) -> Non
             await advance_and_settle(clock, 100)
             await timer.stop(one_more_tick=False)
 
-    with capture_logs() as logs:
+    with capture_events() as logs:
         run(backend, body)
     assert logs == [
         {"event": "timer started", "log_level": "debug", "component": "RecurringTimer", "timer": "JobGenerator",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from structlog.testing import capture_logs
 
 from listeners import BatchCompleted, EventRecorder, OverflowPolicy, StreamingListener, StreamingStarted
 from scheduler import (
@@ -20,7 +19,7 @@ from scheduler import (
 )
 from streaming import Batch, Pipeline, StreamingContextState, StreamingRuntime
 from tests.anyio_support import settle
-from tests.support import Gate, RecordingHook, ScriptedGraph, noop_job, wait_until
+from tests.support import Gate, RecordingHook, ScriptedGraph, capture_events, noop_job, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -112,7 +111,7 @@ def test_bad_batch_duration_is_refused(duration: object, message: str) -> None:
 
 async def test_stop_before_start_marks_stopped_with_warning() -> None:
     """Stopping a runtime that never started marks it STOPPED and warns."""
-    with capture_logs() as logs:
+    with capture_events() as logs:
         async with StreamingRuntime(one_output_pipeline(), Seconds(1), clock=ManualClock()) as rt:
             await rt.stop()
             assert rt.state is StreamingContextState.STOPPED
@@ -121,7 +120,7 @@ async def test_stop_before_start_marks_stopped_with_warning() -> None:
 
 async def test_stop_twice_is_idempotent() -> None:
     """A second stop only warns."""
-    with capture_logs() as logs:
+    with capture_events() as logs:
         async with StreamingRuntime(one_output_pipeline(), Seconds(1), clock=ManualClock()) as rt:
             await rt.start()
             await rt.stop()
@@ -203,7 +202,7 @@ async def test_graceful_stop_times_out_and_abandons() -> None:
         await rt.start()
         clock.advance(Seconds(1))
         await gate.wait_started("1000")
-        with capture_logs() as logs:
+        with capture_events() as logs:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(lambda: rt.stop(graceful=True))
                 await settle()  # stop() has asked the timer, parked at 2000, for one more tick

@@ -8,6 +8,7 @@ timeouts are generous and the assertions never depend on how many batches ran.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import socket
 import threading
@@ -117,6 +118,50 @@ def contexts(spark_context: Any) -> Iterator[Callable[..., tuple[StreamingContex
     for ssc in made:
         ssc.stop(stopSparkContext=False)
     assert StreamingContext.getActive() is None
+
+
+# -- listeners off the loop --
+
+
+@pytest.mark.spark
+def test_a_pyspark_listener_blocking_for_seconds_delays_neither_batches_nor_other_listeners(contexts: Any) -> None:
+    """A pyspark StreamingListener blocks in its first onBatchCompleted until four more batches completed elsewhere.
+
+    Its callbacks run on a thread of its own: the timer, the jobs and the other listener go on
+    meanwhile, batch after batch on the grid. Were it on the loop, nothing would complete while it
+    waits, and it would give up after WAIT_S.
+    """
+    from streaming import StreamingListener
+
+    ssc, recorder = contexts(0.2)
+    released = threading.Event()
+    calls: list[int] = []
+
+    class Blocking(StreamingListener):  # type: ignore[misc]
+        def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803 (pyspark's names)
+            calls.append(batchCompleted.batchInfo().batchTime().milliseconds())
+            if len(calls) == 1:
+                if _wait_batches(recorder, 5):
+                    released.set()
+
+    ssc.addStreamingListener(Blocking())
+    ssc.queueStream([[i] for i in range(8)], default=[0]).foreachRDD(lambda rdd: rdd.count())
+    ssc.start()
+    batches = recorder.wait_for_batches(6)
+    assert released.is_set(), "the other listener saw no batches while this one blocked"
+    times = [b.batch_time.milliseconds for b in batches[:6]]
+    assert [b - a for a, b in itertools.pairwise(times)] == [200] * 5
+    assert not any(b.failed for b in batches[:6])
+    recorder.wait_for(lambda _: len(calls) >= 6, "the blocked listener to catch up")
+    assert calls[:6] == times  # in order, none lost
+
+
+def _wait_batches(recorder: ThreadRecorder, count: int) -> bool:
+    try:
+        recorder.wait_for_batches(count)
+    except AssertionError:
+        return False
+    return True
 
 
 # -- Spark integration: job groups, concurrency, cancellation --

@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from contextlib import redirect_stdout
 from typing import Any
 
-from structlog.testing import capture_logs
-
 from .programs import Batches, Program, Sink, recording
 from .reference import (
     DEFAULT_BATCH_SECONDS,
@@ -51,8 +49,8 @@ def run_aiodstream(
     program's ``make_input`` calls, ``sc`` is the shared SparkContext (never stopped), and
     :class:`reference.ReferenceRunError` reports a failed batch, a dead context or a time-out.
     The wait is on a listener's count of completed batches, never on a fixed sleep. The
-    library's log lines are captured (structlog prints to stdout by default), so that stdout
-    holds only what the program printed.
+    library logs nothing unless the host configures logging, so stdout holds only what the
+    program printed.
     """
     from streaming import StreamingContext
 
@@ -74,7 +72,7 @@ def run_aiodstream(
         try:
             with recording(sink):
                 program(ssc, make_input, **_program_kwargs(program, tmp_dir, batch_seconds))
-            with capture_logs(), redirect_stdout(stdout):
+            with redirect_stdout(stdout):
                 try:
                     ssc.start()
                     _wait_for_batches(ssc, tracker, num_batches, timeout)

@@ -67,7 +67,9 @@ def _real_run(
         ) as rt:
             rt.add_listener(recorder)
             for listener in listeners:
-                rt.add_listener(listener)
+                # On the loop: the clock below moves once every task is parked, which a callback
+                # on a thread would not hold back.
+                rt.add_listener(listener, on_loop=True)
             await rt.start()
             stopped = anyio.Event()
 
