@@ -15,6 +15,7 @@ from typing import Awaitable, Callable, Protocol, runtime_checkable
 import anyio
 import anyio.lowlevel
 
+from ._logging import library_logger
 from ._time import Duration, Time
 
 __all__ = ["Clock", "ManualClock", "SystemClock", "run_with_timeout"]
@@ -46,11 +47,65 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The wall clock, in milliseconds since the Unix epoch."""
+    """The wall clock, in milliseconds since the Unix epoch, watching itself for steps.
+
+    Batch times are wall-clock times (Spark's ``SystemClock``), so a step of the wall clock (an
+    operator or NTP setting it, a VM resumed) moves them. The grid is kept either way, as in
+    Spark: after a step forwards the timer fires every tick it missed, in order; after a step
+    backwards it waits until the wall clock reaches its next tick again. What Spark does not do
+    is say so: this clock compares the wall clock with the monotonic one at every reading and
+    logs each step larger than ``step_threshold`` as a warning (``wall clock stepped``, with its
+    direction and size), and counts them in :attr:`steps`.
+
+    Args:
+        step_threshold: the smallest change of (wall - monotonic) between two readings that
+            counts as a step (default 100 ms; NTP's slewing changes it by well under 1 ms a second).
+        wall_ns: the wall clock in nanoseconds since the epoch (default :func:`time.time_ns`).
+        monotonic_ns: a monotonic clock in nanoseconds (default :func:`time.monotonic_ns`).
+        sleep: sleeps for a number of seconds (default :func:`anyio.sleep`).
+    """
+
+    def __init__(
+        self,
+        *,
+        step_threshold: Duration | None = None,
+        wall_ns: Callable[[], int] = _time.time_ns,
+        monotonic_ns: Callable[[], int] = _time.monotonic_ns,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        """Create a clock; the defaults are the real clocks."""
+        threshold = step_threshold.milliseconds if step_threshold is not None else 100
+        if threshold <= 0:
+            raise ValueError(f"step_threshold must be positive, got {step_threshold!r}")
+        self._threshold_ns = threshold * 1_000_000
+        self._wall_ns = wall_ns
+        self._monotonic_ns = monotonic_ns
+        self._sleep = sleep
+        self._offset_ns = wall_ns() - monotonic_ns()
+        self.steps = 0
+        """How many steps of the wall clock this clock has seen."""
+        self._log = library_logger("aiodstream.scheduler", component="SystemClock")
 
     def now(self) -> Time:
-        """The wall-clock time."""
-        return Time(_time.time_ns() // 1_000_000)
+        """The wall-clock time (a step since the previous reading is logged first)."""
+        wall = self._wall_ns()
+        offset = wall - self._monotonic_ns()
+        change = offset - self._offset_ns
+        self._offset_ns = offset
+        if change > self._threshold_ns or change < -self._threshold_ns:
+            self._stepped(change // 1_000_000, wall // 1_000_000)
+        return Time(wall // 1_000_000)
+
+    def _stepped(self, change_ms: int, now_ms: int) -> None:
+        self.steps += 1
+        self._log.warning(
+            "wall clock stepped",
+            direction="forwards" if change_ms > 0 else "backwards",
+            step_ms=abs(change_ms),
+            now=now_ms,
+            consequence="the timer fires the ticks it skipped, in order" if change_ms > 0
+            else "the timer waits until the wall clock reaches its next tick again",
+        )
 
     async def sleep_until(self, deadline: Time) -> Time:
         """Sleep until the wall clock reaches ``deadline`` (re-checks after early wake-ups)."""
@@ -62,7 +117,7 @@ class SystemClock:
                 return now
             # The event loop sleeps on a monotonic clock; re-reading the wall clock afterwards
             # absorbs the difference instead of firing early.
-            await anyio.sleep(remaining / 1000)
+            await self._sleep(remaining / 1000)
 
     async def sleep(self, duration: Duration) -> Time:
         """Sleep for ``duration``."""

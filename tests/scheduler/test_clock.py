@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import time
-import types
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
 
-import scheduler._clock as clock_module
 from scheduler import (
     Clock,
     Duration,
     InvalidDurationError,
     ManualClock,
     Milliseconds,
+    RecurringTimer,
     Seconds,
     SystemClock,
     Time,
     run_with_timeout,
 )
 from tests.anyio_support import BACKENDS, raises_exactly, run, settle
+from tests.support import capture_events
 
 # -- SystemClock --
 
@@ -43,33 +44,43 @@ def test_clocks_satisfy_the_clock_protocol() -> None:
 
 
 class FakeWallClock:
-    """Stands in for the wall clock and the event loop's sleep inside scheduler._clock.
+    """The wall clock, the monotonic clock and the loop's sleep of a SystemClock, moved by hand.
 
-    ``sleep(s)`` advances the wall clock by ``wake_fraction`` of what was asked, modelling a loop
-    whose monotonic clock runs ahead of the wall clock (an early wake-up).
+    ``sleep(s)`` advances both clocks by ``wake_fraction`` of what was asked, modelling a loop
+    whose monotonic clock runs ahead of the wall clock (an early wake-up); ``step(ms)`` moves the
+    wall clock alone, as an operator or NTP setting it would.
     """
 
     def __init__(self, now_ms: int, wake_fraction: float = 1.0) -> None:
         self.now_ms = now_ms
+        self.mono_ms = 0
         self.wake_fraction = wake_fraction
         self.sleeps: list[float] = []
 
     def time_ns(self) -> int:
         return self.now_ms * 1_000_000
 
+    def monotonic_ns(self) -> int:
+        return self.mono_ms * 1_000_000
+
+    def step(self, ms: int) -> None:
+        self.now_ms += ms
+
     async def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
-        self.now_ms += max(1, int(seconds * 1000 * self.wake_fraction))
+        ms = max(1, int(seconds * 1000 * self.wake_fraction))
+        self.now_ms += ms
+        self.mono_ms += ms
         await anyio.lowlevel.checkpoint()
+
+    def clock(self, **options: Any) -> SystemClock:
+        return SystemClock(wall_ns=self.time_ns, monotonic_ns=self.monotonic_ns, sleep=self.sleep, **options)
 
 
 @pytest.fixture
-def fake_wall(monkeypatch: pytest.MonkeyPatch) -> FakeWallClock:
-    """Replace the wall clock and anyio.sleep as seen by scheduler._clock (nowhere else)."""
-    fake = FakeWallClock(10_000)
-    monkeypatch.setattr(clock_module, "_time", types.SimpleNamespace(time_ns=fake.time_ns))
-    monkeypatch.setattr(clock_module, "anyio", types.SimpleNamespace(sleep=fake.sleep, lowlevel=anyio.lowlevel))
-    return fake
+def fake_wall() -> FakeWallClock:
+    """Clocks and a sleep to inject into a SystemClock."""
+    return FakeWallClock(10_000)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -77,8 +88,8 @@ def test_system_clock_sleep_until_a_passed_deadline_returns_now_without_sleeping
     """sleep_until(past) returns the current wall time and never sleeps."""
 
     async def body() -> None:
-        assert await SystemClock().sleep_until(Time(9_000)) == Time(10_000)
-        assert await SystemClock().sleep_until(Time(10_000)) == Time(10_000)
+        assert await fake_wall.clock().sleep_until(Time(9_000)) == Time(10_000)
+        assert await fake_wall.clock().sleep_until(Time(10_000)) == Time(10_000)
 
     run(backend, body)
     assert fake_wall.sleeps == []
@@ -92,7 +103,7 @@ def test_system_clock_sleep_until_is_a_checkpoint_even_when_the_deadline_has_pas
         reached = False
         with anyio.CancelScope() as scope:
             scope.cancel()
-            await SystemClock().sleep_until(Time(0))
+            await fake_wall.clock().sleep_until(Time(0))
             reached = True
         assert scope.cancelled_caught and not reached
 
@@ -105,7 +116,7 @@ def test_system_clock_sleeps_the_remaining_time_and_rechecks_after_an_early_wake
     fake_wall.wake_fraction = 0.5
 
     async def body() -> None:
-        woke = await SystemClock().sleep_until(Time(10_400))
+        woke = await fake_wall.clock().sleep_until(Time(10_400))
         assert woke >= Time(10_400)
         assert woke == Time(fake_wall.now_ms)
 
@@ -119,7 +130,7 @@ def test_system_clock_sleep_is_relative_to_now(backend: str, fake_wall: FakeWall
     """SystemClock.sleep(d) sleeps until now + d and returns the time on waking."""
 
     async def body() -> None:
-        assert await SystemClock().sleep(Milliseconds(250)) == Time(10_250)
+        assert await fake_wall.clock().sleep(Milliseconds(250)) == Time(10_250)
 
     run(backend, body)
     assert fake_wall.sleeps == [0.25]
@@ -528,3 +539,80 @@ def test_run_with_timeout_does_not_swallow_the_callers_cancellation(backend: str
         assert clock.sleepers == 0
 
     run(backend, body)
+
+
+# -- SystemClock: steps of the wall clock --
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_forward_step_is_logged_and_the_timer_fires_every_tick_it_skipped_on_the_grid(
+        backend: str, fake_wall: FakeWallClock) -> None:
+    """The wall clock jumps 1 s ahead after the first tick: one warning, then ticks 10_200 ... 11_200 in order."""
+    clock = fake_wall.clock()
+    ticks: list[int] = []
+
+    def on_tick(time: Time) -> None:
+        ticks.append(time.milliseconds)
+        if len(ticks) == 1:
+            fake_wall.step(1_000)
+
+    async def body() -> None:
+        timer = RecurringTimer(clock, Milliseconds(100), on_tick, "stepped")
+        async with anyio.create_task_group() as tg:
+            await tg.start(timer.run)
+            while len(ticks) < 12:
+                await anyio.lowlevel.checkpoint()
+            tg.cancel_scope.cancel()
+
+    with capture_events() as logs:
+        run(backend, body)
+    assert ticks == [10_100 + 100 * k for k in range(12)]
+    assert clock.steps == 1
+    steps = [e for e in logs if e["event"] == "wall clock stepped"]
+    assert [(e["log_level"], e["direction"], e["step_ms"]) for e in steps] == [("warning", "forwards", 1_000)]
+    # after the step the timer caught up without sleeping: the sleeps before are the grid's
+    assert fake_wall.sleeps[:2] == [0.1, 0.1] and len(fake_wall.sleeps) <= 4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_backward_step_is_logged_and_the_timer_waits_for_its_next_tick_on_the_grid(
+        backend: str, fake_wall: FakeWallClock) -> None:
+    """The wall clock goes 2 s back after the first tick: one warning, and the next tick is still 10_200, reached 2 s later."""
+    clock = fake_wall.clock()
+    ticks: list[tuple[int, int]] = []
+
+    def on_tick(time: Time) -> None:
+        ticks.append((time.milliseconds, fake_wall.mono_ms))
+        if len(ticks) == 1:
+            fake_wall.step(-2_000)
+
+    async def body() -> None:
+        timer = RecurringTimer(clock, Milliseconds(100), on_tick, "stepped")
+        async with anyio.create_task_group() as tg:
+            await tg.start(timer.run)
+            while len(ticks) < 3:
+                await anyio.lowlevel.checkpoint()
+            tg.cancel_scope.cancel()
+
+    with capture_events() as logs:
+        run(backend, body)
+    assert ticks == [(10_100, 100), (10_200, 2_200), (10_300, 2_300)]
+    steps = [e for e in logs if e["event"] == "wall clock stepped"]
+    assert [(e["direction"], e["step_ms"]) for e in steps] == [("backwards", 2_000)]
+    assert clock.steps == 1
+
+
+def test_no_step_without_a_jump_and_a_bad_threshold_is_refused(fake_wall: FakeWallClock) -> None:
+    """Readings that move both clocks alike, or differ by less than the threshold, are no step; a threshold must be positive."""
+    clock = fake_wall.clock(step_threshold=Milliseconds(50))
+    fake_wall.now_ms += 500
+    fake_wall.mono_ms += 500
+    clock.now()
+    fake_wall.step(50)  # exactly the threshold: not more than it
+    clock.now()
+    assert clock.steps == 0
+    fake_wall.step(-51)
+    assert clock.now() == Time(10_499)
+    assert clock.steps == 1
+    with raises_exactly(ValueError, "step_threshold must be positive, got Duration(0)"):
+        SystemClock(step_threshold=Milliseconds(0))
