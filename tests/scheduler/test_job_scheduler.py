@@ -15,8 +15,9 @@ from listeners import (
     OutputOperationCompleted,
     OutputOperationStarted,
 )
-from scheduler import Job, JobScheduler, ManualClock, Milliseconds, Seconds, Time
+from scheduler import Job, JobFailedError, JobScheduler, ManualClock, Milliseconds, Seconds, Time
 from streaming import StreamingRuntime
+from tests.anyio_support import raises_exactly
 from tests.support import Gate, RecordingHook, ScriptedGraph, capture_events, noop_job, sleeping_job
 
 pytestmark = pytest.mark.anyio
@@ -261,13 +262,13 @@ async def test_failed_job_reports_and_keeps_running() -> None:
         await rt.start()
         clock.advance(Seconds(2))
         await rt.wait_until_idle()
-        with pytest.raises(Exception) as info:
+        with pytest.raises(JobFailedError) as info:
             await rt.await_termination(Seconds(1))
         assert rt.scheduler.pending_times() == [Time(1000)]
         await rt.stop()
     err = info.value
     assert str(err) == "Error running job streaming job 1000 ms.0: ValueError: boom"
-    assert isinstance(err.__cause__, ValueError) and err.job_id == "streaming job 1000 ms.0"  # type: ignore[attr-defined]
+    assert isinstance(err.__cause__, ValueError) and err.job_id == "streaming job 1000 ms.0"
     first = rec.completed_batches[0]
     assert first.failed and "ValueError: boom" in (first.output_operation_infos[0].failure_reason or "")
     assert first.output_operation_infos[1].failure_reason is None
@@ -293,7 +294,7 @@ async def test_generation_error_reaches_waiter_without_events() -> None:
         clock.advance(Seconds(2))
         await rt.wait_until_idle()
         await rt.stop()
-        with pytest.raises(Exception, match=r"^Error generating jobs for time 1000 ms: RuntimeError: bad graph$"):
+        with raises_exactly(JobFailedError, "Error generating jobs for time 1000 ms: RuntimeError: bad graph"):
             await rt.await_termination()
     assert [b.batch_time.milliseconds for b in rec.completed_batches] == [2000]
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler import Duration, Seconds, Time
+from scheduler import Duration, JobFailedError, Seconds, Time
 from streaming.simulation import (
     BatchContext,
     BurstRate,
@@ -26,6 +26,7 @@ from streaming.simulation import (
     StepRate,
     simulate,
 )
+from tests.anyio_support import raises_exactly
 
 CTX = BatchContext(0, Time(1000), Seconds(1), 10)
 
@@ -76,7 +77,7 @@ def test_a_failing_model_stops_the_run_and_raises() -> None:
         return 10
 
     model = SimulationModel(Seconds(1), [OutputModel("a", FromFunction(broken))], batches=10)
-    with pytest.raises(Exception, match="Error generating jobs for time 4000 ms") as info:
+    with raises_exactly(JobFailedError, "Error generating jobs for time 4000 ms: RuntimeError: boom") as info:
         simulate(model)
     assert isinstance(info.value.__cause__, RuntimeError)
 
