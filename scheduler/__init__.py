@@ -1,15 +1,9 @@
-"""The streaming runtime's engine: time, clocks, the batch timer, JobGenerator, JobScheduler and checkpoints.
+"""The streaming runtime's engine: time, clocks, the batch timer, JobGenerator, JobScheduler and, in ``query``, checkpoints.
 
 The counterpart of Spark's ``org.apache.spark.streaming.scheduler`` package. Nothing here knows
 about Spark or about the listener bus; both attach through the protocols in this package.
 """
 
-from ._checkpoint import (
-    BatchGrid,
-    Checkpoint,
-    CheckpointDescription,
-    CheckpointState,
-)
 from ._clock import Clock, ManualClock, SystemClock, run_with_timeout
 from ._errors import (
     CheckpointError,
@@ -30,19 +24,6 @@ from ._job_scheduler import JobAbandonedError, JobScheduler, JobSchedulerStatist
 from ._job_set import JobSet
 from ._logging import LOGGER_ROOT, LibraryLogger, event_fields, library_logger
 from ._loop_probe import PROBE_ATTRIBUTE, ReadyProbe, ready_probe
-from ._metadata_log import (
-    CommitLog,
-    CommitMetadata,
-    MetadataLog,
-    OffsetSeq,
-    OffsetSeqLog,
-    OffsetSeqMetadata,
-    fsync_directory,
-    remove_temp_files,
-    write_new_file,
-)
-from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, QueryProgressListener, RunPlan
-from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
 from ._protocols import (
     BatchHook,
     BatchPlanner,
@@ -54,13 +35,38 @@ from ._protocols import (
     ReplayableGraph,
     ReplayableInput,
 )
-from ._query_options import ProgressTrackingOptions, Trigger
 from ._rate import PIDRateEstimator, RateController, RateLimiter
 from ._streams import YIELD_EVERY, Mailbox, yield_now, yield_to_ready
 from ._time import Duration, Milliseconds, Minutes, Seconds, Time, TimeOrderedDict
 from ._timer import RecurringTimer
 from ._virtual_clock import VirtualClock
 from ._work import WorkTracker
+from .query import (
+    BatchGrid,
+    Checkpoint,
+    CheckpointDescription,
+    CheckpointState,
+    CommitLog,
+    CommitMetadata,
+    MetadataLog,
+    MicroBatchTracker,
+    MicroBatchTrackerStatistics,
+    OffsetSeq,
+    OffsetSeqLog,
+    OffsetSeqMetadata,
+    ProgressTrackingOptions,
+    QueryProgressListener,
+    RunPlan,
+    SinkProgress,
+    SourceProgress,
+    StreamingQueryProgress,
+    StreamingQueryStatus,
+    Trigger,
+    format_timestamp,
+    fsync_directory,
+    remove_temp_files,
+    write_new_file,
+)
 
 __all__ = [
     "BatchFinished",

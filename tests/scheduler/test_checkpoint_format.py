@@ -23,7 +23,7 @@ from scheduler import (
     UnsupportedLogVersionError,
     write_new_file,
 )
-from scheduler._metadata_log import (
+from scheduler.query._metadata_log import (
     parse_commit,
     parse_offset_seq,
     parse_query_metadata,

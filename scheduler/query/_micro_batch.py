@@ -21,16 +21,16 @@ import anyio.to_thread
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .._clock import Clock
+from .._errors import ConcurrentCheckpointUpdateError, InvalidPipelineError, StreamingStateError
+from .._job_set import JobSet
+from .._logging import library_logger
+from .._protocols import Offset, RecoveredBatch, ReplayableGraph, ReplayableInput
+from .._time import Duration, Time
 from ._checkpoint import BatchGrid, Checkpoint, CheckpointState
-from ._clock import Clock
-from ._errors import ConcurrentCheckpointUpdateError, InvalidPipelineError, StreamingStateError
-from ._job_set import JobSet
-from ._logging import library_logger
 from ._metadata_log import CommitMetadata, OffsetSeq, OffsetSeqMetadata
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
-from ._protocols import Offset, RecoveredBatch, ReplayableGraph, ReplayableInput
 from ._query_options import ProgressTrackingOptions, Trigger
-from ._time import Duration, Time
 
 __all__ = ["MicroBatchTracker", "MicroBatchTrackerStatistics", "QueryProgressListener", "RunPlan"]
 

@@ -12,7 +12,7 @@ from typing import Mapping
 
 import attrs
 
-from ._errors import InvalidPipelineError
+from .._errors import InvalidPipelineError
 
 __all__ = ["ProgressTrackingOptions", "Trigger"]
 

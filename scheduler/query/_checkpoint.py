@@ -14,7 +14,9 @@ from typing import Sequence
 
 import attrs
 
-from ._errors import CheckpointError, ConcurrentCheckpointUpdateError
+from .._errors import CheckpointError, ConcurrentCheckpointUpdateError
+from .._protocols import Offset, RecoveredBatch
+from .._time import Duration, Time
 from ._metadata_log import (
     CommitLog,
     CommitMetadata,
@@ -25,8 +27,6 @@ from ._metadata_log import (
     serialize_query_metadata,
     write_new_file,
 )
-from ._protocols import Offset, RecoveredBatch
-from ._time import Duration, Time
 
 __all__ = [
     "GRID_INTERVAL_KEY",

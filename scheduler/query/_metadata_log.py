@@ -18,8 +18,8 @@ from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
 import attrs
 
-from ._errors import CorruptCheckpointError, UnsupportedLogVersionError
-from ._protocols import Offset
+from .._errors import CorruptCheckpointError, UnsupportedLogVersionError
+from .._protocols import Offset
 
 __all__ = [
     "CommitLog",

@@ -1,0 +1,49 @@
+"""Structured Streaming's query machinery on the engine: the offsets and commits logs, the checkpoint, MicroBatchTracker, progress.
+
+The counterpart of Spark's ``StreamExecution`` bookkeeping (``OffsetSeqLog``, ``CommitLog``,
+``ProgressReporter``, async progress tracking). It builds on the engine's core (time, clock,
+protocols, errors) and nothing in the core imports it; ``scheduler`` re-exports its names.
+"""
+
+from ._checkpoint import BatchGrid, Checkpoint, CheckpointDescription, CheckpointState
+from ._metadata_log import (
+    CommitLog,
+    CommitMetadata,
+    MetadataLog,
+    OffsetSeq,
+    OffsetSeqLog,
+    OffsetSeqMetadata,
+    fsync_directory,
+    remove_temp_files,
+    write_new_file,
+)
+from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, QueryProgressListener, RunPlan
+from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
+from ._query_options import ProgressTrackingOptions, Trigger
+
+__all__ = [
+    "BatchGrid",
+    "Checkpoint",
+    "CheckpointDescription",
+    "CheckpointState",
+    "CommitLog",
+    "CommitMetadata",
+    "format_timestamp",
+    "fsync_directory",
+    "MetadataLog",
+    "MicroBatchTracker",
+    "MicroBatchTrackerStatistics",
+    "OffsetSeq",
+    "OffsetSeqLog",
+    "OffsetSeqMetadata",
+    "ProgressTrackingOptions",
+    "QueryProgressListener",
+    "remove_temp_files",
+    "RunPlan",
+    "SinkProgress",
+    "SourceProgress",
+    "StreamingQueryProgress",
+    "StreamingQueryStatus",
+    "Trigger",
+    "write_new_file",
+]
