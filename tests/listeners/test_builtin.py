@@ -167,7 +167,8 @@ def test_stats_report_without_known_delays_logs_none() -> None:
     assert logs[1]["total_delay_ms"] == {"min": 25, "p25": 25, "p50": 25, "p75": 25, "max": 25}
 
 
-def test_stats_report_listens_only_for_completed_batches_on_a_bus() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stats_report_listens_only_for_completed_batches_on_a_bus(backend: str) -> None:
     """On a bus, StatsReportListener handles BatchCompleted and ignores the other events."""
 
     async def body() -> None:
@@ -184,7 +185,7 @@ def test_stats_report_listens_only_for_completed_batches_on_a_bus() -> None:
         assert bus.statistics().failed == 0
 
     with capture_events() as logs:
-        run("asyncio", body)
+        run(backend, body)
     assert [e["event"] for e in logs] == ["batch delay distribution"]
 
 

@@ -20,7 +20,7 @@ def put(directory: Path, name: str, *lines: str) -> None:
     os.rename(temp, directory / name)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_both_sources_are_replayable_and_functions_are_not() -> None:
     """ListSource and DirectorySource satisfy ReplayableSource; a plain function does not."""
     assert isinstance(ListSource(), ReplayableSource)
@@ -28,7 +28,7 @@ async def test_both_sources_are_replayable_and_functions_are_not() -> None:
     assert not isinstance(lambda t: [], ReplayableSource)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_list_source_offsets_count_records() -> None:
     """The offset is the record count as JSON; plans respect max_per_batch; reads are exact slices."""
     src = ListSource(["a", "b", "c"], max_per_batch=2)
@@ -42,7 +42,7 @@ async def test_list_source_offsets_count_records() -> None:
     assert await ListSource().plan_offset(None, None) is None
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_list_source_cannot_replay_records_it_no_longer_holds() -> None:
     """Reading beyond the records held (rebuilt with fewer after a restart) is a ReplayError."""
     message = ("ListSource cannot replay records 2..5: it holds 3; after a restart a ListSource must hold at least the "
@@ -51,7 +51,7 @@ async def test_list_source_cannot_replay_records_it_no_longer_holds() -> None:
         await ListSource([1, 2, 3]).read("2", "5")
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_directory_source_takes_files_in_name_order(tmp_path: Path) -> None:
     """Files are taken in name order past the last one taken; hidden and underscore files are ignored."""
     src = DirectorySource(tmp_path, max_files_per_batch=2)
@@ -71,13 +71,13 @@ async def test_directory_source_takes_files_in_name_order(tmp_path: Path) -> Non
     assert await src.plan_offset(second, latest) == second
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_a_missing_directory_is_empty(tmp_path: Path) -> None:
     """A directory that does not exist yet has no input."""
     assert await DirectorySource(tmp_path / "later").latest_offset() is None
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_a_file_out_of_order_is_an_error_not_a_loss(tmp_path: Path) -> None:
     """A new file sorting before files already taken raises ReplayError instead of being skipped."""
     src = DirectorySource(tmp_path, name="in")
@@ -91,7 +91,7 @@ async def test_a_file_out_of_order_is_an_error_not_a_loss(tmp_path: Path) -> Non
         await src.plan_offset(taken, await src.latest_offset())
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_a_taken_file_that_disappears_is_an_error(tmp_path: Path) -> None:
     """Removing a taken file makes replay impossible: ReplayError."""
     src = DirectorySource(tmp_path, name="in")
@@ -102,7 +102,7 @@ async def test_a_taken_file_that_disappears_is_an_error(tmp_path: Path) -> None:
         await src.read(None, taken)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_a_custom_reader_turns_files_into_records(tmp_path: Path) -> None:
     """reader= maps each file to its records."""
     put(tmp_path, "1", "x")
@@ -110,7 +110,7 @@ async def test_a_custom_reader_turns_files_into_records(tmp_path: Path) -> None:
     assert await src.read(None, await src.latest_offset()) == ["1"]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_a_pipeline_reads_replayable_sources_without_an_engine_planning() -> None:
     """Without a tracker a pipeline reads what is new from each replayable source, within read limits."""
     src = ListSource([1, 2, 3], max_per_batch=2)
