@@ -49,7 +49,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
     args = parser.parse_args(argv)
-    # The benchmark is an application: it may configure logging (one info line per batch otherwise).
     runs = [run_once(args.batches, args.backend) for _ in range(args.repeats)]
     wall = statistics.median(r["wall_seconds"] for r in runs)
     cpu = statistics.median(r["cpu_seconds"] for r in runs)

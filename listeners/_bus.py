@@ -385,7 +385,19 @@ class StreamingListenerBus:
                         n += len(run)
                     else:
                         if entry is not None:
-                            await self._call_on_loop(slot, entry[0], entry[1], event)
+                            # Inline rather than a helper call: this is the per-event hot path.
+                            callback, is_async = entry
+                            try:
+                                if is_async:
+                                    await callback(event)
+                                else:
+                                    result = callback(event)
+                                    if result is not None and inspect.isawaitable(result):
+                                        await result
+                            except Exception:
+                                slot.failed += 1
+                                self._log.exception("listener raised; it stays registered", listener=slot.name,
+                                                    event_type=type(event).__name__)
                         slot.processed += 1
                         n += 1
                         event = queue.poll(_EMPTY)
@@ -405,19 +417,6 @@ class StreamingListenerBus:
                 self._removed.remove(slot)
                 self._removed_stats.append(slot.statistics())
             self._notify_progress()
-
-    async def _call_on_loop(self, slot: _Slot, callback: Callable[[Any], Any], is_async: bool, event: object) -> None:
-        try:
-            if is_async:
-                await callback(event)
-            else:
-                result = callback(event)
-                if result is not None and inspect.isawaitable(result):
-                    await result
-        except Exception:
-            slot.failed += 1
-            self._log.exception("listener raised; it stays registered", listener=slot.name,
-                                event_type=type(event).__name__)
 
     async def _call_on_thread(self, slot: _Slot, run: _Run) -> None:
         if slot.limiter is None:

@@ -40,6 +40,7 @@ from ._streams import YIELD_EVERY, Mailbox, yield_now, yield_to_ready
 from ._time import Duration, Milliseconds, Minutes, Seconds, Time, TimeOrderedDict
 from ._timer import RecurringTimer
 from ._virtual_clock import VirtualClock
+from ._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, EventTimeStats, WatermarkTracker, parse_watermark_policy
 from ._work import WorkTracker
 from .query import (
     BatchGrid,
@@ -73,6 +74,7 @@ __all__ = [
     "BatchGrid",
     "BatchHook",
     "BatchPlanner",
+    "BatchWatermarks",
     "Checkpoint",
     "CheckpointDescription",
     "CheckpointError",
@@ -84,6 +86,7 @@ __all__ = [
     "CorruptCheckpointError",
     "Duration",
     "event_fields",
+    "EventTimeStats",
     "format_timestamp",
     "fsync_directory",
     "GenerateJobs",
@@ -114,6 +117,7 @@ __all__ = [
     "OffsetSeq",
     "OffsetSeqLog",
     "OffsetSeqMetadata",
+    "parse_watermark_policy",
     "PIDRateEstimator",
     "PROBE_ATTRIBUTE",
     "ProgressTrackingOptions",
@@ -145,6 +149,8 @@ __all__ = [
     "Trigger",
     "UnsupportedLogVersionError",
     "VirtualClock",
+    "WATERMARK_POLICY_KEY",
+    "WatermarkTracker",
     "WorkTracker",
     "write_new_file",
     "YIELD_EVERY",

@@ -9,7 +9,7 @@ of queued generations, so that commits and cleanup keep up while the timer catch
 from __future__ import annotations
 
 from collections import deque
-from typing import Awaitable, Callable, Mapping, Sequence, Union
+from typing import Awaitable, Callable, Mapping, Sequence, Union, cast
 
 import anyio
 import anyio.lowlevel
@@ -83,6 +83,8 @@ class JobGenerator:
         self._planner = planner
         self._inbox: Mailbox[GeneratorMessage | None] = Mailbox()
         self._finished: deque[BatchFinished] = deque()
+        self._deferred: deque[GenerateJobs] = deque()  # ticks held while a sequential batch runs
+        self._in_flight: Time | None = None  # the sequential batch submitted and not finished yet
         self._queued_generate = 0
         self.timer = RecurringTimer(clock, batch_duration, self._on_tick, "JobGenerator")
         self.zero_time: Time | None = None
@@ -147,23 +149,33 @@ class JobGenerator:
             # cleanup and hook back until the whole backlog is generated. Each message is
             # handled in its own try, here rather than in a handler coroutine: two per batch.
             while finished:
+                done = finished.popleft()
+                if done.time == self._in_flight:
+                    self._in_flight = None
                 try:
-                    await self._finish_batch(finished.popleft())
+                    await self._finish_batch(done)
                 except Exception as exc:  # a hook or the graph misbehaved: report, keep going
                     self._report_error("Error in job generator", exc, None)
                 finally:
                     self._work.done()
             if message is not None:  # the inbox holds GenerateJobs only (see post)
+                self._deferred.append(cast(GenerateJobs, message))
+            # With sequential batches (see BatchPlanner.sequential_batches) a tick waits until
+            # the batch before it finished; otherwise each is generated as it comes.
+            while self._deferred and self._in_flight is None:
+                generate = self._deferred.popleft()
                 self._queued_generate -= 1
                 try:
                     if not self.discard_new_batches:
-                        await self._generate_jobs(message.time)
+                        submitted = await self._generate_jobs(generate.time)
+                        if submitted and self._planner is not None and self._planner.sequential_batches:
+                            self._in_flight = generate.time
                 except Exception as exc:
                     self._report_error("Error in job generator", exc, None)
                 finally:
                     self._work.done()
 
-    async def _generate_jobs(self, time: Time) -> None:
+    async def _generate_jobs(self, time: Time) -> bool:
         # Spark's order: allocate received input, generate jobs (this is where input streams
         # compute and report their input infos), collect those infos, submit, then checkpoint.
         # A planner goes first: the batch's input is decided and written to the offsets log
@@ -175,14 +187,17 @@ class JobGenerator:
             jobs = await self._graph.generate_jobs(time)
         except Exception as exc:
             self._report_error(f"Error generating jobs for time {time}", exc, time)
+            submitted = False
         else:
             infos = self._input_infos.get_info(time)
             self.generated += 1
             await self._submit(time, jobs, infos)
+            submitted = True
         if self._hooks:
             pending = self._pending_times()
             for hook in self._hooks:
                 await hook.batch_generated(time, pending)
+        return submitted
 
     async def _finish_batch(self, message: BatchFinished) -> None:
         time, succeeded = message.time, message.succeeded

@@ -19,6 +19,7 @@ from ._input_info import InputInfoTracker
 from ._job import Job
 from ._job_set import JobSet
 from ._time import Time
+from ._watermark import BatchWatermarks, EventTimeStats
 
 __all__ = [
     "BatchHook",
@@ -98,6 +99,10 @@ class RecoveredBatch:
     time: Time
     start: tuple[Offset, ...]
     end: tuple[Offset, ...]
+    watermark_ms: int = 0
+    """The watermark the batch ran with (its offsets entry's ``batchWatermarkMs``)."""
+    late_watermark_ms: int = 0
+    """The previous batch's watermark: the batch's late-event watermark."""
 
 
 @runtime_checkable
@@ -183,6 +188,18 @@ class ReplayableGraph(JobGraph, Protocol):
         """Batch ``time`` succeeded and is about to be committed: make its state durable (if any) first."""
         ...
 
+    def watermark_delays(self) -> Sequence[int]:
+        """The delay threshold (ms) of each watermarked input, in a stable order; empty without watermarks."""
+        ...
+
+    def set_batch_watermarks(self, time: Time, watermarks: BatchWatermarks) -> None:
+        """Batch ``time`` runs with these watermarks; called with :meth:`set_batch_offsets`, before ``generate_jobs(time)``."""
+        ...
+
+    def event_time_stats(self, time: Time) -> Sequence[EventTimeStats | None]:
+        """After batch ``time``'s jobs succeeded: what each watermarked input saw (``None``: no rows), then forgotten."""
+        ...
+
 
 @runtime_checkable
 class BatchPlanner(Protocol):
@@ -200,6 +217,15 @@ class BatchPlanner(Protocol):
 
     async def batch_finished(self, job_set: JobSet, succeeded: bool) -> None:
         """Every job of ``job_set`` ended and every earlier batch is finalised."""
+        ...
+
+    @property
+    def sequential_batches(self) -> bool:
+        """Whether a batch may be planned only once the batch before it finished (read after every batch).
+
+        Structured Streaming's rule, needed when what a batch runs with depends on how the one
+        before it ended (an event-time watermark): the generator holds the timer's ticks meanwhile.
+        """
         ...
 
 

@@ -6,6 +6,7 @@ import functools
 import inspect
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,8 @@ SPARK_TEST_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
+    # The workers run this interpreter (the venv's), whose environment has aiodstream's packages.
+    "spark.pyspark.python": sys.executable,
 }
 
 

@@ -17,6 +17,7 @@ import attrs
 from .._errors import CheckpointError, ConcurrentCheckpointUpdateError
 from .._protocols import Offset, RecoveredBatch
 from .._time import Duration, Time
+from .._watermark import WATERMARK_POLICY_KEY
 from ._metadata_log import (
     CommitLog,
     CommitMetadata,
@@ -91,6 +92,12 @@ class CheckpointState:
         history: committed batches whose input range can still be read from the log (the
             entry before theirs is retained), ascending: what a graph needs to rebuild
             windows and state over batches that ran before the restart.
+        watermark_ms: the global watermark the next new batch runs with: the newest offsets
+            entry's ``batchWatermarkMs``, bumped to its commit's ``nextBatchWatermarkMs`` if
+            that batch was committed (Spark's rule).
+        late_watermark_ms: the newest offsets entry's ``batchWatermarkMs`` (the next new
+            batch's late-event watermark).
+        watermark_policy: the ``multipleWatermarkPolicy`` the newest entry recorded, or ``None``.
     """
 
     query_id: uuid.UUID
@@ -102,6 +109,9 @@ class CheckpointState:
     latest_end: tuple[Offset, ...] | None = None
     rerun: tuple[RecoveredBatch, ...] = ()
     history: tuple[RecoveredBatch, ...] = ()
+    watermark_ms: int = 0
+    late_watermark_ms: int = 0
+    watermark_policy: str | None = None
 
     @property
     def latest_committed(self) -> int | None:
@@ -237,8 +247,10 @@ class Checkpoint:
                 continue
             entry = latest_entry if batch_id == latest else self._offsets_entry(batch_id)
             self._check_on_grid(batch_id, entry, grid)
+            late = 0
             if position > 0:
-                start = self._offsets_entry(offset_ids[position - 1]).offsets
+                previous = self._offsets_entry(offset_ids[position - 1])
+                start, late = previous.offsets, _batch_watermark(previous)
             elif batch_id == 0:
                 start = (None,) * num_sources
             else:
@@ -248,9 +260,16 @@ class Checkpoint:
                     "start over with a new checkpoint directory",
                     path=str(self.offsets.path_of(batch_id)),
                 )
-            rerun.append(RecoveredBatch(batch_id, grid.time_of(batch_id), tuple(start), entry.offsets))
+            rerun.append(RecoveredBatch(batch_id, grid.time_of(batch_id), tuple(start), entry.offsets,
+                                        _batch_watermark(entry), late))
+        watermark = _batch_watermark(latest_entry)
+        if latest in committed:
+            commit = self.commits.get(latest)
+            if commit is not None:
+                watermark = max(watermark, commit.next_batch_watermark_ms)
         return CheckpointState(query_id, created, grid, tuple(offset_ids), tuple(commit_ids), latest, latest_entry.offsets,
-                               tuple(rerun), tuple(history))
+                               tuple(rerun), tuple(history), watermark, _batch_watermark(latest_entry),
+                               None if latest_entry.metadata is None else latest_entry.metadata.conf.get(WATERMARK_POLICY_KEY))
 
     def _offsets_entry(self, batch_id: int) -> OffsetSeq:
         entry = self.offsets.get(batch_id)
@@ -348,3 +367,8 @@ class Checkpoint:
 
     def __repr__(self) -> str:
         return f"<Checkpoint {str(self.root)!r}>"
+
+
+def _batch_watermark(entry: OffsetSeq) -> int:
+    """An offsets entry's ``batchWatermarkMs`` (0 for an entry without metadata, as in Spark)."""
+    return 0 if entry.metadata is None else entry.metadata.batch_watermark_ms

@@ -27,6 +27,7 @@ from .._job_set import JobSet
 from .._logging import library_logger
 from .._protocols import Offset, RecoveredBatch, ReplayableGraph, ReplayableInput
 from .._time import Duration, Time
+from .._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, EventTimeStats, WatermarkTracker, parse_watermark_policy
 from ._checkpoint import BatchGrid, Checkpoint, CheckpointState
 from ._metadata_log import CommitMetadata, OffsetSeq, OffsetSeqMetadata
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
@@ -87,7 +88,10 @@ class _Batch:
     sequence: int
     has_data: bool
     rerun: bool
+    watermarks: BatchWatermarks = attrs.field(factory=lambda: BatchWatermarks(0, 0))
     offsets_issued: bool = False
+    next_watermark_ms: int = 0
+    event_time: EventTimeStats | None = None
     durations: dict[str, int] = attrs.field(factory=dict)
     critical_ns: int = 0
 
@@ -133,6 +137,7 @@ class MicroBatchTracker:
         name: str | None = None,
         listener: QueryProgressListener | None = None,
         stopwatch: Callable[[], int] | None = None,
+        watermark_policy: str = "min",
     ) -> None:
         """Wire a tracker; nothing is read until :meth:`open`.
 
@@ -147,12 +152,17 @@ class MicroBatchTracker:
             listener: receives progress and idle reports.
             stopwatch: a nanosecond counter for the critical-path statistics (the bench passes
                 a monotonic one); default: the clock, in whole milliseconds.
+            watermark_policy: ``min`` or ``max`` (``spark.sql.streaming.multipleWatermarkPolicy``)
+                for a new checkpoint; a restart keeps the policy its checkpoint recorded.
 
         Raises:
             InvalidPipelineError: async progress tracking with a Once or AvailableNow trigger.
         """
         self.options = options or ProgressTrackingOptions()
         self.options.check_trigger(trigger)
+        self._watermark_policy = parse_watermark_policy(watermark_policy)
+        self.watermarks = WatermarkTracker(())
+        self._last_batch_watermark = 0  # the newest planned batch's watermark: the next one's late-event watermark
         self._graph = graph
         self.batch_duration = batch_duration
         self._clock = clock
@@ -226,6 +236,9 @@ class MicroBatchTracker:
             state = CheckpointState(uuid.uuid4(), True, None)
         self.state = state
         self.query_id = state.query_id
+        self.watermarks = WatermarkTracker(self._graph.watermark_delays(), state.watermark_policy or self._watermark_policy,
+                                           state.watermark_ms)
+        self._last_batch_watermark = state.late_watermark_ms
         period = self.batch_duration
         if state.grid is None or state.latest_batch_id is None:
             self.grid = BatchGrid(default_first.minus(period), period)
@@ -329,7 +342,10 @@ class MicroBatchTracker:
 
     def _entry(self, batch: _Batch) -> OffsetSeq:
         assert self.grid is not None
-        return OffsetSeq(batch.end, OffsetSeqMetadata(0, batch.time.milliseconds, self.grid.conf()))
+        conf = self.grid.conf()
+        if self.watermarks.enabled:
+            conf[WATERMARK_POLICY_KEY] = self.watermarks.policy
+        return OffsetSeq(batch.end, OffsetSeqMetadata(batch.watermarks.eviction_ms, batch.time.milliseconds, conf))
 
     def _add_offsets(self, batch: _Batch) -> None:
         assert self.checkpoint is not None
@@ -338,7 +354,7 @@ class MicroBatchTracker:
 
     def _add_commit(self, batch: _Batch, purge: tuple[int, list[int], list[int]] | None) -> None:
         assert self.checkpoint is not None
-        if not self.checkpoint.commits.add(batch.batch_id, CommitMetadata(0)):
+        if not self.checkpoint.commits.add(batch.batch_id, CommitMetadata(batch.next_watermark_ms)):
             raise self._concurrent(self.checkpoint.commits.path_of(batch.batch_id))
         if purge is not None:
             # In the same worker-thread call as the commit: one thread hop per batch, not two.
@@ -397,11 +413,15 @@ class MicroBatchTracker:
         self._sequence += 1
         recovered = self._recovered.pop(time, None)
         if recovered is not None:
+            # The logged watermarks: a re-run judges its data exactly as the first run did.
+            watermarks = BatchWatermarks(recovered.watermark_ms, recovered.late_watermark_ms)
             batch = _Batch(recovered.batch_id, time, recovered.start, recovered.end, None, now, self._last_trigger_start,
-                           self._sequence, True, True, offsets_issued=True)
+                           self._sequence, True, True, watermarks, offsets_issued=True)
             self._last_trigger_start = now
+            self._last_batch_watermark = recovered.watermark_ms
             self._planned[time] = batch
             self._graph.set_batch_offsets(time, batch.start, batch.end)
+            self._graph.set_batch_watermarks(time, watermarks)
             self._stats["planned"] += 1
             self._status = StreamingQueryStatus("Processing new data", True, True)
             return
@@ -416,8 +436,13 @@ class MicroBatchTracker:
             end = self._offsets(await self._graph.plan_offsets(start, limit, time), "plan_offsets")
         planned_at = self._clock.now().milliseconds
         has_data = end != start
-        batch = _Batch(batch_id, time, start, end, latest, now, self._last_trigger_start, self._sequence, has_data, False)
+        # Batch N runs with the watermark that the batches finished so far produced, and drops
+        # late rows by batch N - 1's: both go into its offsets entry before anything runs.
+        watermarks = BatchWatermarks(self.watermarks.current_ms, self._last_batch_watermark)
+        batch = _Batch(batch_id, time, start, end, latest, now, self._last_trigger_start, self._sequence, has_data, False,
+                       watermarks)
         self._last_trigger_start = now
+        self._last_batch_watermark = watermarks.eviction_ms
         batch.durations["latestOffset"] = planned_at - now
         self._status = StreamingQueryStatus("Writing offsets to log", has_data, True)
         tick = self._stopwatch()
@@ -430,6 +455,7 @@ class MicroBatchTracker:
         self._last_planned = time
         self._planned[time] = batch
         self._graph.set_batch_offsets(time, start, end)
+        self._graph.set_batch_watermarks(time, watermarks)
         self._stats["planned"] += 1
         self._status = StreamingQueryStatus("Processing new data" if has_data else "Processing a batch without new data",
                                             has_data, True)
@@ -486,6 +512,15 @@ class MicroBatchTracker:
             self._notify()
             return
         committing_at = self._clock.now().milliseconds
+        if self.watermarks.enabled:
+            # What this batch saw moves the watermark the next batch to be planned runs with;
+            # its commit records it (nextBatchWatermarkMs).
+            seen = tuple(self._graph.event_time_stats(batch.time))
+            self.watermarks.update(seen)
+            for stats in seen:
+                if stats is not None:
+                    batch.event_time = stats.merge(batch.event_time)
+        batch.next_watermark_ms = self.watermarks.current_ms
         if self.checkpoint is not None:
             # State first: a commit promises that a restart never runs this batch again, so the
             # state it produced must be readable by then.
@@ -537,6 +572,11 @@ class MicroBatchTracker:
             # Every batch up to this one is committed: the inputs may release what precedes its end.
             await self._graph.commit_offsets(batch.end)
 
+    @property
+    def sequential_batches(self) -> bool:
+        """With watermarks, a batch is planned only after the one before it finished (its watermark comes from it)."""
+        return self.watermarks.enabled
+
     # -- progress --
 
     def _rates(self, rows: int, batch: _Batch, end_at: int) -> tuple[float, float]:
@@ -560,9 +600,17 @@ class MicroBatchTracker:
         sink = SinkProgress(", ".join(job.name for job in job_set.jobs) or "no outputs")
         self._last_no_execution_progress = end_at
         assert self.query_id is not None
+        event_time: dict[str, str] = {}
+        if batch.event_time is not None:
+            seen = batch.event_time
+            event_time.update(avg=format_timestamp(seen.avg_ms), max=format_timestamp(seen.max_ms),
+                              min=format_timestamp(seen.min_ms))
+        if self.watermarks.enabled:
+            event_time["watermark"] = format_timestamp(batch.watermarks.eviction_ms)
         return StreamingQueryProgress(
             self.query_id, self.run_id, self.name, format_timestamp(batch.trigger_start), batch.batch_id,
-            end_at - batch.trigger_start, dict(batch.durations), tuple(sources), sink, batch_time_ms=batch.time.milliseconds,
+            end_at - batch.trigger_start, dict(batch.durations), tuple(sources), sink, event_time,
+            batch_time_ms=batch.time.milliseconds,
         )
 
     async def _report(self, progress: StreamingQueryProgress) -> None:

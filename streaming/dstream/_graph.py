@@ -11,14 +11,16 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence, cast
+from typing import Any, Callable, Protocol, Sequence, cast, runtime_checkable
 
 import anyio
 import anyio.abc
 import anyio.to_thread
 
 from scheduler import (
+    BatchWatermarks,
     Duration,
+    EventTimeStats,
     InputInfoTracker,
     InvalidPipelineError,
     Job,
@@ -32,7 +34,9 @@ from scheduler import (
 from ..spark import wait_for_thread
 from ._snapshots import StatefulStream, StateSnapshots
 
-__all__ = ["DStreamGraph", "GraphStream", "InputStream"]
+__all__ = ["DStreamGraph", "GraphStream", "InputStream", "WatermarkStream"]
+
+_NO_WATERMARKS = BatchWatermarks(0, 0)
 
 
 class GraphStream(Protocol):
@@ -137,6 +141,17 @@ class InputStream(GraphStream, Protocol):
         ...
 
 
+@runtime_checkable
+class WatermarkStream(Protocol):
+    """A ``withWatermark`` stream as the graph sees it: its delay, and what each batch saw."""
+
+    watermark_delay_ms: int
+
+    def take_event_time_stats(self, time: Time) -> EventTimeStats | None:
+        """The event times batch ``time`` saw (``None``: no record), forgotten afterwards."""
+        ...
+
+
 class DStreamGraph:
     """Holds the streams of one context and generates each batch's jobs from its output streams.
 
@@ -168,6 +183,7 @@ class DStreamGraph:
         self.checkpoint_dir: Path | None = None
         self._history: tuple[RecoveredBatch, ...] = ()
         self._snapshots: StateSnapshots | None = None
+        self._watermarks: dict[Time, BatchWatermarks] = {}
         self._log = library_logger("aiodstream.streaming", component="DStreamGraph")
 
     def next_input_id(self) -> int:
@@ -295,6 +311,26 @@ class DStreamGraph:
         """Batch ``time`` covers ``(start, end]`` of each input."""
         for inp, s, e in zip(self.input_streams, start, end, strict=True):
             inp.set_range(time, s, e)
+
+    def _watermarked(self) -> list[WatermarkStream]:
+        return [stream for stream in self._streams() if isinstance(stream, WatermarkStream)]
+
+    def watermark_delays(self) -> Sequence[int]:
+        """The delay of every ``withWatermark`` stream an output depends on, in the graph's stable order."""
+        return [stream.watermark_delay_ms for stream in self._watermarked()]
+
+    def set_batch_watermarks(self, time: Time, watermarks: BatchWatermarks) -> None:
+        """Batch ``time`` runs with ``watermarks`` (its stateful streams read them while it is generated)."""
+        self._watermarks[time] = watermarks
+
+    def batch_watermarks(self, time: Time) -> BatchWatermarks:
+        """The watermarks of batch ``time`` (0 and 0 before any watermark exists)."""
+        return self._watermarks.get(time, _NO_WATERMARKS)
+
+    def event_time_stats(self, time: Time) -> Sequence[EventTimeStats | None]:
+        """What each ``withWatermark`` stream saw in batch ``time``; the batch's watermarks are forgotten."""
+        self._watermarks.pop(time, None)
+        return [stream.take_event_time_stats(time) for stream in self._watermarked()]
 
     async def commit_offsets(self, end: Sequence[Offset]) -> None:
         """Every batch up to ``end`` is committed: inputs drop log entries no batch still needs."""

@@ -15,6 +15,8 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, Union
 import attrs
 
 from scheduler import (
+    BatchWatermarks,
+    EventTimeStats,
     InputInfoTracker,
     InvalidPipelineError,
     Job,
@@ -241,6 +243,17 @@ class Pipeline:
 
     async def prepare_commit(self, time: Time, batch_id: int) -> None:
         """No state to save."""
+
+    def watermark_delays(self) -> Sequence[int]:
+        """None: a pipeline has no watermarked input."""
+        return []
+
+    def set_batch_watermarks(self, time: Time, watermarks: BatchWatermarks) -> None:
+        """Nothing reads them: no stateful operator."""
+
+    def event_time_stats(self, time: Time) -> Sequence[EventTimeStats | None]:
+        """None: no watermarked input."""
+        return []
 
     def __repr__(self) -> str:
         return f"<Pipeline [sources: {len(self._sources)} | outputs: {len(self._outputs)}{' | started' if self._started else ''}]>"

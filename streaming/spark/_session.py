@@ -5,6 +5,8 @@ PySpark is imported lazily, so ``import streaming`` stays cheap and the pure run
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -38,7 +40,13 @@ def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkCon
         if active is not None:
             return active
         conf = SparkConf()
-        for key, value in {**EMBEDDED_SPARK_CONF, **(extra_conf or {})}.items():
+        defaults = dict(EMBEDDED_SPARK_CONF)
+        if not os.environ.get("PYSPARK_PYTHON"):
+            # The Python workers run the driver's interpreter, whose environment has aiodstream's
+            # packages (state, watermarks and receivers run code of theirs in tasks), not
+            # whatever `python3` is first on PATH.
+            defaults["spark.pyspark.python"] = sys.executable
+        for key, value in {**defaults, **(extra_conf or {})}.items():
             if not conf.contains(key):
                 conf.set(key, value)
         sc = SparkContext.getOrCreate(conf)

@@ -25,8 +25,9 @@ class YieldingGraph(ScriptedGraph):
 class OrderPlanner:
     """A BatchPlanner recording the order of plans and finishes."""
 
-    def __init__(self) -> None:
+    def __init__(self, sequential: bool = False) -> None:
         self.order: list[tuple[str, int]] = []
+        self.sequential_batches = sequential
 
     async def plan_batch(self, time: Time) -> None:
         self.order.append(("plan", time.milliseconds))
@@ -52,3 +53,18 @@ async def test_finished_batches_are_handled_before_queued_generations() -> None:
     assert plans == finishes == [1000, 2000, 3000, 4000, 5000]  # each kind in order
     # Interleaved: batch 1000 finished before the last queued tick was generated.
     assert planner.order.index(("finish", 1000)) < planner.order.index(("plan", 5000))
+
+
+async def test_sequential_batches_plan_each_batch_after_the_one_before_finished() -> None:
+    """A planner asking for sequential batches: five ticks at once are planned one at a time, each after the previous finish."""
+    clock = ManualClock(0)
+    planner = OrderPlanner(sequential=True)
+    rt = StreamingRuntime(YieldingGraph(lambda t: [noop_job(t)]), Seconds(1), clock=clock)
+    rt.scheduler.generator._planner = planner
+    async with rt:
+        await rt.start()
+        clock.advance(Seconds(5))
+        await rt.wait_until_idle()
+        await rt.stop()
+    # Held ticks still run as the batches of their own times: the grid is kept.
+    assert planner.order == [(kind, t) for t in range(1000, 6000, 1000) for kind in ("plan", "finish")]

@@ -1,0 +1,125 @@
+"""WatermarkedNode: ``DStream.withWatermark``, which passes every record on and records its event time.
+
+Spark's ``EventTimeWatermarkExec`` for DStreams: the node's RDD is its parent's, unchanged (a
+watermark alone filters nothing), and each partition adds the count, min, max and sum of its
+records' event times to one accumulator per stream, keyed by batch time. After the batch ran,
+the graph takes that batch's entry (:meth:`WatermarkedNode.take_event_time_stats`) and the query
+tracker advances the watermark with it. A partition computed twice (two output operations
+reading the stream) adds its statistics twice: min and max stay right, and so does the mean.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
+
+from scheduler import EventTimeStats, InvalidPipelineError, Time
+
+from ._node import StreamNode
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+__all__ = ["EventTimeParam", "WatermarkedNode", "event_time_ms"]
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def event_time_ms(value: object) -> int:
+    """An event time as epoch milliseconds: an ``int`` is taken as such, a ``datetime`` converted.
+
+    A naive datetime is read in UTC (Spark's TimestampNTZ reading); an aware one by its offset.
+
+    Raises:
+        TypeError: any other type, with Spark's wording for a column that is not a timestamp.
+    """
+    if isinstance(value, datetime.datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
+        return (moment - _EPOCH) // datetime.timedelta(milliseconds=1)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise TypeError(
+        f"Event time must be defined on a window or a timestamp, but the event time of a record is of type "
+        f"{type(value).__name__}: return a datetime or epoch milliseconds (int) from the eventTime function"
+    )
+
+
+class EventTimeParam:
+    """The accumulator parameter of a watermarked stream: batch time (ms) -> EventTimeStats, merged.
+
+    ``add_in_place`` runs on the driver's accumulator-server thread while the graph takes a
+    finished batch's entry on another, so both go through one lock.
+    """
+
+    def __init__(self) -> None:
+        """A parameter whose driver-side merges and takes are serialised."""
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}  # shipped to tasks without the lock; each task gets its own
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._lock = threading.Lock()
+
+    def zero(self, value: dict[int, EventTimeStats]) -> dict[int, EventTimeStats]:
+        """An empty table (what each task starts from)."""
+        return {}
+
+    def addInPlace(self, value1: dict[int, EventTimeStats], value2: dict[int, EventTimeStats]) -> dict[int, EventTimeStats]:
+        """Merge ``value2`` into ``value1``."""
+        with self._lock:
+            for time, stats in value2.items():
+                mine = value1.get(time)
+                value1[time] = stats if mine is None else mine.merge(stats)
+        return value1
+
+    def take(self, value: dict[int, EventTimeStats], time: int) -> EventTimeStats | None:
+        """Remove and return batch ``time``'s entry."""
+        with self._lock:
+            return value.pop(time, None)
+
+
+class WatermarkedNode(StreamNode):
+    """The records of ``parent``, unchanged; their event times recorded per batch for the watermark."""
+
+    def __init__(self, parent: StreamNode, event_time: Callable[[Any], Any], delay_ms: int) -> None:
+        """Watermark ``parent`` by ``event_time(record)`` with ``delay_ms`` of allowed lateness.
+
+        Raises:
+            InvalidPipelineError: ``event_time`` is not callable.
+        """
+        if not callable(event_time):
+            raise InvalidPipelineError(f"eventTime must be a function of a record, got {event_time!r}")
+        super().__init__(parent._env, [parent])
+        self.event_time = event_time
+        self.watermark_delay_ms = delay_ms
+        self._param = EventTimeParam()
+        self._accumulator: Any = None
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        rdd = self._parents[0]._get_or_compute(time)
+        if rdd is None:
+            return None
+        if self._accumulator is None:
+            # Duck-typed as pyspark's AccumulatorParam (zero, addInPlace): importing pyspark to
+            # subclass it would make ``import streaming`` start loading Spark.
+            self._accumulator = self._env.spark_context.accumulator({}, cast(Any, self._param))
+        accumulator, extract, batch = self._accumulator, self.event_time, time.milliseconds
+
+        def record(records: Iterable[Any]) -> Iterator[Any]:
+            times: list[int] = []
+            for item in records:
+                times.append(event_time_ms(extract(item)))
+                yield item
+            stats = EventTimeStats.of(times)
+            if stats is not None:
+                accumulator.add({batch: stats})
+
+        return rdd.mapPartitions(record, preservesPartitioning=True)
+
+    def take_event_time_stats(self, time: Time) -> EventTimeStats | None:
+        """What batch ``time`` saw (``None``: no record), forgotten afterwards."""
+        if self._accumulator is None:
+            return None
+        return self._param.take(self._accumulator.value, time.milliseconds)
