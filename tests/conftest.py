@@ -24,8 +24,6 @@ SPARK_TEST_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
-    # The workers run this interpreter (the venv's), whose environment has aiodstream's packages.
-    "spark.pyspark.python": sys.executable,
 }
 
 
@@ -36,6 +34,9 @@ def spark_context() -> Iterator[Any]:
         pytest.fail("Spark tests need Java 17: put 'java' on PATH or set JAVA_HOME")
     from pyspark import SparkConf, SparkContext
 
+    # The Python workers run this interpreter (the venv's), whose environment has aiodstream's
+    # packages and the test extras (pandas, pyarrow); PySpark reads only the variable.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = SparkConf()
     for key, value in SPARK_TEST_CONF.items():
         conf.set(key, value)

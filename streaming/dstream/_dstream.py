@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from scheduler import InvalidPipelineError, StreamingStateError, Time, library_logger
 
 from ..spark import seconds_to_duration
+from ._groups import GroupsWithStateNode
 from ._node import StreamNode, memory_only
 from ._recipe import recorded
 from ._state import StateNode
 from ._transforms import ForEachNode, MultiTransformedNode, TransformedNode, TransformedWithNode, UnionNode
+from ._watermark import WatermarkedNode
 from ._windowed import ReducedWindowedNode, WindowedNode, validate_window
 
 if TYPE_CHECKING:
@@ -540,6 +542,89 @@ class DStream(StreamNode):
                 initial = self._env.spark_context.parallelize(initialRDD)  # now, as pyspark does
         return StateDStream(self, updateFunc, n, initial)
 
+    # -- event time and arbitrary state (Structured Streaming's operators, on DStreams) --
+
+    @api_call
+    def withWatermark(self, eventTime: Callable[[Any], Any], delayThreshold: str) -> DStream:  # noqa: N803
+        """The same records, with an event-time watermark: Spark's ``withWatermark`` for a DStream.
+
+        ``eventTime(record)`` is the record's event time, a ``datetime`` (naive ones read as
+        UTC) or epoch milliseconds; ``delayThreshold`` is an interval string such as
+        ``"10 minutes"``. After each batch the watermark becomes the latest event time seen
+        minus the delay (over several watermarked streams, the minimum, or the maximum with
+        ``spark.sql.streaming.multipleWatermarkPolicy=max``); it never moves back, is logged in
+        the checkpoint and restored on restart. A watermark filters nothing by itself: event-time
+        timeouts of ``flatMapGroupsWithState`` use it. Batches of a context with a watermark run
+        one after another (a batch starts once the one before it finished).
+
+        Raises:
+            ValueError: an interval Spark does not read, or a negative one (Spark's message).
+            InvalidPipelineError: ``eventTime`` is not a function.
+        """
+        from ..state import parse_delay_threshold
+
+        return WatermarkedDStream(self, eventTime, parse_delay_threshold(delayThreshold))
+
+    @api_call
+    def mapGroupsWithState(self, func: Callable[[Any, Iterator[Any], Any], Any],
+                           timeoutConf: str = "NoTimeout", initialState: Any = None,  # noqa: N803
+                           numPartitions: int | None = None, eventTime: Callable[[Any], Any] | None = None,  # noqa: N803
+                           ) -> DStream:
+        """One output per key with input (or timed out) per batch: ``func(key, values, state) -> value``.
+
+        See :meth:`flatMapGroupsWithState`; the function returns exactly one value.
+        """
+        return self._groups_with_state(func, False, timeoutConf, initialState, numPartitions, eventTime)
+
+    @api_call
+    def flatMapGroupsWithState(self, func: Callable[[Any, Iterator[Any], Any], Any],
+                               outputMode: str = "append", timeoutConf: str = "NoTimeout",  # noqa: N803
+                               initialState: Any = None, numPartitions: int | None = None,  # noqa: N803
+                               eventTime: Callable[[Any], Any] | None = None) -> DStream:  # noqa: N803
+        """Arbitrary state per key on a pair stream: ``func(key, values, state)`` returns the key's outputs (an iterable).
+
+        Spark's ``flatMapGroupsWithState`` (pyspark's ``applyInPandasWithState``) for DStreams:
+        ``state`` is a :class:`streaming.state.GroupState` (``exists``, ``get``, ``update``,
+        ``remove``, ``setTimeoutDuration``, ``setTimeoutTimestamp``, ``hasTimedOut``, ...). In
+        each batch the function is called once per key with input, then once for each key
+        whose timeout passed (no values, ``hasTimedOut`` true): ``timeoutConf`` is
+        ``"NoTimeout"``, ``"ProcessingTimeTimeout"`` (the batch time passed the timeout) or
+        ``"EventTimeTimeout"`` (the watermark passed it; needs ``withWatermark`` upstream, and
+        drops input rows at or before the previous batch's watermark, found by applying the
+        watermark's ``eventTime`` to each value, or ``eventTime`` if given). A batch without
+        input still fires timeouts. ``initialState`` (an RDD or a list of (key, state) pairs,
+        each key once) seeds the first batch. ``outputMode`` is ``"append"`` or ``"update"``
+        (a DStream has no sink that tells them apart; it is checked as Spark does).
+
+        The state lives in a state store under the checkpoint directory (one per partition,
+        versioned per batch, written by the tasks), so the context needs ``checkpoint(dir)``.
+
+        Raises:
+            PySparkValueError: an unknown timeout kind.
+            InvalidPipelineError: a bad output mode; at start, no checkpoint directory, or an
+                event-time timeout without a watermark (Spark's messages).
+        """
+        if not isinstance(outputMode, str) or outputMode.lower() not in ("append", "update"):
+            raise InvalidPipelineError(f"Unknown output mode {outputMode}. Accepted output modes are 'append', 'complete', "
+                                       "'update'" if outputMode != "complete" else
+                                       "flatMapGroupsWithState in complete mode is not supported on a streaming "
+                                       "DataFrame/Dataset")
+        return self._groups_with_state(func, True, timeoutConf, initialState, numPartitions, eventTime)
+
+    def _groups_with_state(self, func: Callable[..., Any], flat: bool, timeout: str, initial: Any,
+                           num_partitions: int | None, event_time: Callable[[Any], Any] | None) -> DStream:
+        from pyspark import RDD
+
+        if initial is not None and not isinstance(initial, RDD):
+            initial = list(initial)  # parallelized by the first batch, on the generation thread
+        node = GroupsWithStateDStream(self, func, flat=flat, timeout=timeout,
+                                      num_partitions=self._default_partitions(num_partitions), initial=initial,
+                                      event_time=event_time)
+        # The state advances in every batch, whatever the user's outputs do with the stream: an
+        # output of our own computes the (cached) RDD after theirs.
+        ForEachNode(node, _materialize).register()
+        return node
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} [slide {self._slide} | {len(self._generated)} RDDs remembered]>"
 
@@ -572,5 +657,23 @@ class ReducedWindowedDStream(ReducedWindowedNode, DStream):
     """An incrementally reduced window (pyspark's ``PythonReducedWindowedDStream``); see :class:`ReducedWindowedNode`."""
 
 
+class WatermarkedDStream(WatermarkedNode, DStream):
+    """The records of a stream with an event-time watermark (``withWatermark``); see :class:`WatermarkedNode`."""
+
+
+class GroupsWithStateDStream(GroupsWithStateNode, DStream):
+    """``mapGroupsWithState`` / ``flatMapGroupsWithState`` of a pair stream; see :class:`GroupsWithStateNode`."""
+
+
 class StateDStream(StateNode, DStream):
     """Per-key state, ``updateStateByKey`` (pyspark's ``PythonStateDStream``); see :class:`StateNode`."""
+
+
+def _materialize(time: Any, rdd: Any) -> None:
+    """The stateful operators' own output: compute every partition (each runs its batch of state)."""
+    rdd.foreachPartition(_drain)
+
+
+def _drain(records: Iterable[Any]) -> None:
+    for _ in records:
+        pass

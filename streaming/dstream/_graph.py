@@ -184,6 +184,7 @@ class DStreamGraph:
         self._history: tuple[RecoveredBatch, ...] = ()
         self._snapshots: StateSnapshots | None = None
         self._watermarks: dict[Time, BatchWatermarks] = {}
+        self._state_operators = 0
         self._log = library_logger("aiodstream.streaming", component="DStreamGraph")
 
     def next_input_id(self) -> int:
@@ -193,6 +194,11 @@ class DStreamGraph:
     def add_input_stream(self, stream: InputStream) -> None:
         """Register an input stream (done by its constructor)."""
         self.input_streams.append(stream)
+
+    def add_state_operator(self) -> int:
+        """A new stateful operator's id (0, 1, ... in creation order: a rebuilt graph gets the same ones)."""
+        self._state_operators += 1
+        return self._state_operators - 1
 
     def add_output_stream(self, stream: GraphStream) -> None:
         """Register an output stream; job order is registration order."""
@@ -290,7 +296,7 @@ class DStreamGraph:
     @property
     def is_stateful(self) -> bool:
         """Whether a stream carries state from batch to batch (``updateStateByKey``, inverse-reduced windows)."""
-        return any(stream._must_checkpoint for stream in self._streams())
+        return any(stream._must_checkpoint or getattr(stream, "keeps_state", False) for stream in self._streams())
 
     def async_unsupported_sinks(self) -> Sequence[str]:
         """Every output operation: they run user functions, which make no at-least-once promise."""

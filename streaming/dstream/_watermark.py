@@ -21,7 +21,7 @@ from ._node import StreamNode
 if TYPE_CHECKING:
     from pyspark import RDD
 
-__all__ = ["EventTimeParam", "WatermarkedNode", "event_time_ms"]
+__all__ = ["BatchStatsParam", "WatermarkedNode", "event_time_ms"]
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -45,11 +45,12 @@ def event_time_ms(value: object) -> int:
     )
 
 
-class EventTimeParam:
-    """The accumulator parameter of a watermarked stream: batch time (ms) -> EventTimeStats, merged.
+class BatchStatsParam:
+    """An accumulator parameter for per-batch statistics: batch time (ms) -> a record with ``merge``, merged.
 
-    ``add_in_place`` runs on the driver's accumulator-server thread while the graph takes a
-    finished batch's entry on another, so both go through one lock.
+    Tasks add ``{batch: stats}``; the driver takes a finished batch's entry. ``addInPlace`` runs
+    on the driver's accumulator-server thread while the graph takes an entry on another, so
+    both go through one lock.
     """
 
     def __init__(self) -> None:
@@ -62,11 +63,11 @@ class EventTimeParam:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._lock = threading.Lock()
 
-    def zero(self, value: dict[int, EventTimeStats]) -> dict[int, EventTimeStats]:
+    def zero(self, value: dict[int, Any]) -> dict[int, Any]:
         """An empty table (what each task starts from)."""
         return {}
 
-    def addInPlace(self, value1: dict[int, EventTimeStats], value2: dict[int, EventTimeStats]) -> dict[int, EventTimeStats]:
+    def addInPlace(self, value1: dict[int, Any], value2: dict[int, Any]) -> dict[int, Any]:
         """Merge ``value2`` into ``value1``."""
         with self._lock:
             for time, stats in value2.items():
@@ -74,8 +75,8 @@ class EventTimeParam:
                 value1[time] = stats if mine is None else mine.merge(stats)
         return value1
 
-    def take(self, value: dict[int, EventTimeStats], time: int) -> EventTimeStats | None:
-        """Remove and return batch ``time``'s entry."""
+    def take(self, value: dict[int, Any], time: int) -> Any:
+        """Remove and return batch ``time``'s entry (``None`` if no task reported one)."""
         with self._lock:
             return value.pop(time, None)
 
@@ -94,7 +95,7 @@ class WatermarkedNode(StreamNode):
         super().__init__(parent._env, [parent])
         self.event_time = event_time
         self.watermark_delay_ms = delay_ms
-        self._param = EventTimeParam()
+        self._param = BatchStatsParam()
         self._accumulator: Any = None
 
     def _compute(self, time: Time) -> RDD[Any] | None:
@@ -122,4 +123,5 @@ class WatermarkedNode(StreamNode):
         """What batch ``time`` saw (``None``: no record), forgotten afterwards."""
         if self._accumulator is None:
             return None
-        return self._param.take(self._accumulator.value, time.milliseconds)
+        stats: EventTimeStats | None = self._param.take(self._accumulator.value, time.milliseconds)
+        return stats

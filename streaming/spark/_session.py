@@ -40,13 +40,12 @@ def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkCon
         if active is not None:
             return active
         conf = SparkConf()
-        defaults = dict(EMBEDDED_SPARK_CONF)
         if not os.environ.get("PYSPARK_PYTHON"):
-            # The Python workers run the driver's interpreter, whose environment has aiodstream's
-            # packages (state, watermarks and receivers run code of theirs in tasks), not
-            # whatever `python3` is first on PATH.
-            defaults["spark.pyspark.python"] = sys.executable
-        for key, value in {**defaults, **(extra_conf or {})}.items():
+            # The Python workers of the Spark started here run the driver's interpreter, whose
+            # environment has aiodstream's packages (watermarks and state run code of theirs in
+            # tasks), not whatever `python3` is first on PATH. PySpark reads only the variable.
+            os.environ["PYSPARK_PYTHON"] = sys.executable
+        for key, value in {**EMBEDDED_SPARK_CONF, **(extra_conf or {})}.items():
             if not conf.contains(key):
                 conf.set(key, value)
         sc = SparkContext.getOrCreate(conf)

@@ -1,0 +1,152 @@
+"""GroupsWithStateNode: ``mapGroupsWithState`` / ``flatMapGroupsWithState`` on a pair stream, on Spark.
+
+Each batch hashes the pairs into the operator's partitions and runs, in one Spark task per
+partition, :func:`streaming.state.run_partition` over that partition's state store, loaded at
+the batch's version (its batch id) and committed as the next one before the task ends. So the
+state lives with the tasks, under the checkpoint directory, never on the driver; a batch with no
+input still runs every partition (its timeouts fire); and a batch run again after a crash loads
+the same version, with the same batch time and the watermarks logged for it.
+
+The node's RDD is cached, and an internal output operation computes it in every batch (after
+the user's outputs, which read the cache), so the state advances once per batch whatever the
+outputs do. Each task reports its numbers through an accumulator, by batch time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
+
+from scheduler import InvalidPipelineError, Time
+
+from ..state import GroupStateTimeout, GroupsWithStateSpec, StateOperatorStats, initial_state_by_key, run_partition
+from ._node import StreamNode, memory_only
+from ._watermark import BatchStatsParam, WatermarkedNode, event_time_ms
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+__all__ = ["GroupsWithStateNode", "STATE_STORE_DIRECTORY"]
+
+STATE_STORE_DIRECTORY = "stateful"
+"""Under the checkpoint directory, where the operators' state stores live (``<ckpt>/stateful/state/<op>/<part>``)."""
+
+EVENT_TIME_WITHOUT_WATERMARK = (
+    "Watermark must be specified in the query using '[Dataset/DataFrame].withWatermark()' for using event-time timeout "
+    "in a [map|flatMap]GroupsWithState. Event-time timeout not supported without watermark."
+)
+
+
+class GroupsWithStateNode(StreamNode):
+    """The outputs of ``func(key, values, state)`` per key and batch; see the module docstring."""
+
+    keeps_state = True
+
+    def __init__(self, parent: StreamNode, func: Callable[..., Any], *, flat: bool, timeout: str, num_partitions: int,
+                 initial: Any = None, event_time: Callable[[Any], Any] | None = None) -> None:
+        """An operator over ``parent``'s (key, value) pairs.
+
+        Raises:
+            InvalidPipelineError: ``func`` is not callable.
+            PySparkValueError: an unknown timeout kind.
+        """
+        if not callable(func):
+            raise InvalidPipelineError(f"func must be a function of (key, values, state), got {func!r}")
+        super().__init__(parent._env, [parent])
+        self._func = func
+        self._flat = flat
+        self._timeout = GroupStateTimeout.check(timeout)
+        self._num_partitions = num_partitions
+        self._initial = initial
+        self._event_time = event_time
+        self._storage_level = memory_only()
+        self.operator_id = self._env.graph.add_state_operator()
+        self._param = BatchStatsParam()
+        self._accumulator: Any = None
+
+    def _watermark(self) -> WatermarkedNode | None:
+        """The nearest withWatermark stream upstream, if any."""
+        stack = list(self._parents)
+        while stack:
+            stream = stack.pop()
+            if isinstance(stream, WatermarkedNode):
+                return stream
+            stack.extend(stream._parents)
+        return None
+
+    def _validate_at_start(self) -> None:
+        if self._env.graph.checkpoint_dir is None:
+            raise InvalidPipelineError(
+                "requirement failed: The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint()."
+            )
+        if self._timeout == GroupStateTimeout.EventTimeTimeout and self._watermark() is None:
+            raise InvalidPipelineError(EVENT_TIME_WITHOUT_WATERMARK)
+        super()._validate_at_start()
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        env = self._env
+        graph = env.graph
+        sc = env.spark_context
+        parent = self._parents[0]._get_or_compute(time)
+        if parent is None:
+            parent = sc.emptyRDD()
+        assert graph.zero_time is not None and graph.checkpoint_dir is not None
+        batch_id = (time.milliseconds - graph.zero_time.milliseconds) // self._slide.milliseconds - 1
+        watermarks = graph.batch_watermarks(time)
+        watermark = self._watermark()
+        extract = self._event_time or (watermark.event_time if watermark is not None else None)
+        spec = GroupsWithStateSpec(
+            self._func, self._flat, self._timeout, watermark is not None,
+            None if extract is None else _event_time_of(extract),
+        )
+        root = str(Path(graph.checkpoint_dir) / STATE_STORE_DIRECTORY)
+        operator, n = self.operator_id, self._num_partitions
+        tagged = parent.map(lambda kv: (kv[0], (False, kv[1])))
+        if batch_id == 0 and self._initial is not None:
+            initial = self._initial if not isinstance(self._initial, list) else sc.parallelize(self._initial)
+            tagged = tagged.union(initial.map(lambda kv: (kv[0], (True, kv[1]))))
+        if self._accumulator is None:
+            self._accumulator = sc.accumulator({}, cast(Any, self._param))
+        accumulator, batch = self._accumulator, time.milliseconds
+        eviction, late = watermarks.eviction_ms, watermarks.late_ms
+
+        def run(partition: int, records: Iterable[tuple[Any, tuple[bool, Any]]]) -> Iterator[Any]:
+            from streaming.state import StateStoreProvider
+
+            data: list[tuple[Any, Any]] = []
+            initial_pairs: list[tuple[Any, Any]] = []
+            for key, (is_initial, value) in records:
+                (initial_pairs if is_initial else data).append((key, value))
+            provider = StateStoreProvider(root, operator, partition)
+            store = provider.load(batch_id)
+            try:
+                result = run_partition(data, store, spec, batch, eviction, late,
+                                       initial_state_by_key(initial_pairs) if initial_pairs else None)
+                rows = len(store)
+            except BaseException:
+                store.abort()
+                raise
+            store.commit()
+            provider.maintenance()
+            metrics = provider.last_metrics
+            assert metrics is not None
+            accumulator.add({batch: StateOperatorStats(
+                rows, result.num_rows_updated, result.num_rows_removed, result.num_rows_dropped_by_watermark,
+                metrics.memory_used_bytes, metrics.commit_time_ms, result.num_timeouts, 1)})
+            return iter(result.outputs)
+
+        return tagged.partitionBy(n).mapPartitionsWithIndex(run, preservesPartitioning=False)
+
+    def take_state_stats(self, time: Time) -> StateOperatorStats | None:
+        """What batch ``time``'s tasks reported (``None`` if none ran), forgotten afterwards."""
+        if self._accumulator is None:
+            return None
+        result: StateOperatorStats | None = self._param.take(self._accumulator.value, time.milliseconds)
+        return result
+
+
+def _event_time_of(extract: Callable[[Any], Any]) -> Callable[[Any], int]:
+    def event_time(value: Any) -> int:
+        return event_time_ms(extract(value))
+
+    return event_time

@@ -1,0 +1,45 @@
+"""Arbitrary stateful processing: GroupState with timeouts, and the versioned state store it runs on.
+
+Spark's ``FlatMapGroupsWithStateExec`` for DStream programs: :func:`run_partition` is one
+partition of one batch, :class:`StateStoreProvider` keeps each operator partition's state as
+versions under the checkpoint (changelogs and snapshots) with a local working copy, and
+:class:`GroupState` is what the user's function sees. The DStream operators
+(``mapGroupsWithState``, ``flatMapGroupsWithState``) and ``withWatermark`` put them on Spark.
+"""
+
+from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
+from ._groups import (
+    DUPLICATE_INITIAL_STATE,
+    USER_FUNCTION_ERROR,
+    GroupsWithStateError,
+    GroupsWithStateSpec,
+    PartitionResult,
+    StateOperatorStats,
+    initial_state_by_key,
+    run_partition,
+)
+from ._intervals import parse_delay_threshold, parse_interval_ms
+from ._protocol import StateRow, VersionedStore
+from ._store import StateStore, StateStoreError, StateStoreMetrics, StateStoreProvider
+
+__all__ = [
+    "DUPLICATE_INITIAL_STATE",
+    "GroupState",
+    "GroupStateTimeout",
+    "GroupsWithStateError",
+    "GroupsWithStateSpec",
+    "NO_TIMESTAMP",
+    "PartitionResult",
+    "StateOperatorStats",
+    "StateRow",
+    "StateStore",
+    "StateStoreError",
+    "StateStoreMetrics",
+    "StateStoreProvider",
+    "USER_FUNCTION_ERROR",
+    "VersionedStore",
+    "initial_state_by_key",
+    "parse_delay_threshold",
+    "parse_interval_ms",
+    "run_partition",
+]

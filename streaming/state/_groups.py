@@ -1,0 +1,192 @@
+"""One partition of one batch of ``mapGroupsWithState`` / ``flatMapGroupsWithState`` (Spark's ``FlatMapGroupsWithStateExec``).
+
+Per partition and batch, in Spark's order: drop late rows (only under event-time timeouts: an
+event time at or before the previous batch's watermark); a data pass calling the function once
+per key with input (keys in the order of their pickled bytes, values in arrival order); then,
+after every data-pass write, a timeout pass calling it with no values and ``hasTimedOut`` for
+each key whose timeout is strictly before the threshold (the batch time for processing-time
+timeouts, the batch's watermark for event-time ones). After each call, once its output was
+consumed, the state is written back by Spark's rules: removed with no timeout set deletes the
+row; else an update, a removal or a changed timeout writes (value, or none for a removed state
+that keeps a timeout, and the timeout); else nothing. The timeout is reset on every call.
+
+Keys and values cross the store pickled; keys must pickle the same way every time (str, int,
+tuples of them, ...), since their bytes are the key.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import attrs
+
+from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
+from ._protocol import VersionedStore
+
+__all__ = ["GroupsWithStateError", "GroupsWithStateSpec", "PartitionResult", "StateOperatorStats", "initial_state_by_key",
+           "run_partition"]
+
+USER_FUNCTION_ERROR = "FLATMAPGROUPSWITHSTATE_USER_FUNCTION_ERROR"
+DUPLICATE_INITIAL_STATE = ("The initial state provided contained multiple rows(state) with the same key. Make sure to "
+                           "de-duplicate the initial state before passing it.")
+
+
+class GroupsWithStateError(RuntimeError):
+    """The user's function raised; the original is the ``__cause__``. The batch fails and its state is not committed."""
+
+    def __init__(self, operator: str, cause: BaseException) -> None:
+        """Spark's message for ``cause``."""
+        super().__init__(f"[{USER_FUNCTION_ERROR}] An error occurred in the user provided function in {operator}. "
+                         f"Reason: {type(cause).__name__}: {cause}")
+        self.error_class = USER_FUNCTION_ERROR
+
+
+@attrs.frozen
+class GroupsWithStateSpec:
+    """What an operator runs: the function, one output (map) or many (flatMap), its timeout, its event times.
+
+    Attributes:
+        func: ``func(key, values, state)``.
+        flat: True for flatMapGroupsWithState (the result is iterated), False for map (one value).
+        timeout: a :class:`GroupStateTimeout` kind.
+        watermark_present: whether the input has a watermark.
+        event_time: the event time of a value (epoch ms), for dropping late rows; None without a watermark.
+    """
+
+    func: Callable[[Any, Iterator[Any], GroupState], Any]
+    flat: bool
+    timeout: str
+    watermark_present: bool
+    event_time: Callable[[Any], int] | None = None
+
+    @property
+    def operator(self) -> str:
+        """The operator's name in messages."""
+        return "flatMapGroupsWithState" if self.flat else "mapGroupsWithState"
+
+
+@attrs.frozen
+class PartitionResult:
+    """A partition's output and numbers for one batch."""
+
+    outputs: list[Any]
+    num_rows_updated: int
+    num_rows_removed: int
+    num_rows_dropped_by_watermark: int
+    num_timeouts: int
+    num_keys_called: int
+
+
+@attrs.frozen
+class StateOperatorStats:
+    """One stateful operator's numbers for one batch, summed over its partitions (Spark's ``StateOperatorProgress``)."""
+
+    num_rows_total: int
+    num_rows_updated: int
+    num_rows_removed: int
+    num_rows_dropped_by_watermark: int
+    memory_used_bytes: int
+    commit_time_ms: int
+    num_timeouts: int
+    num_partitions: int
+
+    def merge(self, other: StateOperatorStats | None) -> StateOperatorStats:
+        """These numbers and ``other``'s together."""
+        if other is None:
+            return self
+        return StateOperatorStats(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True)))
+
+
+def initial_state_by_key(pairs: Iterable[tuple[Any, Any]]) -> dict[bytes, tuple[Any, Any]]:
+    """An initial state's ``(key, state)`` pairs by pickled key.
+
+    Raises:
+        ValueError: a key appears twice (Spark's message), or a state is None.
+    """
+    by_key: dict[bytes, tuple[Any, Any]] = {}
+    for key, value in pairs:
+        encoded = _key_bytes(key)
+        if encoded in by_key:
+            raise ValueError(DUPLICATE_INITIAL_STATE)
+        if value is None:
+            raise ValueError(f"the initial state of key {key!r} is None: a state value cannot be None")
+        by_key[encoded] = (key, value)
+    return by_key
+
+
+def _key_bytes(key: Any) -> bytes:
+    return pickle.dumps(key, protocol=5)
+
+
+def run_partition(
+    records: Iterable[tuple[Any, Any]],
+    store: VersionedStore,
+    spec: GroupsWithStateSpec,
+    batch_time_ms: int,
+    eviction_watermark_ms: int,
+    late_watermark_ms: int,
+    initial: Mapping[bytes, tuple[Any, Any]] | None = None,
+) -> PartitionResult:
+    """Run one batch of the operator over this partition's ``(key, value)`` records; the caller commits ``store``.
+
+    Raises:
+        GroupsWithStateError: the user's function raised (nothing of this batch may be committed).
+    """
+    timeout = spec.timeout
+    drop_late = timeout == GroupStateTimeout.EventTimeTimeout and spec.watermark_present and spec.event_time is not None
+    watermark = eviction_watermark_ms if spec.watermark_present else NO_TIMESTAMP
+    grouped: dict[bytes, tuple[Any, list[Any]]] = {}
+    dropped = 0
+    for key, value in records:
+        if drop_late and spec.event_time is not None and spec.event_time(value) <= late_watermark_ms:
+            dropped += 1
+            continue
+        encoded = _key_bytes(key)
+        entry = grouped.get(encoded)
+        if entry is None:
+            grouped[encoded] = (key, [value])
+        else:
+            entry[1].append(value)
+    if initial:
+        for encoded, (key, value) in initial.items():
+            store.put(encoded, pickle.dumps(value, protocol=5), NO_TIMESTAMP)
+            grouped.setdefault(encoded, (key, []))
+
+    counts = {"updated": 0, "removed": 0}
+    outputs: list[Any] = []
+
+    def call(encoded: bytes, key: Any, values: list[Any], row: tuple[bytes | None, int] | None, timed_out: bool) -> None:
+        stored = None if row is None or row[0] is None else pickle.loads(row[0])
+        old_timeout = NO_TIMESTAMP if row is None else row[1]
+        state = GroupState(stored, row is not None and row[0] is not None, batch_time_ms, watermark, timeout, timed_out,
+                           spec.watermark_present, old_timeout)
+        try:
+            result = spec.func(key, iter(values), state)
+            produced = list(result) if spec.flat and result is not None else ([result] if not spec.flat else [])
+        except Exception as exc:
+            raise GroupsWithStateError(spec.operator, exc) from exc
+        outputs.extend(produced)
+        if state.removed and state.timeout_timestamp == NO_TIMESTAMP:
+            store.remove(encoded)
+            counts["removed"] += 1
+        elif state.updated or state.removed or state.timeout_timestamp != old_timeout:
+            value = pickle.dumps(state.get, protocol=5) if state.exists else None
+            store.put(encoded, value, state.timeout_timestamp)
+            counts["updated"] += 1
+
+    for encoded in sorted(grouped):
+        key, values = grouped[encoded]
+        call(encoded, key, values, store.get(encoded), False)
+    fired = 0
+    threshold: int | None = None
+    if timeout == GroupStateTimeout.ProcessingTimeTimeout:
+        threshold = batch_time_ms
+    elif timeout == GroupStateTimeout.EventTimeTimeout and spec.watermark_present:
+        threshold = eviction_watermark_ms
+    if threshold is not None:
+        for encoded, row in store.due(threshold):
+            fired += 1
+            call(encoded, pickle.loads(encoded), [], row, True)
+    return PartitionResult(outputs, counts["updated"], counts["removed"], dropped, fired, len(grouped) + fired)
