@@ -8,7 +8,9 @@ each key whose timeout is strictly before the threshold (the batch time for proc
 timeouts, the batch's watermark for event-time ones). After each call, once its output was
 consumed, the state is written back by Spark's rules: removed with no timeout set deletes the
 row; else an update, a removal or a changed timeout writes (value, or none for a removed state
-that keeps a timeout, and the timeout); else nothing. The timeout is reset on every call.
+that keeps a timeout, and the timeout); else nothing. The timeout is reset on every call. One
+departure: a row that would be left with neither value nor timeout is deleted (Spark keeps it
+for good, unreadable).
 
 Keys and values cross the store pickled; keys must pickle the same way every time (str, int,
 tuples of them, ...), since their bytes are the key.
@@ -168,7 +170,10 @@ def run_partition(
         except Exception as exc:
             raise GroupsWithStateError(spec.operator, exc) from exc
         outputs.extend(produced)
-        if state.removed and state.timeout_timestamp == NO_TIMESTAMP:
+        if (state.removed or (row is not None and not state.exists)) and state.timeout_timestamp == NO_TIMESTAMP:
+            # Spark deletes a removed state without a timeout; a row left with neither a value nor
+            # a timeout (a timed-out call that did not remove a value-less state) Spark keeps
+            # forever, and nothing could ever read it: it is deleted too.
             store.remove(encoded)
             counts["removed"] += 1
         elif state.updated or state.removed or state.timeout_timestamp != old_timeout:

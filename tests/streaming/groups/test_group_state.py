@@ -1,0 +1,98 @@
+"""GroupState: pyspark's names, semantics and exceptions (checked against pyspark's own GroupState where they agree)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from pyspark.errors import PySparkRuntimeError, PySparkTypeError, PySparkValueError
+from pyspark.sql.streaming.state import GroupState as PySparkGroupState
+from pyspark.sql.types import LongType, StructField, StructType
+
+from streaming.state import NO_TIMESTAMP, GroupState, GroupStateTimeout
+
+
+def ours(timeout: str = "NoTimeout", *, value: Any = None, watermark: int = NO_TIMESTAMP, batch: int = 10_000,
+         present: bool = False, timed_out: bool = False, old: int = NO_TIMESTAMP) -> GroupState:
+    return GroupState(value, value is not None, batch, watermark, timeout, timed_out, present, old)
+
+
+def theirs(timeout: str = "NoTimeout", *, value: tuple[int, ...] | None = None, watermark: int = NO_TIMESTAMP,
+           batch: int = 10_000, present: bool = False) -> PySparkGroupState:
+    schema = StructType([StructField("v", LongType())])
+    return PySparkGroupState(value, batch, watermark, timeout, False, present, value is not None, False, False,
+                             NO_TIMESTAMP, b"", schema)
+
+
+def failure(call: Any) -> tuple[type[BaseException], str | None, str]:
+    with pytest.raises(Exception) as info:  # noqa: PT011 -- the exact type is what is compared
+        call()
+    error = info.value
+    return type(error), getattr(error, "getCondition", lambda: None)(), str(error)
+
+
+def test_value_lifecycle_exists_get_update_remove() -> None:
+    """No value, update, remove, update again: exists/get/getOption follow; updated/removed record the last word."""
+    state = ours()
+    assert not state.exists and state.getOption is None and str(state) == "GroupState(<undefined>)"
+    state.update({"n": 1})
+    assert state.exists and state.get == {"n": 1} and state.updated and not state.removed
+    state.remove()
+    assert not state.exists and state.removed and not state.updated and state.getOption is None
+    state.update(2)
+    assert state.get == 2 and state.updated and not state.removed and str(state) == "GroupState(2)"
+
+
+def test_the_errors_are_pysparks_for_the_same_misuse() -> None:
+    """get without a value, update(None), a string duration: the same class, condition and message as pyspark."""
+    for mine, pysparks in [
+        (lambda: ours().get, lambda: theirs().get),
+        (lambda: ours().update(None), lambda: theirs().update(None)),
+        (lambda: ours("ProcessingTimeTimeout").setTimeoutDuration("1 hour"),
+         lambda: theirs("ProcessingTimeTimeout").setTimeoutDuration("1 hour")),
+        (lambda: ours("EventTimeTimeout", watermark=5_000).setTimeoutTimestamp(4_999),
+         lambda: theirs("EventTimeTimeout", watermark=5_000).setTimeoutTimestamp(4_999)),
+    ]:
+        assert failure(mine) == failure(pysparks)
+
+
+def test_timeouts_need_their_kind_and_positive_values() -> None:
+    """Each setter refuses the other kind with CANNOT_WITHOUT naming its own kind, and non-positive values."""
+    kind, condition, message = failure(lambda: ours("EventTimeTimeout").setTimeoutDuration(10))
+    assert (kind, condition) == (PySparkRuntimeError, "CANNOT_WITHOUT")
+    assert "Cannot set timeout duration without enabling processing time timeout in [map|flatMap]GroupsWithState" in message
+    kind, condition, message = failure(lambda: ours("ProcessingTimeTimeout").setTimeoutTimestamp(10))
+    assert (kind, condition) == (PySparkRuntimeError, "CANNOT_WITHOUT")
+    assert "Cannot set timeout timestamp without enabling event time timeout in [map|flatMap]GroupsWithState" in message
+    assert failure(lambda: ours("ProcessingTimeTimeout").setTimeoutDuration(0))[:2] == (PySparkValueError,
+                                                                                      "VALUE_NOT_POSITIVE")
+    assert failure(lambda: ours("EventTimeTimeout").setTimeoutTimestamp(-5))[:2] == (PySparkValueError,
+                                                                                   "VALUE_NOT_POSITIVE")
+    assert failure(lambda: ours("ProcessingTimeTimeout").setTimeoutDuration(1.5))[:2] == (PySparkTypeError,
+                                                                                        "NOT_EXPECTED_TYPE")
+
+
+def test_timeout_values_watermark_and_processing_time() -> None:
+    """A duration counts from the batch time; a timestamp may equal the watermark; a datetime is converted."""
+    state = ours("ProcessingTimeTimeout", batch=10_000)
+    assert state.timeout_timestamp == NO_TIMESTAMP  # reset for every call
+    state.setTimeoutDuration(2_500)
+    assert state.timeout_timestamp == 12_500 and state.getCurrentProcessingTimeMs() == 10_000
+    event = ours("EventTimeTimeout", watermark=5_000, present=True)
+    event.setTimeoutTimestamp(5_000)
+    assert event.timeout_timestamp == 5_000 and event.getCurrentWatermarkMs() == 5_000
+    event.setTimeoutTimestamp(datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc))
+    assert event.timeout_timestamp == 1_704_067_200_000
+    kind, condition, message = failure(lambda: ours("EventTimeTimeout").getCurrentWatermarkMs())
+    assert (kind, condition) == (PySparkRuntimeError, "CANNOT_WITHOUT") and "setting watermark before" in message
+
+
+def test_timed_out_calls_and_the_old_timeout() -> None:
+    """hasTimedOut and oldTimeoutTimestamp are what the operator passed; a timeout without a kind is an internal error."""
+    state = ours("EventTimeTimeout", value=3, timed_out=True, old=7_000)
+    assert state.hasTimedOut and state.oldTimeoutTimestamp == 7_000 and state.get == 3
+    with pytest.raises(RuntimeError, match="internal error"):
+        ours("NoTimeout", timed_out=True)
+    assert failure(lambda: ours("Sometimes"))[:2] == (PySparkValueError, "VALUE_NOT_ALLOWED")
+    assert GroupStateTimeout.check("EventTimeTimeout") == "EventTimeTimeout"

@@ -1,0 +1,203 @@
+"""One partition of flatMapGroupsWithState over batches (Spark's §7.2 rules), on a real store, without Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from streaming.state import (
+    DUPLICATE_INITIAL_STATE,
+    GroupState,
+    GroupsWithStateError,
+    GroupsWithStateSpec,
+    PartitionResult,
+    StateStoreProvider,
+    initial_state_by_key,
+    parse_delay_threshold,
+    parse_interval_ms,
+    run_partition,
+)
+
+
+class Batches:
+    """Runs batches of one partition, each on the version the previous one committed."""
+
+    def __init__(self, root: Path, spec: GroupsWithStateSpec) -> None:
+        self.provider = StateStoreProvider(root / "ck", 0, 0, local_dir=root / "local")
+        self.spec = spec
+        self.version = 0
+
+    def run(self, records: list[tuple[Any, Any]], batch_ms: int, eviction: int = 0, late: int = 0,
+            initial: list[tuple[Any, Any]] | None = None) -> PartitionResult:
+        store = self.provider.load(self.version)
+        try:
+            result = run_partition(records, store, self.spec, batch_ms, eviction, late,
+                                   initial_state_by_key(initial) if initial else None)
+        except BaseException:
+            store.abort()
+            raise
+        self.version = store.commit()
+        return result
+
+
+def heartbeat(key: str, values: Iterator[int], state: GroupState) -> Iterator[tuple[str, str, int]]:
+    """Processing-time timeout: a device is offline after 10 s without a heartbeat."""
+    if state.hasTimedOut:
+        state.remove()
+        yield (key, "offline", state.getCurrentProcessingTimeMs())
+        return
+    beats = (state.getOption or 0) + sum(1 for _ in values)
+    state.update(beats)
+    state.setTimeoutDuration(10_000)
+    yield (key, "online", beats)
+
+
+def test_processing_time_timeouts_fire_strictly_after_their_time_and_reset_on_each_call(tmp_path: Path) -> None:
+    """A heartbeat at 1 s times out at the first batch after 11 s (strictly), a later heartbeat moves it."""
+    spec = GroupsWithStateSpec(heartbeat, True, "ProcessingTimeTimeout", False)
+    runs = Batches(tmp_path, spec)
+    assert runs.run([("d1", 1), ("d2", 1)], 1_000).outputs == [("d1", "online", 1), ("d2", "online", 1)]
+    assert runs.run([("d2", 1)], 6_000).outputs == [("d2", "online", 2)]
+    assert runs.run([], 11_000).outputs == []  # d1's timeout is 11_000: not strictly before 11_000
+    fired = runs.run([], 12_000)
+    assert fired.outputs == [("d1", "offline", 12_000)] and fired.num_timeouts == 1 and fired.num_rows_removed == 1
+    assert runs.run([], 16_001).outputs == [("d2", "offline", 16_001)]
+    assert runs.run([], 30_000).outputs == []
+
+
+def counts_without_timeout(key: str, values: Iterator[int], state: GroupState) -> tuple[str, int]:
+    """mapGroupsWithState: the running sum; a call on a timeout does not happen here."""
+    total = (state.getOption or 0) + sum(values)
+    state.update(total)
+    return (key, total)
+
+
+def test_map_groups_emits_one_value_per_key_and_keys_in_a_stable_order(tmp_path: Path) -> None:
+    """One output per key with data, keys ordered by their pickled bytes, values in arrival order."""
+    runs = Batches(tmp_path, GroupsWithStateSpec(counts_without_timeout, False, "NoTimeout", False))
+    first = runs.run([("b", 1), ("a", 2), ("b", 3)], 1_000)
+    assert first.outputs == [("a", 2), ("b", 4)] and first.num_rows_updated == 2 and first.num_keys_called == 2
+    assert runs.run([("a", 5)], 2_000).outputs == [("a", 7)]
+
+
+def test_a_call_that_sets_no_timeout_clears_the_stored_one(tmp_path: Path) -> None:
+    """The contract (and Scala): the timeout resets on every call; pyspark would keep it."""
+
+    def once_then_quiet(key: str, values: Iterator[int], state: GroupState) -> Iterator[str]:
+        list(values)
+        if not state.exists:
+            state.update(1)
+            state.setTimeoutDuration(1_000)
+        yield f"{key}:{state.oldTimeoutTimestamp}"
+
+    runs = Batches(tmp_path, GroupsWithStateSpec(once_then_quiet, True, "ProcessingTimeTimeout", False))
+    assert runs.run([("k", 0)], 1_000).outputs == ["k:-1"]
+    second = runs.run([("k", 0)], 1_500)
+    assert second.outputs == ["k:2000"] and second.num_rows_updated == 1  # the timeout changed: written
+    assert runs.run([], 5_000).outputs == []  # no timeout left to fire
+
+
+def test_a_removed_state_keeps_its_timeout_row_until_it_fires(tmp_path: Path) -> None:
+    """remove() plus a timeout keeps a row without a value: exists is False when it times out; then it is deleted."""
+
+    def remove_but_remind(key: str, values: Iterator[int], state: GroupState) -> Iterator[tuple[str, bool, bool]]:
+        list(values)
+        if state.hasTimedOut:
+            yield (key, True, state.exists)
+            return
+        state.update(1)
+        state.remove()
+        state.setTimeoutDuration(100)
+        yield (key, False, state.exists)
+
+    runs = Batches(tmp_path, GroupsWithStateSpec(remove_but_remind, True, "ProcessingTimeTimeout", False))
+    first = runs.run([("k", 0)], 1_000)
+    assert first.outputs == [("k", False, False)] and first.num_rows_updated == 1 and first.num_rows_removed == 0
+    fired = runs.run([], 2_000)
+    assert fired.outputs == [("k", True, False)]
+    # The timed-out call reset the timeout: neither value nor timeout is left, so the row goes
+    # (Spark would keep an unreadable row for good).
+    assert fired.num_rows_removed == 1 and fired.num_rows_updated == 0
+    store = runs.provider.load(runs.version)
+    assert dict(store) == {}
+    store.abort()
+
+
+def sessions(key: str, values: Iterator[tuple[str, int]], state: GroupState) -> Iterator[tuple[str, str, int]]:
+    if state.hasTimedOut:
+        count = state.get
+        state.remove()
+        yield (key, "closed", count)
+        return
+    times = [t for _, t in values]
+    state.update((state.getOption or 0) + len(times))
+    state.setTimeoutTimestamp(max(times) + 10_000)
+    yield (key, "open", state.get)
+
+
+def test_event_time_timeouts_use_the_watermark_and_only_they_drop_late_rows(tmp_path: Path) -> None:
+    """Rows at or before the late-event watermark are dropped under EventTimeTimeout; the eviction watermark fires."""
+    spec = GroupsWithStateSpec(sessions, True, "EventTimeTimeout", True, event_time=lambda record: record[1])
+    runs = Batches(tmp_path, spec)
+    assert runs.run([("a", ("a", 1_000))], 1, eviction=0, late=0).outputs == [("a", "open", 1)]
+    late = runs.run([("a", ("a", 500)), ("b", ("b", 30_000))], 2, eviction=20_000, late=500)
+    assert late.num_rows_dropped_by_watermark == 1  # a@500 <= 500: late (inclusive)
+    assert late.outputs == [("b", "open", 1), ("a", "closed", 1)]  # data pass, then a's timeout (11_000 < 20_000)
+    with pytest.raises(GroupsWithStateError) as info:
+        runs.run([("c", ("c", 25_000 - 10_001))], 3, eviction=25_000, late=0)
+    assert "INVALID_TIMEOUT_TIMESTAMP" in str(info.value.__cause__)  # a timeout before the watermark: refused
+
+
+def test_a_raising_function_fails_the_batch_and_leaves_the_state_as_it_was(tmp_path: Path) -> None:
+    """The user's error comes wrapped with Spark's error class; the store is not committed; a retry sees the old state."""
+    calls: list[int] = []
+
+    def flaky(key: str, values: Iterator[int], state: GroupState) -> Iterator[int]:
+        total = (state.getOption or 0) + sum(values)
+        calls.append(total)
+        state.update(total)
+        if total == 3:
+            raise ValueError("three")
+        yield total
+
+    runs = Batches(tmp_path, GroupsWithStateSpec(flaky, True, "NoTimeout", False))
+    assert runs.run([("k", 1)], 1_000).outputs == [1]
+    with pytest.raises(GroupsWithStateError, match=r"^\[FLATMAPGROUPSWITHSTATE_USER_FUNCTION_ERROR\] An error occurred in "
+                                                   r"the user provided function in flatMapGroupsWithState\. Reason: "
+                                                   r"ValueError: three$"):
+        runs.run([("k", 2)], 2_000)
+    assert runs.run([("k", 5)], 2_000).outputs == [6]  # the failed batch's update did not stay
+
+
+def test_an_initial_state_seeds_the_first_batch_and_calls_its_keys(tmp_path: Path) -> None:
+    """Keys only in the initial state are called with no values; a duplicate key is refused with Spark's message."""
+    runs = Batches(tmp_path, GroupsWithStateSpec(counts_without_timeout, False, "NoTimeout", False))
+    assert runs.run([("a", 1)], 1_000, initial=[("a", 10), ("z", 5)]).outputs == [("a", 11), ("z", 5)]
+    with pytest.raises(ValueError, match=r"^The initial state provided contained multiple rows\(state\) with the same key"):
+        initial_state_by_key([("a", 1), ("a", 2)])
+    assert DUPLICATE_INITIAL_STATE.endswith("de-duplicate the initial state before passing it.")
+
+
+@pytest.mark.parametrize(("text", "ms"), [
+    ("10 seconds", 10_000), ("1 second", 1_000), ("interval 2 minutes 30 seconds", 150_000), ("1 HOUR", 3_600_000),
+    ("1.5 seconds", 1_500), ("1 day", 86_400_000), ("1 week", 604_800_000), ("1 month", 31 * 86_400_000),
+    ("250 milliseconds", 250), ("1500 microseconds", 1),
+])
+def test_interval_strings_read_as_spark_reads_them(text: str, ms: int) -> None:
+    """Units singular or plural, any case, an optional 'interval', fractional seconds, 31-day months."""
+    assert parse_interval_ms(text) == ms
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("-1 seconds", r"^requirement failed: delay threshold \(-1 seconds\) should not be negative\.$"),
+    ("10", r"expected pairs of a number and a unit"),
+    ("ten seconds", r"'ten' is not a number"),
+    ("10 fortnights", r"unknown unit 'fortnights'"),
+    ("1.5 minutes", r"only seconds may have a fraction"),
+])
+def test_bad_delay_thresholds_are_refused(text: str, message: str) -> None:
+    """Negative delays get Spark's requirement message; unreadable ones say what is wrong."""
+    with pytest.raises(ValueError, match=message):
+        parse_delay_threshold(text)

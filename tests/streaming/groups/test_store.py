@@ -1,0 +1,156 @@
+"""The state store: versions per batch, loadable from the checkpoint files alone, with clear errors for damage."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streaming.state import NO_TIMESTAMP, StateStoreError, StateStoreProvider
+
+
+def provider(root: Path, local: str = "local", **options: int) -> StateStoreProvider:
+    return StateStoreProvider(root / "ck", 0, 3, local_dir=root / local, **options)
+
+
+def rows(p: StateStoreProvider, version: int) -> dict[bytes, tuple[bytes | None, int]]:
+    store = p.load(version)
+    try:
+        return dict(store)
+    finally:
+        store.abort()
+
+
+def test_versions_follow_commits_and_each_stays_loadable(tmp_path: Path) -> None:
+    """Three commits; each version reads back as it was, also from a fresh local directory (the files alone)."""
+    p = provider(tmp_path)
+    store = p.load(0)
+    store.put(b"a", b"1", NO_TIMESTAMP)
+    store.put(b"b", b"2", 500)
+    assert store.commit() == 1
+    store = p.load(1)
+    assert store.get(b"a") == (b"1", NO_TIMESTAMP) and store.get(b"z") is None and len(store) == 2
+    store.remove(b"a")
+    store.put(b"c", None, 100)  # a removed state that keeps its timeout
+    assert store.commit() == 2
+    metrics = p.last_metrics
+    assert metrics is not None and (metrics.num_rows_total, metrics.num_rows_updated, metrics.num_rows_removed) == (2, 1, 1)
+    expected = {1: {b"a": (b"1", -1), b"b": (b"2", 500)}, 2: {b"b": (b"2", 500), b"c": (None, 100)}}
+    fresh = provider(tmp_path, "elsewhere")
+    for version in (2, 1, 2):  # forwards, back (a re-run after a crash), forwards again
+        assert rows(fresh, version) == expected[version]
+    assert rows(p, 1) == expected[1]
+
+
+def test_due_reads_rows_strictly_before_the_threshold_earliest_first(tmp_path: Path) -> None:
+    """due(t): timeouts < t, in timeout order; rows without a timeout never."""
+    p = provider(tmp_path)
+    store = p.load(0)
+    for key, timeout in [(b"late", 900), (b"early", 100), (b"none", NO_TIMESTAMP), (b"edge", 500)]:
+        store.put(key, b"v", timeout)
+    assert [key for key, _ in store.due(500)] == [b"early"]
+    assert [key for key, _ in store.due(901)] == [b"early", b"edge", b"late"]
+    store.abort()
+    assert rows(p, 0) == {}  # aborted: nothing of it stays
+
+
+def test_snapshots_and_purge_keep_what_the_retained_versions_need(tmp_path: Path) -> None:
+    """Snapshot every 2 versions, retain 3: old deltas go once a snapshot covers them; the retained ones load anywhere."""
+    p = provider(tmp_path, snapshot_every=2, min_versions_to_retain=3)
+    for version in range(8):
+        store = p.load(version)
+        store.put(f"k{version}".encode(), str(version).encode(), NO_TIMESTAMP)
+        store.commit()
+        p.maintenance()
+    names = sorted(path.name for path in p.directory.iterdir())
+    assert "8.snapshot" in names and "1.delta" not in names
+    fresh = provider(tmp_path, "fresh")
+    for version in (6, 7, 8):
+        assert sorted(rows(fresh, version)) == sorted(f"k{v}".encode() for v in range(version))
+    with pytest.raises(StateStoreError, match=r"cannot load state version 2 from .*: 1\.delta is missing \(deltas present: \[7, 8\], snapshots: \[6, 8\]\)"):
+        rows(fresh, 2)
+
+
+def test_a_damaged_or_foreign_file_is_named(tmp_path: Path) -> None:
+    """A flipped byte fails the checksum; a file that is not ours is refused; both name the file."""
+    p = provider(tmp_path)
+    store = p.load(0)
+    store.put(b"a", b"1", NO_TIMESTAMP)
+    store.commit()
+    delta = p.directory / "1.delta"
+    data = bytearray(delta.read_bytes())
+    data[-40] ^= 0xFF
+    delta.write_bytes(bytes(data))
+    with pytest.raises(StateStoreError, match=r"1\.delta is damaged: its checksum does not match"):
+        rows(provider(tmp_path, "other"), 1)
+    delta.write_bytes(b"not a delta")
+    with pytest.raises(StateStoreError, match=r"1\.delta is not an aiodstream delta file"):
+        rows(provider(tmp_path, "third"), 1)
+
+
+def test_keys_and_values_must_be_bytes(tmp_path: Path) -> None:
+    """The store takes bytes (the operator pickles); anything else is a TypeError, and a used store refuses more."""
+    store = provider(tmp_path).load(0)
+    with pytest.raises(TypeError, match="state store keys are bytes, got str"):
+        store.put("a", b"1", NO_TIMESTAMP)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="state store values are bytes, got int"):
+        store.put(b"a", 1, NO_TIMESTAMP)  # type: ignore[arg-type]
+    store.commit()
+    with pytest.raises(StateStoreError, match="already committed or aborted"):
+        store.get(b"a")
+
+
+def test_maintenance_waits_for_a_load_in_progress(tmp_path: Path) -> None:
+    """A snapshot runs only between batches: maintenance started while a store is open waits for its commit.
+
+    Had it not waited, it would have found version 0 (no snapshot due) or copied a half-written
+    batch; it wrote the snapshot of version 1, whole.
+    """
+    p = provider(tmp_path, snapshot_every=1)
+    store = p.load(0)
+    store.put(b"a", b"1", NO_TIMESTAMP)
+    started, done = threading.Event(), threading.Event()
+
+    def maintain() -> None:
+        started.set()
+        p.maintenance()
+        done.set()
+
+    thread = threading.Thread(target=maintain)
+    thread.start()
+    started.wait()
+    store.commit()
+    thread.join()
+    assert done.is_set() and (p.directory / "1.snapshot").exists()
+    assert rows(provider(tmp_path, "fresh"), 1) == {b"a": (b"1", NO_TIMESTAMP)}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c", b"d"]),
+                                   st.one_of(st.none(), st.binary(max_size=3)), st.integers(-1, 50)), max_size=6),
+                min_size=1, max_size=8))
+def test_any_sequence_of_batches_reads_back_like_a_dict(tmp_path_factory: pytest.TempPathFactory,
+                                                       batches: list[list[tuple[bytes, bytes | None, int]]]) -> None:
+    """A model: each batch puts (value, timeout) or removes (value None and timeout -1); every version equals the model's."""
+    root = tmp_path_factory.mktemp("store")
+    p = StateStoreProvider(root / "ck", 1, 0, local_dir=root / "local", snapshot_every=3)
+    model: dict[bytes, tuple[bytes | None, int]] = {}
+    history = [dict(model)]
+    for version, batch in enumerate(batches):
+        store = p.load(version)
+        for key, value, timeout in batch:
+            if value is None and timeout == -1:
+                store.remove(key)
+                model.pop(key, None)
+            else:
+                store.put(key, value, timeout)
+                model[key] = (value, timeout)
+        store.commit()
+        p.maintenance()
+        history.append(dict(model))
+    fresh = StateStoreProvider(root / "ck", 1, 0, local_dir=root / "fresh")
+    for version in reversed(range(len(history))):
+        assert rows(fresh, version) == history[version]
