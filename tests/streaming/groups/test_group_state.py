@@ -26,7 +26,7 @@ def theirs(timeout: str = "NoTimeout", *, value: tuple[int, ...] | None = None, 
 
 
 def failure(call: Any) -> tuple[type[BaseException], str | None, str]:
-    with pytest.raises(Exception) as info:  # noqa: PT011 -- the exact type is what is compared
+    with pytest.raises(Exception) as info:  # any type: the caller compares the exact type with pyspark's
         call()
     error = info.value
     return type(error), getattr(error, "getCondition", lambda: None)(), str(error)

@@ -70,7 +70,8 @@ def test_snapshots_and_purge_keep_what_the_retained_versions_need(tmp_path: Path
     fresh = provider(tmp_path, "fresh")
     for version in (6, 7, 8):
         assert sorted(rows(fresh, version)) == sorted(f"k{v}".encode() for v in range(version))
-    with pytest.raises(StateStoreError, match=r"cannot load state version 2 from .*: 1\.delta is missing \(deltas present: \[7, 8\], snapshots: \[6, 8\]\)"):
+    missing = r"cannot load state version 2 from .*: 1\.delta is missing \(deltas present: \[7, 8\], snapshots: \[6, 8\]\)"
+    with pytest.raises(StateStoreError, match=missing):
         rows(fresh, 2)
 
 
