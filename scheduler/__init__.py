@@ -36,6 +36,7 @@ from ._protocols import (
     ReplayableInput,
 )
 from ._rate import PIDRateEstimator, RateController, RateLimiter
+from ._state_progress import StateOperatorProgress
 from ._streams import YIELD_EVERY, Mailbox, yield_now, yield_to_ready
 from ._time import Duration, Milliseconds, Minutes, Seconds, Time, TimeOrderedDict
 from ._timer import RecurringTimer
@@ -138,6 +139,7 @@ __all__ = [
     "Seconds",
     "SinkProgress",
     "SourceProgress",
+    "StateOperatorProgress",
     "StreamingError",
     "StreamingQueryProgress",
     "StreamingQueryStatus",

@@ -18,6 +18,7 @@ import attrs
 from ._input_info import InputInfoTracker
 from ._job import Job
 from ._job_set import JobSet
+from ._state_progress import StateOperatorProgress
 from ._time import Time
 from ._watermark import BatchWatermarks, EventTimeStats
 
@@ -198,6 +199,10 @@ class ReplayableGraph(JobGraph, Protocol):
 
     def event_time_stats(self, time: Time) -> Sequence[EventTimeStats | None]:
         """After batch ``time``'s jobs succeeded: what each watermarked input saw (``None``: no rows), then forgotten."""
+        ...
+
+    def state_operators(self, time: Time) -> Sequence[StateOperatorProgress]:
+        """After batch ``time``'s jobs succeeded: what each stateful operator did (for its progress), then forgotten."""
         ...
 
 

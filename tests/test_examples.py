@@ -77,3 +77,21 @@ def test_recoverable_wordcount_resumes_after_a_crash_with_exact_counts() -> None
     assert "-- run 2: resumed from the checkpoint" in out
     final = [line for line in out.splitlines() if line.startswith(("final:", "expected:"))]
     assert len(final) == 2 and final[0].split(":", 1)[1] == final[1].split(":", 1)[1], final
+
+
+@pytest.mark.spark
+def test_sessionization_closes_the_sessions_whose_users_went_quiet() -> None:
+    """bob and cy stop clicking: their sessions close once the watermark passes their last click + 30 min; a late click is dropped."""
+    out = run_example("sessionization.py", "--batches", "8", "--interval", "0.5")
+    assert out.splitlines() == [
+        "session closed: bob, 2 click(s), 09:05-09:15",
+        "session closed: cy, 1 click(s), 09:11-09:11",
+        "2 sessions closed in 8 batches",
+    ]
+
+
+@pytest.mark.spark
+def test_heartbeat_monitor_reports_the_silent_device_offline() -> None:
+    """sensor-2 stops beating after two batches: with a 2 s timeout it is reported offline, the others stay online."""
+    out = run_example("heartbeat_monitor.py", "--timeout", "2", "--interval", "0.5")
+    assert out.splitlines() == ["offline: sensor-2", "still online: sensor-1, sensor-3"]

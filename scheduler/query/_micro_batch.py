@@ -26,6 +26,7 @@ from .._errors import ConcurrentCheckpointUpdateError, InvalidPipelineError, Str
 from .._job_set import JobSet
 from .._logging import library_logger
 from .._protocols import Offset, RecoveredBatch, ReplayableGraph, ReplayableInput
+from .._state_progress import StateOperatorProgress
 from .._time import Duration, Time
 from .._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, EventTimeStats, WatermarkTracker, parse_watermark_policy
 from ._checkpoint import BatchGrid, Checkpoint, CheckpointState
@@ -92,6 +93,7 @@ class _Batch:
     offsets_issued: bool = False
     next_watermark_ms: int = 0
     event_time: EventTimeStats | None = None
+    state_operators: tuple[StateOperatorProgress, ...] = ()
     durations: dict[str, int] = attrs.field(factory=dict)
     critical_ns: int = 0
 
@@ -521,6 +523,7 @@ class MicroBatchTracker:
                 if stats is not None:
                     batch.event_time = stats.merge(batch.event_time)
         batch.next_watermark_ms = self.watermarks.current_ms
+        batch.state_operators = tuple(self._graph.state_operators(batch.time))
         if self.checkpoint is not None:
             # State first: a commit promises that a restart never runs this batch again, so the
             # state it produced must be readable by then.
@@ -610,7 +613,7 @@ class MicroBatchTracker:
         return StreamingQueryProgress(
             self.query_id, self.run_id, self.name, format_timestamp(batch.trigger_start), batch.batch_id,
             end_at - batch.trigger_start, dict(batch.durations), tuple(sources), sink, event_time,
-            batch_time_ms=batch.time.milliseconds,
+            batch_time_ms=batch.time.milliseconds, state_operators=batch.state_operators,
         )
 
     async def _report(self, progress: StreamingQueryProgress) -> None:

@@ -15,6 +15,8 @@ from typing import Any, Mapping
 
 import attrs
 
+from .._state_progress import StateOperatorProgress
+
 __all__ = [
     "SinkProgress",
     "SourceProgress",
@@ -185,8 +187,10 @@ class StreamingQueryProgress(_Json):
         duration_ms: phase -> ms.
         sources: one entry per source, in offset-log order.
         sink: the output.
-        event_time: Spark's event-time statistics (always empty here: no watermarks yet).
+        event_time: Spark's event-time statistics (``avg``, ``max``, ``min`` of the batch's event times,
+            ``watermark`` the batch ran with), empty without watermarks.
         batch_time_ms: the batch's time on the grid (not part of Spark's JSON).
+        state_operators: what each stateful operator did.
     """
 
     id: uuid.UUID
@@ -200,6 +204,7 @@ class StreamingQueryProgress(_Json):
     sink: SinkProgress
     event_time: Mapping[str, str] = attrs.field(factory=dict)
     batch_time_ms: int | None = None
+    state_operators: tuple[StateOperatorProgress, ...] = ()
 
     @property
     def num_input_rows(self) -> int:
@@ -231,7 +236,7 @@ class StreamingQueryProgress(_Json):
         _put_rate(out, "processedRowsPerSecond", self.processed_rows_per_second)
         _put_map(out, "durationMs", self.duration_ms)
         _put_map(out, "eventTime", self.event_time)
-        out["stateOperators"] = []
+        out["stateOperators"] = [operator.json_value() for operator in self.state_operators]
         out["sources"] = [s.json_value() for s in self.sources]
         out["sink"] = self.sink.json_value()
         return out

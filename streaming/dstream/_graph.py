@@ -27,6 +27,7 @@ from scheduler import (
     Offset,
     RecoveredBatch,
     ReplayableInput,
+    StateOperatorProgress,
     Time,
     library_logger,
 )
@@ -34,7 +35,7 @@ from scheduler import (
 from ..spark import wait_for_thread
 from ._snapshots import StatefulStream, StateSnapshots
 
-__all__ = ["DStreamGraph", "GraphStream", "InputStream", "WatermarkStream"]
+__all__ = ["DStreamGraph", "GraphStream", "InputStream", "StateOperatorStream", "WatermarkStream"]
 
 _NO_WATERMARKS = BatchWatermarks(0, 0)
 
@@ -138,6 +139,15 @@ class InputStream(GraphStream, Protocol):
 
     def receiver_stopped(self) -> None:
         """Called after the receiver task ended."""
+        ...
+
+
+@runtime_checkable
+class StateOperatorStream(Protocol):
+    """A stateful operator as the graph sees it: what it did in each batch."""
+
+    def take_state_progress(self, time: Time) -> StateOperatorProgress | None:
+        """Its numbers for batch ``time`` (``None`` if it did not run), forgotten afterwards."""
         ...
 
 
@@ -332,6 +342,11 @@ class DStreamGraph:
     def batch_watermarks(self, time: Time) -> BatchWatermarks:
         """The watermarks of batch ``time`` (0 and 0 before any watermark exists)."""
         return self._watermarks.get(time, _NO_WATERMARKS)
+
+    def state_operators(self, time: Time) -> Sequence[StateOperatorProgress]:
+        """What each stateful operator (``flatMapGroupsWithState``, ...) did in batch ``time``."""
+        found = (stream.take_state_progress(time) for stream in self._streams() if isinstance(stream, StateOperatorStream))
+        return [progress for progress in found if progress is not None]
 
     def event_time_stats(self, time: Time) -> Sequence[EventTimeStats | None]:
         """What each ``withWatermark`` stream saw in batch ``time``; the batch's watermarks are forgotten."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
-from scheduler import InvalidPipelineError, Time
+from scheduler import InvalidPipelineError, StateOperatorProgress, Time
 
 from ..state import GroupStateTimeout, GroupsWithStateSpec, StateOperatorStats, initial_state_by_key, run_partition
 from ._node import StreamNode, memory_only
@@ -132,17 +132,25 @@ class GroupsWithStateNode(StreamNode):
             assert metrics is not None
             accumulator.add({batch: StateOperatorStats(
                 rows, result.num_rows_updated, result.num_rows_removed, result.num_rows_dropped_by_watermark,
-                metrics.memory_used_bytes, metrics.commit_time_ms, result.num_timeouts, 1)})
+                metrics.memory_used_bytes, metrics.commit_time_ms, result.num_timeouts, 1,
+                result.updates_ns // 1_000_000, result.removals_ns // 1_000_000)})
             return iter(result.outputs)
 
         return tagged.partitionBy(n).mapPartitionsWithIndex(run, preservesPartitioning=False)
 
-    def take_state_stats(self, time: Time) -> StateOperatorStats | None:
-        """What batch ``time``'s tasks reported (``None`` if none ran), forgotten afterwards."""
+    def take_state_progress(self, time: Time) -> StateOperatorProgress | None:
+        """What batch ``time``'s tasks reported, as progress (``None`` if none ran), forgotten afterwards."""
         if self._accumulator is None:
             return None
-        result: StateOperatorStats | None = self._param.take(self._accumulator.value, time.milliseconds)
-        return result
+        stats: StateOperatorStats | None = self._param.take(self._accumulator.value, time.milliseconds)
+        if stats is None:
+            return None
+        return StateOperatorProgress(
+            "flatMapGroupsWithState" if self._flat else "mapGroupsWithState", stats.num_rows_total,
+            stats.num_rows_updated, stats.all_updates_time_ms, stats.num_rows_removed, stats.all_removals_time_ms,
+            stats.commit_time_ms, stats.memory_used_bytes, stats.num_rows_dropped_by_watermark, self._num_partitions,
+            stats.num_partitions, {"numTimeoutsFired": stats.num_timeouts},
+        )
 
 
 def _event_time_of(extract: Callable[[Any], Any]) -> Callable[[Any], int]:

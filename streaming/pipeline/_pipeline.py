@@ -23,6 +23,7 @@ from scheduler import (
     Offset,
     RecoveredBatch,
     ReplayableInput,
+    StateOperatorProgress,
     StreamingStateError,
     StreamInputInfo,
     Time,
@@ -253,6 +254,10 @@ class Pipeline:
 
     def event_time_stats(self, time: Time) -> Sequence[EventTimeStats | None]:
         """None: no watermarked input."""
+        return []
+
+    def state_operators(self, time: Time) -> Sequence[StateOperatorProgress]:
+        """None: no stateful operator."""
         return []
 
     def __repr__(self) -> str:

@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 
 import anyio
-import structlog
 
 MAX_RUN_S = 20
 
@@ -83,9 +82,7 @@ async def main(source: Path, out: Path, checkpoint: Path, mode: str, interval_ms
 
 if __name__ == "__main__":
     # Errors go to stderr (a file the test shows on failure); stdout only says "started".
-    level = int(os.environ.get("AIODSTREAM_CRASH_LOG_LEVEL", logging.ERROR))
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level),
-                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    logging.basicConfig(level=int(os.environ.get("AIODSTREAM_CRASH_LOG_LEVEL", logging.ERROR)), stream=sys.stderr)
     source, out, checkpoint = (Path(a) for a in sys.argv[1:4])
     install_kill_point(checkpoint.parent / "kills.log", out)
     anyio.run(main, source, out, checkpoint, sys.argv[4], int(sys.argv[5]), backend=sys.argv[6])

@@ -14,15 +14,14 @@ import logging
 import os
 import sys
 
-import structlog
-
 MAX_RUN_S = 180
 
 
 def main(in_dir: str, out_dir: str, checkpoint: str, stop_file: str) -> None:
     """Run (or resume) the program until ``stop_file`` appears."""
-    level = int(os.environ.get("AIODSTREAM_CRASH_LOG_LEVEL", logging.WARNING))
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+    level = os.environ.get("AIODSTREAM_CRASH_LOG_LEVEL")
+    if level is not None:  # the engine's log on stderr, for debugging a failing run
+        logging.basicConfig(level=int(level), stream=sys.stderr)
     from pyspark import SparkConf, SparkContext
 
     from streaming import StreamingContext

@@ -839,8 +839,10 @@ def test_time_strings_parse_as_sparks_javautils_does(spark_context: Any, text: s
     time_unit = getattr(spark_context._jvm.java.util.concurrent.TimeUnit, {"ms": "MILLISECONDS", "s": "SECONDS"}[unit])
     try:
         expected: int | str = java_utils.timeStringAs(text, time_unit)
-    except Py4JJavaError as exc:
-        expected = str(exc.java_exception.getMessage())
+    except Exception as exc:  # a Py4JJavaError, or pyspark's converted form once a SparkSession exists in the process
+        java = exc.java_exception if isinstance(exc, Py4JJavaError) else getattr(exc, "_origin", None)
+        assert java is not None, f"not an exception from the JVM: {exc!r}"
+        expected = str(java.getMessage())
     if isinstance(expected, int):
         assert time_string_as(text, unit, "some.key") == expected
     else:

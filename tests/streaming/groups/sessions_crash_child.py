@@ -1,0 +1,75 @@
+"""The process the sessionization crash test kills: a getOrCreate program closing click sessions by event time.
+
+Usage: ``python tests/streaming/groups/sessions_crash_child.py IN OUT CHECKPOINT STOPFILE``.
+
+Lines ``user,event_time_ms`` arrive as files in IN; a session per user closes 30 minutes of event
+time after its last click (``flatMapGroupsWithState``, event-time timeout, watermark 10 minutes
+behind the latest click). Every 1 s batch saves the sessions it closed to ``OUT/sessions-<ms>``
+as ``user|clicks|first|last``. It prints ``started`` once running and stops gracefully once
+STOPFILE exists, unless it is killed first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, Iterator
+
+MAX_RUN_S = 240
+GAP_MS = 30 * 60_000
+
+
+def session(user: str, times: Iterator[int], state: Any) -> Iterator[str]:
+    """Count a user's clicks; emit the session when its timeout fires."""
+    if state.hasTimedOut:
+        clicks, first, last = state.get
+        state.remove()
+        yield f"{user}|{clicks}|{first}|{last}"
+        return
+    clicks, first, last = state.getOption or (0, None, None)
+    for t in times:
+        clicks += 1
+        first = t if first is None else min(first, t)
+        last = t if last is None else max(last, t)
+    state.update((clicks, first, last))
+    state.setTimeoutTimestamp(last + GAP_MS)
+
+
+def main(in_dir: str, out_dir: str, checkpoint: str, stop_file: str) -> None:
+    """Run (or resume) the program until ``stop_file`` appears."""
+    level = os.environ.get("AIODSTREAM_CRASH_LOG_LEVEL")
+    if level is not None:
+        logging.basicConfig(level=int(level), stream=sys.stderr)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
+
+    from streaming import StreamingContext
+
+    conf = (SparkConf().setMaster("local[2]").setAppName("sessions-crash-child").set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false"))
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+
+    def setup() -> StreamingContext:
+        ssc = StreamingContext(sc, 1)
+        clicks = ssc.textFileStream(in_dir).map(lambda line: (line.split(",")[0], int(line.split(",")[1])))
+        closed = (clicks.withWatermark(lambda click: click[1], "10 minutes")
+                  .flatMapGroupsWithState(session, "append", "EventTimeTimeout", numPartitions=2,
+                                          eventTime=lambda t: t))
+        closed.saveAsTextFiles(f"{out_dir}/sessions")
+        ssc.checkpoint(checkpoint)
+        return ssc
+
+    ssc = StreamingContext.getOrCreate(checkpoint, setup)
+    ssc.start()
+    print("started", flush=True)
+    for _ in range(MAX_RUN_S * 5):
+        if os.path.exists(stop_file) or ssc.awaitTerminationOrTimeout(0.2):
+            break
+    ssc.stop(stopSparkContext=True, stopGraceFully=True)
+    print("stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4])

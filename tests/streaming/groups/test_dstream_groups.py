@@ -1,0 +1,94 @@
+"""mapGroupsWithState on Spark with a manual clock: processing-time timeouts per §7.2, progress, restart, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import anyio
+import pytest
+
+from scheduler import InvalidPipelineError, ManualClock
+from streaming import StreamingContext
+from streaming.state import GroupState
+
+pytestmark = pytest.mark.spark
+
+INTERVAL_MS = 1000
+
+
+def heartbeat(device: str, beats: Iterator[str], state: GroupState) -> tuple[str, str, int]:
+    """Online with a count while heard; offline once 2.5 s of batch time pass without a beat."""
+    if state.hasTimedOut:
+        state.remove()
+        return (device, "offline", state.getCurrentProcessingTimeMs())
+    state.update((state.getOption or 0) + sum(1 for _ in beats))
+    state.setTimeoutDuration(2_500)
+    return (device, "online", state.get)
+
+
+def run(sc: Any, directory: Path, batches: list[list[str]], *, resume: bool = False, clock_start: int = 0,
+        drive: int | None = None) -> tuple[dict[int, list[Any]], list[Any]]:
+    """Run the heartbeat program over the queue ``batches`` for ``drive`` batches (default: all of them)."""
+    outputs: dict[int, list[Any]] = {}
+    clock = ManualClock(clock_start)
+
+    def setup() -> StreamingContext:
+        ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
+        stream = ssc.queueStream([sc.parallelize(b, 2) for b in batches], oneAtATime=True, default=sc.emptyRDD())
+        status = stream.map(lambda d: (d, d)).mapGroupsWithState(heartbeat, "ProcessingTimeTimeout", numPartitions=2)
+        status.foreachRDD(lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))
+        ssc.checkpoint(str(directory))
+        return ssc
+
+    ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
+
+    async def driver() -> None:
+        async with ssc:
+            await ssc.start_async()
+            await ssc.runtime.wait_until_idle()
+            for _ in range(len(batches) if drive is None else drive):
+                clock.advance(INTERVAL_MS)
+                await ssc.runtime.wait_until_idle()
+            await ssc.stop_async(stopSparkContext=False)
+
+    anyio.run(driver)
+    return outputs, ssc.runtime.recent_progress
+
+
+def test_processing_time_timeouts_fire_in_the_first_batch_strictly_after_them(spark_context: Any, tmp_path: Path) -> None:
+    """x beats at 1 s and 2 s (timeout 4.5 s): offline at 5 s; y at 1 s (timeout 3.5 s): offline at 4 s; empty batches run."""
+    outputs, progress = run(spark_context, tmp_path / "ck", [["x", "y"], ["x"], [], [], [], []])
+    assert outputs == {
+        1000: [("x", "online", 1), ("y", "online", 1)],
+        2000: [("x", "online", 2)],
+        3000: [],
+        4000: [("y", "offline", 4000)],
+        5000: [("x", "offline", 5000)],
+        6000: [],
+    }
+    operators = [p.state_operators for p in progress]
+    assert all(len(ops) == 1 and ops[0].operator_name == "mapGroupsWithState" for ops in operators)
+    assert [ops[0].num_rows_total for ops in operators] == [2, 2, 2, 1, 0, 0]
+    assert [ops[0].custom_metrics["numTimeoutsFired"] for ops in operators] == [0, 0, 0, 1, 1, 0]
+    assert [ops[0].num_state_store_instances for ops in operators] == [2] * 6
+    assert progress[0].json_value()["stateOperators"][0]["numRowsUpdated"] == 2
+
+
+def test_the_state_survives_a_restart_from_the_checkpoint(spark_context: Any, tmp_path: Path) -> None:
+    """Stopped after two batches, resumed with getOrCreate: the count goes on and the timeout still fires."""
+    directory = tmp_path / "ck"
+    beats = [["x"], ["x"], ["x"], [], [], []]
+    first, _ = run(spark_context, directory, beats, drive=2)
+    assert first == {1000: [("x", "online", 1)], 2000: [("x", "online", 2)]}
+    second, _ = run(spark_context, directory, beats, resume=True, clock_start=2000, drive=4)
+    assert second == {3000: [("x", "online", 3)], 4000: [], 5000: [], 6000: [("x", "offline", 6000)]}
+
+
+def test_without_a_checkpoint_or_a_watermark_the_start_is_refused(spark_context: Any) -> None:
+    """No checkpoint directory: Spark's DStream message; an event-time timeout without withWatermark: Spark's message."""
+    ssc = StreamingContext(spark_context, 1, clock=ManualClock(0))
+    ssc.queueStream([[("a", 1)]]).mapGroupsWithState(heartbeat, "ProcessingTimeTimeout").pprint()
+    with pytest.raises(InvalidPipelineError, match="The checkpoint directory has not been set"):
+        ssc.start()
+    ssc.stop(stopSparkContext=False)
