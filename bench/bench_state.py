@@ -1,0 +1,213 @@
+"""Stateful processing: cost per batch against keys held, against pyspark's applyInPandasWithState, and store commits.
+
+Prints one JSON object (with the machine's load beside each part), on an embedded local[2] Spark:
+
+(a) ``keys_held``: the median processing delay per batch (BatchInfo, wall clock) of a keyed
+    running count touching ``--touched`` keys per batch, with ``--small`` and with ``--large``
+    keys held (seeded by the first batch), for ``flatMapGroupsWithState`` and for
+    ``updateStateByKey`` measured the same way; the ratio large / small for each (target for
+    ours: <= 1.5).
+(b) ``vs_pyspark``: the same keyed workload (``--small`` keys held, ``--touched`` touched per
+    batch, the same JSON files read by both) through pyspark's ``applyInPandasWithState``
+    (Structured Streaming, ``addBatch`` of each batch's progress) and through ours (processing
+    delay); the ratio of medians (target: <= 0.5).
+(c) ``store_commits``: the state store's commit time per partition and batch in the large run,
+    median and p99 (from the batches' progress).
+
+Not part of the test suite. Run: ``python bench/bench_state.py [--large 1000000] [--batches 8]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def count_clicks(key: str, values: Iterator[int], state: Any) -> Iterator[tuple[str, int]]:
+    """The running count of a key: what both engines compute."""
+    total = (state.getOption or 0) + sum(values)
+    state.update(total)
+    yield (key, total)
+
+
+def batch_keys(batch: int, held: int, touched: int) -> list[int]:
+    """Batch 0 touches every held key (the seed); later batches a spread of ``touched`` of them."""
+    if batch == 0:
+        return list(range(held))
+    step = max(1, held // touched)
+    return [(batch * 7919 + i * step) % held for i in range(touched)]
+
+
+class Delays:
+    """Processing delays of completed batches, and a wake-up after ``wanted`` of them."""
+
+    def __init__(self, wanted: int) -> None:
+        self.wanted = wanted
+        self.delays_ms: list[int] = []
+        self.progress: list[Any] = []
+        self.done = threading.Event()
+
+    def __call__(self, event: Any) -> None:
+        info = getattr(event, "batch_info", None)
+        if info is None or type(event).__name__ != "BatchCompleted":
+            return
+        self.delays_ms.append(info.processing_delay.milliseconds)
+        if len(self.delays_ms) >= self.wanted:
+            self.done.set()
+
+
+def run_ours(sc: Any, kind: str, held: int, touched: int, batches: int, interval: float) -> dict[str, Any]:
+    """Batches of (key, 1) pairs through flatMapGroupsWithState or updateStateByKey; per-batch processing delays."""
+    from streaming import StreamingContext
+
+    with tempfile.TemporaryDirectory(prefix="aiodstream-bench-state-") as checkpoint:
+        ssc = StreamingContext(sc, interval)
+        delays = Delays(batches)
+        ssc.addStreamingListener(delays)
+        queue = [sc.parallelize([(k, 1) for k in batch_keys(b, held, touched)], 4) for b in range(batches)]
+        pairs = ssc.queueStream(queue, oneAtATime=True)
+        if kind == "groups":
+            counts = pairs.flatMapGroupsWithState(count_clicks, "update", "NoTimeout", numPartitions=4)
+        else:
+            counts = pairs.updateStateByKey(lambda new, old: sum(new) + (old or 0), numPartitions=4)
+        counts.foreachRDD(lambda rdd: rdd.filter(lambda kv: kv[1] > 10**9).count())
+        ssc.checkpoint(checkpoint)
+        ssc.start()
+        delays.done.wait()
+        progress = list(ssc.runtime.recent_progress)
+        ssc.stop(stopSparkContext=False, stopGraceFully=False)
+    steady = delays.delays_ms[2:batches]  # batch 0 seeds the keys, batch 1 warms up
+    commits = [p.state_operators[0].commit_time_ms / max(1, p.state_operators[0].num_state_store_instances)
+               for p in progress if p.state_operators][2:]
+    return {"kind": kind, "held": held, "touched": touched, "seed_batch_ms": delays.delays_ms[0],
+            "steady_batches": len(steady), "processing_ms_median": statistics.median(steady),
+            "processing_ms": steady, "commit_ms_per_partition": commits}
+
+
+def write_files(directory: Path, held: int, touched: int, batches: int) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for b in range(batches):
+        lines = "".join(json.dumps({"key": f"k{k}", "ts_ms": 0, "value": 1}) + "\n" for k in batch_keys(b, held, touched))
+        (directory / f"part-{b:05d}.json").write_text(lines)
+
+
+def run_pyspark(sc: Any, files: Path, batches: int) -> list[int]:
+    """applyInPandasWithState over the files, one per trigger; each batch's addBatch in ms."""
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+    def count(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
+        total = state.get[0] if state.exists else 0
+        for pdf in pdfs:
+            total += int(pdf["value"].sum())
+        state.update((total,))
+        yield pd.DataFrame({"key": [key[0]], "total": [total]})
+
+    spark = SparkSession(sc)
+    with tempfile.TemporaryDirectory(prefix="aiodstream-bench-ref-") as checkpoint:
+        df = spark.readStream.schema("key string, ts_ms long, value long").option("maxFilesPerTrigger", 1).json(str(files))
+        query = (df.groupBy("key").applyInPandasWithState(count, "key string, total long", "total long", "update",
+                                                          "NoTimeout")
+                 .writeStream.outputMode("update").format("noop").option("checkpointLocation", checkpoint).start())
+        try:
+            query.processAllAvailable()
+            durations = [p["durationMs"].get("addBatch", 0) for p in query.recentProgress if p["numInputRows"] > 0]
+        finally:
+            query.stop()
+    return durations[:batches]
+
+
+def run_ours_files(sc: Any, files: Path, batches: int, interval: float) -> list[int]:
+    """Our operator over the same JSON files (a file stream taking them one per batch); processing delays."""
+    from streaming import StreamingContext
+
+    with tempfile.TemporaryDirectory(prefix="aiodstream-bench-files-") as tmp:
+        watched = Path(tmp) / "in"
+        watched.mkdir()
+        ssc = StreamingContext(sc, interval)
+        delays = Delays(batches + 1)
+        ssc.addStreamingListener(delays)
+        pairs = ssc.textFileStream(str(watched)).map(json.loads).map(lambda row: (row["key"], row["value"]))
+        counts = pairs.flatMapGroupsWithState(count_clicks, "update", "NoTimeout", numPartitions=4)
+        counts.foreachRDD(lambda rdd: rdd.filter(lambda kv: kv[1] > 10**9).count())
+        ssc.checkpoint(str(Path(tmp) / "ck"))
+        ssc.start()
+        names = sorted(files.iterdir())
+        for index, name in enumerate(names):
+            # one file per batch: moved in once the batch before it completed
+            while len(delays.delays_ms) < index + 1:
+                time.sleep(0.01)
+            os.link(name, watched / name.name)
+        delays.done.wait()
+        ssc.stop(stopSparkContext=False, stopGraceFully=False)
+    return delays.delays_ms[1:batches + 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--small", type=int, default=10_000, help="keys held in the small run")
+    parser.add_argument("--large", type=int, default=1_000_000, help="keys held in the large run")
+    parser.add_argument("--touched", type=int, default=1_000, help="keys each batch touches")
+    parser.add_argument("--batches", type=int, default=8, help="batches per run (2 warm-up ones included)")
+    parser.add_argument("--interval", type=float, default=2.0, help="batch interval in seconds")
+    parser.add_argument("--only", nargs="*", default=["keys_held", "vs_pyspark"])
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.path.insert(0, str(ROOT))
+    from streaming.spark import embedded_spark_context
+
+    sc = embedded_spark_context({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"})
+    sc.setLogLevel("ERROR")
+    out: dict[str, Any] = {"cpus": os.cpu_count()}
+    if "keys_held" in args.only:
+        load = [round(x, 2) for x in os.getloadavg()]
+        runs = {(kind, size): run_ours(sc, kind, size, args.touched, args.batches, args.interval)
+                for kind in ("groups", "update_state_by_key") for size in (args.small, args.large)}
+        part: dict[str, Any] = {"load_average_before": load}
+        for kind in ("groups", "update_state_by_key"):
+            small, large = runs[(kind, args.small)], runs[(kind, args.large)]
+            part[kind] = {"small": small, "large": large,
+                          "ratio_large_over_small": round(large["processing_ms_median"] / small["processing_ms_median"], 3)}
+        part["target_ratio_groups"] = 1.5
+        commits = runs[("groups", args.large)]["commit_ms_per_partition"]
+        out["keys_held"] = part
+        out["store_commits"] = {"held": args.large, "median_ms": statistics.median(commits) if commits else None,
+                                "p99_ms": percentile(commits, 0.99) if commits else None, "samples": len(commits)}
+        out["keys_held"]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    if "vs_pyspark" in args.only:
+        load = [round(x, 2) for x in os.getloadavg()]
+        with tempfile.TemporaryDirectory(prefix="aiodstream-bench-files-") as tmp:
+            files = Path(tmp) / "files"
+            write_files(files, args.small, args.touched, args.batches)
+            theirs = run_pyspark(sc, files, args.batches)
+            ours = run_ours_files(sc, files, args.batches, args.interval)
+        steady_theirs, steady_ours = theirs[2:], ours[2:]
+        out["vs_pyspark"] = {
+            "quantity": "median processing per batch (pyspark: addBatch; ours: BatchInfo processing delay), "
+                        f"{args.small} keys held, {args.touched} touched per batch, batches 2..{args.batches - 1}",
+            "pyspark_ms": steady_theirs, "ours_ms": steady_ours,
+            "pyspark_median_ms": statistics.median(steady_theirs), "ours_median_ms": statistics.median(steady_ours),
+            "ratio": round(statistics.median(steady_ours) / statistics.median(steady_theirs), 3), "target_ratio": 0.5,
+            "load_average_before": load, "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        }
+    sc.stop()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
