@@ -28,14 +28,16 @@ from ._events import (
     StreamingStarted,
 )
 from ._info import BatchInfo, OutputOperationInfo, ReceiverInfo
-from ._listener import StreamingListener
+from ._listener import HANDLER_NAMES, StreamingListener
 
 __all__ = [
     "BatchCompleted",
     "BatchInfo",
     "BatchStarted",
     "BatchSubmitted",
+    "current_listener",
     "EventRecorder",
+    "HANDLER_NAMES",
     "ListenerBusStatistics",
     "ListenerStatistics",
     "OutputOperationCompleted",
@@ -55,5 +57,4 @@ __all__ = [
     "StreamingListener",
     "StreamingListenerBus",
     "StreamingStarted",
-    "current_listener",
 ]

@@ -22,7 +22,6 @@ from ._events import (
 
 __all__ = ["HANDLER_NAMES", "StreamingListener"]
 
-# Event type -> the StreamingListener method that receives it.
 HANDLER_NAMES: dict[type, str] = {
     StreamingStarted: "on_streaming_started",
     BatchSubmitted: "on_batch_submitted",
@@ -38,6 +37,7 @@ HANDLER_NAMES: dict[type, str] = {
     QueryIdle: "on_query_idle",
     QueryTerminated: "on_query_terminated",
 }
+"""Event type -> the name of the StreamingListener callback that receives it."""
 
 MaybeAwaitable = Any  # None, or an awaitable for ``async def`` overrides
 

@@ -7,9 +7,10 @@ a migrated listener the same surface.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from listeners import (
+    HANDLER_NAMES,
     BatchCompleted,
     BatchInfo,
     BatchStarted,
@@ -24,6 +25,7 @@ from listeners import (
     StreamingEvent,
     StreamingStarted,
 )
+from listeners import StreamingListener as BusListener
 from scheduler import Duration, StreamInputInfo, Time
 
 __all__ = ["PySparkListenerAdapter", "StreamingListener", "is_pyspark_style"]
@@ -228,16 +230,38 @@ class _Event:
         return JavaReceiverInfo(self._event.receiver_info)  # type: ignore[union-attr]
 
 
-class PySparkListenerAdapter:
-    """Lets a pyspark-style listener receive aiodstream events through the bus."""
+class PySparkListenerAdapter(BusListener):
+    """Lets a pyspark-style listener receive aiodstream events through the bus.
+
+    It subscribes only to the events whose camelCase callback the listener overrides (a
+    callback inherited unchanged from pyspark's or our ``StreamingListener`` does nothing), so
+    the bus hands the listener's thread only the events it handles.
+    """
 
     def __init__(self, listener: object) -> None:
         """Wrap ``listener``."""
         self.listener = listener
+        for event_type, camel in _CAMEL.items():
+            method = getattr(listener, camel, None)
+            if callable(method) and not _inherited_no_op(listener, camel):
+                setattr(self, HANDLER_NAMES[event_type], _forward(method))
 
-    def __call__(self, event: StreamingEvent) -> None:
-        """Forward ``event`` to the matching camelCase callback, if the listener has one."""
-        name = _CAMEL.get(type(event))  # query events have no pyspark.streaming callback
-        method = None if name is None else getattr(self.listener, name, None)
-        if method is not None:
-            method(_Event(event))
+
+def _forward(method: Callable[[Any], Any]) -> Callable[[StreamingEvent], None]:
+    def forward(event: StreamingEvent) -> None:
+        method(_Event(event))
+
+    return forward
+
+
+def _inherited_no_op(listener: object, name: str) -> bool:
+    """Whether ``listener``'s ``name`` is the do-nothing one of pyspark's or our ``StreamingListener``."""
+    bases: list[type] = [StreamingListener]
+    try:
+        from pyspark.streaming.listener import StreamingListener as PySparkStreamingListener
+
+        bases.append(PySparkStreamingListener)
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        pass
+    own = getattr(type(listener), name, None)
+    return any(own is getattr(base, name, None) for base in bases)

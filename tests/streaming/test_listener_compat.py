@@ -1,0 +1,67 @@
+"""pyspark-style listeners on the bus: only the callbacks a listener overrides are subscribed (and so sent to its thread)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from pyspark.streaming.listener import StreamingListener as PySparkListener
+
+from listeners import BatchCompleted, BatchInfo, BatchStarted, StreamingListenerBus
+from scheduler import Job, JobSet, Time
+from streaming import StreamingListener
+from streaming._listener_compat import PySparkListenerAdapter
+from tests.anyio_support import BACKENDS, run
+
+
+def info() -> BatchInfo:
+    job = Job(Time(1000), lambda: None, name="op")
+    return BatchInfo.from_job_set(JobSet(Time(1000), [job], Time(1000)))
+
+
+class OnlyCompleted(PySparkListener):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[int] = []
+
+    def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803 (pyspark's name)
+        self.times.append(batchCompleted.batchInfo().batchTime().milliseconds())
+
+
+class Ours(StreamingListener):
+    def onBatchStarted(self, batchStarted: Any) -> None:  # noqa: N803 (pyspark's name)
+        pass
+
+
+def test_only_overridden_callbacks_are_subscribed() -> None:
+    """pyspark's own base class and ours: an inherited no-op callback subscribes nothing; a duck-typed one counts."""
+
+    class Duck:
+        def onBatchSubmitted(self, event: Any) -> None:
+            pass
+
+    assert [n for n in vars(PySparkListenerAdapter(OnlyCompleted())) if n.startswith("on_")] == ["on_batch_completed"]
+    assert [n for n in vars(PySparkListenerAdapter(Ours())) if n.startswith("on_")] == ["on_batch_started"]
+    assert [n for n in vars(PySparkListenerAdapter(Duck())) if n.startswith("on_")] == ["on_batch_submitted"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_bus_delivers_a_pyspark_listener_only_its_events(backend: str) -> None:
+    """Started and completed events posted: the listener gets the completed one, and the bus counts one delivery."""
+    listener = OnlyCompleted()
+
+    async def body() -> None:
+        bus = StreamingListenerBus()
+        bus.add_listener(PySparkListenerAdapter(listener), name="pyspark")
+        async with anyio.create_task_group() as tg:
+            await tg.start(bus.run)
+            await bus.post(BatchStarted(info()))
+            await bus.post(BatchCompleted(info()))
+            await bus.wait_delivered()
+            bus.close()
+        stats = bus.statistics().listeners[0]
+        assert (stats.delivered, stats.failed) == (2, 0)  # both accepted; only one reached a callback
+
+    run(backend, body)
+    assert listener.times == [1000]
