@@ -92,3 +92,62 @@ def test_without_a_checkpoint_or_a_watermark_the_start_is_refused(spark_context:
     with pytest.raises(InvalidPipelineError, match="The checkpoint directory has not been set"):
         ssc.start()
     ssc.stop(stopSparkContext=False)
+
+
+def test_a_raising_function_fails_its_batch_and_a_restart_reruns_it_with_the_state_intact(
+        spark_context: Any, tmp_path: Path) -> None:
+    """The function raises in batch 2 (while a marker file exists): that batch fails, nothing of it is committed;
+    after a restart it runs again from the state batch 1 left, and the counts come out as if nothing had failed."""
+    directory, marker = tmp_path / "ck", tmp_path / "fail-at-2"
+    marker.touch()
+    beats = [["x"], ["x", "y"], ["x"], []]
+    path = str(marker)
+
+    def flaky(device: str, values: Iterator[str], state: GroupState) -> tuple[str, int]:
+        import os
+
+        total = (state.getOption or 0) + sum(1 for _ in values)
+        if total == 2 and device == "x" and os.path.exists(path):
+            raise RuntimeError("flaky function")
+        state.update(total)
+        return (device, total)
+
+    def program(drive: int, resume: bool, clock_start: int) -> tuple[dict[int, list[Any]], list[BaseException]]:
+        outputs: dict[int, list[Any]] = {}
+        errors: list[BaseException] = []
+        clock = ManualClock(clock_start)
+
+        def setup() -> StreamingContext:
+            ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+            stream = ssc.queueStream([spark_context.parallelize(b, 2) for b in beats], oneAtATime=True,
+                                     default=spark_context.emptyRDD())
+            stream.map(lambda d: (d, d)).mapGroupsWithState(flaky, numPartitions=2).foreachRDD(
+                lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))
+            ssc.checkpoint(str(directory))
+            return ssc
+
+        ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
+
+        async def driver() -> None:
+            async with ssc:
+                await ssc.start_async()
+                await ssc.runtime.wait_until_idle()
+                for _ in range(drive):
+                    clock.advance(INTERVAL_MS)
+                    await ssc.runtime.wait_until_idle()
+                try:
+                    await ssc.await_termination_async(0)
+                except Exception as exc:  # the failed batch, reported to the waiter
+                    errors.append(exc)
+                await ssc.stop_async(stopSparkContext=False)
+
+        anyio.run(driver)
+        return outputs, errors
+
+    first, errors = program(2, resume=False, clock_start=0)
+    assert first == {1000: [("x", 1)]}  # batch 2000 failed: its output never ran
+    assert errors and "flaky function" in str(errors[0])
+    marker.unlink()
+    second, errors = program(2, resume=True, clock_start=2000)
+    assert errors == []
+    assert second == {2000: [("x", 2), ("y", 1)], 3000: [("x", 3)], 4000: []}
