@@ -19,9 +19,17 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
 from scheduler import InvalidPipelineError, StateOperatorProgress, Time
 
-from ..state import GroupStateTimeout, GroupsWithStateSpec, StateOperatorStats, initial_state_by_key, run_partition
+from ..state import (
+    EVENT_TIME_WITHOUT_WATERMARK,
+    GroupStateTimeout,
+    GroupsWithStateSpec,
+    StateOperatorStats,
+    event_time_of,
+    initial_state_by_key,
+    run_partition,
+)
 from ._node import StreamNode, memory_only
-from ._watermark import BatchStatsParam, WatermarkedNode, event_time_ms
+from ._watermark import BatchStatsParam, WatermarkedNode
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -30,11 +38,6 @@ __all__ = ["GroupsWithStateNode", "STATE_STORE_DIRECTORY"]
 
 STATE_STORE_DIRECTORY = "stateful"
 """Under the checkpoint directory, where the operators' state stores live (``<ckpt>/stateful/state/<op>/<part>``)."""
-
-EVENT_TIME_WITHOUT_WATERMARK = (
-    "Watermark must be specified in the query using '[Dataset/DataFrame].withWatermark()' for using event-time timeout "
-    "in a [map|flatMap]GroupsWithState. Event-time timeout not supported without watermark."
-)
 
 
 class GroupsWithStateNode(StreamNode):
@@ -97,7 +100,7 @@ class GroupsWithStateNode(StreamNode):
         extract = self._event_time or (watermark.event_time if watermark is not None else None)
         spec = GroupsWithStateSpec(
             self._func, self._flat, self._timeout, watermark is not None,
-            None if extract is None else _event_time_of(extract),
+            None if extract is None else event_time_of(extract),
         )
         root = str(Path(graph.checkpoint_dir) / STATE_STORE_DIRECTORY)
         operator, n = self.operator_id, self._num_partitions
@@ -152,9 +155,3 @@ class GroupsWithStateNode(StreamNode):
             stats.num_partitions, {"numTimeoutsFired": stats.num_timeouts},
         )
 
-
-def _event_time_of(extract: Callable[[Any], Any]) -> Callable[[Any], int]:
-    def event_time(value: Any) -> int:
-        return event_time_ms(extract(value))
-
-    return event_time

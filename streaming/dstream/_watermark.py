@@ -10,40 +10,18 @@ reading the stream) adds its statistics twice: min and max stay right, and so do
 
 from __future__ import annotations
 
-import datetime
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
 from scheduler import EventTimeStats, InvalidPipelineError, Time
 
+from ..state import event_time_ms
 from ._node import StreamNode
 
 if TYPE_CHECKING:
     from pyspark import RDD
 
-__all__ = ["BatchStatsParam", "WatermarkedNode", "event_time_ms"]
-
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-
-
-def event_time_ms(value: object) -> int:
-    """An event time as epoch milliseconds: an ``int`` is taken as such, a ``datetime`` converted.
-
-    A naive datetime is read in UTC (Spark's TimestampNTZ reading); an aware one by its offset.
-
-    Raises:
-        TypeError: any other type, with Spark's wording for a column that is not a timestamp.
-    """
-    if isinstance(value, datetime.datetime):
-        moment = value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
-        return (moment - _EPOCH) // datetime.timedelta(milliseconds=1)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise TypeError(
-        f"Event time must be defined on a window or a timestamp, but the event time of a record is of type "
-        f"{type(value).__name__}: return a datetime or epoch milliseconds (int) from the eventTime function"
-    )
-
+__all__ = ["BatchStatsParam", "WatermarkedNode"]
 
 class BatchStatsParam:
     """An accumulator parameter for per-batch statistics: batch time (ms) -> a record with ``merge``, merged.

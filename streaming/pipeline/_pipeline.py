@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, Union
 
 import attrs
 
 from scheduler import (
     BatchWatermarks,
+    Duration,
     EventTimeStats,
     InputInfoTracker,
     InvalidPipelineError,
@@ -30,7 +33,9 @@ from scheduler import (
     is_async_callable,
 )
 
+from ..state import EVENT_TIME_WITHOUT_WATERMARK, GroupStateTimeout, parse_delay_threshold
 from ._sources import ReplayableSource
+from ._stateful import GroupsOperator, Watermark, check_timeout, run_operator, seen_event_times
 
 __all__ = ["Batch", "Pipeline"]
 
@@ -97,6 +102,14 @@ class Pipeline:
         """Create an empty pipeline."""
         self._sources: list[_Source] = []
         self._outputs: list[_Output] = []
+        self._watermarks: list[Watermark] = []
+        self._operators: list[GroupsOperator] = []
+        self._checkpoint: Path | None = None
+        self._batch_duration: Duration | None = None
+        self._zero_time: Time | None = None
+        self._batch_watermarks: dict[Time, BatchWatermarks] = {}
+        self._seen: dict[Time, list[EventTimeStats | None]] = {}
+        self._state_progress: dict[Time, list[StateOperatorProgress]] = {}
         self._started = False
         self._ranges: dict[Time, tuple[tuple[Offset, ...], tuple[Offset, ...]]] = {}
         self._ends: list[Offset] = []  # where each replayable source's last batch ended, when no engine plans
@@ -118,6 +131,62 @@ class Pipeline:
         self._sources.append(_Source(len(self._sources), name, function, replayable))  # type: ignore[arg-type]
         self._ends.append(None)
         return name
+
+    def add_watermark(self, source: str, eventTime: Callable[[Any], Any], delayThreshold: str) -> None:  # noqa: N803
+        """``withWatermark`` on ``source``: ``eventTime(record)`` is a ``datetime`` or epoch ms; the delay an interval string.
+
+        The watermark advances, is logged and restored as for DStreams; it filters nothing by
+        itself. Needs a runtime with a checkpoint location.
+
+        Raises:
+            InvalidPipelineError: no such source, or it already has a watermark.
+            ValueError: a delay Spark does not read, or a negative one.
+        """
+        self._check_not_started()
+        self._source_named(source)
+        if any(w.source == source for w in self._watermarks):
+            raise InvalidPipelineError(f"source {source!r} already has a watermark")
+        if not callable(eventTime):
+            raise InvalidPipelineError(f"eventTime must be a function of a record, got {eventTime!r}")
+        self._watermarks.append(Watermark(source, eventTime, parse_delay_threshold(delayThreshold)))
+
+    def add_groups_with_state(self, source: str, func: Callable[..., Any], *, key: Callable[[Any], Any],
+                              timeout: str = "NoTimeout", flat: bool = True,
+                              initial_state: Iterable[tuple[Any, Any]] | None = None, name: str | None = None) -> str:
+        """``flatMapGroupsWithState`` (``flat=False``: ``mapGroupsWithState``) over ``source``'s records keyed by ``key``.
+
+        ``func(key, records, state)`` as for DStreams (see ``DStream.flatMapGroupsWithState``);
+        its outputs reach the output operations as ``batch.inputs[name]``, which is returned
+        (default ``"<source>.state"``). The state lives in a state store under the runtime's
+        checkpoint location, so the runtime needs one. Late records (event-time timeouts only)
+        are found with the source's watermark.
+
+        Raises:
+            InvalidPipelineError: no such source, a name in use, or ``func``/``key`` not callable.
+            PySparkValueError: an unknown timeout kind.
+        """
+        self._check_not_started()
+        self._source_named(source)
+        if not callable(func) or not callable(key):
+            raise InvalidPipelineError("func and key must be functions")
+        name = name or f"{source}.state"
+        if any(s.name == name for s in self._sources) or any(o.name == name for o in self._operators):
+            raise InvalidPipelineError(f"an input named {name!r} is already registered; pass a unique name=")
+        initial = None if initial_state is None else list(initial_state)
+        self._operators.append(GroupsOperator(len(self._operators), name, source, key, func, flat,
+                                              check_timeout(timeout), initial))
+        return name
+
+    def _source_named(self, name: str) -> _Source:
+        for source in self._sources:
+            if source.name == name:
+                return source
+        raise InvalidPipelineError(f"no source named {name!r}; the sources are {[s.name for s in self._sources]}")
+
+    def bind_checkpoint(self, location: str | os.PathLike[str] | None, batch_duration: Duration) -> None:
+        """Where stateful operators keep their stores, and the batch interval (set by the runtime before start)."""
+        self._checkpoint = None if location is None else Path(location)
+        self._batch_duration = batch_duration
 
     def add_output(self, fn: OutputFn, *, name: str | None = None) -> None:
         """Register an output operation; each batch runs it once, as one job."""
@@ -142,6 +211,14 @@ class Pipeline:
         """Freeze the pipeline; refuses to start without output operations."""
         if not self._outputs:
             raise InvalidPipelineError("No output operations registered, so nothing to execute")
+        if (self._operators or self._watermarks) and self._checkpoint is None:
+            raise InvalidPipelineError("watermarks and stateful operators need a runtime with a checkpoint location "
+                                       "(StreamingRuntime(..., checkpoint_location=...)): their state and watermark live there")
+        watermarked = {w.source for w in self._watermarks}
+        for operator in self._operators:
+            if operator.timeout == GroupStateTimeout.EventTimeTimeout and operator.source not in watermarked:
+                raise InvalidPipelineError(EVENT_TIME_WITHOUT_WATERMARK)
+        self._zero_time = zero_time
         self._started = True
         self._input_infos = input_infos
 
@@ -167,12 +244,29 @@ class Pipeline:
                 materialised = list(records)
             inputs[source.name] = materialised
             self._input_infos.report_info(time, StreamInputInfo(source.id, len(materialised)))
+        if self._watermarks:
+            self._seen[time] = [seen_event_times(w, inputs[w.source]) for w in self._watermarks]
+        if self._operators:
+            await self._run_operators(time, inputs)
         batch = Batch(time, inputs)
         jobs = []
         for out in self._outputs:
             jobs.append(Job(time, functools.partial(out.fn, batch), name=out.name, description=out.description,
                             is_async=out.is_async))
         return jobs
+
+    async def _run_operators(self, time: Time, inputs: dict[str, Sequence[Any]]) -> None:
+        assert self._checkpoint is not None and self._zero_time is not None and self._batch_duration is not None
+        batch_id = (time.milliseconds - self._zero_time.milliseconds) // self._batch_duration.milliseconds - 1
+        watermarks = self._batch_watermarks.get(time, BatchWatermarks(0, 0))
+        by_source = {w.source: w for w in self._watermarks}
+        progress = []
+        for operator in self._operators:
+            outputs, numbers = await run_operator(operator, self._checkpoint, batch_id, time, inputs[operator.source],
+                                                  watermarks, by_source.get(operator.source))
+            inputs[operator.name] = outputs
+            progress.append(numbers)
+        self._state_progress[time] = progress
 
     async def _read(self, source: _Source, replayable: ReplayableSource,
                     assigned: tuple[tuple[Offset, ...], tuple[Offset, ...]] | None) -> Sequence[Any]:
@@ -208,8 +302,8 @@ class Pipeline:
 
     @property
     def is_stateful(self) -> bool:
-        """A pipeline keeps no state between batches."""
-        return False
+        """Whether a stateful operator keeps state between batches."""
+        return bool(self._operators)
 
     def async_unsupported_sinks(self) -> Sequence[str]:
         """Outputs without a truthy ``supports_async_progress_tracking`` attribute (FileSink has one)."""
@@ -246,19 +340,21 @@ class Pipeline:
         """No state to save."""
 
     def watermark_delays(self) -> Sequence[int]:
-        """None: a pipeline has no watermarked input."""
-        return []
+        """The delay of each watermarked source, in the order they were added."""
+        return [w.delay_ms for w in self._watermarks]
 
     def set_batch_watermarks(self, time: Time, watermarks: BatchWatermarks) -> None:
-        """Nothing reads them: no stateful operator."""
+        """Batch ``time``'s stateful operators run with these."""
+        self._batch_watermarks[time] = watermarks
 
     def event_time_stats(self, time: Time) -> Sequence[EventTimeStats | None]:
-        """None: no watermarked input."""
-        return []
+        """What each watermarked source saw in batch ``time`` (then forgotten, with the batch's watermarks)."""
+        self._batch_watermarks.pop(time, None)
+        return self._seen.pop(time, [None] * len(self._watermarks))
 
     def state_operators(self, time: Time) -> Sequence[StateOperatorProgress]:
-        """None: no stateful operator."""
-        return []
+        """What each stateful operator did in batch ``time`` (then forgotten)."""
+        return self._state_progress.pop(time, [])
 
     def __repr__(self) -> str:
         return f"<Pipeline [sources: {len(self._sources)} | outputs: {len(self._outputs)}{' | started' if self._started else ''}]>"

@@ -241,6 +241,9 @@ class StreamingRuntime:
                 stopwatch=_time.perf_counter_ns if isinstance(self.clock, SystemClock) else None,
             )
         self.checkpoint_location = checkpoint_location
+        bind = getattr(graph, "bind_checkpoint", None)
+        if callable(bind):  # a Pipeline keeps its stateful operators' stores under the checkpoint
+            bind(checkpoint_location, self.batch_duration)
         self.scheduler = JobScheduler(
             graph,
             self.batch_duration,

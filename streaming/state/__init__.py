@@ -7,9 +7,11 @@ versions under the checkpoint (changelogs and snapshots) with a local working co
 (``mapGroupsWithState``, ``flatMapGroupsWithState``) and ``withWatermark`` put them on Spark.
 """
 
+from ._event_time import event_time_ms, event_time_of
 from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
 from ._groups import (
     DUPLICATE_INITIAL_STATE,
+    EVENT_TIME_WITHOUT_WATERMARK,
     USER_FUNCTION_ERROR,
     GroupsWithStateError,
     GroupsWithStateSpec,
@@ -24,6 +26,7 @@ from ._store import StateStore, StateStoreError, StateStoreMetrics, StateStorePr
 
 __all__ = [
     "DUPLICATE_INITIAL_STATE",
+    "EVENT_TIME_WITHOUT_WATERMARK",
     "GroupState",
     "GroupStateTimeout",
     "GroupsWithStateError",
@@ -38,6 +41,8 @@ __all__ = [
     "StateStoreProvider",
     "USER_FUNCTION_ERROR",
     "VersionedStore",
+    "event_time_ms",
+    "event_time_of",
     "initial_state_by_key",
     "parse_delay_threshold",
     "parse_interval_ms",

@@ -28,10 +28,24 @@ import attrs
 from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
 from ._protocol import VersionedStore
 
-__all__ = ["GroupsWithStateError", "GroupsWithStateSpec", "PartitionResult", "StateOperatorStats", "initial_state_by_key",
-           "run_partition"]
+__all__ = [
+    "DUPLICATE_INITIAL_STATE",
+    "EVENT_TIME_WITHOUT_WATERMARK",
+    "USER_FUNCTION_ERROR",
+    "GroupsWithStateError",
+    "GroupsWithStateSpec",
+    "PartitionResult",
+    "StateOperatorStats",
+    "initial_state_by_key",
+    "run_partition",
+]
 
 USER_FUNCTION_ERROR = "FLATMAPGROUPSWITHSTATE_USER_FUNCTION_ERROR"
+EVENT_TIME_WITHOUT_WATERMARK = (
+    "Watermark must be specified in the query using '[Dataset/DataFrame].withWatermark()' for using event-time timeout "
+    "in a [map|flatMap]GroupsWithState. Event-time timeout not supported without watermark."
+)
+"""Spark's refusal of an event-time timeout on an input without a watermark."""
 DUPLICATE_INITIAL_STATE = ("The initial state provided contained multiple rows(state) with the same key. Make sure to "
                            "de-duplicate the initial state before passing it.")
 
