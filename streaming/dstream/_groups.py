@@ -26,7 +26,7 @@ from ..state import (
     StateOperatorStats,
     event_time_of,
     initial_state_by_key,
-    run_partition,
+    run_batch,
 )
 from ._node import StreamNode, memory_only
 from ._watermark import BatchStatsParam, WatermarkedNode
@@ -121,23 +121,10 @@ class GroupsWithStateNode(StreamNode):
             for key, (is_initial, value) in records:
                 (initial_pairs if is_initial else data).append((key, value))
             provider = StateStoreProvider(root, operator, partition)
-            store = provider.load(batch_id)
-            try:
-                result = run_partition(data, store, spec, batch, eviction, late,
+            outputs, stats = run_batch(provider, batch_id, data, spec, batch, eviction, late,
                                        initial_state_by_key(initial_pairs) if initial_pairs else None)
-                rows = len(store)
-            except BaseException:
-                store.abort()
-                raise
-            store.commit()
-            provider.maintenance()
-            metrics = provider.last_metrics
-            assert metrics is not None
-            accumulator.add({batch: StateOperatorStats(
-                rows, result.num_rows_updated, result.num_rows_removed, result.num_rows_dropped_by_watermark,
-                metrics.memory_used_bytes, metrics.commit_time_ms, result.num_timeouts, 1,
-                result.updates_ns // 1_000_000, result.removals_ns // 1_000_000)})
-            return iter(result.outputs)
+            accumulator.add({batch: stats})
+            return iter(outputs)
 
         return tagged.partitionBy(n).mapPartitionsWithIndex(run, preservesPartitioning=False)
 
@@ -148,10 +135,5 @@ class GroupsWithStateNode(StreamNode):
         stats: StateOperatorStats | None = self._param.take(self._accumulator.value, time.milliseconds)
         if stats is None:
             return None
-        return StateOperatorProgress(
-            "flatMapGroupsWithState" if self._flat else "mapGroupsWithState", stats.num_rows_total,
-            stats.num_rows_updated, stats.all_updates_time_ms, stats.num_rows_removed, stats.all_removals_time_ms,
-            stats.commit_time_ms, stats.memory_used_bytes, stats.num_rows_dropped_by_watermark, self._num_partitions,
-            stats.num_partitions, {"numTimeoutsFired": stats.num_timeouts},
-        )
+        return stats.progress("flatMapGroupsWithState" if self._flat else "mapGroupsWithState", self._num_partitions)
 

@@ -24,7 +24,7 @@ from ..state import (
     event_time_ms,
     event_time_of,
     initial_state_by_key,
-    run_partition,
+    run_batch,
 )
 
 __all__ = ["GroupsOperator", "Watermark", "check_timeout", "run_operator", "seen_event_times"]
@@ -75,24 +75,9 @@ async def run_operator(operator: GroupsOperator, checkpoint: Path, batch_id: int
     initial = initial_state_by_key(operator.initial) if batch_id == 0 and operator.initial else None
 
     def run() -> tuple[list[Any], StateOperatorProgress]:
-        store = provider.load(batch_id)
-        try:
-            result = run_partition(pairs, store, spec, time.milliseconds, watermarks.eviction_ms, watermarks.late_ms,
-                                   initial)
-            rows = len(store)
-        except BaseException:
-            store.abort()
-            raise
-        store.commit()
-        provider.maintenance()
-        metrics = provider.last_metrics
-        assert metrics is not None
-        return result.outputs, StateOperatorProgress(
-            "flatMapGroupsWithState" if operator.flat else "mapGroupsWithState", rows, result.num_rows_updated,
-            result.updates_ns // 1_000_000, result.num_rows_removed, result.removals_ns // 1_000_000,
-            metrics.commit_time_ms, metrics.memory_used_bytes, result.num_rows_dropped_by_watermark, 1, 1,
-            {"numTimeoutsFired": result.num_timeouts},
-        )
+        outputs, stats = run_batch(provider, batch_id, pairs, spec, time.milliseconds, watermarks.eviction_ms,
+                                   watermarks.late_ms, initial)
+        return outputs, stats.progress("flatMapGroupsWithState" if operator.flat else "mapGroupsWithState", 1)
 
     return await anyio.to_thread.run_sync(run)
 

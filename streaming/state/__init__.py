@@ -18,6 +18,7 @@ from ._groups import (
     PartitionResult,
     StateOperatorStats,
     initial_state_by_key,
+    run_batch,
     run_partition,
 )
 from ._intervals import parse_delay_threshold, parse_interval_ms
@@ -46,5 +47,6 @@ __all__ = [
     "initial_state_by_key",
     "parse_delay_threshold",
     "parse_interval_ms",
+    "run_batch",
     "run_partition",
 ]

@@ -25,8 +25,11 @@ from typing import Any
 
 import attrs
 
+from scheduler import StateOperatorProgress
+
 from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
 from ._protocol import VersionedStore
+from ._store import StateStoreProvider
 
 __all__ = [
     "DUPLICATE_INITIAL_STATE",
@@ -37,6 +40,7 @@ __all__ = [
     "PartitionResult",
     "StateOperatorStats",
     "initial_state_by_key",
+    "run_batch",
     "run_partition",
 ]
 
@@ -118,6 +122,39 @@ class StateOperatorStats:
         if other is None:
             return self
         return StateOperatorStats(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True)))
+
+    def progress(self, operator_name: str, num_shuffle_partitions: int) -> StateOperatorProgress:
+        """As Spark's ``StateOperatorProgress`` of a batch's progress."""
+        return StateOperatorProgress(
+            operator_name, self.num_rows_total, self.num_rows_updated, self.all_updates_time_ms, self.num_rows_removed,
+            self.all_removals_time_ms, self.commit_time_ms, self.memory_used_bytes, self.num_rows_dropped_by_watermark,
+            num_shuffle_partitions, self.num_partitions, {"numTimeoutsFired": self.num_timeouts},
+        )
+
+
+def run_batch(provider: StateStoreProvider, batch_id: int, records: Iterable[tuple[Any, Any]], spec: GroupsWithStateSpec,
+              batch_time_ms: int, eviction_watermark_ms: int, late_watermark_ms: int,
+              initial: Mapping[bytes, tuple[Any, Any]] | None = None) -> tuple[list[Any], StateOperatorStats]:
+    """One partition's batch from load to commit: the store at ``batch_id``, :func:`run_partition`, commit, maintenance.
+
+    Returns the outputs and the partition's numbers. If the function raises, the store is
+    aborted (nothing of the batch is kept) and the error propagates.
+    """
+    store = provider.load(batch_id)
+    try:
+        result = run_partition(records, store, spec, batch_time_ms, eviction_watermark_ms, late_watermark_ms, initial)
+        rows = len(store)
+    except BaseException:
+        store.abort()
+        raise
+    store.commit()
+    provider.maintenance()
+    metrics = provider.last_metrics
+    assert metrics is not None
+    return result.outputs, StateOperatorStats(
+        rows, result.num_rows_updated, result.num_rows_removed, result.num_rows_dropped_by_watermark,
+        metrics.memory_used_bytes, metrics.commit_time_ms, result.num_timeouts, 1,
+        result.updates_ns // 1_000_000, result.removals_ns // 1_000_000)
 
 
 def initial_state_by_key(pairs: Iterable[tuple[Any, Any]]) -> dict[bytes, tuple[Any, Any]]:
