@@ -135,7 +135,7 @@ class StateOperatorStats:
 def run_batch(provider: StateStoreProvider, batch_id: int, records: Iterable[tuple[Any, Any]], spec: GroupsWithStateSpec,
               batch_time_ms: int, eviction_watermark_ms: int, late_watermark_ms: int,
               initial: Mapping[bytes, tuple[Any, Any]] | None = None) -> tuple[list[Any], StateOperatorStats]:
-    """One partition's batch from load to commit: the store at ``batch_id``, :func:`run_partition`, commit, maintenance.
+    """One partition's batch from load to commit: the store at ``batch_id``, :func:`run_partition`, commit, a snapshot if due.
 
     Returns the outputs and the partition's numbers. If the function raises, the store is
     aborted (nothing of the batch is kept) and the error propagates.
@@ -147,8 +147,8 @@ def run_batch(provider: StateStoreProvider, batch_id: int, records: Iterable[tup
     except BaseException:
         store.abort()
         raise
-    store.commit()
-    provider.maintenance()
+    version = store.commit()
+    provider.maintain_after(version)  # a snapshot, when due, in the background
     metrics = provider.last_metrics
     assert metrics is not None
     return result.outputs, StateOperatorStats(

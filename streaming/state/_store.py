@@ -44,6 +44,8 @@ from typing import Iterator
 
 import attrs
 
+from scheduler import library_logger
+
 from ._protocol import NO_TIMESTAMP, StateRow
 
 __all__ = ["StateStore", "StateStoreError", "StateStoreMetrics", "StateStoreProvider"]
@@ -52,6 +54,7 @@ _MAGIC = b"AIODSTATE1"
 _DELTA, _SNAPSHOT = b"D", b"S"
 _HEADER = len(_MAGIC) + 1 + 8
 _REMOVED = -2  # the timeout of a change that deletes its key
+_log = library_logger("aiodstream.streaming", component="StateStore")
 
 
 class StateStoreError(Exception):
@@ -246,24 +249,48 @@ class StateStoreProvider:
     def maintenance(self) -> None:
         """Write a snapshot of the working copy if its version is due one, and delete what no retained version needs.
 
-        Safe beside loads and commits of this partition in other threads: it waits for the one
-        in progress and copies a consistent database.
+        Safe beside loads and commits of this partition: in this provider it waits for the one
+        in progress; against another process or provider on the same working copy it copies the
+        database in one step (a consistent state) and names the snapshot by the version inside
+        the copy.
         """
         with self._lock:
             conn = self._connection()
             version = conn.execute("SELECT version FROM meta").fetchone()[0]
             if version and version % self.snapshot_every == 0 and not self._path(version, _SNAPSHOT).exists():
-                copy = self.working_copy.with_suffix(".snapshot-copy")
+                copy = self.working_copy.with_suffix(f".snapshot-copy-{threading.get_ident()}")
                 target = sqlite3.connect(copy)
                 try:
-                    conn.backup(target)
+                    conn.backup(target)  # all pages in one step: one consistent state
+                    copied = target.execute("SELECT version FROM meta").fetchone()[0]
                 finally:
                     target.close()
                 try:
-                    _write_atomically(self._path(version, _SNAPSHOT), _encode(_SNAPSHOT, copy.read_bytes()))
+                    if copied % self.snapshot_every == 0 and not self._path(copied, _SNAPSHOT).exists():
+                        _write_atomically(self._path(copied, _SNAPSHOT), _encode(_SNAPSHOT, copy.read_bytes()))
                 finally:
                     copy.unlink(missing_ok=True)
             self._purge(version)
+
+    def maintain_after(self, version: int) -> threading.Thread | None:
+        """After committing ``version``: if it is due a snapshot, run :meth:`maintenance` in a background thread.
+
+        The batch does not wait for the copy (Spark's maintenance task); the thread is returned
+        so a caller may join it. ``None`` when nothing is due.
+        """
+        if version % self.snapshot_every:
+            return None
+        thread = threading.Thread(target=self._maintain_quietly, name=f"aiodstream-state-maintenance-{self.directory.name}",
+                                  daemon=True)
+        thread.start()
+        return thread
+
+    def _maintain_quietly(self) -> None:
+        try:
+            self.maintenance()
+        except Exception as exc:  # a snapshot is an optimisation: the deltas stay the truth
+            _log.warning("state store maintenance failed; the next snapshot version retries", directory=str(self.directory),
+                         error=repr(exc))
 
     def _purge(self, latest: int) -> None:
         oldest_kept = latest - self.min_versions_to_retain + 1

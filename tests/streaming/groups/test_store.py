@@ -155,3 +155,22 @@ def test_any_sequence_of_batches_reads_back_like_a_dict(tmp_path_factory: pytest
     fresh = StateStoreProvider(root / "ck", 1, 0, local_dir=root / "fresh")
     for version in reversed(range(len(history))):
         assert rows(fresh, version) == history[version]
+
+
+def test_a_due_snapshot_is_written_in_the_background_after_the_commit(tmp_path: Path) -> None:
+    """maintain_after(v): no thread for a version not due; for a due one, a thread whose snapshot holds that version."""
+    p = provider(tmp_path, snapshot_every=2)
+    for version in range(2):
+        store = p.load(version)
+        store.put(f"k{version}".encode(), b"v", NO_TIMESTAMP)
+        committed = store.commit()
+        thread = p.maintain_after(committed)
+        if committed == 1:
+            assert thread is None and not (p.directory / "1.snapshot").exists()
+        else:
+            assert thread is not None
+            thread.join()
+    assert (p.directory / "2.snapshot").exists()
+    (p.directory / "1.delta").unlink()
+    (p.directory / "2.delta").unlink()  # the snapshot alone now holds version 2
+    assert rows(provider(tmp_path, "fresh"), 2) == {b"k0": (b"v", NO_TIMESTAMP), b"k1": (b"v", NO_TIMESTAMP)}
