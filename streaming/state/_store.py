@@ -21,13 +21,15 @@ changes ``(key, value, timeout)`` (``value`` None with ``timeout`` ``REMOVED``: 
 deleted); a snapshot's is the SQLite database file. A torn or altered file fails its checksum
 and is reported with its path.
 
-SQLite, from the standard library: the measured alternative (an in-memory dict per partition,
-rebuilt from the files by every process that loads it) costs what the state holds; SQLite's
-B-tree keeps a point update at microseconds with a million keys, its partial index on the
-timeout serves the timeout pass, and ``Connection.backup`` copies a consistent snapshot while
-the next batch writes. The working copy needs no durability of its own (``synchronous=OFF``):
-the delta files are the truth, and a working copy that is missing, stale or newer than wanted
-is rebuilt from them.
+SQLite, from the standard library, for the working copy: its B-tree keeps a point read or write
+in microseconds with a million keys, a partial index on the timeout serves the timeout pass,
+``Connection.backup`` copies a consistent snapshot while the next batch writes, and it adds no
+dependency. Measured (``bench/bench_state.py``, local[2]): a batch touching 1,000 keys took 589 ms
+with 1,000,000 keys held and 694 ms with 10,000, while ``updateStateByKey``, which rebuilds its
+state each batch, went from about 0.6 s to 5 s; a commit took 2.75 ms per partition. (LMDB and
+RocksDB bindings were not measured.) The working copy needs no durability of its own
+(``synchronous=OFF``): the delta files are the truth, and a working copy that is missing, stale
+or newer than wanted is rebuilt from them.
 """
 
 from __future__ import annotations
