@@ -120,7 +120,7 @@ class GroupsWithStateNode(StreamNode):
             initial_pairs: list[tuple[Any, Any]] = []
             for key, (is_initial, value) in records:
                 (initial_pairs if is_initial else data).append((key, value))
-            provider = StateStoreProvider(root, operator, partition)
+            provider = StateStoreProvider.shared(root, operator, partition)
             outputs, stats = run_batch(provider, batch_id, data, spec, batch, eviction, late,
                                        initial_state_by_key(initial_pairs) if initial_pairs else None)
             accumulator.add({batch: stats})

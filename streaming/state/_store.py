@@ -132,6 +132,10 @@ def _open_working_copy(path: Path) -> sqlite3.Connection:
     return conn
 
 
+_shared: dict[tuple[str, int, int], StateStoreProvider] = {}
+_shared_lock = threading.Lock()
+
+
 class StateStoreProvider:
     """The versions of one operator partition's state: loads a version for a batch, keeps the files tidy.
 
@@ -161,6 +165,17 @@ class StateStoreProvider:
         self.last_metrics: StateStoreMetrics | None = None
         self._lock = threading.Lock()  # one load-to-commit at a time; maintenance waits for it
         self._conn: sqlite3.Connection | None = None
+
+    @classmethod
+    def shared(cls, checkpoint_root: str | os.PathLike[str], operator_id: int, partition_id: int) -> StateStoreProvider:
+        """This process's provider of that partition (made on first use): tasks of later batches that land in the
+        same worker process reuse its open working copy instead of opening it again."""
+        key = (str(checkpoint_root), operator_id, partition_id)
+        with _shared_lock:
+            provider = _shared.get(key)
+            if provider is None:
+                provider = _shared[key] = cls(checkpoint_root, operator_id, partition_id)
+            return provider
 
     # -- files --
 
