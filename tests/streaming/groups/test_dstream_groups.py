@@ -42,18 +42,29 @@ def run(sc: Any, directory: Path, batches: list[list[str]], *, resume: bool = Fa
         return ssc
 
     ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
+    assert run_batches(ssc, clock, len(batches) if drive is None else drive) == []
+    return outputs, ssc.runtime.recent_progress
+
+
+def run_batches(ssc: StreamingContext, clock: ManualClock, count: int) -> list[BaseException]:
+    """Start ``ssc``, run ``count`` batches one at a time, stop; the error a failed batch reported, if any."""
+    errors: list[BaseException] = []
 
     async def driver() -> None:
         async with ssc:
             await ssc.start_async()
             await ssc.runtime.wait_until_idle()
-            for _ in range(len(batches) if drive is None else drive):
+            for _ in range(count):
                 clock.advance(INTERVAL_MS)
                 await ssc.runtime.wait_until_idle()
+            try:
+                await ssc.await_termination_async(0)
+            except Exception as exc:  # a failed batch, reported to the waiter
+                errors.append(exc)
             await ssc.stop_async(stopSparkContext=False)
 
     anyio.run(driver)
-    return outputs, ssc.runtime.recent_progress
+    return errors
 
 
 def test_processing_time_timeouts_fire_in_the_first_batch_strictly_after_them(spark_context: Any, tmp_path: Path) -> None:
@@ -114,7 +125,6 @@ def test_a_raising_function_fails_its_batch_and_a_restart_reruns_it_with_the_sta
 
     def program(drive: int, resume: bool, clock_start: int) -> tuple[dict[int, list[Any]], list[BaseException]]:
         outputs: dict[int, list[Any]] = {}
-        errors: list[BaseException] = []
         clock = ManualClock(clock_start)
 
         def setup() -> StreamingContext:
@@ -127,22 +137,7 @@ def test_a_raising_function_fails_its_batch_and_a_restart_reruns_it_with_the_sta
             return ssc
 
         ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
-
-        async def driver() -> None:
-            async with ssc:
-                await ssc.start_async()
-                await ssc.runtime.wait_until_idle()
-                for _ in range(drive):
-                    clock.advance(INTERVAL_MS)
-                    await ssc.runtime.wait_until_idle()
-                try:
-                    await ssc.await_termination_async(0)
-                except Exception as exc:  # the failed batch, reported to the waiter
-                    errors.append(exc)
-                await ssc.stop_async(stopSparkContext=False)
-
-        anyio.run(driver)
-        return outputs, errors
+        return outputs, run_batches(ssc, clock, drive)
 
     first, errors = program(2, resume=False, clock_start=0)
     assert first == {1000: [("x", 1)]}  # batch 2000 failed: its output never ran
