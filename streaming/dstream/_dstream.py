@@ -604,11 +604,12 @@ class DStream(StreamNode):
             InvalidPipelineError: a bad output mode; at start, no checkpoint directory, or an
                 event-time timeout without a watermark (Spark's messages).
         """
-        if not isinstance(outputMode, str) or outputMode.lower() not in ("append", "update"):
-            raise InvalidPipelineError(f"Unknown output mode {outputMode}. Accepted output modes are 'append', 'complete', "
-                                       "'update'" if outputMode != "complete" else
-                                       "flatMapGroupsWithState in complete mode is not supported on a streaming "
-                                       "DataFrame/Dataset")
+        mode = outputMode.lower() if isinstance(outputMode, str) else None
+        if mode == "complete":
+            raise InvalidPipelineError("requirement failed: The output mode of function should be append or update")
+        if mode not in ("append", "update"):
+            raise InvalidPipelineError(
+                f"Unknown output mode {outputMode}. Accepted output modes are 'append', 'complete', 'update'")
         return self._groups_with_state(func, True, timeoutConf, initialState, numPartitions, eventTime)
 
     def _groups_with_state(self, func: Callable[..., Any], flat: bool, timeout: str, initial: Any,

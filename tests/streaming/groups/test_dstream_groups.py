@@ -146,3 +146,17 @@ def test_a_raising_function_fails_its_batch_and_a_restart_reruns_it_with_the_sta
     second, errors = program(2, resume=True, clock_start=2000)
     assert errors == []
     assert second == {2000: [("x", 2), ("y", 1)], 3000: [("x", 3)], 4000: []}
+
+
+def test_output_modes_are_checked_as_spark_checks_them(spark_context: Any) -> None:
+    """append and update (any case) are accepted; complete gets Spark's requirement; anything else Spark's unknown-mode error."""
+    ssc = StreamingContext(spark_context, 1, clock=ManualClock(0))
+    pairs = ssc.queueStream([[("a", 1)]])
+    pairs.flatMapGroupsWithState(heartbeat, "Update")
+    with pytest.raises(InvalidPipelineError, match=r"^requirement failed: The output mode of function should be append or "
+                                                   r"update$"):
+        pairs.flatMapGroupsWithState(heartbeat, "Complete")
+    with pytest.raises(InvalidPipelineError, match=r"^Unknown output mode sometimes\. Accepted output modes are 'append', "
+                                                   r"'complete', 'update'$"):
+        pairs.flatMapGroupsWithState(heartbeat, "sometimes")
+    ssc.stop(stopSparkContext=False)
