@@ -26,6 +26,7 @@ from ..state import (
     StateOperatorStats,
     event_time_of,
     initial_state_by_key,
+    keep_partition_count,
     run_batch,
 )
 from ._node import StreamNode, memory_only
@@ -66,6 +67,7 @@ class GroupsWithStateNode(StreamNode):
         self.operator_id = self._env.graph.add_state_operator()
         self._param = BatchStatsParam()
         self._accumulator: Any = None
+        self._partitions_checked = False
 
     def _watermark(self) -> WatermarkedNode | None:
         """The nearest withWatermark stream upstream, if any."""
@@ -103,6 +105,9 @@ class GroupsWithStateNode(StreamNode):
             None if extract is None else event_time_of(extract),
         )
         root = str(Path(graph.checkpoint_dir) / STATE_STORE_DIRECTORY)
+        if not self._partitions_checked:
+            self._num_partitions = keep_partition_count(Path(root), self.operator_id, self._num_partitions)
+            self._partitions_checked = True
         operator, n = self.operator_id, self._num_partitions
         tagged = parent.map(lambda kv: (kv[0], (False, kv[1])))
         if batch_id == 0 and self._initial is not None:

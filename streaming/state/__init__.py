@@ -23,7 +23,7 @@ from ._groups import (
 )
 from ._intervals import parse_delay_threshold, parse_interval_ms
 from ._protocol import StateRow, VersionedStore
-from ._store import StateStore, StateStoreError, StateStoreMetrics, StateStoreProvider
+from ._store import StateStore, StateStoreError, StateStoreMetrics, StateStoreProvider, keep_partition_count
 
 __all__ = [
     "DUPLICATE_INITIAL_STATE",
@@ -45,6 +45,7 @@ __all__ = [
     "event_time_ms",
     "event_time_of",
     "initial_state_by_key",
+    "keep_partition_count",
     "parse_delay_threshold",
     "parse_interval_ms",
     "run_batch",

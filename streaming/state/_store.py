@@ -50,7 +50,7 @@ from scheduler import library_logger
 
 from ._protocol import NO_TIMESTAMP, StateRow
 
-__all__ = ["StateStore", "StateStoreError", "StateStoreMetrics", "StateStoreProvider"]
+__all__ = ["StateStore", "StateStoreError", "StateStoreMetrics", "StateStoreProvider", "keep_partition_count"]
 
 _MAGIC = b"AIODSTATE1"
 _DELTA, _SNAPSHOT = b"D", b"S"
@@ -130,6 +130,28 @@ def _open_working_copy(path: Path) -> sqlite3.Connection:
                  "rows INTEGER NOT NULL)")
     conn.execute("INSERT OR IGNORE INTO meta VALUES (0, 0, 0)")
     return conn
+
+
+def keep_partition_count(checkpoint_root: Path, operator_id: int, wanted: int) -> int:
+    """The operator's partition count: the one its checkpoint recorded, else ``wanted`` (recorded now).
+
+    A key's partition is its hash modulo the count, so a restart with another count would look
+    for each key's state in the wrong store; as Spark restores ``spark.sql.shuffle.partitions``
+    from the checkpoint of a stateful query, the recorded count wins (and is logged if it differs).
+    """
+    path = checkpoint_root / "state" / str(operator_id) / "partitions"
+    try:
+        recorded = int(path.read_text().strip())
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomically(path, str(wanted).encode())
+        return wanted
+    except ValueError as exc:
+        raise StateStoreError(f"state store file {path} does not hold a partition count") from exc
+    if recorded != wanted:
+        _log.warning("the checkpoint's state was written with another number of partitions; keeping it",
+                     operator=operator_id, recorded=recorded, asked=wanted, path=str(path))
+    return recorded
 
 
 _shared: dict[tuple[str, int, int], StateStoreProvider] = {}

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.state import NO_TIMESTAMP, StateStoreError, StateStoreProvider
+from streaming.state import NO_TIMESTAMP, StateStoreError, StateStoreProvider, keep_partition_count
 
 
 def provider(root: Path, local: str = "local", **options: int) -> StateStoreProvider:
@@ -174,3 +174,13 @@ def test_a_due_snapshot_is_written_in_the_background_after_the_commit(tmp_path: 
     (p.directory / "1.delta").unlink()
     (p.directory / "2.delta").unlink()  # the snapshot alone now holds version 2
     assert rows(provider(tmp_path, "fresh"), 2) == {b"k0": (b"v", NO_TIMESTAMP), b"k1": (b"v", NO_TIMESTAMP)}
+
+
+def test_the_partition_count_of_a_checkpoint_is_kept(tmp_path: Path) -> None:
+    """The first count asked for is recorded; a later, different one gets the recorded count; a damaged record is named."""
+    assert keep_partition_count(tmp_path, 0, 4) == 4
+    assert keep_partition_count(tmp_path, 0, 8) == 4
+    assert keep_partition_count(tmp_path, 1, 8) == 8  # per operator
+    (tmp_path / "state" / "0" / "partitions").write_text("four")
+    with pytest.raises(StateStoreError, match=r"partitions does not hold a partition count"):
+        keep_partition_count(tmp_path, 0, 4)
