@@ -201,3 +201,21 @@ def test_bad_delay_thresholds_are_refused(text: str, message: str) -> None:
     """Negative delays get Spark's requirement message; unreadable ones say what is wrong."""
     with pytest.raises(ValueError, match=message):
         parse_delay_threshold(text)
+
+
+def test_event_times_are_datetimes_or_epoch_milliseconds() -> None:
+    """An aware datetime by its offset, a naive one as UTC, an int as is; anything else is refused with Spark's words."""
+    import datetime
+
+    from streaming.state import event_time_ms
+
+    utc = datetime.timezone.utc
+    assert event_time_ms(datetime.datetime(2024, 1, 1, tzinfo=utc)) == 1_704_067_200_000
+    assert event_time_ms(datetime.datetime(2024, 1, 1)) == 1_704_067_200_000
+    plus_one = datetime.timezone(datetime.timedelta(hours=1))
+    assert event_time_ms(datetime.datetime(2024, 1, 1, 1, tzinfo=plus_one)) == 1_704_067_200_000
+    assert event_time_ms(1_234) == 1_234
+    for bad in ("2024-01-01", 1.5, True, None):
+        with pytest.raises(TypeError, match=r"^Event time must be defined on a window or a timestamp, but the event "
+                                            rf"time of a record is of type {type(bad).__name__}"):
+            event_time_ms(bad)
