@@ -13,23 +13,45 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any, Callable
 
 MAX_RUN_S = 180
 
 
-def main(in_dir: str, out_dir: str, checkpoint: str, stop_file: str) -> None:
-    """Run (or resume) the program until ``stop_file`` appears."""
+def spark_context(app_name: str) -> Any:
+    """The child's local[2] Spark (the engine's log on stderr if AIODSTREAM_CRASH_LOG_LEVEL says so)."""
     level = os.environ.get("AIODSTREAM_CRASH_LOG_LEVEL")
     if level is not None:  # the engine's log on stderr, for debugging a failing run
         logging.basicConfig(level=int(level), stream=sys.stderr)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers import aiodstream's task code
     from pyspark import SparkConf, SparkContext
 
-    from streaming import StreamingContext
-
-    conf = (SparkConf().setMaster("local[2]").setAppName("dstream-crash-child").set("spark.ui.enabled", "false")
+    conf = (SparkConf().setMaster("local[2]").setAppName(app_name).set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false"))
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
+    return sc
+
+
+def run_until_stopped(checkpoint: str, setup: Callable[[], Any], stop_file: str) -> None:
+    """getOrCreate, start, say ``started``, run until ``stop_file`` appears (or MAX_RUN_S), stop gracefully."""
+    from streaming import StreamingContext
+
+    ssc = StreamingContext.getOrCreate(checkpoint, setup)
+    ssc.start()
+    print("started", flush=True)
+    for _ in range(MAX_RUN_S * 5):
+        if os.path.exists(stop_file) or ssc.awaitTerminationOrTimeout(0.2):
+            break
+    ssc.stop(stopSparkContext=True, stopGraceFully=True)
+    print("stopped", flush=True)
+
+
+def main(in_dir: str, out_dir: str, checkpoint: str, stop_file: str) -> None:
+    """Run (or resume) the program until ``stop_file`` appears."""
+    from streaming import StreamingContext
+
+    sc = spark_context("dstream-crash-child")
 
     def setup() -> StreamingContext:
         ssc = StreamingContext(sc, 2)
@@ -41,14 +63,7 @@ def main(in_dir: str, out_dir: str, checkpoint: str, stop_file: str) -> None:
         ssc.checkpoint(checkpoint)
         return ssc
 
-    ssc = StreamingContext.getOrCreate(checkpoint, setup)
-    ssc.start()
-    print("started", flush=True)
-    for _ in range(MAX_RUN_S * 5):
-        if os.path.exists(stop_file) or ssc.awaitTerminationOrTimeout(0.2):
-            break
-    ssc.stop(stopSparkContext=True, stopGraceFully=True)
-    print("stopped", flush=True)
+    run_until_stopped(checkpoint, setup, stop_file)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,9 @@ STOPFILE exists, unless it is killed first.
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
 from typing import Any, Iterator
 
-MAX_RUN_S = 240
 GAP_MS = 30 * 60_000
 
 
@@ -38,18 +35,10 @@ def session(user: str, times: Iterator[int], state: Any) -> Iterator[str]:
 
 def main(in_dir: str, out_dir: str, checkpoint: str, stop_file: str) -> None:
     """Run (or resume) the program until ``stop_file`` appears."""
-    level = os.environ.get("AIODSTREAM_CRASH_LOG_LEVEL")
-    if level is not None:
-        logging.basicConfig(level=int(level), stream=sys.stderr)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark import SparkConf, SparkContext
-
     from streaming import StreamingContext
+    from tests.streaming.dstream_crash_child import run_until_stopped, spark_context
 
-    conf = (SparkConf().setMaster("local[2]").setAppName("sessions-crash-child").set("spark.ui.enabled", "false")
-            .set("spark.ui.showConsoleProgress", "false"))
-    sc = SparkContext.getOrCreate(conf)
-    sc.setLogLevel("ERROR")
+    sc = spark_context("sessions-crash-child")
 
     def setup() -> StreamingContext:
         ssc = StreamingContext(sc, 1)
@@ -61,14 +50,7 @@ def main(in_dir: str, out_dir: str, checkpoint: str, stop_file: str) -> None:
         ssc.checkpoint(checkpoint)
         return ssc
 
-    ssc = StreamingContext.getOrCreate(checkpoint, setup)
-    ssc.start()
-    print("started", flush=True)
-    for _ in range(MAX_RUN_S * 5):
-        if os.path.exists(stop_file) or ssc.awaitTerminationOrTimeout(0.2):
-            break
-    ssc.stop(stopSparkContext=True, stopGraceFully=True)
-    print("stopped", flush=True)
+    run_until_stopped(checkpoint, setup, stop_file)
 
 
 if __name__ == "__main__":
