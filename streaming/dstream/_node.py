@@ -190,7 +190,7 @@ class StreamNode:
             for _, rdd in dropped:
                 if id(rdd) not in kept:
                     kept.add(id(rdd))  # once, even if it was under several dropped times
-                    rdd.unpersist(blocking=False)
+                    self._env.graph.unpersist_later(rdd)  # a py4j call: not here, on the loop
         for parent in self._parents:
             parent._clear_metadata(time)
 

@@ -306,10 +306,11 @@ def test_an_rdd_remembered_under_a_later_time_stays_cached(ssc: StreamingContext
     source._initialize(Time(0))
     source._get_or_compute(Time(500))
     source._get_or_compute(Time(1000))
+    queued = ssc._env.graph._to_unpersist  # unpersisting is a py4j call: the graph does it off the loop
     source._clear_metadata(Time(1000))
-    assert rdd.unpersisted == 0 and list(source._generated) == [Time(1000)]
+    assert queued == [] and list(source._generated) == [Time(1000)]
     source._clear_metadata(Time(1500))
-    assert rdd.unpersisted == 1 and not source._generated
+    assert queued == [rdd] and not source._generated and rdd.unpersisted == 0
 
 
 # -- initialisation: checkpoint interval and remember durations --

@@ -751,15 +751,19 @@ class Py4JOnThread:
 def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: Any, tmp_path: Path, backend: str) -> None:
     """Entering, building every kind of stream, starting, running batches and an immediate stop that cancels a running
     Spark job: all py4j calls happen off the host's loop (settings read on entry, parallelize and checkpoint dir at start
-    or generation, cancellation from a thread)."""
+    or generation, cancellation from a thread), watermarks and mapGroupsWithState included."""
     from scheduler import Duration, ManualClock
 
     incoming, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
     incoming.mkdir()
     started, release = tmp_path / "started", tmp_path / "release"
-    results: dict[str, list[Any]] = {"state": [], "window": [], "values": [], "files": [], "cancelled": []}
+    results: dict[str, list[Any]] = {"state": [], "window": [], "values": [], "files": [], "cancelled": [], "groups": []}
 
     block = blocking_partitions(started, release)
+
+    def running_sum(key: int, values: Any, state: Any) -> tuple[int, int]:
+        state.update((state.getOption or 0) + sum(values))
+        return (key, state.get)
 
     action_ended = threading.Event()
 
@@ -790,6 +794,9 @@ def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: An
                 .foreachRDD(lambda rdd: results["state"].append(sorted(rdd.collect())))
             numbers.map(lambda x: (x, 1)).reduceByKeyAndWindow(lambda a, b: a + b, lambda a, b: a - b, 2, 1) \
                 .foreachRDD(lambda rdd: results["window"].append(sorted(rdd.collect())))
+            numbers.withWatermark(lambda x: x * 1000, "1 second").map(lambda x: (x % 2, x)) \
+                .mapGroupsWithState(running_sum, numPartitions=2) \
+                .foreachRDD(lambda rdd: results["groups"].append(sorted(rdd.collect())))
             ssc.asyncIterableStream(words()).flatMap(str.split).countByValue().foreachRDD(values_sink)
             ssc.textFileStream(str(incoming)).foreachRDD(lambda rdd: results["files"].append(rdd.count()))
             ssc.queueStream([[], [], [], [7]]).foreachRDD(long_action)
@@ -816,6 +823,7 @@ def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: An
     # The program ran for real: state, windows, an async source and sink, a file stream.
     assert results["state"][:3] == [[(0, 102), (1, 1)], [(0, 102), (1, 4)], [(0, 106), (1, 4)]]  # seeded by initialRDD
     assert results["window"][:2] == [[(1, 1), (2, 1)], [(1, 1), (2, 1), (3, 1)]]
+    assert results["groups"][:3] == [[(0, 2), (1, 1)], [(1, 4)], [(0, 6)]]  # a watermark and a state store, on Spark
     word_counts: dict[str, int] = {}
     for batch in results["values"]:
         for word, count in batch:
