@@ -14,6 +14,7 @@ from ._errors import (
     JobFailedError,
     ReplayError,
     StreamingError,
+    StreamingQueryException,
     StreamingStateError,
     UnsupportedLogVersionError,
 )
@@ -27,6 +28,7 @@ from ._loop_probe import PROBE_ATTRIBUTE, ReadyProbe, ready_probe
 from ._protocols import (
     BatchHook,
     BatchPlanner,
+    CountingGraph,
     JobGraph,
     JobSchedulerListener,
     Offset,
@@ -127,6 +129,7 @@ __all__ = [
     "RateLimiter",
     "ready_probe",
     "ReadyProbe",
+    "CountingGraph",
     "ReceivingGraph",
     "RecoveredBatch",
     "RecurringTimer",
@@ -143,6 +146,7 @@ __all__ = [
     "StreamingError",
     "StreamingQueryProgress",
     "StreamingQueryStatus",
+    "StreamingQueryException",
     "StreamingStateError",
     "StreamInputInfo",
     "SystemClock",

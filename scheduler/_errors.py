@@ -15,6 +15,7 @@ __all__ = [
     "JobFailedError",
     "ReplayError",
     "StreamingError",
+    "StreamingQueryException",
     "StreamingStateError",
     "UnsupportedLogVersionError",
 ]
@@ -55,6 +56,40 @@ class JobFailedError(StreamingError, RuntimeError):
         super().__init__(message)
         self.job_id = job_id
         self.batch_time_ms = batch_time_ms
+
+
+class StreamingQueryException(JobFailedError):  # noqa: N818 - Spark's name
+    """The failure that terminated a query (Spark's ``StreamingQueryException``, error class ``STREAM_FAILED``).
+
+    Raised by ``await_termination`` and ``process_all_available`` of a query that stops on
+    failure. The message is Spark's: ``Query [id = <id>, runId = <runId>] terminated with
+    exception: <message of the cause>``; the cause (the user's own exception for a failed
+    output function) is ``__cause__`` and :attr:`cause`.
+
+    Attributes:
+        query_id: the query's id.
+        run_id: the id of the run that failed.
+        message: the cause's message (Spark's ``message`` field, without the prefix).
+        start_offset: the failed batch's start offsets, rendered as Spark renders an offset seq
+            (``[o1, o2, -]``), or ``None`` when no batch was under way.
+        end_offset: its end offsets, likewise.
+        error_class: ``"STREAM_FAILED"``.
+    """
+
+    error_class = "STREAM_FAILED"
+
+    def __init__(self, query_id: object, run_id: object, cause: BaseException, *, start_offset: str | None = None,
+                 end_offset: str | None = None, job_id: str | None = None, batch_time_ms: int | None = None) -> None:
+        root = cause.__cause__ if isinstance(cause, JobFailedError) and cause.__cause__ is not None else cause
+        self.message = str(root)
+        super().__init__(f"Query [id = {query_id}, runId = {run_id}] terminated with exception: {self.message}",
+                         job_id=job_id, batch_time_ms=batch_time_ms)
+        self.query_id = query_id
+        self.run_id = run_id
+        self.cause = root
+        self.__cause__ = root
+        self.start_offset = start_offset
+        self.end_offset = end_offset
 
 
 class CheckpointError(StreamingError, RuntimeError):

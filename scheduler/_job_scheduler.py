@@ -23,7 +23,7 @@ from ._job import Job
 from ._job_generator import BatchFinished, GenerateJobs, JobGenerator
 from ._job_set import JobSet
 from ._logging import library_logger
-from ._protocols import BatchHook, BatchPlanner, JobGraph, JobSchedulerListener, ReceivingGraph
+from ._protocols import BatchHook, BatchPlanner, CountingGraph, JobGraph, JobSchedulerListener, ReceivingGraph
 from ._streams import YIELD_EVERY, Mailbox
 from ._time import Duration, Milliseconds, Time
 from ._work import WorkTracker
@@ -98,6 +98,7 @@ class JobScheduler:
         self._clock = clock
         self._listener = listener
         self._report = report_error
+        self._counting: CountingGraph | None = graph if isinstance(graph, CountingGraph) else None
         self.input_info_tracker = InputInfoTracker()
         # Work that has been posted but not finished: generator messages and unfinalised batches.
         self._tracker = WorkTracker()
@@ -358,11 +359,26 @@ class JobScheduler:
         if listener is not None:
             await listener.on_job_completed(job, job_set)
         if completed:
+            if self._counting is not None:
+                self._count_input_rows(self._counting, job_set)
             self._on_batch_completed(job_set)
             if listener is not None:
                 await listener.on_batch_completed(job_set)
         if job.failure is not None and not isinstance(job.failure, JobAbandonedError):
             self._report_error(f"Error running job {job.id}", job.failure, job.time, job.id)
+
+    @staticmethod
+    def _count_input_rows(graph: CountingGraph, job_set: JobSet) -> None:
+        # Inputs that learn their rows by running (files, queued RDDs) replace what they
+        # reported at generation, before the batch's BatchCompleted and progress are built.
+        counted = graph.counted_input_rows(job_set.time)
+        if not counted:
+            return
+        infos = dict(job_set.input_infos)
+        for stream_id, rows in counted.items():
+            old = infos.get(stream_id)
+            infos[stream_id] = StreamInputInfo(stream_id, rows) if old is None else attrs.evolve(old, num_records=rows)
+        job_set.input_infos = infos
 
     def _on_batch_completed(self, job_set: JobSet) -> None:
         failed = job_set.failed

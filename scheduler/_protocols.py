@@ -9,7 +9,7 @@ importing it.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 import anyio
 import anyio.abc
@@ -25,6 +25,7 @@ from ._watermark import BatchWatermarks, EventTimeStats
 __all__ = [
     "BatchHook",
     "BatchPlanner",
+    "CountingGraph",
     "JobGraph",
     "JobSchedulerListener",
     "Offset",
@@ -68,6 +69,19 @@ class JobGraph(Protocol):
         Input stops before the last tick (Spark stops its receivers first), so that whatever was
         received up to the stop still lands in the final batch of a graceful stop.
         """
+        ...
+
+
+@runtime_checkable
+class CountingGraph(JobGraph, Protocol):
+    """A graph some of whose inputs learn their row counts only by running the batch (files, queued RDDs).
+
+    The scheduler asks once a batch's jobs have all ended, before ``BatchCompleted`` and the
+    batch's progress are built; the counts replace what those inputs reported at generation.
+    """
+
+    def counted_input_rows(self, time: Time) -> Mapping[int, int]:
+        """Input stream id -> rows the batch's jobs read from it, for the inputs counted while running."""
         ...
 
 

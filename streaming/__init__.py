@@ -11,6 +11,7 @@ from scheduler import Duration, ManualClock, Milliseconds, Minutes, Seconds, Sys
 
 from ._context import StreamingContext
 from ._listener_compat import StreamingListener
+from ._manager import StreamingQueryManager, streams
 from .dstream import DStream
 from .pipeline import Batch, DirectorySource, FileSink, ListSource, Pipeline, ReplayableSource
 from .runtime import StreamingContextState, StreamingRuntime
@@ -32,9 +33,11 @@ __all__ = [
     "StreamingContext",
     "StreamingContextState",
     "StreamingListener",
+    "StreamingQueryManager",
     "StreamingRuntime",
     "SystemClock",
     "Time",
     "Trigger",
     "run_spark",
+    "streams",
 ]

@@ -17,7 +17,7 @@ import threading
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Mapping, Sequence
 
 import anyio
 import anyio.from_thread
@@ -29,13 +29,18 @@ from scheduler import (
     Duration,
     InvalidDurationError,
     InvalidPipelineError,
+    MicroBatchTracker,
     PIDRateEstimator,
+    ProgressTrackingOptions,
     RateController,
+    StreamingQueryException,
     StreamingStateError,
     library_logger,
 )
 
-from ._listener_compat import PySparkListenerAdapter, is_pyspark_style
+from ._listener_compat import adapt_listener
+from ._manager import StreamingQueryManager, as_pyspark_exception, streams
+from ._manager import pyspark_progress as _pyspark_progress
 from ._shutdown import SHUTDOWN_SIGNALS, SignalShutdown
 from .dstream import (
     RECIPE_FILE,
@@ -69,6 +74,15 @@ _ids = itertools.count()
 
 
 # What a context writes to its checkpoint directory besides Spark's RDD checkpoints.
+# Spark settings that give progress-tracking options (their option names in Spark's writer).
+_OPTION_SETTINGS = {
+    "spark.streaming.asyncProgressTrackingEnabled": "asyncProgressTrackingEnabled",
+    "spark.streaming.asyncProgressTrackingCheckpointIntervalMs": "asyncProgressTrackingCheckpointIntervalMs",
+    "spark.sql.streaming.minBatchesToRetain": "spark.sql.streaming.minBatchesToRetain",
+    "spark.sql.streaming.numRecentProgressUpdates": "spark.sql.streaming.numRecentProgressUpdates",
+    "spark.sql.streaming.noDataProgressEventInterval": "spark.sql.streaming.noDataProgressEventInterval",
+}
+
 _RECOVERY_ENTRIES = ("metadata", "offsets", "commits", "sources", "state", RECIPE_FILE)
 
 # Settings of the SparkContext that a restored program does not take over from the saved graph:
@@ -114,6 +128,17 @@ class StreamingContext:
             started with :meth:`start` is exclusive, as in pyspark (one active context per JVM),
             and one started with :meth:`start_async` is not: an async service may run several
             pipelines, each with its own graph and runtime, on one shared SparkContext.
+        queryName: the context's name as a query (Spark's ``queryName``): in progress reports
+            and listener events, unique among the active queries of the process.
+        stopOnFailure: what a failed batch does. ``False`` (default, the DStream semantics;
+            setting ``spark.streaming.stopOnFailure``): the failure is reported (raised by
+            ``awaitTermination``) and later batches go on. ``True`` (Structured Streaming's): the
+            context terminates, the failed batch stays uncommitted, and ``awaitTermination``,
+            ``exception()`` and ``onQueryTerminated`` carry a ``StreamingQueryException``.
+
+    Every context is also a query with pyspark's ``StreamingQuery`` surface (``id``, ``runId``,
+    ``status``, ``lastProgress``, ``processAllAvailable``, ``exception``, ``explain``...), listed
+    by :data:`streaming.streams`; with a checkpoint its id lasts across restarts.
 
     An exclusive context refuses to start while another is active, and no context starts while
     an exclusive one is active (pyspark's error).
@@ -131,6 +156,8 @@ class StreamingContext:
         listenerOverflow: OverflowPolicy = OverflowPolicy.DROP,  # noqa: N803
         concurrentJobs: int | None = None,  # noqa: N803
         exclusive: bool | None = None,
+        queryName: str | None = None,  # noqa: N803
+        stopOnFailure: bool | None = None,  # noqa: N803
     ) -> None:
         """Create a context; nothing runs until it is started."""
         if batchDuration is None:
@@ -143,6 +170,13 @@ class StreamingContext:
             raise ValueError(f"concurrentJobs must be a positive int, got {concurrentJobs!r}; pass e.g. 2")
         self._concurrent_jobs = concurrentJobs
         self._exclusive = exclusive
+        if queryName is not None and (not isinstance(queryName, str) or not queryName.strip()):
+            raise ValueError(f"queryName must be a non-empty string, got {queryName!r}")
+        self._query_name = queryName
+        if stopOnFailure is not None and not isinstance(stopOnFailure, bool):
+            raise TypeError(f"stopOnFailure must be a bool, got {stopOnFailure!r}")
+        self._stop_on_failure = stopOnFailure
+        self._progress_options: dict[str, object] = {}  # given to checkpoint() or getOrCreate()
         self._is_exclusive = False  # decided at start
         self._context_id = next(_ids)
         self._spark = SparkBinding(sparkContext, f"aiodstream-{self._context_id}")
@@ -155,6 +189,7 @@ class StreamingContext:
         self._recovering = False  # created by getOrCreate: resume from the checkpoint's logs
         self._runtime: StreamingRuntime | None = None
         self._pending_listeners: list[tuple[object, str | None]] = []
+        self._listener_adapters: dict[int, tuple[object, object]] = {}  # id(given) -> (given, what the bus has)
         self._closed_before_start = False
         self._stopped_unstarted = threading.Event()
         self._portal_cm: ContextManager[anyio.from_thread.BlockingPortal] | None = None
@@ -200,15 +235,34 @@ class StreamingContext:
             graceful = settings.get("spark.streaming.gracefulStopTimeout")
             timeout = None if graceful is None else Duration(
                 time_string_as(graceful, "ms", "spark.streaming.gracefulStopTimeout"))
+            stop_on_failure = self._stop_on_failure
+            if stop_on_failure is None:
+                stop_on_failure = (settings.get("spark.streaming.stopOnFailure", "false") or "false").strip().lower() == "true"
             self._runtime = StreamingRuntime(
                 self._graph, self._batch_duration, clock=self._clock, concurrent_jobs=concurrent,
-                graceful_stop_timeout=timeout, listener_overflow=self._overflow, name=f"StreamingContext-{self._context_id}",
-                checkpoint_location=self._log_dir,
+                graceful_stop_timeout=timeout, listener_overflow=self._overflow, name=self._query_name,
+                checkpoint_location=self._log_dir, track_progress=True, options=self._options(),
+                stop_on_failure=stop_on_failure,
             )
+            self._runtime.handle = self
             for listener, name in self._pending_listeners:
                 self._runtime.add_listener(listener, name=name)
             self._pending_listeners.clear()
         return self._runtime
+
+    def _options(self) -> dict[str, object]:
+        """The progress-tracking options: Spark settings, overridden by those given to checkpoint() or getOrCreate()."""
+        settings = self._settings()
+        options: dict[str, object] = {}
+        for key, option in _OPTION_SETTINGS.items():
+            setting = settings.get(key)
+            if setting is not None:
+                options[option] = setting
+        lowered = {k.lower(): k for k in options}
+        for option, value in self._progress_options.items():
+            options.pop(lowered.get(option.lower(), option), None)
+            options[option] = value
+        return options
 
     def _join_cancellations(self) -> None:
         """Wait until the Spark job cancellations of an immediate stop were delivered (blocking)."""
@@ -260,7 +314,7 @@ class StreamingContext:
 
     @classmethod
     def getOrCreate(cls, checkpointPath: str, setupFunc: Callable[[], StreamingContext], *,  # noqa: N803
-                    restoreGraph: bool = True) -> StreamingContext:  # noqa: N803
+                    restoreGraph: bool = True, options: Mapping[str, object] | None = None) -> StreamingContext:  # noqa: N803
         """A context rebuilt from the DStream graph saved in ``checkpointPath``, else ``setupFunc()`` with that checkpoint.
 
         As in Spark, ``setupFunc`` is called only when the checkpoint holds no graph: the graph a
@@ -281,6 +335,8 @@ class StreamingContext:
                 that a new version of the program resumes the old one's input logs and state (an
                 aiodstream extension: Spark cannot resume a checkpoint with changed code). The
                 new program must build the same inputs and stateful streams, in the same order.
+            options: progress-tracking options, as for :meth:`checkpoint` (async progress
+                tracking, for instance).
 
         Raises:
             TypeError: ``setupFunc`` is not callable or does not return a StreamingContext.
@@ -291,11 +347,11 @@ class StreamingContext:
         local = _local_path(checkpointPath)
         recipe = None if local is None or not restoreGraph else load_recipe(local)
         if recipe is not None:
-            return cls._restore(checkpointPath, recipe)
+            return cls._restore(checkpointPath, recipe, options)
         ssc = setupFunc()
         if not isinstance(ssc, StreamingContext):
             raise TypeError(f"setupFunc should return a StreamingContext, got {type(ssc).__name__}")
-        ssc.checkpoint(checkpointPath)
+        ssc.checkpoint(checkpointPath, options=options)
         if ssc._log_dir is None:
             raise ValueError(
                 f"cannot resume from {checkpointPath!r}: recovery logs need a local directory (a path or a file: URI); "
@@ -305,7 +361,7 @@ class StreamingContext:
         return ssc
 
     @classmethod
-    def _restore(cls, checkpoint_path: str, recipe: SavedRecipe) -> StreamingContext:
+    def _restore(cls, checkpoint_path: str, recipe: SavedRecipe, options: Mapping[str, object] | None) -> StreamingContext:
         """The context a saved graph describes, on the active SparkContext or a new one with the saved settings."""
         from pyspark import SparkConf, SparkContext
 
@@ -314,7 +370,7 @@ class StreamingContext:
             sc = SparkContext.getOrCreate(SparkConf(loadDefaults=False).setAll(list(recipe.spark_conf)))
         ssc = cls(sc, Duration(recipe.batch_ms), concurrentJobs=recipe.concurrent_jobs)
         recipe.replay(ssc, StreamNode)
-        ssc.checkpoint(checkpoint_path)
+        ssc.checkpoint(checkpoint_path, options=options)
         ssc._recovering = True
         ssc._log.info("StreamingContext rebuilt from the checkpoint", checkpoint=checkpoint_path, calls=len(recipe.calls))
         return ssc
@@ -529,7 +585,7 @@ class StreamingContext:
         """Keep each stream's RDDs for at least ``duration`` seconds."""
         self._graph.remember(seconds_to_duration(duration, "remember duration"))
 
-    def checkpoint(self, directory: str | None) -> None:
+    def checkpoint(self, directory: str | None, *, options: Mapping[str, object] | None = None) -> None:
         """Set the checkpoint directory; ``None`` disables checkpointing.
 
         RDD checkpoints of stateful streams go there, and so do the recovery logs that
@@ -538,8 +594,15 @@ class StreamingContext:
         without :meth:`getOrCreate` starts afresh, as in Spark: it moves a previous run's logs
         to ``superseded-<time>-<id>/`` in the directory instead of resuming from them.
 
+        ``options`` are Spark's progress-tracking writer options (an aiodstream extension):
+        ``asyncProgressTrackingEnabled``, ``asyncProgressTrackingCheckpointIntervalMs`` (also
+        as the settings ``spark.streaming.<option>``), ``spark.sql.streaming.minBatchesToRetain``,
+        ``spark.sql.streaming.numRecentProgressUpdates``,
+        ``spark.sql.streaming.noDataProgressEventInterval``.
+
         Raises:
             StreamingStateError: the context was already started.
+            InvalidPipelineError: an unknown or malformed option.
         """
         if self._state is not StreamingContextState.INITIALIZED:
             raise StreamingStateError("the checkpoint directory can only be set before the StreamingContext is started")
@@ -552,9 +615,12 @@ class StreamingContext:
         if directory is not None and self._log_dir is None:
             self._log.warning("the checkpoint directory is not local: RDD checkpoints go there, but the recovery logs "
                               "(offsets, commits, input logs, state) are not written", directory=directory)
+        if options is not None:
+            ProgressTrackingOptions.from_options(options)  # refused here, with the call that gave them
+            self._progress_options = dict(options)
         self._graph.set_checkpoint_dir(self._log_dir)
         if self._runtime is not None:
-            self._runtime.set_checkpoint_location(self._log_dir)
+            self._runtime.set_checkpoint_location(self._log_dir, options=self._options())
 
     def _before_start(self) -> None:
         """What a start does before the runtime starts (py4j calls, file I/O): Spark's checkpoint
@@ -629,14 +695,147 @@ class StreamingContext:
                           "StreamingContext.getOrCreate to resume from them)", moved_to=str(target))
 
     def addStreamingListener(self, streamingListener: object) -> None:  # noqa: N803
-        """Register a listener: a pyspark-style ``StreamingListener`` or an aiodstream listener."""
-        listener, name = streamingListener, None
-        if is_pyspark_style(streamingListener):
-            listener, name = PySparkListenerAdapter(streamingListener), type(streamingListener).__qualname__
+        """Register a listener: a pyspark ``StreamingListener`` or ``StreamingQueryListener``, or an aiodstream listener.
+
+        A ``StreamingQueryListener`` hears this context's query events (started, progress,
+        idle, terminated) as pyspark's event objects; to hear every query's, add it to
+        :data:`streaming.streams` instead.
+        """
+        listener, name = adapt_listener(streamingListener)
         if self._runtime is None:
             self._pending_listeners.append((listener, name))
         else:
             self._runtime.add_listener(listener, name=name)
+        self._listener_adapters[id(streamingListener)] = (streamingListener, listener)
+
+    def removeStreamingListener(self, streamingListener: object) -> None:  # noqa: N803
+        """Unregister a listener added with :meth:`addStreamingListener`.
+
+        Raises:
+            ValueError: the listener was not added.
+        """
+        entry = self._listener_adapters.pop(id(streamingListener), None)
+        if entry is None:
+            raise ValueError(f"listener {streamingListener!r} is not registered")
+        listener = entry[1]
+        pending = [entry for entry in self._pending_listeners if entry[0] is listener]
+        if pending:
+            self._pending_listeners.remove(pending[0])
+        elif self._runtime is not None:
+            self._runtime.remove_listener(listener)
+
+    # -- the query (pyspark's StreamingQuery) --
+
+    @property
+    def streams(self) -> StreamingQueryManager:
+        """The process's query manager (pyspark's ``spark.streams``)."""
+        return streams
+
+    def _tracker_or_none(self) -> MicroBatchTracker | None:
+        runtime = self._runtime
+        return None if runtime is None else runtime.tracker
+
+    @property
+    def id(self) -> str | None:
+        """The query id (pyspark's ``StreamingQuery.id``): kept across restarts on the same checkpoint; ``None`` before start."""
+        tracker = self._tracker_or_none()
+        return None if tracker is None or tracker.query_id is None else str(tracker.query_id)
+
+    @property
+    def runId(self) -> str | None:
+        """This run's id, new at every start; ``None`` before start."""
+        tracker = self._tracker_or_none()
+        return None if tracker is None or tracker.query_id is None else str(tracker.run_id)
+
+    @property
+    def name(self) -> str | None:
+        """The query name (``queryName``), or ``None``."""
+        return self._query_name
+
+    @property
+    def isActive(self) -> bool:
+        """Whether the context was started and has not stopped."""
+        return self._state is StreamingContextState.ACTIVE
+
+    @property
+    def status(self) -> dict[str, Any]:
+        """What the query is doing now, as pyspark's ``status`` dict (``message``, ``isDataAvailable``, ``isTriggerActive``)."""
+        tracker = self._tracker_or_none()
+        if tracker is None:
+            message = "Stopped" if self._state is StreamingContextState.STOPPED else "Initializing StreamExecution"
+            return {"message": message, "isDataAvailable": False, "isTriggerActive": False}
+        return tracker.status.json_value()
+
+    @property
+    def lastProgress(self) -> Any:
+        """The newest progress report as pyspark's ``StreamingQueryProgress`` (a dict), or ``None``."""
+        tracker = self._tracker_or_none()
+        last = None if tracker is None else tracker.last_progress
+        return None if last is None else _pyspark_progress(last)
+
+    @property
+    def recentProgress(self) -> list[Any]:
+        """The recent progress reports, oldest first, as pyspark's ``StreamingQueryProgress`` objects."""
+        tracker = self._tracker_or_none()
+        return [] if tracker is None else [_pyspark_progress(p) for p in tracker.recent_progress]
+
+    def processAllAvailable(self) -> None:
+        """Block until everything available when called has been processed (pyspark's ``processAllAvailable``).
+
+        Returns once a batch planned after the call found no new input and every earlier batch
+        finished; with input arriving continuously it may never return. For tests.
+
+        Raises:
+            StreamingQueryException: the query terminated with a failure (stop on failure).
+            JobFailedError: a batch failed (the DStream semantics).
+            StreamingStateError: called from a listener callback, or inside ``async with`` (use
+                :meth:`process_all_available_async`).
+        """
+        if self._env.async_mode:
+            raise StreamingStateError("this context was entered with 'async with': use 'await ssc.process_all_available_async()'")
+        if self._loop_thread is not None and threading.get_ident() == self._loop_thread:
+            raise StreamingStateError("Cannot wait for a query state from the same thread that is running the query")
+        portal, runtime = self._portal, self._runtime
+        if runtime is None or runtime.state is not StreamingContextState.ACTIVE or portal is None:
+            self._raise_death_cause()
+            return
+        try:
+            portal.call(runtime.process_all_available)
+        except RuntimeError as exc:
+            if "portal is not running" not in str(exc):
+                raise
+            self._raise_death_cause()
+
+    async def process_all_available_async(self) -> None:
+        """:meth:`processAllAvailable` without blocking the event loop, inside ``async with``."""
+        runtime = self._runtime
+        if runtime is None or runtime.state is not StreamingContextState.ACTIVE:
+            self._raise_death_cause()
+            return
+        await runtime.process_all_available()
+
+    def _raise_death_cause(self) -> None:
+        error = self.exception()
+        if error is not None:
+            raise error.with_traceback(None)
+
+    def exception(self) -> StreamingQueryException | None:
+        """The failure that terminated the query (a ``StreamingQueryException``), or ``None``.
+
+        The exception is also an instance of pyspark's ``pyspark.errors.StreamingQueryException``
+        (with ``getCondition() == "STREAM_FAILED"``). Under the DStream semantics (the default)
+        a failed batch does not terminate the query, so this stays ``None``; the failure is
+        raised by :meth:`awaitTermination`.
+        """
+        runtime = self._runtime
+        error = None if runtime is None else runtime.exception()
+        if not isinstance(error, StreamingQueryException):
+            return None
+        return as_pyspark_exception(error)
+
+    def explain(self, extended: bool = False) -> None:
+        """Print each output operation's DStream lineage down to its input streams (pyspark's ``explain``)."""
+        print(self._graph.explain(extended=extended))
 
     # -- inputs and combinators --
 

@@ -1,12 +1,14 @@
-"""pyspark-style listeners on aiodstream's bus (pyspark's ``StreamingListener`` and the Java info views).
+"""pyspark-style listeners on aiodstream's bus: pyspark's ``StreamingListener`` and ``StreamingQueryListener``.
 
 A pyspark ``StreamingListener`` receives Java-side views: ``batchCompleted.batchInfo()`` with
 getters such as ``schedulingDelay()`` that return -1 when a value is unknown. These classes give
-a migrated listener the same surface.
+a migrated listener the same surface. A ``StreamingQueryListener`` (pyspark.sql.streaming)
+receives pyspark's own event objects, built from the events' JSON as pyspark builds them.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 from listeners import (
@@ -18,6 +20,10 @@ from listeners import (
     OutputOperationCompleted,
     OutputOperationInfo,
     OutputOperationStarted,
+    QueryIdle,
+    QueryProgress,
+    QueryStarted,
+    QueryTerminated,
     ReceiverError,
     ReceiverInfo,
     ReceiverStarted,
@@ -28,7 +34,16 @@ from listeners import (
 from listeners import StreamingListener as BusListener
 from scheduler import Duration, StreamInputInfo, Time
 
-__all__ = ["PySparkListenerAdapter", "StreamingListener", "is_pyspark_style"]
+__all__ = [
+    "PySparkListenerAdapter",
+    "PySparkQueryListenerAdapter",
+    "StreamingListener",
+    "adapt_listener",
+    "is_pyspark_query_listener",
+    "is_pyspark_style",
+]
+
+_QUERY_CALLBACKS = ("onQueryStarted", "onQueryProgress", "onQueryIdle", "onQueryTerminated")
 
 _CAMEL = {
     StreamingStarted: "onStreamingStarted",
@@ -265,3 +280,72 @@ def _inherited_no_op(listener: object, name: str) -> bool:
         pass
     own = getattr(type(listener), name, None)
     return any(own is getattr(base, name, None) for base in bases)
+
+
+def is_pyspark_query_listener(listener: object) -> bool:
+    """Whether ``listener`` is a pyspark ``StreamingQueryListener`` (or speaks its four callbacks)."""
+    return all(callable(getattr(listener, name, None)) for name in ("onQueryStarted", "onQueryProgress", "onQueryTerminated"))
+
+
+class PySparkQueryListenerAdapter(BusListener):
+    """Lets a pyspark ``StreamingQueryListener`` receive query events as pyspark's own event objects.
+
+    ``QueryStartedEvent``, ``QueryProgressEvent`` (whose ``progress`` is pyspark's
+    ``StreamingQueryProgress``, a dict), ``QueryIdleEvent`` and ``QueryTerminatedEvent`` are
+    built with pyspark's ``fromJson`` from the JSON Spark would send; the callbacks run on the
+    listener's own worker thread, as pyspark's run on the listener bus thread.
+    """
+
+    def __init__(self, listener: object) -> None:
+        """Wrap ``listener``."""
+        self.listener = listener
+
+    def on_query_started(self, event: QueryStarted) -> None:
+        """pyspark's ``onQueryStarted``."""
+        from pyspark.sql.streaming.listener import QueryStartedEvent
+
+        self.listener.onQueryStarted(QueryStartedEvent.fromJson(  # type: ignore[attr-defined]
+            {"id": str(event.id), "runId": str(event.run_id), "name": event.name, "timestamp": event.timestamp}))
+
+    def on_query_progress(self, event: QueryProgress) -> None:
+        """pyspark's ``onQueryProgress``."""
+        from pyspark.sql.streaming.listener import QueryProgressEvent
+
+        self.listener.onQueryProgress(QueryProgressEvent.fromJson(  # type: ignore[attr-defined]
+            {"progress": json.loads(event.progress.json())}))
+
+    def on_query_idle(self, event: QueryIdle) -> None:
+        """pyspark's ``onQueryIdle`` (a no-op unless the listener overrides it)."""
+        from pyspark.sql.streaming.listener import QueryIdleEvent
+
+        callback = getattr(self.listener, "onQueryIdle", None)
+        if callable(callback):
+            callback(QueryIdleEvent.fromJson({"id": str(event.id), "runId": str(event.run_id), "timestamp": event.timestamp}))
+
+    def on_query_terminated(self, event: QueryTerminated) -> None:
+        """pyspark's ``onQueryTerminated``."""
+        from pyspark.sql.streaming.listener import QueryTerminatedEvent
+
+        self.listener.onQueryTerminated(QueryTerminatedEvent.fromJson(  # type: ignore[attr-defined]
+            {"id": str(event.id), "runId": str(event.run_id), "exception": event.exception,
+             "errorClassOnException": event.error_class_on_exception}))
+
+    def __repr__(self) -> str:
+        return f"<PySparkQueryListenerAdapter {self.listener!r}>"
+
+
+def adapt_listener(listener: object) -> tuple[object, str | None]:
+    """What the bus registers for ``listener``, and its name: pyspark-style listeners are wrapped.
+
+    A listener may speak both of pyspark's listener interfaces; then one adapter per interface
+    would be needed, so such a listener is refused.
+    """
+    query_style, dstream_style = is_pyspark_query_listener(listener), is_pyspark_style(listener)
+    if query_style and dstream_style:
+        raise TypeError(f"{type(listener).__name__} implements both StreamingListener and StreamingQueryListener "
+                        "callbacks: register one listener per interface")
+    if query_style:
+        return PySparkQueryListenerAdapter(listener), type(listener).__qualname__
+    if dstream_style:
+        return PySparkListenerAdapter(listener), type(listener).__qualname__
+    return listener, None

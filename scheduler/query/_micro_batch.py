@@ -545,7 +545,9 @@ class MicroBatchTracker:
         elapsed = self._stopwatch() - tick
         batch.critical_ns += elapsed
         self._stats["commit_ns"] += elapsed
-        if self.checkpoint is not None and not self._async and not self._failure:
+        if self.checkpoint is None:
+            await self._graph.commit_offsets(batch.end)  # in memory: nothing is replayed, inputs may let go
+        elif not self._async and not self._failure:
             await self._after_commit(batch)
         end_at = self._clock.now().milliseconds
         batch.durations["commitOffsets"] = end_at - committing_at
@@ -719,6 +721,23 @@ class MicroBatchTracker:
     def sequence(self) -> int:
         """How many batches were planned in this run."""
         return self._sequence
+
+    def fail(self, error: BaseException) -> None:
+        """The query failed (a job of a batch, under stop-on-failure): nothing is planned or committed after this."""
+        if self._failure is None:
+            self._failure = error
+        self._notify()
+
+    def rendered_offsets(self, time: Time) -> tuple[str, str] | None:
+        """Batch ``time``'s start and end offsets as Spark renders an offset seq (``[o1, o2, -]``), if it is planned."""
+        batch = self._planned.get(time)
+        if batch is None:
+            return None
+
+        def render(offsets: Sequence[Offset]) -> str:
+            return "[" + ", ".join("-" if o is None else o for o in offsets) + "]"
+
+        return render(batch.start), render(batch.end)
 
     @property
     def failure(self) -> BaseException | None:

@@ -11,7 +11,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence, cast, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, cast, runtime_checkable
 
 import anyio
 import anyio.abc
@@ -48,6 +48,9 @@ class GraphStream(Protocol):
 
     @property
     def _parents(self) -> Sequence[GraphStream]: ...
+
+    @property
+    def _slide(self) -> Duration: ...
 
     @property
     def _must_checkpoint(self) -> bool: ...
@@ -94,7 +97,16 @@ class InputStream(GraphStream, Protocol):
         ...
 
     def attach_log(self, directory: Path | None) -> None:
-        """Keep the input's log in ``directory``; before start."""
+        """Keep the input's log in ``directory`` (``None``: in memory only); before start."""
+        ...
+
+    def take_counted_rows(self, time: Time) -> int | None:
+        """Rows batch ``time`` read, for inputs counted while the batch runs (else ``None``)."""
+        ...
+
+    @property
+    def writes_blocks(self) -> bool:
+        """Whether a block writer must run beside the receiver (a receiver with a write-ahead log)."""
         ...
 
     def open_log(self) -> None:
@@ -289,6 +301,45 @@ class DStreamGraph:
                 jobs.append(job)
         return jobs
 
+    def counted_input_rows(self, time: Time) -> Mapping[int, int]:
+        """Rows batch ``time``'s jobs read from the inputs that count while running (files, queued RDDs)."""
+        counted: dict[int, int] = {}
+        for inp in self.input_streams:
+            rows = inp.take_counted_rows(time)
+            if rows is not None:
+                counted[inp.id] = rows
+        return counted
+
+    def explain(self, *, extended: bool = False) -> str:
+        """Each output operation's lineage, down to its input streams (what ``StreamingContext.explain`` prints).
+
+        ``extended`` adds each stream's storage level, checkpoint interval and remember duration.
+        """
+        if not self.output_streams:
+            return "No output operations: nothing runs."
+        lines: list[str] = []
+        for index, output in enumerate(self.output_streams):
+            name = getattr(output, "_name", type(output).__name__)
+            lines.append(f"== Output operation {index}: {name} ==")
+            self._explain_node(output, "", "", extended, lines)
+        return "\n".join(lines)
+
+    def _explain_node(self, stream: GraphStream, first: str, rest: str, extended: bool, lines: list[str]) -> None:
+        description = type(stream).__name__.replace("ForEachNode", "ForEachDStream")
+        if stream in self.input_streams:
+            description += f" {getattr(stream, 'name', '')!r}"
+        description += f" [slide {stream._slide}]"
+        if extended:
+            level = getattr(stream, "_storage_level", None)
+            interval = getattr(stream, "_checkpoint_interval", None)
+            remember = getattr(stream, "_remember_duration", None)
+            description += (f" [storage {level if level is not None else 'none'}"
+                             f" | checkpoint {interval if interval is not None else 'none'}"
+                             f" | remember {remember if remember is not None else 'slide'}]")
+        lines.append(first + description)
+        for parent in stream._parents:
+            self._explain_node(parent, rest + "+- ", rest + "   ", extended, lines)
+
     def clear_metadata(self, time: Time) -> None:
         """Forget RDDs that fell out of every stream's remember window (their unpersisting goes to the generation thread)."""
         for stream in self.output_streams:
@@ -379,6 +430,8 @@ class DStreamGraph:
                 stateful streams, or the log no longer covers the batches a state needs.
         """
         if self.checkpoint_dir is None:
+            for inp in self.input_streams:
+                inp.attach_log(None)  # tracked in memory: offsets and progress, nothing on disk
             return
         for inp in self.input_streams:
             inp.attach_log(self.checkpoint_dir / "sources" / str(inp.id))
@@ -422,7 +475,7 @@ class DStreamGraph:
         async with anyio.create_task_group() as tg:
             for inp in receivers:
                 await tg.start(inp.run_receiver)
-                if inp.replaying:
+                if inp.writes_blocks:
                     tg.start_soon(inp.run_block_writer)
             task_status.started()
             await self._receivers_stop.wait()

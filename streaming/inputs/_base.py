@@ -39,17 +39,29 @@ class InputDStream(DStream):
         # With a checkpoint: the input range of each batch time still remembered.
         self._ranges: TimeOrderedDict[tuple[Offset, Offset]] = TimeOrderedDict()
         self._log_dir: Path | None = None
+        self._tracked = False  # the query tracker assigns each batch its range (with or without a log)
         self._warned_missing = False
 
     # -- replay (with a checkpoint directory) --
 
     @property
     def replaying(self) -> bool:
-        return self._log_dir is not None
+        """Whether batches read the ranges the query tracker assigned (always, once the context runs as a query)."""
+        return self._tracked
 
     def attach_log(self, directory: Path | None) -> None:
-        """Keep this input's log in ``directory`` (``None``: no checkpoint); before start."""
+        """Keep this input's log in ``directory``, or (``None``) its batches' input in memory only; before start.
+
+        Either way each batch then reads the range the query tracker assigned it; without a log
+        nothing survives the process, as without a checkpoint in Spark.
+        """
         self._log_dir = directory
+        self._tracked = True
+
+    @property
+    def writes_blocks(self) -> bool:
+        """Whether a block writer must run beside the receiver (a receiver with a write-ahead log)."""
+        return self.has_receiver and self._log_dir is not None
 
     def _descriptor(self) -> tuple[dict[str, Any], tuple[str, ...]]:
         """What ``stream.json`` records about this input, and which keys must match at a restart."""
@@ -86,6 +98,10 @@ class InputDStream(DStream):
                 "a batch before the restart is no longer in the offsets log; its input counts as empty in windows and state",
                 stream=self.name, batch=time.milliseconds)
         return found
+
+    def take_counted_rows(self, time: Time) -> int | None:
+        """Rows batch ``time`` read from this input, for inputs counted while the batch runs; else ``None``."""
+        return None
 
     async def commit(self, end: Offset) -> None:
         """Every batch up to ``end`` is committed."""

@@ -21,6 +21,7 @@ from ..dstream import StreamEnvironment
 from ..recovery import FileSelection, FileSelectionLog, format_log_offset
 from ..spark import time_string_as
 from ._base import InputDStream
+from ._counting import RowCounter
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext  # only for annotations: pyspark is imported when Spark is first needed
@@ -154,6 +155,7 @@ class FileInputDStream(InputDStream):
         self._file_log: FileSelectionLog | None = None
         self._last_entry = -1
         self._entries: dict[int, FileSelection] = {}
+        self._row_counter = RowCounter()
         self._log = library_logger("aiodstream.streaming", component="FileInputDStream", stream=self.id,
                                                                      directory=self.directory)
 
@@ -197,7 +199,12 @@ class FileInputDStream(InputDStream):
         if not paths:
             return sc.emptyRDD()
         rdds = [self._read_file(sc, p) for p in paths]
-        return rdds[0] if len(rdds) == 1 else sc.union(rdds)
+        rdd = rdds[0] if len(rdds) == 1 else sc.union(rdds)
+        return self._row_counter.wrap(sc, rdd, time.milliseconds)  # rows counted as the batch reads them
+
+    def take_counted_rows(self, time: Time) -> int | None:
+        """The rows batch ``time`` read from its files, once its jobs ended."""
+        return self._row_counter.take(time.milliseconds)
 
     def _warn_empty(self, entries: list[FileEntry]) -> None:
         for e in entries:
@@ -234,10 +241,9 @@ class FileInputDStream(InputDStream):
     def _plan_sync(self, time: Time) -> Offset:
         new = self._find_new_files(time)
         if new:
-            assert self._file_log is not None
             entry = self._last_entry + 1
             files = FileSelection((e.path, e.mod_time_ms) for e in new)
-            if not self._file_log.add(entry, files):
+            if self._file_log is not None and not self._file_log.add(entry, files):
                 raise CheckpointError(
                     f"cannot write {self._file_log.path_of(entry)}: it already exists, so another context is reading into "
                     "the same checkpoint directory; run one context per checkpoint directory at a time",
@@ -255,6 +261,8 @@ class FileInputDStream(InputDStream):
         paths: list[str] = []
         for entry in self._logged_entry_ids(time):
             files = self._entries.get(entry)
+            if files is None and self._file_log is None:
+                continue  # in memory only: a range no remembered batch covers any more
             if files is None:
                 assert self._file_log is not None
                 files = self._file_log.get(entry)
@@ -272,14 +280,13 @@ class FileInputDStream(InputDStream):
     async def commit(self, end: Offset) -> None:
         # Entries before every remembered batch's range are needed neither to replay a batch
         # nor to rebuild a window; their files stay in the seen set, so none is taken twice.
-        if self._file_log is None:
-            return
         below = self._first_entry_needed(end)
         stale = [e for e in self._entries if e < below]
         if stale:
             for entry in stale:
                 del self._entries[entry]
-            await anyio.to_thread.run_sync(self._file_log.purge, below)
+            if self._file_log is not None:
+                await anyio.to_thread.run_sync(self._file_log.purge, below)
 
     def _clear_metadata(self, time: Time) -> None:
         super()._clear_metadata(time)

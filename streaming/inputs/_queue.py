@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from scheduler import Offset, ReplayError, Time
+from scheduler import Offset, ReplayError, StreamInputInfo, Time
 
 from ..dstream import StreamEnvironment
 from ._base import InputDStream
+from ._counting import RowCounter
 
 if TYPE_CHECKING:
     from pyspark import RDD  # only for annotations: pyspark is imported when Spark is first needed
@@ -33,7 +34,9 @@ class QueueInputDStream(InputDStream):
         """Queue ``rdds`` for the batches to come: RDDs, or lists (parallelized by the batch that takes them)."""
         super().__init__(env)
         self._items: list[Any] = list(rdds)
-        self._taken = 0  # without a checkpoint: how many items batches took so far
+        self._taken = 0  # untracked (a bare graph without a query tracker): how many items batches took so far
+        self._freed = 0  # items before this index were released
+        self._row_counter = RowCounter()
         self._one_at_a_time = one_at_a_time
         self._default = default
 
@@ -52,6 +55,18 @@ class QueueInputDStream(InputDStream):
         end = self._next_end(begin)
         return start if end <= begin else str(end)
 
+    def take_counted_rows(self, time: Time) -> int | None:
+        """The rows batch ``time`` read from queued RDDs, once its jobs ended (lists are counted when taken)."""
+        return self._row_counter.take(time.milliseconds)
+
+    async def commit(self, end: Offset) -> None:
+        # Queued items before every remembered batch's range are never read again: let their
+        # RDDs go, as Spark's queue does.
+        below = min((self._position(start) for start, _ in self._ranges.values()), default=self._position(end))
+        for i in range(self._freed, min(below, len(self._items))):
+            self._items[i] = None
+        self._freed = max(self._freed, below)
+
     def _compute(self, time: Time) -> RDD[Any] | None:
         if self.replaying:
             found = self._range_of(time)
@@ -68,11 +83,20 @@ class QueueInputDStream(InputDStream):
             taken = self._items[begin:end]
             # Nothing will read them again: let their RDDs go, as Spark's queue does.
             self._items[begin:end] = [None] * len(taken)
+        tracker = self._env.graph.input_infos
         if taken:
             # The SparkContext only when Spark work is needed: a queue of RDDs hands them out as they are.
             rdds: list[RDD[Any]] = [self._env.spark_context.parallelize(item) if isinstance(item, list) else item
                                     for item in taken]
-            return rdds[0] if len(rdds) == 1 else self._env.spark_context.union(rdds)
+            rdd = rdds[0] if len(rdds) == 1 else self._env.spark_context.union(rdds)
+            if all(isinstance(item, list) for item in taken):
+                if tracker is not None:
+                    tracker.report_info(time, StreamInputInfo(self.id, sum(len(item) for item in taken)))
+                return rdd
+            # Queued RDDs: their rows are counted as the batch reads them.
+            return self._row_counter.wrap(self._env.spark_context, rdd, time.milliseconds)
+        if tracker is not None:
+            tracker.report_info(time, StreamInputInfo(self.id, 0))  # the default is not new input
         sc = self._env.spark_context
         if self._default is None:
             # One empty single-partition RDD for every empty batch, made once as Spark does: a

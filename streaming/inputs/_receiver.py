@@ -352,13 +352,13 @@ class ReceiverInputDStream(InputDStream):
             records = self._unwritten + self._buffer.take_all()
             if not records:
                 return
-            assert self._block_log is not None
             entry = self._last_entry + 1
-            try:
-                await anyio.to_thread.run_sync(self._block_log.write, entry, records)
-            except BaseException:
-                self._unwritten = records
-                raise
+            if self._block_log is not None:  # without a checkpoint the block stays in memory only
+                try:
+                    await anyio.to_thread.run_sync(self._block_log.write, entry, records)
+                except BaseException:
+                    self._unwritten = records
+                    raise
             self._unwritten = []
             self._blocks[entry] = records
             self._last_entry = entry
@@ -378,6 +378,8 @@ class ReceiverInputDStream(InputDStream):
         records: list[Any] = []
         for entry in self._logged_entry_ids(time):
             block = self._blocks.get(entry)
+            if block is None and self._block_log is None:
+                continue  # in memory only: a range no remembered batch covers any more
             if block is None:
                 assert self._block_log is not None
                 block = self._blocks[entry] = self._block_log.read(entry)
@@ -387,15 +389,14 @@ class ReceiverInputDStream(InputDStream):
     async def commit(self, end: Offset) -> None:
         # Blocks before every remembered batch's range are needed neither to replay a batch nor
         # to rebuild a window (Spark cleans its WAL at the same point).
-        if self._block_log is None:
-            return
         below = self._first_entry_needed(end)
         if below <= self._purged_below:
             return
         for entry in [e for e in self._blocks if e < below]:
             del self._blocks[entry]
         self._purged_below = below
-        await anyio.to_thread.run_sync(self._block_log.purge, below)
+        if self._block_log is not None:
+            await anyio.to_thread.run_sync(self._block_log.purge, below)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} [{self._buffer!r} | {len(self._allocated)} batches allocated]>"

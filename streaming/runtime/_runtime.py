@@ -21,6 +21,8 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 import anyio
 import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
@@ -50,6 +52,7 @@ from scheduler import (
     ProgressTrackingOptions,
     ReplayableGraph,
     RunPlan,
+    StreamingQueryException,
     StreamingQueryProgress,
     StreamingQueryStatus,
     StreamingStateError,
@@ -60,6 +63,8 @@ from scheduler import (
     library_logger,
     run_with_timeout,
 )
+
+from ._manager import query_registry
 
 __all__ = ["StreamingContextState", "StreamingRuntime"]
 
@@ -118,7 +123,8 @@ class StreamingRuntime:
         * batches are generated for every grid time ``first + k * batch_duration``, never skipped;
         * at most ``concurrent_jobs`` jobs run at once; jobs start in submission order;
         * batch hooks see completed batches in batch-time order;
-        * a failed job never stops the runtime: it is raised by every later ``await_termination``;
+        * a failed job never stops the runtime (unless ``stop_on_failure``): it is raised by
+          every later ``await_termination``;
         * every event posted to the listener bus is delivered before ``stop`` returns.
     """
 
@@ -139,6 +145,7 @@ class StreamingRuntime:
         trigger: Trigger = Trigger.PROCESSING_TIME,
         options: Mapping[str, object] | None = None,
         track_progress: bool = False,
+        stop_on_failure: bool | None = None,
     ) -> None:
         """Configure a runtime; nothing runs until :meth:`start`.
 
@@ -167,6 +174,12 @@ class StreamingRuntime:
                 ``spark.sql.streaming.numRecentProgressUpdates``,
                 ``spark.sql.streaming.noDataProgressEventInterval``.
             track_progress: plan offsets and report progress without a checkpoint.
+            stop_on_failure: what a failed job or batch does. ``True`` (Structured
+                Streaming's semantics; the default with a checkpoint location): the query
+                terminates, its batch stays uncommitted, ``await_termination`` raises a
+                :class:`~scheduler.StreamingQueryException` and ``QueryTerminated`` carries it.
+                ``False`` (the DStream semantics; the default otherwise): the failure is
+                reported and later batches go on.
 
         Query tracking (any of the last four) needs a :class:`~scheduler.ReplayableGraph`
         whose every input is replayable, such as a :class:`Pipeline` of replayable sources.
@@ -203,7 +216,12 @@ class StreamingRuntime:
         self._hooks = tuple(hooks)
         self._options = options
         self._track_progress = track_progress
+        self._stop_on_failure_option = stop_on_failure
         self._driver_scope: anyio.CancelScope | None = None
+        self.handle: object = self
+        """What the query manager hands out for this query (a StreamingContext sets itself)."""
+        self._loop_token: anyio.lowlevel.EventLoopToken | None = None
+        self._loop_thread: int | None = None
         self._registered = False
         self._configure(checkpoint_location)
         self._state = StreamingContextState.INITIALIZED
@@ -241,6 +259,10 @@ class StreamingRuntime:
                 stopwatch=_time.perf_counter_ns if isinstance(self.clock, SystemClock) else None,
             )
         self.checkpoint_location = checkpoint_location
+        option = self._stop_on_failure_option
+        self.stop_on_failure = (checkpoint_location is not None) if option is None else bool(option)
+        if self.stop_on_failure and self.tracker is None:
+            raise InvalidPipelineError("stop_on_failure needs a query: pass checkpoint_location= or track_progress=True")
         bind = getattr(graph, "bind_checkpoint", None)
         if callable(bind):  # a Pipeline keeps its stateful operators' stores under the checkpoint
             bind(checkpoint_location, self.batch_duration)
@@ -255,15 +277,18 @@ class StreamingRuntime:
             planner=self.tracker,
         )
 
-    def set_checkpoint_location(self, checkpoint_location: str | os.PathLike[str] | None) -> None:
-        """Set (or, with ``None``, clear) the checkpoint directory; only before :meth:`start`.
+    def set_checkpoint_location(self, checkpoint_location: str | os.PathLike[str] | None, *,
+                                options: Mapping[str, object] | None = None) -> None:
+        """Set (or, with ``None``, clear) the checkpoint directory, and the progress options if given; only before :meth:`start`.
 
         Raises:
             StreamingStateError: the runtime was already started.
-            InvalidPipelineError: the graph is not replayable.
+            InvalidPipelineError: the graph is not replayable, or a bad option.
         """
         if self._state is not StreamingContextState.INITIALIZED:
             raise StreamingStateError(f"the checkpoint location can only be set before start; the runtime is {self._state.value}")
+        if options is not None:
+            self._options = options
         self._configure(checkpoint_location)
 
     # -- state --
@@ -274,17 +299,31 @@ class StreamingRuntime:
         return self._state
 
     def add_listener(self, listener: object, *, name: str | None = None, on_loop: bool | None = None) -> None:
-        """Register a listener; allowed before and after start.
+        """Register a listener; allowed before and after start, from any thread.
 
         Plain ``def`` callbacks run on a worker thread of the listener's own unless ``on_loop``
         (or the listener's ``run_on_loop`` attribute) says they are quick enough for the event
         loop: see :class:`listeners.StreamingListenerBus`.
         """
-        self.listener_bus.add_listener(listener, name=name, on_loop=on_loop)
+        self._on_loop(lambda: self.listener_bus.add_listener(listener, name=name, on_loop=on_loop))
 
     def remove_listener(self, listener: object) -> None:
-        """Unregister a listener."""
-        self.listener_bus.remove_listener(listener)
+        """Unregister a listener (from any thread)."""
+        self._on_loop(lambda: self.listener_bus.remove_listener(listener))
+
+    def _on_loop(self, action: Callable[[], None]) -> None:
+        # The bus belongs to the runtime's event loop: a call from another thread (a pyspark
+        # program's main thread, the query manager) is handed to that loop while it runs.
+        token = self._loop_token
+        if token is None or threading.get_ident() == self._loop_thread or self._state is StreamingContextState.STOPPED:
+            action()
+            return
+        try:
+            anyio.from_thread.run_sync(action, token=token)
+        except RuntimeError as exc:
+            if "event loop" not in str(exc).lower() and "not running" not in str(exc).lower():
+                raise
+            action()  # the loop has ended meanwhile
 
     # -- home: the task group everything runs in --
 
@@ -294,6 +333,8 @@ class StreamingRuntime:
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
+        self._loop_token = anyio.lowlevel.current_token()
+        self._loop_thread = threading.get_ident()
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool | None:
@@ -359,6 +400,10 @@ class StreamingRuntime:
         self._scheduler_done = anyio.Event()
         tracker = self.tracker
         plan: RunPlan | None = None
+        if tracker is not None:  # a query: the manager's listeners hear it from its start
+            for listener, name in query_registry.listeners():
+                if listener not in self.listener_bus.listeners:
+                    self.listener_bus.add_listener(listener, name=name)
         try:
             await tg.start(self._run_bus)
             run: dict[str, Any] = {}
@@ -368,6 +413,8 @@ class StreamingRuntime:
                 self._claim()
                 plan = await tracker.open(self.scheduler.generator.timer.start_time())
                 self._claim_id()
+                assert tracker.query_id is not None
+                query_registry.started(self, tracker.query_id)
                 await tg.start(tracker.run)
                 run = {"start": plan.first_batch, "zero_time": plan.zero_time, "reschedule": plan.reschedule,
                        "timer": self.trigger is Trigger.PROCESSING_TIME}
@@ -375,6 +422,7 @@ class StreamingRuntime:
         except BaseException:
             self._log.error("Error starting the context, marking it as stopped")
             self._state = StreamingContextState.STOPPED
+            query_registry.forget(self)  # a start that failed is not a termination (its error was raised)
             if tracker is not None:
                 with anyio.CancelScope(shield=True):
                     await tracker.close()
@@ -390,6 +438,8 @@ class StreamingRuntime:
             assert tracker.query_id is not None
             await self.listener_bus.post(QueryStarted(tracker.query_id, tracker.run_id, self.name,
                                                       format_timestamp(self.start_time.milliseconds)))
+            # Spark calls onQueryStarted before start() returns.
+            await self.listener_bus.wait_delivered()
             if self.trigger is not Trigger.PROCESSING_TIME:
                 tg.start_soon(self._drive_triggers, plan)
         self._log.info("StreamingContext started", first_batch=self.first_batch_time.milliseconds,
@@ -547,8 +597,12 @@ class StreamingRuntime:
         tracker.set_status("Stopped" if error is None else f"Terminated with exception: {error}")
         self._unregister()
         if tracker.query_id is not None and self._state is StreamingContextState.ACTIVE:
-            text = None if error is None else "".join(traceback.format_exception(type(error), error, error.__traceback__))
-            await self.listener_bus.post(QueryTerminated(tracker.query_id, tracker.run_id, text))
+            # Only a failure that terminated the query is its death cause: in the DStream
+            # semantics a failed job was reported and the query went on.
+            death = error if self.stop_on_failure or error is tracker.failure else None
+            query_registry.terminated(self, death)
+            text = None if death is None else "".join(traceback.format_exception(type(death), death, death.__traceback__))
+            await self.listener_bus.post(QueryTerminated(tracker.query_id, tracker.run_id, text, _error_class_of(death)))
 
     async def wait_until_idle(self) -> None:
         """Wait until every batch due so far is generated, run and finalised, and its events delivered.
@@ -562,8 +616,30 @@ class StreamingRuntime:
     # -- the waiter --
 
     def _notify_error(self, error: JobFailedError) -> None:
+        tracker = self.tracker
+        if self.stop_on_failure and tracker is not None:
+            if isinstance(self._error, StreamingQueryException):
+                return  # the query is already terminating: its first failure is its death cause
+            error = self._death_cause(tracker, error)
+            tracker.fail(error)  # nothing is planned or committed after the failed batch
+            self._error = error
+            if self._tg is not None and self._stop_done is None:
+                self._tg.start_soon(self._stop_after_failure)
+            self._wake_waiters()
+            return
         self._error = error  # the latest error wins, as in Spark's ContextWaiter
         self._wake_waiters()
+
+    def _death_cause(self, tracker: MicroBatchTracker, error: JobFailedError) -> StreamingQueryException:
+        offsets = None if error.batch_time_ms is None else tracker.rendered_offsets(Time(error.batch_time_ms))
+        start, end = offsets if offsets is not None else (None, None)
+        cause = StreamingQueryException(tracker.query_id, tracker.run_id, error, start_offset=start, end_offset=end,
+                                        job_id=error.job_id, batch_time_ms=error.batch_time_ms)
+        return cause
+
+    async def _stop_after_failure(self) -> None:
+        self._log.error("query terminated with exception", error=str(self._error))
+        await self._stop(graceful=False, abandon_after=self.abandon_after)
 
     def _mark_stopped(self) -> None:
         self._stopped = True
@@ -591,22 +667,36 @@ class StreamingRuntime:
 
         ``timeout`` is measured on the runtime's clock. Like Spark's ``awaitTermination``, a
         failure is sticky: once any job or batch generation has failed, every call raises the
-        latest failure, even after a successful stop.
+        latest failure, even after a successful stop. With ``stop_on_failure`` a failure ends the
+        wait only once the query has terminated (Structured Streaming's ``awaitTermination``).
 
         Raises:
-            JobFailedError: a job or a batch generation failed (the original is ``__cause__``).
+            JobFailedError: a job or a batch generation failed (the original is ``__cause__``);
+                with ``stop_on_failure``, the :class:`~scheduler.StreamingQueryException`.
         """
         if timeout is not None and (not isinstance(timeout, Duration) or timeout.milliseconds < 0):
             raise InvalidDurationError(f"timeout must be a non-negative Duration or None, got {timeout!r}")
-        if self._error is None and not self._stopped:
+        if self.stop_on_failure:
+            if not self._stopped:  # a failed query is waited for until it terminated, as in Spark
+                await run_with_timeout(self.clock, timeout, self._wait_stopped)
+        elif self._error is None and not self._stopped:
             await run_with_timeout(self.clock, timeout, self._wait_stopped_or_error)
         if self._error is not None:
             raise self._error.with_traceback(None)
         return self._stopped
 
     def exception(self) -> JobFailedError | None:
-        """The latest job or generation failure, or ``None``."""
+        """The latest job or generation failure, or ``None``.
+
+        With ``stop_on_failure``, the :class:`~scheduler.StreamingQueryException` that
+        terminated the query (Spark's ``exception()``).
+        """
         return self._error
+
+    @property
+    def is_active(self) -> bool:
+        """Whether the runtime was started and has not stopped (Spark's ``isActive``)."""
+        return self._state is StreamingContextState.ACTIVE
 
     # -- the query (with a checkpoint, a trigger or progress tracking) --
 
@@ -676,6 +766,21 @@ class StreamingRuntime:
 
     def __repr__(self) -> str:
         return f"<StreamingRuntime {self.name or ''}[{self._state.value} | batch {self.batch_duration}] {self.scheduler!r}>"
+
+
+def _error_class_of(error: BaseException | None) -> str | None:
+    """Spark's ``errorClassOnException``: the error condition of the original exception, if it has one."""
+    if error is None:
+        return None
+    original = error.__cause__ if isinstance(error, StreamingQueryException) and error.__cause__ is not None else error
+    get_condition = getattr(original, "getCondition", None)
+    if callable(get_condition):
+        try:
+            condition = get_condition()
+        except Exception:  # a py4j-backed exception whose JVM is gone
+            return None
+        return condition if isinstance(condition, str) else None
+    return None
 
 
 async def _first_of(*waits: Callable[[], Awaitable[None]]) -> None:

@@ -69,6 +69,13 @@ STREAMING_SETTINGS = (
     "spark.streaming.backpressure.pid.minRate",
     "spark.streaming.fileStream.minRememberDuration",
     "spark.streaming.minRememberDuration",
+    # Progress tracking: Spark's SQL settings, and the async writer options under our prefix.
+    "spark.sql.streaming.minBatchesToRetain",
+    "spark.sql.streaming.numRecentProgressUpdates",
+    "spark.sql.streaming.noDataProgressEventInterval",
+    "spark.streaming.asyncProgressTrackingEnabled",
+    "spark.streaming.asyncProgressTrackingCheckpointIntervalMs",
+    "spark.streaming.stopOnFailure",
 )
 """The Spark configuration keys the streaming layer reads."""
 

@@ -1,0 +1,141 @@
+"""The process's queries: which are active, which terminated, and the listeners every query gets.
+
+Spark's ``StreamingQueryManager`` keeps these per SparkSession; a Python process here runs its
+queries (runtimes with a query tracker, and the StreamingContexts built on them) on one or more
+event loops, so the registry is process-wide and thread-safe. The pyspark-facing
+``StreamingQueryManager`` (``streaming.streams``) wraps it.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.to_thread
+
+if TYPE_CHECKING:
+    from ._runtime import StreamingRuntime
+
+__all__ = ["QueryRegistry", "query_registry"]
+
+
+class _Unset:
+    """No query terminated since the registry was created or reset."""
+
+
+_UNSET = _Unset()
+
+
+class QueryRegistry:
+    """Active queries by id, the last termination, and listeners added to every query.
+
+    Thread-safe: runtimes start and stop on any thread's event loop.
+    """
+
+    def __init__(self) -> None:
+        """An empty registry."""
+        self._lock = threading.Condition()
+        self._active: dict[uuid.UUID, StreamingRuntime] = {}
+        self._listeners: list[tuple[object, object, str | None]] = []  # (as given, as registered, name)
+        # Spark's lastTerminatedQueryException: unset, None (a clean termination) or the failure.
+        self._last: _Unset | BaseException | None = _UNSET
+        self._terminations = 0
+
+    # -- the runtimes' side --
+
+    def started(self, runtime: StreamingRuntime, query_id: uuid.UUID) -> None:
+        """``runtime`` is active as query ``query_id``."""
+        with self._lock:
+            self._active[query_id] = runtime
+
+    def terminated(self, runtime: StreamingRuntime, error: BaseException | None) -> None:
+        """``runtime`` terminated, with its death cause or ``None``."""
+        with self._lock:
+            for key in [k for k, v in self._active.items() if v is runtime]:
+                del self._active[key]
+            # A later clean termination does not hide an earlier failure (Spark's rule).
+            if error is not None or not isinstance(self._last, BaseException):
+                self._last = error
+            self._terminations += 1
+            self._lock.notify_all()
+
+    def forget(self, runtime: StreamingRuntime) -> None:
+        """``runtime`` failed to start: no longer active, and no termination to report."""
+        with self._lock:
+            for key in [k for k, v in self._active.items() if v is runtime]:
+                del self._active[key]
+
+    def given_listeners(self) -> list[object]:
+        """The listeners added, as given to :meth:`add_listener`."""
+        with self._lock:
+            return [given for given, _, _ in self._listeners]
+
+    def listeners(self) -> list[tuple[object, str | None]]:
+        """The listeners every query starting now gets, as registered on its bus, with their names."""
+        with self._lock:
+            return [(registered, name) for _, registered, name in self._listeners]
+
+    # -- the manager's side --
+
+    def active(self) -> list[StreamingRuntime]:
+        """The active queries' runtimes, in start order."""
+        with self._lock:
+            return list(self._active.values())
+
+    def get(self, query_id: uuid.UUID) -> StreamingRuntime | None:
+        """The active runtime of query ``query_id``, or ``None``."""
+        with self._lock:
+            return self._active.get(query_id)
+
+    def add_listener(self, given: object, registered: object, name: str | None) -> list[StreamingRuntime]:
+        """Add a listener for queries started from now on; returns the active runtimes to add it to as well."""
+        with self._lock:
+            if any(g is given for g, _, _ in self._listeners):
+                raise ValueError(f"listener {given!r} is already added")
+            self._listeners.append((given, registered, name))
+            return list(self._active.values())
+
+    def remove_listener(self, given: object) -> tuple[object, list[StreamingRuntime]] | None:
+        """Remove a listener: what was registered for it, and the active runtimes it is on; ``None`` if unknown."""
+        with self._lock:
+            for i, (g, registered, _) in enumerate(self._listeners):
+                if g is given:
+                    del self._listeners[i]
+                    return registered, list(self._active.values())
+            return None
+
+    def reset_terminated(self) -> None:
+        """Forget past terminations: :meth:`wait_any_termination` waits for a new one."""
+        with self._lock:
+            self._last = _UNSET
+
+    def wait_any_termination(self, timeout: float | None = None, cancelled: threading.Event | None = None) -> bool:
+        """Block until a query terminated since creation or the last reset; True if one did, False on timeout.
+
+        Raises:
+            BaseException: the death cause of the last query that terminated with one.
+        """
+        with self._lock:
+            done = self._lock.wait_for(lambda: not isinstance(self._last, _Unset) or (cancelled is not None and cancelled.is_set()),
+                                       timeout)
+            last = self._last
+        if isinstance(last, BaseException):
+            raise last.with_traceback(None)
+        return bool(done) and not isinstance(last, _Unset)
+
+    async def wait_any_termination_async(self, timeout: float | None = None) -> bool:
+        """:meth:`wait_any_termination` without blocking the event loop (a worker thread waits); cancellable."""
+        cancelled = threading.Event()
+        try:
+            return await anyio.to_thread.run_sync(self.wait_any_termination, timeout, cancelled, abandon_on_cancel=True)
+        finally:
+            if not cancelled.is_set():
+                with self._lock:
+                    cancelled.set()  # wakes the worker thread if the wait was cancelled
+                    self._lock.notify_all()
+
+
+query_registry = QueryRegistry()
+"""The process's registry."""
