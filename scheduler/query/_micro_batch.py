@@ -96,6 +96,7 @@ class _Batch:
     state_operators: tuple[StateOperatorProgress, ...] = ()
     durations: dict[str, int] = attrs.field(factory=dict)
     critical_ns: int = 0
+    planned_at: int = 0  # when the offsets were decided and logged: the batch's generation starts
 
 
 @attrs.frozen
@@ -421,6 +422,7 @@ class MicroBatchTracker:
                            self._sequence, True, True, watermarks, offsets_issued=True)
             self._last_trigger_start = now
             self._last_batch_watermark = recovered.watermark_ms
+            batch.planned_at = now
             self._planned[time] = batch
             self._graph.set_batch_offsets(time, batch.start, batch.end)
             self._graph.set_batch_watermarks(time, watermarks)
@@ -452,7 +454,8 @@ class MicroBatchTracker:
         elapsed = self._stopwatch() - tick
         batch.critical_ns += elapsed
         self._stats["wal_ns"] += elapsed
-        batch.durations["walCommit"] = self._clock.now().milliseconds - planned_at
+        batch.planned_at = self._clock.now().milliseconds
+        batch.durations["walCommit"] = batch.planned_at - planned_at
         self._last_end = end
         self._last_planned = time
         self._planned[time] = batch
@@ -551,6 +554,8 @@ class MicroBatchTracker:
             await self._after_commit(batch)
         end_at = self._clock.now().milliseconds
         batch.durations["commitOffsets"] = end_at - committing_at
+        # Generating the batch's RDDs and jobs (Spark's queryPlanning: planning the batch's query).
+        batch.durations["queryPlanning"] = max(0, job_set.submission_time.milliseconds - batch.planned_at)
         if job_set.processing_start is not None and job_set.processing_end is not None:
             batch.durations["addBatch"] = job_set.processing_end.since(job_set.processing_start).milliseconds
         batch.durations["triggerExecution"] = end_at - batch.trigger_start

@@ -222,7 +222,7 @@ class DStream(StreamNode):
                 if _remove_incomplete_save(rdd.context, path):
                     rdd.saveAsTextFile(path)
 
-        self.foreachRDD(save)
+        ForEachNode(self, save, operation="saveAsTextFiles", supports_async_progress_tracking=False).register()
 
     # -- element-wise transformations --
 

@@ -373,8 +373,9 @@ class DStreamGraph:
         return any(stream._must_checkpoint or getattr(stream, "keeps_state", False) for stream in self._streams())
 
     def async_unsupported_sinks(self) -> Sequence[str]:
-        """Every output operation: they run user functions, which make no at-least-once promise."""
-        return [str(getattr(stream, "_name", type(stream).__name__)) for stream in self.output_streams]
+        """The outputs that do not tolerate at-least-once batches (file outputs; see ``ForEachNode``)."""
+        return [str(getattr(stream, "_name", type(stream).__name__)) for stream in self.output_streams
+                if not getattr(stream, "supports_async_progress_tracking", False)]
 
     async def latest_offsets(self) -> Sequence[Offset]:
         """Where each input ends now (their logs were opened by :meth:`recover`)."""

@@ -132,15 +132,23 @@ class MultiTransformedNode(StreamNode):
 
 
 class ForEachNode(StreamNode):
-    """An output operation: one job per batch running ``func(time, rdd)`` on the parent's RDD."""
+    """An output operation: one job per batch running ``func(time, rdd)`` on the parent's RDD.
 
-    def __init__(self, parent: StreamNode, func: Callable[[Any, Any], Any]) -> None:
+    ``supports_async_progress_tracking``: whether the output tolerates what async progress
+    tracking may do after a failure (run a batch again, with other input: at least once).
+    A user function (``foreachRDD``, ``pprint``) does, as Spark's foreach sinks do; a file
+    output does not (Spark refuses its file sink).
+    """
+
+    def __init__(self, parent: StreamNode, func: Callable[[Any, Any], Any], *, operation: str = "foreachRDD",
+                 supports_async_progress_tracking: bool = True) -> None:
         """Wrap ``func`` as an output operation on ``parent``."""
         super().__init__(parent._env, [parent])
         self._func = func
         self._is_async = inspect.iscoroutinefunction(func)
         frame = _user_frame()
-        self._name = f"foreachRDD at {frame}"
+        self._name = f"{operation} at {frame}"
+        self.supports_async_progress_tracking = supports_async_progress_tracking
 
     def register(self) -> None:
         """Add this stream to the graph's output streams."""

@@ -89,9 +89,10 @@ class QueueInputDStream(InputDStream):
             rdds: list[RDD[Any]] = [self._env.spark_context.parallelize(item) if isinstance(item, list) else item
                                     for item in taken]
             rdd = rdds[0] if len(rdds) == 1 else self._env.spark_context.union(rdds)
+            if tracker is None:
+                return rdd  # a graph that is not running: nobody reads the counts
             if all(isinstance(item, list) for item in taken):
-                if tracker is not None:
-                    tracker.report_info(time, StreamInputInfo(self.id, sum(len(item) for item in taken)))
+                tracker.report_info(time, StreamInputInfo(self.id, sum(len(item) for item in taken)))
                 return rdd
             # Queued RDDs: their rows are counted as the batch reads them.
             return self._row_counter.wrap(self._env.spark_context, rdd, time.milliseconds)

@@ -1,0 +1,359 @@
+"""A StreamingContext is a query: pyspark's StreamingQuery names, the manager, query listeners, failure modes, true row counts."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import anyio
+import pytest
+from pyspark.errors import StreamingQueryException as PySparkStreamingQueryException
+from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import StreamingQueryProgress as PySparkProgress
+
+from listeners import EventRecorder
+from scheduler import InvalidPipelineError, JobFailedError, ManualClock, StreamingQueryException
+from streaming import StreamingContext, streams
+from tests.anyio_support import BACKENDS
+from tests.streaming.test_spark_integration import spark_conf
+
+pytestmark = pytest.mark.spark
+
+
+class Recording(StreamingQueryListener):  # type: ignore[misc]
+    """A pyspark StreamingQueryListener that records what it is called with."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - pyspark's names
+        self.calls.append(("started", event))
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        self.calls.append(("progress", event))
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        self.calls.append(("idle", event))
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        self.calls.append(("terminated", event))
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _ in self.calls]
+
+
+@contextlib.contextmanager
+def manager_listener(listener: object) -> Iterator[None]:
+    streams.addListener(listener)
+    try:
+        yield
+    finally:
+        streams.removeListener(listener)
+
+
+async def advance(ssc: StreamingContext, clock: ManualClock, batches: int, ms: int = 1000) -> None:
+    for _ in range(batches):
+        clock.advance(ms)
+        await ssc.runtime.wait_until_idle()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_context_is_a_query_with_pysparks_names(spark_context: Any, backend: str) -> None:
+    """id, runId, name, isActive, status, lastProgress/recentProgress (pyspark's objects, true row counts), explain."""
+    seen: list[list[int]] = []
+
+    async def body() -> None:
+        clock = ManualClock(0)
+        async with StreamingContext(spark_context, 1, clock=clock, queryName="numbers") as ssc:
+            assert (ssc.id, ssc.runId, ssc.name, ssc.isActive, ssc.lastProgress) == (None, None, "numbers", False, None)
+            assert ssc.status == {"message": "Initializing StreamExecution", "isDataAvailable": False, "isTriggerActive": False}
+            ssc.queueStream([[1, 2], [3], [4, 5, 6]]).map(lambda x: x * 10).foreachRDD(lambda rdd: seen.append(rdd.collect()))
+            await ssc.start_async()
+            assert ssc.isActive and uuid.UUID(ssc.id) != uuid.UUID(ssc.runId)  # type: ignore[arg-type]
+            assert streams.get(ssc.id) is ssc and ssc in streams.active  # type: ignore[arg-type]
+            await advance(ssc, clock, 4)
+            recent = ssc.recentProgress
+            assert all(isinstance(p, PySparkProgress) for p in recent)
+            assert [(p.batchId, p.numInputRows) for p in recent] == [(0, 2), (1, 1), (2, 3), (3, 0)]
+            last = ssc.lastProgress
+            assert last is not None and last["batchId"] == 3 and last.name == "numbers"
+            assert [(s.description, s.startOffset, s.endOffset) for s in recent[2].sources] == [("Queue stream [0]", "2", "3")]
+            assert set(recent[0].durationMs) >= {"latestOffset", "walCommit", "queryPlanning", "addBatch", "commitOffsets",
+                                                 "triggerExecution"}
+            assert ssc.status["message"] == "Waiting for next trigger"
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                ssc.explain()
+            lines = printed.getvalue().splitlines()
+            assert lines[0].startswith(f"== Output operation 0: foreachRDD at {Path(__file__).name}:")
+            assert lines[1:] == [
+                "ForEachDStream [slide 1000 ms]",
+                "+- TransformedDStream [slide 1000 ms]",
+                "   +- QueueInputDStream 'Queue stream [0]' [slide 1000 ms]",
+            ]
+            await ssc.stop_async()
+            assert not ssc.isActive and ssc.status["message"] == "Stopped" and streams.get(ssc.id) is None  # type: ignore[arg-type]
+            assert ssc.exception() is None
+
+    anyio.run(body, backend=backend)  # no real-time guard: a first Spark job may take seconds
+    assert seen[:3] == [[10, 20], [30], [40, 50, 60]]
+
+
+def test_rows_of_queued_rdds_and_files_are_counted_while_the_batch_runs(spark_context: Any, tmp_path: Path) -> None:
+    """numInputRows per source and BatchInfo.numRecords are the rows read, for RDD queues and file streams alike."""
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    recorder = EventRecorder()
+
+    async def body() -> None:
+        clock = ManualClock(0)
+        async with StreamingContext(spark_context, 1, clock=clock) as ssc:
+            queue = ssc.queueStream([spark_context.parallelize(range(7), 3), spark_context.parallelize([], 1)])
+            files = ssc.textFileStream(str(incoming))
+            # Two outputs read the same (uncached) RDDs: each partition still counts once.
+            both = queue.union(files.map(int))
+            both.foreachRDD(lambda rdd: rdd.count())
+            both.foreachRDD(lambda rdd: rdd.collect())
+            ssc.addStreamingListener(recorder)
+            await ssc.start_async()
+            staged = tmp_path / "staged"
+            staged.write_text("1\n2\n3\n4\n")
+            os.utime(staged, (0.5, 0.5))
+            os.rename(staged, incoming / "a.txt")
+            await advance(ssc, clock, 3)
+            rows = [[(s.description, s.numInputRows) for s in p.sources] for p in ssc.recentProgress]
+            assert rows == [[("Queue stream [0]", 7), ("File stream [1]", 4)],
+                            [("Queue stream [0]", 0), ("File stream [1]", 0)],
+                            [("Queue stream [0]", 0), ("File stream [1]", 0)]]
+            await ssc.stop_async()
+
+    anyio.run(body)
+    batches = recorder.completed_batches
+    assert [b.num_records for b in batches[:3]] == [11, 0, 0]
+    [path] = batches[0].stream_id_to_input_info[1].metadata["files"]
+    assert path.endswith("a.txt")
+
+
+def test_the_query_id_lasts_across_restarts_on_a_checkpoint(spark_context: Any, tmp_path: Path) -> None:
+    """Same checkpoint: same id, new runId; the manager no longer lists a stopped context."""
+    ids: list[tuple[str | None, str | None]] = []
+
+    def setup() -> StreamingContext:
+        ssc = StreamingContext(spark_context, 0.1)
+        ssc.queueStream([[1]], default=[]).foreachRDD(lambda rdd: None)
+        return ssc
+
+    for _ in range(2):
+        ssc = StreamingContext.getOrCreate(str(tmp_path / "ckpt"), setup, restoreGraph=False)
+        ssc.start()
+        ids.append((ssc.id, ssc.runId))
+        ssc.stop(stopSparkContext=False)
+        assert ssc.id not in [q.id for q in streams.active]
+    assert ids[0][0] == ids[1][0] and ids[0][1] != ids[1][1]
+
+
+def test_a_pyspark_query_listener_on_the_manager_hears_a_sync_context(spark_context: Any) -> None:
+    """onQueryStarted before start() returns; progress with pyspark's objects; terminated; awaitAnyTermination."""
+    listener = Recording()
+    streams.resetTerminated()
+    with manager_listener(listener):
+        ssc = StreamingContext(spark_context, 0.1)
+        ssc.queueStream([[1, 2, 3]]).foreachRDD(lambda rdd: rdd.count())
+        ssc.start()
+        assert listener.kinds() == ["started"]
+        started = listener.calls[0][1]
+        assert (str(started.id), str(started.runId), started.name) == (ssc.id, ssc.runId, None)
+        assert streams.awaitAnyTermination(0.05) is False
+        ssc.processAllAvailable()
+        ssc.stop(stopSparkContext=False)
+        assert streams.awaitAnyTermination() is None
+        assert streams.awaitAnyTermination(1) is True
+    kinds = listener.kinds()
+    assert kinds[0] == "started" and kinds[-1] == "terminated" and set(kinds[1:-1]) == {"progress"}
+    progress = [event.progress for kind, event in listener.calls if kind == "progress"]
+    assert progress[0].numInputRows == 3 and str(progress[0].id) == ssc.id
+    assert [p.batchId for p in progress] == list(range(len(progress)))
+    terminated = listener.calls[-1][1]
+    assert (terminated.exception, terminated.errorClassOnException) == (None, None)
+    streams.resetTerminated()
+    with pytest.raises(ValueError, match="positive"):
+        streams.awaitAnyTermination(0)
+
+
+def test_a_listener_removed_from_the_manager_hears_nothing_more(spark_context: Any) -> None:
+    """removeListener takes it off the active queries too; unknown listeners are ignored, as in pyspark."""
+    listener = Recording()
+    streams.removeListener(listener)  # never added: no error
+    ssc = StreamingContext(spark_context, 0.1)
+    ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    ssc.start()
+    streams.addListener(listener)
+    assert listener in streams.listListeners()
+    with pytest.raises(ValueError, match="already added"):
+        streams.addListener(listener)
+    ssc.processAllAvailable()
+    streams.removeListener(listener)
+    assert listener not in streams.listListeners()
+    ssc.processAllAvailable()
+    ssc.stop(stopSparkContext=False)
+    assert "progress" in listener.kinds() and "terminated" not in listener.kinds()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failed_batch_under_dstream_semantics_is_reported_and_later_batches_go_on(spark_context: Any, backend: str) -> None:
+    """The default: awaitTermination raises the job's error, later batches run, exception() is None, no death cause."""
+    def fail_on_two(rdd: Any) -> None:
+        if 2 in rdd.collect():
+            raise ValueError("two is not allowed")
+
+    listener = Recording()
+    after: list[list[int]] = []
+
+    async def body() -> None:
+        clock = ManualClock(0)
+        async with StreamingContext(spark_context, 1, clock=clock) as ssc:
+            ssc.addStreamingListener(listener)
+            q = ssc.queueStream([[1], [2], [3]])
+            q.foreachRDD(fail_on_two)
+            q.foreachRDD(lambda rdd: after.append(rdd.collect()))
+            await ssc.start_async()
+            await advance(ssc, clock, 3)
+            with pytest.raises(JobFailedError, match="two is not allowed"):
+                await ssc.await_termination_async()
+            with pytest.raises(JobFailedError):
+                await ssc.process_all_available_async()
+            assert ssc.isActive and ssc.exception() is None
+            # The failed batch reported no progress; the others did.
+            assert [p.batchId for p in ssc.recentProgress] == [0, 2]
+            await ssc.stop_async()
+
+    anyio.run(body, backend=backend)
+    assert after == [[1], [2], [3]]
+    assert listener.calls[-1][0] == "terminated" and listener.calls[-1][1].exception is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failed_batch_under_structured_semantics_terminates_the_query(spark_context: Any, backend: str) -> None:
+    """stopOnFailure: terminated, StreamingQueryException (ours and pyspark's), status, listener, manager, no commit."""
+    listener = Recording()
+    later: list[list[int]] = []
+
+    def fail_on_two(rdd: Any) -> None:
+        values = rdd.collect()
+        if 2 in values:
+            raise ValueError("two is not allowed")
+        later.append(values)
+
+    async def body() -> None:
+        clock = ManualClock(0)
+        streams.resetTerminated()
+        async with StreamingContext(spark_context, 1, clock=clock, stopOnFailure=True) as ssc:
+            ssc.addStreamingListener(listener)
+            ssc.queueStream([[1], [2], [3]]).foreachRDD(fail_on_two)
+            await ssc.start_async()
+            clock.advance(1000)
+            clock.advance(1000)
+            with pytest.raises(StreamingQueryException) as caught:
+                await ssc.await_termination_async()
+            assert not ssc.isActive
+            error = ssc.exception()
+            assert isinstance(error, PySparkStreamingQueryException) and isinstance(error, StreamingQueryException)
+            assert str(error) == f"Query [id = {ssc.id}, runId = {ssc.runId}] terminated with exception: two is not allowed"
+            assert error.getCondition() == "STREAM_FAILED" and isinstance(error.cause, Exception)
+            assert "two is not allowed" in str(error.cause)
+            assert (error.start_offset, error.end_offset) == ("[1]", "[2]")
+            assert caught.value.message == error.message
+            assert ssc.status == {"message": f"Terminated with exception: {caught.value}", "isDataAvailable": False,
+                                  "isTriggerActive": False}
+            with pytest.raises(PySparkStreamingQueryException):
+                await streams.await_any_termination()
+            with pytest.raises(StreamingQueryException):
+                await ssc.process_all_available_async()
+
+    anyio.run(body, backend=backend)  # no real-time guard: a first Spark job may take seconds
+    streams.resetTerminated()
+    assert later == [[1]]
+    terminated = listener.calls[-1][1]
+    assert listener.calls[-1][0] == "terminated" and "two is not allowed" in terminated.exception
+    assert [e.progress.batchId for k, e in listener.calls if k == "progress"] == [0]
+
+
+def test_a_runtime_with_a_checkpoint_stops_on_failure_by_default(tmp_path: Path) -> None:
+    """A runtime's default follows Structured Streaming when it has a checkpoint, DStream without."""
+    from streaming import ListSource, Milliseconds, Pipeline, StreamingRuntime
+
+    def pipeline() -> Pipeline:
+        p = Pipeline()
+        p.add_source(ListSource([1]), name="in")
+        p.add_output(lambda batch: None, name="out")
+        return p
+
+    assert StreamingRuntime(pipeline(), Milliseconds(100), checkpoint_location=tmp_path).stop_on_failure
+    assert not StreamingRuntime(pipeline(), Milliseconds(100), track_progress=True).stop_on_failure
+    assert not StreamingRuntime(pipeline(), Milliseconds(100), checkpoint_location=tmp_path, stop_on_failure=False).stop_on_failure
+    with pytest.raises(InvalidPipelineError, match="needs a query"):
+        StreamingRuntime(pipeline(), Milliseconds(100), stop_on_failure=True)
+
+
+def test_async_progress_tracking_for_a_dstream_program(spark_context: Any, tmp_path: Path) -> None:
+    """Enabled through checkpoint options or a Spark setting; Spark's refusals for unsupported sinks and stateful graphs."""
+    def program(ckpt: Path, options: dict[str, object] | None, output: str = "foreach") -> StreamingContext:
+        ssc = StreamingContext(spark_context, 0.1)
+        stream = ssc.queueStream([[1, 2], [3]], default=[])
+        if output == "foreach":
+            stream.foreachRDD(lambda rdd: rdd.count())
+        elif output == "files":
+            stream.saveAsTextFiles(str(tmp_path / "out" / "batch"))
+        else:
+            stream.map(lambda x: (x % 2, x)).updateStateByKey(lambda new, old: sum(new) + (old or 0)).pprint()
+        ssc.checkpoint(str(ckpt), options=options)
+        return ssc
+
+    ssc = program(tmp_path / "a", {"asyncProgressTrackingEnabled": True, "asyncProgressTrackingCheckpointIntervalMs": 0})
+    ssc.start()
+    ssc.processAllAvailable()
+    assert ssc.runtime.tracker is not None and ssc.runtime.tracker.options.async_progress_tracking_enabled
+    ssc.stop(stopSparkContext=False)
+    assert sorted(os.listdir(tmp_path / "a" / "commits"))
+
+    with spark_conf(spark_context, spark__streaming__asyncProgressTrackingEnabled="true"):
+        ssc = program(tmp_path / "b", None)
+        assert ssc.runtime.tracker is not None and ssc.runtime.tracker.options.async_progress_tracking_enabled
+        ssc.stop(stopSparkContext=False)
+
+    ssc = program(tmp_path / "c", {"asyncProgressTrackingEnabled": "true"}, output="files")
+    with pytest.raises(InvalidPipelineError, match=r"^Sink saveAsTextFiles at .* does not support async progress tracking$"):
+        ssc.start()
+    ssc = program(tmp_path / "d", {"asyncProgressTrackingEnabled": True}, output="state")
+    with pytest.raises(InvalidPipelineError, match="Stateful streaming queries does not support async progress tracking"):
+        ssc.start()
+    with pytest.raises(InvalidPipelineError, match="unknown option"):
+        program(tmp_path / "e", {"asyncProgressTrackingEnable": True})
+
+
+def test_a_listener_with_both_pyspark_interfaces_is_refused(spark_context: Any) -> None:
+    from pyspark.streaming.listener import StreamingListener
+
+    class Both(Recording, StreamingListener):  # type: ignore[misc]
+        def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N802, N803
+            pass
+
+    with pytest.raises(TypeError, match="one listener per interface"):
+        StreamingContext(spark_context, 1).addStreamingListener(Both())
+
+
+def test_progress_json_of_a_context_parses_as_sparks(spark_context: Any) -> None:
+    """The JSON string pyspark keeps (progress.json) is the one Spark would send: parsed back, same values."""
+    ssc = StreamingContext(spark_context, 0.1)
+    ssc.queueStream([[1, 2]]).foreachRDD(lambda rdd: rdd.count())
+    ssc.start()
+    ssc.processAllAvailable()
+    last = ssc.recentProgress[0]
+    ssc.stop(stopSparkContext=False)
+    parsed = json.loads(last.json)
+    assert parsed["numInputRows"] == 2 and parsed["sources"][0]["numInputRows"] == 2 and parsed["sink"]["numOutputRows"] == -1
