@@ -14,7 +14,7 @@ from typing import Any
 from scheduler import StreamingQueryException, StreamingQueryProgress
 
 from ._listener_compat import adapt_listener
-from .runtime._manager import QueryRegistry, query_registry
+from .runtime import QueryRegistry, query_registry
 
 __all__ = ["StreamingQueryManager", "as_pyspark_exception", "pyspark_progress", "streams"]
 

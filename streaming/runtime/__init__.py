@@ -1,9 +1,11 @@
 """The async runtime a streaming program runs on: lifecycle, waiter, listeners (Spark's ``StreamingContext`` core).
 
 It hosts the scheduler's JobGenerator and JobScheduler and the listener bus for any job graph:
-a DStream graph, a plain-Python pipeline or a simulated one.
+a DStream graph, a plain-Python pipeline or a simulated one. Runtimes that track a query
+report to the process's :data:`query_registry`.
 """
 
+from ._manager import QueryRegistry, RegisteredQuery, query_registry
 from ._runtime import StreamingContextState, StreamingRuntime
 
-__all__ = ["StreamingContextState", "StreamingRuntime"]
+__all__ = ["QueryRegistry", "RegisteredQuery", "StreamingContextState", "StreamingRuntime", "query_registry"]

@@ -10,15 +10,25 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import anyio.to_thread
 
-if TYPE_CHECKING:
-    from ._runtime import StreamingRuntime
+__all__ = ["QueryRegistry", "RegisteredQuery", "query_registry"]
 
-__all__ = ["QueryRegistry", "query_registry"]
+
+class RegisteredQuery(Protocol):
+    """What the registry keeps of an active query (a ``StreamingRuntime``)."""
+
+    handle: object
+    """What the manager hands out for it (the runtime, or the StreamingContext built on it)."""
+
+    def add_listener(self, listener: object, *, name: str | None = None, on_loop: bool | None = None) -> None:
+        """Register a listener on the query's bus (from any thread)."""
+
+    def remove_listener(self, listener: object) -> None:
+        """Unregister a listener (from any thread)."""
 
 
 class _Unset:
@@ -37,7 +47,7 @@ class QueryRegistry:
     def __init__(self) -> None:
         """An empty registry."""
         self._lock = threading.Condition()
-        self._active: dict[uuid.UUID, StreamingRuntime] = {}
+        self._active: dict[uuid.UUID, RegisteredQuery] = {}
         self._listeners: list[tuple[object, object, str | None]] = []  # (as given, as registered, name)
         # Spark's lastTerminatedQueryException: unset, None (a clean termination) or the failure.
         self._last: _Unset | BaseException | None = _UNSET
@@ -45,12 +55,12 @@ class QueryRegistry:
 
     # -- the runtimes' side --
 
-    def started(self, runtime: StreamingRuntime, query_id: uuid.UUID) -> None:
+    def started(self, runtime: RegisteredQuery, query_id: uuid.UUID) -> None:
         """``runtime`` is active as query ``query_id``."""
         with self._lock:
             self._active[query_id] = runtime
 
-    def terminated(self, runtime: StreamingRuntime, error: BaseException | None) -> None:
+    def terminated(self, runtime: RegisteredQuery, error: BaseException | None) -> None:
         """``runtime`` terminated, with its death cause or ``None``."""
         with self._lock:
             for key in [k for k, v in self._active.items() if v is runtime]:
@@ -61,7 +71,7 @@ class QueryRegistry:
             self._terminations += 1
             self._lock.notify_all()
 
-    def forget(self, runtime: StreamingRuntime) -> None:
+    def forget(self, runtime: RegisteredQuery) -> None:
         """``runtime`` failed to start: no longer active, and no termination to report."""
         with self._lock:
             for key in [k for k, v in self._active.items() if v is runtime]:
@@ -79,17 +89,17 @@ class QueryRegistry:
 
     # -- the manager's side --
 
-    def active(self) -> list[StreamingRuntime]:
+    def active(self) -> list[RegisteredQuery]:
         """The active queries' runtimes, in start order."""
         with self._lock:
             return list(self._active.values())
 
-    def get(self, query_id: uuid.UUID) -> StreamingRuntime | None:
+    def get(self, query_id: uuid.UUID) -> RegisteredQuery | None:
         """The active runtime of query ``query_id``, or ``None``."""
         with self._lock:
             return self._active.get(query_id)
 
-    def add_listener(self, given: object, registered: object, name: str | None) -> list[StreamingRuntime]:
+    def add_listener(self, given: object, registered: object, name: str | None) -> list[RegisteredQuery]:
         """Add a listener for queries started from now on; returns the active runtimes to add it to as well."""
         with self._lock:
             if any(g is given for g, _, _ in self._listeners):
@@ -97,7 +107,7 @@ class QueryRegistry:
             self._listeners.append((given, registered, name))
             return list(self._active.values())
 
-    def remove_listener(self, given: object) -> tuple[object, list[StreamingRuntime]] | None:
+    def remove_listener(self, given: object) -> tuple[object, list[RegisteredQuery]] | None:
         """Remove a listener: what was registered for it, and the active runtimes it is on; ``None`` if unknown."""
         with self._lock:
             for i, (g, registered, _) in enumerate(self._listeners):

@@ -593,13 +593,13 @@ class StreamingRuntime:
         if tracker is None:
             return
         await tracker.close()
-        error = self._error or tracker.failure
-        tracker.set_status("Stopped" if error is None else f"Terminated with exception: {error}")
+        # Only a failure that terminated the query is its death cause: in the DStream semantics
+        # a failed job was reported (await_termination raises it) and the query went on.
+        error = self._error if self.stop_on_failure else None
+        death = error or tracker.failure
+        tracker.set_status("Stopped" if death is None else f"Terminated with exception: {death}")
         self._unregister()
         if tracker.query_id is not None and self._state is StreamingContextState.ACTIVE:
-            # Only a failure that terminated the query is its death cause: in the DStream
-            # semantics a failed job was reported and the query went on.
-            death = error if self.stop_on_failure or error is tracker.failure else None
             query_registry.terminated(self, death)
             text = None if death is None else "".join(traceback.format_exception(type(death), death, death.__traceback__))
             await self.listener_bus.post(QueryTerminated(tracker.query_id, tracker.run_id, text, _error_class_of(death)))

@@ -135,10 +135,10 @@ def test_get_or_create_restores_without_calling_setup(tmp_path: Path, monkeypatc
     first = offline_context()
     build(first, [])
     assert first._env.recipe.save(tmp_path, batch_ms=500, concurrent_jobs=None, spark_conf=[]) is None
-    monkeypatch.setattr(StreamingContext, "checkpoint", lambda self, d: setattr(self, "_log_dir", Path(d)))
+    monkeypatch.setattr(StreamingContext, "checkpoint", lambda self, d, options=None: setattr(self, "_log_dir", Path(d)))
     made: list[StreamingContext] = []
 
-    def fake_restore_context(cls: Any, checkpoint_path: str, recipe: Any) -> StreamingContext:
+    def fake_restore_context(cls: Any, checkpoint_path: str, recipe: Any, options: Any) -> StreamingContext:
         ssc = offline_context(recipe.batch_ms / 1000)
         recipe.replay(ssc, StreamNode)
         made.append(ssc)

@@ -16,6 +16,7 @@ LIFECYCLE = {
     "DStream graph started",
     "job scheduler started",
     "StreamingContext started",
+    "query opened",
     "stopping job scheduler gracefully",
     "job scheduler stopped",
     "StreamingContext stopped successfully",

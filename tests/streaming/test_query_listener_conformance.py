@@ -33,17 +33,17 @@ class Recording(StreamingQueryListener):  # type: ignore[misc]
         self.terminated = threading.Event()
         self.terminated_event: Any = None
 
-    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - pyspark's names
+    def onQueryStarted(self, event: Any) -> None:
         self.calls.append("onQueryStarted")
 
-    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+    def onQueryProgress(self, event: Any) -> None:
         self.calls.append("onQueryProgress")
         self.progress.append(json.loads(event.progress.json))
 
-    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+    def onQueryIdle(self, event: Any) -> None:
         self.calls.append("onQueryIdle")
 
-    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+    def onQueryTerminated(self, event: Any) -> None:
         self.calls.append("onQueryTerminated")
         self.terminated_event = event
         self.terminated.set()

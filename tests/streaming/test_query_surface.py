@@ -31,16 +31,16 @@ class Recording(StreamingQueryListener):  # type: ignore[misc]
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
 
-    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - pyspark's names
+    def onQueryStarted(self, event: Any) -> None:
         self.calls.append(("started", event))
 
-    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+    def onQueryProgress(self, event: Any) -> None:
         self.calls.append(("progress", event))
 
-    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+    def onQueryIdle(self, event: Any) -> None:
         self.calls.append(("idle", event))
 
-    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+    def onQueryTerminated(self, event: Any) -> None:
         self.calls.append(("terminated", event))
 
     def kinds(self) -> list[str]:
@@ -340,7 +340,7 @@ def test_a_listener_with_both_pyspark_interfaces_is_refused(spark_context: Any) 
     from pyspark.streaming.listener import StreamingListener
 
     class Both(Recording, StreamingListener):  # type: ignore[misc]
-        def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N802, N803
+        def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803
             pass
 
     with pytest.raises(TypeError, match="one listener per interface"):
@@ -357,3 +357,26 @@ def test_progress_json_of_a_context_parses_as_sparks(spark_context: Any) -> None
     ssc.stop(stopSparkContext=False)
     parsed = json.loads(last.json)
     assert parsed["numInputRows"] == 2 and parsed["sources"][0]["numInputRows"] == 2 and parsed["sink"]["numOutputRows"] == -1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rows_of_receiver_inputs_are_the_records_they_took(spark_context: Any, backend: str) -> None:
+    """An async-iterable stream (a receiver): numInputRows is what it received before the batch; kept in memory only."""
+    async def five() -> Any:
+        for i in range(5):
+            yield i
+
+    async def body() -> None:
+        clock = ManualClock(0)
+        recorder = EventRecorder()
+        async with StreamingContext(spark_context, 1, clock=clock) as ssc:
+            ssc.addStreamingListener(recorder)
+            ssc.asyncIterableStream(five).foreachRDD(lambda rdd: rdd.count())
+            await ssc.start_async()
+            await recorder.wait_for(lambda events: any(type(e).__name__ == "ReceiverStopped" for e in events))
+            await advance(ssc, clock, 2)
+            assert [(p.batchId, p.numInputRows) for p in ssc.recentProgress] == [(0, 5), (1, 0)]
+            assert [json.loads(p.json)["sources"][0]["endOffset"] for p in ssc.recentProgress] == [{"logOffset": 0}] * 2
+            await ssc.stop_async()
+
+    anyio.run(body, backend=backend)

@@ -126,7 +126,8 @@ async def test_progress_numbers_add_up() -> None:
             first, second = rt.recent_progress[:2]
             await rt.stop()
         tg.cancel_scope.cancel()
-    assert dict(first.duration_ms) == {"latestOffset": 5, "walCommit": 0, "addBatch": 30, "commitOffsets": 0, "triggerExecution": 35}
+    assert dict(first.duration_ms) == {"latestOffset": 5, "walCommit": 0, "queryPlanning": 0, "addBatch": 30, "commitOffsets": 0,
+                                       "triggerExecution": 35}
     assert sum(v for k, v in first.duration_ms.items() if k != "triggerExecution") == first.duration_ms["triggerExecution"]
     assert (first.batch_id, first.timestamp, first.batch_duration, first.num_input_rows) == (0, "1970-01-01T00:00:01.000Z", 35, 2)
     assert first.input_rows_per_second == 0.0
@@ -176,12 +177,13 @@ async def test_a_failed_query_reports_its_exception_at_termination(tmp_path: Pat
     p, _ = pipeline(Recorder(fail_at={1000}))
     clock = ManualClock(0)
     recorder = EventRecorder()
-    async with StreamingRuntime(p, Seconds(1), clock=clock, track_progress=True) as rt:
+    async with StreamingRuntime(p, Seconds(1), clock=clock, track_progress=True, stop_on_failure=True) as rt:
         rt.add_listener(recorder)
         await rt.start()
         await advance(rt, clock, 1000)
         await rt.stop()
-        assert rt.status.message.startswith("Terminated with exception: Error running job streaming job 1000 ms.0: RuntimeError")
+        death = f"Query [id = {rt.id}, runId = {rt.run_id}] terminated with exception: boom at 1000"
+        assert rt.status.message == f"Terminated with exception: {death}"
         assert not rt.status.is_trigger_active and not rt.status.is_data_available
     terminated = recorder.of_type(QueryTerminated)[0]
     assert isinstance(terminated, QueryTerminated) and terminated.exception is not None

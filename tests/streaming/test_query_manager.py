@@ -1,0 +1,192 @@
+"""The query registry and manager, and a runtime's failure modes, without Spark (plain-Python pipelines on a manual clock)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from listeners import EventRecorder, QueryTerminated
+from scheduler import JobFailedError, ManualClock, Seconds, StreamingQueryException
+from streaming import Batch, ListSource, Pipeline, StreamingRuntime, streams
+from streaming.runtime import QueryRegistry
+
+pytestmark = pytest.mark.anyio
+
+
+class Out:
+    """An output recording each batch's records and failing on a chosen record."""
+
+    def __init__(self, fail_on: Any = None) -> None:
+        self.seen: list[list[Any]] = []
+        self.fail_on = fail_on
+
+    async def __call__(self, batch: Batch) -> None:
+        records = list(batch.inputs["in"])
+        if self.fail_on in records:
+            raise ValueError(f"cannot take {self.fail_on}")
+        self.seen.append(records)
+
+
+def pipeline(out: Out, records: list[Any]) -> Pipeline:
+    p = Pipeline()
+    p.add_source(ListSource(records, max_per_batch=1), name="in")
+    p.add_output(out, name="out")
+    return p
+
+
+async def advance(rt: StreamingRuntime, clock: ManualClock, batches: int) -> None:
+    for _ in range(batches):
+        clock.advance(1000)
+        await rt.wait_until_idle()
+
+
+async def test_a_runtime_with_a_checkpoint_terminates_on_a_failed_batch(tmp_path: Path) -> None:
+    """Structured semantics: StreamingQueryException with Spark's message, the batch uncommitted, nothing after it."""
+    out = Out(fail_on=2)
+    clock = ManualClock(0)
+    recorder = EventRecorder()
+    async with StreamingRuntime(pipeline(out, [1, 2, 3]), Seconds(1), clock=clock, checkpoint_location=tmp_path) as rt:
+        rt.add_listener(recorder)
+        await rt.start()
+        clock.advance(1000)
+        clock.advance(1000)
+        clock.advance(1000)
+        with pytest.raises(StreamingQueryException) as caught:
+            await rt.await_termination()
+        assert not rt.is_active
+    error = caught.value
+    assert str(error) == f"Query [id = {rt.id}, runId = {rt.run_id}] terminated with exception: cannot take 2"
+    assert isinstance(error.__cause__, ValueError) and error.cause is error.__cause__
+    assert (error.start_offset, error.end_offset, error.error_class) == ("[1]", "[2]", "STREAM_FAILED")
+    assert isinstance(error, JobFailedError)  # code catching the DStream error still catches it
+    assert out.seen == [[1]]
+    assert sorted(p.name for p in (tmp_path / "commits").iterdir()) == ["0"]
+    assert rt.status.message == f"Terminated with exception: {error}"
+    [terminated] = recorder.of_type(QueryTerminated)
+    assert isinstance(terminated, QueryTerminated) and terminated.exception is not None
+    assert "ValueError: cannot take 2" in terminated.exception
+
+
+async def test_a_runtime_that_goes_on_after_a_failure_reports_it_and_runs_later_batches(tmp_path: Path) -> None:
+    """stop_on_failure=False with a checkpoint: the DStream semantics; the stop is clean for the manager."""
+    out = Out(fail_on=2)
+    clock = ManualClock(0)
+    streams.resetTerminated()
+    async with StreamingRuntime(pipeline(out, [1, 2, 3]), Seconds(1), clock=clock, checkpoint_location=tmp_path,
+                                stop_on_failure=False) as rt:
+        await rt.start()
+        await advance(rt, clock, 3)
+        with pytest.raises(JobFailedError) as caught:
+            await rt.await_termination()
+        assert not isinstance(caught.value, StreamingQueryException) and rt.is_active
+        await rt.stop()
+    assert out.seen == [[1], [3]]
+    assert await streams.await_any_termination() is True  # terminated, and cleanly: nothing raised
+
+
+async def test_the_manager_lists_and_gets_runtimes_that_track_a_query() -> None:
+    clock = ManualClock(0)
+    plain = StreamingRuntime(pipeline(Out(), [1]), Seconds(1), clock=clock)
+    async with StreamingRuntime(pipeline(Out(), [1]), Seconds(1), clock=clock, track_progress=True, name="tracked") as rt, \
+            plain:
+        await rt.start()
+        await plain.start()
+        assert rt in streams.active and plain not in streams.active
+        assert streams.get(str(rt.id)) is rt and streams.get(rt.id) is rt  # type: ignore[arg-type]
+        assert streams.get(uuid.uuid4()) is None
+        with pytest.raises(ValueError, match="not a query id"):
+            streams.get("nope")
+        await rt.stop()
+        await plain.stop()
+    assert rt not in streams.active
+
+
+async def test_a_manager_listener_hears_every_query_and_a_removed_one_nothing_more() -> None:
+    heard: list[str] = []
+
+    def listener(event: Any) -> None:
+        heard.append(type(event).__name__)
+
+    clock = ManualClock(0)
+    streams.addListener(listener)
+    try:
+        async with StreamingRuntime(pipeline(Out(), [1]), Seconds(1), clock=clock, track_progress=True) as rt:
+            await rt.start()
+            await advance(rt, clock, 1)
+            await rt.stop()
+    finally:
+        streams.removeListener(listener)
+    assert heard[:2] == ["StreamingStarted", "QueryStarted"] and "QueryProgress" in heard and heard[-1] == "QueryTerminated"
+    count = len(heard)
+    async with StreamingRuntime(pipeline(Out(), [1]), Seconds(1), clock=clock, track_progress=True) as rt:
+        await rt.start()
+        await rt.stop()
+    assert len(heard) == count
+
+
+def test_await_any_termination_follows_sparks_rules() -> None:
+    """Unset until a termination; a failure is raised until reset, even after later clean terminations; timeouts."""
+    registry = QueryRegistry()
+    a, b = object(), object()
+    assert registry.wait_any_termination(0.001) is False
+    registry.started(a, uuid.uuid4())  # type: ignore[arg-type]
+    registry.terminated(a, None)  # type: ignore[arg-type]
+    assert registry.wait_any_termination() is True
+    failure = StreamingQueryException("q", "r", ValueError("boom"))
+    registry.terminated(b, failure)  # type: ignore[arg-type]
+    registry.terminated(a, None)  # type: ignore[arg-type]
+    with pytest.raises(StreamingQueryException, match="boom"):
+        registry.wait_any_termination()
+    registry.reset_terminated()
+    assert registry.wait_any_termination(0.001) is False
+
+
+def test_a_waiter_on_another_thread_wakes_at_the_termination() -> None:
+    registry = QueryRegistry()
+    ready = threading.Event()
+    results: list[bool] = []
+
+    def wait() -> None:
+        ready.set()
+        results.append(registry.wait_any_termination(None))
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    ready.wait()
+    registry.terminated(object(), None)  # type: ignore[arg-type]
+    thread.join(5)
+    assert results == [True]
+
+
+def test_a_cancelled_wait_returns_false() -> None:
+    """What a cancelled async wait does to its worker thread: the flag is set under the lock and the wait returns."""
+    registry = QueryRegistry()
+    cancelled = threading.Event()
+    results: list[bool] = []
+    thread = threading.Thread(target=lambda: results.append(registry.wait_any_termination(None, cancelled)))
+    thread.start()
+    with registry._lock:
+        cancelled.set()
+        registry._lock.notify_all()
+    thread.join(5)
+    assert results == [False] and not thread.is_alive()
+
+
+async def test_an_async_waiter_wakes_at_a_termination_on_the_loop() -> None:
+    registry = QueryRegistry()
+    results: list[bool] = []
+
+    async def wait() -> None:
+        results.append(await registry.wait_any_termination_async(None))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait)
+        await anyio.lowlevel.checkpoint()
+        registry.terminated(object(), None)  # type: ignore[arg-type]
+    assert results == [True]
