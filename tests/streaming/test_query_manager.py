@@ -190,3 +190,52 @@ async def test_an_async_waiter_wakes_at_a_termination_on_the_loop() -> None:
         await anyio.lowlevel.checkpoint()
         registry.terminated(object(), None)  # type: ignore[arg-type]
     assert results == [True]
+
+
+async def test_a_pyspark_query_listener_gets_pysparks_event_objects_from_a_runtime() -> None:
+    """Started, progress, idle (the AvailableNow check that found no new data) and terminated, as pyspark's classes, no JVM."""
+    from pyspark.sql.streaming import StreamingQueryListener
+    from pyspark.sql.streaming.listener import (
+        QueryIdleEvent,
+        QueryProgressEvent,
+        QueryStartedEvent,
+        QueryTerminatedEvent,
+        StreamingQueryProgress,
+    )
+
+    from streaming import Trigger
+
+    class Recording(StreamingQueryListener):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.events: list[Any] = []
+
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - pyspark's names
+            self.events.append(event)
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+            self.events.append(event)
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+            self.events.append(event)
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            self.events.append(event)
+
+    listener = Recording()
+    clock = ManualClock(0)
+    options = {"spark.sql.streaming.noDataProgressEventInterval": "0"}
+    streams.addListener(listener)
+    try:
+        async with StreamingRuntime(pipeline(Out(), [1, 2]), Seconds(1), clock=clock, trigger=Trigger.AVAILABLE_NOW,
+                                    options=options, name="drain") as rt:
+            await rt.start()
+            await rt.await_termination()
+    finally:
+        streams.removeListener(listener)
+    kinds = [type(e) for e in listener.events]
+    assert kinds == [QueryStartedEvent, QueryProgressEvent, QueryIdleEvent, QueryTerminatedEvent]
+    started, first = listener.events[0], listener.events[1].progress
+    assert (started.id, started.runId, started.name) == (rt.id, rt.run_id, "drain")
+    assert isinstance(first, StreamingQueryProgress) and (first.batchId, first.numInputRows, first.name) == (0, 1, "drain")
+    assert first.sources[0].numInputRows == 1
+    assert listener.events[2].runId == rt.run_id and listener.events[3].exception is None
