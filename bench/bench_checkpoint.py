@@ -118,13 +118,13 @@ def filesystem_floor(batches: int, interval_ms: int, base: str | None = None) ->
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def spark(async_tracking: bool, triggers: int, warmup: int, session: Any) -> dict[str, Any]:
+def spark(async_tracking: bool, triggers: int, warmup: int, session: Any, trigger_ms: int = 100) -> dict[str, Any]:
     """Run a rate -> noop query until ``triggers`` batches ran after ``warmup``; return walCommit + commitOffsets per trigger."""
     directory = tempfile.mkdtemp(prefix="spark-bench-")
     try:
         writer = (session.readStream.format("rate").option("rowsPerSecond", 100).load()
                   .writeStream.format("noop").option("checkpointLocation", directory)
-                  .trigger(processingTime="100 milliseconds"))
+                  .trigger(processingTime=f"{trigger_ms} milliseconds"))
         if async_tracking:
             writer = writer.option("asyncProgressTrackingEnabled", "true")
         query = writer.start()
