@@ -209,16 +209,16 @@ async def test_a_pyspark_query_listener_gets_pysparks_event_objects_from_a_runti
         def __init__(self) -> None:
             self.events: list[Any] = []
 
-        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - pyspark's names
+        def onQueryStarted(self, event: Any) -> None:
             self.events.append(event)
 
-        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        def onQueryProgress(self, event: Any) -> None:
             self.events.append(event)
 
-        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        def onQueryIdle(self, event: Any) -> None:
             self.events.append(event)
 
-        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        def onQueryTerminated(self, event: Any) -> None:
             self.events.append(event)
 
     listener = Recording()
