@@ -8,6 +8,7 @@ background thread (anyio's blocking portal). An async program uses ``async with`
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import itertools
@@ -17,7 +18,7 @@ import threading
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Iterator, Mapping, Sequence
 
 import anyio
 import anyio.from_thread
@@ -105,6 +106,15 @@ def _local_path(directory: str | None) -> Path | None:
     if "://" in directory:
         return None
     return Path(directory).absolute()
+
+
+@contextlib.contextmanager
+def _as_pyspark_errors() -> Iterator[None]:
+    """A query's death cause leaves a context as pyspark's ``StreamingQueryException`` too (pyspark code catches that)."""
+    try:
+        yield
+    except StreamingQueryException as exc:
+        raise as_pyspark_exception(exc).with_traceback(None) from exc.__cause__
 
 
 def _call_site() -> str:
@@ -500,6 +510,10 @@ class StreamingContext:
         return self._await(Duration(max(0, int(timeout * 1000))))
 
     def _await(self, timeout: Duration | None) -> bool:
+        with _as_pyspark_errors():
+            return self._await_termination(timeout)
+
+    def _await_termination(self, timeout: Duration | None) -> bool:
         portal, runtime = self._portal, self._runtime
         if portal is not None and runtime is not None:
             try:
@@ -560,7 +574,8 @@ class StreamingContext:
 
     async def await_termination_async(self, timeout: float | None = None) -> bool:
         """Wait until the context stops (True) or ``timeout`` seconds pass (False); raises a batch's error."""
-        return await self.runtime.await_termination(None if timeout is None else Duration(max(0, int(timeout * 1000))))
+        with _as_pyspark_errors():
+            return await self.runtime.await_termination(None if timeout is None else Duration(max(0, int(timeout * 1000))))
 
     async def stop_on_signal_async(self, *signals: int, stopGraceFully: bool = True) -> int:  # noqa: N803
         """Wait for a shutdown signal (SIGTERM or SIGINT by default), then stop the context; returns the signal.
@@ -800,7 +815,8 @@ class StreamingContext:
             self._raise_death_cause()
             return
         try:
-            portal.call(runtime.process_all_available)
+            with _as_pyspark_errors():
+                portal.call(runtime.process_all_available)
         except RuntimeError as exc:
             if "portal is not running" not in str(exc):
                 raise
@@ -812,7 +828,8 @@ class StreamingContext:
         if runtime is None or runtime.state is not StreamingContextState.ACTIVE:
             self._raise_death_cause()
             return
-        await runtime.process_all_available()
+        with _as_pyspark_errors():
+            await runtime.process_all_available()
 
     def _raise_death_cause(self) -> None:
         error = self.exception()

@@ -61,6 +61,10 @@ def as_pyspark_exception(error: StreamingQueryException) -> StreamingQueryExcept
             def __str__(self) -> str:
                 return str(self.args[0]) if self.args else ""
 
+        # Shown in tracebacks as what it is to the user: the query's StreamingQueryException.
+        PySparkCompatibleStreamingQueryException.__name__ = "StreamingQueryException"
+        PySparkCompatibleStreamingQueryException.__qualname__ = "StreamingQueryException"
+        PySparkCompatibleStreamingQueryException.__module__ = "streaming"
         _pyspark_exception_class = PySparkCompatibleStreamingQueryException
     if isinstance(error, _pyspark_exception_class):
         return error

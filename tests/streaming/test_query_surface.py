@@ -267,7 +267,7 @@ def test_a_failed_batch_under_structured_semantics_terminates_the_query(spark_co
             assert error.getCondition() == "STREAM_FAILED" and isinstance(error.cause, Exception)
             assert "two is not allowed" in str(error.cause)
             assert (error.start_offset, error.end_offset) == ("[1]", "[2]")
-            assert caught.value.message == error.message
+            assert caught.value.message == error.message and isinstance(caught.value, PySparkStreamingQueryException)
             assert ssc.status == {"message": f"Terminated with exception: {caught.value}", "isDataAvailable": False,
                                   "isTriggerActive": False}
             with pytest.raises(PySparkStreamingQueryException):
