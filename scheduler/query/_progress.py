@@ -25,13 +25,13 @@ __all__ = [
     "format_timestamp",
 ]
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_NAIVE_EPOCH = datetime.datetime(1970, 1, 1)
 
 
 def format_timestamp(ms: int) -> str:
     """``ms`` since the epoch as Spark prints progress times: ``2016-12-14T18:45:24.873Z`` (UTC)."""
-    moment = _EPOCH + datetime.timedelta(milliseconds=ms)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
+    # isoformat on a naive UTC moment: a fraction of strftime's cost (this runs for every batch).
+    return (_NAIVE_EPOCH + datetime.timedelta(milliseconds=ms)).isoformat(timespec="milliseconds") + "Z"
 
 
 # -- JSON rendering: compact like json4s' compact(), pretty like Jackson's default pretty printer --

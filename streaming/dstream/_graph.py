@@ -199,6 +199,8 @@ class DStreamGraph:
         self.zero_time: Time | None = None
         self.start_time: Time | None = None
         self.input_infos: InputInfoTracker | None = None
+        self._state_operator_streams: list[StateOperatorStream] | None = None  # set by start()
+        self._watermark_streams: list[WatermarkStream] | None = None
         self._generation_thread: ThreadPoolExecutor | None = None
         self._thread_lock = threading.Lock()
         self._receivers_stop: anyio.Event | None = None
@@ -254,6 +256,10 @@ class DStreamGraph:
             for inp, start, end in zip(self.input_streams, batch.start, batch.end, strict=True):
                 inp.set_range(batch.time, start, end)
         self._history = ()  # handed to the inputs, which forget ranges past their remember window
+        # The graph is frozen now: the per-batch questions walk these lists, not the graph.
+        streams = self._streams()
+        self._state_operator_streams = [s for s in streams if isinstance(s, StateOperatorStream)]
+        self._watermark_streams = [s for s in streams if isinstance(s, WatermarkStream)]
         for inp in self.input_streams:
             inp.start()
         self._log.info("DStream graph started", zero_time=zero_time.milliseconds,
@@ -394,6 +400,8 @@ class DStreamGraph:
             inp.set_range(time, s, e)
 
     def _watermarked(self) -> list[WatermarkStream]:
+        if self._watermark_streams is not None:
+            return self._watermark_streams
         return [stream for stream in self._streams() if isinstance(stream, WatermarkStream)]
 
     def watermark_delays(self) -> Sequence[int]:
@@ -410,7 +418,10 @@ class DStreamGraph:
 
     def state_operators(self, time: Time) -> Sequence[StateOperatorProgress]:
         """What each stateful operator (``flatMapGroupsWithState``, ...) did in batch ``time``."""
-        found = (stream.take_state_progress(time) for stream in self._streams() if isinstance(stream, StateOperatorStream))
+        operators = self._state_operator_streams
+        if operators is None:
+            operators = [stream for stream in self._streams() if isinstance(stream, StateOperatorStream)]
+        found = (stream.take_state_progress(time) for stream in operators)
         return [progress for progress in found if progress is not None]
 
     def event_time_stats(self, time: Time) -> Sequence[EventTimeStats | None]:

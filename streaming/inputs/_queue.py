@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from scheduler import Offset, ReplayError, StreamInputInfo, Time
@@ -42,7 +41,8 @@ class QueueInputDStream(InputDStream):
 
     @staticmethod
     def _position(offset: Offset) -> int:
-        return 0 if offset is None else int(json.loads(offset))
+        # A JSON number ("3"): int() reads it, at a fraction of json.loads's cost (several times a batch).
+        return 0 if offset is None else int(offset)
 
     def _next_end(self, begin: int) -> int:
         return min(begin + 1, len(self._items)) if self._one_at_a_time else len(self._items)
