@@ -124,10 +124,12 @@ class QueryIdle:
 
 @attrs.frozen
 class QueryTerminated:
-    """A checkpointed query's run ended (Spark's ``QueryTerminatedEvent``).
+    """A query's run ended (Spark's ``QueryTerminatedEvent``).
 
     ``exception`` is the failure with its traceback, or ``None`` for a clean stop;
-    ``error_class_on_exception`` is Spark's error class, always ``None`` here.
+    ``error_class_on_exception`` is Spark's error class: ``FOREACH_BATCH_USER_FUNCTION_ERROR``
+    when an output operation's function failed (Spark 4's class for a failed foreachBatch
+    function), else the original exception's condition if it has one (a pyspark error), else ``None``.
     """
 
     id: uuid.UUID

@@ -52,14 +52,15 @@ def as_pyspark_exception(error: StreamingQueryException) -> StreamingQueryExcept
 
             def getMessage(self) -> str:
                 """The message, with its error class, as pyspark formats it."""
-                return f"[{self.error_class}] {self}"
+                return str(self)
 
             def getQueryContext(self) -> list[Any]:
                 """No SQL query context: a streaming job failed."""
                 return []
 
             def __str__(self) -> str:
-                return str(self.args[0]) if self.args else ""
+                # pyspark shows the JVM's message, which leads with the error class.
+                return f"[{self.error_class}] {self.args[0]}" if self.args else ""
 
         # Shown in tracebacks as what it is to the user: the query's StreamingQueryException.
         PySparkCompatibleStreamingQueryException.__name__ = "StreamingQueryException"

@@ -768,10 +768,17 @@ class StreamingRuntime:
         return f"<StreamingRuntime {self.name or ''}[{self._state.value} | batch {self.batch_duration}] {self.scheduler!r}>"
 
 
+# Spark 4.x wraps whatever a foreachBatch function raises in this error class; an output
+# operation's job is our foreachBatch.
+_OUTPUT_FUNCTION_ERROR = "FOREACH_BATCH_USER_FUNCTION_ERROR"
+
+
 def _error_class_of(error: BaseException | None) -> str | None:
-    """Spark's ``errorClassOnException``: the error condition of the original exception, if it has one."""
+    """Spark's ``errorClassOnException``: Spark's class for a failed output function, else the original's condition."""
     if error is None:
         return None
+    if isinstance(error, StreamingQueryException) and error.job_id is not None:
+        return _OUTPUT_FUNCTION_ERROR
     original = error.__cause__ if isinstance(error, StreamingQueryException) and error.__cause__ is not None else error
     get_condition = getattr(original, "getCondition", None)
     if callable(get_condition):

@@ -263,12 +263,13 @@ def test_a_failed_batch_under_structured_semantics_terminates_the_query(spark_co
             assert not ssc.isActive
             error = ssc.exception()
             assert isinstance(error, PySparkStreamingQueryException) and isinstance(error, StreamingQueryException)
-            assert str(error) == f"Query [id = {ssc.id}, runId = {ssc.runId}] terminated with exception: two is not allowed"
+            # pyspark's str() leads with the error class, as the JVM's message does.
+            assert str(error) == f"[STREAM_FAILED] Query [id = {ssc.id}, runId = {ssc.runId}] terminated with exception: two is not allowed"
             assert error.getCondition() == "STREAM_FAILED" and isinstance(error.cause, Exception)
             assert "two is not allowed" in str(error.cause)
             assert (error.start_offset, error.end_offset) == ("[1]", "[2]")
             assert caught.value.message == error.message and isinstance(caught.value, PySparkStreamingQueryException)
-            assert ssc.status == {"message": f"Terminated with exception: {caught.value}", "isDataAvailable": False,
+            assert ssc.status == {"message": f"Terminated with exception: {caught.value.args[0]}", "isDataAvailable": False,
                                   "isTriggerActive": False}
             with pytest.raises(PySparkStreamingQueryException):
                 await streams.await_any_termination()
@@ -280,6 +281,7 @@ def test_a_failed_batch_under_structured_semantics_terminates_the_query(spark_co
     assert later == [[1]]
     terminated = listener.calls[-1][1]
     assert listener.calls[-1][0] == "terminated" and "two is not allowed" in terminated.exception
+    assert terminated.errorClassOnException == "FOREACH_BATCH_USER_FUNCTION_ERROR"  # Spark 4.3's, for foreachBatch
     assert [e.progress.batchId for k, e in listener.calls if k == "progress"] == [0]
 
 
