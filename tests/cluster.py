@@ -1,0 +1,145 @@
+"""A real Spark standalone cluster on 127.0.0.1 for tests: a Master and workers, from the installed pyspark.
+
+Started with pyspark's own ``bin/spark-class`` and Spark's ``Master`` and ``Worker`` classes, as
+``sbin/start-master.sh`` and ``start-worker.sh`` would; ready once the master has logged every
+worker's registration; torn down (workers, then the master, then their directories) on close.
+Programs run against it in child processes (a process has one SparkContext, and the test run's
+own is local).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import IO
+
+__all__ = ["ClusterError", "StandaloneCluster"]
+
+_MASTER_URL = re.compile(r"Starting Spark master at (spark://[\w.]+:\d+)")
+_REGISTERED = re.compile(r"Registering worker [\w.]+:\d+ with (\d+) cores")
+
+
+class ClusterError(RuntimeError):
+    """The cluster did not come up (the message carries the log's tail)."""
+
+
+def spark_home() -> Path:
+    """The installed pyspark's Spark home (it ships ``bin/spark-class`` and the jars)."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+class _LogTail:
+    """Reads a process's output on a thread: keeps the tail, hands every line to a queue."""
+
+    def __init__(self, stream: IO[str], name: str) -> None:
+        self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.tail: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), name=f"cluster-log-{name}", daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.tail = [*self.tail[-40:], line.rstrip()]
+            self.lines.put(line)
+        self.lines.put("")  # end of output
+
+    def wait_for(self, pattern: re.Pattern[str], timeout: float) -> re.Match[str]:
+        """The first line matching ``pattern``, waiting at most ``timeout`` seconds for it."""
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise ClusterError(f"no line matching {pattern.pattern!r} within {timeout} s; log tail:\n"
+                                   + "\n".join(self.tail)) from None
+            if line == "":
+                raise ClusterError(f"the process ended before logging {pattern.pattern!r}; log tail:\n" + "\n".join(self.tail))
+            found = pattern.search(line)
+            if found is not None:
+                return found
+
+
+class StandaloneCluster:
+    """A standalone Master and ``workers`` Workers (``cores`` each) on 127.0.0.1; use as a context manager."""
+
+    def __init__(self, workers: int = 2, cores: int = 1, memory: str = "1g", startup_timeout: float = 120) -> None:
+        """Describe the cluster; :meth:`start` (or ``with``) launches it."""
+        self.workers = workers
+        self.cores = cores
+        self.memory = memory
+        self.startup_timeout = startup_timeout
+        self.master_url = ""
+        self._processes: list[subprocess.Popen[str]] = []
+        self._directory: Path | None = None
+
+    def _launch(self, name: str, main_class: str, *args: str) -> tuple[subprocess.Popen[str], _LogTail]:
+        assert self._directory is not None
+        env = dict(os.environ)
+        env.update({
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_NO_DAEMONIZE": "1",
+            "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON", sys.executable),
+            "SPARK_LOG_DIR": str(self._directory / "logs"),
+        })
+        command = [str(spark_home() / "bin" / "spark-class"), main_class, *args]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                   cwd=self._directory, start_new_session=True)
+        self._processes.append(process)
+        assert process.stdout is not None
+        return process, _LogTail(process.stdout, name)
+
+    def start(self) -> StandaloneCluster:
+        """Launch the master and the workers; return once every worker is registered.
+
+        Raises:
+            ClusterError: a process failed or did not come up within ``startup_timeout``.
+        """
+        self._directory = Path(tempfile.mkdtemp(prefix="aiodstream-cluster-"))
+        try:
+            _, master_log = self._launch("master", "org.apache.spark.deploy.master.Master",
+                                         "--host", "127.0.0.1", "--port", "0", "--webui-port", "0")
+            self.master_url = master_log.wait_for(_MASTER_URL, self.startup_timeout).group(1)
+            for i in range(self.workers):
+                work = self._directory / f"worker-{i}"
+                work.mkdir()
+                self._launch(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.master_url,
+                             "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
+                             "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work))
+            for _ in range(self.workers):
+                master_log.wait_for(_REGISTERED, self.startup_timeout)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Stop the workers, then the master (SIGTERM, then SIGKILL after 10 s), and remove their directories."""
+        for process in reversed(self._processes):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in reversed(self._processes):
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self._processes.clear()
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            self._directory = None
+
+    def __enter__(self) -> StandaloneCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
