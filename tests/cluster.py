@@ -25,6 +25,7 @@ __all__ = ["ClusterError", "StandaloneCluster"]
 
 _MASTER_URL = re.compile(r"Starting Spark master at (spark://[\w.]+:\d+)")
 _REGISTERED = re.compile(r"Registering worker [\w.]+:\d+ with (\d+) cores")
+_APP = re.compile(r"Registering app (.+)$")
 
 
 class ClusterError(RuntimeError):
@@ -44,12 +45,16 @@ class _LogTail:
     def __init__(self, stream: IO[str], name: str) -> None:
         self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.tail: list[str] = []
+        self.apps: list[str] = []  # applications the master registered (its log says so)
         self._thread = threading.Thread(target=self._read, args=(stream,), name=f"cluster-log-{name}", daemon=True)
         self._thread.start()
 
     def _read(self, stream: IO[str]) -> None:
         for line in stream:
             self.tail = [*self.tail[-40:], line.rstrip()]
+            app = _APP.search(line.rstrip())
+            if app is not None:
+                self.apps.append(app.group(1))
             self.lines.put(line)
         self.lines.put("")  # end of output
 
@@ -80,6 +85,7 @@ class StandaloneCluster:
         self.master_url = ""
         self._processes: list[subprocess.Popen[str]] = []
         self._directory: Path | None = None
+        self._master_log: _LogTail | None = None
 
     def _launch(self, name: str, main_class: str, *args: str) -> tuple[subprocess.Popen[str], _LogTail]:
         assert self._directory is not None
@@ -108,6 +114,7 @@ class StandaloneCluster:
         try:
             _, master_log = self._launch("master", "org.apache.spark.deploy.master.Master",
                                          "--host", "127.0.0.1", "--port", "0", "--webui-port", "0")
+            self._master_log = master_log
             self.master_url = master_log.wait_for(_MASTER_URL, self.startup_timeout).group(1)
             for i in range(self.workers):
                 work = self._directory / f"worker-{i}"
@@ -121,6 +128,10 @@ class StandaloneCluster:
             self.close()
             raise
         return self
+
+    def registered_apps(self) -> list[str]:
+        """The names of the applications the master has registered so far, oldest first."""
+        return [] if self._master_log is None else list(self._master_log.apps)
 
     def close(self) -> None:
         """Stop the workers, then the master (SIGTERM, then SIGKILL after 10 s), and remove their directories."""

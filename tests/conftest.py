@@ -27,6 +27,17 @@ SPARK_TEST_CONF = {
 }
 
 
+TEST_MASTER_VARIABLE = "AIODSTREAM_TEST_SPARK_MASTER"
+"""When set (``spark://host:port``), the test run's SparkContext is on that cluster instead of local[2]."""
+
+CLUSTER_TEST_CONF = {
+    "spark.executor.memory": "512m",
+    # The first job waits until every executor registered: the work is spread over the workers.
+    "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+    "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
+}
+
+
 @pytest.fixture(scope="session")
 def spark_context() -> Iterator[Any]:
     """The one SparkContext of the test run (starting Spark takes seconds; share it)."""
@@ -40,6 +51,11 @@ def spark_context() -> Iterator[Any]:
     conf = SparkConf()
     for key, value in SPARK_TEST_CONF.items():
         conf.set(key, value)
+    master = os.environ.get(TEST_MASTER_VARIABLE)
+    if master:  # a suite run on a cluster (tests/streaming/test_cluster.py starts one and sets this)
+        conf.set("spark.master", master)
+        for key, value in CLUSTER_TEST_CONF.items():
+            conf.set(key, value)
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
     yield sc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster import StandaloneCluster
+from tests.conftest import TEST_MASTER_VARIABLE
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -34,3 +36,23 @@ def test_a_word_count_runs_on_the_clusters_executors(cluster: StandaloneCluster)
     assert out["counts"] == [[["a", 2], ["b", 1], ["c", 1]], [["b", 2]], [], [["a", 1], ["c", 1], ["d", 2], ["e", 1]]]
     assert out["executors"] == ["0", "1"]
     assert out["rows"] == [2, 1, 0, 2]
+    assert "aiodstream-cluster-test" in cluster.registered_apps()
+
+
+CONFORMANCE_ON_THE_CLUSTER = ["aggregations", "windows", "state"]
+"""The conformance groups run on the cluster in CI (a subset: the whole suite takes minutes on
+two one-core workers): shuffles, windows and checkpointed state, each against pyspark.streaming
+on the same cluster."""
+
+
+@pytest.mark.timeout(900)
+def test_the_conformance_suite_gives_pysparks_outputs_on_the_cluster(cluster: StandaloneCluster) -> None:
+    """A child pytest runs conformance groups with the test run's SparkContext on the cluster."""
+    selection = " or ".join(f"[{group}]" for group in CONFORMANCE_ON_THE_CLUSTER)
+    env = {**os.environ, TEST_MASTER_VARIABLE: cluster.master_url}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "tests/streaming/conformance/test_conformance.py",
+         "-k", selection], capture_output=True, text=True, timeout=840, check=False, cwd=HERE.parent.parent, env=env)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert f"{len(CONFORMANCE_ON_THE_CLUSTER)} passed" in result.stdout
+    assert "aiodstream-tests" in cluster.registered_apps()  # the child's SparkContext was the cluster's
