@@ -19,7 +19,7 @@ MAX_RUN_S = 180
 
 
 def spark_context(app_name: str) -> Any:
-    """The child's local[2] Spark (the engine's log on stderr if AIODSTREAM_CRASH_LOG_LEVEL says so)."""
+    """The child's local[2] Spark, or the test cluster's (the engine's log on stderr if AIODSTREAM_CRASH_LOG_LEVEL says so)."""
     level = os.environ.get("AIODSTREAM_CRASH_LOG_LEVEL")
     if level is not None:  # the engine's log on stderr, for debugging a failing run
         logging.basicConfig(level=int(level), stream=sys.stderr)
@@ -28,6 +28,11 @@ def spark_context(app_name: str) -> Any:
 
     conf = (SparkConf().setMaster("local[2]").setAppName(app_name).set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false"))
+    master = os.environ.get("AIODSTREAM_TEST_SPARK_MASTER")
+    if master:  # the crash test run on the test cluster (tests/streaming/test_cluster.py)
+        conf.setMaster(master).set("spark.executor.memory", "512m").set("spark.driver.host", "127.0.0.1") \
+            .set("spark.scheduler.minRegisteredResourcesRatio", "1.0") \
+            .set("spark.scheduler.maxRegisteredResourcesWaitingTime", "120s")
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
     return sc

@@ -56,3 +56,16 @@ def test_the_conformance_suite_gives_pysparks_outputs_on_the_cluster(cluster: St
     assert result.returncode == 0, result.stdout[-4000:]
     assert f"{len(CONFORMANCE_ON_THE_CLUSTER)} passed" in result.stdout
     assert "aiodstream-tests" in cluster.registered_apps()  # the child's SparkContext was the cluster's
+
+
+@pytest.mark.timeout(900)
+def test_a_sigkilled_stateful_driver_recovers_with_exact_output_on_the_cluster(cluster: StandaloneCluster) -> None:
+    """The DStream crash test (getOrCreate, updateStateByKey, saveAsTextFiles, kill -9 of the driver) on the cluster."""
+    env = {**os.environ, TEST_MASTER_VARIABLE: cluster.master_url}
+    before = cluster.registered_apps().count("dstream-crash-child")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "tests/streaming/test_dstream_crash.py"],
+        capture_output=True, text=True, timeout=840, check=False, cwd=HERE.parent.parent, env=env)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "1 passed" in result.stdout
+    assert cluster.registered_apps().count("dstream-crash-child") - before >= 2  # every driver ran on the cluster
