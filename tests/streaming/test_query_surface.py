@@ -382,3 +382,18 @@ def test_rows_of_receiver_inputs_are_the_records_they_took(spark_context: Any, b
             await ssc.stop_async()
 
     anyio.run(body, backend=backend)
+
+
+def test_remove_streaming_listener_takes_a_pending_or_running_listener_off(spark_context: Any) -> None:
+    listener, other = Recording(), Recording()
+    ssc = StreamingContext(spark_context, 0.1)
+    ssc.addStreamingListener(listener)
+    ssc.addStreamingListener(other)
+    ssc.removeStreamingListener(listener)  # still pending: never registered
+    with pytest.raises(ValueError, match="not registered"):
+        ssc.removeStreamingListener(listener)
+    ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    ssc.start()
+    ssc.removeStreamingListener(other)  # on the running bus, from this (non-loop) thread
+    ssc.stop(stopSparkContext=False)
+    assert listener.calls == [] and "terminated" not in other.kinds()
