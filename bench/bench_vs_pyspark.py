@@ -369,6 +369,8 @@ def main() -> None:
                         help="input sizes for the three-outputs run (small batches are latency-bound, large ones CPU-bound)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating runs per engine for the delay measures (>= 5)")
     parser.add_argument("--master", default="local[2]", help="the Spark master of this run")
+    parser.add_argument("--spark-conf", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="further Spark settings of this run (e.g. for a cluster master)")
     parser.add_argument("--three-outputs-masters", nargs="*", default=["local[6]"],
                         help="further masters for the three-outputs measure, each run in a child process")
     parser.add_argument("--only", nargs="*", default=["noop", "word_count", "three_outputs", "socket_rate"])
@@ -382,6 +384,9 @@ def main() -> None:
 
     conf = (SparkConf().setMaster(args.master).setAppName("bench_vs_pyspark").set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false").set("spark.default.parallelism", "2"))
+    for setting in args.spark_conf:
+        key, _, value = setting.partition("=")
+        conf.set(key, value)
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
     sc.parallelize(make_lines(0, 1000), 2).flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(add).collect()  # warm up workers
