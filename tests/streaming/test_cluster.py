@@ -58,14 +58,24 @@ def test_the_conformance_suite_gives_pysparks_outputs_on_the_cluster(cluster: St
     assert "aiodstream-tests" in cluster.registered_apps()  # the child's SparkContext was the cluster's
 
 
+CRASH_TESTS_ON_THE_CLUSTER = {
+    "tests/streaming/test_dstream_crash.py": "dstream-crash-child",
+    "tests/streaming/groups/test_sessions_crash.py": "sessions-crash-child",
+}
+"""The crash tests run on the cluster, with their child's application name: the DStream one
+(getOrCreate, updateStateByKey, saveAsTextFiles) and the stateful one (mapGroupsWithState under a
+watermark, its state store written by the executors' tasks)."""
+
+
 @pytest.mark.timeout(900)
-def test_a_sigkilled_stateful_driver_recovers_with_exact_output_on_the_cluster(cluster: StandaloneCluster) -> None:
-    """The DStream crash test (getOrCreate, updateStateByKey, saveAsTextFiles, kill -9 of the driver) on the cluster."""
+@pytest.mark.parametrize("path", list(CRASH_TESTS_ON_THE_CLUSTER))
+def test_a_sigkilled_stateful_driver_recovers_with_exact_output_on_the_cluster(cluster: StandaloneCluster, path: str) -> None:
+    """A crash test (the driver killed with SIGKILL at random moments and restarted) on the cluster: exact output."""
+    app = CRASH_TESTS_ON_THE_CLUSTER[path]
     env = {**os.environ, TEST_MASTER_VARIABLE: cluster.master_url}
-    before = cluster.registered_apps().count("dstream-crash-child")
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "tests/streaming/test_dstream_crash.py"],
-        capture_output=True, text=True, timeout=840, check=False, cwd=HERE.parent.parent, env=env)
+    before = cluster.registered_apps().count(app)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", path],
+                            capture_output=True, text=True, timeout=840, check=False, cwd=HERE.parent.parent, env=env)
     assert result.returncode == 0, result.stdout[-4000:]
     assert "1 passed" in result.stdout
-    assert cluster.registered_apps().count("dstream-crash-child") - before >= 2  # every driver ran on the cluster
+    assert cluster.registered_apps().count(app) - before >= 2  # every driver ran on the cluster
