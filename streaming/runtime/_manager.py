@@ -55,16 +55,23 @@ class QueryRegistry:
 
     # -- the runtimes' side --
 
-    def started(self, runtime: RegisteredQuery, query_id: uuid.UUID) -> None:
-        """``runtime`` is active as query ``query_id``."""
+    def claim(self, runtime: RegisteredQuery, query_id: uuid.UUID) -> RegisteredQuery | None:
+        """Make ``runtime`` the active query ``query_id``, unless another is: then that one is returned."""
         with self._lock:
+            other = self._active.get(query_id)
+            if other is not None and other is not runtime:
+                return other
             self._active[query_id] = runtime
+            return None
+
+    def _drop(self, runtime: RegisteredQuery) -> None:
+        for key in [k for k, v in self._active.items() if v is runtime]:
+            del self._active[key]
 
     def terminated(self, runtime: RegisteredQuery, error: BaseException | None) -> None:
         """``runtime`` terminated, with its death cause or ``None``."""
         with self._lock:
-            for key in [k for k, v in self._active.items() if v is runtime]:
-                del self._active[key]
+            self._drop(runtime)
             # A later clean termination does not hide an earlier failure (Spark's rule).
             if error is not None or not isinstance(self._last, BaseException):
                 self._last = error
@@ -72,10 +79,9 @@ class QueryRegistry:
             self._lock.notify_all()
 
     def forget(self, runtime: RegisteredQuery) -> None:
-        """``runtime`` failed to start: no longer active, and no termination to report."""
+        """``runtime`` is no longer active, without a termination to report (its start failed)."""
         with self._lock:
-            for key in [k for k, v in self._active.items() if v is runtime]:
-                del self._active[key]
+            self._drop(runtime)
 
     def given_listeners(self) -> list[object]:
         """The listeners added, as given to :meth:`add_listener`."""

@@ -74,7 +74,6 @@ __all__ = ["StreamingContextState", "StreamingRuntime"]
 _active_lock = threading.Lock()
 _active_names: dict[str, StreamingRuntime] = {}
 _active_paths: dict[str, StreamingRuntime] = {}
-_active_ids: dict[uuid.UUID, StreamingRuntime] = {}
 
 
 _K = TypeVar("_K")
@@ -413,8 +412,6 @@ class StreamingRuntime:
                 self._claim()
                 plan = await tracker.open(self.scheduler.generator.timer.start_time())
                 self._claim_id()
-                assert tracker.query_id is not None
-                query_registry.started(self, tracker.query_id)
                 await tg.start(tracker.run)
                 run = {"start": plan.first_batch, "zero_time": plan.zero_time, "reschedule": plan.reschedule,
                        "timer": self.trigger is Trigger.PROCESSING_TIME}
@@ -470,14 +467,13 @@ class StreamingRuntime:
     def _claim_id(self) -> None:
         tracker = self.tracker
         assert tracker is not None and tracker.query_id is not None
-        with _active_lock:
-            other = _active_ids.get(tracker.query_id)
-            if other is not None:  # a copy of an active query's checkpoint
-                raise StreamingStateError(
-                    f"cannot start query {tracker.query_id}: it is already active in this process ({other!r}, from a "
-                    "copy of this checkpoint); stop that query first, or start this one from a new checkpoint directory"
-                )
-            _active_ids[tracker.query_id] = self
+        # The registry of active queries is the one the query manager lists (ids are unique there).
+        other = query_registry.claim(self, tracker.query_id)
+        if other is not None:  # a copy of an active query's checkpoint
+            raise StreamingStateError(
+                f"cannot start query {tracker.query_id}: it is already active in this process ({other!r}, from a "
+                "copy of this checkpoint); stop that query first, or start this one from a new checkpoint directory"
+            )
 
     def _unregister(self) -> None:
         if not self._registered:
@@ -485,8 +481,8 @@ class StreamingRuntime:
         with _active_lock:
             _forget(_active_names, self)
             _forget(_active_paths, self)
-            _forget(_active_ids, self)
             self._registered = False
+        query_registry.forget(self)
 
     async def _drive_triggers(self, plan: RunPlan) -> None:
         # Once and AvailableNow: batches are generated here instead of by the timer, back to
