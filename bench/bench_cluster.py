@@ -19,13 +19,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-CLUSTER_CONF = [
-    "spark.executor.memory=512m",
-    "spark.cores.max=2",
-    "spark.scheduler.minRegisteredResourcesRatio=1.0",
-    "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
-    "spark.driver.host=127.0.0.1",
-]
 
 
 def word_count_on(master: str, rounds: int, conf: list[str]) -> dict[str, Any]:
@@ -44,11 +37,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per engine on each master (>= 5)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from tests.cluster import StandaloneCluster
+    from tests.cluster import APP_CONF, StandaloneCluster
 
     out: dict[str, Any] = {"cpus": os.cpu_count(), "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
     with StandaloneCluster(workers=2, cores=1) as cluster:
-        masters = {"local[2]": [], "standalone cluster, 2 workers x 1 core": CLUSTER_CONF}
+        cluster_conf = [f"{key}={value}" for key, value in {**APP_CONF, "spark.cores.max": "2"}.items()]
+        masters = {"local[2]": [], "standalone cluster, 2 workers x 1 core": cluster_conf}
         urls = {"local[2]": "local[2]", "standalone cluster, 2 workers x 1 core": cluster.master_url}
         for name, conf in masters.items():
             result = word_count_on(urls[name], args.rounds, conf)

@@ -21,7 +21,19 @@ import threading
 from pathlib import Path
 from typing import IO
 
-__all__ = ["ClusterError", "StandaloneCluster"]
+__all__ = ["APP_CONF", "MASTER_VARIABLE", "ClusterError", "StandaloneCluster"]
+
+MASTER_VARIABLE = "AIODSTREAM_TEST_SPARK_MASTER"
+"""When set (``spark://host:port``), a test run's SparkContext (and a crash child's) is on that cluster."""
+
+APP_CONF = {
+    "spark.executor.memory": "512m",
+    "spark.driver.host": "127.0.0.1",
+    # The first job waits until every executor registered: the work is spread over the workers.
+    "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+    "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
+}
+"""The settings of an application run on the test cluster."""
 
 _MASTER_URL = re.compile(r"Starting Spark master at (spark://[\w.]+:\d+)")
 _REGISTERED = re.compile(r"Registering worker [\w.]+:\d+ with (\d+) cores")

@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from tests.anyio_support import BACKENDS, HANG_GUARD_S
+from tests.cluster import APP_CONF, MASTER_VARIABLE
 
 SPARK_TEST_CONF = {
     "spark.master": "local[2]",
@@ -24,17 +25,6 @@ SPARK_TEST_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
-}
-
-
-TEST_MASTER_VARIABLE = "AIODSTREAM_TEST_SPARK_MASTER"
-"""When set (``spark://host:port``), the test run's SparkContext is on that cluster instead of local[2]."""
-
-CLUSTER_TEST_CONF = {
-    "spark.executor.memory": "512m",
-    # The first job waits until every executor registered: the work is spread over the workers.
-    "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-    "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
 }
 
 
@@ -51,10 +41,10 @@ def spark_context() -> Iterator[Any]:
     conf = SparkConf()
     for key, value in SPARK_TEST_CONF.items():
         conf.set(key, value)
-    master = os.environ.get(TEST_MASTER_VARIABLE)
+    master = os.environ.get(MASTER_VARIABLE)
     if master:  # a suite run on a cluster (tests/streaming/test_cluster.py starts one and sets this)
         conf.set("spark.master", master)
-        for key, value in CLUSTER_TEST_CONF.items():
+        for key, value in APP_CONF.items():
             conf.set(key, value)
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")

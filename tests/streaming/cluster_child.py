@@ -16,16 +16,14 @@ from typing import Any
 from pyspark import SparkConf, SparkContext
 
 from streaming import StreamingContext
+from tests.cluster import APP_CONF
 
 LINES = [["a b a", "c"], ["b b"], [], ["a d d c", "e"]]
 
 
 def main(master: str) -> None:
-    conf = (SparkConf().setMaster(master).setAppName("aiodstream-cluster-test")
-            .set("spark.executor.memory", "512m").set("spark.cores.max", "2")
-            .set("spark.scheduler.minRegisteredResourcesRatio", "1.0")
-            .set("spark.scheduler.maxRegisteredResourcesWaitingTime", "120s")
-            .set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
+    conf = (SparkConf().setMaster(master).setAppName("aiodstream-cluster-test").setAll(list(APP_CONF.items()))
+            .set("spark.cores.max", "2").set("spark.driver.bindAddress", "127.0.0.1")
             .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false"))
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")

@@ -28,11 +28,11 @@ def spark_context(app_name: str) -> Any:
 
     conf = (SparkConf().setMaster("local[2]").setAppName(app_name).set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false"))
-    master = os.environ.get("AIODSTREAM_TEST_SPARK_MASTER")
+    from tests.cluster import APP_CONF, MASTER_VARIABLE
+
+    master = os.environ.get(MASTER_VARIABLE)
     if master:  # the crash test run on the test cluster (tests/streaming/test_cluster.py)
-        conf.setMaster(master).set("spark.executor.memory", "512m").set("spark.driver.host", "127.0.0.1") \
-            .set("spark.scheduler.minRegisteredResourcesRatio", "1.0") \
-            .set("spark.scheduler.maxRegisteredResourcesWaitingTime", "120s")
+        conf.setMaster(master).setAll(list(APP_CONF.items()))
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
     return sc

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import StandaloneCluster
-from tests.conftest import TEST_MASTER_VARIABLE
+from tests.cluster import MASTER_VARIABLE, StandaloneCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -29,8 +28,9 @@ def cluster() -> Iterator[StandaloneCluster]:
 @pytest.mark.timeout(300)
 def test_a_word_count_runs_on_the_clusters_executors(cluster: StandaloneCluster) -> None:
     """Same counts as on local[2]; the tasks ran on both executors (never the driver); true row counts."""
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent.parent)}  # the child imports tests.cluster
     result = subprocess.run([sys.executable, str(HERE / "cluster_child.py"), cluster.master_url], capture_output=True,
-                            text=True, timeout=240, check=False, cwd=HERE.parent.parent)
+                            text=True, timeout=240, check=False, cwd=HERE.parent.parent, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["counts"] == [[["a", 2], ["b", 1], ["c", 1]], [["b", 2]], [], [["a", 1], ["c", 1], ["d", 2], ["e", 1]]]
@@ -49,7 +49,7 @@ on the same cluster."""
 def test_the_conformance_suite_gives_pysparks_outputs_on_the_cluster(cluster: StandaloneCluster) -> None:
     """A child pytest runs conformance groups with the test run's SparkContext on the cluster."""
     selection = " or ".join(f"[{group}]" for group in CONFORMANCE_ON_THE_CLUSTER)
-    env = {**os.environ, TEST_MASTER_VARIABLE: cluster.master_url}
+    env = {**os.environ, MASTER_VARIABLE: cluster.master_url}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "tests/streaming/conformance/test_conformance.py",
          "-k", selection], capture_output=True, text=True, timeout=840, check=False, cwd=HERE.parent.parent, env=env)
@@ -72,7 +72,7 @@ watermark, its state store written by the executors' tasks)."""
 def test_a_sigkilled_stateful_driver_recovers_with_exact_output_on_the_cluster(cluster: StandaloneCluster, path: str) -> None:
     """A crash test (the driver killed with SIGKILL at random moments and restarted) on the cluster: exact output."""
     app = CRASH_TESTS_ON_THE_CLUSTER[path]
-    env = {**os.environ, TEST_MASTER_VARIABLE: cluster.master_url}
+    env = {**os.environ, MASTER_VARIABLE: cluster.master_url}
     before = cluster.registered_apps().count(app)
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", path],
                             capture_output=True, text=True, timeout=840, check=False, cwd=HERE.parent.parent, env=env)
