@@ -1,0 +1,829 @@
+"""ContinuousExecution: a continuous query's driver side, on the event loop (Spark's ``ContinuousExecution``).
+
+It resolves where the query resumes from its checkpoint, serves the epoch coordinator to the tasks
+over TCP, advances the epoch on the injected clock, performs the coordinator's actions in order
+(offsets entries, sink commits, commits entries, progress), and runs the long-running tasks through
+a launcher. Its lifecycle, listener events and query surface are those of the micro-batch runtime.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import threading
+import time as _time
+import traceback
+import uuid
+from types import TracebackType
+from typing import Any, Callable, Mapping, Sequence
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from listeners import QueryProgress, QueryStarted, QueryTerminated, StreamingListenerBus, current_listener
+from scheduler import (
+    Checkpoint,
+    CheckpointError,
+    Clock,
+    CommitMetadata,
+    Duration,
+    InvalidPipelineError,
+    Milliseconds,
+    OffsetSeq,
+    RecurringTimer,
+    SinkProgress,
+    SourceProgress,
+    StreamingError,
+    StreamingQueryException,
+    StreamingQueryProgress,
+    StreamingQueryStatus,
+    StreamingStateError,
+    SystemClock,
+    format_timestamp,
+    library_logger,
+    remove_temp_files,
+    run_with_timeout,
+)
+
+from ..runtime import StreamingContextState, query_registry
+from ._coordinator import AddOffsets, BacklogExceeded, CommitEpoch, CoordinatorAction, EpochCoordinator
+from ._launchers import TaskLauncher
+from ._plan import Continuous, ContinuousPlan
+from ._protocol import (
+    ASKS,
+    HEADER,
+    MAX_FRAME,
+    CommitPartitionEpoch,
+    GetCurrentEpoch,
+    ReportPartitionOffset,
+    ask_error,
+    decode_hello,
+    encode_frame,
+)
+from ._task import TaskSpec, compose
+
+__all__ = ["ContinuousExecution", "ContinuousExecutionStatistics", "ContinuousOptions"]
+
+BACKLOG = "spark.sql.streaming.continuous.epochBacklogQueueSize"
+POLL_INTERVAL = "spark.sql.streaming.continuous.executorPollIntervalMs"
+MIN_BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
+NUM_RECENT_PROGRESS = "spark.sql.streaming.numRecentProgressUpdates"
+_OPTIONS = {BACKLOG: 10_000, POLL_INTERVAL: 100, MIN_BATCHES_TO_RETAIN: 100, NUM_RECENT_PROGRESS: 100}
+
+
+class ContinuousOptions:
+    """A continuous query's settings, by Spark's names (case-insensitive), with Spark's defaults."""
+
+    def __init__(self, options: Mapping[str, object] | None = None) -> None:
+        """Read ``options``.
+
+        Raises:
+            InvalidPipelineError: an unknown name, or a value that is not a positive whole number.
+        """
+        known = {k.lower(): k for k in _OPTIONS}
+        values = dict(_OPTIONS)
+        for key, value in (options or {}).items():
+            name = known.get(str(key).lower())
+            if name is None:
+                raise InvalidPipelineError(f"unknown option {key!r} for a continuous query; the options are {', '.join(_OPTIONS)}")
+            parsed = value if isinstance(value, int) and not isinstance(value, bool) else None
+            if isinstance(value, str) and value.strip().isdigit():
+                parsed = int(value.strip())
+            if parsed is None or parsed < 1:
+                raise InvalidPipelineError(f"option {name} must be a positive whole number, got {value!r}")
+            values[name] = parsed
+        self.epoch_backlog_queue_size = values[BACKLOG]
+        self.executor_poll_interval_ms = values[POLL_INTERVAL]
+        self.min_batches_to_retain = values[MIN_BATCHES_TO_RETAIN]
+        self.num_recent_progress_updates = values[NUM_RECENT_PROGRESS]
+
+
+class ContinuousExecutionStatistics:
+    """Counters of a run (trio's ``statistics()`` convention): epochs committed and what each commit cost."""
+
+    def __init__(self, epochs_committed: int, commit_ms: Sequence[float], connections: int, dropped_messages: int) -> None:
+        """A snapshot."""
+        self.epochs_committed = epochs_committed
+        self.commit_ms = list(commit_ms)
+        """Per committed epoch: ms from its last partition commit arriving to its commits entry written."""
+        self.connections = connections
+        self.dropped_messages = dropped_messages
+
+    def __repr__(self) -> str:
+        return f"<ContinuousExecutionStatistics {self.epochs_committed} epochs, {self.connections} connections>"
+
+
+class _Resume:
+    """Where a run starts: its first epoch and each partition's offset."""
+
+    def __init__(self, query_id: uuid.UUID, start_epoch: int, offsets: list[Any], latest: int | None) -> None:
+        self.query_id = query_id
+        self.start_epoch = start_epoch
+        self.offsets = offsets
+        self.latest = latest
+
+
+async def _read_frame(stream: BufferedByteReceiveStream) -> bytes:
+    (size,) = HEADER.unpack(await stream.receive_exactly(HEADER.size))
+    if size > MAX_FRAME:
+        raise ValueError(f"frame of {size} bytes is too large")
+    return await stream.receive_exactly(size)
+
+
+class ContinuousExecution:
+    """Runs a continuous query: long-running tasks, epochs cut by the driver, committed in order.
+
+    Use it as an async context manager, as the micro-batch runtime::
+
+        plan = ContinuousStream(RateSource(1000, 2)).filter(keep).to(MemorySink())
+        async with ContinuousExecution(plan, Continuous("1 second"), launcher=SparkTaskLauncher(lambda: sc)) as query:
+            await query.start()
+            ...
+            await query.stop()
+
+    Guarantees:
+        * epochs commit strictly in order, each once: the sink's commit, then ``commits/<epoch>``;
+        * a restart resumes after the last committed epoch (with the file sink, the last epoch the
+          sink committed): at least once in general, exactly once with a replayable source and
+          an exactly-once sink;
+        * a graceful stop closes the epoch in progress (its rows are committed) before the tasks
+          end; an immediate stop drops what was not committed and cancels the tasks' Spark job
+          group (a task thread that cannot be interrupted is abandoned after ``abandon_after``);
+        * every listener event posted is delivered before ``stop`` returns.
+    """
+
+    def __init__(
+        self,
+        plan: ContinuousPlan | Callable[[], ContinuousPlan],
+        trigger: Continuous,
+        *,
+        launcher: TaskLauncher,
+        clock: Clock | None = None,
+        checkpoint_location: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        options: Mapping[str, object] | None = None,
+        bind_host: str | None = None,
+        graceful_stop_timeout: Duration | None = None,
+        abandon_after: Duration = Milliseconds(2000),
+        listener_bus_capacity: int = 10_000,
+    ) -> None:
+        """Configure the query; nothing runs until :meth:`start`.
+
+        Args:
+            plan: what to run, or a function building it at start (the DStream API's way).
+            trigger: the interval between epochs.
+            launcher: where the tasks run (:class:`SparkTaskLauncher` or :class:`ThreadTaskLauncher`).
+            clock: the clock epochs are timed on (default: the wall clock).
+            checkpoint_location: a directory for the query id and the offsets and commits logs;
+                without one the query starts afresh every time.
+            name: the query name.
+            options: Spark's ``spark.sql.streaming.continuous.epochBacklogQueueSize``,
+                ``...executorPollIntervalMs``, ``spark.sql.streaming.minBatchesToRetain`` and
+                ``spark.sql.streaming.numRecentProgressUpdates``.
+            bind_host: the interface the coordinator listens on (default: the launcher's driver host).
+            graceful_stop_timeout: bound on a graceful stop (default 10 epoch intervals).
+            abandon_after: how long an immediate stop waits for the tasks after cancelling them.
+            listener_bus_capacity: per-listener queue bound.
+
+        Raises:
+            InvalidPipelineError: a bad option or trigger.
+        """
+        if not isinstance(trigger, Continuous):
+            raise InvalidPipelineError(f"a continuous query needs a Continuous trigger, got {trigger!r}")
+        self._plan_source = plan
+        self.plan: ContinuousPlan | None = None
+        self.trigger = trigger
+        self.launcher = launcher
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.checkpoint_location = None if checkpoint_location is None else os.fspath(checkpoint_location)
+        self.name = name
+        self.options = ContinuousOptions(options)
+        self._bind_host = bind_host
+        self.graceful_stop_timeout = graceful_stop_timeout or trigger.interval * 10
+        self.abandon_after = abandon_after
+        self.listener_bus = StreamingListenerBus(listener_bus_capacity)
+        self.handle: object = self
+        """What the query manager hands out for this query."""
+        self.run_id = uuid.uuid4()
+        self.query_id: uuid.UUID | None = None
+        self.coordinator: EpochCoordinator | None = None
+        self._state = StreamingContextState.INITIALIZED
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._status = StreamingQueryStatus("Initializing StreamExecution", False, False)
+        self._progress: list[StreamingQueryProgress] = []
+        self._error: StreamingQueryException | None = None
+        self._stopping = False
+        self._stop_done: anyio.Event | None = None
+        self._changed = anyio.Event()
+        self._tasks_done: anyio.Event | None = None
+        self._actions_done: anyio.Event | None = None
+        self._bus_done: anyio.Event | None = None
+        self._server_scope: anyio.CancelScope | None = None
+        self._tasks_scope: anyio.CancelScope | None = None
+        self._timer: RecurringTimer | None = None
+        self._actions_send: Any = None
+        self._checkpoint: Checkpoint | None = None
+        self._group = f"aiodstream-continuous-{self.run_id}"
+        self._token = uuid.uuid4().hex
+        self._epoch_started: dict[int, int] = {}
+        self._epoch_offsets: dict[int, list[str]] = {}
+        self._epoch_walcommit: dict[int, int] = {}
+        self._commit_ms: list[float] = []
+        self._committed = 0
+        self._no_new_data_at = -1  # the commit count at which an epoch last committed with no new data
+        self._connections = 0
+        self._loop_token: anyio.lowlevel.EventLoopToken | None = None
+        self._loop_thread: int | None = None
+        self._registered = False
+        self._log = library_logger("aiodstream.continuous", component="ContinuousExecution", name=name)
+
+    # -- listeners (from any thread, as the query manager adds them) --
+
+    def add_listener(self, listener: object, *, name: str | None = None, on_loop: bool | None = None) -> None:
+        """Register a listener on the query's bus."""
+        self._on_loop(lambda: self.listener_bus.add_listener(listener, name=name, on_loop=on_loop))
+
+    def remove_listener(self, listener: object) -> None:
+        """Unregister a listener."""
+        self._on_loop(lambda: self.listener_bus.remove_listener(listener))
+
+    def _on_loop(self, action: Callable[[], None]) -> None:
+        token = self._loop_token
+        if token is None or threading.get_ident() == self._loop_thread:
+            action()
+        else:
+            anyio.from_thread.run_sync(action, token=token)
+
+    # -- lifecycle --
+
+    async def __aenter__(self) -> ContinuousExecution:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._loop_token = anyio.lowlevel.current_token()
+        self._loop_thread = threading.get_ident()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None:
+        assert self._tg is not None
+        try:
+            if self._state is not StreamingContextState.STOPPED:
+                with anyio.CancelScope(shield=True):
+                    await self.stop(graceful=exc_type is None)
+        finally:
+            tg, self._tg = self._tg, None
+            return await tg.__aexit__(exc_type, exc, tb)  # noqa: B012 - the task group decides
+
+    @property
+    def state(self) -> StreamingContextState:
+        """INITIALIZED, ACTIVE or STOPPED."""
+        return self._state
+
+    @property
+    def is_active(self) -> bool:
+        """Started and not stopped."""
+        return self._state is StreamingContextState.ACTIVE
+
+    async def start(self) -> None:
+        """Resolve the checkpoint, start the coordinator, the tasks and the epoch timer (INITIALIZED -> ACTIVE).
+
+        Raises:
+            StreamingStateError: already started or stopped, or not inside ``async with``.
+            InvalidPipelineError: the plan cannot run (an unsupported operation, too few task
+                slots, a checkpoint of another plan); the query is then STOPPED.
+            CheckpointError: the checkpoint cannot be read.
+        """
+        if self._state is StreamingContextState.ACTIVE:
+            raise StreamingStateError("StreamingContext has already been started")
+        if self._state is StreamingContextState.STOPPED:
+            raise StreamingStateError("StreamingContext has already been stopped")
+        if self._tg is None:
+            raise StreamingStateError("start() needs the query's task group: use 'async with query:'")
+        tg = self._tg
+        self._bus_done, self._tasks_done, self._actions_done = anyio.Event(), anyio.Event(), anyio.Event()
+        try:
+            plan = self._plan_source() if callable(self._plan_source) else self._plan_source
+            if not isinstance(plan, ContinuousPlan):
+                raise InvalidPipelineError(f"a continuous query runs a ContinuousPlan, got {plan!r}")
+            self.plan = plan
+            for listener, lname in query_registry.listeners():
+                if listener not in self.listener_bus.listeners:
+                    self.listener_bus.add_listener(listener, name=lname)
+            await tg.start(self._run_bus)
+            resume, host = await anyio.to_thread.run_sync(self._open, plan)
+            self.query_id = resume.query_id
+            other = query_registry.claim(self, resume.query_id)
+            if other is not None:
+                raise StreamingStateError(f"cannot start query {resume.query_id}: it is already active in this process ({other!r})")
+            self._registered = True
+            self.coordinator = EpochCoordinator(resume.start_epoch, self.options.epoch_backlog_queue_size)
+            self.coordinator.num_reader_partitions = plan.num_partitions
+            self.coordinator.num_writer_partitions = plan.num_partitions
+            self._set_status("Starting new streaming query" if resume.latest is None else
+                             f"Starting new streaming query and getting offsets from latest epoch {resume.latest}")
+            listener = await anyio.create_tcp_listener(local_host=self._bind_host or host, local_port=0)
+            port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
+            await tg.start(self._serve, listener)
+            send, receive = anyio.create_memory_object_stream[CoordinatorAction](math.inf)
+            self._actions_send = send
+            tg.start_soon(self._perform_actions, receive)
+            specs = self._specs(plan, resume, host, port)
+            now = self.clock.now()
+            self._epoch_started[resume.start_epoch] = now.milliseconds
+            tg.start_soon(self._run_tasks, specs)
+            self._timer = RecurringTimer(self.clock, self.trigger.interval, self._tick, "continuous-epochs")
+            await tg.start(self._timer.run, now)  # Spark's first tick fires at once
+        except BaseException:
+            self._log.error("Error starting the continuous query, marking it as stopped")
+            self._state = StreamingContextState.STOPPED
+            with anyio.CancelScope(shield=True):
+                await self._teardown()
+            if self._registered:
+                query_registry.forget(self)
+            self._wake()
+            raise
+        self._state = StreamingContextState.ACTIVE
+        self._set_status("Running")
+        assert self.query_id is not None
+        await self.listener_bus.post(QueryStarted(self.query_id, self.run_id, self.name, format_timestamp(now.milliseconds)))
+        await self.listener_bus.wait_delivered()  # Spark calls onQueryStarted before start() returns
+        self._log.info("continuous query started", epoch=resume.start_epoch, partitions=plan.num_partitions, port=port)
+
+    def _open(self, plan: ContinuousPlan) -> tuple[_Resume, str]:
+        """Blocking: the launcher's checks, the checkpoint's resume point, the sink's preparation."""
+        self.launcher.check(plan.num_partitions)
+        host = self.launcher.driver_host()
+        for source in plan.sources:
+            source.check()
+        if self.checkpoint_location is None:
+            resume = _Resume(uuid.uuid4(), 0, self._initial_offsets(plan), None)
+        else:
+            resume = self._resume(plan, Checkpoint(self.checkpoint_location))
+        plan.sink.prepare(resume.start_epoch - 1)
+        return resume, host
+
+    @staticmethod
+    def _initial_offsets(plan: ContinuousPlan) -> list[Any]:
+        return [s.initial_offset(p) for s in plan.sources for p in range(s.num_partitions)]
+
+    def _resume(self, plan: ContinuousPlan, checkpoint: Checkpoint) -> _Resume:
+        root = checkpoint.root
+        if root.exists() and not root.is_dir():
+            raise CheckpointError(f"checkpoint location {root} is a file, not a directory; pass a directory path", path=str(root))
+        root.mkdir(parents=True, exist_ok=True)
+        query_id = checkpoint.read_query_id() or checkpoint.create_query_id()
+        for directory in (checkpoint.offsets.directory, checkpoint.commits.directory, root):
+            remove_temp_files(directory)
+        self._checkpoint = checkpoint
+        latest_commit = checkpoint.commits.get_latest()
+        latest = None if latest_commit is None else latest_commit[0]
+        # An exactly-once sink may have committed epochs the commits log has not recorded (a crash
+        # between the two writes): those epochs are done, so record them (their offsets are logged
+        # before any commit).
+        sink_latest = plan.sink.latest_committed_epoch()
+        if sink_latest is not None and (latest is None or sink_latest > latest):
+            for epoch in range(0 if latest is None else latest + 1, sink_latest + 1):
+                if checkpoint.offsets.get(epoch) is None:
+                    raise CheckpointError(f"the sink committed epoch {epoch} but the checkpoint has no offsets for it; "
+                                          "the sink's output and this checkpoint belong to different queries",
+                                          path=str(checkpoint.offsets.path_of(epoch)))
+                checkpoint.commits.add(epoch, CommitMetadata(0))
+            latest = sink_latest
+        if latest is None:
+            return _Resume(query_id, 0, self._initial_offsets(plan), None)
+        entry = checkpoint.offsets.get(latest)
+        if entry is None:
+            raise CheckpointError(f"epoch {latest} is committed but its offsets entry is missing", path=str(checkpoint.root))
+        if len(entry.offsets) != len(plan.sources):
+            raise InvalidPipelineError(
+                f"There are [{len(entry.offsets)}] sources in the checkpoint offsets and now there are "
+                f"[{len(plan.sources)}] sources requested by the query. Cannot continue.")
+        offsets: list[Any] = []
+        for source, line in zip(plan.sources, entry.offsets):
+            if line is None:
+                offsets.extend(source.initial_offset(p) for p in range(source.num_partitions))
+            else:
+                offsets.extend(source.split_offsets(line))
+        self._epoch_offsets[latest] = [o if o is not None else "-" for o in entry.offsets]
+        return _Resume(query_id, latest + 1, offsets, latest)
+
+    def _specs(self, plan: ContinuousPlan, resume: _Resume, host: str, port: int) -> list[TaskSpec]:
+        specs = []
+        partition = 0
+        for branch in plan.branches:
+            operations = compose(branch.operations)
+            for local in range(branch.source.num_partitions):
+                specs.append(TaskSpec(host, port, self._token, partition, branch.source, local, resume.offsets[partition],
+                                      resume.start_epoch, operations, plan.sink, self.options.executor_poll_interval_ms))
+                partition += 1
+        return specs
+
+    async def _run_bus(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        assert self._bus_done is not None
+        try:
+            await self.listener_bus.run(task_status=task_status)
+        finally:
+            self._bus_done.set()
+
+    # -- epochs --
+
+    def _tick(self, time: Any) -> None:
+        # The timer passes the scheduled tick time; the epoch it opens starts then.
+        coordinator = self.coordinator
+        if coordinator is None or self._stopping:
+            return
+        epoch = coordinator.increment_epoch()
+        self._epoch_started[epoch] = time.milliseconds
+
+    # -- the coordinator's server --
+
+    async def _serve(self, listener: anyio.abc.Listener[anyio.abc.SocketStream], *,
+                     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        with anyio.CancelScope() as scope:
+            self._server_scope = scope
+            async with listener, anyio.create_task_group() as tg:
+                task_status.started()
+                await listener.serve(self._connection, task_group=tg)
+
+    async def _connection(self, stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            buffered = BufferedByteReceiveStream(stream)
+            try:
+                token, partition, _attempt = decode_hello(await _read_frame(buffered))
+            except (ValueError, anyio.IncompleteRead, anyio.EndOfStream, OSError, anyio.BrokenResourceError):
+                self._log.warning("a connection that is not one of this query's tasks was closed")
+                return
+            if token != self._token:
+                self._log.warning("a task of another run connected and was refused", partition=partition)
+                return
+            self._connections += 1
+            coordinator = self.coordinator
+            assert coordinator is not None
+            send = self._actions_send
+            try:
+                while True:
+                    message = pickle.loads(await _read_frame(buffered))
+                    if isinstance(message, GetCurrentEpoch):  # the hot path: every poll of every task
+                        await stream.send(encode_frame(pickle.dumps(coordinator.current())))
+                        continue
+                    if isinstance(message, (ReportPartitionOffset, CommitPartitionEpoch)):
+                        if isinstance(message, CommitPartitionEpoch):
+                            self._last_commit_arrival = _time.perf_counter()
+                        _, actions = coordinator.handle(message)
+                        for action in actions:
+                            send.send_nowait(action)
+                        continue
+                    if isinstance(message, ASKS):
+                        try:
+                            reply, actions = coordinator.handle(message)
+                        except (ValueError, TypeError) as exc:
+                            reply, actions = ask_error(str(exc)), []
+                        await stream.send(encode_frame(pickle.dumps(reply)))
+                        for action in actions:
+                            send.send_nowait(action)
+                        continue
+                    self._log.warning("unknown coordinator message dropped", message=type(message).__name__)
+            except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError,
+                    ConnectionError):
+                return
+
+    _last_commit_arrival = 0.0
+
+    # -- the coordinator's actions, in order --
+
+    async def _perform_actions(self, receive: Any) -> None:
+        assert self._actions_done is not None
+        try:
+            async with receive:
+                async for action in receive:
+                    try:
+                        await self._perform(action)
+                    except Exception as exc:
+                        self._fail(exc)
+        finally:
+            self._actions_done.set()
+
+    async def _perform(self, action: CoordinatorAction) -> None:
+        plan = self.plan
+        assert plan is not None
+        if isinstance(action, BacklogExceeded):
+            self._fail(IllegalStateError(action.message))
+            return
+        if isinstance(action, AddOffsets):
+            merged = self._merge(plan, action.offsets)
+            started = _time.perf_counter()
+            if self._checkpoint is not None:
+                checkpoint = self._checkpoint
+                if not await anyio.to_thread.run_sync(checkpoint.offsets.add, action.epoch, OffsetSeq(tuple(merged))):
+                    existing = await anyio.to_thread.run_sync(checkpoint.offsets.get, action.epoch)
+                    if existing is None or list(existing.offsets) != merged:
+                        raise StreamingStateError(
+                            f"Concurrent update to the log. Multiple streaming jobs detected for {action.epoch}. Please make "
+                            "sure only one streaming job runs on a specific checkpoint location at a time.")
+            self._epoch_walcommit[action.epoch] = round((_time.perf_counter() - started) * 1000)
+            previous = self._epoch_offsets.get(action.epoch - 1)
+            self._epoch_offsets[action.epoch] = merged
+            self._new_data = previous != merged
+            return
+        assert isinstance(action, CommitEpoch)
+        await self._commit(plan, action)
+
+    def _merge(self, plan: ContinuousPlan, offsets: Mapping[int, Any]) -> list[str]:
+        merged = []
+        partition = 0
+        for source in plan.sources:
+            merged.append(source.merge_offsets([offsets[p] for p in range(partition, partition + source.num_partitions)]))
+            partition += source.num_partitions
+        return merged
+
+    _new_data = True
+
+    async def _commit(self, plan: ContinuousPlan, action: CommitEpoch) -> None:
+        epoch = action.epoch
+        self._set_status(f"Committing epoch {epoch}")
+        arrival = self._last_commit_arrival
+        checkpoint, retain = self._checkpoint, self.options.min_batches_to_retain
+
+        def commit() -> tuple[float, float]:
+            started = _time.perf_counter()
+            plan.sink.commit_epoch(epoch, action.messages)  # the sink first: a crash between keeps the data
+            sink_done = _time.perf_counter()
+            if checkpoint is not None:
+                checkpoint.commits.add(epoch, CommitMetadata(0))
+                if retain <= epoch:
+                    threshold = epoch + 1 - retain
+                    checkpoint.offsets.purge(threshold)
+                    checkpoint.commits.purge(threshold)
+            return (sink_done - started) * 1000, (_time.perf_counter() - sink_done) * 1000
+
+        sink_ms, log_ms = await anyio.to_thread.run_sync(commit)
+        self._commit_ms.append((_time.perf_counter() - arrival) * 1000 if arrival else sink_ms + log_ms)
+        self._committed += 1
+        if not self._new_data:
+            self._no_new_data_at = self._committed
+        await self._report(plan, action, round(sink_ms), round(log_ms))
+        if not self._stopping:
+            self._set_status("Running")
+        self._wake()
+
+    async def _report(self, plan: ContinuousPlan, action: CommitEpoch, sink_ms: int, log_ms: int) -> None:
+        epoch = action.epoch
+        assert self.query_id is not None
+        end_ms = self.clock.now().milliseconds
+        started = self._epoch_started.pop(epoch, end_ms)
+        length_s = max(1, end_ms - started) / 1000
+        sources = []
+        partition = 0
+        start_offsets = self._epoch_offsets.get(epoch - 1)
+        end_offsets = self._epoch_offsets.get(epoch, [])
+        for index, source in enumerate(plan.sources):
+            rows = sum(action.rows.get(p, 0) for p in range(partition, partition + source.num_partitions))
+            partition += source.num_partitions
+            end = end_offsets[index] if index < len(end_offsets) else None
+            sources.append(SourceProgress(repr(source), None if start_offsets is None else start_offsets[index], end, end,
+                                          rows, rows / length_s, rows / length_s))
+        progress = StreamingQueryProgress(
+            self.query_id, self.run_id, self.name, format_timestamp(started), epoch, end_ms - started,
+            {"walCommit": self._epoch_walcommit.pop(epoch, 0), "addBatch": sink_ms, "commitOffsets": log_ms,
+             "triggerExecution": end_ms - started},
+            tuple(sources), SinkProgress(plan.sink.description(), -1))
+        for old in [e for e in self._epoch_offsets if e < epoch - 1]:
+            del self._epoch_offsets[old]
+        self._progress.append(progress)
+        while len(self._progress) >= self.options.num_recent_progress_updates:
+            self._progress.pop(0)
+        self._log.info("epoch committed", epoch=epoch, rows=progress.num_input_rows, commit_ms=round(self._commit_ms[-1], 3))
+        await self.listener_bus.post(QueryProgress(progress))
+
+    # -- the tasks --
+
+    async def _run_tasks(self, specs: list[TaskSpec]) -> None:
+        assert self._tasks_done is not None
+        try:
+            with anyio.CancelScope() as scope:
+                self._tasks_scope = scope
+                try:
+                    await self.launcher.run(specs, self._group)
+                except Exception as exc:
+                    if not self._stopping:
+                        self._fail(exc)
+                    else:
+                        self._log.debug("continuous tasks ended by the stop", error=repr(exc))
+                else:
+                    if not self._stopping:
+                        self._fail(StreamingError("the continuous query's tasks ended while the query was running"))
+        finally:
+            self._tasks_done.set()
+            self._wake()
+
+    def _fail(self, error: BaseException) -> None:
+        if self._error is not None or self._state is StreamingContextState.STOPPED:
+            return
+        self._log.error("continuous query failed", error=str(error))
+        self._error = StreamingQueryException(self.query_id, self.run_id, error)
+        self._error.__cause__ = error
+        if self.coordinator is not None:
+            self.coordinator.stop_writes()
+        if self._tg is not None and self._stop_done is None:
+            self._tg.start_soon(self._stop_now)
+        self._wake()
+
+    async def _stop_now(self) -> None:
+        await self._stop(graceful=False)
+
+    # -- stop --
+
+    async def stop(self, *, graceful: bool = False) -> None:
+        """Stop the query (ACTIVE -> STOPPED); idempotent; concurrent calls wait for the first.
+
+        Graceful: the epoch in progress is closed and committed, then the tasks end (within
+        ``graceful_stop_timeout``, after which the stop goes on as an immediate one). Immediate:
+        nothing more is committed, the tasks' job group is cancelled.
+
+        Raises:
+            StreamingStateError: called from a listener callback (the stop waits for the listeners).
+        """
+        listener = current_listener()
+        if listener is not None:
+            raise StreamingStateError(f"Cannot stop StreamingContext within listener bus thread. (called from listener {listener!r})")
+        await self._stop(graceful=graceful)
+
+    async def _stop(self, *, graceful: bool) -> None:
+        if self._state is StreamingContextState.INITIALIZED:
+            self._state = StreamingContextState.STOPPED
+            self.listener_bus.close()
+            self._wake()
+            return
+        if self._stop_done is not None:
+            await self._stop_done.wait()
+            return
+        if self._state is StreamingContextState.STOPPED:
+            return
+        self._stop_done = anyio.Event()
+        try:
+            self._stopping = True
+            if self._timer is not None:
+                await self._timer.stop(one_more_tick=False)
+            coordinator = self.coordinator
+            if graceful and self._error is None and coordinator is not None:
+                coordinator.stopping = True
+                final = coordinator.increment_epoch()  # the tasks close the epoch they are in, then end
+                self._epoch_started[final] = self.clock.now().milliseconds
+
+                async def closed() -> None:
+                    while coordinator.last_committed_epoch < final - 1 and self._error is None:
+                        assert self._tasks_done is not None
+                        if self._tasks_done.is_set() and self._actions_done_or_idle():
+                            return
+                        await self._wait_changed()
+
+                if not await run_with_timeout(self.clock, self.graceful_stop_timeout, closed):
+                    self._log.warning("graceful stop timed out; stopping now", timeout_ms=self.graceful_stop_timeout.milliseconds)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._teardown()
+                await self._finish()
+
+    def _actions_done_or_idle(self) -> bool:
+        return self._actions_send is None or self._actions_send.statistics().current_buffer_used == 0
+
+    async def _teardown(self) -> None:
+        if self.coordinator is not None:
+            self.coordinator.stop_writes()
+        if self._tasks_done is not None and not self._tasks_done.is_set():
+            self.launcher.cancel(self._group)
+        if self._server_scope is not None:
+            self._server_scope.cancel()  # tasks still polling find the coordinator gone and end
+        if self._tasks_done is not None and not self._tasks_done.is_set() and self._tasks_scope is not None:
+            with anyio.move_on_after(self.abandon_after.seconds):
+                await self._tasks_done.wait()
+            if not self._tasks_done.is_set():
+                self._log.warning("continuous tasks did not end in time; abandoned", group=self._group)
+                self._tasks_scope.cancel()
+                await self._tasks_done.wait()
+        if self._actions_send is not None:
+            self._actions_send.close()
+            assert self._actions_done is not None
+            await self._actions_done.wait()
+
+    async def _finish(self) -> None:
+        was_active = self._state is StreamingContextState.ACTIVE
+        death = self._error
+        self._set_status("Stopped" if death is None else f"Terminated with exception: {death}")
+        if self._registered:
+            if was_active:
+                query_registry.terminated(self, death)
+            else:
+                query_registry.forget(self)
+            self._registered = False
+        if was_active and self.query_id is not None:
+            text = None if death is None else "".join(traceback.format_exception(type(death), death, death.__traceback__))
+            await self.listener_bus.post(QueryTerminated(self.query_id, self.run_id, text, None))
+        self.listener_bus.close()
+        if self._bus_done is not None:
+            await self._bus_done.wait()
+        self._state = StreamingContextState.STOPPED
+        assert self._stop_done is not None
+        self._stop_done.set()
+        self._wake()
+        self._log.info("continuous query stopped", error=None if death is None else str(death))
+
+    # -- waiting --
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def _wait_changed(self) -> None:
+        await self._changed.wait()
+
+    async def await_termination(self, timeout: Duration | None = None) -> bool:
+        """Wait until the query stops (True) or ``timeout`` passes on the query's clock (False).
+
+        Raises:
+            StreamingQueryException: the query failed (also after it stopped).
+        """
+        async def stopped() -> None:
+            while self._state is not StreamingContextState.STOPPED or (self._stop_done is not None and not self._stop_done.is_set()):
+                await self._wait_changed()
+
+        done = await run_with_timeout(self.clock, timeout, stopped)
+        if self._error is not None:
+            raise self._error.with_traceback(None)
+        return done
+
+    def exception(self) -> StreamingQueryException | None:
+        """The failure that terminated the query, or ``None``."""
+        return self._error
+
+    async def process_all_available(self) -> None:
+        """Wait until an epoch committed after this call read nothing new (Spark's continuous ``processAllAvailable``).
+
+        With input arriving all the time (a rate source) it never returns.
+
+        Raises:
+            StreamingQueryException: the query failed.
+        """
+        mark = self._committed
+        while not (self._no_new_data_at > mark):
+            if self._error is not None:
+                raise self._error.with_traceback(None)
+            if self._state is StreamingContextState.STOPPED:
+                return
+            await self._wait_changed()
+
+    async def wait_for_epoch(self, epoch: int) -> None:
+        """Wait until ``epoch`` is committed (or the query stopped).
+
+        Raises:
+            StreamingQueryException: the query failed.
+        """
+        while self.coordinator is None or self.coordinator.last_committed_epoch < epoch:
+            if self._error is not None:
+                raise self._error.with_traceback(None)
+            if self._state is StreamingContextState.STOPPED:
+                return
+            await self._wait_changed()
+
+    # -- the query surface --
+
+    @property
+    def id(self) -> uuid.UUID | None:
+        """The query id (kept across restarts with a checkpoint)."""
+        return self.query_id
+
+    def _set_status(self, message: str) -> None:
+        self._status = StreamingQueryStatus(message, False, False)  # always false in continuous mode (Spark)
+
+    @property
+    def status(self) -> StreamingQueryStatus:
+        """What the query is doing now."""
+        return self._status
+
+    @property
+    def last_progress(self) -> StreamingQueryProgress | None:
+        """The newest epoch's progress."""
+        return self._progress[-1] if self._progress else None
+
+    @property
+    def recent_progress(self) -> list[StreamingQueryProgress]:
+        """Recent epochs' progress, oldest first."""
+        return list(self._progress)
+
+    def statistics(self) -> ContinuousExecutionStatistics:
+        """Epochs committed, per-epoch commit cost, connections, dropped messages."""
+        dropped = 0 if self.coordinator is None else self.coordinator.statistics().dropped_messages
+        return ContinuousExecutionStatistics(self._committed, self._commit_ms, self._connections, dropped)
+
+    def __repr__(self) -> str:
+        epoch = "-" if self.coordinator is None else self.coordinator
+        return f"<ContinuousExecution {self.name or ''}[{self._state.value} | {self.trigger!r}] {epoch}>"
+
+
+class IllegalStateError(StreamingError, RuntimeError):
+    """Spark's ``IllegalStateException``, which stops a continuous query whose epoch backlog overflowed."""

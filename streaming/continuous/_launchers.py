@@ -1,0 +1,118 @@
+"""Where a continuous query's long-running tasks run: Spark's executors, or threads of this process.
+
+``SparkTaskLauncher`` submits one Spark job with a task per partition, in its own job group so an
+immediate stop cancels it; ``ThreadTaskLauncher`` runs the same task code on worker threads, for
+programs and tests without Spark.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, Sequence
+
+import anyio
+import anyio.to_thread
+
+from scheduler import InvalidPipelineError, library_logger
+
+from ..spark import cancel_job_group
+
+from ._task import TASK_RETRY_MESSAGE, ContinuousTaskRetryError, TaskSpec, run_task, run_tasks
+
+__all__ = ["SparkTaskLauncher", "TaskLauncher", "ThreadTaskLauncher"]
+
+
+class TaskLauncher(Protocol):
+    """Runs a continuous query's tasks until they end."""
+
+    def driver_host(self) -> str:
+        """The address at which the tasks reach the driver's coordinator."""
+
+    def check(self, num_partitions: int) -> None:
+        """Refuse a query that cannot run all its tasks at once (blocking)."""
+
+    async def run(self, specs: Sequence[TaskSpec], group: str) -> None:
+        """Run every task until all ended; raise what made one fail."""
+
+    def cancel(self, group: str) -> None:
+        """Stop the tasks now (an immediate stop); ``run`` then returns or raises soon."""
+
+
+class ThreadTaskLauncher:
+    """Runs each task on a worker thread of this process (no Spark needed).
+
+    A thread cannot be interrupted: an immediate stop closes the coordinator, and each task ends
+    at its next epoch poll, when it finds the connection closed.
+    """
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        """Tasks reach the coordinator at ``host``."""
+        self._host = host
+
+    def driver_host(self) -> str:
+        """Where the threads connect."""
+        return self._host
+
+    def check(self, num_partitions: int) -> None:
+        """Threads are never short."""
+
+    async def run(self, specs: Sequence[TaskSpec], group: str) -> None:
+        """One thread per task; the first failure cancels the waits (threads end at their next poll)."""
+        limiter = anyio.CapacityLimiter(max(1, len(specs)))
+        async with anyio.create_task_group() as tg:
+            for spec in specs:
+                tg.start_soon(self._one, spec, limiter)
+
+    @staticmethod
+    async def _one(spec: TaskSpec, limiter: anyio.CapacityLimiter) -> None:
+        await anyio.to_thread.run_sync(run_task, spec, limiter=limiter, abandon_on_cancel=True)
+
+    def cancel(self, group: str) -> None:
+        """Nothing to cancel: the closed coordinator ends the threads."""
+
+
+class SparkTaskLauncher:
+    """Runs the tasks as one Spark job, a task per partition, on Spark's executors.
+
+    Every task must run at the same time (they exchange epochs with the driver), so the query
+    needs a task slot per partition. The job runs in its own job group; an immediate stop cancels
+    the group (Spark interrupts the tasks) and abandons the waiting thread.
+    """
+
+    def __init__(self, spark_context: Callable[[], Any]) -> None:
+        """Use the SparkContext ``spark_context()`` returns (called off the event loop)."""
+        self._spark_context = spark_context
+        self._log = library_logger("aiodstream.continuous", component="SparkTaskLauncher")
+
+    def driver_host(self) -> str:
+        """``spark.driver.host``, where executors reach this process (blocking: a py4j call)."""
+        sc = self._spark_context()
+        return str(sc.getConf().get("spark.driver.host", "127.0.0.1"))
+
+    def check(self, num_partitions: int) -> None:
+        """Refuse more partitions than Spark has task slots (blocking)."""
+        slots = int(self._spark_context().defaultParallelism)
+        if num_partitions > slots:
+            raise InvalidPipelineError(
+                f"a continuous query runs one long-running task per input partition, all at once: {num_partitions} "
+                f"partitions need {num_partitions} task slots, and Spark has {slots} (defaultParallelism); use fewer "
+                "partitions or give Spark more cores")
+
+    async def run(self, specs: Sequence[TaskSpec], group: str) -> None:
+        """Submit the job from a worker thread and wait for it without blocking the loop."""
+        await anyio.to_thread.run_sync(self._run_job, list(specs), group, abandon_on_cancel=True)
+
+    def _run_job(self, specs: list[TaskSpec], group: str) -> None:
+        sc = self._spark_context()
+        sc.setJobGroup(group, f"continuous query: {len(specs)} long-running tasks", interruptOnCancel=True)
+        try:
+            sc.parallelize(specs, len(specs)).mapPartitions(run_tasks).collect()
+        except Exception as exc:
+            if TASK_RETRY_MESSAGE in str(exc):
+                raise ContinuousTaskRetryError() from exc
+            raise
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+
+    def cancel(self, group: str) -> None:
+        """Cancel the job group, from a thread of its own (the caller is the event loop)."""
+        cancel_job_group(self._spark_context(), group)

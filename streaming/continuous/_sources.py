@@ -1,0 +1,334 @@
+"""Sources that read continuously: rate, partitioned TCP, append-only files (Spark's continuous readers).
+
+A source is a picklable description that the driver keeps and each long-running task receives. It
+names its partitions, opens a reader on an executor at a partition's offset, and turns partition
+offsets into the one offsets-log line of its source and back. Readers block only up to a
+deadline the task gives, so the task polls the driver's epoch on time.
+"""
+
+from __future__ import annotations
+
+import abc
+import errno
+import json
+import os
+import select
+import socket
+import time
+from datetime import datetime
+from typing import Any, Sequence
+
+from scheduler import InvalidPipelineError
+
+__all__ = ["ContinuousSource", "FileSource", "PartitionReader", "RateSource", "SocketSource"]
+
+
+class PartitionReader(abc.ABC):
+    """Reads one partition of a source inside a task."""
+
+    @abc.abstractmethod
+    def read(self, deadline: float) -> list[Any]:
+        """Records that arrived, waiting for the first until ``deadline`` (``time.monotonic()`` seconds) at most."""
+
+    @abc.abstractmethod
+    def offset(self) -> Any:
+        """Where the partition stands after the records returned so far (JSON-able)."""
+
+    def close(self) -> None:
+        """Release what the reader holds."""
+
+
+class ContinuousSource(abc.ABC):
+    """A source a continuous query reads, one long-running task per partition."""
+
+    replayable: bool = False
+    """Whether reading again from an offset gives the same records (exactly-once needs it)."""
+
+    @property
+    @abc.abstractmethod
+    def num_partitions(self) -> int:
+        """How many partitions (tasks) the source has."""
+
+    @abc.abstractmethod
+    def initial_offset(self, partition: int) -> Any:
+        """Where a partition starts when the query has no committed epoch."""
+
+    @abc.abstractmethod
+    def open_reader(self, partition: int, offset: Any) -> PartitionReader:
+        """Open partition ``partition`` at ``offset`` (on an executor)."""
+
+    def merge_offsets(self, offsets: Sequence[Any]) -> str:
+        """The offsets-log line for the partitions' offsets (Spark's ``mergeOffsets``): ``{"<p>": offset, ...}``."""
+        return json.dumps({str(p): o for p, o in enumerate(offsets)}, separators=(",", ":"))
+
+    def split_offsets(self, line: str) -> list[Any]:
+        """The partitions' offsets in an offsets-log line written by :meth:`merge_offsets`.
+
+        Raises:
+            InvalidPipelineError: the line is not this source's offset.
+        """
+        try:
+            parsed = json.loads(line)
+            offsets = [parsed[str(p)] for p in range(self.num_partitions)]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidPipelineError(
+                f"the checkpoint's offset {line!r} does not fit {self!r} ({self.num_partitions} partitions); a restarted "
+                "continuous query must read the same sources with the same partitions") from exc
+        if len(parsed) != self.num_partitions:
+            raise InvalidPipelineError(
+                f"the checkpoint's offset {line!r} has {len(parsed)} partitions, {self!r} has {self.num_partitions}; a "
+                "restarted continuous query must read the same sources with the same partitions")
+        return offsets
+
+    def check(self) -> None:
+        """Validate on the driver before the tasks start (default: nothing to check)."""
+
+
+# -- rate --
+
+
+class RateSource(ContinuousSource):
+    """Spark's ``rate`` source: rows ``Row(timestamp, value)`` at ``rowsPerSecond`` over ``numPartitions``.
+
+    Partition ``p`` produces values ``p, p + n, p + 2n, ...`` with timestamps spaced
+    ``n / rowsPerSecond`` seconds apart from the query's start, each emitted when its timestamp
+    comes (a partition that fell behind catches up as fast as it can). The offset of a partition
+    is ``{"value": next value, "runTimestampMs": next row's time}``; restarting from it gives the
+    same rows, so the source is replayable.
+    """
+
+    replayable = True
+
+    def __init__(self, rowsPerSecond: int = 1, numPartitions: int = 2) -> None:  # noqa: N803 - Spark's option names
+        """Describe the source.
+
+        Raises:
+            InvalidPipelineError: a rate or partition count that is not a positive int.
+        """
+        for name, value in (("rowsPerSecond", rowsPerSecond), ("numPartitions", numPartitions)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InvalidPipelineError(f"Invalid value '{value}'. The option '{name}' must be positive")
+        self.rows_per_second = rowsPerSecond
+        self._partitions = numPartitions
+        self.start_ms: float | None = None  # set by the driver at the first start (time.time based)
+
+    @property
+    def num_partitions(self) -> int:
+        """``numPartitions``."""
+        return self._partitions
+
+    def initial_offset(self, partition: int) -> Any:
+        """Value ``partition``, at the query's start time."""
+        start = self.start_ms if self.start_ms is not None else time.time() * 1000.0
+        return {"value": partition, "runTimestampMs": start}
+
+    def check(self) -> None:
+        """Fix the start time of a fresh run."""
+        if self.start_ms is None:
+            self.start_ms = time.time() * 1000.0
+
+    def open_reader(self, partition: int, offset: Any) -> PartitionReader:
+        """A reader producing the partition's rows from ``offset``."""
+        return _RateReader(int(offset["value"]), float(offset["runTimestampMs"]), self._partitions,
+                           1000.0 * self._partitions / self.rows_per_second)
+
+    def __repr__(self) -> str:
+        return f"RateStreamV2[rowsPerSecond={self.rows_per_second}, numPartitions={self._partitions}]"
+
+
+class _RateReader(PartitionReader):
+    _MAX_ROWS = 4096  # per read, so the epoch poll is never starved when behind
+
+    def __init__(self, value: int, next_ms: float, step: int, period_ms: float) -> None:
+        from pyspark.sql import Row  # executors have pyspark; imported where rows are made
+
+        self._row = Row
+        self._value = value
+        self._next_ms = next_ms
+        self._step = step
+        self._period = period_ms
+
+    def read(self, deadline: float) -> list[Any]:
+        now_ms = time.time() * 1000.0
+        if self._next_ms > now_ms:
+            wait = min((self._next_ms - now_ms) / 1000.0, max(0.0, deadline - time.monotonic()))
+            if wait > 0:
+                time.sleep(wait)
+            now_ms = time.time() * 1000.0
+        rows = []
+        row, fromtimestamp = self._row, datetime.fromtimestamp
+        while self._next_ms <= now_ms and len(rows) < self._MAX_ROWS:
+            rows.append(row(timestamp=fromtimestamp(self._next_ms / 1000.0), value=self._value))
+            self._value += self._step
+            self._next_ms += self._period
+        return rows
+
+    def offset(self) -> Any:
+        return {"value": self._value, "runTimestampMs": self._next_ms}
+
+
+# -- TCP --
+
+
+class SocketSource(ContinuousSource):
+    """Lines from TCP servers, one connection per partition (like a topic's partitions).
+
+    Partition ``p`` connects to ``addresses[p]`` and reads UTF-8 lines; its offset is the number
+    of lines read. A socket cannot be read again, so the source is not replayable: after a restart
+    the lines sent while the query was down are lost (at most once for what was not committed).
+    """
+
+    def __init__(self, addresses: Sequence[tuple[str, int]]) -> None:
+        """Describe the source.
+
+        Raises:
+            InvalidPipelineError: no address, or an address that is not ``(host, port)``.
+        """
+        addresses = list(addresses)
+        if not addresses:
+            raise InvalidPipelineError("a continuous socket source needs at least one (host, port) address")
+        for address in addresses:
+            if (not isinstance(address, tuple) or len(address) != 2 or not isinstance(address[0], str)
+                    or isinstance(address[1], bool) or not isinstance(address[1], int) or not 0 < address[1] < 65536):
+                raise InvalidPipelineError(f"a socket address must be (host, port) with a port in 1..65535, got {address!r}")
+        self.addresses = addresses
+
+    @property
+    def num_partitions(self) -> int:
+        """One per address."""
+        return len(self.addresses)
+
+    def initial_offset(self, partition: int) -> Any:
+        """No line read yet."""
+        return 0
+
+    def open_reader(self, partition: int, offset: Any) -> PartitionReader:
+        """Connect to the partition's address."""
+        return _SocketReader(self.addresses[partition], int(offset))
+
+    def __repr__(self) -> str:
+        return "TextSocketContinuousStream[" + ", ".join(f"{h}:{p}" for h, p in self.addresses) + "]"
+
+
+class _SocketReader(PartitionReader):
+    def __init__(self, address: tuple[str, int], lines: int) -> None:
+        self._sock = socket.create_connection(address, timeout=30)
+        self._sock.setblocking(False)
+        self._buffer = b""
+        self._lines = lines
+        self._eof = False
+
+    def read(self, deadline: float) -> list[Any]:
+        while True:
+            if not self._eof:
+                wait = max(0.0, deadline - time.monotonic())
+                ready, _, _ = select.select([self._sock], [], [], wait)
+                if ready:
+                    try:
+                        chunk = self._sock.recv(1 << 16)
+                    except BlockingIOError:
+                        chunk = None
+                    if chunk == b"":
+                        self._eof = True  # the server closed: no more lines, the epoch goes on
+                    elif chunk:
+                        self._buffer += chunk
+            else:
+                time.sleep(max(0.0, deadline - time.monotonic()))
+            if b"\n" in self._buffer:
+                *lines, self._buffer = self._buffer.split(b"\n")
+                self._lines += len(lines)
+                return [line.decode("utf-8", "replace").rstrip("\r") for line in lines]
+            if time.monotonic() >= deadline:
+                return []
+
+    def offset(self) -> Any:
+        return self._lines
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+# -- append-only files --
+
+
+class FileSource(ContinuousSource):
+    """Lines appended to files, one file per partition; the offset is the byte position (replayable).
+
+    Only whole lines are read (a line is complete at its ``\\n``); a file that does not exist yet
+    reads as empty until it appears. Restarting at an offset reads the same lines again, so with
+    an epoch-committing sink the query is exactly once. Files must only grow.
+    """
+
+    replayable = True
+    _POLL_S = 0.0005
+
+    def __init__(self, paths: Sequence[str | os.PathLike[str]]) -> None:
+        """Describe the source.
+
+        Raises:
+            InvalidPipelineError: no path.
+        """
+        self.paths = [os.path.abspath(os.fspath(p)) for p in paths]
+        if not self.paths:
+            raise InvalidPipelineError("a continuous file source needs at least one file path")
+
+    @property
+    def num_partitions(self) -> int:
+        """One per file."""
+        return len(self.paths)
+
+    def initial_offset(self, partition: int) -> Any:
+        """The file's beginning."""
+        return 0
+
+    def open_reader(self, partition: int, offset: Any) -> PartitionReader:
+        """Read the partition's file from byte ``offset``."""
+        return _FileReader(self.paths[partition], int(offset))
+
+    def __repr__(self) -> str:
+        return "AppendOnlyFileStream[" + ", ".join(self.paths) + "]"
+
+
+class _FileReader(PartitionReader):
+    def __init__(self, path: str, position: int) -> None:
+        self._path = path
+        self._position = position
+        self._file: Any = None
+        self._partial = b""
+
+    def _open(self) -> bool:
+        if self._file is None:
+            try:
+                self._file = open(self._path, "rb")  # noqa: SIM115 - held for the reader's life
+            except OSError as exc:
+                if exc.errno == errno.ENOENT:
+                    return False
+                raise
+            self._file.seek(self._position)
+        return True
+
+    def read(self, deadline: float) -> list[Any]:
+        while True:
+            if self._open():
+                chunk = self._file.read(1 << 16)
+                if chunk:
+                    data = self._partial + chunk
+                    end = data.rfind(b"\n")
+                    if end < 0:
+                        self._partial = data
+                    else:
+                        complete, self._partial = data[:end], data[end + 1:]
+                        lines = complete.split(b"\n")
+                        self._position = self._file.tell() - len(self._partial)
+                        return [line.decode("utf-8", "replace") for line in lines]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return []
+            time.sleep(min(FileSource._POLL_S, left))
+
+    def offset(self) -> Any:
+        return self._position
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
