@@ -235,11 +235,14 @@ class ContinuousExecution:
         self._epoch_walcommit: dict[int, int] = {}
         self._commit_ms: list[float] = []
         self._committed = 0
+        self.last_committed_epoch = -1
+        """The newest epoch whose commit was performed (sink and commits log), -1 before any."""
         self._no_new_data_at = -1  # the commit count at which an epoch last committed with no new data
         self._connections = 0
         self._loop_token: anyio.lowlevel.EventLoopToken | None = None
         self._loop_thread: int | None = None
         self._registered = False
+        self._bus_started = False
         self._log = library_logger("aiodstream.continuous", component="ContinuousExecution", name=name)
 
     # -- listeners (from any thread, as the query manager adds them) --
@@ -317,6 +320,7 @@ class ContinuousExecution:
             await tg.start(self._run_bus)
             resume, host = await anyio.to_thread.run_sync(self._open, plan)
             self.query_id = resume.query_id
+            self.last_committed_epoch = resume.start_epoch - 1
             other = query_registry.claim(self, resume.query_id)
             if other is not None:
                 raise StreamingStateError(f"cannot start query {resume.query_id}: it is already active in this process ({other!r})")
@@ -343,6 +347,9 @@ class ContinuousExecution:
             self._state = StreamingContextState.STOPPED
             with anyio.CancelScope(shield=True):
                 await self._teardown()
+                self.listener_bus.close()
+                if self._bus_started:
+                    await self._bus_done.wait()
             if self._registered:
                 query_registry.forget(self)
             self._wake()
@@ -425,6 +432,7 @@ class ContinuousExecution:
 
     async def _run_bus(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         assert self._bus_done is not None
+        self._bus_started = True
         try:
             await self.listener_bus.run(task_status=task_status)
         finally:
@@ -564,6 +572,7 @@ class ContinuousExecution:
         sink_ms, log_ms = await anyio.to_thread.run_sync(commit)
         self._commit_ms.append((_time.perf_counter() - arrival) * 1000 if arrival else sink_ms + log_ms)
         self._committed += 1
+        self.last_committed_epoch = epoch
         if not self._new_data:
             self._no_new_data_at = self._committed
         await self._report(plan, action, round(sink_ms), round(log_ms))
@@ -676,7 +685,7 @@ class ContinuousExecution:
                 self._epoch_started[final] = self.clock.now().milliseconds
 
                 async def closed() -> None:
-                    while coordinator.last_committed_epoch < final - 1 and self._error is None:
+                    while self.last_committed_epoch < final - 1 and self._error is None:
                         assert self._tasks_done is not None
                         if self._tasks_done.is_set() and self._actions_done_or_idle():
                             return
@@ -783,7 +792,7 @@ class ContinuousExecution:
         Raises:
             StreamingQueryException: the query failed.
         """
-        while self.coordinator is None or self.coordinator.last_committed_epoch < epoch:
+        while self.last_committed_epoch < epoch:
             if self._error is not None:
                 raise self._error.with_traceback(None)
             if self._state is StreamingContextState.STOPPED:

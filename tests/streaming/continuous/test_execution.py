@@ -1,0 +1,318 @@
+"""The continuous query's driver on a manual clock: epochs, the coordinator over TCP, logs, progress, stop, recovery.
+
+The tasks are played by the test through the real protocol (a ``ScriptedLauncher`` hands over
+their specs), so every ordering is chosen, not raced; no Spark and no real time.
+"""
+
+from __future__ import annotations
+
+import functools
+import pickle
+from pathlib import Path
+from typing import Any, Sequence
+
+import anyio
+import anyio.abc
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from listeners import QueryProgress, QueryStarted, QueryTerminated
+from scheduler import ManualClock, Milliseconds, StreamingQueryException
+from streaming.continuous import (
+    EPOCH_QUEUE_EXCEEDED,
+    OFFSET_QUEUE_EXCEEDED,
+    CommitPartitionEpoch,
+    Continuous,
+    ContinuousExecution,
+    ContinuousSource,
+    ContinuousStream,
+    FileSink,
+    GetCurrentEpoch,
+    IllegalStateError,
+    MemorySink,
+    PartitionReader,
+    ReportPartitionOffset,
+    TaskSpec,
+)
+from streaming.continuous._protocol import HEADER, encode_frame, encode_hello
+from tests.support import wait_until
+
+pytestmark = pytest.mark.anyio
+
+
+class CountingSource(ContinuousSource):
+    """A source whose offsets the fake tasks make up (it is never read here)."""
+
+    def __init__(self, partitions: int = 2) -> None:
+        self.partitions = partitions
+
+    @property
+    def num_partitions(self) -> int:
+        return self.partitions
+
+    def initial_offset(self, partition: int) -> Any:
+        return 0
+
+    def open_reader(self, partition: int, offset: Any) -> PartitionReader:  # pragma: no cover - never read here
+        raise AssertionError("the scripted tasks do not read")
+
+    def __repr__(self) -> str:
+        return f"Counting[{self.partitions}]"
+
+
+class ScriptedLauncher:
+    """Hands the specs to the test and runs until cancelled or released."""
+
+    def __init__(self) -> None:
+        self.specs: list[TaskSpec] = []
+        self.started = anyio.Event()
+        self.release = anyio.Event()
+        self.cancelled: list[str] = []
+        self.fail_with: BaseException | None = None
+
+    def driver_host(self) -> str:
+        return "127.0.0.1"
+
+    def check(self, num_partitions: int) -> None:
+        pass
+
+    async def run(self, specs: Sequence[TaskSpec], group: str) -> None:
+        self.specs = list(specs)
+        self.started.set()
+        await self.release.wait()
+        if self.fail_with is not None:
+            raise self.fail_with
+
+    def cancel(self, group: str) -> None:
+        self.cancelled.append(group)
+        self.release.set()
+
+
+class FakeTask:
+    """One task's connection, driven by the test."""
+
+    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+        self.stream = stream
+        self.buffered = BufferedByteReceiveStream(stream)
+
+    @classmethod
+    async def connect(cls, spec: TaskSpec, token: str | None = None) -> FakeTask:
+        stream = await anyio.connect_tcp(spec.host, spec.port)
+        await stream.send(encode_hello(token or spec.token, spec.partition, 0))
+        return cls(stream)
+
+    async def send(self, message: object) -> None:
+        await self.stream.send(encode_frame(pickle.dumps(message)))
+
+    async def ask(self, message: object) -> Any:
+        await self.send(message)
+        (size,) = HEADER.unpack(await self.buffered.receive_exactly(HEADER.size))
+        return pickle.loads(await self.buffered.receive_exactly(size))
+
+    async def close_epoch(self, epoch: int, offset: Any, rows: Any = None, sink: Any = None) -> None:
+        """Report the epoch's end and commit it; with ``sink``, through a real writer of that sink."""
+        message = rows
+        if sink is not None:
+            writer = sink.open_writer(self.partition_of(), epoch)
+            for row in rows or ():
+                writer.write(row)
+            message = writer.commit()
+        await self.send(ReportPartitionOffset(self.partition_of(), epoch, offset, 0 if rows is None else len(rows)))
+        await self.send(CommitPartitionEpoch(self.partition_of(), epoch, message))
+
+    def partition_of(self) -> int:
+        return self._partition
+
+    _partition = 0
+
+
+class Harness:
+    """A query on a manual clock with scripted tasks, inside the test's task group."""
+
+    def __init__(self, tmp_path: Path | None, *, partitions: int = 2, sink: Any = None,
+                 options: dict[str, object] | None = None, interval_ms: int = 1000) -> None:
+        self.clock = ManualClock(1_000_000)
+        self.launcher = ScriptedLauncher()
+        self.sink = sink if sink is not None else MemorySink()
+        self.source = CountingSource(partitions)
+        self.events: list[object] = []
+        plan = ContinuousStream(self.source).to(self.sink)
+        self.query = ContinuousExecution(plan, Continuous(interval_ms), launcher=self.launcher, clock=self.clock,
+                                         checkpoint_location=None if tmp_path is None else tmp_path / "ckpt",
+                                         options=options, name="scripted")
+        self.query.add_listener(self.events.append, on_loop=True)
+        self.tasks: list[FakeTask] = []
+
+    async def __aenter__(self) -> Harness:
+        await self.query.__aenter__()
+        await self.query.start()
+        await self.launcher.started.wait()
+        for spec in self.launcher.specs:
+            task = await FakeTask.connect(spec)
+            task._partition = spec.partition
+            self.tasks.append(task)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for task in self.tasks:
+            await task.stream.aclose()
+        self.launcher.release.set()  # the scripted tasks end; a graceful exit then has nothing to wait for
+        await self.query.__aexit__(*exc)  # type: ignore[arg-type]
+
+    async def tick(self) -> None:
+        """One epoch interval on the manual clock; waits until the timer handled it."""
+        epoch = self.query.coordinator.current_epoch  # type: ignore[union-attr]
+        self.clock.advance(Milliseconds(1000))
+        await wait_until(lambda: self.query.coordinator.current_epoch == epoch + 1)  # type: ignore[union-attr]
+
+
+async def test_first_tick_fires_at_once_and_each_interval_opens_an_epoch(tmp_path: Path) -> None:
+    """The start epoch is short (Spark's first tick fires immediately); then one epoch per interval."""
+    async with Harness(tmp_path) as h:
+        assert h.query.coordinator is not None
+        await wait_until(lambda: h.query.coordinator.current_epoch == 1)  # type: ignore[union-attr]
+        reply = await h.tasks[0].ask(GetCurrentEpoch())
+        assert (reply.epoch, reply.stop) == (1, False)
+        await h.tick()
+        await h.tick()
+        assert (await h.tasks[1].ask(GetCurrentEpoch())).epoch == 3
+
+
+async def test_out_of_order_commits_are_committed_in_epoch_order_with_logs_and_progress(tmp_path: Path) -> None:
+    """Epoch 1 complete before epoch 0: epoch 0 commits first, then 1; offsets and commits logs in Spark's format."""
+    sink = MemorySink()
+    async with Harness(tmp_path, sink=sink) as h:
+        await h.tick()
+        a, b = h.tasks
+        await a.close_epoch(1, 20, ["a1"])
+        await b.close_epoch(1, 21, ["b1"])
+        await b.close_epoch(0, 11, ["b0"])
+        await wait_until(lambda: (tmp_path / "ckpt/offsets/1").exists())
+        assert sink.rows() == []  # epoch 1 is parked
+        await a.close_epoch(0, 10, ["a0"])
+        await h.query.wait_for_epoch(1)
+        await h.query.listener_bus.wait_delivered()
+        assert sink.epochs() == {0: ["a0", "b0"], 1: ["a1", "b1"]}
+        assert (tmp_path / "ckpt/offsets/0").read_text() == 'v1\n\n{"0":10,"1":11}'
+        assert (tmp_path / "ckpt/commits/1").read_text() == 'v1\n{"nextBatchWatermarkMs":0}'
+        progress = [e.progress for e in h.events if isinstance(e, QueryProgress)]
+        assert [p.batch_id for p in progress] == [0, 1]
+        assert progress[1].sources[0].start_offset == '{"0":10,"1":11}'
+        assert progress[1].sources[0].end_offset == '{"0":20,"1":21}'
+        assert progress[1].num_input_rows == 2 and progress[1].sink.num_output_rows == -1
+    assert isinstance(h.events[0], QueryStarted) and isinstance(h.events[-1], QueryTerminated)
+
+
+async def test_a_task_of_another_run_is_refused(tmp_path: Path) -> None:
+    """A connection with the wrong token is closed before anything it sends is read."""
+    async with Harness(tmp_path) as h:
+        stranger = await FakeTask.connect(h.launcher.specs[0], token="not-this-run")
+        with pytest.raises((anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, ConnectionError)):
+            await stranger.ask(GetCurrentEpoch())
+        await stranger.stream.aclose()
+
+
+async def test_graceful_stop_closes_the_epoch_in_progress(tmp_path: Path) -> None:
+    """A graceful stop opens a final epoch with the stop flag; the tasks close the current one; it is committed."""
+    sink = MemorySink()
+    async with Harness(tmp_path, sink=sink) as h:
+        a, b = h.tasks
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(h.query.stop, graceful=True))
+            await wait_until(lambda: h.query.coordinator.stopping)  # type: ignore[union-attr]
+            reply = await a.ask(GetCurrentEpoch())
+            assert reply.stop and reply.epoch == 2
+            for task in (a, b):
+                await task.close_epoch(0, 1, [f"{task.partition_of()}-0"])
+                await task.close_epoch(1, 2, [f"{task.partition_of()}-1"])
+            h.launcher.release.set()  # the tasks end
+        assert sink.epochs() == {0: ["0-0", "1-0"], 1: ["0-1", "1-1"]}
+        assert h.query.status.message == "Stopped"
+
+
+async def test_immediate_stop_commits_nothing_more_and_cancels_the_tasks(tmp_path: Path) -> None:
+    """After an immediate stop, a complete epoch arriving late is dropped; the job group is cancelled."""
+    sink = MemorySink()
+    async with Harness(tmp_path, sink=sink) as h:
+        a, b = h.tasks
+        await a.close_epoch(0, 1, ["a"])
+        await h.query.stop()
+        assert h.launcher.cancelled == [f"aiodstream-continuous-{h.query.run_id}"]
+        with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError, anyio.IncompleteRead, ConnectionError, OSError)):
+            await b.close_epoch(0, 1, ["b"])
+            await b.ask(GetCurrentEpoch())
+    assert sink.epochs() == {}
+    assert not (tmp_path / "ckpt/commits/0").exists()
+
+
+async def test_offset_backlog_stops_the_query_with_sparks_message(tmp_path: Path) -> None:
+    """One partition racing ahead of a stuck one overflows the offset queue: the query terminates with Spark's error."""
+    async with Harness(tmp_path, options={"spark.sql.streaming.continuous.epochBacklogQueueSize": 2}) as h:
+        for epoch in range(3):
+            await h.tasks[0].send(ReportPartitionOffset(0, epoch, epoch))
+        with pytest.raises(StreamingQueryException) as raised:
+            await h.query.await_termination()
+        assert isinstance(raised.value.__cause__, IllegalStateError)
+        assert str(raised.value.__cause__) == OFFSET_QUEUE_EXCEEDED
+        assert raised.value.message == OFFSET_QUEUE_EXCEEDED
+    terminated = [e for e in h.events if isinstance(e, QueryTerminated)]
+    assert len(terminated) == 1 and OFFSET_QUEUE_EXCEEDED in (terminated[0].exception or "")
+    assert EPOCH_QUEUE_EXCEEDED != OFFSET_QUEUE_EXCEEDED
+
+
+async def test_a_failing_task_fails_the_query(tmp_path: Path) -> None:
+    """What a task raised terminates the query as a StreamingQueryException with that cause."""
+    async with Harness(tmp_path) as h:
+        h.launcher.fail_with = RuntimeError("Continuous execution does not support task retry")
+        h.launcher.release.set()
+        with pytest.raises(StreamingQueryException, match="terminated with exception: Continuous execution does not support task"):
+            await h.query.await_termination()
+        assert h.query.status.message.startswith("Terminated with exception: Query [id = ")
+
+
+async def test_restart_resumes_after_the_last_committed_epoch(tmp_path: Path) -> None:
+    """A second run starts at the epoch after the last commit, from that epoch's offsets; uncommitted offsets are ignored."""
+    async with Harness(tmp_path) as h:
+        await h.tick()
+        for task in h.tasks:
+            await task.close_epoch(0, 5 + task.partition_of())
+        await h.query.wait_for_epoch(0)
+        for task in h.tasks:  # epoch 1's offsets are logged, never committed
+            await task.send(ReportPartitionOffset(task.partition_of(), 1, 50))
+        await wait_until(lambda: (tmp_path / "ckpt/offsets/1").exists())
+        first_id = h.query.id
+    async with Harness(tmp_path) as again:
+        assert again.query.id == first_id and again.query.run_id != h.query.run_id
+        assert [(s.start_epoch, s.start_offset) for s in again.launcher.specs] == [(1, 5), (1, 6)]
+        assert again.query.status.message == "Running"
+
+
+async def test_file_sink_epochs_committed_by_the_sink_alone_count_as_committed(tmp_path: Path) -> None:
+    """A crash between the sink's commit and the commits log: the restart records the epoch and goes on after it."""
+    out = tmp_path / "out"
+    async with Harness(tmp_path, sink=FileSink(out)) as h:
+        await h.tick()
+        for task in h.tasks:
+            await task.close_epoch(0, 1, [f"row{task.partition_of()}"], sink=h.sink)
+        await h.query.wait_for_epoch(0)
+    assert list(FileSink.read_committed(out)) == ["row0", "row1"]
+    (tmp_path / "ckpt/offsets/1").write_text('v1\n\n{"0":7,"1":8}')
+    (out / "_epochs/1").write_text("")  # as if the sink had committed epoch 1 just before a crash
+    async with Harness(tmp_path, sink=FileSink(out)) as again:
+        assert [s.start_offset for s in again.launcher.specs] == [7, 8]
+        assert (tmp_path / "ckpt/commits/1").read_text() == 'v1\n{"nextBatchWatermarkMs":0}'
+
+
+async def test_a_checkpoint_of_another_plan_is_refused(tmp_path: Path) -> None:
+    """Restarting with another number of sources fails with Spark's message and leaves the query stopped."""
+    async with Harness(tmp_path) as h:
+        await h.tick()
+        for task in h.tasks:
+            await task.close_epoch(0, 1)
+        await h.query.wait_for_epoch(0)
+    (tmp_path / "ckpt/offsets/0").write_text('v1\n\n{"0":1,"1":1}\n{"0":1}')
+    h2 = Harness(tmp_path)
+    async with h2.query:
+        with pytest.raises(ValueError, match=r"There are \[2\] sources in the checkpoint offsets and now there are \[1\] sources"):
+            await h2.query.start()
+        assert h2.query.state.value == "STOPPED"
