@@ -54,10 +54,20 @@ from .dstream import (
     api_call,
     load_recipe,
 )
+from .continuous import (
+    Continuous,
+    ContinuousExecution,
+    ContinuousSource,
+    RateSource,
+    SocketSource,
+    SparkTaskLauncher,
+)
 from .inputs import (
     DEFAULT_MAX_BUFFERED_RECORDS,
     AsyncIterableInputDStream,
     AsyncSource,
+    ContinuousInputDStream,
+    continuous_plan,
     FileInputDStream,
     QueueInputDStream,
     ReceiverInputDStream,
@@ -84,6 +94,9 @@ _OPTION_SETTINGS = {
     "spark.sql.streaming.noDataProgressEventInterval": "spark.sql.streaming.noDataProgressEventInterval",
 }
 
+_CONTINUOUS_SETTINGS = ("spark.sql.streaming.continuous.epochBacklogQueueSize",
+                        "spark.sql.streaming.continuous.executorPollIntervalMs", "spark.sql.streaming.minBatchesToRetain",
+                        "spark.sql.streaming.numRecentProgressUpdates")
 _RECOVERY_ENTRIES = ("metadata", "offsets", "commits", "sources", "state", RECIPE_FILE)
 
 # Settings of the SparkContext that a restored program does not take over from the saved graph:
@@ -129,7 +142,10 @@ class StreamingContext:
     Args:
         sparkContext: the SparkContext to run batches on; ``None`` starts an embedded local
             Spark (``local[2]``) when first needed.
-        batchDuration: the batch interval in seconds (int or float), as in pyspark, or a Duration.
+        batchDuration: the batch interval in seconds (int or float), as in pyspark, or a Duration;
+            or a :class:`~streaming.continuous.Continuous` trigger for continuous processing:
+            long-running tasks process each row as it arrives, and the trigger's interval cuts
+            epochs (see :meth:`rateStream`, :meth:`DStream.foreach`).
         clock: the runtime's clock (default: the wall clock); tests may pass a ManualClock.
         listenerOverflow: what a full listener queue does (drop, as Spark, or block).
         concurrentJobs: how many output-operation jobs may run at once; overrides
@@ -160,7 +176,7 @@ class StreamingContext:
     def __init__(
         self,
         sparkContext: SparkContext | None = None,  # noqa: N803
-        batchDuration: float | Duration | None = None,  # noqa: N803
+        batchDuration: float | Duration | Continuous | None = None,  # noqa: N803
         *,
         clock: Clock | None = None,
         listenerOverflow: OverflowPolicy = OverflowPolicy.DROP,  # noqa: N803
@@ -172,7 +188,9 @@ class StreamingContext:
         """Create a context; nothing runs until it is started."""
         if batchDuration is None:
             raise InvalidDurationError("batchDuration is required: the batch interval in seconds, e.g. StreamingContext(sc, 1)")
-        self._batch_duration = seconds_to_duration(batchDuration, "batchDuration")
+        self._continuous = batchDuration if isinstance(batchDuration, Continuous) else None
+        self._batch_duration = (batchDuration.interval if isinstance(batchDuration, Continuous)
+                                else seconds_to_duration(batchDuration, "batchDuration"))
         self._clock = clock
         self._overflow = listenerOverflow
         if concurrentJobs is not None and (isinstance(concurrentJobs, bool) or not isinstance(concurrentJobs, int)
@@ -192,19 +210,20 @@ class StreamingContext:
         self._spark = SparkBinding(sparkContext, f"aiodstream-{self._context_id}")
         self._env = StreamEnvironment(
             batch_duration=self._batch_duration, spark=self._spark, clock=clock, name=f"aiodstream-{self._context_id}",
-            owner=self, check_can_add=self._check_can_add, runtime=self._ensure_runtime)
+            owner=self, check_can_add=self._check_can_add, runtime=self._micro_batch_runtime)
+        self._env.continuous = self._continuous
         self._graph = self._env.graph
         self._graph.spark_context = lambda: self._spark.spark_context
         self._log_dir: Path | None = None  # where offsets, commits, input logs and state go
         self._recovering = False  # created by getOrCreate: resume from the checkpoint's logs
-        self._runtime: StreamingRuntime | None = None
+        self._runtime: StreamingRuntime | ContinuousExecution | None = None
         self._pending_listeners: list[tuple[object, str | None]] = []
         self._listener_adapters: dict[int, tuple[object, object]] = {}  # id(given) -> (given, what the bus has)
         self._closed_before_start = False
         self._stopped_unstarted = threading.Event()
         self._portal_cm: ContextManager[anyio.from_thread.BlockingPortal] | None = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
-        self._runtime_cm: ContextManager[StreamingRuntime] | None = None
+        self._runtime_cm: ContextManager[StreamingRuntime | ContinuousExecution] | None = None
         self._loop_thread: int | None = None
         self._start_site = ""
         self._pending_checkpoint_dir: str | None = None  # set by checkpoint() inside async with, applied at start
@@ -233,11 +252,29 @@ class StreamingContext:
         return self._state.value
 
     @property
-    def runtime(self) -> StreamingRuntime:
-        """The async runtime underneath (created on first use)."""
+    def runtime(self) -> StreamingRuntime | ContinuousExecution:
+        """The async runtime underneath (created on first use): a ``ContinuousExecution`` with a Continuous trigger."""
         return self._ensure_runtime()
 
-    def _ensure_runtime(self) -> StreamingRuntime:
+    def _micro_batch_runtime(self) -> StreamingRuntime:
+        runtime = self._ensure_runtime()
+        if not isinstance(runtime, StreamingRuntime):
+            raise StreamingStateError("a continuous context has no micro-batch runtime: its inputs are continuous inputs")
+        return runtime
+
+    def _ensure_runtime(self) -> StreamingRuntime | ContinuousExecution:
+        if self._runtime is None and self._continuous is not None:
+            settings = self._settings()
+            options = {key: value for key in _CONTINUOUS_SETTINGS if (value := settings.get(key)) is not None}
+            self._runtime = ContinuousExecution(
+                lambda: continuous_plan(self._env.recipe), self._continuous,
+                launcher=SparkTaskLauncher(lambda: self._spark.spark_context), clock=self._clock, name=self._query_name,
+                checkpoint_location=self._log_dir, options=options,
+            )
+            self._runtime.handle = self
+            for listener, name in self._pending_listeners:
+                self._runtime.add_listener(listener, name=name)
+            self._pending_listeners.clear()
         if self._runtime is None:
             settings = self._settings()
             concurrent = self._concurrent_jobs or int(settings.get("spark.streaming.concurrentJobs", "1") or "1")
@@ -378,7 +415,9 @@ class StreamingContext:
         sc = SparkContext._active_spark_context
         if sc is None:
             sc = SparkContext.getOrCreate(SparkConf(loadDefaults=False).setAll(list(recipe.spark_conf)))
-        ssc = cls(sc, Duration(recipe.batch_ms), concurrentJobs=recipe.concurrent_jobs)
+        continuous_ms = getattr(recipe, "continuous_ms", None)  # recipes written before continuous processing lack it
+        interval = Duration(recipe.batch_ms) if continuous_ms is None else Continuous(continuous_ms)
+        ssc = cls(sc, interval, concurrentJobs=recipe.concurrent_jobs)
         recipe.replay(ssc, StreamNode)
         ssc.checkpoint(checkpoint_path, options=options)
         ssc._recovering = True
@@ -658,6 +697,8 @@ class StreamingContext:
         settings = self._settings()
         if (settings.get("spark.streaming.backpressure.enabled", "false") or "false").strip().lower() != "true":
             return
+        if self._continuous is not None:
+            return  # continuous inputs are read as they come: no receiver, no rate to control
         estimator = settings.get("spark.streaming.backpressure.rateEstimator", "pid") or "pid"
         if estimator != "pid":
             raise InvalidPipelineError(f"Unknown rate estimator: {estimator}")
@@ -673,7 +714,7 @@ class StreamingContext:
                   number("spark.streaming.backpressure.pid.integral", "0.2"),
                   number("spark.streaming.backpressure.pid.derived", "0.0"),
                   number("spark.streaming.backpressure.pid.minRate", "100"))
-        runtime = self.runtime
+        runtime = self._micro_batch_runtime()
         for stream in self._graph.input_streams:
             if isinstance(stream, ReceiverInputDStream):
                 pid = PIDRateEstimator(self._batch_duration.milliseconds, *params)
@@ -692,7 +733,8 @@ class StreamingContext:
         sc = self.sparkContext
         conf = [(k, v) for k, v in sc.getConf().getAll() if k not in _NOT_RESTORED_CONF]
         reason = self._env.recipe.save(directory, batch_ms=self._batch_duration.milliseconds,
-                                       concurrent_jobs=self._concurrent_jobs, spark_conf=conf)
+                                       concurrent_jobs=self._concurrent_jobs, spark_conf=conf,
+                                       continuous_ms=None if self._continuous is None else self._continuous.interval_ms)
         if reason is not None:
             self._log.warning("the DStream graph cannot be saved in the checkpoint: a restart through getOrCreate calls "
                               "the setup function again", reason=reason)
@@ -746,8 +788,11 @@ class StreamingContext:
         """The process's query manager (pyspark's ``spark.streams``)."""
         return streams
 
-    def _tracker_or_none(self) -> MicroBatchTracker | None:
+    def _tracker_or_none(self) -> MicroBatchTracker | ContinuousExecution | None:
+        # Both keep the query's id, run id, status and progress under the same names.
         runtime = self._runtime
+        if isinstance(runtime, ContinuousExecution):
+            return runtime
         return None if runtime is None else runtime.tracker
 
     @property
@@ -914,8 +959,39 @@ class StreamingContext:
         last one, on a graceful stop). Lines the server sent but the receiver had not read are lost.
         """
         self._check_storage_level(storageLevel)
+        if self._continuous is not None:  # a one-partition continuous input; union several for more partitions
+            return ContinuousInputDStream(self._env, SocketSource([(hostname, port)]))
         return SocketInputDStream(self._env, hostname, port, restart_delay=self._restart_delay(restartDelay),
                                   max_buffered_records=maxBufferedRecords)
+
+    @api_call
+    def rateStream(self, rowsPerSecond: int = 1, numPartitions: int = 2) -> DStream:  # noqa: N803 - Spark's option names
+        """Spark's ``rate`` source as a continuous input: ``Row(timestamp, value)`` at ``rowsPerSecond`` over ``numPartitions``.
+
+        Each partition is one long-running task; values are ``p, p + n, ...`` per partition,
+        timestamped when they are due. Needs a Continuous trigger.
+
+        Raises:
+            InvalidPipelineError: a rate or partition count that is not positive (Spark's
+                message), or a micro-batch context.
+        """
+        return self.continuousStream(RateSource(rowsPerSecond, numPartitions))
+
+    @api_call
+    def continuousStream(self, source: ContinuousSource) -> DStream:
+        """A continuous input reading ``source`` (a ``RateSource``, ``SocketSource``, ``FileSource`` or your own).
+
+        In a context with a Continuous trigger; in continuous mode ``socketTextStream`` makes a
+        one-partition socket input, and ``ssc.union`` of inputs reads all their partitions.
+
+        Raises:
+            InvalidPipelineError: a micro-batch context, or ``source`` is not a continuous source.
+        """
+        if self._continuous is None:
+            raise InvalidPipelineError(
+                "continuous inputs are read by continuous processing: create the context with a trigger, "
+                "StreamingContext(sc, Continuous('1 second'))")
+        return ContinuousInputDStream(self._env, source)
 
     @api_call
     def asyncIterableStream(

@@ -245,6 +245,19 @@ class ContinuousExecution:
         self._bus_started = False
         self._log = library_logger("aiodstream.continuous", component="ContinuousExecution", name=name)
 
+    def set_checkpoint_location(self, checkpoint_location: str | os.PathLike[str] | None, *,
+                                options: Mapping[str, object] | None = None) -> None:
+        """Set (or clear) the checkpoint directory before start; ``options`` as the constructor's, when given.
+
+        Raises:
+            StreamingStateError: the query already started.
+        """
+        if self._state is not StreamingContextState.INITIALIZED:
+            raise StreamingStateError("the checkpoint directory can only be set before the query is started")
+        self.checkpoint_location = None if checkpoint_location is None else os.fspath(checkpoint_location)
+        if options is not None:
+            self.options = ContinuousOptions(options)
+
     # -- listeners (from any thread, as the query manager adds them) --
 
     def add_listener(self, listener: object, *, name: str | None = None, on_loop: bool | None = None) -> None:

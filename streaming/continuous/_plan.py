@@ -137,26 +137,31 @@ class ContinuousStream:
             _branches = (Branch(source),)
         self._branches = tuple(_branches)
 
-    def mapPartitionsWithIndex(self, f: PartitionFunction) -> ContinuousStream:  # noqa: N802 - pyspark's names
-        """Apply ``f(partition, rows)`` to each partition's rows of every epoch."""
+    def mapPartitionsWithIndex(self, f: PartitionFunction, preservesPartitioning: bool = False) -> ContinuousStream:  # noqa: N802, N803
+        """Apply ``f(partition, rows)`` to each partition's rows of every epoch (``preservesPartitioning`` has no effect)."""
         return ContinuousStream(self._branches[0].source,
                                 _branches=[Branch(b.source, (*b.operations, f)) for b in self._branches])
 
-    def mapPartitions(self, f: Callable[[Iterable[Any]], Iterable[Any]]) -> ContinuousStream:  # noqa: N802
+    def mapPartitions(self, f: Callable[[Iterable[Any]], Iterable[Any]],
+                      preservesPartitioning: bool = False) -> ContinuousStream:  # noqa: N802, N803
         """Apply ``f(rows)`` to each partition's rows of every epoch."""
         return self.mapPartitionsWithIndex(lambda _, rows: f(rows))
 
-    def map(self, f: Callable[[Any], Any]) -> ContinuousStream:
+    def map(self, f: Callable[[Any], Any], preservesPartitioning: bool = False) -> ContinuousStream:  # noqa: N803
         """Each row through ``f``."""
         return self.mapPartitionsWithIndex(lambda _, rows: map(f, rows))
 
-    def flatMap(self, f: Callable[[Any], Iterable[Any]]) -> ContinuousStream:  # noqa: N802
+    def flatMap(self, f: Callable[[Any], Iterable[Any]], preservesPartitioning: bool = False) -> ContinuousStream:  # noqa: N802, N803
         """Each row to the rows ``f`` returns."""
         return self.mapPartitionsWithIndex(_per_row(f))
 
     def filter(self, f: Callable[[Any], bool]) -> ContinuousStream:
         """The rows for which ``f`` is true."""
         return self.mapPartitionsWithIndex(lambda _, rows: filter(f, rows))
+
+    def glom(self) -> ContinuousStream:
+        """Each partition's rows of an epoch as one list."""
+        return self.mapPartitionsWithIndex(lambda _, rows: iter([list(rows)]))
 
     def mapValues(self, f: Callable[[Any], Any]) -> ContinuousStream:  # noqa: N802
         """``(k, f(v))`` for each pair ``(k, v)``."""

@@ -155,7 +155,7 @@ class _RateReader(PartitionReader):
             if wait > 0:
                 time.sleep(wait)
             now_ms = time.time() * 1000.0
-        rows = []
+        rows: list[Any] = []
         row, fromtimestamp = self._row, datetime.fromtimestamp
         while self._next_ms <= now_ms and len(rows) < self._MAX_ROWS:
             rows.append(row(timestamp=fromtimestamp(self._next_ms / 1000.0), value=self._value))

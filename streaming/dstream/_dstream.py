@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from scheduler import InvalidPipelineError, StreamingStateError, Time, library_logger
 
+from ..continuous import ContinuousSink, ForeachSink
 from ..spark import seconds_to_duration
 from ._groups import GroupsWithStateNode
 from ._node import StreamNode, memory_only
@@ -223,6 +224,40 @@ class DStream(StreamNode):
                     rdd.saveAsTextFile(path)
 
         ForEachNode(self, save, operation="saveAsTextFiles", supports_async_progress_tracking=False).register()
+
+    @api_call
+    def foreach(self, writer: Any) -> None:
+        """Write every row with a ``ForeachWriter`` (``open``/``process``/``close``) or a function: an output of a continuous context.
+
+        pyspark's ``DataStreamWriter.foreach`` contract: each long-running task calls
+        ``open(partition_id, epoch_id)`` at the start of every epoch (its rows are skipped when it
+        returns False), ``process(row)`` per row, and ``close(error)`` at the epoch's end. At least once.
+
+        Raises:
+            InvalidPipelineError: the context has no Continuous trigger (use :meth:`foreachRDD`),
+                or ``writer`` has no callable ``process`` (pyspark's message).
+        """
+        self._check_continuous_output("foreach")
+        ForeachSink(writer)  # pyspark's checks of the writer, at the call
+
+    @api_call
+    def writeTo(self, sink: ContinuousSink) -> None:  # noqa: N802 - pyspark's naming style
+        """Write every row to ``sink`` (a continuous :class:`~streaming.continuous.FileSink`, ``MemorySink``, ...).
+
+        Raises:
+            InvalidPipelineError: the context has no Continuous trigger, or ``sink`` is not a sink.
+        """
+        self._check_continuous_output("writeTo")
+        if not isinstance(sink, ContinuousSink):
+            raise InvalidPipelineError(f"writeTo needs a streaming.continuous sink (FileSink, MemorySink, ConsoleSink, "
+                                       f"ForeachSink), got {sink!r}")
+
+    def _check_continuous_output(self, method: str) -> None:
+        self._env.check_can_add()
+        if self._env.continuous is None:
+            raise InvalidPipelineError(
+                f"{method}() is an output of continuous processing: create the context with a trigger, "
+                f"StreamingContext(sc, Continuous('1 second')), or write each batch with foreachRDD")
 
     # -- element-wise transformations --
 

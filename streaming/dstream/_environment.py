@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from scheduler import Clock, Duration
 
+from ..continuous import Continuous
 from ..runtime import StreamingRuntime
 from ..spark import SparkBinding
 from ._graph import DStreamGraph
@@ -39,6 +40,7 @@ class StreamEnvironment:
         recipe: the API calls that built it, saved in a checkpoint to rebuild it.
         spark_checkpoint_dir: Spark's checkpoint directory as the start found it (read off the
             event loop; ``None`` before the start or when unset).
+        continuous: the context's Continuous trigger (``None``: micro-batches).
         async_mode: whether the context lives in an ``async with`` block (then no py4j call is
             made on the event loop: work that needs Spark waits for the generation thread).
     """
@@ -55,6 +57,8 @@ class StreamEnvironment:
         self.recipe = GraphRecipe()
         self.spark_checkpoint_dir: str | None = None
         self.async_mode = False
+        self.continuous: Continuous | None = None
+        """The context's continuous trigger, or ``None`` for a micro-batch context."""
         self._check_can_add = check_can_add
         self._runtime = runtime
 

@@ -64,12 +64,15 @@ class SavedRecipe:
         spark_conf: the SparkContext's settings (a restored program starts a SparkContext with them
             when none is active, as Spark recreates it from its checkpoint).
         calls: the recorded calls, in order.
+        continuous_ms: a continuous context's epoch interval, else ``None``.
     """
 
     batch_ms: int
     concurrent_jobs: int | None
     spark_conf: tuple[tuple[str, str], ...]
     calls: tuple[RecipeCall, ...]
+    continuous_ms: int | None = None
+    """The epoch interval of a context with a Continuous trigger (recipes written before it had none)."""
 
     def replay(self, context: Any, stream_type: type) -> None:
         """Make the recorded calls again on ``context``, in order.
@@ -140,7 +143,12 @@ class GraphRecipe:
             self._index[id(result)] = index
         self.calls.append(RecipeCall(call_target, method, call_args, call_kwargs, index))
 
-    def save(self, directory: Path, *, batch_ms: int, concurrent_jobs: int | None, spark_conf: Sequence[tuple[str, str]]) -> str | None:
+    def stream(self, index: int) -> Any:
+        """The ``index``-th stream the recorded calls made."""
+        return self._streams[index]
+
+    def save(self, directory: Path, *, batch_ms: int, concurrent_jobs: int | None, spark_conf: Sequence[tuple[str, str]],
+             continuous_ms: int | None = None) -> str | None:
         """Write the recipe to ``directory`` atomically (blocking I/O); ``None``, or why it cannot be written.
 
         A recipe that cannot be pickled (a queue of RDDs, a function holding the SparkContext)
@@ -155,7 +163,7 @@ class GraphRecipe:
         if unrecordable:
             reason = f"{unrecordable[0][14:-1]} was called with a stream of another context"
         else:
-            recipe = SavedRecipe(batch_ms, concurrent_jobs, tuple(spark_conf), tuple(self.calls))
+            recipe = SavedRecipe(batch_ms, concurrent_jobs, tuple(spark_conf), tuple(self.calls), continuous_ms)
             try:
                 data = _MAGIC + cloudpickle.dumps(recipe)  # type: ignore[no-untyped-call]
             except Exception as exc:  # cloudpickle raises many kinds: anything unpicklable

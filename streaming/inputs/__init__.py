@@ -6,6 +6,7 @@ graph drives (replay, receive, purge).
 """
 
 from ._base import InputDStream
+from ._continuous import CONTINUOUS_INPUTS, FOREACH_BATCH_REFUSED, ContinuousInputDStream, continuous_plan
 from ._files import FileEntry, FileInputDStream, is_new_file, list_local_files, select_new_files
 from ._queue import QueueInputDStream
 from ._receiver import (
@@ -19,6 +20,10 @@ from ._receiver import (
 )
 
 __all__ = [
+    "CONTINUOUS_INPUTS",
+    "ContinuousInputDStream",
+    "FOREACH_BATCH_REFUSED",
+    "continuous_plan",
     "DEFAULT_MAX_BUFFERED_RECORDS",
     "AsyncIterableInputDStream",
     "AsyncSource",

@@ -76,6 +76,9 @@ STREAMING_SETTINGS = (
     "spark.streaming.asyncProgressTrackingEnabled",
     "spark.streaming.asyncProgressTrackingCheckpointIntervalMs",
     "spark.streaming.stopOnFailure",
+    # Continuous processing: Spark's SQL settings.
+    "spark.sql.streaming.continuous.epochBacklogQueueSize",
+    "spark.sql.streaming.continuous.executorPollIntervalMs",
 )
 """The Spark configuration keys the streaming layer reads."""
 
