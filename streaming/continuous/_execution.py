@@ -31,6 +31,7 @@ from scheduler import (
     CheckpointError,
     Clock,
     CommitMetadata,
+    ConcurrentCheckpointUpdateError,
     Duration,
     InvalidPipelineError,
     Milliseconds,
@@ -414,6 +415,14 @@ class ContinuousExecution:
                                           path=str(checkpoint.offsets.path_of(epoch)))
                 checkpoint.commits.add(epoch, CommitMetadata(0))
             latest = sink_latest
+        # Offsets logged for epochs after the last commit belong to a run that died before committing
+        # them; this run cuts its epochs anew from the last commit, so they are dropped (Spark keeps
+        # them and ignores them, which would let a later restart resume from a stale entry).
+        stale = [e for e in checkpoint.offsets.batch_ids() if latest is None or e > latest]
+        for epoch in reversed(stale):
+            checkpoint.offsets.path_of(epoch).unlink(missing_ok=True)
+        if stale:
+            self._log.info("uncommitted epochs of the previous run dropped", epochs=stale)
         if latest is None:
             return _Resume(query_id, 0, self._initial_offsets(plan), None)
         entry = checkpoint.offsets.get(latest)
@@ -541,11 +550,11 @@ class ContinuousExecution:
             if self._checkpoint is not None:
                 checkpoint = self._checkpoint
                 if not await anyio.to_thread.run_sync(checkpoint.offsets.add, action.epoch, OffsetSeq(tuple(merged))):
-                    existing = await anyio.to_thread.run_sync(checkpoint.offsets.get, action.epoch)
-                    if existing is None or list(existing.offsets) != merged:
-                        raise StreamingStateError(
-                            f"Concurrent update to the log. Multiple streaming jobs detected for {action.epoch}. Please make "
-                            "sure only one streaming job runs on a specific checkpoint location at a time.")
+                    # The start dropped every entry after the last commit: another writer made this one.
+                    raise ConcurrentCheckpointUpdateError(
+                        f"Concurrent update to the log. Multiple streaming jobs detected for {action.epoch}. Please make "
+                        "sure only one streaming job runs on a specific checkpoint location at a time.",
+                        path=str(checkpoint.offsets.path_of(action.epoch)))
             self._epoch_walcommit[action.epoch] = round((_time.perf_counter() - started) * 1000)
             previous = self._epoch_offsets.get(action.epoch - 1)
             self._epoch_offsets[action.epoch] = merged

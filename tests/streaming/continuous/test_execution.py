@@ -284,6 +284,7 @@ async def test_restart_resumes_after_the_last_committed_epoch(tmp_path: Path) ->
     async with Harness(tmp_path) as again:
         assert again.query.id == first_id and again.query.run_id != h.query.run_id
         assert [(s.start_epoch, s.start_offset) for s in again.launcher.specs] == [(1, 5), (1, 6)]
+        assert not (tmp_path / "ckpt/offsets/1").exists()  # the dead run's uncommitted epoch is cut anew
         assert again.query.status.message == "Running"
 
 
