@@ -43,6 +43,14 @@ from ._listener_compat import adapt_listener
 from ._manager import StreamingQueryManager, as_pyspark_exception, streams
 from ._manager import pyspark_progress as _pyspark_progress
 from ._shutdown import SHUTDOWN_SIGNALS, SignalShutdown
+from .continuous import (
+    Continuous,
+    ContinuousExecution,
+    ContinuousSource,
+    RateSource,
+    SocketSource,
+    SparkTaskLauncher,
+)
 from .dstream import (
     RECIPE_FILE,
     DStream,
@@ -54,24 +62,16 @@ from .dstream import (
     api_call,
     load_recipe,
 )
-from .continuous import (
-    Continuous,
-    ContinuousExecution,
-    ContinuousSource,
-    RateSource,
-    SocketSource,
-    SparkTaskLauncher,
-)
 from .inputs import (
     DEFAULT_MAX_BUFFERED_RECORDS,
     AsyncIterableInputDStream,
     AsyncSource,
     ContinuousInputDStream,
-    continuous_plan,
     FileInputDStream,
     QueueInputDStream,
     ReceiverInputDStream,
     SocketInputDStream,
+    continuous_plan,
 )
 from .runtime import StreamingContextState, StreamingRuntime
 from .spark import SparkBinding, SparkSettings, seconds_to_duration, time_string_as, user_frame

@@ -69,6 +69,7 @@ __all__ = [
     "OFFSET_QUEUE_EXCEEDED",
     "PartitionFunction",
     "PartitionReader",
+    "PartitionWriter",
     "RateSource",
     "ReportPartitionOffset",
     "SetReaderPartitions",

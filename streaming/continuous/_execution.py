@@ -433,7 +433,7 @@ class ContinuousExecution:
                 f"There are [{len(entry.offsets)}] sources in the checkpoint offsets and now there are "
                 f"[{len(plan.sources)}] sources requested by the query. Cannot continue.")
         offsets: list[Any] = []
-        for source, line in zip(plan.sources, entry.offsets):
+        for source, line in zip(plan.sources, entry.offsets, strict=True):
             if line is None:
                 offsets.extend(source.initial_offset(p) for p in range(source.num_partitions))
             else:

@@ -15,7 +15,6 @@ import anyio.to_thread
 from scheduler import InvalidPipelineError, library_logger
 
 from ..spark import cancel_job_group
-
 from ._task import TASK_RETRY_MESSAGE, ContinuousTaskRetryError, TaskSpec, run_task, run_tasks
 
 __all__ = ["SparkTaskLauncher", "TaskLauncher", "ThreadTaskLauncher"]
@@ -56,15 +55,22 @@ class ThreadTaskLauncher:
         """Threads are never short."""
 
     async def run(self, specs: Sequence[TaskSpec], group: str) -> None:
-        """One thread per task; the first failure cancels the waits (threads end at their next poll)."""
+        """One thread per task; the first task's failure is raised (the waits for the others are abandoned)."""
         limiter = anyio.CapacityLimiter(max(1, len(specs)))
+        failures: list[Exception] = []
         async with anyio.create_task_group() as tg:
             for spec in specs:
-                tg.start_soon(self._one, spec, limiter)
+                tg.start_soon(self._one, spec, limiter, failures, tg.cancel_scope)
+        if failures:
+            raise failures[0]
 
     @staticmethod
-    async def _one(spec: TaskSpec, limiter: anyio.CapacityLimiter) -> None:
-        await anyio.to_thread.run_sync(run_task, spec, limiter=limiter, abandon_on_cancel=True)
+    async def _one(spec: TaskSpec, limiter: anyio.CapacityLimiter, failures: list[Exception], scope: anyio.CancelScope) -> None:
+        try:
+            await anyio.to_thread.run_sync(run_task, spec, limiter=limiter, abandon_on_cancel=True)
+        except Exception as exc:
+            failures.append(exc)
+            scope.cancel()  # as Spark fails the job at its first failed task
 
     def cancel(self, group: str) -> None:
         """Nothing to cancel: the closed coordinator ends the threads."""

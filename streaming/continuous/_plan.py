@@ -137,13 +137,13 @@ class ContinuousStream:
             _branches = (Branch(source),)
         self._branches = tuple(_branches)
 
-    def mapPartitionsWithIndex(self, f: PartitionFunction, preservesPartitioning: bool = False) -> ContinuousStream:  # noqa: N802, N803
+    def mapPartitionsWithIndex(self, f: PartitionFunction, preservesPartitioning: bool = False) -> ContinuousStream:  # noqa: N803
         """Apply ``f(partition, rows)`` to each partition's rows of every epoch (``preservesPartitioning`` has no effect)."""
         return ContinuousStream(self._branches[0].source,
                                 _branches=[Branch(b.source, (*b.operations, f)) for b in self._branches])
 
     def mapPartitions(self, f: Callable[[Iterable[Any]], Iterable[Any]],
-                      preservesPartitioning: bool = False) -> ContinuousStream:  # noqa: N802, N803
+                      preservesPartitioning: bool = False) -> ContinuousStream:  # noqa: N803
         """Apply ``f(rows)`` to each partition's rows of every epoch."""
         return self.mapPartitionsWithIndex(lambda _, rows: f(rows))
 
@@ -151,7 +151,7 @@ class ContinuousStream:
         """Each row through ``f``."""
         return self.mapPartitionsWithIndex(lambda _, rows: map(f, rows))
 
-    def flatMap(self, f: Callable[[Any], Iterable[Any]], preservesPartitioning: bool = False) -> ContinuousStream:  # noqa: N802, N803
+    def flatMap(self, f: Callable[[Any], Iterable[Any]], preservesPartitioning: bool = False) -> ContinuousStream:  # noqa: N803
         """Each row to the rows ``f`` returns."""
         return self.mapPartitionsWithIndex(_per_row(f))
 
@@ -163,11 +163,11 @@ class ContinuousStream:
         """Each partition's rows of an epoch as one list."""
         return self.mapPartitionsWithIndex(lambda _, rows: iter([list(rows)]))
 
-    def mapValues(self, f: Callable[[Any], Any]) -> ContinuousStream:  # noqa: N802
+    def mapValues(self, f: Callable[[Any], Any]) -> ContinuousStream:
         """``(k, f(v))`` for each pair ``(k, v)``."""
         return self.map(lambda kv: (kv[0], f(kv[1])))
 
-    def flatMapValues(self, f: Callable[[Any], Iterable[Any]]) -> ContinuousStream:  # noqa: N802
+    def flatMapValues(self, f: Callable[[Any], Iterable[Any]]) -> ContinuousStream:
         """``(k, w)`` for each ``w`` in ``f(v)``."""
         return self.flatMap(lambda kv: ((kv[0], w) for w in f(kv[1])))
 

@@ -32,7 +32,7 @@ class PartitionWriter(abc.ABC):
     def commit(self) -> Any:
         """The epoch's rows are all written: make them ready and return the commit message (picklable)."""
 
-    def abort(self, error: BaseException) -> None:
+    def abort(self, error: BaseException) -> None:  # noqa: B027 - an optional hook
         """The epoch failed in this task (default: nothing to undo)."""
 
 
@@ -46,14 +46,14 @@ class ContinuousSink(abc.ABC):
     def open_writer(self, partition: int, epoch: int) -> PartitionWriter:
         """A writer for ``partition``'s rows of ``epoch`` (on an executor)."""
 
-    def commit_epoch(self, epoch: int, messages: dict[int, Any]) -> None:
+    def commit_epoch(self, epoch: int, messages: dict[int, Any]) -> None:  # noqa: B027 - an optional hook
         """Commit ``epoch`` on the driver with each partition's message (blocking; default: nothing to do)."""
 
     def latest_committed_epoch(self) -> int | None:
         """The newest epoch the sink itself recorded as committed (for sinks that keep such a log)."""
         return None
 
-    def prepare(self, last_committed_epoch: int) -> None:
+    def prepare(self, last_committed_epoch: int) -> None:  # noqa: B027 - an optional hook
         """Before the tasks start: clear what epochs after ``last_committed_epoch`` left behind (blocking)."""
 
     def description(self) -> str:
@@ -319,7 +319,7 @@ class _FileWriter(PartitionWriter):
         self._final = f"part-{epoch:05d}-{partition:05d}"
         self._temp = f".{self._final}.{uuid.uuid4().hex}.tmp"
         self._path = os.path.join(directory, self._temp)
-        self._file = open(self._path, "w", encoding="utf-8")  # noqa: SIM115 - closed at commit or abort
+        self._file = open(self._path, "w", encoding="utf-8")
 
     def write(self, row: Any) -> None:
         self._file.write(f"{row}\n")

@@ -34,7 +34,7 @@ class PartitionReader(abc.ABC):
     def offset(self) -> Any:
         """Where the partition stands after the records returned so far (JSON-able)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook
         """Release what the reader holds."""
 
 
@@ -80,7 +80,7 @@ class ContinuousSource(abc.ABC):
                 "restarted continuous query must read the same sources with the same partitions")
         return offsets
 
-    def check(self) -> None:
+    def check(self) -> None:  # noqa: B027 - an optional hook
         """Validate on the driver before the tasks start (default: nothing to check)."""
 
 
@@ -299,7 +299,7 @@ class _FileReader(PartitionReader):
     def _open(self) -> bool:
         if self._file is None:
             try:
-                self._file = open(self._path, "rb")  # noqa: SIM115 - held for the reader's life
+                self._file = open(self._path, "rb")
             except OSError as exc:
                 if exc.errno == errno.ENOENT:
                     return False

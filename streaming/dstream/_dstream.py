@@ -241,7 +241,7 @@ class DStream(StreamNode):
         ForeachSink(writer)  # pyspark's checks of the writer, at the call
 
     @api_call
-    def writeTo(self, sink: ContinuousSink) -> None:  # noqa: N802 - pyspark's naming style
+    def writeTo(self, sink: ContinuousSink) -> None:
         """Write every row to ``sink`` (a continuous :class:`~streaming.continuous.FileSink`, ``MemorySink``, ...).
 
         Raises:

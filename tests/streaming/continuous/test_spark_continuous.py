@@ -6,7 +6,6 @@ trio; the tests wait for committed epochs (domain events), never for time to pas
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -109,7 +108,7 @@ class FileWriter:
     def open(self, partition_id: int, epoch_id: int) -> bool:
         if partition_id == self.skip_partition:
             return False
-        self.file = open(f"{self.directory}/{partition_id}-{epoch_id}.txt", "w")  # noqa: SIM115
+        self.file = open(f"{self.directory}/{partition_id}-{epoch_id}.txt", "w")
         return True
 
     def process(self, row: Any) -> None:
@@ -206,8 +205,13 @@ def test_continuous_outputs_and_inputs_need_a_continuous_trigger(spark_context: 
 def test_a_bad_foreach_writer_is_refused_at_the_call_with_pysparks_message(spark_context: Any) -> None:
     """A writer without a callable process is refused as pyspark refuses it."""
     ssc = StreamingContext(spark_context, Continuous("1 second"))
-    with pytest.raises(InvalidPipelineError, match="^Provided object does not have a 'process' method$"):
+    with pytest.raises(InvalidPipelineError, match=r"^Provided object does not have a 'process' method$"):
         ssc.rateStream(10).foreach(object())
+
+
+def append(path: Path, lines: list[str]) -> None:
+    with open(path, "a") as f:
+        f.writelines(f"{line}\n" for line in lines)
 
 
 @pytest.mark.parametrize("graceful", [True, False], ids=["graceful", "immediate"])
@@ -226,8 +230,7 @@ def test_stop_in_the_middle_of_an_epoch(spark_context: Any, tmp_path: Path, grac
             await ssc.start_async()
             query = query_of(ssc)
             await query.wait_for_epoch(query.last_committed_epoch + 2)
-            with open(source, "a") as f:  # rows arrive while the stop comes
-                f.writelines(f"{line}\n" for line in more)
+            await anyio.to_thread.run_sync(append, source, more)  # rows arrive while the stop comes
             before = query.last_committed_epoch
             await ssc.stop_async(stopGraceFully=stop_gracefully)
             return before, query.last_committed_epoch

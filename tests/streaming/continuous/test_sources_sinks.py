@@ -1,0 +1,276 @@
+"""Continuous sources, sinks and the task loop, without Spark: readers, offsets, epoch commits, and whole runs on threads."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from scheduler import InvalidPipelineError, StreamingQueryException
+from streaming.continuous import (
+    ConsoleSink,
+    Continuous,
+    ContinuousExecution,
+    ContinuousStream,
+    ContinuousTaskRetryError,
+    FileSink,
+    FileSource,
+    ForeachSink,
+    MemorySink,
+    RateSource,
+    SocketSource,
+    TaskSpec,
+    ThreadTaskLauncher,
+    run_task,
+)
+
+FAR = time.monotonic() + 3600  # a read deadline that never stops a read that has data
+
+
+def test_file_reader_reads_whole_lines_and_resumes_at_its_byte_offset(tmp_path: Path) -> None:
+    """A partial last line waits for its newline; the offset is the byte after the last whole line; reopening resumes there."""
+    path = tmp_path / "p0.txt"
+    path.write_text("a\nbb\nccc")
+    source = FileSource([path])
+    reader = source.open_reader(0, source.initial_offset(0))
+    assert reader.read(FAR) == ["a", "bb"]
+    assert reader.offset() == 5
+    assert reader.read(time.monotonic()) == []  # "ccc" has no newline yet
+    with open(path, "a") as f:
+        f.write("c\ndd\n")
+    assert reader.read(FAR) == ["cccc", "dd"]
+    assert reader.offset() == len("a\nbb\ncccc\ndd\n")
+    reader.close()
+    again = source.open_reader(0, 5)
+    assert again.read(FAR) == ["cccc", "dd"]
+    again.close()
+
+
+def test_file_reader_waits_for_a_file_that_does_not_exist_yet(tmp_path: Path) -> None:
+    """A missing file reads as empty until it appears."""
+    path = tmp_path / "later.txt"
+    reader = FileSource([path]).open_reader(0, 0)
+    assert reader.read(time.monotonic()) == []
+    path.write_text("x\n")
+    assert reader.read(FAR) == ["x"]
+    reader.close()
+
+
+def test_socket_reader_splits_lines_across_packets_and_counts_them() -> None:
+    """Lines split over several sends come out whole; the offset counts lines; the server closing ends nothing."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    source = SocketSource([("127.0.0.1", port)])
+    reader = source.open_reader(0, source.initial_offset(0))
+    conn, _ = server.accept()
+    conn.sendall(b"hel")
+    assert reader.read(time.monotonic() + 0.05) == []
+    conn.sendall(b"lo\r\nwor")
+    assert reader.read(FAR) == ["hello"]
+    conn.sendall(b"ld\n")
+    conn.close()
+    assert reader.read(FAR) == ["world"]
+    assert reader.offset() == 2
+    assert reader.read(time.monotonic() + 0.01) == []
+    reader.close()
+    server.close()
+
+
+def test_rate_source_is_replayable_from_an_offset() -> None:
+    """Two readers from the same offset give the same rows: values p, p+n, ... spaced n/rate seconds apart."""
+    source = RateSource(rowsPerSecond=1000, numPartitions=2)
+    past = time.time() * 1000 - 10_000
+    first = source.open_reader(1, {"value": 1, "runTimestampMs": past}).read(FAR)[:5]
+    second = source.open_reader(1, {"value": 1, "runTimestampMs": past}).read(FAR)[:5]
+    assert first == second
+    assert [r.value for r in first] == [1, 3, 5, 7, 9]
+    gaps = [(b.timestamp - a.timestamp).total_seconds() * 1000 for a, b in zip(first, first[1:], strict=False)]
+    assert gaps == pytest.approx([2.0] * 4, abs=0.01)
+
+
+def test_offsets_merge_and_split_per_partition() -> None:
+    """The offsets-log line is {"<partition>": offset}; a line of another partitioning is refused."""
+    source = FileSource(["a", "b"])
+    line = source.merge_offsets([10, 20])
+    assert line == '{"0":10,"1":20}'
+    assert source.split_offsets(line) == [10, 20]
+    with pytest.raises(InvalidPipelineError, match="has 3 partitions, AppendOnlyFileStream"):
+        source.split_offsets('{"0":1,"1":2,"2":3}')
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: RateSource(0), "Invalid value '0'. The option 'rowsPerSecond' must be positive"),
+    (lambda: RateSource(10, numPartitions=-1), "Invalid value '-1'. The option 'numPartitions' must be positive"),
+    (lambda: SocketSource([]), "a continuous socket source needs at least one (host, port) address"),
+    (lambda: SocketSource([("h", 0)]), "a socket address must be (host, port) with a port in 1..65535, got ('h', 0)"),
+    (lambda: FileSource([]), "a continuous file source needs at least one file path"),
+    (lambda: ForeachSink(object()), "Provided object does not have a 'process' method"),
+    (lambda: ConsoleSink(-1), "num must be a non-negative int, got -1"),
+    (lambda: ContinuousStream(object()), "Data source <object> does not support continuous processing."),  # type: ignore[arg-type]
+])
+def test_bad_sources_and_sinks_are_refused(make: Any, message: str) -> None:
+    """Each bad argument gets a message naming the rule and the value."""
+    with pytest.raises(InvalidPipelineError) as raised:
+        make()
+    text = str(raised.value)
+    assert text == message or (message.startswith("Data source <object>") and text.startswith("Data source <object object at"))
+
+
+def test_file_sink_commits_an_epoch_once_and_clears_what_later_epochs_left(tmp_path: Path) -> None:
+    """Files are renamed into place and the epoch logged; a second commit is a no-op; prepare() drops uncommitted files."""
+    sink = FileSink(tmp_path / "out")
+    messages = {}
+    for partition in (0, 1):
+        writer = sink.open_writer(partition, 0)
+        writer.write(f"row-{partition}")
+        messages[partition] = writer.commit()
+    sink.commit_epoch(0, messages)
+    sink.commit_epoch(0, messages)
+    assert list(FileSink.read_committed(tmp_path / "out")) == ["row-0", "row-1"]
+    assert sink.latest_committed_epoch() == 0
+    orphan = sink.open_writer(0, 1)
+    orphan.write("never")
+    orphan.commit()  # epoch 1 never commits on the driver
+    (tmp_path / "out" / "part-00001-00000").write_text("never\n")  # renamed, but not logged
+    sink.prepare(0)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["_epochs", "part-00000-00000", "part-00000-00001"]
+
+
+def test_console_sink_prints_an_epoch_as_pprint_prints_a_batch() -> None:
+    """A header naming the epoch, up to num rows across partitions, then '...' if there were more."""
+    printed: list[str] = []
+    sink = ConsoleSink(3, out=printed.append)
+    messages = {}
+    for partition, rows in ((0, ["a", "b"]), (1, ["c", "d", "e"])):
+        writer = sink.open_writer(partition, 4)
+        for row in rows:
+            writer.write(row)
+        messages[partition] = writer.commit()
+    sink.commit_epoch(4, messages)
+    assert printed == ["-------------------------------------------\nEpoch: 4\n-------------------------------------------\na\nb\nc\n...\n"]
+
+
+def test_foreach_sink_calls_open_process_close_and_a_function_per_row() -> None:
+    """The writer's open gets (partition, epoch), close gets the error; a plain function gets each row."""
+    calls: list[Any] = []
+
+    class Writer:
+        def open(self, partition_id: int, epoch_id: int) -> bool:
+            calls.append(("open", partition_id, epoch_id))
+            return epoch_id != 9
+
+        def process(self, row: Any) -> None:
+            calls.append(("process", row))
+
+        def close(self, error: BaseException | None) -> None:
+            calls.append(("close", error))
+
+    sink = ForeachSink(Writer())
+    writer = sink.open_writer(1, 3)
+    writer.write("x")
+    writer.commit()
+    skipped = sink.open_writer(1, 9)
+    skipped.write("y")
+    boom = RuntimeError("boom")
+    skipped.abort(boom)
+    assert calls == [("open", 1, 3), ("process", "x"), ("close", None), ("open", 1, 9), ("close", boom)]
+    rows: list[Any] = []
+    function = ForeachSink(rows.append).open_writer(0, 0)
+    function.write(1)
+    function.commit()
+    assert rows == [1]
+
+
+def test_a_retried_task_fails_with_sparks_message(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A task attempt other than the first raises Spark's ContinuousTaskRetryException message before anything runs."""
+    monkeypatch.setattr("streaming.continuous._task._attempt_number", lambda: 1)
+    spec = TaskSpec("127.0.0.1", 9, "t", 0, FileSource([tmp_path / "x"]), 0, 0, 0, None, MemorySink())
+    with pytest.raises(ContinuousTaskRetryError, match="^Continuous execution does not support task retry$"):
+        run_task(spec)
+
+
+# -- whole runs on threads (real time, short epochs; the waits are on committed epochs) --
+
+
+def keep(line: str) -> bool:
+    return "skip" not in line
+
+
+@pytest.mark.anyio
+async def test_file_to_file_on_threads_is_exactly_once_across_a_restart(tmp_path: Path) -> None:
+    """Two file partitions through filter and map to the file sink; a restart resumes at the committed offsets."""
+    inputs = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    expected: list[str] = []
+
+    def append(round_: int) -> None:
+        for p, path in enumerate(inputs):
+            lines = [f"{p}-{round_}-{i}" + (" skip" if i == 2 else "") for i in range(5)]
+            with open(path, "a") as f:
+                f.write("".join(line + "\n" for line in lines))
+            expected.extend(line.upper() for line in lines if keep(line))
+
+    def plan() -> Any:
+        return ContinuousStream(FileSource(inputs)).filter(keep).map(str.upper).to(FileSink(tmp_path / "out"))
+
+    options = {"spark.sql.streaming.continuous.executorPollIntervalMs": 5}
+    for round_ in range(2):
+        append(round_)
+        async with ContinuousExecution(plan(), Continuous(20), launcher=ThreadTaskLauncher(),
+                                       checkpoint_location=tmp_path / "ck", options=options) as query:
+            await query.start()
+            await query.process_all_available()
+            await query.stop(graceful=True)
+        assert sorted(FileSink.read_committed(tmp_path / "out")) == sorted(expected)
+
+
+@pytest.mark.anyio
+async def test_socket_partitions_on_threads_reach_the_memory_sink() -> None:
+    """Two TCP servers, one partition each, unioned: every line sent reaches the sink once, in order per partition."""
+    sink = MemorySink()
+    servers = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    sent = {p: [f"s{p}-{i}" for i in range(50)] for p in range(2)}
+
+    def serve(p: int) -> None:
+        conn, _ = servers[p].accept()
+        with conn:
+            conn.sendall("".join(line + "\n" for line in sent[p]).encode())
+            time.sleep(0.5)  # keep the connection open while the query reads (a server thread, not the test)
+
+    threads = [threading.Thread(target=serve, args=(p,), daemon=True) for p in range(2)]
+    for thread in threads:
+        thread.start()
+    a = ContinuousStream(SocketSource([("127.0.0.1", servers[0].getsockname()[1])]))
+    b = ContinuousStream(SocketSource([("127.0.0.1", servers[1].getsockname()[1])]))
+    plan = a.union(b).map(lambda line: line.upper()).to(sink)
+    async with ContinuousExecution(plan, Continuous(20), launcher=ThreadTaskLauncher(),
+                                   options={"spark.sql.streaming.continuous.executorPollIntervalMs": 5}) as query:
+        await query.start()
+        with anyio.fail_after(4):
+            while len(sink.rows()) < 100:
+                await query.wait_for_epoch(query.last_committed_epoch + 1)
+        await query.stop()
+    rows = sink.rows()
+    for p in range(2):
+        assert [r for r in rows if r.startswith(f"S{p}")] == [line.upper() for line in sent[p]]
+    assert len(query.last_progress.sources) == 2 if query.last_progress else False
+    for server in servers:
+        server.close()
+
+
+@pytest.mark.anyio
+async def test_a_failing_operation_terminates_the_query_with_its_error(tmp_path: Path) -> None:
+    """A row the user's function cannot handle fails its task; the query terminates with that error as the cause."""
+    path = tmp_path / "in.txt"
+    path.write_text("1\n2\nx\n")
+    plan = ContinuousStream(FileSource([path])).map(int).to(MemorySink())
+    async with ContinuousExecution(plan, Continuous(20), launcher=ThreadTaskLauncher(),
+                                   options={"spark.sql.streaming.continuous.executorPollIntervalMs": 5}) as query:
+        await query.start()
+        with pytest.raises(StreamingQueryException, match=r"invalid literal for int\(\) with base 10: 'x'"):
+            await query.await_termination()
+    assert query.status.message.startswith("Terminated with exception")
