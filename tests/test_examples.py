@@ -95,3 +95,15 @@ def test_heartbeat_monitor_reports_the_silent_device_offline() -> None:
     """sensor-2 stops beating after two batches: with a 2 s timeout it is reported offline, the others stay online."""
     out = run_example("heartbeat_monitor.py", "--timeout", "2", "--interval", "0.5")
     assert out.splitlines() == ["offline: sensor-2", "still online: sensor-1, sensor-3"]
+
+
+@pytest.mark.spark
+def test_filter_and_route_routes_every_event_once_in_continuous_mode() -> None:
+    """filter_and_route.py reads two TCP partitions continuously, drops heartbeats and routes each other event exactly once."""
+    out = run_example("filter_and_route.py", "--events", "1000", "--rate", "1000")
+    routes = dict(re.findall(r"^(alerts|orders|payments): (\d+) events$", out, re.MULTILINE))
+    assert set(routes) == {"alerts", "orders", "payments"}
+    match = re.search(r"routed (\d+) of 1000 events \((\d+) heartbeats dropped\), each once: True", out)
+    assert match, out
+    assert int(match.group(1)) == sum(int(n) for n in routes.values()) and int(match.group(2)) > 0
+    assert re.search(r"producer to file: p50 [0-9.]+ ms, p99 [0-9.]+ ms", out), out

@@ -107,9 +107,12 @@ class ContinuousOptions:
 class ContinuousExecutionStatistics:
     """Counters of a run (trio's ``statistics()`` convention): epochs committed and what each commit cost."""
 
-    def __init__(self, epochs_committed: int, commit_ms: Sequence[float], connections: int, dropped_messages: int) -> None:
+    def __init__(self, epochs_committed: int, commit_ms: Sequence[float], connections: int, dropped_messages: int,
+                 input_rows: int = 0) -> None:
         """A snapshot."""
         self.epochs_committed = epochs_committed
+        self.input_rows = input_rows
+        """Rows read by the epochs committed in this run."""
         self.commit_ms = list(commit_ms)
         """Per committed epoch: ms from its last partition commit arriving to its commits entry written."""
         self.connections = connections
@@ -236,6 +239,7 @@ class ContinuousExecution:
         self._epoch_walcommit: dict[int, int] = {}
         self._commit_ms: list[float] = []
         self._committed = 0
+        self._input_rows = 0
         self.last_committed_epoch = -1
         """The newest epoch whose commit was performed (sink and commits log), -1 before any."""
         self._no_new_data_at = -1  # the commit count at which an epoch last committed with no new data
@@ -594,6 +598,7 @@ class ContinuousExecution:
         sink_ms, log_ms = await anyio.to_thread.run_sync(commit)
         self._commit_ms.append((_time.perf_counter() - arrival) * 1000 if arrival else sink_ms + log_ms)
         self._committed += 1
+        self._input_rows += sum(action.rows.values())
         self.last_committed_epoch = epoch
         if not self._new_data:
             self._no_new_data_at = self._committed
@@ -849,7 +854,7 @@ class ContinuousExecution:
     def statistics(self) -> ContinuousExecutionStatistics:
         """Epochs committed, per-epoch commit cost, connections, dropped messages."""
         dropped = 0 if self.coordinator is None else self.coordinator.statistics().dropped_messages
-        return ContinuousExecutionStatistics(self._committed, self._commit_ms, self._connections, dropped)
+        return ContinuousExecutionStatistics(self._committed, self._commit_ms, self._connections, dropped, self._input_rows)
 
     def __repr__(self) -> str:
         epoch = "-" if self.coordinator is None else self.coordinator
