@@ -64,7 +64,7 @@ class RouteWriter:
         route = event["route"]
         out = self.files.get(route)
         if out is None:
-            out = self.files[route] = open(os.path.join(self.directory, f"{route}-{self.suffix}.jsonl"), "a")  # noqa: SIM115
+            out = self.files[route] = open(os.path.join(self.directory, f"{route}-{self.suffix}.jsonl"), "a")
         out.write(json.dumps(event) + "\n")
         out.flush()
 
@@ -92,7 +92,7 @@ async def produce(listener: anyio.abc.SocketListener, partition: int, events: in
 
 
 async def main(events: int, rate: float, out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    await anyio.Path(out_dir).mkdir(parents=True, exist_ok=True)
     listeners = [(await anyio.create_tcp_listener(local_host="127.0.0.1")).listeners[0] for _ in range(2)]
     ports = [int(lst.extra(anyio.abc.SocketAttribute.local_port)) for lst in listeners]
     per_partition = events // 2

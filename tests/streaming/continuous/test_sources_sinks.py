@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
 import time
@@ -89,7 +90,7 @@ def test_rate_source_is_replayable_from_an_offset() -> None:
     second = source.open_reader(1, {"value": 1, "runTimestampMs": past}).read(FAR)[:5]
     assert first == second
     assert [r.value for r in first] == [1, 3, 5, 7, 9]
-    gaps = [(b.timestamp - a.timestamp).total_seconds() * 1000 for a, b in zip(first, first[1:], strict=False)]
+    gaps = [(b.timestamp - a.timestamp).total_seconds() * 1000 for a, b in itertools.pairwise(first)]
     assert gaps == pytest.approx([2.0] * 4, abs=0.01)
 
 
@@ -190,7 +191,7 @@ def test_a_retried_task_fails_with_sparks_message(monkeypatch: pytest.MonkeyPatc
     """A task attempt other than the first raises Spark's ContinuousTaskRetryException message before anything runs."""
     monkeypatch.setattr("streaming.continuous._task._attempt_number", lambda: 1)
     spec = TaskSpec("127.0.0.1", 9, "t", 0, FileSource([tmp_path / "x"]), 0, 0, 0, None, MemorySink())
-    with pytest.raises(ContinuousTaskRetryError, match="^Continuous execution does not support task retry$"):
+    with pytest.raises(ContinuousTaskRetryError, match=r"^Continuous execution does not support task retry$"):
         run_task(spec)
 
 

@@ -248,3 +248,42 @@ def test_stop_in_the_middle_of_an_epoch(spark_context: Any, tmp_path: Path, grac
         assert committed == [line.upper() for line in lines]  # exactly once across the stop
 
     run("asyncio", body)
+
+
+def test_a_pyspark_query_listener_hears_every_epoch_and_the_manager_lists_the_query(spark_context: Any) -> None:
+    """onQueryStarted before start returns, onQueryProgress per epoch (pyspark's objects), onQueryTerminated; streams.active."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    from streaming import streams
+
+    heard: list[tuple[str, Any]] = []
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - pyspark's names
+            heard.append(("started", str(event.id)))
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+            heard.append(("progress", event.progress.batchId))
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+            heard.append(("idle", None))
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            heard.append(("terminated", event.exception))
+
+    async def body() -> None:
+        async with StreamingContext(spark_context, Continuous("200 milliseconds"), queryName="heard") as ssc:
+            ssc.addStreamingListener(Listener())
+            ssc.rateStream(50).writeTo(MemorySink())
+            await ssc.start_async()
+            assert heard == [("started", ssc.id)] and ssc.id is not None
+            assert [q.name for q in streams.active] == ["heard"]
+            query = query_of(ssc)
+            await query.wait_for_epoch(2)
+            await ssc.stop_async(stopGraceFully=True)
+            assert streams.active == []
+
+    run("asyncio", body)
+    progress = [batch for kind, batch in heard if kind == "progress"]
+    assert progress == list(range(len(progress))) and len(progress) >= 3
+    assert heard[-1] == ("terminated", None)
