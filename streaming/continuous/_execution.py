@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import sys
 import threading
 import time as _time
 import traceback
@@ -24,6 +25,9 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 from anyio.streams.buffered import BufferedByteReceiveStream
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from listeners import QueryProgress, QueryStarted, QueryTerminated, StreamingListenerBus, current_listener
 from scheduler import (
@@ -283,8 +287,11 @@ class ContinuousExecution:
     # -- lifecycle --
 
     async def __aenter__(self) -> ContinuousExecution:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        if self._tg is not None:
+            raise StreamingStateError("this query is already entered; a query has one home")
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
         self._loop_token = anyio.lowlevel.current_token()
         self._loop_thread = threading.get_ident()
         return self
@@ -293,12 +300,26 @@ class ContinuousExecution:
                         tb: TracebackType | None) -> bool | None:
         assert self._tg is not None
         try:
-            if self._state is not StreamingContextState.STOPPED:
-                with anyio.CancelScope(shield=True):
-                    await self.stop(graceful=exc_type is None)
+            if self._stop_done is not None and not self._stop_done.is_set():
+                await self._stop_done.wait()  # a stop is under way elsewhere
+            elif self._state is StreamingContextState.ACTIVE:
+                # A normal exit stops gracefully; an error or a cancellation in the host stops now,
+                # shielded so the bookkeeping finishes.
+                with anyio.CancelScope(shield=exc is not None):
+                    await self._stop(graceful=exc is None)
+            elif self._state is StreamingContextState.INITIALIZED:
+                await self._stop(graceful=False)
         finally:
             tg, self._tg = self._tg, None
-            return await tg.__aexit__(exc_type, exc, tb)  # noqa: B012 - the task group decides
+            try:
+                result = await tg.__aexit__(exc_type, exc, tb)
+            except BaseExceptionGroup as group:
+                # The query's own tasks end cleanly: a group only wraps what the body raised.
+                if exc is not None and len(group.exceptions) == 1 and group.exceptions[0] is exc:
+                    exc.__suppress_context__ = True
+                    raise exc  # noqa: B904 - the group is only a wrapper around exc
+                raise
+        return result
 
     @property
     def state(self) -> StreamingContextState:
@@ -501,7 +522,12 @@ class ContinuousExecution:
             send = self._actions_send
             try:
                 while True:
-                    message = pickle.loads(await _read_frame(buffered))
+                    try:
+                        message = pickle.loads(await _read_frame(buffered))
+                    except (pickle.UnpicklingError, ValueError, EOFError, AttributeError, ImportError) as exc:
+                        self._log.warning("a task sent an unreadable frame; its connection was closed", partition=partition,
+                                          error=repr(exc))
+                        return
                     if isinstance(message, GetCurrentEpoch):  # the hot path: every poll of every task
                         await stream.send(encode_frame(pickle.dumps(coordinator.current())))
                         continue

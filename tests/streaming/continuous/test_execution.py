@@ -317,3 +317,15 @@ async def test_a_checkpoint_of_another_plan_is_refused(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match=r"There are \[2\] sources in the checkpoint offsets and now there are \[1\] sources"):
             await h2.query.start()
         assert h2.query.state.value == "STOPPED"
+
+
+async def test_an_unreadable_frame_closes_only_that_connection(tmp_path: Path) -> None:
+    """Garbage after a valid hello: that connection is closed, the query and the other tasks go on."""
+    sink = MemorySink()
+    async with Harness(tmp_path, sink=sink) as h:
+        a, b = h.tasks
+        await a.stream.send(encode_frame(b"not a pickle"))
+        with pytest.raises((anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, ConnectionError)):
+            await a.ask(GetCurrentEpoch())
+        assert h.query.is_active
+        assert (await b.ask(GetCurrentEpoch())).epoch >= 1

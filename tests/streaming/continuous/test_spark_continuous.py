@@ -259,16 +259,16 @@ def test_a_pyspark_query_listener_hears_every_epoch_and_the_manager_lists_the_qu
     heard: list[tuple[str, Any]] = []
 
     class Listener(StreamingQueryListener):
-        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - pyspark's names
+        def onQueryStarted(self, event: Any) -> None:
             heard.append(("started", str(event.id)))
 
-        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        def onQueryProgress(self, event: Any) -> None:
             heard.append(("progress", event.progress.batchId))
 
-        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        def onQueryIdle(self, event: Any) -> None:
             heard.append(("idle", None))
 
-        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        def onQueryTerminated(self, event: Any) -> None:
             heard.append(("terminated", event.exception))
 
     async def body() -> None:
