@@ -242,6 +242,7 @@ class ContinuousExecution:
         self._epoch_offsets: dict[int, list[str]] = {}
         self._epoch_walcommit: dict[int, int] = {}
         self._commit_ms: list[float] = []
+        self._complete_at: dict[int, float] = {}  # epoch -> when its last report or commit arrived
         self._committed = 0
         self._input_rows = 0
         self.last_committed_epoch = -1
@@ -532,9 +533,11 @@ class ContinuousExecution:
                         await stream.send(encode_frame(pickle.dumps(coordinator.current())))
                         continue
                     if isinstance(message, (ReportPartitionOffset, CommitPartitionEpoch)):
-                        if isinstance(message, CommitPartitionEpoch):
-                            self._last_commit_arrival = _time.perf_counter()
+                        arrived = _time.perf_counter()
                         _, actions = coordinator.handle(message)
+                        for action in actions:  # when the epoch became complete, for its commit cost
+                            if isinstance(action, CommitEpoch):
+                                self._complete_at[action.epoch] = arrived
                         for action in actions:
                             send.send_nowait(action)
                         continue
@@ -551,8 +554,6 @@ class ContinuousExecution:
             except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError,
                     ConnectionError):
                 return
-
-    _last_commit_arrival = 0.0
 
     # -- the coordinator's actions, in order --
 
@@ -606,7 +607,7 @@ class ContinuousExecution:
     async def _commit(self, plan: ContinuousPlan, action: CommitEpoch) -> None:
         epoch = action.epoch
         self._set_status(f"Committing epoch {epoch}")
-        arrival = self._last_commit_arrival
+        arrival = self._complete_at.pop(epoch, None)
         checkpoint, retain = self._checkpoint, self.options.min_batches_to_retain
 
         def commit() -> tuple[float, float]:
@@ -622,7 +623,7 @@ class ContinuousExecution:
             return (sink_done - started) * 1000, (_time.perf_counter() - sink_done) * 1000
 
         sink_ms, log_ms = await anyio.to_thread.run_sync(commit)
-        self._commit_ms.append((_time.perf_counter() - arrival) * 1000 if arrival else sink_ms + log_ms)
+        self._commit_ms.append((_time.perf_counter() - arrival) * 1000 if arrival is not None else sink_ms + log_ms)
         self._committed += 1
         self._input_rows += sum(action.rows.values())
         self.last_committed_epoch = epoch

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import errno
+import functools
 import json
 import os
 import select
@@ -136,35 +137,66 @@ class RateSource(ContinuousSource):
         return f"RateStreamV2[rowsPerSecond={self.rows_per_second}, numPartitions={self._partitions}]"
 
 
+_RATE_FIELDS = ["timestamp", "value"]
+
+
+@functools.cache
+def _rate_row_class() -> type:
+    """pyspark's ``Row`` with the rate source's two fields as properties (made once per worker, when first needed).
+
+    A rate row is read field by field in the tasks' hot loop: ``Row.__getattr__`` searches the
+    field names in Python on every access, a property does not. It is still a ``Row`` (``repr``,
+    ``asDict``, ``row["value"]``, equality) and pickles as a plain one.
+    """
+    from pyspark.sql import Row  # executors have pyspark; imported where rows are made
+
+    class RateRow(Row):
+        timestamp = property(lambda self: tuple.__getitem__(self, 0))
+        value = property(lambda self: tuple.__getitem__(self, 1))
+
+    return RateRow
+
+
 class _RateReader(PartitionReader):
     _MAX_ROWS = 4096  # per read, so the epoch poll is never starved when behind
 
     def __init__(self, value: int, next_ms: float, step: int, period_ms: float) -> None:
-        from pyspark.sql import Row  # executors have pyspark; imported where rows are made
-
-        self._row = Row
-        self._value = value
-        self._next_ms = next_ms
+        self._row = _rate_row_class()
+        # Row k of this run is due at base + k * period: computed, not accumulated, so a float
+        # epoch time in ms (~1.7e12) does not round the period away over millions of rows.
+        self._base_value = value
+        self._base_ms = next_ms
+        self._k = 0
         self._step = step
         self._period = period_ms
 
+    def _due_ms(self) -> float:
+        return self._base_ms + self._k * self._period
+
     def read(self, deadline: float) -> list[Any]:
         now_ms = time.time() * 1000.0
-        if self._next_ms > now_ms:
-            wait = min((self._next_ms - now_ms) / 1000.0, max(0.0, deadline - time.monotonic()))
+        due = self._due_ms()
+        if due > now_ms:
+            wait = min((due - now_ms) / 1000.0, max(0.0, deadline - time.monotonic()))
             if wait > 0:
                 time.sleep(wait)
             now_ms = time.time() * 1000.0
         rows: list[Any] = []
-        row, fromtimestamp = self._row, datetime.fromtimestamp
-        while self._next_ms <= now_ms and len(rows) < self._MAX_ROWS:
-            rows.append(row(timestamp=fromtimestamp(self._next_ms / 1000.0), value=self._value))
-            self._value += self._step
-            self._next_ms += self._period
+        make, fields, fromtimestamp, setattr_ = tuple.__new__, _RATE_FIELDS, datetime.fromtimestamp, object.__setattr__
+        row_class, base_ms, base_value, period, step = self._row, self._base_ms, self._base_value, self._period, self._step
+        k = self._k
+        due = base_ms + k * period
+        while due <= now_ms and len(rows) < self._MAX_ROWS:
+            row: Any = make(row_class, (fromtimestamp(due / 1000.0), base_value + k * step))
+            setattr_(row, "__fields__", fields)
+            rows.append(row)
+            k += 1
+            due = base_ms + k * period
+        self._k = k
         return rows
 
     def offset(self) -> Any:
-        return {"value": self._value, "runTimestampMs": self._next_ms}
+        return {"value": self._base_value + self._k * self._step, "runTimestampMs": self._due_ms()}
 
 
 # -- TCP --

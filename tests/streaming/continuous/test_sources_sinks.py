@@ -275,3 +275,16 @@ async def test_a_failing_operation_terminates_the_query_with_its_error(tmp_path:
         with pytest.raises(StreamingQueryException, match=r"invalid literal for int\(\) with base 10: 'x'"):
             await query.await_termination()
     assert query.status.message.startswith("Terminated with exception")
+
+
+def test_rate_source_does_not_drift_over_many_rows() -> None:
+    """Row k is due at start + k * period exactly: adding the period to a ~1.7e12 ms float would round it away."""
+    source = RateSource(rowsPerSecond=30_000, numPartitions=2)
+    start = time.time() * 1000 - 60_000
+    reader = source.open_reader(0, {"value": 0, "runTimestampMs": start})
+    rows = reader.read(FAR) + reader.read(FAR)
+    assert len(rows) == 8192
+    period = 2 * 1000 / 30_000
+    assert reader.offset() == {"value": 2 * 8192, "runTimestampMs": start + 8192 * period}
+    assert [r.value for r in rows[:3]] == [0, 2, 4]
+    assert rows[-1].timestamp.timestamp() * 1000 == pytest.approx(start + 8191 * period, abs=0.001)
