@@ -111,7 +111,7 @@ class RateSource(ContinuousSource):
                 raise InvalidPipelineError(f"Invalid value '{value}'. The option '{name}' must be positive")
         self.rows_per_second = rowsPerSecond
         self._partitions = numPartitions
-        self.start_ms: float | None = None  # set by the driver at the first start (time.time based)
+        self.start_ms: float | None = None  # set by the driver at each start (time.time based)
 
     @property
     def num_partitions(self) -> int:
@@ -124,9 +124,8 @@ class RateSource(ContinuousSource):
         return {"value": partition, "runTimestampMs": start}
 
     def check(self) -> None:
-        """Fix the start time of a fresh run."""
-        if self.start_ms is None:
-            self.start_ms = time.time() * 1000.0
+        """Fix the start time of this run's first rows (used only where no epoch was committed)."""
+        self.start_ms = time.time() * 1000.0
 
     def open_reader(self, partition: int, offset: Any) -> PartitionReader:
         """A reader producing the partition's rows from ``offset``."""
