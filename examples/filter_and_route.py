@@ -105,7 +105,7 @@ async def main(events: int, rate: float, out_dir: Path) -> None:
             await ssc.start_async()
             query = ssc.runtime
             assert isinstance(query, ContinuousExecution)
-            while query.statistics().input_rows < 2 * per_partition:  # wait for epochs, not for time
+            while query.is_active and query.statistics().input_rows < 2 * per_partition:  # epochs, not time
                 await query.wait_for_epoch(query.last_committed_epoch + 1)
             await ssc.stop_async(stopGraceFully=True)
         producers.cancel_scope.cancel()

@@ -264,12 +264,13 @@ class StreamingContext:
 
     def _ensure_runtime(self) -> StreamingRuntime | ContinuousExecution:
         if self._runtime is None and self._continuous is not None:
-            settings = self._settings()
-            options = {key: value for key in _CONTINUOUS_SETTINGS if (value := settings.get(key)) is not None}
+            graceful = self._settings().get("spark.streaming.gracefulStopTimeout")
             self._runtime = ContinuousExecution(
                 lambda: continuous_plan(self._env.recipe), self._continuous,
                 launcher=SparkTaskLauncher(lambda: self._spark.spark_context), clock=self._clock, name=self._query_name,
-                checkpoint_location=self._log_dir, options=options,
+                checkpoint_location=self._log_dir, options=self._continuous_options(),
+                graceful_stop_timeout=None if graceful is None else Duration(
+                    time_string_as(graceful, "ms", "spark.streaming.gracefulStopTimeout")),
             )
             self._runtime.handle = self
             for listener, name in self._pending_listeners:
@@ -296,6 +297,24 @@ class StreamingContext:
                 self._runtime.add_listener(listener, name=name)
             self._pending_listeners.clear()
         return self._runtime
+
+    def _continuous_options(self) -> dict[str, object]:
+        """A continuous query's settings: Spark's, overridden by the options given to checkpoint() or getOrCreate().
+
+        Raises:
+            InvalidPipelineError: async progress tracking asked for (micro-batch queries only).
+        """
+        settings = self._settings()
+        options: dict[str, object] = {key: setting for key in _CONTINUOUS_SETTINGS if (setting := settings.get(key)) is not None}
+        known = {key.lower(): key for key in _CONTINUOUS_SETTINGS}
+        for option, given in self._options().items():
+            name = known.get(option.lower())
+            if name is not None:
+                options[name] = given
+            elif option.lower() == "asyncprogresstrackingenabled" and str(given).strip().lower() == "true":
+                raise InvalidPipelineError("async progress tracking is for micro-batch queries: a continuous query writes its "
+                                           "offsets and commits at each epoch's commit; remove asyncProgressTrackingEnabled")
+        return options
 
     def _options(self) -> dict[str, object]:
         """The progress-tracking options: Spark settings, overridden by those given to checkpoint() or getOrCreate()."""
@@ -674,7 +693,8 @@ class StreamingContext:
             self._progress_options = dict(options)
         self._graph.set_checkpoint_dir(self._log_dir)
         if self._runtime is not None:
-            self._runtime.set_checkpoint_location(self._log_dir, options=self._options())
+            options = self._continuous_options() if isinstance(self._runtime, ContinuousExecution) else self._options()
+            self._runtime.set_checkpoint_location(self._log_dir, options=options)
 
     def _before_start(self) -> None:
         """What a start does before the runtime starts (py4j calls, file I/O): Spark's checkpoint

@@ -8,6 +8,7 @@ a launcher. Its lifecycle, listener events and query surface are those of the mi
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import pickle
@@ -226,6 +227,9 @@ class ContinuousExecution:
         self._progress: list[StreamingQueryProgress] = []
         self._error: StreamingQueryException | None = None
         self._stopping = False
+        self._discard_actions = False  # an immediate stop: what is not committed stays so
+        self._tearing_down = False
+        self._open_connections = 0
         self._stop_done: anyio.Event | None = None
         self._changed = anyio.Event()
         self._tasks_done: anyio.Event | None = None
@@ -241,7 +245,7 @@ class ContinuousExecution:
         self._epoch_started: dict[int, int] = {}
         self._epoch_offsets: dict[int, list[str]] = {}
         self._epoch_walcommit: dict[int, int] = {}
-        self._commit_ms: list[float] = []
+        self._commit_ms: collections.deque[float] = collections.deque(maxlen=10_000)
         self._complete_at: dict[int, float] = {}  # epoch -> when its last report or commit arrived
         self._committed = 0
         self._input_rows = 0
@@ -382,6 +386,8 @@ class ContinuousExecution:
             tg.start_soon(self._run_tasks, specs)
             self._timer = RecurringTimer(self.clock, self.trigger.interval, self._tick, "continuous-epochs")
             await tg.start(self._timer.run, now)  # Spark's first tick fires at once
+            if self._error is not None:  # a task failed while the query was starting
+                raise self._error.with_traceback(None)
         except BaseException:
             self._log.error("Error starting the continuous query, marking it as stopped")
             self._state = StreamingContextState.STOPPED
@@ -408,6 +414,11 @@ class ContinuousExecution:
         for source in plan.sources:
             source.check()
         if self.checkpoint_location is None:
+            earlier = plan.sink.latest_committed_epoch()
+            if earlier is not None:
+                raise InvalidPipelineError(
+                    f"{plan.sink.description()} holds the epochs of an earlier run (up to {earlier}), and this query has no "
+                    "checkpoint to continue from: pass the checkpoint location of that run, or write to an empty directory")
             resume = _Resume(uuid.uuid4(), 0, self._initial_offsets(plan), None)
         else:
             resume = self._resume(plan, Checkpoint(self.checkpoint_location))
@@ -518,42 +529,52 @@ class ContinuousExecution:
                 self._log.warning("a task of another run connected and was refused", partition=partition)
                 return
             self._connections += 1
-            coordinator = self.coordinator
-            assert coordinator is not None
-            send = self._actions_send
+            self._open_connections += 1
             try:
-                while True:
+                await self._serve_task(stream, buffered, partition)
+            finally:
+                self._open_connections -= 1
+                self._wake()
+
+    async def _serve_task(self, stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream, partition: int) -> None:
+        """Answer one task's asks and feed its reports and commits to the coordinator, until it disconnects."""
+        coordinator = self.coordinator
+        assert coordinator is not None
+        send = self._actions_send
+        try:
+            while True:
+                try:
+                    message = pickle.loads(await _read_frame(buffered))
+                except (pickle.UnpicklingError, ValueError, EOFError, AttributeError, ImportError) as exc:
+                    self._log.warning("a task sent an unreadable frame; its connection was closed", partition=partition,
+                                      error=repr(exc))
+                    return
+                if isinstance(message, GetCurrentEpoch):  # the hot path: every poll of every task
+                    await stream.send(encode_frame(pickle.dumps(coordinator.current())))
+                    continue
+                if isinstance(message, (ReportPartitionOffset, CommitPartitionEpoch)):
+                    arrived = _time.perf_counter()  # only to measure the commit cost, never for scheduling
+                    _, actions = coordinator.handle(message)
+                    for action in actions:
+                        if isinstance(action, CommitEpoch):  # the epoch became complete now
+                            self._complete_at[action.epoch] = arrived
+                        send.send_nowait(action)
+                    continue
+                if isinstance(message, ASKS):
                     try:
-                        message = pickle.loads(await _read_frame(buffered))
-                    except (pickle.UnpicklingError, ValueError, EOFError, AttributeError, ImportError) as exc:
-                        self._log.warning("a task sent an unreadable frame; its connection was closed", partition=partition,
-                                          error=repr(exc))
-                        return
-                    if isinstance(message, GetCurrentEpoch):  # the hot path: every poll of every task
-                        await stream.send(encode_frame(pickle.dumps(coordinator.current())))
-                        continue
-                    if isinstance(message, (ReportPartitionOffset, CommitPartitionEpoch)):
-                        arrived = _time.perf_counter()
-                        _, actions = coordinator.handle(message)
-                        for action in actions:  # when the epoch became complete, for its commit cost
-                            if isinstance(action, CommitEpoch):
-                                self._complete_at[action.epoch] = arrived
-                        for action in actions:
-                            send.send_nowait(action)
-                        continue
-                    if isinstance(message, ASKS):
-                        try:
-                            reply, actions = coordinator.handle(message)
-                        except (ValueError, TypeError) as exc:
-                            reply, actions = ask_error(str(exc)), []
-                        await stream.send(encode_frame(pickle.dumps(reply)))
-                        for action in actions:
-                            send.send_nowait(action)
-                        continue
-                    self._log.warning("unknown coordinator message dropped", message=type(message).__name__)
-            except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError,
-                    ConnectionError):
-                return
+                        reply, actions = coordinator.handle(message)
+                    except (ValueError, TypeError) as exc:
+                        reply, actions = ask_error(str(exc)), []
+                    await stream.send(encode_frame(pickle.dumps(reply)))
+                    for action in actions:
+                        send.send_nowait(action)
+                    continue
+                self._log.warning("unknown coordinator message dropped", message=type(message).__name__)
+        except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError,
+                ConnectionError):
+            return  # the task ended (or the stop closed the coordinator)
+        except Exception as exc:  # e.g. a commit message that cannot be rebuilt on the driver
+            self._fail(exc)  # the query fails with the real cause; the server goes on for the other tasks
 
     # -- the coordinator's actions, in order --
 
@@ -562,6 +583,10 @@ class ContinuousExecution:
         try:
             async with receive:
                 async for action in receive:
+                    # After a failure or an immediate stop nothing more is written: an epoch queued
+                    # behind a failed one must not commit (a restart would skip the failed one).
+                    if self._error is not None or self._discard_actions:
+                        continue
                     try:
                         await self._perform(action)
                     except Exception as exc:
@@ -673,7 +698,7 @@ class ContinuousExecution:
                 try:
                     await self.launcher.run(specs, self._group)
                 except Exception as exc:
-                    if not self._stopping:
+                    if not self._tearing_down:  # a graceful stop's last epoch may fail too: not swallowed
                         self._fail(exc)
                     else:
                         self._log.debug("continuous tasks ended by the stop", error=repr(exc))
@@ -692,7 +717,8 @@ class ContinuousExecution:
         self._error.__cause__ = error
         if self.coordinator is not None:
             self.coordinator.stop_writes()
-        if self._tg is not None and self._stop_done is None:
+        # While starting, start() itself raises the failure and tears down; once active, stop now.
+        if self._tg is not None and self._stop_done is None and self._state is StreamingContextState.ACTIVE:
             self._tg.start_soon(self._stop_now)
         self._wake()
 
@@ -741,7 +767,9 @@ class ContinuousExecution:
                 async def closed() -> None:
                     while self.last_committed_epoch < final - 1 and self._error is None:
                         assert self._tasks_done is not None
-                        if self._tasks_done.is_set() and self._actions_done_or_idle():
+                        # The tasks ended and every frame they sent was read (their connections are
+                        # closed) and performed: nothing more can come.
+                        if self._tasks_done.is_set() and self._open_connections == 0 and self._actions_done_or_idle():
                             return
                         await self._wait_changed()
 
@@ -749,13 +777,18 @@ class ContinuousExecution:
                     self._log.warning("graceful stop timed out; stopping now", timeout_ms=self.graceful_stop_timeout.milliseconds)
         finally:
             with anyio.CancelScope(shield=True):
-                await self._teardown()
+                await self._teardown(graceful=graceful and self._error is None)
                 await self._finish()
 
     def _actions_done_or_idle(self) -> bool:
         return self._actions_send is None or self._actions_send.statistics().current_buffer_used == 0
 
-    async def _teardown(self) -> None:
+    async def _teardown(self, *, graceful: bool = False) -> None:
+        self._tearing_down = True
+        if not graceful:
+            self._discard_actions = True
+        if self._timer is not None:
+            await self._timer.stop(one_more_tick=False)  # also when a failed start leaves it running
         if self.coordinator is not None:
             self.coordinator.stop_writes()
         if self._tasks_done is not None and not self._tasks_done.is_set():

@@ -138,12 +138,18 @@ def run_task(spec: TaskSpec) -> int:
         while True:
             writer = sink.open_writer(partition, epoch)
             try:
-                produced: Iterable[Any] = rows.until_epoch_after(epoch)
+                epoch_rows = rows.until_epoch_after(epoch)
+                produced: Iterable[Any] = epoch_rows
                 if operations is not None:
                     produced = operations(partition, produced)
                 write = writer.write
                 for row in produced:
                     write(row)
+                # A partition function may stop reading before the epoch ended (any(), islice):
+                # the rest of the epoch is read, and dropped as that function chose, so the epoch
+                # still ends where the driver cut it.
+                for _ in epoch_rows:
+                    pass
             except BaseException as exc:
                 writer.abort(exc)
                 raise

@@ -329,3 +329,77 @@ async def test_an_unreadable_frame_closes_only_that_connection(tmp_path: Path) -
             await a.ask(GetCurrentEpoch())
         assert h.query.is_active
         assert (await b.ask(GetCurrentEpoch())).epoch >= 1
+
+
+class FailingSink(MemorySink):
+    """A memory sink whose driver-side commit of one epoch raises."""
+
+    def __init__(self, failing_epoch: int) -> None:
+        super().__init__()
+        self.failing_epoch = failing_epoch
+
+    def commit_epoch(self, epoch: int, messages: dict[int, Any]) -> None:
+        if epoch == self.failing_epoch:
+            raise OSError(f"disk full while committing epoch {epoch}")
+        super().commit_epoch(epoch, messages)
+
+
+async def test_a_failed_epoch_commit_stops_the_query_and_nothing_after_it_commits(tmp_path: Path) -> None:
+    """The sink's commit of epoch 0 raises while epoch 1 is queued behind it: the query fails, epoch 1 is never committed."""
+    sink = FailingSink(failing_epoch=0)
+    async with Harness(tmp_path, sink=sink) as h:
+        await h.tick()
+        a, b = h.tasks
+        for task in (a, b):  # both epochs complete back to back, so epoch 1's commit is queued behind epoch 0's
+            await task.send(ReportPartitionOffset(task.partition_of(), 0, 1))
+            await task.send(CommitPartitionEpoch(task.partition_of(), 0, ["x"]))
+            await task.send(ReportPartitionOffset(task.partition_of(), 1, 2))
+            await task.send(CommitPartitionEpoch(task.partition_of(), 1, ["y"]))
+        with pytest.raises(StreamingQueryException, match="disk full while committing epoch 0"):
+            await h.query.await_termination()
+    assert sink.epochs() == {}
+    assert not (tmp_path / "ckpt/commits/0").exists() and not (tmp_path / "ckpt/commits/1").exists()
+
+
+async def test_a_task_failing_during_a_graceful_stop_is_the_querys_failure(tmp_path: Path) -> None:
+    """An error of the last epoch is not swallowed by the stop: exception() and await_termination carry it."""
+    async with Harness(tmp_path) as h:
+        h.launcher.fail_with = RuntimeError("the writer failed on the last epoch")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(h.query.stop, graceful=True))
+            await wait_until(lambda: h.query.coordinator.stopping)  # type: ignore[union-attr]
+            h.launcher.release.set()
+        assert isinstance(h.query.exception(), StreamingQueryException)
+        with pytest.raises(StreamingQueryException, match="the writer failed on the last epoch"):
+            await h.query.await_termination()
+
+
+class FailingAtOnceLauncher(ScriptedLauncher):
+    async def run(self, specs: Sequence[TaskSpec], group: str) -> None:
+        raise RuntimeError("no executor could start the tasks")
+
+
+async def test_a_task_failing_while_the_query_starts_fails_the_start() -> None:
+    """start() raises the failure and leaves the query stopped; waiting for it returns at once."""
+    query = ContinuousExecution(ContinuousStream(CountingSource()).to(MemorySink()), Continuous(1000),
+                                launcher=FailingAtOnceLauncher(), clock=ManualClock(0))
+    async with query:
+        with pytest.raises(StreamingQueryException, match="no executor could start the tasks"):
+            await query.start()
+        assert query.state.value == "STOPPED"
+        with pytest.raises(StreamingQueryException):
+            await query.await_termination()
+
+
+async def test_a_file_sink_with_epochs_of_an_earlier_run_needs_its_checkpoint(tmp_path: Path) -> None:
+    """Without a checkpoint, a file sink directory that holds committed epochs is refused instead of being overwritten."""
+    out = tmp_path / "out"
+    (out / "_epochs").mkdir(parents=True)
+    (out / "_epochs" / "3").write_text("")
+    query = ContinuousExecution(ContinuousStream(CountingSource()).to(FileSink(out)), Continuous(1000),
+                                launcher=ScriptedLauncher(), clock=ManualClock(0))
+    async with query:
+        with pytest.raises(ValueError, match=r"^FileSink\[.*\] holds the epochs of an earlier run \(up to 3\), and this query "
+                                             r"has no checkpoint to continue from"):
+            await query.start()
+    assert (out / "_epochs" / "3").exists()

@@ -288,3 +288,60 @@ def test_rate_source_does_not_drift_over_many_rows() -> None:
     assert reader.offset() == {"value": 2 * 8192, "runTimestampMs": start + 8192 * period}
     assert [r.value for r in rows[:3]] == [0, 2, 4]
     assert rows[-1].timestamp.timestamp() * 1000 == pytest.approx(start + 8191 * period, abs=0.001)
+
+
+@pytest.mark.anyio
+async def test_a_driver_epoch_jumping_by_several_closes_each_epoch_in_the_task(tmp_path: Path) -> None:
+    """On a manual clock, three intervals at once: the task closes its epoch and each one it slept through, each opened and closed."""
+    from scheduler import ManualClock, Milliseconds
+
+    path = tmp_path / "in.txt"
+    path.write_text("")
+    calls: list[tuple[str, int, int]] = []
+    lock = threading.Lock()
+
+    class Recorder:
+        def open(self, partition_id: int, epoch_id: int) -> bool:
+            with lock:
+                calls.append(("open", partition_id, epoch_id))
+            self.epoch = epoch_id
+            return True
+
+        def process(self, row: Any) -> None:
+            pass
+
+        def close(self, error: BaseException | None) -> None:
+            with lock:
+                calls.append(("close", 0, self.epoch))
+
+    clock = ManualClock(0)
+    plan = ContinuousStream(FileSource([path])).foreach(Recorder())
+    async with ContinuousExecution(plan, Continuous(1000), launcher=ThreadTaskLauncher(), clock=clock,
+                                   options={"spark.sql.streaming.continuous.executorPollIntervalMs": 2}) as query:
+        await query.start()
+        await query.wait_for_epoch(0)  # the first tick fired at start: the task closed epoch 0
+        clock.advance(Milliseconds(3000))  # epochs 1, 2 and 3 end together
+        await query.wait_for_epoch(3)
+        await query.stop()
+    with lock:
+        seen = list(calls)
+    assert seen[: 8] == [(kind, 0, e) for e in range(4) for kind in ("open", "close")]
+    assert [p.batch_id for p in query.recent_progress][:4] == [0, 1, 2, 3]
+
+
+@pytest.mark.anyio
+async def test_a_partition_function_that_stops_reading_early_does_not_break_the_epoch(tmp_path: Path) -> None:
+    """mapPartitions taking only the first row of each epoch: the rest is read and dropped, epochs go on."""
+    path = tmp_path / "in.txt"
+    path.write_text("a\nb\nc\n")
+    sink = MemorySink()
+    plan = ContinuousStream(FileSource([path])).mapPartitions(lambda rows: itertools.islice(rows, 1)).to(sink)
+    async with ContinuousExecution(plan, Continuous(20), launcher=ThreadTaskLauncher(),
+                                   options={"spark.sql.streaming.continuous.executorPollIntervalMs": 5}) as query:
+        await query.start()
+        await query.process_all_available()
+        committed = query.last_committed_epoch
+        await query.wait_for_epoch(committed + 2)
+        await query.stop(graceful=True)
+    assert sink.rows() == ["a"]
+    assert query.exception() is None and query.statistics().input_rows == 3
