@@ -403,3 +403,36 @@ async def test_a_file_sink_with_epochs_of_an_earlier_run_needs_its_checkpoint(tm
                                              r"has no checkpoint to continue from"):
             await query.start()
     assert (out / "_epochs" / "3").exists()
+
+
+async def test_tasks_ending_on_their_own_fail_the_query(tmp_path: Path) -> None:
+    """The Spark job finishing while the query runs is a failure, not a quiet end."""
+    async with Harness(tmp_path) as h:
+        h.launcher.release.set()
+        with pytest.raises(StreamingQueryException, match="the continuous query's tasks ended while the query was running"):
+            await h.query.await_termination()
+
+
+async def test_a_graceful_stop_that_times_out_goes_on_as_an_immediate_one(tmp_path: Path) -> None:
+    """Tasks that never close their epoch: after graceful_stop_timeout on the query's clock, the stop cancels them."""
+    async with Harness(tmp_path) as h:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(h.query.stop, graceful=True))
+            await wait_until(lambda: h.query.coordinator.stopping)  # type: ignore[union-attr]
+            await h.clock.wait_for_sleepers()
+            h.clock.advance(Milliseconds(10_000))  # 10 intervals: the default bound
+        assert h.launcher.cancelled and h.query.state.value == "STOPPED"
+        assert h.query.exception() is None
+
+
+async def test_old_log_entries_are_purged_as_epochs_commit(tmp_path: Path) -> None:
+    """With minBatchesToRetain 2, committing epoch e removes offsets and commits below e - 1 (Spark's continuous purge)."""
+    async with Harness(tmp_path, options={"spark.sql.streaming.minBatchesToRetain": 2,
+                                          "spark.sql.streaming.numRecentProgressUpdates": 3}) as h:
+        for epoch in range(5):
+            for task in h.tasks:
+                await task.close_epoch(epoch, epoch)
+        await h.query.wait_for_epoch(4)
+        assert sorted(int(p.name) for p in (tmp_path / "ckpt/offsets").iterdir()) == [3, 4]
+        assert sorted(int(p.name) for p in (tmp_path / "ckpt/commits").iterdir()) == [3, 4]
+        assert [p.batch_id for p in h.query.recent_progress] == [3, 4]  # one fewer than the bound, as in Spark
