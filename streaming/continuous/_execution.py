@@ -12,7 +12,6 @@ import collections
 import math
 import os
 import pickle
-import sys
 import threading
 import time as _time
 import traceback
@@ -26,9 +25,6 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 from anyio.streams.buffered import BufferedByteReceiveStream
-
-if sys.version_info < (3, 11):
-    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from listeners import QueryProgress, QueryStarted, QueryTerminated, StreamingListenerBus, current_listener
 from scheduler import (
@@ -56,7 +52,7 @@ from scheduler import (
     run_with_timeout,
 )
 
-from ..runtime import StreamingContextState, query_registry
+from ..runtime import StreamingContextState, exit_task_group, query_registry
 from ._coordinator import AddOffsets, BacklogExceeded, CommitEpoch, CoordinatorAction, EpochCoordinator
 from ._launchers import TaskLauncher
 from ._plan import Continuous, ContinuousPlan
@@ -316,14 +312,7 @@ class ContinuousExecution:
                 await self._stop(graceful=False)
         finally:
             tg, self._tg = self._tg, None
-            try:
-                result = await tg.__aexit__(exc_type, exc, tb)
-            except BaseExceptionGroup as group:
-                # The query's own tasks end cleanly: a group only wraps what the body raised.
-                if exc is not None and len(group.exceptions) == 1 and group.exceptions[0] is exc:
-                    exc.__suppress_context__ = True
-                    raise exc  # noqa: B904 - the group is only a wrapper around exc
-                raise
+            result = await exit_task_group(tg, exc_type, exc, tb)
         return result
 
     @property

@@ -6,6 +6,6 @@ report to the process's :data:`query_registry`.
 """
 
 from ._manager import QueryRegistry, RegisteredQuery, query_registry
-from ._runtime import StreamingContextState, StreamingRuntime
+from ._runtime import StreamingContextState, StreamingRuntime, exit_task_group
 
-__all__ = ["QueryRegistry", "RegisteredQuery", "StreamingContextState", "StreamingRuntime", "query_registry"]
+__all__ = ["QueryRegistry", "RegisteredQuery", "StreamingContextState", "StreamingRuntime", "exit_task_group", "query_registry"]

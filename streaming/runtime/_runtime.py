@@ -66,7 +66,7 @@ from scheduler import (
 
 from ._manager import query_registry
 
-__all__ = ["StreamingContextState", "StreamingRuntime"]
+__all__ = ["StreamingContextState", "StreamingRuntime", "exit_task_group"]
 
 
 # Queries active in this process, by name, checkpoint directory and id (Spark keeps these per
@@ -354,16 +354,7 @@ class StreamingRuntime:
                 self._mark_stopped()
         finally:
             tg, self._tg = self._tg, None
-            try:
-                result = await tg.__aexit__(exc_type, exc, tb)
-            except BaseExceptionGroup as group:
-                # The runtime's own tasks ended cleanly: the group only wraps what the body of
-                # 'async with' raised. Hand that back as it was (a failed start raises its
-                # CheckpointError, not a group around it).
-                if exc is not None and len(group.exceptions) == 1 and group.exceptions[0] is exc:
-                    exc.__suppress_context__ = True
-                    raise exc  # noqa: B904 - the group is only a wrapper around exc
-                raise
+            result = await exit_task_group(tg, exc_type, exc, tb)
         return result
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -762,6 +753,23 @@ class StreamingRuntime:
 
     def __repr__(self) -> str:
         return f"<StreamingRuntime {self.name or ''}[{self._state.value} | batch {self.batch_duration}] {self.scheduler!r}>"
+
+
+async def exit_task_group(tg: anyio.abc.TaskGroup, exc_type: type[BaseException] | None, exc: BaseException | None,
+                          tb: TracebackType | None) -> bool | None:
+    """Leave a component's own task group at the end of its ``async with`` block.
+
+    The component's tasks end cleanly, so a group raised here only wraps what the body of
+    ``async with`` raised: that is handed back as it was (a failed start raises its own error,
+    not a group around it).
+    """
+    try:
+        return await tg.__aexit__(exc_type, exc, tb)
+    except BaseExceptionGroup as group:
+        if exc is not None and len(group.exceptions) == 1 and group.exceptions[0] is exc:
+            exc.__suppress_context__ = True
+            raise exc  # noqa: B904 - the group is only a wrapper around exc
+        raise
 
 
 # Spark 4.x wraps whatever a foreachBatch function raises in this error class; an output
