@@ -1,0 +1,143 @@
+"""Prometheus metrics: the scraped values match the batches and progress reports the bus delivered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from listeners import EventRecorder, QueryProgress
+from scheduler import ManualClock, Milliseconds, Seconds
+from streaming import Batch, ListSource, Pipeline, StreamingRuntime
+from streaming.ui import StreamingMetrics
+from tests.support import wait_until
+
+pytestmark = pytest.mark.anyio
+
+
+async def scrape(app: Any) -> tuple[int, str, dict[str, str]]:
+    """GET the ASGI app as a Prometheus server would; return status, body and headers."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "/metrics", "query_string": b"", "headers": [],
+             "http_version": "1.1", "scheme": "http", "root_path": ""}
+    await app(scope, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body").decode()
+    return start["status"], body, {k.decode().lower(): v.decode() for k, v in start["headers"]}
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def value(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
+    return found[(name, tuple(sorted(labels.items())))]
+
+
+def pipeline(records_per_batch: list[int], fail_at: int | None = None) -> Pipeline:
+    p = Pipeline()
+    calls = iter(records_per_batch)
+    p.add_source(lambda t: list(range(next(calls, 0))), name="numbers")
+
+    def output(batch: Batch) -> None:
+        if fail_at is not None and batch.time.milliseconds == fail_at:
+            raise RuntimeError("output failed")
+
+    p.add_output(output, name="out")
+    return p
+
+
+async def test_scraped_delays_records_and_batches_match_the_delivered_batches() -> None:
+    """Histogram counts and sums, record and batch counters equal what BatchCompleted reported, scraped while running."""
+    clock = ManualClock(0)
+    metrics = StreamingMetrics()
+    recorder = EventRecorder()
+    async with StreamingRuntime(pipeline([3, 5, 0, 7], fail_at=3000), Seconds(1), clock=clock, name="numbers") as runtime:
+        label = metrics.attach(runtime)
+        runtime.add_listener(recorder)
+        await runtime.start()
+        clock.advance(Seconds(4))
+        await runtime.wait_until_idle()
+        status, body, headers = await scrape(metrics.asgi_app())
+        assert runtime.is_active  # scraped during the run
+        await runtime.stop()
+    assert label == "numbers"
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    found = samples(body)
+    batches = recorder.completed_batches
+    assert len(batches) == 4
+    failed = sum(1 for b in batches if any(op.failure_reason for op in b.output_operation_infos.values()))
+    assert failed == 1
+    assert value(found, "aiodstream_batches_total", query="numbers", outcome="completed") == 3
+    assert value(found, "aiodstream_batches_total", query="numbers", outcome="failed") == 1
+    assert value(found, "aiodstream_output_operations_total", query="numbers", outcome="failed") == 1
+    assert value(found, "aiodstream_input_records_total", query="numbers", input="0") == 15 == sum(
+        i.num_records for b in batches for i in b.stream_id_to_input_info.values())
+    for kind, attribute in (("scheduling", "scheduling_delay"), ("processing", "processing_delay"), ("total", "total_delay")):
+        delays = [getattr(b, attribute).milliseconds / 1000 for b in batches]
+        assert value(found, f"aiodstream_batch_{kind}_delay_seconds_count", query="numbers") == len(delays)
+        assert value(found, f"aiodstream_batch_{kind}_delay_seconds_sum", query="numbers") == pytest.approx(sum(delays))
+    assert ("aiodstream_listener_queue_events", (("listener", "StreamingMetrics"), ("query", "numbers"))) in found
+
+
+async def test_checkpointed_progress_feeds_rows_and_checkpoint_write_times(tmp_path: Path) -> None:
+    """Each progress report adds its rows and its offsets/commits write times."""
+    clock = ManualClock(0)
+    metrics = StreamingMetrics(registry=CollectorRegistry())
+    recorder = EventRecorder()
+    p = Pipeline()
+    p.add_source(ListSource([[1, 2], [3], [4, 5, 6]]), name="list")
+    p.add_output(lambda batch: None, name="noop")
+    async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path / "ck", name="listed") as runtime:
+        metrics.attach(runtime)
+        runtime.add_listener(recorder)
+        await runtime.start()
+        clock.advance(Milliseconds(300))
+        await runtime.wait_until_idle()
+        await wait_until(lambda: len(recorder.of_type(QueryProgress)) >= 3)
+        await runtime.listener_bus.wait_delivered()
+        found = samples(metrics.scrape())
+        progress = [e.progress for e in recorder.of_type(QueryProgress)]  # type: ignore[attr-defined]
+        await runtime.stop()
+    assert value(found, "aiodstream_query_progress_reports_total", query="listed") == len(progress)
+    rows = sum(p.num_input_rows for p in progress)
+    assert rows > 0 and value(found, "aiodstream_query_input_rows_total", query="listed") == rows
+    assert value(found, "aiodstream_checkpoint_write_seconds_count", query="listed", log="offsets") >= 3
+    assert value(found, "aiodstream_checkpoint_write_seconds_count", query="listed", log="commits") >= 3
+
+
+async def test_two_contexts_in_one_registry_are_told_apart() -> None:
+    """Unnamed attachments get their own labels; the host's registry holds both."""
+    registry = CollectorRegistry()
+    metrics = StreamingMetrics(registry=registry)
+    clock = ManualClock(0)
+    async with StreamingRuntime(pipeline([1, 1]), Seconds(1), clock=clock) as a, \
+            StreamingRuntime(pipeline([2, 2]), Seconds(1), clock=clock) as b:
+        labels = [metrics.attach(a), metrics.attach(b)]
+        await a.start()
+        await b.start()
+        clock.advance(Seconds(2))
+        await a.wait_until_idle()
+        await b.wait_until_idle()
+        await anyio.lowlevel.checkpoint()
+        found = samples(metrics.scrape())
+        await a.stop()
+        await b.stop()
+    assert labels == ["context-1", "context-2"]
+    assert value(found, "aiodstream_input_records_total", query="context-1", input="0") == 2
+    assert value(found, "aiodstream_input_records_total", query="context-2", input="0") == 4
