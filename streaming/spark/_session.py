@@ -29,7 +29,7 @@ _embedded_lock = threading.Lock()
 
 
 def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkContext:
-    """The active SparkContext, or a new local one with :data:`EMBEDDED_SPARK_CONF` defaults.
+    """The active SparkContext, or a new one: what spark-submit or ``spark-defaults.conf`` set, else :data:`EMBEDDED_SPARK_CONF`.
 
     Starting Spark takes seconds and blocks: call it from a worker thread in async code.
     """
@@ -39,13 +39,23 @@ def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkCon
         active = SparkContext._active_spark_context
         if active is not None:
             return active
+        # The JVM first: under spark-submit it carries the submitted settings (--master, --conf) as
+        # system properties, which SparkConf() reads only when a gateway exists. Without this the
+        # defaults below would replace spark-submit's master with local[2].
+        SparkContext._ensure_initialized()
         conf = SparkConf()
         if not os.environ.get("PYSPARK_PYTHON"):
             # The Python workers of the Spark started here run the driver's interpreter, whose
             # environment has aiodstream's packages (watermarks and state run code of theirs in
             # tasks), not whatever `python3` is first on PATH. PySpark reads only the variable.
             os.environ["PYSPARK_PYTHON"] = sys.executable
-        for key, value in {**EMBEDDED_SPARK_CONF, **(extra_conf or {})}.items():
+        defaults = dict(EMBEDDED_SPARK_CONF)
+        if conf.contains("spark.master"):
+            # A master chosen elsewhere (spark-submit, spark-defaults.conf): the local[2] sizing
+            # defaults are not ours to impose on it.
+            for key in ("spark.master", "spark.default.parallelism", "spark.sql.shuffle.partitions"):
+                defaults.pop(key)
+        for key, value in {**defaults, **(extra_conf or {})}.items():
             if not conf.contains(key):
                 conf.set(key, value)
         sc = SparkContext.getOrCreate(conf)

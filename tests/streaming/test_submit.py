@@ -1,0 +1,29 @@
+"""spark-submit: an aiodstream program run with spark-submit gets the master and settings it was submitted with."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(180)
+def test_spark_submit_s_master_and_settings_reach_the_embedded_spark_context() -> None:
+    """--master local[3] and --conf spark.app.name are kept (the embedded defaults would say local[2] and aiodstream)."""
+    submit = Path(sys.executable).with_name("spark-submit")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([str(submit), "--master", "local[3]", "--conf", "spark.app.name=submitted",
+                             "--conf", "spark.ui.enabled=false", str(ROOT / "tests" / "streaming" / "submit_child.py")],
+                            capture_output=True, text=True, timeout=150, cwd=ROOT, env=env, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out == {"master": "local[3]", "app": "submitted", "parallelism": 3}
