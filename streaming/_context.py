@@ -95,8 +95,9 @@ _OPTION_SETTINGS = {
 }
 
 _CONTINUOUS_SETTINGS = ("spark.sql.streaming.continuous.epochBacklogQueueSize",
-                        "spark.sql.streaming.continuous.executorPollIntervalMs", "spark.sql.streaming.minBatchesToRetain",
-                        "spark.sql.streaming.numRecentProgressUpdates")
+                        "spark.sql.streaming.continuous.executorPollIntervalMs")
+# The progress options (read from their settings by _options()) that a continuous query takes too.
+_CONTINUOUS_PROGRESS_OPTIONS = ("spark.sql.streaming.minBatchesToRetain", "spark.sql.streaming.numRecentProgressUpdates")
 _RECOVERY_ENTRIES = ("metadata", "offsets", "commits", "sources", "state", RECIPE_FILE)
 
 # Settings of the SparkContext that a restored program does not take over from the saved graph:
@@ -263,40 +264,36 @@ class StreamingContext:
         return runtime
 
     def _ensure_runtime(self) -> StreamingRuntime | ContinuousExecution:
-        if self._runtime is None and self._continuous is not None:
-            graceful = self._settings().get("spark.streaming.gracefulStopTimeout")
-            self._runtime = ContinuousExecution(
+        if self._runtime is not None:
+            return self._runtime
+        settings = self._settings()
+        graceful = settings.get("spark.streaming.gracefulStopTimeout")
+        timeout = None if graceful is None else Duration(time_string_as(graceful, "ms", "spark.streaming.gracefulStopTimeout"))
+        runtime: StreamingRuntime | ContinuousExecution
+        if self._continuous is not None:
+            runtime = ContinuousExecution(
                 lambda: continuous_plan(self._env.recipe), self._continuous,
                 launcher=SparkTaskLauncher(lambda: self._spark.spark_context), clock=self._clock, name=self._query_name,
-                checkpoint_location=self._log_dir, options=self._continuous_options(),
-                graceful_stop_timeout=None if graceful is None else Duration(
-                    time_string_as(graceful, "ms", "spark.streaming.gracefulStopTimeout")),
+                checkpoint_location=self._log_dir, options=self._continuous_options(), graceful_stop_timeout=timeout,
             )
-            self._runtime.handle = self
-            for listener, name in self._pending_listeners:
-                self._runtime.add_listener(listener, name=name)
-            self._pending_listeners.clear()
-        if self._runtime is None:
-            settings = self._settings()
+        else:
             concurrent = self._concurrent_jobs or int(settings.get("spark.streaming.concurrentJobs", "1") or "1")
             self._spark.set_concurrency(concurrent)
-            graceful = settings.get("spark.streaming.gracefulStopTimeout")
-            timeout = None if graceful is None else Duration(
-                time_string_as(graceful, "ms", "spark.streaming.gracefulStopTimeout"))
             stop_on_failure = self._stop_on_failure
             if stop_on_failure is None:
                 stop_on_failure = (settings.get("spark.streaming.stopOnFailure", "false") or "false").strip().lower() == "true"
-            self._runtime = StreamingRuntime(
+            runtime = StreamingRuntime(
                 self._graph, self._batch_duration, clock=self._clock, concurrent_jobs=concurrent,
                 graceful_stop_timeout=timeout, listener_overflow=self._overflow, name=self._query_name,
                 checkpoint_location=self._log_dir, track_progress=True, options=self._options(),
                 stop_on_failure=stop_on_failure,
             )
-            self._runtime.handle = self
-            for listener, name in self._pending_listeners:
-                self._runtime.add_listener(listener, name=name)
-            self._pending_listeners.clear()
-        return self._runtime
+        self._runtime = runtime
+        runtime.handle = self
+        for listener, name in self._pending_listeners:
+            runtime.add_listener(listener, name=name)
+        self._pending_listeners.clear()
+        return runtime
 
     def _continuous_options(self) -> dict[str, object]:
         """A continuous query's settings: Spark's, overridden by the options given to checkpoint() or getOrCreate().
@@ -306,7 +303,7 @@ class StreamingContext:
         """
         settings = self._settings()
         options: dict[str, object] = {key: setting for key in _CONTINUOUS_SETTINGS if (setting := settings.get(key)) is not None}
-        known = {key.lower(): key for key in _CONTINUOUS_SETTINGS}
+        known = {key.lower(): key for key in _CONTINUOUS_PROGRESS_OPTIONS}
         for option, given in self._options().items():
             name = known.get(option.lower())
             if name is not None:

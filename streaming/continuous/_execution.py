@@ -17,13 +17,14 @@ import time as _time
 import traceback
 import uuid
 from types import TracebackType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import anyio
 import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
+import attrs
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from listeners import QueryProgress, QueryStarted, QueryTerminated, StreamingListenerBus, current_listener
@@ -105,32 +106,34 @@ class ContinuousOptions:
         self.num_recent_progress_updates = values[NUM_RECENT_PROGRESS]
 
 
+@attrs.frozen
 class ContinuousExecutionStatistics:
-    """Counters of a run (trio's ``statistics()`` convention): epochs committed and what each commit cost."""
+    """A snapshot of a run's counters (trio's ``statistics()`` convention).
 
-    def __init__(self, epochs_committed: int, commit_ms: Sequence[float], connections: int, dropped_messages: int,
-                 input_rows: int = 0) -> None:
-        """A snapshot."""
-        self.epochs_committed = epochs_committed
-        self.input_rows = input_rows
-        """Rows read by the epochs committed in this run."""
-        self.commit_ms = list(commit_ms)
-        """Per committed epoch: ms from its last partition commit arriving to its commits entry written."""
-        self.connections = connections
-        self.dropped_messages = dropped_messages
+    Attributes:
+        epochs_committed: epochs this run committed.
+        commit_ms: per committed epoch (the latest 10,000): ms from the epoch's last partition
+            message arriving to its commits entry written.
+        connections: task connections the coordinator accepted.
+        dropped_messages: reports and commits the coordinator dropped (stale, repeated, after a stop).
+        input_rows: rows read by the epochs committed in this run.
+    """
 
-    def __repr__(self) -> str:
-        return f"<ContinuousExecutionStatistics {self.epochs_committed} epochs, {self.connections} connections>"
+    epochs_committed: int
+    commit_ms: tuple[float, ...]
+    connections: int
+    dropped_messages: int
+    input_rows: int = 0
 
 
+@attrs.frozen
 class _Resume:
-    """Where a run starts: its first epoch and each partition's offset."""
+    """Where a run starts: its first epoch, each partition's offset, and the last committed epoch (if any)."""
 
-    def __init__(self, query_id: uuid.UUID, start_epoch: int, offsets: list[Any], latest: int | None) -> None:
-        self.query_id = query_id
-        self.start_epoch = start_epoch
-        self.offsets = offsets
-        self.latest = latest
+    query_id: uuid.UUID
+    start_epoch: int
+    offsets: list[Any]
+    latest: int | None
 
 
 async def _read_frame(stream: BufferedByteReceiveStream) -> bytes:
@@ -601,9 +604,7 @@ class ContinuousExecution:
                         "sure only one streaming job runs on a specific checkpoint location at a time.",
                         path=str(checkpoint.offsets.path_of(action.epoch)))
             self._epoch_walcommit[action.epoch] = round((_time.perf_counter() - started) * 1000)
-            previous = self._epoch_offsets.get(action.epoch - 1)
             self._epoch_offsets[action.epoch] = merged
-            self._new_data = previous != merged
             return
         assert isinstance(action, CommitEpoch)
         await self._commit(plan, action)
@@ -615,8 +616,6 @@ class ContinuousExecution:
             merged.append(source.merge_offsets([offsets[p] for p in range(partition, partition + source.num_partitions)]))
             partition += source.num_partitions
         return merged
-
-    _new_data = True
 
     async def _commit(self, plan: ContinuousPlan, action: CommitEpoch) -> None:
         epoch = action.epoch
@@ -641,7 +640,7 @@ class ContinuousExecution:
         self._committed += 1
         self._input_rows += sum(action.rows.values())
         self.last_committed_epoch = epoch
-        if not self._new_data:
+        if self._epoch_offsets.get(epoch - 1) == self._epoch_offsets.get(epoch):  # Spark's noNewData
             self._no_new_data_at = self._committed
         await self._report(plan, action, round(sink_ms), round(log_ms))
         if not self._stopping:
@@ -903,7 +902,7 @@ class ContinuousExecution:
     def statistics(self) -> ContinuousExecutionStatistics:
         """Epochs committed, per-epoch commit cost, connections, dropped messages."""
         dropped = 0 if self.coordinator is None else self.coordinator.statistics().dropped_messages
-        return ContinuousExecutionStatistics(self._committed, self._commit_ms, self._connections, dropped, self._input_rows)
+        return ContinuousExecutionStatistics(self._committed, tuple(self._commit_ms), self._connections, dropped, self._input_rows)
 
     def __repr__(self) -> str:
         epoch = "-" if self.coordinator is None else self.coordinator

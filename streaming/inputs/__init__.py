@@ -6,7 +6,7 @@ graph drives (replay, receive, purge).
 """
 
 from ._base import InputDStream
-from ._continuous import CONTINUOUS_INPUTS, FOREACH_BATCH_REFUSED, ContinuousInputDStream, continuous_plan
+from ._continuous import FOREACH_BATCH_REFUSED, ContinuousInputDStream, continuous_plan
 from ._files import FileEntry, FileInputDStream, is_new_file, list_local_files, select_new_files
 from ._queue import QueueInputDStream
 from ._receiver import (
@@ -20,7 +20,6 @@ from ._receiver import (
 )
 
 __all__ = [
-    "CONTINUOUS_INPUTS",
     "ContinuousInputDStream",
     "FOREACH_BATCH_REFUSED",
     "continuous_plan",

@@ -26,12 +26,9 @@ from ._base import InputDStream
 if TYPE_CHECKING:
     from pyspark import RDD
 
-__all__ = ["CONTINUOUS_INPUTS", "ContinuousInputDStream", "FOREACH_BATCH_REFUSED", "continuous_plan"]
+__all__ = ["ContinuousInputDStream", "FOREACH_BATCH_REFUSED", "continuous_plan"]
 
 FOREACH_BATCH_REFUSED = "'foreachBatch' is not supported with continuous trigger"
-
-CONTINUOUS_INPUTS = ("rateStream", "continuousStream", "socketTextStream")
-"""The context methods that make continuous inputs in a continuous context."""
 
 _NARROW = frozenset({"map", "flatMap", "filter", "mapPartitions", "mapPartitionsWithIndex", "mapValues", "flatMapValues",
                      "glom", "union"})

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import random
-import select
 import signal
 import subprocess
 import sys
@@ -25,13 +24,12 @@ from pathlib import Path
 import pytest
 
 from streaming.continuous import FileSink
+from tests.streaming.test_dstream_crash import ROOT, wait_started
 
 pytestmark = pytest.mark.spark
 
 CHILD = Path(__file__).with_name("crash_child.py")
-ROOT = Path(__file__).resolve().parents[3]
 SEED = 20261125
-START_TIMEOUT_S = 120.0
 KILLS = [None, "before-sink", "after-sink"]  # None: SIGKILL from outside at a random moment
 
 
@@ -63,15 +61,6 @@ def spawn(tmp: Path, kill: str | None) -> subprocess.Popen[str]:
             str(tmp / "stop")]
     with open(tmp / "child.err", "a") as err:
         return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=ROOT)
-
-
-def wait_started(child: subprocess.Popen[str], tmp: Path) -> None:
-    assert child.stdout is not None
-    ready, _, _ = select.select([child.stdout], [], [], START_TIMEOUT_S)
-    line = child.stdout.readline() if ready else ""
-    if line.strip() != "started":
-        child.kill()
-        raise AssertionError(f"child did not start: {line!r}\n{(tmp / 'child.err').read_text()[-3000:]}")
 
 
 def committed_epochs(out: Path) -> int:
