@@ -10,7 +10,10 @@ callback off the event loop, on a worker thread that serves that listener alone 
 time, in posting order), so one that blocks, does I/O or calls Spark delays neither the timer,
 the scheduler nor the host's loop. A listener whose plain callbacks are quick and touch objects
 of the loop (anyio events, the engine's own state) asks to run on the loop instead, with
-``add_listener(..., on_loop=True)`` or a class attribute ``run_on_loop = True``.
+``add_listener(..., on_loop=True)`` or a class attribute ``run_on_loop = True``. A listener whose
+callbacks are a few microseconds of arithmetic (metrics, the web UI's history) asks to run inline,
+``add_listener(..., inline=True)`` or ``run_inline = True``: it is called inside :meth:`post`, in the
+posting task, with no queue and no task switch; its callbacks must never block or await.
 """
 
 from __future__ import annotations
@@ -100,16 +103,20 @@ class ListenerBusStatistics:
 class _Slot:
     """One listener: its queue, its handlers, where its plain callbacks run, and its counters."""
 
-    def __init__(self, listener: object, name: str, capacity: int, on_loop: bool | None) -> None:
+    def __init__(self, listener: object, name: str, capacity: int, on_loop: bool | None, inline: bool | None) -> None:
         self.listener = listener
         self.name = name
         self.on_loop = bool(getattr(listener, "run_on_loop", False)) if on_loop is None else on_loop
+        self.inline = bool(getattr(listener, "run_inline", False)) if inline is None else inline
         # Its own thread token: a listener blocked in a callback holds no thread another one needs.
         self.limiter: anyio.CapacityLimiter | None = None
         # Bounded, and unlike a memory object stream it parks an idle dispatcher in one step and
         # wakes it without building a receiver record per event: one loop iteration per wake-up.
         self.queue: Mailbox[StreamingEvent] = Mailbox(capacity)
         self.handlers: dict[type, tuple[Callable[[Any], Any], bool]] = _handlers_of(listener)
+        if self.inline and any(is_async for _, is_async in self.handlers.values()):
+            raise TypeError(f"listener {name!r} runs inline (inside post), so its callbacks must be plain 'def' "
+                            "functions that never block; make them plain, or register it without inline")
         self.accepted = 0
         self.processed = 0
         self.failed = 0
@@ -179,7 +186,8 @@ class StreamingListenerBus:
 
     # -- listeners --
 
-    def add_listener(self, listener: object, *, name: str | None = None, on_loop: bool | None = None) -> None:
+    def add_listener(self, listener: object, *, name: str | None = None, on_loop: bool | None = None,
+                     inline: bool | None = None) -> None:
         """Register ``listener``; it receives every event posted from now on.
 
         Accepts a :class:`StreamingListener` (or any object with ``on_*`` callbacks), or a
@@ -191,10 +199,16 @@ class StreamingListenerBus:
             on_loop: run its plain callbacks on the event loop (they must be quick and must not
                 block) rather than on a worker thread of its own; default: the listener's
                 ``run_on_loop`` attribute, else ``False``.
+            inline: call its callbacks inside :meth:`post`, in the posting task (no queue, no task
+                switch): for callbacks of a few microseconds that never block or await; default:
+                the listener's ``run_inline`` attribute, else ``False``.
+
+        Raises:
+            TypeError: not a listener, or an inline listener with an ``async`` callback.
         """
         if self._closed:
             raise StreamingStateError("cannot add a listener to a closed listener bus")
-        slot = _Slot(listener, name or _name_of(listener), self.capacity, on_loop)
+        slot = _Slot(listener, name or _name_of(listener), self.capacity, on_loop, inline)
         self._slots = [*self._slots, slot]
         self._refresh_wanted()
         if self._tg is not None:
@@ -205,9 +219,12 @@ class StreamingListenerBus:
         for slot in self._slots:
             if slot.listener is listener:
                 self._slots = [s for s in self._slots if s is not slot]
-                self._removed.append(slot)
                 self._refresh_wanted()
                 slot.queue.close()
+                if slot.inline:  # nothing queued: its final counts are final now
+                    self._removed_stats.append(slot.statistics())
+                else:
+                    self._removed.append(slot)
                 return
         raise ValueError(f"listener {listener!r} is not registered")
 
@@ -230,6 +247,9 @@ class StreamingListenerBus:
             return
         self._posted += 1
         for slot in self._slots:
+            if slot.inline:
+                self._deliver_inline(slot, event)
+                continue
             try:
                 slot.queue.put_nowait(event)
             except anyio.WouldBlock:
@@ -241,6 +261,21 @@ class StreamingListenerBus:
             except anyio.ClosedResourceError:
                 continue  # removed meanwhile, or its dispatcher is gone
             slot.accepted += 1
+
+    def _deliver_inline(self, slot: _Slot, event: StreamingEvent) -> None:
+        entry = slot.handlers.get(type(event))
+        slot.accepted += 1
+        if entry is not None:
+            token = _current_listener.set(slot.name)
+            try:
+                entry[0](event)
+            except Exception:
+                slot.failed += 1
+                self._log.exception("listener raised; it stays registered", listener=slot.name,
+                                    event_type=type(event).__name__)
+            finally:
+                _current_listener.reset(token)
+        slot.processed += 1
 
     async def _send_waiting(self, slot: _Slot, event: StreamingEvent) -> None:
         # Counted before waiting: the dispatcher takes the event from this waiting send and may
@@ -315,7 +350,7 @@ class StreamingListenerBus:
             self._tg = None
 
     def _start_dispatcher(self, tg: anyio.abc.TaskGroup, slot: _Slot) -> None:
-        if not slot.dispatched:
+        if not slot.dispatched and not slot.inline:
             slot.dispatched = True
             tg.start_soon(self._dispatch, slot)
 

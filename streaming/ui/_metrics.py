@@ -211,7 +211,7 @@ class StreamingMetrics:
 class _QueryMetrics:
     """The listener of one attached context or query."""
 
-    run_on_loop = True  # plain arithmetic: far cheaper than a thread hop
+    run_inline = True  # plain arithmetic: called inside post, no queue, no task switch
 
     def __init__(self, state: _QueryState) -> None:
         self.state = state

@@ -925,6 +925,50 @@ def test_on_loop_runs_a_plain_callback_on_the_loops_thread(backend: str) -> None
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_an_inline_listener_is_called_inside_post(backend: str) -> None:
+    """inline=True (or run_inline) delivers during post itself: in order, before post returns, counted, named."""
+
+    async def body() -> None:
+        by_keyword, by_attribute = OnThread(), OnThread()
+        by_attribute.run_inline = True  # type: ignore[attr-defined]
+        flaky = Flaky()
+        bus = StreamingListenerBus(capacity=1)  # inline listeners have no queue to fill
+        bus.add_listener(by_keyword, inline=True, name="kw")
+        bus.add_listener(by_attribute, name="attr")
+        bus.add_listener(flaky, inline=True, name="flaky")
+        async with running(bus):
+            for n in range(5):
+                await bus.post(ev(n))
+                assert [m for m, _, _ in by_keyword.calls] == list(range(n + 1))  # no task switch needed
+            assert bus.statistics().queued == 0
+        here = threading.get_ident()
+        assert by_keyword.calls == [(n, here, "kw") for n in range(5)]
+        assert [(m, t) for m, t, _ in by_attribute.calls] == [(n, here) for n in range(5)]
+        assert flaky.got == [0, 1, 2, 3, 4]  # it raised on 1 and stayed registered
+        stats = {s.name: s for s in bus.statistics().listeners}
+        assert stats["kw"] == ListenerStatistics("kw", 0, 5, 0, 0)
+        assert stats["flaky"] == ListenerStatistics("flaky", 0, 4, 1, 0)
+        bus2 = StreamingListenerBus()
+        bus2.add_listener(by_keyword, inline=True, name="kw")
+        async with running(bus2):
+            await bus2.post(ev(9))
+            bus2.remove_listener(by_keyword)
+            await bus2.post(ev(10))
+        assert [m for m, _, _ in by_keyword.calls][-1] == 9
+        assert bus2.statistics().listeners == (ListenerStatistics("kw", 0, 1, 0, 0),)
+
+    run(backend, body)
+
+
+def test_an_inline_listener_must_not_have_async_callbacks() -> None:
+    """An async callback cannot run inside post: refused at registration with a message saying why."""
+    bus = StreamingListenerBus()
+    with pytest.raises(TypeError, match="runs inline .* plain 'def'"):
+        bus.add_listener(Gated(), inline=True, name="gated")
+    assert bus.listeners == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_blocking_plain_listener_delays_only_itself(backend: str) -> None:
     """While one listener blocks its thread, the loop runs on and the others get every event; at close it gets them all."""
     release = threading.Event()
