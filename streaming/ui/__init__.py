@@ -1,9 +1,12 @@
-"""Seeing a running engine: Prometheus metrics (and, to come, the web UI), fed by the listener bus.
+"""Seeing a running engine: a web UI and Prometheus metrics, fed by the listener bus.
 
-The counterpart of Spark's Streaming tab and its metrics source. Importing this package does not
-import prometheus_client; creating a ``StreamingMetrics`` does.
+The counterpart of Spark's Streaming and Structured Streaming tabs and its metrics source.
+Importing this package imports neither prometheus_client nor starlette; creating a
+``StreamingMetrics`` or serving a ``StreamingUI`` does.
 """
 
+from ._app import DEFAULT_UI_PORT, StreamingUI
+from ._history import ContextHistory
 from ._metrics import DELAY_BUCKETS_S, StreamingMetrics
 
-__all__ = ["DELAY_BUCKETS_S", "StreamingMetrics"]
+__all__ = ["DEFAULT_UI_PORT", "DELAY_BUCKETS_S", "ContextHistory", "StreamingMetrics", "StreamingUI"]

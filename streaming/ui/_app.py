@@ -1,0 +1,302 @@
+"""The web UI: an ASGI app (Starlette) a host mounts in its own server, or serves itself (Hypercorn).
+
+Pages are static files (HTML, one script, one style sheet, shipped in the package: nothing is
+loaded from the internet and nothing is built); the script reads the JSON API below and draws
+the charts as SVG, polling for what is new. The API keeps the shapes of Spark's streaming REST
+API under ``/api/v1/contexts/<name>/streaming/...``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import sniffio
+
+from scheduler import library_logger
+
+from ._history import ContextHistory, operation_json
+
+__all__ = ["DEFAULT_UI_PORT", "StreamingUI"]
+
+DEFAULT_UI_PORT = 4050
+"""Where a standalone UI listens by default: beside Spark's own UI (4040 and up)."""
+
+
+def _starlette() -> Any:
+    try:
+        import starlette.applications
+    except ImportError as exc:  # pragma: no cover - the extra is part of the test setup
+        raise ImportError("streaming.ui's web UI needs starlette: pip install 'aiodstream[ui]'") from exc
+    return starlette
+
+
+class StreamingUI:
+    """A web UI of the contexts, queries and traces added to it: Spark's Streaming and Structured Streaming tabs.
+
+    ::
+
+        ui = StreamingUI()
+        ui.attach(ssc)                               # before start, to see every batch
+        app = ui.asgi_app()                          # mount it in the host's ASGI server
+        # or: async with anyio.create_task_group() as tg: await tg.start(ui.serve, "127.0.0.1", 4050)
+
+    Each attached one gets an inline listener (a few microseconds per batch) that keeps a bounded
+    history; pages read it as JSON when they poll. With ``metrics`` (the default) the same
+    contexts are also recorded by a :class:`StreamingMetrics`, served at ``/metrics``.
+
+    Args:
+        retained_batches: completed batches kept per context (Spark's ``spark.streaming.ui.retainedBatches``).
+        retained_progress: progress reports kept per query.
+        metrics: a ``StreamingMetrics`` to feed and serve, ``True`` for a new one, ``False`` for none.
+        refresh_ms: how often the pages poll.
+    """
+
+    def __init__(self, *, retained_batches: int = 1000, retained_progress: int = 1000, metrics: Any = True,
+                 refresh_ms: int = 1000) -> None:
+        """Create a UI with nothing attached."""
+        if isinstance(refresh_ms, bool) or not isinstance(refresh_ms, int) or refresh_ms < 50:
+            raise ValueError(f"refresh_ms must be an int of at least 50, got {refresh_ms!r}")
+        ContextHistory("check", retained_batches=retained_batches, retained_progress=retained_progress)  # validates both
+        self.retained_batches = retained_batches
+        self.retained_progress = retained_progress
+        self.refresh_ms = refresh_ms
+        if metrics is True:
+            from ._metrics import StreamingMetrics
+
+            metrics = StreamingMetrics()
+        self.metrics = metrics or None
+        self._histories: dict[str, ContextHistory] = {}
+        self._log = library_logger("aiodstream.ui", component="StreamingUI")
+
+    @property
+    def histories(self) -> dict[str, ContextHistory]:
+        """Each attached context's or trace's history, by name."""
+        return dict(self._histories)
+
+    def _name(self, wanted: str | None, target: object) -> str:
+        base = str(wanted or getattr(target, "name", None) or f"context-{len(self._histories) + 1}")
+        if wanted is not None and wanted in self._histories:
+            raise ValueError(f"the UI already shows {wanted!r}; give this one another name")
+        name, n = base, 1
+        while name in self._histories:
+            n += 1
+            name = f"{base}-{n}"
+        return name
+
+    def attach(self, target: Any, *, name: str | None = None) -> ContextHistory:
+        """Show ``target`` from now on: a ``StreamingContext``, a ``StreamingRuntime`` or a continuous query.
+
+        Returns its history (its ``name`` is the label in the pages and URLs).
+        """
+        runtime = target.runtime if hasattr(target, "addStreamingListener") else target
+        label = self._name(name, runtime)
+        continuous = type(runtime).__name__ == "ContinuousExecution"
+        interval = getattr(runtime, "batch_duration", None) or getattr(runtime, "interval", None)
+        describe = getattr(target, "ui_links", None)
+        links = describe() if callable(describe) else {}
+        history = ContextHistory(
+            label, kind="continuous" if continuous else "micro-batch",
+            batch_interval_ms=None if interval is None else int(interval.milliseconds),
+            retained_batches=self.retained_batches, retained_progress=self.retained_progress,
+            spark_ui=links.get("spark_ui"), spark_jobs=links.get("spark_jobs"),
+        )
+        if hasattr(target, "addStreamingListener"):
+            target.addStreamingListener(history)
+        else:
+            target.add_listener(history, name="StreamingUI")
+        if self.metrics is not None:
+            self.metrics.attach(target, name=label)
+        self._histories[label] = history
+        return history
+
+    def add_trace(self, trace: Any, *, name: str | None = None) -> ContextHistory:
+        """Show a recorded or simulated run: a ``Trace``, or the path of a trace file (``TraceRecorder``, ``simulate --events``)."""
+        from streaming.simulation import read_trace
+
+        if isinstance(trace, (str, os.PathLike)):
+            label_source = Path(trace).stem
+            trace = read_trace(trace)
+        else:
+            label_source = "trace"
+        label = self._name(name or label_source, None)
+        interval = trace.batch_interval
+        history = ContextHistory(label, kind="trace", live=False, retained_batches=self.retained_batches,
+                                 retained_progress=self.retained_progress,
+                                 batch_interval_ms=None if interval is None else interval.milliseconds)
+        history.feed(trace.events)
+        self._histories[label] = history
+        return history
+
+    # -- the ASGI app --
+
+    def asgi_app(self) -> Any:
+        """A Starlette app with the pages, the JSON API and (with metrics) ``/metrics``; runs on asyncio and trio."""
+        starlette = _starlette()
+        from starlette.applications import Starlette
+        from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+        from starlette.routing import Mount, Route
+
+        static = Path(str(resources.files("streaming.ui") / "static"))
+        ui = self
+
+        def history_of(request: Any) -> ContextHistory:
+            history = ui._histories.get(request.path_params["name"])
+            if history is None:
+                raise starlette.exceptions.HTTPException(404, f"no context named {request.path_params['name']!r}")
+            return history
+
+        def int_param(request: Any, key: str, default: int = 0) -> int:
+            raw = request.query_params.get(key)
+            if raw is None:
+                return default
+            try:
+                return int(raw)
+            except ValueError:
+                raise starlette.exceptions.HTTPException(400, f"{key} must be an integer, got {raw!r}") from None
+
+        async def index(request: Any) -> Response:
+            return FileResponse(static / "index.html", headers={"Cache-Control": "no-cache"})
+
+        async def config(request: Any) -> Response:
+            return JSONResponse({"refreshMs": ui.refresh_ms, "retainedBatches": ui.retained_batches,
+                                 "metrics": ui.metrics is not None})
+
+        async def contexts(request: Any) -> Response:
+            return JSONResponse([h.statistics() for h in list(ui._histories.values())])
+
+        async def statistics(request: Any) -> Response:
+            return JSONResponse(history_of(request).statistics())
+
+        async def batches(request: Any) -> Response:
+            status = request.query_params.get("status")
+            if status is not None and status not in ("QUEUED", "PROCESSING", "COMPLETED"):
+                raise starlette.exceptions.HTTPException(400, f"status must be QUEUED, PROCESSING or COMPLETED, got {status!r}")
+            return JSONResponse(history_of(request).batches(since=int_param(request, "since"), status=status))
+
+        def batch_of(request: Any) -> tuple[ContextHistory, dict[str, Any], Any]:
+            history = history_of(request)
+            found = history.batch(int_param(request, "batch_id"))
+            if found is None:
+                raise starlette.exceptions.HTTPException(404, f"batch {request.path_params['batch_id']} is not retained")
+            return history, found[0], found[1]
+
+        async def batch(request: Any) -> Response:
+            return JSONResponse(batch_of(request)[1])
+
+        async def operations(request: Any) -> Response:
+            history, _, info = batch_of(request)
+            ops = list(info.output_operation_infos.values())
+            jobs: list[list[int] | None] = [None] * len(ops)
+            if history.spark_jobs is not None:
+                lookup = history.spark_jobs
+                batch_ms = info.batch_time.milliseconds
+
+                def find() -> None:
+                    for i, op in enumerate(ops):
+                        jobs[i] = lookup(batch_ms, op.id)
+
+                try:
+                    with anyio.fail_after(5):
+                        await anyio.to_thread.run_sync(find, abandon_on_cancel=True)
+                except Exception as exc:  # Spark gone or slow: the table still shows, without links
+                    ui._log.warning("could not look up Spark job ids", error=repr(exc))
+            return JSONResponse([operation_json(op, j) for op, j in zip(ops, jobs, strict=True)])
+
+        async def receivers(request: Any) -> Response:
+            return JSONResponse(history_of(request).receivers())
+
+        async def progress(request: Any) -> Response:
+            return JSONResponse(history_of(request).progress(since=int_param(request, "since")))
+
+        async def favicon(request: Any) -> Response:
+            return Response(status_code=204)
+
+        api = "/api/v1/contexts/{name}"
+        routes = [
+            Route("/", index),
+            Route("/favicon.ico", favicon),
+            Route("/api/v1/config", config),
+            Route("/api/v1/contexts", contexts),
+            Route(api + "/streaming/statistics", statistics),
+            Route(api + "/streaming/batches", batches),
+            Route(api + "/streaming/batches/{batch_id}", batch),
+            Route(api + "/streaming/batches/{batch_id}/operations", operations),
+            Route(api + "/streaming/receivers", receivers),
+            Route(api + "/progress", progress),
+            Mount("/static", app=_static(static)),
+        ]
+        if self.metrics is not None:
+            routes.append(Mount("/metrics", app=self.metrics.asgi_app()))
+            routes.append(Route("/metrics", lambda request: RedirectResponse("/metrics/")))
+        return Starlette(routes=routes)
+
+    # -- serving it --
+
+    async def serve(self, host: str = "127.0.0.1", port: int = DEFAULT_UI_PORT, *,
+                    task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve the UI on ``host:port`` (``0``: any free port) until cancelled; reports its URL to ``task_status``.
+
+        Runs Hypercorn on the running event loop (asyncio or trio), quiet unless the host
+        configures logging (its loggers are ``hypercorn.error`` and ``hypercorn.access``).
+
+        Raises:
+            OSError: the port is taken (the message names it).
+        """
+        from hypercorn.config import Config
+
+        sock = _listen(host, port)
+        bound_host, bound_port = sock.getsockname()[:2]
+        url = f"http://{_url_host(bound_host)}:{bound_port}/"
+        config = Config()
+        config.bind = [f"fd://{os.dup(sock.fileno())}"]  # Hypercorn owns (and closes) the duplicate
+        config.errorlog = logging.getLogger("hypercorn.error")
+        config.accesslog = None
+        config.graceful_timeout = 1.0
+        app = self.asgi_app()
+        try:
+            self._log.info("web UI serving", url=url)
+            task_status.started(url)
+            if sniffio.current_async_library() == "trio":
+                from hypercorn.trio import serve as trio_serve
+
+                await trio_serve(app, config, mode="asgi")
+            else:
+                from hypercorn.asyncio import serve as asyncio_serve
+
+                await asyncio_serve(app, config, mode="asgi")
+        finally:
+            sock.close()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"the UI port must be an int from 0 to 65535, got {port!r}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot serve the web UI on {host}:{port}: {exc.strerror}; pick another port "
+                                 "(uiPort, spark.aiodstream.ui.port) or 0 for any free one") from None
+    return sock
+
+
+def _static(root: Path) -> Any:
+    from starlette.staticfiles import StaticFiles
+
+    return StaticFiles(directory=str(root))

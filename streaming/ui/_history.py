@@ -1,0 +1,343 @@
+"""What the web UI shows of one context, query or trace: a bounded history kept by an inline listener.
+
+The counterpart of Spark's ``StreamingJobProgressListener`` (the Streaming tab's model) and of the
+Structured Streaming tab's recent progress. Events are kept as they arrive (the frozen
+``BatchInfo`` records themselves, no conversion on the loop); the JSON the pages read is built
+when a page asks, in the shapes of Spark's streaming REST API
+(``/api/v1/applications/<app>/streaming/...``), so a script written against Spark's reads ours.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import itertools
+from typing import Any, Callable, Iterable, Mapping
+
+from listeners import (
+    BatchCompleted,
+    BatchInfo,
+    BatchStarted,
+    BatchSubmitted,
+    QueryProgress,
+    QueryStarted,
+    QueryTerminated,
+    ReceiverError,
+    ReceiverInfo,
+    ReceiverStarted,
+    ReceiverStopped,
+    StreamingEvent,
+    StreamingStarted,
+)
+
+__all__ = ["ContextHistory", "SparkJobs"]
+
+SparkJobs = Callable[[int, int], list[int]]
+"""``(batch_time_ms, output_op_id) -> Spark job ids`` of that output operation (blocking: py4j)."""
+
+
+def _iso(ms: int | None) -> str | None:
+    """Spark's REST date format (``2016-12-14T18:45:24.873GMT``)."""
+    if ms is None:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "GMT"
+
+
+def _ms(value: Any) -> int | None:
+    return None if value is None else int(value.milliseconds)
+
+
+class _Receiver:
+    __slots__ = ("info", "started", "errors", "stopped")
+
+    def __init__(self, info: ReceiverInfo) -> None:
+        self.info = info
+        self.started = self.errors = self.stopped = 0
+
+
+class ContextHistory:
+    """The retained history of one attached context, query or trace, and its JSON views.
+
+    It is a listener (``run_inline``: called inside the bus's ``post``, a few microseconds per
+    event) and keeps the last ``retained_batches`` completed batches, the running ones, the
+    receivers and the last ``retained_progress`` progress reports, as Spark's UI keeps
+    ``spark.streaming.ui.retainedBatches`` batches.
+
+    Args:
+        name: the label the UI shows and its URLs use.
+        kind: ``"micro-batch"``, ``"continuous"`` or ``"trace"``.
+        batch_interval_ms: the batch (or epoch) interval, if known.
+        retained_batches: completed batches kept (older ones leave; totals still count them).
+        retained_progress: progress reports kept.
+        spark_ui: the Spark UI's address, for links to the jobs of each output operation.
+        spark_jobs: finds the Spark job ids of an output operation (called off the loop).
+        input_names: stream id -> the input's name.
+    """
+
+    run_inline = True
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        kind: str = "micro-batch",
+        batch_interval_ms: int | None = None,
+        retained_batches: int = 1000,
+        retained_progress: int = 1000,
+        spark_ui: str | None = None,
+        spark_jobs: SparkJobs | None = None,
+        input_names: Mapping[int, str] | None = None,
+        live: bool = True,
+    ) -> None:
+        """Start an empty history."""
+        for what, n in (("retained_batches", retained_batches), ("retained_progress", retained_progress)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"{what} must be a positive int, got {n!r}")
+        self.name = name
+        self.kind = kind
+        self.batch_interval_ms = batch_interval_ms
+        self.spark_ui = spark_ui
+        self.spark_jobs = spark_jobs
+        self.input_names: dict[int, str] = dict(input_names or {})
+        self.live = live
+        self.start_time_ms: int | None = None
+        self.terminated = False
+        self.exception: str | None = None
+        self._completed: collections.deque[tuple[int, BatchInfo]] = collections.deque(maxlen=retained_batches)
+        self._active: dict[int, tuple[str, BatchInfo]] = {}
+        self._receivers: dict[int, _Receiver] = {}
+        self._progress: collections.deque[tuple[int, Any]] = collections.deque(maxlen=retained_progress)
+        self._seq = itertools.count(1)
+        self._progress_seq = itertools.count(1)
+        self.completed_batches = 0
+        self.failed_batches = 0
+        self.records = 0
+        self.query_id: str | None = None
+        self.run_id: str | None = None
+
+    # -- the listener --
+
+    def on_streaming_started(self, event: StreamingStarted) -> None:
+        """Note the start time."""
+        self.start_time_ms = event.time.milliseconds
+
+    def on_batch_submitted(self, event: BatchSubmitted) -> None:
+        """A queued batch."""
+        info = event.batch_info
+        self._active[info.batch_time.milliseconds] = ("QUEUED", info)
+
+    def on_batch_started(self, event: BatchStarted) -> None:
+        """A processing batch."""
+        info = event.batch_info
+        self._active[info.batch_time.milliseconds] = ("PROCESSING", info)
+
+    def on_batch_completed(self, event: BatchCompleted) -> None:
+        """A completed batch: retained, counted."""
+        info = event.batch_info
+        self._active.pop(info.batch_time.milliseconds, None)
+        self._completed.append((next(self._seq), info))
+        self.completed_batches += 1
+        self.records += info.num_records
+        if info.failed:
+            self.failed_batches += 1
+
+    def _receiver(self, info: ReceiverInfo) -> _Receiver:
+        entry = self._receivers.get(info.stream_id)
+        if entry is None:
+            entry = self._receivers[info.stream_id] = _Receiver(info)
+        entry.info = info
+        if info.name:
+            self.input_names.setdefault(info.stream_id, info.name)
+        return entry
+
+    def on_receiver_started(self, event: ReceiverStarted) -> None:
+        """A receiver started."""
+        self._receiver(event.receiver_info).started += 1
+
+    def on_receiver_error(self, event: ReceiverError) -> None:
+        """A receiver reported an error."""
+        self._receiver(event.receiver_info).errors += 1
+
+    def on_receiver_stopped(self, event: ReceiverStopped) -> None:
+        """A receiver stopped."""
+        self._receiver(event.receiver_info).stopped += 1
+
+    def on_query_started(self, event: QueryStarted) -> None:
+        """A checkpointed query's run started."""
+        self.query_id, self.run_id = str(event.id), str(event.run_id)
+        self.terminated, self.exception = False, None
+
+    def on_query_progress(self, event: QueryProgress) -> None:
+        """A progress report: retained."""
+        self._progress.append((next(self._progress_seq), event.progress))
+
+    def on_query_terminated(self, event: QueryTerminated) -> None:
+        """The query's run ended."""
+        self.terminated, self.exception = True, event.exception
+
+    def feed(self, events: Iterable[StreamingEvent]) -> None:
+        """Take recorded events (a trace) as if they were posted now, in order."""
+        handlers = {
+            StreamingStarted: self.on_streaming_started, BatchSubmitted: self.on_batch_submitted,
+            BatchStarted: self.on_batch_started, BatchCompleted: self.on_batch_completed,
+            ReceiverStarted: self.on_receiver_started, ReceiverError: self.on_receiver_error,
+            ReceiverStopped: self.on_receiver_stopped, QueryStarted: self.on_query_started,
+            QueryProgress: self.on_query_progress, QueryTerminated: self.on_query_terminated,
+        }
+        for event in events:
+            handler = handlers.get(type(event))
+            if handler is not None:
+                handler(event)  # type: ignore[operator]
+
+    # -- JSON views (Spark's streaming REST shapes) --
+
+    def completed(self) -> list[tuple[int, BatchInfo]]:
+        """The retained completed batches with their sequence numbers, oldest first."""
+        return list(self._completed)  # one C-level copy: safe beside the loop that appends
+
+    def statistics(self) -> dict[str, Any]:
+        """Spark's ``/streaming/statistics`` of this context, plus our own fields (name, kind, links)."""
+        batches = [b for _, b in self.completed()]
+        receivers = list(self._receivers.values())
+        interval = self.batch_interval_ms
+
+        def avg(values: list[int]) -> float | None:
+            return sum(values) / len(values) if values else None
+
+        rates = [b.num_records * 1000 / interval for b in batches] if interval else []
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "live": self.live,
+            "terminated": self.terminated,
+            "exception": self.exception,
+            "queryId": self.query_id,
+            "runId": self.run_id,
+            "sparkUi": self.spark_ui,
+            "startTime": _iso(self.start_time_ms),
+            "startTimeMs": self.start_time_ms,
+            "batchDuration": interval,
+            "numReceivers": len(receivers),
+            "numActiveReceivers": sum(1 for r in receivers if r.info.active),
+            "numInactiveReceivers": sum(1 for r in receivers if not r.info.active),
+            "numTotalCompletedBatches": self.completed_batches,
+            "numFailedBatches": self.failed_batches,
+            "numRetainedCompletedBatches": len(batches),
+            "numActiveBatches": len(self._active),
+            "numProcessedRecords": self.records,
+            "numReceivedRecords": self.records,
+            "avgInputRate": avg(rates),  # type: ignore[arg-type]
+            "avgSchedulingDelay": avg([d for b in batches if (d := _ms(b.scheduling_delay)) is not None]),
+            "avgProcessingTime": avg([d for b in batches if (d := _ms(b.processing_delay)) is not None]),
+            "avgTotalDelay": avg([d for b in batches if (d := _ms(b.total_delay)) is not None]),
+            "inputNames": {str(k): v for k, v in sorted(self.input_names.items())},
+            "progressReports": self._last_progress_seq(),
+        }
+
+    def batches(self, *, since: int = 0, status: str | None = None) -> list[dict[str, Any]]:
+        """Spark's ``/streaming/batches``: the running ones, then completed ones newest first.
+
+        ``since``: only completed batches whose ``seq`` is above it (what a live page has not seen).
+        ``status``: ``QUEUED``, ``PROCESSING`` or ``COMPLETED`` only.
+        """
+        out: list[dict[str, Any]] = []
+        if status in (None, "QUEUED", "PROCESSING"):
+            for _, (state, info) in sorted(dict(self._active).items(), reverse=True):
+                if status is None or status == state:
+                    out.append(batch_json(info, state, None))
+        if status in (None, "COMPLETED"):
+            for seq, info in reversed(self.completed()):
+                if seq <= since:
+                    break
+                out.append(batch_json(info, "COMPLETED", seq))
+        return out
+
+    def batch(self, batch_id: int) -> tuple[dict[str, Any], BatchInfo] | None:
+        """One batch (``batch_id`` is its time in ms, as in Spark) and its record, or ``None`` if not retained."""
+        active = dict(self._active).get(batch_id)
+        if active is not None:
+            return batch_json(active[1], active[0], None), active[1]
+        for seq, info in reversed(self.completed()):
+            if info.batch_time.milliseconds == batch_id:
+                return batch_json(info, "COMPLETED", seq), info
+        return None
+
+    def receivers(self) -> list[dict[str, Any]]:
+        """Spark's ``/streaming/receivers``, with each receiver's event rate per retained batch."""
+        batches = [b for _, b in self.completed()]
+        interval = self.batch_interval_ms
+        out = []
+        for sid, entry in sorted(dict(self._receivers).items()):
+            info = entry.info
+            rates = [[b.batch_time.milliseconds, (b.stream_id_to_input_info[sid].num_records * 1000 / interval)]
+                     for b in batches if interval and sid in b.stream_id_to_input_info]
+            out.append({
+                "streamId": sid,
+                "streamName": info.name,
+                "isActive": info.active,
+                "executorId": info.executor_id,
+                "executorHost": info.location,
+                "lastErrorTime": _iso(_ms(info.last_error_time)),
+                "lastErrorMessage": info.last_error_message or None,
+                "lastError": info.last_error or None,
+                "avgEventRate": (sum(r for _, r in rates) / len(rates)) if rates else None,
+                "eventRates": rates,
+                "starts": entry.started,
+                "errors": entry.errors,
+                "stops": entry.stopped,
+            })
+        return out
+
+    def _last_progress_seq(self) -> int:
+        progress = list(self._progress)
+        return progress[-1][0] if progress else 0
+
+    def progress(self, *, since: int = 0) -> list[dict[str, Any]]:
+        """Retained progress reports (Spark's ``StreamingQueryProgress`` JSON) newer than ``since``, oldest first."""
+        return [{"seq": seq, **p.json_value()} for seq, p in list(self._progress) if seq > since]
+
+
+def operation_json(op: Any, jobs: list[int] | None) -> dict[str, Any]:
+    """Spark's ``/streaming/batches/<id>/operations`` entry, with the Spark job ids when known."""
+    duration = op.duration
+    return {
+        "outputOpId": op.id,
+        "name": op.name,
+        "description": op.description,
+        "startTime": _iso(_ms(op.start_time)),
+        "endTime": _iso(_ms(op.end_time)),
+        "startTimeMs": _ms(op.start_time),
+        "endTimeMs": _ms(op.end_time),
+        "duration": _ms(duration),
+        "failureReason": op.failure_reason,
+        "jobIds": jobs,
+    }
+
+
+def batch_json(info: BatchInfo, status: str, seq: int | None) -> dict[str, Any]:
+    """Spark's ``/streaming/batches`` entry of ``info``, plus our per-input records and raw times."""
+    ops = info.output_operation_infos.values()
+    failed = [op for op in ops if op.failure_reason is not None]
+    done = [op for op in ops if op.end_time is not None]
+    started = [op for op in ops if op.start_time is not None and op.end_time is None]
+    first_failure = failed[0].failure_reason if failed else None
+    return {
+        "seq": seq,
+        "batchId": info.batch_time.milliseconds,
+        "batchTime": _iso(info.batch_time.milliseconds),
+        "status": status,
+        "batchDuration": None,
+        "inputSize": info.num_records,
+        "inputs": {str(sid): i.num_records for sid, i in info.stream_id_to_input_info.items()},
+        "submissionTimeMs": info.submission_time.milliseconds,
+        "processingStartTimeMs": _ms(info.processing_start_time),
+        "processingEndTimeMs": _ms(info.processing_end_time),
+        "schedulingDelay": _ms(info.scheduling_delay),
+        "processingTime": _ms(info.processing_delay),
+        "totalDelay": _ms(info.total_delay),
+        "numActiveOutputOps": len(started),
+        "numCompletedOutputOps": len(done) - len(failed),
+        "numFailedOutputOps": len(failed),
+        "numTotalOutputOps": len(info.output_operation_infos),
+        "firstFailureReason": first_failure.splitlines()[0] if first_failure else None,
+    }
