@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_simulate(commands)
     _add_checkpoint(commands)
+    _add_ui(commands)
     return parser
 
 
@@ -407,3 +408,63 @@ def _checkpoint(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":  # pragma: no cover - python -m streaming._cli
     sys.exit(main())
+
+
+# -- ui --
+
+
+def _add_ui(commands: Any) -> None:
+    p = commands.add_parser(
+        "ui",
+        help="browse recorded or simulated runs in the web UI",
+        description="Serve the web UI (the Streaming and batch pages of a live context) on trace files: a real run "
+                    "recorded with TraceRecorder, or a simulated one (aiodstream simulate --events FILE). "
+                    "Runs until interrupted (Ctrl-C).",
+    )
+    p.add_argument("traces", nargs="+", metavar="TRACE", help="a trace file (JSON lines); several are shown side by side")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: %(default)s)")
+    p.add_argument("--port", type=int, default=None, help="the port (default: 4050; 0: any free port)")
+    p.add_argument("--retained-batches", type=int, default=None, metavar="N",
+                   help="completed batches kept per trace (default: all of them)")
+    p.set_defaults(handler=_ui)
+
+
+def _ui(args: argparse.Namespace) -> int:
+    import anyio
+
+    from streaming.simulation import ModelError, read_trace
+    from streaming.ui import DEFAULT_UI_PORT, StreamingUI
+
+    traces = []
+    for path in args.traces:
+        try:
+            traces.append((path, read_trace(path)))
+        except ModelError as exc:
+            print(f"aiodstream ui: error: {path}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except OSError as exc:
+            print(f"aiodstream ui: error: cannot read {path}: {exc.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+    retained = args.retained_batches or max([len(t.completed_batches) for _, t in traces] + [1])
+    try:
+        ui = StreamingUI(retained_batches=retained, metrics=False)
+        for path, trace in traces:
+            ui.add_trace(trace, name=Path(path).stem)
+    except ValueError as exc:
+        print(f"aiodstream ui: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as tg:
+            url = await tg.start(ui.serve, args.host, DEFAULT_UI_PORT if args.port is None else args.port)
+            print(f"aiodstream ui: serving {len(traces)} trace{'s' if len(traces) > 1 else ''} at {url} (Ctrl-C to stop)",
+                  flush=True)
+
+    try:
+        anyio.run(serve)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except (OSError, ValueError) as exc:
+        print(f"aiodstream ui: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK

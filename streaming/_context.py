@@ -36,6 +36,7 @@ from scheduler import (
     RateController,
     StreamingQueryException,
     StreamingStateError,
+    Time,
     library_logger,
 )
 
@@ -74,7 +75,7 @@ from .inputs import (
     continuous_plan,
 )
 from .runtime import StreamingContextState, StreamingRuntime
-from .spark import SparkBinding, SparkSettings, seconds_to_duration, time_string_as, user_frame
+from .spark import SparkBinding, SparkSettings, seconds_to_duration, streaming_job_group, time_string_as, user_frame
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext  # only for annotations: pyspark is imported when Spark is first needed
@@ -162,6 +163,11 @@ class StreamingContext:
             ``awaitTermination``) and later batches go on. ``True`` (Structured Streaming's): the
             context terminates, the failed batch stays uncommitted, and ``awaitTermination``,
             ``exception()`` and ``onQueryTerminated`` carry a ``StreamingQueryException``.
+        uiPort: serve a web UI of this context (Spark's Streaming tab) on this port of
+            127.0.0.1 while it runs; ``0`` picks a free port; ``uiWebUrl`` gives the address.
+            Setting ``spark.aiodstream.ui.port`` does the same for an unchanged pyspark program
+            (a taken port is followed by the next 16, as Spark's UI does), and
+            ``spark.aiodstream.ui.host`` sets the address to listen on.
 
     Every context is also a query with pyspark's ``StreamingQuery`` surface (``id``, ``runId``,
     ``status``, ``lastProgress``, ``processAllAvailable``, ``exception``, ``explain``...), listed
@@ -185,6 +191,7 @@ class StreamingContext:
         exclusive: bool | None = None,
         queryName: str | None = None,  # noqa: N803
         stopOnFailure: bool | None = None,  # noqa: N803
+        uiPort: int | None = None,  # noqa: N803
     ) -> None:
         """Create a context; nothing runs until it is started."""
         if batchDuration is None:
@@ -205,6 +212,14 @@ class StreamingContext:
         if stopOnFailure is not None and not isinstance(stopOnFailure, bool):
             raise TypeError(f"stopOnFailure must be a bool, got {stopOnFailure!r}")
         self._stop_on_failure = stopOnFailure
+        if uiPort is not None:
+            from .ui import check_port
+
+            check_port(uiPort)
+        self._ui_port = uiPort
+        self._ui: Any = None  # the StreamingUI serving this context, once started with a UI port
+        self._ui_bind: tuple[str, int, int] | None = None
+        self._ui_url: str | None = None
         self._progress_options: dict[str, object] = {}  # given to checkpoint() or getOrCreate()
         self._is_exclusive = False  # decided at start
         self._context_id = next(_ids)
@@ -489,6 +504,8 @@ class StreamingContext:
                 self._runtime_cm = portal.wrap_async_context_manager(runtime)
                 self._runtime_cm.__enter__()
                 try:
+                    if self._ui_bind is not None:
+                        self._ui_url = portal.call(runtime.start_service, self._ui.serve, *self._ui_bind)
                     portal.call(runtime.start)
                 except BaseException:
                     self._close_portal()
@@ -608,6 +625,8 @@ class StreamingContext:
         self._activate()
         try:
             await anyio.to_thread.run_sync(self._before_start)  # py4j calls and file I/O: off the loop
+            if self._ui_bind is not None:
+                self._ui_url = await self.runtime.start_service(self._ui.serve, *self._ui_bind)
             await self.runtime.start()
         except BaseException:
             self._deactivate()
@@ -703,6 +722,53 @@ class StreamingContext:
         self._env.spark_checkpoint_dir = sc.getCheckpointDir()
         self._install_rate_controllers()
         self._prepare_checkpoint()
+        self._prepare_ui()
+
+    def _prepare_ui(self) -> None:
+        """With ``uiPort`` or ``spark.aiodstream.ui.port``: a web UI attached to this context, to serve from start."""
+        settings = self._settings()
+        port = self._ui_port
+        if port is None:
+            raw = settings.get("spark.aiodstream.ui.port")
+            if raw is None or not raw.strip():
+                return
+            try:
+                port = int(raw.strip())
+            except ValueError:
+                raise ValueError(f"spark.aiodstream.ui.port must be a port number (0: any free port), got {raw!r}") from None
+        from .ui import StreamingUI, check_port
+
+        check_port(port)
+        host = (settings.get("spark.aiodstream.ui.host") or "127.0.0.1").strip()
+        if self._ui is None:
+            self._ui = StreamingUI()
+            self._ui.attach(self, name=self._query_name or self._env.name)
+        # An explicit port is taken as given; Spark's setting follows the next ports when taken, as Spark's UI does.
+        self._ui_bind = (host, port, 0 if self._ui_port is not None else 16)
+
+    def ui_links(self) -> dict[str, Any]:
+        """For the web UI: the Spark UI's address and a lookup of an output operation's Spark jobs (py4j calls)."""
+        sc = self._spark.started_spark_context
+        if sc is None:
+            return {}
+        links: dict[str, Any] = {"spark_ui": sc.uiWebUrl}
+        if self._continuous is None:
+            name = self._env.name
+
+            def spark_jobs(batch_time_ms: int, output_op_id: int) -> list[int]:
+                group = streaming_job_group(name, Time(batch_time_ms), output_op_id)
+                return sorted(int(j) for j in sc.statusTracker().getJobIdsForGroup(group))
+
+            links["spark_jobs"] = spark_jobs
+        return links
+
+    @property
+    def uiWebUrl(self) -> str | None:
+        """The address of this context's web UI while it serves one (``uiPort``, ``spark.aiodstream.ui.port``), else ``None``."""
+        runtime = self._runtime
+        if self._ui_url is None or runtime is None or runtime.state is not StreamingContextState.ACTIVE:
+            return None
+        return self._ui_url
 
     def _install_rate_controllers(self) -> None:
         """With ``spark.streaming.backpressure.enabled``, a rate controller per receiver stream (Spark's).

@@ -17,7 +17,7 @@ import time as _time
 import traceback
 import uuid
 from types import TracebackType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Coroutine, Mapping
 
 import anyio
 import anyio.abc
@@ -53,7 +53,7 @@ from scheduler import (
     run_with_timeout,
 )
 
-from ..runtime import StreamingContextState, exit_task_group, query_registry
+from ..runtime import StreamingContextState, exit_task_group, query_registry, run_until_stopped
 from ._coordinator import AddOffsets, BacklogExceeded, CommitEpoch, CoordinatorAction, EpochCoordinator
 from ._launchers import TaskLauncher
 from ._plan import Continuous, ContinuousPlan
@@ -826,17 +826,29 @@ class ContinuousExecution:
     async def _wait_changed(self) -> None:
         await self._changed.wait()
 
+    async def _wait_stopped(self) -> None:
+        while self._state is not StreamingContextState.STOPPED or (self._stop_done is not None and not self._stop_done.is_set()):
+            await self._wait_changed()
+
+    async def start_service(self, service: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Any:
+        """Start ``service(*args, task_status=...)`` in the query's task group; it is cancelled once the query stops.
+
+        Returns what the service reported to ``task_status.started``.
+
+        Raises:
+            StreamingStateError: not inside the query's ``async with``.
+        """
+        if self._tg is None:
+            raise StreamingStateError("start_service() needs the query's task group: use 'async with query:'")
+        return await self._tg.start(run_until_stopped, service, args, self._wait_stopped)
+
     async def await_termination(self, timeout: Duration | None = None) -> bool:
         """Wait until the query stops (True) or ``timeout`` passes on the query's clock (False).
 
         Raises:
             StreamingQueryException: the query failed (also after it stopped).
         """
-        async def stopped() -> None:
-            while self._state is not StreamingContextState.STOPPED or (self._stop_done is not None and not self._stop_done.is_set()):
-                await self._wait_changed()
-
-        done = await run_with_timeout(self.clock, timeout, stopped)
+        done = await run_with_timeout(self.clock, timeout, self._wait_stopped)
         if self._error is not None:
             raise self._error.with_traceback(None)
         return done

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from scheduler import InvalidPipelineError, Job, StreamingStateError, Time
 
-from ..spark import BatchJob, batch_datetime, current_batch_job, job_description, user_frame, wait_for_thread
+from ..spark import BatchJob, batch_datetime, current_batch_job, job_description, streaming_job_group, user_frame, wait_for_thread
 from ._node import StreamNode, union_rdds
 
 if TYPE_CHECKING:
@@ -164,31 +164,33 @@ class ForEachNode(StreamNode):
         env = self._env
         spark = env.spark
         func = self._func
-        group = f"{env.name}-{time.milliseconds}-{id(self)}"
         holder: list[Job] = []
+
+        def group() -> str:  # known once the job has its output operation id
+            return streaming_job_group(env.name, time, holder[0].output_op_id)
 
         if self._is_async:
             async def run_async() -> None:
                 # Spark calls made through run_spark() join the batch's job group.
-                job = BatchJob(spark.spark_context, group, job_description(time, holder[0].output_op_id), spark.job_threads())
+                job = BatchJob(spark.spark_context, group(), job_description(time, holder[0].output_op_id), spark.job_threads())
                 token = current_batch_job.set(job)
                 try:
                     await func(batch_datetime(time), rdd)
                 finally:
                     current_batch_job.reset(token)
             job = Job(time, run_async, name=self._name, description=self._name, is_async=True,
-                      cancel=lambda: spark.cancel_job_group(group))
+                      cancel=lambda: spark.cancel_job_group(group()))
         else:
             async def run() -> None:
                 # The function runs on a job thread, which the event loop waits for without a
                 # worker thread in between. Only the job group and its description are set (before
                 # the function's first py4j call): Spark's internal batchTime/outputOpId properties
                 # feed the JVM Streaming tab, which this runtime does not have.
-                future = spark.job_threads().submit(spark.spark_context, group, job_description(time, holder[0].output_op_id),
+                future = spark.job_threads().submit(spark.spark_context, group(), job_description(time, holder[0].output_op_id),
                                                    func, batch_datetime(time), rdd)
                 await wait_for_thread(future, abandon_on_cancel=True)
             job = Job(time, run, name=self._name, description=self._name, is_async=True,
-                      cancel=lambda: spark.cancel_job_group(group))
+                      cancel=lambda: spark.cancel_job_group(group()))
         holder.append(job)
         return job
 

@@ -6,6 +6,7 @@ report to the process's :data:`query_registry`.
 """
 
 from ._manager import QueryRegistry, RegisteredQuery, query_registry
-from ._runtime import StreamingContextState, StreamingRuntime, exit_task_group
+from ._runtime import StreamingContextState, StreamingRuntime, exit_task_group, run_until_stopped
 
-__all__ = ["QueryRegistry", "RegisteredQuery", "StreamingContextState", "StreamingRuntime", "exit_task_group", "query_registry"]
+__all__ = ["QueryRegistry", "RegisteredQuery", "StreamingContextState", "StreamingRuntime", "exit_task_group", "query_registry",
+           "run_until_stopped"]

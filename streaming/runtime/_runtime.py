@@ -10,6 +10,7 @@ reports. The pyspark-compatible ``StreamingContext`` is built on it.
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import sys
 import threading
@@ -17,7 +18,7 @@ import time as _time
 import traceback
 import uuid
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Mapping, Sequence, TypeVar
 
 import anyio
 import anyio.abc
@@ -66,7 +67,7 @@ from scheduler import (
 
 from ._manager import query_registry
 
-__all__ = ["StreamingContextState", "StreamingRuntime", "exit_task_group"]
+__all__ = ["StreamingContextState", "StreamingRuntime", "exit_task_group", "run_until_stopped"]
 
 
 # Queries active in this process, by name, checkpoint directory and id (Spark keeps these per
@@ -751,8 +752,36 @@ class StreamingRuntime:
             self._waiter_changed = anyio.Event()
         await self._waiter_changed.wait()
 
+    async def start_service(self, service: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Any:
+        """Start ``service(*args, task_status=...)`` in the runtime's task group; it is cancelled once the runtime stops.
+
+        Returns what the service reported to ``task_status.started`` (the web UI reports its URL).
+
+        Raises:
+            StreamingStateError: not inside the runtime's ``async with``.
+        """
+        if self._tg is None:
+            raise StreamingStateError("start_service() needs the runtime's task group: use 'async with runtime:'")
+        return await self._tg.start(run_until_stopped, service, args, self._wait_stopped)
+
     def __repr__(self) -> str:
         return f"<StreamingRuntime {self.name or ''}[{self._state.value} | batch {self.batch_duration}] {self.scheduler!r}>"
+
+
+async def run_until_stopped(service: Callable[..., Coroutine[Any, Any, Any]], args: tuple[Any, ...],
+                            stopped: Callable[[], Awaitable[None]], *,
+                            task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Run ``service(*args, task_status=...)`` until ``stopped()`` returns, then cancel it.
+
+    A component's ``start_service`` runs this in its own task group: a server that lives as
+    long as the component (the web UI) reports ready through ``task_status``, and ends before
+    the component leaves its ``async with``.
+    """
+    async with anyio.create_task_group() as tg:
+        value = await tg.start(functools.partial(service, *args))
+        task_status.started(value)
+        await stopped()
+        tg.cancel_scope.cancel()
 
 
 async def exit_task_group(tg: anyio.abc.TaskGroup, exc_type: type[BaseException] | None, exc: BaseException | None,

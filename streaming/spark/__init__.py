@@ -7,7 +7,7 @@ SparkContext. Importing this package does not import PySpark.
 from ._binding import CANCEL_JOIN_S, SparkBinding
 from ._bridge import BatchJob, current_batch_job, run_spark, wait_for_thread
 from ._call_site import user_frame
-from ._durations import batch_datetime, job_description, seconds_to_duration, time_string_as
+from ._durations import batch_datetime, job_description, seconds_to_duration, streaming_job_group, time_string_as
 from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook
 from ._job_threads import SparkJobThreads
 from ._session import EMBEDDED_SPARK_CONF, STREAMING_SETTINGS, SparkSettings, embedded_spark_context
@@ -26,6 +26,7 @@ __all__ = [
     "current_batch_job",
     "embedded_spark_context",
     "job_description",
+    "streaming_job_group",
     "job_group_hook",
     "run_spark",
     "seconds_to_duration",

@@ -8,7 +8,7 @@ from typing import Any
 
 from scheduler import Duration, InvalidDurationError, Time
 
-__all__ = ["batch_datetime", "job_description", "seconds_to_duration", "time_string_as"]
+__all__ = ["batch_datetime", "job_description", "seconds_to_duration", "streaming_job_group", "time_string_as"]
 
 _TIME_UNITS_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000,
                   "h": 3_600_000_000, "d": 86_400_000_000}
@@ -59,6 +59,11 @@ def seconds_to_duration(seconds: Any, what: str) -> Duration:
 def batch_datetime(time: Time) -> datetime:
     """The batch time as pyspark hands it to user functions: a naive local ``datetime``."""
     return datetime.fromtimestamp(time.milliseconds / 1000)
+
+
+def streaming_job_group(context_name: str, time: Time, output_op_id: int) -> str:
+    """The Spark job group of one output operation of one batch (what the web UI looks Spark's jobs up by)."""
+    return f"{context_name}-{time.milliseconds}-{output_op_id}"
 
 
 def job_description(time: Time, output_op_id: int) -> str:

@@ -89,6 +89,9 @@ STREAMING_SETTINGS = (
     # Continuous processing: Spark's SQL settings.
     "spark.sql.streaming.continuous.epochBacklogQueueSize",
     "spark.sql.streaming.continuous.executorPollIntervalMs",
+    # The web UI (ours: Spark's own UI has no streaming tab for this runtime).
+    "spark.aiodstream.ui.port",
+    "spark.aiodstream.ui.host",
 )
 """The Spark configuration keys the streaming layer reads."""
 

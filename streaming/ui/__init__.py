@@ -5,8 +5,8 @@ Importing this package imports neither prometheus_client nor starlette; creating
 ``StreamingMetrics`` or serving a ``StreamingUI`` does.
 """
 
-from ._app import DEFAULT_UI_PORT, StreamingUI
+from ._app import DEFAULT_UI_PORT, StreamingUI, check_port
 from ._history import ContextHistory
 from ._metrics import DELAY_BUCKETS_S, StreamingMetrics
 
-__all__ = ["DEFAULT_UI_PORT", "DELAY_BUCKETS_S", "ContextHistory", "StreamingMetrics", "StreamingUI"]
+__all__ = ["DEFAULT_UI_PORT", "DELAY_BUCKETS_S", "ContextHistory", "StreamingMetrics", "StreamingUI", "check_port"]

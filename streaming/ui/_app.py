@@ -8,6 +8,8 @@ API under ``/api/v1/contexts/<name>/streaming/...``.
 
 from __future__ import annotations
 
+import decimal
+import json
 import logging
 import os
 import socket
@@ -24,7 +26,7 @@ from scheduler import library_logger
 
 from ._history import ContextHistory, operation_json
 
-__all__ = ["DEFAULT_UI_PORT", "StreamingUI"]
+__all__ = ["DEFAULT_UI_PORT", "StreamingUI", "check_port"]
 
 DEFAULT_UI_PORT = 4050
 """Where a standalone UI listens by default: beside Spark's own UI (4040 and up)."""
@@ -141,10 +143,11 @@ class StreamingUI:
         """A Starlette app with the pages, the JSON API and (with metrics) ``/metrics``; runs on asyncio and trio."""
         starlette = _starlette()
         from starlette.applications import Starlette
-        from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+        from starlette.responses import FileResponse, RedirectResponse, Response
         from starlette.routing import Mount, Route
 
         static = Path(str(resources.files("streaming.ui") / "static"))
+        JSONResponse = _json_response_class()  # noqa: N806
         ui = self
 
         def history_of(request: Any) -> ContextHistory:
@@ -183,7 +186,12 @@ class StreamingUI:
 
         def batch_of(request: Any) -> tuple[ContextHistory, dict[str, Any], Any]:
             history = history_of(request)
-            found = history.batch(int_param(request, "batch_id"))
+            raw = request.path_params["batch_id"]
+            try:
+                batch_id = int(raw)
+            except ValueError:
+                raise starlette.exceptions.HTTPException(400, f"a batch id is its time in ms, got {raw!r}") from None
+            found = history.batch(batch_id)
             if found is None:
                 raise starlette.exceptions.HTTPException(404, f"batch {request.path_params['batch_id']} is not retained")
             return history, found[0], found[1]
@@ -240,11 +248,15 @@ class StreamingUI:
 
     # -- serving it --
 
-    async def serve(self, host: str = "127.0.0.1", port: int = DEFAULT_UI_PORT, *,
+    async def serve(self, host: str = "127.0.0.1", port: int = DEFAULT_UI_PORT, port_retries: int = 0, *,
                     task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve the UI on ``host:port`` (``0``: any free port) until cancelled; reports its URL to ``task_status``.
 
-        Runs Hypercorn on the running event loop (asyncio or trio), quiet unless the host
+        With ``port_retries``, a taken port is followed by the next ones, up to that many more
+        (as Spark's UI does with ``spark.port.maxRetries``).
+
+        Runs Hypercorn on the running event loop (asyncio or trio), without touching the
+        process's signal handlers (the host or the context owns those), quiet unless the host
         configures logging (its loggers are ``hypercorn.error`` and ``hypercorn.access``).
 
         Raises:
@@ -252,7 +264,7 @@ class StreamingUI:
         """
         from hypercorn.config import Config
 
-        sock = _listen(host, port)
+        sock = _listen(host, port, port_retries)
         bound_host, bound_port = sock.getsockname()[:2]
         url = f"http://{_url_host(bound_host)}:{bound_port}/"
         config = Config()
@@ -267,33 +279,62 @@ class StreamingUI:
             if sniffio.current_async_library() == "trio":
                 from hypercorn.trio import serve as trio_serve
 
-                await trio_serve(app, config, mode="asgi")
+                await trio_serve(app, config, mode="asgi", shutdown_trigger=anyio.sleep_forever)
             else:
                 from hypercorn.asyncio import serve as asyncio_serve
 
-                await asyncio_serve(app, config, mode="asgi")
+                await asyncio_serve(app, config, mode="asgi", shutdown_trigger=anyio.sleep_forever)
         finally:
             sock.close()
+
+
+def _json_response_class() -> Any:
+    from starlette.responses import JSONResponse
+
+    class _JSON(JSONResponse):  # type: ignore[misc]
+        """Progress reports hold Decimals (Spark's exact rates): sent as JSON numbers."""
+
+        def render(self, content: Any) -> bytes:
+            return json.dumps(content, default=_number, separators=(",", ":")).encode("utf-8")
+
+    return _JSON
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def check_port(port: object) -> int:
+    """``port`` if it is a TCP port number (0: any free one), else a ValueError naming it."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ValueError(f"the UI port must be an int from 0 to 65535, got {port!r}")
+        raise ValueError(f"the UI port must be an int from 0 to 65535 (0: any free port), got {port!r}")
+    return port
+
+
+def _listen(host: str, port: int, retries: int) -> socket.socket:
+    check_port(port)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise OSError(exc.errno, f"cannot serve the web UI on {host}:{port}: {exc.strerror}; pick another port "
-                                 "(uiPort, spark.aiodstream.ui.port) or 0 for any free one") from None
-    return sock
+    last: OSError | None = None
+    for candidate in range(port, min(65535, port + max(0, retries)) + 1) if port else (0,):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, candidate))
+            sock.listen(128)
+            return sock
+        except OSError as exc:
+            sock.close()
+            last = exc
+    assert last is not None
+    tried = f"{host}:{port}" if not retries else f"{host}:{port}-{min(65535, port + retries)}"
+    raise OSError(last.errno, f"cannot serve the web UI on {tried}: {last.strerror}; pick another port "
+                              "(uiPort, spark.aiodstream.ui.port) or 0 for any free one")
 
 
 def _static(root: Path) -> Any:

@@ -48,7 +48,7 @@ def _ms(value: Any) -> int | None:
 
 
 class _Receiver:
-    __slots__ = ("info", "started", "errors", "stopped")
+    __slots__ = ("errors", "info", "started", "stopped")
 
     def __init__(self, info: ReceiverInfo) -> None:
         self.info = info
@@ -244,22 +244,22 @@ class ContextHistory:
         if status in (None, "QUEUED", "PROCESSING"):
             for _, (state, info) in sorted(dict(self._active).items(), reverse=True):
                 if status is None or status == state:
-                    out.append(batch_json(info, state, None))
+                    out.append(batch_json(info, state, None, self.batch_interval_ms))
         if status in (None, "COMPLETED"):
             for seq, info in reversed(self.completed()):
                 if seq <= since:
                     break
-                out.append(batch_json(info, "COMPLETED", seq))
+                out.append(batch_json(info, "COMPLETED", seq, self.batch_interval_ms))
         return out
 
     def batch(self, batch_id: int) -> tuple[dict[str, Any], BatchInfo] | None:
         """One batch (``batch_id`` is its time in ms, as in Spark) and its record, or ``None`` if not retained."""
         active = dict(self._active).get(batch_id)
         if active is not None:
-            return batch_json(active[1], active[0], None), active[1]
+            return batch_json(active[1], active[0], None, self.batch_interval_ms), active[1]
         for seq, info in reversed(self.completed()):
             if info.batch_time.milliseconds == batch_id:
-                return batch_json(info, "COMPLETED", seq), info
+                return batch_json(info, "COMPLETED", seq, self.batch_interval_ms), info
         return None
 
     def receivers(self) -> list[dict[str, Any]]:
@@ -297,6 +297,14 @@ class ContextHistory:
         return [{"seq": seq, **p.json_value()} for seq, p in list(self._progress) if seq > since]
 
 
+def headline(reason: str) -> str:
+    """The line that names a failure: a Python traceback's last line (the exception), else the first line."""
+    lines = [line for line in reason.splitlines() if line.strip()]
+    if not lines:
+        return reason
+    return lines[-1].strip() if lines[0].startswith("Traceback") else lines[0]
+
+
 def operation_json(op: Any, jobs: list[int] | None) -> dict[str, Any]:
     """Spark's ``/streaming/batches/<id>/operations`` entry, with the Spark job ids when known."""
     duration = op.duration
@@ -310,11 +318,12 @@ def operation_json(op: Any, jobs: list[int] | None) -> dict[str, Any]:
         "endTimeMs": _ms(op.end_time),
         "duration": _ms(duration),
         "failureReason": op.failure_reason,
+        "failureHeadline": None if op.failure_reason is None else headline(op.failure_reason),
         "jobIds": jobs,
     }
 
 
-def batch_json(info: BatchInfo, status: str, seq: int | None) -> dict[str, Any]:
+def batch_json(info: BatchInfo, status: str, seq: int | None, interval_ms: int | None = None) -> dict[str, Any]:
     """Spark's ``/streaming/batches`` entry of ``info``, plus our per-input records and raw times."""
     ops = info.output_operation_infos.values()
     failed = [op for op in ops if op.failure_reason is not None]
@@ -326,7 +335,7 @@ def batch_json(info: BatchInfo, status: str, seq: int | None) -> dict[str, Any]:
         "batchId": info.batch_time.milliseconds,
         "batchTime": _iso(info.batch_time.milliseconds),
         "status": status,
-        "batchDuration": None,
+        "batchDuration": interval_ms,
         "inputSize": info.num_records,
         "inputs": {str(sid): i.num_records for sid, i in info.stream_id_to_input_info.items()},
         "submissionTimeMs": info.submission_time.milliseconds,
@@ -339,5 +348,5 @@ def batch_json(info: BatchInfo, status: str, seq: int | None) -> dict[str, Any]:
         "numCompletedOutputOps": len(done) - len(failed),
         "numFailedOutputOps": len(failed),
         "numTotalOutputOps": len(info.output_operation_infos),
-        "firstFailureReason": first_failure.splitlines()[0] if first_failure else None,
+        "firstFailureReason": headline(first_failure) if first_failure else None,
     }

@@ -19,14 +19,14 @@ function el(tag, attrs, ...children) {
     if (v === null || v === undefined || v === false) continue;
     if (k === "text") node.textContent = v; else node.setAttribute(k, v === true ? "" : v);
   }
-  for (const c of children.flat()) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  for (const c of children.flat(Infinity)) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
   return node;
 }
 
 function svg(tag, attrs, ...children) {
   const node = document.createElementNS(SVGNS, tag);
   for (const [k, v] of Object.entries(attrs || {})) if (v !== null && v !== undefined) node.setAttribute(k, v);
-  for (const c of children.flat()) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  for (const c of children.flat(Infinity)) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
   return node;
 }
 
@@ -39,6 +39,7 @@ async function api(path) {
 
 function fmtMs(ms) {
   if (ms === null || ms === undefined) return "-";
+  if (ms < 10 && !Number.isInteger(ms)) return `${ms.toFixed(1)} ms`;
   if (ms < 1000) return `${Math.round(ms)} ms`;
   if (ms < 60000) return `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
   if (ms < 3600000) return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
@@ -74,7 +75,7 @@ function timeline(series, { name, unit = "", width = 520, height = 160 } = {}) {
   for (const f of [0, 0.5, 1]) {
     const y = m.t + h * (1 - f);
     root.append(svg("line", { class: "grid", x1: m.l, x2: m.l + w, y1: y, y2: y }));
-    root.append(svg("text", { x: m.l - 4, y: y + 3, "text-anchor": "end" }, fmtAxis(ymax * f, unit)));
+    root.append(svg("text", { x: m.l - 4, y: y + 3, "text-anchor": "end" }, fmtTick(ymax * f, unit)));
   }
   root.append(svg("line", { class: "axis", x1: m.l, x2: m.l, y1: m.t, y2: m.t + h }));
   root.append(svg("line", { class: "axis", x1: m.l, x2: m.l + w, y1: m.t + h, y2: m.t + h }));
@@ -99,6 +100,22 @@ function timeline(series, { name, unit = "", width = 520, height = 160 } = {}) {
   return root;
 }
 
+function fmtCompact(v) {
+  const a = Math.abs(v);
+  if (a >= 1e9) return `${(v / 1e9).toFixed(1)}G`;
+  if (a >= 1e6) return `${(v / 1e6).toFixed(1)}M`;
+  if (a >= 1e4) return `${(v / 1e3).toFixed(0)}k`;
+  if (a >= 1e3) return `${(v / 1e3).toFixed(1)}k`;
+  return fmtNum(v, v < 10 ? 2 : 0);
+}
+
+// Axis labels: short (the unit is in the row's title).
+function fmtTick(v, unit) {
+  if (unit === "ms") return fmtMs(v);
+  if (unit === "bytes") return fmtAxis(v, unit);
+  return fmtCompact(v);
+}
+
 function fmtAxis(v, unit) {
   if (unit === "ms") return fmtMs(v);
   if (unit === "bytes") return v >= 1048576 ? `${(v / 1048576).toFixed(1)} MiB` : v >= 1024 ? `${(v / 1024).toFixed(1)} KiB` : `${Math.round(v)} B`;
@@ -119,8 +136,8 @@ function histogram(values, { name, unit = "", width = 260, height = 160, bins = 
   root.append(svg("line", { class: "axis", x1: m.l, x2: m.l + w, y1: m.t + h, y2: m.t + h }));
   root.append(svg("text", { x: m.l - 4, y: m.t + 8, "text-anchor": "end" }, String(cmax)));
   root.append(svg("text", { x: m.l - 4, y: m.t + h, "text-anchor": "end" }, "0"));
-  root.append(svg("text", { x: m.l, y: height - 6 }, fmtAxis(0, unit)));
-  root.append(svg("text", { x: m.l + w, y: height - 6, "text-anchor": "end" }, fmtAxis(span, unit)));
+  root.append(svg("text", { x: m.l, y: height - 6 }, fmtTick(0, unit)));
+  root.append(svg("text", { x: m.l + w, y: height - 6, "text-anchor": "end" }, fmtTick(span, unit)));
   counts.forEach((c, i) => {
     const bh = (c / cmax) * h;
     const lo = (span * i) / bins, hi = (span * (i + 1)) / bins;
@@ -287,7 +304,7 @@ async function batchPage(name, batchId) {
         el("td", { class: "num", "data-field": "duration" }, fmtMs(op.duration)),
         el("td", {}, op.failureReason ? el("span", { class: "badge bad" }, "failed") : op.endTimeMs !== null ? el("span", { class: "badge ok" }, "succeeded") : "running"),
         el("td", {}, jobLinks(op.jobIds)),
-        el("td", {}, op.failureReason ? el("details", {}, el("summary", {}, op.failureReason.split("\n")[0]), el("pre", { class: "error" }, op.failureReason)) : "-"))))),
+        el("td", {}, op.failureReason ? el("details", {}, el("summary", {}, op.failureHeadline), el("pre", { class: "error" }, op.failureReason)) : "-"))))),
     el("p", {}, link(`#/streaming/${enc(name)}`, "← all batches")),
   ];
 }
@@ -330,8 +347,8 @@ async function queryPage(name) {
     return statRow(title, avg === null ? "-" : `avg ${fmtAxis(avg, unit)}`, key, points, unit);
   }));
   if (phases.length) {
-    tbody.append(el("tr", { "data-metric": "operationDuration" }, el("td", { class: "metric" }, el("div", {}, "Operation Duration"), legend(phases)),
-      el("td", { colspan: 2 }, timeline(phases.map((ph) => ({ name: ph, points: series((q) => q.durationMs ? q.durationMs[ph] ?? null : null) })),
+    tbody.append(el("tr", { "data-metric": "operationDuration" }, el("td", { class: "metric" }, el("div", {}, "Operation Duration")),
+      el("td", { colspan: 2 }, legend(phases), timeline(phases.map((ph) => ({ name: ph, points: series((q) => q.durationMs ? q.durationMs[ph] ?? null : null) })),
         { name: "operationDuration", unit: "ms", width: 780 }))));
   }
   out.push(el("table", { class: "stats", id: "query-statistics" }, el("thead", {}, el("tr", {}, el("th", {}, ""), el("th", {}, "Timelines"), el("th", {}, "Histograms"))), tbody));
