@@ -165,20 +165,20 @@ class StreamingUI:
             except ValueError:
                 raise starlette.exceptions.HTTPException(400, f"{key} must be an integer, got {raw!r}") from None
 
-        async def index(request: Any) -> Response:
+        async def index(request: Any) -> Any:
             return FileResponse(static / "index.html", headers={"Cache-Control": "no-cache"})
 
-        async def config(request: Any) -> Response:
+        async def config(request: Any) -> Any:
             return JSONResponse({"refreshMs": ui.refresh_ms, "retainedBatches": ui.retained_batches,
                                  "metrics": ui.metrics is not None})
 
-        async def contexts(request: Any) -> Response:
+        async def contexts(request: Any) -> Any:
             return JSONResponse([h.statistics() for h in list(ui._histories.values())])
 
-        async def statistics(request: Any) -> Response:
+        async def statistics(request: Any) -> Any:
             return JSONResponse(history_of(request).statistics())
 
-        async def batches(request: Any) -> Response:
+        async def batches(request: Any) -> Any:
             status = request.query_params.get("status")
             if status is not None and status not in ("QUEUED", "PROCESSING", "COMPLETED"):
                 raise starlette.exceptions.HTTPException(400, f"status must be QUEUED, PROCESSING or COMPLETED, got {status!r}")
@@ -196,10 +196,10 @@ class StreamingUI:
                 raise starlette.exceptions.HTTPException(404, f"batch {request.path_params['batch_id']} is not retained")
             return history, found[0], found[1]
 
-        async def batch(request: Any) -> Response:
+        async def batch(request: Any) -> Any:
             return JSONResponse(batch_of(request)[1])
 
-        async def operations(request: Any) -> Response:
+        async def operations(request: Any) -> Any:
             history, _, info = batch_of(request)
             ops = list(info.output_operation_infos.values())
             jobs: list[list[int] | None] = [None] * len(ops)
@@ -218,13 +218,13 @@ class StreamingUI:
                     ui._log.warning("could not look up Spark job ids", error=repr(exc))
             return JSONResponse([operation_json(op, j) for op, j in zip(ops, jobs, strict=True)])
 
-        async def receivers(request: Any) -> Response:
+        async def receivers(request: Any) -> Any:
             return JSONResponse(history_of(request).receivers())
 
-        async def progress(request: Any) -> Response:
+        async def progress(request: Any) -> Any:
             return JSONResponse(history_of(request).progress(since=int_param(request, "since")))
 
-        async def favicon(request: Any) -> Response:
+        async def favicon(request: Any) -> Any:
             return Response(status_code=204)
 
         api = "/api/v1/contexts/{name}"
@@ -291,7 +291,7 @@ class StreamingUI:
 def _json_response_class() -> Any:
     from starlette.responses import JSONResponse
 
-    class _JSON(JSONResponse):  # type: ignore[misc]
+    class _JSON(JSONResponse):
         """Progress reports hold Decimals (Spark's exact rates): sent as JSON numbers."""
 
         def render(self, content: Any) -> bytes:

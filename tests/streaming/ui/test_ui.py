@@ -1,0 +1,273 @@
+"""The web UI without a browser: its history against the delivered events, its JSON API over real HTTP, its server's life."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from listeners import BatchInfo, EventRecorder, QueryProgress
+from scheduler import ManualClock, Milliseconds, Seconds
+from streaming import Batch, ListSource, Pipeline, StreamingContext, StreamingRuntime
+from streaming._cli import main as cli
+from streaming.simulation import TraceRecorder
+from streaming.ui import StreamingUI
+from tests.streaming.ui.test_metrics import pipeline
+from tests.support import wait_until
+
+pytestmark = pytest.mark.anyio
+
+
+def get(url: str) -> tuple[int, str]:
+    """GET ``url`` (blocking): status and body, also for error statuses."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+async def fetch(url: str) -> tuple[int, str]:
+    return await anyio.to_thread.run_sync(get, url)
+
+
+async def fetch_json(url: str) -> Any:
+    status, body = await fetch(url)
+    assert status == 200, body
+    return json.loads(body)
+
+
+def expected_row(info: BatchInfo) -> dict[str, Any]:
+    """What the batches API must say of a delivered batch."""
+    failed = [op for op in info.output_operation_infos.values() if op.failure_reason]
+    return {
+        "batchId": info.batch_time.milliseconds,
+        "inputSize": info.num_records,
+        "schedulingDelay": info.scheduling_delay.milliseconds,  # type: ignore[union-attr]
+        "processingTime": info.processing_delay.milliseconds,  # type: ignore[union-attr]
+        "totalDelay": info.total_delay.milliseconds,  # type: ignore[union-attr]
+        "numFailedOutputOps": len(failed),
+        "numTotalOutputOps": len(info.output_operation_infos),
+    }
+
+
+async def run_batches(runtime: StreamingRuntime, clock: ManualClock, n: int, interval: Any = Seconds(1)) -> None:
+    await runtime.start()
+    for _ in range(n):
+        clock.advance(interval)
+        await runtime.wait_until_idle()
+    await runtime.listener_bus.wait_delivered()
+
+
+async def test_the_history_reports_the_batches_the_bus_delivered() -> None:
+    """Every completed batch's delays, records and failures, and the averages, equal the BatchCompleted events."""
+    clock = ManualClock(0)
+    ui = StreamingUI(metrics=False)
+    recorder = EventRecorder()
+    async with StreamingRuntime(pipeline([3, 5, 0, 7], fail_at=3000), Seconds(1), clock=clock, name="numbers") as runtime:
+        history = ui.attach(runtime)
+        runtime.add_listener(recorder)
+        await run_batches(runtime, clock, 4)
+        rows = history.batches()
+        stats = history.statistics()
+        await runtime.stop()
+    delivered = sorted(recorder.completed_batches, key=lambda b: b.batch_time.milliseconds, reverse=True)
+    assert len(delivered) == 4 and [r["status"] for r in rows] == ["COMPLETED"] * 4
+    assert [{k: r[k] for k in expected_row(delivered[0])} for r in rows] == [expected_row(b) for b in delivered]
+    failed = [r for r in rows if r["numFailedOutputOps"]]
+    assert [r["batchId"] for r in failed] == [3000] and failed[0]["firstFailureReason"] == "RuntimeError: output failed"
+    assert stats["numTotalCompletedBatches"] == 4 and stats["numFailedBatches"] == 1
+    assert stats["numProcessedRecords"] == 15 and stats["batchDuration"] == 1000
+    assert stats["avgInputRate"] == pytest.approx(sum(b.num_records for b in delivered) / 4)
+    assert stats["avgTotalDelay"] == pytest.approx(sum(b.total_delay.milliseconds for b in delivered) / 4)  # type: ignore[union-attr]
+    listener = next(s for s in runtime.listener_bus.statistics().listeners if s.name == "StreamingUI")
+    assert listener.queued == 0 and listener.delivered > 0  # an inline listener: no queue
+
+
+async def test_retention_is_bounded_and_since_returns_only_what_is_new() -> None:
+    """Only the newest retained_batches stay; totals count all; ``since`` gives the batches after a seen one."""
+    clock = ManualClock(0)
+    ui = StreamingUI(metrics=False, retained_batches=3)
+    async with StreamingRuntime(pipeline([1] * 8), Seconds(1), clock=clock, name="bounded") as runtime:
+        history = ui.attach(runtime)
+        await run_batches(runtime, clock, 5)
+        first = history.batches()
+        await run_batches_more(runtime, clock, 2)
+        newer = history.batches(since=first[0]["seq"])
+        stats = history.statistics()
+        await runtime.stop()
+    assert [r["batchId"] for r in first] == [5000, 4000, 3000]
+    assert [r["batchId"] for r in newer] == [7000, 6000]
+    assert stats["numTotalCompletedBatches"] == 7 and stats["numRetainedCompletedBatches"] == 3
+
+
+async def run_batches_more(runtime: StreamingRuntime, clock: ManualClock, n: int) -> None:
+    for _ in range(n):
+        clock.advance(Seconds(1))
+        await runtime.wait_until_idle()
+    await runtime.listener_bus.wait_delivered()
+
+
+async def test_running_and_queued_batches_are_active_until_they_complete() -> None:
+    """With one job slot and a held output, the first batch is PROCESSING and the next QUEUED; then both complete."""
+    clock = ManualClock(0)
+    release = anyio.Event()
+    p = Pipeline()
+    p.add_source(lambda t: [1], name="one")
+
+    async def held(batch: Batch) -> None:
+        await release.wait()
+
+    p.add_output(held, name="held")
+    ui = StreamingUI(metrics=False)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, name="held") as runtime:
+        history = ui.attach(runtime)
+        await runtime.start()
+        clock.advance(Seconds(2))
+        await wait_until(lambda: [(r["batchId"], r["status"]) for r in history.batches()] == [(2000, "QUEUED"),
+                                                                                            (1000, "PROCESSING")])
+        assert [r["batchId"] for r in history.batches(status="QUEUED")] == [2000]
+        assert history.statistics()["numActiveBatches"] == 2
+        release.set()
+        await runtime.wait_until_idle()
+        await runtime.listener_bus.wait_delivered()
+        done = history.batches()
+        await runtime.stop()
+    assert [(r["batchId"], r["status"]) for r in done] == [(2000, "COMPLETED"), (1000, "COMPLETED")]
+
+
+async def test_the_app_serves_pages_api_and_metrics_over_http(tmp_path: Path) -> None:
+    """Pages and scripts, the JSON API (with progress reports), the error statuses and /metrics, from a real server."""
+    clock = ManualClock(0)
+    ui = StreamingUI()
+    recorder = EventRecorder()
+    p = Pipeline()
+    p.add_source(ListSource([[1, 2], [3], [4, 5, 6]]), name="list")
+    p.add_output(lambda batch: None, name="noop")
+    async with anyio.create_task_group() as tg:
+        async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path / "ck", name="listed") as rt:
+            ui.attach(rt)
+            rt.add_listener(recorder)
+            url = await tg.start(ui.serve, "127.0.0.1", 0)
+            await run_batches(rt, clock, 3, Milliseconds(100))
+            await wait_until(lambda: len(recorder.of_type(QueryProgress)) >= 3)
+            await rt.listener_bus.wait_delivered()
+            api = url + "api/v1/contexts/listed/"
+            status, page = await fetch(url)
+            assert status == 200 and "static/app.js" in page
+            status, script = await fetch(url + "static/app.js")
+            assert status == 200 and "function timeline" in script
+            contexts = await fetch_json(url + "api/v1/contexts")
+            assert [c["name"] for c in contexts] == ["listed"]
+            rows = await fetch_json(api + "streaming/batches")
+            batches = sorted(recorder.completed_batches, key=lambda b: b.batch_time.milliseconds, reverse=True)
+            assert [r["inputSize"] for r in rows] == [b.num_records for b in batches] and sum(r["inputSize"] for r in rows) > 0
+            one = await fetch_json(api + f"streaming/batches/{rows[0]['batchId']}")
+            assert one == rows[0]
+            ops = await fetch_json(api + f"streaming/batches/{rows[0]['batchId']}/operations")
+            assert [(o["outputOpId"], o["name"].split(" at ")[0], o["failureReason"], o["jobIds"]) for o in ops] == [(0, "noop", None, None)]
+            progress = await fetch_json(api + "progress")
+            delivered = [e.progress for e in recorder.of_type(QueryProgress)]  # type: ignore[attr-defined]
+            assert [q["batchId"] for q in progress] == [q.batch_id for q in delivered]
+            assert [q["numInputRows"] for q in progress] == [q.num_input_rows for q in delivered]
+            assert await fetch_json(api + f"progress?since={progress[-1]['seq']}") == []
+            assert (await fetch(api + "streaming/batches?status=DONE"))[0] == 400
+            assert (await fetch(api + "streaming/batches?since=x"))[0] == 400
+            assert (await fetch(api + "streaming/batches/12x"))[0] == 400
+            assert (await fetch(api + "streaming/batches/999"))[0] == 404
+            assert (await fetch(url + "api/v1/contexts/nobody/streaming/statistics"))[0] == 404
+            status, text = await fetch(url + "metrics/")
+            assert status == 200 and 'aiodstream_batches_total{outcome="completed",query="listed"}' in text
+            await rt.stop()
+        tg.cancel_scope.cancel()
+
+
+async def test_a_service_started_on_a_runtime_ends_when_the_runtime_stops() -> None:
+    """runtime.start_service(ui.serve, ...) reports the URL; after stop nothing listens there."""
+    clock = ManualClock(0)
+    ui = StreamingUI(metrics=False)
+    async with StreamingRuntime(pipeline([1, 1]), Seconds(1), clock=clock, name="served") as runtime:
+        ui.attach(runtime)
+        url = await runtime.start_service(ui.serve, "127.0.0.1", 0)
+        await run_batches(runtime, clock, 2)
+        stats = await fetch_json(url + "api/v1/contexts/served/streaming/statistics")
+        assert stats["numTotalCompletedBatches"] == 2
+        await runtime.stop()
+    port = int(url.rsplit(":", 1)[1].strip("/"))
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+async def test_a_taken_port_is_named_and_retries_take_the_next_ones() -> None:
+    """Serving on a taken port fails with the port in the message; port_retries moves on to a free one."""
+    ui = StreamingUI(metrics=False)
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    taken = holder.getsockname()[1]
+    try:
+        async with anyio.create_task_group() as tg:
+            with pytest.raises(OSError, match=f"cannot serve the web UI on 127.0.0.1:{taken}: .*pick another port"):
+                await tg.start(ui.serve, "127.0.0.1", taken)
+            url = await tg.start(ui.serve, "127.0.0.1", taken, 8)
+            port = int(url.rsplit(":", 1)[1].strip("/"))
+            assert taken < port <= taken + 8
+            assert (await fetch(url + "api/v1/contexts"))[0] == 200
+            tg.cancel_scope.cancel()
+    finally:
+        holder.close()
+
+
+async def test_a_trace_opens_in_the_same_views(tmp_path: Path) -> None:
+    """A recorded trace gives the same batches and statistics as the live history of the run it recorded."""
+    clock = ManualClock(0)
+    ui = StreamingUI(metrics=False)
+    path = tmp_path / "run.jsonl"
+    with TraceRecorder(path, batch_interval=Seconds(1)) as trace:
+        async with StreamingRuntime(pipeline([3, 5, 0, 7], fail_at=2000), Seconds(1), clock=clock, name="live") as runtime:
+            live = ui.attach(runtime)
+            runtime.add_listener(trace, on_loop=True)
+            await run_batches(runtime, clock, 4)
+            await runtime.stop()
+    replayed = ui.add_trace(path)
+    assert replayed.name == "run" and replayed.kind == "trace" and not replayed.live
+    assert replayed.batches() == live.batches()
+    keys = ["numTotalCompletedBatches", "numFailedBatches", "numProcessedRecords", "avgInputRate", "avgSchedulingDelay",
+            "avgProcessingTime", "avgTotalDelay", "batchDuration", "startTimeMs"]
+    assert {k: replayed.statistics()[k] for k in keys} == {k: live.statistics()[k] for k in keys}
+    assert replayed.statistics()["numTotalCompletedBatches"] == 4
+
+
+def test_bad_settings_are_refused_with_what_was_wrong() -> None:
+    """Retention, refresh, ports and duplicate names: each refused with a message naming it."""
+    with pytest.raises(ValueError, match="retained_batches must be a positive int, got 0"):
+        StreamingUI(retained_batches=0)
+    with pytest.raises(ValueError, match="refresh_ms must be an int of at least 50"):
+        StreamingUI(refresh_ms=5)
+    with pytest.raises(ValueError, match="the UI port must be an int from 0 to 65535"):
+        StreamingContext(None, 1, uiPort=70000)
+    with pytest.raises(ValueError, match="the UI port must be an int from 0 to 65535"):
+        StreamingContext(None, 1, uiPort=True)  # type: ignore[arg-type]
+    ui = StreamingUI(metrics=False)
+    runtime = StreamingRuntime(pipeline([1]), Seconds(1), name="twice")
+    ui.attach(runtime)
+    with pytest.raises(ValueError, match="the UI already shows 'twice'"):
+        ui.attach(StreamingRuntime(pipeline([1]), Seconds(1)), name="twice")
+    assert ui.attach(StreamingRuntime(pipeline([1]), Seconds(1), name="twice")).name == "twice-2"
+
+
+def test_the_ui_command_refuses_missing_and_malformed_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``aiodstream ui`` exits 2 naming the file and what is wrong with it."""
+    assert cli(["ui", str(tmp_path / "missing.jsonl")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"event": "BatchCompleted"}\n')
+    assert cli(["ui", str(bad)]) == 2
+    assert f"{bad}: " in capsys.readouterr().err
