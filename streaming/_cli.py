@@ -406,9 +406,6 @@ def _checkpoint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-if __name__ == "__main__":  # pragma: no cover - python -m streaming._cli
-    sys.exit(main())
-
 
 # -- ui --
 
@@ -468,3 +465,7 @@ def _ui(args: argparse.Namespace) -> int:
         print(f"aiodstream ui: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover - python -m streaming._cli
+    sys.exit(main())

@@ -19,7 +19,9 @@ from tests.cluster import APP_CONF, MASTER_VARIABLE
 SPARK_TEST_CONF = {
     "spark.master": "local[2]",
     "spark.app.name": "aiodstream-tests",
-    "spark.ui.enabled": "false",
+    # Spark's UI on a free port: the web UI tests follow its links to the output operations' jobs.
+    "spark.ui.enabled": "true",
+    "spark.ui.port": "0",
     "spark.ui.showConsoleProgress": "false",
     "spark.default.parallelism": "2",
     "spark.sql.shuffle.partitions": "2",

@@ -273,17 +273,30 @@ class StreamingUI:
         config.accesslog = None
         config.graceful_timeout = 1.0
         app = self.asgi_app()
+        stop = anyio.Event()
+
+        async def run_server() -> None:
+            # Shielded: a cancellation of serve() becomes Hypercorn's own graceful shutdown (open
+            # requests finish, within graceful_timeout) instead of tearing its tasks down mid-request.
+            with anyio.CancelScope(shield=True):
+                if sniffio.current_async_library() == "trio":
+                    from hypercorn.trio import serve as trio_serve
+
+                    await trio_serve(app, config, mode="asgi", shutdown_trigger=stop.wait)
+                else:
+                    from hypercorn.asyncio import serve as asyncio_serve
+
+                    await asyncio_serve(app, config, mode="asgi", shutdown_trigger=stop.wait)
+
         try:
-            self._log.info("web UI serving", url=url)
-            task_status.started(url)
-            if sniffio.current_async_library() == "trio":
-                from hypercorn.trio import serve as trio_serve
-
-                await trio_serve(app, config, mode="asgi", shutdown_trigger=anyio.sleep_forever)
-            else:
-                from hypercorn.asyncio import serve as asyncio_serve
-
-                await asyncio_serve(app, config, mode="asgi", shutdown_trigger=anyio.sleep_forever)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run_server)
+                self._log.info("web UI serving", url=url)
+                task_status.started(url)
+                try:
+                    await anyio.sleep_forever()
+                finally:
+                    stop.set()
         finally:
             sock.close()
 
