@@ -963,7 +963,7 @@ def test_an_inline_listener_is_called_inside_post(backend: str) -> None:
 def test_an_inline_listener_must_not_have_async_callbacks() -> None:
     """An async callback cannot run inside post: refused at registration with a message saying why."""
     bus = StreamingListenerBus()
-    with pytest.raises(TypeError, match="runs inline .* plain 'def'"):
+    with pytest.raises(TypeError, match=r"runs inline .* plain 'def'"):
         bus.add_listener(Gated(), inline=True, name="gated")
     assert bus.listeners == []
 
