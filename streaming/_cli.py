@@ -406,7 +406,6 @@ def _checkpoint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-
 # -- ui --
 
 

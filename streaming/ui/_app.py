@@ -24,20 +24,13 @@ import sniffio
 
 from scheduler import library_logger
 
-from ._history import ContextHistory, operation_json
+from ._extras import require
+from ._history import ContextHistory, check_retained, operation_json
 
 __all__ = ["DEFAULT_UI_PORT", "StreamingUI", "check_port"]
 
 DEFAULT_UI_PORT = 4050
 """Where a standalone UI listens by default: beside Spark's own UI (4040 and up)."""
-
-
-def _starlette() -> Any:
-    try:
-        import starlette.applications
-    except ImportError as exc:  # pragma: no cover - the extra is part of the test setup
-        raise ImportError("streaming.ui's web UI needs starlette: pip install 'aiodstream[ui]'") from exc
-    return starlette
 
 
 class StreamingUI:
@@ -66,7 +59,7 @@ class StreamingUI:
         """Create a UI with nothing attached."""
         if isinstance(refresh_ms, bool) or not isinstance(refresh_ms, int) or refresh_ms < 50:
             raise ValueError(f"refresh_ms must be an int of at least 50, got {refresh_ms!r}")
-        ContextHistory("check", retained_batches=retained_batches, retained_progress=retained_progress)  # validates both
+        check_retained(retained_batches=retained_batches, retained_progress=retained_progress)
         self.retained_batches = retained_batches
         self.retained_progress = retained_progress
         self.refresh_ms = refresh_ms
@@ -141,8 +134,9 @@ class StreamingUI:
 
     def asgi_app(self) -> Any:
         """A Starlette app with the pages, the JSON API and (with metrics) ``/metrics``; runs on asyncio and trio."""
-        starlette = _starlette()
+        require("starlette", "streaming.ui's web UI")
         from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
         from starlette.responses import FileResponse, RedirectResponse, Response
         from starlette.routing import Mount, Route
 
@@ -153,7 +147,7 @@ class StreamingUI:
         def history_of(request: Any) -> ContextHistory:
             history = ui._histories.get(request.path_params["name"])
             if history is None:
-                raise starlette.exceptions.HTTPException(404, f"no context named {request.path_params['name']!r}")
+                raise HTTPException(404, f"no context named {request.path_params['name']!r}")
             return history
 
         def int_param(request: Any, key: str, default: int = 0) -> int:
@@ -163,7 +157,7 @@ class StreamingUI:
             try:
                 return int(raw)
             except ValueError:
-                raise starlette.exceptions.HTTPException(400, f"{key} must be an integer, got {raw!r}") from None
+                raise HTTPException(400, f"{key} must be an integer, got {raw!r}") from None
 
         async def index(request: Any) -> Any:
             return FileResponse(static / "index.html", headers={"Cache-Control": "no-cache"})
@@ -181,7 +175,7 @@ class StreamingUI:
         async def batches(request: Any) -> Any:
             status = request.query_params.get("status")
             if status is not None and status not in ("QUEUED", "PROCESSING", "COMPLETED"):
-                raise starlette.exceptions.HTTPException(400, f"status must be QUEUED, PROCESSING or COMPLETED, got {status!r}")
+                raise HTTPException(400, f"status must be QUEUED, PROCESSING or COMPLETED, got {status!r}")
             return JSONResponse(history_of(request).batches(since=int_param(request, "since"), status=status))
 
         def batch_of(request: Any) -> tuple[ContextHistory, dict[str, Any], Any]:
@@ -190,10 +184,10 @@ class StreamingUI:
             try:
                 batch_id = int(raw)
             except ValueError:
-                raise starlette.exceptions.HTTPException(400, f"a batch id is its time in ms, got {raw!r}") from None
+                raise HTTPException(400, f"a batch id is its time in ms, got {raw!r}") from None
             found = history.batch(batch_id)
             if found is None:
-                raise starlette.exceptions.HTTPException(404, f"batch {request.path_params['batch_id']} is not retained")
+                raise HTTPException(404, f"batch {request.path_params['batch_id']} is not retained")
             return history, found[0], found[1]
 
         async def batch(request: Any) -> Any:

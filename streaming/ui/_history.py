@@ -15,6 +15,7 @@ import itertools
 from typing import Any, Callable, Iterable, Mapping
 
 from listeners import (
+    HANDLER_NAMES,
     BatchCompleted,
     BatchInfo,
     BatchStarted,
@@ -30,10 +31,17 @@ from listeners import (
     StreamingStarted,
 )
 
-__all__ = ["ContextHistory", "SparkJobs"]
+__all__ = ["ContextHistory", "SparkJobs", "check_retained"]
 
 SparkJobs = Callable[[int, int], list[int]]
 """``(batch_time_ms, output_op_id) -> Spark job ids`` of that output operation (blocking: py4j)."""
+
+
+def check_retained(**counts: int) -> None:
+    """Each of ``counts`` (``retained_batches=...``) is a positive int, else a ValueError naming it."""
+    for what, n in counts.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{what} must be a positive int, got {n!r}")
 
 
 def _iso(ms: int | None) -> str | None:
@@ -90,9 +98,7 @@ class ContextHistory:
         live: bool = True,
     ) -> None:
         """Start an empty history."""
-        for what, n in (("retained_batches", retained_batches), ("retained_progress", retained_progress)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"{what} must be a positive int, got {n!r}")
+        check_retained(retained_batches=retained_batches, retained_progress=retained_progress)
         self.name = name
         self.kind = kind
         self.batch_interval_ms = batch_interval_ms
@@ -177,17 +183,10 @@ class ContextHistory:
 
     def feed(self, events: Iterable[StreamingEvent]) -> None:
         """Take recorded events (a trace) as if they were posted now, in order."""
-        handlers = {
-            StreamingStarted: self.on_streaming_started, BatchSubmitted: self.on_batch_submitted,
-            BatchStarted: self.on_batch_started, BatchCompleted: self.on_batch_completed,
-            ReceiverStarted: self.on_receiver_started, ReceiverError: self.on_receiver_error,
-            ReceiverStopped: self.on_receiver_stopped, QueryStarted: self.on_query_started,
-            QueryProgress: self.on_query_progress, QueryTerminated: self.on_query_terminated,
-        }
         for event in events:
-            handler = handlers.get(type(event))
+            handler = getattr(self, HANDLER_NAMES[type(event)], None)
             if handler is not None:
-                handler(event)  # type: ignore[operator]
+                handler(event)
 
     # -- JSON views (Spark's streaming REST shapes) --
 

@@ -23,20 +23,14 @@ from listeners import (
     ReceiverStopped,
 )
 
+from ._extras import require
+
 __all__ = ["DELAY_BUCKETS_S", "StreamingMetrics"]
 
 DELAY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Histogram buckets of the delays, in seconds: from a few ms (continuous epochs, tiny batches) to minutes (a backlog)."""
 
 _CHECKPOINT_PHASES = {"walCommit": "offsets", "commitOffsets": "commits"}
-
-
-def _prometheus() -> Any:
-    try:
-        import prometheus_client
-    except ImportError as exc:  # pragma: no cover - the extra is part of the test setup
-        raise ImportError("streaming.ui's metrics need prometheus_client: pip install 'aiodstream[ui]'") from exc
-    return prometheus_client
 
 
 class _Histogram:
@@ -166,7 +160,7 @@ class StreamingMetrics:
 
     def __init__(self, registry: Any = None) -> None:
         """Register the collector in ``registry``."""
-        prometheus = _prometheus()
+        prometheus = require("prometheus_client", "streaming.ui's metrics")
         self.registry = registry if registry is not None else prometheus.CollectorRegistry(auto_describe=True)
         self._collector = _Collector(prometheus)
         self.registry.register(self._collector)
