@@ -42,7 +42,7 @@ from ._state_progress import StateOperatorProgress
 from ._streams import YIELD_EVERY, Mailbox, yield_now, yield_to_ready
 from ._time import Duration, Milliseconds, Minutes, Seconds, Time, TimeOrderedDict
 from ._timer import RecurringTimer
-from ._virtual_clock import VirtualClock
+from ._virtual_clock import TimerHandle, VirtualClock
 from ._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, EventTimeStats, WatermarkTracker, parse_watermark_policy
 from ._work import WorkTracker
 from .query import (
@@ -151,6 +151,7 @@ __all__ = [
     "StreamInputInfo",
     "SystemClock",
     "Time",
+    "TimerHandle",
     "TimeOrderedDict",
     "Trigger",
     "UnsupportedLogVersionError",

@@ -22,7 +22,7 @@ from ._loop_probe import ReadyProbe, ready_probe
 from ._streams import _waiter_and_loop
 from ._time import Duration, Time
 
-__all__ = ["VirtualClock"]
+__all__ = ["TimerHandle", "VirtualClock"]
 
 _heappush = heapq.heappush
 _heappop = heapq.heappop
@@ -89,7 +89,7 @@ class VirtualClock(ManualClock):
 
     @property
     def sleepers(self) -> int:
-        """How many tasks are parked in :meth:`sleep_until`."""
+        """How many tasks are parked in :meth:`sleep_until`, plus pending :meth:`call_at` timers."""
         return self._parked_count
 
     @property
@@ -153,6 +153,27 @@ class VirtualClock(ManualClock):
                 self._notify()
             raise
         return self._now_time
+
+    def call_at(self, deadline: Time | int, callback: Callable[[], object]) -> TimerHandle:
+        """Call ``callback()`` when the clock reaches ``deadline`` (a Time or integer milliseconds).
+
+        The callback runs inside the jump that reaches its deadline, before any task woken at
+        the same instant resumes, so it can model work that needs no task of its own (the
+        simulator's task slots use it). Timers and sleepers due at one instant fire in the
+        order they were registered. A deadline already reached fires at the next jump, or at
+        once when the clock is next set. The callback must not raise and must not await; it
+        may register further timers.
+
+        Returns:
+            A handle whose ``cancel()`` withdraws the timer if it has not fired.
+        """
+        ms = deadline.milliseconds if isinstance(deadline, Time) else int(deadline)
+        timer = TimerHandle(callback, self)
+        _heappush(self._sleep_heap, (ms, next(self._seq), timer))
+        self._parked_count += 1
+        if self._changed is not None:
+            self._notify()
+        return timer
 
     def jump(self) -> bool:
         """Jump to the earliest live deadline and wake the sleepers due then; False if nobody sleeps."""
@@ -233,6 +254,38 @@ class VirtualClock(ManualClock):
 
     def __repr__(self) -> str:
         return f"<VirtualClock [{self.now().milliseconds} ms | {self.sleepers} sleepers | {self.jumps} jumps]>"
+
+
+class TimerHandle:
+    """A pending :meth:`VirtualClock.call_at` timer: ``cancel()`` withdraws it."""
+
+    __slots__ = ("_callback", "_clock", "_done")
+
+    def __init__(self, callback: Callable[[], object], clock: VirtualClock) -> None:
+        self._callback: Callable[[], object] | None = callback
+        self._clock = clock
+        self._done = False
+
+    def done(self) -> bool:
+        """Whether it fired or was cancelled."""
+        return self._done
+
+    def cancelled(self) -> bool:
+        """Whether it was cancelled before firing."""
+        return self._done and self._callback is not None
+
+    def cancel(self) -> None:
+        """Withdraw the timer; nothing happens if it already fired or was cancelled."""
+        if not self._done:
+            self._done = True
+            self._clock._parked_count -= 1
+
+    def set_result(self, _: object) -> None:
+        # Called by the clock when the deadline is reached, in place of waking a sleeper.
+        callback, self._callback = self._callback, None
+        self._done = True
+        if callback is not None:
+            callback()
 
 
 def _register_driver() -> Any:

@@ -11,9 +11,10 @@ import math
 import random
 from typing import Awaitable, Callable, Sequence
 
-from scheduler import Clock, InputInfoTracker, Job, Milliseconds, StreamInputInfo, Time
+from scheduler import Clock, InputInfoTracker, Job, Milliseconds, StreamInputInfo, Time, VirtualClock
 
-from ._models import BatchContext, SimulationModel
+from ._cluster import SimulatedCluster
+from ._models import BatchContext, ClusterModel, ModelError, SimulationModel
 
 __all__ = ["SimulatedGraph"]
 
@@ -21,11 +22,16 @@ __all__ = ["SimulatedGraph"]
 class SimulatedGraph:
     """Generates, for each batch, one job per output operation of a :class:`SimulationModel`.
 
-    The records of a batch come from the model's input rate; each job's duration is drawn when
-    the batch is generated, from a random stream of its own per output operation. Generation
-    happens in batch-time order whatever the concurrency, so the k-th batch gets the same
-    durations in every configuration with the same seed (common random numbers: a sweep compares
-    configurations on identical work).
+    The records of a batch come from the model's inputs; each job's work is drawn when the batch
+    is generated, from a random stream of its own per output operation. Generation happens in
+    batch-time order whatever the concurrency, so the k-th batch gets the same work in every
+    configuration with the same seed (common random numbers: a sweep compares configurations on
+    identical work). Failures and engine costs draw from streams of their own, so they never
+    change the work either.
+
+    Without a cluster model a job sleeps its duration; with one (or with failures) it runs its
+    stages of tasks on a :class:`SimulatedCluster` shared by every job, which needs a
+    :class:`~scheduler.VirtualClock`.
 
     Args:
         model: what to simulate.
@@ -43,22 +49,44 @@ class SimulatedGraph:
         self._interval_ms = model.batch_interval.milliseconds
         self.generated = 0
         self._infos: InputInfoTracker | None = None
-        # Per output operation, what generating its job needs: its sampler, random stream, name
+        self.cluster: SimulatedCluster | None = None
+        if model.cluster is not None or model.failures is not None:
+            if not isinstance(clock, VirtualClock):
+                raise ModelError("cluster", f"a cluster model or failures need a VirtualClock to run on, got {clock!r}")
+            # Failures without a cluster model: a slot per concurrent job, as independent sleeps.
+            cluster = model.cluster or ClusterModel(executors=1, cores=model.concurrent_jobs)
+            self.cluster = SimulatedCluster(cluster, clock,
+                                            downtime_ms=0.0 if model.failures is None else model.failures.downtime_ms)
+        failures = model.failures
+        self._failure_p = 0.0 if failures is None else failures.job_failure_probability
+        self._failure_rng = random.Random(f"aiodstream-simulation:{model.seed}:failures")
+        costs = model.costs
+        self._generation = costs.generation
+        self._generation_rng = random.Random(f"aiodstream-simulation:{model.seed}:generation")
+        # Per output operation, what generating its job needs: its work, random stream, name
         # and description (looked up once, not per batch).
         self._operations = [
-            (out.processing.sample, rng, out.name, f"simulated {out.name}")
+            (out.processing.sample if out.processing is not None and self.cluster is None else out.sample_stages,
+             out.processing is not None and self.cluster is None, rng, out.name, f"simulated {out.name}")
             for out, rng in zip(model.outputs, self._rngs, strict=True)
         ]
         # A job's function sleeps its duration on the clock, as a real job takes time. It is the
         # clock's own sleep, bound with partial (no Python frame of ours around it, when called
         # or when resumed), and shared by every job of one length.
         self._sleepers: dict[int, Callable[[], Awaitable[object]]] = {}
-        # Rate control (a receiver's maxRate, backpressure): records offered but not yet taken
-        # wait at the source; each batch takes at most rate x interval of them.
-        self._taken = 0
-        initial = model.backpressure.initial_rate if model.backpressure is not None else None
-        self.rate: float | None = None
-        self.set_rate(initial if initial is not None else model.max_rate)
+        # Rate control (a receiver's maxRate, backpressure), per input: records offered but not
+        # yet taken wait at the source; each batch takes at most rate x interval of them.
+        self._inputs = model.input_models
+        self._taken = [0] * len(self._inputs)
+        self.rates: list[float | None] = [one.max_rate for one in self._inputs]
+        for i, one in enumerate(self._inputs):
+            initial = one.backpressure.initial_rate if one.backpressure is not None else None
+            self.set_rate(initial if initial is not None else one.max_rate, stream=i)
+
+    @property
+    def rate(self) -> float | None:
+        """The ingestion rate of input 0 (records per second), ``None`` for unlimited."""
+        return self.rates[0]
 
     def start(self, zero_time: Time, input_infos: InputInfoTracker) -> None:
         """Remember the zero time: batch ``k`` (from 0) is ``zero_time + (k + 1) * interval``."""
@@ -68,8 +96,20 @@ class SimulatedGraph:
     async def allocate_input(self, time: Time) -> None:
         """Nothing to allocate: the input model is consulted when the batch is generated."""
 
+    def _records(self, stream: int, rel_end: int) -> int:
+        one = self._inputs[stream]
+        model = self.model
+        if one.rate_controlled:
+            records = model.records_offered(rel_end, stream) - self._taken[stream]
+            rate = self.rates[stream]
+            if rate is not None:
+                records = min(records, math.floor(rate * self._interval_ms / 1000))
+            self._taken[stream] += records
+            return records
+        return model.records_between(rel_end - self._interval_ms, rel_end, stream)
+
     async def generate_jobs(self, time: Time) -> Sequence[Job]:
-        """Report the batch's records and return one sleeping job per output operation."""
+        """Report the batch's records and return one job per output operation."""
         assert self._infos is not None, "start() was not called"
         model = self.model
         end = time.milliseconds
@@ -77,39 +117,52 @@ class SimulatedGraph:
         # Input is measured from the start of the run (the zero time), so records depend only on
         # the batch's window, not on when the simulation happened to start.
         rel_end = end - self._zero_ms
-        if model.rate_controlled:
-            records = model.records_offered(rel_end) - self._taken
-            if self.rate is not None:
-                records = min(records, math.floor(self.rate * self._interval_ms / 1000))
-            self._taken += records
-        else:
-            records = model.records_between(rel_end - self._interval_ms, rel_end)
-        self._infos.report_info(time, StreamInputInfo(0, records))
+        records = 0
+        for stream in range(len(self._inputs)):
+            n = self._records(stream, rel_end)
+            self._infos.report_info(time, StreamInputInfo(stream, n))
+            records += n
         batch = BatchContext(index, time, model.batch_interval, records)
-        sleepers = self._sleepers
+        if self._generation is not None:
+            await self._clock.sleep(Milliseconds(self._generation.sample(batch, self._generation_rng)))
         jobs = []
-        for sample, rng, name, description in self._operations:
-            ms = sample(batch, rng)
-            sleeper = sleepers.get(ms)
-            if sleeper is None:
-                sleeper = sleepers[ms] = functools.partial(self._clock.sleep, Milliseconds(ms))
-            jobs.append(Job(time, sleeper, name=name, description=description, is_async=True))
+        cluster = self.cluster
+        sleepers = self._sleepers
+        for work, alone, rng, name, description in self._operations:
+            if alone:
+                ms = work(batch, rng)
+                fn = sleepers.get(ms) or self._sleeper(ms)
+            elif cluster is None:  # stages without a cluster: each stage takes its longest task
+                fn = self._sleeper(sum(max(stage, default=0) for stage in work(batch, rng)))
+            else:
+                stages = work(batch, rng)
+                fails = self._failure_p > 0 and self._failure_rng.random() < self._failure_p
+                fn = functools.partial(cluster.run, stages, fails=fails)
+            jobs.append(Job(time, fn, name=name, description=description, is_async=True))
         self.generated += 1
         if self._on_generated is not None:
             self._on_generated(self.generated)
         return jobs
 
-    def set_rate(self, rate: float | None) -> None:
-        """The ingestion rate from now on (records per second), capped by the model's ``max_rate``; ``None`` keeps the cap."""
-        cap = self.model.max_rate
-        if rate is None:
-            self.rate = cap
-        elif rate > 0:
-            self.rate = rate if cap is None else min(rate, cap)
+    def _sleeper(self, ms: int) -> Callable[[], Awaitable[object]]:
+        sleeper = self._sleepers.get(ms)
+        if sleeper is None:
+            sleeper = self._sleepers[ms] = functools.partial(self._clock.sleep, Milliseconds(ms))
+        return sleeper
 
-    def source_backlog(self, end_ms: int) -> int:
-        """Records offered up to ``end_ms`` (from the zero time) that no batch has taken."""
-        return self.model.records_offered(end_ms) - self._taken if self.model.rate_controlled else 0
+    def set_rate(self, rate: float | None, stream: int = 0) -> None:
+        """Input ``stream``'s rate from now on (records per second), capped by its ``max_rate``; ``None`` keeps the cap."""
+        cap = self._inputs[stream].max_rate
+        if rate is None:
+            self.rates[stream] = cap
+        elif rate > 0:
+            self.rates[stream] = rate if cap is None else min(rate, cap)
+
+    def source_backlog(self, end_ms: int, stream: int | None = None) -> int:
+        """Records offered up to ``end_ms`` (from the zero time) that no batch has taken: of one input, or of all."""
+        streams = range(len(self._inputs)) if stream is None else (stream,)
+        return sum(self.model.records_offered(end_ms, i) - self._taken[i]
+                   for i in streams if self._inputs[i].rate_controlled)
 
     def clear_metadata(self, time: Time) -> None:
         """Nothing is kept per batch."""

@@ -20,10 +20,14 @@ __all__ = [
     "Backpressure",
     "BatchContext",
     "BurstRate",
+    "ClusterModel",
     "Constant",
     "ConstantRate",
     "Exponential",
+    "Costs",
+    "Failures",
     "FromFunction",
+    "InputModel",
     "InputRate",
     "Linear",
     "LogNormal",
@@ -34,6 +38,7 @@ __all__ = [
     "Replay",
     "ReplayRate",
     "SimulationModel",
+    "Stage",
     "StepRate",
     "Uniform",
 ]
@@ -404,18 +409,246 @@ class ReplayRate:
 # -- the whole model --
 
 
+def _task_context(batch: BatchContext, tasks: int) -> BatchContext:
+    # A task sees its share of the batch's records (the input is split evenly over the tasks).
+    return BatchContext(batch.index, batch.time, batch.batch_interval, batch.num_records // tasks)
+
+
+@attrs.frozen
+class Stage:
+    """One stage of an output operation's Spark job: ``tasks`` tasks, each taking a ``task`` sample.
+
+    A task's model sees the batch with its share of the records (``num_records // tasks``), so
+    a :class:`Linear` task cost scales with the batch.
+
+    Attributes:
+        tasks: the number of tasks (the stage's partitions).
+        task: the duration of one task, drawn once per task.
+    """
+
+    tasks: int
+    task: ProcessingTime
+
+    def __attrs_post_init__(self) -> None:
+        _whole("tasks", self.tasks, minimum=1)
+        if not isinstance(self.task, ProcessingTime):
+            raise ModelError("task", f"must be a processing-time model (with sample()), got {self.task!r}")
+
+    def sample(self, batch: BatchContext, rng: random.Random) -> tuple[int, ...]:
+        """Every task's duration for ``batch``, in whole milliseconds."""
+        share = _task_context(batch, self.tasks) if self.tasks > 1 else batch
+        draw = self.task.sample
+        return tuple(draw(share, rng) for _ in range(self.tasks))
+
+
+@runtime_checkable
+class StageWork(Protocol):
+    """Per-task durations of a job for one batch: a tuple of stages, each a tuple of task milliseconds."""
+
+    def sample_stages(self, batch: BatchContext, rng: random.Random) -> tuple[tuple[int, ...], ...]:
+        """The stages of the job for ``batch``, drawn with ``rng`` only."""
+        ...
+
+
+def _stage_tuple(value: Sequence[Stage] | None) -> tuple[Stage, ...] | None:
+    return None if value is None else tuple(value)
+
+
 @attrs.frozen
 class OutputModel:
-    """One output operation: a name and its processing-time model."""
+    """One output operation: a name, and its work as one duration or as a job of stages of tasks.
+
+    Attributes:
+        name: the operation's name.
+        processing: the whole job's duration (what a run without a :class:`ClusterModel` sleeps;
+            with a cluster model, a job of one task of this duration).
+        stages: the job as stages of tasks for the cluster model, run one stage after the
+            other, each stage's tasks on the cluster's task slots. Or any object with
+            ``sample_stages(batch, rng)`` (a trace's recorded tasks). Without a cluster model
+            the job takes the sum over stages of the longest task.
+    """
 
     name: str
-    processing: ProcessingTime
+    processing: ProcessingTime | None = None
+    stages: tuple[Stage, ...] | StageWork | None = None
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ModelError("name", f"must be a non-empty string, got {self.name!r}")
-        if not isinstance(self.processing, ProcessingTime):
+        if self.processing is None and self.stages is None:
+            raise ModelError("processing", "give the job's work: a processing-time model, or stages of tasks")
+        if self.processing is not None and self.stages is not None:
+            raise ModelError("stages", "give either processing or stages, not both")
+        if self.processing is not None and not isinstance(self.processing, ProcessingTime):
             raise ModelError("processing", f"must be a processing-time model (with sample()), got {self.processing!r}")
+        if self.stages is not None and not isinstance(self.stages, StageWork):
+            stages = tuple(self.stages) if isinstance(self.stages, (list, tuple)) else None
+            if not stages:
+                raise ModelError("stages", f"must be a non-empty sequence of Stage, got {self.stages!r}")
+            for i, stage in enumerate(stages):
+                if not isinstance(stage, Stage):
+                    raise ModelError(f"stages[{i}]", f"must be a Stage, got {stage!r}")
+            object.__setattr__(self, "stages", stages)
+
+    def sample_stages(self, batch: BatchContext, rng: random.Random) -> tuple[tuple[int, ...], ...]:
+        """The job's tasks for ``batch``: stages of task durations (one task for a ``processing`` model)."""
+        stages = self.stages
+        if stages is None:
+            assert self.processing is not None
+            return ((self.processing.sample(batch, rng),),)
+        if isinstance(stages, tuple):
+            return tuple(stage.sample(batch, rng) for stage in stages)
+        return stages.sample_stages(batch, rng)
+
+
+@attrs.frozen
+class InputModel:
+    """One input stream: its arrivals, and how it is throttled.
+
+    Attributes:
+        rate: when records arrive.
+        name: a name for reports (default ``input-<id>``).
+        max_rate: ``spark.streaming.receiver.maxRate`` for this input (records per second;
+            ``None``: no cap).
+        backpressure: this input's backpressure controller (``None``: off).
+    """
+
+    rate: InputRate
+    name: str | None = None
+    max_rate: float | None = None
+    backpressure: Backpressure | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.rate, InputRate):
+            raise ModelError("rate", f"must be an input-rate model (with cumulative()), got {self.rate!r}")
+        if self.name is not None and (not isinstance(self.name, str) or not self.name):
+            raise ModelError("name", f"must be a non-empty string, got {self.name!r}")
+        if self.max_rate is not None:
+            _finite("max_rate", self.max_rate, strict=True)
+        if self.backpressure is not None and not isinstance(self.backpressure, Backpressure):
+            raise ModelError("backpressure", f"must be a Backpressure or None, got {self.backpressure!r}")
+
+    @property
+    def rate_controlled(self) -> bool:
+        """Whether this input is taken at a limited rate (a cap or backpressure)."""
+        return self.max_rate is not None or self.backpressure is not None
+
+
+SCHEDULING_MODES = ("FIFO", "FAIR")
+
+
+@attrs.frozen
+class ClusterModel:
+    """Where the jobs run: executors with task slots, shared by every running job.
+
+    Spark's task scheduler offers each free slot to the running jobs' pending tasks: in FIFO
+    mode to the earliest job first (Spark's default), in FAIR mode to the job with the fewest
+    running tasks (Spark's fair scheduler with one pool per job, equal weights). Stages of one
+    job run one after the other. So concurrent jobs compete for slots, and ``concurrentJobs``
+    only wins the slots a single job leaves idle.
+
+    Attributes:
+        executors: the executors.
+        cores: task slots per executor (``spark.executor.cores``; ``local[N]`` is one executor
+            with N).
+        scheduling_mode: ``"FIFO"`` or ``"FAIR"`` (``spark.scheduler.mode``).
+        cpus: the processors the slots share, when there are fewer than slots (``local[4]`` on
+            a two-core machine): running tasks then share them equally (processor sharing),
+            so each takes longer. ``None``: a processor per slot.
+        task_overhead_ms: added to every task in its slot (launch, deserialisation, result).
+        stage_overhead_ms: between the end of a stage and the start of the next (the DAG
+            scheduler, shuffle bookkeeping); no slot is held.
+        job_overhead_ms: per job, before its first stage (submission from the driver); no slot
+            is held.
+    """
+
+    executors: int = 1
+    cores: int = 2
+    scheduling_mode: str = "FIFO"
+    cpus: int | None = None
+    task_overhead_ms: float = 0.0
+    stage_overhead_ms: float = 0.0
+    job_overhead_ms: float = 0.0
+
+    def __attrs_post_init__(self) -> None:
+        _whole("cluster.executors", self.executors, minimum=1)
+        _whole("cluster.cores", self.cores, minimum=1)
+        if self.scheduling_mode not in SCHEDULING_MODES:
+            raise ModelError("cluster.scheduling_mode", f"must be FIFO or FAIR, got {self.scheduling_mode!r}")
+        if self.cpus is not None:
+            _whole("cluster.cpus", self.cpus, minimum=1)
+        _finite("cluster.task_overhead", self.task_overhead_ms)
+        _finite("cluster.stage_overhead", self.stage_overhead_ms)
+        _finite("cluster.job_overhead", self.job_overhead_ms)
+
+    @property
+    def slots(self) -> int:
+        """Task slots in all: ``executors * cores``."""
+        return self.executors * self.cores
+
+
+CHECKPOINT_MODES = ("sync", "async")
+
+
+@attrs.frozen
+class Costs:
+    """Virtual time the engine itself spends, beside the jobs (each ``None``: free).
+
+    Attributes:
+        generation: per batch, on the JobGenerator before the batch's jobs are submitted.
+        checkpoint: per batch, the checkpoint (offsets) write after the batch is submitted.
+        commit: per batch, the commit write after the batch completes.
+        checkpoint_mode: ``"sync"``: the writes run on the JobGenerator's task, so a slow
+            write holds up the next batch (the default progress tracking); ``"async"``: they
+            queue for a writer of their own and hold up nothing (async progress tracking).
+        listener: per listener event, the time a host's listener takes to handle it; the bus
+            queues events meanwhile and, once ``listener_capacity`` events wait, blocks the
+            scheduler (the engine's lossless ``block`` policy).
+        listener_capacity: that listener's queue bound.
+    """
+
+    generation: ProcessingTime | None = None
+    checkpoint: ProcessingTime | None = None
+    commit: ProcessingTime | None = None
+    checkpoint_mode: str = "sync"
+    listener: ProcessingTime | None = None
+    listener_capacity: int = 10_000
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("generation", "checkpoint", "commit", "listener"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, ProcessingTime):
+                raise ModelError(f"costs.{name}", f"must be a processing-time model (with sample()), got {value!r}")
+        if self.checkpoint_mode not in CHECKPOINT_MODES:
+            raise ModelError("costs.checkpoint_mode", f"must be sync or async, got {self.checkpoint_mode!r}")
+        _whole("costs.listener_capacity", self.listener_capacity, minimum=1)
+
+
+@attrs.frozen
+class Failures:
+    """Job failures, and the restart from the checkpoint that follows each.
+
+    A job fails with ``job_failure_probability`` (drawn per job from a random stream of its own,
+    so the work of every batch is the same with and without failures). It fails at the end of
+    its work; the driver is then down for ``downtime``: nothing runs, the tasks running on the
+    cluster are lost, and every job in flight (the failed one included) runs again from its
+    first stage once the context is back, as a restart from the checkpoint re-runs the batches
+    that were not committed. The batch timer keeps its grid, so the batches due meanwhile queue
+    up, as a restarted context generates them at once.
+
+    Attributes:
+        job_failure_probability: the chance that one job fails, in ``[0, 1)``.
+        downtime_ms: from the failure until the context runs again (restart and recovery).
+    """
+
+    job_failure_probability: float
+    downtime_ms: float = 0.0
+
+    def __attrs_post_init__(self) -> None:
+        p = _finite("failures.job_failure_probability", self.job_failure_probability)
+        if p >= 1:
+            raise ModelError("failures.job_failure_probability", f"must be below 1 (a run must make progress), got {p!r}")
+        _finite("failures.downtime", self.downtime_ms)
 
 
 def _outputs(value: Sequence[OutputModel]) -> tuple[OutputModel, ...]:
@@ -471,6 +704,12 @@ class SimulationModel:
         backpressure: Spark's backpressure (``None``: off). With a cap or backpressure, input
             the pipeline does not take waits at the source, like a sender held back by TCP:
             the result reports that backlog.
+        inputs: several input streams, each with its own rate, cap and backpressure (instead
+            of ``input``, ``max_rate`` and ``backpressure``, which describe one).
+        cluster: the executors and task slots the jobs share (``None``: each job runs alone,
+            as if on a cluster of its own).
+        costs: virtual time the engine spends on generation, checkpoints and listeners.
+        failures: job failures and restarts (``None``: none).
     """
 
     batch_interval: Duration
@@ -483,6 +722,11 @@ class SimulationModel:
     rate_factor: float = 1.0
     max_rate: float | None = None
     backpressure: Backpressure | None = None
+    inputs: tuple[InputModel, ...] = attrs.field(default=(), converter=tuple)
+    cluster: ClusterModel | None = None
+    costs: Costs = Costs()
+    failures: Failures | None = None
+    _input_models: tuple[InputModel, ...] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.batch_interval, Duration) or self.batch_interval.milliseconds <= 0:
@@ -510,11 +754,30 @@ class SimulationModel:
             _finite("max_rate", self.max_rate, strict=True)
         if self.backpressure is not None and not isinstance(self.backpressure, Backpressure):
             raise ModelError("backpressure", f"must be a Backpressure or None, got {self.backpressure!r}")
+        if self.inputs:
+            if self.input != ConstantRate(0.0) or self.max_rate is not None or self.backpressure is not None:
+                raise ModelError("inputs", "give either inputs, or input with max_rate and backpressure, not both")
+            for i, one in enumerate(self.inputs):
+                if not isinstance(one, InputModel):
+                    raise ModelError(f"inputs[{i}]", f"must be an InputModel, got {one!r}")
+        if self.cluster is not None and not isinstance(self.cluster, ClusterModel):
+            raise ModelError("cluster", f"must be a ClusterModel or None, got {self.cluster!r}")
+        if not isinstance(self.costs, Costs):
+            raise ModelError("costs", f"must be a Costs, got {self.costs!r}")
+        if self.failures is not None and not isinstance(self.failures, Failures):
+            raise ModelError("failures", f"must be a Failures or None, got {self.failures!r}")
+        object.__setattr__(self, "_input_models", self.inputs or (
+            InputModel(self.input, max_rate=self.max_rate, backpressure=self.backpressure),))
+
+    @property
+    def input_models(self) -> tuple[InputModel, ...]:
+        """Every input stream, stream ``i`` being ``input_models[i]``."""
+        return self._input_models
 
     @property
     def rate_controlled(self) -> bool:
-        """Whether input is taken at a limited rate (a cap or backpressure)."""
-        return self.max_rate is not None or self.backpressure is not None
+        """Whether any input is taken at a limited rate (a cap or backpressure)."""
+        return any(one.rate_controlled for one in self.input_models)
 
     @property
     def num_batches(self) -> int:
@@ -532,11 +795,12 @@ class SimulationModel:
         """A copy with ``changes`` applied (and validated)."""
         return attrs.evolve(self, **changes)
 
-    def records_offered(self, end_ms: int) -> int:
-        """Records that arrived in ``(0, end_ms]``, with the rate factor applied."""
-        return math.floor(self.rate_factor * self.input.cumulative(end_ms))
+    def records_offered(self, end_ms: int, stream: int = 0) -> int:
+        """Records of input ``stream`` that arrived in ``(0, end_ms]``, with the rate factor applied."""
+        return math.floor(self.rate_factor * self._input_models[stream].rate.cumulative(end_ms))
 
-    def records_between(self, start_ms: int, end_ms: int) -> int:
-        """Records arriving in ``(start_ms, end_ms]``, with the rate factor applied."""
+    def records_between(self, start_ms: int, end_ms: int, stream: int = 0) -> int:
+        """Records of input ``stream`` arriving in ``(start_ms, end_ms]``, with the rate factor applied."""
         f = self.rate_factor
-        return math.floor(f * self.input.cumulative(end_ms)) - math.floor(f * self.input.cumulative(start_ms))
+        rate = self._input_models[stream].rate
+        return math.floor(f * rate.cumulative(end_ms)) - math.floor(f * rate.cumulative(start_ms))

@@ -17,10 +17,12 @@ from listeners import BatchCompleted, BatchInfo, EventRecorder, OverflowPolicy, 
 from scheduler import Duration, PIDRateEstimator, RateController, VirtualClock
 
 from ..runtime import StreamingRuntime
+from ._cluster import ClusterStatistics
+from ._costs import CostHook, CostlyListener
 from ._graph import SimulatedGraph
 from ._loop import running_loop_probe, virtual_time_event_loop
 from ._models import SimulationModel
-from ._report import QueuePoint, Summary, queue_lengths
+from ._report import QueuePoint, Summary, format_duration, queue_lengths
 
 __all__ = ["ProgressCallback", "SimulationResult", "simulate", "simulate_async"]
 
@@ -47,8 +49,11 @@ class SimulationResult:
         wall_seconds: how long the simulation took in real time (not compared by ``==``).
         source_backlog: with rate control, the records that arrived within the horizon and no
             batch took (they wait at the source); 0 otherwise.
-        final_rate: with rate control, the ingestion rate at the end (records/s), or ``None``
-            for unlimited.
+        final_rate: with rate control, the ingestion rate of input 0 at the end (records/s),
+            or ``None`` for unlimited.
+        final_rates: the same for every input, in order.
+        cluster: what the cluster model did (tasks, busy slot time, failures, down time), or
+            ``None`` without one.
     """
 
     model: SimulationModel = attrs.field(repr=False)
@@ -59,6 +64,8 @@ class SimulationResult:
     wall_seconds: float = attrs.field(default=0.0, eq=False)
     source_backlog: int = 0
     final_rate: float | None = None
+    final_rates: tuple[float | None, ...] = ()
+    cluster: ClusterStatistics | None = attrs.field(default=None, eq=False)
 
     @property
     def queue(self) -> tuple[QueuePoint, ...]:
@@ -74,8 +81,14 @@ class SimulationResult:
         """The summary as text (with the source backlog and the final rate under rate control)."""
         text = self.summary.format()
         if self.model.rate_controlled:
-            rate = "unlimited" if self.final_rate is None else f"{self.final_rate:,.0f} records/s"
-            text += f"\nrate control: final rate {rate}; {self.source_backlog:,} records waiting at the source"
+            rates = ", ".join("unlimited" if r is None else f"{r:,.0f} records/s" for r in self.final_rates or (self.final_rate,))
+            text += f"\nrate control: final rate {rates}; {self.source_backlog:,} records waiting at the source"
+        if self.cluster is not None:
+            c = self.cluster
+            slots = self.model.cluster.slots if self.model.cluster is not None else self.model.concurrent_jobs
+            horizon = max(1, self.model.horizon.milliseconds)
+            text += (f"\ncluster: {c.tasks:,} tasks, slots {100 * c.busy_ms / (slots * horizon):.0f} % busy over the horizon"
+                     f"; {c.failures} failures, {c.lost_tasks} tasks lost, down {format_duration(c.down_ms)}")
         return text
 
 
@@ -150,9 +163,16 @@ async def _simulate(
     graph = SimulatedGraph(model, clock, on_generated=on_generated)
     collector = _Collector(total, progress)
     recorder = EventRecorder() if record_events else None
+    costs = model.costs
     async with anyio.create_task_group() as tg:
         if not clock.driven:
             await tg.start(functools.partial(clock.run, probe=running_loop_probe()))
+        hooks = []
+        if costs.checkpoint is not None or costs.commit is not None:
+            hook = CostHook(costs, clock, model.batch_interval, model.seed)
+            if costs.checkpoint_mode == "async":
+                tg.start_soon(hook.run_writer)
+            hooks.append(hook)
         runtime = StreamingRuntime(
             graph,
             model.batch_interval,
@@ -162,17 +182,25 @@ async def _simulate(
             # Lossless: a listener that falls behind slows the simulation in real time, never
             # loses an event (blocking costs no virtual time).
             listener_overflow=OverflowPolicy.BLOCK,
+            listener_bus_capacity=costs.listener_capacity,
+            hooks=hooks,
             name="simulation",
         )
         async with runtime:
             runtime.add_listener(collector, name="simulation-collector")
             if recorder is not None:
                 runtime.add_listener(recorder, name="simulation-recorder")
-            if model.backpressure is not None:
-                bp = model.backpressure
+            for stream, one in enumerate(model.input_models):
+                bp = one.backpressure
+                if bp is None:
+                    continue
                 pid = PIDRateEstimator(model.batch_interval.milliseconds, bp.proportional, bp.integral, bp.derivative,
                                        bp.min_rate)
-                runtime.add_listener(RateController(0, pid, graph.set_rate), name="RateController-0")
+                runtime.add_listener(RateController(stream, pid, functools.partial(graph.set_rate, stream=stream)),
+                                     name=f"RateController-{stream}")
+            if costs.listener is not None:
+                runtime.add_listener(CostlyListener(costs.listener, clock, model.batch_interval, model.seed),
+                                     name="simulated-listener")
             for listener in listeners:
                 runtime.add_listener(listener)
             await runtime.start()
@@ -193,6 +221,8 @@ async def _simulate(
         wall_seconds=_wall.perf_counter() - started,
         source_backlog=graph.source_backlog(model.horizon.milliseconds),
         final_rate=graph.rate,
+        final_rates=tuple(graph.rates),
+        cluster=None if graph.cluster is None else graph.cluster.statistics,
     )
 
 
