@@ -1,11 +1,14 @@
 """Scheduling-delay simulation: the real engine on virtual time (no Spark counterpart).
 
 Build a :class:`SimulationModel` (or load one from TOML with :func:`load_model`, or derive one
-from a recorded trace with :func:`model_from_trace`), run it with :func:`simulate` (or
+from a recorded trace with :func:`model_from_trace`), optionally with a :class:`ClusterModel` of
+task slots its jobs share, several :class:`InputModel` inputs, engine :class:`Costs` and
+:class:`Failures`; :func:`calibrate` fits a model to a traced Spark run. Run it with :func:`simulate` (or
 ``await simulate_async(...)`` in a notebook), and read the :class:`Summary`; :func:`sweep`
 compares intervals and concurrency, and :func:`plot_run` / :func:`plot_sweep` draw them.
 """
 
+from ._cluster import ClusterStatistics, SimulatedCluster
 from ._config import load_model, model_from_mapping, parse_duration, read_toml, whole_duration
 from ._graph import SimulatedGraph
 from ._loop import ProbedEventLoop, probed_event_loop, running_loop_probe, virtual_time_event_loop
@@ -13,10 +16,14 @@ from ._models import (
     Backpressure,
     BatchContext,
     BurstRate,
+    ClusterModel,
     Constant,
     ConstantRate,
+    Costs,
     Exponential,
+    Failures,
     FromFunction,
+    InputModel,
     InputRate,
     Linear,
     LogNormal,
@@ -27,6 +34,8 @@ from ._models import (
     Replay,
     ReplayRate,
     SimulationModel,
+    Stage,
+    StageWork,
     StepRate,
     Uniform,
 )
@@ -40,11 +49,16 @@ __all__ = [
     "Backpressure",
     "BatchContext",
     "BurstRate",
+    "ClusterModel",
+    "ClusterStatistics",
     "Constant",
     "ConstantRate",
+    "Costs",
     "DelayStats",
     "Exponential",
+    "Failures",
     "FromFunction",
+    "InputModel",
     "InputRate",
     "Linear",
     "LogNormal",
@@ -57,9 +71,12 @@ __all__ = [
     "QueuePoint",
     "Replay",
     "ReplayRate",
+    "SimulatedCluster",
     "SimulatedGraph",
     "SimulationModel",
     "SimulationResult",
+    "Stage",
+    "StageWork",
     "StepRate",
     "Summary",
     "SweepPoint",

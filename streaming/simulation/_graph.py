@@ -18,6 +18,8 @@ from ._models import BatchContext, ClusterModel, ModelError, SimulationModel
 
 __all__ = ["SimulatedGraph"]
 
+_UNBOUNDED_SLOTS = 2**31
+
 
 class SimulatedGraph:
     """Generates, for each batch, one job per output operation of a :class:`SimulationModel`.
@@ -48,13 +50,14 @@ class SimulatedGraph:
         self._zero_ms = 0
         self._interval_ms = model.batch_interval.milliseconds
         self.generated = 0
+        self._batches = model.num_batches
         self._infos: InputInfoTracker | None = None
         self.cluster: SimulatedCluster | None = None
         if model.cluster is not None or model.failures is not None:
             if not isinstance(clock, VirtualClock):
                 raise ModelError("cluster", f"a cluster model or failures need a VirtualClock to run on, got {clock!r}")
-            # Failures without a cluster model: a slot per concurrent job, as independent sleeps.
-            cluster = model.cluster or ClusterModel(executors=1, cores=model.concurrent_jobs)
+            # Failures without a cluster model: slots without bound, so jobs run as independent sleeps.
+            cluster = model.cluster or ClusterModel(executors=1, cores=_UNBOUNDED_SLOTS)
             self.cluster = SimulatedCluster(cluster, clock,
                                             downtime_ms=0.0 if model.failures is None else model.failures.downtime_ms)
         failures = model.failures
@@ -117,6 +120,10 @@ class SimulatedGraph:
         # Input is measured from the start of the run (the zero time), so records depend only on
         # the batch's window, not on when the simulation happened to start.
         rel_end = end - self._zero_ms
+        if index >= self._batches:
+            # A tick queued behind a slow generator or checkpoint after the stop point: the run
+            # holds exactly the model's batches, so this one has no jobs (and is not submitted).
+            return ()
         records = 0
         for stream in range(len(self._inputs)):
             n = self._records(stream, rel_end)

@@ -39,6 +39,7 @@ __all__ = [
     "ReplayRate",
     "SimulationModel",
     "Stage",
+    "StageWork",
     "StepRate",
     "Uniform",
 ]

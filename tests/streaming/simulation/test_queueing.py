@@ -3,6 +3,8 @@
 D/D/1: batches every T, each job taking S. Scheduling delay is zero when S <= T and, when
 S > T, batch k (from 0) waits exactly k * (S - T).
 
+Both hold with the cluster model too, on one slot (each job one task).
+
 D/M/1: batches on the fixed grid, exponential processing times with rate mu, one job per batch,
 one concurrent job. By the G/M/1 result with deterministic inter-arrival time T, an arriving
 batch finds the server busy with probability sigma, the root in (0, 1) of
@@ -19,26 +21,34 @@ import random
 import pytest
 
 from scheduler import Milliseconds, Seconds, Time
-from streaming.simulation import BatchContext, Constant, Exponential, OutputModel, SimulationModel, simulate
+from streaming.simulation import BatchContext, ClusterModel, Constant, Exponential, OutputModel, SimulationModel, simulate
 
 INTERVAL_MS = 1000
 
 
-def _dd1(service_ms: int, batches: int) -> list[int]:
-    model = SimulationModel(Milliseconds(INTERVAL_MS), [OutputModel("job", Constant(service_ms))], batches=batches)
+# Each check runs without a cluster model and with one slot (a job of one task on it): the
+# cluster model must not change a single-server queue.
+CLUSTERS = [pytest.param(None, id="no-cluster"), pytest.param(ClusterModel(1, 1), id="one-slot")]
+
+
+def _dd1(service_ms: int, batches: int, cluster: ClusterModel | None = None) -> list[int]:
+    model = SimulationModel(Milliseconds(INTERVAL_MS), [OutputModel("job", Constant(service_ms))], batches=batches,
+                            cluster=cluster)
     return [b.scheduling_delay.milliseconds for b in simulate(model).batches]  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("cluster", CLUSTERS)
 @pytest.mark.parametrize("service_ms", [1, 400, 999, 1000])
-def test_dd1_has_no_scheduling_delay_when_service_fits_the_interval(service_ms: int) -> None:
+def test_dd1_has_no_scheduling_delay_when_service_fits_the_interval(service_ms: int, cluster: ClusterModel | None) -> None:
     """D/D/1 with S <= T: every batch starts the moment it is submitted."""
-    assert _dd1(service_ms, 50) == [0] * 50
+    assert _dd1(service_ms, 50, cluster) == [0] * 50
 
 
+@pytest.mark.parametrize("cluster", CLUSTERS)
 @pytest.mark.parametrize("service_ms", [1001, 1250, 3000])
-def test_dd1_delay_grows_linearly_when_service_exceeds_the_interval(service_ms: int) -> None:
+def test_dd1_delay_grows_linearly_when_service_exceeds_the_interval(service_ms: int, cluster: ClusterModel | None) -> None:
     """D/D/1 with S > T: batch k waits exactly k * (S - T) milliseconds."""
-    assert _dd1(service_ms, 40) == [k * (service_ms - INTERVAL_MS) for k in range(40)]
+    assert _dd1(service_ms, 40, cluster) == [k * (service_ms - INTERVAL_MS) for k in range(40)]
 
 
 def test_dd1_overload_is_reported_as_unstable_with_the_exact_growth() -> None:
@@ -92,11 +102,12 @@ def _lindley(service: list[int]) -> list[int]:
     return waits
 
 
-@pytest.fixture(scope="module")
-def dm1_run() -> tuple[SimulationModel, list[int], list[int]]:
+@pytest.fixture(scope="module", params=CLUSTERS)
+def dm1_run(request: pytest.FixtureRequest) -> tuple[SimulationModel, list[int], list[int]]:
     """One D/M/1 run: the model, each batch's processing time and its scheduling delay."""
     model = SimulationModel(
-        Milliseconds(INTERVAL_MS), [OutputModel("job", Exponential(DM1_MEAN_MS))], batches=DM1_BATCHES, seed=DM1_SEED
+        Milliseconds(INTERVAL_MS), [OutputModel("job", Exponential(DM1_MEAN_MS))], batches=DM1_BATCHES, seed=DM1_SEED,
+        cluster=request.param,
     )
     batches = simulate(model).batches
     service = [b.processing_delay.milliseconds for b in batches]  # type: ignore[union-attr]
@@ -107,7 +118,9 @@ def dm1_run() -> tuple[SimulationModel, list[int], list[int]]:
 def _draws(model: SimulationModel, n: int) -> list[int]:
     rng = random.Random(f"aiodstream-simulation:{model.seed}:0")
     context = BatchContext(0, Time(0), model.batch_interval, 0)
-    sample = model.outputs[0].processing.sample
+    processing = model.outputs[0].processing
+    assert processing is not None
+    sample = processing.sample
     return [sample(context, rng) for _ in range(n)]
 
 
