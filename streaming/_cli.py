@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_simulate(commands)
     _add_checkpoint(commands)
     _add_ui(commands)
+    _add_calibrate(commands)
     return parser
 
 
@@ -463,6 +464,106 @@ def _ui(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"aiodstream ui: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    return EXIT_OK
+
+
+# -- calibrate --
+
+_CALIBRATE_EPILOG = """\
+examples:
+  aiodstream calibrate --program wordcount.py --master 'local[2]' --concurrency 1,2,3 --batches 40 --out runs/
+  aiodstream calibrate runs/wordcount-c1.jsonl runs/wordcount-c2.jsonl runs/wordcount-c3.jsonl
+
+With --program, the program runs once per concurrency, unchanged, in a child process (its master
+and settings are passed as spark-submit passes them; it must not hard-code a master), recording
+--batches batches each; the first run is the calibration. With traces, the first trace is the
+calibration. A trace is recorded by any run with spark.aiodstream.trace.path set (or
+StreamingContext.record_trace). The report gives, for every run, the median and p95 processing
+and scheduling delays measured and simulated in its configuration.
+"""
+
+
+def _add_calibrate(commands: Any) -> None:
+    p = commands.add_parser(
+        "calibrate",
+        help="fit the simulator's cluster model to real runs and report its error",
+        description="Record (or read) real runs of a streaming program, fit the simulator's cluster model to the "
+                    "first, and report how far the simulated delays are from every run's.",
+        epilog=_CALIBRATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("traces", nargs="*", metavar="TRACE", help="recorded traces; the first is the calibration")
+    p.add_argument("--program", metavar="FILE", help="record runs of this pyspark.streaming program first")
+    p.add_argument("--master", metavar="MASTER", help="the Spark master of the recorded runs, e.g. local[2]")
+    p.add_argument("--concurrency", metavar="LIST", default="1", help="concurrentJobs of each recorded run (default: 1)")
+    p.add_argument("--batches", type=int, default=40, metavar="N", help="batches per recorded run (default: 40)")
+    p.add_argument("--out", metavar="DIR", default=".", help="where recorded traces go (default: here)")
+    p.add_argument("--arg", action="append", default=[], metavar="ARG", help="an argument for the program (repeat)")
+    p.add_argument("--warmup", type=int, default=None, metavar="N", help="batches left out at the start of each run (default: 2)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(handler=_calibrate)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from streaming.simulation import ModelError, calibrate, read_trace, record_run
+    from streaming.simulation._calibrate import DEFAULT_WARMUP
+
+    warmup = DEFAULT_WARMUP if args.warmup is None else args.warmup
+    if warmup < 0:
+        print("aiodstream calibrate: error: --warmup must not be negative", file=sys.stderr)
+        return EXIT_USAGE
+    paths = list(args.traces)
+    try:
+        if args.program is not None:
+            if args.batches <= warmup:
+                print(f"aiodstream calibrate: error: --batches must exceed the {warmup} warm-up batches", file=sys.stderr)
+                return EXIT_USAGE
+            try:
+                levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+            except ValueError:
+                levels = []
+            if not levels or min(levels) < 1:
+                print(f"aiodstream calibrate: error: --concurrency must list positive integers, got {args.concurrency!r}",
+                      file=sys.stderr)
+                return EXIT_USAGE
+            out = Path(args.out)
+            out.mkdir(parents=True, exist_ok=True)
+            for jobs in levels:
+                path = out / f"{Path(args.program).stem}-c{jobs}.jsonl"
+                print(f"recording {args.batches} batches of {args.program} with concurrentJobs={jobs} -> {path}",
+                      file=sys.stderr, flush=True)
+                record_run(args.program, path, batches=args.batches, master=args.master, concurrent_jobs=jobs,
+                           args=args.arg)
+                paths.append(str(path))
+        if not paths:
+            print("aiodstream calibrate: error: give traces, or --program to record some", file=sys.stderr)
+            return EXIT_USAGE
+        traces = [read_trace(path) for path in paths]
+        calibration = calibrate(traces[0], warmup=warmup)
+        comparisons = [calibration.compare(trace, label=path) for path, trace in zip(paths, traces, strict=True)]
+    except ModelError as exc:
+        print(f"aiodstream calibrate: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"aiodstream calibrate: error: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    fitted = {
+        "calibration": paths[0],
+        "cluster": {"slots": calibration.model.cluster.slots if calibration.model.cluster else None,
+                    "cpus": calibration.model.cluster.cpus if calibration.model.cluster else None},
+        "stage_overhead_ms": calibration.stage_overhead_ms,
+        "operation_overheads_ms": list(calibration.operation_overheads_ms),
+        "generation_ms": calibration.generation_ms,
+        "warmup": warmup,
+    }
+    if args.json:
+        print(json.dumps({"fitted": fitted, "runs": [c.to_dict() for c in comparisons]}, indent=2))
+        return EXIT_OK
+    print(f"calibrated on {paths[0]}: stage overhead {calibration.stage_overhead_ms:g} ms, operation overheads "
+          f"{', '.join(f'{o:g} ms' for o in calibration.operation_overheads_ms)}, generation {calibration.generation_ms:g} ms")
+    for comparison in comparisons:
+        print()
+        print(comparison.format())
     return EXIT_OK
 
 

@@ -138,6 +138,29 @@ def _call_site() -> str:
     return "?" if frame is None else f"{frame.function} at {frame.filename}:{frame.lineno}"
 
 
+_TRACE_WRITE_TIMEOUT_S = 120.0
+
+
+class _StopAfterBatches:
+    """``spark.aiodstream.trace.batches``: stops the context gracefully once that many batches completed.
+
+    The stop runs on a thread of its own (a listener may not stop its context), as a program's
+    own ``ssc.stop(stopSparkContext=False, stopGraceFully=True)`` would; ``awaitTermination``
+    then returns and the program carries on to its end.
+    """
+
+    def __init__(self, limit: int, context: StreamingContext) -> None:
+        self._limit = limit
+        self._context = context
+        self._seen = 0
+
+    def on_batch_completed(self, event: object) -> None:
+        self._seen += 1
+        if self._seen == self._limit:
+            threading.Thread(target=self._context.stop, kwargs={"stopSparkContext": False, "stopGraceFully": True},
+                             name="aiodstream-trace-stop", daemon=True).start()
+
+
 class StreamingContext:
     """The entry point of a DStream program, with pyspark.streaming's API.
 
@@ -220,6 +243,10 @@ class StreamingContext:
         self._ui: Any = None  # the StreamingUI serving this context, once started with a UI port
         self._ui_bind: tuple[str, int, int] | None = None
         self._ui_url: str | None = None
+        self._trace: Any = None  # the TraceRecorder of spark.aiodstream.trace.path while this run is recorded
+        self._trace_request: tuple[str, int | None] | None = None  # record_trace(path, batches)
+        self._trace_written = threading.Event()  # set while no trace is being recorded or completed
+        self._trace_written.set()
         self._progress_options: dict[str, object] = {}  # given to checkpoint() or getOrCreate()
         self._is_exclusive = False  # decided at start
         self._context_id = next(_ids)
@@ -546,6 +573,7 @@ class StreamingContext:
             else:
                 self._log.warning("StreamingContext has already been stopped")
             self._deactivate()
+        self._finish_trace()
         sc = self._spark.started_spark_context
         if stopSparkContext and sc is not None:
             sc.stop()
@@ -583,7 +611,12 @@ class StreamingContext:
 
     def _await(self, timeout: Duration | None) -> bool:
         with _as_pyspark_errors():
-            return self._await_termination(timeout)
+            stopped = self._await_termination(timeout)
+        if stopped:
+            # A stop on another thread (spark.aiodstream.trace.batches) may still be adding the
+            # Spark jobs to the trace: the program's next step may stop the SparkContext.
+            self._trace_written.wait(_TRACE_WRITE_TIMEOUT_S)
+        return stopped
 
     def _await_termination(self, timeout: Duration | None) -> bool:
         portal, runtime = self._portal, self._runtime
@@ -615,6 +648,7 @@ class StreamingContext:
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._join_cancellations)
+                await anyio.to_thread.run_sync(self._finish_trace)
             self._release_job_threads()
             self._deactivate()
 
@@ -642,6 +676,7 @@ class StreamingContext:
         await anyio.to_thread.run_sync(self._join_cancellations)
         self._release_job_threads()
         self._deactivate()
+        await anyio.to_thread.run_sync(self._finish_trace)
         sc = self._spark.started_spark_context
         if stopSparkContext and sc is not None:
             await anyio.to_thread.run_sync(sc.stop)
@@ -723,6 +758,101 @@ class StreamingContext:
         self._install_rate_controllers()
         self._prepare_checkpoint()
         self._prepare_ui()
+        self._prepare_trace()
+
+    def record_trace(self, path: str | os.PathLike[str], *, batches: int | None = None) -> None:
+        """Record this run for the simulator: its listener events and, at stop, its Spark jobs' task times.
+
+        The programmatic form of ``spark.aiodstream.trace.path`` (and ``.batches``); call it
+        before :meth:`start`. The trace is what ``aiodstream calibrate`` and
+        :func:`streaming.simulation.calibrate` fit the cluster model to; the task times come
+        from Spark's UI (``spark.ui.enabled``), read once the context stops.
+
+        Args:
+            path: the trace file (JSON lines).
+            batches: stop the context gracefully once this many batches completed (as
+                ``stop(stopSparkContext=False, stopGraceFully=True)`` on another thread would).
+
+        Raises:
+            StreamingStateError: the context has started.
+            ValueError: ``batches`` is not a positive int.
+        """
+        if self._state is not StreamingContextState.INITIALIZED:
+            raise StreamingStateError("record_trace() must be called before the context starts")
+        if batches is not None and (isinstance(batches, bool) or not isinstance(batches, int) or batches < 1):
+            raise ValueError(f"batches must be a positive int, got {batches!r}")
+        self._trace_request = (os.fspath(path), batches)
+
+    def _prepare_trace(self) -> None:
+        """With ``record_trace`` or ``spark.aiodstream.trace.path``: record this run's events (and, at stop, its Spark jobs)."""
+        request = self._trace_request
+        if request is None:
+            settings = self._settings()
+            path = (settings.get("spark.aiodstream.trace.path") or "").strip()
+            if not path:
+                return
+            raw = (settings.get("spark.aiodstream.trace.batches") or "").strip()
+            limit = None
+            if raw:
+                try:
+                    limit = int(raw)
+                except ValueError:
+                    limit = 0
+                if limit < 1:
+                    raise ValueError(f"spark.aiodstream.trace.batches must be a positive number of batches, got {raw!r}")
+            request = (path, limit)
+        path, limit = request
+        if self._continuous is not None or self._trace is not None:
+            return
+        if limit is not None and self._env.async_mode:
+            raise ValueError("a trace's batch limit stops a context started with start(); a context in 'async with' "
+                             "stops itself (await ssc.stop_async())")
+        from .simulation import TraceRecorder
+
+        sc = self.sparkContext
+        runtime = self._ensure_runtime()
+        assert isinstance(runtime, StreamingRuntime)
+        meta = {"master": sc.master, "default_parallelism": sc.defaultParallelism, "cpus": os.cpu_count(),
+                "context": self._env.name, "app_id": sc.applicationId}
+        self._trace = TraceRecorder(path, batch_interval=self._batch_duration, concurrent_jobs=runtime.concurrent_jobs,
+                                    meta=meta, keep_batches=True)
+        runtime.add_listener(self._trace, name="trace-recorder")
+        self._trace_written.clear()
+        if limit is not None:
+            runtime.add_listener(_StopAfterBatches(limit, self), name="trace-batches")
+
+    def _finish_trace(self) -> None:
+        """Once the run stopped: add the Spark jobs of every recorded output operation to the trace, and close it."""
+        recorder, self._trace = self._trace, None
+        if recorder is None:
+            return
+        try:
+            self._write_trace(recorder)
+        finally:
+            self._trace_written.set()
+
+    def _write_trace(self, recorder: Any) -> None:
+        from .simulation import ModelError, fetch_spark_jobs
+
+        try:
+            sc = self._spark.started_spark_context
+            url = None if sc is None else sc.uiWebUrl
+            if sc is None or url is None:
+                self._log.warning("trace without Spark jobs: Spark's UI is off (spark.ui.enabled=false), so its task "
+                                  "times cannot be read", path=recorder.path)
+                return
+            name = self._env.name
+            groups = {streaming_job_group(name, Time(batch), op): (batch, op)
+                      for batch, ops in recorder.batches for op in ops}
+            try:
+                found = fetch_spark_jobs(url, sc.applicationId, groups)
+            except ModelError as exc:
+                self._log.warning("trace without Spark jobs", reason=str(exc), path=recorder.path)
+                return
+            for (batch, op), jobs in sorted(found.items()):
+                recorder.write_spark_jobs(Time(batch), op, jobs)
+        finally:
+            recorder.close()
 
     def _prepare_ui(self) -> None:
         """With ``uiPort`` or ``spark.aiodstream.ui.port``: a web UI attached to this context, to serve from start."""

@@ -294,6 +294,11 @@ class StreamingRuntime:
     # -- state --
 
     @property
+    def concurrent_jobs(self) -> int:
+        """How many jobs may run at once (``spark.streaming.concurrentJobs``)."""
+        return self._concurrent_jobs
+
+    @property
     def state(self) -> StreamingContextState:
         """The lifecycle state."""
         return self._state

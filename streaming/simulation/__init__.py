@@ -8,6 +8,16 @@ task slots its jobs share, several :class:`InputModel` inputs, engine :class:`Co
 compares intervals and concurrency, and :func:`plot_run` / :func:`plot_sweep` draw them.
 """
 
+from ._calibrate import (
+    Calibration,
+    Comparison,
+    DelayError,
+    TracedStages,
+    TracedTimes,
+    calibrate,
+    cluster_from_trace,
+    record_run,
+)
 from ._cluster import ClusterStatistics, SimulatedCluster
 from ._config import load_model, model_from_mapping, parse_duration, read_toml, whole_duration
 from ._graph import SimulatedGraph
@@ -40,6 +50,7 @@ from ._models import (
     Uniform,
 )
 from ._plot import plot_run, plot_sweep, run_figure, sweep_figure
+from ._spark_jobs import SparkJob, SparkStage, SparkTask, fetch_spark_jobs
 from ._report import DelayStats, QueuePoint, Summary, format_duration, queue_lengths
 from ._simulator import ProgressCallback, SimulationResult, simulate, simulate_async
 from ._sweep import SweepPoint, SweepResult, sweep, sweep_async
@@ -49,11 +60,14 @@ __all__ = [
     "Backpressure",
     "BatchContext",
     "BurstRate",
+    "Calibration",
     "ClusterModel",
     "ClusterStatistics",
+    "Comparison",
     "Constant",
     "ConstantRate",
     "Costs",
+    "DelayError",
     "DelayStats",
     "Exponential",
     "Failures",
@@ -75,6 +89,9 @@ __all__ = [
     "SimulatedGraph",
     "SimulationModel",
     "SimulationResult",
+    "SparkJob",
+    "SparkStage",
+    "SparkTask",
     "Stage",
     "StageWork",
     "StepRate",
@@ -83,9 +100,14 @@ __all__ = [
     "SweepResult",
     "Trace",
     "TraceRecorder",
+    "TracedStages",
+    "TracedTimes",
     "Uniform",
+    "calibrate",
+    "cluster_from_trace",
     "event_from_dict",
     "event_to_dict",
+    "fetch_spark_jobs",
     "format_duration",
     "load_model",
     "model_from_mapping",
@@ -98,6 +120,7 @@ __all__ = [
     "queue_lengths",
     "read_toml",
     "read_trace",
+    "record_run",
     "run_figure",
     "simulate",
     "simulate_async",

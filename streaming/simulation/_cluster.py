@@ -9,6 +9,7 @@ operation's job waits on one event until the cluster says its last stage is done
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import math
@@ -89,7 +90,12 @@ class SimulatedCluster:
         self._clock = clock
         self._free = model.slots
         self._fair = model.scheduling_mode == "FAIR"
-        self._cpus = model.cpus if model.cpus is not None and model.cpus < model.slots else None
+        self._cpus = model.cpus if model.cpus is not None and (model.cpus < model.slots or model.driver_on_cpus) else None
+        self._driver_on_cpus = model.driver_on_cpus
+        # Driver work waiting for a driver thread (driver_threads), in order, and how many run.
+        self._driver_threads = model.driver_threads
+        self._driver_queue: collections.deque[tuple[_JobRun, float]] = collections.deque()
+        self._driver_busy = 0
         self._task_overhead = model.task_overhead_ms
         self._stage_overhead = model.stage_overhead_ms
         self._job_overhead = model.job_overhead_ms
@@ -99,10 +105,11 @@ class SimulatedCluster:
         self._waiting: list[_JobRun] = []
         # Jobs on the cluster (for a restart): submitted and not done.
         self._active: dict[int, _JobRun] = {}
-        # Running tasks as (service at which it ends, sequence, job, slot milliseconds). Service
-        # is the work one task has received since the start: it grows at the processor-sharing
-        # rate, so the order of ends never changes while tasks run, only their instants.
-        self._running: list[tuple[float, int, _JobRun, float]] = []
+        # Running tasks as (service at which it ends, sequence, job, slot milliseconds, holds a
+        # slot). Service is the work one task has received since the start: it grows at the
+        # processor-sharing rate, so the order of ends never changes while tasks run, only their
+        # instants. A job's driver work (with driver_on_cpus) runs here too, holding no slot.
+        self._running: list[tuple[float, int, _JobRun, float, bool]] = []
         self._service = 0.0
         self._service_at = 0  # the instant _service was last brought up to date
         self._timer: TimerHandle | None = None
@@ -119,16 +126,28 @@ class SimulatedCluster:
         """Tasks running now."""
         return len(self._running)
 
-    async def run(self, stages: Sequence[Sequence[int]], *, fails: bool = False) -> None:
+    async def run(self, stages: Sequence[Sequence[int]], *, fails: bool = False, overhead_ms: float = 0.0) -> None:
         """Run one job to completion: ``stages[i]`` holds the durations (ms) of stage ``i``'s tasks.
+
+        The job first spends the cluster's job overhead plus ``overhead_ms`` on the driver
+        (no slot held), then runs its stages.
 
         With ``fails``, the job fails at the end of its last stage: the context goes down for
         the downtime, every job in flight loses its running tasks and starts over, and this one
         then runs again (and succeeds).
         """
         job = _JobRun(next(self._seq), stages, fails)
-        if self._job_overhead > 0:
-            await self._clock.sleep_until(Time(self._clock.now().milliseconds + math.ceil(self._job_overhead)))
+        overhead = self._job_overhead + overhead_ms
+        if overhead > 0 and self._driver_on_cpus:
+            # The driver's work competes for the processors: it runs among the tasks.
+            self._active[job.seq] = job
+            self._advance()
+            self._driver_work(job, overhead)
+            self._arm()
+            await job.done.wait()
+            return
+        if overhead > 0:
+            await self._clock.sleep_until(Time(self._clock.now().milliseconds + math.ceil(overhead)))
         self._active[job.seq] = job
         self._next_stage(job)
         await job.done.wait()
@@ -190,7 +209,7 @@ class SimulatedCluster:
                 waiting.remove(job)
             job.running += 1
             self._free -= 1
-            heapq.heappush(self._running, (self._service + slot_ms, next(self._seq), job, slot_ms))
+            heapq.heappush(self._running, (self._service + slot_ms, next(self._seq), job, slot_ms, True))
 
     def _arm(self) -> None:
         # One timer, for the instant the first running task ends (rounded up to the clock's ms).
@@ -218,8 +237,15 @@ class SimulatedCluster:
         done = self._service + _EPSILON
         stats = self.statistics
         stage_done: list[_JobRun] = []
+        driver_done: list[_JobRun] = []
         while running and running[0][0] <= done:
-            _, _, job, slot_ms = heapq.heappop(running)
+            _, _, job, slot_ms, holds_slot = heapq.heappop(running)
+            if not holds_slot:  # driver work done: the job's next stage may start
+                driver_done.append(job)
+                self._driver_busy -= 1
+                if self._driver_queue:
+                    self._driver_work(*self._driver_queue.popleft())
+                continue
             self._free += 1
             stats.tasks += 1
             stats.busy_ms += slot_ms
@@ -227,14 +253,30 @@ class SimulatedCluster:
             if job.running == 0 and not job.pending:
                 stage_done.append(job)
         self._dispatch()
+        for job in driver_done:
+            if self._down:  # a job failed: the restart starts every job over
+                break
+            self._next_stage(job)
         for job in stage_done:
-            if self._down:  # a job before this one failed: the restart starts every job over
+            if self._down:
                 break
             if self._stage_overhead > 0 and job.stage + 1 < len(job.stages):
-                self._clock.call_at(self._now() + math.ceil(self._stage_overhead), _Resume(self, job, job.epoch))
+                if self._driver_on_cpus:  # the DAG scheduler's work between stages, on the shared processors
+                    self._driver_work(job, self._stage_overhead)
+                else:
+                    self._clock.call_at(self._now() + math.ceil(self._stage_overhead), _Resume(self, job, job.epoch))
             else:
                 self._next_stage(job)
         self._arm()
+
+    def _driver_work(self, job: _JobRun, ms: float) -> None:
+        # Driver work runs among the tasks on the shared processors, on one of the driver's
+        # threads (one: the driver's Python, under its GIL); more waits its turn.
+        if self._driver_threads is not None and self._driver_busy >= self._driver_threads:
+            self._driver_queue.append((job, ms))
+            return
+        self._driver_busy += 1
+        heapq.heappush(self._running, (self._service + ms, next(self._seq), job, ms, False))
 
     def _restart(self) -> None:
         # A job failed: the context is down; work in flight is lost and starts over afterwards.
@@ -244,9 +286,11 @@ class SimulatedCluster:
         self._down = True
         down_ms = math.ceil(self._downtime)
         stats.down_ms += down_ms
-        stats.lost_tasks += len(self._running)
+        stats.lost_tasks += sum(1 for entry in self._running if entry[4])
         self._running.clear()
         self._waiting.clear()
+        self._driver_queue.clear()
+        self._driver_busy = 0
         self._free = self.model.slots
         for job in self._active.values():
             job.stage = -1

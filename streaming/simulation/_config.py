@@ -21,6 +21,27 @@ Example::
     kind = "exponential"       # constant | uniform | exponential | normal | lognormal | linear | trace
     mean = "400ms"
 
+    [[outputs]]                # or a Spark job as stages of tasks (for the cluster model)
+    name = "word-count"
+    stages = [{ tasks = 2, kind = "lognormal", median = "80ms", sigma = 0.2 },
+              { tasks = 2, kind = "constant", value = "50ms" }]
+
+    [cluster]                  # optional: the task slots the jobs share
+    executors = 1
+    cores = 2                  # slots per executor; also: cpus, scheduling_mode = "FAIR",
+    task_overhead = "6ms"      #   stage_overhead, job_overhead
+
+    [costs]                    # optional: the engine's own time, each a processing model
+    checkpoint = { kind = "constant", value = "40ms" }   # also: generation, commit, listener
+    checkpoint_mode = "sync"   # or "async"; listener_capacity = 10000
+
+    [failures]                 # optional
+    job_failure_probability = 0.001
+    downtime = "30s"
+
+Several inputs replace ``[input]``, ``max_rate`` and ``[backpressure]`` with ``[[inputs]]``
+tables, each with the ``[input]`` keys plus ``name``, ``max_rate`` and a ``backpressure`` table.
+
 Durations are strings with a unit (``"250ms"``, ``"1.5s"``, ``"2m"``, ``"1h"``) or plain numbers
 of milliseconds. A ``[trace]`` table (``path = "run.jsonl"``) starts from a recorded run instead;
 the other keys then override what the trace says.
@@ -39,9 +60,13 @@ from scheduler import Duration
 from ._models import (
     Backpressure,
     BurstRate,
+    ClusterModel,
     Constant,
     ConstantRate,
+    Costs,
     Exponential,
+    Failures,
+    InputModel,
     InputRate,
     Linear,
     LogNormal,
@@ -50,6 +75,7 @@ from ._models import (
     OutputModel,
     ProcessingTime,
     SimulationModel,
+    Stage,
     StepRate,
     Uniform,
 )
@@ -172,8 +198,7 @@ def processing_from_mapping(data: Mapping[str, Any], prefix: str = "") -> Proces
         raise _prefixed(exc, prefix) from None
 
 
-def _input_from_mapping(data: Mapping[str, Any], base_dir: Path | None) -> InputRate:
-    p = "input."
+def _input_from_mapping(data: Mapping[str, Any], base_dir: Path | None, p: str = "input.") -> InputRate:
     kind = data.get("kind", "constant")
     try:
         if kind == "constant":
@@ -222,8 +247,83 @@ def _resolve(value: object, field: str, base_dir: Path | None) -> Path:
 
 
 _TOP_KEYS = ("interval", "concurrent_jobs", "duration", "batches", "seed", "rate_factor", "max_rate", "backpressure", "input",
-             "outputs", "trace")
+             "inputs", "outputs", "trace", "cluster", "costs", "failures")
 _BACKPRESSURE_KEYS = ("proportional", "integral", "derivative", "min_rate", "initial_rate")
+_CLUSTER_KEYS = ("executors", "cores", "scheduling_mode", "cpus", "task_overhead", "stage_overhead", "job_overhead")
+_COST_MODELS = ("generation", "checkpoint", "commit", "listener")
+
+
+def _backpressure(value: object, prefix: str) -> Backpressure:
+    table = _table(value, prefix.rstrip("."))
+    _check_keys(table, _BACKPRESSURE_KEYS, prefix)
+    try:
+        return Backpressure(**table)
+    except ModelError as exc:
+        raise _prefixed(ModelError(exc.field.removeprefix("backpressure."), exc.reason), prefix) from None
+
+
+def _inputs(value: object, base: Path | None) -> list[InputModel]:
+    if not isinstance(value, list) or not value:
+        raise ModelError("inputs", "must be a non-empty array of tables ([[inputs]])")
+    built = []
+    for i, one in enumerate(value):
+        p = f"inputs[{i}]."
+        table = dict(_table(one, f"inputs[{i}]"))
+        name = table.pop("name", None)
+        max_rate = table.pop("max_rate", None)
+        backpressure = _backpressure(table.pop("backpressure"), f"{p}backpressure.") if "backpressure" in table else None
+        try:
+            built.append(InputModel(_input_from_mapping(table, base, p), name=name, max_rate=max_rate, backpressure=backpressure))
+        except ModelError as exc:
+            raise _prefixed(exc, p) from None
+    return built
+
+
+def _stages(value: object, prefix: str) -> list[Stage]:
+    if not isinstance(value, list) or not value:
+        raise ModelError(f"{prefix}stages", "must be a non-empty array of {tasks, kind, ...} tables")
+    built = []
+    for i, one in enumerate(value):
+        p = f"{prefix}stages[{i}]."
+        table = dict(_table(one, f"{prefix}stages[{i}]"))
+        tasks = table.pop("tasks", 1)
+        try:
+            built.append(Stage(tasks, processing_from_mapping(table, p)))
+        except ModelError as exc:
+            raise _prefixed(exc, p) from None
+    return built
+
+
+def _cluster(value: object) -> ClusterModel:
+    table = _table(value, "cluster")
+    _check_keys(table, _CLUSTER_KEYS, "cluster.")
+    fields: dict[str, Any] = {k: table[k] for k in ("executors", "cores", "scheduling_mode", "cpus") if k in table}
+    if isinstance(fields.get("scheduling_mode"), str):
+        fields["scheduling_mode"] = fields["scheduling_mode"].upper()
+    for key in ("task_overhead", "stage_overhead", "job_overhead"):
+        if key in table:
+            fields[f"{key}_ms"] = parse_duration(table[key], f"cluster.{key}")
+    return ClusterModel(**fields)
+
+
+def _costs(value: object) -> Costs:
+    table = _table(value, "costs")
+    _check_keys(table, (*_COST_MODELS, "checkpoint_mode", "listener_capacity"), "costs.")
+    fields: dict[str, Any] = {}
+    for key in _COST_MODELS:
+        if key in table:
+            fields[key] = processing_from_mapping(_table(table[key], f"costs.{key}"), f"costs.{key}.")
+    for key in ("checkpoint_mode", "listener_capacity"):
+        if key in table:
+            fields[key] = table[key]
+    return Costs(**fields)
+
+
+def _failures(value: object) -> Failures:
+    table = _table(value, "failures")
+    _check_keys(table, ("job_failure_probability", "downtime"), "failures.")
+    downtime = parse_duration(table["downtime"], "failures.downtime") if "downtime" in table else 0.0
+    return Failures(_number(table, "job_failure_probability", "failures."), downtime)
 
 
 def model_from_mapping(data: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None) -> SimulationModel:
@@ -261,11 +361,17 @@ def model_from_mapping(data: Mapping[str, Any], *, base_dir: str | os.PathLike[s
     if "max_rate" in data:
         fields["max_rate"] = data["max_rate"]
     if "backpressure" in data:
-        table = _table(data["backpressure"], "backpressure")
-        _check_keys(table, _BACKPRESSURE_KEYS, "backpressure.")
-        fields["backpressure"] = Backpressure(**table)
+        fields["backpressure"] = _backpressure(data["backpressure"], "backpressure.")
     if "input" in data:
         fields["input"] = _input_from_mapping(_table(data["input"], "input"), base)
+    if "inputs" in data:
+        fields["inputs"] = _inputs(data["inputs"], base)
+    if "cluster" in data:
+        fields["cluster"] = _cluster(data["cluster"])
+    if "costs" in data:
+        fields["costs"] = _costs(data["costs"])
+    if "failures" in data:
+        fields["failures"] = _failures(data["failures"])
     if "outputs" in data:
         outputs = data["outputs"]
         if not isinstance(outputs, list) or not outputs:
@@ -278,7 +384,11 @@ def model_from_mapping(data: Mapping[str, Any], *, base_dir: str | os.PathLike[s
             if not isinstance(name, str) or not name:
                 raise ModelError(f"{prefix}name", f"must be a non-empty string, got {name!r}")
             params = {k: v for k, v in out.items() if k != "name"}
-            built.append(OutputModel(name, processing_from_mapping(params, prefix)))
+            if "stages" in params:
+                _check_keys(params, ("stages",), prefix)
+                built.append(OutputModel(name, stages=_stages(params["stages"], prefix)))
+            else:
+                built.append(OutputModel(name, processing_from_mapping(params, prefix)))
         fields["outputs"] = built
     elif traced is None:
         raise ModelError("outputs", "is required: at least one [[outputs]] table with a processing model")

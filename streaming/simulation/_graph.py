@@ -70,7 +70,8 @@ class SimulatedGraph:
         # and description (looked up once, not per batch).
         self._operations = [
             (out.processing.sample if out.processing is not None and self.cluster is None else out.sample_stages,
-             out.processing is not None and self.cluster is None, rng, out.name, f"simulated {out.name}")
+             out.processing is not None and self.cluster is None, rng, out.name, f"simulated {out.name}",
+             None if out.overhead is None else out.overhead.sample)
             for out, rng in zip(model.outputs, self._rngs, strict=True)
         ]
         # A job's function sleeps its duration on the clock, as a real job takes time. It is the
@@ -135,16 +136,21 @@ class SimulatedGraph:
         jobs = []
         cluster = self.cluster
         sleepers = self._sleepers
-        for work, alone, rng, name, description in self._operations:
+        for work, alone, rng, name, description, overhead_of in self._operations:
             if alone:
                 ms = work(batch, rng)
+                if overhead_of is not None:
+                    ms += overhead_of(batch, rng)
                 fn = sleepers.get(ms) or self._sleeper(ms)
-            elif cluster is None:  # stages without a cluster: each stage takes its longest task
-                fn = self._sleeper(sum(max(stage, default=0) for stage in work(batch, rng)))
+                jobs.append(Job(time, fn, name=name, description=description, is_async=True))
+                continue
+            stages = work(batch, rng)
+            overhead = 0 if overhead_of is None else overhead_of(batch, rng)
+            if cluster is None:  # stages without a cluster: each stage takes its longest task
+                fn = self._sleeper(overhead + sum(max(stage, default=0) for stage in stages))
             else:
-                stages = work(batch, rng)
                 fails = self._failure_p > 0 and self._failure_rng.random() < self._failure_p
-                fn = functools.partial(cluster.run, stages, fails=fails)
+                fn = functools.partial(cluster.run, stages, fails=fails, overhead_ms=overhead)
             jobs.append(Job(time, fn, name=name, description=description, is_async=True))
         self.generated += 1
         if self._on_generated is not None:

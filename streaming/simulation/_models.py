@@ -467,11 +467,15 @@ class OutputModel:
             other, each stage's tasks on the cluster's task slots. Or any object with
             ``sample_stages(batch, rng)`` (a trace's recorded tasks). Without a cluster model
             the job takes the sum over stages of the longest task.
+        overhead: the operation's time on the driver outside its tasks (submitting its Spark
+            jobs, collecting results, the Python around them), drawn per batch and spent before
+            its first stage, holding no slot (``None``: none).
     """
 
     name: str
     processing: ProcessingTime | None = None
     stages: tuple[Stage, ...] | StageWork | None = None
+    overhead: ProcessingTime | None = None
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -490,6 +494,8 @@ class OutputModel:
                 if not isinstance(stage, Stage):
                     raise ModelError(f"stages[{i}]", f"must be a Stage, got {stage!r}")
             object.__setattr__(self, "stages", stages)
+        if self.overhead is not None and not isinstance(self.overhead, ProcessingTime):
+            raise ModelError("overhead", f"must be a processing-time model (with sample()), got {self.overhead!r}")
 
     def sample_stages(self, batch: BatchContext, rng: random.Random) -> tuple[tuple[int, ...], ...]:
         """The job's tasks for ``batch``: stages of task durations (one task for a ``processing`` model)."""
@@ -561,6 +567,13 @@ class ClusterModel:
             scheduler, shuffle bookkeeping); no slot is held.
         job_overhead_ms: per job, before its first stage (submission from the driver); no slot
             is held.
+        driver_on_cpus: the driver runs on the same processors as the tasks (``local[N]``):
+            each job's driver time (the job overhead and its operation's overhead) is work that
+            shares the ``cpus`` with the running tasks, so concurrent jobs slow each other down
+            on the driver too. Needs ``cpus``.
+        driver_threads: with ``driver_on_cpus``, how many jobs' driver work may run at once;
+            the rest waits its turn (``1``: a Python driver, whose work holds its GIL;
+            ``None``: no bound).
     """
 
     executors: int = 1
@@ -570,6 +583,8 @@ class ClusterModel:
     task_overhead_ms: float = 0.0
     stage_overhead_ms: float = 0.0
     job_overhead_ms: float = 0.0
+    driver_on_cpus: bool = False
+    driver_threads: int | None = None
 
     def __attrs_post_init__(self) -> None:
         _whole("cluster.executors", self.executors, minimum=1)
@@ -581,6 +596,10 @@ class ClusterModel:
         _finite("cluster.task_overhead", self.task_overhead_ms)
         _finite("cluster.stage_overhead", self.stage_overhead_ms)
         _finite("cluster.job_overhead", self.job_overhead_ms)
+        if self.driver_on_cpus and self.cpus is None:
+            raise ModelError("cluster.driver_on_cpus", "needs cpus: the processors the driver shares with the tasks")
+        if self.driver_threads is not None:
+            _whole("cluster.driver_threads", self.driver_threads, minimum=1)
 
     @property
     def slots(self) -> int:

@@ -34,10 +34,12 @@ from listeners import (
 from scheduler import Duration, StreamInputInfo, Time
 
 from ._models import ModelError, OutputModel, Replay, ReplayRate, SimulationModel
+from ._spark_jobs import SparkJob, spark_job_from_dict, spark_job_to_dict
 
 __all__ = ["TRACE_FORMAT", "Trace", "TraceRecorder", "event_from_dict", "event_to_dict", "model_from_trace", "read_trace"]
 
 TRACE_FORMAT = "aiodstream-trace"
+SPARK_JOBS = "SparkJobs"
 _VERSION = 1
 
 
@@ -220,16 +222,26 @@ class TraceRecorder:
         batch_interval: Duration | None = None,
         concurrent_jobs: int | None = None,
         meta: Mapping[str, Any] | None = None,
+        keep_batches: bool = False,
     ) -> None:
-        """Open ``file`` (a path, or a text file this recorder will not close) and write the header."""
+        """Open ``file`` (a path, or a text file this recorder will not close) and write the header.
+
+        With ``keep_batches``, :attr:`batches` lists each completed batch's time and output
+        operation ids (what :meth:`write_spark_jobs` is then called for).
+        """
         if isinstance(file, (str, os.PathLike)):
             self._file: IO[str] = open(file, "w", encoding="utf-8", buffering=1 << 16)
             self._owns = True
+            self.path: str | None = os.fspath(file)
         else:
             self._file = file
             self._owns = False
+            self.path = None
+        self._keep = keep_batches
+        self.batches: list[tuple[int, tuple[int, ...]]] = []
         self.events_written = 0
         self.events_skipped = 0
+        self.spark_jobs_written = 0
         header = {
             "format": TRACE_FORMAT,
             "version": _VERSION,
@@ -244,8 +256,22 @@ class TraceRecorder:
         if not isinstance(event, _TRACED):
             self.events_skipped += 1
             return
+        if self._keep and type(event) is BatchCompleted:
+            info = event.batch_info
+            self.batches.append((info.batch_time.milliseconds, tuple(sorted(info.output_operation_infos))))
         self._file.write(json.dumps(event_to_dict(event), default=str, separators=(",", ":")) + "\n")
         self.events_written += 1
+
+    def write_spark_jobs(self, batch_time: Time, output_op_id: int, jobs: Sequence[SparkJob]) -> None:
+        """Write the Spark jobs one output operation of one batch ran (a ``SparkJobs`` line).
+
+        What a replay on the cluster model re-schedules: each job's stages and task times
+        (see :func:`~streaming.simulation.fetch_spark_jobs`). Call it once the run has stopped.
+        """
+        line = {"event": SPARK_JOBS, "batch_time": batch_time.milliseconds, "output_op_id": output_op_id,
+                "jobs": [spark_job_to_dict(j) for j in jobs]}
+        self._file.write(json.dumps(line, separators=(",", ":")) + "\n")
+        self.spark_jobs_written += 1
 
     def close(self) -> None:
         """Flush, and close the file if this recorder opened it."""
@@ -276,12 +302,15 @@ class Trace:
         concurrent_jobs: from the header, if recorded.
         meta: free-form header metadata.
         events: every event, in recorded order.
+        spark_jobs: the Spark jobs of each output operation, keyed by ``(batch time ms, output
+            operation id)``, when the trace recorded them (``spark.aiodstream.trace.path`` does).
     """
 
     batch_interval: Duration | None
     concurrent_jobs: int | None
     meta: Mapping[str, Any]
     events: tuple[StreamingEvent, ...] = attrs.field(repr=lambda e: f"<{len(e)} events>")
+    spark_jobs: Mapping[tuple[int, int], tuple[SparkJob, ...]] = attrs.field(factory=dict, repr=lambda j: f"<{len(j)} operations>")
 
     @property
     def completed_batches(self) -> tuple[BatchInfo, ...]:
@@ -307,6 +336,7 @@ def _read(f: IO[str] | io.StringIO) -> Trace:
     concurrency: int | None = None
     meta: dict[str, Any] = {}
     events: list[StreamingEvent] = []
+    spark_jobs: dict[tuple[int, int], tuple[SparkJob, ...]] = {}
     for n, line in enumerate(f, start=1):
         if not line.strip():
             continue
@@ -326,10 +356,18 @@ def _read(f: IO[str] | io.StringIO) -> Trace:
             meta = dict(data.get("meta") or {})
             continue
         try:
+            if data.get("event") == SPARK_JOBS:
+                key = (int(data["batch_time"]), int(data["output_op_id"]))
+                spark_jobs[key] = tuple(spark_job_from_dict(j) for j in data["jobs"])
+                continue
             events.append(event_from_dict(data))
         except ModelError as exc:
             raise exc.within(f"line {n}") from None
-    return Trace(interval, concurrency, meta, tuple(events))
+        except KeyError as exc:
+            raise ModelError(f"line {n}.{exc.args[0]}", "is missing") from None
+        except (TypeError, ValueError) as exc:
+            raise ModelError(f"line {n}", f"malformed {SPARK_JOBS} line: {exc}") from None
+    return Trace(interval, concurrency, meta, tuple(events), spark_jobs)
 
 
 # -- replay --

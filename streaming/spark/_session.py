@@ -92,6 +92,9 @@ STREAMING_SETTINGS = (
     # The web UI (ours: Spark's own UI has no streaming tab for this runtime).
     "spark.aiodstream.ui.port",
     "spark.aiodstream.ui.host",
+    # A trace of the run, with its Spark jobs, for the simulator's calibration.
+    "spark.aiodstream.trace.path",
+    "spark.aiodstream.trace.batches",
 )
 """The Spark configuration keys the streaming layer reads."""
 

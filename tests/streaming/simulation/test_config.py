@@ -142,7 +142,7 @@ def test_bursts_and_constant_inputs_load(tmp_path: Path) -> None:
          "duration: must cover at least one batch interval (1000 ms), got 500 ms"),
         ('interval = "1s"\nintervall = 3\n[[outputs]]\nkind = "constant"\nvalue = 3\n',
          "intervall: unknown field; expected one of: interval, concurrent_jobs, duration, batches, seed, "
-         "rate_factor, max_rate, backpressure, input, outputs, trace"),
+         "rate_factor, max_rate, backpressure, input, inputs, outputs, trace, cluster, costs, failures"),
         ('interval = "1s"\n[input]\nkind = "steps"\nsteps = [{at = "0s", rate = 1}, {at = "0s", rate = 2}]\n'
          '[[outputs]]\nkind = "constant"\nvalue = 3\n',
          "input.steps[1].at: steps must be in increasing time order, got 0 ms after 0 ms"),
