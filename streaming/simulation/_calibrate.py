@@ -121,30 +121,31 @@ _LOCAL = re.compile(r"^local\[(\d+|\*)(?:,\s*\d+)?\]$")
 def cluster_from_trace(trace: Trace, **overrides: Any) -> ClusterModel:
     """The cluster a trace ran on, from its header: one executor with ``local[N]``'s N slots, or the default parallelism.
 
-    With a ``local`` master the driver and the tasks share the recording machine's processors
-    (``cpus``, ``driver_on_cpus``); on a cluster the executors' processors are taken as one per
-    slot. ``overrides`` replace any field (``cores=4``).
+    With a ``local`` master the driver is the recording process itself: its work (each
+    operation's overhead, the gaps between stages) runs one job at a time (``driver_threads=1``:
+    Python's GIL, the DAG scheduler's single event thread). Processors are not modelled by
+    default: PySpark tasks of a few tens of milliseconds spend much of their slot time waiting
+    (on the JVM, on sockets), and on the fidelity runs ``local[4]`` with three concurrent jobs kept
+    2.9 tasks in flight on two processors without slowing them down. Give ``cpus=`` (and
+    ``driver_on_cpus=True``) for CPU-bound tasks. ``overrides`` replace any field (``cores=4``).
 
     Raises:
         ModelError: the header says neither the master nor the parallelism.
     """
     meta = trace.meta
-    master = str(meta.get("master") or "")
-    cpus = meta.get("cpus")
-    match = _LOCAL.match(master.strip())
-    local = bool(match) or master.strip() == "local"
+    master = str(meta.get("master") or "").strip()
+    match = _LOCAL.match(master)
+    local = bool(match) or master == "local"
     if match and match.group(1) != "*":
         slots = int(match.group(1))
     elif meta.get("default_parallelism"):
         slots = int(meta["default_parallelism"])
-    elif master.strip() == "local":
+    elif master == "local":
         slots = 1
     else:
         raise ModelError("meta.master", f"cannot tell the task slots from master {master!r}; give cores=")
     fields: dict[str, Any] = {"executors": 1, "cores": slots}
-    if local and isinstance(cpus, int) and cpus > 0:
-        fields["cpus"] = cpus
-        fields["driver_on_cpus"] = True
+    if local:
         fields["driver_threads"] = 1
     fields.update(overrides)
     return ClusterModel(**fields)
@@ -276,7 +277,7 @@ class Calibration:
             fields["batches"] = batches
         return self.model.evolve(**fields)
 
-    def compare(self, run: Trace, *, label: str | None = None) -> Comparison:
+    def compare(self, run: Trace, *, label: str | None = None, **cluster: Any) -> Comparison:
         """Simulate the configuration of the recorded ``run`` (its concurrency and slots) and compare delays.
 
         Raises:
@@ -289,12 +290,12 @@ class Calibration:
         if interval is not None and interval != self.model.batch_interval:
             raise ModelError("batch_interval", f"the run's interval {interval} differs from the calibration's "
                                                f"{self.model.batch_interval}")
-        cluster = cluster_from_trace(run)
+        target = cluster_from_trace(run, **cluster)
         jobs = run.concurrent_jobs or 1
-        model = self.predict(concurrent_jobs=jobs, cluster=cluster, batches=len(run.completed_batches))
+        model = self.predict(concurrent_jobs=jobs, cluster=target, batches=len(run.completed_batches))
         simulated = simulate(model).batches[self.warmup:]
         name = label or f"{run.meta.get('master', '?')} concurrentJobs={jobs}"
-        return Comparison(name, jobs, model.cluster or cluster, len(measured), _delay_errors(measured, simulated))
+        return Comparison(name, jobs, model.cluster or target, len(measured), _delay_errors(measured, simulated))
 
 
 def calibrate(trace: Trace, *, warmup: int = DEFAULT_WARMUP, cluster: ClusterModel | None = None) -> Calibration:

@@ -91,7 +91,11 @@ class SimulatedCluster:
         self._free = model.slots
         self._fair = model.scheduling_mode == "FAIR"
         self._cpus = model.cpus if model.cpus is not None and (model.cpus < model.slots or model.driver_on_cpus) else None
-        self._driver_on_cpus = model.driver_on_cpus
+        # Without driver_on_cpus, driver work runs on its threads but does not take processors.
+        self._driver_takes_cpu = model.driver_on_cpus
+        # Driver work is tracked among the tasks when it shares their processors or is bounded
+        # by the driver's threads; otherwise it is a plain wait.
+        self._driver_on_cpus = model.driver_on_cpus or model.driver_threads is not None
         # Driver work waiting for a driver thread (driver_threads), in order, and how many run.
         self._driver_threads = model.driver_threads
         self._driver_queue: collections.deque[tuple[_JobRun, float]] = collections.deque()
@@ -276,7 +280,19 @@ class SimulatedCluster:
             self._driver_queue.append((job, ms))
             return
         self._driver_busy += 1
-        heapq.heappush(self._running, (self._service + ms, next(self._seq), job, ms, False))
+        if self._driver_takes_cpu:
+            heapq.heappush(self._running, (self._service + ms, next(self._seq), job, ms, False))
+        else:
+            self._clock.call_at(self._now() + math.ceil(ms), _DriverDone(self, job, job.epoch))
+
+    def _driver_done(self, job: _JobRun) -> None:
+        # Driver work that takes no processor ended: the next waiting one starts, the job goes on.
+        self._advance()
+        self._driver_busy -= 1
+        if self._driver_queue:
+            self._driver_work(*self._driver_queue.popleft())
+        self._next_stage(job)
+        self._arm()
 
     def _restart(self) -> None:
         # A job failed: the context is down; work in flight is lost and starts over afterwards.
@@ -340,3 +356,18 @@ class _Resume:
     def __call__(self) -> None:
         if self._job.epoch == self._epoch:  # else a restart came in between and starts the job over
             self._cluster._next_stage(self._job)
+
+
+class _DriverDone:
+    """A timer callback ending a job's driver work that takes no processor."""
+
+    __slots__ = ("_cluster", "_epoch", "_job")
+
+    def __init__(self, cluster: SimulatedCluster, job: _JobRun, epoch: int) -> None:
+        self._cluster = cluster
+        self._job = job
+        self._epoch = epoch
+
+    def __call__(self) -> None:
+        if self._job.epoch == self._epoch:  # else a restart came in between and starts the job over
+            self._cluster._driver_done(self._job)

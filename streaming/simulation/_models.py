@@ -571,9 +571,9 @@ class ClusterModel:
             each job's driver time (the job overhead and its operation's overhead) is work that
             shares the ``cpus`` with the running tasks, so concurrent jobs slow each other down
             on the driver too. Needs ``cpus``.
-        driver_threads: with ``driver_on_cpus``, how many jobs' driver work may run at once;
-            the rest waits its turn (``1``: a Python driver, whose work holds its GIL;
-            ``None``: no bound).
+        driver_threads: how many jobs' driver work (job, operation and stage overheads) may
+            run at once; the rest waits its turn (``1``: a Python driver, whose work holds its
+            GIL; ``None``: no bound).
     """
 
     executors: int = 1

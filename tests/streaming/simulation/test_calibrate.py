@@ -82,7 +82,7 @@ def test_the_fit_splits_each_operation_into_replayed_tasks_stage_gaps_and_driver
     out = cal.model.outputs[0]
     assert out.stages == TracedStages([((100, 80), (50, 60))] * 4, cycle_from=1)
     assert out.overhead == TracedTimes([22, 23, 24, 25], cycle_from=1)
-    assert cal.model.cluster == ClusterModel(1, 2, cpus=2, stage_overhead_ms=8, driver_on_cpus=True, driver_threads=1)
+    assert cal.model.cluster == ClusterModel(1, 2, stage_overhead_ms=8, driver_threads=1)
     assert cal.model.costs.generation == TracedTimes([20, 20, 20, 20], cycle_from=1)
 
 
@@ -113,21 +113,22 @@ def test_predictions_keep_the_work_and_change_the_configuration() -> None:
     model = cal.predict(concurrent_jobs=3, cluster=ClusterModel(1, 4, cpus=2))
     assert model.concurrent_jobs == 3
     assert model.cluster == ClusterModel(1, 4, cpus=2, stage_overhead_ms=8)
+    with_overrides = cal.compare(_trace(), cores=1)
+    assert with_overrides.cluster.slots == 1
     assert model.outputs == cal.model.outputs
 
 
 @pytest.mark.parametrize(
     ("meta", "expected"),
     [
-        ({"master": "local[4]", "cpus": 2}, ClusterModel(1, 4, cpus=2, driver_on_cpus=True, driver_threads=1)),
-        ({"master": "local", "cpus": 8}, ClusterModel(1, 1, cpus=8, driver_on_cpus=True, driver_threads=1)),
+        ({"master": "local[4]", "cpus": 2}, ClusterModel(1, 4, driver_threads=1)),
+        ({"master": "local", "cpus": 8}, ClusterModel(1, 1, driver_threads=1)),
         ({"master": "spark://127.0.0.1:7077", "default_parallelism": 6, "cpus": 2}, ClusterModel(1, 6)),
-        ({"master": "local[*]", "default_parallelism": 8, "cpus": 8}, ClusterModel(1, 8, cpus=8, driver_on_cpus=True,
-                                                                                 driver_threads=1)),
+        ({"master": "local[*]", "default_parallelism": 8, "cpus": 8}, ClusterModel(1, 8, driver_threads=1)),
     ],
 )
 def test_the_cluster_comes_from_the_trace_header(meta: dict[str, Any], expected: ClusterModel) -> None:
-    """local[N] is N slots sharing the machine's processors with the driver; a cluster master has its parallelism in slots."""
+    """local[N] is N slots with the driver's work one job at a time; a cluster master has its parallelism in slots."""
     assert cluster_from_trace(_trace(meta)) == expected
 
 

@@ -52,6 +52,9 @@ def three_outputs(stream: Any) -> None:
 
 
 PROGRAMS: dict[str, Callable[[Any], None]] = {"wordcount": wordcount, "three_outputs": three_outputs}
+# Batch intervals (seconds): each program loaded but stable with one concurrent job on local[2]
+# (about 140 ms and 385 ms of processing a batch on the 2-core test machine).
+INTERVALS = {"wordcount": 0.3, "three_outputs": 0.5}
 
 
 def warm_up(sc: Any, rounds: int = 25) -> None:

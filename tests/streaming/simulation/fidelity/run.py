@@ -27,14 +27,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--programs", default="wordcount,three_outputs")
     parser.add_argument("--concurrency", default="1,2,3")
-    parser.add_argument("--batches", type=int, default=40)
-    parser.add_argument("--interval", type=float, default=0.5)
+    parser.add_argument("--batches", type=int, default=60)
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
 
     from streaming import StreamingContext
-    from tests.streaming.simulation.fidelity.programs import PROGRAMS, lines, warm_up
+    from tests.streaming.simulation.fidelity.programs import INTERVALS, PROGRAMS, lines, warm_up
 
     conf = (SparkConf().setMaster(args.master).setAppName("aiodstream-fidelity")
             .set("spark.ui.enabled", "true").set("spark.ui.port", "0").set("spark.ui.showConsoleProgress", "false")
@@ -46,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
         args.out.mkdir(parents=True, exist_ok=True)
         for program in args.programs.split(","):
             for jobs in (int(c) for c in args.concurrency.split(",")):
-                ssc = StreamingContext(sc, args.interval, concurrentJobs=jobs)
+                ssc = StreamingContext(sc, INTERVALS[program], concurrentJobs=jobs)
                 queue = [sc.parallelize(lines(i), 2) for i in range(args.batches + 20)]
                 PROGRAMS[program](ssc.queueStream(queue))
                 ssc.record_trace(args.out / trace_name(program, args.master, jobs), batches=args.batches)
