@@ -281,7 +281,7 @@ class TimerHandle:
             self._clock._parked_count -= 1
 
     def set_result(self, _: object) -> None:
-        # Called by the clock when the deadline is reached, in place of waking a sleeper.
+        """Fire: the clock calls this when the deadline is reached, in place of waking a sleeper."""
         callback, self._callback = self._callback, None
         self._done = True
         if callback is not None:

@@ -505,8 +505,7 @@ def _add_calibrate(commands: Any) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from streaming.simulation import ModelError, calibrate, read_trace, record_run
-    from streaming.simulation._calibrate import DEFAULT_WARMUP
+    from streaming.simulation import DEFAULT_WARMUP, ModelError, calibrate, read_trace, record_run
 
     warmup = DEFAULT_WARMUP if args.warmup is None else args.warmup
     if warmup < 0:

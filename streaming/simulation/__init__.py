@@ -9,6 +9,7 @@ compares intervals and concurrency, and :func:`plot_run` / :func:`plot_sweep` dr
 """
 
 from ._calibrate import (
+    DEFAULT_WARMUP,
     Calibration,
     Comparison,
     DelayError,
@@ -50,13 +51,14 @@ from ._models import (
     Uniform,
 )
 from ._plot import plot_run, plot_sweep, run_figure, sweep_figure
-from ._spark_jobs import SparkJob, SparkStage, SparkTask, fetch_spark_jobs
 from ._report import DelayStats, QueuePoint, Summary, format_duration, queue_lengths
 from ._simulator import ProgressCallback, SimulationResult, simulate, simulate_async
+from ._spark_jobs import SparkJob, SparkStage, SparkTask, fetch_spark_jobs
 from ._sweep import SweepPoint, SweepResult, sweep, sweep_async
 from ._trace import Trace, TraceRecorder, event_from_dict, event_to_dict, model_from_trace, read_trace
 
 __all__ = [
+    "DEFAULT_WARMUP",
     "Backpressure",
     "BatchContext",
     "BurstRate",

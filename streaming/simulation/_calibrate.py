@@ -18,6 +18,7 @@ recorded run and reports the median and p95 delays of both, with the relative er
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import os
 import random
@@ -32,12 +33,14 @@ from typing import Any, Mapping, Sequence
 import attrs
 
 from listeners import BatchInfo
+
 from ._models import BatchContext, ClusterModel, Costs, ModelError, OutputModel, ReplayRate, SimulationModel
 from ._simulator import simulate
 from ._spark_jobs import SparkJob
 from ._trace import Trace, read_trace
 
 __all__ = [
+    "DEFAULT_WARMUP",
     "Calibration",
     "Comparison",
     "DelayError",
@@ -331,7 +334,7 @@ def calibrate(trace: Trace, *, warmup: int = DEFAULT_WARMUP, cluster: ClusterMod
     for b in done:
         for op in op_ids:
             for job in jobs_of(b, op):
-                for prev, nxt in zip(job.stages, job.stages[1:]):
+                for prev, nxt in itertools.pairwise(job.stages):
                     end, start = prev.last_end_ms, nxt.first_launch_ms
                     if end is not None and start is not None:
                         gaps.append(start - end)

@@ -90,9 +90,11 @@ class SimulatedCluster:
         self._clock = clock
         self._free = model.slots
         self._fair = model.scheduling_mode == "FAIR"
-        self._cpus = model.cpus if model.cpus is not None and (model.cpus < model.slots or model.driver_on_cpus) else None
+        self._cpus = model.cpus if model.cpus is not None and (model.cpus < model.slots * model.task_cpu
+                                                               or model.driver_on_cpus) else None
         # Without driver_on_cpus, driver work runs on its threads but does not take processors.
         self._driver_takes_cpu = model.driver_on_cpus
+        self._task_cpu = model.task_cpu
         # Driver work is tracked among the tasks when it shares their processors or is bounded
         # by the driver's threads; otherwise it is a plain wait.
         self._driver_on_cpus = model.driver_on_cpus or model.driver_threads is not None
@@ -162,9 +164,14 @@ class SimulatedCluster:
         return self._clock.now().milliseconds
 
     def _rate(self) -> float:
+        # Processor sharing: every running entity slows by the same factor once their demand
+        # (a task's share of a processor, task_cpu; driver work, a whole one) exceeds the cpus.
         cpus = self._cpus
-        n = len(self._running)
-        return 1.0 if cpus is None or n <= cpus else cpus / n
+        if cpus is None:
+            return 1.0
+        drivers = self._driver_busy if self._driver_takes_cpu else 0
+        demand = (len(self._running) - drivers) * self._task_cpu + drivers
+        return 1.0 if demand <= cpus else cpus / demand
 
     def _advance(self) -> None:
         # Bring the service counter to now, at the rate of the tasks that ran since.

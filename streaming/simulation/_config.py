@@ -25,11 +25,12 @@ Example::
     name = "word-count"
     stages = [{ tasks = 2, kind = "lognormal", median = "80ms", sigma = 0.2 },
               { tasks = 2, kind = "constant", value = "50ms" }]
+    overhead = { kind = "constant", value = "20ms" }   # optional: its driver time
 
     [cluster]                  # optional: the task slots the jobs share
     executors = 1
     cores = 2                  # slots per executor; also: cpus, scheduling_mode = "FAIR",
-    task_overhead = "6ms"      #   stage_overhead, job_overhead
+    task_overhead = "6ms"      #   stage_overhead, job_overhead, driver_threads, driver_on_cpus
 
     [costs]                    # optional: the engine's own time, each a processing model
     checkpoint = { kind = "constant", value = "40ms" }   # also: generation, commit, listener
@@ -249,7 +250,8 @@ def _resolve(value: object, field: str, base_dir: Path | None) -> Path:
 _TOP_KEYS = ("interval", "concurrent_jobs", "duration", "batches", "seed", "rate_factor", "max_rate", "backpressure", "input",
              "inputs", "outputs", "trace", "cluster", "costs", "failures")
 _BACKPRESSURE_KEYS = ("proportional", "integral", "derivative", "min_rate", "initial_rate")
-_CLUSTER_KEYS = ("executors", "cores", "scheduling_mode", "cpus", "task_overhead", "stage_overhead", "job_overhead")
+_CLUSTER_KEYS = ("executors", "cores", "scheduling_mode", "cpus", "task_overhead", "stage_overhead", "job_overhead",
+                 "driver_threads", "driver_on_cpus")
 _COST_MODELS = ("generation", "checkpoint", "commit", "listener")
 
 
@@ -297,7 +299,8 @@ def _stages(value: object, prefix: str) -> list[Stage]:
 def _cluster(value: object) -> ClusterModel:
     table = _table(value, "cluster")
     _check_keys(table, _CLUSTER_KEYS, "cluster.")
-    fields: dict[str, Any] = {k: table[k] for k in ("executors", "cores", "scheduling_mode", "cpus") if k in table}
+    fields: dict[str, Any] = {k: table[k] for k in ("executors", "cores", "scheduling_mode", "cpus", "driver_threads",
+                                                    "driver_on_cpus") if k in table}
     if isinstance(fields.get("scheduling_mode"), str):
         fields["scheduling_mode"] = fields["scheduling_mode"].upper()
     for key in ("task_overhead", "stage_overhead", "job_overhead"):
@@ -384,11 +387,14 @@ def model_from_mapping(data: Mapping[str, Any], *, base_dir: str | os.PathLike[s
             if not isinstance(name, str) or not name:
                 raise ModelError(f"{prefix}name", f"must be a non-empty string, got {name!r}")
             params = {k: v for k, v in out.items() if k != "name"}
+            overhead = None
+            if "overhead" in params:
+                overhead = processing_from_mapping(_table(params.pop("overhead"), f"{prefix}overhead"), f"{prefix}overhead.")
             if "stages" in params:
                 _check_keys(params, ("stages",), prefix)
-                built.append(OutputModel(name, stages=_stages(params["stages"], prefix)))
+                built.append(OutputModel(name, stages=_stages(params["stages"], prefix), overhead=overhead))
             else:
-                built.append(OutputModel(name, processing_from_mapping(params, prefix)))
+                built.append(OutputModel(name, processing_from_mapping(params, prefix), overhead=overhead))
         fields["outputs"] = built
     elif traced is None:
         raise ModelError("outputs", "is required: at least one [[outputs]] table with a processing model")

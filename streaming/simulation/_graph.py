@@ -69,9 +69,8 @@ class SimulatedGraph:
         # Per output operation, what generating its job needs: its work, random stream, name
         # and description (looked up once, not per batch).
         self._operations = [
-            (out.processing.sample if out.processing is not None and self.cluster is None else out.sample_stages,
-             out.processing is not None and self.cluster is None, rng, out.name, f"simulated {out.name}",
-             None if out.overhead is None else out.overhead.sample)
+            (out.processing.sample if out.processing is not None and self.cluster is None else None, out.sample_stages,
+             rng, out.name, f"simulated {out.name}", None if out.overhead is None else out.overhead.sample)
             for out, rng in zip(model.outputs, self._rngs, strict=True)
         ]
         # A job's function sleeps its duration on the clock, as a real job takes time. It is the
@@ -136,9 +135,9 @@ class SimulatedGraph:
         jobs = []
         cluster = self.cluster
         sleepers = self._sleepers
-        for work, alone, rng, name, description, overhead_of in self._operations:
-            if alone:
-                ms = work(batch, rng)
+        for alone, work, rng, name, description, overhead_of in self._operations:
+            if alone is not None:
+                ms = alone(batch, rng)
                 if overhead_of is not None:
                     ms += overhead_of(batch, rng)
                 fn = sleepers.get(ms) or self._sleeper(ms)

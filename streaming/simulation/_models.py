@@ -474,7 +474,7 @@ class OutputModel:
 
     name: str
     processing: ProcessingTime | None = None
-    stages: tuple[Stage, ...] | StageWork | None = None
+    stages: Sequence[Stage] | StageWork | None = None
     overhead: ProcessingTime | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -503,9 +503,9 @@ class OutputModel:
         if stages is None:
             assert self.processing is not None
             return ((self.processing.sample(batch, rng),),)
-        if isinstance(stages, tuple):
-            return tuple(stage.sample(batch, rng) for stage in stages)
-        return stages.sample_stages(batch, rng)
+        if isinstance(stages, StageWork):
+            return stages.sample_stages(batch, rng)
+        return tuple(stage.sample(batch, rng) for stage in stages)
 
 
 @attrs.frozen
@@ -571,6 +571,8 @@ class ClusterModel:
             each job's driver time (the job overhead and its operation's overhead) is work that
             shares the ``cpus`` with the running tasks, so concurrent jobs slow each other down
             on the driver too. Needs ``cpus``.
+        task_cpu: the share of its slot time a task keeps a processor busy, for processor
+            sharing (1: all of it; a PySpark task waits on the JVM and its sockets for part).
         driver_threads: how many jobs' driver work (job, operation and stage overheads) may
             run at once; the rest waits its turn (``1``: a Python driver, whose work holds its
             GIL; ``None``: no bound).
@@ -585,6 +587,7 @@ class ClusterModel:
     job_overhead_ms: float = 0.0
     driver_on_cpus: bool = False
     driver_threads: int | None = None
+    task_cpu: float = 1.0
 
     def __attrs_post_init__(self) -> None:
         _whole("cluster.executors", self.executors, minimum=1)
@@ -600,6 +603,8 @@ class ClusterModel:
             raise ModelError("cluster.driver_on_cpus", "needs cpus: the processors the driver shares with the tasks")
         if self.driver_threads is not None:
             _whole("cluster.driver_threads", self.driver_threads, minimum=1)
+        if not 0 < _finite("cluster.task_cpu", self.task_cpu, strict=True) <= 1:
+            raise ModelError("cluster.task_cpu", f"must be in (0, 1], got {self.task_cpu!r}")
 
     @property
     def slots(self) -> int:

@@ -108,7 +108,7 @@ def spark_job_from_dict(d: Mapping[str, Any]) -> SparkJob:
 
 
 def _opt_int(value: object) -> int | None:
-    return None if value is None else int(value)  # type: ignore[call-overload, no-any-return]
+    return None if value is None else int(value)  # type: ignore[call-overload]
 
 
 def _epoch_ms(stamp: str | None) -> int | None:
@@ -121,7 +121,7 @@ def _epoch_ms(stamp: str | None) -> int | None:
 
 
 def _get(url: str, timeout: float) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - Spark's own UI address
+    with urllib.request.urlopen(url, timeout=timeout) as response:
         return json.load(response)
 
 

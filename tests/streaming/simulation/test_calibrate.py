@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from listeners import BatchCompleted, BatchInfo, OutputOperationInfo
-from scheduler import Time
+from scheduler import Duration, StreamInputInfo, Time
 from streaming._cli import main as cli
 from streaming.simulation import (
     ClusterModel,
@@ -23,15 +23,14 @@ from streaming.simulation import (
     SparkStage,
     SparkTask,
     Trace,
-    TraceRecorder,
     TracedStages,
     TracedTimes,
+    TraceRecorder,
     calibrate,
     cluster_from_trace,
     read_trace,
     simulate,
 )
-from scheduler import Duration, StreamInputInfo
 
 INTERVAL = 1000
 META = {"master": "local[2]", "default_parallelism": 2, "cpus": 2}
@@ -141,7 +140,7 @@ def test_calibration_refuses_what_it_cannot_fit() -> None:
     del missing[(3000, 0)]
     with pytest.raises(ModelError, match=r"spark_jobs\[3000, 0\]"):
         calibrate(Trace(trace.batch_interval, 1, META, trace.events, missing))
-    with pytest.raises(ModelError, match="after the 4 warm-up"):
+    with pytest.raises(ModelError, match="after the 4 warm-up batches"):
         calibrate(trace, warmup=4)
     with pytest.raises(ModelError, match="master"):
         cluster_from_trace(_trace({"master": "yarn"}))
@@ -172,7 +171,7 @@ def test_a_malformed_spark_jobs_line_is_named(tmp_path: Path) -> None:
     """A SparkJobs line without its jobs, or with a broken task, names the line."""
     path = tmp_path / "bad.jsonl"
     path.write_text('{"event":"SparkJobs","batch_time":1000,"output_op_id":0}\n')
-    with pytest.raises(ModelError, match="line 1.jobs"):
+    with pytest.raises(ModelError, match=r"line 1\.jobs"):
         read_trace(path)
     path.write_text('{"event":"SparkJobs","batch_time":1000,"output_op_id":0,"jobs":[{"job_id":1,"stages":'
                     '[{"stage_id":0,"tasks":[[1,2]]}]}]}\n')

@@ -7,6 +7,7 @@ time) shows up as a wrong number, not a tolerance.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import anyio
@@ -87,7 +88,7 @@ def test_an_overloaded_cluster_stays_overloaded_under_more_concurrency() -> None
     # Two batches at once: each gets one slot, so each task set runs in two rounds of 1200 ms.
     delays = _delays(_model([heavy], cluster=ClusterModel(1, 2), concurrent_jobs=2, batches=8))
     ends = [1000 * (k + 1) + s + p for k, (s, p) in enumerate(delays)]
-    assert [b - a for a, b in zip(ends, ends[1:])][2:] == [1200] * 5  # one batch's work per 1200 ms, as with one job
+    assert [b - a for a, b in itertools.pairwise(ends)][2:] == [1200] * 5  # one batch's work per 1200 ms, as with one job
     # Without the cluster model the same configuration wrongly looks stable.
     assert _delays(_model([heavy], concurrent_jobs=2)) == [(0, 1200)] * 6
 
@@ -116,6 +117,30 @@ def test_slots_beyond_the_processors_share_them() -> None:
     uneven = OutputModel("uneven", stages=_UnevenTasks((100, 300)))
     assert _delays(_model([uneven], cluster=ClusterModel(1, 2, cpus=1))) == [(0, 400)] * 6
     assert _delays(_model([pair], cluster=ClusterModel(1, 2, cpus=1))) == [(0, 0)] * 6
+
+
+def test_tasks_that_keep_a_processor_busy_only_part_of_the_time_share_less() -> None:
+    """task_cpu: four tasks each using half a processor fit on two (300 ms); at 3/4 each, all run at 2/3 speed (450 ms)."""
+    four = OutputModel("four", stages=[Stage(4, Constant(300))])
+    assert _delays(_model([four], cluster=ClusterModel(1, 4, cpus=2, task_cpu=0.5))) == [(0, 300)] * 6
+    assert _delays(_model([four], cluster=ClusterModel(1, 4, cpus=2, task_cpu=0.75))) == [(0, 450)] * 6
+
+
+def test_driver_work_runs_one_job_at_a_time_with_one_driver_thread() -> None:
+    """Three operations of 100 ms driver overhead and one 100 ms task: the driver serialises the overheads.
+
+    Unbounded, the three run their overheads together (200 ms each); with one driver thread the
+    third starts its overhead at 200 ms and ends at 400 ms.
+    """
+    three = [OutputModel(n, stages=[Stage(1, Constant(100))], overhead=Constant(100)) for n in ("a", "b", "c")]
+    free = _op_durations(_model(three, cluster=ClusterModel(1, 3), concurrent_jobs=3))
+    serial = _op_durations(_model(three, cluster=ClusterModel(1, 3, driver_threads=1), concurrent_jobs=3))
+    assert free == [[200, 200, 200]] * 6
+    assert serial == [[200, 300, 400]] * 6
+    # Two jobs on one shared processor: both overheads at half speed (until 200 ms), then both
+    # tasks at half speed (until 400 ms).
+    shared = _op_durations(_model(three[:2], cluster=ClusterModel(1, 2, cpus=1, driver_on_cpus=True), concurrent_jobs=2))
+    assert shared == [[400, 400]] * 6
 
 
 class _UnevenTasks:
@@ -274,6 +299,11 @@ def test_a_slow_listener_blocks_the_scheduler_once_its_queue_is_full() -> None:
         (lambda: ClusterModel(1, 2, "ROUND_ROBIN"), "cluster.scheduling_mode"),
         (lambda: ClusterModel(1, 2, cpus=0), "cluster.cpus"),
         (lambda: ClusterModel(1, 2, task_overhead_ms=-1), "cluster.task_overhead"),
+        (lambda: ClusterModel(1, 2, task_cpu=0), "cluster.task_cpu"),
+        (lambda: ClusterModel(1, 2, task_cpu=1.5), "cluster.task_cpu"),
+        (lambda: ClusterModel(1, 2, driver_on_cpus=True), "cluster.driver_on_cpus"),
+        (lambda: ClusterModel(1, 2, driver_threads=0), "cluster.driver_threads"),
+        (lambda: OutputModel("x", Constant(1), overhead=5), "overhead"),  # type: ignore[arg-type]
         (lambda: Failures(1.0), "failures.job_failure_probability"),
         (lambda: Failures(0.1, -5), "failures.downtime"),
         (lambda: Costs(checkpoint_mode="later"), "costs.checkpoint_mode"),

@@ -8,6 +8,7 @@ import pytest
 
 from scheduler import Duration, Milliseconds, Minutes, Seconds
 from streaming.simulation import (
+    Backpressure,
     BurstRate,
     Constant,
     ConstantRate,
@@ -22,6 +23,7 @@ from streaming.simulation import (
     Uniform,
     load_model,
     parse_duration,
+    simulate,
 )
 
 FULL = """
@@ -196,3 +198,93 @@ def test_models_validate_in_python_too() -> None:
     with pytest.raises(ModelError, match=r"^interval: must be a positive duration, got Duration\(0\); pass e.g. Seconds\(1\)$"):
         SimulationModel(Duration(0), [OutputModel("a", Constant(1))])
     assert SimulationModel(Milliseconds(300), [OutputModel("a", Constant(1))], duration=Seconds(1)).num_batches == 3
+
+
+CLUSTER_FILE = """
+interval = "500ms"
+batches = 10
+concurrent_jobs = 2
+
+[[inputs]]
+name = "clicks"
+rate = 500
+max_rate = 300
+[inputs.backpressure]
+min_rate = 50
+
+[[inputs]]
+kind = "steps"
+steps = [{ at = 0, rate = 100 }, { at = "2s", rate = 400 }]
+
+[[outputs]]
+name = "word-count"
+stages = [{ tasks = 2, kind = "constant", value = "80ms" }, { tasks = 1, kind = "exponential", mean = "30ms" }]
+overhead = { kind = "constant", value = "20ms" }
+
+[cluster]
+executors = 2
+cores = 1
+scheduling_mode = "fair"
+stage_overhead = "5ms"
+driver_threads = 1
+
+[costs]
+checkpoint = { kind = "constant", value = "40ms" }
+checkpoint_mode = "async"
+listener_capacity = 100
+
+[failures]
+job_failure_probability = 0.01
+downtime = "3s"
+"""
+
+
+def test_a_model_file_describes_the_cluster_inputs_costs_and_failures(tmp_path: Path) -> None:
+    """Every new table and key maps onto its model class."""
+    from streaming.simulation import ClusterModel, Costs, Failures, InputModel, Stage
+
+    path = tmp_path / "m.toml"
+    path.write_text(CLUSTER_FILE)
+    model = load_model(path)
+    assert model.cluster == ClusterModel(2, 1, "FAIR", stage_overhead_ms=5, driver_threads=1)
+    assert model.inputs == (
+        InputModel(ConstantRate(500), name="clicks", max_rate=300, backpressure=Backpressure(min_rate=50)),
+        InputModel(StepRate([(0, 100), (2000, 400)])),
+    )
+    out = model.outputs[0]
+    assert out.stages == (Stage(2, Constant(80)), Stage(1, Exponential(30)))
+    assert out.overhead == Constant(20)
+    assert model.costs == Costs(checkpoint=Constant(40), checkpoint_mode="async", listener_capacity=100)
+    assert model.failures == Failures(0.01, 3000)
+    result = simulate(model)
+    assert len(result.batches) == 10 and result.cluster is not None
+
+
+@pytest.mark.parametrize(
+    ("patch", "field"),
+    [
+        (('scheduling_mode = "fair"', 'scheduling_mode = "lottery"'), "cluster.scheduling_mode"),
+        (("cores = 1", "cores = 1\nspeed = 2"), "cluster.speed"),
+        (('kind = "steps"', 'kind = "waves"'), "inputs[1].kind"),
+        (("min_rate = 50", "min_rate = -1"), "inputs[0].backpressure.min_rate"),
+        (('{ tasks = 1, kind = "exponential", mean = "30ms" }', '{ tasks = 1, kind = "gamma" }'),
+         "outputs[0].stages[1].kind"),
+        (('{ tasks = 2, kind', '{ tasks = 0, kind'), "outputs[0].stages[0].tasks"),
+        (('overhead = { kind = "constant", value = "20ms" }', 'overhead = { kind = "constant" }'),
+         "outputs[0].overhead.value"),
+        (('checkpoint_mode = "async"', 'checkpoint_mode = "later"'), "costs.checkpoint_mode"),
+        (('checkpoint = { kind = "constant", value = "40ms" }', 'checkpoint = { kind = "constant", value = "x" }'),
+         "costs.checkpoint.value"),
+        (("job_failure_probability = 0.01", "job_failure_probability = 1.5"), "failures.job_failure_probability"),
+        (('downtime = "3s"', 'downtime = "soon"'), "failures.downtime"),
+    ],
+)
+def test_the_new_tables_name_the_offending_field(tmp_path: Path, patch: tuple[str, str], field: str) -> None:
+    """A wrong value anywhere in the new tables is reported with its path in the file."""
+    old, new = patch
+    assert old in CLUSTER_FILE
+    path = tmp_path / "m.toml"
+    path.write_text(CLUSTER_FILE.replace(old, new, 1))
+    with pytest.raises(ModelError) as info:
+        load_model(path)
+    assert info.value.field == field

@@ -53,6 +53,41 @@ def test_jumps_to_each_deadline_in_order(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_timers_fire_at_their_deadlines_before_the_sleepers_woken_with_them(backend: str) -> None:
+    """call_at: callbacks run in the jump that reaches them, in registration order; cancelled ones never run."""
+    fired: list[tuple[str, int]] = []
+
+    async def main() -> None:
+        clock = VirtualClock()
+
+        def note(name: str) -> None:
+            fired.append((name, clock.now().milliseconds))
+            if name == "first":  # a callback may register another timer, even for a later instant
+                clock.call_at(Time(700), lambda: note("chained"))
+
+        async def sleeper() -> None:
+            await clock.sleep_until(Time(500))
+            fired.append(("sleeper", clock.now().milliseconds))
+
+        async with anyio.create_task_group() as tg:
+            await tg.start(clock.run)
+            clock.call_at(Time(500), lambda: note("first"))
+            clock.call_at(Time(500), lambda: note("second"))
+            cancelled = clock.call_at(600, lambda: note("cancelled"))
+            assert clock.sleepers == 3 and clock.next_deadline == Time(500)
+            cancelled.cancel()
+            assert cancelled.cancelled() and clock.sleepers == 2
+            async with anyio.create_task_group() as sleepers:
+                sleepers.start_soon(sleeper)
+            await clock.sleep_until(Time(800))
+            tg.cancel_scope.cancel()
+        assert clock.sleepers == 0
+
+    run(main, backend)
+    assert fired == [("first", 500), ("second", 500), ("sleeper", 500), ("chained", 700)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_does_not_jump_while_any_task_can_run(backend: str) -> None:
     """A task that keeps running (checkpoints only) holds virtual time still until it blocks."""
     seen: list[int] = []

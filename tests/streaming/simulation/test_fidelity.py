@@ -1,0 +1,148 @@
+"""The simulator predicts real Spark runs: record, calibrate on one configuration, predict the others.
+
+Real runs of a word count and of a program with three outputs (``fidelity/programs.py``) are
+recorded on ``local[2]`` and ``local[4]`` (a child process per master) with concurrentJobs 1, 2
+and 3. The model is calibrated on ``local[2]`` with one concurrent job, then each other
+configuration is simulated and its median and p95 processing and scheduling delays must be within
+15 % of the measured ones. A delay of a few milliseconds cannot be matched to 15 % of itself
+(the real engine hands a job to a thread in about a millisecond, the model in none), so each error
+is taken relative to the measurement or to 10 % of the batch interval, whichever is larger.
+
+By default the test records the configurations that exercise the model (local[2] with 3
+concurrent jobs, local[4] with 2), about three minutes; ``AIODSTREAM_FIDELITY=full`` records and
+checks the whole matrix (about six minutes). The errors of every configuration are printed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming._cli import main as cli
+from streaming.simulation import Comparison, calibrate, read_trace
+from tests.streaming.simulation.fidelity.programs import INTERVALS
+from tests.streaming.simulation.fidelity.run import trace_name
+
+pytestmark = pytest.mark.spark
+
+TOLERANCE = 0.15
+FLOOR = 0.10  # of the batch interval
+CALIBRATION = ("local[2]", 1)
+FULL = os.environ.get("AIODSTREAM_FIDELITY", "").strip().lower() == "full"
+MATRIX = {"local[2]": (1, 2, 3), "local[4]": (1, 2, 3)} if FULL else {"local[2]": (1, 3), "local[4]": (2,)}
+PROGRAMS = tuple(INTERVALS)
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every run of the matrix, recorded: one child process (one SparkContext) per master."""
+    out = tmp_path_factory.mktemp("fidelity")
+    for master, levels in MATRIX.items():
+        subprocess.run(
+            [sys.executable, "-m", "tests.streaming.simulation.fidelity.run", master, str(out),
+             "--concurrency", ",".join(str(c) for c in levels)],
+            cwd=ROOT, check=True, capture_output=True, timeout=600,
+            env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+        )
+    return out
+
+
+def _comparison(recorded: Path, program: str, master: str, jobs: int) -> Comparison:
+    calibration = calibrate(read_trace(recorded / trace_name(program, *CALIBRATION)))
+    return calibration.compare(read_trace(recorded / trace_name(program, master, jobs)), label=f"{program} {master} c{jobs}")
+
+
+CASES = [pytest.param(program, master, jobs, id=f"{program}-{master}-c{jobs}")
+         for program in PROGRAMS for master, levels in MATRIX.items() for jobs in levels if (master, jobs) != CALIBRATION]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("program", "master", "jobs"), CASES)
+def test_the_calibrated_model_predicts_each_configuration(recorded: Path, program: str, master: str, jobs: int) -> None:
+    """Median and p95 processing and scheduling delays within 15 % (of the measurement, at least 10 % of the interval)."""
+    comparison = _comparison(recorded, program, master, jobs)
+    print(comparison.format())
+    floor_ms = FLOOR * INTERVALS[program] * 1000
+    assert comparison.batches >= 50
+    assert all(d.measured_ms > 0 for d in comparison.delays if d.name.startswith("processing"))
+    bad = [d for d in comparison.delays if not d.within(TOLERANCE, floor_ms)]
+    assert not bad, comparison.format()
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_replaying_the_calibration_run_gives_its_delays_back(recorded: Path, program: str) -> None:
+    """The calibration's own configuration: the replay of its recorded work gives back its delays (within 2 %)."""
+    comparison = _comparison(recorded, program, *CALIBRATION)
+    assert comparison.worst(FLOOR * INTERVALS[program] * 1000) <= 0.02, comparison.format()
+
+
+@pytest.mark.timeout(300)
+def test_record_trace_adds_every_operations_spark_jobs_and_stops_after_the_batches(spark_context: Any, tmp_path: Path) -> None:
+    """record_trace(batches=6): the context stops itself; every batch's operations have their Spark jobs and tasks."""
+    from streaming import StreamingContext
+
+    sc = spark_context
+    ssc = StreamingContext(sc, 0.2)
+    queue = [sc.parallelize([f"x y {i}"] * 40, 2) for i in range(40)]
+    words = ssc.queueStream(queue).flatMap(str.split)
+    words.map(lambda w: (w, 1)).reduceByKey(lambda a, b: a + b, 2).foreachRDD(lambda rdd: rdd.collect())
+    words.count().foreachRDD(lambda rdd: rdd.collect())
+    ssc.record_trace(tmp_path / "run.jsonl", batches=6)
+    ssc.start()
+    assert ssc.awaitTerminationOrTimeout(60)
+    ssc.stop(stopSparkContext=False)
+    trace = read_trace(tmp_path / "run.jsonl")
+    done = trace.completed_batches
+    assert len(done) >= 6
+    assert trace.meta["master"] == sc.master and trace.batch_interval is not None
+    for batch in done:
+        for op in batch.output_operation_infos:
+            jobs = trace.spark_jobs[(batch.batch_time.milliseconds, op)]
+            assert jobs and all(job.stages for job in jobs)
+            tasks = [t for job in jobs for stage in job.stages for t in stage.tasks]
+            assert tasks and all(t.duration_ms >= t.run_ms >= 0 for t in tasks)
+            info = batch.output_operation_infos[op]
+            assert info.start_time is not None and info.end_time is not None
+            # The jobs ran inside their operation (Spark's and our clocks are the same clock, ms apart).
+            assert info.start_time.milliseconds - 5 <= jobs[0].submitted_ms  # type: ignore[operator]
+            assert jobs[-1].completed_ms <= info.end_time.milliseconds + 5  # type: ignore[operator]
+    assert len({job.job_id for jobs in trace.spark_jobs.values() for job in jobs}) >= 2 * len(done)
+
+
+def test_record_trace_refuses_bad_arguments_and_a_started_context(spark_context: Any, tmp_path: Path) -> None:
+    """A non-positive batch limit, and a call after start, are errors."""
+    from scheduler import StreamingStateError
+    from streaming import StreamingContext
+
+    ssc = StreamingContext(spark_context, 0.2)
+    with pytest.raises(ValueError, match="batches"):
+        ssc.record_trace(tmp_path / "t.jsonl", batches=0)
+    ssc.queueStream([spark_context.parallelize([1])]).foreachRDD(lambda rdd: rdd.count())
+    ssc.start()
+    try:
+        with pytest.raises(StreamingStateError, match="before the context starts"):
+            ssc.record_trace(tmp_path / "t.jsonl")
+    finally:
+        ssc.stop(stopSparkContext=False)
+
+
+@pytest.mark.timeout(300)
+def test_the_calibrate_command_records_an_unchanged_program(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """aiodstream calibrate --program: one child run per concurrency, each a trace with Spark jobs, then the report."""
+    program = Path(__file__).parent / "fidelity" / "tiny_program.py"
+    status = cli(["calibrate", "--program", str(program), "--master", "local[2]", "--concurrency", "1,2",
+                  "--batches", "6", "--warmup", "1", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    for jobs in (1, 2):
+        trace = read_trace(tmp_path / f"tiny_program-c{jobs}.jsonl")
+        assert trace.concurrent_jobs == jobs and trace.meta["master"] == "local[2]"
+        assert len(trace.completed_batches) >= 6 and len(trace.spark_jobs) >= 6
+    assert out.count("processing median") == 2 and "calibrated on" in out
