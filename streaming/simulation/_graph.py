@@ -80,6 +80,8 @@ class SimulatedGraph:
         # Rate control (a receiver's maxRate, backpressure), per input: records offered but not
         # yet taken wait at the source; each batch takes at most rate x interval of them.
         self._inputs = model.input_models
+        self._plain_input = len(self._inputs) == 1 and not self._inputs[0].rate_controlled
+        self._sleep_only = all(alone is not None and overhead is None for alone, _, _, _, _, overhead in self._operations)
         self._taken = [0] * len(self._inputs)
         self.rates: list[float | None] = [one.max_rate for one in self._inputs]
         for i, one in enumerate(self._inputs):
@@ -124,17 +126,32 @@ class SimulatedGraph:
             # A tick queued behind a slow generator or checkpoint after the stop point: the run
             # holds exactly the model's batches, so this one has no jobs (and is not submitted).
             return ()
-        records = 0
-        for stream in range(len(self._inputs)):
-            n = self._records(stream, rel_end)
-            self._infos.report_info(time, StreamInputInfo(stream, n))
-            records += n
+        if self._plain_input:  # the common case, kept lean: one input, taken as it arrives
+            records = model.records_between(rel_end - self._interval_ms, rel_end)
+            self._infos.report_info(time, StreamInputInfo(0, records))
+        else:
+            records = 0
+            for stream in range(len(self._inputs)):
+                n = self._records(stream, rel_end)
+                self._infos.report_info(time, StreamInputInfo(stream, n))
+                records += n
         batch = BatchContext(index, time, model.batch_interval, records)
         if self._generation is not None:
             await self._clock.sleep(Milliseconds(self._generation.sample(batch, self._generation_rng)))
         jobs = []
-        cluster = self.cluster
         sleepers = self._sleepers
+        if self._sleep_only:  # every job a plain sleep of its drawn duration (no cluster, no overheads)
+            for sample, _, rng, name, description, _ in self._operations:
+                ms = sample(batch, rng)  # type: ignore[misc]
+                sleeper = sleepers.get(ms)
+                if sleeper is None:
+                    sleeper = self._sleeper(ms)
+                jobs.append(Job(time, sleeper, name=name, description=description, is_async=True))
+            self.generated += 1
+            if self._on_generated is not None:
+                self._on_generated(self.generated)
+            return jobs
+        cluster = self.cluster
         for alone, work, rng, name, description, overhead_of in self._operations:
             if alone is not None:
                 ms = alone(batch, rng)
