@@ -13,7 +13,7 @@ import collections
 import heapq
 import itertools
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import anyio
 
@@ -275,7 +275,7 @@ class SimulatedCluster:
                 if self._driver_on_cpus:  # the DAG scheduler's work between stages, on the shared processors
                     self._driver_work(job, self._stage_overhead)
                 else:
-                    self._clock.call_at(self._now() + math.ceil(self._stage_overhead), _Resume(self, job, job.epoch))
+                    self._clock.call_at(self._now() + math.ceil(self._stage_overhead), _ForJob(self._next_stage, job))
             else:
                 self._next_stage(job)
         self._arm()
@@ -290,7 +290,7 @@ class SimulatedCluster:
         if self._driver_takes_cpu:
             heapq.heappush(self._running, (self._service + ms, next(self._seq), job, ms, False))
         else:
-            self._clock.call_at(self._now() + math.ceil(ms), _DriverDone(self, job, job.epoch))
+            self._clock.call_at(self._now() + math.ceil(ms), _ForJob(self._driver_done, job))
 
     def _driver_done(self, job: _JobRun) -> None:
         # Driver work that takes no processor ended: the next waiting one starts, the job goes on.
@@ -350,31 +350,16 @@ def _seq_key(job: _JobRun) -> int:
     return job.seq
 
 
-class _Resume:
-    """A timer callback starting a job's next stage after the stage overhead."""
+class _ForJob:
+    """A timer callback that goes on with a job (its next stage, or the end of its driver work), unless a restart came first."""
 
-    __slots__ = ("_cluster", "_epoch", "_job")
+    __slots__ = ("_epoch", "_go_on", "_job")
 
-    def __init__(self, cluster: SimulatedCluster, job: _JobRun, epoch: int) -> None:
-        self._cluster = cluster
+    def __init__(self, go_on: Callable[[_JobRun], None], job: _JobRun) -> None:
+        self._go_on = go_on
         self._job = job
-        self._epoch = epoch
+        self._epoch = job.epoch
 
     def __call__(self) -> None:
         if self._job.epoch == self._epoch:  # else a restart came in between and starts the job over
-            self._cluster._next_stage(self._job)
-
-
-class _DriverDone:
-    """A timer callback ending a job's driver work that takes no processor."""
-
-    __slots__ = ("_cluster", "_epoch", "_job")
-
-    def __init__(self, cluster: SimulatedCluster, job: _JobRun, epoch: int) -> None:
-        self._cluster = cluster
-        self._job = job
-        self._epoch = epoch
-
-    def __call__(self) -> None:
-        if self._job.epoch == self._epoch:  # else a restart came in between and starts the job over
-            self._cluster._driver_done(self._job)
+            self._go_on(self._job)
