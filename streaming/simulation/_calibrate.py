@@ -37,6 +37,7 @@ import attrs
 from listeners import BatchInfo
 
 from ._models import BatchContext, ClusterModel, Costs, ModelError, OutputModel, ReplayRate, SimulationModel
+from ._report import DelayStats, nearest_rank
 from ._simulator import simulate
 from ._spark_jobs import SparkJob
 from ._trace import Trace, read_trace
@@ -158,7 +159,7 @@ def cluster_from_trace(trace: Trace, **overrides: Any) -> ClusterModel:
 
 def _quartile(values: Sequence[int]) -> int:
     """The first quartile (nearest rank), 0 for no values."""
-    return int(_percentile(values, 0.25)) if values else 0
+    return nearest_rank(sorted(values), 0.25) if values else 0
 
 
 def _driver_time(start_ms: int, end_ms: int, jobs: Sequence[SparkJob], launch_ms: int) -> int:
@@ -204,18 +205,13 @@ class DelayError:
         return abs(self.simulated_ms - self.measured_ms) <= tolerance * max(self.measured_ms, floor_ms)
 
 
-def _percentile(values: Sequence[int], q: float) -> float:
-    ordered = sorted(values)
-    return float(ordered[max(0, math.ceil(q * len(ordered)) - 1)]) if ordered else 0.0
-
-
 def _delay_errors(measured: Sequence[BatchInfo], simulated: Sequence[BatchInfo]) -> tuple[DelayError, ...]:
     rows = []
     for name, attr in (("processing", "processing_delay"), ("scheduling", "scheduling_delay")):
-        real = [getattr(b, attr).milliseconds for b in measured if getattr(b, attr) is not None]
-        sim = [getattr(b, attr).milliseconds for b in simulated if getattr(b, attr) is not None]
-        for label, q in (("median", 0.5), ("p95", 0.95)):
-            rows.append(DelayError(f"{name} {label}", _percentile(real, q), _percentile(sim, q)))
+        real = DelayStats.of([getattr(b, attr).milliseconds for b in measured if getattr(b, attr) is not None])
+        sim = DelayStats.of([getattr(b, attr).milliseconds for b in simulated if getattr(b, attr) is not None])
+        rows.append(DelayError(f"{name} median", float(real.p50_ms), float(sim.p50_ms)))
+        rows.append(DelayError(f"{name} p95", float(real.p95_ms), float(sim.p95_ms)))
     return tuple(rows)
 
 

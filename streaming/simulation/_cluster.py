@@ -95,9 +95,9 @@ class SimulatedCluster:
         # Without driver_on_cpus, driver work runs on its threads but does not take processors.
         self._driver_takes_cpu = model.driver_on_cpus
         self._task_cpu = model.task_cpu
-        # Driver work is tracked among the tasks when it shares their processors or is bounded
-        # by the driver's threads; otherwise it is a plain wait.
-        self._driver_on_cpus = model.driver_on_cpus or model.driver_threads is not None
+        # Driver work is tracked by the cluster when it shares the tasks' processors or is
+        # bounded by the driver's threads; otherwise it is a plain wait.
+        self._driver_tracked = model.driver_on_cpus or model.driver_threads is not None
         # Driver work waiting for a driver thread (driver_threads), in order, and how many run.
         self._driver_threads = model.driver_threads
         self._driver_queue: collections.deque[tuple[_JobRun, float]] = collections.deque()
@@ -144,18 +144,16 @@ class SimulatedCluster:
         """
         job = _JobRun(next(self._seq), stages, fails)
         overhead = self._job_overhead + overhead_ms
-        if overhead > 0 and self._driver_on_cpus:
-            # The driver's work competes for the processors: it runs among the tasks.
-            self._active[job.seq] = job
+        tracked = overhead > 0 and self._driver_tracked
+        if overhead > 0 and not tracked:
+            await self._clock.sleep_until(Time(self._clock.now().milliseconds + math.ceil(overhead)))
+        self._active[job.seq] = job
+        if tracked:  # on a driver thread (and the processors): its first stage follows it
             self._advance()
             self._driver_work(job, overhead)
             self._arm()
-            await job.done.wait()
-            return
-        if overhead > 0:
-            await self._clock.sleep_until(Time(self._clock.now().milliseconds + math.ceil(overhead)))
-        self._active[job.seq] = job
-        self._next_stage(job)
+        else:
+            self._next_stage(job)
         await job.done.wait()
 
     # -- bookkeeping, all synchronous: called from run() and from the clock's timer --
@@ -253,9 +251,7 @@ class SimulatedCluster:
             _, _, job, slot_ms, holds_slot = heapq.heappop(running)
             if not holds_slot:  # driver work done: the job's next stage may start
                 driver_done.append(job)
-                self._driver_busy -= 1
-                if self._driver_queue:
-                    self._driver_work(*self._driver_queue.popleft())
+                self._release_driver_thread()
                 continue
             self._free += 1
             stats.tasks += 1
@@ -272,7 +268,7 @@ class SimulatedCluster:
             if self._down:
                 break
             if self._stage_overhead > 0 and job.stage + 1 < len(job.stages):
-                if self._driver_on_cpus:  # the DAG scheduler's work between stages, on the shared processors
+                if self._driver_tracked:  # the DAG scheduler's work between stages, on a driver thread
                     self._driver_work(job, self._stage_overhead)
                 else:
                     self._clock.call_at(self._now() + math.ceil(self._stage_overhead), _ForJob(self._next_stage, job))
@@ -292,12 +288,16 @@ class SimulatedCluster:
         else:
             self._clock.call_at(self._now() + math.ceil(ms), _ForJob(self._driver_done, job))
 
-    def _driver_done(self, job: _JobRun) -> None:
-        # Driver work that takes no processor ended: the next waiting one starts, the job goes on.
-        self._advance()
+    def _release_driver_thread(self) -> None:
+        # A driver thread is free: the next driver work waiting for one starts.
         self._driver_busy -= 1
         if self._driver_queue:
             self._driver_work(*self._driver_queue.popleft())
+
+    def _driver_done(self, job: _JobRun) -> None:
+        # Driver work that takes no processor ended: the next waiting one starts, the job goes on.
+        self._advance()
+        self._release_driver_thread()
         self._next_stage(job)
         self._arm()
 

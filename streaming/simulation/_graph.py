@@ -138,39 +138,45 @@ class SimulatedGraph:
         batch = BatchContext(index, time, model.batch_interval, records)
         if self._generation is not None:
             await self._clock.sleep(Milliseconds(self._generation.sample(batch, self._generation_rng)))
-        jobs = []
+        jobs = self._sleeping_jobs(batch) if self._sleep_only else self._jobs(batch)
+        self.generated += 1
+        if self._on_generated is not None:
+            self._on_generated(self.generated)
+        return jobs
+
+    def _sleeping_jobs(self, batch: BatchContext) -> list[Job]:
+        # The hot path (no cluster, no overheads): every job a plain sleep of its drawn duration.
+        time = batch.time
         sleepers = self._sleepers
-        if self._sleep_only:  # every job a plain sleep of its drawn duration (no cluster, no overheads)
-            for sample, _, rng, name, description, _ in self._operations:
-                ms = sample(batch, rng)  # type: ignore[misc]
-                sleeper = sleepers.get(ms)
-                if sleeper is None:
-                    sleeper = self._sleeper(ms)
-                jobs.append(Job(time, sleeper, name=name, description=description, is_async=True))
-            self.generated += 1
-            if self._on_generated is not None:
-                self._on_generated(self.generated)
-            return jobs
+        jobs = []
+        for sample, _, rng, name, description, _ in self._operations:
+            ms = sample(batch, rng)  # type: ignore[misc]
+            sleeper = sleepers.get(ms)
+            if sleeper is None:
+                sleeper = self._sleeper(ms)
+            jobs.append(Job(time, sleeper, name=name, description=description, is_async=True))
+        return jobs
+
+    def _jobs(self, batch: BatchContext) -> list[Job]:
+        # Overheads, stages, or a cluster: each job's work drawn, then a sleep or a cluster run.
+        time = batch.time
         cluster = self.cluster
+        jobs = []
         for alone, work, rng, name, description, overhead_of in self._operations:
             if alone is not None:
                 ms = alone(batch, rng)
                 if overhead_of is not None:
                     ms += overhead_of(batch, rng)
-                fn = sleepers.get(ms) or self._sleeper(ms)
-                jobs.append(Job(time, fn, name=name, description=description, is_async=True))
-                continue
-            stages = work(batch, rng)
-            overhead = 0 if overhead_of is None else overhead_of(batch, rng)
-            if cluster is None:  # stages without a cluster: each stage takes its longest task
-                fn = self._sleeper(overhead + sum(max(stage, default=0) for stage in stages))
+                fn = self._sleeper(ms)
             else:
-                fails = self._failure_p > 0 and self._failure_rng.random() < self._failure_p
-                fn = functools.partial(cluster.run, stages, fails=fails, overhead_ms=overhead)
+                stages = work(batch, rng)
+                overhead = 0 if overhead_of is None else overhead_of(batch, rng)
+                if cluster is None:  # stages without a cluster: each stage takes its longest task
+                    fn = self._sleeper(overhead + sum(max(stage, default=0) for stage in stages))
+                else:
+                    fails = self._failure_p > 0 and self._failure_rng.random() < self._failure_p
+                    fn = functools.partial(cluster.run, stages, fails=fails, overhead_ms=overhead)
             jobs.append(Job(time, fn, name=name, description=description, is_async=True))
-        self.generated += 1
-        if self._on_generated is not None:
-            self._on_generated(self.generated)
         return jobs
 
     def _sleeper(self, ms: int) -> Callable[[], Awaitable[object]]:

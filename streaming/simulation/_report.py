@@ -15,7 +15,7 @@ import attrs
 from listeners import BatchInfo
 from scheduler import Duration, Time
 
-__all__ = ["DelayStats", "QueuePoint", "Summary", "format_duration", "queue_lengths"]
+__all__ = ["DelayStats", "QueuePoint", "Summary", "format_duration", "nearest_rank", "queue_lengths"]
 
 
 def format_duration(ms: float) -> str:
@@ -30,6 +30,11 @@ def format_duration(ms: float) -> str:
         return f"{minutes} min {sec} s" if sec else f"{minutes} min"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+def nearest_rank(ordered: Sequence[int], q: float) -> int:
+    """The ``q`` quantile of sorted, non-empty ``ordered`` by the nearest-rank method: a value it really holds."""
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 @attrs.frozen
@@ -54,11 +59,8 @@ class DelayStats:
             return cls(0, 0.0, 0, 0, 0, 0, 0)
         ordered = sorted(values_ms)
         n = len(ordered)
-
-        def rank(q: float) -> int:
-            return ordered[max(0, math.ceil(q * n) - 1)]
-
-        return cls(n, sum(ordered) / n, rank(0.50), rank(0.90), rank(0.95), rank(0.99), ordered[-1])
+        return cls(n, sum(ordered) / n, nearest_rank(ordered, 0.50), nearest_rank(ordered, 0.90),
+                   nearest_rank(ordered, 0.95), nearest_rank(ordered, 0.99), ordered[-1])
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
