@@ -200,19 +200,24 @@ class DelayError:
             return 0.0 if self.simulated_ms == 0 else math.inf
         return (self.simulated_ms - self.measured_ms) / self.measured_ms
 
+    @classmethod
+    def between(cls, measured: Sequence[BatchInfo], simulated: Sequence[BatchInfo]) -> tuple[DelayError, ...]:
+        """The median and p95 processing and scheduling delays of two runs' batches, side by side.
+
+        ``simulated`` may be another recorded run: the spread between two runs of one program
+        is what no model can beat.
+        """
+        rows = []
+        for name, attr in (("processing", "processing_delay"), ("scheduling", "scheduling_delay")):
+            real = DelayStats.of([getattr(b, attr).milliseconds for b in measured if getattr(b, attr) is not None])
+            sim = DelayStats.of([getattr(b, attr).milliseconds for b in simulated if getattr(b, attr) is not None])
+            rows.append(cls(f"{name} median", float(real.p50_ms), float(sim.p50_ms)))
+            rows.append(cls(f"{name} p95", float(real.p95_ms), float(sim.p95_ms)))
+        return tuple(rows)
+
     def within(self, tolerance: float, floor_ms: float = 0.0) -> bool:
         """Whether ``|simulated - measured|`` is at most ``tolerance`` times ``max(measured, floor_ms)``."""
         return abs(self.simulated_ms - self.measured_ms) <= tolerance * max(self.measured_ms, floor_ms)
-
-
-def _delay_errors(measured: Sequence[BatchInfo], simulated: Sequence[BatchInfo]) -> tuple[DelayError, ...]:
-    rows = []
-    for name, attr in (("processing", "processing_delay"), ("scheduling", "scheduling_delay")):
-        real = DelayStats.of([getattr(b, attr).milliseconds for b in measured if getattr(b, attr) is not None])
-        sim = DelayStats.of([getattr(b, attr).milliseconds for b in simulated if getattr(b, attr) is not None])
-        rows.append(DelayError(f"{name} median", float(real.p50_ms), float(sim.p50_ms)))
-        rows.append(DelayError(f"{name} p95", float(real.p95_ms), float(sim.p95_ms)))
-    return tuple(rows)
 
 
 @attrs.frozen
@@ -308,7 +313,7 @@ class Calibration:
         model = self.predict(concurrent_jobs=jobs, cluster=target, batches=len(run.completed_batches))
         simulated = simulate(model).batches[self.warmup:]
         name = label or f"{run.meta.get('master', '?')} concurrentJobs={jobs}"
-        return Comparison(name, jobs, model.cluster or target, len(measured), _delay_errors(measured, simulated))
+        return Comparison(name, jobs, model.cluster or target, len(measured), DelayError.between(measured, simulated))
 
 
 def calibrate(trace: Trace, *, warmup: int = DEFAULT_WARMUP, cluster: ClusterModel | None = None) -> Calibration:
