@@ -16,7 +16,6 @@ import os
 import signal
 import threading
 import uuid
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Iterator, Mapping, Sequence
 
@@ -26,6 +25,8 @@ import anyio.to_thread
 
 from listeners import OverflowPolicy
 from scheduler import (
+    CheckpointError,
+    CheckpointPath,
     Clock,
     Duration,
     InvalidDurationError,
@@ -75,7 +76,17 @@ from .inputs import (
     continuous_plan,
 )
 from .runtime import StreamingContextState, StreamingRuntime
-from .spark import SparkBinding, SparkSettings, seconds_to_duration, streaming_job_group, time_string_as, user_frame
+from .spark import (
+    CHECKPOINT_FILE_MANAGER_KEY,
+    HadoopFileManager,
+    SparkBinding,
+    SparkSettings,
+    resolve_checkpoint_path,
+    seconds_to_duration,
+    streaming_job_group,
+    time_string_as,
+    user_frame,
+)
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext  # only for annotations: pyspark is imported when Spark is first needed
@@ -108,19 +119,6 @@ _NOT_RESTORED_CONF = frozenset({
     "spark.app.submitTime", "spark.executor.id", "spark.ui.port", "spark.blockManager.port", "spark.repl.class.uri",
     "spark.repl.class.outputDir", "spark.sql.warehouse.dir",
 })
-
-
-def _local_path(directory: str | None) -> Path | None:
-    """``directory`` as a local path (plain paths and ``file:`` URIs), else ``None``."""
-    if directory is None:
-        return None
-    if directory.startswith("file:"):
-        from urllib.parse import unquote, urlparse
-
-        return Path(unquote(urlparse(directory).path))
-    if "://" in directory:
-        return None
-    return Path(directory).absolute()
 
 
 @contextlib.contextmanager
@@ -257,7 +255,7 @@ class StreamingContext:
         self._env.continuous = self._continuous
         self._graph = self._env.graph
         self._graph.spark_context = lambda: self._spark.spark_context
-        self._log_dir: Path | None = None  # where offsets, commits, input logs and state go
+        self._log_dir: CheckpointPath | None = None  # where offsets, commits, input logs and state go
         self._recovering = False  # created by getOrCreate: resume from the checkpoint's logs
         self._runtime: StreamingRuntime | ContinuousExecution | None = None
         self._pending_listeners: list[tuple[object, str | None]] = []
@@ -449,19 +447,22 @@ class StreamingContext:
         """
         if not callable(setupFunc):
             raise TypeError("setupFunc should be callable.")
-        local = _local_path(checkpointPath)
-        recipe = None if local is None or not restoreGraph else load_recipe(local)
+        recipe = None
+        if restoreGraph:
+            from pyspark import SparkContext
+
+            active = SparkContext._active_spark_context
+            settings = None if active is None else SparkSettings.read(active)
+            location = resolve_checkpoint_path(
+                checkpointPath, mode=None if settings is None else settings.get(CHECKPOINT_FILE_MANAGER_KEY),
+                default_fs=None if settings is None else settings.default_fs, hadoop=HadoopFileManager)
+            recipe = load_recipe(location)
         if recipe is not None:
             return cls._restore(checkpointPath, recipe, options)
         ssc = setupFunc()
         if not isinstance(ssc, StreamingContext):
             raise TypeError(f"setupFunc should return a StreamingContext, got {type(ssc).__name__}")
         ssc.checkpoint(checkpointPath, options=options)
-        if ssc._log_dir is None:
-            raise ValueError(
-                f"cannot resume from {checkpointPath!r}: recovery logs need a local directory (a path or a file: URI); "
-                "checkpoints on other file systems are not supported"
-            )
         ssc._recovering = True
         return ssc
 
@@ -735,10 +736,7 @@ class StreamingContext:
                 self._pending_checkpoint_dir = str(directory)
             else:
                 self.sparkContext.setCheckpointDir(directory)
-        self._log_dir = _local_path(directory)
-        if directory is not None and self._log_dir is None:
-            self._log.warning("the checkpoint directory is not local: RDD checkpoints go there, but the recovery logs "
-                              "(offsets, commits, input logs, state) are not written", directory=directory)
+        self._log_dir = None if directory is None else self._resolve_checkpoint(directory)
         if options is not None:
             ProgressTrackingOptions.from_options(options)  # refused here, with the call that gave them
             self._progress_options = dict(options)
@@ -746,6 +744,13 @@ class StreamingContext:
         if self._runtime is not None:
             options = self._continuous_options() if isinstance(self._runtime, ContinuousExecution) else self._options()
             self._runtime.set_checkpoint_location(self._log_dir, options=options)
+
+    def _resolve_checkpoint(self, directory: str) -> CheckpointPath:
+        """Where the recovery logs go: the driver's disk, or Hadoop's file system for the path (as Spark resolves it)."""
+        settings = self._settings()
+        return resolve_checkpoint_path(directory, mode=settings.get(CHECKPOINT_FILE_MANAGER_KEY),
+                                       default_fs=settings.default_fs,
+                                       hadoop=lambda: HadoopFileManager(lambda: self._spark.spark_context))
 
     def _before_start(self) -> None:
         """What a start does before the runtime starts (py4j calls, file I/O): Spark's checkpoint
@@ -942,7 +947,7 @@ class StreamingContext:
             return
         if not self._recovering:
             self._move_previous_run_aside(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdirs()
         sc = self.sparkContext
         conf = [(k, v) for k, v in sc.getConf().getAll() if k not in _NOT_RESTORED_CONF]
         reason = self._env.recipe.save(directory, batch_ms=self._batch_duration.milliseconds,
@@ -952,15 +957,17 @@ class StreamingContext:
             self._log.warning("the DStream graph cannot be saved in the checkpoint: a restart through getOrCreate calls "
                               "the setup function again", reason=reason)
 
-    def _move_previous_run_aside(self, directory: Path) -> None:
-        previous = [directory / name for name in _RECOVERY_ENTRIES if (directory / name).exists()]
+    def _move_previous_run_aside(self, directory: CheckpointPath) -> None:
+        present = set(directory.listdir())
+        previous = [directory / name for name in _RECOVERY_ENTRIES if name in present]
         if not previous:
             return
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         target = directory / f"superseded-{stamp}-{uuid.uuid4().hex[:8]}"
-        target.mkdir()
+        target.mkdirs()
         for path in previous:
-            os.rename(path, target / path.name)
+            if not path.rename_new(target / path.name):
+                raise CheckpointError(f"cannot move {path} aside to {target}: the target exists", path=str(path))
         self._log.warning("a previous run's recovery logs were moved aside: this context starts afresh (use "
                           "StreamingContext.getOrCreate to resume from them)", moved_to=str(target))
 

@@ -6,30 +6,36 @@ protocols, errors) and nothing in the core imports it; ``scheduler`` re-exports 
 """
 
 from ._checkpoint import BatchGrid, Checkpoint, CheckpointDescription, CheckpointState
-from ._metadata_log import (
-    CommitLog,
-    CommitMetadata,
-    MetadataLog,
-    OffsetSeq,
-    OffsetSeqLog,
-    OffsetSeqMetadata,
+from ._files import (
+    LOCAL_FILES,
+    CheckpointFileManager,
+    CheckpointPath,
+    LocalFileManager,
+    as_checkpoint_path,
     fsync_directory,
     remove_temp_files,
+    temp_name,
     write_new_file,
 )
+from ._metadata_log import CommitLog, CommitMetadata, MetadataLog, OffsetSeq, OffsetSeqLog, OffsetSeqMetadata
 from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, QueryProgressListener, RunPlan
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
 from ._query_options import ProgressTrackingOptions, Trigger
 
 __all__ = [
+    "as_checkpoint_path",
     "BatchGrid",
     "Checkpoint",
     "CheckpointDescription",
+    "CheckpointFileManager",
+    "CheckpointPath",
     "CheckpointState",
     "CommitLog",
     "CommitMetadata",
     "format_timestamp",
     "fsync_directory",
+    "LOCAL_FILES",
+    "LocalFileManager",
     "MetadataLog",
     "MicroBatchTracker",
     "MicroBatchTrackerStatistics",
@@ -44,6 +50,7 @@ __all__ = [
     "SourceProgress",
     "StreamingQueryProgress",
     "StreamingQueryStatus",
+    "temp_name",
     "Trigger",
     "write_new_file",
 ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from pathlib import Path
 from typing import Sequence
 
 import attrs
@@ -18,15 +17,14 @@ from .._errors import CheckpointError, ConcurrentCheckpointUpdateError
 from .._protocols import Offset, RecoveredBatch
 from .._time import Duration, Time
 from .._watermark import WATERMARK_POLICY_KEY
+from ._files import TEMP_SUFFIX, CheckpointPath, as_checkpoint_path, remove_temp_files
 from ._metadata_log import (
     CommitLog,
     CommitMetadata,
     OffsetSeq,
     OffsetSeqLog,
     parse_query_metadata,
-    remove_temp_files,
     serialize_query_metadata,
-    write_new_file,
 )
 
 __all__ = [
@@ -139,11 +137,12 @@ class Checkpoint:
 
     Blocking; one query writes to a directory at a time (a second writer is detected when it
     tries to write an entry that exists, and fails with :class:`ConcurrentCheckpointUpdateError`).
+    The directory may be on any file system a :class:`CheckpointFileManager` serves.
     """
 
-    def __init__(self, location: str | os.PathLike[str]) -> None:
-        """A checkpoint at ``location`` (created on :meth:`open`)."""
-        self.root = Path(location)
+    def __init__(self, location: str | os.PathLike[str] | CheckpointPath) -> None:
+        """A checkpoint at ``location``: a local path, or a :class:`CheckpointPath` on another file system (created on :meth:`open`)."""
+        self.root = as_checkpoint_path(location)
         self.metadata_path = self.root / METADATA_FILE
         self.offsets = OffsetSeqLog(self.root / OFFSETS_DIR)
         self.commits = CommitLog(self.root / COMMITS_DIR)
@@ -156,10 +155,11 @@ class Checkpoint:
         Raises:
             CorruptCheckpointError: the file is not ``{"id":"<uuid>"}``.
         """
-        try:
-            text = self.metadata_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        data = self.metadata_path.read_bytes()
+        if data is None:
             return None
+        try:
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             return parse_query_metadata(f"<not UTF-8: {exc}>", str(self.metadata_path))
         return parse_query_metadata(text, str(self.metadata_path))
@@ -171,7 +171,7 @@ class Checkpoint:
             ConcurrentCheckpointUpdateError: another query created it meanwhile.
         """
         query_id = uuid.uuid4()
-        if not write_new_file(self.metadata_path, serialize_query_metadata(query_id).encode("utf-8")):
+        if not self.metadata_path.create_new(serialize_query_metadata(query_id).encode("utf-8")):
             raise ConcurrentCheckpointUpdateError(
                 f"cannot create {self.metadata_path}: it appeared while this query was starting, so another query is "
                 "using the same checkpoint directory; give each query its own checkpoint_location",
@@ -191,7 +191,7 @@ class Checkpoint:
         if self.root.exists() and not self.root.is_dir():
             raise CheckpointError(f"checkpoint location {self.root} is a file, not a directory; pass a directory path",
                                   path=str(self.root))
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.mkdirs()
         query_id = self.read_query_id()
         created = query_id is None
         if query_id is None:
@@ -356,9 +356,8 @@ class Checkpoint:
         temp = sum(
             1
             for directory in (self.root, self.offsets.directory, self.commits.directory)
-            if directory.is_dir()
-            for name in os.listdir(directory)
-            if name.startswith(".") and name.endswith(".tmp")
+            for name in directory.listdir()
+            if name.startswith(".") and name.endswith(TEMP_SUFFIX)
         )
         return CheckpointDescription(
             str(self.root), query_id, grid, tuple(offset_ids), tuple(commit_ids), latest_offsets, latest_commit,

@@ -1,25 +1,25 @@
 """Write-once metadata logs: the offsets and commits logs of a checkpoint (Spark's ``HDFSMetadataLog``).
 
 One file per batch id in Structured Streaming's on-disk format (``OffsetSeqLog`` and ``CommitLog``
-version 1). Every file is written under a temporary name, flushed to disk and linked into place
-without replacing anything, so a reader never sees half an entry and an entry is never rewritten.
-All functions here block on file I/O: async callers run them with ``anyio.to_thread.run_sync``.
+version 1), on any :class:`~scheduler.query.CheckpointFileManager`. Every entry is created
+atomically and never replaced, so a reader never sees half an entry and an entry is never
+rewritten. All functions here block on file I/O: async callers run them with
+``anyio.to_thread.run_sync``.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
 import uuid
-from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
 import attrs
 
 from .._errors import CorruptCheckpointError, UnsupportedLogVersionError
 from .._protocols import Offset
+from ._files import CheckpointPath, as_checkpoint_path, remove_temp_files
 
 __all__ = [
     "CommitLog",
@@ -28,110 +28,18 @@ __all__ = [
     "OffsetSeq",
     "OffsetSeqLog",
     "OffsetSeqMetadata",
-    "fsync_directory",
     "parse_commit",
     "parse_offset_seq",
     "parse_query_metadata",
-    "remove_temp_files",
     "serialize_commit",
     "serialize_offset_seq",
     "serialize_query_metadata",
-    "write_new_file",
 ]
 
 LOG_VERSION = 1
 """The offsets and commits log format this version writes and the newest it reads."""
 
 _VERSION_LINE = re.compile(r"v([0-9]+)")
-_TEMP_SUFFIX = ".tmp"
-
-
-# -- atomic, write-once files --
-
-
-def fsync_directory(directory: str | os.PathLike[str]) -> None:
-    """Flush a directory's entries (a rename or link in it) to disk; a no-op where directories cannot be opened."""
-    if os.name == "nt":  # pragma: no cover - Windows cannot open a directory to fsync it
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _link_without_replacing(source: str, target: str) -> bool:
-    try:
-        os.link(source, target)
-    except FileExistsError:
-        return False
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
-            raise
-        # No hard links on this filesystem (some network and FUSE mounts). Check, then rename:
-        # still atomic for readers, but two writers racing here could both succeed.
-        if os.path.lexists(target):
-            return False
-        os.rename(source, target)
-    return True
-
-
-def write_new_file(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> bool:
-    """Create ``path`` holding ``data``, atomically, unless it already exists; return whether it was created.
-
-    The bytes go to ``.<name>.<uuid>.tmp`` in the same directory, which is flushed to disk and
-    then hard-linked to ``path`` (a link, unlike a rename, never replaces an existing file), and
-    the directory is flushed so the new name survives a power cut. Readers therefore see either
-    no file or the whole file. The temporary file is removed whatever happens, except when the
-    process is killed, which leaves a hidden ``.tmp`` file that no reader looks at.
-
-    Args:
-        path: the file to create; its directory must exist.
-        data: the complete contents.
-        durable: flush file and directory to disk (``fsync``); without it the file survives a
-            crash of this process but not of the machine.
-    """
-    target = os.fspath(path)
-    directory, name = os.path.split(target)
-    temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}{_TEMP_SUFFIX}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if durable:
-                # The data must be on disk before the name is: otherwise a power cut could leave
-                # the final name pointing at an empty file.
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        created = _link_without_replacing(temp, target)
-    finally:
-        try:
-            os.unlink(temp)
-        except FileNotFoundError:
-            pass
-    if created and durable:
-        fsync_directory(directory or ".")
-    return created
-
-
-def remove_temp_files(directory: str | os.PathLike[str]) -> int:
-    """Delete temporary files left by writers that were killed; return how many were removed."""
-    removed = 0
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return 0
-    for name in names:
-        if name.startswith(".") and name.endswith(_TEMP_SUFFIX):
-            try:
-                os.unlink(os.path.join(directory, name))
-                removed += 1
-            except FileNotFoundError:
-                pass
-    return removed
 
 
 # -- entry formats --
@@ -319,16 +227,14 @@ def parse_query_metadata(text: str, path: str) -> uuid.UUID:
 T = TypeVar("T")
 
 
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
+def _read_text(path: CheckpointPath) -> str | None:
+    data = path.read_bytes()
+    if data is None:
         return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _damaged(path, f"it is not UTF-8 text ({exc})") from None
+        raise _damaged(str(path), f"it is not UTF-8 text ({exc})") from None
 
 
 class MetadataLog(Generic[T]):
@@ -338,23 +244,21 @@ class MetadataLog(Generic[T]):
     names (``.0.crc``) are ignored. Every method blocks on file I/O.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], serialize: Callable[[T], str], parse: Callable[[str, str], T]) -> None:
-        """A log stored in ``directory`` (created on the first write)."""
-        self.directory = Path(directory)
+    def __init__(self, directory: str | os.PathLike[str] | CheckpointPath, serialize: Callable[[T], str],
+                 parse: Callable[[str, str], T]) -> None:
+        """A log stored in ``directory`` (a local path, or a path on any file manager; created on the first write)."""
+        self.directory = as_checkpoint_path(directory)
         self._serialize = serialize
         self._parse = parse
         self._dir_ready = False
 
-    def path_of(self, batch_id: int) -> Path:
+    def path_of(self, batch_id: int) -> CheckpointPath:
         """Where ``batch_id``'s entry lives."""
         return self.directory / str(batch_id)
 
     def batch_ids(self) -> list[int]:
         """The ids of every entry, ascending."""
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return []
+        names = self.directory.listdir()
         return sorted(int(n) for n in names if n.isascii() and n.isdigit() and (n == "0" or not n.startswith("0")))
 
     def add(self, batch_id: int, entry: T, *, durable: bool = True) -> bool:
@@ -363,15 +267,9 @@ class MetadataLog(Generic[T]):
             raise ValueError(f"batch ids are non-negative, got {batch_id}")
         data = self._serialize(entry).encode("utf-8")
         if not self._dir_ready:
-            self._make_directory(durable)
-        return write_new_file(self.path_of(batch_id), data, durable=durable)
-
-    def _make_directory(self, durable: bool) -> None:
-        if not self.directory.is_dir():
-            self.directory.mkdir(parents=True, exist_ok=True)
-            if durable:
-                fsync_directory(self.directory.parent)
-        self._dir_ready = True
+            self.directory.mkdirs()
+            self._dir_ready = True
+        return self.path_of(batch_id).create_new(data, durable=durable)
 
     def get(self, batch_id: int) -> T | None:
         """``batch_id``'s entry, or ``None`` if there is none.
@@ -379,9 +277,9 @@ class MetadataLog(Generic[T]):
         Raises:
             CorruptCheckpointError: the entry exists but cannot be parsed (never skipped).
         """
-        path = str(self.path_of(batch_id))
+        path = self.path_of(batch_id)
         text = _read_text(path)
-        return None if text is None else self._parse(text, path)
+        return None if text is None else self._parse(text, str(path))
 
     def get_latest(self) -> tuple[int, T] | None:
         """The entry with the highest id, or ``None`` for an empty log."""
@@ -401,11 +299,8 @@ class MetadataLog(Generic[T]):
         for batch_id in ids:
             if batch_id >= threshold:
                 break
-            try:
-                os.unlink(self.path_of(batch_id))
-            except FileNotFoundError:
-                continue
-            deleted.append(batch_id)
+            if self.path_of(batch_id).delete():
+                deleted.append(batch_id)
         return deleted
 
     def remove_temp_files(self) -> int:

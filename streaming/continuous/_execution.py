@@ -31,6 +31,7 @@ from listeners import QueryProgress, QueryStarted, QueryTerminated, StreamingLis
 from scheduler import (
     Checkpoint,
     CheckpointError,
+    CheckpointPath,
     Clock,
     CommitMetadata,
     ConcurrentCheckpointUpdateError,
@@ -47,6 +48,7 @@ from scheduler import (
     StreamingQueryStatus,
     StreamingStateError,
     SystemClock,
+    as_checkpoint_path,
     format_timestamp,
     library_logger,
     remove_temp_files,
@@ -172,7 +174,7 @@ class ContinuousExecution:
         *,
         launcher: TaskLauncher,
         clock: Clock | None = None,
-        checkpoint_location: str | os.PathLike[str] | None = None,
+        checkpoint_location: str | os.PathLike[str] | CheckpointPath | None = None,
         name: str | None = None,
         options: Mapping[str, object] | None = None,
         bind_host: str | None = None,
@@ -208,7 +210,7 @@ class ContinuousExecution:
         self.trigger = trigger
         self.launcher = launcher
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self.checkpoint_location = None if checkpoint_location is None else os.fspath(checkpoint_location)
+        self.checkpoint_location = None if checkpoint_location is None else as_checkpoint_path(checkpoint_location)
         self.name = name
         self.options = ContinuousOptions(options)
         self._bind_host = bind_host
@@ -258,7 +260,7 @@ class ContinuousExecution:
         self._bus_started = False
         self._log = library_logger("aiodstream.continuous", component="ContinuousExecution", name=name)
 
-    def set_checkpoint_location(self, checkpoint_location: str | os.PathLike[str] | None, *,
+    def set_checkpoint_location(self, checkpoint_location: str | os.PathLike[str] | CheckpointPath | None, *,
                                 options: Mapping[str, object] | None = None) -> None:
         """Set (or clear) the checkpoint directory before start; ``options`` as the constructor's, when given.
 
@@ -267,7 +269,7 @@ class ContinuousExecution:
         """
         if self._state is not StreamingContextState.INITIALIZED:
             raise StreamingStateError("the checkpoint directory can only be set before the query is started")
-        self.checkpoint_location = None if checkpoint_location is None else os.fspath(checkpoint_location)
+        self.checkpoint_location = None if checkpoint_location is None else as_checkpoint_path(checkpoint_location)
         if options is not None:
             self.options = ContinuousOptions(options)
 
@@ -425,7 +427,7 @@ class ContinuousExecution:
         root = checkpoint.root
         if root.exists() and not root.is_dir():
             raise CheckpointError(f"checkpoint location {root} is a file, not a directory; pass a directory path", path=str(root))
-        root.mkdir(parents=True, exist_ok=True)
+        root.mkdirs()
         query_id = checkpoint.read_query_id() or checkpoint.create_query_id()
         for directory in (checkpoint.offsets.directory, checkpoint.commits.directory, root):
             remove_temp_files(directory)
@@ -449,7 +451,7 @@ class ContinuousExecution:
         # them and ignores them, which would let a later restart resume from a stale entry).
         stale = [e for e in checkpoint.offsets.batch_ids() if latest is None or e > latest]
         for epoch in reversed(stale):
-            checkpoint.offsets.path_of(epoch).unlink(missing_ok=True)
+            checkpoint.offsets.path_of(epoch).delete()
         if stale:
             self._log.info("uncommitted epochs of the previous run dropped", epochs=stale)
         if latest is None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, cast, runtime_checkable
 
 import anyio
@@ -19,6 +18,7 @@ import anyio.to_thread
 
 from scheduler import (
     BatchWatermarks,
+    CheckpointPath,
     Duration,
     EventTimeStats,
     InputInfoTracker,
@@ -29,6 +29,7 @@ from scheduler import (
     ReplayableInput,
     StateOperatorProgress,
     Time,
+    as_checkpoint_path,
     library_logger,
 )
 
@@ -96,7 +97,7 @@ class InputStream(GraphStream, Protocol):
         """Whether a log is attached (the context has a checkpoint directory)."""
         ...
 
-    def attach_log(self, directory: Path | None) -> None:
+    def attach_log(self, directory: CheckpointPath | None) -> None:
         """Keep the input's log in ``directory`` (``None``: in memory only); before start."""
         ...
 
@@ -204,7 +205,7 @@ class DStreamGraph:
         self._generation_thread: ThreadPoolExecutor | None = None
         self._thread_lock = threading.Lock()
         self._receivers_stop: anyio.Event | None = None
-        self.checkpoint_dir: Path | None = None
+        self.checkpoint_dir: CheckpointPath | None = None
         self._history: tuple[RecoveredBatch, ...] = ()
         self._snapshots: StateSnapshots | None = None
         self._watermarks: dict[Time, BatchWatermarks] = {}
@@ -365,9 +366,10 @@ class DStreamGraph:
 
     # -- ReplayableGraph (with a checkpoint directory) --
 
-    def set_checkpoint_dir(self, directory: str | os.PathLike[str] | None) -> None:
-        """Keep input logs and state snapshots under ``directory`` (``None``: no checkpoint); before start."""
-        self.checkpoint_dir = None if directory is None else Path(directory)
+    def set_checkpoint_dir(self, directory: str | os.PathLike[str] | CheckpointPath | None) -> None:
+        """Keep input logs and state snapshots under ``directory`` (a local path, or a path on any file manager;
+        ``None``: no checkpoint); before start."""
+        self.checkpoint_dir = None if directory is None else as_checkpoint_path(directory)
 
     def replayable_inputs(self) -> Sequence[ReplayableInput]:
         """Every input stream, by id (the order of the offsets log's lines)."""

@@ -14,6 +14,7 @@ outputs do. Each task reports its numbers through an accumulator, by batch time.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
@@ -84,6 +85,12 @@ class GroupsWithStateNode(StreamNode):
             raise InvalidPipelineError(
                 "requirement failed: The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint()."
             )
+        if not self._env.graph.checkpoint_dir.is_local:
+            raise InvalidPipelineError(
+                f"mapGroupsWithState keeps its state store under the checkpoint directory, which its tasks write as local "
+                f"files: {self._env.graph.checkpoint_dir} is on Hadoop's file system. Give a local or shared POSIX "
+                "path (file:), mounted at the same place on every executor"
+            )
         if self._timeout == GroupStateTimeout.EventTimeTimeout and self._watermark() is None:
             raise InvalidPipelineError(EVENT_TIME_WITHOUT_WATERMARK)
         super()._validate_at_start()
@@ -104,7 +111,7 @@ class GroupsWithStateNode(StreamNode):
             self._func, self._flat, self._timeout, watermark is not None,
             None if extract is None else event_time_of(extract),
         )
-        root = str(Path(graph.checkpoint_dir) / STATE_STORE_DIRECTORY)
+        root = os.path.join(os.fspath(graph.checkpoint_dir), STATE_STORE_DIRECTORY)
         if not self._partitions_checked:
             self._num_partitions = keep_partition_count(Path(root), self.operator_id, self._num_partitions)
             self._partitions_checked = True

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import functools
 import os
-import uuid
-from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 import attrs
 
-from scheduler import CheckpointError, CorruptCheckpointError, fsync_directory
+from scheduler import CheckpointError, CheckpointPath, CorruptCheckpointError, as_checkpoint_path
 
 __all__ = ["RECIPE_FILE", "GraphRecipe", "RecipeCall", "SavedRecipe", "StreamRef", "load_recipe", "recorded"]
 
@@ -147,7 +145,7 @@ class GraphRecipe:
         """The ``index``-th stream the recorded calls made."""
         return self._streams[index]
 
-    def save(self, directory: Path, *, batch_ms: int, concurrent_jobs: int | None, spark_conf: Sequence[tuple[str, str]],
+    def save(self, directory: str | os.PathLike[str] | CheckpointPath, *, batch_ms: int, concurrent_jobs: int | None, spark_conf: Sequence[tuple[str, str]],
              continuous_ms: int | None = None) -> str | None:
         """Write the recipe to ``directory`` atomically (blocking I/O); ``None``, or why it cannot be written.
 
@@ -156,7 +154,7 @@ class GraphRecipe:
         """
         from pyspark import cloudpickle  # the pickler pyspark ships functions to executors with
 
-        path = directory / RECIPE_FILE
+        path = as_checkpoint_path(directory) / RECIPE_FILE
         unrecordable = [c.method for c in self.calls if c.method.startswith("<unrecordable")]
         reason = None
         data = b""
@@ -169,19 +167,13 @@ class GraphRecipe:
             except Exception as exc:  # cloudpickle raises many kinds: anything unpicklable
                 reason = f"{type(exc).__name__}: {exc}"
         if reason is not None:
-            path.unlink(missing_ok=True)
+            path.delete()
             return reason
-        temp = directory / f".{RECIPE_FILE}.{uuid.uuid4().hex}.tmp"
-        with open(temp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-        fsync_directory(directory)
+        path.write_replacing(data)
         return None
 
 
-def load_recipe(directory: Path) -> SavedRecipe | None:
+def load_recipe(directory: str | os.PathLike[str] | CheckpointPath) -> SavedRecipe | None:
     """The recipe saved in ``directory``, or ``None`` if there is none (blocking I/O).
 
     Raises:
@@ -189,10 +181,9 @@ def load_recipe(directory: Path) -> SavedRecipe | None:
     """
     import pickle
 
-    path = directory / RECIPE_FILE
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    path = as_checkpoint_path(directory) / RECIPE_FILE
+    data = path.read_bytes()
+    if data is None:
         return None
     if not data.startswith(_MAGIC):
         raise CorruptCheckpointError(f"{path} is not a DStream graph written by aiodstream", path=str(path))

@@ -7,15 +7,21 @@ each stateful stream saves its state RDD at its checkpoint interval under
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
-from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 import attrs
 
-from scheduler import CheckpointError, Duration, RecoveredBatch, Time, TimeOrderedDict, fsync_directory, library_logger
+from scheduler import (
+    CheckpointError,
+    CheckpointPath,
+    Duration,
+    RecoveredBatch,
+    Time,
+    TimeOrderedDict,
+    library_logger,
+    remove_temp_files,
+    temp_name,
+)
 
 from ..recovery import InputDescriptor
 
@@ -49,7 +55,7 @@ class _Restore:
 
     index: int
     time: Time
-    path: Path | None
+    path: CheckpointPath | None
 
 
 class StateSnapshots:
@@ -62,7 +68,7 @@ class StateSnapshots:
         spark_context: gives the SparkContext that reads a snapshot back (called in the generation thread).
     """
 
-    def __init__(self, directory: Path, batch_duration: Duration, streams: Sequence[StatefulStream],
+    def __init__(self, directory: CheckpointPath, batch_duration: Duration, streams: Sequence[StatefulStream],
                  spark_context: Callable[[], Any]) -> None:
         """Keep the snapshots of ``streams`` under ``directory / "state"``; nothing is read yet."""
         self._directory = directory
@@ -73,7 +79,7 @@ class StateSnapshots:
         self._versions: dict[int, int] = {}  # per stateful stream: its newest snapshot (batch id + 1)
         self._log = library_logger("aiodstream.streaming", component="StateSnapshots")
 
-    def state_dir(self, index: int) -> Path:
+    def state_dir(self, index: int) -> CheckpointPath:
         """The directory of stream ``index``'s snapshots."""
         return self._directory / "state" / str(index)
 
@@ -89,13 +95,7 @@ class StateSnapshots:
 
     def _remove_unfinished(self, index: int) -> None:
         """Delete the hidden temporary snapshots a save killed midway left (they are never read)."""
-        try:
-            names = os.listdir(self.state_dir(index))
-        except FileNotFoundError:
-            return
-        for name in names:
-            if name.startswith(".") and name.endswith(".tmp"):
-                shutil.rmtree(self.state_dir(index) / name, ignore_errors=True)
+        remove_temp_files(self.state_dir(index))
 
     def oldest_needed_batch(self) -> int | None:
         """The first batch after each stateful stream's newest snapshot (less its window): the log must keep it."""
@@ -119,7 +119,9 @@ class StateSnapshots:
     def save(self, due: Sequence[int], time: Time, batch_id: int) -> None:
         """Save the state RDD of ``time`` of each stream in ``due`` (blocking: a Spark job each).
 
-        Each snapshot is written under a hidden name and renamed, so a reader sees all of it or none.
+        Each snapshot is written by the tasks (Spark's Hadoop output, on the executors) under a
+        hidden name, then renamed on the checkpoint's file system, so a reader sees all of it or
+        none and the driver never needs the executors' disk, nor they its.
         """
         for index in due:
             stream = self.streams[index]
@@ -129,21 +131,17 @@ class StateSnapshots:
             if target.exists():
                 self._versions[index] = batch_id + 1
                 continue  # a re-run batch: the same input gave the same state
-            temp = directory / f".{batch_id + 1}.{uuid.uuid4().hex}.tmp"
-            stream._generated[time].saveAsPickleFile(temp.as_uri())
-            os.rename(temp, target)
-            fsync_directory(directory)
+            temp = directory / temp_name(str(batch_id + 1))
+            stream._generated[time].saveAsPickleFile(temp.uri())
+            if not temp.rename_new(target):  # a racing writer of the same batch: its snapshot is the same state
+                temp.delete(recursive=True)
             self._versions[index] = batch_id + 1
             self._log.debug("state saved", stream=type(stream).__name__, index=index, batch=time.milliseconds, path=str(target))
             for old in self._snapshots(index)[:-_SNAPSHOTS_KEPT]:
-                shutil.rmtree(directory / str(old), ignore_errors=True)
+                (directory / str(old)).delete(recursive=True)
 
     def _snapshots(self, index: int) -> list[int]:
-        try:
-            names = os.listdir(self.state_dir(index))
-        except FileNotFoundError:
-            return []
-        return sorted(int(n) for n in names if n.isdigit())
+        return sorted(int(n) for n in self.state_dir(index).listdir() if n.isdigit())
 
     def _plan_restores(self, zero_time: Time, first_batch_id: int, history: Sequence[RecoveredBatch]) -> list[_Restore]:
         """At a restart: which snapshot each stateful stream starts from; the logged input must cover the rest.
@@ -197,7 +195,7 @@ class StateSnapshots:
                 continue  # no snapshot yet: the state is rebuilt from the first batch's input
             if sc is None:
                 sc = self._spark_context()
-            rdd: Any = sc.pickleFile(restore.path.as_uri())
+            rdd: Any = sc.pickleFile(restore.path.uri())
             if stream._storage_level is not None:
                 rdd.persist(stream._storage_level)
             stream._generated[restore.time] = rdd

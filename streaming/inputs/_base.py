@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
 
-from scheduler import Offset, Time, TimeOrderedDict, library_logger, remove_temp_files
+from scheduler import CheckpointPath, Offset, Time, TimeOrderedDict, library_logger, remove_temp_files
 
 from ..dstream import DStream, StreamEnvironment
 from ..recovery import InputDescriptor, parse_log_offset
@@ -38,7 +37,7 @@ class InputDStream(DStream):
         env.graph.add_input_stream(self)
         # With a checkpoint: the input range of each batch time still remembered.
         self._ranges: TimeOrderedDict[tuple[Offset, Offset]] = TimeOrderedDict()
-        self._log_dir: Path | None = None
+        self._log_dir: CheckpointPath | None = None
         self._tracked = False  # the query tracker assigns each batch its range (with or without a log)
         self._warned_missing = False
 
@@ -49,7 +48,7 @@ class InputDStream(DStream):
         """Whether batches read the ranges the query tracker assigned (always, once the context runs as a query)."""
         return self._tracked
 
-    def attach_log(self, directory: Path | None) -> None:
+    def attach_log(self, directory: CheckpointPath | None) -> None:
         """Keep this input's log in ``directory``, or (``None``) its batches' input in memory only; before start.
 
         Either way each batch then reads the range the query tracker assigned it; without a log

@@ -160,7 +160,8 @@ class FileInputDStream(InputDStream):
                                                                      directory=self.directory)
 
     def _list(self) -> list[FileEntry] | None:
-        if _is_local(self.directory):
+        # A bare path is on fs.defaultFS, as Spark resolves it: the driver's disk only when that is file:.
+        if _is_local(self.directory) and self._env.spark.settings().default_fs.startswith("file:"):
             return list_local_files(self.directory)
         return _list_hadoop(self._env.spark_context, self.directory)
 

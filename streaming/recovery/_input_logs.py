@@ -20,10 +20,9 @@ from __future__ import annotations
 import json
 import os
 import pickle
-from pathlib import Path
 from typing import Any, Mapping
 
-from scheduler import CheckpointError, CorruptCheckpointError, MetadataLog, Offset, write_new_file
+from scheduler import CheckpointError, CheckpointPath, CorruptCheckpointError, MetadataLog, Offset, as_checkpoint_path
 
 __all__ = [
     "BLOCK_HEADER",
@@ -71,10 +70,10 @@ def parse_log_offset(offset: Offset, *, input_name: str) -> int:
 class InputDescriptor:
     """``sources/<n>/stream.json``: what input ``n`` was when the checkpoint was created."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: str | os.PathLike[str] | CheckpointPath) -> None:
         """Describe the input whose log lives in ``directory``."""
-        self.directory = directory
-        self.path = directory / "stream.json"
+        self.directory = as_checkpoint_path(directory)
+        self.path = self.directory / "stream.json"
 
     def ensure(self, expected: Mapping[str, Any], *, compare: tuple[str, ...]) -> dict[str, Any]:
         """Write ``expected`` if nothing is recorded yet; return what is recorded.
@@ -85,11 +84,13 @@ class InputDescriptor:
             CheckpointError: the recorded input differs from ``expected`` in one of ``compare``.
             CorruptCheckpointError: the file cannot be read as JSON.
         """
-        if not self.path.exists():  # write once (a racing writer's file wins: write_new_file never replaces)
-            self.directory.mkdir(parents=True, exist_ok=True)
-            write_new_file(self.path, (json.dumps(dict(expected), sort_keys=True) + "\n").encode("utf-8"))
+        data = self.path.read_bytes()
+        if data is None:  # write once (a racing writer's file wins: create_new never replaces)
+            self.directory.mkdirs()
+            self.path.create_new((json.dumps(dict(expected), sort_keys=True) + "\n").encode("utf-8"))
+            data = self.path.read_bytes() or b""
         try:
-            recorded = json.loads(self.path.read_text(encoding="utf-8"))
+            recorded = json.loads(data.decode("utf-8"))
             if not isinstance(recorded, dict):
                 raise ValueError("not a JSON object")
         except (ValueError, UnicodeDecodeError) as exc:
@@ -137,7 +138,7 @@ def _parse_files(text: str, path: str) -> FileSelection:
 class FileSelectionLog(MetadataLog[FileSelection]):
     """A file stream's log: entry ``N`` lists the files of the ``N``-th batch that found new files."""
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str] | CheckpointPath) -> None:
         """A log stored in ``directory``."""
         super().__init__(directory, _serialize_files, _parse_files)
 
@@ -149,12 +150,12 @@ class BlockLog:
     complete block or none. Records must therefore be picklable; a socket stream's are strings.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: str | os.PathLike[str] | CheckpointPath) -> None:
         """A log stored in ``directory``."""
-        self.directory = directory
-        self._log: MetadataLog[Any] = MetadataLog(directory, str, lambda text, path: text)
+        self.directory = as_checkpoint_path(directory)
+        self._log: MetadataLog[Any] = MetadataLog(self.directory, str, lambda text, path: text)
 
-    def path_of(self, entry: int) -> Path:
+    def path_of(self, entry: int) -> CheckpointPath:
         """Where block ``entry`` lives."""
         return self._log.path_of(entry)
 
@@ -169,8 +170,8 @@ class BlockLog:
             CheckpointError: the block exists already (another process writes this log).
         """
         data = BLOCK_HEADER + pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        if not write_new_file(self.path_of(entry), data):
+        self.directory.mkdirs()
+        if not self.path_of(entry).create_new(data):
             raise CheckpointError(
                 f"cannot write {self.path_of(entry)}: it already exists, so another context is receiving into the same "
                 "checkpoint directory; run one context per checkpoint directory at a time",
@@ -185,14 +186,13 @@ class BlockLog:
                 belong to a batch that must see them).
         """
         path = self.path_of(entry)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError as exc:
+        data = path.read_bytes()
+        if data is None:
             raise CorruptCheckpointError(
                 f"{path} is missing: a batch being replayed needs this block of received records; restore it, or start "
                 "over with a new checkpoint directory",
                 path=str(path),
-            ) from exc
+            )
         if not data.startswith(BLOCK_HEADER):
             raise CorruptCheckpointError(f"{path} is damaged: it does not start with {BLOCK_HEADER!r}", path=str(path))
         try:

@@ -41,6 +41,7 @@ from listeners import (
 from scheduler import (
     BatchHook,
     Checkpoint,
+    CheckpointPath,
     Clock,
     Duration,
     InvalidDurationError,
@@ -141,7 +142,7 @@ class StreamingRuntime:
         listener_overflow: OverflowPolicy = OverflowPolicy.DROP,
         hooks: Sequence[BatchHook] = (),
         name: str | None = None,
-        checkpoint_location: str | os.PathLike[str] | None = None,
+        checkpoint_location: str | os.PathLike[str] | CheckpointPath | None = None,
         trigger: Trigger = Trigger.PROCESSING_TIME,
         options: Mapping[str, object] | None = None,
         track_progress: bool = False,
@@ -236,7 +237,7 @@ class StreamingRuntime:
         self.first_batch_time: Time | None = None
         self._log = library_logger("aiodstream.streaming", component="StreamingRuntime", name=name)
 
-    def _configure(self, checkpoint_location: str | os.PathLike[str] | None) -> None:
+    def _configure(self, checkpoint_location: str | os.PathLike[str] | CheckpointPath | None) -> None:
         """Build the query tracker (if any) and the scheduler for ``checkpoint_location``."""
         graph, trigger, options = self.graph, self.trigger, self._options
         self.tracker: MicroBatchTracker | None = None
@@ -277,7 +278,7 @@ class StreamingRuntime:
             planner=self.tracker,
         )
 
-    def set_checkpoint_location(self, checkpoint_location: str | os.PathLike[str] | None, *,
+    def set_checkpoint_location(self, checkpoint_location: str | os.PathLike[str] | CheckpointPath | None, *,
                                 options: Mapping[str, object] | None = None) -> None:
         """Set (or, with ``None``, clear) the checkpoint directory, and the progress options if given; only before :meth:`start`.
 
@@ -440,7 +441,12 @@ class StreamingRuntime:
                        batch_ms=self.batch_duration.milliseconds)
 
     def _checkpoint_key(self) -> str | None:
-        return None if self.checkpoint_location is None else os.path.realpath(self.checkpoint_location)
+        location = self.checkpoint_location
+        if location is None:
+            return None
+        if isinstance(location, CheckpointPath) and not location.is_local:
+            return location.path  # as given: resolving it would be a py4j call on the loop
+        return os.path.realpath(location)
 
     def _claim(self) -> None:
         path = self._checkpoint_key()

@@ -8,6 +8,7 @@ from ._binding import CANCEL_JOIN_S, SparkBinding
 from ._bridge import BatchJob, current_batch_job, run_spark, wait_for_thread
 from ._call_site import user_frame
 from ._durations import batch_datetime, job_description, seconds_to_duration, streaming_job_group, time_string_as
+from ._hadoop_files import CHECKPOINT_FILE_MANAGER_KEY, HadoopFileManager, resolve_checkpoint_path
 from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook
 from ._job_threads import SparkJobThreads
 from ._session import EMBEDDED_SPARK_CONF, STREAMING_SETTINGS, SparkSettings, embedded_spark_context
@@ -15,7 +16,9 @@ from ._session import EMBEDDED_SPARK_CONF, STREAMING_SETTINGS, SparkSettings, em
 __all__ = [
     "BatchJob",
     "CANCEL_JOIN_S",
+    "CHECKPOINT_FILE_MANAGER_KEY",
     "EMBEDDED_SPARK_CONF",
+    "HadoopFileManager",
     "JobGroupHook",
     "STREAMING_SETTINGS",
     "SparkBinding",
@@ -28,6 +31,7 @@ __all__ = [
     "job_description",
     "streaming_job_group",
     "job_group_hook",
+    "resolve_checkpoint_path",
     "run_spark",
     "seconds_to_duration",
     "time_string_as",

@@ -92,6 +92,8 @@ STREAMING_SETTINGS = (
     # The web UI (ours: Spark's own UI has no streaming tab for this runtime).
     "spark.aiodstream.ui.port",
     "spark.aiodstream.ui.host",
+    # Which file manager keeps the checkpoint (auto, hadoop, local).
+    "spark.aiodstream.checkpoint.fileManager",
     # A trace of the run, with its Spark jobs, for the simulator's calibration.
     "spark.aiodstream.trace.path",
     "spark.aiodstream.trace.batches",
@@ -109,10 +111,12 @@ class SparkSettings:
     Attributes:
         default_parallelism: ``sc.defaultParallelism``.
         conf: the :data:`STREAMING_SETTINGS` that are set, as strings.
+        default_fs: Hadoop's ``fs.defaultFS``, where bare paths live (``file:///`` by default).
     """
 
     default_parallelism: int
     conf: dict[str, str]
+    default_fs: str = "file:///"
 
     @classmethod
     def read(cls, sc: SparkContext) -> SparkSettings:
@@ -122,7 +126,8 @@ class SparkSettings:
             value = sc._conf.get(key, None)
             if value is not None:
                 conf[key] = str(value)
-        return cls(sc.defaultParallelism, conf)
+        default_fs = sc._jsc.hadoopConfiguration().get("fs.defaultFS") or "file:///"
+        return cls(sc.defaultParallelism, conf, str(default_fs))
 
     def get(self, key: str, default: str | None = None) -> str | None:
         """The setting ``key`` (one of :data:`STREAMING_SETTINGS`), ``default`` when unset."""

@@ -28,6 +28,9 @@ def spark_context(app_name: str) -> Any:
 
     conf = (SparkConf().setMaster("local[2]").setAppName(app_name).set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false"))
+    manager = os.environ.get("AIODSTREAM_CRASH_FILE_MANAGER")
+    if manager:  # the checkpoint through Hadoop's FileSystem API (the crash test's hadoop variant)
+        conf.set("spark.aiodstream.checkpoint.fileManager", manager)
     from tests.cluster import APP_CONF, MASTER_VARIABLE
 
     master = os.environ.get(MASTER_VARIABLE)

@@ -59,12 +59,14 @@ def test_the_conformance_suite_gives_pysparks_outputs_on_the_cluster(cluster: St
 
 
 CRASH_TESTS_ON_THE_CLUSTER = {
-    "tests/streaming/test_dstream_crash.py": "dstream-crash-child",
+    "tests/streaming/test_dstream_crash.py::test_sigkilled_getorcreate_program_saves_every_line_once_and_keeps_its_running_count[hadoop]":
+        "dstream-crash-child",
     "tests/streaming/groups/test_sessions_crash.py": "sessions-crash-child",
     "tests/streaming/continuous/test_continuous_crash.py": "continuous-crash-child",
 }
 """The crash tests run on the cluster, with their child's application name: the DStream one
-(getOrCreate, updateStateByKey, saveAsTextFiles), the stateful one (mapGroupsWithState under a
+(getOrCreate, updateStateByKey, saveAsTextFiles; its checkpoint through Hadoop's FileSystem
+API, the state snapshots written by the executors' tasks), the stateful one (mapGroupsWithState under a
 watermark, its state store written by the executors' tasks) and the continuous one (a long-running
 task per file partition on each executor, epochs committed by the driver, the file sink written
 by the tasks)."""

@@ -65,10 +65,12 @@ class Input:
         self.lines.extend(new)
 
 
-def spawn(tmp: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def spawn(tmp: Path, file_manager: str = "auto") -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AIODSTREAM_CRASH_FILE_MANAGER": file_manager}
+    # Through Hadoop the checkpoint is a file: URI, as a cluster's would be an hdfs:// one.
+    checkpoint = (tmp / "ck").as_uri() if file_manager == "hadoop" else str(tmp / "ck")
     with open(tmp / "child.err", "a") as err:
-        return subprocess.Popen([sys.executable, str(CHILD), str(tmp / "in"), str(tmp / "out"), str(tmp / "ck"), str(tmp / "stop")],
+        return subprocess.Popen([sys.executable, str(CHILD), str(tmp / "in"), str(tmp / "out"), checkpoint, str(tmp / "stop")],
                                 stdout=subprocess.PIPE, stderr=err, text=True, env=env)
 
 
@@ -95,14 +97,21 @@ def saved_lines(out: Path) -> list[str]:
 
 
 @pytest.mark.timeout(400)  # two JVM starts and real-time batches on a loaded machine
-def test_sigkilled_getorcreate_program_saves_every_line_once_and_keeps_its_running_count(tmp_path: Path) -> None:
+@pytest.mark.parametrize("file_manager", ["auto", "hadoop"])
+def test_sigkilled_getorcreate_program_saves_every_line_once_and_keeps_its_running_count(tmp_path: Path, file_manager: str) -> None:
+    """Every line in exactly one saved batch and the running count exact, with the checkpoint on the local or Hadoop file manager.
+
+    With ``hadoop`` every log entry, the saved graph and the state snapshots' renames go
+    through Hadoop's FileSystem API on a ``file:`` URI, and the restarted process reads them
+    back through it.
+    """
     rng = random.Random(SEED)
     source = Input(tmp_path / "in", tmp_path / "staging")
     out = tmp_path / "out"
     children: list[subprocess.Popen[str]] = []
     try:
         for _ in range(ROUNDS):
-            child = spawn(tmp_path)
+            child = spawn(tmp_path, file_manager)
             children.append(child)
             wait_started(child, tmp_path)
             saved = len(complete_saves(out, "count"))
@@ -114,7 +123,7 @@ def test_sigkilled_getorcreate_program_saves_every_line_once_and_keeps_its_runni
             child.send_signal(signal.SIGKILL)
             child.wait()
             source.add_file(rng)  # arrives while the program is down
-        child = spawn(tmp_path)
+        child = spawn(tmp_path, file_manager)
         children.append(child)
         wait_started(child, tmp_path)
         source.add_file(rng)
@@ -136,3 +145,6 @@ def test_sigkilled_getorcreate_program_saves_every_line_once_and_keeps_its_runni
     last = lines_of(counts[max(counts)])
     assert [ast.literal_eval(line) for line in last] == [("lines", len(source.lines))]
     assert not [p for p in out.iterdir() if not (p / "_SUCCESS").exists()], "no half-written batch left behind"
+    # Hadoop's local file system leaves a checksum beside every file it writes: the logs went through it, or not.
+    checksums = list((tmp_path / "ck" / "offsets").glob(".*.crc"))
+    assert bool(checksums) == (file_manager == "hadoop")

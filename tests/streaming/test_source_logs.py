@@ -84,7 +84,7 @@ def test_receiver_blocks_round_trip_and_are_written_once(tmp_path: Path) -> None
 def test_a_damaged_or_missing_block_is_reported_never_skipped(tmp_path: Path, data: bytes) -> None:
     """No header, unreadable pickle, or not a list of records: CorruptCheckpointError with the path."""
     log = BlockLog(tmp_path)
-    log.path_of(2).write_bytes(data)
+    Path(log.path_of(2)).write_bytes(data)
     with pytest.raises(CorruptCheckpointError) as info:
         log.read(2)
     assert info.value.path == str(tmp_path / "2")
@@ -101,7 +101,7 @@ def test_an_input_descriptor_is_written_once_and_checked_at_every_restart(tmp_pa
     assert later["initialModTimeIgnoreThreshold"] == 5  # the first run's threshold is kept
     with pytest.raises(CheckpointError, match=r"input 0 was '/in' \(directory\) when the checkpoint was written and is '/other' now"):
         descriptor.ensure({"kind": "file", "directory": "/other"}, compare=("kind", "directory"))
-    descriptor.path.write_text("{not json")
+    Path(descriptor.path).write_text("{not json")
     with pytest.raises(CorruptCheckpointError, match=r"stream\.json is damaged"):
         descriptor.ensure(first, compare=("kind",))
 

@@ -1,0 +1,154 @@
+"""Checkpoints through Hadoop's FileSystem API: the file manager's contract, write-once entries, where a path lives."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler import (
+    LOCAL_FILES,
+    Checkpoint,
+    CheckpointError,
+    CheckpointPath,
+    CommitMetadata,
+    Duration,
+    OffsetSeq,
+    OffsetSeqMetadata,
+    remove_temp_files,
+)
+from streaming.spark import HadoopFileManager, resolve_checkpoint_path
+
+# Hadoop's local file system without checksums, for files and for FileContext: its rename is
+# java.io's (it replaces an existing file), so write-once is the manager's doing.
+RAW_LOCAL = {
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+    "fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+}
+
+
+def _never() -> Any:
+    raise AssertionError("no Hadoop file manager expected here")
+
+
+def test_a_path_lives_where_spark_resolves_it() -> None:
+    """Bare paths and file: on the driver's disk, other schemes through Hadoop, a bare path on a non-file defaultFS too."""
+    hadoop = HadoopFileManager(_never)
+    local = resolve_checkpoint_path("ck", mode=None, default_fs="file:///", hadoop=_never)
+    assert local.files is LOCAL_FILES and local.path == os.path.abspath("ck")
+    assert resolve_checkpoint_path("file:///tmp/a%20b", mode="auto", default_fs=None, hadoop=_never).path == "/tmp/a b"
+    on_hdfs = resolve_checkpoint_path("hdfs://nn:8020/ck", mode=None, default_fs=None, hadoop=lambda: hadoop)
+    assert on_hdfs.files is hadoop and on_hdfs.path == "hdfs://nn:8020/ck"
+    bare = resolve_checkpoint_path("ck", mode=None, default_fs="hdfs://nn:8020", hadoop=lambda: hadoop)
+    assert bare.files is hadoop and bare.path == "ck"
+    forced = resolve_checkpoint_path("/tmp/ck", mode="hadoop", default_fs=None, hadoop=lambda: hadoop)
+    assert forced.files is hadoop and (forced / "offsets" / "3").path == "/tmp/ck/offsets/3"
+
+
+def test_a_bad_file_manager_setting_is_refused() -> None:
+    """An unknown mode, and 'local' for a path that is not on the driver's disk, are errors naming the setting."""
+    with pytest.raises(CheckpointError, match=r"spark.aiodstream.checkpoint.fileManager must be auto, hadoop or local, got 'hdfs'"):
+        resolve_checkpoint_path("ck", mode="hdfs", default_fs=None, hadoop=_never)
+    with pytest.raises(CheckpointError, match=r"'s3a://b/ck' is not on the driver's disk .* is 'local'; set it to auto or hadoop"):
+        resolve_checkpoint_path("s3a://b/ck", mode="local", default_fs=None, hadoop=_never)
+
+
+def test_checkpoint_paths_join_and_split_uris_and_local_paths() -> None:
+    """A URI keeps its scheme and authority through joins and parents; a root keeps its slash."""
+    hdfs = CheckpointPath(LOCAL_FILES, "hdfs://nn:8020/ck/")
+    assert (hdfs / "state" / "0").path == "hdfs://nn:8020/ck/state/0"
+    assert (hdfs / "x").parent == hdfs and hdfs.name == "ck"
+    assert CheckpointPath(LOCAL_FILES, "file:///a").parent.path == "file:///"
+    assert CheckpointPath(LOCAL_FILES, "/a").parent.path == "/"
+    assert os.fspath(CheckpointPath(LOCAL_FILES, "file:///tmp/x")) == "/tmp/x"
+
+
+@pytest.mark.spark
+def test_the_hadoop_manager_keeps_the_contract_on_file_uris(spark_context: Any, tmp_path: Path) -> None:
+    """Create once (never replaced), read, list without checksum files, replace, rename without replacing, delete."""
+    root = CheckpointPath(HadoopFileManager(spark_context), tmp_path.as_uri() + "/ck")
+    assert not root.exists() and root.listdir() == [] and root.read_bytes() is None
+    root.mkdirs()
+    assert root.is_dir() and not root.is_file()
+    assert (root / "0").create_new(b"first")
+    assert not (root / "0").create_new(b"second")
+    assert (root / "0").read_bytes() == b"first" and (root / "0").is_file()
+    (root / "r").write_replacing(b"1")
+    (root / "r").write_replacing(b"22")
+    assert (root / "r").read_bytes() == b"22"
+    assert sorted(root.listdir()) == ["0", "r"]  # Hadoop's .crc files and no temporary file
+    assert any(name.endswith(".crc") for name in os.listdir(tmp_path / "ck"))
+    (root / "d").mkdirs()
+    assert (root / "d").rename_new(root / "e") and not (root / "0").rename_new(root / "r")
+    assert (root / "0").read_bytes() == b"first" and (root / "r").read_bytes() == b"22"
+    assert root.uri() == f"file:{tmp_path}/ck"
+    assert (root / "e").delete(recursive=True) and not (root / "e").exists() and not (root / "gone").delete()
+    (tmp_path / "ck" / ".5.abc.tmp").write_bytes(b"left by a killed writer")
+    assert remove_temp_files(root) == 1 and sorted(root.listdir()) == ["0", "r"]
+
+
+@pytest.mark.spark
+def test_no_half_written_entry_is_ever_read_where_rename_replaces(spark_context: Any, tmp_path: Path) -> None:
+    """On Hadoop's raw local file system a reader polling the log sees every entry whole, and a second writer replaces nothing."""
+    files = HadoopFileManager(spark_context, conf=RAW_LOCAL)
+    directory = CheckpointPath(files, tmp_path.as_uri() + "/offsets")
+    directory.mkdirs()
+    entries = 24
+    payload = {i: (f"entry {i}\n".encode() + os.urandom(512 * 1024)) for i in range(entries)}
+    digests = {i: hashlib.sha256(data).hexdigest() for i, data in payload.items()}
+    seen: dict[int, int] = {}
+    torn: list[tuple[int, int]] = []
+    done = threading.Event()
+
+    def read_while_written() -> None:
+        # Plain reads of whatever the directory shows, as fast as they come: a file written in
+        # place would be seen empty or partial at some point.
+        while not done.is_set() or len(seen) < entries:
+            for name in os.listdir(tmp_path / "offsets"):
+                if not name.isdigit():
+                    continue
+                data = (tmp_path / "offsets" / name).read_bytes()
+                if hashlib.sha256(data).hexdigest() != digests[int(name)]:
+                    torn.append((int(name), len(data)))
+                seen[int(name)] = seen.get(int(name), 0) + 1
+            if done.is_set() and len(seen) == entries:
+                return
+
+    reader = threading.Thread(target=read_while_written)
+    reader.start()
+    try:
+        for i in range(entries):
+            assert (directory / str(i)).create_new(payload[i])
+    finally:
+        done.set()
+        reader.join(60)
+    assert not torn, f"{len(torn)} reads of half-written entries (entry, bytes), e.g. {torn[:5]}"
+    assert sorted(seen) == list(range(entries)) and sum(seen.values()) > entries  # read while the writer went on
+    assert files._path(str(directory))[1].fs.getClass().getName() == "org.apache.hadoop.fs.RawLocalFileSystem"
+    assert not (directory / "3").create_new(b"a second writer's entry")
+    assert (directory / "3").read_bytes() == payload[3]
+    assert sorted(os.listdir(tmp_path / "offsets")) == sorted(str(i) for i in range(entries))  # no temporary file left
+
+
+@pytest.mark.spark
+def test_a_checkpoint_written_through_hadoop_reads_back_on_the_local_manager(spark_context: Any, tmp_path: Path) -> None:
+    """The offsets, commits and metadata written through Hadoop on file: are Spark's layout: the local manager resumes them."""
+    written = Checkpoint(CheckpointPath(HadoopFileManager(spark_context), tmp_path.as_uri()))
+    state = written.open(Duration(1000), 1)
+    assert state.created and state.grid is None
+    meta = OffsetSeqMetadata(0, 2000, {"aiodstream.batchDurationMs": "1000", "aiodstream.zeroTimeMs": "0"})
+    for batch in range(3):
+        assert written.offsets.add(batch, OffsetSeq((f'{{"logOffset":{batch}}}',), OffsetSeqMetadata(
+            0, 1000 * (batch + 1), dict(meta.conf))))
+    for batch in range(2):
+        assert written.commits.add(batch, CommitMetadata(0))
+    again = Checkpoint(tmp_path).open(Duration(1000), 1)
+    assert not again.created and again.query_id == state.query_id
+    assert again.offset_ids == (0, 1, 2) and again.commit_ids == (0, 1)
+    assert [b.batch_id for b in again.rerun] == [2] and again.rerun[0].end == ('{"logOffset":2}',)
+    assert (tmp_path / "offsets" / "2").read_text() == 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":3000,"conf":{"aiodstream.batchDurationMs":"1000","aiodstream.zeroTimeMs":"0"}}\n{"logOffset":2}'
