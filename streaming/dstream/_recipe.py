@@ -145,8 +145,8 @@ class GraphRecipe:
         """The ``index``-th stream the recorded calls made."""
         return self._streams[index]
 
-    def save(self, directory: str | os.PathLike[str] | CheckpointPath, *, batch_ms: int, concurrent_jobs: int | None, spark_conf: Sequence[tuple[str, str]],
-             continuous_ms: int | None = None) -> str | None:
+    def save(self, directory: str | os.PathLike[str] | CheckpointPath, *, batch_ms: int, concurrent_jobs: int | None,
+             spark_conf: Sequence[tuple[str, str]], continuous_ms: int | None = None) -> str | None:
         """Write the recipe to ``directory`` atomically (blocking I/O); ``None``, or why it cannot be written.
 
         A recipe that cannot be pickled (a queue of RDDs, a function holding the SparkContext)

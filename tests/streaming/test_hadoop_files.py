@@ -151,4 +151,6 @@ def test_a_checkpoint_written_through_hadoop_reads_back_on_the_local_manager(spa
     assert not again.created and again.query_id == state.query_id
     assert again.offset_ids == (0, 1, 2) and again.commit_ids == (0, 1)
     assert [b.batch_id for b in again.rerun] == [2] and again.rerun[0].end == ('{"logOffset":2}',)
-    assert (tmp_path / "offsets" / "2").read_text() == 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":3000,"conf":{"aiodstream.batchDurationMs":"1000","aiodstream.zeroTimeMs":"0"}}\n{"logOffset":2}'
+    assert (tmp_path / "offsets" / "2").read_text() == (
+        'v1\n{"batchWatermarkMs":0,"batchTimestampMs":3000,"conf":{"aiodstream.batchDurationMs":"1000",'
+        '"aiodstream.zeroTimeMs":"0"}}\n{"logOffset":2}')
