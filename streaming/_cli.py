@@ -330,8 +330,10 @@ def _add_checkpoint(commands: Any) -> None:
         description="Show a checkpoint directory: the query id, the batch grid, the newest offsets and commit, "
                     "and the batches a restart would re-run. Reads only; changes nothing.",
     )
-    p.add_argument("directory", help="the checkpoint directory (a runtime's checkpoint_location)")
+    p.add_argument("directory", help="the checkpoint directory (a runtime's checkpoint_location): a local path, or a "
+                                     "URI Spark resolves (hdfs://, s3a://, ...), read through Hadoop's FileSystem API")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--hadoop", action="store_true", help="read a local path or file: URI through Hadoop's FileSystem API too")
     p.set_defaults(handler=_checkpoint)
 
 
@@ -350,8 +352,13 @@ def _offset_json(offset: str | None) -> Any:
 def _checkpoint(args: argparse.Namespace) -> int:
     from scheduler import Checkpoint, CheckpointError, CorruptCheckpointError, format_timestamp
 
+    from .spark import HadoopFileManager, resolve_checkpoint_path
+
     try:
-        d = Checkpoint(args.directory).describe()
+        # A URI other than file: starts a JVM (Spark's Hadoop configuration, spark.hadoop.* from spark-defaults).
+        location = resolve_checkpoint_path(args.directory, mode="hadoop" if args.hadoop else None, default_fs=None,
+                                           hadoop=HadoopFileManager)
+        d = Checkpoint(location).describe()
     except CorruptCheckpointError as exc:
         print(f"aiodstream checkpoint: error: {exc}", file=sys.stderr)
         return EXIT_DAMAGED

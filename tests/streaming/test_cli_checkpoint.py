@@ -82,3 +82,15 @@ def test_a_damaged_entry_is_reported_with_its_path(tmp_path: Path, capsys: pytes
     assert main(["checkpoint", str(tmp_path / "ck")]) == 4
     assert capsys.readouterr().err.startswith(f"aiodstream checkpoint: error: cannot read {tmp_path}/ck/offsets/2: it is in log "
                                               "format v7")
+
+
+@pytest.mark.spark
+def test_hadoop_reads_the_same_summary(spark_context: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--hadoop reads the checkpoint through Hadoop's FileSystem API (as an hdfs:// one is read): the same summary."""
+    make_checkpoint(tmp_path / "ck")
+    assert main(["checkpoint", str(tmp_path / "ck"), "--json"]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert main(["checkpoint", (tmp_path / "ck").as_uri(), "--json", "--hadoop"]) == 0
+    through_hadoop = json.loads(capsys.readouterr().out)
+    assert through_hadoop.pop("location") == (tmp_path / "ck").as_uri() and local.pop("location") == str(tmp_path / "ck")
+    assert through_hadoop == local and local["offsets"] == [0, 1]
