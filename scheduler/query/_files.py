@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pathlib
 import posixpath
 import shutil
 import uuid
@@ -257,9 +258,7 @@ class LocalFileManager:
 
     def uri(self, path: str) -> str:
         """A ``file://`` URI of the absolute path."""
-        from pathlib import Path
-
-        return Path(os.path.abspath(_local(path))).as_uri()
+        return pathlib.Path(os.path.abspath(_local(path))).as_uri()
 
     def __repr__(self) -> str:
         return "<LocalFileManager>"
@@ -292,8 +291,8 @@ class CheckpointPath:
 
     @property
     def is_local(self) -> bool:
-        """Whether the path is on the local manager."""
-        return self.files is LOCAL_FILES or isinstance(self.files, LocalFileManager)
+        """Whether the path is on the driver's own disk (a :class:`LocalFileManager`)."""
+        return isinstance(self.files, LocalFileManager)
 
     def __truediv__(self, name: str) -> CheckpointPath:
         return CheckpointPath(self.files, f"{self.path}{name}" if self.path.endswith("/") else f"{self.path}/{name}")

@@ -39,6 +39,16 @@ def _java_class(exc: BaseException) -> str | None:
     return name
 
 
+def _unless_missing(call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)``, or ``None`` when Hadoop answers that the path does not exist."""
+    try:
+        return call(*args)
+    except Exception as exc:
+        if _java_class(exc) == _NOT_FOUND:
+            return None
+        raise
+
+
 def _hadoop_configuration(source: SparkContext | Callable[[], SparkContext] | None) -> tuple[Any, Any, Any]:
     """The JVM, the Hadoop configuration to start from, and the py4j gateway."""
     from pyspark import SparkContext
@@ -155,12 +165,9 @@ class HadoopFileManager:
         """The names in ``directory``, or ``None`` if it does not exist (four py4j calls, whatever the count)."""
         jvm, _, _ = self._jvm()
         jpath, system = self._path(directory)
-        try:
-            statuses = system.fs.listStatus(jpath)
-        except Exception as exc:
-            if _java_class(exc) == _NOT_FOUND:
-                return None
-            raise
+        statuses = _unless_missing(system.fs.listStatus, jpath)
+        if statuses is None:
+            return None
         paths = jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses)
         joined = str(jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(paths).mkString("\n"))
         return [line.rsplit("/", 1)[-1] for line in joined.split("\n")] if joined else []
@@ -168,12 +175,9 @@ class HadoopFileManager:
     def kind(self, path: str) -> str | None:
         """``"file"``, ``"dir"`` or ``None``."""
         jpath, system = self._path(path)
-        try:
-            status = system.fs.getFileStatus(jpath)
-        except Exception as exc:
-            if _java_class(exc) == _NOT_FOUND:
-                return None
-            raise
+        status = _unless_missing(system.fs.getFileStatus, jpath)
+        if status is None:
+            return None
         return "dir" if status.isDirectory() else "file"
 
     def mkdirs(self, directory: str) -> None:
@@ -185,12 +189,9 @@ class HadoopFileManager:
     def read_bytes(self, path: str) -> bytes | None:
         """The whole file, or ``None``."""
         jpath, system = self._path(path)
-        try:
-            stream = system.fs.open(jpath)
-        except Exception as exc:
-            if _java_class(exc) == _NOT_FOUND:
-                return None
-            raise
+        stream = _unless_missing(system.fs.open, jpath)
+        if stream is None:
+            return None
         try:
             return bytes(stream.readAllBytes())
         finally:
@@ -231,11 +232,16 @@ class HadoopFileManager:
                     return False
                 raise
             return True
+        return self._write_and_rename(path, target, system, data, durable=durable, replace=False)
+
+    def _write_and_rename(self, path: str, target: Any, system: _FileSystem, data: bytes, *, durable: bool,
+                          replace: bool) -> bool:
+        # A hidden temporary file beside the target, renamed into place; removed if the rename did not happen.
         temp = self._temp_for(path)
         self._write(system, temp, data, durable=durable)
         renamed = False
         try:
-            renamed = self._rename(system, temp, target, replace=False)
+            renamed = self._rename(system, temp, target, replace=replace)
         finally:
             if not renamed:
                 system.fs.delete(temp, False)
@@ -259,15 +265,7 @@ class HadoopFileManager:
     def write_replacing(self, path: str, data: bytes) -> None:
         """Write ``path`` whole, replacing a previous file (a temporary file renamed over it)."""
         target, system = self._path(path)
-        temp = self._temp_for(path)
-        self._write(system, temp, data, durable=True)
-        done = False
-        try:
-            done = self._rename(system, temp, target, replace=True)
-        finally:
-            if not done:
-                system.fs.delete(temp, False)
-        if not done:
+        if not self._write_and_rename(path, target, system, data, durable=True, replace=True):
             raise OSError(f"cannot write {path}: Hadoop's {system.scheme} file system refused to rename the new file into place")
 
     def rename_new(self, source: str, target: str) -> bool:
