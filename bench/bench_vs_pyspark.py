@@ -38,15 +38,17 @@ import argparse
 import json
 import os
 import random
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from operator import add
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCABULARY = [f"w{i}" for i in range(1000)]
@@ -119,8 +121,8 @@ def spark_alone_three_jobs(sc: Any, lines_per_batch: int, batches: int) -> dict[
     return {"sequential_ms_median": round(seq, 1), "parallel_ms_median": round(par, 1), "ratio": round(par / seq, 3)}
 
 
-def socket_word_count(ssc: Any, port: int) -> None:
-    counts = ssc.socketTextStream("127.0.0.1", port).flatMap(lambda line: line.split(" ")).map(lambda w: (w, 1)).transform(
+def socket_word_count(ssc: Any, port: int, **receiver: Any) -> None:
+    counts = ssc.socketTextStream("127.0.0.1", port, **receiver).flatMap(lambda line: line.split(" ")).map(lambda w: (w, 1)).transform(
         lambda rdd: rdd.reduceByKey(add))
     counts.foreachRDD(collect)
 
@@ -282,23 +284,33 @@ def sustained(batches: list[dict[str, int]], rate: int, interval_ms: int, skip: 
 
 
 def socket_run(engine: str, sc: Any, rate: int, batches: int) -> dict[str, Any]:
+    """One step of the ladder. ``ours_executor``: our receiver as a Spark task, its blocks in a checkpoint's WAL."""
     server = subprocess.Popen([sys.executable, __file__, "--serve", str(rate)], stdout=subprocess.PIPE, text=True)
+    scratch = tempfile.mkdtemp(prefix="aiodstream-bench-ck-")
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline())
-        result = run_program(engine, sc, 1.0, batches, lambda ssc: socket_word_count(ssc, port))
+        if engine == "ours_executor":
+            def build(ssc: Any) -> None:
+                ssc.checkpoint(scratch)
+                socket_word_count(ssc, port, placement="executor")
+            result = run_program("ours", sc, 1.0, batches, build)
+        else:
+            result = run_program(engine, sc, 1.0, batches, lambda ssc: socket_word_count(ssc, port))
     finally:
         server.kill()
         server.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
     step = sustained(result, rate, 1000, skip=3)
     print(f"  {engine} socket {rate} lines/s: {step}", file=sys.stderr, flush=True)
     return step
 
 
-def socket_ladders(sc: Any, start: int, top: int, batches: int) -> dict[str, Any]:
+def socket_ladders(sc: Any, start: int, top: int, batches: int,
+                   engines: Sequence[str] = ("pyspark", "ours")) -> dict[str, Any]:
     """Double the rate until each engine fails to sustain it; the engines alternate at each rate."""
     ladders: dict[str, dict[str, Any]] = {e: {"max_sustained_lines_per_s": 0, "steps": [], "done": False}
-                                          for e in ("pyspark", "ours")}
+                                          for e in engines}
     rate = start
     while rate <= top and not all(ladder["done"] for ladder in ladders.values()):
         for engine, ladder in ladders.items():
@@ -365,6 +377,8 @@ def main() -> None:
     parser.add_argument("--rate-start", type=int, default=2500)
     parser.add_argument("--rate-top", type=int, default=640_000)
     parser.add_argument("--socket-batches", type=int, default=10)
+    parser.add_argument("--socket-engines", default="pyspark,ours",
+                        help="engines of the socket ladder: pyspark, ours (receiver on the driver), ours_executor")
     parser.add_argument("--three-output-lines", type=int, nargs="*", default=[1000, 5000],
                         help="input sizes for the three-outputs run (small batches are latency-bound, large ones CPU-bound)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating runs per engine for the delay measures (>= 5)")
@@ -380,6 +394,9 @@ def main() -> None:
         return
 
     sys.path.insert(0, str(ROOT))
+    # The Python workers run this interpreter, whose environment has aiodstream (an executor receiver's
+    # task and its batches' block readers run aiodstream's code); PySpark reads only the variable.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
 
     conf = (SparkConf().setMaster(args.master).setAppName("bench_vs_pyspark").set("spark.ui.enabled", "false")
@@ -470,9 +487,10 @@ def main() -> None:
             if master != args.master:
                 out["three_outputs"][master] = three_outputs_elsewhere(master, args)
     if "socket_rate" in args.only:
-        ladders = socket_ladders(sc, args.rate_start, args.rate_top, args.socket_batches)
-        out["socket_rate"] = {**ladders, "ratio": ratio(ladders["ours"]["max_sustained_lines_per_s"],
-                                                       ladders["pyspark"]["max_sustained_lines_per_s"]),
+        ladders = socket_ladders(sc, args.rate_start, args.rate_top, args.socket_batches, args.socket_engines.split(","))
+        tops = {engine: ladder["max_sustained_lines_per_s"] for engine, ladder in ladders.items()}
+        out["socket_rate"] = {**ladders, "ratio": ratio(tops.get("ours", 0), tops.get("pyspark", 0)),
+                              "ratio_executor_receiver": ratio(tops.get("ours_executor", 0), tops.get("pyspark", 0)),
                               "target_ratio": 1.0, "load_average": load()}
     out["load_average_after"] = load()
     out["seconds"] = round(time.monotonic() - began, 1)

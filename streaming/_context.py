@@ -1156,6 +1156,7 @@ class StreamingContext:
         *,
         restartDelay: float | None = None,  # noqa: N803
         maxBufferedRecords: int = DEFAULT_MAX_BUFFERED_RECORDS,  # noqa: N803
+        placement: str | None = None,
     ) -> DStream:
         """A stream of the UTF-8 text lines read from a TCP server at ``hostname:port``.
 
@@ -1174,6 +1175,12 @@ class StreamingContext:
             maxBufferedRecords: lines held between two batches at most; when reached, the
                 receiver stops reading until the next batch (TCP flow control then slows the
                 sender) instead of growing memory.
+            placement: ``"driver"`` (the default, or ``spark.aiodstream.receiver.placement``)
+                or ``"executor"``: the receiver runs as a long-running Spark task, as Spark runs
+                receivers, writing each block into the checkpoint's write-ahead log, and each
+                batch's tasks read its blocks from there, so the records never pass through
+                the driver. It takes a task slot for the context's life and needs a checkpoint
+                directory that the driver and the executors see at the same path.
 
         On stop the connection is closed; lines read by then still reach the next batch (the
         last one, on a graceful stop). Lines the server sent but the receiver had not read are lost.
@@ -1182,7 +1189,7 @@ class StreamingContext:
         if self._continuous is not None:  # a one-partition continuous input; union several for more partitions
             return ContinuousInputDStream(self._env, SocketSource([(hostname, port)]))
         return SocketInputDStream(self._env, hostname, port, restart_delay=self._restart_delay(restartDelay),
-                                  max_buffered_records=maxBufferedRecords)
+                                  max_buffered_records=maxBufferedRecords, placement=placement)
 
     @api_call
     def rateStream(self, rowsPerSecond: int = 1, numPartitions: int = 2) -> DStream:  # noqa: N803 - Spark's option names

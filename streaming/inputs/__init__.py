@@ -7,10 +7,13 @@ graph drives (replay, receive, purge).
 
 from ._base import InputDStream
 from ._continuous import FOREACH_BATCH_REFUSED, ContinuousInputDStream, continuous_plan
+from ._executor_receiver import ReceiverTaskSpec, read_block_file
 from ._files import FileEntry, FileInputDStream, is_new_file, list_local_files, select_new_files
 from ._queue import QueueInputDStream
 from ._receiver import (
     DEFAULT_MAX_BUFFERED_RECORDS,
+    EXECUTOR_STOP_TIMEOUT_S,
+    RECEIVER_PLACEMENT_KEY,
     AsyncIterableInputDStream,
     AsyncSource,
     LineDecoder,
@@ -20,6 +23,10 @@ from ._receiver import (
 )
 
 __all__ = [
+    "EXECUTOR_STOP_TIMEOUT_S",
+    "RECEIVER_PLACEMENT_KEY",
+    "ReceiverTaskSpec",
+    "read_block_file",
     "ContinuousInputDStream",
     "FOREACH_BATCH_REFUSED",
     "continuous_plan",

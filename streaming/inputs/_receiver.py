@@ -8,31 +8,37 @@ group on the driver, storing into a bounded buffer that each batch empties
 
 from __future__ import annotations
 
-import codecs
-import io
+import os
 import socket
 import traceback
-from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Callable, Sequence, Union
+import uuid
+from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Callable, Sequence, Union, cast
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 import attrs
+from anyio import get_cancelled_exc_class
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStopped
-from scheduler import Duration, Offset, RateLimiter, StreamInputInfo, Time, library_logger
+from scheduler import Duration, InvalidPipelineError, Offset, RateLimiter, StreamInputInfo, Time, library_logger
 
 from ..dstream import StreamEnvironment
 from ..recovery import BlockLog, format_log_offset
 from ..spark import time_string_as
 from ._base import InputDStream
+from ._decoder import LineDecoder
+from ._executor_receiver import ReceiverTaskSpec, read_block_files, run_receiver_tasks
 
 if TYPE_CHECKING:
     from pyspark import RDD  # only for annotations: pyspark is imported when Spark is first needed
 
 __all__ = [
     "DEFAULT_MAX_BUFFERED_RECORDS",
+    "EXECUTOR_STOP_TIMEOUT_S",
+    "RECEIVER_PLACEMENT_KEY",
     "AsyncIterableInputDStream",
     "AsyncSource",
     "LineDecoder",
@@ -43,6 +49,13 @@ __all__ = [
 
 DEFAULT_MAX_BUFFERED_RECORDS = 100_000
 """Records a receiver may hold between two batches before it stops taking more in."""
+
+RECEIVER_PLACEMENT_KEY = "spark.aiodstream.receiver.placement"
+"""Where socket receivers run: ``driver`` (default: a task on the context's event loop) or
+``executor`` (a long-running Spark task writing blocks into the checkpoint's write-ahead log)."""
+
+EXECUTOR_STOP_TIMEOUT_S = 10.0
+"""How long a stop waits for a receiver task on an executor to write and report its last block."""
 
 AsyncSource = Union[AsyncIterable[Any], Callable[[], AsyncIterable[Any]]]
 """What ``asyncIterableStream`` takes: an async iterable, or a function returning a fresh one."""
@@ -121,43 +134,6 @@ class RecordBuffer:
         return f"<RecordBuffer [{len(self._records)}/{self.capacity} records | waited {self.waits}x]>"
 
 
-class LineDecoder:
-    """Turns a byte stream into text lines the way Spark's socket receiver reads them.
-
-    Bytes are UTF-8, malformed sequences become U+FFFD; a line ends at ``\\n``, ``\\r`` or
-    ``\\r\\n`` (Java's ``readLine``, also when a ``\\r\\n`` pair is split across two reads), and
-    nothing else (``\\x0b`` or U+2028 stay in the line). A last line without a terminator is
-    returned by :meth:`finish`.
-    """
-
-    def __init__(self) -> None:
-        """Start with no pending bytes."""
-        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._decoder = io.IncrementalNewlineDecoder(utf8, translate=True)
-        self._partial = ""
-
-    def feed(self, data: bytes) -> list[str]:
-        """The lines completed by ``data``."""
-        text = self._decoder.decode(data)
-        if "\n" not in text:
-            self._partial += text
-            return []
-        lines = text.split("\n")
-        if self._partial:
-            lines[0] = self._partial + lines[0]
-        self._partial = lines.pop()
-        return lines
-
-    def finish(self) -> list[str]:
-        """The unterminated last line, if any, once the stream has ended."""
-        rest = self._partial + self._decoder.decode(b"", final=True)
-        self._partial = ""
-        lines = rest.split("\n")
-        if lines[-1] == "":
-            lines.pop()
-        return lines
-
-
 @attrs.frozen
 class _Outcome:
     """How one run of a receiver ended: restart after the delay, or stop for good."""
@@ -191,6 +167,11 @@ class ReceiverInputDStream(InputDStream):
 
     has_receiver = True
     _receiver_class = "Receiver"
+    _executor_id = "driver"
+    """Where the receiver runs, as its ``ReceiverInfo.executor_id`` says: ``"driver"``, or ``"executor"`` for a
+    receiver task (a Python task cannot see its executor's id; ``location`` is the executor's host)."""
+    _reports_start = False
+    """Whether the receiver posts ``ReceiverStarted`` itself (once its remote task connects)."""
 
     restart_delay: Duration
     """How long a failed or ended receiver waits before it starts again."""
@@ -262,8 +243,9 @@ class ReceiverInputDStream(InputDStream):
         final = _Outcome(False, "Stopped by driver")
         try:
             while True:
-                await runtime.listener_bus.post(ReceiverStarted(self._info(active=True)))
-                self._log.info("receiver started", receiver=self.receiver_name)
+                if not self._reports_start:
+                    await runtime.listener_bus.post(ReceiverStarted(self._info(active=True)))
+                    self._log.info("receiver started", receiver=self.receiver_name)
                 try:
                     outcome = await self._receive()
                 except Exception as exc:  # a bug in a receiver: treat like a failed connection
@@ -293,7 +275,7 @@ class ReceiverInputDStream(InputDStream):
 
     def _info(self, *, active: bool, message: str = "", error: BaseException | None = None, at: Time | None = None) -> ReceiverInfo:
         trace = "" if error is None else "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        return ReceiverInfo(self.id, self.receiver_name, active, self._host, "driver",
+        return ReceiverInfo(self.id, self.receiver_name, active, self._host, self._executor_id,
                             last_error_message=message, last_error=trace, last_error_time=at)
 
     # -- the batch side --
@@ -413,15 +395,43 @@ class SocketInputDStream(ReceiverInputDStream):
     _receiver_class = "SocketReceiver"
 
     def __init__(self, env: StreamEnvironment, host: str, port: int, *, restart_delay: Duration | None,
-                 max_buffered_records: int) -> None:
-        """A stream of lines read from ``host:port``."""
+                 max_buffered_records: int, placement: str | None = None) -> None:
+        """A stream of lines read from ``host:port``; ``placement`` ``None`` reads :data:`RECEIVER_PLACEMENT_KEY`.
+
+        Raises:
+            ValueError: a bad port or placement.
+        """
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
             raise ValueError(f"port must be an int from 1 to 65535, got {port!r}")
         super().__init__(env, restart_delay=restart_delay, max_buffered_records=max_buffered_records)
         self.host = host
         self.port = port
+        if placement is None:
+            placement = env.spark.settings().get(RECEIVER_PLACEMENT_KEY, "driver") or "driver"
+        placement = placement.strip().lower()
+        if placement not in ("driver", "executor"):
+            raise ValueError(f"a receiver's placement must be 'driver' or 'executor', got {placement!r} "
+                             f"(socketTextStream(placement=...) or {RECEIVER_PLACEMENT_KEY})")
+        self.placement = placement
+        if placement == "executor":
+            self._executor_id = "executor"
+            self._reports_start = True
+        self._block_counts: dict[int, int] = {}  # executor placement: records per reported block
+
+    def _validate_at_start(self) -> None:
+        checkpoint = self._env.graph.checkpoint_dir
+        if self.placement == "executor" and (checkpoint is None or not checkpoint.is_local):
+            raise InvalidPipelineError(
+                "a receiver on an executor writes its blocks into the checkpoint's write-ahead log and the batches read "
+                "them from there: give StreamingContext.checkpoint() a local or shared POSIX directory that the driver "
+                "and every executor see at the same path"
+                + ("" if checkpoint is None else f" ({checkpoint} is on Hadoop's file system)")
+            )
+        super()._validate_at_start()
 
     async def _receive(self) -> _Outcome:
+        if self.placement == "executor":
+            return await self._receive_on_executor()
         try:
             stream = await anyio.connect_tcp(self.host, self.port)
         except OSError as exc:
@@ -444,6 +454,124 @@ class SocketInputDStream(ReceiverInputDStream):
                 lines = decoder.feed(data)
                 if lines:
                     await put_many(lines)
+
+
+    # -- on an executor --
+
+    def _task_spec(self, driver_host: str, driver_port: int) -> ReceiverTaskSpec:
+        assert self._log_dir is not None
+        return ReceiverTaskSpec(
+            self.id, self.host, self.port, driver_host, driver_port, os.fspath(self._log_dir), self._last_entry + 1,
+            self.block_interval.milliseconds, self.restart_delay.milliseconds, self.max_rate)
+
+    def _run_job(self, spec: ReceiverTaskSpec, group: str) -> None:
+        """The receiver's Spark job: one long-running task (blocking, in a worker thread)."""
+        sc = self._env.spark_context
+        sc.setJobGroup(group, f"{self.receiver_name}: receiving from {self.host}:{self.port}", interruptOnCancel=True)
+        try:
+            sc.parallelize([spec], 1).foreachPartition(run_receiver_tasks)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it (py4j null)
+
+    async def _receive_on_executor(self) -> _Outcome:
+        """Run the receiver as a Spark task and take its reports until it stops or fails.
+
+        Cancelled (the context stops): the task is told to stop, and the blocks it writes last
+        are registered before this returns (bounded by :data:`EXECUTOR_STOP_TIMEOUT_S`); then
+        its job group is cancelled. A task that fails or loses its connection ends this run,
+        and the supervisor starts a new task after the restart delay.
+        """
+        driver_host = await anyio.to_thread.run_sync(self._driver_host)
+        group = f"aiodstream-receiver-{self.id}-{uuid.uuid4().hex[:8]}"
+        listeners = await anyio.create_tcp_listener(local_host=driver_host, local_port=0)
+        listener = cast(anyio.abc.SocketListener, listeners.listeners[0])  # one address: one listener
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        spec = self._task_spec(driver_host, port)
+        job_error: list[BaseException] = []
+        outcome = _Outcome(True, "The receiver's Spark task ended")
+        async with listeners, anyio.create_task_group() as tg:
+            tg.start_soon(self._job, spec, group, job_error, tg.cancel_scope)
+            try:
+                control = await listener.accept()
+                async with control:
+                    outcome = await self._take_reports(BufferedByteReceiveStream(control), control)
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError) as exc:
+                outcome = _Outcome(True, "The receiver's task lost its connection to the driver", exc)
+            finally:
+                tg.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._env.spark.cancel_job_group, group)
+        if job_error:
+            return _Outcome(True, "The receiver's Spark task failed", job_error[0])
+        return outcome
+
+    async def _job(self, spec: ReceiverTaskSpec, group: str, errors: list[BaseException], scope: anyio.CancelScope) -> None:
+        try:
+            await anyio.to_thread.run_sync(self._run_job, spec, group, abandon_on_cancel=True,
+                                           limiter=anyio.CapacityLimiter(1))
+        except Exception as exc:
+            errors.append(exc)
+        scope.cancel()  # the task is over: nothing more will report
+
+    def _driver_host(self) -> str:
+        return str(self._env.spark_context.getConf().get("spark.driver.host", "127.0.0.1"))
+
+    async def _take_reports(self, reports: BufferedByteReceiveStream, control: anyio.abc.ByteStream) -> _Outcome:
+        try:
+            while True:
+                line = (await reports.receive_until(b"\n", 1 << 16)).decode("utf-8", "replace")
+                if await self._on_report(line):
+                    return _Outcome(False, "Stopped by driver")
+        except get_cancelled_exc_class():
+            # The context stops: the task writes what it read as a last block and says X.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(EXECUTOR_STOP_TIMEOUT_S):
+                await control.send(b"stop\n")
+                while not await self._on_report((await reports.receive_until(b"\n", 1 << 16)).decode("utf-8", "replace")):
+                    pass
+            self._log.info("receiver task stopped", receiver=self.receiver_name, last_block=self._last_entry)
+            raise
+
+    async def _on_report(self, line: str) -> bool:
+        """Handle one report of the task; whether it said it stopped."""
+        kind, _, rest = line.partition(" ")
+        runtime = self._env.runtime
+        if kind == "B":
+            entry, count = (int(x) for x in rest.split())
+            self._block_counts[entry] = count
+            self._last_entry = max(self._last_entry, entry)
+        elif kind == "H":
+            self._host = rest
+        elif kind == "S":
+            await runtime.listener_bus.post(ReceiverStarted(self._info(active=True)))
+            self._log.info("receiver started", receiver=self.receiver_name, host=self._host, location="executor")
+        elif kind == "E":
+            error = ConnectionError(rest)
+            await runtime.listener_bus.post(ReceiverError(self._info(active=True, message=rest, error=error,
+                                                                     at=runtime.clock.now())))
+            self._log.warning("receiver error on its executor", receiver=self.receiver_name, reason=rest)
+        return kind == "X"
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        if self.placement != "executor":
+            return super()._compute(time)
+        # The batch's tasks read its blocks from the log: the records never pass through the driver.
+        assert self._block_log is not None
+        sc = self._env.spark_context
+        entries = list(self._logged_entry_ids(time))
+        # Blocks reported by this run's task carry their counts; blocks found at a restart are counted once here.
+        count = sum(self._block_counts[e] if e in self._block_counts else len(self._block_log.read(e)) for e in entries)
+        tracker = self._env.graph.input_infos
+        if tracker is not None:
+            tracker.report_info(time, StreamInputInfo(self.id, count))
+        if not entries:
+            return sc.emptyRDD()
+        paths = [os.fspath(self._block_log.path_of(e)) for e in entries]
+        return sc.parallelize(paths, len(paths)).mapPartitions(read_block_files)
+
+    async def commit(self, end: Offset) -> None:
+        await super().commit(end)
+        for entry in [e for e in self._block_counts if e < self._purged_below]:
+            del self._block_counts[entry]
 
 
 class AsyncIterableInputDStream(ReceiverInputDStream):

@@ -94,6 +94,8 @@ STREAMING_SETTINGS = (
     "spark.aiodstream.ui.host",
     # Which file manager keeps the checkpoint (auto, hadoop, local).
     "spark.aiodstream.checkpoint.fileManager",
+    # Where socket receivers run (driver, executor).
+    "spark.aiodstream.receiver.placement",
     # A trace of the run, with its Spark jobs, for the simulator's calibration.
     "spark.aiodstream.trace.path",
     "spark.aiodstream.trace.batches",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import anyio
 import pytest
@@ -104,3 +105,53 @@ def test_the_buffer_bound_must_be_positive() -> None:
     """A zero bound is refused with the rule and a fix."""
     with raises_exactly(ValueError, "maxBufferedRecords must be a positive int, got 0; pass e.g. 100000"):
         RecordBuffer(0)
+
+
+def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_told(tmp_path: Path) -> None:
+    """The executor side without Spark: blocks in the log with their reports, an ended source reported and reconnected, stop -> X."""
+    import socket
+    import threading
+
+    from streaming.inputs import ReceiverTaskSpec, read_block_file
+    from streaming.inputs._executor_receiver import run_receiver_task
+
+    source = socket.create_server(("127.0.0.1", 0))
+    driver = socket.create_server(("127.0.0.1", 0))
+    first = [f"a{i}" for i in range(300)]
+    second = [f"b{i}" for i in range(5)]
+
+    def serve() -> None:
+        for lines in (first, second):
+            conn, _ = source.accept()
+            with conn:
+                conn.sendall("".join(f"{line}\n" for line in lines).encode())
+                if lines is second:
+                    conn.recv(1)  # hold the second connection open until the task goes away
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    spec = ReceiverTaskSpec(0, "127.0.0.1", source.getsockname()[1], "127.0.0.1", driver.getsockname()[1], str(tmp_path),
+                            first_entry=7, block_interval_ms=20, restart_delay_ms=10)
+    task = threading.Thread(target=run_receiver_task, args=(spec,), daemon=True)
+    task.start()
+    control, _ = driver.accept()
+    reports = control.makefile("r", encoding="utf-8")
+    seen: list[str] = []
+    received = 0
+    while received < len(first) + len(second):
+        line = reports.readline().strip()
+        seen.append(line)
+        if line.startswith("B "):
+            received += int(line.split()[2])
+    control.sendall(b"stop\n")
+    while seen[-1] != "X":
+        seen.append(reports.readline().strip())
+    task.join(10)
+    assert not task.is_alive()
+    assert seen[0] == f"H {socket.gethostname()}" and seen[1] == "S"
+    assert "E Socket data stream had no more data" in seen and seen.count("S") == 2
+    entries = [int(line.split()[1]) for line in seen if line.startswith("B ")]
+    assert entries == list(range(7, 7 + len(entries)))
+    assert [r for e in entries for r in read_block_file(str(tmp_path / str(e)))] == first + second
+    source.close()
+    driver.close()

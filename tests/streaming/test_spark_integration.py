@@ -31,8 +31,9 @@ from listeners import (
     ReceiverStopped,
     StreamingEvent,
 )
-from scheduler import StreamingStateError
+from scheduler import InvalidPipelineError, StreamingStateError
 from streaming import StreamingContext, run_spark
+from streaming.inputs import read_block_file
 
 pytestmark = pytest.mark.spark
 
@@ -369,6 +370,49 @@ def test_socket_stream_reports_a_refused_connection_as_a_receiver_error_and_retr
     assert error.last_error_message == f"Error connecting to 127.0.0.1:{server.port}"
     assert "ConnectionRefusedError" in error.last_error or "OSError" in error.last_error
     assert error.last_error_time is not None
+
+
+def test_a_socket_receiver_on_an_executor_writes_blocks_that_the_batches_read(contexts: Any, tmp_path: Path) -> None:
+    """placement='executor': a Spark task receives, writes blocks into the checkpoint's WAL, and each line reaches one batch in order."""
+    lines = [f"line {i}" for i in range(2000)]
+    server = LineServer([lines])
+    ssc, recorder = contexts(0.5)
+    ssc.checkpoint(str(tmp_path / "ck"))
+    ssc.remember(600)  # the log keeps what remembered batches cover: every block stays for the check below
+    got: list[str] = []
+    stream = ssc.socketTextStream("127.0.0.1", server.port, restartDelay=0.1, placement="executor")
+    stream.foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    try:
+        ssc.start()
+        batches = recorder.wait_for_records(len(lines))
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    finally:
+        server.close()
+
+    assert got == lines
+    assert sum(b.num_records for b in batches) == len(lines)
+    started = recorder.of_type(ReceiverStarted)[0].receiver_info
+    assert (started.name, started.active, started.executor_id) == ("SocketReceiver-0", True, "executor")
+    assert started.location == socket.gethostname()  # reported by the task (this machine's executor)
+    assert recorder.of_type(ReceiverStopped)[-1].receiver_info.last_error_message == "Stopped by driver"
+    # The driver's own receiver path never held a line: nothing was buffered or allocated on it.
+    assert len(stream._buffer) == 0 and not stream._allocated  # type: ignore[attr-defined]
+    # Every line went through a block the executor wrote into the write-ahead log, in order.
+    log = tmp_path / "ck" / "sources" / "0"
+    blocks = sorted(int(name) for name in os.listdir(log) if name.isdigit())
+    assert blocks == list(range(len(blocks)))
+    assert [line for entry in blocks for line in read_block_file(str(log / str(entry)))] == lines
+
+
+def test_a_receiver_on_an_executor_needs_a_shared_checkpoint_and_a_known_placement(contexts: Any) -> None:
+    """Without a checkpoint the start is refused (the blocks go into its WAL); an unknown placement is refused at once."""
+    ssc, _ = contexts(0.5)
+    with pytest.raises(ValueError, match="a receiver's placement must be 'driver' or 'executor', got 'gpu'"):
+        ssc.socketTextStream("127.0.0.1", 9, placement="gpu")
+    ssc.socketTextStream("127.0.0.1", 9, placement="executor").foreachRDD(lambda rdd: rdd.count())
+    with pytest.raises(InvalidPipelineError, match=r"a receiver on an executor writes its blocks into the checkpoint's "
+                                                   r"write-ahead log .* give StreamingContext.checkpoint\(\) a local or shared"):
+        ssc.start()
 
 
 def test_file_stream_reads_each_new_file_once_and_ignores_old_and_hidden_ones(contexts: Any, tmp_path: Path) -> None:

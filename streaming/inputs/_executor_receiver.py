@@ -1,0 +1,208 @@
+"""A socket receiver as a long-running task on an executor (Spark's ``ReceiverSupervisorImpl`` on an executor).
+
+The task runs in a Python worker: it reads the source, cuts what it read into a block every
+block interval, writes each block whole into the stream's write-ahead log (``sources/<id>/<N>``
+of the checkpoint, a path the executors share with the driver) and reports it to the driver over
+a control connection. The driver allocates reported blocks to batches, and a batch's tasks read
+them back from the log: the records never pass through the driver. This module's task side uses
+the standard library only (it runs where Spark runs it); the driver side is in
+``SocketInputDStream``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import socket
+import time
+from typing import Any, Iterable, Iterator
+
+import attrs
+
+from scheduler import write_new_file
+
+from ..recovery import BLOCK_HEADER
+from ._decoder import LineDecoder
+
+__all__ = ["ReceiverTaskSpec", "read_block_file", "read_block_files", "run_receiver_task", "run_receiver_tasks"]
+
+_RECV_BYTES = 65536
+
+
+@attrs.frozen
+class ReceiverTaskSpec:
+    """What the receiver task needs: the source, the driver's control address, the log and the pacing.
+
+    Attributes:
+        stream_id: the input stream's id (for messages).
+        source_host: the source's host.
+        source_port: the source's port.
+        driver_host: where the driver listens for the task's reports.
+        driver_port: that listener's port.
+        log_dir: the stream's write-ahead log directory, a local path on the executor (shared).
+        first_entry: the number of the first block this task writes.
+        block_interval_ms: how often what was read becomes a block.
+        restart_delay_ms: how long to wait before reconnecting to the source.
+        max_rate: records per second at most (``None``: no limit).
+    """
+
+    stream_id: int
+    source_host: str
+    source_port: int
+    driver_host: str
+    driver_port: int
+    log_dir: str
+    first_entry: int
+    block_interval_ms: int
+    restart_delay_ms: int
+    max_rate: float | None = None
+
+
+def read_block_file(path: str) -> list[Any]:
+    """The records of one block file (run by a batch's task on an executor).
+
+    Raises:
+        ValueError: the file is not a receiver block.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.startswith(BLOCK_HEADER):
+        raise ValueError(f"{path} is not a receiver block: it does not start with {BLOCK_HEADER!r}")
+    records = pickle.loads(data[len(BLOCK_HEADER):])
+    if not isinstance(records, list):
+        raise ValueError(f"{path} holds {type(records).__name__}, not a list of records")
+    return records
+
+
+def read_block_files(paths: Iterable[str]) -> Iterator[Any]:
+    """Every record of the given block files, in order (a ``mapPartitions`` function)."""
+    for path in paths:
+        yield from read_block_file(path)
+
+
+class _Control:
+    """The task's end of the control connection: reports out, the driver's ``stop`` in."""
+
+    def __init__(self, spec: ReceiverTaskSpec) -> None:
+        self.sock = socket.create_connection((spec.driver_host, spec.driver_port), timeout=30)
+        self.sock.settimeout(None)
+        self._pending = b""
+        self.stopped = False
+
+    def send(self, line: str) -> None:
+        self.sock.sendall(line.replace("\n", " ").encode("utf-8") + b"\n")
+
+    def poll(self) -> None:
+        """Read what the driver sent without waiting; a closed connection means stop too."""
+        while not self.stopped:
+            ready, _, _ = select.select([self.sock], [], [], 0)
+            if not ready:
+                return
+            data = self.sock.recv(4096)
+            if not data:  # the driver is gone: nothing will read our blocks
+                self.stopped = True
+                return
+            self._pending += data
+            if b"stop\n" in self._pending:
+                self.stopped = True
+
+
+class _Blocks:
+    """Cuts records into blocks, writes each whole into the log and reports it."""
+
+    def __init__(self, spec: ReceiverTaskSpec, control: _Control) -> None:
+        self._dir = spec.log_dir
+        self._entry = spec.first_entry
+        self._control = control
+        self.records: list[Any] = []
+
+    def flush(self) -> None:
+        if not self.records:
+            return
+        data = BLOCK_HEADER + pickle.dumps(self.records, protocol=pickle.HIGHEST_PROTOCOL)
+        if not write_new_file(os.path.join(self._dir, str(self._entry)), data):
+            raise RuntimeError(f"block {self._entry} exists in {self._dir}: another receiver writes this log")
+        self._control.send(f"B {self._entry} {len(self.records)}")
+        self._entry += 1
+        self.records = []
+
+
+def _wait(seconds: float, control: _Control) -> None:
+    """Sleep up to ``seconds``, waking when the driver says stop."""
+    deadline = time.monotonic() + seconds
+    while not control.stopped:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        select.select([control.sock], [], [], min(left, 0.2))
+        control.poll()
+
+
+def run_receiver_task(spec: ReceiverTaskSpec) -> None:
+    """Receive lines from the source until the driver says stop (or goes away); blocking, in the task.
+
+    Reconnects after the restart delay when the source fails or ends, reporting each as
+    ``E <message>``; ``S`` when connected; ``B <entry> <count>`` for every block written; ``X``
+    when it stops (after writing what it read). Records are paced to ``max_rate``.
+    """
+    control = _Control(spec)
+    control.send(f"H {socket.gethostname()}")
+    blocks = _Blocks(spec, control)
+    interval = spec.block_interval_ms / 1000
+    allowance_start = time.monotonic()
+    taken = 0
+    try:
+        while not control.stopped:
+            try:
+                source = socket.create_connection((spec.source_host, spec.source_port), timeout=10)
+            except OSError as exc:
+                control.send(f"E Error connecting to {spec.source_host}:{spec.source_port}: {exc!r}")
+                _wait(spec.restart_delay_ms / 1000, control)
+                continue
+            source.settimeout(None)
+            control.send("S")
+            decoder = LineDecoder()
+            next_block = time.monotonic() + interval
+            reason = ""
+            with source:
+                while not control.stopped:
+                    now = time.monotonic()
+                    if now >= next_block:
+                        blocks.flush()
+                        next_block = now + interval
+                    if spec.max_rate is not None and taken >= spec.max_rate * (now - allowance_start):
+                        _wait(min(next_block - now, max(0.001, taken / spec.max_rate - (now - allowance_start))), control)
+                        continue
+                    ready, _, _ = select.select([source, control.sock], [], [], max(0.0, next_block - now))
+                    if control.sock in ready:
+                        control.poll()
+                    if source not in ready:
+                        continue
+                    try:
+                        data = source.recv(_RECV_BYTES)
+                    except OSError as exc:
+                        blocks.records.extend(decoder.finish())
+                        reason = f"Error receiving data: {exc!r}"
+                        break
+                    if not data:
+                        blocks.records.extend(decoder.finish())
+                        reason = "Socket data stream had no more data"
+                        break
+                    lines = decoder.feed(data)
+                    blocks.records.extend(lines)
+                    taken += len(lines)
+            blocks.flush()
+            if reason and not control.stopped:
+                control.send(f"E {reason}")
+                _wait(spec.restart_delay_ms / 1000, control)
+        blocks.flush()
+        control.send("X")
+    finally:
+        control.sock.close()
+
+
+def run_receiver_tasks(specs: Iterable[ReceiverTaskSpec]) -> None:
+    """A ``foreachPartition`` function: run the partition's receiver (one spec per partition)."""
+    for spec in specs:
+        run_receiver_task(spec)
