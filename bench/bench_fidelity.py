@@ -37,7 +37,7 @@ def _load() -> list[float]:
 
 
 def _errors(delays: Any, floor_ms: float) -> dict[str, float]:
-    return {d.name: round((d.simulated_ms - d.measured_ms) / max(d.measured_ms, floor_ms, 1e-9), 3) for d in delays}
+    return {d.name: round(d.error_against(floor_ms), 3) for d in delays}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

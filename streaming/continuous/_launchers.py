@@ -14,7 +14,7 @@ import anyio.to_thread
 
 from scheduler import InvalidPipelineError, library_logger
 
-from ..spark import cancel_job_group
+from ..spark import cancel_job_group, driver_host
 from ._task import TASK_RETRY_MESSAGE, ContinuousTaskRetryError, TaskSpec, run_task, run_tasks
 
 __all__ = ["SparkTaskLauncher", "TaskLauncher", "ThreadTaskLauncher"]
@@ -91,8 +91,7 @@ class SparkTaskLauncher:
 
     def driver_host(self) -> str:
         """``spark.driver.host``, where executors reach this process (blocking: a py4j call)."""
-        sc = self._spark_context()
-        return str(sc.getConf().get("spark.driver.host", "127.0.0.1"))
+        return driver_host(self._spark_context())
 
     def check(self, num_partitions: int) -> None:
         """Refuse more partitions than Spark has task slots (blocking)."""

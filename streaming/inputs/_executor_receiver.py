@@ -11,8 +11,6 @@ the standard library only (it runs where Spark runs it); the driver side is in
 
 from __future__ import annotations
 
-import os
-import pickle
 import select
 import socket
 import time
@@ -20,9 +18,7 @@ from typing import Any, Iterable, Iterator
 
 import attrs
 
-from scheduler import write_new_file
-
-from ..recovery import BLOCK_HEADER
+from ..recovery import BlockLog, decode_block
 from ._decoder import LineDecoder
 
 __all__ = ["ReceiverTaskSpec", "read_block_file", "read_block_files", "run_receiver_task", "run_receiver_tasks"]
@@ -63,16 +59,10 @@ def read_block_file(path: str) -> list[Any]:
     """The records of one block file (run by a batch's task on an executor).
 
     Raises:
-        ValueError: the file is not a receiver block.
+        CorruptCheckpointError: the file is not a whole receiver block (a ``ValueError``).
     """
     with open(path, "rb") as f:
-        data = f.read()
-    if not data.startswith(BLOCK_HEADER):
-        raise ValueError(f"{path} is not a receiver block: it does not start with {BLOCK_HEADER!r}")
-    records = pickle.loads(data[len(BLOCK_HEADER):])
-    if not isinstance(records, list):
-        raise ValueError(f"{path} holds {type(records).__name__}, not a list of records")
-    return records
+        return decode_block(f.read(), path)
 
 
 def read_block_files(paths: Iterable[str]) -> Iterator[Any]:
@@ -109,10 +99,10 @@ class _Control:
 
 
 class _Blocks:
-    """Cuts records into blocks, writes each whole into the log and reports it."""
+    """Cuts records into blocks, writes each whole into the log (the driver's ``BlockLog``) and reports it."""
 
     def __init__(self, spec: ReceiverTaskSpec, control: _Control) -> None:
-        self._dir = spec.log_dir
+        self._log = BlockLog(spec.log_dir)
         self._entry = spec.first_entry
         self._control = control
         self.records: list[Any] = []
@@ -120,9 +110,7 @@ class _Blocks:
     def flush(self) -> None:
         if not self.records:
             return
-        data = BLOCK_HEADER + pickle.dumps(self.records, protocol=pickle.HIGHEST_PROTOCOL)
-        if not write_new_file(os.path.join(self._dir, str(self._entry)), data):
-            raise RuntimeError(f"block {self._entry} exists in {self._dir}: another receiver writes this log")
+        self._log.write(self._entry, self.records)  # CheckpointError if another receiver writes this log
         self._control.send(f"B {self._entry} {len(self.records)}")
         self._entry += 1
         self.records = []

@@ -27,7 +27,7 @@ from scheduler import Duration, InvalidPipelineError, Offset, RateLimiter, Strea
 
 from ..dstream import StreamEnvironment
 from ..recovery import BlockLog, format_log_offset
-from ..spark import time_string_as
+from ..spark import driver_host, time_string_as
 from ._base import InputDStream
 from ._decoder import LineDecoder
 from ._executor_receiver import ReceiverTaskSpec, read_block_files, run_receiver_tasks
@@ -455,13 +455,12 @@ class SocketInputDStream(ReceiverInputDStream):
                 if lines:
                     await put_many(lines)
 
-
     # -- on an executor --
 
-    def _task_spec(self, driver_host: str, driver_port: int) -> ReceiverTaskSpec:
+    def _task_spec(self, host: str, port: int) -> ReceiverTaskSpec:
         assert self._log_dir is not None
         return ReceiverTaskSpec(
-            self.id, self.host, self.port, driver_host, driver_port, os.fspath(self._log_dir), self._last_entry + 1,
+            self.id, self.host, self.port, host, port, os.fspath(self._log_dir), self._last_entry + 1,
             self.block_interval.milliseconds, self.restart_delay.milliseconds, self.max_rate)
 
     def _run_job(self, spec: ReceiverTaskSpec, group: str) -> None:
@@ -481,12 +480,12 @@ class SocketInputDStream(ReceiverInputDStream):
         its job group is cancelled. A task that fails or loses its connection ends this run,
         and the supervisor starts a new task after the restart delay.
         """
-        driver_host = await anyio.to_thread.run_sync(self._driver_host)
+        host = await anyio.to_thread.run_sync(lambda: driver_host(self._env.spark_context))
         group = f"aiodstream-receiver-{self.id}-{uuid.uuid4().hex[:8]}"
-        listeners = await anyio.create_tcp_listener(local_host=driver_host, local_port=0)
+        listeners = await anyio.create_tcp_listener(local_host=host, local_port=0)
         listener = cast(anyio.abc.SocketListener, listeners.listeners[0])  # one address: one listener
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        spec = self._task_spec(driver_host, port)
+        spec = self._task_spec(host, port)
         job_error: list[BaseException] = []
         outcome = _Outcome(True, "The receiver's Spark task ended")
         async with listeners, anyio.create_task_group() as tg:
@@ -513,20 +512,16 @@ class SocketInputDStream(ReceiverInputDStream):
             errors.append(exc)
         scope.cancel()  # the task is over: nothing more will report
 
-    def _driver_host(self) -> str:
-        return str(self._env.spark_context.getConf().get("spark.driver.host", "127.0.0.1"))
-
     async def _take_reports(self, reports: BufferedByteReceiveStream, control: anyio.abc.ByteStream) -> _Outcome:
         try:
             while True:
-                line = (await reports.receive_until(b"\n", 1 << 16)).decode("utf-8", "replace")
-                if await self._on_report(line):
+                if await self._on_report(await _next_report(reports)):
                     return _Outcome(False, "Stopped by driver")
         except get_cancelled_exc_class():
             # The context stops: the task writes what it read as a last block and says X.
             with anyio.CancelScope(shield=True), anyio.move_on_after(EXECUTOR_STOP_TIMEOUT_S):
                 await control.send(b"stop\n")
-                while not await self._on_report((await reports.receive_until(b"\n", 1 << 16)).decode("utf-8", "replace")):
+                while not await self._on_report(await _next_report(reports)):
                     pass
             self._log.info("receiver task stopped", receiver=self.receiver_name, last_block=self._last_entry)
             raise
@@ -572,6 +567,11 @@ class SocketInputDStream(ReceiverInputDStream):
         await super().commit(end)
         for entry in [e for e in self._block_counts if e < self._purged_below]:
             del self._block_counts[entry]
+
+
+async def _next_report(reports: BufferedByteReceiveStream) -> str:
+    """The next line a receiver task sent (without its newline)."""
+    return (await reports.receive_until(b"\n", 1 << 16)).decode("utf-8", "replace")
 
 
 class AsyncIterableInputDStream(ReceiverInputDStream):

@@ -10,6 +10,7 @@ from ._input_logs import (
     FileSelection,
     FileSelectionLog,
     InputDescriptor,
+    decode_block,
     format_log_offset,
     parse_log_offset,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "FileSelection",
     "FileSelectionLog",
     "InputDescriptor",
+    "decode_block",
     "format_log_offset",
     "parse_log_offset",
 ]

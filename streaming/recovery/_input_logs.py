@@ -30,6 +30,7 @@ __all__ = [
     "FileSelection",
     "FileSelectionLog",
     "InputDescriptor",
+    "decode_block",
     "format_log_offset",
     "parse_log_offset",
 ]
@@ -143,6 +144,24 @@ class FileSelectionLog(MetadataLog[FileSelection]):
         super().__init__(directory, _serialize_files, _parse_files)
 
 
+def decode_block(data: bytes, path: str) -> list[Any]:
+    """The records of a receiver block read from ``path`` (wherever it was read: the driver or a batch's task).
+
+    Raises:
+        CorruptCheckpointError: the bytes are not a whole block.
+    """
+    if not data.startswith(BLOCK_HEADER):
+        raise CorruptCheckpointError(f"{path} is damaged: it does not start with {BLOCK_HEADER!r}", path=path)
+    try:
+        records = pickle.loads(data[len(BLOCK_HEADER):])
+    except Exception as exc:
+        raise CorruptCheckpointError(f"{path} is damaged: its records cannot be unpickled ({exc!r})", path=path) from exc
+    if not isinstance(records, list):
+        raise CorruptCheckpointError(f"{path} is damaged: it holds {type(records).__name__}, not a list of records",
+                                     path=path)
+    return records
+
+
 class BlockLog:
     """A receiver's write-ahead log: entry ``N`` is one block of records, pickled.
 
@@ -193,16 +212,7 @@ class BlockLog:
                 "over with a new checkpoint directory",
                 path=str(path),
             )
-        if not data.startswith(BLOCK_HEADER):
-            raise CorruptCheckpointError(f"{path} is damaged: it does not start with {BLOCK_HEADER!r}", path=str(path))
-        try:
-            records = pickle.loads(data[len(BLOCK_HEADER):])
-        except Exception as exc:
-            raise CorruptCheckpointError(f"{path} is damaged: its records cannot be unpickled ({exc!r})", path=str(path)) from exc
-        if not isinstance(records, list):
-            raise CorruptCheckpointError(f"{path} is damaged: it holds {type(records).__name__}, not a list of records",
-                                         path=str(path))
-        return records
+        return decode_block(data, str(path))
 
     def purge(self, below: int) -> list[int]:
         """Delete every block with an id below ``below``; blocking."""

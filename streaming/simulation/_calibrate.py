@@ -215,6 +215,10 @@ class DelayError:
             rows.append(cls(f"{name} p95", float(real.p95_ms), float(sim.p95_ms)))
         return tuple(rows)
 
+    def error_against(self, floor_ms: float) -> float:
+        """``(simulated - measured) / max(measured, floor_ms)``: the error with the measurement taken as at least ``floor_ms``."""
+        return (self.simulated_ms - self.measured_ms) / max(self.measured_ms, floor_ms, 1e-9)
+
     def within(self, tolerance: float, floor_ms: float = 0.0) -> bool:
         """Whether ``|simulated - measured|`` is at most ``tolerance`` times ``max(measured, floor_ms)``."""
         return abs(self.simulated_ms - self.measured_ms) <= tolerance * max(self.measured_ms, floor_ms)
@@ -240,7 +244,7 @@ class Comparison:
 
     def worst(self, floor_ms: float = 0.0) -> float:
         """The largest ``|error|`` with each measurement taken as at least ``floor_ms``."""
-        return max(abs(d.simulated_ms - d.measured_ms) / max(d.measured_ms, floor_ms, 1e-9) for d in self.delays)
+        return max(abs(d.error_against(floor_ms)) for d in self.delays)
 
     def format(self) -> str:
         """A table of the four statistics."""

@@ -15,7 +15,7 @@ import attrs
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["EMBEDDED_SPARK_CONF", "STREAMING_SETTINGS", "SparkSettings", "embedded_spark_context"]
+__all__ = ["EMBEDDED_SPARK_CONF", "STREAMING_SETTINGS", "SparkSettings", "driver_host", "embedded_spark_context"]
 
 EMBEDDED_SPARK_CONF: dict[str, str] = {
     "spark.master": "local[2]",
@@ -26,6 +26,11 @@ EMBEDDED_SPARK_CONF: dict[str, str] = {
 }
 
 _embedded_lock = threading.Lock()
+
+
+def driver_host(sc: SparkContext) -> str:
+    """``spark.driver.host``: where executors' tasks reach this process (blocking: a py4j call)."""
+    return str(sc.getConf().get("spark.driver.host", "127.0.0.1"))
 
 
 def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkContext:
