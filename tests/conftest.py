@@ -95,3 +95,12 @@ def _spark_running() -> bool:
 
     pyspark = sys.modules.get("pyspark")  # not imported: certainly not running (and no import here)
     return pyspark is not None and pyspark.SparkContext._active_spark_context is not None
+
+
+@pytest.fixture
+def ftp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """An FTP server on 127.0.0.1 serving a fresh directory (``tests.ftp.FtpServer``)."""
+    from tests.ftp import FtpServer
+
+    with FtpServer(tmp_path_factory.mktemp("ftp")) as server:
+        yield server

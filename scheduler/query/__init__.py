@@ -17,6 +17,7 @@ from ._files import (
     temp_name,
     write_new_file,
 )
+from ._fsspec_files import FsspecFileManager, check_task_file_system, task_checkpoint_path
 from ._metadata_log import CommitLog, CommitMetadata, MetadataLog, OffsetSeq, OffsetSeqLog, OffsetSeqMetadata
 from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, QueryProgressListener, RunPlan
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
@@ -30,9 +31,11 @@ __all__ = [
     "CheckpointFileManager",
     "CheckpointPath",
     "CheckpointState",
+    "check_task_file_system",
     "CommitLog",
     "CommitMetadata",
     "format_timestamp",
+    "FsspecFileManager",
     "fsync_directory",
     "LOCAL_FILES",
     "LocalFileManager",
@@ -50,6 +53,7 @@ __all__ = [
     "SourceProgress",
     "StreamingQueryProgress",
     "StreamingQueryStatus",
+    "task_checkpoint_path",
     "temp_name",
     "Trigger",
     "write_new_file",

@@ -3,7 +3,9 @@
 Each batch hashes the pairs into the operator's partitions and runs, in one Spark task per
 partition, :func:`streaming.state.run_partition` over that partition's state store, loaded at
 the batch's version (its batch id) and committed as the next one before the task ends. So the
-state lives with the tasks, under the checkpoint directory, never on the driver; a batch with no
+state lives with the tasks, under the checkpoint directory, never on the driver. The tasks reach
+it from Python: a local or shared POSIX path directly, any other URI through fsspec (the driver
+reaches the same URI through Hadoop). A batch with no
 input still runs every partition (its timeouts fire); and a batch run again after a crash loads
 the same version, with the same batch time and the watermarks logged for it.
 
@@ -15,10 +17,9 @@ outputs do. Each task reports its numbers through an accumulator, by batch time.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
-from scheduler import InvalidPipelineError, StateOperatorProgress, Time
+from scheduler import InvalidPipelineError, StateOperatorProgress, Time, check_task_file_system
 
 from ..state import (
     EVENT_TIME_WITHOUT_WATERMARK,
@@ -85,15 +86,20 @@ class GroupsWithStateNode(StreamNode):
             raise InvalidPipelineError(
                 "requirement failed: The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint()."
             )
-        if not self._env.graph.checkpoint_dir.is_local:
-            raise InvalidPipelineError(
-                f"mapGroupsWithState keeps its state store under the checkpoint directory, which its tasks write as local "
-                f"files: {self._env.graph.checkpoint_dir} is on Hadoop's file system. Give a local or shared POSIX "
-                "path (file:), mounted at the same place on every executor"
-            )
+        try:
+            check_task_file_system(self._state_root())
+        except ValueError as exc:
+            raise InvalidPipelineError(f"mapGroupsWithState keeps its state store under the checkpoint directory: {exc}") from exc
         if self._timeout == GroupStateTimeout.EventTimeTimeout and self._watermark() is None:
             raise InvalidPipelineError(EVENT_TIME_WITHOUT_WATERMARK)
         super()._validate_at_start()
+
+    def _state_root(self) -> str:
+        """Where the tasks keep the state store: a local path, or the checkpoint's full URI (fsspec in the tasks)."""
+        checkpoint = self._env.graph.checkpoint_dir
+        assert checkpoint is not None
+        where = checkpoint / STATE_STORE_DIRECTORY
+        return os.fspath(where) if where.is_local else where.uri()
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         env = self._env
@@ -111,9 +117,10 @@ class GroupsWithStateNode(StreamNode):
             self._func, self._flat, self._timeout, watermark is not None,
             None if extract is None else event_time_of(extract),
         )
-        root = os.path.join(os.fspath(graph.checkpoint_dir), STATE_STORE_DIRECTORY)
+        root = self._state_root()
         if not self._partitions_checked:
-            self._num_partitions = keep_partition_count(Path(root), self.operator_id, self._num_partitions)
+            self._num_partitions = keep_partition_count(graph.checkpoint_dir / STATE_STORE_DIRECTORY, self.operator_id,
+                                                        self._num_partitions)
             self._partitions_checked = True
         operator, n = self.operator_id, self._num_partitions
         tagged = parent.map(lambda kv: (kv[0], (False, kv[1])))

@@ -2,11 +2,11 @@
 
 The task runs in a Python worker: it reads the source, cuts what it read into a block every
 block interval, writes each block whole into the stream's write-ahead log (``sources/<id>/<N>``
-of the checkpoint, a path the executors share with the driver) and reports it to the driver over
-a control connection. The driver allocates reported blocks to batches, and a batch's tasks read
-them back from the log: the records never pass through the driver. This module's task side uses
-the standard library only (it runs where Spark runs it); the driver side is in
-``SocketInputDStream``.
+of the checkpoint: a path the executors share with the driver, or any URI, which the task reaches
+through fsspec) and reports it to the driver over a control connection. The driver allocates
+reported blocks to batches, and a batch's tasks read them back from the log: the records never
+pass through the driver. The task side needs the standard library, and fsspec for a URI; the
+driver side is in ``SocketInputDStream``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import time
 from typing import Any, Iterable, Iterator
 
 import attrs
+
+from scheduler import CorruptCheckpointError, task_checkpoint_path
 
 from ..recovery import BlockLog, decode_block
 from ._decoder import LineDecoder
@@ -36,7 +38,8 @@ class ReceiverTaskSpec:
         source_port: the source's port.
         driver_host: where the driver listens for the task's reports.
         driver_port: that listener's port.
-        log_dir: the stream's write-ahead log directory, a local path on the executor (shared).
+        log_dir: the stream's write-ahead log directory: a path the executors share, or a URI
+            (reached through fsspec: :func:`~scheduler.task_checkpoint_path`).
         first_entry: the number of the first block this task writes.
         block_interval_ms: how often what was read becomes a block.
         restart_delay_ms: how long to wait before reconnecting to the source.
@@ -61,8 +64,10 @@ def read_block_file(path: str) -> list[Any]:
     Raises:
         CorruptCheckpointError: the file is not a whole receiver block (a ``ValueError``).
     """
-    with open(path, "rb") as f:
-        return decode_block(f.read(), path)
+    data = task_checkpoint_path(path).read_bytes()
+    if data is None:
+        raise CorruptCheckpointError(f"receiver block {path} is missing from the write-ahead log")
+    return decode_block(data, path)
 
 
 def read_block_files(paths: Iterable[str]) -> Iterator[Any]:
@@ -102,7 +107,7 @@ class _Blocks:
     """Cuts records into blocks, writes each whole into the log (the driver's ``BlockLog``) and reports it."""
 
     def __init__(self, spec: ReceiverTaskSpec, control: _Control) -> None:
-        self._log = BlockLog(spec.log_dir)
+        self._log = BlockLog(task_checkpoint_path(spec.log_dir))
         self._entry = spec.first_entry
         self._control = control
         self.records: list[Any] = []

@@ -23,7 +23,17 @@ from anyio import get_cancelled_exc_class
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStopped
-from scheduler import Duration, InvalidPipelineError, Offset, RateLimiter, StreamInputInfo, Time, library_logger
+from scheduler import (
+    CheckpointPath,
+    Duration,
+    InvalidPipelineError,
+    Offset,
+    RateLimiter,
+    StreamInputInfo,
+    Time,
+    check_task_file_system,
+    library_logger,
+)
 
 from ..dstream import StreamEnvironment
 from ..recovery import BlockLog, format_log_offset
@@ -420,13 +430,17 @@ class SocketInputDStream(ReceiverInputDStream):
 
     def _validate_at_start(self) -> None:
         checkpoint = self._env.graph.checkpoint_dir
-        if self.placement == "executor" and (checkpoint is None or not checkpoint.is_local):
-            raise InvalidPipelineError(
-                "a receiver on an executor writes its blocks into the checkpoint's write-ahead log and the batches read "
-                "them from there: give StreamingContext.checkpoint() a local or shared POSIX directory that the driver "
-                "and every executor see at the same path"
-                + ("" if checkpoint is None else f" ({checkpoint} is on Hadoop's file system)")
-            )
+        if self.placement == "executor":
+            if checkpoint is None:
+                raise InvalidPipelineError(
+                    "a receiver on an executor writes its blocks into the checkpoint's write-ahead log and the batches "
+                    "read them from there: give StreamingContext.checkpoint() a directory every executor reaches (a "
+                    "shared path, or a URI such as hdfs://)"
+                )
+            try:
+                check_task_file_system(self._task_uri(checkpoint))
+            except ValueError as exc:
+                raise InvalidPipelineError(f"a receiver on an executor writes its blocks into the checkpoint: {exc}") from exc
         super()._validate_at_start()
 
     async def _receive(self) -> _Outcome:
@@ -457,10 +471,15 @@ class SocketInputDStream(ReceiverInputDStream):
 
     # -- on an executor --
 
+    @staticmethod
+    def _task_uri(path: CheckpointPath) -> str:
+        """``path`` as the executors' tasks name it: a local path, or the full URI (which they open with fsspec)."""
+        return os.fspath(path) if path.is_local else path.uri()
+
     def _task_spec(self, host: str, port: int) -> ReceiverTaskSpec:
         assert self._log_dir is not None
         return ReceiverTaskSpec(
-            self.id, self.host, self.port, host, port, os.fspath(self._log_dir), self._last_entry + 1,
+            self.id, self.host, self.port, host, port, self._task_uri(self._log_dir), self._last_entry + 1,
             self.block_interval.milliseconds, self.restart_delay.milliseconds, self.max_rate)
 
     def _run_job(self, spec: ReceiverTaskSpec, group: str) -> None:
@@ -560,7 +579,7 @@ class SocketInputDStream(ReceiverInputDStream):
             tracker.report_info(time, StreamInputInfo(self.id, count))
         if not entries:
             return sc.emptyRDD()
-        paths = [os.fspath(self._block_log.path_of(e)) for e in entries]
+        paths = [self._task_uri(self._block_log.path_of(e)) for e in entries]
         return sc.parallelize(paths, len(paths)).mapPartitions(read_block_files)
 
     async def commit(self, end: Offset) -> None:

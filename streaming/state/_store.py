@@ -15,6 +15,11 @@ snapshot at or before it and replays the deltas after. So a batch costs what its
 reads and writes are point operations on the working copy, the timeout pass reads the due
 rows through the index, and a commit writes one file holding the keys the batch touched.
 
+The durable files go through a :class:`~scheduler.CheckpointFileManager`: the local one for a
+path or a ``file:`` URI (a disk or a shared POSIX mount), fsspec for any other URI (``hdfs://``,
+``s3a://``, ...; :func:`~scheduler.task_checkpoint_path`), since the tasks that write them are
+Python processes without a JVM. The working copy is always on the executor's local disk.
+
 File format, both kinds: the magic ``AIODSTATE1`` and a kind byte, the payload's length (8
 bytes, big-endian), the payload, and its SHA-256. A delta's payload is the pickled list of
 changes ``(key, value, timeout)`` (``value`` None with ``timeout`` ``REMOVED``: the key was
@@ -46,7 +51,7 @@ from typing import Iterator
 
 import attrs
 
-from scheduler import library_logger
+from scheduler import CheckpointPath, library_logger, task_checkpoint_path
 
 from ._protocol import NO_TIMESTAMP, StateRow
 
@@ -86,11 +91,10 @@ def _encode(kind: bytes, payload: bytes) -> bytes:
     return _MAGIC + kind + len(payload).to_bytes(8, "big") + payload + hashlib.sha256(payload).digest()
 
 
-def _decode(path: Path, kind: bytes) -> bytes:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise StateStoreError(f"state store file {path} is missing") from None
+def _decode(path: CheckpointPath, kind: bytes) -> bytes:
+    data = path.read_bytes()
+    if data is None:
+        raise StateStoreError(f"state store file {path} is missing")
     if len(data) < _HEADER + 32 or data[: len(_MAGIC)] != _MAGIC or data[len(_MAGIC):len(_MAGIC) + 1] != kind:
         raise StateStoreError(f"state store file {path} is not an aiodstream {'delta' if kind == _DELTA else 'snapshot'} "
                               f"file (or is truncated)")
@@ -99,25 +103,6 @@ def _decode(path: Path, kind: bytes) -> bytes:
     if len(payload) != size or hashlib.sha256(payload).digest() != digest:
         raise StateStoreError(f"state store file {path} is damaged: its checksum does not match (a torn or altered write)")
     return payload
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all: a temporary file in the same directory, fsync, rename, fsync the directory."""
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
 
 
 def _open_working_copy(path: Path) -> sqlite3.Connection:
@@ -132,26 +117,31 @@ def _open_working_copy(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def keep_partition_count(checkpoint_root: Path, operator_id: int, wanted: int) -> int:
+def keep_partition_count(checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int, wanted: int) -> int:
     """The operator's partition count: the one its checkpoint recorded, else ``wanted`` (recorded now).
 
     A key's partition is its hash modulo the count, so a restart with another count would look
     for each key's state in the wrong store; as Spark restores ``spark.sql.shuffle.partitions``
     from the checkpoint of a stateful query, the recorded count wins (and is logged if it differs).
     """
-    path = checkpoint_root / "state" / str(operator_id) / "partitions"
-    try:
-        recorded = int(path.read_text().strip())
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomically(path, str(wanted).encode())
+    path = _root(checkpoint_root) / "state" / str(operator_id) / "partitions"
+    data = path.read_bytes()
+    if data is None:
+        path.parent.mkdirs()
+        path.write_replacing(str(wanted).encode())
         return wanted
-    except ValueError as exc:
+    try:
+        recorded = int(data.decode().strip())
+    except (UnicodeDecodeError, ValueError) as exc:
         raise StateStoreError(f"state store file {path} does not hold a partition count") from exc
     if recorded != wanted:
         _log.warning("the checkpoint's state was written with another number of partitions; keeping it",
                      operator=operator_id, recorded=recorded, asked=wanted, path=str(path))
     return recorded
+
+
+def _root(location: str | os.PathLike[str] | CheckpointPath) -> CheckpointPath:
+    return task_checkpoint_path(location if isinstance(location, CheckpointPath) else os.fspath(location))
 
 
 _shared: dict[tuple[str, int, int], StateStoreProvider] = {}
@@ -162,7 +152,8 @@ class StateStoreProvider:
     """The versions of one operator partition's state: loads a version for a batch, keeps the files tidy.
 
     Args:
-        checkpoint_root: the directory whose ``state/`` holds the durable files.
+        checkpoint_root: the directory whose ``state/`` holds the durable files: a path, or a URI
+            reached through fsspec (see :func:`~scheduler.task_checkpoint_path`).
         operator_id: the stateful operator's number in its graph.
         partition_id: the partition.
         local_dir: where the working copy lives (default: a directory under the system's temp
@@ -171,15 +162,17 @@ class StateStoreProvider:
         min_versions_to_retain: keep what loading any of the newest this many versions needs.
     """
 
-    def __init__(self, checkpoint_root: str | os.PathLike[str], operator_id: int, partition_id: int, *,
+    def __init__(self, checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int, partition_id: int, *,
                  local_dir: str | os.PathLike[str] | None = None, snapshot_every: int = 10,
                  min_versions_to_retain: int = 100) -> None:
         """Name the partition's files; nothing is read until :meth:`load`."""
         if snapshot_every < 1 or min_versions_to_retain < 1:
             raise ValueError("snapshot_every and min_versions_to_retain must be at least 1")
-        self.directory = Path(checkpoint_root) / "state" / str(operator_id) / str(partition_id)
+        root = _root(checkpoint_root)
+        self.directory = root / "state" / str(operator_id) / str(partition_id)
         if local_dir is None:
-            tag = hashlib.sha256(str(Path(checkpoint_root).resolve()).encode()).hexdigest()[:16]
+            where = str(Path(root).resolve()) if root.is_local else root.path
+            tag = hashlib.sha256(where.encode()).hexdigest()[:16]
             local_dir = Path(tempfile.gettempdir()) / "aiodstream-state" / tag
         self.working_copy = Path(local_dir) / str(operator_id) / f"{partition_id}.sqlite"
         self.snapshot_every = snapshot_every
@@ -187,9 +180,11 @@ class StateStoreProvider:
         self.last_metrics: StateStoreMetrics | None = None
         self._lock = threading.Lock()  # one load-to-commit at a time; maintenance waits for it
         self._conn: sqlite3.Connection | None = None
+        self._directory_made = False
 
     @classmethod
-    def shared(cls, checkpoint_root: str | os.PathLike[str], operator_id: int, partition_id: int) -> StateStoreProvider:
+    def shared(cls, checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int,
+               partition_id: int) -> StateStoreProvider:
         """This process's provider of that partition (made on first use): tasks of later batches that land in the
         same worker process reuse its open working copy instead of opening it again."""
         key = (str(checkpoint_root), operator_id, partition_id)
@@ -201,14 +196,11 @@ class StateStoreProvider:
 
     # -- files --
 
-    def _path(self, version: int, kind: bytes) -> Path:
+    def _path(self, version: int, kind: bytes) -> CheckpointPath:
         return self.directory / f"{version}.{'delta' if kind == _DELTA else 'snapshot'}"
 
     def _versions(self, suffix: str) -> list[int]:
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return []
+        names = self.directory.listdir()
         return sorted(int(name.split(".")[0]) for name in names
                       if name.endswith(suffix) and name.split(".")[0].isdigit())
 
@@ -241,6 +233,11 @@ class StateStoreProvider:
             self.working_copy.parent.mkdir(parents=True, exist_ok=True)
             self._conn = _open_working_copy(self.working_copy)
         return self._conn
+
+    def _ensure_directory(self) -> None:
+        if not self._directory_made:
+            self.directory.mkdirs()
+            self._directory_made = True
 
     def _has_deltas(self, after: int, upto: int) -> bool:
         return all(self._path(v, _DELTA).exists() for v in range(after + 1, upto + 1))
@@ -306,7 +303,7 @@ class StateStoreProvider:
                     target.close()
                 try:
                     if copied % self.snapshot_every == 0 and not self._path(copied, _SNAPSHOT).exists():
-                        _write_atomically(self._path(copied, _SNAPSHOT), _encode(_SNAPSHOT, copy.read_bytes()))
+                        self._path(copied, _SNAPSHOT).write_replacing(_encode(_SNAPSHOT, copy.read_bytes()))
                 finally:
                     copy.unlink(missing_ok=True)
             self._purge(version)
@@ -338,10 +335,10 @@ class StateStoreProvider:
             return  # every retained version still replays from the empty state
         for v in self._versions(".delta"):
             if v <= base:
-                self._path(v, _DELTA).unlink(missing_ok=True)
+                self._path(v, _DELTA).delete()
         for v in self._versions(".snapshot"):
             if v < base:
-                self._path(v, _SNAPSHOT).unlink(missing_ok=True)
+                self._path(v, _SNAPSHOT).delete()
 
     def close(self) -> None:
         """Close the working copy (it stays on disk for the next load)."""
@@ -441,9 +438,9 @@ class StateStore:
         new = self._version + 1
         provider = self._provider
         try:
-            provider.directory.mkdir(parents=True, exist_ok=True)
+            provider._ensure_directory()
             changes = [(key, value, timeout) for key, (value, timeout) in self._changes.items()]
-            _write_atomically(provider._path(new, _DELTA), _encode(_DELTA, pickle.dumps(changes, protocol=5)))
+            provider._path(new, _DELTA).write_replacing(_encode(_DELTA, pickle.dumps(changes, protocol=5)))
             self._conn.execute("UPDATE meta SET version = ?", (new,))
             rows = int(self._conn.execute("SELECT rows FROM meta").fetchone()[0])
             self._conn.execute("COMMIT")

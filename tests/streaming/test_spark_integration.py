@@ -372,12 +372,21 @@ def test_socket_stream_reports_a_refused_connection_as_a_receiver_error_and_retr
     assert error.last_error_time is not None
 
 
-def test_a_socket_receiver_on_an_executor_writes_blocks_that_the_batches_read(contexts: Any, tmp_path: Path) -> None:
-    """placement='executor': a Spark task receives, writes blocks into the checkpoint's WAL, and each line reaches one batch in order."""
+@pytest.mark.parametrize("where", ["local", "ftp"])
+def test_a_socket_receiver_on_an_executor_writes_blocks_that_the_batches_read(contexts: Any, tmp_path: Path, where: str,
+                                                                              request: pytest.FixtureRequest) -> None:
+    """placement='executor': a Spark task receives, writes blocks into the checkpoint's WAL, and each line reaches one batch
+    in order; with the checkpoint on a local path, and on ftp:// (the task writes and the batches read through fsspec)."""
     lines = [f"line {i}" for i in range(2000)]
     server = LineServer([lines])
     ssc, recorder = contexts(0.5)
-    ssc.checkpoint(str(tmp_path / "ck"))
+    if where == "ftp":
+        ftp = request.getfixturevalue("ftp_server")
+        ssc.checkpoint(ftp.uri("ck"))
+        on_disk = ftp.root / "ck"
+    else:
+        ssc.checkpoint(str(tmp_path / "ck"))
+        on_disk = tmp_path / "ck"
     ssc.remember(600)  # the log keeps what remembered batches cover: every block stays for the check below
     got: list[str] = []
     stream = ssc.socketTextStream("127.0.0.1", server.port, restartDelay=0.1, placement="executor")
@@ -398,7 +407,7 @@ def test_a_socket_receiver_on_an_executor_writes_blocks_that_the_batches_read(co
     # The driver's own receiver path never held a line: nothing was buffered or allocated on it.
     assert len(stream._buffer) == 0 and not stream._allocated  # type: ignore[attr-defined]
     # Every line went through a block the executor wrote into the write-ahead log, in order.
-    log = tmp_path / "ck" / "sources" / "0"
+    log = on_disk / "sources" / "0"
     blocks = sorted(int(name) for name in os.listdir(log) if name.isdigit())
     assert blocks == list(range(len(blocks)))
     assert [line for entry in blocks for line in read_block_file(str(log / str(entry)))] == lines
@@ -411,7 +420,8 @@ def test_a_receiver_on_an_executor_needs_a_shared_checkpoint_and_a_known_placeme
         ssc.socketTextStream("127.0.0.1", 9, placement="gpu")
     ssc.socketTextStream("127.0.0.1", 9, placement="executor").foreachRDD(lambda rdd: rdd.count())
     with pytest.raises(InvalidPipelineError, match=r"a receiver on an executor writes its blocks into the checkpoint's "
-                                                   r"write-ahead log .* give StreamingContext.checkpoint\(\) a local or shared"):
+                                                   r"write-ahead log .* give StreamingContext.checkpoint\(\) a directory every "
+                                                   r"executor reaches \(a shared path, or a URI such as hdfs://\)$"):
         ssc.start()
 
 

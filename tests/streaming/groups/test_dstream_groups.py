@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -10,7 +11,7 @@ import pytest
 
 from scheduler import InvalidPipelineError, ManualClock
 from streaming import StreamingContext
-from streaming.state import GroupState
+from streaming.state import GroupState, StateStoreProvider
 
 pytestmark = pytest.mark.spark
 
@@ -27,7 +28,7 @@ def heartbeat(device: str, beats: Iterator[str], state: GroupState) -> tuple[str
     return (device, "online", state.get)
 
 
-def run(sc: Any, directory: Path, batches: list[list[str]], *, resume: bool = False, clock_start: int = 0,
+def run(sc: Any, directory: Path | str, batches: list[list[str]], *, resume: bool = False, clock_start: int = 0,
         drive: int | None = None, partitions: int = 2) -> tuple[dict[int, list[Any]], list[Any]]:
     """Run the heartbeat program over the queue ``batches`` for ``drive`` batches (default: all of them)."""
     outputs: dict[int, list[Any]] = {}
@@ -96,6 +97,26 @@ def test_the_state_survives_a_restart_from_the_checkpoint(spark_context: Any, tm
     assert first == {1000: [("x", "online", 1)], 2000: [("x", "online", 2)]}
     second, progress = run(spark_context, directory, beats, resume=True, clock_start=2000, drive=4, partitions=3)
     assert {p.state_operators[0].num_shuffle_partitions for p in progress} == {2}
+    assert second == {3000: [("x", "online", 3)], 4000: [], 5000: [], 6000: [("x", "offline", 6000)]}
+
+
+def test_the_state_store_lives_on_a_remote_file_system(spark_context: Any, ftp_server: Any, tmp_path: Path) -> None:
+    """A checkpoint on ftp:// (Hadoop on the driver, fsspec in the tasks): the tasks write the state store there, a
+    fresh store reads it back from there alone, and a restart from it goes on as from a local checkpoint."""
+    uri = ftp_server.uri("ck")
+    beats = [["x"], ["x"], ["x"], [], [], []]
+    first, _ = run(spark_context, uri, beats, drive=2)
+    assert first == {1000: [("x", "online", 1)], 2000: [("x", "online", 2)]}
+    state = ftp_server.root / "ck" / "stateful" / "state" / "0"
+    assert sorted(p.name for p in state.iterdir()) == ["0", "1", "partitions"]
+    assert {p.name for p in (state / "0").iterdir()} == {p.name for p in (state / "1").iterdir()} == {"1.delta", "2.delta"}
+    held = {}
+    for partition in (0, 1):  # a store with no local copy loads version 2 from the server
+        store = StateStoreProvider(f"{uri}/stateful", 0, partition, local_dir=tmp_path / "fresh").load(2)
+        held.update({pickle.loads(key): (pickle.loads(value), timeout) for key, (value, timeout) in store})
+        store.abort()
+    assert held == {"x": (2, 2000 + 2_500)}
+    second, _ = run(spark_context, uri, beats, resume=True, clock_start=2000, drive=4)
     assert second == {3000: [("x", "online", 3)], 4000: [], 5000: [], 6000: [("x", "offline", 6000)]}
 
 

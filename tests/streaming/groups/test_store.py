@@ -1,19 +1,52 @@
-"""The state store: versions per batch, loadable from the checkpoint files alone, with clear errors for damage."""
+"""The state store: versions per batch, loadable from the checkpoint files alone, with clear errors for damage.
+
+Each test runs with the durable files on the local disk and on fsspec's in-memory file system
+(the path a task takes for ``hdfs://``, ``s3a://`` and other URIs); the working copies are local.
+"""
 
 from __future__ import annotations
 
 import threading
+import uuid
 from pathlib import Path
+from typing import Iterator
 
+import fsspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler import FsspecFileManager, task_checkpoint_path
 from streaming.state import NO_TIMESTAMP, StateStoreError, StateStoreProvider, keep_partition_count
 
 
-def provider(root: Path, local: str = "local", **options: int) -> StateStoreProvider:
-    return StateStoreProvider(root / "ck", 0, 3, local_dir=root / local, **options)
+@pytest.fixture(params=["local", "fsspec"])
+def ck(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where the durable files go: a local directory, or a ``memory://`` URI (fsspec)."""
+    if request.param == "local":
+        yield str(tmp_path / "ck")
+        return
+    root = f"/aiodstream-test-{uuid.uuid4().hex}"
+    yield f"memory://{root}/ck"
+    memory = fsspec.filesystem("memory")
+    if memory.exists(root):
+        memory.rm(root, recursive=True)
+
+
+def provider(root: Path, ck: str, local: str = "local", **options: int) -> StateStoreProvider:
+    return StateStoreProvider(ck, 0, 3, local_dir=root / local, **options)
+
+
+def test_a_uri_goes_through_fsspec_and_a_path_stays_local(tmp_path: Path) -> None:
+    """The store's files for a URI other than file: go through fsspec; a path and a file: URI use the local manager."""
+    remote = StateStoreProvider("memory://somewhere/ck", 0, 1, local_dir=tmp_path)
+    assert isinstance(remote.directory.files, FsspecFileManager)
+    assert remote.directory.path == "memory://somewhere/ck/state/0/1"
+    assert StateStoreProvider(tmp_path / "ck", 0, 1).directory.is_local
+    assert task_checkpoint_path(f"file://{tmp_path}/ck").is_local
+    with pytest.raises(ValueError, match=r"the executors' tasks read and write nosuch://x/ck from Python through "
+                                         r"fsspec, which cannot open nosuch:// here: Protocol not known: nosuch"):
+        StateStoreProvider("nosuch://x/ck", 0, 1)
 
 
 def rows(p: StateStoreProvider, version: int) -> dict[bytes, tuple[bytes | None, int]]:
@@ -24,9 +57,9 @@ def rows(p: StateStoreProvider, version: int) -> dict[bytes, tuple[bytes | None,
         store.abort()
 
 
-def test_versions_follow_commits_and_each_stays_loadable(tmp_path: Path) -> None:
+def test_versions_follow_commits_and_each_stays_loadable(tmp_path: Path, ck: str) -> None:
     """Three commits; each version reads back as it was, also from a fresh local directory (the files alone)."""
-    p = provider(tmp_path)
+    p = provider(tmp_path, ck)
     store = p.load(0)
     store.put(b"a", b"1", NO_TIMESTAMP)
     store.put(b"b", b"2", 500)
@@ -39,15 +72,15 @@ def test_versions_follow_commits_and_each_stays_loadable(tmp_path: Path) -> None
     metrics = p.last_metrics
     assert metrics is not None and (metrics.num_rows_total, metrics.num_rows_updated, metrics.num_rows_removed) == (2, 1, 1)
     expected = {1: {b"a": (b"1", -1), b"b": (b"2", 500)}, 2: {b"b": (b"2", 500), b"c": (None, 100)}}
-    fresh = provider(tmp_path, "elsewhere")
+    fresh = provider(tmp_path, ck, "elsewhere")
     for version in (2, 1, 2):  # forwards, back (a re-run after a crash), forwards again
         assert rows(fresh, version) == expected[version]
     assert rows(p, 1) == expected[1]
 
 
-def test_due_reads_rows_strictly_before_the_threshold_earliest_first(tmp_path: Path) -> None:
+def test_due_reads_rows_strictly_before_the_threshold_earliest_first(tmp_path: Path, ck: str) -> None:
     """due(t): timeouts < t, in timeout order; rows without a timeout never."""
-    p = provider(tmp_path)
+    p = provider(tmp_path, ck)
     store = p.load(0)
     for key, timeout in [(b"late", 900), (b"early", 100), (b"none", NO_TIMESTAMP), (b"edge", 500)]:
         store.put(key, b"v", timeout)
@@ -57,17 +90,17 @@ def test_due_reads_rows_strictly_before_the_threshold_earliest_first(tmp_path: P
     assert rows(p, 0) == {}  # aborted: nothing of it stays
 
 
-def test_snapshots_and_purge_keep_what_the_retained_versions_need(tmp_path: Path) -> None:
+def test_snapshots_and_purge_keep_what_the_retained_versions_need(tmp_path: Path, ck: str) -> None:
     """Snapshot every 2 versions, retain 3: old deltas go once a snapshot covers them; the retained ones load anywhere."""
-    p = provider(tmp_path, snapshot_every=2, min_versions_to_retain=3)
+    p = provider(tmp_path, ck, snapshot_every=2, min_versions_to_retain=3)
     for version in range(8):
         store = p.load(version)
         store.put(f"k{version}".encode(), str(version).encode(), NO_TIMESTAMP)
         store.commit()
         p.maintenance()
-    names = sorted(path.name for path in p.directory.iterdir())
+    names = p.directory.listdir()
     assert "8.snapshot" in names and "1.delta" not in names
-    fresh = provider(tmp_path, "fresh")
+    fresh = provider(tmp_path, ck, "fresh")
     for version in (6, 7, 8):
         assert sorted(rows(fresh, version)) == sorted(f"k{v}".encode() for v in range(version))
     missing = r"cannot load state version 2 from .*: 1\.delta is missing \(deltas present: \[7, 8\], snapshots: \[6, 8\]\)"
@@ -75,26 +108,26 @@ def test_snapshots_and_purge_keep_what_the_retained_versions_need(tmp_path: Path
         rows(fresh, 2)
 
 
-def test_a_damaged_or_foreign_file_is_named(tmp_path: Path) -> None:
+def test_a_damaged_or_foreign_file_is_named(tmp_path: Path, ck: str) -> None:
     """A flipped byte fails the checksum; a file that is not ours is refused; both name the file."""
-    p = provider(tmp_path)
+    p = provider(tmp_path, ck)
     store = p.load(0)
     store.put(b"a", b"1", NO_TIMESTAMP)
     store.commit()
     delta = p.directory / "1.delta"
-    data = bytearray(delta.read_bytes())
+    data = bytearray(delta.read_bytes() or b"")
     data[-40] ^= 0xFF
-    delta.write_bytes(bytes(data))
+    delta.write_replacing(bytes(data))
     with pytest.raises(StateStoreError, match=r"1\.delta is damaged: its checksum does not match"):
-        rows(provider(tmp_path, "other"), 1)
-    delta.write_bytes(b"not a delta")
+        rows(provider(tmp_path, ck, "other"), 1)
+    delta.write_replacing(b"not a delta")
     with pytest.raises(StateStoreError, match=r"1\.delta is not an aiodstream delta file"):
-        rows(provider(tmp_path, "third"), 1)
+        rows(provider(tmp_path, ck, "third"), 1)
 
 
-def test_keys_and_values_must_be_bytes(tmp_path: Path) -> None:
+def test_keys_and_values_must_be_bytes(tmp_path: Path, ck: str) -> None:
     """The store takes bytes (the operator pickles); anything else is a TypeError, and a used store refuses more."""
-    store = provider(tmp_path).load(0)
+    store = provider(tmp_path, ck).load(0)
     with pytest.raises(TypeError, match="state store keys are bytes, got str"):
         store.put("a", b"1", NO_TIMESTAMP)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="state store values are bytes, got int"):
@@ -104,13 +137,13 @@ def test_keys_and_values_must_be_bytes(tmp_path: Path) -> None:
         store.get(b"a")
 
 
-def test_maintenance_waits_for_a_load_in_progress(tmp_path: Path) -> None:
+def test_maintenance_waits_for_a_load_in_progress(tmp_path: Path, ck: str) -> None:
     """A snapshot runs only between batches: maintenance started while a store is open waits for its commit.
 
     Had it not waited, it would have found version 0 (no snapshot due) or copied a half-written
     batch; it wrote the snapshot of version 1, whole.
     """
-    p = provider(tmp_path, snapshot_every=1)
+    p = provider(tmp_path, ck, snapshot_every=1)
     store = p.load(0)
     store.put(b"a", b"1", NO_TIMESTAMP)
     started, done = threading.Event(), threading.Event()
@@ -126,7 +159,7 @@ def test_maintenance_waits_for_a_load_in_progress(tmp_path: Path) -> None:
     store.commit()
     thread.join()
     assert done.is_set() and (p.directory / "1.snapshot").exists()
-    assert rows(provider(tmp_path, "fresh"), 1) == {b"a": (b"1", NO_TIMESTAMP)}
+    assert rows(provider(tmp_path, ck, "fresh"), 1) == {b"a": (b"1", NO_TIMESTAMP)}
 
 
 @settings(max_examples=25, deadline=None)
@@ -157,9 +190,9 @@ def test_any_sequence_of_batches_reads_back_like_a_dict(tmp_path_factory: pytest
         assert rows(fresh, version) == history[version]
 
 
-def test_a_due_snapshot_is_written_in_the_background_after_the_commit(tmp_path: Path) -> None:
+def test_a_due_snapshot_is_written_in_the_background_after_the_commit(tmp_path: Path, ck: str) -> None:
     """maintain_after(v): no thread for a version not due; for a due one, a thread whose snapshot holds that version."""
-    p = provider(tmp_path, snapshot_every=2)
+    p = provider(tmp_path, ck, snapshot_every=2)
     for version in range(2):
         store = p.load(version)
         store.put(f"k{version}".encode(), b"v", NO_TIMESTAMP)
@@ -171,16 +204,15 @@ def test_a_due_snapshot_is_written_in_the_background_after_the_commit(tmp_path: 
             assert thread is not None
             thread.join()
     assert (p.directory / "2.snapshot").exists()
-    (p.directory / "1.delta").unlink()
-    (p.directory / "2.delta").unlink()  # the snapshot alone now holds version 2
-    assert rows(provider(tmp_path, "fresh"), 2) == {b"k0": (b"v", NO_TIMESTAMP), b"k1": (b"v", NO_TIMESTAMP)}
+    assert (p.directory / "1.delta").delete() and (p.directory / "2.delta").delete()  # the snapshot alone now holds version 2
+    assert rows(provider(tmp_path, ck, "fresh"), 2) == {b"k0": (b"v", NO_TIMESTAMP), b"k1": (b"v", NO_TIMESTAMP)}
 
 
-def test_the_partition_count_of_a_checkpoint_is_kept(tmp_path: Path) -> None:
+def test_the_partition_count_of_a_checkpoint_is_kept(tmp_path: Path, ck: str) -> None:
     """The first count asked for is recorded; a later, different one gets the recorded count; a damaged record is named."""
-    assert keep_partition_count(tmp_path, 0, 4) == 4
-    assert keep_partition_count(tmp_path, 0, 8) == 4
-    assert keep_partition_count(tmp_path, 1, 8) == 8  # per operator
-    (tmp_path / "state" / "0" / "partitions").write_text("four")
+    assert keep_partition_count(ck, 0, 4) == 4
+    assert keep_partition_count(ck, 0, 8) == 4
+    assert keep_partition_count(ck, 1, 8) == 8  # per operator
+    task_checkpoint_path(f"{ck}/state/0/partitions").write_replacing(b"four")
     with pytest.raises(StateStoreError, match=r"partitions does not hold a partition count"):
-        keep_partition_count(tmp_path, 0, 4)
+        keep_partition_count(ck, 0, 4)

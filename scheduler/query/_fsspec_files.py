@@ -1,0 +1,213 @@
+"""Checkpoint files from plain Python, where no JVM is at hand: the file manager the executors' tasks use.
+
+The driver reaches a checkpoint through Hadoop's FileSystem API in its JVM. A Python task on an
+executor has no JVM gateway, yet the state store of ``mapGroupsWithState`` and a receiver's
+write-ahead log are written and read by tasks. So tasks reach the same URI through fsspec, the
+file-system layer of the Python data ecosystem (Dask, pandas, Ray): ``hdfs://`` through
+pyarrow's libhdfs client, ``s3a://`` through s3fs, ``gs://`` through gcsfs, ``abfs://`` through
+adlfs, ``ftp://`` through the standard library, each library installed where the tasks run.
+A bare path or a ``file:`` URI stays on the local file manager (a shared POSIX mount).
+
+What an entry's creation can rely on depends on the store, as for the driver's managers:
+
+- object stores (``s3``, ``s3a``, ``gs``, ``abfs``, ...) publish an object whole when its
+  upload completes, so entries are written straight to their name;
+- every other file system gets a hidden temporary file renamed to the name, after a check that
+  the name is free. The check and the rename are two steps: one writer per entry is assumed,
+  as for Spark's rename-based ``CheckpointFileManager``.
+
+fsspec caches directory listings (FTP, object stores); every read of a listing or of a path's
+kind drops the cached entries first, so a task sees what other processes wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from ._files import LOCAL_FILES, CheckpointPath, temp_name
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
+__all__ = ["FsspecFileManager", "check_task_file_system", "task_checkpoint_path"]
+
+_PUBLISHED_WHOLE = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss", "oci"})
+"""Protocols whose objects appear whole when their upload completes (no rename needed, none offered)."""
+
+
+def _scheme(location: str) -> str:
+    return urlparse(location).scheme if "://" in location or location.startswith("file:") else ""
+
+
+class FsspecFileManager:
+    """A :class:`~scheduler.CheckpointFileManager` over an fsspec file system; paths are full URIs.
+
+    Args:
+        fs: the file system (``fsspec.core.url_to_fs`` gives it for a URI).
+        protocol: the URI scheme the paths carry (``hdfs``, ``s3a``, ``ftp``).
+    """
+
+    def __init__(self, fs: AbstractFileSystem, protocol: str) -> None:
+        """A manager for ``protocol://`` paths on ``fs``."""
+        self.fs = fs
+        self.protocol = protocol
+        self.name = f"fsspec:{protocol}"
+        self._direct = protocol in _PUBLISHED_WHOLE
+
+    def _local_form(self, path: str) -> str:
+        return str(self.fs._strip_protocol(path))
+
+    def _fresh(self, *paths: str) -> None:
+        for path in paths:
+            self.fs.invalidate_cache(self._local_form(path))
+
+    def list_names(self, directory: str) -> list[str] | None:
+        """The names in ``directory``, or ``None`` if it does not exist."""
+        self._fresh(directory)
+        try:
+            entries = self.fs.ls(self._local_form(directory), detail=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if not entries and self.kind(directory) is None:
+            return None  # object stores list a missing "directory" as empty
+        return [posixpath.basename(str(entry).rstrip("/")) for entry in entries]
+
+    def kind(self, path: str) -> str | None:
+        """``"file"``, ``"dir"`` or ``None``."""
+        local = self._local_form(path)
+        self._fresh(path, posixpath.dirname(local.rstrip("/")) or "/")
+        try:
+            info = self.fs.info(local)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return "dir" if info.get("type") == "directory" else "file"
+
+    def mkdirs(self, directory: str) -> None:
+        """Create ``directory`` and its parents (a no-op on object stores, which have no directories)."""
+        if self.kind(directory) != "dir":
+            self.fs.makedirs(self._local_form(directory), exist_ok=True)
+
+    def read_bytes(self, path: str) -> bytes | None:
+        """The file's bytes, or ``None``."""
+        try:
+            return bytes(self.fs.cat_file(self._local_form(path)))
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+
+    def _write(self, path: str, data: bytes) -> None:
+        """``data`` at ``path`` as readers will see it: whole (object stores) or through a renamed temporary file."""
+        local = self._local_form(path)
+        if self._direct:
+            self.fs.pipe_file(local, data)
+            return
+        head, name = posixpath.split(local)
+        temp = posixpath.join(head, temp_name(name))
+        self.fs.pipe_file(temp, data)
+        try:
+            self.fs.mv(temp, local)
+        except BaseException:
+            self._remove_quietly(temp)
+            raise
+
+    def _remove_quietly(self, local: str) -> None:
+        try:
+            self.fs.rm_file(local)
+        except (FileNotFoundError, OSError):
+            pass
+
+    def create_new(self, path: str, data: bytes, *, durable: bool = True) -> bool:
+        """Create ``path`` unless something is there; readers see all of it or none (``durable`` is the store's)."""
+        if self.kind(path) is not None:
+            return False
+        self._write(path, data)
+        return True
+
+    def write_replacing(self, path: str, data: bytes) -> None:
+        """Write ``path`` whole, replacing a previous file (where a rename cannot replace, the old file goes first)."""
+        if self._direct or self.kind(path) is None:
+            self._write(path, data)
+            return
+        try:
+            self._write(path, data)
+        except OSError:
+            if self.kind(path) != "file":
+                raise
+            # A rename that refuses to replace (HDFS): delete, then rename, as Spark's rename-based manager does.
+            self.fs.rm_file(self._local_form(path))
+            self._write(path, data)
+
+    def rename_new(self, source: str, target: str) -> bool:
+        """Rename ``source`` to ``target`` unless ``target`` exists."""
+        if self.kind(target) is not None:
+            return False
+        self.fs.mv(self._local_form(source), self._local_form(target), recursive=True)
+        return True
+
+    def delete(self, path: str, *, recursive: bool = False) -> bool:
+        """Delete a file (or tree); return whether something was there."""
+        what = self.kind(path)
+        if what is None:
+            return False
+        if what == "file":
+            self.fs.rm_file(self._local_form(path))
+        elif recursive:
+            self.fs.rm(self._local_form(path), recursive=True)
+        else:
+            raise IsADirectoryError(f"{path} is a directory; delete it with recursive=True")
+        return True
+
+    def uri(self, path: str) -> str:
+        """The path itself: paths here are URIs already."""
+        return path
+
+    def __repr__(self) -> str:
+        return f"<FsspecFileManager {self.protocol}>"
+
+
+def check_task_file_system(location: str | os.PathLike[str]) -> None:
+    """Check that tasks can reach ``location`` from Python: its scheme is local or has an fsspec implementation.
+
+    Imports the implementation without connecting, so the driver can refuse a checkpoint its
+    tasks could not write before a batch runs.
+
+    Raises:
+        ValueError: fsspec knows no implementation of the scheme, or its library is not installed.
+    """
+    text = os.fspath(location)
+    scheme = _scheme(text)
+    if scheme in ("", "file"):
+        return
+    import fsspec
+
+    try:
+        fsspec.get_filesystem_class(scheme)
+    except (ImportError, ValueError) as exc:
+        raise ValueError(
+            f"the executors' tasks read and write {text} from Python through fsspec, which cannot open {scheme}:// "
+            f"here: {exc}"
+        ) from exc
+
+
+def task_checkpoint_path(location: str | os.PathLike[str] | CheckpointPath) -> CheckpointPath:
+    """``location`` as a task reaches it: a bare path or ``file:`` URI locally, any other URI through fsspec.
+
+    A :class:`~scheduler.CheckpointPath` is returned as it is.
+
+    Raises:
+        ValueError: no fsspec implementation for the URI's scheme (see :func:`check_task_file_system`).
+    """
+    if isinstance(location, CheckpointPath):
+        return location
+    text = os.fspath(location)
+    scheme = _scheme(text)
+    if scheme in ("", "file"):
+        return CheckpointPath(LOCAL_FILES, text)
+    check_task_file_system(text)
+    from fsspec.core import url_to_fs
+
+    fs: Any
+    fs, _ = url_to_fs(text)
+    return CheckpointPath(FsspecFileManager(fs, scheme), text)

@@ -1,0 +1,77 @@
+"""The file manager the executors' tasks use for a checkpoint URI: fsspec, held to the checkpoint contract.
+
+Run against a real FTP server on 127.0.0.1 (a remote file system whose rename replaces, and whose
+client caches listings) and fsspec's in-memory file system.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Iterator
+
+import fsspec
+import pytest
+
+from scheduler import CheckpointPath, FsspecFileManager, check_task_file_system, remove_temp_files, task_checkpoint_path
+
+
+@pytest.fixture(params=["ftp", "memory"])
+def root(request: pytest.FixtureRequest) -> Iterator[CheckpointPath]:
+    """An empty checkpoint directory's path on the file system under test (not created yet)."""
+    if request.param == "ftp":
+        yield task_checkpoint_path(request.getfixturevalue("ftp_server").uri("ck"))
+        return
+    base = f"/aiodstream-test-{uuid.uuid4().hex}"
+    yield task_checkpoint_path(f"memory://{base}/ck")
+    memory = fsspec.filesystem("memory")
+    if memory.exists(base):
+        memory.rm(base, recursive=True)
+
+
+def test_the_manager_keeps_the_checkpoint_contract(root: CheckpointPath) -> None:
+    """Create once (never replaced), read, list, replace, rename without replacing, delete; missing things are None."""
+    assert isinstance(root.files, FsspecFileManager) and not root.is_local
+    assert not root.exists() and root.listdir() == [] and root.read_bytes() is None
+    root.mkdirs()
+    root.mkdirs()  # again: nothing to do
+    assert root.is_dir() and not root.is_file()
+    assert (root / "0").create_new(b"first")
+    assert not (root / "0").create_new(b"second")
+    assert (root / "0").read_bytes() == b"first" and (root / "0").is_file()
+    (root / "r").write_replacing(b"1")
+    (root / "r").write_replacing(b"22")
+    assert (root / "r").read_bytes() == b"22"
+    assert sorted(root.listdir()) == ["0", "r"]  # no temporary file stays
+    (root / "d").mkdirs()
+    (root / "d" / "x").write_replacing(b"in d")
+    assert (root / "d").rename_new(root / "e") and not (root / "0").rename_new(root / "r")
+    assert (root / "0").read_bytes() == b"first" and (root / "r").read_bytes() == b"22"
+    assert (root / "e" / "x").read_bytes() == b"in d" and not (root / "d").exists()
+    assert root.uri() == root.path
+    with pytest.raises(IsADirectoryError, match="is a directory; delete it with recursive=True"):
+        (root / "e").delete()
+    assert (root / "e").delete(recursive=True) and not (root / "e").exists() and not (root / "gone").delete()
+    (root / ".5.abc.tmp").write_replacing(b"left by a killed writer")
+    assert remove_temp_files(root) == 1 and sorted(root.listdir()) == ["0", "r"]
+
+
+def test_a_listing_shows_what_another_process_wrote(ftp_server: Any) -> None:
+    """fsspec caches FTP listings; the manager drops them, so files written behind its back are seen at once."""
+    root = task_checkpoint_path(ftp_server.uri("ck"))
+    root.mkdirs()
+    assert root.listdir() == [] and not (root / "0").exists()
+    (ftp_server.root / "ck" / "0").write_bytes(b"from elsewhere")  # another writer, straight to the server's disk
+    assert root.listdir() == ["0"] and (root / "0").is_file() and (root / "0").read_bytes() == b"from elsewhere"
+    assert not (root / "0").create_new(b"mine")
+    (ftp_server.root / "ck" / "0").unlink()
+    assert root.listdir() == [] and (root / "0").create_new(b"mine")
+
+
+def test_a_scheme_without_an_implementation_is_named() -> None:
+    """Local forms pass; a scheme fsspec does not know is a ValueError naming the location and the scheme."""
+    check_task_file_system("/tmp/ck")
+    check_task_file_system("file:///tmp/ck")
+    assert task_checkpoint_path("file:///tmp/ck").is_local and task_checkpoint_path("relative/ck").is_local
+    with pytest.raises(ValueError, match=r"^the executors' tasks read and write viewfs://cluster/ck from Python through "
+                                         r"fsspec, which cannot open viewfs:// here: Protocol not known: viewfs$"):
+        check_task_file_system("viewfs://cluster/ck")
