@@ -11,13 +11,13 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, Union
 
 import attrs
 
 from scheduler import (
     BatchWatermarks,
+    CheckpointPath,
     Duration,
     EventTimeStats,
     InputInfoTracker,
@@ -30,6 +30,7 @@ from scheduler import (
     StreamingStateError,
     StreamInputInfo,
     Time,
+    as_checkpoint_path,
     is_async_callable,
 )
 
@@ -104,7 +105,7 @@ class Pipeline:
         self._outputs: list[_Output] = []
         self._watermarks: list[Watermark] = []
         self._operators: list[GroupsOperator] = []
-        self._checkpoint: Path | None = None
+        self._checkpoint: CheckpointPath | None = None
         self._batch_duration: Duration | None = None
         self._zero_time: Time | None = None
         self._batch_watermarks: dict[Time, BatchWatermarks] = {}
@@ -183,9 +184,10 @@ class Pipeline:
                 return source
         raise InvalidPipelineError(f"no source named {name!r}; the sources are {[s.name for s in self._sources]}")
 
-    def bind_checkpoint(self, location: str | os.PathLike[str] | None, batch_duration: Duration) -> None:
-        """Where stateful operators keep their stores, and the batch interval (set by the runtime before start)."""
-        self._checkpoint = None if location is None else Path(location)
+    def bind_checkpoint(self, location: str | os.PathLike[str] | CheckpointPath | None, batch_duration: Duration) -> None:
+        """Where stateful operators keep their stores (on any file manager), and the batch interval (set by the runtime
+        before start)."""
+        self._checkpoint = None if location is None else as_checkpoint_path(location)
         self._batch_duration = batch_duration
 
     def add_output(self, fn: OutputFn, *, name: str | None = None) -> None:

@@ -9,13 +9,12 @@ rows, data pass, timeout pass, write-back) are :func:`streaming.state.run_partit
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import anyio.to_thread
 import attrs
 
-from scheduler import BatchWatermarks, EventTimeStats, StateOperatorProgress, Time
+from scheduler import BatchWatermarks, CheckpointPath, EventTimeStats, StateOperatorProgress, Time
 
 from ..state import (
     GroupStateTimeout,
@@ -61,7 +60,7 @@ def seen_event_times(watermark: Watermark, records: Iterable[Any]) -> EventTimeS
     return EventTimeStats.of(event_time_ms(watermark.event_time(r)) for r in records)
 
 
-async def run_operator(operator: GroupsOperator, checkpoint: Path, batch_id: int, time: Time, records: Sequence[Any],
+async def run_operator(operator: GroupsOperator, checkpoint: CheckpointPath, batch_id: int, time: Time, records: Sequence[Any],
                        watermarks: BatchWatermarks, watermark: Watermark | None) -> tuple[list[Any], StateOperatorProgress]:
     """Run one batch of ``operator`` over its source's ``records`` (the store's file work in a worker thread)."""
     if operator.provider is None:
