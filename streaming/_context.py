@@ -936,7 +936,7 @@ class StreamingContext:
         for stream in self._graph.input_streams:
             if isinstance(stream, ReceiverInputDStream):
                 pid = PIDRateEstimator(self._batch_duration.milliseconds, *params)
-                runtime.add_listener(RateController(stream.id, pid, stream.rate_limiter().update),
+                runtime.add_listener(RateController(stream.id, pid, stream.update_rate),
                                      name=f"RateController-{stream.id}")
 
     def _prepare_checkpoint(self) -> None:

@@ -43,7 +43,8 @@ class ReceiverTaskSpec:
         first_entry: the number of the first block this task writes.
         block_interval_ms: how often what was read becomes a block.
         restart_delay_ms: how long to wait before reconnecting to the source.
-        max_rate: records per second at most (``None``: no limit).
+        rate: records per second at most when the task starts (``None``: no limit); the driver
+            sends each new rate (backpressure) over the control connection.
     """
 
     stream_id: int
@@ -55,7 +56,7 @@ class ReceiverTaskSpec:
     first_entry: int
     block_interval_ms: int
     restart_delay_ms: int
-    max_rate: float | None = None
+    rate: float | None = None
 
 
 def read_block_file(path: str) -> list[Any]:
@@ -76,14 +77,45 @@ def read_block_files(paths: Iterable[str]) -> Iterator[Any]:
         yield from read_block_file(path)
 
 
+class Pacer:
+    """Records per second at most, with a second's worth of unused allowance kept (as Spark's receiver limiter).
+
+    Pure arithmetic over the times it is given, so the task's pacing is testable without a clock.
+
+    Args:
+        rate: records per second, or ``None`` for no limit.
+        now: the monotonic time, in seconds, the allowance starts from.
+    """
+
+    def __init__(self, rate: float | None, now: float) -> None:
+        """A pacer at ``rate`` from ``now``."""
+        self.rate = rate
+        self._free_at = now  # when the records taken so far are paid for
+
+    def set_rate(self, rate: float | None, now: float) -> None:
+        """Pace at ``rate`` from ``now`` on (what was taken before is paid for)."""
+        self.rate = rate
+        self._free_at = now
+
+    def wait(self, now: float) -> float:
+        """Seconds to wait before taking more records (0: take now)."""
+        return 0.0 if self.rate is None else max(0.0, self._free_at - now)
+
+    def take(self, count: int, now: float) -> None:
+        """Account for ``count`` records taken at ``now``."""
+        if self.rate is not None:
+            self._free_at = max(self._free_at, now - 1.0) + count / self.rate
+
+
 class _Control:
-    """The task's end of the control connection: reports out, the driver's ``stop`` in."""
+    """The task's end of the control connection: reports out; ``stop`` and ``rate <r>`` in."""
 
     def __init__(self, spec: ReceiverTaskSpec) -> None:
         self.sock = socket.create_connection((spec.driver_host, spec.driver_port), timeout=30)
         self.sock.settimeout(None)
         self._pending = b""
         self.stopped = False
+        self.rates: list[float | None] = []  # received, not yet applied
 
     def send(self, line: str) -> None:
         self.sock.sendall(line.replace("\n", " ").encode("utf-8") + b"\n")
@@ -99,8 +131,13 @@ class _Control:
                 self.stopped = True
                 return
             self._pending += data
-            if b"stop\n" in self._pending:
-                self.stopped = True
+            *lines, self._pending = self._pending.split(b"\n")
+            for line in lines:
+                command, _, value = line.decode("utf-8", "replace").partition(" ")
+                if command == "stop":
+                    self.stopped = True
+                elif command == "rate":
+                    self.rates.append(None if value == "none" else float(value))
 
 
 class _Blocks:
@@ -136,15 +173,15 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
     """Receive lines from the source until the driver says stop (or goes away); blocking, in the task.
 
     Reconnects after the restart delay when the source fails or ends, reporting each as
-    ``E <message>``; ``S`` when connected; ``B <entry> <count>`` for every block written; ``X``
-    when it stops (after writing what it read). Records are paced to ``max_rate``.
+    ``E <message>``; ``S`` when connected; ``B <entry> <count>`` for every block written; ``R <rate>``
+    when it applied a rate the driver sent; ``X`` when it stops (after writing what it read).
+    Records are paced to the spec's rate, then to each rate the driver sends.
     """
     control = _Control(spec)
     control.send(f"H {socket.gethostname()}")
     blocks = _Blocks(spec, control)
     interval = spec.block_interval_ms / 1000
-    allowance_start = time.monotonic()
-    taken = 0
+    pacer = Pacer(spec.rate, time.monotonic())
     try:
         while not control.stopped:
             try:
@@ -161,11 +198,16 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
             with source:
                 while not control.stopped:
                     now = time.monotonic()
+                    if control.rates:
+                        pacer.set_rate(control.rates[-1], now)
+                        control.rates.clear()
+                        control.send(f"R {pacer.rate or 'none'}")
                     if now >= next_block:
                         blocks.flush()
                         next_block = now + interval
-                    if spec.max_rate is not None and taken >= spec.max_rate * (now - allowance_start):
-                        _wait(min(next_block - now, max(0.001, taken / spec.max_rate - (now - allowance_start))), control)
+                    pause = pacer.wait(now)
+                    if pause > 0:
+                        _wait(min(next_block - now, max(0.001, pause)), control)
                         continue
                     ready, _, _ = select.select([source, control.sock], [], [], max(0.0, next_block - now))
                     if control.sock in ready:
@@ -184,7 +226,7 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
                         break
                     lines = decoder.feed(data)
                     blocks.records.extend(lines)
-                    taken += len(lines)
+                    pacer.take(len(lines), now)
             blocks.flush()
             if reason and not control.stopped:
                 control.send(f"E {reason}")

@@ -222,6 +222,17 @@ class ReceiverInputDStream(InputDStream):
             self._limiter = RateLimiter(self._env.runtime.clock, self.initial_rate, max_rate=self.max_rate)
         return self._limiter
 
+    def update_rate(self, rate: float | None) -> None:
+        """A new rate for the receiver (backpressure's ``RateController`` publishes here; on the event loop).
+
+        Capped by ``spark.streaming.receiver.maxRate``; a receiver running elsewhere is sent it.
+        """
+        self.rate_limiter().update(rate)
+        self._rate_updated()
+
+    def _rate_updated(self) -> None:
+        """Hook: the limiter's rate may have changed (a receiver on an executor forwards it)."""
+
     async def _store_many(self, records: Sequence[Any]) -> None:
         """Store ``records`` once the rate limit allows them and the buffer has room."""
         if records:
@@ -427,6 +438,9 @@ class SocketInputDStream(ReceiverInputDStream):
             self._executor_id = "executor"
             self._reports_start = True
         self._block_counts: dict[int, int] = {}  # executor placement: records per reported block
+        self._rate_changed: anyio.Event | None = None  # set when the limiter's rate may have changed
+        self.executor_rate: float | None = None
+        """With ``placement="executor"``: the last rate the task said it applied (``None``: none, or no limit)."""
 
     def _validate_at_start(self) -> None:
         checkpoint = self._env.graph.checkpoint_dir
@@ -480,7 +494,7 @@ class SocketInputDStream(ReceiverInputDStream):
         assert self._log_dir is not None
         return ReceiverTaskSpec(
             self.id, self.host, self.port, host, port, self._task_uri(self._log_dir), self._last_entry + 1,
-            self.block_interval.milliseconds, self.restart_delay.milliseconds, self.max_rate)
+            self.block_interval.milliseconds, self.restart_delay.milliseconds, self.rate_limiter().rate)
 
     def _run_job(self, spec: ReceiverTaskSpec, group: str) -> None:
         """The receiver's Spark job: one long-running task (blocking, in a worker thread)."""
@@ -533,9 +547,12 @@ class SocketInputDStream(ReceiverInputDStream):
 
     async def _take_reports(self, reports: BufferedByteReceiveStream, control: anyio.abc.ByteStream) -> _Outcome:
         try:
-            while True:
-                if await self._on_report(await _next_report(reports)):
-                    return _Outcome(False, "Stopped by driver")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._send_rates, control, self.rate_limiter().rate)
+                while not await self._on_report(await _next_report(reports)):
+                    pass
+                tg.cancel_scope.cancel()  # the task said X: no more rates to send
+            return _Outcome(False, "Stopped by driver")
         except get_cancelled_exc_class():
             # The context stops: the task writes what it read as a last block and says X.
             with anyio.CancelScope(shield=True), anyio.move_on_after(EXECUTOR_STOP_TIMEOUT_S):
@@ -544,6 +561,20 @@ class SocketInputDStream(ReceiverInputDStream):
                     pass
             self._log.info("receiver task stopped", receiver=self.receiver_name, last_block=self._last_entry)
             raise
+
+    def _rate_updated(self) -> None:
+        if self._rate_changed is not None:
+            self._rate_changed.set()
+
+    async def _send_rates(self, control: anyio.abc.ByteStream, sent: float | None) -> None:
+        """Send the task each new rate of the limiter (the task started at ``sent``); the newest wins."""
+        while True:
+            self._rate_changed = anyio.Event()
+            await self._rate_changed.wait()
+            rate = self.rate_limiter().rate
+            if rate != sent:
+                await control.send(f"rate {'none' if rate is None else rate}\n".encode())
+                sent = rate
 
     async def _on_report(self, line: str) -> bool:
         """Handle one report of the task; whether it said it stopped."""
@@ -555,6 +586,9 @@ class SocketInputDStream(ReceiverInputDStream):
             self._last_entry = max(self._last_entry, entry)
         elif kind == "H":
             self._host = rest
+        elif kind == "R":
+            self.executor_rate = None if rest == "none" else float(rest)
+            self._log.debug("receiver task paced", receiver=self.receiver_name, rate=self.executor_rate)
         elif kind == "S":
             await runtime.listener_bus.post(ReceiverStarted(self._info(active=True)))
             self._log.info("receiver started", receiver=self.receiver_name, host=self._host, location="executor")

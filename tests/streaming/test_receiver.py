@@ -107,8 +107,31 @@ def test_the_buffer_bound_must_be_positive() -> None:
         RecordBuffer(0)
 
 
+def test_the_task_pacer_allows_a_rate_with_a_seconds_burst_and_takes_new_rates() -> None:
+    """Pacer (the executor receiver's limit): pays records off at the rate, keeps at most 1 s of unused allowance, and a
+    new rate starts afresh; no rate means no wait."""
+    from streaming.inputs._executor_receiver import Pacer
+
+    pacer = Pacer(100.0, now=10.0)
+    assert pacer.wait(10.0) == 0.0
+    pacer.take(50, now=10.0)  # half a second's worth
+    assert pacer.wait(10.0) == pytest.approx(0.5) and pacer.wait(10.25) == pytest.approx(0.25)
+    assert pacer.wait(10.5) == 0.0
+    pacer.take(100, now=20.0)  # idle for 9.5 s: only 1 s of allowance was kept, so 100 records are paid off at 20.0
+    assert pacer.wait(20.0) == 0.0
+    pacer.take(10, now=20.0)
+    assert pacer.wait(20.0) == pytest.approx(0.1)
+    pacer.set_rate(10.0, now=20.0)  # backpressure: a lower rate from now on
+    pacer.take(5, now=20.0)
+    assert pacer.wait(20.0) == pytest.approx(0.5)
+    pacer.set_rate(None, now=20.0)
+    pacer.take(10**6, now=20.0)
+    assert pacer.wait(20.0) == 0.0
+
+
 def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_told(tmp_path: Path) -> None:
-    """The executor side without Spark: blocks in the log with their reports, an ended source reported and reconnected, stop -> X."""
+    """The executor side without Spark: blocks in the log with their reports, an ended source reported and reconnected,
+    rates from the driver applied and acknowledged (R), stop -> X."""
     import socket
     import threading
 
@@ -143,6 +166,10 @@ def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_to
         seen.append(line)
         if line.startswith("B "):
             received += int(line.split()[2])
+    control.sendall(b"rate 1e9\nrate no")  # a rate, and one split across two sends
+    control.sendall(b"ne\n")
+    while seen[-1] != "R none":
+        seen.append(reports.readline().strip())
     control.sendall(b"stop\n")
     while seen[-1] != "X":
         seen.append(reports.readline().strip())
@@ -150,6 +177,7 @@ def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_to
     assert not task.is_alive()
     assert seen[0] == f"H {socket.gethostname()}" and seen[1] == "S"
     assert "E Socket data stream had no more data" in seen and seen.count("S") == 2
+    assert [line for line in seen if line.startswith("R ")] in (["R 1000000000.0", "R none"], ["R none"])
     entries = [int(line.split()[1]) for line in seen if line.startswith("B ")]
     assert entries == list(range(7, 7 + len(entries)))
     assert [r for e in entries for r in read_block_file(str(tmp_path / str(e)))] == first + second

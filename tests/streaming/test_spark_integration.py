@@ -762,6 +762,28 @@ def test_backpressure_sets_the_receivers_rate_from_completed_batches(contexts: A
     assert stream.rate_limiter().rate >= 50
 
 
+def test_backpressure_rates_reach_a_receiver_on_an_executor(contexts: Any, spark_context: Any, tmp_path: Path) -> None:
+    """The RateController's estimates go over the control connection to the receiver's task, which applies each and says
+    so (its pacing is Pacer's, tested without Spark in test_receiver)."""
+    # Records in many batches (the PID estimator's first batch with records only sets its baseline): a connection
+    # per 500 lines, reconnected after 50 ms.
+    server = LineServer([[f"line {c}-{i}" for i in range(500)] for c in range(100)])
+    with spark_conf(spark_context, spark__streaming__backpressure__enabled="true",
+                    spark__streaming__backpressure__pid__minRate="50"):
+        ssc, recorder = contexts(0.2)
+        ssc.checkpoint(str(tmp_path / "ck"))
+        stream = ssc.socketTextStream("127.0.0.1", server.port, restartDelay=0.05, placement="executor")
+        stream.foreachRDD(lambda rdd: rdd.count())
+        try:
+            ssc.start()
+            assert stream.executor_rate is None  # no limit until the first estimate
+            recorder.wait_for(lambda evs: stream.executor_rate is not None, "a rate applied by the task")
+            ssc.stop(stopSparkContext=False)
+        finally:
+            server.close()
+    assert stream.executor_rate is not None and stream.executor_rate >= 50  # a PID estimate, at least minRate
+
+
 def test_an_unknown_rate_estimator_is_refused_at_start_with_sparks_message(contexts: Any, spark_context: Any) -> None:
     """spark.streaming.backpressure.rateEstimator other than pid: "Unknown rate estimator: <name>"."""
     from scheduler import InvalidPipelineError
