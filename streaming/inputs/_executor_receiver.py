@@ -169,16 +169,26 @@ def _wait(seconds: float, control: _Control) -> None:
         control.poll()
 
 
+def _task_identity() -> list[str]:
+    """This Spark task's stage and attempt ids (the driver finds its executor by them); none outside a task."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:
+        return []
+    context = TaskContext.get()
+    return [] if context is None else [str(context.stageId()), str(context.taskAttemptId())]
+
+
 def run_receiver_task(spec: ReceiverTaskSpec) -> None:
     """Receive lines from the source until the driver says stop (or goes away); blocking, in the task.
 
     Reconnects after the restart delay when the source fails or ends, reporting each as
-    ``E <message>``; ``S`` when connected; ``B <entry> <count>`` for every block written; ``R <rate>``
+    ``E <message>``; ``H <host> [<stage> <task>]`` first; ``S`` when connected; ``B <entry> <count>`` for every block written; ``R <rate>``
     when it applied a rate the driver sent; ``X`` when it stops (after writing what it read).
     Records are paced to the spec's rate, then to each rate the driver sends.
     """
     control = _Control(spec)
-    control.send(f"H {socket.gethostname()}")
+    control.send(" ".join(["H", socket.gethostname(), *_task_identity()]))
     blocks = _Blocks(spec, control)
     interval = spec.block_interval_ms / 1000
     pacer = Pacer(spec.rate, time.monotonic())

@@ -37,7 +37,7 @@ from scheduler import (
 
 from ..dstream import StreamEnvironment
 from ..recovery import BlockLog, format_log_offset
-from ..spark import driver_host, time_string_as
+from ..spark import driver_host, executor_of_task, time_string_as
 from ._base import InputDStream
 from ._decoder import LineDecoder
 from ._executor_receiver import ReceiverTaskSpec, read_block_files, run_receiver_tasks
@@ -66,6 +66,9 @@ RECEIVER_PLACEMENT_KEY = "spark.aiodstream.receiver.placement"
 
 EXECUTOR_STOP_TIMEOUT_S = 10.0
 """How long a stop waits for a receiver task on an executor to write and report its last block."""
+
+EXECUTOR_LOOKUP_TIMEOUT_S = 5.0
+"""How long the driver looks for a receiver task's executor in Spark's status store before posting ``ReceiverStarted``."""
 
 AsyncSource = Union[AsyncIterable[Any], Callable[[], AsyncIterable[Any]]]
 """What ``asyncIterableStream`` takes: an async iterable, or a function returning a fresh one."""
@@ -439,6 +442,8 @@ class SocketInputDStream(ReceiverInputDStream):
             self._reports_start = True
         self._block_counts: dict[int, int] = {}  # executor placement: records per reported block
         self._rate_changed: anyio.Event | None = None  # set when the limiter's rate may have changed
+        self._executor_found: anyio.Event | None = None  # set when the task's executor id is known (or given up)
+        self._task_group: anyio.abc.TaskGroup | None = None
         self.executor_rate: float | None = None
         """With ``placement="executor"``: the last rate the task said it applied (``None``: none, or no limit)."""
 
@@ -548,6 +553,7 @@ class SocketInputDStream(ReceiverInputDStream):
     async def _take_reports(self, reports: BufferedByteReceiveStream, control: anyio.abc.ByteStream) -> _Outcome:
         try:
             async with anyio.create_task_group() as tg:
+                self._task_group = tg
                 tg.start_soon(self._send_rates, control, self.rate_limiter().rate)
                 while not await self._on_report(await _next_report(reports)):
                     pass
@@ -561,6 +567,22 @@ class SocketInputDStream(ReceiverInputDStream):
                     pass
             self._log.info("receiver task stopped", receiver=self.receiver_name, last_block=self._last_entry)
             raise
+
+    async def _find_executor(self, stage: int, task: int, found: anyio.Event) -> None:
+        """Look the task's executor up in Spark's status store, which hears of the task soon after it starts."""
+        sc = self._env.spark_context
+        try:
+            with anyio.move_on_after(EXECUTOR_LOOKUP_TIMEOUT_S):
+                while True:
+                    executor = await anyio.to_thread.run_sync(executor_of_task, sc, stage, task)
+                    if executor is not None:
+                        self._executor_id = executor
+                        return
+                    await anyio.sleep(0.05)
+            self._log.warning("the receiver task's executor is not in Spark's status store", receiver=self.receiver_name,
+                              stage=stage, task=task)
+        finally:
+            found.set()
 
     def _rate_updated(self) -> None:
         if self._rate_changed is not None:
@@ -585,11 +607,17 @@ class SocketInputDStream(ReceiverInputDStream):
             self._block_counts[entry] = count
             self._last_entry = max(self._last_entry, entry)
         elif kind == "H":
-            self._host = rest
+            self._host, *task = rest.split()
+            if len(task) == 2 and self._task_group is not None:
+                self._executor_found = anyio.Event()
+                self._task_group.start_soon(self._find_executor, int(task[0]), int(task[1]), self._executor_found)
         elif kind == "R":
             self.executor_rate = None if rest == "none" else float(rest)
             self._log.debug("receiver task paced", receiver=self.receiver_name, rate=self.executor_rate)
         elif kind == "S":
+            if self._executor_found is not None:  # the event names the executor: wait (briefly) for the status store
+                with anyio.move_on_after(EXECUTOR_LOOKUP_TIMEOUT_S):
+                    await self._executor_found.wait()
             await runtime.listener_bus.post(ReceiverStarted(self._info(active=True)))
             self._log.info("receiver started", receiver=self.receiver_name, host=self._host, location="executor")
         elif kind == "E":

@@ -11,7 +11,7 @@ from ._durations import batch_datetime, job_description, seconds_to_duration, st
 from ._hadoop_files import CHECKPOINT_FILE_MANAGER_KEY, HadoopFileManager, resolve_checkpoint_path
 from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook
 from ._job_threads import SparkJobThreads
-from ._session import EMBEDDED_SPARK_CONF, STREAMING_SETTINGS, SparkSettings, driver_host, embedded_spark_context
+from ._session import EMBEDDED_SPARK_CONF, STREAMING_SETTINGS, SparkSettings, driver_host, embedded_spark_context, executor_of_task
 
 __all__ = [
     "BatchJob",
@@ -29,6 +29,7 @@ __all__ = [
     "current_batch_job",
     "driver_host",
     "embedded_spark_context",
+    "executor_of_task",
     "job_description",
     "streaming_job_group",
     "job_group_hook",

@@ -33,6 +33,20 @@ def driver_host(sc: SparkContext) -> str:
     return str(sc.getConf().get("spark.driver.host", "127.0.0.1"))
 
 
+def executor_of_task(sc: SparkContext, stage_id: int, task_id: int) -> str | None:
+    """The id of the executor running task ``task_id`` of stage ``stage_id`` (``"driver"`` in local mode), from
+    Spark's status store; ``None`` until the store has heard of the task (blocking: py4j calls).
+
+    A Python task cannot see its executor's id; the driver's status store, which Spark's UI and REST API read, can.
+    """
+    tasks = sc._jsc.sc().statusStore().taskList(stage_id, 0, 1000)
+    for i in range(tasks.size()):
+        task = tasks.apply(i)
+        if task.taskId() == task_id:
+            return str(task.executorId())
+    return None
+
+
 def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkContext:
     """The active SparkContext, or a new one: what spark-submit or ``spark-defaults.conf`` set, else :data:`EMBEDDED_SPARK_CONF`.
 

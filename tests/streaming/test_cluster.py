@@ -27,7 +27,8 @@ def cluster() -> Iterator[StandaloneCluster]:
 
 @pytest.mark.timeout(300)
 def test_a_word_count_runs_on_the_clusters_executors(cluster: StandaloneCluster) -> None:
-    """Same counts as on local[2]; the tasks ran on both executors (never the driver); true row counts."""
+    """Same counts as on local[2]; the tasks ran on both executors (never the driver); true row counts. Then a
+    receiver on an executor and mapGroupsWithState, their checkpoint on FTP: exact outputs, the files on the server."""
     env = {**os.environ, "PYTHONPATH": str(HERE.parent.parent)}  # the child imports tests.cluster
     result = subprocess.run([sys.executable, str(HERE / "cluster_child.py"), cluster.master_url], capture_output=True,
                             text=True, timeout=240, check=False, cwd=HERE.parent.parent, env=env)
@@ -36,6 +37,13 @@ def test_a_word_count_runs_on_the_clusters_executors(cluster: StandaloneCluster)
     assert out["counts"] == [[["a", 2], ["b", 1], ["c", 1]], [["b", 2]], [], [["a", 1], ["c", 1], ["d", 2], ["e", 1]]]
     assert out["executors"] == ["0", "1"]
     assert out["rows"] == [2, 1, 0, 2]
+    # A socket receiver on an executor, its write-ahead log on FTP (no executor shares the driver's disk).
+    assert out["receiver"]["in_order"] and out["receiver"]["count"] == 1000 and out["receiver"]["blocks"] >= 1
+    assert out["receiver"]["executor"] in ("0", "1")  # the executor's id, from Spark's status store
+    # mapGroupsWithState: its state store written by the executors' tasks to FTP, two partitions, three versions.
+    assert out["stateful"]["outputs"] == [[["a", 1], ["b", 1]], [["a", 2]], [["b", 3]]]
+    assert {name.split("/")[1] for name in out["stateful"]["files"]} >= {"1.delta", "2.delta", "3.delta"}
+    assert {name.split("/")[0] for name in out["stateful"]["files"]} == {"0", "1"}
     assert "aiodstream-cluster-test" in cluster.registered_apps()
 
 

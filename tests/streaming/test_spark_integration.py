@@ -401,7 +401,7 @@ def test_a_socket_receiver_on_an_executor_writes_blocks_that_the_batches_read(co
     assert got == lines
     assert sum(b.num_records for b in batches) == len(lines)
     started = recorder.of_type(ReceiverStarted)[0].receiver_info
-    assert (started.name, started.active, started.executor_id) == ("SocketReceiver-0", True, "executor")
+    assert (started.name, started.active, started.executor_id) == ("SocketReceiver-0", True, "driver")  # local mode's executor
     assert started.location == socket.gethostname()  # reported by the task (this machine's executor)
     assert recorder.of_type(ReceiverStopped)[-1].receiver_info.last_error_message == "Stopped by driver"
     # The driver's own receiver path never held a line: nothing was buffered or allocated on it.
