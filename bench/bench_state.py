@@ -13,6 +13,10 @@ Prints one JSON object (with the machine's load beside each part), on an embedde
     delay); the ratio of medians (target: <= 0.5).
 (c) ``store_commits``: the state store's commit time per partition and batch in the large run,
     median and p99 (from the batches' progress).
+(d) ``remote_store`` (``--only remote_store``): the ``--small`` groups run with its checkpoint on
+    the local disk and on an FTP server on 127.0.0.1 (Hadoop on the driver, fsspec in the tasks:
+    the path a checkpoint on ``hdfs://`` or an object store takes), median processing delay and
+    commit time per partition for each, and their ratios.
 
 Not part of the test suite. Run: ``python bench/bench_state.py [--large 1000000] [--batches 8]``.
 """
@@ -71,11 +75,16 @@ class Delays:
             self.done.set()
 
 
-def run_ours(sc: Any, kind: str, held: int, touched: int, batches: int, interval: float) -> dict[str, Any]:
-    """Batches of (key, 1) pairs through flatMapGroupsWithState or updateStateByKey; per-batch processing delays."""
+def run_ours(sc: Any, kind: str, held: int, touched: int, batches: int, interval: float,
+             location: str | None = None) -> dict[str, Any]:
+    """Batches of (key, 1) pairs through flatMapGroupsWithState or updateStateByKey; per-batch processing delays.
+
+    The checkpoint is a fresh temporary directory, or ``location`` (any URI).
+    """
     from streaming import StreamingContext
 
-    with tempfile.TemporaryDirectory(prefix="aiodstream-bench-state-") as checkpoint:
+    with tempfile.TemporaryDirectory(prefix="aiodstream-bench-state-") as temporary:
+        checkpoint = location or temporary
         ssc = StreamingContext(sc, interval)
         delays = Delays(batches)
         ssc.addStreamingListener(delays)
@@ -205,6 +214,26 @@ def main() -> None:
             "ratio": round(statistics.median(steady_ours) / statistics.median(steady_theirs), 3), "target_ratio": 0.5,
             "load_average_before": load, "load_average_after": [round(x, 2) for x in os.getloadavg()],
         }
+    if "remote_store" in args.only:
+        sys.path.insert(0, str(ROOT))
+        from tests.ftp import FtpServer
+
+        load = [round(x, 2) for x in os.getloadavg()]
+        local = run_ours(sc, "groups", args.small, args.touched, args.batches, args.interval)
+        with tempfile.TemporaryDirectory(prefix="aiodstream-bench-ftp-") as served, FtpServer(Path(served)) as ftp:
+            remote = run_ours(sc, "groups", args.small, args.touched, args.batches, args.interval, ftp.uri("ck"))
+        out["remote_store"] = {
+            "quantity": f"flatMapGroupsWithState, {args.small} keys held, {args.touched} touched per batch, 4 partitions: "
+                        "median processing delay and median commit time per partition, batches 2.., checkpoint on the "
+                        "local disk and on FTP (127.0.0.1)",
+            "local": {"processing_ms_median": local["processing_ms_median"],
+                      "commit_ms_median": statistics.median(local["commit_ms_per_partition"])},
+            "ftp": {"processing_ms_median": remote["processing_ms_median"],
+                    "commit_ms_median": statistics.median(remote["commit_ms_per_partition"])},
+            "load_average_before": load, "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        }
+        out["remote_store"]["processing_ratio_ftp_over_local"] = round(
+            remote["processing_ms_median"] / local["processing_ms_median"], 3)
     sc.stop()
     print(json.dumps(out, indent=2))
 
