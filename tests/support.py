@@ -1,4 +1,5 @@
-"""Shared test doubles: a scripted job graph, a recording batch hook, and a capture of the library's log events."""
+"""Shared test doubles: a scripted job graph, a recording batch hook, a capture of the library's log events, and the
+checkpoint file managers' common contract."""
 
 from __future__ import annotations
 
@@ -10,7 +11,17 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from scheduler import LOGGER_ROOT, InputInfoTracker, Job, ManualClock, Milliseconds, StreamInputInfo, Time, event_fields
+from scheduler import (
+    LOGGER_ROOT,
+    CheckpointPath,
+    InputInfoTracker,
+    Job,
+    ManualClock,
+    Milliseconds,
+    StreamInputInfo,
+    Time,
+    event_fields,
+)
 
 
 class _EventCapture(logging.Handler):
@@ -163,3 +174,25 @@ async def wait_until(condition: Callable[[], bool]) -> None:
     with anyio.fail_after(5):
         while not condition():
             await anyio.lowlevel.checkpoint()
+
+
+def check_file_manager_contract(root: CheckpointPath) -> None:
+    """What every checkpoint file manager keeps, from an empty ``root`` it has not created.
+
+    Afterwards ``root`` holds ``0`` (``b"first"``, created once) and ``r`` (``b"22"``, replaced).
+    """
+    assert not root.exists() and root.listdir() == [] and root.read_bytes() is None
+    root.mkdirs()
+    root.mkdirs()  # again: nothing to do
+    assert root.is_dir() and not root.is_file()
+    assert (root / "0").create_new(b"first")
+    assert not (root / "0").create_new(b"second")
+    assert (root / "0").read_bytes() == b"first" and (root / "0").is_file()
+    (root / "r").write_replacing(b"1")
+    (root / "r").write_replacing(b"22")
+    assert (root / "r").read_bytes() == b"22"
+    assert sorted(root.listdir()) == ["0", "r"]  # no temporary file stays (nor, through Hadoop, a checksum file)
+    (root / "d").mkdirs()
+    assert (root / "d").rename_new(root / "e") and not (root / "0").rename_new(root / "r")
+    assert (root / "0").read_bytes() == b"first" and (root / "r").read_bytes() == b"22"
+    assert (root / "e").delete(recursive=True) and not (root / "e").exists() and not (root / "gone").delete()

@@ -22,6 +22,7 @@ from scheduler import (
     remove_temp_files,
 )
 from streaming.spark import HadoopFileManager, resolve_checkpoint_path
+from tests.support import check_file_manager_contract
 
 # Hadoop's local file system without checksums, for files and for FileContext: its rename is
 # java.io's (it replaces an existing file), so write-once is the manager's doing.
@@ -72,22 +73,9 @@ def test_checkpoint_paths_join_and_split_uris_and_local_paths() -> None:
 def test_the_hadoop_manager_keeps_the_contract_on_file_uris(spark_context: Any, tmp_path: Path) -> None:
     """Create once (never replaced), read, list without checksum files, replace, rename without replacing, delete."""
     root = CheckpointPath(HadoopFileManager(spark_context), tmp_path.as_uri() + "/ck")
-    assert not root.exists() and root.listdir() == [] and root.read_bytes() is None
-    root.mkdirs()
-    assert root.is_dir() and not root.is_file()
-    assert (root / "0").create_new(b"first")
-    assert not (root / "0").create_new(b"second")
-    assert (root / "0").read_bytes() == b"first" and (root / "0").is_file()
-    (root / "r").write_replacing(b"1")
-    (root / "r").write_replacing(b"22")
-    assert (root / "r").read_bytes() == b"22"
-    assert sorted(root.listdir()) == ["0", "r"]  # Hadoop's .crc files and no temporary file
-    assert any(name.endswith(".crc") for name in os.listdir(tmp_path / "ck"))
-    (root / "d").mkdirs()
-    assert (root / "d").rename_new(root / "e") and not (root / "0").rename_new(root / "r")
-    assert (root / "0").read_bytes() == b"first" and (root / "r").read_bytes() == b"22"
+    check_file_manager_contract(root)
+    assert any(name.endswith(".crc") for name in os.listdir(tmp_path / "ck"))  # Hadoop wrote them; they are not listed
     assert root.uri() == f"file:{tmp_path}/ck"
-    assert (root / "e").delete(recursive=True) and not (root / "e").exists() and not (root / "gone").delete()
     (tmp_path / "ck" / ".5.abc.tmp").write_bytes(b"left by a killed writer")
     assert remove_temp_files(root) == 1 and sorted(root.listdir()) == ["0", "r"]
 
