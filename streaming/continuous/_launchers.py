@@ -14,7 +14,7 @@ import anyio.to_thread
 
 from scheduler import InvalidPipelineError, library_logger
 
-from ..spark import cancel_job_group, driver_host
+from ..spark import cancel_job_group, driver_host, run_in_job_group
 from ._task import TASK_RETRY_MESSAGE, ContinuousTaskRetryError, TaskSpec, run_task, run_tasks
 
 __all__ = ["SparkTaskLauncher", "TaskLauncher", "ThreadTaskLauncher"]
@@ -108,15 +108,13 @@ class SparkTaskLauncher:
 
     def _run_job(self, specs: list[TaskSpec], group: str) -> None:
         sc = self._spark_context()
-        sc.setJobGroup(group, f"continuous query: {len(specs)} long-running tasks", interruptOnCancel=True)
         try:
-            sc.parallelize(specs, len(specs)).mapPartitions(run_tasks).collect()
+            run_in_job_group(sc, group, f"continuous query: {len(specs)} long-running tasks",
+                             lambda: sc.parallelize(specs, len(specs)).mapPartitions(run_tasks).collect())
         except Exception as exc:
             if TASK_RETRY_MESSAGE in str(exc):
                 raise ContinuousTaskRetryError() from exc
             raise
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)
 
     def cancel(self, group: str) -> None:
         """Cancel the job group, from a thread of its own (the caller is the event loop)."""

@@ -37,7 +37,7 @@ from scheduler import (
 
 from ..dstream import StreamEnvironment
 from ..recovery import BlockLog, format_log_offset
-from ..spark import driver_host, executor_of_task, time_string_as
+from ..spark import driver_host, executor_of_task, run_in_job_group, time_string_as
 from ._base import InputDStream
 from ._decoder import LineDecoder
 from ._executor_receiver import ReceiverTaskSpec, read_block_files, run_receiver_tasks
@@ -504,11 +504,8 @@ class SocketInputDStream(ReceiverInputDStream):
     def _run_job(self, spec: ReceiverTaskSpec, group: str) -> None:
         """The receiver's Spark job: one long-running task (blocking, in a worker thread)."""
         sc = self._env.spark_context
-        sc.setJobGroup(group, f"{self.receiver_name}: receiving from {self.host}:{self.port}", interruptOnCancel=True)
-        try:
-            sc.parallelize([spec], 1).foreachPartition(run_receiver_tasks)
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it (py4j null)
+        run_in_job_group(sc, group, f"{self.receiver_name}: receiving from {self.host}:{self.port}",
+                         lambda: sc.parallelize([spec], 1).foreachPartition(run_receiver_tasks))
 
     async def _receive_on_executor(self) -> _Outcome:
         """Run the receiver as a Spark task and take its reports until it stops or fails.

@@ -9,7 +9,7 @@ from ._bridge import BatchJob, current_batch_job, run_spark, wait_for_thread
 from ._call_site import user_frame
 from ._durations import batch_datetime, job_description, seconds_to_duration, streaming_job_group, time_string_as
 from ._hadoop_files import CHECKPOINT_FILE_MANAGER_KEY, HadoopFileManager, resolve_checkpoint_path
-from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook
+from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook, run_in_job_group
 from ._job_threads import SparkJobThreads
 from ._session import EMBEDDED_SPARK_CONF, STREAMING_SETTINGS, SparkSettings, driver_host, embedded_spark_context, executor_of_task
 
@@ -34,6 +34,7 @@ __all__ = [
     "streaming_job_group",
     "job_group_hook",
     "resolve_checkpoint_path",
+    "run_in_job_group",
     "run_spark",
     "seconds_to_duration",
     "time_string_as",

@@ -7,14 +7,14 @@ a py4j hook does it lazily, installed while some context uses it and removed aft
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from scheduler import library_logger
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["JobGroupHook", "cancel_job_group", "job_group_hook"]
+__all__ = ["JobGroupHook", "cancel_job_group", "job_group_hook", "run_in_job_group"]
 
 _job_thread = threading.local()
 """On a job thread, ``pending``: the (context, group, description) to set before its next py4j call."""
@@ -113,6 +113,23 @@ class JobGroupHook:
 
 job_group_hook = JobGroupHook()
 """The process's one hook (there is one py4j client per process)."""
+
+
+_T = TypeVar("_T")
+
+
+def run_in_job_group(sc: SparkContext, group: str, description: str, job: Callable[[], _T]) -> _T:
+    """Run ``job`` (which submits Spark jobs from this thread) in job group ``group``, cancellable by it
+    (``interruptOnCancel``: Spark interrupts the tasks); the thread's group is cleared afterwards. Blocking.
+
+    For the long-running tasks that live outside the batches' output operations: a receiver on an
+    executor, a continuous query's tasks.
+    """
+    sc.setJobGroup(group, description, interruptOnCancel=True)
+    try:
+        return job()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it (py4j null)
 
 
 def cancel_job_group(sc: SparkContext, group: str) -> threading.Thread:

@@ -47,10 +47,15 @@ def test_a_word_count_runs_on_the_clusters_executors(cluster: StandaloneCluster)
     assert "aiodstream-cluster-test" in cluster.registered_apps()
 
 
-CONFORMANCE_ON_THE_CLUSTER = ["aggregations", "state"]
+CONFORMANCE_ON_THE_CLUSTER = ["state"]
 """The conformance groups run on the cluster in CI (a subset: the whole suite takes minutes on
-two one-core workers, and CI has 20 for everything): shuffles and checkpointed state, each
-against pyspark.streaming on the same cluster."""
+two one-core workers, and CI has 20 for everything): checkpointed state (updateStateByKey
+programs, their snapshots written by the executors), against pyspark.streaming on the same
+cluster (19 s there). Shuffles run there in the word count above; ``aggregations`` and ``windows``
+(37 s and 44 s on the cluster, measured on the 2-core machine) run with
+``AIODSTREAM_CLUSTER_CONFORMANCE=all``."""
+if os.environ.get("AIODSTREAM_CLUSTER_CONFORMANCE") == "all":
+    CONFORMANCE_ON_THE_CLUSTER = ["aggregations", "state", "windows"]
 
 
 @pytest.mark.timeout(900)
