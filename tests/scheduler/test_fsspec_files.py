@@ -63,3 +63,16 @@ def test_a_scheme_without_an_implementation_is_named() -> None:
     with pytest.raises(ValueError, match=r"^the executors' tasks read and write viewfs://cluster/ck from Python through "
                                          r"fsspec, which cannot open viewfs:// here: Protocol not known: viewfs$"):
         check_task_file_system("viewfs://cluster/ck")
+    check_task_file_system("hdfs://namenode:8020/ck")  # pyarrow's client: importable here, nothing connected
+
+
+def test_a_scheme_whose_library_is_missing_names_what_to_install() -> None:
+    """s3a:// is fsspec's, through s3fs, which the test environment leaves out: the refusal says to install it."""
+    try:
+        import s3fs  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("s3fs is installed here")
+    with pytest.raises(ValueError, match=r"cannot open s3a:// here: Install s3fs to access S3$"):
+        task_checkpoint_path("s3a://bucket/ck")
