@@ -76,3 +76,24 @@ def test_a_scheme_whose_library_is_missing_names_what_to_install() -> None:
         pytest.skip("s3fs is installed here")
     with pytest.raises(ValueError, match=r"cannot open s3a:// here: Install s3fs to access S3$"):
         task_checkpoint_path("s3a://bucket/ck")
+
+
+def test_object_stores_get_their_entries_written_straight_to_the_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an object store (an upload appears whole) an entry is one write to its name: no temporary object, no rename.
+
+    fsspec's memory file system stands in for the store, under the s3 protocol's name.
+    """
+    memory = fsspec.filesystem("memory")
+    written: list[str] = []
+    moved: list[str] = []
+    pipe, mv = memory.pipe_file, memory.mv
+    monkeypatch.setattr(memory, "pipe_file", lambda path, data, **kw: (written.append(path), pipe(path, data, **kw))[1])
+    monkeypatch.setattr(memory, "mv", lambda source, *args, **kw: (moved.append(source), mv(source, *args, **kw))[1])
+    base = f"/aiodstream-test-{uuid.uuid4().hex}"
+    try:
+        check_file_manager_contract(CheckpointPath(FsspecFileManager(memory, "s3"), f"memory://{base}/ck"))
+        assert written == [f"{base}/ck/0", f"{base}/ck/r", f"{base}/ck/r"]  # create_new once, write_replacing twice
+        assert moved == [f"{base}/ck/d"]  # only rename_new renames
+    finally:
+        if memory.exists(base):
+            memory.rm(base, recursive=True)
