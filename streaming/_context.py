@@ -762,6 +762,7 @@ class StreamingContext:
         self._env.spark_checkpoint_dir = sc.getCheckpointDir()
         self._install_rate_controllers()
         self._prepare_checkpoint()
+        self._graph.prepare_task_checkpoint()
         self._prepare_ui()
         self._prepare_trace()
 

@@ -30,6 +30,7 @@ from scheduler import (
     StateOperatorProgress,
     Time,
     as_checkpoint_path,
+    check_task_file_system,
     library_logger,
 )
 
@@ -206,6 +207,7 @@ class DStreamGraph:
         self._thread_lock = threading.Lock()
         self._receivers_stop: anyio.Event | None = None
         self.checkpoint_dir: CheckpointPath | None = None
+        self.task_checkpoint_dir: str | None = None  # the checkpoint as the executors' tasks name it (prepare_task_checkpoint)
         self._history: tuple[RecoveredBatch, ...] = ()
         self._snapshots: StateSnapshots | None = None
         self._watermarks: dict[Time, BatchWatermarks] = {}
@@ -370,6 +372,42 @@ class DStreamGraph:
         """Keep input logs and state snapshots under ``directory`` (a local path, or a path on any file manager;
         ``None``: no checkpoint); before start."""
         self.checkpoint_dir = None if directory is None else as_checkpoint_path(directory)
+
+    def prepare_task_checkpoint(self) -> None:
+        """Name the checkpoint directory as the executors' Python tasks reach it, and check that they can open it, for
+        the streams whose tasks write into it; before start (blocking: a py4j call for a Hadoop path, the import of
+        the scheme's fsspec implementation).
+
+        A stream says what its tasks write there with a ``tasks_write_checkpoint`` attribute (``None``: nothing).
+
+        Raises:
+            InvalidPipelineError: fsspec cannot open the checkpoint's scheme, which such a stream needs.
+        """
+        self.task_checkpoint_dir = None
+        if self.checkpoint_dir is None:
+            return
+        writers = [what for stream in self._streams() if (what := getattr(stream, "tasks_write_checkpoint", None))]
+        if not writers:
+            return
+        checkpoint = self.checkpoint_dir
+        location = os.fspath(checkpoint) if checkpoint.is_local else checkpoint.uri()
+        try:
+            check_task_file_system(location)
+        except ValueError as exc:
+            raise InvalidPipelineError(f"{' and '.join(writers)} cannot be kept in {location}: {exc}") from exc
+        self.task_checkpoint_dir = location
+
+    def task_path(self, path: CheckpointPath) -> str:
+        """``path`` (under the checkpoint) as the executors' tasks name it: a local path, or its full URI.
+
+        No py4j call once :meth:`prepare_task_checkpoint` named the checkpoint's URI.
+        """
+        if path.is_local:
+            return os.fspath(path)
+        base, named = self.checkpoint_dir, self.task_checkpoint_dir
+        if base is not None and named is not None and (path.path + "/").startswith(base.path.rstrip("/") + "/"):
+            return named.rstrip("/") + path.path[len(base.path.rstrip("/")):]
+        return path.uri()
 
     def replayable_inputs(self) -> Sequence[ReplayableInput]:
         """Every input stream, by id (the order of the offsets log's lines)."""

@@ -16,10 +16,9 @@ outputs do. Each task reports its numbers through an accumulator, by batch time.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
-from scheduler import InvalidPipelineError, StateOperatorProgress, Time, check_task_file_system
+from scheduler import InvalidPipelineError, StateOperatorProgress, Time
 
 from ..state import (
     EVENT_TIME_WITHOUT_WATERMARK,
@@ -86,20 +85,20 @@ class GroupsWithStateNode(StreamNode):
             raise InvalidPipelineError(
                 "requirement failed: The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint()."
             )
-        try:
-            check_task_file_system(self._state_root())
-        except ValueError as exc:
-            raise InvalidPipelineError(f"mapGroupsWithState keeps its state store under the checkpoint directory: {exc}") from exc
         if self._timeout == GroupStateTimeout.EventTimeTimeout and self._watermark() is None:
             raise InvalidPipelineError(EVENT_TIME_WITHOUT_WATERMARK)
         super()._validate_at_start()
 
+    @property
+    def tasks_write_checkpoint(self) -> str:
+        """What this operator's tasks write into the checkpoint (the graph checks that they can reach it)."""
+        return f"the state store of {'flatMapGroupsWithState' if self._flat else 'mapGroupsWithState'}"
+
     def _state_root(self) -> str:
         """Where the tasks keep the state store: a local path, or the checkpoint's full URI (fsspec in the tasks)."""
-        checkpoint = self._env.graph.checkpoint_dir
-        assert checkpoint is not None
-        where = checkpoint / STATE_STORE_DIRECTORY
-        return os.fspath(where) if where.is_local else where.uri()
+        graph = self._env.graph
+        assert graph.checkpoint_dir is not None
+        return graph.task_path(graph.checkpoint_dir / STATE_STORE_DIRECTORY)
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         env = self._env

@@ -8,7 +8,6 @@ group on the driver, storing into a bounded buffer that each batch empties
 
 from __future__ import annotations
 
-import os
 import socket
 import traceback
 import uuid
@@ -31,7 +30,6 @@ from scheduler import (
     RateLimiter,
     StreamInputInfo,
     Time,
-    check_task_file_system,
     library_logger,
 )
 
@@ -456,10 +454,6 @@ class SocketInputDStream(ReceiverInputDStream):
                     "read them from there: give StreamingContext.checkpoint() a directory every executor reaches (a "
                     "shared path, or a URI such as hdfs://)"
                 )
-            try:
-                check_task_file_system(self._task_uri(checkpoint))
-            except ValueError as exc:
-                raise InvalidPipelineError(f"a receiver on an executor writes its blocks into the checkpoint: {exc}") from exc
         super()._validate_at_start()
 
     async def _receive(self) -> _Outcome:
@@ -490,10 +484,14 @@ class SocketInputDStream(ReceiverInputDStream):
 
     # -- on an executor --
 
-    @staticmethod
-    def _task_uri(path: CheckpointPath) -> str:
+    @property
+    def tasks_write_checkpoint(self) -> str | None:
+        """What this stream's tasks write into the checkpoint: a receiver on an executor, its write-ahead log."""
+        return f"the write-ahead log of {self.receiver_name} (on an executor)" if self.placement == "executor" else None
+
+    def _task_uri(self, path: CheckpointPath) -> str:
         """``path`` as the executors' tasks name it: a local path, or the full URI (which they open with fsspec)."""
-        return os.fspath(path) if path.is_local else path.uri()
+        return self._env.graph.task_path(path)
 
     def _task_spec(self, host: str, port: int) -> ReceiverTaskSpec:
         assert self._log_dir is not None

@@ -180,7 +180,6 @@ class StateStoreProvider:
         self.last_metrics: StateStoreMetrics | None = None
         self._lock = threading.Lock()  # one load-to-commit at a time; maintenance waits for it
         self._conn: sqlite3.Connection | None = None
-        self._directory_made = False
 
     @classmethod
     def shared(cls, checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int,
@@ -233,11 +232,6 @@ class StateStoreProvider:
             self.working_copy.parent.mkdir(parents=True, exist_ok=True)
             self._conn = _open_working_copy(self.working_copy)
         return self._conn
-
-    def _ensure_directory(self) -> None:
-        if not self._directory_made:
-            self.directory.mkdirs()
-            self._directory_made = True
 
     def _has_deltas(self, after: int, upto: int) -> bool:
         return all(self._path(v, _DELTA).exists() for v in range(after + 1, upto + 1))
@@ -438,7 +432,7 @@ class StateStore:
         new = self._version + 1
         provider = self._provider
         try:
-            provider._ensure_directory()
+            provider.directory.mkdirs()  # every time: a checkpoint may have been moved aside since the last commit
             changes = [(key, value, timeout) for key, (value, timeout) in self._changes.items()]
             provider._path(new, _DELTA).write_replacing(_encode(_DELTA, pickle.dumps(changes, protocol=5)))
             self._conn.execute("UPDATE meta SET version = ?", (new,))

@@ -17,10 +17,12 @@ from scheduler import (
     CheckpointPath,
     CommitMetadata,
     Duration,
+    InvalidPipelineError,
     OffsetSeq,
     OffsetSeqMetadata,
     remove_temp_files,
 )
+from streaming.dstream import DStreamGraph
 from streaming.spark import HadoopFileManager, resolve_checkpoint_path
 from tests.support import check_file_manager_contract
 
@@ -142,3 +144,51 @@ def test_a_checkpoint_written_through_hadoop_reads_back_on_the_local_manager(spa
     assert (tmp_path / "offsets" / "2").read_text() == (
         'v1\n{"batchWatermarkMs":0,"batchTimestampMs":3000,"conf":{"aiodstream.batchDurationMs":"1000",'
         '"aiodstream.zeroTimeMs":"0"}}\n{"logOffset":2}')
+
+
+class _Remote:
+    """A file manager that is not the local one, whose URIs have the given scheme; it counts its uri() calls."""
+
+    name = "remote"
+
+    def __init__(self, scheme: str) -> None:
+        self.scheme = scheme
+        self.uri_calls = 0
+
+    def uri(self, path: str) -> str:
+        self.uri_calls += 1  # through Hadoop, a py4j call
+        return f"{self.scheme}://bucket{path}"
+
+
+class _TaskWriter:
+    """An output stream whose tasks write into the checkpoint (as mapGroupsWithState's do)."""
+
+    _parents: tuple[Any, ...] = ()
+    tasks_write_checkpoint = "the state store of mapGroupsWithState"
+
+
+def test_the_graph_names_the_checkpoint_for_the_tasks_once_and_refuses_a_scheme_they_cannot_open() -> None:
+    """Before start the graph asks the manager for the checkpoint's URI once; paths under it map without another call
+    (on the loop); a scheme fsspec cannot open is refused naming what needs it; a graph without such a stream asks nothing."""
+    graph = DStreamGraph(Duration(1000))
+    graph.add_output_stream(_TaskWriter())  # type: ignore[arg-type]
+    gcs = _Remote("gs")
+    graph.set_checkpoint_dir(CheckpointPath(gcs, "/ck"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidPipelineError, match=r"^the state store of mapGroupsWithState cannot be kept in gs://bucket/ck: "
+                                                   r"the executors' tasks read and write gs://bucket/ck from Python through "
+                                                   r"fsspec, which cannot open gs:// here: Please install gcsfs"):
+        graph.prepare_task_checkpoint()
+    memory = _Remote("memory")
+    graph.set_checkpoint_dir(CheckpointPath(memory, "/ck"))  # type: ignore[arg-type]
+    graph.prepare_task_checkpoint()
+    assert graph.task_checkpoint_dir == "memory://bucket/ck" and memory.uri_calls == 1
+    assert graph.checkpoint_dir is not None
+    assert graph.task_path(graph.checkpoint_dir / "sources" / "0") == "memory://bucket/ck/sources/0"
+    assert graph.task_path(graph.checkpoint_dir) == "memory://bucket/ck" and memory.uri_calls == 1
+    assert graph.task_path(CheckpointPath.local("/tmp/x")) == "/tmp/x"
+    quiet = DStreamGraph(Duration(1000))
+    quiet.add_output_stream(type("Plain", (), {"_parents": ()})())  # type: ignore[arg-type]
+    untouched = _Remote("gs")
+    quiet.set_checkpoint_dir(CheckpointPath(untouched, "/ck"))  # type: ignore[arg-type]
+    quiet.prepare_task_checkpoint()
+    assert quiet.task_checkpoint_dir is None and untouched.uri_calls == 0
