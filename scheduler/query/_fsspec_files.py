@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import threading
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -52,10 +53,29 @@ class FsspecFileManager:
 
     def __init__(self, fs: AbstractFileSystem, protocol: str) -> None:
         """A manager for ``protocol://`` paths on ``fs``."""
-        self.fs = fs
+        self._fs = fs
+        self._owner = threading.get_ident()  # the thread ``fs`` belongs to
+        self._per_thread = threading.local()  # other threads' own instances
         self.protocol = protocol
         self.name = f"fsspec:{protocol}"
         self._direct = protocol in _PUBLISHED_WHOLE
+
+    @property
+    def fs(self) -> AbstractFileSystem:
+        """The file system, this thread's instance of it.
+
+        A synchronous fsspec file system is one connection (FTP, libhdfs) that threads must not
+        share: a state store's snapshot is written by a background thread while the next task
+        uses the store. Another thread gets an instance of its own, made with the same options
+        on its first call; an asynchronous one (object stores) serves every thread.
+        """
+        fs = self._fs
+        if getattr(fs, "async_impl", False) or threading.get_ident() == self._owner:
+            return fs
+        mine: AbstractFileSystem | None = getattr(self._per_thread, "fs", None)
+        if mine is None:
+            mine = self._per_thread.fs = type(fs)(*fs.storage_args, **fs.storage_options)
+        return mine
 
     def _local_form(self, path: str) -> str:
         return str(self.fs._strip_protocol(path))
@@ -71,8 +91,8 @@ class FsspecFileManager:
             entries = self.fs.ls(self._local_form(directory), detail=False)
         except (FileNotFoundError, NotADirectoryError):
             return None
-        if not entries and self.kind(directory) is None:
-            return None  # object stores list a missing "directory" as empty
+        if len(entries) <= 1 and self.kind(directory) != "dir":
+            return None  # nothing there (object stores list it as empty), or a file (listed as itself)
         return [posixpath.basename(str(entry).rstrip("/")) for entry in entries]
 
     def kind(self, path: str) -> str | None:
@@ -115,7 +135,7 @@ class FsspecFileManager:
     def _remove_quietly(self, local: str) -> None:
         try:
             self.fs.rm_file(local)
-        except (FileNotFoundError, OSError):
+        except Exception:  # best effort, on the way out of another error: that one is raised
             pass
 
     def create_new(self, path: str, data: bytes, *, durable: bool = True) -> bool:

@@ -386,7 +386,8 @@ class DStreamGraph:
         self.task_checkpoint_dir = None
         if self.checkpoint_dir is None:
             return
-        writers = [what for stream in self._streams() if (what := getattr(stream, "tasks_write_checkpoint", None))]
+        streams = {id(stream): stream for stream in [*self._streams(), *self.input_streams]}  # inputs run unused too
+        writers = [what for stream in streams.values() if (what := getattr(stream, "tasks_write_checkpoint", None))]
         if not writers:
             return
         checkpoint = self.checkpoint_dir

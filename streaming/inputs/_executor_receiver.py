@@ -93,9 +93,10 @@ class Pacer:
         self._free_at = now  # when the records taken so far are paid for
 
     def set_rate(self, rate: float | None, now: float) -> None:
-        """Pace at ``rate`` from ``now`` on (what was taken before is paid for)."""
+        """Pace at ``rate`` from ``now`` on. Records taken and not yet paid off stay owed (as Guava's ``setRate``
+        keeps its next free time), so a rate change never forgives a burst; from no limit, pacing starts afresh."""
+        self._free_at = now if self.rate is None else max(self._free_at, now - 1.0)
         self.rate = rate
-        self._free_at = now
 
     def wait(self, now: float) -> float:
         """Seconds to wait before taking more records (0: take now)."""

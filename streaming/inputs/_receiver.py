@@ -65,6 +65,10 @@ RECEIVER_PLACEMENT_KEY = "spark.aiodstream.receiver.placement"
 EXECUTOR_STOP_TIMEOUT_S = 10.0
 """How long a stop waits for a receiver task on an executor to write and report its last block."""
 
+_CONNECTION_ERRORS = (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError,
+                      OSError)
+"""How the control connection to a receiver task breaks."""
+
 EXECUTOR_LOOKUP_TIMEOUT_S = 5.0
 """How long the driver looks for a receiver task's executor in Spark's status store before posting ``ReceiverStarted``."""
 
@@ -526,8 +530,11 @@ class SocketInputDStream(ReceiverInputDStream):
             try:
                 control = await listener.accept()
                 async with control:
-                    outcome = await self._take_reports(BufferedByteReceiveStream(control), control)
-            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError) as exc:
+                    outcome = await self._take_reports(BufferedByteReceiveStream(control), control, spec.rate)
+                if outcome.restart:  # the connection broke: if the task failed, its job's error says why
+                    with anyio.move_on_after(EXECUTOR_STOP_TIMEOUT_S):
+                        await anyio.sleep_forever()  # until _job, at the job's end, cancels this group
+            except _CONNECTION_ERRORS as exc:
                 outcome = _Outcome(True, "The receiver's task lost its connection to the driver", exc)
             finally:
                 tg.cancel_scope.cancel()
@@ -545,16 +552,25 @@ class SocketInputDStream(ReceiverInputDStream):
             errors.append(exc)
         scope.cancel()  # the task is over: nothing more will report
 
-    async def _take_reports(self, reports: BufferedByteReceiveStream, control: anyio.abc.ByteStream) -> _Outcome:
+    async def _take_reports(self, reports: BufferedByteReceiveStream, control: anyio.abc.ByteStream,
+                            started_at: float | None) -> _Outcome:
+        """Handle the task's reports until it says X or the connection breaks; beside them, send it new rates (the
+        task started at ``started_at``) and look its executor up. Cancelled: tell the task to stop, take its last
+        block, re-raise."""
+        outcome = _Outcome(False, "Stopped by driver")
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
-                tg.start_soon(self._send_rates, control, self.rate_limiter().rate)
-                while not await self._on_report(await _next_report(reports)):
-                    pass
-                tg.cancel_scope.cancel()  # the task said X: no more rates to send
-            return _Outcome(False, "Stopped by driver")
+                tg.start_soon(self._send_rates, control, started_at)
+                try:
+                    while not await self._on_report(await _next_report(reports)):
+                        pass
+                except _CONNECTION_ERRORS as exc:  # handled here: out of a task group it would be an ExceptionGroup
+                    outcome = _Outcome(True, "The receiver's task lost its connection to the driver", exc)
+                tg.cancel_scope.cancel()  # nothing more to send or look up
+            return outcome
         except get_cancelled_exc_class():
+            self._task_group = None  # closed: a late H report starts no lookup
             # The context stops: the task writes what it read as a last block and says X.
             with anyio.CancelScope(shield=True), anyio.move_on_after(EXECUTOR_STOP_TIMEOUT_S):
                 await control.send(b"stop\n")
@@ -562,6 +578,8 @@ class SocketInputDStream(ReceiverInputDStream):
                     pass
             self._log.info("receiver task stopped", receiver=self.receiver_name, last_block=self._last_entry)
             raise
+        finally:
+            self._task_group = None
 
     async def _find_executor(self, stage: int, task: int, found: anyio.Event) -> None:
         """Look the task's executor up in Spark's status store, which hears of the task soon after it starts."""
@@ -576,6 +594,9 @@ class SocketInputDStream(ReceiverInputDStream):
                     await anyio.sleep(0.05)
             self._log.warning("the receiver task's executor is not in Spark's status store", receiver=self.receiver_name,
                               stage=stage, task=task)
+        except Exception as exc:  # a name in events is not worth the receiver: keep the placeholder
+            self._log.warning("looking the receiver task's executor up failed", receiver=self.receiver_name,
+                              error=repr(exc))
         finally:
             found.set()
 
@@ -584,14 +605,22 @@ class SocketInputDStream(ReceiverInputDStream):
             self._rate_changed.set()
 
     async def _send_rates(self, control: anyio.abc.ByteStream, sent: float | None) -> None:
-        """Send the task each new rate of the limiter (the task started at ``sent``); the newest wins."""
+        """Send the task each new rate of the limiter (the task started at ``sent``); the newest wins.
+
+        The event is made before the rate is read, so a change during a send is not missed. A
+        broken connection ends this quietly: the report loop sees it too.
+        """
         while True:
-            self._rate_changed = anyio.Event()
-            await self._rate_changed.wait()
+            changed = self._rate_changed = anyio.Event()
             rate = self.rate_limiter().rate
-            if rate != sent:
+            if rate == sent:
+                await changed.wait()
+                continue
+            try:
                 await control.send(f"rate {'none' if rate is None else rate}\n".encode())
-                sent = rate
+            except _CONNECTION_ERRORS:
+                return
+            sent = rate
 
     async def _on_report(self, line: str) -> bool:
         """Handle one report of the task; whether it said it stopped."""

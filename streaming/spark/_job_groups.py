@@ -120,7 +120,8 @@ _T = TypeVar("_T")
 
 def run_in_job_group(sc: SparkContext, group: str, description: str, job: Callable[[], _T]) -> _T:
     """Run ``job`` (which submits Spark jobs from this thread) in job group ``group``, cancellable by it
-    (``interruptOnCancel``: Spark interrupts the tasks); the thread's group is cleared afterwards. Blocking.
+    (``interruptOnCancel``: Spark interrupts the tasks); afterwards the thread's group, description and
+    interrupt flag are cleared. Blocking.
 
     For the long-running tasks that live outside the batches' output operations: a receiver on an
     executor, a continuous query's tasks.
@@ -129,7 +130,7 @@ def run_in_job_group(sc: SparkContext, group: str, description: str, job: Callab
     try:
         return job()
     finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it (py4j null)
+        sc._jsc.clearJobGroup()
 
 
 def cancel_job_group(sc: SparkContext, group: str) -> threading.Thread:

@@ -6,6 +6,7 @@ client caches listings) and fsspec's in-memory file system.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any, Iterator
 
@@ -97,3 +98,34 @@ def test_object_stores_get_their_entries_written_straight_to_the_name(monkeypatc
     finally:
         if memory.exists(base):
             memory.rm(base, recursive=True)
+
+
+def test_each_thread_has_its_own_connection(ftp_server: Any) -> None:
+    """An FTP client is one connection: a manager used from two threads (a task and a state store's background snapshot)
+    gives each its own, and both write and read at the same time without mixing their replies up."""
+    root = task_checkpoint_path(ftp_server.uri("ck"))
+    root.mkdirs()
+    assert isinstance(root.files, FsspecFileManager)
+    here = root.files.fs
+    assert root.files.fs is here  # the same thread: the same client
+    clients: list[Any] = []
+    failures: list[BaseException] = []
+
+    def write(prefix: str) -> None:
+        try:
+            clients.append(root.files.fs)  # type: ignore[attr-defined]
+            for i in range(15):
+                assert (root / f"{prefix}{i}").create_new(f"{prefix}{i}".encode())
+                assert (root / f"{prefix}{i}").read_bytes() == f"{prefix}{i}".encode()
+                assert f"{prefix}{i}" in root.listdir()
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(prefix,)) for prefix in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len({id(client) for client in clients}) == 2 and here not in clients
+    assert sorted(root.listdir()) == sorted(f"{p}{i}" for p in "ab" for i in range(15))

@@ -108,8 +108,8 @@ def test_the_buffer_bound_must_be_positive() -> None:
 
 
 def test_the_task_pacer_allows_a_rate_with_a_seconds_burst_and_takes_new_rates() -> None:
-    """Pacer (the executor receiver's limit): pays records off at the rate, keeps at most 1 s of unused allowance, and a
-    new rate starts afresh; no rate means no wait."""
+    """Pacer (the executor receiver's limit): pays records off at the rate, keeps at most 1 s of unused allowance; a new
+    rate keeps what is owed (a change never forgives a burst); no rate means no wait."""
     from streaming.inputs._executor_receiver import Pacer
 
     pacer = Pacer(100.0, now=10.0)
@@ -121,12 +121,16 @@ def test_the_task_pacer_allows_a_rate_with_a_seconds_burst_and_takes_new_rates()
     assert pacer.wait(20.0) == 0.0
     pacer.take(10, now=20.0)
     assert pacer.wait(20.0) == pytest.approx(0.1)
-    pacer.set_rate(10.0, now=20.0)  # backpressure: a lower rate from now on
+    pacer.set_rate(10.0, now=20.0)  # backpressure: a lower rate from now on; the 0.1 s still owed stays owed
+    assert pacer.wait(20.0) == pytest.approx(0.1)
     pacer.take(5, now=20.0)
-    assert pacer.wait(20.0) == pytest.approx(0.5)
+    assert pacer.wait(20.0) == pytest.approx(0.6)
     pacer.set_rate(None, now=20.0)
     pacer.take(10**6, now=20.0)
     assert pacer.wait(20.0) == 0.0
+    pacer.set_rate(100.0, now=30.0)  # from no limit: afresh, nothing owed and no stored burst
+    pacer.take(100, now=30.0)
+    assert pacer.wait(30.0) == pytest.approx(1.0)
 
 
 def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_told(tmp_path: Path) -> None:
