@@ -78,6 +78,7 @@ from .query import (
     remove_temp_files,
     task_checkpoint_path,
     temp_name,
+    uri_scheme,
     write_new_file,
 )
 
@@ -168,6 +169,7 @@ __all__ = [
     "StreamInputInfo",
     "SystemClock",
     "temp_name",
+    "uri_scheme",
     "Time",
     "TimeOrderedDict",
     "TimerHandle",

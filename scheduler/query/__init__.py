@@ -15,6 +15,7 @@ from ._files import (
     fsync_directory,
     remove_temp_files,
     temp_name,
+    uri_scheme,
     write_new_file,
 )
 from ._fsspec_files import FsspecFileManager, check_task_file_system, task_checkpoint_path
@@ -56,5 +57,6 @@ __all__ = [
     "task_checkpoint_path",
     "temp_name",
     "Trigger",
+    "uri_scheme",
     "write_new_file",
 ]

@@ -28,6 +28,7 @@ __all__ = [
     "fsync_directory",
     "remove_temp_files",
     "temp_name",
+    "uri_scheme",
     "write_new_file",
 ]
 
@@ -167,6 +168,11 @@ def remove_temp_files(directory: str | os.PathLike[str] | CheckpointPath) -> int
         if name.startswith(".") and name.endswith(TEMP_SUFFIX) and (where / name).delete(recursive=True):
             removed += 1
     return removed
+
+
+def uri_scheme(location: str) -> str:
+    """The scheme of a URI (``hdfs``, ``file``), or ``""`` for a bare path."""
+    return urlparse(location).scheme if "://" in location or location.startswith("file:") else ""
 
 
 def _local(path: str) -> str:

@@ -26,9 +26,8 @@ import os
 import posixpath
 import threading
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
-from ._files import LOCAL_FILES, CheckpointPath, temp_name
+from ._files import LOCAL_FILES, CheckpointPath, temp_name, uri_scheme
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -37,10 +36,6 @@ __all__ = ["FsspecFileManager", "check_task_file_system", "task_checkpoint_path"
 
 _PUBLISHED_WHOLE = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss", "oci"})
 """Protocols whose objects appear whole when their upload completes (no rename needed, none offered)."""
-
-
-def _scheme(location: str) -> str:
-    return urlparse(location).scheme if "://" in location or location.startswith("file:") else ""
 
 
 class FsspecFileManager:
@@ -197,7 +192,7 @@ def check_task_file_system(location: str | os.PathLike[str]) -> None:
         ValueError: fsspec knows no implementation of the scheme, or its library is not installed.
     """
     text = os.fspath(location)
-    scheme = _scheme(text)
+    scheme = uri_scheme(text)
     if scheme in ("", "file"):
         return
     import fsspec
@@ -222,7 +217,7 @@ def task_checkpoint_path(location: str | os.PathLike[str] | CheckpointPath) -> C
     if isinstance(location, CheckpointPath):
         return location
     text = os.fspath(location)
-    scheme = _scheme(text)
+    scheme = uri_scheme(text)
     if scheme in ("", "file"):
         return CheckpointPath(LOCAL_FILES, text)
     check_task_file_system(text)

@@ -94,12 +94,6 @@ class GroupsWithStateNode(StreamNode):
         """What this operator's tasks write into the checkpoint (the graph checks that they can reach it)."""
         return f"the state store of {'flatMapGroupsWithState' if self._flat else 'mapGroupsWithState'}"
 
-    def _state_root(self) -> str:
-        """Where the tasks keep the state store: a local path, or the checkpoint's full URI (fsspec in the tasks)."""
-        graph = self._env.graph
-        assert graph.checkpoint_dir is not None
-        return graph.task_path(graph.checkpoint_dir / STATE_STORE_DIRECTORY)
-
     def _compute(self, time: Time) -> RDD[Any] | None:
         env = self._env
         graph = env.graph
@@ -116,10 +110,10 @@ class GroupsWithStateNode(StreamNode):
             self._func, self._flat, self._timeout, watermark is not None,
             None if extract is None else event_time_of(extract),
         )
-        root = self._state_root()
+        state_dir = graph.checkpoint_dir / STATE_STORE_DIRECTORY
+        root = graph.task_path(state_dir)  # as the tasks reach it: a local path, or the full URI (fsspec)
         if not self._partitions_checked:
-            self._num_partitions = keep_partition_count(graph.checkpoint_dir / STATE_STORE_DIRECTORY, self.operator_id,
-                                                        self._num_partitions)
+            self._num_partitions = keep_partition_count(state_dir, self.operator_id, self._num_partitions)
             self._partitions_checked = True
         operator, n = self.operator_id, self._num_partitions
         tagged = parent.map(lambda kv: (kv[0], (False, kv[1])))

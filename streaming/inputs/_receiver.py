@@ -23,7 +23,6 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStopped
 from scheduler import (
-    CheckpointPath,
     Duration,
     InvalidPipelineError,
     Offset,
@@ -493,14 +492,10 @@ class SocketInputDStream(ReceiverInputDStream):
         """What this stream's tasks write into the checkpoint: a receiver on an executor, its write-ahead log."""
         return f"the write-ahead log of {self.receiver_name} (on an executor)" if self.placement == "executor" else None
 
-    def _task_uri(self, path: CheckpointPath) -> str:
-        """``path`` as the executors' tasks name it: a local path, or the full URI (which they open with fsspec)."""
-        return self._env.graph.task_path(path)
-
     def _task_spec(self, host: str, port: int) -> ReceiverTaskSpec:
         assert self._log_dir is not None
         return ReceiverTaskSpec(
-            self.id, self.host, self.port, host, port, self._task_uri(self._log_dir), self._last_entry + 1,
+            self.id, self.host, self.port, host, port, self._env.graph.task_path(self._log_dir), self._last_entry + 1,
             self.block_interval.milliseconds, self.restart_delay.milliseconds, self.rate_limiter().rate)
 
     def _run_job(self, spec: ReceiverTaskSpec, group: str) -> None:
@@ -665,7 +660,7 @@ class SocketInputDStream(ReceiverInputDStream):
             tracker.report_info(time, StreamInputInfo(self.id, count))
         if not entries:
             return sc.emptyRDD()
-        paths = [self._task_uri(self._block_log.path_of(e)) for e in entries]
+        paths = [self._env.graph.task_path(self._block_log.path_of(e)) for e in entries]
         return sc.parallelize(paths, len(paths)).mapPartitions(read_block_files)
 
     async def commit(self, end: Offset) -> None:

@@ -14,7 +14,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import unquote, urlparse
 
-from scheduler import LOCAL_FILES, CheckpointError, CheckpointFileManager, CheckpointPath, temp_name
+from scheduler import LOCAL_FILES, CheckpointError, CheckpointFileManager, CheckpointPath, temp_name, uri_scheme
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -304,7 +304,7 @@ def resolve_checkpoint_path(directory: str | os.PathLike[str], *, mode: str | No
     choice = (mode or "auto").strip().lower()
     if choice not in ("auto", "hadoop", "local"):
         raise CheckpointError(f"{CHECKPOINT_FILE_MANAGER_KEY} must be auto, hadoop or local, got {mode!r}")
-    scheme = urlparse(text).scheme if "://" in text or text.startswith("file:") else ""
+    scheme = uri_scheme(text)
     on_default = (default_fs or "file:///").strip()
     local = scheme == "file" or (scheme == "" and on_default.startswith("file:"))
     if choice == "hadoop" or (choice == "auto" and not local):

@@ -124,7 +124,7 @@ def keep_partition_count(checkpoint_root: str | os.PathLike[str] | CheckpointPat
     for each key's state in the wrong store; as Spark restores ``spark.sql.shuffle.partitions``
     from the checkpoint of a stateful query, the recorded count wins (and is logged if it differs).
     """
-    path = _root(checkpoint_root) / "state" / str(operator_id) / "partitions"
+    path = task_checkpoint_path(checkpoint_root) / "state" / str(operator_id) / "partitions"
     data = path.read_bytes()
     if data is None:
         path.parent.mkdirs()
@@ -138,10 +138,6 @@ def keep_partition_count(checkpoint_root: str | os.PathLike[str] | CheckpointPat
         _log.warning("the checkpoint's state was written with another number of partitions; keeping it",
                      operator=operator_id, recorded=recorded, asked=wanted, path=str(path))
     return recorded
-
-
-def _root(location: str | os.PathLike[str] | CheckpointPath) -> CheckpointPath:
-    return task_checkpoint_path(location if isinstance(location, CheckpointPath) else os.fspath(location))
 
 
 _shared: dict[tuple[str, int, int], StateStoreProvider] = {}
@@ -168,7 +164,7 @@ class StateStoreProvider:
         """Name the partition's files; nothing is read until :meth:`load`."""
         if snapshot_every < 1 or min_versions_to_retain < 1:
             raise ValueError("snapshot_every and min_versions_to_retain must be at least 1")
-        root = _root(checkpoint_root)
+        root = task_checkpoint_path(checkpoint_root)
         self.directory = root / "state" / str(operator_id) / str(partition_id)
         if local_dir is None:
             where = str(Path(root).resolve()) if root.is_local else root.path
