@@ -188,7 +188,9 @@ class StreamingContext:
             127.0.0.1 while it runs; ``0`` picks a free port; ``uiWebUrl`` gives the address.
             Setting ``spark.aiodstream.ui.port`` does the same for an unchanged pyspark program
             (a taken port is followed by the next 16, as Spark's UI does), and
-            ``spark.aiodstream.ui.host`` sets the address to listen on.
+            ``spark.aiodstream.ui.host`` sets the address to listen on (beyond loopback only with
+            ``spark.aiodstream.ui.allowRemote``; access control, the Host check and tracebacks:
+            the other ``spark.aiodstream.ui.*`` settings of :class:`streaming.ui.UISecurity`).
 
     Every context is also a query with pyspark's ``StreamingQuery`` surface (``id``, ``runId``,
     ``status``, ``lastProgress``, ``processAllAvailable``, ``exception``, ``explain``...), listed
@@ -872,12 +874,12 @@ class StreamingContext:
                 port = int(raw.strip())
             except ValueError:
                 raise ValueError(f"spark.aiodstream.ui.port must be a port number (0: any free port), got {raw!r}") from None
-        from .ui import StreamingUI, check_port
+        from .ui import StreamingUI, UISecurity, check_port
 
         check_port(port)
         host = (settings.get("spark.aiodstream.ui.host") or "127.0.0.1").strip()
         if self._ui is None:
-            self._ui = StreamingUI()
+            self._ui = StreamingUI(security=UISecurity.from_settings(settings.get))
             self._ui.attach(self, name=self._query_name or self._env.name)
         # An explicit port is taken as given; Spark's setting follows the next ports when taken, as Spark's UI does.
         self._ui_bind = (host, port, 0 if self._ui_port is not None else 16)

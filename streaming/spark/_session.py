@@ -111,6 +111,12 @@ STREAMING_SETTINGS = (
     # The web UI (ours: Spark's own UI has no streaming tab for this runtime).
     "spark.aiodstream.ui.port",
     "spark.aiodstream.ui.host",
+    "spark.aiodstream.ui.allowRemote",
+    "spark.aiodstream.ui.allowedHosts",
+    "spark.aiodstream.ui.token",
+    "spark.aiodstream.ui.user",
+    "spark.aiodstream.ui.password",
+    "spark.aiodstream.ui.showTracebacks",
     # Which file manager keeps the checkpoint (auto, hadoop, local).
     "spark.aiodstream.checkpoint.fileManager",
     # Where socket receivers run (driver, executor).

@@ -6,7 +6,10 @@ Importing this package imports neither prometheus_client nor starlette; creating
 """
 
 from ._app import DEFAULT_UI_PORT, StreamingUI, check_port
+from ._failures import error_summary
 from ._history import ContextHistory
 from ._metrics import DELAY_BUCKETS_S, StreamingMetrics
+from ._security import RemoteUIRefusedError, UISecurity
 
-__all__ = ["DEFAULT_UI_PORT", "DELAY_BUCKETS_S", "ContextHistory", "StreamingMetrics", "StreamingUI", "check_port"]
+__all__ = ["DEFAULT_UI_PORT", "DELAY_BUCKETS_S", "ContextHistory", "RemoteUIRefusedError", "StreamingMetrics", "StreamingUI",
+           "UISecurity", "check_port", "error_summary"]

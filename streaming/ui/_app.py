@@ -9,13 +9,14 @@ API under ``/api/v1/contexts/<name>/streaming/...``.
 from __future__ import annotations
 
 import decimal
+import ipaddress
 import json
 import logging
 import os
 import socket
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import anyio
 import anyio.abc
@@ -26,6 +27,7 @@ from scheduler import library_logger
 
 from ._extras import require
 from ._history import ContextHistory, check_retained, operation_json
+from ._security import UISecurity, is_loopback_address, secure_app
 
 __all__ = ["DEFAULT_UI_PORT", "StreamingUI", "check_port"]
 
@@ -52,10 +54,12 @@ class StreamingUI:
         retained_progress: progress reports kept per query.
         metrics: a ``StreamingMetrics`` to feed and serve, ``True`` for a new one, ``False`` for none.
         refresh_ms: how often the pages poll.
+        security: who may reach the UI and what it shows (:class:`UISecurity`): by default it
+            serves on loopback only, without credentials, and shows failures without tracebacks.
     """
 
     def __init__(self, *, retained_batches: int = 1000, retained_progress: int = 1000, metrics: Any = True,
-                 refresh_ms: int = 1000) -> None:
+                 refresh_ms: int = 1000, security: UISecurity | None = None) -> None:
         """Create a UI with nothing attached."""
         if isinstance(refresh_ms, bool) or not isinstance(refresh_ms, int) or refresh_ms < 50:
             raise ValueError(f"refresh_ms must be an int of at least 50, got {refresh_ms!r}")
@@ -63,6 +67,7 @@ class StreamingUI:
         self.retained_batches = retained_batches
         self.retained_progress = retained_progress
         self.refresh_ms = refresh_ms
+        self.security = security if security is not None else UISecurity()
         if metrics is True:
             from ._metrics import StreamingMetrics
 
@@ -102,6 +107,7 @@ class StreamingUI:
             batch_interval_ms=None if interval is None else int(interval.milliseconds),
             retained_batches=self.retained_batches, retained_progress=self.retained_progress,
             spark_ui=links.get("spark_ui"), spark_jobs=links.get("spark_jobs"),
+            show_tracebacks=self.security.show_tracebacks,
         )
         if hasattr(target, "addStreamingListener"):
             target.addStreamingListener(history)
@@ -125,7 +131,8 @@ class StreamingUI:
         interval = trace.batch_interval
         history = ContextHistory(label, kind="trace", live=False, retained_batches=self.retained_batches,
                                  retained_progress=self.retained_progress,
-                                 batch_interval_ms=None if interval is None else interval.milliseconds)
+                                 batch_interval_ms=None if interval is None else interval.milliseconds,
+                                 show_tracebacks=self.security.show_tracebacks)
         history.feed(trace.events)
         self._histories[label] = history
         return history
@@ -133,7 +140,20 @@ class StreamingUI:
     # -- the ASGI app --
 
     def asgi_app(self) -> Any:
-        """A Starlette app with the pages, the JSON API and (with metrics) ``/metrics``; runs on asyncio and trio."""
+        """A Starlette app with the pages, the JSON API and (with metrics) ``/metrics``; runs on asyncio and trio.
+
+        Every path asks for the credentials :attr:`security` names, if any. Mounted in a host's
+        own server, the app checks the Host header only when ``security.allowed_hosts`` is set
+        (then: those names and loopback ones); the host's server owns that policy otherwise.
+        :meth:`serve` always checks it.
+        """
+        security = self.security
+        return self._secured(security.hosts_for(None, None) if security.allowed_hosts else None)
+
+    def _secured(self, allowed_hosts: list[str] | None) -> Any:
+        return secure_app(self._routes_app(), self.security, allowed_hosts)
+
+    def _routes_app(self) -> Any:
         require("starlette", "streaming.ui's web UI")
         from starlette.applications import Starlette
         from starlette.exceptions import HTTPException
@@ -210,7 +230,8 @@ class StreamingUI:
                         await anyio.to_thread.run_sync(find, abandon_on_cancel=True)
                 except Exception as exc:  # Spark gone or slow: the table still shows, without links
                     ui._log.warning("could not look up Spark job ids", error=repr(exc))
-            return JSONResponse([operation_json(op, j) for op, j in zip(ops, jobs, strict=True)])
+            tracebacks = ui.security.show_tracebacks
+            return JSONResponse([operation_json(op, j, show_tracebacks=tracebacks) for op, j in zip(ops, jobs, strict=True)])
 
         async def receivers(request: Any) -> Any:
             return JSONResponse(history_of(request).receivers())
@@ -253,20 +274,37 @@ class StreamingUI:
         process's signal handlers (the host or the context owns those), quiet unless the host
         configures logging (its loggers are ``hypercorn.error`` and ``hypercorn.access``).
 
+        Beyond loopback (``0.0.0.0``, a routable address or a name that resolves to one) it
+        listens only with ``security.allow_remote``, and logs a warning when it does. It answers
+        only requests whose Host header names its address, a loopback name (``localhost``), the
+        machine's host name when bound to every interface, or one of ``security.allowed_hosts``
+        (others get 400): a page on another site cannot reach it by rebinding its own name
+        to this address.
+
         Raises:
             OSError: the port is taken (the message names it).
+            RemoteUIRefusedError: ``host`` is not a loopback address and ``security.allow_remote`` is off.
         """
         from hypercorn.config import Config
 
-        sock = _listen(host, port, port_retries)
+        security = self.security
+        sock = _listen(host, port, port_retries, check=lambda address: security.check_bind(host, address))
         bound_host, bound_port = sock.getsockname()[:2]
         url = f"http://{_url_host(bound_host)}:{bound_port}/"
+        extra: tuple[str, ...] = ()
+        if ipaddress.ip_address(bound_host.split("%", 1)[0]).is_unspecified:
+            extra = _machine_names()
+        try:
+            allowed_hosts = security.hosts_for(host, bound_host, extra)
+        except ValueError:
+            sock.close()
+            raise
         config = Config()
         config.bind = [f"fd://{os.dup(sock.fileno())}"]  # Hypercorn owns (and closes) the duplicate
         config.errorlog = logging.getLogger("hypercorn.error")
         config.accesslog = None
         config.graceful_timeout = 1.0
-        app = self.asgi_app()
+        app = self._secured(allowed_hosts)
         stop = anyio.Event()
 
         async def run_server() -> None:
@@ -285,7 +323,11 @@ class StreamingUI:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run_server)
-                self._log.info("web UI serving", url=url)
+                self._log.info("web UI serving", url=url, authentication=security.authentication)
+                if not is_loopback_address(bound_host):
+                    self._log.warning("web UI reachable beyond this machine", url=url, host=host,
+                                      setting="spark.aiodstream.ui.allowRemote", authentication=security.authentication,
+                                      allowed_hosts=",".join(allowed_hosts))
                 task_status.started(url)
                 try:
                     await anyio.sleep_forever()
@@ -324,7 +366,14 @@ def check_port(port: object) -> int:
     return port
 
 
-def _listen(host: str, port: int, retries: int) -> socket.socket:
+def _machine_names() -> tuple[str, ...]:
+    """This machine's host name, which a UI bound to every interface answers too (when it is a valid Host)."""
+    name = socket.gethostname().strip().lower()
+    return (name,) if name and all(c.isalnum() or c in "-." for c in name) else ()
+
+
+def _listen(host: str, port: int, retries: int, check: Callable[[str], None] = lambda address: None) -> socket.socket:
+    """A listening socket on ``host:port`` (or the next ``retries`` ports); ``check`` sees the bound address before it listens."""
     check_port(port)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     last: OSError | None = None
@@ -333,11 +382,17 @@ def _listen(host: str, port: int, retries: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, candidate))
-            sock.listen(128)
-            return sock
         except OSError as exc:
             sock.close()
             last = exc
+            continue
+        try:
+            check(sock.getsockname()[0])  # bound, not listening yet: nobody has reached it
+            sock.listen(128)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
     assert last is not None
     tried = f"{host}:{port}" if not retries else f"{host}:{port}-{min(65535, port + retries)}"
     raise OSError(last.errno, f"cannot serve the web UI on {tried}: {last.strerror}; pick another port "

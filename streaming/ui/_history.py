@@ -31,7 +31,9 @@ from listeners import (
     StreamingStarted,
 )
 
-__all__ = ["ContextHistory", "SparkJobs", "check_retained"]
+from ._failures import error_summary, headline
+
+__all__ = ["ContextHistory", "SparkJobs", "batch_json", "check_retained", "failure_text", "operation_json"]
 
 SparkJobs = Callable[[int, int], list[int]]
 """``(batch_time_ms, output_op_id) -> Spark job ids`` of that output operation (blocking: py4j)."""
@@ -80,6 +82,9 @@ class ContextHistory:
         spark_ui: the Spark UI's address, for links to the jobs of each output operation.
         spark_jobs: finds the Spark job ids of an output operation (called off the loop).
         input_names: stream id -> the input's name.
+        live: whether it follows a running engine (``False``: a trace).
+        show_tracebacks: the JSON views give failures' full tracebacks; without it, each
+            failure's type and message (:func:`error_summary`).
     """
 
     run_inline = True
@@ -96,6 +101,7 @@ class ContextHistory:
         spark_jobs: SparkJobs | None = None,
         input_names: Mapping[int, str] | None = None,
         live: bool = True,
+        show_tracebacks: bool = False,
     ) -> None:
         """Start an empty history."""
         check_retained(retained_batches=retained_batches, retained_progress=retained_progress)
@@ -106,6 +112,7 @@ class ContextHistory:
         self.spark_jobs = spark_jobs
         self.input_names: dict[int, str] = dict(input_names or {})
         self.live = live
+        self.show_tracebacks = show_tracebacks
         self.start_time_ms: int | None = None
         self.terminated = False
         self.exception: str | None = None
@@ -209,7 +216,7 @@ class ContextHistory:
             "kind": self.kind,
             "live": self.live,
             "terminated": self.terminated,
-            "exception": self.exception,
+            "exception": failure_text(self.exception, self.show_tracebacks),
             "queryId": self.query_id,
             "runId": self.run_id,
             "sparkUi": self.spark_ui,
@@ -278,7 +285,7 @@ class ContextHistory:
                 "executorHost": info.location,
                 "lastErrorTime": _iso(_ms(info.last_error_time)),
                 "lastErrorMessage": info.last_error_message or None,
-                "lastError": info.last_error or None,
+                "lastError": failure_text(info.last_error or None, self.show_tracebacks),
                 "avgEventRate": (sum(r for _, r in rates) / len(rates)) if rates else None,
                 "eventRates": rates,
                 "starts": entry.started,
@@ -296,16 +303,18 @@ class ContextHistory:
         return [{"seq": seq, **p.json_value()} for seq, p in list(self._progress) if seq > since]
 
 
-def headline(reason: str) -> str:
-    """The line that names a failure: a Python traceback's last line (the exception), else the first line."""
-    lines = [line for line in reason.splitlines() if line.strip()]
-    if not lines:
+def failure_text(reason: str | None, show_tracebacks: bool) -> str | None:
+    """A failure as the UI shows it: the full text with ``show_tracebacks``, else its type and message."""
+    if reason is None or show_tracebacks:
         return reason
-    return lines[-1].strip() if lines[0].startswith("Traceback") else lines[0]
+    return error_summary(reason)
 
 
-def operation_json(op: Any, jobs: list[int] | None) -> dict[str, Any]:
-    """Spark's ``/streaming/batches/<id>/operations`` entry, with the Spark job ids when known."""
+def operation_json(op: Any, jobs: list[int] | None, *, show_tracebacks: bool = False) -> dict[str, Any]:
+    """Spark's ``/streaming/batches/<id>/operations`` entry, with the Spark job ids when known.
+
+    ``failureReason`` is the full traceback only with ``show_tracebacks``; else the failure's type and message.
+    """
     duration = op.duration
     return {
         "outputOpId": op.id,
@@ -316,7 +325,7 @@ def operation_json(op: Any, jobs: list[int] | None) -> dict[str, Any]:
         "startTimeMs": _ms(op.start_time),
         "endTimeMs": _ms(op.end_time),
         "duration": _ms(duration),
-        "failureReason": op.failure_reason,
+        "failureReason": failure_text(op.failure_reason, show_tracebacks),
         "failureHeadline": None if op.failure_reason is None else headline(op.failure_reason),
         "jobIds": jobs,
     }

@@ -190,6 +190,12 @@ async function refreshContext(name, { withProgress = false } = {}) {
 
 function link(href, text, attrs = {}) { return el("a", { href, ...attrs }, text); }
 
+// A failure: its headline, and the rest (the traceback when the UI shows them) on a click when there is more.
+function failure(summary, full) {
+  if (!full || full.trim() === summary.trim()) return el("span", { class: "error-summary" }, summary);
+  return el("details", {}, el("summary", {}, summary), el("pre", { class: "error" }, full));
+}
+
 function navFor(name, stats, current) {
   const nav = document.getElementById("nav");
   nav.replaceChildren(link("#/", "Contexts", { class: current === "home" ? "current" : null }));
@@ -259,7 +265,7 @@ async function streamingPage(name) {
       ` (${fmtNum(s.numTotalCompletedBatches)} completed batches, ${fmtNum(s.numProcessedRecords)} records)`,
       s.numFailedBatches ? el("span", { class: "badge bad" }, ` ${s.numFailedBatches} failed`) : ""),
   ];
-  if (s.exception) out.push(el("details", {}, el("summary", {}, "The query failed"), el("pre", { class: "error" }, s.exception)));
+  if (s.exception) out.push(el("div", { class: "query-failure" }, "The query failed: ", failure(s.exception.split("\n")[0], s.exception)));
   const inputs = Object.keys(done.reduce((acc, b) => Object.assign(acc, b.inputs), {}));
   const ratePoints = interval ? done.map((b) => [b.batchId, (b.inputSize * 1000) / interval]) : [];
   out.push(el("table", { class: "stats", id: "statistics" }, el("thead", {}, el("tr", {}, el("th", {}, ""), el("th", {}, "Timelines"), el("th", {}, "Histograms"))),
@@ -276,7 +282,7 @@ async function streamingPage(name) {
         el("td", {}, r.streamName), el("td", {}, r.isActive ? el("span", { class: "badge ok" }, "active") : el("span", { class: "badge" }, "inactive")),
         el("td", {}, r.executorHost || "-"), el("td", {}, r.executorId || "-"), el("td", { class: "num" }, fmtNum(r.avgEventRate)),
         el("td", {}, timeline([{ name: `receiver-${r.streamId}`, points: r.eventRates }], { name: `receiverRate-${r.streamId}`, width: 260, height: 70 })),
-        el("td", {}, r.lastErrorMessage ? el("details", {}, el("summary", {}, `${r.lastErrorTime}: ${r.lastErrorMessage}`), el("pre", { class: "error" }, r.lastError || "")) : "-"))))));
+        el("td", {}, r.lastErrorMessage ? failure(`${r.lastErrorTime}: ${r.lastErrorMessage}`, r.lastError) : "-"))))));
   }
   out.push(el("h2", {}, `Active Batches (${c.active.length})`));
   out.push(batchesTable("active-batches", c.active, name, { active: true }));
@@ -304,7 +310,7 @@ async function batchPage(name, batchId) {
         el("td", { class: "num", "data-field": "duration" }, fmtMs(op.duration)),
         el("td", {}, op.failureReason ? el("span", { class: "badge bad" }, "failed") : op.endTimeMs !== null ? el("span", { class: "badge ok" }, "succeeded") : "running"),
         el("td", {}, jobLinks(op.jobIds)),
-        el("td", {}, op.failureReason ? el("details", {}, el("summary", {}, op.failureHeadline), el("pre", { class: "error" }, op.failureReason)) : "-"))))),
+        el("td", {}, op.failureReason ? failure(op.failureHeadline, op.failureReason) : "-"))))),
     el("p", {}, link(`#/streaming/${enc(name)}`, "← all batches")),
   ];
 }
@@ -327,7 +333,7 @@ async function queryPage(name) {
       el("dt", {}, "Latest batch"), el("dd", {}, last ? `${last.batchId} at ${last.timestamp}` : "-"),
       el("dt", {}, "Global watermark"), el("dd", {}, last && last.eventTime && last.eventTime.watermark ? last.eventTime.watermark : "-")),
   ];
-  if (s.exception) out.push(el("details", {}, el("summary", {}, "The query failed"), el("pre", { class: "error" }, s.exception)));
+  if (s.exception) out.push(el("div", { class: "query-failure" }, "The query failed: ", failure(s.exception.split("\n")[0], s.exception)));
   const rows = [
     ["Input Rate", "inputRowsPerSecond", series((q) => q.inputRowsPerSecond), "rows/s"],
     ["Process Rate", "processedRowsPerSecond", series((q) => q.processedRowsPerSecond), "rows/s"],
