@@ -430,6 +430,13 @@ def _add_ui(commands: Any) -> None:
     p.add_argument("--port", type=int, default=None, help="the port (default: 4050; 0: any free port)")
     p.add_argument("--retained-batches", type=int, default=None, metavar="N",
                    help="completed batches kept per trace (default: all of them)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow a --host beyond loopback (anyone who reaches the port reads the pages; see --token-file)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="another Host name the UI answers besides its address and localhost (repeat)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="require the token in FILE (Authorization: Bearer, or ?token= once in a browser)")
+    p.add_argument("--show-tracebacks", action="store_true", help="show failures' full tracebacks, not only type and message")
     p.set_defaults(handler=_ui)
 
 
@@ -437,8 +444,15 @@ def _ui(args: argparse.Namespace) -> int:
     import anyio
 
     from streaming.simulation import ModelError, read_trace
-    from streaming.ui import DEFAULT_UI_PORT, StreamingUI
+    from streaming.ui import DEFAULT_UI_PORT, StreamingUI, UISecurity
 
+    token = None
+    if args.token_file is not None:
+        try:
+            token = Path(args.token_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"aiodstream ui: error: cannot read the token file {args.token_file}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     traces = []
     for path in args.traces:
         try:
@@ -451,16 +465,24 @@ def _ui(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     retained = args.retained_batches or max([len(t.completed_batches) for _, t in traces] + [1])
     try:
-        ui = StreamingUI(retained_batches=retained, metrics=False)
+        security = UISecurity(token=token, allowed_hosts=tuple(args.allowed_host), allow_remote=args.allow_remote,
+                              show_tracebacks=args.show_tracebacks)
+        ui = StreamingUI(retained_batches=retained, metrics=False, security=security)
         for path, trace in traces:
             ui.add_trace(trace, name=Path(path).stem)
     except ValueError as exc:
         print(f"aiodstream ui: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
+    refused: list[BaseException] = []
+
     async def serve() -> None:
         async with anyio.create_task_group() as tg:
-            url = await tg.start(ui.serve, args.host, DEFAULT_UI_PORT if args.port is None else args.port)
+            try:
+                url = await tg.start(ui.serve, args.host, DEFAULT_UI_PORT if args.port is None else args.port)
+            except (OSError, ValueError) as exc:  # a taken port, a host beyond loopback: not a task group's failure
+                refused.append(exc)
+                return
             print(f"aiodstream ui: serving {len(traces)} trace{'s' if len(traces) > 1 else ''} at {url} (Ctrl-C to stop)",
                   flush=True)
 
@@ -468,8 +490,8 @@ def _ui(args: argparse.Namespace) -> int:
         anyio.run(serve)
     except KeyboardInterrupt:
         return EXIT_OK
-    except (OSError, ValueError) as exc:
-        print(f"aiodstream ui: error: {exc}", file=sys.stderr)
+    if refused:
+        print(f"aiodstream ui: error: {refused[0]}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
 
