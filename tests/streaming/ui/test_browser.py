@@ -217,3 +217,37 @@ def test_a_simulated_trace_opens_in_the_same_views(browser: Any, tmp_path: Path)
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_token_link_opens_a_protected_ui_and_its_cookie_carries_the_pages(browser: Any, tmp_path: Path) -> None:
+    """With a token, a bare visit gets 401; the ``?token=`` link leaves a clean address, an HttpOnly cookie, and live pages."""
+    path = tmp_path / "run.jsonl"
+    subprocess.run([sys.executable, "-m", "streaming._cli", "simulate", "--interval", "1s", "--rate", "10", "--op",
+                    "kind=constant,value=200ms", "--batches", "5", "--events", str(path)], check=True, capture_output=True)
+    token = "browser-token-9f8e7d6c5b4a"
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    server = subprocess.Popen([sys.executable, "-m", "streaming._cli", "ui", str(path), "--port", "0", "--token-file",
+                               str(token_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert "serving 1 trace at http://127.0.0.1:" in line, (line, server.stderr.read() if server.poll() is not None else "")
+        url = line.split(" at ", 1)[1].split()[0]
+        context = browser.new_context()
+        page = context.new_page()
+        response = page.goto(url)
+        assert response.status == 401 and "this web UI needs its token" in page.text_content("body")
+        page.goto(url + f"#/streaming/run?token={token}")  # a fragment is not sent: the token must be in the query
+        assert page.evaluate("document.body.textContent").startswith("401")
+        page.goto(url + f"?token={token}#/streaming/run")
+        page.wait_for_selector("#completed-batches tbody tr")
+        assert page.url == url + "#/streaming/run"
+        assert page.eval_on_selector_all("#completed-batches tbody tr", "rows => rows.length") == 5
+        (cookie,) = context.cookies()
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Lax" and token not in cookie["value"]
+        assert page.evaluate("document.cookie") == ""  # HttpOnly: the page's scripts cannot read it
+        context.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
