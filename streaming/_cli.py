@@ -453,6 +453,10 @@ def _ui(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             print(f"aiodstream ui: error: cannot read the token file {args.token_file}: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        if not token:
+            print(f"aiodstream ui: error: the token file {args.token_file} is empty; put a long random token in it",
+                  file=sys.stderr)
+            return EXIT_USAGE
     traces = []
     for path in args.traces:
         try:
