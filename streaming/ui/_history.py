@@ -217,6 +217,7 @@ class ContextHistory:
             "live": self.live,
             "terminated": self.terminated,
             "exception": failure_text(self.exception, self.show_tracebacks),
+            "exceptionHeadline": None if self.exception is None else headline(self.exception),
             "queryId": self.query_id,
             "runId": self.run_id,
             "sparkUi": self.spark_ui,

@@ -265,7 +265,7 @@ async function streamingPage(name) {
       ` (${fmtNum(s.numTotalCompletedBatches)} completed batches, ${fmtNum(s.numProcessedRecords)} records)`,
       s.numFailedBatches ? el("span", { class: "badge bad" }, ` ${s.numFailedBatches} failed`) : ""),
   ];
-  if (s.exception) out.push(el("div", { class: "query-failure" }, "The query failed: ", failure(s.exception.split("\n")[0], s.exception)));
+  if (s.exception) out.push(el("div", { class: "query-failure" }, "The query failed: ", failure(s.exceptionHeadline, s.exception)));
   const inputs = Object.keys(done.reduce((acc, b) => Object.assign(acc, b.inputs), {}));
   const ratePoints = interval ? done.map((b) => [b.batchId, (b.inputSize * 1000) / interval]) : [];
   out.push(el("table", { class: "stats", id: "statistics" }, el("thead", {}, el("tr", {}, el("th", {}, ""), el("th", {}, "Timelines"), el("th", {}, "Histograms"))),
@@ -333,7 +333,7 @@ async function queryPage(name) {
       el("dt", {}, "Latest batch"), el("dd", {}, last ? `${last.batchId} at ${last.timestamp}` : "-"),
       el("dt", {}, "Global watermark"), el("dd", {}, last && last.eventTime && last.eventTime.watermark ? last.eventTime.watermark : "-")),
   ];
-  if (s.exception) out.push(el("div", { class: "query-failure" }, "The query failed: ", failure(s.exception.split("\n")[0], s.exception)));
+  if (s.exception) out.push(el("div", { class: "query-failure" }, "The query failed: ", failure(s.exceptionHeadline, s.exception)));
   const rows = [
     ["Input Rate", "inputRowsPerSecond", series((q) => q.inputRowsPerSecond), "rows/s"],
     ["Process Rate", "processedRowsPerSecond", series((q) => q.processedRowsPerSecond), "rows/s"],

@@ -22,6 +22,7 @@ from listeners import OutputOperationInfo, QueryTerminated, ReceiverError, Recei
 from scheduler import ManualClock, Seconds, Time
 from streaming import StreamingRuntime
 from streaming._cli import main as cli
+from streaming.spark import SparkSettings
 from streaming.ui import StreamingUI
 from streaming.ui._history import operation_json
 from tests.streaming.ui.test_metrics import pipeline
@@ -264,7 +265,8 @@ async def test_failures_show_type_and_message_without_tracebacks_by_default() ->
     (op,) = json.loads(views["operations"])
     assert (op["failureReason"], op["failureHeadline"]) == ("RuntimeError: output failed", "RuntimeError: output failed")
     assert json.loads(views["batches"])[1]["firstFailureReason"] == "RuntimeError: output failed"
-    assert json.loads(views["statistics"])["exception"] == "KeyError: 'gone'"
+    statistics = json.loads(views["statistics"])
+    assert (statistics["exception"], statistics["exceptionHeadline"]) == ("KeyError: 'gone'", "KeyError: 'gone'")
     (receiver,) = json.loads(views["receivers"])
     assert (receiver["lastErrorMessage"], receiver["lastError"]) == ("connection reset", "ConnectionResetError: peer reset")
 
@@ -275,8 +277,10 @@ async def test_tracebacks_are_shown_with_show_tracebacks() -> None:
     (op,) = json.loads(views["operations"])
     assert op["failureReason"].startswith("Traceback (most recent call last):\n")
     assert op["failureReason"].endswith("RuntimeError: output failed") and op["failureHeadline"] == "RuntimeError: output failed"
-    exception = json.loads(views["statistics"])["exception"]
+    statistics = json.loads(views["statistics"])
+    exception = statistics["exception"]
     assert exception.startswith("Traceback (most recent call last):\n") and exception.endswith("KeyError: 'gone'\n")
+    assert statistics["exceptionHeadline"] == "KeyError: 'gone'"
     (receiver,) = json.loads(views["receivers"])
     assert receiver["lastError"].startswith("Traceback") and "ConnectionResetError: peer reset" in receiver["lastError"]
 
@@ -356,6 +360,7 @@ def test_settings_are_read_and_bad_values_refused() -> None:
         True, ("ui.example.com", "[::1]", "10.0.0.5"), True, "token or basic")
     assert TOKEN not in repr(security) and "hunter22" not in repr(security) and "user='ops'" in repr(security)
     assert ui_package.UISecurity.from_settings({}.get) == ui_package.UISecurity()
+    assert ui_package.UISecurity.from_settings(SparkSettings(1, conf).get) == security  # the keys a context reads
     with pytest.raises(ValueError, match=re.escape("spark.aiodstream.ui.allowRemote must be true or false, got 'yes'")):
         ui_package.UISecurity.from_settings({"spark.aiodstream.ui.allowRemote": "yes"}.get)
     with pytest.raises(ValueError, match=re.escape(
