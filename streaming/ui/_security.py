@@ -177,27 +177,31 @@ class UISecurity:
 
     # -- credentials --
 
-    def _cookie_name(self) -> str:
-        assert self.token is not None
-        tag = hmac.new(self.token.encode(), b"aiodstream-ui-cookie-name", hashlib.sha256).hexdigest()[:12]
-        return f"aiodstream_ui_{tag}"  # one per token: UIs on other ports of the same host keep their own
+    def cookie(self) -> tuple[str, str] | None:
+        """The browser cookie's name and value a valid ``?token=`` sets (``None`` without a token).
 
-    def _cookie_value(self) -> str:
-        assert self.token is not None
-        # Derived, not the token itself: the cookie opens this UI's pages, but does not tell the token.
-        return hmac.new(self.token.encode(), b"aiodstream-ui-cookie", hashlib.sha256).hexdigest()
+        One name per token, so that UIs on other ports of the same host keep their own (cookies
+        ignore ports); the value is derived from the token, not the token: it opens this UI's
+        pages but does not tell the token.
+        """
+        if self.token is None:
+            return None
+        key = self.token.encode()
+        tag = hmac.new(key, b"aiodstream-ui-cookie-name", hashlib.sha256).hexdigest()[:12]
+        return f"aiodstream_ui_{tag}", hmac.new(key, b"aiodstream-ui-cookie", hashlib.sha256).hexdigest()
 
     def token_matches(self, candidate: str) -> bool:
         """Whether ``candidate`` is the token (constant-time)."""
         return self.token is not None and hmac.compare_digest(candidate.encode(), self.token.encode())
 
-    def authenticated(self, headers: Any, cookies: dict[str, str]) -> bool:
-        """Whether a request with these headers and cookies carries valid credentials (constant-time comparisons)."""
-        if self.token is not None:
-            cookie = cookies.get(self._cookie_name())
-            if cookie is not None and hmac.compare_digest(cookie.encode(), self._cookie_value().encode()):
-                return True
-        scheme, _, value = (headers.get("authorization") or "").strip().partition(" ")
+    def authenticated(self, authorization: str | None, cookie: str | None = None, expected_cookie: str | None = None) -> bool:
+        """Whether a request's ``Authorization`` header, or its cookie (``expected_cookie``: :meth:`cookie`'s value), is valid.
+
+        Every comparison of a secret is constant-time.
+        """
+        if cookie is not None and expected_cookie is not None and hmac.compare_digest(cookie.encode(), expected_cookie.encode()):
+            return True
+        scheme, _, value = (authorization or "").strip().partition(" ")
         scheme, value = scheme.lower(), value.strip()
         if scheme == "bearer" and self.token is not None:
             return self.token_matches(value)
@@ -239,6 +243,13 @@ class _Credentials:
     def __init__(self, app: Any, security: UISecurity) -> None:
         self.app = app
         self.security = security
+        self.cookie = security.cookie()  # two HMACs: once, not per request
+
+    def _cookie_of(self, conn: Any) -> tuple[str | None, str | None]:
+        """The request's cookie of this UI and the value it must have (``None, None`` without a token)."""
+        if self.cookie is None:
+            return None, None
+        return conn.cookies.get(self.cookie[0]), self.cookie[1]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -258,11 +269,12 @@ class _Credentials:
                 target = root + "/" + scope["path"][len(root):].lstrip("/") if scope["path"].startswith(root) else "/"
                 response = RedirectResponse(target + (f"?{rest}" if rest else ""), status_code=303,
                                             headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
-                response.set_cookie(security._cookie_name(), security._cookie_value(), path=root or "/",
+                assert self.cookie is not None
+                response.set_cookie(*self.cookie, path=root or "/",
                                     httponly=True, samesite="lax", secure=scope.get("scheme") == "https")
                 await response(scope, receive, send)
                 return
-        elif security.authenticated(conn.headers, dict(conn.cookies)):
+        elif security.authenticated(conn.headers.get("authorization"), *self._cookie_of(conn)):
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":
