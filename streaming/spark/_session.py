@@ -119,6 +119,12 @@ STREAMING_SETTINGS = (
     # Continuous processing: Spark's SQL settings.
     "spark.sql.streaming.continuous.epochBacklogQueueSize",
     "spark.sql.streaming.continuous.executorPollIntervalMs",
+    # The driver's front doors (continuous coordinator, executor receivers' control channel):
+    # Spark's network settings, and the cap on connections proving their hello under our prefix.
+    "spark.network.auth.rpcTimeout",
+    "spark.network.timeout",
+    "spark.rpc.message.maxSize",
+    "spark.aiodstream.network.maxUnauthenticatedConnections",
     # The web UI (ours: Spark's own UI has no streaming tab for this runtime).
     "spark.aiodstream.ui.port",
     "spark.aiodstream.ui.host",
