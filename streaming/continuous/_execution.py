@@ -122,6 +122,11 @@ class ContinuousOptions:
             self.network = FrontDoorSettings.from_conf(network)
         except ValueError as exc:
             raise InvalidPipelineError(str(exc)) from exc
+        if self.executor_poll_interval_ms >= self.network.idle_timeout_s * 1000:
+            raise InvalidPipelineError(
+                f"{POLL_INTERVAL} ({self.executor_poll_interval_ms} ms) must be shorter than {IDLE_TIMEOUT_KEY} "
+                f"({self.network.idle_timeout_s:g} s): the coordinator closes a task's connection once it was silent that "
+                "long; shorten the poll interval or lengthen the timeout")
 
 
 def _positive_option(name: str, value: object) -> int:

@@ -16,13 +16,14 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from scheduler import StreamingQueryException
+from scheduler import InvalidPipelineError, StreamingQueryException
 from streaming.continuous import (
     EPOCH_QUEUE_EXCEEDED,
     OFFSET_QUEUE_EXCEEDED,
     CommitPartitionEpoch,
     Continuous,
     ContinuousExecution,
+    ContinuousOptions,
     ContinuousStream,
     GetCurrentEpoch,
     IllegalStateError,
@@ -355,3 +356,35 @@ def test_spark_launcher_binds_spark_driver_bind_address_falling_back_to_the_driv
     """spark.driver.bindAddress, else spark.driver.host, as Spark's driver binds its own ports."""
     assert driver_bind_address(_Context(conf)) == bound  # type: ignore[arg-type]
     assert SparkTaskLauncher(lambda: _Context(conf)).bind_address() == bound
+
+
+# -- the settings --
+
+
+def test_the_network_options_take_sparks_names_and_forms() -> None:
+    """Time strings for the timeouts, MiB for spark.rpc.message.maxSize, names case-insensitive; defaults are Spark's."""
+    options = ContinuousOptions({"SPARK.NETWORK.TIMEOUT": "2min", "spark.network.auth.rpcTimeout": "250ms",
+                                 "spark.rpc.message.maxSize": 3, "spark.aiodstream.network.maxUnauthenticatedConnections": "5"})
+    assert (options.network.idle_timeout_s, options.network.hello_timeout_s, options.network.max_unauthenticated) == (120, 0.25, 5)
+    assert options.max_frame_bytes == 3 << 20
+    defaults = ContinuousOptions()
+    assert (defaults.network.idle_timeout_s, defaults.network.hello_timeout_s, defaults.max_frame_bytes) == (120, 30, 128 << 20)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"spark.rpc.message.maxSize": 4096}, "spark.rpc.message.maxSize should not be greater than 2047 MB, got 4096"),
+        ({"spark.rpc.message.maxSize": "0"}, "option spark.rpc.message.maxSize must be a positive whole number, got '0'"),
+        ({"spark.network.timeout": "-1s"}, "spark.network.timeout must be a positive time, got '-1s'; pass e.g. '30s'"),
+        ({"spark.network.timeout": "1s", "spark.sql.streaming.continuous.executorPollIntervalMs": 1000},
+         "spark.sql.streaming.continuous.executorPollIntervalMs (1000 ms) must be shorter than spark.network.timeout (1 s): "
+         "the coordinator closes a task's connection once it was silent that long; shorten the poll interval or lengthen "
+         "the timeout"),
+    ],
+)
+def test_bad_network_options_are_refused_with_the_rule(options: dict[str, object], message: str) -> None:
+    """A frame bound beyond Spark's 2047 MiB, a non-positive value, a poll interval the idle timeout would cut: refused."""
+    with pytest.raises(InvalidPipelineError) as raised:
+        ContinuousOptions(options)
+    assert str(raised.value) == message
