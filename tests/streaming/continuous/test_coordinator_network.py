@@ -124,6 +124,7 @@ async def test_connections_beyond_the_unauthenticated_cap_are_closed_at_once(tmp
         for stream in waiting:
             await stream.aclose()
         await still_serving(h)
+        await wait_until(lambda: h.query.statistics().refused_connections == {"busy": 1, "closed": 2})
 
 
 async def test_a_wrong_token_is_refused_by_a_constant_time_compare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
