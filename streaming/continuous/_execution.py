@@ -607,6 +607,8 @@ class ContinuousExecution:
                 self._enqueue(actions, arrived)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
             return  # the reply could not be sent: the task is gone
+        except Exception as exc:  # a fault of ours, not the peer's: the query fails with it, the host's task group never sees it
+            self._fail(exc)
 
     def _enqueue(self, actions: list[CoordinatorAction], arrived: float) -> None:
         """Queue the coordinator's actions for the performer, in order; never waits.
