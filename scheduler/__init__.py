@@ -9,6 +9,7 @@ from ._errors import (
     CheckpointError,
     ConcurrentCheckpointUpdateError,
     CorruptCheckpointError,
+    DurationOverflowError,
     InvalidDurationError,
     InvalidPipelineError,
     JobFailedError,
@@ -40,7 +41,7 @@ from ._protocols import (
 from ._rate import PIDRateEstimator, RateController, RateLimiter
 from ._state_progress import StateOperatorProgress
 from ._streams import YIELD_EVERY, Mailbox, yield_now, yield_to_ready
-from ._time import Duration, Milliseconds, Minutes, Seconds, Time, TimeOrderedDict
+from ._time import MAX_MILLISECONDS, Duration, Milliseconds, Minutes, Seconds, Time, TimeOrderedDict, scaled_milliseconds
 from ._timer import RecurringTimer
 from ._virtual_clock import TimerHandle, VirtualClock
 from ._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, EventTimeStats, WatermarkTracker, parse_watermark_policy
@@ -103,6 +104,7 @@ __all__ = [
     "CorruptCheckpointError",
     "CountingGraph",
     "Duration",
+    "DurationOverflowError",
     "event_fields",
     "EventTimeStats",
     "format_timestamp",
@@ -132,6 +134,7 @@ __all__ = [
     "MetadataLog",
     "MicroBatchTracker",
     "MicroBatchTrackerStatistics",
+    "MAX_MILLISECONDS",
     "Milliseconds",
     "Minutes",
     "Offset",
@@ -158,6 +161,7 @@ __all__ = [
     "run_with_timeout",
     "RunPlan",
     "Seconds",
+    "scaled_milliseconds",
     "SinkProgress",
     "SourceProgress",
     "StateOperatorProgress",

@@ -10,6 +10,7 @@ __all__ = [
     "CheckpointError",
     "ConcurrentCheckpointUpdateError",
     "CorruptCheckpointError",
+    "DurationOverflowError",
     "InvalidDurationError",
     "InvalidPipelineError",
     "JobFailedError",
@@ -27,6 +28,13 @@ class StreamingError(Exception):
 
 class InvalidDurationError(StreamingError, ValueError):
     """A duration or time argument is of the wrong type, sign or granularity."""
+
+
+class DurationOverflowError(InvalidDurationError, OverflowError):
+    """A duration is infinite or beyond Spark's range (a Java long of milliseconds).
+
+    Also an ``OverflowError``, as pyspark's ``int(seconds * 1000)`` raises for an infinity.
+    """
 
 
 class InvalidPipelineError(StreamingError, ValueError):
