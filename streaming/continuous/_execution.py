@@ -51,6 +51,7 @@ from scheduler import (
     as_checkpoint_path,
     format_timestamp,
     library_logger,
+    parse_long,
     remove_temp_files,
     run_with_timeout,
 )
@@ -97,8 +98,8 @@ class ContinuousOptions:
             if name is None:
                 raise InvalidPipelineError(f"unknown option {key!r} for a continuous query; the options are {', '.join(_OPTIONS)}")
             parsed = value if isinstance(value, int) and not isinstance(value, bool) else None
-            if isinstance(value, str) and value.strip().isdigit():
-                parsed = int(value.strip())
+            if isinstance(value, str):
+                parsed = parse_long(value.strip())
             if parsed is None or parsed < 1:
                 raise InvalidPipelineError(f"option {name} must be a positive whole number, got {value!r}")
             values[name] = parsed
