@@ -29,6 +29,11 @@ class ReplayableSource(Protocol):
     range ``(start, end]``. :meth:`read` must return the same records for the same range at any
     later time, also in a new process: that is what makes a re-run batch see the same data.
     Offsets must be canonical (equal positions give equal text).
+
+    A checkpointed pipeline records each source's identity at its first start (its class name,
+    and the mapping of JSON values in an optional ``checkpoint_identity`` attribute, such as
+    :class:`DirectorySource`'s directory) and refuses a restart whose source differs: another
+    source's offsets would be read as its own.
     """
 
     @property
@@ -164,6 +169,11 @@ class DirectorySource:
     def description(self) -> str:
         """``DirectorySource[<path>]`` unless named."""
         return self._name
+
+    @property
+    def checkpoint_identity(self) -> dict[str, str]:
+        """What a checkpoint records and checks at every restart: the directory, as an absolute path."""
+        return {"directory": os.path.abspath(self.path)}
 
     # -- offsets --
 
