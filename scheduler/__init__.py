@@ -39,6 +39,7 @@ from ._protocols import (
     ReplayableInput,
 )
 from ._rate import PIDRateEstimator, RateController, RateLimiter
+from ._redaction import REDACTED, REDACTION_PATTERN, redact_uri, redacted_traceback
 from ._state_progress import StateOperatorProgress
 from ._streams import YIELD_EVERY, Mailbox, yield_now, yield_to_ready
 from ._time import MAX_MILLISECONDS, Duration, Milliseconds, Minutes, Seconds, Time, TimeOrderedDict, scaled_milliseconds
@@ -169,6 +170,10 @@ __all__ = [
     "run_with_timeout",
     "RunPlan",
     "Seconds",
+    "REDACTED",
+    "REDACTION_PATTERN",
+    "redact_uri",
+    "redacted_traceback",
     "scaled_milliseconds",
     "SinkProgress",
     "SourceProgress",

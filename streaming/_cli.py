@@ -364,7 +364,11 @@ def _timestamp(ms: int) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split("\n"))
+    # One line per problem, and never a credential: a URI's password or secret parameter in the
+    # message (also one from Hadoop or fsspec, which the library does not compose) is redacted.
+    from scheduler import redact_uri
+
+    return redact_uri(" ".join(text.split("\n")))
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
@@ -385,7 +389,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
         print(f"aiodstream checkpoint: error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
-        print(f"aiodstream checkpoint: error: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        print(f"aiodstream checkpoint: error: {_one_line(f'cannot read {exc.filename}: {exc.strerror or exc}')}", file=sys.stderr)
         return EXIT_USAGE
     status = _print_checkpoint(d, args.json, str(checkpoint.metadata_path))
     # Every entry that cannot be read: one line each, after the summary of what could be read.
@@ -395,6 +399,8 @@ def _checkpoint(args: argparse.Namespace) -> int:
 
 
 def _print_checkpoint(d: Any, as_json: bool, metadata_path: str) -> int:
+    from scheduler import redact_uri
+
     latest = d.latest_offsets
     stamp = latest[1].metadata.batch_timestamp_ms if latest is not None and latest[1].metadata is not None else None
     if as_json:
@@ -415,7 +421,7 @@ def _print_checkpoint(d: Any, as_json: bool, metadata_path: str) -> int:
             "tempFiles": d.temp_files,
             "damaged": [{"path": exc.path, "error": str(exc)} for exc in d.damaged],
         }
-        print(json.dumps(summary, indent=2))
+        print(redact_uri(json.dumps(summary, indent=2)))  # a source's offset may name a URI too
         return EXIT_OK
     if d.query_id is not None:
         query = str(d.query_id)
@@ -443,7 +449,7 @@ def _print_checkpoint(d: Any, as_json: bool, metadata_path: str) -> int:
         rows.append(("leftovers", f"{d.temp_files} temporary file(s) from a killed writer: never read, removed at the next start"))
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
-        print(f"{label.ljust(width)}  {value}")
+        print(f"{label.ljust(width)}  {redact_uri(value)}")
     return EXIT_OK
 
 

@@ -14,7 +14,6 @@ import os
 import pickle
 import threading
 import time as _time
-import traceback
 import uuid
 from types import TracebackType
 from typing import Any, Callable, Coroutine, Mapping
@@ -52,6 +51,7 @@ from scheduler import (
     format_timestamp,
     library_logger,
     parse_long,
+    redacted_traceback,
     remove_temp_files,
     run_with_timeout,
 )
@@ -809,7 +809,7 @@ class ContinuousExecution:
                 query_registry.forget(self)
             self._registered = False
         if was_active and self.query_id is not None:
-            text = None if death is None else "".join(traceback.format_exception(type(death), death, death.__traceback__))
+            text = None if death is None else redacted_traceback(death)
             await self.listener_bus.post(QueryTerminated(self.query_id, self.run_id, text, None))
         self.listener_bus.close()
         if self._bus_done is not None:
