@@ -9,6 +9,7 @@ from ._errors import (
     CheckpointError,
     ConcurrentCheckpointUpdateError,
     CorruptCheckpointError,
+    DurationOverflowError,
     InvalidDurationError,
     InvalidPipelineError,
     JobFailedError,
@@ -38,15 +39,18 @@ from ._protocols import (
     ReplayableInput,
 )
 from ._rate import PIDRateEstimator, RateController, RateLimiter
+from ._redaction import REDACTED, REDACTION_PATTERN, redact_uri, redacted_traceback
 from ._state_progress import StateOperatorProgress
 from ._streams import YIELD_EVERY, Mailbox, yield_now, yield_to_ready
-from ._time import Duration, Milliseconds, Minutes, Seconds, Time, TimeOrderedDict
+from ._time import MAX_MILLISECONDS, Duration, Milliseconds, Minutes, Seconds, Time, TimeOrderedDict, scaled_milliseconds
 from ._timer import RecurringTimer
 from ._virtual_clock import TimerHandle, VirtualClock
 from ._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, EventTimeStats, WatermarkTracker, parse_watermark_policy
 from ._work import WorkTracker
 from .query import (
     LOCAL_FILES,
+    LONG_MAX,
+    LONG_MIN,
     BatchGrid,
     Checkpoint,
     CheckpointDescription,
@@ -75,6 +79,8 @@ from .query import (
     check_task_file_system,
     format_timestamp,
     fsync_directory,
+    parse_batch_file_name,
+    parse_long,
     remove_temp_files,
     task_checkpoint_path,
     temp_name,
@@ -103,6 +109,7 @@ __all__ = [
     "CorruptCheckpointError",
     "CountingGraph",
     "Duration",
+    "DurationOverflowError",
     "event_fields",
     "EventTimeStats",
     "format_timestamp",
@@ -126,18 +133,23 @@ __all__ = [
     "LibraryLogger",
     "LOCAL_FILES",
     "LocalFileManager",
+    "LONG_MAX",
+    "LONG_MIN",
     "LOGGER_ROOT",
     "Mailbox",
     "ManualClock",
     "MetadataLog",
     "MicroBatchTracker",
     "MicroBatchTrackerStatistics",
+    "MAX_MILLISECONDS",
     "Milliseconds",
     "Minutes",
     "Offset",
     "OffsetSeq",
     "OffsetSeqLog",
     "OffsetSeqMetadata",
+    "parse_batch_file_name",
+    "parse_long",
     "parse_watermark_policy",
     "PIDRateEstimator",
     "PROBE_ATTRIBUTE",
@@ -158,6 +170,11 @@ __all__ = [
     "run_with_timeout",
     "RunPlan",
     "Seconds",
+    "REDACTED",
+    "REDACTION_PATTERN",
+    "redact_uri",
+    "redacted_traceback",
+    "scaled_milliseconds",
     "SinkProgress",
     "SourceProgress",
     "StateOperatorProgress",

@@ -6,10 +6,13 @@ SparkException); each class also inherits the builtin a caller would naturally c
 
 from __future__ import annotations
 
+from ._redaction import redact_uri
+
 __all__ = [
     "CheckpointError",
     "ConcurrentCheckpointUpdateError",
     "CorruptCheckpointError",
+    "DurationOverflowError",
     "InvalidDurationError",
     "InvalidPipelineError",
     "JobFailedError",
@@ -22,11 +25,25 @@ __all__ = [
 
 
 class StreamingError(Exception):
-    """Root of every error aiodstream raises on purpose."""
+    """Root of every error aiodstream raises on purpose.
+
+    Its message never shows a credential: a URI's password or secret parameter in a string
+    argument is redacted (:func:`~scheduler.redact_uri`), wherever the message was composed.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact_uri(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class InvalidDurationError(StreamingError, ValueError):
     """A duration or time argument is of the wrong type, sign or granularity."""
+
+
+class DurationOverflowError(InvalidDurationError, OverflowError):
+    """A duration is infinite or beyond Spark's range (a Java long of milliseconds).
+
+    Also an ``OverflowError``, as pyspark's ``int(seconds * 1000)`` raises for an infinity.
+    """
 
 
 class InvalidPipelineError(StreamingError, ValueError):
@@ -81,7 +98,7 @@ class StreamingQueryException(JobFailedError):  # noqa: N818 - Spark's name
     def __init__(self, query_id: object, run_id: object, cause: BaseException, *, start_offset: str | None = None,
                  end_offset: str | None = None, job_id: str | None = None, batch_time_ms: int | None = None) -> None:
         root = cause.__cause__ if isinstance(cause, JobFailedError) and cause.__cause__ is not None else cause
-        self.message = str(root)
+        self.message = redact_uri(str(root))
         super().__init__(f"Query [id = {query_id}, runId = {run_id}] terminated with exception: {self.message}",
                          job_id=job_id, batch_time_ms=batch_time_ms)
         self.query_id = query_id
@@ -101,7 +118,7 @@ class CheckpointError(StreamingError, RuntimeError):
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
-        self.path = path
+        self.path = None if path is None else redact_uri(path)
 
 
 class CorruptCheckpointError(CheckpointError, ValueError):

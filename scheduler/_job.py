@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import inspect
-import traceback
 from typing import Any, Callable
 
 from ._errors import StreamingStateError
+from ._redaction import redacted_traceback
 from ._time import Time
 
 __all__ = ["Job", "is_async_callable"]
@@ -94,7 +94,7 @@ class Job:
         """The failure with its traceback, as Spark's ``failureReason``; ``None`` if it succeeded."""
         if self.failure is None:
             return None
-        return "".join(traceback.format_exception(self.failure)).rstrip()
+        return redacted_traceback(self.failure).rstrip()
 
     @property
     def finished(self) -> bool:

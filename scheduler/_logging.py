@@ -11,9 +11,13 @@ reaches its handlers as one record whose message reads ``event key=value ...`` a
 from __future__ import annotations
 
 import logging
+import sys
+import traceback
 from typing import Any, Mapping, MutableMapping
 
 import structlog
+
+from ._redaction import redact_uri
 
 __all__ = ["LOGGER_ROOT", "LibraryLogger", "event_fields", "library_logger"]
 
@@ -36,6 +40,32 @@ def _to_record(logger: Any, method_name: str, event_dict: MutableMapping[str, An
     if exc_info:
         kwargs["exc_info"] = exc_info
     return (text,), kwargs
+
+
+def _redact_fields(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Credentials out of every event: a URI's password or secret parameter in a field becomes ``***``.
+
+    Strings are redacted in place; an exception (a field, or ``exc_info``) whose text would show a
+    credential is replaced by its redacted text (for ``exc_info``: a ``traceback`` field), since
+    the host's handler would format it as it is. Other values are kept as they are.
+    """
+    for key, value in event_dict.items():
+        if isinstance(value, str):
+            event_dict[key] = redact_uri(value)
+        elif isinstance(value, BaseException) and key != "exc_info":
+            text = f"{type(value).__name__}: {value}"
+            if redact_uri(text) != text:
+                event_dict[key] = redact_uri(text)
+    exc_info = event_dict.get("exc_info")
+    if exc_info:
+        exc = sys.exc_info()[1] if exc_info is True else exc_info if isinstance(exc_info, BaseException) else (
+            exc_info[1] if isinstance(exc_info, tuple) else None)
+        if isinstance(exc, BaseException):
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+            if redact_uri(text) != text:
+                event_dict["exc_info"] = None
+                event_dict["traceback"] = redact_uri(text)
+    return event_dict
 
 
 def _text(value: Any) -> str:
@@ -89,7 +119,7 @@ def library_logger(name: str, /, **context: Any) -> LibraryLogger:
     """
     if name != LOGGER_ROOT and not name.startswith(f"{LOGGER_ROOT}."):
         raise ValueError(f"library loggers live under {LOGGER_ROOT!r}, got {name!r}; pass e.g. 'aiodstream.scheduler'")
-    processors: list[Any] = [structlog.processors.StackInfoRenderer(), _to_record]
+    processors: list[Any] = [structlog.processors.StackInfoRenderer(), _redact_fields, _to_record]
     logger = LibraryLogger(logging.getLogger(name), processors=processors, context=dict(context))
     return logger
 

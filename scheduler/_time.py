@@ -12,9 +12,9 @@ from typing import Iterator, TypeVar
 
 import attrs
 
-from ._errors import InvalidDurationError
+from ._errors import DurationOverflowError, InvalidDurationError
 
-__all__ = ["Duration", "Milliseconds", "Minutes", "Seconds", "Time", "TimeOrderedDict"]
+__all__ = ["MAX_MILLISECONDS", "Duration", "Milliseconds", "Minutes", "Seconds", "Time", "TimeOrderedDict", "scaled_milliseconds"]
 
 V = TypeVar("V")
 
@@ -217,38 +217,92 @@ class Time(_Ordered):
         return f"{self.milliseconds} ms"
 
 
-def Milliseconds(n: int) -> Duration:
-    """A duration of ``n`` whole milliseconds."""
-    return Duration(_check_ms(n, "Milliseconds(n)"))
+MAX_MILLISECONDS = 2**63 - 1
+"""The longest duration a public call accepts: Spark's ``Duration`` holds its milliseconds in a Java long."""
 
 
-def _scaled(value: object, factor: int, name: str) -> Duration:
+def _overflow(name: str, value: object, fix: str) -> DurationOverflowError:
+    shown = value if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() < 128 else f"{value!r:.40}"
+    return DurationOverflowError(
+        f"{name} must be finite and within Spark's range of \u00b1{MAX_MILLISECONDS} ms (a Java long of milliseconds), "
+        f"got {shown}; {fix}"
+    )
+
+
+def scaled_milliseconds(value: object, factor: int, name: str, *, fix: str, truncate: bool = False) -> int:
+    """``value`` units of ``factor`` milliseconds, as whole milliseconds: every public duration argument goes through here.
+
+    Args:
+        value: an int, float or Decimal (bool is refused: ``True`` seconds is always a bug).
+        factor: milliseconds per unit (1000 for seconds).
+        name: the argument's name for messages (``"batchDuration"``).
+        fix: the end of every message, telling what to pass instead (``"pass e.g. 1 or 0.5"``).
+        truncate: cut a fraction of a millisecond toward zero, as pyspark's ``int(seconds * 1000)``
+            does; otherwise a fraction is refused.
+
+    Raises:
+        InvalidDurationError: not a number, NaN (a ``ValueError``, as pyspark's ``int(nan)``),
+            or a fraction of a millisecond without ``truncate``.
+        DurationOverflowError: an infinity (an ``OverflowError`` too, as pyspark's ``int(inf)``),
+            or beyond :data:`MAX_MILLISECONDS` either way.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
-        raise InvalidDurationError(f"{name} takes a number, got {type(value).__name__} {value!r}")
+        raise InvalidDurationError(f"{name} takes a number, got {type(value).__name__} {value!r}; {fix}")
     if isinstance(value, int):
-        return Duration(value * factor)  # exact for any size; Decimal arithmetic rounds past 28 digits
-    # Decimal(repr(x)) keeps exactly what the user typed: 1.1 s is 1100 ms, not 1100.0000000000002.
-    typed = value if isinstance(value, Decimal) else Decimal(repr(value))
-    if not typed.is_finite():
-        raise InvalidDurationError(f"{name} takes a finite number, got {value!r}")
-    with localcontext() as ctx:
-        ctx.prec = len(typed.as_tuple().digits) + 10  # enough for the product to be exact
-        exact = typed * factor
-    if exact != exact.to_integral_value():
-        raise InvalidDurationError(
-            f"{name} must be a whole number of milliseconds, got {value!r} ({exact} ms)"
-        )
-    return Duration(int(exact))
+        ms = value * factor  # exact for any size; Decimal arithmetic rounds past 28 digits
+    else:
+        # Decimal(repr(x)) keeps exactly what the user typed: 1.1 s is 1100 ms, not 1100.0000000000002.
+        typed = value if isinstance(value, Decimal) else Decimal(repr(value))
+        if typed.is_infinite():
+            raise _overflow(name, value, fix)
+        if not typed.is_finite():
+            raise InvalidDurationError(f"{name} takes a finite number, got {value!r}; {fix}")
+        if typed.adjusted() > 40:  # far beyond the range: do not build its digits
+            raise _overflow(name, value, fix)
+        with localcontext() as ctx:
+            ctx.prec = len(typed.as_tuple().digits) + 10  # enough for the product to be exact
+            exact = typed * factor
+        if exact != exact.to_integral_value() and not truncate:
+            raise InvalidDurationError(
+                f"{name} must be a whole number of milliseconds, got {value!r} ({exact} ms); {fix}"
+            )
+        ms = int(exact)  # toward zero
+    if not -MAX_MILLISECONDS - 1 <= ms <= MAX_MILLISECONDS:
+        raise _overflow(name, value, fix)
+    return ms
+
+
+def Milliseconds(n: int) -> Duration:
+    """A duration of ``n`` whole milliseconds.
+
+    Raises:
+        InvalidDurationError: ``n`` is not an int.
+        DurationOverflowError: ``n`` is beyond :data:`MAX_MILLISECONDS`.
+    """
+    ms = _check_ms(n, "Milliseconds(n)")
+    if not -MAX_MILLISECONDS - 1 <= ms <= MAX_MILLISECONDS:
+        raise _overflow("Milliseconds(n)", n, "pass e.g. Milliseconds(500)")
+    return Duration(ms)
 
 
 def Seconds(n: int | float) -> Duration:
-    """A duration of ``n`` seconds; fractions are allowed down to whole milliseconds."""
-    return _scaled(n, 1000, "Seconds(n)")
+    """A duration of ``n`` seconds; fractions are allowed down to whole milliseconds.
+
+    Raises:
+        InvalidDurationError: not a number, NaN, or a fraction of a millisecond.
+        DurationOverflowError: infinite, or beyond :data:`MAX_MILLISECONDS`.
+    """
+    return Duration(scaled_milliseconds(n, 1000, "Seconds(n)", fix="pass e.g. Seconds(1) or Seconds(0.5)"))
 
 
 def Minutes(n: int | float) -> Duration:
-    """A duration of ``n`` minutes; fractions are allowed down to whole milliseconds."""
-    return _scaled(n, 60_000, "Minutes(n)")
+    """A duration of ``n`` minutes; fractions are allowed down to whole milliseconds.
+
+    Raises:
+        InvalidDurationError: not a number, NaN, or a fraction of a millisecond.
+        DurationOverflowError: infinite, or beyond :data:`MAX_MILLISECONDS`.
+    """
+    return Duration(scaled_milliseconds(n, 60_000, "Minutes(n)", fix="pass e.g. Minutes(1) or Minutes(0.5)"))
 
 
 class TimeOrderedDict(dict[Time, V]):

@@ -346,11 +346,33 @@ def _ids(ids: Sequence[int]) -> str:
 
 
 def _offset_json(offset: str | None) -> Any:
-    return None if offset is None else json.loads(offset)
+    if offset is None:
+        return None
+    try:
+        return json.loads(offset)  # parsed once already when the entry was read; this is a second parse
+    except (ValueError, RecursionError):  # pragma: no cover - only near the recursion limit, which the first parse passed
+        return offset
+
+
+def _timestamp(ms: int) -> str:
+    from scheduler import format_timestamp
+
+    try:
+        return format_timestamp(ms)
+    except (OverflowError, ValueError):  # a hand-made entry: any long, but the calendar ends at year 9999
+        return "beyond the calendar"
+
+
+def _one_line(text: str) -> str:
+    # One line per problem, and never a credential: a URI's password or secret parameter in the
+    # message (also one from Hadoop or fsspec, which the library does not compose) is redacted.
+    from scheduler import redact_uri
+
+    return redact_uri(" ".join(text.split("\n")))
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
-    from scheduler import Checkpoint, CheckpointError, CorruptCheckpointError, format_timestamp
+    from scheduler import Checkpoint, CheckpointError, CorruptCheckpointError
 
     from .spark import HadoopFileManager, resolve_checkpoint_path
 
@@ -358,19 +380,30 @@ def _checkpoint(args: argparse.Namespace) -> int:
         # A URI other than file: starts a JVM (Spark's Hadoop configuration, spark.hadoop.* from spark-defaults).
         location = resolve_checkpoint_path(args.directory, mode="hadoop" if args.hadoop else None, default_fs=None,
                                            hadoop=HadoopFileManager)
-        d = Checkpoint(location).describe()
+        checkpoint = Checkpoint(location)
+        d = checkpoint.describe()
     except CorruptCheckpointError as exc:
-        print(f"aiodstream checkpoint: error: {exc}", file=sys.stderr)
+        print(f"aiodstream checkpoint: error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_DAMAGED
     except CheckpointError as exc:
-        print(f"aiodstream checkpoint: error: {exc}", file=sys.stderr)
+        print(f"aiodstream checkpoint: error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
-        print(f"aiodstream checkpoint: error: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        print(f"aiodstream checkpoint: error: {_one_line(f'cannot read {exc.filename}: {exc.strerror or exc}')}", file=sys.stderr)
         return EXIT_USAGE
+    status = _print_checkpoint(d, args.json, str(checkpoint.metadata_path))
+    # Every entry that cannot be read: one line each, after the summary of what could be read.
+    for damaged in d.damaged:
+        print(f"aiodstream checkpoint: error: {_one_line(str(damaged))}", file=sys.stderr)
+    return EXIT_DAMAGED if d.damaged else status
+
+
+def _print_checkpoint(d: Any, as_json: bool, metadata_path: str) -> int:
+    from scheduler import redact_uri
+
     latest = d.latest_offsets
     stamp = latest[1].metadata.batch_timestamp_ms if latest is not None and latest[1].metadata is not None else None
-    if args.json:
+    if as_json:
         summary = {
             "location": d.location,
             "queryId": None if d.query_id is None else str(d.query_id),
@@ -386,16 +419,22 @@ def _checkpoint(args: argparse.Namespace) -> int:
             },
             "pending": list(d.pending),
             "tempFiles": d.temp_files,
+            "damaged": [{"path": exc.path, "error": str(exc)} for exc in d.damaged],
         }
-        print(json.dumps(summary, indent=2))
+        print(redact_uri(json.dumps(summary, indent=2)))  # a source's offset may name a URI too
         return EXIT_OK
-    rows = [("checkpoint", d.location), ("query id", "none (no metadata file)" if d.query_id is None else str(d.query_id))]
+    if d.query_id is not None:
+        query = str(d.query_id)
+    else:
+        damaged = any(exc.path == metadata_path for exc in d.damaged)
+        query = "unreadable (see the error below)" if damaged else "none (no metadata file)"
+    rows = [("checkpoint", d.location), ("query id", query)]
     if d.grid is not None:
         zero = d.grid.zero_time.milliseconds
-        rows.append(("batch grid", f"every {d.grid.batch_duration.milliseconds} ms from zero time {zero} ms ({format_timestamp(zero)})"))
+        rows.append(("batch grid", f"every {d.grid.batch_duration.milliseconds} ms from zero time {zero} ms ({_timestamp(zero)})"))
     rows += [("offsets", _ids(d.offset_ids)), ("commits", _ids(d.commit_ids))]
     if latest is not None:
-        when = "" if stamp is None else f" at {stamp} ms ({format_timestamp(stamp)})"
+        when = "" if stamp is None else f" at {stamp} ms ({_timestamp(stamp)})"
         rows.append(("last offsets", f"batch {latest[0]}{when}"))
         rows += [(f"  source {i}", "- (no offset yet)" if o is None else o) for i, o in enumerate(latest[1].offsets)]
     if d.latest_commit is not None:
@@ -410,7 +449,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
         rows.append(("leftovers", f"{d.temp_files} temporary file(s) from a killed writer: never read, removed at the next start"))
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
-        print(f"{label.ljust(width)}  {value}")
+        print(f"{label.ljust(width)}  {redact_uri(value)}")
     return EXIT_OK
 
 

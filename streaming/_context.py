@@ -39,6 +39,7 @@ from scheduler import (
     StreamingStateError,
     Time,
     library_logger,
+    scaled_milliseconds,
 )
 
 from ._listener_compat import adapt_listener
@@ -85,6 +86,7 @@ from .spark import (
     seconds_to_duration,
     streaming_job_group,
     time_string_as,
+    timeout_milliseconds,
     user_frame,
 )
 
@@ -160,6 +162,17 @@ class _StopAfterBatches:
         if self._seen == self._limit:
             threading.Thread(target=self._context.stop, kwargs={"stopSparkContext": False, "stopGraceFully": True},
                              name="aiodstream-trace-stop", daemon=True).start()
+
+
+def _check_socket_address(hostname: object, port: object) -> None:
+    # Spark takes both as given and its receiver fails at every reconnect (Java's "port out of
+    # range", or a null host read as the loopback address): refuse them at the call instead.
+    if not isinstance(hostname, str) or not hostname.strip():
+        raise InvalidPipelineError(f"socketTextStream needs the server's host name or address, got {hostname!r}; "
+                                   "pass e.g. 'localhost'")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise InvalidPipelineError(f"socketTextStream's port must be an int from 1 to 65535, got {port!r}; pass the port "
+                                   "the server listens on, e.g. 9999")
 
 
 class StreamingContext:
@@ -613,7 +626,7 @@ class StreamingContext:
 
     def awaitTerminationOrTimeout(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds; True if the context stopped, False on timeout."""
-        return self._await(Duration(max(0, int(timeout * 1000))))
+        return self._await(Duration(max(0, timeout_milliseconds(timeout))))
 
     def _await(self, timeout: Duration | None) -> bool:
         with _as_pyspark_errors():
@@ -690,7 +703,7 @@ class StreamingContext:
     async def await_termination_async(self, timeout: float | None = None) -> bool:
         """Wait until the context stops (True) or ``timeout`` seconds pass (False); raises a batch's error."""
         with _as_pyspark_errors():
-            return await self.runtime.await_termination(None if timeout is None else Duration(max(0, int(timeout * 1000))))
+            return await self.runtime.await_termination(None if timeout is None else Duration(max(0, timeout_milliseconds(timeout))))
 
     async def stop_on_signal_async(self, *signals: int, stopGraceFully: bool = True) -> int:  # noqa: N803
         """Wait for a shutdown signal (SIGTERM or SIGINT by default), then stop the context; returns the signal.
@@ -1190,7 +1203,12 @@ class StreamingContext:
 
         On stop the connection is closed; lines read by then still reach the next batch (the
         last one, on a graceful stop). Lines the server sent but the receiver had not read are lost.
+
+        Raises:
+            InvalidPipelineError: a missing or empty ``hostname``, or a ``port`` outside 1..65535
+                (refused here, where Spark's receiver would fail at every reconnect).
         """
+        _check_socket_address(hostname, port)
         self._check_storage_level(storageLevel)
         if self._continuous is not None:  # a one-partition continuous input; union several for more partitions
             return ContinuousInputDStream(self._env, SocketSource([(hostname, port)]))
@@ -1288,9 +1306,10 @@ class StreamingContext:
     def _restart_delay(seconds: float | None) -> Duration | None:
         if seconds is None:
             return None
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
-            raise InvalidDurationError(f"restartDelay must be a non-negative number of seconds, got {seconds!r}; pass e.g. 2")
-        return Duration(int(seconds * 1000))
+        fix = "pass e.g. 2"
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+            raise InvalidDurationError(f"restartDelay must be a non-negative number of seconds, got {seconds!r}; {fix}")
+        return Duration(scaled_milliseconds(seconds, 1000, "restartDelay", fix=fix, truncate=True))
 
     @api_call
     def union(self, *dstreams: DStream) -> DStream:

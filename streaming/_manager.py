@@ -15,6 +15,7 @@ from scheduler import StreamingQueryException, StreamingQueryProgress
 
 from ._listener_compat import adapt_listener
 from .runtime import QueryRegistry, query_registry
+from .spark import timeout_milliseconds
 
 __all__ = ["StreamingQueryManager", "as_pyspark_exception", "pyspark_progress", "streams"]
 
@@ -179,7 +180,7 @@ def _timeout(timeout: float | None) -> float | None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")  # pyspark: VALUE_NOT_POSITIVE
-    return float(timeout)
+    return timeout_milliseconds(timeout) / 1000  # an infinity: pyspark's OverflowError, with the fix
 
 
 streams = StreamingQueryManager(query_registry)

@@ -21,6 +21,7 @@ from ._files import (
 from ._fsspec_files import FsspecFileManager, check_task_file_system, task_checkpoint_path
 from ._metadata_log import CommitLog, CommitMetadata, MetadataLog, OffsetSeq, OffsetSeqLog, OffsetSeqMetadata
 from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, QueryProgressListener, RunPlan
+from ._numbers import LONG_MAX, LONG_MIN, parse_batch_file_name, parse_long
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
 from ._query_options import ProgressTrackingOptions, Trigger
 
@@ -40,6 +41,8 @@ __all__ = [
     "fsync_directory",
     "LOCAL_FILES",
     "LocalFileManager",
+    "LONG_MAX",
+    "LONG_MIN",
     "MetadataLog",
     "MicroBatchTracker",
     "MicroBatchTrackerStatistics",
@@ -47,6 +50,8 @@ __all__ = [
     "OffsetSeqLog",
     "OffsetSeqMetadata",
     "ProgressTrackingOptions",
+    "parse_batch_file_name",
+    "parse_long",
     "QueryProgressListener",
     "remove_temp_files",
     "RunPlan",

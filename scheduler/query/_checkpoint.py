@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Sequence
+from typing import Callable, Mapping, Sequence, TypeVar
 
 import attrs
 
-from .._errors import CheckpointError, ConcurrentCheckpointUpdateError
+from .._errors import CheckpointError, ConcurrentCheckpointUpdateError, CorruptCheckpointError
 from .._protocols import Offset, RecoveredBatch
 from .._time import Duration, Time
 from .._watermark import WATERMARK_POLICY_KEY
@@ -26,6 +26,7 @@ from ._metadata_log import (
     parse_query_metadata,
     serialize_query_metadata,
 )
+from ._numbers import parse_long
 
 __all__ = [
     "GRID_INTERVAL_KEY",
@@ -40,6 +41,8 @@ GRID_INTERVAL_KEY = "aiodstream.batchDurationMs"
 """Key in an offsets entry's ``conf`` holding the batch interval the checkpoint was written with."""
 GRID_ZERO_KEY = "aiodstream.zeroTimeMs"
 """Key in an offsets entry's ``conf`` holding the zero time of the batch grid."""
+
+T = TypeVar("T")
 
 METADATA_FILE = "metadata"
 OFFSETS_DIR = "offsets"
@@ -130,6 +133,7 @@ class CheckpointDescription:
     latest_commit: tuple[int, CommitMetadata] | None
     pending: tuple[int, ...]
     temp_files: int
+    damaged: tuple[CorruptCheckpointError, ...] = ()
 
 
 class Checkpoint:
@@ -281,21 +285,22 @@ class Checkpoint:
     def _grid_of(self, batch_id: int, entry: OffsetSeq, batch_duration: Duration) -> BatchGrid:
         path = self.offsets.path_of(batch_id)
         conf = entry.metadata.conf if entry.metadata is not None else {}
-        interval, zero = conf.get(GRID_INTERVAL_KEY), conf.get(GRID_ZERO_KEY)
-        if interval is None or zero is None or not interval.isdigit() or not zero.lstrip("-").isdigit():
+        numbers = _grid_numbers(conf, str(path))
+        if numbers is None:
             raise CheckpointError(
                 f"cannot resume from {self.root}: {path} has no batch grid ({GRID_INTERVAL_KEY} and {GRID_ZERO_KEY} in its "
                 "conf), so it was not written by aiodstream; use a new checkpoint directory",
                 path=str(path),
             )
-        if int(interval) != batch_duration.milliseconds:
+        interval, zero = numbers
+        if interval != batch_duration.milliseconds:
             raise CheckpointError(
                 f"cannot resume from {self.root}: it was written with a batch interval of {interval} ms and this runtime's "
                 f"is {batch_duration.milliseconds} ms; batch ids and times are tied to the interval, so keep "
                 f"batch_duration=Milliseconds({interval}), or use a new checkpoint directory",
                 path=str(path),
             )
-        grid = BatchGrid(Time(int(zero)), batch_duration)
+        grid = BatchGrid(Time(zero), batch_duration)
         self._check_on_grid(batch_id, entry, grid)
         return grid
 
@@ -327,9 +332,11 @@ class Checkpoint:
     def describe(self) -> CheckpointDescription:
         """Summarise the checkpoint without changing anything.
 
+        The metadata and the newest entries that cannot be read are listed in ``damaged`` (their
+        fields are then ``None``), so that every bad entry is reported at once.
+
         Raises:
             CheckpointError: the location does not exist or is not a checkpoint directory.
-            CorruptCheckpointError: the metadata or the newest entries cannot be read.
         """
         if not self.root.exists():
             raise CheckpointError(f"no checkpoint at {self.root}: the directory does not exist", path=str(self.root))
@@ -341,17 +348,26 @@ class Checkpoint:
                 f"'{COMMITS_DIR}' directory",
                 path=str(self.root),
             )
-        query_id = self.read_query_id()
+        damaged: list[CorruptCheckpointError] = []
+
+        def read(reader: Callable[[], T]) -> T | None:
+            try:
+                return reader()
+            except CorruptCheckpointError as exc:  # reported with the rest of the summary
+                damaged.append(exc)
+                return None
+
+        query_id = read(self.read_query_id)
         offset_ids = self.offsets.batch_ids()
         commit_ids = self.commits.batch_ids()
-        latest_offsets = self.offsets.get_latest()
-        latest_commit = self.commits.get_latest()
+        latest_offsets = read(self.offsets.get_latest)
+        latest_commit = read(self.commits.get_latest)
         grid = None
         if latest_offsets is not None and latest_offsets[1].metadata is not None:
-            conf = latest_offsets[1].metadata.conf
-            interval, zero = conf.get(GRID_INTERVAL_KEY, ""), conf.get(GRID_ZERO_KEY, "")
-            if interval.isdigit() and int(interval) > 0 and zero.lstrip("-").isdigit():
-                grid = BatchGrid(Time(int(zero)), Duration(int(interval)))
+            conf, path = latest_offsets[1].metadata.conf, str(self.offsets.path_of(latest_offsets[0]))
+            numbers = read(lambda: _grid_numbers(conf, path))
+            if numbers is not None:
+                grid = BatchGrid(Time(numbers[1]), Duration(numbers[0]))
         committed = set(commit_ids)
         temp = sum(
             1
@@ -361,11 +377,31 @@ class Checkpoint:
         )
         return CheckpointDescription(
             str(self.root), query_id, grid, tuple(offset_ids), tuple(commit_ids), latest_offsets, latest_commit,
-            tuple(i for i in offset_ids if i not in committed), temp,
+            tuple(i for i in offset_ids if i not in committed), temp, tuple(damaged),
         )
 
     def __repr__(self) -> str:
         return f"<Checkpoint {str(self.root)!r}>"
+
+
+def _grid_numbers(conf: Mapping[str, str], path: str) -> tuple[int, int] | None:
+    """The batch interval and zero time (ms) an offsets entry's conf records, or ``None`` if it records none.
+
+    Raises:
+        CorruptCheckpointError: they are there but not a positive and a signed long in ASCII digits.
+    """
+    interval, zero = conf.get(GRID_INTERVAL_KEY), conf.get(GRID_ZERO_KEY)
+    if interval is None or zero is None:
+        return None
+    interval_ms, zero_ms = parse_long(interval), parse_long(zero)
+    if interval_ms is None or interval_ms <= 0 or zero_ms is None:
+        raise CorruptCheckpointError(
+            f"cannot read {path}: its batch grid must be a positive whole number of milliseconds ({GRID_INTERVAL_KEY}) and a "
+            f"whole number of milliseconds ({GRID_ZERO_KEY}), in ASCII digits, got {interval!r:.40} and {zero!r:.40}; the "
+            "file was damaged after it was written: restore it from a copy, or start over with a new checkpoint directory",
+            path=path,
+        )
+    return interval_ms, zero_ms
 
 
 def _batch_watermark(entry: OffsetSeq) -> int:

@@ -18,6 +18,8 @@ import uuid
 from typing import Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
 
+from .._redaction import redact_uri
+
 __all__ = [
     "LOCAL_FILES",
     "CheckpointFileManager",
@@ -304,10 +306,11 @@ class CheckpointPath:
         return CheckpointPath(self.files, f"{self.path}{name}" if self.path.endswith("/") else f"{self.path}/{name}")
 
     def __str__(self) -> str:
-        return self.path
+        # What messages, logs and pages show: a URI's credentials redacted. I/O uses .path.
+        return redact_uri(self.path)
 
     def __repr__(self) -> str:
-        return f"<CheckpointPath {self.files.name} {self.path!r}>"
+        return f"<CheckpointPath {self.files.name} {redact_uri(self.path)!r}>"
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, CheckpointPath):

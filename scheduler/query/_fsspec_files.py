@@ -27,6 +27,7 @@ import posixpath
 import threading
 from typing import TYPE_CHECKING, Any
 
+from .._redaction import redact_uri
 from ._files import LOCAL_FILES, CheckpointPath, temp_name, uri_scheme
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ class FsspecFileManager:
         elif recursive:
             self.fs.rm(self._local_form(path), recursive=True)
         else:
-            raise IsADirectoryError(f"{path} is a directory; delete it with recursive=True")
+            raise IsADirectoryError(f"{redact_uri(path)} is a directory; delete it with recursive=True")
         return True
 
     def uri(self, path: str) -> str:
@@ -200,10 +201,10 @@ def check_task_file_system(location: str | os.PathLike[str]) -> None:
     try:
         fsspec.get_filesystem_class(scheme)
     except (ImportError, ValueError) as exc:
-        raise ValueError(
+        raise ValueError(redact_uri(
             f"the executors' tasks read and write {text} from Python through fsspec, which cannot open {scheme}:// "
             f"here: {exc}"
-        ) from exc
+        )) from exc
 
 
 def task_checkpoint_path(location: str | os.PathLike[str] | CheckpointPath) -> CheckpointPath:

@@ -20,6 +20,7 @@ import attrs
 from .._errors import CorruptCheckpointError, UnsupportedLogVersionError
 from .._protocols import Offset
 from ._files import CheckpointPath, as_checkpoint_path, remove_temp_files
+from ._numbers import LONG_MAX, LONG_MIN, parse_batch_file_name
 
 __all__ = [
     "CommitLog",
@@ -39,7 +40,7 @@ __all__ = [
 LOG_VERSION = 1
 """The offsets and commits log format this version writes and the newest it reads."""
 
-_VERSION_LINE = re.compile(r"v([0-9]+)")
+_VERSION_LINE = re.compile(r"v([0-9]{1,9})")  # ASCII digits; a longer version is malformed, as in Spark (toInt)
 
 
 # -- entry formats --
@@ -94,7 +95,7 @@ def _damaged(path: str, what: str) -> CorruptCheckpointError:
 
 def _check_version(line: str, path: str) -> int:
     match = _VERSION_LINE.fullmatch(line)
-    version = int(match.group(1)) if match else 0
+    version = int(match.group(1)) if match else 0  # at most 9 ASCII digits: int() cannot fail
     if version <= 0:
         raise _damaged(path, f"the first line must be a log version such as 'v1', got {_snippet(line)}")
     if version > LOG_VERSION:
@@ -113,11 +114,25 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-def _json_object(line: str, path: str, what: str) -> dict[str, Any]:
+def _load_json(text: str) -> tuple[Any, str | None]:
+    """``json.loads(text)`` and ``None``, or ``None`` and why it is not JSON; never raises.
+
+    A hand-made entry must not escape as a traceback: besides syntax errors (``ValueError``,
+    also for an integer past Python's digit limit), nesting deeper than the interpreter's
+    recursion limit raises ``RecursionError``.
+    """
     try:
-        value = json.loads(line)
+        return json.loads(text), None
+    except RecursionError:
+        return None, "it is nested too deeply"
     except ValueError as exc:
-        raise _damaged(path, f"{what} must be a JSON object, got {_snippet(line)} ({exc})") from None
+        return None, str(exc)
+
+
+def _json_object(line: str, path: str, what: str) -> dict[str, Any]:
+    value, error = _load_json(line)
+    if error is not None:
+        raise _damaged(path, f"{what} must be a JSON object, got {_snippet(line)} ({error})")
     if not isinstance(value, dict):
         raise _damaged(path, f"{what} must be a JSON object, got {_snippet(line)}")
     return value
@@ -126,7 +141,9 @@ def _json_object(line: str, path: str, what: str) -> dict[str, Any]:
 def _int_field(obj: Mapping[str, Any], key: str, path: str, what: str) -> int:
     value = obj.get(key, 0)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _damaged(path, f"{what} field {key!r} must be an integer, got {value!r}")
+        raise _damaged(path, f"{what} field {key!r} must be an integer, got {value!r:.60}")
+    if not LONG_MIN <= value <= LONG_MAX:
+        raise _damaged(path, f"{what} field {key!r} must fit a Java long (Spark's type for it), got {_snippet(str(value))}")
     return value
 
 
@@ -167,10 +184,9 @@ def parse_offset_seq(text: str, path: str) -> OffsetSeq:
         if line == "-":
             offsets.append(None)
             continue
-        try:
-            json.loads(line)
-        except ValueError:
-            raise _damaged(path, f"line {number} must be a source offset (JSON, or '-' for none), got {_snippet(line)}") from None
+        _, error = _load_json(line)
+        if error is not None:
+            raise _damaged(path, f"line {number} must be a source offset (JSON, or '-' for none), got {_snippet(line)} ({error})")
         offsets.append(line)
     return OffsetSeq(tuple(offsets), metadata)
 
@@ -209,10 +225,9 @@ def parse_query_metadata(text: str, path: str) -> uuid.UUID:
         CorruptCheckpointError: not a JSON object with a UUID under ``id``.
     """
     what = 'the query metadata must be a JSON object holding the query id, such as {"id":"<uuid>"}'
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        raise _damaged(path, f"{what}, got {_snippet(text)}") from None
+    obj, error = _load_json(text)
+    if error is not None:
+        raise _damaged(path, f"{what}, got {_snippet(text)} ({error})")
     raw = obj.get("id") if isinstance(obj, dict) else None
     if isinstance(raw, str):
         try:
@@ -258,8 +273,7 @@ class MetadataLog(Generic[T]):
 
     def batch_ids(self) -> list[int]:
         """The ids of every entry, ascending."""
-        names = self.directory.listdir()
-        return sorted(int(n) for n in names if n.isascii() and n.isdigit() and (n == "0" or not n.startswith("0")))
+        return sorted(i for i in map(parse_batch_file_name, self.directory.listdir()) if i is not None)
 
     def add(self, batch_id: int, entry: T, *, durable: bool = True) -> bool:
         """Write ``batch_id``'s entry unless one exists; return whether it was written (never overwrites)."""

@@ -13,6 +13,7 @@ from typing import Mapping
 import attrs
 
 from .._errors import InvalidPipelineError
+from ._numbers import parse_long
 
 __all__ = ["ProgressTrackingOptions", "Trigger"]
 
@@ -51,8 +52,8 @@ def _int(key: str, value: object, minimum: int, unit: str) -> int:
     parsed: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         parsed = value
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        parsed = int(value.strip())
+    elif isinstance(value, str):
+        parsed = parse_long(value.strip())
     if parsed is None or parsed < minimum:
         bound = "a positive" if minimum == 1 else "a non-negative"
         raise InvalidPipelineError(f"option {key} must be {bound} whole number of {unit}, got {value!r}")

@@ -13,7 +13,6 @@ import os
 import pickle
 import threading
 import time as _time
-import traceback
 import uuid
 from types import TracebackType
 from typing import Any, Callable, Coroutine, Mapping
@@ -49,6 +48,8 @@ from scheduler import (
     as_checkpoint_path,
     format_timestamp,
     library_logger,
+    parse_long,
+    redacted_traceback,
     remove_temp_files,
     run_with_timeout,
 )
@@ -131,8 +132,8 @@ class ContinuousOptions:
 
 def _positive_option(name: str, value: object) -> int:
     parsed = value if isinstance(value, int) and not isinstance(value, bool) else None
-    if isinstance(value, str) and value.strip().isdigit():
-        parsed = int(value.strip())
+    if isinstance(value, str):
+        parsed = parse_long(value.strip())
     if parsed is None or parsed < 1:
         raise InvalidPipelineError(f"option {name} must be a positive whole number, got {value!r}")
     return parsed
@@ -873,7 +874,7 @@ class ContinuousExecution:
                 query_registry.forget(self)
             self._registered = False
         if was_active and self.query_id is not None:
-            text = None if death is None else "".join(traceback.format_exception(type(death), death, death.__traceback__))
+            text = None if death is None else redacted_traceback(death)
             await self.listener_bus.post(QueryTerminated(self.query_id, self.run_id, text, None))
         self.listener_bus.close()
         if self._bus_done is not None:

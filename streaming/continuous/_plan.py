@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import attrs
 
-from scheduler import Duration, InvalidDurationError, InvalidPipelineError
+from scheduler import MAX_MILLISECONDS, Duration, DurationOverflowError, InvalidDurationError, InvalidPipelineError
 
 from ..state import parse_interval_ms
 from ._sinks import ContinuousSink, ForeachSink
@@ -54,6 +54,10 @@ class Continuous:
                                        f"milliseconds, got {interval!r}")
         if ms < 0:
             raise InvalidDurationError("the interval of trigger should not be negative")
+        if ms > MAX_MILLISECONDS:
+            raise DurationOverflowError(f"the interval of a continuous trigger must be within Spark's range of "
+                                        f"{MAX_MILLISECONDS} ms (a Java long of milliseconds), got {interval!r:.60}; pass e.g. "
+                                        "Continuous('1 second')")
         if ms == 0:
             raise InvalidDurationError("the interval of a continuous trigger must be at least 1 ms, got 0 ms; pass e.g. "
                                        "Continuous('1 second')")

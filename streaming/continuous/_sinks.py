@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from scheduler import InvalidPipelineError, fsync_directory, remove_temp_files, write_new_file
+from scheduler import InvalidPipelineError, fsync_directory, parse_batch_file_name, remove_temp_files, write_new_file
 
 __all__ = ["ConsoleSink", "ContinuousSink", "FileSink", "ForeachSink", "MemorySink", "PartitionWriter"]
 
@@ -278,7 +278,7 @@ class FileSink(ContinuousSink):
     def latest_committed_epoch(self) -> int | None:
         """The newest epoch in ``_epochs``."""
         try:
-            ids = [int(n) for n in os.listdir(self._log_dir()) if n.isdigit()]
+            ids = [i for i in map(parse_batch_file_name, os.listdir(self._log_dir())) if i is not None]
         except FileNotFoundError:
             return None
         return max(ids) if ids else None
@@ -298,7 +298,7 @@ class FileSink(ContinuousSink):
         """The lines of every committed epoch, in epoch and partition order."""
         log = Path(path) / _EPOCHS_DIR
         try:
-            epochs = sorted(int(n) for n in os.listdir(log) if n.isdigit())
+            epochs = sorted(i for i in map(parse_batch_file_name, os.listdir(log)) if i is not None)
         except FileNotFoundError:
             return
         for epoch in epochs:

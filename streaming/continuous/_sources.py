@@ -219,9 +219,10 @@ class SocketSource(ContinuousSource):
         if not addresses:
             raise InvalidPipelineError("a continuous socket source needs at least one (host, port) address")
         for address in addresses:
-            if (not isinstance(address, tuple) or len(address) != 2 or not isinstance(address[0], str)
+            if (not isinstance(address, tuple) or len(address) != 2 or not isinstance(address[0], str) or not address[0].strip()
                     or isinstance(address[1], bool) or not isinstance(address[1], int) or not 0 < address[1] < 65536):
-                raise InvalidPipelineError(f"a socket address must be (host, port) with a port in 1..65535, got {address!r}")
+                raise InvalidPipelineError(f"a socket address must be (host, port) with a host name or address and a port in "
+                                           f"1..65535, got {address!r}")
         self.addresses = addresses
 
     @property

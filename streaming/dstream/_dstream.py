@@ -13,7 +13,7 @@ from datetime import datetime
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from scheduler import InvalidPipelineError, StreamingStateError, Time, library_logger
+from scheduler import InvalidPipelineError, StreamingStateError, Time, library_logger, scaled_milliseconds
 
 from ..continuous import ContinuousSink, ForeachSink
 from ..spark import seconds_to_duration
@@ -68,7 +68,7 @@ def _time_to_ms(value: TimeLike) -> int:
         value = _time.mktime(value.timetuple())
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"slice bounds must be datetimes or unix seconds (int or float), got {type(value).__name__} {value!r}")
-    return int(value * 1000)
+    return scaled_milliseconds(value, 1000, "a slice bound", fix="pass a datetime or unix seconds", truncate=True)
 
 
 def _remove_incomplete_save(sc: Any, path: str) -> bool:

@@ -32,6 +32,7 @@ from scheduler import (
     as_checkpoint_path,
     check_task_file_system,
     library_logger,
+    redact_uri,
 )
 
 from ..spark import wait_for_thread
@@ -395,7 +396,7 @@ class DStreamGraph:
         try:
             check_task_file_system(location)
         except ValueError as exc:
-            raise InvalidPipelineError(f"{' and '.join(writers)} cannot be kept in {location}: {exc}") from exc
+            raise InvalidPipelineError(f"{' and '.join(writers)} cannot be kept in {redact_uri(location)}: {exc}") from exc
         self.task_checkpoint_dir = location
 
     def task_path(self, path: CheckpointPath) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import attrs
 
-from scheduler import CheckpointError, CheckpointPath, CorruptCheckpointError, as_checkpoint_path
+from scheduler import MAX_MILLISECONDS, CheckpointError, CheckpointPath, CorruptCheckpointError, as_checkpoint_path
 
 __all__ = ["RECIPE_FILE", "GraphRecipe", "RecipeCall", "SavedRecipe", "StreamRef", "load_recipe", "recorded"]
 
@@ -194,6 +194,10 @@ def load_recipe(directory: str | os.PathLike[str] | CheckpointPath) -> SavedReci
                                      "was it written by another version of the program's modules?", path=str(path)) from exc
     if not isinstance(recipe, SavedRecipe):
         raise CorruptCheckpointError(f"{path} holds {type(recipe).__name__}, not a DStream graph", path=str(path))
+    for name, interval, optional in (("batch interval", recipe.batch_ms, False), ("epoch interval", recipe.continuous_ms, True)):
+        if not (optional and interval is None) and (type(interval) is not int or not 0 < interval <= MAX_MILLISECONDS):
+            raise CorruptCheckpointError(f"cannot read the DStream graph in {path}: its {name} must be a positive whole number "
+                                         f"of milliseconds within a Java long, got {interval!r:.40}", path=str(path))
     return recipe
 
 

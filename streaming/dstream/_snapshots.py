@@ -19,6 +19,7 @@ from scheduler import (
     Time,
     TimeOrderedDict,
     library_logger,
+    parse_batch_file_name,
     remove_temp_files,
     temp_name,
 )
@@ -141,7 +142,7 @@ class StateSnapshots:
                 (directory / str(old)).delete(recursive=True)
 
     def _snapshots(self, index: int) -> list[int]:
-        return sorted(int(n) for n in self.state_dir(index).listdir() if n.isdigit())
+        return sorted(i for i in map(parse_batch_file_name, self.state_dir(index).listdir()) if i is not None)
 
     def _plan_restores(self, zero_time: Time, first_batch_id: int, history: Sequence[RecoveredBatch]) -> list[_Restore]:
         """At a restart: which snapshot each stateful stream starts from; the logged input must cover the rest.

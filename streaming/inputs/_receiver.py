@@ -9,7 +9,6 @@ group on the driver, storing into a bounded buffer that each batch empties
 from __future__ import annotations
 
 import socket
-import traceback
 import uuid
 from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Callable, Sequence, Union, cast
 
@@ -30,6 +29,7 @@ from scheduler import (
     StreamInputInfo,
     Time,
     library_logger,
+    redacted_traceback,
 )
 
 from ..dstream import StreamEnvironment
@@ -299,7 +299,7 @@ class ReceiverInputDStream(InputDStream):
                 self._log.info("receiver stopped", receiver=self.receiver_name, reason=final.message)
 
     def _info(self, *, active: bool, message: str = "", error: BaseException | None = None, at: Time | None = None) -> ReceiverInfo:
-        trace = "" if error is None else "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        trace = "" if error is None else redacted_traceback(error)
         return ReceiverInfo(self.id, self.receiver_name, active, self._host, self._executor_id,
                             last_error_message=message, last_error=trace, last_error_time=at)
 

@@ -13,10 +13,12 @@ import inspect
 import os
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence, Union
 
+import anyio.to_thread
 import attrs
 
 from scheduler import (
     BatchWatermarks,
+    CheckpointError,
     CheckpointPath,
     Duration,
     EventTimeStats,
@@ -34,6 +36,7 @@ from scheduler import (
     is_async_callable,
 )
 
+from ..recovery import InputDescriptor
 from ..state import EVENT_TIME_WITHOUT_WATERMARK, GroupStateTimeout, parse_delay_threshold
 from ._sources import ReplayableSource
 from ._stateful import GroupsOperator, Watermark, check_timeout, run_operator, seen_event_times
@@ -85,6 +88,32 @@ def _call_site(fn: Callable[..., Any], kind: str) -> tuple[str, str]:
     except (TypeError, OSError):
         where = "?"
     return f"{kind} at {where}", f"{kind} {name} at {where}"
+
+
+def _identity(source: ReplayableSource) -> dict[str, Any]:
+    extra = getattr(source, "checkpoint_identity", None)
+    return {**(dict(extra) if isinstance(extra, Mapping) else {}), "kind": type(source).__qualname__,
+            "description": source.description}
+
+
+def _check_identity(checkpoint: CheckpointPath, position: int, name: str, source: ReplayableSource) -> None:
+    """Record ``source``'s identity under ``checkpoint``, or check it against the recorded one (blocking I/O)."""
+    expected = _identity(source)
+    descriptor = InputDescriptor(checkpoint / "sources" / str(position))
+    recorded = descriptor.ensure(expected, compare=())
+    differs = [key for key in expected if key != "description" and recorded.get(key) != expected[key]]
+    if differs:
+        def shown(identity: Mapping[str, Any]) -> str:
+            keys = ("kind", *(k for k in differs if k != "kind"))
+            return ", ".join(f"{key} {identity[key]!r}" for key in keys if key in identity)
+
+        raise CheckpointError(
+            f"cannot resume from {checkpoint}: source {name!r} (source {position} of the offsets log) was "
+            f"{recorded.get('description')!r} ({shown(recorded)}) when the checkpoint was written and is "
+            f"{source.description!r} ({shown(expected)}) now; its logged offsets belong to that source: restart with the "
+            "same sources in the same order, or use a new checkpoint directory",
+            path=str(descriptor.path),
+        )
 
 
 class Pipeline:
@@ -332,7 +361,26 @@ class Pipeline:
             await source.commit(offset)
 
     async def recover(self, zero_time: Time, history: Sequence[RecoveredBatch], first_batch_id: int) -> None:
-        """Nothing to rebuild: a pipeline's batches do not depend on earlier ones."""
+        """Record each source's identity in the checkpoint, or check it against what the first start recorded.
+
+        Nothing to rebuild: a pipeline's batches do not depend on earlier ones. The identities
+        live in ``<checkpoint>/sources/<n>/stream.json``, as a DStream input's do.
+
+        Raises:
+            CheckpointError: a source is not the one the checkpoint was written with (another
+                class, or another directory), naming both.
+            CorruptCheckpointError: a recorded identity cannot be read.
+        """
+        if self._checkpoint is None:
+            return
+        checkpoint = self._checkpoint
+        sources = [(position, s.name, s.replayable) for position, s in enumerate(self._sources) if s.replayable is not None]
+
+        def check_all() -> None:
+            for position, name, source in sources:
+                _check_identity(checkpoint, position, name, source)
+
+        await anyio.to_thread.run_sync(check_all)
 
     def oldest_needed_batch(self) -> int | None:
         """None: no state to rebuild."""

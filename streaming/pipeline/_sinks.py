@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from scheduler import Time, library_logger, write_new_file
+from scheduler import Time, library_logger, parse_long, write_new_file
 
 from ._pipeline import Batch
 
@@ -90,8 +90,9 @@ class FileSink:
             return []
         for name in names:
             middle = name[len(self.prefix): len(name) - len(self.suffix)] if self.suffix else name[len(self.prefix):]
-            if name.startswith(self.prefix) and name.endswith(self.suffix) and middle.isdigit():
-                times.append(Time(int(middle)))
+            ms = parse_long(middle) if name.startswith(self.prefix) and name.endswith(self.suffix) else None
+            if ms is not None and ms >= 0:
+                times.append(Time(ms))
         return sorted(times)
 
     def _remove_leftovers(self) -> None:

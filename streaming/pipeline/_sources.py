@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkabl
 
 import anyio.to_thread
 
-from scheduler import Offset, ReplayError
+from scheduler import CheckpointError, Offset, ReplayError
 
 __all__ = ["DirectorySource", "ListSource", "ReplayableSource", "read_lines"]
 
@@ -29,6 +29,11 @@ class ReplayableSource(Protocol):
     range ``(start, end]``. :meth:`read` must return the same records for the same range at any
     later time, also in a new process: that is what makes a re-run batch see the same data.
     Offsets must be canonical (equal positions give equal text).
+
+    A checkpointed pipeline records each source's identity at its first start (its class name,
+    and the mapping of JSON values in an optional ``checkpoint_identity`` attribute, such as
+    :class:`DirectorySource`'s directory) and refuses a restart whose source differs: another
+    source's offsets would be read as its own.
     """
 
     @property
@@ -85,9 +90,13 @@ class ListSource:
     def __len__(self) -> int:
         return len(self._records)
 
-    @staticmethod
-    def _position(offset: Offset) -> int:
-        return 0 if offset is None else int(json.loads(offset))
+    def _position(self, offset: Offset) -> int:
+        if offset is None:
+            return 0
+        value = _json_offset(offset, self._name, 'a count of records, such as "5"')
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _not_an_offset(offset, self._name, 'a count of records, such as "5"')
+        return value
 
     async def latest_offset(self) -> Offset:
         """The number of records held, or ``None`` while there are none."""
@@ -119,6 +128,19 @@ class ListSource:
 
     def __repr__(self) -> str:
         return f"<ListSource {self._name!r} [{len(self._records)} records]>"
+
+
+def _not_an_offset(offset: str, name: str, shape: str) -> CheckpointError:
+    return CheckpointError(f"{name}: the offsets log holds {offset!r:.80} for this source, which is not {shape}; the log was "
+                           "written by another source or edited by hand: use a new checkpoint directory")
+
+
+def _json_offset(offset: str, name: str, shape: str) -> Any:
+    """An offset's JSON value; a malformed one (also nested past the recursion limit) is a CheckpointError."""
+    try:
+        return json.loads(offset)
+    except (ValueError, RecursionError):
+        raise _not_an_offset(offset, name, shape) from None
 
 
 def read_lines(path: Path) -> list[str]:
@@ -165,18 +187,26 @@ class DirectorySource:
         """``DirectorySource[<path>]`` unless named."""
         return self._name
 
+    @property
+    def checkpoint_identity(self) -> dict[str, str]:
+        """What a checkpoint records and checks at every restart: the directory, as an absolute path."""
+        return {"directory": os.path.abspath(self.path)}
+
     # -- offsets --
 
     @staticmethod
     def _offset(files: int, last: str) -> str:
         return json.dumps({"files": files, "lastFile": last}, separators=(",", ":"), ensure_ascii=False)
 
-    @staticmethod
-    def _parse(offset: Offset) -> tuple[int, str | None]:
+    def _parse(self, offset: Offset) -> tuple[int, str | None]:
         if offset is None:
             return 0, None
-        value = json.loads(offset)
-        return int(value["files"]), str(value["lastFile"])
+        shape = '{"files":N,"lastFile":"name"}'
+        value = _json_offset(offset, self._name, shape)
+        files, last = (value.get("files"), value.get("lastFile")) if isinstance(value, dict) else (None, None)
+        if isinstance(files, bool) or not isinstance(files, int) or files < 0 or not isinstance(last, str):
+            raise _not_an_offset(offset, self._name, shape)
+        return files, last
 
     def _listing(self) -> list[str]:
         try:

@@ -22,7 +22,16 @@ import os
 import pickle
 from typing import Any, Mapping
 
-from scheduler import CheckpointError, CheckpointPath, CorruptCheckpointError, MetadataLog, Offset, as_checkpoint_path
+from scheduler import (
+    LONG_MAX,
+    LONG_MIN,
+    CheckpointError,
+    CheckpointPath,
+    CorruptCheckpointError,
+    MetadataLog,
+    Offset,
+    as_checkpoint_path,
+)
 
 __all__ = [
     "BLOCK_HEADER",
@@ -58,9 +67,9 @@ def parse_log_offset(offset: Offset, *, input_name: str) -> int:
     try:
         value = json.loads(offset)
         entry = value["logOffset"]
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, RecursionError):  # RecursionError: nested deeper than the parser goes
         entry = None
-    if isinstance(entry, bool) or not isinstance(entry, int) or entry < 0:
+    if isinstance(entry, bool) or not isinstance(entry, int) or not 0 <= entry <= LONG_MAX:
         raise CheckpointError(
             f"{input_name}: the offsets log holds {offset!r} for this input, which is not a {{\"logOffset\":N}} offset; "
             "the checkpoint was written by a program with other inputs: use a new checkpoint directory"
@@ -94,7 +103,10 @@ class InputDescriptor:
             recorded = json.loads(data.decode("utf-8"))
             if not isinstance(recorded, dict):
                 raise ValueError("not a JSON object")
-        except (ValueError, UnicodeDecodeError) as exc:
+        except RecursionError:
+            raise CorruptCheckpointError(f"{self.path} is damaged (it is nested too deeply); it describes an input of the "
+                                         "checkpoint", path=str(self.path)) from None
+        except ValueError as exc:  # UnicodeDecodeError too
             raise CorruptCheckpointError(f"{self.path} is damaged ({exc}); it describes an input of the checkpoint",
                                          path=str(self.path)) from exc
         for key in compare:
@@ -130,9 +142,13 @@ def _parse_files(text: str, path: str) -> FileSelection:
     for line in lines[1:-1]:
         try:
             value = json.loads(line)
-            files.append((str(value["path"]), int(value["timestamp"])))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise CorruptCheckpointError(f"{path} is damaged: cannot read file record {line[:60]!r} ({exc})", path=path) from exc
+            stamp = value["timestamp"]
+            if isinstance(stamp, bool) or not isinstance(stamp, int) or not LONG_MIN <= stamp <= LONG_MAX:
+                raise ValueError(f"the timestamp must be whole milliseconds, got {stamp!r:.40}")
+            files.append((str(value["path"]), stamp))
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            why = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise CorruptCheckpointError(f"{path} is damaged: cannot read file record {line[:60]!r} ({why})", path=path) from None
     return files
 
 

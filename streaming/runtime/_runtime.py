@@ -15,7 +15,6 @@ import os
 import sys
 import threading
 import time as _time
-import traceback
 import uuid
 from types import TracebackType
 from typing import Any, Awaitable, Callable, Coroutine, Mapping, Sequence, TypeVar
@@ -63,6 +62,8 @@ from scheduler import (
     Trigger,
     format_timestamp,
     library_logger,
+    redact_uri,
+    redacted_traceback,
     run_with_timeout,
 )
 
@@ -458,7 +459,8 @@ class StreamingRuntime:
                 )
             if path is not None and path in _active_paths:
                 raise StreamingStateError(
-                    f"cannot start a query on checkpoint {self.checkpoint_location}: {_active_paths[path]!r} is active on it "
+                    f"cannot start a query on checkpoint {redact_uri(str(self.checkpoint_location))}: "
+                    f"{_active_paths[path]!r} is active on it "
                     "in this process; stop that query first, or use another checkpoint_location"
                 )
             if self.name is not None:
@@ -600,7 +602,7 @@ class StreamingRuntime:
         self._unregister()
         if tracker.query_id is not None and self._state is StreamingContextState.ACTIVE:
             query_registry.terminated(self, death)
-            text = None if death is None else "".join(traceback.format_exception(type(death), death, death.__traceback__))
+            text = None if death is None else redacted_traceback(death)
             await self.listener_bus.post(QueryTerminated(tracker.query_id, tracker.run_id, text, _error_class_of(death)))
 
     async def wait_until_idle(self) -> None:

@@ -6,9 +6,10 @@ import re
 from datetime import datetime
 from typing import Any
 
-from scheduler import Duration, InvalidDurationError, Time
+from scheduler import Duration, InvalidDurationError, Time, scaled_milliseconds
 
-__all__ = ["batch_datetime", "job_description", "seconds_to_duration", "streaming_job_group", "time_string_as"]
+__all__ = ["batch_datetime", "job_description", "seconds_to_duration", "streaming_job_group", "time_string_as",
+           "timeout_milliseconds"]
 
 _TIME_UNITS_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000,
                   "h": 3_600_000_000, "d": 86_400_000_000}
@@ -43,17 +44,34 @@ def time_string_as(value: str, unit: str, key: str) -> int:
 
 
 def seconds_to_duration(seconds: Any, what: str) -> Duration:
-    """pyspark's ``Duration(int(seconds * 1000))``, refusing what pyspark would silently mangle."""
+    """pyspark's ``Duration(int(seconds * 1000))``, refusing what pyspark would silently mangle.
+
+    Raises:
+        InvalidDurationError: not a number, NaN, or not positive once cut to whole milliseconds.
+        DurationOverflowError: infinite or beyond Spark's range (an ``OverflowError`` too, as in pyspark).
+    """
     if isinstance(seconds, Duration):
         return seconds
+    fix = "pass e.g. 1 or 0.5"
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise InvalidDurationError(
-            f"{what} must be a number of seconds (int or float), got {type(seconds).__name__} {seconds!r}; pass e.g. 1 or 0.5"
+            f"{what} must be a number of seconds (int or float), got {type(seconds).__name__} {seconds!r}; {fix}"
         )
-    ms = int(seconds * 1000)
+    ms = scaled_milliseconds(seconds, 1000, what, fix=fix, truncate=True)
     if ms <= 0:
-        raise InvalidDurationError(f"{what} must be a positive number of seconds, got {seconds!r}; pass e.g. 1 or 0.5")
+        raise InvalidDurationError(f"{what} must be a positive number of seconds, got {seconds!r}; {fix}")
     return Duration(ms)
+
+
+def timeout_milliseconds(seconds: Any, what: str = "timeout") -> int:
+    """pyspark's ``int(timeout * 1000)`` for a wait's timeout in seconds, with the house's errors for NaN and infinity.
+
+    Raises:
+        InvalidDurationError: not a number, or NaN.
+        DurationOverflowError: infinite or beyond Spark's range.
+    """
+    return scaled_milliseconds(seconds, 1000, what, fix="pass a number of seconds such as 10, or None to wait without a "
+                                                        "timeout", truncate=True)
 
 
 def batch_datetime(time: Time) -> datetime:

@@ -14,7 +14,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import unquote, urlparse
 
-from scheduler import LOCAL_FILES, CheckpointError, CheckpointFileManager, CheckpointPath, temp_name, uri_scheme
+from scheduler import LOCAL_FILES, CheckpointError, CheckpointFileManager, CheckpointPath, redact_uri, temp_name, uri_scheme
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -184,7 +184,7 @@ class HadoopFileManager:
         """``FileSystem.mkdirs``."""
         jpath, system = self._path(directory)
         if not system.fs.mkdirs(jpath):
-            raise OSError(f"cannot create directory {directory} through Hadoop's {system.scheme} file system")
+            raise OSError(f"cannot create directory {redact_uri(directory)} through Hadoop's {system.scheme} file system")
 
     def read_bytes(self, path: str) -> bytes | None:
         """The whole file, or ``None``."""
@@ -266,7 +266,8 @@ class HadoopFileManager:
         """Write ``path`` whole, replacing a previous file (a temporary file renamed over it)."""
         target, system = self._path(path)
         if not self._write_and_rename(path, target, system, data, durable=True, replace=True):
-            raise OSError(f"cannot write {path}: Hadoop's {system.scheme} file system refused to rename the new file into place")
+            raise OSError(f"cannot write {redact_uri(path)}: Hadoop's {system.scheme} file system refused to rename the new file "
+                          "into place")
 
     def rename_new(self, source: str, target: str) -> bool:
         """Rename a file or directory unless ``target`` exists."""
@@ -310,7 +311,7 @@ def resolve_checkpoint_path(directory: str | os.PathLike[str], *, mode: str | No
     if choice == "hadoop" or (choice == "auto" and not local):
         return CheckpointPath(hadoop(), text)
     if not local:
-        raise CheckpointError(f"checkpoint directory {text!r} is not on the driver's disk (its file system is "
+        raise CheckpointError(f"checkpoint directory {redact_uri(text)!r} is not on the driver's disk (its file system is "
                               f"{scheme or on_default!r}), and {CHECKPOINT_FILE_MANAGER_KEY} is 'local'; set it to "
                               "auto or hadoop")
     return CheckpointPath(LOCAL_FILES, os.path.abspath(unquote(urlparse(text).path) if scheme == "file" else text))

@@ -25,7 +25,8 @@ _UNIT_MS = {
     "month": Decimal(31 * _MS_PER_DAY),
     "year": Decimal(12 * 31 * _MS_PER_DAY),
 }
-_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)$")
+_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)")  # ASCII digits only, as Spark's parser
+_MAX_DIGITS = 40  # far beyond any interval Spark holds (a long of microseconds)
 
 
 def parse_interval_ms(text: str) -> int:
@@ -43,7 +44,7 @@ def parse_interval_ms(text: str) -> int:
         raise ValueError(f"Error parsing '{text}' to interval: expected pairs of a number and a unit, such as '10 seconds'")
     total = Decimal(0)
     for number, unit in zip(words[::2], words[1::2], strict=True):
-        if not _NUMBER.match(number):
+        if not _NUMBER.fullmatch(number) or len(number) > _MAX_DIGITS:
             raise ValueError(f"Error parsing '{text}' to interval: '{number}' is not a number")
         name = unit[:-1] if unit.endswith("s") else unit
         scale = _UNIT_MS.get(name)

@@ -51,7 +51,7 @@ from typing import Iterator
 
 import attrs
 
-from scheduler import CheckpointPath, library_logger, task_checkpoint_path
+from scheduler import CheckpointPath, library_logger, parse_batch_file_name, task_checkpoint_path
 
 from ._protocol import NO_TIMESTAMP, StateRow
 
@@ -196,8 +196,8 @@ class StateStoreProvider:
 
     def _versions(self, suffix: str) -> list[int]:
         names = self.directory.listdir()
-        return sorted(int(name.split(".")[0]) for name in names
-                      if name.endswith(suffix) and name.split(".")[0].isdigit())
+        return sorted(v for name in names if name.endswith(suffix)
+                      and (v := parse_batch_file_name(name.split(".")[0])) is not None)
 
     # -- loading --
 

@@ -21,6 +21,8 @@ from scheduler import (
     OffsetSeqMetadata,
     StreamingError,
     UnsupportedLogVersionError,
+    parse_batch_file_name,
+    parse_long,
     write_new_file,
 )
 from scheduler.query._metadata_log import (
@@ -112,7 +114,16 @@ def test_offsets_entries_round_trip(entry_offsets: list[str | None], stamp: int,
         ("v1\n[1]", "line 2 (the batch metadata) must be a JSON object, got '[1]'"),
         ('v1\n{"batchTimestampMs":"x"}', "the batch metadata field 'batchTimestampMs' must be an integer, got 'x'"),
         ('v1\n{"conf":{"a":1}}', "the batch metadata field 'conf' must map strings to strings, got {'a': 1}"),
-        ('v1\n{}\n{"logOffset":', "line 3 must be a source offset (JSON, or '-' for none), got '{\"logOffset\":'"),
+        ('v1\n{}\n{"logOffset":', "line 3 must be a source offset (JSON, or '-' for none), got '{\"logOffset\":' (Expecting "
+         "value: line 1 column 14 (char 13))"),
+        ("v" + "1" * 4301 + "\n{}", f"the first line must be a log version such as 'v1', got {'v' + '1' * 59 + '...'!r}"),
+        ("v12345678901\n{}", "the first line must be a log version such as 'v1', got 'v12345678901'"),
+        ("v\u00b9\n{}", "the first line must be a log version such as 'v1', got 'v\u00b9'"),
+        ("v1\n" + "[" * 100_000, f"line 2 (the batch metadata) must be a JSON object, got {'[' * 60 + '...'!r} (it is nested too deeply)"),
+        ("v1\n\n" + '{"a":' * 100_000, "line 3 must be a source offset (JSON, or '-' for none), got "
+         + repr(('{"a":' * 12)[:60] + "...") + " (it is nested too deeply)"),
+        ('v1\n{"batchWatermarkMs":' + "9" * 30 + "}", "the batch metadata field 'batchWatermarkMs' must fit a Java long (Spark's "
+         f"type for it), got {'9' * 30!r}"),
         ("v1\n{}\n5\n", None),
     ],
 )
@@ -144,6 +155,12 @@ def test_damaged_commits_and_metadata_are_reported() -> None:
     with raises_exactly(CorruptCheckpointError, "cannot read m: the query metadata must be a JSON object holding the query id, "
                         f"such as {{\"id\":\"<uuid>\"}}, got '{{\"id\":\"nope\"}}'; {DAMAGED}"):
         parse_query_metadata('{"id":"nope"}', "m")
+    with raises_exactly(CorruptCheckpointError, "cannot read m: the query metadata must be a JSON object holding the query id, "
+                        f"such as {{\"id\":\"<uuid>\"}}, got {'[' * 60 + '...'!r} (it is nested too deeply); {DAMAGED}"):
+        parse_query_metadata("[" * 100_000, "m")
+    with raises_exactly(CorruptCheckpointError, f"cannot read c: line 2 (the commit metadata) must be a JSON object, got "
+                        f"{'[' * 60 + '...'!r} (it is nested too deeply); {DAMAGED}"):
+        parse_commit("v1\n" + "[" * 100_000, "c")
 
 
 # -- files on disk --
@@ -230,3 +247,18 @@ def test_purge_deletes_below_the_threshold_only(tmp_path: Path) -> None:
     assert log.batch_ids() == [3, 4, 5]
     assert log.purge(5, known=[1, 3, 4]) == [3, 4]
     assert log.batch_ids() == [5]
+
+
+@pytest.mark.parametrize(
+    ("text", "long", "batch_id"),
+    [
+        ("0", 0, 0), ("17", 17, 17), ("-5", -5, None), ("007", 7, None), ("-0", 0, None),
+        ("9223372036854775807", 2**63 - 1, 2**63 - 1), ("9223372036854775808", None, None), ("-9223372036854775808", -(2**63), None),
+        ("\u00b2", None, None), ("5\u00b2", None, None), ("\u0663", None, None), ("\uff11", None, None),
+        ("1" * 4400, None, None), (" 1", None, None), ("+1", None, None), ("", None, None), ("1.0", None, None),
+    ],
+)
+def test_numbers_read_from_checkpoints_are_ascii_longs(text: str, long: int | None, batch_id: int | None) -> None:
+    """parse_long takes an optional '-' and ASCII digits within a Java long; batch file names are canonical and non-negative."""
+    assert parse_long(text) == long
+    assert parse_batch_file_name(text) == batch_id

@@ -123,6 +123,19 @@ def test_a_checkpoint_not_written_by_aiodstream_is_refused(tmp_path: Path) -> No
         ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1)
 
 
+@pytest.mark.parametrize("interval", ["1\u00b2", "1" * 4400, "\uff11", "0"])
+def test_a_damaged_batch_grid_is_a_corrupt_entry(tmp_path: Path, interval: str) -> None:
+    """A grid interval that is not ASCII digits of a positive long (a superscript, thousands of digits) is a damaged entry."""
+    ck = Checkpoint(tmp_path)
+    ck.offsets.add(0, OffsetSeq(("1",), OffsetSeqMetadata(0, 11_000, {**GRID.conf(), "aiodstream.batchDurationMs": interval})))
+    message = (f"cannot read {tmp_path}/offsets/0: its batch grid must be a positive whole number of milliseconds "
+               "(aiodstream.batchDurationMs) and a whole number of milliseconds (aiodstream.zeroTimeMs), in ASCII digits, got "
+               f"{interval!r:.40} and '10000'; the file was damaged after it was written: restore it from a copy, or start over "
+               "with a new checkpoint directory")
+    with raises_exactly(CorruptCheckpointError, message):
+        ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1)
+
+
 def test_an_entry_off_the_grid_is_refused(tmp_path: Path) -> None:
     """An offsets entry whose timestamp disagrees with its batch id on the grid is refused."""
     ck = Checkpoint(tmp_path)

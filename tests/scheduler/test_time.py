@@ -60,19 +60,26 @@ def test_int_subclasses_are_normalised_to_plain_int() -> None:
     assert type(Time(Level.HIGH).milliseconds) is int
 
 
+S_FIX = "; pass e.g. Seconds(1) or Seconds(0.5)"
+M_FIX = "; pass e.g. Minutes(1) or Minutes(0.5)"
+RANGE = "within Spark's range of \u00b19223372036854775807 ms (a Java long of milliseconds)"
+
+
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: Seconds("1"), "Seconds(n) takes a number, got str '1'"),
-        (lambda: Seconds(True), "Seconds(n) takes a number, got bool True"),
-        (lambda: Minutes(None), "Minutes(n) takes a number, got NoneType None"),
-        (lambda: Seconds(float("inf")), "Seconds(n) takes a finite number, got inf"),
-        (lambda: Seconds(float("nan")), "Seconds(n) takes a finite number, got nan"),
-        (lambda: Minutes(float("-inf")), "Minutes(n) takes a finite number, got -inf"),
-        (lambda: Seconds(Decimal("sNaN")), "Seconds(n) takes a finite number, got Decimal('sNaN')"),
-        (lambda: Seconds(0.0001), "Seconds(n) must be a whole number of milliseconds, got 0.0001 (0.1000 ms)"),
-        (lambda: Seconds(1.0005), "Seconds(n) must be a whole number of milliseconds, got 1.0005 (1000.5000 ms)"),
-        (lambda: Minutes(1e-05), "Minutes(n) must be a whole number of milliseconds, got 1e-05 (0.60000 ms)"),
+        (lambda: Seconds("1"), "Seconds(n) takes a number, got str '1'" + S_FIX),
+        (lambda: Seconds(True), "Seconds(n) takes a number, got bool True" + S_FIX),
+        (lambda: Minutes(None), "Minutes(n) takes a number, got NoneType None" + M_FIX),
+        (lambda: Seconds(float("inf")), f"Seconds(n) must be finite and {RANGE}, got inf" + S_FIX),
+        (lambda: Seconds(float("nan")), "Seconds(n) takes a finite number, got nan" + S_FIX),
+        (lambda: Minutes(float("-inf")), f"Minutes(n) must be finite and {RANGE}, got -inf" + M_FIX),
+        (lambda: Seconds(Decimal("sNaN")), "Seconds(n) takes a finite number, got Decimal('sNaN')" + S_FIX),
+        (lambda: Seconds(0.0001), "Seconds(n) must be a whole number of milliseconds, got 0.0001 (0.1000 ms)" + S_FIX),
+        (lambda: Seconds(1.0005), "Seconds(n) must be a whole number of milliseconds, got 1.0005 (1000.5000 ms)" + S_FIX),
+        (lambda: Minutes(1e-05), "Minutes(n) must be a whole number of milliseconds, got 1e-05 (0.60000 ms)" + M_FIX),
+        (lambda: Seconds(2**63 // 1000 + 1), f"Seconds(n) must be finite and {RANGE}, got 9223372036854776" + S_FIX),
+        (lambda: Seconds(Decimal("1e99999")), f"Seconds(n) must be finite and {RANGE}, got Decimal('1E+99999')" + S_FIX),
     ],
 )
 def test_seconds_and_minutes_reject_non_numbers_non_finite_and_sub_millisecond_values(build, message) -> None:  # type: ignore[no-untyped-def]
@@ -101,9 +108,9 @@ def test_helpers_build_exact_millisecond_durations(duration: Duration, expected_
     assert type(duration.milliseconds) is int
 
 
-@given(st.integers(min_value=-(10**40), max_value=10**40))
+@given(st.integers(min_value=-((2**63) // 60_000), max_value=(2**63 - 1) // 60_000))
 def test_seconds_and_minutes_of_an_int_are_exact_at_any_size(n: int) -> None:
-    """Seconds(n) is exactly 1000 n ms and Minutes(n) exactly 60 Seconds(n), even beyond 28 digits."""
+    """Seconds(n) is exactly 1000 n ms and Minutes(n) exactly 60 Seconds(n) over Spark's whole range."""
     assert Seconds(n).milliseconds == n * 1000
     assert Minutes(n).milliseconds == n * 60_000
     assert Minutes(n) == Seconds(60 * n)

@@ -94,3 +94,92 @@ def test_hadoop_reads_the_same_summary(spark_context: object, tmp_path: Path, ca
     through_hadoop = json.loads(capsys.readouterr().out)
     assert through_hadoop.pop("location") == (tmp_path / "ck").as_uri() and local.pop("location") == str(tmp_path / "ck")
     assert through_hadoop == local and local["offsets"] == [0, 1]
+
+
+# -- hand-made entries: one line each, never a traceback --
+
+DEEP = "[" * 100_000 + "]" * 100_000  # deeper than the interpreter's recursion limit
+DAMAGED_TAIL = ("; the file was damaged after it was written (aiodstream never leaves a partly written entry): restore it "
+                "from a copy, or start over with a new checkpoint directory")
+
+
+def run_checkpoint(root: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, list[str]]:
+    """Run the command on ``root``; its status, stdout and stderr lines (no exception may escape)."""
+    status = main(["checkpoint", str(root), *extra])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return status, captured.out, captured.err.splitlines()
+
+
+def test_a_superscript_digit_in_the_batch_interval_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An interval of '5²' (str.isdigit says yes, int() says no) is reported as a damaged entry, status 4."""
+    make_checkpoint(tmp_path / "ck")
+    conf = {"aiodstream.batchDurationMs": "5\u00b2", "aiodstream.zeroTimeMs": "0"}
+    (tmp_path / "ck" / "offsets" / "2").write_text(
+        'v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":' + json.dumps(conf) + '}\n{"files":4,"lastFile":"d"}\n-')
+    status, out, err = run_checkpoint(tmp_path / "ck", capsys)
+    assert status == 4 and "last offsets  batch 2 at 0 ms" in out and "batch grid" not in out
+    assert err == [f"aiodstream checkpoint: error: cannot read {tmp_path}/ck/offsets/2: its batch grid must be a positive whole "
+                   "number of milliseconds (aiodstream.batchDurationMs) and a whole number of milliseconds "
+                   "(aiodstream.zeroTimeMs), in ASCII digits, got '5²' and '0'; the file was damaged after it was written: "
+                   "restore it from a copy, or start over with a new checkpoint directory"]
+
+
+def test_deeply_nested_json_is_one_clear_line_per_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """JSON nested past the recursion limit in the metadata, an offsets entry and a commit: one line each, status 4."""
+    make_checkpoint(tmp_path / "ck")
+    (tmp_path / "ck" / "metadata").write_text(DEEP)
+    (tmp_path / "ck" / "offsets" / "2").write_text("v1\n\n" + DEEP)
+    (tmp_path / "ck" / "commits" / "1").write_text("v1\n" + DEEP)
+    status, out, err = run_checkpoint(tmp_path / "ck", capsys)
+    assert status == 4 and "query id    unreadable (see the error below)\n" in out
+    shown = repr(DEEP[:60] + "...")
+    assert err == [
+        f"aiodstream checkpoint: error: cannot read {tmp_path}/ck/metadata: the query metadata must be a JSON object holding "
+        f'the query id, such as {{"id":"<uuid>"}}, got {shown} (it is nested too deeply){DAMAGED_TAIL}',
+        f"aiodstream checkpoint: error: cannot read {tmp_path}/ck/offsets/2: line 3 must be a source offset (JSON, or '-' for "
+        f"none), got {shown} (it is nested too deeply){DAMAGED_TAIL}",
+        f"aiodstream checkpoint: error: cannot read {tmp_path}/ck/commits/1: line 2 (the commit metadata) must be a JSON "
+        f"object, got {shown} (it is nested too deeply){DAMAGED_TAIL}",
+    ]
+
+
+@pytest.mark.parametrize("digits", [4300, 4301, 10])
+def test_a_version_of_thousands_of_digits_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], digits: int) -> None:
+    """A log version past Python's int-string limit (or past Spark's int) is a damaged entry, shown shortened."""
+    make_checkpoint(tmp_path / "ck")
+    version = "v" + "1" * digits
+    (tmp_path / "ck" / "commits" / "1").write_text(version + "\n{}")
+    status, _, err = run_checkpoint(tmp_path / "ck", capsys, "--json")
+    shown = version if len(version) <= 60 else version[:60] + "..."
+    assert status == 4
+    assert err == [f"aiodstream checkpoint: error: cannot read {tmp_path}/ck/commits/1: the first line must be a log version "
+                   f"such as 'v1', got {shown!r}{DAMAGED_TAIL}"]
+
+
+def test_the_json_summary_lists_damaged_entries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--json keeps what could be read and lists each damaged entry with its path."""
+    make_checkpoint(tmp_path / "ck")
+    (tmp_path / "ck" / "commits" / "1").write_text("v1\n" + DEEP)
+    status, out, err = run_checkpoint(tmp_path / "ck", capsys, "--json")
+    summary = json.loads(out)
+    assert status == 4 and len(err) == 1 and summary["queryId"] == str(QID) and summary["lastCommit"] is None
+    assert [d["path"] for d in summary["damaged"]] == [f"{tmp_path}/ck/commits/1"]
+
+
+def test_names_that_are_not_batch_ids_are_ignored_as_spark_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file named by hundreds of digits or a superscript digit is not a batch file: ignored, no traceback."""
+    make_checkpoint(tmp_path / "ck")
+    (tmp_path / "ck" / "offsets" / ("9" * 255)).write_text("v1\n\n-")  # the longest name a local file system takes
+    (tmp_path / "ck" / "offsets" / "3\u00b2").write_text("v1\n\n-")
+    (tmp_path / "ck" / "offsets" / "9223372036854775808").write_text("v1\n\n-")  # one past a Java long
+    status, out, _ = run_checkpoint(tmp_path / "ck", capsys)
+    assert status == 0 and "offsets       2 entries, batches 0..1\n" in out
+
+
+def test_a_timestamp_beyond_the_calendar_is_shown_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A batch timestamp that fits a long but not a date is printed as a number, not a traceback."""
+    make_checkpoint(tmp_path / "ck")
+    (tmp_path / "ck" / "offsets" / "2").write_text('v1\n{"batchTimestampMs":9223372036854775807}\n-\n-')
+    status, out, _ = run_checkpoint(tmp_path / "ck", capsys)
+    assert status == 0 and "last offsets  batch 2 at 9223372036854775807 ms (beyond the calendar)\n" in out

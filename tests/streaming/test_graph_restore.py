@@ -17,12 +17,15 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+import attrs
 import pytest
+from pyspark import cloudpickle
 
 from scheduler import CheckpointError, CorruptCheckpointError
 from streaming import StreamingContext
 from streaming.dstream import RECIPE_FILE, StreamNode, load_recipe
 from streaming.spark import SparkSettings
+from tests.anyio_support import raises_exactly
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,6 +130,20 @@ def test_a_damaged_graph_file_is_reported_with_its_path(tmp_path: Path) -> None:
     assert ssc._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[]) is None
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(CorruptCheckpointError, match=f"cannot read the DStream graph in {path}"):
+        load_recipe(tmp_path)
+
+
+@pytest.mark.parametrize(("field", "value"), [("batch_ms", 0), ("batch_ms", 2.5), ("batch_ms", 2**63), ("continuous_ms", -1)])
+def test_a_graph_with_an_impossible_interval_is_a_damaged_file(tmp_path: Path, field: str, value: object) -> None:
+    """A saved graph whose batch or epoch interval is not a positive long of milliseconds is reported with its path."""
+    ssc = offline_context()
+    build(ssc, [])
+    assert ssc._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[]) is None
+    recipe = attrs.evolve(load_recipe(tmp_path), **{field: value})
+    (tmp_path / RECIPE_FILE).write_bytes(b"aiodstream-graph v1\n" + cloudpickle.dumps(recipe))
+    name = "batch interval" if field == "batch_ms" else "epoch interval"
+    with raises_exactly(CorruptCheckpointError, f"cannot read the DStream graph in {tmp_path / RECIPE_FILE}: its {name} must be "
+                        f"a positive whole number of milliseconds within a Java long, got {value!r}"):
         load_recipe(tmp_path)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from scheduler import (
+    CheckpointError,
     ConcurrentCheckpointUpdateError,
     InvalidPipelineError,
     JobFailedError,
@@ -22,7 +24,7 @@ from scheduler import (
     StreamingStateError,
     Time,
 )
-from streaming import Batch, ListSource, Pipeline, StreamingRuntime
+from streaming import Batch, DirectorySource, ListSource, Pipeline, StreamingRuntime
 from tests.anyio_support import raises_exactly
 from tests.support import Gate, ScriptedGraph, wait_until
 
@@ -340,3 +342,75 @@ async def test_sources_release_input_only_up_to_the_oldest_uncommitted_batch(tmp
             await advance(rt, clock, 1000)
         await rt.stop()
     assert src.committed == ["1"]  # batch 1 (records up to 2) failed: batches 2 and 3 commit, release nothing
+
+
+# -- source identity --
+
+
+async def run_once(p: Pipeline, ck: Path) -> None:
+    """Start ``p`` on ``ck``, run one batch and stop."""
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
+        await rt.start()
+        await advance(rt, clock, 1000)
+        await rt.stop()
+
+
+def directory_pipeline(path: Path) -> Pipeline:
+    p = Pipeline()
+    p.add_source(DirectorySource(path), name="in")
+    p.add_output(Recorder(), name="out")
+    return p
+
+
+async def test_a_source_swapped_under_a_checkpoint_is_refused_at_start_naming_both(tmp_path: Path) -> None:
+    """A DirectorySource restarted on a ListSource's checkpoint is refused by start(), naming both; nothing is read."""
+    ck = tmp_path / "ck"
+    await run_once(pipeline(Recorder())[0], ck)
+    logs = [ck / "metadata", *(ck / "offsets").iterdir(), *(ck / "commits").iterdir(), ck / "sources" / "0" / "stream.json"]
+    before = {p: p.read_bytes() for p in logs}
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("x\n")
+    message = (f"cannot resume from {ck}: source 'in' (source 0 of the offsets log) was 'ListSource' (kind 'ListSource') when "
+               f"the checkpoint was written and is 'DirectorySource[{tmp_path}/in]' (kind 'DirectorySource', directory "
+               f"'{tmp_path}/in') now; its logged offsets belong to that source: restart with the same sources in the same "
+               "order, or use a new checkpoint directory")
+    async with StreamingRuntime(directory_pipeline(tmp_path / "in"), Seconds(1), clock=ManualClock(0),
+                                checkpoint_location=ck) as rt:
+        with raises_exactly(CheckpointError, message) as info:
+            await rt.start()
+    assert info.value.path == str(ck / "sources" / "0" / "stream.json")
+    assert {p: p.read_bytes() for p in logs} == before
+    assert set((ck / "offsets").iterdir()) | set((ck / "commits").iterdir()) == set(logs[1:-1])
+
+
+async def test_a_directory_source_moved_to_another_directory_is_refused(tmp_path: Path) -> None:
+    """A DirectorySource over another directory is another source: its file counts would be read against the wrong files."""
+    ck = tmp_path / "ck"
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "1.txt").write_text("x\n")
+    await run_once(directory_pipeline(tmp_path / "a"), ck)
+    async with StreamingRuntime(directory_pipeline(tmp_path / "b"), Seconds(1), clock=ManualClock(0),
+                                checkpoint_location=ck) as rt:
+        with pytest.raises(CheckpointError, match=r"^cannot resume from .*: source 'in' \(source 0 of the offsets log\) was "
+                                                  rf"'DirectorySource\[{tmp_path}/a\]' \(kind 'DirectorySource', directory "
+                                                  rf"'{tmp_path}/a'\) when the checkpoint was written and is "):
+            await rt.start()
+
+
+async def test_the_same_sources_restart_and_a_renamed_list_source_too(tmp_path: Path) -> None:
+    """The recorded identity is the source's class (and directory); a restart with the same ones runs, whatever their names."""
+    ck = tmp_path / "ck"
+    await run_once(pipeline(Recorder())[0], ck)
+    assert json.loads((ck / "sources" / "0" / "stream.json").read_text()) == {"kind": "ListSource", "description": "ListSource"}
+    out = Recorder()
+    p = Pipeline()
+    p.add_source(ListSource(RECORDS, max_per_batch=2, name="renamed"), name="in")
+    p.add_output(out, name="out")
+    clock = ManualClock(1000)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
+        await rt.start()
+        await advance(rt, clock, 1000)
+        await rt.stop()
+    assert out.seen == [(2000, ["c", "d"])]

@@ -145,6 +145,8 @@ async def test_async_tracking_refuses_stateful_pipelines(tmp_path: Path) -> None
          "non-negative whole number of milliseconds, got '-1'"),
         ({"spark.sql.streaming.minBatchesToRetain": 0}, "option spark.sql.streaming.minBatchesToRetain must be a positive "
          "whole number of batches, got 0"),
+        ({"spark.sql.streaming.minBatchesToRetain": "1\u00b2"}, "option spark.sql.streaming.minBatchesToRetain must be a "
+         "positive whole number of batches, got '1\u00b2'"),
     ],
 )
 def test_bad_options_are_refused(options: dict[str, Any], message: str) -> None:

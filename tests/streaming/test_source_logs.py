@@ -30,6 +30,7 @@ from streaming.recovery import (
     format_log_offset,
     parse_log_offset,
 )
+from tests.anyio_support import raises_exactly
 
 
 def test_log_offsets_are_structured_streamings_file_source_offsets() -> None:
@@ -57,13 +58,29 @@ def test_file_selection_entries_round_trip_in_spark_s_format(tmp_path: Path) -> 
     assert log.get(0) == files
 
 
-@pytest.mark.parametrize("text", ["v2\n", "v1\n{\"path\": 1}\n", "v1\n{\"timestamp\": 5}\n", "v1\nnot json\n", "v1"])
+@pytest.mark.parametrize("text", ["v2\n", "v1\n{\"path\": 1}\n", "v1\n{\"timestamp\": 5}\n", "v1\nnot json\n", "v1",
+                                  "v1\n" + "[" * 100_000 + "\n", 'v1\n{"path":"a","timestamp":Infinity}\n'])
 def test_a_damaged_file_selection_entry_is_reported_with_its_path(tmp_path: Path, text: str) -> None:
-    """Wrong version, a record without path or timestamp, bad JSON, a truncated entry: CorruptCheckpointError."""
+    """Wrong version, a record without path or timestamp, bad or too deeply nested JSON, a truncated entry: CorruptCheckpointError."""
     (tmp_path / "3").write_text(text)
     with pytest.raises(CorruptCheckpointError) as info:
         FileSelectionLog(tmp_path).get(3)
     assert info.value.path == str(tmp_path / "3") and str(tmp_path / "3") in str(info.value)
+
+
+@pytest.mark.parametrize("offset", ["[" * 100_000, '{"logOffset":' + "9" * 30 + "}"])
+def test_a_nested_or_huge_log_offset_is_refused_as_another_input_s(offset: str) -> None:
+    """An offset nested past the recursion limit, or past a Java long, is a CheckpointError naming the input, no traceback."""
+    with pytest.raises(CheckpointError, match=r"^input 0: the offsets log holds .* which is not a \{\"logOffset\":N\} offset"):
+        parse_log_offset(offset, input_name="input 0")
+
+
+def test_a_nested_input_descriptor_is_a_damaged_file(tmp_path: Path) -> None:
+    """A stream.json nested past the recursion limit is reported as damaged, with its path."""
+    (tmp_path / "stream.json").write_text("[" * 100_000)
+    with raises_exactly(CorruptCheckpointError, f"{tmp_path}/stream.json is damaged (it is nested too deeply); it describes "
+                        "an input of the checkpoint"):
+        InputDescriptor(tmp_path).ensure({"kind": "x"}, compare=("kind",))
 
 
 def test_receiver_blocks_round_trip_and_are_written_once(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import InputInfoTracker, ReplayError, Time
+from scheduler import CheckpointError, InputInfoTracker, ReplayError, Time
 from streaming import Batch, DirectorySource, FileSink, ListSource, Pipeline, ReplayableSource
 from tests.anyio_support import raises_exactly
 
@@ -164,3 +164,18 @@ def test_file_sink_ignores_a_killed_writers_temp_file(tmp_path: Path) -> None:
     sink(batch(1000, "x"))
     assert (tmp_path / "batch-1000.txt").read_text() == "x\n"
     assert sink.batch_times() == [Time(1000)]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("offset", ["[" * 100_000, "1e999", '"5"', "-1", '{"files":1}', "{"])
+async def test_an_offset_another_source_wrote_or_a_hand_edit_is_a_checkpoint_error(tmp_path: Path, offset: str) -> None:
+    """An offset a source cannot read (malformed, nested past the recursion limit, another shape) names the source."""
+    list_rule = 'a count of records, such as "5"'
+    with raises_exactly(CheckpointError, f"ListSource: the offsets log holds {offset!r:.80} for this source, which is not "
+                        f"{list_rule}; the log was written by another source or edited by hand: use a new checkpoint directory"):
+        await ListSource(["a"]).plan_offset(offset, "1")
+    directory = DirectorySource(tmp_path, name="files")
+    with raises_exactly(CheckpointError, f"files: the offsets log holds {offset!r:.80} for this source, which is not "
+                        '{"files":N,"lastFile":"name"}; the log was written by another source or edited by hand: use a new '
+                        "checkpoint directory"):
+        await directory.read(offset, offset)

@@ -104,11 +104,15 @@ def test_offsets_merge_and_split_per_partition() -> None:
         source.split_offsets('{"0":1,"1":2,"2":3}')
 
 
+ADDRESS_RULE = "a socket address must be (host, port) with a host name or address and a port in 1..65535"
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: RateSource(0), "Invalid value '0'. The option 'rowsPerSecond' must be positive"),
     (lambda: RateSource(10, numPartitions=-1), "Invalid value '-1'. The option 'numPartitions' must be positive"),
     (lambda: SocketSource([]), "a continuous socket source needs at least one (host, port) address"),
-    (lambda: SocketSource([("h", 0)]), "a socket address must be (host, port) with a port in 1..65535, got ('h', 0)"),
+    (lambda: SocketSource([("h", 0)]), f"{ADDRESS_RULE}, got ('h', 0)"),
+    (lambda: SocketSource([("", 9)]), f"{ADDRESS_RULE}, got ('', 9)"),
     (lambda: FileSource([]), "a continuous file source needs at least one file path"),
     (lambda: ForeachSink(object()), "Provided object does not have a 'process' method"),
     (lambda: ConsoleSink(-1), "num must be a non-negative int, got -1"),
