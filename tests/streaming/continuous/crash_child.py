@@ -83,7 +83,7 @@ async def main_threads(in0: str, in1: str, out: str, checkpoint: str, stop_file:
                                    options=options, graceful_stop_timeout=Seconds(60)) as query:
         await query.start()
         print("started", flush=True)
-        while not os.path.exists(stop_file) and query.exception() is None:
+        while not await anyio.Path(stop_file).exists() and query.exception() is None:
             with anyio.move_on_after(0.05):
                 await query.wait_for_epoch(query.last_committed_epoch + 1)
         await query.stop(graceful=True)

@@ -27,7 +27,19 @@ from pathlib import Path
 import pytest
 
 from streaming.continuous import FileSink
-from tests.crash import KILL_AFTER, KILL_AT, Children, child_env, err_tail, faults_all, kill_delays, spawn, wait_started
+from tests.crash import (
+    KILL_AFTER,
+    KILL_AT,
+    KILL_LOG,
+    Children,
+    child_env,
+    err_tail,
+    faults_all,
+    kill_delays,
+    kills_logged,
+    spawn,
+    wait_started,
+)
 
 CHILD = Path(__file__).with_name("crash_child.py")
 SEED = 20261125
@@ -151,27 +163,31 @@ def test_a_continuous_driver_killed_between_its_offsets_entry_and_its_commit_res
     assert sum(map(len, source.lines)) > 10
 
 
-KILLS_PER_RUN = 8
+KILLS_PER_RUN = 10
 """The seeded schedule's kills with AIODSTREAM_FAULTS=all (each run is killed once; the program as a whole many times)."""
+MOMENTS = ["offsets-linked", "outside", "offsets-temp", "commits-temp", "outside", "commits-linked"]
+"""Where the kills land, in turn: inside the driver's log writes (:func:`tests.crash.install_kill_point`) or from outside."""
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not faults_all(), reason="slow fault injection: set AIODSTREAM_FAULTS=all")
 def test_a_continuous_driver_killed_many_times_at_seeded_moments_outputs_each_line_once(tmp_path: Path) -> None:
-    """Tasks on threads: eight SIGKILLs (between offsets and commit, inside the commit, at random), then a drain: exact."""
+    """Tasks on threads: ten SIGKILLs (between offsets and commit, inside the commits log's write, at random), then a drain: exact."""
     rng = random.Random(SEED + 1)
     source = Input(tmp_path / "in")
+    moments = [MOMENTS[k % len(MOMENTS)] for k in range(KILLS_PER_RUN)]
     with Children() as children:
-        for life in kill_delays(rng, KILLS_PER_RUN, 0.0, 1.0):
-            moment = rng.choice(["offsets-linked", "offsets-temp", "commits-temp", "outside"])
+        for moment, life in zip(moments, kill_delays(rng, KILLS_PER_RUN, 0.0, 1.0), strict=True):
             if moment == "outside":
                 kill_at_random(children, tmp_path, "threads", source, rng, life)
-            else:
-                child = children.add(start(tmp_path, "threads", {KILL_AT: moment, KILL_AFTER: str(rng.randint(1, 6))}))
+            else:  # the n-th time the run gets there, n seeded
+                env = {KILL_AT: moment, KILL_AFTER: str(rng.randint(1, 6)), KILL_LOG: str(tmp_path)}
+                child = children.add(start(tmp_path, "threads", env))
                 feed_until(child, source, rng, tmp_path, done=float("inf"), timeout=120)
                 assert child.wait(timeout=30) == -signal.SIGKILL, err_tail(tmp_path)
                 source.append(rng)
         drain_and_check(children, tmp_path, "threads", source, rng)
+    assert kills_logged(tmp_path) == [m for m in moments if m != "outside"]
 
 
 @pytest.mark.spark
