@@ -51,7 +51,7 @@ KILL_AT = "AIODSTREAM_KILL_AT"
 """``<point>`` or ``<point>:jvm``: where the child (or an executor's Python worker) SIGKILLs itself;
 ``:jvm`` kills its executor's JVM first (executors only)."""
 KILL_AFTER = "AIODSTREAM_KILL_AFTER"
-"""The n-th arrival at the point dies (default 1)."""
+"""The n-th arrival at the point dies (default 1); a list (``3,8:jvm``) kills several times."""
 KILL_LOG = "AIODSTREAM_KILL_LOG"
 """A directory: each kill notes its point in ``kills.log`` there; arrivals are counted there across processes."""
 FAULTS_VARIABLE = "AIODSTREAM_FAULTS"
@@ -188,14 +188,17 @@ def install_kill_point(classify: Callable[[str], str | None], *, shared_count: b
     after has run). The ``AIODSTREAM_KILL_AFTER``-th arrival at the chosen point (in this
     process; with ``shared_count``, in every process on the host, counted in
     ``AIODSTREAM_KILL_LOG``) notes the point in ``kills.log`` there and dies; with
-    ``<point>:jvm`` it first kills its Spark executor's JVM.
+    ``<point>:jvm`` it first kills its Spark executor's JVM. ``AIODSTREAM_KILL_AFTER`` may list
+    several arrivals (``3,8:jvm,14``: several kills in one run, each ``:jvm`` or ``:worker``
+    overriding the point's victim).
     """
     env = os.environ
     spec = env.get(KILL_AT)
     if not spec:
         return
-    point, _, victim = spec.partition(":")
-    after = int(env.get(KILL_AFTER, "1"))
+    point, _, default_victim = spec.partition(":")
+    victims = {int(n): v or default_victim
+               for n, _, v in (item.partition(":") for item in env.get(KILL_AFTER, "1").split(","))}
     log_dir = Path(env[KILL_LOG]) if env.get(KILL_LOG) else None
     if shared_count and log_dir is None:
         raise RuntimeError(f"{KILL_AT} in several processes needs {KILL_LOG}: the directory where their arrivals are counted")
@@ -207,11 +210,12 @@ def install_kill_point(classify: Callable[[str], str | None], *, shared_count: b
         if name != point:
             return
         seen += 1
-        if (_arrive(log_dir, point) if log_dir is not None and shared_count else seen) != after:
+        victim = victims.get(_arrive(log_dir, point) if log_dir is not None and shared_count else seen)
+        if victim is None:
             return
         if log_dir is not None:
             with open(log_dir / "kills.log", "a") as f:
-                f.write(f"{spec}\n")
+                f.write(f"{point}:{victim}\n" if victim else f"{point}\n")
         if victim == "jvm":
             os.kill(executor_jvm_of(os.getpid()), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
