@@ -7,9 +7,9 @@ Test side: :func:`spawn` a child (stderr appended to ``<tmp>/child.err``, stdout
 Child side: :func:`install_kill_point` makes a process SIGKILL itself at a chosen moment of a
 file write (a temporary file written but not linked into place, or linked and nothing after),
 the n-th time it gets there. In Spark's Python workers the same hook is installed by the daemon
-module ``tests.fault_daemon`` (``spark.python.daemon.module``), with a count shared by every
-process on the host so that only one of them (and no retry) dies, optionally taking its
-executor's JVM along.
+module ``tests.fault_daemon`` (``spark.python.daemon.module``), with arrivals counted across
+every process on the host, so that exactly the chosen arrivals die (a task's retry is a new
+arrival), optionally taking their executor's JVM along.
 
 Real time is inherent (children on the system clock), so these helpers wait in short, bounded steps.
 """
