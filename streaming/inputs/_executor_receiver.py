@@ -170,6 +170,16 @@ def _wait(seconds: float, control: _Control) -> None:
         control.poll()
 
 
+def _attempt_number() -> int:
+    """This Spark task's attempt number (0 outside a task)."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:
+        return 0
+    context = TaskContext.get()
+    return 0 if context is None else int(context.attemptNumber())
+
+
 def _task_identity() -> list[str]:
     """This Spark task's stage and attempt ids (the driver finds its executor by them); none outside a task."""
     try:
@@ -249,6 +259,13 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
 
 
 def run_receiver_tasks(specs: Iterable[ReceiverTaskSpec]) -> None:
-    """A ``foreachPartition`` function: run the partition's receiver (one spec per partition)."""
+    """A ``foreachPartition`` function: run the partition's receiver (one spec per partition).
+
+    A re-attempt (Spark retried the task after its executor or worker died) returns at once, as
+    Spark's receiver tasks do: its spec is stale (the first block number, the driver's control
+    port, which accepts one connection) and the driver starts a new task with a fresh one.
+    """
+    if _attempt_number() != 0:
+        return
     for spec in specs:
         run_receiver_task(spec)

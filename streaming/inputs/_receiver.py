@@ -517,6 +517,12 @@ class SocketInputDStream(ReceiverInputDStream):
         listeners = await anyio.create_tcp_listener(local_host=host, local_port=0)
         listener = cast(anyio.abc.SocketListener, listeners.listeners[0])  # one address: one listener
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        # A task killed between writing a block and reporting it left the block in the log: the
+        # new task starts after it (a batch counts it when it reads it), or its first write would
+        # find the name taken, fail, and so would every restart.
+        assert self._block_log is not None
+        logged = await anyio.to_thread.run_sync(self._block_log.entries)
+        self._last_entry = max([self._last_entry, *logged[-1:]])
         spec = self._task_spec(host, port)
         job_error: list[BaseException] = []
         outcome = _Outcome(True, "The receiver's Spark task ended")

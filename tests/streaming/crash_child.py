@@ -4,8 +4,9 @@ Usage: ``python tests/streaming/crash_child.py IN OUT CHECKPOINT run|drain INTER
 
 ``run`` processes on the batch grid until it is killed (or for at most ``MAX_RUN_S``); ``drain``
 uses the AvailableNow trigger and exits once everything is processed. With
-``AIODSTREAM_CRASH_AT=<point>`` and ``AIODSTREAM_CRASH_AFTER=<n>`` it SIGKILLs itself at the
-n-th time it reaches that point, having first noted the point in ``<CHECKPOINT>/../kills.log``.
+``AIODSTREAM_KILL_AT=<point>`` and ``AIODSTREAM_KILL_AFTER=<n>`` it SIGKILLs itself at the
+n-th time it reaches that point, having first noted the point in ``kills.log`` of
+``AIODSTREAM_KILL_LOG`` (:func:`tests.crash.install_kill_point`).
 The points are moments inside file writes that a kill from outside would rarely hit:
 
 - ``offsets-temp`` / ``commits-temp`` / ``sink-temp``: a temp file is written, not yet linked;
@@ -20,45 +21,27 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
+from typing import Callable
 
 import anyio
+
+from tests.crash import install_kill_point
 
 MAX_RUN_S = 20
 
 
-def install_kill_point(log: Path, out: Path) -> None:
-    point = os.environ.get("AIODSTREAM_CRASH_AT")
-    if not point:
-        return
-    after = int(os.environ.get("AIODSTREAM_CRASH_AFTER", "1"))
-    seen = 0
-    real_link = os.link
+def kind_of(out: Path) -> Callable[[str], str | None]:
+    """The kill points' names for a file put at ``target``: ``sink`` in OUT, ``offsets``/``commits`` in the checkpoint."""
 
-    def kind(target: str) -> str:
+    def kind(target: str) -> str | None:
         parent = Path(target).parent
         if parent == out:
             return "sink"
-        return parent.name if parent.name in ("offsets", "commits") else "other"
+        return parent.name if parent.name in ("offsets", "commits") else None
 
-    def die(name: str) -> None:
-        nonlocal seen
-        if name != point:
-            return
-        seen += 1
-        if seen == after:
-            with open(log, "a") as f:
-                f.write(name + "\n")
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    def link(src: str, dst: str, *args: object, **kwargs: object) -> None:
-        die(f"{kind(dst)}-temp")
-        real_link(src, dst, *args, **kwargs)  # type: ignore[arg-type]
-        die(f"{kind(dst)}-linked")
-
-    os.link = link  # type: ignore[assignment]
+    return kind
 
 
 async def main(source: Path, out: Path, checkpoint: Path, mode: str, interval_ms: int) -> None:
@@ -84,5 +67,5 @@ if __name__ == "__main__":
     # Errors go to stderr (a file the test shows on failure); stdout only says "started".
     logging.basicConfig(level=int(os.environ.get("AIODSTREAM_CRASH_LOG_LEVEL", logging.ERROR)), stream=sys.stderr)
     source, out, checkpoint = (Path(a) for a in sys.argv[1:4])
-    install_kill_point(checkpoint.parent / "kills.log", out)
+    install_kill_point(kind_of(out))
     anyio.run(main, source, out, checkpoint, sys.argv[4], int(sys.argv[5]), backend=sys.argv[6])

@@ -91,7 +91,8 @@ def test_a_sigkilled_stateful_driver_recovers_with_exact_output_on_the_cluster(c
     app = CRASH_TESTS_ON_THE_CLUSTER[path]
     env = {**os.environ, MASTER_VARIABLE: cluster.master_url}
     before = cluster.registered_apps().count(app)
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", path],
+    # Its Spark test only (the continuous file also holds a test of the query on threads, which needs no cluster).
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-m", "spark", path],
                             capture_output=True, text=True, timeout=840, check=False, cwd=HERE.parent.parent, env=env)
     assert result.returncode == 0, result.stdout[-4000:]
     assert "1 passed" in result.stdout

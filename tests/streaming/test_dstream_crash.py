@@ -17,35 +17,22 @@ from __future__ import annotations
 import ast
 import os
 import random
-import select
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.crash import Children, child_env, complete_saves, err_tail, faults_all, kill_delays, lines_of, spawn, wait_started
+
 pytestmark = pytest.mark.spark
 
 CHILD = Path(__file__).with_name("dstream_crash_child.py")
-ROOT = Path(__file__).resolve().parents[2]
-ROUNDS = 1  # each round starts a JVM; the Pipeline crash test (28 kills) covers the log writes in depth
+ROUNDS = 4 if faults_all() else 1
+"""Kills per run: each round starts a JVM, so one by default (the Pipeline crash test's 28 kills cover the log
+writes in depth); a seeded schedule of four with ``AIODSTREAM_FAULTS=all``."""
 SEED = 20261122
-START_TIMEOUT_S = 120.0
-
-
-def complete_saves(out: Path, kind: str) -> dict[int, Path]:
-    """The batch directories of ``kind`` whose save finished (Hadoop's _SUCCESS marker), by batch time."""
-    found = {}
-    for path in out.glob(f"{kind}-*"):
-        if (path / "_SUCCESS").exists():
-            found[int(path.name.split("-", 1)[1])] = path
-    return found
-
-
-def lines_of(directory: Path) -> list[str]:
-    return [line for part in sorted(directory.glob("part-*")) for line in part.read_text().splitlines()]
 
 
 class Input:
@@ -66,22 +53,11 @@ class Input:
         self.lines.extend(new)
 
 
-def spawn(tmp: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "AIODSTREAM_CRASH_FILE_MANAGER": "hadoop"}
+def start(tmp: Path) -> subprocess.Popen[str]:
     # Through Hadoop the checkpoint is a file: URI, as a cluster's would be an hdfs:// one.
     checkpoint = (tmp / "ck").as_uri()
-    with open(tmp / "child.err", "a") as err:
-        return subprocess.Popen([sys.executable, str(CHILD), str(tmp / "in"), str(tmp / "out"), checkpoint, str(tmp / "stop")],
-                                stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-
-
-def wait_started(child: subprocess.Popen[str], tmp: Path) -> None:
-    assert child.stdout is not None
-    ready, _, _ = select.select([child.stdout], [], [], START_TIMEOUT_S)
-    line = child.stdout.readline() if ready else ""
-    if line.strip() != "started":
-        child.kill()
-        raise AssertionError(f"child did not start: {line!r}\n{(tmp / 'child.err').read_text()[-3000:]}")
+    return spawn([str(CHILD), str(tmp / "in"), str(tmp / "out"), checkpoint, str(tmp / "stop")], tmp,
+                 child_env({"AIODSTREAM_CRASH_FILE_MANAGER": "hadoop"}))
 
 
 def wait_for_saves(out: Path, count: int, timeout: float = 90.0) -> None:
@@ -97,7 +73,7 @@ def saved_lines(out: Path) -> list[str]:
     return [line for t in sorted(batches) for line in lines_of(batches[t])]
 
 
-@pytest.mark.timeout(400)  # two JVM starts and real-time batches on a loaded machine
+@pytest.mark.timeout(400 * ROUNDS)  # JVM starts and real-time batches on a loaded machine
 def test_sigkilled_getorcreate_program_saves_every_line_once_and_keeps_its_running_count(tmp_path: Path) -> None:
     """Every line in exactly one saved batch and the running count exact, the checkpoint through Hadoop's FileSystem API.
 
@@ -109,37 +85,29 @@ def test_sigkilled_getorcreate_program_saves_every_line_once_and_keeps_its_runni
     rng = random.Random(SEED)
     source = Input(tmp_path / "in", tmp_path / "staging")
     out = tmp_path / "out"
-    children: list[subprocess.Popen[str]] = []
-    try:
-        for _ in range(ROUNDS):
-            child = spawn(tmp_path)
-            children.append(child)
+    with Children() as children:
+        for delay in kill_delays(rng, ROUNDS, 0.0, 2.0):
+            child = children.add(start(tmp_path))
             wait_started(child, tmp_path)
             saved = len(complete_saves(out, "count"))
             for _ in range(rng.randint(2, 4)):
                 source.add_file(rng)
                 time.sleep(rng.uniform(0.2, 0.8))
             wait_for_saves(out, saved + 2)
-            time.sleep(rng.uniform(0.0, 2.0))  # somewhere in a batch: a job, a save, a log write
+            time.sleep(delay)  # somewhere in a batch: a job, a save, a log write
             child.send_signal(signal.SIGKILL)
             child.wait()
             source.add_file(rng)  # arrives while the program is down
-        child = spawn(tmp_path)
-        children.append(child)
+        child = children.add(start(tmp_path))
         wait_started(child, tmp_path)
         source.add_file(rng)
         deadline = time.monotonic() + 120
         while sorted(saved_lines(out)) != sorted(source.lines):
             assert time.monotonic() < deadline, f"lines still missing: {sorted(set(source.lines) - set(saved_lines(out)))}"
-            assert child.poll() is None, (tmp_path / "child.err").read_text()[-3000:]
+            assert child.poll() is None, err_tail(tmp_path)
             time.sleep(0.1)
         (tmp_path / "stop").touch()
-        assert child.wait(timeout=60) == 0, (tmp_path / "child.err").read_text()[-3000:]
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+        assert child.wait(timeout=60) == 0, err_tail(tmp_path)
 
     assert sorted(saved_lines(out)) == sorted(source.lines), "every input line in exactly one saved batch"
     counts = complete_saves(out, "count")

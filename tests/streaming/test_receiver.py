@@ -187,3 +187,32 @@ def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_to
     assert [r for e in entries for r in read_block_file(str(tmp_path / str(e)))] == first + second
     source.close()
     driver.close()
+
+
+def test_a_retried_receiver_task_returns_at_once_without_connecting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-attempt of the receiver's task (Spark retried it after its worker died) neither reports nor reads: as in Spark."""
+    import socket
+    import threading
+
+    from pyspark import TaskContext
+
+    from streaming.inputs import ReceiverTaskSpec
+    from streaming.inputs._executor_receiver import run_receiver_tasks
+
+    context = TaskContext()
+    context._attemptNumber = 1  # what pyspark's worker sets from the task's attempt
+    monkeypatch.setattr(TaskContext, "_taskContext", context)
+    source = socket.create_server(("127.0.0.1", 0))
+    driver = socket.create_server(("127.0.0.1", 0))
+    spec = ReceiverTaskSpec(0, "127.0.0.1", source.getsockname()[1], "127.0.0.1", driver.getsockname()[1], str(tmp_path),
+                            first_entry=3, block_interval_ms=20, restart_delay_ms=10)
+    task = threading.Thread(target=run_receiver_tasks, args=([spec],), daemon=True)
+    task.start()
+    task.join(10)
+    assert not task.is_alive()
+    for server in (source, driver):
+        server.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            server.accept()  # nobody connected
+        server.close()
+    assert list(tmp_path.iterdir()) == []

@@ -22,7 +22,6 @@ import random
 import select
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -30,9 +29,9 @@ import pytest
 
 from scheduler import Checkpoint, Milliseconds
 from tests.anyio_support import BACKENDS
+from tests.crash import KILL_AFTER, KILL_AT, KILL_LOG, child_env, kills_logged, spawn
 
 CHILD = Path(__file__).with_name("crash_child.py")
-ROOT = Path(__file__).resolve().parents[2]
 POINTS = ["offsets-temp", "offsets-linked", "sink-temp", "sink-linked", "commits-temp", "commits-linked", None]
 ROUNDS = 28
 INTERVAL_MS = 25
@@ -59,10 +58,8 @@ class Input:
         self.files += 1
 
 
-def spawn(mode: str, tmp: Path, env: dict[str, str], backend: str) -> subprocess.Popen[str]:
-    args = [sys.executable, str(CHILD), str(tmp / "in"), str(tmp / "out"), str(tmp / "ck"), mode, str(INTERVAL_MS), backend]
-    with open(tmp / "child.err", "a") as err:
-        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+def start(mode: str, tmp: Path, env: dict[str, str], backend: str) -> subprocess.Popen[str]:
+    return spawn([str(CHILD), str(tmp / "in"), str(tmp / "out"), str(tmp / "ck"), mode, str(INTERVAL_MS), backend], tmp, env)
 
 
 def wait_started(proc: subprocess.Popen[str], timeout_s: float) -> bool:
@@ -76,7 +73,7 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_output(tmp_path: Pa
     """After 28 SIGKILLs (inside writes, at random) and restarts, on asyncio and trio in turn, each record is output exactly once."""
     rng = random.Random(SEED)
     source = Input(tmp_path / "in", rng)
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("AIODSTREAM_CRASH")}
+    base_env = child_env({KILL_LOG: str(tmp_path)})
     outcomes: collections.Counter[str] = collections.Counter()
     for round_ in range(ROUNDS):
         for _ in range(rng.randint(1, 3)):
@@ -84,8 +81,8 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_output(tmp_path: Pa
         point = POINTS[round_ % len(POINTS)]  # every kind of moment, several times
         env = dict(base_env)
         if point is not None:
-            env |= {"AIODSTREAM_CRASH_AT": point, "AIODSTREAM_CRASH_AFTER": str(rng.randint(1, 3))}
-        proc = spawn("run", tmp_path, env, BACKENDS[round_ % len(BACKENDS)])
+            env |= {KILL_AT: point, KILL_AFTER: str(rng.randint(1, 3))}
+        proc = start("run", tmp_path, env, BACKENDS[round_ % len(BACKENDS)])
         try:
             if not wait_started(proc, 30):  # it may reach its kill point before saying so
                 assert proc.wait(10) == -signal.SIGKILL, (tmp_path / "child.err").read_text()
@@ -104,13 +101,13 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_output(tmp_path: Pa
         outcomes["outside" if killed_from_outside else "inside"] += 1
 
     source.add_file()  # so the drain writes output, which also clears killed writers' temp files
-    drain = spawn("drain", tmp_path, dict(base_env), BACKENDS[ROUNDS % len(BACKENDS)])
+    drain = start("drain", tmp_path, dict(base_env), BACKENDS[ROUNDS % len(BACKENDS)])
     try:
         assert drain.wait(60) == 0, (tmp_path / "child.err").read_text()
     finally:
         drain.kill()
 
-    kills = collections.Counter((tmp_path / "kills.log").read_text().split())
+    kills = collections.Counter(kills_logged(tmp_path))
     # Every kind of moment was hit at least once, and the outside kills landed too.
     assert set(kills) == {p for p in POINTS if p is not None}, kills
     assert outcomes["outside"] > 0 and sum(kills.values()) == outcomes["inside"]

@@ -15,13 +15,12 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.streaming.test_dstream_crash import ROOT, complete_saves, lines_of, wait_started
+from tests.crash import child_env, complete_saves, lines_of, spawn, wait_started
 
 pytestmark = pytest.mark.spark
 
@@ -70,13 +69,8 @@ class Clicks:
         return sorted(out)
 
 
-def spawn(tmp: Path) -> subprocess.Popen[str]:
-    import os
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with open(tmp / "child.err", "a") as err:
-        return subprocess.Popen([sys.executable, str(CHILD), str(tmp / "in"), str(tmp / "out"), str(tmp / "ck"),
-                                 str(tmp / "stop")], stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+def start(tmp: Path) -> subprocess.Popen[str]:
+    return spawn([str(CHILD), str(tmp / "in"), str(tmp / "out"), str(tmp / "ck"), str(tmp / "stop")], tmp, child_env())
 
 
 def saved_sessions(out: Path) -> list[str]:
@@ -92,7 +86,7 @@ def test_sigkilled_sessionization_emits_every_session_once_with_exact_contents(t
     children: list[subprocess.Popen[str]] = []
     try:
         for _ in range(KILLS):
-            child = spawn(tmp_path)
+            child = start(tmp_path)
             children.append(child)
             wait_started(child, tmp_path)
             for _ in range(rng.randint(6, 12)):
@@ -102,7 +96,7 @@ def test_sigkilled_sessionization_emits_every_session_once_with_exact_contents(t
             child.send_signal(signal.SIGKILL)
             child.wait()
             clicks.add_file()  # arrives while the program is down
-        child = spawn(tmp_path)
+        child = start(tmp_path)
         children.append(child)
         wait_started(child, tmp_path)
         for _ in range(40):  # enough files for every user's bursts to close on their own
