@@ -97,7 +97,7 @@ class StateStoreError(StreamingError):
     """A state store file is missing, damaged, or not one of ours, or a working directory is not private; the message names it."""
 
 
-class _LineageBreak(StateStoreError):
+class _LineageBreakError(StateStoreError):
     """A delta was written on top of another history than the state it would be applied to."""
 
 
@@ -381,21 +381,23 @@ class StateStoreProvider:
             conn = self._connection()
             current, store, digest = conn.execute("SELECT version, store, digest FROM meta").fetchone()
             reason = self._unproven(current, store, digest, version)
+            loaded_from = "working copy"
             if reason is None:
                 try:
                     self._replay(conn, current, version, prove=True)
                     self._reused += 1
-                except _LineageBreak as exc:
+                except _LineageBreakError as exc:
                     reason = str(exc)
             if reason is not None:
                 conn = self._rebuild(version, reason)
+                loaded_from = "checkpoint" if version else "empty"
             self._loads += 1
             parent = conn.execute("SELECT digest FROM meta").fetchone()[0]
             conn.execute("BEGIN IMMEDIATE")
         except BaseException:
             self._lock.release()
             raise
-        return StateStore(self, conn, version, bytes(parent) or _GENESIS)
+        return StateStore(self, conn, version, bytes(parent) or _GENESIS, loaded_from)
 
     def _unproven(self, current: int, store: str, digest: bytes, version: int) -> str | None:
         """Why the working copy (at ``current``, of ``store``, last delta ``digest``) cannot serve ``version``; None if it can."""
@@ -433,13 +435,13 @@ class StateStoreProvider:
             _log.info("state store working copy rebuilt from the checkpoint", directory=str(self.directory),
                       version=version, reason=reason)
         bases = [v for v in reversed(self._versions(".snapshot")) if v <= version] + [0]
-        first_break: _LineageBreak | None = None
+        first_break: _LineageBreakError | None = None
         for base in bases:
             conn = self._start_from(base)
             try:
                 self._replay(conn, base, version)
                 return conn
-            except _LineageBreak as exc:
+            except _LineageBreakError as exc:
                 first_break = first_break or exc
             except StateStoreError:
                 if first_break is None:
@@ -486,7 +488,7 @@ class StateStoreProvider:
             if parent is None and prove and v == current + 1:
                 parent = _delta_digest(self._path(current, _DELTA))
             if parent is not None and parent != digest:
-                raise _LineageBreak(f"{path} was written on top of another history than version {v - 1}'s")
+                raise _LineageBreakError(f"{path} was written on top of another history than version {v - 1}'s")
             conn.execute("BEGIN")
             try:
                 _apply(conn, changes)
@@ -593,12 +595,14 @@ def _apply(conn: sqlite3.Connection, changes: list[tuple[bytes, bytes | None, in
 class StateStore:
     """One partition's state at a version, with this batch's changes on top; see :class:`~streaming.state.VersionedStore`."""
 
-    def __init__(self, provider: StateStoreProvider, conn: sqlite3.Connection, version: int, parent: bytes) -> None:
+    def __init__(self, provider: StateStoreProvider, conn: sqlite3.Connection, version: int, parent: bytes,
+                 loaded_from: str) -> None:
         """Made by :meth:`StateStoreProvider.load`, inside an open transaction; ``parent``: the loaded version's digest."""
         self._provider = provider
         self._conn = conn
         self._version = version
         self._parent = parent
+        self._loaded_from = loaded_from
         self._changes: dict[bytes, tuple[bytes | None, int]] = {}
         self._open = True
 
@@ -606,6 +610,11 @@ class StateStore:
     def version(self) -> int:
         """The version this store was loaded at."""
         return self._version
+
+    @property
+    def loaded_from(self) -> str:
+        """``"working copy"`` (the one on disk, proven current), ``"checkpoint"`` (rebuilt from its files) or ``"empty"`` (version 0)."""
+        return self._loaded_from
 
     def _check_open(self) -> None:
         if not self._open:
