@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -118,10 +119,7 @@ def test_the_tasks_never_read_a_working_copy_planted_at_the_old_shared_path(
             plant(planted / "0" / f"{partition}.sqlite", 0, marker)
         outputs, progress = run(spark_context, directory, [["x", "y"], ["x"], ["x"]])
     finally:
-        for partition in (0, 1):
-            (planted / "0" / f"{partition}.sqlite").unlink(missing_ok=True)
-        for empty in (planted / "0", planted):
-            empty.rmdir()
+        shutil.rmtree(planted)
     assert outputs == {1000: [("x", "online", 1), ("y", "online", 1)], 2000: [("x", "online", 2)],
                        3000: [("x", "online", 3)]}
     assert not marker.exists()
