@@ -142,9 +142,10 @@ def _encode(kind: bytes, payload: bytes) -> bytes:
     return _MAGIC + kind + len(payload).to_bytes(8, "big") + payload + hashlib.sha256(payload).digest()
 
 
-def _decode(path: CheckpointPath, kind: bytes) -> tuple[bytes, bytes, bool]:
+def _decode(path: CheckpointPath, kind: bytes, data: bytes | None = None) -> tuple[bytes, bytes, bool]:
     """The payload of a file of ours, its digest (the SHA-256 of the payload, checked), and whether it is ``AIODSTATE1``."""
-    data = path.read_bytes()
+    if data is None:
+        data = path.read_bytes()
     if data is None:
         raise StateStoreError(f"state store file {path} is missing")
     magic = data[: len(_MAGIC)]
@@ -173,9 +174,8 @@ def _read_delta(path: CheckpointPath) -> tuple[bytes, bytes | None, list[tuple[b
 
 def _delta_digest(path: CheckpointPath) -> bytes | None:
     """The digest of the checkpoint's delta at ``path`` (checked, not unpickled), or None if there is none."""
-    if not path.exists():
-        return None
-    return _decode(path, _DELTA)[1]
+    data = path.read_bytes()
+    return None if data is None else _decode(path, _DELTA, data)[1]
 
 
 def _private_problem(path: Path) -> str | None:
@@ -378,9 +378,12 @@ class StateStoreProvider:
             raise ValueError(f"a state version is >= 0, got {version}")
         self._lock.acquire()
         try:
-            conn = self._connection()
-            current, store, digest = conn.execute("SELECT version, store, digest FROM meta").fetchone()
-            reason = self._unproven(current, store, digest, version)
+            try:
+                conn = self._connection()
+                current, store, digest = conn.execute("SELECT version, store, digest FROM meta").fetchone()
+                reason = self._unproven(current, store, digest, version)
+            except sqlite3.DatabaseError as exc:
+                reason = f"it is not a working copy ({exc})"
             loaded_from = "working copy"
             if reason is None:
                 try:
@@ -456,6 +459,7 @@ class StateStoreProvider:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        # The snapshot's own record of its digest stays: the next delta's parent must match it.
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.working_copy}{suffix}").unlink(missing_ok=True)
         if base:

@@ -89,18 +89,21 @@ def test_a_working_copy_planted_at_the_old_shared_path_is_never_read(tmp_path: P
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("schema", ["earlier release", "this release"])
+@pytest.mark.parametrize("schema", ["earlier release", "this release", "not a database"])
 def test_a_modified_working_copy_in_the_private_directory_is_rebuilt(tmp_path: Path, schema: str) -> None:
     """A working copy replaced at its own path at the batch's version (an earlier release's, recording nothing, or
-    naming this partition with another delta's digest): the batch's state comes from the checkpoint, the payload
-    never runs."""
+    naming this partition with another delta's digest; or not a database at all): the batch's state comes from the
+    checkpoint, the payload never runs."""
     ck, local, marker = tmp_path / "ck", tmp_path / "local", tmp_path / "ran"
     first = StateStoreProvider(ck, 0, 3, local_dir=local)
     assert batch(first, 0, ["x", "y"]) == [("x", 1), ("y", 1)]
     first.close()
     for suffix in ("", "-wal", "-shm"):
         Path(f"{first.working_copy}{suffix}").unlink(missing_ok=True)
-    plant(first.working_copy, 1, marker, store=None if schema == "earlier release" else f"{ck.resolve()}/state/0/3")
+    if schema == "not a database":
+        first.working_copy.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
+    else:
+        plant(first.working_copy, 1, marker, store=None if schema == "earlier release" else f"{ck.resolve()}/state/0/3")
     provider = StateStoreProvider(ck, 0, 3, local_dir=local)
     assert batch(provider, 1, ["x"]) == [("x", 2)]
     assert not marker.exists()
@@ -213,3 +216,56 @@ def test_in_a_spark_task_a_shared_directory_not_private_is_not_used(in_a_task: P
     assert stat.S_IMODE(provider.working_copy.parent.stat().st_mode) == 0o700
     assert batch(provider, 0, ["x"]) == [("x", 1)]
     assert not marker.exists()
+
+
+def held(provider: StateStoreProvider, version: int) -> dict[Any, Any]:
+    """The state at ``version``, unpickled."""
+    store = provider.load(version)
+    try:
+        return {pickle.loads(key): pickle.loads(value) for key, (value, _) in store if value is not None}
+    finally:
+        store.abort()
+
+
+def commit(provider: StateStoreProvider, version: int, **values: int) -> None:
+    """Load ``version``, store ``values`` (no operator, no background snapshot), commit ``version + 1``."""
+    store = provider.load(version)
+    for key, value in values.items():
+        store.put(pickle.dumps(key, protocol=5), pickle.dumps(value, protocol=5), NO_TIMESTAMP)
+    store.commit()
+
+
+def test_a_snapshot_of_another_history_is_passed_over_for_an_older_base(tmp_path: Path) -> None:
+    """A snapshot of version 2 taken before batch 1 was re-run elsewhere: version 3 (written on the re-run's history)
+    is not replayed on it; the store rebuilds from the deltas, and once they are gone refuses with the reason
+    instead of mixing the two histories."""
+    ck = tmp_path / "ck"
+    here = StateStoreProvider(ck, 0, 0, local_dir=tmp_path / "here", snapshot_every=2)
+    commit(here, 0, x=1)
+    commit(here, 1, x=2)
+    here.maintenance()
+    assert (here.directory / "2.snapshot").exists()  # x = 2
+    elsewhere = StateStoreProvider(ck, 0, 0, local_dir=tmp_path / "elsewhere", snapshot_every=2)
+    commit(elsewhere, 1, x=4)  # version 2 again
+    commit(elsewhere, 2, y=1)  # version 3 on it
+    fresh = StateStoreProvider(ck, 0, 0, local_dir=tmp_path / "fresh")
+    assert held(fresh, 3) == {"x": 4, "y": 1}
+    assert fresh.statistics().rebuilt == 1
+    assert (here.directory / "1.delta").delete()  # as a purge would once a snapshot covers it
+    with pytest.raises(StateStoreError, match=rf"^cannot load state version 3 from {here.directory}: its files do not "
+                                              rf"form one history \({here.directory}/3\.delta was written on top of "
+                                              r"another history than version 2's\) and no older snapshot leads to it$"):
+        held(StateStoreProvider(ck, 0, 0, local_dir=tmp_path / "fresher"), 3)
+
+
+def test_a_working_copy_overtaken_by_a_re_run_writes_no_snapshot(tmp_path: Path) -> None:
+    """Version 2 committed here, then rewritten by a re-run elsewhere: this copy's snapshot of 2 would be of another
+    history, so maintenance skips it."""
+    ck = tmp_path / "ck"
+    here = StateStoreProvider(ck, 0, 0, local_dir=tmp_path / "here", snapshot_every=2)
+    commit(here, 0, x=1)
+    commit(here, 1, x=2)
+    commit(StateStoreProvider(ck, 0, 0, local_dir=tmp_path / "elsewhere"), 1, x=4)
+    here.maintenance()
+    assert not (here.directory / "2.snapshot").exists()
+    assert held(StateStoreProvider(ck, 0, 0, local_dir=tmp_path / "fresh"), 2) == {"x": 4}
