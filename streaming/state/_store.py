@@ -305,6 +305,11 @@ class StateStoreProvider:
         snapshot_every: write a snapshot every this many versions (:meth:`maintenance`).
         min_versions_to_retain: keep what loading any of the newest this many versions needs.
 
+    Attributes:
+        directory: the partition's durable files under the checkpoint.
+        identity: what the working copy records as its owner (the checkpoint, operator, partition).
+        working_copy: the SQLite file, in the private directory.
+
     Raises:
         StateStoreError: ``local_dir`` is not private (another user's, open to others, a link).
     """
@@ -372,7 +377,8 @@ class StateStoreProvider:
         rebuilt from the checkpoint's files.
 
         Raises:
-            StateStoreError: a file that version needs is missing or damaged.
+            StateStoreError: a file that version needs is missing or damaged, or the checkpoint's
+                files do not form one history down to that version.
         """
         if version < 0:
             raise ValueError(f"a state version is >= 0, got {version}")
@@ -443,6 +449,12 @@ class StateStoreProvider:
             conn = self._start_from(base)
             try:
                 self._replay(conn, base, version)
+                if base == version and base:  # the snapshot alone: still the checkpoint's version, if its delta is there?
+                    digest = conn.execute("SELECT digest FROM meta").fetchone()[0]
+                    on_file = _delta_digest(self._path(base, _DELTA))
+                    if on_file is not None and digest and on_file != digest:
+                        raise _LineageBreakError(f"{self._path(base, _SNAPSHOT)} is not of the history of "
+                                                 f"{self._path(base, _DELTA).name}")
                 return conn
             except _LineageBreakError as exc:
                 first_break = first_break or exc

@@ -256,6 +256,10 @@ def test_a_snapshot_of_another_history_is_passed_over_for_an_older_base(tmp_path
                                               rf"form one history \({here.directory}/3\.delta was written on top of "
                                               r"another history than version 2's\) and no older snapshot leads to it$"):
         held(StateStoreProvider(ck, 0, 0, local_dir=tmp_path / "fresher"), 3)
+    with pytest.raises(StateStoreError, match=rf"^cannot load state version 2 from {here.directory}: its files do not "
+                                              rf"form one history \({here.directory}/2\.snapshot is not of the history "
+                                              r"of 2\.delta\) and no older snapshot leads to it$"):
+        held(StateStoreProvider(ck, 0, 0, local_dir=tmp_path / "freshest"), 2)
 
 
 def test_a_working_copy_overtaken_by_a_re_run_writes_no_snapshot(tmp_path: Path) -> None:
