@@ -17,6 +17,10 @@ Prints one JSON object (with the machine's load beside each part), on an embedde
     the local disk and on an FTP server on 127.0.0.1 (Hadoop on the driver, fsspec in the tasks:
     the path a checkpoint on ``hdfs://`` or an object store takes), median processing delay and
     commit time per partition for each, and their ratios.
+(e) ``store_direct`` (``--only store_direct``): the state store alone, no Spark: one partition
+    holding ``--large`` keys, ``--batches`` batches each loading the next version, touching
+    ``--touched`` keys and committing; min and median ms per batch (what a batch pays the store,
+    including the working copy's check against the checkpoint's delta), and of the load alone.
 
 Not part of the test suite. Run: ``python bench/bench_state.py [--large 1000000] [--batches 8]``.
 """
@@ -108,6 +112,37 @@ def run_ours(sc: Any, kind: str, held: int, touched: int, batches: int, interval
             "processing_ms": steady, "commit_ms_per_partition": commits}
 
 
+def run_store_direct(held: int, touched: int, batches: int) -> dict[str, Any]:
+    """Load, touch ``touched`` keys, commit: per batch on one partition of the store holding ``held`` keys."""
+    import pickle
+
+    from streaming.state import NO_TIMESTAMP, StateStoreProvider
+
+    with tempfile.TemporaryDirectory(prefix="aiodstream-bench-store-") as temporary:
+        provider = StateStoreProvider(Path(temporary) / "ck", 0, 0, snapshot_every=10**9)
+        store = provider.load(0)
+        for k in range(held):
+            store.put(pickle.dumps(k), pickle.dumps(1), NO_TIMESTAMP)
+        store.commit()
+        times: list[float] = []
+        loads: list[float] = []
+        for b in range(1, batches + 1):
+            started = time.perf_counter()
+            store = provider.load(b)
+            loads.append((time.perf_counter() - started) * 1000)
+            for k in batch_keys(b, held, touched):
+                key = pickle.dumps(k)
+                row = store.get(key)
+                store.put(key, pickle.dumps(pickle.loads(row[0]) + 1 if row and row[0] else 1), NO_TIMESTAMP)
+            store.commit()
+            times.append((time.perf_counter() - started) * 1000)
+        provider.close()
+    steady = loads[1:]  # the first load after the seed reads (and, since the working copy is proven, hashes) its delta
+    return {"held": held, "touched": touched, "batches": batches, "batch_ms_min": round(min(times), 3),
+            "batch_ms_median": round(statistics.median(times), 3), "batch_ms": [round(t, 3) for t in times],
+            "load_ms_min": round(min(steady), 3), "load_ms_median": round(statistics.median(steady), 3)}
+
+
 def write_files(directory: Path, held: int, touched: int, batches: int) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for b in range(batches):
@@ -175,25 +210,33 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=8, help="batches per run (2 warm-up ones included)")
     parser.add_argument("--interval", type=float, default=2.0, help="batch interval in seconds")
     parser.add_argument("--only", nargs="*", default=["keys_held", "vs_pyspark"])
+    parser.add_argument("--kinds", nargs="*", default=["groups", "update_state_by_key"],
+                        help="what keys_held runs (groups: flatMapGroupsWithState)")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     sys.path.insert(0, str(ROOT))
     from streaming.spark import embedded_spark_context
 
+    if args.only == ["store_direct"]:
+        load = [round(x, 2) for x in os.getloadavg()]
+        part = run_store_direct(args.large, args.touched, args.batches)
+        part["load_average_before"], part["load_average_after"] = load, [round(x, 2) for x in os.getloadavg()]
+        print(json.dumps({"cpus": os.cpu_count(), "store_direct": part}, indent=2))
+        return
     sc = embedded_spark_context({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"})
     sc.setLogLevel("ERROR")
     out: dict[str, Any] = {"cpus": os.cpu_count()}
     if "keys_held" in args.only:
         load = [round(x, 2) for x in os.getloadavg()]
         runs = {(kind, size): run_ours(sc, kind, size, args.touched, args.batches, args.interval)
-                for kind in ("groups", "update_state_by_key") for size in (args.small, args.large)}
+                for kind in args.kinds for size in (args.small, args.large)}
         part: dict[str, Any] = {"load_average_before": load}
-        for kind in ("groups", "update_state_by_key"):
+        for kind in args.kinds:
             small, large = runs[(kind, args.small)], runs[(kind, args.large)]
             part[kind] = {"small": small, "large": large,
                           "ratio_large_over_small": round(large["processing_ms_median"] / small["processing_ms_median"], 3)}
         part["target_ratio_groups"] = 1.5
-        commits = runs[("groups", args.large)]["commit_ms_per_partition"]
+        commits = runs[("groups", args.large)]["commit_ms_per_partition"] if "groups" in args.kinds else []
         out["keys_held"] = part
         out["store_commits"] = {"held": args.large, "median_ms": statistics.median(commits) if commits else None,
                                 "p99_ms": percentile(commits, 0.99) if commits else None, "samples": len(commits)}

@@ -25,7 +25,8 @@ class StateOperatorProgress:
         num_rows_dropped_by_watermark: input rows dropped as late.
         num_shuffle_partitions: the operator's partitions.
         num_state_store_instances: stores that ran (one per partition).
-        custom_metrics: further counters (``numTimeoutsFired``).
+        custom_metrics: further counters (``numTimeoutsFired``; ``loadedMapCacheHitCount``, ``loadedMapCacheMissCount``:
+            loads that used the working copy on disk, and that rebuilt it from the checkpoint).
     """
 
     operator_name: str

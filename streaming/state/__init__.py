@@ -23,7 +23,14 @@ from ._groups import (
 )
 from ._intervals import parse_delay_threshold, parse_interval_ms
 from ._protocol import StateRow, VersionedStore
-from ._store import StateStore, StateStoreError, StateStoreMetrics, StateStoreProvider, keep_partition_count
+from ._store import (
+    StateStore,
+    StateStoreError,
+    StateStoreMetrics,
+    StateStoreProvider,
+    StateStoreStatistics,
+    keep_partition_count,
+)
 
 __all__ = [
     "DUPLICATE_INITIAL_STATE",
@@ -40,6 +47,7 @@ __all__ = [
     "StateStoreError",
     "StateStoreMetrics",
     "StateStoreProvider",
+    "StateStoreStatistics",
     "USER_FUNCTION_ERROR",
     "VersionedStore",
     "event_time_ms",

@@ -116,6 +116,8 @@ class StateOperatorStats:
     num_partitions: int
     all_updates_time_ms: int = 0
     all_removals_time_ms: int = 0
+    working_copy_hits: int = 0
+    working_copy_misses: int = 0
 
     def merge(self, other: StateOperatorStats | None) -> StateOperatorStats:
         """These numbers and ``other``'s together."""
@@ -128,7 +130,10 @@ class StateOperatorStats:
         return StateOperatorProgress(
             operator_name, self.num_rows_total, self.num_rows_updated, self.all_updates_time_ms, self.num_rows_removed,
             self.all_removals_time_ms, self.commit_time_ms, self.memory_used_bytes, self.num_rows_dropped_by_watermark,
-            num_shuffle_partitions, self.num_partitions, {"numTimeoutsFired": self.num_timeouts},
+            num_shuffle_partitions, self.num_partitions,
+            # Spark's HDFS state store names: a hit used the working copy on disk, a miss rebuilt it from the checkpoint
+            {"numTimeoutsFired": self.num_timeouts, "loadedMapCacheHitCount": self.working_copy_hits,
+             "loadedMapCacheMissCount": self.working_copy_misses},
         )
 
 
@@ -154,7 +159,8 @@ def run_batch(provider: StateStoreProvider, batch_id: int, records: Iterable[tup
     return result.outputs, StateOperatorStats(
         rows, result.num_rows_updated, result.num_rows_removed, result.num_rows_dropped_by_watermark,
         metrics.memory_used_bytes, metrics.commit_time_ms, result.num_timeouts, 1,
-        result.updates_ns // 1_000_000, result.removals_ns // 1_000_000)
+        result.updates_ns // 1_000_000, result.removals_ns // 1_000_000,
+        int(store.loaded_from == "working copy"), int(store.loaded_from == "checkpoint"))
 
 
 def initial_state_by_key(pairs: Iterable[tuple[Any, Any]]) -> dict[bytes, tuple[Any, Any]]:

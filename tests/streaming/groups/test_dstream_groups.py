@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import pickle
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -12,6 +16,8 @@ import pytest
 from scheduler import InvalidPipelineError, ManualClock
 from streaming import StreamingContext
 from streaming.state import GroupState, StateStoreProvider
+from tests.cluster import MASTER_VARIABLE
+from tests.streaming.groups.test_store_private import plant
 
 pytestmark = pytest.mark.spark
 
@@ -98,6 +104,32 @@ def test_the_state_survives_a_restart_from_the_checkpoint(spark_context: Any, tm
     second, progress = run(spark_context, directory, beats, resume=True, clock_start=2000, drive=4, partitions=3)
     assert {p.state_operators[0].num_shuffle_partitions for p in progress} == {2}
     assert second == {3000: [("x", "online", 3)], 4000: [], 5000: [], 6000: [("x", "offline", 6000)]}
+
+
+def test_the_tasks_never_read_a_working_copy_planted_at_the_old_shared_path(
+        spark_context: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Copies planted for both partitions where earlier releases' tasks looked (<tmp>/aiodstream-state/<hash of the
+    checkpoint>/...), at the first batch's version: exact counts, the payload never runs, and from batch 1 on every
+    partition reuses its own working copy (a hit in the progress, no rebuild) on a single executor."""
+    directory, marker = tmp_path / "ck", tmp_path / "ran"
+    tag = hashlib.sha256(str((directory / "stateful").resolve()).encode()).hexdigest()[:16]
+    planted = Path(tempfile.gettempdir()) / "aiodstream-state" / tag
+    try:
+        for partition in (0, 1):
+            plant(planted / "0" / f"{partition}.sqlite", 0, marker)
+        outputs, progress = run(spark_context, directory, [["x", "y"], ["x"], ["x"]])
+    finally:
+        shutil.rmtree(planted)
+    assert outputs == {1000: [("x", "online", 1), ("y", "online", 1)], 2000: [("x", "online", 2)],
+                       3000: [("x", "online", 3)]}
+    assert not marker.exists()
+    metrics = [p.state_operators[0].custom_metrics for p in progress]
+    hits = [m["loadedMapCacheHitCount"] for m in metrics]
+    misses = [m["loadedMapCacheMissCount"] for m in metrics]
+    assert hits[0] == misses[0] == 0  # version 0 starts empty
+    assert [h + m for h, m in zip(hits[1:], misses[1:], strict=True)] == [2, 2]
+    if not os.environ.get(MASTER_VARIABLE):  # one executor: every later load finds its partition's copy
+        assert misses == [0, 0, 0]
 
 
 def test_the_state_store_lives_on_a_remote_file_system(spark_context: Any, ftp_server: Any, tmp_path: Path) -> None:
