@@ -25,6 +25,7 @@ import anyio.to_thread
 
 from listeners import OverflowPolicy
 from scheduler import (
+    CheckpointClaim,
     CheckpointError,
     CheckpointPath,
     Clock,
@@ -38,6 +39,7 @@ from scheduler import (
     StreamingQueryException,
     StreamingStateError,
     Time,
+    checkpoint_claims,
     library_logger,
 )
 
@@ -268,6 +270,7 @@ class StreamingContext:
         self._loop_thread: int | None = None
         self._start_site = ""
         self._pending_checkpoint_dir: str | None = None  # set by checkpoint() inside async with, applied at start
+        self._checkpoint_claim: CheckpointClaim | None = None  # taken by a start, kept by the runtime
         self._shutdown: SignalShutdown | None = None
         self._log = library_logger("aiodstream.streaming", component="StreamingContext", context=self._context_id)
 
@@ -539,6 +542,7 @@ class StreamingContext:
                     self._close_portal()
                     raise
             except BaseException:
+                self._release_checkpoint()
                 self._deactivate()
                 raise
             self._start_site = _call_site()
@@ -664,6 +668,7 @@ class StreamingContext:
                 self._ui_url = await self.runtime.start_service(self._ui.serve, *self._ui_bind)
             await self.runtime.start()
         except BaseException:
+            self._release_checkpoint()
             self._deactivate()
             raise
         self._start_site = _call_site()
@@ -946,6 +951,9 @@ class StreamingContext:
         directory = self._log_dir
         if directory is None:
             return
+        # Claimed for the runtime before anything here changes: a refused second context must not
+        # move a live one's logs aside. The runtime keeps the claim and gives it up at its stop.
+        self._checkpoint_claim = checkpoint_claims.claim(directory, self.runtime)
         if not self._recovering:
             self._move_previous_run_aside(directory)
         directory.mkdirs()
@@ -957,6 +965,12 @@ class StreamingContext:
         if reason is not None:
             self._log.warning("the DStream graph cannot be saved in the checkpoint: a restart through getOrCreate calls "
                               "the setup function again", reason=reason)
+
+    def _release_checkpoint(self) -> None:
+        """A failed start gives up the claim it took (idempotent: the runtime may have given it up already)."""
+        claim, self._checkpoint_claim = self._checkpoint_claim, None
+        if claim is not None:
+            claim.release()
 
     def _move_previous_run_aside(self, directory: CheckpointPath) -> None:
         present = set(directory.listdir())
