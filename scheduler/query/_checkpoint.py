@@ -136,8 +136,8 @@ class CheckpointDescription:
 class Checkpoint:
     """A checkpoint directory: ``metadata`` (the query id), ``offsets/`` and ``commits/``.
 
-    Blocking; one query writes to a directory at a time: :meth:`open` claims it first (see
-    :class:`~scheduler.CheckpointClaims`), and a second writer the file system could not keep
+    Blocking; one query writes to a directory at a time: it is claimed before :meth:`open`
+    changes anything (see :class:`~scheduler.CheckpointClaims`), and a second writer the file system could not keep
     out is detected when it tries to write an entry that exists, and fails with
     :class:`ConcurrentCheckpointUpdateError`. The directory may be on any file system a
     :class:`CheckpointFileManager` serves.
@@ -149,7 +149,6 @@ class Checkpoint:
         self.metadata_path = self.root / METADATA_FILE
         self.offsets = OffsetSeqLog(self.root / OFFSETS_DIR)
         self.commits = CommitLog(self.root / COMMITS_DIR)
-        self._own_claim: CheckpointClaim | None = None
 
     # -- the query id --
 
@@ -182,26 +181,6 @@ class Checkpoint:
 
     # -- opening for a run --
 
-    def claim(self, owner: object | None = None) -> CheckpointClaim:
-        """Claim the directory for ``owner`` (default: this object), in this process and on the file system.
-
-        A claim taken here for this object is given up by :meth:`release`.
-
-        Raises:
-            ConcurrentCheckpointUpdateError: another query holds it (Spark's message).
-            CheckpointError: the location is a file.
-        """
-        claim = checkpoint_claims.claim(self.root, self if owner is None else owner)
-        if claim.owner is self:
-            self._own_claim = claim
-        return claim
-
-    def release(self) -> None:
-        """Give up the claim :meth:`open` or :meth:`claim` took for this object (idempotent); a caller's claim is the caller's."""
-        claim, self._own_claim = self._own_claim, None
-        if claim is not None:
-            claim.release()
-
     def open(self, batch_duration: Duration, num_sources: int, *, claim: CheckpointClaim | None = None) -> CheckpointState:
         """Claim the directory, create it and the query id if needed, clear leftovers of killed writers, and recover.
 
@@ -212,31 +191,34 @@ class Checkpoint:
         Args:
             batch_duration: the runtime's batch interval.
             num_sources: how many sources the graph has.
-            claim: the caller's claim on this directory (a runtime claims before it opens);
-                without one, this object claims it until :meth:`release`.
+            claim: the caller's claim on this directory, held for its run (a runtime claims
+                before it opens); without one, the directory is claimed for the opening only.
 
         Raises:
             ConcurrentCheckpointUpdateError: another query holds the directory.
             CheckpointError: the checkpoint cannot be resumed by this query (see :meth:`recover`).
             CorruptCheckpointError: an entry needed to resume cannot be read.
         """
-        if claim is None:
-            claim = self.claim()
-        elif not claim.held or claim.location.path != self.root.path:
-            raise CheckpointError(f"{claim!r} does not hold {self.root}; claim the directory this checkpoint is in",
-                                  path=str(self.root))
+        if claim is not None:
+            if not claim.held or claim.location.path != self.root.path:
+                raise CheckpointError(f"{claim!r} does not hold {self.root}; claim the directory this checkpoint is in",
+                                      path=str(self.root))
+            return self._open(claim, batch_duration, num_sources)
+        claim = checkpoint_claims.claim(self.root, self)
         try:
-            query_id = self.read_query_id()
-            created = query_id is None
-            if query_id is None:
-                query_id = self.create_query_id()
-            if claim.guarantee != "detect":
-                for directory in (self.offsets.directory, self.commits.directory, self.root):
-                    remove_temp_files(directory)
-            return self.recover(query_id, created, batch_duration, num_sources)
-        except BaseException:
-            self.release()
-            raise
+            return self._open(claim, batch_duration, num_sources)
+        finally:
+            claim.release()
+
+    def _open(self, claim: CheckpointClaim, batch_duration: Duration, num_sources: int) -> CheckpointState:
+        query_id = self.read_query_id()
+        created = query_id is None
+        if query_id is None:
+            query_id = self.create_query_id()
+        if claim.guarantee != "detect":
+            for directory in (self.offsets.directory, self.commits.directory, self.root):
+                remove_temp_files(directory)
+        return self.recover(query_id, created, batch_duration, num_sources)
 
     def recover(self, query_id: uuid.UUID, created: bool, batch_duration: Duration, num_sources: int) -> CheckpointState:
         """Read the logs and decide where the query resumes.

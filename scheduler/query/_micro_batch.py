@@ -214,8 +214,8 @@ class MicroBatchTracker:
     async def open(self, default_first: Time, *, claim: CheckpointClaim | None = None) -> RunPlan:
         """Read (or create) the checkpoint and decide where this run starts.
 
-        ``claim`` is the caller's claim on the checkpoint directory (see
-        :meth:`Checkpoint.open`); without one the checkpoint claims it until :meth:`close`.
+        ``claim`` is the caller's claim on the checkpoint directory, held for the run (see
+        :meth:`Checkpoint.open`); without one it is claimed for the opening only.
 
         ``default_first`` is the first batch time of a fresh start (the timer's next grid
         point). A restart resumes on the checkpoint's grid: logged batches without a commit are
@@ -304,14 +304,12 @@ class MicroBatchTracker:
             self._writer_done.set()
 
     async def close(self) -> None:
-        """Finish the queued async writes (each is short), stop the writer and give up a claim :meth:`open` took; idempotent."""
+        """Finish the queued async writes (each is short) and stop the writer; idempotent."""
         if self._send is not None:
             self._send.close()
         if self._writer_done is not None:
             with anyio.CancelScope(shield=True):
                 await self._writer_done.wait()
-        if self.checkpoint is not None:
-            self.checkpoint.release()
 
     async def flush(self) -> None:
         """Wait until every async write queued so far has been written (or has failed)."""
