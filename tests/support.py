@@ -196,3 +196,13 @@ def check_file_manager_contract(root: CheckpointPath) -> None:
     assert (root / "d").rename_new(root / "e") and not (root / "0").rename_new(root / "r")
     assert (root / "0").read_bytes() == b"first" and (root / "r").read_bytes() == b"22"
     assert (root / "e").delete(recursive=True) and not (root / "e").exists() and not (root / "gone").delete()
+    # The hold on the directory: exclusive where the file system has one, "detect" (held by nobody) where it has not.
+    held = root.files.lock(root.path, b'{"holder": 1}')
+    assert held is not None and held.guarantee in ("lock", "lease", "detect")
+    second = root.files.lock(root.path, b'{"holder": 2}')
+    assert (second is None) is (held.guarantee != "detect")
+    held.release()
+    held.release()  # idempotent
+    again = root.files.lock(root.path, b'{"holder": 3}')
+    assert again is not None
+    again.release()
