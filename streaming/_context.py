@@ -760,6 +760,11 @@ class StreamingContext:
     def _before_start(self) -> None:
         """What a start does before the runtime starts (py4j calls, file I/O): Spark's checkpoint
         directory, rate controllers, the recovery logs."""
+        if self._log_dir is not None:
+            # Claimed for the runtime before anything there changes (Spark's directory for RDD
+            # checkpoints, a previous run moved aside): a refused second context must not touch
+            # a live one's files. The runtime keeps the claim and gives it up at its stop.
+            self._checkpoint_claim = checkpoint_claims.claim(self._log_dir, self.runtime)
         sc = self.sparkContext
         if self._pending_checkpoint_dir is not None:
             sc.setCheckpointDir(self._pending_checkpoint_dir)
@@ -951,9 +956,6 @@ class StreamingContext:
         directory = self._log_dir
         if directory is None:
             return
-        # Claimed for the runtime before anything here changes: a refused second context must not
-        # move a live one's logs aside. The runtime keeps the claim and gives it up at its stop.
-        self._checkpoint_claim = checkpoint_claims.claim(directory, self.runtime)
         if not self._recovering:
             self._move_previous_run_aside(directory)
         directory.mkdirs()
