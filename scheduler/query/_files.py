@@ -381,8 +381,9 @@ def lock_local_directory(directory: str, holder: bytes) -> CheckpointLock | None
         os.close(fd)
         raise
     try:
-        os.ftruncate(fd, 0)
         os.pwrite(fd, holder, 0)
+        if os.fstat(fd).st_size != len(holder):  # a truncation costs milliseconds on some file systems: only when needed
+            os.ftruncate(fd, len(holder))
     except BaseException:
         os.close(fd)
         raise
