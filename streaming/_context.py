@@ -668,7 +668,8 @@ class StreamingContext:
                 self._ui_url = await self.runtime.start_service(self._ui.serve, *self._ui_bind)
             await self.runtime.start()
         except BaseException:
-            self._release_checkpoint()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._release_checkpoint)  # a Hadoop lease: py4j calls
             self._deactivate()
             raise
         self._start_site = _call_site()

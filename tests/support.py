@@ -176,10 +176,11 @@ async def wait_until(condition: Callable[[], bool]) -> None:
             await anyio.lowlevel.checkpoint()
 
 
-def check_file_manager_contract(root: CheckpointPath) -> None:
-    """What every checkpoint file manager keeps, from an empty ``root`` it has not created.
+def check_file_manager_contract(root: CheckpointPath) -> str:
+    """What every checkpoint file manager keeps, from an empty ``root`` it has not created; returns the lock's guarantee.
 
-    Afterwards ``root`` holds ``0`` (``b"first"``, created once) and ``r`` (``b"22"``, replaced).
+    Afterwards ``root`` holds ``0`` (``b"first"``, created once) and ``r`` (``b"22"``, replaced),
+    and with a ``"lock"`` guarantee the lock file too (a lease file is removed at release).
     """
     assert not root.exists() and root.listdir() == [] and root.read_bytes() is None
     root.mkdirs()
@@ -206,3 +207,5 @@ def check_file_manager_contract(root: CheckpointPath) -> None:
     again = root.files.lock(root.path, b'{"holder": 3}')
     assert again is not None
     again.release()
+    guarantee: str = held.guarantee
+    return guarantee

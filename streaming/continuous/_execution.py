@@ -395,7 +395,7 @@ class ContinuousExecution:
                     await self._bus_done.wait()
             if self._registered:
                 query_registry.forget(self)
-            self._release_checkpoint()
+            await self._release_checkpoint()
             self._wake()
             raise
         self._state = StreamingContextState.ACTIVE
@@ -426,10 +426,12 @@ class ContinuousExecution:
         plan.sink.prepare(resume.start_epoch - 1)
         return resume, host
 
-    def _release_checkpoint(self) -> None:
+    async def _release_checkpoint(self) -> None:
+        # Giving up a Hadoop lease is file I/O through py4j: off the loop, and finished even when cancelled.
         claim, self._checkpoint_claim = self._checkpoint_claim, None
         if claim is not None:
-            claim.release()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(claim.release)
 
     @staticmethod
     def _initial_offsets(plan: ContinuousPlan) -> list[Any]:
@@ -818,7 +820,7 @@ class ContinuousExecution:
             else:
                 query_registry.forget(self)
             self._registered = False
-        self._release_checkpoint()  # after the teardown: nothing more is written
+        await self._release_checkpoint()  # after the teardown: nothing more is written
         if was_active and self.query_id is not None:
             text = None if death is None else "".join(traceback.format_exception(type(death), death, death.__traceback__))
             await self.listener_bus.post(QueryTerminated(self.query_id, self.run_id, text, None))

@@ -429,6 +429,7 @@ class StreamingRuntime:
             if tracker is not None:
                 with anyio.CancelScope(shield=True):
                     await tracker.close()
+            await self._release_checkpoint()
             self._unregister()
             self.listener_bus.close()
             self._scheduler_done.set()
@@ -470,10 +471,14 @@ class StreamingRuntime:
                 "copy of this checkpoint); stop that query first, or start this one from a new checkpoint directory"
             )
 
-    def _unregister(self) -> None:
+    async def _release_checkpoint(self) -> None:
+        # Giving up a Hadoop lease is file I/O through py4j: off the loop, and finished even when cancelled.
         claim, self._checkpoint_claim = self._checkpoint_claim, None
         if claim is not None:
-            claim.release()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(claim.release)
+
+    def _unregister(self) -> None:
         if not self._registered:
             return
         with _active_lock:
@@ -591,6 +596,7 @@ class StreamingRuntime:
         error = self._error if self.stop_on_failure else None
         death = error or tracker.failure
         tracker.set_status("Stopped" if death is None else f"Terminated with exception: {death}")
+        await self._release_checkpoint()
         self._unregister()
         if tracker.query_id is not None and self._state is StreamingContextState.ACTIVE:
             query_registry.terminated(self, death)

@@ -25,6 +25,7 @@ from scheduler import (
     lease_file_lock,
 )
 from tests.anyio_support import raises_exactly
+from tests.support import check_file_manager_contract
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("checkpoint_holder_child.py")
@@ -40,6 +41,12 @@ def dead_pid() -> int:
     """The pid of a process that has exited (and been reaped)."""
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     return int(child.stdout)
+
+
+def test_the_local_manager_keeps_the_contract_with_an_os_lock(tmp_path: Path) -> None:
+    """The local manager's hold is an exclusive flock: a second hold is refused until the first is released."""
+    assert check_file_manager_contract(CheckpointPath.local(tmp_path / "ck")) == "lock"
+    assert sorted(os.listdir(tmp_path / "ck")) == [LOCK_FILE, "0", "r"]
 
 
 def test_a_second_owner_in_this_process_is_refused_with_sparks_message(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from scheduler import (
     LOCAL_FILES,
+    LOCK_FILE,
     Checkpoint,
     CheckpointError,
     CheckpointPath,
@@ -75,11 +76,11 @@ def test_checkpoint_paths_join_and_split_uris_and_local_paths() -> None:
 def test_the_hadoop_manager_keeps_the_contract_on_file_uris(spark_context: Any, tmp_path: Path) -> None:
     """Create once (never replaced), read, list without checksum files, replace, rename without replacing, delete."""
     root = CheckpointPath(HadoopFileManager(spark_context), tmp_path.as_uri() + "/ck")
-    check_file_manager_contract(root)
+    assert check_file_manager_contract(root) == "lock"  # file: through Hadoop is the driver's disk: an OS file lock
     assert any(name.endswith(".crc") for name in os.listdir(tmp_path / "ck"))  # Hadoop wrote them; they are not listed
     assert root.uri() == f"file:{tmp_path}/ck"
     (tmp_path / "ck" / ".5.abc.tmp").write_bytes(b"left by a killed writer")
-    assert remove_temp_files(root) == 1 and sorted(root.listdir()) == ["0", "r"]
+    assert remove_temp_files(root) == 1 and sorted(root.listdir()) == [LOCK_FILE, "0", "r"]
 
 
 @pytest.mark.spark
