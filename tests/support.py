@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -209,3 +211,9 @@ def check_file_manager_contract(root: CheckpointPath) -> str:
     again.release()
     guarantee: str = held.guarantee
     return guarantee
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped (for holder records whose process is gone)."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    return int(child.stdout)

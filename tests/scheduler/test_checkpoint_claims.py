@@ -25,7 +25,7 @@ from scheduler import (
     lease_file_lock,
 )
 from tests.anyio_support import raises_exactly
-from tests.support import check_file_manager_contract
+from tests.support import check_file_manager_contract, dead_pid
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("checkpoint_holder_child.py")
@@ -35,12 +35,6 @@ def snapshot(root: Path) -> dict[str, str]:
     """Every file under ``root`` by relative path, with the SHA-256 of its bytes."""
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def dead_pid() -> int:
-    """The pid of a process that has exited (and been reaped)."""
-    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
-    return int(child.stdout)
 
 
 def test_the_local_manager_keeps_the_contract_with_an_os_lock(tmp_path: Path) -> None:
