@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import time as _time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from scheduler import LOCK_FILE, ConcurrentCheckpointUpdateError, ManualClock, Seconds
+from scheduler import LOCK_FILE, ConcurrentCheckpointUpdateError, JobFailedError, ManualClock, Seconds
 from streaming import ListSource, Pipeline, StreamingContext, StreamingRuntime
 from tests.anyio_support import BACKENDS, raises_exactly
 
@@ -149,3 +150,46 @@ def test_a_streaming_context_is_refused_while_another_process_holds_its_checkpoi
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+@pytest.mark.spark
+def test_a_file_streams_log_entry_written_by_another_writer_fails_the_query_with_sparks_message(
+        spark_context: Any, tmp_path: Path) -> None:
+    """The file stream's next sources entry already exists: that batch fails with CONCURRENT_STREAM_LOG_UPDATE, its output never runs."""
+    base = (int(_time.time() * 1000) // 1000 - 1000) * 1000  # a grid time in the recent past: the files' times fit it
+    watched, ck = tmp_path / "in", tmp_path / "ck"
+    watched.mkdir()
+
+    def write_file(name: str, line: str, mtime_ms: int) -> None:
+        (watched / name).write_text(f"{line}\n")
+        os.utime(watched / name, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+
+    async def scenario() -> tuple[dict[int, list[str]], BaseException | None]:
+        outputs: dict[int, list[str]] = {}
+        clock = ManualClock(base)
+        ssc = StreamingContext(spark_context, 1.0, clock=clock)
+
+        def record(time: Any, rdd: Any) -> None:
+            outputs[int(time.timestamp() * 1000)] = sorted(rdd.collect())
+
+        ssc.textFileStream(str(watched)).foreachRDD(record)
+        ssc.checkpoint(str(ck))
+        write_file("f1.txt", "a", base + 500)
+        async with ssc:
+            await ssc.start_async()
+            clock.advance(1000)
+            await ssc.runtime.wait_until_idle()
+            (ck / "sources" / "0" / "1").write_text('v1\n{"path":"elsewhere","timestamp":0,"batchId":1}')
+            write_file("f2.txt", "b", base + 1500)
+            clock.advance(1000)
+            await ssc.runtime.wait_until_idle()
+            error = ssc.runtime.exception()
+            await ssc.stop_async()
+        return outputs, error
+
+    outputs, error = anyio.run(scenario)
+    assert outputs == {base + 1000: ["a"]}
+    assert isinstance(error, JobFailedError) and error.batch_time_ms == base + 2000
+    assert isinstance(error.__cause__, ConcurrentCheckpointUpdateError)
+    assert str(error.__cause__) == ("Concurrent update to the log. Multiple streaming jobs detected for 1. Please make sure only "
+                                    "one streaming job runs on a specific checkpoint location at a time.")
