@@ -62,6 +62,7 @@ class CheckpointClaim:
     """This process's claim on one checkpoint directory, for one owner (a query), until :meth:`release`.
 
     Attributes:
+        key: the directory's identity in the registry (see :func:`claim_key`).
         location: the directory.
         owner: the query holding it.
         claim_id: a random id, written with the holder record.
