@@ -25,6 +25,7 @@ import anyio.to_thread
 
 from listeners import OverflowPolicy
 from scheduler import (
+    CheckpointClaim,
     CheckpointError,
     CheckpointPath,
     Clock,
@@ -38,6 +39,7 @@ from scheduler import (
     StreamingQueryException,
     StreamingStateError,
     Time,
+    checkpoint_claims,
     library_logger,
     scaled_milliseconds,
 )
@@ -286,6 +288,7 @@ class StreamingContext:
         self._loop_thread: int | None = None
         self._start_site = ""
         self._pending_checkpoint_dir: str | None = None  # set by checkpoint() inside async with, applied at start
+        self._checkpoint_claim: CheckpointClaim | None = None  # taken by a start, kept by the runtime
         self._shutdown: SignalShutdown | None = None
         self._log = library_logger("aiodstream.streaming", component="StreamingContext", context=self._context_id)
 
@@ -557,6 +560,7 @@ class StreamingContext:
                     self._close_portal()
                     raise
             except BaseException:
+                self._release_checkpoint()
                 self._deactivate()
                 raise
             self._start_site = _call_site()
@@ -682,6 +686,8 @@ class StreamingContext:
                 self._ui_url = await self.runtime.start_service(self._ui.serve, *self._ui_bind)
             await self.runtime.start()
         except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._release_checkpoint)  # a Hadoop lease: py4j calls
             self._deactivate()
             raise
         self._start_site = _call_site()
@@ -773,6 +779,11 @@ class StreamingContext:
     def _before_start(self) -> None:
         """What a start does before the runtime starts (py4j calls, file I/O): Spark's checkpoint
         directory, rate controllers, the recovery logs."""
+        if self._log_dir is not None:
+            # Claimed for the runtime before anything there changes (Spark's directory for RDD
+            # checkpoints, a previous run moved aside): a refused second context must not touch
+            # a live one's files. The runtime keeps the claim and gives it up at its stop.
+            self._checkpoint_claim = checkpoint_claims.claim(self._log_dir, self.runtime)
         sc = self.sparkContext
         if self._pending_checkpoint_dir is not None:
             sc.setCheckpointDir(self._pending_checkpoint_dir)
@@ -975,6 +986,12 @@ class StreamingContext:
         if reason is not None:
             self._log.warning("the DStream graph cannot be saved in the checkpoint: a restart through getOrCreate calls "
                               "the setup function again", reason=reason)
+
+    def _release_checkpoint(self) -> None:
+        """A failed start gives up the claim it took (idempotent: the runtime may have given it up already)."""
+        claim, self._checkpoint_claim = self._checkpoint_claim, None
+        if claim is not None:
+            claim.release()
 
     def _move_previous_run_aside(self, directory: CheckpointPath) -> None:
         present = set(directory.listdir())

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -176,10 +178,11 @@ async def wait_until(condition: Callable[[], bool]) -> None:
             await anyio.lowlevel.checkpoint()
 
 
-def check_file_manager_contract(root: CheckpointPath) -> None:
-    """What every checkpoint file manager keeps, from an empty ``root`` it has not created.
+def check_file_manager_contract(root: CheckpointPath) -> str:
+    """What every checkpoint file manager keeps, from an empty ``root`` it has not created; returns the lock's guarantee.
 
-    Afterwards ``root`` holds ``0`` (``b"first"``, created once) and ``r`` (``b"22"``, replaced).
+    Afterwards ``root`` holds ``0`` (``b"first"``, created once) and ``r`` (``b"22"``, replaced),
+    and with a ``"lock"`` guarantee the lock file too (a lease file is removed at release).
     """
     assert not root.exists() and root.listdir() == [] and root.read_bytes() is None
     root.mkdirs()
@@ -196,3 +199,21 @@ def check_file_manager_contract(root: CheckpointPath) -> None:
     assert (root / "d").rename_new(root / "e") and not (root / "0").rename_new(root / "r")
     assert (root / "0").read_bytes() == b"first" and (root / "r").read_bytes() == b"22"
     assert (root / "e").delete(recursive=True) and not (root / "e").exists() and not (root / "gone").delete()
+    # The hold on the directory: exclusive where the file system has one, "detect" (held by nobody) where it has not.
+    held = root.files.lock(root.path, b'{"holder": 1}')
+    assert held is not None and held.guarantee in ("lock", "lease", "detect")
+    second = root.files.lock(root.path, b'{"holder": 2}')
+    assert (second is None) is (held.guarantee != "detect")
+    held.release()
+    held.release()  # idempotent
+    again = root.files.lock(root.path, b'{"holder": 3}')
+    assert again is not None
+    again.release()
+    guarantee: str = held.guarantee
+    return guarantee
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped (for holder records whose process is gone)."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    return int(child.stdout)

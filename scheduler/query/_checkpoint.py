@@ -13,10 +13,11 @@ from typing import Callable, Mapping, Sequence, TypeVar
 
 import attrs
 
-from .._errors import CheckpointError, ConcurrentCheckpointUpdateError, CorruptCheckpointError
+from .._errors import CheckpointError, CorruptCheckpointError
 from .._protocols import Offset, RecoveredBatch
 from .._time import Duration, Time
 from .._watermark import WATERMARK_POLICY_KEY
+from ._claims import CheckpointClaim, checkpoint_claims, concurrent_use_error
 from ._files import TEMP_SUFFIX, CheckpointPath, as_checkpoint_path, remove_temp_files
 from ._metadata_log import (
     CommitLog,
@@ -139,9 +140,11 @@ class CheckpointDescription:
 class Checkpoint:
     """A checkpoint directory: ``metadata`` (the query id), ``offsets/`` and ``commits/``.
 
-    Blocking; one query writes to a directory at a time (a second writer is detected when it
-    tries to write an entry that exists, and fails with :class:`ConcurrentCheckpointUpdateError`).
-    The directory may be on any file system a :class:`CheckpointFileManager` serves.
+    Blocking; one query writes to a directory at a time: it is claimed before :meth:`open`
+    changes anything (see :class:`~scheduler.CheckpointClaims`), and a second writer the file system could not keep
+    out is detected when it tries to write an entry that exists, and fails with
+    :class:`ConcurrentCheckpointUpdateError`. The directory may be on any file system a
+    :class:`CheckpointFileManager` serves.
     """
 
     def __init__(self, location: str | os.PathLike[str] | CheckpointPath) -> None:
@@ -176,32 +179,49 @@ class Checkpoint:
         """
         query_id = uuid.uuid4()
         if not self.metadata_path.create_new(serialize_query_metadata(query_id).encode("utf-8")):
-            raise ConcurrentCheckpointUpdateError(
-                f"cannot create {self.metadata_path}: it appeared while this query was starting, so another query is "
-                "using the same checkpoint directory; give each query its own checkpoint_location",
-                path=str(self.metadata_path),
-            )
+            raise concurrent_use_error(self.metadata_path, "its query id appeared while this query was starting; give each "
+                                                           "query its own checkpoint location")
         return query_id
 
     # -- opening for a run --
 
-    def open(self, batch_duration: Duration, num_sources: int) -> CheckpointState:
-        """Create the directory and query id if needed, clear leftovers of killed writers, and recover.
+    def open(self, batch_duration: Duration, num_sources: int, *, claim: CheckpointClaim | None = None) -> CheckpointState:
+        """Claim the directory, create it and the query id if needed, clear leftovers of killed writers, and recover.
+
+        Nothing is changed before the claim is held. Temporary files are removed only where the
+        file system holds the directory for this process (a ``lock`` or a ``lease``); where it
+        cannot (``detect``), another process's in-flight files may be among them, so they stay.
+
+        Args:
+            batch_duration: the runtime's batch interval.
+            num_sources: how many sources the graph has.
+            claim: the caller's claim on this directory, held for its run (a runtime claims
+                before it opens); without one, the directory is claimed for the opening only.
 
         Raises:
+            ConcurrentCheckpointUpdateError: another query holds the directory.
             CheckpointError: the checkpoint cannot be resumed by this query (see :meth:`recover`).
             CorruptCheckpointError: an entry needed to resume cannot be read.
         """
-        if self.root.exists() and not self.root.is_dir():
-            raise CheckpointError(f"checkpoint location {self.root} is a file, not a directory; pass a directory path",
-                                  path=str(self.root))
-        self.root.mkdirs()
+        if claim is not None:
+            if not claim.held or claim.location.path != self.root.path:
+                raise CheckpointError(f"{claim!r} does not hold {self.root}; claim the directory this checkpoint is in",
+                                      path=str(self.root))
+            return self._open(claim, batch_duration, num_sources)
+        claim = checkpoint_claims.claim(self.root, self)
+        try:
+            return self._open(claim, batch_duration, num_sources)
+        finally:
+            claim.release()
+
+    def _open(self, claim: CheckpointClaim, batch_duration: Duration, num_sources: int) -> CheckpointState:
         query_id = self.read_query_id()
         created = query_id is None
         if query_id is None:
             query_id = self.create_query_id()
-        for directory in (self.offsets.directory, self.commits.directory, self.root):
-            remove_temp_files(directory)
+        if claim.guarantee != "detect":
+            for directory in (self.offsets.directory, self.commits.directory, self.root):
+                remove_temp_files(directory)
         return self.recover(query_id, created, batch_duration, num_sources)
 
     def recover(self, query_id: uuid.UUID, created: bool, batch_duration: Duration, num_sources: int) -> CheckpointState:

@@ -10,10 +10,13 @@ callers use worker threads.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pathlib
 import posixpath
 import shutil
+import socket
+import sys
 import uuid
 from typing import Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
@@ -22,12 +25,18 @@ from .._redaction import redact_uri
 
 __all__ = [
     "LOCAL_FILES",
+    "LOCK_FILE",
     "CheckpointFileManager",
+    "CheckpointLock",
     "CheckpointPath",
     "LocalFileManager",
     "TEMP_SUFFIX",
     "as_checkpoint_path",
+    "detect_only",
     "fsync_directory",
+    "holder_is_gone",
+    "lease_file_lock",
+    "lock_local_directory",
     "remove_temp_files",
     "temp_name",
     "uri_scheme",
@@ -41,6 +50,50 @@ TEMP_SUFFIX = ".tmp"
 def temp_name(name: str) -> str:
     """A hidden, unique temporary name for a file or directory that will become ``name``."""
     return f".{name}.{uuid.uuid4().hex}{TEMP_SUFFIX}"
+
+
+LOCK_FILE = ".writer.lock"
+"""The file in a checkpoint directory that its one writer holds (an OS file lock or a lease file).
+
+Hidden and never moved, purged or removed: removing a lock file while a process waits on it
+would let two processes hold two different files.
+"""
+
+
+class CheckpointLock(Protocol):
+    """A file system's hold on a checkpoint directory for one writer process, kept for a run.
+
+    Attributes:
+        guarantee: what the hold is worth across processes: ``"lock"`` (an OS file lock, which
+            the kernel releases when the process dies), ``"lease"`` (a lease file created
+            exclusively, removed at release; one left by a killed driver is taken over when
+            its process is provably gone) or ``"detect"`` (nothing: the file system has no
+            atomic exclusive create, so a second writer is found at its first conflicting
+            write).
+    """
+
+    guarantee: str
+
+    def release(self) -> None:
+        """Give the hold up (idempotent); the directory's contents stay as they are."""
+        ...
+
+
+class _DetectOnly:
+    """No hold across processes: concurrent writers are detected when one's entry already exists."""
+
+    guarantee = "detect"
+
+    def release(self) -> None:
+        """Nothing to give up."""
+
+    def __repr__(self) -> str:
+        return "<CheckpointLock detect>"
+
+
+def detect_only() -> CheckpointLock:
+    """The :class:`CheckpointLock` of a file system that offers no exclusive hold (``guarantee == "detect"``)."""
+    return _DetectOnly()
 
 
 @runtime_checkable
@@ -91,6 +144,16 @@ class CheckpointFileManager(Protocol):
 
     def uri(self, path: str) -> str:
         """The URI Spark's readers and writers take for ``path`` (``sc.pickleFile``, ``saveAsPickleFile``)."""
+        ...
+
+    def lock(self, directory: str, holder: bytes) -> CheckpointLock | None:
+        """Hold ``directory`` (which exists) for this process's one writer, as far as the file system can.
+
+        ``holder`` describes the holder (a small JSON record); it is written to
+        :data:`LOCK_FILE` once the hold is taken, never before. Returns ``None``, changing
+        nothing, when another process holds the directory; a file system without an exclusive
+        hold returns a lock whose ``guarantee`` is ``"detect"``.
+        """
         ...
 
 
@@ -268,8 +331,133 @@ class LocalFileManager:
         """A ``file://`` URI of the absolute path."""
         return pathlib.Path(os.path.abspath(_local(path))).as_uri()
 
+    def lock(self, directory: str, holder: bytes) -> CheckpointLock | None:
+        """An exclusive ``flock`` on ``<directory>/.writer.lock``, held until release or the process's end.
+
+        The kernel releases it when the process dies, so a killed driver never leaves a stale
+        hold. On NFS, Linux maps ``flock`` to the server's byte-range locks. Where ``fcntl``
+        does not exist (Windows), a lease file stands in (see :func:`~scheduler.lease_file_lock`).
+        """
+        return lock_local_directory(_local(directory), holder)
+
     def __repr__(self) -> str:
         return "<LocalFileManager>"
+
+
+class _FileLock:
+    """An exclusive ``flock`` on an open lock file; closing the descriptor releases it."""
+
+    guarantee = "lock"
+
+    def __init__(self, fd: int, path: str) -> None:
+        self._fd: int | None = fd
+        self.path = path
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # releases the flock; the file stays (see LOCK_FILE)
+
+    def __repr__(self) -> str:
+        return f"<CheckpointLock lock {self.path!r}{'' if self._fd is not None else ' released'}>"
+
+
+def lock_local_directory(directory: str, holder: bytes) -> CheckpointLock | None:
+    """Take an exclusive OS file lock on ``<directory>/.writer.lock`` for this process; ``None`` if another holds it.
+
+    A refused attempt changes nothing: the lock file is opened without truncation and the
+    holder record is written only once the lock is held.
+    """
+    path = os.path.join(directory, LOCK_FILE)
+    if sys.platform == "win32":  # pragma: no cover - no flock on Windows
+        return lease_file_lock(CheckpointPath.local(path), holder)
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        os.pwrite(fd, holder, 0)
+        if os.fstat(fd).st_size != len(holder):  # a truncation costs milliseconds on some file systems: only when needed
+            os.ftruncate(fd, len(holder))
+    except BaseException:
+        os.close(fd)
+        raise
+    return _FileLock(fd, path)
+
+
+class _LeaseLock:
+    """A lease file this process created; released by deleting it if it is still this holder's."""
+
+    guarantee = "lease"
+
+    def __init__(self, path: CheckpointPath, holder: bytes) -> None:
+        self.path = path
+        self._holder: bytes | None = holder
+
+    def release(self) -> None:
+        holder, self._holder = self._holder, None
+        if holder is not None and self.path.read_bytes() == holder:
+            self.path.delete()
+
+    def __repr__(self) -> str:
+        return f"<CheckpointLock lease {str(self.path)!r}{'' if self._holder is not None else ' released'}>"
+
+
+def holder_is_gone(record: bytes) -> bool:
+    """Whether a holder record (``{"host": ..., "pid": ...}``) names a process of this host that no longer exists.
+
+    Only a process on this host can be checked; anything else (another host, an unreadable
+    record, a live process, this very process) counts as alive.
+    """
+    try:
+        fields = json.loads(record.decode("utf-8"))
+        host, pid = fields["host"], fields["pid"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError):
+        return False
+    if host != socket.gethostname() or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):  # another user's process, or not a pid at all
+        return False
+    return False
+
+
+def lease_file_lock(path: CheckpointPath, holder: bytes) -> CheckpointLock | None:
+    """Hold a directory by creating the lease file ``path`` exclusively, holding ``holder``; ``None`` if another holds it.
+
+    Sound where the manager's :meth:`~CheckpointFileManager.create_new` is atomic and never
+    replaces (HDFS's ``rename`` without overwrite, a local hard link). A lease left by a
+    driver that was killed stays until a start on the same host finds its process gone and
+    takes it over; one left by a driver of another host must be deleted by hand (the
+    refusal names it). Two starts taking over one stale lease at the same instant are not
+    told apart here; the logs' write-once entries still catch the loser at its first write.
+    """
+    if path.create_new(holder):
+        return _LeaseLock(path, holder)
+    current = path.read_bytes()
+    if current is None or not holder_is_gone(current):
+        return None
+    # The holder is gone: move its lease aside (one mover wins), then create ours and read it back.
+    stale = path.parent / temp_name(path.name)
+    try:
+        if not path.rename_new(stale):
+            return None
+    except Exception:  # the lease vanished under us (another start moved it first: FileNotFoundError, or Hadoop's)
+        return None
+    stale.delete()
+    if path.create_new(holder) and path.read_bytes() == holder:
+        return _LeaseLock(path, holder)
+    return None
 
 
 LOCAL_FILES = LocalFileManager()

@@ -28,7 +28,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from .._redaction import redact_uri
-from ._files import LOCAL_FILES, CheckpointPath, temp_name, uri_scheme
+from ._files import LOCAL_FILES, CheckpointLock, CheckpointPath, detect_only, temp_name, uri_scheme
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -178,6 +178,15 @@ class FsspecFileManager:
     def uri(self, path: str) -> str:
         """The path itself: paths here are URIs already."""
         return path
+
+    def lock(self, directory: str, holder: bytes) -> CheckpointLock | None:
+        """No hold across processes (``guarantee == "detect"``): fsspec offers no exclusive create.
+
+        Entries are created after a check that the name is free, or written straight to their
+        name on object stores, so a lease file would not keep a second writer out either; a
+        second writer is found when an entry it writes already exists.
+        """
+        return detect_only()
 
     def __repr__(self) -> str:
         return f"<FsspecFileManager {self.protocol}>"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import math
 import uuid
 from typing import Callable, Protocol, Sequence
@@ -22,7 +23,7 @@ import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._clock import Clock
-from .._errors import ConcurrentCheckpointUpdateError, InvalidPipelineError, StreamingStateError
+from .._errors import InvalidPipelineError, StreamingStateError
 from .._job_set import JobSet
 from .._logging import library_logger
 from .._protocols import Offset, RecoveredBatch, ReplayableGraph, ReplayableInput
@@ -30,6 +31,7 @@ from .._state_progress import StateOperatorProgress
 from .._time import Duration, Time
 from .._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, EventTimeStats, WatermarkTracker, parse_watermark_policy
 from ._checkpoint import BatchGrid, Checkpoint, CheckpointState
+from ._claims import CheckpointClaim, concurrent_log_update_error
 from ._metadata_log import CommitMetadata, OffsetSeq, OffsetSeqMetadata
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
 from ._query_options import ProgressTrackingOptions, Trigger
@@ -209,8 +211,11 @@ class MicroBatchTracker:
 
     # -- opening --
 
-    async def open(self, default_first: Time) -> RunPlan:
+    async def open(self, default_first: Time, *, claim: CheckpointClaim | None = None) -> RunPlan:
         """Read (or create) the checkpoint and decide where this run starts.
+
+        ``claim`` is the caller's claim on the checkpoint directory, held for the run (see
+        :meth:`Checkpoint.open`); without one it is claimed for the opening only.
 
         ``default_first`` is the first batch time of a fresh start (the timer's next grid
         point). A restart resumes on the checkpoint's grid: logged batches without a commit are
@@ -234,7 +239,7 @@ class MicroBatchTracker:
             raise InvalidPipelineError(STATEFUL_ASYNC_MESSAGE)
         n = len(self._inputs)
         if self.checkpoint is not None:
-            state = await anyio.to_thread.run_sync(self.checkpoint.open, self.batch_duration, n)
+            state = await anyio.to_thread.run_sync(functools.partial(self.checkpoint.open, self.batch_duration, n, claim=claim))
         else:
             state = CheckpointState(uuid.uuid4(), True, None)
         self.state = state
@@ -353,22 +358,15 @@ class MicroBatchTracker:
     def _add_offsets(self, batch: _Batch) -> None:
         assert self.checkpoint is not None
         if not self.checkpoint.offsets.add(batch.batch_id, self._entry(batch)):
-            raise self._concurrent(self.checkpoint.offsets.path_of(batch.batch_id))
+            raise concurrent_log_update_error(batch.batch_id, self.checkpoint.offsets.path_of(batch.batch_id))
 
     def _add_commit(self, batch: _Batch, purge: tuple[int, list[int], list[int]] | None) -> None:
         assert self.checkpoint is not None
         if not self.checkpoint.commits.add(batch.batch_id, CommitMetadata(batch.next_watermark_ms)):
-            raise self._concurrent(self.checkpoint.commits.path_of(batch.batch_id))
+            raise concurrent_log_update_error(batch.batch_id, self.checkpoint.commits.path_of(batch.batch_id))
         if purge is not None:
             # In the same worker-thread call as the commit: one thread hop per batch, not two.
             self.checkpoint.purge(*purge)
-
-    def _concurrent(self, path: object) -> ConcurrentCheckpointUpdateError:
-        return ConcurrentCheckpointUpdateError(
-            f"cannot write {path}: it already exists, so another query is writing to the same checkpoint directory; "
-            "run one query per checkpoint_location at a time",
-            path=str(path),
-        )
 
     def _purge_plan(self) -> tuple[int, list[int], list[int]] | None:
         """What to purge now (computed on the event loop, deleted in a thread), or ``None``."""

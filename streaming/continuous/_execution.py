@@ -27,11 +27,11 @@ import attrs
 from listeners import QueryProgress, QueryStarted, QueryTerminated, StreamingListenerBus, current_listener
 from scheduler import (
     Checkpoint,
+    CheckpointClaim,
     CheckpointError,
     CheckpointPath,
     Clock,
     CommitMetadata,
-    ConcurrentCheckpointUpdateError,
     Duration,
     InvalidPipelineError,
     Milliseconds,
@@ -46,6 +46,8 @@ from scheduler import (
     StreamingStateError,
     SystemClock,
     as_checkpoint_path,
+    checkpoint_claims,
+    concurrent_log_update_error,
     format_timestamp,
     library_logger,
     parse_long,
@@ -272,6 +274,7 @@ class ContinuousExecution:
         self._timer: RecurringTimer | None = None
         self._actions_send: Any = None
         self._checkpoint: Checkpoint | None = None
+        self._checkpoint_claim: CheckpointClaim | None = None
         self._group = f"aiodstream-continuous-{self.run_id}"
         self._token = new_token()  # travels to the tasks inside their closure; never over the coordinator's port
         self._task_partitions: set[int] = set()  # partitions with an open task connection
@@ -431,6 +434,7 @@ class ContinuousExecution:
                     await self._bus_done.wait()
             if self._registered:
                 query_registry.forget(self)
+            await self._release_checkpoint()
             self._wake()
             raise
         self._state = StreamingContextState.ACTIVE
@@ -456,22 +460,32 @@ class ContinuousExecution:
                     "checkpoint to continue from: pass the checkpoint location of that run, or write to an empty directory")
             resume = _Resume(uuid.uuid4(), 0, self._initial_offsets(plan), None)
         else:
+            # Claimed before anything in the directory changes: the resume drops uncommitted entries
+            # and temporary files, which must not happen under a query writing there.
+            self._checkpoint_claim = checkpoint_claims.claim(self.checkpoint_location, self, run_id=self.run_id)
             resume = self._resume(plan, Checkpoint(self.checkpoint_location))
         plan.sink.prepare(resume.start_epoch - 1)
         return resume, host, bind
+
+    async def _release_checkpoint(self) -> None:
+        # Giving up a Hadoop lease is file I/O through py4j: off the loop, and finished even when cancelled.
+        claim, self._checkpoint_claim = self._checkpoint_claim, None
+        if claim is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(claim.release)
 
     @staticmethod
     def _initial_offsets(plan: ContinuousPlan) -> list[Any]:
         return [s.initial_offset(p) for s in plan.sources for p in range(s.num_partitions)]
 
     def _resume(self, plan: ContinuousPlan, checkpoint: Checkpoint) -> _Resume:
+        claim = self._checkpoint_claim
+        assert claim is not None and claim.held
         root = checkpoint.root
-        if root.exists() and not root.is_dir():
-            raise CheckpointError(f"checkpoint location {root} is a file, not a directory; pass a directory path", path=str(root))
-        root.mkdirs()
         query_id = checkpoint.read_query_id() or checkpoint.create_query_id()
-        for directory in (checkpoint.offsets.directory, checkpoint.commits.directory, root):
-            remove_temp_files(directory)
+        if claim.guarantee != "detect":  # without a hold across processes they may be another writer's
+            for directory in (checkpoint.offsets.directory, checkpoint.commits.directory, root):
+                remove_temp_files(directory)
         self._checkpoint = checkpoint
         latest_commit = checkpoint.commits.get_latest()
         latest = None if latest_commit is None else latest_commit[0]
@@ -485,7 +499,8 @@ class ContinuousExecution:
                     raise CheckpointError(f"the sink committed epoch {epoch} but the checkpoint has no offsets for it; "
                                           "the sink's output and this checkpoint belong to different queries",
                                           path=str(checkpoint.offsets.path_of(epoch)))
-                checkpoint.commits.add(epoch, CommitMetadata(0))
+                if not checkpoint.commits.add(epoch, CommitMetadata(0)):
+                    raise concurrent_log_update_error(epoch, checkpoint.commits.path_of(epoch))
             latest = sink_latest
         # Offsets logged for epochs after the last commit belong to a run that died before committing
         # them; this run cuts its epochs anew from the last commit, so they are dropped (Spark keeps
@@ -667,10 +682,7 @@ class ContinuousExecution:
                 checkpoint = self._checkpoint
                 if not await anyio.to_thread.run_sync(checkpoint.offsets.add, action.epoch, OffsetSeq(tuple(merged))):
                     # The start dropped every entry after the last commit: another writer made this one.
-                    raise ConcurrentCheckpointUpdateError(
-                        f"Concurrent update to the log. Multiple streaming jobs detected for {action.epoch}. Please make "
-                        "sure only one streaming job runs on a specific checkpoint location at a time.",
-                        path=str(checkpoint.offsets.path_of(action.epoch)))
+                    raise concurrent_log_update_error(action.epoch, checkpoint.offsets.path_of(action.epoch))
             self._epoch_walcommit[action.epoch] = round((_time.perf_counter() - started) * 1000)
             self._epoch_offsets[action.epoch] = merged
             return
@@ -696,7 +708,8 @@ class ContinuousExecution:
             plan.sink.commit_epoch(epoch, action.messages)  # the sink first: a crash between keeps the data
             sink_done = _time.perf_counter()
             if checkpoint is not None:
-                checkpoint.commits.add(epoch, CommitMetadata(0))
+                if not checkpoint.commits.add(epoch, CommitMetadata(0)):
+                    raise concurrent_log_update_error(epoch, checkpoint.commits.path_of(epoch))
                 if retain <= epoch:
                     threshold = epoch + 1 - retain
                     checkpoint.offsets.purge(threshold)
@@ -873,6 +886,7 @@ class ContinuousExecution:
             else:
                 query_registry.forget(self)
             self._registered = False
+        await self._release_checkpoint()  # after the teardown: nothing more is written
         if was_active and self.query_id is not None:
             text = None if death is None else redacted_traceback(death)
             await self.listener_bus.post(QueryTerminated(self.query_id, self.run_id, text, None))

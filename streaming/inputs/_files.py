@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable
 import anyio.to_thread
 import attrs
 
-from scheduler import CheckpointError, CorruptCheckpointError, Duration, Offset, StreamInputInfo, SystemClock, Time, library_logger
+from scheduler import (
+    CorruptCheckpointError,
+    Duration,
+    Offset,
+    StreamInputInfo,
+    SystemClock,
+    Time,
+    concurrent_log_update_error,
+    library_logger,
+)
 
 from ..dstream import StreamEnvironment
 from ..recovery import FileSelection, FileSelectionLog, format_log_offset
@@ -247,11 +256,7 @@ class FileInputDStream(InputDStream):
             entry = self._last_entry + 1
             files = FileSelection((e.path, e.mod_time_ms) for e in new)
             if self._file_log is not None and not self._file_log.add(entry, files):
-                raise CheckpointError(
-                    f"cannot write {self._file_log.path_of(entry)}: it already exists, so another context is reading into "
-                    "the same checkpoint directory; run one context per checkpoint directory at a time",
-                    path=str(self._file_log.path_of(entry)),
-                )
+                raise concurrent_log_update_error(entry, self._file_log.path_of(entry))  # another writer got there first
             self._warn_empty(new)
             self._entries[entry] = files
             self._recent.update(path for path, _ in files)

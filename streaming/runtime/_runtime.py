@@ -40,6 +40,7 @@ from listeners import (
 from scheduler import (
     BatchHook,
     Checkpoint,
+    CheckpointClaim,
     CheckpointPath,
     Clock,
     Duration,
@@ -60,9 +61,10 @@ from scheduler import (
     SystemClock,
     Time,
     Trigger,
+    as_checkpoint_path,
+    checkpoint_claims,
     format_timestamp,
     library_logger,
-    redact_uri,
     redacted_traceback,
     run_with_timeout,
 )
@@ -72,11 +74,11 @@ from ._manager import query_registry
 __all__ = ["StreamingContextState", "StreamingRuntime", "exit_task_group", "run_until_stopped"]
 
 
-# Queries active in this process, by name, checkpoint directory and id (Spark keeps these per
-# SparkSession). Runtimes may live on different threads' event loops, hence the lock.
+# Queries active in this process, by name (Spark keeps these per SparkSession); their checkpoint
+# directories are claimed in scheduler's checkpoint_claims, their ids in query_registry.
+# Runtimes may live on different threads' event loops, hence the lock.
 _active_lock = threading.Lock()
 _active_names: dict[str, StreamingRuntime] = {}
-_active_paths: dict[str, StreamingRuntime] = {}
 
 
 _K = TypeVar("_K")
@@ -225,6 +227,7 @@ class StreamingRuntime:
         self._loop_token: anyio.lowlevel.EventLoopToken | None = None
         self._loop_thread: int | None = None
         self._registered = False
+        self._checkpoint_claim: CheckpointClaim | None = None
         self._configure(checkpoint_location)
         self._state = StreamingContextState.INITIALIZED
         self._tg: anyio.abc.TaskGroup | None = None
@@ -407,9 +410,13 @@ class StreamingRuntime:
             run: dict[str, Any] = {}
             if tracker is not None:
                 # Claimed before the checkpoint is touched: opening it clears temp files, which
-                # must not happen under a query that is writing there.
+                # must not happen under a query that is writing there (in this process or another).
                 self._claim()
-                plan = await tracker.open(self.scheduler.generator.timer.start_time())
+                if self.checkpoint_location is not None:
+                    self._checkpoint_claim = await anyio.to_thread.run_sync(
+                        functools.partial(checkpoint_claims.claim, as_checkpoint_path(self.checkpoint_location), self,
+                                          run_id=tracker.run_id))
+                plan = await tracker.open(self.scheduler.generator.timer.start_time(), claim=self._checkpoint_claim)
                 self._claim_id()
                 await tg.start(tracker.run)
                 run = {"start": plan.first_batch, "zero_time": plan.zero_time, "reschedule": plan.reschedule,
@@ -422,6 +429,7 @@ class StreamingRuntime:
             if tracker is not None:
                 with anyio.CancelScope(shield=True):
                     await tracker.close()
+            await self._release_checkpoint()
             self._unregister()
             self.listener_bus.close()
             self._scheduler_done.set()
@@ -441,32 +449,15 @@ class StreamingRuntime:
         self._log.info("StreamingContext started", first_batch=self.first_batch_time.milliseconds,
                        batch_ms=self.batch_duration.milliseconds)
 
-    def _checkpoint_key(self) -> str | None:
-        location = self.checkpoint_location
-        if location is None:
-            return None
-        if isinstance(location, CheckpointPath) and not location.is_local:
-            return location.path  # as given: resolving it would be a py4j call on the loop
-        return os.path.realpath(location)
-
     def _claim(self) -> None:
-        path = self._checkpoint_key()
         with _active_lock:
             if self.name is not None and self.name in _active_names:
                 raise InvalidPipelineError(
                     f"cannot start query {self.name!r}: a query with that name is already active in this process; give "
                     "each active query its own name"
                 )
-            if path is not None and path in _active_paths:
-                raise StreamingStateError(
-                    f"cannot start a query on checkpoint {redact_uri(str(self.checkpoint_location))}: "
-                    f"{_active_paths[path]!r} is active on it "
-                    "in this process; stop that query first, or use another checkpoint_location"
-                )
             if self.name is not None:
                 _active_names[self.name] = self
-            if path is not None:
-                _active_paths[path] = self
             self._registered = True
 
     def _claim_id(self) -> None:
@@ -480,12 +471,18 @@ class StreamingRuntime:
                 "copy of this checkpoint); stop that query first, or start this one from a new checkpoint directory"
             )
 
+    async def _release_checkpoint(self) -> None:
+        # Giving up a Hadoop lease is file I/O through py4j: off the loop, and finished even when cancelled.
+        claim, self._checkpoint_claim = self._checkpoint_claim, None
+        if claim is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(claim.release)
+
     def _unregister(self) -> None:
         if not self._registered:
             return
         with _active_lock:
             _forget(_active_names, self)
-            _forget(_active_paths, self)
             self._registered = False
         query_registry.forget(self)
 
@@ -599,6 +596,7 @@ class StreamingRuntime:
         error = self._error if self.stop_on_failure else None
         death = error or tracker.failure
         tracker.set_status("Stopped" if death is None else f"Terminated with exception: {death}")
+        await self._release_checkpoint()
         self._unregister()
         if tracker.query_id is not None and self._state is StreamingContextState.ACTIVE:
             query_registry.terminated(self, death)

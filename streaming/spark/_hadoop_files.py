@@ -14,7 +14,20 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import unquote, urlparse
 
-from scheduler import LOCAL_FILES, CheckpointError, CheckpointFileManager, CheckpointPath, redact_uri, temp_name, uri_scheme
+from scheduler import (
+    LOCAL_FILES,
+    LOCK_FILE,
+    CheckpointError,
+    CheckpointFileManager,
+    CheckpointLock,
+    CheckpointPath,
+    detect_only,
+    lease_file_lock,
+    lock_local_directory,
+    redact_uri,
+    temp_name,
+    uri_scheme,
+)
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -284,6 +297,22 @@ class HadoopFileManager:
         """The fully qualified URI (``hdfs://namenode:8020/...``, ``file:/...``)."""
         jpath, system = self._path(path)
         return str(system.fs.makeQualified(jpath).toString())
+
+    def lock(self, directory: str, holder: bytes) -> CheckpointLock | None:
+        """Hold ``directory`` for this process, as far as the file system allows.
+
+        * ``file:``: an OS file lock on the driver's disk (as :class:`~scheduler.LocalFileManager`);
+        * with a ``FileContext`` binding (HDFS, ABFS, ...): a lease file, created exclusively
+          by the rename that never replaces (see :func:`~scheduler.lease_file_lock`);
+        * otherwise (object stores, whose creation is a check then a write): nothing
+          (``"detect"``); a second writer is found at its first entry that already exists.
+        """
+        jpath, system = self._path(directory)
+        if system.scheme == "file":
+            return lock_local_directory(unquote(urlparse(str(system.fs.makeQualified(jpath).toString())).path), holder)
+        if system.context is not None:
+            return lease_file_lock(CheckpointPath(self, f"{directory.rstrip('/')}/{LOCK_FILE}"), holder)
+        return detect_only()
 
     def __repr__(self) -> str:
         return f"<HadoopFileManager{' ' + repr(self._extra) if self._extra else ''}>"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ import pytest
 
 from scheduler import (
     LOCAL_FILES,
+    LOCK_FILE,
     Checkpoint,
     CheckpointError,
     CheckpointPath,
@@ -20,11 +23,12 @@ from scheduler import (
     InvalidPipelineError,
     OffsetSeq,
     OffsetSeqMetadata,
+    lease_file_lock,
     remove_temp_files,
 )
 from streaming.dstream import DStreamGraph
 from streaming.spark import HadoopFileManager, resolve_checkpoint_path
-from tests.support import check_file_manager_contract
+from tests.support import check_file_manager_contract, dead_pid
 
 # Hadoop's local file system without checksums, for files and for FileContext: its rename is
 # java.io's (it replaces an existing file), so write-once is the manager's doing.
@@ -75,11 +79,30 @@ def test_checkpoint_paths_join_and_split_uris_and_local_paths() -> None:
 def test_the_hadoop_manager_keeps_the_contract_on_file_uris(spark_context: Any, tmp_path: Path) -> None:
     """Create once (never replaced), read, list without checksum files, replace, rename without replacing, delete."""
     root = CheckpointPath(HadoopFileManager(spark_context), tmp_path.as_uri() + "/ck")
-    check_file_manager_contract(root)
+    assert check_file_manager_contract(root) == "lock"  # file: through Hadoop is the driver's disk: an OS file lock
     assert any(name.endswith(".crc") for name in os.listdir(tmp_path / "ck"))  # Hadoop wrote them; they are not listed
     assert root.uri() == f"file:{tmp_path}/ck"
     (tmp_path / "ck" / ".5.abc.tmp").write_bytes(b"left by a killed writer")
-    assert remove_temp_files(root) == 1 and sorted(root.listdir()) == ["0", "r"]
+    assert remove_temp_files(root) == 1 and sorted(root.listdir()) == [LOCK_FILE, "0", "r"]
+
+
+@pytest.mark.spark
+def test_a_lease_file_through_hadoop_is_exclusive_and_taken_over_only_from_a_dead_holder(
+        spark_context: Any, tmp_path: Path) -> None:
+    """The lease a FileContext file system gets, through py4j: one holder, a dead local holder's lease replaced, released."""
+    lease = CheckpointPath(HadoopFileManager(spark_context, conf=RAW_LOCAL), f"{tmp_path.as_uri()}/{LOCK_FILE}")
+    mine = json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode()
+    held = lease_file_lock(lease, mine)
+    assert held is not None and held.guarantee == "lease"
+    assert lease_file_lock(lease, b'{"other": 1}') is None and lease.read_bytes() == mine
+    held.release()
+    assert not lease.exists()
+    assert lease.create_new(json.dumps({"host": socket.gethostname(), "pid": dead_pid()}).encode())
+    taken = lease_file_lock(lease, mine)
+    assert taken is not None and lease.read_bytes() == mine
+    assert os.listdir(tmp_path) == [LOCK_FILE]  # the stale lease was moved aside, then deleted
+    taken.release()
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.spark

@@ -230,8 +230,8 @@ async def test_a_log_write_failure_stops_every_later_batch(tmp_path: Path, stop_
     assert out.seen == [(1000, ["a", "b"])]
     assert isinstance(info.value.__cause__, ConcurrentCheckpointUpdateError)
     assert str(info.value.__cause__) == (
-        f"cannot write {ck}/offsets/1: it already exists, so another query is writing to the same checkpoint directory; "
-        "run one query per checkpoint_location at a time")
+        "Concurrent update to the log. Multiple streaming jobs detected for 1. Please make sure only one streaming job "
+        "runs on a specific checkpoint location at a time.")
     if stop_on_failure:
         assert isinstance(info.value, StreamingQueryException) and info.value.batch_time_ms == 2000
         assert not rt.is_active
@@ -290,7 +290,10 @@ async def test_query_names_and_checkpoints_are_unique_among_active_queries(tmp_p
     async with StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), checkpoint_location=ck) as a:
         await a.start()
         async with StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), checkpoint_location=ck) as b:
-            with pytest.raises(StreamingStateError, match=rf"^cannot start a query on checkpoint {ck}: <StreamingRuntime "):
+            with pytest.raises(ConcurrentCheckpointUpdateError,
+                               match=rf"^Multiple streaming queries are concurrently using {ck}: <StreamingRuntime .* is "
+                                     r"active on it in this process; stop that query first, or use another checkpoint "
+                                     r"location$"):
                 await b.start()
             assert not (ck / "offsets").exists() or ids(ck / "offsets") == []  # b did not touch the directory
         await a.stop()

@@ -1,0 +1,72 @@
+"""One writer per continuous checkpoint: a refused second query changes nothing, a lost log write fails the query."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from scheduler import ConcurrentCheckpointUpdateError, StreamingQueryException
+from streaming.continuous import CommitPartitionEpoch, MemorySink, ReportPartitionOffset
+from tests.anyio_support import raises_exactly
+from tests.streaming.continuous.test_execution import Harness
+from tests.support import wait_until
+
+pytestmark = pytest.mark.anyio
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file under ``root`` by relative path, with the SHA-256 of its bytes."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+async def test_a_second_query_on_a_running_querys_checkpoint_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    """The running query's uncommitted offsets entry survives a refused second start; it commits, and a restart resumes.
+
+    Before, the second start dropped the entry as a dead run's, and the next restart failed
+    with "epoch 1 is committed but its offsets entry is missing".
+    """
+    sink = MemorySink()
+    ck = tmp_path / "ckpt"
+    async with Harness(tmp_path, sink=sink) as h:
+        await h.tick()
+        a, b = h.tasks
+        await a.close_epoch(0, 1, ["a0"])
+        await b.close_epoch(0, 2, ["b0"])
+        await h.query.wait_for_epoch(0)
+        for task in h.tasks:  # epoch 1's offsets are logged; its commit is still to come
+            await task.send(ReportPartitionOffset(task.partition_of(), 1, 10 + task.partition_of()))
+        await wait_until(lambda: (ck / "offsets/1").exists())
+        before = snapshot(ck)
+        second = Harness(tmp_path)
+        async with second.query:
+            with raises_exactly(ConcurrentCheckpointUpdateError,
+                                f"Multiple streaming queries are concurrently using {ck}: {h.query!r} is active on it in this "
+                                "process; stop that query first, or use another checkpoint location"):
+                await second.query.start()
+        assert snapshot(ck) == before
+        for task in h.tasks:
+            await task.send(CommitPartitionEpoch(task.partition_of(), 1, [f"{task.partition_of()}-1"]))
+        await h.query.wait_for_epoch(1)
+        assert sink.epochs() == {0: ["a0", "b0"], 1: ["0-1", "1-1"]}
+    async with Harness(tmp_path) as again:
+        assert [(s.start_epoch, s.start_offset) for s in again.launcher.specs] == [(2, 10), (2, 11)]
+
+
+async def test_a_commit_entry_written_by_another_writer_fails_the_query_with_sparks_message(tmp_path: Path) -> None:
+    """The commits entry of the epoch being committed already exists: the query fails instead of going on as if it wrote it."""
+    async with Harness(tmp_path) as h:
+        await h.tick()
+        (tmp_path / "ckpt/commits").mkdir(exist_ok=True)
+        (tmp_path / "ckpt/commits/0").write_text('v1\n{"nextBatchWatermarkMs":0}')  # another writer got there first
+        for task in h.tasks:
+            await task.close_epoch(0, 1, [f"{task.partition_of()}"])
+        with pytest.raises(StreamingQueryException) as info:
+            await h.query.wait_for_epoch(0)
+        assert isinstance(info.value.cause, ConcurrentCheckpointUpdateError)
+        assert info.value.message == (
+            "Concurrent update to the log. Multiple streaming jobs detected for 0. Please make sure only one streaming job "
+            "runs on a specific checkpoint location at a time.")
+        assert h.query.last_committed_epoch == -1
