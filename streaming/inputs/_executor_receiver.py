@@ -21,7 +21,7 @@ import attrs
 from scheduler import CorruptCheckpointError, task_checkpoint_path
 
 from ..recovery import BlockLog, decode_block
-from ._decoder import LineDecoder
+from ._decoder import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError
 
 __all__ = ["ReceiverTaskSpec", "read_block_file", "read_block_files", "run_receiver_task", "run_receiver_tasks"]
 
@@ -45,6 +45,8 @@ class ReceiverTaskSpec:
         restart_delay_ms: how long to wait before reconnecting to the source.
         rate: records per second at most when the task starts (``None``: no limit); the driver
             sends each new rate (backpressure) over the control connection.
+        max_line_length: the longest line taken, in characters; a longer one drops the source's
+            connection (reported, then made again after the restart delay).
     """
 
     stream_id: int
@@ -57,6 +59,7 @@ class ReceiverTaskSpec:
     block_interval_ms: int
     restart_delay_ms: int
     rate: float | None = None
+    max_line_length: int = DEFAULT_MAX_LINE_LENGTH
 
 
 def read_block_file(path: str) -> list[Any]:
@@ -170,6 +173,16 @@ def _wait(seconds: float, control: _Control) -> None:
         control.poll()
 
 
+def _finish(decoder: LineDecoder, blocks: _Blocks, reason: str) -> str:
+    """Keep the source's unterminated last line (it ended); why the connection ended."""
+    try:
+        blocks.records.extend(decoder.finish())
+    except LineTooLongError as exc:
+        blocks.records.extend(exc.lines)
+        return f"Error receiving data: {exc}"
+    return reason
+
+
 def _task_identity() -> list[str]:
     """This Spark task's stage and attempt ids (the driver finds its executor by them); none outside a task."""
     try:
@@ -203,7 +216,7 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
                 continue
             source.settimeout(None)
             control.send("S")
-            decoder = LineDecoder()
+            decoder = LineDecoder(spec.max_line_length)
             next_block = time.monotonic() + interval
             reason = ""
             with source:
@@ -228,14 +241,17 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
                     try:
                         data = source.recv(_RECV_BYTES)
                     except OSError as exc:
-                        blocks.records.extend(decoder.finish())
-                        reason = f"Error receiving data: {exc!r}"
+                        reason = _finish(decoder, blocks, f"Error receiving data: {exc!r}")
                         break
                     if not data:
-                        blocks.records.extend(decoder.finish())
-                        reason = "Socket data stream had no more data"
+                        reason = _finish(decoder, blocks, "Socket data stream had no more data")
                         break
-                    lines = decoder.feed(data)
+                    try:
+                        lines = decoder.feed(data)
+                    except LineTooLongError as exc:  # a bad stream: keep what came before, reconnect
+                        blocks.records.extend(exc.lines)
+                        reason = f"Error receiving data: {exc}"
+                        break
                     blocks.records.extend(lines)
                     pacer.take(len(lines), now)
             blocks.flush()

@@ -27,6 +27,7 @@ from scheduler import (
     InvalidPipelineError,
     Offset,
     RateLimiter,
+    StreamingError,
     StreamInputInfo,
     Time,
     library_logger,
@@ -36,7 +37,7 @@ from ..dstream import StreamEnvironment
 from ..recovery import BlockLog, format_log_offset
 from ..spark import driver_host, executor_of_task, run_in_job_group, time_string_as
 from ._base import InputDStream
-from ._decoder import LineDecoder
+from ._decoder import MAX_LINE_LENGTH_KEY, LineDecoder, LineTooLongError, max_line_length
 from ._executor_receiver import ReceiverTaskSpec, read_block_files, run_receiver_tasks
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ __all__ = [
     "ReceiverInputDStream",
     "RecordBuffer",
     "SocketInputDStream",
+    "WriteAheadLogError",
 ]
 
 DEFAULT_MAX_BUFFERED_RECORDS = 100_000
@@ -91,11 +93,14 @@ def _positive_rate(value: str | None, key: str) -> float | None:
 
 
 class RecordBuffer:
-    """A bounded list of received records that each batch takes whole (Spark's ``BlockGenerator``).
+    r"""A bounded list of received records that each batch takes whole (Spark's ``BlockGenerator``).
 
     ``put``/``put_many`` wait while the buffer holds ``capacity`` records, so a fast source is
-    slowed down instead of growing memory; :meth:`take_all` empties it and wakes them. Not
-    thread-safe: the receiver and the batch allocation both run on the runtime's event loop.
+    slowed down instead of growing memory; :meth:`take_all` empties it and wakes them. With a
+    write-ahead log, blocks are cut from the front instead (:meth:`peek`, then :meth:`drop` once
+    the block is written), and while the log's writes fail the buffer is :meth:`pause`\ d: puts
+    wait even with room, so the source is held back and nothing grows. Not thread-safe: the
+    receiver and the batch allocation both run on the runtime's event loop.
     """
 
     def __init__(self, capacity: int = DEFAULT_MAX_BUFFERED_RECORDS) -> None:
@@ -105,28 +110,37 @@ class RecordBuffer:
         self.capacity = capacity
         self._records: list[Any] = []
         self._room: anyio.Event | None = None
+        self._paused = False
         self.waits = 0
 
     def __len__(self) -> int:
         return len(self._records)
 
+    @property
+    def paused(self) -> bool:
+        """Whether puts wait whatever the room (see :meth:`pause`)."""
+        return self._paused
+
+    def _full(self) -> bool:
+        return self._paused or len(self._records) >= self.capacity
+
     async def put(self, record: Any) -> None:
-        """Append ``record``, first waiting for room if the buffer is full; cancellable."""
-        while len(self._records) >= self.capacity:
+        """Append ``record``, first waiting for room (and while paused); cancellable."""
+        while self._full():
             await self._wait_for_room()
         self._records.append(record)
 
     async def put_many(self, records: Sequence[Any]) -> None:
-        """Append ``records`` in order, waiting for room as often as needed; cancellable.
+        """Append ``records`` in order, waiting for room (and while paused) as often as needed; cancellable.
 
         On cancellation the records stored so far stay stored; the rest are not.
         """
         start, total = 0, len(records)
         while start < total:
-            room = self.capacity - len(self._records)
-            if room <= 0:
+            if self._full():
                 await self._wait_for_room()
                 continue
+            room = self.capacity - len(self._records)
             self._records.extend(records[start:start + room])
             start += room
 
@@ -136,16 +150,49 @@ class RecordBuffer:
             self._room = anyio.Event()
         await self._room.wait()
 
-    def take_all(self) -> list[Any]:
-        """Every record stored so far, in order; the buffer is empty afterwards."""
-        records, self._records = self._records, []
+    def _wake(self) -> None:
         if self._room is not None:
             self._room.set()
             self._room = None
+
+    def take_all(self) -> list[Any]:
+        """Every record stored so far, in order; the buffer is empty afterwards."""
+        records, self._records = self._records, []
+        self._wake()
         return records
 
+    def peek(self) -> list[Any]:
+        """Every record stored so far, in order, left in the buffer (a new list)."""
+        return list(self._records)
+
+    def drop(self, count: int) -> None:
+        """Remove the ``count`` oldest records (a block of them was written)."""
+        if count:
+            del self._records[:count]
+            self._wake()
+
+    def pause(self) -> None:
+        """Make every put wait, with room or not, until :meth:`resume`."""
+        self._paused = True
+
+    def resume(self) -> None:
+        """Let puts store again (up to the capacity)."""
+        if self._paused:
+            self._paused = False
+            self._wake()
+
     def __repr__(self) -> str:
-        return f"<RecordBuffer [{len(self._records)}/{self.capacity} records | waited {self.waits}x]>"
+        paused = " | paused" if self._paused else ""
+        return f"<RecordBuffer [{len(self._records)}/{self.capacity} records{paused} | waited {self.waits}x]>"
+
+
+class WriteAheadLogError(StreamingError, OSError):
+    """A receiver could not write a block of its write-ahead log (a full disk, a lost file system).
+
+    Raised for the batch that needed the block (its generation fails, no offsets are logged for
+    it); the receiver takes no more input meanwhile, and its held records go into the first
+    block written once the writes succeed again.
+    """
 
 
 @attrs.frozen
@@ -203,11 +250,11 @@ class ReceiverInputDStream(InputDStream):
         interval = settings.get("spark.streaming.blockInterval", "200ms") or "200ms"
         self.block_interval = Duration(time_string_as(interval, "ms", "spark.streaming.blockInterval"))
         # With a checkpoint: the write-ahead log, its newest block, the blocks in memory, and
-        # records whose block write failed (written first next time, so none is lost).
+        # the block whose write failed (its records wait in the buffer, which is paused meanwhile).
         self._block_log: BlockLog | None = None
         self._last_entry = -1
         self._blocks: dict[int, list[Any]] = {}
-        self._unwritten: list[Any] = []
+        self._failed_entry: int | None = None  # the block whose write failed last (cleared by a successful write)
         self._flush_lock: anyio.Lock | None = None
         self._purged_below = 0
         # Spark's receiver rate limit: spark.streaming.receiver.maxRate caps every rate, and
@@ -352,31 +399,92 @@ class ReceiverInputDStream(InputDStream):
         return self.latest_offset()
 
     async def _flush(self) -> None:
-        """Write what the receiver stored since the last block as a new block (if anything)."""
+        """Write what the receiver stored since the last block as new blocks (if anything).
+
+        The records stay in the buffer until their block is written, so they count against its
+        bound; a failed write pauses the buffer (the receiver takes no more input) and raises
+        :class:`WriteAheadLogError`; the next successful write takes the same records first and
+        resumes it. Nothing is lost and nothing is written twice: a block a failed write may
+        have left on disk is checked before it is written again (``BlockLog.write_again``).
+        """
         if self._flush_lock is None:
             self._flush_lock = anyio.Lock()
         async with self._flush_lock:
-            records = self._unwritten + self._buffer.take_all()
-            if not records:
-                return
-            entry = self._last_entry + 1
-            if self._block_log is not None:  # without a checkpoint the block stays in memory only
-                try:
-                    await anyio.to_thread.run_sync(self._block_log.write, entry, records)
-                except BaseException:
-                    self._unwritten = records
-                    raise
-            self._unwritten = []
-            self._blocks[entry] = records
-            self._last_entry = entry
+            while True:
+                records = self._buffer.peek()
+                if not records:
+                    return
+                entry = self._last_entry + 1
+                written = len(records)
+                if self._block_log is not None:  # without a checkpoint the block stays in memory only
+                    try:
+                        written = await anyio.to_thread.run_sync(self._write_block, entry, records)
+                    except Exception as exc:
+                        raise await self._write_failed(entry, len(records), exc) from exc
+                    except BaseException:  # cancelled: whether the block reached the disk is unknown
+                        self._failed_entry = entry
+                        raise
+                    if self._failed_entry is not None:
+                        self._writes_recovered(len(records))
+                self._buffer.drop(written)
+                self._blocks[entry] = records[:written]
+                self._last_entry = entry
+                if written == len(records):
+                    return
+
+    def _write_block(self, entry: int, records: list[Any]) -> int:
+        """Write block ``entry`` (in a worker thread, under the flush lock); how many of ``records`` it holds."""
+        assert self._block_log is not None
+        if entry == self._failed_entry:  # the failed attempt may have left it on disk
+            return self._block_log.write_again(entry, records)
+        self._block_log.write(entry, records)
+        return len(records)
+
+    async def _write_failed(self, entry: int, held: int, exc: Exception) -> WriteAheadLogError:
+        """Pause the receiver's input; the error for the batch (posted as ``ReceiverError`` when writes start failing)."""
+        assert self._block_log is not None
+        first = self._failed_entry is None
+        self._failed_entry = entry
+        self._buffer.pause()
+        error = WriteAheadLogError(
+            f"{self.receiver_name} could not write block {entry} of its write-ahead log "
+            f"({self._block_log.path_of(entry)}): {type(exc).__name__}: {exc}; the receiver takes no more input until a "
+            f"write succeeds ({held} records held, at most {self._buffer.capacity}; retried every "
+            f"{self.block_interval.milliseconds} ms and at each batch, and nothing is lost); free space on the "
+            "checkpoint's file system or restore its access"
+        )
+        if first:
+            self._log.error("writing the write-ahead log failed; the receiver takes no more input until a write succeeds",
+                            receiver=self.receiver_name, entry=entry, held=held, error=repr(exc))
+            runtime = self._env.runtime
+            await runtime.listener_bus.post(ReceiverError(self._info(
+                active=True, message="Error writing the write-ahead log; input paused", error=error,
+                at=runtime.clock.now())))
+        else:
+            self._log.debug("writing the write-ahead log failed again", receiver=self.receiver_name, entry=entry,
+                            held=held, error=repr(exc))
+        return error
+
+    def _writes_recovered(self, held: int) -> None:
+        self._failed_entry = None
+        self._buffer.resume()
+        self._log.info("the write-ahead log is written again; the receiver takes input again", receiver=self.receiver_name,
+                       written=held)
+
+    @property
+    def held_records(self) -> int:
+        """Records taken in and not yet in a block of the write-ahead log (or, without one, in a batch)."""
+        return len(self._buffer)
 
     async def run_block_writer(self) -> None:
-        """Write a block every ``block_interval`` until cancelled (a failed write is retried)."""
+        """Write a block every ``block_interval`` until cancelled (a failed write is retried, the input paused)."""
         clock = self._env.runtime.clock
         while True:
             await clock.sleep(self.block_interval)
             try:
                 await self._flush()
+            except WriteAheadLogError:
+                pass  # logged, and posted as a ReceiverError, when the writes started failing
             except Exception as exc:
                 self._log.error("writing a block of received records failed; retrying at the next block",
                                 receiver=self.receiver_name, error=repr(exc))
@@ -438,6 +546,8 @@ class SocketInputDStream(ReceiverInputDStream):
             raise ValueError(f"a receiver's placement must be 'driver' or 'executor', got {placement!r} "
                              f"(socketTextStream(placement=...) or {RECEIVER_PLACEMENT_KEY})")
         self.placement = placement
+        self.max_line_length = max_line_length(env.spark.settings().get(MAX_LINE_LENGTH_KEY))
+        """The longest line taken, in characters (:data:`~streaming.inputs.MAX_LINE_LENGTH_KEY`)."""
         if placement == "executor":
             self._executor_id = "executor"
             self._reports_start = True
@@ -466,24 +576,30 @@ class SocketInputDStream(ReceiverInputDStream):
             stream = await anyio.connect_tcp(self.host, self.port)
         except OSError as exc:
             return _Outcome(True, f"Error connecting to {self.host}:{self.port}", exc)
-        decoder = LineDecoder()
+        decoder = LineDecoder(self.max_line_length)
         put_many = self._store_many
         async with stream:
             self._log.info("connected", host=self.host, port=self.port)
-            while True:
-                try:
-                    data = await stream.receive(65536)
-                except (anyio.EndOfStream, anyio.BrokenResourceError) as exc:
-                    await put_many(decoder.finish())
-                    if isinstance(exc, anyio.EndOfStream):
-                        return _Outcome(True, "Socket data stream had no more data")
-                    return _Outcome(True, "Error receiving data", exc)
-                except OSError as exc:
-                    await put_many(decoder.finish())
-                    return _Outcome(True, "Error receiving data", exc)
-                lines = decoder.feed(data)
-                if lines:
-                    await put_many(lines)
+            try:
+                while True:
+                    try:
+                        data = await stream.receive(65536)
+                    except (anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+                        await put_many(decoder.finish())
+                        if isinstance(exc, anyio.EndOfStream):
+                            return _Outcome(True, "Socket data stream had no more data")
+                        return _Outcome(True, "Error receiving data", exc)
+                    except OSError as exc:
+                        await put_many(decoder.finish())
+                        return _Outcome(True, "Error receiving data", exc)
+                    lines = decoder.feed(data)
+                    if lines:
+                        await put_many(lines)
+            except LineTooLongError as exc:
+                # A bad stream, as Spark's receiver treats one: keep the lines before it, drop the connection
+                # (the rest of the long line with it), report, and connect again after the restart delay.
+                await put_many(exc.lines)
+                return _Outcome(True, "Error receiving data", exc)
 
     # -- on an executor --
 
@@ -496,7 +612,8 @@ class SocketInputDStream(ReceiverInputDStream):
         assert self._log_dir is not None
         return ReceiverTaskSpec(
             self.id, self.host, self.port, host, port, self._env.graph.task_path(self._log_dir), self._last_entry + 1,
-            self.block_interval.milliseconds, self.restart_delay.milliseconds, self.rate_limiter().rate)
+            self.block_interval.milliseconds, self.restart_delay.milliseconds, self.rate_limiter().rate,
+            self.max_line_length)
 
     def _run_job(self, spec: ReceiverTaskSpec, group: str) -> None:
         """The receiver's Spark job: one long-running task (blocking, in a worker thread)."""
