@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator
 
 import attrs
 
-from scheduler import CorruptCheckpointError, task_checkpoint_path
+from scheduler import CheckpointError, CorruptCheckpointError, task_checkpoint_path
 
 from ..recovery import BlockLog, decode_block
 from ._decoder import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError
@@ -145,21 +145,40 @@ class _Control:
 
 
 class _Blocks:
-    """Cuts records into blocks, writes each whole into the log (the driver's ``BlockLog``) and reports it."""
+    """Cuts records into blocks, writes each whole into the log (the driver's ``BlockLog``) and reports it.
+
+    A write that fails (a full disk, a lost file system) keeps the records and sets
+    :attr:`failing`: the task then reads nothing more from its source until a write succeeds
+    (the source is held back by TCP), so what waits here stays at one block interval's worth.
+    """
 
     def __init__(self, spec: ReceiverTaskSpec, control: _Control) -> None:
         self._log = BlockLog(task_checkpoint_path(spec.log_dir))
         self._entry = spec.first_entry
         self._control = control
         self.records: list[Any] = []
+        self.failing = False
 
     def flush(self) -> None:
-        if not self.records:
-            return
-        self._log.write(self._entry, self.records)  # CheckpointError if another receiver writes this log
-        self._control.send(f"B {self._entry} {len(self.records)}")
-        self._entry += 1
-        self.records = []
+        """Write what was read as the next block and report it; on failure keep it (reported once as ``E``)."""
+        while self.records:
+            try:
+                if self.failing:  # the failed attempt may have left the block on disk: kept, never written twice
+                    written = self._log.write_again(self._entry, self.records)
+                else:
+                    self._log.write(self._entry, self.records)
+                    written = len(self.records)
+            except CheckpointError:
+                raise  # another receiver writes this log: nothing here can fix that
+            except Exception as exc:
+                if not self.failing:
+                    self._control.send(f"E Error writing the write-ahead log; input paused: {type(exc).__name__}: {exc}")
+                self.failing = True
+                return
+            self.failing = False
+            self._control.send(f"B {self._entry} {written}")
+            self._entry += 1
+            del self.records[:written]
 
 
 def _wait(seconds: float, control: _Control) -> None:
@@ -197,9 +216,11 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
     """Receive lines from the source until the driver says stop (or goes away); blocking, in the task.
 
     Reconnects after the restart delay when the source fails or ends, reporting each as
-    ``E <message>``; ``H <host> [<stage> <task>]`` first; ``S`` when connected; ``B <entry> <count>`` for every block written; ``R <rate>``
-    when it applied a rate the driver sent; ``X`` when it stops (after writing what it read).
-    Records are paced to the spec's rate, then to each rate the driver sends.
+    ``E <message>``; ``H <host> [<stage> <task>]`` first; ``S`` when connected; ``B <entry> <count>`` for every
+    block written; ``R <rate>`` when it applied a rate the driver sent; ``X`` when it stops (after writing what it
+    read). Records are paced to the spec's rate, then to each rate the driver sends. While the log's writes fail
+    (``E`` once) nothing more is read from the source; what was read is written once a write succeeds (at a stop
+    while they fail, it is lost, as in a crash).
     """
     control = _Control(spec)
     control.send(" ".join(["H", socket.gethostname(), *_task_identity()]))
@@ -229,6 +250,9 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
                     if now >= next_block:
                         blocks.flush()
                         next_block = now + interval
+                    if blocks.failing:  # read nothing more until the log takes what was read
+                        _wait(max(0.001, next_block - now), control)
+                        continue
                     pause = pacer.wait(now)
                     if pause > 0:
                         _wait(min(next_block - now, max(0.001, pause)), control)

@@ -1,4 +1,4 @@
-"""Receiver building blocks without Spark: the socket line decoder and the bounded record buffer."""
+"""Receiver building blocks without Spark: the socket line decoder, the bounded record buffer, the executor task."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.inputs import LineDecoder, RecordBuffer
+from streaming.inputs import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError, RecordBuffer
+from streaming.inputs._decoder import max_line_length
 from tests.anyio_support import BACKENDS, raises_exactly, run, settle
 
 
@@ -58,6 +59,82 @@ def test_an_unterminated_last_line_comes_out_at_the_end() -> None:
 def test_chunking_never_changes_the_lines(data: bytes, cuts: list[int]) -> None:
     """However the bytes are split into reads, the lines are Java's readLine lines of the whole."""
     assert decode_in_chunks(data, [c for c in cuts if c <= len(data)]) == java_read_lines(data)
+
+
+@given(st.lists(st.sampled_from([b"ab", b"c", b"\r", b"\n", b"\xc3\xa9", b"\xff"])).map(b"".join),
+       st.lists(st.integers(min_value=0, max_value=200), max_size=6), st.integers(min_value=1, max_value=6))
+def test_a_line_over_the_bound_fails_after_the_lines_before_it(data: bytes, cuts: list[int], limit: int) -> None:
+    """With a bound, the lines out are Java's lines up to the first one longer than the bound, then LineTooLongError."""
+    decoder = LineDecoder(limit)
+    lines: list[str] = []
+    failed = False
+    start = 0
+    try:
+        for cut in [*sorted({c for c in cuts if c <= len(data)}), len(data)]:
+            lines += decoder.feed(data[start:cut])
+            start = cut
+        lines += decoder.finish()
+    except LineTooLongError as exc:
+        lines += exc.lines
+        failed = True
+    expected = java_read_lines(data)
+    long = [i for i, line in enumerate(expected) if len(line) > limit]
+    assert lines == expected[:long[0]] if long else lines == expected
+    assert failed == bool(long)
+
+
+def test_a_line_without_end_fails_once_it_passes_the_bound_and_holds_no_more() -> None:
+    """A source that never ends its line is refused as soon as the line passes the bound, not when (if ever) it ends;
+    the lines before it come with the error; by default the bound is 1 MiB of characters."""
+    decoder = LineDecoder(10)
+    assert decoder.feed(b"one\ntwo\nxxxxx") == ["one", "two"]
+    assert decoder.feed(b"xxxxx") == []  # 10 characters: at the bound, not past it
+    with raises_exactly(LineTooLongError, "a line of at least 11 characters is longer than "
+                        "spark.aiodstream.receiver.maxLineLength (10): the connection is dropped and made again after the "
+                        "restart delay; raise spark.aiodstream.receiver.maxLineLength if such lines are expected, or make "
+                        "the source end its lines") as info:
+        decoder.feed(b"x")
+    assert info.value.lines == [] and isinstance(info.value, ValueError)
+    with pytest.raises(LineTooLongError, match="^a line of 12 characters is longer than") as info:
+        LineDecoder(10).feed(b"ok\n" + b"y" * 12 + b"\nnext\n")
+    assert info.value.lines == ["ok"]
+    assert LineDecoder().max_line_length == DEFAULT_MAX_LINE_LENGTH == 1 << 20
+    assert LineDecoder(None).feed(b"z" * (DEFAULT_MAX_LINE_LENGTH + 1) + b"\n") == ["z" * (DEFAULT_MAX_LINE_LENGTH + 1)]
+
+
+def test_the_line_bound_setting_is_a_positive_number_of_characters() -> None:
+    """spark.aiodstream.receiver.maxLineLength: unset or blank is the default; anything but a positive int is refused."""
+    assert max_line_length(None) == max_line_length(" ") == DEFAULT_MAX_LINE_LENGTH and max_line_length(" 64 ") == 64
+    for bad in ("0", "-1", "1k", "1.5", "\u00b2", "9" * 30):
+        with raises_exactly(ValueError, f"spark.aiodstream.receiver.maxLineLength must be a positive number of characters, "
+                            f"got {bad!r}; pass e.g. 1048576"):
+            max_line_length(bad)
+    with raises_exactly(ValueError, "spark.aiodstream.receiver.maxLineLength must be a positive number of characters, got 0; "
+                        "pass e.g. 1048576"):
+        LineDecoder(0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_paused_buffer_holds_the_producer_back_with_room_to_spare(backend: str) -> None:
+    """While the log's writes fail the buffer is paused: puts wait though there is room; blocks are cut from the front
+    (peek, then drop once written); resume lets the producer store again."""
+
+    async def body() -> None:
+        buffer = RecordBuffer(10)
+        await buffer.put_many([1, 2, 3])
+        buffer.pause()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(buffer.put_many, [4, 5])
+            await settle()
+            assert buffer.peek() == [1, 2, 3] and buffer.paused
+            buffer.drop(2)  # a block of two was written: still paused
+            await settle()
+            assert buffer.peek() == [3]
+            buffer.resume()
+        assert buffer.take_all() == [3, 4, 5] and buffer.waits == 2
+        assert repr(buffer) == "<RecordBuffer [0/10 records | waited 2x]>"
+
+    run(backend, body)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
