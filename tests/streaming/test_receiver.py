@@ -95,7 +95,7 @@ def test_a_line_without_end_fails_once_it_passes_the_bound_and_holds_no_more() -
                         "the source end its lines") as info:
         decoder.feed(b"x")
     assert info.value.lines == [] and isinstance(info.value, ValueError)
-    with pytest.raises(LineTooLongError, match="^a line of 12 characters is longer than") as info:
+    with pytest.raises(LineTooLongError, match=r"^a line of 12 characters is longer than") as info:
         LineDecoder(10).feed(b"ok\n" + b"y" * 12 + b"\nnext\n")
     assert info.value.lines == ["ok"]
     assert LineDecoder().max_line_length == DEFAULT_MAX_LINE_LENGTH == 1 << 20
