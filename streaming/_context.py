@@ -107,7 +107,10 @@ _OPTION_SETTINGS = {
 }
 
 _CONTINUOUS_SETTINGS = ("spark.sql.streaming.continuous.epochBacklogQueueSize",
-                        "spark.sql.streaming.continuous.executorPollIntervalMs")
+                        "spark.sql.streaming.continuous.executorPollIntervalMs",
+                        # The coordinator's front door and frame bound.
+                        "spark.network.auth.rpcTimeout", "spark.network.timeout", "spark.rpc.message.maxSize",
+                        "spark.aiodstream.network.maxUnauthenticatedConnections")
 # The progress options (read from their settings by _options()) that a continuous query takes too.
 _CONTINUOUS_PROGRESS_OPTIONS = ("spark.sql.streaming.minBatchesToRetain", "spark.sql.streaming.numRecentProgressUpdates")
 _RECOVERY_ENTRIES = ("metadata", "offsets", "commits", "sources", "state", RECIPE_FILE)

@@ -9,7 +9,6 @@ a launcher. Its lifecycle, listener events and query surface are those of the mi
 from __future__ import annotations
 
 import collections
-import math
 import os
 import pickle
 import threading
@@ -25,7 +24,6 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import attrs
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from listeners import QueryProgress, QueryStarted, QueryTerminated, StreamingListenerBus, current_listener
 from scheduler import (
@@ -55,21 +53,20 @@ from scheduler import (
     run_with_timeout,
 )
 
+from ..network import (
+    HELLO_TIMEOUT_KEY,
+    IDLE_TIMEOUT_KEY,
+    MAX_UNAUTHENTICATED_KEY,
+    Admitted,
+    FrontDoor,
+    FrontDoorSettings,
+    new_token,
+)
 from ..runtime import StreamingContextState, exit_task_group, query_registry, run_until_stopped
-from ._coordinator import AddOffsets, BacklogExceeded, CommitEpoch, CoordinatorAction, EpochCoordinator
+from ._coordinator import EPOCH_QUEUE_EXCEEDED, AddOffsets, BacklogExceeded, CommitEpoch, CoordinatorAction, EpochCoordinator
 from ._launchers import TaskLauncher
 from ._plan import Continuous, ContinuousPlan
-from ._protocol import (
-    ASKS,
-    HEADER,
-    MAX_FRAME,
-    CommitPartitionEpoch,
-    GetCurrentEpoch,
-    ReportPartitionOffset,
-    ask_error,
-    decode_hello,
-    encode_frame,
-)
+from ._protocol import DEFAULT_MAX_FRAME_MIB, MAX_FRAME_KEY, GetCurrentEpoch, encode_frame, task_message_error, task_roles
 from ._task import TaskSpec, compose
 
 __all__ = ["ContinuousExecution", "ContinuousExecutionStatistics", "ContinuousOptions"]
@@ -79,33 +76,66 @@ POLL_INTERVAL = "spark.sql.streaming.continuous.executorPollIntervalMs"
 MIN_BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
 NUM_RECENT_PROGRESS = "spark.sql.streaming.numRecentProgressUpdates"
 _OPTIONS = {BACKLOG: 10_000, POLL_INTERVAL: 100, MIN_BATCHES_TO_RETAIN: 100, NUM_RECENT_PROGRESS: 100}
+# The coordinator's front door and frame bound: Spark's names where Spark has the setting.
+_NETWORK_OPTIONS = (HELLO_TIMEOUT_KEY, IDLE_TIMEOUT_KEY, MAX_UNAUTHENTICATED_KEY, MAX_FRAME_KEY)
+_MAX_FRAME_MIB = 2047  # Spark's RpcUtils.MAX_MESSAGE_SIZE_IN_MB
 
 
 class ContinuousOptions:
-    """A continuous query's settings, by Spark's names (case-insensitive), with Spark's defaults."""
+    """A continuous query's settings, by Spark's names (case-insensitive), with Spark's defaults.
+
+    Attributes:
+        network: the coordinator's front door (``spark.network.auth.rpcTimeout``,
+            ``spark.network.timeout``, ``spark.aiodstream.network.maxUnauthenticatedConnections``).
+        max_frame_bytes: the largest frame a task may send after its hello (``spark.rpc.message.maxSize``, MiB).
+    """
 
     def __init__(self, options: Mapping[str, object] | None = None) -> None:
         """Read ``options``.
 
         Raises:
-            InvalidPipelineError: an unknown name, or a value that is not a positive whole number.
+            InvalidPipelineError: an unknown name, or a value out of its range.
         """
-        known = {k.lower(): k for k in _OPTIONS}
+        known = {k.lower(): k for k in (*_OPTIONS, *_NETWORK_OPTIONS)}
         values = dict(_OPTIONS)
+        network: dict[str, object] = {}
         for key, value in (options or {}).items():
             name = known.get(str(key).lower())
             if name is None:
-                raise InvalidPipelineError(f"unknown option {key!r} for a continuous query; the options are {', '.join(_OPTIONS)}")
-            parsed = value if isinstance(value, int) and not isinstance(value, bool) else None
-            if isinstance(value, str) and value.strip().isdigit():
-                parsed = int(value.strip())
-            if parsed is None or parsed < 1:
-                raise InvalidPipelineError(f"option {name} must be a positive whole number, got {value!r}")
-            values[name] = parsed
+                raise InvalidPipelineError(f"unknown option {key!r} for a continuous query; the options are "
+                                           f"{', '.join((*_OPTIONS, *_NETWORK_OPTIONS))}")
+            if name in _NETWORK_OPTIONS:
+                network[name] = value
+                continue
+            values[name] = _positive_option(name, value)
         self.epoch_backlog_queue_size = values[BACKLOG]
         self.executor_poll_interval_ms = values[POLL_INTERVAL]
         self.min_batches_to_retain = values[MIN_BATCHES_TO_RETAIN]
         self.num_recent_progress_updates = values[NUM_RECENT_PROGRESS]
+        frame_mib = DEFAULT_MAX_FRAME_MIB
+        if MAX_FRAME_KEY in network:
+            frame_mib = _positive_option(MAX_FRAME_KEY, network.pop(MAX_FRAME_KEY))
+            if frame_mib > _MAX_FRAME_MIB:
+                raise InvalidPipelineError(f"{MAX_FRAME_KEY} should not be greater than {_MAX_FRAME_MIB} MB, got {frame_mib}")
+        self.max_frame_bytes = frame_mib * 1024 * 1024
+        try:
+            self.network = FrontDoorSettings.from_conf(network)
+        except ValueError as exc:
+            raise InvalidPipelineError(str(exc)) from exc
+        if self.executor_poll_interval_ms >= self.network.idle_timeout_s * 1000:
+            raise InvalidPipelineError(
+                f"{POLL_INTERVAL} ({self.executor_poll_interval_ms} ms) must be shorter than {IDLE_TIMEOUT_KEY} "
+                f"({self.network.idle_timeout_s:g} s): the coordinator closes a task's connection once it was silent that "
+                "long; shorten the poll interval or lengthen the timeout")
+
+
+def _positive_option(name: str, value: object) -> int:
+    parsed = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, str) and value.strip().isdigit():
+        parsed = int(value.strip())
+    if parsed is None or parsed < 1:
+        raise InvalidPipelineError(f"option {name} must be a positive whole number, got {value!r}")
+    return parsed
 
 
 @attrs.frozen
@@ -136,13 +166,6 @@ class _Resume:
     start_epoch: int
     offsets: list[Any]
     latest: int | None
-
-
-async def _read_frame(stream: BufferedByteReceiveStream) -> bytes:
-    (size,) = HEADER.unpack(await stream.receive_exactly(HEADER.size))
-    if size > MAX_FRAME:
-        raise ValueError(f"frame of {size} bytes is too large")
-    return await stream.receive_exactly(size)
 
 
 class ContinuousExecution:
@@ -194,8 +217,12 @@ class ContinuousExecution:
             name: the query name.
             options: Spark's ``spark.sql.streaming.continuous.epochBacklogQueueSize``,
                 ``...executorPollIntervalMs``, ``spark.sql.streaming.minBatchesToRetain`` and
-                ``spark.sql.streaming.numRecentProgressUpdates``.
-            bind_host: the interface the coordinator listens on (default: the launcher's driver host).
+                ``spark.sql.streaming.numRecentProgressUpdates``; the coordinator's network bounds
+                ``spark.network.auth.rpcTimeout`` (the tasks' hello), ``spark.network.timeout``
+                (a task's silence), ``spark.rpc.message.maxSize`` (a task's frame, MiB) and
+                ``spark.aiodstream.network.maxUnauthenticatedConnections``.
+            bind_host: the interface the coordinator listens on (default: the launcher's bind
+                address, ``spark.driver.bindAddress`` or else ``spark.driver.host`` with Spark).
             graceful_stop_timeout: bound on a graceful stop (default 10 epoch intervals).
             abandon_after: how long an immediate stop waits for the tasks after cancelling them.
             listener_bus_capacity: per-listener queue bound.
@@ -242,7 +269,9 @@ class ContinuousExecution:
         self._actions_send: Any = None
         self._checkpoint: Checkpoint | None = None
         self._group = f"aiodstream-continuous-{self.run_id}"
-        self._token = uuid.uuid4().hex
+        self._token = new_token()  # travels to the tasks inside their closure; never over the coordinator's port
+        self._task_partitions: set[int] = set()  # partitions with an open task connection
+        self._coordinator_address: tuple[str, int] | None = None
         self._epoch_started: dict[int, int] = {}
         self._epoch_offsets: dict[int, list[str]] = {}
         self._epoch_walcommit: dict[int, int] = {}
@@ -356,7 +385,7 @@ class ContinuousExecution:
                 if listener not in self.listener_bus.listeners:
                     self.listener_bus.add_listener(listener, name=lname)
             await tg.start(self._run_bus)
-            resume, host = await anyio.to_thread.run_sync(self._open, plan)
+            resume, host, bind = await anyio.to_thread.run_sync(self._open, plan)
             self.query_id = resume.query_id
             self.last_committed_epoch = resume.start_epoch - 1
             other = query_registry.claim(self, resume.query_id)
@@ -368,12 +397,17 @@ class ContinuousExecution:
             self.coordinator.num_writer_partitions = plan.num_partitions
             self._set_status("Starting new streaming query" if resume.latest is None else
                              f"Starting new streaming query and getting offsets from latest epoch {resume.latest}")
-            listener = await anyio.create_tcp_listener(local_host=self._bind_host or host, local_port=0)
-            port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
-            await tg.start(self._serve, listener)
-            send, receive = anyio.create_memory_object_stream[CoordinatorAction](math.inf)
+            # Two actions per epoch (its offsets entry, its commit); see _enqueue.
+            send, receive = anyio.create_memory_object_stream[CoordinatorAction](2 * self.options.epoch_backlog_queue_size)
             self._actions_send = send
             tg.start_soon(self._perform_actions, receive)
+            bind_host = self._bind_host or bind
+            listener = await anyio.create_tcp_listener(local_host=bind_host, local_port=0)
+            port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
+            self._coordinator_address = (bind_host, port)
+            door = FrontDoor(self._token, task_roles(plan.num_partitions), self.options.network,
+                             name=f"continuous coordinator {self.name or self.run_id}")
+            await tg.start(self._serve, listener, door)
             specs = self._specs(plan, resume, host, port)
             now = self.clock.now()
             self._epoch_started[resume.start_epoch] = now.milliseconds
@@ -399,12 +433,14 @@ class ContinuousExecution:
         assert self.query_id is not None
         await self.listener_bus.post(QueryStarted(self.query_id, self.run_id, self.name, format_timestamp(now.milliseconds)))
         await self.listener_bus.wait_delivered()  # Spark calls onQueryStarted before start() returns
-        self._log.info("continuous query started", epoch=resume.start_epoch, partitions=plan.num_partitions, port=port)
+        self._log.info("continuous query started", epoch=resume.start_epoch, partitions=plan.num_partitions,
+                       bind_host=bind_host, port=port)
 
-    def _open(self, plan: ContinuousPlan) -> tuple[_Resume, str]:
-        """Blocking: the launcher's checks, the checkpoint's resume point, the sink's preparation."""
+    def _open(self, plan: ContinuousPlan) -> tuple[_Resume, str, str]:
+        """Blocking: the launcher's checks and addresses, the checkpoint's resume point, the sink's preparation."""
         self.launcher.check(plan.num_partitions)
         host = self.launcher.driver_host()
+        bind = self.launcher.bind_address()
         for source in plan.sources:
             source.check()
         if self.checkpoint_location is None:
@@ -417,7 +453,7 @@ class ContinuousExecution:
         else:
             resume = self._resume(plan, Checkpoint(self.checkpoint_location))
         plan.sink.prepare(resume.start_epoch - 1)
-        return resume, host
+        return resume, host, bind
 
     @staticmethod
     def _initial_offsets(plan: ContinuousPlan) -> list[Any]:
@@ -503,72 +539,98 @@ class ContinuousExecution:
 
     # -- the coordinator's server --
 
-    async def _serve(self, listener: anyio.abc.Listener[anyio.abc.SocketStream], *,
+    async def _serve(self, listener: anyio.abc.Listener[anyio.abc.SocketStream], door: FrontDoor, *,
                      task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.CancelScope() as scope:
             self._server_scope = scope
             async with listener, anyio.create_task_group() as tg:
                 task_status.started()
-                await listener.serve(self._connection, task_group=tg)
+                # The front door admits only connections whose hello proved this run's token;
+                # whatever a stranger sends ends in that connection, never in this task group.
+                await listener.serve(door.handler(self._connection), task_group=tg)
 
-    async def _connection(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            buffered = BufferedByteReceiveStream(stream)
-            try:
-                token, partition, _attempt = decode_hello(await _read_frame(buffered))
-            except (ValueError, anyio.IncompleteRead, anyio.EndOfStream, OSError, anyio.BrokenResourceError):
-                self._log.warning("a connection that is not one of this query's tasks was closed")
-                return
-            if token != self._token:
-                self._log.warning("a task of another run connected and was refused", partition=partition)
-                return
-            self._connections += 1
-            self._open_connections += 1
-            try:
-                await self._serve_task(stream, buffered, partition)
-            finally:
-                self._open_connections -= 1
-                self._wake()
+    async def _connection(self, admitted: Admitted) -> None:
+        partition = admitted.hello.fields["partition"]
+        if partition in self._task_partitions:
+            self._log.warning("a second connection for a task's partition was refused", partition=partition)
+            return
+        self._task_partitions.add(partition)
+        self._connections += 1
+        self._open_connections += 1
+        try:
+            await self._serve_task(admitted, partition)
+        finally:
+            self._task_partitions.discard(partition)
+            self._open_connections -= 1
+            self._wake()
 
-    async def _serve_task(self, stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream, partition: int) -> None:
-        """Answer one task's asks and feed its reports and commits to the coordinator, until it disconnects."""
+    async def _serve_task(self, task: Admitted, partition: int) -> None:
+        """Answer one task's asks and feed its reports and commits to the coordinator, until it disconnects.
+
+        A frame that cannot be read, or a message this task may not send (a driver-only message, another
+        partition's report, an epoch it cannot have closed), closes this connection and nothing else.
+        """
         coordinator = self.coordinator
         assert coordinator is not None
-        send = self._actions_send
+        max_frame = self.options.max_frame_bytes
         try:
             while True:
                 try:
-                    message = pickle.loads(await _read_frame(buffered))
-                except (pickle.UnpicklingError, ValueError, EOFError, AttributeError, ImportError) as exc:
+                    # Unpickled only behind the front door: the peer proved this run's token, so it is one of our tasks.
+                    message = pickle.loads(await task.read_frame(max_frame))
+                except (anyio.EndOfStream, anyio.IncompleteRead):
+                    return  # the task ended (or the stop closed the coordinator)
+                except TimeoutError:
+                    self._log.warning("a task sent nothing within spark.network.timeout; its connection was closed",
+                                      partition=partition, timeout_s=task.idle_timeout_s)
+                    return
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+                    return
+                except Exception as exc:  # too large, or anything unpickling raised: one connection's fault
                     self._log.warning("a task sent an unreadable frame; its connection was closed", partition=partition,
-                                      error=repr(exc))
+                                      error=f"{exc!r:.300}")
+                    return
+                error = task_message_error(message, partition, coordinator.current_epoch)
+                if error is not None:
+                    self._log.warning("a task sent a message it may not send; its connection was closed",
+                                      partition=partition, error=error)
                     return
                 if isinstance(message, GetCurrentEpoch):  # the hot path: every poll of every task
-                    await stream.send(encode_frame(pickle.dumps(coordinator.current())))
+                    await task.send(encode_frame(pickle.dumps(coordinator.current())))
                     continue
-                if isinstance(message, (ReportPartitionOffset, CommitPartitionEpoch)):
-                    arrived = _time.perf_counter()  # only to measure the commit cost, never for scheduling
-                    _, actions = coordinator.handle(message)
-                    for action in actions:
-                        if isinstance(action, CommitEpoch):  # the epoch became complete now
-                            self._complete_at[action.epoch] = arrived
-                        send.send_nowait(action)
-                    continue
-                if isinstance(message, ASKS):
-                    try:
-                        reply, actions = coordinator.handle(message)
-                    except (ValueError, TypeError) as exc:
-                        reply, actions = ask_error(str(exc)), []
-                    await stream.send(encode_frame(pickle.dumps(reply)))
-                    for action in actions:
-                        send.send_nowait(action)
-                    continue
-                self._log.warning("unknown coordinator message dropped", message=type(message).__name__)
-        except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError,
-                ConnectionError):
-            return  # the task ended (or the stop closed the coordinator)
-        except Exception as exc:  # e.g. a commit message that cannot be rebuilt on the driver
-            self._fail(exc)  # the query fails with the real cause; the server goes on for the other tasks
+                arrived = _time.perf_counter()  # only to measure the commit cost, never for scheduling
+                _, actions = coordinator.handle(message)
+                self._enqueue(actions, arrived)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+            return  # the reply could not be sent: the task is gone
+
+    def _enqueue(self, actions: list[CoordinatorAction], arrived: float) -> None:
+        """Queue the coordinator's actions for the performer, in order; never waits.
+
+        The queue holds at most ``epochBacklogQueueSize`` epochs (two actions each): a sink slower
+        than the epochs fails the query with Spark's message for the epoch queue rather than
+        growing without bound. Waiting for room instead would stall every task's polls behind the
+        sink. The coordinator's own backlog failure is not queued: it fails the query at once,
+        even while a stuck sink holds the performer.
+        """
+        send = self._actions_send
+        for action in actions:
+            if isinstance(action, BacklogExceeded):  # at once: not behind a sink that may be what is stuck
+                self._fail(IllegalStateError(action.message))
+                return
+            if isinstance(action, CommitEpoch):  # the epoch became complete now
+                self._complete_at[action.epoch] = arrived
+            try:
+                send.send_nowait(action)
+            except anyio.WouldBlock:  # _fail stops the coordinator's writes: nothing more is queued
+                queued = send.statistics().current_buffer_used
+                self._fail(IllegalStateError(
+                    f"{EPOCH_QUEUE_EXCEEDED}: {queued} actions of complete epochs wait for the sink's commit and the "
+                    f"checkpoint's writes ({BACKLOG} is {self.options.epoch_backlog_queue_size} epochs); make the sink "
+                    "keep up with the trigger interval, lengthen the interval, or raise the setting"))
+                return
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return  # the run is tearing down: nothing more is performed
 
     # -- the coordinator's actions, in order --
 
@@ -591,9 +653,6 @@ class ContinuousExecution:
     async def _perform(self, action: CoordinatorAction) -> None:
         plan = self.plan
         assert plan is not None
-        if isinstance(action, BacklogExceeded):
-            self._fail(IllegalStateError(action.message))
-            return
         if isinstance(action, AddOffsets):
             merged = self._merge(plan, action.offsets)
             started = _time.perf_counter()
@@ -897,6 +956,11 @@ class ContinuousExecution:
 
     def _set_status(self, message: str) -> None:
         self._status = StreamingQueryStatus(message, False, False)  # always false in continuous mode (Spark)
+
+    @property
+    def coordinator_address(self) -> tuple[str, int] | None:
+        """Where the coordinator listens, ``(bind host, port)``, once started; the tasks connect to the launcher's driver host."""
+        return self._coordinator_address
 
     @property
     def status(self) -> StreamingQueryStatus:

@@ -14,7 +14,7 @@ import anyio.to_thread
 
 from scheduler import InvalidPipelineError, library_logger
 
-from ..spark import cancel_job_group, driver_host, run_in_job_group
+from ..spark import cancel_job_group, driver_bind_address, driver_host, run_in_job_group
 from ._task import TASK_RETRY_MESSAGE, ContinuousTaskRetryError, TaskSpec, run_task, run_tasks
 
 __all__ = ["SparkTaskLauncher", "TaskLauncher", "ThreadTaskLauncher"]
@@ -25,6 +25,9 @@ class TaskLauncher(Protocol):
 
     def driver_host(self) -> str:
         """The address at which the tasks reach the driver's coordinator."""
+
+    def bind_address(self) -> str:
+        """The interface the driver's coordinator listens on (blocking)."""
 
     def check(self, num_partitions: int) -> None:
         """Refuse a query that cannot run all its tasks at once (blocking)."""
@@ -49,6 +52,10 @@ class ThreadTaskLauncher:
 
     def driver_host(self) -> str:
         """Where the threads connect."""
+        return self._host
+
+    def bind_address(self) -> str:
+        """Where the coordinator listens: the host the threads connect to."""
         return self._host
 
     def check(self, num_partitions: int) -> None:
@@ -92,6 +99,10 @@ class SparkTaskLauncher:
     def driver_host(self) -> str:
         """``spark.driver.host``, where executors reach this process (blocking: a py4j call)."""
         return driver_host(self._spark_context())
+
+    def bind_address(self) -> str:
+        """``spark.driver.bindAddress``, else ``spark.driver.host``: where Spark's driver listens (blocking: py4j calls)."""
+        return driver_bind_address(self._spark_context())
 
     def check(self, num_partitions: int) -> None:
         """Refuse more partitions than Spark has task slots (blocking)."""

@@ -1,41 +1,55 @@
 """The epoch coordinator's messages and their wire format (Spark's ``EpochCoordinatorMessage`` set).
 
-The driver's coordinator and the long-running tasks talk over TCP in length-prefixed frames: a
-JSON hello carrying the run's token first, then pickled message records. Nothing a peer sends is
-unpickled before its hello named the run, so a stray connection cannot make the driver unpickle.
+The driver's coordinator and the long-running tasks talk over TCP in length-prefixed frames,
+behind a front door (``streaming.network``): a task first proves the run's token in a small hello
+(role ``task``, its partition and attempt), then sends pickled message records. Nothing a peer
+sends is unpickled before its hello proved the token, and a task may send only a task's
+messages, for its own partition (:func:`task_message_error`).
 """
 
 from __future__ import annotations
 
-import json
 import pickle
-import socket
 import struct
 from typing import Any, Union
 
 import attrs
+
+from ..network import MAX_FIELD, RoleSchema, connect
 
 __all__ = [
     "CommitPartitionEpoch",
     "CoordinatorClient",
     "CoordinatorMessage",
     "CurrentEpoch",
+    "DEFAULT_MAX_FRAME_MIB",
+    "DRIVER_MESSAGES",
     "GetCurrentEpoch",
     "HEADER",
     "IncrementAndGetEpoch",
+    "MAX_FRAME_KEY",
     "ReportPartitionOffset",
     "SetReaderPartitions",
     "SetWriterPartitions",
     "StopContinuousExecutionWrites",
-    "decode_hello",
+    "TASK_MESSAGES",
+    "TASK_ROLE",
     "encode_frame",
-    "encode_hello",
+    "task_message_error",
+    "task_roles",
 ]
 
 HEADER = struct.Struct(">I")
 """A frame is a 4-byte big-endian length, then that many bytes."""
 
-MAX_FRAME = 1 << 30
+MAX_FRAME_KEY = "spark.rpc.message.maxSize"
+"""Spark's bound on a control-plane message, in MiB; here the bound on a task's frame after its hello."""
+
+DEFAULT_MAX_FRAME_MIB = 128
+"""Spark's default for :data:`MAX_FRAME_KEY`."""
+
+TASK_ROLE = "task"
+"""The front-door role of a continuous task's connection."""
 
 
 # -- asks (a reply is due) --
@@ -110,7 +124,45 @@ CoordinatorMessage = Union[
     ReportPartitionOffset, CommitPartitionEpoch,
 ]
 
-ASKS = (IncrementAndGetEpoch, GetCurrentEpoch, SetReaderPartitions, SetWriterPartitions, StopContinuousExecutionWrites)
+TASK_MESSAGES = (GetCurrentEpoch, ReportPartitionOffset, CommitPartitionEpoch)
+"""What a task's connection may send: its epoch poll, its partition's offsets and commits."""
+
+DRIVER_MESSAGES = (IncrementAndGetEpoch, SetReaderPartitions, SetWriterPartitions, StopContinuousExecutionWrites)
+"""Spark's driver-only messages: the driver applies them to its coordinator directly, never over a connection."""
+
+
+def task_roles(num_partitions: int) -> RoleSchema:
+    """The coordinator's front-door roles: a task of one of the run's ``num_partitions`` partitions, any attempt number."""
+    return {TASK_ROLE: {"partition": range(num_partitions), "attempt": range(MAX_FIELD + 1)}}
+
+
+def task_message_error(message: object, partition: int, current_epoch: int) -> str | None:
+    """Why the task of ``partition`` may not send ``message`` now, or ``None`` when it may.
+
+    A task sends only :data:`TASK_MESSAGES`; its reports and commits name its own partition and an
+    epoch it can have closed: an integer from 0 to below the driver's ``current_epoch`` (a task
+    closes an epoch only after the driver moved past it). Spark's coordinator trusts its RPC
+    peers; these ones proved only that they hold the run's token.
+    """
+    if isinstance(message, DRIVER_MESSAGES):
+        return f"{type(message).__name__} is a driver-only message; a task may send only {_names(TASK_MESSAGES)}"
+    if not isinstance(message, TASK_MESSAGES):
+        return f"a task may send only {_names(TASK_MESSAGES)}, got {type(message).__name__}"
+    if isinstance(message, GetCurrentEpoch):
+        return None
+    if type(message.partition) is not int or message.partition != partition:
+        return f"the task of partition {partition} sent {type(message).__name__} for partition {message.partition!r:.40}"
+    epoch = message.epoch
+    if type(epoch) is not int or not 0 <= epoch < current_epoch:
+        return (f"{type(message).__name__} for epoch {epoch!r:.40}: a task closes only epochs from 0 to "
+                f"{current_epoch - 1} (the driver is in epoch {current_epoch})")
+    if isinstance(message, ReportPartitionOffset) and (type(message.rows) is not int or message.rows < 0):
+        return f"ReportPartitionOffset with {message.rows!r:.40} rows: a row count is a non-negative integer"
+    return None
+
+
+def _names(types: tuple[type, ...]) -> str:
+    return ", ".join(t.__name__ for t in types)
 
 
 # -- frames --
@@ -121,22 +173,6 @@ def encode_frame(payload: bytes) -> bytes:
     return HEADER.pack(len(payload)) + payload
 
 
-def encode_hello(token: str, partition: int, attempt: int) -> bytes:
-    """The first frame of a task's connection: the run's token, its partition and attempt number."""
-    return encode_frame(json.dumps({"token": token, "partition": partition, "attempt": attempt}).encode("utf-8"))
-
-
-def decode_hello(payload: bytes) -> tuple[str, int, int]:
-    """``(token, partition, attempt)`` of a hello frame.
-
-    Raises:
-        ValueError: not a hello frame.
-    """
-    try:
-        hello = json.loads(payload.decode("utf-8"))
-        return str(hello["token"]), int(hello["partition"]), int(hello["attempt"])
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"not a continuous-task hello frame: {payload[:60]!r}") from exc
 
 
 class CoordinatorClient:
@@ -147,14 +183,13 @@ class CoordinatorClient:
     """
 
     def __init__(self, host: str, port: int, token: str, partition: int, attempt: int, timeout_s: float = 30.0) -> None:
-        """Connect and say hello.
+        """Connect and prove the run's token (the front door's handshake, role ``task``).
 
         Raises:
+            HelloRefusedError: the coordinator refused the hello (a task of another run).
             OSError: the coordinator cannot be reached.
         """
-        self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock.sendall(encode_hello(token, partition, attempt))
+        self._sock = connect(host, port, token, TASK_ROLE, {"partition": partition, "attempt": attempt}, timeout_s=timeout_s)
         self._file = self._sock.makefile("rb")
 
     def send(self, message: CoordinatorMessage) -> None:
@@ -165,8 +200,7 @@ class CoordinatorClient:
         """Send an ask and return the driver's reply.
 
         Raises:
-            ConnectionError: the driver closed the connection (the run ended).
-            RuntimeError: the driver answered with an error.
+            ConnectionError: the driver closed the connection (the run ended, or it refused the message).
         """
         self.send(message)
         header = self._file.read(HEADER.size)
@@ -176,10 +210,7 @@ class CoordinatorClient:
         payload = self._file.read(size)
         if len(payload) < size:
             raise ConnectionError("the continuous query's coordinator closed the connection")
-        reply = pickle.loads(payload)
-        if isinstance(reply, _AskError):
-            raise RuntimeError(reply.message)
-        return reply
+        return pickle.loads(payload)
 
     def close(self) -> None:
         """Close the connection."""
@@ -188,12 +219,3 @@ class CoordinatorClient:
         finally:
             self._sock.close()
 
-
-@attrs.frozen
-class _AskError:
-    message: str
-
-
-def ask_error(message: str) -> object:
-    """The reply frame object for an ask the driver refused."""
-    return _AskError(message)

@@ -56,7 +56,10 @@ class TaskSpec:
     Attributes:
         host: the coordinator's host, as the executors reach the driver.
         port: the coordinator's port.
-        token: the run's token (a task of another run is refused).
+        token: the run's secret token: the task proves it in its hello (the token itself never
+            crosses the coordinator's port). It reaches the executor inside this spec, in the
+            job's closure, over Spark's RPC (authenticate and encrypt that with
+            ``spark.authenticate`` and ``spark.network.crypto.enabled`` where others can listen).
         partition: the global partition id (reader and writer partition).
         source: the source this partition belongs to.
         source_partition: the partition's index inside its source.

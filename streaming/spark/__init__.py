@@ -11,7 +11,15 @@ from ._durations import batch_datetime, job_description, seconds_to_duration, st
 from ._hadoop_files import CHECKPOINT_FILE_MANAGER_KEY, HadoopFileManager, resolve_checkpoint_path
 from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook, run_in_job_group
 from ._job_threads import SparkJobThreads
-from ._session import EMBEDDED_SPARK_CONF, STREAMING_SETTINGS, SparkSettings, driver_host, embedded_spark_context, executor_of_task
+from ._session import (
+    EMBEDDED_SPARK_CONF,
+    STREAMING_SETTINGS,
+    SparkSettings,
+    driver_bind_address,
+    driver_host,
+    embedded_spark_context,
+    executor_of_task,
+)
 
 __all__ = [
     "BatchJob",
@@ -27,6 +35,7 @@ __all__ = [
     "batch_datetime",
     "cancel_job_group",
     "current_batch_job",
+    "driver_bind_address",
     "driver_host",
     "embedded_spark_context",
     "executor_of_task",

@@ -15,7 +15,7 @@ import attrs
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["EMBEDDED_SPARK_CONF", "STREAMING_SETTINGS", "SparkSettings", "driver_host", "embedded_spark_context"]
+__all__ = ["EMBEDDED_SPARK_CONF", "STREAMING_SETTINGS", "SparkSettings", "driver_bind_address", "driver_host", "embedded_spark_context"]
 
 EMBEDDED_SPARK_CONF: dict[str, str] = {
     "spark.master": "local[2]",
@@ -31,6 +31,17 @@ _embedded_lock = threading.Lock()
 def driver_host(sc: SparkContext) -> str:
     """``spark.driver.host``: where executors' tasks reach this process (blocking: a py4j call)."""
     return str(sc.getConf().get("spark.driver.host", "127.0.0.1"))
+
+
+def driver_bind_address(sc: SparkContext) -> str:
+    """Where the driver's own ports listen: ``spark.driver.bindAddress``, else ``spark.driver.host`` (Spark's fallback).
+
+    Executors still connect to :func:`driver_host`; the two differ behind NAT or in a container,
+    or to keep a port off other interfaces (blocking: py4j calls).
+    """
+    conf = sc.getConf()
+    bind = conf.get("spark.driver.bindAddress", None)
+    return str(bind).strip() if bind is not None and str(bind).strip() else driver_host(sc)
 
 
 def executor_of_task(sc: SparkContext, stage_id: int, task_id: int) -> str | None:
@@ -108,6 +119,12 @@ STREAMING_SETTINGS = (
     # Continuous processing: Spark's SQL settings.
     "spark.sql.streaming.continuous.epochBacklogQueueSize",
     "spark.sql.streaming.continuous.executorPollIntervalMs",
+    # The driver's front doors (continuous coordinator, executor receivers' control channel):
+    # Spark's network settings, and the cap on connections proving their hello under our prefix.
+    "spark.network.auth.rpcTimeout",
+    "spark.network.timeout",
+    "spark.rpc.message.maxSize",
+    "spark.aiodstream.network.maxUnauthenticatedConnections",
     # The web UI (ours: Spark's own UI has no streaming tab for this runtime).
     "spark.aiodstream.ui.port",
     "spark.aiodstream.ui.host",

@@ -34,7 +34,8 @@ from streaming.continuous import (
     ReportPartitionOffset,
     TaskSpec,
 )
-from streaming.continuous._protocol import HEADER, encode_frame, encode_hello
+from streaming.continuous._protocol import HEADER, TASK_ROLE, encode_frame
+from streaming.network import ACCEPTED, CHALLENGE_BYTES, encode_hello
 from tests.support import wait_until
 
 pytestmark = pytest.mark.anyio
@@ -73,6 +74,9 @@ class ScriptedLauncher:
     def driver_host(self) -> str:
         return "127.0.0.1"
 
+    def bind_address(self) -> str:
+        return "127.0.0.1"
+
     def check(self, num_partitions: int) -> None:
         pass
 
@@ -91,15 +95,23 @@ class ScriptedLauncher:
 class FakeTask:
     """One task's connection, driven by the test."""
 
-    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+    def __init__(self, stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream | None = None) -> None:
         self.stream = stream
-        self.buffered = BufferedByteReceiveStream(stream)
+        self.buffered = buffered if buffered is not None else BufferedByteReceiveStream(stream)
 
     @classmethod
-    async def connect(cls, spec: TaskSpec, token: str | None = None) -> FakeTask:
+    async def connect(cls, spec: TaskSpec, token: str | None = None, partition: int | None = None) -> FakeTask:
+        """Connect through the coordinator's front door (its handshake); with the run's token, wait until admitted."""
         stream = await anyio.connect_tcp(spec.host, spec.port)
-        await stream.send(encode_hello(token or spec.token, spec.partition, 0))
-        return cls(stream)
+        buffered = BufferedByteReceiveStream(stream)
+        challenge = (await buffered.receive_exactly(4 + CHALLENGE_BYTES))[4:]
+        fields = {"partition": spec.partition if partition is None else partition, "attempt": 0}
+        await stream.send(encode_hello(token or spec.token, challenge, TASK_ROLE, fields))
+        if token is None:
+            assert await buffered.receive_exactly(len(ACCEPTED)) == ACCEPTED
+        task = cls(stream, buffered)
+        task._partition = fields["partition"]
+        return task
 
     async def send(self, message: object) -> None:
         await self.stream.send(encode_frame(pickle.dumps(message)))
@@ -248,6 +260,8 @@ async def test_immediate_stop_commits_nothing_more_and_cancels_the_tasks(tmp_pat
 async def test_offset_backlog_stops_the_query_with_sparks_message(tmp_path: Path) -> None:
     """One partition racing ahead of a stuck one overflows the offset queue: the query terminates with Spark's error."""
     async with Harness(tmp_path, options={"spark.sql.streaming.continuous.epochBacklogQueueSize": 2}) as h:
+        await h.tick()
+        await h.tick()  # the driver is in epoch 3: a task may close epochs 0 to 2
         for epoch in range(3):
             await h.tasks[0].send(ReportPartitionOffset(0, epoch, epoch))
         with pytest.raises(StreamingQueryException) as raised:
@@ -430,6 +444,7 @@ async def test_old_log_entries_are_purged_as_epochs_commit(tmp_path: Path) -> No
     async with Harness(tmp_path, options={"spark.sql.streaming.minBatchesToRetain": 2,
                                           "spark.sql.streaming.numRecentProgressUpdates": 3}) as h:
         for epoch in range(5):
+            await h.tick()  # a task closes an epoch once the driver moved past it
             for task in h.tasks:
                 await task.close_epoch(epoch, epoch)
         await h.query.wait_for_epoch(4)

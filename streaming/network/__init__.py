@@ -1,0 +1,66 @@
+"""Authenticated, bounded TCP front doors for the driver's ports (the counterpart of Spark's RPC authentication).
+
+``FrontDoor`` admits a connection only after a small hello, read under a timeout, proved the run's
+token (challenge and HMAC, compared in constant time); ``connect``/``handshake`` are the peer's
+blocking side, for executors' tasks. The hello's parse and proof are plain functions (``_hello``).
+"""
+
+from ._client import HelloRefusedError, connect, handshake
+from ._front_door import (
+    HELLO_TIMEOUT_KEY,
+    IDLE_TIMEOUT_KEY,
+    MAX_UNAUTHENTICATED_KEY,
+    Admitted,
+    FrameTooLargeError,
+    FrontDoor,
+    FrontDoorSettings,
+    FrontDoorStatistics,
+)
+from ._hello import (
+    ACCEPTED,
+    CHALLENGE_BYTES,
+    FRAME_HEADER,
+    HELLO_MAX_BYTES,
+    HELLO_VERSION,
+    MAX_FIELD,
+    Hello,
+    HelloError,
+    RoleSchema,
+    encode_challenge,
+    encode_hello,
+    hello_size,
+    new_challenge,
+    new_token,
+    parse_hello,
+    prove,
+)
+
+__all__ = [
+    "ACCEPTED",
+    "Admitted",
+    "CHALLENGE_BYTES",
+    "FRAME_HEADER",
+    "FrameTooLargeError",
+    "FrontDoor",
+    "FrontDoorSettings",
+    "FrontDoorStatistics",
+    "HELLO_MAX_BYTES",
+    "HELLO_TIMEOUT_KEY",
+    "HELLO_VERSION",
+    "Hello",
+    "HelloError",
+    "HelloRefusedError",
+    "IDLE_TIMEOUT_KEY",
+    "MAX_FIELD",
+    "MAX_UNAUTHENTICATED_KEY",
+    "RoleSchema",
+    "connect",
+    "encode_challenge",
+    "encode_hello",
+    "hello_size",
+    "handshake",
+    "new_challenge",
+    "new_token",
+    "parse_hello",
+    "prove",
+]
