@@ -11,6 +11,7 @@ driver side is in ``SocketInputDStream``.
 
 from __future__ import annotations
 
+import math
 import select
 import socket
 import time
@@ -20,12 +21,15 @@ import attrs
 
 from scheduler import CheckpointError, CorruptCheckpointError, task_checkpoint_path
 
+from ..network import connect
 from ..recovery import BlockLog, decode_block
+from ._control import MAX_REPORT_MESSAGE, RECEIVER_ROLE
 from ._decoder import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError
 
 __all__ = ["ReceiverTaskSpec", "read_block_file", "read_block_files", "run_receiver_task", "run_receiver_tasks"]
 
 _RECV_BYTES = 65536
+_MAX_COMMAND = 4096  # the driver's commands are a few bytes: "stop", "rate <r>"
 
 
 @attrs.frozen
@@ -47,6 +51,13 @@ class ReceiverTaskSpec:
             sends each new rate (backpressure) over the control connection.
         max_line_length: the longest line taken, in characters; a longer one drops the source's
             connection (reported, then made again after the restart delay).
+        token: the secret of this launch: the task proves it in its hello to the driver's
+            control channel (the token itself never crosses that connection). It reaches the
+            executor inside this spec, in the job's closure, over Spark's RPC (authenticate and
+            encrypt that with ``spark.authenticate`` and ``spark.network.crypto.enabled`` where
+            others can listen). Left out of the spec's repr.
+        heartbeat_ms: how often the task reports ``P`` when it has nothing else to say, so the
+            driver's idle timeout (``spark.network.timeout``) does not cut a quiet receiver.
     """
 
     stream_id: int
@@ -60,6 +71,8 @@ class ReceiverTaskSpec:
     restart_delay_ms: int
     rate: float | None = None
     max_line_length: int = DEFAULT_MAX_LINE_LENGTH
+    token: str = attrs.field(kw_only=True, repr=False)
+    heartbeat_ms: int = attrs.field(kw_only=True, default=30_000)
 
 
 def read_block_file(path: str) -> list[Any]:
@@ -112,17 +125,31 @@ class Pacer:
 
 
 class _Control:
-    """The task's end of the control connection: reports out; ``stop`` and ``rate <r>`` in."""
+    """The task's end of the control connection: reports out; ``stop`` and ``rate <r>`` in.
+
+    It connects through the driver's front door, proving the spec's token (:func:`streaming.network.connect`).
+    """
 
     def __init__(self, spec: ReceiverTaskSpec) -> None:
-        self.sock = socket.create_connection((spec.driver_host, spec.driver_port), timeout=30)
+        self.sock = connect(spec.driver_host, spec.driver_port, spec.token, RECEIVER_ROLE, {"stream": spec.stream_id},
+                            timeout_s=30)
         self.sock.settimeout(None)
         self._pending = b""
         self.stopped = False
         self.rates: list[float | None] = []  # received, not yet applied
+        self._heartbeat = spec.heartbeat_ms / 1000
+        self._last_sent = time.monotonic()
 
     def send(self, line: str) -> None:
+        if line.startswith("E ") and len(line) > MAX_REPORT_MESSAGE + 2:
+            line = line[:MAX_REPORT_MESSAGE + 2 - 3] + "..."
         self.sock.sendall(line.replace("\n", " ").encode("utf-8") + b"\n")
+        self._last_sent = time.monotonic()
+
+    def heartbeat(self) -> None:
+        """Report ``P`` if nothing was sent for a heartbeat interval."""
+        if time.monotonic() - self._last_sent >= self._heartbeat:
+            self.send("P")
 
     def poll(self) -> None:
         """Read what the driver sent without waiting; a closed connection means stop too."""
@@ -136,12 +163,20 @@ class _Control:
                 return
             self._pending += data
             *lines, self._pending = self._pending.split(b"\n")
+            if len(self._pending) > _MAX_COMMAND:  # not the driver's commands: stop rather than buffer
+                self.stopped = True
+                return
             for line in lines:
                 command, _, value = line.decode("utf-8", "replace").partition(" ")
                 if command == "stop":
                     self.stopped = True
                 elif command == "rate":
-                    self.rates.append(None if value == "none" else float(value))
+                    try:
+                        rate = None if value == "none" else float(value)
+                    except ValueError:
+                        continue
+                    if rate is None or (math.isfinite(rate) and rate > 0):
+                        self.rates.append(rate)
 
 
 class _Blocks:
@@ -185,6 +220,7 @@ def _wait(seconds: float, control: _Control) -> None:
     """Sleep up to ``seconds``, waking when the driver says stop."""
     deadline = time.monotonic() + seconds
     while not control.stopped:
+        control.heartbeat()
         left = deadline - time.monotonic()
         if left <= 0:
             return
@@ -230,7 +266,8 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
     try:
         while not control.stopped:
             try:
-                source = socket.create_connection((spec.source_host, spec.source_port), timeout=10)
+                source = socket.create_connection((spec.source_host, spec.source_port),
+                                                  timeout=min(10.0, spec.heartbeat_ms / 1000))
             except OSError as exc:
                 control.send(f"E Error connecting to {spec.source_host}:{spec.source_port}: {exc!r}")
                 _wait(spec.restart_delay_ms / 1000, control)
@@ -243,6 +280,7 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
             with source:
                 while not control.stopped:
                     now = time.monotonic()
+                    control.heartbeat()
                     if control.rates:
                         pacer.set_rate(control.rates[-1], now)
                         control.rates.clear()

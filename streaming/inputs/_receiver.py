@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 import traceback
 import uuid
+from functools import partial
 from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Callable, Sequence, Union, cast
 
 import anyio
@@ -19,7 +20,6 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 from anyio import get_cancelled_exc_class
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStopped
 from scheduler import (
@@ -34,9 +34,11 @@ from scheduler import (
 )
 
 from ..dstream import StreamEnvironment
+from ..network import IDLE_TIMEOUT_KEY, Admitted, FrameTooLargeError, FrontDoor, FrontDoorSettings, new_token
 from ..recovery import BlockLog, format_log_offset
-from ..spark import driver_host, executor_of_task, run_in_job_group, time_string_as
+from ..spark import driver_bind_address, driver_host, executor_of_task, run_in_job_group, time_string_as
 from ._base import InputDStream
+from ._control import MAX_REPORT_BYTES, ReceiverProtocolError, Report, parse_report, receiver_roles
 from ._decoder import MAX_LINE_LENGTH_KEY, LineDecoder, LineTooLongError, max_line_length
 from ._executor_receiver import ReceiverTaskSpec, read_block_files, run_receiver_tasks
 
@@ -202,6 +204,15 @@ class _Outcome:
     restart: bool
     message: str
     error: BaseException | None = None
+
+
+class _Session:
+    """One launch's control connection: whether a task took it, how it ended, and when."""
+
+    def __init__(self) -> None:
+        self.taken = False
+        self.outcome = _Outcome(True, "The receiver's Spark task ended")
+        self.ended = anyio.Event()
 
 
 class ReceiverInputDStream(InputDStream):
@@ -555,6 +566,12 @@ class SocketInputDStream(ReceiverInputDStream):
         self._rate_changed: anyio.Event | None = None  # set when the limiter's rate may have changed
         self._executor_found: anyio.Event | None = None  # set when the task's executor id is known (or given up)
         self._task_group: anyio.abc.TaskGroup | None = None
+        self.network = FrontDoorSettings.from_conf(env.spark.settings().conf)
+        """The control channel's bounds (``spark.network.auth.rpcTimeout``, ``spark.network.timeout``,
+        ``spark.aiodstream.network.maxUnauthenticatedConnections``)."""
+        self.control_port: int | None = None
+        """With ``placement="executor"``: the port the driver listens on for the task's control connection, while one
+        is open (for diagnostics; every connection to it must prove the launch's token first)."""
         self.executor_rate: float | None = None
         """With ``placement="executor"``: the last rate the task said it applied (``None``: none, or no limit)."""
 
@@ -608,12 +625,16 @@ class SocketInputDStream(ReceiverInputDStream):
         """What this stream's tasks write into the checkpoint: a receiver on an executor, its write-ahead log."""
         return f"the write-ahead log of {self.receiver_name} (on an executor)" if self.placement == "executor" else None
 
-    def _task_spec(self, host: str, port: int) -> ReceiverTaskSpec:
+    def _task_spec(self, host: str, port: int, token: str) -> ReceiverTaskSpec:
         assert self._log_dir is not None
         return ReceiverTaskSpec(
             self.id, self.host, self.port, host, port, self._env.graph.task_path(self._log_dir), self._last_entry + 1,
             self.block_interval.milliseconds, self.restart_delay.milliseconds, self.rate_limiter().rate,
-            self.max_line_length)
+            self.max_line_length, token=token, heartbeat_ms=self._heartbeat_ms())
+
+    def _heartbeat_ms(self) -> int:
+        """How often an idle task says it is alive: well within the idle timeout (``spark.network.timeout``)."""
+        return max(50, int(self.network.idle_timeout_s * 1000 / 4))
 
     def _run_job(self, spec: ReceiverTaskSpec, group: str) -> None:
         """The receiver's Spark job: one long-running task (blocking, in a worker thread)."""
@@ -621,40 +642,67 @@ class SocketInputDStream(ReceiverInputDStream):
         run_in_job_group(sc, group, f"{self.receiver_name}: receiving from {self.host}:{self.port}",
                          lambda: sc.parallelize([spec], 1).foreachPartition(run_receiver_tasks))
 
+    def _addresses(self) -> tuple[str, str]:
+        """Where tasks reach the driver, and where the control channel listens (blocking: py4j calls)."""
+        sc = self._env.spark_context
+        return driver_host(sc), driver_bind_address(sc)
+
+    def _adopt_unreported_blocks(self) -> None:
+        """Count blocks a previous task wrote and could not report (blocking): the next task writes after them.
+
+        They are whole and durable (blocks are written atomically), so they are the source's
+        records: the next batch takes them, as a restart takes the blocks it finds.
+        """
+        assert self._block_log is not None
+        for entry in self._block_log.entries():
+            if entry == self._last_entry + 1:
+                self._last_entry = entry
+
     async def _receive_on_executor(self) -> _Outcome:
         """Run the receiver as a Spark task and take its reports until it stops or fails.
+
+        The control channel is a front door (:mod:`streaming.network`): a connection is heard
+        only once its hello proved this launch's token, a fresh one per task launched, which
+        reaches the task inside its spec. Strangers and tasks of earlier launches are dropped
+        without taking the task's place; the first task admitted is the receiver's, a second is
+        refused. Its reports are checked (:func:`~streaming.inputs._control.parse_report`)
+        before any is believed; one that breaks the rules ends the run with
+        :class:`ReceiverProtocolError`.
 
         Cancelled (the context stops): the task is told to stop, and the blocks it writes last
         are registered before this returns (bounded by :data:`EXECUTOR_STOP_TIMEOUT_S`); then
         its job group is cancelled. A task that fails or loses its connection ends this run,
         and the supervisor starts a new task after the restart delay.
         """
-        host = await anyio.to_thread.run_sync(lambda: driver_host(self._env.spark_context))
+        host, bind = await anyio.to_thread.run_sync(self._addresses)
+        await anyio.to_thread.run_sync(self._adopt_unreported_blocks)
         group = f"aiodstream-receiver-{self.id}-{uuid.uuid4().hex[:8]}"
-        listeners = await anyio.create_tcp_listener(local_host=host, local_port=0)
+        token = new_token()
+        door = FrontDoor(token, receiver_roles(self.id), self.network, name=f"{self.receiver_name} control channel")
+        listeners = await anyio.create_tcp_listener(local_host=bind, local_port=0)
         listener = cast(anyio.abc.SocketListener, listeners.listeners[0])  # one address: one listener
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        spec = self._task_spec(host, port)
+        spec = self._task_spec(host, port, token)
         job_error: list[BaseException] = []
-        outcome = _Outcome(True, "The receiver's Spark task ended")
-        async with listeners, anyio.create_task_group() as tg:
-            tg.start_soon(self._job, spec, group, job_error, tg.cancel_scope)
-            try:
-                control = await listener.accept()
-                async with control:
-                    outcome = await self._take_reports(BufferedByteReceiveStream(control), control, spec.rate)
-                if outcome.restart:  # the connection broke: if the task failed, its job's error says why
+        session = _Session()
+        try:
+            async with listeners, anyio.create_task_group() as tg:
+                self.control_port = port
+                tg.start_soon(self._job, spec, group, job_error, tg.cancel_scope)
+                tg.start_soon(listener.serve, door.handler(partial(self._control_session, session, spec.rate)), tg)
+                await session.ended.wait()
+                if session.outcome.restart:  # the connection broke: if the task failed, its job's error says why
                     with anyio.move_on_after(EXECUTOR_STOP_TIMEOUT_S):
                         await anyio.sleep_forever()  # until _job, at the job's end, cancels this group
-            except _CONNECTION_ERRORS as exc:
-                outcome = _Outcome(True, "The receiver's task lost its connection to the driver", exc)
-            finally:
                 tg.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._env.spark.cancel_job_group, group)
+        finally:
+            # After the task group: a stop's last reports (the control session's shielded wait) come first.
+            self.control_port = None
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._env.spark.cancel_job_group, group)
         if job_error:
             return _Outcome(True, "The receiver's Spark task failed", job_error[0])
-        return outcome
+        return session.outcome
 
     async def _job(self, spec: ReceiverTaskSpec, group: str, errors: list[BaseException], scope: anyio.CancelScope) -> None:
         try:
@@ -664,8 +712,21 @@ class SocketInputDStream(ReceiverInputDStream):
             errors.append(exc)
         scope.cancel()  # the task is over: nothing more will report
 
-    async def _take_reports(self, reports: BufferedByteReceiveStream, control: anyio.abc.ByteStream,
-                            started_at: float | None) -> _Outcome:
+    async def _control_session(self, session: _Session, started_at: float | None, task: Admitted) -> None:
+        """Serve the admitted task's connection (the first one only) until it ends; then end the run."""
+        if session.taken:
+            self._log.warning("a second receiver task connection was refused", receiver=self.receiver_name,
+                              hello=dict(task.hello.fields))
+            return
+        session.taken = True
+        try:
+            session.outcome = await self._take_reports(task, started_at)
+        except _CONNECTION_ERRORS as exc:
+            session.outcome = _Outcome(True, "The receiver's task lost its connection to the driver", exc)
+        finally:
+            session.ended.set()
+
+    async def _take_reports(self, task: Admitted, started_at: float | None) -> _Outcome:
         """Handle the task's reports until it says X or the connection breaks; beside them, send it new rates (the
         task started at ``started_at``) and look its executor up. Cancelled: tell the task to stop, take its last
         block, re-raise."""
@@ -673,25 +734,40 @@ class SocketInputDStream(ReceiverInputDStream):
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
-                tg.start_soon(self._send_rates, control, started_at)
+                tg.start_soon(self._send_rates, task.stream, started_at)
                 try:
-                    while not await self._on_report(await _next_report(reports)):
+                    while not await self._on_report(await self._next_report(task)):
                         pass
                 except _CONNECTION_ERRORS as exc:  # handled here: out of a task group it would be an ExceptionGroup
                     outcome = _Outcome(True, "The receiver's task lost its connection to the driver", exc)
+                except TimeoutError as exc:
+                    outcome = _Outcome(True, f"The receiver's task sent nothing within {IDLE_TIMEOUT_KEY} "
+                                             f"({task.idle_timeout_s:g} s)", exc)
+                except (ReceiverProtocolError, FrameTooLargeError) as exc:
+                    self._log.warning("the receiver's task broke the control protocol; its connection was dropped",
+                                      receiver=self.receiver_name, error=str(exc))
+                    outcome = _Outcome(True, "The receiver's task broke the control protocol", exc)
                 tg.cancel_scope.cancel()  # nothing more to send or look up
             return outcome
         except get_cancelled_exc_class():
             self._task_group = None  # closed: a late H report starts no lookup
             # The context stops: the task writes what it read as a last block and says X.
             with anyio.CancelScope(shield=True), anyio.move_on_after(EXECUTOR_STOP_TIMEOUT_S):
-                await control.send(b"stop\n")
-                while not await self._on_report(await _next_report(reports)):
-                    pass
+                try:
+                    await task.send(b"stop\n")
+                    while not await self._on_report(await self._next_report(task)):
+                        pass
+                except (*_CONNECTION_ERRORS, TimeoutError, ReceiverProtocolError, FrameTooLargeError) as exc:
+                    self._log.warning("the receiver's task did not stop cleanly", receiver=self.receiver_name,
+                                      error=repr(exc))
             self._log.info("receiver task stopped", receiver=self.receiver_name, last_block=self._last_entry)
             raise
         finally:
             self._task_group = None
+
+    async def _next_report(self, task: Admitted) -> Report:
+        """The task's next report, checked (bounded in length, under the idle timeout)."""
+        return parse_report(await task.read_line(MAX_REPORT_BYTES), self._last_entry + 1)
 
     async def _find_executor(self, stage: int, task: int, found: anyio.Event) -> None:
         """Look the task's executor up in Spark's status store, which hears of the task soon after it starts."""
@@ -734,21 +810,20 @@ class SocketInputDStream(ReceiverInputDStream):
                 return
             sent = rate
 
-    async def _on_report(self, line: str) -> bool:
-        """Handle one report of the task; whether it said it stopped."""
-        kind, _, rest = line.partition(" ")
+    async def _on_report(self, report: Report) -> bool:
+        """Handle one checked report of the task; whether it said it stopped."""
+        kind = report.kind
         runtime = self._env.runtime
         if kind == "B":
-            entry, count = (int(x) for x in rest.split())
-            self._block_counts[entry] = count
-            self._last_entry = max(self._last_entry, entry)
+            self._block_counts[report.entry] = report.count
+            self._last_entry = report.entry
         elif kind == "H":
-            self._host, *task = rest.split()
-            if len(task) == 2 and self._task_group is not None:
+            self._host = report.host
+            if report.task is not None and self._task_group is not None:
                 self._executor_found = anyio.Event()
-                self._task_group.start_soon(self._find_executor, int(task[0]), int(task[1]), self._executor_found)
+                self._task_group.start_soon(self._find_executor, *report.task, self._executor_found)
         elif kind == "R":
-            self.executor_rate = None if rest == "none" else float(rest)
+            self.executor_rate = report.rate
             self._log.debug("receiver task paced", receiver=self.receiver_name, rate=self.executor_rate)
         elif kind == "S":
             if self._executor_found is not None:  # the event names the executor: wait (briefly) for the status store
@@ -757,10 +832,10 @@ class SocketInputDStream(ReceiverInputDStream):
             await runtime.listener_bus.post(ReceiverStarted(self._info(active=True)))
             self._log.info("receiver started", receiver=self.receiver_name, host=self._host, location="executor")
         elif kind == "E":
-            error = ConnectionError(rest)
-            await runtime.listener_bus.post(ReceiverError(self._info(active=True, message=rest, error=error,
+            error = ConnectionError(report.message)
+            await runtime.listener_bus.post(ReceiverError(self._info(active=True, message=report.message, error=error,
                                                                      at=runtime.clock.now())))
-            self._log.warning("receiver error on its executor", receiver=self.receiver_name, reason=rest)
+            self._log.warning("receiver error on its executor", receiver=self.receiver_name, reason=report.message)
         return kind == "X"
 
     def _compute(self, time: Time) -> RDD[Any] | None:
@@ -784,11 +859,6 @@ class SocketInputDStream(ReceiverInputDStream):
         await super().commit(end)
         for entry in [e for e in self._block_counts if e < self._purged_below]:
             del self._block_counts[entry]
-
-
-async def _next_report(reports: BufferedByteReceiveStream) -> str:
-    """The next line a receiver task sent (without its newline)."""
-    return (await reports.receive_until(b"\n", 1 << 16)).decode("utf-8", "replace")
 
 
 class AsyncIterableInputDStream(ReceiverInputDStream):

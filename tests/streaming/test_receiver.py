@@ -218,6 +218,7 @@ def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_to
 
     from streaming.inputs import ReceiverTaskSpec, read_block_file
     from streaming.inputs._executor_receiver import run_receiver_task
+    from tests.streaming.control_support import accept_task
 
     source = socket.create_server(("127.0.0.1", 0))
     driver = socket.create_server(("127.0.0.1", 0))
@@ -235,10 +236,10 @@ def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_to
     server = threading.Thread(target=serve, daemon=True)
     server.start()
     spec = ReceiverTaskSpec(0, "127.0.0.1", source.getsockname()[1], "127.0.0.1", driver.getsockname()[1], str(tmp_path),
-                            first_entry=7, block_interval_ms=20, restart_delay_ms=10)
+                            first_entry=7, block_interval_ms=20, restart_delay_ms=10, token="t0k3n")
     task = threading.Thread(target=run_receiver_task, args=(spec,), daemon=True)
     task.start()
-    control, _ = driver.accept()
+    control = accept_task(driver, "t0k3n", 0)
     reports = control.makefile("r", encoding="utf-8")
     seen: list[str] = []
     received = 0

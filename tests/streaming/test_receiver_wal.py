@@ -24,6 +24,7 @@ from streaming import StreamingContext
 from streaming.inputs import ReceiverTaskSpec, WriteAheadLogError, read_block_file
 from streaming.inputs._executor_receiver import run_receiver_task
 from tests.anyio_support import BACKENDS
+from tests.streaming.control_support import accept_task
 
 INTERVAL_MS = 1000
 CAPACITY = 40
@@ -149,11 +150,10 @@ def test_a_receiver_task_reads_nothing_while_its_log_writes_fail_and_loses_nothi
     source = socket.create_server(("127.0.0.1", 0))
     driver = socket.create_server(("127.0.0.1", 0))
     spec = ReceiverTaskSpec(0, "127.0.0.1", source.getsockname()[1], "127.0.0.1", driver.getsockname()[1], str(log),
-                            first_entry=0, block_interval_ms=20, restart_delay_ms=10)
+                            first_entry=0, block_interval_ms=20, restart_delay_ms=10, token="t0k3n")
     task = threading.Thread(target=run_receiver_task, args=(spec,), daemon=True)
     task.start()
-    control, _ = driver.accept()
-    control.settimeout(60)  # a hang guard only
+    control = accept_task(driver, "t0k3n", 0)
     reports = control.makefile("r", encoding="utf-8")
     conn, _ = source.accept()
     seen: list[str] = []
@@ -214,11 +214,10 @@ def test_a_receiver_task_drops_a_connection_whose_line_is_too_long_and_reconnect
 
     threading.Thread(target=serve, daemon=True).start()
     spec = ReceiverTaskSpec(0, "127.0.0.1", source.getsockname()[1], "127.0.0.1", driver.getsockname()[1], str(tmp_path),
-                            first_entry=0, block_interval_ms=20, restart_delay_ms=10, max_line_length=10)
+                            first_entry=0, block_interval_ms=20, restart_delay_ms=10, max_line_length=10, token="t0k3n")
     task = threading.Thread(target=run_receiver_task, args=(spec,), daemon=True)
     task.start()
-    control, _ = driver.accept()
-    control.settimeout(60)  # a hang guard only
+    control = accept_task(driver, "t0k3n", 0)
     reports = control.makefile("r", encoding="utf-8")
     seen: list[str] = []
     while sum(int(line.split()[2]) for line in seen if line.startswith("B ")) < 2:
