@@ -265,3 +265,50 @@ def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_to
     assert [r for e in entries for r in read_block_file(str(tmp_path / str(e)))] == first + second
     source.close()
     driver.close()
+
+
+# -- the control channel's reports (the driver checks each before believing it) --
+
+
+def test_reports_that_keep_the_rules_are_parsed() -> None:
+    """Every kind of report a task sends, parsed: blocks in order, hello with and without Spark ids, rates, errors."""
+    from streaming.inputs._control import Report, parse_report
+
+    assert parse_report(b"B 7 120", 7) == Report("B", entry=7, count=120)
+    assert parse_report(b"B 8 0", 8) == Report("B", entry=8, count=0)
+    assert parse_report(b"H worker-1.example", 0) == Report("H", host="worker-1.example")
+    assert parse_report(b"H w1 3 12", 0) == Report("H", host="w1", task=(3, 12))
+    assert parse_report(b"R none", 0) == Report("R") and parse_report(b"R 12.5", 0) == Report("R", rate=12.5)
+    assert parse_report("E Error connecting to h:9: é".encode(), 0) == Report("E", message="Error connecting to h:9: é")
+    assert [parse_report(k, 0).kind for k in (b"S", b"P", b"X")] == ["S", "P", "X"]
+
+
+@pytest.mark.parametrize(("line", "rule"), [
+    (b"B 1000000000000 1", "blocks are reported once each and in order: block 5 was next, not 1000000000000"),
+    (b"B 9 1", "blocks are reported once each and in order: block 5 was next, not 9"),
+    (b"B 4 1", "blocks are reported once each and in order: block 5 was next, not 4"),
+    (b"B 5 9999999999", "a block holds at most 2147483647 records, this one claims 9999999999"),
+    (b"B -1 3", "a block report is 'B <entry> <count>' in decimal digits"),
+    (b"B 5 -3", "a block report is 'B <entry> <count>' in decimal digits"),
+    (b"B 1" + b"0" * 5000 + b" 1", "a block report is 'B <entry> <count>' in decimal digits"),
+    ("B \u0665 1".encode(), "a block report is 'B <entry> <count>' in decimal digits"),
+    (b"B 5 1 extra", "a block report is 'B <entry> <count>' in decimal digits"),
+    (b"R nan", "a rate report is 'R none' or 'R <records per second>', finite and not negative"),
+    (b"R 1e999", "a rate report is 'R none' or 'R <records per second>', finite and not negative"),
+    (b"R -5", "a rate report is 'R none' or 'R <records per second>', finite and not negative"),
+    (b"H", "a task's first report is 'H <host> [<stage> <task>]'"),
+    (b"H host 1", "a task's first report is 'H <host> [<stage> <task>]'"),
+    (b"\xff\xfe", "a report is UTF-8 text"),
+    (b"QUIT", "a report is one of H, S, B, R, E, P, X"),
+    (b"", "a report is one of H, S, B, R, E, P, X"),
+    (b"E" + b"x" * 70000, "a report is at most 65536 bytes, this one is 70001"),
+])
+def test_a_report_that_breaks_the_rules_is_refused_before_it_is_believed(line: bytes, rule: str) -> None:
+    """Huge, repeated, skipped or negative block numbers, unbounded counts, non-finite rates, bad text: each a
+    ReceiverProtocolError naming the rule (no int of thousands of digits is ever built)."""
+    from streaming.inputs._control import ReceiverProtocolError, parse_report
+
+    with raises_exactly(ReceiverProtocolError, f"a receiver task's report breaks the control protocol: {rule}; "
+                                               f"got {line[:80]!r}") as info:
+        parse_report(line, 5)
+    assert isinstance(info.value, ValueError)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import socket
 import threading
@@ -425,6 +426,108 @@ def test_a_receiver_on_an_executor_needs_a_shared_checkpoint_and_a_known_placeme
                                                    r"write-ahead log .* give StreamingContext.checkpoint\(\) a directory every "
                                                    r"executor reaches \(a shared path, or a URI such as hdfs://\)$"):
         ssc.start()
+
+
+def logged_receiver_offsets(checkpoint: Path) -> list[int]:
+    """Every receiver log offset ({"logOffset": N}) the checkpoint's offsets log holds."""
+    found = []
+    for name in os.listdir(checkpoint / "offsets"):
+        if name.isdigit():
+            for line in (checkpoint / "offsets" / name).read_text().splitlines()[2:]:
+                offset = json.loads(line) if line.startswith("{") else None
+                if isinstance(offset, dict) and "logOffset" in offset:
+                    found.append(offset["logOffset"])
+    return found
+
+
+def test_strangers_at_a_receivers_control_port_neither_block_its_task_nor_reach_the_offsets_log(
+        contexts: Any, tmp_path: Path) -> None:
+    """placement='executor': a stranger who connects first and says nothing does not take the task's place; one who
+    forges block reports ('B 0 5', a huge entry) is dropped after the challenge: the real task's lines reach the batches
+    exactly, and every offset logged names a block the task wrote."""
+    lines = [f"line {i}" for i in range(300)]
+    server = LineServer([lines])
+    ssc, recorder = contexts(0.5)
+    ssc.checkpoint(str(tmp_path / "ck"))
+    ssc.remember(600)  # every block stays for the check below
+    got: list[str] = []
+    stream = ssc.socketTextStream("127.0.0.1", server.port, restartDelay=0.1, placement="executor")
+    stream.foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    strangers: list[socket.socket] = []
+    try:
+        ssc.start()
+        wait_until(lambda: stream.control_port is not None, "the control channel to listen")  # type: ignore[attr-defined]
+        port = stream.control_port  # type: ignore[attr-defined]
+        silent = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)  # first, before the task (it is a Spark job)
+        forger = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+        strangers += [silent, forger]
+        forger.sendall(b"H evil\nS\nB 0 5\nB 1000000000000 1\n")
+        heard = b""
+        while chunk := forger.recv(4096):
+            heard += chunk
+        batches = recorder.wait_for_records(len(lines))
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    finally:
+        server.close()
+        for stranger in strangers:
+            stranger.close()
+
+    assert len(heard) == 4 + 32  # the challenge, then the door closed: its "hello" was not one
+    assert got == lines and sum(b.num_records for b in batches) == len(lines)
+    blocks = sorted(int(n) for n in os.listdir(tmp_path / "ck" / "sources" / "0") if n.isdigit())
+    assert blocks == list(range(len(blocks)))
+    offsets = logged_receiver_offsets(tmp_path / "ck")
+    assert offsets and max(offsets) == blocks[-1]
+    assert not recorder.of_type(ReceiverError)
+
+
+def test_a_receiver_task_breaking_the_report_rules_is_dropped_before_anything_reaches_the_offsets_log(
+        contexts: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task that proved the token but reports a huge block number, then one that skips a block: each connection is
+    dropped with the rule broken (ReceiverError) and the receiver restarts; the batches hold exactly the blocks written
+    and reported in order, and the offsets log names no block that was not."""
+    from streaming.inputs import SocketInputDStream
+    from streaming.recovery import BlockLog
+    from streaming.network import connect
+
+    launches: list[Any] = []
+
+    def task(self: Any, spec: Any, group: str) -> None:  # instead of the Spark job: a task in this process
+        launches.append(spec)
+        log, entry = BlockLog(spec.log_dir), spec.first_entry
+        records, last = {1: (["a", "b"], f"B {entry + 10**12} 1"), 2: (["c"], f"B {entry + 2} 1")}.get(
+            len(launches), (["d"], None))
+        with connect(spec.driver_host, spec.driver_port, spec.token, "receiver", {"stream": spec.stream_id}) as sock:
+            reader = sock.makefile("rb")
+            log.write(entry, records)
+            sock.sendall(f"H here\nS\nB {entry} {len(records)}\n".encode())
+            if last is not None:
+                sock.sendall(f"{last}\n".encode())
+                assert reader.readline() == b""  # dropped by the driver
+                return
+            while reader.readline() not in (b"stop\n", b""):
+                pass
+            sock.sendall(b"X\n")
+
+    monkeypatch.setattr(SocketInputDStream, "_run_job", task)
+    ssc, recorder = contexts(0.5)
+    ssc.checkpoint(str(tmp_path / "ck"))
+    ssc.remember(600)
+    got: list[str] = []
+    ssc.socketTextStream("127.0.0.1", 9, restartDelay=0.05, placement="executor").foreachRDD(
+        lambda rdd: got.extend(rdd.collect()))
+    ssc.start()
+    recorder.wait_for_records(4)
+    ssc.stop(stopSparkContext=False, stopGraceFully=True)
+
+    assert got == ["a", "b", "c", "d"] and len(launches) == 3
+    assert [spec.first_entry for spec in launches] == [0, 1, 2]
+    errors = [e.receiver_info for e in recorder.of_type(ReceiverError)]
+    assert [e.last_error_message for e in errors] == ["The receiver's task broke the control protocol"] * 2
+    assert "block 1 was next, not 1000000000000; got b'B 1000000000000 1'" in errors[0].last_error
+    assert "block 2 was next, not 3; got b'B 3 1'" in errors[1].last_error
+    offsets = set(logged_receiver_offsets(tmp_path / "ck"))
+    assert offsets <= {0, 1, 2} and max(offsets) == 2  # block numbers that were written and reported, nothing else
 
 
 def test_file_stream_reads_each_new_file_once_and_ignores_old_and_hidden_ones(contexts: Any, tmp_path: Path) -> None:
