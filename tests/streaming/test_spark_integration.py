@@ -487,8 +487,8 @@ def test_a_receiver_task_breaking_the_report_rules_is_dropped_before_anything_re
     dropped with the rule broken (ReceiverError) and the receiver restarts; the batches hold exactly the blocks written
     and reported in order, and the offsets log names no block that was not."""
     from streaming.inputs import SocketInputDStream
-    from streaming.recovery import BlockLog
     from streaming.network import connect
+    from streaming.recovery import BlockLog
 
     launches: list[Any] = []
 
