@@ -375,6 +375,29 @@ def test_socket_stream_reports_a_refused_connection_as_a_receiver_error_and_retr
     assert error.last_error_time is not None
 
 
+def test_a_line_over_the_bound_drops_the_connection_and_the_receiver_connects_again(contexts: Any,
+                                                                                   spark_context: Any) -> None:
+    """spark.aiodstream.receiver.maxLineLength=10: the lines before a longer one are kept, the rest of that connection is
+    dropped with a ReceiverError naming the bound, and the next connection's lines flow."""
+    server = LineServer([["a", "x" * 50, "lost"], ["b"]])
+    got: list[str] = []
+    with spark_conf(spark_context, spark__aiodstream__receiver__maxLineLength="10"):
+        ssc, recorder = contexts(0.2)
+        ssc.socketTextStream("127.0.0.1", server.port, restartDelay=0.05).foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    try:
+        ssc.start()
+        recorder.wait_for_records(2)
+        ssc.stop(stopSparkContext=False)
+    finally:
+        server.close()
+
+    assert got == ["a", "b"]
+    error = recorder.of_type(ReceiverError)[0].receiver_info
+    assert error.last_error_message == "Error receiving data"
+    assert ("LineTooLongError: a line of 50 characters is longer than spark.aiodstream.receiver.maxLineLength (10)"
+            in error.last_error)
+
+
 @pytest.mark.parametrize("where", ["local", "ftp"])
 def test_a_socket_receiver_on_an_executor_writes_blocks_that_the_batches_read(contexts: Any, tmp_path: Path, where: str,
                                                                               request: pytest.FixtureRequest) -> None:
