@@ -204,6 +204,8 @@ class _Outcome:
     restart: bool
     message: str
     error: BaseException | None = None
+    dropped: bool = False
+    """The driver dropped the task's connection (a broken rule, an idle timeout): this is why, whatever the job says."""
 
 
 class _Session:
@@ -682,16 +684,17 @@ class SocketInputDStream(ReceiverInputDStream):
         listeners = await anyio.create_tcp_listener(local_host=bind, local_port=0)
         listener = cast(anyio.abc.SocketListener, listeners.listeners[0])  # one address: one listener
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        spec = self._task_spec(host, port, token)
         job_error: list[BaseException] = []
         session = _Session()
         try:
             async with listeners, anyio.create_task_group() as tg:
+                spec = self._task_spec(host, port, token)
                 self.control_port = port
                 tg.start_soon(self._job, spec, group, job_error, tg.cancel_scope)
                 tg.start_soon(listener.serve, door.handler(partial(self._control_session, session, spec.rate)), tg)
                 await session.ended.wait()
-                if session.outcome.restart:  # the connection broke: if the task failed, its job's error says why
+                if session.outcome.restart and not session.outcome.dropped:
+                    # The connection broke: if the task failed, its job's error says why.
                     with anyio.move_on_after(EXECUTOR_STOP_TIMEOUT_S):
                         await anyio.sleep_forever()  # until _job, at the job's end, cancels this group
                 tg.cancel_scope.cancel()
@@ -700,7 +703,7 @@ class SocketInputDStream(ReceiverInputDStream):
             self.control_port = None
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._env.spark.cancel_job_group, group)
-        if job_error:
+        if job_error and not session.outcome.dropped:
             return _Outcome(True, "The receiver's Spark task failed", job_error[0])
         return session.outcome
 
@@ -742,11 +745,11 @@ class SocketInputDStream(ReceiverInputDStream):
                     outcome = _Outcome(True, "The receiver's task lost its connection to the driver", exc)
                 except TimeoutError as exc:
                     outcome = _Outcome(True, f"The receiver's task sent nothing within {IDLE_TIMEOUT_KEY} "
-                                             f"({task.idle_timeout_s:g} s)", exc)
+                                             f"({task.idle_timeout_s:g} s)", exc, dropped=True)
                 except (ReceiverProtocolError, FrameTooLargeError) as exc:
                     self._log.warning("the receiver's task broke the control protocol; its connection was dropped",
                                       receiver=self.receiver_name, error=str(exc))
-                    outcome = _Outcome(True, "The receiver's task broke the control protocol", exc)
+                    outcome = _Outcome(True, "The receiver's task broke the control protocol", exc, dropped=True)
                 tg.cancel_scope.cancel()  # nothing more to send or look up
             return outcome
         except get_cancelled_exc_class():

@@ -235,3 +235,26 @@ def test_a_receiver_task_drops_a_connection_whose_line_is_too_long_and_reconnect
     assert seen.count("S") == 2
     entries = [int(line.split()[1]) for line in seen if line.startswith("B ")]
     assert [r for e in entries for r in read_block_file(str(tmp_path / str(e)))] == ["ok", "again"]
+
+
+def test_a_quiet_receiver_task_says_it_is_alive_within_the_idle_timeout(tmp_path: Path) -> None:
+    """A task whose source sends nothing reports P every heartbeat interval, so the driver's idle timeout
+    (spark.network.timeout) never cuts a receiver that is merely quiet."""
+    source = socket.create_server(("127.0.0.1", 0))
+    driver = socket.create_server(("127.0.0.1", 0))
+    spec = ReceiverTaskSpec(0, "127.0.0.1", source.getsockname()[1], "127.0.0.1", driver.getsockname()[1], str(tmp_path),
+                            first_entry=0, block_interval_ms=20, restart_delay_ms=10, token="t0k3n", heartbeat_ms=30)
+    task = threading.Thread(target=run_receiver_task, args=(spec,), daemon=True)
+    task.start()
+    control = accept_task(driver, "t0k3n", 0)
+    conn, _ = source.accept()  # connected, and silent
+    reports = control.makefile("r", encoding="utf-8")
+    seen = [reports.readline().strip() for _ in range(5)]
+    control.sendall(b"stop\n")
+    while seen[-1] != "X":
+        seen.append(reports.readline().strip())
+    task.join(60)
+    conn.close()
+    source.close()
+    driver.close()
+    assert seen[0].startswith("H ") and seen[1] == "S" and seen[2:5] == ["P", "P", "P"]
