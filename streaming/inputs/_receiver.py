@@ -741,11 +741,11 @@ class SocketInputDStream(ReceiverInputDStream):
                 try:
                     while not await self._on_report(await self._next_report(task)):
                         pass
-                except _CONNECTION_ERRORS as exc:  # handled here: out of a task group it would be an ExceptionGroup
-                    outcome = _Outcome(True, "The receiver's task lost its connection to the driver", exc)
-                except TimeoutError as exc:
+                except TimeoutError as exc:  # before the connection errors: it is an OSError
                     outcome = _Outcome(True, f"The receiver's task sent nothing within {IDLE_TIMEOUT_KEY} "
                                              f"({task.idle_timeout_s:g} s)", exc, dropped=True)
+                except _CONNECTION_ERRORS as exc:  # handled here: out of a task group it would be an ExceptionGroup
+                    outcome = _Outcome(True, "The receiver's task lost its connection to the driver", exc)
                 except (ReceiverProtocolError, FrameTooLargeError) as exc:
                     self._log.warning("the receiver's task broke the control protocol; its connection was dropped",
                                       receiver=self.receiver_name, error=str(exc))

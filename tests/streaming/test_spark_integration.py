@@ -505,52 +505,66 @@ def test_strangers_at_a_receivers_control_port_neither_block_its_task_nor_reach_
 
 
 def test_a_receiver_task_breaking_the_report_rules_is_dropped_before_anything_reaches_the_offsets_log(
-        contexts: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A task that proved the token but reports a huge block number, then one that skips a block: each connection is
-    dropped with the rule broken (ReceiverError) and the receiver restarts; the batches hold exactly the blocks written
-    and reported in order, and the offsets log names no block that was not."""
+        contexts: Any, spark_context: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task that proved the token but reports a huge block number, then one that skips a block, then one that falls
+    silent past spark.network.timeout: each connection is dropped with the reason (ReceiverError) and the receiver
+    restarts with a new token (the old one is refused); the batches hold exactly the blocks written and reported in
+    order, and the offsets log names no other."""
     from streaming.inputs import SocketInputDStream
-    from streaming.network import connect
+    from streaming.network import HelloRefusedError, connect
     from streaming.recovery import BlockLog
 
     launches: list[Any] = []
 
     def task(self: Any, spec: Any, group: str) -> None:  # instead of the Spark job: a task in this process
         launches.append(spec)
+        if len(launches) == 2:  # a task of the earlier launch, with its token, is refused at this launch's door
+            with pytest.raises(HelloRefusedError):
+                connect(spec.driver_host, spec.driver_port, launches[0].token, "receiver", {"stream": spec.stream_id})
         log, entry = BlockLog(spec.log_dir), spec.first_entry
-        records, last = {1: (["a", "b"], f"B {entry + 10**12} 1"), 2: (["c"], f"B {entry + 2} 1")}.get(
-            len(launches), (["d"], None))
+        records, last = {1: (["a", "b"], f"B {entry + 10**12} 1"), 2: (["c"], f"B {entry + 2} 1"), 3: (["d"], "")}.get(
+            len(launches), (["e"], None))
         with connect(spec.driver_host, spec.driver_port, spec.token, "receiver", {"stream": spec.stream_id}) as sock:
-            reader = sock.makefile("rb")
             log.write(entry, records)
             sock.sendall(f"H here\nS\nB {entry} {len(records)}\n".encode())
-            if last is not None:
-                sock.sendall(f"{last}\n".encode())
-                assert reader.readline() == b""  # dropped by the driver
+            if last is not None:  # then break a rule, or fall silent
+                sock.sendall(f"{last}\n".encode() if last else b"")
+                sock.settimeout(WAIT_S)
+                assert sock.recv(4096) == b""  # dropped by the driver
                 return
-            while reader.readline() not in (b"stop\n", b""):
-                pass
+            sock.settimeout(spec.heartbeat_ms / 1000)
+            heard = b""
+            while b"stop\n" not in heard:
+                try:
+                    chunk = sock.recv(4096)
+                except TimeoutError:
+                    sock.sendall(b"P\n")
+                    continue
+                assert chunk, "the driver dropped a task that kept the rules"
+                heard += chunk
             sock.sendall(b"X\n")
 
     monkeypatch.setattr(SocketInputDStream, "_run_job", task)
-    ssc, recorder = contexts(0.5)
+    got: list[str] = []
+    with spark_conf(spark_context, spark__network__timeout="1s"):
+        ssc, recorder = contexts(0.5)
+        ssc.socketTextStream("127.0.0.1", 9, restartDelay=0.05, placement="executor").foreachRDD(
+            lambda rdd: got.extend(rdd.collect()))
     ssc.checkpoint(str(tmp_path / "ck"))
     ssc.remember(600)
-    got: list[str] = []
-    ssc.socketTextStream("127.0.0.1", 9, restartDelay=0.05, placement="executor").foreachRDD(
-        lambda rdd: got.extend(rdd.collect()))
     ssc.start()
-    recorder.wait_for_records(4)
+    recorder.wait_for_records(5)
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
 
-    assert got == ["a", "b", "c", "d"] and len(launches) == 3
-    assert [spec.first_entry for spec in launches] == [0, 1, 2]
+    assert got == ["a", "b", "c", "d", "e"] and len(launches) == 4
+    assert [spec.first_entry for spec in launches] == [0, 1, 2, 3]
     errors = [e.receiver_info for e in recorder.of_type(ReceiverError)]
-    assert [e.last_error_message for e in errors] == ["The receiver's task broke the control protocol"] * 2
+    assert [e.last_error_message for e in errors] == ["The receiver's task broke the control protocol"] * 2 + [
+        "The receiver's task sent nothing within spark.network.timeout (1 s)"]
     assert "block 1 was next, not 1000000000000; got b'B 1000000000000 1'" in errors[0].last_error
     assert "block 2 was next, not 3; got b'B 3 1'" in errors[1].last_error
     offsets = set(logged_receiver_offsets(tmp_path / "ck"))
-    assert offsets <= {0, 1, 2} and max(offsets) == 2  # block numbers that were written and reported, nothing else
+    assert offsets <= {0, 1, 2, 3} and max(offsets) == 3  # block numbers that were written and reported, nothing else
 
 
 def test_file_stream_reads_each_new_file_once_and_ignores_old_and_hidden_ones(contexts: Any, tmp_path: Path) -> None:
