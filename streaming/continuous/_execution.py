@@ -149,6 +149,8 @@ class ContinuousExecutionStatistics:
         connections: task connections the coordinator accepted.
         dropped_messages: reports and commits the coordinator dropped (stale, repeated, after a stop).
         input_rows: rows read by the epochs committed in this run.
+        refused_connections: connections the coordinator's front door closed before their hello
+            proved the run's token, by reason (``busy``, ``timeout``, ``closed``, ``hello``).
     """
 
     epochs_committed: int
@@ -156,6 +158,7 @@ class ContinuousExecutionStatistics:
     connections: int
     dropped_messages: int
     input_rows: int = 0
+    refused_connections: Mapping[str, int] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -272,6 +275,7 @@ class ContinuousExecution:
         self._token = new_token()  # travels to the tasks inside their closure; never over the coordinator's port
         self._task_partitions: set[int] = set()  # partitions with an open task connection
         self._coordinator_address: tuple[str, int] | None = None
+        self._door: FrontDoor | None = None
         self._epoch_started: dict[int, int] = {}
         self._epoch_offsets: dict[int, list[str]] = {}
         self._epoch_walcommit: dict[int, int] = {}
@@ -405,8 +409,8 @@ class ContinuousExecution:
             listener = await anyio.create_tcp_listener(local_host=bind_host, local_port=0)
             port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
             self._coordinator_address = (bind_host, port)
-            door = FrontDoor(self._token, task_roles(plan.num_partitions), self.options.network,
-                             name=f"continuous coordinator {self.name or self.run_id}")
+            door = self._door = FrontDoor(self._token, task_roles(plan.num_partitions), self.options.network,
+                                          name=f"continuous coordinator {self.name or self.run_id}")
             await tg.start(self._serve, listener, door)
             specs = self._specs(plan, resume, host, port)
             now = self.clock.now()
@@ -603,6 +607,8 @@ class ContinuousExecution:
                 self._enqueue(actions, arrived)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
             return  # the reply could not be sent: the task is gone
+        except Exception as exc:  # a fault of ours, not the peer's: the query fails with it, the host's task group never sees it
+            self._fail(exc)
 
     def _enqueue(self, actions: list[CoordinatorAction], arrived: float) -> None:
         """Queue the coordinator's actions for the performer, in order; never waits.
@@ -978,9 +984,11 @@ class ContinuousExecution:
         return list(self._progress)
 
     def statistics(self) -> ContinuousExecutionStatistics:
-        """Epochs committed, per-epoch commit cost, connections, dropped messages."""
+        """Epochs committed, per-epoch commit cost, connections, dropped messages, refused connections."""
         dropped = 0 if self.coordinator is None else self.coordinator.statistics().dropped_messages
-        return ContinuousExecutionStatistics(self._committed, tuple(self._commit_ms), self._connections, dropped, self._input_rows)
+        refused = {} if self._door is None else dict(self._door.statistics().refused)
+        return ContinuousExecutionStatistics(self._committed, tuple(self._commit_ms), self._connections, dropped, self._input_rows,
+                                             refused)
 
     def __repr__(self) -> str:
         epoch = "-" if self.coordinator is None else self.coordinator

@@ -150,14 +150,22 @@ def task_message_error(message: object, partition: int, current_epoch: int) -> s
         return f"a task may send only {_names(TASK_MESSAGES)}, got {type(message).__name__}"
     if isinstance(message, GetCurrentEpoch):
         return None
-    if type(message.partition) is not int or message.partition != partition:
-        return f"the task of partition {partition} sent {type(message).__name__} for partition {message.partition!r:.40}"
-    epoch = message.epoch
+    # getattr: an unpickled record was not built by its __init__ and may lack a field.
+    name, claimed = type(message).__name__, getattr(message, "partition", None)
+    if type(claimed) is not int or claimed != partition:
+        return f"the task of partition {partition} sent {name} for partition {claimed!r:.40}"
+    epoch = getattr(message, "epoch", None)
     if type(epoch) is not int or not 0 <= epoch < current_epoch:
-        return (f"{type(message).__name__} for epoch {epoch!r:.40}: a task closes only epochs from 0 to "
+        return (f"{name} for epoch {epoch!r:.40}: a task closes only epochs from 0 to "
                 f"{current_epoch - 1} (the driver is in epoch {current_epoch})")
-    if isinstance(message, ReportPartitionOffset) and (type(message.rows) is not int or message.rows < 0):
-        return f"ReportPartitionOffset with {message.rows!r:.40} rows: a row count is a non-negative integer"
+    if isinstance(message, ReportPartitionOffset):
+        rows = getattr(message, "rows", None)
+        if type(rows) is not int or rows < 0:
+            return f"ReportPartitionOffset with {rows!r:.40} rows: a row count is a non-negative integer"
+        if not hasattr(message, "offset"):
+            return "ReportPartitionOffset without an offset"
+    elif not hasattr(message, "message"):
+        return "CommitPartitionEpoch without a commit message"
     return None
 
 
@@ -171,8 +179,6 @@ def _names(types: tuple[type, ...]) -> str:
 def encode_frame(payload: bytes) -> bytes:
     """``payload`` with its length header."""
     return HEADER.pack(len(payload)) + payload
-
-
 
 
 class CoordinatorClient:

@@ -77,7 +77,11 @@ def test_strangers_fuzzing_the_port_change_nothing_in_a_running_query(spark_cont
                 assert query.is_active and query.exception() is None
             await query.stop(graceful=True)
         assert query.exception() is None
-        assert query.statistics().connections == 2  # only the two tasks were ever admitted
+        statistics = query.statistics()
+        assert statistics.connections == 2  # only the two tasks were ever admitted
+        refused = statistics.refused_connections
+        assert refused.keys() >= {"busy", "timeout", "hello"}  # the corpus reached each of the door's refusals
+        assert sum(refused.values()) <= 44 * ROUNDS
 
     anyio.run(_guarded(body), backend=backend)
     rows = assert_exact(sink)

@@ -124,6 +124,7 @@ async def test_connections_beyond_the_unauthenticated_cap_are_closed_at_once(tmp
         for stream in waiting:
             await stream.aclose()
         await still_serving(h)
+        await wait_until(lambda: h.query.statistics().refused_connections == {"busy": 1, "closed": 2})
 
 
 async def test_a_wrong_token_is_refused_by_a_constant_time_compare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -388,3 +389,20 @@ def test_bad_network_options_are_refused_with_the_rule(options: dict[str, object
     with pytest.raises(InvalidPipelineError) as raised:
         ContinuousOptions(options)
     assert str(raised.value) == message
+
+
+class _Hollow:
+    """Unpickles as a ReportPartitionOffset built without __init__: no fields at all."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (object.__new__, (ReportPartitionOffset,))
+
+
+async def test_a_message_record_without_its_fields_closes_the_connection(tmp_path: Path) -> None:
+    """A task message unpickled without its fields is refused like any malformed message; nothing escapes the server."""
+    async with Harness(tmp_path) as h:
+        await h.tasks[0].stream.send(encode_frame(pickle.dumps(_Hollow())))
+        with pytest.raises(CLOSED):
+            await h.tasks[0].ask(GetCurrentEpoch())
+        assert h.query.is_active and h.query.exception() is None
+        assert (await h.tasks[1].ask(GetCurrentEpoch())).epoch >= 1
