@@ -504,6 +504,53 @@ def test_strangers_at_a_receivers_control_port_neither_block_its_task_nor_reach_
     assert not recorder.of_type(ReceiverError)
 
 
+FUZZ_MEMORY_BOUND = 16 << 20
+"""The driver's peak Python allocations while the fuzz corpus is sent at a control port (it pushes 32 MiB at it)."""
+
+
+@pytest.mark.skipif(os.environ.get("AIODSTREAM_RECEIVER_FUZZ") != "all",
+                    reason="about 5 s: AIODSTREAM_RECEIVER_FUZZ=all runs it (the strangers test is the default run's case)")
+def test_a_fuzzed_control_port_changes_nothing_in_a_running_receiver(contexts: Any, spark_context: Any,
+                                                                    tmp_path: Path) -> None:
+    """The coordinator's fuzz corpus (malformed, nested, oversized, slow and idle hellos, a flood beyond the cap, random
+    bytes) at an executor receiver's control port while its task runs: every connection is closed, the driver's
+    allocations stay bounded, the task stays connected, and its lines reach the batches exactly."""
+    import subprocess
+    import sys
+    import tracemalloc
+
+    lines = [f"line {i}" for i in range(500)]
+    server = LineServer([lines])
+    got: list[str] = []
+    with spark_conf(spark_context, spark__network__auth__rpcTimeout="1s",
+                    spark__aiodstream__network__maxUnauthenticatedConnections="8"):
+        ssc, recorder = contexts(0.5)
+        stream = ssc.socketTextStream("127.0.0.1", server.port, restartDelay=0.1, placement="executor")
+    stream.foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    ssc.checkpoint(str(tmp_path / "ck"))
+    try:
+        ssc.start()
+        recorder.wait_for(lambda evs: any(type(e) is ReceiverStarted for e in evs), "the task to connect")
+        tracemalloc.start()
+        try:
+            fuzz = subprocess.run([sys.executable, "-m", "tests.streaming.continuous.fuzz_child", str(stream.control_port),
+                                   "25"], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+                                  timeout=WAIT_S, check=True)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        batches = recorder.wait_for_records(len(lines))
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    finally:
+        server.close()
+
+    print(f"driver allocation peak during the fuzz: {peak} bytes")
+    assert int(fuzz.stdout) == 44  # every connection of the corpus was closed by the driver
+    assert peak < FUZZ_MEMORY_BOUND, f"driver allocations peaked at {peak} bytes"
+    assert got == lines and sum(b.num_records for b in batches) == len(lines)
+    assert not recorder.of_type(ReceiverError)  # the task was never disturbed
+
+
 def test_a_receiver_task_breaking_the_report_rules_is_dropped_before_anything_reaches_the_offsets_log(
         contexts: Any, spark_context: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A task that proved the token but reports a huge block number, then one that skips a block, then one that falls
