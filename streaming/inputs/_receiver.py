@@ -568,9 +568,9 @@ class SocketInputDStream(ReceiverInputDStream):
         self._rate_changed: anyio.Event | None = None  # set when the limiter's rate may have changed
         self._executor_found: anyio.Event | None = None  # set when the task's executor id is known (or given up)
         self._task_group: anyio.abc.TaskGroup | None = None
-        self.network = FrontDoorSettings.from_conf(env.spark.settings().conf)
-        """The control channel's bounds (``spark.network.auth.rpcTimeout``, ``spark.network.timeout``,
-        ``spark.aiodstream.network.maxUnauthenticatedConnections``)."""
+        self.network = FrontDoorSettings.from_conf(env.spark.settings().conf) if placement == "executor" else FrontDoorSettings()
+        """With ``placement="executor"``: the control channel's bounds (``spark.network.auth.rpcTimeout``,
+        ``spark.network.timeout``, ``spark.aiodstream.network.maxUnauthenticatedConnections``)."""
         self.control_port: int | None = None
         """With ``placement="executor"``: the port the driver listens on for the task's control connection, while one
         is open (for diagnostics; every connection to it must prove the launch's token first)."""
