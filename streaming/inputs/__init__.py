@@ -7,6 +7,7 @@ graph drives (replay, receive, purge).
 
 from ._base import InputDStream
 from ._continuous import FOREACH_BATCH_REFUSED, ContinuousInputDStream, continuous_plan
+from ._decoder import DEFAULT_MAX_LINE_LENGTH, MAX_LINE_LENGTH_KEY, LineTooLongError
 from ._executor_receiver import ReceiverTaskSpec, read_block_file
 from ._files import FileEntry, FileInputDStream, is_new_file, list_local_files, select_new_files
 from ._queue import QueueInputDStream
@@ -20,9 +21,13 @@ from ._receiver import (
     ReceiverInputDStream,
     RecordBuffer,
     SocketInputDStream,
+    WriteAheadLogError,
 )
 
 __all__ = [
+    "DEFAULT_MAX_LINE_LENGTH",
+    "MAX_LINE_LENGTH_KEY",
+    "LineTooLongError",
     "EXECUTOR_STOP_TIMEOUT_S",
     "RECEIVER_PLACEMENT_KEY",
     "ReceiverTaskSpec",
@@ -41,6 +46,7 @@ __all__ = [
     "ReceiverInputDStream",
     "RecordBuffer",
     "SocketInputDStream",
+    "WriteAheadLogError",
     "is_new_file",
     "list_local_files",
     "select_new_files",

@@ -1,11 +1,48 @@
-"""LineDecoder: bytes from a socket into text lines, as Spark's ``SocketReceiver`` reads them."""
+"""LineDecoder: bytes from a socket into text lines, as Spark's ``SocketReceiver`` reads them, with a bounded line length."""
 
 from __future__ import annotations
 
 import codecs
 import io
 
-__all__ = ["LineDecoder"]
+from scheduler import StreamingError
+
+__all__ = ["DEFAULT_MAX_LINE_LENGTH", "MAX_LINE_LENGTH_KEY", "LineDecoder", "LineTooLongError", "max_line_length"]
+
+MAX_LINE_LENGTH_KEY = "spark.aiodstream.receiver.maxLineLength"
+"""The longest line, in characters, a socket receiver takes (a longer one fails the connection)."""
+
+DEFAULT_MAX_LINE_LENGTH = 1 << 20
+"""The default of :data:`MAX_LINE_LENGTH_KEY`: 1,048,576 characters."""
+
+
+def max_line_length(value: str | None) -> int:
+    """The line bound a :data:`MAX_LINE_LENGTH_KEY` setting asks for (unset or blank: the default).
+
+    Raises:
+        ValueError: not a positive whole number.
+    """
+    if value is None or not value.strip():
+        return DEFAULT_MAX_LINE_LENGTH
+    text = value.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 18 or int(text) < 1:
+        raise ValueError(f"{MAX_LINE_LENGTH_KEY} must be a positive number of characters, got {value!r}; "
+                         f"pass e.g. {DEFAULT_MAX_LINE_LENGTH}")
+    return int(text)
+
+
+class LineTooLongError(StreamingError, ValueError):
+    """A line from the source is longer than :data:`MAX_LINE_LENGTH_KEY` allows.
+
+    Attributes:
+        lines: the lines the same read completed before the long one, in order (the receiver
+            stores them before it drops the connection).
+    """
+
+    def __init__(self, message: str, lines: list[str]) -> None:
+        """The error with its ``message`` and the complete ``lines`` that came before the long one."""
+        super().__init__(message)
+        self.lines = lines
 
 
 class LineDecoder:
@@ -15,31 +52,93 @@ class LineDecoder:
     ``\\r\\n`` (Java's ``readLine``, also when a ``\\r\\n`` pair is split across two reads), and
     nothing else (``\\x0b`` or U+2028 stay in the line). A last line without a terminator is
     returned by :meth:`finish`.
+
+    Linear in the bytes fed: a line that spans many reads is accumulated, never rescanned or
+    re-copied. A line longer than ``max_line_length`` characters raises :class:`LineTooLongError`
+    as soon as it is known to be too long (before its end arrives), so a source that never sends
+    a line end holds at most ``max_line_length`` characters here. After the error the decoder is
+    spent: the stream it decodes has to be dropped (Java's ``readLine`` has no limit; Spark's
+    receiver restarts on an error of its stream, and so does ours).
     """
 
-    def __init__(self) -> None:
-        """Start with no pending bytes."""
+    def __init__(self, max_line_length: int | None = DEFAULT_MAX_LINE_LENGTH) -> None:
+        """Start with no pending bytes; ``max_line_length`` ``None`` means no limit.
+
+        Raises:
+            ValueError: ``max_line_length`` is not a positive int.
+        """
+        if max_line_length is not None and (isinstance(max_line_length, bool) or not isinstance(max_line_length, int)
+                                            or max_line_length < 1):
+            raise ValueError(f"{MAX_LINE_LENGTH_KEY} must be a positive number of characters, got {max_line_length!r}; "
+                             f"pass e.g. {DEFAULT_MAX_LINE_LENGTH}")
+        self.max_line_length = max_line_length
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._decoder = io.IncrementalNewlineDecoder(utf8, translate=True)
-        self._partial = ""
+        # The unterminated line so far: appended to (amortised linear, compact), read once at its end.
+        self._partial = io.StringIO()
+        self._partial_length = 0
 
     def feed(self, data: bytes) -> list[str]:
-        """The lines completed by ``data``."""
+        """The lines completed by ``data``.
+
+        Raises:
+            LineTooLongError: a line (complete or not) is longer than the limit; its ``lines``
+                are the ones completed before it.
+        """
         text = self._decoder.decode(data)
-        if "\n" not in text:
-            self._partial += text
+        if "\n" not in text:  # only the new text is scanned: where the last scan stopped is kept
+            self._extend(text, [])
             return []
         lines = text.split("\n")
-        if self._partial:
-            lines[0] = self._partial + lines[0]
-        self._partial = lines.pop()
+        if self._partial_length:
+            self._partial.write(lines[0])
+            lines[0] = self._partial.getvalue()
+            self._partial = io.StringIO()
+            self._partial_length = 0
+        rest = lines.pop()
+        self._check(lines)
+        self._extend(rest, lines)
         return lines
 
+    def _check(self, lines: list[str]) -> None:
+        """Raise :class:`LineTooLongError` for the first complete line over the limit."""
+        limit = self.max_line_length
+        if limit is not None:
+            for index, line in enumerate(lines):
+                if len(line) > limit:
+                    raise self._too_long(len(line), lines[:index])
+
+    def _extend(self, text: str, complete: list[str]) -> None:
+        """Add ``text`` to the unterminated line, checking the limit (``complete``: this read's lines before it)."""
+        if not text:
+            return
+        self._partial_length += len(text)
+        if self.max_line_length is not None and self._partial_length > self.max_line_length:
+            raise self._too_long(self._partial_length, complete, unfinished=True)
+        self._partial.write(text)
+
+    def _too_long(self, length: int, complete: list[str], *, unfinished: bool = False) -> LineTooLongError:
+        self._partial = io.StringIO()
+        self._partial_length = 0
+        what = f"at least {length}" if unfinished else str(length)
+        return LineTooLongError(
+            f"a line of {what} characters is longer than {MAX_LINE_LENGTH_KEY} ({self.max_line_length}): the "
+            f"connection is dropped and made again after the restart delay; raise {MAX_LINE_LENGTH_KEY} if such lines are "
+            "expected, or make the source end its lines",
+            complete,
+        )
+
     def finish(self) -> list[str]:
-        """The unterminated last line, if any, once the stream has ended."""
-        rest = self._partial + self._decoder.decode(b"", final=True)
-        self._partial = ""
-        lines = rest.split("\n")
+        """The unterminated last line, if any, once the stream has ended.
+
+        Raises:
+            LineTooLongError: the last line is longer than the limit.
+        """
+        text = self._partial.getvalue() + self._decoder.decode(b"", final=True)  # a held-back "\r" ends a line
+        self._partial = io.StringIO()
+        self._partial_length = 0
+        lines = text.split("\n")
         if lines[-1] == "":
             lines.pop()
+        self._check(lines)
         return lines

@@ -11,6 +11,7 @@ driver side is in ``SocketInputDStream``.
 
 from __future__ import annotations
 
+import math
 import select
 import socket
 import time
@@ -18,14 +19,17 @@ from typing import Any, Iterable, Iterator
 
 import attrs
 
-from scheduler import CorruptCheckpointError, task_checkpoint_path
+from scheduler import CheckpointError, CorruptCheckpointError, task_checkpoint_path
 
+from ..network import connect
 from ..recovery import BlockLog, decode_block
-from ._decoder import LineDecoder
+from ._control import MAX_REPORT_MESSAGE, RECEIVER_ROLE
+from ._decoder import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError
 
 __all__ = ["ReceiverTaskSpec", "read_block_file", "read_block_files", "run_receiver_task", "run_receiver_tasks"]
 
 _RECV_BYTES = 65536
+_MAX_COMMAND = 4096  # the driver's commands are a few bytes: "stop", "rate <r>"
 
 
 @attrs.frozen
@@ -45,6 +49,15 @@ class ReceiverTaskSpec:
         restart_delay_ms: how long to wait before reconnecting to the source.
         rate: records per second at most when the task starts (``None``: no limit); the driver
             sends each new rate (backpressure) over the control connection.
+        max_line_length: the longest line taken, in characters; a longer one drops the source's
+            connection (reported, then made again after the restart delay).
+        token: the secret of this launch: the task proves it in its hello to the driver's
+            control channel (the token itself never crosses that connection). It reaches the
+            executor inside this spec, in the job's closure, over Spark's RPC (authenticate and
+            encrypt that with ``spark.authenticate`` and ``spark.network.crypto.enabled`` where
+            others can listen). Left out of the spec's repr.
+        heartbeat_ms: how often the task reports ``P`` when it has nothing else to say, so the
+            driver's idle timeout (``spark.network.timeout``) does not cut a quiet receiver.
     """
 
     stream_id: int
@@ -57,6 +70,9 @@ class ReceiverTaskSpec:
     block_interval_ms: int
     restart_delay_ms: int
     rate: float | None = None
+    max_line_length: int = DEFAULT_MAX_LINE_LENGTH
+    token: str = attrs.field(kw_only=True, repr=False)
+    heartbeat_ms: int = attrs.field(kw_only=True, default=30_000)
 
 
 def read_block_file(path: str) -> list[Any]:
@@ -109,17 +125,31 @@ class Pacer:
 
 
 class _Control:
-    """The task's end of the control connection: reports out; ``stop`` and ``rate <r>`` in."""
+    """The task's end of the control connection: reports out; ``stop`` and ``rate <r>`` in.
+
+    It connects through the driver's front door, proving the spec's token (:func:`streaming.network.connect`).
+    """
 
     def __init__(self, spec: ReceiverTaskSpec) -> None:
-        self.sock = socket.create_connection((spec.driver_host, spec.driver_port), timeout=30)
+        self.sock = connect(spec.driver_host, spec.driver_port, spec.token, RECEIVER_ROLE, {"stream": spec.stream_id},
+                            timeout_s=30)
         self.sock.settimeout(None)
         self._pending = b""
         self.stopped = False
         self.rates: list[float | None] = []  # received, not yet applied
+        self._heartbeat = spec.heartbeat_ms / 1000
+        self._last_sent = time.monotonic()
 
     def send(self, line: str) -> None:
+        if line.startswith("E ") and len(line) > MAX_REPORT_MESSAGE + 2:
+            line = line[:MAX_REPORT_MESSAGE + 2 - 3] + "..."
         self.sock.sendall(line.replace("\n", " ").encode("utf-8") + b"\n")
+        self._last_sent = time.monotonic()
+
+    def heartbeat(self) -> None:
+        """Report ``P`` if nothing was sent for a heartbeat interval."""
+        if time.monotonic() - self._last_sent >= self._heartbeat:
+            self.send("P")
 
     def poll(self) -> None:
         """Read what the driver sent without waiting; a closed connection means stop too."""
@@ -133,36 +163,64 @@ class _Control:
                 return
             self._pending += data
             *lines, self._pending = self._pending.split(b"\n")
+            if len(self._pending) > _MAX_COMMAND:  # not the driver's commands: stop rather than buffer
+                self.stopped = True
+                return
             for line in lines:
                 command, _, value = line.decode("utf-8", "replace").partition(" ")
                 if command == "stop":
                     self.stopped = True
                 elif command == "rate":
-                    self.rates.append(None if value == "none" else float(value))
+                    try:
+                        rate = None if value == "none" else float(value)
+                    except ValueError:
+                        continue
+                    if rate is None or (math.isfinite(rate) and rate > 0):
+                        self.rates.append(rate)
 
 
 class _Blocks:
-    """Cuts records into blocks, writes each whole into the log (the driver's ``BlockLog``) and reports it."""
+    """Cuts records into blocks, writes each whole into the log (the driver's ``BlockLog``) and reports it.
+
+    A write that fails (a full disk, a lost file system) keeps the records and sets
+    :attr:`failing`: the task then reads nothing more from its source until a write succeeds
+    (the source is held back by TCP), so what waits here stays at one block interval's worth.
+    """
 
     def __init__(self, spec: ReceiverTaskSpec, control: _Control) -> None:
         self._log = BlockLog(task_checkpoint_path(spec.log_dir))
         self._entry = spec.first_entry
         self._control = control
         self.records: list[Any] = []
+        self.failing = False
 
     def flush(self) -> None:
-        if not self.records:
-            return
-        self._log.write(self._entry, self.records)  # CheckpointError if another receiver writes this log
-        self._control.send(f"B {self._entry} {len(self.records)}")
-        self._entry += 1
-        self.records = []
+        """Write what was read as the next block and report it; on failure keep it (reported once as ``E``)."""
+        while self.records:
+            try:
+                if self.failing:  # the failed attempt may have left the block on disk: kept, never written twice
+                    written = self._log.write_again(self._entry, self.records)
+                else:
+                    self._log.write(self._entry, self.records)
+                    written = len(self.records)
+            except CheckpointError:
+                raise  # another receiver writes this log: nothing here can fix that
+            except Exception as exc:
+                if not self.failing:
+                    self._control.send(f"E Error writing the write-ahead log; input paused: {type(exc).__name__}: {exc}")
+                self.failing = True
+                return
+            self.failing = False
+            self._control.send(f"B {self._entry} {written}")
+            self._entry += 1
+            del self.records[:written]
 
 
 def _wait(seconds: float, control: _Control) -> None:
     """Sleep up to ``seconds``, waking when the driver says stop."""
     deadline = time.monotonic() + seconds
     while not control.stopped:
+        control.heartbeat()
         left = deadline - time.monotonic()
         if left <= 0:
             return
@@ -180,6 +238,16 @@ def _attempt_number() -> int:
     return 0 if context is None else int(context.attemptNumber())
 
 
+def _finish(decoder: LineDecoder, blocks: _Blocks, reason: str) -> str:
+    """Keep the source's unterminated last line (it ended); why the connection ended."""
+    try:
+        blocks.records.extend(decoder.finish())
+    except LineTooLongError as exc:
+        blocks.records.extend(exc.lines)
+        return f"Error receiving data: {exc}"
+    return reason
+
+
 def _task_identity() -> list[str]:
     """This Spark task's stage and attempt ids (the driver finds its executor by them); none outside a task."""
     try:
@@ -194,9 +262,11 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
     """Receive lines from the source until the driver says stop (or goes away); blocking, in the task.
 
     Reconnects after the restart delay when the source fails or ends, reporting each as
-    ``E <message>``; ``H <host> [<stage> <task>]`` first; ``S`` when connected; ``B <entry> <count>`` for every block written; ``R <rate>``
-    when it applied a rate the driver sent; ``X`` when it stops (after writing what it read).
-    Records are paced to the spec's rate, then to each rate the driver sends.
+    ``E <message>``; ``H <host> [<stage> <task>]`` first; ``S`` when connected; ``B <entry> <count>`` for every
+    block written; ``R <rate>`` when it applied a rate the driver sent; ``X`` when it stops (after writing what it
+    read). Records are paced to the spec's rate, then to each rate the driver sends. While the log's writes fail
+    (``E`` once) nothing more is read from the source; what was read is written once a write succeeds (at a stop
+    while they fail, it is lost, as in a crash).
     """
     control = _Control(spec)
     control.send(" ".join(["H", socket.gethostname(), *_task_identity()]))
@@ -206,19 +276,21 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
     try:
         while not control.stopped:
             try:
-                source = socket.create_connection((spec.source_host, spec.source_port), timeout=10)
+                source = socket.create_connection((spec.source_host, spec.source_port),
+                                                  timeout=min(10.0, spec.heartbeat_ms / 1000))
             except OSError as exc:
                 control.send(f"E Error connecting to {spec.source_host}:{spec.source_port}: {exc!r}")
                 _wait(spec.restart_delay_ms / 1000, control)
                 continue
             source.settimeout(None)
             control.send("S")
-            decoder = LineDecoder()
+            decoder = LineDecoder(spec.max_line_length)
             next_block = time.monotonic() + interval
             reason = ""
             with source:
                 while not control.stopped:
                     now = time.monotonic()
+                    control.heartbeat()
                     if control.rates:
                         pacer.set_rate(control.rates[-1], now)
                         control.rates.clear()
@@ -226,6 +298,9 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
                     if now >= next_block:
                         blocks.flush()
                         next_block = now + interval
+                    if blocks.failing:  # read nothing more until the log takes what was read
+                        _wait(max(0.001, next_block - now), control)
+                        continue
                     pause = pacer.wait(now)
                     if pause > 0:
                         _wait(min(next_block - now, max(0.001, pause)), control)
@@ -238,14 +313,17 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
                     try:
                         data = source.recv(_RECV_BYTES)
                     except OSError as exc:
-                        blocks.records.extend(decoder.finish())
-                        reason = f"Error receiving data: {exc!r}"
+                        reason = _finish(decoder, blocks, f"Error receiving data: {exc!r}")
                         break
                     if not data:
-                        blocks.records.extend(decoder.finish())
-                        reason = "Socket data stream had no more data"
+                        reason = _finish(decoder, blocks, "Socket data stream had no more data")
                         break
-                    lines = decoder.feed(data)
+                    try:
+                        lines = decoder.feed(data)
+                    except LineTooLongError as exc:  # a bad stream: keep what came before, reconnect
+                        blocks.records.extend(exc.lines)
+                        reason = f"Error receiving data: {exc}"
+                        break
                     blocks.records.extend(lines)
                     pacer.take(len(lines), now)
             blocks.flush()

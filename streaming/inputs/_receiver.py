@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import uuid
+from functools import partial
 from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Callable, Sequence, Union, cast
 
 import anyio
@@ -18,7 +19,6 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 from anyio import get_cancelled_exc_class
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStopped
 from scheduler import (
@@ -26,6 +26,7 @@ from scheduler import (
     InvalidPipelineError,
     Offset,
     RateLimiter,
+    StreamingError,
     StreamInputInfo,
     Time,
     library_logger,
@@ -33,10 +34,12 @@ from scheduler import (
 )
 
 from ..dstream import StreamEnvironment
+from ..network import IDLE_TIMEOUT_KEY, Admitted, FrameTooLargeError, FrontDoor, FrontDoorSettings, new_token
 from ..recovery import BlockLog, format_log_offset
-from ..spark import driver_host, executor_of_task, run_in_job_group, time_string_as
+from ..spark import driver_bind_address, driver_host, executor_of_task, run_in_job_group, time_string_as
 from ._base import InputDStream
-from ._decoder import LineDecoder
+from ._control import MAX_REPORT_BYTES, ReceiverProtocolError, Report, parse_report, receiver_roles
+from ._decoder import MAX_LINE_LENGTH_KEY, LineDecoder, LineTooLongError, max_line_length
 from ._executor_receiver import ReceiverTaskSpec, read_block_files, run_receiver_tasks
 
 if TYPE_CHECKING:
@@ -52,6 +55,7 @@ __all__ = [
     "ReceiverInputDStream",
     "RecordBuffer",
     "SocketInputDStream",
+    "WriteAheadLogError",
 ]
 
 DEFAULT_MAX_BUFFERED_RECORDS = 100_000
@@ -91,11 +95,14 @@ def _positive_rate(value: str | None, key: str) -> float | None:
 
 
 class RecordBuffer:
-    """A bounded list of received records that each batch takes whole (Spark's ``BlockGenerator``).
+    r"""A bounded list of received records that each batch takes whole (Spark's ``BlockGenerator``).
 
     ``put``/``put_many`` wait while the buffer holds ``capacity`` records, so a fast source is
-    slowed down instead of growing memory; :meth:`take_all` empties it and wakes them. Not
-    thread-safe: the receiver and the batch allocation both run on the runtime's event loop.
+    slowed down instead of growing memory; :meth:`take_all` empties it and wakes them. With a
+    write-ahead log, blocks are cut from the front instead (:meth:`peek`, then :meth:`drop` once
+    the block is written), and while the log's writes fail the buffer is :meth:`pause`\ d: puts
+    wait even with room, so the source is held back and nothing grows. Not thread-safe: the
+    receiver and the batch allocation both run on the runtime's event loop.
     """
 
     def __init__(self, capacity: int = DEFAULT_MAX_BUFFERED_RECORDS) -> None:
@@ -105,28 +112,37 @@ class RecordBuffer:
         self.capacity = capacity
         self._records: list[Any] = []
         self._room: anyio.Event | None = None
+        self._paused = False
         self.waits = 0
 
     def __len__(self) -> int:
         return len(self._records)
 
+    @property
+    def paused(self) -> bool:
+        """Whether puts wait whatever the room (see :meth:`pause`)."""
+        return self._paused
+
+    def _full(self) -> bool:
+        return self._paused or len(self._records) >= self.capacity
+
     async def put(self, record: Any) -> None:
-        """Append ``record``, first waiting for room if the buffer is full; cancellable."""
-        while len(self._records) >= self.capacity:
+        """Append ``record``, first waiting for room (and while paused); cancellable."""
+        while self._full():
             await self._wait_for_room()
         self._records.append(record)
 
     async def put_many(self, records: Sequence[Any]) -> None:
-        """Append ``records`` in order, waiting for room as often as needed; cancellable.
+        """Append ``records`` in order, waiting for room (and while paused) as often as needed; cancellable.
 
         On cancellation the records stored so far stay stored; the rest are not.
         """
         start, total = 0, len(records)
         while start < total:
-            room = self.capacity - len(self._records)
-            if room <= 0:
+            if self._full():
                 await self._wait_for_room()
                 continue
+            room = self.capacity - len(self._records)
             self._records.extend(records[start:start + room])
             start += room
 
@@ -136,16 +152,49 @@ class RecordBuffer:
             self._room = anyio.Event()
         await self._room.wait()
 
-    def take_all(self) -> list[Any]:
-        """Every record stored so far, in order; the buffer is empty afterwards."""
-        records, self._records = self._records, []
+    def _wake(self) -> None:
         if self._room is not None:
             self._room.set()
             self._room = None
+
+    def take_all(self) -> list[Any]:
+        """Every record stored so far, in order; the buffer is empty afterwards."""
+        records, self._records = self._records, []
+        self._wake()
         return records
 
+    def peek(self) -> list[Any]:
+        """Every record stored so far, in order, left in the buffer (a new list)."""
+        return list(self._records)
+
+    def drop(self, count: int) -> None:
+        """Remove the ``count`` oldest records (a block of them was written)."""
+        if count:
+            del self._records[:count]
+            self._wake()
+
+    def pause(self) -> None:
+        """Make every put wait, with room or not, until :meth:`resume`."""
+        self._paused = True
+
+    def resume(self) -> None:
+        """Let puts store again (up to the capacity)."""
+        if self._paused:
+            self._paused = False
+            self._wake()
+
     def __repr__(self) -> str:
-        return f"<RecordBuffer [{len(self._records)}/{self.capacity} records | waited {self.waits}x]>"
+        paused = " | paused" if self._paused else ""
+        return f"<RecordBuffer [{len(self._records)}/{self.capacity} records{paused} | waited {self.waits}x]>"
+
+
+class WriteAheadLogError(StreamingError, OSError):
+    """A receiver could not write a block of its write-ahead log (a full disk, a lost file system).
+
+    Raised for the batch that needed the block (its generation fails, no offsets are logged for
+    it); the receiver takes no more input meanwhile, and its held records go into the first
+    block written once the writes succeed again.
+    """
 
 
 @attrs.frozen
@@ -155,6 +204,17 @@ class _Outcome:
     restart: bool
     message: str
     error: BaseException | None = None
+    dropped: bool = False
+    """The driver dropped the task's connection (a broken rule, an idle timeout): this is why, whatever the job says."""
+
+
+class _Session:
+    """One launch's control connection: whether a task took it, how it ended, and when."""
+
+    def __init__(self) -> None:
+        self.taken = False
+        self.outcome = _Outcome(True, "The receiver's Spark task ended")
+        self.ended = anyio.Event()
 
 
 class ReceiverInputDStream(InputDStream):
@@ -203,11 +263,11 @@ class ReceiverInputDStream(InputDStream):
         interval = settings.get("spark.streaming.blockInterval", "200ms") or "200ms"
         self.block_interval = Duration(time_string_as(interval, "ms", "spark.streaming.blockInterval"))
         # With a checkpoint: the write-ahead log, its newest block, the blocks in memory, and
-        # records whose block write failed (written first next time, so none is lost).
+        # the block whose write failed (its records wait in the buffer, which is paused meanwhile).
         self._block_log: BlockLog | None = None
         self._last_entry = -1
         self._blocks: dict[int, list[Any]] = {}
-        self._unwritten: list[Any] = []
+        self._failed_entry: int | None = None  # the block whose write failed last (cleared by a successful write)
         self._flush_lock: anyio.Lock | None = None
         self._purged_below = 0
         # Spark's receiver rate limit: spark.streaming.receiver.maxRate caps every rate, and
@@ -352,31 +412,92 @@ class ReceiverInputDStream(InputDStream):
         return self.latest_offset()
 
     async def _flush(self) -> None:
-        """Write what the receiver stored since the last block as a new block (if anything)."""
+        """Write what the receiver stored since the last block as new blocks (if anything).
+
+        The records stay in the buffer until their block is written, so they count against its
+        bound; a failed write pauses the buffer (the receiver takes no more input) and raises
+        :class:`WriteAheadLogError`; the next successful write takes the same records first and
+        resumes it. Nothing is lost and nothing is written twice: a block a failed write may
+        have left on disk is checked before it is written again (``BlockLog.write_again``).
+        """
         if self._flush_lock is None:
             self._flush_lock = anyio.Lock()
         async with self._flush_lock:
-            records = self._unwritten + self._buffer.take_all()
-            if not records:
-                return
-            entry = self._last_entry + 1
-            if self._block_log is not None:  # without a checkpoint the block stays in memory only
-                try:
-                    await anyio.to_thread.run_sync(self._block_log.write, entry, records)
-                except BaseException:
-                    self._unwritten = records
-                    raise
-            self._unwritten = []
-            self._blocks[entry] = records
-            self._last_entry = entry
+            while True:
+                records = self._buffer.peek()
+                if not records:
+                    return
+                entry = self._last_entry + 1
+                written = len(records)
+                if self._block_log is not None:  # without a checkpoint the block stays in memory only
+                    try:
+                        written = await anyio.to_thread.run_sync(self._write_block, entry, records)
+                    except Exception as exc:
+                        raise await self._write_failed(entry, len(records), exc) from exc
+                    except BaseException:  # cancelled: whether the block reached the disk is unknown
+                        self._failed_entry = entry
+                        raise
+                    if self._failed_entry is not None:
+                        self._writes_recovered(len(records))
+                self._buffer.drop(written)
+                self._blocks[entry] = records[:written]
+                self._last_entry = entry
+                if written == len(records):
+                    return
+
+    def _write_block(self, entry: int, records: list[Any]) -> int:
+        """Write block ``entry`` (in a worker thread, under the flush lock); how many of ``records`` it holds."""
+        assert self._block_log is not None
+        if entry == self._failed_entry:  # the failed attempt may have left it on disk
+            return self._block_log.write_again(entry, records)
+        self._block_log.write(entry, records)
+        return len(records)
+
+    async def _write_failed(self, entry: int, held: int, exc: Exception) -> WriteAheadLogError:
+        """Pause the receiver's input; the error for the batch (posted as ``ReceiverError`` when writes start failing)."""
+        assert self._block_log is not None
+        first = self._failed_entry is None
+        self._failed_entry = entry
+        self._buffer.pause()
+        error = WriteAheadLogError(
+            f"{self.receiver_name} could not write block {entry} of its write-ahead log "
+            f"({self._block_log.path_of(entry)}): {type(exc).__name__}: {exc}; the receiver takes no more input until a "
+            f"write succeeds ({held} records held, at most {self._buffer.capacity}; retried every "
+            f"{self.block_interval.milliseconds} ms and at each batch, and nothing is lost); free space on the "
+            "checkpoint's file system or restore its access"
+        )
+        if first:
+            self._log.error("writing the write-ahead log failed; the receiver takes no more input until a write succeeds",
+                            receiver=self.receiver_name, entry=entry, held=held, error=repr(exc))
+            runtime = self._env.runtime
+            await runtime.listener_bus.post(ReceiverError(self._info(
+                active=True, message="Error writing the write-ahead log; input paused", error=error,
+                at=runtime.clock.now())))
+        else:
+            self._log.debug("writing the write-ahead log failed again", receiver=self.receiver_name, entry=entry,
+                            held=held, error=repr(exc))
+        return error
+
+    def _writes_recovered(self, held: int) -> None:
+        self._failed_entry = None
+        self._buffer.resume()
+        self._log.info("the write-ahead log is written again; the receiver takes input again", receiver=self.receiver_name,
+                       written=held)
+
+    @property
+    def held_records(self) -> int:
+        """Records taken in and not yet in a block of the write-ahead log (or, without one, in a batch)."""
+        return len(self._buffer)
 
     async def run_block_writer(self) -> None:
-        """Write a block every ``block_interval`` until cancelled (a failed write is retried)."""
+        """Write a block every ``block_interval`` until cancelled (a failed write is retried, the input paused)."""
         clock = self._env.runtime.clock
         while True:
             await clock.sleep(self.block_interval)
             try:
                 await self._flush()
+            except WriteAheadLogError:
+                pass  # logged, and posted as a ReceiverError, when the writes started failing
             except Exception as exc:
                 self._log.error("writing a block of received records failed; retrying at the next block",
                                 receiver=self.receiver_name, error=repr(exc))
@@ -438,6 +559,8 @@ class SocketInputDStream(ReceiverInputDStream):
             raise ValueError(f"a receiver's placement must be 'driver' or 'executor', got {placement!r} "
                              f"(socketTextStream(placement=...) or {RECEIVER_PLACEMENT_KEY})")
         self.placement = placement
+        self.max_line_length = max_line_length(env.spark.settings().get(MAX_LINE_LENGTH_KEY))
+        """The longest line taken, in characters (:data:`~streaming.inputs.MAX_LINE_LENGTH_KEY`)."""
         if placement == "executor":
             self._executor_id = "executor"
             self._reports_start = True
@@ -445,6 +568,12 @@ class SocketInputDStream(ReceiverInputDStream):
         self._rate_changed: anyio.Event | None = None  # set when the limiter's rate may have changed
         self._executor_found: anyio.Event | None = None  # set when the task's executor id is known (or given up)
         self._task_group: anyio.abc.TaskGroup | None = None
+        self.network = FrontDoorSettings.from_conf(env.spark.settings().conf) if placement == "executor" else FrontDoorSettings()
+        """With ``placement="executor"``: the control channel's bounds (``spark.network.auth.rpcTimeout``,
+        ``spark.network.timeout``, ``spark.aiodstream.network.maxUnauthenticatedConnections``)."""
+        self.control_port: int | None = None
+        """With ``placement="executor"``: the port the driver listens on for the task's control connection, while one
+        is open (for diagnostics; every connection to it must prove the launch's token first)."""
         self.executor_rate: float | None = None
         """With ``placement="executor"``: the last rate the task said it applied (``None``: none, or no limit)."""
 
@@ -466,24 +595,30 @@ class SocketInputDStream(ReceiverInputDStream):
             stream = await anyio.connect_tcp(self.host, self.port)
         except OSError as exc:
             return _Outcome(True, f"Error connecting to {self.host}:{self.port}", exc)
-        decoder = LineDecoder()
+        decoder = LineDecoder(self.max_line_length)
         put_many = self._store_many
         async with stream:
             self._log.info("connected", host=self.host, port=self.port)
-            while True:
-                try:
-                    data = await stream.receive(65536)
-                except (anyio.EndOfStream, anyio.BrokenResourceError) as exc:
-                    await put_many(decoder.finish())
-                    if isinstance(exc, anyio.EndOfStream):
-                        return _Outcome(True, "Socket data stream had no more data")
-                    return _Outcome(True, "Error receiving data", exc)
-                except OSError as exc:
-                    await put_many(decoder.finish())
-                    return _Outcome(True, "Error receiving data", exc)
-                lines = decoder.feed(data)
-                if lines:
-                    await put_many(lines)
+            try:
+                while True:
+                    try:
+                        data = await stream.receive(65536)
+                    except (anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+                        await put_many(decoder.finish())
+                        if isinstance(exc, anyio.EndOfStream):
+                            return _Outcome(True, "Socket data stream had no more data")
+                        return _Outcome(True, "Error receiving data", exc)
+                    except OSError as exc:
+                        await put_many(decoder.finish())
+                        return _Outcome(True, "Error receiving data", exc)
+                    lines = decoder.feed(data)
+                    if lines:
+                        await put_many(lines)
+            except LineTooLongError as exc:
+                # A bad stream, as Spark's receiver treats one: keep the lines before it, drop the connection
+                # (the rest of the long line with it), report, and connect again after the restart delay.
+                await put_many(exc.lines)
+                return _Outcome(True, "Error receiving data", exc)
 
     # -- on an executor --
 
@@ -492,11 +627,16 @@ class SocketInputDStream(ReceiverInputDStream):
         """What this stream's tasks write into the checkpoint: a receiver on an executor, its write-ahead log."""
         return f"the write-ahead log of {self.receiver_name} (on an executor)" if self.placement == "executor" else None
 
-    def _task_spec(self, host: str, port: int) -> ReceiverTaskSpec:
+    def _task_spec(self, host: str, port: int, token: str) -> ReceiverTaskSpec:
         assert self._log_dir is not None
         return ReceiverTaskSpec(
             self.id, self.host, self.port, host, port, self._env.graph.task_path(self._log_dir), self._last_entry + 1,
-            self.block_interval.milliseconds, self.restart_delay.milliseconds, self.rate_limiter().rate)
+            self.block_interval.milliseconds, self.restart_delay.milliseconds, self.rate_limiter().rate,
+            self.max_line_length, token=token, heartbeat_ms=self._heartbeat_ms())
+
+    def _heartbeat_ms(self) -> int:
+        """How often an idle task says it is alive: well within the idle timeout (``spark.network.timeout``)."""
+        return max(50, int(self.network.idle_timeout_s * 1000 / 4))
 
     def _run_job(self, spec: ReceiverTaskSpec, group: str) -> None:
         """The receiver's Spark job: one long-running task (blocking, in a worker thread)."""
@@ -504,46 +644,68 @@ class SocketInputDStream(ReceiverInputDStream):
         run_in_job_group(sc, group, f"{self.receiver_name}: receiving from {self.host}:{self.port}",
                          lambda: sc.parallelize([spec], 1).foreachPartition(run_receiver_tasks))
 
+    def _addresses(self) -> tuple[str, str]:
+        """Where tasks reach the driver, and where the control channel listens (blocking: py4j calls)."""
+        sc = self._env.spark_context
+        return driver_host(sc), driver_bind_address(sc)
+
+    def _adopt_unreported_blocks(self) -> None:
+        """Count blocks a previous task wrote and could not report (blocking): the next task writes after them.
+
+        They are whole and durable (blocks are written atomically), so they are the source's
+        records: the next batch takes them, as a restart takes the blocks it finds.
+        """
+        assert self._block_log is not None
+        for entry in self._block_log.entries():
+            if entry == self._last_entry + 1:
+                self._last_entry = entry
+
     async def _receive_on_executor(self) -> _Outcome:
         """Run the receiver as a Spark task and take its reports until it stops or fails.
+
+        The control channel is a front door (:mod:`streaming.network`): a connection is heard
+        only once its hello proved this launch's token, a fresh one per task launched, which
+        reaches the task inside its spec. Strangers and tasks of earlier launches are dropped
+        without taking the task's place; the first task admitted is the receiver's, a second is
+        refused. Its reports are checked (:func:`~streaming.inputs._control.parse_report`)
+        before any is believed; one that breaks the rules ends the run with
+        :class:`ReceiverProtocolError`.
 
         Cancelled (the context stops): the task is told to stop, and the blocks it writes last
         are registered before this returns (bounded by :data:`EXECUTOR_STOP_TIMEOUT_S`); then
         its job group is cancelled. A task that fails or loses its connection ends this run,
         and the supervisor starts a new task after the restart delay.
         """
-        host = await anyio.to_thread.run_sync(lambda: driver_host(self._env.spark_context))
+        host, bind = await anyio.to_thread.run_sync(self._addresses)
+        await anyio.to_thread.run_sync(self._adopt_unreported_blocks)
         group = f"aiodstream-receiver-{self.id}-{uuid.uuid4().hex[:8]}"
-        listeners = await anyio.create_tcp_listener(local_host=host, local_port=0)
+        token = new_token()
+        door = FrontDoor(token, receiver_roles(self.id), self.network, name=f"{self.receiver_name} control channel")
+        listeners = await anyio.create_tcp_listener(local_host=bind, local_port=0)
         listener = cast(anyio.abc.SocketListener, listeners.listeners[0])  # one address: one listener
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        # A task killed between writing a block and reporting it left the block in the log: the
-        # new task starts after it (a batch counts it when it reads it), or its first write would
-        # find the name taken, fail, and so would every restart.
-        assert self._block_log is not None
-        logged = await anyio.to_thread.run_sync(self._block_log.entries)
-        self._last_entry = max([self._last_entry, *logged[-1:]])
-        spec = self._task_spec(host, port)
         job_error: list[BaseException] = []
-        outcome = _Outcome(True, "The receiver's Spark task ended")
-        async with listeners, anyio.create_task_group() as tg:
-            tg.start_soon(self._job, spec, group, job_error, tg.cancel_scope)
-            try:
-                control = await listener.accept()
-                async with control:
-                    outcome = await self._take_reports(BufferedByteReceiveStream(control), control, spec.rate)
-                if outcome.restart:  # the connection broke: if the task failed, its job's error says why
+        session = _Session()
+        try:
+            async with listeners, anyio.create_task_group() as tg:
+                spec = self._task_spec(host, port, token)
+                self.control_port = port
+                tg.start_soon(self._job, spec, group, job_error, tg.cancel_scope)
+                tg.start_soon(listener.serve, door.handler(partial(self._control_session, session, spec.rate)), tg)
+                await session.ended.wait()
+                if session.outcome.restart and not session.outcome.dropped:
+                    # The connection broke: if the task failed, its job's error says why.
                     with anyio.move_on_after(EXECUTOR_STOP_TIMEOUT_S):
                         await anyio.sleep_forever()  # until _job, at the job's end, cancels this group
-            except _CONNECTION_ERRORS as exc:
-                outcome = _Outcome(True, "The receiver's task lost its connection to the driver", exc)
-            finally:
                 tg.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._env.spark.cancel_job_group, group)
-        if job_error:
+        finally:
+            # After the task group: a stop's last reports (the control session's shielded wait) come first.
+            self.control_port = None
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._env.spark.cancel_job_group, group)
+        if job_error and not session.outcome.dropped:
             return _Outcome(True, "The receiver's Spark task failed", job_error[0])
-        return outcome
+        return session.outcome
 
     async def _job(self, spec: ReceiverTaskSpec, group: str, errors: list[BaseException], scope: anyio.CancelScope) -> None:
         try:
@@ -553,8 +715,21 @@ class SocketInputDStream(ReceiverInputDStream):
             errors.append(exc)
         scope.cancel()  # the task is over: nothing more will report
 
-    async def _take_reports(self, reports: BufferedByteReceiveStream, control: anyio.abc.ByteStream,
-                            started_at: float | None) -> _Outcome:
+    async def _control_session(self, session: _Session, started_at: float | None, task: Admitted) -> None:
+        """Serve the admitted task's connection (the first one only) until it ends; then end the run."""
+        if session.taken:
+            self._log.warning("a second receiver task connection was refused", receiver=self.receiver_name,
+                              hello=dict(task.hello.fields))
+            return
+        session.taken = True
+        try:
+            session.outcome = await self._take_reports(task, started_at)
+        except _CONNECTION_ERRORS as exc:
+            session.outcome = _Outcome(True, "The receiver's task lost its connection to the driver", exc)
+        finally:
+            session.ended.set()
+
+    async def _take_reports(self, task: Admitted, started_at: float | None) -> _Outcome:
         """Handle the task's reports until it says X or the connection breaks; beside them, send it new rates (the
         task started at ``started_at``) and look its executor up. Cancelled: tell the task to stop, take its last
         block, re-raise."""
@@ -562,25 +737,40 @@ class SocketInputDStream(ReceiverInputDStream):
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
-                tg.start_soon(self._send_rates, control, started_at)
+                tg.start_soon(self._send_rates, task.stream, started_at)
                 try:
-                    while not await self._on_report(await _next_report(reports)):
+                    while not await self._on_report(await self._next_report(task)):
                         pass
+                except TimeoutError as exc:  # before the connection errors: it is an OSError
+                    outcome = _Outcome(True, f"The receiver's task sent nothing within {IDLE_TIMEOUT_KEY} "
+                                             f"({task.idle_timeout_s:g} s)", exc, dropped=True)
                 except _CONNECTION_ERRORS as exc:  # handled here: out of a task group it would be an ExceptionGroup
                     outcome = _Outcome(True, "The receiver's task lost its connection to the driver", exc)
+                except (ReceiverProtocolError, FrameTooLargeError) as exc:
+                    self._log.warning("the receiver's task broke the control protocol; its connection was dropped",
+                                      receiver=self.receiver_name, error=str(exc))
+                    outcome = _Outcome(True, "The receiver's task broke the control protocol", exc, dropped=True)
                 tg.cancel_scope.cancel()  # nothing more to send or look up
             return outcome
         except get_cancelled_exc_class():
             self._task_group = None  # closed: a late H report starts no lookup
             # The context stops: the task writes what it read as a last block and says X.
             with anyio.CancelScope(shield=True), anyio.move_on_after(EXECUTOR_STOP_TIMEOUT_S):
-                await control.send(b"stop\n")
-                while not await self._on_report(await _next_report(reports)):
-                    pass
+                try:
+                    await task.send(b"stop\n")
+                    while not await self._on_report(await self._next_report(task)):
+                        pass
+                except (*_CONNECTION_ERRORS, TimeoutError, ReceiverProtocolError, FrameTooLargeError) as exc:
+                    self._log.warning("the receiver's task did not stop cleanly", receiver=self.receiver_name,
+                                      error=repr(exc))
             self._log.info("receiver task stopped", receiver=self.receiver_name, last_block=self._last_entry)
             raise
         finally:
             self._task_group = None
+
+    async def _next_report(self, task: Admitted) -> Report:
+        """The task's next report, checked (bounded in length, under the idle timeout)."""
+        return parse_report(await task.read_line(MAX_REPORT_BYTES), self._last_entry + 1)
 
     async def _find_executor(self, stage: int, task: int, found: anyio.Event) -> None:
         """Look the task's executor up in Spark's status store, which hears of the task soon after it starts."""
@@ -623,21 +813,20 @@ class SocketInputDStream(ReceiverInputDStream):
                 return
             sent = rate
 
-    async def _on_report(self, line: str) -> bool:
-        """Handle one report of the task; whether it said it stopped."""
-        kind, _, rest = line.partition(" ")
+    async def _on_report(self, report: Report) -> bool:
+        """Handle one checked report of the task; whether it said it stopped."""
+        kind = report.kind
         runtime = self._env.runtime
         if kind == "B":
-            entry, count = (int(x) for x in rest.split())
-            self._block_counts[entry] = count
-            self._last_entry = max(self._last_entry, entry)
+            self._block_counts[report.entry] = report.count
+            self._last_entry = report.entry
         elif kind == "H":
-            self._host, *task = rest.split()
-            if len(task) == 2 and self._task_group is not None:
+            self._host = report.host
+            if report.task is not None and self._task_group is not None:
                 self._executor_found = anyio.Event()
-                self._task_group.start_soon(self._find_executor, int(task[0]), int(task[1]), self._executor_found)
+                self._task_group.start_soon(self._find_executor, *report.task, self._executor_found)
         elif kind == "R":
-            self.executor_rate = None if rest == "none" else float(rest)
+            self.executor_rate = report.rate
             self._log.debug("receiver task paced", receiver=self.receiver_name, rate=self.executor_rate)
         elif kind == "S":
             if self._executor_found is not None:  # the event names the executor: wait (briefly) for the status store
@@ -646,10 +835,10 @@ class SocketInputDStream(ReceiverInputDStream):
             await runtime.listener_bus.post(ReceiverStarted(self._info(active=True)))
             self._log.info("receiver started", receiver=self.receiver_name, host=self._host, location="executor")
         elif kind == "E":
-            error = ConnectionError(rest)
-            await runtime.listener_bus.post(ReceiverError(self._info(active=True, message=rest, error=error,
+            error = ConnectionError(report.message)
+            await runtime.listener_bus.post(ReceiverError(self._info(active=True, message=report.message, error=error,
                                                                      at=runtime.clock.now())))
-            self._log.warning("receiver error on its executor", receiver=self.receiver_name, reason=rest)
+            self._log.warning("receiver error on its executor", receiver=self.receiver_name, reason=report.message)
         return kind == "X"
 
     def _compute(self, time: Time) -> RDD[Any] | None:
@@ -673,11 +862,6 @@ class SocketInputDStream(ReceiverInputDStream):
         await super().commit(end)
         for entry in [e for e in self._block_counts if e < self._purged_below]:
             del self._block_counts[entry]
-
-
-async def _next_report(reports: BufferedByteReceiveStream) -> str:
-    """The next line a receiver task sent (without its newline)."""
-    return (await reports.receive_until(b"\n", 1 << 16)).decode("utf-8", "replace")
 
 
 class AsyncIterableInputDStream(ReceiverInputDStream):

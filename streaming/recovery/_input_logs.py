@@ -178,6 +178,10 @@ def decode_block(data: bytes, path: str) -> list[Any]:
     return records
 
 
+def _encode_block(records: list[Any]) -> bytes:
+    return BLOCK_HEADER + pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 class BlockLog:
     """A receiver's write-ahead log: entry ``N`` is one block of records, pickled.
 
@@ -204,7 +208,7 @@ class BlockLog:
         Raises:
             CheckpointError: the block exists already (another process writes this log).
         """
-        data = BLOCK_HEADER + pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _encode_block(records)
         self.directory.mkdirs()
         if not self.path_of(entry).create_new(data):
             raise CheckpointError(
@@ -212,6 +216,31 @@ class BlockLog:
                 "checkpoint directory; run one context per checkpoint directory at a time",
                 path=str(self.path_of(entry)),
             )
+
+    def write_again(self, entry: int, records: list[Any]) -> int:
+        """Write block ``entry`` after an attempt to write it failed; how many of ``records`` the block holds; blocking.
+
+        A failed attempt may have left the block whole on disk (the error came after its name
+        existed, e.g. while flushing the directory): a block holding the first records of
+        ``records``, byte for byte, is that attempt's and is kept (the count is returned; the
+        rest go into the next block). A missing block is written as by :meth:`write`.
+
+        Raises:
+            CheckpointError: the block holds something else (another process writes this log).
+        """
+        path = self.path_of(entry)
+        data = path.read_bytes()
+        if data is None:
+            self.write(entry, records)
+            return len(records)
+        written = decode_block(data, str(path))
+        if len(written) <= len(records) and _encode_block(records[:len(written)]) == data:
+            return len(written)
+        raise CheckpointError(
+            f"cannot write {path}: it already exists, so another context is receiving into the same checkpoint "
+            "directory; run one context per checkpoint directory at a time",
+            path=str(path),
+        )
 
     def read(self, entry: int) -> list[Any]:
         """Block ``entry``'s records; blocking.

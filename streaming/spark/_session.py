@@ -138,6 +138,8 @@ STREAMING_SETTINGS = (
     "spark.aiodstream.checkpoint.fileManager",
     # Where socket receivers run (driver, executor).
     "spark.aiodstream.receiver.placement",
+    # The longest line a socket receiver takes.
+    "spark.aiodstream.receiver.maxLineLength",
     # A trace of the run, with its Spark jobs, for the simulator's calibration.
     "spark.aiodstream.trace.path",
     "spark.aiodstream.trace.batches",

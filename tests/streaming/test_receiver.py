@@ -1,4 +1,4 @@
-"""Receiver building blocks without Spark: the socket line decoder and the bounded record buffer."""
+"""Receiver building blocks without Spark: the socket line decoder, the bounded record buffer, the executor task."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.inputs import LineDecoder, RecordBuffer
+from streaming.inputs import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError, RecordBuffer
+from streaming.inputs._decoder import max_line_length
 from tests.anyio_support import BACKENDS, raises_exactly, run, settle
 
 
@@ -58,6 +59,82 @@ def test_an_unterminated_last_line_comes_out_at_the_end() -> None:
 def test_chunking_never_changes_the_lines(data: bytes, cuts: list[int]) -> None:
     """However the bytes are split into reads, the lines are Java's readLine lines of the whole."""
     assert decode_in_chunks(data, [c for c in cuts if c <= len(data)]) == java_read_lines(data)
+
+
+@given(st.lists(st.sampled_from([b"ab", b"c", b"\r", b"\n", b"\xc3\xa9", b"\xff"])).map(b"".join),
+       st.lists(st.integers(min_value=0, max_value=200), max_size=6), st.integers(min_value=1, max_value=6))
+def test_a_line_over_the_bound_fails_after_the_lines_before_it(data: bytes, cuts: list[int], limit: int) -> None:
+    """With a bound, the lines out are Java's lines up to the first one longer than the bound, then LineTooLongError."""
+    decoder = LineDecoder(limit)
+    lines: list[str] = []
+    failed = False
+    start = 0
+    try:
+        for cut in [*sorted({c for c in cuts if c <= len(data)}), len(data)]:
+            lines += decoder.feed(data[start:cut])
+            start = cut
+        lines += decoder.finish()
+    except LineTooLongError as exc:
+        lines += exc.lines
+        failed = True
+    expected = java_read_lines(data)
+    long = [i for i, line in enumerate(expected) if len(line) > limit]
+    assert lines == expected[:long[0]] if long else lines == expected
+    assert failed == bool(long)
+
+
+def test_a_line_without_end_fails_once_it_passes_the_bound_and_holds_no_more() -> None:
+    """A source that never ends its line is refused as soon as the line passes the bound, not when (if ever) it ends;
+    the lines before it come with the error; by default the bound is 1 MiB of characters."""
+    decoder = LineDecoder(10)
+    assert decoder.feed(b"one\ntwo\nxxxxx") == ["one", "two"]
+    assert decoder.feed(b"xxxxx") == []  # 10 characters: at the bound, not past it
+    with raises_exactly(LineTooLongError, "a line of at least 11 characters is longer than "
+                        "spark.aiodstream.receiver.maxLineLength (10): the connection is dropped and made again after the "
+                        "restart delay; raise spark.aiodstream.receiver.maxLineLength if such lines are expected, or make "
+                        "the source end its lines") as info:
+        decoder.feed(b"x")
+    assert info.value.lines == [] and isinstance(info.value, ValueError)
+    with pytest.raises(LineTooLongError, match=r"^a line of 12 characters is longer than") as info:
+        LineDecoder(10).feed(b"ok\n" + b"y" * 12 + b"\nnext\n")
+    assert info.value.lines == ["ok"]
+    assert LineDecoder().max_line_length == DEFAULT_MAX_LINE_LENGTH == 1 << 20
+    assert LineDecoder(None).feed(b"z" * (DEFAULT_MAX_LINE_LENGTH + 1) + b"\n") == ["z" * (DEFAULT_MAX_LINE_LENGTH + 1)]
+
+
+def test_the_line_bound_setting_is_a_positive_number_of_characters() -> None:
+    """spark.aiodstream.receiver.maxLineLength: unset or blank is the default; anything but a positive int is refused."""
+    assert max_line_length(None) == max_line_length(" ") == DEFAULT_MAX_LINE_LENGTH and max_line_length(" 64 ") == 64
+    for bad in ("0", "-1", "1k", "1.5", "\u00b2", "9" * 30):
+        with raises_exactly(ValueError, f"spark.aiodstream.receiver.maxLineLength must be a positive number of characters, "
+                            f"got {bad!r}; pass e.g. 1048576"):
+            max_line_length(bad)
+    with raises_exactly(ValueError, "spark.aiodstream.receiver.maxLineLength must be a positive number of characters, got 0; "
+                        "pass e.g. 1048576"):
+        LineDecoder(0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_paused_buffer_holds_the_producer_back_with_room_to_spare(backend: str) -> None:
+    """While the log's writes fail the buffer is paused: puts wait though there is room; blocks are cut from the front
+    (peek, then drop once written); resume lets the producer store again."""
+
+    async def body() -> None:
+        buffer = RecordBuffer(10)
+        await buffer.put_many([1, 2, 3])
+        buffer.pause()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(buffer.put_many, [4, 5])
+            await settle()
+            assert buffer.peek() == [1, 2, 3] and buffer.paused
+            buffer.drop(2)  # a block of two was written: still paused
+            await settle()
+            assert buffer.peek() == [3]
+            buffer.resume()
+        assert buffer.take_all() == [3, 4, 5] and buffer.waits == 2
+        assert repr(buffer) == "<RecordBuffer [0/10 records | waited 2x]>"
+
+    run(backend, body)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -141,6 +218,7 @@ def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_to
 
     from streaming.inputs import ReceiverTaskSpec, read_block_file
     from streaming.inputs._executor_receiver import run_receiver_task
+    from tests.streaming.control_support import accept_task
 
     source = socket.create_server(("127.0.0.1", 0))
     driver = socket.create_server(("127.0.0.1", 0))
@@ -158,10 +236,10 @@ def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_to
     server = threading.Thread(target=serve, daemon=True)
     server.start()
     spec = ReceiverTaskSpec(0, "127.0.0.1", source.getsockname()[1], "127.0.0.1", driver.getsockname()[1], str(tmp_path),
-                            first_entry=7, block_interval_ms=20, restart_delay_ms=10)
+                            first_entry=7, block_interval_ms=20, restart_delay_ms=10, token="t0k3n")
     task = threading.Thread(target=run_receiver_task, args=(spec,), daemon=True)
     task.start()
-    control, _ = driver.accept()
+    control = accept_task(driver, "t0k3n", 0)
     reports = control.makefile("r", encoding="utf-8")
     seen: list[str] = []
     received = 0
@@ -216,3 +294,50 @@ def test_a_retried_receiver_task_returns_at_once_without_connecting(tmp_path: Pa
             server.accept()  # nobody connected
         server.close()
     assert list(tmp_path.iterdir()) == []
+
+
+# -- the control channel's reports (the driver checks each before believing it) --
+
+
+def test_reports_that_keep_the_rules_are_parsed() -> None:
+    """Every kind of report a task sends, parsed: blocks in order, hello with and without Spark ids, rates, errors."""
+    from streaming.inputs._control import Report, parse_report
+
+    assert parse_report(b"B 7 120", 7) == Report("B", entry=7, count=120)
+    assert parse_report(b"B 8 0", 8) == Report("B", entry=8, count=0)
+    assert parse_report(b"H worker-1.example", 0) == Report("H", host="worker-1.example")
+    assert parse_report(b"H w1 3 12", 0) == Report("H", host="w1", task=(3, 12))
+    assert parse_report(b"R none", 0) == Report("R") and parse_report(b"R 12.5", 0) == Report("R", rate=12.5)
+    assert parse_report("E Error connecting to h:9: é".encode(), 0) == Report("E", message="Error connecting to h:9: é")
+    assert [parse_report(k, 0).kind for k in (b"S", b"P", b"X")] == ["S", "P", "X"]
+
+
+@pytest.mark.parametrize(("line", "rule"), [
+    (b"B 1000000000000 1", "blocks are reported once each and in order: block 5 was next, not 1000000000000"),
+    (b"B 9 1", "blocks are reported once each and in order: block 5 was next, not 9"),
+    (b"B 4 1", "blocks are reported once each and in order: block 5 was next, not 4"),
+    (b"B 5 9999999999", "a block holds at most 2147483647 records, this one claims 9999999999"),
+    (b"B -1 3", "a block report is 'B <entry> <count>' in decimal digits"),
+    (b"B 5 -3", "a block report is 'B <entry> <count>' in decimal digits"),
+    (b"B 1" + b"0" * 5000 + b" 1", "a block report is 'B <entry> <count>' in decimal digits"),
+    ("B \u0665 1".encode(), "a block report is 'B <entry> <count>' in decimal digits"),
+    (b"B 5 1 extra", "a block report is 'B <entry> <count>' in decimal digits"),
+    (b"R nan", "a rate report is 'R none' or 'R <records per second>', finite and not negative"),
+    (b"R 1e999", "a rate report is 'R none' or 'R <records per second>', finite and not negative"),
+    (b"R -5", "a rate report is 'R none' or 'R <records per second>', finite and not negative"),
+    (b"H", "a task's first report is 'H <host> [<stage> <task>]'"),
+    (b"H host 1", "a task's first report is 'H <host> [<stage> <task>]'"),
+    (b"\xff\xfe", "a report is UTF-8 text"),
+    (b"QUIT", "a report is one of H, S, B, R, E, P, X"),
+    (b"", "a report is one of H, S, B, R, E, P, X"),
+    (b"E" + b"x" * 70000, "a report is at most 65536 bytes, this one is 70001"),
+])
+def test_a_report_that_breaks_the_rules_is_refused_before_it_is_believed(line: bytes, rule: str) -> None:
+    """Huge, repeated, skipped or negative block numbers, unbounded counts, non-finite rates, bad text: each a
+    ReceiverProtocolError naming the rule (no int of thousands of digits is ever built)."""
+    from streaming.inputs._control import ReceiverProtocolError, parse_report
+
+    with raises_exactly(ReceiverProtocolError, f"a receiver task's report breaks the control protocol: {rule}; "
+                                               f"got {line[:80]!r}") as info:
+        parse_report(line, 5)
+    assert isinstance(info.value, ValueError)

@@ -97,6 +97,19 @@ def test_receiver_blocks_round_trip_and_are_written_once(tmp_path: Path) -> None
     assert log.purge(1) == [0] and log.entries() == [1]
 
 
+def test_a_block_rewritten_after_a_failed_write_keeps_what_that_write_left(tmp_path: Path) -> None:
+    """write_again: a missing block is written; one holding the first records (a write that failed after making it) is
+    kept and their count returned; anything else is another writer's (CheckpointError)."""
+    log = BlockLog(tmp_path)
+    assert log.write_again(0, ["a", "b"]) == 2 and log.read(0) == ["a", "b"]
+    log.write(1, ["c", "d"])
+    assert log.write_again(1, ["c", "d", "e"]) == 2 and log.read(1) == ["c", "d"]
+    with pytest.raises(CheckpointError, match=r"^cannot write .*1: it already exists, so another context is receiving"):
+        log.write_again(1, ["x", "d", "e"])
+    with pytest.raises(CheckpointError, match="another context is receiving into the same checkpoint directory"):
+        log.write_again(1, ["c"])  # the block holds more than this write has
+
+
 @pytest.mark.parametrize("data", [b"garbage", BLOCK_HEADER + b"\x80\x05truncated", BLOCK_HEADER + b"\x80\x04K\x05."])
 def test_a_damaged_or_missing_block_is_reported_never_skipped(tmp_path: Path, data: bytes) -> None:
     """No header, unreadable pickle, or not a list of records: CorruptCheckpointError with the path."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import socket
 import threading
@@ -374,6 +375,29 @@ def test_socket_stream_reports_a_refused_connection_as_a_receiver_error_and_retr
     assert error.last_error_time is not None
 
 
+def test_a_line_over_the_bound_drops_the_connection_and_the_receiver_connects_again(contexts: Any,
+                                                                                   spark_context: Any) -> None:
+    """spark.aiodstream.receiver.maxLineLength=10: the lines before a longer one are kept, the rest of that connection is
+    dropped with a ReceiverError naming the bound, and the next connection's lines flow."""
+    server = LineServer([["a", "x" * 50, "lost"], ["b"]])
+    got: list[str] = []
+    with spark_conf(spark_context, spark__aiodstream__receiver__maxLineLength="10"):
+        ssc, recorder = contexts(0.2)
+        ssc.socketTextStream("127.0.0.1", server.port, restartDelay=0.05).foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    try:
+        ssc.start()
+        recorder.wait_for_records(2)
+        ssc.stop(stopSparkContext=False)
+    finally:
+        server.close()
+
+    assert got == ["a", "b"]
+    error = recorder.of_type(ReceiverError)[0].receiver_info
+    assert error.last_error_message == "Error receiving data"
+    assert ("LineTooLongError: a line of 50 characters is longer than spark.aiodstream.receiver.maxLineLength (10)"
+            in error.last_error)
+
+
 @pytest.mark.parametrize("where", ["local", "ftp"])
 def test_a_socket_receiver_on_an_executor_writes_blocks_that_the_batches_read(contexts: Any, tmp_path: Path, where: str,
                                                                               request: pytest.FixtureRequest) -> None:
@@ -425,6 +449,169 @@ def test_a_receiver_on_an_executor_needs_a_shared_checkpoint_and_a_known_placeme
                                                    r"write-ahead log .* give StreamingContext.checkpoint\(\) a directory every "
                                                    r"executor reaches \(a shared path, or a URI such as hdfs://\)$"):
         ssc.start()
+
+
+def logged_receiver_offsets(checkpoint: Path) -> list[int]:
+    """Every receiver log offset ({"logOffset": N}) the checkpoint's offsets log holds."""
+    found = []
+    for name in os.listdir(checkpoint / "offsets"):
+        if name.isdigit():
+            for line in (checkpoint / "offsets" / name).read_text().splitlines()[2:]:
+                offset = json.loads(line) if line.startswith("{") else None
+                if isinstance(offset, dict) and "logOffset" in offset:
+                    found.append(offset["logOffset"])
+    return found
+
+
+def test_strangers_at_a_receivers_control_port_neither_block_its_task_nor_reach_the_offsets_log(
+        contexts: Any, tmp_path: Path) -> None:
+    """placement='executor': a stranger who connects first and says nothing does not take the task's place; one who
+    forges block reports ('B 0 5', a huge entry) is dropped after the challenge: the real task's lines reach the batches
+    exactly, and every offset logged names a block the task wrote."""
+    lines = [f"line {i}" for i in range(300)]
+    server = LineServer([lines])
+    ssc, recorder = contexts(0.5)
+    ssc.checkpoint(str(tmp_path / "ck"))
+    ssc.remember(600)  # every block stays for the check below
+    got: list[str] = []
+    stream = ssc.socketTextStream("127.0.0.1", server.port, restartDelay=0.1, placement="executor")
+    stream.foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    strangers: list[socket.socket] = []
+    try:
+        ssc.start()
+        wait_until(lambda: stream.control_port is not None, "the control channel to listen")  # type: ignore[attr-defined]
+        port = stream.control_port  # type: ignore[attr-defined]
+        silent = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)  # first, before the task (it is a Spark job)
+        forger = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+        strangers += [silent, forger]
+        forger.sendall(b"H evil\nS\nB 0 5\nB 1000000000000 1\n")
+        heard = b""
+        while chunk := forger.recv(4096):
+            heard += chunk
+        batches = recorder.wait_for_records(len(lines))
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    finally:
+        server.close()
+        for stranger in strangers:
+            stranger.close()
+
+    assert len(heard) == 4 + 32  # the challenge, then the door closed: its "hello" was not one
+    assert got == lines and sum(b.num_records for b in batches) == len(lines)
+    blocks = sorted(int(n) for n in os.listdir(tmp_path / "ck" / "sources" / "0") if n.isdigit())
+    assert blocks == list(range(len(blocks)))
+    offsets = logged_receiver_offsets(tmp_path / "ck")
+    assert offsets and max(offsets) == blocks[-1]
+    assert not recorder.of_type(ReceiverError)
+
+
+FUZZ_MEMORY_BOUND = 16 << 20
+"""The driver's peak Python allocations while the fuzz corpus is sent at a control port (it pushes 32 MiB at it)."""
+
+
+@pytest.mark.skipif(os.environ.get("AIODSTREAM_RECEIVER_FUZZ") != "all",
+                    reason="about 5 s: AIODSTREAM_RECEIVER_FUZZ=all runs it (the strangers test is the default run's case)")
+def test_a_fuzzed_control_port_changes_nothing_in_a_running_receiver(contexts: Any, spark_context: Any,
+                                                                    tmp_path: Path) -> None:
+    """The coordinator's fuzz corpus (malformed, nested, oversized, slow and idle hellos, a flood beyond the cap, random
+    bytes) at an executor receiver's control port while its task runs: every connection is closed, the driver's
+    allocations stay bounded, the task stays connected, and its lines reach the batches exactly."""
+    import subprocess
+    import sys
+    import tracemalloc
+
+    lines = [f"line {i}" for i in range(500)]
+    server = LineServer([lines])
+    got: list[str] = []
+    with spark_conf(spark_context, spark__network__auth__rpcTimeout="1s",
+                    spark__aiodstream__network__maxUnauthenticatedConnections="8"):
+        ssc, recorder = contexts(0.5)
+        stream = ssc.socketTextStream("127.0.0.1", server.port, restartDelay=0.1, placement="executor")
+    stream.foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    ssc.checkpoint(str(tmp_path / "ck"))
+    try:
+        ssc.start()
+        recorder.wait_for(lambda evs: any(type(e) is ReceiverStarted for e in evs), "the task to connect")
+        tracemalloc.start()
+        try:
+            fuzz = subprocess.run([sys.executable, "-m", "tests.streaming.continuous.fuzz_child", str(stream.control_port),
+                                   "25"], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+                                  timeout=WAIT_S, check=True)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        batches = recorder.wait_for_records(len(lines))
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    finally:
+        server.close()
+
+    print(f"driver allocation peak during the fuzz: {peak} bytes")
+    assert int(fuzz.stdout) == 44  # every connection of the corpus was closed by the driver
+    assert peak < FUZZ_MEMORY_BOUND, f"driver allocations peaked at {peak} bytes"
+    assert got == lines and sum(b.num_records for b in batches) == len(lines)
+    assert not recorder.of_type(ReceiverError)  # the task was never disturbed
+
+
+def test_a_receiver_task_breaking_the_report_rules_is_dropped_before_anything_reaches_the_offsets_log(
+        contexts: Any, spark_context: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task that proved the token but reports a huge block number, then one that skips a block, then one that falls
+    silent past spark.network.timeout: each connection is dropped with the reason (ReceiverError) and the receiver
+    restarts with a new token (the old one is refused); the batches hold exactly the blocks written and reported in
+    order, and the offsets log names no other."""
+    from streaming.inputs import SocketInputDStream
+    from streaming.network import HelloRefusedError, connect
+    from streaming.recovery import BlockLog
+
+    launches: list[Any] = []
+
+    def task(self: Any, spec: Any, group: str) -> None:  # instead of the Spark job: a task in this process
+        launches.append(spec)
+        if len(launches) == 2:  # a task of the earlier launch, with its token, is refused at this launch's door
+            with pytest.raises(HelloRefusedError):
+                connect(spec.driver_host, spec.driver_port, launches[0].token, "receiver", {"stream": spec.stream_id})
+        log, entry = BlockLog(spec.log_dir), spec.first_entry
+        records, last = {1: (["a", "b"], f"B {entry + 10**12} 1"), 2: (["c"], f"B {entry + 2} 1"), 3: (["d"], "")}.get(
+            len(launches), (["e"], None))
+        with connect(spec.driver_host, spec.driver_port, spec.token, "receiver", {"stream": spec.stream_id}) as sock:
+            log.write(entry, records)
+            sock.sendall(f"H here\nS\nB {entry} {len(records)}\n".encode())
+            if last is not None:  # then break a rule, or fall silent
+                sock.sendall(f"{last}\n".encode() if last else b"")
+                sock.settimeout(WAIT_S)
+                assert sock.recv(4096) == b""  # dropped by the driver
+                return
+            sock.settimeout(spec.heartbeat_ms / 1000)
+            heard = b""
+            while b"stop\n" not in heard:
+                try:
+                    chunk = sock.recv(4096)
+                except TimeoutError:
+                    sock.sendall(b"P\n")
+                    continue
+                assert chunk, "the driver dropped a task that kept the rules"
+                heard += chunk
+            sock.sendall(b"X\n")
+
+    monkeypatch.setattr(SocketInputDStream, "_run_job", task)
+    got: list[str] = []
+    with spark_conf(spark_context, spark__network__timeout="1s"):
+        ssc, recorder = contexts(0.5)
+        ssc.socketTextStream("127.0.0.1", 9, restartDelay=0.05, placement="executor").foreachRDD(
+            lambda rdd: got.extend(rdd.collect()))
+    ssc.checkpoint(str(tmp_path / "ck"))
+    ssc.remember(600)
+    ssc.start()
+    recorder.wait_for_records(5)
+    ssc.stop(stopSparkContext=False, stopGraceFully=True)
+
+    assert got == ["a", "b", "c", "d", "e"] and len(launches) == 4
+    assert [spec.first_entry for spec in launches] == [0, 1, 2, 3]
+    errors = [e.receiver_info for e in recorder.of_type(ReceiverError)]
+    assert [e.last_error_message for e in errors] == ["The receiver's task broke the control protocol"] * 2 + [
+        "The receiver's task sent nothing within spark.network.timeout (1 s)"]
+    assert "block 1 was next, not 1000000000000; got b'B 1000000000000 1'" in errors[0].last_error
+    assert "block 2 was next, not 3; got b'B 3 1'" in errors[1].last_error
+    offsets = set(logged_receiver_offsets(tmp_path / "ck"))
+    assert offsets <= {0, 1, 2, 3} and max(offsets) == 3  # block numbers that were written and reported, nothing else
 
 
 def test_file_stream_reads_each_new_file_once_and_ignores_old_and_hidden_ones(contexts: Any, tmp_path: Path) -> None:
