@@ -277,13 +277,13 @@ def test_a_retried_receiver_task_returns_at_once_without_connecting(tmp_path: Pa
     from streaming.inputs import ReceiverTaskSpec
     from streaming.inputs._executor_receiver import run_receiver_tasks
 
-    context = TaskContext()
+    monkeypatch.setattr(TaskContext, "_taskContext", None)  # restored at teardown: no task context leaks into later tests
+    context = TaskContext()  # pyspark's constructor installs itself as the current task's context
     context._attemptNumber = 1  # what pyspark's worker sets from the task's attempt
-    monkeypatch.setattr(TaskContext, "_taskContext", context)
     source = socket.create_server(("127.0.0.1", 0))
     driver = socket.create_server(("127.0.0.1", 0))
     spec = ReceiverTaskSpec(0, "127.0.0.1", source.getsockname()[1], "127.0.0.1", driver.getsockname()[1], str(tmp_path),
-                            first_entry=3, block_interval_ms=20, restart_delay_ms=10)
+                            first_entry=3, block_interval_ms=20, restart_delay_ms=10, token="0" * 64)
     task = threading.Thread(target=run_receiver_tasks, args=([spec],), daemon=True)
     task.start()
     task.join(10)
