@@ -78,9 +78,11 @@ from .inputs import (
 from .runtime import StreamingContextState, StreamingRuntime
 from .spark import (
     CHECKPOINT_FILE_MANAGER_KEY,
+    LISTENER_EXIT_TIMEOUT_KEY,
     HadoopFileManager,
     SparkBinding,
     SparkSettings,
+    listener_exit_timeout,
     resolve_checkpoint_path,
     seconds_to_duration,
     streaming_job_group,
@@ -309,12 +311,14 @@ class StreamingContext:
         settings = self._settings()
         graceful = settings.get("spark.streaming.gracefulStopTimeout")
         timeout = None if graceful is None else Duration(time_string_as(graceful, "ms", "spark.streaming.gracefulStopTimeout"))
+        exit_timeout = listener_exit_timeout(settings.get(LISTENER_EXIT_TIMEOUT_KEY))
         runtime: StreamingRuntime | ContinuousExecution
         if self._continuous is not None:
             runtime = ContinuousExecution(
                 lambda: continuous_plan(self._env.recipe), self._continuous,
                 launcher=SparkTaskLauncher(lambda: self._spark.spark_context), clock=self._clock, name=self._query_name,
                 checkpoint_location=self._log_dir, options=self._continuous_options(), graceful_stop_timeout=timeout,
+                listener_exit_timeout=exit_timeout,
             )
         else:
             concurrent = self._concurrent_jobs or int(settings.get("spark.streaming.concurrentJobs", "1") or "1")
@@ -324,8 +328,8 @@ class StreamingContext:
                 stop_on_failure = (settings.get("spark.streaming.stopOnFailure", "false") or "false").strip().lower() == "true"
             runtime = StreamingRuntime(
                 self._graph, self._batch_duration, clock=self._clock, concurrent_jobs=concurrent,
-                graceful_stop_timeout=timeout, listener_overflow=self._overflow, name=self._query_name,
-                checkpoint_location=self._log_dir, track_progress=True, options=self._options(),
+                graceful_stop_timeout=timeout, listener_overflow=self._overflow, listener_exit_timeout=exit_timeout,
+                name=self._query_name, checkpoint_location=self._log_dir, track_progress=True, options=self._options(),
                 stop_on_failure=stop_on_failure,
             )
         self._runtime = runtime

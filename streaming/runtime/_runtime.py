@@ -29,6 +29,7 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from listeners import (
+    DEFAULT_LISTENER_EXIT_TIMEOUT,
     OverflowPolicy,
     QueryIdle,
     QueryProgress,
@@ -126,7 +127,9 @@ class StreamingRuntime:
         * batch hooks see completed batches in batch-time order;
         * a failed job never stops the runtime (unless ``stop_on_failure``): it is raised by
           every later ``await_termination``;
-        * every event posted to the listener bus is delivered before ``stop`` returns.
+        * every event posted to the listener bus is delivered before ``stop`` returns, unless a
+          listener is still behind when ``listener_exit_timeout`` passes: its undelivered events
+          are then dropped and counted, so a stop always ends.
     """
 
     def __init__(
@@ -140,6 +143,7 @@ class StreamingRuntime:
         abandon_after: Duration = Milliseconds(2000),
         listener_bus_capacity: int = 10_000,
         listener_overflow: OverflowPolicy = OverflowPolicy.DROP,
+        listener_exit_timeout: Duration | None = DEFAULT_LISTENER_EXIT_TIMEOUT,
         hooks: Sequence[BatchHook] = (),
         name: str | None = None,
         checkpoint_location: str | os.PathLike[str] | CheckpointPath | None = None,
@@ -160,6 +164,9 @@ class StreamingRuntime:
                 cancels them (Spark waits 2 s).
             listener_bus_capacity: per-listener queue bound.
             listener_overflow: what a full listener queue does (drop or block).
+            listener_exit_timeout: how long a stop lets listeners drain their queues, on
+                ``clock`` (Spark's ``spark.scheduler.listenerbus.exitTimeout``); what a hung
+                listener has not received by then is dropped and counted. ``None``: no bound.
             hooks: per-batch hooks (checkpointing, source commits), called in batch-time order.
             name: a name for logs; with query tracking, the query name, unique among the
                 active queries of the process.
@@ -209,7 +216,8 @@ class StreamingRuntime:
         self.graceful_stop_timeout = graceful_stop_timeout if graceful_stop_timeout is not None else batch_duration * 10
         self.abandon_after = abandon_after
         self.name = name
-        self.listener_bus = StreamingListenerBus(listener_bus_capacity, listener_overflow)
+        self.listener_bus = StreamingListenerBus(listener_bus_capacity, listener_overflow, clock=self.clock,
+                                                 exit_timeout=listener_exit_timeout)
         if not isinstance(trigger, Trigger):
             raise InvalidPipelineError(f"trigger must be a Trigger, got {trigger!r}; pass e.g. Trigger.AVAILABLE_NOW")
         self.trigger = trigger
@@ -232,7 +240,6 @@ class StreamingRuntime:
         self._waiter_changed: anyio.Event | None = None
         self._stop_done: anyio.Event | None = None
         self._scheduler_done: anyio.Event | None = None
-        self._bus_done: anyio.Event | None = None
         self.start_time: Time | None = None
         self.first_batch_time: Time | None = None
         self._log = library_logger("aiodstream.streaming", component="StreamingRuntime", name=name)
@@ -393,7 +400,6 @@ class StreamingRuntime:
                 "start() needs the runtime's task group: use 'async with runtime:' or 'await task_group.start(runtime.run)'"
             )
         tg = self._tg
-        self._bus_done = anyio.Event()
         self._scheduler_done = anyio.Event()
         tracker = self.tracker
         plan: RunPlan | None = None
@@ -402,7 +408,7 @@ class StreamingRuntime:
                 if listener not in self.listener_bus.listeners:
                     self.listener_bus.add_listener(listener, name=name)
         try:
-            await tg.start(self._run_bus)
+            await tg.start(self.listener_bus.run)
             run: dict[str, Any] = {}
             if tracker is not None:
                 # Claimed before the checkpoint is touched: opening it clears temp files, which
@@ -514,12 +520,6 @@ class StreamingRuntime:
             self._log.info("finished processing all available data, stopping", trigger=self.trigger.value)
             await self._stop(graceful=True, abandon_after=self.abandon_after)
 
-    async def _run_bus(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        assert self._bus_done is not None
-        try:
-            await self.listener_bus.run(task_status=task_status)
-        finally:
-            self._bus_done.set()
 
     async def _run_scheduler(self, run: Mapping[str, Any], *,
                              task_status: anyio.abc.TaskStatus[Time] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -537,7 +537,14 @@ class StreamingRuntime:
         ``abandon_after`` to finish and are then cancelled (a blocking Spark call in a worker
         thread cannot be interrupted: its Spark job group is cancelled and the thread is
         abandoned). Either way every listener event already posted is delivered before this
-        returns. Concurrent calls wait for the first one.
+        returns, within ``listener_exit_timeout``; after it, what a hung listener has not
+        received is dropped and counted (``listener_bus.statistics()``), and a listener
+        callback still running on its worker thread is abandoned. Concurrent calls wait for
+        the first one.
+
+        Cancelled (``anyio.move_on_after`` around it), the stop still completes its short
+        bookkeeping, drops the listener events not yet delivered, and the runtime is STOPPED
+        when the cancellation propagates; running jobs are abandoned as in an immediate stop.
 
         Raises:
             StreamingStateError: called from inside a listener callback, which the stop would
@@ -568,18 +575,26 @@ class StreamingRuntime:
         self._stop_done = anyio.Event()
         if self._driver_scope is not None:
             self._driver_scope.cancel()  # no new trigger-driven batch; what is generated drains below
+        assert self._scheduler_done is not None
         try:
             await self.scheduler.stop(graceful=graceful, timeout=self.graceful_stop_timeout, abandon_after=abandon_after)
-            assert self._scheduler_done is not None
             await self._scheduler_done.wait()
-        finally:
+        except anyio.get_cancelled_exc_class():
+            # Cancelled from outside: the scheduler must still end (its timer and workers live in
+            # our task group), so stop it now, abandoning running jobs at once: short, shielded.
             with anyio.CancelScope(shield=True):
-                await self._finish_query()
-                # Close the bus only once the scheduler can post nothing more, then let every
-                # listener drain its queue: Spark drops what is still queued at stop; we do not.
-                self.listener_bus.close()
-                if self._bus_done is not None:
-                    await self._bus_done.wait()
+                await self.scheduler.stop(graceful=False, abandon_after=Duration(0))
+                await self._scheduler_done.wait()
+            raise
+        finally:
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self._finish_query()
+                # Stop the bus only once the scheduler can post nothing more: the listeners drain
+                # their queues, within the bus's exit timeout (on our clock). Not shielded: a
+                # cancelled stop drops what is undelivered instead of waiting for a hung listener.
+                await self.listener_bus.stop()
+            finally:
                 self._state = StreamingContextState.STOPPED
                 self._mark_stopped()
                 self._stop_done.set()

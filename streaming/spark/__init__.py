@@ -7,7 +7,15 @@ SparkContext. Importing this package does not import PySpark.
 from ._binding import CANCEL_JOIN_S, SparkBinding
 from ._bridge import BatchJob, current_batch_job, run_spark, wait_for_thread
 from ._call_site import user_frame
-from ._durations import batch_datetime, job_description, seconds_to_duration, streaming_job_group, time_string_as
+from ._durations import (
+    LISTENER_EXIT_TIMEOUT_KEY,
+    batch_datetime,
+    job_description,
+    listener_exit_timeout,
+    seconds_to_duration,
+    streaming_job_group,
+    time_string_as,
+)
 from ._hadoop_files import CHECKPOINT_FILE_MANAGER_KEY, HadoopFileManager, resolve_checkpoint_path
 from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook, run_in_job_group
 from ._job_threads import SparkJobThreads
@@ -20,6 +28,7 @@ __all__ = [
     "EMBEDDED_SPARK_CONF",
     "HadoopFileManager",
     "JobGroupHook",
+    "LISTENER_EXIT_TIMEOUT_KEY",
     "STREAMING_SETTINGS",
     "SparkBinding",
     "SparkJobThreads",
@@ -33,6 +42,7 @@ __all__ = [
     "job_description",
     "streaming_job_group",
     "job_group_hook",
+    "listener_exit_timeout",
     "resolve_checkpoint_path",
     "run_in_job_group",
     "run_spark",
