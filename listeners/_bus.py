@@ -149,6 +149,9 @@ class _Slot:
         self.running = False
         self.dispatched = False
         self.ended = False  # its dispatcher has returned: nothing more is delivered to it
+        # Progress through the run of events on the listener's thread (written by that thread).
+        self.run_done = 0
+        self.run_failed = 0
 
     def statistics(self) -> ListenerStatistics:
         return ListenerStatistics(self.name, self.accepted - self.processed, self.processed - self.failed, self.failed, self.dropped)
@@ -557,8 +560,17 @@ class StreamingListenerBus:
             slot.limiter = anyio.CapacityLimiter(1)
         # Cancelled (the host tears the context down), the dispatcher leaves at once and the
         # callback in progress finishes on its thread, unwaited; a close drains as always.
-        slot.failed += await anyio.to_thread.run_sync(self._deliver, slot.name, run, limiter=slot.limiter,
-                                                      abandon_on_cancel=True)
+        slot.run_done = slot.run_failed = 0
+        try:
+            slot.failed += await anyio.to_thread.run_sync(self._deliver, slot, run, limiter=slot.limiter,
+                                                          abandon_on_cancel=True)
+        except BaseException:
+            if self._abandoned:
+                # Given up by stop(): the events of this run the thread got through count as
+                # delivered; the one in progress and the rest are dropped.
+                slot.processed += slot.run_done
+                slot.failed += slot.run_failed
+            raise
 
     def _drop_undelivered(self, slot: _Slot) -> None:
         # The stop's deadline passed (or the stop was cancelled): what this listener has not
@@ -575,22 +587,27 @@ class StreamingListenerBus:
             exit_timeout_ms=None if self.exit_timeout is None else self.exit_timeout.milliseconds,
         )
 
-    def _deliver(self, name: str, run: _Run) -> int:
-        """On the listener's thread: each callback in order; returns how many raised."""
+    def _deliver(self, slot: _Slot, run: _Run) -> int:
+        """On the listener's thread: each callback in order; returns how many raised.
+
+        Counts its progress in ``slot.run_done`` / ``slot.run_failed`` as it goes (plain int
+        stores, read by the loop only if :meth:`stop` gives up on the run).
+        """
         failed = 0
         for callback, event in run:
             if self._abandoned:
                 break  # the stop gave up on this listener: its remaining events were dropped
-            if callback is None:
-                continue
-            try:
-                result = callback(event)
-                if result is not None and inspect.isawaitable(result):
-                    anyio.from_thread.run(_awaited, result)  # a plain def that returned an awaitable
-            except Exception:
-                failed += 1
-                self._log.exception("listener raised; it stays registered", listener=name,
-                                    event_type=type(event).__name__)
+            if callback is not None:
+                try:
+                    result = callback(event)
+                    if result is not None and inspect.isawaitable(result):
+                        anyio.from_thread.run(_awaited, result)  # a plain def that returned an awaitable
+                except Exception:
+                    failed += 1
+                    slot.run_failed = failed
+                    self._log.exception("listener raised; it stays registered", listener=slot.name,
+                                        event_type=type(event).__name__)
+            slot.run_done += 1
         return failed
 
     def _notify_progress(self) -> None:

@@ -63,6 +63,7 @@ from .dstream import (
     UnionDStream,
     api_call,
     load_recipe,
+    write_recipe,
 )
 from .inputs import (
     DEFAULT_MAX_BUFFERED_RECORDS,
@@ -950,14 +951,17 @@ class StreamingContext:
         directory = self._log_dir
         if directory is None:
             return
+        sc = self.sparkContext
+        conf = [(k, v) for k, v in sc.getConf().getAll() if k not in _NOT_RESTORED_CONF]
+        # Spark's validate(): a graph that cannot be serialized refuses the start before anything
+        # on disk changes (GraphNotSerializableError, pyspark's message).
+        data, reason = self._env.recipe.serialize(batch_ms=self._batch_duration.milliseconds,
+                                                  concurrent_jobs=self._concurrent_jobs, spark_conf=conf,
+                                                  continuous_ms=None if self._continuous is None else self._continuous.interval_ms)
         if not self._recovering:
             self._move_previous_run_aside(directory)
         directory.mkdirs()
-        sc = self.sparkContext
-        conf = [(k, v) for k, v in sc.getConf().getAll() if k not in _NOT_RESTORED_CONF]
-        reason = self._env.recipe.save(directory, batch_ms=self._batch_duration.milliseconds,
-                                       concurrent_jobs=self._concurrent_jobs, spark_conf=conf,
-                                       continuous_ms=None if self._continuous is None else self._continuous.interval_ms)
+        write_recipe(directory, data)
         if reason is not None:
             self._log.warning("the DStream graph cannot be saved in the checkpoint: a restart through getOrCreate calls "
                               "the setup function again", reason=reason)
