@@ -50,7 +50,7 @@ def test_a_function_holding_the_spark_context_refuses_start_as_on_pyspark(spark_
 
     theirs = program(PySparkStreamingContext, tmp_path / "theirs")
     try:
-        with pytest.raises(Exception) as pyspark_raised:  # noqa: PT011 - pyspark raises a Py4JJavaError
+        with pytest.raises(Exception) as pyspark_raised:
             theirs.start()
     finally:
         theirs.stop(stopSparkContext=False)

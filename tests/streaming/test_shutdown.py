@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -16,6 +17,8 @@ from streaming._shutdown import SignalShutdown
 
 CHILD = Path(__file__).with_name("shutdown_child.py")
 ROOT = Path(__file__).resolve().parents[2]
+ALL = os.environ.get("AIODSTREAM_SHUTDOWN_TESTS") == "all"
+"""Each child starts its own Spark (seconds): the rarer runtimes' cases run only with AIODSTREAM_SHUTDOWN_TESTS=all."""
 
 
 def test_the_first_signal_stops_once_and_puts_the_previous_handlers_back() -> None:
@@ -64,11 +67,15 @@ def test_a_handler_installed_after_ours_is_left_in_place() -> None:
         signal.signal(signal.SIGUSR1, signal.SIG_DFL)
 
 
-def run_child(tmp_path: Path, graceful: str, signum: signal.Signals) -> tuple[int, str]:
-    """Start the child, signal it while its batch is in flight, and return its exit code and stdout."""
+def run_child(tmp_path: Path, graceful: str, signum: signal.Signals, mode: str = "batch",
+              before_signal: Callable[[Path], None] | None = None) -> tuple[int, str]:
+    """Start the child, signal it while its batch is in flight, and return its exit code and stdout.
+
+    A child that never ends after the signal (a stop that hangs) fails the test after 120 s.
+    """
     markers = tmp_path / "markers"
-    markers.mkdir()
-    child = subprocess.Popen([sys.executable, str(CHILD), str(markers), graceful], cwd=ROOT,
+    markers.mkdir(exist_ok=True)
+    child = subprocess.Popen([sys.executable, str(CHILD), str(markers), graceful, mode], cwd=ROOT,
                              env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True)
     try:
@@ -77,6 +84,8 @@ def run_child(tmp_path: Path, graceful: str, signum: signal.Signals) -> tuple[in
             assert child.poll() is None, f"the child exited early with {child.returncode}"
             assert time.monotonic() < deadline, "the batch never started"
             time.sleep(0.05)
+        if before_signal is not None:
+            before_signal(markers)
         child.send_signal(signum)
         out, _ = child.communicate(timeout=120)
     finally:
@@ -95,6 +104,37 @@ def test_a_signal_drains_the_batch_in_flight_then_stops(tmp_path: Path, signum: 
     assert (tmp_path / "markers" / "done").exists()
     assert "awaitTermination returned STOPPED" in out
     assert code == 0
+
+
+@pytest.mark.spark
+def test_sigterm_behind_a_hung_listener_ends_after_the_listener_exit_timeout(tmp_path: Path) -> None:
+    """A listener hangs on the batch SIGTERM drains: with spark.scheduler.listenerbus.exitTimeout=1s the graceful
+    stop still ends (the listener's events are dropped), awaitTermination returns and the program ends normally."""
+    code, out = run_child(tmp_path, "true", signal.SIGTERM, mode="hung-listener")
+    assert (tmp_path / "markers" / "done").exists()
+    assert "awaitTermination returned STOPPED" in out
+    assert code == 0
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(not ALL, reason="a continuous child starts its own Spark: set AIODSTREAM_SHUTDOWN_TESTS=all")
+def test_sigterm_drains_a_continuous_context(tmp_path: Path) -> None:
+    """Continuous: SIGTERM closes and commits the epoch in progress, rows appended just before included, exactly once."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    lines = [f"line-{i}" for i in range(150)]
+    (markers / "in.txt").write_text("".join(f"{line}\n" for line in lines[:100]))
+
+    def append(markers: Path) -> None:
+        with open(markers / "in.txt", "a") as f:
+            f.writelines(f"{line}\n" for line in lines[100:])
+
+    code, out = run_child(tmp_path, "true", signal.SIGTERM, mode="continuous", before_signal=append)
+    from streaming.continuous import FileSink
+
+    assert "awaitTermination returned STOPPED" in out
+    assert code == 0
+    assert list(FileSink.read_committed(markers / "out")) == [line.upper() for line in lines]
 
 
 @pytest.mark.spark
