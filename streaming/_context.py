@@ -143,11 +143,13 @@ _TRACE_WRITE_TIMEOUT_S = 120.0
 
 
 class _StopAfterBatches:
-    """``spark.aiodstream.trace.batches``: stops the context gracefully once that many batches completed.
+    """``spark.aiodstream.trace.batches``: stops the context once that many batches completed.
 
     The stop runs on a thread of its own (a listener may not stop its context), as a program's
-    own ``ssc.stop(stopSparkContext=False, stopGraceFully=True)`` would; ``awaitTermination``
-    then returns and the program carries on to its end.
+    own ``ssc.stop(stopSparkContext=False)`` would; ``awaitTermination`` then returns and the
+    program carries on to its end. Not a graceful stop: that drains every batch generated so far,
+    and a loaded run that fell behind would record (and wait for) its whole backlog; here the
+    batches queued behind are dropped and the one running gets the usual grace period.
     """
 
     def __init__(self, limit: int, context: StreamingContext) -> None:
@@ -158,7 +160,7 @@ class _StopAfterBatches:
     def on_batch_completed(self, event: object) -> None:
         self._seen += 1
         if self._seen == self._limit:
-            threading.Thread(target=self._context.stop, kwargs={"stopSparkContext": False, "stopGraceFully": True},
+            threading.Thread(target=self._context.stop, kwargs={"stopSparkContext": False, "stopGraceFully": False},
                              name="aiodstream-trace-stop", daemon=True).start()
 
 
@@ -781,8 +783,9 @@ class StreamingContext:
 
         Args:
             path: the trace file (JSON lines).
-            batches: stop the context gracefully once this many batches completed (as
-                ``stop(stopSparkContext=False, stopGraceFully=True)`` on another thread would).
+            batches: stop the context once this many batches completed (as
+                ``stop(stopSparkContext=False)`` on another thread would: the batches queued
+                behind are not run).
 
         Raises:
             StreamingStateError: the context has started.

@@ -76,7 +76,7 @@ def run_child(tmp_path: Path, graceful: str, signum: signal.Signals, mode: str =
     markers = tmp_path / "markers"
     markers.mkdir(exist_ok=True)
     child = subprocess.Popen([sys.executable, str(CHILD), str(markers), graceful, mode], cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                             env={**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True)
     try:
         deadline = time.monotonic() + 120
