@@ -1,4 +1,5 @@
-"""Shutdown signals: SIGTERM and SIGINT drain the batch in flight and stop, with stopGracefullyOnShutdown."""
+"""Shutdown signals: SIGTERM and SIGINT drain what is in flight and stop (micro-batch and continuous contexts with
+stopGracefullyOnShutdown, a Pipeline runtime in an async host), and a hung listener does not hold that stop."""
 
 from __future__ import annotations
 
@@ -187,3 +188,57 @@ def test_an_async_host_ties_the_context_to_its_shutdown(spark_context: object, t
     assert (signum, state) == (signal.SIGTERM, "STOPPED")
     assert finished.is_set() and completed >= 1
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # anyio put the default back
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_sigterm_drains_a_pipeline_runtime_in_an_async_host(backend: str) -> None:
+    """A Pipeline runtime in an async host that stops it gracefully on SIGTERM (anyio's signal receiver): the batch
+    in flight and the one behind it run to the end, then the runtime stops; no Spark, a manual clock."""
+    import anyio
+
+    from scheduler import ManualClock, Seconds
+    from streaming import Batch, Pipeline, StreamingContextState, StreamingRuntime
+    from tests.anyio_support import settle
+
+    async def host() -> tuple[list[int], StreamingContextState]:
+        clock = ManualClock()
+        in_flight, release = anyio.Event(), anyio.Event()
+        done: list[int] = []
+        pipeline = Pipeline()
+        pipeline.add_source(lambda t: [t.milliseconds], name="t")
+
+        async def output(batch: Batch) -> None:
+            if batch.time.milliseconds == 1000:
+                in_flight.set()
+                await release.wait()
+            done.append(batch.time.milliseconds)
+
+        pipeline.add_output(output)
+        with anyio.fail_after(60):
+            async with StreamingRuntime(pipeline, Seconds(1), clock=clock) as rt:
+                await rt.start()
+
+                listening, received_signal = anyio.Event(), anyio.Event()
+
+                async def stop_on_sigterm() -> None:
+                    with anyio.open_signal_receiver(signal.SIGTERM) as received:
+                        listening.set()
+                        async for _ in received:
+                            received_signal.set()
+                            await rt.stop(graceful=True)
+                            return
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(stop_on_sigterm)
+                    await listening.wait()
+                    clock.advance(Seconds(1))
+                    await in_flight.wait()
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    await received_signal.wait()
+                    await settle()  # the stop waits for the timer's one more tick
+                    clock.advance(Seconds(1))  # batch 2000
+                    release.set()
+            return done, rt.state
+
+    done, state = anyio.run(host, backend=backend)
+    assert (done, state) == ([1000, 2000], StreamingContextState.STOPPED)
