@@ -428,7 +428,9 @@ class StreamingRuntime:
                 with anyio.CancelScope(shield=True):
                     await tracker.close()
             self._unregister()
-            self.listener_bus.close()
+            # The listeners drain in the background, within the exit timeout: leaving our task
+            # group waits for that, and a hung listener must not hold it.
+            tg.start_soon(self.listener_bus.stop)
             self._scheduler_done.set()
             self._mark_stopped()
             raise
