@@ -159,7 +159,9 @@ class StreamingRuntime:
             batch_duration: the batch interval, a positive :class:`Duration`.
             clock: where every time comes from (default: the wall clock).
             concurrent_jobs: how many jobs may run at once.
-            graceful_stop_timeout: bound on a graceful stop (default 10 batch intervals).
+            graceful_stop_timeout: how long a graceful stop waits without any job finishing
+                before it abandons what is left (default 10 batch intervals); late batches that
+                keep finishing are all drained.
             abandon_after: how long an immediate stop lets running jobs finish before it
                 cancels them (Spark waits 2 s).
             listener_bus_capacity: per-listener queue bound.
@@ -534,8 +536,8 @@ class StreamingRuntime:
     async def stop(self, *, graceful: bool = False) -> None:
         """Stop the runtime (ACTIVE -> STOPPED); idempotent.
 
-        Graceful: the next tick still fires, then everything generated runs to completion,
-        within ``graceful_stop_timeout``. Immediate: nothing new starts; running jobs get
+        Graceful: the next tick still fires, then everything generated runs to completion;
+        it gives up once ``graceful_stop_timeout`` passes without any job finishing. Immediate: nothing new starts; running jobs get
         ``abandon_after`` to finish and are then cancelled (a blocking Spark call in a worker
         thread cannot be interrupted: its Spark job group is cancelled and the thread is
         abandoned). Either way every listener event already posted is delivered before this
