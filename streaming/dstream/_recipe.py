@@ -38,8 +38,9 @@ _MAGIC = b"aiodstream-graph v1\n"
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Spark saves nothing for a queue stream and only warns (QueueInputDStream.writeObject); any other
-# graph that cannot be serialized refuses the start (StreamingContext.validate).
-_QUEUE_METHOD = "queueStream"
+# graph that cannot be serialized refuses the start (StreamingContext.validate). An async iterable
+# (our asyncIterableStream) is a live source like a queue of RDDs: it warns the same way.
+_LIVE_SOURCE_METHODS = frozenset({"queueStream", "asyncIterableStream"})
 
 
 class GraphNotSerializableError(CheckpointError, pickle.PicklingError):
@@ -184,12 +185,13 @@ class GraphRecipe:
 
         Spark's ``StreamingContext.validate`` serializes the graph before a checkpointed context
         starts, and a function that cannot be serialized refuses the start; a queue stream is
-        not saved (Spark warns "queueStream doesn't support checkpointing"), and neither is a
-        call that mixes in a stream of another context: for those this returns the reason.
+        not saved (Spark warns "queueStream doesn't support checkpointing"), nor is an
+        ``asyncIterableStream``'s live iterable, nor a call that mixes in a stream of another
+        context: for those this returns the reason.
 
         Raises:
             GraphNotSerializableError: a function (or another argument) of a call other than
-                ``queueStream`` cannot be pickled; the message is pyspark's for that failure.
+                those input streams cannot be pickled; the message is pyspark's for that failure.
         """
         from pyspark import cloudpickle  # the pickler pyspark ships functions to executors with
 
@@ -202,17 +204,18 @@ class GraphRecipe:
         except Exception as exc:  # cloudpickle raises many kinds: anything unpicklable
             whole = exc
         # Which call: pyspark pickles each function on its own and fails on the first bad one.
-        queue_failure: BaseException | None = None
+        live_failure: tuple[str, BaseException] | None = None
         for call in self.calls:
             failure = _pickling_failure(call)
             if failure is None:
                 continue
-            if call.method == _QUEUE_METHOD:
-                queue_failure = queue_failure or failure
+            if call.method in _LIVE_SOURCE_METHODS:
+                live_failure = live_failure or (call.method, failure)
                 continue
             raise _not_serializable(failure, call.method)
-        if queue_failure is not None:
-            return None, f"queueStream doesn't support checkpointing: {queue_failure}"
+        if live_failure is not None:
+            method, failure = live_failure
+            return None, f"{method} doesn't support checkpointing: {failure}"
         raise _not_serializable(_pickling_failure(recipe) or whole, None)
 
     def save(self, directory: str | os.PathLike[str] | CheckpointPath, *, batch_ms: int, concurrent_jobs: int | None,
