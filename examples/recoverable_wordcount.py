@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -45,9 +44,10 @@ def main(files: int, interval: float) -> None:
         checkpoint, incoming, staging = Path(tmp, "checkpoint"), Path(tmp, "in"), Path(tmp, "staging")
         incoming.mkdir()
         staging.mkdir()
-        latest: dict[str, int] = {}
+        # The latest counts, replaced whole by each batch (one reference swap, so the reader never
+        # sees a half-updated dict): no lock in the function, which the checkpoint pickles.
+        snapshot: list[dict[str, int]] = [{}]
         written: list[str] = []
-        lock = threading.Lock()
 
         def create_context() -> StreamingContext:
             # Called on every start (restoreGraph=False below): this example keeps its counts in this
@@ -60,9 +60,7 @@ def main(files: int, interval: float) -> None:
 
             def show(batch_time: Any, rdd: Any) -> None:
                 counts = dict(rdd.collect())
-                with lock:
-                    latest.clear()
-                    latest.update(counts)
+                snapshot[0] = counts
                 print(f"{batch_time:%H:%M:%S}", " ".join(f"{w}={n}" for w, n in sorted(counts.items())), flush=True)
 
             counts.foreachRDD(show)
@@ -72,11 +70,10 @@ def main(files: int, interval: float) -> None:
         def wait_for_counts(timeout: float = 180) -> None:
             deadline = time.monotonic() + timeout
             while True:
-                with lock:
-                    if latest == dict(Counter(written)):
-                        return
+                if snapshot[0] == dict(Counter(written)):
+                    return
                 if time.monotonic() > deadline:
-                    raise SystemExit(f"the counts did not reach the input in {timeout}s: {latest}")
+                    raise SystemExit(f"the counts did not reach the input in {timeout}s: {snapshot[0]}")
                 time.sleep(0.1)
 
         # Run 1: half the files, counted; one more file, and a crash while it may be in flight.
@@ -103,6 +100,7 @@ def main(files: int, interval: float) -> None:
         ssc.stop(stopSparkContext=True, stopGraceFully=True)
 
     expected = Counter(written)
+    latest = snapshot[0]
     print("final:", " ".join(f"{w}={n}" for w, n in sorted(latest.items())))
     print("expected:", " ".join(f"{w}={n}" for w, n in sorted(expected.items())))
     if latest != dict(expected):

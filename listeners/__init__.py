@@ -5,6 +5,7 @@ The counterpart of Spark's ``StreamingListener`` API and ``StreamingListenerBus`
 
 from ._builtin import EventRecorder, StatsReportListener
 from ._bus import (
+    DEFAULT_LISTENER_EXIT_TIMEOUT,
     ListenerBusStatistics,
     ListenerStatistics,
     OverflowPolicy,
@@ -36,6 +37,7 @@ __all__ = [
     "BatchStarted",
     "BatchSubmitted",
     "current_listener",
+    "DEFAULT_LISTENER_EXIT_TIMEOUT",
     "EventRecorder",
     "HANDLER_NAMES",
     "ListenerBusStatistics",

@@ -2,8 +2,10 @@
 
 Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue``, with three differences: each listener
 has its own bounded queue and dispatcher task (a slow listener delays only itself, and a drop
-names it); the overflow policy is explicit (drop and count, or block the producer); and nothing
-posted is lost at stop: :meth:`StreamingListenerBus.close` drains every queue first.
+names it); the overflow policy is explicit (drop and count, or block the producer); and a stop
+delivers what is queued, within a deadline (Spark's ``spark.scheduler.listenerbus.exitTimeout``,
+which Spark leaves unbounded by default): :meth:`StreamingListenerBus.stop` drains every queue
+first, then drops and counts what a hung listener still holds, so a stop always ends.
 
 Where callbacks run: an ``async def`` callback on the listener's dispatcher task; a plain ``def``
 callback off the event loop, on a worker thread that serves that listener alone (one call at a
@@ -30,7 +32,21 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 
-from scheduler import Job, JobSet, Mailbox, StreamingStateError, library_logger, ready_probe, yield_to_ready
+from scheduler import (
+    Clock,
+    Duration,
+    InvalidDurationError,
+    Job,
+    JobSet,
+    Mailbox,
+    Seconds,
+    StreamingStateError,
+    SystemClock,
+    library_logger,
+    ready_probe,
+    run_with_timeout,
+    yield_to_ready,
+)
 
 from ._events import (
     BatchCompleted,
@@ -44,6 +60,7 @@ from ._info import BatchInfo, OutputOperationInfo
 from ._listener import HANDLER_NAMES, StreamingListener
 
 __all__ = [
+    "DEFAULT_LISTENER_EXIT_TIMEOUT",
     "ListenerBusStatistics",
     "ListenerStatistics",
     "OverflowPolicy",
@@ -57,6 +74,13 @@ _current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar("
 _YIELD_EVERY = 256
 
 _EMPTY: Any = object()  # what Mailbox.poll returns when no event is queued
+
+DEFAULT_LISTENER_EXIT_TIMEOUT: Duration = Seconds(10)
+"""How long a stop lets listeners drain their queues by default (``spark.scheduler.listenerbus.exitTimeout``).
+
+Spark's default, 0, waits without a bound, so one hung listener holds the stop (and a SIGTERM's
+graceful path) forever; here the default is bounded and ``None`` asks for Spark's unbounded wait.
+"""
 
 
 def current_listener() -> str | None:
@@ -124,6 +148,10 @@ class _Slot:
         self.warned = False
         self.running = False
         self.dispatched = False
+        self.ended = False  # its dispatcher has returned: nothing more is delivered to it
+        # Progress through the run of events on the listener's thread (written by that thread).
+        self.run_done = 0
+        self.run_failed = 0
 
     def statistics(self) -> ListenerStatistics:
         return ListenerStatistics(self.name, self.accepted - self.processed, self.processed - self.failed, self.failed, self.dropped)
@@ -152,24 +180,51 @@ def _handlers_of(listener: object) -> dict[type, tuple[Callable[[Any], Any], boo
 
 
 class StreamingListenerBus:
-    """An asynchronous, bounded, lossless-at-stop event bus.
+    """An asynchronous, bounded event bus that delivers what is queued at stop, within a deadline.
 
     Run it in a task group (``await tg.start(bus.run)``), post events with :meth:`post`, and end
-    it with :meth:`close`, which delivers everything already queued before it returns. Each
-    listener receives events one at a time in posting order on its own task.
+    it with :meth:`stop`, which delivers everything already queued within :attr:`exit_timeout`
+    and drops (and counts) what a hung listener still holds after that; :meth:`close` only
+    stops accepting events, and :meth:`run` returns once the queues are drained. Each listener
+    receives events one at a time in posting order on its own task.
 
     It also implements the scheduler's ``JobSchedulerListener``: the scheduler tells it about
     batch and job transitions and it turns them into events.
     """
 
-    def __init__(self, capacity: int = 10_000, overflow: OverflowPolicy = OverflowPolicy.DROP) -> None:
-        """Create a bus whose listener queues each hold ``capacity`` events."""
+    def __init__(self, capacity: int = 10_000, overflow: OverflowPolicy = OverflowPolicy.DROP, *,
+                 clock: Clock | None = None, exit_timeout: Duration | None = DEFAULT_LISTENER_EXIT_TIMEOUT) -> None:
+        """Create a bus whose listener queues each hold ``capacity`` events.
+
+        Args:
+            capacity: each listener's queue bound.
+            overflow: what :meth:`post` does when a listener's queue is full.
+            clock: the clock :meth:`stop`'s deadline is measured on (default: the wall clock);
+                a runtime passes its own, so a manual clock decides when the deadline passes.
+            exit_timeout: how long :meth:`stop` lets the listeners drain what is queued before
+                it drops the rest (Spark's ``spark.scheduler.listenerbus.exitTimeout``); ``None``
+                waits without a bound, as Spark's default does.
+
+        Raises:
+            ValueError: a capacity that is not a positive int.
+            TypeError: an overflow that is not an :class:`OverflowPolicy`.
+            InvalidDurationError: an exit timeout that is not a non-negative Duration or None.
+        """
         if type(capacity) is not int or capacity < 1:
             raise ValueError(f"listener bus capacity must be a positive int, got {capacity!r}")
         if not isinstance(overflow, OverflowPolicy):
             raise TypeError(f"overflow must be an OverflowPolicy, got {overflow!r}")
+        if exit_timeout is not None and (not isinstance(exit_timeout, Duration) or exit_timeout.milliseconds < 0):
+            raise InvalidDurationError(
+                f"the listener bus exit timeout must be a non-negative Duration or None (no bound), got {exit_timeout!r}; "
+                "pass e.g. Seconds(10)"
+            )
         self.capacity = capacity
         self.overflow = overflow
+        self.exit_timeout = exit_timeout
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._ended: anyio.Event | None = None  # set when run() has returned
+        self._abandoned = False  # stop()'s deadline passed, or it was cancelled: undelivered events are dropped
         # Replaced, never mutated, on add/remove: a post that waits (BLOCK) keeps iterating the
         # list it started with, so no listener is skipped when another one leaves.
         self._slots: list[_Slot] = []
@@ -331,13 +386,14 @@ class StreamingListenerBus:
     # -- running --
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Dispatch events until :meth:`close`; returns once every queue is drained.
+        """Dispatch events until :meth:`close`; returns once every queue is drained (or :meth:`stop` gave up on it).
 
         Runs until :meth:`close` even with no listener, so that listeners added later are served.
         """
         if self._tg is not None:
             raise StreamingStateError("the listener bus is already running")
         self._closing = anyio.Event()
+        self._ended = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -348,6 +404,7 @@ class StreamingListenerBus:
                     await self._closing.wait()
         finally:
             self._tg = None
+            self._ended.set()
 
     def _start_dispatcher(self, tg: anyio.abc.TaskGroup, slot: _Slot) -> None:
         if not slot.dispatched and not slot.inline:
@@ -372,6 +429,48 @@ class StreamingListenerBus:
             self._log.warning("listener bus closed after dropping events", dropped=dropped,
                               by_listener={s.name: s.dropped for s in self._slots if s.dropped})
 
+    async def stop(self) -> bool:
+        """Close the bus, let the listeners drain what is queued within :attr:`exit_timeout`, then drop the rest.
+
+        Spark's ``LiveListenerBus.stop`` with ``spark.scheduler.listenerbus.exitTimeout``: it
+        returns once :meth:`run` has ended. Until the deadline (measured on the bus's clock)
+        every queued event is delivered; past it, what a listener has not received yet is
+        dropped, counted in :meth:`statistics` (``dropped``) and reported by one warning per
+        listener naming it, and its dispatcher is cancelled. An ``async`` callback in progress is
+        cancelled. A plain callback in progress on the listener's worker thread cannot be
+        interrupted: it is abandoned, runs to its end unwaited (the process's exit still waits
+        for that thread), its event counts as dropped and the listener gets nothing after it. A
+        plain callback that blocks the event loop itself (``on_loop``) holds everything,
+        this deadline included.
+
+        Cancellation (a ``move_on_after`` around the stop of a context) is honoured: the wait
+        ends at once, what is undelivered is dropped as at the deadline, and the cancellation
+        propagates; only the short wait for the cancelled dispatchers to leave is shielded.
+
+        Returns:
+            True if every queued event was delivered, False if some were dropped.
+        """
+        self.close()
+        ended = self._ended
+        if ended is None:  # never ran: what is queued is delivered if it runs later
+            return True
+        try:
+            return await run_with_timeout(self._clock, self.exit_timeout, ended.wait)
+        finally:
+            if not ended.is_set():
+                self._abandon()
+                with anyio.CancelScope(shield=True):
+                    # Short: cancelled dispatchers leave at once (a thread is not waited for).
+                    await ended.wait()
+                for slot in (*self._slots, *self._removed):
+                    self._drop_undelivered(slot)  # a dispatcher cancelled before it ever ran
+
+    def _abandon(self) -> None:
+        """Give up on what is still queued: cancel the dispatchers; each counts and reports its undelivered events."""
+        self._abandoned = True
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
     async def wait_delivered(self) -> None:
         """Wait until every event posted before this call has reached every listener.
 
@@ -381,7 +480,7 @@ class StreamingListenerBus:
         self._waiters += 1
         try:
             for slot, target in targets:
-                while slot.processed < target:
+                while slot.processed < target and not slot.ended:
                     if self._progress is None:
                         self._progress = anyio.Event()
                     await self._progress.wait()
@@ -448,6 +547,9 @@ class StreamingListenerBus:
             # Nobody takes from this queue any more: later posts skip it, waiting ones give up.
             queue.close()
             slot.running = False
+            slot.ended = True
+            if self._abandoned:
+                self._drop_undelivered(slot)
             if slot in self._removed:  # drained: keep its final counts, not the listener
                 self._removed.remove(slot)
                 self._removed_stats.append(slot.statistics())
@@ -458,23 +560,54 @@ class StreamingListenerBus:
             slot.limiter = anyio.CapacityLimiter(1)
         # Cancelled (the host tears the context down), the dispatcher leaves at once and the
         # callback in progress finishes on its thread, unwaited; a close drains as always.
-        slot.failed += await anyio.to_thread.run_sync(self._deliver, slot.name, run, limiter=slot.limiter,
-                                                      abandon_on_cancel=True)
+        slot.run_done = slot.run_failed = 0
+        try:
+            slot.failed += await anyio.to_thread.run_sync(self._deliver, slot, run, limiter=slot.limiter,
+                                                          abandon_on_cancel=True)
+        except BaseException:
+            if self._abandoned:
+                # Given up by stop(): the events of this run the thread got through count as
+                # delivered; the one in progress and the rest are dropped.
+                slot.processed += slot.run_done
+                slot.failed += slot.run_failed
+            raise
 
-    def _deliver(self, name: str, run: _Run) -> int:
-        """On the listener's thread: each callback in order; returns how many raised."""
+    def _drop_undelivered(self, slot: _Slot) -> None:
+        # The stop's deadline passed (or the stop was cancelled): what this listener has not
+        # received, the event of a callback still running on its thread included, is dropped.
+        lost = slot.accepted - slot.processed
+        if lost <= 0:
+            return
+        slot.dropped += lost
+        slot.accepted = slot.processed
+        self._log.warning(
+            "listener bus stopped before this listener received every queued event; they were dropped",
+            listener=slot.name,
+            dropped=lost,
+            exit_timeout_ms=None if self.exit_timeout is None else self.exit_timeout.milliseconds,
+        )
+
+    def _deliver(self, slot: _Slot, run: _Run) -> int:
+        """On the listener's thread: each callback in order; returns how many raised.
+
+        Counts its progress in ``slot.run_done`` / ``slot.run_failed`` as it goes (plain int
+        stores, read by the loop only if :meth:`stop` gives up on the run).
+        """
         failed = 0
         for callback, event in run:
-            if callback is None:
-                continue
-            try:
-                result = callback(event)
-                if result is not None and inspect.isawaitable(result):
-                    anyio.from_thread.run(_awaited, result)  # a plain def that returned an awaitable
-            except Exception:
-                failed += 1
-                self._log.exception("listener raised; it stays registered", listener=name,
-                                    event_type=type(event).__name__)
+            if self._abandoned:
+                break  # the stop gave up on this listener: its remaining events were dropped
+            if callback is not None:
+                try:
+                    result = callback(event)
+                    if result is not None and inspect.isawaitable(result):
+                        anyio.from_thread.run(_awaited, result)  # a plain def that returned an awaitable
+                except Exception:
+                    failed += 1
+                    slot.run_failed = failed
+                    self._log.exception("listener raised; it stays registered", listener=slot.name,
+                                        event_type=type(event).__name__)
+            slot.run_done += 1
         return failed
 
     def _notify_progress(self) -> None:

@@ -178,8 +178,11 @@ class JobScheduler:
         """Stop generating batches and end :meth:`run`; return False if a graceful stop timed out.
 
         Graceful: the tick the timer is waiting for still fires, then every generated batch is
-        run to completion and finalised (hooks included), bounded by ``timeout``; what is left
-        at the timeout is abandoned as in an immediate stop.
+        run to completion and finalised (hooks included). ``timeout`` bounds the time without
+        progress, not the whole drain: a stop behind late batches drains them as long as jobs
+        keep finishing, and gives up once ``timeout`` passes with no job finished and no batch
+        generated or finalised; what is left then is abandoned as in an immediate stop.
+        (Spark bounds only the wait for the generator and then gives queued jobs an hour.)
 
         Immediate: no new batch is generated; queued jobs are dropped; running jobs get
         ``abandon_after`` to finish, then each one's ``cancel`` hook is called (Spark's job group
@@ -203,9 +206,10 @@ class JobScheduler:
         if graceful:
             self._log.info("stopping job scheduler gracefully", timeout_ms=None if timeout is None else timeout.milliseconds)
             await self.generator.timer.stop(one_more_tick=True)
-            drained = await run_with_timeout(self._clock, timeout, self._wait_idle)
+            drained = await self._drain(timeout)
             if not drained:
-                self._log.warning("timed out while stopping the job generator", timeout_ms=timeout.milliseconds if timeout else None)
+                self._log.warning("timed out while stopping the job generator", timeout_ms=timeout.milliseconds if timeout else None,
+                                  pending=[t.milliseconds for t in self.pending_times()])
         else:
             self._log.info("stopping job scheduler immediately")
             await self.generator.timer.stop(one_more_tick=False)
@@ -352,6 +356,7 @@ class JobScheduler:
     async def _finish_job(self, job: Job, job_set: JobSet) -> None:
         listener = self._listener
         completed = job_set.handle_job_completion(job, self._clock.now())
+        self._tracker.advanced()  # progress, for a graceful stop's timeout
         if job.failure is not None:
             self._stats["jobs_failed"] += 1
         else:
@@ -435,6 +440,19 @@ class JobScheduler:
     async def _wait_idle(self) -> None:
         """Wait until every posted message is handled and every submitted batch is finalised."""
         await self._tracker.wait_idle()
+
+    async def _drain(self, timeout: Duration | None) -> bool:
+        """Wait until idle; False once ``timeout`` passes (on the clock) without any work ending or advancing.
+
+        The deadline moves with progress: late batches that keep finishing are drained whatever
+        their number, while a job that never ends still ends the wait ``timeout`` after the last
+        thing that moved.
+        """
+        tracker = self._tracker
+        while tracker.in_flight:
+            if not await run_with_timeout(self._clock, timeout, tracker.wait_progress):
+                return False
+        return True
 
     async def wait_until_idle(self) -> None:
         """Wait until every tick that is due has been generated, run and finalised.

@@ -2,7 +2,8 @@
 
 The JobGenerator counts the messages it is posted, the JobScheduler the batches it has not
 finalised; a graceful stop and ``wait_until_idle`` wait for the count to reach zero (what Spark's
-``JobScheduler.stop`` polls for with sleeps).
+``JobScheduler.stop`` polls for with sleeps), and a graceful stop's timeout is measured from the
+last time some work ended or advanced.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ __all__ = ["WorkTracker"]
 class WorkTracker:
     """A count of work started and not yet done, with a wait for zero. One event loop; not thread-safe."""
 
-    __slots__ = ("_count", "_idle")
+    __slots__ = ("_count", "_idle", "_moved")
 
     def __init__(self) -> None:
         """Start with nothing in flight."""
         self._count = 0
         self._idle: anyio.Event | None = None
+        self._moved: anyio.Event | None = None
 
     @property
     def in_flight(self) -> int:
@@ -34,9 +36,26 @@ class WorkTracker:
     def done(self) -> None:
         """One unit of work ended; at zero, wake the waiters."""
         self._count -= 1
+        if self._moved is not None:
+            self._moved.set()
+            self._moved = None
         if self._count == 0 and self._idle is not None:
             self._idle.set()
             self._idle = None
+
+    def advanced(self) -> None:
+        """Work in flight moved on without ending (one job of a batch finished): wakes :meth:`wait_progress`."""
+        if self._moved is not None:
+            self._moved.set()
+            self._moved = None
+
+    async def wait_progress(self) -> None:
+        """Wait until some work ends or advances (returns at once when nothing is in flight). Cancellable."""
+        if not self._count:
+            return
+        if self._moved is None:
+            self._moved = anyio.Event()
+        await self._moved.wait()
 
     async def wait_idle(self) -> None:
         """Wait until nothing is in flight (returns at once when nothing is). Cancellable."""

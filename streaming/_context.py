@@ -66,6 +66,7 @@ from .dstream import (
     UnionDStream,
     api_call,
     load_recipe,
+    write_recipe,
 )
 from .inputs import (
     DEFAULT_MAX_BUFFERED_RECORDS,
@@ -81,9 +82,11 @@ from .inputs import (
 from .runtime import StreamingContextState, StreamingRuntime
 from .spark import (
     CHECKPOINT_FILE_MANAGER_KEY,
+    LISTENER_EXIT_TIMEOUT_KEY,
     HadoopFileManager,
     SparkBinding,
     SparkSettings,
+    listener_exit_timeout,
     resolve_checkpoint_path,
     seconds_to_duration,
     streaming_job_group,
@@ -147,11 +150,13 @@ _TRACE_WRITE_TIMEOUT_S = 120.0
 
 
 class _StopAfterBatches:
-    """``spark.aiodstream.trace.batches``: stops the context gracefully once that many batches completed.
+    """``spark.aiodstream.trace.batches``: stops the context once that many batches completed.
 
     The stop runs on a thread of its own (a listener may not stop its context), as a program's
-    own ``ssc.stop(stopSparkContext=False, stopGraceFully=True)`` would; ``awaitTermination``
-    then returns and the program carries on to its end.
+    own ``ssc.stop(stopSparkContext=False)`` would; ``awaitTermination`` then returns and the
+    program carries on to its end. Not a graceful stop: that drains every batch generated so far,
+    and a loaded run that fell behind would record (and wait for) its whole backlog; here the
+    batches queued behind are dropped and the one running gets the usual grace period.
     """
 
     def __init__(self, limit: int, context: StreamingContext) -> None:
@@ -162,7 +167,7 @@ class _StopAfterBatches:
     def on_batch_completed(self, event: object) -> None:
         self._seen += 1
         if self._seen == self._limit:
-            threading.Thread(target=self._context.stop, kwargs={"stopSparkContext": False, "stopGraceFully": True},
+            threading.Thread(target=self._context.stop, kwargs={"stopSparkContext": False, "stopGraceFully": False},
                              name="aiodstream-trace-stop", daemon=True).start()
 
 
@@ -330,12 +335,14 @@ class StreamingContext:
         settings = self._settings()
         graceful = settings.get("spark.streaming.gracefulStopTimeout")
         timeout = None if graceful is None else Duration(time_string_as(graceful, "ms", "spark.streaming.gracefulStopTimeout"))
+        exit_timeout = listener_exit_timeout(settings.get(LISTENER_EXIT_TIMEOUT_KEY))
         runtime: StreamingRuntime | ContinuousExecution
         if self._continuous is not None:
             runtime = ContinuousExecution(
                 lambda: continuous_plan(self._env.recipe), self._continuous,
                 launcher=SparkTaskLauncher(lambda: self._spark.spark_context), clock=self._clock, name=self._query_name,
                 checkpoint_location=self._log_dir, options=self._continuous_options(), graceful_stop_timeout=timeout,
+                listener_exit_timeout=exit_timeout,
             )
         else:
             concurrent = self._concurrent_jobs or int(settings.get("spark.streaming.concurrentJobs", "1") or "1")
@@ -345,8 +352,8 @@ class StreamingContext:
                 stop_on_failure = (settings.get("spark.streaming.stopOnFailure", "false") or "false").strip().lower() == "true"
             runtime = StreamingRuntime(
                 self._graph, self._batch_duration, clock=self._clock, concurrent_jobs=concurrent,
-                graceful_stop_timeout=timeout, listener_overflow=self._overflow, name=self._query_name,
-                checkpoint_location=self._log_dir, track_progress=True, options=self._options(),
+                graceful_stop_timeout=timeout, listener_overflow=self._overflow, listener_exit_timeout=exit_timeout,
+                name=self._query_name, checkpoint_location=self._log_dir, track_progress=True, options=self._options(),
                 stop_on_failure=stop_on_failure,
             )
         self._runtime = runtime
@@ -805,8 +812,9 @@ class StreamingContext:
 
         Args:
             path: the trace file (JSON lines).
-            batches: stop the context gracefully once this many batches completed (as
-                ``stop(stopSparkContext=False, stopGraceFully=True)`` on another thread would).
+            batches: stop the context once this many batches completed (as
+                ``stop(stopSparkContext=False)`` on another thread would: the batches queued
+                behind are not run).
 
         Raises:
             StreamingStateError: the context has started.
@@ -975,14 +983,17 @@ class StreamingContext:
         directory = self._log_dir
         if directory is None:
             return
+        sc = self.sparkContext
+        conf = [(k, v) for k, v in sc.getConf().getAll() if k not in _NOT_RESTORED_CONF]
+        # Spark's validate(): a graph that cannot be serialized refuses the start before anything
+        # on disk changes (GraphNotSerializableError, pyspark's message).
+        data, reason = self._env.recipe.serialize(batch_ms=self._batch_duration.milliseconds,
+                                                  concurrent_jobs=self._concurrent_jobs, spark_conf=conf,
+                                                  continuous_ms=None if self._continuous is None else self._continuous.interval_ms)
         if not self._recovering:
             self._move_previous_run_aside(directory)
         directory.mkdirs()
-        sc = self.sparkContext
-        conf = [(k, v) for k, v in sc.getConf().getAll() if k not in _NOT_RESTORED_CONF]
-        reason = self._env.recipe.save(directory, batch_ms=self._batch_duration.milliseconds,
-                                       concurrent_jobs=self._concurrent_jobs, spark_conf=conf,
-                                       continuous_ms=None if self._continuous is None else self._continuous.interval_ms)
+        write_recipe(directory, data)
         if reason is not None:
             self._log.warning("the DStream graph cannot be saved in the checkpoint: a restart through getOrCreate calls "
                               "the setup function again", reason=reason)

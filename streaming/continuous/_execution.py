@@ -24,7 +24,14 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 
-from listeners import QueryProgress, QueryStarted, QueryTerminated, StreamingListenerBus, current_listener
+from listeners import (
+    DEFAULT_LISTENER_EXIT_TIMEOUT,
+    QueryProgress,
+    QueryStarted,
+    QueryTerminated,
+    StreamingListenerBus,
+    current_listener,
+)
 from scheduler import (
     Checkpoint,
     CheckpointClaim,
@@ -210,6 +217,7 @@ class ContinuousExecution:
         graceful_stop_timeout: Duration | None = None,
         abandon_after: Duration = Milliseconds(2000),
         listener_bus_capacity: int = 10_000,
+        listener_exit_timeout: Duration | None = DEFAULT_LISTENER_EXIT_TIMEOUT,
     ) -> None:
         """Configure the query; nothing runs until :meth:`start`.
 
@@ -232,6 +240,9 @@ class ContinuousExecution:
             graceful_stop_timeout: bound on a graceful stop (default 10 epoch intervals).
             abandon_after: how long an immediate stop waits for the tasks after cancelling them.
             listener_bus_capacity: per-listener queue bound.
+            listener_exit_timeout: how long a stop lets listeners drain their queues, on
+                ``clock`` (Spark's ``spark.scheduler.listenerbus.exitTimeout``); what a hung
+                listener has not received by then is dropped and counted. ``None``: no bound.
 
         Raises:
             InvalidPipelineError: a bad option or trigger.
@@ -249,7 +260,7 @@ class ContinuousExecution:
         self._bind_host = bind_host
         self.graceful_stop_timeout = graceful_stop_timeout or trigger.interval * 10
         self.abandon_after = abandon_after
-        self.listener_bus = StreamingListenerBus(listener_bus_capacity)
+        self.listener_bus = StreamingListenerBus(listener_bus_capacity, clock=self.clock, exit_timeout=listener_exit_timeout)
         self.handle: object = self
         """What the query manager hands out for this query."""
         self.run_id = uuid.uuid4()
@@ -429,9 +440,7 @@ class ContinuousExecution:
             self._state = StreamingContextState.STOPPED
             with anyio.CancelScope(shield=True):
                 await self._teardown()
-                self.listener_bus.close()
-                if self._bus_started:
-                    await self._bus_done.wait()
+                await self.listener_bus.stop()  # bounded by the bus's exit timeout
             if self._registered:
                 query_registry.forget(self)
             await self._release_checkpoint()
@@ -801,7 +810,13 @@ class ContinuousExecution:
 
         Graceful: the epoch in progress is closed and committed, then the tasks end (within
         ``graceful_stop_timeout``, after which the stop goes on as an immediate one). Immediate:
-        nothing more is committed, the tasks' job group is cancelled.
+        nothing more is committed, the tasks' job group is cancelled. Either way the listeners
+        get what is queued within ``listener_exit_timeout``; after it, what a hung listener has
+        not received is dropped and counted, and a callback running on its thread is abandoned.
+
+        Cancelled (``anyio.move_on_after`` around it), the stop goes on as an immediate one for
+        its short bookkeeping (shielded), drops the listener events not yet delivered, and the
+        query is STOPPED when the cancellation propagates.
 
         Raises:
             StreamingStateError: called from a listener callback (the stop waits for the listeners).
@@ -844,10 +859,13 @@ class ContinuousExecution:
 
                 if not await run_with_timeout(self.clock, self.graceful_stop_timeout, closed):
                     self._log.warning("graceful stop timed out; stopping now", timeout_ms=self.graceful_stop_timeout.milliseconds)
+        except anyio.get_cancelled_exc_class():
+            graceful = False  # cancelled from outside: what is not committed stays so, as in an immediate stop
+            raise
         finally:
             with anyio.CancelScope(shield=True):
                 await self._teardown(graceful=graceful and self._error is None)
-                await self._finish()
+            await self._finish()
 
     def _actions_done_or_idle(self) -> bool:
         return self._actions_send is None or self._actions_send.statistics().current_buffer_used == 0
@@ -879,25 +897,28 @@ class ContinuousExecution:
     async def _finish(self) -> None:
         was_active = self._state is StreamingContextState.ACTIVE
         death = self._error
-        self._set_status("Stopped" if death is None else f"Terminated with exception: {death}")
-        if self._registered:
-            if was_active:
-                query_registry.terminated(self, death)
-            else:
-                query_registry.forget(self)
-            self._registered = False
-        await self._release_checkpoint()  # after the teardown: nothing more is written
-        if was_active and self.query_id is not None:
-            text = None if death is None else redacted_traceback(death)
-            await self.listener_bus.post(QueryTerminated(self.query_id, self.run_id, text, None))
-        self.listener_bus.close()
-        if self._bus_done is not None:
-            await self._bus_done.wait()
-        self._state = StreamingContextState.STOPPED
-        assert self._stop_done is not None
-        self._stop_done.set()
-        self._wake()
-        self._log.info("continuous query stopped", error=None if death is None else str(death))
+        try:
+            with anyio.CancelScope(shield=True):
+                self._set_status("Stopped" if death is None else f"Terminated with exception: {death}")
+                if self._registered:
+                    if was_active:
+                        query_registry.terminated(self, death)
+                    else:
+                        query_registry.forget(self)
+                    self._registered = False
+                await self._release_checkpoint()  # after the teardown: nothing more is written
+                if was_active and self.query_id is not None:
+                    text = None if death is None else redacted_traceback(death)
+                    await self.listener_bus.post(QueryTerminated(self.query_id, self.run_id, text, None))
+            # Not shielded: bounded by the bus's exit timeout, and a cancelled stop drops what is
+            # undelivered instead of waiting for a hung listener.
+            await self.listener_bus.stop()
+        finally:
+            self._state = StreamingContextState.STOPPED
+            assert self._stop_done is not None
+            self._stop_done.set()
+            self._wake()
+            self._log.info("continuous query stopped", error=None if death is None else str(death))
 
     # -- waiting --
 

@@ -18,13 +18,24 @@ from ._dstream import (
 from ._environment import StreamEnvironment
 from ._graph import DStreamGraph, GraphStream, InputStream
 from ._node import StreamNode, memory_only, union_rdds
-from ._recipe import RECIPE_FILE, GraphRecipe, RecipeCall, SavedRecipe, StreamRef, load_recipe, recorded
+from ._recipe import (
+    RECIPE_FILE,
+    GraphNotSerializableError,
+    GraphRecipe,
+    RecipeCall,
+    SavedRecipe,
+    StreamRef,
+    load_recipe,
+    recorded,
+    write_recipe,
+)
 from ._snapshots import StatefulStream, StateSnapshots
 from ._transforms import ForEachNode
 from ._windowed import INCREMENTAL_MIN_SLIDES, validate_window
 
 __all__ = [
     "DStream",
+    "GraphNotSerializableError",
     "GraphRecipe",
     "RECIPE_FILE",
     "RecipeCall",
@@ -33,6 +44,7 @@ __all__ = [
     "api_call",
     "load_recipe",
     "recorded",
+    "write_recipe",
     "DStreamGraph",
     "ForEachNode",
     "GraphStream",

@@ -10,13 +10,25 @@ from __future__ import annotations
 
 import functools
 import os
+import pickle
+import traceback
 from typing import Any, Callable, Sequence, TypeVar
 
 import attrs
 
 from scheduler import MAX_MILLISECONDS, CheckpointError, CheckpointPath, CorruptCheckpointError, as_checkpoint_path
 
-__all__ = ["RECIPE_FILE", "GraphRecipe", "RecipeCall", "SavedRecipe", "StreamRef", "load_recipe", "recorded"]
+__all__ = [
+    "RECIPE_FILE",
+    "GraphNotSerializableError",
+    "GraphRecipe",
+    "RecipeCall",
+    "SavedRecipe",
+    "StreamRef",
+    "load_recipe",
+    "recorded",
+    "write_recipe",
+]
 
 RECIPE_FILE = "graph"
 """The recipe's file name in a checkpoint directory."""
@@ -24,6 +36,28 @@ RECIPE_FILE = "graph"
 _MAGIC = b"aiodstream-graph v1\n"
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Spark saves nothing for a queue stream and only warns (QueueInputDStream.writeObject); any other
+# graph that cannot be serialized refuses the start (StreamingContext.validate). An async iterable
+# (our asyncIterableStream) is a live source like a queue of RDDs: it warns the same way.
+_LIVE_SOURCE_METHODS = frozenset({"queueStream", "asyncIterableStream"})
+
+
+class GraphNotSerializableError(CheckpointError, pickle.PicklingError):
+    """A checkpointed context's DStream graph cannot be saved: a function in it cannot be pickled.
+
+    Spark refuses ``start()`` then, where pyspark raises a ``Py4JJavaError`` whose text holds
+    ``SparkException: An exception was raised by Python:`` and the pickling traceback; this
+    error's message is that text (``str(error)`` starts with ``An exception was raised by
+    Python:``), and the original error is its ``__cause__``.
+
+    Attributes:
+        method: the DStream API call whose arguments cannot be pickled (``foreachRDD``, ...).
+    """
+
+    def __init__(self, message: str, *, method: str | None = None) -> None:
+        super().__init__(message)
+        self.method = method
 
 
 @attrs.frozen
@@ -145,32 +179,93 @@ class GraphRecipe:
         """The ``index``-th stream the recorded calls made."""
         return self._streams[index]
 
+    def serialize(self, *, batch_ms: int, concurrent_jobs: int | None, spark_conf: Sequence[tuple[str, str]],
+                  continuous_ms: int | None = None) -> tuple[bytes | None, str | None]:
+        """The recipe file's bytes, or ``None`` and why it cannot be saved where Spark only warns.
+
+        Spark's ``StreamingContext.validate`` serializes the graph before a checkpointed context
+        starts, and a function that cannot be serialized refuses the start; a queue stream is
+        not saved (Spark warns "queueStream doesn't support checkpointing"), nor is an
+        ``asyncIterableStream``'s live iterable, nor a call that mixes in a stream of another
+        context: for those this returns the reason.
+
+        Raises:
+            GraphNotSerializableError: a function (or another argument) of a call other than
+                those input streams cannot be pickled; the message is pyspark's for that failure.
+        """
+        from pyspark import cloudpickle  # the pickler pyspark ships functions to executors with
+
+        unrecordable = [c.method for c in self.calls if c.method.startswith("<unrecordable")]
+        if unrecordable:
+            return None, f"{unrecordable[0][14:-1]} was called with a stream of another context"
+        recipe = SavedRecipe(batch_ms, concurrent_jobs, tuple(spark_conf), tuple(self.calls), continuous_ms)
+        try:
+            return _MAGIC + cloudpickle.dumps(recipe), None  # type: ignore[no-untyped-call]
+        except Exception as exc:  # cloudpickle raises many kinds: anything unpicklable
+            whole = exc
+        # Which call: pyspark pickles each function on its own and fails on the first bad one.
+        live_failure: tuple[str, BaseException] | None = None
+        for call in self.calls:
+            failure = _pickling_failure(call)
+            if failure is None:
+                continue
+            if call.method in _LIVE_SOURCE_METHODS:
+                live_failure = live_failure or (call.method, failure)
+                continue
+            raise _not_serializable(failure, call.method)
+        if live_failure is not None:
+            method, failure = live_failure
+            return None, f"{method} doesn't support checkpointing: {failure}"
+        raise _not_serializable(_pickling_failure(recipe) or whole, None)
+
     def save(self, directory: str | os.PathLike[str] | CheckpointPath, *, batch_ms: int, concurrent_jobs: int | None,
              spark_conf: Sequence[tuple[str, str]], continuous_ms: int | None = None) -> str | None:
         """Write the recipe to ``directory`` atomically (blocking I/O); ``None``, or why it cannot be written.
 
-        A recipe that cannot be pickled (a queue of RDDs, a function holding the SparkContext)
-        is not written, and an older one is removed: a restart then calls the setup function.
-        """
-        from pyspark import cloudpickle  # the pickler pyspark ships functions to executors with
+        A recipe Spark would not save either (a queue of RDDs) is not written, and an older one
+        is removed: a restart then calls the setup function.
 
-        path = as_checkpoint_path(directory) / RECIPE_FILE
-        unrecordable = [c.method for c in self.calls if c.method.startswith("<unrecordable")]
-        reason = None
-        data = b""
-        if unrecordable:
-            reason = f"{unrecordable[0][14:-1]} was called with a stream of another context"
-        else:
-            recipe = SavedRecipe(batch_ms, concurrent_jobs, tuple(spark_conf), tuple(self.calls), continuous_ms)
-            try:
-                data = _MAGIC + cloudpickle.dumps(recipe)  # type: ignore[no-untyped-call]
-            except Exception as exc:  # cloudpickle raises many kinds: anything unpicklable
-                reason = f"{type(exc).__name__}: {exc}"
-        if reason is not None:
-            path.delete()
-            return reason
+        Raises:
+            GraphNotSerializableError: see :meth:`serialize`; nothing is written or removed.
+        """
+        data, reason = self.serialize(batch_ms=batch_ms, concurrent_jobs=concurrent_jobs, spark_conf=spark_conf,
+                                      continuous_ms=continuous_ms)
+        write_recipe(directory, data)
+        return reason
+
+
+def write_recipe(directory: str | os.PathLike[str] | CheckpointPath, data: bytes | None) -> None:
+    """Write serialized recipe bytes to ``directory`` atomically, or with ``None`` remove an older recipe (blocking I/O)."""
+    path = as_checkpoint_path(directory) / RECIPE_FILE
+    if data is None:
+        path.delete()
+    else:
         path.write_replacing(data)
-        return None
+
+
+def _pickling_failure(value: object) -> BaseException | None:
+    """The error pyspark's serializer raises for ``value`` (a ``PicklingError`` naming the cause), or ``None``."""
+    from pyspark.serializers import CloudPickleSerializer
+
+    try:
+        CloudPickleSerializer().dumps(value)  # type: ignore[no-untyped-call]
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _not_serializable(failure: BaseException, method: str | None) -> GraphNotSerializableError:
+    text = "".join(traceback.format_exception(type(failure), failure, failure.__traceback__))
+    error = GraphNotSerializableError(f"An exception was raised by Python:\n{text}", method=method)
+    error.__cause__ = failure
+    note = ("DStream checkpointing has been enabled but the DStreams with their functions are not serializable"
+            + ("" if method is None else f": an argument of {method}() cannot be pickled")
+            + "; keep the SparkContext, locks, sockets and open files out of the functions (create them inside), "
+            "or start without a checkpoint directory")
+    add_note = getattr(error, "add_note", None)  # Python 3.11+: shown under the traceback, not in str(error)
+    if add_note is not None:
+        add_note(note)
+    return error
 
 
 def load_recipe(directory: str | os.PathLike[str] | CheckpointPath) -> SavedRecipe | None:

@@ -28,6 +28,7 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from listeners import (
+    DEFAULT_LISTENER_EXIT_TIMEOUT,
     OverflowPolicy,
     QueryIdle,
     QueryProgress,
@@ -129,7 +130,9 @@ class StreamingRuntime:
         * batch hooks see completed batches in batch-time order;
         * a failed job never stops the runtime (unless ``stop_on_failure``): it is raised by
           every later ``await_termination``;
-        * every event posted to the listener bus is delivered before ``stop`` returns.
+        * every event posted to the listener bus is delivered before ``stop`` returns, unless a
+          listener is still behind when ``listener_exit_timeout`` passes: its undelivered events
+          are then dropped and counted, so a stop always ends.
     """
 
     def __init__(
@@ -143,6 +146,7 @@ class StreamingRuntime:
         abandon_after: Duration = Milliseconds(2000),
         listener_bus_capacity: int = 10_000,
         listener_overflow: OverflowPolicy = OverflowPolicy.DROP,
+        listener_exit_timeout: Duration | None = DEFAULT_LISTENER_EXIT_TIMEOUT,
         hooks: Sequence[BatchHook] = (),
         name: str | None = None,
         checkpoint_location: str | os.PathLike[str] | CheckpointPath | None = None,
@@ -158,11 +162,16 @@ class StreamingRuntime:
             batch_duration: the batch interval, a positive :class:`Duration`.
             clock: where every time comes from (default: the wall clock).
             concurrent_jobs: how many jobs may run at once.
-            graceful_stop_timeout: bound on a graceful stop (default 10 batch intervals).
+            graceful_stop_timeout: how long a graceful stop waits without any job finishing
+                before it abandons what is left (default 10 batch intervals); late batches that
+                keep finishing are all drained.
             abandon_after: how long an immediate stop lets running jobs finish before it
                 cancels them (Spark waits 2 s).
             listener_bus_capacity: per-listener queue bound.
             listener_overflow: what a full listener queue does (drop or block).
+            listener_exit_timeout: how long a stop lets listeners drain their queues, on
+                ``clock`` (Spark's ``spark.scheduler.listenerbus.exitTimeout``); what a hung
+                listener has not received by then is dropped and counted. ``None``: no bound.
             hooks: per-batch hooks (checkpointing, source commits), called in batch-time order.
             name: a name for logs; with query tracking, the query name, unique among the
                 active queries of the process.
@@ -212,7 +221,8 @@ class StreamingRuntime:
         self.graceful_stop_timeout = graceful_stop_timeout if graceful_stop_timeout is not None else batch_duration * 10
         self.abandon_after = abandon_after
         self.name = name
-        self.listener_bus = StreamingListenerBus(listener_bus_capacity, listener_overflow)
+        self.listener_bus = StreamingListenerBus(listener_bus_capacity, listener_overflow, clock=self.clock,
+                                                 exit_timeout=listener_exit_timeout)
         if not isinstance(trigger, Trigger):
             raise InvalidPipelineError(f"trigger must be a Trigger, got {trigger!r}; pass e.g. Trigger.AVAILABLE_NOW")
         self.trigger = trigger
@@ -236,7 +246,6 @@ class StreamingRuntime:
         self._waiter_changed: anyio.Event | None = None
         self._stop_done: anyio.Event | None = None
         self._scheduler_done: anyio.Event | None = None
-        self._bus_done: anyio.Event | None = None
         self.start_time: Time | None = None
         self.first_batch_time: Time | None = None
         self._log = library_logger("aiodstream.streaming", component="StreamingRuntime", name=name)
@@ -397,7 +406,6 @@ class StreamingRuntime:
                 "start() needs the runtime's task group: use 'async with runtime:' or 'await task_group.start(runtime.run)'"
             )
         tg = self._tg
-        self._bus_done = anyio.Event()
         self._scheduler_done = anyio.Event()
         tracker = self.tracker
         plan: RunPlan | None = None
@@ -406,7 +414,7 @@ class StreamingRuntime:
                 if listener not in self.listener_bus.listeners:
                     self.listener_bus.add_listener(listener, name=name)
         try:
-            await tg.start(self._run_bus)
+            await tg.start(self.listener_bus.run)
             run: dict[str, Any] = {}
             if tracker is not None:
                 # Claimed before the checkpoint is touched: opening it clears temp files, which
@@ -431,7 +439,9 @@ class StreamingRuntime:
                     await tracker.close()
             await self._release_checkpoint()
             self._unregister()
-            self.listener_bus.close()
+            # The listeners drain in the background, within the exit timeout: leaving our task
+            # group waits for that, and a hung listener must not hold it.
+            tg.start_soon(self.listener_bus.stop)
             self._scheduler_done.set()
             self._mark_stopped()
             raise
@@ -513,12 +523,6 @@ class StreamingRuntime:
             self._log.info("finished processing all available data, stopping", trigger=self.trigger.value)
             await self._stop(graceful=True, abandon_after=self.abandon_after)
 
-    async def _run_bus(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        assert self._bus_done is not None
-        try:
-            await self.listener_bus.run(task_status=task_status)
-        finally:
-            self._bus_done.set()
 
     async def _run_scheduler(self, run: Mapping[str, Any], *,
                              task_status: anyio.abc.TaskStatus[Time] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -531,12 +535,19 @@ class StreamingRuntime:
     async def stop(self, *, graceful: bool = False) -> None:
         """Stop the runtime (ACTIVE -> STOPPED); idempotent.
 
-        Graceful: the next tick still fires, then everything generated runs to completion,
-        within ``graceful_stop_timeout``. Immediate: nothing new starts; running jobs get
+        Graceful: the next tick still fires, then everything generated runs to completion;
+        it gives up once ``graceful_stop_timeout`` passes without any job finishing. Immediate: nothing new starts; running jobs get
         ``abandon_after`` to finish and are then cancelled (a blocking Spark call in a worker
         thread cannot be interrupted: its Spark job group is cancelled and the thread is
         abandoned). Either way every listener event already posted is delivered before this
-        returns. Concurrent calls wait for the first one.
+        returns, within ``listener_exit_timeout``; after it, what a hung listener has not
+        received is dropped and counted (``listener_bus.statistics()``), and a listener
+        callback still running on its worker thread is abandoned. Concurrent calls wait for
+        the first one.
+
+        Cancelled (``anyio.move_on_after`` around it), the stop still completes its short
+        bookkeeping, drops the listener events not yet delivered, and the runtime is STOPPED
+        when the cancellation propagates; running jobs are abandoned as in an immediate stop.
 
         Raises:
             StreamingStateError: called from inside a listener callback, which the stop would
@@ -567,18 +578,26 @@ class StreamingRuntime:
         self._stop_done = anyio.Event()
         if self._driver_scope is not None:
             self._driver_scope.cancel()  # no new trigger-driven batch; what is generated drains below
+        assert self._scheduler_done is not None
         try:
             await self.scheduler.stop(graceful=graceful, timeout=self.graceful_stop_timeout, abandon_after=abandon_after)
-            assert self._scheduler_done is not None
             await self._scheduler_done.wait()
-        finally:
+        except anyio.get_cancelled_exc_class():
+            # Cancelled from outside: the scheduler must still end (its timer and workers live in
+            # our task group), so stop it now, abandoning running jobs at once: short, shielded.
             with anyio.CancelScope(shield=True):
-                await self._finish_query()
-                # Close the bus only once the scheduler can post nothing more, then let every
-                # listener drain its queue: Spark drops what is still queued at stop; we do not.
-                self.listener_bus.close()
-                if self._bus_done is not None:
-                    await self._bus_done.wait()
+                await self.scheduler.stop(graceful=False, abandon_after=Duration(0))
+                await self._scheduler_done.wait()
+            raise
+        finally:
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self._finish_query()
+                # Stop the bus only once the scheduler can post nothing more: the listeners drain
+                # their queues, within the bus's exit timeout (on our clock). Not shielded: a
+                # cancelled stop drops what is undelivered instead of waiting for a hung listener.
+                await self.listener_bus.stop()
+            finally:
                 self._state = StreamingContextState.STOPPED
                 self._mark_stopped()
                 self._stop_done.set()

@@ -183,6 +183,9 @@ async def _simulate(
             # loses an event (blocking costs no virtual time).
             listener_overflow=OverflowPolicy.BLOCK,
             listener_bus_capacity=costs.listener_capacity,
+            # Nor at stop: the virtual clock jumps while a listener works on a thread, so a
+            # deadline on it would pass at once.
+            listener_exit_timeout=None,
             hooks=hooks,
             name="simulation",
         )

@@ -8,8 +8,10 @@ from ._binding import CANCEL_JOIN_S, SparkBinding
 from ._bridge import BatchJob, current_batch_job, run_spark, wait_for_thread
 from ._call_site import user_frame
 from ._durations import (
+    LISTENER_EXIT_TIMEOUT_KEY,
     batch_datetime,
     job_description,
+    listener_exit_timeout,
     seconds_to_duration,
     streaming_job_group,
     time_string_as,
@@ -35,6 +37,7 @@ __all__ = [
     "EMBEDDED_SPARK_CONF",
     "HadoopFileManager",
     "JobGroupHook",
+    "LISTENER_EXIT_TIMEOUT_KEY",
     "STREAMING_SETTINGS",
     "SparkBinding",
     "SparkJobThreads",
@@ -49,6 +52,7 @@ __all__ = [
     "job_description",
     "streaming_job_group",
     "job_group_hook",
+    "listener_exit_timeout",
     "resolve_checkpoint_path",
     "run_in_job_group",
     "run_spark",

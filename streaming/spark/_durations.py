@@ -6,10 +6,19 @@ import re
 from datetime import datetime
 from typing import Any
 
+from listeners import DEFAULT_LISTENER_EXIT_TIMEOUT
 from scheduler import Duration, InvalidDurationError, Time, scaled_milliseconds
 
-__all__ = ["batch_datetime", "job_description", "seconds_to_duration", "streaming_job_group", "time_string_as",
-           "timeout_milliseconds"]
+__all__ = [
+    "LISTENER_EXIT_TIMEOUT_KEY",
+    "batch_datetime",
+    "job_description",
+    "listener_exit_timeout",
+    "seconds_to_duration",
+    "streaming_job_group",
+    "time_string_as",
+    "timeout_milliseconds",
+]
 
 _TIME_UNITS_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000,
                   "h": 3_600_000_000, "d": 86_400_000_000}
@@ -87,3 +96,27 @@ def streaming_job_group(context_name: str, time: Time, output_op_id: int) -> str
 def job_description(time: Time, output_op_id: int) -> str:
     """The Spark UI description of a streaming job, as Spark Streaming words it."""
     return f"Streaming job from [output operation {output_op_id}, batch time {batch_datetime(time):%H:%M:%S}]"
+
+
+LISTENER_EXIT_TIMEOUT_KEY = "spark.scheduler.listenerbus.exitTimeout"
+"""Spark's bound on how long a stopping listener bus waits for its listeners (Spark 4.0)."""
+
+
+def listener_exit_timeout(value: str | None) -> Duration | None:
+    """The listener bus's exit timeout from ``spark.scheduler.listenerbus.exitTimeout`` (``None``: no bound).
+
+    Spark's reading: a time string in milliseconds by default, ``0`` waits without a bound and
+    a negative one is refused. Unset, it is :data:`listeners.DEFAULT_LISTENER_EXIT_TIMEOUT`
+    (Spark's default, 0, lets one hung listener hold a stop forever).
+
+    Raises:
+        InvalidDurationError: not a time string, or negative (Spark's messages).
+    """
+    if value is None:
+        return DEFAULT_LISTENER_EXIT_TIMEOUT
+    ms = time_string_as(value, "ms", LISTENER_EXIT_TIMEOUT_KEY)
+    if ms < 0:
+        raise InvalidDurationError(
+            f"'{ms}' in {LISTENER_EXIT_TIMEOUT_KEY} is invalid. Listener bus exit timeout must be non-negative duration"
+        )
+    return None if ms == 0 else Duration(ms)

@@ -96,6 +96,7 @@ def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkCon
 STREAMING_SETTINGS = (
     "spark.streaming.concurrentJobs",
     "spark.streaming.gracefulStopTimeout",
+    "spark.scheduler.listenerbus.exitTimeout",
     "spark.streaming.stopGracefullyOnShutdown",
     "spark.streaming.receiverRestartDelay",
     "spark.streaming.blockInterval",

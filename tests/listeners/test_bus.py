@@ -1041,3 +1041,166 @@ def test_cancelling_the_bus_does_not_wait_for_a_blocked_plain_callback(backend: 
         run(backend, body)
     finally:
         release.set()
+
+
+# -- stop: a deadline for draining (spark.scheduler.listenerbus.exitTimeout) --
+
+
+class Hung:
+    """A plain callable listener on its worker thread that blocks on its first event until the test releases it."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+        self.received: list[int] = []
+        self.entered = threading.Event()
+        self.returned = threading.Event()
+
+    def __call__(self, event: StreamingStarted) -> None:
+        self.received.append(event.time.milliseconds)
+        if len(self.received) == 1:
+            self.entered.set()
+            try:
+                self.release.wait()
+            finally:
+                self.returned.set()
+
+
+def test_the_exit_timeout_must_be_a_non_negative_duration_or_none() -> None:
+    """A negative or non-Duration exit timeout is refused with the rule, the value and a fix."""
+    from scheduler import InvalidDurationError, Milliseconds
+
+    with raises_exactly(InvalidDurationError, "the listener bus exit timeout must be a non-negative Duration or None (no bound), "
+                                              "got Duration(-1); pass e.g. Seconds(10)"):
+        StreamingListenerBus(exit_timeout=Milliseconds(-1))
+    with raises_exactly(InvalidDurationError, "the listener bus exit timeout must be a non-negative Duration or None (no bound), "
+                                              "got 5; pass e.g. Seconds(10)"):
+        StreamingListenerBus(exit_timeout=5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stop_delivers_everything_queued_when_the_listeners_keep_up(backend: str) -> None:
+    """stop() closes the bus, delivers what is queued to every listener and returns True once run() has ended."""
+
+    async def body() -> None:
+        from scheduler import ManualClock, Seconds
+
+        recorder, gated = Recorder(), Gated()
+        bus = StreamingListenerBus(clock=ManualClock(), exit_timeout=Seconds(1))
+        bus.add_listener(recorder)
+        bus.add_listener(gated)
+        async with anyio.create_task_group() as tg:
+            await tg.start(bus.run)
+            for n in range(3):
+                await bus.post(ev(n))
+            gated.gate.set()
+            assert await bus.stop() is True
+        assert numbers(recorder.events) == numbers(gated.events) == [0, 1, 2]
+        st = bus.statistics()
+        assert (st.delivered, st.dropped, st.queued) == (6, 0, 0)
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stop_drops_and_counts_what_a_hung_async_listener_holds_at_the_deadline(backend: str) -> None:
+    """Past the exit timeout on the bus's clock, a hung async listener's events are dropped, counted and
+    reported once by name; the other listeners got everything, and stop() returns False."""
+
+    async def body() -> None:
+        from scheduler import ManualClock, Seconds
+
+        clock = ManualClock()
+        recorder, hung = Recorder(), Gated()  # the gate never opens
+        bus = StreamingListenerBus(clock=clock, exit_timeout=Seconds(1))
+        bus.add_listener(recorder, name="healthy")
+        bus.add_listener(hung, name="hung")
+        results: list[bool] = []
+        with capture_events() as logs:
+            async with anyio.create_task_group() as tg:
+                await tg.start(bus.run)
+                for n in range(3):
+                    await bus.post(ev(n))
+
+                async def stop() -> None:
+                    results.append(await bus.stop())
+
+                tg.start_soon(stop)
+                await clock.wait_for_sleepers(1)  # the stop's deadline
+                assert numbers(recorder.events) == [0, 1, 2] and numbers(hung.entered) == [0]
+                clock.advance(Seconds(1))
+        assert results == [False]
+        assert clock.now() == Time(1000)
+        by_name = {s.name: s for s in bus.statistics().listeners}
+        assert by_name["hung"] == ListenerStatistics("hung", queued=0, delivered=0, failed=0, dropped=3)
+        assert by_name["healthy"] == ListenerStatistics("healthy", queued=0, delivered=3, failed=0, dropped=0)
+        assert bus.statistics().dropped == 3
+        warnings = [e for e in logs if e["log_level"] == "warning"]
+        assert [(e["event"], e["listener"], e["dropped"], e["exit_timeout_ms"]) for e in warnings] == [
+            ("listener bus stopped before this listener received every queued event; they were dropped", "hung", 3, 1000)]
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stop_abandons_a_plain_callback_blocked_on_its_thread(backend: str) -> None:
+    """A plain callback blocked on its worker thread cannot be interrupted: stop() returns at the deadline, its
+    event and those queued behind it count as dropped, and once it returns the listener gets nothing more."""
+    release = threading.Event()
+    hung = Hung(release)
+
+    async def body() -> None:
+        from scheduler import ManualClock, Seconds
+
+        clock = ManualClock()
+        bus = StreamingListenerBus(clock=clock, exit_timeout=Seconds(2))
+        bus.add_listener(hung, name="hung-thread")
+        async with anyio.create_task_group() as tg:
+            await tg.start(bus.run)
+            await bus.post(ev(0))
+            assert await anyio.to_thread.run_sync(hung.entered.wait, HANG_GUARD_S)
+            await bus.post(ev(1))
+            await bus.post(ev(2))
+            tg.start_soon(bus.stop)
+            await clock.wait_for_sleepers(1)
+            clock.advance(Seconds(2))
+        assert not hung.returned.is_set()  # abandoned, still blocked
+        assert bus.statistics().listeners == (ListenerStatistics("hung-thread", queued=0, delivered=0, failed=0, dropped=3),)
+        release.set()
+        assert await anyio.to_thread.run_sync(hung.returned.wait, HANG_GUARD_S)
+
+    try:
+        run(backend, body)
+    finally:
+        release.set()
+    # Whatever the thread still held after its hung callback was not delivered.
+    assert hung.received == [0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cancelling_stop_drops_what_is_undelivered_at_once(backend: str) -> None:
+    """Cancelling stop() (as a move_on_after around it does) is honoured even without a deadline: the
+    undelivered events are dropped and counted, run() has ended, and the cancellation is not swallowed."""
+
+    async def body() -> None:
+        from scheduler import ManualClock
+
+        hung = Gated()
+        bus = StreamingListenerBus(clock=ManualClock(), exit_timeout=None)  # Spark's default: no bound
+        bus.add_listener(hung, name="hung")
+        async with anyio.create_task_group() as tg:
+            await tg.start(bus.run)
+            await bus.post(ev(0))
+            await bus.post(ev(1))
+            await settle()
+            with anyio.CancelScope() as scope:
+
+                async def cancel_once_waiting() -> None:
+                    await settle()  # stop() is parked waiting for the hung listener
+                    scope.cancel()
+
+                tg.start_soon(cancel_once_waiting)
+                await bus.stop()
+            assert scope.cancelled_caught
+        assert bus.statistics().listeners == (ListenerStatistics("hung", queued=0, delivered=0, failed=0, dropped=2),)
+
+    run(backend, body)

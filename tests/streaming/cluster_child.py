@@ -19,6 +19,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -78,13 +79,11 @@ def receive_on_an_executor(sc: Any, ftp: FtpServer) -> dict[str, Any]:
 
     threading.Thread(target=serve, daemon=True).start()
     got: list[str] = []
-    done = threading.Event()
     started: list[Any] = []
 
+    # No threading.Event in the function: the context is checkpointed, so its functions must pickle.
     def take(rdd: Any) -> None:
         got.extend(rdd.collect())
-        if len(got) >= len(RECEIVED):
-            done.set()
 
     ssc = StreamingContext(sc, 0.5)
     ssc.checkpoint(ftp.uri("receiver"))
@@ -92,7 +91,9 @@ def receive_on_an_executor(sc: Any, ftp: FtpServer) -> dict[str, Any]:
     ssc.addStreamingListener(lambda event: started.append(event) if isinstance(event, ReceiverStarted) else None)
     ssc.socketTextStream("127.0.0.1", source.getsockname()[1], placement="executor").foreachRDD(take)
     ssc.start()
-    done.wait(120)
+    deadline = time.monotonic() + 120
+    while len(got) < len(RECEIVED) and time.monotonic() < deadline:  # filled by the job thread
+        time.sleep(0.05)
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
     release.set()
     source.close()

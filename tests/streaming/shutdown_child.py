@@ -1,26 +1,49 @@
-"""A pyspark-style program for the shutdown test: one batch whose output operation takes seconds.
+"""A pyspark-style program for the shutdown tests: one batch whose output operation takes seconds.
 
-Usage: shutdown_child.py <marker-directory> <stopGracefullyOnShutdown: true|false>
+Usage: shutdown_child.py <marker-directory> <stopGracefullyOnShutdown: true|false> [mode]
+
+Modes:
+    batch (default): the first batch's output operation writes ``started``, works 3 s, then
+        writes ``done``.
+    hung-listener: the same, with a listener that blocks on the first completed batch until the
+        program has seen awaitTermination return (``spark.scheduler.listenerbus.exitTimeout=1s``).
+    continuous: a continuous context (FileSource ``<markers>/in.txt`` to FileSink ``<markers>/out``)
+        that writes ``started`` once its first epoch committed.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 
-def main(markers: str, graceful: str) -> None:
-    """Run until stopped; the output operation writes ``started``, works 3 s, then writes ``done``."""
+def main(markers: str, graceful: str, mode: str) -> None:
+    """Run until stopped (by a signal), then report the context's state."""
     from pyspark import SparkConf, SparkContext
 
     from streaming import StreamingContext
 
     conf = (SparkConf().setMaster("local[2]").setAppName("shutdown-child").set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false").set("spark.streaming.stopGracefullyOnShutdown", graceful))
+    if mode == "hung-listener":
+        conf.set("spark.scheduler.listenerbus.exitTimeout", "1s")
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
+    if mode == "continuous":
+        run_continuous(sc, markers)
+        return
     ssc = StreamingContext(sc, 0.5)
+    release = threading.Event()
+    if mode == "hung-listener":
+        from pyspark.streaming import StreamingListener
+
+        class Hung(StreamingListener):
+            def onBatchCompleted(self, batchCompleted: object) -> None:  # noqa: N803 - pyspark's names
+                release.wait()  # hangs the listener until the program is past awaitTermination
+
+        ssc.addStreamingListener(Hung())
 
     def slow(rdd: object) -> None:
         if os.path.exists(os.path.join(markers, "started")):
@@ -33,8 +56,29 @@ def main(markers: str, graceful: str) -> None:
     ssc.start()
     ssc.awaitTermination()
     print("awaitTermination returned", ssc.getState(), flush=True)
+    release.set()  # the abandoned listener thread may end now, and with it the process
+    ssc.stop(stopSparkContext=True)
+
+
+def run_continuous(sc: object, markers: str) -> None:
+    """A continuous file-to-file query; SIGTERM should close and commit the epoch in progress."""
+    from streaming import StreamingContext
+    from streaming.continuous import Continuous, FileSink, FileSource
+
+    ssc = StreamingContext(sc, Continuous("200 milliseconds"))
+    ssc.checkpoint(os.path.join(markers, "ckpt"))
+    ssc.continuousStream(FileSource([os.path.join(markers, "in.txt")])).map(str.upper).writeTo(
+        FileSink(os.path.join(markers, "out")))
+    ssc.start()
+    out = os.path.join(markers, "out")
+    while not list(FileSink.read_committed(out)):  # the first rows are committed: the parent may signal
+        if ssc.awaitTerminationOrTimeout(0.1):
+            break
+    open(os.path.join(markers, "started"), "w").close()
+    ssc.awaitTermination()
+    print("awaitTermination returned", ssc.getState(), flush=True)
     ssc.stop(stopSparkContext=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "batch")

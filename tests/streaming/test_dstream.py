@@ -532,18 +532,20 @@ def test_state_rdds_are_checkpointed_at_the_interval(spark_context: Any, tmp_pat
     state = ssc.queueStream([[("a", 1)], [("a", 2)], [("b", 3)]]).updateStateByKey(lambda vs, s: (s or 0) + sum(vs))
     state.checkpoint(0.2)
     seen: list[tuple[list[tuple[str, int]], bool]] = []
-    done = threading.Event()
 
+    # No threading.Event in the function: the context is checkpointed, so its functions must pickle
+    # (as on pyspark, a graph that cannot be saved refuses to start).
     def record(rdd: Any) -> None:
         if len(seen) < 3:
             seen.append((sorted(rdd.collect()), rdd.isCheckpointed()))
-        if len(seen) >= 3:
-            done.set()
 
     state.foreachRDD(record)
     ssc.start()
     try:
-        assert done.wait(120), "three batches did not complete"
+        deadline = _time.monotonic() + 120
+        while len(seen) < 3:  # filled by the job thread
+            assert _time.monotonic() < deadline, "three batches did not complete"
+            _time.sleep(0.01)
     finally:
         ssc.stop(stopSparkContext=False)
     assert seen == [([("a", 1)], True), ([("a", 3)], True), ([("a", 3), ("b", 3)], True)]

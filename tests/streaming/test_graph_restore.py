@@ -8,6 +8,7 @@ restarts it: the restart must not run its setup (which deletes the output file).
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import socket
 import subprocess
@@ -23,7 +24,7 @@ from pyspark import cloudpickle
 
 from scheduler import CheckpointError, CorruptCheckpointError
 from streaming import StreamingContext
-from streaming.dstream import RECIPE_FILE, StreamNode, load_recipe
+from streaming.dstream import RECIPE_FILE, GraphNotSerializableError, StreamNode, load_recipe
 from streaming.spark import SparkSettings
 from tests.anyio_support import raises_exactly
 
@@ -93,18 +94,24 @@ class FakeRDD:
         return FakeRDD(list(f(0, iter(self.rows))))
 
 
-def test_a_graph_that_cannot_be_pickled_is_not_saved_and_an_old_one_goes(tmp_path: Path) -> None:
-    """A function holding a lock cannot be pickled: save() says why, writes nothing and removes an older graph."""
+def test_a_graph_with_a_function_that_cannot_be_pickled_is_refused_and_nothing_changes(tmp_path: Path) -> None:
+    """A function holding a lock cannot be pickled: save() raises pyspark's error naming the cause and the call,
+    and leaves an older graph as it was (Spark refuses to start such a checkpointed context)."""
     ok = offline_context()
     build(ok, [])
     assert ok._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[]) is None
+    before = (tmp_path / RECIPE_FILE).read_bytes()
     lock = threading.Lock()
     bad = offline_context()
     bad.queueStream([[1]]).foreachRDD(lambda rdd: lock.locked())
-    reason = bad._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[])
-    assert reason is not None and "lock" in reason
-    assert not (tmp_path / RECIPE_FILE).exists()
-    assert load_recipe(tmp_path) is None
+    with pytest.raises(GraphNotSerializableError) as raised:
+        bad._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[])
+    message = str(raised.value)
+    assert message.startswith("An exception was raised by Python:\nTraceback (most recent call last):\n")
+    assert message.endswith("_pickle.PicklingError: Could not serialize object: TypeError: cannot pickle '_thread.lock' object\n")
+    assert raised.value.method == "foreachRDD"
+    assert isinstance(raised.value, pickle.PicklingError) and isinstance(raised.value, CheckpointError)
+    assert (tmp_path / RECIPE_FILE).read_bytes() == before
 
 
 def test_a_stream_of_another_context_makes_the_graph_unsaveable(tmp_path: Path) -> None:

@@ -207,7 +207,8 @@ async def test_graceful_stop_times_out_and_abandons() -> None:
                 tg.start_soon(lambda: rt.stop(graceful=True))
                 await settle()  # stop() has asked the timer, parked at 2000, for one more tick
                 clock.advance(Seconds(1))  # the extra tick fires; batch 2000 queues behind 1000
-                await clock.wait_for_sleepers(1)  # the graceful-stop deadline
+                await settle()  # batch 2000 generated (progress), the graceful-stop deadline parked after it
+                assert clock.sleepers == 1
                 clock.advance(Seconds(5))
         assert rt.state is StreamingContextState.STOPPED
     assert any(e["event"] == "timed out while stopping the job generator" for e in logs)

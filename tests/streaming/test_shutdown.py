@@ -1,4 +1,5 @@
-"""Shutdown signals: SIGTERM and SIGINT drain the batch in flight and stop, with stopGracefullyOnShutdown."""
+"""Shutdown signals: SIGTERM and SIGINT drain what is in flight and stop (micro-batch and continuous contexts with
+stopGracefullyOnShutdown, a Pipeline runtime in an async host), and a hung listener does not hold that stop."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -16,6 +18,8 @@ from streaming._shutdown import SignalShutdown
 
 CHILD = Path(__file__).with_name("shutdown_child.py")
 ROOT = Path(__file__).resolve().parents[2]
+ALL = os.environ.get("AIODSTREAM_SHUTDOWN_TESTS") == "all"
+"""Each child starts its own Spark (seconds): the rarer runtimes' cases run only with AIODSTREAM_SHUTDOWN_TESTS=all."""
 
 
 def test_the_first_signal_stops_once_and_puts_the_previous_handlers_back() -> None:
@@ -64,12 +68,16 @@ def test_a_handler_installed_after_ours_is_left_in_place() -> None:
         signal.signal(signal.SIGUSR1, signal.SIG_DFL)
 
 
-def run_child(tmp_path: Path, graceful: str, signum: signal.Signals) -> tuple[int, str]:
-    """Start the child, signal it while its batch is in flight, and return its exit code and stdout."""
+def run_child(tmp_path: Path, graceful: str, signum: signal.Signals, mode: str = "batch",
+              before_signal: Callable[[Path], None] | None = None) -> tuple[int, str]:
+    """Start the child, signal it while its batch is in flight, and return its exit code and stdout.
+
+    A child that never ends after the signal (a stop that hangs) fails the test after 120 s.
+    """
     markers = tmp_path / "markers"
-    markers.mkdir()
-    child = subprocess.Popen([sys.executable, str(CHILD), str(markers), graceful], cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+    markers.mkdir(exist_ok=True)
+    child = subprocess.Popen([sys.executable, str(CHILD), str(markers), graceful, mode], cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -77,6 +85,8 @@ def run_child(tmp_path: Path, graceful: str, signum: signal.Signals) -> tuple[in
             assert child.poll() is None, f"the child exited early with {child.returncode}"
             assert time.monotonic() < deadline, "the batch never started"
             time.sleep(0.05)
+        if before_signal is not None:
+            before_signal(markers)
         child.send_signal(signum)
         out, _ = child.communicate(timeout=120)
     finally:
@@ -95,6 +105,37 @@ def test_a_signal_drains_the_batch_in_flight_then_stops(tmp_path: Path, signum: 
     assert (tmp_path / "markers" / "done").exists()
     assert "awaitTermination returned STOPPED" in out
     assert code == 0
+
+
+@pytest.mark.spark
+def test_sigterm_behind_a_hung_listener_ends_after_the_listener_exit_timeout(tmp_path: Path) -> None:
+    """A listener hangs on the batch SIGTERM drains: with spark.scheduler.listenerbus.exitTimeout=1s the graceful
+    stop still ends (the listener's events are dropped), awaitTermination returns and the program ends normally."""
+    code, out = run_child(tmp_path, "true", signal.SIGTERM, mode="hung-listener")
+    assert (tmp_path / "markers" / "done").exists()
+    assert "awaitTermination returned STOPPED" in out
+    assert code == 0
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(not ALL, reason="a continuous child starts its own Spark: set AIODSTREAM_SHUTDOWN_TESTS=all")
+def test_sigterm_drains_a_continuous_context(tmp_path: Path) -> None:
+    """Continuous: SIGTERM closes and commits the epoch in progress, rows appended just before included, exactly once."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    lines = [f"line-{i}" for i in range(150)]
+    (markers / "in.txt").write_text("".join(f"{line}\n" for line in lines[:100]))
+
+    def append(markers: Path) -> None:
+        with open(markers / "in.txt", "a") as f:
+            f.writelines(f"{line}\n" for line in lines[100:])
+
+    code, out = run_child(tmp_path, "true", signal.SIGTERM, mode="continuous", before_signal=append)
+    from streaming.continuous import FileSink
+
+    assert "awaitTermination returned STOPPED" in out
+    assert code == 0
+    assert list(FileSink.read_committed(markers / "out")) == [line.upper() for line in lines]
 
 
 @pytest.mark.spark
@@ -147,3 +188,57 @@ def test_an_async_host_ties_the_context_to_its_shutdown(spark_context: object, t
     assert (signum, state) == (signal.SIGTERM, "STOPPED")
     assert finished.is_set() and completed >= 1
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # anyio put the default back
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_sigterm_drains_a_pipeline_runtime_in_an_async_host(backend: str) -> None:
+    """A Pipeline runtime in an async host that stops it gracefully on SIGTERM (anyio's signal receiver): the batch
+    in flight and the one behind it run to the end, then the runtime stops; no Spark, a manual clock."""
+    import anyio
+
+    from scheduler import ManualClock, Seconds
+    from streaming import Batch, Pipeline, StreamingContextState, StreamingRuntime
+    from tests.anyio_support import settle
+
+    async def host() -> tuple[list[int], StreamingContextState]:
+        clock = ManualClock()
+        in_flight, release = anyio.Event(), anyio.Event()
+        done: list[int] = []
+        pipeline = Pipeline()
+        pipeline.add_source(lambda t: [t.milliseconds], name="t")
+
+        async def output(batch: Batch) -> None:
+            if batch.time.milliseconds == 1000:
+                in_flight.set()
+                await release.wait()
+            done.append(batch.time.milliseconds)
+
+        pipeline.add_output(output)
+        with anyio.fail_after(60):
+            async with StreamingRuntime(pipeline, Seconds(1), clock=clock) as rt:
+                await rt.start()
+
+                listening, received_signal = anyio.Event(), anyio.Event()
+
+                async def stop_on_sigterm() -> None:
+                    with anyio.open_signal_receiver(signal.SIGTERM) as received:
+                        listening.set()
+                        async for _ in received:
+                            received_signal.set()
+                            await rt.stop(graceful=True)
+                            return
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(stop_on_sigterm)
+                    await listening.wait()
+                    clock.advance(Seconds(1))
+                    await in_flight.wait()
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    await received_signal.wait()
+                    await settle()  # the stop waits for the timer's one more tick
+                    clock.advance(Seconds(1))  # batch 2000
+                    release.set()
+            return done, rt.state
+
+    done, state = anyio.run(host, backend=backend)
+    assert (done, state) == ([1000, 2000], StreamingContextState.STOPPED)

@@ -1031,7 +1031,9 @@ def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: An
         state.update((state.getOption or 0) + sum(values))
         return (key, state.get)
 
-    action_ended = threading.Event()
+    # A file, not a threading.Event: the context is checkpointed, so its functions must pickle
+    # (as on pyspark, a graph that cannot be saved refuses to start).
+    action_ended = tmp_path / "action-ended"
 
     def long_action(t: Any, rdd: Any) -> None:
         if rdd.isEmpty():
@@ -1041,7 +1043,7 @@ def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: An
         except Exception as exc:
             results["cancelled"].append(str(exc))
         finally:
-            action_ended.set()
+            action_ended.touch()
 
     async def words() -> Any:
         for line in ["a b", "b c"]:
@@ -1084,7 +1086,7 @@ def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: An
 
     with Py4JOnThread(spark_context) as spy:
         anyio.run(main, spy, backend=backend)
-        assert action_ended.wait(WAIT_S), "the cancelled Spark action never returned"
+        wait_until(action_ended.exists, "the cancelled Spark action to return")
     assert spy.calls == []
     # The program ran for real: state, windows, an async source and sink, a file stream.
     assert results["state"][:3] == [[(0, 102), (1, 1)], [(0, 102), (1, 4)], [(0, 106), (1, 4)]]  # seeded by initialRDD

@@ -1,0 +1,272 @@
+"""Stops that end: the listener bus's exit timeout, cancellation of a stop, and a graceful stop behind late batches.
+
+Everything here runs on a manual clock: the deadlines are the runtime's, so the test decides
+when they pass, and "returns within the deadline" is exact.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from listeners import DEFAULT_LISTENER_EXIT_TIMEOUT, BatchCompleted, ListenerStatistics, StreamingEvent
+from scheduler import Duration, InvalidDurationError, Job, ManualClock, Milliseconds, Seconds, Time
+from streaming import Batch, Pipeline, StreamingContext, StreamingContextState, StreamingRuntime
+from streaming.spark import SparkSettings, listener_exit_timeout
+from tests.anyio_support import HANG_GUARD_S, raises_exactly, settle
+from tests.streaming.continuous.test_execution import Harness
+from tests.support import Gate, ScriptedGraph, capture_events, wait_until
+
+pytestmark = pytest.mark.anyio
+
+DROPPED = "listener bus stopped before this listener received every queued event; they were dropped"
+
+
+class HungOnBatch:
+    """An async listener that hangs on the first completed batch, on an event nobody sets."""
+
+    def __init__(self) -> None:
+        self.entered = anyio.Event()
+        self.never = anyio.Event()
+
+    async def __call__(self, event: StreamingEvent) -> None:
+        if isinstance(event, BatchCompleted):
+            self.entered.set()
+            await self.never.wait()
+
+
+class HungOnThread:
+    """A plain listener (it runs on its own worker thread) that blocks on its first completed batch until released."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+        self.entered = threading.Event()
+        self.received: list[str] = []
+
+    def __call__(self, event: StreamingEvent) -> None:
+        self.received.append(type(event).__name__)
+        if isinstance(event, BatchCompleted) and not self.entered.is_set():
+            self.entered.set()
+            self.release.wait()
+
+
+def pipeline() -> Pipeline:
+    p = Pipeline()
+    p.add_source(lambda t: [t.milliseconds], name="t")
+
+    async def out(batch: Batch) -> None:
+        pass
+
+    p.add_output(out)
+    return p
+
+
+# -- the listener bus's deadline at stop --
+
+
+async def test_a_hung_listener_holds_a_runtime_stop_only_until_the_exit_timeout() -> None:
+    """A listener hung on a batch: stop() returns exactly when the default exit timeout has passed on the
+    runtime's clock, the runtime is STOPPED, and the hung listener's events are dropped, counted and named."""
+    clock = ManualClock()
+    hung = HungOnBatch()
+    with capture_events() as logs:
+        async with StreamingRuntime(pipeline(), Seconds(1), clock=clock) as rt:
+            rt.add_listener(hung, name="hung")
+            await rt.start()
+            clock.advance(Seconds(1))
+            await hung.entered.wait()
+            began = clock.now()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(rt.stop)
+                # The timer is gone; then the bus's deadline is the one thing sleeping on the clock.
+                await wait_until(lambda: rt.scheduler.generator.timer.next_tick is None and clock.sleepers == 1)
+                clock.advance(DEFAULT_LISTENER_EXIT_TIMEOUT)
+            assert clock.now() - began == DEFAULT_LISTENER_EXIT_TIMEOUT == Seconds(10)
+            assert rt.state is StreamingContextState.STOPPED
+    [stats] = rt.listener_bus.statistics().listeners
+    # StreamingStarted, BatchSubmitted, BatchStarted, OutputOperationStarted and -Completed were
+    # delivered; BatchCompleted (in progress) is dropped.
+    assert stats == ListenerStatistics("hung", queued=0, delivered=5, failed=0, dropped=1)
+    assert [(e["listener"], e["dropped"]) for e in logs if e["event"] == DROPPED] == [("hung", 1)]
+
+
+async def test_a_listener_blocked_on_its_thread_is_abandoned_at_the_exit_timeout() -> None:
+    """A plain callback blocked on its worker thread cannot be interrupted: the stop ends at the deadline
+    (listener_exit_timeout on the clock), and the thread, released later, delivers nothing more."""
+    release = threading.Event()
+    clock = ManualClock()
+    hung = HungOnThread(release)
+    try:
+        async with StreamingRuntime(pipeline(), Seconds(1), clock=clock, listener_exit_timeout=Seconds(2)) as rt:
+            rt.add_listener(hung, name="hung-thread")
+            await rt.start()
+            clock.advance(Seconds(1))
+            assert await anyio.to_thread.run_sync(hung.entered.wait, HANG_GUARD_S)
+            clock.advance(Seconds(1))  # batch 2000: its events queue behind the hung callback
+            await wait_until(lambda: rt.scheduler.statistics().batches_completed == 2)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(rt.stop)
+                await wait_until(lambda: clock.sleepers == 1 and rt.scheduler.generator.timer.next_tick is None)
+                clock.advance(Seconds(2))
+            assert rt.state is StreamingContextState.STOPPED
+        [stats] = rt.listener_bus.statistics().listeners
+        assert stats.queued == 0 and stats.dropped == 6  # 2000's five events and the one in progress
+    finally:
+        release.set()
+    assert hung.received[-1] == "BatchCompleted"  # nothing was delivered after the hung callback
+
+
+async def test_a_stop_cancelled_from_outside_returns_and_leaves_the_runtime_stopped() -> None:
+    """A move_on_after around stop() is honoured while a listener hangs: the stop returns, the runtime is
+    STOPPED with the undelivered events counted as dropped, and leaving the runtime's block does not hang."""
+    clock = ManualClock()
+    hung = HungOnBatch()
+    async with StreamingRuntime(pipeline(), Seconds(1), clock=clock, listener_exit_timeout=None) as rt:
+        rt.add_listener(hung, name="hung")
+        await rt.start()
+        clock.advance(Seconds(1))
+        await hung.entered.wait()
+        with anyio.move_on_after(0.2) as scope:
+            await rt.stop()
+        assert scope.cancelled_caught
+        assert rt.state is StreamingContextState.STOPPED
+    assert rt.listener_bus.statistics().dropped == 1
+
+
+async def test_a_graceful_stop_cancelled_behind_a_hung_job_still_ends_the_runtime() -> None:
+    """A move_on_after around a graceful stop waiting for a job that never ends: the stop returns, the job is
+    abandoned as in an immediate stop, and leaving the runtime's block does not wait for it."""
+    clock = ManualClock()
+    gate = Gate()
+    async with StreamingRuntime(ScriptedGraph(lambda t: [gate.job(t, str(t.milliseconds))]), Seconds(1), clock=clock) as rt:
+        await rt.start()
+        clock.advance(Seconds(1))
+        await gate.wait_started("1000")
+        with anyio.move_on_after(0.2) as scope:
+            await rt.stop(graceful=True)
+        assert scope.cancelled_caught
+        assert rt.state is StreamingContextState.STOPPED
+    assert gate.started == ["1000"] and gate.running == 0
+    assert rt.scheduler.pending_times() == [Time(1000)]
+
+
+async def test_a_hung_listener_holds_a_continuous_stop_only_until_the_exit_timeout(tmp_path: Path) -> None:
+    """Continuous: a listener hung on QueryTerminated; the stop ends when the exit timeout passes on the
+    query's clock, and QueryTerminated reached the other listeners."""
+    async with Harness(tmp_path) as h:
+        never = anyio.Event()
+        entered = anyio.Event()
+
+        async def hung(event: StreamingEvent) -> None:
+            entered.set()
+            await never.wait()
+
+        h.query.add_listener(hung, name="hung")
+        began = h.clock.now()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(h.query.stop)
+            await entered.wait()
+            await wait_until(lambda: h.clock.sleepers == 1)  # the bus's deadline
+            h.clock.advance(DEFAULT_LISTENER_EXIT_TIMEOUT)
+        assert h.clock.now() - began == DEFAULT_LISTENER_EXIT_TIMEOUT
+        assert h.query.state is StreamingContextState.STOPPED
+        assert type(h.events[-1]).__name__ == "QueryTerminated"
+        by_name = {s.name: s for s in h.query.listener_bus.statistics().listeners}
+        assert (by_name["hung"].delivered, by_name["hung"].dropped) == (0, 1)
+
+
+async def test_a_continuous_stop_cancelled_from_outside_returns(tmp_path: Path) -> None:
+    """Continuous: a move_on_after around stop() is honoured while a listener hangs; the query is STOPPED."""
+    async with Harness(tmp_path) as h:
+        never = anyio.Event()
+
+        async def hung(event: StreamingEvent) -> None:
+            await never.wait()
+
+        h.query.add_listener(hung, name="hung")
+        with anyio.move_on_after(0.2) as scope:
+            await h.query.stop()
+        assert scope.cancelled_caught
+        assert h.query.state is StreamingContextState.STOPPED
+        assert h.query.listener_bus.statistics().dropped == 1
+
+
+# -- the setting --
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, DEFAULT_LISTENER_EXIT_TIMEOUT), ("0", None), ("0s", None), ("1500", Milliseconds(1500)), ("2s", Seconds(2)),
+     ("1min", Seconds(60))],
+)
+def test_spark_scheduler_listenerbus_exit_timeout_is_read_as_spark_reads_it(value: str | None, expected: Duration | None) -> None:
+    """Milliseconds by default, Spark's suffixes, 0 for Spark's unbounded wait, and our bounded default when unset."""
+    assert listener_exit_timeout(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("-1", "'-1' in spark.scheduler.listenerbus.exitTimeout is invalid. Listener bus exit timeout must be non-negative duration"),
+     ("soon", "spark.scheduler.listenerbus.exitTimeout: Time must be specified as seconds (s), milliseconds (ms), microseconds "
+              "(us), minutes (m or min), hour (h), or day (d). E.g. 50s, 100ms, or 250us.\nFailed to parse time string: soon")],
+)
+def test_a_bad_exit_timeout_is_refused_with_sparks_message(value: str, message: str) -> None:
+    """A negative or malformed spark.scheduler.listenerbus.exitTimeout is refused as Spark refuses it."""
+    with raises_exactly(InvalidDurationError, message):
+        listener_exit_timeout(value)
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_a_context_gives_its_runtime_the_exit_timeout_setting(continuous: bool) -> None:
+    """StreamingContext reads spark.scheduler.listenerbus.exitTimeout into its runtime's bus (micro-batch and continuous)."""
+    from streaming.continuous import Continuous
+
+    ssc = StreamingContext(None, Continuous(1000) if continuous else 1)  # type: ignore[arg-type]
+    ssc._spark._settings = SparkSettings(2, {"spark.scheduler.listenerbus.exitTimeout": "750ms"})
+    assert ssc.runtime.listener_bus.exit_timeout == Milliseconds(750)
+
+
+# -- a graceful stop behind late batches --
+
+
+async def test_a_graceful_stop_behind_late_batches_drains_them_all() -> None:
+    """Seven batches behind, each taking 2 s of the clock, and a 5 s graceful-stop timeout: the stop drains
+    every one (the timeout counts time without progress, not the whole drain) and abandons nothing."""
+    clock = ManualClock()
+    gate = Gate()
+    done: list[int] = []
+
+    def make(t: Time) -> list[Job]:
+        if t.milliseconds == 1000:
+            return [gate.job(t, "1000")]
+
+        async def slow() -> None:
+            clock.advance(Seconds(2))  # the batch takes 2 s...
+            await settle()  # ...during which whatever that time woke has run (a stop's deadline, say)
+            done.append(t.milliseconds)
+
+        return [Job(t, slow, name=str(t.milliseconds))]
+
+    with capture_events() as logs:
+        async with StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock, graceful_stop_timeout=Seconds(5)) as rt:
+            await rt.start()
+            clock.advance(Seconds(1))
+            await gate.wait_started("1000")
+            clock.advance(Seconds(5))  # batches 2000..6000 fall behind the one that holds the only job slot
+            await wait_until(lambda: rt.scheduler.generator.timer.last_tick == Time(6000))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(rt.stop, graceful=True))
+                await settle()  # stop() waits for the tick at 7000
+                clock.advance(Seconds(1))
+                await settle()
+                gate.open("1000")
+            assert rt.state is StreamingContextState.STOPPED
+    assert done == [2000, 3000, 4000, 5000, 6000, 7000]
+    assert clock.now() == Time(7000 + 6 * 2000)  # 12 s of draining, more than the timeout
+    assert rt.scheduler.pending_times() == []
+    assert not [e for e in logs if e["event"] == "timed out while stopping the job generator"]
