@@ -786,6 +786,9 @@ class StreamingContext:
     def _before_start(self) -> None:
         """What a start does before the runtime starts (py4j calls, file I/O): Spark's checkpoint
         directory, rate controllers, the recovery logs."""
+        # Spark's validate(): a graph that cannot be serialized refuses the start before anything
+        # on disk changes, the checkpoint's lock file included (GraphNotSerializableError, pyspark's message).
+        saved = self._serialize_graph()
         if self._log_dir is not None:
             # Claimed for the runtime before anything there changes (Spark's directory for RDD
             # checkpoints, a previous run moved aside): a refused second context must not touch
@@ -797,7 +800,7 @@ class StreamingContext:
             self._pending_checkpoint_dir = None
         self._env.spark_checkpoint_dir = sc.getCheckpointDir()
         self._install_rate_controllers()
-        self._prepare_checkpoint()
+        self._prepare_checkpoint(saved)
         self._graph.prepare_task_checkpoint()
         self._prepare_ui()
         self._prepare_trace()
@@ -977,19 +980,26 @@ class StreamingContext:
                 runtime.add_listener(RateController(stream.id, pid, stream.update_rate),
                                      name=f"RateController-{stream.id}")
 
-    def _prepare_checkpoint(self) -> None:
+    def _serialize_graph(self) -> tuple[bytes | None, str | None] | None:
+        """With a checkpoint: the DStream graph saved for :meth:`getOrCreate`, and why it cannot be restored (if so).
+
+        Raises:
+            GraphNotSerializableError: a function of the graph cannot be pickled (Spark refuses the start).
+        """
+        if self._log_dir is None:
+            return None
+        conf = [(k, v) for k, v in self.sparkContext.getConf().getAll() if k not in _NOT_RESTORED_CONF]
+        return self._env.recipe.serialize(batch_ms=self._batch_duration.milliseconds,
+                                          concurrent_jobs=self._concurrent_jobs, spark_conf=conf,
+                                          continuous_ms=None if self._continuous is None else self._continuous.interval_ms)
+
+    def _prepare_checkpoint(self, saved: tuple[bytes | None, str | None] | None) -> None:
         """Before a start with a checkpoint (blocking I/O and py4j calls): move a previous run's recovery
-        logs aside unless resuming, then save the DStream graph for :meth:`getOrCreate`."""
+        logs aside unless resuming, then save the DStream graph (``saved``) for :meth:`getOrCreate`."""
         directory = self._log_dir
-        if directory is None:
+        if directory is None or saved is None:
             return
-        sc = self.sparkContext
-        conf = [(k, v) for k, v in sc.getConf().getAll() if k not in _NOT_RESTORED_CONF]
-        # Spark's validate(): a graph that cannot be serialized refuses the start before anything
-        # on disk changes (GraphNotSerializableError, pyspark's message).
-        data, reason = self._env.recipe.serialize(batch_ms=self._batch_duration.milliseconds,
-                                                  concurrent_jobs=self._concurrent_jobs, spark_conf=conf,
-                                                  continuous_ms=None if self._continuous is None else self._continuous.interval_ms)
+        data, reason = saved
         if not self._recovering:
             self._move_previous_run_aside(directory)
         directory.mkdirs()
