@@ -64,6 +64,9 @@ shared 2-core machine at load 14-18, where a whole batch of the store alone took
 from __future__ import annotations
 
 import atexit
+import contextlib
+import errno
+import fcntl
 import hashlib
 import os
 import pickle
@@ -93,6 +96,8 @@ _DIGEST = 32
 _GENESIS = bytes(_DIGEST)  # the parent digest of version 1's delta: the empty state
 _REMOVED = -2  # the timeout of a change that deletes its key
 _PRIVATE_DIRECTORY = "aiodstream-state"
+_COPY_MARK = ".snapshot-copy-"  # <working copy's stem>.snapshot-copy-<pid>-<thread id>: a snapshot being copied
+_SQLITE_SIDECARS = ("-journal", "-wal", "-shm")
 _log = library_logger("aiodstream.streaming", component="StateStore")
 
 
@@ -267,6 +272,113 @@ def _open_working_copy(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not removed, not replaced)."""
+    try:
+        now = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _remove_with_sidecars(path: Path) -> None:
+    for suffix in _SQLITE_SIDECARS:  # first: a sidecar without its database is a leftover for the next sweep
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _snapshot_copy(working_copy: Path) -> Iterator[Path]:
+    """A new, empty file beside ``working_copy`` for a snapshot's copy, held under an exclusive ``flock`` until removed.
+
+    The lock is what tells a live copy from one whose writer was killed (the kernel drops it
+    with the process): :meth:`StateStoreProvider.remove_leftovers` removes only copies it can lock. The name
+    carries the writer's process and thread ids for whoever looks at the directory.
+
+    Raises:
+        StateStoreError: a sweep took the new file before its lock did (the snapshot is skipped).
+    """
+    path = working_copy.with_name(f"{working_copy.stem}{_COPY_MARK}{os.getpid()}-{threading.get_ident()}")
+    _remove_with_sidecars(path)  # this thread's own name: only a process killed before us, with our pid, left it
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            locked = False
+        else:
+            locked = _same_file(fd, path)
+        if not locked:  # a sweep opened it between our open and our lock, and removes it
+            raise StateStoreError(f"the state store's snapshot copy {path} was removed while it was being made")
+        try:
+            yield path
+        finally:
+            _remove_with_sidecars(path)  # under our lock: nobody else removes or makes this name now
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_copies(directory: str | os.PathLike[str]) -> int:
+    """Remove the snapshot copies in a working-copy directory whose writers are gone; return how many.
+
+    A snapshot copies the whole working copy to ``<stem>.snapshot-copy-<pid>-<thread id>`` next
+    to it and removes the copy when the snapshot is written; a writer killed meanwhile (an
+    executor's SIGKILL) leaves it behind, as large as the partition's state. A writer holds an
+    exclusive ``flock`` on its copy until it has removed it, and the kernel releases that lock
+    when the process dies, so a copy a sweep can lock has no writer: it is removed with
+    SQLite's sidecar files (``-journal``, ``-wal``, ``-shm``); one it cannot lock is being
+    written by a live process or thread and is left alone. Sidecars whose copy is gone are
+    removed too. Copies of this process's own live threads are not even opened (closing a
+    descriptor would drop the POSIX locks SQLite holds on the file in this process).
+    """
+    root = Path(directory)
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return 0
+    live = {f"{os.getpid()}-{thread.ident}" for thread in threading.enumerate()}
+    removed = 0
+    for name in names:
+        if _COPY_MARK not in name:
+            continue
+        path = root / name
+        sidecar = next((s for s in _SQLITE_SIDECARS if name.endswith(s)), None)
+        if sidecar is not None:
+            if not os.path.lexists(root / name[: -len(sidecar)]):
+                path.unlink(missing_ok=True)
+                removed += 1
+            continue
+        if name.rpartition(_COPY_MARK)[2] in live:
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ELOOP):
+                raise
+            continue  # removed meanwhile by its writer or another sweep; a link is nothing we made
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its writer is alive
+            if _same_file(fd, path):  # under the lock: the name cannot be removed or made again by anyone else
+                _remove_with_sidecars(path)
+                removed += 1
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _stale_temp(name: str) -> tuple[int, str] | None:
+    """The version and kind (``delta``/``snapshot``) of a checkpoint file manager's temporary file of ours, or None."""
+    parts = name.split(".")  # ".<version>.<kind>.<uuid>.tmp" (scheduler's temp_name)
+    if len(parts) != 5 or parts[0] or parts[2] not in ("delta", "snapshot") or parts[4] != "tmp":
+        return None
+    version = parse_batch_file_name(parts[1])
+    return None if version is None else (version, parts[2])
+
+
 def keep_partition_count(checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int, wanted: int) -> int:
     """The operator's partition count: the one its checkpoint recorded, else ``wanted`` (recorded now).
 
@@ -403,6 +515,8 @@ class StateStoreProvider:
             if reason is not None:
                 conn = self._rebuild(version, reason)
                 loaded_from = "checkpoint" if version else "empty"
+            if not self._loads or reason is not None:  # a new process (maybe after a kill) or a rebuild: sweep
+                self._remove_leftovers_quietly(version)
             self._loads += 1
             parent = conn.execute("SELECT digest FROM meta").fetchone()[0]
             conn.execute("BEGIN IMMEDIATE")
@@ -529,29 +643,70 @@ class StateStoreProvider:
         Safe beside loads and commits of this partition: in this provider it waits for the one
         in progress; against another process or provider on the same working copy it copies the
         database in one step (a consistent state) and names the snapshot by the version inside
-        the copy.
+        the copy. It first removes what killed writers left (:meth:`remove_leftovers`).
         """
         with self._lock:
             conn = self._connection()
             version = conn.execute("SELECT version FROM meta").fetchone()[0]
+            self._remove_leftovers_quietly(version)
             if version and version % self.snapshot_every == 0 and not self._path(version, _SNAPSHOT).exists():
-                copy = self.working_copy.with_suffix(f".snapshot-copy-{threading.get_ident()}")
-                target = sqlite3.connect(copy)
-                try:
-                    conn.backup(target)  # all pages in one step: one consistent state
-                    copied, digest = target.execute("SELECT version, digest FROM meta").fetchone()
-                finally:
-                    target.close()
-                try:
+                with _snapshot_copy(self.working_copy) as copy:
+                    target = sqlite3.connect(copy)
+                    try:
+                        conn.backup(target)  # all pages in one step: one consistent state
+                        copied, digest = target.execute("SELECT version, digest FROM meta").fetchone()
+                    finally:
+                        target.close()
                     if copied % self.snapshot_every == 0 and not self._path(copied, _SNAPSHOT).exists():
                         if _delta_digest(self._path(copied, _DELTA)) == digest:
                             self._path(copied, _SNAPSHOT).write_replacing(_encode(_SNAPSHOT, copy.read_bytes()))
                         else:  # the batch was re-run elsewhere since: a snapshot of this copy would be of another history
                             _log.warning("state store snapshot skipped: the working copy is not the checkpoint's version",
                                          directory=str(self.directory), version=copied)
-                finally:
-                    copy.unlink(missing_ok=True)
             self._purge(version)
+
+    def remove_leftovers(self, version: int) -> int:
+        """Remove what writers killed mid-write left of this partition; return how many files were removed.
+
+        ``version`` is one this partition has committed (the one being loaded or maintained).
+        Called by the first load of each provider, by every rebuild and by :meth:`maintenance`.
+
+        * In the working copies' private directory (every partition's, of this executor): the
+          snapshot copies whose writer is gone (its ``flock`` released with its process; copies
+          being written by a live process or thread are left alone), with SQLite's sidecars.
+        * In the partition's checkpoint directory: the file managers' hidden temporary files
+          (``.<version>.delta.<uuid>.tmp``, ``.<version>.snapshot.<uuid>.tmp``) that no live
+          writer of this partition can still need. A delta of a version at most ``version`` is
+          already committed (a load of ``version`` needs every delta up to it), so only a losing
+          speculative or zombie attempt can still be writing one: removing its temporary file
+          makes that late write fail instead of replacing the committed delta. A snapshot is
+          written in the background after its commit, maybe by another executor still copying
+          while later batches run, so its temporary file is removed only a whole snapshot period
+          later (its version at most ``version - snapshot_every``); a snapshot still being
+          written then fails and is skipped (logged), as the next due version writes one again.
+          The names carry no writer, so nothing is removed by age, and nothing of newer versions
+          (the next batch, maybe running now) is touched.
+        """
+        removed = _remove_stale_copies(self.working_copy.parent)
+        for name in self.directory.listdir():
+            temp = _stale_temp(name)
+            if temp is None:
+                continue
+            v, kind = temp
+            if (v <= version if kind == "delta" else v <= version - self.snapshot_every) and (self.directory / name).delete():
+                removed += 1
+        return removed
+
+    def _remove_leftovers_quietly(self, version: int) -> None:
+        try:
+            removed = self.remove_leftovers(version)
+        except Exception as exc:  # housekeeping: the batch goes on, the next sweep retries
+            _log.warning("state store could not remove files left by killed writers", directory=str(self.directory),
+                         error=repr(exc))
+        else:
+            if removed:
+                _log.info("state store removed files left by killed writers", directory=str(self.directory),
+                          removed=removed)
 
     def maintain_after(self, version: int) -> threading.Thread | None:
         """After committing ``version``: if it is due a snapshot, run :meth:`maintenance` in a background thread.
