@@ -64,7 +64,6 @@ shared 2-core machine at load 14-18, where a whole batch of the store alone took
 from __future__ import annotations
 
 import atexit
-import contextlib
 import errno
 import fcntl
 import hashlib
@@ -288,68 +287,90 @@ def _remove_with_sidecars(path: Path) -> None:
     path.unlink(missing_ok=True)
 
 
-@contextlib.contextmanager
-def _snapshot_copy(working_copy: Path) -> Iterator[Path]:
-    """A new, empty file beside ``working_copy`` for a snapshot's copy, held under an exclusive ``flock`` until removed.
+class _SnapshotCopy:
+    """A new file beside a working copy for a snapshot's copy, held under an exclusive ``flock`` until it is removed.
 
     The lock is what tells a live copy from one whose writer was killed (the kernel drops it
-    with the process): :meth:`StateStoreProvider.remove_leftovers` removes only copies it can lock. The name
-    carries the writer's process and thread ids for whoever looks at the directory.
+    with the process): :func:`_remove_stale_copies` removes only copies it can lock. The name,
+    ``<working copy's stem>.snapshot-copy-<pid>-<thread id>``, carries the writer for whoever
+    looks at the directory; once the copy is made, :meth:`label` appends ``.v<version>``, the
+    version inside it, so a sweep that finds it dead knows which snapshot's write it left
+    unfinished. Used as a context manager: made on entry, removed on exit whatever happens.
 
     Raises:
-        StateStoreError: a sweep took the new file before its lock did (the snapshot is skipped).
+        StateStoreError: on entry, a sweep took the new file before its lock did (the snapshot is skipped).
     """
-    path = working_copy.with_name(f"{working_copy.stem}{_COPY_MARK}{os.getpid()}-{threading.get_ident()}")
-    _remove_with_sidecars(path)  # this thread's own name: only a process killed before us, with our pid, left it
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
-    try:
+
+    def __init__(self, working_copy: Path) -> None:
+        """Name the copy of ``working_copy`` this thread makes."""
+        self.base = working_copy.with_name(f"{working_copy.stem}{_COPY_MARK}{os.getpid()}-{threading.get_ident()}")
+        self.path = self.base
+        self._fd = -1
+
+    def __enter__(self) -> _SnapshotCopy:
+        # This thread's own names: only a killed process that had our pid can have left them.
+        for name in os.listdir(self.base.parent):
+            if name == self.base.name or name.startswith(f"{self.base.name}.v"):
+                _remove_with_sidecars(self.base.parent / name)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = _same_file(fd, self.path)
         except BlockingIOError:
             locked = False
-        else:
-            locked = _same_file(fd, path)
         if not locked:  # a sweep opened it between our open and our lock, and removes it
-            raise StateStoreError(f"the state store's snapshot copy {path} was removed while it was being made")
+            os.close(fd)
+            raise StateStoreError(f"the state store's snapshot copy {self.path} was removed while it was being made")
+        self._fd = fd
+        return self
+
+    def label(self, version: int) -> None:
+        """Record in the name that the copy holds ``version`` (a rename: the lock stays with the file)."""
+        labelled = self.base.with_name(f"{self.base.name}.v{version}")
+        os.rename(self.path, labelled)
+        self.path = labelled
+
+    def __exit__(self, *exc_info: object) -> None:
         try:
-            yield path
+            _remove_with_sidecars(self.path)  # under our lock: nobody else removes or makes this name now
         finally:
-            _remove_with_sidecars(path)  # under our lock: nobody else removes or makes this name now
-    finally:
-        os.close(fd)
+            os.close(self._fd)
 
 
-def _remove_stale_copies(directory: str | os.PathLike[str]) -> int:
-    """Remove the snapshot copies in a working-copy directory whose writers are gone; return how many.
+def _remove_stale_copies(directory: Path, stem: str) -> tuple[int, set[int]]:
+    """Remove the snapshot copies in a working-copy directory whose writers are gone.
 
-    A snapshot copies the whole working copy to ``<stem>.snapshot-copy-<pid>-<thread id>`` next
-    to it and removes the copy when the snapshot is written; a writer killed meanwhile (an
-    executor's SIGKILL) leaves it behind, as large as the partition's state. A writer holds an
-    exclusive ``flock`` on its copy until it has removed it, and the kernel releases that lock
-    when the process dies, so a copy a sweep can lock has no writer: it is removed with
-    SQLite's sidecar files (``-journal``, ``-wal``, ``-shm``); one it cannot lock is being
-    written by a live process or thread and is left alone. Sidecars whose copy is gone are
-    removed too. Copies of this process's own live threads are not even opened (closing a
-    descriptor would drop the POSIX locks SQLite holds on the file in this process).
+    Returns how many files were removed, and the versions that dead copies of the working copy
+    named ``stem`` held (snapshots of those versions were being written when their writer died).
+
+    A snapshot copies the whole working copy next to it (:class:`_SnapshotCopy`) and removes the
+    copy when the snapshot is written; a writer killed meanwhile (an executor's SIGKILL) leaves
+    it behind, as large as the partition's state. A writer holds an exclusive ``flock`` on its
+    copy until it has removed it, and the kernel releases that lock when the process dies, so a
+    copy a sweep can lock has no writer: it is removed with SQLite's sidecar files
+    (``-journal``, ``-wal``, ``-shm``); one it cannot lock is being written by a live process or
+    thread and is left alone. Sidecars whose copy is gone are removed too. Copies of this
+    process's own live threads are not even opened (closing a descriptor would drop the POSIX
+    locks SQLite holds on the file in this process).
     """
-    root = Path(directory)
     try:
-        names = os.listdir(root)
+        names = os.listdir(directory)
     except FileNotFoundError:
-        return 0
+        return 0, set()
     live = {f"{os.getpid()}-{thread.ident}" for thread in threading.enumerate()}
-    removed = 0
+    removed, versions = 0, set()
     for name in names:
         if _COPY_MARK not in name:
             continue
-        path = root / name
+        path = directory / name
         sidecar = next((s for s in _SQLITE_SIDECARS if name.endswith(s)), None)
         if sidecar is not None:
-            if not os.path.lexists(root / name[: -len(sidecar)]):
+            if not os.path.lexists(directory / name[: -len(sidecar)]):
                 path.unlink(missing_ok=True)
                 removed += 1
             continue
-        if name.rpartition(_COPY_MARK)[2] in live:
+        owner, _, label = name.partition(_COPY_MARK)[2].partition(".v")
+        if owner in live:
             continue
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
@@ -365,15 +386,17 @@ def _remove_stale_copies(directory: str | os.PathLike[str]) -> int:
             if _same_file(fd, path):  # under the lock: the name cannot be removed or made again by anyone else
                 _remove_with_sidecars(path)
                 removed += 1
+                if name.startswith(f"{stem}{_COPY_MARK}") and label.isdigit():
+                    versions.add(int(label))
         finally:
             os.close(fd)
-    return removed
+    return removed, versions
 
 
 def _stale_temp(name: str) -> tuple[int, str] | None:
     """The version and kind (``delta``/``snapshot``) of a checkpoint file manager's temporary file of ours, or None."""
-    parts = name.split(".")  # ".<version>.<kind>.<uuid>.tmp" (scheduler's temp_name)
-    if len(parts) != 5 or parts[0] or parts[2] not in ("delta", "snapshot") or parts[4] != "tmp":
+    parts = name.split(".")  # ".<version>.<kind>.<uuid>.tmp" (scheduler's temp_name; more parts before .tmp are fine)
+    if len(parts) < 5 or parts[0] or parts[2] not in ("delta", "snapshot") or parts[-1] != "tmp":
         return None
     version = parse_batch_file_name(parts[1])
     return None if version is None else (version, parts[2])
@@ -650,13 +673,16 @@ class StateStoreProvider:
             version = conn.execute("SELECT version FROM meta").fetchone()[0]
             self._remove_leftovers_quietly(version)
             if version and version % self.snapshot_every == 0 and not self._path(version, _SNAPSHOT).exists():
-                with _snapshot_copy(self.working_copy) as copy:
+                with _SnapshotCopy(self.working_copy) as copying:
+                    copy = copying.path
                     target = sqlite3.connect(copy)
                     try:
                         conn.backup(target)  # all pages in one step: one consistent state
                         copied, digest = target.execute("SELECT version, digest FROM meta").fetchone()
                     finally:
                         target.close()
+                    copying.label(copied)
+                    copy = copying.path
                     if copied % self.snapshot_every == 0 and not self._path(copied, _SNAPSHOT).exists():
                         if _delta_digest(self._path(copied, _DELTA)) == digest:
                             self._path(copied, _SNAPSHOT).write_replacing(_encode(_SNAPSHOT, copy.read_bytes()))
@@ -681,19 +707,22 @@ class StateStoreProvider:
           speculative or zombie attempt can still be writing one: removing its temporary file
           makes that late write fail instead of replacing the committed delta. A snapshot is
           written in the background after its commit, maybe by another executor still copying
-          while later batches run, so its temporary file is removed only a whole snapshot period
-          later (its version at most ``version - snapshot_every``); a snapshot still being
-          written then fails and is skipped (logged), as the next due version writes one again.
-          The names carry no writer, so nothing is removed by age, and nothing of newer versions
-          (the next batch, maybe running now) is touched.
+          while later batches run, so its temporary file is removed at once only when this
+          sweep found the dead copy of that version's snapshot in the private directory (the
+          writer was killed on this executor), else a whole snapshot period later (its version
+          at most ``version - snapshot_every``); a snapshot still being written then fails and is
+          skipped (logged), as the next due version writes one again. The checkpoint's
+          temporary names carry no writer, so nothing is removed by age, and nothing of newer
+          versions (the next batch, maybe running now) is touched.
         """
-        removed = _remove_stale_copies(self.working_copy.parent)
+        removed, killed = _remove_stale_copies(self.working_copy.parent, self.working_copy.stem)
         for name in self.directory.listdir():
             temp = _stale_temp(name)
             if temp is None:
                 continue
             v, kind = temp
-            if (v <= version if kind == "delta" else v <= version - self.snapshot_every) and (self.directory / name).delete():
+            stale = v <= version if kind == "delta" else v <= version - self.snapshot_every or v in killed
+            if stale and (self.directory / name).delete():
                 removed += 1
         return removed
 

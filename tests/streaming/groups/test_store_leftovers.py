@@ -22,6 +22,7 @@ from typing import Iterator
 import fsspec
 import pytest
 
+from scheduler import CheckpointPath
 from streaming.state import NO_TIMESTAMP, StateStoreProvider
 
 
@@ -38,9 +39,9 @@ def ck(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         memory.rm(root, recursive=True)
 
 
-def commit_up_to(p: StateStoreProvider, last: int) -> None:
-    """Commit versions 1..``last``, one key each."""
-    for version in range(last):
+def commit_up_to(p: StateStoreProvider, last: int, first: int = 1) -> None:
+    """Commit versions ``first``..``last``, one key each."""
+    for version in range(first - 1, last):
         store = p.load(version)
         store.put(f"k{version}".encode(), b"v", NO_TIMESTAMP)
         store.commit()
@@ -107,6 +108,33 @@ def test_a_running_snapshot_copy_of_another_thread_of_this_process_is_not_touche
     assert mine.exists() and not gone.exists()
 
 
+def test_a_snapshot_copy_is_locked_while_it_is_written_and_a_sweep_leaves_it(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """While maintenance writes the snapshot, its copy is under an exclusive flock, and a sweep then removes nothing of it."""
+    p = StateStoreProvider(tmp_path / "ck", 0, 1, local_dir=tmp_path / "local", snapshot_every=2)
+    commit_up_to(p, 2)
+    seen: list[str] = []
+    write = CheckpointPath.write_replacing
+
+    def during_snapshot(path: CheckpointPath, data: bytes) -> None:
+        if path.name.endswith(".snapshot"):
+            (copy,) = [c for c in p.working_copy.parent.iterdir() if ".snapshot-copy-" in c.name]
+            fd = os.open(copy, os.O_RDONLY)
+            try:
+                with pytest.raises(BlockingIOError):
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(fd)
+            assert p.remove_leftovers(2) == 0 and copy.exists()
+            seen.append(copy.name)
+        write(path, data)
+
+    monkeypatch.setattr(CheckpointPath, "write_replacing", during_snapshot)
+    p.maintenance()
+    assert seen == [f"{p.working_copy.stem}.snapshot-copy-{os.getpid()}-{threading.get_ident()}.v2"]
+    assert [c for c in p.working_copy.parent.iterdir() if ".snapshot-copy-" in c.name] == []
+
+
 def temp(name: str) -> str:
     """The hidden temporary name a checkpoint file manager writes ``name`` through."""
     return f".{name}.{uuid.uuid4().hex}.tmp"
@@ -128,10 +156,7 @@ def test_temporary_files_of_killed_writers_are_removed_once_no_live_writer_can_n
     names = set(directory.listdir())
     assert late_delta not in names  # committed already: only a zombie attempt could still be writing it
     assert {killed_snapshot, next_delta, next_snapshot, *foreign} <= names  # maybe still being written
-    for version in range(11, 20):
-        store = second.load(version)
-        store.put(b"k", b"v", NO_TIMESTAMP)
-        store.commit()
+    commit_up_to(second, 20, first=12)
     second.maintenance()  # version 20: a snapshot period after version 10's
     names = set(directory.listdir())
     assert killed_snapshot not in names and next_delta not in names  # version 12 is committed by now
@@ -144,6 +169,7 @@ import sys
 import threading
 from tests.crash import install_kill_point
 from tests.fault_daemon import classify
+from scheduler import CheckpointPath
 from streaming.state import NO_TIMESTAMP, StateStoreProvider
 install_kill_point(classify)
 p = StateStoreProvider(sys.argv[1], 0, 1, local_dir=sys.argv[2], snapshot_every=10)
@@ -155,20 +181,35 @@ p.maintenance()
 """
 
 
-def test_after_a_sigkill_during_a_snapshot_the_next_executor_sweeps_both_leftovers(tmp_path: Path) -> None:
-    """A process SIGKILLed with version 10's snapshot written, not renamed: the copy goes at the next load, the temporary at 20."""
+def kill_during_snapshot(tmp_path: Path) -> tuple[Path, Path]:
+    """Run a child that commits 10 versions and is SIGKILLed with version 10's snapshot written, not renamed; the leftovers."""
     env = {**os.environ, "AIODSTREAM_KILL_AT": "state-snapshot-temp", "PYTHONPATH": str(Path(__file__).parents[3])}
     child = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "ck"), str(tmp_path / "local")], env=env,
                            capture_output=True, timeout=120)
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()
-    directory = tmp_path / "ck" / "state" / "0" / "1"
     copies = [path for path in (tmp_path / "local").iterdir() if ".snapshot-copy-" in path.name]
-    temps = [path for path in directory.iterdir() if path.name.startswith(".10.snapshot.")]
-    assert len(copies) == 1 and len(temps) == 1  # what the kill left
+    temps = [path for path in (tmp_path / "ck" / "state" / "0" / "1").iterdir() if path.name.startswith(".")]
+    assert len(copies) == 1
+    assert len(temps) == 1 and temps[0].name.startswith(".10.snapshot.")
+    return copies[0], temps[0]
+
+
+def test_after_a_sigkill_during_a_snapshot_the_next_load_on_that_executor_sweeps_both_leftovers(tmp_path: Path) -> None:
+    """The next load in the killed process's directory removes its dead copy and, so known dead, version 10's temporary file."""
+    copy, temp = kill_during_snapshot(tmp_path)
     p = StateStoreProvider(tmp_path / "ck", 0, 1, local_dir=tmp_path / "local", snapshot_every=10)
-    commit_up_to(p, 20)
-    assert not copies[0].exists() and temps[0].exists()  # the copy at once; the temporary file waits a snapshot period
+    p.load(10).abort()
+    assert not copy.exists() and not temp.exists()
+    assert [path.name for path in (tmp_path / "local").iterdir() if ".snapshot-copy-" in path.name] == []
+    assert p.statistics().reused == 1  # the working copy itself was fine
+
+
+def test_after_a_sigkill_during_a_snapshot_another_executor_removes_the_temporary_file_a_period_later(tmp_path: Path) -> None:
+    """An executor that cannot see the dead copy leaves version 10's temporary file until version 20's maintenance."""
+    _, temp = kill_during_snapshot(tmp_path)
+    p = StateStoreProvider(tmp_path / "ck", 0, 1, local_dir=tmp_path / "elsewhere", snapshot_every=10)
+    commit_up_to(p, 20, first=11)
+    assert temp.exists()  # maybe a snapshot still being written: it is not known dead
     p.maintenance()
-    assert not temps[0].exists()
-    assert sorted(path.name for path in directory.iterdir() if path.name.startswith(".")) == []
-    assert [path for path in (tmp_path / "local").iterdir() if ".snapshot-copy-" in path.name] == []
+    assert not temp.exists() and (p.directory / "20.snapshot").exists()
+    assert [path.name for path in Path(p.directory).iterdir() if path.name.startswith(".")] == []
