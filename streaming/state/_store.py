@@ -34,6 +34,14 @@ delta records the digest of the delta before it, so the deltas form a hash chain
 at a version mean the same history, not just the same version number, and a replay that meets a
 delta written on top of another history (a batch re-run elsewhere) starts over from an older base.
 
+What a writer killed mid-write leaves is swept (:meth:`StateStoreProvider.remove_leftovers`, at a
+provider's first load, at each rebuild and at each maintenance), never what a live writer still
+needs. A snapshot's whole-state copy in the private directory is held under an ``flock`` by its
+writer, which the kernel drops with the process: a copy that can be locked is dead and removed. In
+the checkpoint, the file managers' hidden temporary files of deltas up to the loaded version go
+(only a losing or zombie attempt can still be writing one), those of snapshots once their writer is
+known dead (its copy was just swept) or a whole snapshot period later.
+
 File format, both kinds: the magic ``AIODSTATE2`` (``AIODSTATE1`` for files of earlier releases,
 still read) and a kind byte, the payload's length (8 bytes, big-endian), the payload, and its
 SHA-256 (which is also the file's digest in the chain). A delta's payload is the digest of the
