@@ -34,13 +34,13 @@ delta records the digest of the delta before it, so the deltas form a hash chain
 at a version mean the same history, not just the same version number, and a replay that meets a
 delta written on top of another history (a batch re-run elsewhere) starts over from an older base.
 
-What a writer killed mid-write leaves is swept (:meth:`StateStoreProvider.remove_leftovers`, at a
-provider's first load, at each rebuild and at each maintenance), never what a live writer still
-needs. A snapshot's whole-state copy in the private directory is held under an ``flock`` by its
-writer, which the kernel drops with the process: a copy that can be locked is dead and removed. In
-the checkpoint, the file managers' hidden temporary files of deltas up to the loaded version go
-(only a losing or zombie attempt can still be writing one), those of snapshots once their writer is
-known dead (its copy was just swept) or a whole snapshot period later.
+What a writer killed mid-write leaves is swept (:meth:`StateStoreProvider.remove_leftovers`, at
+each load and maintenance), never what a live writer still needs. A snapshot's whole-state copy
+in the private directory is held under an ``flock`` by its writer, which the kernel drops with
+the process: a copy that can be locked is dead and removed. In the checkpoint, the file managers'
+hidden temporary files of deltas up to the loaded version go (only a losing or zombie attempt can
+still be writing one), those of snapshots once their writer is known dead (its copy was just
+swept) or a whole snapshot period later.
 
 File format, both kinds: the magic ``AIODSTATE2`` (``AIODSTATE1`` for files of earlier releases,
 still read) and a kind byte, the payload's length (8 bytes, big-endian), the payload, and its
@@ -546,8 +546,10 @@ class StateStoreProvider:
             if reason is not None:
                 conn = self._rebuild(version, reason)
                 loaded_from = "checkpoint" if version else "empty"
-            if not self._loads or reason is not None:  # a new process (maybe after a kill) or a rebuild: sweep
-                self._remove_leftovers_quietly(version)
+            # Every load sweeps the private directory (local: cheap); the checkpoint's directory at
+            # a new provider's first load (a new process, maybe after a kill), at a rebuild, or when
+            # a dead copy of this partition shows a snapshot's write was cut short here.
+            self._remove_leftovers_quietly(version, checkpoint=not self._loads or reason is not None)
             self._loads += 1
             parent = conn.execute("SELECT digest FROM meta").fetchone()[0]
             conn.execute("BEGIN IMMEDIATE")
@@ -699,11 +701,13 @@ class StateStoreProvider:
                                          directory=str(self.directory), version=copied)
             self._purge(version)
 
-    def remove_leftovers(self, version: int) -> int:
+    def remove_leftovers(self, version: int, *, checkpoint: bool = True) -> int:
         """Remove what writers killed mid-write left of this partition; return how many files were removed.
 
         ``version`` is one this partition has committed (the one being loaded or maintained).
-        Called by the first load of each provider, by every rebuild and by :meth:`maintenance`.
+        Called by every load and by :meth:`maintenance`; a load other than a provider's first or
+        a rebuild passes ``checkpoint=False``: the checkpoint's directory is then listed only if
+        a dead copy of this partition was found (a listing may be a round trip to a remote store).
 
         * In the working copies' private directory (every partition's, of this executor): the
           snapshot copies whose writer is gone (its ``flock`` released with its process; copies
@@ -724,7 +728,7 @@ class StateStoreProvider:
           versions (the next batch, maybe running now) is touched.
         """
         removed, killed = _remove_stale_copies(self.working_copy.parent, self.working_copy.stem)
-        for name in self.directory.listdir():
+        for name in self.directory.listdir() if checkpoint or killed else ():
             temp = _stale_temp(name)
             if temp is None:
                 continue
@@ -734,9 +738,9 @@ class StateStoreProvider:
                 removed += 1
         return removed
 
-    def _remove_leftovers_quietly(self, version: int) -> None:
+    def _remove_leftovers_quietly(self, version: int, *, checkpoint: bool = True) -> None:
         try:
-            removed = self.remove_leftovers(version)
+            removed = self.remove_leftovers(version, checkpoint=checkpoint)
         except Exception as exc:  # housekeeping: the batch goes on, the next sweep retries
             _log.warning("state store could not remove files left by killed writers", directory=str(self.directory),
                          error=repr(exc))

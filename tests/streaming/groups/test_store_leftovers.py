@@ -213,3 +213,18 @@ def test_after_a_sigkill_during_a_snapshot_another_executor_removes_the_temporar
     p.maintenance()
     assert not temp.exists() and (p.directory / "20.snapshot").exists()
     assert [path.name for path in Path(p.directory).iterdir() if path.name.startswith(".")] == []
+
+
+def test_a_running_provider_removes_another_workers_dead_copy_and_its_temporary_file_at_its_next_load(
+        tmp_path: Path) -> None:
+    """A worker whose working copy is current (no rebuild, not its first load) still sweeps a dead copy of its partition."""
+    p = StateStoreProvider(tmp_path / "ck", 0, 1, local_dir=tmp_path / "local", snapshot_every=10)
+    commit_up_to(p, 10)
+    # what another worker of this executor, SIGKILLed writing version 10's snapshot, leaves
+    copy = leave_copy(p.working_copy.parent, f"{p.working_copy.stem}.snapshot-copy-4194304-140234.v10")
+    killed = p.directory / temp("10.snapshot")
+    killed.write_replacing(b"partial")
+    store = p.load(10)
+    store.abort()
+    assert store.loaded_from == "working copy"
+    assert not copy.exists() and not killed.exists()
