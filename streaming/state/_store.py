@@ -39,8 +39,8 @@ each load and maintenance), never what a live writer still needs. A snapshot's w
 in the private directory is held under an ``flock`` by its writer, which the kernel drops with
 the process: a copy that can be locked is dead and removed. In the checkpoint, the file managers'
 hidden temporary files of deltas up to the loaded version go (only a losing or zombie attempt can
-still be writing one), those of snapshots once their writer is known dead (its copy was just
-swept) or a whole snapshot period later.
+still be writing one), those of snapshots once their writer is known dead (its copy was found
+dead on this executor) or a whole snapshot period later.
 
 File format, both kinds: the magic ``AIODSTATE2`` (``AIODSTATE1`` for files of earlier releases,
 still read) and a kind byte, the payload's length (8 bytes, big-endian), the payload, and its
@@ -104,6 +104,7 @@ _GENESIS = bytes(_DIGEST)  # the parent digest of version 1's delta: the empty s
 _REMOVED = -2  # the timeout of a change that deletes its key
 _PRIVATE_DIRECTORY = "aiodstream-state"
 _COPY_MARK = ".snapshot-copy-"  # <working copy's stem>.snapshot-copy-<pid>-<thread id>: a snapshot being copied
+_KILLED_MARK = ".snapshot-killed.v"  # <working copy's stem>.snapshot-killed.v<version>: an emptied dead copy of it
 _SQLITE_SIDECARS = ("-journal", "-wal", "-shm")
 _log = library_logger("aiodstream.streaming", component="StateStore")
 
@@ -350,6 +351,9 @@ def _remove_stale_copies(directory: Path, stem: str) -> tuple[int, set[int]]:
 
     Returns how many files were removed, and the versions that dead copies of the working copy
     named ``stem`` held (snapshots of those versions were being written when their writer died).
+    A dead copy of another partition that names its version is emptied (its space freed at once)
+    and left as ``<stem>.snapshot-killed.v<version>``, a mark for that partition's own sweep,
+    which alone knows its checkpoint directory.
 
     A snapshot copies the whole working copy next to it (:class:`_SnapshotCopy`) and removes the
     copy when the snapshot is written; a writer killed meanwhile (an executor's SIGKILL) leaves
@@ -368,9 +372,16 @@ def _remove_stale_copies(directory: Path, stem: str) -> tuple[int, set[int]]:
     live = {f"{os.getpid()}-{thread.ident}" for thread in threading.enumerate()}
     removed, versions = 0, set()
     for name in names:
+        path = directory / name
+        if _KILLED_MARK in name:
+            killed, _, label = name.partition(_KILLED_MARK)
+            if killed == stem and label.isdigit():
+                path.unlink(missing_ok=True)
+                removed += 1
+                versions.add(int(label))
+            continue
         if _COPY_MARK not in name:
             continue
-        path = directory / name
         sidecar = next((s for s in _SQLITE_SIDECARS if name.endswith(s)), None)
         if sidecar is not None:
             if not os.path.lexists(directory / name[: -len(sidecar)]):
@@ -391,11 +402,19 @@ def _remove_stale_copies(directory: Path, stem: str) -> tuple[int, set[int]]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # its writer is alive
-            if _same_file(fd, path):  # under the lock: the name cannot be removed or made again by anyone else
+            if not _same_file(fd, path):  # under the lock: the name cannot be removed or made again by anyone else
+                continue
+            owner_stem = name.partition(_COPY_MARK)[0]
+            if label.isdigit() and owner_stem != stem:  # another partition's: free it, leave that partition a mark
+                os.truncate(path, 0)
+                for suffix in _SQLITE_SIDECARS:
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+                os.rename(path, directory / f"{owner_stem}{_KILLED_MARK}{label}")
+            else:
                 _remove_with_sidecars(path)
-                removed += 1
-                if name.startswith(f"{stem}{_COPY_MARK}") and label.isdigit():
+                if label.isdigit():
                     versions.add(int(label))
+            removed += 1
         finally:
             os.close(fd)
     return removed, versions
@@ -719,9 +738,10 @@ class StateStoreProvider:
           speculative or zombie attempt can still be writing one: removing its temporary file
           makes that late write fail instead of replacing the committed delta. A snapshot is
           written in the background after its commit, maybe by another executor still copying
-          while later batches run, so its temporary file is removed at once only when this
-          sweep found the dead copy of that version's snapshot in the private directory (the
-          writer was killed on this executor), else a whole snapshot period later (its version
+          while later batches run, so its temporary file is removed at once only when a sweep
+          found the dead copy of that version's snapshot in the private directory (the writer
+          was killed on this executor; a sweep of another partition leaves a mark, see
+          :func:`_remove_stale_copies`), else a whole snapshot period later (its version
           at most ``version - snapshot_every``); a snapshot still being written then fails and is
           skipped (logged), as the next due version writes one again. The checkpoint's
           temporary names carry no writer, so nothing is removed by age, and nothing of newer

@@ -228,3 +228,24 @@ def test_a_running_provider_removes_another_workers_dead_copy_and_its_temporary_
     store.abort()
     assert store.loaded_from == "working copy"
     assert not copy.exists() and not killed.exists()
+
+
+def test_a_dead_copy_swept_by_another_partition_is_emptied_and_marks_the_snapshot_for_its_own_partition(
+        tmp_path: Path) -> None:
+    """Partition 2's sweep frees partition 1's dead copy at once; partition 1's next load then removes version 10's temporary."""
+    p1 = StateStoreProvider(tmp_path / "ck", 0, 1, local_dir=tmp_path / "local", snapshot_every=10)
+    p2 = StateStoreProvider(tmp_path / "ck", 0, 2, local_dir=tmp_path / "local", snapshot_every=10)
+    commit_up_to(p1, 10)
+    commit_up_to(p2, 10)
+    copy = leave_copy(p1.working_copy.parent, f"{p1.working_copy.stem}.snapshot-copy-4194304-140234.v10")
+    killed = p1.directory / temp("10.snapshot")
+    killed.write_replacing(b"partial")
+    p2.load(10).abort()  # another worker, another partition: it gets there first
+    assert not copy.exists() and not Path(f"{copy}-journal").exists()
+    (mark,) = [path for path in p1.working_copy.parent.iterdir() if ".snapshot-" in path.name]
+    assert mark.name == f"{p1.working_copy.stem}.snapshot-killed.v10" and mark.stat().st_size == 0
+    assert killed.exists()  # partition 2 does not know partition 1's checkpoint directory
+    store = p1.load(10)
+    store.abort()
+    assert store.loaded_from == "working copy"
+    assert not killed.exists() and not mark.exists()
