@@ -369,9 +369,11 @@ def _remove_stale_copies(directory: Path, stem: str) -> tuple[int, set[int]]:
         names = os.listdir(directory)
     except FileNotFoundError:
         return 0, set()
-    live = {f"{os.getpid()}-{thread.ident}" for thread in threading.enumerate()}
     removed, versions = 0, set()
+    live: set[str] | None = None
     for name in names:
+        if ".snapshot-" not in name:  # every load sweeps: the usual directory holds only working copies
+            continue
         path = directory / name
         if _KILLED_MARK in name:
             killed, _, label = name.partition(_KILLED_MARK)
@@ -389,6 +391,8 @@ def _remove_stale_copies(directory: Path, stem: str) -> tuple[int, set[int]]:
                 removed += 1
             continue
         owner, _, label = name.partition(_COPY_MARK)[2].partition(".v")
+        if live is None:
+            live = {f"{os.getpid()}-{thread.ident}" for thread in threading.enumerate()}
         if owner in live:
             continue
         try:
