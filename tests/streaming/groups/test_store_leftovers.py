@@ -99,8 +99,8 @@ def test_the_first_load_in_a_new_process_removes_a_copy_left_by_the_killed_one(t
     assert not left.exists() and not Path(f"{left}-journal").exists()
 
 
-def test_a_running_snapshot_copy_of_another_thread_of_this_process_is_not_touched(tmp_path: Path) -> None:
-    """A sweep leaves the copy of a live thread of this process alone, while one named after a finished thread goes."""
+def test_a_copy_named_after_a_live_thread_of_this_process_is_not_touched(tmp_path: Path) -> None:
+    """A sweep leaves a copy named after a live thread of this process alone (unlocked or not); one of no live thread goes."""
     p = StateStoreProvider(tmp_path / "ck", 0, 1, local_dir=tmp_path / "local")
     mine = leave_copy(p.working_copy.parent, f"{p.working_copy.stem}.snapshot-copy-{os.getpid()}-{threading.get_ident()}")
     gone = leave_copy(p.working_copy.parent, f"{p.working_copy.stem}.snapshot-copy-{os.getpid()}-1")  # no thread is 1
