@@ -104,6 +104,7 @@ _GENESIS = bytes(_DIGEST)  # the parent digest of version 1's delta: the empty s
 _REMOVED = -2  # the timeout of a change that deletes its key
 _PRIVATE_DIRECTORY = "aiodstream-state"
 _COPY_MARK = ".snapshot-copy-"  # <working copy's stem>.snapshot-copy-<pid>-<thread id>: a snapshot being copied
+_NEW_MARK = ".snapshot-new-"  # <working copy's stem>.snapshot-new-<pid>-<thread id>: a copy not yet locked and named
 _KILLED_MARK = ".snapshot-killed.v"  # <working copy's stem>.snapshot-killed.v<version>: an emptied dead copy of it
 _SQLITE_SIDECARS = ("-journal", "-wal", "-shm")
 _log = library_logger("aiodstream.streaming", component="StateStore")
@@ -305,9 +306,6 @@ class _SnapshotCopy:
     looks at the directory; once the copy is made, :meth:`label` appends ``.v<version>``, the
     version inside it, so a sweep that finds it dead knows which snapshot's write it left
     unfinished. Used as a context manager: made on entry, removed on exit whatever happens.
-
-    Raises:
-        StateStoreError: on entry, a sweep took the new file before its lock did (the snapshot is skipped).
     """
 
     def __init__(self, working_copy: Path) -> None:
@@ -318,18 +316,20 @@ class _SnapshotCopy:
 
     def __enter__(self) -> _SnapshotCopy:
         # This thread's own names: only a killed process that had our pid can have left them.
+        new = self.base.with_name(self.base.name.replace(_COPY_MARK, _NEW_MARK))
         for name in os.listdir(self.base.parent):
-            if name == self.base.name or name.startswith(f"{self.base.name}.v"):
+            if name in (self.base.name, new.name) or name.startswith(f"{self.base.name}.v"):
                 _remove_with_sidecars(self.base.parent / name)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+        # Made under another name and locked before it is named a copy: a sweep never sees an
+        # unlocked copy of a live writer (it opens and locks only ``.snapshot-copy-`` names).
+        fd = os.open(new, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            locked = _same_file(fd, self.path)
-        except BlockingIOError:
-            locked = False
-        if not locked:  # a sweep opened it between our open and our lock, and removes it
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.rename(new, self.base)
+        except BaseException:
+            new.unlink(missing_ok=True)
             os.close(fd)
-            raise StateStoreError(f"the state store's snapshot copy {self.path} was removed while it was being made")
+            raise
         self._fd = fd
         return self
 
@@ -344,6 +344,19 @@ class _SnapshotCopy:
             _remove_with_sidecars(self.path)  # under our lock: nobody else removes or makes this name now
         finally:
             os.close(self._fd)
+
+
+def _writer_alive(pid: int, thread: int) -> bool:
+    """Whether a process (and, in this process, a thread) of these ids may still be running."""
+    if pid == os.getpid():
+        return any(t.ident == thread for t in threading.enumerate())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process has that id now: say alive, nothing is removed
+    return True
 
 
 def _remove_stale_copies(directory: Path, stem: str) -> tuple[int, set[int]]:
@@ -361,9 +374,12 @@ def _remove_stale_copies(directory: Path, stem: str) -> tuple[int, set[int]]:
     copy until it has removed it, and the kernel releases that lock when the process dies, so a
     copy a sweep can lock has no writer: it is removed with SQLite's sidecar files
     (``-journal``, ``-wal``, ``-shm``); one it cannot lock is being written by a live process or
-    thread and is left alone. Sidecars whose copy is gone are removed too. Copies of this
-    process's own live threads are not even opened (closing a descriptor would drop the POSIX
-    locks SQLite holds on the file in this process).
+    thread and is left alone. A writer makes its file as ``<stem>.snapshot-new-<pid>-<thread id>``
+    and renames it to the copy's name once locked, so no live copy is ever unlocked under that
+    name; a ``.snapshot-new-`` file (empty: a writer killed in that instant) is removed when no
+    process has its pid (or, in this process, no live thread its thread id). Sidecars whose copy
+    is gone are removed too. Copies of this process's own live threads are not even opened
+    (closing a descriptor would drop the POSIX locks SQLite holds on the file in this process).
     """
     try:
         names = os.listdir(directory)
@@ -381,6 +397,12 @@ def _remove_stale_copies(directory: Path, stem: str) -> tuple[int, set[int]]:
                 path.unlink(missing_ok=True)
                 removed += 1
                 versions.add(int(label))
+            continue
+        if _NEW_MARK in name:  # made, not yet locked: removed only when its writer is known gone
+            pid, _, thread = name.partition(_NEW_MARK)[2].partition("-")
+            if pid.isdigit() and thread.isdigit() and not _writer_alive(int(pid), int(thread)):
+                path.unlink(missing_ok=True)
+                removed += 1
             continue
         if _COPY_MARK not in name:
             continue

@@ -9,6 +9,7 @@ sweeps. A live writer is simulated by holding the ``flock`` a writer holds on it
 from __future__ import annotations
 
 import fcntl
+import multiprocessing
 import os
 import signal
 import sqlite3
@@ -24,6 +25,7 @@ import pytest
 
 from scheduler import CheckpointPath
 from streaming.state import NO_TIMESTAMP, StateStoreProvider
+from tests.crash import faults_all
 
 
 @pytest.fixture(params=["local", "fsspec"])
@@ -170,6 +172,7 @@ import threading
 from tests.crash import install_kill_point
 from tests.fault_daemon import classify
 from scheduler import CheckpointPath
+from tests.crash import faults_all
 from streaming.state import NO_TIMESTAMP, StateStoreProvider
 install_kill_point(classify)
 p = StateStoreProvider(sys.argv[1], 0, 1, local_dir=sys.argv[2], snapshot_every=10)
@@ -249,3 +252,31 @@ def test_a_dead_copy_swept_by_another_partition_is_emptied_and_marks_the_snapsho
     store.abort()
     assert store.loaded_from == "working copy"
     assert not killed.exists() and not mark.exists()
+
+
+def snapshot_every_version(root: Path, partition: int, versions: int) -> None:
+    """Commit and snapshot ``versions`` versions of one partition (a child process's body); raises if a snapshot is missing."""
+    p = StateStoreProvider(root / "ck", 0, partition, local_dir=root / "local", snapshot_every=1,
+                           min_versions_to_retain=versions + 1)
+    for version in range(versions):
+        store = p.load(version)
+        store.put(f"k{version}".encode(), b"x" * 1000, NO_TIMESTAMP)
+        store.commit()
+        p.maintenance()  # raises if another process's sweep took this snapshot's copy
+    missing = [v for v in range(1, versions + 1) if not (p.directory / f"{v}.snapshot").exists()]
+    assert missing == [], f"partition {partition}: no snapshot of versions {missing}"
+
+
+@pytest.mark.skipif(not faults_all(), reason="slow (four interpreters importing pyspark): set AIODSTREAM_FAULTS=all")
+def test_processes_snapshotting_side_by_side_never_sweep_each_others_copies(tmp_path: Path) -> None:
+    """Four processes sharing the private directory, each snapshotting every version and so sweeping: all snapshots made."""
+    versions = 150
+    context = multiprocessing.get_context("spawn")
+    children = [context.Process(target=snapshot_every_version, args=(tmp_path, partition, versions))
+                for partition in range(4)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(timeout=300)
+    assert [child.exitcode for child in children] == [0, 0, 0, 0]
+    assert [path.name for path in (tmp_path / "local").iterdir() if ".snapshot-" in path.name] == []
