@@ -280,3 +280,18 @@ def test_processes_snapshotting_side_by_side_never_sweep_each_others_copies(tmp_
         child.join(timeout=300)
     assert [child.exitcode for child in children] == [0, 0, 0, 0]
     assert [path.name for path in (tmp_path / "local").iterdir() if ".snapshot-" in path.name] == []
+
+
+def test_a_copy_not_yet_locked_is_removed_only_once_its_process_is_gone(tmp_path: Path) -> None:
+    """A ``.snapshot-new-`` file (made, not yet locked and named) of a dead process goes; a live process's stays."""
+    p = StateStoreProvider(tmp_path / "ck", 0, 1, local_dir=tmp_path / "local")
+    finished = subprocess.Popen([sys.executable, "-c", ""])
+    finished.wait()
+    stem = p.working_copy.stem
+    dead = p.working_copy.parent / f"{stem}.snapshot-new-{finished.pid}-140234"
+    live = [p.working_copy.parent / f"{stem}.snapshot-new-{os.getppid()}-140234",
+            p.working_copy.parent / f"{stem}.snapshot-new-{os.getpid()}-{threading.get_ident()}"]
+    for path in [dead, *live]:
+        path.write_bytes(b"")
+    commit_up_to(p, 1)
+    assert not dead.exists() and all(path.exists() for path in live)
