@@ -1,9 +1,10 @@
 """What a writer killed mid-snapshot or mid-commit leaves is removed, and nothing a live writer still needs.
 
 A SIGKILL during the background snapshot leaves the whole-state copy in the private
-working-copy directory and the file manager's hidden temporary file in the checkpoint; these
-tests leave the files exactly as such a kill does and check what the next load or maintenance
-sweeps. A live writer is simulated by holding the ``flock`` a writer holds on its copy.
+working-copy directory and the file manager's hidden temporary file in the checkpoint. Most
+tests leave the files exactly as such a kill does, two SIGKILL a child process at the snapshot's
+rename (``tests.crash``'s kill point), and each checks what the next load or maintenance sweeps.
+A live writer is simulated by holding the ``flock`` a writer holds on its copy.
 """
 
 from __future__ import annotations
