@@ -34,6 +34,14 @@ delta records the digest of the delta before it, so the deltas form a hash chain
 at a version mean the same history, not just the same version number, and a replay that meets a
 delta written on top of another history (a batch re-run elsewhere) starts over from an older base.
 
+What a writer killed mid-write leaves is swept (:meth:`StateStoreProvider.remove_leftovers`, at
+each load and maintenance), never what a live writer still needs. A snapshot's whole-state copy
+in the private directory is held under an ``flock`` by its writer, which the kernel drops with
+the process: a copy that can be locked is dead and removed. In the checkpoint, the file managers'
+hidden temporary files of deltas up to the loaded version go (only a losing or zombie attempt can
+still be writing one), those of snapshots once their writer is known dead (its copy was found
+dead on this executor) or a whole snapshot period later.
+
 File format, both kinds: the magic ``AIODSTATE2`` (``AIODSTATE1`` for files of earlier releases,
 still read) and a kind byte, the payload's length (8 bytes, big-endian), the payload, and its
 SHA-256 (which is also the file's digest in the chain). A delta's payload is the digest of the
@@ -64,6 +72,8 @@ shared 2-core machine at load 14-18, where a whole batch of the store alone took
 from __future__ import annotations
 
 import atexit
+import errno
+import fcntl
 import hashlib
 import os
 import pickle
@@ -93,6 +103,10 @@ _DIGEST = 32
 _GENESIS = bytes(_DIGEST)  # the parent digest of version 1's delta: the empty state
 _REMOVED = -2  # the timeout of a change that deletes its key
 _PRIVATE_DIRECTORY = "aiodstream-state"
+_COPY_MARK = ".snapshot-copy-"  # <working copy's stem>.snapshot-copy-<pid>-<thread id>: a snapshot being copied
+_NEW_MARK = ".snapshot-new-"  # <working copy's stem>.snapshot-new-<pid>-<thread id>: a copy not yet locked and named
+_KILLED_MARK = ".snapshot-killed.v"  # <working copy's stem>.snapshot-killed.v<version>: an emptied dead copy of it
+_SQLITE_SIDECARS = ("-journal", "-wal", "-shm")
 _log = library_logger("aiodstream.streaming", component="StateStore")
 
 
@@ -267,6 +281,180 @@ def _open_working_copy(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not removed, not replaced)."""
+    try:
+        now = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _remove_with_sidecars(path: Path) -> None:
+    for suffix in _SQLITE_SIDECARS:  # first: a sidecar without its database is a leftover for the next sweep
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+
+
+class _SnapshotCopy:
+    """A new file beside a working copy for a snapshot's copy, held under an exclusive ``flock`` until it is removed.
+
+    The lock is what tells a live copy from one whose writer was killed (the kernel drops it
+    with the process): :func:`_remove_stale_copies` removes only copies it can lock. The name,
+    ``<working copy's stem>.snapshot-copy-<pid>-<thread id>``, carries the writer for whoever
+    looks at the directory; once the copy is made, :meth:`label` appends ``.v<version>``, the
+    version inside it, so a sweep that finds it dead knows which snapshot's write it left
+    unfinished. Used as a context manager: made on entry, removed on exit whatever happens.
+    """
+
+    def __init__(self, working_copy: Path) -> None:
+        """Name the copy of ``working_copy`` this thread makes."""
+        self.base = working_copy.with_name(f"{working_copy.stem}{_COPY_MARK}{os.getpid()}-{threading.get_ident()}")
+        self.path = self.base
+        self._fd = -1
+
+    def __enter__(self) -> _SnapshotCopy:
+        # This thread's own names: only a killed process that had our pid can have left them.
+        new = self.base.with_name(self.base.name.replace(_COPY_MARK, _NEW_MARK))
+        for name in os.listdir(self.base.parent):
+            if name in (self.base.name, new.name) or name.startswith(f"{self.base.name}.v"):
+                _remove_with_sidecars(self.base.parent / name)
+        # Made under another name and locked before it is named a copy: a sweep never sees an
+        # unlocked copy of a live writer (it opens and locks only ``.snapshot-copy-`` names).
+        fd = os.open(new, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.rename(new, self.base)
+        except BaseException:
+            new.unlink(missing_ok=True)
+            os.close(fd)
+            raise
+        self._fd = fd
+        return self
+
+    def label(self, version: int) -> None:
+        """Record in the name that the copy holds ``version`` (a rename: the lock stays with the file)."""
+        labelled = self.base.with_name(f"{self.base.name}.v{version}")
+        os.rename(self.path, labelled)
+        self.path = labelled
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            _remove_with_sidecars(self.path)  # under our lock: nobody else removes or makes this name now
+        finally:
+            os.close(self._fd)
+
+
+def _writer_alive(pid: int, thread: int) -> bool:
+    """Whether a process (and, in this process, a thread) of these ids may still be running."""
+    if pid == os.getpid():
+        return any(t.ident == thread for t in threading.enumerate())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process has that id now: say alive, nothing is removed
+    return True
+
+
+def _remove_stale_copies(directory: Path, stem: str) -> tuple[int, set[int]]:
+    """Remove the snapshot copies in a working-copy directory whose writers are gone.
+
+    Returns how many files were removed, and the versions that dead copies of the working copy
+    named ``stem`` held (snapshots of those versions were being written when their writer died).
+    A dead copy of another partition that names its version is emptied (its space freed at once)
+    and left as ``<stem>.snapshot-killed.v<version>``, a mark for that partition's own sweep,
+    which alone knows its checkpoint directory.
+
+    A snapshot copies the whole working copy next to it (:class:`_SnapshotCopy`) and removes the
+    copy when the snapshot is written; a writer killed meanwhile (an executor's SIGKILL) leaves
+    it behind, as large as the partition's state. A writer holds an exclusive ``flock`` on its
+    copy until it has removed it, and the kernel releases that lock when the process dies, so a
+    copy a sweep can lock has no writer: it is removed with SQLite's sidecar files
+    (``-journal``, ``-wal``, ``-shm``); one it cannot lock is being written by a live process or
+    thread and is left alone. A writer makes its file as ``<stem>.snapshot-new-<pid>-<thread id>``
+    and renames it to the copy's name once locked, so no live copy is ever unlocked under that
+    name; a ``.snapshot-new-`` file (empty: a writer killed in that instant) is removed when no
+    process has its pid (or, in this process, no live thread its thread id). Sidecars whose copy
+    is gone are removed too. Copies of this process's own live threads are not even opened
+    (closing a descriptor would drop the POSIX locks SQLite holds on the file in this process).
+    """
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return 0, set()
+    removed, versions = 0, set()
+    live: set[str] | None = None
+    for name in names:
+        if ".snapshot-" not in name:  # every load sweeps: the usual directory holds only working copies
+            continue
+        path = directory / name
+        if _KILLED_MARK in name:
+            killed, _, label = name.partition(_KILLED_MARK)
+            if killed == stem and label.isdigit():
+                path.unlink(missing_ok=True)
+                removed += 1
+                versions.add(int(label))
+            continue
+        if _NEW_MARK in name:  # made, not yet locked: removed only when its writer is known gone
+            pid, _, thread = name.partition(_NEW_MARK)[2].partition("-")
+            if pid.isdigit() and thread.isdigit() and not _writer_alive(int(pid), int(thread)):
+                path.unlink(missing_ok=True)
+                removed += 1
+            continue
+        if _COPY_MARK not in name:
+            continue
+        sidecar = next((s for s in _SQLITE_SIDECARS if name.endswith(s)), None)
+        if sidecar is not None:
+            if not os.path.lexists(directory / name[: -len(sidecar)]):
+                path.unlink(missing_ok=True)
+                removed += 1
+            continue
+        owner, _, label = name.partition(_COPY_MARK)[2].partition(".v")
+        if live is None:
+            live = {f"{os.getpid()}-{thread.ident}" for thread in threading.enumerate()}
+        if owner in live:
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ELOOP):
+                raise
+            continue  # removed meanwhile by its writer or another sweep; a link is nothing we made
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its writer is alive
+            if not _same_file(fd, path):  # under the lock: the name cannot be removed or made again by anyone else
+                continue
+            owner_stem = name.partition(_COPY_MARK)[0]
+            if label.isdigit() and owner_stem != stem:  # another partition's: free it, leave that partition a mark
+                os.truncate(path, 0)
+                for suffix in _SQLITE_SIDECARS:
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+                os.rename(path, directory / f"{owner_stem}{_KILLED_MARK}{label}")
+            else:
+                _remove_with_sidecars(path)
+                if label.isdigit():
+                    versions.add(int(label))
+            removed += 1
+        finally:
+            os.close(fd)
+    return removed, versions
+
+
+def _stale_temp(name: str) -> tuple[int, str] | None:
+    """The version and kind (``delta``/``snapshot``) of a checkpoint file manager's temporary file of ours, or None."""
+    parts = name.split(".")  # ".<version>.<kind>.<uuid>.tmp" (scheduler's temp_name; more parts before .tmp are fine)
+    if len(parts) < 5 or parts[0] or parts[2] not in ("delta", "snapshot") or parts[-1] != "tmp":
+        return None
+    version = parse_batch_file_name(parts[1])
+    return None if version is None else (version, parts[2])
+
+
 def keep_partition_count(checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int, wanted: int) -> int:
     """The operator's partition count: the one its checkpoint recorded, else ``wanted`` (recorded now).
 
@@ -403,6 +591,10 @@ class StateStoreProvider:
             if reason is not None:
                 conn = self._rebuild(version, reason)
                 loaded_from = "checkpoint" if version else "empty"
+            # Every load sweeps the private directory (local: cheap); the checkpoint's directory at
+            # a new provider's first load (a new process, maybe after a kill), at a rebuild, or when
+            # a dead copy of this partition shows a snapshot's write was cut short here.
+            self._remove_leftovers_quietly(version, checkpoint=not self._loads or reason is not None)
             self._loads += 1
             parent = conn.execute("SELECT digest FROM meta").fetchone()[0]
             conn.execute("BEGIN IMMEDIATE")
@@ -529,29 +721,79 @@ class StateStoreProvider:
         Safe beside loads and commits of this partition: in this provider it waits for the one
         in progress; against another process or provider on the same working copy it copies the
         database in one step (a consistent state) and names the snapshot by the version inside
-        the copy.
+        the copy. It first removes what killed writers left (:meth:`remove_leftovers`).
         """
         with self._lock:
             conn = self._connection()
             version = conn.execute("SELECT version FROM meta").fetchone()[0]
+            self._remove_leftovers_quietly(version)
             if version and version % self.snapshot_every == 0 and not self._path(version, _SNAPSHOT).exists():
-                copy = self.working_copy.with_suffix(f".snapshot-copy-{threading.get_ident()}")
-                target = sqlite3.connect(copy)
-                try:
-                    conn.backup(target)  # all pages in one step: one consistent state
-                    copied, digest = target.execute("SELECT version, digest FROM meta").fetchone()
-                finally:
-                    target.close()
-                try:
+                with _SnapshotCopy(self.working_copy) as copying:
+                    copy = copying.path
+                    target = sqlite3.connect(copy)
+                    try:
+                        conn.backup(target)  # all pages in one step: one consistent state
+                        copied, digest = target.execute("SELECT version, digest FROM meta").fetchone()
+                    finally:
+                        target.close()
+                    copying.label(copied)
+                    copy = copying.path
                     if copied % self.snapshot_every == 0 and not self._path(copied, _SNAPSHOT).exists():
                         if _delta_digest(self._path(copied, _DELTA)) == digest:
                             self._path(copied, _SNAPSHOT).write_replacing(_encode(_SNAPSHOT, copy.read_bytes()))
                         else:  # the batch was re-run elsewhere since: a snapshot of this copy would be of another history
                             _log.warning("state store snapshot skipped: the working copy is not the checkpoint's version",
                                          directory=str(self.directory), version=copied)
-                finally:
-                    copy.unlink(missing_ok=True)
             self._purge(version)
+
+    def remove_leftovers(self, version: int, *, checkpoint: bool = True) -> int:
+        """Remove what writers killed mid-write left of this partition; return how many files were removed.
+
+        ``version`` is one this partition has committed (the one being loaded or maintained).
+        Called by every load and by :meth:`maintenance`; a load other than a provider's first or
+        a rebuild passes ``checkpoint=False``: the checkpoint's directory is then listed only if
+        a dead copy of this partition was found (a listing may be a round trip to a remote store).
+
+        * In the working copies' private directory (every partition's, of this executor): the
+          snapshot copies whose writer is gone (its ``flock`` released with its process; copies
+          being written by a live process or thread are left alone), with SQLite's sidecars.
+        * In the partition's checkpoint directory: the file managers' hidden temporary files
+          (``.<version>.delta.<uuid>.tmp``, ``.<version>.snapshot.<uuid>.tmp``) that no live
+          writer of this partition can still need. A delta of a version at most ``version`` is
+          already committed (a load of ``version`` needs every delta up to it), so only a losing
+          speculative or zombie attempt can still be writing one: removing its temporary file
+          makes that late write fail instead of replacing the committed delta. A snapshot is
+          written in the background after its commit, maybe by another executor still copying
+          while later batches run, so its temporary file is removed at once only when a sweep
+          found the dead copy of that version's snapshot in the private directory (the writer
+          was killed on this executor; a sweep of another partition leaves a mark, see
+          :func:`_remove_stale_copies`), else a whole snapshot period later (its version
+          at most ``version - snapshot_every``); a snapshot still being written then fails and is
+          skipped (logged), as the next due version writes one again. The checkpoint's
+          temporary names carry no writer, so nothing is removed by age, and nothing of newer
+          versions (the next batch, maybe running now) is touched.
+        """
+        removed, killed = _remove_stale_copies(self.working_copy.parent, self.working_copy.stem)
+        for name in self.directory.listdir() if checkpoint or killed else ():
+            temp = _stale_temp(name)
+            if temp is None:
+                continue
+            v, kind = temp
+            stale = v <= version if kind == "delta" else v <= version - self.snapshot_every or v in killed
+            if stale and (self.directory / name).delete():
+                removed += 1
+        return removed
+
+    def _remove_leftovers_quietly(self, version: int, *, checkpoint: bool = True) -> None:
+        try:
+            removed = self.remove_leftovers(version, checkpoint=checkpoint)
+        except Exception as exc:  # housekeeping: the batch goes on, the next sweep retries
+            _log.warning("state store could not remove files left by killed writers", directory=str(self.directory),
+                         error=repr(exc))
+        else:
+            if removed:
+                _log.info("state store removed files left by killed writers", directory=str(self.directory),
+                          removed=removed)
 
     def maintain_after(self, version: int) -> threading.Thread | None:
         """After committing ``version``: if it is due a snapshot, run :meth:`maintenance` in a background thread.
