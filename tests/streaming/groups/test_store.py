@@ -7,30 +7,14 @@ Each test runs with the durable files on the local disk and on fsspec's in-memor
 from __future__ import annotations
 
 import threading
-import uuid
 from pathlib import Path
-from typing import Iterator
 
-import fsspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler import FsspecFileManager, task_checkpoint_path
 from streaming.state import NO_TIMESTAMP, StateStoreError, StateStoreProvider, keep_partition_count
-
-
-@pytest.fixture(params=["local", "fsspec"])
-def ck(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """Where the durable files go: a local directory, or a ``memory://`` URI (fsspec)."""
-    if request.param == "local":
-        yield str(tmp_path / "ck")
-        return
-    root = f"/aiodstream-test-{uuid.uuid4().hex}"
-    yield f"memory://{root}/ck"
-    memory = fsspec.filesystem("memory")
-    if memory.exists(root):
-        memory.rm(root, recursive=True)
 
 
 def provider(root: Path, ck: str, local: str = "local", **options: int) -> StateStoreProvider:

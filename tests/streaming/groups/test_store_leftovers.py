@@ -19,27 +19,12 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import Iterator
 
-import fsspec
 import pytest
 
 from scheduler import CheckpointPath
 from streaming.state import NO_TIMESTAMP, StateStoreProvider
 from tests.crash import faults_all
-
-
-@pytest.fixture(params=["local", "fsspec"])
-def ck(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """Where the durable files go: a local directory, or a ``memory://`` URI (fsspec)."""
-    if request.param == "local":
-        yield str(tmp_path / "ck")
-        return
-    root = f"/aiodstream-test-{uuid.uuid4().hex}"
-    yield f"memory://{root}/ck"
-    memory = fsspec.filesystem("memory")
-    if memory.exists(root):
-        memory.rm(root, recursive=True)
 
 
 def commit_up_to(p: StateStoreProvider, last: int, first: int = 1) -> None:
