@@ -279,7 +279,6 @@ class ContinuousExecution:
         self._changed = anyio.Event()
         self._tasks_done: anyio.Event | None = None
         self._actions_done: anyio.Event | None = None
-        self._bus_done: anyio.Event | None = None
         self._server_scope: anyio.CancelScope | None = None
         self._tasks_scope: anyio.CancelScope | None = None
         self._timer: RecurringTimer | None = None
@@ -305,7 +304,6 @@ class ContinuousExecution:
         self._loop_token: anyio.lowlevel.EventLoopToken | None = None
         self._loop_thread: int | None = None
         self._registered = False
-        self._bus_started = False
         self._log = library_logger("aiodstream.continuous", component="ContinuousExecution", name=name)
 
     def set_checkpoint_location(self, checkpoint_location: str | os.PathLike[str] | CheckpointPath | None, *,
@@ -394,7 +392,7 @@ class ContinuousExecution:
         if self._tg is None:
             raise StreamingStateError("start() needs the query's task group: use 'async with query:'")
         tg = self._tg
-        self._bus_done, self._tasks_done, self._actions_done = anyio.Event(), anyio.Event(), anyio.Event()
+        self._tasks_done, self._actions_done = anyio.Event(), anyio.Event()
         try:
             plan = self._plan_source() if callable(self._plan_source) else self._plan_source
             if not isinstance(plan, ContinuousPlan):
@@ -549,12 +547,7 @@ class ContinuousExecution:
         return specs
 
     async def _run_bus(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        assert self._bus_done is not None
-        self._bus_started = True
-        try:
-            await self.listener_bus.run(task_status=task_status)
-        finally:
-            self._bus_done.set()
+        await self.listener_bus.run(task_status=task_status)
 
     # -- epochs --
 
