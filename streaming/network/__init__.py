@@ -17,7 +17,7 @@ from ._front_door import (
     FrontDoorStatistics,
 )
 from ._hello import (
-    ACCEPTED,
+    ACCEPTED_SIZE,
     CHALLENGE_BYTES,
     FRAME_HEADER,
     HELLO_MAX_BYTES,
@@ -26,6 +26,7 @@ from ._hello import (
     Hello,
     HelloError,
     RoleSchema,
+    accept,
     encode_challenge,
     encode_hello,
     hello_size,
@@ -36,7 +37,7 @@ from ._hello import (
 )
 
 __all__ = [
-    "ACCEPTED",
+    "ACCEPTED_SIZE",
     "Admitted",
     "CHALLENGE_BYTES",
     "FRAME_HEADER",
@@ -54,6 +55,7 @@ __all__ = [
     "MAX_FIELD",
     "MAX_UNAUTHENTICATED_KEY",
     "RoleSchema",
+    "accept",
     "connect",
     "encode_challenge",
     "encode_hello",

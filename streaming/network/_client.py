@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hmac
 import socket
 from typing import Mapping
 
 from scheduler import StreamingError
 
-from ._hello import ACCEPTED, CHALLENGE_BYTES, FRAME_HEADER, HelloError, encode_hello
+from ._hello import ACCEPTED_SIZE, CHALLENGE_BYTES, FRAME_HEADER, HelloError, accept, encode_hello
 
 __all__ = ["HelloRefusedError", "connect", "handshake"]
 
@@ -36,12 +37,16 @@ def _peer(sock: socket.socket) -> str:
 
 
 def handshake(sock: socket.socket, token: str, role: str, fields: Mapping[str, int]) -> None:
-    """Prove ``token`` on a connected socket: read the challenge, send the hello, wait for ``ok``.
+    """Prove ``token`` on a connected socket: read the challenge, send the hello, check the server's proof.
+
+    The server must prove the token back (:func:`~streaming.network.accept`): a process that took
+    the port without the token is refused before the caller reads, or unpickles, anything from it.
 
     The socket's own timeout bounds each read. After it returns the connection is the caller's.
 
     Raises:
-        HelloRefusedError: the server closed the connection (it refused the hello, or it is gone).
+        HelloRefusedError: the server closed the connection (it refused the hello, or it is gone), or its
+            answer did not prove the token (not this run's server).
         HelloError: the server's first frame is not a challenge (not a front door).
         OSError: the connection failed or timed out.
     """
@@ -51,8 +56,10 @@ def handshake(sock: socket.socket, token: str, role: str, fields: Mapping[str, i
                          "challenge: it is not an aiodstream front door")
     challenge = _receive_exactly(sock, size, "during its challenge")
     sock.sendall(encode_hello(token, challenge, role, fields))
-    if _receive_exactly(sock, len(ACCEPTED), "after the hello") != ACCEPTED:
-        raise HelloRefusedError(f"the server at {_peer(sock)} answered the hello with something other than ok")
+    answer = _receive_exactly(sock, ACCEPTED_SIZE, "after the hello")
+    if not hmac.compare_digest(answer, accept(token, challenge, role, fields)):
+        raise HelloRefusedError(f"the server at {_peer(sock)} answered the hello without proving this run's token: it is "
+                                "not this run's driver (another process may hold the port); nothing it sends is read")
 
 
 def connect(host: str, port: int, token: str, role: str, fields: Mapping[str, int], *, timeout_s: float = 30.0) -> socket.socket:

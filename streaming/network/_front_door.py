@@ -20,11 +20,11 @@ from scheduler import StreamingError, library_logger
 
 from ..spark import time_string_as
 from ._hello import (
-    ACCEPTED,
     FRAME_HEADER,
     Hello,
     HelloError,
     RoleSchema,
+    accept,
     encode_challenge,
     hello_size,
     new_challenge,
@@ -232,7 +232,7 @@ class FrontDoor:
                 size = hello_size(await reader.receive_exactly(FRAME_HEADER.size))
                 hello = parse_hello(await reader.receive_exactly(size), token=self._token, challenge=challenge,
                                     roles=self.roles)
-                await stream.send(ACCEPTED)
+                await stream.send(accept(self._token, challenge, hello.role, hello.fields))
                 self._admitted += 1
                 return Admitted(hello, stream, reader, self.settings.idle_timeout_s)
             self._refuse("timeout", f"no authentic hello within {self.settings.hello_timeout_s} s ({HELLO_TIMEOUT_KEY})")

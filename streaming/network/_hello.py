@@ -2,8 +2,11 @@
 
 A connection's first bytes prove the peer holds the run's token without sending it: the server
 sends a random challenge, the peer answers with a JSON hello carrying its role, its fields and
-``HMAC-SHA256(token, challenge + role + fields)``. Every check here is a plain function, so the
-parse is tested without sockets; whatever a stranger sends becomes one :class:`HelloError`.
+``HMAC-SHA256(token, challenge + role + fields)``. The server's answer proves the token back
+(``ok`` and ``HMAC-SHA256(token, "accepted" + challenge + role + fields)``), so a peer never
+trusts, let alone unpickles, what a process without the token sends it (a port taken over after
+the driver closed it). Every check here is a plain function, so the parse is tested without
+sockets; whatever a stranger sends becomes one :class:`HelloError`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import attrs
 from scheduler import StreamingError
 
 __all__ = [
-    "ACCEPTED",
+    "ACCEPTED_SIZE",
     "CHALLENGE_BYTES",
     "FRAME_HEADER",
     "HELLO_MAX_BYTES",
@@ -29,6 +32,7 @@ __all__ = [
     "HelloError",
     "MAX_FIELD",
     "RoleSchema",
+    "accept",
     "encode_challenge",
     "encode_hello",
     "hello_size",
@@ -53,8 +57,9 @@ HELLO_VERSION = 1
 MAX_FIELD = 2**31 - 1
 """Hello fields are integers in ``[0, MAX_FIELD]`` (Spark's ids are Java ints), further bounded by the role's ranges."""
 
-ACCEPTED = FRAME_HEADER.pack(2) + b"ok"
-"""What the server sends once the hello is accepted; after it the connection belongs to the caller."""
+_ACCEPTED = b"accepted"
+ACCEPTED_SIZE = FRAME_HEADER.size + 2 + 64
+"""The size of the server's answer to an authentic hello (see :func:`accept`)."""
 
 RoleSchema = Mapping[str, Mapping[str, range]]
 """Role -> its hello fields, each with the range its value must lie in, e.g. ``{"task": {"partition": range(4)}}``."""
@@ -103,6 +108,18 @@ def _canonical(role: str, fields: Mapping[str, int]) -> bytes:
 def prove(token: str, challenge: bytes, role: str, fields: Mapping[str, int]) -> str:
     """``HMAC-SHA256(token, challenge + canonical role and fields)`` as 64 hex digits: what the peer sends instead of the token."""
     return hmac.new(token.encode("utf-8"), challenge + _canonical(role, fields), hashlib.sha256).hexdigest()
+
+
+def accept(token: str, challenge: bytes, role: str, fields: Mapping[str, int]) -> bytes:
+    """The server's answer to an authentic hello (header included): ``ok`` and the server's own proof of the token.
+
+    The proof covers the same challenge, role and fields as the peer's, behind a prefix the peer's
+    proof can never start with (a challenge is exactly :data:`CHALLENGE_BYTES` long, so the two
+    inputs differ in length): a server cannot answer by replaying what the peer sent it. The peer
+    compares it with :func:`hmac.compare_digest` before it trusts anything that follows.
+    """
+    proof = hmac.new(token.encode("utf-8"), _ACCEPTED + challenge + _canonical(role, fields), hashlib.sha256).hexdigest()
+    return FRAME_HEADER.pack(2 + len(proof)) + b"ok" + proof.encode("ascii")
 
 
 def encode_hello(token: str, challenge: bytes, role: str, fields: Mapping[str, int]) -> bytes:

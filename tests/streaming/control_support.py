@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 from streaming.inputs._control import receiver_roles
-from streaming.network import ACCEPTED, FRAME_HEADER, encode_challenge, hello_size, new_challenge, parse_hello
+from streaming.network import FRAME_HEADER, accept, encode_challenge, hello_size, new_challenge, parse_hello
 
 
 def _exactly(conn: socket.socket, size: int) -> bytes:
@@ -24,6 +24,6 @@ def accept_task(server: socket.socket, token: str, stream_id: int) -> socket.soc
     challenge = new_challenge()
     conn.sendall(encode_challenge(challenge))
     payload = _exactly(conn, hello_size(_exactly(conn, FRAME_HEADER.size)))
-    parse_hello(payload, token=token, challenge=challenge, roles=receiver_roles(stream_id))
-    conn.sendall(ACCEPTED)
+    hello = parse_hello(payload, token=token, challenge=challenge, roles=receiver_roles(stream_id))
+    conn.sendall(accept(token, challenge, hello.role, hello.fields))
     return conn

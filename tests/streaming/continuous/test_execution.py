@@ -35,7 +35,7 @@ from streaming.continuous import (
     TaskSpec,
 )
 from streaming.continuous._protocol import HEADER, TASK_ROLE, encode_frame
-from streaming.network import ACCEPTED, CHALLENGE_BYTES, encode_hello
+from streaming.network import CHALLENGE_BYTES, accept, encode_hello
 from tests.support import wait_until
 
 pytestmark = pytest.mark.anyio
@@ -108,7 +108,8 @@ class FakeTask:
         fields = {"partition": spec.partition if partition is None else partition, "attempt": 0}
         await stream.send(encode_hello(token or spec.token, challenge, TASK_ROLE, fields))
         if token is None:
-            assert await buffered.receive_exactly(len(ACCEPTED)) == ACCEPTED
+            answer = accept(spec.token, challenge, TASK_ROLE, fields)
+            assert await buffered.receive_exactly(len(answer)) == answer
         task = cls(stream, buffered)
         task._partition = fields["partition"]
         return task

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.network import (
-    ACCEPTED,
+    ACCEPTED_SIZE,
     CHALLENGE_BYTES,
     FRAME_HEADER,
     HELLO_MAX_BYTES,
@@ -29,7 +29,9 @@ from streaming.network import (
     Hello,
     HelloError,
     HelloRefusedError,
+    accept,
     connect,
+    encode_challenge,
     encode_hello,
     hello_size,
     new_challenge,
@@ -37,6 +39,7 @@ from streaming.network import (
     parse_hello,
     prove,
 )
+from tests.anyio_support import raises_exactly
 from tests.support import capture_events, wait_until
 
 TOKEN = "a" * 64
@@ -396,4 +399,34 @@ def test_the_client_refuses_a_port_that_is_not_a_front_door() -> None:
 
             with pytest.raises(HelloError, match="sent a first frame of 5 bytes, not a 32-byte challenge"):
                 handshake(client, TOKEN, "task", {"partition": 1, "attempt": 0})
-    assert ACCEPTED == b"\x00\x00\x00\x02ok"
+    assert ACCEPTED_SIZE == 4 + 2 + 64
+
+
+def test_the_client_refuses_a_server_that_does_not_prove_the_token() -> None:
+    """A process holding the port without the token (it answers ``ok`` blindly): HelloRefusedError before anything is read."""
+    from streaming.network import handshake
+
+    for answer in (b"\x00\x00\x00\x02ok", accept("f" * 64, b"\x00" * CHALLENGE_BYTES, "task", {"partition": 1, "attempt": 0})):
+        server = socket.create_server(("127.0.0.1", 0))
+        with server:
+            client = socket.create_connection(("127.0.0.1", server.getsockname()[1]), timeout=5)
+            conn, _ = server.accept()
+            with conn, client:
+                conn.sendall(encode_challenge(new_challenge()))
+                conn.sendall(answer.ljust(ACCEPTED_SIZE, b"x"))
+                port = server.getsockname()[1]
+                with raises_exactly(HelloRefusedError, f"the server at 127.0.0.1:{port} answered the hello without proving this "
+                                    "run's token: it is not this run's driver (another process may hold the port); nothing "
+                                    "it sends is read"):
+                    handshake(client, TOKEN, "task", {"partition": 1, "attempt": 0})
+
+
+def test_the_servers_answer_proves_the_token_and_differs_from_the_peers_proof() -> None:
+    """accept() is ok + HMAC over a prefix no peer proof can take: another token or challenge gives another answer."""
+    challenge = new_challenge()
+    fields = {"partition": 1, "attempt": 0}
+    answer = accept(TOKEN, challenge, "task", fields)
+    assert answer[:6] == b"\x00\x00\x00\x42ok" and len(answer) == ACCEPTED_SIZE
+    assert answer[6:].decode() != prove(TOKEN, challenge, "task", fields)
+    assert accept("0" * 64, challenge, "task", fields) != answer
+    assert accept(TOKEN, new_challenge(), "task", fields) != answer
