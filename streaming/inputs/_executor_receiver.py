@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator
 
 import attrs
 
-from scheduler import CheckpointError, CorruptCheckpointError, task_checkpoint_path
+from scheduler import CheckpointError, CorruptCheckpointError, redact_uri, task_checkpoint_path
 
 from ..network import connect
 from ..recovery import BlockLog, decode_block
@@ -207,7 +207,9 @@ class _Blocks:
                 raise  # another receiver writes this log: nothing here can fix that
             except Exception as exc:
                 if not self.failing:
-                    self._control.send(f"E Error writing the write-ahead log; input paused: {type(exc).__name__}: {exc}")
+                    # redacted: a file system's error may name the block's URI with its credentials
+                    self._control.send(f"E Error writing the write-ahead log; input paused: {type(exc).__name__}: "
+                                       f"{redact_uri(str(exc))}")
                 self.failing = True
                 return
             self.failing = False

@@ -30,6 +30,7 @@ from scheduler import (
     StreamInputInfo,
     Time,
     library_logger,
+    redact_uri,
     redacted_traceback,
 )
 
@@ -835,10 +836,11 @@ class SocketInputDStream(ReceiverInputDStream):
             await runtime.listener_bus.post(ReceiverStarted(self._info(active=True)))
             self._log.info("receiver started", receiver=self.receiver_name, host=self._host, location="executor")
         elif kind == "E":
-            error = ConnectionError(report.message)
-            await runtime.listener_bus.post(ReceiverError(self._info(active=True, message=report.message, error=error,
+            message = redact_uri(report.message)  # the task's text may name a URI with credentials (listeners, the UI)
+            error = ConnectionError(message)
+            await runtime.listener_bus.post(ReceiverError(self._info(active=True, message=message, error=error,
                                                                      at=runtime.clock.now())))
-            self._log.warning("receiver error on its executor", receiver=self.receiver_name, reason=report.message)
+            self._log.warning("receiver error on its executor", receiver=self.receiver_name, reason=message)
         return kind == "X"
 
     def _compute(self, time: Time) -> RDD[Any] | None:

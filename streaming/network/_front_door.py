@@ -16,7 +16,7 @@ import anyio.abc
 import attrs
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from scheduler import StreamingError, library_logger
+from scheduler import StreamingError, library_logger, parse_long
 
 from ..spark import time_string_as
 from ._hello import (
@@ -50,6 +50,12 @@ IDLE_TIMEOUT_KEY = "spark.network.timeout"
 
 MAX_UNAUTHENTICATED_KEY = "spark.aiodstream.network.maxUnauthenticatedConnections"
 """How many connections may be proving their hello at once (default 16); more are closed at once."""
+
+_MAX_TIMEOUT_MS = 86_400_000
+"""Time settings of a front door are at most a day (a longer one is a typo, and would overflow a timer)."""
+
+_MAX_UNAUTHENTICATED_LIMIT = 65_536
+"""More handshakes at once than this would not bound anything."""
 
 _CLOSED = (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 
@@ -97,16 +103,19 @@ class FrontDoorSettings:
         for key, field in ((HELLO_TIMEOUT_KEY, "hello_timeout_s"), (IDLE_TIMEOUT_KEY, "idle_timeout_s")):
             raw = conf.get(key)
             if raw is not None:
-                millis = time_string_as(str(raw), "ms", key) if not str(raw).strip().isdigit() else int(str(raw).strip()) * 1000
-                if millis <= 0:
-                    raise ValueError(f"{key} must be a positive time, got {raw!r}; pass e.g. '30s'")
+                text = str(raw).strip()
+                seconds = parse_long(text)  # a bare number is in seconds; ASCII digits within a long only
+                millis = time_string_as(text, "ms", key) if seconds is None else seconds * 1000
+                if millis <= 0 or millis > _MAX_TIMEOUT_MS:
+                    raise ValueError(f"{key} must be a positive time of at most a day, got {raw!r}; pass e.g. '30s'")
                 values[field] = millis / 1000
         raw = conf.get(MAX_UNAUTHENTICATED_KEY)
         if raw is not None:
-            text = str(raw).strip()
-            if not text.isdigit() or int(text) < 1:
-                raise ValueError(f"{MAX_UNAUTHENTICATED_KEY} must be a positive whole number, got {raw!r}")
-            values["max_unauthenticated"] = int(text)
+            count = parse_long(str(raw).strip())
+            if count is None or not 1 <= count <= _MAX_UNAUTHENTICATED_LIMIT:
+                raise ValueError(f"{MAX_UNAUTHENTICATED_KEY} must be a whole number from 1 to {_MAX_UNAUTHENTICATED_LIMIT}, "
+                                 f"got {raw!r}")
+            values["max_unauthenticated"] = count
         return cls(**values)
 
 

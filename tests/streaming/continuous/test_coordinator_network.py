@@ -377,7 +377,7 @@ def test_the_network_options_take_sparks_names_and_forms() -> None:
     [
         ({"spark.rpc.message.maxSize": 4096}, "spark.rpc.message.maxSize should not be greater than 2047 MB, got 4096"),
         ({"spark.rpc.message.maxSize": "0"}, "option spark.rpc.message.maxSize must be a positive whole number, got '0'"),
-        ({"spark.network.timeout": "-1s"}, "spark.network.timeout must be a positive time, got '-1s'; pass e.g. '30s'"),
+        ({"spark.network.timeout": "-1s"}, "spark.network.timeout must be a positive time of at most a day, got '-1s'; pass e.g. '30s'"),
         ({"spark.network.timeout": "1s", "spark.sql.streaming.continuous.executorPollIntervalMs": 1000},
          "spark.sql.streaming.continuous.executorPollIntervalMs (1000 ms) must be shorter than spark.network.timeout (1 s): "
          "the coordinator closes a task's connection once it was silent that long; shorten the poll interval or lengthen "

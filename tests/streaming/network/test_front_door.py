@@ -204,9 +204,15 @@ def test_settings_read_sparks_keys() -> None:
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
-        ({"spark.network.timeout": "0s"}, "spark.network.timeout must be a positive time, got '0s'; pass e.g. '30s'"),
+        ({"spark.network.timeout": "0s"}, "spark.network.timeout must be a positive time of at most a day, got '0s'; pass e.g. '30s'"),
+        ({"spark.network.timeout": "10000000000"},
+         "spark.network.timeout must be a positive time of at most a day, got '10000000000'; pass e.g. '30s'"),
+        ({"spark.network.timeout": "1" + "0" * 29}, "spark.network.timeout: Time must be specified"),
+        ({"spark.network.timeout": "\u00b2"}, "spark.network.timeout: Time must be specified"),
         ({"spark.aiodstream.network.maxUnauthenticatedConnections": "0"},
-         "spark.aiodstream.network.maxUnauthenticatedConnections must be a positive whole number, got '0'"),
+         "spark.aiodstream.network.maxUnauthenticatedConnections must be a whole number from 1 to 65536, got '0'"),
+        ({"spark.aiodstream.network.maxUnauthenticatedConnections": "9" * 5000},
+         "spark.aiodstream.network.maxUnauthenticatedConnections must be a whole number from 1 to 65536, got '" + "9" * 5000),
         ({"spark.network.auth.rpcTimeout": "soon"}, "spark.network.auth.rpcTimeout: Time must be specified"),
     ],
 )
