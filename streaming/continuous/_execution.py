@@ -436,13 +436,15 @@ class ContinuousExecution:
         except BaseException:
             self._log.error("Error starting the continuous query, marking it as stopped")
             self._state = StreamingContextState.STOPPED
-            with anyio.CancelScope(shield=True):
-                await self._teardown()
-                await self.listener_bus.stop()  # bounded by the bus's exit timeout
-            if self._registered:
-                query_registry.forget(self)
-            await self._release_checkpoint()
-            self._wake()
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self._teardown()
+                    await self.listener_bus.stop()  # bounded by the bus's exit timeout
+            finally:  # a teardown that fails must not keep the checkpoint claimed: a retry would be refused
+                if self._registered:
+                    query_registry.forget(self)
+                await self._release_checkpoint()
+                self._wake()
             raise
         self._state = StreamingContextState.ACTIVE
         self._set_status("Running")
@@ -856,9 +858,11 @@ class ContinuousExecution:
             graceful = False  # cancelled from outside: what is not committed stays so, as in an immediate stop
             raise
         finally:
-            with anyio.CancelScope(shield=True):
-                await self._teardown(graceful=graceful and self._error is None)
-            await self._finish()
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self._teardown(graceful=graceful and self._error is None)
+            finally:  # even after a failed teardown: the claim is given up and the query marked stopped
+                await self._finish()
 
     def _actions_done_or_idle(self) -> bool:
         return self._actions_send is None or self._actions_send.statistics().current_buffer_used == 0
