@@ -35,6 +35,7 @@ __all__ = [
     "detect_only",
     "fsync_directory",
     "holder_is_gone",
+    "process_exists",
     "lease_file_lock",
     "lock_local_directory",
     "remove_temp_files",
@@ -410,6 +411,21 @@ class _LeaseLock:
         return f"<CheckpointLock lease {str(self.path)!r}{'' if self._holder is not None else ' released'}>"
 
 
+def process_exists(pid: int) -> bool:
+    """Whether a process with this id may exist on this host: ``False`` only when the OS says there is none.
+
+    Another user's process (``PermissionError``) and an id the OS cannot take (``OverflowError``)
+    count as existing, so a caller that removes a dead writer's files never removes a live one's.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
 def holder_is_gone(record: bytes) -> bool:
     """Whether a holder record (``{"host": ..., "pid": ...}``) names a process of this host that no longer exists.
 
@@ -423,13 +439,7 @@ def holder_is_gone(record: bytes) -> bool:
         return False
     if host != socket.gethostname() or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OverflowError):  # another user's process, or not a pid at all
-        return False
-    return False
+    return not process_exists(pid)
 
 
 def lease_file_lock(path: CheckpointPath, holder: bytes) -> CheckpointLock | None:

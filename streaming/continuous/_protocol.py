@@ -10,12 +10,11 @@ messages, for its own partition (:func:`task_message_error`).
 from __future__ import annotations
 
 import pickle
-import struct
 from typing import Any, Union
 
 import attrs
 
-from ..network import MAX_FIELD, RoleSchema, connect
+from ..network import FRAME_HEADER, MAX_FIELD, RoleSchema, connect
 
 __all__ = [
     "CommitPartitionEpoch",
@@ -39,8 +38,8 @@ __all__ = [
     "task_roles",
 ]
 
-HEADER = struct.Struct(">I")
-"""A frame is a 4-byte big-endian length, then that many bytes."""
+HEADER = FRAME_HEADER
+"""A frame is a 4-byte big-endian length, then that many bytes (the front door's frame, after the hello too)."""
 
 MAX_FRAME_KEY = "spark.rpc.message.maxSize"
 """Spark's bound on a control-plane message, in MiB; here the bound on a task's frame after its hello."""

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from listeners import DEFAULT_LISTENER_EXIT_TIMEOUT
-from scheduler import Duration, InvalidDurationError, Time, scaled_milliseconds
+from scheduler import LONG_MAX, LONG_MIN, Duration, InvalidDurationError, Time, scaled_milliseconds
 
 __all__ = [
     "LISTENER_EXIT_TIMEOUT_KEY",
@@ -23,7 +23,6 @@ __all__ = [
 _TIME_UNITS_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000,
                   "h": 3_600_000_000, "d": 86_400_000_000}
 _TIME_STRING = re.compile(r"(-?[0-9]+)([a-z]+)?")
-_LONG_MAX = 2**63 - 1
 
 
 def time_string_as(value: str, unit: str, key: str) -> int:
@@ -42,14 +41,14 @@ def time_string_as(value: str, unit: str, key: str) -> int:
     if found is None:
         raise InvalidDurationError(f"{key}: {spark_error}\nFailed to parse time string: {value}")
     number, suffix = int(found.group(1)), found.group(2)
-    if not -_LONG_MAX - 1 <= number <= _LONG_MAX:
+    if not LONG_MIN <= number <= LONG_MAX:
         raise InvalidDurationError(f'{key}: {spark_error}\nFor input string: "{found.group(1)}"')
     if suffix is not None and suffix not in _TIME_UNITS_US:
         raise InvalidDurationError(f'{key}: {spark_error}\nInvalid suffix: "{suffix}"')
     source, target = _TIME_UNITS_US[suffix or unit], _TIME_UNITS_US[unit]
     micros = number * source
     converted = abs(micros) // target * (1 if micros >= 0 else -1)  # truncated toward zero
-    return max(-_LONG_MAX - 1, min(_LONG_MAX, converted))
+    return max(LONG_MIN, min(LONG_MAX, converted))
 
 
 def seconds_to_duration(seconds: Any, what: str) -> Duration:

@@ -88,7 +88,14 @@ from typing import Iterator
 
 import attrs
 
-from scheduler import CheckpointPath, StreamingError, library_logger, parse_batch_file_name, task_checkpoint_path
+from scheduler import (
+    CheckpointPath,
+    StreamingError,
+    library_logger,
+    parse_batch_file_name,
+    process_exists,
+    task_checkpoint_path,
+)
 
 from ._protocol import NO_TIMESTAMP, StateRow
 
@@ -350,13 +357,7 @@ def _writer_alive(pid: int, thread: int) -> bool:
     """Whether a process (and, in this process, a thread) of these ids may still be running."""
     if pid == os.getpid():
         return any(t.ident == thread for t in threading.enumerate())
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process has that id now: say alive, nothing is removed
-    return True
+    return process_exists(pid)  # another user's process with that id counts as alive: nothing is removed
 
 
 def _remove_stale_copies(directory: Path, stem: str) -> tuple[int, set[int]]:
