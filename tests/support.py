@@ -4,10 +4,13 @@ checkpoint file managers' common contract."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -217,3 +220,41 @@ def dead_pid() -> int:
     """The pid of a process that has exited and been reaped (for holder records whose process is gone)."""
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     return int(child.stdout)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+HOLDER_CHILD = ROOT / "tests" / "scheduler" / "checkpoint_holder_child.py"
+
+
+def file_digests(root: Path) -> dict[str, str]:
+    """Every file under ``root`` by relative path, with the SHA-256 of its bytes (a checkpoint left byte-identical compares equal)."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@contextlib.contextmanager
+def checkpoint_held_by_another_process(checkpoint: Path) -> Iterator[tuple[str, str, Callable[[], None]]]:
+    """A child process holding ``checkpoint`` mid-write (``checkpoint_holder_child.py``): ``(pid, in-flight file, finish)``.
+
+    ``finish()`` lets the child add its entry (asserting the add succeeded) and waits for it to
+    exit; a child still running at the end is killed.
+    """
+    child = subprocess.Popen([sys.executable, str(HOLDER_CHILD), str(checkpoint)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert child.stdout is not None and child.stdin is not None
+    stdin, stdout = child.stdin, child.stdout
+
+    def finish() -> None:
+        stdin.write("go\n")
+        stdin.flush()
+        assert stdout.readline().split() == ["added", "True"]
+        assert child.wait(timeout=60) == 0
+
+    try:
+        word, pid, in_flight = stdout.readline().split()
+        assert word == "ready"
+        yield pid, in_flight, finish
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

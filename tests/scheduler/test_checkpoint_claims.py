@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,16 +22,9 @@ from scheduler import (
     lease_file_lock,
 )
 from tests.anyio_support import raises_exactly
-from tests.support import check_file_manager_contract, dead_pid
+from tests.support import check_file_manager_contract, checkpoint_held_by_another_process, dead_pid, file_digests
 
 ROOT = Path(__file__).resolve().parents[2]
-CHILD = Path(__file__).with_name("checkpoint_holder_child.py")
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every file under ``root`` by relative path, with the SHA-256 of its bytes."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def test_the_local_manager_keeps_the_contract_with_an_os_lock(tmp_path: Path) -> None:
@@ -78,28 +68,16 @@ def test_another_process_holding_the_checkpoint_refuses_open_and_keeps_its_files
     succeeds and clears what a killed writer would have left.
     """
     ck = tmp_path / "ck"
-    child = subprocess.Popen([sys.executable, str(CHILD), str(ck)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        assert child.stdout is not None and child.stdin is not None
-        word, pid, in_flight = child.stdout.readline().split()
-        assert word == "ready"
-        before = snapshot(ck)
+    with checkpoint_held_by_another_process(ck) as (pid, in_flight, finish):
+        before = file_digests(ck)
         assert f"offsets/{in_flight}" in before
         with raises_exactly(ConcurrentCheckpointUpdateError,
                             f"Multiple streaming queries are concurrently using {ck}: another process holds it (pid {pid}, "
                             f"on host {socket.gethostname()}; lock file {ck}/{LOCK_FILE}); stop that query first, or use "
                             "another checkpoint location"):
             Checkpoint(ck).open(Milliseconds(1000), 1)
-        assert snapshot(ck) == before
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        assert child.stdout.readline().split() == ["added", "True"]
-        assert child.wait(timeout=60) == 0
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        assert file_digests(ck) == before
+        finish()
     state = Checkpoint(ck).open(Milliseconds(1000), 1)
     assert state.offset_ids == (0,) and not (ck / "offsets" / in_flight).exists()
 

@@ -6,7 +6,6 @@ hashed before and after) and the running query must go on to its exact outputs.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -23,16 +22,10 @@ import pytest
 from scheduler import LOCK_FILE, ConcurrentCheckpointUpdateError, JobFailedError, ManualClock, Seconds
 from streaming import ListSource, Pipeline, StreamingContext, StreamingRuntime
 from tests.anyio_support import BACKENDS, raises_exactly
+from tests.support import checkpoint_held_by_another_process, file_digests
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE_CHILD = Path(__file__).with_name("checkpoint_writer_child.py")
-HOLDER_CHILD = ROOT / "tests" / "scheduler" / "checkpoint_holder_child.py"
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every file under ``root`` by relative path, with the SHA-256 of its bytes."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def spawn(script: Path, checkpoint: Path) -> subprocess.Popen[str]:
@@ -59,7 +52,7 @@ async def test_a_second_driver_process_is_refused_and_the_first_goes_on(tmp_path
         with anyio.fail_after(60):
             word, pid, run = (await anyio.to_thread.run_sync(child.stdout.readline)).split()
         assert word == "ready"
-        before = snapshot(ck)
+        before = file_digests(ck)
         assert "offsets/0" in before and "commits/0" in before
         pipeline = Pipeline()
         pipeline.add_source(ListSource(list("xyz")), name="in")
@@ -67,7 +60,7 @@ async def test_a_second_driver_process_is_refused_and_the_first_goes_on(tmp_path
         async with StreamingRuntime(pipeline, Seconds(1), clock=ManualClock(0), checkpoint_location=ck) as second:
             with raises_exactly(ConcurrentCheckpointUpdateError, refusal(ck, pid, run)):
                 await second.start()
-        assert snapshot(ck) == before
+        assert file_digests(ck) == before
         child.stdin.write("go\n")
         child.stdin.flush()
         with anyio.fail_after(60):
@@ -106,7 +99,7 @@ def test_a_refused_second_streaming_context_leaves_the_live_ones_checkpoint_alon
             await first.start_async()
             clock.advance(1000)
             await first.runtime.wait_until_idle()
-            before = snapshot(ck)
+            before = file_digests(ck)
             assert "offsets/0" in before and "commits/0" in before
             second = StreamingContext(spark_context, 1.0, clock=ManualClock(0))
             words_program(spark_context, second, {})
@@ -116,7 +109,7 @@ def test_a_refused_second_streaming_context_leaves_the_live_ones_checkpoint_alon
                                     f"Multiple streaming queries are concurrently using {ck}: {first.runtime!r} is active on "
                                     "it in this process; stop that query first, or use another checkpoint location"):
                     await second.start_async()
-            assert snapshot(ck) == before and not [p for p in ck.iterdir() if p.name.startswith("superseded-")]
+            assert file_digests(ck) == before and not [p for p in ck.iterdir() if p.name.startswith("superseded-")]
             for _ in range(2):
                 clock.advance(1000)
                 await first.runtime.wait_until_idle()
@@ -130,26 +123,15 @@ def test_a_refused_second_streaming_context_leaves_the_live_ones_checkpoint_alon
 def test_a_streaming_context_is_refused_while_another_process_holds_its_checkpoint(spark_context: Any, tmp_path: Path) -> None:
     """Another driver process holds the checkpoint: start() is refused with Spark's message and changes no byte there."""
     ck = tmp_path / "ck"
-    child = spawn(HOLDER_CHILD, ck)
-    try:
-        assert child.stdout is not None and child.stdin is not None
-        word, pid, _ = child.stdout.readline().split()
-        assert word == "ready"
-        before = snapshot(ck)
+    with checkpoint_held_by_another_process(ck) as (pid, _, finish):
+        before = file_digests(ck)
         ssc = StreamingContext(spark_context, 1.0, clock=ManualClock(0))
         words_program(spark_context, ssc, {})
         ssc.checkpoint(str(ck))
         with raises_exactly(ConcurrentCheckpointUpdateError, refusal(ck, pid)):
             ssc.start()
-        assert snapshot(ck) == before
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        assert child.stdout.readline().split() == ["added", "True"]
-        assert child.wait(timeout=60) == 0
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        assert file_digests(ck) == before
+        finish()
 
 
 @pytest.mark.spark

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -11,15 +10,9 @@ from scheduler import ConcurrentCheckpointUpdateError, StreamingQueryException
 from streaming.continuous import CommitPartitionEpoch, MemorySink, ReportPartitionOffset
 from tests.anyio_support import raises_exactly
 from tests.streaming.continuous.test_execution import Harness
-from tests.support import wait_until
+from tests.support import file_digests, wait_until
 
 pytestmark = pytest.mark.anyio
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every file under ``root`` by relative path, with the SHA-256 of its bytes."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 async def test_a_second_query_on_a_running_querys_checkpoint_is_refused_and_changes_nothing(tmp_path: Path) -> None:
@@ -39,14 +32,14 @@ async def test_a_second_query_on_a_running_querys_checkpoint_is_refused_and_chan
         for task in h.tasks:  # epoch 1's offsets are logged; its commit is still to come
             await task.send(ReportPartitionOffset(task.partition_of(), 1, 10 + task.partition_of()))
         await wait_until(lambda: (ck / "offsets/1").exists())
-        before = snapshot(ck)
+        before = file_digests(ck)
         second = Harness(tmp_path)
         async with second.query:
             with raises_exactly(ConcurrentCheckpointUpdateError,
                                 f"Multiple streaming queries are concurrently using {ck}: {h.query!r} is active on it in this "
                                 "process; stop that query first, or use another checkpoint location"):
                 await second.query.start()
-        assert snapshot(ck) == before
+        assert file_digests(ck) == before
         for task in h.tasks:
             await task.send(CommitPartitionEpoch(task.partition_of(), 1, [f"{task.partition_of()}-1"]))
         await h.query.wait_for_epoch(1)
