@@ -23,36 +23,22 @@ import json
 import os
 import statistics
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-TICK_S = 0.005
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # run as a script: the bench package beside the project's packages
+
+from bench.bench_host_loop import percentile, ticker  # noqa: E402  (the same ticker and quantile as bench_host_loop's budget)
+
 OPTIONS = {"spark.network.auth.rpcTimeout": "1s", "spark.aiodstream.network.maxUnauthenticatedConnections": "8"}
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The ``q`` quantile (0..1) of ``values``, nearest rank."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
 def summary(lateness_ms: list[float]) -> dict[str, Any]:
     return {"ticks": len(lateness_ms), "p50_ms": round(statistics.median(lateness_ms), 2),
             "p99_ms": round(percentile(lateness_ms, 0.99), 2), "max_ms": round(max(lateness_ms), 2)}
-
-
-async def ticker(seconds: float) -> list[float]:
-    """Sleep 5 ms at a time for ``seconds``; each wake-up's lateness in ms."""
-    lateness = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        asked = time.perf_counter()
-        await asyncio.sleep(TICK_S)
-        lateness.append((time.perf_counter() - asked - TICK_S) * 1000)
-    return lateness
 
 
 async def fuzz(port: int, stop: asyncio.Event) -> int:
