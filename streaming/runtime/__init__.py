@@ -6,7 +6,9 @@ report to the process's :data:`query_registry`.
 """
 
 from ._manager import QueryRegistry, RegisteredQuery, query_registry
-from ._runtime import StreamingContextState, StreamingRuntime, exit_task_group, run_until_stopped
+from ._protocol import QueryRuntime
+from ._runtime import StreamingRuntime, exit_task_group, run_until_stopped
+from ._state import StreamingContextState
 
-__all__ = ["QueryRegistry", "RegisteredQuery", "StreamingContextState", "StreamingRuntime", "exit_task_group", "query_registry",
-           "run_until_stopped"]
+__all__ = ["QueryRegistry", "QueryRuntime", "RegisteredQuery", "StreamingContextState", "StreamingRuntime", "exit_task_group",
+           "query_registry", "run_until_stopped"]

@@ -9,7 +9,6 @@ reports. The pyspark-compatible ``StreamingContext`` is built on it.
 
 from __future__ import annotations
 
-import enum
 import functools
 import os
 import sys
@@ -71,6 +70,7 @@ from scheduler import (
 )
 
 from ._manager import query_registry
+from ._state import StreamingContextState
 
 __all__ = ["StreamingContextState", "StreamingRuntime", "exit_task_group", "run_until_stopped"]
 
@@ -101,14 +101,6 @@ class _BusReports:
 
     async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
         await self._bus.post(QueryIdle(query_id, run_id, timestamp))
-
-
-class StreamingContextState(enum.Enum):
-    """Lifecycle states, as Spark's ``StreamingContextState``."""
-
-    INITIALIZED = "INITIALIZED"
-    ACTIVE = "ACTIVE"
-    STOPPED = "STOPPED"
 
 
 class StreamingRuntime:
