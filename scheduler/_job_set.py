@@ -31,9 +31,7 @@ class JobSet:
         self.time = time
         self.jobs = tuple(jobs)
         for n, job in enumerate(self.jobs):
-            if job._output_op_id >= 0:
-                job.set_output_op_id(n)  # raises: a job belongs to one JobSet
-            job._output_op_id = n  # what set_output_op_id does, without a call per job
+            job.set_output_op_id(n)  # raises if the job already belongs to a JobSet
         self.input_infos: Mapping[int, StreamInputInfo] = input_infos or {}
         self.submission_time = submission_time
         self.processing_start: Time | None = None

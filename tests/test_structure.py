@@ -12,6 +12,7 @@ import sys
 import textwrap
 import types
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -513,3 +514,229 @@ def test_the_layer_and_privacy_checks_see_real_imports(tmp_path: Path) -> None:
     finally:
         module.unlink()
         parsed.cache_clear()
+
+
+# -- (6) sizes: no class over 500 lines, no module over 600 --
+
+MAX_CLASS_LINES = 500
+MAX_MODULE_LINES = 600
+
+
+def oversized(source: str, path: str, tree: ast.Module | None = None) -> list[str]:
+    """``path (n lines)`` if the module is too long, ``path:Class (n lines)`` for each class that is (nested ones too)."""
+    found = []
+    lines = len(source.splitlines())
+    if lines > MAX_MODULE_LINES:
+        found.append(f"{path} ({lines} lines)")
+    for node in ast.walk(tree or ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            size = (node.end_lineno or node.lineno) - node.lineno + 1
+            if size > MAX_CLASS_LINES:
+                found.append(f"{path}:{node.name} ({size} lines)")
+    return found
+
+
+def test_the_size_check_measures_classes_and_modules() -> None:
+    """oversized() reports a long module and a long (nested) class with their sizes, and nothing for small ones."""
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_CLASS_LINES))
+    nested = f"class Outer:\n    class Inner:\n    {body.replace(chr(10), chr(10) + '    ')}\n"
+    assert oversized(nested, "m.py") == ["m.py:Outer (502 lines)", "m.py:Inner (501 lines)"]
+    assert oversized("x = 1\n" * (MAX_MODULE_LINES + 1), "m.py") == [f"m.py ({MAX_MODULE_LINES + 1} lines)"]
+    assert oversized("class Small:\n    pass\n" + "x = 1\n" * (MAX_MODULE_LINES - 2), "m.py") == []
+
+
+def test_no_class_over_500_lines_and_no_module_over_600() -> None:
+    """Every module of scheduler/, listeners/ and streaming/ has at most 600 lines and each of its classes at most 500."""
+    checked = [p for package in PACKAGES for p in modules_of(package)]
+    assert len(checked) > 100
+    offenders = [found for p in checked for found in oversized(p.read_text(), str(p.relative_to(ROOT)), parsed(p))]
+    assert offenders == [], "too long:\n" + "\n".join(offenders)
+
+
+# -- (7) no reach into another module's private attributes --
+
+
+def _stored_names(target: ast.expr) -> Iterator[ast.expr]:
+    """The single targets of an assignment target (tuples and starred ones unpacked)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _stored_names(element)
+    elif isinstance(target, ast.Starred):
+        yield from _stored_names(target.value)
+    else:
+        yield target
+
+
+def _assigned(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        return [n for t in node.targets for n in _stored_names(t)]
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        return list(_stored_names(node.target))
+    return []
+
+
+def names_defined_in(tree: ast.Module) -> set[str]:
+    """The names a module defines: top-level ones, class-body ones, and ``self.x``/``cls.x`` stores (not locals or arguments)."""
+    defined: set[str] = set()
+    bodies: list[list[ast.stmt]] = [tree.body] + [n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    for body in bodies:
+        for statement in body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(statement.name)
+            defined.update(t.id for t in _assigned(statement) if isinstance(t, ast.Name))
+    for node in ast.walk(tree):
+        defined.update(t.attr for t in _assigned(node)
+                       if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in ("self", "cls"))
+    return defined
+
+
+def _is_own(receiver: ast.expr) -> bool:
+    """``self``, ``cls`` or ``super()``: the object's own attributes, whatever module defined them."""
+    if isinstance(receiver, ast.Name):
+        return receiver.id in ("self", "cls")
+    return isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super"
+
+
+def private_reaches(source: str | ast.Module) -> list[tuple[int, str]]:
+    """``(line, "receiver._name")`` for every private attribute of another module the source reads or writes."""
+    tree = ast.parse(textwrap.dedent(source)) if isinstance(source, str) else source
+    defined = names_defined_in(tree)
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                and not _is_own(node.value) and node.attr not in defined):
+            found.append((node.lineno, f"{ast.unparse(node.value)}.{node.attr}"))
+    return sorted(found)
+
+
+# (module, attribute, why it cannot be public). Keep it short (< 15) and free of streaming/_context.py;
+# an entry no longer needed fails the test.
+PRIVATE_REACH_ALLOWLIST = [
+    ("scheduler/_streams.py", "_get_running_loop", "asyncio's non-raising running-loop lookup (in asyncio.events.__all__)"),
+    ("scheduler/query/_fsspec_files.py", "_strip_protocol", "fsspec's path form of one file system (no public twin)"),
+    ("streaming/simulation/_loop.py", "_format_callback_source", "asyncio's words for a failed callback, as Handle._run reports it"),
+    ("streaming/spark/_py4j.py", "_active_spark_context", "pyspark: the running SparkContext (no public getter that does not create one)"),
+    ("streaming/spark/_py4j.py", "_ensure_initialized", "pyspark: launch the JVM gateway without a SparkContext (spark-submit's settings)"),
+    ("streaming/spark/_py4j.py", "_jvm", "pyspark: the JVM view, for Hadoop's FileSystem and Spark's status store"),
+    ("streaming/spark/_py4j.py", "_jsc", "pyspark: the Java SparkContext (Hadoop configuration, clearJobGroup)"),
+    ("streaming/spark/_py4j.py", "_gateway", "pyspark: the py4j gateway (Java arrays)"),
+    ("streaming/spark/_py4j.py", "_gateway_client", "py4j: the client whose send_command the job-group hook wraps"),
+    ("streaming/spark/_py4j.py", "_conf", "pyspark: one setting per py4j call (getConf() copies the whole conf)"),
+]
+
+
+def _print_allowlist() -> None:
+    print(f"\nprivate reaches allowed ({len(PRIVATE_REACH_ALLOWLIST)}):")
+    for module, attribute, reason in PRIVATE_REACH_ALLOWLIST:
+        print(f"  {module}: .{attribute} -- {reason}")
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("def f(node):\n    return node._parents", ["node._parents"]),
+        ("def f(job):\n    job._output_op_id = 3", ["job._output_op_id"]),
+        ("def f(sc):\n    return sc._jsc.hadoopConfiguration()", ["sc._jsc"]),
+        ("class A:\n    def f(self, other):\n        return self.x._y", ["self.x._y"]),
+        ("def f(a):\n    _local = 1\n    return a._local", ["a._local"]),  # a local variable defines nothing
+        ("def f(_arg, b):\n    return b._arg", ["b._arg"]),  # nor does an argument
+        ("import asyncio\nasyncio._get_running_loop()", ["asyncio._get_running_loop"]),
+    ],
+)
+def test_the_private_reach_scanner_finds_reaches(source: str, expected: list[str]) -> None:
+    """A private attribute read or written on anything but self/cls/super() is found unless this module defines it."""
+    assert [what for _, what in private_reaches(source)] == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "class A:\n    def __init__(self):\n        self._x = 1\n    def f(self, other):\n        return other._x",
+        "class A:\n    _count = 0\n    def f(self, other):\n        return other._count",
+        "class A:\n    def _hook(self):\n        pass\n    def f(self, other):\n        other._hook()",
+        "class P:\n    _slide: int\ndef f(p):\n    return p._slide",
+        "_registry = {}\ndef f(module):\n    return module._registry",
+        "class A:\n    def f(self):\n        return self._x, super()._y, type(self).__name__",
+        "class A:\n    @classmethod\n    def f(cls):\n        cls._made = True\n        return cls._made",
+        "class A:\n    def __init__(self):\n        self._a, (self._b, *self._c) = 1, (2, 3)\n"
+        "    def f(self, o):\n        return o._a, o._b, o._c",
+    ],
+)
+def test_the_private_reach_scanner_accepts_this_modules_names(source: str) -> None:
+    """Own attributes and names defined in the module (class body, self/cls stores, top level) are not reaches."""
+    assert private_reaches(source) == []
+
+
+def test_no_module_reaches_into_another_modules_privates() -> None:
+    """x._name (x not self/cls/super()) only for a _name the module defines, else in the short printed allowlist, never stale."""
+    _print_allowlist()
+    assert len(PRIVATE_REACH_ALLOWLIST) < 15
+    assert not any(module == "streaming/_context.py" for module, _, _ in PRIVATE_REACH_ALLOWLIST)
+    allowed = {(module, attribute) for module, attribute, _ in PRIVATE_REACH_ALLOWLIST}
+    used: set[tuple[str, str]] = set()
+    offenders = []
+    for package in PACKAGES:
+        for path in modules_of(package):
+            module = str(path.relative_to(ROOT))
+            for line, what in private_reaches(parsed(path)):
+                key = (module, what.rpartition(".")[2])
+                if key in allowed:
+                    used.add(key)
+                else:
+                    offenders.append(f"{module}:{line}: {what}")
+    assert offenders == []
+    assert sorted(allowed - used) == [], "stale allowlist entries: remove them"
+
+
+# -- (8) py4j only in streaming/spark/ --
+
+PY4J_ATTRIBUTES = frozenset({"_jvm", "_jsc", "_jrdd", "_gateway", "_gateway_client", "hadoopConfiguration", "getFileSystem"})
+
+
+def py4j_uses(source: str | ast.Module) -> list[tuple[int, str]]:
+    """``(line, what)`` for every py4j import, pyspark py4j handle (``_jvm``, ``_jsc``, ...), Hadoop FileSystem call or JVM class path."""
+    found = []
+    for node in ast.walk(ast.parse(textwrap.dedent(source)) if isinstance(source, str) else source):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, f"import {a.name}") for a in node.names if a.name.split(".")[0] == "py4j"]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "py4j":
+            found.append((node.lineno, f"from {node.module} import"))
+        elif isinstance(node, ast.Attribute):
+            if node.attr in PY4J_ATTRIBUTES:
+                found.append((node.lineno, f".{node.attr}"))
+            elif node.attr == "apache" and isinstance(node.value, ast.Attribute) and node.value.attr == "org":
+                found.append((node.lineno, ".org.apache (a JVM class)"))
+    return sorted(found)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from py4j.protocol import Py4JJavaError", "from py4j.protocol import"),
+        ("def f():\n    import py4j.java_gateway", "import py4j.java_gateway"),
+        ("def f(sc):\n    return sc._jvm.java.lang.System", "._jvm"),
+        ("def f(rdd):\n    return rdd._jrdd", "._jrdd"),
+        ("def f(sc):\n    return sc._gateway", "._gateway"),
+        ("def f(jsc):\n    return jsc.hadoopConfiguration()", ".hadoopConfiguration"),
+        ("def f(path, conf):\n    return path.getFileSystem(conf)", ".getFileSystem"),
+        ("def f(jvm):\n    return jvm.org.apache.hadoop.fs.Path('/')", ".org.apache (a JVM class)"),
+    ],
+)
+def test_the_py4j_scanner_finds_each_kind_of_py4j_use(source: str, expected: str) -> None:
+    """py4j imports, pyspark's py4j handles, Hadoop FileSystem calls and JVM class paths are all found."""
+    assert expected in [what for _, what in py4j_uses(source)]
+
+
+def test_the_py4j_scanner_accepts_plain_pyspark() -> None:
+    """Public pyspark calls are not py4j uses."""
+    assert py4j_uses("from pyspark import SparkContext\ndef f(sc):\n    return sc.parallelize([1]).collect(), sc.getConf()") == []
+
+
+def test_py4j_only_in_the_spark_subpackage() -> None:
+    """py4j, pyspark's JVM handles and Hadoop's FileSystem appear only under streaming/spark/."""
+    inside = [p for p in modules_of("streaming") if p.is_relative_to(ROOT / "streaming" / "spark")]
+    assert any(py4j_uses(parsed(p)) for p in inside), "the scanner should see streaming/spark/'s py4j calls"
+    offenders = [f"{p.relative_to(ROOT)}:{line}: {what}"
+                 for package in PACKAGES for p in modules_of(package) if p not in inside
+                 for line, what in py4j_uses(parsed(p))]
+    assert offenders == [], "py4j outside streaming/spark/:\n" + "\n".join(offenders)

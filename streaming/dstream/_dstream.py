@@ -13,10 +13,10 @@ from datetime import datetime
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from scheduler import InvalidPipelineError, StreamingStateError, Time, library_logger, scaled_milliseconds
+from scheduler import InvalidPipelineError, StreamingStateError, Time, scaled_milliseconds
 
 from ..continuous import ContinuousSink, ForeachSink
-from ..spark import seconds_to_duration
+from ..spark import save_text_files_once, seconds_to_duration
 from ._groups import GroupsWithStateNode
 from ._node import StreamNode, memory_only
 from ._recipe import recorded
@@ -39,8 +39,6 @@ __all__ = [
     "UnionDStream",
     "WindowedDStream",
 ]
-
-_log = library_logger("aiodstream.streaming", component="DStream")
 
 TimeLike = datetime | int | float
 """A batch time as pyspark's ``DStream.slice`` takes it: a local datetime or unix seconds."""
@@ -69,18 +67,6 @@ def _time_to_ms(value: TimeLike) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"slice bounds must be datetimes or unix seconds (int or float), got {type(value).__name__} {value!r}")
     return scaled_milliseconds(value, 1000, "a slice bound", fix="pass a datetime or unix seconds", truncate=True)
-
-
-def _remove_incomplete_save(sc: Any, path: str) -> bool:
-    """Delete ``path`` if it is an interrupted Hadoop save (no ``_SUCCESS`` marker); return whether it was."""
-    jvm = sc._jvm
-    target = jvm.org.apache.hadoop.fs.Path(path)
-    fs = target.getFileSystem(sc._jsc.hadoopConfiguration())
-    if fs.exists(jvm.org.apache.hadoop.fs.Path(target, "_SUCCESS")):
-        return False
-    _log.warning("removing an incomplete save of a replayed batch before saving it again", path=path)
-    fs.delete(target, True)
-    return True
 
 
 def _file_name(prefix: str, suffix: str | None, time: Time) -> str:
@@ -211,17 +197,8 @@ class DStream(StreamNode):
         keep the partial one).
         """
         def save(time: datetime, rdd: Any) -> None:
-            from py4j.protocol import Py4JJavaError
-
             # The datetime round-trips to the batch's milliseconds: batch_datetime() made it.
-            path = _file_name(prefix, suffix, Time(round(time.timestamp() * 1000)))
-            try:
-                rdd.saveAsTextFile(path)
-            except Py4JJavaError as exc:
-                if "FileAlreadyExistsException" not in str(exc):
-                    raise
-                if _remove_incomplete_save(rdd.context, path):
-                    rdd.saveAsTextFile(path)
+            save_text_files_once(rdd, _file_name(prefix, suffix, Time(round(time.timestamp() * 1000))))
 
         ForEachNode(self, save, operation="saveAsTextFiles", supports_async_progress_tracking=False).register()
 
@@ -383,7 +360,7 @@ class DStream(StreamNode):
         Raises:
             InvalidPipelineError: the streams have different slide durations (a ValueError, as in pyspark).
         """
-        if self._slide != other._slide:
+        if self._slide != other.slide:
             raise InvalidPipelineError("the two DStream should have same slide duration")
         return self.transformWith(lambda a, b: a.union(b), other, True)
 
@@ -468,7 +445,7 @@ class DStream(StreamNode):
         Raises:
             StreamingStateError: the stream is not part of a started context.
         """
-        return self._slice_rdds(Time(_time_to_ms(begin)), Time(_time_to_ms(end)))
+        return self.slice_rdds(Time(_time_to_ms(begin)), Time(_time_to_ms(end)))
 
     @api_call
     def window(self, windowDuration: float, slideDuration: float | None = None) -> DStream:  # noqa: N803

@@ -46,14 +46,19 @@ _NO_WATERMARKS = BatchWatermarks(0, 0)
 class GraphStream(Protocol):
     """The hooks the graph drives on every stream it holds (implemented by ``StreamNode``).
 
-    They are underscored because a stream's public namespace is pyspark's ``DStream`` API.
+    ``parents`` and ``slide`` are the node's public surface; the lifecycle hooks are underscored
+    because a stream's public namespace is pyspark's ``DStream`` API, not the graph's.
     """
 
     @property
-    def _parents(self) -> Sequence[GraphStream]: ...
+    def parents(self) -> Sequence[GraphStream]:
+        """The streams this one derives from."""
+        ...
 
     @property
-    def _slide(self) -> Duration: ...
+    def slide(self) -> Duration:
+        """The interval between the stream's RDDs."""
+        ...
 
     @property
     def _must_checkpoint(self) -> bool: ...
@@ -278,7 +283,7 @@ class DStreamGraph:
             if id(stream) in seen:
                 continue
             seen[id(stream)] = stream
-            stack.extend(reversed(stream._parents))
+            stack.extend(reversed(stream.parents))
         return list(seen.values())
 
     async def allocate_input(self, time: Time) -> None:
@@ -338,7 +343,7 @@ class DStreamGraph:
         description = type(stream).__name__.replace("ForEachNode", "ForEachDStream")
         if stream in self.input_streams:
             description += f" {getattr(stream, 'name', '')!r}"
-        description += f" [slide {stream._slide}]"
+        description += f" [slide {stream.slide}]"
         if extended:
             level = getattr(stream, "_storage_level", None)
             interval = getattr(stream, "_checkpoint_interval", None)
@@ -347,7 +352,7 @@ class DStreamGraph:
                              f" | checkpoint {interval if interval is not None else 'none'}"
                              f" | remember {remember if remember is not None else 'slide'}]")
         lines.append(first + description)
-        for parent in stream._parents:
+        for parent in stream.parents:
             self._explain_node(parent, rest + "+- ", rest + "   ", extended, lines)
 
     def clear_metadata(self, time: Time) -> None:

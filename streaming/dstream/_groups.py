@@ -57,7 +57,7 @@ class GroupsWithStateNode(StreamNode):
         """
         if not callable(func):
             raise InvalidPipelineError(f"func must be a function of (key, values, state), got {func!r}")
-        super().__init__(parent._env, [parent])
+        super().__init__(parent.env, [parent])
         self._func = func
         self._flat = flat
         self._timeout = GroupStateTimeout.check(timeout)
@@ -77,7 +77,7 @@ class GroupsWithStateNode(StreamNode):
             stream = stack.pop()
             if isinstance(stream, WatermarkedNode):
                 return stream
-            stack.extend(stream._parents)
+            stack.extend(stream.parents)
         return None
 
     def _validate_at_start(self) -> None:
@@ -98,7 +98,7 @@ class GroupsWithStateNode(StreamNode):
         env = self._env
         graph = env.graph
         sc = env.spark_context
-        parent = self._parents[0]._get_or_compute(time)
+        parent = self._parents[0].get_or_compute(time)
         if parent is None:
             parent = sc.emptyRDD()
         assert graph.zero_time is not None and graph.checkpoint_dir is not None

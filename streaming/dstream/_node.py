@@ -56,7 +56,7 @@ class StreamNode:
         env.check_can_add()
         self._env = env
         self._parents: tuple[StreamNode, ...] = tuple(parents)
-        self._slide: Duration = slide or (parents[0]._slide if parents else env.batch_duration)
+        self._slide: Duration = slide or (parents[0].slide if parents else env.batch_duration)
         # Only RDDs are remembered: like Spark, a batch without an RDD is asked again next time.
         self._generated: TimeOrderedDict[RDD[Any]] = TimeOrderedDict()
         self._zero_time: Time | None = None
@@ -67,6 +67,44 @@ class StreamNode:
         self._lock = env.graph.generation_lock
         self.is_cached = False
         self.is_checkpointed = False
+
+    # -- what other nodes and the graph read: the node's public surface --
+
+    @property
+    def env(self) -> StreamEnvironment:
+        """The services of the stream's context (graph, Spark binding, clock, ...)."""
+        return self._env
+
+    @property
+    def parents(self) -> tuple[StreamNode, ...]:
+        """The streams this one derives from, in order (none for an input stream)."""
+        return self._parents
+
+    @property
+    def slide(self) -> Duration:
+        """The interval between this stream's RDDs (the batch duration, or a window's slide)."""
+        return self._slide
+
+    def get_or_compute(self, time: Time) -> RDD[Any] | None:
+        """The RDD of ``time``: remembered, else computed now (at most once), or None.
+
+        Raises:
+            StreamingStateError: the stream is not part of a started context.
+        """
+        return self._get_or_compute(time)
+
+    def slice_rdds(self, begin: Time, end: Time) -> list[RDD[Any]]:
+        """The RDDs of the grid times from ``begin`` to ``end`` (both included), computing missing ones.
+
+        Raises:
+            StreamingStateError: the stream is not part of a started context.
+        """
+        rdds = []
+        for t in self._slice_times(begin, end):
+            rdd = self._get_or_compute(t)
+            if rdd is not None:
+                rdds.append(rdd)
+        return rdds
 
     # -- graph lifecycle (driven by DStreamGraph) --
 
@@ -203,15 +241,6 @@ class StreamNode:
         last = end.milliseconds - (end.milliseconds - zero) % slide
         for ms in range(max(first, zero), last + 1, slide):
             yield Time(ms)
-
-    def _slice_rdds(self, begin: Time, end: Time) -> list[RDD[Any]]:
-        """The RDDs of the grid times from ``begin`` to ``end``, computing missing ones."""
-        rdds = []
-        for t in self._slice_times(begin, end):
-            rdd = self._get_or_compute(t)
-            if rdd is not None:
-                rdds.append(rdd)
-        return rdds
 
     def _set_storage_level(self, level: StorageLevel) -> None:
         """Persist every RDD of this stream at ``level`` (a window persists its parent instead)."""

@@ -36,10 +36,15 @@ _SNAPSHOTS_KEPT = 2
 class StatefulStream(Protocol):
     """What snapshots need of a stream that carries state (``updateStateByKey``, inverse-reduced windows).
 
-    The members are underscored because a stream's public namespace is pyspark's ``DStream`` API.
+    Besides the node's public ``slide``, the members are underscored because a stream's public
+    namespace is pyspark's ``DStream`` API.
     """
 
-    _slide: Duration
+    @property
+    def slide(self) -> Duration:
+        """The interval between the stream's RDDs."""
+        ...
+
     _generated: TimeOrderedDict[Any]
     _storage_level: Any
 
@@ -115,7 +120,7 @@ class StateSnapshots:
     def _describe(self, index: int) -> None:
         stream = self.streams[index]
         InputDescriptor(self.state_dir(index)).ensure(
-            {"kind": type(stream).__name__, "slide": stream._slide.milliseconds}, compare=("kind", "slide"))
+            {"kind": type(stream).__name__, "slide": stream.slide.milliseconds}, compare=("kind", "slide"))
 
     def save(self, due: Sequence[int], time: Time, batch_id: int) -> None:
         """Save the state RDD of ``time`` of each stream in ``due`` (blocking: a Spark job each).

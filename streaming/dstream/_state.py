@@ -34,7 +34,7 @@ class StateNode(StreamNode):
         parallelizes (on the generation thread, so a context inside ``async with`` makes no
         py4j call on the event loop).
         """
-        super().__init__(parent._env, [parent])
+        super().__init__(parent.env, [parent])
         self._update = update
         self._num_partitions = num_partitions
         self._initial = initial
@@ -58,7 +58,7 @@ class StateNode(StreamNode):
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         previous = self._get_or_compute(time.minus(self._slide))
-        new = self._parents[0]._get_or_compute(time)
+        new = self._parents[0].get_or_compute(time)
         if new is None:
             return previous
         if previous is None and isinstance(self._initial, list):

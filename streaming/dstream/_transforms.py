@@ -38,12 +38,12 @@ class TransformedNode(StreamNode):
             def fused(t: datetime, rdd: Any) -> Any:
                 return second(t, first(t, rdd))
 
-            func, prev = fused, prev._parents[0]
-        super().__init__(prev._env, [prev])
+            func, prev = fused, prev.parents[0]
+        super().__init__(prev.env, [prev])
         self._func: Callable[[datetime, Any], Any] = func
 
     def _compute(self, time: Time) -> RDD[Any] | None:
-        rdd = self._parents[0]._get_or_compute(time)
+        rdd = self._parents[0].get_or_compute(time)
         if rdd is None:
             return None
         result = self._func(batch_datetime(time), rdd)
@@ -54,9 +54,9 @@ def _check_same_context_and_slide(streams: Sequence[StreamNode], what: str) -> N
     """Spark's requirements on the parents of a union or a multi-stream transform."""
     if not streams:
         raise InvalidPipelineError(f"requirement failed: List of DStreams to {what} is empty")
-    if len({id(s._env) for s in streams}) > 1:
+    if len({id(s.env) for s in streams}) > 1:
         raise InvalidPipelineError("requirement failed: Some of the DStreams have different contexts")
-    if len({s._slide for s in streams}) > 1:
+    if len({s.slide for s in streams}) > 1:
         raise InvalidPipelineError("requirement failed: Some of the DStreams have different slide durations")
 
 
@@ -69,13 +69,13 @@ class TransformedWithNode(StreamNode):
 
     def __init__(self, first: StreamNode, second: StreamNode, func: Callable[[datetime, Any, Any], Any]) -> None:
         """Combine ``first`` and ``second`` through ``func``."""
-        super().__init__(first._env, [first, second])
+        super().__init__(first.env, [first, second])
         self._func = func
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         first, second = self._parents
-        a = first._get_or_compute(time)
-        b = second._get_or_compute(time)
+        a = first.get_or_compute(time)
+        b = second.get_or_compute(time)
         if a is None or b is None:
             empty = self._env.spark_context.emptyRDD()
             a = empty if a is None else a
@@ -90,12 +90,12 @@ class UnionNode(StreamNode):
     def __init__(self, parents: Sequence[StreamNode]) -> None:
         """Unite ``parents``, which share a context and a slide."""
         _check_same_context_and_slide(parents, "union")
-        super().__init__(parents[0]._env, parents)
+        super().__init__(parents[0].env, parents)
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         rdds = []
         for parent in self._parents:
-            rdd = parent._get_or_compute(time)
+            rdd = parent.get_or_compute(time)
             if rdd is None:
                 raise StreamingStateError(f"Could not generate RDD from a parent for unifying at time {time}")
             rdds.append(rdd)
@@ -112,13 +112,13 @@ class MultiTransformedNode(StreamNode):
     def __init__(self, parents: Sequence[StreamNode], func: Callable[[Sequence[Any]], Any]) -> None:
         """Transform ``parents``, which share a context and a slide, through ``func``."""
         _check_same_context_and_slide(parents, "transform")
-        super().__init__(parents[0]._env, parents)
+        super().__init__(parents[0].env, parents)
         self._func = func
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         rdds = []
         for parent in self._parents:
-            rdd = parent._get_or_compute(time)
+            rdd = parent.get_or_compute(time)
             if rdd is None:
                 raise StreamingStateError(f"Couldn't generate RDD from parent at time {time}")
             rdds.append(rdd)
@@ -143,7 +143,7 @@ class ForEachNode(StreamNode):
     def __init__(self, parent: StreamNode, func: Callable[[Any, Any], Any], *, operation: str = "foreachRDD",
                  supports_async_progress_tracking: bool = True) -> None:
         """Wrap ``func`` as an output operation on ``parent``."""
-        super().__init__(parent._env, [parent])
+        super().__init__(parent.env, [parent])
         self._func = func
         self._is_async = inspect.iscoroutinefunction(func)
         frame = _user_frame()
@@ -158,7 +158,7 @@ class ForEachNode(StreamNode):
         return None  # an output stream produces jobs, not RDDs
 
     def _generate_job(self, time: Time) -> Job | None:
-        rdd = self._parents[0]._get_or_compute(time)
+        rdd = self._parents[0].get_or_compute(time)
         if rdd is None:
             return None
         env = self._env

@@ -70,14 +70,14 @@ class WatermarkedNode(StreamNode):
         """
         if not callable(event_time):
             raise InvalidPipelineError(f"eventTime must be a function of a record, got {event_time!r}")
-        super().__init__(parent._env, [parent])
+        super().__init__(parent.env, [parent])
         self.event_time = event_time
         self.watermark_delay_ms = delay_ms
         self._param = BatchStatsParam()
         self._accumulator: Any = None
 
     def _compute(self, time: Time) -> RDD[Any] | None:
-        rdd = self._parents[0]._get_or_compute(time)
+        rdd = self._parents[0].get_or_compute(time)
         if rdd is None:
             return None
         if self._accumulator is None:

@@ -30,7 +30,7 @@ def validate_window(parent: StreamNode, window: float, slide: float | None) -> t
     Raises:
         InvalidDurationError: with pyspark's ValueError message.
     """
-    parent_ms = parent._slide.milliseconds
+    parent_ms = parent.slide.milliseconds
     window_d = seconds_to_duration(window, "windowDuration")
     if window_d.milliseconds % parent_ms:
         raise InvalidDurationError(f"windowDuration must be multiple of the parent dstream's slide (batch) duration ({parent_ms} ms)")
@@ -53,17 +53,17 @@ class WindowedNode(StreamNode):
 
     def __init__(self, parent: StreamNode, window: Duration, slide: Duration) -> None:
         """Window ``parent``; both durations must be multiples of the parent's slide."""
-        if not window.is_multiple_of(parent._slide):
+        if not window.is_multiple_of(parent.slide):
             raise InvalidPipelineError(
                 f"The window duration of windowed DStream ({window}) must be a multiple of the slide duration of parent "
-                f"DStream ({parent._slide})"
+                f"DStream ({parent.slide})"
             )
-        if not slide.is_multiple_of(parent._slide):
+        if not slide.is_multiple_of(parent.slide):
             raise InvalidPipelineError(
                 f"The slide duration of windowed DStream ({slide}) must be a multiple of the slide duration of parent "
-                f"DStream ({parent._slide})"
+                f"DStream ({parent.slide})"
             )
-        super().__init__(parent._env, [parent], slide)
+        super().__init__(parent.env, [parent], slide)
         self._window = window
         parent._set_storage_level(memory_only())
 
@@ -79,8 +79,8 @@ class WindowedNode(StreamNode):
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         parent = self._parents[0]
-        begin = time.minus(self._window) + parent._slide
-        return union_rdds(self._env, parent._slice_rdds(begin, time))
+        begin = time.minus(self._window) + parent.slide
+        return union_rdds(self._env, parent.slice_rdds(begin, time))
 
 
 class ReducedWindowedNode(StreamNode):
@@ -106,7 +106,7 @@ class ReducedWindowedNode(StreamNode):
         slide: Duration,
     ) -> None:
         """Window ``reduced`` (a per-batch ``reduceByKey(func)``) over ``window``, every ``slide``."""
-        super().__init__(reduced._env, [reduced], slide)
+        super().__init__(reduced.env, [reduced], slide)
         self._window = window
         self._func = func
         self._inv_func = inv_func
@@ -143,20 +143,20 @@ class ReducedWindowedNode(StreamNode):
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         parent = self._parents[0]
-        step = parent._slide
+        step = parent.slide
         # The current window is (time - window, time]; the previous one ends a slide earlier.
         current_begin = time.minus(self._window)
         previous_end = time.minus(self._slide)
         previous = self._get_or_compute(previous_end)
         incremental = previous is not None and self._window.milliseconds >= INCREMENTAL_MIN_SLIDES * self._slide.milliseconds
         if not incremental:
-            rdds = parent._slice_rdds(current_begin + step, time)
+            rdds = parent.slice_rdds(current_begin + step, time)
             if not rdds:
                 return None
             return self._reduce_in(None, union_rdds(self._env, rdds))
         assert previous is not None
         previous_begin = previous_end.minus(self._window)
-        leaving = parent._slice_rdds(previous_begin + step, current_begin)
+        leaving = parent.slice_rdds(previous_begin + step, current_begin)
         window = self._reduce_out(previous, union_rdds(self._env, leaving)) if leaving else previous
-        entering = parent._slice_rdds(previous_end + step, time)
+        entering = parent.slice_rdds(previous_end + step, time)
         return self._reduce_in(window, union_rdds(self._env, entering)) if entering else window

@@ -77,7 +77,7 @@ class RowCounter:
             return None
         self._counting.discard(batch_ms)
         pending = self._counting
-        counts = self._accumulator._value  # the driver's merged value
+        counts = self._accumulator.value  # the driver's merged value (the object itself, not a copy)
         total = 0
         for key, rows in list(counts.items()):  # a copy: the accumulator server thread may be merging
             if key[0] == batch_ms:

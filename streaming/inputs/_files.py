@@ -28,7 +28,7 @@ from scheduler import (
 
 from ..dstream import StreamEnvironment
 from ..recovery import FileSelection, FileSelectionLog, format_log_offset
-from ..spark import time_string_as
+from ..spark import list_hadoop_files, time_string_as
 from ._base import InputDStream
 from ._counting import RowCounter
 
@@ -98,21 +98,8 @@ def list_local_files(directory: str) -> list[FileEntry] | None:
 
 def _list_hadoop(sc: SparkContext, directory: str) -> list[FileEntry] | None:
     """The same through Hadoop's FileSystem (hdfs://, s3a://, file: URIs ...), as Spark lists them."""
-    jvm = sc._jvm
-    assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(directory)
-    fs = path.getFileSystem(sc._jsc.hadoopConfiguration())
-    matches = fs.globStatus(path)
-    if not matches:
-        return None
-    entries: list[FileEntry] = []
-    for match in matches:
-        if not match.isDirectory():
-            continue
-        for status in fs.listStatus(match.getPath()):
-            if status.isFile():
-                entries.append(FileEntry(status.getPath().toString(), int(status.getModificationTime()), int(status.getLen())))
-    return entries
+    files = list_hadoop_files(sc, directory)
+    return None if files is None else [FileEntry(uri, mtime_ms, size) for uri, mtime_ms, size in files]
 
 
 class FileInputDStream(InputDStream):

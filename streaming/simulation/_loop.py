@@ -14,7 +14,7 @@ import functools
 import select
 import selectors
 from asyncio import format_helpers
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, Callable, Collection, Mapping, Protocol, cast
 
 from scheduler import ReadyProbe, VirtualClock, ready_probe
 
@@ -97,10 +97,25 @@ class ProbedEventLoop(asyncio.SelectorEventLoop):
 # row: a task spinning on checkpoints until some I/O arrives must still see it.
 _POLL_EVERY = 16
 
-# call_soon builds its Handle field by field rather than through Handle.__init__ (whose debug
-# check is one more call), and _run_once runs handles as Handle._run does: only while Handle has
-# exactly the fields they know.
-_HANDLE_FIELDS = ("_callback", "_args", "_cancelled", "_loop", "_source_traceback", "_repr", "_context")
+
+class _HandleFields(Protocol):
+    """CPython's ``asyncio.Handle`` as this module reads and writes it: its private fields (its ``__slots__``).
+
+    call_soon builds its Handle field by field rather than through Handle.__init__ (whose debug
+    check is one more call), and _run_once runs handles as Handle._run does: only while Handle has
+    exactly these fields (:data:`_FIELD_BY_FIELD`, checked at import).
+    """
+
+    _callback: Callable[..., object]
+    _args: tuple[Any, ...]
+    _cancelled: bool
+    _loop: asyncio.AbstractEventLoop
+    _source_traceback: Any
+    _repr: str | None
+    _context: contextvars.Context
+
+
+_HANDLE_FIELDS = tuple(_HandleFields.__annotations__)
 _FIELD_BY_FIELD = set(getattr(asyncio.Handle, "__slots__", ())) - {"__weakref__"} == set(_HANDLE_FIELDS)
 _new_object = object.__new__
 _copy_context = contextvars.copy_context
@@ -146,7 +161,7 @@ class _VirtualTimeEventLoop(asyncio.SelectorEventLoop):
             raise RuntimeError("Event loop is closed")
         # What Handle(callback, args, self, context) builds outside debug mode.
         handle = _new_object(asyncio.Handle)
-        fields: Any = handle
+        fields = cast(_HandleFields, handle)
         fields._callback = callback
         fields._args = args
         fields._cancelled = False
@@ -185,7 +200,7 @@ class _VirtualTimeEventLoop(asyncio.SelectorEventLoop):
         popleft = ready.popleft
         while todo:
             todo -= 1
-            handle = popleft()
+            handle: _HandleFields = popleft()
             if handle._cancelled:
                 continue
             try:
@@ -195,7 +210,7 @@ class _VirtualTimeEventLoop(asyncio.SelectorEventLoop):
             except BaseException as exc:
                 self._callback_failed(handle, exc)
 
-    def _callback_failed(self, handle: Any, exc: BaseException) -> None:
+    def _callback_failed(self, handle: _HandleFields, exc: BaseException) -> None:
         # Handle._run's report of a callback that raised, word for word.
         callback = format_helpers._format_callback_source(handle._callback, handle._args)
         context = {"message": f"Exception in callback {callback}", "exception": exc, "handle": handle}

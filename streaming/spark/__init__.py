@@ -18,8 +18,10 @@ from ._durations import (
     timeout_milliseconds,
 )
 from ._hadoop_files import CHECKPOINT_FILE_MANAGER_KEY, HadoopFileManager, resolve_checkpoint_path
+from ._hadoop_fs import list_hadoop_files, save_text_files_once
 from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook, run_in_job_group
 from ._job_threads import SparkJobThreads
+from ._py4j import active_spark_context
 from ._session import (
     EMBEDDED_SPARK_CONF,
     STREAMING_SETTINGS,
@@ -31,6 +33,9 @@ from ._session import (
 )
 
 __all__ = [
+    "active_spark_context",
+    "list_hadoop_files",
+    "save_text_files_once",
     "BatchJob",
     "CANCEL_JOIN_S",
     "CHECKPOINT_FILE_MANAGER_KEY",

@@ -29,6 +29,8 @@ from scheduler import (
     uri_scheme,
 )
 
+from ._py4j import active_spark_context, gateway, hadoop_configuration, jvm, launched_gateway
+
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
@@ -64,19 +66,15 @@ def _unless_missing(call: Callable[..., Any], *args: Any) -> Any:
 
 def _hadoop_configuration(source: SparkContext | Callable[[], SparkContext] | None) -> tuple[Any, Any, Any]:
     """The JVM, the Hadoop configuration to start from, and the py4j gateway."""
-    from pyspark import SparkContext
-
     if source is None:
-        sc = SparkContext._active_spark_context
+        sc = active_spark_context()
         if sc is None:
-            SparkContext._ensure_initialized()
-            jvm, gateway = SparkContext._jvm, SparkContext._gateway
-            assert jvm is not None and gateway is not None
-            util = jvm.org.apache.spark.deploy.SparkHadoopUtil.get()
-            return jvm, util.newConfiguration(jvm.org.apache.spark.SparkConf()), gateway
+            view, gw = launched_gateway()
+            util = view.org.apache.spark.deploy.SparkHadoopUtil.get()
+            return view, util.newConfiguration(view.org.apache.spark.SparkConf()), gw
     else:
         sc = source() if callable(source) else source
-    return sc._jvm, sc._jsc.hadoopConfiguration(), sc._gateway
+    return jvm(sc), hadoop_configuration(sc), gateway(sc)
 
 
 class _FileSystem:

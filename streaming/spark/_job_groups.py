@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from scheduler import library_logger
 
+from ._py4j import clear_job_group, gateway_client
+
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
@@ -56,10 +58,7 @@ class JobGroupHook:
         Raises:
             RuntimeError: the SparkContext is stopped (it has no py4j gateway).
         """
-        gateway = sc._gateway
-        if gateway is None:
-            raise RuntimeError("PySpark has no py4j gateway: is the SparkContext stopped?")
-        client = gateway._gateway_client
+        client = gateway_client(sc)
         with self._lock:
             if self._client is not None and self._client is not client:
                 # A new SparkContext after the old one stopped brings a new client: move over.
@@ -130,7 +129,7 @@ def run_in_job_group(sc: SparkContext, group: str, description: str, job: Callab
     try:
         return job()
     finally:
-        sc._jsc.clearJobGroup()
+        clear_job_group(sc)
 
 
 def cancel_job_group(sc: SparkContext, group: str) -> threading.Thread:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ._py4j import active_spark_context, conf_value, hadoop_configuration, java_spark_context, launched_gateway
+
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
@@ -50,7 +52,7 @@ def executor_of_task(sc: SparkContext, stage_id: int, task_id: int) -> str | Non
 
     A Python task cannot see its executor's id; the driver's status store, which Spark's UI and REST API read, can.
     """
-    tasks = sc._jsc.sc().statusStore().taskList(stage_id, 0, 1000)
+    tasks = java_spark_context(sc).sc().statusStore().taskList(stage_id, 0, 1000)
     for i in range(tasks.size()):
         task = tasks.apply(i)
         if task.taskId() == task_id:
@@ -66,13 +68,13 @@ def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkCon
     from pyspark import SparkConf, SparkContext
 
     with _embedded_lock:
-        active = SparkContext._active_spark_context
+        active = active_spark_context()
         if active is not None:
             return active
         # The JVM first: under spark-submit it carries the submitted settings (--master, --conf) as
         # system properties, which SparkConf() reads only when a gateway exists. Without this the
         # defaults below would replace spark-submit's master with local[2].
-        SparkContext._ensure_initialized()
+        launched_gateway()
         conf = SparkConf()
         if not os.environ.get("PYSPARK_PYTHON"):
             # The Python workers of the Spark started here run the driver's interpreter, whose
@@ -170,10 +172,10 @@ class SparkSettings:
         """Read the settings from ``sc``: one py4j round trip per key (``sc.getConf()`` takes two per entry)."""
         conf = {}
         for key in STREAMING_SETTINGS:
-            value = sc._conf.get(key, None)
+            value = conf_value(sc, key)
             if value is not None:
-                conf[key] = str(value)
-        default_fs = sc._jsc.hadoopConfiguration().get("fs.defaultFS") or "file:///"
+                conf[key] = value
+        default_fs = hadoop_configuration(sc).get("fs.defaultFS") or "file:///"
         return cls(sc.defaultParallelism, conf, str(default_fs))
 
     def get(self, key: str, default: str | None = None) -> str | None:

@@ -1,0 +1,70 @@
+"""The Hadoop FileSystem calls streams make: list a file stream's directory, save a batch as text files again.
+
+Spark's ``FileInputDStream`` listing and ``saveAsTextFiles`` through Hadoop's ``FileSystem`` in the
+driver's JVM (hdfs://, s3a://, file: ...). Every call is a py4j call: blocking.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scheduler import library_logger
+
+from ._py4j import hadoop_configuration, jvm
+
+if TYPE_CHECKING:
+    from pyspark import RDD, SparkContext  # only for annotations: pyspark is imported when Spark is first needed
+
+__all__ = ["list_hadoop_files", "save_text_files_once"]
+
+_log = library_logger("aiodstream.streaming", component="DStream")
+
+
+def list_hadoop_files(sc: SparkContext, directory: str) -> list[tuple[str, int, int]] | None:
+    """``(uri, modification ms, size)`` of the files in the directories matching the glob ``directory``, as Spark lists them.
+
+    ``None`` when nothing matches the glob.
+    """
+    view = jvm(sc)
+    path = view.org.apache.hadoop.fs.Path(directory)
+    fs = path.getFileSystem(hadoop_configuration(sc))
+    matches = fs.globStatus(path)
+    if not matches:
+        return None
+    files: list[tuple[str, int, int]] = []
+    for match in matches:
+        if not match.isDirectory():
+            continue
+        for status in fs.listStatus(match.getPath()):
+            if status.isFile():
+                files.append((status.getPath().toString(), int(status.getModificationTime()), int(status.getLen())))
+    return files
+
+
+def save_text_files_once(rdd: RDD[Any], path: str) -> None:
+    """``rdd.saveAsTextFile(path)``, unless ``path`` already holds a complete save (Hadoop's ``_SUCCESS`` marker).
+
+    A directory without the marker is what a crash in the middle of a save leaves: it is deleted
+    and the RDD saved again, so a replayed batch's output is whole.
+    """
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        rdd.saveAsTextFile(path)
+    except Py4JJavaError as exc:
+        if "FileAlreadyExistsException" not in str(exc):
+            raise
+        if _remove_incomplete_save(rdd.context, path):
+            rdd.saveAsTextFile(path)
+
+
+def _remove_incomplete_save(sc: SparkContext, path: str) -> bool:
+    """Delete ``path`` if it is an interrupted Hadoop save (no ``_SUCCESS`` marker); return whether it was."""
+    view = jvm(sc)
+    target = view.org.apache.hadoop.fs.Path(path)
+    fs = target.getFileSystem(hadoop_configuration(sc))
+    if fs.exists(view.org.apache.hadoop.fs.Path(target, "_SUCCESS")):
+        return False
+    _log.warning("removing an incomplete save of a replayed batch before saving it again", path=path)
+    fs.delete(target, True)
+    return True
