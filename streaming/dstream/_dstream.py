@@ -7,23 +7,23 @@ Transformations build RDDs on the generation thread; element functions run on Sp
 
 from __future__ import annotations
 
-import inspect
 import operator
-from datetime import datetime
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from scheduler import InvalidPipelineError, StreamingStateError, Time, scaled_milliseconds
+from scheduler import InvalidPipelineError, StreamingStateError, Time
 
 from ..continuous import ContinuousSink, ForeachSink
-from ..spark import save_text_files_once, seconds_to_duration
-from ._groups import GroupsWithStateNode
+from ..spark import seconds_to_duration
+from ._arguments import TimeLike, time_ms, with_time, with_time2
+from ._groups import GroupsWithStateNode, check_output_mode, initial_groups
 from ._node import StreamNode, memory_only
+from ._outputs import check_continuous_output, check_continuous_sink, for_each_rdd, print_rdds, save_as_text_files
 from ._recipe import recorded
-from ._state import StateNode
-from ._transforms import ForEachNode, MultiTransformedNode, TransformedNode, TransformedWithNode, UnionNode
+from ._state import StateNode, initial_state
+from ._transforms import MultiTransformedNode, TransformedNode, TransformedWithNode, UnionNode
 from ._watermark import WatermarkedNode
-from ._windowed import ReducedWindowedNode, WindowedNode, validate_window
+from ._windowed import ReducedWindowedNode, WindowedNode, concat_lists, drop_front, validate_window
 
 if TYPE_CHECKING:
     from pyspark import RDD, StorageLevel  # only for annotations: pyspark is imported when Spark is first needed
@@ -39,41 +39,6 @@ __all__ = [
     "UnionDStream",
     "WindowedDStream",
 ]
-
-TimeLike = datetime | int | float
-"""A batch time as pyspark's ``DStream.slice`` takes it: a local datetime or unix seconds."""
-
-
-def _arity(func: Callable[..., Any]) -> int:
-    """Positional parameters of ``func`` (pyspark reads ``__code__.co_argcount`` the same way)."""
-    code = getattr(func, "__code__", None)
-    if code is not None:
-        return int(code.co_argcount) - (1 if inspect.ismethod(func) else 0)
-    params = inspect.signature(func).parameters.values()
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
-
-
-# One lock per graph guards RDD generation: the JobGenerator's worker thread builds each
-
-
-def _time_to_ms(value: TimeLike) -> int:
-    """pyspark's conversion of a ``slice`` bound: a datetime loses its sub-second part."""
-    if isinstance(value, datetime):
-        # Quirk kept from pyspark: it reads the datetime through time.mktime(timetuple()),
-        # which has whole-second precision.
-        import time as _time
-
-        value = _time.mktime(value.timetuple())
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"slice bounds must be datetimes or unix seconds (int or float), got {type(value).__name__} {value!r}")
-    return scaled_milliseconds(value, 1000, "a slice bound", fix="pass a datetime or unix seconds", truncate=True)
-
-
-def _file_name(prefix: str, suffix: str | None, time: Time) -> str:
-    """``prefix-<ms>`` or ``prefix-<ms>.suffix``, the directory a batch is saved to."""
-    name = f"{prefix}-{time.milliseconds}"
-    return name if suffix is None else f"{name}.{suffix}"
-
 
 api_call = recorded(StreamNode)
 """Records a top-level call of a DStream API method (or a context's stream-making method) in the context's recipe."""
@@ -116,17 +81,7 @@ class DStream(StreamNode):
         Raises:
             AssertionError: ``func`` takes neither one nor two arguments (pyspark's check).
         """
-        n = _arity(func)
-        if n == 1:
-            one_arg = func
-
-            def with_time(t: datetime, rdd: Any) -> Any:
-                return one_arg(rdd)
-
-            return TransformedDStream(self, with_time)
-        if n != 2:
-            raise AssertionError("func should take one or two arguments")
-        return TransformedDStream(self, func)
+        return TransformedDStream(self, with_time(func))
 
     @api_call
     def transformWith(self, func: Callable[..., Any], other: DStream, keepSerializer: bool = False) -> DStream:  # noqa: N803
@@ -139,17 +94,7 @@ class DStream(StreamNode):
         Raises:
             AssertionError: ``func`` takes neither two nor three arguments (pyspark's check).
         """
-        n = _arity(func)
-        if n == 2:
-            two_args = func
-
-            def with_time(t: datetime, a: Any, b: Any) -> Any:
-                return two_args(a, b)
-
-            return TransformedWithDStream(self, other, with_time)
-        if n != 3:
-            raise AssertionError("func should take two or three arguments")
-        return TransformedWithDStream(self, other, func)
+        return TransformedWithDStream(self, other, with_time2(func))
 
     @api_call
     def foreachRDD(self, func: Callable[..., Any]) -> None:
@@ -158,33 +103,12 @@ class DStream(StreamNode):
         A coroutine function runs on the event loop (it must not block: send Spark calls to a
         worker thread); a plain one runs in a worker thread inside the batch's Spark job group.
         """
-        if _arity(func) == 1:
-            inner = func
-            if inspect.iscoroutinefunction(inner):
-                async def one_arg_async(t: Any, rdd: Any) -> Any:
-                    return await inner(rdd)
-                func = one_arg_async
-            else:
-                def one_arg(t: Any, rdd: Any) -> Any:
-                    return inner(rdd)
-                func = one_arg
-        ForEachNode(self, func).register()
+        for_each_rdd(self, func)
 
     @api_call
     def pprint(self, num: int = 10) -> None:
         """Print the first ``num`` elements of each RDD, under pyspark's header, and ``...`` if there are more."""
-        def take_and_print(time: Any, rdd: Any) -> None:
-            taken = rdd.take(num + 1)
-            print("-------------------------------------------")
-            print(f"Time: {time}")
-            print("-------------------------------------------")
-            for record in taken[:num]:
-                print(record)
-            if len(taken) > num:
-                print("...")
-            print("")
-
-        self.foreachRDD(take_and_print)
+        print_rdds(self, num)
 
     @api_call
     def saveAsTextFiles(self, prefix: str, suffix: str | None = None) -> None:
@@ -196,11 +120,7 @@ class DStream(StreamNode):
         deleted and the batch saved again, so a replayed batch's output is whole (pyspark would
         keep the partial one).
         """
-        def save(time: datetime, rdd: Any) -> None:
-            # The datetime round-trips to the batch's milliseconds: batch_datetime() made it.
-            save_text_files_once(rdd, _file_name(prefix, suffix, Time(round(time.timestamp() * 1000))))
-
-        ForEachNode(self, save, operation="saveAsTextFiles", supports_async_progress_tracking=False).register()
+        save_as_text_files(self, prefix, suffix)
 
     @api_call
     def foreach(self, writer: Any) -> None:
@@ -214,7 +134,7 @@ class DStream(StreamNode):
             InvalidPipelineError: the context has no Continuous trigger (use :meth:`foreachRDD`),
                 or ``writer`` has no callable ``process`` (pyspark's message).
         """
-        self._check_continuous_output("foreach")
+        check_continuous_output(self._env, "foreach")
         ForeachSink(writer)  # pyspark's checks of the writer, at the call
 
     @api_call
@@ -224,17 +144,8 @@ class DStream(StreamNode):
         Raises:
             InvalidPipelineError: the context has no Continuous trigger, or ``sink`` is not a sink.
         """
-        self._check_continuous_output("writeTo")
-        if not isinstance(sink, ContinuousSink):
-            raise InvalidPipelineError(f"writeTo needs a streaming.continuous sink (FileSink, MemorySink, ConsoleSink, "
-                                       f"ForeachSink), got {sink!r}")
-
-    def _check_continuous_output(self, method: str) -> None:
-        self._env.check_can_add()
-        if self._env.continuous is None:
-            raise InvalidPipelineError(
-                f"{method}() is an output of continuous processing: create the context with a trigger, "
-                f"StreamingContext(sc, Continuous('1 second')), or write each batch with foreachRDD")
+        check_continuous_output(self._env, "writeTo")
+        check_continuous_sink(sink)
 
     # -- element-wise transformations --
 
@@ -445,7 +356,7 @@ class DStream(StreamNode):
         Raises:
             StreamingStateError: the stream is not part of a started context.
         """
-        return self.slice_rdds(Time(_time_to_ms(begin)), Time(_time_to_ms(end)))
+        return self.slice_rdds(Time(time_ms(begin)), Time(time_ms(end)))
 
     @api_call
     def window(self, windowDuration: float, slideDuration: float | None = None) -> DStream:  # noqa: N803
@@ -516,15 +427,8 @@ class DStream(StreamNode):
         """``(key, iterable of values)`` per key over a sliding window (needs a checkpoint directory)."""
         from pyspark.resultiterable import ResultIterable
 
-        def concat(acc: list[Any], more: list[Any]) -> list[Any]:
-            acc.extend(more)
-            return acc
-
-        def drop_front(acc: list[Any], leaving: list[Any]) -> list[Any]:
-            return acc[len(leaving):]
-
         as_lists = self.mapValues(lambda v: [v])
-        grouped = as_lists.reduceByKeyAndWindow(concat, drop_front, windowDuration, slideDuration, numPartitions)
+        grouped = as_lists.reduceByKeyAndWindow(concat_lists, drop_front, windowDuration, slideDuration, numPartitions)
         return grouped.mapValues(ResultIterable)
 
     # -- state --
@@ -539,20 +443,8 @@ class DStream(StreamNode):
         (an RDD or a list of pairs) seeds the state. The stream must checkpoint, so the
         context needs a checkpoint directory.
         """
-        from pyspark import RDD
-
         n = self._default_partitions(numPartitions)
-        initial: RDD[Any] | list[Any] | None = None
-        if initialRDD:
-            if isinstance(initialRDD, RDD):
-                initial = initialRDD
-            elif self._env.async_mode:
-                # On the event loop: parallelize would block it on py4j. The state stream
-                # parallelizes a copy when the first batch needs it, on the generation thread.
-                initial = list(initialRDD)
-            else:
-                initial = self._env.spark_context.parallelize(initialRDD)  # now, as pyspark does
-        return StateDStream(self, updateFunc, n, initial)
+        return StateDStream(self, updateFunc, n, initial_state(self._env, initialRDD))
 
     # -- event time and arbitrary state (Structured Streaming's operators, on DStreams) --
 
@@ -616,26 +508,15 @@ class DStream(StreamNode):
             InvalidPipelineError: a bad output mode; at start, no checkpoint directory, or an
                 event-time timeout without a watermark (Spark's messages).
         """
-        mode = outputMode.lower() if isinstance(outputMode, str) else None
-        if mode == "complete":
-            raise InvalidPipelineError("requirement failed: The output mode of function should be append or update")
-        if mode not in ("append", "update"):
-            raise InvalidPipelineError(
-                f"Unknown output mode {outputMode}. Accepted output modes are 'append', 'complete', 'update'")
+        check_output_mode(outputMode)
         return self._groups_with_state(func, True, timeoutConf, initialState, numPartitions, eventTime)
 
     def _groups_with_state(self, func: Callable[..., Any], flat: bool, timeout: str, initial: Any,
                            num_partitions: int | None, event_time: Callable[[Any], Any] | None) -> DStream:
-        from pyspark import RDD
-
-        if initial is not None and not isinstance(initial, RDD):
-            initial = list(initial)  # parallelized by the first batch, on the generation thread
         node = GroupsWithStateDStream(self, func, flat=flat, timeout=timeout,
-                                      num_partitions=self._default_partitions(num_partitions), initial=initial,
-                                      event_time=event_time)
-        # The state advances in every batch, whatever the user's outputs do with the stream: an
-        # output of our own computes the (cached) RDD after theirs.
-        ForEachNode(node, _materialize).register()
+                                      num_partitions=self._default_partitions(num_partitions),
+                                      initial=initial_groups(initial), event_time=event_time)
+        node.advance_every_batch()
         return node
 
     def __repr__(self) -> str:
@@ -681,12 +562,3 @@ class GroupsWithStateDStream(GroupsWithStateNode, DStream):
 class StateDStream(StateNode, DStream):
     """Per-key state, ``updateStateByKey`` (pyspark's ``PythonStateDStream``); see :class:`StateNode`."""
 
-
-def _materialize(time: Any, rdd: Any) -> None:
-    """The stateful operators' own output: compute every partition (each runs its batch of state)."""
-    rdd.foreachPartition(_drain)
-
-
-def _drain(records: Iterable[Any]) -> None:
-    for _ in records:
-        pass

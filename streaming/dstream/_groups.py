@@ -31,12 +31,36 @@ from ..state import (
     run_batch,
 )
 from ._node import StreamNode, memory_only
+from ._transforms import ForEachNode
 from ._watermark import BatchStatsParam, WatermarkedNode
 
 if TYPE_CHECKING:
     from pyspark import RDD
 
-__all__ = ["GroupsWithStateNode", "STATE_STORE_DIRECTORY"]
+__all__ = ["GroupsWithStateNode", "STATE_STORE_DIRECTORY", "check_output_mode", "initial_groups"]
+
+
+def check_output_mode(output_mode: object) -> None:
+    """Spark's check of ``flatMapGroupsWithState``'s output mode: ``"append"`` or ``"update"``, in any case.
+
+    Raises:
+        InvalidPipelineError: another mode (Spark's messages).
+    """
+    mode = output_mode.lower() if isinstance(output_mode, str) else None
+    if mode == "complete":
+        raise InvalidPipelineError("requirement failed: The output mode of function should be append or update")
+    if mode not in ("append", "update"):
+        raise InvalidPipelineError(
+            f"Unknown output mode {output_mode}. Accepted output modes are 'append', 'complete', 'update'")
+
+
+def initial_groups(initial: Any) -> Any:
+    """An initial state as the operator takes it: an RDD, or a list that the first batch parallelizes (on the generation thread)."""
+    from pyspark import RDD
+
+    if initial is not None and not isinstance(initial, RDD):
+        return list(initial)
+    return initial
 
 STATE_STORE_DIRECTORY = "stateful"
 """Under the checkpoint directory, where the operators' state stores live (``<ckpt>/stateful/state/<op>/<part>``)."""
@@ -88,6 +112,13 @@ class GroupsWithStateNode(StreamNode):
         if self._timeout == GroupStateTimeout.EventTimeTimeout and self._watermark() is None:
             raise InvalidPipelineError(EVENT_TIME_WITHOUT_WATERMARK)
         super()._validate_at_start()
+
+    def advance_every_batch(self) -> None:
+        """Register the operator's own output, so the state advances in every batch whatever the user's outputs do.
+
+        It computes the (cached) RDD after the user's outputs, which read the cache.
+        """
+        ForEachNode(self, _materialize).register()
 
     @property
     def tasks_write_checkpoint(self) -> str:
@@ -149,3 +180,12 @@ class GroupsWithStateNode(StreamNode):
             return None
         return stats.progress("flatMapGroupsWithState" if self._flat else "mapGroupsWithState", self._num_partitions)
 
+
+def _materialize(time: Any, rdd: Any) -> None:
+    """The stateful operators' own output: compute every partition (each runs its batch of state)."""
+    rdd.foreachPartition(_drain)
+
+
+def _drain(records: Iterable[Any]) -> None:
+    for _ in records:
+        pass

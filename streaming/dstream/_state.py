@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from scheduler import Time
 
+from ._environment import StreamEnvironment
 from ._node import StreamNode, memory_only
 
 if TYPE_CHECKING:
     from pyspark import RDD
 
-__all__ = ["StateNode"]
+__all__ = ["StateNode", "initial_state"]
+
+
+def initial_state(env: StreamEnvironment, initial: RDD[Any] | Iterable[Any] | None) -> RDD[Any] | list[Any] | None:
+    """``updateStateByKey``'s ``initialRDD`` as the state stream takes it: an RDD, or a list inside ``async with``.
+
+    A list is parallelized now (a py4j call), as pyspark does, except on the event loop: then
+    the state stream parallelizes a copy when the first batch needs it, on the generation thread.
+    """
+    from pyspark import RDD
+
+    if not initial:
+        return None
+    if isinstance(initial, RDD):
+        return initial
+    if env.async_mode:
+        return list(initial)
+    return env.spark_context.parallelize(initial)
 
 
 class StateNode(StreamNode):

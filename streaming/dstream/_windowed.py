@@ -16,7 +16,7 @@ from ._node import StreamNode, memory_only, union_rdds
 if TYPE_CHECKING:
     from pyspark import RDD, StorageLevel
 
-__all__ = ["INCREMENTAL_MIN_SLIDES", "ReducedWindowedNode", "WindowedNode", "validate_window"]
+__all__ = ["INCREMENTAL_MIN_SLIDES", "ReducedWindowedNode", "WindowedNode", "concat_lists", "drop_front", "validate_window"]
 
 INCREMENTAL_MIN_SLIDES = 5
 """pyspark reduces a window incrementally only when it spans at least this many slides."""
@@ -40,6 +40,17 @@ def validate_window(parent: StreamNode, window: float, slide: float | None) -> t
     if slide_d.milliseconds % parent_ms:
         raise InvalidDurationError(f"slideDuration must be multiple of the parent dstream's slide (batch) duration ({parent_ms} ms)")
     return window_d, slide_d
+
+
+def concat_lists(acc: list[Any], more: list[Any]) -> list[Any]:
+    """``groupByKeyAndWindow``'s reduction: the values of the batches entering the window appended."""
+    acc.extend(more)
+    return acc
+
+
+def drop_front(acc: list[Any], leaving: list[Any]) -> list[Any]:
+    """``groupByKeyAndWindow``'s inverse reduction: the values of the batches leaving the window dropped from the front."""
+    return acc[len(leaving):]
 
 
 class WindowedNode(StreamNode):

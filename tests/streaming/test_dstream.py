@@ -19,7 +19,8 @@ import pytest
 from scheduler import InvalidDurationError, InvalidPipelineError, StreamingStateError, Time
 from streaming import DStream, StreamingContext
 from streaming.dstream import ReducedWindowedDStream, StateDStream, WindowedDStream
-from streaming.dstream._dstream import _file_name, _time_to_ms
+from streaming.dstream._arguments import time_ms as _time_to_ms
+from streaming.dstream._outputs import saved_file_name as _file_name
 from streaming.inputs import QueueInputDStream
 from streaming.spark import batch_datetime
 
