@@ -5,24 +5,16 @@ Spark's ``InputDStream`` family (``QueueInputDStream``, ``FileInputDStream``,
 graph drives (replay, receive, purge).
 """
 
+from ._async_iterable import AsyncIterableInputDStream, AsyncSource
 from ._base import InputDStream
 from ._continuous import FOREACH_BATCH_REFUSED, ContinuousInputDStream, continuous_plan
-from ._decoder import DEFAULT_MAX_LINE_LENGTH, MAX_LINE_LENGTH_KEY, LineTooLongError
+from ._decoder import DEFAULT_MAX_LINE_LENGTH, MAX_LINE_LENGTH_KEY, LineDecoder, LineTooLongError
 from ._executor_receiver import ReceiverTaskSpec, read_block_file
 from ._files import FileEntry, FileInputDStream, is_new_file, list_local_files, select_new_files
 from ._queue import QueueInputDStream
-from ._receiver import (
-    DEFAULT_MAX_BUFFERED_RECORDS,
-    EXECUTOR_STOP_TIMEOUT_S,
-    RECEIVER_PLACEMENT_KEY,
-    AsyncIterableInputDStream,
-    AsyncSource,
-    LineDecoder,
-    ReceiverInputDStream,
-    RecordBuffer,
-    SocketInputDStream,
-    WriteAheadLogError,
-)
+from ._receiver import ReceiverInputDStream, WriteAheadLogError
+from ._record_buffer import DEFAULT_MAX_BUFFERED_RECORDS, RecordBuffer
+from ._socket import EXECUTOR_STOP_TIMEOUT_S, RECEIVER_PLACEMENT_KEY, SocketInputDStream
 
 __all__ = [
     "DEFAULT_MAX_LINE_LENGTH",
