@@ -1,4 +1,5 @@
-"""Structural rules: the injected clock is the only clock, public surfaces match __all__, imports flow one way."""
+"""Structural rules: the injected clock is the only clock, public surfaces match __all__, imports flow one way,
+classes and modules stay small, no module reaches into another's privates, py4j stays in streaming/spark/."""
 
 from __future__ import annotations
 
@@ -538,8 +539,7 @@ def oversized(source: str, path: str, tree: ast.Module | None = None) -> list[st
 
 def test_the_size_check_measures_classes_and_modules() -> None:
     """oversized() reports a long module and a long (nested) class with their sizes, and nothing for small ones."""
-    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_CLASS_LINES))
-    nested = f"class Outer:\n    class Inner:\n    {body.replace(chr(10), chr(10) + '    ')}\n"
+    nested = "class Outer:\n    class Inner:\n" + "".join(f"        x{i} = {i}\n" for i in range(MAX_CLASS_LINES))
     assert oversized(nested, "m.py") == ["m.py:Outer (502 lines)", "m.py:Inner (501 lines)"]
     assert oversized("x = 1\n" * (MAX_MODULE_LINES + 1), "m.py") == [f"m.py ({MAX_MODULE_LINES + 1} lines)"]
     assert oversized("class Small:\n    pass\n" + "x = 1\n" * (MAX_MODULE_LINES - 2), "m.py") == []

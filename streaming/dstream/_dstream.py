@@ -1,7 +1,8 @@
 """DStream: pyspark's ``DStream`` API over the stream nodes (pyspark's ``DStream``, Spark's ``DStream``).
 
 The nodes (``_node``, ``_transforms``, ``_windowed``, ``_state``) compute each batch's RDDs;
-this module puts pyspark's methods on top and gives each node kind its public class.
+this module puts pyspark's methods on top and gives each node kind its public class; the
+output operations (``_outputs``) and pyspark's argument conventions (``_arguments``) are beside it.
 Transformations build RDDs on the generation thread; element functions run on Spark executors.
 """
 
