@@ -186,7 +186,7 @@ class _Remote:
 class _TaskWriter:
     """An output stream whose tasks write into the checkpoint (as mapGroupsWithState's do)."""
 
-    _parents: tuple[Any, ...] = ()
+    parents: tuple[Any, ...] = ()
     tasks_write_checkpoint = "the state store of mapGroupsWithState"
 
 
@@ -210,7 +210,7 @@ def test_the_graph_names_the_checkpoint_for_the_tasks_once_and_refuses_a_scheme_
     assert graph.task_path(graph.checkpoint_dir) == "memory://bucket/ck" and memory.uri_calls == 1
     assert graph.task_path(CheckpointPath.local("/tmp/x")) == "/tmp/x"
     quiet = DStreamGraph(Duration(1000))
-    quiet.add_output_stream(type("Plain", (), {"_parents": ()})())  # type: ignore[arg-type]
+    quiet.add_output_stream(type("Plain", (), {"parents": ()})())  # type: ignore[arg-type]
     untouched = _Remote("gs")
     quiet.set_checkpoint_dir(CheckpointPath(untouched, "/ck"))  # type: ignore[arg-type]
     quiet.prepare_task_checkpoint()
