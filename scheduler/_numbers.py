@@ -1,4 +1,4 @@
-"""Strict numbers read from checkpoint files and names: ASCII digits, bounded length, a Java long (Spark's ``toLong``).
+"""Java longs: their bounds (Spark's batch ids, versions, times and durations) and strict parsing from text (Spark's ``toLong``).
 
 ``str.isdigit`` accepts ``"²"`` and ``"٣"``, which ``int()`` then refuses or reads, and ``int()`` of
 thousands of digits raises Python's conversion limit: every batch id, version and millisecond
