@@ -171,8 +171,7 @@ class ListenerQueue:
                 entry[0](event)
             except Exception:
                 self.failed += 1
-                self.log.exception("listener raised; it stays registered", listener=self.name,
-                                   event_type=type(event).__name__)
+                self._log_failure(event)
             finally:
                 _current_listener.reset(token)
         self.processed += 1
@@ -258,8 +257,7 @@ class ListenerQueue:
                                         await result
                             except Exception:
                                 self.failed += 1
-                                self.log.exception("listener raised; it stays registered", listener=self.name,
-                                                   event_type=type(event).__name__)
+                                self._log_failure(event)
                         self.processed += 1
                         n += 1
                         event = queue.poll(_EMPTY)
@@ -312,10 +310,13 @@ class ListenerQueue:
                 except Exception:
                     failed += 1
                     self.run_failed = failed
-                    self.log.exception("listener raised; it stays registered", listener=self.name,
-                                       event_type=type(event).__name__)
+                    self._log_failure(event)
             self.run_done += 1
         return failed
+
+    def _log_failure(self, event: object) -> None:
+        # Inside the except block: the line carries the listener's traceback.
+        self.log.exception("listener raised; it stays registered", listener=self.name, event_type=type(event).__name__)
 
     def __repr__(self) -> str:
         return f"<ListenerQueue {self.name} [{self.accepted - self.processed} queued, {self.dropped} dropped]>"
