@@ -1,21 +1,6 @@
-"""StreamingListenerBus: delivers events to listeners without ever stalling the scheduler.
+"""StreamingListenerBus: delivers events to listeners, each through its own queue and task, without ever stalling the scheduler.
 
-Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue``, with three differences: each listener
-has its own bounded queue and dispatcher task (a slow listener delays only itself, and a drop
-names it); the overflow policy is explicit (drop and count, or block the producer); and a stop
-delivers what is queued, within a deadline (Spark's ``spark.scheduler.listenerbus.exitTimeout``,
-which Spark leaves unbounded by default): :meth:`StreamingListenerBus.stop` drains every queue
-first, then drops and counts what a hung listener still holds, so a stop always ends.
-
-Where callbacks run: an ``async def`` callback on the listener's dispatcher task; a plain ``def``
-callback off the event loop, on a worker thread that serves that listener alone (one call at a
-time, in posting order), so one that blocks, does I/O or calls Spark delays neither the timer,
-the scheduler nor the host's loop. A listener whose plain callbacks are quick and touch objects
-of the loop (anyio events, the engine's own state) asks to run on the loop instead, with
-``add_listener(..., on_loop=True)`` or a class attribute ``run_on_loop = True``. A listener whose
-callbacks are a few microseconds of arithmetic (metrics, the web UI's history) asks to run inline,
-``add_listener(..., inline=True)`` or ``run_inline = True``: it is called inside :meth:`post`, in the
-posting task, with no queue and no task switch; its callbacks must never block or await.
+Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue`` per listener, with an explicit overflow policy and a bounded stop.
 """
 
 from __future__ import annotations
@@ -88,6 +73,25 @@ class ListenerBusStatistics:
 
 class StreamingListenerBus:
     """An asynchronous, bounded event bus that delivers what is queued at stop, within a deadline.
+
+    Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue``, with three differences: each
+    listener has its own bounded queue and dispatcher task (a ``ListenerQueue``: a slow
+    listener delays only itself, and a drop names it); the overflow policy is explicit (drop and
+    count, or block the producer); and a stop delivers what is queued, within a deadline
+    (Spark's ``spark.scheduler.listenerbus.exitTimeout``, which Spark leaves unbounded by
+    default): :meth:`stop` drains every queue first, then drops and counts what a hung listener
+    still holds, so a stop always ends.
+
+    Where callbacks run: an ``async def`` callback on the listener's dispatcher task; a plain
+    ``def`` callback off the event loop, on a worker thread that serves that listener alone (one
+    call at a time, in posting order), so one that blocks, does I/O or calls Spark delays neither
+    the timer, the scheduler nor the host's loop. A listener whose plain callbacks are quick and
+    touch objects of the loop (anyio events, the engine's own state) asks to run on the loop
+    instead, with ``add_listener(..., on_loop=True)`` or a class attribute ``run_on_loop = True``.
+    A listener whose callbacks are a few microseconds of arithmetic (metrics, the web UI's
+    history) asks to run inline, ``add_listener(..., inline=True)`` or ``run_inline = True``: it is
+    called inside :meth:`post`, in the posting task, with no queue and no task switch; its
+    callbacks must never block or await.
 
     Run it in a task group (``await tg.start(bus.run)``), post events with :meth:`post`, and end
     it with :meth:`stop`, which delivers everything already queued within :attr:`exit_timeout`
