@@ -1,7 +1,6 @@
 """Processing-time models: how long one output operation's job (or one task) takes for one batch.
 
-No Spark counterpart: what the simulator samples instead of running Spark jobs, in whole milliseconds
-from a seeded ``random.Random``, so the same model and seed always give the same batches.
+No Spark counterpart: samples of whole milliseconds from a seeded ``random.Random`` (same model and seed, same batches).
 """
 
 from __future__ import annotations
