@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,3 +116,17 @@ def test_every_readme_excerpt_is_part_of_a_tested_example() -> None:
         missing = [line for line in quoted if line and line != "..." and not any(line in s for s in source)]
         assert missing == [], f"{example} does not have these README lines: {missing}"
         assert f'"{Path(example).name}"' in test_sources, f"no test runs {example}"
+
+
+def test_the_runtime_example_of_the_guarantees_page_runs() -> None:
+    """docs/guarantees.md's example runs three batches on a manual clock and prints each total and its three delays."""
+    text = (ROOT / "docs" / "guarantees.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(.*?)```", text, re.DOTALL)
+    assert block is not None
+    result = subprocess.run([sys.executable, "-c", block.group(1)], capture_output=True, text=True, timeout=60,
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "1000 ms 45", "2000 ms 45", "3000 ms 45",
+        "1000 ms 0 ms 0 ms 0 ms", "2000 ms 0 ms 0 ms 0 ms", "3000 ms 0 ms 0 ms 0 ms",
+    ]
