@@ -130,3 +130,11 @@ def test_the_runtime_example_of_the_guarantees_page_runs() -> None:
         "1000 ms 45", "2000 ms 45", "3000 ms 45",
         "1000 ms 0 ms 0 ms 0 ms", "2000 ms 0 ms 0 ms 0 ms", "3000 ms 0 ms 0 ms 0 ms",
     ]
+
+
+def test_every_example_the_readme_links_to_is_run_by_a_test() -> None:
+    """Each examples/*.py the README links to is named by a test under tests/, so what the README shows cannot rot."""
+    linked = set(re.findall(r"\]\((examples/\w+\.py)\)", (ROOT / "README.md").read_text(encoding="utf-8")))
+    assert len(linked) >= 5
+    test_sources = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("test_*.py"))
+    assert sorted(e for e in linked if f'"{Path(e).name}"' not in test_sources) == []
