@@ -51,6 +51,7 @@ from ._models import (
     Uniform,
 )
 from ._plot import plot_run, plot_sweep, run_figure, sweep_figure
+from ._recording import TraceRecording
 from ._report import DelayStats, QueuePoint, Summary, format_duration, queue_lengths
 from ._simulator import ProgressCallback, SimulationResult, simulate, simulate_async
 from ._spark_jobs import SparkJob, SparkStage, SparkTask, fetch_spark_jobs
@@ -102,6 +103,7 @@ __all__ = [
     "SweepResult",
     "Trace",
     "TraceRecorder",
+    "TraceRecording",
     "TracedStages",
     "TracedTimes",
     "Uniform",
