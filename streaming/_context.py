@@ -1,17 +1,13 @@
-"""StreamingContext: pyspark.streaming's entry point, on aiodstream's runtime.
+"""StreamingContext: pyspark.streaming's entry point, on aiodstream's runtime (a face: the parts live beside it).
 
-The same object serves two kinds of programs. A pyspark.streaming program calls ``start()``,
-``awaitTermination()`` and ``stop()``, which drive the runtime on an event loop of its own in a
-background thread (:class:`SyncBridge`). An async program uses ``async with`` and the
-``*_async`` methods, and the runtime lives in the program's own event loop.
+A pyspark program's ``start()``/``awaitTermination()``/``stop()`` drive the runtime on a loop in a thread
+of its own (``SyncBridge``); an async program uses ``async with`` and the ``*_async`` methods on its own loop.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
-import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -26,17 +22,17 @@ from ._active import ActiveContexts
 from ._checkpointing import ContextCheckpoint, saved_graph, spark_context_for
 from ._listeners import ContextListeners
 from ._manager import StreamingQueryManager, streams
-from ._query import StreamingQueryFace, pyspark_errors
+from ._query import StreamingQueryFace
 from ._query_runtime import create_runtime, micro_batch_runtime, query_options, start_micro_batch
 from ._settings import ContextArguments, ContextSettings
 from ._shutdown import SignalShutdown, shutdown_signal
-from ._sync_bridge import BridgeClosedError, SyncBridge
+from ._sync_bridge import SyncBridge
 from .continuous import Continuous, ContinuousSource, RateSource
-from .dstream import DStream, MultiTransformedDStream, StreamEnvironment, StreamNode, api_call
+from .dstream import DStream, MultiTransformedDStream, SavedRecipe, StreamEnvironment, StreamNode, api_call
 from .inputs import DEFAULT_MAX_BUFFERED_RECORDS, AsyncSource
 from .runtime import QueryRuntime, StreamingContextState
 from .simulation import TraceRecording
-from .spark import SparkBinding, seconds_to_duration, timeout_milliseconds
+from .spark import SparkBinding, seconds_to_duration
 from .ui import ContextUI, spark_links
 
 if TYPE_CHECKING:
@@ -55,49 +51,33 @@ class StreamingContext(StreamingQueryFace):
         sparkContext: the SparkContext to run batches on; ``None`` starts an embedded local
             Spark (``local[2]``) when first needed.
         batchDuration: the batch interval in seconds (int or float), as in pyspark, or a Duration;
-            or a :class:`~streaming.continuous.Continuous` trigger for continuous processing:
-            long-running tasks process each row as it arrives, and the trigger's interval cuts
-            epochs (see :meth:`rateStream`, :meth:`DStream.foreach`).
+            or a :class:`~streaming.continuous.Continuous` trigger for continuous processing
+            (long-running tasks; the trigger's interval cuts epochs; docs/continuous.md).
         clock: the runtime's clock (default: the wall clock); tests may pass a ManualClock.
         listenerOverflow: what a full listener queue does (drop, as Spark, or block).
         concurrentJobs: how many output-operation jobs may run at once; overrides
             ``spark.streaming.concurrentJobs`` (useful when the SparkContext is shared).
-        exclusive: whether no other context may be active beside this one. By default a context
-            started with :meth:`start` is exclusive, as in pyspark (one active context per JVM),
-            and one started with :meth:`start_async` is not: an async service may run several
-            pipelines, each with its own graph and runtime, on one shared SparkContext.
-        queryName: the context's name as a query (Spark's ``queryName``): in progress reports
-            and listener events, unique among the active queries of the process.
-        stopOnFailure: what a failed batch does. ``False`` (default, the DStream semantics;
-            setting ``spark.streaming.stopOnFailure``): the failure is raised by ``awaitTermination``
-            and later batches go on. ``True`` (Structured Streaming's): the context terminates,
-            the failed batch stays uncommitted, and ``awaitTermination``, ``exception()`` and
-            ``onQueryTerminated`` carry a ``StreamingQueryException``.
-        uiPort: serve a web UI of this context (Spark's Streaming tab) on this port of
-            127.0.0.1 while it runs (``0``: a free port; ``uiWebUrl`` gives the address). The
-            setting ``spark.aiodstream.ui.port`` does the same for an unchanged pyspark program;
-            the other ``spark.aiodstream.ui.*`` settings: :class:`streaming.ui.ContextUI`.
+        exclusive: whether no other context may be active beside this one: by default one
+            started with :meth:`start` is (pyspark's one active context per JVM), and one started
+            with :meth:`start_async` is not (a service may run several on one SparkContext).
+        queryName: the context's name as a query (Spark's ``queryName``), unique among the active queries.
+        stopOnFailure: ``False`` (default, the DStream semantics; ``spark.streaming.stopOnFailure``):
+            a failed batch is raised by ``awaitTermination`` and later batches go on. ``True``
+            (Structured Streaming's): the context terminates with a ``StreamingQueryException``.
+        uiPort: serve a web UI (Spark's Streaming tab) on this port of 127.0.0.1 while running
+            (``0``: a free port; ``uiWebUrl`` gives it; ``spark.aiodstream.ui.*``: docs/ui.md).
 
     Every context is also a query with pyspark's ``StreamingQuery`` surface (``id``, ``runId``,
     ``status``, ``lastProgress``, ``processAllAvailable``, ``exception``, ``explain``...), listed
     by :data:`streaming.streams`; with a checkpoint its id lasts across restarts.
-
-    An exclusive context refuses to start while another is active, and no context starts while
-    an exclusive one is active (pyspark's error).
     """
 
     def __init__(
         self,
-        sparkContext: SparkContext | None = None,  # noqa: N803
-        batchDuration: float | Duration | Continuous | None = None,  # noqa: N803
-        *,
-        clock: Clock | None = None,
-        listenerOverflow: OverflowPolicy = OverflowPolicy.DROP,  # noqa: N803
-        concurrentJobs: int | None = None,  # noqa: N803
-        exclusive: bool | None = None,
-        queryName: str | None = None,  # noqa: N803
-        stopOnFailure: bool | None = None,  # noqa: N803
-        uiPort: int | None = None,  # noqa: N803
+        sparkContext: SparkContext | None = None, batchDuration: float | Duration | Continuous | None = None,  # noqa: N803
+        *, clock: Clock | None = None, listenerOverflow: OverflowPolicy = OverflowPolicy.DROP,  # noqa: N803
+        concurrentJobs: int | None = None, exclusive: bool | None = None, queryName: str | None = None,  # noqa: N803
+        stopOnFailure: bool | None = None, uiPort: int | None = None,  # noqa: N803
     ) -> None:
         """Create a context; nothing runs until it is started."""
         if batchDuration is None:
@@ -112,15 +92,16 @@ class StreamingContext(StreamingQueryFace):
         self._env = StreamEnvironment(batch_duration=self._batch_duration, spark=self._spark, clock=clock, name=name, owner=self,
                                       check_can_add=self._check_can_add, runtime=lambda: micro_batch_runtime(self.runtime))
         self._env.continuous = continuous
-        super().__init__(self._env, SyncBridge(), queryName)
+        self._trace = TraceRecording(name)
+        # A stop on another thread (spark.aiodstream.trace.batches) may still be adding the Spark
+        # jobs to the trace when awaitTermination returns: the program's next step may stop Spark.
+        super().__init__(self._env, SyncBridge(), queryName, after_termination=self._trace.wait_written)
         self._graph = self._env.graph
         self._graph.spark_context = lambda: self._spark.spark_context
         self._config: ContextSettings | None = None  # read on first need
         self._checkpoint = ContextCheckpoint(self._env, self._spark)
-        self._trace = TraceRecording(name)
         self._ui = ContextUI()
         self._listeners = ContextListeners()
-        self._stopped_unstarted = threading.Event()
         self._shutdown: SignalShutdown | None = None
         self._log = library_logger("aiodstream.streaming", component="StreamingContext", context=self._context_id)
 
@@ -166,8 +147,7 @@ class StreamingContext(StreamingQueryFace):
     @classmethod
     def getActive(cls) -> StreamingContext | None:
         """The started, not yet stopped context of this process (the latest started, when several are), if any."""
-        active = _registry.active()
-        return active[-1] if active else None
+        return next(reversed(_registry.active()), None)
 
     @classmethod
     def getActiveContexts(cls) -> list[StreamingContext]:
@@ -189,26 +169,11 @@ class StreamingContext(StreamingQueryFace):
                     restoreGraph: bool = True, options: Mapping[str, object] | None = None) -> StreamingContext:  # noqa: N803
         """A context rebuilt from the DStream graph saved in ``checkpointPath``, else ``setupFunc()`` with that checkpoint.
 
-        As in Spark, ``setupFunc`` is called only when the checkpoint holds no graph: the graph a
-        previous run saved (the program's DStream calls, its functions pickled as pyspark pickles
-        them) is rebuilt without it, on the active SparkContext or on a new one with the saved
-        settings. Either way the context resumes what the checkpoint records: batches logged but
-        not committed run again with the same time and input, batches whose time passed while
-        the program was down follow, and stateful streams continue from their saved state.
-
-        A graph that cannot be pickled (a queue of RDDs, a function that holds the SparkContext)
-        is not saved (a warning says why); a restart then calls ``setupFunc``, which must build
-        the same inputs and stateful streams in the same order (a changed program is refused).
-
-        Args:
-            checkpointPath: the checkpoint directory.
-            setupFunc: builds the context when there is nothing to restore.
-            restoreGraph: ``False`` calls ``setupFunc`` even when the checkpoint holds a graph, so
-                that a new version of the program resumes the old one's input logs and state (an
-                aiodstream extension: Spark cannot resume a checkpoint with changed code). The
-                new program must build the same inputs and stateful streams, in the same order.
-            options: progress-tracking options, as for :meth:`checkpoint` (async progress
-                tracking, for instance).
+        As in Spark, ``setupFunc`` runs only when the checkpoint holds no graph; either way the
+        context resumes what the checkpoint records (docs/checkpointing.md). ``restoreGraph=False``
+        calls ``setupFunc`` anyway, so that a new version of the program (the same inputs and stateful
+        streams, in the same order) resumes the old one's logs and state (an aiodstream extension);
+        ``options`` are as for :meth:`checkpoint`.
 
         Raises:
             TypeError: ``setupFunc`` is not callable or does not return a StreamingContext.
@@ -218,16 +183,23 @@ class StreamingContext(StreamingQueryFace):
             raise TypeError("setupFunc should be callable.")
         recipe = saved_graph(checkpointPath) if restoreGraph else None
         if recipe is not None:
-            sc, interval = spark_context_for(recipe)
-            ssc = cls(sc, interval, concurrentJobs=recipe.concurrent_jobs)
-            recipe.replay(ssc, StreamNode)
-            ssc._log.info("StreamingContext rebuilt from the checkpoint", checkpoint=checkpointPath, calls=len(recipe.calls))
-        else:
-            ssc = setupFunc()
-            if not isinstance(ssc, StreamingContext):
-                raise TypeError(f"setupFunc should return a StreamingContext, got {type(ssc).__name__}")
+            return cls._restore(checkpointPath, recipe, options)
+        ssc = setupFunc()
+        if not isinstance(ssc, StreamingContext):
+            raise TypeError(f"setupFunc should return a StreamingContext, got {type(ssc).__name__}")
         ssc.checkpoint(checkpointPath, options=options)
         ssc._checkpoint.recovering = True
+        return ssc
+
+    @classmethod
+    def _restore(cls, checkpoint_path: str, recipe: SavedRecipe, options: Mapping[str, object] | None) -> StreamingContext:
+        """The context a saved graph describes, on the active SparkContext or a new one with the saved settings."""
+        sc, interval = spark_context_for(recipe)
+        ssc = cls(sc, interval, concurrentJobs=recipe.concurrent_jobs)
+        recipe.replay(ssc, StreamNode)
+        ssc.checkpoint(checkpoint_path, options=options)
+        ssc._checkpoint.recovering = True
+        ssc._log.info("StreamingContext rebuilt from the checkpoint", checkpoint=checkpoint_path, calls=len(recipe.calls))
         return ssc
 
     def _register(self) -> None:
@@ -252,10 +224,7 @@ class StreamingContext(StreamingQueryFace):
     # -- synchronous lifecycle (pyspark) --
 
     def start(self) -> None:
-        """Start generating batches; returns once the context is ACTIVE.
-
-        A second call on an active context only logs a warning, as in Spark.
-        """
+        """Start generating batches; returns once the context is ACTIVE (a second call only logs a warning, as in Spark)."""
         with _registry.lock:
             if self._state is StreamingContextState.ACTIVE:
                 self._log.warning("StreamingContext has already been started")
@@ -278,12 +247,8 @@ class StreamingContext(StreamingQueryFace):
                 self._shutdown.install()
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:  # noqa: N803
-        """Stop the context (and by default the SparkContext); idempotent.
-
-        Args:
-            stopSparkContext: also stop the SparkContext, as pyspark does by default.
-            stopGraceFully: finish the batches already received before stopping.
-        """
+        """Stop the context, and the SparkContext with ``stopSparkContext``; ``stopGraceFully`` finishes the batches
+        already received first. Idempotent."""
         if self._shutdown is not None:
             self._shutdown.uninstall()
         if self._bridge.in_loop_thread():
@@ -293,8 +258,7 @@ class StreamingContext(StreamingQueryFace):
         with _registry.lock:
             if self._state is StreamingContextState.INITIALIZED:
                 self._log.warning("StreamingContext has not been started yet")
-                self._closed_before_start = True
-                self._stopped_unstarted.set()
+                self._close_unstarted()
             elif self._bridge.is_open and self._runtime is not None:
                 try:
                     self._bridge.stop(self._runtime, graceful=stopGraceFully)
@@ -308,35 +272,6 @@ class StreamingContext(StreamingQueryFace):
         sc = self._spark.started_spark_context
         if stopSparkContext and sc is not None:
             sc.stop()
-
-    def awaitTermination(self, timeout: float | None = None) -> None:
-        """Wait until the context stops or a batch fails (then raise its error); ``timeout`` in seconds."""
-        self._await(None if timeout is None else Duration(max(0, timeout_milliseconds(timeout))))
-
-    def awaitTerminationOrTimeout(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds; True if the context stopped, False on timeout."""
-        return self._await(Duration(max(0, timeout_milliseconds(timeout))))
-
-    def _await(self, timeout: Duration | None) -> bool:
-        with pyspark_errors():
-            stopped = self._await_termination(timeout)
-        if stopped:
-            # A stop on another thread (spark.aiodstream.trace.batches) may still be adding the
-            # Spark jobs to the trace: the program's next step may stop the SparkContext.
-            self._trace.wait_written()
-        return stopped
-
-    def _await_termination(self, timeout: Duration | None) -> bool:
-        runtime = self._runtime
-        if runtime is not None:
-            with contextlib.suppress(BridgeClosedError):  # then the runtime stopped (or never ran on the bridge)
-                return self._bridge.call(runtime.await_termination, timeout)
-            if runtime.state is StreamingContextState.STOPPED:
-                error = runtime.exception()
-                if error is not None:
-                    raise error.with_traceback(None)
-                return True
-        return self._stopped_unstarted.wait(None if timeout is None else timeout.seconds)
 
     # -- asynchronous lifecycle --
 
@@ -384,17 +319,10 @@ class StreamingContext(StreamingQueryFace):
         if stopSparkContext and sc is not None:
             await anyio.to_thread.run_sync(sc.stop)
 
-    async def await_termination_async(self, timeout: float | None = None) -> bool:
-        """Wait until the context stops (True) or ``timeout`` seconds pass (False); raises a batch's error."""
-        with pyspark_errors():
-            return await self.runtime.await_termination(None if timeout is None else Duration(max(0, timeout_milliseconds(timeout))))
-
     async def stop_on_signal_async(self, *signals: int, stopGraceFully: bool = True) -> int:  # noqa: N803
         """Wait for a shutdown signal (SIGTERM or SIGINT by default), then stop the context; returns the signal.
 
-        The way to tie a context to an async host's shutdown: run it in the host's task group,
-        ``tg.start_soon(ssc.stop_on_signal_async)`` (see :func:`shutdown_signal`; cancel it to stop
-        waiting). The SparkContext is kept, as by :meth:`stop_async`.
+        For an async host's task group: ``tg.start_soon(ssc.stop_on_signal_async)``; the SparkContext is kept.
         """
         signum = await shutdown_signal(*signals)
         self._log.warning("shutdown signal received: stopping the StreamingContext", signal=signum, graceful=stopGraceFully)
@@ -409,19 +337,10 @@ class StreamingContext(StreamingQueryFace):
         self._graph.remember(seconds_to_duration(duration, "remember duration"))
 
     def checkpoint(self, directory: str | None, *, options: Mapping[str, object] | None = None) -> None:
-        """Set the checkpoint directory; ``None`` disables checkpointing.
+        """Set the checkpoint directory (``None``: none) for RDD checkpoints and the recovery logs :meth:`getOrCreate` resumes.
 
-        RDD checkpoints of stateful streams go there, and so do the recovery logs that
-        :meth:`getOrCreate` resumes from: offsets and commits (Structured Streaming's format),
-        what each input took per batch, and the state of stateful streams. A context started
-        without :meth:`getOrCreate` starts afresh, as in Spark: it moves a previous run's logs
-        to ``superseded-<time>-<id>/`` in the directory instead of resuming from them.
-
-        ``options`` are Spark's progress-tracking writer options (an aiodstream extension):
-        ``asyncProgressTrackingEnabled``, ``asyncProgressTrackingCheckpointIntervalMs`` (also
-        as the settings ``spark.streaming.<option>``), ``spark.sql.streaming.minBatchesToRetain``,
-        ``spark.sql.streaming.numRecentProgressUpdates``,
-        ``spark.sql.streaming.noDataProgressEventInterval``.
+        Started without :meth:`getOrCreate`, a context starts afresh, as in Spark (a previous run's logs are moved
+        aside). ``options``: Spark's progress-tracking writer options (docs/checkpointing.md).
 
         Raises:
             StreamingStateError: the context was already started.
@@ -430,28 +349,15 @@ class StreamingContext(StreamingQueryFace):
         if self._state is not StreamingContextState.INITIALIZED:
             raise StreamingStateError("the checkpoint directory can only be set before the StreamingContext is started")
         settings = self._settings()
-        location = self._checkpoint.set(directory, mode=settings.checkpoint_file_manager, default_fs=settings.default_fs,
-                                        options=options)
+        location = self._checkpoint.set(directory, mode=settings.checkpoint_file_manager, default_fs=settings.default_fs, options=options)
         if self._runtime is not None:
             self._runtime.set_checkpoint_location(location, options=query_options(self._env, settings, self._checkpoint.options))
 
     def record_trace(self, path: str | os.PathLike[str], *, batches: int | None = None) -> None:
-        """Record this run for the simulator: its listener events and, at stop, its Spark jobs' task times.
+        """Record this run for the simulator (``spark.aiodstream.trace.path``; docs/simulation.md); call it before :meth:`start`.
 
-        The programmatic form of ``spark.aiodstream.trace.path`` (and ``.batches``); call it
-        before :meth:`start`. The trace is what ``aiodstream calibrate`` and
-        :func:`streaming.simulation.calibrate` fit the cluster model to; the task times come
-        from Spark's UI (``spark.ui.enabled``), read once the context stops.
-
-        Args:
-            path: the trace file (JSON lines).
-            batches: stop the context once this many batches completed (as
-                ``stop(stopSparkContext=False)`` on another thread would: the batches queued
-                behind are not run).
-
-        Raises:
-            StreamingStateError: the context has started.
-            ValueError: ``batches`` is not a positive int.
+        ``batches`` stops the context once that many batches completed. Raises StreamingStateError
+        once started, ValueError for a ``batches`` that is not a positive int.
         """
         if self._state is not StreamingContextState.INITIALIZED:
             raise StreamingStateError("record_trace() must be called before the context starts")
@@ -505,15 +411,7 @@ class StreamingContext(StreamingQueryFace):
 
     @api_call
     def rateStream(self, rowsPerSecond: int = 1, numPartitions: int = 2) -> DStream:  # noqa: N803 - Spark's option names
-        """Spark's ``rate`` source as a continuous input: ``Row(timestamp, value)`` at ``rowsPerSecond`` over ``numPartitions``.
-
-        Each partition is one long-running task; values are ``p, p + n, ...`` per partition,
-        timestamped when they are due. Needs a Continuous trigger.
-
-        Raises:
-            InvalidPipelineError: a rate or partition count that is not positive (Spark's
-                message), or a micro-batch context.
-        """
+        """Spark's ``rate`` source (continuous): ``Row(timestamp, value)`` at ``rowsPerSecond`` over ``numPartitions`` tasks."""
         return self.continuousStream(RateSource(rowsPerSecond, numPartitions))
 
     @api_call
@@ -544,11 +442,7 @@ class StreamingContext(StreamingQueryFace):
 
     @api_call
     def transform(self, dstreams: Sequence[DStream], transformFunc: Callable[[Sequence[RDD[Any]]], RDD[Any]]) -> DStream:  # noqa: N803
-        """A stream whose RDD is ``transformFunc(rdds)`` of the given streams' RDDs (a tuple, in their order).
-
-        Every stream must have an RDD for the batch and ``transformFunc`` must return an RDD;
-        the streams must share this context and a slide duration.
-        """
+        """A stream whose RDD is ``transformFunc(rdds)`` of the given streams' RDDs (same context and slide; in their order)."""
         return MultiTransformedDStream(list(dstreams), transformFunc)
 
     def __repr__(self) -> str:

@@ -8,14 +8,16 @@ to the runtime through the :class:`~streaming.runtime.QueryRuntime` protocol.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+import threading
+from typing import Any, Callable, Iterator
 
-from scheduler import StreamingQueryException, StreamingStateError
+from scheduler import Duration, StreamingQueryException, StreamingStateError
 
 from ._manager import as_pyspark_exception, pyspark_progress
 from ._sync_bridge import BridgeClosedError, SyncBridge
 from .dstream import StreamEnvironment
 from .runtime import QueryRuntime, StreamingContextState
+from .spark import timeout_milliseconds
 
 __all__ = ["StreamingQueryFace", "pyspark_errors"]
 
@@ -38,15 +40,29 @@ class StreamingQueryFace:
         env: the context's streams' environment (its graph; whether it lives in ``async with``).
         bridge: the blocking bridge that ``start()`` opens.
         name: the query's name (``queryName``).
+        after_termination: called once a blocking wait saw the query stop.
     """
 
-    def __init__(self, env: StreamEnvironment, bridge: SyncBridge, name: str | None) -> None:
+    def __init__(self, env: StreamEnvironment, bridge: SyncBridge, name: str | None, *,
+                 after_termination: Callable[[], None] = lambda: None) -> None:
         """A query not started yet."""
         self._env = env
         self._bridge = bridge
         self._query_name = name
+        self._after_termination = after_termination
         self._runtime: QueryRuntime | None = None
         self._closed_before_start = False  # stopped before it was ever started
+        self._stopped_unstarted = threading.Event()
+
+    @property
+    def runtime(self) -> QueryRuntime:
+        """The runtime underneath (created on first use by the subclass)."""
+        raise NotImplementedError
+
+    def _close_unstarted(self) -> None:
+        """Stopped before it was ever started: STOPPED, and a waiting ``awaitTermination`` returns."""
+        self._closed_before_start = True
+        self._stopped_unstarted.set()
 
     @property
     def _state(self) -> StreamingContextState:
@@ -94,6 +110,38 @@ class StreamingQueryFace:
     def recentProgress(self) -> list[Any]:
         """The recent progress reports, oldest first, as pyspark's ``StreamingQueryProgress`` objects."""
         return [] if self._runtime is None else [pyspark_progress(p) for p in self._runtime.recent_progress]
+
+    def awaitTermination(self, timeout: float | None = None) -> None:
+        """Wait until the context stops or a batch fails (then raise its error); ``timeout`` in seconds."""
+        self._await(None if timeout is None else Duration(max(0, timeout_milliseconds(timeout))))
+
+    def awaitTerminationOrTimeout(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; True if the context stopped, False on timeout."""
+        return self._await(Duration(max(0, timeout_milliseconds(timeout))))
+
+    def _await(self, timeout: Duration | None) -> bool:
+        with pyspark_errors():
+            stopped = self._await_termination(timeout)
+        if stopped:
+            self._after_termination()
+        return stopped
+
+    def _await_termination(self, timeout: Duration | None) -> bool:
+        runtime = self._runtime
+        if runtime is not None:
+            with contextlib.suppress(BridgeClosedError):  # then the runtime stopped (or never ran on the bridge)
+                return self._bridge.call(runtime.await_termination, timeout)
+            if runtime.state is StreamingContextState.STOPPED:
+                error = runtime.exception()
+                if error is not None:
+                    raise error.with_traceback(None)
+                return True
+        return self._stopped_unstarted.wait(None if timeout is None else timeout.seconds)
+
+    async def await_termination_async(self, timeout: float | None = None) -> bool:
+        """Wait until the context stops (True) or ``timeout`` seconds pass (False); raises a batch's error."""
+        with pyspark_errors():
+            return await self.runtime.await_termination(None if timeout is None else Duration(max(0, timeout_milliseconds(timeout))))
 
     def processAllAvailable(self) -> None:
         """Block until everything available when called has been processed (pyspark's ``processAllAvailable``).
