@@ -70,7 +70,10 @@ class ContextCheckpoint:
     Attributes:
         location: the checkpoint directory, or ``None`` (no checkpoint).
         recovering: resume from the logs there (``getOrCreate``) instead of moving them aside.
-        options: progress-tracking options given to ``checkpoint()`` or ``getOrCreate()``.
+        options: progress-tracking options given to ``checkpoint()`` or ``getOrCreate()``: Spark's writer
+            options ``asyncProgressTrackingEnabled``, ``asyncProgressTrackingCheckpointIntervalMs`` (also the
+            settings ``spark.streaming.<option>``), ``spark.sql.streaming.minBatchesToRetain``,
+            ``spark.sql.streaming.numRecentProgressUpdates``, ``spark.sql.streaming.noDataProgressEventInterval``.
     """
 
     def __init__(self, env: StreamEnvironment, spark: SparkBinding) -> None:
