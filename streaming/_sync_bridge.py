@@ -54,15 +54,15 @@ class SyncBridge:
         portal_cm = anyio.from_thread.start_blocking_portal()
         portal = portal_cm.__enter__()
         self._portal_cm = portal_cm
-        self._loop_thread = portal.call(threading.get_ident)
-        self._runtime_cm = portal.wrap_async_context_manager(runtime)
-        with self._lock:
-            self._portal = portal
         try:
-            self._runtime_cm.__enter__()
+            self._loop_thread = portal.call(threading.get_ident)
+            runtime_cm = portal.wrap_async_context_manager(runtime)
+            runtime_cm.__enter__()
         except BaseException:
-            self.close()
+            self.close()  # ends the loop; the runtime's async with was not entered
             raise
+        with self._lock:
+            self._portal, self._runtime_cm = portal, runtime_cm
 
     def call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run ``func(*args)`` on the loop and return its result (blocking).
