@@ -43,6 +43,7 @@ from ._processing_times import (
     Replay,
     Uniform,
 )
+from ._recording import TraceRecording
 from ._report import DelayStats, QueuePoint, Summary, format_duration, queue_lengths
 from ._simulation_model import SimulationModel
 from ._simulator import ProgressCallback, SimulationResult, simulate, simulate_async
@@ -95,6 +96,7 @@ __all__ = [
     "SweepResult",
     "Trace",
     "TraceRecorder",
+    "TraceRecording",
     "TracedStages",
     "TracedTimes",
     "Uniform",
