@@ -4,14 +4,7 @@ The counterpart of Spark's ``StreamingListener`` API and ``StreamingListenerBus`
 """
 
 from ._builtin import EventRecorder, StatsReportListener
-from ._bus import (
-    DEFAULT_LISTENER_EXIT_TIMEOUT,
-    ListenerBusStatistics,
-    ListenerStatistics,
-    OverflowPolicy,
-    StreamingListenerBus,
-    current_listener,
-)
+from ._bus import DEFAULT_LISTENER_EXIT_TIMEOUT, ListenerBusStatistics, OverflowPolicy, StreamingListenerBus
 from ._events import (
     BatchCompleted,
     BatchStarted,
@@ -30,6 +23,7 @@ from ._events import (
 )
 from ._info import BatchInfo, OutputOperationInfo, ReceiverInfo
 from ._listener import HANDLER_NAMES, StreamingListener
+from ._listener_queue import ListenerStatistics, current_listener
 
 __all__ = [
     "BatchCompleted",

@@ -26,6 +26,7 @@ from ._job_scheduler import JobAbandonedError, JobScheduler, JobSchedulerStatist
 from ._job_set import JobSet
 from ._logging import LOGGER_ROOT, LibraryLogger, event_fields, library_logger
 from ._loop_probe import PROBE_ATTRIBUTE, ReadyProbe, ready_probe
+from ._numbers import LONG_MAX, LONG_MIN, parse_batch_file_name, parse_long
 from ._protocols import (
     BatchHook,
     BatchPlanner,
@@ -50,8 +51,6 @@ from ._work import WorkTracker
 from .query import (
     LOCAL_FILES,
     LOCK_FILE,
-    LONG_MAX,
-    LONG_MIN,
     BatchGrid,
     Checkpoint,
     CheckpointClaim,
@@ -90,13 +89,12 @@ from .query import (
     holder_is_gone,
     lease_file_lock,
     lock_local_directory,
-    parse_batch_file_name,
-    parse_long,
     process_exists,
     remove_temp_files,
     task_checkpoint_path,
     temp_name,
     uri_scheme,
+    whole_number_option,
     write_new_file,
 )
 
@@ -220,6 +218,7 @@ __all__ = [
     "WATERMARK_POLICY_KEY",
     "WatermarkTracker",
     "WorkTracker",
+    "whole_number_option",
     "write_new_file",
     "YIELD_EVERY",
     "yield_now",

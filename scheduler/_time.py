@@ -13,6 +13,7 @@ from typing import Iterator, TypeVar
 import attrs
 
 from ._errors import DurationOverflowError, InvalidDurationError
+from ._numbers import LONG_MAX, LONG_MIN
 
 __all__ = ["MAX_MILLISECONDS", "Duration", "Milliseconds", "Minutes", "Seconds", "Time", "TimeOrderedDict", "scaled_milliseconds"]
 
@@ -217,8 +218,8 @@ class Time(_Ordered):
         return f"{self.milliseconds} ms"
 
 
-MAX_MILLISECONDS = 2**63 - 1
-"""The longest duration a public call accepts: Spark's ``Duration`` holds its milliseconds in a Java long."""
+MAX_MILLISECONDS = LONG_MAX
+"""The longest duration a public call accepts: :data:`LONG_MAX`, as Spark's ``Duration`` holds its milliseconds in a Java long."""
 
 
 def _overflow(name: str, value: object, fix: str) -> DurationOverflowError:
@@ -267,7 +268,7 @@ def scaled_milliseconds(value: object, factor: int, name: str, *, fix: str, trun
                 f"{name} must be a whole number of milliseconds, got {value!r} ({exact} ms); {fix}"
             )
         ms = int(exact)  # toward zero
-    if not -MAX_MILLISECONDS - 1 <= ms <= MAX_MILLISECONDS:
+    if not LONG_MIN <= ms <= LONG_MAX:
         raise _overflow(name, value, fix)
     return ms
 
@@ -280,7 +281,7 @@ def Milliseconds(n: int) -> Duration:
         DurationOverflowError: ``n`` is beyond :data:`MAX_MILLISECONDS`.
     """
     ms = _check_ms(n, "Milliseconds(n)")
-    if not -MAX_MILLISECONDS - 1 <= ms <= MAX_MILLISECONDS:
+    if not LONG_MIN <= ms <= LONG_MAX:
         raise _overflow("Milliseconds(n)", n, "pass e.g. Milliseconds(500)")
     return Duration(ms)
 

@@ -1,4 +1,4 @@
-"""SignalShutdown: stop a synchronous program's context gracefully on SIGTERM or SIGINT (Spark's shutdown hook).
+"""SignalShutdown and shutdown_signal: stop a context on SIGTERM or SIGINT (Spark's shutdown hook).
 
 Spark registers a JVM shutdown hook that stops the StreamingContext, gracefully when
 ``spark.streaming.stopGracefullyOnShutdown`` is true. A Python driver is stopped by signals, so
@@ -12,9 +12,11 @@ import threading
 from types import FrameType
 from typing import Any, Callable, Sequence
 
+import anyio
+
 from scheduler import library_logger
 
-__all__ = ["SHUTDOWN_SIGNALS", "SignalShutdown"]
+__all__ = ["SHUTDOWN_SIGNALS", "SignalShutdown", "shutdown_signal"]
 
 SHUTDOWN_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
 """The signals a deployment stops a driver with (SIGTERM from a scheduler or container runtime, SIGINT from Ctrl-C)."""
@@ -68,3 +70,15 @@ class SignalShutdown:
         self.uninstall()
         self._log.warning("shutdown signal received: stopping the StreamingContext", signal=signal.Signals(signum).name)
         self._stop()
+
+
+async def shutdown_signal(*signals: int) -> int:
+    """Wait for one of ``signals`` (default :data:`SHUTDOWN_SIGNALS`) and return it: an async host's shutdown.
+
+    The signals are handled through anyio (the event loop's own signal handling, main thread
+    only) for as long as this waits; cancel it to stop waiting.
+    """
+    with anyio.open_signal_receiver(*(signal.Signals(s) for s in signals or SHUTDOWN_SIGNALS)) as received:
+        async for signum in received:
+            return int(signum)
+    raise AssertionError("the signal receiver ended without a signal")  # pragma: no cover - anyio's never ends

@@ -5,6 +5,7 @@ The counterpart of Spark's ``StreamExecution`` bookkeeping (``OffsetSeqLog``, ``
 protocols, errors) and nothing in the core imports it; ``scheduler`` re-exports its names.
 """
 
+from .._numbers import LONG_MAX, LONG_MIN, parse_batch_file_name, parse_long
 from ._checkpoint import BatchGrid, Checkpoint, CheckpointDescription, CheckpointState
 from ._claims import (
     CheckpointClaim,
@@ -35,9 +36,8 @@ from ._files import (
 from ._fsspec_files import FsspecFileManager, check_task_file_system, task_checkpoint_path
 from ._metadata_log import CommitLog, CommitMetadata, MetadataLog, OffsetSeq, OffsetSeqLog, OffsetSeqMetadata
 from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, QueryProgressListener, RunPlan
-from ._numbers import LONG_MAX, LONG_MIN, parse_batch_file_name, parse_long
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
-from ._query_options import ProgressTrackingOptions, Trigger
+from ._query_options import ProgressTrackingOptions, Trigger, whole_number_option
 
 __all__ = [
     "as_checkpoint_path",
@@ -89,5 +89,6 @@ __all__ = [
     "temp_name",
     "Trigger",
     "uri_scheme",
+    "whole_number_option",
     "write_new_file",
 ]

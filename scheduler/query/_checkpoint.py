@@ -14,6 +14,7 @@ from typing import Callable, Mapping, Sequence, TypeVar
 import attrs
 
 from .._errors import CheckpointError, CorruptCheckpointError
+from .._numbers import parse_long
 from .._protocols import Offset, RecoveredBatch
 from .._time import Duration, Time
 from .._watermark import WATERMARK_POLICY_KEY
@@ -27,7 +28,6 @@ from ._metadata_log import (
     parse_query_metadata,
     serialize_query_metadata,
 )
-from ._numbers import parse_long
 
 __all__ = [
     "GRID_INTERVAL_KEY",

@@ -18,9 +18,9 @@ from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 import attrs
 
 from .._errors import CorruptCheckpointError, UnsupportedLogVersionError
+from .._numbers import LONG_MAX, LONG_MIN, parse_batch_file_name
 from .._protocols import Offset
 from ._files import CheckpointPath, as_checkpoint_path, remove_temp_files
-from ._numbers import LONG_MAX, LONG_MIN, parse_batch_file_name
 
 __all__ = [
     "CommitLog",

@@ -13,9 +13,9 @@ from typing import Mapping
 import attrs
 
 from .._errors import InvalidPipelineError
-from ._numbers import parse_long
+from .._numbers import parse_long
 
-__all__ = ["ProgressTrackingOptions", "Trigger"]
+__all__ = ["ProgressTrackingOptions", "Trigger", "whole_number_option"]
 
 
 class Trigger(enum.Enum):
@@ -48,7 +48,21 @@ def _bool(key: str, value: object) -> bool:
     raise InvalidPipelineError(f"option {key} must be true or false, got {value!r}")
 
 
-def _int(key: str, value: object, minimum: int, unit: str) -> int:
+def whole_number_option(key: str, value: object, *, minimum: int = 1, unit: str | None = None) -> int:
+    """An option's value as a whole number of at least ``minimum`` (1 or 0): an int, or a string of one (a Java long).
+
+    Spark's writer and configuration options arrive as strings (``"1000"``) or as ints; a bool,
+    a float, a fraction or a number beyond a long is refused.
+
+    Args:
+        key: the option's name, for the message.
+        value: what was given.
+        minimum: 1 (a positive number) or 0 (a non-negative one).
+        unit: what the number counts (``"milliseconds"``), for the message.
+
+    Raises:
+        InvalidPipelineError: ``"option <key> must be a positive whole number [of <unit>], got <value>"``.
+    """
     parsed: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         parsed = value
@@ -56,7 +70,8 @@ def _int(key: str, value: object, minimum: int, unit: str) -> int:
         parsed = parse_long(value.strip())
     if parsed is None or parsed < minimum:
         bound = "a positive" if minimum == 1 else "a non-negative"
-        raise InvalidPipelineError(f"option {key} must be {bound} whole number of {unit}, got {value!r}")
+        of = "" if unit is None else f" of {unit}"
+        raise InvalidPipelineError(f"option {key} must be {bound} whole number{of}, got {value!r}")
     return parsed
 
 
@@ -103,13 +118,16 @@ class ProgressTrackingOptions:
                 raise InvalidPipelineError(f"unknown option {key!r}; the options are {', '.join(_KNOWN)}")
             values[name] = value
         defaults = cls()
+
+        def number(key: str, default: int, minimum: int, unit: str) -> int:
+            return whole_number_option(key, values.get(key, default), minimum=minimum, unit=unit)
+
         return cls(
             _bool(ASYNC_ENABLED, values.get(ASYNC_ENABLED, defaults.async_progress_tracking_enabled)),
-            _int(ASYNC_INTERVAL, values.get(ASYNC_INTERVAL, defaults.async_progress_tracking_checkpoint_interval_ms), 0, "milliseconds"),
-            _int(MIN_BATCHES_TO_RETAIN, values.get(MIN_BATCHES_TO_RETAIN, defaults.min_batches_to_retain), 1, "batches"),
-            _int(NUM_RECENT_PROGRESS, values.get(NUM_RECENT_PROGRESS, defaults.num_recent_progress_updates), 1, "entries"),
-            _int(NO_DATA_PROGRESS_INTERVAL, values.get(NO_DATA_PROGRESS_INTERVAL, defaults.no_data_progress_event_interval_ms), 0,
-                 "milliseconds"),
+            number(ASYNC_INTERVAL, defaults.async_progress_tracking_checkpoint_interval_ms, 0, "milliseconds"),
+            number(MIN_BATCHES_TO_RETAIN, defaults.min_batches_to_retain, 1, "batches"),
+            number(NUM_RECENT_PROGRESS, defaults.num_recent_progress_updates, 1, "entries"),
+            number(NO_DATA_PROGRESS_INTERVAL, defaults.no_data_progress_event_interval_ms, 0, "milliseconds"),
             _bool(OVERRIDE_SINK_CHECK, values.get(OVERRIDE_SINK_CHECK, defaults.override_sink_support_check)),
         )
 

@@ -108,6 +108,11 @@ class StreamNode:
 
     # -- graph lifecycle (driven by DStreamGraph) --
 
+    @property
+    def slide(self) -> Duration:
+        """How often the stream produces an RDD (Spark's ``slideDuration``): the batch interval, or a window's slide."""
+        return self._slide
+
     def _initialize(self, zero_time: Time) -> None:
         if self._zero_time is not None and self._zero_time != zero_time:
             raise StreamingStateError(f"ZeroTime is already initialized to {self._zero_time}, cannot initialize it again to {zero_time}")

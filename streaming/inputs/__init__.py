@@ -10,6 +10,15 @@ from ._base import InputDStream
 from ._continuous import FOREACH_BATCH_REFUSED, ContinuousInputDStream, continuous_plan
 from ._decoder import DEFAULT_MAX_LINE_LENGTH, MAX_LINE_LENGTH_KEY, LineDecoder, LineTooLongError
 from ._executor_receiver import ReceiverTaskSpec, read_block_file
+from ._factories import (
+    async_iterable_stream,
+    binary_records_stream,
+    continuous_stream,
+    queue_stream,
+    socket_text_stream,
+    text_file_stream,
+    union,
+)
 from ._files import FileEntry, FileInputDStream, is_new_file, list_local_files, select_new_files
 from ._queue import QueueInputDStream
 from ._receiver import ReceiverInputDStream, WriteAheadLogError
@@ -39,6 +48,13 @@ __all__ = [
     "RecordBuffer",
     "SocketInputDStream",
     "WriteAheadLogError",
+    "async_iterable_stream",
+    "binary_records_stream",
+    "continuous_stream",
+    "queue_stream",
+    "socket_text_stream",
+    "text_file_stream",
+    "union",
     "is_new_file",
     "list_local_files",
     "select_new_files",

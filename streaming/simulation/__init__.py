@@ -20,38 +20,32 @@ from ._calibrate import (
     record_run,
 )
 from ._cluster import ClusterStatistics, SimulatedCluster
+from ._cluster_model import ClusterModel
 from ._config import load_model, model_from_mapping, parse_duration, read_toml, whole_duration
+from ._cost_model import Costs
+from ._failure_model import Failures
 from ._graph import SimulatedGraph
+from ._input_model import Backpressure, InputModel
+from ._input_rates import BurstRate, ConstantRate, InputRate, ReplayRate, StepRate
 from ._loop import ProbedEventLoop, probed_event_loop, running_loop_probe, virtual_time_event_loop
-from ._models import (
-    Backpressure,
+from ._model_checks import ModelError
+from ._output_model import OutputModel, Stage, StageWork
+from ._plot import plot_run, plot_sweep, run_figure, sweep_figure
+from ._processing_times import (
     BatchContext,
-    BurstRate,
-    ClusterModel,
     Constant,
-    ConstantRate,
-    Costs,
     Exponential,
-    Failures,
     FromFunction,
-    InputModel,
-    InputRate,
     Linear,
     LogNormal,
-    ModelError,
     Normal,
-    OutputModel,
     ProcessingTime,
     Replay,
-    ReplayRate,
-    SimulationModel,
-    Stage,
-    StageWork,
-    StepRate,
     Uniform,
 )
-from ._plot import plot_run, plot_sweep, run_figure, sweep_figure
+from ._recording import TraceRecording
 from ._report import DelayStats, QueuePoint, Summary, format_duration, queue_lengths
+from ._simulation_model import SimulationModel
 from ._simulator import ProgressCallback, SimulationResult, simulate, simulate_async
 from ._spark_jobs import SparkJob, SparkStage, SparkTask, fetch_spark_jobs
 from ._sweep import SweepPoint, SweepResult, sweep, sweep_async
@@ -102,6 +96,7 @@ __all__ = [
     "SweepResult",
     "Trace",
     "TraceRecorder",
+    "TraceRecording",
     "TracedStages",
     "TracedTimes",
     "Uniform",

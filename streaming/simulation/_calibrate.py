@@ -36,8 +36,14 @@ import attrs
 
 from listeners import BatchInfo
 
-from ._models import BatchContext, ClusterModel, Costs, ModelError, OutputModel, ReplayRate, SimulationModel
+from ._cluster_model import ClusterModel
+from ._cost_model import Costs
+from ._input_rates import ReplayRate
+from ._model_checks import ModelError
+from ._output_model import OutputModel
+from ._processing_times import BatchContext
 from ._report import DelayStats, nearest_rank
+from ._simulation_model import SimulationModel
 from ._simulator import simulate
 from ._spark_jobs import SparkJob
 from ._trace import Trace, read_trace

@@ -19,7 +19,7 @@ import anyio
 
 from scheduler import Time, TimerHandle, VirtualClock
 
-from ._models import ClusterModel
+from ._cluster_model import ClusterModel
 
 __all__ = ["ClusterStatistics", "SimulatedCluster"]
 

@@ -58,28 +58,15 @@ from typing import Any, Mapping, Sequence
 
 from scheduler import Duration
 
-from ._models import (
-    Backpressure,
-    BurstRate,
-    ClusterModel,
-    Constant,
-    ConstantRate,
-    Costs,
-    Exponential,
-    Failures,
-    InputModel,
-    InputRate,
-    Linear,
-    LogNormal,
-    ModelError,
-    Normal,
-    OutputModel,
-    ProcessingTime,
-    SimulationModel,
-    Stage,
-    StepRate,
-    Uniform,
-)
+from ._cluster_model import ClusterModel
+from ._cost_model import Costs
+from ._failure_model import Failures
+from ._input_model import Backpressure, InputModel
+from ._input_rates import BurstRate, ConstantRate, InputRate, StepRate
+from ._model_checks import ModelError
+from ._output_model import OutputModel, Stage
+from ._processing_times import Constant, Exponential, Linear, LogNormal, Normal, ProcessingTime, Uniform
+from ._simulation_model import SimulationModel
 from ._trace import model_from_trace, read_trace
 
 if sys.version_info >= (3, 11):

@@ -15,7 +15,8 @@ import anyio
 
 from scheduler import Duration, Milliseconds, Time, VirtualClock
 
-from ._models import BatchContext, Costs, ProcessingTime
+from ._cost_model import Costs
+from ._processing_times import BatchContext, ProcessingTime
 
 __all__ = ["CostHook", "CostlyListener"]
 

@@ -14,7 +14,10 @@ from typing import Awaitable, Callable, Sequence
 from scheduler import Clock, InputInfoTracker, Job, Milliseconds, StreamInputInfo, Time, VirtualClock
 
 from ._cluster import SimulatedCluster
-from ._models import BatchContext, ClusterModel, ModelError, SimulationModel
+from ._cluster_model import ClusterModel
+from ._model_checks import ModelError
+from ._processing_times import BatchContext
+from ._simulation_model import SimulationModel
 
 __all__ = ["SimulatedGraph"]
 

@@ -21,8 +21,8 @@ from ._cluster import ClusterStatistics
 from ._costs import CostHook, CostlyListener
 from ._graph import SimulatedGraph
 from ._loop import running_loop_probe, virtual_time_event_loop
-from ._models import SimulationModel
 from ._report import QueuePoint, Summary, format_duration, queue_lengths
+from ._simulation_model import SimulationModel
 
 __all__ = ["ProgressCallback", "SimulationResult", "simulate", "simulate_async"]
 

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import attrs
 
-from ._models import ModelError
+from ._model_checks import ModelError
 
 __all__ = ["SparkJob", "SparkStage", "SparkTask", "fetch_spark_jobs", "spark_job_from_dict", "spark_job_to_dict"]
 

@@ -14,8 +14,9 @@ import attrs
 
 from scheduler import Duration
 
-from ._models import ModelError, SimulationModel
+from ._model_checks import ModelError
 from ._report import Summary, format_duration
+from ._simulation_model import SimulationModel
 from ._simulator import simulate_async
 
 __all__ = ["SweepPoint", "SweepResult", "sweep", "sweep_async"]

@@ -33,7 +33,11 @@ from listeners import (
 )
 from scheduler import Duration, StreamInputInfo, Time
 
-from ._models import ModelError, OutputModel, Replay, ReplayRate, SimulationModel
+from ._input_rates import ReplayRate
+from ._model_checks import ModelError
+from ._output_model import OutputModel
+from ._processing_times import Replay
+from ._simulation_model import SimulationModel
 from ._spark_jobs import SparkJob, spark_job_from_dict, spark_job_to_dict
 
 __all__ = ["TRACE_FORMAT", "Trace", "TraceRecorder", "event_from_dict", "event_to_dict", "model_from_trace", "read_trace"]

@@ -22,15 +22,11 @@ from ._groups import (
     run_partition,
 )
 from ._intervals import parse_delay_threshold, parse_interval_ms
+from ._partition_files import keep_partition_count
 from ._protocol import StateRow, VersionedStore
-from ._store import (
-    StateStore,
-    StateStoreError,
-    StateStoreMetrics,
-    StateStoreProvider,
-    StateStoreStatistics,
-    keep_partition_count,
-)
+from ._store import StateStore, StateStoreMetrics
+from ._store_format import StateStoreError
+from ._store_provider import StateStoreProvider, StateStoreStatistics
 
 __all__ = [
     "DUPLICATE_INITIAL_STATE",

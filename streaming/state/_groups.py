@@ -29,7 +29,7 @@ from scheduler import StateOperatorProgress
 
 from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
 from ._protocol import VersionedStore
-from ._store import StateStoreProvider
+from ._store_provider import StateStoreProvider
 
 __all__ = [
     "DUPLICATE_INITIAL_STATE",

@@ -10,6 +10,7 @@ from ._failures import error_summary
 from ._history import ContextHistory
 from ._metrics import DELAY_BUCKETS_S, StreamingMetrics
 from ._security import RemoteUIRefusedError, UISecurity
+from ._wiring import ContextUI, spark_links
 
-__all__ = ["DEFAULT_UI_PORT", "DELAY_BUCKETS_S", "ContextHistory", "RemoteUIRefusedError", "StreamingMetrics", "StreamingUI",
-           "UISecurity", "check_port", "error_summary"]
+__all__ = ["DEFAULT_UI_PORT", "DELAY_BUCKETS_S", "ContextHistory", "ContextUI", "RemoteUIRefusedError", "StreamingMetrics", "StreamingUI",
+           "UISecurity", "check_port", "error_summary", "spark_links"]

@@ -1131,11 +1131,11 @@ def test_spark_settings_are_read_once_per_context(spark_context: Any) -> None:
     """A context reads its Spark settings once: later changes to the SparkConf do not reach it (Spark reads conf at start)."""
     ssc = StreamingContext(spark_context, 1)
     with spark_conf(spark_context, spark__streaming__blockInterval="300ms"):
-        first = ssc._settings()
+        first = ssc._spark.settings()
         assert first.get("spark.streaming.blockInterval") == "300ms"
         assert first.default_parallelism == spark_context.defaultParallelism
-    assert ssc._settings() is first
-    assert StreamingContext(spark_context, 1)._settings().get("spark.streaming.blockInterval") is None
+    assert ssc._spark.settings() is first
+    assert StreamingContext(spark_context, 1)._spark.settings().get("spark.streaming.blockInterval") is None
     with pytest.raises(KeyError, match="not read by the streaming layer"):
         first.get("spark.master")
 

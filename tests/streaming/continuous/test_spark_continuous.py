@@ -226,7 +226,7 @@ def test_stop_in_the_middle_of_an_epoch(spark_context: Any, tmp_path: Path, grac
         async with StreamingContext(spark_context, Continuous("150 milliseconds")) as ssc:
             ssc.checkpoint(str(tmp_path / "ckpt"))
             ssc.continuousStream(FileSource([source])).map(str.upper).writeTo(FileSink(out))
-            ssc._recovering = True  # resume from the checkpoint, as getOrCreate does
+            ssc._checkpoint.recovering = True  # resume from the checkpoint, as getOrCreate does
             await ssc.start_async()
             query = query_of(ssc)
             await query.wait_for_epoch(query.last_committed_epoch + 2)

@@ -1,8 +1,6 @@
-"""Strict numbers read from checkpoint files and names: ASCII digits, bounded length, a Java long (Spark's ``toLong``).
+"""Java longs: their bounds (Spark's batch ids, versions, times and durations) and strict parsing from text (Spark's ``toLong``).
 
-``str.isdigit`` accepts ``"²"`` and ``"٣"``, which ``int()`` then refuses or reads, and ``int()`` of
-thousands of digits raises Python's conversion limit: every batch id, version and millisecond
-count that a checkpoint reader takes from text goes through here instead.
+Every batch id, version and millisecond count a checkpoint reader takes from text goes through here.
 """
 
 from __future__ import annotations
@@ -23,7 +21,9 @@ def parse_long(text: str) -> int | None:
     """``text`` as a Java long (optional ``-``, ASCII digits, in range), or ``None`` if it is not one.
 
     Never raises: a superscript digit, a fullwidth digit, whitespace, a sign other than a
-    leading ``-``, or a number beyond the long range all give ``None``.
+    leading ``-``, or a number beyond the long range all give ``None`` (``str.isdigit`` accepts
+    ``"²"`` and ``"٣"``, which ``int()`` then refuses or reads, and ``int()`` of thousands of
+    digits raises Python's conversion limit).
     """
     if not isinstance(text, str) or _LONG.fullmatch(text) is None:
         return None

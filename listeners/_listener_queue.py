@@ -1,0 +1,345 @@
+"""ListenerQueue: one listener's bounded queue, the task that delivers it, and its counters.
+
+Spark's ``AsyncEventQueue`` (its dispatcher thread and drop counter), one per listener here.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+from typing import Any, Callable
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+import attrs
+
+from scheduler import LibraryLogger, Mailbox, ready_probe, yield_to_ready
+
+from ._events import StreamingEvent
+from ._listener import HANDLER_NAMES, StreamingListener
+
+__all__ = ["DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener", "handlers_of", "name_of"]
+
+_current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar("aiodstream_listener", default=None)
+
+# A dispatcher that keeps finding events queued still yields to the event loop this often.
+_YIELD_EVERY = 256
+
+_EMPTY: Any = object()  # what Mailbox.poll returns when no event is queued
+
+_Handlers = dict[type, tuple[Callable[[Any], Any], bool]]
+_Run = list[tuple[Callable[[Any], Any] | None, object]]
+
+
+def current_listener() -> str | None:
+    """The name of the listener whose callback is running in this task, else ``None``.
+
+    Used to refuse stopping a context from inside a listener callback, which would wait for
+    the very callback that asked.
+    """
+    return _current_listener.get()
+
+
+def name_of(listener: object) -> str:
+    """The name logs and statistics use for ``listener`` by default: its function's or its class's qualified name."""
+    if inspect.isfunction(listener) or inspect.ismethod(listener):
+        return getattr(listener, "__qualname__", repr(listener))
+    return type(listener).__qualname__
+
+
+@attrs.frozen
+class ListenerStatistics:
+    """Counters of one listener's queue."""
+
+    name: str
+    queued: int
+    delivered: int
+    failed: int
+    dropped: int
+
+
+class DeliveryControl:
+    """What a bus shares with its listener queues: whether its stop gave up on them, and who waits for progress.
+
+    ``abandoned`` is set once (by the bus's stop) and read by the queues, also on their
+    listeners' threads; ``waiters`` counts the tasks in :meth:`wait_progress`.
+    """
+
+    def __init__(self) -> None:
+        """Nothing abandoned, nobody waiting."""
+        self.abandoned = False
+        self.waiters = 0
+        self._progress: anyio.Event | None = None
+
+    def notify_progress(self) -> None:
+        """Wake the tasks waiting in :meth:`wait_progress` (cheap when nobody waits)."""
+        if self.waiters and self._progress is not None:
+            self._progress.set()
+            self._progress = None
+
+    async def wait_progress(self) -> None:
+        """Wait until some queue delivered events or ended (the caller counts itself in ``waiters``)."""
+        if self._progress is None:
+            self._progress = anyio.Event()
+        await self._progress.wait()
+
+
+def handlers_of(listener: object) -> _Handlers:
+    """The callbacks of ``listener`` by event type, each with whether it is ``async``.
+
+    Raises:
+        TypeError: not a listener.
+    """
+    handlers: _Handlers = {}
+    if isinstance(listener, StreamingListener) or any(hasattr(listener, n) for n in HANDLER_NAMES.values()):
+        for event_type, method_name in HANDLER_NAMES.items():
+            method = getattr(listener, method_name, None)
+            if method is None:
+                continue
+            base = getattr(StreamingListener, method_name)
+            if getattr(method, "__func__", None) is base:
+                continue  # not overridden: skip the call entirely
+            handlers[event_type] = (method, inspect.iscoroutinefunction(method))
+    elif callable(listener):
+        is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__)
+        for event_type in HANDLER_NAMES:
+            handlers[event_type] = (listener, is_async)
+    else:
+        raise TypeError(
+            f"a listener must be a StreamingListener, an object with on_* callbacks, or a callable taking an event; got {listener!r}"
+        )
+    return handlers
+
+
+class ListenerQueue:
+    """One listener: its queue, its handlers, where its plain callbacks run, its dispatcher and its counters.
+
+    The bus puts events in (:meth:`deliver_inline` for an inline listener, else ``queue``,
+    :meth:`put_waiting` or :meth:`drop`), runs :meth:`dispatch` on a task of its group, and
+    reads the counters: ``accepted - processed`` events are queued, ``failed`` of the processed
+    ones raised, ``dropped`` never reached the listener.
+    """
+
+    def __init__(self, listener: object, name: str, capacity: int, on_loop: bool | None, inline: bool | None,
+                 log: LibraryLogger) -> None:
+        """Take ``listener``'s callbacks; ``log`` is the bus's logger, which names the listener in each line.
+
+        Raises:
+            TypeError: not a listener, or an inline listener with an ``async`` callback.
+        """
+        self.listener = listener
+        self.name = name
+        self.on_loop = bool(getattr(listener, "run_on_loop", False)) if on_loop is None else on_loop
+        self.inline = bool(getattr(listener, "run_inline", False)) if inline is None else inline
+        self.log = log
+        # Its own thread token: a listener blocked in a callback holds no thread another one needs.
+        self.limiter: anyio.CapacityLimiter | None = None
+        # Bounded, and unlike a memory object stream it parks an idle dispatcher in one step and
+        # wakes it without building a receiver record per event: one loop iteration per wake-up.
+        self.queue: Mailbox[StreamingEvent] = Mailbox(capacity)
+        self.handlers: _Handlers = handlers_of(listener)
+        if self.inline and any(is_async for _, is_async in self.handlers.values()):
+            raise TypeError(f"listener {name!r} runs inline (inside post), so its callbacks must be plain 'def' "
+                            "functions that never block; make them plain, or register it without inline")
+        self.accepted = 0
+        self.processed = 0
+        self.failed = 0
+        self.dropped = 0
+        self.warned = False
+        self.running = False
+        self.dispatched = False
+        self.ended = False  # its dispatcher has returned: nothing more is delivered to it
+        # Progress through the run of events on the listener's thread (written by that thread).
+        self.run_done = 0
+        self.run_failed = 0
+
+    def statistics(self) -> ListenerStatistics:
+        """This listener's counters now."""
+        return ListenerStatistics(self.name, self.accepted - self.processed, self.processed - self.failed, self.failed, self.dropped)
+
+    # -- putting events in --
+
+    def deliver_inline(self, event: StreamingEvent) -> None:
+        """Call the callback for ``event`` now, in the posting task (an inline listener)."""
+        entry = self.handlers.get(type(event))
+        self.accepted += 1
+        if entry is not None:
+            token = _current_listener.set(self.name)
+            try:
+                entry[0](event)
+            except Exception:
+                self.failed += 1
+                self._log_failure(event)
+            finally:
+                _current_listener.reset(token)
+        self.processed += 1
+
+    async def put_waiting(self, event: StreamingEvent) -> None:
+        """Queue ``event``, waiting for room; withdrawn silently if the queue closes meanwhile."""
+        # Counted before waiting: the dispatcher takes the event from this waiting send and may
+        # deliver it before this task resumes; queued (accepted - processed) must not go negative.
+        self.accepted += 1
+        try:
+            await self.queue.put(event)
+        except BaseException as exc:
+            self.accepted -= 1
+            # Withdrawn because the listener was removed, the bus closed or the dispatcher ended
+            # while we waited: the event is not for that listener any more; carry on with the others.
+            if not isinstance(exc, anyio.ClosedResourceError):
+                raise
+
+    def drop(self, event: StreamingEvent) -> None:
+        """Count ``event`` as dropped for this listener (its queue is full); the first drop is logged."""
+        self.dropped += 1
+        if not self.warned:
+            self.warned = True
+            self.log.warning(
+                "dropping events for a slow listener: its queue is full",
+                listener=self.name,
+                capacity=self.queue.capacity,
+                event_type=type(event).__name__,
+            )
+
+    def drop_undelivered(self) -> int:
+        """Count what this listener has not received as dropped (the bus's stop gave up); returns how many."""
+        lost = self.accepted - self.processed
+        if lost <= 0:
+            return 0
+        self.dropped += lost
+        self.accepted = self.processed
+        return lost
+
+    # -- delivering --
+
+    async def dispatch(self, control: DeliveryControl) -> None:
+        """Deliver queued events in order until the queue is closed and empty (or the task is cancelled)."""
+        _current_listener.set(self.name)
+        self.running = True
+        queue = self.queue
+        handlers = self.handlers
+        probe = ready_probe()  # this task's loop, asked once (None: no short cut, always yield)
+        try:
+            # poll, not get_nowait: an idle listener is the common case, and raising
+            # WouldBlock to find that out costs more than handling the event.
+            event = queue.poll(_EMPTY)
+            while True:
+                if event is _EMPTY:
+                    try:
+                        event = await queue.get()
+                    except anyio.EndOfStream:
+                        return
+                    # Woken by one event: let the producer (and whatever else is ready) run on
+                    # for one loop iteration so the events it posts next are taken in this same
+                    # wake-up. With nothing else ready that iteration would be empty: skip it.
+                    await yield_to_ready(probe)
+                n = 0
+                while True:
+                    entry = handlers.get(type(event))
+                    if entry is not None and not entry[1] and not self.on_loop:
+                        # Plain callbacks run on the listener's thread: the events queued now
+                        # for them go in one trip, in order.
+                        run, event = _take_run(queue, handlers, entry[0], event)
+                        await self._call_on_thread(run, control)
+                        self.processed += len(run)
+                        n += len(run)
+                    else:
+                        if entry is not None:
+                            # Inline rather than a helper call: this is the per-event hot path.
+                            callback, is_async = entry
+                            try:
+                                if is_async:
+                                    await callback(event)
+                                else:
+                                    result = callback(event)
+                                    if result is not None and inspect.isawaitable(result):
+                                        await result
+                            except Exception:
+                                self.failed += 1
+                                self._log_failure(event)
+                        self.processed += 1
+                        n += 1
+                        event = queue.poll(_EMPTY)
+                    if n >= _YIELD_EVERY:
+                        n = 0
+                        control.notify_progress()
+                        await anyio.lowlevel.checkpoint()
+                    if event is _EMPTY:
+                        break  # to get(): the queue was just found empty
+                if control.waiters:
+                    control.notify_progress()
+        finally:
+            # Nobody takes from this queue any more: later posts skip it, waiting ones give up.
+            queue.close()
+            self.running = False
+            self.ended = True
+
+    async def _call_on_thread(self, run: _Run, control: DeliveryControl) -> None:
+        if self.limiter is None:
+            self.limiter = anyio.CapacityLimiter(1)
+        # Cancelled (the host tears the context down), the dispatcher leaves at once and the
+        # callback in progress finishes on its thread, unwaited; a close drains as always.
+        self.run_done = self.run_failed = 0
+        try:
+            self.failed += await anyio.to_thread.run_sync(self._deliver, run, control, limiter=self.limiter,
+                                                          abandon_on_cancel=True)
+        except BaseException:
+            if control.abandoned:
+                # Given up by stop(): the events of this run the thread got through count as
+                # delivered; the one in progress and the rest are dropped.
+                self.processed += self.run_done
+                self.failed += self.run_failed
+            raise
+
+    def _deliver(self, run: _Run, control: DeliveryControl) -> int:
+        """On the listener's thread: each callback in order; returns how many raised.
+
+        Counts its progress in ``run_done`` / ``run_failed`` as it goes (plain int stores, read
+        by the loop only if the bus's stop gives up on the run).
+        """
+        failed = 0
+        for callback, event in run:
+            if control.abandoned:
+                break  # the stop gave up on this listener: its remaining events were dropped
+            if callback is not None:
+                try:
+                    result = callback(event)
+                    if result is not None and inspect.isawaitable(result):
+                        anyio.from_thread.run(_awaited, result)  # a plain def that returned an awaitable
+                except Exception:
+                    failed += 1
+                    self.run_failed = failed
+                    self._log_failure(event)
+            self.run_done += 1
+        return failed
+
+    def _log_failure(self, event: object) -> None:
+        # Inside the except block: the line carries the listener's traceback.
+        self.log.exception("listener raised; it stays registered", listener=self.name, event_type=type(event).__name__)
+
+    def __repr__(self) -> str:
+        return f"<ListenerQueue {self.name} [{self.accepted - self.processed} queued, {self.dropped} dropped]>"
+
+
+def _take_run(queue: Mailbox[StreamingEvent], handlers: _Handlers, callback: Callable[[Any], Any],
+              event: object) -> tuple[_Run, Any]:
+    """``event`` and the events queued behind it up to one for an async callback; and the next event (or _EMPTY).
+
+    At most ``_YIELD_EVERY`` events, and only those queued now: the listener's thread gets them
+    in one trip while the producer keeps posting.
+    """
+    run: _Run = [(callback, event)]
+    while len(run) < _YIELD_EVERY:
+        event = queue.poll(_EMPTY)
+        if event is _EMPTY:
+            return run, _EMPTY
+        entry = handlers.get(type(event))
+        if entry is not None and entry[1]:
+            return run, event  # an async callback: the dispatcher awaits it on the loop
+        run.append((None if entry is None else entry[0], event))
+    return run, queue.poll(_EMPTY)
+
+
+async def _awaited(awaitable: Any) -> None:
+    await awaitable

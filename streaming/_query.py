@@ -1,0 +1,199 @@
+"""StreamingQueryFace: pyspark's ``StreamingQuery`` surface, over whichever ``QueryRuntime`` a context runs on.
+
+The names pyspark's ``StreamingQuery`` has (``id``, ``runId``, ``status``, ``lastProgress``,
+``processAllAvailable``, ``exception``, ``explain``...), with pyspark's value shapes, each delegating
+to the runtime through the :class:`~streaming.runtime.QueryRuntime` protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Callable, Iterator
+
+from scheduler import Duration, StreamingQueryException, StreamingStateError
+
+from ._manager import as_pyspark_exception, pyspark_progress
+from ._sync_bridge import BridgeClosedError, SyncBridge
+from .dstream import StreamEnvironment
+from .runtime import QueryRuntime, StreamingContextState
+from .spark import timeout_milliseconds
+
+__all__ = ["StreamingQueryFace", "pyspark_errors"]
+
+
+@contextlib.contextmanager
+def pyspark_errors() -> Iterator[None]:
+    """A query's death cause leaves a context as pyspark's ``StreamingQueryException`` too (pyspark code catches that)."""
+    try:
+        yield
+    except StreamingQueryException as exc:
+        raise as_pyspark_exception(exc).with_traceback(None) from exc.__cause__
+
+
+class StreamingQueryFace:
+    """pyspark's ``StreamingQuery`` names over a context's runtime (``None`` until it is created).
+
+    The base of ``StreamingContext``: every context is also a query, listed by :data:`streaming.streams`.
+
+    Args:
+        env: the context's streams' environment (its graph; whether it lives in ``async with``).
+        bridge: the blocking bridge that ``start()`` opens.
+        name: the query's name (``queryName``).
+        after_termination: called once a blocking wait saw the query stop.
+    """
+
+    def __init__(self, env: StreamEnvironment, bridge: SyncBridge, name: str | None, *,
+                 after_termination: Callable[[], None] = lambda: None) -> None:
+        """A query not started yet."""
+        self._env = env
+        self._bridge = bridge
+        self._query_name = name
+        self._after_termination = after_termination
+        self._runtime: QueryRuntime | None = None
+        self._closed_before_start = False  # stopped before it was ever started
+        self._stopped_unstarted = threading.Event()
+
+    @property
+    def runtime(self) -> QueryRuntime:
+        """The runtime underneath (created on first use by the subclass)."""
+        raise NotImplementedError
+
+    def _close_unstarted(self) -> None:
+        """Stopped before it was ever started: STOPPED, and a waiting ``awaitTermination`` returns."""
+        self._closed_before_start = True
+        self._stopped_unstarted.set()
+
+    @property
+    def _state(self) -> StreamingContextState:
+        if self._runtime is None:
+            return StreamingContextState.STOPPED if self._closed_before_start else StreamingContextState.INITIALIZED
+        return self._runtime.state
+
+    @property
+    def id(self) -> str | None:
+        """The query id (pyspark's ``StreamingQuery.id``): kept across restarts on the same checkpoint; ``None`` before start."""
+        query_id = None if self._runtime is None else self._runtime.id
+        return None if query_id is None else str(query_id)
+
+    @property
+    def runId(self) -> str | None:
+        """This run's id, new at every start; ``None`` before start."""
+        runtime = self._runtime
+        return None if runtime is None or runtime.id is None else str(runtime.run_id)
+
+    @property
+    def name(self) -> str | None:
+        """The query name (``queryName``), or ``None``."""
+        return self._query_name
+
+    @property
+    def isActive(self) -> bool:
+        """Whether the context was started and has not stopped."""
+        return self._state is StreamingContextState.ACTIVE
+
+    @property
+    def status(self) -> dict[str, Any]:
+        """What the query is doing now, as pyspark's ``status`` dict (``message``, ``isDataAvailable``, ``isTriggerActive``)."""
+        if self._runtime is None:
+            message = "Stopped" if self._state is StreamingContextState.STOPPED else "Initializing StreamExecution"
+            return {"message": message, "isDataAvailable": False, "isTriggerActive": False}
+        return self._runtime.status.json_value()
+
+    @property
+    def lastProgress(self) -> Any:
+        """The newest progress report as pyspark's ``StreamingQueryProgress`` (a dict), or ``None``."""
+        last = None if self._runtime is None else self._runtime.last_progress
+        return None if last is None else pyspark_progress(last)
+
+    @property
+    def recentProgress(self) -> list[Any]:
+        """The recent progress reports, oldest first, as pyspark's ``StreamingQueryProgress`` objects."""
+        return [] if self._runtime is None else [pyspark_progress(p) for p in self._runtime.recent_progress]
+
+    def awaitTermination(self, timeout: float | None = None) -> None:
+        """Wait until the context stops or a batch fails (then raise its error); ``timeout`` in seconds."""
+        self._await(None if timeout is None else Duration(max(0, timeout_milliseconds(timeout))))
+
+    def awaitTerminationOrTimeout(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; True if the context stopped, False on timeout."""
+        return self._await(Duration(max(0, timeout_milliseconds(timeout))))
+
+    def _await(self, timeout: Duration | None) -> bool:
+        with pyspark_errors():
+            stopped = self._await_termination(timeout)
+        if stopped:
+            self._after_termination()
+        return stopped
+
+    def _await_termination(self, timeout: Duration | None) -> bool:
+        runtime = self._runtime
+        if runtime is not None:
+            with contextlib.suppress(BridgeClosedError):  # then the runtime stopped (or never ran on the bridge)
+                return self._bridge.call(runtime.await_termination, timeout)
+            if runtime.state is StreamingContextState.STOPPED:
+                error = runtime.exception()
+                if error is not None:
+                    raise error.with_traceback(None)
+                return True
+        return self._stopped_unstarted.wait(None if timeout is None else timeout.seconds)
+
+    async def await_termination_async(self, timeout: float | None = None) -> bool:
+        """Wait until the context stops (True) or ``timeout`` seconds pass (False); raises a batch's error."""
+        with pyspark_errors():
+            return await self.runtime.await_termination(None if timeout is None else Duration(max(0, timeout_milliseconds(timeout))))
+
+    def processAllAvailable(self) -> None:
+        """Block until everything available when called has been processed (pyspark's ``processAllAvailable``).
+
+        Returns once a batch planned after the call found no new input and every earlier batch
+        finished; with input arriving continuously it may never return. For tests.
+
+        Raises:
+            StreamingQueryException: the query terminated with a failure (stop on failure).
+            JobFailedError: a batch failed (the DStream semantics).
+            StreamingStateError: called from a listener callback, or inside ``async with`` (use
+                :meth:`process_all_available_async`).
+        """
+        if self._env.async_mode:
+            raise StreamingStateError("this context was entered with 'async with': use 'await ssc.process_all_available_async()'")
+        if self._bridge.in_loop_thread():
+            raise StreamingStateError("Cannot wait for a query state from the same thread that is running the query")
+        runtime = self._runtime
+        if runtime is None or runtime.state is not StreamingContextState.ACTIVE or not self._bridge.is_open:
+            self._raise_death_cause()
+            return
+        try:
+            with pyspark_errors():
+                self._bridge.call(runtime.process_all_available)
+        except BridgeClosedError:
+            self._raise_death_cause()
+
+    async def process_all_available_async(self) -> None:
+        """:meth:`processAllAvailable` without blocking the event loop, inside ``async with``."""
+        runtime = self._runtime
+        if runtime is None or runtime.state is not StreamingContextState.ACTIVE:
+            self._raise_death_cause()
+            return
+        with pyspark_errors():
+            await runtime.process_all_available()
+
+    def _raise_death_cause(self) -> None:
+        error = self.exception()
+        if error is not None:
+            raise error.with_traceback(None)
+
+    def exception(self) -> StreamingQueryException | None:
+        """The failure that terminated the query (a ``StreamingQueryException``), or ``None``.
+
+        The exception is also an instance of pyspark's ``pyspark.errors.StreamingQueryException``
+        (with ``getCondition() == "STREAM_FAILED"``). Under the DStream semantics (the default)
+        a failed batch does not terminate the query, so this stays ``None``; the failure is
+        raised by :meth:`awaitTermination`.
+        """
+        error = None if self._runtime is None else self._runtime.exception()
+        return as_pyspark_exception(error) if isinstance(error, StreamingQueryException) else None
+
+    def explain(self, extended: bool = False) -> None:
+        """Print each output operation's DStream lineage down to its input streams (pyspark's ``explain``)."""
+        print(self._env.graph.explain(extended=extended))

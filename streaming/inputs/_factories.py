@@ -1,0 +1,188 @@
+"""The input factories behind pyspark's ``StreamingContext`` methods (``queueStream``, ``socketTextStream``, ...).
+
+Each checks its arguments (pyspark's messages, or aiodstream's where Spark would fail later) and
+creates the input for a context's :class:`~streaming.dstream.StreamEnvironment`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from scheduler import Duration, InvalidDurationError, InvalidPipelineError, scaled_milliseconds
+
+from ..continuous import ContinuousSource, SocketSource
+from ..dstream import DStream, StreamEnvironment, UnionDStream
+from ._continuous import ContinuousInputDStream
+from ._files import FileInputDStream
+from ._queue import QueueInputDStream
+from ._receiver import DEFAULT_MAX_BUFFERED_RECORDS, AsyncIterableInputDStream, AsyncSource, SocketInputDStream
+
+__all__ = ["async_iterable_stream", "binary_records_stream", "continuous_stream", "queue_stream", "socket_text_stream",
+           "text_file_stream", "union"]
+
+
+def queue_stream(env: StreamEnvironment, rdds: Sequence[Any], one_at_a_time: bool = True, default: Any = None) -> DStream:
+    """A stream of the given RDDs (or lists), one per batch or all at once (pyspark's ``queueStream``).
+
+    Lists are parallelized now, as pyspark does; inside ``async with`` (where this runs on the
+    event loop and ``sc.parallelize`` would block it) a copy of each list is parallelized by
+    the batch that takes it, on the generation thread.
+    """
+    from pyspark import RDD
+
+    items = list(rdds)
+    if not items and default is not None:
+        items = [[]]
+    if not items:
+        raise IndexError("list index out of range: queueStream needs at least one RDD or list, or a default")
+    if env.async_mode:
+        queued: list[Any] = [r if isinstance(r, RDD) else list(r) for r in items]
+        if default is not None and not isinstance(default, RDD):
+            default = list(default)
+    else:
+        sc = env.spark_context
+        queued = [r if isinstance(r, RDD) else sc.parallelize(r) for r in items]
+        if default is not None and not isinstance(default, RDD):
+            default = sc.parallelize(default)
+    return QueueInputDStream(env, queued, one_at_a_time, default)
+
+
+def _check_socket_address(hostname: object, port: object) -> None:
+    # Spark takes both as given and its receiver fails at every reconnect (Java's "port out of
+    # range", or a null host read as the loopback address): refuse them at the call instead.
+    if not isinstance(hostname, str) or not hostname.strip():
+        raise InvalidPipelineError(f"socketTextStream needs the server's host name or address, got {hostname!r}; "
+                                   "pass e.g. 'localhost'")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise InvalidPipelineError(f"socketTextStream's port must be an int from 1 to 65535, got {port!r}; pass the port "
+                                   "the server listens on, e.g. 9999")
+
+
+def _check_storage_level(level: Any) -> None:
+    if level is None:
+        return
+    from pyspark import StorageLevel
+
+    if not isinstance(level, StorageLevel):
+        raise TypeError("storageLevel must be of type pyspark.StorageLevel")
+
+
+def _restart_delay(seconds: float | None) -> Duration | None:
+    if seconds is None:
+        return None
+    fix = "pass e.g. 2"
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+        raise InvalidDurationError(f"restartDelay must be a non-negative number of seconds, got {seconds!r}; {fix}")
+    return Duration(scaled_milliseconds(seconds, 1000, "restartDelay", fix=fix, truncate=True))
+
+
+def socket_text_stream(env: StreamEnvironment, hostname: str, port: int, storage_level: Any = None, *,
+                       restart_delay: float | None = None, max_buffered_records: int = DEFAULT_MAX_BUFFERED_RECORDS,
+                       placement: str | None = None) -> DStream:
+    """A stream of the UTF-8 text lines read from a TCP server at ``hostname:port`` (pyspark's ``socketTextStream``).
+
+    A receiver task on the context's event loop connects when the context starts; lines end
+    at ``\\n``, ``\\r\\n`` or ``\\r``, as in pyspark. When the connection fails, breaks or
+    ends, it reconnects after ``restart_delay`` seconds (default
+    ``spark.streaming.receiverRestartDelay``, 2 s); each failure is posted as a
+    ``ReceiverError`` and each restart as ``ReceiverStopped`` then ``ReceiverStarted``.
+    In a continuous context, a one-partition continuous input (union several for more partitions).
+
+    Args:
+        env: the context's streams' environment.
+        hostname: the server's host name or address.
+        port: the server's port.
+        storage_level: accepted for pyspark compatibility and checked, but unused: received
+            lines are kept on the driver until their batch, then shipped with the batch's RDD.
+        restart_delay: seconds to wait before reconnecting.
+        max_buffered_records: lines held between two batches at most; when reached, the
+            receiver stops reading until the next batch (TCP flow control then slows the
+            sender) instead of growing memory.
+        placement: ``"driver"`` (the default, or ``spark.aiodstream.receiver.placement``)
+            or ``"executor"``: the receiver runs as a long-running Spark task, as Spark runs
+            receivers, writing each block into the checkpoint's write-ahead log, and each
+            batch's tasks read its blocks from there, so the records never pass through
+            the driver. It takes a task slot for the context's life and needs a checkpoint
+            directory that the driver and the executors see at the same path.
+
+    On stop the connection is closed; lines read by then still reach the next batch (the
+    last one, on a graceful stop). Lines the server sent but the receiver had not read are lost.
+
+    Raises:
+        InvalidPipelineError: a missing or empty ``hostname``, or a ``port`` outside 1..65535
+            (refused here, where Spark's receiver would fail at every reconnect).
+    """
+    _check_socket_address(hostname, port)
+    _check_storage_level(storage_level)
+    if env.continuous is not None:
+        return ContinuousInputDStream(env, SocketSource([(hostname, port)]))
+    return SocketInputDStream(env, hostname, port, restart_delay=_restart_delay(restart_delay),
+                              max_buffered_records=max_buffered_records, placement=placement)
+
+
+def continuous_stream(env: StreamEnvironment, source: ContinuousSource) -> DStream:
+    """A continuous input reading ``source`` (a ``RateSource``, ``SocketSource``, ``FileSource`` or your own).
+
+    Raises:
+        InvalidPipelineError: a micro-batch context, or ``source`` is not a continuous source.
+    """
+    if env.continuous is None:
+        raise InvalidPipelineError(
+            "continuous inputs are read by continuous processing: create the context with a trigger, "
+            "StreamingContext(sc, Continuous('1 second'))")
+    return ContinuousInputDStream(env, source)
+
+
+def async_iterable_stream(env: StreamEnvironment, source: AsyncSource, *, restart_delay: float | None = None,
+                          max_buffered_records: int = DEFAULT_MAX_BUFFERED_RECORDS) -> DStream:
+    """A stream of the items of an async iterable: each batch gets those that arrived since the last.
+
+    ``source`` is an async iterable (an async generator, a channel's receive side, ...) or a
+    function returning one. It is iterated by a receiver task on the context's event loop
+    (the host's loop under ``async with``), one record per item, pulled only while fewer
+    than ``max_buffered_records`` wait for a batch: a fast source is slowed down to the batch
+    rate instead of filling memory.
+
+    When the iterable is exhausted the receiver stops (``ReceiverStopped``) and later batches
+    are empty. When it raises, a ``ReceiverError`` is posted; a function or re-iterable
+    source is then iterated afresh after ``restart_delay`` seconds, while an iterator that
+    raised (e.g. an async generator object) is not restarted.
+
+    On stop the receiver task is cancelled and an iterator with ``aclose`` is closed (an
+    async generator's ``finally`` runs); items received by then still reach the next batch.
+    """
+    return AsyncIterableInputDStream(env, source, restart_delay=_restart_delay(restart_delay),
+                                     max_buffered_records=max_buffered_records)
+
+
+def text_file_stream(env: StreamEnvironment, directory: str) -> DStream:
+    """A stream of the UTF-8 lines of the files that newly appear in ``directory`` (pyspark's ``textFileStream``).
+
+    Each batch reads the files modified since the previous batches and not read before
+    (Spark's FileInputDStream rules: hidden files are skipped, files older than the stream or
+    than the 60 s remember window are ignored). Move finished files into the directory
+    rather than writing them in place. ``directory`` may be a local path, a glob, or a
+    Hadoop URI (``hdfs://``, ``file:``...).
+    """
+    return FileInputDStream(env, directory, lambda sc, path: sc.textFile(path))
+
+
+def binary_records_stream(env: StreamEnvironment, directory: str, record_length: int) -> DStream:
+    """A stream of the fixed-length byte records (``record_length`` bytes) of the files that newly appear in ``directory``.
+
+    Files are selected as by :func:`text_file_stream`.
+    """
+    if isinstance(record_length, bool) or not isinstance(record_length, int) or record_length < 1:
+        raise ValueError(f"recordLength must be a positive int (bytes per record), got {record_length!r}")
+    return FileInputDStream(env, directory, lambda sc, path: sc.binaryRecords(path, record_length))
+
+
+def union(dstreams: Sequence[DStream]) -> DStream:
+    """The union of streams with the same slide duration (pyspark's ``StreamingContext.union``, its messages)."""
+    if not dstreams:
+        raise InvalidPipelineError("should have at least one DStream to union")
+    if len(dstreams) == 1:
+        return dstreams[0]
+    if len({d.slide for d in dstreams}) > 1:
+        raise InvalidPipelineError("All DStreams should have same slide duration")
+    return UnionDStream(list(dstreams))

@@ -1,0 +1,113 @@
+"""The state store's file format: a checksummed delta or snapshot, and the hash chain of the deltas.
+
+After the changelog and snapshot files of Spark's RocksDB state store (``<version>.changelog``, ``<version>.zip``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+
+from scheduler import CheckpointPath, StreamingError
+
+__all__ = [
+    "DELTA",
+    "GENESIS",
+    "REMOVED",
+    "SNAPSHOT",
+    "Change",
+    "LineageBreakError",
+    "StateStoreError",
+    "decode",
+    "delta_digest",
+    "encode",
+    "kind_name",
+    "read_delta",
+]
+
+_MAGIC = b"AIODSTATE2"
+_MAGIC_V1 = b"AIODSTATE1"  # deltas without the digest of their parent (earlier releases)
+_HEADER = len(_MAGIC) + 1 + 8
+_DIGEST = 32
+
+DELTA = b"D"
+"""The kind byte of a delta file: the keys one version changed."""
+SNAPSHOT = b"S"
+"""The kind byte of a snapshot file: the whole state at one version (an SQLite file)."""
+GENESIS = bytes(_DIGEST)
+"""The parent digest of version 1's delta: the empty state."""
+REMOVED = -2
+"""The timeout of a change that deletes its key."""
+
+Change = tuple[bytes, bytes | None, int]
+"""One change of a delta: ``(key, value, timeout)``; ``value`` None with timeout :data:`REMOVED` deletes the key."""
+
+
+class StateStoreError(StreamingError):
+    """A state store file is missing, damaged, or not one of ours, or a working directory is not private; the message names it."""
+
+
+class LineageBreakError(StateStoreError):
+    """A delta was written on top of another history than the state it would be applied to."""
+
+
+def kind_name(kind: bytes) -> str:
+    """``"delta"`` or ``"snapshot"``: the kind's word in file names and messages."""
+    return "delta" if kind == DELTA else "snapshot"
+
+
+def encode(kind: bytes, payload: bytes) -> bytes:
+    """A file of ``kind`` holding ``payload``.
+
+    Both kinds: the magic ``AIODSTATE2`` (``AIODSTATE1`` for files of earlier releases, still
+    read) and the kind byte, the payload's length (8 bytes, big-endian), the payload, and its
+    SHA-256 (which is also the file's digest in the chain). A delta's payload is the digest of
+    the delta before it (32 bytes, :data:`GENESIS` before the first; absent in ``AIODSTATE1``)
+    followed by its pickled list of :data:`Change`; a snapshot's is the SQLite database file. A
+    torn or altered file fails its checksum and is reported with its path.
+
+    So the deltas form a hash chain: equal digests at a version mean the same history, not just
+    the same version number. The digests are plain SHA-256, not keyed: they prove lineage, not
+    authorship, since whoever can write the checkpoint can already run code through it (a
+    checkpoint holds pickled functions and state: protect it like the program).
+    """
+    return _MAGIC + kind + len(payload).to_bytes(8, "big") + payload + hashlib.sha256(payload).digest()
+
+
+def decode(path: CheckpointPath, kind: bytes, data: bytes | None = None) -> tuple[bytes, bytes, bool]:
+    """The payload of a file of ours, its digest (the SHA-256 of the payload, checked), and whether it is ``AIODSTATE1``.
+
+    Raises:
+        StateStoreError: the file is missing, not of ``kind``, truncated or damaged.
+    """
+    if data is None:
+        data = path.read_bytes()
+    if data is None:
+        raise StateStoreError(f"state store file {path} is missing")
+    magic = data[: len(_MAGIC)]
+    if len(data) < _HEADER + _DIGEST or magic not in (_MAGIC, _MAGIC_V1) or data[len(_MAGIC):len(_MAGIC) + 1] != kind:
+        raise StateStoreError(f"state store file {path} is not an aiodstream {kind_name(kind)} file (or is truncated)")
+    size = int.from_bytes(data[len(_MAGIC) + 1:_HEADER], "big")
+    payload, digest = data[_HEADER:_HEADER + size], data[_HEADER + size:]
+    if len(payload) != size or hashlib.sha256(payload).digest() != digest:
+        raise StateStoreError(f"state store file {path} is damaged: its checksum does not match (a torn or altered write)")
+    return payload, digest, magic == _MAGIC_V1
+
+
+def read_delta(path: CheckpointPath) -> tuple[bytes, bytes | None, list[Change]]:
+    """A delta's digest, its parent's digest (None in an ``AIODSTATE1`` file), and its changes.
+
+    The changes are unpickled: the checkpoint's files are trusted as the program is.
+    """
+    payload, digest, v1 = decode(path, DELTA)
+    if v1:
+        return digest, None, pickle.loads(payload)
+    if len(payload) < _DIGEST:
+        raise StateStoreError(f"state store file {path} is not an aiodstream delta file (or is truncated)")
+    return digest, payload[:_DIGEST], pickle.loads(payload[_DIGEST:])
+
+
+def delta_digest(path: CheckpointPath) -> bytes | None:
+    """The digest of the checkpoint's delta at ``path`` (checked, not unpickled), or None if there is none."""
+    data = path.read_bytes()
+    return None if data is None else decode(path, DELTA, data)[1]

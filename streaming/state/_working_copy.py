@@ -1,0 +1,58 @@
+"""The state store's working copy: an SQLite database (rows, the timeout index, the version and digest it holds).
+
+The counterpart of the local RocksDB instance of Spark's RocksDB state store.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from ._protocol import NO_TIMESTAMP
+from ._store_format import REMOVED, Change
+
+__all__ = [
+    "apply_changes",
+    "open_working_copy",
+]
+
+
+def open_working_copy(path: Path) -> sqlite3.Connection:
+    """Open (or make) the working copy at ``path``, in autocommit mode, with its tables and index.
+
+    SQLite, from the standard library: its B-tree keeps a point read or write in microseconds
+    with a million keys, a partial index on the timeout serves the timeout pass,
+    ``Connection.backup`` copies a consistent snapshot while the next batch writes, and it adds
+    no dependency. It needs no durability of its own (``synchronous=OFF``): the delta files are
+    the truth, and a working copy that is missing, stale or newer than wanted is rebuilt from
+    them. A working copy of an earlier release gains the columns it lacks.
+    """
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=OFF")  # the delta files are the durable record
+    conn.execute("CREATE TABLE IF NOT EXISTS state (key BLOB PRIMARY KEY, value BLOB, timeout INTEGER NOT NULL) WITHOUT ROWID")
+    conn.execute(f"CREATE INDEX IF NOT EXISTS due ON state (timeout, key) WHERE timeout != {NO_TIMESTAMP}")
+    conn.execute("CREATE TABLE IF NOT EXISTS meta (id INTEGER PRIMARY KEY CHECK (id = 0), version INTEGER NOT NULL, "
+                 "rows INTEGER NOT NULL, store TEXT NOT NULL DEFAULT '', digest BLOB NOT NULL DEFAULT x'')")
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(meta)")}
+    for column, kind in (("store", "TEXT NOT NULL DEFAULT ''"), ("digest", "BLOB NOT NULL DEFAULT x''")):
+        if column not in columns:  # a snapshot of an earlier release
+            conn.execute(f"ALTER TABLE meta ADD COLUMN {column} {kind}")
+    conn.execute("INSERT OR IGNORE INTO meta (id, version, rows) VALUES (0, 0, 0)")
+    return conn
+
+
+def apply_changes(conn: sqlite3.Connection, changes: list[Change]) -> None:
+    """Apply ``changes`` (a delta's, or one write of a batch) to the rows and their count, in the caller's transaction."""
+    rows = 0
+    for key, value, timeout in changes:
+        existed = conn.execute("SELECT 1 FROM state WHERE key = ?", (key,)).fetchone() is not None
+        if timeout == REMOVED:
+            if existed:
+                conn.execute("DELETE FROM state WHERE key = ?", (key,))
+                rows -= 1
+        else:
+            conn.execute("INSERT INTO state VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value, "
+                         "timeout = excluded.timeout", (key, value, timeout))
+            rows += 0 if existed else 1
+    conn.execute("UPDATE meta SET rows = rows + ?", (rows,))

@@ -1,0 +1,90 @@
+"""The parts a StreamingContext delegates to, without Spark: its settings record and its blocking bridge."""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+
+import pytest
+
+from scheduler import InvalidPipelineError, Milliseconds
+from streaming._settings import ContextArguments, ContextSettings
+from streaming._sync_bridge import BridgeClosedError, SyncBridge
+from streaming.spark import SparkSettings
+
+
+def read(conf: dict[str, str], *, continuous: bool = False, **arguments: object) -> ContextSettings:
+    """The settings a context with ``arguments`` reads from a SparkConf holding ``conf``."""
+    return ContextSettings.read(SparkSettings(2, conf), ContextArguments(**arguments), continuous=continuous)  # type: ignore[arg-type]
+
+
+def test_settings_are_read_into_one_record_with_the_arguments_overriding_them() -> None:
+    """Timeouts, concurrency, stop-on-failure, backpressure and the trace come from the SparkConf; arguments win."""
+    settings = read({"spark.streaming.gracefulStopTimeout": "3s", "spark.streaming.concurrentJobs": "3",
+                     "spark.streaming.stopOnFailure": "TRUE", "spark.streaming.backpressure.enabled": "true",
+                     "spark.aiodstream.trace.path": " run.jsonl ", "spark.aiodstream.trace.batches": "5"})
+    assert settings.graceful_stop_timeout == Milliseconds(3000)
+    assert (settings.concurrent_jobs, settings.stop_on_failure) == (3, True)
+    assert settings.backpressure == (1.0, 0.2, 0.0, 100.0)
+    assert settings.trace == ("run.jsonl", 5)
+    overridden = read({"spark.streaming.concurrentJobs": "3", "spark.streaming.stopOnFailure": "true"},
+                      concurrent_jobs=2, stop_on_failure=False)
+    assert (overridden.concurrent_jobs, overridden.stop_on_failure) == (2, False)
+
+
+def test_malformed_settings_are_refused_with_the_setting_named() -> None:
+    """A bad PID parameter or trace batch count names its setting; a continuous context reads no backpressure."""
+    conf = {"spark.streaming.backpressure.enabled": "true", "spark.streaming.backpressure.pid.integral": "lots"}
+    with pytest.raises(InvalidPipelineError, match=r"^spark.streaming.backpressure.pid.integral must be a number, got 'lots'$"):
+        read(conf)
+    assert read(conf, continuous=True).backpressure is None
+    with pytest.raises(ValueError, match=r"^spark.aiodstream.trace.batches must be a positive number of batches, got '0'$"):
+        read({"spark.aiodstream.trace.path": "t.jsonl", "spark.aiodstream.trace.batches": "0"})
+
+
+def test_given_options_override_the_settings_and_a_continuous_query_refuses_async_tracking() -> None:
+    """checkpoint()'s options replace the settings' (names compared without case); async tracking is micro-batch only."""
+    settings = read({"spark.sql.streaming.minBatchesToRetain": "7", "spark.streaming.asyncProgressTrackingEnabled": "false"})
+    options = settings.progress_options({"asyncprogresstrackingenabled": "true"})
+    assert options == {"spark.sql.streaming.minBatchesToRetain": "7", "asyncprogresstrackingenabled": "true"}
+    assert settings.continuous_options({}) == {"spark.sql.streaming.minBatchesToRetain": "7"}
+    with pytest.raises(InvalidPipelineError, match="async progress tracking is for micro-batch queries"):
+        settings.continuous_options({"asyncProgressTrackingEnabled": "true"})
+
+
+class Runtime:
+    """Just enough of a runtime for the bridge: an async context manager that records its entry and exit."""
+
+    def __init__(self) -> None:
+        self.entered = self.exited = False
+
+    async def __aenter__(self) -> Runtime:
+        self.entered = True
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.exited = True
+
+
+async def loop_thread() -> int:
+    """The thread the bridge's loop runs in."""
+    return threading.get_ident()
+
+
+def test_the_bridge_accepts_calls_only_while_open() -> None:
+    """Before open and after close a call raises BridgeClosedError (a state check); while open it runs on the loop's thread."""
+    bridge = SyncBridge()
+    with pytest.raises(BridgeClosedError):
+        bridge.call(loop_thread)
+    runtime = Runtime()
+    bridge.open(runtime)  # type: ignore[arg-type]
+    try:
+        assert bridge.is_open and runtime.entered
+        assert bridge.call(loop_thread) != threading.get_ident()
+        assert not bridge.in_loop_thread()
+    finally:
+        bridge.close()
+    assert runtime.exited and not bridge.is_open
+    with pytest.raises(BridgeClosedError):
+        bridge.call(loop_thread)
+    bridge.close()  # idempotent
