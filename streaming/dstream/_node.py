@@ -82,7 +82,7 @@ class StreamNode:
 
     @property
     def slide(self) -> Duration:
-        """The interval between this stream's RDDs (the batch duration, or a window's slide)."""
+        """How often the stream produces an RDD (Spark's ``slideDuration``): the batch interval, or a window's slide."""
         return self._slide
 
     def get_or_compute(self, time: Time) -> RDD[Any] | None:
@@ -107,11 +107,6 @@ class StreamNode:
         return rdds
 
     # -- graph lifecycle (driven by DStreamGraph) --
-
-    @property
-    def slide(self) -> Duration:
-        """How often the stream produces an RDD (Spark's ``slideDuration``): the batch interval, or a window's slide."""
-        return self._slide
 
     def _initialize(self, zero_time: Time) -> None:
         if self._zero_time is not None and self._zero_time != zero_time:

@@ -12,10 +12,12 @@ from scheduler import Duration, InvalidDurationError, InvalidPipelineError, scal
 
 from ..continuous import ContinuousSource, SocketSource
 from ..dstream import DStream, StreamEnvironment, UnionDStream
+from ._async_iterable import AsyncIterableInputDStream, AsyncSource
 from ._continuous import ContinuousInputDStream
 from ._files import FileInputDStream
 from ._queue import QueueInputDStream
-from ._receiver import DEFAULT_MAX_BUFFERED_RECORDS, AsyncIterableInputDStream, AsyncSource, SocketInputDStream
+from ._record_buffer import DEFAULT_MAX_BUFFERED_RECORDS
+from ._socket import SocketInputDStream
 
 __all__ = ["async_iterable_stream", "binary_records_stream", "continuous_stream", "queue_stream", "socket_text_stream",
            "text_file_stream", "union"]

@@ -17,8 +17,7 @@ from ._py4j import active_spark_context, conf_value, hadoop_configuration, java_
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["EMBEDDED_SPARK_CONF", "STREAMING_SETTINGS", "SparkSettings", "active_spark_context", "driver_bind_address", "driver_host",
-           "embedded_spark_context"]
+__all__ = ["EMBEDDED_SPARK_CONF", "STREAMING_SETTINGS", "SparkSettings", "driver_bind_address", "driver_host", "embedded_spark_context"]
 
 EMBEDDED_SPARK_CONF: dict[str, str] = {
     "spark.master": "local[2]",
@@ -59,13 +58,6 @@ def executor_of_task(sc: SparkContext, stage_id: int, task_id: int) -> str | Non
         if task.taskId() == task_id:
             return str(task.executorId())
     return None
-
-
-def active_spark_context() -> SparkContext | None:
-    """The process's running SparkContext, or ``None`` (pyspark keeps it in a private class attribute)."""
-    from pyspark import SparkContext
-
-    return SparkContext._active_spark_context
 
 
 def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkContext:
