@@ -25,13 +25,13 @@ def cluster() -> Iterator[StandaloneCluster]:
         yield running
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 def test_a_word_count_runs_on_the_clusters_executors(cluster: StandaloneCluster) -> None:
     """Same counts as on local[2]; the tasks ran on both executors (never the driver); true row counts. Then a
     receiver on an executor and mapGroupsWithState, their checkpoint on FTP: exact outputs, the files on the server."""
     env = {**os.environ, "PYTHONPATH": str(HERE.parent.parent)}  # the child imports tests.cluster
     result = subprocess.run([sys.executable, str(HERE / "cluster_child.py"), cluster.master_url], capture_output=True,
-                            text=True, timeout=240, check=False, cwd=HERE.parent.parent, env=env)
+                            text=True, timeout=840, check=False, cwd=HERE.parent.parent, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["counts"] == [[["a", 2], ["b", 1], ["c", 1]], [["b", 2]], [], [["a", 1], ["c", 1], ["d", 2], ["e", 1]]]
