@@ -25,13 +25,13 @@ def cluster() -> Iterator[StandaloneCluster]:
         yield running
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 def test_a_word_count_runs_on_the_clusters_executors(cluster: StandaloneCluster) -> None:
     """Same counts as on local[2]; the tasks ran on both executors (never the driver); true row counts. Then a
     receiver on an executor and mapGroupsWithState, their checkpoint on FTP: exact outputs, the files on the server."""
     env = {**os.environ, "PYTHONPATH": str(HERE.parent.parent)}  # the child imports tests.cluster
     result = subprocess.run([sys.executable, str(HERE / "cluster_child.py"), cluster.master_url], capture_output=True,
-                            text=True, timeout=240, check=False, cwd=HERE.parent.parent, env=env)
+                            text=True, timeout=840, check=False, cwd=HERE.parent.parent, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["counts"] == [[["a", 2], ["b", 1], ["c", 1]], [["b", 2]], [], [["a", 1], ["c", 1], ["d", 2], ["e", 1]]]
@@ -82,10 +82,23 @@ API, the state snapshots written by the executors' tasks), the stateful one (map
 watermark, its state store written by the executors' tasks) and the continuous one (a long-running
 task per file partition on each executor, epochs committed by the driver, the file sink written
 by the tasks)."""
+CRASH_BY_DEFAULT = "tests/streaming/test_dstream_crash.py"
+"""Each crash run on the cluster takes about a minute or more (52-108 s on the 2-core machine), and CI
+has 20 minutes for everything: the default run keeps the DStream one, the project's own program
+shape (pyspark.streaming's getOrCreate and updateStateByKey, the executors writing its state). The
+other two run on local[2] in the default suite anyway (their own files), and on the cluster with
+``AIODSTREAM_CLUSTER_CRASH=all``; ``mapGroupsWithState``'s state store written by the executors is
+also in the word count's run above."""
+CRASH_ALL = os.environ.get("AIODSTREAM_CLUSTER_CRASH") == "all"
+CRASH_CASES = [
+    pytest.param(path, id=Path(path).stem, marks=[] if CRASH_ALL or path == CRASH_BY_DEFAULT else
+                 [pytest.mark.skip(reason="a minute or two on the cluster: set AIODSTREAM_CLUSTER_CRASH=all")])
+    for path in CRASH_TESTS_ON_THE_CLUSTER
+]
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("path", list(CRASH_TESTS_ON_THE_CLUSTER))
+@pytest.mark.parametrize("path", CRASH_CASES)
 def test_a_sigkilled_stateful_driver_recovers_with_exact_output_on_the_cluster(cluster: StandaloneCluster, path: str) -> None:
     """A crash test (the driver killed with SIGKILL at random moments and restarted) on the cluster: exact output."""
     app = CRASH_TESTS_ON_THE_CLUSTER[path]

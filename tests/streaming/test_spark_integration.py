@@ -593,7 +593,7 @@ def test_a_receiver_task_breaking_the_report_rules_is_dropped_before_anything_re
 
     monkeypatch.setattr(SocketInputDStream, "_run_job", task)
     got: list[str] = []
-    with spark_conf(spark_context, spark__network__timeout="1s"):
+    with spark_conf(spark_context, spark__network__timeout="3s"):
         ssc, recorder = contexts(0.5)
         ssc.socketTextStream("127.0.0.1", 9, restartDelay=0.05, placement="executor").foreachRDD(
             lambda rdd: got.extend(rdd.collect()))
@@ -607,7 +607,7 @@ def test_a_receiver_task_breaking_the_report_rules_is_dropped_before_anything_re
     assert [spec.first_entry for spec in launches] == [0, 1, 2, 3]
     errors = [e.receiver_info for e in recorder.of_type(ReceiverError)]
     assert [e.last_error_message for e in errors] == ["The receiver's task broke the control protocol"] * 2 + [
-        "The receiver's task sent nothing within spark.network.timeout (1 s)"]
+        "The receiver's task sent nothing within spark.network.timeout (3 s)"]
     assert "block 1 was next, not 1000000000000; got b'B 1000000000000 1'" in errors[0].last_error
     assert "block 2 was next, not 3; got b'B 3 1'" in errors[1].last_error
     offsets = set(logged_receiver_offsets(tmp_path / "ck"))

@@ -2,7 +2,7 @@
 
 The traces here are written by hand (a few batches whose every time is chosen), so each fitted
 number is known exactly; the fidelity test (``test_fidelity.py``) checks the same pipeline on
-real Spark runs.
+recorded real Spark runs (``data/fidelity``).
 """
 
 from __future__ import annotations
