@@ -37,6 +37,7 @@ from ._metadata_log import CommitLog, CommitMetadata, MetadataLog, OffsetSeq, Of
 from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, QueryProgressListener, RunPlan
 from ._numbers import LONG_MAX, LONG_MIN, parse_batch_file_name, parse_long
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
+from ._progress_ring import ProgressRing
 from ._query_options import ProgressTrackingOptions, Trigger
 
 __all__ = [
@@ -72,6 +73,7 @@ __all__ = [
     "MetadataLog",
     "MicroBatchTracker",
     "MicroBatchTrackerStatistics",
+    "ProgressRing",
     "OffsetSeq",
     "OffsetSeqLog",
     "OffsetSeqMetadata",

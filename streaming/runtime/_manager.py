@@ -1,9 +1,9 @@
-"""The process's queries: which are active, which terminated, and the listeners every query gets.
+"""The process's queries: which are active (unique by name, checkpoint and id), which terminated, the listeners every query gets.
 
 Spark's ``StreamingQueryManager`` keeps these per SparkSession; a Python process here runs its
-queries (runtimes with a query tracker, and the StreamingContexts built on them) on one or more
-event loops, so the registry is process-wide and thread-safe. The pyspark-facing
-``StreamingQueryManager`` (``streaming.streams``) wraps it.
+queries (micro-batch runtimes with a query tracker, continuous queries, and the StreamingContexts
+built on them) on one or more event loops, so the registry is process-wide and thread-safe. The
+pyspark-facing ``StreamingQueryManager`` (``streaming.streams``) wraps it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Protocol
 
 import anyio
 import anyio.to_thread
+
+from scheduler import CheckpointClaim, CheckpointPath, InvalidPipelineError, StreamingStateError, checkpoint_claims
 
 __all__ = ["QueryRegistry", "RegisteredQuery", "query_registry"]
 
@@ -39,8 +41,11 @@ _UNSET = _Unset()
 
 
 class QueryRegistry:
-    """Active queries by id, the last termination, and listeners added to every query.
+    """Active queries by name, checkpoint and id, the last termination, and listeners added to every query.
 
+    The uniqueness rules hold for every kind of query (micro-batch and continuous): a query
+    claims its name first, then its checkpoint directory (before anything there changes), then
+    its id (read from the checkpoint); :meth:`forget` or :meth:`terminated` gives all three up.
     Thread-safe: runtimes start and stop on any thread's event loop.
     """
 
@@ -48,6 +53,7 @@ class QueryRegistry:
         """An empty registry."""
         self._lock = threading.Condition()
         self._active: dict[uuid.UUID, RegisteredQuery] = {}
+        self._names: dict[str, RegisteredQuery] = {}
         self._listeners: list[tuple[object, object, str | None]] = []  # (as given, as registered, name)
         # Spark's lastTerminatedQueryException: unset, None (a clean termination) or the failure.
         self._last: _Unset | BaseException | None = _UNSET
@@ -55,18 +61,50 @@ class QueryRegistry:
 
     # -- the runtimes' side --
 
-    def claim(self, runtime: RegisteredQuery, query_id: uuid.UUID) -> RegisteredQuery | None:
-        """Make ``runtime`` the active query ``query_id``, unless another is: then that one is returned."""
+    def claim_name(self, runtime: RegisteredQuery, name: str | None) -> None:
+        """Reserve ``name`` (if any) for ``runtime`` while it is active.
+
+        Raises:
+            InvalidPipelineError: another active query has that name.
+        """
+        if name is None:
+            return
+        with self._lock:
+            other = self._names.get(name)
+            if other is not None and other is not runtime:
+                raise InvalidPipelineError(
+                    f"cannot start query {name!r}: a query with that name is already active in this process; give each "
+                    "active query its own name")
+            self._names[name] = runtime
+
+    def claim_checkpoint(self, runtime: RegisteredQuery, location: CheckpointPath, run_id: uuid.UUID) -> CheckpointClaim:
+        """Claim the checkpoint directory ``location`` for ``runtime`` (in this process and on the file system); blocking.
+
+        Raises:
+            ConcurrentCheckpointUpdateError: another query holds it (Spark's message).
+        """
+        return checkpoint_claims.claim(location, runtime, run_id=run_id)
+
+    def claim_id(self, runtime: RegisteredQuery, query_id: uuid.UUID) -> None:
+        """Make ``runtime`` the active query ``query_id``: the manager lists it from now on.
+
+        Raises:
+            StreamingStateError: another active query has that id (it was started from a copy of this checkpoint).
+        """
         with self._lock:
             other = self._active.get(query_id)
-            if other is not None and other is not runtime:
-                return other
-            self._active[query_id] = runtime
-            return None
+            if other is None or other is runtime:
+                self._active[query_id] = runtime
+                return
+        raise StreamingStateError(
+            f"cannot start query {query_id}: it is already active in this process ({other!r}, from a copy of this "
+            "checkpoint); stop that query first, or start this one from a new checkpoint directory")
 
     def _drop(self, runtime: RegisteredQuery) -> None:
         for key in [k for k, v in self._active.items() if v is runtime]:
             del self._active[key]
+        for name in [k for k, v in self._names.items() if v is runtime]:
+            del self._names[name]
 
     def terminated(self, runtime: RegisteredQuery, error: BaseException | None) -> None:
         """``runtime`` terminated, with its death cause or ``None``."""
@@ -79,7 +117,7 @@ class QueryRegistry:
             self._lock.notify_all()
 
     def forget(self, runtime: RegisteredQuery) -> None:
-        """``runtime`` is no longer active, without a termination to report (its start failed)."""
+        """``runtime`` is no longer active (its name and id are free again), without a termination to report; idempotent."""
         with self._lock:
             self._drop(runtime)
 
