@@ -43,7 +43,7 @@ from scheduler import (
 )
 
 from ..network import FrontDoor, new_token
-from ..runtime import RuntimeCore, StreamingContextState, query_registry
+from ..runtime import QueryRegistration, RuntimeCore, StreamingContextState
 from ._commits import EpochCommitter
 from ._coordinator import EpochCoordinator
 from ._launchers import TaskLauncher
@@ -176,7 +176,7 @@ class ContinuousExecution:
         self._timer: RecurringTimer | None = None
         self._server: CoordinatorServer | None = None
         self._committer: EpochCommitter | None = None
-        self._checkpoint_claim: CheckpointClaim | None = None
+        self._registration = QueryRegistration(self)
         self._group = f"aiodstream-continuous-{self.run_id}"
         self._token = new_token()  # travels to the tasks inside their closure; never over the coordinator's port
         self._coordinator_address: tuple[str, int] | None = None
@@ -247,16 +247,15 @@ class ContinuousExecution:
             if not isinstance(plan, ContinuousPlan):
                 raise InvalidPipelineError(f"a continuous query runs a ContinuousPlan, got {plan!r}")
             self.plan = plan
-            for listener, lname in query_registry.listeners():
-                if listener not in self.listener_bus.listeners:
-                    self.listener_bus.add_listener(listener, name=lname)
+            registration = self._registration
+            registration.add_manager_listeners(self.listener_bus)
             await tg.start(self.listener_bus.run)
-            query_registry.claim_name(self, self.name)
+            registration.claim_name(self.name)
             opened: OpenedRun = await anyio.to_thread.run_sync(open_run, plan, self.launcher, self.checkpoint_location,
                                                                self._claim_checkpoint, self._log)
             resume = opened.resume
             self.query_id = resume.query_id
-            query_registry.claim_id(self, resume.query_id)  # a copy of an active query's checkpoint is refused
+            registration.claim_id(resume.query_id)  # a copy of an active query's checkpoint is refused
             coordinator = self.coordinator = EpochCoordinator(resume.start_epoch, self.options.epoch_backlog_queue_size)
             coordinator.num_reader_partitions = plan.num_partitions
             coordinator.num_writer_partitions = plan.num_partitions
@@ -292,8 +291,7 @@ class ContinuousExecution:
                     await self._teardown()
                     await self.listener_bus.stop()  # bounded by the bus's exit timeout
             finally:  # a teardown that fails must not keep the checkpoint claimed: a retry would be refused
-                query_registry.forget(self)  # a start that failed is not a termination (its error was raised)
-                await self._release_checkpoint()
+                await self._registration.release()  # a start that failed is not a termination (its error was raised)
                 core.mark_stopped()
             raise
         core.state = StreamingContextState.ACTIVE
@@ -304,16 +302,8 @@ class ContinuousExecution:
                        bind_host=bind_host, port=port)
 
     def _claim_checkpoint(self, location: CheckpointPath) -> CheckpointClaim:
-        # Blocking, on the start's worker thread; kept here so a start that fails later gives it up.
-        self._checkpoint_claim = query_registry.claim_checkpoint(self, location, self.run_id)
-        return self._checkpoint_claim
-
-    async def _release_checkpoint(self) -> None:
-        # Giving up a Hadoop lease is file I/O through py4j: off the loop, and finished even when cancelled.
-        claim, self._checkpoint_claim = self._checkpoint_claim, None
-        if claim is not None:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(claim.release)
+        # Blocking, on the start's worker thread; the registration keeps it, so a start that fails later gives it up.
+        return self._registration.claim_checkpoint(location, self.run_id)
 
     # -- epochs and tasks --
 
@@ -451,11 +441,8 @@ class ContinuousExecution:
         try:
             with anyio.CancelScope(shield=True):
                 self._set_status("Stopped" if death is None else f"Terminated with exception: {death}")
-                if was_active:
-                    query_registry.terminated(self, death)
-                else:
-                    query_registry.forget(self)
-                await self._release_checkpoint()  # after the teardown: nothing more is written
+                # After the teardown (nothing more is written), and before QueryTerminated is posted.
+                await self._registration.release(terminated=was_active, death=death)
                 if was_active and self.query_id is not None:
                     text = None if death is None else redacted_traceback(death)
                     await self.listener_bus.post(QueryTerminated(self.query_id, self.run_id, text, None))

@@ -7,10 +7,20 @@ and reports to the process's :data:`query_registry`.
 """
 
 from ._core import RuntimeCore, exit_task_group, run_until_stopped
-from ._manager import QueryRegistry, RegisteredQuery, query_registry
+from ._manager import QueryRegistration, QueryRegistry, RegisteredQuery, query_registry
 from ._protocol import QueryRuntime
 from ._runtime import StreamingRuntime
 from ._state import StreamingContextState
 
-__all__ = ["QueryRegistry", "QueryRuntime", "RegisteredQuery", "RuntimeCore", "StreamingContextState", "StreamingRuntime",
-           "exit_task_group", "query_registry", "run_until_stopped"]
+__all__ = [
+    "QueryRegistration",
+    "QueryRegistry",
+    "QueryRuntime",
+    "RegisteredQuery",
+    "RuntimeCore",
+    "StreamingContextState",
+    "StreamingRuntime",
+    "exit_task_group",
+    "query_registry",
+    "run_until_stopped",
+]

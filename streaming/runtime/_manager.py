@@ -15,9 +15,10 @@ from typing import Protocol
 import anyio
 import anyio.to_thread
 
+from listeners import StreamingListenerBus
 from scheduler import CheckpointClaim, CheckpointPath, InvalidPipelineError, StreamingStateError, checkpoint_claims
 
-__all__ = ["QueryRegistry", "RegisteredQuery", "query_registry"]
+__all__ = ["QueryRegistration", "QueryRegistry", "RegisteredQuery", "query_registry"]
 
 
 class RegisteredQuery(Protocol):
@@ -193,3 +194,51 @@ class QueryRegistry:
 
 query_registry = QueryRegistry()
 """The process's registry."""
+
+
+class QueryRegistration:
+    """One query's place in a registry: its name, checkpoint claim and id, claimed in that order and given up together.
+
+    Each query runtime holds one; it is the runtime's only way into the registry.
+    """
+
+    def __init__(self, runtime: RegisteredQuery, registry: QueryRegistry | None = None) -> None:
+        """The place of ``runtime`` in ``registry`` (default: the process's)."""
+        self._runtime = runtime
+        self._registry = registry if registry is not None else query_registry
+        self._claim: CheckpointClaim | None = None
+
+    def add_manager_listeners(self, bus: StreamingListenerBus) -> None:
+        """Put the listeners added to every query (``streams.addListener``) on ``bus``: they hear the query from its start."""
+        for listener, name in self._registry.listeners():
+            if listener not in bus.listeners:
+                bus.add_listener(listener, name=name)
+
+    def claim_name(self, name: str | None) -> None:
+        """See :meth:`QueryRegistry.claim_name`."""
+        self._registry.claim_name(self._runtime, name)
+
+    def claim_checkpoint(self, location: CheckpointPath, run_id: uuid.UUID) -> CheckpointClaim:
+        """See :meth:`QueryRegistry.claim_checkpoint` (blocking); the claim is kept until :meth:`release`."""
+        self._claim = self._registry.claim_checkpoint(self._runtime, location, run_id)
+        return self._claim
+
+    def claim_id(self, query_id: uuid.UUID) -> None:
+        """See :meth:`QueryRegistry.claim_id`."""
+        self._registry.claim_id(self._runtime, query_id)
+
+    async def release(self, *, terminated: bool = False, death: BaseException | None = None) -> None:
+        """Give up the checkpoint, then the name and id; with ``terminated``, report the termination and its death cause.
+
+        The checkpoint goes first, so a query started by whoever waits for the termination can
+        claim it. Giving up a Hadoop lease is file I/O through py4j: off the loop, and finished
+        even when cancelled. Idempotent.
+        """
+        claim, self._claim = self._claim, None
+        if claim is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(claim.release)
+        if terminated:
+            self._registry.terminated(self._runtime, death)
+        else:
+            self._registry.forget(self._runtime)

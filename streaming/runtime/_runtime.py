@@ -10,10 +10,9 @@ reports. The pyspark-compatible ``StreamingContext`` is built on it.
 from __future__ import annotations
 
 import os
-import time as _time
 import uuid
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Callable, Coroutine, Mapping, Sequence
 
 import anyio
 import anyio.abc
@@ -21,8 +20,6 @@ import anyio.abc
 from listeners import (
     DEFAULT_LISTENER_EXIT_TIMEOUT,
     OverflowPolicy,
-    QueryIdle,
-    QueryProgress,
     QueryStarted,
     QueryTerminated,
     StreamingListenerBus,
@@ -31,8 +28,6 @@ from listeners import (
 )
 from scheduler import (
     BatchHook,
-    Checkpoint,
-    CheckpointClaim,
     CheckpointPath,
     Clock,
     Duration,
@@ -43,8 +38,6 @@ from scheduler import (
     JobScheduler,
     MicroBatchTracker,
     Milliseconds,
-    ProgressTrackingOptions,
-    ReplayableGraph,
     RunPlan,
     StreamingQueryException,
     StreamingQueryProgress,
@@ -53,30 +46,17 @@ from scheduler import (
     SystemClock,
     Time,
     Trigger,
-    as_checkpoint_path,
     format_timestamp,
     library_logger,
     redacted_traceback,
 )
 
 from ._core import RuntimeCore
-from ._manager import query_registry
+from ._manager import QueryRegistration
+from ._micro_batch_query import death_cause, drive_triggers, error_class_of, first_of, open_query, query_tracker
 from ._state import StreamingContextState
 
 __all__ = ["StreamingRuntime"]
-
-
-class _BusReports:
-    """The tracker's progress reports, posted to the listener bus as query events."""
-
-    def __init__(self, bus: StreamingListenerBus) -> None:
-        self._bus = bus
-
-    async def on_query_progress(self, progress: StreamingQueryProgress) -> None:
-        await self._bus.post(QueryProgress(progress))
-
-    async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
-        await self._bus.post(QueryIdle(query_id, run_id, timestamp))
 
 
 class StreamingRuntime:
@@ -171,17 +151,13 @@ class StreamingRuntime:
                 not replayable.
         """
         if not isinstance(batch_duration, Duration):
-            raise InvalidDurationError(
-                f"batch duration must be a Duration, got {type(batch_duration).__name__} {batch_duration!r}; "
-                "pass e.g. Seconds(1) or Milliseconds(500)"
-            )
+            raise InvalidDurationError(f"batch duration must be a Duration, got {type(batch_duration).__name__} "
+                                       f"{batch_duration!r}; pass e.g. Seconds(1) or Milliseconds(500)")
         if batch_duration.milliseconds <= 0:
-            raise InvalidDurationError(
-                f"batch duration must be a positive multiple of 1 ms, got {batch_duration}; pass e.g. Seconds(1)"
-            )
-        if graceful_stop_timeout is not None and (
-            not isinstance(graceful_stop_timeout, Duration) or graceful_stop_timeout.milliseconds < 0
-        ):
+            raise InvalidDurationError(f"batch duration must be a positive multiple of 1 ms, got {batch_duration}; "
+                                       "pass e.g. Seconds(1)")
+        if graceful_stop_timeout is not None and (not isinstance(graceful_stop_timeout, Duration)
+                                                  or graceful_stop_timeout.milliseconds < 0):
             raise InvalidDurationError(f"graceful_stop_timeout must be a non-negative Duration, got {graceful_stop_timeout!r}")
         self.graph = graph
         self.batch_duration = batch_duration
@@ -202,7 +178,7 @@ class StreamingRuntime:
         self._driver_scope: anyio.CancelScope | None = None
         self.handle: object = self
         """What the query manager hands out for this query (a StreamingContext sets itself)."""
-        self._checkpoint_claim: CheckpointClaim | None = None
+        self._registration = QueryRegistration(self)
         self._log = library_logger("aiodstream.streaming", component="StreamingRuntime", name=name)
         self._core = RuntimeCore(self.listener_bus, self.clock, kind="runtime", log=self._log)
         self._configure(checkpoint_location)
@@ -212,26 +188,10 @@ class StreamingRuntime:
 
     def _configure(self, checkpoint_location: str | os.PathLike[str] | CheckpointPath | None) -> None:
         """Build the query tracker (if any) and the scheduler for ``checkpoint_location``."""
-        graph, trigger, options = self.graph, self.trigger, self._options
-        self.tracker: MicroBatchTracker | None = None
-        if checkpoint_location is not None or trigger is not Trigger.PROCESSING_TIME or options or self._track_progress:
-            if not isinstance(graph, ReplayableGraph):
-                raise InvalidPipelineError(
-                    f"checkpointing, triggers and progress need a graph with replayable input (such as a Pipeline of "
-                    f"ListSource or DirectorySource sources); {type(graph).__name__} is not one"
-                )
-            self.tracker = MicroBatchTracker(
-                graph,
-                self.batch_duration,
-                clock=self.clock,
-                checkpoint=None if checkpoint_location is None else Checkpoint(checkpoint_location),
-                options=ProgressTrackingOptions.from_options(options),
-                trigger=trigger,
-                name=self.name,
-                listener=_BusReports(self.listener_bus),
-                # Critical-path statistics at sub-millisecond precision when time is real.
-                stopwatch=_time.perf_counter_ns if isinstance(self.clock, SystemClock) else None,
-            )
+        graph = self.graph
+        self.tracker = query_tracker(graph, self.batch_duration, self.clock, self.listener_bus,
+                                     checkpoint_location=checkpoint_location, trigger=self.trigger, options=self._options,
+                                     track_progress=self._track_progress, name=self.name)
         self.checkpoint_location = checkpoint_location
         option = self._stop_on_failure_option
         self.stop_on_failure = (checkpoint_location is not None) if option is None else bool(option)
@@ -330,23 +290,13 @@ class StreamingRuntime:
         tracker = self.tracker
         plan: RunPlan | None = None
         if tracker is not None:  # a query: the manager's listeners hear it from its start
-            for listener, name in query_registry.listeners():
-                if listener not in self.listener_bus.listeners:
-                    self.listener_bus.add_listener(listener, name=name)
+            self._registration.add_manager_listeners(self.listener_bus)
         try:
             await tg.start(self.listener_bus.run)
             run: dict[str, Any] = {}
             if tracker is not None:
-                # Claimed before the checkpoint is touched: opening it clears temp files, which
-                # must not happen under a query that is writing there (in this process or another).
-                query_registry.claim_name(self, self.name)
-                if self.checkpoint_location is not None:
-                    self._checkpoint_claim = await anyio.to_thread.run_sync(
-                        query_registry.claim_checkpoint, self, as_checkpoint_path(self.checkpoint_location), tracker.run_id)
-                plan = await tracker.open(self.scheduler.generator.timer.start_time(), claim=self._checkpoint_claim)
-                assert tracker.query_id is not None
-                # A copy of an active query's checkpoint has its id: refused.
-                query_registry.claim_id(self, tracker.query_id)
+                plan = await open_query(tracker, self._registration, self.name, self.checkpoint_location,
+                                        self.scheduler.generator.timer.start_time())
                 await tg.start(tracker.run)
                 run = {"start": plan.first_batch, "zero_time": plan.zero_time, "reschedule": plan.reschedule,
                        "timer": self.trigger is Trigger.PROCESSING_TIME}
@@ -354,11 +304,10 @@ class StreamingRuntime:
         except BaseException:
             self._log.error("Error starting the context, marking it as stopped")
             self._core.state = StreamingContextState.STOPPED
-            query_registry.forget(self)  # a start that failed is not a termination (its error was raised)
             if tracker is not None:
                 with anyio.CancelScope(shield=True):
                     await tracker.close()
-            await self._release_checkpoint()
+            await self._registration.release()  # a start that failed is not a termination (its error was raised)
             # The listeners drain in the background, within the exit timeout: leaving our task
             # group waits for that, and a hung listener must not hold it.
             tg.start_soon(self.listener_bus.stop)
@@ -379,13 +328,6 @@ class StreamingRuntime:
         self._log.info("StreamingContext started", first_batch=self.first_batch_time.milliseconds,
                        batch_ms=self.batch_duration.milliseconds)
 
-    async def _release_checkpoint(self) -> None:
-        # Giving up a Hadoop lease is file I/O through py4j: off the loop, and finished even when cancelled.
-        claim, self._checkpoint_claim = self._checkpoint_claim, None
-        if claim is not None:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(claim.release)
-
     async def _drive_triggers(self, plan: RunPlan) -> None:
         # Once and AvailableNow: batches are generated here instead of by the timer, back to
         # back on consecutive grid times, until a check finds no new data; then the run stops.
@@ -394,18 +336,8 @@ class StreamingRuntime:
         finished = False
         with anyio.CancelScope() as scope:
             self._driver_scope = scope
-            try:
-                await self.scheduler.wait_until_idle()  # the logged batches re-run first
-                # Spark's Once re-runs an uncommitted batch and stops: no new data that run.
-                if not (self.trigger is Trigger.ONCE and plan.reschedule):
-                    while self._core.error is None and await tracker.check_for_new_data():
-                        self.scheduler.generate_batch(tracker.next_trigger_time())
-                        await self.scheduler.wait_until_idle()
-                        if self.trigger is Trigger.ONCE:
-                            break
-            except Exception as exc:
-                error = JobFailedError(f"Error triggering batches: {type(exc).__name__}: {exc}")
-                error.__cause__ = exc
+            error = await drive_triggers(self.scheduler, tracker, self.trigger, plan, lambda: self._core.error is not None)
+            if error is not None:
                 self._notify_error(error)
             finished = True
         self._driver_scope = None
@@ -485,12 +417,12 @@ class StreamingRuntime:
         error = self._core.error if self.stop_on_failure else None
         death = error or tracker.failure
         tracker.set_status("Stopped" if death is None else f"Terminated with exception: {death}")
-        await self._release_checkpoint()
-        query_registry.forget(self)
-        if tracker.query_id is not None and self.state is StreamingContextState.ACTIVE:
-            query_registry.terminated(self, death)
+        terminated = tracker.query_id is not None and self.state is StreamingContextState.ACTIVE
+        await self._registration.release(terminated=terminated, death=death)
+        if terminated:
+            assert tracker.query_id is not None
             text = None if death is None else redacted_traceback(death)
-            await self.listener_bus.post(QueryTerminated(tracker.query_id, tracker.run_id, text, _error_class_of(death)))
+            await self.listener_bus.post(QueryTerminated(tracker.query_id, tracker.run_id, text, error_class_of(death)))
 
     async def wait_until_idle(self) -> None:
         """Wait until every batch due so far is generated, run and finalised, and its events delivered.
@@ -509,7 +441,7 @@ class StreamingRuntime:
         if self.stop_on_failure and tracker is not None:
             if isinstance(core.error, StreamingQueryException):
                 return  # the query is already terminating: its first failure is its death cause
-            error = self._death_cause(tracker, error)
+            error = death_cause(tracker, error)
             tracker.fail(error)  # nothing is planned or committed after the failed batch
             core.error = error
             if core.task_group is not None and not core.stopping:
@@ -518,13 +450,6 @@ class StreamingRuntime:
             return
         core.error = error  # the latest error wins, as in Spark's ContextWaiter
         core.wake()
-
-    def _death_cause(self, tracker: MicroBatchTracker, error: JobFailedError) -> StreamingQueryException:
-        offsets = None if error.batch_time_ms is None else tracker.rendered_offsets(Time(error.batch_time_ms))
-        start, end = offsets if offsets is not None else (None, None)
-        cause = StreamingQueryException(tracker.query_id, tracker.run_id, error, start_offset=start, end_offset=end,
-                                        job_id=error.job_id, batch_time_ms=error.batch_time_ms)
-        return cause
 
     async def _stop_after_failure(self) -> None:
         self._log.error("query terminated with exception", error=str(self._core.error))
@@ -616,7 +541,7 @@ class StreamingRuntime:
             core.raise_error()
             if core.stopped:
                 return
-            await _first_of(tracker.wait_changed, core.wait_changed)
+            await first_of(tracker.wait_changed, core.wait_changed)
 
     async def start_service(self, service: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Any:
         """Start ``service(*args, task_status=...)`` in the runtime's task group; it is cancelled once the runtime stops.
@@ -630,37 +555,3 @@ class StreamingRuntime:
 
     def __repr__(self) -> str:
         return f"<StreamingRuntime {self.name or ''}[{self.state.value} | batch {self.batch_duration}] {self.scheduler!r}>"
-
-
-# Spark 4.x wraps whatever a foreachBatch function raises in this error class; an output
-# operation's job is our foreachBatch.
-_OUTPUT_FUNCTION_ERROR = "FOREACH_BATCH_USER_FUNCTION_ERROR"
-
-
-def _error_class_of(error: BaseException | None) -> str | None:
-    """Spark's ``errorClassOnException``: Spark's class for a failed output function, else the original's condition."""
-    if error is None:
-        return None
-    if isinstance(error, StreamingQueryException) and error.job_id is not None:
-        return _OUTPUT_FUNCTION_ERROR
-    original = error.__cause__ if isinstance(error, StreamingQueryException) and error.__cause__ is not None else error
-    get_condition = getattr(original, "getCondition", None)
-    if callable(get_condition):
-        try:
-            condition = get_condition()
-        except Exception:  # a py4j-backed exception whose JVM is gone
-            return None
-        return condition if isinstance(condition, str) else None
-    return None
-
-
-async def _first_of(*waits: Callable[[], Awaitable[None]]) -> None:
-    """Return when the first of ``waits`` returns; the others are cancelled."""
-    async with anyio.create_task_group() as tg:
-
-        async def one(wait: Callable[[], Awaitable[None]]) -> None:
-            await wait()
-            tg.cancel_scope.cancel()
-
-        for wait in waits:
-            tg.start_soon(one, wait)
