@@ -7,8 +7,10 @@ only through the clock; a kind's ``nudge`` is what lets a graceful stop parked o
 
 from __future__ import annotations
 
+import shutil
 import uuid
-from typing import Any, Awaitable, Callable, Protocol
+from pathlib import Path
+from typing import Any, Callable, Coroutine, Protocol
 
 import anyio
 import anyio.abc
@@ -16,6 +18,7 @@ import pytest
 
 from listeners import QueryStarted, QueryTerminated
 from scheduler import (
+    ConcurrentCheckpointUpdateError,
     InvalidDurationError,
     InvalidPipelineError,
     ManualClock,
@@ -38,7 +41,7 @@ class Kind(Protocol):
 
     clock: ManualClock
 
-    def make(self, name: str | None = None) -> QueryRuntime:
+    def make(self, name: str | None = None, checkpoint: Path | None = None) -> QueryRuntime:
         """A new runtime, not entered."""
 
     async def run_data(self, rt: QueryRuntime) -> None:
@@ -64,11 +67,12 @@ class MicroBatch:
         self.clock = ManualClock()
         self.failing = False
 
-    def make(self, name: str | None = None) -> QueryRuntime:
+    def make(self, name: str | None = None, checkpoint: Path | None = None) -> QueryRuntime:
         pipeline = Pipeline()
         pipeline.add_source(ListSource(["a"], max_per_batch=1), name="in")
         pipeline.add_output(self._out, name="out")
-        return StreamingRuntime(pipeline, Seconds(1), clock=self.clock, track_progress=True, stop_on_failure=True, name=name)
+        return StreamingRuntime(pipeline, Seconds(1), clock=self.clock, track_progress=True, stop_on_failure=True, name=name,
+                                checkpoint_location=checkpoint)
 
     async def _out(self, batch: Any) -> None:
         if self.failing:
@@ -106,10 +110,11 @@ class ContinuousKind:
         self.next_epoch: dict[int, int] = {}
         self.offset = 0
 
-    def make(self, name: str | None = None) -> QueryRuntime:
+    def make(self, name: str | None = None, checkpoint: Path | None = None) -> QueryRuntime:
         launcher = ScriptedLauncher()
         plan = ContinuousStream(CountingSource(1)).to(MemorySink())
-        query = ContinuousExecution(plan, Continuous(1000), launcher=launcher, clock=self.clock, name=name)
+        query = ContinuousExecution(plan, Continuous(1000), launcher=launcher, clock=self.clock, name=name,
+                                    checkpoint_location=checkpoint)
         self.launchers[id(query)] = launcher
         return query
 
@@ -158,7 +163,7 @@ def kind(request: pytest.FixtureRequest) -> Kind:
     return MicroBatch() if request.param == "micro-batch" else ContinuousKind()
 
 
-async def stop_gracefully(kind: Kind, rt: QueryRuntime, stop: Callable[[], Awaitable[object]]) -> None:
+async def stop_gracefully(kind: Kind, rt: QueryRuntime, stop: Callable[[], Coroutine[Any, Any, object]]) -> None:
     """Run ``stop`` (a graceful stop, or leaving the ``async with``) and nudge it once it is parked."""
     async with anyio.create_task_group() as tg:
         tg.start_soon(stop)
@@ -176,14 +181,16 @@ async def test_both_runtimes_keep_the_protocol(kind: Kind) -> None:
 async def test_the_state_moves_one_way_and_a_start_happens_once(kind: Kind) -> None:
     """INITIALIZED -> ACTIVE -> STOPPED; a second start and a start after the stop are refused with Spark's messages."""
     async with kind.make() as rt:
-        assert rt.state is StreamingContextState.INITIALIZED
+        states = [(rt.state, rt.is_active)]
         await rt.start()
-        assert rt.state is StreamingContextState.ACTIVE and rt.is_active
+        states.append((rt.state, rt.is_active))
         assert isinstance(rt.id, uuid.UUID) and isinstance(rt.run_id, uuid.UUID)
         with pytest.raises(StreamingStateError, match=r"^StreamingContext has already been started$"):
             await rt.start()
         await rt.stop()
-        assert rt.state is StreamingContextState.STOPPED and not rt.is_active
+        states.append((rt.state, rt.is_active))
+        assert states == [(StreamingContextState.INITIALIZED, False), (StreamingContextState.ACTIVE, True),
+                          (StreamingContextState.STOPPED, False)]
         with pytest.raises(StreamingStateError, match=r"^StreamingContext has already been stopped$"):
             await rt.start()
     await kind.close()
@@ -347,5 +354,25 @@ async def test_query_names_are_unique_across_kinds(kind: Kind, second: str) -> N
     async with other.make("q") as again:
         await again.start()
         await again.stop()
+    await kind.close()
+    await other.close()
+
+
+@pytest.mark.parametrize("second", ["micro-batch", "continuous"])
+async def test_checkpoints_and_query_ids_are_unique_across_kinds(kind: Kind, second: str, tmp_path: Path) -> None:
+    """While a query runs on a checkpoint, no query of either kind starts on it, nor on a copy of it (the same query id)."""
+    other: Kind = MicroBatch() if second == "micro-batch" else ContinuousKind()
+    ck = tmp_path / "ck"
+    async with kind.make(checkpoint=ck) as first:
+        await first.start()
+        async with other.make(checkpoint=ck) as rt:
+            with pytest.raises(ConcurrentCheckpointUpdateError,
+                               match=rf"^Multiple streaming queries are concurrently using {ck}: .* is active on it in this process"):
+                await rt.start()
+        copy = Path(shutil.copytree(ck, tmp_path / "copy"))
+        async with other.make(checkpoint=copy) as rt:
+            with pytest.raises(StreamingStateError, match=rf"^cannot start query {first.id}: it is already active in this process"):
+                await rt.start()
+        await first.stop()
     await kind.close()
     await other.close()
