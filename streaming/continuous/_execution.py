@@ -487,10 +487,7 @@ class ContinuousExecution:
             StreamingQueryException: the query failed.
         """
         mark = self.statistics().epochs_committed
-        while self._committer is None or not self._committer.no_new_data_at > mark:
-            await self._wait_or_return()
-            if self.state is StreamingContextState.STOPPED:
-                return
+        await self._wait_for(lambda: self._committer is not None and self._committer.no_new_data_at > mark)
 
     async def wait_for_epoch(self, epoch: int) -> None:
         """Wait until ``epoch`` is committed (or the query stopped).
@@ -498,14 +495,14 @@ class ContinuousExecution:
         Raises:
             StreamingQueryException: the query failed.
         """
-        while self.last_committed_epoch < epoch:
-            await self._wait_or_return()
+        await self._wait_for(lambda: self.last_committed_epoch >= epoch)
+
+    async def _wait_for(self, done: Callable[[], bool]) -> None:
+        # Until done; a failure is raised, and a stop ends the wait.
+        while not done():
+            self._core.raise_error()
             if self.state is StreamingContextState.STOPPED:
                 return
-
-    async def _wait_or_return(self) -> None:
-        self._core.raise_error()
-        if self.state is not StreamingContextState.STOPPED:
             await self._core.wait_changed()
 
     # -- the query surface --
