@@ -6,7 +6,7 @@ for any job graph: a DStream graph, a plain-Python pipeline or a simulated one. 
 and reports to the process's :data:`query_registry`.
 """
 
-from ._core import RuntimeCore, exit_task_group, run_until_stopped
+from ._core import RuntimeCore
 from ._manager import QueryRegistration, QueryRegistry, RegisteredQuery, query_registry
 from ._protocol import QueryRuntime
 from ._runtime import StreamingRuntime
@@ -20,7 +20,5 @@ __all__ = [
     "RuntimeCore",
     "StreamingContextState",
     "StreamingRuntime",
-    "exit_task_group",
     "query_registry",
-    "run_until_stopped",
 ]
