@@ -14,7 +14,7 @@ from ._listener_compat import StreamingListener
 from ._manager import StreamingQueryManager, streams
 from .dstream import DStream
 from .pipeline import Batch, DirectorySource, FileSink, ListSource, Pipeline, ReplayableSource
-from .runtime import StreamingContextState, StreamingRuntime
+from .runtime import QueryRuntime, StreamingContextState, StreamingRuntime
 from .spark import run_spark
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "Milliseconds",
     "Minutes",
     "Pipeline",
+    "QueryRuntime",
     "ReplayableSource",
     "Seconds",
     "StreamingContext",

@@ -1,7 +1,7 @@
 """The query manager with pyspark's ``StreamingQueryManager`` names, and pyspark's views of our query objects.
 
-``streams`` is the process's manager: it lists the active queries (StreamingContexts and
-runtimes that track a query), waits for any of them to terminate, and adds listeners to every
+``streams`` is the process's manager: it lists the active queries (StreamingContexts, and
+``QueryRuntime`` objects of either kind that are queries), waits for any of them to terminate, and adds listeners to every
 query, pyspark ``StreamingQueryListener`` subclasses included.
 """
 
@@ -80,9 +80,9 @@ def as_pyspark_exception(error: StreamingQueryException) -> StreamingQueryExcept
 class StreamingQueryManager:
     """pyspark's ``StreamingQueryManager`` (``spark.streams``) over every query of the process.
 
-    A query is a StreamingContext (every context is one) or a :class:`StreamingRuntime` that
-    tracks a query (with a checkpoint, a trigger or ``track_progress``); ``active`` and ``get``
-    return those objects. Unlike Spark's, which is per SparkSession, the manager is
+    A query is a StreamingContext (every context is one), a :class:`StreamingRuntime` that
+    tracks a query (with a checkpoint, a trigger or ``track_progress``) or a continuous
+    ``ContinuousExecution``; ``active`` and ``get`` return those objects. Unlike Spark's, which is per SparkSession, the manager is
     process-wide: contexts may share a SparkContext or run on several event loops.
     """
 

@@ -9,51 +9,34 @@ re-runs what was logged and not committed. With async progress tracking (Spark's
 
 from __future__ import annotations
 
-import bisect
 import collections
 import functools
-import math
 import uuid
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Sequence
 
 import anyio
 import anyio.abc
 import anyio.to_thread
 import attrs
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._clock import Clock
 from .._errors import InvalidPipelineError, StreamingStateError
 from .._job_set import JobSet
 from .._logging import library_logger
 from .._protocols import Offset, RecoveredBatch, ReplayableGraph, ReplayableInput
-from .._state_progress import StateOperatorProgress
 from .._time import Duration, Time
-from .._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, EventTimeStats, WatermarkTracker, parse_watermark_policy
+from .._watermark import BatchWatermarks, WatermarkTracker, parse_watermark_policy
+from ._batch_log import BatchLog
 from ._checkpoint import BatchGrid, Checkpoint, CheckpointState
-from ._claims import CheckpointClaim, concurrent_log_update_error
-from ._metadata_log import CommitMetadata, OffsetSeq, OffsetSeqMetadata
-from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
+from ._claims import CheckpointClaim
+from ._planned_batch import PlannedBatch
+from ._progress import StreamingQueryProgress, StreamingQueryStatus
+from ._progress_reporter import ProgressReporter, QueryProgressListener
 from ._query_options import ProgressTrackingOptions, Trigger
 
-__all__ = ["MicroBatchTracker", "MicroBatchTrackerStatistics", "QueryProgressListener", "RunPlan"]
+__all__ = ["MicroBatchTracker", "MicroBatchTrackerStatistics", "RunPlan"]
 
 STATEFUL_ASYNC_MESSAGE = "Stateful streaming queries does not support async progress tracking at this moment."
-
-# Spark's async writer queue: "one for offset commit and one for completion commit".
-_ASYNC_QUEUE = 2
-
-
-class QueryProgressListener(Protocol):
-    """Receives the tracker's progress reports (implemented by the runtime, which posts them to the bus)."""
-
-    async def on_query_progress(self, progress: StreamingQueryProgress) -> None:
-        """A batch was committed; ``progress`` describes it."""
-        ...
-
-    async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
-        """A trigger found no new data and ran no batch (rate-limited as in Spark)."""
-        ...
 
 
 @attrs.frozen
@@ -77,34 +60,6 @@ class MicroBatchTrackerStatistics:
     entries_purged: int
     wal_ns: int
     commit_ns: int
-
-
-@attrs.define
-class _Batch:
-    batch_id: int
-    time: Time
-    start: tuple[Offset, ...]
-    end: tuple[Offset, ...]
-    latest: tuple[Offset, ...] | None
-    trigger_start: int
-    previous_trigger_start: int | None
-    sequence: int
-    has_data: bool
-    rerun: bool
-    watermarks: BatchWatermarks = attrs.field(factory=lambda: BatchWatermarks(0, 0))
-    offsets_issued: bool = False
-    next_watermark_ms: int = 0
-    event_time: EventTimeStats | None = None
-    state_operators: tuple[StateOperatorProgress, ...] = ()
-    durations: dict[str, int] = attrs.field(factory=dict)
-    critical_ns: int = 0
-    planned_at: int = 0  # when the offsets were decided and logged: the batch's generation starts
-
-
-@attrs.frozen
-class _Write:
-    kind: str  # "offsets" or "commits"
-    batch: _Batch
 
 
 class MicroBatchTracker:
@@ -174,7 +129,6 @@ class MicroBatchTracker:
         self.checkpoint = checkpoint
         self.trigger = trigger
         self.name = name
-        self._listener = listener
         self._stopwatch = stopwatch or (lambda: clock.now().milliseconds * 1_000_000)
         self._async = self.options.async_progress_tracking_enabled
         self.query_id: uuid.UUID | None = None
@@ -186,28 +140,18 @@ class MicroBatchTracker:
         self._last_planned: Time | None = None
         self._target: tuple[Offset, ...] | None = None  # AvailableNow: where the run stops
         self._recovered: dict[Time, RecoveredBatch] = {}
-        self._planned: dict[Time, _Batch] = {}
-        self._disk_offsets: list[int] = []
-        self._disk_commits: list[int] = []
-        self._uncommitted_on_disk: set[int] = set()
+        self._planned: dict[Time, PlannedBatch] = {}
         self._failure: BaseException | None = None
         self._sequence = 0
         self._no_data_mark = 0  # the sequence number after the newest trigger found to have no new data
         self._changed: anyio.Event | None = None
-        # Progress (Spark's ProgressReporter state).
-        self._recent: collections.deque[StreamingQueryProgress] = collections.deque()
-        self._last_trigger_start: int | None = None
-        self._last_no_execution_progress: int | None = None  # None: Spark's Long.MinValue
-        self._status = StreamingQueryStatus("Initializing StreamExecution", False, False)
-        # Async tracking.
-        self._send: MemoryObjectSendStream[_Write] | None = None
-        self._receive: MemoryObjectReceiveStream[_Write] | None = None
-        self._writer_done: anyio.Event | None = None
+        self._log = library_logger("aiodstream.scheduler", component="MicroBatchTracker", query=name)
+        self._progress = ProgressReporter(self.options, name, listener, self._notify, self._log)
+        self._batch_log: BatchLog | None = None  # the offsets and commits logs, with a checkpoint, once open
         self._last_durable_issue: int | None = None
         self._first_commit_done = False
         self._stats = collections.Counter[str]()
         self.critical_path_ns: collections.deque[int] = collections.deque(maxlen=100_000)
-        self._log = library_logger("aiodstream.scheduler", component="MicroBatchTracker", query=name)
 
     # -- opening --
 
@@ -229,7 +173,7 @@ class MicroBatchTracker:
             InvalidPipelineError: an input is not replayable, or async tracking of a stateful graph.
             CheckpointError: the checkpoint cannot be resumed (see :meth:`Checkpoint.recover`).
         """
-        self._status = StreamingQueryStatus("Initializing sources", False, False)
+        self._progress.set_status("Initializing sources")
         self._inputs = tuple(self._graph.replayable_inputs())
         if self._async and not self.options.override_sink_support_check:
             unsupported = self._graph.async_unsupported_sinks()
@@ -259,18 +203,21 @@ class MicroBatchTracker:
             first = state.grid.time_of(state.latest_batch_id + 1)
             if self._async:
                 first = max(first, self._next_grid_time_after_now())
-        self._disk_offsets = list(state.offset_ids)
-        self._disk_commits = list(state.commit_ids)
+        if self.checkpoint is not None:
+            self._batch_log = BatchLog(
+                self.checkpoint, self._graph, self.grid, self.watermarks, retain=self.options.min_batches_to_retain,
+                offset_ids=list(state.offset_ids), commit_ids=list(state.commit_ids),
+                uncommitted={b.batch_id for b in state.rerun}, stats=self._stats, fail=self._fail,
+                failed=lambda: self._failure is not None, changed=self._notify, after_commit=self._after_commit)
         self._recovered = {b.time: b for b in state.rerun}
         if state.rerun:
             first_id = state.rerun[0].batch_id
         else:
             first_id = 0 if state.latest_batch_id is None else state.latest_batch_id + 1
         await self._graph.recover(self.grid.zero_time, state.history, first_id)
-        self._uncommitted_on_disk = {b.batch_id for b in state.rerun}
         if self.trigger is Trigger.AVAILABLE_NOW:
             self._target = tuple(await self._graph.latest_offsets())
-        self._status = StreamingQueryStatus("Waiting for next trigger", False, False)
+        self._progress.set_status("Waiting for next trigger")
         self._log.info("query opened", query_id=str(self.query_id), run_id=str(self.run_id), first_batch=first.milliseconds,
                        rerun=[b.batch_id for b in state.rerun], created=state.created)
         return RunPlan(self.grid.zero_time, first, tuple(b.time for b in state.rerun))
@@ -283,58 +230,22 @@ class MicroBatchTracker:
     # -- the async writer --
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run the background log writer until :meth:`close` (returns at once without async tracking)."""
-        if not self._async:
+        """Run the background log writer until :meth:`close` (returns at once without async tracking or a checkpoint)."""
+        if not self._async or self._batch_log is None:
             task_status.started()
             return
-        send, receive = anyio.create_memory_object_stream[_Write](_ASYNC_QUEUE)
-        self._send, self._receive = send, receive
-        self._writer_done = anyio.Event()
-        try:
-            async with receive:
-                task_status.started()
-                async for write in receive:
-                    if self._failure is not None:
-                        continue  # after a failed write nothing later may reach the disk out of order
-                    try:
-                        await self._write_now(write)
-                    except Exception as exc:
-                        self._fail(exc, f"async {write.kind} write for batch {write.batch.batch_id} failed")
-        finally:
-            self._writer_done.set()
+        await self._batch_log.run(task_status=task_status)
 
     async def close(self) -> None:
         """Finish the queued async writes (each is short) and stop the writer; idempotent."""
-        if self._send is not None:
-            self._send.close()
-        if self._writer_done is not None:
-            with anyio.CancelScope(shield=True):
-                await self._writer_done.wait()
+        if self._batch_log is not None:
+            await self._batch_log.close()
 
     async def flush(self) -> None:
         """Wait until every async write queued so far has been written (or has failed)."""
         target = self._stats["writes_submitted"]
         while self._stats["writes_done"] < target and self._failure is None:
             await self.wait_changed()
-
-    async def _submit(self, write: _Write) -> None:
-        assert self._send is not None, "async tracking needs MicroBatchTracker.run() running"
-        self._stats["writes_submitted"] += 1
-        await self._send.send(write)  # waits while the writer is two writes behind (back-pressure)
-
-    async def _write_now(self, write: _Write) -> None:
-        batch = write.batch
-        try:
-            if write.kind == "offsets":
-                await anyio.to_thread.run_sync(self._add_offsets, batch)
-                self._on_offsets_durable(batch)
-            else:
-                purge = self._on_commit_durable(batch)
-                await anyio.to_thread.run_sync(self._add_commit, batch, purge)
-                await self._after_commit(batch)
-        finally:
-            self._stats["writes_done"] += 1
-            self._notify()
 
     def _fail(self, exc: BaseException, what: str) -> None:
         if self._failure is None:
@@ -345,54 +256,6 @@ class MicroBatchTracker:
     def _raise_failure(self) -> None:
         if self._failure is not None:
             raise self._failure
-
-    # -- blocking writes (worker threads) --
-
-    def _entry(self, batch: _Batch) -> OffsetSeq:
-        assert self.grid is not None
-        conf = self.grid.conf()
-        if self.watermarks.enabled:
-            conf[WATERMARK_POLICY_KEY] = self.watermarks.policy
-        return OffsetSeq(batch.end, OffsetSeqMetadata(batch.watermarks.eviction_ms, batch.time.milliseconds, conf))
-
-    def _add_offsets(self, batch: _Batch) -> None:
-        assert self.checkpoint is not None
-        if not self.checkpoint.offsets.add(batch.batch_id, self._entry(batch)):
-            raise concurrent_log_update_error(batch.batch_id, self.checkpoint.offsets.path_of(batch.batch_id))
-
-    def _add_commit(self, batch: _Batch, purge: tuple[int, list[int], list[int]] | None) -> None:
-        assert self.checkpoint is not None
-        if not self.checkpoint.commits.add(batch.batch_id, CommitMetadata(batch.next_watermark_ms)):
-            raise concurrent_log_update_error(batch.batch_id, self.checkpoint.commits.path_of(batch.batch_id))
-        if purge is not None:
-            # In the same worker-thread call as the commit: one thread hop per batch, not two.
-            self.checkpoint.purge(*purge)
-
-    def _purge_plan(self) -> tuple[int, list[int], list[int]] | None:
-        """What to purge now (computed on the event loop, deleted in a thread), or ``None``."""
-        keep = self.options.min_batches_to_retain + 1
-        disk = self._disk_offsets
-        if len(disk) <= keep:
-            return None
-        threshold = disk[-keep]
-        # A batch that may still be re-run, or whose input the graph needs to rebuild its state,
-        # needs its own entry and the one before it (its start).
-        needed = [b for b in (min(self._uncommitted_on_disk, default=None), self._graph.oldest_needed_batch()) if b is not None]
-        if needed:
-            oldest = min(needed)
-            i = bisect.bisect_left(disk, oldest)
-            threshold = min(threshold, disk[i - 1] if i > 0 else oldest)
-        if threshold <= disk[0] and (not self._disk_commits or threshold <= self._disk_commits[0]):
-            return None
-        offsets = [b for b in disk if b < threshold]
-        commits = [b for b in self._disk_commits if b < threshold]
-        return threshold, offsets, commits
-
-    def _apply_purge(self, plan: tuple[int, list[int], list[int]]) -> None:
-        threshold, offsets, commits = plan
-        del self._disk_offsets[: bisect.bisect_left(self._disk_offsets, threshold)]
-        del self._disk_commits[: bisect.bisect_left(self._disk_commits, threshold)]
-        self._stats["purged"] += len(offsets) + len(commits)
 
     # -- BatchPlanner: before a batch's jobs exist --
 
@@ -416,20 +279,19 @@ class MicroBatchTracker:
         if recovered is not None:
             # The logged watermarks: a re-run judges its data exactly as the first run did.
             watermarks = BatchWatermarks(recovered.watermark_ms, recovered.late_watermark_ms)
-            batch = _Batch(recovered.batch_id, time, recovered.start, recovered.end, None, now, self._last_trigger_start,
-                           self._sequence, True, True, watermarks, offsets_issued=True)
-            self._last_trigger_start = now
+            batch = PlannedBatch(recovered.batch_id, time, recovered.start, recovered.end, None, now,
+                                 self._progress.trigger_started(now), self._sequence, True, True, watermarks, offsets_issued=True)
             self._last_batch_watermark = recovered.watermark_ms
             batch.planned_at = now
             self._planned[time] = batch
             self._graph.set_batch_offsets(time, batch.start, batch.end)
             self._graph.set_batch_watermarks(time, watermarks)
             self._stats["planned"] += 1
-            self._status = StreamingQueryStatus("Processing new data", True, True)
+            self._progress.set_status("Processing new data", True, True)
             return
         batch_id = grid.batch_id_of(time)
         start = self._last_end
-        self._status = StreamingQueryStatus(f"Getting offsets from {self._describe_inputs()}", self._status.is_data_available, True)
+        self._progress.set_status(f"Getting offsets from {self._describe_inputs()}", self.status.is_data_available, True)
         latest = self._offsets(await self._graph.latest_offsets(), "latest_offsets")
         if self.trigger is Trigger.ONCE:
             end = latest  # Once ignores read limits, as in Spark
@@ -441,12 +303,11 @@ class MicroBatchTracker:
         # Batch N runs with the watermark that the batches finished so far produced, and drops
         # late rows by batch N - 1's: both go into its offsets entry before anything runs.
         watermarks = BatchWatermarks(self.watermarks.current_ms, self._last_batch_watermark)
-        batch = _Batch(batch_id, time, start, end, latest, now, self._last_trigger_start, self._sequence, has_data, False,
-                       watermarks)
-        self._last_trigger_start = now
+        batch = PlannedBatch(batch_id, time, start, end, latest, now, self._progress.trigger_started(now), self._sequence,
+                             has_data, False, watermarks)
         self._last_batch_watermark = watermarks.eviction_ms
         batch.durations["latestOffset"] = planned_at - now
-        self._status = StreamingQueryStatus("Writing offsets to log", has_data, True)
+        self._progress.set_status("Writing offsets to log", has_data, True)
         tick = self._stopwatch()
         await self._log_offsets(batch)
         elapsed = self._stopwatch() - tick
@@ -460,8 +321,7 @@ class MicroBatchTracker:
         self._graph.set_batch_offsets(time, start, end)
         self._graph.set_batch_watermarks(time, watermarks)
         self._stats["planned"] += 1
-        self._status = StreamingQueryStatus("Processing new data" if has_data else "Processing a batch without new data",
-                                            has_data, True)
+        self._progress.set_status("Processing new data" if has_data else "Processing a batch without new data", has_data, True)
 
     def _offsets(self, offsets: Sequence[Offset], method: str) -> tuple[Offset, ...]:
         result = tuple(offsets)
@@ -475,29 +335,19 @@ class MicroBatchTracker:
     def _describe_inputs(self) -> str:
         return ", ".join(i.description for i in self._inputs) or "no sources"
 
-    async def _log_offsets(self, batch: _Batch) -> None:
-        if self.checkpoint is None:
+    async def _log_offsets(self, batch: PlannedBatch) -> None:
+        log = self._batch_log
+        if log is None:
             return
         if not self._async:
-            try:
-                await anyio.to_thread.run_sync(self._add_offsets, batch)
-            except BaseException as exc:
-                self._fail(exc, f"writing the offsets of batch {batch.batch_id} failed")
-                raise
-            batch.offsets_issued = True
-            self._on_offsets_durable(batch)
+            await log.write_offsets(batch)
             return
         now = self._clock.now().milliseconds
         interval = self.options.async_progress_tracking_checkpoint_interval_ms
         if interval == 0 or self._last_durable_issue is None or now - self._last_durable_issue >= interval:
             self._last_durable_issue = now
             batch.offsets_issued = True
-            await self._submit(_Write("offsets", batch))
-
-    def _on_offsets_durable(self, batch: _Batch) -> None:
-        bisect.insort(self._disk_offsets, batch.batch_id)
-        self._uncommitted_on_disk.add(batch.batch_id)
-        self._stats["durable_offsets"] += 1
+            await log.submit("offsets", batch)
 
     # -- BatchPlanner: after a batch's jobs ended --
 
@@ -511,7 +361,7 @@ class MicroBatchTracker:
             return
         if not succeeded:
             self._stats["failed"] += 1
-            self._status = StreamingQueryStatus("Waiting for next trigger", self._status.is_data_available, bool(self._planned))
+            self._progress.set_status("Waiting for next trigger", self.status.is_data_available, bool(self._planned))
             self._notify()
             return
         committing_at = self._clock.now().milliseconds
@@ -530,19 +380,15 @@ class MicroBatchTracker:
             # state it produced must be readable by then.
             await self._graph.prepare_commit(batch.time, batch.batch_id)
         tick = self._stopwatch()
-        if self.checkpoint is not None and not self._failure:
+        log = self._batch_log
+        if log is not None and not self._failure:
             if not self._async:
-                purge = self._on_commit_durable(batch)
-                try:
-                    await anyio.to_thread.run_sync(self._add_commit, batch, purge)
-                except BaseException as exc:
-                    self._fail(exc, f"writing the commit of batch {batch.batch_id} failed")
-                    raise
+                await log.write_commit(batch)
             elif batch.offsets_issued or not self._first_commit_done:
                 # Spark's rule: a durable commit where the offsets were written durably, and for the
                 # first batch of a run (whose offsets may come from an earlier run's sparse log).
                 self._first_commit_done = True
-                await self._submit(_Write("commits", batch))
+                await log.submit("commits", batch)
         elapsed = self._stopwatch() - tick
         batch.critical_ns += elapsed
         self._stats["commit_ns"] += elapsed
@@ -561,22 +407,14 @@ class MicroBatchTracker:
         self.critical_path_ns.append(batch.critical_ns)
         if not batch.has_data:
             self._no_data_mark = max(self._no_data_mark, batch.sequence)
-        self._status = StreamingQueryStatus("Waiting for next trigger", batch.has_data, bool(self._planned))
-        await self._report(self._progress_of(batch, job_set, end_at))
+        self._progress.set_status("Waiting for next trigger", batch.has_data, bool(self._planned))
+        assert self.query_id is not None
+        await self._progress.report(self._progress.batch_progress(batch, job_set, end_at, self._inputs, self.query_id,
+                                                                  self.run_id, self.watermarks.enabled))
 
-    def _on_commit_durable(self, batch: _Batch) -> tuple[int, list[int], list[int]] | None:
-        # Bookkeeping for a commit about to be written, and what to purge along with it. Done
-        # before the write: if the write fails, the tracker stops every later batch anyway.
-        bisect.insort(self._disk_commits, batch.batch_id)
-        self._uncommitted_on_disk.discard(batch.batch_id)
-        self._stats["durable_commits"] += 1
-        plan = self._purge_plan()
-        if plan is not None:
-            self._apply_purge(plan)
-        return plan
-
-    async def _after_commit(self, batch: _Batch) -> None:
-        if not self._uncommitted_on_disk or batch.batch_id < min(self._uncommitted_on_disk):
+    async def _after_commit(self, batch: PlannedBatch) -> None:
+        assert self._batch_log is not None
+        if self._batch_log.committed_through(batch.batch_id):
             # Every batch up to this one is committed: the inputs may release what precedes its end.
             await self._graph.commit_offsets(batch.end)
 
@@ -587,69 +425,24 @@ class MicroBatchTracker:
 
     # -- progress --
 
-    def _rates(self, rows: int, batch: _Batch, end_at: int) -> tuple[float, float]:
-        previous = batch.previous_trigger_start
-        if previous is None:
-            input_rate = 0.0  # first trigger of the run: Spark divides by an infinite interval
-        else:
-            elapsed = (batch.trigger_start - previous) / 1000
-            input_rate = rows / elapsed if elapsed > 0 else (math.inf if rows else math.nan)
-        processed = rows / (max(1, end_at - batch.trigger_start) / 1000)
-        return input_rate, processed
-
-    def _progress_of(self, batch: _Batch, job_set: JobSet, end_at: int) -> StreamingQueryProgress:
-        sources = []
-        for i, source in enumerate(self._inputs):
-            info = job_set.input_infos.get(source.stream_id)
-            rows = info.num_records if info is not None else 0
-            input_rate, processed = self._rates(rows, batch, end_at)
-            latest = batch.latest[i] if batch.latest is not None else batch.end[i]
-            sources.append(SourceProgress(source.description, batch.start[i], batch.end[i], latest, rows, input_rate, processed))
-        sink = SinkProgress(", ".join(job.name for job in job_set.jobs) or "no outputs")
-        self._last_no_execution_progress = end_at
-        assert self.query_id is not None
-        event_time: dict[str, str] = {}
-        if batch.event_time is not None:
-            seen = batch.event_time
-            event_time.update(avg=format_timestamp(seen.avg_ms), max=format_timestamp(seen.max_ms),
-                              min=format_timestamp(seen.min_ms))
-        if self.watermarks.enabled:
-            event_time["watermark"] = format_timestamp(batch.watermarks.eviction_ms)
-        return StreamingQueryProgress(
-            self.query_id, self.run_id, self.name, format_timestamp(batch.trigger_start), batch.batch_id,
-            end_at - batch.trigger_start, dict(batch.durations), tuple(sources), sink, event_time,
-            batch_time_ms=batch.time.milliseconds, state_operators=batch.state_operators,
-        )
-
-    async def _report(self, progress: StreamingQueryProgress) -> None:
-        buffer = self._recent
-        buffer.append(progress)
-        while len(buffer) >= self.options.num_recent_progress_updates:
-            buffer.popleft()
-        self._notify()
-        self._log.debug("query made progress", batch_id=progress.batch_id, num_input_rows=progress.num_input_rows,
-                       duration_ms=dict(progress.duration_ms))
-        if self._listener is not None:
-            await self._listener.on_query_progress(progress)
-
     @property
     def last_progress(self) -> StreamingQueryProgress | None:
         """The newest progress entry, or ``None``."""
-        return self._recent[-1] if self._recent else None
+        return self._progress.ring.last
 
     @property
     def recent_progress(self) -> list[StreamingQueryProgress]:
         """The buffered progress entries, oldest first (at most ``numRecentProgressUpdates - 1``)."""
-        return list(self._recent)
+        return self._progress.ring.recent()
 
     @property
     def status(self) -> StreamingQueryStatus:
         """What the query is doing now."""
-        return self._status
+        return self._progress.status
 
     def set_status(self, message: str) -> None:
         """Set the status message with both flags false (stop, failure)."""
-        self._status = StreamingQueryStatus(message, False, False)
+        self._progress.set_status(message)
 
     # -- trigger-driven runs (once, available-now) --
 
@@ -668,7 +461,7 @@ class MicroBatchTracker:
         """
         self._raise_failure()
         start_ms = self._clock.now().milliseconds
-        self._status = StreamingQueryStatus(f"Getting offsets from {self._describe_inputs()}", False, True)
+        self._progress.set_status(f"Getting offsets from {self._describe_inputs()}", False, True)
         latest = self._offsets(await self._graph.latest_offsets(), "latest_offsets")
         if self.trigger is Trigger.ONCE:
             end = latest
@@ -678,28 +471,10 @@ class MicroBatchTracker:
         if end != self._last_end:
             return True
         end_ms = self._clock.now().milliseconds
-        self._last_trigger_start = start_ms
         self._no_data_mark = max(self._no_data_mark, self._sequence + 1)
-        self._status = StreamingQueryStatus("Waiting for data to arrive", False, False)
-        interval = self.options.no_data_progress_event_interval_ms
-        last = self._last_no_execution_progress
-        if last is None or end_ms - interval >= last:
-            assert self.grid is not None and self.query_id is not None
-            next_id = self.grid.batch_id_of(self.next_trigger_time())
-            sources = tuple(
-                SourceProgress(s.description, self._last_end[i], self._last_end[i], latest[i], 0, 0.0, 0.0)
-                for i, s in enumerate(self._inputs)
-            )
-            progress = StreamingQueryProgress(
-                self.query_id, self.run_id, self.name, format_timestamp(start_ms), next_id, end_ms - start_ms,
-                {"latestOffset": end_ms - start_ms, "triggerExecution": end_ms - start_ms}, sources, SinkProgress("no outputs"),
-            )
-            self._recent.append(progress)
-            while len(self._recent) >= self.options.num_recent_progress_updates:
-                self._recent.popleft()
-            if last is not None and self._listener is not None:
-                await self._listener.on_query_idle(self.query_id, self.run_id, format_timestamp(start_ms))
-            self._last_no_execution_progress = end_ms
+        assert self.grid is not None and self.query_id is not None
+        await self._progress.idle_trigger(start_ms, end_ms, self.grid.batch_id_of(self.next_trigger_time()), self._inputs,
+                                          self._last_end, latest, self.query_id, self.run_id)
         self._notify()
         return False
 

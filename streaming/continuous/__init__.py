@@ -5,6 +5,7 @@ the tasks (``run_task``) run on Spark's executors through ``SparkTaskLauncher``,
 through ``ThreadTaskLauncher``. Sources and sinks here read and write continuously.
 """
 
+from ._commits import IllegalStateError
 from ._coordinator import (
     COMMIT_QUEUE_EXCEEDED,
     EPOCH_QUEUE_EXCEEDED,
@@ -16,8 +17,9 @@ from ._coordinator import (
     EpochCoordinator,
     EpochCoordinatorStatistics,
 )
-from ._execution import ContinuousExecution, ContinuousExecutionStatistics, ContinuousOptions, IllegalStateError
+from ._execution import ContinuousExecution, ContinuousExecutionStatistics
 from ._launchers import SparkTaskLauncher, TaskLauncher, ThreadTaskLauncher
+from ._options import ContinuousOptions
 from ._plan import Branch, Continuous, ContinuousPlan, ContinuousStream, unsupported_operation
 from ._protocol import (
     CommitPartitionEpoch,

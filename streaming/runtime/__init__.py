@@ -1,14 +1,24 @@
-"""The async runtime a streaming program runs on: lifecycle, waiter, listeners (Spark's ``StreamingContext`` core).
+"""The async runtimes a streaming program runs on, and what they share (Spark's ``StreamingContext`` core and ``StreamExecution``).
 
-It hosts the scheduler's JobGenerator and JobScheduler and the listener bus for any job graph:
-a DStream graph, a plain-Python pipeline or a simulated one. Runtimes that track a query
-report to the process's :data:`query_registry`.
+:class:`StreamingRuntime` hosts the scheduler's JobGenerator and JobScheduler and the listener bus
+for any job graph: a DStream graph, a plain-Python pipeline or a simulated one. Every query runtime
+(this one and the continuous one) keeps the :class:`QueryRuntime` contract on a :class:`RuntimeCore`
+and reports to the process's :data:`query_registry`.
 """
 
-from ._manager import QueryRegistry, RegisteredQuery, query_registry
+from ._core import RuntimeCore
+from ._manager import QueryRegistration, QueryRegistry, RegisteredQuery, query_registry
 from ._protocol import QueryRuntime
-from ._runtime import StreamingRuntime, exit_task_group, run_until_stopped
+from ._runtime import StreamingRuntime
 from ._state import StreamingContextState
 
-__all__ = ["QueryRegistry", "QueryRuntime", "RegisteredQuery", "StreamingContextState", "StreamingRuntime", "exit_task_group",
-           "query_registry", "run_until_stopped"]
+__all__ = [
+    "QueryRegistration",
+    "QueryRegistry",
+    "QueryRuntime",
+    "RegisteredQuery",
+    "RuntimeCore",
+    "StreamingContextState",
+    "StreamingRuntime",
+    "query_registry",
+]

@@ -1,9 +1,9 @@
-"""The process's queries: which are active, which terminated, and the listeners every query gets.
+"""The process's queries: which are active (unique by name, checkpoint and id), which terminated, the listeners every query gets.
 
 Spark's ``StreamingQueryManager`` keeps these per SparkSession; a Python process here runs its
-queries (runtimes with a query tracker, and the StreamingContexts built on them) on one or more
-event loops, so the registry is process-wide and thread-safe. The pyspark-facing
-``StreamingQueryManager`` (``streaming.streams``) wraps it.
+queries (micro-batch runtimes with a query tracker, continuous queries, and the StreamingContexts
+built on them) on one or more event loops, so the registry is process-wide and thread-safe. The
+pyspark-facing ``StreamingQueryManager`` (``streaming.streams``) wraps it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ from typing import Protocol
 import anyio
 import anyio.to_thread
 
-__all__ = ["QueryRegistry", "RegisteredQuery", "query_registry"]
+from listeners import StreamingListenerBus
+from scheduler import CheckpointClaim, CheckpointPath, InvalidPipelineError, StreamingStateError, checkpoint_claims
+
+__all__ = ["QueryRegistration", "QueryRegistry", "RegisteredQuery", "query_registry"]
 
 
 class RegisteredQuery(Protocol):
@@ -39,8 +42,11 @@ _UNSET = _Unset()
 
 
 class QueryRegistry:
-    """Active queries by id, the last termination, and listeners added to every query.
+    """Active queries by name, checkpoint and id, the last termination, and listeners added to every query.
 
+    The uniqueness rules hold for every kind of query (micro-batch and continuous): a query
+    claims its name first, then its checkpoint directory (before anything there changes), then
+    its id (read from the checkpoint); :meth:`forget` or :meth:`terminated` gives all three up.
     Thread-safe: runtimes start and stop on any thread's event loop.
     """
 
@@ -48,6 +54,7 @@ class QueryRegistry:
         """An empty registry."""
         self._lock = threading.Condition()
         self._active: dict[uuid.UUID, RegisteredQuery] = {}
+        self._names: dict[str, RegisteredQuery] = {}
         self._listeners: list[tuple[object, object, str | None]] = []  # (as given, as registered, name)
         # Spark's lastTerminatedQueryException: unset, None (a clean termination) or the failure.
         self._last: _Unset | BaseException | None = _UNSET
@@ -55,18 +62,50 @@ class QueryRegistry:
 
     # -- the runtimes' side --
 
-    def claim(self, runtime: RegisteredQuery, query_id: uuid.UUID) -> RegisteredQuery | None:
-        """Make ``runtime`` the active query ``query_id``, unless another is: then that one is returned."""
+    def claim_name(self, runtime: RegisteredQuery, name: str | None) -> None:
+        """Reserve ``name`` (if any) for ``runtime`` while it is active.
+
+        Raises:
+            InvalidPipelineError: another active query has that name.
+        """
+        if name is None:
+            return
+        with self._lock:
+            other = self._names.get(name)
+            if other is not None and other is not runtime:
+                raise InvalidPipelineError(
+                    f"cannot start query {name!r}: a query with that name is already active in this process; give each "
+                    "active query its own name")
+            self._names[name] = runtime
+
+    def claim_checkpoint(self, runtime: RegisteredQuery, location: CheckpointPath, run_id: uuid.UUID) -> CheckpointClaim:
+        """Claim the checkpoint directory ``location`` for ``runtime`` (in this process and on the file system); blocking.
+
+        Raises:
+            ConcurrentCheckpointUpdateError: another query holds it (Spark's message).
+        """
+        return checkpoint_claims.claim(location, runtime, run_id=run_id)
+
+    def claim_id(self, runtime: RegisteredQuery, query_id: uuid.UUID) -> None:
+        """Make ``runtime`` the active query ``query_id``: the manager lists it from now on.
+
+        Raises:
+            StreamingStateError: another active query has that id (it was started from a copy of this checkpoint).
+        """
         with self._lock:
             other = self._active.get(query_id)
-            if other is not None and other is not runtime:
-                return other
-            self._active[query_id] = runtime
-            return None
+            if other is None or other is runtime:
+                self._active[query_id] = runtime
+                return
+        raise StreamingStateError(
+            f"cannot start query {query_id}: it is already active in this process ({other!r}, from a copy of this "
+            "checkpoint); stop that query first, or start this one from a new checkpoint directory")
 
     def _drop(self, runtime: RegisteredQuery) -> None:
         for key in [k for k, v in self._active.items() if v is runtime]:
             del self._active[key]
+        for name in [k for k, v in self._names.items() if v is runtime]:
+            del self._names[name]
 
     def terminated(self, runtime: RegisteredQuery, error: BaseException | None) -> None:
         """``runtime`` terminated, with its death cause or ``None``."""
@@ -79,7 +118,7 @@ class QueryRegistry:
             self._lock.notify_all()
 
     def forget(self, runtime: RegisteredQuery) -> None:
-        """``runtime`` is no longer active, without a termination to report (its start failed)."""
+        """``runtime`` is no longer active (its name and id are free again), without a termination to report; idempotent."""
         with self._lock:
             self._drop(runtime)
 
@@ -155,3 +194,51 @@ class QueryRegistry:
 
 query_registry = QueryRegistry()
 """The process's registry."""
+
+
+class QueryRegistration:
+    """One query's place in a registry: its name, checkpoint claim and id, claimed in that order and given up together.
+
+    Each query runtime holds one; it is the runtime's only way into the registry.
+    """
+
+    def __init__(self, runtime: RegisteredQuery, registry: QueryRegistry | None = None) -> None:
+        """The place of ``runtime`` in ``registry`` (default: the process's)."""
+        self._runtime = runtime
+        self._registry = registry if registry is not None else query_registry
+        self._claim: CheckpointClaim | None = None
+
+    def add_manager_listeners(self, bus: StreamingListenerBus) -> None:
+        """Put the listeners added to every query (``streams.addListener``) on ``bus``: they hear the query from its start."""
+        for listener, name in self._registry.listeners():
+            if listener not in bus.listeners:
+                bus.add_listener(listener, name=name)
+
+    def claim_name(self, name: str | None) -> None:
+        """See :meth:`QueryRegistry.claim_name`."""
+        self._registry.claim_name(self._runtime, name)
+
+    def claim_checkpoint(self, location: CheckpointPath, run_id: uuid.UUID) -> CheckpointClaim:
+        """See :meth:`QueryRegistry.claim_checkpoint` (blocking); the claim is kept until :meth:`release`."""
+        self._claim = self._registry.claim_checkpoint(self._runtime, location, run_id)
+        return self._claim
+
+    def claim_id(self, query_id: uuid.UUID) -> None:
+        """See :meth:`QueryRegistry.claim_id`."""
+        self._registry.claim_id(self._runtime, query_id)
+
+    async def release(self, *, terminated: bool = False, death: BaseException | None = None) -> None:
+        """Give up the checkpoint, then the name and id; with ``terminated``, report the termination and its death cause.
+
+        The checkpoint goes first, so a query started by whoever waits for the termination can
+        claim it. Giving up a Hadoop lease is file I/O through py4j: off the loop, and finished
+        even when cancelled. Idempotent.
+        """
+        claim, self._claim = self._claim, None
+        if claim is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(claim.release)
+        if terminated:
+            self._registry.terminated(self._runtime, death)
+        else:
+            self._registry.forget(self._runtime)

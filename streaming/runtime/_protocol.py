@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
-from scheduler import Duration, StreamingQueryProgress, StreamingQueryStatus
+from scheduler import Duration, JobFailedError, StreamingQueryProgress, StreamingQueryStatus
 from scheduler.query import CheckpointPath
 
 from ._state import StreamingContextState
@@ -28,6 +28,12 @@ class QueryRuntime(Protocol):
     application. Inside it, ``start()`` runs the query and ``stop()`` ends it; leaving the block stops
     a still-active runtime (gracefully on a normal exit, at once on an exception or cancellation).
     The state moves one way: ``INITIALIZED`` → ``ACTIVE`` → ``STOPPED``.
+
+    Both runtimes keep it on a :class:`~streaming.runtime.RuntimeCore` (task group, stop-once,
+    waiter, listeners on the loop, services) and claim their name, checkpoint and id in the
+    process's query registry. A micro-batch runtime without query tracking (no checkpoint,
+    trigger or progress tracking) is not a query: its ``id`` and ``run_id`` are ``None`` and
+    ``status``, the progress and ``process_all_available`` raise ``StreamingStateError``.
     """
 
     name: str | None
@@ -46,11 +52,11 @@ class QueryRuntime(Protocol):
 
     @property
     def id(self) -> uuid.UUID | None:
-        """The query id, kept across restarts on the same checkpoint (``None`` before start or when nothing tracks a query)."""
+        """The query id, kept across restarts on the same checkpoint (``None`` before start, or when the runtime is not a query)."""
 
     @property
     def run_id(self) -> uuid.UUID | None:
-        """This run's id, new at every start (``None`` when nothing tracks a query)."""
+        """This run's id, new at every start (``None`` when the runtime is not a query)."""
 
     @property
     def status(self) -> StreamingQueryStatus:
@@ -90,8 +96,8 @@ class QueryRuntime(Protocol):
     async def await_termination(self, timeout: Duration | None = None) -> bool:
         """Wait until the query stops (True) or ``timeout`` passes on the runtime's clock (False); raises its failure."""
 
-    def exception(self) -> BaseException | None:
-        """The failure that a later :meth:`await_termination` raises, or ``None``."""
+    def exception(self) -> JobFailedError | None:
+        """The failure that a later :meth:`await_termination` raises (a terminated query's ``StreamingQueryException``), or ``None``."""
 
     async def process_all_available(self) -> None:
         """Wait until the query has processed all input available when the call was made (Spark's ``processAllAvailable``)."""

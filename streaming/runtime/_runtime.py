@@ -9,28 +9,17 @@ reports. The pyspark-compatible ``StreamingContext`` is built on it.
 
 from __future__ import annotations
 
-import functools
 import os
-import sys
-import threading
-import time as _time
 import uuid
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Coroutine, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Coroutine, Mapping, Sequence
 
 import anyio
 import anyio.abc
-import anyio.from_thread
-import anyio.lowlevel
-
-if sys.version_info < (3, 11):
-    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from listeners import (
     DEFAULT_LISTENER_EXIT_TIMEOUT,
     OverflowPolicy,
-    QueryIdle,
-    QueryProgress,
     QueryStarted,
     QueryTerminated,
     StreamingListenerBus,
@@ -39,8 +28,6 @@ from listeners import (
 )
 from scheduler import (
     BatchHook,
-    Checkpoint,
-    CheckpointClaim,
     CheckpointPath,
     Clock,
     Duration,
@@ -51,8 +38,6 @@ from scheduler import (
     JobScheduler,
     MicroBatchTracker,
     Milliseconds,
-    ProgressTrackingOptions,
-    ReplayableGraph,
     RunPlan,
     StreamingQueryException,
     StreamingQueryProgress,
@@ -61,46 +46,17 @@ from scheduler import (
     SystemClock,
     Time,
     Trigger,
-    as_checkpoint_path,
-    checkpoint_claims,
     format_timestamp,
     library_logger,
     redacted_traceback,
-    run_with_timeout,
 )
 
-from ._manager import query_registry
+from ._core import RuntimeCore
+from ._manager import QueryRegistration
+from ._micro_batch_query import death_cause, drive_triggers, error_class_of, first_of, open_query, query_tracker
 from ._state import StreamingContextState
 
-__all__ = ["StreamingContextState", "StreamingRuntime", "exit_task_group", "run_until_stopped"]
-
-
-# Queries active in this process, by name (Spark keeps these per SparkSession); their checkpoint
-# directories are claimed in scheduler's checkpoint_claims, their ids in query_registry.
-# Runtimes may live on different threads' event loops, hence the lock.
-_active_lock = threading.Lock()
-_active_names: dict[str, StreamingRuntime] = {}
-
-
-_K = TypeVar("_K")
-
-
-def _forget(registry: dict[_K, StreamingRuntime], runtime: StreamingRuntime) -> None:
-    for key in [k for k, v in registry.items() if v is runtime]:
-        del registry[key]
-
-
-class _BusReports:
-    """The tracker's progress reports, posted to the listener bus as query events."""
-
-    def __init__(self, bus: StreamingListenerBus) -> None:
-        self._bus = bus
-
-    async def on_query_progress(self, progress: StreamingQueryProgress) -> None:
-        await self._bus.post(QueryProgress(progress))
-
-    async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
-        await self._bus.post(QueryIdle(query_id, run_id, timestamp))
+__all__ = ["StreamingRuntime"]
 
 
 class StreamingRuntime:
@@ -195,17 +151,13 @@ class StreamingRuntime:
                 not replayable.
         """
         if not isinstance(batch_duration, Duration):
-            raise InvalidDurationError(
-                f"batch duration must be a Duration, got {type(batch_duration).__name__} {batch_duration!r}; "
-                "pass e.g. Seconds(1) or Milliseconds(500)"
-            )
+            raise InvalidDurationError(f"batch duration must be a Duration, got {type(batch_duration).__name__} "
+                                       f"{batch_duration!r}; pass e.g. Seconds(1) or Milliseconds(500)")
         if batch_duration.milliseconds <= 0:
-            raise InvalidDurationError(
-                f"batch duration must be a positive multiple of 1 ms, got {batch_duration}; pass e.g. Seconds(1)"
-            )
-        if graceful_stop_timeout is not None and (
-            not isinstance(graceful_stop_timeout, Duration) or graceful_stop_timeout.milliseconds < 0
-        ):
+            raise InvalidDurationError(f"batch duration must be a positive multiple of 1 ms, got {batch_duration}; "
+                                       "pass e.g. Seconds(1)")
+        if graceful_stop_timeout is not None and (not isinstance(graceful_stop_timeout, Duration)
+                                                  or graceful_stop_timeout.milliseconds < 0):
             raise InvalidDurationError(f"graceful_stop_timeout must be a non-negative Duration, got {graceful_stop_timeout!r}")
         self.graph = graph
         self.batch_duration = batch_duration
@@ -226,44 +178,20 @@ class StreamingRuntime:
         self._driver_scope: anyio.CancelScope | None = None
         self.handle: object = self
         """What the query manager hands out for this query (a StreamingContext sets itself)."""
-        self._loop_token: anyio.lowlevel.EventLoopToken | None = None
-        self._loop_thread: int | None = None
-        self._registered = False
-        self._checkpoint_claim: CheckpointClaim | None = None
+        self._registration = QueryRegistration(self)
+        self._log = library_logger("aiodstream.streaming", component="StreamingRuntime", name=name)
+        self._core = RuntimeCore(self.listener_bus, self.clock, kind="runtime", log=self._log)
         self._configure(checkpoint_location)
-        self._state = StreamingContextState.INITIALIZED
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._error: JobFailedError | None = None
-        self._stopped = False
-        self._waiter_changed: anyio.Event | None = None
-        self._stop_done: anyio.Event | None = None
         self._scheduler_done: anyio.Event | None = None
         self.start_time: Time | None = None
         self.first_batch_time: Time | None = None
-        self._log = library_logger("aiodstream.streaming", component="StreamingRuntime", name=name)
 
     def _configure(self, checkpoint_location: str | os.PathLike[str] | CheckpointPath | None) -> None:
         """Build the query tracker (if any) and the scheduler for ``checkpoint_location``."""
-        graph, trigger, options = self.graph, self.trigger, self._options
-        self.tracker: MicroBatchTracker | None = None
-        if checkpoint_location is not None or trigger is not Trigger.PROCESSING_TIME or options or self._track_progress:
-            if not isinstance(graph, ReplayableGraph):
-                raise InvalidPipelineError(
-                    f"checkpointing, triggers and progress need a graph with replayable input (such as a Pipeline of "
-                    f"ListSource or DirectorySource sources); {type(graph).__name__} is not one"
-                )
-            self.tracker = MicroBatchTracker(
-                graph,
-                self.batch_duration,
-                clock=self.clock,
-                checkpoint=None if checkpoint_location is None else Checkpoint(checkpoint_location),
-                options=ProgressTrackingOptions.from_options(options),
-                trigger=trigger,
-                name=self.name,
-                listener=_BusReports(self.listener_bus),
-                # Critical-path statistics at sub-millisecond precision when time is real.
-                stopwatch=_time.perf_counter_ns if isinstance(self.clock, SystemClock) else None,
-            )
+        graph = self.graph
+        self.tracker = query_tracker(graph, self.batch_duration, self.clock, self.listener_bus,
+                                     checkpoint_location=checkpoint_location, trigger=self.trigger, options=self._options,
+                                     track_progress=self._track_progress, name=self.name)
         self.checkpoint_location = checkpoint_location
         option = self._stop_on_failure_option
         self.stop_on_failure = (checkpoint_location is not None) if option is None else bool(option)
@@ -291,8 +219,8 @@ class StreamingRuntime:
             StreamingStateError: the runtime was already started.
             InvalidPipelineError: the graph is not replayable, or a bad option.
         """
-        if self._state is not StreamingContextState.INITIALIZED:
-            raise StreamingStateError(f"the checkpoint location can only be set before start; the runtime is {self._state.value}")
+        if self.state is not StreamingContextState.INITIALIZED:
+            raise StreamingStateError(f"the checkpoint location can only be set before start; the runtime is {self.state.value}")
         if options is not None:
             self._options = options
         self._configure(checkpoint_location)
@@ -307,7 +235,7 @@ class StreamingRuntime:
     @property
     def state(self) -> StreamingContextState:
         """The lifecycle state."""
-        return self._state
+        return self._core.state
 
     def add_listener(self, listener: object, *, name: str | None = None, on_loop: bool | None = None) -> None:
         """Register a listener; allowed before and after start, from any thread.
@@ -316,58 +244,25 @@ class StreamingRuntime:
         (or the listener's ``run_on_loop`` attribute) says they are quick enough for the event
         loop: see :class:`listeners.StreamingListenerBus`.
         """
-        self._on_loop(lambda: self.listener_bus.add_listener(listener, name=name, on_loop=on_loop))
+        self._core.add_listener(listener, name=name, on_loop=on_loop)
 
     def remove_listener(self, listener: object) -> None:
         """Unregister a listener (from any thread)."""
-        self._on_loop(lambda: self.listener_bus.remove_listener(listener))
-
-    def _on_loop(self, action: Callable[[], None]) -> None:
-        # The bus belongs to the runtime's event loop: a call from another thread (a pyspark
-        # program's main thread, the query manager) is handed to that loop while it runs.
-        token = self._loop_token
-        if token is None or threading.get_ident() == self._loop_thread or self._state is StreamingContextState.STOPPED:
-            action()
-            return
-        try:
-            anyio.from_thread.run_sync(action, token=token)
-        except RuntimeError as exc:
-            if "event loop" not in str(exc).lower() and "not running" not in str(exc).lower():
-                raise
-            action()  # the loop has ended meanwhile
+        self._core.remove_listener(listener)
 
     # -- home: the task group everything runs in --
 
     async def __aenter__(self) -> StreamingRuntime:
-        if self._tg is not None:
-            raise StreamingStateError("this runtime is already entered; a runtime has one home")
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        self._loop_token = anyio.lowlevel.current_token()
-        self._loop_thread = threading.get_ident()
+        await self._core.enter()
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool | None:
-        assert self._tg is not None
-        try:
-            if self._stop_done is not None and not self._stop_done.is_set():
-                await self._stop_done.wait()  # a stop is under way elsewhere
-            elif self._state is StreamingContextState.ACTIVE:
-                if exc is None:
-                    await self.stop(graceful=True)
-                else:
-                    # Cancellation or an error in the host: stop now, shielded so the bookkeeping
-                    # finishes, and without waiting for running jobs (they are abandoned).
-                    with anyio.CancelScope(shield=True):
-                        await self._stop(graceful=False, abandon_after=Duration(0))
-            elif self._state is StreamingContextState.INITIALIZED:
-                self._state = StreamingContextState.STOPPED
-                self._mark_stopped()
-        finally:
-            tg, self._tg = self._tg, None
-            result = await exit_task_group(tg, exc_type, exc, tb)
-        return result
+        # A normal exit stops gracefully; cancellation or an error in the host stops now, without
+        # waiting for running jobs (they are abandoned).
+        return await self._core.exit(exc_type, exc, tb, self._stop_on_exit)
+
+    async def _stop_on_exit(self, graceful: bool) -> None:
+        await self._stop(graceful=graceful, abandon_after=self.abandon_after if graceful else Duration(0))
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Start, report ready to ``task_group.start``, and run until stopped.
@@ -377,7 +272,7 @@ class StreamingRuntime:
         async with self:
             await self.start()
             task_status.started()
-            await self._wait_stopped()
+            await self._core.wait_stopped()
 
     # -- start / stop --
 
@@ -389,55 +284,37 @@ class StreamingRuntime:
             InvalidPipelineError: the graph cannot run (e.g. no output operations); the runtime
                 is then STOPPED, as Spark marks a context whose start failed.
         """
-        if self._state is StreamingContextState.ACTIVE:
-            raise StreamingStateError("StreamingContext has already been started")
-        if self._state is StreamingContextState.STOPPED:
-            raise StreamingStateError("StreamingContext has already been stopped")
-        if self._tg is None:
-            raise StreamingStateError(
-                "start() needs the runtime's task group: use 'async with runtime:' or 'await task_group.start(runtime.run)'"
-            )
-        tg = self._tg
+        tg = self._core.startable(
+            "start() needs the runtime's task group: use 'async with runtime:' or 'await task_group.start(runtime.run)'")
         self._scheduler_done = anyio.Event()
         tracker = self.tracker
         plan: RunPlan | None = None
         if tracker is not None:  # a query: the manager's listeners hear it from its start
-            for listener, name in query_registry.listeners():
-                if listener not in self.listener_bus.listeners:
-                    self.listener_bus.add_listener(listener, name=name)
+            self._registration.add_manager_listeners(self.listener_bus)
         try:
             await tg.start(self.listener_bus.run)
             run: dict[str, Any] = {}
             if tracker is not None:
-                # Claimed before the checkpoint is touched: opening it clears temp files, which
-                # must not happen under a query that is writing there (in this process or another).
-                self._claim()
-                if self.checkpoint_location is not None:
-                    self._checkpoint_claim = await anyio.to_thread.run_sync(
-                        functools.partial(checkpoint_claims.claim, as_checkpoint_path(self.checkpoint_location), self,
-                                          run_id=tracker.run_id))
-                plan = await tracker.open(self.scheduler.generator.timer.start_time(), claim=self._checkpoint_claim)
-                self._claim_id()
+                plan = await open_query(tracker, self._registration, self.name, self.checkpoint_location,
+                                        self.scheduler.generator.timer.start_time())
                 await tg.start(tracker.run)
                 run = {"start": plan.first_batch, "zero_time": plan.zero_time, "reschedule": plan.reschedule,
                        "timer": self.trigger is Trigger.PROCESSING_TIME}
             self.first_batch_time = await tg.start(self._run_scheduler, run)
         except BaseException:
             self._log.error("Error starting the context, marking it as stopped")
-            self._state = StreamingContextState.STOPPED
-            query_registry.forget(self)  # a start that failed is not a termination (its error was raised)
+            self._core.state = StreamingContextState.STOPPED
             if tracker is not None:
                 with anyio.CancelScope(shield=True):
                     await tracker.close()
-            await self._release_checkpoint()
-            self._unregister()
+            await self._registration.release()  # a start that failed is not a termination (its error was raised)
             # The listeners drain in the background, within the exit timeout: leaving our task
             # group waits for that, and a hung listener must not hold it.
             tg.start_soon(self.listener_bus.stop)
             self._scheduler_done.set()
-            self._mark_stopped()
+            self._core.mark_stopped()
             raise
-        self._state = StreamingContextState.ACTIVE
+        self._core.state = StreamingContextState.ACTIVE
         self.start_time = self.clock.now()
         await self.listener_bus.post(StreamingStarted(self.start_time))
         if tracker is not None and plan is not None:
@@ -451,43 +328,6 @@ class StreamingRuntime:
         self._log.info("StreamingContext started", first_batch=self.first_batch_time.milliseconds,
                        batch_ms=self.batch_duration.milliseconds)
 
-    def _claim(self) -> None:
-        with _active_lock:
-            if self.name is not None and self.name in _active_names:
-                raise InvalidPipelineError(
-                    f"cannot start query {self.name!r}: a query with that name is already active in this process; give "
-                    "each active query its own name"
-                )
-            if self.name is not None:
-                _active_names[self.name] = self
-            self._registered = True
-
-    def _claim_id(self) -> None:
-        tracker = self.tracker
-        assert tracker is not None and tracker.query_id is not None
-        # The registry of active queries is the one the query manager lists (ids are unique there).
-        other = query_registry.claim(self, tracker.query_id)
-        if other is not None:  # a copy of an active query's checkpoint
-            raise StreamingStateError(
-                f"cannot start query {tracker.query_id}: it is already active in this process ({other!r}, from a "
-                "copy of this checkpoint); stop that query first, or start this one from a new checkpoint directory"
-            )
-
-    async def _release_checkpoint(self) -> None:
-        # Giving up a Hadoop lease is file I/O through py4j: off the loop, and finished even when cancelled.
-        claim, self._checkpoint_claim = self._checkpoint_claim, None
-        if claim is not None:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(claim.release)
-
-    def _unregister(self) -> None:
-        if not self._registered:
-            return
-        with _active_lock:
-            _forget(_active_names, self)
-            self._registered = False
-        query_registry.forget(self)
-
     async def _drive_triggers(self, plan: RunPlan) -> None:
         # Once and AvailableNow: batches are generated here instead of by the timer, back to
         # back on consecutive grid times, until a check finds no new data; then the run stops.
@@ -496,25 +336,14 @@ class StreamingRuntime:
         finished = False
         with anyio.CancelScope() as scope:
             self._driver_scope = scope
-            try:
-                await self.scheduler.wait_until_idle()  # the logged batches re-run first
-                # Spark's Once re-runs an uncommitted batch and stops: no new data that run.
-                if not (self.trigger is Trigger.ONCE and plan.reschedule):
-                    while self._error is None and await tracker.check_for_new_data():
-                        self.scheduler.generate_batch(tracker.next_trigger_time())
-                        await self.scheduler.wait_until_idle()
-                        if self.trigger is Trigger.ONCE:
-                            break
-            except Exception as exc:
-                error = JobFailedError(f"Error triggering batches: {type(exc).__name__}: {exc}")
-                error.__cause__ = exc
+            error = await drive_triggers(self.scheduler, tracker, self.trigger, plan, lambda: self._core.error is not None)
+            if error is not None:
                 self._notify_error(error)
             finished = True
         self._driver_scope = None
         if finished:
             self._log.info("finished processing all available data, stopping", trigger=self.trigger.value)
             await self._stop(graceful=True, abandon_after=self.abandon_after)
-
 
     async def _run_scheduler(self, run: Mapping[str, Any], *,
                              task_status: anyio.abc.TaskStatus[Time] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -545,29 +374,12 @@ class StreamingRuntime:
             StreamingStateError: called from inside a listener callback, which the stop would
                 wait for (Spark refuses this too).
         """
-        listener = current_listener()
-        if listener is not None:
-            raise StreamingStateError(
-                f"Cannot stop StreamingContext within listener bus thread. (called from listener {listener!r})"
-            )
+        self._core.refuse_stop_from_listener()
         await self._stop(graceful=graceful, abandon_after=self.abandon_after)
 
     async def _stop(self, *, graceful: bool, abandon_after: Duration) -> None:
-        if self._state is StreamingContextState.INITIALIZED:
-            self._log.warning("StreamingContext has not been started yet")
-            self._state = StreamingContextState.STOPPED
-            self.listener_bus.close()
-            self._mark_stopped()
+        if not await self._core.begin_stop():
             return
-        if self._stop_done is not None:
-            if self._state is StreamingContextState.STOPPED and self._stop_done.is_set():
-                self._log.warning("StreamingContext has already been stopped")
-            await self._stop_done.wait()
-            return
-        if self._state is StreamingContextState.STOPPED:
-            self._log.warning("StreamingContext has already been stopped")
-            return
-        self._stop_done = anyio.Event()
         if self._driver_scope is not None:
             self._driver_scope.cancel()  # no new trigger-driven batch; what is generated drains below
         assert self._scheduler_done is not None
@@ -590,9 +402,7 @@ class StreamingRuntime:
                 # cancelled stop drops what is undelivered instead of waiting for a hung listener.
                 await self.listener_bus.stop()
             finally:
-                self._state = StreamingContextState.STOPPED
-                self._mark_stopped()
-                self._stop_done.set()
+                self._core.end_stop()
                 self._log.info("StreamingContext stopped successfully", graceful=graceful)
 
     async def _finish_query(self) -> None:
@@ -604,15 +414,15 @@ class StreamingRuntime:
         await tracker.close()
         # Only a failure that terminated the query is its death cause: in the DStream semantics
         # a failed job was reported (await_termination raises it) and the query went on.
-        error = self._error if self.stop_on_failure else None
+        error = self._core.error if self.stop_on_failure else None
         death = error or tracker.failure
         tracker.set_status("Stopped" if death is None else f"Terminated with exception: {death}")
-        await self._release_checkpoint()
-        self._unregister()
-        if tracker.query_id is not None and self._state is StreamingContextState.ACTIVE:
-            query_registry.terminated(self, death)
+        terminated = tracker.query_id is not None and self.state is StreamingContextState.ACTIVE
+        await self._registration.release(terminated=terminated, death=death)
+        if terminated:
+            assert tracker.query_id is not None
             text = None if death is None else redacted_traceback(death)
-            await self.listener_bus.post(QueryTerminated(tracker.query_id, tracker.run_id, text, _error_class_of(death)))
+            await self.listener_bus.post(QueryTerminated(tracker.query_id, tracker.run_id, text, error_class_of(death)))
 
     async def wait_until_idle(self) -> None:
         """Wait until every batch due so far is generated, run and finalised, and its events delivered.
@@ -627,50 +437,23 @@ class StreamingRuntime:
 
     def _notify_error(self, error: JobFailedError) -> None:
         tracker = self.tracker
+        core = self._core
         if self.stop_on_failure and tracker is not None:
-            if isinstance(self._error, StreamingQueryException):
+            if isinstance(core.error, StreamingQueryException):
                 return  # the query is already terminating: its first failure is its death cause
-            error = self._death_cause(tracker, error)
+            error = death_cause(tracker, error)
             tracker.fail(error)  # nothing is planned or committed after the failed batch
-            self._error = error
-            if self._tg is not None and self._stop_done is None:
-                self._tg.start_soon(self._stop_after_failure)
-            self._wake_waiters()
+            core.error = error
+            if core.task_group is not None and not core.stopping:
+                core.task_group.start_soon(self._stop_after_failure)
+            core.wake()
             return
-        self._error = error  # the latest error wins, as in Spark's ContextWaiter
-        self._wake_waiters()
-
-    def _death_cause(self, tracker: MicroBatchTracker, error: JobFailedError) -> StreamingQueryException:
-        offsets = None if error.batch_time_ms is None else tracker.rendered_offsets(Time(error.batch_time_ms))
-        start, end = offsets if offsets is not None else (None, None)
-        cause = StreamingQueryException(tracker.query_id, tracker.run_id, error, start_offset=start, end_offset=end,
-                                        job_id=error.job_id, batch_time_ms=error.batch_time_ms)
-        return cause
+        core.error = error  # the latest error wins, as in Spark's ContextWaiter
+        core.wake()
 
     async def _stop_after_failure(self) -> None:
-        self._log.error("query terminated with exception", error=str(self._error))
+        self._log.error("query terminated with exception", error=str(self._core.error))
         await self._stop(graceful=False, abandon_after=self.abandon_after)
-
-    def _mark_stopped(self) -> None:
-        self._stopped = True
-        self._wake_waiters()
-
-    def _wake_waiters(self) -> None:
-        if self._waiter_changed is not None:
-            self._waiter_changed.set()
-            self._waiter_changed = None
-
-    async def _wait_stopped_or_error(self) -> None:
-        while not self._stopped and self._error is None:
-            if self._waiter_changed is None:
-                self._waiter_changed = anyio.Event()
-            await self._waiter_changed.wait()
-
-    async def _wait_stopped(self) -> None:
-        while not self._stopped:
-            if self._waiter_changed is None:
-                self._waiter_changed = anyio.Event()
-            await self._waiter_changed.wait()
 
     async def await_termination(self, timeout: Duration | None = None) -> bool:
         """Wait until the runtime stops or a job fails; True if stopped, False if timed out.
@@ -684,16 +467,8 @@ class StreamingRuntime:
             JobFailedError: a job or a batch generation failed (the original is ``__cause__``);
                 with ``stop_on_failure``, the :class:`~scheduler.StreamingQueryException`.
         """
-        if timeout is not None and (not isinstance(timeout, Duration) or timeout.milliseconds < 0):
-            raise InvalidDurationError(f"timeout must be a non-negative Duration or None, got {timeout!r}")
-        if self.stop_on_failure:
-            if not self._stopped:  # a failed query is waited for until it terminated, as in Spark
-                await run_with_timeout(self.clock, timeout, self._wait_stopped)
-        elif self._error is None and not self._stopped:
-            await run_with_timeout(self.clock, timeout, self._wait_stopped_or_error)
-        if self._error is not None:
-            raise self._error.with_traceback(None)
-        return self._stopped
+        # A failed query is waited for until it terminated, as in Spark.
+        return await self._core.await_termination(timeout, failure_ends_wait=not self.stop_on_failure)
 
     def exception(self) -> JobFailedError | None:
         """The latest job or generation failure, or ``None``.
@@ -701,12 +476,12 @@ class StreamingRuntime:
         With ``stop_on_failure``, the :class:`~scheduler.StreamingQueryException` that
         terminated the query (Spark's ``exception()``).
         """
-        return self._error
+        return self._core.error
 
     @property
     def is_active(self) -> bool:
         """Whether the runtime was started and has not stopped (Spark's ``isActive``)."""
-        return self._state is StreamingContextState.ACTIVE
+        return self.state is StreamingContextState.ACTIVE
 
     # -- the query (with a checkpoint, a trigger or progress tracking) --
 
@@ -719,13 +494,13 @@ class StreamingRuntime:
 
     @property
     def id(self) -> uuid.UUID | None:
-        """The query id, kept across restarts on the same checkpoint (``None`` before start)."""
-        return self._query().query_id
+        """The query id, kept across restarts on the same checkpoint (``None`` before start, or without query tracking)."""
+        return None if self.tracker is None else self.tracker.query_id
 
     @property
-    def run_id(self) -> uuid.UUID:
-        """This run's id, new at every start."""
-        return self._query().run_id
+    def run_id(self) -> uuid.UUID | None:
+        """This run's id, new at every start (``None`` without query tracking)."""
+        return None if self.tracker is None else self.tracker.run_id
 
     @property
     def status(self) -> StreamingQueryStatus:
@@ -757,22 +532,16 @@ class StreamingRuntime:
         listener = current_listener()
         if listener is not None:
             raise StreamingStateError(f"Cannot wait for a query state from within listener {listener!r}")
-        if self._error is not None:
-            raise self._error.with_traceback(None)
-        if self._state is not StreamingContextState.ACTIVE:
+        core = self._core
+        core.raise_error()
+        if core.state is not StreamingContextState.ACTIVE:
             return
         sequence = tracker.sequence
         while not tracker.no_new_data_since(sequence):
-            if self._error is not None:
-                raise self._error.with_traceback(None)
-            if self._stopped:
+            core.raise_error()
+            if core.stopped:
                 return
-            await _first_of(tracker.wait_changed, self._wait_waiter_changed)
-
-    async def _wait_waiter_changed(self) -> None:
-        if self._waiter_changed is None:
-            self._waiter_changed = anyio.Event()
-        await self._waiter_changed.wait()
+            await first_of(tracker.wait_changed, core.wait_changed)
 
     async def start_service(self, service: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Any:
         """Start ``service(*args, task_status=...)`` in the runtime's task group; it is cancelled once the runtime stops.
@@ -782,76 +551,7 @@ class StreamingRuntime:
         Raises:
             StreamingStateError: not inside the runtime's ``async with``.
         """
-        if self._tg is None:
-            raise StreamingStateError("start_service() needs the runtime's task group: use 'async with runtime:'")
-        return await self._tg.start(run_until_stopped, service, args, self._wait_stopped)
+        return await self._core.start_service(service, *args)
 
     def __repr__(self) -> str:
-        return f"<StreamingRuntime {self.name or ''}[{self._state.value} | batch {self.batch_duration}] {self.scheduler!r}>"
-
-
-async def run_until_stopped(service: Callable[..., Coroutine[Any, Any, Any]], args: tuple[Any, ...],
-                            stopped: Callable[[], Awaitable[None]], *,
-                            task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> None:
-    """Run ``service(*args, task_status=...)`` until ``stopped()`` returns, then cancel it.
-
-    A component's ``start_service`` runs this in its own task group: a server that lives as
-    long as the component (the web UI) reports ready through ``task_status``, and ends before
-    the component leaves its ``async with``.
-    """
-    async with anyio.create_task_group() as tg:
-        value = await tg.start(functools.partial(service, *args))
-        task_status.started(value)
-        await stopped()
-        tg.cancel_scope.cancel()
-
-
-async def exit_task_group(tg: anyio.abc.TaskGroup, exc_type: type[BaseException] | None, exc: BaseException | None,
-                          tb: TracebackType | None) -> bool | None:
-    """Leave a component's own task group at the end of its ``async with`` block.
-
-    The component's tasks end cleanly, so a group raised here only wraps what the body of
-    ``async with`` raised: that is handed back as it was (a failed start raises its own error,
-    not a group around it).
-    """
-    try:
-        return await tg.__aexit__(exc_type, exc, tb)
-    except BaseExceptionGroup as group:
-        if exc is not None and len(group.exceptions) == 1 and group.exceptions[0] is exc:
-            exc.__suppress_context__ = True
-            raise exc  # noqa: B904 - the group is only a wrapper around exc
-        raise
-
-
-# Spark 4.x wraps whatever a foreachBatch function raises in this error class; an output
-# operation's job is our foreachBatch.
-_OUTPUT_FUNCTION_ERROR = "FOREACH_BATCH_USER_FUNCTION_ERROR"
-
-
-def _error_class_of(error: BaseException | None) -> str | None:
-    """Spark's ``errorClassOnException``: Spark's class for a failed output function, else the original's condition."""
-    if error is None:
-        return None
-    if isinstance(error, StreamingQueryException) and error.job_id is not None:
-        return _OUTPUT_FUNCTION_ERROR
-    original = error.__cause__ if isinstance(error, StreamingQueryException) and error.__cause__ is not None else error
-    get_condition = getattr(original, "getCondition", None)
-    if callable(get_condition):
-        try:
-            condition = get_condition()
-        except Exception:  # a py4j-backed exception whose JVM is gone
-            return None
-        return condition if isinstance(condition, str) else None
-    return None
-
-
-async def _first_of(*waits: Callable[[], Awaitable[None]]) -> None:
-    """Return when the first of ``waits`` returns; the others are cancelled."""
-    async with anyio.create_task_group() as tg:
-
-        async def one(wait: Callable[[], Awaitable[None]]) -> None:
-            await wait()
-            tg.cancel_scope.cancel()
-
-        for wait in waits:
-            tg.start_soon(one, wait)
+        return f"<StreamingRuntime {self.name or ''}[{self.state.value} | batch {self.batch_duration}] {self.scheduler!r}>"

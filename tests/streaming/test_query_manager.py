@@ -135,7 +135,7 @@ def test_await_any_termination_follows_sparks_rules() -> None:
     registry = QueryRegistry()
     a, b = object(), object()
     assert registry.wait_any_termination(0.001) is False
-    assert registry.claim(a, uuid.uuid4()) is None  # type: ignore[arg-type]
+    registry.claim_id(a, uuid.uuid4())  # type: ignore[arg-type]
     registry.terminated(a, None)  # type: ignore[arg-type]
     assert registry.wait_any_termination() is True
     failure = StreamingQueryException("q", "r", ValueError("boom"))

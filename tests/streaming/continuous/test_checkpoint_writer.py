@@ -33,7 +33,7 @@ async def test_a_second_query_on_a_running_querys_checkpoint_is_refused_and_chan
             await task.send(ReportPartitionOffset(task.partition_of(), 1, 10 + task.partition_of()))
         await wait_until(lambda: (ck / "offsets/1").exists())
         before = file_digests(ck)
-        second = Harness(tmp_path)
+        second = Harness(tmp_path, name="second")  # names are unique among active queries too
         async with second.query:
             with raises_exactly(ConcurrentCheckpointUpdateError,
                                 f"Multiple streaming queries are concurrently using {ck}: {h.query!r} is active on it in this "

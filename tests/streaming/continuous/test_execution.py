@@ -143,7 +143,7 @@ class Harness:
     """A query on a manual clock with scripted tasks, inside the test's task group."""
 
     def __init__(self, tmp_path: Path | None, *, partitions: int = 2, sink: Any = None,
-                 options: dict[str, object] | None = None, interval_ms: int = 1000) -> None:
+                 options: dict[str, object] | None = None, interval_ms: int = 1000, name: str = "scripted") -> None:
         self.clock = ManualClock(1_000_000)
         self.launcher = ScriptedLauncher()
         self.sink = sink if sink is not None else MemorySink()
@@ -152,7 +152,7 @@ class Harness:
         plan = ContinuousStream(self.source).to(self.sink)
         self.query = ContinuousExecution(plan, Continuous(interval_ms), launcher=self.launcher, clock=self.clock,
                                          checkpoint_location=None if tmp_path is None else tmp_path / "ckpt",
-                                         options=options, name="scripted")
+                                         options=options, name=name)
         self.query.add_listener(self.events.append, on_loop=True)
         self.tasks: list[FakeTask] = []
 

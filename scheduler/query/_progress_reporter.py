@@ -1,0 +1,132 @@
+"""ProgressReporter: a micro-batch run's status, recent progress and idle-trigger reports (Spark's ``ProgressReporter``).
+
+It builds each committed batch's ``StreamingQueryProgress`` (durations, rates, watermark, state
+operators), keeps the recent ones, and applies Spark's rule for triggers that found no new data.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from typing import Any, Callable, Protocol, Sequence
+
+from .._job_set import JobSet
+from .._protocols import Offset, ReplayableInput
+from ._planned_batch import PlannedBatch
+from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
+from ._progress_ring import ProgressRing
+from ._query_options import ProgressTrackingOptions
+
+__all__ = ["ProgressReporter", "QueryProgressListener"]
+
+
+class QueryProgressListener(Protocol):
+    """Receives the tracker's progress reports (implemented by the runtime, which posts them to the bus)."""
+
+    async def on_query_progress(self, progress: StreamingQueryProgress) -> None:
+        """A batch was committed; ``progress`` describes it."""
+        ...
+
+    async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
+        """A trigger found no new data and ran no batch (rate-limited as in Spark)."""
+        ...
+
+
+class ProgressReporter:
+    """One run's progress: status, the start of the latest trigger, the recent reports, and the listener.
+
+    Attributes:
+        status: what the query is doing now.
+        ring: the recent progress reports.
+        last_trigger_start: when the latest trigger started (ms on the clock), or ``None``.
+    """
+
+    def __init__(self, options: ProgressTrackingOptions, name: str | None, listener: QueryProgressListener | None,
+                 changed: Callable[[], None], log: Any) -> None:
+        """A reporter for a query named ``name``; ``changed`` is called at every report."""
+        self._options = options
+        self._name = name
+        self._listener = listener
+        self._changed = changed
+        self._log = log
+        self.ring = ProgressRing(options.num_recent_progress_updates)
+        self.status = StreamingQueryStatus("Initializing StreamExecution", False, False)
+        self.last_trigger_start: int | None = None
+        self._last_no_execution_progress: int | None = None  # None: Spark's Long.MinValue
+
+    def set_status(self, message: str, data_available: bool = False, trigger_active: bool = False) -> None:
+        """Set the status."""
+        self.status = StreamingQueryStatus(message, data_available, trigger_active)
+
+    def trigger_started(self, at_ms: int) -> int | None:
+        """A trigger started at ``at_ms``; returns when the one before it started."""
+        previous, self.last_trigger_start = self.last_trigger_start, at_ms
+        return previous
+
+    def batch_progress(self, batch: PlannedBatch, job_set: JobSet, end_at: int, inputs: Sequence[ReplayableInput],
+                       query_id: uuid.UUID, run_id: uuid.UUID, watermark: bool) -> StreamingQueryProgress:
+        """The progress report of a committed batch (with the watermark it ran with, if ``watermark``)."""
+        sources = []
+        for i, source in enumerate(inputs):
+            info = job_set.input_infos.get(source.stream_id)
+            rows = info.num_records if info is not None else 0
+            input_rate, processed = _rates(rows, batch, end_at)
+            latest = batch.latest[i] if batch.latest is not None else batch.end[i]
+            sources.append(SourceProgress(source.description, batch.start[i], batch.end[i], latest, rows, input_rate, processed))
+        sink = SinkProgress(", ".join(job.name for job in job_set.jobs) or "no outputs")
+        self._last_no_execution_progress = end_at
+        event_time: dict[str, str] = {}
+        if batch.event_time is not None:
+            seen = batch.event_time
+            event_time.update(avg=format_timestamp(seen.avg_ms), max=format_timestamp(seen.max_ms),
+                              min=format_timestamp(seen.min_ms))
+        if watermark:
+            event_time["watermark"] = format_timestamp(batch.watermarks.eviction_ms)
+        return StreamingQueryProgress(
+            query_id, run_id, self._name, format_timestamp(batch.trigger_start), batch.batch_id,
+            end_at - batch.trigger_start, dict(batch.durations), tuple(sources), sink, event_time,
+            batch_time_ms=batch.time.milliseconds, state_operators=batch.state_operators,
+        )
+
+    async def report(self, progress: StreamingQueryProgress) -> None:
+        """Keep ``progress`` and hand it to the listener."""
+        self.ring.add(progress)
+        self._changed()
+        self._log.debug("query made progress", batch_id=progress.batch_id, num_input_rows=progress.num_input_rows,
+                        duration_ms=dict(progress.duration_ms))
+        if self._listener is not None:
+            await self._listener.on_query_progress(progress)
+
+    async def idle_trigger(self, start_ms: int, end_ms: int, next_id: int, inputs: Sequence[ReplayableInput],
+                           last_end: Sequence[Offset], latest: Sequence[Offset], query_id: uuid.UUID,
+                           run_id: uuid.UUID) -> None:
+        """A trigger from ``start_ms`` to ``end_ms`` found no new data: record it (Spark's rules).
+
+        It gets a progress entry (at most one per ``noDataProgressEventInterval``) and, once
+        something was recorded in this run, an idle report to the listener.
+        """
+        self.last_trigger_start = start_ms
+        self.set_status("Waiting for data to arrive")
+        last = self._last_no_execution_progress
+        if last is not None and end_ms - self._options.no_data_progress_event_interval_ms < last:
+            return
+        sources = tuple(SourceProgress(s.description, last_end[i], last_end[i], latest[i], 0, 0.0, 0.0)
+                        for i, s in enumerate(inputs))
+        self.ring.add(StreamingQueryProgress(
+            query_id, run_id, self._name, format_timestamp(start_ms), next_id, end_ms - start_ms,
+            {"latestOffset": end_ms - start_ms, "triggerExecution": end_ms - start_ms}, sources, SinkProgress("no outputs"),
+        ))
+        if last is not None and self._listener is not None:
+            await self._listener.on_query_idle(query_id, run_id, format_timestamp(start_ms))
+        self._last_no_execution_progress = end_ms
+
+
+def _rates(rows: int, batch: PlannedBatch, end_at: int) -> tuple[float, float]:
+    previous = batch.previous_trigger_start
+    if previous is None:
+        input_rate = 0.0  # first trigger of the run: Spark divides by an infinite interval
+    else:
+        elapsed = (batch.trigger_start - previous) / 1000
+        input_rate = rows / elapsed if elapsed > 0 else (math.inf if rows else math.nan)
+    processed = rows / (max(1, end_at - batch.trigger_start) / 1000)
+    return input_rate, processed
