@@ -152,9 +152,8 @@ def test_manual_clock_rejects_a_non_integer_start() -> None:
         ManualClock(1.5)  # type: ignore[arg-type]
 
 
-def test_advance_and_set_time_move_forward_and_return_the_new_time() -> None:
+def test_advance_and_set_time_move_forward_and_return_the_new_time(clock: ManualClock) -> None:
     """advance takes a Duration or int ms; set_time jumps; both return the new reading."""
-    clock = ManualClock()
     assert clock.advance(Seconds(1)) == Time(1000)
     assert clock.advance(5) == Time(1005)
     assert clock.advance(0) == Time(1005)
@@ -220,11 +219,10 @@ def test_sleep_until_a_reached_deadline_returns_at_once_but_is_a_checkpoint(back
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_sleeper_wakes_exactly_when_the_clock_reaches_its_deadline(backend: str) -> None:
+def test_a_sleeper_wakes_exactly_when_the_clock_reaches_its_deadline(backend: str, clock: ManualClock) -> None:
     """A task parked for t stays parked at t - 1 ms and wakes at t, returning the clock reading."""
 
     async def body() -> None:
-        clock = ManualClock()
         woke: list[Time] = []
 
         async def sleeper() -> None:
@@ -244,11 +242,10 @@ def test_a_sleeper_wakes_exactly_when_the_clock_reaches_its_deadline(backend: st
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_sleep_until_returns_the_reading_on_waking_not_the_deadline(backend: str) -> None:
+def test_sleep_until_returns_the_reading_on_waking_not_the_deadline(backend: str, clock: ManualClock) -> None:
     """A clock that jumps past the deadline wakes the sleeper with the later reading."""
 
     async def body() -> None:
-        clock = ManualClock()
         woke: list[Time] = []
 
         async def sleeper() -> None:
@@ -264,11 +261,10 @@ def test_sleep_until_returns_the_reading_on_waking_not_the_deadline(backend: str
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_advance_wakes_every_due_sleeper_and_only_those(backend: str) -> None:
+def test_advance_wakes_every_due_sleeper_and_only_those(backend: str, clock: ManualClock) -> None:
     """Sleepers whose deadlines are reached wake (ties included); later ones stay parked; next_deadline tracks the earliest."""
 
     async def body() -> None:
-        clock = ManualClock()
         woke: set[int] = set()
 
         async def sleeper(deadline: int) -> None:
@@ -318,11 +314,10 @@ def test_sleep_parks_for_a_duration_of_manual_time(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_wait_for_sleepers_waits_until_enough_tasks_are_parked(backend: str) -> None:
+def test_wait_for_sleepers_waits_until_enough_tasks_are_parked(backend: str, clock: ManualClock) -> None:
     """wait_for_sleepers(n) returns once n tasks are parked, at once if they already are."""
 
     async def body() -> None:
-        clock = ManualClock()
         returned = anyio.Event()
 
         async def watcher() -> None:
@@ -344,11 +339,10 @@ def test_wait_for_sleepers_waits_until_enough_tasks_are_parked(backend: str) -> 
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_woken_sleepers_no_longer_count_as_parked(backend: str) -> None:
+def test_woken_sleepers_no_longer_count_as_parked(backend: str, clock: ManualClock) -> None:
     """After an advance wakes a sleeper, wait_for_sleepers waits for it to park again."""
 
     async def body() -> None:
-        clock = ManualClock()
         laps: list[Time] = []
 
         async def looper() -> None:
@@ -369,11 +363,10 @@ def test_woken_sleepers_no_longer_count_as_parked(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_cancelled_sleeper_is_unparked_and_forgotten(backend: str) -> None:
+def test_a_cancelled_sleeper_is_unparked_and_forgotten(backend: str, clock: ManualClock) -> None:
     """Cancelling a parked sleeper drops it from sleepers and next_deadline; a later advance past its deadline is harmless."""
 
     async def body() -> None:
-        clock = ManualClock()
         outcome: list[str] = []
 
         async def sleeper(scope_holder: list[anyio.CancelScope], deadline: int) -> None:
@@ -405,11 +398,10 @@ def test_a_cancelled_sleeper_is_unparked_and_forgotten(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_cancelling_a_sleeper_wakes_a_sleeper_count_watcher(backend: str) -> None:
+def test_cancelling_a_sleeper_wakes_a_sleeper_count_watcher(backend: str, clock: ManualClock) -> None:
     """A task waiting for sleepers re-checks when a sleeper leaves by cancellation (it keeps waiting for the count)."""
 
     async def body() -> None:
-        clock = ManualClock()
         async with anyio.create_task_group() as tg:
             sleepers = anyio.CancelScope()
 
@@ -449,11 +441,10 @@ def test_run_with_timeout_none_just_runs(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_run_with_timeout_returns_true_when_fn_finishes_in_time_and_leaves_no_sleeper(backend: str) -> None:
+def test_run_with_timeout_returns_true_when_fn_finishes_in_time_and_leaves_no_sleeper(backend: str, clock: ManualClock) -> None:
     """A function that finishes before the timeout yields True and its guard stops waiting on the clock."""
 
     async def body() -> None:
-        clock = ManualClock()
         release = anyio.Event()
         result: list[bool] = []
 
@@ -522,11 +513,10 @@ def test_run_with_timeout_propagates_fns_exception_unchanged(backend: str, timeo
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_run_with_timeout_does_not_swallow_the_callers_cancellation(backend: str) -> None:
+def test_run_with_timeout_does_not_swallow_the_callers_cancellation(backend: str, clock: ManualClock) -> None:
     """Cancelling the caller cancels fn and propagates; it is not reported as a timeout."""
 
     async def body() -> None:
-        clock = ManualClock()
         after: list[bool] = []
         with anyio.CancelScope() as scope:
 

@@ -18,7 +18,7 @@ from scheduler import (
     Time,
 )
 from tests.anyio_support import BACKENDS, raises_exactly, run, settle
-from tests.support import capture_events
+from tests.support import advance_until_parked, capture_events, start_parked
 
 
 class Ticks(list[Time]):
@@ -35,12 +35,6 @@ class Ticks(list[Time]):
 def make_timer(clock: ManualClock, period_ms: int, name: str = "test") -> tuple[RecurringTimer, Ticks]:
     ticks = Ticks()
     return RecurringTimer(clock, Milliseconds(period_ms), ticks, name), ticks
-
-
-async def advance_and_settle(clock: ManualClock, ms: int) -> None:
-    """Advance the clock, then wait until the timer has fired what is due and parked again."""
-    clock.advance(ms)
-    await clock.wait_for_sleepers(1)
 
 
 # -- construction and grid arithmetic --
@@ -110,12 +104,12 @@ def test_run_reports_the_first_tick_and_fires_on_the_grid(backend: str) -> None:
             first = await tg.start(timer.run)
             assert first == Time(2000) and timer.next_tick == Time(2000)
             await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 765)  # 1999 ms
+            await advance_until_parked(clock, 765)  # 1999 ms
             assert ticks == []
-            await advance_and_settle(clock, 1)  # 2000 ms
+            await advance_until_parked(clock, 1)  # 2000 ms
             assert ticks.ms == [2000]
             assert timer.last_tick == Time(2000) and timer.next_tick == Time(3000)
-            await advance_and_settle(clock, 1000)
+            await advance_until_parked(clock, 1000)
             assert ticks.ms == [2000, 3000]
             await timer.stop(one_more_tick=False)
 
@@ -123,16 +117,14 @@ def test_run_reports_the_first_tick_and_fires_on_the_grid(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_callbacks_get_the_scheduled_time_not_the_wake_up_time(backend: str) -> None:
+def test_callbacks_get_the_scheduled_time_not_the_wake_up_time(backend: str, clock: ManualClock) -> None:
     """Woken late (the clock jumped to 1070 ms), the callback still receives the grid time 1000 ms."""
 
     async def body() -> None:
-        clock = ManualClock(0)
         timer, ticks = make_timer(clock, 1000)
         async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 1070)
+            await start_parked(tg, timer, clock)
+            await advance_until_parked(clock, 1070)
             assert ticks.ms == [1000]
             await timer.stop(one_more_tick=False)
 
@@ -140,20 +132,19 @@ def test_callbacks_get_the_scheduled_time_not_the_wake_up_time(backend: str) -> 
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_spark_basic_and_falling_behind(backend: str) -> None:
+def test_spark_basic_and_falling_behind(backend: str, clock: ManualClock) -> None:
     """As in Spark's RecurringTimerSuite: start(0) fires 0, then 100, 200; a 200 ms jump fires 300 and 400 back to back."""
 
     async def body() -> None:
-        clock = ManualClock()
         timer, ticks = make_timer(clock, 100)
         async with anyio.create_task_group() as tg:
             assert await tg.start(timer.run, Time(0)) == Time(0)
             await clock.wait_for_sleepers(1)
             assert ticks.ms == [0]
-            await advance_and_settle(clock, 100)
-            await advance_and_settle(clock, 100)
+            await advance_until_parked(clock, 100)
+            await advance_until_parked(clock, 100)
             assert ticks.ms == [0, 100, 200]
-            await advance_and_settle(clock, 200)
+            await advance_until_parked(clock, 200)
             assert ticks.ms == [0, 100, 200, 300, 400]
             assert await timer.stop(one_more_tick=False) == Time(400)
 
@@ -178,18 +169,16 @@ def test_a_start_in_the_past_fires_every_missed_tick_in_order(backend: str) -> N
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_timer_far_behind_fires_every_tick_without_skipping_or_drifting(backend: str) -> None:
+def test_a_timer_far_behind_fires_every_tick_without_skipping_or_drifting(backend: str, clock: ManualClock) -> None:
     """A jump of 1000 periods fires 1000 callbacks, each grid time once, in order, and the grid stays put."""
 
     async def body() -> None:
-        clock = ManualClock()
         timer, ticks = make_timer(clock, 7)
         async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 7000)
+            await start_parked(tg, timer, clock)
+            await advance_until_parked(clock, 7000)
             assert ticks.ms == list(range(7, 7001, 7))
-            await advance_and_settle(clock, 10)
+            await advance_until_parked(clock, 10)
             assert ticks.ms[-1] == 7007 and timer.next_tick == Time(7014)
             await timer.stop(one_more_tick=False)
 
@@ -197,11 +186,10 @@ def test_a_timer_far_behind_fires_every_tick_without_skipping_or_drifting(backen
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_timer_catching_up_still_lets_other_tasks_run(backend: str) -> None:
+def test_a_timer_catching_up_still_lets_other_tasks_run(backend: str, clock: ManualClock) -> None:
     """While firing a long backlog, the timer yields to the event loop now and then."""
 
     async def body() -> None:
-        clock = ManualClock()
         spins = 0
         seen: list[int] = []
 
@@ -216,12 +204,10 @@ def test_a_timer_catching_up_still_lets_other_tasks_run(backend: str) -> None:
 
         timer = RecurringTimer(clock, Milliseconds(1), on_tick, "busy")
         async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
+            await start_parked(tg, timer, clock)
             tg.start_soon(spinner)
             await anyio.lowlevel.checkpoint()
-            clock.advance(500)
-            await clock.wait_for_sleepers(1)
+            await advance_until_parked(clock, 500)
             assert len(seen) == 500
             assert seen[-1] > seen[0]  # the spinner ran while the backlog was being fired
             tg.cancel_scope.cancel()
@@ -247,7 +233,7 @@ def test_ticks_are_exactly_the_grid_points_reached_for_any_advances(backend: str
             assert first % period == 0 and first - period <= start < first
             await clock.wait_for_sleepers(1)
             for step in advances:
-                await advance_and_settle(clock, step)
+                await advance_until_parked(clock, step)
                 now = clock.now().milliseconds
                 assert ticks.ms == list(range(first, now + 1, period))
                 assert timer.next_tick == Time(now // period * period + period)
@@ -260,16 +246,14 @@ def test_ticks_are_exactly_the_grid_points_reached_for_any_advances(backend: str
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_stop_without_another_tick_stops_at_once(backend: str) -> None:
+def test_stop_without_another_tick_stops_at_once(backend: str, clock: ManualClock) -> None:
     """stop(one_more_tick=False) returns the last tick at once; run ends; no tick fires afterwards."""
 
     async def body() -> None:
-        clock = ManualClock()
         timer, ticks = make_timer(clock, 100)
         async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 250)
+            await start_parked(tg, timer, clock)
+            await advance_until_parked(clock, 250)
             assert await timer.stop(one_more_tick=False) == Time(200)
             assert clock.sleepers == 0
             assert timer.next_tick is None
@@ -282,11 +266,10 @@ def test_stop_without_another_tick_stops_at_once(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_stop_with_one_more_tick_waits_for_the_pending_tick_then_stops(backend: str) -> None:
+def test_stop_with_one_more_tick_waits_for_the_pending_tick_then_stops(backend: str, clock: ManualClock) -> None:
     """stop(one_more_tick=True) lets the awaited tick fire at its scheduled time, returns it, and fires nothing after."""
 
     async def body() -> None:
-        clock = ManualClock()
         timer, ticks = make_timer(clock, 100)
         returned: list[Time | None] = []
 
@@ -294,9 +277,8 @@ def test_stop_with_one_more_tick_waits_for_the_pending_tick_then_stops(backend: 
             returned.append(await timer.stop(one_more_tick=True))
 
         async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 100)
+            await start_parked(tg, timer, clock)
+            await advance_until_parked(clock, 100)
             tg.start_soon(stopper)
             await settle()
             assert returned == [] and ticks.ms == [100]  # stop waits for the tick at 200 ms
@@ -314,11 +296,10 @@ def test_stop_with_one_more_tick_waits_for_the_pending_tick_then_stops(backend: 
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_graceful_stop_can_be_escalated_to_an_immediate_one(backend: str) -> None:
+def test_a_graceful_stop_can_be_escalated_to_an_immediate_one(backend: str, clock: ManualClock) -> None:
     """stop(one_more_tick=False) while a graceful stop waits ends the timer before the pending tick; both calls return."""
 
     async def body() -> None:
-        clock = ManualClock()
         timer, ticks = make_timer(clock, 100)
         returned: list[Time | None] = []
 
@@ -326,9 +307,8 @@ def test_a_graceful_stop_can_be_escalated_to_an_immediate_one(backend: str) -> N
             returned.append(await timer.stop(one_more_tick=one_more_tick))
 
         async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 100)
+            await start_parked(tg, timer, clock)
+            await advance_until_parked(clock, 100)
             tg.start_soon(stopper, True)
             await settle()
             tg.start_soon(stopper, False)
@@ -339,17 +319,15 @@ def test_a_graceful_stop_can_be_escalated_to_an_immediate_one(backend: str) -> N
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_stop_is_idempotent_and_safe_before_start(backend: str) -> None:
+def test_stop_is_idempotent_and_safe_before_start(backend: str, clock: ManualClock) -> None:
     """stop before run returns None; stopping a stopped timer returns its last tick again."""
 
     async def body() -> None:
-        clock = ManualClock()
         timer, _ = make_timer(clock, 100, "twice")
         assert await timer.stop(one_more_tick=True) is None
         async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 100)
+            await start_parked(tg, timer, clock)
+            await advance_until_parked(clock, 100)
             assert await timer.stop(one_more_tick=False) == Time(100)
         assert await timer.stop(one_more_tick=False) == Time(100)
         assert await timer.stop(one_more_tick=True) == Time(100)
@@ -359,11 +337,10 @@ def test_stop_is_idempotent_and_safe_before_start(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_timer_runs_only_once(backend: str) -> None:
+def test_a_timer_runs_only_once(backend: str, clock: ManualClock) -> None:
     """Running a timer a second time is refused, naming the timer."""
 
     async def body() -> None:
-        clock = ManualClock()
         timer, _ = make_timer(clock, 100, "once")
         async with anyio.create_task_group() as tg:
             await tg.start(timer.run)
@@ -378,16 +355,14 @@ def test_a_timer_runs_only_once(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_cancelling_the_host_ends_the_timer_without_another_tick(backend: str) -> None:
+def test_cancelling_the_host_ends_the_timer_without_another_tick(backend: str, clock: ManualClock) -> None:
     """Cancelling the task group that runs the timer ends it at once; stop then returns the last tick."""
 
     async def body() -> None:
-        clock = ManualClock()
         timer, ticks = make_timer(clock, 100)
         async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 100)
+            await start_parked(tg, timer, clock)
+            await advance_until_parked(clock, 100)
             tg.cancel_scope.cancel()
         clock.advance(500)
         assert ticks.ms == [100]
@@ -417,16 +392,14 @@ def test_a_failing_callback_ends_the_timer_and_propagates_from_run(backend: str)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_start_and_stop_are_logged_with_the_timers_identity(backend: str) -> None:
+def test_start_and_stop_are_logged_with_the_timers_identity(backend: str, clock: ManualClock) -> None:
     """The timer logs its start (first tick, period) and stop (last tick), bound to its component and name."""
 
     async def body() -> None:
-        clock = ManualClock()
         timer, _ = make_timer(clock, 100, "JobGenerator")
         async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 100)
+            await start_parked(tg, timer, clock)
+            await advance_until_parked(clock, 100)
             await timer.stop(one_more_tick=False)
 
     with capture_events() as logs:
