@@ -1,4 +1,7 @@
-"""The crash tests' shared harness: child processes to kill, their handshake, kill points inside file writes, seeded kill schedules.
+"""The one child-process harness: children to run or kill, their handshake, kill points inside file writes, seeded kill schedules.
+
+Every test that runs a Python child (crash tests, examples, second drivers, logging and shutdown
+programs) starts it here, from the repository root with the repository on ``PYTHONPATH``.
 
 Test side: :func:`spawn` a child (stderr appended to ``<tmp>/child.err``, stdout piped),
 :func:`wait_started` for its ``started`` line, :func:`kill` it, read its saved output
