@@ -200,9 +200,9 @@ async def advance_until_parked(clock: ManualClock, ms: Duration | int, sleepers:
     await clock.wait_for_sleepers(sleepers)
 
 
-async def start_parked(tg: anyio.abc.TaskGroup, timer: RecurringTimer, clock: ManualClock) -> Time:
-    """Start ``timer`` in ``tg`` and wait until it sleeps on ``clock`` (parked at its first tick, which is returned)."""
-    first: Time = await tg.start(timer.run)
+async def start_parked(tg: anyio.abc.TaskGroup, timer: RecurringTimer, clock: ManualClock, start: Time | None = None) -> Time:
+    """Start ``timer`` in ``tg`` (from ``start``, as ``timer.run`` takes it) and wait until it sleeps on ``clock``; its first tick."""
+    first: Time = await tg.start(timer.run, start)
     await clock.wait_for_sleepers(1)
     return first
 

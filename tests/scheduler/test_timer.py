@@ -128,8 +128,7 @@ async def test_spark_basic_and_falling_behind(clock: ManualClock) -> None:
     """As in Spark's RecurringTimerSuite: start(0) fires 0, then 100, 200; a 200 ms jump fires 300 and 400 back to back."""
     timer, ticks = make_timer(clock, 100)
     async with anyio.create_task_group() as tg:
-        assert await tg.start(timer.run, Time(0)) == Time(0)
-        await clock.wait_for_sleepers(1)
+        assert await start_parked(tg, timer, clock, Time(0)) == Time(0)
         assert ticks.ms == [0]
         await advance_until_parked(clock, 100)
         await advance_until_parked(clock, 100)
@@ -145,8 +144,7 @@ async def test_a_start_in_the_past_fires_every_missed_tick_in_order() -> None:
     clock = ManualClock(350)
     timer, ticks = make_timer(clock, 100)
     async with anyio.create_task_group() as tg:
-        await tg.start(timer.run, Time(0))
-        await clock.wait_for_sleepers(1)
+        await start_parked(tg, timer, clock, Time(0))
         assert ticks.ms == [0, 100, 200, 300]
         assert clock.next_deadline == Time(400) and timer.next_tick == Time(400)
         await timer.stop(one_more_tick=False)
