@@ -19,9 +19,9 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-__all__ = ["APP_CONF", "MASTER_VARIABLE", "ClusterError", "StandaloneCluster"]
+__all__ = ["APP_CONF", "MASTER_VARIABLE", "ClusterError", "StandaloneCluster", "app_conf"]
 
 MASTER_VARIABLE = "AIODSTREAM_TEST_SPARK_MASTER"
 """When set (``spark://host:port``), a test run's SparkContext (and a crash child's) is on that cluster."""
@@ -34,6 +34,15 @@ APP_CONF = {
     "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
 }
 """The settings of an application run on the test cluster."""
+
+
+def app_conf(master: str, app_name: str) -> Any:
+    """The SparkConf of a child program on the test cluster: two cores, the driver on 127.0.0.1, no UI."""
+    from pyspark import SparkConf
+
+    return (SparkConf().setMaster(master).setAppName(app_name).setAll(list(APP_CONF.items()))
+            .set("spark.cores.max", "2").set("spark.driver.bindAddress", "127.0.0.1")
+            .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false"))
 
 _MASTER_URL = re.compile(r"Starting Spark master at (spark://[\w.]+:\d+)")
 _REGISTERED = re.compile(r"Registering worker [\w.]+:\d+ with (\d+) cores")

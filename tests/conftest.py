@@ -1,4 +1,4 @@
-"""Shared fixtures: one local Spark for the whole test run; every ``@pytest.mark.anyio`` test on both backends."""
+"""Shared fixtures: one local Spark for the whole test run; every ``@pytest.mark.anyio`` test on both backends; a manual clock."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from scheduler import ManualClock
 from tests.anyio_support import BACKENDS, HANG_GUARD_S
 from tests.cluster import APP_CONF, MASTER_VARIABLE
 
@@ -95,6 +96,12 @@ def _spark_running() -> bool:
 
     pyspark = sys.modules.get("pyspark")  # not imported: certainly not running (and no import here)
     return pyspark is not None and pyspark.SparkContext._active_spark_context is not None
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A manual clock at 0 ms: time moves only when the test advances it (``tests.support.advance``)."""
+    return ManualClock(0)
 
 
 @pytest.fixture

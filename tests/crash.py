@@ -1,10 +1,17 @@
-"""The crash tests' shared harness: child processes to kill, their handshake, kill points inside file writes, seeded kill schedules.
+"""The one child-process harness: children to run or kill, their handshake, kill points inside file writes, seeded kill schedules.
+
+Every test that runs a Python child (crash tests, examples, second drivers, logging and shutdown
+programs) starts it here, from the repository root with the repository on ``PYTHONPATH``.
 
 Test side: :func:`spawn` a child (stderr appended to ``<tmp>/child.err``, stdout piped),
-:func:`wait_started` for its ``started`` line, kill it, read its saved output
+:func:`wait_started` for its ``started`` line, :func:`kill` it, read its saved output
 (:func:`complete_saves`, :func:`lines_of`). :class:`Children` kills whatever is left.
+:func:`run_python` runs a child to its end (examples, programs that print one result line).
 
-Child side: :func:`install_kill_point` makes a process SIGKILL itself at a chosen moment of a
+Child side: :func:`child_spark_context` and :func:`run_until_stopped` are the getOrCreate crash
+programs' Spark and lifecycle (``started`` on stdout, a graceful stop once a file appears).
+
+:func:`install_kill_point` makes a process SIGKILL itself at a chosen moment of a
 file write (a temporary file written but not linked into place, or linked and nothing after),
 the n-th time it gets there. In Spark's Python workers the same hook is installed by the daemon
 module ``tests.fault_daemon`` (``spark.python.daemon.module``), with arrivals counted across
@@ -16,6 +23,7 @@ Real time is inherent (children on the system clock), so these helpers wait in s
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import select
@@ -24,6 +32,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "KILL_AFTER",
@@ -32,15 +41,20 @@ __all__ = [
     "ROOT",
     "Children",
     "child_env",
+    "child_spark_context",
     "complete_saves",
     "err_tail",
     "executor_jvm_of",
     "faults_all",
     "install_kill_point",
+    "kill",
     "kill_delays",
     "kills_logged",
     "lines_of",
+    "run_python",
+    "run_until_stopped",
     "spawn",
+    "started",
     "wait_started",
 ]
 
@@ -74,11 +88,34 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def spawn(args: Sequence[str], tmp: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
-    """``python <args>`` from the repository root, stdout piped, stderr appended to ``<tmp>/child.err``."""
+def spawn(args: Sequence[str], tmp: Path | None = None, env: Mapping[str, str] | None = None, *,
+          stdin: bool = False) -> subprocess.Popen[str]:
+    """``python <args>`` from the repository root, stdout piped, stderr appended to ``<tmp>/child.err``.
+
+    Without ``tmp`` stderr is this process's; with ``stdin`` the child's stdin is a pipe too
+    (for children that wait for a line, as the one-writer tests' second drivers do).
+    """
+    env = dict(env if env is not None else child_env())
+    stdin_pipe = subprocess.PIPE if stdin else None
+    if tmp is None:
+        return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdin=stdin_pipe, stdout=subprocess.PIPE,
+                                text=True)
     with open(tmp / "child.err", "a") as err:
-        return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=dict(env if env is not None else child_env()),
-                                stdout=subprocess.PIPE, stderr=err, text=True)
+        return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdin=stdin_pipe, stdout=subprocess.PIPE,
+                                stderr=err, text=True)
+
+
+def run_python(args: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python <args>`` from the repository root to its end (``child_env()`` unless ``env``), its output captured as text."""
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=dict(env if env is not None else child_env()),
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def kill(child: subprocess.Popen[str]) -> int | None:
+    """SIGKILL ``child`` (if it still runs) and reap it; its return code."""
+    if child.poll() is None:
+        child.send_signal(signal.SIGKILL)
+    return child.wait()
 
 
 def err_tail(tmp: Path, chars: int = 3000) -> str:
@@ -89,11 +126,20 @@ def err_tail(tmp: Path, chars: int = 3000) -> str:
         return ""
 
 
-def wait_started(child: subprocess.Popen[str], tmp: Path, timeout: float = START_TIMEOUT_S) -> None:
-    """Wait for the child's ``started`` line; kill it and fail with its stderr if another line (or none) comes."""
+def _first_line(child: subprocess.Popen[str], timeout: float) -> str:
     assert child.stdout is not None
     ready, _, _ = select.select([child.stdout], [], [], timeout)
-    line = child.stdout.readline() if ready else ""
+    return child.stdout.readline() if ready else ""
+
+
+def started(child: subprocess.Popen[str], timeout: float = START_TIMEOUT_S) -> bool:
+    """Whether the child's first line, within ``timeout`` seconds, is ``started`` (a child that dies first says nothing)."""
+    return _first_line(child, timeout).strip() == "started"
+
+
+def wait_started(child: subprocess.Popen[str], tmp: Path, timeout: float = START_TIMEOUT_S) -> None:
+    """Wait for the child's ``started`` line; kill it and fail with its stderr if another line (or none) comes."""
+    line = _first_line(child, timeout)
     if line.strip() != "started":
         child.kill()
         raise AssertionError(f"child did not start: {line!r}\n{err_tail(tmp)}")
@@ -147,6 +193,47 @@ def kills_logged(directory: Path) -> list[str]:
 
 
 # -- child side --
+
+
+MAX_RUN_S = 180
+"""How long :func:`run_until_stopped` runs at the most when its stop file never appears."""
+
+
+def child_spark_context(app_name: str) -> Any:
+    """A crash child's local[2] Spark, or the test cluster's (the engine's log on stderr if AIODSTREAM_CRASH_LOG_LEVEL says so)."""
+    level = os.environ.get("AIODSTREAM_CRASH_LOG_LEVEL")
+    if level is not None:  # the engine's log on stderr, for debugging a failing run
+        logging.basicConfig(level=int(level), stream=sys.stderr)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers import aiodstream's task code
+    from pyspark import SparkConf, SparkContext
+
+    conf = (SparkConf().setMaster("local[2]").setAppName(app_name).set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false"))
+    manager = os.environ.get("AIODSTREAM_CRASH_FILE_MANAGER")
+    if manager:  # the checkpoint through Hadoop's FileSystem API (the crash test's hadoop variant)
+        conf.set("spark.aiodstream.checkpoint.fileManager", manager)
+    from tests.cluster import APP_CONF, MASTER_VARIABLE
+
+    master = os.environ.get(MASTER_VARIABLE)
+    if master:  # the crash test run on the test cluster (tests/streaming/test_cluster.py)
+        conf.setMaster(master).setAll(list(APP_CONF.items()))
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+    return sc
+
+
+def run_until_stopped(checkpoint: str, setup: Callable[[], Any], stop_file: str) -> None:
+    """getOrCreate, start, say ``started``, run until ``stop_file`` appears (or MAX_RUN_S), stop gracefully."""
+    from streaming import StreamingContext
+
+    ssc = StreamingContext.getOrCreate(checkpoint, setup)
+    ssc.start()
+    print("started", flush=True)
+    for _ in range(MAX_RUN_S * 5):
+        if os.path.exists(stop_file) or ssc.awaitTerminationOrTimeout(0.2):
+            break
+    ssc.stop(stopSparkContext=True, stopGraceFully=True)
+    print("stopped", flush=True)
 
 
 def executor_jvm_of(worker_pid: int) -> int:

@@ -1,32 +1,35 @@
-"""Shared test doubles: a scripted job graph, a recording batch hook, a capture of the library's log events, and the
-checkpoint file managers' common contract."""
+"""Shared test doubles: a scripted job graph, a recording batch hook, a capture of the library's log events, the
+manual clock's steps (advance, then wait until idle or parked), and the checkpoint file managers' common contract."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import logging
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 
 from scheduler import (
     LOGGER_ROOT,
     CheckpointPath,
+    Duration,
     InputInfoTracker,
     Job,
     ManualClock,
     Milliseconds,
+    RecurringTimer,
     StreamInputInfo,
     Time,
     event_fields,
 )
+from tests.crash import Children, spawn
 
 
 class _EventCapture(logging.Handler):
@@ -174,6 +177,36 @@ def noop_job(time: Time, name: str = "op", sink: list[Any] | None = None) -> Job
     return Job(time, run, name=name)
 
 
+class Idles(Protocol):
+    """What :func:`advance` waits on: a runtime or scheduler that says when the batches due have completed."""
+
+    async def wait_until_idle(self) -> None: ...
+
+
+async def advance(runtime: Idles, clock: ManualClock, ms: Duration | int = 1000, *, times: int = 1) -> None:
+    """Move ``clock`` by ``ms``, ``times`` times, each time waiting until ``runtime`` has completed the batches due."""
+    for _ in range(times):
+        clock.advance(ms)
+        await runtime.wait_until_idle()
+
+
+async def advance_until_parked(clock: ManualClock, ms: Duration | int, sleepers: int = 1) -> None:
+    """Move ``clock`` by ``ms``, then wait until ``sleepers`` tasks sleep on it again (a timer fired what was due and parked).
+
+    Advancing before the timer is parked would race it (Spark's SPARK-16002); this waits on
+    the clock's own count of sleepers, never on real time.
+    """
+    clock.advance(ms)
+    await clock.wait_for_sleepers(sleepers)
+
+
+async def start_parked(tg: anyio.abc.TaskGroup, timer: RecurringTimer, clock: ManualClock, start: Time | None = None) -> Time:
+    """Start ``timer`` in ``tg`` (from ``start``, as ``timer.run`` takes it) and wait until it sleeps on ``clock``; its first tick."""
+    first: Time = await tg.start(timer.run, start)
+    await clock.wait_for_sleepers(1)
+    return first
+
+
 async def wait_until(condition: Callable[[], bool]) -> None:
     """Yield to the event loop until ``condition()`` holds (never sleeps; guard with a timeout)."""
     with anyio.fail_after(5):
@@ -222,8 +255,7 @@ def dead_pid() -> int:
     return int(child.stdout)
 
 
-ROOT = Path(__file__).resolve().parent.parent
-HOLDER_CHILD = ROOT / "tests" / "scheduler" / "checkpoint_holder_child.py"
+HOLDER_CHILD = Path(__file__).with_name("scheduler") / "checkpoint_holder_child.py"
 
 
 def file_digests(root: Path) -> dict[str, str]:
@@ -239,22 +271,17 @@ def checkpoint_held_by_another_process(checkpoint: Path) -> Iterator[tuple[str, 
     ``finish()`` lets the child add its entry (asserting the add succeeded) and waits for it to
     exit; a child still running at the end is killed.
     """
-    child = subprocess.Popen([sys.executable, str(HOLDER_CHILD), str(checkpoint)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert child.stdout is not None and child.stdin is not None
-    stdin, stdout = child.stdin, child.stdout
+    with Children() as children:
+        child = children.add(spawn([str(HOLDER_CHILD), str(checkpoint)], stdin=True))
+        assert child.stdout is not None and child.stdin is not None
+        stdin, stdout = child.stdin, child.stdout
 
-    def finish() -> None:
-        stdin.write("go\n")
-        stdin.flush()
-        assert stdout.readline().split() == ["added", "True"]
-        assert child.wait(timeout=60) == 0
+        def finish() -> None:
+            stdin.write("go\n")
+            stdin.flush()
+            assert stdout.readline().split() == ["added", "True"]
+            assert child.wait(timeout=60) == 0
 
-    try:
         word, pid, in_flight = stdout.readline().split()
         assert word == "ready"
         yield pid, in_flight, finish
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.crash import ROOT, run_python
 
 
 def run_example(name: str, *args: str, timeout: float = 120) -> str:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name), *args],
-        capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False,
-    )
+    result = run_python([str(ROOT / "examples" / name), *args], timeout=timeout)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 

@@ -52,57 +52,49 @@ def test_event_recorder_keeps_every_event_in_order_and_filters_by_type() -> None
     assert recorder.completed_batches == [first.batch_info, second.batch_info]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_event_recorder_wait_for_wakes_when_the_predicate_holds(backend: str) -> None:
+@pytest.mark.anyio
+async def test_event_recorder_wait_for_wakes_when_the_predicate_holds() -> None:
     """wait_for returns at once if the predicate already holds, else as soon as an event makes it hold."""
+    recorder = EventRecorder()
+    recorder(StreamingStarted(Time(0)))
+    await recorder.wait_for(lambda events: len(events) == 1)
+    returned = anyio.Event()
 
-    async def body() -> None:
-        recorder = EventRecorder()
-        recorder(StreamingStarted(Time(0)))
-        await recorder.wait_for(lambda events: len(events) == 1)
-        returned = anyio.Event()
+    async def waiter() -> None:
+        await recorder.wait_for(lambda events: len(events) >= 3)
+        returned.set()
 
-        async def waiter() -> None:
-            await recorder.wait_for(lambda events: len(events) >= 3)
-            returned.set()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(waiter)
-            await settle()
-            recorder(StreamingStarted(Time(1)))
-            await settle()
-            assert not returned.is_set()
-            recorder(StreamingStarted(Time(2)))
-            await returned.wait()
-
-    run(backend, body)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await settle()
+        recorder(StreamingStarted(Time(1)))
+        await settle()
+        assert not returned.is_set()
+        recorder(StreamingStarted(Time(2)))
+        await returned.wait()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_event_recorder_on_a_bus_waits_for_completed_batches(backend: str) -> None:
+@pytest.mark.anyio
+async def test_event_recorder_on_a_bus_waits_for_completed_batches() -> None:
     """As a bus listener, wait_for_batches(n) returns the first n completed batches once they arrive."""
+    recorder = EventRecorder()
+    bus = StreamingListenerBus()
+    bus.add_listener(recorder)
+    infos: list[BatchInfo] = []
 
-    async def body() -> None:
-        recorder = EventRecorder()
-        bus = StreamingListenerBus()
-        bus.add_listener(recorder)
-        infos: list[BatchInfo] = []
+    async def waiter() -> None:
+        infos.extend(await recorder.wait_for_batches(2))
 
-        async def waiter() -> None:
-            infos.extend(await recorder.wait_for_batches(2))
-
-        async with anyio.create_task_group() as tg:
-            await tg.start(bus.run)
-            tg.start_soon(waiter)
-            for n in range(1, 4):
-                await bus.post(BatchSubmitted(batch(n * 1000, submitted=n * 1000)))
-                await bus.post(completed(n * 1000, scheduling=n, processing=10 * n))
-            bus.close()
-        assert [i.batch_time for i in infos] == [Time(1000), Time(2000)]
-        assert len(recorder.completed_batches) == 3
-        assert len(recorder.events) == 6
-
-    run(backend, body)
+    async with anyio.create_task_group() as tg:
+        await tg.start(bus.run)
+        tg.start_soon(waiter)
+        for n in range(1, 4):
+            await bus.post(BatchSubmitted(batch(n * 1000, submitted=n * 1000)))
+            await bus.post(completed(n * 1000, scheduling=n, processing=10 * n))
+        bus.close()
+    assert [i.batch_time for i in infos] == [Time(1000), Time(2000)]
+    assert len(recorder.completed_batches) == 3
+    assert len(recorder.events) == 6
 
 
 # -- StatsReportListener --

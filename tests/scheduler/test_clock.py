@@ -95,19 +95,15 @@ def test_system_clock_sleep_until_a_passed_deadline_returns_now_without_sleeping
     assert fake_wall.sleeps == []
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_system_clock_sleep_until_is_a_checkpoint_even_when_the_deadline_has_passed(backend: str, fake_wall: FakeWallClock) -> None:
+@pytest.mark.anyio
+async def test_system_clock_sleep_until_is_a_checkpoint_even_when_the_deadline_has_passed(fake_wall: FakeWallClock) -> None:
     """sleep_until(past) still yields: inside a cancelled scope it raises cancellation."""
-
-    async def body() -> None:
-        reached = False
-        with anyio.CancelScope() as scope:
-            scope.cancel()
-            await fake_wall.clock().sleep_until(Time(0))
-            reached = True
-        assert scope.cancelled_caught and not reached
-
-    run(backend, body)
+    reached = False
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await fake_wall.clock().sleep_until(Time(0))
+        reached = True
+    assert scope.cancelled_caught and not reached
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -152,9 +148,8 @@ def test_manual_clock_rejects_a_non_integer_start() -> None:
         ManualClock(1.5)  # type: ignore[arg-type]
 
 
-def test_advance_and_set_time_move_forward_and_return_the_new_time() -> None:
+def test_advance_and_set_time_move_forward_and_return_the_new_time(clock: ManualClock) -> None:
     """advance takes a Duration or int ms; set_time jumps; both return the new reading."""
-    clock = ManualClock()
     assert clock.advance(Seconds(1)) == Time(1000)
     assert clock.advance(5) == Time(1005)
     assert clock.advance(0) == Time(1005)
@@ -181,364 +176,295 @@ def test_advance_rejects_a_non_integer_amount() -> None:
         ManualClock().advance(1.5)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_manual_clock_repr_shows_time_and_sleepers(backend: str) -> None:
+@pytest.mark.anyio
+async def test_manual_clock_repr_shows_time_and_sleepers() -> None:
     """repr summarises the reading and the parked sleepers."""
-
-    async def body() -> None:
-        clock = ManualClock(7)
-        assert repr(clock) == "<ManualClock [7 ms | 0 sleepers]>"
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(clock.sleep_until, Time(100))
-            await clock.wait_for_sleepers(1)
-            assert repr(clock) == "<ManualClock [7 ms | 1 sleepers]>"
-            clock.advance(100)
-
-    run(backend, body)
+    clock = ManualClock(7)
+    assert repr(clock) == "<ManualClock [7 ms | 0 sleepers]>"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(clock.sleep_until, Time(100))
+        await clock.wait_for_sleepers(1)
+        assert repr(clock) == "<ManualClock [7 ms | 1 sleepers]>"
+        clock.advance(100)
 
 
 # -- ManualClock: sleeping --
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_sleep_until_a_reached_deadline_returns_at_once_but_is_a_checkpoint(backend: str) -> None:
+@pytest.mark.anyio
+async def test_sleep_until_a_reached_deadline_returns_at_once_but_is_a_checkpoint() -> None:
     """sleep_until(t <= now) returns now without parking, yet raises cancellation in a cancelled scope."""
-
-    async def body() -> None:
-        clock = ManualClock(100)
-        assert await clock.sleep_until(Time(100)) == Time(100)
-        assert await clock.sleep_until(Time(-5)) == Time(100)
-        assert clock.sleepers == 0
-        reached = False
-        with anyio.CancelScope() as scope:
-            scope.cancel()
-            await clock.sleep_until(Time(50))
-            reached = True
-        assert scope.cancelled_caught and not reached
-
-    run(backend, body)
+    clock = ManualClock(100)
+    assert await clock.sleep_until(Time(100)) == Time(100)
+    assert await clock.sleep_until(Time(-5)) == Time(100)
+    assert clock.sleepers == 0
+    reached = False
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await clock.sleep_until(Time(50))
+        reached = True
+    assert scope.cancelled_caught and not reached
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_sleeper_wakes_exactly_when_the_clock_reaches_its_deadline(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_sleeper_wakes_exactly_when_the_clock_reaches_its_deadline(clock: ManualClock) -> None:
     """A task parked for t stays parked at t - 1 ms and wakes at t, returning the clock reading."""
+    woke: list[Time] = []
 
-    async def body() -> None:
-        clock = ManualClock()
-        woke: list[Time] = []
+    async def sleeper() -> None:
+        woke.append(await clock.sleep_until(Time(100)))
 
-        async def sleeper() -> None:
-            woke.append(await clock.sleep_until(Time(100)))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sleeper)
-            await clock.wait_for_sleepers(1)
-            clock.advance(99)
-            await settle()
-            assert woke == [] and clock.sleepers == 1
-            clock.advance(1)
-            assert clock.sleepers == 0  # advance wakes synchronously
-        assert woke == [Time(100)]
-
-    run(backend, body)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sleeper)
+        await clock.wait_for_sleepers(1)
+        clock.advance(99)
+        await settle()
+        assert woke == [] and clock.sleepers == 1
+        clock.advance(1)
+        assert clock.sleepers == 0  # advance wakes synchronously
+    assert woke == [Time(100)]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_sleep_until_returns_the_reading_on_waking_not_the_deadline(backend: str) -> None:
+@pytest.mark.anyio
+async def test_sleep_until_returns_the_reading_on_waking_not_the_deadline(clock: ManualClock) -> None:
     """A clock that jumps past the deadline wakes the sleeper with the later reading."""
+    woke: list[Time] = []
 
-    async def body() -> None:
-        clock = ManualClock()
-        woke: list[Time] = []
+    async def sleeper() -> None:
+        woke.append(await clock.sleep_until(Time(100)))
 
-        async def sleeper() -> None:
-            woke.append(await clock.sleep_until(Time(100)))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sleeper)
-            await clock.wait_for_sleepers(1)
-            clock.set_time(Time(250))
-        assert woke == [Time(250)]
-
-    run(backend, body)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sleeper)
+        await clock.wait_for_sleepers(1)
+        clock.set_time(Time(250))
+    assert woke == [Time(250)]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_advance_wakes_every_due_sleeper_and_only_those(backend: str) -> None:
+@pytest.mark.anyio
+async def test_advance_wakes_every_due_sleeper_and_only_those(clock: ManualClock) -> None:
     """Sleepers whose deadlines are reached wake (ties included); later ones stay parked; next_deadline tracks the earliest."""
+    woke: set[int] = set()
 
-    async def body() -> None:
-        clock = ManualClock()
-        woke: set[int] = set()
+    async def sleeper(deadline: int) -> None:
+        await clock.sleep_until(Time(deadline))
+        woke.add(deadline)
 
-        async def sleeper(deadline: int) -> None:
-            await clock.sleep_until(Time(deadline))
-            woke.add(deadline)
-
-        async with anyio.create_task_group() as tg:
-            assert clock.next_deadline is None
-            for deadline in (300, 100, 200, 100):
-                tg.start_soon(sleeper, deadline)
-            await clock.wait_for_sleepers(4)
-            assert clock.next_deadline == Time(100)
-            clock.advance(150)
-            assert clock.sleepers == 2
-            assert clock.next_deadline == Time(200)
-            await settle()
-            assert woke == {100}
-            clock.advance(50)
-            await settle()
-            assert woke == {100, 200} and clock.next_deadline == Time(300)
-            clock.advance(100)
-        assert woke == {100, 200, 300}
-        assert clock.sleepers == 0 and clock.next_deadline is None
-
-    run(backend, body)
+    async with anyio.create_task_group() as tg:
+        assert clock.next_deadline is None
+        for deadline in (300, 100, 200, 100):
+            tg.start_soon(sleeper, deadline)
+        await clock.wait_for_sleepers(4)
+        assert clock.next_deadline == Time(100)
+        clock.advance(150)
+        assert clock.sleepers == 2
+        assert clock.next_deadline == Time(200)
+        await settle()
+        assert woke == {100}
+        clock.advance(50)
+        await settle()
+        assert woke == {100, 200} and clock.next_deadline == Time(300)
+        clock.advance(100)
+    assert woke == {100, 200, 300}
+    assert clock.sleepers == 0 and clock.next_deadline is None
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_sleep_parks_for_a_duration_of_manual_time(backend: str) -> None:
+@pytest.mark.anyio
+async def test_sleep_parks_for_a_duration_of_manual_time() -> None:
     """ManualClock.sleep(d) parks until now + d."""
+    clock = ManualClock(1000)
+    woke: list[Time] = []
 
-    async def body() -> None:
-        clock = ManualClock(1000)
-        woke: list[Time] = []
+    async def sleeper() -> None:
+        woke.append(await clock.sleep(Milliseconds(500)))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sleeper)
+        await clock.wait_for_sleepers(1)
+        assert clock.next_deadline == Time(1500)
+        clock.advance(500)
+    assert woke == [Time(1500)]
+
+
+@pytest.mark.anyio
+async def test_wait_for_sleepers_waits_until_enough_tasks_are_parked(clock: ManualClock) -> None:
+    """wait_for_sleepers(n) returns once n tasks are parked, at once if they already are."""
+    returned = anyio.Event()
+
+    async def watcher() -> None:
+        await clock.wait_for_sleepers(2)
+        returned.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watcher)
+        tg.start_soon(clock.sleep_until, Time(10))
+        await settle()
+        assert clock.sleepers == 1 and not returned.is_set()
+        tg.start_soon(clock.sleep_until, Time(20))
+        await returned.wait()
+        await clock.wait_for_sleepers(2)  # already satisfied: returns at once
+        await clock.wait_for_sleepers(0)
+        clock.advance(20)
+
+
+@pytest.mark.anyio
+async def test_woken_sleepers_no_longer_count_as_parked(clock: ManualClock) -> None:
+    """After an advance wakes a sleeper, wait_for_sleepers waits for it to park again."""
+    laps: list[Time] = []
+
+    async def looper() -> None:
+        for deadline in (10, 20):
+            laps.append(await clock.sleep_until(Time(deadline)))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(looper)
+        await clock.wait_for_sleepers(1)
+        clock.advance(10)
+        assert clock.sleepers == 0
+        await clock.wait_for_sleepers(1)  # parked again, on 20
+        assert laps == [Time(10)] and clock.next_deadline == Time(20)
+        clock.advance(10)
+    assert laps == [Time(10), Time(20)]
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_sleeper_is_unparked_and_forgotten(clock: ManualClock) -> None:
+    """Cancelling a parked sleeper drops it from sleepers and next_deadline; a later advance past its deadline is harmless."""
+    outcome: list[str] = []
+
+    async def sleeper(scope_holder: list[anyio.CancelScope], deadline: int) -> None:
+        with anyio.CancelScope() as scope:
+            scope_holder.append(scope)
+            await clock.sleep_until(Time(deadline))
+            outcome.append(f"woke {deadline}")
+            return
+        outcome.append(f"cancelled {deadline}")
+
+    early: list[anyio.CancelScope] = []
+    late: list[anyio.CancelScope] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sleeper, early, 100)
+        tg.start_soon(sleeper, late, 200)
+        await clock.wait_for_sleepers(2)
+        early[0].cancel()
+        await settle()
+        assert outcome == ["cancelled 100"]
+        assert clock.sleepers == 1
+        assert clock.next_deadline == Time(200)
+        clock.advance(150)  # past the cancelled deadline: nothing to wake
+        await settle()
+        assert outcome == ["cancelled 100"] and clock.sleepers == 1
+        clock.advance(50)
+    assert outcome == ["cancelled 100", "woke 200"]
+
+
+@pytest.mark.anyio
+async def test_cancelling_a_sleeper_wakes_a_sleeper_count_watcher(clock: ManualClock) -> None:
+    """A task waiting for sleepers re-checks when a sleeper leaves by cancellation (it keeps waiting for the count)."""
+    async with anyio.create_task_group() as tg:
+        sleepers = anyio.CancelScope()
 
         async def sleeper() -> None:
-            woke.append(await clock.sleep(Milliseconds(500)))
+            with sleepers:
+                await clock.sleep_until(Time(10))
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sleeper)
-            await clock.wait_for_sleepers(1)
-            assert clock.next_deadline == Time(1500)
-            clock.advance(500)
-        assert woke == [Time(1500)]
-
-    run(backend, body)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_wait_for_sleepers_waits_until_enough_tasks_are_parked(backend: str) -> None:
-    """wait_for_sleepers(n) returns once n tasks are parked, at once if they already are."""
-
-    async def body() -> None:
-        clock = ManualClock()
-        returned = anyio.Event()
-
-        async def watcher() -> None:
-            await clock.wait_for_sleepers(2)
-            returned.set()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watcher)
-            tg.start_soon(clock.sleep_until, Time(10))
-            await settle()
-            assert clock.sleepers == 1 and not returned.is_set()
-            tg.start_soon(clock.sleep_until, Time(20))
-            await returned.wait()
-            await clock.wait_for_sleepers(2)  # already satisfied: returns at once
-            await clock.wait_for_sleepers(0)
-            clock.advance(20)
-
-    run(backend, body)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_woken_sleepers_no_longer_count_as_parked(backend: str) -> None:
-    """After an advance wakes a sleeper, wait_for_sleepers waits for it to park again."""
-
-    async def body() -> None:
-        clock = ManualClock()
-        laps: list[Time] = []
-
-        async def looper() -> None:
-            for deadline in (10, 20):
-                laps.append(await clock.sleep_until(Time(deadline)))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(looper)
-            await clock.wait_for_sleepers(1)
-            clock.advance(10)
-            assert clock.sleepers == 0
-            await clock.wait_for_sleepers(1)  # parked again, on 20
-            assert laps == [Time(10)] and clock.next_deadline == Time(20)
-            clock.advance(10)
-        assert laps == [Time(10), Time(20)]
-
-    run(backend, body)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_cancelled_sleeper_is_unparked_and_forgotten(backend: str) -> None:
-    """Cancelling a parked sleeper drops it from sleepers and next_deadline; a later advance past its deadline is harmless."""
-
-    async def body() -> None:
-        clock = ManualClock()
-        outcome: list[str] = []
-
-        async def sleeper(scope_holder: list[anyio.CancelScope], deadline: int) -> None:
-            with anyio.CancelScope() as scope:
-                scope_holder.append(scope)
-                await clock.sleep_until(Time(deadline))
-                outcome.append(f"woke {deadline}")
-                return
-            outcome.append(f"cancelled {deadline}")
-
-        early: list[anyio.CancelScope] = []
-        late: list[anyio.CancelScope] = []
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sleeper, early, 100)
-            tg.start_soon(sleeper, late, 200)
-            await clock.wait_for_sleepers(2)
-            early[0].cancel()
-            await settle()
-            assert outcome == ["cancelled 100"]
-            assert clock.sleepers == 1
-            assert clock.next_deadline == Time(200)
-            clock.advance(150)  # past the cancelled deadline: nothing to wake
-            await settle()
-            assert outcome == ["cancelled 100"] and clock.sleepers == 1
-            clock.advance(50)
-        assert outcome == ["cancelled 100", "woke 200"]
-
-    run(backend, body)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_cancelling_a_sleeper_wakes_a_sleeper_count_watcher(backend: str) -> None:
-    """A task waiting for sleepers re-checks when a sleeper leaves by cancellation (it keeps waiting for the count)."""
-
-    async def body() -> None:
-        clock = ManualClock()
-        async with anyio.create_task_group() as tg:
-            sleepers = anyio.CancelScope()
-
-            async def sleeper() -> None:
-                with sleepers:
-                    await clock.sleep_until(Time(10))
-
-            tg.start_soon(sleeper)
-            await clock.wait_for_sleepers(1)
-            sleepers.cancel()
-            await settle()
-            assert clock.sleepers == 0
-            tg.start_soon(clock.sleep_until, Time(10))
-            await clock.wait_for_sleepers(1)
-            clock.advance(10)
-
-    run(backend, body)
+        tg.start_soon(sleeper)
+        await clock.wait_for_sleepers(1)
+        sleepers.cancel()
+        await settle()
+        assert clock.sleepers == 0
+        tg.start_soon(clock.sleep_until, Time(10))
+        await clock.wait_for_sleepers(1)
+        clock.advance(10)
 
 
 # -- run_with_timeout --
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_run_with_timeout_none_just_runs(backend: str) -> None:
+@pytest.mark.anyio
+async def test_run_with_timeout_none_just_runs() -> None:
     """With timeout=None the function runs to completion and the result is True."""
+    ran: list[int] = []
 
-    async def body() -> None:
-        ran: list[int] = []
+    async def fn() -> None:
+        ran.append(1)
 
-        async def fn() -> None:
-            ran.append(1)
-
-        assert await run_with_timeout(ManualClock(), None, fn) is True
-        assert ran == [1]
-
-    run(backend, body)
+    assert await run_with_timeout(ManualClock(), None, fn) is True
+    assert ran == [1]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_run_with_timeout_returns_true_when_fn_finishes_in_time_and_leaves_no_sleeper(backend: str) -> None:
+@pytest.mark.anyio
+async def test_run_with_timeout_returns_true_when_fn_finishes_in_time_and_leaves_no_sleeper(clock: ManualClock) -> None:
     """A function that finishes before the timeout yields True and its guard stops waiting on the clock."""
+    release = anyio.Event()
+    result: list[bool] = []
 
-    async def body() -> None:
-        clock = ManualClock()
-        release = anyio.Event()
-        result: list[bool] = []
+    async def fn() -> None:
+        await release.wait()
 
-        async def fn() -> None:
-            await release.wait()
+    async def caller() -> None:
+        result.append(await run_with_timeout(clock, Seconds(1), fn))
 
-        async def caller() -> None:
-            result.append(await run_with_timeout(clock, Seconds(1), fn))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(caller)
-            await clock.wait_for_sleepers(1)  # the guard is parked
-            assert clock.next_deadline == Time(1000)
-            clock.advance(999)
-            release.set()
-        assert result == [True]
-        assert clock.sleepers == 0
-
-    run(backend, body)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(caller)
+        await clock.wait_for_sleepers(1)  # the guard is parked
+        assert clock.next_deadline == Time(1000)
+        clock.advance(999)
+        release.set()
+    assert result == [True]
+    assert clock.sleepers == 0
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_run_with_timeout_cancels_fn_when_the_clock_reaches_the_timeout(backend: str) -> None:
+@pytest.mark.anyio
+async def test_run_with_timeout_cancels_fn_when_the_clock_reaches_the_timeout() -> None:
     """At the timeout (not a millisecond earlier) fn is cancelled and the result is False."""
+    clock = ManualClock(500)
+    cancelled: list[bool] = []
+    result: list[bool] = []
 
-    async def body() -> None:
-        clock = ManualClock(500)
-        cancelled: list[bool] = []
-        result: list[bool] = []
+    async def fn() -> None:
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            cancelled.append(True)
+            raise
 
-        async def fn() -> None:
-            try:
-                await anyio.sleep_forever()
-            except anyio.get_cancelled_exc_class():
-                cancelled.append(True)
-                raise
+    async def caller() -> None:
+        result.append(await run_with_timeout(clock, Milliseconds(300), fn))
 
-        async def caller() -> None:
-            result.append(await run_with_timeout(clock, Milliseconds(300), fn))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(caller)
-            await clock.wait_for_sleepers(1)
-            clock.advance(299)
-            await settle()
-            assert result == [] and cancelled == []
-            clock.advance(1)
-        assert result == [False] and cancelled == [True]
-
-    run(backend, body)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(caller)
+        await clock.wait_for_sleepers(1)
+        clock.advance(299)
+        await settle()
+        assert result == [] and cancelled == []
+        clock.advance(1)
+    assert result == [False] and cancelled == [True]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.anyio
 @pytest.mark.parametrize("timeout", [None, Seconds(1)])
-def test_run_with_timeout_propagates_fns_exception_unchanged(backend: str, timeout: Duration | None) -> None:
+async def test_run_with_timeout_propagates_fns_exception_unchanged(timeout: Duration | None) -> None:
     """An exception from fn reaches the caller as itself, not wrapped in an ExceptionGroup, with or without a timeout."""
+    async def fn() -> None:
+        raise KeyError("boom")
 
-    async def body() -> None:
-        async def fn() -> None:
-            raise KeyError("boom")
-
-        with pytest.raises(KeyError, match="boom"):
-            await run_with_timeout(ManualClock(), timeout, fn)
-
-    run(backend, body)
+    with pytest.raises(KeyError, match="boom"):
+        await run_with_timeout(ManualClock(), timeout, fn)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_run_with_timeout_does_not_swallow_the_callers_cancellation(backend: str) -> None:
+@pytest.mark.anyio
+async def test_run_with_timeout_does_not_swallow_the_callers_cancellation(clock: ManualClock) -> None:
     """Cancelling the caller cancels fn and propagates; it is not reported as a timeout."""
+    after: list[bool] = []
+    with anyio.CancelScope() as scope:
 
-    async def body() -> None:
-        clock = ManualClock()
-        after: list[bool] = []
-        with anyio.CancelScope() as scope:
+        async def fn() -> None:
+            scope.cancel()
+            await anyio.sleep_forever()
 
-            async def fn() -> None:
-                scope.cancel()
-                await anyio.sleep_forever()
-
-            after.append(await run_with_timeout(clock, Seconds(1), fn))
-        assert scope.cancelled_caught and after == []
-        assert clock.sleepers == 0
-
-    run(backend, body)
+        after.append(await run_with_timeout(clock, Seconds(1), fn))
+    assert scope.cancelled_caught and after == []
+    assert clock.sleepers == 0
 
 
 # -- SystemClock: steps of the wall clock --

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler import BatchPlanner, Job, JobSet, ManualClock, Seconds, Time
 from streaming import StreamingRuntime
-from tests.support import ScriptedGraph, noop_job
+from tests.support import ScriptedGraph, advance, noop_job
 
 pytestmark = pytest.mark.anyio
 
@@ -36,17 +36,15 @@ class OrderPlanner:
         self.order.append(("finish", job_set.time.milliseconds))
 
 
-async def test_finished_batches_are_handled_before_queued_generations() -> None:
+async def test_finished_batches_are_handled_before_queued_generations(clock: ManualClock) -> None:
     """With five ticks queued at once, each batch is finished as soon as its job ends, not after all five are generated."""
-    clock = ManualClock(0)
     planner = OrderPlanner()
     assert isinstance(planner, BatchPlanner)
     rt = StreamingRuntime(YieldingGraph(lambda t: [noop_job(t)]), Seconds(1), clock=clock)
     rt.scheduler.generator._planner = planner  # the planner seam, without a replayable graph
     async with rt:
         await rt.start()
-        clock.advance(Seconds(5))
-        await rt.wait_until_idle()
+        await advance(rt, clock, Seconds(5))
         await rt.stop()
     plans = [t for kind, t in planner.order if kind == "plan"]
     finishes = [t for kind, t in planner.order if kind == "finish"]
@@ -55,16 +53,14 @@ async def test_finished_batches_are_handled_before_queued_generations() -> None:
     assert planner.order.index(("finish", 1000)) < planner.order.index(("plan", 5000))
 
 
-async def test_sequential_batches_plan_each_batch_after_the_one_before_finished() -> None:
+async def test_sequential_batches_plan_each_batch_after_the_one_before_finished(clock: ManualClock) -> None:
     """A planner asking for sequential batches: five ticks at once are planned one at a time, each after the previous finish."""
-    clock = ManualClock(0)
     planner = OrderPlanner(sequential=True)
     rt = StreamingRuntime(YieldingGraph(lambda t: [noop_job(t)]), Seconds(1), clock=clock)
     rt.scheduler.generator._planner = planner
     async with rt:
         await rt.start()
-        clock.advance(Seconds(5))
-        await rt.wait_until_idle()
+        await advance(rt, clock, Seconds(5))
         await rt.stop()
     # Held ticks still run as the batches of their own times: the grid is kept.
     assert planner.order == [(kind, t) for t in range(1000, 6000, 1000) for kind in ("plan", "finish")]

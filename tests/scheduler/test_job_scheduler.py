@@ -18,7 +18,7 @@ from listeners import (
 from scheduler import Job, JobFailedError, JobScheduler, ManualClock, Milliseconds, Seconds, Time
 from streaming import StreamingRuntime
 from tests.anyio_support import raises_exactly
-from tests.support import Gate, RecordingHook, ScriptedGraph, capture_events, noop_job, sleeping_job
+from tests.support import Gate, RecordingHook, ScriptedGraph, advance, advance_until_parked, capture_events, noop_job, sleeping_job
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +38,7 @@ async def test_first_batch_is_next_grid_point_strictly_after_now() -> None:
         await rt.stop()
 
 
-async def test_one_job_per_output_in_registration_order_with_spark_ids() -> None:
+async def test_one_job_per_output_in_registration_order_with_spark_ids(clock: ManualClock) -> None:
     """Each batch has one job per output operation, numbered in order, with Spark's job ids."""
     ran: list[tuple[str, int]] = []
     ids: list[str] = []
@@ -47,15 +47,13 @@ async def test_one_job_per_output_in_registration_order_with_spark_ids() -> None
         jobs = [noop_job(t, "a", ran), noop_job(t, "b", ran), noop_job(t, "c", ran)]
         return jobs
 
-    clock = ManualClock(0)
     rec = EventRecorder()
     async with StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock) as rt:
         rt.add_listener(rec)
         rt.add_listener(lambda e: ids.append(f"streaming job {e.output_operation_info.batch_time}.{e.output_operation_info.id}")
                         if isinstance(e, OutputOperationStarted) else None)
         await rt.start()
-        clock.advance(Seconds(2))
-        await rt.wait_until_idle()
+        await advance(rt, clock, Seconds(2))
         await rt.stop()
     assert ran == [("a", 1000), ("b", 1000), ("c", 1000), ("a", 2000), ("b", 2000), ("c", 2000)]
     assert ids[:3] == ["streaming job 1000 ms.0", "streaming job 1000 ms.1", "streaming job 1000 ms.2"]
@@ -72,9 +70,8 @@ def test_job_id_is_sparks_format() -> None:
     assert [j.id for j in jobs] == ["streaming job 1500 ms.0", "streaming job 1500 ms.1"]
 
 
-async def test_per_tick_order_matches_spark() -> None:
+async def test_per_tick_order_matches_spark(clock: ManualClock) -> None:
     """Per tick: allocate input, generate jobs, submit, then the checkpoint hook; completion hooks after the jobs."""
-    clock = ManualClock(0)
     order: list[str] = []
     graph = ScriptedGraph(lambda t: [noop_job(t)])
     hook = RecordingHook()
@@ -88,24 +85,21 @@ async def test_per_tick_order_matches_spark() -> None:
 
     async with StreamingRuntime(graph, Seconds(1), clock=clock, hooks=[OrderHook(), hook]) as rt:
         await rt.start()
-        clock.advance(Seconds(1))
-        await rt.wait_until_idle()
+        await advance(rt, clock)
         await rt.stop()
     assert graph.calls[:4] == [("start", 0), ("allocate", 1000), ("generate", 1000), ("clear", 1000)]
     assert order == ["hook.generated 1000", "hook.completed 1000"]
     assert hook.pending_seen == [[1000]]  # the batch was already submitted when the checkpoint hook ran
 
 
-async def test_events_of_a_batch_come_in_sparks_order() -> None:
+async def test_events_of_a_batch_come_in_sparks_order(clock: ManualClock) -> None:
     """With one job slot, a batch's events are Submitted, Started, then each op Started/Completed, then Completed."""
-    clock = ManualClock(0)
     rec = EventRecorder()
     graph = ScriptedGraph(lambda t: [noop_job(t, "a"), noop_job(t, "b")])
     async with StreamingRuntime(graph, Seconds(1), clock=clock) as rt:
         rt.add_listener(rec)
         await rt.start()
-        clock.advance(Seconds(1))
-        await rt.wait_until_idle()
+        await advance(rt, clock)
         await rt.stop()
     assert names(rec) == [
         "BatchSubmitted", "BatchStarted",
@@ -115,15 +109,13 @@ async def test_events_of_a_batch_come_in_sparks_order() -> None:
     ]
 
 
-async def test_snapshots_show_what_was_known_when_posted() -> None:
+async def test_snapshots_show_what_was_known_when_posted(clock: ManualClock) -> None:
     """BatchSubmitted has no start or end; BatchStarted has a start but no op start; BatchCompleted has everything."""
-    clock = ManualClock(0)
     rec = EventRecorder()
     async with StreamingRuntime(ScriptedGraph(lambda t: [noop_job(t)]), Seconds(1), clock=clock) as rt:
         rt.add_listener(rec)
         await rt.start()
-        clock.advance(Seconds(1))
-        await rt.wait_until_idle()
+        await advance(rt, clock)
         await rt.stop()
     submitted = rec.of_type(BatchSubmitted)[0].batch_info  # type: ignore[union-attr]
     started = rec.of_type(BatchStarted)[0].batch_info  # type: ignore[union-attr]
@@ -135,32 +127,28 @@ async def test_snapshots_show_what_was_known_when_posted() -> None:
     assert completed.scheduling_delay == Milliseconds(0) and completed.output_operation_infos[0].end_time == Time(1000)
 
 
-async def test_empty_batch_posts_no_events_but_is_finalised() -> None:
+async def test_empty_batch_posts_no_events_but_is_finalised(clock: ManualClock) -> None:
     """A batch with no jobs posts no listener events, yet its hooks still run in order."""
-    clock = ManualClock(0)
     rec = EventRecorder()
     hook = RecordingHook()
     graph = ScriptedGraph(lambda t: [] if t == Time(2000) else [noop_job(t)])
     async with StreamingRuntime(graph, Seconds(1), clock=clock, hooks=[hook]) as rt:
         rt.add_listener(rec)
         await rt.start()
-        clock.advance(Seconds(3))
-        await rt.wait_until_idle()
+        await advance(rt, clock, Seconds(3))
         await rt.stop()
     assert [b.batch_time.milliseconds for b in rec.completed_batches] == [1000, 3000]
     assert not [e for e in rec.events if isinstance(e, BatchSubmitted) and e.batch_info.batch_time == Time(2000)]
     assert hook.completed == [1000, 2000, 3000]
 
 
-async def test_timer_behind_generates_every_missed_batch_in_order() -> None:
+async def test_timer_behind_generates_every_missed_batch_in_order(clock: ManualClock) -> None:
     """Jumping the clock by five intervals generates the five missed batches, in order, none skipped."""
-    clock = ManualClock(0)
     rec = EventRecorder()
     async with StreamingRuntime(ScriptedGraph(lambda t: [noop_job(t)]), Seconds(1), clock=clock) as rt:
         rt.add_listener(rec)
         await rt.start()
-        clock.advance(Seconds(5))
-        await rt.wait_until_idle()
+        await advance(rt, clock, Seconds(5))
         await rt.stop()
     batches = rec.completed_batches
     assert [b.batch_time.milliseconds for b in batches] == [1000, 2000, 3000, 4000, 5000]
@@ -168,9 +156,8 @@ async def test_timer_behind_generates_every_missed_batch_in_order() -> None:
     assert {b.submission_time for b in batches} == {Time(5000)}
 
 
-async def test_delays_follow_job_durations_on_the_manual_clock() -> None:
+async def test_delays_follow_job_durations_on_the_manual_clock(clock: ManualClock) -> None:
     """A 1500 ms job every 1000 ms makes each batch wait 500 ms longer than the one before."""
-    clock = ManualClock(0)
     rec = EventRecorder()
     graph = ScriptedGraph(lambda t: [sleeping_job(clock, t, 1500)])
     async with StreamingRuntime(graph, Seconds(1), clock=clock, abandon_after=Milliseconds(0)) as rt:
@@ -193,9 +180,8 @@ async def test_delays_follow_job_durations_on_the_manual_clock() -> None:
     ]
 
 
-async def test_concurrent_jobs_bound_and_in_order_completion_hooks() -> None:
+async def test_concurrent_jobs_bound_and_in_order_completion_hooks(clock: ManualClock) -> None:
     """With concurrent_jobs=2 at most two jobs ever run, and hooks run in batch order though batch 2 finishes first."""
-    clock = ManualClock(0)
     gate = Gate()
     hook = RecordingHook()
     rec = EventRecorder()
@@ -205,8 +191,7 @@ async def test_concurrent_jobs_bound_and_in_order_completion_hooks() -> None:
         await rt.start()
         clock.advance(Seconds(1))
         await gate.wait_started("1000.0", "1000.1")
-        clock.advance(Seconds(1))
-        await clock.wait_for_sleepers(1)
+        await advance_until_parked(clock, Seconds(1))
         assert gate.running == 2 and "1000.2" not in gate.started
         for key, nxt in (("1000.1", "1000.2"), ("1000.2", "2000.0"), ("2000.0", "2000.1"), ("2000.1", "2000.2")):
             gate.open(key)
@@ -224,7 +209,7 @@ async def test_concurrent_jobs_bound_and_in_order_completion_hooks() -> None:
     assert gate.max_running == 2
 
 
-async def test_sync_jobs_run_in_worker_threads_async_jobs_on_the_loop() -> None:
+async def test_sync_jobs_run_in_worker_threads_async_jobs_on_the_loop(clock: ManualClock) -> None:
     """A plain job function runs in a worker thread; an async one runs on the event loop thread."""
     loop_thread = threading.get_ident()
     seen: dict[str, int] = {}
@@ -235,19 +220,16 @@ async def test_sync_jobs_run_in_worker_threads_async_jobs_on_the_loop() -> None:
     async def async_fn() -> None:
         seen["async"] = threading.get_ident()
 
-    clock = ManualClock(0)
     graph = ScriptedGraph(lambda t: [Job(t, sync_fn), Job(t, async_fn)])
     async with StreamingRuntime(graph, Seconds(1), clock=clock) as rt:
         await rt.start()
-        clock.advance(Seconds(1))
-        await rt.wait_until_idle()
+        await advance(rt, clock)
         await rt.stop()
     assert seen["async"] == loop_thread and seen["sync"] != loop_thread
 
 
-async def test_failed_job_reports_and_keeps_running() -> None:
+async def test_failed_job_reports_and_keeps_running(clock: ManualClock) -> None:
     """A failing job completes its batch with a failure reason, reaches the waiter, and later batches still run."""
-    clock = ManualClock(0)
     rec = EventRecorder()
     hook = RecordingHook()
 
@@ -260,8 +242,7 @@ async def test_failed_job_reports_and_keeps_running() -> None:
     async with StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock, hooks=[hook]) as rt:
         rt.add_listener(rec)
         await rt.start()
-        clock.advance(Seconds(2))
-        await rt.wait_until_idle()
+        await advance(rt, clock, Seconds(2))
         with pytest.raises(JobFailedError) as info:
             await rt.await_termination(Seconds(1))
         assert rt.scheduler.pending_times() == [Time(1000)]
@@ -278,9 +259,8 @@ async def test_failed_job_reports_and_keeps_running() -> None:
     assert hook.completed == [2000]  # the failed batch is not committed
 
 
-async def test_generation_error_reaches_waiter_without_events() -> None:
+async def test_generation_error_reaches_waiter_without_events(clock: ManualClock) -> None:
     """An exception while generating a batch is reported for that time, posts no events, and the next batch runs."""
-    clock = ManualClock(0)
     rec = EventRecorder()
 
     def make(t: Time) -> list[Job]:
@@ -291,31 +271,27 @@ async def test_generation_error_reaches_waiter_without_events() -> None:
     async with StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock) as rt:
         rt.add_listener(rec)
         await rt.start()
-        clock.advance(Seconds(2))
-        await rt.wait_until_idle()
+        await advance(rt, clock, Seconds(2))
         await rt.stop()
         with raises_exactly(JobFailedError, "Error generating jobs for time 1000 ms: RuntimeError: bad graph"):
             await rt.await_termination()
     assert [b.batch_time.milliseconds for b in rec.completed_batches] == [2000]
 
 
-async def test_input_infos_reach_batch_info() -> None:
+async def test_input_infos_reach_batch_info(clock: ManualClock) -> None:
     """Records reported by input streams while generating are the batch's num_records."""
-    clock = ManualClock(0)
     rec = EventRecorder()
     graph = ScriptedGraph(lambda t: [noop_job(t)], records=lambda t: t.milliseconds // 100)
     async with StreamingRuntime(graph, Seconds(1), clock=clock) as rt:
         rt.add_listener(rec)
         await rt.start()
-        clock.advance(Seconds(2))
-        await rt.wait_until_idle()
+        await advance(rt, clock, Seconds(2))
         await rt.stop()
     assert [b.num_records for b in rec.completed_batches] == [10, 20]
 
 
-async def test_one_log_line_per_completed_batch_with_three_delays() -> None:
+async def test_one_log_line_per_completed_batch_with_three_delays(clock: ManualClock) -> None:
     """Each completed batch logs one 'batch completed' line carrying its scheduling, processing and total delay."""
-    clock = ManualClock(0)
     with capture_events() as logs:
         async with StreamingRuntime(ScriptedGraph(lambda t: [sleeping_job(clock, t, 300)]), Seconds(1), clock=clock) as rt:
             await rt.start()
@@ -331,9 +307,8 @@ async def test_one_log_line_per_completed_batch_with_three_delays() -> None:
     assert line["component"] == "JobScheduler" and line["log_level"] == "info"
 
 
-async def test_scheduler_repr_summarises_state() -> None:
+async def test_scheduler_repr_summarises_state(clock: ManualClock) -> None:
     """The scheduler's repr shows running and queued jobs and batch counts."""
-    clock = ManualClock(0)
     gate = Gate()
     async with StreamingRuntime(ScriptedGraph(lambda t: [gate.job(t, "a"), gate.job(t, "b")]), Seconds(1), clock=clock) as rt:
         await rt.start()
@@ -357,9 +332,8 @@ def test_bad_concurrency_and_duration_are_refused() -> None:
         JobScheduler(graph, Milliseconds(0), clock=ManualClock())
 
 
-async def test_scheduler_runs_alone_with_a_plain_listener() -> None:
+async def test_scheduler_runs_alone_with_a_plain_listener(clock: ManualClock) -> None:
     """The JobScheduler runs without the runtime, telling a bare JobSchedulerListener about each batch."""
-    clock = ManualClock(0)
     told: list[str] = []
 
     class Listener:
@@ -382,7 +356,6 @@ async def test_scheduler_runs_alone_with_a_plain_listener() -> None:
     async with anyio.create_task_group() as tg:
         first = await tg.start(scheduler.run)
         assert first == Time(1000)
-        clock.advance(Seconds(1))
-        await scheduler.wait_until_idle()
+        await advance(scheduler, clock)
         await scheduler.stop(graceful=False)
     assert told == ["submitted", "started", "job started", "job completed", "completed"]

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from scheduler._logging import LOGGER_ROOT, event_fields, library_logger
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.crash import run_python
 
 
 def test_events_reach_the_hosts_handlers_with_their_fields(caplog: pytest.LogCaptureFixture) -> None:
@@ -71,7 +67,7 @@ def test_nothing_is_printed_unless_the_host_configures_logging() -> None:
         "logging.basicConfig(level=logging.INFO, format='%(levelname)s %(name)s %(message)s')\n"
         "log.info('now heard', n=1); log.debug('still quiet')\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = run_python(["-c", code], timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "program output\n"
     assert result.stderr == "INFO aiodstream.x now heard component=C n=1\n"

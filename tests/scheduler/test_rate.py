@@ -69,9 +69,8 @@ def test_batches_without_records_or_time_or_out_of_order_are_skipped() -> None:
 # -- RateLimiter --
 
 
-async def test_the_limiter_lets_the_first_records_through_and_paces_the_rest() -> None:
+async def test_the_limiter_lets_the_first_records_through_and_paces_the_rest(clock: ManualClock) -> None:
     """10 records/s: the first acquire is free, the next waits until the first is paid off (100 ms)."""
-    clock = ManualClock(0)
     limiter = RateLimiter(clock, 10)
     await limiter.acquire(1)
     done: list[int] = []
@@ -97,9 +96,8 @@ async def test_the_limiter_lets_the_first_records_through_and_paces_the_rest() -
         clock.set_time(Time(600))
 
 
-async def test_unused_time_is_stored_for_a_burst_of_at_most_one_second() -> None:
+async def test_unused_time_is_stored_for_a_burst_of_at_most_one_second(clock: ManualClock) -> None:
     """After 5 s idle at 10/s, 10 records (one second's worth) come from storage; the next is paid forward and the one after waits."""
-    clock = ManualClock(0)
     limiter = RateLimiter(clock, 10)
     await limiter.acquire(1)
     clock.set_time(Time(5000))
@@ -114,9 +112,8 @@ async def test_unused_time_is_stored_for_a_burst_of_at_most_one_second() -> None
     assert limiter.waits == 1
 
 
-async def test_rates_are_capped_by_the_maximum_and_non_positive_updates_are_ignored() -> None:
+async def test_rates_are_capped_by_the_maximum_and_non_positive_updates_are_ignored(clock: ManualClock) -> None:
     """spark.streaming.receiver.maxRate caps every update; 0 or less leaves the rate as it is; no rate: no waiting."""
-    clock = ManualClock(0)
     limiter = RateLimiter(clock, None, max_rate=50)
     assert limiter.rate == 50
     limiter.update(500)

@@ -23,57 +23,49 @@ def test_capacity_must_be_a_positive_int_or_none(capacity: object) -> None:
         Mailbox(capacity)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_items_come_out_in_the_order_they_went_in(backend: str) -> None:
+@pytest.mark.anyio
+async def test_items_come_out_in_the_order_they_went_in() -> None:
     """One consumer gets every item in FIFO order, whether it was queued before or after the consumer parked."""
+    box: Mailbox[int] = Mailbox()
+    got: list[int] = []
 
-    async def body() -> None:
-        box: Mailbox[int] = Mailbox()
-        got: list[int] = []
+    async def consumer() -> None:
+        while True:
+            try:
+                got.append(await box.get())
+            except anyio.EndOfStream:
+                return
 
-        async def consumer() -> None:
-            while True:
-                try:
-                    got.append(await box.get())
-                except anyio.EndOfStream:
-                    return
-
-        for n in range(3):
+    for n in range(3):
+        box.put_nowait(n)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consumer)
+        await settle()
+        for n in range(3, 10):
             box.put_nowait(n)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(consumer)
-            await settle()
-            for n in range(3, 10):
-                box.put_nowait(n)
-                if n % 3 == 0:
-                    await settle()
-            box.close()
-        assert got == list(range(10))
-
-    run(backend, body)
+            if n % 3 == 0:
+                await settle()
+        box.close()
+    assert got == list(range(10))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_get_is_not_a_checkpoint_when_an_item_is_queued(backend: str) -> None:
+@pytest.mark.anyio
+async def test_get_is_not_a_checkpoint_when_an_item_is_queued() -> None:
     """A consumer with items queued takes them without yielding; it parks only when the mailbox is empty."""
+    box: Mailbox[int] = Mailbox()
+    other_ran: list[bool] = []
 
-    async def body() -> None:
-        box: Mailbox[int] = Mailbox()
-        other_ran: list[bool] = []
+    async def other() -> None:
+        other_ran.append(True)
 
-        async def other() -> None:
-            other_ran.append(True)
-
-        box.put_nowait(1)
-        box.put_nowait(2)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(other)
-            assert [await box.get(), await box.get()] == [1, 2]
-            assert other_ran == []  # never yielded
-            with pytest.raises(anyio.WouldBlock):
-                box.get_nowait()
-
-    run(backend, body)
+    box.put_nowait(1)
+    box.put_nowait(2)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        assert [await box.get(), await box.get()] == [1, 2]
+        assert other_ran == []  # never yielded
+        with pytest.raises(anyio.WouldBlock):
+            box.get_nowait()
 
 
 def test_poll_takes_the_next_item_or_returns_the_default() -> None:
@@ -120,67 +112,59 @@ def test_several_consumers_share_the_items_each_taken_once(backend: str) -> None
     run(backend, body)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_close_wakes_every_parked_consumer_after_the_rest_is_drained(backend: str) -> None:
+@pytest.mark.anyio
+async def test_close_wakes_every_parked_consumer_after_the_rest_is_drained() -> None:
     """close() refuses new items, lets consumers drain what is queued, then ends every one of them."""
+    box: Mailbox[int] = Mailbox()
+    ended: list[str] = []
+    got: list[int] = []
 
-    async def body() -> None:
-        box: Mailbox[int] = Mailbox()
-        ended: list[str] = []
-        got: list[int] = []
+    async def consumer(name: str) -> None:
+        while True:
+            try:
+                got.append(await box.get())
+            except anyio.EndOfStream:
+                ended.append(name)
+                return
 
-        async def consumer(name: str) -> None:
-            while True:
-                try:
-                    got.append(await box.get())
-                except anyio.EndOfStream:
-                    ended.append(name)
-                    return
-
-        async with anyio.create_task_group() as tg:
-            for name in ("a", "b", "c"):
-                tg.start_soon(consumer, name)
-            await settle()
-            box.put_nowait(1)
-            box.close()
-            assert box.closed
-            with pytest.raises(anyio.ClosedResourceError):
-                box.put_nowait(2)
-        assert got == [1]
-        assert sorted(ended) == ["a", "b", "c"]
-        with pytest.raises(anyio.EndOfStream):
-            box.get_nowait()
-        with pytest.raises(anyio.EndOfStream):
-            await box.get()
-
-    run(backend, body)
+    async with anyio.create_task_group() as tg:
+        for name in ("a", "b", "c"):
+            tg.start_soon(consumer, name)
+        await settle()
+        box.put_nowait(1)
+        box.close()
+        assert box.closed
+        with pytest.raises(anyio.ClosedResourceError):
+            box.put_nowait(2)
+    assert got == [1]
+    assert sorted(ended) == ["a", "b", "c"]
+    with pytest.raises(anyio.EndOfStream):
+        box.get_nowait()
+    with pytest.raises(anyio.EndOfStream):
+        await box.get()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_consumer_cancelled_while_parked_leaves_without_taking_anything(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_consumer_cancelled_while_parked_leaves_without_taking_anything() -> None:
     """Cancelling a parked get removes the consumer; the next item goes to the one still parked."""
+    box: Mailbox[int] = Mailbox()
+    got: list[int] = []
 
-    async def body() -> None:
-        box: Mailbox[int] = Mailbox()
-        got: list[int] = []
+    async def consumer() -> None:
+        got.append(await box.get())
 
-        async def consumer() -> None:
-            got.append(await box.get())
-
-        async with anyio.create_task_group() as tg:
-            scope = anyio.CancelScope()
-            tg.start_soon(_get_in_scope, box, scope)
-            await settle()
-            tg.start_soon(consumer)
-            await settle()
-            scope.cancel()
-            await settle()
-            assert "1 waiting" in repr(box)
-            box.put_nowait(7)
-        assert got == [7]
-        assert len(box) == 0
-
-    run(backend, body)
+    async with anyio.create_task_group() as tg:
+        scope = anyio.CancelScope()
+        tg.start_soon(_get_in_scope, box, scope)
+        await settle()
+        tg.start_soon(consumer)
+        await settle()
+        scope.cancel()
+        await settle()
+        assert "1 waiting" in repr(box)
+        box.put_nowait(7)
+    assert got == [7]
+    assert len(box) == 0
 
 
 async def _get_in_scope(box: Mailbox[int], scope: anyio.CancelScope) -> None:
@@ -230,30 +214,26 @@ def test_an_item_for_a_consumer_cancelled_before_it_ran_is_not_lost() -> None:
 # -- bounded --
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_full_mailbox_refuses_put_nowait_but_a_parked_consumer_takes_one_more(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_full_mailbox_refuses_put_nowait_but_a_parked_consumer_takes_one_more() -> None:
     """An item handed to a parked consumer does not count against the capacity (as in anyio's streams)."""
+    box: Mailbox[int] = Mailbox(2)
+    assert box.capacity == 2 and Mailbox().capacity is None
+    got: list[int] = []
 
-    async def body() -> None:
-        box: Mailbox[int] = Mailbox(2)
-        assert box.capacity == 2 and Mailbox().capacity is None
-        got: list[int] = []
+    async def consumer() -> None:
+        got.append(await box.get())
 
-        async def consumer() -> None:
-            got.append(await box.get())
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(consumer)
-            await settle()
-            box.put_nowait(0)  # handed over
-            box.put_nowait(1)
-            box.put_nowait(2)
-            with pytest.raises(anyio.WouldBlock):
-                box.put_nowait(3)
-        assert got == [0]
-        assert [box.get_nowait(), box.get_nowait()] == [1, 2]
-
-    run(backend, body)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consumer)
+        await settle()
+        box.put_nowait(0)  # handed over
+        box.put_nowait(1)
+        box.put_nowait(2)
+        with pytest.raises(anyio.WouldBlock):
+            box.put_nowait(3)
+    assert got == [0]
+    assert [box.get_nowait(), box.get_nowait()] == [1, 2]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -285,61 +265,53 @@ def test_put_waits_for_room_and_producers_get_in_in_order(backend: str) -> None:
     run(backend, body)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_close_withdraws_waiting_producers(backend: str) -> None:
+@pytest.mark.anyio
+async def test_close_withdraws_waiting_producers() -> None:
     """Producers waiting for room when the mailbox closes get ClosedResourceError; their items are not queued."""
+    box: Mailbox[int] = Mailbox(1)
+    outcome: list[str] = []
 
-    async def body() -> None:
-        box: Mailbox[int] = Mailbox(1)
-        outcome: list[str] = []
+    async def producer() -> None:
+        try:
+            await box.put(1)
+        except anyio.ClosedResourceError:
+            outcome.append("withdrawn")
 
-        async def producer() -> None:
-            try:
-                await box.put(1)
-            except anyio.ClosedResourceError:
-                outcome.append("withdrawn")
-
-        box.put_nowait(0)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(producer)
-            await settle()
-            box.close()
-        assert outcome == ["withdrawn"]
-        assert box.get_nowait() == 0
-        with pytest.raises(anyio.EndOfStream):
-            box.get_nowait()
-        with pytest.raises(anyio.ClosedResourceError):
-            await box.put(2)
-
-    run(backend, body)
+    box.put_nowait(0)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(producer)
+        await settle()
+        box.close()
+    assert outcome == ["withdrawn"]
+    assert box.get_nowait() == 0
+    with pytest.raises(anyio.EndOfStream):
+        box.get_nowait()
+    with pytest.raises(anyio.ClosedResourceError):
+        await box.put(2)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_producer_cancelled_while_waiting_does_not_queue_its_item(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_producer_cancelled_while_waiting_does_not_queue_its_item() -> None:
     """Cancelling a waiting put withdraws its item; the producer behind it gets the room."""
+    box: Mailbox[int] = Mailbox(1)
 
-    async def body() -> None:
-        box: Mailbox[int] = Mailbox(1)
+    async def cancelled_put(scope: anyio.CancelScope) -> None:
+        with scope:
+            await box.put(1)
 
-        async def cancelled_put(scope: anyio.CancelScope) -> None:
-            with scope:
-                await box.put(1)
-
-        box.put_nowait(0)
-        async with anyio.create_task_group() as tg:
-            scope = anyio.CancelScope()
-            tg.start_soon(cancelled_put, scope)
-            await settle()
-            tg.start_soon(box.put, 2)
-            await settle()
-            scope.cancel()
-            await settle()
-            assert box.get_nowait() == 0
-            await settle()
-            assert box.get_nowait() == 2
-        assert len(box) == 0
-
-    run(backend, body)
+    box.put_nowait(0)
+    async with anyio.create_task_group() as tg:
+        scope = anyio.CancelScope()
+        tg.start_soon(cancelled_put, scope)
+        await settle()
+        tg.start_soon(box.put, 2)
+        await settle()
+        scope.cancel()
+        await settle()
+        assert box.get_nowait() == 0
+        await settle()
+        assert box.get_nowait() == 2
+    assert len(box) == 0
 
 
 # -- the cheap primitives --

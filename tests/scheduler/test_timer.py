@@ -18,7 +18,7 @@ from scheduler import (
     Time,
 )
 from tests.anyio_support import BACKENDS, raises_exactly, run, settle
-from tests.support import capture_events
+from tests.support import advance_until_parked, capture_events, start_parked
 
 
 class Ticks(list[Time]):
@@ -35,12 +35,6 @@ class Ticks(list[Time]):
 def make_timer(clock: ManualClock, period_ms: int, name: str = "test") -> tuple[RecurringTimer, Ticks]:
     ticks = Ticks()
     return RecurringTimer(clock, Milliseconds(period_ms), ticks, name), ticks
-
-
-async def advance_and_settle(clock: ManualClock, ms: int) -> None:
-    """Advance the clock, then wait until the timer has fired what is due and parked again."""
-    clock.advance(ms)
-    await clock.wait_for_sleepers(1)
 
 
 # -- construction and grid arithmetic --
@@ -99,134 +93,100 @@ def test_a_fresh_timer_is_idle() -> None:
 # -- running --
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_run_reports_the_first_tick_and_fires_on_the_grid(backend: str) -> None:
+@pytest.mark.anyio
+async def test_run_reports_the_first_tick_and_fires_on_the_grid() -> None:
     """tg.start(timer.run) reports the first tick; each tick fires when the clock reaches it, not before."""
-
-    async def body() -> None:
-        clock = ManualClock(1234)
-        timer, ticks = make_timer(clock, 1000)
-        async with anyio.create_task_group() as tg:
-            first = await tg.start(timer.run)
-            assert first == Time(2000) and timer.next_tick == Time(2000)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 765)  # 1999 ms
-            assert ticks == []
-            await advance_and_settle(clock, 1)  # 2000 ms
-            assert ticks.ms == [2000]
-            assert timer.last_tick == Time(2000) and timer.next_tick == Time(3000)
-            await advance_and_settle(clock, 1000)
-            assert ticks.ms == [2000, 3000]
-            await timer.stop(one_more_tick=False)
-
-    run(backend, body)
+    clock = ManualClock(1234)
+    timer, ticks = make_timer(clock, 1000)
+    async with anyio.create_task_group() as tg:
+        first = await tg.start(timer.run)
+        assert first == Time(2000) and timer.next_tick == Time(2000)
+        await clock.wait_for_sleepers(1)
+        await advance_until_parked(clock, 765)  # 1999 ms
+        assert ticks == []
+        await advance_until_parked(clock, 1)  # 2000 ms
+        assert ticks.ms == [2000]
+        assert timer.last_tick == Time(2000) and timer.next_tick == Time(3000)
+        await advance_until_parked(clock, 1000)
+        assert ticks.ms == [2000, 3000]
+        await timer.stop(one_more_tick=False)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_callbacks_get_the_scheduled_time_not_the_wake_up_time(backend: str) -> None:
+@pytest.mark.anyio
+async def test_callbacks_get_the_scheduled_time_not_the_wake_up_time(clock: ManualClock) -> None:
     """Woken late (the clock jumped to 1070 ms), the callback still receives the grid time 1000 ms."""
-
-    async def body() -> None:
-        clock = ManualClock(0)
-        timer, ticks = make_timer(clock, 1000)
-        async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 1070)
-            assert ticks.ms == [1000]
-            await timer.stop(one_more_tick=False)
-
-    run(backend, body)
+    timer, ticks = make_timer(clock, 1000)
+    async with anyio.create_task_group() as tg:
+        await start_parked(tg, timer, clock)
+        await advance_until_parked(clock, 1070)
+        assert ticks.ms == [1000]
+        await timer.stop(one_more_tick=False)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_spark_basic_and_falling_behind(backend: str) -> None:
+@pytest.mark.anyio
+async def test_spark_basic_and_falling_behind(clock: ManualClock) -> None:
     """As in Spark's RecurringTimerSuite: start(0) fires 0, then 100, 200; a 200 ms jump fires 300 and 400 back to back."""
-
-    async def body() -> None:
-        clock = ManualClock()
-        timer, ticks = make_timer(clock, 100)
-        async with anyio.create_task_group() as tg:
-            assert await tg.start(timer.run, Time(0)) == Time(0)
-            await clock.wait_for_sleepers(1)
-            assert ticks.ms == [0]
-            await advance_and_settle(clock, 100)
-            await advance_and_settle(clock, 100)
-            assert ticks.ms == [0, 100, 200]
-            await advance_and_settle(clock, 200)
-            assert ticks.ms == [0, 100, 200, 300, 400]
-            assert await timer.stop(one_more_tick=False) == Time(400)
-
-    run(backend, body)
+    timer, ticks = make_timer(clock, 100)
+    async with anyio.create_task_group() as tg:
+        assert await start_parked(tg, timer, clock, Time(0)) == Time(0)
+        assert ticks.ms == [0]
+        await advance_until_parked(clock, 100)
+        await advance_until_parked(clock, 100)
+        assert ticks.ms == [0, 100, 200]
+        await advance_until_parked(clock, 200)
+        assert ticks.ms == [0, 100, 200, 300, 400]
+        assert await timer.stop(one_more_tick=False) == Time(400)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_start_in_the_past_fires_every_missed_tick_in_order(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_start_in_the_past_fires_every_missed_tick_in_order() -> None:
     """run(start) with start behind the clock fires every grid time up to now at once, then waits."""
-
-    async def body() -> None:
-        clock = ManualClock(350)
-        timer, ticks = make_timer(clock, 100)
-        async with anyio.create_task_group() as tg:
-            await tg.start(timer.run, Time(0))
-            await clock.wait_for_sleepers(1)
-            assert ticks.ms == [0, 100, 200, 300]
-            assert clock.next_deadline == Time(400) and timer.next_tick == Time(400)
-            await timer.stop(one_more_tick=False)
-
-    run(backend, body)
+    clock = ManualClock(350)
+    timer, ticks = make_timer(clock, 100)
+    async with anyio.create_task_group() as tg:
+        await start_parked(tg, timer, clock, Time(0))
+        assert ticks.ms == [0, 100, 200, 300]
+        assert clock.next_deadline == Time(400) and timer.next_tick == Time(400)
+        await timer.stop(one_more_tick=False)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_timer_far_behind_fires_every_tick_without_skipping_or_drifting(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_timer_far_behind_fires_every_tick_without_skipping_or_drifting(clock: ManualClock) -> None:
     """A jump of 1000 periods fires 1000 callbacks, each grid time once, in order, and the grid stays put."""
-
-    async def body() -> None:
-        clock = ManualClock()
-        timer, ticks = make_timer(clock, 7)
-        async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 7000)
-            assert ticks.ms == list(range(7, 7001, 7))
-            await advance_and_settle(clock, 10)
-            assert ticks.ms[-1] == 7007 and timer.next_tick == Time(7014)
-            await timer.stop(one_more_tick=False)
-
-    run(backend, body)
+    timer, ticks = make_timer(clock, 7)
+    async with anyio.create_task_group() as tg:
+        await start_parked(tg, timer, clock)
+        await advance_until_parked(clock, 7000)
+        assert ticks.ms == list(range(7, 7001, 7))
+        await advance_until_parked(clock, 10)
+        assert ticks.ms[-1] == 7007 and timer.next_tick == Time(7014)
+        await timer.stop(one_more_tick=False)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_timer_catching_up_still_lets_other_tasks_run(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_timer_catching_up_still_lets_other_tasks_run(clock: ManualClock) -> None:
     """While firing a long backlog, the timer yields to the event loop now and then."""
+    spins = 0
+    seen: list[int] = []
 
-    async def body() -> None:
-        clock = ManualClock()
-        spins = 0
-        seen: list[int] = []
+    def on_tick(time: Time) -> None:
+        seen.append(spins)
 
-        def on_tick(time: Time) -> None:
-            seen.append(spins)
-
-        async def spinner() -> None:
-            nonlocal spins
-            while True:
-                spins += 1
-                await anyio.lowlevel.checkpoint()
-
-        timer = RecurringTimer(clock, Milliseconds(1), on_tick, "busy")
-        async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            tg.start_soon(spinner)
+    async def spinner() -> None:
+        nonlocal spins
+        while True:
+            spins += 1
             await anyio.lowlevel.checkpoint()
-            clock.advance(500)
-            await clock.wait_for_sleepers(1)
-            assert len(seen) == 500
-            assert seen[-1] > seen[0]  # the spinner ran while the backlog was being fired
-            tg.cancel_scope.cancel()
 
-    run(backend, body)
+    timer = RecurringTimer(clock, Milliseconds(1), on_tick, "busy")
+    async with anyio.create_task_group() as tg:
+        await start_parked(tg, timer, clock)
+        tg.start_soon(spinner)
+        await anyio.lowlevel.checkpoint()
+        await advance_until_parked(clock, 500)
+        assert len(seen) == 500
+        assert seen[-1] > seen[0]  # the spinner ran while the backlog was being fired
+        tg.cancel_scope.cancel()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -247,7 +207,7 @@ def test_ticks_are_exactly_the_grid_points_reached_for_any_advances(backend: str
             assert first % period == 0 and first - period <= start < first
             await clock.wait_for_sleepers(1)
             for step in advances:
-                await advance_and_settle(clock, step)
+                await advance_until_parked(clock, step)
                 now = clock.now().milliseconds
                 assert ticks.ms == list(range(first, now + 1, period))
                 assert timer.next_tick == Time(now // period * period + period)
@@ -259,174 +219,133 @@ def test_ticks_are_exactly_the_grid_points_reached_for_any_advances(backend: str
 # -- stopping --
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_stop_without_another_tick_stops_at_once(backend: str) -> None:
+@pytest.mark.anyio
+async def test_stop_without_another_tick_stops_at_once(clock: ManualClock) -> None:
     """stop(one_more_tick=False) returns the last tick at once; run ends; no tick fires afterwards."""
-
-    async def body() -> None:
-        clock = ManualClock()
-        timer, ticks = make_timer(clock, 100)
-        async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 250)
-            assert await timer.stop(one_more_tick=False) == Time(200)
-            assert clock.sleepers == 0
-            assert timer.next_tick is None
-        clock.advance(1000)
-        await settle()
-        assert ticks.ms == [100, 200]
-        assert timer.last_tick == Time(200)
-
-    run(backend, body)
+    timer, ticks = make_timer(clock, 100)
+    async with anyio.create_task_group() as tg:
+        await start_parked(tg, timer, clock)
+        await advance_until_parked(clock, 250)
+        assert await timer.stop(one_more_tick=False) == Time(200)
+        assert clock.sleepers == 0
+        assert timer.next_tick is None
+    clock.advance(1000)
+    await settle()
+    assert ticks.ms == [100, 200]
+    assert timer.last_tick == Time(200)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_stop_with_one_more_tick_waits_for_the_pending_tick_then_stops(backend: str) -> None:
+@pytest.mark.anyio
+async def test_stop_with_one_more_tick_waits_for_the_pending_tick_then_stops(clock: ManualClock) -> None:
     """stop(one_more_tick=True) lets the awaited tick fire at its scheduled time, returns it, and fires nothing after."""
+    timer, ticks = make_timer(clock, 100)
+    returned: list[Time | None] = []
 
-    async def body() -> None:
-        clock = ManualClock()
-        timer, ticks = make_timer(clock, 100)
-        returned: list[Time | None] = []
+    async def stopper() -> None:
+        returned.append(await timer.stop(one_more_tick=True))
 
-        async def stopper() -> None:
-            returned.append(await timer.stop(one_more_tick=True))
-
-        async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 100)
-            tg.start_soon(stopper)
-            await settle()
-            assert returned == [] and ticks.ms == [100]  # stop waits for the tick at 200 ms
-            clock.advance(99)
-            await settle()
-            assert returned == []
-            clock.advance(1)
-        assert returned == [Time(200)]
-        assert ticks.ms == [100, 200]
-        clock.advance(1000)
+    async with anyio.create_task_group() as tg:
+        await start_parked(tg, timer, clock)
+        await advance_until_parked(clock, 100)
+        tg.start_soon(stopper)
         await settle()
-        assert ticks.ms == [100, 200]
+        assert returned == [] and ticks.ms == [100]  # stop waits for the tick at 200 ms
+        clock.advance(99)
+        await settle()
+        assert returned == []
+        clock.advance(1)
+    assert returned == [Time(200)]
+    assert ticks.ms == [100, 200]
+    clock.advance(1000)
+    await settle()
+    assert ticks.ms == [100, 200]
 
-    run(backend, body)
 
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_graceful_stop_can_be_escalated_to_an_immediate_one(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_graceful_stop_can_be_escalated_to_an_immediate_one(clock: ManualClock) -> None:
     """stop(one_more_tick=False) while a graceful stop waits ends the timer before the pending tick; both calls return."""
+    timer, ticks = make_timer(clock, 100)
+    returned: list[Time | None] = []
 
-    async def body() -> None:
-        clock = ManualClock()
-        timer, ticks = make_timer(clock, 100)
-        returned: list[Time | None] = []
+    async def stopper(one_more_tick: bool) -> None:
+        returned.append(await timer.stop(one_more_tick=one_more_tick))
 
-        async def stopper(one_more_tick: bool) -> None:
-            returned.append(await timer.stop(one_more_tick=one_more_tick))
-
-        async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 100)
-            tg.start_soon(stopper, True)
-            await settle()
-            tg.start_soon(stopper, False)
-        assert returned == [Time(100), Time(100)]
-        assert ticks.ms == [100]
-
-    run(backend, body)
+    async with anyio.create_task_group() as tg:
+        await start_parked(tg, timer, clock)
+        await advance_until_parked(clock, 100)
+        tg.start_soon(stopper, True)
+        await settle()
+        tg.start_soon(stopper, False)
+    assert returned == [Time(100), Time(100)]
+    assert ticks.ms == [100]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_stop_is_idempotent_and_safe_before_start(backend: str) -> None:
+@pytest.mark.anyio
+async def test_stop_is_idempotent_and_safe_before_start(clock: ManualClock) -> None:
     """stop before run returns None; stopping a stopped timer returns its last tick again."""
-
-    async def body() -> None:
-        clock = ManualClock()
-        timer, _ = make_timer(clock, 100, "twice")
-        assert await timer.stop(one_more_tick=True) is None
-        async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 100)
-            assert await timer.stop(one_more_tick=False) == Time(100)
+    timer, _ = make_timer(clock, 100, "twice")
+    assert await timer.stop(one_more_tick=True) is None
+    async with anyio.create_task_group() as tg:
+        await start_parked(tg, timer, clock)
+        await advance_until_parked(clock, 100)
         assert await timer.stop(one_more_tick=False) == Time(100)
-        assert await timer.stop(one_more_tick=True) == Time(100)
-        assert repr(timer) == "<RecurringTimer 'twice' [stopped | period 100 ms | next 200 | last 100]>"
+    assert await timer.stop(one_more_tick=False) == Time(100)
+    assert await timer.stop(one_more_tick=True) == Time(100)
+    assert repr(timer) == "<RecurringTimer 'twice' [stopped | period 100 ms | next 200 | last 100]>"
 
-    run(backend, body)
 
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_timer_runs_only_once(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_timer_runs_only_once(clock: ManualClock) -> None:
     """Running a timer a second time is refused, naming the timer."""
-
-    async def body() -> None:
-        clock = ManualClock()
-        timer, _ = make_timer(clock, 100, "once")
-        async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            assert repr(timer) == "<RecurringTimer 'once' [running | period 100 ms | next 100 | last None]>"
-            with raises_exactly(StreamingStateError, "timer 'once' has already been started"):
-                await timer.run()
-            await timer.stop(one_more_tick=False)
+    timer, _ = make_timer(clock, 100, "once")
+    async with anyio.create_task_group() as tg:
+        await tg.start(timer.run)
+        assert repr(timer) == "<RecurringTimer 'once' [running | period 100 ms | next 100 | last None]>"
         with raises_exactly(StreamingStateError, "timer 'once' has already been started"):
             await timer.run()
+        await timer.stop(one_more_tick=False)
+    with raises_exactly(StreamingStateError, "timer 'once' has already been started"):
+        await timer.run()
 
-    run(backend, body)
 
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_cancelling_the_host_ends_the_timer_without_another_tick(backend: str) -> None:
+@pytest.mark.anyio
+async def test_cancelling_the_host_ends_the_timer_without_another_tick(clock: ManualClock) -> None:
     """Cancelling the task group that runs the timer ends it at once; stop then returns the last tick."""
-
-    async def body() -> None:
-        clock = ManualClock()
-        timer, ticks = make_timer(clock, 100)
-        async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 100)
-            tg.cancel_scope.cancel()
-        clock.advance(500)
-        assert ticks.ms == [100]
-        assert timer.next_tick is None
-        assert await timer.stop(one_more_tick=True) == Time(100)
-
-    run(backend, body)
+    timer, ticks = make_timer(clock, 100)
+    async with anyio.create_task_group() as tg:
+        await start_parked(tg, timer, clock)
+        await advance_until_parked(clock, 100)
+        tg.cancel_scope.cancel()
+    clock.advance(500)
+    assert ticks.ms == [100]
+    assert timer.next_tick is None
+    assert await timer.stop(one_more_tick=True) == Time(100)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_failing_callback_ends_the_timer_and_propagates_from_run(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_failing_callback_ends_the_timer_and_propagates_from_run() -> None:
     """An exception from the callback propagates out of run and leaves the timer stopped."""
+    clock = ManualClock(100)
 
-    async def body() -> None:
-        clock = ManualClock(100)
+    def explode(time: Time) -> None:
+        raise RuntimeError(f"tick {time}")
 
-        def explode(time: Time) -> None:
-            raise RuntimeError(f"tick {time}")
-
-        timer = RecurringTimer(clock, Milliseconds(100), explode, "fragile")
-        with raises_exactly(RuntimeError, "tick 0 ms"):
-            await timer.run(Time(0))
-        assert timer.last_tick is None and timer.next_tick is None
-        assert await timer.stop(one_more_tick=True) is None
-
-    run(backend, body)
+    timer = RecurringTimer(clock, Milliseconds(100), explode, "fragile")
+    with raises_exactly(RuntimeError, "tick 0 ms"):
+        await timer.run(Time(0))
+    assert timer.last_tick is None and timer.next_tick is None
+    assert await timer.stop(one_more_tick=True) is None
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_start_and_stop_are_logged_with_the_timers_identity(backend: str) -> None:
+def test_start_and_stop_are_logged_with_the_timers_identity(backend: str, clock: ManualClock) -> None:
     """The timer logs its start (first tick, period) and stop (last tick), bound to its component and name."""
 
     async def body() -> None:
-        clock = ManualClock()
         timer, _ = make_timer(clock, 100, "JobGenerator")
         async with anyio.create_task_group() as tg:
-            await tg.start(timer.run)
-            await clock.wait_for_sleepers(1)
-            await advance_and_settle(clock, 100)
+            await start_parked(tg, timer, clock)
+            await advance_until_parked(clock, 100)
             await timer.stop(one_more_tick=False)
 
     with capture_events() as logs:

@@ -15,8 +15,9 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from scheduler import ManualClock, Milliseconds, Seconds
+from scheduler import ManualClock, Seconds
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
+from tests.support import advance
 
 
 async def main(location: str) -> None:
@@ -32,14 +33,11 @@ async def main(location: str) -> None:
     clock = ManualClock(0)
     async with StreamingRuntime(pipeline, Seconds(1), clock=clock, checkpoint_location=location) as runtime:
         await runtime.start()
-        clock.advance(Milliseconds(1000))
-        await runtime.wait_until_idle()
+        await advance(runtime, clock)
         assert runtime.tracker is not None
         print("ready", os.getpid(), runtime.tracker.run_id, flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)
-        for _ in range(2):
-            clock.advance(Milliseconds(1000))
-            await runtime.wait_until_idle()
+        await advance(runtime, clock, times=2)
         await runtime.stop()
     print("outputs", json.dumps(seen), flush=True)
 

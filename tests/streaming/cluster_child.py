@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from pyspark import SparkConf, SparkContext
+from pyspark import SparkContext
 
 from listeners import ReceiverStarted
 from streaming import StreamingContext
-from tests.cluster import APP_CONF
+from tests.cluster import app_conf
 from tests.ftp import FtpServer
 
 LINES = [["a b a", "c"], ["b b"], [], ["a d d c", "e"]]
@@ -35,10 +35,7 @@ LINES = [["a b a", "c"], ["b b"], [], ["a d d c", "e"]]
 
 def main(master: str) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' Python workers import aiodstream
-    conf = (SparkConf().setMaster(master).setAppName("aiodstream-cluster-test").setAll(list(APP_CONF.items()))
-            .set("spark.cores.max", "2").set("spark.driver.bindAddress", "127.0.0.1")
-            .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false"))
-    sc = SparkContext(conf=conf)
+    sc = SparkContext(conf=app_conf(master, "aiodstream-cluster-test"))
     sc.setLogLevel("ERROR")
     counts: list[list[Any]] = []
     where: set[str] = set()

@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from pyspark import SparkConf, SparkContext
+from pyspark import SparkContext
 
 from streaming import StreamingContext
 from streaming.recovery import decode_block
-from tests.cluster import APP_CONF
+from tests.cluster import app_conf
 from tests.crash import KILL_AFTER, KILL_AT, KILL_LOG, ROOT
 
 WORDS = [["a", "b", "a"], ["c"], ["b", "d", "b"], ["a"], ["e", "c"], ["d"], ["a", "b"], ["f"], ["b"], ["c", "a"], ["d", "d"],
@@ -38,10 +38,7 @@ LINES = [f"line {i}" for i in range(600)]
 
 def spark_context(master: str) -> Any:
     """The cluster's SparkContext; the executors' Python workers come from the daemon with the kill point."""
-    conf = (SparkConf().setMaster(master).setAppName("executor-kill-child").setAll(list(APP_CONF.items()))
-            .set("spark.cores.max", "2").set("spark.driver.bindAddress", "127.0.0.1")
-            .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
-            .set("spark.python.daemon.module", "tests.fault_daemon")
+    conf = (app_conf(master, "executor-kill-child").set("spark.python.daemon.module", "tests.fault_daemon")
             .set("spark.executorEnv.PYTHONPATH", str(ROOT)))
     for name in (KILL_AT, KILL_AFTER, KILL_LOG):
         if name in os.environ:

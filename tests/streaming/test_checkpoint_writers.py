@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import time as _time
 from pathlib import Path
 from typing import Any
@@ -22,16 +20,10 @@ import pytest
 from scheduler import LOCK_FILE, ConcurrentCheckpointUpdateError, JobFailedError, ManualClock, Seconds
 from streaming import ListSource, Pipeline, StreamingContext, StreamingRuntime
 from tests.anyio_support import BACKENDS, raises_exactly
-from tests.support import checkpoint_held_by_another_process, file_digests
+from tests.crash import Children, spawn
+from tests.support import advance, checkpoint_held_by_another_process, file_digests
 
-ROOT = Path(__file__).resolve().parents[2]
 PIPELINE_CHILD = Path(__file__).with_name("checkpoint_writer_child.py")
-
-
-def spawn(script: Path, checkpoint: Path) -> subprocess.Popen[str]:
-    """A child driver on ``checkpoint``, with this worktree's packages."""
-    return subprocess.Popen([sys.executable, str(script), str(checkpoint)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def refusal(checkpoint: Path, pid: str, run: str | None = None) -> str:
@@ -46,8 +38,8 @@ def refusal(checkpoint: Path, pid: str, run: str | None = None) -> str:
 async def test_a_second_driver_process_is_refused_and_the_first_goes_on(tmp_path: Path) -> None:
     """Two drivers, one Pipeline checkpoint: the second start is refused with Spark's message, the first runs to exact output."""
     ck = tmp_path / "ck"
-    child = spawn(PIPELINE_CHILD, ck)
-    try:
+    with Children() as children:
+        child = children.add(spawn([str(PIPELINE_CHILD), str(ck)], stdin=True))
         assert child.stdout is not None and child.stdin is not None
         with anyio.fail_after(60):
             word, pid, run = (await anyio.to_thread.run_sync(child.stdout.readline)).split()
@@ -68,10 +60,6 @@ async def test_a_second_driver_process_is_refused_and_the_first_goes_on(tmp_path
             assert await anyio.to_thread.run_sync(child.wait) == 0
         assert word == "outputs"
         assert json.loads(outputs) == [[1000, ["a", "b"]], [2000, ["c", "d"]], [3000, ["e", "f"]]]
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
 
 
 def words_program(sc: Any, ssc: StreamingContext, outputs: dict[int, list[str]]) -> None:
@@ -85,20 +73,18 @@ def words_program(sc: Any, ssc: StreamingContext, outputs: dict[int, list[str]])
 @pytest.mark.spark
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_refused_second_streaming_context_leaves_the_live_ones_checkpoint_alone(
-        spark_context: Any, tmp_path: Path, backend: str) -> None:
+        spark_context: Any, tmp_path: Path, backend: str, clock: ManualClock) -> None:
     """Two StreamingContexts under async with, one checkpoint: the second start is refused, nothing moves, the first goes on."""
     ck = tmp_path / "ck"
 
     async def scenario() -> dict[int, list[str]]:
         outputs: dict[int, list[str]] = {}
-        clock = ManualClock(0)
         first = StreamingContext(spark_context, 1.0, clock=clock)
         words_program(spark_context, first, outputs)
         first.checkpoint(str(ck))
         async with first:
             await first.start_async()
-            clock.advance(1000)
-            await first.runtime.wait_until_idle()
+            await advance(first.runtime, clock)
             before = file_digests(ck)
             assert "offsets/0" in before and "commits/0" in before
             second = StreamingContext(spark_context, 1.0, clock=ManualClock(0))
@@ -110,9 +96,7 @@ def test_a_refused_second_streaming_context_leaves_the_live_ones_checkpoint_alon
                                     "it in this process; stop that query first, or use another checkpoint location"):
                     await second.start_async()
             assert file_digests(ck) == before and not [p for p in ck.iterdir() if p.name.startswith("superseded-")]
-            for _ in range(2):
-                clock.advance(1000)
-                await first.runtime.wait_until_idle()
+            await advance(first.runtime, clock, times=2)
             await first.stop_async()
         return outputs
 
@@ -159,12 +143,10 @@ def test_a_file_streams_log_entry_written_by_another_writer_fails_the_query_with
         write_file("f1.txt", "a", base + 500)
         async with ssc:
             await ssc.start_async()
-            clock.advance(1000)
-            await ssc.runtime.wait_until_idle()
+            await advance(ssc.runtime, clock)
             (ck / "sources" / "0" / "1").write_text('v1\n{"path":"elsewhere","timestamp":0,"batchId":1}')
             write_file("f2.txt", "b", base + 1500)
-            clock.advance(1000)
-            await ssc.runtime.wait_until_idle()
+            await advance(ssc.runtime, clock)
             error = ssc.runtime.exception()
             await ssc.stop_async()
         return outputs, error

@@ -17,14 +17,24 @@ from __future__ import annotations
 import ast
 import os
 import random
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.crash import Children, child_env, complete_saves, err_tail, faults_all, kill_delays, lines_of, spawn, wait_started
+from tests.crash import (
+    Children,
+    child_env,
+    complete_saves,
+    err_tail,
+    faults_all,
+    kill,
+    kill_delays,
+    lines_of,
+    spawn,
+    wait_started,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -95,8 +105,7 @@ def test_sigkilled_getorcreate_program_saves_every_line_once_and_keeps_its_runni
                 time.sleep(rng.uniform(0.2, 0.8))
             wait_for_saves(out, saved + 2)
             time.sleep(delay)  # somewhere in a batch: a job, a save, a log write
-            child.send_signal(signal.SIGKILL)
-            child.wait()
+            kill(child)
             source.add_file(rng)  # arrives while the program is down
         child = children.add(start(tmp_path))
         wait_started(child, tmp_path)

@@ -23,6 +23,7 @@ import pytest
 from scheduler import CheckpointError, ManualClock
 from streaming import DStream, StreamingContext
 from tests.anyio_support import BACKENDS
+from tests.support import advance
 
 # The runtime drives Spark from either backend; each program run here runs on the test's one.
 pytestmark = [pytest.mark.spark, pytest.mark.parametrize("backend", BACKENDS)]
@@ -59,9 +60,7 @@ async def drive(ssc: StreamingContext, clock: ManualClock, batches: int) -> None
     async with ssc:
         await ssc.start_async()
         await ssc.runtime.wait_until_idle()
-        for _ in range(batches):
-            clock.advance(INTERVAL_MS)
-            await ssc.runtime.wait_until_idle()
+        await advance(ssc.runtime, clock, INTERVAL_MS, times=batches)
         await ssc.stop_async(stopSparkContext=False)
 
 
@@ -94,10 +93,9 @@ def queue_program(sc: Any, run: Run) -> Callable[[StreamingContext], None]:
 
 
 def test_a_failed_batch_reruns_with_its_input_and_state_continues_from_the_snapshot(
-        spark_context: Any, tmp_path: Path, backend: str) -> None:
+        spark_context: Any, tmp_path: Path, backend: str, clock: ManualClock) -> None:
     """Batches 1-5 run, 5 fails; the resumed run re-runs 5 with the same queue item and state, then 6-8."""
     first = Run(fail_at=5 * INTERVAL_MS)
-    clock = ManualClock(0)
     run_program(spark_context, tmp_path / "ck", clock, 5, queue_program(spark_context, first), resume=False, backend=backend)
     assert sorted(first.outputs) == [1000, 2000, 3000, 4000]
     assert (tmp_path / "ck" / "offsets" / "4").exists() and not (tmp_path / "ck" / "commits" / "4").exists()
@@ -217,7 +215,7 @@ def test_an_async_source_s_records_are_logged_and_a_failed_batch_replays_them(sp
 
 
 def test_windows_over_batches_before_the_restart_are_rebuilt_from_the_logged_input(
-        spark_context: Any, tmp_path: Path, backend: str) -> None:
+        spark_context: Any, tmp_path: Path, backend: str, clock: ManualClock) -> None:
     """An inverse-reduced window (state snapshot plus the batches leaving it) and a plain window both match an uninterrupted run."""
     from operator import add, sub
 
@@ -234,7 +232,6 @@ def test_windows_over_batches_before_the_restart_are_rebuilt_from_the_logged_inp
     run_program(spark_context, tmp_path / "reference", ManualClock(0), 8, program(reference, reference_windows),
                 resume=False, backend=backend)
     first, first_windows = Run(fail_at=6 * INTERVAL_MS), Run()
-    clock = ManualClock(0)
     run_program(spark_context, tmp_path / "ck", clock, 6, program(first, first_windows), resume=False, backend=backend)
     second, second_windows = Run(), Run()
     run_program(spark_context, tmp_path / "ck", ManualClock(clock.now()), 2, program(second, second_windows), resume=True, backend=backend)
@@ -244,7 +241,7 @@ def test_windows_over_batches_before_the_restart_are_rebuilt_from_the_logged_inp
 
 
 def test_save_as_text_files_keeps_a_complete_batch_and_redoes_one_a_crash_left_half_written(
-        spark_context: Any, tmp_path: Path, backend: str) -> None:
+        spark_context: Any, tmp_path: Path, backend: str, clock: ManualClock) -> None:
     """A replayed batch finds its directory: with _SUCCESS it is kept (pyspark's skip); without, it is saved again whole."""
     prefix = tmp_path / "out"
     complete = tmp_path / "out-1000"
@@ -259,7 +256,6 @@ def test_save_as_text_files_keeps_a_complete_batch_and_redoes_one_a_crash_left_h
         ssc.queueStream([spark_context.parallelize(["x", "y"], 1), spark_context.parallelize(["z"], 1)]) \
             .saveAsTextFiles(str(prefix))
 
-    clock = ManualClock(0)
     ssc = StreamingContext(spark_context, 1, clock=clock)
     build(ssc)
     anyio.run(drive, ssc, clock, 2, backend=backend)

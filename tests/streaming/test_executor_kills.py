@@ -15,15 +15,13 @@ from __future__ import annotations
 import collections
 import json
 import random
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.cluster import StandaloneCluster
-from tests.crash import KILL_AFTER, KILL_AT, KILL_LOG, ROOT, child_env, faults_all, kills_logged
+from tests.crash import KILL_AFTER, KILL_AT, KILL_LOG, child_env, faults_all, kills_logged, run_python
 from tests.streaming.executor_kill_child import LINES, WORDS
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster,
@@ -60,8 +58,7 @@ def schedule(seed: int, kills: int, first: int, last: int) -> tuple[str, list[st
 def run_child(cluster: StandaloneCluster, program: str, point: str, after: int | str, tmp: Path,
               logged: list[str] | None = None) -> dict[str, list[object]]:
     env = child_env({KILL_AT: point, KILL_AFTER: str(after), KILL_LOG: str(tmp)})
-    result = subprocess.run([sys.executable, str(CHILD), cluster.master_url, program, str(tmp)], capture_output=True,
-                            text=True, timeout=420, check=False, cwd=ROOT, env=env)
+    result = run_python([str(CHILD), cluster.master_url, program, str(tmp)], timeout=420, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     assert kills_logged(tmp) == (logged or [point]), "each kill happened, once"
     out: dict[str, list[object]] = json.loads(result.stdout.strip().splitlines()[-1])

@@ -7,11 +7,8 @@ restarts it: the restart must not run its setup (which deletes the output file).
 
 from __future__ import annotations
 
-import os
 import pickle
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -27,8 +24,7 @@ from streaming import StreamingContext
 from streaming.dstream import RECIPE_FILE, GraphNotSerializableError, StreamNode, load_recipe
 from streaming.spark import SparkSettings
 from tests.anyio_support import raises_exactly
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.crash import child_env, kill, spawn
 
 
 def offline_context(batch_s: float = 1) -> StreamingContext:
@@ -237,7 +233,7 @@ def lines(path: Path) -> list[str]:
 
 def run_until(args: list[str], env: dict[str, str], output: Path, at_least: int, timeout: float = 180) -> str:
     """Run the example until ``output`` has ``at_least`` lines, then SIGKILL it; its stdout."""
-    child = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    child = spawn(args, output.parent, env)
     try:
         deadline = time.monotonic() + timeout
         while len(lines(output)) < at_least:
@@ -247,9 +243,9 @@ def run_until(args: list[str], env: dict[str, str], output: Path, at_least: int,
                 raise AssertionError(f"timed out waiting for {at_least} output lines; got {lines(output)}")
             time.sleep(0.1)
     finally:
-        child.send_signal(signal.SIGKILL)
-        out, _ = child.communicate(timeout=60)
-    return out
+        kill(child)
+    assert child.stdout is not None
+    return child.stdout.read()
 
 
 @pytest.mark.spark
@@ -262,9 +258,9 @@ def test_sparks_recoverable_example_keeps_its_output_across_a_kill(tmp_path: Pat
     program = tmp_path / "recoverable_network_wordcount.py"
     program.write_text(source.replace("from pyspark.streaming import StreamingContext", "from streaming import StreamingContext"))
     checkpoint, output = tmp_path / "checkpoint", tmp_path / "out.txt"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable,
-           "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false pyspark-shell"}
-    args = [sys.executable, str(program), "127.0.0.1", str(word_server.port), str(checkpoint), str(output)]
+    env = child_env({"PYSPARK_PYTHON": sys.executable,
+                     "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false pyspark-shell"})
+    args = [str(program), "127.0.0.1", str(word_server.port), str(checkpoint), str(output)]
 
     first = run_until(args, env, output, at_least=2)
     assert "Creating new context" in first

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.crash import run_python
+
 CHILD = Path(__file__).with_name("logging_child.py")
 
 LIFECYCLE = {
@@ -26,8 +25,7 @@ LIFECYCLE = {
 @pytest.mark.spark
 def test_stdout_holds_only_the_programs_output_and_logging_follows_the_host() -> None:
     """Unconfigured, the library prints nothing; with basicConfig(INFO), each batch has exactly one INFO line."""
-    result = subprocess.run([sys.executable, str(CHILD)], capture_output=True, text=True, timeout=180, cwd=ROOT,
-                            check=False)
+    result = run_python([str(CHILD)], timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout.splitlines()
 

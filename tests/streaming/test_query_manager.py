@@ -15,6 +15,7 @@ from listeners import EventRecorder, QueryTerminated
 from scheduler import JobFailedError, ManualClock, Seconds, StreamingQueryException
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime, streams
 from streaming.runtime import QueryRegistry
+from tests.support import advance
 
 pytestmark = pytest.mark.anyio
 
@@ -40,16 +41,9 @@ def pipeline(out: Out, records: list[Any]) -> Pipeline:
     return p
 
 
-async def advance(rt: StreamingRuntime, clock: ManualClock, batches: int) -> None:
-    for _ in range(batches):
-        clock.advance(1000)
-        await rt.wait_until_idle()
-
-
-async def test_a_runtime_with_a_checkpoint_terminates_on_a_failed_batch(tmp_path: Path) -> None:
+async def test_a_runtime_with_a_checkpoint_terminates_on_a_failed_batch(tmp_path: Path, clock: ManualClock) -> None:
     """Structured semantics: StreamingQueryException with Spark's message, the batch uncommitted, nothing after it."""
     out = Out(fail_on=2)
-    clock = ManualClock(0)
     recorder = EventRecorder()
     async with StreamingRuntime(pipeline(out, [1, 2, 3]), Seconds(1), clock=clock, checkpoint_location=tmp_path) as rt:
         rt.add_listener(recorder)
@@ -73,15 +67,14 @@ async def test_a_runtime_with_a_checkpoint_terminates_on_a_failed_batch(tmp_path
     assert "ValueError: cannot take 2" in terminated.exception
 
 
-async def test_a_runtime_that_goes_on_after_a_failure_reports_it_and_runs_later_batches(tmp_path: Path) -> None:
+async def test_a_runtime_that_goes_on_after_a_failure_reports_it_and_runs_later_batches(tmp_path: Path, clock: ManualClock) -> None:
     """stop_on_failure=False with a checkpoint: the DStream semantics; the stop is clean for the manager."""
     out = Out(fail_on=2)
-    clock = ManualClock(0)
     streams.resetTerminated()
     async with StreamingRuntime(pipeline(out, [1, 2, 3]), Seconds(1), clock=clock, checkpoint_location=tmp_path,
                                 stop_on_failure=False) as rt:
         await rt.start()
-        await advance(rt, clock, 3)
+        await advance(rt, clock, times=3)
         with pytest.raises(JobFailedError) as caught:
             await rt.await_termination()
         assert not isinstance(caught.value, StreamingQueryException) and rt.is_active
@@ -90,8 +83,7 @@ async def test_a_runtime_that_goes_on_after_a_failure_reports_it_and_runs_later_
     assert await streams.await_any_termination() is True  # terminated, and cleanly: nothing raised
 
 
-async def test_the_manager_lists_and_gets_runtimes_that_track_a_query() -> None:
-    clock = ManualClock(0)
+async def test_the_manager_lists_and_gets_runtimes_that_track_a_query(clock: ManualClock) -> None:
     plain = StreamingRuntime(pipeline(Out(), [1]), Seconds(1), clock=clock)
     async with StreamingRuntime(pipeline(Out(), [1]), Seconds(1), clock=clock, track_progress=True, name="tracked") as rt, \
             plain:
@@ -107,18 +99,17 @@ async def test_the_manager_lists_and_gets_runtimes_that_track_a_query() -> None:
     assert rt not in streams.active
 
 
-async def test_a_manager_listener_hears_every_query_and_a_removed_one_nothing_more() -> None:
+async def test_a_manager_listener_hears_every_query_and_a_removed_one_nothing_more(clock: ManualClock) -> None:
     heard: list[str] = []
 
     def listener(event: Any) -> None:
         heard.append(type(event).__name__)
 
-    clock = ManualClock(0)
     streams.addListener(listener)
     try:
         async with StreamingRuntime(pipeline(Out(), [1]), Seconds(1), clock=clock, track_progress=True) as rt:
             await rt.start()
-            await advance(rt, clock, 1)
+            await advance(rt, clock)
             await rt.stop()
     finally:
         streams.removeListener(listener)
@@ -192,7 +183,7 @@ async def test_an_async_waiter_wakes_at_a_termination_on_the_loop() -> None:
     assert results == [True]
 
 
-async def test_a_pyspark_query_listener_gets_pysparks_event_objects_from_a_runtime() -> None:
+async def test_a_pyspark_query_listener_gets_pysparks_event_objects_from_a_runtime(clock: ManualClock) -> None:
     """Started, progress, idle (the AvailableNow check that found no new data) and terminated, as pyspark's classes, no JVM."""
     from pyspark.sql.streaming import StreamingQueryListener
     from pyspark.sql.streaming.listener import (
@@ -222,7 +213,6 @@ async def test_a_pyspark_query_listener_gets_pysparks_event_objects_from_a_runti
             self.events.append(event)
 
     listener = Recording()
-    clock = ManualClock(0)
     options = {"spark.sql.streaming.noDataProgressEventInterval": "0"}
     streams.addListener(listener)
     try:

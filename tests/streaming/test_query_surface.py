@@ -21,6 +21,7 @@ from scheduler import InvalidPipelineError, JobFailedError, ManualClock, Streami
 from streaming import StreamingContext, streams
 from tests.anyio_support import BACKENDS
 from tests.streaming.test_spark_integration import spark_conf
+from tests.support import advance
 
 pytestmark = pytest.mark.spark
 
@@ -56,19 +57,12 @@ def manager_listener(listener: object) -> Iterator[None]:
         streams.removeListener(listener)
 
 
-async def advance(ssc: StreamingContext, clock: ManualClock, batches: int, ms: int = 1000) -> None:
-    for _ in range(batches):
-        clock.advance(ms)
-        await ssc.runtime.wait_until_idle()
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_context_is_a_query_with_pysparks_names(spark_context: Any, backend: str) -> None:
+def test_a_context_is_a_query_with_pysparks_names(spark_context: Any, backend: str, clock: ManualClock) -> None:
     """id, runId, name, isActive, status, lastProgress/recentProgress (pyspark's objects, true row counts), explain."""
     seen: list[list[int]] = []
 
     async def body() -> None:
-        clock = ManualClock(0)
         async with StreamingContext(spark_context, 1, clock=clock, queryName="numbers") as ssc:
             assert (ssc.id, ssc.runId, ssc.name, ssc.isActive, ssc.lastProgress) == (None, None, "numbers", False, None)
             assert ssc.status == {"message": "Initializing StreamExecution", "isDataAvailable": False, "isTriggerActive": False}
@@ -76,7 +70,7 @@ def test_a_context_is_a_query_with_pysparks_names(spark_context: Any, backend: s
             await ssc.start_async()
             assert ssc.isActive and uuid.UUID(ssc.id) != uuid.UUID(ssc.runId)  # type: ignore[arg-type]
             assert streams.get(ssc.id) is ssc and ssc in streams.active  # type: ignore[arg-type]
-            await advance(ssc, clock, 4)
+            await advance(ssc.runtime, clock, times=4)
             recent = ssc.recentProgress
             assert all(isinstance(p, PySparkProgress) for p in recent)
             assert [(p.batchId, p.numInputRows) for p in recent] == [(0, 2), (1, 1), (2, 3), (3, 0)]
@@ -104,14 +98,13 @@ def test_a_context_is_a_query_with_pysparks_names(spark_context: Any, backend: s
     assert seen[:3] == [[10, 20], [30], [40, 50, 60]]
 
 
-def test_rows_of_queued_rdds_and_files_are_counted_while_the_batch_runs(spark_context: Any, tmp_path: Path) -> None:
+def test_rows_of_queued_rdds_and_files_are_counted_while_the_batch_runs(spark_context: Any, tmp_path: Path, clock: ManualClock) -> None:
     """numInputRows per source and BatchInfo.numRecords are the rows read, for RDD queues and file streams alike."""
     incoming = tmp_path / "in"
     incoming.mkdir()
     recorder = EventRecorder()
 
     async def body() -> None:
-        clock = ManualClock(0)
         async with StreamingContext(spark_context, 1, clock=clock) as ssc:
             queue = ssc.queueStream([spark_context.parallelize(range(7), 3), spark_context.parallelize([], 1)])
             files = ssc.textFileStream(str(incoming))
@@ -125,7 +118,7 @@ def test_rows_of_queued_rdds_and_files_are_counted_while_the_batch_runs(spark_co
             staged.write_text("1\n2\n3\n4\n")
             os.utime(staged, (0.5, 0.5))
             os.rename(staged, incoming / "a.txt")
-            await advance(ssc, clock, 3)
+            await advance(ssc.runtime, clock, times=3)
             rows = [[(s.description, s.numInputRows) for s in p.sources] for p in ssc.recentProgress]
             assert rows == [[("Queue stream [0]", 7), ("File stream [1]", 4)],
                             [("Queue stream [0]", 0), ("File stream [1]", 0)],
@@ -205,7 +198,8 @@ def test_a_listener_removed_from_the_manager_hears_nothing_more(spark_context: A
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_failed_batch_under_dstream_semantics_is_reported_and_later_batches_go_on(spark_context: Any, backend: str) -> None:
+def test_a_failed_batch_under_dstream_semantics_is_reported_and_later_batches_go_on(
+        spark_context: Any, backend: str, clock: ManualClock) -> None:
     """The default: awaitTermination raises the job's error, later batches run, exception() is None, no death cause."""
     def fail_on_two(rdd: Any) -> None:
         if 2 in rdd.collect():
@@ -215,14 +209,13 @@ def test_a_failed_batch_under_dstream_semantics_is_reported_and_later_batches_go
     after: list[list[int]] = []
 
     async def body() -> None:
-        clock = ManualClock(0)
         async with StreamingContext(spark_context, 1, clock=clock) as ssc:
             ssc.addStreamingListener(listener)
             q = ssc.queueStream([[1], [2], [3]])
             q.foreachRDD(fail_on_two)
             q.foreachRDD(lambda rdd: after.append(rdd.collect()))
             await ssc.start_async()
-            await advance(ssc, clock, 3)
+            await advance(ssc.runtime, clock, times=3)
             with pytest.raises(JobFailedError, match="two is not allowed"):
                 await ssc.await_termination_async()
             with pytest.raises(JobFailedError):
@@ -238,7 +231,7 @@ def test_a_failed_batch_under_dstream_semantics_is_reported_and_later_batches_go
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_failed_batch_under_structured_semantics_terminates_the_query(spark_context: Any, backend: str) -> None:
+def test_a_failed_batch_under_structured_semantics_terminates_the_query(spark_context: Any, backend: str, clock: ManualClock) -> None:
     """stopOnFailure: terminated, StreamingQueryException (ours and pyspark's), status, listener, manager, no commit."""
     listener = Recording()
     later: list[list[int]] = []
@@ -250,7 +243,6 @@ def test_a_failed_batch_under_structured_semantics_terminates_the_query(spark_co
         later.append(values)
 
     async def body() -> None:
-        clock = ManualClock(0)
         streams.resetTerminated()
         async with StreamingContext(spark_context, 1, clock=clock, stopOnFailure=True) as ssc:
             ssc.addStreamingListener(listener)
@@ -362,21 +354,20 @@ def test_progress_json_of_a_context_parses_as_sparks(spark_context: Any) -> None
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_rows_of_receiver_inputs_are_the_records_they_took(spark_context: Any, backend: str) -> None:
+def test_rows_of_receiver_inputs_are_the_records_they_took(spark_context: Any, backend: str, clock: ManualClock) -> None:
     """An async-iterable stream (a receiver): numInputRows is what it received before the batch; kept in memory only."""
     async def five() -> Any:
         for i in range(5):
             yield i
 
     async def body() -> None:
-        clock = ManualClock(0)
         recorder = EventRecorder()
         async with StreamingContext(spark_context, 1, clock=clock) as ssc:
             ssc.addStreamingListener(recorder)
             ssc.asyncIterableStream(five).foreachRDD(lambda rdd: rdd.count())
             await ssc.start_async()
             await recorder.wait_for(lambda events: any(type(e).__name__ == "ReceiverStopped" for e in events))
-            await advance(ssc, clock, 2)
+            await advance(ssc.runtime, clock, times=2)
             assert [(p.batchId, p.numInputRows) for p in ssc.recentProgress] == [(0, 5), (1, 0)]
             assert [json.loads(p.json)["sources"][0]["endOffset"] for p in ssc.recentProgress] == [{"logOffset": 0}] * 2
             await ssc.stop_async()

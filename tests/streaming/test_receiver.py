@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from streaming.inputs import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError, RecordBuffer
 from streaming.inputs._decoder import max_line_length
-from tests.anyio_support import BACKENDS, raises_exactly, run, settle
+from tests.anyio_support import raises_exactly, settle
 
 
 def java_read_lines(data: bytes) -> list[str]:
@@ -114,68 +114,56 @@ def test_the_line_bound_setting_is_a_positive_number_of_characters() -> None:
         LineDecoder(0)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_paused_buffer_holds_the_producer_back_with_room_to_spare(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_paused_buffer_holds_the_producer_back_with_room_to_spare() -> None:
     """While the log's writes fail the buffer is paused: puts wait though there is room; blocks are cut from the front
     (peek, then drop once written); resume lets the producer store again."""
-
-    async def body() -> None:
-        buffer = RecordBuffer(10)
-        await buffer.put_many([1, 2, 3])
-        buffer.pause()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(buffer.put_many, [4, 5])
-            await settle()
-            assert buffer.peek() == [1, 2, 3] and buffer.paused
-            buffer.drop(2)  # a block of two was written: still paused
-            await settle()
-            assert buffer.peek() == [3]
-            buffer.resume()
-        assert buffer.take_all() == [3, 4, 5] and buffer.waits == 2
-        assert repr(buffer) == "<RecordBuffer [0/10 records | waited 2x]>"
-
-    run(backend, body)
+    buffer = RecordBuffer(10)
+    await buffer.put_many([1, 2, 3])
+    buffer.pause()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(buffer.put_many, [4, 5])
+        await settle()
+        assert buffer.peek() == [1, 2, 3] and buffer.paused
+        buffer.drop(2)  # a block of two was written: still paused
+        await settle()
+        assert buffer.peek() == [3]
+        buffer.resume()
+    assert buffer.take_all() == [3, 4, 5] and buffer.waits == 2
+    assert repr(buffer) == "<RecordBuffer [0/10 records | waited 2x]>"
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_full_buffer_makes_the_producer_wait_until_a_batch_takes_it(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_full_buffer_makes_the_producer_wait_until_a_batch_takes_it() -> None:
     """put_many stores up to capacity, waits, and resumes with the rest once take_all empties the buffer."""
+    buffer = RecordBuffer(3)
+    done = anyio.Event()
 
-    async def body() -> None:
-        buffer = RecordBuffer(3)
-        done = anyio.Event()
+    async def produce() -> None:
+        await buffer.put_many([1, 2, 3, 4, 5])
+        await buffer.put(6)
+        done.set()
 
-        async def produce() -> None:
-            await buffer.put_many([1, 2, 3, 4, 5])
-            await buffer.put(6)
-            done.set()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(produce)
-            await settle()
-            assert len(buffer) == 3 and not done.is_set()
-            assert buffer.take_all() == [1, 2, 3]
-            await settle()
-            assert buffer.take_all() == [4, 5, 6]
-            await done.wait()
-        assert buffer.waits == 1
-
-    run(backend, body)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(produce)
+        await settle()
+        assert len(buffer) == 3 and not done.is_set()
+        assert buffer.take_all() == [1, 2, 3]
+        await settle()
+        assert buffer.take_all() == [4, 5, 6]
+        await done.wait()
+    assert buffer.waits == 1
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_producer_waiting_for_room_can_be_cancelled(backend: str) -> None:
+@pytest.mark.anyio
+async def test_a_producer_waiting_for_room_can_be_cancelled() -> None:
     """Cancelling a waiting put keeps what was stored and adds nothing more."""
-
-    async def body() -> None:
-        buffer = RecordBuffer(2)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(buffer.put_many, ["a", "b", "c"])
-            await settle()  # parked: "c" has no room
-            tg.cancel_scope.cancel()
-        assert buffer.take_all() == ["a", "b"]
-
-    run(backend, body)
+    buffer = RecordBuffer(2)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(buffer.put_many, ["a", "b", "c"])
+        await settle()  # parked: "c" has no room
+        tg.cancel_scope.cancel()
+    assert buffer.take_all() == ["a", "b"]
 
 
 def test_the_buffer_bound_must_be_positive() -> None:

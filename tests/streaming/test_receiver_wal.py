@@ -25,6 +25,7 @@ from streaming.inputs import ReceiverTaskSpec, WriteAheadLogError, read_block_fi
 from streaming.inputs._executor_receiver import run_receiver_task
 from tests.anyio_support import BACKENDS
 from tests.streaming.control_support import accept_task
+from tests.support import advance
 
 INTERVAL_MS = 1000
 CAPACITY = 40
@@ -65,7 +66,7 @@ class FullDisk:
 @pytest.mark.spark
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_receiver_whose_log_writes_fail_holds_its_input_and_loses_nothing(
-        spark_context: Any, tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        spark_context: Any, tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch, clock: ManualClock) -> None:
     """While block writes fail, the receiver takes no more than its buffer's bound from an endless source, the batches
     that needed a block fail with WriteAheadLogError, and once writes succeed every record reaches one batch, in order
     (also after a write that failed once its block was on disk)."""
@@ -84,7 +85,6 @@ def test_a_receiver_whose_log_writes_fail_holds_its_input_and_loses_nothing(
         outputs[int(time.timestamp() * 1000)] = rdd.collect()
 
     async def program() -> None:
-        clock = ManualClock(0)
         ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
         stream = ssc.asyncIterableStream(endless, maxBufferedRecords=CAPACITY)
         stream.foreachRDD(output)
@@ -93,8 +93,7 @@ def test_a_receiver_whose_log_writes_fail_holds_its_input_and_loses_nothing(
         ssc.addStreamingListener(recorder)
 
         async def batch() -> None:
-            clock.advance(INTERVAL_MS)
-            await ssc.runtime.wait_until_idle()
+            await advance(ssc.runtime, clock, INTERVAL_MS)
 
         async with ssc:
             await ssc.start_async()

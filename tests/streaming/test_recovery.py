@@ -26,7 +26,7 @@ from scheduler import (
 )
 from streaming import Batch, DirectorySource, ListSource, Pipeline, StreamingRuntime
 from tests.anyio_support import raises_exactly
-from tests.support import Gate, ScriptedGraph, wait_until
+from tests.support import Gate, ScriptedGraph, advance, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -60,12 +60,7 @@ def ids(directory: Path) -> list[int]:
     return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if directory.exists() else []
 
 
-async def advance(rt: StreamingRuntime, clock: ManualClock, ms: int) -> None:
-    clock.advance(Milliseconds(ms))
-    await rt.wait_until_idle()
-
-
-async def test_offsets_are_on_disk_before_a_job_runs_and_the_commit_only_after(tmp_path: Path) -> None:
+async def test_offsets_are_on_disk_before_a_job_runs_and_the_commit_only_after(tmp_path: Path, clock: ManualClock) -> None:
     """While a batch's job runs, its offsets entry exists and its commit does not; both exist afterwards."""
     ck = tmp_path / "ck"
     observed: list[tuple[bool, bool]] = []
@@ -75,7 +70,6 @@ async def test_offsets_are_on_disk_before_a_job_runs_and_the_commit_only_after(t
         observed.append(((ck / "offsets" / str(batch_id)).exists(), (ck / "commits" / str(batch_id)).exists()))
 
     p, _ = pipeline(out)
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
         await rt.start()
         await advance(rt, clock, 3000)
@@ -119,7 +113,7 @@ async def test_restart_reruns_the_uncommitted_batch_then_the_down_time_batches(t
     assert ids(ck / "offsets") == ids(ck / "commits") == [0, 1, 2, 3, 4, 5, 6]
 
 
-async def test_a_batch_abandoned_by_an_immediate_stop_reruns_after_restart(tmp_path: Path) -> None:
+async def test_a_batch_abandoned_by_an_immediate_stop_reruns_after_restart(tmp_path: Path, clock: ManualClock) -> None:
     """A batch whose job was still running at an immediate stop has no commit and re-runs with the same input."""
     ck = tmp_path / "ck"
     gate = Gate()
@@ -128,7 +122,6 @@ async def test_a_batch_abandoned_by_an_immediate_stop_reruns_after_restart(tmp_p
         await gate.job(batch.time, "b").func()
 
     p, _ = pipeline(blocked)
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck, abandon_after=Milliseconds(0)) as rt:
         await rt.start()
         clock.advance(Seconds(1))
@@ -145,7 +138,7 @@ async def test_a_batch_abandoned_by_an_immediate_stop_reruns_after_restart(tmp_p
     assert again.seen == [(1000, ["a", "b"])]
 
 
-async def test_commits_are_written_in_batch_order(tmp_path: Path) -> None:
+async def test_commits_are_written_in_batch_order(tmp_path: Path, clock: ManualClock) -> None:
     """With two concurrent jobs, a later batch that finishes first is committed only after the earlier one."""
     ck = tmp_path / "ck"
     gate = Gate()
@@ -157,7 +150,6 @@ async def test_commits_are_written_in_batch_order(tmp_path: Path) -> None:
         done.append(batch.time.milliseconds)
 
     p, _ = pipeline(out)
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck, concurrent_jobs=2) as rt:
         await rt.start()
         clock.advance(Seconds(2))
@@ -170,31 +162,27 @@ async def test_commits_are_written_in_batch_order(tmp_path: Path) -> None:
         await rt.stop()
 
 
-async def test_old_entries_are_purged_beyond_min_batches_to_retain(tmp_path: Path) -> None:
+async def test_old_entries_are_purged_beyond_min_batches_to_retain(tmp_path: Path, clock: ManualClock) -> None:
     """With minBatchesToRetain=3, after batch 9 the logs hold batches 6..9, as Spark's rule keeps N-3..N."""
     ck = tmp_path / "ck"
     p, _ = pipeline(Recorder())
-    clock = ManualClock(0)
     options = {"spark.sql.streaming.minBatchesToRetain": "3"}
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck, options=options) as rt:
         await rt.start()
-        for _ in range(10):
-            await advance(rt, clock, 1000)
+        await advance(rt, clock, 1000, times=10)
         await rt.stop()
     assert ids(ck / "offsets") == ids(ck / "commits") == [6, 7, 8, 9]
 
 
-async def test_purge_keeps_an_uncommitted_batch_and_the_entry_it_starts_from(tmp_path: Path) -> None:
+async def test_purge_keeps_an_uncommitted_batch_and_the_entry_it_starts_from(tmp_path: Path, clock: ManualClock) -> None:
     """A failed batch stays re-runnable however many batches follow: it and its predecessor are never purged."""
     ck = tmp_path / "ck"
     p, _ = pipeline(Recorder(fail_at={3000}))
-    clock = ManualClock(0)
     options = {"spark.sql.streaming.minBatchesToRetain": 2}
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck, options=options,
                                 stop_on_failure=False) as rt:
         await rt.start()
-        for _ in range(8):
-            await advance(rt, clock, 1000)
+        await advance(rt, clock, 1000, times=8)
         await rt.stop()
     assert ids(ck / "offsets") == [1, 2, 3, 4, 5, 6, 7]
     assert ids(ck / "commits") == [1, 3, 4, 5, 6, 7]
@@ -209,7 +197,7 @@ async def test_purge_keeps_an_uncommitted_batch_and_the_entry_it_starts_from(tmp
 
 
 @pytest.mark.parametrize("stop_on_failure", [True, False])
-async def test_a_log_write_failure_stops_every_later_batch(tmp_path: Path, stop_on_failure: bool) -> None:
+async def test_a_log_write_failure_stops_every_later_batch(tmp_path: Path, stop_on_failure: bool, clock: ManualClock) -> None:
     """An offsets entry that already exists (a second writer) fails that batch and every later one; no job runs unlogged.
 
     Under stop-on-failure (the default with a checkpoint) the first failure terminates the query;
@@ -218,7 +206,6 @@ async def test_a_log_write_failure_stops_every_later_batch(tmp_path: Path, stop_
     ck = tmp_path / "ck"
     out = Recorder()
     p, _ = pipeline(out)
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck, stop_on_failure=stop_on_failure) as rt:
         await rt.start()
         await advance(rt, clock, 1000)
@@ -240,11 +227,10 @@ async def test_a_log_write_failure_stops_every_later_batch(tmp_path: Path, stop_
     assert ids(ck / "commits") == [0]
 
 
-async def test_a_source_that_lost_records_fails_the_rerun(tmp_path: Path) -> None:
+async def test_a_source_that_lost_records_fails_the_rerun(tmp_path: Path, clock: ManualClock) -> None:
     """Rebuilding a ListSource with fewer records than the log needs fails the re-run instead of skipping data."""
     ck = tmp_path / "ck"
     p, _ = pipeline(Recorder(fail_at={1000}))
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
         await rt.start()
         await advance(rt, clock, 1000)
@@ -332,17 +318,15 @@ class CommitRecordingSource(ListSource):
         self.committed.append(end)
 
 
-async def test_sources_release_input_only_up_to_the_oldest_uncommitted_batch(tmp_path: Path) -> None:
+async def test_sources_release_input_only_up_to_the_oldest_uncommitted_batch(tmp_path: Path, clock: ManualClock) -> None:
     """Sources hear of a commit once every earlier batch is committed; a failed batch holds the release back."""
     src = CommitRecordingSource(list("abcd"))
     p = Pipeline()
     p.add_source(src, name="in")
     p.add_output(Recorder(fail_at={2000}), name="out")
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path, stop_on_failure=False) as rt:
         await rt.start()
-        for _ in range(4):
-            await advance(rt, clock, 1000)
+        await advance(rt, clock, 1000, times=4)
         await rt.stop()
     assert src.committed == ["1"]  # batch 1 (records up to 2) failed: batches 2 and 3 commit, release nothing
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import os
 import random
-import select
 import signal
 import subprocess
 import time
@@ -29,7 +28,7 @@ import pytest
 
 from scheduler import Checkpoint, Milliseconds
 from tests.anyio_support import BACKENDS
-from tests.crash import KILL_AFTER, KILL_AT, KILL_LOG, child_env, kills_logged, spawn
+from tests.crash import KILL_AFTER, KILL_AT, KILL_LOG, child_env, err_tail, kill, kills_logged, spawn, started
 
 CHILD = Path(__file__).with_name("crash_child.py")
 POINTS = ["offsets-temp", "offsets-linked", "sink-temp", "sink-linked", "commits-temp", "commits-linked", None]
@@ -62,12 +61,6 @@ def start(mode: str, tmp: Path, env: dict[str, str], backend: str) -> subprocess
     return spawn([str(CHILD), str(tmp / "in"), str(tmp / "out"), str(tmp / "ck"), mode, str(INTERVAL_MS), backend], tmp, env)
 
 
-def wait_started(proc: subprocess.Popen[str], timeout_s: float) -> bool:
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
-    return bool(ready) and proc.stdout.readline().strip() == "started"
-
-
 @pytest.mark.timeout(150)
 def test_sigkill_at_random_moments_never_loses_or_duplicates_output(tmp_path: Path) -> None:
     """After 28 SIGKILLs (inside writes, at random) and restarts, on asyncio and trio in turn, each record is output exactly once."""
@@ -84,28 +77,25 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_output(tmp_path: Pa
             env |= {KILL_AT: point, KILL_AFTER: str(rng.randint(1, 3))}
         proc = start("run", tmp_path, env, BACKENDS[round_ % len(BACKENDS)])
         try:
-            if not wait_started(proc, 30):  # it may reach its kill point before saying so
-                assert proc.wait(10) == -signal.SIGKILL, (tmp_path / "child.err").read_text()
+            if not started(proc, 30):  # it may reach its kill point before saying so
+                assert proc.wait(10) == -signal.SIGKILL, err_tail(tmp_path)
             deadline = time.monotonic() + rng.uniform(0.05, 0.5)
             while proc.poll() is None and time.monotonic() < deadline:
                 if rng.random() < 0.3:
                     source.add_file()  # input arriving while the query runs
                 time.sleep(0.02)
             killed_from_outside = proc.poll() is None
-            if killed_from_outside:
-                proc.send_signal(signal.SIGKILL)
         finally:
-            proc.kill()
-            proc.wait(10)
-        assert proc.returncode == -signal.SIGKILL, (tmp_path / "child.err").read_text()
+            kill(proc)
+        assert proc.returncode == -signal.SIGKILL, err_tail(tmp_path)
         outcomes["outside" if killed_from_outside else "inside"] += 1
 
     source.add_file()  # so the drain writes output, which also clears killed writers' temp files
     drain = start("drain", tmp_path, dict(base_env), BACKENDS[ROUNDS % len(BACKENDS)])
     try:
-        assert drain.wait(60) == 0, (tmp_path / "child.err").read_text()
+        assert drain.wait(60) == 0, err_tail(tmp_path)
     finally:
-        drain.kill()
+        kill(drain)
 
     kills = collections.Counter(kills_logged(tmp_path))
     # Every kind of moment was hit at least once, and the outside kills landed too.

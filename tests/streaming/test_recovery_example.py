@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.crash import ROOT, run_python
 
 
 # asyncio only: it runs the example as shipped, and the example calls anyio.run with its default backend.
 def test_the_exactly_once_example_recovers_from_its_crash(tmp_path: Path) -> None:
     """The example's first run dies by SIGKILL, the second re-runs batch 0 then takes the new files, and the output is exact."""
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "exactly_once_files.py"), "--dir", str(tmp_path)],
-                            capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    result = run_python([str(ROOT / "examples" / "exactly_once_files.py"), "--dir", str(tmp_path)], timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "exit status -9" in out

@@ -22,7 +22,8 @@ from scheduler import (
     format_timestamp,
 )
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime, Trigger
-from tests.streaming.test_recovery import Recorder, advance, pipeline
+from tests.streaming.test_recovery import Recorder, pipeline
+from tests.support import advance
 
 ID = uuid.UUID("8c3b9e2a-1f5d-4a7e-9c61-2d4b8f0a7e13")
 RUN = uuid.UUID("0f9e8d7c-6b5a-4938-8271-605f4e3d2c1b")
@@ -138,25 +139,22 @@ async def test_progress_numbers_add_up() -> None:
 
 
 @pytest.mark.anyio
-async def test_recent_progress_keeps_one_fewer_than_the_bound(tmp_path: Path) -> None:
+async def test_recent_progress_keeps_one_fewer_than_the_bound(tmp_path: Path, clock: ManualClock) -> None:
     """numRecentProgressUpdates=3 keeps the newest 2 entries, as Spark's buffer does; lastProgress is the newest."""
     p, _ = pipeline(Recorder())
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Seconds(1), clock=clock, track_progress=True,
                                 options={"spark.sql.streaming.numRecentProgressUpdates": 3}) as rt:
         await rt.start()
-        for _ in range(5):
-            await advance(rt, clock, 1000)
+        await advance(rt, clock, 1000, times=5)
         assert [e.batch_id for e in rt.recent_progress] == [3, 4]
         assert rt.last_progress is rt.recent_progress[-1]
         await rt.stop()
 
 
 @pytest.mark.anyio
-async def test_query_events_bracket_the_progress_of_a_run(tmp_path: Path) -> None:
+async def test_query_events_bracket_the_progress_of_a_run(tmp_path: Path, clock: ManualClock) -> None:
     """A run posts QueryStarted, one QueryProgress per batch and QueryTerminated (no exception) with its ids."""
     p, _ = pipeline(Recorder())
-    clock = ManualClock(0)
     recorder = EventRecorder()
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path, name="q") as rt:
         rt.add_listener(recorder)
@@ -172,10 +170,9 @@ async def test_query_events_bracket_the_progress_of_a_run(tmp_path: Path) -> Non
 
 
 @pytest.mark.anyio
-async def test_a_failed_query_reports_its_exception_at_termination(tmp_path: Path) -> None:
+async def test_a_failed_query_reports_its_exception_at_termination(tmp_path: Path, clock: ManualClock) -> None:
     """QueryTerminated carries the failure with its traceback; the status says 'Terminated with exception'."""
     p, _ = pipeline(Recorder(fail_at={1000}))
-    clock = ManualClock(0)
     recorder = EventRecorder()
     async with StreamingRuntime(p, Seconds(1), clock=clock, track_progress=True, stop_on_failure=True) as rt:
         rt.add_listener(recorder)
@@ -191,10 +188,9 @@ async def test_a_failed_query_reports_its_exception_at_termination(tmp_path: Pat
 
 
 @pytest.mark.anyio
-async def test_status_follows_the_query(tmp_path: Path) -> None:
+async def test_status_follows_the_query(tmp_path: Path, clock: ManualClock) -> None:
     """Status is 'Initializing StreamExecution' before start, 'Waiting for next trigger' between batches, 'Stopped' after."""
     p, _ = pipeline(Recorder())
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Seconds(1), clock=clock, track_progress=True) as rt:
         assert rt.status == StreamingQueryStatus("Initializing StreamExecution", False, False)
         await rt.start()
@@ -205,10 +201,9 @@ async def test_status_follows_the_query(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_process_all_available_returns_after_a_batch_without_new_data(tmp_path: Path) -> None:
+async def test_process_all_available_returns_after_a_batch_without_new_data(tmp_path: Path, clock: ManualClock) -> None:
     """process_all_available() returns once a batch planned after the call found nothing new and has finished."""
     p, _ = pipeline(Recorder(), records=list("abcde"))
-    clock = ManualClock(0)
     returned_at: list[int] = []
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path) as rt:
         await rt.start()

@@ -10,7 +10,8 @@ import pytest
 from scheduler import InvalidPipelineError, ManualClock, Milliseconds, Seconds
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime, Trigger
 from tests.anyio_support import raises_exactly
-from tests.streaming.test_recovery import Recorder, advance, ids, pipeline
+from tests.streaming.test_recovery import Recorder, ids, pipeline
+from tests.support import advance
 
 pytestmark = pytest.mark.anyio
 
@@ -27,10 +28,9 @@ async def test_once_runs_one_batch_with_everything_then_stops(tmp_path: Path) ->
     assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [0]  # a fresh query starts at batch 0
 
 
-async def test_once_with_an_uncommitted_batch_only_reruns_it(tmp_path: Path) -> None:
+async def test_once_with_an_uncommitted_batch_only_reruns_it(tmp_path: Path, clock: ManualClock) -> None:
     """Spark's rule: a Once run on a checkpoint with an uncommitted batch re-runs that batch and takes no new data."""
     p, _ = pipeline(Recorder(fail_at={1000}), records=["a"])
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path) as rt:
         await rt.start()
         await advance(rt, clock, 1000)
@@ -164,7 +164,7 @@ def test_option_names_match_case_insensitively() -> None:
     assert rt.tracker.options.async_progress_tracking_checkpoint_interval_ms == 250
 
 
-async def test_async_tracking_refuses_outputs_that_do_not_declare_support_with_sparks_message(tmp_path: Path) -> None:
+async def test_async_tracking_refuses_outputs_that_do_not_declare_support_with_sparks_message(tmp_path: Path, clock: ManualClock) -> None:
     """A plain function output is refused at start ("Sink <name> does not support ..."); Spark's override option lets it run."""
     async def plain(batch: Batch) -> None:
         pass
@@ -180,7 +180,6 @@ async def test_async_tracking_refuses_outputs_that_do_not_declare_support_with_s
         with pytest.raises(InvalidPipelineError,
                            match=r"^Sink publish at test_recovery_triggers\.py:\d+ does not support async progress tracking$"):
             await rt.start()
-    clock = ManualClock(0)
     async with StreamingRuntime(build(), Seconds(1), clock=clock, checkpoint_location=tmp_path / "b",
                                 options={"asyncProgressTrackingEnabled": "true",
                                          "_asyncProgressTrackingOverrideSinkSupportCheck": "true"}) as rt:
@@ -190,16 +189,14 @@ async def test_async_tracking_refuses_outputs_that_do_not_declare_support_with_s
         await rt.stop()
 
 
-async def test_async_tracking_is_durable_once_per_interval(tmp_path: Path) -> None:
+async def test_async_tracking_is_durable_once_per_interval(tmp_path: Path, clock: ManualClock) -> None:
     """With 100 ms batches and the default 1000 ms interval, offsets and commits reach the disk for batches 0, 10, 20 only."""
     out = Recorder()
     p, _ = pipeline(out, records=[str(i) for i in range(30)], max_per_batch=1)
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path,
                                 options={"asyncProgressTrackingEnabled": "true"}) as rt:
         await rt.start()
-        for _ in range(25):
-            await advance(rt, clock, 100)
+        await advance(rt, clock, 100, times=25)
         assert rt.tracker is not None
         await rt.tracker.flush()
         assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [0, 10, 20]
@@ -208,15 +205,13 @@ async def test_async_tracking_is_durable_once_per_interval(tmp_path: Path) -> No
     assert len(out.seen) == 25
 
 
-async def test_async_tracking_with_interval_zero_writes_every_batch(tmp_path: Path) -> None:
+async def test_async_tracking_with_interval_zero_writes_every_batch(tmp_path: Path, clock: ManualClock) -> None:
     """asyncProgressTrackingCheckpointIntervalMs=0 makes every batch's offsets and commit durable, in order."""
     p, _ = pipeline(Recorder())
-    clock = ManualClock(0)
     options = {"asyncProgressTrackingEnabled": "true", "asyncProgressTrackingCheckpointIntervalMs": "0"}
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path, options=options) as rt:
         await rt.start()
-        for _ in range(4):
-            await advance(rt, clock, 1000)
+        await advance(rt, clock, 1000, times=4)
         await rt.stop()  # stopping finishes the queued writes
     assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [0, 1, 2, 3]
 
@@ -228,8 +223,7 @@ async def test_async_recovery_resumes_from_the_last_durable_entry(tmp_path: Path
     async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path,
                                 options={"asyncProgressTrackingEnabled": "true"}) as rt:
         await rt.start()
-        for _ in range(14):
-            await advance(rt, clock, 100)
+        await advance(rt, clock, 100, times=14)
         await rt.stop()
     assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [0, 10]
     out = Recorder()
@@ -245,15 +239,13 @@ async def test_async_recovery_resumes_from_the_last_durable_entry(tmp_path: Path
     assert out.seen == [(5100, ["11"])]  # batch 10 ended at record 11; records 11..13 are read again from here
 
 
-async def test_async_tracking_purges_beyond_min_batches_to_retain(tmp_path: Path) -> None:
+async def test_async_tracking_purges_beyond_min_batches_to_retain(tmp_path: Path, clock: ManualClock) -> None:
     """With async writes the newest minBatchesToRetain + 1 durable entries stay, as with sync writes."""
     p, _ = pipeline(Recorder(), records=[str(i) for i in range(10)], max_per_batch=1)
-    clock = ManualClock(0)
     options = {"asyncProgressTrackingEnabled": "true", "asyncProgressTrackingCheckpointIntervalMs": "0",
                "spark.sql.streaming.minBatchesToRetain": "2"}
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path, options=options) as rt:
         await rt.start()
-        for _ in range(6):
-            await advance(rt, clock, 1000)
+        await advance(rt, clock, 1000, times=6)
         await rt.stop()
     assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [3, 4, 5]

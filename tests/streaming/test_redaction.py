@@ -19,7 +19,6 @@ from scheduler import (
     CorruptCheckpointError,
     InvalidPipelineError,
     ManualClock,
-    Milliseconds,
     Seconds,
     event_fields,
     redact_uri,
@@ -27,6 +26,7 @@ from scheduler import (
 )
 from streaming import Batch, DirectorySource, ListSource, Pipeline, StreamingRuntime
 from streaming._cli import main
+from tests.support import advance
 
 pytestmark = pytest.mark.anyio
 
@@ -68,17 +68,15 @@ def redacted_uri(ftp_server: Any, path: str) -> str:
     return f"ftp://{ftp_server.user}:***@127.0.0.1:{ftp_server.port}/{path}"
 
 
-async def test_a_checkpoint_error_on_a_uri_with_credentials_shows_none(ftp_server: Any, tmp_path: Path) -> None:
+async def test_a_checkpoint_error_on_a_uri_with_credentials_shows_none(ftp_server: Any, tmp_path: Path, clock: ManualClock) -> None:
     """A source swapped under an FTP checkpoint is refused with the checkpoint's URI, its password redacted."""
     ck = task_checkpoint_path(ftp_server.uri("ck"))
     p = Pipeline()
     p.add_source(ListSource(["a", "b"]), name="in")
     p.add_output(lambda batch: None, name="out")
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
         await rt.start()
-        clock.advance(Milliseconds(1000))
-        await rt.wait_until_idle()
+        await advance(rt, clock)
         await rt.stop()
     p = Pipeline()
     p.add_source(DirectorySource(tmp_path), name="in")
@@ -105,7 +103,7 @@ class Events(StreamingListener):
 
 
 async def test_log_and_listener_events_of_a_failure_naming_the_uri_show_no_secret(
-    ftp_server: Any, caplog: pytest.LogCaptureFixture,
+    ftp_server: Any, caplog: pytest.LogCaptureFixture, clock: ManualClock,
 ) -> None:
     """A batch failing with the checkpoint URI in its error: the log records and listener events carry it redacted."""
     uri = ftp_server.uri("ck")
@@ -116,14 +114,12 @@ async def test_log_and_listener_events_of_a_failure_naming_the_uri_show_no_secre
     p = Pipeline()
     p.add_source(ListSource(["a"]), name="in")
     p.add_output(out, name="out")
-    clock = ManualClock(0)
     events = Events()
     with caplog.at_level(logging.INFO, logger=LOGGER_ROOT):
         async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=task_checkpoint_path(uri)) as rt:
             rt.add_listener(events)
             await rt.start()
-            clock.advance(Milliseconds(1000))
-            await rt.wait_until_idle()
+            await advance(rt, clock)
             await rt.stop()
     fields = [event_fields(r) for r in caplog.records if r.name.startswith(LOGGER_ROOT)]
     failed = [f for f in fields if f is not None and "traceback" in f]

@@ -19,7 +19,7 @@ from scheduler import (
 )
 from streaming import Batch, Pipeline, StreamingContextState, StreamingRuntime
 from tests.anyio_support import settle
-from tests.support import Gate, RecordingHook, ScriptedGraph, capture_events, noop_job, wait_until
+from tests.support import Gate, RecordingHook, ScriptedGraph, advance, capture_events, noop_job, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -128,9 +128,8 @@ async def test_stop_twice_is_idempotent() -> None:
     assert [e["event"] for e in logs].count("StreamingContext has already been stopped") == 1
 
 
-async def test_stop_from_inside_a_listener_is_refused() -> None:
+async def test_stop_from_inside_a_listener_is_refused(clock: ManualClock) -> None:
     """A listener callback that tries to stop the runtime gets Spark's error; the listener keeps working."""
-    clock = ManualClock()
     errors: list[BaseException] = []
 
     class Stopper(StreamingListener):
@@ -146,17 +145,15 @@ async def test_stop_from_inside_a_listener_is_refused() -> None:
     async with StreamingRuntime(one_output_pipeline(), Seconds(1), clock=clock) as rt:
         rt.add_listener(Stopper(rt))
         await rt.start()
-        clock.advance(Seconds(1))
-        await rt.wait_until_idle()
+        await advance(rt, clock)
         assert rt.state is StreamingContextState.ACTIVE
         await rt.stop()
     listener = "test_stop_from_inside_a_listener_is_refused.<locals>.Stopper"
     assert [str(e) for e in errors] == [f"Cannot stop StreamingContext within listener bus thread. (called from listener {listener!r})"]
 
 
-async def test_graceful_stop_runs_the_pending_tick_and_drains() -> None:
+async def test_graceful_stop_runs_the_pending_tick_and_drains(clock: ManualClock) -> None:
     """A graceful stop fires the tick the timer waits for, runs every generated batch, and delivers every event."""
-    clock = ManualClock()
     sink: list[int] = []
     hook = RecordingHook()
     delivered: list[int] = []
@@ -170,8 +167,7 @@ async def test_graceful_stop_runs_the_pending_tick_and_drains() -> None:
     async with StreamingRuntime(pipeline, Seconds(1), clock=clock, hooks=[hook]) as rt:
         rt.add_listener(SlowListener())
         await rt.start()
-        clock.advance(Seconds(2))
-        await rt.wait_until_idle()
+        await advance(rt, clock, Seconds(2))
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: rt.stop(graceful=True))
             await settle()  # stop() has asked the timer, parked at 3000, for one more tick
@@ -184,9 +180,8 @@ async def test_graceful_stop_runs_the_pending_tick_and_drains() -> None:
     assert (st.queued, st.dropped) == (0, 0)
 
 
-async def test_graceful_stop_times_out_and_abandons() -> None:
+async def test_graceful_stop_times_out_and_abandons(clock: ManualClock) -> None:
     """A graceful stop gives up after its timeout, abandoning a job that never ends, and still stops."""
-    clock = ManualClock()
     gate = Gate()
     cancelled: list[str] = []
     rec = EventRecorder()
@@ -219,9 +214,8 @@ async def test_graceful_stop_times_out_and_abandons() -> None:
     assert rt.scheduler.pending_times() == [Time(1000), Time(2000)]
 
 
-async def test_immediate_stop_drops_queued_and_abandons_running_after_grace() -> None:
+async def test_immediate_stop_drops_queued_and_abandons_running_after_grace(clock: ManualClock) -> None:
     """An immediate stop drops queued jobs, lets running ones finish within the grace period, then cancels them."""
-    clock = ManualClock()
     gate = Gate()
     cancelled: list[str] = []
 
@@ -244,9 +238,8 @@ async def test_immediate_stop_drops_queued_and_abandons_running_after_grace() ->
     assert rt.scheduler.pending_times() == [Time(1000)]
 
 
-async def test_job_finishing_within_grace_is_finalised() -> None:
+async def test_job_finishing_within_grace_is_finalised(clock: ManualClock) -> None:
     """A running job that ends during an immediate stop's grace period completes normally and its batch is finalised."""
-    clock = ManualClock()
     gate = Gate()
     hook = RecordingHook()
     async with StreamingRuntime(ScriptedGraph(lambda t: [gate.job(t, "a")]), Seconds(1), clock=clock, hooks=[hook]) as rt:
@@ -261,9 +254,8 @@ async def test_job_finishing_within_grace_is_finalised() -> None:
     assert rt.scheduler.pending_times() == []
 
 
-async def test_await_termination_times_out_on_the_clock() -> None:
+async def test_await_termination_times_out_on_the_clock(clock: ManualClock) -> None:
     """await_termination(timeout) returns False once the timeout passes on the runtime's clock."""
-    clock = ManualClock()
     async with StreamingRuntime(ScriptedGraph(lambda t: []), Seconds(10), clock=clock) as rt:
         await rt.start()
         async with anyio.create_task_group() as tg:
@@ -281,9 +273,8 @@ async def test_await_termination_times_out_on_the_clock() -> None:
         assert await rt.await_termination(Seconds(0)) is True
 
 
-async def test_await_termination_error_takes_precedence_and_sticks() -> None:
+async def test_await_termination_error_takes_precedence_and_sticks(clock: ManualClock) -> None:
     """Once a job failed, every await_termination raises the latest failure, even after a clean stop."""
-    clock = ManualClock()
 
     def make(t: Time) -> list[Job]:
         async def fail() -> None:
@@ -293,8 +284,7 @@ async def test_await_termination_error_takes_precedence_and_sticks() -> None:
 
     async with StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock) as rt:
         await rt.start()
-        clock.advance(Seconds(2))
-        await rt.wait_until_idle()
+        await advance(rt, clock, Seconds(2))
         await rt.stop()
     for _ in range(2):
         with pytest.raises(JobFailedError, match=r"^Error running job streaming job 2000 ms.0: KeyError: 'bad 2000'$"):
@@ -302,9 +292,8 @@ async def test_await_termination_error_takes_precedence_and_sticks() -> None:
     assert rt.exception() is not None and rt.exception().batch_time_ms == 2000  # type: ignore[union-attr]
 
 
-async def test_waiter_wakes_on_failure() -> None:
+async def test_waiter_wakes_on_failure(clock: ManualClock) -> None:
     """A task blocked in await_termination is woken by a job failure."""
-    clock = ManualClock()
 
     def make(t: Time) -> list[Job]:
         def fail() -> None:
@@ -330,9 +319,8 @@ async def test_waiter_wakes_on_failure() -> None:
         await rt.stop()
 
 
-async def test_host_cancellation_shuts_down_cleanly() -> None:
+async def test_host_cancellation_shuts_down_cleanly(clock: ManualClock) -> None:
     """Cancelling the host's task group stops the runtime at once, abandoning running jobs, without hanging."""
-    clock = ManualClock()
     gate = Gate()
     cancelled: list[str] = []
 
@@ -359,16 +347,14 @@ async def test_host_cancellation_shuts_down_cleanly() -> None:
     assert cancelled == ["forever"]
 
 
-async def test_run_embeds_with_task_group_start() -> None:
+async def test_run_embeds_with_task_group_start(clock: ManualClock) -> None:
     """'await tg.start(runtime.run)' returns once the runtime is active; stop() ends it."""
-    clock = ManualClock()
     sink: list[int] = []
     rt = StreamingRuntime(one_output_pipeline(sink), Seconds(1), clock=clock)
     async with anyio.create_task_group() as tg:
         await tg.start(rt.run)
         assert rt.state is StreamingContextState.ACTIVE
-        clock.advance(Seconds(1))
-        await rt.wait_until_idle()
+        await advance(rt, clock)
         await rt.stop()
     assert sink == [1000]
 
@@ -384,9 +370,8 @@ async def test_streaming_started_is_posted_once_on_the_clock() -> None:
     assert rec.of_type(StreamingStarted) == [StreamingStarted(Time(500))]
 
 
-async def test_block_policy_loses_nothing_with_tiny_queue() -> None:
+async def test_block_policy_loses_nothing_with_tiny_queue(clock: ManualClock) -> None:
     """With a one-event queue and the BLOCK policy, a slow listener still receives every event."""
-    clock = ManualClock()
     rec = EventRecorder()
 
     class Slow(StreamingListener):
@@ -399,8 +384,7 @@ async def test_block_policy_loses_nothing_with_tiny_queue() -> None:
         rt.add_listener(Slow())
         rt.add_listener(rec)
         await rt.start()
-        clock.advance(Seconds(20))
-        await rt.wait_until_idle()
+        await advance(rt, clock, Seconds(20))
         await rt.stop()
     assert len(rec.completed_batches) == 20
     assert rt.listener_bus.statistics().dropped == 0

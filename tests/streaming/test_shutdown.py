@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -15,9 +14,9 @@ from typing import Callable
 import pytest
 
 from streaming._shutdown import SignalShutdown
+from tests.crash import child_env, spawn
 
 CHILD = Path(__file__).with_name("shutdown_child.py")
-ROOT = Path(__file__).resolve().parents[2]
 ALL = os.environ.get("AIODSTREAM_SHUTDOWN_TESTS") == "all"
 """Each child starts its own Spark (seconds): the rarer runtimes' cases run only with AIODSTREAM_SHUTDOWN_TESTS=all."""
 
@@ -76,9 +75,7 @@ def run_child(tmp_path: Path, graceful: str, signum: signal.Signals, mode: str =
     """
     markers = tmp_path / "markers"
     markers.mkdir(exist_ok=True)
-    child = subprocess.Popen([sys.executable, str(CHILD), str(markers), graceful, mode], cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True)
+    child = spawn([str(CHILD), str(markers), graceful, mode], tmp_path, child_env({"PYSPARK_PYTHON": sys.executable}))
     try:
         deadline = time.monotonic() + 120
         while not (markers / "started").exists():

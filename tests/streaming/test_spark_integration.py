@@ -35,6 +35,7 @@ from listeners import (
 from scheduler import InvalidPipelineError, StreamingStateError
 from streaming import StreamingContext, run_spark
 from streaming.inputs import read_block_file
+from tests.support import advance
 
 pytestmark = pytest.mark.spark
 
@@ -882,8 +883,7 @@ def test_run_spark_puts_an_async_output_operations_spark_calls_in_the_batchs_job
         async with StreamingContext(spark_context, 1, clock=clock) as ssc:
             ssc.queueStream([[1, 2, 3]]).foreachRDD(sink)
             await ssc.start_async()
-            clock.advance(1000)
-            await ssc.runtime.wait_until_idle()
+            await advance(ssc.runtime, clock)
             await ssc.stop_async()
         assert (await run_spark(inside, spark_context.parallelize([1], 1)))[:2] == (None, None)
 
@@ -1074,8 +1074,7 @@ def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: An
                 path = incoming / f"f{n}.txt"
                 path.write_text("x\ny\n" * (n + 1))
                 os.utime(path, ns=((n * 1000 + 500) * 1_000_000,) * 2)
-                clock.advance(1000)
-                await ssc.runtime.wait_until_idle()
+                await advance(ssc.runtime, clock)
             clock.advance(1000)  # the long action's batch: stop while its Spark task runs
             await anyio.to_thread.run_sync(wait_until, started.exists, "the long Spark task to start")
             ssc.runtime.abandon_after = Duration(0)  # the grace for running jobs is on the manual clock

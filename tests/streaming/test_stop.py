@@ -69,10 +69,9 @@ def pipeline() -> Pipeline:
 # -- the listener bus's deadline at stop --
 
 
-async def test_a_hung_listener_holds_a_runtime_stop_only_until_the_exit_timeout() -> None:
+async def test_a_hung_listener_holds_a_runtime_stop_only_until_the_exit_timeout(clock: ManualClock) -> None:
     """A listener hung on a batch: stop() returns exactly when the default exit timeout has passed on the
     runtime's clock, the runtime is STOPPED, and the hung listener's events are dropped, counted and named."""
-    clock = ManualClock()
     hung = HungOnBatch()
     with capture_events() as logs:
         async with StreamingRuntime(pipeline(), Seconds(1), clock=clock) as rt:
@@ -95,11 +94,10 @@ async def test_a_hung_listener_holds_a_runtime_stop_only_until_the_exit_timeout(
     assert [(e["listener"], e["dropped"]) for e in logs if e["event"] == DROPPED] == [("hung", 1)]
 
 
-async def test_a_listener_blocked_on_its_thread_is_abandoned_at_the_exit_timeout() -> None:
+async def test_a_listener_blocked_on_its_thread_is_abandoned_at_the_exit_timeout(clock: ManualClock) -> None:
     """A plain callback blocked on its worker thread cannot be interrupted: the stop ends at the deadline
     (listener_exit_timeout on the clock), and the thread, released later, delivers nothing more."""
     release = threading.Event()
-    clock = ManualClock()
     hung = HungOnThread(release)
     try:
         async with StreamingRuntime(pipeline(), Seconds(1), clock=clock, listener_exit_timeout=Seconds(2)) as rt:
@@ -121,10 +119,9 @@ async def test_a_listener_blocked_on_its_thread_is_abandoned_at_the_exit_timeout
     assert hung.received[-1] == "BatchCompleted"  # nothing was delivered after the hung callback
 
 
-async def test_a_stop_cancelled_from_outside_returns_and_leaves_the_runtime_stopped() -> None:
+async def test_a_stop_cancelled_from_outside_returns_and_leaves_the_runtime_stopped(clock: ManualClock) -> None:
     """A move_on_after around stop() is honoured while a listener hangs: the stop returns, the runtime is
     STOPPED with the undelivered events counted as dropped, and leaving the runtime's block does not hang."""
-    clock = ManualClock()
     hung = HungOnBatch()
     async with StreamingRuntime(pipeline(), Seconds(1), clock=clock, listener_exit_timeout=None) as rt:
         rt.add_listener(hung, name="hung")
@@ -138,10 +135,9 @@ async def test_a_stop_cancelled_from_outside_returns_and_leaves_the_runtime_stop
     assert rt.listener_bus.statistics().dropped == 1
 
 
-async def test_a_graceful_stop_cancelled_behind_a_hung_job_still_ends_the_runtime() -> None:
+async def test_a_graceful_stop_cancelled_behind_a_hung_job_still_ends_the_runtime(clock: ManualClock) -> None:
     """A move_on_after around a graceful stop waiting for a job that never ends: the stop returns, the job is
     abandoned as in an immediate stop, and leaving the runtime's block does not wait for it."""
-    clock = ManualClock()
     gate = Gate()
     async with StreamingRuntime(ScriptedGraph(lambda t: [gate.job(t, str(t.milliseconds))]), Seconds(1), clock=clock) as rt:
         await rt.start()
@@ -234,10 +230,9 @@ def test_a_context_gives_its_runtime_the_exit_timeout_setting(continuous: bool) 
 # -- a graceful stop behind late batches --
 
 
-async def test_a_graceful_stop_behind_late_batches_drains_them_all() -> None:
+async def test_a_graceful_stop_behind_late_batches_drains_them_all(clock: ManualClock) -> None:
     """Seven batches behind, each taking 2 s of the clock, and a 5 s graceful-stop timeout: the stop drains
     every one (the timeout counts time without progress, not the whole drain) and abandons nothing."""
-    clock = ManualClock()
     gate = Gate()
     done: list[int] = []
 

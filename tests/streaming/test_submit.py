@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spark
+from tests.crash import ROOT, child_env
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.spark
 
 
 @pytest.mark.timeout(180)
 def test_spark_submit_s_master_and_settings_reach_the_embedded_spark_context() -> None:
     """--master local[3] and --conf spark.app.name are kept (the embedded defaults would say local[2] and aiodstream)."""
     submit = Path(sys.executable).with_name("spark-submit")
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "PYTHONPATH": str(ROOT)}
+    env = child_env({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
     result = subprocess.run([str(submit), "--master", "local[3]", "--conf", "spark.app.name=submitted",
                              "--conf", "spark.ui.enabled=false", str(ROOT / "tests" / "streaming" / "submit_child.py")],
                             capture_output=True, text=True, timeout=150, cwd=ROOT, env=env, check=False)

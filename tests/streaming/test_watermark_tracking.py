@@ -18,7 +18,7 @@ from scheduler import (
     format_timestamp,
 )
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
-from tests.streaming.test_recovery import advance
+from tests.support import advance
 
 pytestmark = pytest.mark.anyio
 
@@ -59,11 +59,10 @@ def entry(path: Path) -> dict[str, Any]:
 RECORDS = [10_000, 12_000, 11_500, 30_000, 5_000, 6_000, 40_000, 41_000]
 
 
-async def test_batch_n_runs_with_the_watermark_of_the_batches_before_it_and_logs_it(tmp_path: Path) -> None:
+async def test_batch_n_runs_with_the_watermark_of_the_batches_before_it_and_logs_it(tmp_path: Path, clock: ManualClock) -> None:
     """Each batch gets max-so-far minus delay from the earlier ones (late-event: the previous batch's); logs match Spark's."""
     ck = tmp_path / "ck"
     p = EventTimePipeline(RECORDS)
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
         await rt.start()
         await advance(rt, clock, 4_000)
@@ -124,13 +123,12 @@ async def test_a_restart_keeps_the_policy_its_checkpoint_recorded(tmp_path: Path
         await rt.stop()
 
 
-async def test_without_watermarks_the_logs_say_zero_and_progress_has_no_event_time(tmp_path: Path) -> None:
+async def test_without_watermarks_the_logs_say_zero_and_progress_has_no_event_time(tmp_path: Path, clock: ManualClock) -> None:
     """A plain pipeline: batchWatermarkMs and nextBatchWatermarkMs 0, no policy key, an empty eventTime."""
     ck = tmp_path / "ck"
     p = Pipeline()
     p.add_source(ListSource(["a", "b"]), name="in")
     p.add_output(lambda batch: None, name="out")
-    clock = ManualClock(0)
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
         await rt.start()
         await advance(rt, clock, 1_000)

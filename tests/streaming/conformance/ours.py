@@ -6,32 +6,37 @@ Usage::
 
 The result has the same shape as :func:`reference.run_reference`'s (outputs keyed by name,
 ``(batch_index, value)`` rows, ``"stdout"`` for pprint blocks, ``"saved:<prefix>"`` for
-``saveAsTextFiles``), so the two compare with ``==``.
+``saveAsTextFiles``), so the two compare with ``==``: both go through
+:func:`reference.run_program`, with :data:`AIODSTREAM` in place of :data:`reference.PYSPARK`.
 """
 
 from __future__ import annotations
 
-import io
-import tempfile
 from collections.abc import Sequence
-from contextlib import redirect_stdout
 from typing import Any
 
-from .programs import Batches, Program, Sink, recording
-from .reference import (
-    DEFAULT_BATCH_SECONDS,
-    ReferenceRunError,
-    Results,
-    _batch_ms,
-    _collect_results,
-    _failure,
-    _input_factory,
-    _make_tracker,
-    _program_kwargs,
-    _wait_for_batches,
-)
+from .programs import Batches, Program
+from .reference import DEFAULT_BATCH_SECONDS, Engine, Results, run_program
 
-__all__ = ["run_aiodstream"]
+__all__ = ["AIODSTREAM", "run_aiodstream"]
+
+
+def _context(sc: Any, batch_seconds: float) -> Any:
+    from streaming import StreamingContext
+
+    # pyspark's StreamingListener subclass (the driver's batch tracker) works on both engines:
+    # ours calls the camelCase callbacks with the same getters.
+    return StreamingContext(sc, batch_seconds)
+
+
+def _stop(ssc: Any, sc: Any) -> None:
+    # An immediate stop lets the running job finish and drops queued ones;
+    # it returns once every thread it started is done with Spark.
+    ssc.stop(stopSparkContext=False, stopGraceFully=False)
+
+
+AIODSTREAM = Engine("aiodstream", _context, _stop, lambda exc: f"{type(exc).__name__}: {exc}", start_allowance=60.0)
+"""aiodstream's StreamingContext on the same SparkContext."""
 
 
 def run_aiodstream(
@@ -52,38 +57,4 @@ def run_aiodstream(
     library logs nothing unless the host configures logging, so stdout holds only what the
     program printed.
     """
-    from streaming import StreamingContext
-
-    if num_batches < 1:
-        raise ValueError("num_batches must be at least 1")
-    batch_ms = _batch_ms(batch_seconds)
-    if timeout is None:
-        timeout = 60.0 + 3.0 * num_batches * batch_seconds
-
-    with tempfile.TemporaryDirectory(prefix="aiodstream-ours-", ignore_cleanup_errors=True) as tmp_dir:
-        ssc = StreamingContext(sc, batch_seconds)
-        # pyspark's StreamingListener subclass works on both engines: ours calls the
-        # camelCase callbacks with the same getters.
-        tracker = _make_tracker()
-        ssc.addStreamingListener(tracker)
-        sink = Sink()
-        make_input = _input_factory(ssc, inputs)
-        stdout = io.StringIO()
-        try:
-            with recording(sink):
-                program(ssc, make_input, **_program_kwargs(program, tmp_dir, batch_seconds))
-            with redirect_stdout(stdout):
-                try:
-                    ssc.start()
-                    _wait_for_batches(ssc, tracker, num_batches, timeout)
-                finally:
-                    sink.close()
-                    # An immediate stop lets the running job finish and drops queued ones;
-                    # it returns once every thread it started is done with Spark.
-                    ssc.stop(stopSparkContext=False, stopGraceFully=False)
-        except ReferenceRunError:
-            raise
-        except Exception as exc:
-            raise _failure(f"{program.__name__} failed on aiodstream", f"{type(exc).__name__}: {exc}") from exc
-
-        return _collect_results(program, "aiodstream", tracker, sink, stdout.getvalue(), tmp_dir, batch_ms, num_batches)
+    return run_program(AIODSTREAM, program, inputs, num_batches, batch_seconds, sc=sc, timeout=timeout)

@@ -1,4 +1,4 @@
-"""Run conformance programs on the real ``pyspark.streaming`` (the behavioural oracle).
+"""Run conformance programs on the real ``pyspark.streaming`` (the behavioural oracle), through the one driver both engines use.
 
 Usage::
 
@@ -14,6 +14,8 @@ started at different wall-clock times compare equal.  Besides the outputs record
 ``collect``, a program's captured stdout appears under ``"stdout"`` (one pprint block per
 batch, the batch time replaced by ``{time}``) and files written by ``saveAsTextFiles``
 under ``"saved:<prefix>"`` (one list of lines per part file).
+
+:func:`run_program` is that driver, for any :class:`Engine`; ``ours.py`` gives it aiodstream's.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import redirect_stdout
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,10 +38,13 @@ from .programs import Batches, MakeInput, Program, Sink, recording
 
 __all__ = [
     "DEFAULT_BATCH_SECONDS",
+    "PYSPARK",
+    "Engine",
     "ReferenceRunError",
     "Results",
     "normalise_stdout",
     "read_saved_files",
+    "run_program",
     "run_reference",
 ]
 
@@ -200,6 +205,89 @@ def _wait_for_idle(sc: Any, timeout: float = 10.0, quiet: float = 0.1) -> None:
         time.sleep(0.02)
 
 
+@dataclass(frozen=True)
+class Engine:
+    """An engine the driver runs conformance programs on: how it makes a context, stops it and words its errors."""
+
+    name: str
+    """In error messages: ``"<program> failed on <name>"``."""
+    make_context: Callable[[Any, float], Any]
+    """``(sc, batch_seconds)`` to the engine's StreamingContext."""
+    stop: Callable[[Any, Any], None]
+    """``(ssc, sc)``: stop the context (never the SparkContext) once the batches are in."""
+    describe: Callable[[Exception], str]
+    """The error text of a failed run (summarised by :func:`_summarise_error`)."""
+    start_allowance: float
+    """Seconds the default timeout allows beyond the batches' own time (a slow start)."""
+
+
+def run_program(
+    engine: Engine,
+    program: Program,
+    inputs: Sequence[Batches] | None,
+    num_batches: int,
+    batch_seconds: float,
+    *,
+    sc: Any,
+    timeout: float | None,
+) -> Results:
+    """Run ``program`` on ``engine`` for exactly ``num_batches`` batches and return its outputs (see :func:`run_reference`).
+
+    The one driver for both engines: ``make_input`` from ``inputs``, the optional keyword
+    parameters, a listener's count of completed batches (never a fixed sleep), stdout
+    captured, and the results keyed by batch index so runs on the two compare with ``==``.
+    """
+    if num_batches < 1:
+        raise ValueError("num_batches must be at least 1")
+    batch_ms = _batch_ms(batch_seconds)
+    if timeout is None:
+        timeout = engine.start_allowance + 3.0 * num_batches * batch_seconds
+
+    with tempfile.TemporaryDirectory(prefix=f"aiodstream-conformance-{engine.name}-", ignore_cleanup_errors=True) as tmp_dir:
+        ssc = engine.make_context(sc, batch_seconds)
+        tracker = _make_tracker()
+        ssc.addStreamingListener(tracker)
+        sink = Sink()
+        make_input = _input_factory(ssc, inputs)
+        stdout = io.StringIO()
+        try:
+            with recording(sink):
+                program(ssc, make_input, **_program_kwargs(program, tmp_dir, batch_seconds))
+            with redirect_stdout(stdout):
+                try:
+                    ssc.start()
+                    _wait_for_batches(ssc, tracker, num_batches, timeout)
+                finally:
+                    sink.close()
+                    engine.stop(ssc, sc)
+        except ReferenceRunError:
+            raise
+        except Exception as exc:
+            raise _failure(f"{program.__name__} failed on {engine.name}", engine.describe(exc)) from exc
+
+        return _collect_results(program, engine.name, tracker, sink, stdout.getvalue(), tmp_dir, batch_ms, num_batches)
+
+
+def _pyspark_context(sc: Any, batch_seconds: float) -> Any:
+    from pyspark.streaming import StreamingContext
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="DStream is deprecated", category=FutureWarning)
+        return StreamingContext(sc, batch_seconds)  # type: ignore[arg-type]  # pyspark says int; floats work
+
+
+def _pyspark_stop(ssc: Any, sc: Any) -> None:
+    # Not graceful: that would run the whole backlog of late batches.  A plain
+    # stop drops queued batches but lets the running output operation finish
+    # (a Python callback cannot be interrupted), so wait for it too.
+    ssc.stop(stopSparkContext=False, stopGraceFully=False)
+    _wait_for_idle(sc)
+
+
+PYSPARK = Engine("pyspark", _pyspark_context, _pyspark_stop, str, start_allowance=30.0)
+"""The real ``pyspark.streaming``: the oracle."""
+
+
 def run_reference(
     program: Program,
     inputs: Sequence[Batches] | None = None,
@@ -217,43 +305,7 @@ def run_reference(
     wait for the batches; the default allows for a slow start.  Raises
     :class:`ReferenceRunError` if a batch fails, the context dies or time runs out.
     """
-    from pyspark.streaming import StreamingContext
-
-    if num_batches < 1:
-        raise ValueError("num_batches must be at least 1")
-    batch_ms = _batch_ms(batch_seconds)
-    if timeout is None:
-        timeout = 30.0 + 3.0 * num_batches * batch_seconds
-
-    with tempfile.TemporaryDirectory(prefix="aiodstream-ref-", ignore_cleanup_errors=True) as tmp_dir:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="DStream is deprecated", category=FutureWarning)
-            ssc = StreamingContext(sc, batch_seconds)  # type: ignore[arg-type]  # pyspark says int; floats work
-        tracker = _make_tracker()
-        ssc.addStreamingListener(tracker)
-        sink = Sink()
-        make_input = _input_factory(ssc, inputs)
-        stdout = io.StringIO()
-        try:
-            with recording(sink):
-                program(ssc, make_input, **_program_kwargs(program, tmp_dir, batch_seconds))
-            with redirect_stdout(stdout):
-                try:
-                    ssc.start()
-                    _wait_for_batches(ssc, tracker, num_batches, timeout)
-                finally:
-                    sink.close()
-                    # Not graceful: that would run the whole backlog of late batches.  A plain
-                    # stop drops queued batches but lets the running output operation finish
-                    # (a Python callback cannot be interrupted), so wait for it too.
-                    ssc.stop(stopSparkContext=False, stopGraceFully=False)
-                    _wait_for_idle(sc)
-        except ReferenceRunError:
-            raise
-        except Exception as exc:
-            raise _failure(f"{program.__name__} failed on pyspark", str(exc)) from exc
-
-        return _collect_results(program, "pyspark", tracker, sink, stdout.getvalue(), tmp_dir, batch_ms, num_batches)
+    return run_program(PYSPARK, program, inputs, num_batches, batch_seconds, sc=sc, timeout=timeout)
 
 
 def _collect_results(program: Program, engine: str, tracker: Any, sink: Sink, stdout: str, tmp_dir: str, batch_ms: int,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.continuous import FileSink
-from tests.crash import install_kill_point
+from tests.crash import child_spark_context, install_kill_point, run_until_stopped
 
 
 class KillingFileSink(FileSink):
@@ -55,9 +55,8 @@ def main(in0: str, in1: str, out: str, checkpoint: str, stop_file: str) -> None:
     """Run (or resume) the program on Spark until ``stop_file`` appears."""
     from streaming import StreamingContext
     from streaming.continuous import Continuous, FileSource
-    from tests.streaming.dstream_crash_child import run_until_stopped, spark_context
 
-    sc = spark_context("continuous-crash-child")
+    sc = child_spark_context("continuous-crash-child")
 
     def setup() -> StreamingContext:
         ssc = StreamingContext(sc, Continuous("150 milliseconds"))

@@ -35,6 +35,7 @@ from tests.crash import (
     child_env,
     err_tail,
     faults_all,
+    kill,
     kill_delays,
     kills_logged,
     spawn,
@@ -147,8 +148,7 @@ def kill_at_random(children: Children, tmp: Path, mode: str, source: Input, rng:
     while time.monotonic() < deadline and child.poll() is None:  # somewhere in an epoch: reading, writing, committing
         source.append(rng)
         time.sleep(rng.uniform(0.0, 0.05))
-    child.send_signal(signal.SIGKILL)
-    assert child.wait(timeout=30) == -signal.SIGKILL, err_tail(tmp)
+    assert kill(child) == -signal.SIGKILL, err_tail(tmp)
     source.append(rng)
 
 

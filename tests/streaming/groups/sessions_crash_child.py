@@ -14,6 +14,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterator
 
+from tests.crash import child_spark_context, run_until_stopped
+
 GAP_MS = 30 * 60_000
 
 
@@ -36,9 +38,8 @@ def session(user: str, times: Iterator[int], state: Any) -> Iterator[str]:
 def main(in_dir: str, out_dir: str, checkpoint: str, stop_file: str) -> None:
     """Run (or resume) the program until ``stop_file`` appears."""
     from streaming import StreamingContext
-    from tests.streaming.dstream_crash_child import run_until_stopped, spark_context
 
-    sc = spark_context("sessions-crash-child")
+    sc = child_spark_context("sessions-crash-child")
 
     def setup() -> StreamingContext:
         ssc = StreamingContext(sc, 1)

@@ -11,6 +11,7 @@ import pytest
 from scheduler import ManualClock
 from streaming import StreamingContext
 from tests.streaming.groups.reference import DELAY, PROGRAMS, Event, Output, run_spark
+from tests.support import advance
 
 pytestmark = pytest.mark.spark
 
@@ -46,8 +47,7 @@ def run_ours(sc: Any, directory: Path, program: str, batches: list[list[Event]])
             await ssc.start_async()
             await ssc.runtime.wait_until_idle()
             for _ in queue:
-                clock.advance(INTERVAL_MS)
-                await ssc.runtime.wait_until_idle()
+                await advance(ssc.runtime, clock, INTERVAL_MS)
             await ssc.stop_async(stopSparkContext=False)
 
     anyio.run(drive)

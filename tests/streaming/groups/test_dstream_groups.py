@@ -18,6 +18,7 @@ from streaming import StreamingContext
 from streaming.state import GroupState, StateStoreProvider
 from tests.cluster import MASTER_VARIABLE
 from tests.streaming.groups.test_store_private import plant
+from tests.support import advance
 
 pytestmark = pytest.mark.spark
 
@@ -62,9 +63,7 @@ def run_batches(ssc: StreamingContext, clock: ManualClock, count: int) -> list[B
         async with ssc:
             await ssc.start_async()
             await ssc.runtime.wait_until_idle()
-            for _ in range(count):
-                clock.advance(INTERVAL_MS)
-                await ssc.runtime.wait_until_idle()
+            await advance(ssc.runtime, clock, INTERVAL_MS, times=count)
             try:
                 await ssc.await_termination_async(0)
             except Exception as exc:  # a failed batch, reported to the waiter

@@ -11,7 +11,7 @@ from scheduler import InvalidPipelineError, ManualClock, Seconds
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
 from streaming.state import EVENT_TIME_WITHOUT_WATERMARK, GroupState
 from tests.anyio_support import raises_exactly
-from tests.streaming.test_recovery import advance
+from tests.support import advance
 
 pytestmark = pytest.mark.anyio
 
@@ -49,11 +49,10 @@ def program(closed: list[Any]) -> Pipeline:
     return p
 
 
-async def test_sessions_close_by_event_time_and_late_clicks_are_dropped(tmp_path: Path) -> None:
+async def test_sessions_close_by_event_time_and_late_clicks_are_dropped(tmp_path: Path, clock: ManualClock) -> None:
     """Two clicks per batch; sessions close once the watermark passes last + 30 min; a click at or before the late-event
     watermark is dropped."""
     closed: list[Any] = []
-    clock = ManualClock(0)
     async with StreamingRuntime(program(closed), Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
         await rt.start()
         await advance(rt, clock, 6_000)

@@ -13,14 +13,13 @@ none lost, none twice, with exact click counts and times, across kills and re-ru
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.crash import child_env, complete_saves, lines_of, spawn, wait_started
+from tests.crash import Children, child_env, complete_saves, err_tail, kill, lines_of, spawn, wait_started
 
 pytestmark = pytest.mark.spark
 
@@ -80,24 +79,21 @@ def saved_sessions(out: Path) -> list[str]:
 
 @pytest.mark.timeout(420)  # three JVM starts and real-time batches on a loaded machine
 def test_sigkilled_sessionization_emits_every_session_once_with_exact_contents(tmp_path: Path) -> None:
+    """Two SIGKILLs at random moments, then a run to the end: every burst's session is saved once, with exact clicks and times."""
     rng = random.Random(SEED)
     clicks = Clicks(tmp_path / "in", tmp_path / "staging")
     out = tmp_path / "out"
-    children: list[subprocess.Popen[str]] = []
-    try:
+    with Children() as children:
         for _ in range(KILLS):
-            child = start(tmp_path)
-            children.append(child)
+            child = children.add(start(tmp_path))
             wait_started(child, tmp_path)
             for _ in range(rng.randint(6, 12)):
                 clicks.add_file()
                 time.sleep(rng.uniform(0.1, 0.4))
             time.sleep(rng.uniform(0.5, 2.5))  # somewhere in a batch: a job, a state commit, a log write
-            child.send_signal(signal.SIGKILL)
-            child.wait()
+            kill(child)
             clicks.add_file()  # arrives while the program is down
-        child = start(tmp_path)
-        children.append(child)
+        child = children.add(start(tmp_path))
         wait_started(child, tmp_path)
         for _ in range(40):  # enough files for every user's bursts to close on their own
             clicks.add_file()
@@ -110,13 +106,8 @@ def test_sigkilled_sessionization_emits_every_session_once_with_exact_contents(t
             assert len(saved) == len(set(saved)), f"a session was emitted twice: {saved}"
             assert set(saved) <= set(expected), f"unexpected sessions: {sorted(set(saved) - set(expected))}"
             assert time.monotonic() < deadline, f"sessions still missing: {sorted(set(expected) - set(saved))}"
-            assert child.poll() is None, (tmp_path / "child.err").read_text()[-3000:]
+            assert child.poll() is None, err_tail(tmp_path)
             time.sleep(0.1)
         (tmp_path / "stop").touch()
-        assert child.wait(timeout=60) == 0, (tmp_path / "child.err").read_text()[-3000:]
+        assert child.wait(timeout=60) == 0, err_tail(tmp_path)
         assert saved_sessions(out) == expected
-    finally:
-        for c in children:
-            if c.poll() is None:
-                c.kill()
-                c.wait()

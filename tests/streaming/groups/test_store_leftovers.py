@@ -24,7 +24,7 @@ import pytest
 
 from scheduler import CheckpointPath
 from streaming.state import NO_TIMESTAMP, StateStoreProvider
-from tests.crash import faults_all
+from tests.crash import KILL_AT, child_env, faults_all, run_python
 
 
 def commit_up_to(p: StateStoreProvider, last: int, first: int = 1) -> None:
@@ -172,10 +172,9 @@ p.maintenance()
 
 def kill_during_snapshot(tmp_path: Path) -> tuple[Path, Path]:
     """Run a child that commits 10 versions and is SIGKILLed with version 10's snapshot written, not renamed; the leftovers."""
-    env = {**os.environ, "AIODSTREAM_KILL_AT": "state-snapshot-temp", "PYTHONPATH": str(Path(__file__).parents[3])}
-    child = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "ck"), str(tmp_path / "local")], env=env,
-                           capture_output=True, timeout=120)
-    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    child = run_python(["-c", CHILD, str(tmp_path / "ck"), str(tmp_path / "local")], timeout=120,
+                       env=child_env({KILL_AT: "state-snapshot-temp"}))
+    assert child.returncode == -signal.SIGKILL, child.stderr
     copies = [path for path in (tmp_path / "local").iterdir() if ".snapshot-copy-" in path.name]
     temps = [path for path in (tmp_path / "ck" / "state" / "0" / "1").iterdir() if path.name.startswith(".")]
     assert len(copies) == 1

@@ -14,7 +14,7 @@ from listeners import EventRecorder, QueryProgress
 from scheduler import ManualClock, Milliseconds, Seconds
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
 from streaming.ui import StreamingMetrics
-from tests.support import wait_until
+from tests.support import advance, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -62,17 +62,15 @@ def pipeline(records_per_batch: list[int], fail_at: int | None = None) -> Pipeli
     return p
 
 
-async def test_scraped_delays_records_and_batches_match_the_delivered_batches() -> None:
+async def test_scraped_delays_records_and_batches_match_the_delivered_batches(clock: ManualClock) -> None:
     """Histogram counts and sums, record and batch counters equal what BatchCompleted reported, scraped while running."""
-    clock = ManualClock(0)
     metrics = StreamingMetrics()
     recorder = EventRecorder()
     async with StreamingRuntime(pipeline([3, 5, 0, 7], fail_at=3000), Seconds(1), clock=clock, name="numbers") as runtime:
         label = metrics.attach(runtime)
         runtime.add_listener(recorder)
         await runtime.start()
-        clock.advance(Seconds(4))
-        await runtime.wait_until_idle()
+        await advance(runtime, clock, Seconds(4))
         status, body, headers = await scrape(metrics.asgi_app())
         assert runtime.is_active  # scraped during the run
         await runtime.stop()
@@ -95,9 +93,8 @@ async def test_scraped_delays_records_and_batches_match_the_delivered_batches() 
     assert ("aiodstream_listener_queue_events", (("listener", "StreamingMetrics"), ("query", "numbers"))) in found
 
 
-async def test_checkpointed_progress_feeds_rows_and_checkpoint_write_times(tmp_path: Path) -> None:
+async def test_checkpointed_progress_feeds_rows_and_checkpoint_write_times(tmp_path: Path, clock: ManualClock) -> None:
     """Each progress report adds its rows and its offsets/commits write times."""
-    clock = ManualClock(0)
     metrics = StreamingMetrics(registry=CollectorRegistry())
     recorder = EventRecorder()
     p = Pipeline()
@@ -107,8 +104,7 @@ async def test_checkpointed_progress_feeds_rows_and_checkpoint_write_times(tmp_p
         metrics.attach(runtime)
         runtime.add_listener(recorder)
         await runtime.start()
-        clock.advance(Milliseconds(300))
-        await runtime.wait_until_idle()
+        await advance(runtime, clock, Milliseconds(300))
         await wait_until(lambda: len(recorder.of_type(QueryProgress)) >= 3)
         await runtime.listener_bus.wait_delivered()
         found = samples(metrics.scrape())
@@ -121,18 +117,16 @@ async def test_checkpointed_progress_feeds_rows_and_checkpoint_write_times(tmp_p
     assert value(found, "aiodstream_checkpoint_write_seconds_count", query="listed", log="commits") >= 3
 
 
-async def test_two_contexts_in_one_registry_are_told_apart() -> None:
+async def test_two_contexts_in_one_registry_are_told_apart(clock: ManualClock) -> None:
     """Unnamed attachments get their own labels; the host's registry holds both."""
     registry = CollectorRegistry()
     metrics = StreamingMetrics(registry=registry)
-    clock = ManualClock(0)
     async with StreamingRuntime(pipeline([1, 1]), Seconds(1), clock=clock) as a, \
             StreamingRuntime(pipeline([2, 2]), Seconds(1), clock=clock) as b:
         labels = [metrics.attach(a), metrics.attach(b)]
         await a.start()
         await b.start()
-        clock.advance(Seconds(2))
-        await a.wait_until_idle()
+        await advance(a, clock, Seconds(2))
         await b.wait_until_idle()
         await anyio.lowlevel.checkpoint()
         found = samples(metrics.scrape())

@@ -26,7 +26,7 @@ from streaming.spark import SparkSettings
 from streaming.ui import StreamingUI
 from streaming.ui._history import operation_json
 from tests.streaming.ui.test_metrics import pipeline
-from tests.support import capture_events
+from tests.support import advance, capture_events
 
 pytestmark = pytest.mark.anyio
 
@@ -144,16 +144,13 @@ async def test_a_token_or_basic_auth_is_required_for_pages_api_and_metrics(path:
         assert (await call(app, path, wrong))[0] == 401, wrong
 
 
-async def test_metrics_scraped_with_a_bearer_token() -> None:
+async def test_metrics_scraped_with_a_bearer_token(clock: ManualClock) -> None:
     """/metrics/ answers a Prometheus scrape carrying the token (its ``authorization`` option), not one without."""
     ui = StreamingUI(security=ui_package.UISecurity(token=TOKEN))
-    clock = ManualClock(0)
     async with StreamingRuntime(pipeline([2, 3]), Seconds(1), clock=clock, name="scraped") as runtime:
         ui.attach(runtime)
         await runtime.start()
-        for _ in range(2):
-            clock.advance(Seconds(1))
-            await runtime.wait_until_idle()
+        await advance(runtime, clock, times=2)
         await runtime.listener_bus.wait_delivered()
         app = ui.asgi_app()
         status, _, text = await call(app, "/metrics/", {"Authorization": f"Bearer {TOKEN}"})
@@ -239,9 +236,7 @@ async def failed_run(ui: StreamingUI) -> dict[str, Any]:
     async with StreamingRuntime(pipeline([3, 5, 2], fail_at=2000), Seconds(1), clock=clock, name="failing") as runtime:
         history = ui.attach(runtime)
         await runtime.start()
-        for _ in range(3):
-            clock.advance(Seconds(1))
-            await runtime.wait_until_idle()
+        await advance(runtime, clock, times=3)
         await runtime.listener_bus.wait_delivered()
         await runtime.stop()
     failure_events(history)

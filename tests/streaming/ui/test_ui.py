@@ -20,7 +20,7 @@ from streaming._cli import main as cli
 from streaming.simulation import TraceRecorder
 from streaming.ui import StreamingUI
 from tests.streaming.ui.test_metrics import pipeline
-from tests.support import wait_until
+from tests.support import advance, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -60,15 +60,12 @@ def expected_row(info: BatchInfo) -> dict[str, Any]:
 
 async def run_batches(runtime: StreamingRuntime, clock: ManualClock, n: int, interval: Any = Seconds(1)) -> None:
     await runtime.start()
-    for _ in range(n):
-        clock.advance(interval)
-        await runtime.wait_until_idle()
+    await advance(runtime, clock, interval, times=n)
     await runtime.listener_bus.wait_delivered()
 
 
-async def test_the_history_reports_the_batches_the_bus_delivered() -> None:
+async def test_the_history_reports_the_batches_the_bus_delivered(clock: ManualClock) -> None:
     """Every completed batch's delays, records and failures, and the averages, equal the BatchCompleted events."""
-    clock = ManualClock(0)
     ui = StreamingUI(metrics=False)
     recorder = EventRecorder()
     async with StreamingRuntime(pipeline([3, 5, 0, 7], fail_at=3000), Seconds(1), clock=clock, name="numbers") as runtime:
@@ -91,9 +88,8 @@ async def test_the_history_reports_the_batches_the_bus_delivered() -> None:
     assert listener.queued == 0 and listener.delivered > 0  # an inline listener: no queue
 
 
-async def test_retention_is_bounded_and_since_returns_only_what_is_new() -> None:
+async def test_retention_is_bounded_and_since_returns_only_what_is_new(clock: ManualClock) -> None:
     """Only the newest retained_batches stay; totals count all; ``since`` gives the batches after a seen one."""
-    clock = ManualClock(0)
     ui = StreamingUI(metrics=False, retained_batches=3)
     async with StreamingRuntime(pipeline([1] * 8), Seconds(1), clock=clock, name="bounded") as runtime:
         history = ui.attach(runtime)
@@ -109,15 +105,12 @@ async def test_retention_is_bounded_and_since_returns_only_what_is_new() -> None
 
 
 async def run_batches_more(runtime: StreamingRuntime, clock: ManualClock, n: int) -> None:
-    for _ in range(n):
-        clock.advance(Seconds(1))
-        await runtime.wait_until_idle()
+    await advance(runtime, clock, times=n)
     await runtime.listener_bus.wait_delivered()
 
 
-async def test_running_and_queued_batches_are_active_until_they_complete() -> None:
+async def test_running_and_queued_batches_are_active_until_they_complete(clock: ManualClock) -> None:
     """With one job slot and a held output, the first batch is PROCESSING and the next QUEUED; then both complete."""
-    clock = ManualClock(0)
     release = anyio.Event()
     p = Pipeline()
     p.add_source(lambda t: [1], name="one")
@@ -143,9 +136,8 @@ async def test_running_and_queued_batches_are_active_until_they_complete() -> No
     assert [(r["batchId"], r["status"]) for r in done] == [(2000, "COMPLETED"), (1000, "COMPLETED")]
 
 
-async def test_the_app_serves_pages_api_and_metrics_over_http(tmp_path: Path) -> None:
+async def test_the_app_serves_pages_api_and_metrics_over_http(tmp_path: Path, clock: ManualClock) -> None:
     """Pages and scripts, the JSON API (with progress reports), the error statuses and /metrics, from a real server."""
-    clock = ManualClock(0)
     ui = StreamingUI()
     recorder = EventRecorder()
     p = Pipeline()
@@ -190,9 +182,8 @@ async def test_the_app_serves_pages_api_and_metrics_over_http(tmp_path: Path) ->
         tg.cancel_scope.cancel()
 
 
-async def test_a_service_started_on_a_runtime_ends_when_the_runtime_stops() -> None:
+async def test_a_service_started_on_a_runtime_ends_when_the_runtime_stops(clock: ManualClock) -> None:
     """runtime.start_service(ui.serve, ...) reports the URL; after stop nothing listens there."""
-    clock = ManualClock(0)
     ui = StreamingUI(metrics=False)
     async with StreamingRuntime(pipeline([1, 1]), Seconds(1), clock=clock, name="served") as runtime:
         ui.attach(runtime)
@@ -226,9 +217,8 @@ async def test_a_taken_port_is_named_and_retries_take_the_next_ones() -> None:
         holder.close()
 
 
-async def test_a_trace_opens_in_the_same_views(tmp_path: Path) -> None:
+async def test_a_trace_opens_in_the_same_views(tmp_path: Path, clock: ManualClock) -> None:
     """A recorded trace gives the same batches and statistics as the live history of the run it recorded."""
-    clock = ManualClock(0)
     ui = StreamingUI(metrics=False)
     path = tmp_path / "run.jsonl"
     with TraceRecorder(path, batch_interval=Seconds(1)) as trace:
