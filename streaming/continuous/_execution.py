@@ -158,6 +158,7 @@ class ContinuousExecution:
         self.name = name
         self.options = ContinuousOptions(options)
         self._bind_host = bind_host
+        self.kind, self.interval = "continuous", trigger.interval
         self.graceful_stop_timeout = graceful_stop_timeout or trigger.interval * 10
         self.abandon_after = abandon_after
         self.listener_bus = StreamingListenerBus(listener_bus_capacity, clock=self.clock, exit_timeout=listener_exit_timeout)

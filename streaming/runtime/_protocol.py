@@ -39,6 +39,12 @@ class QueryRuntime(Protocol):
     name: str | None
     """The query's name (unique among the process's active queries), or ``None``."""
 
+    kind: str
+    """Which engine runs the query: ``"micro-batch"`` or ``"continuous"`` (what the web UI shows)."""
+
+    interval: Duration
+    """The batch interval (micro-batch) or the interval between epochs (continuous)."""
+
     handle: object
     """The object listeners and the query manager see for this runtime (the ``StreamingContext`` facing the user, or the runtime itself)."""
 

@@ -160,7 +160,8 @@ class StreamingRuntime:
                                                   or graceful_stop_timeout.milliseconds < 0):
             raise InvalidDurationError(f"graceful_stop_timeout must be a non-negative Duration, got {graceful_stop_timeout!r}")
         self.graph = graph
-        self.batch_duration = batch_duration
+        self.batch_duration = self.interval = batch_duration
+        self.kind = "micro-batch"
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.graceful_stop_timeout = graceful_stop_timeout if graceful_stop_timeout is not None else batch_duration * 10
         self.abandon_after = abandon_after

@@ -23,8 +23,9 @@ import anyio.abc
 import anyio.to_thread
 import sniffio
 
-from scheduler import library_logger
+from scheduler import Duration, library_logger
 
+from ..runtime import QueryRuntime
 from ._extras import require
 from ._history import ContextHistory, check_retained, operation_json
 from ._security import UISecurity, is_loopback_address, secure_app
@@ -96,15 +97,13 @@ class StreamingUI:
 
         Returns its history (its ``name`` is the label in the pages and URLs).
         """
-        runtime = target.runtime if hasattr(target, "addStreamingListener") else target
+        runtime: QueryRuntime = target.runtime if hasattr(target, "addStreamingListener") else target
         label = self._name(name, runtime)
-        continuous = type(runtime).__name__ == "ContinuousExecution"
-        interval = getattr(runtime, "batch_duration", None) or getattr(runtime, "interval", None)
+        interval: Duration = runtime.interval
         describe = getattr(target, "ui_links", None)
         links = describe() if callable(describe) else {}
         history = ContextHistory(
-            label, kind="continuous" if continuous else "micro-batch",
-            batch_interval_ms=None if interval is None else int(interval.milliseconds),
+            label, kind=runtime.kind, batch_interval_ms=int(interval.milliseconds),
             retained_batches=self.retained_batches, retained_progress=self.retained_progress,
             spark_ui=links.get("spark_ui"), spark_jobs=links.get("spark_jobs"),
             show_tracebacks=self.security.show_tracebacks,

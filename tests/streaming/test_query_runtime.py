@@ -29,6 +29,7 @@ from scheduler import (
 )
 from streaming import ListSource, Pipeline, QueryRuntime, StreamingContextState, StreamingRuntime
 from streaming.continuous import Continuous, ContinuousExecution, ContinuousStream, MemorySink
+from streaming.ui import StreamingUI
 from tests.anyio_support import settle
 from tests.streaming.continuous.test_execution import CountingSource, FakeTask, ScriptedLauncher
 from tests.support import wait_until
@@ -376,3 +377,12 @@ async def test_checkpoints_and_query_ids_are_unique_across_kinds(kind: Kind, sec
         await first.stop()
     await kind.close()
     await other.close()
+
+
+async def test_the_web_ui_shows_each_kind_with_its_interval(kind: Kind) -> None:
+    """The web UI learns the engine and the batch or epoch interval from the protocol (1 s for both kinds here)."""
+    rt = kind.make(name="shown")
+    history = StreamingUI().attach(rt)
+    expected = "micro-batch" if isinstance(kind, MicroBatch) else "continuous"
+    assert (rt.kind, history.name, history.kind, history.batch_interval_ms) == (expected, "shown", expected, 1000)
+    await kind.close()
