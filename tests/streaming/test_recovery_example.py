@@ -11,7 +11,7 @@ from tests.crash import ROOT, run_python
 # asyncio only: it runs the example as shipped, and the example calls anyio.run with its default backend.
 def test_the_exactly_once_example_recovers_from_its_crash(tmp_path: Path) -> None:
     """The example's first run dies by SIGKILL, the second re-runs batch 0 then takes the new files, and the output is exact."""
-    result = run_python([str(ROOT / "examples" / "exactly_once_files.py"), "--dir", str(tmp_path)], timeout=120)
+    result = run_python([str(ROOT / "examples" / "exactly_once_files.py"), "--dir", str(tmp_path)], timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "exit status -9" in out

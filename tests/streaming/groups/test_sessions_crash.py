@@ -77,7 +77,7 @@ def saved_sessions(out: Path) -> list[str]:
     return sorted(line for t in sorted(batches) for line in lines_of(batches[t]))
 
 
-@pytest.mark.timeout(420)  # three JVM starts and real-time batches on a loaded machine
+@pytest.mark.timeout(900)  # three JVM starts and real-time batches on a loaded machine
 def test_sigkilled_sessionization_emits_every_session_once_with_exact_contents(tmp_path: Path) -> None:
     """Two SIGKILLs at random moments, then a run to the end: every burst's session is saved once, with exact clicks and times."""
     rng = random.Random(SEED)
@@ -100,7 +100,7 @@ def test_sigkilled_sessionization_emits_every_session_once_with_exact_contents(t
             time.sleep(0.05)
         clicks.finish()
         expected = clicks.sessions()
-        deadline = time.monotonic() + 150
+        deadline = time.monotonic() + 300
         while saved_sessions(out) != expected:
             saved = saved_sessions(out)
             assert len(saved) == len(set(saved)), f"a session was emitted twice: {saved}"
@@ -109,5 +109,5 @@ def test_sigkilled_sessionization_emits_every_session_once_with_exact_contents(t
             assert child.poll() is None, err_tail(tmp_path)
             time.sleep(0.1)
         (tmp_path / "stop").touch()
-        assert child.wait(timeout=60) == 0, err_tail(tmp_path)
+        assert child.wait(timeout=180) == 0, err_tail(tmp_path)
         assert saved_sessions(out) == expected
