@@ -86,11 +86,13 @@ def test_a_map_filter_program_runs_continuously_and_commits_epochs_in_order(spar
             rows = sink.rows()
             assert_prefix_of_each_partition(rows)
             progress = ssc.recentProgress
-            assert [p["batchId"] for p in progress] == list(range(len(progress)))
-            # The rate source's rows, filtered ones included, as the epochs' input counts say.
-            read = sum(p["numInputRows"] for p in progress)
-            tops = {p: max(v) for p, v in source_values(rows).items()}
-            assert read >= sum(len(range(p, tops[p] + 1, 2)) for p in tops)
+            ids = [p["batchId"] for p in progress]
+            assert ids and ids == list(range(ids[0], ids[0] + len(ids)))  # consecutive epochs, the newest retained
+            if ids[0] == 0:  # a loaded machine may commit more epochs than the progress ring keeps (Spark's 100)
+                # The rate source's rows, filtered ones included, as the epochs' input counts say.
+                read = sum(p["numInputRows"] for p in progress)
+                tops = {p: max(v) for p, v in source_values(rows).items()}
+                assert read >= sum(len(range(p, tops[p] + 1, 2)) for p in tops)
             assert progress[-1]["sink"]["numOutputRows"] == -1
             assert progress[-1]["sources"][0]["description"] == "RateStreamV2[rowsPerSecond=500, numPartitions=2]"
 
