@@ -46,8 +46,8 @@ _NO_WATERMARKS = BatchWatermarks(0, 0)
 class GraphStream(Protocol):
     """The hooks the graph drives on every stream it holds (implemented by ``StreamNode``).
 
-    ``parents`` and ``slide`` are the node's public surface; the lifecycle hooks are underscored
-    because a stream's public namespace is pyspark's ``DStream`` API, not the graph's.
+    ``parents`` and ``slide`` are the node's public surface; the rest are the node's public hooks
+    for the graph (documented there as not for users; none shadows a pyspark ``DStream`` name).
     """
 
     @property
@@ -61,17 +61,44 @@ class GraphStream(Protocol):
         ...
 
     @property
-    def _must_checkpoint(self) -> bool: ...
+    def must_checkpoint(self) -> bool:
+        """Whether the stream carries state and so checkpoints it."""
+        ...
 
-    def _initialize(self, zero_time: Time) -> None: ...
+    @property
+    def storage_level(self) -> Any:
+        """The level each RDD is persisted at, or None."""
+        ...
 
-    def _remember(self, duration: Duration | None) -> None: ...
+    @property
+    def checkpoint_interval(self) -> Duration | None:
+        """How often an RDD is checkpointed, or None."""
+        ...
 
-    def _validate_at_start(self) -> None: ...
+    @property
+    def remember_duration(self) -> Duration | None:
+        """How long RDDs are remembered (None before start)."""
+        ...
 
-    def _generate_job(self, time: Time) -> Job | None: ...
+    def initialize(self, zero_time: Time) -> None:
+        """Set the zero time, checkpoint interval and remember duration, then the parents'."""
+        ...
 
-    def _clear_metadata(self, time: Time) -> None: ...
+    def remember(self, duration: Duration | None) -> None:
+        """Remember RDDs for at least ``duration``, and the parents as long as needed."""
+        ...
+
+    def validate_at_start(self) -> None:
+        """Spark's ``validateAtStart`` checks, then the parents'."""
+        ...
+
+    def generate_job(self, time: Time) -> Job | None:
+        """The job of an output stream for ``time``."""
+        ...
+
+    def clear_metadata(self, time: Time) -> None:
+        """Forget RDDs older than the remember duration, then the parents'."""
+        ...
 
 
 class InputStream(GraphStream, Protocol):
@@ -256,11 +283,11 @@ class DStreamGraph:
         self.start_time = zero_time
         self.input_infos = input_infos
         for stream in self.output_streams:
-            stream._initialize(zero_time)
+            stream.initialize(zero_time)
         for stream in self.output_streams:
-            stream._remember(self.remember_duration)
+            stream.remember(self.remember_duration)
         for stream in self.output_streams:
-            stream._validate_at_start()
+            stream.validate_at_start()
         for batch in self._history:
             for inp, start, end in zip(self.input_streams, batch.start, batch.end, strict=True):
                 inp.set_range(batch.time, start, end)
@@ -311,7 +338,7 @@ class DStreamGraph:
             self._snapshots.load_restores()
         jobs: list[Job] = []
         for stream in self.output_streams:
-            job = stream._generate_job(time)
+            job = stream.generate_job(time)
             if job is not None:
                 jobs.append(job)
         return jobs
@@ -334,7 +361,7 @@ class DStreamGraph:
             return "No output operations: nothing runs."
         lines: list[str] = []
         for index, output in enumerate(self.output_streams):
-            name = getattr(output, "_name", type(output).__name__)
+            name = getattr(output, "name", type(output).__name__)
             lines.append(f"== Output operation {index}: {name} ==")
             self._explain_node(output, "", "", extended, lines)
         return "\n".join(lines)
@@ -345,9 +372,7 @@ class DStreamGraph:
             description += f" {getattr(stream, 'name', '')!r}"
         description += f" [slide {stream.slide}]"
         if extended:
-            level = getattr(stream, "_storage_level", None)
-            interval = getattr(stream, "_checkpoint_interval", None)
-            remember = getattr(stream, "_remember_duration", None)
+            level, interval, remember = stream.storage_level, stream.checkpoint_interval, stream.remember_duration
             description += (f" [storage {level if level is not None else 'none'}"
                              f" | checkpoint {interval if interval is not None else 'none'}"
                              f" | remember {remember if remember is not None else 'slide'}]")
@@ -358,7 +383,7 @@ class DStreamGraph:
     def clear_metadata(self, time: Time) -> None:
         """Forget RDDs that fell out of every stream's remember window (their unpersisting goes to the generation thread)."""
         for stream in self.output_streams:
-            stream._clear_metadata(time)
+            stream.clear_metadata(time)
         if self._to_unpersist:
             rdds, self._to_unpersist = self._to_unpersist, []
             with self._thread_lock:
@@ -423,11 +448,11 @@ class DStreamGraph:
     @property
     def is_stateful(self) -> bool:
         """Whether a stream carries state from batch to batch (``updateStateByKey``, inverse-reduced windows)."""
-        return any(stream._must_checkpoint or getattr(stream, "keeps_state", False) for stream in self._streams())
+        return any(stream.must_checkpoint or getattr(stream, "keeps_state", False) for stream in self._streams())
 
     def async_unsupported_sinks(self) -> Sequence[str]:
         """The outputs that do not tolerate at-least-once batches (file outputs; see ``ForEachNode``)."""
-        return [str(getattr(stream, "_name", type(stream).__name__)) for stream in self.output_streams
+        return [str(getattr(stream, "name", type(stream).__name__)) for stream in self.output_streams
                 if not getattr(stream, "supports_async_progress_tracking", False)]
 
     async def latest_offsets(self) -> Sequence[Offset]:
@@ -502,7 +527,7 @@ class DStreamGraph:
             inp.open_log()
         assert self.checkpoint_dir is not None
         # A stream that must checkpoint is a stateful one (StateDStream, ReducedWindowedDStream).
-        stateful = [cast(StatefulStream, stream) for stream in self._streams() if stream._must_checkpoint]
+        stateful = [cast(StatefulStream, stream) for stream in self._streams() if stream.must_checkpoint]
         snapshots = StateSnapshots(self.checkpoint_dir, self.batch_duration, stateful, self._spark_context)
         snapshots.open(zero_time, first_batch_id, self._history)
         self._snapshots = snapshots

@@ -104,14 +104,15 @@ class GroupsWithStateNode(StreamNode):
             stack.extend(stream.parents)
         return None
 
-    def _validate_at_start(self) -> None:
+    def validate_at_start(self) -> None:
+        """The graph's hook (not for users): a checkpoint directory, and a watermark for event-time timeouts; then the node's checks."""
         if self._env.graph.checkpoint_dir is None:
             raise InvalidPipelineError(
                 "requirement failed: The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint()."
             )
         if self._timeout == GroupStateTimeout.EventTimeTimeout and self._watermark() is None:
             raise InvalidPipelineError(EVENT_TIME_WITHOUT_WATERMARK)
-        super()._validate_at_start()
+        super().validate_at_start()
 
     def advance_every_batch(self) -> None:
         """Register the operator's own output, so the state advances in every batch whatever the user's outputs do.

@@ -7,7 +7,8 @@ pyspark's public API is put on top by ``DStream``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time, TimeOrderedDict, library_logger
 
@@ -40,7 +41,8 @@ class StreamNode:
     """A stream of RDDs on the batch grid, as the graph sees it: no pyspark API yet.
 
     Subclasses say how a batch's RDD is made (:meth:`_compute`) and, for output streams, how
-    it becomes a job (:meth:`_generate_job`).
+    it becomes a job (:meth:`generate_job`). The members documented as "the graph's hook" are
+    what ``DStreamGraph`` and ``StateSnapshots`` drive; they are not part of pyspark's API.
 
     Attributes:
         is_cached: True once the stream was cached or persisted.
@@ -106,9 +108,41 @@ class StreamNode:
                 rdds.append(rdd)
         return rdds
 
-    # -- graph lifecycle (driven by DStreamGraph) --
+    # -- the graph's hooks (driven by DStreamGraph and StateSnapshots; not for users) --
 
-    def _initialize(self, zero_time: Time) -> None:
+    @property
+    def must_checkpoint(self) -> bool:
+        """The graph's hook (not for users): whether the stream carries state and so checkpoints it."""
+        return self._must_checkpoint
+
+    @property
+    def storage_level(self) -> StorageLevel | None:
+        """The graph's hook (not for users): the level each RDD is persisted at, or None."""
+        return self._storage_level
+
+    @property
+    def checkpoint_interval(self) -> Duration | None:
+        """The graph's hook (not for users): how often an RDD is checkpointed, or None."""
+        return self._checkpoint_interval
+
+    @property
+    def remember_duration(self) -> Duration | None:
+        """The graph's hook (not for users): how long RDDs are remembered (None before start: a slide)."""
+        return self._remember_duration
+
+    @property
+    def generated(self) -> Mapping[Time, RDD[Any]]:
+        """The graph's hook (not for users): the remembered RDDs by batch time, read-only."""
+        return MappingProxyType(self._generated)
+
+    def restore_rdd(self, time: Time, rdd: RDD[Any]) -> None:
+        """The graph's hook (not for users): remember a restored state ``rdd`` as ``time``'s, persisted at the storage level."""
+        if self._storage_level is not None:
+            rdd.persist(self._storage_level)
+        self._generated[time] = rdd
+
+    def initialize(self, zero_time: Time) -> None:
+        """The graph's hook (not for users): set the zero time, the checkpoint interval and the remember duration, then the parents'."""
         if self._zero_time is not None and self._zero_time != zero_time:
             raise StreamingStateError(f"ZeroTime is already initialized to {self._zero_time}, cannot initialize it again to {zero_time}")
         self._zero_time = zero_time
@@ -126,24 +160,25 @@ class StreamNode:
         if self._remember_duration is None or self._remember_duration < minimum:
             self._remember_duration = minimum
         for parent in self._parents:
-            parent._initialize(zero_time)
+            parent.initialize(zero_time)
 
-    def _remember(self, duration: Duration | None) -> None:
+    def remember(self, duration: Duration | None) -> None:
+        """The graph's hook (not for users): remember RDDs for at least ``duration``, and the parents as long as needed."""
         if duration is not None and (self._remember_duration is None or duration > self._remember_duration):
             self._remember_duration = duration
         for parent in self._parents:
-            parent._remember(self._parent_remember_duration())
+            parent.remember(self._parent_remember_duration())
 
-    def _state_reach(self) -> Duration:
-        """How far back from a state snapshot this stream's state reaches: nothing (windows: their length)."""
+    def state_reach(self) -> Duration:
+        """The graph's hook (not for users): how far back from a state snapshot the state reaches (windows: their length)."""
         return Duration(0)
 
     def _parent_remember_duration(self) -> Duration | None:
         """How long parents must remember their RDDs for this stream (windows add their length)."""
         return self._remember_duration
 
-    def _validate_at_start(self) -> None:
-        """Spark's ``validateAtStart`` checks, in Spark's order and words, then the parents'."""
+    def validate_at_start(self) -> None:
+        """The graph's hook (not for users): Spark's ``validateAtStart`` checks, in Spark's order and words, then the parents'."""
         name = type(self).__name__
         interval = self._checkpoint_interval
         if interval is not None:
@@ -174,7 +209,7 @@ class StreamNode:
                     f"the checkpoint interval ({interval}). Please set it to a value higher than {interval}."
                 )
         for parent in self._parents:
-            parent._validate_at_start()
+            parent.validate_at_start()
 
     def _is_time_valid(self, time: Time) -> bool:
         if self._zero_time is None:
@@ -198,13 +233,13 @@ class StreamNode:
             # children read the cache and a checkpoint cuts the lineage.
             if self._storage_level is not None:
                 rdd.persist(self._storage_level)
-            if self._is_checkpoint_time(time):
+            if self.is_checkpoint_time(time):
                 rdd.checkpoint()
             self._generated[time] = rdd
             return rdd
 
-    def _is_checkpoint_time(self, time: Time) -> bool:
-        """Whether ``time`` ends one of this stream's checkpoint intervals (its RDD is checkpointed then)."""
+    def is_checkpoint_time(self, time: Time) -> bool:
+        """The graph's hook (not for users): whether ``time`` ends a checkpoint interval (its RDD is checkpointed then)."""
         interval = self._checkpoint_interval
         if interval is None or self._zero_time is None:
             return False
@@ -213,11 +248,12 @@ class StreamNode:
     def _compute(self, time: Time) -> RDD[Any] | None:
         raise NotImplementedError
 
-    def _generate_job(self, time: Time) -> Job | None:
-        """The job of an output stream for ``time`` (only output streams have one)."""
+    def generate_job(self, time: Time) -> Job | None:
+        """The graph's hook (not for users): the job of an output stream for ``time`` (only output streams have one)."""
         raise NotImplementedError(f"{type(self).__name__} is not an output stream")
 
-    def _clear_metadata(self, time: Time) -> None:
+    def clear_metadata(self, time: Time) -> None:
+        """The graph's hook (not for users): forget RDDs older than the remember duration, then the parents'."""
         # Runs on the event loop between batches, while a user thread may be slicing: never
         # block on the generation lock (the dict takes one step at a time).
         remember = self._remember_duration or self._slide
@@ -230,7 +266,7 @@ class StreamNode:
                     kept.add(id(rdd))  # once, even if it was under several dropped times
                     self._env.graph.unpersist_later(rdd)  # a py4j call: not here, on the loop
         for parent in self._parents:
-            parent._clear_metadata(time)
+            parent.clear_metadata(time)
 
     def _slice_times(self, begin: Time, end: Time) -> Iterator[Time]:
         """Grid times of this stream from ``begin`` to ``end`` inclusive, aligned down to the grid."""

@@ -7,7 +7,7 @@ each stateful stream saves its state RDD at its checkpoint interval under
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import attrs
 
@@ -17,7 +17,6 @@ from scheduler import (
     Duration,
     RecoveredBatch,
     Time,
-    TimeOrderedDict,
     library_logger,
     parse_batch_file_name,
     remove_temp_files,
@@ -36,8 +35,8 @@ _SNAPSHOTS_KEPT = 2
 class StatefulStream(Protocol):
     """What snapshots need of a stream that carries state (``updateStateByKey``, inverse-reduced windows).
 
-    Besides the node's public ``slide``, the members are underscored because a stream's public
-    namespace is pyspark's ``DStream`` API.
+    Besides the node's public ``slide``, the members are the node's public hooks for the graph
+    (``StreamNode`` documents them as not for users).
     """
 
     @property
@@ -45,12 +44,20 @@ class StatefulStream(Protocol):
         """The interval between the stream's RDDs."""
         ...
 
-    _generated: TimeOrderedDict[Any]
-    _storage_level: Any
+    @property
+    def generated(self) -> Mapping[Time, Any]:
+        """The remembered RDDs by batch time."""
+        ...
 
-    def _is_checkpoint_time(self, time: Time) -> bool: ...
+    def restore_rdd(self, time: Time, rdd: Any) -> None:
+        """Remember a restored state ``rdd`` as ``time``'s, persisted at the stream's storage level."""
+        ...
 
-    def _state_reach(self) -> Duration:
+    def is_checkpoint_time(self, time: Time) -> bool:
+        """Whether ``time`` ends one of the stream's checkpoint intervals."""
+        ...
+
+    def state_reach(self) -> Duration:
         """How far back from its snapshot the stream's state reaches: its window, or nothing."""
         ...
 
@@ -108,14 +115,14 @@ class StateSnapshots:
         if not self.streams:
             return None
         batch = self._batch.milliseconds
-        needed = [self._versions.get(index, 0) - stream._state_reach().milliseconds // batch
+        needed = [self._versions.get(index, 0) - stream.state_reach().milliseconds // batch
                   for index, stream in enumerate(self.streams)]
         return max(0, min(needed))
 
     def due(self, time: Time) -> list[int]:
         """The streams whose checkpoint interval ends at ``time`` and that have its state RDD."""
         return [index for index, stream in enumerate(self.streams)
-                if stream._is_checkpoint_time(time) and time in stream._generated]
+                if stream.is_checkpoint_time(time) and time in stream.generated]
 
     def _describe(self, index: int) -> None:
         stream = self.streams[index]
@@ -138,7 +145,7 @@ class StateSnapshots:
                 self._versions[index] = batch_id + 1
                 continue  # a re-run batch: the same input gave the same state
             temp = directory / temp_name(str(batch_id + 1))
-            stream._generated[time].saveAsPickleFile(temp.uri())
+            stream.generated[time].saveAsPickleFile(temp.uri())
             if not temp.rename_new(target):  # a racing writer of the same batch: its snapshot is the same state
                 temp.delete(recursive=True)
             self._versions[index] = batch_id + 1
@@ -170,7 +177,7 @@ class StateSnapshots:
             version = usable[-1] if usable else 0
             self._versions[index] = version
             snapshot_ms = zero + version * batch
-            first_needed = max(snapshot_ms - stream._state_reach().milliseconds + batch, zero + batch)
+            first_needed = max(snapshot_ms - stream.state_reach().milliseconds + batch, zero + batch)
             missing = [ms for ms in range(first_needed, last_done + 1, batch) if Time(ms) not in logged]
             if missing:
                 raise CheckpointError(
@@ -202,8 +209,6 @@ class StateSnapshots:
             if sc is None:
                 sc = self._spark_context()
             rdd: Any = sc.pickleFile(restore.path.uri())
-            if stream._storage_level is not None:
-                rdd.persist(stream._storage_level)
-            stream._generated[restore.time] = rdd
+            stream.restore_rdd(restore.time, rdd)
             self._log.info("state restored", stream=type(stream).__name__, index=restore.index,
                            snapshot=restore.time.milliseconds, path=str(restore.path))

@@ -150,6 +150,11 @@ class ForEachNode(StreamNode):
         self._name = f"{operation} at {frame}"
         self.supports_async_progress_tracking = supports_async_progress_tracking
 
+    @property
+    def name(self) -> str:
+        """The graph's hook (not for users): the output operation's name and call site, e.g. ``"foreachRDD at app.py:12"``."""
+        return self._name
+
     def register(self) -> None:
         """Add this stream to the graph's output streams."""
         self._env.graph.add_output_stream(self)
@@ -157,7 +162,8 @@ class ForEachNode(StreamNode):
     def _compute(self, time: Time) -> RDD[Any] | None:
         return None  # an output stream produces jobs, not RDDs
 
-    def _generate_job(self, time: Time) -> Job | None:
+    def generate_job(self, time: Time) -> Job | None:
+        """The graph's hook (not for users): the job running the function on the parent's RDD of ``time``, if it has one."""
         rdd = self._parents[0].get_or_compute(time)
         if rdd is None:
             return None

@@ -85,7 +85,8 @@ class WindowedNode(StreamNode):
         remember = self._remember_duration
         return None if remember is None else remember + self._window
 
-    def _state_reach(self) -> Duration:
+    def state_reach(self) -> Duration:
+        """The graph's hook (not for users): the window, which the state reaches back over."""
         return self._window
 
     def _compute(self, time: Time) -> RDD[Any] | None:
@@ -130,7 +131,8 @@ class ReducedWindowedNode(StreamNode):
         remember = self._remember_duration
         return None if remember is None else remember + self._window
 
-    def _state_reach(self) -> Duration:
+    def state_reach(self) -> Duration:
+        """The graph's hook (not for users): the window, which the state reaches back over."""
         return self._window
 
     # The two steps build RDDs on the driver; the lambdas they ship to executors capture

@@ -119,8 +119,9 @@ class InputDStream(DStream):
         starts = [parse_log_offset(start, input_name=self.name) for start, _ in self._ranges.values()]
         return min(starts, default=parse_log_offset(end, input_name=self.name)) + 1
 
-    def _clear_metadata(self, time: Time) -> None:
-        super()._clear_metadata(time)
+    def clear_metadata(self, time: Time) -> None:
+        """The graph's hook (not for users): also forget the offset ranges of batches out of the remember window."""
+        super().clear_metadata(time)
         remember = self._remember_duration or self._slide
         self._ranges.pop_through(time.milliseconds - remember.milliseconds)
 

@@ -179,7 +179,7 @@ class FileInputDStream(InputDStream):
         return select_new_files(entries, threshold_ms=threshold, time_ms=time.milliseconds, already_selected=self._recent)
 
     def _compute(self, time: Time) -> RDD[Any] | None:
-        # Runs in the generation worker thread; _clear_metadata runs on the loop, but the
+        # Runs in the generation worker thread; clear_metadata runs on the loop, but the
         # JobGenerator never does both at once, so the bookkeeping needs no lock.
         if self.replaying:
             paths = self._logged_files(time)
@@ -283,8 +283,9 @@ class FileInputDStream(InputDStream):
             if self._file_log is not None:
                 await anyio.to_thread.run_sync(self._file_log.purge, below)
 
-    def _clear_metadata(self, time: Time) -> None:
-        super()._clear_metadata(time)
+    def clear_metadata(self, time: Time) -> None:
+        """The graph's hook (not for users): also forget the files of batches out of the remember window."""
+        super().clear_metadata(time)
         remember = self._remember_duration or self.duration_to_remember
         cutoff = time.milliseconds - remember.milliseconds
         for old in [t for t in self._batch_files if t.milliseconds < cutoff]:

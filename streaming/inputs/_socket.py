@@ -104,7 +104,8 @@ class SocketInputDStream(ReceiverInputDStream):
         self.executor_rate: float | None = None
         """With ``placement="executor"``: the last rate the task said it applied (``None``: none, or no limit)."""
 
-    def _validate_at_start(self) -> None:
+    def validate_at_start(self) -> None:
+        """The graph's hook (not for users): an executor receiver needs a checkpoint directory; then the node's checks."""
         checkpoint = self._env.graph.checkpoint_dir
         if self.placement == "executor":
             if checkpoint is None:
@@ -113,7 +114,7 @@ class SocketInputDStream(ReceiverInputDStream):
                     "read them from there: give StreamingContext.checkpoint() a directory every executor reaches (a "
                     "shared path, or a URI such as hdfs://)"
                 )
-        super()._validate_at_start()
+        super().validate_at_start()
 
     async def _receive(self) -> ReceiverOutcome:
         if self.placement == "executor":

@@ -100,7 +100,7 @@ def test_reduce_by_key_and_window_with_inverse_is_incremental_and_must_checkpoin
     """With invFunc the result is a ReducedWindowedDStream over the per-batch reduction, which must checkpoint."""
     windowed = stream.reduceByKeyAndWindow(max, min, 2.5, 0.5, 2)
     assert isinstance(windowed, ReducedWindowedDStream)
-    assert windowed._must_checkpoint
+    assert windowed.must_checkpoint
     assert windowed._slide.milliseconds == 500
 
 
@@ -110,7 +110,7 @@ def test_reduce_by_key_and_window_without_inverse_reduces_a_plain_window(stream:
     window = reduced._parents[0]
     assert isinstance(window, WindowedDStream)
     assert (window._window.milliseconds, window._slide.milliseconds) == (1500, 1000)
-    assert not any(s._must_checkpoint for s in (reduced, window))
+    assert not any(s.must_checkpoint for s in (reduced, window))
 
 
 def test_window_slide_defaults_to_the_parent_slide(stream: DStream) -> None:
@@ -173,7 +173,7 @@ def test_context_transform_must_return_an_rdd(ssc: StreamingContext) -> None:
     """ssc.transform whose function returns None fails the batch with Spark's message."""
     source = QueueInputDStream(ssc._env, [object()], True, None)
     transformed = ssc.transform([source], lambda rdds: None)
-    transformed._initialize(Time(0))
+    transformed.initialize(Time(0))
     raises_exactly(InvalidPipelineError, "Transform function must not return null. Return SparkContext.emptyRDD() instead to represent "
                    "no element as the result of transformation.", lambda: transformed._get_or_compute(Time(500)))
 
@@ -185,7 +185,7 @@ def test_context_transform_and_union_need_every_parent_rdd(ssc: StreamingContext
     transformed = ssc.transform([source, missing], lambda rdds: rdds[0])
     united = ssc.union(source, missing)
     for stream in (transformed, united):
-        stream._initialize(Time(0))
+        stream.initialize(Time(0))
     raises_exactly(StreamingStateError, "Couldn't generate RDD from parent at time 500 ms", lambda: transformed._get_or_compute(Time(500)))
     raises_exactly(StreamingStateError, "Could not generate RDD from a parent for unifying at time 500 ms",
                    lambda: united._get_or_compute(Time(500)))
@@ -198,7 +198,7 @@ def test_context_transform_gets_a_tuple_in_parent_order(ssc: StreamingContext) -
     b = QueueInputDStream(ssc._env, [second], True, None)
     got: list[Any] = []
     transformed = ssc.transform([a, b], lambda rdds: got.append(rdds) or first)
-    transformed._initialize(Time(0))
+    transformed.initialize(Time(0))
     assert transformed._get_or_compute(Time(500)) is first
     assert got == [(first, second)]
 
@@ -224,7 +224,7 @@ def test_a_fused_transform_hands_none_to_the_next_function(ssc: StreamingContext
     """transform returning None then map fails with AttributeError, as pyspark's fused chain does."""
     source = QueueInputDStream(ssc._env, [object()], True, None)
     chained = source.transform(lambda rdd: None).map(abs)
-    chained._initialize(Time(0))
+    chained.initialize(Time(0))
     with pytest.raises(AttributeError, match="mapPartitionsWithIndex"):
         chained._get_or_compute(Time(500))
 
@@ -238,7 +238,7 @@ def test_a_batch_without_an_rdd_is_asked_again(ssc: StreamingContext) -> None:
 
     source = QueueInputDStream(ssc._env, [object()], True, None)
     skipped = source.transform(nothing)
-    skipped._initialize(Time(0))
+    skipped.initialize(Time(0))
     assert skipped._get_or_compute(Time(500)) is None
     assert skipped._get_or_compute(Time(500)) is None
     assert calls == [batch_datetime(Time(500))] * 2
@@ -250,11 +250,11 @@ def test_cache_persist_and_checkpoint_set_pyspark_flags(stream: DStream) -> None
 
     a, b, c = stream.map(abs), stream.map(abs), stream.map(abs)
     assert (a.is_cached, a.is_checkpointed) == (False, False)
-    assert a.cache() is a and a.is_cached and a._storage_level == StorageLevel.MEMORY_ONLY
-    assert b.persist(StorageLevel.DISK_ONLY) is b and b.is_cached and b._storage_level == StorageLevel.DISK_ONLY
+    assert a.cache() is a and a.is_cached and a.storage_level == StorageLevel.MEMORY_ONLY
+    assert b.persist(StorageLevel.DISK_ONLY) is b and b.is_cached and b.storage_level == StorageLevel.DISK_ONLY
     assert c.checkpoint(1.5) is c and c.is_checkpointed and not c.is_cached
-    assert c._checkpoint_interval is not None and c._checkpoint_interval.milliseconds == 1500
-    assert c._storage_level == StorageLevel.MEMORY_ONLY
+    assert c.checkpoint_interval is not None and c.checkpoint_interval.milliseconds == 1500
+    assert c.storage_level == StorageLevel.MEMORY_ONLY
 
 
 def test_a_window_persists_its_parent(stream: DStream) -> None:
@@ -263,9 +263,9 @@ def test_a_window_persists_its_parent(stream: DStream) -> None:
 
     parent = stream.map(abs)
     window = parent.window(1.5)
-    assert parent._storage_level == StorageLevel.MEMORY_ONLY and not parent.is_cached
+    assert parent.storage_level == StorageLevel.MEMORY_ONLY and not parent.is_cached
     window.persist(StorageLevel.DISK_ONLY)
-    assert window._storage_level is None and parent._storage_level == StorageLevel.DISK_ONLY
+    assert window.storage_level is None and parent.storage_level == StorageLevel.DISK_ONLY
 
 
 def test_persist_and_checkpoint_after_start_are_refused(stream: DStream) -> None:
@@ -273,7 +273,7 @@ def test_persist_and_checkpoint_after_start_are_refused(stream: DStream) -> None
     from pyspark import StorageLevel
 
     derived = stream.map(abs)
-    derived._initialize(Time(0))
+    derived.initialize(Time(0))
     raises_exactly(StreamingStateError, "Cannot change storage level of a DStream after streaming context has started",
                    lambda: derived.persist(StorageLevel.MEMORY_ONLY))
     raises_exactly(StreamingStateError, "Cannot change checkpoint interval of a DStream after streaming context has started",
@@ -304,14 +304,14 @@ def test_an_rdd_remembered_under_a_later_time_stays_cached(ssc: StreamingContext
     rdd = FakeRDD()
     source = QueueInputDStream(ssc._env, [rdd, rdd], True, None)
     source.persist(StorageLevel.MEMORY_ONLY)
-    source._initialize(Time(0))
+    source.initialize(Time(0))
     source._get_or_compute(Time(500))
     source._get_or_compute(Time(1000))
     queued = ssc._env.graph._to_unpersist  # unpersisting is a py4j call: the graph does it off the loop
-    source._clear_metadata(Time(1000))
-    assert queued == [] and list(source._generated) == [Time(1000)]
-    source._clear_metadata(Time(1500))
-    assert queued == [rdd] and not source._generated and rdd.unpersisted == 0
+    source.clear_metadata(Time(1000))
+    assert queued == [] and list(source.generated) == [Time(1000)]
+    source.clear_metadata(Time(1500))
+    assert queued == [rdd] and not source.generated and rdd.unpersisted == 0
 
 
 # -- initialisation: checkpoint interval and remember durations --
@@ -322,18 +322,18 @@ def test_stateful_streams_checkpoint_every_ten_seconds_rounded_up_to_the_slide(s
     slow = QueueInputDStream(StreamingContext(None, 0.3)._env, [], True, None)
     state = slow.updateStateByKey(lambda vs, s: s, 2)
     assert isinstance(state, StateDStream)
-    state._initialize(Time(0))
-    assert state._checkpoint_interval is not None and state._checkpoint_interval.milliseconds == 10_200
-    assert state._remember_duration is not None and state._remember_duration.milliseconds == 20_400
+    state.initialize(Time(0))
+    assert state.checkpoint_interval is not None and state.checkpoint_interval.milliseconds == 10_200
+    assert state.remember_duration is not None and state.remember_duration.milliseconds == 20_400
 
 
 def test_a_window_makes_its_parent_remember_the_window_too(stream: DStream) -> None:
     """A 2 s window's parent remembers the window's remember duration plus 2 s."""
     window = stream.window(2, 0.5)
-    window._initialize(Time(0))
-    window._remember(None)
-    assert window._remember_duration is not None and window._remember_duration.milliseconds == 500
-    assert stream._remember_duration is not None and stream._remember_duration.milliseconds == 2500
+    window.initialize(Time(0))
+    window.remember(None)
+    assert window.remember_duration is not None and window.remember_duration.milliseconds == 500
+    assert stream.remember_duration is not None and stream.remember_duration.milliseconds == 2500
 
 
 def test_update_state_by_key_with_a_list_initial_rdd_needs_spark_only_when_given(stream: DStream) -> None:
@@ -369,7 +369,7 @@ def test_slice_bounds_must_be_times() -> None:
 
 def test_slice_times_are_aligned_down_and_inclusive(stream: DStream) -> None:
     """Grid times from begin to end, both included, floored to the grid; none at or before zero time."""
-    stream._initialize(Time(1000))
+    stream.initialize(Time(1000))
     times = [t.milliseconds for t in stream._slice_times(Time(900), Time(2700))]
     assert times == [1000, 1500, 2000, 2500]
     assert [stream._is_time_valid(Time(ms)) for ms in times] == [False, True, True, True]
@@ -570,5 +570,5 @@ def test_an_output_operation_is_named_after_the_users_call_site(stream: DStream)
     stream.foreachRDD(lambda rdd: None)
     stream.pprint()  # pprint calls foreachRDD inside aiodstream: still the user's line
     pprint_line = line + 1
-    names = [s._name for s in stream._ssc._graph.output_streams]  # type: ignore[attr-defined]
+    names = [s.name for s in stream._ssc._graph.output_streams]  # type: ignore[attr-defined]
     assert names == [f"foreachRDD at test_dstream.py:{line}", f"foreachRDD at test_dstream.py:{pprint_line}"]
