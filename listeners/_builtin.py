@@ -6,9 +6,7 @@ import statistics as _stats
 from collections import deque
 from typing import Callable, Sequence
 
-import anyio
-
-from scheduler import Duration, library_logger
+from scheduler import ChangeSignal, Duration, library_logger
 
 from ._events import BatchCompleted, StreamingEvent
 from ._info import BatchInfo
@@ -33,14 +31,12 @@ class EventRecorder:
     def __init__(self) -> None:
         """Create an empty recorder."""
         self.events: list[StreamingEvent] = []
-        self._changed: anyio.Event | None = None
+        self._changed = ChangeSignal()
 
     def __call__(self, event: StreamingEvent) -> None:
         """Record ``event`` (the bus calls this for every event)."""
         self.events.append(event)
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        self._changed.notify()
 
     def of_type(self, event_type: type) -> list[StreamingEvent]:
         """The recorded events of one type, in order."""
@@ -54,8 +50,6 @@ class EventRecorder:
     async def wait_for(self, predicate: Callable[[Sequence[StreamingEvent]], bool]) -> None:
         """Wait until ``predicate(events)`` is true."""
         while not predicate(self.events):
-            if self._changed is None:
-                self._changed = anyio.Event()
             await self._changed.wait()
 
     async def wait_for_batches(self, count: int) -> list[BatchInfo]:

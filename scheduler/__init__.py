@@ -4,6 +4,7 @@ The counterpart of Spark's ``org.apache.spark.streaming.scheduler`` package. Not
 about Spark or about the listener bus; both attach through the protocols in this package.
 """
 
+from ._change_signal import ChangeSignal
 from ._clock import Clock, ManualClock, SystemClock, run_with_timeout
 from ._errors import (
     CheckpointError,
@@ -100,6 +101,7 @@ from .query import (
 )
 
 __all__ = [
+    "ChangeSignal",
     "as_checkpoint_path",
     "BatchFinished",
     "BatchGrid",

@@ -15,6 +15,7 @@ from typing import Awaitable, Callable, Protocol, runtime_checkable
 import anyio
 import anyio.lowlevel
 
+from ._change_signal import ChangeSignal
 from ._logging import library_logger
 from ._time import Duration, Time
 
@@ -155,7 +156,7 @@ class ManualClock:
         self._heap: list[tuple[int, int, _Sleeper]] = []
         self._parked: set[_Sleeper] = set()
         self._seq = itertools.count()
-        self._changed: anyio.Event | None = None
+        self._changed = ChangeSignal()
 
     def now(self) -> Time:
         """The current manual time."""
@@ -196,9 +197,7 @@ class ManualClock:
             if sleeper in self._parked:
                 self._parked.discard(sleeper)
                 sleeper.event.set()
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        self._changed.notify()
 
     def _prune(self) -> None:
         while self._heap and self._heap[0][2] not in self._parked:
@@ -212,13 +211,13 @@ class ManualClock:
         sleeper = _Sleeper(deadline.milliseconds, anyio.Event())
         heapq.heappush(self._heap, (sleeper.deadline, next(self._seq), sleeper))
         self._parked.add(sleeper)
-        self._notify()
+        self._changed.notify()
         try:
             await sleeper.event.wait()
         finally:
             if sleeper in self._parked:  # cancelled before its deadline
                 self._parked.discard(sleeper)
-                self._notify()
+                self._changed.notify()
         return Time(self._now)
 
     async def sleep(self, duration: Duration) -> Time:
@@ -231,14 +230,7 @@ class ManualClock:
         Call this before :meth:`advance` so that the advance is seen by the task it is meant for.
         """
         while len(self._parked) < count:
-            if self._changed is None:
-                self._changed = anyio.Event()
             await self._changed.wait()
-
-    def _notify(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
 
     def __repr__(self) -> str:
         return f"<ManualClock [{self._now} ms | {len(self._parked)} sleepers]>"

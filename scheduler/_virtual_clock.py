@@ -115,8 +115,7 @@ class VirtualClock(ManualClock):
             if not waiter.done():
                 self._parked_count -= 1
                 waiter.set_result(None)
-        if self._changed is not None:
-            self._notify()
+        self._changed.notify()
 
     def now(self) -> Time:
         """The current virtual time."""
@@ -142,15 +141,14 @@ class VirtualClock(ManualClock):
         waiter, self._loop = _waiter_and_loop(self._loop)
         _heappush(self._sleep_heap, (ms, next(self._seq), waiter))
         self._parked_count += 1
-        if self._changed is not None:
-            self._notify()
+        self._changed.notify()
         try:
             await waiter
         except BaseException:
             if not waiter.done() or waiter.cancelled():  # cancelled before its deadline
                 waiter.cancel()
                 self._parked_count -= 1
-                self._notify()
+                self._changed.notify()
             raise
         return self._now_time
 
@@ -171,8 +169,7 @@ class VirtualClock(ManualClock):
         timer = TimerHandle(callback, self)
         _heappush(self._sleep_heap, (ms, next(self._seq), timer))
         self._parked_count += 1
-        if self._changed is not None:
-            self._notify()
+        self._changed.notify()
         return timer
 
     def jump(self) -> bool:
@@ -207,8 +204,6 @@ class VirtualClock(ManualClock):
     async def wait_for_sleepers(self, count: int = 1) -> None:
         """Wait until at least ``count`` tasks are parked in :meth:`sleep_until`."""
         while self._parked_count < count:
-            if self._changed is None:
-                self._changed = anyio.Event()
             await self._changed.wait()
 
     async def run(

@@ -19,6 +19,7 @@ import anyio.abc
 import anyio.to_thread
 import attrs
 
+from .._change_signal import ChangeSignal
 from .._clock import Clock
 from .._errors import InvalidPipelineError, StreamingStateError
 from .._job_set import JobSet
@@ -144,7 +145,7 @@ class MicroBatchTracker:
         self._failure: BaseException | None = None
         self._sequence = 0
         self._no_data_mark = 0  # the sequence number after the newest trigger found to have no new data
-        self._changed: anyio.Event | None = None
+        self._changed = ChangeSignal()
         self._log = library_logger("aiodstream.scheduler", component="MicroBatchTracker", query=name)
         self._progress = ProgressReporter(self.options, name, listener, self._notify, self._log)
         self._batch_log: BatchLog | None = None  # the offsets and commits logs, with a checkpoint, once open
@@ -481,14 +482,10 @@ class MicroBatchTracker:
     # -- waiting --
 
     def _notify(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        self._changed.notify()
 
     async def wait_changed(self) -> None:
         """Wait until the tracker reports something (progress, an idle trigger, a failure)."""
-        if self._changed is None:
-            self._changed = anyio.Event()
         await self._changed.wait()
 
     def no_new_data_since(self, sequence: int) -> bool:

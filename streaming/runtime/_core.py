@@ -22,7 +22,7 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from listeners import StreamingListenerBus, current_listener
-from scheduler import Clock, Duration, InvalidDurationError, JobFailedError, StreamingStateError, run_with_timeout
+from scheduler import ChangeSignal, Clock, Duration, InvalidDurationError, JobFailedError, StreamingStateError, run_with_timeout
 
 from ._state import StreamingContextState
 
@@ -54,7 +54,7 @@ class RuntimeCore:
         self._log = log
         self._tg: anyio.abc.TaskGroup | None = None
         self._stop_done: anyio.Event | None = None
-        self._changed: anyio.Event | None = None
+        self._changed = ChangeSignal()
         self._loop_token: anyio.lowlevel.EventLoopToken | None = None
         self._loop_thread: int | None = None
 
@@ -199,14 +199,10 @@ class RuntimeCore:
 
     def wake(self) -> None:
         """Something a waiter may be waiting for changed (a failure, a stop, progress)."""
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        self._changed.notify()
 
     async def wait_changed(self) -> None:
         """Wait for the next :meth:`wake`."""
-        if self._changed is None:
-            self._changed = anyio.Event()
         await self._changed.wait()
 
     async def wait_stopped(self) -> None:
