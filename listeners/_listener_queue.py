@@ -15,7 +15,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 
-from scheduler import LibraryLogger, Mailbox, ready_probe, yield_to_ready
+from scheduler import ChangeSignal, LibraryLogger, Mailbox, ready_probe, yield_to_ready
 
 from ._events import StreamingEvent
 from ._listener import HANDLER_NAMES, StreamingListener
@@ -71,18 +71,15 @@ class DeliveryControl:
         """Nothing abandoned, nobody waiting."""
         self.abandoned = False
         self.waiters = 0
-        self._progress: anyio.Event | None = None
+        self._progress = ChangeSignal()
 
     def notify_progress(self) -> None:
         """Wake the tasks waiting in :meth:`wait_progress` (cheap when nobody waits)."""
-        if self.waiters and self._progress is not None:
-            self._progress.set()
-            self._progress = None
+        if self.waiters:
+            self._progress.notify()
 
     async def wait_progress(self) -> None:
         """Wait until some queue delivered events or ended (the caller counts itself in ``waiters``)."""
-        if self._progress is None:
-            self._progress = anyio.Event()
         await self._progress.wait()
 
 
