@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from scheduler import InvalidPipelineError, parse_long
+from scheduler import InvalidPipelineError, whole_number_option
 
 from ..network import HELLO_TIMEOUT_KEY, IDLE_TIMEOUT_KEY, MAX_UNAUTHENTICATED_KEY, FrontDoorSettings
 from ._protocol import DEFAULT_MAX_FRAME_MIB, MAX_FRAME_KEY
@@ -47,14 +47,14 @@ class ContinuousOptions:
             if name in _NETWORK_OPTIONS:
                 network[name] = value
                 continue
-            values[name] = _positive_option(name, value)
+            values[name] = whole_number_option(name, value)
         self.epoch_backlog_queue_size = values[BACKLOG]
         self.executor_poll_interval_ms = values[POLL_INTERVAL]
         self.min_batches_to_retain = values[MIN_BATCHES_TO_RETAIN]
         self.num_recent_progress_updates = values[NUM_RECENT_PROGRESS]
         frame_mib = DEFAULT_MAX_FRAME_MIB
         if MAX_FRAME_KEY in network:
-            frame_mib = _positive_option(MAX_FRAME_KEY, network.pop(MAX_FRAME_KEY))
+            frame_mib = whole_number_option(MAX_FRAME_KEY, network.pop(MAX_FRAME_KEY))
             if frame_mib > _MAX_FRAME_MIB:
                 raise InvalidPipelineError(f"{MAX_FRAME_KEY} should not be greater than {_MAX_FRAME_MIB} MB, got {frame_mib}")
         self.max_frame_bytes = frame_mib * 1024 * 1024
@@ -67,12 +67,3 @@ class ContinuousOptions:
                 f"{POLL_INTERVAL} ({self.executor_poll_interval_ms} ms) must be shorter than {IDLE_TIMEOUT_KEY} "
                 f"({self.network.idle_timeout_s:g} s): the coordinator closes a task's connection once it was silent that "
                 "long; shorten the poll interval or lengthen the timeout")
-
-
-def _positive_option(name: str, value: object) -> int:
-    parsed = value if isinstance(value, int) and not isinstance(value, bool) else None
-    if isinstance(value, str):
-        parsed = parse_long(value.strip())
-    if parsed is None or parsed < 1:
-        raise InvalidPipelineError(f"option {name} must be a positive whole number, got {value!r}")
-    return parsed
