@@ -12,6 +12,8 @@ from typing import Any, Awaitable, Callable, ContextManager, TypeVar
 
 import anyio.from_thread
 
+from scheduler import StreamingError
+
 from .runtime import QueryRuntime
 
 __all__ = ["BridgeClosedError", "SyncBridge"]
@@ -19,7 +21,7 @@ __all__ = ["BridgeClosedError", "SyncBridge"]
 T = TypeVar("T")
 
 
-class BridgeClosedError(RuntimeError):
+class BridgeClosedError(StreamingError, RuntimeError):
     """The bridge's event loop is not running (never opened, or closed): a call could not be made."""
 
 
