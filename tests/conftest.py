@@ -111,3 +111,21 @@ def ftp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     with FtpServer(tmp_path_factory.mktemp("ftp")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[Any]:
+    """One Kafka cluster for the whole test run (librdkafka's mock cluster, :mod:`streaming.kafka.testing`)."""
+    from streaming.kafka.testing import MockKafkaCluster
+
+    with MockKafkaCluster(brokers=1) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def kafka_topic(kafka_cluster: Any, request: pytest.FixtureRequest) -> str:
+    """A fresh topic name for this test (tests share one cluster); created by the test itself."""
+    import re
+    import uuid
+
+    return re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:60] + "-" + uuid.uuid4().hex[:8]

@@ -1,0 +1,36 @@
+"""Kafka for all three engines: pyspark 2.4's direct stream for DStreams, and the shared client pieces.
+
+Needs confluent-kafka (``pip install 'aiodstream[kafka]'``), imported when a Kafka stream,
+source or sink is first built. :mod:`streaming.kafka.testing` has a cluster for tests.
+"""
+
+from ._client import KafkaClusterView, KafkaDataLossError, KafkaError, client_config, offset_reset, require_kafka
+from ._offsets import (
+    Broker,
+    KafkaMessageAndMetadata,
+    OffsetRange,
+    TopicAndPartition,
+    format_partition_offsets,
+    parse_partition_offsets,
+    partition_offsets,
+    ranges_between,
+    utf8_decoder,
+)
+
+__all__ = [
+    "Broker",
+    "KafkaClusterView",
+    "KafkaDataLossError",
+    "KafkaError",
+    "KafkaMessageAndMetadata",
+    "OffsetRange",
+    "TopicAndPartition",
+    "client_config",
+    "format_partition_offsets",
+    "offset_reset",
+    "parse_partition_offsets",
+    "partition_offsets",
+    "ranges_between",
+    "require_kafka",
+    "utf8_decoder",
+]

@@ -1,0 +1,158 @@
+"""The Kafka client under every Kafka input and sink: confluent-kafka (librdkafka), its settings, and the driver's view of a cluster.
+
+pyspark 2.4's Kafka parameters were the 0.8 Scala client's (``metadata.broker.list``,
+``auto.offset.reset=smallest``); librdkafka takes the modern names. :func:`client_config`
+accepts both and says which it could not use. Everything here blocks: callers on an event loop
+run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any, Iterable, Mapping
+
+from scheduler import StreamingError
+
+from ._offsets import TopicAndPartition
+
+__all__ = [
+    "KafkaClusterView",
+    "KafkaDataLossError",
+    "KafkaError",
+    "client_config",
+    "offset_reset",
+    "require_kafka",
+]
+
+INSTALL_HINT = "install the Kafka client: pip install 'aiodstream[kafka]' (confluent-kafka)"
+
+# The 0.8 Scala client's names that librdkafka spells differently.
+RENAMED = {"metadata.broker.list": "bootstrap.servers"}
+# Settings of the JVM clients (0.8 consumer, ZooKeeper, serializers) that mean nothing to librdkafka.
+JVM_ONLY = frozenset({
+    "zookeeper.connect", "zookeeper.connection.timeout.ms", "zookeeper.session.timeout.ms", "zookeeper.sync.time.ms",
+    "serializer.class", "key.serializer.class", "key.deserializer", "value.deserializer", "key.serializer",
+    "value.serializer", "consumer.timeout.ms", "rebalance.backoff.ms", "rebalance.max.retries",
+    "refresh.leader.backoff.ms", "offsets.storage", "dual.commit.enabled", "partition.assignment.strategy",
+    "spark.kafka.poll.time",
+})
+RESETS = {"smallest": "earliest", "largest": "latest", "earliest": "earliest", "latest": "latest"}
+
+
+class KafkaError(StreamingError, RuntimeError):
+    """A Kafka operation failed (the broker's or the client's error, as it gave it)."""
+
+
+class KafkaDataLossError(KafkaError):
+    """Records a batch needs are gone (offsets out of range, a deleted topic): Spark's ``failOnDataLoss`` error."""
+
+
+def require_kafka() -> ModuleType:
+    """The ``confluent_kafka`` module, or an ``ImportError`` that says how to install it."""
+    try:
+        return importlib.import_module("confluent_kafka")
+    except ImportError as error:
+        raise ImportError(f"Kafka support needs confluent-kafka, which is not installed: {INSTALL_HINT}") from error
+
+
+def offset_reset(params: Mapping[str, Any], *, default: str = "latest") -> str:
+    """``auto.offset.reset`` as ``"earliest"`` or ``"latest"``, from either spelling (``smallest``/``largest`` too)."""
+    raw = params.get("auto.offset.reset", default)
+    value = RESETS.get(str(raw).lower())
+    if value is None:
+        raise ValueError(f"auto.offset.reset must be one of smallest, largest, earliest or latest, got {raw!r}")
+    return value
+
+
+def client_config(params: Mapping[str, Any], *, drop: Iterable[str] = ()) -> dict[str, Any]:
+    """librdkafka settings for Kafka parameters in either the 0.8 or the modern spelling.
+
+    ``metadata.broker.list`` becomes ``bootstrap.servers`` (giving both with different values
+    is an error); ``auto.offset.reset`` is normalised (:func:`offset_reset`); settings of the
+    JVM clients that librdkafka has no use for (ZooKeeper, serializer classes) are left out, as
+    are the names in ``drop``. Values are passed as text, as the JVM clients took them.
+    """
+    if not isinstance(params, Mapping):
+        raise TypeError(f"kafkaParams must be a dict of str to str, got {type(params).__name__}")
+    out: dict[str, Any] = {}
+    dropped = set(drop)
+    for key, value in params.items():
+        if not isinstance(key, str):
+            raise TypeError(f"kafkaParams keys must be str, got {key!r}")
+        if key in JVM_ONLY or key in dropped:
+            continue
+        name = RENAMED.get(key, key)
+        if name == "auto.offset.reset":
+            value = offset_reset(params)
+        if name in out and str(out[name]) != str(value):
+            raise ValueError(f"kafkaParams give two brokers lists: {key}={value!r} and {name}={out[name]!r}; give one")
+        out[name] = value if isinstance(value, (bool, int, float)) else str(value)
+    if not out.get("bootstrap.servers"):
+        raise ValueError("Must specify metadata.broker.list or bootstrap.servers")
+    return out
+
+
+class KafkaClusterView:
+    """The driver's questions to a cluster: a topic's partitions and each partition's first and next offset.
+
+    Blocking; one client per view, closed by :meth:`close`. Offsets are asked for all
+    partitions at once (one ListOffsets round per broker), not one partition at a time.
+    """
+
+    def __init__(self, params: Mapping[str, Any], *, timeout_s: float = 30.0) -> None:
+        """Connect with ``params`` (either spelling, :func:`client_config`)."""
+        kafka = require_kafka()
+        admin_module = importlib.import_module("confluent_kafka.admin")
+        config = client_config(params, drop=("auto.offset.reset", "group.id", "enable.auto.commit"))
+        self._timeout_s = timeout_s
+        self._kafka = kafka
+        self._admin_module = admin_module
+        self._admin = admin_module.AdminClient(config)
+
+    def partitions(self, topics: Iterable[str]) -> dict[str, list[int] | None]:
+        """Each topic's partition numbers (sorted), or ``None`` for a topic the cluster does not have."""
+        metadata = self._admin.list_topics(timeout=self._timeout_s)
+        out: dict[str, list[int] | None] = {}
+        for topic in topics:
+            found = metadata.topics.get(topic)
+            if found is None or found.error is not None or not found.partitions:
+                out[topic] = None
+            else:
+                out[topic] = sorted(found.partitions)
+        return out
+
+    def _list_offsets(self, tps: Iterable[TopicAndPartition], spec: Any, isolation: Any) -> dict[TopicAndPartition, int]:
+        kafka = self._kafka
+        wanted = {kafka.TopicPartition(tp.topic, tp.partition): spec for tp in tps}
+        if not wanted:
+            return {}
+        futures = self._admin.list_offsets(wanted, isolation_level=isolation, request_timeout=self._timeout_s)
+        out: dict[TopicAndPartition, int] = {}
+        for tp, future in futures.items():
+            try:
+                result = future.result(timeout=self._timeout_s)
+            except kafka.KafkaException as error:
+                raise KafkaError(f"listing offsets of {tp.topic}-{tp.partition} failed: {error.args[0]}") from None
+            out[TopicAndPartition(tp.topic, tp.partition)] = result.offset
+        return out
+
+    def latest_offsets(self, tps: Iterable[TopicAndPartition], *, committed_only: bool = False) -> dict[TopicAndPartition, int]:
+        """Each partition's next offset (its high watermark; with ``committed_only``, the last stable offset)."""
+        m = self._admin_module
+        isolation = self._kafka.IsolationLevel.READ_COMMITTED if committed_only else self._kafka.IsolationLevel.READ_UNCOMMITTED
+        return self._list_offsets(tps, m.OffsetSpec.latest(), isolation)
+
+    def earliest_offsets(self, tps: Iterable[TopicAndPartition]) -> dict[TopicAndPartition, int]:
+        """Each partition's first offset still held (its log start)."""
+        return self._list_offsets(tps, self._admin_module.OffsetSpec.earliest(), self._kafka.IsolationLevel.READ_UNCOMMITTED)
+
+    def close(self) -> None:
+        """Release the client (the admin client has no close; dropping it ends its threads)."""
+        self._admin = None
+
+    def __enter__(self) -> KafkaClusterView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

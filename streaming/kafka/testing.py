@@ -1,0 +1,279 @@
+"""A Kafka cluster for tests and demos: librdkafka's mock cluster, reachable over TCP like a broker.
+
+librdkafka (inside confluent-kafka) ships a Kafka-protocol broker written for its own tests:
+produce, fetch, exact high watermarks, ListOffsets, consumer groups and committed offsets,
+idempotent and transactional producers, all in memory. :class:`MockKafkaCluster` starts one in
+this process; any client, in any process, connects to :attr:`~MockKafkaCluster.bootstrap_servers`.
+
+What it does not do over the protocol, and how this class covers it:
+
+- CreateTopics, DeleteTopics and DeleteRecords requests are refused; :meth:`create_topic`,
+  :meth:`delete_topic` and :meth:`delete_records` call the mock's own control functions instead.
+- CreatePartitions does not exist at all; :meth:`add_partitions` rebuilds the topic with more
+  partitions, re-producing every record at its old offset (refused for a topic whose offsets
+  have gaps, as transactions leave). Call it between batches: while it runs the topic is gone.
+- Aborted transactions' records are not returned even to ``read_uncommitted`` consumers.
+- Nothing is persisted: the cluster ends with the process that holds it.
+
+``python -m streaming.kafka.testing`` runs one until interrupted and prints its address.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+from typing import Any, Iterable, Sequence
+
+from ._client import KafkaError, require_kafka
+
+__all__ = ["MockKafkaCluster"]
+
+Record = tuple[int, "bytes | None", "bytes | None", int]  # offset, key, value, timestamp (ms)
+
+
+def _librdkafka() -> ctypes.CDLL:
+    kafka = require_kafka()
+    base = os.path.dirname(os.path.dirname(os.path.abspath(str(kafka.__file__))))
+    candidates = sorted(glob.glob(os.path.join(base, "confluent_kafka.libs", "librdkafka*.so*")))
+    if not candidates:  # a build against a system librdkafka
+        candidates = ["librdkafka.so.1"]
+    lib = ctypes.CDLL(candidates[0])
+    c_void_p, c_char_p, c_int = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+    lib.rd_kafka_conf_new.restype = c_void_p
+    lib.rd_kafka_conf_set.argtypes = [c_void_p, c_char_p, c_char_p, c_char_p, ctypes.c_size_t]
+    lib.rd_kafka_new.restype = c_void_p
+    lib.rd_kafka_new.argtypes = [c_int, c_void_p, c_char_p, ctypes.c_size_t]
+    lib.rd_kafka_destroy.argtypes = [c_void_p]
+    lib.rd_kafka_mock_cluster_new.restype = c_void_p
+    lib.rd_kafka_mock_cluster_new.argtypes = [c_void_p, c_int]
+    lib.rd_kafka_mock_cluster_destroy.argtypes = [c_void_p]
+    lib.rd_kafka_mock_cluster_bootstraps.restype = c_char_p
+    lib.rd_kafka_mock_cluster_bootstraps.argtypes = [c_void_p]
+    lib.rd_kafka_mock_topic_create.argtypes = [c_void_p, c_char_p, c_int, c_int]
+    lib.rd_kafka_mock_topic_delete.argtypes = [c_void_p, c_char_p]
+    lib.rd_kafka_mock_partition_delete_records.argtypes = [c_void_p, c_char_p, ctypes.c_int32, ctypes.c_int64]
+    lib.rd_kafka_err2str.restype = c_char_p
+    lib.rd_kafka_err2str.argtypes = [c_int]
+    return lib
+
+
+class MockKafkaCluster:
+    """librdkafka's mock Kafka cluster, held by this process until :meth:`close` (or the ``with`` block ends).
+
+    Args:
+        brokers: how many brokers the cluster has (partitions' leaders are spread over them).
+    """
+
+    def __init__(self, brokers: int = 1) -> None:
+        """Start the cluster; it listens on 127.0.0.1 at once."""
+        if type(brokers) is not int or brokers < 1:
+            raise ValueError(f"brokers must be a positive int, got {brokers!r}")
+        self._lib = _librdkafka()
+        self._lock = threading.Lock()
+        err = ctypes.create_string_buffer(512)
+        conf = self._lib.rd_kafka_conf_new()
+        # The handle only hosts the mock; keep its log quiet.
+        self._lib.rd_kafka_conf_set(conf, b"log_level", b"0", err, len(err))
+        self._rk = self._lib.rd_kafka_new(0, conf, err, len(err))
+        if not self._rk:
+            raise KafkaError(f"could not create the mock cluster's handle: {err.value.decode()}")
+        self._mc = self._lib.rd_kafka_mock_cluster_new(self._rk, brokers)
+        if not self._mc:
+            self._lib.rd_kafka_destroy(self._rk)
+            raise KafkaError("librdkafka could not start a mock cluster")
+        self.bootstrap_servers: str = self._lib.rd_kafka_mock_cluster_bootstraps(self._mc).decode()
+        self._producer: Any = None
+
+    def _check(self, code: int, what: str) -> None:
+        if code != 0:
+            raise KafkaError(f"{what}: {self._lib.rd_kafka_err2str(code).decode()}")
+
+    def _require_open(self) -> None:
+        if self._mc is None:
+            raise KafkaError("the mock cluster is closed")
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """Create ``topic`` with ``partitions`` partitions (an error if it exists)."""
+        if type(partitions) is not int or partitions < 1:
+            raise ValueError(f"partitions must be a positive int, got {partitions!r}")
+        with self._lock:
+            self._require_open()
+            self._check(self._lib.rd_kafka_mock_topic_create(self._mc, topic.encode(), partitions, 1), f"creating topic {topic!r}")
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete ``topic`` and its records."""
+        with self._lock:
+            self._require_open()
+            self._check(self._lib.rd_kafka_mock_topic_delete(self._mc, topic.encode()), f"deleting topic {topic!r}")
+
+    def delete_records(self, topic: str, partition: int, before: int) -> None:
+        """Drop the records before offset ``before`` of one partition (what retention does): its log start moves there."""
+        with self._lock:
+            self._require_open()
+            code = self._lib.rd_kafka_mock_partition_delete_records(self._mc, topic.encode(), partition, before)
+            self._check(code, f"deleting records of {topic}-{partition} before {before}")
+
+    def config(self, **extra: Any) -> dict[str, Any]:
+        """Client settings that reach this cluster (``bootstrap.servers``), with ``extra`` (dots spelt as underscores) added."""
+        out: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        out.update({key.replace("_", "."): value for key, value in extra.items()})
+        return out
+
+    def produce(self, topic: str, values: Iterable[bytes | str | None], *, partition: int | None = None,
+                keys: Iterable[bytes | str | None] | None = None, timestamps_ms: Iterable[int] | None = None) -> None:
+        """Write ``values`` to ``topic`` (to ``partition``, or spread by key / round robin), and wait until all are acknowledged."""
+        producer = self._shared_producer()
+        errors: list[str] = []
+
+        def delivered(error: Any, _message: Any) -> None:
+            if error is not None:
+                errors.append(str(error))
+
+        key_list: Sequence[Any] | None = list(keys) if keys is not None else None
+        ts_list: Sequence[int] | None = list(timestamps_ms) if timestamps_ms is not None else None
+        for i, value in enumerate(values):
+            options: dict[str, Any] = {"on_delivery": delivered}
+            if partition is not None:
+                options["partition"] = partition
+            if key_list is not None:
+                options["key"] = key_list[i]
+            if ts_list is not None:
+                options["timestamp"] = ts_list[i]
+            while True:
+                try:
+                    producer.produce(topic, value, **options)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            producer.poll(0)
+        remaining = producer.flush(60)
+        if remaining or errors:
+            raise KafkaError(f"producing to {topic!r} failed: {errors[:3] or f'{remaining} records unacknowledged'}")
+
+    def _shared_producer(self) -> Any:
+        with self._lock:
+            self._require_open()
+            if self._producer is None:
+                self._producer = require_kafka().Producer({
+                    "bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True, "linger.ms": 2})
+            return self._producer
+
+    def records(self, topic: str, partition: int, start: int = 0, end: int | None = None) -> list[Record]:
+        """The records ``[start, end)`` of one partition as ``(offset, key, value, timestamp_ms)`` (``end``: its high watermark)."""
+        kafka = require_kafka()
+        consumer = kafka.Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "aiodstream-mock-reader",
+                                   "enable.auto.commit": False})
+        try:
+            tp = kafka.TopicPartition(topic, partition)
+            low, high = consumer.get_watermark_offsets(tp, timeout=30)
+            stop = high if end is None else min(end, high)
+            out: list[Record] = []
+            first = max(start, low)
+            if first >= stop:
+                return out
+            consumer.assign([kafka.TopicPartition(topic, partition, first)])
+            while not out or out[-1][0] < stop - 1:
+                message = consumer.poll(30)
+                if message is None:
+                    raise KafkaError(f"reading {topic}-{partition} timed out at offset {out[-1][0] + 1 if out else first}")
+                if message.error():
+                    raise KafkaError(f"reading {topic}-{partition}: {message.error()}")
+                if message.offset() >= stop:
+                    break
+                out.append((message.offset(), message.key(), message.value(), message.timestamp()[1]))
+            return out
+        finally:
+            consumer.close()
+
+    def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has now (0 if it does not exist)."""
+        kafka = require_kafka()
+        admin = kafka.admin.AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        found = admin.list_topics(topic=topic, timeout=30).topics.get(topic)
+        return 0 if found is None or found.error is not None else len(found.partitions)
+
+    def add_partitions(self, topic: str, total: int) -> None:
+        """Give ``topic`` ``total`` partitions, keeping every record at its offset (CreatePartitions, emulated).
+
+        Reads the topic, deletes it, creates it with ``total`` partitions and writes each old
+        partition's records back in order, then restores each partition's log start. Offsets
+        must be contiguous (no transaction markers) so that the rewrite lands at the same ones.
+        """
+        current = self.partition_count(topic)
+        if current == 0:
+            raise KafkaError(f"cannot add partitions to {topic!r}: no such topic")
+        if total <= current:
+            raise ValueError(f"{topic!r} has {current} partitions already; total must be larger, got {total}")
+        kept: list[tuple[int, list[Record]]] = []
+        for partition in range(current):
+            rows = self.records(topic, partition)
+            low = rows[0][0] if rows else self._log_start(topic, partition)
+            if rows and [r[0] for r in rows] != list(range(low, low + len(rows))):
+                raise KafkaError(f"cannot rebuild {topic}-{partition}: its offsets have gaps (transaction markers)")
+            kept.append((low, rows))
+        self.delete_topic(topic)
+        self.create_topic(topic, total)
+        for partition, (low, rows) in enumerate(kept):
+            if low:
+                self.produce(topic, [b""] * low, partition=partition)  # placeholders, deleted below
+            self.produce(topic, [r[2] for r in rows], keys=[r[1] for r in rows], timestamps_ms=[r[3] for r in rows],
+                         partition=partition)
+            if low:
+                self.delete_records(topic, partition, low)
+
+    def _log_start(self, topic: str, partition: int) -> int:
+        kafka = require_kafka()
+        consumer = kafka.Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "aiodstream-mock-reader"})
+        try:
+            return int(consumer.get_watermark_offsets(kafka.TopicPartition(topic, partition), timeout=30)[0])
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        """Stop the cluster (clients see their connections closed)."""
+        with self._lock:
+            if self._mc is None:
+                return
+            if self._producer is not None:
+                self._producer.flush(10)
+                self._producer = None
+            self._lib.rd_kafka_mock_cluster_destroy(self._mc)
+            self._lib.rd_kafka_destroy(self._rk)
+            self._mc = None
+
+    def __enter__(self) -> MockKafkaCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<MockKafkaCluster {self.bootstrap_servers}{' closed' if self._mc is None else ''}>"
+
+
+def main() -> None:
+    """Run a mock cluster until interrupted; print its address (``--topic NAME:PARTITIONS`` creates topics)."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m streaming.kafka.testing", description=main.__doc__)
+    parser.add_argument("--brokers", type=int, default=1)
+    parser.add_argument("--topic", action="append", default=[], metavar="NAME:PARTITIONS")
+    args = parser.parse_args()
+    with MockKafkaCluster(args.brokers) as cluster:
+        for spec in args.topic:
+            name, _, count = spec.partition(":")
+            cluster.create_topic(name, int(count or 1))
+        print(cluster.bootstrap_servers, flush=True)
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            stop.wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
