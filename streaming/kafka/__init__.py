@@ -4,7 +4,7 @@ Needs confluent-kafka (``pip install 'aiodstream[kafka]'``), imported when a Kaf
 source or sink is first built. :mod:`streaming.kafka.testing` has a cluster for tests.
 """
 
-from ._client import KafkaClusterView, KafkaDataLossError, KafkaError, client_config, offset_reset, require_kafka
+from ._client import KafkaClusterView, KafkaDataLossError, KafkaError, client_config, client_logger, offset_reset, require_kafka
 from ._offsets import (
     Broker,
     KafkaMessageAndMetadata,
@@ -26,6 +26,7 @@ __all__ = [
     "OffsetRange",
     "TopicAndPartition",
     "client_config",
+    "client_logger",
     "format_partition_offsets",
     "offset_reset",
     "parse_partition_offsets",

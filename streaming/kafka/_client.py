@@ -9,6 +9,7 @@ run it in a worker thread.
 from __future__ import annotations
 
 import importlib
+import logging
 from types import ModuleType
 from typing import Any, Iterable, Mapping
 
@@ -21,6 +22,7 @@ __all__ = [
     "KafkaDataLossError",
     "KafkaError",
     "client_config",
+    "client_logger",
     "offset_reset",
     "require_kafka",
 ]
@@ -37,6 +39,8 @@ JVM_ONLY = frozenset({
     "refresh.leader.backoff.ms", "offsets.storage", "dual.commit.enabled", "partition.assignment.strategy",
     "spark.kafka.poll.time",
 })
+# librdkafka's own log lines go to the standard logging tree under this name: silent unless the host configures logging.
+CLIENT_LOGGER = "aiodstream.kafka.client"
 RESETS = {"smallest": "earliest", "largest": "latest", "earliest": "earliest", "latest": "latest"}
 
 
@@ -90,7 +94,13 @@ def client_config(params: Mapping[str, Any], *, drop: Iterable[str] = ()) -> dic
         out[name] = value if isinstance(value, (bool, int, float)) else str(value)
     if not out.get("bootstrap.servers"):
         raise ValueError("Must specify metadata.broker.list or bootstrap.servers")
+    out.setdefault("logger", client_logger())
     return out
+
+
+def client_logger() -> logging.Logger:
+    """The logger every client made here hands librdkafka's log lines to (quiet unless the host configures logging)."""
+    return logging.getLogger(CLIENT_LOGGER)
 
 
 class KafkaClusterView:

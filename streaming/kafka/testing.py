@@ -26,7 +26,7 @@ import os
 import threading
 from typing import Any, Iterable, Sequence
 
-from ._client import KafkaError, require_kafka
+from ._client import KafkaError, client_logger, require_kafka
 
 __all__ = ["MockKafkaCluster"]
 
@@ -157,14 +157,14 @@ class MockKafkaCluster:
             self._require_open()
             if self._producer is None:
                 self._producer = require_kafka().Producer({
-                    "bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True, "linger.ms": 2})
+                    "bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True, "linger.ms": 2, "logger": client_logger()})
             return self._producer
 
     def records(self, topic: str, partition: int, start: int = 0, end: int | None = None) -> list[Record]:
         """The records ``[start, end)`` of one partition as ``(offset, key, value, timestamp_ms)`` (``end``: its high watermark)."""
         kafka = require_kafka()
         consumer = kafka.Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "aiodstream-mock-reader",
-                                   "enable.auto.commit": False})
+                                   "enable.auto.commit": False, "logger": client_logger()})
         try:
             tp = kafka.TopicPartition(topic, partition)
             low, high = consumer.get_watermark_offsets(tp, timeout=30)
@@ -190,7 +190,7 @@ class MockKafkaCluster:
     def partition_count(self, topic: str) -> int:
         """How many partitions ``topic`` has now (0 if it does not exist)."""
         kafka = require_kafka()
-        admin = kafka.admin.AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        admin = kafka.admin.AdminClient({"bootstrap.servers": self.bootstrap_servers, "logger": client_logger()})
         found = admin.list_topics(topic=topic, timeout=30).topics.get(topic)
         return 0 if found is None or found.error is not None else len(found.partitions)
 
@@ -225,7 +225,8 @@ class MockKafkaCluster:
 
     def _log_start(self, topic: str, partition: int) -> int:
         kafka = require_kafka()
-        consumer = kafka.Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "aiodstream-mock-reader"})
+        consumer = kafka.Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "aiodstream-mock-reader",
+                                   "logger": client_logger()})
         try:
             return int(consumer.get_watermark_offsets(kafka.TopicPartition(topic, partition), timeout=30)[0])
         finally:
