@@ -24,6 +24,7 @@ import ctypes
 import glob
 import os
 import threading
+import time
 from typing import Any, Iterable, Sequence
 
 from ._client import KafkaError, client_logger, require_kafka
@@ -174,10 +175,14 @@ class MockKafkaCluster:
             if first >= stop:
                 return out
             consumer.assign([kafka.TopicPartition(topic, partition, first)])
-            while not out or out[-1][0] < stop - 1:
-                message = consumer.poll(30)
+            deadline = time.monotonic() + 30
+            # Transaction markers take offsets but are never returned: the position, not the last record, says when to stop.
+            while consumer.position([tp])[0].offset < stop:
+                message = consumer.poll(0.1)
                 if message is None:
-                    raise KafkaError(f"reading {topic}-{partition} timed out at offset {out[-1][0] + 1 if out else first}")
+                    if time.monotonic() > deadline:
+                        raise KafkaError(f"reading {topic}-{partition} timed out at offset {consumer.position([tp])[0].offset}")
+                    continue
                 if message.error():
                     raise KafkaError(f"reading {topic}-{partition}: {message.error()}")
                 if message.offset() >= stop:

@@ -1,0 +1,171 @@
+"""Reading one offset range of one partition: what each task of a Kafka batch runs (Spark's ``KafkaRDD`` iterator).
+
+The consumer is assigned the partition (no group membership, no auto-commit) and reads until
+its position reaches the range's end; transaction markers take offsets but are never
+returned, so the position, not the last record's offset, ends the range. Records that are gone
+(aged out, a deleted topic) are Spark's ``failOnDataLoss`` case: an error with Spark's message,
+or with ``fail_on_data_loss=False`` a warning and whatever is still there. Blocking.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, Mapping
+
+from scheduler import library_logger
+
+from ._client import KafkaDataLossError, KafkaError, client_config, require_kafka
+from ._offsets import OffsetRange
+
+__all__ = ["RangeReader", "data_loss_message", "executor_config"]
+
+FAIL_ON_DATA_LOSS_TRUE = (
+    "Some data may have been lost because they are not available in Kafka any more; either the data was aged out by "
+    "Kafka or the topic may have been deleted before all the data in the topic was processed. If you don't want your "
+    'streaming query to fail on such cases, set the source option "failOnDataLoss" to "false".'
+)
+FAIL_ON_DATA_LOSS_FALSE = (
+    "Some data may have been lost because they are not available in Kafka any more; either the data was aged out by "
+    "Kafka or the topic may have been deleted before all the data in the topic was processed. If you want your "
+    'streaming query to fail on such cases, set the source option "failOnDataLoss" to "true".'
+)
+
+# How long a range may wait for records before the reader asks whether its partition still exists.
+METADATA_CHECK_S = 2.0
+# Records asked of librdkafka per call: large enough that a call's cost is spread over many records.
+BATCH = 10_000
+
+
+def data_loss_message(detail: str, *, fail: bool) -> str:
+    """Spark's ``reportDataLoss`` text: ``detail``, then the instruction for the current ``failOnDataLoss``."""
+    return f"{detail}. {FAIL_ON_DATA_LOSS_TRUE if fail else FAIL_ON_DATA_LOSS_FALSE}"
+
+
+def executor_config(params: Mapping[str, Any], *, group_id: str) -> dict[str, Any]:
+    """Consumer settings for reading assigned ranges, as Spark fixes them on executors.
+
+    No auto-commit, no offset reset (a position out of range is an error, never a silent jump),
+    and the group id ``group_id`` (Spark's ``spark-executor-<group.id>``), used by no group.
+    """
+    config = client_config(params, drop=("group.id", "enable.auto.commit", "auto.offset.reset", "enable.partition.eof"))
+    config.update({"group.id": group_id, "enable.auto.commit": False, "auto.offset.reset": "error",
+                   "enable.partition.eof": False})
+    config.setdefault("isolation.level", "read_uncommitted")  # the Java client's default (librdkafka's is read_committed)
+    return config
+
+
+class _Gone:
+    """The error a deleted partition would have given, had the consumer reported one."""
+
+    def name(self) -> str:
+        return "UNKNOWN_TOPIC_OR_PART"
+
+    def str(self) -> str:
+        return "Broker: Unknown topic or partition"
+
+
+class RangeReader:
+    """Reads offset ranges with one consumer (kept for the next range: a task's worker may read many).
+
+    Args:
+        config: consumer settings, from :func:`executor_config`.
+        poll_timeout_s: how long a range may go without a record before it is an error
+            (Spark's ``spark.streaming.kafka.consumer.poll.ms``).
+    """
+
+    def __init__(self, config: Mapping[str, Any], *, poll_timeout_s: float = 120.0) -> None:
+        """Create the consumer (it connects on first use)."""
+        self._kafka = require_kafka()
+        self._config = dict(config)
+        self._consumer = self._kafka.Consumer(self._config)
+        self._poll_timeout_s = poll_timeout_s
+
+    def read(self, rng: OffsetRange, *, fail_on_data_loss: bool = True) -> Iterator[Any]:
+        """The records of ``rng`` in offset order, as confluent-kafka ``Message`` objects.
+
+        Raises :class:`KafkaDataLossError` (with ``fail_on_data_loss``) when records of the
+        range are gone; otherwise logs Spark's warning and yields what is left.
+        """
+        if rng.untilOffset <= rng.fromOffset:
+            return
+        kafka = self._kafka
+        tp = kafka.TopicPartition(rng.topic, rng.partition, rng.fromOffset)
+        consumer = self._consumer
+        consumer.assign([tp])
+        try:
+            yield from self._records(rng, tp, fail_on_data_loss)
+        finally:
+            consumer.unassign()
+
+    def _records(self, rng: OffsetRange, tp: Any, fail_on_data_loss: bool) -> Iterator[Any]:
+        consumer = self._consumer
+        until = rng.untilOffset
+        expected = rng.fromOffset
+        idle_since = time.monotonic()
+        next_check = idle_since + METADATA_CHECK_S
+        while expected < until:
+            messages = consumer.consume(BATCH, 0.2)
+            if not messages:
+                # A range may end in transaction markers: the position moves past them without a record.
+                position = consumer.position([tp])[0].offset
+                if position >= until:
+                    return
+                now = time.monotonic()
+                if now >= next_check:  # a deleted topic gives no error to an assigned consumer: ask the metadata
+                    next_check = now + METADATA_CHECK_S
+                    if not self._partition_exists(rng):
+                        expected = self._on_error(rng, tp, _Gone(), expected, fail_on_data_loss)
+                        if expected >= until:
+                            return
+                        continue
+                if time.monotonic() - idle_since > self._poll_timeout_s:
+                    raise KafkaError(
+                        f"Failed to get records for {self._config['group.id']} {rng.topic}-{rng.partition} {expected} "
+                        f"after polling for {int(self._poll_timeout_s * 1000)}")
+                continue
+            idle_since = time.monotonic()
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    expected = self._on_error(rng, tp, error, expected, fail_on_data_loss)
+                    if expected >= until:
+                        return
+                    break
+                offset = message.offset()
+                if offset >= until:
+                    return
+                expected = offset + 1
+                yield message
+
+    def _partition_exists(self, rng: OffsetRange) -> bool:
+        topic = self._consumer.list_topics(rng.topic, timeout=30).topics.get(rng.topic)
+        return topic is not None and topic.error is None and rng.partition in topic.partitions
+
+    def _on_error(self, rng: OffsetRange, tp: Any, error: Any, expected: int, fail_on_data_loss: bool) -> int:
+        """Handle a consumer error at ``expected``: data loss is reported and (if allowed) skipped; others raise."""
+        name = error.name()
+        if name in ("_AUTO_OFFSET_RESET", "OFFSET_OUT_OF_RANGE", "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"):
+            detail = (f"Cannot fetch offset {expected} (GroupId: {self._config['group.id']}, "
+                      f"TopicPartition: {rng.topic}-{rng.partition})")
+            if fail_on_data_loss:
+                raise KafkaDataLossError(data_loss_message(detail, fail=True))
+            library_logger("aiodstream.kafka").warning(data_loss_message(detail, fail=False))
+            if name in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"):
+                return rng.untilOffset  # the partition is gone: nothing of the range is left to read
+            low, high = self._consumer.get_watermark_offsets(tp, timeout=30)
+            resume: int = max(expected, int(low))
+            if resume >= rng.untilOffset or resume >= high:
+                return rng.untilOffset
+            self._consumer.assign([self._kafka.TopicPartition(rng.topic, rng.partition, resume)])
+            return resume
+        raise KafkaError(f"reading {rng}: {error.str()}")
+
+    def close(self) -> None:
+        """Close the consumer."""
+        self._consumer.close()
+
+    def __enter__(self) -> RangeReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
