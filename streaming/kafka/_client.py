@@ -75,11 +75,12 @@ def client_config(params: Mapping[str, Any], *, drop: Iterable[str] = ()) -> dic
     ``metadata.broker.list`` becomes ``bootstrap.servers`` (giving both with different values
     is an error); ``auto.offset.reset`` is normalised (:func:`offset_reset`); settings of the
     JVM clients that librdkafka has no use for (ZooKeeper, serializer classes) are left out, as
-    are the names in ``drop``. Values are passed as text, as the JVM clients took them.
+    are the names in ``drop``. Numbers and booleans are passed as given, anything else as text.
     """
     if not isinstance(params, Mapping):
         raise TypeError(f"kafkaParams must be a dict of str to str, got {type(params).__name__}")
     out: dict[str, Any] = {}
+    given_as: dict[str, str] = {}
     dropped = set(drop)
     for key, value in params.items():
         if not isinstance(key, str):
@@ -90,8 +91,9 @@ def client_config(params: Mapping[str, Any], *, drop: Iterable[str] = ()) -> dic
         if name == "auto.offset.reset":
             value = offset_reset(params)
         if name in out and str(out[name]) != str(value):
-            raise ValueError(f"kafkaParams give two brokers lists: {key}={value!r} and {name}={out[name]!r}; give one")
+            raise ValueError(f"kafkaParams give {name} twice: {given_as[name]}={out[name]!r} and {key}={value!r}; give one")
         out[name] = value if isinstance(value, (bool, int, float)) else str(value)
+        given_as[name] = key
     if not out.get("bootstrap.servers"):
         raise ValueError("Must specify metadata.broker.list or bootstrap.servers")
     out.setdefault("logger", client_logger())

@@ -12,7 +12,12 @@ What it does not do over the protocol, and how this class covers it:
 - CreatePartitions does not exist at all; :meth:`add_partitions` rebuilds the topic with more
   partitions, re-producing every record at its old offset (refused for a topic whose offsets
   have gaps, as transactions leave). Call it between batches: while it runs the topic is gone.
-- Aborted transactions' records are not returned even to ``read_uncommitted`` consumers.
+- Transactions commit and abort, but reads are not isolated: a ``read_committed`` consumer also
+  gets the records of open transactions and of aborted ones (whatever reached the broker before
+  the abort), and the last stable offset is the high watermark. Tests of transactional output
+  can show that a committed batch is not written twice, not that a dead transaction is hidden.
+- A metadata request naming a missing topic creates it (4 partitions), as ``auto.create.topics``
+  does on a default broker; :meth:`partition_count` lists all topics instead.
 - Nothing is persisted: the cluster ends with the process that holds it.
 
 ``python -m streaming.kafka.testing`` runs one until interrupted and prints its address.
@@ -153,6 +158,12 @@ class MockKafkaCluster:
         if remaining or errors:
             raise KafkaError(f"producing to {topic!r} failed: {errors[:3] or f'{remaining} records unacknowledged'}")
 
+    def _drop_producer(self) -> None:
+        with self._lock:
+            if self._producer is not None:
+                self._producer.flush(30)
+                self._producer = None
+
     def _shared_producer(self) -> Any:
         with self._lock:
             self._require_open()
@@ -196,7 +207,7 @@ class MockKafkaCluster:
         """How many partitions ``topic`` has now (0 if it does not exist)."""
         kafka = require_kafka()
         admin = kafka.admin.AdminClient({"bootstrap.servers": self.bootstrap_servers, "logger": client_logger()})
-        found = admin.list_topics(topic=topic, timeout=30).topics.get(topic)
+        found = admin.list_topics(timeout=30).topics.get(topic)  # asking for the topic by name would create it
         return 0 if found is None or found.error is not None else len(found.partitions)
 
     def add_partitions(self, topic: str, total: int) -> None:
@@ -220,6 +231,7 @@ class MockKafkaCluster:
             kept.append((low, rows))
         self.delete_topic(topic)
         self.create_topic(topic, total)
+        self._drop_producer()  # its metadata still has the old partition count
         for partition, (low, rows) in enumerate(kept):
             if low:
                 self.produce(topic, [b""] * low, partition=partition)  # placeholders, deleted below
