@@ -121,6 +121,10 @@ class KafkaSource:
         poll_timeout_s: how long a range may wait for a record before the batch fails
             (Spark's ``kafkaConsumer.pollTimeoutMs``).
         name: the description in progress reports (default ``KafkaV2[Subscribe[<topics>]]``).
+
+    Attributes:
+        reader_group_id: the ``group.id`` of the reading consumers (Spark's ``...-executor``
+            one): they are assigned their partitions and never join it nor commit.
     """
 
     def __init__(
@@ -168,7 +172,8 @@ class KafkaSource:
         self._poll_timeout_s = float(poll_timeout_s)
         self._name = name or f"KafkaV2[Subscribe[{', '.join(self.topics)}]]"
         self._committed_only = str(self._params.get("isolation.level", "")).lower() == "read_committed"
-        self._reader_config = executor_config(self._params, group_id=f"aiodstream-kafka-source-{uuid.uuid4()}-executor")
+        self.reader_group_id = f"aiodstream-kafka-source-{uuid.uuid4()}-executor"
+        self._reader_config = executor_config(self._params, group_id=self.reader_group_id)
         self._log = library_logger("aiodstream.kafka", component="KafkaSource", source=self._name)
         self._view: KafkaClusterView | None = None
         self._group: Any = None
@@ -317,10 +322,15 @@ class KafkaSource:
         new_starts = await self._run(self._earliest_of, set(until) - set(begin))
         ranges = [r for r in resolve_ranges(begin, until, new_starts, self._report_data_loss) if r.count > 0]
         results: list[list[KafkaRecord]] = [[] for _ in ranges]
+        errors: list[tuple[int, Exception]] = []
 
         async def read_one(index: int, rng: OffsetRange) -> None:
             reader = self._readers.pop() if self._readers else None
-            reader, results[index] = await self._run(self._read_range, reader, rng)
+            try:
+                reader, results[index] = await self._run(self._read_range, reader, rng)
+            except Exception as error:  # the other partitions finish; the first failure (by partition) is raised below
+                errors.append((index, error))
+                return
             if self._closed:
                 await anyio.to_thread.run_sync(reader.close)
             else:
@@ -329,6 +339,8 @@ class KafkaSource:
         async with anyio.create_task_group() as tg:
             for index, rng in enumerate(ranges):
                 tg.start_soon(read_one, index, rng)
+        if errors:
+            raise min(errors, key=lambda e: e[0])[1]
         return [record for part in results for record in part]
 
     def _report_data_loss(self, detail: str) -> None:
