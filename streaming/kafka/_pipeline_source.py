@@ -16,7 +16,7 @@ import attrs
 
 from scheduler import CheckpointPath, CorruptCheckpointError, Offset, library_logger
 
-from ._client import KafkaClusterView, KafkaDataLossError, KafkaError, client_config, require_kafka
+from ._client import KafkaClusterView, KafkaDataLossError, client_config, require_kafka
 from ._offsets import OffsetRange, TopicAndPartition, format_partition_offsets, parse_partition_offsets
 from ._reader import RangeReader, data_loss_message, executor_config
 from ._source_plan import EARLIEST, LATEST, StartingOffsets, rate_limit, resolve_ranges
@@ -94,7 +94,8 @@ class KafkaSource:
     under a :class:`anyio.CapacityLimiter` of ``reader_threads``; the partitions of a batch are
     read concurrently, one consumer each (kept for the next batch). A read that is cancelled
     finishes its range first (a client call cannot be interrupted; ``poll_timeout_s`` bounds
-    it when the broker is gone). Works on both anyio backends.
+    it when the broker is gone). Works on both anyio backends. :meth:`aclose` (the pipeline
+    calls it when its runtime stops) closes the clients; a later call makes new ones.
 
     Args:
         kafkaParams: client settings, in the modern or the 0.8 spelling (``bootstrap.servers``
@@ -117,7 +118,10 @@ class KafkaSource:
         commit_to_group: after each batch commits, commit its end offsets to the consumer group
             ``kafkaParams["group.id"]``, so that the usual tools show the query's lag. Only for
             monitoring: recovery reads the checkpoint, never the group.
-        reader_threads: how many client calls may run at once (partitions read concurrently).
+        reader_threads: how many client calls may run at once, so how many partitions are read
+            concurrently. Turning records into :class:`KafkaRecord` objects holds the GIL, so
+            more threads buy little throughput and take turns from the event loop; they pay
+            when each range waits on the network (many partitions on a distant broker).
         poll_timeout_s: how long a range may wait for a record before the batch fails
             (Spark's ``kafkaConsumer.pollTimeoutMs``).
         name: the description in progress reports (default ``KafkaV2[Subscribe[<topics>]]``).
@@ -139,7 +143,7 @@ class KafkaSource:
         key_decoder: Callable[[bytes | None], Any] | None = None,
         value_decoder: Callable[[bytes | None], Any] | None = None,
         commit_to_group: bool = False,
-        reader_threads: int = 4,
+        reader_threads: int = 2,
         poll_timeout_s: float = 120.0,
         name: str | None = None,
     ) -> None:
@@ -181,7 +185,6 @@ class KafkaSource:
         self._limiter: anyio.CapacityLimiter | None = None
         self._initial: dict[TopicAndPartition, int] | None = None
         self._metadata: CheckpointPath | None = None
-        self._closed = False
 
     # -- identity --
 
@@ -198,8 +201,6 @@ class KafkaSource:
     # -- threads --
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self._closed:
-            raise KafkaError(f"{self._name} is closed")
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self._reader_threads)
         return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self._limiter)
@@ -331,10 +332,7 @@ class KafkaSource:
             except Exception as error:  # the other partitions finish; the first failure (by partition) is raised below
                 errors.append((index, error))
                 return
-            if self._closed:
-                await anyio.to_thread.run_sync(reader.close)
-            else:
-                self._readers.append(reader)
+            self._readers.append(reader)
 
         async with anyio.create_task_group() as tg:
             for index, rng in enumerate(ranges):
@@ -395,10 +393,7 @@ class KafkaSource:
     # -- lifetime --
 
     async def aclose(self) -> None:
-        """Close the clients (the pipeline calls it when its runtime stops); idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        """Close the clients (the pipeline calls it when its runtime stops); a later call makes new ones."""
         readers, self._readers = self._readers, []
         group, self._group = self._group, None
         view, self._view = self._view, None
@@ -422,4 +417,4 @@ class KafkaSource:
 
     def __repr__(self) -> str:
         return (f"<KafkaSource {self._name!r} [startingOffsets: {self.starting_offsets} | "
-                f"readers: {len(self._readers)}{' | closed' if self._closed else ''}]>")
+                f"idle readers: {len(self._readers)}]>")
