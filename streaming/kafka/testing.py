@@ -102,6 +102,9 @@ class MockKafkaCluster:
         with self._lock:
             self._require_open()
             self._check(self._lib.rd_kafka_mock_topic_create(self._mc, topic.encode(), partitions, 1), f"creating topic {topic!r}")
+        # Ask for the new topic's metadata now: a producer meeting an unknown topic on its first
+        # record waits about 0.5 s for its periodic refresh instead.
+        self._refresh_producer_metadata(topic, partitions)
 
     def delete_topic(self, topic: str) -> None:
         """Delete ``topic`` and its records."""
