@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler import CheckpointError, ManualClock, Seconds
+from scheduler import CheckpointError, ManualClock, Milliseconds, Seconds, StreamingQueryException
 from streaming import Batch, Pipeline, StreamingRuntime
 from streaming.kafka import (
     KafkaDataLossError,
@@ -156,26 +156,6 @@ async def test_a_partition_added_mid_run_is_read_from_its_first_offset(kafka_clu
 
 
 @pytest.mark.parametrize("fail", [True, False])
-async def test_records_aged_out_before_a_batch_reads_them(kafka_cluster: Any, kafka_topic: str, fail: bool) -> None:
-    """Records deleted between planning and reading: Spark's message as an error, or as a warning and the rest read."""
-    kafka_cluster.create_topic(kafka_topic, 1)
-    produce(kafka_cluster, kafka_topic, 0, 6)
-    async with source(kafka_cluster, kafka_topic, failOnDataLoss=fail) as src:
-        end = await src.plan_offset(None, await src.latest_offset())
-        kafka_cluster.delete_records(kafka_topic, 0, 4)
-        detail = f"Cannot fetch offset 0 (GroupId: {src.reader_group_id}, TopicPartition: {kafka_topic}-0). "
-        if fail:
-            with pytest.raises(KafkaDataLossError) as caught:
-                await src.read(None, end)
-            assert str(caught.value) == detail + INSTRUCTION_TRUE
-            return
-        with capture_events() as events:
-            records = await src.read(None, end)
-    assert values(records) == [(0, 4, "0:4"), (0, 5, "0:5")]
-    assert [e["event"] for e in events if e["log_level"] == "warning"] == [detail + INSTRUCTION_FALSE]
-
-
-@pytest.mark.parametrize("fail", [True, False])
 async def test_a_deleted_topic_is_reported_and_the_others_read(kafka_cluster: Any, kafka_topic: str, fail: bool) -> None:
     """Partitions that are gone give Spark's "are gone" message; with failOnDataLoss=false the other topic is still read."""
     other = kafka_topic + "-b"
@@ -283,6 +263,41 @@ async def test_a_restart_rereads_exactly_the_uncommitted_batch(kafka_cluster: An
         await rt.stop()
     assert again.seen == [(1000, [(0, 2, "0:2"), (1, 0, "1:0")]), (2000, [(0, 3, "0:3"), (1, 1, "1:1"), (1, 2, "1:2")])]
     assert logged_offsets(ck, 0) == logged
+
+
+@pytest.mark.parametrize("fail", [True, False])
+async def test_a_rerun_whose_records_aged_out_while_down(kafka_cluster: Any, kafka_topic: str, tmp_path: Path,
+                                                         fail: bool) -> None:
+    """Records of the logged batch deleted before the restart: the re-run fails the query, or reads what is left."""
+    kafka_cluster.create_topic(kafka_topic, 1)
+    produce(kafka_cluster, kafka_topic, 0, 4)
+    ck = tmp_path / "ck"
+    clock = ManualClock(0)
+    async with StreamingRuntime(pipeline(source(kafka_cluster, kafka_topic), Recorder(fail_at={1000})), Seconds(1),
+                                clock=clock, checkpoint_location=ck) as rt:
+        await rt.start()
+        await advance(rt, clock)
+        await rt.stop()
+    kafka_cluster.delete_records(kafka_topic, 0, 3)
+    out = Recorder()
+    src = source(kafka_cluster, kafka_topic, failOnDataLoss=fail)
+    detail = f"Cannot fetch offset 0 (GroupId: {src.reader_group_id}, TopicPartition: {kafka_topic}-0). "
+    with capture_events() as events:
+        async with StreamingRuntime(pipeline(src, out), Seconds(1), clock=ManualClock(1500), checkpoint_location=ck) as rt:
+            await rt.start()
+            await rt.wait_until_idle()
+            if fail:
+                with pytest.raises(StreamingQueryException) as info:
+                    await rt.await_termination(Milliseconds(0))
+                cause = info.value.__cause__
+                assert isinstance(cause, KafkaDataLossError)
+                assert str(cause) == detail + INSTRUCTION_TRUE
+            await rt.stop()
+    if fail:
+        assert out.seen == []
+        return
+    assert out.seen == [(1000, [(0, 3, "0:3")])]
+    assert [e["event"] for e in events if e["log_level"] == "warning"] == [detail + INSTRUCTION_FALSE]
 
 
 async def test_a_restart_with_other_topics_is_refused(kafka_cluster: Any, kafka_topic: str, tmp_path: Path) -> None:
