@@ -7,6 +7,7 @@ offsets in the checkpoint as Spark writes them, ranges read by worker threads.
 from __future__ import annotations
 
 import functools
+import threading
 import uuid
 from typing import Any, Callable, Mapping, Sequence
 
@@ -179,6 +180,7 @@ class KafkaSource:
         self.reader_group_id = f"aiodstream-kafka-source-{uuid.uuid4()}-executor"
         self._reader_config = executor_config(self._params, group_id=self.reader_group_id)
         self._log = library_logger("aiodstream.kafka", component="KafkaSource", source=self._name)
+        self._clients_lock = threading.Lock()  # the clients are made in worker threads, maybe two at once
         self._view: KafkaClusterView | None = None
         self._group: Any = None
         self._readers: list[RangeReader] = []
@@ -206,9 +208,10 @@ class KafkaSource:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self._limiter)
 
     def _cluster(self) -> KafkaClusterView:
-        if self._view is None:
-            self._view = KafkaClusterView(self._params)
-        return self._view
+        with self._clients_lock:
+            if self._view is None:
+                self._view = KafkaClusterView(self._params)
+            return self._view
 
     def _assigned(self) -> list[TopicAndPartition]:
         found = self._cluster().partitions(self.topics)
@@ -379,10 +382,11 @@ class KafkaSource:
 
     def _commit_group(self, offsets: Mapping[TopicAndPartition, int]) -> None:
         kafka = require_kafka()
-        if self._group is None:
-            config = client_config(self._params, drop=("enable.auto.commit",))
-            config["enable.auto.commit"] = False
-            self._group = kafka.Consumer(config)
+        with self._clients_lock:
+            if self._group is None:
+                config = client_config(self._params, drop=("enable.auto.commit",))
+                config["enable.auto.commit"] = False
+                self._group = kafka.Consumer(config)
         wanted = [kafka.TopicPartition(tp.topic, tp.partition, offset) for tp, offset in sorted(offsets.items())]
         try:
             self._group.commit(offsets=wanted, asynchronous=False)

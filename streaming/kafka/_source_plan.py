@@ -69,7 +69,7 @@ class StartingOffsets:
                 raise ValueError(f"Expected e.g. {JSON_EXAMPLE}, got {shown}")
             for part, offset in parts.items():
                 number = int(part) if isinstance(part, str) and part.isdigit() else part
-                if type(number) is not int or type(offset) is not int or offset < EARLIEST:
+                if type(number) is not int or number < 0 or type(offset) is not int or offset < EARLIEST:
                     raise ValueError(f"Expected e.g. {JSON_EXAMPLE}, got {shown}")
                 offsets[TopicAndPartition(topic, number)] = offset
         return cls("specific", offsets)

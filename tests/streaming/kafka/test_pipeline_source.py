@@ -300,6 +300,22 @@ async def test_a_rerun_whose_records_aged_out_while_down(kafka_cluster: Any, kaf
     assert [e["event"] for e in events if e["log_level"] == "warning"] == [detail + INSTRUCTION_FALSE]
 
 
+async def test_without_a_checkpoint_latest_is_taken_at_the_first_batch(kafka_cluster: Any, kafka_topic: str,
+                                                                        clock: ManualClock) -> None:
+    """With no checkpoint, startingOffsets=latest is resolved when the first batch is planned (Spark's first trigger)."""
+    kafka_cluster.create_topic(kafka_topic, 1)
+    produce(kafka_cluster, kafka_topic, 0, 2)
+    out = Recorder()
+    async with StreamingRuntime(pipeline(source(kafka_cluster, kafka_topic, startingOffsets="latest"), out), Seconds(1),
+                                clock=clock) as rt:
+        await rt.start()
+        await advance(rt, clock)
+        produce(kafka_cluster, kafka_topic, 0, 1, first=2)
+        await advance(rt, clock)
+        await rt.stop()
+    assert out.seen == [(1000, []), (2000, [(0, 2, "0:2")])]
+
+
 async def test_a_restart_with_other_topics_is_refused(kafka_cluster: Any, kafka_topic: str, tmp_path: Path) -> None:
     """The checkpoint records the subscribed topics; another subscription cannot resume it."""
     kafka_cluster.create_topic(kafka_topic, 1)
@@ -395,6 +411,8 @@ async def test_every_client_call_runs_off_the_event_loop_thread(kafka_cluster: A
      'Expected e.g. {"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}, got {"t":{"0":-3}}'),
     ({"startingOffsets": {"u": {"0": 1}}}, ValueError,
      "startingOffsets names topics that are not subscribed: ['u']; subscribed: ['t']"),
+    ({"startingOffsets": {"t": {-1: 0}}}, ValueError,
+     'Expected e.g. {"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}, got {"t": {"-1": 0}}'),
     ({"maxOffsetsPerTrigger": 0}, ValueError, "maxOffsetsPerTrigger must be a positive int or None, got 0"),
     ({"failOnDataLoss": "false"}, TypeError, "failOnDataLoss must be True or False, got 'false'"),
     ({"value_decoder": "utf-8"}, TypeError,
