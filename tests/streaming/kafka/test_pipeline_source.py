@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler import CheckpointError, ManualClock, Milliseconds, Seconds, StreamingQueryException
-from streaming import Batch, Pipeline, StreamingRuntime
+from streaming import Batch, FileSink, Pipeline, StreamingRuntime
 from streaming.kafka import (
     KafkaDataLossError,
     KafkaRecord,
@@ -66,6 +68,11 @@ def pipeline(src: KafkaSource, out: Recorder) -> Pipeline:
     p.add_source(src, name="kafka")
     p.add_output(out, name="out")
     return p
+
+
+def ids_of(ck: Path, log: str) -> list[int]:
+    """The batch ids in one of the checkpoint's logs."""
+    return sorted(int(p.name) for p in (ck / log).iterdir() if p.name.isdigit())
 
 
 def logged_offsets(ck: Path, batch_id: int) -> str:
@@ -132,6 +139,22 @@ def test_rate_limit_gives_a_new_partition_its_share_from_its_first_offset() -> N
     a0, a1, a2 = tp("a", 0), tp("a", 1), tp("a", 2)
     end = rate_limit(6, {a0: 10, a1: 7}, {a0: 20, a1: 7, a2: 25}, {a2: 5})
     assert end == {a0: 12, a1: 7, a2: 9}  # lags 10 and 20 of 30: 2 and 4; a1 has none
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 10_000), st.lists(st.tuples(st.integers(0, 1_000), st.integers(0, 5_000)), min_size=1, max_size=8))
+def test_rate_limit_never_passes_the_end_nor_the_limit_and_always_moves(limit: int, spans: list[tuple[int, int]]) -> None:
+    """Every share stays within its partition's range; all shares sum to at most the limit plus one per partition; a lag moves."""
+    start = {tp("t", i): begin for i, (begin, _) in enumerate(spans)}
+    until = {tp("t", i): begin + lag for i, (begin, lag) in enumerate(spans)}
+    end = rate_limit(limit, start, until, {})
+    assert set(end) == set(until)
+    assert all(start[p] <= end[p] <= until[p] for p in end)
+    assert sum(end[p] - start[p] for p in end) <= limit + len(end)  # a share below one is rounded up
+    lag = sum(until[p] - start[p] for p in end)
+    assert (sum(end[p] - start[p] for p in end) > 0) == (lag > 0)
+    if lag <= limit:
+        assert sum(end[p] - start[p] for p in end) >= min(lag, limit) - len(end)  # rounding down loses < 1 per partition
 
 
 async def test_a_partition_added_mid_run_is_read_from_its_first_offset(kafka_cluster: Any, kafka_topic: str,
@@ -314,6 +337,40 @@ async def test_without_a_checkpoint_latest_is_taken_at_the_first_batch(kafka_clu
         await advance(rt, clock)
         await rt.stop()
     assert out.seen == [(1000, []), (2000, [(0, 2, "0:2")])]
+
+
+async def test_kafka_to_a_file_sink_holds_every_record_once_across_a_restart(kafka_cluster: Any, kafka_topic: str,
+                                                                            tmp_path: Path) -> None:
+    """A batch whose file was written but which failed before its commit re-runs after a restart; no record twice or lost."""
+    kafka_cluster.create_topic(kafka_topic, 2)
+    for partition in (0, 1):
+        produce(kafka_cluster, kafka_topic, partition, 3)
+    ck, out = tmp_path / "ck", tmp_path / "out"
+
+    def run_pipeline(fail_at: set[int]) -> Pipeline:
+        p = Pipeline()
+        p.add_source(source(kafka_cluster, kafka_topic, maxOffsetsPerTrigger=4), name="kafka")
+        p.add_output(FileSink(out, format=lambda r: r.value, skip_empty=True), name="sink")
+        p.add_output(Recorder(fail_at), name="after")  # runs after the sink: a failure leaves the batch's file uncommitted
+        return p
+
+    clock = ManualClock(0)
+    async with StreamingRuntime(run_pipeline({2000}), Seconds(1), clock=clock, checkpoint_location=ck,
+                                stop_on_failure=False) as rt:
+        await rt.start()
+        await advance(rt, clock, times=2)
+        await rt.stop()
+    assert sorted(p.name for p in out.iterdir()) == ["batch-1000.txt", "batch-2000.txt"] and ids_of(ck, "commits") == [0]
+    produce(kafka_cluster, kafka_topic, 0, 1, first=3)
+    clock = ManualClock(2500)
+    async with StreamingRuntime(run_pipeline(set()), Seconds(1), clock=clock, checkpoint_location=ck) as rt:
+        await rt.start()
+        await rt.wait_until_idle()
+        await advance(rt, clock)
+        await rt.stop()
+    files = {p.name: p.read_text().splitlines() for p in out.iterdir()}
+    assert files == {"batch-1000.txt": ["0:0", "0:1", "1:0", "1:1"], "batch-2000.txt": ["0:2", "1:2"], "batch-3000.txt": ["0:3"]}
+    assert ids_of(ck, "commits") == [0, 1, 2]
 
 
 async def test_a_restart_with_other_topics_is_refused(kafka_cluster: Any, kafka_topic: str, tmp_path: Path) -> None:
