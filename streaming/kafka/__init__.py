@@ -1,4 +1,4 @@
-"""Kafka for all three engines: pyspark 2.4's direct stream for DStreams, and the shared client pieces.
+"""Kafka for all three engines: pyspark 2.4's direct stream for DStreams, the Pipeline's KafkaSource, and the shared client pieces.
 
 Needs confluent-kafka (``pip install 'aiodstream[kafka]'``), imported when a Kafka stream,
 source or sink is first built. :mod:`streaming.kafka.testing` has a cluster for tests.
