@@ -1,4 +1,4 @@
-"""Kafka for all three engines: pyspark 2.4's direct stream for DStreams, and the shared client pieces.
+"""Kafka for all three engines: pyspark 2.4's direct stream for DStreams, the Pipeline's KafkaSource, and the shared client pieces.
 
 Needs confluent-kafka (``pip install 'aiodstream[kafka]'``), imported when a Kafka stream,
 source or sink is first built. :mod:`streaming.kafka.testing` has a cluster for tests.
@@ -16,6 +16,8 @@ from ._offsets import (
     ranges_between,
     utf8_decoder,
 )
+from ._pipeline_source import KafkaRecord, KafkaSource
+from ._source_plan import StartingOffsets, rate_limit
 
 __all__ = [
     "Broker",
@@ -23,7 +25,10 @@ __all__ = [
     "KafkaDataLossError",
     "KafkaError",
     "KafkaMessageAndMetadata",
+    "KafkaRecord",
+    "KafkaSource",
     "OffsetRange",
+    "StartingOffsets",
     "TopicAndPartition",
     "client_config",
     "client_logger",
@@ -32,6 +37,7 @@ __all__ = [
     "parse_partition_offsets",
     "partition_offsets",
     "ranges_between",
+    "rate_limit",
     "require_kafka",
     "utf8_decoder",
 ]

@@ -104,7 +104,8 @@ class RangeReader:
         idle_since = time.monotonic()
         next_check = idle_since + METADATA_CHECK_S
         while expected < until:
-            messages = consumer.consume(BATCH, 0.2)
+            # At most what the range still needs: librdkafka waits for a full batch or the timeout.
+            messages = consumer.consume(min(BATCH, until - expected), 0.2)
             if not messages:
                 # A range may end in transaction markers: the position moves past them without a record.
                 position = consumer.position([tp])[0].offset

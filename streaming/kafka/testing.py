@@ -107,6 +107,9 @@ class MockKafkaCluster:
         with self._lock:
             self._require_open()
             self._check(self._lib.rd_kafka_mock_topic_create(self._mc, topic.encode(), partitions, 1), f"creating topic {topic!r}")
+        # Ask for the new topic's metadata now: a producer meeting an unknown topic on its first
+        # record waits about 0.5 s for its periodic refresh instead.
+        self._refresh_producer_metadata(topic, partitions)
 
     def delete_topic(self, topic: str) -> None:
         """Delete ``topic`` and its records."""
@@ -239,6 +242,20 @@ class MockKafkaCluster:
                          partition=partition)
             if low:
                 self.delete_records(topic, partition, low)
+        # The shared producer still knows the old partition count: refresh its metadata, or
+        # producing to a new partition fails with "Unknown partition".
+        self._refresh_producer_metadata(topic, total)
+
+    def _refresh_producer_metadata(self, topic: str, total: int) -> None:
+        producer = self._shared_producer()
+        deadline = time.monotonic() + 30
+        while True:
+            found = producer.list_topics(topic, timeout=30).topics.get(topic)
+            if found is not None and found.error is None and len(found.partitions) >= total:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaError(f"the producer does not see {total} partitions of {topic!r} after 30 s")
+            time.sleep(0.05)
 
     def _log_start(self, topic: str, partition: int) -> int:
         kafka = require_kafka()

@@ -313,7 +313,11 @@ class Pipeline:
         """A pipeline keeps no per-batch state."""
 
     async def stop(self) -> None:
-        """Nothing to stop."""
+        """Close the sources that hold clients: each one's optional ``aclose()`` (see :class:`ReplayableSource`)."""
+        for source in self._replayables():
+            close = getattr(source, "aclose", None)
+            if close is not None:
+                await close()
 
     # -- ReplayableGraph --
 
@@ -364,7 +368,8 @@ class Pipeline:
         """Record each source's identity in the checkpoint, or check it against what the first start recorded.
 
         Nothing to rebuild: a pipeline's batches do not depend on earlier ones. The identities
-        live in ``<checkpoint>/sources/<n>/stream.json``, as a DStream input's do.
+        live in ``<checkpoint>/sources/<n>/stream.json``, as a DStream input's do. A source with
+        an ``attach_checkpoint`` method is then given that directory for its own files.
 
         Raises:
             CheckpointError: a source is not the one the checkpoint was written with (another
@@ -381,6 +386,10 @@ class Pipeline:
                 _check_identity(checkpoint, position, name, source)
 
         await anyio.to_thread.run_sync(check_all)
+        for position, _name, source in sources:
+            attach = getattr(source, "attach_checkpoint", None)
+            if attach is not None:
+                await attach(checkpoint / "sources" / str(position))
 
     def oldest_needed_batch(self) -> int | None:
         """None: no state to rebuild."""

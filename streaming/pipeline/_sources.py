@@ -34,6 +34,12 @@ class ReplayableSource(Protocol):
     and the mapping of JSON values in an optional ``checkpoint_identity`` attribute, such as
     :class:`DirectorySource`'s directory) and refuses a restart whose source differs: another
     source's offsets would be read as its own.
+
+    Two more optional methods: ``async def attach_checkpoint(metadata_path)``, called at every
+    start of a checkpointed pipeline before any offset is asked for, gives the source its own
+    directory ``<checkpoint>/sources/<n>`` (a ``CheckpointPath``; Spark's ``metadataPath``),
+    for what it must keep across restarts (a Kafka source's starting offsets); ``async def
+    aclose()`` is called when the runtime stops, to release clients.
     """
 
     @property
