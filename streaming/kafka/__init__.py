@@ -5,6 +5,7 @@ source or sink is first built. :mod:`streaming.kafka.testing` has a cluster for 
 """
 
 from ._client import KafkaClusterView, KafkaDataLossError, KafkaError, client_config, client_logger, offset_reset, require_kafka
+from ._dstream_sink import batch_id_of, write_to_kafka
 from ._markers import DEFAULT_MARKER_TOPIC, MarkerStore, MarkerValue, marker_key
 from ._offsets import (
     Broker,
@@ -17,20 +18,24 @@ from ._offsets import (
     ranges_between,
     utf8_decoder,
 )
+from ._pipeline_sink import KafkaSink
 from ._writer import KafkaWriter, SinkSettings, WriteResult, close_writers, sink_settings, utf8_encoder, write_records
 
 __all__ = [
     "DEFAULT_MARKER_TOPIC",
+    "KafkaSink",
     "KafkaWriter",
     "MarkerStore",
     "MarkerValue",
     "SinkSettings",
     "WriteResult",
+    "batch_id_of",
     "close_writers",
     "marker_key",
     "sink_settings",
     "utf8_encoder",
     "write_records",
+    "write_to_kafka",
     "Broker",
     "KafkaClusterView",
     "KafkaDataLossError",
