@@ -156,8 +156,11 @@ class KafkaWriter:
         self.transactional_id = transactional_id
         self._timeout_s = timeout_s
         self._lock = threading.Lock()
-        self._producer = self._kafka.Producer(producer_config(params, transactional_id))
         self.broken = False
+        try:
+            self._producer = self._kafka.Producer(producer_config(params, transactional_id))
+        except self._kafka.KafkaException as error:
+            raise KafkaError(f"the Kafka sink's producer could not be created: {error.args[0].str()}") from None
         if transactional_id is not None:
             try:
                 self._producer.init_transactions(timeout_s)

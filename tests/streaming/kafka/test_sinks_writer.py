@@ -118,9 +118,14 @@ def test_a_rerun_in_a_fresh_process_reads_the_marker_back_and_skips(kafka_cluste
 
 def test_a_crash_between_write_and_commit_leaves_nothing_and_the_rerun_writes_once(kafka_cluster: Any,
                                                                                     topics: tuple[str, str]) -> None:
-    """An error before the commit aborts the transaction: read_committed sees nothing; the re-run writes the batch once."""
-    topic, _ = topics
-    settings = transactional(kafka_cluster, topics)
+    """An error before the commit aborts the transaction: read_committed sees nothing; the re-run writes the batch once.
+
+    The records are held in the client (a long linger) until the abort drops them: the mock broker
+    would return records of an aborted transaction that reached it (see the test below).
+    """
+    topic, markers = topics
+    settings = sink_settings(topic, kafka_cluster.config(linger_ms=30_000), transactional=True, sink_id="q1",
+                             marker_topic=markers)
 
     def crash() -> None:
         raise RuntimeError("killed before commit")
@@ -132,6 +137,20 @@ def test_a_crash_between_write_and_commit_leaves_nothing_and_the_rerun_writes_on
     assert write_records(settings, 0, 2000, ["b", "c"]) == WriteResult(0, 2000, 2)
     assert write_records(settings, 0, 2000, ["b", "c"]).skipped
     assert sorted(all_values(read_committed(kafka_cluster, topic))) == [b"a", b"b", b"c"]
+
+
+def test_the_mock_broker_shows_aborted_records_that_reached_it(kafka_cluster: Any, kafka_topic: str) -> None:
+    """The mock's gap, pinned: no read_committed isolation, so an aborted transaction's sent records stay visible."""
+    import confluent_kafka as ck
+
+    kafka_cluster.create_topic(kafka_topic, 1)
+    producer = ck.Producer(kafka_cluster.config(transactional_id=f"gap-{kafka_topic}"))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(kafka_topic, b"aborted", partition=0)
+    producer.flush(30)
+    producer.abort_transaction(30)
+    assert all_values(read_committed(kafka_cluster, kafka_topic, 1)) == [b"aborted"]
 
 
 def test_batches_committed_out_of_order_are_each_remembered(kafka_cluster: Any, topics: tuple[str, str]) -> None:
