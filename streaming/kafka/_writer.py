@@ -7,6 +7,7 @@ batch (or epoch); it keeps one producer per process and transactional.id (one ``
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from typing import Any, Callable, Iterable, Mapping
@@ -264,6 +265,12 @@ class _Writers:
         self._lock = threading.Lock()
         self._writers: dict[tuple[str, str | None], KafkaWriter] = {}
         self._markers: dict[tuple[str, str], MarkerStore] = {}
+        self._id_locks: dict[str, threading.Lock] = {}
+
+    def lock_for(self, transactional_id: str) -> threading.Lock:
+        """The lock that serialises this process's check-and-write for ``transactional_id``."""
+        with self._lock:
+            return self._id_locks.setdefault(transactional_id, threading.Lock())
 
     @staticmethod
     def _identity(settings: SinkSettings) -> str:
@@ -275,8 +282,8 @@ class _Writers:
             found = self._writers.get(key)
             if found is not None and not found.broken:
                 return found
-        # init_transactions may take a while: outside the lock. Two threads of one process never
-        # share a task index at once, so no second writer of the same id is built concurrently.
+        # init_transactions may take a while: outside the lock (callers of one transactional.id
+        # hold its lock_for, so no second writer of the same id is built concurrently).
         writer = KafkaWriter(settings.config, transactional_id=transactional_id, timeout_s=settings.timeout_s)
         with self._lock:
             self._writers[key] = writer
@@ -302,6 +309,7 @@ class _Writers:
 
 
 _WRITERS = _Writers()
+_NOTHING = object()
 
 
 def close_writers() -> None:
@@ -323,7 +331,11 @@ def write_records(settings: SinkSettings, task: int, batch_id: int | None, recor
         TypeError: a serialiser returned something other than bytes, str or None.
     """
     log = library_logger("aiodstream.kafka", component="KafkaSink", topic=settings.topic, sink=settings.sink_id)
-    encoded = (settings.encode(record) for record in records)
+    iterator = iter(records)
+    first = next(iterator, _NOTHING)
+    if first is _NOTHING:  # nothing to write, so nothing to write twice: no transaction, no marker
+        return WriteResult(task, batch_id, 0)
+    encoded = (settings.encode(record) for record in itertools.chain((first,), iterator))
     if not settings.transactional:
         count = _WRITERS.writer(settings, None).write(settings.topic, encoded)
         return WriteResult(task, batch_id, count)
@@ -332,16 +344,20 @@ def write_records(settings: SinkSettings, task: int, batch_id: int | None, recor
     assert settings.sink_id is not None
     key = marker_key(settings.sink_id, task)
     store = _WRITERS.markers(settings)
-    # The writer first: a real broker aborts an open transaction of the same id (one a crashed
-    # earlier attempt left) when the id registers, so the markers read next are final.
-    writer = _WRITERS.writer(settings, settings.transactional_id(task))
-    marker = store.marker(key)
-    if marker.committed(batch_id):
-        log.info("batch already committed; skipped", batch=batch_id, task=task)
-        return WriteResult(task, batch_id, 0, skipped=True)
-    after = marker.adding(batch_id)
-    count = writer.write_transaction(settings.topic, encoded, marker_topic=store.topic,
-                                     marker_partition=store.partition_of(key), key=key, marker=after,
-                                     before_commit=before_commit)
-    store.remember(key, after)
+    transactional_id = settings.transactional_id(task)
+    # One check-and-write at a time per transactional.id in this process (a Pipeline's concurrent
+    # jobs run in threads): the marker written must extend the one read, or a batch drops out of it.
+    with _WRITERS.lock_for(transactional_id):
+        # The writer first: a real broker aborts an open transaction of the same id (one a crashed
+        # earlier attempt left) when the id registers, so the markers read next are final.
+        writer = _WRITERS.writer(settings, transactional_id)
+        marker = store.marker(key)
+        if marker.committed(batch_id):
+            log.info("batch already committed; skipped", batch=batch_id, task=task)
+            return WriteResult(task, batch_id, 0, skipped=True)
+        after = marker.adding(batch_id)
+        count = writer.write_transaction(settings.topic, encoded, marker_topic=store.topic,
+                                         marker_partition=store.partition_of(key), key=key, marker=after,
+                                         before_commit=before_commit)
+        store.remember(key, after)
     return WriteResult(task, batch_id, count)

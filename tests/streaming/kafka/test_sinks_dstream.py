@@ -81,8 +81,8 @@ def test_transactional_dstream_output_writes_every_batch_once_even_when_rerun(sp
     run(spark_context, topic=topic, params=kafka_cluster.config(), **options)
     assert by_batch(kafka_cluster, topic) == expected()
     latest = {key: MarkerValue.decode(value).batches for key, value in read_committed(kafka_cluster, markers, 1)[0]}
-    # Each task committed the three batch times once (the empty batch too: its marker says it ran).
-    assert latest == {b"dstream/0": (1000, 2000, 3000), b"dstream/1": (1000, 2000, 3000)}
+    # Each task committed the two batches with records once; the empty batch wrote nothing, not even a marker.
+    assert latest == {b"dstream/0": (1000, 3000), b"dstream/1": (1000, 3000)}
 
 
 def test_the_batch_id_is_the_batch_time_in_ms() -> None:

@@ -163,6 +163,29 @@ def test_batches_committed_out_of_order_are_each_remembered(kafka_cluster: Any, 
     assert sorted(all_values(read_committed(kafka_cluster, topic))) == [b"early", b"late"]
 
 
+def test_an_empty_task_writes_no_transaction_and_no_marker(kafka_cluster: Any, topics: tuple[str, str]) -> None:
+    """A task without records returns at once: nothing to write twice, so neither a transaction nor a marker."""
+    _, markers = topics
+    settings = transactional(kafka_cluster, topics)
+    assert write_records(settings, 0, 1000, iter([])) == WriteResult(0, 1000, 0)
+    assert read_committed(kafka_cluster, markers, 1) == {0: []}
+
+
+def test_concurrent_batches_of_one_task_in_threads_both_stay_in_the_marker(kafka_cluster: Any,
+                                                                          topics: tuple[str, str]) -> None:
+    """Two threads writing batches of the same task (a Pipeline's concurrent jobs) take turns: the marker keeps both."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    topic, markers = topics
+    settings = transactional(kafka_cluster, topics)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda b: write_records(settings, 0, b, [str(b)]), [1000, 2000, 3000, 4000]))
+    assert [r.records for r in results] == [1, 1, 1, 1]
+    assert sorted(all_values(read_committed(kafka_cluster, topic))) == [b"1000", b"2000", b"3000", b"4000"]
+    *_, (_, last) = read_committed(kafka_cluster, markers, 1)[0]
+    assert MarkerValue.decode(last).batches == (1000, 2000, 3000, 4000)
+
+
 def test_a_missing_marker_topic_is_an_error_that_says_how_to_create_it(kafka_cluster: Any, kafka_topic: str) -> None:
     """Transactional mode without its marker topic fails before writing, naming the topic and the command."""
     kafka_cluster.create_topic(kafka_topic, 1)
