@@ -5,7 +5,7 @@ source or sink is first built. :mod:`streaming.kafka.testing` has a cluster for 
 """
 
 from ._client import KafkaClusterView, KafkaDataLossError, KafkaError, client_config, client_logger, offset_reset, require_kafka
-from ._dstream_sink import batch_id_of, write_to_kafka
+from ._dstream_sink import KafkaOutput, batch_id_of, write_to_kafka
 from ._markers import DEFAULT_MARKER_TOPIC, MarkerStore, MarkerValue, marker_key
 from ._offsets import (
     Broker,
@@ -23,6 +23,7 @@ from ._writer import KafkaWriter, SinkSettings, WriteResult, close_writers, sink
 
 __all__ = [
     "DEFAULT_MARKER_TOPIC",
+    "KafkaOutput",
     "KafkaSink",
     "KafkaWriter",
     "MarkerStore",

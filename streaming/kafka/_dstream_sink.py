@@ -14,7 +14,7 @@ from ..dstream import DStream
 from ._markers import DEFAULT_MARKER_TOPIC
 from ._writer import SinkSettings, WriteResult, sink_settings, write_records
 
-__all__ = ["batch_id_of", "write_to_kafka"]
+__all__ = ["KafkaOutput", "batch_id_of", "write_to_kafka"]
 
 
 def batch_id_of(time: datetime) -> int:
@@ -62,13 +62,29 @@ def write_to_kafka(dstream: DStream, topic: str, kafkaParams: Mapping[str, Any],
         raise TypeError(f"write_to_kafka writes a DStream, got {type(dstream).__name__}")
     settings = sink_settings(topic, kafkaParams, key=key, value=value, transactional=transactional,
                              sink_id=sink_id, marker_topic=marker_topic)
-    log = library_logger("aiodstream.kafka", component="write_to_kafka", topic=topic, sink=sink_id)
+    dstream.foreachRDD(KafkaOutput(settings))
 
-    def write(time: datetime, rdd: Any) -> None:
+
+class KafkaOutput:
+    """The function ``write_to_kafka`` registers with ``foreachRDD``: ``(time, rdd)`` to a Kafka job over the executors.
+
+    A plain picklable object holding only its :class:`SinkSettings`, so a checkpointed
+    context's graph (which pickles every ``foreachRDD`` function) can keep it.
+    """
+
+    def __init__(self, settings: SinkSettings) -> None:
+        """Write with ``settings``."""
+        self.settings = settings
+
+    def __call__(self, time: datetime, rdd: Any) -> None:
+        """Run one Spark job writing every partition of ``rdd`` from its task; log one line for the batch."""
+        settings = self.settings
         batch_id = batch_id_of(time)
         results: list[WriteResult] = rdd.mapPartitionsWithIndex(
             functools.partial(_write_partition, settings, batch_id)).collect()
+        log = library_logger("aiodstream.kafka", component="write_to_kafka", topic=settings.topic, sink=settings.sink_id)
         log.info("batch written", batch=batch_id, records=sum(r.records for r in results),
                  tasks=len(results), skipped=sum(r.skipped for r in results))
 
-    dstream.foreachRDD(write)
+    def __repr__(self) -> str:
+        return f"<KafkaOutput {self.settings.topic!r}{' transactional' if self.settings.transactional else ''}>"

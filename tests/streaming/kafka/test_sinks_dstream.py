@@ -9,11 +9,11 @@ import pytest
 
 from scheduler import ManualClock, Time
 from streaming import StreamingContext
-from streaming.kafka import MarkerValue, batch_id_of, close_writers, write_to_kafka
+from streaming.kafka import KafkaOutput, MarkerValue, batch_id_of, close_writers, sink_settings, write_to_kafka
 from streaming.spark import batch_datetime
 from tests.streaming.kafka.test_sinks_writer import read_committed
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 BATCHES = [[f"b1-{i}" for i in range(5)], [], [f"b3-{i}" for i in range(7)]]
 
@@ -61,6 +61,7 @@ def topics(kafka_cluster: Any, kafka_topic: str) -> Any:
     close_writers()
 
 
+@pytest.mark.spark
 def test_idempotent_dstream_output_writes_every_batch_and_a_rerun_again(spark_context: Any, kafka_cluster: Any,
                                                                        topics: Any) -> None:
     """Every batch's records land from the executors; running the same batches again writes them again (at least once)."""
@@ -71,6 +72,7 @@ def test_idempotent_dstream_output_writes_every_batch_and_a_rerun_again(spark_co
     assert by_batch(kafka_cluster, topic) == expected(times=2)
 
 
+@pytest.mark.spark
 def test_transactional_dstream_output_writes_every_batch_once_even_when_rerun(spark_context: Any, kafka_cluster: Any,
                                                                              topics: Any) -> None:
     """Exactly once: a second run of the same batch times is skipped by every task's marker (the batch time)."""
@@ -88,3 +90,22 @@ def test_transactional_dstream_output_writes_every_batch_once_even_when_rerun(sp
 def test_the_batch_id_is_the_batch_time_in_ms() -> None:
     """The datetime a foreachRDD function gets maps back to its batch's milliseconds."""
     assert batch_id_of(batch_datetime(Time(1_700_000_000_123))) == 1_700_000_000_123
+
+
+def test_the_registered_output_survives_cloudpickle_as_a_checkpointed_graph_keeps_it() -> None:
+    """The foreachRDD function holds only its settings, user lambdas included, and pickles with pyspark's cloudpickle."""
+    import pickle
+
+    from pyspark import cloudpickle
+
+    output = KafkaOutput(sink_settings("t", {"bootstrap.servers": "127.0.0.1:1"}, key=lambda r: r[0],
+                                       transactional=True, sink_id="s"))
+    again = pickle.loads(cloudpickle.dumps(output))
+    assert (again.settings.topic, again.settings.sink_id, again.settings.encode(("k", "v"))) == ("t", "s", (b"k", b"('k', 'v')"))
+
+
+def test_write_to_kafka_needs_a_dstream() -> None:
+    """Anything but a DStream is refused with its type."""
+    with pytest.raises(TypeError) as caught:
+        write_to_kafka([1, 2], "t", {"bootstrap.servers": "127.0.0.1:1"})  # type: ignore[arg-type]
+    assert str(caught.value) == "write_to_kafka writes a DStream, got list"
