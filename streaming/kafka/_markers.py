@@ -27,6 +27,8 @@ DEFAULT_MARKER_TOPIC = "aiodstream-sink-commits"
 RECENT = 64
 # Records asked of librdkafka per call when reading markers.
 BATCH = 5_000
+# How long one wait for the next marker record lasts before the position is looked at again.
+POLL_S = 0.002
 
 
 def marker_key(sink_id: str, task: int) -> str:
@@ -110,7 +112,7 @@ class MarkerStore:
                        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
                        "enable.partition.eof": False})
         # A question waits for the partition's end, not for new records: do not let fetches idle at the end.
-        config.setdefault("fetch.wait.max.ms", 20)
+        config.setdefault("fetch.wait.max.ms", 2)
         self._config = config
         self.topic = topic
         self._timeout_s = timeout_s
@@ -177,7 +179,13 @@ class MarkerStore:
         try:
             position = start
             while position < high:
-                messages = consumer.consume(BATCH, 0.1)
+                # What has arrived, without waiting; else wait for the next record, returning as soon as it
+                # arrives (a count with a timeout would wait the whole timeout: transaction markers take offsets
+                # that no record fills, so the count is never reached).
+                messages = consumer.consume(BATCH, 0)
+                if not messages:
+                    message = consumer.poll(POLL_S)
+                    messages = [] if message is None else [message]
                 for message in messages:
                     if message.error() is not None:
                         raise KafkaError(f"reading commit markers of {self.topic}-{partition}: {message.error().str()}")
