@@ -243,10 +243,10 @@ class KafkaWriter:
             return
         try:
             self._producer.abort_transaction(self._timeout_s)
-        except kafka.KafkaException as error:
-            # No transaction in progress (begin failed) is fine; anything else leaves the producer unusable.
-            if error.args[0].fatal() or error.args[0].name() != "_STATE":
-                self.broken = True
+        except kafka.KafkaException:
+            # The producer's transaction state is unknown (a commit still in flight, a begin that
+            # failed): a new producer's init_transactions settles it, so this one is not reused.
+            self.broken = True
 
     def close(self) -> None:
         """Wait for what is still queued (idempotent writers) and drop the producer."""

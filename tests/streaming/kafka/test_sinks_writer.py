@@ -153,6 +153,22 @@ def test_the_mock_broker_shows_aborted_records_that_reached_it(kafka_cluster: An
     assert all_values(read_committed(kafka_cluster, kafka_topic, 1)) == [b"aborted"]
 
 
+def test_a_failed_transaction_is_aborted_and_the_next_batch_is_written(kafka_cluster: Any, topics: tuple[str, str]) -> None:
+    """A record the client refuses fails the batch with a KafkaError naming the transaction; nothing of it is visible.
+
+    A long linger holds the batch's first record in the client until the abort drops it (the mock shows sent ones).
+    """
+    topic, markers = topics
+    settings = sink_settings(topic, kafka_cluster.config(linger_ms=30_000), transactional=True, sink_id="q1",
+                             marker_topic=markers)
+    with pytest.raises(KafkaError) as caught:
+        write_records(settings, 0, 1000, ["a", "x" * 2_000_000])
+    assert str(caught.value).startswith(
+        f"the transaction of 'aiodstream-q1-0' writing to {topic!r} failed and was aborted: KafkaError{{code=MSG_SIZE_TOO_LARGE")
+    assert write_records(settings, 0, 2000, ["b"]) == WriteResult(0, 2000, 1)
+    assert all_values(read_committed(kafka_cluster, topic)) == [b"b"]
+
+
 def test_batches_committed_out_of_order_are_each_remembered(kafka_cluster: Any, topics: tuple[str, str]) -> None:
     """With concurrent jobs a later batch may commit first: the earlier one is still written, then skipped on re-run."""
     topic, _ = topics
