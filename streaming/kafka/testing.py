@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import importlib
 import os
 import threading
 import time
@@ -208,8 +209,9 @@ class MockKafkaCluster:
 
     def partition_count(self, topic: str) -> int:
         """How many partitions ``topic`` has now (0 if it does not exist)."""
-        kafka = require_kafka()
-        admin = kafka.admin.AdminClient({"bootstrap.servers": self.bootstrap_servers, "logger": client_logger()})
+        require_kafka()  # the clear ImportError first
+        admin = importlib.import_module("confluent_kafka.admin").AdminClient(
+            {"bootstrap.servers": self.bootstrap_servers, "logger": client_logger()})
         found = admin.list_topics(timeout=30).topics.get(topic)  # asking for the topic by name would create it
         return 0 if found is None or found.error is not None else len(found.partitions)
 
