@@ -101,3 +101,14 @@ def test_filter_and_route_routes_every_event_once_in_continuous_mode() -> None:
     assert match, out
     assert int(match.group(1)) == sum(int(n) for n in routes.values()) and int(match.group(2)) > 0
     assert re.search(r"producer to file: p50 [0-9.]+ ms, p99 [0-9.]+ ms", out), out
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_kafka_service_publishes_exact_totals_through_transactions(backend: str) -> None:
+    """kafka_service.py consumes orders from Kafka in its own loop, keeps totals in state, and publishes them exactly."""
+    out = run_example("kafka_service.py", "--orders", "120", "--interval", "0.2", "--backend", backend)
+    lines = out.strip().splitlines()
+    assert lines[-1] == "120 orders from 8 customers; totals in Kafka match the orders sent"
+    assert sum(int(m.group(1)) for m in re.finditer(r"^batch \d+: (\d+) orders$", out, re.M)) == 120
+    published = re.fullmatch(r"(\d+) transactions published, 0 skipped; the loop beat (\d+) times meanwhile", lines[-2])
+    assert published and int(published.group(1)) >= 1 and int(published.group(2)) >= 1, lines[-2]
