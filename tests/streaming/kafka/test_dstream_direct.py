@@ -71,3 +71,129 @@ def test_a_word_count_over_three_partitions_gives_each_batch_exactly_its_records
         3000: [],
         4000: [("a", 1), ("b", 1)],
     }
+
+
+def params(cluster: Any, **extra: str) -> dict[str, str]:
+    """kafkaParams in pyspark 2.4's spelling, reading from the start of each partition."""
+    return {"metadata.broker.list": cluster.bootstrap_servers, "auto.offset.reset": "smallest",
+            **{k.replace("_", "."): v for k, v in extra.items()}}
+
+
+def test_offset_ranges_in_foreach_rdd_and_transform_match_the_records_read_and_max_rate_caps_each_partition(
+        spark_context: Any, kafka_cluster: Any, kafka_topic: str, clock: ManualClock) -> None:
+    """maxRatePerPartition=3 at 1 s batches: each range holds at most 3 records; offsetRanges() in foreachRDD and transform
+    are the ranges whose records the batch read (messageHandler sees partition and offset); commitAsync commits their ends."""
+    from tests.streaming.test_spark_integration import spark_conf
+
+    kafka_cluster.create_topic(kafka_topic, 2)
+    kafka_cluster.produce(kafka_topic, [f"p0-{i}" for i in range(7)], partition=0)
+    kafka_cluster.produce(kafka_topic, ["p1-0", "p1-1"], partition=1)
+    seen: dict[int, tuple[list[OffsetRange], list[tuple[int, int, str]]]] = {}
+    in_transform: dict[int, list[OffsetRange]] = {}
+    committed: list[tuple[dict[Any, int], Any]] = []
+    with spark_conf(spark_context, spark__streaming__kafka__maxRatePerPartition="3"):
+        ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+        stream = KafkaUtils.createDirectStream(ssc, [kafka_topic], params(kafka_cluster, group_id=kafka_topic),
+                                               messageHandler=lambda m: (m.partition, m.offset, m.message))
+
+    def keep(time: Any, rdd: Any) -> Any:
+        in_transform[batch_ms(time)] = rdd.offsetRanges()
+        return rdd
+
+    def output(time: Any, rdd: Any) -> None:
+        seen[batch_ms(time)] = (rdd.offsetRanges(), sorted(rdd.collect()))
+        stream.commitAsync(rdd.offsetRanges(), lambda offsets, error: committed.append((offsets, error)))
+
+    stream.transform(keep).foreachRDD(lambda rdd: None)
+    stream.foreachRDD(output)
+    run(ssc, clock, [None, None, None, None])
+
+    def ranges(p0: tuple[int, int], p1: tuple[int, int]) -> list[OffsetRange]:
+        return [OffsetRange(kafka_topic, 0, *p0), OffsetRange(kafka_topic, 1, *p1)]
+
+    expected = {1000: ranges((0, 3), (0, 2)), 2000: ranges((3, 6), (2, 2)), 3000: ranges((6, 7), (2, 2)), 4000: ranges((7, 7), (2, 2))}
+    assert {t: r for t, (r, _) in seen.items()} == expected
+    assert in_transform == expected
+    for t, (rngs, records) in seen.items():
+        assert records == sorted((r.partition, o, f"p{r.partition}-{o}") for r in rngs for o in range(r.fromOffset, r.untilOffset))
+    # Batches 1-3 queued commits, each committed when the next batch was planned; batch 4's is still queued.
+    assert [(sorted((tp.partition, off) for tp, off in offsets.items()), error) for offsets, error in committed] == [
+        ([(0, 3), (1, 2)], None), ([(0, 6), (1, 2)], None), ([(0, 7), (1, 2)], None)]
+    assert group_offsets(kafka_cluster, kafka_topic, kafka_topic, 2) == [7, 2]
+
+
+def group_offsets(cluster: Any, group: str, topic: str, partitions: int) -> list[int]:
+    """The offsets the consumer group ``group`` committed for ``topic``'s partitions."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group, "enable.auto.commit": False})
+    try:
+        return [tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)]
+    finally:
+        consumer.close()
+
+
+def test_backpressure_starts_at_the_initial_rate_then_shares_the_estimated_rate_by_lag(
+        spark_context: Any, kafka_cluster: Any, kafka_topic: str, clock: ManualClock) -> None:
+    """initialRate 8 over lags 30 and 10 gives ranges of 6 and 2; the RateController's PID rate (16) over lags 24 and 8
+    gives 12 and 4, as Spark's DirectKafkaRateController shares it."""
+    import attrs
+
+    from scheduler import Duration, RateController, StreamInputInfo, Time
+    from tests.streaming.test_spark_integration import spark_conf
+
+    kafka_cluster.create_topic(kafka_topic, 2)
+    kafka_cluster.produce(kafka_topic, [str(i) for i in range(30)], partition=0)
+    kafka_cluster.produce(kafka_topic, [str(i) for i in range(10)], partition=1)
+    seen: dict[int, list[tuple[int, int, int]]] = {}
+    with spark_conf(spark_context, spark__streaming__backpressure__enabled="true", spark__streaming__backpressure__initialRate="8",
+                    spark__streaming__backpressure__pid__minRate="1"):
+        ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+        stream = KafkaUtils.createDirectStream(ssc, [kafka_topic], params(kafka_cluster))
+    stream.foreachRDD(lambda t, rdd: seen.__setitem__(batch_ms(t), [(r.partition, r.fromOffset, r.untilOffset)
+                                                                     for r in rdd.offsetRanges()]))
+
+    @attrs.frozen
+    class Info:  # what the RateController reads of a completed batch
+        batch_time: Time
+        processing_end_time: Time
+        processing_delay: Duration
+        scheduling_delay: Duration
+        stream_id_to_input_info: dict[int, StreamInputInfo]
+
+    @attrs.frozen
+    class Completed:
+        batch_info: Info
+
+    def estimate() -> None:
+        [controller] = [li for li in ssc.runtime.listener_bus.listeners if isinstance(li, RateController)]  # type: ignore[attr-defined]
+        assert controller.stream_id == stream.id
+        # 100 records/s first (calibration), then 16 records in 1 s: the PID's new rate is 100 - (100 - 16) = 16.
+        for end, records in ((1500, 100), (2500, 16)):
+            info = Info(Time(end - 1000), Time(end), Duration(1000), Duration(0), {stream.id: StreamInputInfo(stream.id, records)})
+            controller.on_batch_completed(Completed(info))
+        assert stream.latest_rate == 16  # type: ignore[attr-defined]
+
+    run(ssc, clock, [None, estimate])
+    assert seen == {1000: [(0, 0, 6), (1, 0, 2)], 2000: [(0, 6, 18), (1, 2, 6)]}
+
+
+def test_a_partition_added_between_batches_is_read_from_its_first_offset(
+        spark_context: Any, kafka_cluster: Any, kafka_topic: str, clock: ManualClock) -> None:
+    """The topic grows from 2 to 3 partitions after batch 1; batch 2 reads the new partition from offset 0."""
+    kafka_cluster.create_topic(kafka_topic, 2)
+    kafka_cluster.produce(kafka_topic, ["a"], partition=0)
+    kafka_cluster.produce(kafka_topic, ["b"], partition=1)
+    seen: dict[int, tuple[list[tuple[int, int, int]], list[str]]] = {}
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+    stream = KafkaUtils.createDirectStream(ssc, [kafka_topic], params(kafka_cluster))
+    stream.foreachRDD(lambda t, rdd: seen.__setitem__(batch_ms(t), (
+        [(r.partition, r.fromOffset, r.untilOffset) for r in rdd.offsetRanges()], sorted(v for _, v in rdd.collect()))))
+
+    def grow() -> None:
+        kafka_cluster.add_partitions(kafka_topic, 3)
+        kafka_cluster.produce(kafka_topic, ["c"], partition=2)
+        kafka_cluster.produce(kafka_topic, ["d"], partition=0)
+
+    run(ssc, clock, [None, grow])
+    assert seen == {1000: ([(0, 0, 1), (1, 0, 1)], ["a", "b"]), 2000: ([(0, 1, 2), (1, 1, 1), (2, 0, 1)], ["c", "d"])}
