@@ -12,7 +12,6 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import attrs
 
 from ..spark import time_string_as
-
 from ._offsets import KafkaMessageAndMetadata, OffsetRange
 from ._reader import RangeReader, executor_config
 

@@ -114,7 +114,7 @@ def test_offset_ranges_in_foreach_rdd_and_transform_match_the_records_read_and_m
     expected = {1000: ranges((0, 3), (0, 2)), 2000: ranges((3, 6), (2, 2)), 3000: ranges((6, 7), (2, 2)), 4000: ranges((7, 7), (2, 2))}
     assert {t: r for t, (r, _) in seen.items()} == expected
     assert in_transform == expected
-    for t, (rngs, records) in seen.items():
+    for rngs, records in seen.values():
         assert records == sorted((r.partition, o, f"p{r.partition}-{o}") for r in rngs for o in range(r.fromOffset, r.untilOffset))
     # Batches 1-3 queued commits, each committed when the next batch was planned; batch 4's is still queued.
     assert [(sorted((tp.partition, off) for tp, off in offsets.items()), error) for offsets, error in committed] == [
