@@ -197,3 +197,83 @@ def test_a_partition_added_between_batches_is_read_from_its_first_offset(
 
     run(ssc, clock, [None, grow])
     assert seen == {1000: ([(0, 0, 1), (1, 0, 1)], ["a", "b"]), 2000: ([(0, 1, 2), (1, 1, 1), (2, 0, 1)], ["c", "d"])}
+
+
+def run_failing(ssc: StreamingContext, clock: ManualClock, steps: Sequence[Step]) -> list[str]:
+    """:func:`run`, collecting the text of each failed batch's error as the context reports it."""
+    errors: list[str] = []
+
+    async def drive() -> None:
+        async with ssc:
+            await ssc.start_async()
+            await ssc.runtime.wait_until_idle()
+            for step in steps:
+                if step is not None:
+                    await anyio.to_thread.run_sync(step)
+                await advance(ssc.runtime, clock, INTERVAL_MS)
+                error = ssc.runtime.exception()
+                if error is not None and str(error) not in errors:
+                    errors.append(str(error))
+            await ssc.stop_async(stopSparkContext=False)
+
+    anyio.run(drive)
+    return errors
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_deleted_topic_fails_the_batch_with_sparks_message_unless_fail_on_data_loss_is_false(
+        spark_context: Any, kafka_cluster: Any, kafka_topic: str, clock: ManualClock, fail: bool) -> None:
+    """Deleting the topic after batch 1: Structured Streaming's "are gone" data loss; with failOnDataLoss=false the stream goes on
+    and reads the topic again from offset 0 once it is created anew."""
+    kafka_cluster.create_topic(kafka_topic, 2)
+    kafka_cluster.produce(kafka_topic, ["a"], partition=0)
+    seen: dict[int, list[str]] = {}
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+    stream = KafkaUtils.createDirectStream(ssc, [kafka_topic], params(kafka_cluster, failOnDataLoss=str(fail).lower()))
+    stream.foreachRDD(lambda t, rdd: seen.__setitem__(batch_ms(t), sorted(v for _, v in rdd.collect())))
+
+    def recreate() -> None:
+        kafka_cluster.create_topic(kafka_topic, 2)
+        kafka_cluster.produce(kafka_topic, ["b"], partition=0)
+
+    errors = run_failing(ssc, clock, [None, lambda: kafka_cluster.delete_topic(kafka_topic), recreate])
+    if fail:
+        assert errors == [f"Error generating jobs for time 2000 ms: KafkaDataLossError: Set({kafka_topic}-0, {kafka_topic}-1) are gone. "
+                          f"Some data may have been missed. {LOST_TRUE}"]
+        # Batch 2 was never generated; batch 3 starts where batch 1 ended, which the new topic's partition 0 already reached.
+        assert seen == {1000: ["a"], 3000: []}
+    else:
+        assert errors == []
+        assert seen == {1000: ["a"], 2000: [], 3000: ["b"]}
+
+
+LOST_TRUE = ("Some data may have been lost because they are not available in Kafka any more; either the data was aged out by Kafka "
+             "or the topic may have been deleted before all the data in the topic was processed. If you don't want your streaming "
+             'query to fail on such cases, set the source option "failOnDataLoss" to "false".')
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_records_aged_out_before_a_batch_reads_them_fail_it_with_sparks_message_unless_fail_on_data_loss_is_false(
+        spark_context: Any, kafka_cluster: Any, kafka_topic: str, clock: ManualClock, fail: bool) -> None:
+    """Records 2-4 of a planned-to-be-read partition are deleted (retention): the task reports Spark's "Cannot fetch offset";
+    with failOnDataLoss=false the batch reads what is left."""
+    kafka_cluster.create_topic(kafka_topic, 1)
+    kafka_cluster.produce(kafka_topic, ["a", "b"], partition=0)
+    seen: dict[int, list[str]] = {}
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+    stream = KafkaUtils.createDirectStream(ssc, [kafka_topic], params(kafka_cluster, failOnDataLoss=str(fail).lower()))
+    stream.foreachRDD(lambda t, rdd: seen.__setitem__(batch_ms(t), sorted(v for _, v in rdd.collect())))
+
+    def age_out() -> None:
+        kafka_cluster.produce(kafka_topic, ["c", "d", "e", "f"], partition=0)
+        kafka_cluster.delete_records(kafka_topic, 0, 4)
+
+    errors = run_failing(ssc, clock, [None, age_out])
+    if fail:
+        [error] = errors
+        assert (f"KafkaDataLossError: Cannot fetch offset 2 (GroupId: spark-executor-aiodstream, TopicPartition: {kafka_topic}-0). "
+                f"{LOST_TRUE}") in error
+        assert seen == {1000: ["a", "b"]}
+    else:
+        assert errors == []
+        assert seen == {1000: ["a", "b"], 2000: ["e", "f"]}
