@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -101,3 +102,44 @@ def test_filter_and_route_routes_every_event_once_in_continuous_mode() -> None:
     assert match, out
     assert int(match.group(1)) == sum(int(n) for n in routes.values()) and int(match.group(2)) > 0
     assert re.search(r"producer to file: p50 [0-9.]+ ms, p99 [0-9.]+ ms", out), out
+
+
+@pytest.mark.spark
+def test_direct_kafka_wordcount_counts_the_words_produced_while_it_runs(kafka_cluster: Any, kafka_topic: str) -> None:
+    """direct_kafka_wordcount.py (pyspark 2.4's, imports changed) against the mock broker: once its first batch printed, the
+    lines produced are counted exactly once over its batches, as pprint shows them."""
+    import collections
+    import sys
+    import threading
+
+    from tests.crash import child_env, kill, spawn
+
+    kafka_cluster.create_topic(kafka_topic, 3)
+    child = spawn(["examples/direct_kafka_wordcount.py", kafka_cluster.bootstrap_servers, kafka_topic, "--interval", "1",
+                   "--batches", "5"], env=child_env({"PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": sys.executable}))
+    out: list[str] = []
+    first_batch = threading.Event()
+
+    def read() -> None:
+        assert child.stdout is not None
+        for line in child.stdout:
+            out.append(line.rstrip("\n"))
+            if line.startswith("Time: "):
+                first_batch.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert first_batch.wait(120), "\n".join(out)
+        kafka_cluster.produce(kafka_topic, ["to be or not to be", "be quick"] * 3)  # spread over the partitions
+        assert child.wait(120) == 0, "\n".join(out)
+    finally:
+        kill(child)
+    reader.join(10)
+    totals: collections.Counter[str] = collections.Counter()
+    for line in out:
+        match = re.fullmatch(r"\('(\w+)', (\d+)\)", line)
+        if match:
+            totals[match.group(1)] += int(match.group(2))
+    assert sum(1 for line in out if line.startswith("Time: ")) >= 5  # a graceful stop also finishes the batches due by then
+    assert dict(totals) == {"to": 6, "be": 9, "or": 3, "not": 3, "quick": 3}
