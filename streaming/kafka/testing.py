@@ -151,7 +151,7 @@ class MockKafkaCluster:
                     producer.poll(0.05)
                 except require_kafka().KafkaException as error:
                     # A partition add_partitions made is unknown to the producer's cached metadata: ask again, once.
-                    if refreshed or error.args[0].code() != require_kafka().KafkaError._UNKNOWN_PARTITION:
+                    if refreshed or error.args[0].name() != "_UNKNOWN_PARTITION":
                         raise
                     producer.list_topics(topic, timeout=30)
                     refreshed = True
