@@ -15,8 +15,8 @@ import anyio.to_thread
 import pytest
 
 from scheduler import ManualClock
-from streaming import StreamingContext
-from streaming.kafka import KafkaUtils, OffsetRange
+from streaming import DStream, StreamingContext
+from streaming.kafka import DirectKafkaInputDStream, KafkaUtils, OffsetRange
 from tests.anyio_support import BACKENDS
 from tests.support import advance
 
@@ -309,8 +309,12 @@ def test_a_checkpointed_restart_rereads_exactly_the_uncommitted_batch(
     assert not (tmp_path / "ck" / "commits" / "1").exists()
     from streaming.dstream import load_recipe
 
-    recipe = load_recipe(checkpoint)  # the graph was saved: getOrCreate's default would rebuild the stream from it
+    recipe = load_recipe(checkpoint)  # the graph was saved: getOrCreate's default rebuilds the stream from it
     assert recipe is not None and [c.method for c in recipe.calls] == ["inputStream", "foreachRDD"]
+    rebuilt = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=ManualClock(0))
+    recipe.replay(rebuilt, DStream)
+    [stream] = rebuilt.runtime.graph.input_streams  # type: ignore[attr-defined]
+    assert isinstance(stream, DirectKafkaInputDStream) and stream.topics == (kafka_topic,)
 
     second: dict[int, list[str]] = {}
     again = ManualClock(clock.now())
