@@ -13,6 +13,9 @@ What it does not do over the protocol, and how this class covers it:
   partitions, re-producing every record at its old offset (refused for a topic whose offsets
   have gaps, as transactions leave). Call it between batches: while it runs the topic is gone.
 - Aborted transactions' records are not returned even to ``read_uncommitted`` consumers.
+- A partition's oldest records are dropped once it holds several megabytes, as size-based
+  retention would (after 100,000 records of 50 bytes its log start was 10,000): benchmarks
+  should read what they produce promptly, or produce less per partition.
 - Nothing is persisted: the cluster ends with the process that holds it.
 
 ``python -m streaming.kafka.testing`` runs one until interrupted and prints its address.
