@@ -322,3 +322,14 @@ def test_a_checkpointed_restart_rereads_exactly_the_uncommitted_batch(
     run(resumed, again, [None])
     assert first == {1000: ["a", "b", "c"]}
     assert second == {2000: ["d"], 3000: ["e"]}
+
+
+def test_a_rate_setting_that_is_not_a_whole_number_is_refused_when_the_stream_is_made(spark_context: Any, clock: ManualClock) -> None:
+    """Spark reads maxRatePerPartition with getLong; "fast" is refused at createDirectStream, naming the setting."""
+    from tests.streaming.test_spark_integration import spark_conf
+
+    with spark_conf(spark_context, spark__streaming__kafka__maxRatePerPartition="fast"):
+        ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+        with pytest.raises(ValueError, match=r"^spark\.streaming\.kafka\.maxRatePerPartition must be a whole number of records "
+                                             r"per second, got 'fast'$"):
+            KafkaUtils.createDirectStream(ssc, ["t"], {"metadata.broker.list": "127.0.0.1:9"})
