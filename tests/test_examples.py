@@ -116,7 +116,7 @@ def test_direct_kafka_wordcount_counts_the_words_produced_while_it_runs(kafka_cl
 
     expected = {"to": 6, "be": 9, "or": 3, "not": 3, "quick": 3}
     kafka_cluster.create_topic(kafka_topic, 3)
-    child = spawn(["examples/direct_kafka_wordcount.py", kafka_cluster.bootstrap_servers, kafka_topic, "--interval", "1",
+    child = spawn([str(ROOT / "examples" / "direct_kafka_wordcount.py"), kafka_cluster.bootstrap_servers, kafka_topic, "--interval", "1",
                    "--batches", "200"], env=child_env({"PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": sys.executable}))
     out: list[str] = []
     totals: collections.Counter[str] = collections.Counter()
