@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import anyio.to_thread
 
-from scheduler import MetadataLog, Offset, ReplayError, StreamInputInfo, Time, library_logger
+from scheduler import InvalidPipelineError, MetadataLog, Offset, ReplayError, StreamInputInfo, Time, library_logger
 
 from ..dstream import StreamEnvironment
 from ..inputs import InputDStream
@@ -87,6 +87,8 @@ class DirectKafkaInputDStream(InputDStream):
     def __init__(self, env: StreamEnvironment, topics: Sequence[str], kafka_params: Mapping[str, Any],
                  from_offsets: Mapping[TopicAndPartition, int], convert: Callable[[Any], Any], *, fail_on_data_loss: bool) -> None:
         """Create the stream (no I/O: the cluster is first asked when the first batch is planned)."""
+        if env.continuous is not None:  # the words Spark uses for a micro-batch-only source under a continuous trigger
+            raise InvalidPipelineError("Data source KafkaUtils.createDirectStream does not support continuous processing.")
         params = dict(kafka_params)
         client_config(params)  # the brokers are named, the settings make sense
         reset = offset_reset(params, default="latest")

@@ -333,3 +333,14 @@ def test_a_rate_setting_that_is_not_a_whole_number_is_refused_when_the_stream_is
         with pytest.raises(ValueError, match=r"^spark\.streaming\.kafka\.maxRatePerPartition must be a whole number of records "
                                              r"per second, got 'fast'$"):
             KafkaUtils.createDirectStream(ssc, ["t"], {"metadata.broker.list": "127.0.0.1:9"})
+
+
+def test_a_continuous_context_refuses_the_direct_stream(spark_context: Any) -> None:
+    """A direct stream makes micro-batches: under a Continuous trigger it is refused at the call, in Spark's words."""
+    from scheduler import InvalidPipelineError
+    from streaming.continuous import Continuous
+
+    ssc = StreamingContext(spark_context, Continuous("1 second"))
+    refused = r"^Data source KafkaUtils\.createDirectStream does not support continuous processing\.$"
+    with pytest.raises(InvalidPipelineError, match=refused):
+        KafkaUtils.createDirectStream(ssc, ["t"], {"metadata.broker.list": "127.0.0.1:9"})
