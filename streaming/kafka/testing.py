@@ -18,6 +18,9 @@ What it does not do over the protocol, and how this class covers it:
   can show that a committed batch is not written twice, not that a dead transaction is hidden.
 - A metadata request naming a missing topic creates it (4 partitions), as ``auto.create.topics``
   does on a default broker; :meth:`partition_count` lists all topics instead.
+- A partition's oldest records are dropped once it holds several megabytes, as size-based
+  retention would (after 100,000 records of 50 bytes its log start was 10,000): benchmarks
+  should read what they produce promptly, or produce less per partition.
 - Nothing is persisted: the cluster ends with the process that holds it.
 
 ``python -m streaming.kafka.testing`` runs one until interrupted and prints its address.
@@ -151,12 +154,19 @@ class MockKafkaCluster:
                 options["key"] = key_list[i]
             if ts_list is not None:
                 options["timestamp"] = ts_list[i]
+            refreshed = False
             while True:
                 try:
                     producer.produce(topic, value, **options)
                     break
                 except BufferError:
                     producer.poll(0.05)
+                except require_kafka().KafkaException as error:
+                    # A partition add_partitions made is unknown to the producer's cached metadata: ask again, once.
+                    if refreshed or error.args[0].name() != "_UNKNOWN_PARTITION":
+                        raise
+                    producer.list_topics(topic, timeout=30)
+                    refreshed = True
             producer.poll(0)
         remaining = producer.flush(60)
         if remaining or errors:
