@@ -5,6 +5,8 @@ source or sink is first built. :mod:`streaming.kafka.testing` has a cluster for 
 """
 
 from ._client import KafkaClusterView, KafkaDataLossError, KafkaError, client_config, client_logger, offset_reset, require_kafka
+from ._continuous_sink import NO_TOPIC, NO_VALUE, NULL_TOPIC, KafkaContinuousSink
+from ._continuous_source import KAFKA_FIELDS, PARTITIONS_CHANGED, KafkaContinuousSource
 from ._offsets import (
     Broker,
     KafkaMessageAndMetadata,
@@ -19,11 +21,18 @@ from ._offsets import (
 
 __all__ = [
     "Broker",
+    "KAFKA_FIELDS",
     "KafkaClusterView",
+    "KafkaContinuousSink",
+    "KafkaContinuousSource",
     "KafkaDataLossError",
     "KafkaError",
     "KafkaMessageAndMetadata",
+    "NO_TOPIC",
+    "NO_VALUE",
+    "NULL_TOPIC",
     "OffsetRange",
+    "PARTITIONS_CHANGED",
     "TopicAndPartition",
     "client_config",
     "client_logger",
