@@ -132,13 +132,16 @@ class KafkaContinuousSource(ContinuousSource):
             query (default) or are skipped with a warning.
         pollTimeoutMs: the longest one poll of a task waits for a record (it also waits no
             longer than the task's next epoch check).
+        partitionCheckIntervalMs: how often each task compares the topics' partitions with the
+            run's (Spark's driver compares them at every epoch).
     """
 
     replayable = True
 
     def __init__(self, subscribe: str | Sequence[str], kafkaParams: Mapping[str, Any], *,  # noqa: N803 - Spark's names
                  startingOffsets: str | Mapping[str, Mapping[str, int]] = "latest",  # noqa: N803
-                 failOnDataLoss: bool | str = True, pollTimeoutMs: int = 512) -> None:  # noqa: N803
+                 failOnDataLoss: bool | str = True, pollTimeoutMs: int = 512,  # noqa: N803
+                 partitionCheckIntervalMs: int = 1000) -> None:  # noqa: N803
         """Describe the source; nothing connects until the query starts.
 
         Raises:
@@ -148,9 +151,11 @@ class KafkaContinuousSource(ContinuousSource):
         self.topics = _topics(subscribe)
         self.starting = _starting(startingOffsets)
         self.fail_on_data_loss = _fail_on_data_loss(failOnDataLoss)
-        if isinstance(pollTimeoutMs, bool) or not isinstance(pollTimeoutMs, int) or pollTimeoutMs <= 0:
-            raise InvalidPipelineError(f"pollTimeoutMs must be a positive int of milliseconds, got {pollTimeoutMs!r}")
+        for name, ms in (("pollTimeoutMs", pollTimeoutMs), ("partitionCheckIntervalMs", partitionCheckIntervalMs)):
+            if isinstance(ms, bool) or not isinstance(ms, int) or ms <= 0:
+                raise InvalidPipelineError(f"{name} must be a positive int of milliseconds, got {ms!r}")
         self.poll_timeout_s = pollTimeoutMs / 1000.0
+        self.partition_check_s = partitionCheckIntervalMs / 1000.0
         self.group_id = f"spark-kafka-source-{uuid.uuid4()}-executor"
         try:
             self.config = executor_config(kafkaParams, group_id=self.group_id)
@@ -260,8 +265,6 @@ class KafkaContinuousSource(ContinuousSource):
         return f"KafkaSource[Subscribe[{','.join(self.topics)}]]"
 
 
-PARTITION_CHECK_S = 1.0
-"""How often a task compares the topics' partitions with the run's (Spark's driver asks at every epoch)."""
 MAX_RECORDS = 4096
 """Records one read hands the task at most, so the epoch check is never starved when far behind."""
 
@@ -280,7 +283,7 @@ class _KafkaPartitionReader(PartitionReader):
         config.setdefault("fetch.error.backoff.ms", 10)
         self._consumer = kafka.Consumer(config)
         self._consumer.assign([kafka.TopicPartition(tp.topic, tp.partition, offset)])
-        self._check_at = time.monotonic() + PARTITION_CHECK_S
+        self._check_at = time.monotonic() + source.partition_check_s
         self._gone_reported = False
         self._make_row = _kafka_row
         _kafka_row(None, None, "", 0, 0, datetime.fromtimestamp(0), 0)  # build the row class now, not in the first read
@@ -288,7 +291,7 @@ class _KafkaPartitionReader(PartitionReader):
     def read(self, deadline: float) -> list[Any]:
         now = time.monotonic()
         if now >= self._check_at:
-            self._check_at = now + PARTITION_CHECK_S
+            self._check_at = now + self._source.partition_check_s
             self._check_partitions()
         consumer = self._consumer
         first = consumer.poll(max(0.0, min(deadline - now, self._source.poll_timeout_s)))
@@ -314,6 +317,9 @@ class _KafkaPartitionReader(PartitionReader):
         name = error.name()
         if name in ("_PARTITION_EOF",):
             return
+        if name in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"):
+            self._report_gone([self._tp])
+            return
         if name not in ("_AUTO_OFFSET_RESET", "OFFSET_OUT_OF_RANGE"):
             raise KafkaError(f"reading {self._tp.topic}-{self._tp.partition} at offset {self._next}: {error.str()}")
         detail = (f"Cannot fetch offset {self._next} (GroupId: {self._source.group_id}, "
@@ -337,11 +343,15 @@ class _KafkaPartitionReader(PartitionReader):
                 now.extend(TopicAndPartition(topic, p) for p in found.partitions)
         known = source.partitions
         gone = sorted(set(known) - set(now))
-        if gone and not self._gone_reported:
-            self._gone_reported = True  # without failOnDataLoss: warned once, and the task reads on (nothing comes)
-            source._report_data_loss(f"{_scala_set(gone)} are gone. Some data may have been missed")
+        if gone:
+            self._report_gone(gone)
         if set(now) - set(known):
             raise KafkaError(PARTITIONS_CHANGED.format(source=repr(source), known=_scala_set(known), now=_scala_set(sorted(now))))
+
+    def _report_gone(self, gone: list[TopicAndPartition]) -> None:
+        if not self._gone_reported:  # without failOnDataLoss: warned once, and the task reads on (nothing comes)
+            self._gone_reported = True
+            self._source._report_data_loss(f"{_scala_set(gone)} are gone. Some data may have been missed")
 
     def offset(self) -> Any:
         return self._next
