@@ -245,3 +245,36 @@ def test_rows_the_sink_cannot_write_are_refused_with_sparks_messages(row: Any, t
     with pytest.raises(InvalidPipelineError) as caught:
         writer.write(row)
     assert str(caught.value) == message
+
+
+def upper_value(row: Any) -> dict[str, Any]:
+    return {"key": row.key, "value": row.value.upper(), "partition": row.partition}
+
+
+@pytest.mark.spark
+def test_kafka_to_kafka_runs_on_sparks_executors_through_the_dstream_api(spark_context: Any, kafka_cluster: Any,
+                                                                          kafka_topic: str) -> None:
+    """local[2]: one long-running Spark task per Kafka partition, each producing to the output topic; every record once."""
+    from streaming import StreamingContext
+
+    out_topic = kafka_topic + "-out"
+    kafka_cluster.create_topic(kafka_topic, 2)
+    kafka_cluster.create_topic(out_topic, 2)
+    sent = produce(kafka_cluster, kafka_topic, 2, 25)
+    params = kafka_cluster.config()
+
+    async def body() -> None:
+        async with StreamingContext(spark_context, Continuous("100 milliseconds")) as ssc:
+            source = KafkaContinuousSource(kafka_topic, params, startingOffsets="earliest")
+            ssc.continuousStream(source).map(upper_value).writeTo(KafkaContinuousSink(params, topic=out_topic))
+            await ssc.start_async()
+            query = ssc.runtime
+            assert isinstance(query, ContinuousExecution)
+            with anyio.fail_after(120):  # a hang guard: a JVM and Python workers on a busy machine
+                while query.statistics().input_rows < 50:
+                    await query.wait_for_epoch(query.last_committed_epoch + 1)
+            await ssc.stop_async(stopSparkContext=False, stopGraceFully=True)
+
+    anyio.run(body)
+    for p in range(2):
+        assert [v for _, _, v, _ in kafka_cluster.records(out_topic, p)] == [v.upper() for v in sent[p]]
