@@ -321,7 +321,12 @@ class _KafkaPartitionReader(PartitionReader):
             self._report_gone([self._tp])
             return
         if name not in ("_AUTO_OFFSET_RESET", "OFFSET_OUT_OF_RANGE"):
-            raise KafkaError(f"reading {self._tp.topic}-{self._tp.partition} at offset {self._next}: {error.str()}")
+            if error.fatal() or not (error.retriable() or name.startswith("_")):
+                raise KafkaError(f"reading {self._tp.topic}-{self._tp.partition} at offset {self._next}: {error.str()}")
+            # A client-side or retriable error (a broker going away, a timeout): the client retries by itself.
+            library_logger("aiodstream.kafka").warning("Kafka consumer error, retrying", topic=self._tp.topic,
+                                                       partition=self._tp.partition, error=error.str())
+            return
         detail = (f"Cannot fetch offset {self._next} (GroupId: {self._source.group_id}, "
                   f"TopicPartition: {self._tp.topic}-{self._tp.partition})")
         if self._source.fail_on_data_loss:
@@ -335,10 +340,9 @@ class _KafkaPartitionReader(PartitionReader):
     def _check_partitions(self) -> None:
         """Stop the query when the topics' partitions differ from the run's (added: restart; gone: data loss)."""
         source = self._source
-        metadata = self._consumer.list_topics(timeout=30)
         now: list[TopicAndPartition] = []
-        for topic in source.topics:
-            found = metadata.topics.get(topic)
+        for topic in source.topics:  # one topic's metadata at a time: a cluster may hold many others
+            found = self._consumer.list_topics(topic, timeout=30).topics.get(topic)
             if found is not None and found.error is None:
                 now.extend(TopicAndPartition(topic, p) for p in found.partitions)
         known = source.partitions
