@@ -76,28 +76,30 @@ class KafkaContinuousSink(ContinuousSink):
         self.config = {**PRODUCER_DEFAULTS, **config}
         self.topic = topic
         self._lock = threading.Lock()
-        self._producers: dict[int, Any] = {}
+        self._producers: dict[int, _TaskProducer] = {}
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (KafkaContinuousSink, (self.params, self.topic))  # a task's copy makes its own producers
 
-    def _producer(self, partition: int) -> Any:
+    def _producer(self, partition: int) -> _TaskProducer:
         with self._lock:
             producer = self._producers.get(partition)
             if producer is None:
-                producer = self._producers[partition] = require_kafka().Producer(self.config)
+                producer = self._producers[partition] = _TaskProducer(self.config)
             return producer
 
     def open_writer(self, partition: int, epoch: int) -> PartitionWriter:
         """The task's producer (made at its first epoch), for this epoch's rows."""
-        return _KafkaEpochWriter(self._producer(partition), self.topic)
+        producer = self._producer(partition)
+        producer.failures.clear()  # an earlier epoch's failures failed that epoch
+        return _KafkaEpochWriter(producer, self.topic)
 
     def close(self) -> None:
         """Flush and drop the producers this copy of the sink made (tasks on threads share the driver's copy)."""
         with self._lock:
             producers, self._producers = list(self._producers.values()), {}
         for producer in producers:
-            producer.flush()
+            producer.producer.flush()
 
     def description(self) -> str:
         """Spark's name for its Kafka sink."""
@@ -107,22 +109,34 @@ class KafkaContinuousSink(ContinuousSink):
         return f"KafkaContinuousSink[{self.topic or '<topic column>'}]"
 
 
+class _TaskProducer:
+    """A task's producer and the deliveries that failed since its epoch began.
+
+    One delivery callback for the producer (a callback per record costs a Python object per
+    record); with ``delivery.report.only.error`` it is called for failures only.
+    """
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.failures: list[str] = []
+        self.producer = require_kafka().Producer({**config, "on_delivery": self._delivered})
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is not None:
+            self.failures.append(f"{message.topic()}-{message.partition()}: {error.str()}")
+
+
 class _KafkaEpochWriter(PartitionWriter):
     """One epoch's rows through the task's producer; :meth:`commit` flushes and checks every delivery."""
 
-    def __init__(self, producer: Any, topic: str | None) -> None:
-        self._producer = producer
+    def __init__(self, producer: _TaskProducer, topic: str | None) -> None:
+        self._task = producer
+        self._producer = producer.producer
         self._topic = topic
-        self._errors: list[str] = []
         self._count = 0
-
-    def _delivered(self, error: Any, message: Any) -> None:
-        if error is not None:  # with delivery.report.only.error, only failures call back
-            self._errors.append(f"{message.topic()}-{message.partition()}: {error.str()}")
 
     def write(self, row: Any) -> None:
         topic, key, value, partition, headers = self._fields(row)
-        options: dict[str, Any] = {"on_delivery": self._delivered}
+        options: dict[str, Any] = {}
         if key is not None:
             options["key"] = key
         if partition is not None:
@@ -166,7 +180,8 @@ class _KafkaEpochWriter(PartitionWriter):
 
     def commit(self) -> Any:
         remaining = self._producer.flush()  # until every record is acknowledged or failed
-        if self._errors or remaining:
-            raise KafkaError(f"the Kafka sink could not write {len(self._errors) or remaining} of the epoch's {self._count} "
-                             f"records: {self._errors[:3] or 'unacknowledged'}")
+        failures = self._task.failures
+        if failures or remaining:
+            raise KafkaError(f"the Kafka sink could not write {len(failures) or remaining} of the epoch's {self._count} "
+                             f"records: {failures[:3] or 'unacknowledged'}")
         return self._count
