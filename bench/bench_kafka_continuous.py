@@ -170,7 +170,7 @@ def hop(bootstrap: str, produce_to: str, consume_from: str, rate: int, seconds: 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rate", type=int, default=10_000, help="records/s produced")
+    parser.add_argument("--rates", type=int, nargs="*", default=[10_000, 1_000], help="records/s produced, one run each")
     parser.add_argument("--seconds", type=float, default=13.0, help="seconds of producing per run")
     parser.add_argument("--warmup", type=float, default=3.0, help="first seconds of each run left out")
     parser.add_argument("--fetch-wait-ms", type=int, default=1,
@@ -180,35 +180,44 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     CONSUMER["fetch.wait.max.ms"] = args.fetch_wait_ms
     out: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "load_average_at_start": load(),
                            "seconds": args.seconds, "warmup_s": args.warmup, "epoch_interval": "1 second",
-                           "launcher": "ThreadTaskLauncher", "partitions": PARTITIONS, "fetch_wait_ms": args.fetch_wait_ms}
+                           "launcher": "ThreadTaskLauncher", "partitions": PARTITIONS, "fetch_wait_ms": args.fetch_wait_ms,
+                           "raw_hop": {}, "kafka_to_kafka": {}}
     broker = spawn("-m", "streaming.kafka.testing", *(f"--topic={t}:{PARTITIONS}" for t in ("raw", "in", "out")))
     tmp = Path(tempfile.mkdtemp(prefix="bench-kafka-continuous-"))
     query: subprocess.Popen[str] | None = None
     try:
         assert broker.stdout is not None
         bootstrap = broker.stdout.readline().strip()
-        if "raw" in args.only:
-            out["raw_hop"] = hop(bootstrap, "raw", "raw", args.rate, args.seconds, args.warmup)
-            print(f"  raw hop: {out['raw_hop']['latency']}", file=sys.stderr, flush=True)
-        if "continuous" in args.only:
-            query = spawn(__file__, "--engine", bootstrap, "in", "out", str(tmp / "ck"), str(args.fetch_wait_ms), stdin=True)
-            assert query.stdout is not None and query.stdin is not None and query.stdout.readline().strip() == "started"
-            out["kafka_to_kafka"] = hop(bootstrap, "in", "out", args.rate, args.seconds, args.warmup)
-            query.stdin.write("stop\n")
-            query.stdin.flush()
-            out["kafka_to_kafka"]["query"] = json.loads(query.stdout.readline())
-            print(f"  continuous Kafka -> Kafka: {out['kafka_to_kafka']['latency']}", file=sys.stderr, flush=True)
+        for rate in args.rates:  # each rate: the raw hop, then the query, back to back at the same load
+            if "raw" in args.only:
+                out["raw_hop"][str(rate)] = run = hop(bootstrap, "raw", "raw", rate, args.seconds, args.warmup)
+                print(f"  raw hop at {rate}/s: {run['latency']}", file=sys.stderr, flush=True)
+            if "continuous" in args.only:
+                query = spawn(__file__, "--engine", bootstrap, "in", "out", str(tmp / f"ck-{rate}"), str(args.fetch_wait_ms),
+                              stdin=True)
+                assert query.stdout is not None and query.stdin is not None and query.stdout.readline().strip() == "started"
+                out["kafka_to_kafka"][str(rate)] = run = hop(bootstrap, "in", "out", rate, args.seconds, args.warmup)
+                query.stdin.write("stop\n")
+                query.stdin.flush()
+                run["query"] = json.loads(query.stdout.readline())
+                query.wait(60)
+                print(f"  continuous Kafka -> Kafka at {rate}/s: {run['latency']}", file=sys.stderr, flush=True)
     finally:
         for child in (query, broker):
             if child is not None and child.poll() is None:
                 child.terminate()
                 child.wait(30)
         shutil.rmtree(tmp, ignore_errors=True)
-    empty = {"p50_ms": None, "p99_ms": None}
-    raw, both = out.get("raw_hop", {}).get("latency", empty), out.get("kafka_to_kafka", {}).get("latency", empty)
-    out["ratios"] = {"two_hops_p50_over_raw_hop_p50": _ratio(both["p50_ms"], raw["p50_ms"]),
-                     "two_hops_p99_over_raw_hop_p99": _ratio(both["p99_ms"], raw["p99_ms"])}
-    out["targets"] = {"kafka_to_kafka_p99_at_most_10_ms": both["p99_ms"] is not None and both["p99_ms"] <= 10.0}
+    out["ratios"], out["targets"] = {}, {}
+    for rate in map(str, args.rates):
+        raw, both = out["raw_hop"].get(rate), out["kafka_to_kafka"].get(rate)
+        if raw and both:
+            for q in ("p50_ms", "p99_ms"):
+                out["ratios"][f"two_hops_{q[:3]}_over_raw_hop_{q[:3]}_at_{rate}"] = _ratio(both["latency"][q], raw["latency"][q])
+    at_target = out["kafka_to_kafka"].get("10000")
+    if at_target:
+        p99 = at_target["latency"]["p99_ms"]
+        out["targets"]["kafka_to_kafka_p99_at_most_10_ms_at_10000"] = p99 is not None and p99 <= 10.0
     out["load_average_at_end"] = load()
     print(json.dumps(out, indent=2))
     return out
