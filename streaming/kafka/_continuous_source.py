@@ -262,7 +262,7 @@ class KafkaContinuousSource(ContinuousSource):
         return _KafkaPartitionReader(self, self.partitions[partition], int(offset))
 
     def __repr__(self) -> str:
-        return f"KafkaSource[Subscribe[{','.join(self.topics)}]]"
+        return f"KafkaV2[Subscribe[{', '.join(self.topics)}]]"  # Spark's description of a Kafka source in progress reports
 
 
 MAX_RECORDS = 4096
