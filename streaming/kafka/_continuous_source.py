@@ -333,8 +333,9 @@ class _KafkaPartitionReader(PartitionReader):
             raise KafkaDataLossError(data_loss_message(detail, fail=True))
         library_logger("aiodstream.kafka").warning(data_loss_message(detail, fail=False))
         kafka, tp = self._kafka, self._tp
-        low, _ = self._consumer.get_watermark_offsets(kafka.TopicPartition(tp.topic, tp.partition), timeout=30)
-        self._next = max(self._next, int(low))
+        low, high = self._consumer.get_watermark_offsets(kafka.TopicPartition(tp.topic, tp.partition), timeout=30)
+        # Before the log start: what is left starts there. Past the end (the partition was made anew): all of it is new.
+        self._next = int(low) if self._next >= high else max(self._next, int(low))
         self._consumer.assign([kafka.TopicPartition(tp.topic, tp.partition, self._next)])
 
     def _check_partitions(self) -> None:

@@ -160,6 +160,34 @@ async def test_records_aged_out_fail_with_sparks_message_or_are_skipped_without_
     assert [r.value for r in sink.rows()] == [b"0-5", b"0-6", b"0-7"]
 
 
+def test_an_offset_past_the_end_is_data_loss_and_without_failOnDataLoss_reads_the_partition_anew(
+        kafka_cluster: Any, kafka_topic: str) -> None:
+    """A partition made anew behind the query (its offset past the end): Spark's error, or (lenient) its records from the start."""
+    kafka_cluster.create_topic(kafka_topic, 1)
+    produce(kafka_cluster, kafka_topic, 1, 4)
+    strict = KafkaContinuousSource(kafka_topic, kafka_cluster.config())
+    reader = strict.open_reader(0, 50)
+    try:
+        with pytest.raises(KafkaDataLossError) as caught:
+            deadline = time.monotonic() + 60  # a hang guard
+            while time.monotonic() < deadline:
+                reader.read(time.monotonic() + 0.05)
+    finally:
+        reader.close()
+    assert str(caught.value) == f"Cannot fetch offset 50 (GroupId: {strict.group_id}, TopicPartition: {kafka_topic}-0). {LOST}"
+    lenient = KafkaContinuousSource(kafka_topic, kafka_cluster.config(), failOnDataLoss=False)
+    reader = lenient.open_reader(0, 50)
+    rows: list[Any] = []
+    try:
+        deadline = time.monotonic() + 60  # a hang guard
+        while len(rows) < 4 and time.monotonic() < deadline:
+            rows += reader.read(time.monotonic() + 0.05)
+        assert reader.offset() == 4
+    finally:
+        reader.close()
+    assert [r.value for r in rows] == [b"0-0", b"0-1", b"0-2", b"0-3"]
+
+
 def test_a_restart_reads_an_added_partition_from_earliest_and_reports_gone_ones(kafka_cluster: Any, kafka_topic: str) -> None:
     """The last epoch's line against today's partitions: added ones from earliest (data loss if not 0), gone ones Spark's loss."""
     kafka_cluster.create_topic(kafka_topic, 2)
