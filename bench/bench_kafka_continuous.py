@@ -1,9 +1,10 @@
 """End-to-end latency of continuous mode Kafka -> Kafka, both hops, beside a raw producer -> consumer hop on the same broker.
 
-Four processes, so no two parts share a GIL: librdkafka's mock cluster (``python -m
-streaming.kafka.testing``), a paced producer, the continuous query (``KafkaContinuousSource ->
-KafkaContinuousSink``, ``Continuous("1 second")``, a checkpoint directory so the offsets and
-commits logs are written with fsync, tasks on threads of that process: ``ThreadTaskLauncher``),
+Four processes, so no two parts share a GIL: librdkafka's mock cluster (with a retention that
+keeps the newest ``--keep`` records of each partition, see :func:`broker`), a paced producer,
+the continuous query (``KafkaContinuousSource -> KafkaContinuousSink``, ``Continuous("1 second")``,
+a checkpoint directory so the offsets and commits logs are written with fsync, tasks on threads
+of that process: ``ThreadTaskLauncher``),
 and this process, which consumes the output topic. Each record's value is the wall-clock time
 (``time.time()``) at which the producer handed it to its client; latency is the time a consumer
 of the output topic has it minus that stamp: produce, broker, the query's read, its produce,
@@ -114,6 +115,43 @@ def engine(bootstrap: str, in_topic: str, out_topic: str, checkpoint: str, fetch
     anyio.run(run)
 
 
+def broker(topics: list[str], keep: int) -> None:
+    """The mock cluster with ``topics``, trimming each partition to its newest ``keep`` records every 50 ms, until stdin closes.
+
+    The trim is retention, and it matters here: the mock broker finds a fetch's records by
+    walking the partition's message sets from the first (librdkafka's ``FIXME: Maintain an
+    index``), so a fetch costs more the longer the log, and a log grown by a run at 10,000
+    records/s slows every hop after it.
+    """
+    import threading
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from streaming.kafka.testing import MockKafkaCluster
+
+    with MockKafkaCluster() as cluster:
+        for topic in topics:
+            cluster.create_topic(topic, PARTITIONS)
+        print(cluster.bootstrap_servers, flush=True)
+        done = threading.Event()
+        watcher = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "bench-retention"})
+
+        def trim() -> None:
+            while not done.wait(0.05):
+                for topic in topics:
+                    for p in range(PARTITIONS):
+                        low, high = watcher.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                        if high - low > 2 * keep:
+                            cluster.delete_records(topic, p, high - keep)
+
+        thread = threading.Thread(target=trim, daemon=True)
+        thread.start()
+        sys.stdin.read()
+        done.set()
+        thread.join()
+        watcher.close()
+
+
 # -- this process --
 
 
@@ -176,37 +214,44 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--fetch-wait-ms", type=int, default=1,
                         help="fetch.wait.max.ms of every consumer (the query's tasks' default): how long the broker holds an empty fetch")
     parser.add_argument("--only", nargs="*", default=["raw", "continuous"])
+    parser.add_argument("--keep", type=int, default=5_000, help="records the broker keeps per partition (its retention)")
     args = parser.parse_args(argv)
     CONSUMER["fetch.wait.max.ms"] = args.fetch_wait_ms
     out: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "load_average_at_start": load(),
                            "seconds": args.seconds, "warmup_s": args.warmup, "epoch_interval": "1 second",
                            "launcher": "ThreadTaskLauncher", "partitions": PARTITIONS, "fetch_wait_ms": args.fetch_wait_ms,
-                           "raw_hop": {}, "kafka_to_kafka": {}}
-    broker = spawn("-m", "streaming.kafka.testing", *(f"--topic={t}:{PARTITIONS}" for t in ("raw", "in", "out")))
+                           "retention_records_per_partition": args.keep, "raw_hop": {}, "kafka_to_kafka": {}}
+    topics = [f"{kind}-{i}" for i in range(len(args.rates)) for kind in ("raw", "in", "out")]  # fresh topics for each run
+    cluster = spawn(__file__, "--broker", str(args.keep), *topics, stdin=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-kafka-continuous-"))
     query: subprocess.Popen[str] | None = None
     try:
-        assert broker.stdout is not None
-        bootstrap = broker.stdout.readline().strip()
-        for rate in args.rates:  # each rate: the raw hop, then the query, back to back at the same load
+        assert cluster.stdout is not None
+        bootstrap = cluster.stdout.readline().strip()
+        for i, rate in enumerate(args.rates):  # each rate: the raw hop, then the query, back to back at the same load
             if "raw" in args.only:
-                out["raw_hop"][str(rate)] = run = hop(bootstrap, "raw", "raw", rate, args.seconds, args.warmup)
+                out["raw_hop"][str(rate)] = run = hop(bootstrap, f"raw-{i}", f"raw-{i}", rate, args.seconds, args.warmup)
                 print(f"  raw hop at {rate}/s: {run['latency']}", file=sys.stderr, flush=True)
             if "continuous" in args.only:
-                query = spawn(__file__, "--engine", bootstrap, "in", "out", str(tmp / f"ck-{rate}"), str(args.fetch_wait_ms),
-                              stdin=True)
+                query = spawn(__file__, "--engine", bootstrap, f"in-{i}", f"out-{i}", str(tmp / f"ck-{i}"),
+                              str(args.fetch_wait_ms), stdin=True)
                 assert query.stdout is not None and query.stdin is not None and query.stdout.readline().strip() == "started"
-                out["kafka_to_kafka"][str(rate)] = run = hop(bootstrap, "in", "out", rate, args.seconds, args.warmup)
+                out["kafka_to_kafka"][str(rate)] = run = hop(bootstrap, f"in-{i}", f"out-{i}", rate, args.seconds, args.warmup)
                 query.stdin.write("stop\n")
                 query.stdin.flush()
                 run["query"] = json.loads(query.stdout.readline())
                 query.wait(60)
                 print(f"  continuous Kafka -> Kafka at {rate}/s: {run['latency']}", file=sys.stderr, flush=True)
     finally:
-        for child in (query, broker):
+        if cluster.stdin is not None:
+            cluster.stdin.close()  # the broker process ends
+        for child in (query, cluster):
             if child is not None and child.poll() is None:
-                child.terminate()
-                child.wait(30)
+                try:
+                    child.wait(30)
+                except subprocess.TimeoutExpired:
+                    child.terminate()
+                    child.wait(30)
         shutil.rmtree(tmp, ignore_errors=True)
     out["ratios"], out["targets"] = {}, {}
     for rate in map(str, args.rates):
@@ -230,6 +275,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--produce"]:
         produce(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]))
+    elif sys.argv[1:2] == ["--broker"]:
+        broker(sys.argv[3:], int(sys.argv[2]))
     elif sys.argv[1:2] == ["--engine"]:
         engine(*sys.argv[2:7])
     else:
