@@ -118,7 +118,8 @@ class _TaskProducer:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.failures: list[str] = []
-        self.producer = require_kafka().Producer({**config, "on_delivery": self._delivered})
+        self.kafka = require_kafka()
+        self.producer = self.kafka.Producer({**config, "on_delivery": self._delivered})
 
     def _delivered(self, error: Any, message: Any) -> None:
         if error is not None:
@@ -150,6 +151,9 @@ class _KafkaEpochWriter(PartitionWriter):
                 break
             except BufferError:  # the local queue is full: let deliveries drain it
                 producer.poll(0.05)
+            except self._task.kafka.KafkaException as exc:  # refused at once (an unknown partition, a record too large)
+                where = topic if partition is None else f"{topic}-{partition}"
+                raise KafkaError(f"the Kafka sink could not send a record to {where}: {exc.args[0].str()}") from exc
         self._count += 1
 
     def _fields(self, row: Any) -> tuple[str, bytes | None, bytes | None, int | None, Any]:

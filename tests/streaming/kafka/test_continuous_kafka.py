@@ -306,3 +306,21 @@ def test_kafka_to_kafka_runs_on_sparks_executors_through_the_dstream_api(spark_c
     anyio.run(body)
     for p in range(2):
         assert [v for _, _, v, _ in kafka_cluster.records(out_topic, p)] == [v.upper() for v in sent[p]]
+
+
+def test_the_sink_takes_sparks_row_shapes_and_names_a_partition_it_cannot_write(kafka_cluster: Any, kafka_topic: str) -> None:
+    """A bare value, a (key, value) pair, a dict naming its partition; a partition the topic lacks fails with the client's reason."""
+    kafka_cluster.create_topic(kafka_topic, 2)
+    sink = KafkaContinuousSink(kafka_cluster.config(), topic=kafka_topic)
+    writer = sink.open_writer(0, 0)
+    for row in ("a", (b"k", "b"), {"value": b"c", "key": "k2", "partition": 1}):
+        writer.write(row)
+    assert writer.commit() == 3
+    assert [(k, v) for _, k, v, _ in kafka_cluster.records(kafka_topic, 1)][-1] == (b"k2", b"c")
+    assert sum(len(kafka_cluster.records(kafka_topic, p)) for p in range(2)) == 3
+    writer = sink.open_writer(0, 1)
+    with pytest.raises(KafkaError) as caught:
+        writer.write({"value": b"x", "partition": 7})
+    assert str(caught.value) == (f"the Kafka sink could not send a record to {kafka_topic}-7: Unable to produce message: "
+                                 "Local: Unknown partition")
+    sink.close()
