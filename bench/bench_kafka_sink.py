@@ -15,7 +15,9 @@ import statistics
 import time
 from typing import Any, Callable
 
-from streaming.kafka import MarkerStore, MarkerValue, close_writers, marker_key, sink_settings, write_records
+from streaming.kafka import close_writers
+from streaming.kafka._markers import MarkerStore, MarkerValue, marker_key
+from streaming.kafka._writer import sink_settings, write_records
 from streaming.kafka.testing import MockKafkaCluster
 
 

@@ -9,15 +9,9 @@ from typing import Any
 
 import pytest
 
-from streaming.kafka import (
-    CREATE_STREAM_REFUSED,
-    CommitQueue,
-    KafkaMessageAndMetadata,
-    KafkaUtils,
-    OffsetRange,
-    TopicAndPartition,
-    utf8_decoder,
-)
+from streaming.kafka import KafkaMessageAndMetadata, KafkaUtils, OffsetRange, TopicAndPartition, utf8_decoder
+from streaming.kafka._commits import CommitQueue
+from streaming.kafka._utils import CREATE_STREAM_REFUSED
 
 BROKERS = {"metadata.broker.list": "127.0.0.1:9"}
 

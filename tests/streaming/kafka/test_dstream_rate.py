@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.kafka import BatchEnd, KafkaRateSettings, TopicAndPartition, clamp_offsets, max_messages_per_partition, plan_batch_end
+from streaming.kafka import TopicAndPartition
+from streaming.kafka._planning import BatchEnd, plan_batch_end
+from streaming.kafka._rate import KafkaRateSettings, clamp_offsets, max_messages_per_partition
 
 P0, P1, P2 = (TopicAndPartition("t", p) for p in range(3))
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from streaming.kafka import KafkaClusterView, KafkaError, TopicAndPartition
+from streaming.kafka import KafkaError, TopicAndPartition
+from streaming.kafka._client import KafkaClusterView
 from streaming.kafka.testing import MockKafkaCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

@@ -10,16 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler import CorruptCheckpointError
-from streaming.kafka import (
-    OffsetRange,
-    TopicAndPartition,
-    client_config,
-    format_partition_offsets,
-    offset_reset,
-    parse_partition_offsets,
-    ranges_between,
-    utf8_decoder,
-)
+from streaming.kafka import OffsetRange, TopicAndPartition, utf8_decoder
+from streaming.kafka._client import client_config, offset_reset
+from streaming.kafka._offsets import format_partition_offsets, parse_partition_offsets, ranges_between
 
 
 def test_offset_range_reads_and_prints_as_pyspark() -> None:

@@ -12,14 +12,9 @@ from hypothesis import strategies as st
 
 from scheduler import CheckpointError, ManualClock, Milliseconds, Seconds, StreamingQueryException
 from streaming import Batch, FileSink, Pipeline, StreamingRuntime
-from streaming.kafka import (
-    KafkaDataLossError,
-    KafkaRecord,
-    KafkaSource,
-    TopicAndPartition,
-    parse_partition_offsets,
-    rate_limit,
-)
+from streaming.kafka import KafkaDataLossError, KafkaRecord, KafkaSource, TopicAndPartition
+from streaming.kafka._offsets import parse_partition_offsets
+from streaming.kafka._source_plan import rate_limit
 from tests.support import advance, capture_events
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,10 @@ import pytest
 
 from scheduler import ManualClock, Time
 from streaming import StreamingContext
-from streaming.kafka import KafkaOutput, MarkerValue, batch_id_of, close_writers, sink_settings, write_to_kafka
+from streaming.kafka import close_writers, write_to_kafka
+from streaming.kafka._dstream_sink import KafkaOutput, batch_id_of
+from streaming.kafka._markers import MarkerValue
+from streaming.kafka._writer import sink_settings
 from streaming.spark import batch_datetime
 from tests.streaming.kafka.test_sinks_writer import read_committed
 

@@ -9,17 +9,9 @@ from typing import Any
 
 import pytest
 
-from streaming.kafka import (
-    KafkaError,
-    MarkerStore,
-    MarkerValue,
-    WriteResult,
-    close_writers,
-    marker_key,
-    sink_settings,
-    utf8_encoder,
-    write_records,
-)
+from streaming.kafka import KafkaError, WriteResult, close_writers, utf8_encoder
+from streaming.kafka._markers import MarkerStore, MarkerValue, marker_key
+from streaming.kafka._writer import sink_settings, write_records
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,0 +1,365 @@
+"""Kafka as a continuous source: one long-running task per topic partition (Spark's ``KafkaContinuousStream``).
+
+Each task keeps one assigned consumer on its partition and hands the task what a short poll
+brings; an epoch's offsets are each partition's next offset, written to the offsets log in
+Structured Streaming's Kafka JSON (``{"topic":{"0":23}}``). Starting offsets, ``failOnDataLoss``
+and the partitions a restart finds added or gone follow Spark's rules and messages.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import datetime
+from typing import Any, Mapping, Sequence
+
+from scheduler import InvalidPipelineError, library_logger
+
+from ..continuous import ContinuousSource, PartitionReader
+from ._client import KafkaClusterView, KafkaDataLossError, KafkaError, require_kafka
+from ._offsets import TopicAndPartition, format_partition_offsets, parse_partition_offsets
+from ._reader import data_loss_message, executor_config
+
+__all__ = ["KAFKA_FIELDS", "KafkaContinuousSource", "PARTITIONS_CHANGED"]
+
+STARTING_OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
+LATEST, EARLIEST = -1, -2  # Spark's sentinels in a startingOffsets JSON
+PARTITIONS_CHANGED = (
+    "the partitions of {source} changed from {known} to {now}: a continuous query runs one task per partition, so "
+    "it stops; restart it from its checkpoint and it reads the new partitions from their earliest offsets (Spark's "
+    "continuous reader restarts its tasks itself)"
+)
+KAFKA_FIELDS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+"""Spark's Kafka source schema, the fields of every row the source gives."""
+
+
+def _row_class() -> type:
+    from pyspark.sql import Row  # executors have pyspark; imported where rows are made
+
+    class KafkaRecordRow(Row):
+        key = property(lambda self: tuple.__getitem__(self, 0))
+        value = property(lambda self: tuple.__getitem__(self, 1))
+        topic = property(lambda self: tuple.__getitem__(self, 2))
+        partition = property(lambda self: tuple.__getitem__(self, 3))
+        offset = property(lambda self: tuple.__getitem__(self, 4))
+        timestamp = property(lambda self: tuple.__getitem__(self, 5))
+        timestampType = property(lambda self: tuple.__getitem__(self, 6))  # noqa: N815 - Spark's column name
+
+    return KafkaRecordRow
+
+
+_ROW: list[type] = []
+
+
+def _kafka_row(key: bytes | None, value: bytes | None, topic: str, partition: int, offset: int, timestamp: datetime,
+               timestamp_type: int) -> Any:
+    """A row of Spark's Kafka schema (``key, value, topic, partition, offset, timestamp, timestampType``), a pyspark ``Row``."""
+    if not _ROW:
+        _ROW.append(_row_class())
+    row: Any = tuple.__new__(_ROW[0], (key, value, topic, partition, offset, timestamp, timestamp_type))
+    object.__setattr__(row, "__fields__", KAFKA_FIELDS)
+    return row
+
+
+def _topics(subscribe: str | Sequence[str]) -> list[str]:
+    raw = subscribe.split(",") if isinstance(subscribe, str) else list(subscribe)
+    topics = [t.strip() for t in raw if isinstance(t, str) and t.strip()]
+    if not topics or (len(topics) != len(raw) and not isinstance(subscribe, str)):
+        shown = subscribe if isinstance(subscribe, str) else ",".join(map(str, subscribe))
+        raise InvalidPipelineError(f"No topics to subscribe to as specified value for option 'subscribe' is '{shown}'")
+    return list(dict.fromkeys(topics))
+
+
+def _fail_on_data_loss(value: bool | str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise InvalidPipelineError(f'For input string: "{value}" (failOnDataLoss must be true or false)')
+
+
+def _starting(value: str | Mapping[str, Mapping[str, int]]) -> str | dict[TopicAndPartition, int]:
+    """``"earliest"``, ``"latest"``, or the JSON's partitions with their offsets (-2 earliest, -1 latest)."""
+    if isinstance(value, str) and value.strip().lower() in ("earliest", "latest"):
+        return value.strip().lower()
+    text = value if isinstance(value, str) else json.dumps(value)
+    bad = InvalidPipelineError(f"Expected e.g. {STARTING_OFFSETS_EXAMPLE}, got {text}")
+    try:
+        raw = json.loads(text)
+    except (ValueError, TypeError):
+        raise bad from None
+    if not isinstance(raw, dict) or not raw:
+        raise bad
+    out: dict[TopicAndPartition, int] = {}
+    for topic, parts in raw.items():
+        if not isinstance(parts, dict):
+            raise bad
+        for part, offset in parts.items():
+            if not (isinstance(part, str) and part.isdigit()) or type(offset) is not int or offset < EARLIEST:
+                raise bad
+            out[TopicAndPartition(topic, int(part))] = offset
+    return out
+
+
+def _scala_set(tps: Sequence[TopicAndPartition]) -> str:
+    """How Spark prints a set of partitions in its messages: ``Set(topic-0, topic-1)``."""
+    return "Set(" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(tps)) + ")"
+
+
+class KafkaContinuousSource(ContinuousSource):
+    """The topics' partitions as a continuous source: one task per partition, rows of Spark's Kafka schema.
+
+    Each row is a pyspark ``Row(key, value, topic, partition, offset, timestamp, timestampType)``
+    (``key`` and ``value`` bytes, ``timestamp`` a ``datetime``), as Spark's Kafka source gives
+    them. A partition's offset is its next offset; the offsets log holds them as
+    ``{"topic":{"0":23}}``, so a restart reads again exactly from the last committed epoch: the
+    source is replayable, and with an exactly-once sink the query is exactly once.
+
+    The partitions are fixed per run: they are listed when the run starts. One that appears
+    while the query runs stops it (the message says to restart; a restart reads the new
+    partition from its earliest offset, and reports data loss if that is not 0); one that goes
+    away is data loss. See ``docs/continuous.md``.
+
+    Args:
+        subscribe: the topics, a list or Spark's comma-separated ``subscribe`` text.
+        kafkaParams: the client's settings (``bootstrap.servers`` or ``metadata.broker.list``;
+            any librdkafka consumer setting; ``group.id`` is replaced as Spark does on executors).
+        startingOffsets: where a query without a committed epoch starts: ``"latest"``
+            (Spark's default), ``"earliest"``, or Spark's JSON naming every partition
+            (``{"t":{"0":23,"1":-2}}``, -2 earliest, -1 latest).
+        failOnDataLoss: whether records gone from Kafka (aged out, a deleted topic) fail the
+            query (default) or are skipped with a warning.
+        pollTimeoutMs: the longest one poll of a task waits for a record (it also waits no
+            longer than the task's next epoch check).
+        partitionCheckIntervalMs: how often each task compares the topics' partitions with the
+            run's (Spark's driver compares them at every epoch).
+    """
+
+    replayable = True
+
+    def __init__(self, subscribe: str | Sequence[str], kafkaParams: Mapping[str, Any], *,  # noqa: N803 - Spark's names
+                 startingOffsets: str | Mapping[str, Mapping[str, int]] = "latest",  # noqa: N803
+                 failOnDataLoss: bool | str = True, pollTimeoutMs: int = 512,  # noqa: N803
+                 partitionCheckIntervalMs: int = 1000) -> None:  # noqa: N803
+        """Describe the source; nothing connects until the query starts.
+
+        Raises:
+            InvalidPipelineError: no topic, a ``startingOffsets`` or ``failOnDataLoss`` Spark would
+                refuse, or ``kafkaParams`` without a broker list.
+        """
+        self.topics = _topics(subscribe)
+        self.starting = _starting(startingOffsets)
+        self.fail_on_data_loss = _fail_on_data_loss(failOnDataLoss)
+        for name, ms in (("pollTimeoutMs", pollTimeoutMs), ("partitionCheckIntervalMs", partitionCheckIntervalMs)):
+            if isinstance(ms, bool) or not isinstance(ms, int) or ms <= 0:
+                raise InvalidPipelineError(f"{name} must be a positive int of milliseconds, got {ms!r}")
+        self.poll_timeout_s = pollTimeoutMs / 1000.0
+        self.partition_check_s = partitionCheckIntervalMs / 1000.0
+        self.group_id = f"spark-kafka-source-{uuid.uuid4()}-executor"
+        try:
+            self.config = executor_config(kafkaParams, group_id=self.group_id)
+        except (ValueError, TypeError) as exc:
+            raise InvalidPipelineError(str(exc)) from exc
+        self.params = dict(kafkaParams)
+        self._partitions: list[TopicAndPartition] | None = None
+        self._initial: dict[TopicAndPartition, int] = {}
+
+    # -- the driver --
+
+    def _list_partitions(self, view: KafkaClusterView) -> list[TopicAndPartition]:
+        found = view.partitions(self.topics)
+        return sorted(TopicAndPartition(t, p) for t in self.topics for p in (found[t] or ()))
+
+    @property
+    def partitions(self) -> list[TopicAndPartition]:
+        """The topic partitions this run reads, in task order (listed from the cluster on first use)."""
+        if self._partitions is None:
+            with KafkaClusterView(self.params) as view:
+                self._partitions = self._list_partitions(view)
+        return self._partitions
+
+    @property
+    def num_partitions(self) -> int:
+        """One task per topic partition."""
+        return len(self.partitions)
+
+    def check(self) -> None:
+        """List the partitions again (a restart sees added ones) and resolve the starting offsets (on the driver).
+
+        Raises:
+            InvalidPipelineError: none of the topics exists, or a ``startingOffsets`` JSON that
+                does not name exactly the topics' partitions (Spark's rule).
+        """
+        with KafkaClusterView(self.params) as view:
+            partitions = self._partitions = self._list_partitions(view)
+            if not partitions:
+                raise InvalidPipelineError(f"none of the topics {self.topics} exists; create them before the query starts")
+            starting = self.starting
+            if isinstance(starting, dict):
+                if set(starting) != set(partitions):
+                    raise InvalidPipelineError(
+                        "If startingOffsets contains specific offsets, you must specify all TopicPartitions.\n"
+                        "Use -1 for latest, -2 for earliest.\n"
+                        f"Specified: {_scala_set(list(starting))} Assigned: {_scala_set(partitions)}")
+                latest = view.latest_offsets([tp for tp, o in starting.items() if o == LATEST])
+                earliest = view.earliest_offsets([tp for tp, o in starting.items() if o == EARLIEST])
+                self._initial = {tp: latest.get(tp, earliest.get(tp, o)) for tp, o in starting.items()}
+            elif starting == "earliest":
+                self._initial = view.earliest_offsets(partitions)
+            else:
+                self._initial = view.latest_offsets(partitions)
+
+    def initial_offset(self, partition: int) -> Any:
+        """The partition's starting offset (resolved by :meth:`check`)."""
+        tp = self.partitions[partition]
+        if tp not in self._initial:
+            self.check()
+        return self._initial[tp]
+
+    def merge_offsets(self, offsets: Sequence[Any]) -> str:
+        """The offsets-log line: Structured Streaming's Kafka JSON, ``{"topic":{"0":23,"1":7}}``."""
+        return format_partition_offsets(dict(zip(self.partitions, (int(o) for o in offsets), strict=True)))
+
+    def split_offsets(self, line: str) -> list[Any]:
+        """Each partition's offset from the last committed epoch's line (on the driver, at a restart).
+
+        A partition the line does not know (added since) starts at its earliest offset, with
+        Spark's data-loss report if that is not 0; partitions in the line that are gone are
+        Spark's ``are gone`` data loss.
+
+        Raises:
+            KafkaDataLossError: with ``failOnDataLoss``, a partition gone or an added one that
+                does not start at 0.
+            CorruptCheckpointError: the line is not Kafka offsets JSON.
+        """
+        logged = parse_partition_offsets(line, input_name=repr(self))
+        partitions = self.partitions
+        gone = sorted(set(logged) - set(partitions))
+        if gone:
+            self._report_data_loss(f"{_scala_set(gone)} are gone. Some data may have been missed")
+        added = [tp for tp in partitions if tp not in logged]
+        if added:
+            with KafkaClusterView(self.params) as view:
+                earliest = view.earliest_offsets(added)
+            library_logger("aiodstream.kafka").info("Partitions added", partitions=_scala_set(added))
+            for tp in added:
+                if earliest[tp] != 0:
+                    self._report_data_loss(f"Added partition {tp.topic}-{tp.partition} starts from {earliest[tp]} instead "
+                                           "of 0. Some data may have been missed")
+            logged = {**logged, **earliest}
+        return [logged[tp] for tp in partitions]
+
+    def _report_data_loss(self, detail: str) -> None:
+        if self.fail_on_data_loss:
+            raise KafkaDataLossError(data_loss_message(detail, fail=True))
+        library_logger("aiodstream.kafka").warning(data_loss_message(detail, fail=False))
+
+    # -- the tasks --
+
+    def open_reader(self, partition: int, offset: Any) -> PartitionReader:
+        """Assign a consumer to the task's partition at ``offset`` (on an executor)."""
+        return _KafkaPartitionReader(self, self.partitions[partition], int(offset))
+
+    def __repr__(self) -> str:
+        return f"KafkaV2[Subscribe[{', '.join(self.topics)}]]"  # Spark's description of a Kafka source in progress reports
+
+
+MAX_RECORDS = 4096
+"""Records one read hands the task at most, so the epoch check is never starved when far behind."""
+
+
+class _KafkaPartitionReader(PartitionReader):
+    """One partition's consumer: a short poll for the first record, then what is already fetched, without waiting."""
+
+    def __init__(self, source: KafkaContinuousSource, tp: TopicAndPartition, offset: int) -> None:
+        kafka = require_kafka()
+        self._kafka = kafka
+        self._source = source
+        self._tp = tp
+        self._next = offset
+        config = dict(source.config)
+        config.setdefault("fetch.wait.max.ms", 10)  # the broker holds an empty fetch this long at most
+        config.setdefault("fetch.error.backoff.ms", 10)
+        self._consumer = kafka.Consumer(config)
+        self._consumer.assign([kafka.TopicPartition(tp.topic, tp.partition, offset)])
+        self._check_at = time.monotonic() + source.partition_check_s
+        self._gone_reported = False
+        self._make_row = _kafka_row
+        _kafka_row(None, None, "", 0, 0, datetime.fromtimestamp(0), 0)  # build the row class now, not in the first read
+
+    def read(self, deadline: float) -> list[Any]:
+        now = time.monotonic()
+        if now >= self._check_at:
+            self._check_at = now + self._source.partition_check_s
+            self._check_partitions()
+        consumer = self._consumer
+        first = consumer.poll(max(0.0, min(deadline - now, self._source.poll_timeout_s)))
+        if first is None:
+            return []
+        messages = [first, *consumer.consume(MAX_RECORDS - 1, 0)]
+        rows: list[Any] = []
+        append, make, fromtimestamp = rows.append, self._make_row, datetime.fromtimestamp
+        topic, partition = self._tp.topic, self._tp.partition
+        for message in messages:
+            if message.error() is not None:
+                self._on_error(message.error())
+                break
+            offset = message.offset()
+            kind, ms = message.timestamp()
+            # confluent-kafka's timestamp kinds are Spark's ids plus one (Spark: 0 create time, 1 log append time).
+            append(make(message.key(), message.value(), topic, partition, offset, fromtimestamp(ms / 1000.0), kind - 1))
+            self._next = offset + 1
+        return rows
+
+    def _on_error(self, error: Any) -> None:
+        """Data loss at the reader's offset (Spark's messages), or another consumer error (raised)."""
+        name = error.name()
+        if name in ("_PARTITION_EOF",):
+            return
+        if name in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"):
+            self._report_gone([self._tp])
+            return
+        if name not in ("_AUTO_OFFSET_RESET", "OFFSET_OUT_OF_RANGE"):
+            if error.fatal() or not (error.retriable() or name.startswith("_")):
+                raise KafkaError(f"reading {self._tp.topic}-{self._tp.partition} at offset {self._next}: {error.str()}")
+            # A client-side or retriable error (a broker going away, a timeout): the client retries by itself.
+            library_logger("aiodstream.kafka").warning("Kafka consumer error, retrying", topic=self._tp.topic,
+                                                       partition=self._tp.partition, error=error.str())
+            return
+        detail = (f"Cannot fetch offset {self._next} (GroupId: {self._source.group_id}, "
+                  f"TopicPartition: {self._tp.topic}-{self._tp.partition})")
+        if self._source.fail_on_data_loss:
+            raise KafkaDataLossError(data_loss_message(detail, fail=True))
+        library_logger("aiodstream.kafka").warning(data_loss_message(detail, fail=False))
+        kafka, tp = self._kafka, self._tp
+        low, high = self._consumer.get_watermark_offsets(kafka.TopicPartition(tp.topic, tp.partition), timeout=30)
+        # Before the log start: what is left starts there. Past the end (the partition was made anew): all of it is new.
+        self._next = int(low) if self._next >= high else max(self._next, int(low))
+        self._consumer.assign([kafka.TopicPartition(tp.topic, tp.partition, self._next)])
+
+    def _check_partitions(self) -> None:
+        """Stop the query when the topics' partitions differ from the run's (added: restart; gone: data loss)."""
+        source = self._source
+        now: list[TopicAndPartition] = []
+        for topic in source.topics:  # one topic's metadata at a time: a cluster may hold many others
+            found = self._consumer.list_topics(topic, timeout=30).topics.get(topic)
+            if found is not None and found.error is None:
+                now.extend(TopicAndPartition(topic, p) for p in found.partitions)
+        known = source.partitions
+        gone = sorted(set(known) - set(now))
+        if gone:
+            self._report_gone(gone)
+        if set(now) - set(known):
+            raise KafkaError(PARTITIONS_CHANGED.format(source=repr(source), known=_scala_set(known), now=_scala_set(sorted(now))))
+
+    def _report_gone(self, gone: list[TopicAndPartition]) -> None:
+        if not self._gone_reported:  # without failOnDataLoss: warned once, and the task reads on (nothing comes)
+            self._gone_reported = True
+            self._source._report_data_loss(f"{_scala_set(gone)} are gone. Some data may have been missed")
+
+    def offset(self) -> Any:
+        return self._next
+
+    def close(self) -> None:
+        self._consumer.close()
