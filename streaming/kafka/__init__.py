@@ -1,4 +1,4 @@
-"""Kafka in all three engines: pyspark 2.4's ``KafkaUtils`` for DStreams, ``KafkaSource`` for Pipelines, continuous mode's source, and sinks.
+"""Kafka in all three engines: pyspark 2.4's ``KafkaUtils`` for DStreams, ``KafkaSource`` for Pipelines, continuous mode, and sinks.
 
 Needs confluent-kafka (``pip install 'aiodstream[kafka]'``), imported when a Kafka stream,
 source or sink is first built. :mod:`streaming.kafka.testing` has a cluster for tests.
