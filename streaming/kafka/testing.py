@@ -147,12 +147,19 @@ class MockKafkaCluster:
                 options["key"] = key_list[i]
             if ts_list is not None:
                 options["timestamp"] = ts_list[i]
+            refreshed = False
             while True:
                 try:
                     producer.produce(topic, value, **options)
                     break
                 except BufferError:
                     producer.poll(0.05)
+                except require_kafka().KafkaException as error:
+                    # A partition add_partitions made is unknown to the producer's cached metadata: ask again, once.
+                    if refreshed or error.args[0].code() != require_kafka().KafkaError._UNKNOWN_PARTITION:
+                        raise
+                    producer.list_topics(topic, timeout=30)
+                    refreshed = True
             producer.poll(0)
         remaining = producer.flush(60)
         if remaining or errors:
