@@ -2,7 +2,7 @@
 
 Usage: ``python tests/streaming/kafka/dstream_kafka_crash_child.py BOOTSTRAP TOPIC OUT CHECKPOINT STOPFILE``.
 
-The topic lives on the test's broker (``BOOTSTRAP``), which outlives every kill. Each 2 s batch
+The topic lives on the test's broker (``BOOTSTRAP``), which outlives every kill. Each 3 s batch
 saves, with ``saveAsTextFiles`` (a batch's directory is skipped once complete, so a re-run batch
 writes nothing twice):
 
@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from tests.crash import child_spark_context, install_kill_point, run_until_stopped
 
-INTERVAL_S = 2
+INTERVAL_S = 3
 
 
 def main(bootstrap: str, topic: str, out: str, checkpoint: str, stop_file: str) -> None:
@@ -46,7 +46,7 @@ def main(bootstrap: str, topic: str, out: str, checkpoint: str, stop_file: str) 
         batch.saveAsTextFiles(f"{out}/batch")
         counts = (stream.map(lambda record: (record.split(":", 2)[2].split("-")[0], 1))
                   .updateStateByKey(lambda new, old: sum(new) + (old or 0)))
-        counts.checkpoint(4 * INTERVAL_S)
+        counts.checkpoint(3 * INTERVAL_S)
         counts.saveAsTextFiles(f"{out}/counts")
         ssc.checkpoint(checkpoint)
         return ssc

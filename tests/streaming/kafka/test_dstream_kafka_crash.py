@@ -53,7 +53,7 @@ CHILD = Path(__file__).with_name("dstream_kafka_crash_child.py")
 SEED = 20261126
 PARTITIONS = 3
 WORDS = ("apple", "fig", "kiwi", "plum")
-INTERVAL_MS = 2000
+INTERVAL_MS = 3000
 MOMENTS = ["offsets-linked", "outside", "commits-temp", "outside", "offsets-temp", "commits-linked", "offsets-linked", "outside"]
 """Where the kills land, in turn: inside the checkpoint's log writes (:func:`tests.crash.install_kill_point`) or from
 outside at a random moment. The default run takes the first three: the two moments exactly-once hinges on (a batch's
