@@ -10,6 +10,8 @@ its outputs saved and its commit not in place), restarts it from its checkpoint 
 lets a last run finish. Then every record is in exactly one saved batch, each batch holds exactly
 the records of the ranges it saved and of its offsets log entry, the ranges follow each other
 from offset 0 to the end of every partition, and the last running count is the exact total.
+Not covered here: the broker itself never dies (it is this process's), and only the driver is
+killed (the executors' kills are ``tests/streaming/test_executor_kills.py``'s).
 
 Real time is inherent (a child process with its own Spark on the system clock): the test waits
 on the child's saved batches and its exit, in short bounded steps. Each run starts a JVM, so the
