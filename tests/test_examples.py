@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -101,3 +102,48 @@ def test_filter_and_route_routes_every_event_once_in_continuous_mode() -> None:
     assert match, out
     assert int(match.group(1)) == sum(int(n) for n in routes.values()) and int(match.group(2)) > 0
     assert re.search(r"producer to file: p50 [0-9.]+ ms, p99 [0-9.]+ ms", out), out
+
+
+@pytest.mark.spark
+def test_direct_kafka_wordcount_counts_the_words_produced_while_it_runs(kafka_cluster: Any, kafka_topic: str) -> None:
+    """direct_kafka_wordcount.py (pyspark 2.4's, imports changed) against the mock broker: the lines produced once its first
+    batch printed are counted exactly once over its batches, as pprint shows them (it is stopped two batches later)."""
+    import collections
+    import sys
+    import threading
+
+    from tests.crash import child_env, kill, spawn
+
+    expected = {"to": 6, "be": 9, "or": 3, "not": 3, "quick": 3}
+    kafka_cluster.create_topic(kafka_topic, 3)
+    child = spawn([str(ROOT / "examples" / "direct_kafka_wordcount.py"), kafka_cluster.bootstrap_servers, kafka_topic, "--interval", "1",
+                   "--batches", "200"], env=child_env({"PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": sys.executable}))
+    out: list[str] = []
+    totals: collections.Counter[str] = collections.Counter()
+    headers_after_total: list[int] = [0]
+    changed = threading.Condition()
+
+    def read() -> None:
+        assert child.stdout is not None
+        for line in child.stdout:
+            with changed:
+                out.append(line.rstrip("\n"))
+                match = re.fullmatch(r"\('(\w+)', (\d+)\)", out[-1])
+                if match:
+                    totals[match.group(1)] += int(match.group(2))
+                if out[-1].startswith("Time: ") and dict(totals) == expected:
+                    headers_after_total[0] += 1
+                changed.notify_all()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        with changed:
+            assert changed.wait_for(lambda: any(line.startswith("Time: ") for line in out) or child.poll() is not None, 180), out
+        kafka_cluster.produce(kafka_topic, ["to be or not to be", "be quick"] * 3)  # spread over the partitions
+        with changed:  # the counts complete, then two more batches print (nothing is counted twice)
+            assert changed.wait_for(lambda: headers_after_total[0] >= 3 or child.poll() is not None, 180), out
+    finally:
+        kill(child)
+    with changed:
+        assert dict(totals) == expected, out
+        assert headers_after_total[0] >= 3, out

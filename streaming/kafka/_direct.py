@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import anyio.to_thread
 
-from scheduler import MetadataLog, Offset, ReplayError, StreamInputInfo, Time, library_logger
+from scheduler import InvalidPipelineError, MetadataLog, Offset, ReplayError, StreamInputInfo, Time, library_logger
 
 from ..dstream import StreamEnvironment
 from ..inputs import InputDStream
@@ -87,19 +87,24 @@ class DirectKafkaInputDStream(InputDStream):
     def __init__(self, env: StreamEnvironment, topics: Sequence[str], kafka_params: Mapping[str, Any],
                  from_offsets: Mapping[TopicAndPartition, int], convert: Callable[[Any], Any], *, fail_on_data_loss: bool) -> None:
         """Create the stream (no I/O: the cluster is first asked when the first batch is planned)."""
+        if env.continuous is not None:  # the words Spark uses for a micro-batch-only source under a continuous trigger
+            raise InvalidPipelineError("Data source KafkaUtils.createDirectStream does not support continuous processing.")
         params = dict(kafka_params)
         client_config(params)  # the brokers are named, the settings make sense
-        self._reset = offset_reset(params, default="latest")
-        super().__init__(env)
+        reset = offset_reset(params, default="latest")
+        settings = env.spark.settings()
+        rate = KafkaRateSettings.from_settings(settings.get)
+        reading = ExecutorReading.from_params(params, settings.get, fail_on_data_loss=fail_on_data_loss)
+        super().__init__(env)  # registers the stream: only once every argument and setting was accepted
         self.topics: tuple[str, ...] = tuple(sorted(set(topics)))
         self.fail_on_data_loss = fail_on_data_loss
+        self.rate = rate
+        self._reset = reset
         self._params = params
         self._from_offsets = dict(from_offsets)
         self._convert = convert
-        settings = env.spark.settings()
-        self.rate = KafkaRateSettings.from_settings(settings.get)
+        self._reading = reading
         self._latest_rate = -1
-        self._reading = ExecutorReading.from_params(params, settings.get, fail_on_data_loss=fail_on_data_loss)
         self._initial: dict[TopicAndPartition, int] | None = None
         self._initial_log: MetadataLog[dict[TopicAndPartition, int]] | None = None
         self._latest_seen: dict[TopicAndPartition, int] | None = None

@@ -18,6 +18,9 @@ What it does not do over the protocol, and how this class covers it:
   can show that a committed batch is not written twice, not that a dead transaction is hidden.
 - A metadata request naming a missing topic creates it (4 partitions), as ``auto.create.topics``
   does on a default broker; :meth:`partition_count` lists all topics instead.
+- A partition's oldest records are dropped once it holds several megabytes, as size-based
+  retention would (after 100,000 records of 50 bytes its log start was 10,000): benchmarks
+  should read what they produce promptly, or produce less per partition.
 - Nothing is persisted: the cluster ends with the process that holds it.
 
 ``python -m streaming.kafka.testing`` runs one until interrupted and prints its address.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import importlib
 import os
 import threading
 import time
@@ -107,6 +111,9 @@ class MockKafkaCluster:
         with self._lock:
             self._require_open()
             self._check(self._lib.rd_kafka_mock_topic_create(self._mc, topic.encode(), partitions, 1), f"creating topic {topic!r}")
+        # Ask for the new topic's metadata now: a producer meeting an unknown topic on its first
+        # record waits about 0.5 s for its periodic refresh instead.
+        self._refresh_producer_metadata(topic, partitions)
 
     def delete_topic(self, topic: str) -> None:
         """Delete ``topic`` and its records."""
@@ -156,7 +163,7 @@ class MockKafkaCluster:
                     producer.poll(0.05)
                 except require_kafka().KafkaException as error:
                     # A partition add_partitions made is unknown to the producer's cached metadata: ask again, once.
-                    if refreshed or error.args[0].code() != require_kafka().KafkaError._UNKNOWN_PARTITION:
+                    if refreshed or error.args[0].name() != "_UNKNOWN_PARTITION":
                         raise
                     producer.list_topics(topic, timeout=30)
                     refreshed = True
@@ -212,8 +219,9 @@ class MockKafkaCluster:
 
     def partition_count(self, topic: str) -> int:
         """How many partitions ``topic`` has now (0 if it does not exist)."""
-        kafka = require_kafka()
-        admin = kafka.admin.AdminClient({"bootstrap.servers": self.bootstrap_servers, "logger": client_logger()})
+        require_kafka()  # the clear ImportError first
+        admin = importlib.import_module("confluent_kafka.admin").AdminClient(
+            {"bootstrap.servers": self.bootstrap_servers, "logger": client_logger()})
         found = admin.list_topics(timeout=30).topics.get(topic)  # asking for the topic by name would create it
         return 0 if found is None or found.error is not None else len(found.partitions)
 
@@ -246,6 +254,20 @@ class MockKafkaCluster:
                          partition=partition)
             if low:
                 self.delete_records(topic, partition, low)
+        # The shared producer still knows the old partition count: refresh its metadata, or
+        # producing to a new partition fails with "Unknown partition".
+        self._refresh_producer_metadata(topic, total)
+
+    def _refresh_producer_metadata(self, topic: str, total: int) -> None:
+        producer = self._shared_producer()
+        deadline = time.monotonic() + 30
+        while True:
+            found = producer.list_topics(topic, timeout=30).topics.get(topic)
+            if found is not None and found.error is None and len(found.partitions) >= total:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaError(f"the producer does not see {total} partitions of {topic!r} after 30 s")
+            time.sleep(0.05)
 
     def _log_start(self, topic: str, partition: int) -> int:
         kafka = require_kafka()

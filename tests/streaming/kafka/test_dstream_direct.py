@@ -15,8 +15,8 @@ import anyio.to_thread
 import pytest
 
 from scheduler import ManualClock
-from streaming import StreamingContext
-from streaming.kafka import KafkaUtils, OffsetRange
+from streaming import DStream, StreamingContext
+from streaming.kafka import DirectKafkaInputDStream, KafkaUtils, OffsetRange
 from tests.anyio_support import BACKENDS
 from tests.support import advance
 
@@ -309,8 +309,12 @@ def test_a_checkpointed_restart_rereads_exactly_the_uncommitted_batch(
     assert not (tmp_path / "ck" / "commits" / "1").exists()
     from streaming.dstream import load_recipe
 
-    recipe = load_recipe(checkpoint)  # the graph was saved: getOrCreate's default would rebuild the stream from it
+    recipe = load_recipe(checkpoint)  # the graph was saved: getOrCreate's default rebuilds the stream from it
     assert recipe is not None and [c.method for c in recipe.calls] == ["inputStream", "foreachRDD"]
+    rebuilt = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=ManualClock(0))
+    recipe.replay(rebuilt, DStream)
+    [stream] = rebuilt.runtime.graph.input_streams  # type: ignore[attr-defined]
+    assert isinstance(stream, DirectKafkaInputDStream) and stream.topics == (kafka_topic,)
 
     second: dict[int, list[str]] = {}
     again = ManualClock(clock.now())
@@ -318,3 +322,25 @@ def test_a_checkpointed_restart_rereads_exactly_the_uncommitted_batch(
     run(resumed, again, [None])
     assert first == {1000: ["a", "b", "c"]}
     assert second == {2000: ["d"], 3000: ["e"]}
+
+
+def test_a_rate_setting_that_is_not_a_whole_number_is_refused_when_the_stream_is_made(spark_context: Any, clock: ManualClock) -> None:
+    """Spark reads maxRatePerPartition with getLong; "fast" is refused at createDirectStream, naming the setting."""
+    from tests.streaming.test_spark_integration import spark_conf
+
+    with spark_conf(spark_context, spark__streaming__kafka__maxRatePerPartition="fast"):
+        ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+        with pytest.raises(ValueError, match=r"^spark\.streaming\.kafka\.maxRatePerPartition must be a whole number of records "
+                                             r"per second, got 'fast'$"):
+            KafkaUtils.createDirectStream(ssc, ["t"], {"metadata.broker.list": "127.0.0.1:9"})
+
+
+def test_a_continuous_context_refuses_the_direct_stream(spark_context: Any) -> None:
+    """A direct stream makes micro-batches: under a Continuous trigger it is refused at the call, in Spark's words."""
+    from scheduler import InvalidPipelineError
+    from streaming.continuous import Continuous
+
+    ssc = StreamingContext(spark_context, Continuous("1 second"))
+    refused = r"^Data source KafkaUtils\.createDirectStream does not support continuous processing\.$"
+    with pytest.raises(InvalidPipelineError, match=refused):
+        KafkaUtils.createDirectStream(ssc, ["t"], {"metadata.broker.list": "127.0.0.1:9"})
