@@ -75,18 +75,20 @@ CRASH_TESTS_ON_THE_CLUSTER = {
     "tests/streaming/test_dstream_crash.py": "dstream-crash-child",
     "tests/streaming/groups/test_sessions_crash.py": "sessions-crash-child",
     "tests/streaming/continuous/test_continuous_crash.py": "continuous-crash-child",
+    "tests/streaming/kafka/test_dstream_kafka_crash.py": "dstream-kafka-crash-child",
 }
 """The crash tests run on the cluster, with their child's application name: the DStream one
 (getOrCreate, updateStateByKey, saveAsTextFiles; its checkpoint through Hadoop's FileSystem
 API, the state snapshots written by the executors' tasks), the stateful one (mapGroupsWithState under a
 watermark, its state store written by the executors' tasks) and the continuous one (a long-running
 task per file partition on each executor, epochs committed by the driver, the file sink written
-by the tasks)."""
+by the tasks), and the Kafka one (the direct stream's tasks read their offset ranges from the test's
+broker on the executors)."""
 CRASH_BY_DEFAULT = "tests/streaming/test_dstream_crash.py"
 """Each crash run on the cluster takes about a minute or more (52-108 s on the 2-core machine), and CI
 has 20 minutes for everything: the default run keeps the DStream one, the project's own program
 shape (pyspark.streaming's getOrCreate and updateStateByKey, the executors writing its state). The
-other two run on local[2] in the default suite anyway (their own files), and on the cluster with
+others run on local[2] in the default suite anyway (their own files), and on the cluster with
 ``AIODSTREAM_CLUSTER_CRASH=all``; ``mapGroupsWithState``'s state store written by the executors is
 also in the word count's run above."""
 CRASH_ALL = os.environ.get("AIODSTREAM_CLUSTER_CRASH") == "all"
