@@ -1,0 +1,515 @@
+"""Kafka ingest: the records per second a job sustains from Kafka's direct stream, beside the socket receiver's, in one run.
+
+All on one local[2] SparkContext with 1 s batches; one JSON object is printed (progress goes to
+stderr), with the machine's load average beside each figure.
+
+**Sustained**, the same test on both sides: at an offered rate R, after ``--warmup`` batches,
+``--batches`` batches in a row each took in R records (at least 95% of R on average), their mean
+processing time stayed below the 1 s interval, the last one's scheduling delay was below the
+interval (no queue of batches formed) and none failed. The highest sustained rate is searched by
+doubling from ``--rate-start`` until a rate fails, then by ``--bisect`` bisection steps.
+
+**Offered rate.** Each side is fed by a writer process of this script at R records/s in 20 ms
+ticks, the same 8-word lines (1,000 words) on both sides:
+
+* socket: ``ssc.socketTextStream`` (the receiver on the driver, ``maxBufferedRecords`` raised so
+  the receiver's buffer never throttles the writer), fed by a TCP writer sending pre-built chunks.
+* Kafka: ``KafkaUtils.createDirectStream`` from offset 0 of a ``--partitions`` topic with
+  ``spark.streaming.kafka.maxRatePerPartition`` = R / partitions. The writer process holds the
+  broker (``MockKafkaCluster``, librdkafka's mock cluster) and a producer; it pre-fills
+  ``--prefill`` seconds of records before the stream starts, then produces R records/s, so every
+  batch finds a backlog and takes exactly R records. The producer's own rate (pre-fill records
+  over its time) and the writer's CPU seconds per second are printed beside each step: a step
+  whose writer fell behind R is reported as ``writer_limited`` and never counts as sustained.
+  The mock broker keeps about 5 MB per partition (records are zstd-compressed to fit more) and
+  answers each fetch with one producer batch: see ``docs/benchmarks.md``.
+
+Measures:
+
+* ``reader_floor``: ``RangeReader`` alone, one thread reading one partition's range of
+  ``--floor-records`` records (median of 5), and the same ranges counted by a plain Spark job
+  (one task per partition, no streaming engine): what this machine allows.
+* ``count``: the highest sustained rate of ``count()`` on each side; ``ratio`` Kafka / socket.
+  Target: Kafka at least 250,000 records/s.
+* ``word_count``: the same search for a word count (flatMap, map, reduceByKey, collect) on
+  Kafka; then, at its highest sustained rate, one run with two outputs over the same batches
+  (``count()``, then the word count) splits each batch's time into reading and the word count's
+  own work. The processing, not the ingest, is the limit when the word count's rate is well
+  below ``count()``'s and reading is a small share of its batch time.
+
+Takes several minutes. Run: ``python -m bench.bench_kafka`` (``--help`` for the options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from operator import add
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+VOCABULARY = [f"w{i}" for i in range(1000)]
+WORDS_PER_LINE = 8
+TOPIC = "bench"
+TICK_S = 0.02
+INTERVAL_MS = 1000
+
+
+def load() -> list[float]:
+    """The 1, 5 and 15 minute load averages now."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def make_lines(seed: int, count: int) -> list[str]:
+    """``count`` lines of 8 words drawn from 1,000 (the lines of ``bench_vs_pyspark``)."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(VOCABULARY, k=WORDS_PER_LINE)) for _ in range(count)]
+
+
+# -- writers: child processes of this script, one per step --
+
+
+class Stopping:
+    """Set by SIGTERM: a writer's loop ends at its next tick and prints its statistics."""
+
+    def __init__(self) -> None:
+        self.flag = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: self.flag.set())
+
+
+def paced(rate: int, stop: Stopping, send: Callable[[int], None]) -> dict[str, Any]:
+    """Call ``send(n)`` every 20 ms tick so that ``rate`` records/s go out (catching up when late) until stopped."""
+    began, cpu = time.monotonic(), time.process_time()
+    sent = 0
+    k = 0
+    while not stop.flag.is_set():
+        k += 1
+        due = round(rate * TICK_S * k) - sent
+        if due > 0:
+            send(due)
+            sent += due
+        delay = began + k * TICK_S - time.monotonic()
+        if delay > 0:
+            stop.flag.wait(delay)
+    seconds = time.monotonic() - began
+    return {"sent": sent, "seconds": round(seconds, 3), "rate": round(sent / seconds) if seconds else 0,
+            "cpu_s_per_s": round((time.process_time() - cpu) / seconds, 3) if seconds else 0.0}
+
+
+def serve_socket(rate: int) -> None:
+    """Child mode: accept one connection and send ``rate`` lines/s until SIGTERM; print the port, then the statistics."""
+    stop = Stopping()
+    lines = [(line + "\n").encode() for line in make_lines(1, 20_000)]
+    server = socket.create_server(("127.0.0.1", 0))
+    print(json.dumps({"port": server.getsockname()[1]}), flush=True)
+    conn, _ = server.accept()
+    cursor = 0
+
+    def send(n: int) -> None:
+        nonlocal cursor
+        chunk = bytearray()
+        for _ in range(n):
+            chunk += lines[cursor]
+            cursor = (cursor + 1) % len(lines)
+        conn.sendall(chunk)
+
+    try:
+        stats = paced(rate, stop, send)
+    except OSError as error:  # the receiver went away
+        stats = {"error": str(error)}
+    print(json.dumps(stats), flush=True)
+
+
+def serve_kafka(rate: int, partitions: int, prefill_records: int) -> None:
+    """Child mode: hold a mock cluster, pre-fill the topic, then produce ``rate`` records/s until SIGTERM.
+
+    Prints the cluster's address and the pre-fill's own rate as soon as the pre-fill is
+    acknowledged, then the statistics when stopped (CPU: this process, producer and broker).
+    """
+    import confluent_kafka
+
+    from streaming.kafka.testing import MockKafkaCluster
+
+    stop = Stopping()
+    values = [line.encode() for line in make_lines(1, 20_000)]
+    with MockKafkaCluster() as cluster:
+        cluster.create_topic(TOPIC, partitions)
+        producer = confluent_kafka.Producer({
+            "bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5, "batch.size": 1_000_000,
+            "batch.num.messages": 100_000, "compression.type": "zstd", "acks": 1, "enable.idempotence": False,
+            "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 1_048_576})
+        cursor = 0
+
+        def send(n: int) -> None:
+            nonlocal cursor
+            produce = producer.produce
+            for _ in range(n):
+                while True:
+                    try:
+                        produce(TOPIC, values[cursor % len(values)], partition=cursor % partitions)
+                        break
+                    except BufferError:
+                        producer.poll(0.005)
+                cursor += 1
+            producer.poll(0)
+
+        began = time.monotonic()
+        send(prefill_records)
+        if producer.flush(120):
+            raise RuntimeError("the pre-fill was not acknowledged in 120 s")
+        took = time.monotonic() - began
+        print(json.dumps({"bootstrap": cluster.bootstrap_servers, "topic": TOPIC, "partitions": partitions,
+                          "prefill_records": prefill_records, "prefill_s": round(took, 3),
+                          "producer_rate": round(prefill_records / took) if took else None}), flush=True)
+        if rate:
+            stats = paced(rate, stop, send)
+        else:  # the pre-fill only: keep the broker until stopped
+            stop.flag.wait()
+            stats = {"sent": 0}
+        producer.flush(30)
+        print(json.dumps(stats), flush=True)
+
+
+class Writer:
+    """A writer child process: its first JSON line (address), then on :meth:`stop` its statistics."""
+
+    def __init__(self, *mode: str) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        self.process = subprocess.Popen([sys.executable, "-m", "bench.bench_kafka", *mode], cwd=ROOT, env=env,
+                                        stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            self.process.wait()
+            raise RuntimeError(f"writer {mode} exited with {self.process.returncode}")
+        self.info: dict[str, Any] = json.loads(line)
+
+    def stop(self) -> dict[str, Any]:
+        """End the writer; its statistics."""
+        self.process.send_signal(signal.SIGTERM)
+        out, _ = self.process.communicate(timeout=60)
+        return dict(json.loads(out.strip().splitlines()[-1])) if out.strip() else {}
+
+
+# -- the floor: RangeReader alone, and a plain Spark job over the same ranges --
+
+
+def read_ranges(bootstrap: str, ranges: list[tuple[str, int, int, int]]) -> Iterator[int]:
+    """A Spark task: the number of records of its ranges, read with ``RangeReader`` (as a direct stream's task)."""
+    from streaming.kafka import OffsetRange
+    from streaming.kafka._reader import RangeReader, executor_config
+
+    with RangeReader(executor_config({"bootstrap.servers": bootstrap}, group_id="spark-executor-bench")) as reader:
+        n = 0
+        for topic, partition, start, end in ranges:
+            for _ in reader.read(OffsetRange(topic, partition, start, end)):
+                n += 1
+        yield n
+
+
+def reader_floor(sc: Any, records: int, partitions: int, repeats: int = 5) -> dict[str, Any]:
+    """``RangeReader`` in this thread over one partition's range, and a Spark job counting every partition's range."""
+    from streaming.kafka import OffsetRange
+    from streaming.kafka._reader import RangeReader, executor_config
+
+    writer = Writer("--serve-kafka", "0", "--partitions", str(partitions), "--prefill-records", str(records * partitions))
+    try:
+        bootstrap = writer.info["bootstrap"]
+        one: list[float] = []
+        cpu: list[float] = []
+        with RangeReader(executor_config({"bootstrap.servers": bootstrap}, group_id="bench-floor")) as reader:
+            for _ in range(repeats):
+                wall, began = time.perf_counter(), time.process_time()
+                n = sum(1 for _ in reader.read(OffsetRange(TOPIC, 0, 0, records)))
+                wall = time.perf_counter() - wall
+                if n != records:
+                    raise RuntimeError(f"read {n} records of {records}")
+                one.append(n / wall)
+                cpu.append((time.process_time() - began) / wall)
+        ranges = [[(TOPIC, p, 0, records)] for p in range(partitions)]
+        job: list[float] = []
+        for _ in range(repeats):
+            began = time.perf_counter()
+            total = sc.parallelize(ranges, partitions).mapPartitions(lambda it: read_ranges(bootstrap, [r for rs in it for r in rs])).sum()
+            job.append(time.perf_counter() - began)
+            if total != records * partitions:
+                raise RuntimeError(f"the Spark job counted {total} records of {records * partitions}")
+    finally:
+        writer.stop()
+    job_s = statistics.median(job)
+    return {"one_thread_records_per_s": round(statistics.median(one)), "one_thread_runs": [round(x) for x in one],
+            "one_thread_cpu_per_wall": round(statistics.median(cpu), 2), "records_per_range": records,
+            "spark_job_ms_median": round(job_s * 1000, 1), "spark_job_records": records * partitions,
+            "spark_job_records_per_s": round(records * partitions / job_s), "partitions": partitions,
+            "producer_rate": writer.info["producer_rate"], "load_average": load()}
+
+
+# -- the programs: each records what its batches took in --
+
+
+def count_program(seen: list[int]) -> Callable[[Any], None]:
+    """``count()`` of every batch's records (an output whose job reads them all and returns one number)."""
+    def build(stream: Any) -> None:
+        stream.foreachRDD(lambda rdd: seen.append(rdd.count()) and None)
+    return build
+
+
+def word_count_program(seen: list[int]) -> Callable[[Any], None]:
+    """The word count of every batch's lines, collected; ``seen`` gets the lines it covered (words / 8)."""
+    def build(lines: Any) -> None:
+        counts = lines.flatMap(lambda line: line.split(" ")).map(lambda w: (w, 1)).reduceByKey(add)
+        counts.foreachRDD(lambda rdd: seen.append(sum(c for _, c in rdd.collect()) // WORDS_PER_LINE) and None)
+    return build
+
+
+def split_program(seen: list[int]) -> Callable[[Any], None]:
+    """Two outputs over the same batches, one after the other: ``count()`` (the reading alone), then the word count."""
+    def build(lines: Any) -> None:
+        count_program(seen)(lines)
+        word_count_program([])(lines)
+    return build
+
+
+def kafka_values(stream: Any) -> Any:
+    """The lines of a direct stream's ``(key, value)`` records."""
+    return stream.map(lambda kv: kv[1])
+
+
+# -- running one step --
+
+
+def batch_recorder(wanted: int) -> Any:
+    """A pyspark-style listener recording each batch's delays and its output operations' durations."""
+    from pyspark.streaming.listener import StreamingListener
+
+    class Recorder(StreamingListener):
+        def __init__(self) -> None:
+            super().__init__()
+            self.batches: list[dict[str, Any]] = []
+            self.done = threading.Event()
+
+        def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803
+            info = batchCompleted.batchInfo()
+            ops = sorted(info.outputOperationInfos().items())
+            self.batches.append({
+                "scheduling": info.schedulingDelay(), "processing": info.processingDelay(),
+                "failed": sum(1 for _, op in ops if op.failureReason()),
+                "ops_ms": [op.endTime() - op.startTime() for _, op in ops]})
+            if len(self.batches) >= wanted:
+                self.done.set()
+
+    return Recorder()
+
+
+def run_batches(sc: Any, wanted: int, build: Callable[[Any], None], timeout: float) -> list[dict[str, Any]]:
+    """Run ``build(ssc)`` on a 1 s context until ``wanted`` batches completed; their records."""
+    from streaming import StreamingContext
+
+    ssc = StreamingContext(sc, INTERVAL_MS / 1000)
+    recorder = batch_recorder(wanted)
+    ssc.addStreamingListener(recorder)
+    build(ssc)
+    ssc.start()
+    try:
+        if not recorder.done.wait(timeout):
+            raise RuntimeError(f"only {len(recorder.batches)} of {wanted} batches in {timeout} s")
+    finally:
+        ssc.stop(stopSparkContext=False, stopGraceFully=False)
+    return list(recorder.batches[:wanted])
+
+
+def assess(batches: list[dict[str, Any]], seen: list[int], rate: int, warmup: int) -> dict[str, Any]:
+    """Whether ``rate`` was sustained (the module's definition) over the batches after ``warmup``."""
+    measured = batches[warmup:]
+    taken = seen[warmup:len(batches)]
+    processing = [b["processing"] for b in measured]
+    mean_taken = statistics.mean(taken) if taken else 0
+    mean_processing = statistics.mean(processing)
+    ok = (len(taken) == len(measured) and mean_taken >= 0.95 * rate and mean_processing < INTERVAL_MS
+          and measured[-1]["scheduling"] < INTERVAL_MS and not any(b["failed"] for b in measured))
+    ops = [statistics.mean(op) for op in zip(*(b["ops_ms"] for b in measured), strict=True)]
+    return {"rate": rate, "records_per_batch_mean": round(mean_taken), "processing_ms": processing,
+            "output_ms_mean": [round(op, 1) for op in ops],
+            "processing_ms_mean": round(mean_processing, 1), "scheduling_ms": [b["scheduling"] for b in measured],
+            "failed_batches": sum(1 for b in measured if b["failed"]), "sustained": ok}
+
+
+def socket_step(sc: Any, program: Callable[[list[int]], Callable[[Any], None]], rate: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One rate on the socket receiver."""
+    writer = Writer("--serve-socket", str(rate))
+    seen: list[int] = []
+    wanted = args.warmup + args.batches
+    try:
+        batches = run_batches(sc, wanted, lambda ssc: program(seen)(ssc.socketTextStream(
+            "127.0.0.1", writer.info["port"], maxBufferedRecords=max(10 * rate, 100_000))), args.timeout)
+    finally:
+        stats = writer.stop()
+    step = assess(batches, seen, rate, args.warmup)
+    step.update({"writer": stats, "load_average": load()})
+    return step
+
+
+def kafka_step(sc: Any, program: Callable[[list[int]], Callable[[Any], None]], rate: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One rate on the direct stream: a backlog from offset 0, taken at ``maxRatePerPartition`` = rate / partitions."""
+    from streaming.kafka import KafkaUtils, TopicAndPartition
+
+    partitions = args.partitions
+    per_partition = rate // partitions
+    rate = per_partition * partitions
+    writer = Writer("--serve-kafka", str(rate), "--partitions", str(partitions),
+                    "--prefill-records", str(round(rate * args.prefill)))
+    sc._conf.set("spark.streaming.kafka.maxRatePerPartition", str(per_partition))
+    seen: list[int] = []
+    wanted = args.warmup + args.batches
+
+    def build(ssc: Any) -> None:
+        stream = KafkaUtils.createDirectStream(ssc, [TOPIC], {"metadata.broker.list": writer.info["bootstrap"]},
+                                               fromOffsets={TopicAndPartition(TOPIC, p): 0 for p in range(partitions)})
+        program(seen)(kafka_values(stream) if program is not count_program else stream)
+
+    try:
+        batches = run_batches(sc, wanted, build, args.timeout)
+    finally:
+        stats = writer.stop()
+    step = assess(batches, seen, rate, args.warmup)
+    limited = bool(stats.get("rate", 0) < 0.98 * rate)
+    step.update({"writer": {**stats, "producer_rate": writer.info["producer_rate"],
+                            "prefill_records": writer.info["prefill_records"]},
+                 "writer_limited": limited, "load_average": load()})
+    step["sustained"] = step["sustained"] and not limited
+    return step
+
+
+Step = Callable[[int], dict[str, Any]]
+
+
+def search(name: str, step: Step, start: int, top: int, bisect: int) -> dict[str, Any]:
+    """The highest sustained rate: double from ``start`` until a rate fails (or ``top``), then bisect ``bisect`` times."""
+    steps: list[dict[str, Any]] = []
+
+    def attempt(rate: int) -> bool:
+        result = step(rate)
+        steps.append(result)
+        print(f"  {name} {rate}/s: sustained={result['sustained']} processing_ms_mean={result['processing_ms_mean']} "
+              f"records_per_batch_mean={result['records_per_batch_mean']} load={result['load_average']}",
+              file=sys.stderr, flush=True)
+        return bool(result["sustained"])
+
+    good, bad = 0, None
+    rate = start
+    while rate <= top:
+        if attempt(rate):
+            good = rate
+            rate *= 2
+        else:
+            bad = rate
+            break
+    for _ in range(bisect if bad is not None else 0):
+        middle = (good + bad) // 2 // 1000 * 1000 if good else bad // 2
+        if middle <= good or middle >= bad:
+            break
+        if attempt(middle):
+            good = middle
+        else:
+            bad = middle
+    best = max((s for s in steps if s["sustained"]), key=lambda s: s["rate"], default=None)
+    return {"max_sustained_records_per_s": best["rate"] if best else 0,
+            "first_failed_records_per_s": bad, "at_max": best, "steps": steps, "load_average": load()}
+
+
+def ratio(a: float, b: float) -> float | None:
+    return None if not b else round(a / b, 3)
+
+
+def split_at(sc: Any, rate: int, args: argparse.Namespace) -> dict[str, Any]:
+    """At ``rate``: each batch's time split into reading (its ``count()``) and the word count over the same records."""
+    step = kafka_step(sc, split_program, rate, args)
+    reading, word_count = step["output_ms_mean"]
+    return {"rate": step["rate"], "reading_ms_mean": reading, "word_count_ms_mean": word_count,
+            "word_count_own_work_ms_mean": round(word_count - reading, 1),
+            "reading_share_of_word_count": ratio(reading, word_count), "step": step, "load_average": load()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--serve-socket", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-kafka", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--prefill-records", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of the Kafka topic (tasks per batch)")
+    parser.add_argument("--prefill", type=float, default=0.5, help="seconds of records in the topic before the stream starts")
+    parser.add_argument("--warmup", type=int, default=2, help="batches left out of each step")
+    parser.add_argument("--batches", type=int, default=6, help="measured batches per step")
+    parser.add_argument("--rate-start", type=int, default=50_000)
+    parser.add_argument("--rate-top", type=int, default=3_200_000)
+    parser.add_argument("--bisect", type=int, default=2, help="bisection steps after the doubling")
+    parser.add_argument("--floor-records", type=int, default=100_000, help="records per partition of the reader floor")
+    parser.add_argument("--timeout", type=float, default=120, help="seconds a step may take")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--only", nargs="*", default=["floor", "socket_count", "kafka_count", "word_count"])
+    args = parser.parse_args()
+    if args.serve_socket is not None:
+        serve_socket(args.serve_socket)
+        return
+    if args.serve_kafka is not None:
+        serve_kafka(args.serve_kafka, args.partitions, args.prefill_records)
+        return
+
+    sys.path.insert(0, str(ROOT))
+    # Spark's Python workers run this interpreter with this checkout first on the path (they read the Kafka ranges).
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
+
+    conf = (SparkConf().setMaster(args.master).setAppName("bench_kafka").set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false").set("spark.default.parallelism", "2"))
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+    sc.parallelize(make_lines(0, 1000), 2).flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(add).collect()  # warm up workers
+
+    out: dict[str, Any] = {"load_average_before": load(), "cpus": os.cpu_count(), "master": args.master,
+                           "interval_ms": INTERVAL_MS, "partitions": args.partitions,
+                           "sustained": "records per batch >= 95% of the offered rate, mean processing < interval, "
+                                        "last scheduling delay < interval, no failed batch, over the measured batches"}
+    began = time.monotonic()
+    if "floor" in args.only:
+        out["reader_floor"] = reader_floor(sc, args.floor_records, args.partitions)
+        print(f"reader_floor: {out['reader_floor']}", file=sys.stderr, flush=True)
+    count: dict[str, Any] = {}
+    if "socket_count" in args.only:
+        count["socket_receiver"] = search("socket count", lambda r: socket_step(sc, count_program, r, args),
+                                          args.rate_start, args.rate_top, args.bisect)
+    if "kafka_count" in args.only:
+        count["kafka_direct"] = search("kafka count", lambda r: kafka_step(sc, count_program, r, args),
+                                       args.rate_start, args.rate_top, args.bisect)
+    if count:
+        kafka_top = count.get("kafka_direct", {}).get("max_sustained_records_per_s", 0)
+        socket_top = count.get("socket_receiver", {}).get("max_sustained_records_per_s", 0)
+        out["count"] = {**count, "ratio_kafka_to_socket": ratio(kafka_top, socket_top),
+                        "target_kafka_records_per_s": 250_000, "met": kafka_top >= 250_000, "load_average": load()}
+    if "word_count" in args.only:
+        wc = search("kafka word count", lambda r: kafka_step(sc, word_count_program, r, args),
+                    args.rate_start, args.rate_top, args.bisect)
+        top = wc["max_sustained_records_per_s"]
+        summary: dict[str, Any] = {"kafka_direct": wc, "split_at_max": split_at(sc, top, args) if top else None}
+        count_top = out.get("count", {}).get("kafka_direct", {}).get("max_sustained_records_per_s")
+        summary["ratio_count_to_word_count"] = ratio(count_top, top) if count_top else None
+        summary["load_average"] = load()
+        out["word_count"] = summary
+    out["load_average_after"] = load()
+    out["seconds"] = round(time.monotonic() - began, 1)
+    sc.stop()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
