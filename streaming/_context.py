@@ -436,6 +436,16 @@ class StreamingContext(StreamingQueryFace):
         return inputs.binary_records_stream(self._env, directory, recordLength)
 
     @api_call
+    def inputStream(self, factory: Callable[..., DStream], *args: Any, **kwargs: Any) -> DStream:
+        """The stream ``factory(environment, *args, **kwargs)`` makes: the seam for inputs defined outside the context.
+
+        ``streaming.kafka``'s ``KafkaUtils.createDirectStream`` makes its stream through it.
+        The call is recorded like the context's own input methods, so a checkpointed graph is
+        rebuilt with it: ``factory`` must be importable by name, its arguments picklable.
+        """
+        return factory(self._env, *args, **kwargs)
+
+    @api_call
     def union(self, *dstreams: DStream) -> DStream:
         """The union of streams with the same slide duration."""
         return inputs.union(dstreams)

@@ -15,7 +15,7 @@ from scheduler import CheckpointPath, Clock, PIDRateEstimator, RateController, S
 from ._settings import ContextSettings
 from .continuous import ContinuousExecution, SparkTaskLauncher
 from .dstream import StreamEnvironment
-from .inputs import ReceiverInputDStream, continuous_plan
+from .inputs import RateControlledInput, continuous_plan
 from .runtime import QueryRuntime, StreamingRuntime
 from .simulation import TraceRecording
 
@@ -72,12 +72,13 @@ def micro_batch_runtime(runtime: QueryRuntime) -> StreamingRuntime:
 def start_micro_batch(runtime: QueryRuntime, env: StreamEnvironment, settings: ContextSettings, trace: TraceRecording,
                       stop: Callable[[], None]) -> None:
     """What a micro-batch query adds at its start (blocking: py4j calls): with ``spark.streaming.backpressure.enabled``
-    a rate controller per receiver stream (Spark's), and the trace recording asked for. Nothing for a continuous one."""
+    a rate controller per rate-controlled input (receivers, direct Kafka streams: Spark's), and the trace recording asked
+    for. Nothing for a continuous one."""
     if env.continuous is not None:
         return  # continuous inputs are read as they come (no rate to control), and a trace needs batches
     if settings.backpressure is not None:
         for stream in env.graph.input_streams:
-            if isinstance(stream, ReceiverInputDStream):
+            if isinstance(stream, RateControlledInput):  # receivers, direct Kafka streams
                 pid = PIDRateEstimator(env.batch_duration.milliseconds, *settings.backpressure)
                 runtime.add_listener(RateController(stream.id, pid, stream.update_rate), name=f"RateController-{stream.id}")
     trace.start(settings.trace, runtime=runtime, sc=env.spark_context, batch_interval=env.batch_duration,

@@ -6,7 +6,7 @@ graph drives (replay, receive, purge).
 """
 
 from ._async_iterable import AsyncIterableInputDStream, AsyncSource
-from ._base import InputDStream
+from ._base import InputDStream, RateControlledInput
 from ._continuous import FOREACH_BATCH_REFUSED, ContinuousInputDStream, continuous_plan
 from ._decoder import DEFAULT_MAX_LINE_LENGTH, MAX_LINE_LENGTH_KEY, LineDecoder, LineTooLongError
 from ._executor_receiver import ReceiverTaskSpec, read_block_file
@@ -42,6 +42,7 @@ __all__ = [
     "FileEntry",
     "FileInputDStream",
     "InputDStream",
+    "RateControlledInput",
     "LineDecoder",
     "QueueInputDStream",
     "ReceiverInputDStream",

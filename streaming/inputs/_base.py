@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import anyio.abc
@@ -12,7 +12,19 @@ from scheduler import CheckpointPath, Offset, Time, TimeOrderedDict, library_log
 from ..dstream import DStream, StreamEnvironment
 from ..recovery import InputDescriptor, parse_log_offset
 
-__all__ = ["InputDStream"]
+__all__ = ["InputDStream", "RateControlledInput"]
+
+
+@runtime_checkable
+class RateControlledInput(Protocol):
+    """An input whose intake backpressure controls: a ``RateController`` publishes each new rate to it.
+
+    Receivers limit how fast they store records; a direct Kafka stream limits its ranges.
+    """
+
+    def update_rate(self, rate: float) -> None:
+        """Take the estimator's new rate (records per second), on the event loop."""
+        ...
 
 
 class InputDStream(DStream):

@@ -7,7 +7,7 @@ topic partition, the offset of the next record to read.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
@@ -129,20 +129,58 @@ class Broker:
     port: int
 
 
-@attrs.frozen
 class KafkaMessageAndMetadata:
-    """One record and where it came from: what a ``messageHandler`` receives (pyspark 2.4's names).
+    """One record and where it came from: what a ``messageHandler`` receives (pyspark 2.4's class).
 
-    ``key`` and ``message`` are the raw bytes; the handler decodes them (pyspark 2.4 gave the
-    same bytes, decoded lazily by the decoders passed to ``createDirectStream``).
+    ``key`` and ``message`` are pyspark 2.4's properties: the raw bytes decoded, each time they
+    are read, by the stream's ``keyDecoder`` and ``valueDecoder`` (``utf8_decoder`` unless given).
+    ``raw_key``, ``raw_message`` and ``timestamp_ms`` (the record's timestamp) are additions.
+    Pickled, it keeps the raw bytes and forgets the decoders, as pyspark 2.4's did.
     """
 
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    message: bytes | None
-    timestamp_ms: int | None = None
+    __slots__ = ("_key_decoder", "_raw_key", "_raw_message", "_value_decoder", "offset", "partition", "timestamp_ms", "topic")
+
+    def __init__(self, topic: str, partition: int, offset: int, key: bytes | None, message: bytes | None,
+                 timestamp_ms: int | None = None, *, key_decoder: Callable[[bytes | None], Any] = utf8_decoder,
+                 value_decoder: Callable[[bytes | None], Any] = utf8_decoder) -> None:
+        """The record at ``offset`` of ``topic``'s partition ``partition``, with its raw key and value."""
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp_ms = timestamp_ms
+        self._raw_key = key
+        self._raw_message = message
+        self._key_decoder = key_decoder
+        self._value_decoder = value_decoder
+
+    @property
+    def key(self) -> Any:
+        """The key, decoded by the key decoder."""
+        return self._key_decoder(self._raw_key)
+
+    @property
+    def message(self) -> Any:
+        """The value, decoded by the value decoder."""
+        return self._value_decoder(self._raw_message)
+
+    @property
+    def raw_key(self) -> bytes | None:
+        """The key's bytes, as stored in Kafka."""
+        return self._raw_key
+
+    @property
+    def raw_message(self) -> bytes | None:
+        """The value's bytes, as stored in Kafka."""
+        return self._raw_message
+
+    def __str__(self) -> str:
+        return f"KafkaMessageAndMetadata(topic: {self.topic}, partition: {self.partition}, offset: {self.offset}, key and message...)"
+
+    __repr__ = __str__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (KafkaMessageAndMetadata, (self.topic, self.partition, self.offset, self._raw_key, self._raw_message,
+                                          self.timestamp_ms))
 
 
 PartitionOffsets = Mapping[TopicAndPartition, int]

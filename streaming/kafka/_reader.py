@@ -86,6 +86,7 @@ class RangeReader:
         self._config = dict(config)
         self._consumer = self._kafka.Consumer(self._config)
         self._poll_timeout_s = poll_timeout_s
+        self._reads = 0  # numbers each read: an abandoned read's late clean-up must not unassign a newer one
 
     def read(self, rng: OffsetRange, *, fail_on_data_loss: bool = True) -> Iterator[Any]:
         """The records of ``rng`` in offset order, as confluent-kafka ``Message`` objects.
@@ -98,11 +99,14 @@ class RangeReader:
         kafka = self._kafka
         tp = kafka.TopicPartition(rng.topic, rng.partition, rng.fromOffset)
         consumer = self._consumer
+        self._reads += 1
+        mine = self._reads
         consumer.assign([tp])
         try:
             yield from self._records(rng, tp, fail_on_data_loss)
         finally:
-            consumer.unassign()
+            if self._reads == mine:  # a generator dropped mid-range is closed late (by the collector), maybe mid next read
+                consumer.unassign()
 
     def _records(self, rng: OffsetRange, tp: Any, fail_on_data_loss: bool) -> Iterator[Any]:
         consumer = self._consumer

@@ -112,6 +112,10 @@ STREAMING_SETTINGS = (
     "spark.streaming.backpressure.pid.minRate",
     "spark.streaming.fileStream.minRememberDuration",
     "spark.streaming.minRememberDuration",
+    # Direct Kafka streams (streaming.kafka): Spark's kafka-0-10 DStream settings.
+    "spark.streaming.kafka.maxRatePerPartition",
+    "spark.streaming.kafka.minRatePerPartition",
+    "spark.streaming.kafka.consumer.poll.ms",
     # Progress tracking: Spark's SQL settings, and the async writer options under our prefix.
     "spark.sql.streaming.minBatchesToRetain",
     "spark.sql.streaming.numRecentProgressUpdates",

@@ -1,0 +1,86 @@
+"""Where a direct stream's batch ends, from what the cluster says now: Spark's offset planning, without I/O.
+
+Spark 0-10's ``DirectKafkaInputDStream.latestOffsets`` and ``clamp`` for the partitions it
+follows, and Structured Streaming's Kafka source for partitions that come and go: a partition
+not in the batch's start offsets starts at offset 0 (its first record ever: a new partition, or
+a topic that appeared); a partition that disappeared, one whose records before 0 are gone, or
+one whose end moved back, is data loss, told in Structured Streaming's words.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import attrs
+
+from ._offsets import TopicAndPartition
+from ._rate import KafkaRateSettings, clamp_offsets, max_messages_per_partition
+
+__all__ = ["BatchEnd", "initial_offsets", "java_set", "plan_batch_end", "tp_name"]
+
+
+def tp_name(tp: TopicAndPartition) -> str:
+    """A partition as Kafka's Java client prints a ``TopicPartition``: ``topic-0``."""
+    return f"{tp.topic}-{tp.partition}"
+
+
+def java_set(tps: Sequence[TopicAndPartition]) -> str:
+    """Partitions as Scala prints a set of them: ``Set(t-0, t-1)`` (sorted here, for a stable message)."""
+    return "Set(" + ", ".join(tp_name(tp) for tp in sorted(tps)) + ")"
+
+
+@attrs.frozen
+class BatchEnd:
+    """A batch's end offsets, and the data losses found on the way (details, in Spark's words, without the instruction).
+
+    Attributes:
+        end: the next offset to read after the batch, for each partition the stream follows.
+        losses: what was lost, in the order Structured Streaming reports it.
+    """
+
+    end: dict[TopicAndPartition, int]
+    losses: tuple[str, ...] = ()
+
+
+def current_partitions(partitions: Mapping[str, Sequence[int] | None]) -> list[TopicAndPartition]:
+    """Every partition of the topics the cluster has, sorted (a topic it does not have has none)."""
+    return sorted(TopicAndPartition(topic, p) for topic, parts in partitions.items() for p in (parts or ()))
+
+
+def initial_offsets(tps: Sequence[TopicAndPartition], from_offsets: Mapping[TopicAndPartition, int], *, reset: str,
+                    earliest: Mapping[TopicAndPartition, int], latest: Mapping[TopicAndPartition, int]) -> dict[TopicAndPartition, int]:
+    """Where the stream starts in each partition: ``fromOffsets`` where given, else by ``auto.offset.reset`` (earliest or latest)."""
+    chosen = earliest if reset == "earliest" else latest
+    return {tp: from_offsets[tp] if tp in from_offsets else chosen[tp] for tp in tps}
+
+
+def plan_batch_end(start: Mapping[TopicAndPartition, int], tps: Sequence[TopicAndPartition], *,
+                   latest: Mapping[TopicAndPartition, int], earliest_of_new: Mapping[TopicAndPartition, int],
+                   batch_ms: int, rate: KafkaRateSettings, estimated_rate: float | None) -> BatchEnd:
+    """The end of the batch that starts at ``start``, for the partitions ``tps`` the cluster has now.
+
+    Args:
+        start: the offsets the batch starts at (the previous batch's end).
+        tps: the partitions of the subscribed topics now.
+        latest: each partition's next offset now (its high watermark).
+        earliest_of_new: the first offset still held of each partition not in ``start``.
+        batch_ms: the batch interval.
+        rate: the stream's rate settings.
+        estimated_rate: what backpressure allows (``KafkaRateSettings.estimated_rate``), or ``None``.
+    """
+    losses: list[str] = []
+    followed = set(tps)
+    for tp in tps:
+        if tp not in start and earliest_of_new.get(tp, 0) != 0:
+            losses.append(f"Added partition {tp_name(tp)} starts from {earliest_of_new[tp]} instead of 0. "
+                          "Some data may have been missed")
+    gone = [tp for tp in start if tp not in followed]
+    if gone:
+        losses.append(f"{java_set(gone)} are gone. Some data may have been missed")
+    for tp in tps:
+        if tp in start and latest[tp] < start[tp]:
+            losses.append(f"Partition {tp_name(tp)}'s offset was changed from {start[tp]} to {latest[tp]}, "
+                          "some data may have been missed")
+    now = {tp: latest[tp] for tp in tps}
+    limits = max_messages_per_partition(now, start, batch_ms=batch_ms, settings=rate, estimated_rate=estimated_rate)
+    return BatchEnd(clamp_offsets(now, start, limits), tuple(losses))
