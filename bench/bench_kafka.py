@@ -9,20 +9,19 @@ processing time stayed below the 1 s interval, the last one's scheduling delay w
 interval (no queue of batches formed) and none failed. The highest sustained rate is searched by
 doubling from ``--rate-start`` until a rate fails, then by ``--bisect`` bisection steps.
 
-**Offered rate.** Each side is fed by a writer process of this script at R records/s in 20 ms
-ticks, the same 8-word lines (1,000 words) on both sides:
+**Offered rate**, the same lines on both sides (1,000 distinct lines of 8 words from 1,000):
 
 * socket: ``ssc.socketTextStream`` (the receiver on the driver, ``maxBufferedRecords`` raised so
-  the receiver's buffer never throttles the writer), fed by a TCP writer sending pre-built chunks.
-* Kafka: ``KafkaUtils.createDirectStream`` from offset 0 of a ``--partitions`` topic with
-  ``spark.streaming.kafka.maxRatePerPartition`` = R / partitions. The writer process holds the
-  broker (``MockKafkaCluster``, librdkafka's mock cluster) and a producer; it pre-fills
-  ``--prefill`` seconds of records before the stream starts, then produces R records/s, so every
-  batch finds a backlog and takes exactly R records. The producer's own rate (pre-fill records
-  over its time) and the writer's CPU seconds per second are printed beside each step: a step
-  whose writer fell behind R is reported as ``writer_limited`` and never counts as sustained.
-  The mock broker keeps about 5 MB per partition (records are zstd-compressed to fit more) and
-  answers each fetch with one producer batch: see ``docs/benchmarks.md``.
+  the receiver's buffer never throttles), fed by a writer process sending R lines/s over TCP in
+  20 ms ticks; its own rate and CPU seconds per second are printed with each step.
+* Kafka: ``KafkaUtils.createDirectStream`` from offset 0 of a ``--partitions`` topic, with
+  ``spark.streaming.kafka.maxRatePerPartition`` = R / partitions: a writer process holds the
+  broker (``MockKafkaCluster``, librdkafka's mock cluster) and pre-fills every record the step
+  reads (plus one batch) before the stream starts, so each batch drains exactly R records of a
+  backlog and no producer runs during the measured window. The producer's own rate is printed.
+  The mock keeps about 5 MB per partition and answers a fetch with one producer batch, so the
+  producer writes large zstd-compressed batches (the repeated lines compress about 12 to 1;
+  librdkafka decompresses in C, off the GIL): see ``docs/benchmarks.md``.
 
 Measures:
 
@@ -63,6 +62,8 @@ WORDS_PER_LINE = 8
 TOPIC = "bench"
 TICK_S = 0.02
 INTERVAL_MS = 1000
+DISTINCT_LINES = 1000  # both writers cycle through the same lines (8,000 words drawn: every word of the vocabulary)
+MAX_RATE_KEY = "spark.streaming.kafka.maxRatePerPartition"
 
 
 def load() -> list[float]:
@@ -109,7 +110,7 @@ def paced(rate: int, stop: Stopping, send: Callable[[int], None]) -> dict[str, A
 def serve_socket(rate: int) -> None:
     """Child mode: accept one connection and send ``rate`` lines/s until SIGTERM; print the port, then the statistics."""
     stop = Stopping()
-    lines = [(line + "\n").encode() for line in make_lines(1, 20_000)]
+    lines = [(line + "\n").encode() for line in make_lines(1, DISTINCT_LINES)]
     server = socket.create_server(("127.0.0.1", 0))
     print(json.dumps({"port": server.getsockname()[1]}), flush=True)
     conn, _ = server.accept()
@@ -130,54 +131,48 @@ def serve_socket(rate: int) -> None:
     print(json.dumps(stats), flush=True)
 
 
-def serve_kafka(rate: int, partitions: int, prefill_records: int) -> None:
-    """Child mode: hold a mock cluster, pre-fill the topic, then produce ``rate`` records/s until SIGTERM.
+def serve_kafka(partitions: int, records: int) -> None:
+    """Child mode: hold a mock cluster with ``records`` records in a topic of ``partitions``, until SIGTERM.
 
-    Prints the cluster's address and the pre-fill's own rate as soon as the pre-fill is
-    acknowledged, then the statistics when stopped (CPU: this process, producer and broker).
+    Prints the cluster's address and the producer's own rate once every record is acknowledged
+    and still held by the broker (an error if the mock's retention dropped some).
     """
     import confluent_kafka
 
     from streaming.kafka.testing import MockKafkaCluster
 
     stop = Stopping()
-    values = [line.encode() for line in make_lines(1, 20_000)]
+    values = [line.encode() for line in make_lines(1, DISTINCT_LINES)]
     with MockKafkaCluster() as cluster:
         cluster.create_topic(TOPIC, partitions)
+        # Large zstd batches: the mock keeps about 5 MB per partition and answers a fetch with one batch.
         producer = confluent_kafka.Producer({
-            "bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5, "batch.size": 1_000_000,
+            "bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 50, "batch.size": 1_000_000,
             "batch.num.messages": 100_000, "compression.type": "zstd", "acks": 1, "enable.idempotence": False,
             "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 1_048_576})
-        cursor = 0
-
-        def send(n: int) -> None:
-            nonlocal cursor
-            produce = producer.produce
-            for _ in range(n):
-                while True:
-                    try:
-                        produce(TOPIC, values[cursor % len(values)], partition=cursor % partitions)
-                        break
-                    except BufferError:
-                        producer.poll(0.005)
-                cursor += 1
-            producer.poll(0)
-
-        began = time.monotonic()
-        send(prefill_records)
+        began, cpu = time.monotonic(), time.process_time()
+        produce = producer.produce
+        for i in range(records):
+            while True:
+                try:
+                    produce(TOPIC, values[i % DISTINCT_LINES], partition=i % partitions)
+                    break
+                except BufferError:
+                    producer.poll(0.005)
         if producer.flush(120):
             raise RuntimeError("the pre-fill was not acknowledged in 120 s")
-        took = time.monotonic() - began
+        took, cpu = time.monotonic() - began, time.process_time() - cpu
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "bench"})
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(confluent_kafka.TopicPartition(TOPIC, p), timeout=30)
+            if low != 0 or high < records // partitions:
+                raise RuntimeError(f"partition {p} holds offsets {low}-{high} of {records // partitions}: more than the mock "
+                                   "broker keeps (about 5 MB a partition); use more --partitions or fewer batches")
+        consumer.close()
         print(json.dumps({"bootstrap": cluster.bootstrap_servers, "topic": TOPIC, "partitions": partitions,
-                          "prefill_records": prefill_records, "prefill_s": round(took, 3),
-                          "producer_rate": round(prefill_records / took) if took else None}), flush=True)
-        if rate:
-            stats = paced(rate, stop, send)
-        else:  # the pre-fill only: keep the broker until stopped
-            stop.flag.wait()
-            stats = {"sent": 0}
-        producer.flush(30)
-        print(json.dumps(stats), flush=True)
+                          "records": records, "prefill_s": round(took, 3), "producer_rate": round(records / took),
+                          "producer_cpu_s_per_s": round(cpu / took, 3)}), flush=True)
+        stop.flag.wait()
 
 
 class Writer:
@@ -222,7 +217,7 @@ def reader_floor(sc: Any, records: int, partitions: int, repeats: int = 5) -> di
     from streaming.kafka import OffsetRange
     from streaming.kafka._reader import RangeReader, executor_config
 
-    writer = Writer("--serve-kafka", "0", "--partitions", str(partitions), "--prefill-records", str(records * partitions))
+    writer = Writer("--serve-kafka", str(records * partitions), "--partitions", str(partitions))
     try:
         bootstrap = writer.info["bootstrap"]
         one: list[float] = []
@@ -304,6 +299,7 @@ def batch_recorder(wanted: int) -> Any:
             self.batches.append({
                 "scheduling": info.schedulingDelay(), "processing": info.processingDelay(),
                 "failed": sum(1 for _, op in ops if op.failureReason()),
+                "failure": next((op.failureReason()[:400] for _, op in ops if op.failureReason()), None),
                 "ops_ms": [op.endTime() - op.startTime() for _, op in ops]})
             if len(self.batches) >= wanted:
                 self.done.set()
@@ -341,7 +337,8 @@ def assess(batches: list[dict[str, Any]], seen: list[int], rate: int, warmup: in
     return {"rate": rate, "records_per_batch_mean": round(mean_taken), "processing_ms": processing,
             "output_ms_mean": [round(op, 1) for op in ops],
             "processing_ms_mean": round(mean_processing, 1), "scheduling_ms": [b["scheduling"] for b in measured],
-            "failed_batches": sum(1 for b in measured if b["failed"]), "sustained": ok}
+            "failed_batches": sum(1 for b in measured if b["failed"]),
+            "first_failure": next((b["failure"] for b in measured if b.get("failure")), None), "sustained": ok}
 
 
 def socket_step(sc: Any, program: Callable[[list[int]], Callable[[Any], None]], rate: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -366,11 +363,11 @@ def kafka_step(sc: Any, program: Callable[[list[int]], Callable[[Any], None]], r
     partitions = args.partitions
     per_partition = rate // partitions
     rate = per_partition * partitions
-    writer = Writer("--serve-kafka", str(rate), "--partitions", str(partitions),
-                    "--prefill-records", str(round(rate * args.prefill)))
-    sc._conf.set("spark.streaming.kafka.maxRatePerPartition", str(per_partition))
-    seen: list[int] = []
     wanted = args.warmup + args.batches
+    writer = Writer("--serve-kafka", str(rate * (wanted + 1)), "--partitions", str(partitions))
+    previous = sc._conf.get(MAX_RATE_KEY, None)
+    sc._conf.set(MAX_RATE_KEY, str(per_partition))  # read when the stream is created (the context reads sc's conf)
+    seen: list[int] = []
 
     def build(ssc: Any) -> None:
         stream = KafkaUtils.createDirectStream(ssc, [TOPIC], {"metadata.broker.list": writer.info["bootstrap"]},
@@ -380,13 +377,11 @@ def kafka_step(sc: Any, program: Callable[[list[int]], Callable[[Any], None]], r
     try:
         batches = run_batches(sc, wanted, build, args.timeout)
     finally:
-        stats = writer.stop()
+        sc._conf.set(MAX_RATE_KEY, previous or "0")  # 0: no cap
+        writer.stop()
     step = assess(batches, seen, rate, args.warmup)
-    limited = bool(stats.get("rate", 0) < 0.98 * rate)
-    step.update({"writer": {**stats, "producer_rate": writer.info["producer_rate"],
-                            "prefill_records": writer.info["prefill_records"]},
-                 "writer_limited": limited, "load_average": load()})
-    step["sustained"] = step["sustained"] and not limited
+    step.update({"writer": {key: writer.info[key] for key in ("records", "prefill_s", "producer_rate", "producer_cpu_s_per_s")},
+                 "load_average": load()})
     return step
 
 
@@ -444,9 +439,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--serve-socket", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-kafka", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--prefill-records", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the Kafka topic (tasks per batch)")
-    parser.add_argument("--prefill", type=float, default=0.5, help="seconds of records in the topic before the stream starts")
     parser.add_argument("--warmup", type=int, default=2, help="batches left out of each step")
     parser.add_argument("--batches", type=int, default=6, help="measured batches per step")
     parser.add_argument("--rate-start", type=int, default=50_000)
@@ -461,7 +454,7 @@ def main() -> None:
         serve_socket(args.serve_socket)
         return
     if args.serve_kafka is not None:
-        serve_kafka(args.serve_kafka, args.partitions, args.prefill_records)
+        serve_kafka(args.partitions, args.serve_kafka)
         return
 
     sys.path.insert(0, str(ROOT))

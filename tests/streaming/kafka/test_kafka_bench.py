@@ -24,7 +24,7 @@ def test_a_rate_is_sustained_when_every_condition_holds_after_the_warmup() -> No
     result = bench_kafka.assess(batches, [1, 1000, 1000, 960], 1000, warmup=2)
     assert result == {"rate": 1000, "records_per_batch_mean": 980, "processing_ms": [990, 950],
                       "output_ms_mean": [970.0], "processing_ms_mean": 970.0, "scheduling_ms": [500, 10],
-                      "failed_batches": 0, "sustained": True}
+                      "failed_batches": 0, "first_failure": None, "sustained": True}
 
 
 @pytest.mark.parametrize(("batches", "seen"), [
@@ -80,3 +80,15 @@ def test_a_socket_step_counts_the_lines_its_writer_sent(spark_context: Any) -> N
     assert step["rate"] == 500 and len(step["processing_ms"]) == 2
     assert step["writer"]["sent"] > 0
     assert 0 < step["records_per_batch_mean"] <= step["writer"]["sent"]
+
+
+@pytest.mark.spark
+def test_a_kafka_step_takes_the_offered_rate_from_the_prefilled_backlog(spark_context: Any) -> None:
+    """maxRatePerPartition = rate / partitions caps each batch of the direct stream at the rate; the cap is restored after."""
+    args = argparse.Namespace(warmup=0, batches=2, timeout=60, partitions=2)
+    before = spark_context._conf.get(bench_kafka.MAX_RATE_KEY, None)
+    step = bench_kafka.kafka_step(spark_context, bench_kafka.count_program, 301, args)
+    assert step["rate"] == 300 and len(step["processing_ms"]) == 2
+    assert step["writer"]["records"] == 900
+    assert 0 < step["records_per_batch_mean"] <= 300
+    assert spark_context._conf.get(bench_kafka.MAX_RATE_KEY, None) == (before or "0")
