@@ -249,6 +249,56 @@ def reader_floor(sc: Any, records: int, partitions: int, repeats: int = 5) -> di
             "producer_rate": writer.info["producer_rate"], "load_average": load()}
 
 
+def timed_count(records: Iterator[Any]) -> Iterator[tuple[int, float, float]]:
+    """A Spark task: count its records (reading them: the Kafka RDD's task runs in this same worker), timing it inside the worker."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    n = sum(1 for _ in records)
+    yield n, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def profile_batch(sc: Any, rate: int, partitions: int, repeats: int = 5) -> dict[str, Any]:
+    """Where one batch's time goes at ``rate``: the driver's planning, the job, and inside its tasks, reading and counting.
+
+    The batch is a Kafka RDD over one batch's ranges (``KafkaUtils.createRDD``, the direct
+    stream's own RDD and task code), counted ``repeats`` times over fresh ranges, without a
+    streaming engine. Per task: wall and CPU seconds inside the worker (the consumer's own
+    threads, which fetch and decompress, are in the worker's CPU too).
+    """
+    from streaming.kafka import KafkaUtils, OffsetRange
+
+    per_partition = rate // partitions
+    writer = Writer("--serve-kafka", str(per_partition * partitions * repeats), "--partitions", str(partitions))
+    try:
+        params = {"metadata.broker.list": writer.info["bootstrap"]}
+        runs = []
+        for i in range(repeats):
+            ranges = [OffsetRange(TOPIC, p, i * per_partition, (i + 1) * per_partition) for p in range(partitions)]
+            began = time.perf_counter()
+            rdd = KafkaUtils.createRDD(sc, params, ranges)
+            planned = time.perf_counter()
+            tasks = rdd.mapPartitions(timed_count).collect()
+            ended = time.perf_counter()
+            if sum(n for n, _, _ in tasks) != per_partition * partitions:
+                raise RuntimeError(f"counted {sum(n for n, _, _ in tasks)} of {per_partition * partitions}")
+            runs.append({"plan_ms": (planned - began) * 1000, "job_ms": (ended - planned) * 1000,
+                         "task_wall_ms": [w * 1000 for _, w, _ in tasks], "task_cpu_ms": [c * 1000 for _, _, c in tasks]})
+    finally:
+        writer.stop()
+    warm = runs[1:] or runs  # the first run creates each worker's consumer
+
+    def median(key: str) -> float:
+        return round(statistics.median(statistics.mean(r[key]) if isinstance(r[key], list) else r[key] for r in warm), 1)
+
+    task_wall = median("task_wall_ms")
+    return {"rate": per_partition * partitions, "partitions": partitions, "records_per_task": per_partition,
+            "driver_plan_ms_median": median("plan_ms"), "plan_ms": [round(r["plan_ms"], 1) for r in runs],
+            "job_ms_median": median("job_ms"), "job_ms": [round(r["job_ms"], 1) for r in runs],
+            "task_wall_ms_median": task_wall, "task_cpu_ms_median": median("task_cpu_ms"),
+            "task_records_per_s": round(per_partition / task_wall * 1000) if task_wall else None,
+            "job_minus_tasks_per_core_ms": round(median("job_ms") - task_wall * partitions / 2, 1),
+            "first_run_creates_consumers": True, "load_average": load()}
+
+
 # -- the programs: each records what its batches took in --
 
 
@@ -445,10 +495,11 @@ def main() -> None:
     parser.add_argument("--rate-start", type=int, default=50_000)
     parser.add_argument("--rate-top", type=int, default=3_200_000)
     parser.add_argument("--bisect", type=int, default=2, help="bisection steps after the doubling")
+    parser.add_argument("--profile-rate", type=int, default=250_000, help="records per batch of the profile")
     parser.add_argument("--floor-records", type=int, default=100_000, help="records per partition of the reader floor")
     parser.add_argument("--timeout", type=float, default=120, help="seconds a step may take")
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--only", nargs="*", default=["floor", "socket_count", "kafka_count", "word_count"])
+    parser.add_argument("--only", nargs="*", default=["floor", "profile", "socket_count", "kafka_count", "word_count"])
     args = parser.parse_args()
     if args.serve_socket is not None:
         serve_socket(args.serve_socket)
@@ -478,6 +529,9 @@ def main() -> None:
         out["reader_floor"] = reader_floor(sc, args.floor_records, args.partitions)
         print(f"reader_floor: {out['reader_floor']}", file=sys.stderr, flush=True)
     count: dict[str, Any] = {}
+    if "profile" in args.only:
+        out["profile"] = profile_batch(sc, args.profile_rate, args.partitions)
+        print(f"profile: {out['profile']}", file=sys.stderr, flush=True)
     if "socket_count" in args.only:
         count["socket_receiver"] = search("socket count", lambda r: socket_step(sc, count_program, r, args),
                                           args.rate_start, args.rate_top, args.bisect)
