@@ -55,6 +55,19 @@ def test_the_search_doubles_then_bisects_to_the_highest_sustained_rate() -> None
     assert result["at_max"]["rate"] == 325_000
 
 
+def test_a_rate_the_broker_cannot_hold_is_reported_apart_from_a_failed_one() -> None:
+    """A step that could not be offered ends the doubling like a failure and is named as such in the summary."""
+    def step(rate: int) -> dict[str, Any]:
+        base = {"rate": rate, "processing_ms_mean": 1.0, "records_per_batch_mean": rate, "load_average": [0.0, 0.0, 0.0]}
+        if rate > 2000:
+            return {**base, "sustained": False, "not_measured": "the mock broker kept less"}
+        return {**base, "sustained": True}
+
+    result = bench_kafka.search("fake", step, 1000, 8000, bisect=1)
+    assert [s["rate"] for s in result["steps"]] == [1000, 2000, 4000, 3000]
+    assert (result["max_sustained_records_per_s"], result["first_not_measurable_records_per_s"]) == (2000, 3000)
+
+
 def test_the_search_stops_at_the_top_rate_without_a_failure() -> None:
     """A side that sustains every rate up to the top reports the top and no failed rate."""
     result = bench_kafka.search("fake", lambda rate: {"rate": rate, "sustained": True, "processing_ms_mean": 1.0,
@@ -89,6 +102,6 @@ def test_a_kafka_step_takes_the_offered_rate_from_the_prefilled_backlog(spark_co
     before = spark_context._conf.get(bench_kafka.MAX_RATE_KEY, None)
     step = bench_kafka.kafka_step(spark_context, bench_kafka.count_program, 301, args)
     assert step["rate"] == 300 and len(step["processing_ms"]) == 2
-    assert step["writer"]["records"] == 900
+    assert step["writer"]["records"] == 600
     assert 0 < step["records_per_batch_mean"] <= 300
     assert spark_context._conf.get(bench_kafka.MAX_RATE_KEY, None) == (before or "0")
