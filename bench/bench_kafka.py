@@ -7,7 +7,9 @@ stderr), with the machine's load average beside each figure.
 ``--batches`` batches in a row each took in R records (at least 95% of R on average), their mean
 processing time stayed below the 1 s interval, the last one's scheduling delay was below the
 interval (no queue of batches formed) and none failed. The highest sustained rate is searched by
-doubling from ``--rate-start`` until a rate fails, then by ``--bisect`` bisection steps.
+doubling from ``--rate-start`` until a rate fails, then by ``--bisect`` bisection steps; the
+machine is shared, so a rate fails only when ``1 + --retries`` tries in a row fail. The two
+``count()`` searches take turns, one rate each, so that both sides see the same drift of load.
 
 **Offered rate**, the same lines on both sides (1,000 distinct lines of 8 words from 1,000):
 
@@ -56,7 +58,7 @@ import threading
 import time
 from operator import add
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCABULARY = [f"w{i}" for i in range(1000)]
@@ -452,40 +454,90 @@ def kafka_step(sc: Any, program: Callable[[list[int]], Callable[[Any], None]], r
 Step = Callable[[int], dict[str, Any]]
 
 
-def search(name: str, step: Step, start: int, top: int, bisect: int) -> dict[str, Any]:
-    """The highest sustained rate: double from ``start`` until a rate fails (or ``top``), then bisect ``bisect`` times."""
-    steps: list[dict[str, Any]] = []
+class RateSearch:
+    """One side's search for its highest sustained rate, one attempt at a time (so that two sides can alternate).
 
-    def attempt(rate: int) -> bool:
-        result = step(rate)
-        steps.append(result)
-        print(f"  {name} {rate}/s: sustained={result['sustained']} processing_ms_mean={result['processing_ms_mean']} "
-              f"records_per_batch_mean={result['records_per_batch_mean']} load={result['load_average']}",
-              file=sys.stderr, flush=True)
-        return bool(result["sustained"])
+    Doubling from ``start`` until a rate fails (or passes ``top``), then ``bisect`` bisection
+    steps (in thousands) between the last success and the first failure. The machine is
+    shared, so a failed rate is tried ``retries`` more times: it fails only if every try does.
+    """
 
-    good, bad = 0, None
-    rate = start
-    while rate <= top:
-        if attempt(rate):
-            good = rate
-            rate *= 2
-        else:
-            bad = rate
-            break
-    for _ in range(bisect if bad is not None else 0):
-        middle = (good + bad) // 2 // 1000 * 1000 if good else bad // 2
-        if middle <= good or middle >= bad:
-            break
-        if attempt(middle):
-            good = middle
-        else:
-            bad = middle
-    best = max((s for s in steps if s["sustained"]), key=lambda s: s["rate"], default=None)
-    unmeasured = min((s["rate"] for s in steps if "not_measured" in s), default=None)
-    return {"max_sustained_records_per_s": best["rate"] if best else 0,
-            "first_failed_records_per_s": bad, "first_not_measurable_records_per_s": unmeasured,
-            "at_max": best, "steps": steps, "load_average": load()}
+    def __init__(self, name: str, step: Step, start: int, top: int, bisect: int, retries: int = 1) -> None:
+        """Plan the search; nothing runs until :meth:`advance`."""
+        self.name, self._step, self._retries = name, step, retries
+        self.steps: list[dict[str, Any]] = []
+        self.first_failed: int | None = None
+        self._plan = self._rates(start, top, bisect)
+        self._next: int | None = next(self._plan, None)
+
+    @property
+    def done(self) -> bool:
+        """Whether the search has no rate left to try."""
+        return self._next is None
+
+    def _rates(self, start: int, top: int, bisect: int) -> Generator[int, bool, None]:
+        good, bad = 0, None
+        rate = start
+        while rate <= top:
+            if (yield rate):
+                good = rate
+                rate *= 2
+            else:
+                bad = rate
+                break
+        for _ in range(bisect if bad is not None else 0):
+            middle = (good + bad) // 2 // 1000 * 1000 if good else bad // 2
+            if middle <= good or middle >= bad:
+                break
+            if (yield middle):
+                good = middle
+            else:
+                bad = middle
+        self.first_failed = bad
+
+    def _attempt(self, rate: int) -> bool:
+        for _ in range(1 + self._retries):
+            result = self._step(rate)
+            self.steps.append(result)
+            print(f"  {self.name} {rate}/s: sustained={result['sustained']} processing_ms_mean={result['processing_ms_mean']} "
+                  f"records_per_batch_mean={result['records_per_batch_mean']} load={result['load_average']}",
+                  file=sys.stderr, flush=True)
+            if result["sustained"] or "not_measured" in result:
+                return bool(result["sustained"])
+        return False
+
+    def advance(self) -> None:
+        """Try the next rate (with its retries)."""
+        if self._next is None:
+            return
+        sustained = self._attempt(self._next)
+        try:
+            self._next = self._plan.send(sustained)
+        except StopIteration:
+            self._next = None
+
+    def summary(self) -> dict[str, Any]:
+        """The highest sustained rate, the first failed and the first not measurable one, every step, the load now."""
+        best = max((s for s in self.steps if s["sustained"]), key=lambda s: s["rate"], default=None)
+        unmeasured = min((s["rate"] for s in self.steps if "not_measured" in s), default=None)
+        return {"max_sustained_records_per_s": best["rate"] if best else 0,
+                "first_failed_records_per_s": self.first_failed, "first_not_measurable_records_per_s": unmeasured,
+                "at_max": best, "steps": self.steps, "load_average": load()}
+
+
+def search(name: str, step: Step, start: int, top: int, bisect: int, retries: int = 1) -> dict[str, Any]:
+    """One side's :class:`RateSearch` run to its end; its summary."""
+    one = RateSearch(name, step, start, top, bisect, retries)
+    while not one.done:
+        one.advance()
+    return one.summary()
+
+
+def alternate(*searches: RateSearch) -> None:
+    """Run the searches to their ends taking turns, one rate each (the machine's load drifts: each side sees the same)."""
+    while not all(s.done for s in searches):
+        for one in searches:
+            one.advance()
 
 
 def ratio(a: float, b: float) -> float | None:
@@ -514,6 +566,7 @@ def main() -> None:
                         help="the socket search's top: a receiver's batch is one task holding its records, and at "
                              "3,200,000 lines the driver's 1 GB JVM heap ran out serialising it")
     parser.add_argument("--bisect", type=int, default=2, help="bisection steps after the doubling")
+    parser.add_argument("--retries", type=int, default=1, help="further tries of a failed rate before it counts as failed")
     parser.add_argument("--profile-rate", type=int, default=250_000, help="records per batch of the profile")
     parser.add_argument("--floor-records", type=int, default=100_000, help="records per partition of the reader floor")
     parser.add_argument("--timeout", type=float, default=120, help="seconds a step may take")
@@ -548,15 +601,15 @@ def main() -> None:
         out["reader_floor"] = reader_floor(sc, args.floor_records, args.partitions)
         print(f"reader_floor: {out['reader_floor']}", file=sys.stderr, flush=True)
     count: dict[str, Any] = {}
-    if "profile" in args.only:
-        out["profile"] = profile_batch(sc, args.profile_rate, args.partitions)
-        print(f"profile: {out['profile']}", file=sys.stderr, flush=True)
+    sides = []
     if "socket_count" in args.only:
-        count["socket_receiver"] = search("socket count", lambda r: socket_step(sc, count_program, r, args),
-                                          args.rate_start, args.socket_rate_top, args.bisect)
+        sides.append(("socket_receiver", RateSearch("socket count", lambda r: socket_step(sc, count_program, r, args),
+                                                    args.rate_start, args.socket_rate_top, args.bisect, args.retries)))
     if "kafka_count" in args.only:
-        count["kafka_direct"] = search("kafka count", lambda r: kafka_step(sc, count_program, r, args),
-                                       args.rate_start, args.rate_top, args.bisect)
+        sides.append(("kafka_direct", RateSearch("kafka count", lambda r: kafka_step(sc, count_program, r, args),
+                                                 args.rate_start, args.rate_top, args.bisect, args.retries)))
+    alternate(*(one for _, one in sides))
+    count = {side: one.summary() for side, one in sides}
     if count:
         kafka_top = count.get("kafka_direct", {}).get("max_sustained_records_per_s", 0)
         socket_top = count.get("socket_receiver", {}).get("max_sustained_records_per_s", 0)
@@ -564,7 +617,7 @@ def main() -> None:
                         "target_kafka_records_per_s": 250_000, "met": kafka_top >= 250_000, "load_average": load()}
     if "word_count" in args.only:
         wc = search("kafka word count", lambda r: kafka_step(sc, word_count_program, r, args),
-                    args.rate_start, args.rate_top, args.bisect)
+                    args.rate_start, args.rate_top, args.bisect, args.retries)
         top = wc["max_sustained_records_per_s"]
         summary: dict[str, Any] = {"kafka_direct": wc, "split_at_max": split_at(sc, top, args) if top else None}
         count_top = out.get("count", {}).get("kafka_direct", {}).get("max_sustained_records_per_s")

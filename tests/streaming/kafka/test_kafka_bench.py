@@ -48,11 +48,40 @@ def test_the_search_doubles_then_bisects_to_the_highest_sustained_rate() -> None
         return {"rate": rate, "sustained": rate <= 330_000, "processing_ms_mean": 1.0,
                 "records_per_batch_mean": rate, "load_average": [0.0, 0.0, 0.0]}
 
-    result = bench_kafka.search("fake", step, 50_000, 3_200_000, bisect=3)
+    result = bench_kafka.search("fake", step, 50_000, 3_200_000, bisect=3, retries=0)
     assert tried == [50_000, 100_000, 200_000, 400_000, 300_000, 350_000, 325_000]
     assert result["max_sustained_records_per_s"] == 325_000
     assert result["first_failed_records_per_s"] == 350_000
     assert result["at_max"]["rate"] == 325_000
+
+
+def test_a_failed_rate_is_tried_again_and_fails_only_if_every_try_fails() -> None:
+    """With one retry, a rate that fails once and then holds counts as sustained; one failing twice ends the doubling."""
+    outcomes = {1000: [True], 2000: [False, True], 4000: [False, False], 3000: [True]}
+
+    def step(rate: int) -> dict[str, Any]:
+        return {"rate": rate, "sustained": outcomes[rate].pop(0), "processing_ms_mean": 1.0,
+                "records_per_batch_mean": rate, "load_average": [0.0, 0.0, 0.0]}
+
+    result = bench_kafka.search("fake", step, 1000, 8000, bisect=1, retries=1)
+    assert [(s["rate"], s["sustained"]) for s in result["steps"]] == [
+        (1000, True), (2000, False), (2000, True), (4000, False), (4000, False), (3000, True)]
+    assert (result["max_sustained_records_per_s"], result["first_failed_records_per_s"]) == (3000, 4000)
+
+
+def test_alternating_searches_take_turns_one_rate_each() -> None:
+    """Two sides alternate rate by rate; the one that finishes first leaves the other to go on alone."""
+    order: list[tuple[str, int]] = []
+
+    def side(name: str, limit: int) -> bench_kafka.RateSearch:
+        def step(rate: int) -> dict[str, Any]:
+            order.append((name, rate))
+            return {"rate": rate, "sustained": rate <= limit, "processing_ms_mean": 1.0,
+                    "records_per_batch_mean": rate, "load_average": [0.0, 0.0, 0.0]}
+        return bench_kafka.RateSearch(name, step, 1000, 16000, bisect=0, retries=0)
+
+    bench_kafka.alternate(side("a", 1000), side("b", 4000))
+    assert order == [("a", 1000), ("b", 1000), ("a", 2000), ("b", 2000), ("b", 4000), ("b", 8000)]
 
 
 def test_a_rate_the_broker_cannot_hold_is_reported_apart_from_a_failed_one() -> None:
@@ -63,8 +92,8 @@ def test_a_rate_the_broker_cannot_hold_is_reported_apart_from_a_failed_one() -> 
             return {**base, "sustained": False, "not_measured": "the mock broker kept less"}
         return {**base, "sustained": True}
 
-    result = bench_kafka.search("fake", step, 1000, 8000, bisect=1)
-    assert [s["rate"] for s in result["steps"]] == [1000, 2000, 4000, 3000]
+    result = bench_kafka.search("fake", step, 1000, 8000, bisect=1, retries=1)
+    assert [s["rate"] for s in result["steps"]] == [1000, 2000, 4000, 3000]  # not measurable: never retried
     assert (result["max_sustained_records_per_s"], result["first_not_measurable_records_per_s"]) == (2000, 3000)
 
 
