@@ -97,18 +97,23 @@ def paced(rate: int, stop: Stopping, send: Callable[[int], None]) -> dict[str, A
     began, cpu = time.monotonic(), time.process_time()
     sent = 0
     k = 0
+    ended_by = "stopped"
     while not stop.flag.is_set():
         k += 1
         due = round(rate * TICK_S * k) - sent
         if due > 0:
-            send(due)
+            try:
+                send(due)
+            except OSError as error:  # the receiver went away (its context stopped)
+                ended_by = str(error)
+                break
             sent += due
         delay = began + k * TICK_S - time.monotonic()
         if delay > 0:
             stop.flag.wait(delay)
     seconds = time.monotonic() - began
     return {"sent": sent, "seconds": round(seconds, 3), "rate": round(sent / seconds) if seconds else 0,
-            "cpu_s_per_s": round((time.process_time() - cpu) / seconds, 3) if seconds else 0.0}
+            "cpu_s_per_s": round((time.process_time() - cpu) / seconds, 3) if seconds else 0.0, "ended_by": ended_by}
 
 
 def serve_socket(rate: int) -> None:
@@ -128,11 +133,7 @@ def serve_socket(rate: int) -> None:
             cursor = (cursor + 1) % len(lines)
         conn.sendall(chunk)
 
-    try:
-        stats = paced(rate, stop, send)
-    except OSError as error:  # the receiver went away
-        stats = {"error": str(error)}
-    print(json.dumps(stats), flush=True)
+    print(json.dumps(paced(rate, stop, send)), flush=True)
 
 
 def serve_kafka(partitions: int, records: int) -> None:
@@ -600,6 +601,9 @@ def main() -> None:
     if "floor" in args.only:
         out["reader_floor"] = reader_floor(sc, args.floor_records, args.partitions)
         print(f"reader_floor: {out['reader_floor']}", file=sys.stderr, flush=True)
+    if "profile" in args.only:
+        out["profile"] = profile_batch(sc, args.profile_rate, args.partitions)
+        print(f"profile: {out['profile']}", file=sys.stderr, flush=True)
     count: dict[str, Any] = {}
     sides = []
     if "socket_count" in args.only:
