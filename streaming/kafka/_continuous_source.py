@@ -17,9 +17,10 @@ from typing import Any, Mapping, Sequence
 from scheduler import InvalidPipelineError, library_logger
 
 from ..continuous import ContinuousSource, PartitionReader
-from ._client import KafkaClusterView, KafkaDataLossError, KafkaError, require_kafka
+from ._client import KafkaClusterView, KafkaError, require_kafka
+from ._data_loss import added_partition, fetch_failed, partitions_gone, report_data_loss, scala_set
 from ._offsets import TopicAndPartition, format_partition_offsets, parse_partition_offsets
-from ._reader import data_loss_message, executor_config
+from ._reader import executor_config
 
 __all__ = ["KAFKA_FIELDS", "KafkaContinuousSource", "PARTITIONS_CHANGED"]
 
@@ -100,11 +101,6 @@ def _starting(value: str | Mapping[str, Mapping[str, int]]) -> str | dict[TopicA
                 raise bad
             out[TopicAndPartition(topic, int(part))] = offset
     return out
-
-
-def _scala_set(tps: Sequence[TopicAndPartition]) -> str:
-    """How Spark prints a set of partitions in its messages: ``Set(topic-0, topic-1)``."""
-    return "Set(" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(tps)) + ")"
 
 
 class KafkaContinuousSource(ContinuousSource):
@@ -201,7 +197,7 @@ class KafkaContinuousSource(ContinuousSource):
                     raise InvalidPipelineError(
                         "If startingOffsets contains specific offsets, you must specify all TopicPartitions.\n"
                         "Use -1 for latest, -2 for earliest.\n"
-                        f"Specified: {_scala_set(list(starting))} Assigned: {_scala_set(partitions)}")
+                        f"Specified: {scala_set(list(starting))} Assigned: {scala_set(partitions)}")
                 latest = view.latest_offsets([tp for tp, o in starting.items() if o == LATEST])
                 earliest = view.earliest_offsets([tp for tp, o in starting.items() if o == EARLIEST])
                 self._initial = {tp: latest.get(tp, earliest.get(tp, o)) for tp, o in starting.items()}
@@ -237,23 +233,20 @@ class KafkaContinuousSource(ContinuousSource):
         partitions = self.partitions
         gone = sorted(set(logged) - set(partitions))
         if gone:
-            self._report_data_loss(f"{_scala_set(gone)} are gone. Some data may have been missed")
+            self._report_data_loss(partitions_gone(gone))
         added = [tp for tp in partitions if tp not in logged]
         if added:
             with KafkaClusterView(self.params) as view:
                 earliest = view.earliest_offsets(added)
-            library_logger("aiodstream.kafka").info("Partitions added", partitions=_scala_set(added))
+            library_logger("aiodstream.kafka").info("Partitions added", partitions=scala_set(added))
             for tp in added:
                 if earliest[tp] != 0:
-                    self._report_data_loss(f"Added partition {tp.topic}-{tp.partition} starts from {earliest[tp]} instead "
-                                           "of 0. Some data may have been missed")
+                    self._report_data_loss(added_partition(tp, earliest[tp]))
             logged = {**logged, **earliest}
         return [logged[tp] for tp in partitions]
 
     def _report_data_loss(self, detail: str) -> None:
-        if self.fail_on_data_loss:
-            raise KafkaDataLossError(data_loss_message(detail, fail=True))
-        library_logger("aiodstream.kafka").warning(data_loss_message(detail, fail=False))
+        report_data_loss(detail, fail=self.fail_on_data_loss, log=library_logger("aiodstream.kafka"))
 
     # -- the tasks --
 
@@ -327,11 +320,7 @@ class _KafkaPartitionReader(PartitionReader):
             library_logger("aiodstream.kafka").warning("Kafka consumer error, retrying", topic=self._tp.topic,
                                                        partition=self._tp.partition, error=error.str())
             return
-        detail = (f"Cannot fetch offset {self._next} (GroupId: {self._source.group_id}, "
-                  f"TopicPartition: {self._tp.topic}-{self._tp.partition})")
-        if self._source.fail_on_data_loss:
-            raise KafkaDataLossError(data_loss_message(detail, fail=True))
-        library_logger("aiodstream.kafka").warning(data_loss_message(detail, fail=False))
+        self._source._report_data_loss(fetch_failed(self._next, self._source.group_id, self._tp))
         kafka, tp = self._kafka, self._tp
         low, high = self._consumer.get_watermark_offsets(kafka.TopicPartition(tp.topic, tp.partition), timeout=30)
         # Before the log start: what is left starts there. Past the end (the partition was made anew): all of it is new.
@@ -351,12 +340,12 @@ class _KafkaPartitionReader(PartitionReader):
         if gone:
             self._report_gone(gone)
         if set(now) - set(known):
-            raise KafkaError(PARTITIONS_CHANGED.format(source=repr(source), known=_scala_set(known), now=_scala_set(sorted(now))))
+            raise KafkaError(PARTITIONS_CHANGED.format(source=repr(source), known=scala_set(known), now=scala_set(sorted(now))))
 
     def _report_gone(self, gone: list[TopicAndPartition]) -> None:
         if not self._gone_reported:  # without failOnDataLoss: warned once, and the task reads on (nothing comes)
             self._gone_reported = True
-            self._source._report_data_loss(f"{_scala_set(gone)} are gone. Some data may have been missed")
+            self._source._report_data_loss(partitions_gone(gone))
 
     def offset(self) -> Any:
         return self._next

@@ -17,12 +17,12 @@ from scheduler import InvalidPipelineError, MetadataLog, Offset, ReplayError, St
 
 from ..dstream import StreamEnvironment
 from ..inputs import InputDStream
-from ._client import KafkaClusterView, KafkaDataLossError, KafkaError, client_config, offset_reset
+from ._client import KafkaClusterView, KafkaError, client_config, offset_reset
 from ._commits import CommitCallback, CommitQueue
+from ._data_loss import report_data_loss
 from ._offsets import OffsetRange, TopicAndPartition, format_partition_offsets, parse_partition_offsets
 from ._planning import current_partitions, initial_offsets, plan_batch_end
 from ._rate import KafkaRateSettings
-from ._reader import data_loss_message
 from ._tasks import ExecutorReading
 
 if TYPE_CHECKING:
@@ -222,10 +222,8 @@ class DirectKafkaInputDStream(InputDStream):
     def _report_losses(self, losses: Sequence[str]) -> None:
         if not losses:
             return
-        if self.fail_on_data_loss:
-            raise KafkaDataLossError(data_loss_message(losses[0], fail=True))
-        for detail in losses:
-            self._log.warning(data_loss_message(detail, fail=False))
+        for detail in losses:  # with failOnDataLoss the first one raises
+            report_data_loss(detail, fail=self.fail_on_data_loss, log=self._log)
 
     # -- batches --
 

@@ -17,9 +17,10 @@ import attrs
 
 from scheduler import CheckpointPath, CorruptCheckpointError, Offset, library_logger
 
-from ._client import KafkaClusterView, KafkaDataLossError, client_config, require_kafka
+from ._client import KafkaClusterView, client_config, require_kafka
+from ._data_loss import report_data_loss
 from ._offsets import OffsetRange, TopicAndPartition, format_partition_offsets, parse_partition_offsets
-from ._reader import RangeReader, data_loss_message, executor_config
+from ._reader import RangeReader, executor_config
 from ._source_plan import EARLIEST, LATEST, StartingOffsets, rate_limit, resolve_ranges
 
 __all__ = ["KafkaRecord", "KafkaSource"]
@@ -345,9 +346,7 @@ class KafkaSource:
         return [record for part in results for record in part]
 
     def _report_data_loss(self, detail: str) -> None:
-        if self.fail_on_data_loss:
-            raise KafkaDataLossError(data_loss_message(detail, fail=True))
-        self._log.warning(data_loss_message(detail, fail=False))
+        report_data_loss(detail, fail=self.fail_on_data_loss, log=self._log)
 
     def _read_range(self, reader: RangeReader | None, rng: OffsetRange) -> tuple[RangeReader, list[KafkaRecord]]:
         if reader is None:

@@ -12,13 +12,13 @@ from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
+from ._data_loss import added_partition, earliest_unknown, offset_changed, partitions_gone, scala_set
 from ._offsets import OffsetRange, PartitionOffsets, TopicAndPartition
 
 __all__ = [
     "EARLIEST",
     "LATEST",
     "StartingOffsets",
-    "partition_set",
     "rate_limit",
     "resolve_ranges",
 ]
@@ -26,11 +26,6 @@ __all__ = [
 LATEST = -1  # in a startingOffsets JSON: this partition's end when the query starts (Spark's value)
 EARLIEST = -2  # in a startingOffsets JSON: this partition's first record still held
 JSON_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
-
-
-def partition_set(tps: Iterable[TopicAndPartition]) -> str:
-    """Partitions as Spark's messages print a set of them: ``Set(t-0, t-1)``, sorted."""
-    return "Set(" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(tps)) + ")"
 
 
 @attrs.frozen
@@ -85,7 +80,7 @@ class StartingOffsets:
             raise ValueError(
                 "If startingOffsets contains specific offsets, you must specify all TopicPartitions.\n"
                 "Use -1 for latest, -2 for earliest, if you don't care.\n"
-                f"Specified: {partition_set(self.offsets)} Assigned: {partition_set(have)}")
+                f"Specified: {scala_set(self.offsets)} Assigned: {scala_set(have)}")
 
     def __str__(self) -> str:
         if self.kind != "specific":
@@ -136,14 +131,13 @@ def resolve_ranges(start: PartitionOffsets, end: PartitionOffsets, new_starts: P
     """
     new = set(end) - set(start)
     if set(new_starts) != new:
-        report(f"Cannot find earliest offsets of {partition_set(new - set(new_starts))}. Some data may have been missed")
+        report(earliest_unknown(new - set(new_starts)))
     for tp in sorted(new_starts):
         if new_starts[tp] != 0:
-            report(f"Added partition {tp.topic}-{tp.partition} starts from {new_starts[tp]} instead of 0. "
-                   "Some data may have been missed")
+            report(added_partition(tp, new_starts[tp]))
     deleted = set(start) - set(end)
     if deleted:
-        report(f"{partition_set(deleted)} are gone. Some data may have been missed")
+        report(partitions_gone(deleted))
     ranges = []
     for tp in sorted(end):
         begin = start[tp] if tp in start else new_starts.get(tp)
@@ -151,8 +145,7 @@ def resolve_ranges(start: PartitionOffsets, end: PartitionOffsets, new_starts: P
             continue
         until = end[tp]
         if until < begin:
-            report(f"Partition {tp.topic}-{tp.partition}'s offset was changed from {begin} to {until}, "
-                   "some data may have been missed")
+            report(offset_changed(tp, begin, until))
             continue
         ranges.append(OffsetRange(tp.topic, tp.partition, begin, until))
     return ranges
