@@ -23,6 +23,7 @@ from ._data_loss import report_data_loss
 from ._offsets import OffsetRange, TopicAndPartition, format_partition_offsets, parse_partition_offsets
 from ._planning import current_partitions, initial_offsets, plan_batch_end
 from ._rate import KafkaRateSettings
+from ._source_options import option_flag
 from ._tasks import ExecutorReading
 
 if TYPE_CHECKING:
@@ -42,10 +43,10 @@ def fail_on_data_loss(params: Mapping[str, Any]) -> bool:
         ValueError: neither true nor false.
     """
     raw = params.get(FAIL_ON_DATA_LOSS, "true")
-    text = str(raw).strip().lower()
-    if text not in ("true", "false"):
+    flag = option_flag(raw)
+    if flag is None:
         raise ValueError(f"kafkaParams' {FAIL_ON_DATA_LOSS} must be 'true' or 'false', got {raw!r}")
-    return text == "true"
+    return flag
 
 
 def _serialize_offsets(offsets: dict[TopicAndPartition, int]) -> str:
