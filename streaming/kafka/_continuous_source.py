@@ -17,8 +17,8 @@ from scheduler import InvalidPipelineError, library_logger
 
 from ..continuous import ContinuousSource, PartitionReader
 from ._client import KafkaClusterView, KafkaError, require_kafka
-from ._data_loss import added_partition, fetch_failed, partitions_gone, report_data_loss, scala_set
-from ._offsets import TopicAndPartition, format_partition_offsets, parse_partition_offsets
+from ._data_loss import added_partitions, fetch_failed, partitions_gone, report_data_loss, scala_set
+from ._offsets import TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
 from ._reader import executor_config
 from ._source_options import StartingOffsets, option_flag, subscribe_topics
 
@@ -129,8 +129,7 @@ class KafkaContinuousSource(ContinuousSource):
     # -- the driver --
 
     def _list_partitions(self, view: KafkaClusterView) -> list[TopicAndPartition]:
-        found = view.partitions(self.topics)
-        return sorted(TopicAndPartition(t, p) for t in self.topics for p in (found[t] or ()))
+        return current_partitions(view.partitions(self.topics))
 
     @property
     def partitions(self) -> list[TopicAndPartition]:
@@ -193,9 +192,8 @@ class KafkaContinuousSource(ContinuousSource):
             with KafkaClusterView(self.params) as view:
                 earliest = view.earliest_offsets(added)
             library_logger("aiodstream.kafka").info("Partitions added", partitions=scala_set(added))
-            for tp in added:
-                if earliest[tp] != 0:
-                    self._report_data_loss(added_partition(tp, earliest[tp]))
+            for detail in added_partitions(earliest):
+                self._report_data_loss(detail)
             logged = {**logged, **earliest}
         return [logged[tp] for tp in partitions]
 

@@ -6,13 +6,14 @@ shared by the DStream, Pipeline and continuous Kafka sources.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ._client import KafkaDataLossError
 from ._offsets import TopicAndPartition
 
 __all__ = [
     "added_partition",
+    "added_partitions",
     "data_loss_message",
     "earliest_unknown",
     "fetch_failed",
@@ -48,6 +49,11 @@ def scala_set(tps: Iterable[TopicAndPartition]) -> str:
 def added_partition(tp: TopicAndPartition, first: int) -> str:
     """A partition new since the last batch whose first record still held is not offset 0."""
     return f"Added partition {tp_name(tp)} starts from {first} instead of 0. Some data may have been missed"
+
+
+def added_partitions(firsts: Mapping[TopicAndPartition, int]) -> list[str]:
+    """:func:`added_partition` for each of the new partitions ``firsts`` (sorted) whose first offset still held is not 0."""
+    return [added_partition(tp, first) for tp, first in sorted(firsts.items()) if first != 0]
 
 
 def partitions_gone(tps: Iterable[TopicAndPartition]) -> str:

@@ -20,8 +20,8 @@ from ..inputs import InputDStream
 from ._client import KafkaClusterView, KafkaError, client_config, offset_reset
 from ._commits import CommitCallback, CommitQueue
 from ._data_loss import report_data_loss
-from ._offsets import OffsetRange, TopicAndPartition, format_partition_offsets, parse_partition_offsets
-from ._planning import current_partitions, initial_offsets, plan_batch_end
+from ._offsets import OffsetRange, TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
+from ._planning import initial_offsets, plan_batch_end
 from ._rate import KafkaRateSettings
 from ._source_options import option_flag
 from ._tasks import ExecutorReading

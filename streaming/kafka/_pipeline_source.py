@@ -19,7 +19,7 @@ from scheduler import CheckpointPath, CorruptCheckpointError, Offset, library_lo
 
 from ._client import KafkaClusterView, client_config, require_kafka
 from ._data_loss import report_data_loss
-from ._offsets import OffsetRange, TopicAndPartition, format_partition_offsets, parse_partition_offsets
+from ._offsets import OffsetRange, TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
 from ._reader import RangeReader, executor_config
 from ._source_options import StartingOffsets, subscribe_topics
 from ._source_plan import rate_limit, resolve_ranges
@@ -205,8 +205,7 @@ class KafkaSource:
             return self._view
 
     def _assigned(self) -> list[TopicAndPartition]:
-        found = self._cluster().partitions(self.topics)
-        return [TopicAndPartition(topic, p) for topic, parts in found.items() if parts for p in parts]
+        return current_partitions(self._cluster().partitions(self.topics))
 
     def _earliest_of(self, tps: set[TopicAndPartition]) -> dict[TopicAndPartition, int]:
         """The first offsets of those of ``tps`` that exist now (new partitions start there, as in Spark)."""

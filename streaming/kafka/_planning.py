@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 import attrs
 
-from ._data_loss import added_partition, offset_changed, partitions_gone
+from ._data_loss import added_partitions, offset_changed, partitions_gone
 from ._offsets import TopicAndPartition
 from ._rate import KafkaRateSettings, clamp_offsets, max_messages_per_partition
 
@@ -31,11 +31,6 @@ class BatchEnd:
 
     end: dict[TopicAndPartition, int]
     losses: tuple[str, ...] = ()
-
-
-def current_partitions(partitions: Mapping[str, Sequence[int] | None]) -> list[TopicAndPartition]:
-    """Every partition of the topics the cluster has, sorted (a topic it does not have has none)."""
-    return sorted(TopicAndPartition(topic, p) for topic, parts in partitions.items() for p in (parts or ()))
 
 
 def initial_offsets(tps: Sequence[TopicAndPartition], from_offsets: Mapping[TopicAndPartition, int], *, reset: str,
@@ -61,9 +56,7 @@ def plan_batch_end(start: Mapping[TopicAndPartition, int], tps: Sequence[TopicAn
     """
     losses: list[str] = []
     followed = set(tps)
-    for tp in tps:
-        if tp not in start and earliest_of_new.get(tp, 0) != 0:
-            losses.append(added_partition(tp, earliest_of_new[tp]))
+    losses.extend(added_partitions({tp: earliest_of_new[tp] for tp in tps if tp not in start and tp in earliest_of_new}))
     gone = [tp for tp in start if tp not in followed]
     if gone:
         losses.append(partitions_gone(gone))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ._data_loss import added_partition, earliest_unknown, offset_changed, partitions_gone
+from ._data_loss import added_partitions, earliest_unknown, offset_changed, partitions_gone
 from ._offsets import OffsetRange, PartitionOffsets, TopicAndPartition
 
 __all__ = ["rate_limit", "resolve_ranges"]
@@ -55,9 +55,8 @@ def resolve_ranges(start: PartitionOffsets, end: PartitionOffsets, new_starts: P
     new = set(end) - set(start)
     if set(new_starts) != new:
         report(earliest_unknown(new - set(new_starts)))
-    for tp in sorted(new_starts):
-        if new_starts[tp] != 0:
-            report(added_partition(tp, new_starts[tp]))
+    for detail in added_partitions(new_starts):
+        report(detail)
     deleted = set(start) - set(end)
     if deleted:
         report(partitions_gone(deleted))

@@ -8,7 +8,7 @@ import pytest
 
 from scheduler import InvalidPipelineError
 from streaming.kafka import KafkaContinuousSource, KafkaSource, TopicAndPartition
-from streaming.kafka._data_loss import added_partition, offset_changed, partitions_gone, scala_set
+from streaming.kafka._data_loss import added_partition, added_partitions, offset_changed, partitions_gone, scala_set
 from streaming.kafka._direct import fail_on_data_loss
 from streaming.kafka._source_options import StartingOffsets, option_flag, subscribe_topics
 
@@ -21,10 +21,12 @@ ENGINES: list[Callable[..., Any]] = [
 
 
 def test_data_loss_details_are_sparks_words() -> None:
-    """The three details every engine reports, with partitions printed as Scala prints a sorted set."""
+    """The details every engine reports (an added partition only when it does not start at 0), with partitions printed as Scala prints a sorted set."""
     t0, t1 = TopicAndPartition("t", 0), TopicAndPartition("t", 1)
     assert scala_set([t1, t0]) == "Set(t-0, t-1)"
     assert added_partition(t1, 5) == "Added partition t-1 starts from 5 instead of 0. Some data may have been missed"
+    assert added_partitions({t1: 5, t0: 0, TopicAndPartition("s", 0): 2}) == [added_partition(TopicAndPartition("s", 0), 2),
+                                                                            added_partition(t1, 5)]
     assert partitions_gone({t1, t0}) == "Set(t-0, t-1) are gone. Some data may have been missed"
     assert offset_changed(t0, 9, 4) == "Partition t-0's offset was changed from 9 to 4, some data may have been missed"
 
