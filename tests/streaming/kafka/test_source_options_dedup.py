@@ -21,7 +21,7 @@ ENGINES: list[Callable[..., Any]] = [
 
 
 def test_data_loss_details_are_sparks_words() -> None:
-    """The details every engine reports (an added partition only when it does not start at 0), with partitions printed as Scala prints a sorted set."""
+    """The details every engine reports (an added partition only if it does not start at 0); sets print as Scala prints them, sorted."""
     t0, t1 = TopicAndPartition("t", 0), TopicAndPartition("t", 1)
     assert scala_set([t1, t0]) == "Set(t-0, t-1)"
     assert added_partition(t1, 5) == "Added partition t-1 starts from 5 instead of 0. Some data may have been missed"
