@@ -8,7 +8,6 @@ and the partitions a restart finds added or gone follow Spark's rules and messag
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from datetime import datetime
@@ -17,14 +16,14 @@ from typing import Any, Mapping, Sequence
 from scheduler import InvalidPipelineError, library_logger
 
 from ..continuous import ContinuousSource, PartitionReader
-from ._client import KafkaClusterView, KafkaDataLossError, KafkaError, require_kafka
-from ._offsets import TopicAndPartition, format_partition_offsets, parse_partition_offsets
-from ._reader import data_loss_message, executor_config
+from ._client import KafkaClusterView, KafkaError, require_kafka
+from ._data_loss import added_partitions, fetch_failed, partitions_gone, report_data_loss, scala_set
+from ._offsets import TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
+from ._reader import executor_config
+from ._source_options import StartingOffsets, option_flag, subscribe_topics
 
 __all__ = ["KAFKA_FIELDS", "KafkaContinuousSource", "PARTITIONS_CHANGED"]
 
-STARTING_OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
-LATEST, EARLIEST = -1, -2  # Spark's sentinels in a startingOffsets JSON
 PARTITIONS_CHANGED = (
     "the partitions of {source} changed from {known} to {now}: a continuous query runs one task per partition, so "
     "it stops; restart it from its checkpoint and it reads the new partitions from their earliest offsets (Spark's "
@@ -62,49 +61,11 @@ def _kafka_row(key: bytes | None, value: bytes | None, topic: str, partition: in
     return row
 
 
-def _topics(subscribe: str | Sequence[str]) -> list[str]:
-    raw = subscribe.split(",") if isinstance(subscribe, str) else list(subscribe)
-    topics = [t.strip() for t in raw if isinstance(t, str) and t.strip()]
-    if not topics or (len(topics) != len(raw) and not isinstance(subscribe, str)):
-        shown = subscribe if isinstance(subscribe, str) else ",".join(map(str, subscribe))
-        raise InvalidPipelineError(f"No topics to subscribe to as specified value for option 'subscribe' is '{shown}'")
-    return list(dict.fromkeys(topics))
-
-
 def _fail_on_data_loss(value: bool | str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise InvalidPipelineError(f'For input string: "{value}" (failOnDataLoss must be true or false)')
-
-
-def _starting(value: str | Mapping[str, Mapping[str, int]]) -> str | dict[TopicAndPartition, int]:
-    """``"earliest"``, ``"latest"``, or the JSON's partitions with their offsets (-2 earliest, -1 latest)."""
-    if isinstance(value, str) and value.strip().lower() in ("earliest", "latest"):
-        return value.strip().lower()
-    text = value if isinstance(value, str) else json.dumps(value)
-    bad = InvalidPipelineError(f"Expected e.g. {STARTING_OFFSETS_EXAMPLE}, got {text}")
-    try:
-        raw = json.loads(text)
-    except (ValueError, TypeError):
-        raise bad from None
-    if not isinstance(raw, dict) or not raw:
-        raise bad
-    out: dict[TopicAndPartition, int] = {}
-    for topic, parts in raw.items():
-        if not isinstance(parts, dict):
-            raise bad
-        for part, offset in parts.items():
-            if not (isinstance(part, str) and part.isdigit()) or type(offset) is not int or offset < EARLIEST:
-                raise bad
-            out[TopicAndPartition(topic, int(part))] = offset
-    return out
-
-
-def _scala_set(tps: Sequence[TopicAndPartition]) -> str:
-    """How Spark prints a set of partitions in its messages: ``Set(topic-0, topic-1)``."""
-    return "Set(" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(tps)) + ")"
+    flag = option_flag(value)
+    if flag is None:
+        raise InvalidPipelineError(f'For input string: "{value}" (failOnDataLoss must be true or false)')
+    return flag
 
 
 class KafkaContinuousSource(ContinuousSource):
@@ -148,8 +109,8 @@ class KafkaContinuousSource(ContinuousSource):
             InvalidPipelineError: no topic, a ``startingOffsets`` or ``failOnDataLoss`` Spark would
                 refuse, or ``kafkaParams`` without a broker list.
         """
-        self.topics = _topics(subscribe)
-        self.starting = _starting(startingOffsets)
+        self.topics = list(subscribe_topics(subscribe))
+        self.starting = StartingOffsets.parse(startingOffsets)
         self.fail_on_data_loss = _fail_on_data_loss(failOnDataLoss)
         for name, ms in (("pollTimeoutMs", pollTimeoutMs), ("partitionCheckIntervalMs", partitionCheckIntervalMs)):
             if isinstance(ms, bool) or not isinstance(ms, int) or ms <= 0:
@@ -168,8 +129,7 @@ class KafkaContinuousSource(ContinuousSource):
     # -- the driver --
 
     def _list_partitions(self, view: KafkaClusterView) -> list[TopicAndPartition]:
-        found = view.partitions(self.topics)
-        return sorted(TopicAndPartition(t, p) for t in self.topics for p in (found[t] or ()))
+        return current_partitions(view.partitions(self.topics))
 
     @property
     def partitions(self) -> list[TopicAndPartition]:
@@ -195,20 +155,9 @@ class KafkaContinuousSource(ContinuousSource):
             partitions = self._partitions = self._list_partitions(view)
             if not partitions:
                 raise InvalidPipelineError(f"none of the topics {self.topics} exists; create them before the query starts")
-            starting = self.starting
-            if isinstance(starting, dict):
-                if set(starting) != set(partitions):
-                    raise InvalidPipelineError(
-                        "If startingOffsets contains specific offsets, you must specify all TopicPartitions.\n"
-                        "Use -1 for latest, -2 for earliest.\n"
-                        f"Specified: {_scala_set(list(starting))} Assigned: {_scala_set(partitions)}")
-                latest = view.latest_offsets([tp for tp, o in starting.items() if o == LATEST])
-                earliest = view.earliest_offsets([tp for tp, o in starting.items() if o == EARLIEST])
-                self._initial = {tp: latest.get(tp, earliest.get(tp, o)) for tp, o in starting.items()}
-            elif starting == "earliest":
-                self._initial = view.earliest_offsets(partitions)
-            else:
-                self._initial = view.latest_offsets(partitions)
+            # The end of a partition is its high watermark even under read_committed (as this source always
+            # took it; the Pipeline source takes the last stable offset there, as Spark does).
+            self._initial = self.starting.resolve(view, partitions, committed_only=False)
 
     def initial_offset(self, partition: int) -> Any:
         """The partition's starting offset (resolved by :meth:`check`)."""
@@ -237,23 +186,19 @@ class KafkaContinuousSource(ContinuousSource):
         partitions = self.partitions
         gone = sorted(set(logged) - set(partitions))
         if gone:
-            self._report_data_loss(f"{_scala_set(gone)} are gone. Some data may have been missed")
+            self._report_data_loss(partitions_gone(gone))
         added = [tp for tp in partitions if tp not in logged]
         if added:
             with KafkaClusterView(self.params) as view:
                 earliest = view.earliest_offsets(added)
-            library_logger("aiodstream.kafka").info("Partitions added", partitions=_scala_set(added))
-            for tp in added:
-                if earliest[tp] != 0:
-                    self._report_data_loss(f"Added partition {tp.topic}-{tp.partition} starts from {earliest[tp]} instead "
-                                           "of 0. Some data may have been missed")
+            library_logger("aiodstream.kafka").info("Partitions added", partitions=scala_set(added))
+            for detail in added_partitions(earliest):
+                self._report_data_loss(detail)
             logged = {**logged, **earliest}
         return [logged[tp] for tp in partitions]
 
     def _report_data_loss(self, detail: str) -> None:
-        if self.fail_on_data_loss:
-            raise KafkaDataLossError(data_loss_message(detail, fail=True))
-        library_logger("aiodstream.kafka").warning(data_loss_message(detail, fail=False))
+        report_data_loss(detail, fail=self.fail_on_data_loss, log=library_logger("aiodstream.kafka"))
 
     # -- the tasks --
 
@@ -327,11 +272,7 @@ class _KafkaPartitionReader(PartitionReader):
             library_logger("aiodstream.kafka").warning("Kafka consumer error, retrying", topic=self._tp.topic,
                                                        partition=self._tp.partition, error=error.str())
             return
-        detail = (f"Cannot fetch offset {self._next} (GroupId: {self._source.group_id}, "
-                  f"TopicPartition: {self._tp.topic}-{self._tp.partition})")
-        if self._source.fail_on_data_loss:
-            raise KafkaDataLossError(data_loss_message(detail, fail=True))
-        library_logger("aiodstream.kafka").warning(data_loss_message(detail, fail=False))
+        self._source._report_data_loss(fetch_failed(self._next, self._source.group_id, self._tp))
         kafka, tp = self._kafka, self._tp
         low, high = self._consumer.get_watermark_offsets(kafka.TopicPartition(tp.topic, tp.partition), timeout=30)
         # Before the log start: what is left starts there. Past the end (the partition was made anew): all of it is new.
@@ -351,12 +292,12 @@ class _KafkaPartitionReader(PartitionReader):
         if gone:
             self._report_gone(gone)
         if set(now) - set(known):
-            raise KafkaError(PARTITIONS_CHANGED.format(source=repr(source), known=_scala_set(known), now=_scala_set(sorted(now))))
+            raise KafkaError(PARTITIONS_CHANGED.format(source=repr(source), known=scala_set(known), now=scala_set(sorted(now))))
 
     def _report_gone(self, gone: list[TopicAndPartition]) -> None:
         if not self._gone_reported:  # without failOnDataLoss: warned once, and the task reads on (nothing comes)
             self._gone_reported = True
-            self._source._report_data_loss(f"{_scala_set(gone)} are gone. Some data may have been missed")
+            self._source._report_data_loss(partitions_gone(gone))
 
     def offset(self) -> Any:
         return self._next

@@ -17,12 +17,13 @@ from scheduler import InvalidPipelineError, MetadataLog, Offset, ReplayError, St
 
 from ..dstream import StreamEnvironment
 from ..inputs import InputDStream
-from ._client import KafkaClusterView, KafkaDataLossError, KafkaError, client_config, offset_reset
+from ._client import KafkaClusterView, KafkaError, client_config, offset_reset
 from ._commits import CommitCallback, CommitQueue
-from ._offsets import OffsetRange, TopicAndPartition, format_partition_offsets, parse_partition_offsets
-from ._planning import current_partitions, initial_offsets, plan_batch_end
+from ._data_loss import report_data_loss
+from ._offsets import OffsetRange, TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
+from ._planning import initial_offsets, plan_batch_end
 from ._rate import KafkaRateSettings
-from ._reader import data_loss_message
+from ._source_options import option_flag
 from ._tasks import ExecutorReading
 
 if TYPE_CHECKING:
@@ -42,10 +43,10 @@ def fail_on_data_loss(params: Mapping[str, Any]) -> bool:
         ValueError: neither true nor false.
     """
     raw = params.get(FAIL_ON_DATA_LOSS, "true")
-    text = str(raw).strip().lower()
-    if text not in ("true", "false"):
+    flag = option_flag(raw)
+    if flag is None:
         raise ValueError(f"kafkaParams' {FAIL_ON_DATA_LOSS} must be 'true' or 'false', got {raw!r}")
-    return text == "true"
+    return flag
 
 
 def _serialize_offsets(offsets: dict[TopicAndPartition, int]) -> str:
@@ -222,10 +223,8 @@ class DirectKafkaInputDStream(InputDStream):
     def _report_losses(self, losses: Sequence[str]) -> None:
         if not losses:
             return
-        if self.fail_on_data_loss:
-            raise KafkaDataLossError(data_loss_message(losses[0], fail=True))
-        for detail in losses:
-            self._log.warning(data_loss_message(detail, fail=False))
+        for detail in losses:  # with failOnDataLoss the first one raises
+            report_data_loss(detail, fail=self.fail_on_data_loss, log=self._log)
 
     # -- batches --
 

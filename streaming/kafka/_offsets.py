@@ -7,7 +7,7 @@ topic partition, the offset of the next record to read.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -19,6 +19,7 @@ __all__ = [
     "OffsetRange",
     "PartitionOffsets",
     "TopicAndPartition",
+    "current_partitions",
     "format_partition_offsets",
     "parse_partition_offsets",
     "partition_offsets",
@@ -231,3 +232,8 @@ def partition_offsets(items: Iterable[tuple[TopicAndPartition, int]]) -> dict[To
             raise ValueError(f"offset for {tp.topic}-{tp.partition} must be a non-negative int, got {offset!r}")
         out[tp] = offset
     return out
+
+
+def current_partitions(partitions: Mapping[str, Sequence[int] | None]) -> list[TopicAndPartition]:
+    """Every partition of the topics the cluster has, sorted (a topic it does not have has none)."""
+    return sorted(TopicAndPartition(topic, p) for topic, parts in partitions.items() for p in (parts or ()))

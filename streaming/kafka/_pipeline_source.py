@@ -17,10 +17,12 @@ import attrs
 
 from scheduler import CheckpointPath, CorruptCheckpointError, Offset, library_logger
 
-from ._client import KafkaClusterView, KafkaDataLossError, client_config, require_kafka
-from ._offsets import OffsetRange, TopicAndPartition, format_partition_offsets, parse_partition_offsets
-from ._reader import RangeReader, data_loss_message, executor_config
-from ._source_plan import EARLIEST, LATEST, StartingOffsets, rate_limit, resolve_ranges
+from ._client import KafkaClusterView, client_config, require_kafka
+from ._data_loss import report_data_loss
+from ._offsets import OffsetRange, TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
+from ._reader import RangeReader, executor_config
+from ._source_options import StartingOffsets, subscribe_topics
+from ._source_plan import rate_limit, resolve_ranges
 
 __all__ = ["KafkaRecord", "KafkaSource"]
 
@@ -48,19 +50,6 @@ class KafkaRecord:
     timestamp_ms: int
     timestamp_type: int
     headers: tuple[tuple[str, bytes | None], ...] | None = None
-
-
-def _topics(subscribe: Any) -> tuple[str, ...]:
-    if isinstance(subscribe, str):
-        topics = [t.strip() for t in subscribe.split(",")]
-    elif isinstance(subscribe, (list, tuple)) and all(isinstance(t, str) for t in subscribe):
-        topics = [t.strip() for t in subscribe]
-    else:
-        raise TypeError(f"subscribe must be a comma-separated str or a list of topic names, got {subscribe!r}")
-    names = tuple(dict.fromkeys(t for t in topics if t))
-    if not names:
-        raise ValueError(f"No topics to subscribe to as specified value for option 'subscribe' is '{subscribe}'")
-    return names
 
 
 def _check_params(params: Mapping[str, Any], commit_to_group: bool) -> None:
@@ -149,9 +138,11 @@ class KafkaSource:
         name: str | None = None,
     ) -> None:
         """Check the options; nothing connects until the first call."""
-        self.topics = _topics(subscribe)
+        self.topics = subscribe_topics(subscribe)
         if maxOffsetsPerTrigger is not None and (type(maxOffsetsPerTrigger) is not int or maxOffsetsPerTrigger < 1):
             raise ValueError(f"maxOffsetsPerTrigger must be a positive int or None, got {maxOffsetsPerTrigger!r}")
+        # Python keywords, so bools only (not option_flag's "true"/"false" text, which the DStream's kafkaParams and the
+        # continuous source's Spark-style options take): a "false" string here is refused rather than read as truthy.
         for option, flag in (("failOnDataLoss", failOnDataLoss), ("includeHeaders", includeHeaders),
                              ("commit_to_group", commit_to_group)):
             if type(flag) is not bool:
@@ -214,8 +205,7 @@ class KafkaSource:
             return self._view
 
     def _assigned(self) -> list[TopicAndPartition]:
-        found = self._cluster().partitions(self.topics)
-        return [TopicAndPartition(topic, p) for topic, parts in found.items() if parts for p in parts]
+        return current_partitions(self._cluster().partitions(self.topics))
 
     def _earliest_of(self, tps: set[TopicAndPartition]) -> dict[TopicAndPartition, int]:
         """The first offsets of those of ``tps`` that exist now (new partitions start there, as in Spark)."""
@@ -263,18 +253,7 @@ class KafkaSource:
         return parse_partition_offsets(body.strip(), input_name=self._name)
 
     def _resolve_initial(self) -> dict[TopicAndPartition, int]:
-        assigned = self._assigned()
-        starting = self.starting_offsets
-        view = self._cluster()
-        if starting.kind == "earliest":
-            return view.earliest_offsets(assigned)
-        if starting.kind == "latest":
-            return view.latest_offsets(assigned, committed_only=self._committed_only)
-        starting.check_partitions(assigned)
-        given = dict(starting.offsets)
-        earliest = view.earliest_offsets([tp for tp, o in given.items() if o == EARLIEST])
-        latest = view.latest_offsets([tp for tp, o in given.items() if o == LATEST], committed_only=self._committed_only)
-        return {tp: earliest[tp] if o == EARLIEST else latest[tp] if o == LATEST else o for tp, o in given.items()}
+        return self.starting_offsets.resolve(self._cluster(), self._assigned(), committed_only=self._committed_only)
 
     async def _start_offsets(self, start: Offset) -> dict[TopicAndPartition, int]:
         if start is not None:
@@ -345,9 +324,7 @@ class KafkaSource:
         return [record for part in results for record in part]
 
     def _report_data_loss(self, detail: str) -> None:
-        if self.fail_on_data_loss:
-            raise KafkaDataLossError(data_loss_message(detail, fail=True))
-        self._log.warning(data_loss_message(detail, fail=False))
+        report_data_loss(detail, fail=self.fail_on_data_loss, log=self._log)
 
     def _read_range(self, reader: RangeReader | None, rng: OffsetRange) -> tuple[RangeReader, list[KafkaRecord]]:
         if reader is None:

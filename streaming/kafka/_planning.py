@@ -13,20 +13,11 @@ from typing import Mapping, Sequence
 
 import attrs
 
+from ._data_loss import added_partitions, offset_changed, partitions_gone
 from ._offsets import TopicAndPartition
 from ._rate import KafkaRateSettings, clamp_offsets, max_messages_per_partition
 
-__all__ = ["BatchEnd", "initial_offsets", "java_set", "plan_batch_end", "tp_name"]
-
-
-def tp_name(tp: TopicAndPartition) -> str:
-    """A partition as Kafka's Java client prints a ``TopicPartition``: ``topic-0``."""
-    return f"{tp.topic}-{tp.partition}"
-
-
-def java_set(tps: Sequence[TopicAndPartition]) -> str:
-    """Partitions as Scala prints a set of them: ``Set(t-0, t-1)`` (sorted here, for a stable message)."""
-    return "Set(" + ", ".join(tp_name(tp) for tp in sorted(tps)) + ")"
+__all__ = ["BatchEnd", "initial_offsets", "plan_batch_end"]
 
 
 @attrs.frozen
@@ -40,11 +31,6 @@ class BatchEnd:
 
     end: dict[TopicAndPartition, int]
     losses: tuple[str, ...] = ()
-
-
-def current_partitions(partitions: Mapping[str, Sequence[int] | None]) -> list[TopicAndPartition]:
-    """Every partition of the topics the cluster has, sorted (a topic it does not have has none)."""
-    return sorted(TopicAndPartition(topic, p) for topic, parts in partitions.items() for p in (parts or ()))
 
 
 def initial_offsets(tps: Sequence[TopicAndPartition], from_offsets: Mapping[TopicAndPartition, int], *, reset: str,
@@ -70,17 +56,13 @@ def plan_batch_end(start: Mapping[TopicAndPartition, int], tps: Sequence[TopicAn
     """
     losses: list[str] = []
     followed = set(tps)
-    for tp in tps:
-        if tp not in start and earliest_of_new.get(tp, 0) != 0:
-            losses.append(f"Added partition {tp_name(tp)} starts from {earliest_of_new[tp]} instead of 0. "
-                          "Some data may have been missed")
+    losses.extend(added_partitions({tp: earliest_of_new[tp] for tp in tps if tp not in start and tp in earliest_of_new}))
     gone = [tp for tp in start if tp not in followed]
     if gone:
-        losses.append(f"{java_set(gone)} are gone. Some data may have been missed")
+        losses.append(partitions_gone(gone))
     for tp in tps:
         if tp in start and latest[tp] < start[tp]:
-            losses.append(f"Partition {tp_name(tp)}'s offset was changed from {start[tp]} to {latest[tp]}, "
-                          "some data may have been missed")
+            losses.append(offset_changed(tp, start[tp], latest[tp]))
     now = {tp: latest[tp] for tp in tps}
     limits = max_messages_per_partition(now, start, batch_ms=batch_ms, settings=rate, estimated_rate=estimated_rate)
     return BatchEnd(clamp_offsets(now, start, limits), tuple(losses))

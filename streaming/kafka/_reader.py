@@ -14,21 +14,11 @@ from typing import Any, Iterator, Mapping
 
 from scheduler import library_logger
 
-from ._client import KafkaDataLossError, KafkaError, client_config, require_kafka
+from ._client import KafkaError, client_config, require_kafka
+from ._data_loss import fetch_failed, report_data_loss
 from ._offsets import OffsetRange
 
-__all__ = ["RangeReader", "data_loss_message", "executor_config"]
-
-FAIL_ON_DATA_LOSS_TRUE = (
-    "Some data may have been lost because they are not available in Kafka any more; either the data was aged out by "
-    "Kafka or the topic may have been deleted before all the data in the topic was processed. If you don't want your "
-    'streaming query to fail on such cases, set the source option "failOnDataLoss" to "false".'
-)
-FAIL_ON_DATA_LOSS_FALSE = (
-    "Some data may have been lost because they are not available in Kafka any more; either the data was aged out by "
-    "Kafka or the topic may have been deleted before all the data in the topic was processed. If you want your "
-    'streaming query to fail on such cases, set the source option "failOnDataLoss" to "true".'
-)
+__all__ = ["RangeReader", "executor_config"]
 
 # How long a range may wait for records before the reader asks whether its partition still exists.
 METADATA_CHECK_S = 2.0
@@ -45,11 +35,6 @@ FETCH_WAIT_MAX_MS = 10
 # more than 100,000 records waited a whole second: 300,000 records took 1.7 s instead of 0.6 s,
 # and a 4-partition Spark job of 600,000 records 3.7 s instead of 1.8 s (median, load 13-16).
 FETCH_QUEUE_BACKOFF_MS = 10
-
-
-def data_loss_message(detail: str, *, fail: bool) -> str:
-    """Spark's ``reportDataLoss`` text: ``detail``, then the instruction for the current ``failOnDataLoss``."""
-    return f"{detail}. {FAIL_ON_DATA_LOSS_TRUE if fail else FAIL_ON_DATA_LOSS_FALSE}"
 
 
 def executor_config(params: Mapping[str, Any], *, group_id: str) -> dict[str, Any]:
@@ -163,11 +148,8 @@ class RangeReader:
         """Handle a consumer error at ``expected``: data loss is reported and (if allowed) skipped; others raise."""
         name = error.name()
         if name in ("_AUTO_OFFSET_RESET", "OFFSET_OUT_OF_RANGE", "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"):
-            detail = (f"Cannot fetch offset {expected} (GroupId: {self._config['group.id']}, "
-                      f"TopicPartition: {rng.topic}-{rng.partition})")
-            if fail_on_data_loss:
-                raise KafkaDataLossError(data_loss_message(detail, fail=True))
-            library_logger("aiodstream.kafka").warning(data_loss_message(detail, fail=False))
+            report_data_loss(fetch_failed(expected, self._config["group.id"], rng.topicAndPartition()), fail=fail_on_data_loss,
+                             log=library_logger("aiodstream.kafka"))
             if name in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"):
                 return rng.untilOffset  # the partition is gone: nothing of the range is left to read
             low, high = self._consumer.get_watermark_offsets(tp, timeout=30)

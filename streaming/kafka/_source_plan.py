@@ -1,4 +1,4 @@
-"""Planning a Kafka source's micro-batches, without I/O: starting offsets, the read limit and data-loss checks.
+"""Planning a Kafka source's micro-batches, without I/O: the read limit and data-loss checks.
 
 Structured Streaming's ``KafkaMicroBatchStream`` (``rateLimit``) and ``KafkaOffsetReader``
 (``getOffsetRangesFromResolvedOffsets``): the facts and messages, as plain functions of offsets.
@@ -6,95 +6,13 @@ Structured Streaming's ``KafkaMicroBatchStream`` (``rateLimit``) and ``KafkaOffs
 
 from __future__ import annotations
 
-import json
 import math
-from typing import Any, Callable, Iterable, Mapping
+from typing import Callable
 
-import attrs
-
+from ._data_loss import added_partitions, earliest_unknown, offset_changed, partitions_gone
 from ._offsets import OffsetRange, PartitionOffsets, TopicAndPartition
 
-__all__ = [
-    "EARLIEST",
-    "LATEST",
-    "StartingOffsets",
-    "partition_set",
-    "rate_limit",
-    "resolve_ranges",
-]
-
-LATEST = -1  # in a startingOffsets JSON: this partition's end when the query starts (Spark's value)
-EARLIEST = -2  # in a startingOffsets JSON: this partition's first record still held
-JSON_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
-
-
-def partition_set(tps: Iterable[TopicAndPartition]) -> str:
-    """Partitions as Spark's messages print a set of them: ``Set(t-0, t-1)``, sorted."""
-    return "Set(" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(tps)) + ")"
-
-
-@attrs.frozen
-class StartingOffsets:
-    """Where a new query starts (Spark's ``startingOffsets``): ``"earliest"``, ``"latest"`` or given offsets per partition.
-
-    ``offsets`` holds the given ones (``-1``: latest, ``-2``: earliest), only for ``"specific"``.
-    """
-
-    kind: str
-    offsets: Mapping[TopicAndPartition, int] = attrs.field(factory=dict)
-
-    @classmethod
-    def parse(cls, value: Any) -> StartingOffsets:
-        """Read the option: ``"earliest"``/``"latest"`` (any case), Spark's JSON text, or a dict shaped like that JSON.
-
-        Raises:
-            ValueError: anything else, with Spark's message naming the expected shape.
-        """
-        if isinstance(value, str):
-            word = value.strip().lower()
-            if word in ("earliest", "latest"):
-                return cls(word)
-            try:
-                raw = json.loads(value)
-            except ValueError:
-                raise ValueError(f"Expected e.g. {JSON_EXAMPLE}, got {value}") from None
-        else:
-            raw = value
-        shown = value if isinstance(value, str) else json.dumps(value, default=repr)
-        if not isinstance(raw, Mapping):
-            raise ValueError(f"Expected e.g. {JSON_EXAMPLE}, got {shown}")
-        offsets: dict[TopicAndPartition, int] = {}
-        for topic, parts in raw.items():
-            if not isinstance(topic, str) or not topic or not isinstance(parts, Mapping):
-                raise ValueError(f"Expected e.g. {JSON_EXAMPLE}, got {shown}")
-            for part, offset in parts.items():
-                number = int(part) if isinstance(part, str) and part.isdigit() else part
-                if type(number) is not int or number < 0 or type(offset) is not int or offset < EARLIEST:
-                    raise ValueError(f"Expected e.g. {JSON_EXAMPLE}, got {shown}")
-                offsets[TopicAndPartition(topic, number)] = offset
-        return cls("specific", offsets)
-
-    def check_partitions(self, assigned: Iterable[TopicAndPartition]) -> None:
-        """Given offsets must name exactly the subscribed topics' partitions (Spark's rule and message).
-
-        Raises:
-            ValueError: they name others, or leave some out.
-        """
-        have = set(assigned)
-        if self.kind == "specific" and set(self.offsets) != have:
-            raise ValueError(
-                "If startingOffsets contains specific offsets, you must specify all TopicPartitions.\n"
-                "Use -1 for latest, -2 for earliest, if you don't care.\n"
-                f"Specified: {partition_set(self.offsets)} Assigned: {partition_set(have)}")
-
-    def __str__(self) -> str:
-        if self.kind != "specific":
-            return self.kind
-        by_topic: dict[str, dict[str, int]] = {}
-        for tp in sorted(self.offsets):
-            by_topic.setdefault(tp.topic, {})[str(tp.partition)] = self.offsets[tp]
-        return json.dumps(by_topic, separators=(",", ":"))
-
+__all__ = ["rate_limit", "resolve_ranges"]
 
 def rate_limit(limit: int, start: PartitionOffsets, until: PartitionOffsets,
                new_starts: PartitionOffsets) -> dict[TopicAndPartition, int]:
@@ -136,14 +54,12 @@ def resolve_ranges(start: PartitionOffsets, end: PartitionOffsets, new_starts: P
     """
     new = set(end) - set(start)
     if set(new_starts) != new:
-        report(f"Cannot find earliest offsets of {partition_set(new - set(new_starts))}. Some data may have been missed")
-    for tp in sorted(new_starts):
-        if new_starts[tp] != 0:
-            report(f"Added partition {tp.topic}-{tp.partition} starts from {new_starts[tp]} instead of 0. "
-                   "Some data may have been missed")
+        report(earliest_unknown(new - set(new_starts)))
+    for detail in added_partitions(new_starts):
+        report(detail)
     deleted = set(start) - set(end)
     if deleted:
-        report(f"{partition_set(deleted)} are gone. Some data may have been missed")
+        report(partitions_gone(deleted))
     ranges = []
     for tp in sorted(end):
         begin = start[tp] if tp in start else new_starts.get(tp)
@@ -151,8 +67,7 @@ def resolve_ranges(start: PartitionOffsets, end: PartitionOffsets, new_starts: P
             continue
         until = end[tp]
         if until < begin:
-            report(f"Partition {tp.topic}-{tp.partition}'s offset was changed from {begin} to {until}, "
-                   "some data may have been missed")
+            report(offset_changed(tp, begin, until))
             continue
         ranges.append(OffsetRange(tp.topic, tp.partition, begin, until))
     return ranges

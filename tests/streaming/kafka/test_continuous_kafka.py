@@ -227,7 +227,7 @@ def test_json_starting_offsets_must_name_every_partition(kafka_cluster: Any, kaf
     with pytest.raises(InvalidPipelineError) as caught:
         source.check()
     assert str(caught.value) == ("If startingOffsets contains specific offsets, you must specify all TopicPartitions.\n"
-                                 "Use -1 for latest, -2 for earliest.\n"
+                                 "Use -1 for latest, -2 for earliest, if you don't care.\n"
                                  f"Specified: Set({kafka_topic}-0) Assigned: Set({kafka_topic}-0, {kafka_topic}-1)")
 
 
