@@ -155,9 +155,9 @@ class KafkaContinuousSource(ContinuousSource):
             partitions = self._partitions = self._list_partitions(view)
             if not partitions:
                 raise InvalidPipelineError(f"none of the topics {self.topics} exists; create them before the query starts")
-            # The end of a partition is its high watermark even under read_committed (as this source always
-            # took it; the Pipeline source takes the last stable offset there, as Spark does).
-            self._initial = self.starting.resolve(view, partitions, committed_only=False)
+            # Under read_committed a partition ends at its last stable offset, as Spark (and the Pipeline source) take it.
+            committed_only = str(self.params.get("isolation.level", "")).lower() == "read_committed"
+            self._initial = self.starting.resolve(view, partitions, committed_only=committed_only)
 
     def initial_offset(self, partition: int) -> Any:
         """The partition's starting offset (resolved by :meth:`check`)."""
