@@ -87,8 +87,15 @@ def produce(bootstrap: str, topic: str, rate: int, seconds: float) -> None:
     print(sent, flush=True)
 
 
-def engine(bootstrap: str, in_topic: str, out_topic: str, checkpoint: str, fetch_wait_ms: str) -> None:
-    """The query: the input topic's records, unchanged, to the output topic, until a line on stdin."""
+def engine(bootstrap: str, in_topic: str, out_topic: str, checkpoint: str, fetch_wait_ms: str, host_gc_freeze: str) -> None:
+    """The query: the input topic's records, unchanged, to the output topic, until a line on stdin.
+
+    With ``host_gc_freeze`` "1" the process (the host, under ``ThreadTaskLauncher``) freezes its
+    heap once the query runs, as a service may do after its start-up: the collector's full passes
+    then skip what lived at start (the host's choice; the library does not do it).
+    """
+    import gc
+
     import anyio
     import anyio.to_thread
 
@@ -102,6 +109,9 @@ def engine(bootstrap: str, in_topic: str, out_topic: str, checkpoint: str, fetch
         async with ContinuousExecution(plan, Continuous("1 second"), launcher=ThreadTaskLauncher(),
                                        checkpoint_location=checkpoint) as query:
             await query.start()
+            if host_gc_freeze == "1":
+                gc.collect()
+                gc.freeze()
             print("started", flush=True)
             cpu, wall = time.process_time(), time.monotonic()
             await anyio.to_thread.run_sync(sys.stdin.readline)
@@ -215,12 +225,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="fetch.wait.max.ms of every consumer (the query's tasks' default): how long the broker holds an empty fetch")
     parser.add_argument("--only", nargs="*", default=["raw", "continuous"])
     parser.add_argument("--keep", type=int, default=5_000, help="records the broker keeps per partition (its retention)")
+    parser.add_argument("--host-gc-freeze", action="store_true",
+                        help="the query's process calls gc.collect() then gc.freeze() once the query runs (a host's tuning)")
     args = parser.parse_args(argv)
     CONSUMER["fetch.wait.max.ms"] = args.fetch_wait_ms
     out: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "load_average_at_start": load(),
                            "seconds": args.seconds, "warmup_s": args.warmup, "epoch_interval": "1 second",
                            "launcher": "ThreadTaskLauncher", "partitions": PARTITIONS, "fetch_wait_ms": args.fetch_wait_ms,
-                           "retention_records_per_partition": args.keep, "raw_hop": {}, "kafka_to_kafka": {}}
+                           "retention_records_per_partition": args.keep, "host_gc_freeze": args.host_gc_freeze,
+                           "raw_hop": {}, "kafka_to_kafka": {}}
     topics = [f"{kind}-{i}" for i in range(len(args.rates)) for kind in ("raw", "in", "out")]  # fresh topics for each run
     cluster = spawn(__file__, "--broker", str(args.keep), *topics, stdin=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-kafka-continuous-"))
@@ -234,7 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 print(f"  raw hop at {rate}/s: {run['latency']}", file=sys.stderr, flush=True)
             if "continuous" in args.only:
                 query = spawn(__file__, "--engine", bootstrap, f"in-{i}", f"out-{i}", str(tmp / f"ck-{i}"),
-                              str(args.fetch_wait_ms), stdin=True)
+                              str(args.fetch_wait_ms), "1" if args.host_gc_freeze else "0", stdin=True)
                 assert query.stdout is not None and query.stdin is not None and query.stdout.readline().strip() == "started"
                 out["kafka_to_kafka"][str(rate)] = run = hop(bootstrap, f"in-{i}", f"out-{i}", rate, args.seconds, args.warmup)
                 query.stdin.write("stop\n")
@@ -278,6 +291,6 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["--broker"]:
         broker(sys.argv[3:], int(sys.argv[2]))
     elif sys.argv[1:2] == ["--engine"]:
-        engine(*sys.argv[2:7])
+        engine(*sys.argv[2:8])
     else:
         main()
