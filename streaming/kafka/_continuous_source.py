@@ -17,7 +17,7 @@ from scheduler import InvalidPipelineError, library_logger
 
 from ..continuous import ContinuousSource, PartitionReader
 from ._client import KafkaClusterView, KafkaError, require_kafka
-from ._data_loss import added_partitions, fetch_failed, partitions_gone, report_data_loss, scala_set
+from ._data_loss import GONE_ERRORS, OUT_OF_RANGE_ERRORS, added_partitions, fetch_failed, partitions_gone, report_data_loss, scala_set
 from ._offsets import TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
 from ._reader import executor_config
 from ._source_options import StartingOffsets, option_flag, subscribe_topics
@@ -262,10 +262,10 @@ class _KafkaPartitionReader(PartitionReader):
         name = error.name()
         if name in ("_PARTITION_EOF",):
             return
-        if name in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"):
+        if name in GONE_ERRORS:
             self._report_gone([self._tp])
             return
-        if name not in ("_AUTO_OFFSET_RESET", "OFFSET_OUT_OF_RANGE"):
+        if name not in OUT_OF_RANGE_ERRORS:
             if error.fatal() or not (error.retriable() or name.startswith("_")):
                 raise KafkaError(f"reading {self._tp.topic}-{self._tp.partition} at offset {self._next}: {error.str()}")
             # A client-side or retriable error (a broker going away, a timeout): the client retries by itself.

@@ -12,6 +12,8 @@ from ._client import KafkaDataLossError
 from ._offsets import TopicAndPartition
 
 __all__ = [
+    "GONE_ERRORS",
+    "OUT_OF_RANGE_ERRORS",
     "added_partition",
     "added_partitions",
     "data_loss_message",
@@ -23,6 +25,11 @@ __all__ = [
     "scala_set",
     "tp_name",
 ]
+
+GONE_ERRORS = frozenset({"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"})
+"""Consumer error names (``KafkaError.name()``) saying the partition is gone: a deleted topic or partition."""
+OUT_OF_RANGE_ERRORS = frozenset({"_AUTO_OFFSET_RESET", "OFFSET_OUT_OF_RANGE"})
+"""Consumer error names saying the position is outside the partition's log (records aged out, or a topic made anew)."""
 
 FAIL_ON_DATA_LOSS_TRUE = (
     "Some data may have been lost because they are not available in Kafka any more; either the data was aged out by "

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping
 from scheduler import library_logger
 
 from ._client import KafkaError, client_config, require_kafka
-from ._data_loss import fetch_failed, report_data_loss
+from ._data_loss import GONE_ERRORS, OUT_OF_RANGE_ERRORS, fetch_failed, report_data_loss
 from ._offsets import OffsetRange
 
 __all__ = ["RangeReader", "executor_config"]
@@ -147,10 +147,10 @@ class RangeReader:
     def _on_error(self, rng: OffsetRange, tp: Any, error: Any, expected: int, fail_on_data_loss: bool) -> int:
         """Handle a consumer error at ``expected``: data loss is reported and (if allowed) skipped; others raise."""
         name = error.name()
-        if name in ("_AUTO_OFFSET_RESET", "OFFSET_OUT_OF_RANGE", "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"):
+        if name in OUT_OF_RANGE_ERRORS or name in GONE_ERRORS:
             report_data_loss(fetch_failed(expected, self._config["group.id"], rng.topicAndPartition()), fail=fail_on_data_loss,
                              log=library_logger("aiodstream.kafka"))
-            if name in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"):
+            if name in GONE_ERRORS:
                 return rng.untilOffset  # the partition is gone: nothing of the range is left to read
             low, high = self._consumer.get_watermark_offsets(tp, timeout=30)
             resume: int = max(expected, int(low))
