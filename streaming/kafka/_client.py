@@ -24,6 +24,7 @@ __all__ = [
     "client_config",
     "client_logger",
     "offset_reset",
+    "reads_committed",
     "require_kafka",
 ]
 
@@ -98,6 +99,11 @@ def client_config(params: Mapping[str, Any], *, drop: Iterable[str] = ()) -> dic
         raise ValueError("Must specify metadata.broker.list or bootstrap.servers")
     out.setdefault("logger", client_logger())
     return out
+
+
+def reads_committed(params: Mapping[str, Any]) -> bool:
+    """Whether ``params`` read with ``isolation.level=read_committed``: then a partition ends at its last stable offset."""
+    return str(params.get("isolation.level", "")).lower() == "read_committed"
 
 
 def client_logger() -> logging.Logger:

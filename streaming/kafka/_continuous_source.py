@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from scheduler import InvalidPipelineError, library_logger
 
 from ..continuous import ContinuousSource, PartitionReader
-from ._client import KafkaClusterView, KafkaError, require_kafka
+from ._client import KafkaClusterView, KafkaError, reads_committed, require_kafka
 from ._data_loss import GONE_ERRORS, OUT_OF_RANGE_ERRORS, added_partitions, fetch_failed, partitions_gone, report_data_loss, scala_set
 from ._offsets import TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
 from ._reader import executor_config
@@ -156,8 +156,7 @@ class KafkaContinuousSource(ContinuousSource):
             if not partitions:
                 raise InvalidPipelineError(f"none of the topics {self.topics} exists; create them before the query starts")
             # Under read_committed a partition ends at its last stable offset, as Spark (and the Pipeline source) take it.
-            committed_only = str(self.params.get("isolation.level", "")).lower() == "read_committed"
-            self._initial = self.starting.resolve(view, partitions, committed_only=committed_only)
+            self._initial = self.starting.resolve(view, partitions, committed_only=reads_committed(self.params))
 
     def initial_offset(self, partition: int) -> Any:
         """The partition's starting offset (resolved by :meth:`check`)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import anyio.to_thread
 
-from scheduler import InvalidPipelineError, MetadataLog, Offset, ReplayError, StreamInputInfo, Time, library_logger
+from scheduler import CorruptCheckpointError, InvalidPipelineError, MetadataLog, Offset, ReplayError, StreamInputInfo, Time, library_logger
 
 from ..dstream import StreamEnvironment
 from ..inputs import InputDStream
@@ -56,8 +56,6 @@ def _serialize_offsets(offsets: dict[TopicAndPartition, int]) -> str:
 def _parse_offsets(text: str, path: str) -> dict[TopicAndPartition, int]:
     version, _, body = text.partition("\n")
     if version != _LOG_VERSION or not text.endswith("\n"):
-        from scheduler import CorruptCheckpointError
-
         raise CorruptCheckpointError(f"{path} is damaged: a Kafka offsets entry is a {_LOG_VERSION!r} line and the offsets' JSON",
                                      path=path)
     return parse_partition_offsets(body.strip(), input_name=path)
@@ -221,8 +219,6 @@ class DirectKafkaInputDStream(InputDStream):
         return chosen
 
     def _report_losses(self, losses: Sequence[str]) -> None:
-        if not losses:
-            return
         for detail in losses:  # with failOnDataLoss the first one raises
             report_data_loss(detail, fail=self.fail_on_data_loss, log=self._log)
 

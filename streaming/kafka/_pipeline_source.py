@@ -17,7 +17,7 @@ import attrs
 
 from scheduler import CheckpointPath, CorruptCheckpointError, Offset, library_logger
 
-from ._client import KafkaClusterView, client_config, require_kafka
+from ._client import KafkaClusterView, client_config, reads_committed, require_kafka
 from ._data_loss import report_data_loss
 from ._offsets import OffsetRange, TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
 from ._reader import RangeReader, executor_config
@@ -167,7 +167,7 @@ class KafkaSource:
         self._reader_threads = reader_threads
         self._poll_timeout_s = float(poll_timeout_s)
         self._name = name or f"KafkaV2[Subscribe[{', '.join(self.topics)}]]"
-        self._committed_only = str(self._params.get("isolation.level", "")).lower() == "read_committed"
+        self._committed_only = reads_committed(self._params)
         self.reader_group_id = f"aiodstream-kafka-source-{uuid.uuid4()}-executor"
         self._reader_config = executor_config(self._params, group_id=self.reader_group_id)
         self._log = library_logger("aiodstream.kafka", component="KafkaSource", source=self._name)
