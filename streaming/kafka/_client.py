@@ -18,6 +18,7 @@ from scheduler import StreamingError
 from ._offsets import TopicAndPartition
 
 __all__ = [
+    "as_bytes",
     "KafkaClusterView",
     "KafkaDataLossError",
     "KafkaError",
@@ -99,6 +100,21 @@ def client_config(params: Mapping[str, Any], *, drop: Iterable[str] = ()) -> dic
         raise ValueError("Must specify metadata.broker.list or bootstrap.servers")
     out.setdefault("logger", client_logger())
     return out
+
+
+def as_bytes(value: Any) -> bytes | None:
+    """A record's key or value as the client sends it: bytes and ``None`` as they are, str as UTF-8, other buffers copied.
+
+    Raises:
+        TypeError: anything else (each sink words the error for its own callers).
+    """
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"expected bytes, str or None, got {type(value).__name__}")
 
 
 def reads_committed(params: Mapping[str, Any]) -> bool:

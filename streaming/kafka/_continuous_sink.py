@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from scheduler import InvalidPipelineError
 
 from ..continuous import ContinuousSink, PartitionWriter
-from ._client import KafkaError, client_config, require_kafka
+from ._client import KafkaError, as_bytes, client_config, require_kafka
 
 __all__ = ["KafkaContinuousSink", "NO_TOPIC", "NULL_TOPIC", "NO_VALUE"]
 
@@ -28,13 +28,10 @@ PRODUCER_DEFAULTS: Mapping[str, Any] = {
 
 
 def _as_bytes(value: Any, name: str) -> bytes | None:
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    raise InvalidPipelineError(f"{name} attribute type must be a string or binary, got {type(value).__name__}")
+    try:
+        return as_bytes(value)
+    except TypeError:
+        raise InvalidPipelineError(f"{name} attribute type must be a string or binary, got {type(value).__name__}") from None
 
 
 class KafkaContinuousSink(ContinuousSink):

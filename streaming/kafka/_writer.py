@@ -16,7 +16,7 @@ import attrs
 
 from scheduler import library_logger
 
-from ._client import KafkaError, client_config, require_kafka
+from ._client import KafkaError, as_bytes, client_config, require_kafka
 from ._markers import DEFAULT_MARKER_TOPIC, MarkerStore, MarkerValue, marker_key
 
 __all__ = ["KafkaWriter", "SinkSettings", "WriteResult", "close_writers", "sink_settings", "utf8_encoder", "write_records"]
@@ -82,14 +82,11 @@ class SinkSettings:
 
 
 def _bytes(out: Any, what: str) -> bytes | None:
-    if out is None or isinstance(out, bytes):
-        return out
-    if isinstance(out, str):
-        return out.encode("utf-8")
-    if isinstance(out, (bytearray, memoryview)):
-        return bytes(out)
-    raise TypeError(f"the Kafka sink's {what} serialiser must return bytes, str or None, got {type(out).__name__} {out!r}; "
-                    f"return e.g. str(x).encode()")
+    try:
+        return as_bytes(out)
+    except TypeError:
+        raise TypeError(f"the Kafka sink's {what} serialiser must return bytes, str or None, got {type(out).__name__} {out!r}; "
+                        f"return e.g. str(x).encode()") from None
 
 
 def sink_settings(topic: str, kafkaParams: Mapping[str, Any], *, key: Encoder | None = None,  # noqa: N803
