@@ -327,7 +327,6 @@ def write_records(settings: SinkSettings, task: int, batch_id: int | None, recor
         KafkaError: the write or the transaction failed (a transaction is aborted first).
         TypeError: a serialiser returned something other than bytes, str or None.
     """
-    log = library_logger("aiodstream.kafka", component="KafkaSink", topic=settings.topic, sink=settings.sink_id)
     iterator = iter(records)
     first = next(iterator, _NOTHING)
     if first is _NOTHING:  # nothing to write, so nothing to write twice: no transaction, no marker
@@ -350,7 +349,8 @@ def write_records(settings: SinkSettings, task: int, batch_id: int | None, recor
         writer = _WRITERS.writer(settings, transactional_id)
         marker = store.marker(key)
         if marker.committed(batch_id):
-            log.info("batch already committed; skipped", batch=batch_id, task=task)
+            library_logger("aiodstream.kafka", component="KafkaSink", topic=settings.topic, sink=settings.sink_id).info(
+                "batch already committed; skipped", batch=batch_id, task=task)
             return WriteResult(task, batch_id, 0, skipped=True)
         after = marker.adding(batch_id)
         count = writer.write_transaction(settings.topic, encoded, marker_topic=store.topic,
