@@ -199,6 +199,10 @@ class StreamingListenerBus:
         # snapshots nobody would receive.
         self._wanted = frozenset(t for slot in self._slots for t in slot.handlers)
 
+    def wants(self, event_type: type[StreamingEvent]) -> bool:
+        """Whether some listener handles ``event_type`` now: a producer may skip building an event nobody would receive."""
+        return event_type in self._wanted
+
     @property
     def listeners(self) -> list[object]:
         """The registered listeners, in registration order."""
