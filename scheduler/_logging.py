@@ -82,6 +82,10 @@ class LibraryLogger(structlog.stdlib.BoundLogger):
     runs, so a debug line in a hot path costs one call when debug is off.
     """
 
+    def is_enabled_for(self, level: int) -> bool:
+        """Whether an event at ``level`` (``logging.DEBUG``, ...) would be emitted: guard fields that cost to compute."""
+        return bool(self._logger.isEnabledFor(level))
+
     def debug(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
         """Log at DEBUG, if the standard logger emits DEBUG."""
         if not self._logger.isEnabledFor(logging.DEBUG):

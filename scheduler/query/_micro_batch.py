@@ -137,6 +137,7 @@ class MicroBatchTracker:
         self.grid: BatchGrid | None = None
         self.state: CheckpointState | None = None
         self._inputs: tuple[ReplayableInput, ...] = ()
+        self._getting_offsets = "Getting offsets from no sources"  # the status message of planning, set by open()
         self._last_end: tuple[Offset, ...] = ()
         self._last_planned: Time | None = None
         self._target: tuple[Offset, ...] | None = None  # AvailableNow: where the run stops
@@ -176,6 +177,7 @@ class MicroBatchTracker:
         """
         self._progress.set_status("Initializing sources")
         self._inputs = tuple(self._graph.replayable_inputs())
+        self._getting_offsets = f"Getting offsets from {self._describe_inputs()}"
         if self._async and not self.options.override_sink_support_check:
             unsupported = self._graph.async_unsupported_sinks()
             if unsupported:
@@ -292,7 +294,7 @@ class MicroBatchTracker:
             return
         batch_id = grid.batch_id_of(time)
         start = self._last_end
-        self._progress.set_status(f"Getting offsets from {self._describe_inputs()}", self.status.is_data_available, True)
+        self._progress.set_status(self._getting_offsets, self._progress.data_available, True)
         latest = self._offsets(await self._graph.latest_offsets(), "latest_offsets")
         if self.trigger is Trigger.ONCE:
             end = latest  # Once ignores read limits, as in Spark
@@ -362,7 +364,7 @@ class MicroBatchTracker:
             return
         if not succeeded:
             self._stats["failed"] += 1
-            self._progress.set_status("Waiting for next trigger", self.status.is_data_available, bool(self._planned))
+            self._progress.set_status("Waiting for next trigger", self._progress.data_available, bool(self._planned))
             self._notify()
             return
         committing_at = self._clock.now().milliseconds
@@ -410,8 +412,8 @@ class MicroBatchTracker:
             self._no_data_mark = max(self._no_data_mark, batch.sequence)
         self._progress.set_status("Waiting for next trigger", batch.has_data, bool(self._planned))
         assert self.query_id is not None
-        await self._progress.report(self._progress.batch_progress(batch, job_set, end_at, self._inputs, self.query_id,
-                                                                  self.run_id, self.watermarks.enabled))
+        await self._progress.report_batch(batch, job_set, end_at, self._inputs, self.query_id, self.run_id,
+                                          self.watermarks.enabled)
 
     async def _after_commit(self, batch: PlannedBatch) -> None:
         assert self._batch_log is not None
@@ -462,7 +464,7 @@ class MicroBatchTracker:
         """
         self._raise_failure()
         start_ms = self._clock.now().milliseconds
-        self._progress.set_status(f"Getting offsets from {self._describe_inputs()}", False, True)
+        self._progress.set_status(self._getting_offsets, False, True)
         latest = self._offsets(await self._graph.latest_offsets(), "latest_offsets")
         if self.trigger is Trigger.ONCE:
             end = latest

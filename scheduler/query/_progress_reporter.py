@@ -6,10 +6,13 @@ operators), keeps the recent ones, and applies Spark's rule for triggers that fo
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
 import uuid
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from .._input_info import StreamInputInfo
 from .._job_set import JobSet
 from .._protocols import Offset, ReplayableInput
 from ._planned_batch import PlannedBatch
@@ -27,6 +30,10 @@ class QueryProgressListener(Protocol):
         """A batch was committed; ``progress`` describes it."""
         ...
 
+    def wants_progress(self) -> bool:
+        """Whether a batch's report would reach anyone now: without, the reporter builds none for it."""
+        ...
+
     async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
         """A trigger found no new data and ran no batch (rate-limited as in Spark)."""
         ...
@@ -35,8 +42,11 @@ class QueryProgressListener(Protocol):
 class ProgressReporter:
     """One run's progress: status, the start of the latest trigger, the recent reports, and the listener.
 
+    A committed batch's report is built only when something reads it: the ring keeps its builder
+    (see :meth:`ProgressRing.add_deferred`), and the listener gets it built only when it wants
+    it. The status is kept as its three values and made a record when read.
+
     Attributes:
-        status: what the query is doing now.
         ring: the recent progress reports.
         last_trigger_start: when the latest trigger started (ms on the clock), or ``None``.
     """
@@ -50,31 +60,65 @@ class ProgressReporter:
         self._changed = changed
         self._log = log
         self.ring = ProgressRing(options.num_recent_progress_updates)
-        self.status = StreamingQueryStatus("Initializing StreamExecution", False, False)
+        self._status: tuple[str, bool, bool] = ("Initializing StreamExecution", False, False)
+        self._status_record: StreamingQueryStatus | None = None
         self.last_trigger_start: int | None = None
         self._last_no_execution_progress: int | None = None  # None: Spark's Long.MinValue
 
     def set_status(self, message: str, data_available: bool = False, trigger_active: bool = False) -> None:
-        """Set the status."""
-        self.status = StreamingQueryStatus(message, data_available, trigger_active)
+        """Set the status (several times a batch: the record is made when :attr:`status` is read)."""
+        self._status = (message, data_available, trigger_active)
+
+    @property
+    def status(self) -> StreamingQueryStatus:
+        """What the query is doing now."""
+        values = self._status
+        record = self._status_record
+        if record is None or (record.message, record.is_data_available, record.is_trigger_active) != values:
+            record = self._status_record = StreamingQueryStatus(*values)
+        return record
+
+    @property
+    def data_available(self) -> bool:
+        """The status's ``isDataAvailable``."""
+        return self._status[1]
 
     def trigger_started(self, at_ms: int) -> int | None:
         """A trigger started at ``at_ms``; returns when the one before it started."""
         previous, self.last_trigger_start = self.last_trigger_start, at_ms
         return previous
 
-    def batch_progress(self, batch: PlannedBatch, job_set: JobSet, end_at: int, inputs: Sequence[ReplayableInput],
-                       query_id: uuid.UUID, run_id: uuid.UUID, watermark: bool) -> StreamingQueryProgress:
-        """The progress report of a committed batch (with the watermark it ran with, if ``watermark``)."""
+    async def report_batch(self, batch: PlannedBatch, job_set: JobSet, end_at: int, inputs: Sequence[ReplayableInput],
+                           query_id: uuid.UUID, run_id: uuid.UUID, watermark: bool) -> None:
+        """Keep the report of a committed batch (with the watermark it ran with, if ``watermark``) and hand it to the listener.
+
+        Nothing of ``batch`` may change after this call: the report is built from it when first read.
+        """
+        self._last_no_execution_progress = end_at
+        # What the report needs of the JobSet, taken now: the ring must not hold the batch's jobs
+        # (their functions hold the batch's RDDs) for as long as it keeps the report.
+        sink = ", ".join([job.name for job in job_set.jobs]) or "no outputs"
+        get = self.ring.add_deferred(functools.partial(self._batch_progress, batch, job_set.input_infos, sink, end_at,
+                                                       inputs, query_id, run_id, watermark))
+        self._changed()
+        if self._log.is_enabled_for(logging.DEBUG):
+            progress = get()
+            self._log.debug("query made progress", batch_id=progress.batch_id, num_input_rows=progress.num_input_rows,
+                            duration_ms=dict(progress.duration_ms))
+        listener = self._listener
+        if listener is not None and listener.wants_progress():
+            await listener.on_query_progress(get())
+
+    def _batch_progress(self, batch: PlannedBatch, infos: Mapping[int, StreamInputInfo], sink: str, end_at: int,
+                        inputs: Sequence[ReplayableInput], query_id: uuid.UUID, run_id: uuid.UUID,
+                        watermark: bool) -> StreamingQueryProgress:
         sources = []
         for i, source in enumerate(inputs):
-            info = job_set.input_infos.get(source.stream_id)
+            info = infos.get(source.stream_id)
             rows = info.num_records if info is not None else 0
             input_rate, processed = _rates(rows, batch, end_at)
             latest = batch.latest[i] if batch.latest is not None else batch.end[i]
             sources.append(SourceProgress(source.description, batch.start[i], batch.end[i], latest, rows, input_rate, processed))
-        sink = SinkProgress(", ".join(job.name for job in job_set.jobs) or "no outputs")
-        self._last_no_execution_progress = end_at
         event_time: dict[str, str] = {}
         if batch.event_time is not None:
             seen = batch.event_time
@@ -84,18 +128,9 @@ class ProgressReporter:
             event_time["watermark"] = format_timestamp(batch.watermarks.eviction_ms)
         return StreamingQueryProgress(
             query_id, run_id, self._name, format_timestamp(batch.trigger_start), batch.batch_id,
-            end_at - batch.trigger_start, dict(batch.durations), tuple(sources), sink, event_time,
+            end_at - batch.trigger_start, dict(batch.durations), tuple(sources), SinkProgress(sink), event_time,
             batch_time_ms=batch.time.milliseconds, state_operators=batch.state_operators,
         )
-
-    async def report(self, progress: StreamingQueryProgress) -> None:
-        """Keep ``progress`` and hand it to the listener."""
-        self.ring.add(progress)
-        self._changed()
-        self._log.debug("query made progress", batch_id=progress.batch_id, num_input_rows=progress.num_input_rows,
-                        duration_ms=dict(progress.duration_ms))
-        if self._listener is not None:
-            await self._listener.on_query_progress(progress)
 
     async def idle_trigger(self, start_ms: int, end_ms: int, next_id: int, inputs: Sequence[ReplayableInput],
                            last_end: Sequence[Offset], latest: Sequence[Offset], query_id: uuid.UUID,

@@ -3,10 +3,32 @@
 from __future__ import annotations
 
 import collections
+from typing import Callable, Union
 
 from ._progress import StreamingQueryProgress
 
 __all__ = ["ProgressRing"]
+
+
+class _Deferred:
+    """A report kept as what builds it, built (once) when someone reads it."""
+
+    __slots__ = ("_build", "_value")
+
+    def __init__(self, build: Callable[[], StreamingQueryProgress]) -> None:
+        self._build = build
+        self._value: StreamingQueryProgress | None = None
+
+    def get(self) -> StreamingQueryProgress:
+        # Readers may be on other threads: two of them racing build equal reports, and the
+        # builder is kept (not dropped after use) so that neither finds it gone.
+        value = self._value
+        if value is None:
+            value = self._value = self._build()
+        return value
+
+
+_Entry = Union[StreamingQueryProgress, _Deferred]
 
 
 class ProgressRing:
@@ -14,27 +36,49 @@ class ProgressRing:
 
     Spark's rule: after adding a report, drop the oldest while the buffer holds
     ``numRecentProgressUpdates`` or more, so at most ``capacity - 1`` stay.
+
+    A report may be added as the function that builds it (:meth:`add_deferred`): it is built
+    when first read (``last``, ``recent``, ``get``), so a run whose progress nobody reads never
+    builds one. The builder must depend only on values that no longer change.
     """
 
     def __init__(self, capacity: int) -> None:
         """An empty ring for ``spark.sql.streaming.numRecentProgressUpdates = capacity``."""
         self.capacity = capacity
-        self._reports: collections.deque[StreamingQueryProgress] = collections.deque()
+        self._reports: collections.deque[_Entry] = collections.deque()
 
     def add(self, progress: StreamingQueryProgress) -> None:
         """Keep ``progress`` as the newest report, dropping the oldest beyond the bound."""
-        self._reports.append(progress)
-        while len(self._reports) >= self.capacity:
-            self._reports.popleft()
+        self._keep(progress)
+
+    def add_deferred(self, build: Callable[[], StreamingQueryProgress]) -> Callable[[], StreamingQueryProgress]:
+        """Keep the report ``build()`` returns as the newest, built when first read; returns its getter.
+
+        The getter builds the report at most once however often (and from whichever thread) it is
+        called, as reading it through the ring does.
+        """
+        entry = _Deferred(build)
+        self._keep(entry)
+        return entry.get
+
+    def _keep(self, entry: _Entry) -> None:
+        reports = self._reports
+        reports.append(entry)
+        while len(reports) >= self.capacity:
+            reports.popleft()
 
     @property
     def last(self) -> StreamingQueryProgress | None:
         """The newest report, or ``None``."""
-        return self._reports[-1] if self._reports else None
+        try:
+            entry = self._reports[-1]
+        except IndexError:
+            return None
+        return entry if isinstance(entry, StreamingQueryProgress) else entry.get()
 
     def recent(self) -> list[StreamingQueryProgress]:
         """The reports kept, oldest first."""
-        return list(self._reports)
+        return [e if isinstance(e, StreamingQueryProgress) else e.get() for e in list(self._reports)]
 
     def __len__(self) -> int:
         return len(self._reports)

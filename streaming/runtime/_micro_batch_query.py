@@ -52,6 +52,10 @@ class BusReports:
         """Post ``QueryProgress``."""
         await self._bus.post(QueryProgress(progress))
 
+    def wants_progress(self) -> bool:
+        """Whether a listener of the bus handles ``QueryProgress``."""
+        return self._bus.wants(QueryProgress)
+
     async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
         """Post ``QueryIdle``."""
         await self._bus.post(QueryIdle(query_id, run_id, timestamp))
