@@ -311,11 +311,12 @@ class MicroBatchTracker:
         self._last_batch_watermark = watermarks.eviction_ms
         batch.durations["latestOffset"] = planned_at - now
         self._progress.set_status("Writing offsets to log", has_data, True)
-        tick = self._stopwatch()
-        await self._log_offsets(batch)
-        elapsed = self._stopwatch() - tick
-        batch.critical_ns += elapsed
-        self._stats["wal_ns"] += elapsed
+        if self._batch_log is not None:  # in memory there is nothing to write, nor to time
+            tick = self._stopwatch()
+            await self._log_offsets(batch)
+            elapsed = self._stopwatch() - tick
+            batch.critical_ns += elapsed
+            self._stats["wal_ns"] += elapsed
         batch.planned_at = self._clock.now().milliseconds
         batch.durations["walCommit"] = batch.planned_at - planned_at
         self._last_end = end
@@ -328,7 +329,12 @@ class MicroBatchTracker:
 
     def _offsets(self, offsets: Sequence[Offset], method: str) -> tuple[Offset, ...]:
         result = tuple(offsets)
-        if len(result) != len(self._inputs) or not all(o is None or isinstance(o, str) for o in result):
+        valid = len(result) == len(self._inputs)
+        given: tuple[object, ...] = result  # a graph may break its annotation: checked
+        for offset in given:  # a loop, not all() over a generator: this runs twice a batch
+            if offset is not None and not isinstance(offset, str):
+                valid = False
+        if not valid:
             raise TypeError(
                 f"{type(self._graph).__name__}.{method}() must return one offset (JSON text or None) per replayable input "
                 f"({len(self._inputs)}), got {offsets!r}"
@@ -368,7 +374,8 @@ class MicroBatchTracker:
             self._notify()
             return
         committing_at = self._clock.now().milliseconds
-        if self.watermarks.enabled:
+        watermarked = self.watermarks.enabled
+        if watermarked:
             # What this batch saw moves the watermark the next batch to be planned runs with;
             # its commit records it (nextBatchWatermarkMs).
             seen = tuple(self._graph.event_time_stats(batch.time))
@@ -382,19 +389,20 @@ class MicroBatchTracker:
             # State first: a commit promises that a restart never runs this batch again, so the
             # state it produced must be readable by then.
             await self._graph.prepare_commit(batch.time, batch.batch_id)
-        tick = self._stopwatch()
         log = self._batch_log
-        if log is not None and not self._failure:
-            if not self._async:
-                await log.write_commit(batch)
-            elif batch.offsets_issued or not self._first_commit_done:
-                # Spark's rule: a durable commit where the offsets were written durably, and for the
-                # first batch of a run (whose offsets may come from an earlier run's sparse log).
-                self._first_commit_done = True
-                await log.submit("commits", batch)
-        elapsed = self._stopwatch() - tick
-        batch.critical_ns += elapsed
-        self._stats["commit_ns"] += elapsed
+        if log is not None:  # in memory there is nothing to write, nor to time
+            tick = self._stopwatch()
+            if not self._failure:
+                if not self._async:
+                    await log.write_commit(batch)
+                elif batch.offsets_issued or not self._first_commit_done:
+                    # Spark's rule: a durable commit where the offsets were written durably, and for the
+                    # first batch of a run (whose offsets may come from an earlier run's sparse log).
+                    self._first_commit_done = True
+                    await log.submit("commits", batch)
+            elapsed = self._stopwatch() - tick
+            batch.critical_ns += elapsed
+            self._stats["commit_ns"] += elapsed
         if self.checkpoint is None:
             await self._graph.commit_offsets(batch.end)  # in memory: nothing is replayed, inputs may let go
         elif not self._async and not self._failure:
@@ -412,8 +420,7 @@ class MicroBatchTracker:
             self._no_data_mark = max(self._no_data_mark, batch.sequence)
         self._progress.set_status("Waiting for next trigger", batch.has_data, bool(self._planned))
         assert self.query_id is not None
-        await self._progress.report_batch(batch, job_set, end_at, self._inputs, self.query_id, self.run_id,
-                                          self.watermarks.enabled)
+        await self._progress.report_batch(batch, job_set, end_at, self._inputs, self.query_id, self.run_id, watermarked)
 
     async def _after_commit(self, batch: PlannedBatch) -> None:
         assert self._batch_log is not None

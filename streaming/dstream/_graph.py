@@ -493,6 +493,8 @@ class DStreamGraph:
         operators = self._state_operator_streams
         if operators is None:
             operators = [stream for stream in self._streams() if isinstance(stream, StateOperatorStream)]
+        if not operators:
+            return ()  # every batch asks: a graph without stateful operators answers without a generator
         found = (stream.take_state_progress(time) for stream in operators)
         return [progress for progress in found if progress is not None]
 
