@@ -278,7 +278,7 @@ class MicroBatchTracker:
             raise StreamingStateError("MicroBatchTracker.plan_batch() before open()")
         now = self._clock.now().milliseconds
         self._sequence += 1
-        recovered = self._recovered.pop(time, None)
+        recovered = self._recovered.pop(time, None) if self._recovered else None
         if recovered is not None:
             # The logged watermarks: a re-run judges its data exactly as the first run did.
             watermarks = BatchWatermarks(recovered.watermark_ms, recovered.late_watermark_ms)
@@ -288,7 +288,7 @@ class MicroBatchTracker:
             batch.planned_at = now
             self._planned[time] = batch
             self._graph.set_batch_offsets(time, batch.start, batch.end)
-            self._graph.set_batch_watermarks(time, watermarks)
+            self._hand_watermarks(time, watermarks)
             self._stats["planned"] += 1
             self._progress.set_status("Processing new data", True, True)
             return
@@ -323,9 +323,16 @@ class MicroBatchTracker:
         self._last_planned = time
         self._planned[time] = batch
         self._graph.set_batch_offsets(time, start, end)
-        self._graph.set_batch_watermarks(time, watermarks)
+        self._hand_watermarks(time, watermarks)
         self._stats["planned"] += 1
         self._progress.set_status("Processing new data" if has_data else "Processing a batch without new data", has_data, True)
+
+    def _hand_watermarks(self, time: Time, watermarks: BatchWatermarks) -> None:
+        # Without watermarked inputs (and with both watermarks 0, what a graph answers for a batch
+        # it was not told about) nothing is handed over: batch_finished takes back only what was
+        # handed over, and a graph would otherwise keep an entry for every batch of the run.
+        if self.watermarks.enabled or watermarks.eviction_ms or watermarks.late_ms:
+            self._graph.set_batch_watermarks(time, watermarks)
 
     def _offsets(self, offsets: Sequence[Offset], method: str) -> tuple[Offset, ...]:
         result = tuple(offsets)
@@ -383,6 +390,8 @@ class MicroBatchTracker:
             for stats in seen:
                 if stats is not None:
                     batch.event_time = stats.merge(batch.event_time)
+        elif batch.watermarks.eviction_ms or batch.watermarks.late_ms:
+            self._graph.event_time_stats(batch.time)  # no watermarked input: only takes back what plan_batch handed over
         batch.next_watermark_ms = self.watermarks.current_ms
         batch.state_operators = tuple(self._graph.state_operators(batch.time))
         if self.checkpoint is not None:

@@ -138,3 +138,30 @@ async def test_without_watermarks_the_logs_say_zero_and_progress_has_no_event_ti
     assert WATERMARK_POLICY_KEY not in entry(ck / "offsets" / "0")["conf"]
     assert entry(ck / "commits" / "0")["nextBatchWatermarkMs"] == 0
     assert progress[0].event_time == {}
+
+
+class PlainPipeline(Pipeline):
+    """No watermarked input; the graph records the watermarks handed to it and the ones taken back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.told: dict[int, BatchWatermarks] = {}
+        self.add_source(ListSource([1, 2, 3], max_per_batch=1), name="in")
+        self.add_output(lambda batch: None, name="out")
+
+    def set_batch_watermarks(self, time: Time, watermarks: BatchWatermarks) -> None:
+        self.told[time.milliseconds] = watermarks
+
+    def event_time_stats(self, time: Time) -> Sequence[EventTimeStats | None]:
+        self.told.pop(time.milliseconds, None)
+        return []
+
+
+async def test_a_query_without_watermarks_leaves_no_watermark_per_batch_in_its_graph(clock: ManualClock) -> None:
+    """Without watermarked inputs the graph keeps no watermark of a finished batch (it used to keep one per batch, forever)."""
+    p = PlainPipeline()
+    async with StreamingRuntime(p, Seconds(1), clock=clock, track_progress=True) as rt:
+        await rt.start()
+        await advance(rt, clock, 4_000)
+        await rt.stop()
+    assert p.told == {}
