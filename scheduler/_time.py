@@ -344,6 +344,17 @@ class TimeOrderedDict(dict[Time, V]):
             return default
         return value  # type: ignore[return-value]
 
+    def oldest(self) -> V | None:
+        """The value of the oldest time held, or ``None`` if empty: the first entry (a scan only if some came out of order)."""
+        if self._unordered:
+            keys = list(self)  # one step: another thread may add entries meanwhile
+            return self.get(min(keys)) if keys else None
+        try:
+            return next(iter(self.values()), None)
+        except RuntimeError:  # another thread added an entry between the two steps
+            values = list(self.values())
+            return values[0] if values else None
+
     def pop_through(self, milliseconds: int) -> list[tuple[Time, V]]:
         """Remove the entries at or before ``milliseconds`` and return them, oldest first."""
         keys = list(self)  # one step: another thread may add entries meanwhile

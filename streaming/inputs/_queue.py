@@ -62,7 +62,9 @@ class QueueInputDStream(InputDStream):
     async def commit(self, end: Offset) -> None:
         # Queued items before every remembered batch's range are never read again: let their
         # RDDs go, as Spark's queue does.
-        below = min((self._position(start) for start, _ in self._ranges.values()), default=self._position(end))
+        # The oldest remembered range starts lowest: a batch's range starts where the one before it ended.
+        oldest = self._ranges.oldest()
+        below = self._position(end if oldest is None else oldest[0])
         for i in range(self._freed, min(below, len(self._items))):
             self._items[i] = None
         self._freed = max(self._freed, below)

@@ -334,6 +334,19 @@ def test_time_ordered_dict_setdefault_goes_through_the_order_check() -> None:
     assert d.pop_through(1000) == [(Time(1000), [2])]
 
 
+def test_time_ordered_dict_gives_the_value_of_its_oldest_time() -> None:
+    """``oldest`` is the first entry's value, the oldest time's even when it was added out of order, and None when empty."""
+    d: TimeOrderedDict[int] = TimeOrderedDict()
+    assert d.oldest() is None
+    for ms in (3000, 4000):
+        d[Time(ms)] = ms
+    assert d.oldest() == 3000
+    d[Time(1000)] = 1000
+    assert d.oldest() == 1000
+    d.pop_through(4000)
+    assert d.oldest() is None
+
+
 @given(st.lists(st.integers(0, 50), max_size=40), st.lists(st.integers(-1, 60), max_size=10))
 def test_time_ordered_dict_drops_exactly_what_a_full_scan_would(inserts: list[int], cuts: list[int]) -> None:
     d: TimeOrderedDict[int] = TimeOrderedDict()
