@@ -1,0 +1,162 @@
+"""The no-op Spark-backed context flat out on a manual clock, beside the thread-hop floor, for one tree or several in turn.
+
+The program and the floor are ``bench_vs_pyspark --only noop``'s (``ours_engine_ms_per_batch`` and
+``platform_thread_hops_ms``): a StreamingContext on local[2] with one no-op ``foreachRDD`` over a
+``queueStream`` whose queue is empty, and two loop -> thread -> loop round trips on bare executors.
+Rounds alternate engine and floor in one process; CPU time (``time.process_time``, every thread)
+beside wall time, the load beside each round. Prints one JSON object.
+
+``--trees A B ...`` runs the measure in a child process per tree, alternating trees round by
+round (before/after: ``--trees /path/to/main /path/to/branch``); each child imports that tree.
+
+``--callgrind``: one engine run under the instruction counter, counting only the measured batches
+(``valgrind --tool=callgrind --instr-atstart=no python bench/bench_noop_floor.py --callgrind``
+toggles it with ``callgrind_control``); ``callgrind_annotate`` then reads the totals. Instruction
+counts do not move with the machine's load.
+
+Takes about 30 s per tree and round (Spark's start included). Run: ``python bench/bench_noop_floor.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def spark_context() -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
+
+    conf = (SparkConf().setMaster("local[2]").setAppName("bench_noop_floor").set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false").set("spark.default.parallelism", "2"))
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+    sc.parallelize([1, 2], 2).count()  # warm up the workers
+    return sc
+
+
+def toggle_instruments(on: bool) -> None:
+    """Switch callgrind's counting on or off for this process (when run under it with ``--instr-atstart=no``)."""
+    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
+
+
+def engine(sc: Any, batches: int, count_instructions: bool = False) -> dict[str, float]:
+    """Wall and CPU microseconds per batch of the no-op program, flat out on a manual clock (after 50 warm-up batches)."""
+    import anyio
+
+    from scheduler import ManualClock, Seconds
+    from streaming import StreamingContext
+
+    async def run() -> tuple[float, float]:
+        clock = ManualClock(0)
+        async with StreamingContext(sc, 1, clock=clock) as ssc:
+            ssc.queueStream([], default=sc.parallelize([1], 1)).foreachRDD(lambda rdd: None)
+            await ssc.start_async()
+            runtime: Any = ssc.runtime  # a micro-batch StreamingRuntime here
+            clock.advance(Seconds(50))  # warm up: threads, py4j connections
+            await runtime.wait_until_idle()
+            if count_instructions:
+                toggle_instruments(True)
+            wall, cpu = time.perf_counter(), time.process_time()
+            clock.advance(Seconds(batches))
+            await runtime.wait_until_idle()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            if count_instructions:
+                toggle_instruments(False)
+            await ssc.stop_async()
+        return wall, cpu
+
+    wall, cpu = anyio.run(run)
+    return {"wall_us": round(wall / batches * 1e6, 1), "cpu_us": round(cpu / batches * 1e6, 1)}
+
+
+def floor(rounds: int) -> dict[str, float]:
+    """Wall and CPU microseconds of two loop -> thread -> loop round trips (each woken by the thread's future)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    def nothing() -> None:
+        return None
+
+    async def run() -> tuple[float, float]:
+        first, second = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
+        try:
+            for _ in range(200):
+                await asyncio.wrap_future(first.submit(nothing))
+            wall, cpu = time.perf_counter(), time.process_time()
+            for _ in range(rounds):
+                await asyncio.wrap_future(first.submit(nothing))
+                await asyncio.wrap_future(second.submit(nothing))
+            return time.perf_counter() - wall, time.process_time() - cpu
+        finally:
+            first.shutdown()
+            second.shutdown()
+
+    wall, cpu = asyncio.run(run())
+    return {"wall_us": round(wall / rounds * 1e6, 1), "cpu_us": round(cpu / rounds * 1e6, 1)}
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of the rounds, their spread, and the ratios engine / floor."""
+    out: dict[str, Any] = {}
+    for part in ("engine", "floor"):
+        for unit in ("wall_us", "cpu_us"):
+            values = [run[part][unit] for run in runs]
+            out[f"{part}_{unit}_median"] = statistics.median(values)
+            out[f"{part}_{unit}_spread"] = [min(values), max(values)]
+    for unit in ("wall_us", "cpu_us"):
+        out[f"ratio_{unit.split('_')[0]}"] = round(out[f"engine_{unit}_median"] / out[f"floor_{unit}_median"], 2)
+    out["target_ratio"] = 1.2
+    return out
+
+
+def measure(rounds: int, batches: int) -> dict[str, Any]:
+    """``rounds`` alternating engine and floor runs in this process."""
+    sc = spark_context()
+    runs = []
+    for _ in range(rounds):
+        runs.append({"engine": engine(sc, batches), "floor": floor(batches), "load": os.getloadavg()})
+    return {"runs": runs, **summary(runs)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batches", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5, help="engine/floor pairs per tree and child")
+    parser.add_argument("--trees", nargs="*", default=[], help="worktrees to alternate (default: this one, in process)")
+    parser.add_argument("--tree-rounds", type=int, default=3, help="with --trees: how many times each tree runs")
+    parser.add_argument("--callgrind", action="store_true", help="one engine run counted by callgrind (see above)")
+    parser.add_argument("--import-from", default=str(ROOT), help=argparse.SUPPRESS)  # the tree a child measures
+    args = parser.parse_args()
+    sys.path.insert(0, args.import_from)
+    if args.callgrind:
+        result = engine(spark_context(), args.batches, count_instructions=True)
+        print(json.dumps({"batches": args.batches, "engine": result, "load": os.getloadavg()}))
+        return
+    if not args.trees:
+        print(json.dumps({"tree": args.import_from, "batches": args.batches, **measure(args.rounds, args.batches)}))
+        return
+    by_tree: dict[str, list[dict[str, Any]]] = {tree: [] for tree in args.trees}
+    for _ in range(args.tree_rounds):
+        for tree in args.trees:
+            child = subprocess.run(
+                [sys.executable, str(Path(__file__).resolve()), "--batches", str(args.batches), "--rounds", str(args.rounds),
+                 "--import-from", tree],
+                cwd=tree, env={**os.environ, "PYTHONPATH": tree}, capture_output=True, text=True, check=True)
+            result = json.loads(child.stdout.strip().splitlines()[-1])
+            by_tree[tree].extend(result["runs"])
+            print(f"{tree}: {summary(result['runs'])}", file=sys.stderr, flush=True)
+    print(json.dumps({tree: summary(runs) | {"runs": runs} for tree, runs in by_tree.items()}))
+
+
+if __name__ == "__main__":
+    main()
