@@ -77,7 +77,7 @@ def summarize_rounds(rounds: list[dict[str, Any]], median_of: Callable[[list[dic
         for key in ("driver_cpu_ms_per_batch", "total_cpu_ms_per_batch"):
             row[f"pyspark_{key}"], row[f"ours_{key}"] = t[key], o[key]
             row[f"{key}_ratio"] = round(o[key] / t[key], 3) if o[key] is not None and t[key] else None
-        row["load_average"] = [t["load_1m"], o["load_1m"]]
+        row["load_1m"] = {"pyspark": t["load_1m"], "ours": o["load_1m"]}  # at the end of each run
         per_round.append(row)
     out: dict[str, Any] = {"rounds": per_round}
     for name, key in (("ratio", "ratio"), ("driver_cpu_ratio", "driver_cpu_ms_per_batch_ratio"),
