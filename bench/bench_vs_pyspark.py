@@ -13,13 +13,17 @@ same way, with the same settings on both sides:
   machine charges for the two thread round trips a batch needs at least (generation and the job
   each leave the event loop for a thread and wake it when done).
 * ``word_count``: one output (flatMap, map, reduceByKey, collect) over 5000 queued lines;
-  ``--rounds`` alternating rounds (at least 5), each round's ratio of median processing
-  delays, and their spread. Targets: median ratio <= 1.0, every round <= 1.1.
+  ``--delay-rounds`` alternating rounds (default 9; the engine going first alternates too). Per
+  round: each engine's median processing delay, its CPU per batch (the driver's, this Python
+  process; and the total, with the JVM and its Python workers, from ``/proc``) and the load; the
+  ratio ours / pyspark. Reported: the median of the per-round ratios with its quartiles, min and
+  max (``resolved``: the quartiles lie closer together than the median lies to 1), and the same
+  for both CPU ratios. Target: median ratio <= 0.9, resolved.
 * ``three_outputs``: three independent output operations per batch (word count, line count,
   distinct words) with ``concurrentJobs=3`` on **both** engines (pyspark reads
-  ``spark.streaming.concurrentJobs``), at 1000 and 5000 lines per batch; median processing
-  delay. Target ratio <= 1.0, with ours completing batches in order (pyspark does not promise
-  it: ``completed_in_batch_order`` is reported for both). ``--three-outputs-masters`` also runs
+  ``spark.streaming.concurrentJobs``), at 1000 and 5000 lines per batch; measured as
+  ``word_count`` is. Target as there, with ours completing batches in order (pyspark does not
+  promise it: ``completed_in_batch_order`` is reported for both). ``--three-outputs-masters`` also runs
   the measure in a child process on a Spark with spare task slots (default ``local[6]``).
   Beside each result, ``spark_alone_three_threads_vs_sequential``: the same three Spark jobs
   without a streaming engine, from three threads at once vs one after another, i.e. the most
@@ -130,14 +134,21 @@ def socket_word_count(ssc: Any, port: int, **receiver: Any) -> None:
 # -- engines --
 
 
-def batch_recorder(wanted: int) -> Any:
-    """A pyspark-style listener (pyspark's own class, which both engines accept) recording each batch."""
+def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
+    """A pyspark-style listener (pyspark's own class, which both engines accept) recording each batch.
+
+    With ``cpu_after``, it also reads the CPU spent so far (:func:`cpu_now`) when that many batches
+    and when ``wanted`` batches have completed (``cpu``: the two readings).
+    """
     from pyspark.streaming.listener import StreamingListener
+
+    from bench._rounds import cpu_now
 
     class Recorder(StreamingListener):
         def __init__(self) -> None:
             super().__init__()
             self.batches: list[dict[str, int]] = []
+            self.cpu: list[tuple[float, float | None]] = []
             self.done = threading.Event()
 
         def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803
@@ -145,6 +156,8 @@ def batch_recorder(wanted: int) -> Any:
             failed = sum(1 for op in info.outputOperationInfos().values() if op.failureReason())
             self.batches.append({"time": info.batchTime().milliseconds(), "scheduling": info.schedulingDelay(),
                                  "processing": info.processingDelay(), "records": info.numRecords(), "failed": failed})
+            if cpu_after is not None and len(self.batches) in (cpu_after, wanted) and len(self.cpu) < 2:
+                self.cpu.append(cpu_now())
             if len(self.batches) >= wanted:
                 self.done.set()
 
@@ -154,6 +167,16 @@ def batch_recorder(wanted: int) -> Any:
 def run_program(engine: str, sc: Any, interval: float, batches: int, build: Callable[[Any], None],
                 concurrent_jobs: int | None = None, timeout: float = 300) -> list[dict[str, int]]:
     """Run ``build(ssc)`` on ``engine`` until ``batches`` batches completed; return their records."""
+    return run_measured(engine, sc, interval, batches, build, concurrent_jobs, timeout)["batches"]  # type: ignore[no-any-return]
+
+
+def run_measured(engine: str, sc: Any, interval: float, batches: int, build: Callable[[Any], None],
+                 concurrent_jobs: int | None = None, timeout: float = 300, skip: int = 0) -> dict[str, Any]:
+    """Run ``build(ssc)`` on ``engine`` until ``batches`` batches completed.
+
+    Returns the batches after the first ``skip``, the driver's and the total CPU milliseconds per
+    batch over those batches (with ``skip`` > 0; total is None off Linux), and the 1-minute load.
+    """
     if engine == "pyspark":
         from pyspark.streaming import StreamingContext as PySparkContext
 
@@ -165,7 +188,7 @@ def run_program(engine: str, sc: Any, interval: float, batches: int, build: Call
         from streaming import StreamingContext
 
         ssc = StreamingContext(sc, interval, concurrentJobs=concurrent_jobs)
-    recorder = batch_recorder(batches)
+    recorder = batch_recorder(batches, skip or None)
     ssc.addStreamingListener(recorder)
     build(ssc)
     ssc.start()
@@ -174,7 +197,15 @@ def run_program(engine: str, sc: Any, interval: float, batches: int, build: Call
             raise RuntimeError(f"{engine}: only {len(recorder.batches)} of {batches} batches in {timeout}s")
     finally:
         ssc.stop(stopSparkContext=False, stopGraceFully=False)
-    return list(recorder.batches[:batches])
+    run: dict[str, Any] = {"batches": list(recorder.batches[skip:batches]), "load_1m": load()[0],
+                           "driver_cpu_ms_per_batch": None, "total_cpu_ms_per_batch": None}
+    if len(recorder.cpu) == 2:
+        (d0, t0), (d1, t1) = recorder.cpu
+        n = batches - skip
+        run["driver_cpu_ms_per_batch"] = round((d1 - d0) / n * 1000, 2)
+        if t0 is not None and t1 is not None:
+            run["total_cpu_ms_per_batch"] = round((t1 - t0) / n * 1000, 1)
+    return run
 
 
 def completed_in_order(batches: list[dict[str, int]]) -> bool:
@@ -341,6 +372,21 @@ def paired(rounds: int, theirs: Callable[[], list[dict[str, int]]], ours: Callab
     return results
 
 
+def paired_runs(rounds: int, theirs: Callable[[], dict[str, Any]], ours: Callable[[], dict[str, Any]],
+                label: str) -> list[dict[str, Any]]:
+    """Like :func:`paired`, for :func:`run_measured` runs: per round, ``{"pyspark": run, "ours": run}``; progress on stderr."""
+    results = []
+    for r in range(rounds):
+        order = [("pyspark", theirs), ("ours", ours)] if r % 2 == 0 else [("ours", ours), ("pyspark", theirs)]
+        got = {who: run() for who, run in order}
+        results.append(got)
+        print(f"  {label} round {r + 1}/{rounds}: " + ", ".join(
+            f"{who} {median_of(got[who]['batches'], 'processing', 0)} ms (driver cpu {got[who]['driver_cpu_ms_per_batch']}, "
+            f"total cpu {got[who]['total_cpu_ms_per_batch']} ms/batch, load {got[who]['load_1m']})" for who in ("pyspark", "ours")),
+            file=sys.stderr, flush=True)
+    return results
+
+
 def flat(rounds: list[tuple[list[dict[str, int]], list[dict[str, int]]]]) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
     """Every round's batches together, per engine."""
     return [b for t, _ in rounds for b in t], [b for _, o in rounds for b in o]
@@ -357,7 +403,7 @@ def load() -> list[float]:
 def three_outputs_elsewhere(master: str, args: argparse.Namespace) -> Any:
     """The three-outputs measure on another Spark master: this script in a child process (one SparkContext each)."""
     command = [sys.executable, __file__, "--only", "three_outputs", "--master", master, "--three-outputs-masters",
-               "--batches", str(args.batches), "--rounds", str(args.rounds),
+               "--batches", str(args.batches), "--rounds", str(args.rounds), "--delay-rounds", str(args.delay_rounds),
                "--three-output-lines", *map(str, args.three_output_lines)]
     child = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(child.stdout)["three_outputs"][master]
@@ -365,6 +411,27 @@ def three_outputs_elsewhere(master: str, args: argparse.Namespace) -> Any:
 
 def ratio(ours: float, theirs: float) -> float | None:
     return None if not theirs else round(ours / theirs, 3)
+
+
+def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]], label: str) -> dict[str, Any]:
+    """``--delay-rounds`` alternating rounds of ``run(engine)``: per-round and pooled medians, the ratios' spread, CPU per batch.
+
+    ``ratio`` is the median of the per-round ratios of median processing delays (ours / pyspark)
+    with its quartiles, min and max; ``resolved`` says the quartiles lie closer together than the
+    median lies to 1. ``driver_cpu_ratio`` and ``total_cpu_ratio`` do the same for CPU per batch.
+    """
+    from bench._rounds import summarize_rounds
+
+    rounds = paired_runs(args.delay_rounds, lambda: run("pyspark"), lambda: run("ours"), label)
+    summary = summarize_rounds(rounds, lambda batches: median_of(batches, "processing", 0))
+    theirs = [b for r in rounds for b in r["pyspark"]["batches"]]
+    ours = [b for r in rounds for b in r["ours"]["batches"]]
+    p, o = median_of(theirs, "processing", 0), median_of(ours, "processing", 0)
+    return {"pyspark_processing_ms_median": p, "ours_processing_ms_median": o, "ratio_of_all_batches": ratio(o, p),
+            **summary, "target_ratio": 0.9,
+            "met": summary["ratio"]["median"] <= 0.9 and summary["ratio"]["resolved"],
+            "completed_in_batch_order": {e: all(completed_in_order(r[e]["batches"]) for r in rounds) for e in ("pyspark", "ours")},
+            "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)}}
 
 
 def main() -> None:
@@ -381,7 +448,9 @@ def main() -> None:
                         help="engines of the socket ladder: pyspark, ours (receiver on the driver), ours_executor")
     parser.add_argument("--three-output-lines", type=int, nargs="*", default=[1000, 5000],
                         help="input sizes for the three-outputs run (small batches are latency-bound, large ones CPU-bound)")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating runs per engine for the delay measures (>= 5)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating runs per engine for the no-op measure (>= 5)")
+    parser.add_argument("--delay-rounds", type=int, default=9,
+                        help="alternating runs per engine for word_count and three_outputs (each ~15 s per engine)")
     parser.add_argument("--master", default="local[2]", help="the Spark master of this run")
     parser.add_argument("--spark-conf", nargs="*", default=[], metavar="KEY=VALUE",
                         help="further Spark settings of this run (e.g. for a cluster master)")
@@ -438,47 +507,22 @@ def main() -> None:
         print(f"noop: {out['noop']}", file=sys.stderr, flush=True)
     if "word_count" in args.only:
         n = args.batches
-        rounds = paired(args.rounds, lambda: run_program("pyspark", sc, 1.0, n, lambda ssc: word_count(ssc, sc, n)),
-                        lambda: run_program("ours", sc, 1.0, n, lambda ssc: word_count(ssc, sc, n)), skip=2)
-        per_round = [{"pyspark_ms": median_of(t, "processing", 0), "ours_ms": median_of(o, "processing", 0)}
-                     for t, o in rounds]
-        for r in per_round:
-            r["ratio"] = ratio(r["ours_ms"], r["pyspark_ms"])
-        ratios = [r["ratio"] for r in per_round if r["ratio"] is not None]
-        theirs, ours = flat(rounds)
-        p, o = median_of(theirs, "processing", 0), median_of(ours, "processing", 0)
         out["word_count"] = {
-            "quantity": "median processing delay per batch from BatchInfo, 5000 lines, 1 s interval",
-            "lines_per_batch": 5000, "pyspark_processing_ms_median": p, "ours_processing_ms_median": o,
-            "rounds": per_round, "ratio_median_of_rounds": round(statistics.median(ratios), 3),
-            "ratio_min": min(ratios), "ratio_max": max(ratios), "ratio_of_all_batches": ratio(o, p),
-            "targets": {"median_ratio": 1.0, "every_round": 1.1},
-            "met": statistics.median(ratios) <= 1.0 and max(ratios) <= 1.1,
-            "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)},
+            "quantity": "median processing delay per batch from BatchInfo, 5000 lines, 1 s interval", "lines_per_batch": 5000,
+            **delay_measure(args, lambda engine: run_measured(engine, sc, 1.0, n, lambda ssc: word_count(ssc, sc, n), skip=2),
+                            "word_count"),
             "load_average": load()}
         print(f"word_count: {out['word_count']}", file=sys.stderr, flush=True)
     if "three_outputs" in args.only:
         n = args.batches
         out["three_outputs"] = {args.master: {}}
         for size in args.three_output_lines:
-            rounds = paired(
-                args.rounds,
-                lambda k=size: run_program("pyspark", sc, 1.0, n, lambda ssc: three_outputs(ssc, sc, n, k),  # type: ignore[misc]
-                                           concurrent_jobs=3),
-                lambda k=size: run_program("ours", sc, 1.0, n, lambda ssc: three_outputs(ssc, sc, n, k),  # type: ignore[misc]
-                                           concurrent_jobs=3),
-                skip=2)
-            theirs, ours = flat(rounds)
-            p, o = median_of(theirs, "processing", 0), median_of(ours, "processing", 0)
-            order = {"pyspark": all(completed_in_order(t) for t, _ in rounds),
-                     "ours": all(completed_in_order(o_) for _, o_ in rounds)}
+            def three(engine: str, k: int = size) -> dict[str, Any]:
+                return run_measured(engine, sc, 1.0, n, lambda ssc: three_outputs(ssc, sc, n, k), concurrent_jobs=3, skip=2)
 
+            measure = delay_measure(args, three, f"three_outputs {size}")
             out["three_outputs"][args.master][f"{size}_lines_per_batch"] = {
-                "quantity": "median processing delay per batch from BatchInfo, concurrentJobs=3 on both",
-                "pyspark_concurrent3_processing_ms_median": p, "ours_concurrent3_processing_ms_median": o,
-                "ratio": ratio(o, p), "target_ratio": 1.0,
-                "completed_in_batch_order": order,
-                "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)},
+                "quantity": "median processing delay per batch from BatchInfo, concurrentJobs=3 on both", **measure,
                 "spark_alone_three_threads_vs_sequential": spark_alone_three_jobs(sc, size, n),
                 "load_average": load()}
             print(f"three_outputs {args.master} {size}: {out['three_outputs'][args.master][f'{size}_lines_per_batch']}",

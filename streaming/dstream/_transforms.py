@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from scheduler import InvalidPipelineError, Job, StreamingStateError, Time
 
-from ..spark import BatchJob, batch_datetime, current_batch_job, job_description, streaming_job_group, user_frame, wait_for_thread
+from ..spark import (
+    BatchJob,
+    batch_datetime,
+    build_jvm_rdd,
+    current_batch_job,
+    job_description,
+    streaming_job_group,
+    user_frame,
+    wait_for_thread,
+)
 from ._node import StreamNode, union_rdds
 
 if TYPE_CHECKING:
@@ -167,6 +176,8 @@ class ForEachNode(StreamNode):
         rdd = self._parents[0].get_or_compute(time)
         if rdd is None:
             return None
+        # As pyspark.streaming's generation does: the JVM RDD is made now, not in the job's processing time.
+        build_jvm_rdd(rdd)
         env = self._env
         spark = env.spark
         func = self._func

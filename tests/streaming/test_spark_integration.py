@@ -217,6 +217,30 @@ def test_the_job_group_hook_lives_as_long_as_a_running_context(contexts: Any, sp
     assert spark_context.parallelize([1, 2, 3]).sum() == 6  # py4j still works without it
 
 
+def test_an_output_operations_rdd_comes_with_its_jvm_rdd_made_at_generation(contexts: Any) -> None:
+    """A map's PipelinedRDD reaches foreachRDD with its JVM RDD already made (as pyspark's generation does); outputs unchanged."""
+    ssc, recorder = contexts()
+    seen: list[tuple[bool, list[int]]] = []
+    ssc.queueStream([[1, 2], [3]]).map(lambda x: x * 10).foreachRDD(
+        lambda rdd: seen.append((rdd._jrdd_val is not None, rdd.collect())))
+    ssc.start()
+    recorder.wait_for_batches(2)
+    ssc.stop(stopSparkContext=False)
+    assert seen[:2] == [(True, [10, 20]), (True, [30])]
+
+
+def test_an_rdd_whose_function_cannot_be_pickled_fails_its_output_operation_as_before(contexts: Any) -> None:
+    """Making the JVM RDD at generation fails quietly; the job makes it again and fails the output operation with pickle's error."""
+    ssc, recorder = contexts()
+    lock = threading.Lock()  # cannot be pickled: neither can a function holding it
+    ssc.queueStream([[1]]).map(lambda x: (x, lock)).foreachRDD(lambda rdd: rdd.collect())
+    ssc.start()
+    batch = recorder.wait_for_batches(1)[0]
+    ssc.stop(stopSparkContext=False)
+    reason = batch.output_operation_infos[0].failure_reason or ""
+    assert batch.failed and "Could not serialize object" in reason, reason
+
+
 def test_concurrent_jobs_run_the_output_operations_of_a_batch_as_parallel_spark_jobs(contexts: Any, tmp_path: Path) -> None:
     """With concurrentJobs=2 two output operations' Spark tasks are running at the same moment (a rendezvous in the tasks)."""
     ssc, recorder = contexts(0.2, concurrentJobs=2)
