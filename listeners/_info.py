@@ -101,12 +101,19 @@ class BatchInfo:
     @property
     def num_records(self) -> int:
         """Records received by all input streams for this batch."""
-        return sum(info.num_records for info in self.stream_id_to_input_info.values())
+        # A loop, not sum() over a generator: the web UI asks once per completed batch.
+        total = 0
+        for info in self.stream_id_to_input_info.values():
+            total += info.num_records
+        return total
 
     @property
     def failed(self) -> bool:
         """Whether any output operation of the batch failed."""
-        return any(op.failure_reason is not None for op in self.output_operation_infos.values())
+        for op in self.output_operation_infos.values():
+            if op.failure_reason is not None:
+                return True
+        return False
 
 
 @attrs.frozen
