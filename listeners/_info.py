@@ -15,7 +15,10 @@ from scheduler import Duration, Job, JobSet, StreamInputInfo, Time
 __all__ = ["BatchInfo", "OutputOperationInfo", "ReceiverInfo"]
 
 
-@attrs.frozen
+# Frozen records with a __dict__ rather than slots: attrs builds a slotted frozen instance with one
+# object.__setattr__ call per field, a dict one with plain item stores, and the bus builds one
+# BatchInfo (and an OutputOperationInfo per output operation) for every completed batch.
+@attrs.frozen(slots=False)
 class OutputOperationInfo:
     """One output operation of one batch: its identity, timing and failure."""
 
@@ -42,7 +45,7 @@ class OutputOperationInfo:
         return self.end_time.since(self.start_time)
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class BatchInfo:
     """One batch: its input, timing and output operations (Spark's ``BatchInfo``).
 
