@@ -148,6 +148,10 @@ class StreamingListenerBus:
         self._closing: anyio.Event | None = None
         self._removed: list[ListenerQueue] = []  # removed, still delivering what was queued for them
         self._removed_stats: list[ListenerStatistics] = []  # removed and drained: final counts
+        # The batches submitted and not completed, by time in ms, once a view asked to follow
+        # them (follow_batches): references to the scheduler's own JobSets, snapshotted only when
+        # the view reads them, instead of two snapshot events per batch.
+        self._active: dict[int, JobSet] | None = None
         self._log = library_logger("aiodstream.listeners", component="StreamingListenerBus")
 
     # -- listeners --
@@ -232,10 +236,36 @@ class StreamingListenerBus:
                 continue  # removed meanwhile, or its dispatcher is gone
             slot.accepted += 1
 
+    # -- the running batches, read when asked --
+
+    def follow_batches(self) -> None:
+        """From now on keep track of the batches submitted and not yet completed, for :meth:`active_batches`.
+
+        For a view that shows the running batches when it is asked (the web UI): it costs a
+        dictionary entry per batch, where taking ``BatchSubmitted`` and ``BatchStarted`` costs two
+        snapshots and two deliveries.
+        """
+        if self._active is None:
+            self._active = {}
+
+    def active_batches(self) -> list[BatchInfo]:
+        """Snapshots, taken now, of the batches submitted and not completed, oldest first (needs :meth:`follow_batches`).
+
+        A batch whose ``processing_start_time`` is ``None`` is queued, else processing; each
+        snapshot shows its output operations as they are now. A batch an immediate stop dropped
+        (its queued jobs never ran) stays, as a listener of ``BatchSubmitted`` would keep it.
+        May be called from another thread: the entries are copied in one step first.
+        """
+        if self._active is None:
+            return []
+        return [BatchInfo.from_job_set(job_set) for job_set in list(self._active.values())]
+
     # -- the scheduler's JobSchedulerListener protocol --
 
     async def on_batch_submitted(self, job_set: JobSet) -> None:
         """Post BatchSubmitted."""
+        if self._active is not None:
+            self._active[job_set.time.milliseconds] = job_set
         if BatchSubmitted in self._wanted:
             await self.post(BatchSubmitted(BatchInfo.from_job_set(job_set)))
 
@@ -256,6 +286,8 @@ class StreamingListenerBus:
 
     async def on_batch_completed(self, job_set: JobSet) -> None:
         """Post BatchCompleted."""
+        if self._active is not None:
+            self._active.pop(job_set.time.milliseconds, None)
         if BatchCompleted in self._wanted:
             await self.post(BatchCompleted(BatchInfo.from_job_set(job_set)))
 

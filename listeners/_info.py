@@ -15,7 +15,10 @@ from scheduler import Duration, Job, JobSet, StreamInputInfo, Time
 __all__ = ["BatchInfo", "OutputOperationInfo", "ReceiverInfo"]
 
 
-@attrs.frozen
+# Frozen records with a __dict__ rather than slots: attrs builds a slotted frozen instance with one
+# object.__setattr__ call per field, a dict one with plain item stores, and the bus builds one
+# BatchInfo (and an OutputOperationInfo per output operation) for every completed batch.
+@attrs.frozen(slots=False)
 class OutputOperationInfo:
     """One output operation of one batch: its identity, timing and failure."""
 
@@ -42,7 +45,7 @@ class OutputOperationInfo:
         return self.end_time.since(self.start_time)
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class BatchInfo:
     """One batch: its input, timing and output operations (Spark's ``BatchInfo``).
 
@@ -101,12 +104,19 @@ class BatchInfo:
     @property
     def num_records(self) -> int:
         """Records received by all input streams for this batch."""
-        return sum(info.num_records for info in self.stream_id_to_input_info.values())
+        # A loop, not sum() over a generator: the web UI asks once per completed batch.
+        total = 0
+        for info in self.stream_id_to_input_info.values():
+            total += info.num_records
+        return total
 
     @property
     def failed(self) -> bool:
         """Whether any output operation of the batch failed."""
-        return any(op.failure_reason is not None for op in self.output_operation_infos.values())
+        for op in self.output_operation_infos.values():
+            if op.failure_reason is not None:
+                return True
+        return False
 
 
 @attrs.frozen

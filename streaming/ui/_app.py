@@ -23,6 +23,7 @@ import anyio.abc
 import anyio.to_thread
 import sniffio
 
+from listeners import StreamingListenerBus
 from scheduler import Duration, library_logger
 
 from ..runtime import QueryRuntime
@@ -102,16 +103,21 @@ class StreamingUI:
         interval: Duration = runtime.interval
         describe = getattr(target, "ui_links", None)
         links = describe() if callable(describe) else {}
+        # The running batches are read from the bus when a page asks: no snapshot events for them.
+        bus = getattr(runtime, "listener_bus", None)
+        if isinstance(bus, StreamingListenerBus):
+            bus.follow_batches()
         history = ContextHistory(
             label, kind=runtime.kind, batch_interval_ms=int(interval.milliseconds),
             retained_batches=self.retained_batches, retained_progress=self.retained_progress,
             spark_ui=links.get("spark_ui"), spark_jobs=links.get("spark_jobs"),
             show_tracebacks=self.security.show_tracebacks,
+            active=bus.active_batches if isinstance(bus, StreamingListenerBus) else None,
         )
         if hasattr(target, "addStreamingListener"):
-            target.addStreamingListener(history)
+            target.addStreamingListener(history.listener())
         else:
-            target.add_listener(history, name="StreamingUI")
+            target.add_listener(history.listener(), name="StreamingUI")
         if self.metrics is not None:
             self.metrics.attach(target, name=label)
         self._histories[label] = history

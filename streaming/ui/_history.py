@@ -85,6 +85,9 @@ class ContextHistory:
         live: whether it follows a running engine (``False``: a trace).
         show_tracebacks: the JSON views give failures' full tracebacks; without it, each
             failure's type and message (:func:`error_summary`).
+        active: reads the running batches when a view asks (a bus's ``active_batches``, after
+            its ``follow_batches``). With it, register :meth:`listener` rather than the history:
+            it takes no ``BatchSubmitted`` or ``BatchStarted``, so the bus builds no snapshot for them.
     """
 
     run_inline = True
@@ -102,6 +105,7 @@ class ContextHistory:
         input_names: Mapping[int, str] | None = None,
         live: bool = True,
         show_tracebacks: bool = False,
+        active: Callable[[], list[BatchInfo]] | None = None,
     ) -> None:
         """Start an empty history."""
         check_retained(retained_batches=retained_batches, retained_progress=retained_progress)
@@ -118,6 +122,7 @@ class ContextHistory:
         self.exception: str | None = None
         self._completed: collections.deque[tuple[int, BatchInfo]] = collections.deque(maxlen=retained_batches)
         self._active: dict[int, tuple[str, BatchInfo]] = {}
+        self._active_source = active
         self._receivers: dict[int, _Receiver] = {}
         self._progress: collections.deque[tuple[int, Any]] = collections.deque(maxlen=retained_progress)
         self._seq = itertools.count(1)
@@ -129,6 +134,12 @@ class ContextHistory:
         self.run_id: str | None = None
 
     # -- the listener --
+
+    def listener(self) -> object:
+        """What to register on the bus: the history itself, or with an ``active`` source one that skips the running batches' events."""
+        if self._active_source is None:
+            return self
+        return _CompletedBatchesFeed(self)
 
     def on_streaming_started(self, event: StreamingStarted) -> None:
         """Note the start time."""
@@ -201,6 +212,13 @@ class ContextHistory:
         """The retained completed batches with their sequence numbers, oldest first."""
         return list(self._completed)  # one C-level copy: safe beside the loop that appends
 
+    def active(self) -> dict[int, tuple[str, BatchInfo]]:
+        """The running batches by time in ms, each ``("QUEUED" | "PROCESSING", its BatchInfo)``: as they are now."""
+        if self._active_source is None:
+            return dict(self._active)  # one C-level copy: safe beside the loop that writes
+        return {info.batch_time.milliseconds: ("QUEUED" if info.processing_start_time is None else "PROCESSING", info)
+                for info in self._active_source()}
+
     def statistics(self) -> dict[str, Any]:
         """Spark's ``/streaming/statistics`` of this context, plus our own fields (name, kind, links)."""
         batches = [b for _, b in self.completed()]
@@ -230,7 +248,7 @@ class ContextHistory:
             "numTotalCompletedBatches": self.completed_batches,
             "numFailedBatches": self.failed_batches,
             "numRetainedCompletedBatches": len(batches),
-            "numActiveBatches": len(self._active),
+            "numActiveBatches": len(self.active()),
             "numProcessedRecords": self.records,
             "numReceivedRecords": self.records,
             "avgInputRate": avg(rates),  # type: ignore[arg-type]
@@ -249,7 +267,7 @@ class ContextHistory:
         """
         out: list[dict[str, Any]] = []
         if status in (None, "QUEUED", "PROCESSING"):
-            for _, (state, info) in sorted(dict(self._active).items(), reverse=True):
+            for _, (state, info) in sorted(self.active().items(), reverse=True):
                 if status is None or status == state:
                     out.append(batch_json(info, state, None, self.batch_interval_ms))
         if status in (None, "COMPLETED"):
@@ -261,7 +279,7 @@ class ContextHistory:
 
     def batch(self, batch_id: int) -> tuple[dict[str, Any], BatchInfo] | None:
         """One batch (``batch_id`` is its time in ms, as in Spark) and its record, or ``None`` if not retained."""
-        active = dict(self._active).get(batch_id)
+        active = self.active().get(batch_id)
         if active is not None:
             return batch_json(active[1], active[0], None, self.batch_interval_ms), active[1]
         for seq, info in reversed(self.completed()):
@@ -302,6 +320,33 @@ class ContextHistory:
     def progress(self, *, since: int = 0) -> list[dict[str, Any]]:
         """Retained progress reports (Spark's ``StreamingQueryProgress`` JSON) newer than ``since``, oldest first."""
         return [{"seq": seq, **p.json_value()} for seq, p in list(self._progress) if seq > since]
+
+
+class _CompletedBatchesFeed:
+    """A history's callbacks without ``on_batch_submitted`` and ``on_batch_started``: its running batches are read when asked.
+
+    The bus finds a listener's callbacks by name; the history's own bound methods are this
+    object's attributes, so a delivery calls the history directly, with no call in between.
+    """
+
+    # The name logs, the bus's statistics and the metrics' listener label give it by default,
+    # as when the history itself was registered.
+    __qualname__ = "ContextHistory"
+    run_inline = True
+
+    def __init__(self, history: ContextHistory) -> None:
+        self.history = history
+        self.on_streaming_started = history.on_streaming_started
+        self.on_batch_completed = history.on_batch_completed
+        self.on_receiver_started = history.on_receiver_started
+        self.on_receiver_error = history.on_receiver_error
+        self.on_receiver_stopped = history.on_receiver_stopped
+        self.on_query_started = history.on_query_started
+        self.on_query_progress = history.on_query_progress
+        self.on_query_terminated = history.on_query_terminated
+
+    def __repr__(self) -> str:
+        return f"<ContextHistory {self.history.name} (completed batches; running ones read when asked)>"
 
 
 def failure_text(reason: str | None, show_tracebacks: bool) -> str | None:

@@ -60,10 +60,13 @@ class _QueryState:
 
     def __init__(self, query: str) -> None:
         self.query = query
-        self.delays = {kind: _Histogram(DELAY_BUCKETS_S) for kind in ("scheduling", "processing", "total")}
+        self.scheduling = _Histogram(DELAY_BUCKETS_S)
+        self.processing = _Histogram(DELAY_BUCKETS_S)
+        self.total = _Histogram(DELAY_BUCKETS_S)
+        self.delays = {"scheduling": self.scheduling, "processing": self.processing, "total": self.total}
         self.batches = {"completed": 0, "failed": 0}
         self.output_operations = {"succeeded": 0, "failed": 0}
-        self.records: dict[str, int] = {}
+        self.records: dict[int, int] = {}  # by stream id; its label is the id's text
         self.receiver_events: dict[tuple[str, str], int] = {}
         self.checkpoint_write = {log: _Histogram(_CHECKPOINT_BUCKETS_S) for log in _CHECKPOINT_PHASES.values()}
         self.query_rows = 0
@@ -123,7 +126,7 @@ class _Collector:
                 batches.add_metric([q, outcome], n)
             for outcome, n in state.output_operations.items():
                 operations.add_metric([q, outcome], n)
-            for input_name, n in sorted(state.records.items()):
+            for input_name, n in sorted((str(stream_id), n) for stream_id, n in list(state.records.items())):
                 records.add_metric([q, input_name], n)
             for (receiver, event), n in sorted(state.receiver_events.items()):
                 receivers.add_metric([q, receiver, event], n)
@@ -211,22 +214,44 @@ class _QueryMetrics:
         self.state = state
 
     def on_batch_completed(self, event: BatchCompleted) -> None:
-        # Output operations are counted from the batch's own record of them: one event per batch
-        # instead of one more per output operation through the listener's queue.
+        # Called for every batch, inside the bus's post: plain int arithmetic on the record's
+        # times (no Duration objects), the histograms updated inline, records keyed by stream id
+        # (its label text is made when the registry is scraped). Output operations are counted
+        # from the batch's own record of them: one event per batch instead of one more per
+        # output operation.
         info, state = event.batch_info, self.state
-        delays = state.delays
-        for delay, kind in ((info.scheduling_delay, "scheduling"), (info.processing_delay, "processing"),
-                            (info.total_delay, "total")):
-            if delay is not None:
-                delays[kind].observe(delay.milliseconds / 1000)
-        failures = sum(1 for op in info.output_operation_infos.values() if op.failure_reason is not None)
-        state.batches["failed" if failures else "completed"] += 1
-        state.output_operations["failed"] += failures
-        state.output_operations["succeeded"] += len(info.output_operation_infos) - failures
+        start = info.processing_start_time
+        if start is not None:
+            submitted, began = info.submission_time.milliseconds, start.milliseconds
+            seconds = (began - submitted) / 1000
+            histogram = state.scheduling
+            histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+            histogram.sum += seconds
+            end = info.processing_end_time
+            if end is not None:
+                ended = end.milliseconds
+                seconds = (ended - began) / 1000
+                histogram = state.processing
+                histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+                histogram.sum += seconds
+                seconds = (ended - submitted) / 1000
+                histogram = state.total
+                histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+                histogram.sum += seconds
+        operations = info.output_operation_infos
+        failures = 0
+        for op in operations.values():
+            if op.failure_reason is not None:
+                failures += 1
+        if failures:
+            state.batches["failed"] += 1
+            state.output_operations["failed"] += failures
+        else:
+            state.batches["completed"] += 1
+        state.output_operations["succeeded"] += len(operations) - failures
         records = state.records
         for stream_id, input_info in info.stream_id_to_input_info.items():
-            key = str(stream_id)
-            records[key] = records.get(key, 0) + input_info.num_records
+            records[stream_id] = records.get(stream_id, 0) + input_info.num_records
 
     def _receiver(self, name: str, kind: str) -> None:
         events = self.state.receiver_events

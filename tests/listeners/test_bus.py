@@ -845,6 +845,58 @@ def test_scheduler_notifications_nobody_listens_for_are_not_posted(backend: str)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_one_snapshot_per_notification_is_shared_by_every_listener(backend: str) -> None:
+    """Two inline listeners and a queued one receive the very same BatchCompleted, built once."""
+
+    class Inline(Recorder):
+        run_inline = True
+
+    async def body() -> None:
+        listeners = [Inline(), Inline(), Recorder()]
+        bus = StreamingListenerBus()
+        for listener in listeners:
+            bus.add_listener(listener)
+        job = Job(Time(1000), lambda: None)
+        job_set = JobSet(Time(1000), [job], Time(1000))
+        job_set.handle_job_completion(job, Time(1005))
+        async with running(bus):
+            await bus.on_batch_completed(job_set)
+        first, second, queued = (listener.events for listener in listeners)
+        assert len(first) == len(second) == len(queued) == 1
+        assert first[0] is second[0] is queued[0]
+        assert bus.statistics().posted == 1
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_followed_batches_are_snapshotted_when_asked_without_any_event(backend: str) -> None:
+    """After follow_batches, active_batches gives the submitted, uncompleted batches as they are now; nothing is posted."""
+
+    async def body() -> None:
+        bus = StreamingListenerBus()
+        first, second = Job(Time(1000), lambda: None, name="a"), Job(Time(2000), lambda: None, name="b")
+        sets = JobSet(Time(1000), [first], Time(1000)), JobSet(Time(2000), [second], Time(2000))
+        async with running(bus):
+            await bus.on_batch_submitted(sets[0])
+            assert bus.active_batches() == []  # not followed yet
+            bus.follow_batches()
+            await bus.on_batch_submitted(sets[0])
+            await bus.on_batch_submitted(sets[1])
+            sets[0].handle_job_start(first, Time(1010))
+            running_now = bus.active_batches()
+            sets[0].handle_job_completion(first, Time(1030))
+            await bus.on_batch_completed(sets[0])
+            left = bus.active_batches()
+        assert [(b.batch_time, b.processing_start_time, b.output_operation_infos[0].start_time) for b in running_now] == [
+            (Time(1000), Time(1010), Time(1010)), (Time(2000), None, None)]
+        assert left == [BatchInfo.from_job_set(sets[1])]
+        assert bus.statistics().posted == 0
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_statistics_and_repr_summarise_the_bus(backend: str) -> None:
     """statistics() is a frozen record of counts; repr summarises listeners and events."""
 
