@@ -21,13 +21,14 @@ from ._events import (
     StreamingEvent,
     StreamingStarted,
 )
-from ._info import BatchInfo, OutputOperationInfo, ReceiverInfo
+from ._info import BatchInfo, BatchRecord, OutputOperationInfo, ReceiverInfo
 from ._listener import HANDLER_NAMES, StreamingListener
 from ._listener_queue import ListenerStatistics, current_listener
 
 __all__ = [
     "BatchCompleted",
     "BatchInfo",
+    "BatchRecord",
     "BatchStarted",
     "BatchSubmitted",
     "current_listener",

@@ -32,7 +32,7 @@ from ._events import (
     OutputOperationStarted,
     StreamingEvent,
 )
-from ._info import BatchInfo, OutputOperationInfo
+from ._info import BatchInfo, BatchRecord, OutputOperationInfo
 from ._listener_queue import DeliveryControl, ListenerQueue, ListenerStatistics, name_of
 
 __all__ = [
@@ -216,13 +216,49 @@ class StreamingListenerBus:
 
     async def post(self, event: StreamingEvent) -> None:
         """Queue ``event`` for every listener; never waits unless the policy is BLOCK and a queue is full."""
+        slots = self._offer(event)
+        if slots is not None:
+            await self._post_waiting(event, slots)
+
+    def _offer(self, event: StreamingEvent) -> list[ListenerQueue] | None:
+        """``post`` without waiting: the listeners from the first whose queue is full under BLOCK on, else ``None`` (all served).
+
+        The whole of ``post`` when no queue is full: no coroutine, no task switch.
+        """
         if self._closed:
             self._log.warning("event posted after the bus was closed; ignored", event_type=type(event).__name__)
-            return
+            return None
         self._posted += 1
-        for slot in self._slots:
+        slots = self._slots
+        kind = type(event)
+        for n, slot in enumerate(slots):
             if slot.inline:
                 slot.deliver_inline(event)
+                continue
+            if kind not in slot.handlers:
+                slot.skipped += 1  # nothing to call: counted as delivered, never queued
+                continue
+            try:
+                slot.queue.put_nowait(event)
+            except anyio.WouldBlock:
+                if self.overflow is OverflowPolicy.BLOCK:
+                    return slots[n:]
+                slot.drop(event)
+                continue
+            except anyio.ClosedResourceError:
+                continue  # removed meanwhile, or its dispatcher is gone
+            slot.accepted += 1
+        return None
+
+    async def _post_waiting(self, event: StreamingEvent, slots: list[ListenerQueue]) -> None:
+        # The first of slots has a full queue (BLOCK): wait for room there, then serve the rest in order.
+        await slots[0].put_waiting(event)
+        for slot in slots[1:]:
+            if slot.inline:
+                slot.deliver_inline(event)
+                continue
+            if type(event) not in slot.handlers:
+                slot.skipped += 1
                 continue
             try:
                 slot.queue.put_nowait(event)
@@ -233,7 +269,7 @@ class StreamingListenerBus:
                     slot.drop(event)
                 continue
             except anyio.ClosedResourceError:
-                continue  # removed meanwhile, or its dispatcher is gone
+                continue
             slot.accepted += 1
 
     # -- the running batches, read when asked --
@@ -289,7 +325,10 @@ class StreamingListenerBus:
         if self._active is not None:
             self._active.pop(job_set.time.milliseconds, None)
         if BatchCompleted in self._wanted:
-            await self.post(BatchCompleted(BatchInfo.from_job_set(job_set)))
+            # The batch's values, not its snapshot: BatchInfo is built if a listener reads it.
+            slots = self._offer(event := BatchCompleted.of_record(BatchRecord(job_set)))
+            if slots is not None:
+                await self._post_waiting(event, slots)
 
     # -- running --
 

@@ -7,13 +7,13 @@ The ``Query*`` events are those of a checkpointed query (Structured Streaming's
 from __future__ import annotations
 
 import uuid
-from typing import Union
+from typing import Any, Union
 
 import attrs
 
 from scheduler import StreamingQueryProgress, Time
 
-from ._info import BatchInfo, OutputOperationInfo, ReceiverInfo
+from ._info import BatchInfo, BatchRecord, OutputOperationInfo, ReceiverInfo
 
 __all__ = [
     "BatchCompleted",
@@ -54,11 +54,57 @@ class BatchStarted:
     batch_info: BatchInfo
 
 
-@attrs.frozen
+# Not slotted: the bus makes one from a BatchRecord without building its BatchInfo (of_record),
+# and the descriptor set on the class below builds that BatchInfo the first time it is read.
+@attrs.frozen(slots=False)
 class BatchCompleted:
-    """A batch's last job ended (also when jobs failed: see ``batch_info.failed``)."""
+    """A batch's last job ended (also when jobs failed: see ``batch_info.failed``).
+
+    The bus posts it with the batch's :class:`BatchRecord` and builds ``batch_info`` from it the
+    first time a listener reads it (once: every listener, on any thread, reads the same object);
+    equality, ``repr`` and ``attrs.asdict`` read it like any field. A listener that never reads it
+    does not pay for the snapshot.
+    """
 
     batch_info: BatchInfo
+
+    @classmethod
+    def of_record(cls, record: BatchRecord) -> BatchCompleted:
+        """The event of a completed batch whose ``batch_info`` is built from ``record`` when first read."""
+        event = cls.__new__(cls)
+        event.__dict__["record"] = record
+        return event
+
+    @property
+    def record(self) -> BatchRecord:
+        """The batch's :class:`BatchRecord`: its times, input infos and totals, without building ``batch_info``."""
+        values = self.__dict__
+        record = values.get("record")
+        if record is None:  # made from a BatchInfo: its record is taken from it, once
+            record = values.setdefault("record", BatchRecord.of_info(values["batch_info"]))
+        return record  # type: ignore[no-any-return]
+
+
+class _BatchInfoOnRead:
+    """``BatchCompleted.batch_info`` of an event made by ``of_record``: built from its record on first read, then cached.
+
+    A non-data descriptor: once the instance's ``__dict__`` holds ``batch_info`` (set by
+    ``__init__``, or here on first read), Python reads it from there and this is never called
+    again. ``dict.setdefault`` is one atomic step, so threads reading it at once get one object.
+    """
+
+    def __get__(self, event: Any, owner: Any = None) -> Any:
+        if event is None:
+            return self
+        values = event.__dict__
+        info = values.get("batch_info")
+        if info is None:
+            info = values.setdefault("batch_info", values["record"].batch_info())
+        return info
+
+
+# After the class is made: attrs would take a class attribute named like a field for its default.
+setattr(BatchCompleted, "batch_info", _BatchInfoOnRead())  # noqa: B010
 
 
 @attrs.frozen

@@ -12,7 +12,7 @@ import attrs
 
 from scheduler import Duration, Job, JobSet, StreamInputInfo, Time
 
-__all__ = ["BatchInfo", "OutputOperationInfo", "ReceiverInfo"]
+__all__ = ["BatchInfo", "BatchRecord", "OutputOperationInfo", "ReceiverInfo"]
 
 
 # Frozen records with a __dict__ rather than slots: attrs builds a slotted frozen instance with one
@@ -117,6 +117,69 @@ class BatchInfo:
             if op.failure_reason is not None:
                 return True
         return False
+
+
+class BatchRecord:
+    """A completed batch's values, taken when it completed: what its :class:`BatchInfo` is built from, when read.
+
+    Plain values only (times, the input infos copied, one tuple per output operation: name,
+    description, start, end, failure reason), not the ``JobSet``: its jobs' closures hold RDDs.
+    Also the two totals every view of a completed batch wants, counted once here: ``num_records``
+    and ``failures`` (output operations that failed). Taking one costs a few tuples where a
+    ``BatchInfo`` costs a record per output operation; a ``BatchCompleted`` carries one and builds
+    its ``batch_info`` from it the first time a listener reads it.
+    """
+
+    __slots__ = ("batch_time", "failures", "num_records", "operations", "processing_end_time", "processing_start_time",
+                 "stream_id_to_input_info", "submission_time")
+
+    def __init__(self, job_set: JobSet) -> None:
+        """Take ``job_set``'s values now."""
+        self.batch_time = job_set.time
+        self.stream_id_to_input_info = inputs = dict(job_set.input_infos)  # a copy: later changes must not show
+        self.submission_time = job_set.submission_time
+        self.processing_start_time = job_set.processing_start
+        self.processing_end_time = job_set.processing_end
+        operations: list[tuple[str, str, Time | None, Time | None, str | None]] = []
+        failures = 0
+        for job in job_set.jobs:
+            if job.failure is None:
+                operations.append((job.name, job.description, job.start_time, job.end_time, None))
+            else:  # formats a traceback: only a failed job has one to format
+                failures += 1
+                operations.append((job.name, job.description, job.start_time, job.end_time, job.failure_reason))
+        self.operations: tuple[tuple[str, str, Time | None, Time | None, str | None], ...] = tuple(operations)
+        self.failures = failures
+        total = 0
+        for info in inputs.values():
+            total += info.num_records
+        self.num_records = total
+
+    @classmethod
+    def of_info(cls, info: BatchInfo) -> BatchRecord:
+        """The record of an already built ``info`` (an event made from a ``BatchInfo``, e.g. a trace's)."""
+        record = cls.__new__(cls)
+        record.batch_time = info.batch_time
+        record.stream_id_to_input_info = dict(info.stream_id_to_input_info)
+        record.submission_time = info.submission_time
+        record.processing_start_time = info.processing_start_time
+        record.processing_end_time = info.processing_end_time
+        ops = [info.output_operation_infos[n] for n in sorted(info.output_operation_infos)]
+        record.operations = tuple((op.name, op.description, op.start_time, op.end_time, op.failure_reason) for op in ops)
+        record.failures = sum(1 for op in ops if op.failure_reason is not None)
+        record.num_records = info.num_records
+        return record
+
+    def batch_info(self) -> BatchInfo:
+        """A new :class:`BatchInfo` of these values: equal to the snapshot ``BatchInfo.from_job_set`` took at completion."""
+        time = self.batch_time
+        operations = {n: OutputOperationInfo(time, n, name, description, start, end, reason)
+                      for n, (name, description, start, end, reason) in enumerate(self.operations)}
+        return BatchInfo(time, dict(self.stream_id_to_input_info), self.submission_time, self.processing_start_time,
+                         self.processing_end_time, operations)
+
+    def __repr__(self) -> str:
+        return f"<BatchRecord {self.batch_time} [{len(self.operations)} output operations, {self.failures} failed]>"
 
 
 @attrs.frozen

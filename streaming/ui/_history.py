@@ -1,8 +1,9 @@
 """What the web UI shows of one context, query or trace: a bounded history kept by an inline listener.
 
 The counterpart of Spark's ``StreamingJobProgressListener`` (the Streaming tab's model) and of the
-Structured Streaming tab's recent progress. Events are kept as they arrive (the frozen
-``BatchInfo`` records themselves, no conversion on the loop); the JSON the pages read is built
+Structured Streaming tab's recent progress. Events are kept as they arrive (the
+``BatchCompleted`` events themselves, no conversion on the loop; each one's ``BatchInfo`` is built
+when a view first reads it); the JSON the pages read is built
 when a page asks, in the shapes of Spark's streaming REST API
 (``/api/v1/applications/<app>/streaming/...``), so a script written against Spark's reads ours.
 """
@@ -120,7 +121,8 @@ class ContextHistory:
         self.start_time_ms: int | None = None
         self.terminated = False
         self.exception: str | None = None
-        self._completed: collections.deque[tuple[int, BatchInfo]] = collections.deque(maxlen=retained_batches)
+        # The events themselves: each BatchInfo is built from its event's record when a view reads it.
+        self._completed: collections.deque[tuple[int, BatchCompleted]] = collections.deque(maxlen=retained_batches)
         self._active: dict[int, tuple[str, BatchInfo]] = {}
         self._active_source = active
         self._receivers: dict[int, _Receiver] = {}
@@ -157,12 +159,15 @@ class ContextHistory:
 
     def on_batch_completed(self, event: BatchCompleted) -> None:
         """A completed batch: retained, counted."""
-        info = event.batch_info
-        self._active.pop(info.batch_time.milliseconds, None)
-        self._completed.append((next(self._seq), info))
+        # Called for every batch, inside the bus's post: the event is kept as it is (its BatchInfo
+        # is built when a view reads it), the totals come from its record's plain ints.
+        record = event.record
+        if self._active:
+            self._active.pop(record.batch_time.milliseconds, None)
+        self._completed.append((next(self._seq), event))
         self.completed_batches += 1
-        self.records += info.num_records
-        if info.failed:
+        self.records += record.num_records
+        if record.failures:
             self.failed_batches += 1
 
     def _receiver(self, info: ReceiverInfo) -> _Receiver:
@@ -210,7 +215,9 @@ class ContextHistory:
 
     def completed(self) -> list[tuple[int, BatchInfo]]:
         """The retained completed batches with their sequence numbers, oldest first."""
-        return list(self._completed)  # one C-level copy: safe beside the loop that appends
+        # One C-level copy first: safe beside the loop that appends. Each BatchInfo is built on
+        # its event's first read and kept there, so a batch is snapshotted once however often it is shown.
+        return [(seq, event.batch_info) for seq, event in list(self._completed)]
 
     def active(self) -> dict[int, tuple[str, BatchInfo]]:
         """The running batches by time in ms, each ``("QUEUED" | "PROCESSING", its BatchInfo)``: as they are now."""

@@ -214,12 +214,12 @@ class _QueryMetrics:
         self.state = state
 
     def on_batch_completed(self, event: BatchCompleted) -> None:
-        # Called for every batch, inside the bus's post: plain int arithmetic on the record's
-        # times (no Duration objects), the histograms updated inline, records keyed by stream id
-        # (its label text is made when the registry is scraped). Output operations are counted
-        # from the batch's own record of them: one event per batch instead of one more per
-        # output operation.
-        info, state = event.batch_info, self.state
+        # Called for every batch, inside the bus's post: plain int arithmetic on the event's
+        # BatchRecord (its BatchInfo is never built here), the histograms updated inline, records
+        # keyed by stream id (its label text is made when the registry is scraped). Output
+        # operations are counted from the record's tuple of them and its failure count: one event
+        # per batch instead of one more per output operation.
+        info, state = event.record, self.state
         start = info.processing_start_time
         if start is not None:
             submitted, began = info.submission_time.milliseconds, start.milliseconds
@@ -238,11 +238,8 @@ class _QueryMetrics:
                 histogram = state.total
                 histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
                 histogram.sum += seconds
-        operations = info.output_operation_infos
-        failures = 0
-        for op in operations.values():
-            if op.failure_reason is not None:
-                failures += 1
+        operations = info.operations
+        failures = info.failures
         if failures:
             state.batches["failed"] += 1
             state.output_operations["failed"] += failures
