@@ -16,6 +16,7 @@ import pytest
 from listeners import (
     BatchCompleted,
     BatchInfo,
+    BatchRecord,
     BatchStarted,
     BatchSubmitted,
     ListenerBusStatistics,
@@ -953,6 +954,86 @@ def test_a_plain_callback_runs_on_a_worker_thread_in_posting_order(backend: str)
         assert {thread for _, thread, _ in listener.calls}.isdisjoint(loop_thread)
         assert {name for _, _, name in listener.calls} == {"threaded"}
         assert bus.statistics().listeners == (ListenerStatistics("threaded", 0, 600, 0, 0),)
+
+    run(backend, body)
+
+
+class CompletedOnThread(StreamingListener):
+    """A plain listener of BatchCompleted alone (runs on its thread): records each event and its batch time, read there."""
+
+    def __init__(self, read: bool) -> None:
+        self.read = read
+        self.events: list[BatchCompleted] = []
+        self.times: list[int] = []
+
+    def on_batch_completed(self, event: BatchCompleted) -> None:
+        self.events.append(event)
+        if self.read:
+            self.times.append(event.batch_info.batch_time.milliseconds)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_plain_listener_gets_every_event_it_handles_in_order_and_is_not_queued_the_others(backend: str) -> None:
+    """Mixed events: a BatchCompleted-only plain listener gets all 300 of them in order; the 300 others count as delivered, never queued."""
+
+    async def body() -> None:
+        listener = CompletedOnThread(read=True)
+        bus = StreamingListenerBus()
+        bus.add_listener(listener, name="completed")
+        job_sets = []
+        for n in range(300):
+            job = Job(Time(n), lambda: None)
+            job_sets.append(JobSet(Time(n), [job], Time(n)))
+            job_sets[-1].handle_job_completion(job, Time(n + 1))
+        for n in range(3):  # before run: what is queued is what the listener handles
+            await bus.post(ev(n))
+            await bus.on_batch_completed(job_sets[n])
+        assert bus.statistics().listeners == (ListenerStatistics("completed", 3, 3, 0, 0),)
+        async with running(bus):
+            for n in range(3, 300):
+                await bus.post(ev(n))
+                await bus.on_batch_completed(job_sets[n])
+            await bus.wait_delivered()
+            assert listener.times == list(range(300))
+        assert bus.statistics().listeners == (ListenerStatistics("completed", 0, 600, 0, 0),)
+        assert bus.statistics().posted == 600
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_batch_info_no_listener_reads_is_never_built(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inline, on-loop and threaded listeners keeping BatchCompleted unread build no BatchInfo; one read builds one, shared."""
+    built: list[BatchInfo] = []
+    original = BatchRecord.batch_info
+
+    def counting(self: BatchRecord) -> BatchInfo:
+        built.append(original(self))
+        return built[-1]
+
+    monkeypatch.setattr(BatchRecord, "batch_info", counting)
+
+    class Inline(Recorder):
+        run_inline = True
+
+    async def body() -> None:
+        inline, on_loop, threaded = Inline(), Recorder(), CompletedOnThread(read=False)
+        bus = StreamingListenerBus()
+        for listener in (inline, on_loop, threaded):
+            bus.add_listener(listener)
+        job = Job(Time(1000), lambda: None, name="out")
+        job_set = JobSet(Time(1000), [job], Time(1000))
+        job_set.handle_job_start(job, Time(1001))
+        job_set.handle_job_completion(job, Time(1005))
+        eager = BatchInfo.from_job_set(job_set)
+        async with running(bus):
+            await bus.on_batch_completed(job_set)
+            await bus.wait_delivered()
+            assert built == []
+        event = threaded.events[0]
+        assert inline.events == on_loop.events == [event]
+        assert event.batch_info == eager and len(built) == 1
+        assert inline.events[0].batch_info is on_loop.events[0].batch_info is built[0]  # type: ignore[union-attr]
 
     run(backend, body)
 

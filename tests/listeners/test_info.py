@@ -1,15 +1,16 @@
-"""BatchInfo and OutputOperationInfo: snapshots of a JobSet, Spark's three delays, record counts."""
+"""BatchInfo and OutputOperationInfo (snapshots of a JobSet, Spark's delays, record counts); BatchRecord and its lazy BatchCompleted."""
 
 from __future__ import annotations
 
 import copy
+import threading
 
 import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from listeners import BatchInfo, OutputOperationInfo, ReceiverInfo
+from listeners import BatchCompleted, BatchInfo, BatchRecord, OutputOperationInfo, ReceiverInfo
 from scheduler import Job, JobSet, Milliseconds, StreamInputInfo, Time
 
 
@@ -175,3 +176,86 @@ def test_info_records_are_frozen() -> None:
         info.output_operation_infos[0].end_time = Time(0)  # type: ignore[misc]
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         ReceiverInfo(0, "r", True, "h", "e").active = False  # type: ignore[misc]
+
+
+def completed_job_set(*, fail_first: bool) -> JobSet:
+    """A two-job batch with two inputs, both jobs ended, the first failed if asked."""
+    job_set = make_job_set(infos={0: StreamInputInfo(0, 5), 3: StreamInputInfo(3, 12)})
+    first, second = job_set.jobs
+    if fail_first:
+        try:
+            raise ValueError("boom")
+        except ValueError as exc:
+            first.failure = exc
+    job_set.handle_job_start(first, Time(1200))
+    job_set.handle_job_completion(first, Time(1300))
+    job_set.handle_job_start(second, Time(1300))
+    job_set.handle_job_completion(second, Time(1450))
+    return job_set
+
+
+@pytest.mark.parametrize("fail_first", [False, True])
+def test_an_event_of_a_record_reads_the_batch_info_an_eager_snapshot_gives(fail_first: bool) -> None:
+    """BatchCompleted.of_record's batch_info, equality, repr and asdict equal those of the event of BatchInfo.from_job_set at completion."""
+    job_set = completed_job_set(fail_first=fail_first)
+    eager = BatchCompleted(BatchInfo.from_job_set(job_set))
+    lazy = BatchCompleted.of_record(BatchRecord(job_set))
+    job_set.input_infos[9] = StreamInputInfo(9, 1000)  # later changes never show through
+    job_set.jobs[1].failure = RuntimeError("later")
+    assert lazy.batch_info == eager.batch_info
+    assert lazy == eager and eager == lazy
+    assert repr(lazy) == repr(eager)
+    assert attrs.asdict(lazy) == attrs.asdict(eager)
+    assert lazy.batch_info.failed is fail_first
+
+
+def test_a_record_counts_records_and_failures_and_keeps_every_operation() -> None:
+    """BatchRecord's totals and operations, the same taken from the JobSet and from an eager BatchInfo of it."""
+    job_set = completed_job_set(fail_first=True)
+    record = BatchRecord(job_set)
+    reason = job_set.jobs[0].failure_reason
+    assert (record.num_records, record.failures) == (17, 1)
+    assert record.operations == (
+        ("foreachRDD at app.py:10", "op 0 long form", Time(1200), Time(1300), reason),
+        ("foreachRDD at app.py:11", "op 1 long form", Time(1300), Time(1450), None),
+    )
+    of_info = BatchRecord.of_info(BatchInfo.from_job_set(job_set))
+    fields = ("batch_time", "stream_id_to_input_info", "submission_time", "processing_start_time", "processing_end_time",
+              "operations", "failures", "num_records")
+    assert [getattr(of_info, f) for f in fields] == [getattr(record, f) for f in fields]
+    assert BatchCompleted(BatchInfo.from_job_set(job_set)).record.operations == record.operations
+
+
+def test_an_event_builds_its_batch_info_once_and_only_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No BatchInfo is built until batch_info is read; every later read gives the same object, built once."""
+    built: list[BatchInfo] = []
+    original = BatchRecord.batch_info
+
+    def counting(self: BatchRecord) -> BatchInfo:
+        built.append(original(self))
+        return built[-1]
+
+    monkeypatch.setattr(BatchRecord, "batch_info", counting)
+    event = BatchCompleted.of_record(BatchRecord(completed_job_set(fail_first=False)))
+    assert event.record.num_records == 17 and built == []
+    first = event.batch_info
+    assert event.batch_info is first and built == [first]
+    assert event == BatchCompleted(first) and len(built) == 1
+
+
+def test_threads_reading_an_event_at_once_get_one_batch_info() -> None:
+    """Eight threads released together on a fresh event all read the very same BatchInfo object."""
+    event = BatchCompleted.of_record(BatchRecord(completed_job_set(fail_first=False)))
+    barrier = threading.Barrier(8)
+    seen: list[BatchInfo] = []
+
+    def read() -> None:
+        barrier.wait()
+        seen.append(event.batch_info)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seen) == 8 and all(info is event.batch_info for info in seen)

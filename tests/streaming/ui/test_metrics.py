@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from listeners import EventRecorder, QueryProgress
-from scheduler import ManualClock, Milliseconds, Seconds
+from listeners import BatchCompleted, BatchInfo, BatchRecord, EventRecorder, QueryProgress
+from scheduler import Job, JobSet, ManualClock, Milliseconds, Seconds, StreamInputInfo, Time
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
 from streaming.ui import StreamingMetrics
 from tests.support import advance, wait_until
@@ -135,3 +135,31 @@ async def test_two_contexts_in_one_registry_are_told_apart(clock: ManualClock) -
     assert labels == ["context-1", "context-2"]
     assert value(found, "aiodstream_input_records_total", query="context-1", input="0") == 2
     assert value(found, "aiodstream_input_records_total", query="context-2", input="0") == 4
+
+
+def test_events_of_records_and_of_eager_snapshots_scrape_the_same_text() -> None:
+    """The metrics of BatchCompleted events made from records equal, byte for byte, those of the same batches' eager BatchInfo events."""
+    job_sets = []
+    for n in range(6):
+        jobs = [Job(Time(n * 1000), lambda: None, name=f"out {k}") for k in range(2)]
+        job_set = JobSet(Time(n * 1000), jobs, Time(n * 1000 + 3), {0: StreamInputInfo(0, n), 2: StreamInputInfo(2, 10 * n)})
+        for k, job in enumerate(jobs):
+            if n % 3 == 1 and k == 0:
+                job.failure = RuntimeError("output failed")
+            job_set.handle_job_start(job, Time(n * 1000 + 10 + 40 * n))
+            job_set.handle_job_completion(job, Time(n * 1000 + 20 + 700 * n))
+        job_sets.append(job_set)
+    texts = []
+    for make in (lambda js: BatchCompleted(BatchInfo.from_job_set(js)), lambda js: BatchCompleted.of_record(BatchRecord(js))):
+        metrics = StreamingMetrics()
+        recorder = metrics.listener("q")
+        for job_set in job_sets:
+            recorder.on_batch_completed(make(job_set))
+        texts.append(metrics.scrape())
+    eager, lazy = texts
+    assert lazy == eager
+    found = samples(lazy)
+    assert value(found, "aiodstream_batches_total", query="q", outcome="failed") == 2
+    assert value(found, "aiodstream_output_operations_total", query="q", outcome="succeeded") == 10
+    assert value(found, "aiodstream_input_records_total", query="q", input="2") == 150
+    assert value(found, "aiodstream_batch_total_delay_seconds_sum", query="q") == pytest.approx(sum(17 + 700 * n for n in range(6)) / 1000)
