@@ -119,36 +119,54 @@ class BatchInfo:
         return False
 
 
+def _ms(time: Time | None) -> int | None:
+    return None if time is None else time.milliseconds
+
+
+def _time(ms: int | None) -> Time | None:
+    return None if ms is None else Time(ms)
+
+
+_Operation = tuple[str, str, int | None, int | None, str | None]
+
+
 class BatchRecord:
     """A completed batch's values, taken when it completed: what its :class:`BatchInfo` is built from, when read.
 
-    Plain values only (times, the input infos copied, one tuple per output operation: name,
-    description, start, end, failure reason), not the ``JobSet``: its jobs' closures hold RDDs.
-    Also the two totals every view of a completed batch wants, counted once here: ``num_records``
-    and ``failures`` (output operations that failed). Taking one costs a few tuples where a
-    ``BatchInfo`` costs a record per output operation; a ``BatchCompleted`` carries one and builds
-    its ``batch_info`` from it the first time a listener reads it.
+    Plain values only: times as milliseconds (``batch_time_ms``, ``submission_ms``,
+    ``processing_start_ms``, ``processing_end_ms``; ``None`` when not reached), the input infos
+    copied (``stream_id_to_input_info``), one tuple per output operation (name, description, start
+    ms, end ms, failure reason), and the two totals every view of a completed batch wants, counted
+    once here: ``num_records`` and ``failures`` (output operations that failed). Not the ``JobSet``:
+    its jobs' closures hold RDDs. Taking one costs a few tuples of ints and strings (which the
+    garbage collector stops tracking) where a ``BatchInfo`` costs a record per output operation; a
+    ``BatchCompleted`` carries one and builds its ``batch_info`` from it the first time a listener
+    reads it.
     """
 
-    __slots__ = ("batch_time", "failures", "num_records", "operations", "processing_end_time", "processing_start_time",
-                 "stream_id_to_input_info", "submission_time")
+    __slots__ = ("batch_time_ms", "failures", "num_records", "operations", "processing_end_ms", "processing_start_ms",
+                 "stream_id_to_input_info", "submission_ms")
 
     def __init__(self, job_set: JobSet) -> None:
         """Take ``job_set``'s values now."""
-        self.batch_time = job_set.time
+        self.batch_time_ms: int = job_set.time.milliseconds
         self.stream_id_to_input_info = inputs = dict(job_set.input_infos)  # a copy: later changes must not show
-        self.submission_time = job_set.submission_time
-        self.processing_start_time = job_set.processing_start
-        self.processing_end_time = job_set.processing_end
-        operations: list[tuple[str, str, Time | None, Time | None, str | None]] = []
+        self.submission_ms: int = job_set.submission_time.milliseconds
+        start, end = job_set.processing_start, job_set.processing_end
+        self.processing_start_ms = None if start is None else start.milliseconds
+        self.processing_end_ms = None if end is None else end.milliseconds
+        operations: list[_Operation] = []
         failures = 0
         for job in job_set.jobs:
+            start, end = job.start_time, job.end_time
             if job.failure is None:
-                operations.append((job.name, job.description, job.start_time, job.end_time, None))
+                reason = None
             else:  # formats a traceback: only a failed job has one to format
                 failures += 1
-                operations.append((job.name, job.description, job.start_time, job.end_time, job.failure_reason))
-        self.operations: tuple[tuple[str, str, Time | None, Time | None, str | None], ...] = tuple(operations)
+                reason = job.failure_reason
+            operations.append((job.name, job.description, None if start is None else start.milliseconds,
+                               None if end is None else end.milliseconds, reason))
+        self.operations: tuple[_Operation, ...] = tuple(operations)
         self.failures = failures
         total = 0
         for info in inputs.values():
@@ -159,27 +177,28 @@ class BatchRecord:
     def of_info(cls, info: BatchInfo) -> BatchRecord:
         """The record of an already built ``info`` (an event made from a ``BatchInfo``, e.g. a trace's)."""
         record = cls.__new__(cls)
-        record.batch_time = info.batch_time
+        record.batch_time_ms = info.batch_time.milliseconds
         record.stream_id_to_input_info = dict(info.stream_id_to_input_info)
-        record.submission_time = info.submission_time
-        record.processing_start_time = info.processing_start_time
-        record.processing_end_time = info.processing_end_time
+        record.submission_ms = info.submission_time.milliseconds
+        record.processing_start_ms = _ms(info.processing_start_time)
+        record.processing_end_ms = _ms(info.processing_end_time)
         ops = [info.output_operation_infos[n] for n in sorted(info.output_operation_infos)]
-        record.operations = tuple((op.name, op.description, op.start_time, op.end_time, op.failure_reason) for op in ops)
+        record.operations = tuple((op.name, op.description, _ms(op.start_time), _ms(op.end_time), op.failure_reason)
+                                  for op in ops)
         record.failures = sum(1 for op in ops if op.failure_reason is not None)
         record.num_records = info.num_records
         return record
 
     def batch_info(self) -> BatchInfo:
         """A new :class:`BatchInfo` of these values: equal to the snapshot ``BatchInfo.from_job_set`` took at completion."""
-        time = self.batch_time
-        operations = {n: OutputOperationInfo(time, n, name, description, start, end, reason)
+        time = Time(self.batch_time_ms)
+        operations = {n: OutputOperationInfo(time, n, name, description, _time(start), _time(end), reason)
                       for n, (name, description, start, end, reason) in enumerate(self.operations)}
-        return BatchInfo(time, dict(self.stream_id_to_input_info), self.submission_time, self.processing_start_time,
-                         self.processing_end_time, operations)
+        return BatchInfo(time, dict(self.stream_id_to_input_info), Time(self.submission_ms), _time(self.processing_start_ms),
+                         _time(self.processing_end_ms), operations)
 
     def __repr__(self) -> str:
-        return f"<BatchRecord {self.batch_time} [{len(self.operations)} output operations, {self.failures} failed]>"
+        return f"<BatchRecord {self.batch_time_ms} ms [{len(self.operations)} output operations, {self.failures} failed]>"
 
 
 @attrs.frozen

@@ -163,7 +163,7 @@ class ContextHistory:
         # is built when a view reads it), the totals come from its record's plain ints.
         record = event.record
         if self._active:
-            self._active.pop(record.batch_time.milliseconds, None)
+            self._active.pop(record.batch_time_ms, None)
         self._completed.append((next(self._seq), event))
         self.completed_batches += 1
         self.records += record.num_records

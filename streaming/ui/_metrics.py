@@ -220,16 +220,15 @@ class _QueryMetrics:
         # operations are counted from the record's tuple of them and its failure count: one event
         # per batch instead of one more per output operation.
         info, state = event.record, self.state
-        start = info.processing_start_time
-        if start is not None:
-            submitted, began = info.submission_time.milliseconds, start.milliseconds
+        began = info.processing_start_ms
+        if began is not None:
+            submitted = info.submission_ms
             seconds = (began - submitted) / 1000
             histogram = state.scheduling
             histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
             histogram.sum += seconds
-            end = info.processing_end_time
-            if end is not None:
-                ended = end.milliseconds
+            ended = info.processing_end_ms
+            if ended is not None:
                 seconds = (ended - began) / 1000
                 histogram = state.processing
                 histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1

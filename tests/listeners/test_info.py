@@ -216,11 +216,13 @@ def test_a_record_counts_records_and_failures_and_keeps_every_operation() -> Non
     reason = job_set.jobs[0].failure_reason
     assert (record.num_records, record.failures) == (17, 1)
     assert record.operations == (
-        ("foreachRDD at app.py:10", "op 0 long form", Time(1200), Time(1300), reason),
-        ("foreachRDD at app.py:11", "op 1 long form", Time(1300), Time(1450), None),
+        ("foreachRDD at app.py:10", "op 0 long form", 1200, 1300, reason),
+        ("foreachRDD at app.py:11", "op 1 long form", 1300, 1450, None),
     )
+    assert (record.batch_time_ms, record.submission_ms, record.processing_start_ms, record.processing_end_ms) == (
+        1000, 1100, 1200, 1450)
     of_info = BatchRecord.of_info(BatchInfo.from_job_set(job_set))
-    fields = ("batch_time", "stream_id_to_input_info", "submission_time", "processing_start_time", "processing_end_time",
+    fields = ("batch_time_ms", "stream_id_to_input_info", "submission_ms", "processing_start_ms", "processing_end_ms",
               "operations", "failures", "num_records")
     assert [getattr(of_info, f) for f in fields] == [getattr(record, f) for f in fields]
     assert BatchCompleted(BatchInfo.from_job_set(job_set)).record.operations == record.operations
