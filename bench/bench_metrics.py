@@ -23,7 +23,10 @@ a plain (synchronous, not inline) do-nothing listener of ``BatchCompleted``
 Targets (issue 28): the UI and metrics attached (``ui_and_metrics_overhead``: a ``StreamingUI``,
 which feeds a ``StreamingMetrics`` too) at most 10% more CPU per batch on the bare engine and 2% on
 the Spark context; the plain listener at most 10% off the engine's flat-out rate.
-Run: ``python bench/bench_metrics.py`` (about 2 minutes; ``--skip-spark``: 15 s).
+Run: ``python bench/bench_metrics.py`` (about 2 minutes; ``--skip-spark``: 15 s). Instructions per
+batch, which a loaded machine does not move: ``--only <variant> --batches N`` under
+``valgrind --tool=callgrind`` for N = 500 and 1,500, the difference of the totals divided by 1,000
+(about 2 minutes per run under valgrind).
 """
 
 from __future__ import annotations
@@ -169,7 +172,15 @@ def main() -> None:
     parser.add_argument("--spark-batches", type=int, default=2_000, help="batches per round on Spark")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--skip-spark", action="store_true")
+    parser.add_argument("--only", choices=["none", "metrics", "ui", "floor", "plain"],
+                        help="run the bare engine once with this attached, --batches batches, and print nothing else: "
+                             "for instruction counts under callgrind (two runs, the difference of their totals)")
     args = parser.parse_args()
+    if args.only is not None:
+        print(json.dumps({"only": args.only, "batches": args.batches,
+                          "cpu_us_per_batch": round(anyio.run(engine_cpu_per_batch, args.batches, args.only) * 1e6, 2),
+                          "load_average": load()}))
+        return
     result: dict[str, Any] = {"python": sys.version.split()[0], "load_average_at_start": load()}
     result["listener_us_per_batch"] = round(statistics.median(listener_us_per_batch(20_000) for _ in range(5)), 2)
     result["engine"] = alternate(args.rounds, lambda how: anyio.run(engine_cpu_per_batch, args.batches, how))
