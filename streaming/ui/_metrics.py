@@ -11,13 +11,11 @@ follow Prometheus' conventions (base units, ``_total`` counters).
 from __future__ import annotations
 
 import bisect
-import collections
 import threading
 from typing import Any, Callable, Iterable
 
 from listeners import (
     BatchCompleted,
-    BatchRecord,
     ListenerBusStatistics,
     QueryProgress,
     ReceiverError,
@@ -33,8 +31,6 @@ DELAY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 """Histogram buckets of the delays, in seconds: from a few ms (continuous epochs, tiny batches) to minutes (a backlog)."""
 
 _CHECKPOINT_PHASES = {"walCommit": "offsets", "commitOffsets": "commits"}
-
-_FOLD_EVERY = 1024  # pending batch records counted in one go, at the latest
 
 
 class _Histogram:
@@ -76,53 +72,6 @@ class _QueryState:
         self.query_rows = 0
         self.progress_reports = 0
         self.bus: Callable[[], ListenerBusStatistics] | None = None
-        # The completed batches' records not yet counted: appended on the loop, folded in bulk
-        # (fold) when the registry is scraped or when _FOLD_EVERY are pending. A deque: append and
-        # popleft are each one atomic step, so a scrape on another thread folds beside the loop.
-        self.pending: collections.deque[BatchRecord] = collections.deque()
-        self.folding = threading.Lock()
-
-    def fold(self) -> None:
-        """Count the pending batches into the histograms and counters, oldest first (the order the additions were always made in)."""
-        pending = self.pending
-        with self.folding:
-            scheduling, processing, total = self.scheduling, self.processing, self.total
-            bounds = scheduling.bounds  # the three share DELAY_BUCKETS_S
-            s_counts, p_counts, t_counts = scheduling.counts, processing.counts, total.counts
-            s_sum, p_sum, t_sum = scheduling.sum, processing.sum, total.sum
-            completed = failed = succeeded_ops = failed_ops = 0
-            records = self.records
-            find = bisect.bisect_left
-            while pending:
-                info = pending.popleft()
-                began = info.processing_start_ms
-                if began is not None:
-                    submitted = info.submission_ms
-                    seconds = (began - submitted) / 1000
-                    s_counts[find(bounds, seconds)] += 1
-                    s_sum += seconds
-                    ended = info.processing_end_ms
-                    if ended is not None:
-                        seconds = (ended - began) / 1000
-                        p_counts[find(bounds, seconds)] += 1
-                        p_sum += seconds
-                        seconds = (ended - submitted) / 1000
-                        t_counts[find(bounds, seconds)] += 1
-                        t_sum += seconds
-                failures = info.failures
-                if failures:
-                    failed += 1
-                    failed_ops += failures
-                else:
-                    completed += 1
-                succeeded_ops += len(info.operations) - failures
-                for stream_id, input_info in info.stream_id_to_input_info.items():
-                    records[stream_id] = records.get(stream_id, 0) + input_info.num_records
-            scheduling.sum, processing.sum, total.sum = s_sum, p_sum, t_sum
-            self.batches["completed"] += completed
-            self.batches["failed"] += failed
-            self.output_operations["succeeded"] += succeeded_ops
-            self.output_operations["failed"] += failed_ops
 
 
 _CHECKPOINT_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -170,7 +119,6 @@ class _Collector:
         failed = core.CounterMetricFamily("aiodstream_listener_failed_events", "Events whose callback raised",
                                           labels=["query", "listener"])
         for state in queries:
-            state.fold()
             q = state.query
             for kind, histogram in state.delays.items():
                 delays[kind].add_metric([q], histogram.buckets(), histogram.sum)
@@ -266,13 +214,40 @@ class _QueryMetrics:
         self.state = state
 
     def on_batch_completed(self, event: BatchCompleted) -> None:
-        # Called for every batch, inside the bus's post: the event's BatchRecord (its BatchInfo is
-        # never built here) is queued, and counted in bulk when the registry is scraped or once
-        # _FOLD_EVERY are pending (the pending records stay bounded without a scrape).
-        pending = self.state.pending
-        pending.append(event.record)
-        if len(pending) >= _FOLD_EVERY:
-            self.state.fold()
+        # Called for every batch, inside the bus's post: plain int arithmetic on the event's
+        # BatchRecord (its BatchInfo is never built here), the histograms updated inline, records
+        # keyed by stream id (its label text is made when the registry is scraped). Output
+        # operations are counted from the record's tuple of them and its failure count: one event
+        # per batch instead of one more per output operation.
+        info, state = event.record, self.state
+        began = info.processing_start_ms
+        if began is not None:
+            submitted = info.submission_ms
+            seconds = (began - submitted) / 1000
+            histogram = state.scheduling
+            histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+            histogram.sum += seconds
+            ended = info.processing_end_ms
+            if ended is not None:
+                seconds = (ended - began) / 1000
+                histogram = state.processing
+                histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+                histogram.sum += seconds
+                seconds = (ended - submitted) / 1000
+                histogram = state.total
+                histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+                histogram.sum += seconds
+        operations = info.operations
+        failures = info.failures
+        if failures:
+            state.batches["failed"] += 1
+            state.output_operations["failed"] += failures
+        else:
+            state.batches["completed"] += 1
+        state.output_operations["succeeded"] += len(operations) - failures
+        records = state.records
+        for stream_id, input_info in info.stream_id_to_input_info.items():
+            records[stream_id] = records.get(stream_id, 0) + input_info.num_records
 
     def _receiver(self, name: str, kind: str) -> None:
         events = self.state.receiver_events

@@ -163,28 +163,3 @@ def test_events_of_records_and_of_eager_snapshots_scrape_the_same_text() -> None
     assert value(found, "aiodstream_output_operations_total", query="q", outcome="succeeded") == 10
     assert value(found, "aiodstream_input_records_total", query="q", input="2") == 150
     assert value(found, "aiodstream_batch_total_delay_seconds_sum", query="q") == pytest.approx(sum(17 + 700 * n for n in range(6)) / 1000)
-
-
-def test_pending_records_are_folded_in_bulk_bounded_and_counted_exactly_once() -> None:
-    """2,500 batches: at most 1,024 records ever wait, and one scrape counts each batch's delays and records exactly once, in order."""
-    metrics = StreamingMetrics()
-    recorder = metrics.listener("q")
-    expected_sum, most_pending = 0.0, 0
-    for n in range(2500):
-        job = Job(Time(n * 10), lambda: None)
-        job_set = JobSet(Time(n * 10), [job], Time(n * 10), {0: StreamInputInfo(0, n % 7)})
-        job_set.handle_job_start(job, Time(n * 10 + n % 13))
-        job_set.handle_job_completion(job, Time(n * 10 + n % 13 + n % 1000))
-        recorder.on_batch_completed(BatchCompleted.of_record(BatchRecord(job_set)))
-        expected_sum += (n % 13 + n % 1000) / 1000  # the order the additions are made in: batch by batch
-        most_pending = max(most_pending, len(recorder.state.pending))
-    assert most_pending == 1023
-    found = samples(metrics.scrape())
-    assert len(recorder.state.pending) == 0
-    assert value(found, "aiodstream_batches_total", query="q", outcome="completed") == 2500
-    assert value(found, "aiodstream_input_records_total", query="q", input="0") == sum(n % 7 for n in range(2500))
-    assert value(found, "aiodstream_batch_total_delay_seconds_sum", query="q") == expected_sum
-    assert value(found, "aiodstream_batch_total_delay_seconds_count", query="q") == 2500
-    assert value(found, "aiodstream_batch_total_delay_seconds_bucket", query="q", le="0.005") == sum(
-        1 for n in range(2500) if (n % 13 + n % 1000) / 1000 <= 0.005)
-    assert samples(metrics.scrape()) == found  # a second scrape counts nothing twice
