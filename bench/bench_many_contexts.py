@@ -21,8 +21,9 @@ alone, for CPU; the second beside a host ticker on the same loop (``bench_host_l
   windows, from ``BatchInfo``;
 * ``host_loop_lateness_ms``: the ticker's p50/p99/max (``bench_host_loop``'s budget: p99 <= 5 ms,
   max <= 20 ms);
-* ``threads`` (Python threads, by name) and ``loop_tasks`` (tasks on the loop) during the run,
-  with the JVM's new threads.
+* ``threads`` (Python threads, by name) and ``jvm_threads`` alive during the run beyond those of
+  the process before its first context (idle threads of a pool an earlier level grew count
+  too), and ``loop_tasks`` (tasks on the loop).
 
 An unmeasured level of one context runs first (imports and Spark's first jobs happen once per
 process). The machine's load average is printed beside every level. Targets (issue 28): per-context driver
@@ -56,6 +57,10 @@ BATCH_S = 1
 RECORDS = 100
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+BASE: list[Any] = [0, None]
+"""Python and JVM threads of the process once Spark runs, before any context: the levels count threads beyond these."""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -188,9 +193,7 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
     tracemalloc.start()
     traced_before = tracemalloc.get_traced_memory()[0]
     rss_before = rss_bytes()
-    threads_before = threading.active_count()
     tasks_before = len(asyncio.all_tasks())
-    jvm_threads_before = jvm_threads(jvm)
     recorders = [Delays() for _ in range(n)]
     async with contextlib.AsyncExitStack() as stack:
         contexts = []
@@ -217,7 +220,7 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         await wait_completed(recorders, warmup + cpu_batches)
         cpu1, wall1, jvm1 = time.process_time(), time.perf_counter(), jvm_cpu_s(jvm)
         done = sum(r.completed for r in recorders) - done_before
-        threads = threading.active_count() - threads_before
+        threads = threading.active_count() - BASE[0]  # alive now, less those of a process with Spark and no context
         names = collections.Counter(re.sub(r"\d+", "N", t.name) for t in threading.enumerate())
         tasks = len(asyncio.all_tasks()) - tasks_before
         jvm_threads_now = jvm_threads(jvm)
@@ -248,7 +251,7 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         "threads": threads, "threads_per_context": round(threads / n, 2),
         "thread_names": dict(names.most_common(8)),
         "loop_tasks": tasks, "loop_tasks_per_context": round(tasks / n, 2),
-        "jvm_threads": None if jvm_threads_now is None or jvm_threads_before is None else jvm_threads_now - jvm_threads_before,
+        "jvm_threads": None if jvm_threads_now is None or BASE[1] is None else jvm_threads_now - BASE[1],
         "load_average_after": load(),
     }
 
@@ -273,6 +276,7 @@ def main() -> None:
     sc.setLogLevel("ERROR")
     sc.parallelize(range(10), 2).count()  # start the Python workers
     jvm = jvm_pid()
+    BASE[:] = [threading.active_count(), jvm_threads(jvm)]
     out: dict[str, Any] = {"load_average_before": load(), "cpus": os.cpu_count(), "batch_interval_s": BATCH_S,
                            "records_per_batch": RECORDS, "output": args.output, "warmup_batches": args.warmup,
                            "window_batches": args.batches}
