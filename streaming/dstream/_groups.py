@@ -133,7 +133,9 @@ class GroupsWithStateNode(StreamNode):
         computed them all, as a full action (``count``, ``foreach``, ``collect``, ...) does,
         nothing runs. Else the RDD is computed in the JVM: a cartesian product with one empty
         partition reads every partition (cached ones from the cache, the others by running
-        their tasks) and yields nothing, so no Python worker drains what the tasks made.
+        their tasks) and yields nothing, so no Python worker drains what the tasks made. (A task
+        that ran its state and then failed in the user's code downstream reports nothing: its
+        partition, cached, is not run again, and the failed batch's progress lacks its numbers.)
         """
         batch = self._batch_of.pop(rdd, None)
         if batch is not None and self._accumulator is not None:
