@@ -262,8 +262,13 @@ class DStreamGraph:
         return self._state_operators - 1
 
     def add_output_stream(self, stream: GraphStream) -> None:
-        """Register an output stream; job order is registration order."""
-        self.output_streams.append(stream)
+        """Register an output stream; job order is registration order, except that the outputs that ``run_last``
+        (a stateful operator's own) stay after every other."""
+        outputs = self.output_streams
+        if getattr(stream, "runs_last", False):
+            outputs.append(stream)
+        else:
+            outputs.insert(next((i for i, s in enumerate(outputs) if getattr(s, "runs_last", False)), len(outputs)), stream)
 
     def remember(self, duration: Duration) -> None:
         """Keep every stream's RDDs for at least ``duration``; may be set once."""
