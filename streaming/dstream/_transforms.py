@@ -171,6 +171,11 @@ class ForEachNode(StreamNode):
     def _compute(self, time: Time) -> RDD[Any] | None:
         return None  # an output stream produces jobs, not RDDs
 
+    def generates_on_loop(self, time: Time) -> bool:
+        """The graph's hook (not for users): the job is made without a py4j call when the parent's RDD is, ready
+        (:func:`build_jvm_rdd` then has nothing to build)."""
+        return self._parents[0].generates_on_loop(time)
+
     def generate_job(self, time: Time) -> Job | None:
         """The graph's hook (not for users): the job running the function on the parent's RDD of ``time``, if it has one."""
         rdd = self._parents[0].get_or_compute(time)

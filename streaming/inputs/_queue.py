@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from scheduler import Offset, ReplayError, StreamInputInfo, Time
 
 from ..dstream import StreamEnvironment
+from ..spark import has_jvm_rdd
 from ._base import InputDStream
 from ._counting import RowCounter
 
@@ -68,6 +69,25 @@ class QueueInputDStream(InputDStream):
         for i in range(self._freed, min(below, len(self._items))):
             self._items[i] = None
         self._freed = max(self._freed, below)
+
+    def generates_on_loop(self, time: Time) -> bool:
+        """The graph's hook (not for users): yes when batch ``time`` gets the default RDD, made and ready (or its
+        remembered RDD is ready): no queued item to take, nothing to persist or checkpoint."""
+        if self._storage_level is not None or self._checkpoint_interval is not None:
+            return False
+        remembered = self._generated.get(time)
+        if remembered is not None:
+            return has_jvm_rdd(remembered)
+        if self.replaying:
+            found = self._ranges.get(time)
+            if found is None:  # the thread's path warns about it
+                return False
+            begin, end = self._position(found[0]), self._position(found[1])
+            if end != begin or end > len(self._items):
+                return False
+        elif self._next_end(self._taken) > self._taken:
+            return False
+        return has_jvm_rdd(self._default)
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         if self.replaying:
