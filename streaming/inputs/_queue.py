@@ -120,12 +120,13 @@ class QueueInputDStream(InputDStream):
             return self._row_counter.wrap(self._env.spark_context, rdd, time.milliseconds)
         if tracker is not None:
             tracker.report_info(time, StreamInputInfo(self.id, 0))  # the default is not new input
-        sc = self._env.spark_context
+        # The SparkContext only to make the default (it may start one): a made default is handed
+        # out as it is, also on the event loop (see generates_on_loop).
         if self._default is None:
             # One empty single-partition RDD for every empty batch, made once as Spark does: a
             # new one per batch would cost a py4j round trip in every generation.
-            self._default = sc.parallelize([], 1)
+            self._default = self._env.spark_context.parallelize([], 1)
         elif isinstance(self._default, list):
-            self._default = sc.parallelize(self._default)
+            self._default = self._env.spark_context.parallelize(self._default)
         default: RDD[Any] = self._default
         return default
