@@ -1,8 +1,7 @@
 """DStreamGraph: the input and output streams of a StreamingContext (Spark's ``DStreamGraph``).
 
-It is the ``JobGraph`` the scheduler drives: each batch it asks every output stream, in
-registration order, for its job. Building a batch's RDDs calls into PySpark (and runs users'
-``transform`` functions), so generation runs on the graph's own thread.
+It is the ``JobGraph`` the scheduler drives: each batch it asks every output stream for its job, on the
+graph's own thread (building RDDs calls PySpark and users' ``transform``), or on the loop when none needs py4j.
 """
 
 from __future__ import annotations
@@ -269,10 +268,8 @@ class DStreamGraph:
         """Register an output stream; job order is registration order, except that the outputs that ``run_last``
         (a stateful operator's own) stay after every other."""
         outputs = self.output_streams
-        if getattr(stream, "runs_last", False):
-            outputs.append(stream)
-        else:
-            outputs.insert(next((i for i, s in enumerate(outputs) if getattr(s, "runs_last", False)), len(outputs)), stream)
+        first_last = next((i for i, s in enumerate(outputs) if getattr(s, "runs_last", False)), len(outputs))
+        outputs.insert(len(outputs) if getattr(stream, "runs_last", False) else first_last, stream)
 
     def remember(self, duration: Duration) -> None:
         """Keep every stream's RDDs for at least ``duration``; may be set once."""
@@ -331,14 +328,13 @@ class DStreamGraph:
         """Build the batch's RDDs and jobs on the graph's generation thread (PySpark calls block), one batch at a time;
         on the event loop (a thread round trip fewer) when every output says its job needs no py4j call
         (``generates_on_loop``), checked and generated under the generation lock, taken only if free."""
-        if self._snapshots is None or not self._snapshots.restore_pending:
-            lock = self.generation_lock
-            if lock.acquire(blocking=False):
-                try:
-                    if all(stream.generates_on_loop(time) for stream in self.output_streams):
-                        return self._generate_jobs(time)
-                finally:
-                    lock.release()
+        lock = self.generation_lock
+        if (self._snapshots is None or not self._snapshots.restore_pending) and lock.acquire(blocking=False):
+            try:
+                if all(stream.generates_on_loop(time) for stream in self.output_streams):
+                    return self._generate_jobs(time)
+            finally:
+                lock.release()
         with self._thread_lock:
             thread = self._generation_thread
             if thread is None:
