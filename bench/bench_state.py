@@ -17,12 +17,19 @@ Prints one JSON object (with the machine's load beside each part), on an embedde
     the local disk and on an FTP server on 127.0.0.1 (Hadoop on the driver, fsspec in the tasks:
     the path a checkpoint on ``hdfs://`` or an object store takes), median processing delay and
     commit time per partition for each, and their ratios.
+(f) ``floor`` (default): ``--rounds`` alternating rounds, on the same SparkContext, of the keyed
+    running count through ``flatMapGroupsWithState`` (``--large`` keys held, ``--touched``
+    touched per batch) and of a plain ``reduceByKey`` of the same records (the same queued RDDs,
+    the same user output): per side the median processing delay of the steady batches and the
+    CPU of the whole process tree (driver, JVM, Python workers) per batch, each round's ratio
+    stateful / floor, their median and spread (target: at most 2), and the stateful median over
+    ``applyInPandasWithState``'s median when ``vs_pyspark`` ran too (target: at most 0.25).
 (e) ``store_direct`` (``--only store_direct``): the state store alone, no Spark: one partition
     holding ``--large`` keys, ``--batches`` batches each loading the next version, touching
     ``--touched`` keys and committing; min and median ms per batch (what a batch pays the store,
     including the working copy's check against the checkpoint's delta), and of the load alone.
 
-Not part of the test suite. Run: ``python bench/bench_state.py [--large 1000000] [--batches 8]``.
+Not part of the test suite. Run: ``python bench/bench_state.py [--large 1000000] [--batches 8] [--rounds 3]``.
 """
 
 from __future__ import annotations
@@ -61,12 +68,36 @@ def batch_keys(batch: int, held: int, touched: int) -> list[int]:
     return [(batch * 7919 + i * step) % held for i in range(touched)]
 
 
+def tree_cpu_s() -> float:
+    """CPU seconds of this process and all its descendants (the JVM, pyspark's daemon and workers), reaped ones included."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    cpu: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as file:
+                fields = file.read().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone since the listing
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        cpu[int(entry)] = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    total, stack = 0, [os.getpid()]
+    while stack:
+        pid = stack.pop()
+        total += cpu.get(pid, 0)
+        stack.extend(children.get(pid, ()))
+    return total / ticks
+
+
 class Delays:
-    """Processing delays of completed batches, and a wake-up after ``wanted`` of them."""
+    """Processing delays of completed batches, the process tree's CPU at each completion, and a wake-up after ``wanted``."""
 
     def __init__(self, wanted: int) -> None:
         self.wanted = wanted
         self.delays_ms: list[int] = []
+        self.cpu_s: list[float] = []
         self.progress: list[Any] = []
         self.done = threading.Event()
 
@@ -75,8 +106,13 @@ class Delays:
         if info is None or type(event).__name__ != "BatchCompleted":
             return
         self.delays_ms.append(info.processing_delay.milliseconds)
+        self.cpu_s.append(tree_cpu_s())
         if len(self.delays_ms) >= self.wanted:
             self.done.set()
+
+    def cpu_ms_per_batch(self, first: int) -> float:
+        """The process tree's CPU per batch (ms) from completion ``first - 1`` to the last (idle time between batches included)."""
+        return round((self.cpu_s[-1] - self.cpu_s[first - 1]) * 1000 / (len(self.cpu_s) - first), 1)
 
 
 def run_ours(sc: Any, kind: str, held: int, touched: int, batches: int, interval: float,
@@ -96,6 +132,8 @@ def run_ours(sc: Any, kind: str, held: int, touched: int, batches: int, interval
         pairs = ssc.queueStream(queue, oneAtATime=True)
         if kind == "groups":
             counts = pairs.flatMapGroupsWithState(count_clicks, "update", "NoTimeout", numPartitions=4)
+        elif kind == "reduce_by_key":  # the floor: the same records, the same output, no state
+            counts = pairs.reduceByKey(lambda a, b: a + b, 4)
         else:
             counts = pairs.updateStateByKey(lambda new, old: sum(new) + (old or 0), numPartitions=4)
         counts.foreachRDD(lambda rdd: rdd.filter(lambda kv: kv[1] > 10**9).count())
@@ -109,7 +147,7 @@ def run_ours(sc: Any, kind: str, held: int, touched: int, batches: int, interval
                for p in progress if p.state_operators][2:]
     return {"kind": kind, "held": held, "touched": touched, "seed_batch_ms": delays.delays_ms[0],
             "steady_batches": len(steady), "processing_ms_median": statistics.median(steady),
-            "processing_ms": steady, "commit_ms_per_partition": commits}
+            "processing_ms": steady, "commit_ms_per_partition": commits, "cpu_ms_per_batch": delays.cpu_ms_per_batch(2)}
 
 
 def run_store_direct(held: int, touched: int, batches: int) -> dict[str, Any]:
@@ -202,6 +240,36 @@ def run_ours_files(sc: Any, files: Path, batches: int, interval: float) -> list[
     return delays.delays_ms[1:batches + 1]
 
 
+def run_floor(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Alternating rounds of the stateful count and of reduceByKey over the same records on ``sc``; medians, CPU, ratios."""
+    rounds: list[dict[str, Any]] = []
+    for _ in range(args.rounds):
+        load = [round(x, 2) for x in os.getloadavg()]
+        stateful = run_ours(sc, "groups", args.large, args.touched, args.batches, args.interval)
+        floor = run_ours(sc, "reduce_by_key", args.large, args.touched, args.batches, args.interval)
+        rounds.append({"stateful_ms_median": stateful["processing_ms_median"], "floor_ms_median": floor["processing_ms_median"],
+                       "ratio": round(stateful["processing_ms_median"] / floor["processing_ms_median"], 3),
+                       "stateful_cpu_ms": stateful["cpu_ms_per_batch"], "floor_cpu_ms": floor["cpu_ms_per_batch"],
+                       "cpu_ratio": round(stateful["cpu_ms_per_batch"] / floor["cpu_ms_per_batch"], 3),
+                       "stateful_ms": stateful["processing_ms"], "floor_ms": floor["processing_ms"],
+                       "load_average_before": load, "load_average_after": [round(x, 2) for x in os.getloadavg()]})
+    ratios = [r["ratio"] for r in rounds]
+    stateful_all = [ms for r in rounds for ms in r["stateful_ms"]]
+    floor_all = [ms for r in rounds for ms in r["floor_ms"]]
+    return {
+        "quantity": f"processing delay per steady batch (batches 2..{args.batches - 1}), {args.large} keys held, "
+                    f"{args.touched} touched per batch, 4 partitions: flatMapGroupsWithState against reduceByKey of the same "
+                    "records and output on the same SparkContext, alternating rounds; CPU: the process tree's per batch",
+        "rounds": rounds,
+        "stateful": {"processing_ms_median": statistics.median(stateful_all)},
+        "floor": {"processing_ms_median": statistics.median(floor_all)},
+        "ratio_median_of_rounds": round(statistics.median(ratios), 3), "ratio_min": min(ratios), "ratio_max": max(ratios),
+        "ratio_of_all_batches": round(statistics.median(stateful_all) / statistics.median(floor_all), 3),
+        "cpu_ratio_median_of_rounds": round(statistics.median(r["cpu_ratio"] for r in rounds), 3),
+        "target_ratio": 2.0,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", type=int, default=10_000, help="keys held in the small run")
@@ -209,7 +277,8 @@ def main() -> None:
     parser.add_argument("--touched", type=int, default=1_000, help="keys each batch touches")
     parser.add_argument("--batches", type=int, default=8, help="batches per run (2 warm-up ones included)")
     parser.add_argument("--interval", type=float, default=2.0, help="batch interval in seconds")
-    parser.add_argument("--only", nargs="*", default=["keys_held", "vs_pyspark"])
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of floor (stateful, reduceByKey)")
+    parser.add_argument("--only", nargs="*", default=["keys_held", "vs_pyspark", "floor"])
     parser.add_argument("--kinds", nargs="*", default=["groups", "update_state_by_key"],
                         help="what keys_held runs (groups: flatMapGroupsWithState)")
     args = parser.parse_args()
@@ -257,6 +326,12 @@ def main() -> None:
             "ratio": round(statistics.median(steady_ours) / statistics.median(steady_theirs), 3), "target_ratio": 0.5,
             "load_average_before": load, "load_average_after": [round(x, 2) for x in os.getloadavg()],
         }
+    if "floor" in args.only:
+        out["floor"] = run_floor(sc, args)
+        if "vs_pyspark" in out:
+            theirs = out["vs_pyspark"]["pyspark_median_ms"]
+            out["floor"]["stateful_over_pyspark"] = round(out["floor"]["stateful"]["processing_ms_median"] / theirs, 3)
+            out["floor"]["target_stateful_over_pyspark"] = 0.25
     if "remote_store" in args.only:
         sys.path.insert(0, str(ROOT))
         from tests.ftp import FtpServer

@@ -8,6 +8,7 @@ loop exists to guarantee.
 
 from __future__ import annotations
 
+import logging
 from typing import Callable, Mapping, Sequence
 
 import anyio
@@ -388,21 +389,22 @@ class JobScheduler:
     def _on_batch_completed(self, job_set: JobSet) -> None:
         failed = job_set.failed
         self._stats["failed" if failed else "completed"] += 1
-        # Completed, so both ends are set; plain ints keep this hot path cheap.
-        submitted = job_set.submission_time.milliseconds
-        start = job_set.processing_start.milliseconds if job_set.processing_start else submitted
-        end = job_set.processing_end.milliseconds if job_set.processing_end else start
-        # The one canonical line per completed batch.
-        self._log.info(
-            "batch completed",
-            batch_time=job_set.time.milliseconds,
-            scheduling_delay_ms=start - submitted,
-            processing_delay_ms=end - start,
-            total_delay_ms=end - submitted,
-            num_records=job_set.num_records,
-            jobs=len(job_set.jobs),
-            failed=failed,
-        )
+        if self._log.is_enabled_for(logging.INFO):  # its fields are computed only for a host that logs them
+            # Completed, so both ends are set; plain ints keep this hot path cheap.
+            submitted = job_set.submission_time.milliseconds
+            start = job_set.processing_start.milliseconds if job_set.processing_start else submitted
+            end = job_set.processing_end.milliseconds if job_set.processing_end else start
+            # The one canonical line per completed batch.
+            self._log.info(
+                "batch completed",
+                batch_time=job_set.time.milliseconds,
+                scheduling_delay_ms=start - submitted,
+                processing_delay_ms=end - start,
+                total_delay_ms=end - submitted,
+                num_records=job_set.num_records,
+                jobs=len(job_set.jobs),
+                failed=failed,
+            )
         self._release_finished_batches()
 
     def _release_finished_batches(self) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from decimal import Decimal, localcontext
-from typing import Iterator, TypeVar
+from typing import Iterable, Iterator, TypeVar
 
 import attrs
 
@@ -357,20 +357,30 @@ class TimeOrderedDict(dict[Time, V]):
 
     def pop_through(self, milliseconds: int) -> list[tuple[Time, V]]:
         """Remove the entries at or before ``milliseconds`` and return them, oldest first."""
-        keys = list(self)  # one step: another thread may add entries meanwhile
         if self._unordered:
+            keys = list(self)  # one step: another thread may add entries meanwhile
             self._unordered = False
             old = sorted(t for t in keys if t.milliseconds <= milliseconds)
             rest = [t.milliseconds for t in keys if t.milliseconds > milliseconds]
             if any(a > b for a, b in itertools.pairwise(rest)):
                 self._unordered = True  # still out of order behind the first kept entry
         else:
-            old = []
-            for t in keys:
-                if t.milliseconds > milliseconds:
-                    break
-                old.append(t)
+            # In order: the scan stops at the first newer entry, without copying the entries
+            # behind it (generation running ahead of the jobs keeps a backlog of them).
+            try:
+                old = self._through(self, milliseconds)
+            except RuntimeError:  # another thread added an entry during the scan: scan a copy
+                old = self._through(list(self), milliseconds)
             if not old:
                 return []
         pop = self.pop
         return [(t, v) for t in old if (v := pop(t, _MISSING)) is not _MISSING]  # type: ignore[misc]
+
+    @staticmethod
+    def _through(keys: Iterable[Time], milliseconds: int) -> list[Time]:
+        old = []
+        for t in keys:
+            if t.milliseconds > milliseconds:
+                break
+            old.append(t)
+        return old

@@ -1,8 +1,7 @@
 """DStreamGraph: the input and output streams of a StreamingContext (Spark's ``DStreamGraph``).
 
-It is the ``JobGraph`` the scheduler drives: each batch it asks every output stream, in
-registration order, for its job. Building a batch's RDDs calls into PySpark (and runs users'
-``transform`` functions), so generation runs on the graph's own thread.
+It is the ``JobGraph`` the scheduler drives: each batch it asks every output stream for its job, on the
+graph's own thread (building RDDs calls PySpark and users' ``transform``), or on the loop when none needs py4j.
 """
 
 from __future__ import annotations
@@ -94,6 +93,10 @@ class GraphStream(Protocol):
 
     def generate_job(self, time: Time) -> Job | None:
         """The job of an output stream for ``time``."""
+        ...
+
+    def generates_on_loop(self, time: Time) -> bool:
+        """Whether :meth:`generate_job` for ``time`` makes no py4j call (so the event loop may run it)."""
         ...
 
     def clear_metadata(self, time: Time) -> None:
@@ -262,8 +265,11 @@ class DStreamGraph:
         return self._state_operators - 1
 
     def add_output_stream(self, stream: GraphStream) -> None:
-        """Register an output stream; job order is registration order."""
-        self.output_streams.append(stream)
+        """Register an output stream; job order is registration order, except that the outputs that ``run_last``
+        (a stateful operator's own) stay after every other."""
+        outputs = self.output_streams
+        first_last = next((i for i, s in enumerate(outputs) if getattr(s, "runs_last", False)), len(outputs))
+        outputs.insert(len(outputs) if getattr(stream, "runs_last", False) else first_last, stream)
 
     def remember(self, duration: Duration) -> None:
         """Keep every stream's RDDs for at least ``duration``; may be set once."""
@@ -319,7 +325,16 @@ class DStreamGraph:
             await inp.allocate(time)
 
     async def generate_jobs(self, time: Time) -> Sequence[Job]:
-        """Build the batch's RDDs and jobs on the graph's generation thread (PySpark calls block), one batch at a time."""
+        """Build the batch's RDDs and jobs on the graph's generation thread (PySpark calls block), one batch at a time;
+        on the event loop (a thread round trip fewer) when every output says its job needs no py4j call
+        (``generates_on_loop``), checked and generated under the generation lock, taken only if free."""
+        lock = self.generation_lock
+        if (self._snapshots is None or not self._snapshots.restore_pending) and lock.acquire(blocking=False):
+            try:
+                if all(stream.generates_on_loop(time) for stream in self.output_streams):
+                    return self._generate_jobs(time)
+            finally:
+                lock.release()
         with self._thread_lock:
             thread = self._generation_thread
             if thread is None:

@@ -9,13 +9,16 @@ reaches the same URI through Hadoop). A batch with no
 input still runs every partition (its timeouts fire); and a batch run again after a crash loads
 the same version, with the same batch time and the watermarks logged for it.
 
-The node's RDD is cached, and an internal output operation computes it in every batch (after
-the user's outputs, which read the cache), so the state advances once per batch whatever the
-outputs do. Each task reports its numbers through an accumulator, by batch time.
+The node's RDD is cached, and an internal output operation runs in every batch after the user's
+outputs, so the state advances once per batch whatever the outputs do: it computes the partitions
+the user's outputs did not (usually none: then it runs no Spark job), reading the cache in the
+JVM, with no Python worker of its own. Each task reports its numbers, and which partition it
+ran, through an accumulator, by batch time.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
 from scheduler import InvalidPipelineError, StateOperatorProgress, Time
@@ -93,6 +96,7 @@ class GroupsWithStateNode(StreamNode):
         self._param = BatchStatsParam()
         self._accumulator: Any = None
         self._partitions_checked = False
+        self._batch_of: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # this node's RDDs -> batch ms
 
     def _watermark(self) -> WatermarkedNode | None:
         """The nearest withWatermark stream upstream, if any."""
@@ -117,9 +121,28 @@ class GroupsWithStateNode(StreamNode):
     def advance_every_batch(self) -> None:
         """Register the operator's own output, so the state advances in every batch whatever the user's outputs do.
 
-        It computes the (cached) RDD after the user's outputs, which read the cache.
+        It runs after the user's outputs (whichever were registered first) and computes the
+        partitions of the (cached) RDD that they did not.
         """
-        ForEachNode(self, _materialize).register()
+        _OwnOutput(self, self._advance).register()
+
+    def _advance(self, _batch_time: Any, rdd: RDD[Any]) -> None:
+        """The operator's own output: make sure every partition of the batch ran (and so committed its state).
+
+        Each task reports its partition through the accumulator, so when the user's outputs
+        computed them all, as a full action (``count``, ``foreach``, ``collect``, ...) does,
+        nothing runs. Else the RDD is computed in the JVM: a cartesian product with one empty
+        partition reads every partition (cached ones from the cache, the others by running
+        their tasks) and yields nothing, so no Python worker drains what the tasks made. (A task
+        that ran its state and then failed in the user's code downstream reports nothing: its
+        partition, cached, is not run again, and the failed batch's progress lacks its numbers.)
+        """
+        batch = self._batch_of.pop(rdd, None)
+        if batch is not None and self._accumulator is not None:
+            stats: StateOperatorStats | None = self._param.peek(self._accumulator.value, batch)
+            if stats is not None and stats.partitions == (1 << self._num_partitions) - 1:
+                return
+        rdd.cartesian(rdd.context.parallelize([], 1)).collect()
 
     @property
     def tasks_write_checkpoint(self) -> str:
@@ -170,7 +193,9 @@ class GroupsWithStateNode(StreamNode):
             accumulator.add({batch: stats})
             return iter(outputs)
 
-        return tagged.partitionBy(n).mapPartitionsWithIndex(run, preservesPartitioning=False)
+        out = tagged.partitionBy(n).mapPartitionsWithIndex(run, preservesPartitioning=False)
+        self._batch_of[out] = batch
+        return out
 
     def take_state_progress(self, time: Time) -> StateOperatorProgress | None:
         """What batch ``time``'s tasks reported, as progress (``None`` if none ran), forgotten afterwards."""
@@ -182,11 +207,7 @@ class GroupsWithStateNode(StreamNode):
         return stats.progress("flatMapGroupsWithState" if self._flat else "mapGroupsWithState", self._num_partitions)
 
 
-def _materialize(time: Any, rdd: Any) -> None:
-    """The stateful operators' own output: compute every partition (each runs its batch of state)."""
-    rdd.foreachPartition(_drain)
+class _OwnOutput(ForEachNode):
+    """A stateful operator's own output operation: registered when the operator is made, run after the user's outputs."""
 
-
-def _drain(records: Iterable[Any]) -> None:
-    for _ in records:
-        pass
+    runs_last = True

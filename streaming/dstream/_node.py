@@ -248,6 +248,15 @@ class StreamNode:
     def _compute(self, time: Time) -> RDD[Any] | None:
         raise NotImplementedError
 
+    def generates_on_loop(self, time: Time) -> bool:
+        """The graph's hook (not for users): whether this stream's RDD of ``time`` (an output stream's: its job) is had
+        without a py4j call and ready for a job (its JVM RDD made), so that the event loop may generate it.
+
+        Default: not known, so no (the graph generates on its thread). A stream type says yes only
+        where it can tell, before computing, that nothing it would do calls Spark.
+        """
+        return False
+
     def generate_job(self, time: Time) -> Job | None:
         """The graph's hook (not for users): the job of an output stream for ``time`` (only output streams have one)."""
         raise NotImplementedError(f"{type(self).__name__} is not an output stream")

@@ -171,6 +171,11 @@ class ForEachNode(StreamNode):
     def _compute(self, time: Time) -> RDD[Any] | None:
         return None  # an output stream produces jobs, not RDDs
 
+    def generates_on_loop(self, time: Time) -> bool:
+        """The graph's hook (not for users): the job is made without a py4j call when the parent's RDD is, ready
+        (:func:`build_jvm_rdd` then has nothing to build)."""
+        return self._parents[0].generates_on_loop(time)
+
     def generate_job(self, time: Time) -> Job | None:
         """The graph's hook (not for users): the job running the function on the parent's RDD of ``time``, if it has one."""
         rdd = self._parents[0].get_or_compute(time)
@@ -186,10 +191,13 @@ class ForEachNode(StreamNode):
         def group() -> str:  # known once the job has its output operation id
             return streaming_job_group(env.name, time, holder[0].output_op_id)
 
+        def description() -> str:
+            return job_description(time, holder[0].output_op_id)
+
         if self._is_async:
             async def run_async() -> None:
                 # Spark calls made through run_spark() join the batch's job group.
-                job = BatchJob(spark.spark_context, group(), job_description(time, holder[0].output_op_id), spark.job_threads())
+                job = BatchJob(spark.spark_context, group(), description(), spark.job_threads())
                 token = current_batch_job.set(job)
                 try:
                     await func(batch_datetime(time), rdd)
@@ -203,8 +211,8 @@ class ForEachNode(StreamNode):
                 # worker thread in between. Only the job group and its description are set (before
                 # the function's first py4j call): Spark's internal batchTime/outputOpId properties
                 # feed the JVM Streaming tab, which this runtime does not have.
-                future = spark.job_threads().submit(spark.spark_context, group(), job_description(time, holder[0].output_op_id),
-                                                   func, batch_datetime(time), rdd)
+                # The group and description are made only if the function calls Spark (see Label).
+                future = spark.job_threads().submit(spark.spark_context, group, description, func, batch_datetime(time), rdd)
                 await wait_for_thread(future, abandon_on_cancel=True)
             job = Job(time, run, name=self._name, description=self._name, is_async=True,
                       cancel=lambda: spark.cancel_job_group(group()))

@@ -53,6 +53,11 @@ class BatchStatsParam:
                 value1[time] = stats if mine is None else mine.merge(stats)
         return value1
 
+    def peek(self, value: dict[int, Any], time: int) -> Any:
+        """Batch ``time``'s entry so far (``None`` if no task reported one), left in place."""
+        with self._lock:
+            return value.get(time)
+
     def take(self, value: dict[int, Any], time: int) -> Any:
         """Remove and return batch ``time``'s entry (``None`` if no task reported one)."""
         with self._lock:

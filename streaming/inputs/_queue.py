@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from scheduler import Offset, ReplayError, StreamInputInfo, Time
 
 from ..dstream import StreamEnvironment
+from ..spark import has_jvm_rdd
 from ._base import InputDStream
 from ._counting import RowCounter
 
@@ -69,6 +70,25 @@ class QueueInputDStream(InputDStream):
             self._items[i] = None
         self._freed = max(self._freed, below)
 
+    def generates_on_loop(self, time: Time) -> bool:
+        """The graph's hook (not for users): yes when batch ``time`` gets the default RDD, made and ready (or its
+        remembered RDD is ready): no queued item to take, nothing to persist or checkpoint."""
+        if self._storage_level is not None or self._checkpoint_interval is not None:
+            return False
+        remembered = self._generated.get(time)
+        if remembered is not None:
+            return has_jvm_rdd(remembered)
+        if self.replaying:
+            found = self._ranges.get(time)
+            if found is None:  # the thread's path warns about it
+                return False
+            begin, end = self._position(found[0]), self._position(found[1])
+            if end != begin or end > len(self._items):
+                return False
+        elif self._next_end(self._taken) > self._taken:
+            return False
+        return has_jvm_rdd(self._default)
+
     def _compute(self, time: Time) -> RDD[Any] | None:
         if self.replaying:
             found = self._range_of(time)
@@ -100,12 +120,13 @@ class QueueInputDStream(InputDStream):
             return self._row_counter.wrap(self._env.spark_context, rdd, time.milliseconds)
         if tracker is not None:
             tracker.report_info(time, StreamInputInfo(self.id, 0))  # the default is not new input
-        sc = self._env.spark_context
+        # The SparkContext only to make the default (it may start one): a made default is handed
+        # out as it is, also on the event loop (see generates_on_loop).
         if self._default is None:
             # One empty single-partition RDD for every empty batch, made once as Spark does: a
             # new one per batch would cost a py4j round trip in every generation.
-            self._default = sc.parallelize([], 1)
+            self._default = self._env.spark_context.parallelize([], 1)
         elif isinstance(self._default, list):
-            self._default = sc.parallelize(self._default)
+            self._default = self._env.spark_context.parallelize(self._default)
         default: RDD[Any] = self._default
         return default

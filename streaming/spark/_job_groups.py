@@ -7,7 +7,7 @@ a py4j hook does it lazily, installed while some context uses it and removed aft
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
 
 from scheduler import library_logger
 
@@ -16,10 +16,14 @@ from ._py4j import clear_job_group, gateway_client
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["JobGroupHook", "cancel_job_group", "job_group_hook", "run_in_job_group"]
+__all__ = ["JobGroupHook", "Label", "cancel_job_group", "job_group_hook", "run_in_job_group"]
 
 _job_thread = threading.local()
 """On a job thread, ``pending``: the (context, group, description) to set before its next py4j call."""
+
+Label = Union[str, Callable[[], str]]
+"""A job group or description: the text, or a function making it when the job first calls Spark (most jobs of a
+no-op or local output never do, and pay nothing for the text)."""
 
 
 class JobGroupHook:
@@ -84,7 +88,8 @@ class JobGroupHook:
             if pending is not None:
                 _job_thread.pending = None  # first: setJobGroup's own call comes back through here
                 context, group, description = pending
-                context.setJobGroup(group, description, True)
+                context.setJobGroup(group if isinstance(group, str) else group(),
+                                    description if isinstance(description, str) else description(), True)
             return send(*args, **kwargs)
 
         self._client, self._original, self._wrapper = client, send, send_command
@@ -101,8 +106,9 @@ class JobGroupHook:
         else:
             del client.send_command  # the class's own method shows through again
 
-    def run_in_group(self, sc: SparkContext, group: str, description: str, func: Any, args: tuple[Any, ...]) -> Any:
-        """Call ``func(*args)`` on this thread with ``group`` pending for its first py4j call."""
+    def run_in_group(self, sc: SparkContext, group: Label, description: Label, func: Any, args: tuple[Any, ...]) -> Any:
+        """Call ``func(*args)`` on this thread with ``group`` pending for its first py4j call (a function label is
+        called then, and only if that call comes)."""
         _job_thread.pending = (sc, group, description)
         try:
             return func(*args)

@@ -9,7 +9,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from ._job_groups import JobGroupHook, job_group_hook
+from ._job_groups import JobGroupHook, Label, job_group_hook
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
@@ -41,8 +41,11 @@ class SparkJobThreads:
         self._holding = False
         self._lock = threading.Lock()
 
-    def submit(self, sc: SparkContext, group: str, description: str, func: Callable[..., T], *args: Any) -> Future[T]:
+    def submit(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> Future[T]:
         """Start ``func(*args)`` on a job thread in ``group`` (queued while every thread is busy).
+
+        ``group`` and ``description`` may be functions making the text: called on the job thread
+        before the job's first py4j call, not at all by a job that makes none.
 
         Raises:
             RuntimeError: the pool was shut down.

@@ -7,12 +7,13 @@ for a pyspark ``RDD`` built in Python.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark import RDD  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["build_jvm_rdd"]
+__all__ = ["build_jvm_rdd", "has_jvm_rdd"]
 
 
 def build_jvm_rdd(rdd: RDD[Any]) -> None:
@@ -31,3 +32,13 @@ def build_jvm_rdd(rdd: RDD[Any]) -> None:
         rdd.id()  # a PipelinedRDD's id is its JVM RDD's: reading it makes the JVM RDD
     except Exception:  # reported by the job, which meets the same error
         pass
+
+
+def has_jvm_rdd(rdd: Any) -> bool:
+    """Whether ``rdd`` is a pyspark RDD whose JVM RDD and id exist already: :func:`build_jvm_rdd` then makes no py4j call.
+
+    A plain ``RDD`` reads its id from the JVM when it is made; a ``PipelinedRDD`` the first time
+    its id is read (:func:`build_jvm_rdd`). Anything else is not known to be ready: no.
+    """
+    module = sys.modules.get("pyspark")  # not imported: no pyspark RDD exists
+    return module is not None and isinstance(rdd, module.RDD) and getattr(rdd, "_id", None) is not None

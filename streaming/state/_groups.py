@@ -118,12 +118,15 @@ class StateOperatorStats:
     all_removals_time_ms: int = 0
     working_copy_hits: int = 0
     working_copy_misses: int = 0
+    partitions: int = 0
+    """The partitions that reported, as a bit set (bit ``p`` for partition ``p``); merged by union, not summed."""
 
     def merge(self, other: StateOperatorStats | None) -> StateOperatorStats:
-        """These numbers and ``other``'s together."""
+        """These numbers and ``other``'s together (the partitions: both sets)."""
         if other is None:
             return self
-        return StateOperatorStats(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True)))
+        summed = (a + b for a, b in zip(attrs.astuple(self)[:-1], attrs.astuple(other)[:-1], strict=True))
+        return attrs.evolve(StateOperatorStats(*summed), partitions=self.partitions | other.partitions)
 
     def progress(self, operator_name: str, num_shuffle_partitions: int) -> StateOperatorProgress:
         """As Spark's ``StateOperatorProgress`` of a batch's progress."""
@@ -160,7 +163,7 @@ def run_batch(provider: StateStoreProvider, batch_id: int, records: Iterable[tup
         rows, result.num_rows_updated, result.num_rows_removed, result.num_rows_dropped_by_watermark,
         metrics.memory_used_bytes, metrics.commit_time_ms, result.num_timeouts, 1,
         result.updates_ns // 1_000_000, result.removals_ns // 1_000_000,
-        int(store.loaded_from == "working copy"), int(store.loaded_from == "checkpoint"))
+        int(store.loaded_from == "working copy"), int(store.loaded_from == "checkpoint"), 1 << provider.partition_id)
 
 
 def initial_state_by_key(pairs: Iterable[tuple[Any, Any]]) -> dict[bytes, tuple[Any, Any]]:

@@ -16,7 +16,7 @@ import attrs
 from ._partition_files import PartitionFiles
 from ._protocol import NO_TIMESTAMP, StateRow
 from ._store_format import REMOVED, StateStoreError
-from ._working_copy import apply_changes
+from ._working_copy import write_row
 
 __all__ = [
     "StateStore",
@@ -60,6 +60,8 @@ class StateStore:
         self._parent = parent
         self._loaded_from = loaded_from
         self._changes: dict[bytes, tuple[bytes | None, int]] = {}
+        self._exists: dict[bytes, bool] = {}  # keys this batch read or wrote: whether they have a row now
+        self._rows = int(conn.execute("SELECT rows FROM meta").fetchone()[0])  # the count, with this batch's changes
         self._open = True
 
     @property
@@ -82,6 +84,7 @@ class StateStore:
         self._check_open()
         _check_bytes("key", key)
         row = self._conn.execute("SELECT value, timeout FROM state WHERE key = ?", (key,)).fetchone()
+        self._exists[key] = row is not None
         return None if row is None else (row[0], row[1])
 
     def put(self, key: bytes, value: bytes | None, timeout_ms: int) -> None:
@@ -92,14 +95,16 @@ class StateStore:
             _check_bytes("value", value)
         if not isinstance(timeout_ms, int) or (timeout_ms < 0 and timeout_ms != NO_TIMESTAMP):
             raise ValueError(f"a timeout is epoch ms >= 0 or NO_TIMESTAMP, got {timeout_ms!r}")
-        apply_changes(self._conn, [(key, value, timeout_ms)])
+        self._rows += write_row(self._conn, key, value, timeout_ms, self._exists.get(key))
+        self._exists[key] = True
         self._changes[key] = (value, timeout_ms)
 
     def remove(self, key: bytes) -> None:
         """Delete the row under ``key``."""
         self._check_open()
         _check_bytes("key", key)
-        apply_changes(self._conn, [(key, None, REMOVED)])
+        self._rows += write_row(self._conn, key, None, REMOVED, self._exists.get(key))
+        self._exists[key] = False
         self._changes[key] = (None, REMOVED)
 
     def due(self, threshold_ms: int) -> list[tuple[bytes, StateRow]]:
@@ -108,6 +113,8 @@ class StateStore:
         rows = self._conn.execute(
             f"SELECT key, value, timeout FROM state WHERE timeout != {NO_TIMESTAMP} AND timeout < ? ORDER BY timeout, key",
             (threshold_ms,)).fetchall()
+        for key, _, _ in rows:
+            self._exists[key] = True
         return [(key, (value, timeout)) for key, value, timeout in rows]
 
     def __iter__(self) -> Iterator[tuple[bytes, StateRow]]:
@@ -119,7 +126,7 @@ class StateStore:
     def __len__(self) -> int:
         """Rows held now."""
         self._check_open()
-        return int(self._conn.execute("SELECT rows FROM meta").fetchone()[0])
+        return self._rows
 
     def commit(self) -> int:
         """Write version ``version + 1``: its delta file (durably), then the working copy; returns the new version."""
@@ -130,8 +137,8 @@ class StateStore:
             changes = [(key, value, timeout) for key, (value, timeout) in self._changes.items()]
             payload = self._parent + pickle.dumps(changes, protocol=5)
             self._files.write_delta(new, payload)
-            self._conn.execute("UPDATE meta SET version = ?, digest = ?", (new, hashlib.sha256(payload).digest()))
-            rows = int(self._conn.execute("SELECT rows FROM meta").fetchone()[0])
+            rows = self._rows
+            self._conn.execute("UPDATE meta SET version = ?, digest = ?, rows = ?", (new, hashlib.sha256(payload).digest(), rows))
             self._conn.execute("COMMIT")
         except BaseException:
             self._abort()

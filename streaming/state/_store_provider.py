@@ -101,6 +101,7 @@ class StateStoreProvider:
         min_versions_to_retain: keep what loading any of the newest this many versions needs.
 
     Attributes:
+        partition_id: the partition.
         directory: the partition's durable files under the checkpoint.
         identity: what the working copy records as its owner (the checkpoint, operator, partition).
         working_copy: the SQLite file, in the private directory.
@@ -116,6 +117,7 @@ class StateStoreProvider:
         if snapshot_every < 1 or min_versions_to_retain < 1:
             raise ValueError("snapshot_every and min_versions_to_retain must be at least 1")
         root = task_checkpoint_path(checkpoint_root)
+        self.partition_id = partition_id
         self._files = PartitionFiles(root / "state" / str(operator_id) / str(partition_id))
         self.directory = self._files.directory
         where = str(Path(root).resolve()) if root.is_local else root.path

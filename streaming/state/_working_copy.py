@@ -14,6 +14,7 @@ from ._store_format import REMOVED, Change
 __all__ = [
     "apply_changes",
     "open_working_copy",
+    "write_row",
 ]
 
 
@@ -43,16 +44,25 @@ def open_working_copy(path: Path) -> sqlite3.Connection:
 
 
 def apply_changes(conn: sqlite3.Connection, changes: list[Change]) -> None:
-    """Apply ``changes`` (a delta's, or one write of a batch) to the rows and their count, in the caller's transaction."""
+    """Apply ``changes`` (a delta's) to the rows and their count, in the caller's transaction."""
     rows = 0
     for key, value, timeout in changes:
-        existed = conn.execute("SELECT 1 FROM state WHERE key = ?", (key,)).fetchone() is not None
-        if timeout == REMOVED:
-            if existed:
-                conn.execute("DELETE FROM state WHERE key = ?", (key,))
-                rows -= 1
-        else:
-            conn.execute("INSERT INTO state VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value, "
-                         "timeout = excluded.timeout", (key, value, timeout))
-            rows += 0 if existed else 1
+        rows += write_row(conn, key, value, timeout)
     conn.execute("UPDATE meta SET rows = rows + ?", (rows,))
+
+
+def write_row(conn: sqlite3.Connection, key: bytes, value: bytes | None, timeout: int, existed: bool | None = None) -> int:
+    """Write one change to the rows (not their count); return how the count changes (-1, 0 or 1).
+
+    ``existed``: whether ``key`` has a row now, if the caller knows (else it is looked up).
+    """
+    if existed is None:
+        existed = conn.execute("SELECT 1 FROM state WHERE key = ?", (key,)).fetchone() is not None
+    if timeout == REMOVED:
+        if existed:
+            conn.execute("DELETE FROM state WHERE key = ?", (key,))
+            return -1
+        return 0
+    conn.execute("INSERT INTO state VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value, "
+                 "timeout = excluded.timeout", (key, value, timeout))
+    return 0 if existed else 1

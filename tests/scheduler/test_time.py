@@ -304,6 +304,31 @@ def test_time_ordered_dict_pops_the_oldest_entries_through_a_time() -> None:
     assert d == {}
 
 
+class _AddingTime(Time):
+    """A key whose milliseconds, read by a scan, add an entry to a dict first (another thread's insert, made deterministic)."""
+
+    target: TimeOrderedDict[int] | None = None
+
+    @property  # type: ignore[misc]
+    def milliseconds(self) -> int:  # type: ignore[override]
+        target, _AddingTime.target = _AddingTime.target, None
+        if target is not None:
+            target[Time(9000)] = 9
+        return 1000
+
+
+def test_time_ordered_dict_scans_a_copy_when_an_entry_is_added_during_the_scan() -> None:
+    """The in-order scan runs over the dict itself; an insert during it (another thread) makes it scan a copy instead."""
+    d: TimeOrderedDict[int] = TimeOrderedDict()
+    d[Time(500)] = 5
+    key = object.__new__(_AddingTime)
+    dict.__setitem__(d, key, 1)
+    d[Time(2000)] = 2
+    _AddingTime.target = d
+    assert d.pop_through(1500) == [(Time(500), 5), (key, 1)]
+    assert list(d) == [Time(2000), Time(9000)]
+
+
 def test_time_ordered_dict_finds_entries_added_out_of_order() -> None:
     """A past time added late (a window computing an old parent batch) is still dropped on time, and order comes back."""
     d: TimeOrderedDict[int] = TimeOrderedDict()

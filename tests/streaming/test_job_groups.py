@@ -69,6 +69,25 @@ def test_a_pending_group_is_set_before_the_first_command_only() -> None:
     assert client.sent == [("setJobGroup g-1", None), ("first", "g-1"), ("second", "g-1"), ("outside a job", "g-1")]
 
 
+def test_label_functions_are_called_only_by_a_job_that_calls_spark() -> None:
+    """A group or description given as a function is made once, at the job's first py4j call; a job without one never makes it."""
+    client, hook = FakeClient(), JobGroupHook()
+    sc: Any = FakeSparkContext(client)
+    made: list[str] = []
+
+    def label(text: str) -> Any:
+        return lambda: made.append(text) or text
+
+    hook.acquire(sc)
+    try:
+        hook.run_in_group(sc, label("g-quiet"), label("quiet"), lambda: None, ())
+        hook.run_in_group(sc, label("g-2"), label("batch 2"), lambda: (client.send_command("a"), client.send_command("b")), ())
+    finally:
+        hook.release()
+    assert made == ["g-2", "batch 2"]
+    assert client.sent == [("setJobGroup g-2", None), ("a", "g-2"), ("b", "g-2")]
+
+
 def test_a_wrapper_someone_installed_after_us_is_left_in_place() -> None:
     """release() does not remove a send_command that another library wrapped around ours."""
     client, hook = FakeClient(), JobGroupHook()

@@ -215,3 +215,40 @@ def test_output_modes_are_checked_as_spark_checks_them(spark_context: Any) -> No
                                                    r"'complete', 'update'$"):
         pairs.flatMapGroupsWithState(heartbeat, "sometimes")
     ssc.stop(stopSparkContext=False)
+
+
+def count_values(key: str, values: Iterator[int], state: GroupState) -> Iterator[tuple[str, int]]:
+    """The running count of a key."""
+    state.update((state.getOption or 0) + sum(values))
+    yield (key, state.get)
+
+
+@pytest.mark.parametrize("reads_state", [True, False])
+def test_the_operators_own_output_runs_last_and_a_spark_job_only_for_partitions_no_output_computed(
+        spark_context: Any, tmp_path: Path, reads_state: bool) -> None:
+    """The user's output is operation 0, the operator's own 1: no Spark job if the user's collect ran all partitions, else one."""
+    clock = ManualClock(0)
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+    stream = ssc.queueStream([spark_context.parallelize(b, 2) for b in (["a", "b", "c"], ["a"])], oneAtATime=True)
+    counts = stream.map(lambda k: (k, 1)).flatMapGroupsWithState(count_values, "update", "NoTimeout", numPartitions=2)
+    groups: list[str] = []
+    seen: dict[int, list[Any]] = {}
+
+    def output(time: Any, rdd: Any) -> None:
+        groups.append(rdd.context.getLocalProperty("spark.jobGroup.id"))
+        seen[len(seen)] = sorted(rdd.collect())
+
+    (counts if reads_state else stream).foreachRDD(output)
+    ssc.checkpoint(str(tmp_path / "ck"))
+    assert run_batches(ssc, clock, 2) == []
+    assert [g.rsplit("-", 1)[1] for g in groups] == ["0", "0"]
+    own = [list(spark_context.statusTracker().getJobIdsForGroup(g.rsplit("-", 1)[0] + "-1")) for g in groups]
+    if reads_state:
+        assert seen == {0: [("a", 1), ("b", 1), ("c", 1)], 1: [("a", 2)]}
+        assert own == [[], []]
+    else:
+        assert seen == {0: ["a", "b", "c"], 1: ["a"]}
+        assert all(len(jobs) == 1 for jobs in own)
+    progress = ssc.runtime.recent_progress
+    assert [p.state_operators[0].num_rows_total for p in progress] == [3, 3]
+    assert [p.state_operators[0].num_rows_updated for p in progress] == [3, 1]

@@ -152,20 +152,25 @@ def test_maintenance_waits_for_a_load_in_progress(tmp_path: Path, ck: str) -> No
                 min_size=1, max_size=8))
 def test_any_sequence_of_batches_reads_back_like_a_dict(tmp_path_factory: pytest.TempPathFactory,
                                                        batches: list[list[tuple[bytes, bytes | None, int]]]) -> None:
-    """A model: each batch puts (value, timeout) or removes (value None and timeout -1); every version equals the model's."""
+    """A model: each batch puts (value, timeout) or removes (value None and timeout -1), some after a get; every
+    version, and the row count after each write, equals the model's."""
     root = tmp_path_factory.mktemp("store")
     p = StateStoreProvider(root / "ck", 1, 0, local_dir=root / "local", snapshot_every=3)
     model: dict[bytes, tuple[bytes | None, int]] = {}
     history = [dict(model)]
     for version, batch in enumerate(batches):
         store = p.load(version)
+        assert len(store) == len(model)
         for key, value, timeout in batch:
+            if timeout % 2:  # read first: the write then knows whether the key has a row
+                assert store.get(key) == model.get(key)
             if value is None and timeout == -1:
                 store.remove(key)
                 model.pop(key, None)
             else:
                 store.put(key, value, timeout)
                 model[key] = (value, timeout)
+            assert len(store) == len(model)
         store.commit()
         p.maintenance()
         history.append(dict(model))
@@ -200,3 +205,26 @@ def test_the_partition_count_of_a_checkpoint_is_kept(tmp_path: Path, ck: str) ->
     task_checkpoint_path(f"{ck}/state/0/partitions").write_replacing(b"four")
     with pytest.raises(StateStoreError, match=r"partitions does not hold a partition count"):
         keep_partition_count(ck, 0, 4)
+
+
+def test_a_write_after_a_read_of_its_key_is_one_statement(tmp_path: Path, ck: str) -> None:
+    """A batch's get then put of a key runs one SELECT and one INSERT; the row count is written once, at the commit."""
+    p = provider(tmp_path, ck)
+    store = p.load(0)
+    store.put(b"a", b"1", NO_TIMESTAMP)
+    store.commit()
+    store = p.load(1)
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    store.get(b"a")
+    store.put(b"a", b"2", NO_TIMESTAMP)
+    store.get(b"b")
+    store.put(b"b", b"1", NO_TIMESTAMP)
+    store.remove(b"a")
+    assert [s.split()[0] for s in statements] == ["SELECT", "INSERT", "SELECT", "INSERT", "DELETE"]
+    assert len(store) == 1
+    store._conn.set_trace_callback(None)
+    store.commit()
+    store = p.load(2)
+    assert len(store) == 1
+    store.abort()

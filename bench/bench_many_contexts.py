@@ -1,0 +1,303 @@
+"""Many pipelines in one service: what each of 1, 10, 20 and 50 StreamingContexts on one SparkContext costs.
+
+One asyncio service holds N contexts (``async with``, started with ``start_async``: not exclusive)
+on one embedded local[2] SparkContext. Each is a small pipeline at 1 s batches: a queue of
+100-number lists, a ``map`` and a ``foreachRDD`` that counts the RDD (one Spark job per batch;
+``--output none`` builds the RDD and runs no job: the driver's side alone). Each level runs
+``--warmup`` batches per context, then two windows of ``--batches`` batches each: the first
+alone, for CPU; the second beside a host ticker on the same loop (``bench_host_loop``'s: sleep
+5 ms, record how late each wake-up is). Per level, the JSON holds:
+
+* ``driver_cpu_ms_per_context_batch``: this process's CPU (``time.process_time``) over the first
+  window (at least 30 batches over all contexts, so one context runs 30) divided by the batches
+  the contexts completed in it (the JVM and Python workers are other processes:
+  ``jvm_cpu_ms_per_context_batch`` beside it); ``driver_cpu_ms_per_context_second`` divides by
+  contexts times seconds instead. The two agree while Spark keeps up; once it does not
+  (``processing_delay_ms`` over the interval), batches are generated faster than they complete
+  and the first counts the generating of queued batches against the few that completed;
+* ``memory_kib_per_context``: Python memory (``tracemalloc``, traced from before the contexts
+  were made to the end of warm-up, after a collection) per context; RSS growth beside it;
+* ``scheduling_delay_ms`` and ``processing_delay_ms``: p50/p99/max over every batch of both
+  windows, from ``BatchInfo``;
+* ``host_loop_lateness_ms``: the ticker's p50/p99/max (``bench_host_loop``'s budget: p99 <= 5 ms,
+  max <= 20 ms);
+* ``threads`` (Python threads, by name) and ``jvm_threads`` alive during the run beyond those of
+  the process before its first context (idle threads of a pool an earlier level grew count
+  too), and ``loop_tasks`` (tasks on the loop).
+
+An unmeasured level of one context runs first (imports and Spark's first jobs happen once per
+process). The machine's load average is printed beside every level. Targets (issue 28): per-context driver
+CPU and memory flat from 1 to 50 contexts (largest / smallest <= 1.3), and at 20 contexts a
+scheduling delay p99 under 10% of the batch interval and the host loop within bench_host_loop's
+budget. Run: ``python bench/bench_many_contexts.py [--levels 1,10,20,50 --batches 10]`` (about
+3 minutes with the defaults on a quiet machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import gc
+import json
+import os
+import re
+import statistics
+import sys
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TICK_S = 0.005
+BATCH_S = 1
+RECORDS = 100
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+BASE: list[Any] = [0, None]
+"""Python and JVM threads of the process once Spark runs, before any context: the levels count threads beyond these."""
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def load() -> list[float]:
+    """The machine's load average (1, 5, 15 minutes)."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def rss_bytes() -> int:
+    """This process's resident set size."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+def jvm_pid() -> int | None:
+    """The pid of the JVM this process started (the embedded Spark's gateway): a child running java."""
+    me = str(os.getpid())
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if fields[1] == me and "java" in Path(f"/proc/{entry}/comm").read_text():
+                return int(entry)
+        except OSError:
+            continue
+    return None
+
+
+def jvm_cpu_s(pid: int | None) -> float:
+    """The JVM's CPU seconds so far (user + system), 0 when it is unknown."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def jvm_threads(pid: int | None) -> int | None:
+    """How many threads the JVM has."""
+    return None if pid is None else len(os.listdir(f"/proc/{pid}/task"))
+
+
+def quantiles(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"count": 0}
+    return {"count": len(values), "p50_ms": round(statistics.median(values), 2), "p99_ms": round(percentile(values, 0.99), 2),
+            "max_ms": round(max(values), 2)}
+
+
+class Ticker:
+    """bench_host_loop's ticker: sleeps 5 ms at a time and records how late each wake-up is, until stopped."""
+
+    def __init__(self) -> None:
+        self.lateness_ms: list[float] = []
+        self.running = True
+
+    async def run(self) -> None:
+        while self.running:
+            asked = time.perf_counter()
+            await asyncio.sleep(TICK_S)
+            self.lateness_ms.append((time.perf_counter() - asked - TICK_S) * 1000)
+
+
+class Delays:
+    """Records each completed batch's scheduling delay (an on-loop listener: the cheapest kind)."""
+
+    run_on_loop = True
+
+    def __init__(self) -> None:
+        self.completed = 0
+        self.wanted = 0
+        self.reached = asyncio.Event()
+        self.recording = False
+        self.delays_ms: list[float] = []
+        self.processing_ms: list[float] = []
+
+    def on_batch_completed(self, event: Any) -> None:
+        self.completed += 1
+        if self.completed >= self.wanted:
+            self.reached.set()
+        info = event.batch_info
+        if self.recording and info.scheduling_delay is not None and info.processing_delay is not None:
+            self.delays_ms.append(info.scheduling_delay.milliseconds)
+            self.processing_ms.append(info.processing_delay.milliseconds)
+
+
+async def idle_ticker(seconds: float) -> list[float]:
+    """The ticker's lateness on an idle loop (what this machine gives a loop with nothing else to do)."""
+    ticker = Ticker()
+    task = asyncio.ensure_future(ticker.run())
+    await asyncio.sleep(seconds)
+    ticker.running = False
+    await task
+    return ticker.lateness_ms
+
+
+def counter(rdd: Any) -> None:
+    rdd.count()
+
+
+def no_job(rdd: Any) -> None:
+    pass
+
+
+OUTPUTS = {"count": counter, "none": no_job}
+
+
+async def wait_completed(recorders: list[Delays], batches: int) -> None:
+    """Until every context completed ``batches`` batches."""
+    for r in recorders:
+        r.wanted = batches
+        if r.completed < batches:
+            r.reached.clear()
+            await r.reached.wait()
+
+
+async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None, output: str) -> dict[str, Any]:
+    """N contexts in one service: warm up, then measure a window of ``batches`` batches each."""
+    from streaming import StreamingContext
+
+    total = warmup + max(batches, 30) + batches + 20
+    gc.collect()
+    tracemalloc.start()
+    traced_before = tracemalloc.get_traced_memory()[0]
+    rss_before = rss_bytes()
+    tasks_before = len(asyncio.all_tasks())
+    recorders = [Delays() for _ in range(n)]
+    async with contextlib.AsyncExitStack() as stack:
+        contexts = []
+        for i in range(n):
+            ssc = await stack.enter_async_context(StreamingContext(sc, BATCH_S, queryName=f"tenant-{i}"))
+            data = [list(range(RECORDS))] * total  # the queue copies each list: the same input per context
+            ssc.queueStream(data).map(lambda x: x * 2).foreachRDD(OUTPUTS[output])
+            ssc.addStreamingListener(recorders[i])
+            contexts.append(ssc)
+        for ssc in contexts:
+            await ssc.start_async()
+        await wait_completed(recorders, warmup)
+        gc.collect()
+        traced = tracemalloc.get_traced_memory()[0] - traced_before
+        tracemalloc.stop()
+        rss = rss_bytes() - rss_before
+        # Window 1, CPU: nothing else on the loop. Window 2, lateness: the host's ticker beside the contexts.
+        done_before = sum(r.completed for r in recorders)
+        for r in recorders:
+            r.recording = True
+        load_before = load()
+        cpu0, wall0, jvm0 = time.process_time(), time.perf_counter(), jvm_cpu_s(jvm)
+        cpu_batches = max(batches, -(-30 // n))  # at least 30 context-batches: few contexts' CPU is small
+        await wait_completed(recorders, warmup + cpu_batches)
+        cpu1, wall1, jvm1 = time.process_time(), time.perf_counter(), jvm_cpu_s(jvm)
+        done = sum(r.completed for r in recorders) - done_before
+        threads = threading.active_count() - BASE[0]  # alive now, less those of a process with Spark and no context
+        names = collections.Counter(re.sub(r"\d+", "N", t.name) for t in threading.enumerate())
+        tasks = len(asyncio.all_tasks()) - tasks_before
+        jvm_threads_now = jvm_threads(jvm)
+        ticker = Ticker()
+        ticking = asyncio.ensure_future(ticker.run())
+        await wait_completed(recorders, warmup + cpu_batches + batches)
+        ticker.running = False
+        await ticking
+        for ssc in contexts:
+            await ssc.stop_async()
+    wall = wall1 - wall0
+    delays = [d for r in recorders for d in r.delays_ms]
+    processing = [d for r in recorders for d in r.processing_ms]
+    return {
+        "contexts": n,
+        "load_average": load_before,
+        "window_s": round(wall, 2),
+        "batches_completed": done,
+        "driver_cpu_ms_per_context_batch": round((cpu1 - cpu0) * 1000 / done, 3),
+        "driver_cpu_ms_per_context_second": round((cpu1 - cpu0) * 1000 / (n * wall), 3),
+        "driver_cpu_share_of_one_core": round((cpu1 - cpu0) / wall, 3),
+        "jvm_cpu_ms_per_context_batch": round((jvm1 - jvm0) * 1000 / done, 3),
+        "memory_kib_per_context": round(traced / 1024 / n, 1),
+        "rss_kib_per_context": round(rss / 1024 / n, 1),
+        "scheduling_delay_ms": {**quantiles(delays), "target_p99_ms": BATCH_S * 1000 * 0.1},
+        "processing_delay_ms": quantiles(processing),
+        "host_loop_lateness_ms": {**quantiles(ticker.lateness_ms), "budget": {"p99_ms": 5, "max_ms": 20}},
+        "threads": threads, "threads_per_context": round(threads / n, 2),
+        "thread_names": dict(names.most_common(8)),
+        "loop_tasks": tasks, "loop_tasks_per_context": round(tasks / n, 2),
+        "jvm_threads": None if jvm_threads_now is None or BASE[1] is None else jvm_threads_now - BASE[1],
+        "load_average_after": load(),
+    }
+
+
+def flatness(levels: list[dict[str, Any]], key: str) -> float | None:
+    values = [lv[key] for lv in levels if lv[key] > 0]
+    return round(max(values) / min(values), 3) if values else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--levels", default="1,10,20,50", help="how many contexts, comma-separated")
+    parser.add_argument("--batches", type=int, default=10, help="batches per context in each window")
+    parser.add_argument("--output", choices=sorted(OUTPUTS), default="count",
+                        help="each batch's output: count the RDD (a Spark job), or none (the RDD is built, no job runs)")
+    parser.add_argument("--warmup", type=int, default=3, help="batches per context before measuring")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from streaming.spark import embedded_spark_context
+
+    sc = embedded_spark_context({"spark.ui.enabled": "false"})
+    sc.setLogLevel("ERROR")
+    sc.parallelize(range(10), 2).count()  # start the Python workers
+    jvm = jvm_pid()
+    BASE[:] = [threading.active_count(), jvm_threads(jvm)]
+    out: dict[str, Any] = {"load_average_before": load(), "cpus": os.cpu_count(), "batch_interval_s": BATCH_S,
+                           "records_per_batch": RECORDS, "output": args.output, "warmup_batches": args.warmup,
+                           "window_batches": args.batches}
+    out["idle_loop_lateness_ms"] = {**quantiles(asyncio.run(idle_ticker(3.0))), "load_average": load()}
+    asyncio.run(one_level(sc, 1, 2, 1, jvm, args.output))  # unmeasured: imports and Spark's first jobs are once per process
+    levels = []
+    for n in (int(x) for x in args.levels.split(",")):
+        level = asyncio.run(one_level(sc, n, args.warmup, args.batches, jvm, args.output))
+        print(json.dumps(level), file=sys.stderr, flush=True)
+        levels.append(level)
+    out["levels"] = levels
+    out["flatness"] = {
+        "driver_cpu_largest_over_smallest": flatness(levels, "driver_cpu_ms_per_context_batch"),
+        "driver_cpu_per_second_largest_over_smallest": flatness(levels, "driver_cpu_ms_per_context_second"),
+        "memory_largest_over_smallest": flatness(levels, "memory_kib_per_context"),
+        "target": 1.3,
+    }
+    out["load_average_after"] = load()
+    sc.stop()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
