@@ -224,28 +224,11 @@ def median_of(batches: list[dict[str, int]], key: str, skip: int) -> float:
 
 def platform_thread_hops_ms(rounds: int = 3000) -> dict[str, float]:
     """Wall and CPU ms for two loop -> thread -> loop round trips (each woken by the thread's future), median of 3 runs."""
-    import asyncio
-    from concurrent.futures import ThreadPoolExecutor
+    from bench.bench_noop_floor import floor
 
-    def nothing() -> None:
-        return None
-
-    async def run() -> tuple[float, float]:
-        first, second = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
-        try:
-            for _ in range(200):
-                await asyncio.wrap_future(first.submit(nothing))
-            wall, cpu = time.perf_counter(), time.process_time()
-            for _ in range(rounds):
-                await asyncio.wrap_future(first.submit(nothing))
-                await asyncio.wrap_future(second.submit(nothing))
-            return (time.perf_counter() - wall) / rounds * 1000, (time.process_time() - cpu) / rounds * 1000
-        finally:
-            first.shutdown()
-            second.shutdown()
-
-    runs = [asyncio.run(run()) for _ in range(3)]
-    return {"wall_ms": round(statistics.median(w for w, _ in runs), 4), "cpu_ms": round(statistics.median(c for _, c in runs), 4)}
+    runs = [floor(rounds) for _ in range(3)]
+    return {"wall_ms": round(statistics.median(r["wall_us"] for r in runs) / 1000, 4),
+            "cpu_ms": round(statistics.median(r["cpu_us"] for r in runs) / 1000, 4)}
 
 
 def ours_engine_ms_per_batch(sc: Any, batches: int) -> dict[str, float]:

@@ -16,7 +16,6 @@ import pytest
 from listeners import (
     BatchCompleted,
     BatchInfo,
-    BatchRecord,
     BatchStarted,
     BatchSubmitted,
     ListenerBusStatistics,
@@ -1002,16 +1001,9 @@ def test_a_plain_listener_gets_every_event_it_handles_in_order_and_is_not_queued
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_batch_info_no_listener_reads_is_never_built(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_info_no_listener_reads_is_never_built(backend: str, built_batch_infos: list[BatchInfo]) -> None:
     """Inline, on-loop and threaded listeners keeping BatchCompleted unread build no BatchInfo; one read builds one, shared."""
-    built: list[BatchInfo] = []
-    original = BatchRecord.batch_info
-
-    def counting(self: BatchRecord) -> BatchInfo:
-        built.append(original(self))
-        return built[-1]
-
-    monkeypatch.setattr(BatchRecord, "batch_info", counting)
+    built = built_batch_infos
 
     class Inline(Recorder):
         run_inline = True

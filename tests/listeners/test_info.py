@@ -228,16 +228,9 @@ def test_a_record_counts_records_and_failures_and_keeps_every_operation() -> Non
     assert BatchCompleted(BatchInfo.from_job_set(job_set)).record.operations == record.operations
 
 
-def test_an_event_builds_its_batch_info_once_and_only_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_event_builds_its_batch_info_once_and_only_when_read(built_batch_infos: list[BatchInfo]) -> None:
     """No BatchInfo is built until batch_info is read; every later read gives the same object, built once."""
-    built: list[BatchInfo] = []
-    original = BatchRecord.batch_info
-
-    def counting(self: BatchRecord) -> BatchInfo:
-        built.append(original(self))
-        return built[-1]
-
-    monkeypatch.setattr(BatchRecord, "batch_info", counting)
+    built = built_batch_infos
     event = BatchCompleted.of_record(BatchRecord(completed_job_set(fail_first=False)))
     assert event.record.num_records == 17 and built == []
     first = event.batch_info
