@@ -51,20 +51,15 @@ import json
 import os
 import statistics
 import sys
-import threading
 import time
 from operator import add
 from typing import Any, Callable, Generator, Iterator
 
 from bench._kafka_writers import ROOT, TOPIC, WORDS_PER_LINE, Writer, WriterError, make_lines
+from bench.bench_vs_pyspark import load, run_program
 
 INTERVAL_MS = 1000
 MAX_RATE_KEY = "spark.streaming.kafka.maxRatePerPartition"
-
-
-def load() -> list[float]:
-    """The 1, 5 and 15 minute load averages now."""
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 # -- the floor: RangeReader alone, and a plain Spark job over the same ranges --
@@ -204,47 +199,6 @@ def kafka_values(stream: Any) -> Any:
 # -- running one step --
 
 
-def batch_recorder(wanted: int) -> Any:
-    """A pyspark-style listener recording each batch's delays and its output operations' durations."""
-    from pyspark.streaming.listener import StreamingListener
-
-    class Recorder(StreamingListener):
-        def __init__(self) -> None:
-            super().__init__()
-            self.batches: list[dict[str, Any]] = []
-            self.done = threading.Event()
-
-        def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803
-            info = batchCompleted.batchInfo()
-            ops = sorted(info.outputOperationInfos().items())
-            self.batches.append({
-                "scheduling": info.schedulingDelay(), "processing": info.processingDelay(),
-                "failed": sum(1 for _, op in ops if op.failureReason()),
-                "failure": next((op.failureReason()[:400] for _, op in ops if op.failureReason()), None),
-                "ops_ms": [op.endTime() - op.startTime() for _, op in ops]})
-            if len(self.batches) >= wanted:
-                self.done.set()
-
-    return Recorder()
-
-
-def run_batches(sc: Any, wanted: int, build: Callable[[Any], None], timeout: float) -> list[dict[str, Any]]:
-    """Run ``build(ssc)`` on a 1 s context until ``wanted`` batches completed; their records."""
-    from streaming import StreamingContext
-
-    ssc = StreamingContext(sc, INTERVAL_MS / 1000)
-    recorder = batch_recorder(wanted)
-    ssc.addStreamingListener(recorder)
-    build(ssc)
-    ssc.start()
-    try:
-        if not recorder.done.wait(timeout):
-            raise RuntimeError(f"only {len(recorder.batches)} of {wanted} batches in {timeout} s")
-    finally:
-        ssc.stop(stopSparkContext=False, stopGraceFully=False)
-    return list(recorder.batches[:wanted])
-
-
 def assess(batches: list[dict[str, Any]], seen: list[int], rate: int, warmup: int) -> dict[str, Any]:
     """Whether ``rate`` was sustained (the module's definition) over the batches after ``warmup``."""
     measured = batches[warmup:]
@@ -268,8 +222,8 @@ def socket_step(sc: Any, program: Callable[[list[int]], Callable[[Any], None]], 
     seen: list[int] = []
     wanted = args.warmup + args.batches
     try:
-        batches = run_batches(sc, wanted, lambda ssc: program(seen)(ssc.socketTextStream(
-            "127.0.0.1", writer.info["port"], maxBufferedRecords=max(2 * rate, 100_000))), args.timeout)
+        batches = run_program("ours", sc, INTERVAL_MS / 1000, wanted, lambda ssc: program(seen)(ssc.socketTextStream(
+            "127.0.0.1", writer.info["port"], maxBufferedRecords=max(2 * rate, 100_000))), timeout=args.timeout)
     finally:
         stats = writer.stop()
     step = assess(batches, seen, rate, args.warmup)
@@ -300,7 +254,7 @@ def kafka_step(sc: Any, program: Callable[[list[int]], Callable[[Any], None]], r
         program(seen)(kafka_values(stream) if program is not count_program else stream)
 
     try:
-        batches = run_batches(sc, wanted, build, args.timeout)
+        batches = run_program("ours", sc, INTERVAL_MS / 1000, wanted, build, timeout=args.timeout)
     finally:
         sc._conf.set(MAX_RATE_KEY, previous or "0")  # 0: no cap
         writer.stop()

@@ -135,7 +135,8 @@ def socket_word_count(ssc: Any, port: int, **receiver: Any) -> None:
 
 
 def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
-    """A pyspark-style listener (pyspark's own class, which both engines accept) recording each batch.
+    """A pyspark-style listener (pyspark's own class, which both engines accept) recording each batch:
+    its time, delays, records, failed operations (and the first failure) and each operation's duration.
 
     With ``cpu_after``, it also reads the CPU spent so far (:func:`cpu_now`) when that many batches
     and when ``wanted`` batches have completed (``cpu``: the two readings).
@@ -153,9 +154,13 @@ def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
 
         def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803
             info = batchCompleted.batchInfo()
-            failed = sum(1 for op in info.outputOperationInfos().values() if op.failureReason())
-            self.batches.append({"time": info.batchTime().milliseconds(), "scheduling": info.schedulingDelay(),
-                                 "processing": info.processingDelay(), "records": info.numRecords(), "failed": failed})
+            ops = sorted(info.outputOperationInfos().items())
+            self.batches.append({
+                "time": info.batchTime().milliseconds(), "scheduling": info.schedulingDelay(),
+                "processing": info.processingDelay(), "records": info.numRecords(),
+                "failed": sum(1 for _, op in ops if op.failureReason()),
+                "failure": next((op.failureReason()[:400] for _, op in ops if op.failureReason()), None),
+                "ops_ms": [op.endTime() - op.startTime() for _, op in ops]})
             if cpu_after is not None and len(self.batches) in (cpu_after, wanted) and len(self.cpu) < 2:
                 self.cpu.append(cpu_now())
             if len(self.batches) >= wanted:
