@@ -229,7 +229,10 @@ class StreamingListenerBus:
             self._log.warning("event posted after the bus was closed; ignored", event_type=type(event).__name__)
             return None
         self._posted += 1
-        slots = self._slots
+        return self._serve(event, self._slots)
+
+    def _serve(self, event: StreamingEvent, slots: list[ListenerQueue]) -> list[ListenerQueue] | None:
+        """Hand ``event`` to each of ``slots`` in order; stop at a full queue under BLOCK and return it and the rest."""
         kind = type(event)
         for n, slot in enumerate(slots):
             if slot.inline:
@@ -250,27 +253,11 @@ class StreamingListenerBus:
             slot.accepted += 1
         return None
 
-    async def _post_waiting(self, event: StreamingEvent, slots: list[ListenerQueue]) -> None:
+    async def _post_waiting(self, event: StreamingEvent, slots: list[ListenerQueue] | None) -> None:
         # The first of slots has a full queue (BLOCK): wait for room there, then serve the rest in order.
-        await slots[0].put_waiting(event)
-        for slot in slots[1:]:
-            if slot.inline:
-                slot.deliver_inline(event)
-                continue
-            if type(event) not in slot.handlers:
-                slot.skipped += 1
-                continue
-            try:
-                slot.queue.put_nowait(event)
-            except anyio.WouldBlock:
-                if self.overflow is OverflowPolicy.BLOCK:
-                    await slot.put_waiting(event)
-                else:
-                    slot.drop(event)
-                continue
-            except anyio.ClosedResourceError:
-                continue
-            slot.accepted += 1
+        while slots is not None:
+            await slots[0].put_waiting(event)
+            slots = self._serve(event, slots[1:])
 
     # -- the running batches, read when asked --
 
