@@ -343,14 +343,9 @@ class _CompletedBatchesFeed:
 
     def __init__(self, history: ContextHistory) -> None:
         self.history = history
-        self.on_streaming_started = history.on_streaming_started
-        self.on_batch_completed = history.on_batch_completed
-        self.on_receiver_started = history.on_receiver_started
-        self.on_receiver_error = history.on_receiver_error
-        self.on_receiver_stopped = history.on_receiver_stopped
-        self.on_query_started = history.on_query_started
-        self.on_query_progress = history.on_query_progress
-        self.on_query_terminated = history.on_query_terminated
+        for event_type, name in HANDLER_NAMES.items():
+            if event_type not in (BatchSubmitted, BatchStarted) and hasattr(history, name):
+                setattr(self, name, getattr(history, name))
 
     def __repr__(self) -> str:
         return f"<ContextHistory {self.history.name} (completed batches; running ones read when asked)>"
