@@ -215,28 +215,19 @@ class _QueryMetrics:
 
     def on_batch_completed(self, event: BatchCompleted) -> None:
         # Called for every batch, inside the bus's post: plain int arithmetic on the event's
-        # BatchRecord (its BatchInfo is never built here), the histograms updated inline, records
-        # keyed by stream id (its label text is made when the registry is scraped). Output
+        # BatchRecord (its BatchInfo is never built here), records keyed by stream id (its
+        # label text is made when the registry is scraped). Output
         # operations are counted from the record's tuple of them and its failure count: one event
         # per batch instead of one more per output operation.
         info, state = event.record, self.state
         began = info.processing_start_ms
         if began is not None:
             submitted = info.submission_ms
-            seconds = (began - submitted) / 1000
-            histogram = state.scheduling
-            histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
-            histogram.sum += seconds
+            state.scheduling.observe((began - submitted) / 1000)
             ended = info.processing_end_ms
             if ended is not None:
-                seconds = (ended - began) / 1000
-                histogram = state.processing
-                histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
-                histogram.sum += seconds
-                seconds = (ended - submitted) / 1000
-                histogram = state.total
-                histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
-                histogram.sum += seconds
+                state.processing.observe((ended - began) / 1000)
+                state.total.observe((ended - submitted) / 1000)
         operations = info.operations
         failures = info.failures
         if failures:
