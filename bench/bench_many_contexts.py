@@ -52,7 +52,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-TICK_S = 0.005
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # run as a script: the bench package beside the project's packages
+
+from bench.bench_host_loop import TICK_S, percentile, ticker  # noqa: E402  (bench_host_loop's ticker, tick and quantile)
+
 BATCH_S = 1
 RECORDS = 100
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -61,12 +65,6 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 BASE: list[Any] = [0, None]
 """Python and JVM threads of the process once Spark runs, before any context: the levels count threads beyond these."""
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The ``q`` quantile (0..1) of ``values``, nearest rank."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
 def load() -> list[float]:
@@ -118,7 +116,7 @@ def quantiles(values: list[float]) -> dict[str, Any]:
 
 
 class Ticker:
-    """bench_host_loop's ticker: sleeps 5 ms at a time and records how late each wake-up is, until stopped."""
+    """bench_host_loop's ticker (its tick, ``TICK_S``) until stopped rather than for a fixed time: how late each wake-up is."""
 
     def __init__(self) -> None:
         self.lateness_ms: list[float] = []
@@ -152,16 +150,6 @@ class Delays:
         if self.recording and info.scheduling_delay is not None and info.processing_delay is not None:
             self.delays_ms.append(info.scheduling_delay.milliseconds)
             self.processing_ms.append(info.processing_delay.milliseconds)
-
-
-async def idle_ticker(seconds: float) -> list[float]:
-    """The ticker's lateness on an idle loop (what this machine gives a loop with nothing else to do)."""
-    ticker = Ticker()
-    task = asyncio.ensure_future(ticker.run())
-    await asyncio.sleep(seconds)
-    ticker.running = False
-    await task
-    return ticker.lateness_ms
 
 
 def counter(rdd: Any) -> None:
@@ -224,10 +212,10 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         names = collections.Counter(re.sub(r"\d+", "N", t.name) for t in threading.enumerate())
         tasks = len(asyncio.all_tasks()) - tasks_before
         jvm_threads_now = jvm_threads(jvm)
-        ticker = Ticker()
-        ticking = asyncio.ensure_future(ticker.run())
+        host = Ticker()
+        ticking = asyncio.ensure_future(host.run())
         await wait_completed(recorders, warmup + cpu_batches + batches)
-        ticker.running = False
+        host.running = False
         await ticking
         for ssc in contexts:
             await ssc.stop_async()
@@ -247,7 +235,7 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         "rss_kib_per_context": round(rss / 1024 / n, 1),
         "scheduling_delay_ms": {**quantiles(delays), "target_p99_ms": BATCH_S * 1000 * 0.1},
         "processing_delay_ms": quantiles(processing),
-        "host_loop_lateness_ms": {**quantiles(ticker.lateness_ms), "budget": {"p99_ms": 5, "max_ms": 20}},
+        "host_loop_lateness_ms": {**quantiles(host.lateness_ms), "budget": {"p99_ms": 5, "max_ms": 20}},
         "threads": threads, "threads_per_context": round(threads / n, 2),
         "thread_names": dict(names.most_common(8)),
         "loop_tasks": tasks, "loop_tasks_per_context": round(tasks / n, 2),
@@ -280,7 +268,7 @@ def main() -> None:
     out: dict[str, Any] = {"load_average_before": load(), "cpus": os.cpu_count(), "batch_interval_s": BATCH_S,
                            "records_per_batch": RECORDS, "output": args.output, "warmup_batches": args.warmup,
                            "window_batches": args.batches}
-    out["idle_loop_lateness_ms"] = {**quantiles(asyncio.run(idle_ticker(3.0))), "load_average": load()}
+    out["idle_loop_lateness_ms"] = {**quantiles(asyncio.run(ticker(3.0))), "load_average": load()}
     asyncio.run(one_level(sc, 1, 2, 1, jvm, args.output))  # unmeasured: imports and Spark's first jobs are once per process
     levels = []
     for n in (int(x) for x in args.levels.split(",")):
