@@ -9,9 +9,10 @@ same way, with the same settings on both sides:
   ``--noop-batches``) at a 100 ms interval on the wall clock. Target ratio <= 0.25. Beside it,
   not in a ratio: ``ours_engine_ms_per_batch``, our no-op program driven flat out on a manual
   clock through the real Spark-backed graph (wall time per batch, median of
-  ``--engine-repeats`` runs; target <= 0.5 ms), and ``platform_thread_hops_ms``, what this
-  machine charges for the two thread round trips a batch needs at least (generation and the job
-  each leave the event loop for a thread and wake it when done).
+  ``--engine-repeats`` runs, each after 50 warm-up batches; target <= 0.5 ms), and
+  ``platform_thread_hops_ms``, what this machine charges for two thread round trips (a batch
+  generated on its thread makes two: generation and the job each leave the event loop for a
+  thread and wake it when done; this no-op batch is generated on the loop and makes one).
 * ``word_count``: one output (flatMap, map, reduceByKey, collect) over 5000 queued lines;
   ``--delay-rounds`` alternating rounds (default 9; the engine going first alternates too). Per
   round: each engine's median processing delay, its CPU per batch (the driver's, this Python
@@ -237,28 +238,11 @@ def platform_thread_hops_ms(rounds: int = 3000) -> dict[str, float]:
 
 
 def ours_engine_ms_per_batch(sc: Any, batches: int) -> dict[str, float]:
-    """Our no-op program driven flat out on a manual clock: wall and CPU milliseconds per batch."""
-    import anyio
+    """Our no-op program driven flat out on a manual clock: wall and CPU milliseconds per batch (``bench_noop_floor``'s run)."""
+    from bench.bench_noop_floor import engine
 
-    from scheduler import ManualClock, Seconds
-    from streaming import StreamingContext
-
-    async def run() -> tuple[float, float]:
-        clock = ManualClock(0)
-        async with StreamingContext(sc, 1, clock=clock) as ssc:
-            noop(ssc, sc, batches)
-            await ssc.start_async()
-            clock.advance(Seconds(10))  # warm up: thread pool, py4j connections
-            await ssc.runtime.wait_until_idle()
-            wall, cpu = time.perf_counter(), time.process_time()
-            clock.advance(Seconds(batches))
-            await ssc.runtime.wait_until_idle()
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            await ssc.stop_async()
-        return wall, cpu
-
-    wall, cpu = anyio.run(run)
-    return {"wall_ms_per_batch": round(wall / batches * 1000, 4), "cpu_ms_per_batch": round(cpu / batches * 1000, 4)}
+    run = engine(sc, batches)
+    return {"wall_ms_per_batch": round(run["wall_us"] / 1000, 4), "cpu_ms_per_batch": round(run["cpu_us"] / 1000, 4)}
 
 
 # -- the socket rate ladder --
