@@ -56,7 +56,7 @@ from operator import add
 from typing import Any, Callable, Generator, Iterator
 
 from bench._kafka_writers import ROOT, TOPIC, WORDS_PER_LINE, Writer, WriterError, make_lines
-from bench.bench_vs_pyspark import load, run_program
+from bench.bench_vs_pyspark import load, ratio, run_program
 
 INTERVAL_MS = 1000
 MAX_RATE_KEY = "spark.streaming.kafka.maxRatePerPartition"
@@ -351,10 +351,6 @@ def alternate(*searches: RateSearch) -> None:
     while not all(s.done for s in searches):
         for one in searches:
             one.advance()
-
-
-def ratio(a: float, b: float) -> float | None:
-    return None if not b else round(a / b, 3)
 
 
 def split_at(sc: Any, rate: int, args: argparse.Namespace) -> dict[str, Any]:
