@@ -42,11 +42,21 @@ class VersionedStore(Protocol):
         """Delete the row under ``key`` (nothing if there is none)."""
         ...
 
-    def due(self, threshold_ms: int) -> list[tuple[bytes, StateRow]]:
+    def due(self, threshold_ms: int, prefix: bytes = b"") -> list[tuple[bytes, StateRow]]:
         """Every row whose timeout is set and strictly less than ``threshold_ms``, earliest timeout first.
+
+        Only rows whose key starts with ``prefix``, when given.
 
         Costs what the due rows cost, not what the store holds (timeouts are indexed).
         """
+        ...
+
+    def scan(self, prefix: bytes) -> list[tuple[bytes, StateRow]]:
+        """Every row whose key starts with ``prefix``, by key; costs what those rows cost (keys are ordered)."""
+        ...
+
+    def last_key(self, prefix: bytes) -> bytes | None:
+        """The greatest key starting with ``prefix``, or None."""
         ...
 
     def __iter__(self) -> Iterator[tuple[bytes, StateRow]]:

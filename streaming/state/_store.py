@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 import attrs
 
 from ._partition_files import PartitionFiles
+from ._processor_rows import prefix_end
 from ._protocol import NO_TIMESTAMP, StateRow
 from ._store_format import REMOVED, StateStoreError
 from ._working_copy import write_row
@@ -107,15 +108,32 @@ class StateStore:
         self._exists[key] = False
         self._changes[key] = (None, REMOVED)
 
-    def due(self, threshold_ms: int) -> list[tuple[bytes, StateRow]]:
-        """Rows with a timeout strictly before ``threshold_ms``, earliest first (through the timeout index)."""
+    def due(self, threshold_ms: int, prefix: bytes = b"") -> list[tuple[bytes, StateRow]]:
+        """Rows with a timeout strictly before ``threshold_ms`` and a key starting with ``prefix``, earliest first (timeout index)."""
         self._check_open()
-        rows = self._conn.execute(
-            f"SELECT key, value, timeout FROM state WHERE timeout != {NO_TIMESTAMP} AND timeout < ? ORDER BY timeout, key",
-            (threshold_ms,)).fetchall()
+        query = f"SELECT key, value, timeout FROM state WHERE timeout != {NO_TIMESTAMP} AND timeout < ?"
+        rows = self._conn.execute(query + _range(prefix) + " ORDER BY timeout, key", (threshold_ms, *_bounds(prefix))).fetchall()
         for key, _, _ in rows:
             self._exists[key] = True
         return [(key, (value, timeout)) for key, value, timeout in rows]
+
+    def scan(self, prefix: bytes) -> list[tuple[bytes, StateRow]]:
+        """Every row whose key starts with ``prefix``, by key (one range of the ordered keys)."""
+        self._check_open()
+        _check_bytes("prefix", prefix)
+        rows = self._conn.execute("SELECT key, value, timeout FROM state WHERE 1" + _range(prefix) + " ORDER BY key",
+                                  _bounds(prefix)).fetchall()
+        for key, _, _ in rows:
+            self._exists[key] = True
+        return [(key, (value, timeout)) for key, value, timeout in rows]
+
+    def last_key(self, prefix: bytes) -> bytes | None:
+        """The greatest key starting with ``prefix``, or None."""
+        self._check_open()
+        _check_bytes("prefix", prefix)
+        row = self._conn.execute("SELECT key FROM state WHERE 1" + _range(prefix) + " ORDER BY key DESC LIMIT 1",
+                                 _bounds(prefix)).fetchone()
+        return None if row is None else bytes(row[0])
 
     def __iter__(self) -> Iterator[tuple[bytes, StateRow]]:
         """Every row, by key."""
@@ -165,6 +183,20 @@ class StateStore:
 
     def __repr__(self) -> str:
         return f"<StateStore {self._files.directory} v{self._version} | {len(self._changes)} changed>"
+
+
+def _range(prefix: bytes) -> str:
+    """The SQL condition of keys starting with ``prefix`` (none for the empty prefix), for :func:`_bounds`' parameters."""
+    if not prefix:
+        return ""
+    return " AND key >= ?" if prefix_end(prefix) is None else " AND key >= ? AND key < ?"
+
+
+def _bounds(prefix: bytes) -> tuple[bytes, ...]:
+    if not prefix:
+        return ()
+    end = prefix_end(prefix)
+    return (prefix,) if end is None else (prefix, end)
 
 
 def _check_bytes(what: str, value: object) -> None:
