@@ -43,7 +43,7 @@ class Monitor(StatefulProcessor):
         self.last = handle.getValueState("last", "value long", ttlDurationMs=self.ttl_ms)
         self.recent = handle.getListState("recent", "value long", ttlDurationMs=self.ttl_ms)
 
-    def handleInputRows(self, device: str, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[str]:  # noqa: N802,N803
+    def handleInputRows(self, device: str, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[str]:  # noqa: N803
         values = [value for _, value in rows]
         was_online = self.last.exists()
         self.last.update(values[-1])
@@ -55,7 +55,7 @@ class Monitor(StatefulProcessor):
         status = "reporting" if was_online else "online"
         yield f"{device} {status}: last {values[-1]}, average {sum(recent) / len(recent):g} of {len(recent)}"
 
-    def handleExpiredTimer(self, device: str, timerValues: TimerValues,  # noqa: N802,N803
+    def handleExpiredTimer(self, device: str, timerValues: TimerValues,  # noqa: N803
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[str]:  # noqa: N803
         if not self.last.exists():  # written at expiry - ttl: gone at exactly the timer's time
             yield f"{device} offline: silent for 3 intervals, {len(list(self.recent.get()))} readings left"

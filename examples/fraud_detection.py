@@ -51,7 +51,7 @@ class FraudRules(StatefulProcessor):
         self.recent = handle.getListState("recent", "at long, merchant string, amount double")
         self.per_merchant = handle.getMapState("perMerchant", "merchant string", "count long")
 
-    def handleInputRows(self, card: str, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[str]:  # noqa: N802,N803
+    def handleInputRows(self, card: str, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[str]:  # noqa: N803
         new = sorted(((at, merchant, amount) for _, merchant, amount, at in rows))
         held = list(self.recent.get())
         if held:
@@ -68,7 +68,7 @@ class FraudRules(StatefulProcessor):
             if count == 3:
                 yield f"ALERT repeat: card {card} paid {merchant} 3 times"
 
-    def handleExpiredTimer(self, card: str, timerValues: TimerValues,  # noqa: N802,N803
+    def handleExpiredTimer(self, card: str, timerValues: TimerValues,  # noqa: N803
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[str]:  # noqa: N803
         counts = dict(self.per_merchant.iterator())
         yield f"card {card} quiet: {sum(counts.values())} transactions at {len(counts)} merchants"
