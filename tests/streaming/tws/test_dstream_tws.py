@@ -200,3 +200,36 @@ def test_bad_arguments_and_a_missing_checkpoint_are_refused(spark_context: Any) 
     with pytest.raises(InvalidPipelineError, match="The checkpoint directory has not been set"):
         ssc.start()
     ssc.stop(stopSparkContext=False)
+
+
+class Flaky(Tally):
+    """Tally that raises on key x's second row while a marker file exists."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
+        import os
+
+        batch = list(rows)
+        if key == "x" and (self.count.get() or 0) + len(batch) == 2 and os.path.exists(self.marker):
+            raise RuntimeError("flaky processor")
+        yield from super().handleInputRows(key, iter(batch), timerValues)
+
+
+def test_a_raising_processor_fails_its_batch_and_a_restart_reruns_it_with_the_state_intact(
+        spark_context: Any, tmp_path: Path) -> None:
+    """The processor raises in batch 2 (while a marker exists): the batch fails with Spark's user-function error class,
+    nothing of it is committed; resumed, it runs again from batch 1's state and the outputs are as if nothing failed."""
+    directory, marker = tmp_path / "ck", tmp_path / "fail"
+    marker.touch()
+    rows = [["x:a"], ["x:b", "y:c"], []]
+    first, _, errors = run(spark_context, directory, rows, processor=Flaky(str(marker)), drive=2)
+    assert first == {1000: [("x", "count", 1)]}
+    assert len(errors) == 1 and "[TRANSFORM_WITH_STATE_USER_FUNCTION_ERROR]" in str(errors[0])
+    assert "RuntimeError: flaky processor" in str(errors[0])
+    marker.unlink()
+    second, _, errors = run(spark_context, directory, rows, processor=Flaky(str(marker)), resume=True,
+                            clock_start=2000, drive=1)
+    assert errors == []
+    assert second == {2000: [("x", "count", 2), ("y", "count", 1)], 3000: []}

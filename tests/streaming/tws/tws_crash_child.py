@@ -5,7 +5,9 @@ Usage: ``python tests/streaming/tws/tws_crash_child.py IN OUT CHECKPOINT STOPFIL
 Lines ``user,event_time_ms,page`` arrive as files in IN. Per user, a StatefulProcessor keeps the
 click count (value state), the click times (list state) and the clicks per page (map state); an
 event-time timer 30 minutes after the user's last click (watermark 10 minutes behind the latest
-click) closes the session: it is emitted and the state cleared. Every 1 s batch saves the sessions
+click) closes the session: it is emitted and the state cleared. (A click more than 30 minutes after
+the held session's last closes it in the data pass: when batches run late, one batch may hold a
+session's last clicks and the next session's first.) Every 1 s batch saves the sessions
 it closed to ``OUT/sessions-<ms>`` as ``user|clicks|first|last|page=n;...``. It prints ``started``
 once running and stops gracefully once STOPFILE exists, unless it is killed first.
 """
@@ -31,25 +33,35 @@ class Sessions(StatefulProcessor):
         self.pages = handle.getMapState("pages", "page string", "clicks long")
 
     def handleInputRows(self, user: str, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[str]:  # noqa: N803
-        held = list(self.times.get())
-        if held:
-            self.handle.deleteTimer(max(held) + GAP_MS)
-        batch = list(rows)
-        self.clicks.update((self.clicks.get() or 0) + len(batch))
-        self.times.appendList([at for _, at, _ in batch])
-        for _, _, page in batch:
+        times = list(self.times.get())
+        last = max(times) if times else None
+        if last is not None:
+            self.handle.deleteTimer(last + GAP_MS)
+        for _, at, page in sorted(rows, key=lambda row: row[1]):
+            if last is not None and at > last + GAP_MS:
+                # the held session ended before this click: a batch that held both (after a slow batch) closes it here
+                yield self.close(user)
+                last = None
+            self.clicks.update((self.clicks.get() or 0) + 1)
+            self.times.appendValue(at)
             self.pages.updateValue(page, (self.pages.getValue(page) or 0) + 1)
-        self.handle.registerTimer(max(held + [at for _, at, _ in batch]) + GAP_MS)
-        return iter(())
+            last = at if last is None else max(last, at)
+        if last is not None:
+            self.handle.registerTimer(last + GAP_MS)
 
     def handleExpiredTimer(self, user: str, timerValues: TimerValues,  # noqa: N803
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[str]:  # noqa: N803
+        yield self.close(user)
+
+    def close(self, user: str) -> str:
+        """The held session as a line; the state cleared."""
         times = list(self.times.get())
         pages = ";".join(f"{page}={n}" for page, n in sorted(self.pages.iterator()))
-        yield f"{user}|{self.clicks.get()}|{min(times)}|{max(times)}|{pages}"
+        line = f"{user}|{self.clicks.get()}|{min(times)}|{max(times)}|{pages}"
         self.clicks.clear()
         self.times.clear()
         self.pages.clear()
+        return line
 
 
 def parse(line: str) -> tuple[str, tuple[str, int, str]]:
