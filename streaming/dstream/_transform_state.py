@@ -33,7 +33,7 @@ from ._keyed_state import KeyedStateNode, PartitionBatch
 from ._node import StreamNode
 from ._watermark import WatermarkedNode
 
-__all__ = ["TransformWithStateNode", "has_watermark", "transform_spec"]
+__all__ = ["TransformWithStateNode", "has_watermark", "initial_rows", "transform_spec"]
 
 
 def transform_spec(processor: Any, output_mode: Any, time_mode: Any) -> TransformWithStateSpec:
@@ -47,6 +47,22 @@ def transform_spec(processor: Any, output_mode: Any, time_mode: Any) -> Transfor
         raise InvalidPipelineError(
             f"statefulProcessor must be an instance of a StatefulProcessor subclass, got {processor!r}")
     return TransformWithStateSpec(processor, output_mode, time_mode, False)
+
+
+def initial_rows(initial: Any) -> list[tuple[Any, Any]] | None:
+    """``initialState`` as the operator takes it: a list of ``(key, row)`` pairs (or None).
+
+    Raises:
+        InvalidPipelineError: an RDD. The operator needs a checkpoint, whose recipe of the
+            program cannot hold an RDD (the start would refuse it); its rows can (collect them).
+    """
+    from pyspark import RDD
+
+    if isinstance(initial, RDD):
+        raise InvalidPipelineError(
+            "initialState of transformWithState must be (key, row) pairs in a list, not an RDD: the operator needs a "
+            "checkpoint, and the program saved there cannot hold an RDD; pass initialState=rdd.collect()")
+    return None if initial is None else list(initial)
 
 
 def has_watermark(spec: TransformWithStateSpec, watermarked: bool) -> bool:

@@ -184,8 +184,8 @@ def test_a_restart_with_an_incompatible_processor_is_refused_and_keeps_the_state
 
 
 def test_bad_arguments_and_a_missing_checkpoint_are_refused(spark_context: Any) -> None:
-    """Not a processor, an unknown time mode or output mode: refused at the call (Spark's classes); no checkpoint
-    directory: at start."""
+    """Not a processor, an unknown time mode or output mode (Spark's classes), an RDD as the initial state: refused at
+    the call; no checkpoint directory: at start."""
     ssc = StreamingContext(spark_context, 1, clock=ManualClock(0))
     pairs = ssc.queueStream([[("a", "b")]])
     with pytest.raises(InvalidPipelineError, match=r"^statefulProcessor must be an instance of a StatefulProcessor"):
@@ -196,6 +196,9 @@ def test_bad_arguments_and_a_missing_checkpoint_are_refused(spark_context: Any) 
     with pytest.raises(TransformWithStateError, match=r"^\[STREAMING_OUTPUT_MODE\.INVALID\] Invalid streaming output "
                                                       r"mode: Sometimes\. "):
         pairs.transformWithState(Tally(), "Sometimes", "None")
+    with pytest.raises(InvalidPipelineError, match=r"^initialState of transformWithState must be \(key, row\) pairs in a "
+                                                   r"list, not an RDD: .*; pass initialState=rdd\.collect\(\)$"):
+        pairs.transformWithState(Tally(), "Update", "None", initialState=spark_context.parallelize([("a", 1)]))
     pairs.transformWithState(Tally(), "Append", "ProcessingTime").pprint()
     with pytest.raises(InvalidPipelineError, match="The checkpoint directory has not been set"):
         ssc.start()
