@@ -41,6 +41,7 @@ __all__ = [
     "ProcessorRun",
     "StatefulProcessorHandle",
     "ValueState",
+    "METRICS",
     "VariableInfo",
     "due_timers",
 ]
@@ -55,7 +56,11 @@ TIMER_PROCESSED = "TIMER_PROCESSED"
 """Timers done: TTL clean-up, ``close``."""
 CLOSED = "CLOSED"
 """``close`` returned."""
-_ORDER = (CREATED, INITIALIZED, DATA_PROCESSED, TIMER_PROCESSED, CLOSED)
+
+METRICS = ("numValueStateVars", "numListStateVars", "numMapStateVars", "numDeletedStateVars", "numValueStateWithTTLVars",
+           "numListStateWithTTLVars", "numMapStateWithTTLVars", "numRegisteredTimers", "numDeletedTimers",
+           "numExpiredTimers", "numValuesRemovedDueToTTLExpiry", "timerProcessingTimeMs", "initialStateProcessingTimeMs")
+"""Spark's custom metrics of the operator (``TransformWithStateExec``'s), each reported every batch, 0 when unused."""
 
 
 @attrs.frozen
@@ -98,7 +103,7 @@ class ProcessorRun:
         self.phase = CREATED
         self.variables: dict[str, VariableInfo] = {}
         self.deleted: list[str] = []
-        self.metrics: dict[str, int] = {}
+        self.metrics: dict[str, int] = dict.fromkeys(METRICS, 0)
         self._key: Any = None
         self._key_bytes: bytes | None = None
 
