@@ -104,6 +104,7 @@ class ProcessorRun:
         self.variables: dict[str, VariableInfo] = {}
         self.deleted: list[str] = []
         self.metrics: dict[str, int] = dict.fromkeys(METRICS, 0)
+        self.list_ends: dict[bytes, int] = {}  # a list's next index, once known in this batch
         self._key: Any = None
         self._key_bytes: bytes | None = None
 
@@ -268,7 +269,7 @@ class ListState(_Variable):
     def exists(self) -> bool:
         """Whether the current key has at least one element."""
         if self._ttl is None:
-            return self._run.open_store().last_key(self._prefix("exists")) is not None
+            return self._next_index(self._prefix("exists")) > 0
         return bool(self._alive_rows("exists"))
 
     def get(self) -> Iterator[Any]:
@@ -295,14 +296,25 @@ class ListState(_Variable):
         prefix = self._prefix("appendList")
         self._write(prefix, self._next_index(prefix), encoded)
 
+    def clear(self) -> None:
+        """Remove the current key's elements."""
+        prefix = self._prefix("clear")
+        self._run.remove_rows(prefix)
+        self._run.list_ends[prefix] = 0
+
     def _next_index(self, prefix: bytes) -> int:
-        last = self._run.open_store().last_key(prefix)
-        return 0 if last is None else int.from_bytes(last[len(prefix):], "big") + 1
+        """One past the greatest index held (the store is asked once per key and batch, then the run keeps it)."""
+        end = self._run.list_ends.get(prefix)
+        if end is None:
+            last = self._run.open_store().last_key(prefix)
+            end = self._run.list_ends[prefix] = 0 if last is None else int.from_bytes(last[len(prefix):], "big") + 1
+        return end
 
     def _write(self, prefix: bytes, first: int, encoded: list[bytes]) -> None:
         store, expiry = self._run.open_store(), self._run.expiry(self._ttl)
         for offset, value in enumerate(encoded):
             store.put(prefix + encode_index(first + offset), value, expiry)
+        self._run.list_ends[prefix] = first + len(encoded)
 
 
 class MapState(_Variable):
