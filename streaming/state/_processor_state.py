@@ -427,6 +427,11 @@ def _expiry(value: Any) -> int:
     return value
 
 
-def due_timers(store: VersionedStore, threshold_ms: int) -> list[tuple[bytes, int]]:
-    """The timers due at ``threshold_ms`` (expiry at or before it): their rows and expiries, earliest first."""
-    return [(key, row[1]) for key, row in store.due(threshold_ms + 1, TIMER_PREFIX)]
+def due_timers(store: VersionedStore, threshold_ms: int) -> list[tuple[bytes, bytes, int]]:
+    """The timers due at ``threshold_ms`` (expiry at or before it), earliest first: each one's row, pickled
+    grouping key and expiry."""
+    due = []
+    for row_key, row in store.due(threshold_ms + 1, TIMER_PREFIX):
+        size = int.from_bytes(row_key[1:5], "big")  # the layout: b"t", the key's length (4 bytes), the key, the expiry
+        due.append((row_key, row_key[5:5 + size], row[1]))
+    return due
