@@ -56,8 +56,10 @@ __all__ = [
     "run_transform_partition",
 ]
 
-TRANSFORM_WITH_STATE_OPERATOR = "transformWithStateExec"
-"""The operator's name in a batch's progress (``stateOperators[].operatorName``)."""
+TRANSFORM_WITH_STATE_OPERATOR = "transformWithStateInPySparkExec"
+"""The operator's name in a batch's progress (``stateOperators[].operatorName``): pyspark 4.3's for its row-based
+``transformWithState``, which this operator mirrors (``transformWithStateInPandas`` reports
+``transformWithStateInPandasExec``, Scala's operator ``transformWithStateExec``)."""
 
 _OUTPUT_MODES = ("append", "update")
 
