@@ -149,6 +149,11 @@ def _call(method: str, function: Callable[..., Any], *args: Any) -> list[Any]:
         raise TransformWithStateError.user_function(method, exc) from exc
 
 
+def _initial_state(processor: StatefulProcessor, key: Any, row: Any, timer_values: TimerValues) -> None:
+    """Hand over one initial row; the result is dropped unread, as pyspark does (a generator's body would not run)."""
+    processor.handleInitialState(key, row, timer_values)
+
+
 def run_transform_partition(
     records: Iterable[tuple[Any, Any]],
     store: VersionedStore,
@@ -196,7 +201,7 @@ def run_transform_partition(
             key, initial_rows = initial[encoded]
             run.set_key(key, encoded)
             for initial_row in initial_rows:
-                _call("handleInitialState", processor.handleInitialState, key, initial_row, timer_values)
+                _call("handleInitialState", _initial_state, processor, key, initial_row, timer_values)
             initial_ns += time.perf_counter_ns() - started
         if encoded in grouped:
             key, rows = grouped[encoded]
