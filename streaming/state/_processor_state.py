@@ -281,8 +281,14 @@ class ListState(_Variable):
         items = _non_empty(self._name, newState)
         encoded = [_checked(self._run, self._name, item) for item in items]
         prefix = self._prefix("put")
-        self._run.remove_rows(prefix)
+        store = self._run.open_store()
+        held = [key for key, _ in store.scan(prefix)]
+        # overwrite in place (an update of a row the scan saw costs less than a delete and an insert),
+        # then drop what lies beyond the new end
         self._write(prefix, 0, encoded)
+        for key in held:
+            if int.from_bytes(key[len(prefix):], "big") >= len(encoded):
+                store.remove(key)
 
     def appendValue(self, newState: Any) -> None:  # noqa: N803
         """Add an element at the end."""
