@@ -105,16 +105,15 @@ class ProcessorRun:
         self.deleted: list[str] = []
         self.metrics: dict[str, int] = dict.fromkeys(METRICS, 0)
         self.list_ends: dict[bytes, int] = {}  # a list's next index, once known in this batch
-        self._key: Any = None
         self._key_bytes: bytes | None = None
 
     def count(self, name: str, by: int = 1) -> None:
         """Add to a custom metric."""
         self.metrics[name] = self.metrics.get(name, 0) + by
 
-    def set_key(self, key: Any, encoded: bytes | None) -> None:
-        """Make ``key`` (pickled: ``encoded``) the grouping key state operations act on (None: no key)."""
-        self._key, self._key_bytes = key, encoded
+    def set_key(self, encoded: bytes | None) -> None:
+        """Make the grouping key pickled as ``encoded`` the one state operations act on (None: no key)."""
+        self._key_bytes = encoded
 
     def key_bytes(self, operation: str) -> bytes:
         """The current grouping key, pickled.
@@ -261,6 +260,10 @@ class ValueState(_Variable):
         """Set the current key's value (with a TTL: its expiry becomes the batch time plus the TTL)."""
         row_key = self._prefix("update")
         self._run.open_store().put(row_key, _checked(self._run, self._name, newValue), self._run.expiry(self._ttl))
+
+    def clear(self) -> None:
+        """Remove the current key's value."""
+        self._run.open_store().remove(self._prefix("clear"))
 
 
 class ListState(_Variable):

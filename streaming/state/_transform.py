@@ -199,13 +199,13 @@ def run_transform_partition(
         if encoded in initial:
             started = time.perf_counter_ns()
             key, initial_rows = initial[encoded]
-            run.set_key(key, encoded)
+            run.set_key(encoded)
             for initial_row in initial_rows:
                 _call("handleInitialState", _initial_state, processor, key, initial_row, timer_values)
             initial_ns += time.perf_counter_ns() - started
         if encoded in grouped:
             key, rows = grouped[encoded]
-            run.set_key(key, encoded)
+            run.set_key(encoded)
             outputs.extend(_call("handleInputRows", processor.handleInputRows, key, iter(rows), timer_values))
     if initial:
         run.count("initialStateProcessingTimeMs", initial_ns // 1_000_000)
@@ -222,7 +222,7 @@ def run_transform_partition(
             if store.get(row_key) is None:
                 continue  # deleted by an earlier timer's call in this pass
             key = pickle.loads(encoded)
-            run.set_key(key, encoded)
+            run.set_key(encoded)
             run.count("numExpiredTimers")
             outputs.extend(_call("handleExpiredTimer", processor.handleExpiredTimer, key, timer_values,
                                  ExpiredTimerInfo(expiry)))
@@ -232,7 +232,7 @@ def run_transform_partition(
         run.count("timerProcessingTimeMs", (time.perf_counter_ns() - started) // 1_000_000)
 
     run.phase = TIMER_PROCESSED
-    run.set_key(None, None)
+    run.set_key(None)
     run.evict_expired()
     _call("close", processor.close)
     run.phase = CLOSED
