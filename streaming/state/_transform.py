@@ -56,8 +56,10 @@ __all__ = [
     "run_transform_partition",
 ]
 
-TRANSFORM_WITH_STATE_OPERATOR = "transformWithStateExec"
-"""The operator's name in a batch's progress (``stateOperators[].operatorName``)."""
+TRANSFORM_WITH_STATE_OPERATOR = "transformWithStateInPySparkExec"
+"""The operator's name in a batch's progress (``stateOperators[].operatorName``): pyspark 4.3's for its row-based
+``transformWithState``, which this operator mirrors (``transformWithStateInPandas`` reports
+``transformWithStateInPandasExec``, Scala's operator ``transformWithStateExec``)."""
 
 _OUTPUT_MODES = ("append", "update")
 
@@ -147,6 +149,11 @@ def _call(method: str, function: Callable[..., Any], *args: Any) -> list[Any]:
         raise TransformWithStateError.user_function(method, exc) from exc
 
 
+def _initial_state(processor: StatefulProcessor, key: Any, row: Any, timer_values: TimerValues) -> None:
+    """Hand over one initial row; the result is dropped unread, as pyspark does (a generator's body would not run)."""
+    processor.handleInitialState(key, row, timer_values)
+
+
 def run_transform_partition(
     records: Iterable[tuple[Any, Any]],
     store: VersionedStore,
@@ -192,13 +199,13 @@ def run_transform_partition(
         if encoded in initial:
             started = time.perf_counter_ns()
             key, initial_rows = initial[encoded]
-            run.set_key(key, encoded)
+            run.set_key(encoded)
             for initial_row in initial_rows:
-                _call("handleInitialState", processor.handleInitialState, key, initial_row, timer_values)
+                _call("handleInitialState", _initial_state, processor, key, initial_row, timer_values)
             initial_ns += time.perf_counter_ns() - started
         if encoded in grouped:
             key, rows = grouped[encoded]
-            run.set_key(key, encoded)
+            run.set_key(encoded)
             outputs.extend(_call("handleInputRows", processor.handleInputRows, key, iter(rows), timer_values))
     if initial:
         run.count("initialStateProcessingTimeMs", initial_ns // 1_000_000)
@@ -211,22 +218,21 @@ def run_transform_partition(
         threshold = eviction_watermark_ms
     if threshold is not None:
         started = time.perf_counter_ns()
-        for row_key, expiry in due_timers(store, threshold):
+        for row_key, encoded, expiry in due_timers(store, threshold):
             if store.get(row_key) is None:
                 continue  # deleted by an earlier timer's call in this pass
-            encoded = row_key[5:-8]  # the layout's b"t" + 4-byte length + pickled key + 8-byte expiry
             key = pickle.loads(encoded)
-            run.set_key(key, encoded)
+            run.set_key(encoded)
             run.count("numExpiredTimers")
             outputs.extend(_call("handleExpiredTimer", processor.handleExpiredTimer, key, timer_values,
                                  ExpiredTimerInfo(expiry)))
             if store.get(row_key) is not None:
                 store.remove(row_key)
-                run.count("numDeletedTimers")
+            run.count("numDeletedTimers")  # pyspark's worker deletes each fired timer through the handle
         run.count("timerProcessingTimeMs", (time.perf_counter_ns() - started) // 1_000_000)
 
     run.phase = TIMER_PROCESSED
-    run.set_key(None, None)
+    run.set_key(None)
     run.evict_expired()
     _call("close", processor.close)
     run.phase = CLOSED
@@ -293,18 +299,20 @@ def record_schema(checkpoint_root: str | os.PathLike[str] | CheckpointPath, oper
             old_time_mode, old_output_mode = old["timeMode"], old["outputMode"]
         except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
             raise StateStoreError(f"state store file {path} does not hold a transformWithState schema") from exc
-        for config, before, now in (("timeMode", old_time_mode, spec.time_mode),
-                                    ("outputMode", old_output_mode, spec.output_mode)):
+        for config, before, now in (("timeMode", TimeMode.SCALA_NAMES.get(old_time_mode, old_time_mode),
+                                     TimeMode.SCALA_NAMES[spec.time_mode]),
+                                    ("outputMode", str(old_output_mode).capitalize(), spec.output_mode.capitalize())):
             if before != now:
                 raise TransformWithStateError(
                     "STATE_STORE_INVALID_CONFIG_AFTER_RESTART",
                     f"Cannot change {config} from {before} to {now} between restarts. Please set {config} to "
                     f"{before}, or restart with a new checkpoint directory.")
-        for name, entry in old_variables.items():
+        merged: dict[str, VariableInfo] = {}
+        for name, entry in old_variables.items():  # the recorded order first, then the added variables
             info = variables.get(name)
             if info is None:
                 if name not in run.deleted:  # kept: its rows are still in the store
-                    variables[name] = VariableInfo(name, entry["kind"], entry["ttl"], entry["schema"])
+                    merged[name] = VariableInfo(name, entry["kind"], entry["ttl"], entry["schema"])
                 continue
             if entry["kind"] != info.kind:
                 raise TransformWithStateError(
@@ -316,6 +324,8 @@ def record_schema(checkpoint_root: str | os.PathLike[str] | CheckpointPath, oper
                     "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
                     "Provided value schema does not match existing state value schema. Please check number and type "
                     f"of fields. Existing value_schema={entry['schema']} and new value_schema={info.schema}.")
+            merged[name] = info
+        variables = {**merged, **{name: info for name, info in variables.items() if name not in merged}}
         if _schema_record(spec, variables.values()) == old:
             return
     else:
