@@ -175,7 +175,7 @@ def test_bad_arguments_are_refused_when_the_operator_is_added() -> None:
     p.add_source(ListSource([1]), name="s")
     with pytest.raises(InvalidPipelineError, match="statefulProcessor must be an instance of a StatefulProcessor"):
         p.add_transform_with_state("s", object(), "Update", "None", key=lambda r: r)
-    with pytest.raises(InvalidPipelineError, match="func and key must be functions"):
+    with pytest.raises(InvalidPipelineError, match=r"^key must be a function of a record, got None$"):
         p.add_transform_with_state("s", Sessions(), "Update", "None", key=None)  # type: ignore[arg-type]
     p.add_transform_with_state("s", Sessions(), "Update", "None", key=lambda r: r)
     with pytest.raises(InvalidPipelineError, match=r"an input named 's\.state' is already registered"):
