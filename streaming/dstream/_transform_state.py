@@ -1,4 +1,4 @@
-"""TransformWithStateNode: Spark 4's ``transformWithState`` (pyspark's ``transformWithStateInPandas``) on a pair stream.
+"""TransformWithStateNode: Spark 4's ``transformWithState`` (pyspark's row-based ``transformWithState``) on a pair stream.
 
 A :class:`KeyedStateNode` whose tasks run :func:`streaming.state.run_transform_batch` (Spark's
 ``TransformWithStateExec``) over their partition's state store: a fresh copy of the user's
