@@ -85,7 +85,7 @@ class TransformWithStateNode(KeyedStateNode):
 
     @property
     def operator_name(self) -> str:
-        """Spark's name of the operator (``transformWithStateExec``)."""
+        """pyspark's name of the operator (``transformWithStateInPySparkExec``, core's ``TRANSFORM_WITH_STATE_OPERATOR``)."""
         return TRANSFORM_WITH_STATE_OPERATOR
 
     def _with_watermark(self, watermark: WatermarkedNode | None) -> TransformWithStateSpec:
