@@ -24,6 +24,17 @@ from ._groups import (
 from ._intervals import parse_delay_threshold, parse_interval_ms
 from ._partition_files import keep_partition_count
 from ._protocol import StateRow, VersionedStore
+from ._reader import (
+    FLAT_MAP_GROUPS_WITH_STATE,
+    TIMER,
+    TRANSFORM_WITH_STATE,
+    StateChange,
+    StateOperatorMetadata,
+    StateRecord,
+    read_state,
+    read_state_changes,
+    read_state_metadata,
+)
 from ._store import StateStore, StateStoreMetrics
 from ._store_format import StateStoreError
 from ._store_provider import StateStoreProvider, StateStoreStatistics
@@ -31,6 +42,7 @@ from ._store_provider import StateStoreProvider, StateStoreStatistics
 __all__ = [
     "DUPLICATE_INITIAL_STATE",
     "EVENT_TIME_WITHOUT_WATERMARK",
+    "FLAT_MAP_GROUPS_WITH_STATE",
     "GroupState",
     "GroupStateTimeout",
     "GroupsWithStateError",
@@ -38,12 +50,17 @@ __all__ = [
     "NO_TIMESTAMP",
     "PartitionResult",
     "StateOperatorStats",
+    "StateChange",
+    "StateOperatorMetadata",
+    "StateRecord",
     "StateRow",
     "StateStore",
     "StateStoreError",
     "StateStoreMetrics",
     "StateStoreProvider",
     "StateStoreStatistics",
+    "TIMER",
+    "TRANSFORM_WITH_STATE",
     "USER_FUNCTION_ERROR",
     "VersionedStore",
     "event_time_ms",
@@ -52,6 +69,9 @@ __all__ = [
     "keep_partition_count",
     "parse_delay_threshold",
     "parse_interval_ms",
+    "read_state",
+    "read_state_changes",
+    "read_state_metadata",
     "run_batch",
     "run_partition",
 ]
