@@ -275,7 +275,7 @@ def read_state(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: in
 
 def read_state(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: int = 0, batch: int | None = None, *,
                spark: SparkSession | None = None) -> list[StateRecord] | DataFrame:
-    """The rows of an operator's state after batch ``batch`` (store version ``batch + 1``), by partition and key.
+    """The rows of an operator's state after batch ``batch`` (store version ``batch + 1``), by partition, in the store's order.
 
     ``checkpoint`` is the query's checkpoint directory (a DStream program's or a Pipeline's; its
     stores are under ``stateful/state``) or a stores' root holding ``state/`` (a path, or a URI
