@@ -291,8 +291,9 @@ def read_state(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: in
 
     With ``spark``, the rows come as a DataFrame instead, with the columns ``partition_id``,
     ``kind``, ``variable``, ``key``, ``item``, ``value`` and ``timeout_ms``: a column of keys,
-    items or values has the type Spark infers from them, or is their ``repr`` text when they have
-    no single Spark type (mixed types, classes Spark cannot convert).
+    items or values has the type Spark infers from them (its own merge of their types: ints and
+    strings become strings), or is their ``repr`` text when Spark infers none (a string beside a
+    tuple, a class it cannot convert).
 
     Raises:
         StateStoreError: no such checkpoint or operator, nothing committed yet, or a file the

@@ -353,3 +353,54 @@ def test_the_command_line_reports_damage_and_misuse(tmp_path: Path, capsys: pyte
     assert capsys.readouterr().err == f"aiodstream state: error: state store file {delta} is missing\n"
     assert main(["state", str(directory), "--batch", "1"]) == 2
     assert capsys.readouterr().err == "aiodstream state: error: --batch and --changes need --operator\n"
+
+
+# -- on Spark: a DStream program's checkpoint, and DataFrames --
+
+
+@pytest.mark.spark
+def test_a_dstream_programs_state_reads_back_and_comes_as_dataframes(spark_context: Any, tmp_path: Path) -> None:
+    """mapGroupsWithState over two partitions on Spark: after two batches x counted 2 beats (timeout 2000 + 2500 ms)
+    and y one (1000 + 2500); the same rows as a DataFrame, and the metadata and changes as DataFrames too."""
+    from pyspark.sql import SparkSession
+
+    from tests.streaming.groups.test_dstream_groups import run
+
+    directory = tmp_path / "ck"
+    outputs, _ = run(spark_context, directory, [["x", "y"], ["x"]])
+    assert outputs == {1000: [("x", "online", 1), ("y", "online", 1)], 2000: [("x", "online", 2)]}
+    records = read_state(directory)
+    assert sorted((r.kind, r.key, r.value, r.timeout_ms) for r in records) == [("state", "x", 2, 4_500),
+                                                                                 ("state", "y", 1, 3_500)]
+    assert [r.partition_id for r in records] == sorted(r.partition_id for r in records)
+    assert read_state_metadata(directory) == [StateOperatorMetadata(0, "flatMapGroupsWithState", 2, 0, 1, "{}")]
+    spark = SparkSession(spark_context)
+    frame = read_state(directory, spark=spark)
+    assert frame.columns == ["partition_id", "kind", "variable", "key", "item", "value", "timeout_ms"]
+    assert [tuple(row) for row in frame.collect()] == [(r.partition_id, "state", None, r.key, None, r.value, r.timeout_ms)
+                                                       for r in records]
+    assert [tuple(row) for row in read_state_metadata(directory, spark=spark).collect()] == [
+        (0, "flatMapGroupsWithState", 2, 0, 1, "{}")]
+    changes = read_state_changes(directory, 0, 1, spark=spark)
+    assert [(row.batch_id, row.change_type, row.key, row.value) for row in changes.collect()] == [(1, "update", "x", 2)]
+
+
+@pytest.mark.spark
+def test_a_dataframe_column_of_mixed_types_holds_their_repr(spark_context: Any, tmp_path: Path) -> None:
+    """transformWithState rows mix keys (str and tuple: no Spark type holds both, so their repr), items (str map keys and
+    int list indexes) and values (int and str: Spark's inference merges both into strings)."""
+    from pyspark.sql import SparkSession
+
+    tws_checkpoint(tmp_path / "ck", tmp_path / "wc")
+    frame = read_state(tmp_path / "ck", spark=SparkSession(spark_context))
+    assert [(f.name, f.dataType.simpleString()) for f in frame.schema.fields] == [
+        ("partition_id", "bigint"), ("kind", "string"), ("variable", "string"), ("key", "string"), ("item", "string"),
+        ("value", "string"), ("timeout_ms", "bigint")]
+    assert [tuple(row) for row in frame.collect()] == [
+        (0, "timer", None, "'u'", None, None, 9_000),
+        (0, "map", "per", "'u'", "x", "1", None),
+        (0, "map", "per", "'u'", "y", "2", None),
+        (0, "list", "seen", "'u'", "1", "b", 61_000),
+        (0, "value", "count", "'u'", None, "2", None),
+        (1, "value", "count", "('v', 7)", None, "10", None),
+    ]
