@@ -21,6 +21,7 @@ from ._partition_files import PartitionFiles
 from ._processor_rows import LIST, MAP, SCHEMA_FILE, VALUE, decode_row_key
 from ._protocol import NO_TIMESTAMP
 from ._store_format import DELTA, GENESIS, REMOVED, SNAPSHOT, Change, LineageBreakError, StateStoreError, read_delta
+from ._transform import TRANSFORM_WITH_STATE_OPERATOR
 from ._working_copy import apply_changes, open_working_copy
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = [
     "FLAT_MAP_GROUPS_WITH_STATE",
     "TIMER",
-    "TRANSFORM_WITH_STATE",
     "StateChange",
     "StateOperatorMetadata",
     "StateRecord",
@@ -38,8 +38,6 @@ __all__ = [
     "read_state_metadata",
 ]
 
-TRANSFORM_WITH_STATE = "transformWithState"
-"""The operator name of a ``transformWithState`` operator (it has a ``schema`` file)."""
 FLAT_MAP_GROUPS_WITH_STATE = "flatMapGroupsWithState"
 """The operator name of a ``mapGroupsWithState`` or ``flatMapGroupsWithState`` operator (Spark names both so)."""
 TIMER = "timer"
@@ -101,8 +99,8 @@ class StateOperatorMetadata:
 
     Attributes:
         operator_id: the operator's number in its graph (``state/<operator_id>``).
-        operator_name: :data:`TRANSFORM_WITH_STATE` when its schema file says so, else
-            :data:`FLAT_MAP_GROUPS_WITH_STATE`.
+        operator_name: :data:`~streaming.state.TRANSFORM_WITH_STATE_OPERATOR` (Spark's
+            ``transformWithStateExec``) when it has a schema file, else :data:`FLAT_MAP_GROUPS_WITH_STATE`.
         num_partitions: its partitions: the count its checkpoint recorded, else the partition directories.
         min_batch_id: the oldest batch whose state every partition can still load, or None.
         max_batch_id: the newest such batch, or None (nothing committed yet).
@@ -174,7 +172,7 @@ class _Operator:
 
     @property
     def name(self) -> str:
-        return TRANSFORM_WITH_STATE if self.schema_text is not None else FLAT_MAP_GROUPS_WITH_STATE
+        return TRANSFORM_WITH_STATE_OPERATOR if self.schema_text is not None else FLAT_MAP_GROUPS_WITH_STATE
 
     def files(self, partition: int) -> PartitionFiles:
         return PartitionFiles(self.directory / str(partition))

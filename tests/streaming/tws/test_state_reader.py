@@ -18,6 +18,7 @@ from streaming import StreamingRuntime
 from streaming._cli import main
 from streaming.state import (
     NO_TIMESTAMP,
+    TRANSFORM_WITH_STATE_OPERATOR,
     StateChange,
     StateOperatorMetadata,
     StateRecord,
@@ -232,7 +233,7 @@ def test_transform_with_state_rows_are_named_by_variable_element_entry_and_timer
     ]
     (metadata,) = read_state_metadata(tmp_path / "ck")
     assert (metadata.operator_name, metadata.num_partitions, metadata.min_batch_id, metadata.max_batch_id) == (
-        "transformWithState", 2, 0, 2)
+        TRANSFORM_WITH_STATE_OPERATOR, 2, 0, 2)
     assert json.loads(metadata.operator_properties) == SCHEMA
 
 
@@ -338,7 +339,7 @@ def test_the_command_line_shows_a_transform_with_state_operators_variables(tmp_p
     assert main(["state", str(tmp_path / "ck")]) == 0
     assert capsys.readouterr().out == (
         f"checkpoint  {tmp_path / 'ck'}\n"
-        "operator 0  transformWithState, 2 partitions, batches 0..2; variables: count (value), seen (list, ttl 60000 ms), "
+        "operator 0  transformWithStateExec, 2 partitions, batches 0..2; variables: count (value), seen (list, ttl 60000 ms), "
         "per (map)\n"
     )
 
