@@ -19,14 +19,20 @@ from streaming._cli import main
 from streaming.state import (
     NO_TIMESTAMP,
     TRANSFORM_WITH_STATE_OPERATOR,
+    ExpiredTimerInfo,
     StateChange,
+    StatefulProcessor,
+    StatefulProcessorHandle,
     StateOperatorMetadata,
     StateRecord,
     StateStoreError,
     StateStoreProvider,
+    TimerValues,
+    TransformWithStateSpec,
     read_state,
     read_state_changes,
     read_state_metadata,
+    record_schema,
 )
 from streaming.state._processor_rows import (
     SCHEMA_FILE,
@@ -405,3 +411,83 @@ def test_a_dataframe_column_of_mixed_types_holds_their_repr(spark_context: Any, 
         (0, "value", "count", "'u'", None, "2", None),
         (1, "value", "count", "('v', 7)", None, "10", None),
     ]
+
+
+# -- against the processor's own view --
+
+
+class Ledger(StatefulProcessor):
+    """Per account: a count, the recent amounts (a list with a 2.5 s TTL), the total per merchant (a map) and a timer
+    3 s after each amount over 100; an amount of 0 forgets its merchant; a fired timer clears the map. A ``"dump"``
+    row writes nothing and outputs everything the processor sees of its key."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        """Three variables of the three kinds."""
+        self.handle = handle
+        self.count = handle.getValueState("count", "int")
+        self.recent = handle.getListState("recent", "int", 2_500)
+        self.per = handle.getMapState("per", "str", "int")
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
+        """Apply the amounts, or dump the state."""
+        for row in rows:
+            if row == "dump":
+                yield (key, self.count.get(), list(self.recent.get()), dict(self.per.iterator()),
+                       list(self.handle.listTimers()))
+                continue
+            merchant, amount = row
+            self.count.update((self.count.get() or 0) + 1)
+            self.recent.appendValue(amount)
+            if amount == 0:
+                self.per.removeKey(merchant)
+            else:
+                self.per.updateValue(merchant, (self.per.getValue(merchant) or 0) + amount)
+            if amount > 100:
+                self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + 3_000)
+
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N803
+                           expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Any]:  # noqa: N803
+        """Clear the map."""
+        self.per.clear()
+        return iter(())
+
+
+def view(records: list[StateRecord]) -> list[tuple[Any, ...]]:
+    """The reader's rows as Ledger's dump: per key, the count, the recent amounts by index, the map, the timers."""
+    result = []
+    for key in sorted({r.key for r in records}):
+        mine = [r for r in records if r.key == key]
+        count = next((r.value for r in mine if r.kind == "value"), None)
+        recent = [r.value for r in sorted((r for r in mine if r.kind == "list"), key=lambda r: r.item)]
+        per = {r.item: r.value for r in mine if r.kind == "map"}
+        timers = sorted(r.timeout_ms for r in mine if r.kind == "timer")
+        result.append((key, count, recent, per, timers))
+    return result
+
+
+def test_the_reader_gives_exactly_the_state_the_processor_holds_after_n_batches(tmp_path: Path) -> None:
+    """Six batches of a processor using the three kinds of state, a TTL and timers; then a batch at the same time that
+    only dumps what the processor sees: the reader's rows after batch 5 (and 6) are exactly that, TTL expiries included."""
+    from tests.streaming.tws.tws_support import Batches
+
+    spec = TransformWithStateSpec(Ledger(), "update", "ProcessingTime", False)
+    record_schema(tmp_path / "ck", 0, spec)
+    runs = Batches(tmp_path, spec)
+    batches = [
+        [("ann", ("shop", 10)), ("bo", ("cafe", 5))],
+        [("ann", ("shop", 150)), ("cy", ("bar", 7))],
+        [("bo", ("cafe", 0)), ("ann", ("book", 3))],
+        [],
+        [("cy", ("bar", 200)), ("bo", ("pub", 4))],
+        [("ann", ("shop", 1))],
+    ]
+    for second, records in enumerate(batches, start=1):
+        runs.run(records, batch_ms=second * 1_000)
+    dump = runs.run([(key, "dump") for key in ("ann", "bo", "cy")], batch_ms=6_000)
+    # ann's timer (2 s + 3 s) fired at 5 s and cleared her map; the amounts of 1-3 s expired (TTL 2.5 s) by 6 s.
+    assert sorted(dump) == [("ann", 4, [1], {"shop": 1}, []), ("bo", 3, [4], {"pub": 4}, []),
+                            ("cy", 2, [200], {"bar": 207}, [8_000])]
+    assert view(read_state(tmp_path / "ck", batch=5)) == sorted(dump)
+    assert read_state(tmp_path / "ck", batch=6) == read_state(tmp_path / "ck", batch=5)
+    recent = [(r.key, r.value, r.timeout_ms) for r in read_state(tmp_path / "ck") if r.kind == "list"]
+    assert recent == [("bo", 4, 7_500), ("cy", 200, 7_500), ("ann", 1, 8_500)]  # by pickled key: shorter names first
