@@ -49,6 +49,7 @@ GROUP_STATE = "state"
 _STATEFUL = "stateful"
 _STATE = "state"
 _COMMITS = "commits"
+_OFFSETS = "offsets"
 
 
 @attrs.frozen
@@ -192,10 +193,11 @@ class _Operator:
 
 
 def _latest_batch(root: CheckpointPath, operator: _Operator) -> int | None:
-    """The newest committed batch (the commits log's), else the newest version every partition holds, minus one."""
-    committed = CommitLog(root / _COMMITS).batch_ids() if (root / _COMMITS).is_dir() else []
-    if committed:
-        return committed[-1]
+    """The newest batch of the query's commits log; for a stores' root without logs, the newest version every partition
+    holds, minus one. None: nothing committed yet."""
+    if (root / _COMMITS).is_dir() or (root / _OFFSETS).is_dir():  # a query's checkpoint: what its commits log says
+        committed = CommitLog(root / _COMMITS).batch_ids()
+        return committed[-1] if committed else None
     newest = min((max([0, *files.versions(DELTA), *files.versions(SNAPSHOT)])
                   for files in map(operator.files, range(operator.num_partitions))), default=0)
     return newest - 1 if newest else None
@@ -220,10 +222,13 @@ def _load(files: PartitionFiles, version: int, into: Path) -> sqlite3.Connection
         except LineageBreakError as exc:
             conn.close()
             first_break = first_break or exc
-        except BaseException:
+        except StateStoreError:
             conn.close()
             if first_break is None:
-                raise
+                raise  # the newest base's own damage or gap: named
+        except BaseException:
+            conn.close()
+            raise
     raise StateStoreError(f"cannot read state version {version} from {files.directory}: its files do not form one "
                           f"history ({first_break}) and no older snapshot leads to it")
 
@@ -415,7 +420,7 @@ def read_state_metadata(checkpoint: str | os.PathLike[str] | CheckpointPath, *,
         high = min((s[1] for s in spans if s is not None), default=None)
         if latest is not None and high is not None:
             high = min(high, latest + 1)
-        if any(s is None for s in spans) or low is None or high is None or low > high:
+        if latest is None or any(s is None for s in spans) or low is None or high is None or low > high:
             low = high = None
         result.append(StateOperatorMetadata(operator_id, op.name, op.num_partitions, None if low is None else low - 1,
                                             None if high is None else high - 1, op.schema_text or "{}"))
@@ -439,22 +444,33 @@ def _loadable(files: PartitionFiles) -> tuple[int, int] | None:
     return (min(versions), max(versions)) if versions else None
 
 
+_LONGS = frozenset({"partition_id", "timeout_ms", "batch_id", "operator_id", "num_partitions", "min_batch_id",
+                    "max_batch_id"})
+_STRINGS = frozenset({"kind", "variable", "change_type", "operator_name", "operator_properties"})
+
+
 def _dataframe(spark: SparkSession, rows: Sequence[tuple[Any, ...]], names: Sequence[str]) -> DataFrame:
-    """The rows as a DataFrame: each column of the type Spark infers from its values, else of their repr text."""
-    from pyspark.sql.types import NullType, StringType, StructField, StructType
+    """The rows as a DataFrame: the reader's own columns typed; keys, items and values as Spark infers them, else as repr text."""
+    from pyspark.sql.types import DataType, LongType, NullType, StringType, StructField, StructType
 
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
     fields, text = [], set()
     for i, (name, values) in enumerate(zip(names, columns, strict=True)):
         present = [(v,) for v in values if v is not None]
-        if not present:
-            fields.append(StructField(name, NullType()))
-            continue
-        try:
-            fields.append(StructField(name, spark.createDataFrame(present, [name]).schema[0].dataType))
-        except (TypeError, ValueError):  # pyspark's inference errors (PySparkTypeError, PySparkValueError) are these
-            fields.append(StructField(name, StringType()))
-            text.add(i)
+        kind: DataType
+        if name in _LONGS:
+            kind = LongType()
+        elif name in _STRINGS:
+            kind = StringType()
+        elif not present:
+            kind = NullType()
+        else:
+            try:
+                kind = spark.createDataFrame(present, [name]).schema[0].dataType
+            except (TypeError, ValueError):  # pyspark's inference errors (PySparkTypeError, PySparkValueError) are these
+                kind = StringType()
+                text.add(i)
+        fields.append(StructField(name, kind))
     if text:
         rows = [tuple(repr(v) if i in text and v is not None else v for i, v in enumerate(row)) for row in rows]
     return spark.createDataFrame(list(rows), StructType(fields))

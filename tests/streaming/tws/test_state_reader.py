@@ -147,6 +147,21 @@ def test_reading_changes_nothing_in_the_checkpoint_and_leaves_its_leftovers(tmp_
     assert listing(directory) == before
 
 
+def test_a_batch_whose_delta_is_written_but_not_committed_is_not_the_default(tmp_path: Path) -> None:
+    """Commits 4 and 5 gone (a crash after their deltas): the default is batch 3's state, and the metadata ends there."""
+    directory = tmp_path / "ck"
+    sessions_checkpoint(directory)
+    for batch in (4, 5):
+        (directory / "commits" / str(batch)).unlink()
+    assert read_state(directory) == read_state(directory, batch=3) != read_state(directory, batch=5)
+    assert read_state_metadata(directory) == [StateOperatorMetadata(0, "flatMapGroupsWithState", 1, 0, 3, "{}")]
+    for batch in range(4):
+        (directory / "commits" / str(batch)).unlink()
+    with raises_exactly(StateStoreError, f"no committed batch in {directory}: operator 0 holds no state version yet"):
+        read_state(directory)
+    assert read_state_metadata(directory) == [StateOperatorMetadata(0, "flatMapGroupsWithState", 1, None, None, "{}")]
+
+
 def test_the_reader_sees_committed_versions_while_the_operator_holds_its_store_open(tmp_path: Path) -> None:
     """A store loaded for the next batch, with a write not yet committed: the reader gives the committed version, and
     the operator commits afterwards as if nothing happened."""
