@@ -41,6 +41,7 @@ __all__ = [
     "ProcessorRun",
     "StatefulProcessorHandle",
     "ValueState",
+    "METRICS",
     "VariableInfo",
     "due_timers",
 ]
@@ -55,7 +56,11 @@ TIMER_PROCESSED = "TIMER_PROCESSED"
 """Timers done: TTL clean-up, ``close``."""
 CLOSED = "CLOSED"
 """``close`` returned."""
-_ORDER = (CREATED, INITIALIZED, DATA_PROCESSED, TIMER_PROCESSED, CLOSED)
+
+METRICS = ("numValueStateVars", "numListStateVars", "numMapStateVars", "numDeletedStateVars", "numValueStateWithTTLVars",
+           "numListStateWithTTLVars", "numMapStateWithTTLVars", "numRegisteredTimers", "numDeletedTimers",
+           "numExpiredTimers", "numValuesRemovedDueToTTLExpiry", "timerProcessingTimeMs", "initialStateProcessingTimeMs")
+"""Spark's custom metrics of the operator (``TransformWithStateExec``'s), each reported every batch, 0 when unused."""
 
 
 @attrs.frozen
@@ -98,7 +103,7 @@ class ProcessorRun:
         self.phase = CREATED
         self.variables: dict[str, VariableInfo] = {}
         self.deleted: list[str] = []
-        self.metrics: dict[str, int] = {}
+        self.metrics: dict[str, int] = dict.fromkeys(METRICS, 0)
         self._key: Any = None
         self._key_bytes: bytes | None = None
 
@@ -376,7 +381,7 @@ class StatefulProcessorHandle:
         store = self._run.open_store()
         if store.get(row_key) is None:
             store.put(row_key, None, expiryTimestampMs)
-            self._run.count("numRegisteredTimers")
+        self._run.count("numRegisteredTimers")  # every call, as Spark's handle counts them
 
     def deleteTimer(self, expiryTimestampMs: int) -> None:  # noqa: N803
         """Delete the current key's timer at ``expiryTimestampMs`` (nothing if none)."""
@@ -385,7 +390,7 @@ class StatefulProcessorHandle:
         store = self._run.open_store()
         if store.get(row_key) is not None:
             store.remove(row_key)
-            self._run.count("numDeletedTimers")
+        self._run.count("numDeletedTimers")  # every call, as Spark's handle counts them
 
     def listTimers(self) -> Iterator[int]:
         """The current key's timers (expiry, ms), earliest first."""

@@ -222,7 +222,7 @@ def run_transform_partition(
                                  ExpiredTimerInfo(expiry)))
             if store.get(row_key) is not None:
                 store.remove(row_key)
-                run.count("numDeletedTimers")
+            run.count("numDeletedTimers")  # pyspark's worker deletes each fired timer through the handle
         run.count("timerProcessingTimeMs", (time.perf_counter_ns() - started) // 1_000_000)
 
     run.phase = TIMER_PROCESSED
@@ -293,18 +293,20 @@ def record_schema(checkpoint_root: str | os.PathLike[str] | CheckpointPath, oper
             old_time_mode, old_output_mode = old["timeMode"], old["outputMode"]
         except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
             raise StateStoreError(f"state store file {path} does not hold a transformWithState schema") from exc
-        for config, before, now in (("timeMode", old_time_mode, spec.time_mode),
-                                    ("outputMode", old_output_mode, spec.output_mode)):
+        for config, before, now in (("timeMode", TimeMode.SCALA_NAMES.get(old_time_mode, old_time_mode),
+                                     TimeMode.SCALA_NAMES[spec.time_mode]),
+                                    ("outputMode", str(old_output_mode).capitalize(), spec.output_mode.capitalize())):
             if before != now:
                 raise TransformWithStateError(
                     "STATE_STORE_INVALID_CONFIG_AFTER_RESTART",
                     f"Cannot change {config} from {before} to {now} between restarts. Please set {config} to "
                     f"{before}, or restart with a new checkpoint directory.")
-        for name, entry in old_variables.items():
+        merged: dict[str, VariableInfo] = {}
+        for name, entry in old_variables.items():  # the recorded order first, then the added variables
             info = variables.get(name)
             if info is None:
                 if name not in run.deleted:  # kept: its rows are still in the store
-                    variables[name] = VariableInfo(name, entry["kind"], entry["ttl"], entry["schema"])
+                    merged[name] = VariableInfo(name, entry["kind"], entry["ttl"], entry["schema"])
                 continue
             if entry["kind"] != info.kind:
                 raise TransformWithStateError(
@@ -316,6 +318,8 @@ def record_schema(checkpoint_root: str | os.PathLike[str] | CheckpointPath, oper
                     "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
                     "Provided value schema does not match existing state value schema. Please check number and type "
                     f"of fields. Existing value_schema={entry['schema']} and new value_schema={info.schema}.")
+            merged[name] = info
+        variables = {**merged, **{name: info for name, info in variables.items() if name not in merged}}
         if _schema_record(spec, variables.values()) == old:
             return
     else:
