@@ -84,8 +84,8 @@ class StateChange:
 
     Attributes:
         batch_id: the batch that made it (it wrote store version ``batch_id + 1``).
-        change_type: ``"update"`` (the row was written) or ``"delete"`` (removed; ``value`` and
-            ``timeout_ms`` are then None).
+        change_type: ``"update"`` (the row was written) or ``"delete"`` (removed; ``value`` is
+            then None, and ``timeout_ms`` too except a timer's expiry, which is part of its name).
         record: the row as written, or the removed row's name.
     """
 

@@ -59,18 +59,22 @@ def keep_logging_config() -> Iterator[None]:
     logger.handlers[:] = handlers
 
 
-def sessions_checkpoint(directory: Path, seconds: int = 6) -> list[Any]:
-    """A Pipeline's flatMapGroupsWithState checkpoint (the sessions program, two clicks a batch) after ``seconds`` batches."""
-    closed: list[Any] = []
-
+def run_pipeline(pipeline: Any, directory: Path, seconds: int) -> None:
+    """Run ``pipeline`` with its checkpoint in ``directory`` for ``seconds`` one-second batches on a manual clock."""
     async def run() -> None:
         clock = ManualClock(0)
-        async with StreamingRuntime(program(closed), Seconds(1), clock=clock, checkpoint_location=directory) as rt:
+        async with StreamingRuntime(pipeline, Seconds(1), clock=clock, checkpoint_location=directory) as rt:
             await rt.start()
             await advance(rt, clock, seconds * 1000)
             await rt.stop()
 
     anyio.run(run)
+
+
+def sessions_checkpoint(directory: Path, seconds: int = 6) -> list[Any]:
+    """A Pipeline's flatMapGroupsWithState checkpoint (the sessions program, two clicks a batch) after ``seconds`` batches."""
+    closed: list[Any] = []
+    run_pipeline(program(closed), directory, seconds)
     return closed
 
 
@@ -268,6 +272,31 @@ def test_versions_come_from_snapshots_and_purged_ones_are_refused_by_name(tmp_pa
     assert [(m.min_batch_id, m.max_batch_id) for m in read_state_metadata(tmp_path / "ck")] == [(1, 2)]
     with raises_exactly(StateStoreError, f"state store file {partition}/1.delta is missing"):
         read_state(tmp_path / "ck", batch=0)
+
+
+def test_a_pipelines_transform_with_state_checkpoint_reads_back_sessions_and_timers(tmp_path: Path) -> None:
+    """The event-time sessions of transformWithState on a Pipeline after six batches: bob's and ada's sessions closed
+    (their values cleared, their timers fired); cy's and dee's open, each with its timer 30 minutes after its last click."""
+    from tests.streaming.tws.test_pipeline_tws import EXPECTED
+    from tests.streaming.tws.test_pipeline_tws import program as tws_program
+
+    closed: list[Any] = []
+    run_pipeline(tws_program(closed), tmp_path / "ck", 6)
+    assert closed == EXPECTED
+    assert read_state(tmp_path / "ck") == [
+        StateRecord(0, "timer", None, "cy", None, None, 126 * MINUTE),
+        StateRecord(0, "timer", None, "dee", None, None, 125 * MINUTE),
+        StateRecord(0, "value", "session", "cy", None, (2, 40 * MINUTE, 96 * MINUTE), None),
+        StateRecord(0, "value", "session", "dee", None, (1, 95 * MINUTE, 95 * MINUTE), None),
+    ]
+    changes = read_state_changes(tmp_path / "ck", 0, 4, 4)  # cy's click at 96 min moves her timer; ada's fires
+    assert [(c.change_type, c.record.kind, c.record.key, c.record.timeout_ms) for c in changes] == [
+        ("delete", "timer", "cy", 70 * MINUTE), ("update", "value", "cy", None), ("update", "timer", "cy", 126 * MINUTE),
+        ("delete", "value", "ada", None), ("delete", "timer", "ada", 85 * MINUTE)]
+    (metadata,) = read_state_metadata(tmp_path / "ck")
+    assert (metadata.operator_name, metadata.num_partitions, metadata.min_batch_id, metadata.max_batch_id) == (
+        TRANSFORM_WITH_STATE_OPERATOR, 1, 0, 5)
+    assert [(v["name"], v["kind"]) for v in json.loads(metadata.operator_properties)["variables"]] == [("session", "value")]
 
 
 # -- refusals --
