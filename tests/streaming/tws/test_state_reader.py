@@ -535,3 +535,32 @@ def test_the_reader_gives_exactly_the_state_the_processor_holds_after_n_batches(
     assert read_state(tmp_path / "ck", batch=6) == read_state(tmp_path / "ck", batch=5)
     recent = [(r.key, r.value, r.timeout_ms) for r in read_state(tmp_path / "ck") if r.kind == "list"]
     assert recent == [("bo", 4, 7_500), ("cy", 200, 7_500), ("ann", 1, 8_500)]  # by pickled key: shorter names first
+
+
+class TextLedger(Ledger):
+    """:class:`Ledger` over text rows: ``"merchant=amount"`` or ``"dump"``."""
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
+        """Parse the rows, then as Ledger."""
+        parsed = (row if row == "dump" else (row.split("=")[0], int(row.split("=")[1])) for row in rows)
+        return super().handleInputRows(key, parsed, timerValues)
+
+
+@pytest.mark.spark
+def test_a_dstream_transform_with_state_checkpoint_holds_what_the_processor_sees(spark_context: Any, tmp_path: Path) -> None:
+    """Ledger on Spark over two partitions, six batches, then a batch that only dumps (at 7 s: nothing expires or
+    fires between 6 s and 7 s): the rows read after batch 5 are exactly what the processor saw, partition by partition."""
+    from tests.streaming.tws.test_dstream_tws import run
+
+    lines = [["ann:shop=10", "bo:cafe=5"], ["ann:shop=150", "cy:bar=7"], ["bo:cafe=0", "ann:book=3"], [],
+             ["cy:bar=200", "bo:pub=4"], ["ann:shop=1"], ["ann:dump", "bo:dump", "cy:dump"]]
+    outputs, _, errors = run(spark_context, tmp_path / "ck", lines, processor=TextLedger())
+    assert errors == []
+    assert outputs[7_000] == [("ann", 4, [1], {"shop": 1}, []), ("bo", 3, [4], {"pub": 4}, []),
+                              ("cy", 2, [200], {"bar": 207}, [8_000])]
+    records = read_state(tmp_path / "ck", batch=5)
+    assert view(records) == outputs[7_000]
+    homes = {(r.key, r.partition_id) for r in records}  # each key's rows in the one partition its hash picks
+    assert len(homes) == 3 and {p for _, p in homes} <= {0, 1}
+    assert [r.partition_id for r in records] == sorted(r.partition_id for r in records)
+    assert read_state(tmp_path / "ck") == records
