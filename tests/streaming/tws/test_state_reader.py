@@ -151,6 +151,25 @@ def test_reading_changes_nothing_in_the_checkpoint_and_leaves_its_leftovers(tmp_
     assert listing(directory) == before
 
 
+def test_a_checkpoint_on_another_file_system_reads_through_fsspec(sessions: Path) -> None:
+    """The sessions checkpoint copied to a ``memory://`` file system reads the same rows, changes and metadata."""
+    import uuid
+
+    import fsspec
+
+    memory = fsspec.filesystem("memory")
+    root = f"/aiodstream-test-{uuid.uuid4().hex}"
+    memory.put(str(sessions), f"{root}/ck", recursive=True)
+    try:
+        uri = f"memory://{root}/ck"
+        assert read_state(uri) == read_state(sessions)
+        assert read_state(uri, batch=1) == read_state(sessions, batch=1)
+        assert read_state_changes(uri, 0, 0) == read_state_changes(sessions, 0, 0)
+        assert read_state_metadata(uri) == read_state_metadata(sessions)
+    finally:
+        memory.rm(root, recursive=True)
+
+
 def test_a_batch_whose_delta_is_written_but_not_committed_is_not_the_default(tmp_path: Path) -> None:
     """Commits 4 and 5 gone (a crash after their deltas): the default is batch 3's state, and the metadata ends there."""
     directory = tmp_path / "ck"
