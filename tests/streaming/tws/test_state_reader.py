@@ -88,6 +88,7 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def group(key: str, value: Any, timeout: int | None) -> StateRecord:
+    """A flatMapGroupsWithState row of partition 0."""
     return StateRecord(0, "state", None, key, None, value, timeout)
 
 
