@@ -282,8 +282,9 @@ def read_state(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: in
 
     ``checkpoint`` is the query's checkpoint directory (a DStream program's or a Pipeline's; its
     stores are under ``stateful/state``) or a stores' root holding ``state/`` (a path, or a URI
-    reached through fsspec). ``batch`` defaults to the newest committed batch (its commits log;
-    without one, the newest version every partition holds). A ``flatMapGroupsWithState``
+    reached through fsspec). ``batch`` defaults to the newest batch of the query's commits log
+    (a batch whose delta is written but not committed is not shown; for a stores' root without
+    logs, the newest version every partition holds). A ``flatMapGroupsWithState``
     operator gives one :class:`StateRecord` per key (kind ``"state"``); a ``transformWithState``
     operator one per value state, list element, map entry and timer, named through its schema file.
 
@@ -301,6 +302,7 @@ def read_state(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: in
     Raises:
         StateStoreError: no such checkpoint or operator, nothing committed yet, or a file the
             version needs is missing or damaged (the message names it).
+        ValueError: a negative ``batch``.
     """
     root, state = _state_root(checkpoint)
     op = _Operator(state, operator)
