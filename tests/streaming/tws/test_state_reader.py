@@ -409,8 +409,8 @@ def test_the_command_line_shows_a_transform_with_state_operators_variables(tmp_p
     assert main(["state", str(tmp_path / "ck")]) == 0
     assert capsys.readouterr().out == (
         f"checkpoint  {tmp_path / 'ck'}\n"
-        "operator 0  transformWithStateExec, 2 partitions, batches 0..2; variables: count (value), seen (list, ttl 60000 ms), "
-        "per (map)\n"
+        f"operator 0  {TRANSFORM_WITH_STATE_OPERATOR}, 2 partitions, batches 0..2; variables: count (value), seen (list, "
+        "ttl 60000 ms), per (map)\n"
     )
 
 
