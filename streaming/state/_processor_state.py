@@ -104,6 +104,7 @@ class ProcessorRun:
         self.variables: dict[str, VariableInfo] = {}
         self.deleted: list[str] = []
         self.metrics: dict[str, int] = dict.fromkeys(METRICS, 0)
+        self.list_ends: dict[bytes, int] = {}  # a list's next index, once known in this batch
         self._key: Any = None
         self._key_bytes: bytes | None = None
 
@@ -268,7 +269,7 @@ class ListState(_Variable):
     def exists(self) -> bool:
         """Whether the current key has at least one element."""
         if self._ttl is None:
-            return self._run.open_store().last_key(self._prefix("exists")) is not None
+            return self._next_index(self._prefix("exists")) > 0
         return bool(self._alive_rows("exists"))
 
     def get(self) -> Iterator[Any]:
@@ -295,14 +296,25 @@ class ListState(_Variable):
         prefix = self._prefix("appendList")
         self._write(prefix, self._next_index(prefix), encoded)
 
+    def clear(self) -> None:
+        """Remove the current key's elements."""
+        prefix = self._prefix("clear")
+        self._run.remove_rows(prefix)
+        self._run.list_ends[prefix] = 0
+
     def _next_index(self, prefix: bytes) -> int:
-        last = self._run.open_store().last_key(prefix)
-        return 0 if last is None else int.from_bytes(last[len(prefix):], "big") + 1
+        """One past the greatest index held (the store is asked once per key and batch, then the run keeps it)."""
+        end = self._run.list_ends.get(prefix)
+        if end is None:
+            last = self._run.open_store().last_key(prefix)
+            end = self._run.list_ends[prefix] = 0 if last is None else int.from_bytes(last[len(prefix):], "big") + 1
+        return end
 
     def _write(self, prefix: bytes, first: int, encoded: list[bytes]) -> None:
         store, expiry = self._run.open_store(), self._run.expiry(self._ttl)
         for offset, value in enumerate(encoded):
             store.put(prefix + encode_index(first + offset), value, expiry)
+        self._run.list_ends[prefix] = first + len(encoded)
 
 
 class MapState(_Variable):
@@ -415,6 +427,11 @@ def _expiry(value: Any) -> int:
     return value
 
 
-def due_timers(store: VersionedStore, threshold_ms: int) -> list[tuple[bytes, int]]:
-    """The timers due at ``threshold_ms`` (expiry at or before it): their rows and expiries, earliest first."""
-    return [(key, row[1]) for key, row in store.due(threshold_ms + 1, TIMER_PREFIX)]
+def due_timers(store: VersionedStore, threshold_ms: int) -> list[tuple[bytes, bytes, int]]:
+    """The timers due at ``threshold_ms`` (expiry at or before it), earliest first: each one's row, pickled
+    grouping key and expiry."""
+    due = []
+    for row_key, row in store.due(threshold_ms + 1, TIMER_PREFIX):
+        size = int.from_bytes(row_key[1:5], "big")  # the layout: b"t", the key's length (4 bytes), the key, the expiry
+        due.append((row_key, row_key[5:5 + size], row[1]))
+    return due

@@ -211,10 +211,9 @@ def run_transform_partition(
         threshold = eviction_watermark_ms
     if threshold is not None:
         started = time.perf_counter_ns()
-        for row_key, expiry in due_timers(store, threshold):
+        for row_key, encoded, expiry in due_timers(store, threshold):
             if store.get(row_key) is None:
                 continue  # deleted by an earlier timer's call in this pass
-            encoded = row_key[5:-8]  # the layout's b"t" + 4-byte length + pickled key + 8-byte expiry
             key = pickle.loads(encoded)
             run.set_key(key, encoded)
             run.count("numExpiredTimers")
