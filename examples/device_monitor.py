@@ -85,9 +85,13 @@ def main(batches: int, interval: float) -> None:
         ssc.addStreamingListener(stopper)
         stream = ssc.queueStream([readings(i) for i in range(batches)], oneAtATime=True, default=[])
         reports = stream.map(lambda r: (r[0], r)).transformWithState(Monitor(ttl_ms), "Update", "ProcessingTime")
-        batch_of: dict[Any, int] = {}
-        reports.foreachRDD(lambda time, rdd: reported.extend(
-            (batch_of.setdefault(time, len(batch_of)), line) for line in sorted(rdd.collect())))
+        batch_times: list[Any] = []
+
+        def collect(time: Any, rdd: Any) -> None:  # every batch, in order: its number is how many came before
+            batch_times.append(time)
+            reported.extend((len(batch_times) - 1, line) for line in sorted(rdd.collect()))
+
+        reports.foreachRDD(collect)
         ssc.start()
         stopper.done.wait()
         ssc.stop(stopSparkContext=True, stopGraceFully=True)

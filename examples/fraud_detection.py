@@ -101,9 +101,13 @@ def main(batches: int, interval: float) -> None:
         alerts = (stream.withWatermark(lambda t: t[3], "5 minutes")
                   .map(lambda t: (t[0], t))
                   .transformWithState(FraudRules(), "Append", "EventTime"))
-        batch_of: dict[Any, int] = {}
-        alerts.foreachRDD(lambda time, rdd: reported.extend(
-            (batch_of.setdefault(time, len(batch_of)), line) for line in sorted(rdd.collect())))
+        batch_times: list[Any] = []
+
+        def collect(time: Any, rdd: Any) -> None:  # every batch, in order: its number is how many came before
+            batch_times.append(time)
+            reported.extend((len(batch_times) - 1, line) for line in sorted(rdd.collect()))
+
+        alerts.foreachRDD(collect)
         ssc.start()
         stopper.done.wait()
         ssc.stop(stopSparkContext=True, stopGraceFully=True)

@@ -526,7 +526,7 @@ class DStream(StreamNode):
         ``withWatermark`` upstream; late values, by ``eventTime(value)`` or the watermark's
         function, are dropped). ``initialState`` (an RDD or a list of (key, row) pairs) goes to
         ``handleInitialState`` in the first batch. The state lives in state stores under the
-        checkpoint directory, as for :meth:`flatMapGroupsWithState`; see docs/compatibility.md.
+        checkpoint directory, as for :meth:`flatMapGroupsWithState` (see docs/compatibility.md).
         """
         node = TransformWithStateDStream(self, transform_spec(statefulProcessor, outputMode, timeMode),
                                          num_partitions=self._default_partitions(numPartitions),
