@@ -152,6 +152,30 @@ def test_reading_changes_nothing_in_the_checkpoint_and_leaves_its_leftovers(tmp_
     assert listing(directory) == before
 
 
+def test_reading_while_the_query_runs_leaves_it_as_if_nobody_had(tmp_path: Path) -> None:
+    """Reads between the batches of a running Pipeline: the sessions close as without them, and every batch after the
+    first still loads its working copy (no rebuild: the reader never touched it)."""
+    closed: list[Any] = []
+    seen: list[list[StateRecord]] = []
+
+    async def run() -> list[Any]:
+        clock = ManualClock(0)
+        async with StreamingRuntime(program(closed), Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
+            await rt.start()
+            for _ in range(6):
+                await advance(rt, clock, 1_000)
+                seen.append(read_state(tmp_path / "ck"))
+                read_state_changes(tmp_path / "ck", 0, 0)
+            progress = rt.recent_progress
+            await rt.stop()
+        return progress
+
+    progress = anyio.run(run)
+    assert closed == [(4_000, "bob", 2, 2 * MINUTE, 3 * MINUTE), (5_000, "ada", 3, 1 * MINUTE, 50 * MINUTE)]
+    assert seen == [read_state(tmp_path / "ck", batch=b) for b in range(6)]
+    assert [p.state_operators[0].custom_metrics["loadedMapCacheMissCount"] for p in progress] == [0] * 6
+
+
 def test_a_checkpoint_on_another_file_system_reads_through_fsspec(sessions: Path) -> None:
     """The sessions checkpoint copied to a ``memory://`` file system reads the same rows, changes and metadata."""
     import uuid
