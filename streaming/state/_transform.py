@@ -157,7 +157,7 @@ def run_transform_partition(
             be committed.
     """
     processor = copy.deepcopy(spec.processor)
-    run = ProcessorRun(store, spec.time_mode, batch_time_ms, eviction_watermark_ms)
+    run = ProcessorRun(store, spec.time_mode, batch_time_ms)
     call_user("init", processor.init, StatefulProcessorHandle(run))
     run.phase = INITIALIZED
     timer_values = _timer_values(spec, batch_time_ms, eviction_watermark_ms)
