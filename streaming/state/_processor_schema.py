@@ -121,7 +121,7 @@ def record_schema(checkpoint_root: str | os.PathLike[str] | CheckpointPath, oper
             Variables may be added, or dropped (a dropped one stays recorded unless ``deleteIfExists`` removed it).
         StateStoreError: the schema file is damaged (it names the file).
     """
-    run = ProcessorRun(None, spec.time_mode, NO_TIMESTAMP, NO_TIMESTAMP)
+    run = ProcessorRun(None, spec.time_mode, NO_TIMESTAMP)
     processor = copy.deepcopy(spec.processor)
     call_user("init", processor.init, StatefulProcessorHandle(run))
     call_user("close", processor.close)

@@ -126,9 +126,11 @@ def initial_rows_by_key(pairs: Iterable[tuple[Any, Any]]) -> dict[bytes, tuple[A
 
 
 def _timer_values(spec: TransformWithStateSpec, batch_time_ms: int, watermark_ms: int) -> TimerValues:
+    """pyspark 4.3's: -1 for both in time mode "None"; else the batch time and the eviction watermark, which is
+    0 on an input without one (observed in ProcessingTime mode with and without ``withWatermark``)."""
     if spec.time_mode == TimeMode.NONE:
         return TimerValues(NO_TIMESTAMP, NO_TIMESTAMP)
-    return TimerValues(batch_time_ms, watermark_ms if spec.watermark_present else NO_TIMESTAMP)
+    return TimerValues(batch_time_ms, watermark_ms if spec.watermark_present else 0)
 
 
 def _initial_state(processor: StatefulProcessor, key: Any, row: Any, timer_values: TimerValues) -> None:
@@ -155,7 +157,7 @@ def run_transform_partition(
             be committed.
     """
     processor = copy.deepcopy(spec.processor)
-    run = ProcessorRun(store, spec.time_mode, batch_time_ms, eviction_watermark_ms)
+    run = ProcessorRun(store, spec.time_mode, batch_time_ms)
     call_user("init", processor.init, StatefulProcessorHandle(run))
     run.phase = INITIALIZED
     timer_values = _timer_values(spec, batch_time_ms, eviction_watermark_ms)
