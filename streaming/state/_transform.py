@@ -24,6 +24,8 @@ from typing import Any
 
 import attrs
 
+from scheduler import InvalidPipelineError
+
 from ._operator_stats import StateOperatorStats
 from ._partition_batch import group_by_key, run_committed
 from ._processor import ExpiredTimerInfo, StatefulProcessor, TimerValues
@@ -73,6 +75,12 @@ def _check_time_mode(value: object) -> str:
     return TimeMode.check(value)
 
 
+def _check_processor(_spec: object, _attribute: attrs.Attribute[StatefulProcessor], value: Any) -> None:
+    if not isinstance(value, StatefulProcessor):
+        raise InvalidPipelineError(
+            f"statefulProcessor must be an instance of a StatefulProcessor subclass, got {value!r}")
+
+
 @attrs.frozen
 class TransformWithStateSpec:
     """What an operator runs: the processor, its output and time modes, its event times.
@@ -85,10 +93,11 @@ class TransformWithStateSpec:
         event_time: the event time of a row (epoch ms), for dropping late rows (time mode "EventTime" only).
 
     Raises:
+        InvalidPipelineError: ``processor`` is not a :class:`StatefulProcessor`.
         TransformWithStateError: an unknown output or time mode (Spark's error classes).
     """
 
-    processor: StatefulProcessor
+    processor: StatefulProcessor = attrs.field(validator=_check_processor)
     output_mode: str = attrs.field(converter=_check_output_mode)
     time_mode: str = attrs.field(converter=_check_time_mode)
     watermark_present: bool
