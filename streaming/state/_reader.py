@@ -20,9 +20,9 @@ from scheduler import CheckpointPath, CommitLog, parse_batch_file_name, task_che
 from ._partition_files import PartitionFiles
 from ._processor_rows import LIST, MAP, SCHEMA_FILE, VALUE, decode_row_key
 from ._protocol import NO_TIMESTAMP
-from ._store_format import DELTA, GENESIS, REMOVED, SNAPSHOT, Change, LineageBreakError, StateStoreError, read_delta
+from ._rebuild import open_base, rebuild
+from ._store_format import DELTA, REMOVED, SNAPSHOT, Change, StateStoreError, read_delta
 from ._transform import TRANSFORM_WITH_STATE_OPERATOR
-from ._working_copy import apply_changes, open_working_copy
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -210,57 +210,9 @@ def _load(files: PartitionFiles, version: int, into: Path) -> sqlite3.Connection
     """Version ``version`` of a partition, rebuilt from its snapshot and deltas in a new SQLite file at ``into``.
 
     Only reads the checkpoint. A replay that meets a delta of another history starts over from an
-    older snapshot, down to the empty state (as the store's own rebuild does).
+    older snapshot, down to the empty state (the store's own rebuild: :func:`rebuild`).
     """
-    bases = [v for v in reversed(files.versions(SNAPSHOT)) if v <= version] + [0]
-    first_break: LineageBreakError | None = None
-    for base in bases:
-        conn = _start(files, base, into)
-        try:
-            _replay(conn, files, base, version)
-            return conn
-        except LineageBreakError as exc:
-            conn.close()
-            first_break = first_break or exc
-        except StateStoreError:
-            conn.close()
-            if first_break is None:
-                raise  # the newest base's own damage or gap: named
-        except BaseException:
-            conn.close()
-            raise
-    raise StateStoreError(f"cannot read state version {version} from {files.directory}: its files do not form one "
-                          f"history ({first_break}) and no older snapshot leads to it")
-
-
-def _start(files: PartitionFiles, base: int, into: Path) -> sqlite3.Connection:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{into}{suffix}").unlink(missing_ok=True)
-    if base:
-        fd = os.open(into, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as file:
-            file.write(files.snapshot(base))
-    conn = open_working_copy(into)
-    if not base:
-        conn.execute("UPDATE meta SET version = 0, rows = 0, digest = ?", (GENESIS,))
-    return conn
-
-
-def _replay(conn: sqlite3.Connection, files: PartitionFiles, base: int, version: int) -> None:
-    digest = bytes(conn.execute("SELECT digest FROM meta").fetchone()[0]) or GENESIS
-    if base == version and base:
-        on_file = files.delta_digest(base)
-        if on_file is not None and on_file != digest:
-            raise LineageBreakError(f"{files.path(base, SNAPSHOT)} is not of the history of {files.path(base, DELTA).name}")
-    for v in range(base + 1, version + 1):
-        path = files.path(v, DELTA)
-        new_digest, parent, changes = read_delta(path)  # a missing or damaged delta: StateStoreError naming it
-        if parent is not None and parent != digest:
-            raise LineageBreakError(f"{path} was written on top of another history than version {v - 1}'s")
-        conn.execute("BEGIN")
-        apply_changes(conn, changes)
-        conn.execute("COMMIT")
-        digest = new_digest
+    return rebuild(files, version, lambda base: open_base(files, base, into), verb="read")
 
 
 # -- the three readers --
