@@ -198,9 +198,22 @@ def _latest_batch(root: CheckpointPath, operator: _Operator) -> int | None:
     if (root / _COMMITS).is_dir() or (root / _OFFSETS).is_dir():  # a query's checkpoint: what its commits log says
         committed = CommitLog(root / _COMMITS).batch_ids()
         return committed[-1] if committed else None
-    newest = min((max([0, *files.versions(DELTA), *files.versions(SNAPSHOT)])
-                  for files in map(operator.files, range(operator.num_partitions))), default=0)
+    newest = _written(operator)
     return newest - 1 if newest else None
+
+
+def _written(operator: _Operator) -> int:
+    """The newest version every partition of ``operator`` holds a file of (0: none)."""
+    return min((max([0, *files.versions(DELTA), *files.versions(SNAPSHOT)])
+                for files in map(operator.files, range(operator.num_partitions))), default=0)
+
+
+def _check_written(root: CheckpointPath, operator: _Operator, batch: int) -> None:
+    """Refuse a batch beyond what every partition has written (rather than name the first delta it lacks)."""
+    written = _written(operator)
+    if batch + 1 > written:
+        held = "no batch" if not written else f"batches up to {written - 1}"
+        raise StateStoreError(f"no state of batch {batch} in {root}: operator {operator.id} has written {held}")
 
 
 # -- loading one version into a private copy --
@@ -252,7 +265,7 @@ def read_state(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: in
     tuple, a class it cannot convert).
 
     Raises:
-        StateStoreError: no such checkpoint or operator, nothing committed yet, or a file the
+        StateStoreError: no such checkpoint or operator, nothing committed yet, a batch not written yet, or a file the
             version needs is missing or damaged (the message names it).
         ValueError: a negative ``batch``.
     """
@@ -264,6 +277,7 @@ def read_state(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: in
             raise StateStoreError(f"no committed batch in {root}: operator {operator} holds no state version yet")
     if batch < 0:
         raise ValueError(f"a batch id is >= 0, got {batch}")
+    _check_written(root, op, batch)
     records: list[StateRecord] = []
     with tempfile.TemporaryDirectory(prefix="aiodstream-state-reader-") as private:  # mkdtemp: mode 0700
         for partition in range(op.num_partitions):
@@ -283,8 +297,10 @@ def _decoded(op: _Operator, files: PartitionFiles, version: int, partition: int,
     try:
         return op.decode(partition, key, value, timeout)
     except (pickle.UnpicklingError, EOFError, ValueError, AttributeError, ImportError, IndexError) as exc:
+        hint = ("; a class of the program's state must be importable where the state is read: put the program's "
+                "modules on PYTHONPATH") if isinstance(exc, (ImportError, AttributeError)) else ""
         raise StateStoreError(f"cannot decode a row of {files.directory} at version {version} ({exc!r}); "
-                              f"its key starts {key[:40]!r}") from exc
+                              f"its key starts {key[:40]!r}{hint}") from exc
 
 
 @overload
@@ -308,8 +324,8 @@ def read_state_changes(checkpoint: str | os.PathLike[str] | CheckpointPath, oper
     With ``spark``, a DataFrame with ``batch_id`` and ``change_type`` before :func:`read_state`'s columns.
 
     Raises:
-        StateStoreError: as :func:`read_state`; a delta of the range is missing (purged, or not
-            written yet) or damaged, or two deltas are of different histories.
+        StateStoreError: as :func:`read_state` (``end_batch`` not written yet); a delta of the range is
+            missing (purged) or damaged, or two deltas are of different histories.
     """
     root, state = _state_root(checkpoint)
     op = _Operator(state, operator)
@@ -319,6 +335,7 @@ def read_state_changes(checkpoint: str | os.PathLike[str] | CheckpointPath, oper
             raise StateStoreError(f"no committed batch in {root}: operator {operator} holds no state version yet")
     if start_batch < 0 or end_batch < start_batch:
         raise ValueError(f"the batches of a change feed are 0 <= start <= end, got {start_batch} to {end_batch}")
+    _check_written(root, op, end_batch)
     by_partition: list[list[tuple[int, list[Change]]]] = []
     for partition in range(op.num_partitions):
         files, deltas, parent_digest = op.files(partition), [], None
