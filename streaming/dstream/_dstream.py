@@ -525,9 +525,12 @@ class DStream(StreamNode):
         rows are the stream's values (plain objects), and its handlers yield the output records.
         ``timeMode`` is ``"None"``, ``"ProcessingTime"`` or ``"EventTime"`` (the watermark of
         ``withWatermark`` upstream; late values, by ``eventTime(value)`` or the watermark's
-        function, are dropped). ``initialState`` (a list of (key, row) pairs) goes to
-        ``handleInitialState`` in the first batch. The state lives in state stores under the
-        checkpoint directory, as for :meth:`flatMapGroupsWithState` (see docs/compatibility.md).
+        function, are dropped). ``initialState`` (a list of (key, row) pairs) goes to ``handleInitialState``
+        in the first batch. The state lives under the checkpoint, as :meth:`flatMapGroupsWithState`'s (docs/compatibility.md).
+
+        Raises:
+            InvalidPipelineError: not a StatefulProcessor, an RDD as ``initialState`` (collect it); at start, no checkpoint.
+            TransformWithStateError: a bad output or time mode; at start, a processor the checkpoint's state does not fit.
         """
         node = TransformWithStateDStream(self, TransformWithStateSpec(statefulProcessor, outputMode, timeMode, False),
                                          num_partitions=self._default_partitions(numPartitions),

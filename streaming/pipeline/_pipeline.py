@@ -217,7 +217,7 @@ class Pipeline:
 
         Raises:
             InvalidPipelineError: no such source, a name in use, ``key`` not callable, or not a StatefulProcessor.
-            Spark's errors for an unknown output mode or time mode.
+            TransformWithStateError: an unknown output mode or time mode (Spark's error classes).
         """
         if not callable(key):
             raise InvalidPipelineError(f"key must be a function of a record, got {key!r}")
