@@ -202,6 +202,18 @@ def _latest_batch(root: CheckpointPath, operator: _Operator) -> int | None:
     return newest - 1 if newest else None
 
 
+def _operator_at(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: int,
+                 batch: int | None) -> tuple[CheckpointPath, _Operator, int]:
+    """The checkpoint, its operator ``operator``, and ``batch`` or else the newest committed batch."""
+    root, state = _state_root(checkpoint)
+    op = _Operator(state, operator)
+    if batch is None:
+        batch = _latest_batch(root, op)
+        if batch is None:
+            raise StateStoreError(f"no committed batch in {root}: operator {operator} holds no state version yet")
+    return root, op, batch
+
+
 def _written(operator: _Operator) -> int:
     """The newest version every partition of ``operator`` holds a file of (0: none)."""
     return min((max([0, *files.versions(DELTA), *files.versions(SNAPSHOT)])
@@ -269,12 +281,7 @@ def read_state(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: in
             version needs is missing or damaged (the message names it).
         ValueError: a negative ``batch``.
     """
-    root, state = _state_root(checkpoint)
-    op = _Operator(state, operator)
-    if batch is None:
-        batch = _latest_batch(root, op)
-        if batch is None:
-            raise StateStoreError(f"no committed batch in {root}: operator {operator} holds no state version yet")
+    root, op, batch = _operator_at(checkpoint, operator, batch)
     if batch < 0:
         raise ValueError(f"a batch id is >= 0, got {batch}")
     _check_written(root, op, batch)
@@ -327,12 +334,7 @@ def read_state_changes(checkpoint: str | os.PathLike[str] | CheckpointPath, oper
         StateStoreError: as :func:`read_state` (``end_batch`` not written yet); a delta of the range is
             missing (purged) or damaged, or two deltas are of different histories.
     """
-    root, state = _state_root(checkpoint)
-    op = _Operator(state, operator)
-    if end_batch is None:
-        end_batch = _latest_batch(root, op)
-        if end_batch is None:
-            raise StateStoreError(f"no committed batch in {root}: operator {operator} holds no state version yet")
+    root, op, end_batch = _operator_at(checkpoint, operator, end_batch)
     if start_batch < 0 or end_batch < start_batch:
         raise ValueError(f"the batches of a change feed are 0 <= start <= end, got {start_batch} to {end_batch}")
     _check_written(root, op, end_batch)
