@@ -1,5 +1,6 @@
 """Shared test doubles: a scripted job graph, a recording batch hook, a capture of the library's log events, the
-manual clock's steps (advance, then wait until idle or parked), and the checkpoint file managers' common contract."""
+manual clock's steps (advance, then wait until idle or parked; a DStream program's or a Pipeline's batches run on
+them), and the checkpoint file managers' common contract."""
 
 from __future__ import annotations
 
@@ -188,6 +189,38 @@ async def advance(runtime: Idles, clock: ManualClock, ms: Duration | int = 1000,
     for _ in range(times):
         clock.advance(ms)
         await runtime.wait_until_idle()
+
+
+def run_dstream_batches(ssc: Any, clock: ManualClock, count: int, interval_ms: int = 1000) -> list[BaseException]:
+    """Start the StreamingContext ``ssc``, run ``count`` batches one at a time, stop (not its SparkContext); the error a
+    failed batch reported, if any."""
+    errors: list[BaseException] = []
+
+    async def driver() -> None:
+        async with ssc:
+            await ssc.start_async()
+            await ssc.runtime.wait_until_idle()
+            await advance(ssc.runtime, clock, interval_ms, times=count)
+            try:
+                await ssc.await_termination_async(0)
+            except Exception as exc:  # a failed batch, reported to the waiter
+                errors.append(exc)
+            await ssc.stop_async(stopSparkContext=False)
+
+    anyio.run(driver)
+    return errors
+
+
+async def run_pipeline_for(pipeline: Any, checkpoint: Path, start_ms: int, ms: int) -> None:
+    """Run ``pipeline`` in a StreamingRuntime with one-second batches and ``checkpoint`` on a manual clock from
+    ``start_ms``, advance it ``ms`` and stop it (a restart test's run: stop here, resume from there)."""
+    from streaming import StreamingRuntime
+
+    clock = ManualClock(start_ms)
+    async with StreamingRuntime(pipeline, Milliseconds(1000), clock=clock, checkpoint_location=checkpoint) as rt:
+        await rt.start()
+        await advance(rt, clock, ms)
+        await rt.stop()
 
 
 async def advance_until_parked(clock: ManualClock, ms: Duration | int, sleepers: int = 1) -> None:

@@ -16,13 +16,14 @@ from scheduler import InvalidPipelineError, StreamingStateError, Time
 
 from ..continuous import ContinuousSink, ForeachSink
 from ..spark import seconds_to_duration
+from ..state import TransformWithStateSpec
 from ._arguments import TimeLike, time_ms, with_time, with_time2
 from ._groups import GroupsWithStateNode, check_output_mode, initial_groups
 from ._node import StreamNode, memory_only
 from ._outputs import check_continuous_output, check_continuous_sink, for_each_rdd, print_rdds, save_as_text_files
 from ._recipe import recorded
 from ._state import StateNode, initial_state
-from ._transform_state import TransformWithStateNode, initial_rows, transform_spec
+from ._transform_state import TransformWithStateNode, initial_rows
 from ._transforms import MultiTransformedNode, TransformedNode, TransformedWithNode, UnionNode
 from ._watermark import WatermarkedNode
 from ._windowed import ReducedWindowedNode, WindowedNode, concat_lists, drop_front, validate_window
@@ -524,11 +525,14 @@ class DStream(StreamNode):
         rows are the stream's values (plain objects), and its handlers yield the output records.
         ``timeMode`` is ``"None"``, ``"ProcessingTime"`` or ``"EventTime"`` (the watermark of
         ``withWatermark`` upstream; late values, by ``eventTime(value)`` or the watermark's
-        function, are dropped). ``initialState`` (a list of (key, row) pairs) goes to
-        ``handleInitialState`` in the first batch. The state lives in state stores under the
-        checkpoint directory, as for :meth:`flatMapGroupsWithState` (see docs/compatibility.md).
+        function, are dropped). ``initialState`` (a list of (key, row) pairs) goes to ``handleInitialState``
+        in the first batch. The state lives under the checkpoint, as :meth:`flatMapGroupsWithState`'s (docs/compatibility.md).
+
+        Raises:
+            InvalidPipelineError: not a StatefulProcessor, an RDD as ``initialState`` (collect it); at start, no checkpoint.
+            TransformWithStateError: a bad output or time mode; at start, a processor the checkpoint's state does not fit.
         """
-        node = TransformWithStateDStream(self, transform_spec(statefulProcessor, outputMode, timeMode),
+        node = TransformWithStateDStream(self, TransformWithStateSpec(statefulProcessor, outputMode, timeMode, False),
                                          num_partitions=self._default_partitions(numPartitions),
                                          initial=initial_rows(initialState), event_time=eventTime)
         node.advance_every_batch()

@@ -19,7 +19,6 @@ from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError
 
 from ..state import (
     TRANSFORM_WITH_STATE_OPERATOR,
-    StatefulProcessor,
     StateOperatorStats,
     StateStoreProvider,
     TimeMode,
@@ -33,20 +32,7 @@ from ._keyed_state import KeyedStateNode, PartitionBatch
 from ._node import StreamNode
 from ._watermark import WatermarkedNode
 
-__all__ = ["TransformWithStateNode", "has_watermark", "initial_rows", "transform_spec"]
-
-
-def transform_spec(processor: Any, output_mode: Any, time_mode: Any) -> TransformWithStateSpec:
-    """The operator's spec from the user's arguments, checked now (the watermark is known only at start).
-
-    Raises:
-        InvalidPipelineError: ``processor`` is not a :class:`~streaming.state.StatefulProcessor`.
-        Spark's errors for an unknown output mode or time mode (see :class:`~streaming.state.TransformWithStateSpec`).
-    """
-    if not isinstance(processor, StatefulProcessor):
-        raise InvalidPipelineError(
-            f"statefulProcessor must be an instance of a StatefulProcessor subclass, got {processor!r}")
-    return TransformWithStateSpec(processor, output_mode, time_mode, False)
+__all__ = ["TransformWithStateNode", "has_watermark", "initial_rows"]
 
 
 def initial_rows(initial: Any) -> list[tuple[Any, Any]] | None:
@@ -79,7 +65,7 @@ class TransformWithStateNode(KeyedStateNode):
 
     def __init__(self, parent: StreamNode, spec: TransformWithStateSpec, *, num_partitions: int, initial: Any = None,
                  event_time: Callable[[Any], Any] | None = None) -> None:
-        """An operator over ``parent``'s (key, value) pairs running ``spec`` (see :func:`transform_spec`)."""
+        """An operator over ``parent``'s (key, value) pairs running ``spec`` ."""
         super().__init__(parent, num_partitions=num_partitions, initial=initial, event_time=event_time)
         self._spec = spec
 

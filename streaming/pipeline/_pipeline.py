@@ -37,10 +37,10 @@ from scheduler import (
 )
 
 from ..recovery import InputDescriptor
-from ..state import parse_delay_threshold
+from ..state import TransformWithStateSpec, parse_delay_threshold
 from ._sources import ReplayableSource
 from ._stateful import GroupsOperator, StatefulOperator, Watermark, check_timeout, seen_event_times
-from ._transform import TransformOperator, transform_spec
+from ._transform import TransformOperator
 
 __all__ = ["Batch", "Pipeline"]
 
@@ -217,12 +217,12 @@ class Pipeline:
 
         Raises:
             InvalidPipelineError: no such source, a name in use, ``key`` not callable, or not a StatefulProcessor.
-            Spark's errors for an unknown output mode or time mode.
+            TransformWithStateError: an unknown output mode or time mode (Spark's error classes).
         """
         if not callable(key):
             raise InvalidPipelineError(f"key must be a function of a record, got {key!r}")
         name = self._operator_name(source, name)
-        spec = transform_spec(statefulProcessor, outputMode, timeMode)
+        spec = TransformWithStateSpec(statefulProcessor, outputMode, timeMode, False)  # the watermark is known at start
         initial = None if initialState is None else list(initialState)
         self._operators.append(TransformOperator(len(self._operators), name, source, key, spec, initial, eventTime))
         return name

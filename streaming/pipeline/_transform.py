@@ -15,11 +15,10 @@ from typing import Any, Callable, Sequence
 import anyio.to_thread
 import attrs
 
-from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, Time
+from scheduler import BatchWatermarks, CheckpointPath, StateOperatorProgress, Time
 
 from ..state import (
     TRANSFORM_WITH_STATE_OPERATOR,
-    StatefulProcessor,
     StateStoreProvider,
     TimeMode,
     TransformWithStateSpec,
@@ -30,20 +29,7 @@ from ..state import (
 )
 from ._stateful import STATE_DIRECTORY, Watermark
 
-__all__ = ["TransformOperator", "transform_spec"]
-
-
-def transform_spec(processor: Any, output_mode: Any, time_mode: Any) -> TransformWithStateSpec:
-    """The operator's spec from the user's arguments, checked now (whether the source has a watermark is known at start).
-
-    Raises:
-        InvalidPipelineError: ``processor`` is not a :class:`~streaming.state.StatefulProcessor`.
-        Spark's errors for an unknown output mode or time mode (see :class:`~streaming.state.TransformWithStateSpec`).
-    """
-    if not isinstance(processor, StatefulProcessor):
-        raise InvalidPipelineError(
-            f"statefulProcessor must be an instance of a StatefulProcessor subclass, got {processor!r}")
-    return TransformWithStateSpec(processor, output_mode, time_mode, False)
+__all__ = ["TransformOperator"]
 
 
 @attrs.define

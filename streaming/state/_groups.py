@@ -27,6 +27,8 @@ import attrs
 
 from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
 from ._operator_stats import StateOperatorStats
+from ._partition_batch import group_by_key, run_committed
+from ._processor_rows import key_bytes
 from ._protocol import VersionedStore
 from ._store_provider import StateStoreProvider
 
@@ -108,23 +110,13 @@ def run_batch(provider: StateStoreProvider, batch_id: int, records: Iterable[tup
     Returns the outputs and the partition's numbers. If the function raises, the store is
     aborted (nothing of the batch is kept) and the error propagates.
     """
-    store = provider.load(batch_id)
-    try:
-        result = run_partition(records, store, spec, batch_time_ms, eviction_watermark_ms, late_watermark_ms, initial)
-        rows = len(store)
-    except BaseException:
-        store.abort()
-        raise
-    version = store.commit()
-    provider.maintain_after(version)  # a snapshot, when due, in the background
-    metrics = provider.last_metrics
-    assert metrics is not None
-    return result.outputs, StateOperatorStats(
-        rows, result.num_rows_updated, result.num_rows_removed, result.num_rows_dropped_by_watermark,
-        metrics.memory_used_bytes, metrics.commit_time_ms, result.num_timeouts, 1,
-        result.updates_ns // 1_000_000, result.removals_ns // 1_000_000,
-        int(store.loaded_from == "working copy"), int(store.loaded_from == "checkpoint"), 1 << provider.partition_id,
-        {"numTimeoutsFired": result.num_timeouts})
+    committed = run_committed(provider, batch_id, lambda store: run_partition(
+        records, store, spec, batch_time_ms, eviction_watermark_ms, late_watermark_ms, initial))
+    result = committed.result
+    return result.outputs, committed.stats(
+        result.num_rows_dropped_by_watermark, result.num_timeouts, {"numTimeoutsFired": result.num_timeouts},
+        num_rows_updated=result.num_rows_updated, num_rows_removed=result.num_rows_removed,
+        all_updates_time_ms=result.updates_ns // 1_000_000, all_removals_time_ms=result.removals_ns // 1_000_000)
 
 
 def initial_state_by_key(pairs: Iterable[tuple[Any, Any]]) -> dict[bytes, tuple[Any, Any]]:
@@ -135,17 +127,13 @@ def initial_state_by_key(pairs: Iterable[tuple[Any, Any]]) -> dict[bytes, tuple[
     """
     by_key: dict[bytes, tuple[Any, Any]] = {}
     for key, value in pairs:
-        encoded = _key_bytes(key)
+        encoded = key_bytes(key)
         if encoded in by_key:
             raise ValueError(DUPLICATE_INITIAL_STATE)
         if value is None:
             raise ValueError(f"the initial state of key {key!r} is None: a state value cannot be None")
         by_key[encoded] = (key, value)
     return by_key
-
-
-def _key_bytes(key: Any) -> bytes:
-    return pickle.dumps(key, protocol=5)
 
 
 def run_partition(
@@ -165,18 +153,9 @@ def run_partition(
     timeout = spec.timeout
     drop_late = timeout == GroupStateTimeout.EventTimeTimeout and spec.watermark_present and spec.event_time is not None
     watermark = eviction_watermark_ms if spec.watermark_present else NO_TIMESTAMP
-    grouped: dict[bytes, tuple[Any, list[Any]]] = {}
-    dropped = 0
-    for key, value in records:
-        if drop_late and spec.event_time is not None and spec.event_time(value) <= late_watermark_ms:
-            dropped += 1
-            continue
-        encoded = _key_bytes(key)
-        entry = grouped.get(encoded)
-        if entry is None:
-            grouped[encoded] = (key, [value])
-        else:
-            entry[1].append(value)
+    event_time = spec.event_time
+    grouped, dropped = group_by_key(records, (lambda value: event_time(value) <= late_watermark_ms)
+                                    if drop_late and event_time is not None else None)
     if initial:
         for encoded, (key, value) in initial.items():
             store.put(encoded, pickle.dumps(value, protocol=5), NO_TIMESTAMP)

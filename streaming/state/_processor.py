@@ -23,7 +23,8 @@ __all__ = [
 
 
 class TimerValues:
-    """The batch's times as a processor method sees them: -1 where the time mode has none."""
+    """The batch's times as a processor method sees them: both -1 in time mode "None"; otherwise the batch's
+    processing time and the watermark, which is 0 on an input without one (as pyspark 4.3 shows)."""
 
     def __init__(self, currentProcessingTimeInMs: int = -1, currentWatermarkInMs: int = -1) -> None:  # noqa: N803
         """The batch's processing time and the watermark (epoch ms), or -1."""
@@ -35,7 +36,7 @@ class TimerValues:
         return self._processing
 
     def getCurrentWatermarkInMs(self) -> int:
-        """The watermark used to fire event-time timers (epoch ms); -1 without one."""
+        """The watermark used to fire event-time timers (epoch ms); 0 on an input without one, -1 in time mode "None"."""
         return self._watermark
 
     def __repr__(self) -> str:

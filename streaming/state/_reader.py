@@ -20,9 +20,9 @@ from scheduler import CheckpointPath, CommitLog, parse_batch_file_name, task_che
 from ._partition_files import PartitionFiles
 from ._processor_rows import LIST, MAP, SCHEMA_FILE, VALUE, decode_row_key
 from ._protocol import NO_TIMESTAMP
-from ._store_format import DELTA, GENESIS, REMOVED, SNAPSHOT, Change, LineageBreakError, StateStoreError, read_delta
+from ._rebuild import open_base, rebuild
+from ._store_format import DELTA, REMOVED, SNAPSHOT, Change, StateStoreError, read_delta
 from ._transform import TRANSFORM_WITH_STATE_OPERATOR
-from ._working_copy import apply_changes, open_working_copy
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -198,9 +198,34 @@ def _latest_batch(root: CheckpointPath, operator: _Operator) -> int | None:
     if (root / _COMMITS).is_dir() or (root / _OFFSETS).is_dir():  # a query's checkpoint: what its commits log says
         committed = CommitLog(root / _COMMITS).batch_ids()
         return committed[-1] if committed else None
-    newest = min((max([0, *files.versions(DELTA), *files.versions(SNAPSHOT)])
-                  for files in map(operator.files, range(operator.num_partitions))), default=0)
+    newest = _written(operator)
     return newest - 1 if newest else None
+
+
+def _operator_at(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: int,
+                 batch: int | None) -> tuple[CheckpointPath, _Operator, int]:
+    """The checkpoint, its operator ``operator``, and ``batch`` or else the newest committed batch."""
+    root, state = _state_root(checkpoint)
+    op = _Operator(state, operator)
+    if batch is None:
+        batch = _latest_batch(root, op)
+        if batch is None:
+            raise StateStoreError(f"no committed batch in {root}: operator {operator} holds no state version yet")
+    return root, op, batch
+
+
+def _written(operator: _Operator) -> int:
+    """The newest version every partition of ``operator`` holds a file of (0: none)."""
+    return min((max([0, *files.versions(DELTA), *files.versions(SNAPSHOT)])
+                for files in map(operator.files, range(operator.num_partitions))), default=0)
+
+
+def _check_written(root: CheckpointPath, operator: _Operator, batch: int) -> None:
+    """Refuse a batch beyond what every partition has written (rather than name the first delta it lacks)."""
+    written = _written(operator)
+    if batch + 1 > written:
+        held = "no batch" if not written else f"batches up to {written - 1}"
+        raise StateStoreError(f"no state of batch {batch} in {root}: operator {operator.id} has written {held}")
 
 
 # -- loading one version into a private copy --
@@ -210,57 +235,9 @@ def _load(files: PartitionFiles, version: int, into: Path) -> sqlite3.Connection
     """Version ``version`` of a partition, rebuilt from its snapshot and deltas in a new SQLite file at ``into``.
 
     Only reads the checkpoint. A replay that meets a delta of another history starts over from an
-    older snapshot, down to the empty state (as the store's own rebuild does).
+    older snapshot, down to the empty state (the store's own rebuild: :func:`rebuild`).
     """
-    bases = [v for v in reversed(files.versions(SNAPSHOT)) if v <= version] + [0]
-    first_break: LineageBreakError | None = None
-    for base in bases:
-        conn = _start(files, base, into)
-        try:
-            _replay(conn, files, base, version)
-            return conn
-        except LineageBreakError as exc:
-            conn.close()
-            first_break = first_break or exc
-        except StateStoreError:
-            conn.close()
-            if first_break is None:
-                raise  # the newest base's own damage or gap: named
-        except BaseException:
-            conn.close()
-            raise
-    raise StateStoreError(f"cannot read state version {version} from {files.directory}: its files do not form one "
-                          f"history ({first_break}) and no older snapshot leads to it")
-
-
-def _start(files: PartitionFiles, base: int, into: Path) -> sqlite3.Connection:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{into}{suffix}").unlink(missing_ok=True)
-    if base:
-        fd = os.open(into, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as file:
-            file.write(files.snapshot(base))
-    conn = open_working_copy(into)
-    if not base:
-        conn.execute("UPDATE meta SET version = 0, rows = 0, digest = ?", (GENESIS,))
-    return conn
-
-
-def _replay(conn: sqlite3.Connection, files: PartitionFiles, base: int, version: int) -> None:
-    digest = bytes(conn.execute("SELECT digest FROM meta").fetchone()[0]) or GENESIS
-    if base == version and base:
-        on_file = files.delta_digest(base)
-        if on_file is not None and on_file != digest:
-            raise LineageBreakError(f"{files.path(base, SNAPSHOT)} is not of the history of {files.path(base, DELTA).name}")
-    for v in range(base + 1, version + 1):
-        path = files.path(v, DELTA)
-        new_digest, parent, changes = read_delta(path)  # a missing or damaged delta: StateStoreError naming it
-        if parent is not None and parent != digest:
-            raise LineageBreakError(f"{path} was written on top of another history than version {v - 1}'s")
-        conn.execute("BEGIN")
-        apply_changes(conn, changes)
-        conn.execute("COMMIT")
-        digest = new_digest
+    return rebuild(files, version, lambda base: open_base(files, base, into), verb="read")
 
 
 # -- the three readers --
@@ -300,18 +277,14 @@ def read_state(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: in
     tuple, a class it cannot convert).
 
     Raises:
-        StateStoreError: no such checkpoint or operator, nothing committed yet, or a file the
+        StateStoreError: no such checkpoint or operator, nothing committed yet, a batch not written yet, or a file the
             version needs is missing or damaged (the message names it).
         ValueError: a negative ``batch``.
     """
-    root, state = _state_root(checkpoint)
-    op = _Operator(state, operator)
-    if batch is None:
-        batch = _latest_batch(root, op)
-        if batch is None:
-            raise StateStoreError(f"no committed batch in {root}: operator {operator} holds no state version yet")
+    root, op, batch = _operator_at(checkpoint, operator, batch)
     if batch < 0:
         raise ValueError(f"a batch id is >= 0, got {batch}")
+    _check_written(root, op, batch)
     records: list[StateRecord] = []
     with tempfile.TemporaryDirectory(prefix="aiodstream-state-reader-") as private:  # mkdtemp: mode 0700
         for partition in range(op.num_partitions):
@@ -331,8 +304,10 @@ def _decoded(op: _Operator, files: PartitionFiles, version: int, partition: int,
     try:
         return op.decode(partition, key, value, timeout)
     except (pickle.UnpicklingError, EOFError, ValueError, AttributeError, ImportError, IndexError) as exc:
+        hint = ("; a class of the program's state must be importable where the state is read: put the program's "
+                "modules on PYTHONPATH") if isinstance(exc, (ImportError, AttributeError)) else ""
         raise StateStoreError(f"cannot decode a row of {files.directory} at version {version} ({exc!r}); "
-                              f"its key starts {key[:40]!r}") from exc
+                              f"its key starts {key[:40]!r}{hint}") from exc
 
 
 @overload
@@ -356,17 +331,13 @@ def read_state_changes(checkpoint: str | os.PathLike[str] | CheckpointPath, oper
     With ``spark``, a DataFrame with ``batch_id`` and ``change_type`` before :func:`read_state`'s columns.
 
     Raises:
-        StateStoreError: as :func:`read_state`; a delta of the range is missing (purged, or not
-            written yet) or damaged, or two deltas are of different histories.
+        StateStoreError: as :func:`read_state` (``end_batch`` not written yet); a delta of the range is
+            missing (purged) or damaged, or two deltas are of different histories.
     """
-    root, state = _state_root(checkpoint)
-    op = _Operator(state, operator)
-    if end_batch is None:
-        end_batch = _latest_batch(root, op)
-        if end_batch is None:
-            raise StateStoreError(f"no committed batch in {root}: operator {operator} holds no state version yet")
+    root, op, end_batch = _operator_at(checkpoint, operator, end_batch)
     if start_batch < 0 or end_batch < start_batch:
         raise ValueError(f"the batches of a change feed are 0 <= start <= end, got {start_batch} to {end_batch}")
+    _check_written(root, op, end_batch)
     by_partition: list[list[tuple[int, list[Change]]]] = []
     for partition in range(op.num_partitions):
         files, deltas, parent_digest = op.files(partition), [], None

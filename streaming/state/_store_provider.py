@@ -17,10 +17,11 @@ from scheduler import CheckpointPath, library_logger, task_checkpoint_path
 
 from ._partition_files import PartitionFiles
 from ._private_dir import default_root, make_private
+from ._rebuild import open_base, rebuild, replay_deltas
 from ._snapshot_copies import SnapshotCopy, remove_stale_copies
 from ._store import StateStore, StateStoreMetrics
-from ._store_format import DELTA, GENESIS, SNAPSHOT, LineageBreakError, StateStoreError, read_delta
-from ._working_copy import apply_changes, open_working_copy
+from ._store_format import DELTA, GENESIS, SNAPSHOT, LineageBreakError, StateStoreError
+from ._working_copy import open_working_copy
 
 __all__ = [
     "StateStoreProvider",
@@ -181,7 +182,8 @@ class StateStoreProvider:
             loaded_from = "working copy"
             if reason is None:
                 try:
-                    self._replay(conn, current, version, prove=True)
+                    replay_deltas(conn, self._files, current, version, prove=True,
+                                  missing=lambda path: self._missing(version, path))
                     self._reused += 1
                 except LineageBreakError as exc:
                     reason = str(exc)
@@ -232,28 +234,20 @@ class StateStoreProvider:
             self._rebuilt += 1
             _log.info("state store working copy rebuilt from the checkpoint", directory=str(self.directory),
                       version=version, reason=reason)
-        bases = [v for v in reversed(self._files.versions(SNAPSHOT)) if v <= version] + [0]
-        first_break: LineageBreakError | None = None
-        for base in bases:
-            conn = self._start_from(base)
-            try:
-                self._replay(conn, base, version)
-                if base == version and base:  # the snapshot alone: still the checkpoint's version, if its delta is there?
-                    digest = conn.execute("SELECT digest FROM meta").fetchone()[0]
-                    on_file = self._files.delta_digest(base)
-                    if on_file is not None and digest and on_file != digest:
-                        raise LineageBreakError(f"{self._files.path(base, SNAPSHOT)} is not of the history of "
-                                                f"{self._files.path(base, DELTA).name}")
-                return conn
-            except LineageBreakError as exc:
-                first_break = first_break or exc
-            except StateStoreError:
-                if first_break is None:
-                    raise  # the newest base's own damage or gap: as before, named
-            _log.warning("state store snapshot does not lead to the checkpoint's deltas; trying an older base",
-                         directory=str(self.directory), snapshot=base, error=str(first_break))
-        raise StateStoreError(f"cannot load state version {version} from {self.directory}: its files do not form one "
-                              f"history ({first_break}) and no older snapshot leads to it")
+        try:
+            return rebuild(self._files, version, self._start_from, missing=lambda path: self._missing(version, path),
+                           on_older_base=self._on_older_base)
+        except BaseException:
+            self._conn = None  # closed by the failed replay: the next load starts over
+            raise
+
+    def _on_older_base(self, base: int, first_break: LineageBreakError) -> None:
+        _log.warning("state store snapshot does not lead to the checkpoint's deltas; trying an older base",
+                     directory=str(self.directory), snapshot=base, error=str(first_break))
+
+    def _missing(self, version: int, path: CheckpointPath) -> str:
+        return (f"cannot load state version {version} from {self.directory}: {path.name} is missing (deltas present: "
+                f"{self._files.versions(DELTA) or 'none'}, snapshots: {self._files.versions(SNAPSHOT) or 'none'})")
 
     def _start_from(self, base: int) -> sqlite3.Connection:
         """A new working copy holding snapshot ``base`` (the empty state for 0), recorded as this partition's."""
@@ -261,48 +255,9 @@ class StateStoreProvider:
             self._conn.close()
             self._conn = None
         # The snapshot's own record of its digest stays: the next delta's parent must match it.
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{self.working_copy}{suffix}").unlink(missing_ok=True)
-        if base:
-            fd = os.open(self.working_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as file:
-                file.write(self._files.snapshot(base))
-        conn = self._connection()
-        if base:
-            conn.execute("UPDATE meta SET store = ?", (self.identity,))
-        else:
-            conn.execute("UPDATE meta SET version = 0, rows = 0, store = ?, digest = ?", (self.identity, GENESIS))
+        conn = self._conn = open_base(self._files, base, self.working_copy)
+        conn.execute("UPDATE meta SET store = ?", (self.identity,))
         return conn
-
-    def _replay(self, conn: sqlite3.Connection, current: int, version: int, *, prove: bool = False) -> None:
-        """Apply the checkpoint's deltas after ``current`` up to ``version``, each on the history it names.
-
-        ``prove``: the working copy is not yet known to be the checkpoint's at ``current``; a
-        first delta of an earlier release (no parent digest) is then checked against the
-        checkpoint's delta at ``current`` instead.
-        """
-        digest = bytes(conn.execute("SELECT digest FROM meta").fetchone()[0]) or GENESIS
-        for v in range(current + 1, version + 1):
-            path = self._files.path(v, DELTA)
-            if not path.exists():
-                raise StateStoreError(
-                    f"cannot load state version {version} from {self.directory}: {path.name} is missing (deltas present: "
-                    f"{self._files.versions(DELTA) or 'none'}, snapshots: {self._files.versions(SNAPSHOT) or 'none'})"
-                )
-            new_digest, parent, changes = read_delta(path)
-            if parent is None and prove and v == current + 1:
-                parent = self._files.delta_digest(current)
-            if parent is not None and parent != digest:
-                raise LineageBreakError(f"{path} was written on top of another history than version {v - 1}'s")
-            conn.execute("BEGIN")
-            try:
-                apply_changes(conn, changes)
-                conn.execute("UPDATE meta SET version = ?, digest = ?", (v, new_digest))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            digest = new_digest
 
     def _finish(self, metrics: StateStoreMetrics | None) -> None:
         # The end of a load-to-commit (a commit's metrics, or None for an abort): the next may load.

@@ -24,10 +24,12 @@ from typing import Any
 
 import attrs
 
+from scheduler import InvalidPipelineError
+
 from ._operator_stats import StateOperatorStats
+from ._partition_batch import group_by_key, run_committed
 from ._processor import ExpiredTimerInfo, StatefulProcessor, TimerValues
 from ._processor_errors import TimeMode, TransformWithStateError, call_user
-from ._processor_rows import key_bytes
 from ._processor_state import (
     CLOSED,
     DATA_PROCESSED,
@@ -73,6 +75,12 @@ def _check_time_mode(value: object) -> str:
     return TimeMode.check(value)
 
 
+def _check_processor(_spec: object, _attribute: attrs.Attribute[StatefulProcessor], value: Any) -> None:
+    if not isinstance(value, StatefulProcessor):
+        raise InvalidPipelineError(
+            f"statefulProcessor must be an instance of a StatefulProcessor subclass, got {value!r}")
+
+
 @attrs.frozen
 class TransformWithStateSpec:
     """What an operator runs: the processor, its output and time modes, its event times.
@@ -85,10 +93,11 @@ class TransformWithStateSpec:
         event_time: the event time of a row (epoch ms), for dropping late rows (time mode "EventTime" only).
 
     Raises:
+        InvalidPipelineError: ``processor`` is not a :class:`StatefulProcessor`.
         TransformWithStateError: an unknown output or time mode (Spark's error classes).
     """
 
-    processor: StatefulProcessor
+    processor: StatefulProcessor = attrs.field(validator=_check_processor)
     output_mode: str = attrs.field(converter=_check_output_mode)
     time_mode: str = attrs.field(converter=_check_time_mode)
     watermark_present: bool
@@ -114,15 +123,7 @@ class TransformResult:
 
 def initial_rows_by_key(pairs: Iterable[tuple[Any, Any]]) -> dict[bytes, tuple[Any, list[Any]]]:
     """An initial state's ``(key, row)`` pairs by pickled key, each key's rows in order (a key may have several)."""
-    by_key: dict[bytes, tuple[Any, list[Any]]] = {}
-    for key, row in pairs:
-        encoded = key_bytes(key)
-        entry = by_key.get(encoded)
-        if entry is None:
-            by_key[encoded] = (key, [row])
-        else:
-            entry[1].append(row)
-    return by_key
+    return group_by_key(pairs)[0]
 
 
 def _timer_values(spec: TransformWithStateSpec, batch_time_ms: int, watermark_ms: int) -> TimerValues:
@@ -163,18 +164,9 @@ def run_transform_partition(
     timer_values = _timer_values(spec, batch_time_ms, eviction_watermark_ms)
 
     drop_late = spec.time_mode == TimeMode.EVENT_TIME and spec.watermark_present and spec.event_time is not None
-    grouped: dict[bytes, tuple[Any, list[Any]]] = {}
-    dropped = 0
-    for key, row in records:
-        if drop_late and spec.event_time is not None and spec.event_time(row) <= late_watermark_ms:
-            dropped += 1
-            continue
-        encoded = key_bytes(key)
-        entry = grouped.get(encoded)
-        if entry is None:
-            grouped[encoded] = (key, [row])
-        else:
-            entry[1].append(row)
+    event_time = spec.event_time
+    grouped, dropped = group_by_key(records, (lambda row: event_time(row) <= late_watermark_ms)
+                                    if drop_late and event_time is not None else None)
     initial = initial if initial and store.version == 0 else {}
 
     outputs: list[Any] = []
@@ -232,21 +224,8 @@ def run_transform_batch(provider: StateStoreProvider, batch_id: int, records: It
     Returns the outputs (in call order) and the partition's numbers. If the processor raises,
     the store is aborted (nothing of the batch is kept) and the error propagates.
     """
-    store = provider.load(batch_id)
-    try:
-        result = run_transform_partition(records, store, spec, batch_time_ms, eviction_watermark_ms,
-                                         late_watermark_ms, initial)
-        rows = len(store)
-    except BaseException:
-        store.abort()
-        raise
-    version = store.commit()
-    provider.maintain_after(version)  # a snapshot, when due, in the background
-    metrics = provider.last_metrics
-    assert metrics is not None
-    custom = dict(result.custom_metrics)
-    return result.outputs, StateOperatorStats(
-        rows, metrics.num_rows_updated, metrics.num_rows_removed, result.num_rows_dropped_by_watermark,
-        metrics.memory_used_bytes, metrics.commit_time_ms, custom.get("numExpiredTimers", 0), 1, 0, 0,
-        int(store.loaded_from == "working copy"), int(store.loaded_from == "checkpoint"), 1 << provider.partition_id,
-        custom)
+    committed = run_committed(provider, batch_id, lambda store: run_transform_partition(
+        records, store, spec, batch_time_ms, eviction_watermark_ms, late_watermark_ms, initial))
+    result = committed.result
+    return result.outputs, committed.stats(result.num_rows_dropped_by_watermark,
+                                           result.custom_metrics.get("numExpiredTimers", 0), result.custom_metrics)

@@ -10,7 +10,6 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-import anyio
 import pytest
 
 from scheduler import InvalidPipelineError, ManualClock
@@ -18,7 +17,7 @@ from streaming import StreamingContext
 from streaming.state import GroupState, StateStoreProvider
 from tests.cluster import MASTER_VARIABLE
 from tests.streaming.groups.test_store_private import plant
-from tests.support import advance
+from tests.support import run_dstream_batches
 
 pytestmark = pytest.mark.spark
 
@@ -51,27 +50,8 @@ def run(sc: Any, directory: Path | str, batches: list[list[str]], *, resume: boo
         return ssc
 
     ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
-    assert run_batches(ssc, clock, len(batches) if drive is None else drive) == []
+    assert run_dstream_batches(ssc, clock, len(batches) if drive is None else drive) == []
     return outputs, ssc.runtime.recent_progress
-
-
-def run_batches(ssc: StreamingContext, clock: ManualClock, count: int) -> list[BaseException]:
-    """Start ``ssc``, run ``count`` batches one at a time, stop; the error a failed batch reported, if any."""
-    errors: list[BaseException] = []
-
-    async def driver() -> None:
-        async with ssc:
-            await ssc.start_async()
-            await ssc.runtime.wait_until_idle()
-            await advance(ssc.runtime, clock, INTERVAL_MS, times=count)
-            try:
-                await ssc.await_termination_async(0)
-            except Exception as exc:  # a failed batch, reported to the waiter
-                errors.append(exc)
-            await ssc.stop_async(stopSparkContext=False)
-
-    anyio.run(driver)
-    return errors
 
 
 def test_processing_time_timeouts_fire_in_the_first_batch_strictly_after_them(spark_context: Any, tmp_path: Path) -> None:
@@ -192,7 +172,7 @@ def test_a_raising_function_fails_its_batch_and_a_restart_reruns_it_with_the_sta
             return ssc
 
         ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
-        return outputs, run_batches(ssc, clock, drive)
+        return outputs, run_dstream_batches(ssc, clock, drive)
 
     first, errors = program(2, resume=False, clock_start=0)
     assert first == {1000: [("x", 1)]}  # batch 2000 failed: its output never ran
@@ -240,7 +220,7 @@ def test_the_operators_own_output_runs_last_and_a_spark_job_only_for_partitions_
 
     (counts if reads_state else stream).foreachRDD(output)
     ssc.checkpoint(str(tmp_path / "ck"))
-    assert run_batches(ssc, clock, 2) == []
+    assert run_dstream_batches(ssc, clock, 2) == []
     assert [g.rsplit("-", 1)[1] for g in groups] == ["0", "0"]
     own = [list(spark_context.statusTracker().getJobIdsForGroup(g.rsplit("-", 1)[0] + "-1")) for g in groups]
     if reads_state:

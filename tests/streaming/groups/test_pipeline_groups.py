@@ -11,7 +11,7 @@ from scheduler import InvalidPipelineError, ManualClock, Seconds
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
 from streaming.state import EVENT_TIME_WITHOUT_WATERMARK, GroupState
 from tests.anyio_support import raises_exactly
-from tests.support import advance
+from tests.support import advance, run_pipeline_for
 
 pytestmark = pytest.mark.anyio
 
@@ -74,17 +74,9 @@ async def test_sessions_close_by_event_time_and_late_clicks_are_dropped(tmp_path
 async def test_a_restart_resumes_the_state_and_the_watermark(tmp_path: Path) -> None:
     """Stopped after three batches and restarted: the same sessions close in the same batches as without the stop."""
     closed: list[Any] = []
-    clock = ManualClock(0)
-    async with StreamingRuntime(program(closed), Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
-        await rt.start()
-        await advance(rt, clock, 3_000)
-        await rt.stop()
+    await run_pipeline_for(program(closed), tmp_path / "ck", 0, 3_000)
     assert closed == []
-    clock = ManualClock(3_000)
-    async with StreamingRuntime(program(closed), Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
-        await rt.start()
-        await advance(rt, clock, 3_000)
-        await rt.stop()
+    await run_pipeline_for(program(closed), tmp_path / "ck", 3_000, 3_000)
     assert closed == [(4_000, "bob", 2, 2 * MINUTE, 3 * MINUTE), (5_000, "ada", 3, 1 * MINUTE, 50 * MINUTE)]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-import anyio
 import pytest
 
 from scheduler import InvalidPipelineError, ManualClock
@@ -18,6 +17,8 @@ from streaming.state import (
     TimerValues,
     TransformWithStateError,
 )
+from tests.streaming.tws.tws_support import Early
+from tests.support import run_dstream_batches
 
 pytestmark = pytest.mark.spark
 
@@ -54,27 +55,6 @@ class Tally(StatefulProcessor):
         self.per_row.clear()
 
 
-def run_batches(ssc: StreamingContext, clock: ManualClock, count: int) -> list[BaseException]:
-    """Start ``ssc``, run ``count`` batches one at a time, stop; the error a failed batch reported, if any."""
-    from tests.support import advance
-
-    errors: list[BaseException] = []
-
-    async def driver() -> None:
-        async with ssc:
-            await ssc.start_async()
-            await ssc.runtime.wait_until_idle()
-            await advance(ssc.runtime, clock, INTERVAL_MS, times=count)
-            try:
-                await ssc.await_termination_async(0)
-            except Exception as exc:  # a failed batch, reported to the waiter
-                errors.append(exc)
-            await ssc.stop_async(stopSparkContext=False)
-
-    anyio.run(driver)
-    return errors
-
-
 def run(sc: Any, directory: Path, batches: list[list[str]], *, processor: StatefulProcessor | None = None,
         resume: bool = False, clock_start: int = 0, drive: int | None = None, initial: Any = None,
         ) -> tuple[dict[int, list[Any]], list[Any], list[BaseException]]:
@@ -93,7 +73,7 @@ def run(sc: Any, directory: Path, batches: list[list[str]], *, processor: Statef
         return ssc
 
     ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
-    errors = run_batches(ssc, clock, len(batches) if drive is None else drive)
+    errors = run_dstream_batches(ssc, clock, len(batches) if drive is None else drive)
     return outputs, ssc.runtime.recent_progress, errors
 
 
@@ -238,21 +218,6 @@ def test_a_raising_processor_fails_its_batch_and_a_restart_reruns_it_with_the_st
     assert second == {2000: [("x", "count", 2), ("y", "count", 1)], 3000: []}
 
 
-class Early(StatefulProcessor):
-    """Registers a timer at 0 for each key and reports the watermark its handlers see."""
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
-        self.handle.registerTimer(0)
-        yield (key, "rows", timerValues.getCurrentWatermarkInMs())
-
-    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N803
-                           expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Any]:  # noqa: N803
-        yield (key, "fired", timerValues.getCurrentWatermarkInMs())
-
-
 def test_event_time_without_a_watermark_runs_on_a_watermark_of_0(spark_context: Any, tmp_path: Path) -> None:
     """As in pyspark 4.3: no withWatermark, time mode EventTime: the handlers see watermark 0 and a timer at 0 fires in
     the batch that registered it."""
@@ -263,5 +228,5 @@ def test_event_time_without_a_watermark_runs_on_a_watermark_of_0(spark_context: 
     stream.map(lambda r: (r, r)).transformWithState(Early(), "Update", "EventTime", numPartitions=2).foreachRDD(
         lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))
     ssc.checkpoint(str(tmp_path / "ck"))
-    assert run_batches(ssc, clock, 1) == []
+    assert run_dstream_batches(ssc, clock, 1) == []
     assert outputs == {1000: [("a", "fired", 0), ("a", "rows", 0)]}

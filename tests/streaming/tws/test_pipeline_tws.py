@@ -17,7 +17,8 @@ from streaming.state import (
     TimerValues,
     TransformWithStateError,
 )
-from tests.support import advance
+from tests.streaming.tws.tws_support import Early
+from tests.support import advance, run_pipeline_for
 
 pytestmark = pytest.mark.anyio
 
@@ -95,33 +96,10 @@ async def test_event_time_timers_fire_at_the_watermark_and_late_clicks_are_dropp
 async def test_a_restart_resumes_the_state_the_timers_and_the_watermark(tmp_path: Path) -> None:
     """Stopped after three batches and restarted: the same sessions close in the same batches as without the stop."""
     closed: list[Any] = []
-    clock = ManualClock(0)
-    async with StreamingRuntime(program(closed), Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
-        await rt.start()
-        await advance(rt, clock, 3_000)
-        await rt.stop()
+    await run_pipeline_for(program(closed), tmp_path / "ck", 0, 3_000)
     assert closed == []
-    clock = ManualClock(3_000)
-    async with StreamingRuntime(program(closed), Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
-        await rt.start()
-        await advance(rt, clock, 3_000)
-        await rt.stop()
+    await run_pipeline_for(program(closed), tmp_path / "ck", 3_000, 3_000)
     assert closed == EXPECTED
-
-
-class Early(StatefulProcessor):
-    """Registers a timer at 0 for each key and reports the watermark its handlers see."""
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
-        self.handle.registerTimer(0)
-        yield (key, "rows", timerValues.getCurrentWatermarkInMs())
-
-    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N803
-                           expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Any]:  # noqa: N803
-        yield (key, "fired", timerValues.getCurrentWatermarkInMs())
 
 
 async def test_event_time_without_a_watermark_runs_on_a_watermark_of_0(tmp_path: Path, clock: ManualClock) -> None:

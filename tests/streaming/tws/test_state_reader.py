@@ -44,7 +44,7 @@ from streaming.state._processor_rows import (
 )
 from tests.anyio_support import raises_exactly
 from tests.streaming.groups.test_pipeline_groups import program
-from tests.support import advance
+from tests.support import advance, run_pipeline_for
 
 MINUTE = 60_000
 
@@ -61,14 +61,7 @@ def keep_logging_config() -> Iterator[None]:
 
 def run_pipeline(pipeline: Any, directory: Path, seconds: int) -> None:
     """Run ``pipeline`` with its checkpoint in ``directory`` for ``seconds`` one-second batches on a manual clock."""
-    async def run() -> None:
-        clock = ManualClock(0)
-        async with StreamingRuntime(pipeline, Seconds(1), clock=clock, checkpoint_location=directory) as rt:
-            await rt.start()
-            await advance(rt, clock, seconds * 1000)
-            await rt.stop()
-
-    anyio.run(run)
+    anyio.run(run_pipeline_for, pipeline, directory, 0, seconds * 1000)
 
 
 def sessions_checkpoint(directory: Path, seconds: int = 6) -> list[Any]:
@@ -210,6 +203,16 @@ def test_a_batch_whose_delta_is_written_but_not_committed_is_not_the_default(tmp
     assert read_state_metadata(directory) == [StateOperatorMetadata(0, "flatMapGroupsWithState", 1, None, None, "{}")]
 
 
+def test_a_batch_not_written_yet_is_refused_naming_the_newest_one(sessions: Path) -> None:
+    """Batch 50 of a checkpoint of six batches: refused with the batches held, for the rows and for the change feed."""
+    message = f"no state of batch 50 in {sessions}: operator 0 has written batches up to 5"
+    with raises_exactly(StateStoreError, message):
+        read_state(sessions, batch=50)
+    with raises_exactly(StateStoreError, message):
+        read_state_changes(sessions, 0, 3, 50)
+    assert len(read_state_changes(sessions, 0, 3, 5)) == len(read_state_changes(sessions, 0, 3))
+
+
 def test_the_reader_sees_committed_versions_while_the_operator_holds_its_store_open(tmp_path: Path) -> None:
     """A store loaded for the next batch, with a write not yet committed: the reader gives the committed version, and
     the operator commits afterwards as if nothing happened."""
@@ -225,6 +228,21 @@ def test_the_reader_sees_committed_versions_while_the_operator_holds_its_store_o
     assert read_state(tmp_path / "ck") == [group("a", 2, None)]
     assert provider.statistics().rebuilt == 0
     provider.close()
+
+
+def test_a_value_whose_class_is_not_importable_here_is_refused_saying_what_to_do(tmp_path: Path) -> None:
+    """A state value of a class the reading process cannot import: StateStoreError naming the row and PYTHONPATH."""
+    root = tmp_path / "ck" / "stateful"
+    provider = StateStoreProvider(root, 0, 0, local_dir=tmp_path / "wc")
+    store = provider.load(0)
+    store.put(key_bytes("a"), b"cno_such_module_here\nThing\n.", NO_TIMESTAMP)  # a pickled global of a missing module
+    store.commit()
+    provider.close()
+    with raises_exactly(StateStoreError, f"cannot decode a row of {root / 'state' / '0' / '0'} at version 1 "
+                                         "(ModuleNotFoundError(\"No module named 'no_such_module_here'\")); its key starts "
+                                         f"{key_bytes('a')!r}; a class of the program's state must be importable where "
+                                         "the state is read: put the program's modules on PYTHONPATH"):
+        read_state(tmp_path / "ck")
 
 
 # -- transformWithState rows (written through the store in the shared layout) --

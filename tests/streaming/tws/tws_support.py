@@ -1,13 +1,18 @@
-"""Helpers of the transformWithState partition tests: batches of one partition on a real store, without Spark."""
+"""Helpers of the transformWithState tests: batches of one partition on a real store without Spark, and a processor
+the DStream and Pipeline tests share."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from streaming.state import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
     StateOperatorStats,
     StateStoreProvider,
+    TimerValues,
     TransformWithStateSpec,
     initial_rows_by_key,
     run_transform_batch,
@@ -45,3 +50,18 @@ class Batches:
             return list(store)
         finally:
             store.abort()
+
+
+class Early(StatefulProcessor):
+    """Registers a timer at 0 for each key and reports the watermark its handlers see."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
+        self.handle.registerTimer(0)
+        yield (key, "rows", timerValues.getCurrentWatermarkInMs())
+
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N803
+                           expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Any]:  # noqa: N803
+        yield (key, "fired", timerValues.getCurrentWatermarkInMs())
