@@ -86,7 +86,7 @@ class StatefulProcessor(ABC):
         """One initial-state row of ``key``, in the first batch, before its input rows (nothing by default).
 
         Its return value is dropped unread, as pyspark drops it: write state here, do not yield
-        (a generator's body would never run).
+        (pyspark would never run a generator's body; here its batch fails, saying so).
         """
         return None
 

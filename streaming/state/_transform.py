@@ -17,6 +17,7 @@ Keys, rows and state values cross the store pickled; keys must pickle the same w
 from __future__ import annotations
 
 import copy
+import inspect
 import pickle
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -135,8 +136,18 @@ def _timer_values(spec: TransformWithStateSpec, batch_time_ms: int, watermark_ms
 
 
 def _initial_state(processor: StatefulProcessor, key: Any, row: Any, timer_values: TimerValues) -> None:
-    """Hand over one initial row; the result is dropped unread, as pyspark does (a generator's body would not run)."""
-    processor.handleInitialState(key, row, timer_values)
+    """Hand over one initial row; the result is dropped unread, as pyspark does, but a generator is refused.
+
+    pyspark never iterates what ``handleInitialState`` returns, so a handler written with ``yield``
+    silently never runs and its key's initial state is lost; here the batch fails instead, saying so.
+    """
+    handler: Callable[..., object] = processor.handleInitialState  # typed None; a user's may still yield
+    result = handler(key, row, timer_values)
+    if inspect.isgenerator(result):
+        result.close()
+        raise TypeError("handleInitialState must not yield: its result is never read (as in pyspark), so a generator's "
+                        "body would never run and the key's initial state would be lost; write the state through the "
+                        "handle and return None")
 
 
 def run_transform_partition(

@@ -105,16 +105,26 @@ def test_close_runs_after_the_timers_and_its_errors_fail_the_batch(tmp_path: Pat
 
 
 def test_handle_initial_state_results_are_dropped_unread(tmp_path: Path) -> None:
-    """As in pyspark, handleInitialState's return is never iterated: a generator there neither outputs nor runs."""
+    """As in pyspark, handleInitialState's return value is dropped unread: a list there outputs nothing."""
+
+    class Returns(Totals):
+        def handleInitialState(self, key: Any, initialState: Any, timerValues: TimerValues) -> Any:  # noqa: N803
+            self.total.update(initialState)
+            return ["dropped"]
+
+    runs = Batches(tmp_path, TransformWithStateSpec(Returns(), "update", "None", False))
+    assert runs.run([("a", (0, 1))], initial=[("a", 10)]) == [("init", ("rows", "a", [1], 11))]
+
+
+def test_a_handle_initial_state_that_yields_fails_the_batch_instead_of_losing_the_state(tmp_path: Path) -> None:
+    """A generator handleInitialState (whose body pyspark never runs) fails the batch saying why; nothing is committed."""
 
     class Yields(Totals):
         def handleInitialState(self, key: Any, initialState: Any, timerValues: TimerValues) -> Any:  # noqa: N803
             self.total.update(initialState)
-            return self.generator()
-
-        def generator(self) -> Iterator[Any]:
-            self.total.update(-1)
             yield "never"
 
     runs = Batches(tmp_path, TransformWithStateSpec(Yields(), "update", "None", False))
-    assert runs.run([("a", (0, 1))], initial=[("a", 10)]) == [("init", ("rows", "a", [1], 11))]
+    with pytest.raises(TransformWithStateError, match=r"handleInitialState .* TypeError: handleInitialState must not yield"):
+        runs.run([("a", (0, 1))], initial=[("a", 10)])
+    assert runs.rows() == []
