@@ -1,0 +1,231 @@
+"""The same stateful processors on pyspark's transformWithStateInPandas (Structured Streaming): the oracle for transformWithState.
+
+Each program is written twice over the same events: a ``Spark*`` processor for pyspark (pandas
+frames in and out, state values as tuples) and an ``Ours*`` one for aiodstream's
+``DStream.transformWithState`` (plain values in, tuples out). Events are ``(key, event_time_ms,
+value)``. Batches are fed to Spark one JSON file per trigger (``maxFilesPerTrigger=1``,
+``processAllAvailable`` after each) with the RocksDB state store, and every batch's output is
+collected with ``foreachBatch``, including the no-data batches Spark runs when the watermark
+moves (where most event-time timers fire).
+
+The programs, in time mode "EventTime" under a watermark of :data:`DELAY`:
+
+- ``sessions``: per key a count (value state), the values seen (list state) and a count per value
+  modulo 3 (map state); each batch with input replaces the key's session timer (last event time
+  plus :data:`GAP_MS`), and a value of :data:`FLUSH` also registers a timer at the current
+  watermark, already due, which fires in the same batch as the key's input. A timer closes the
+  session: it reports what the key holds and clears it.
+- ``seeded``: the same with an initial state (counts and values per key) applied in the first batch.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+Event = tuple[str, int, int]
+Output = tuple[Any, ...]
+
+GAP_MS = 10_000
+"""A session's timer is its last event time plus this gap."""
+
+DELAY = "5 seconds"
+"""The watermark's delay threshold."""
+
+FLUSH = -1
+"""A value asking for a timer at the current watermark (due at once)."""
+
+SPARK_OUTPUT = "key string, kind string, at long, count long, seen array<long>, mods array<string>"
+"""The output rows' schema on the pyspark side: what ``Ours*`` processors yield as tuples."""
+
+INITIAL: list[tuple[str, int]] = [("a", 100), ("a", 101), ("z", 7), ("b", 5)]
+"""The ``seeded`` program's initial state: (key, value) rows, each counted and kept as if seen."""
+
+
+def _mods(items: Iterable[tuple[int, int]]) -> list[str]:
+    """A map state's entries as sorted ``"mod=count"`` strings (a stable, comparable form)."""
+    return [f"{mod}={count}" for mod, count in sorted(items)]
+
+
+# -- the pyspark side --
+
+
+def spark_processors() -> dict[str, Any]:
+    """The pyspark processors by program name (defined here so that importing this module needs no pyspark)."""
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class SparkSessions(StatefulProcessor):
+        """``sessions`` on pyspark."""
+
+        def init(self, handle: Any) -> None:
+            """The three variables."""
+            self.handle = handle
+            self.count = handle.getValueState("count", "count long")
+            self.seen = handle.getListState("seen", "value long")
+            self.mods = handle.getMapState("mods", "mod long", "n long")
+
+        def emit(self, key: str, kind: str, at: int) -> Any:
+            """One output row with what the key holds."""
+            count = self.count.get()[0] if self.count.exists() else 0
+            seen = [int(row[0]) for row in self.seen.get()]
+            mods = _mods((int(k[0]), int(v[0])) for k, v in self.mods.iterator())
+            return pd.DataFrame({"key": [key], "kind": [kind], "at": [at], "count": [count], "seen": [seen],
+                                 "mods": [mods]})
+
+        def add(self, value: int) -> None:
+            """Count ``value`` into the three variables."""
+            self.count.update(((self.count.get()[0] if self.count.exists() else 0) + 1,))
+            self.seen.appendValue((value,))
+            mod = value % 3
+            held = self.mods.getValue((mod,))
+            self.mods.updateValue((mod,), ((held[0] if held is not None else 0) + 1,))
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N803
+            """Count the rows, move the session timer, maybe ask for a flush; report "open"."""
+            last = None
+            for pdf in rows:
+                for ts, value in zip(pdf["ts"], pdf["value"], strict=True):
+                    millis = int(ts.value // 1_000_000)
+                    last = millis if last is None else max(last, millis)
+                    if int(value) == FLUSH:
+                        self.handle.registerTimer(timerValues.getCurrentWatermarkInMs())
+                    else:
+                        self.add(int(value))
+            for expiry in list(self.handle.listTimers()):
+                if expiry > timerValues.getCurrentWatermarkInMs():
+                    self.handle.deleteTimer(expiry)
+            if last is not None:
+                self.handle.registerTimer(last + GAP_MS)
+            yield self.emit(key[0], "open", -1 if last is None else last)
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:  # noqa: N803
+            """Report the session at its timer and clear it."""
+            yield self.emit(key[0], "closed", expiredTimerInfo.getExpiryTimeInMs())
+            self.count.clear()
+            self.seen.clear()
+            self.mods.clear()
+
+        def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:  # noqa: N803
+            """pandas mode: all the key's initial rows in one frame; each counted as if seen."""
+            for value in initialState["value"]:
+                self.add(int(value))
+
+        def close(self) -> None:
+            """Nothing to release."""
+
+    return {"sessions": SparkSessions, "seeded": SparkSessions}
+
+
+# -- the aiodstream side (same logic, plain values) --
+
+
+def ours_processors() -> dict[str, Any]:
+    """aiodstream's processors by program name (what :func:`spark_processors` computes)."""
+    from streaming.state import StatefulProcessor
+
+    class OursSessions(StatefulProcessor):
+        """``sessions`` on aiodstream."""
+
+        def init(self, handle: Any) -> None:
+            """The three variables."""
+            self.handle = handle
+            self.count = handle.getValueState("count", "count long")
+            self.seen = handle.getListState("seen", "value long")
+            self.mods = handle.getMapState("mods", "mod long", "n long")
+
+        def emit(self, key: str, kind: str, at: int) -> Output:
+            """One output with what the key holds."""
+            count = self.count.get() if self.count.exists() else 0
+            return (key, kind, at, count, list(self.seen.get()), _mods(self.mods.iterator()))
+
+        def add(self, value: int) -> None:
+            """Count ``value`` into the three variables."""
+            self.count.update((self.count.get() if self.count.exists() else 0) + 1)
+            self.seen.appendValue(value)
+            mod = value % 3
+            held = self.mods.getValue(mod)
+            self.mods.updateValue(mod, (held if held is not None else 0) + 1)
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Output]:  # noqa: N803
+            """Count the rows, move the session timer, maybe ask for a flush; report "open"."""
+            last = None
+            for _, ts, value in rows:
+                last = ts if last is None else max(last, ts)
+                if value == FLUSH:
+                    self.handle.registerTimer(timerValues.getCurrentWatermarkInMs())
+                else:
+                    self.add(value)
+            for expiry in list(self.handle.listTimers()):
+                if expiry > timerValues.getCurrentWatermarkInMs():
+                    self.handle.deleteTimer(expiry)
+            if last is not None:
+                self.handle.registerTimer(last + GAP_MS)
+            yield self.emit(key, "open", -1 if last is None else last)
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Output]:  # noqa: N803
+            """Report the session at its timer and clear it."""
+            yield self.emit(key, "closed", expiredTimerInfo.getExpiryTimeInMs())
+            self.count.clear()
+            self.seen.clear()
+            self.mods.clear()
+
+        def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:  # noqa: N803
+            """One initial row (pyspark's row mode): counted as if seen."""
+            self.add(initialState)
+
+    return {"sessions": OursSessions, "seeded": OursSessions}
+
+
+PROGRAMS: dict[str, dict[str, Any]] = {
+    "sessions": {"initial": None},
+    "seeded": {"initial": INITIAL},
+}
+"""Each program's initial state ((key, value) rows), if any."""
+
+
+def run_spark(spark: Any, program: str, batches: list[list[Event]]) -> list[list[Output]]:
+    """Run ``program`` on pyspark over ``batches``, one trigger each; per input batch, what Spark output for it.
+
+    That is the output of the batch that read it plus that of the no-data batch Spark runs
+    after it when the watermark moved (where event-time timers fire), sorted. ``spark`` must
+    run the RocksDB state store provider (transformWithStateInPandas needs it).
+    """
+    processor = spark_processors()[program]()
+    initial = PROGRAMS[program]["initial"]
+    outputs: dict[int, list[Output]] = {}
+
+    def collect(df: Any, batch_id: int) -> None:
+        outputs[batch_id] = [
+            (row.key, row.kind, row.at, row["count"], list(row.seen), list(row.mods)) for row in df.collect()]
+
+    with tempfile.TemporaryDirectory(prefix="aiodstream-tws-ref-") as tmp:
+        source, checkpoint = Path(tmp) / "in", Path(tmp) / "ck"
+        source.mkdir()
+        stream = (spark.readStream.schema("key string, ts_ms long, value long").option("maxFilesPerTrigger", 1)
+                  .json(str(source)))
+        stream = stream.selectExpr("key", "timestamp_millis(ts_ms) AS ts", "value").withWatermark("ts", DELAY)
+        options: dict[str, Any] = {}
+        if initial is not None:
+            options["initialState"] = spark.createDataFrame(initial, "key string, value long").groupBy("key")
+        query = (stream.groupBy("key")
+                 .transformWithStateInPandas(processor, SPARK_OUTPUT, "append", "EventTime", **options)
+                 .writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint)).start())
+        groups: list[list[Output]] = []
+        try:
+            for index, events in enumerate(batches):
+                lines = "".join(json.dumps({"key": k, "ts_ms": t, "value": v}) + "\n" for k, t, v in events)
+                part = source / f".part-{index:05d}.json"
+                part.write_text(lines)
+                part.rename(source / f"part-{index:05d}.json")
+                query.processAllAvailable()
+                groups.append(sorted((row for batch in sorted(outputs) for row in outputs[batch]), key=repr))
+                outputs.clear()
+            exception = query.exception()
+            if exception is not None:
+                raise exception
+        finally:
+            query.stop()
+    return groups
