@@ -186,12 +186,28 @@ PROGRAMS: dict[str, dict[str, Any]] = {
 """Each program's initial state ((key, value) rows), if any."""
 
 
-def run_spark(spark: Any, program: str, batches: list[list[Event]]) -> list[list[Output]]:
+COUNTERS = ("numRegisteredTimers", "numDeletedTimers", "numRowsDroppedByWatermark")
+"""The progress counters both sides count alike (state store internals and timings differ by design)."""
+
+
+def counters(operators: Iterable[Any]) -> dict[str, int]:
+    """:data:`COUNTERS` summed over progresses' state operators (pyspark's JSON dicts)."""
+    summed = dict.fromkeys(COUNTERS, 0)
+    for operator in operators:
+        summed["numRowsDroppedByWatermark"] += operator["numRowsDroppedByWatermark"]
+        for name in COUNTERS[:2]:
+            summed[name] += operator["customMetrics"].get(name, 0)
+    return summed
+
+
+def run_spark(spark: Any, program: str, batches: list[list[Event]],
+              metrics: list[dict[str, int]] | None = None) -> list[list[Output]]:
     """Run ``program`` on pyspark over ``batches``, one trigger each; per input batch, what Spark output for it.
 
     That is the output of the batch that read it plus that of the no-data batch Spark runs
     after it when the watermark moved (where event-time timers fire), sorted. ``spark`` must
-    run the RocksDB state store provider (transformWithStateInPandas needs it).
+    run the RocksDB state store provider (transformWithStateInPandas needs it). With
+    ``metrics``, the :data:`COUNTERS` of those batches are appended to it per input batch.
     """
     processor = spark_processors()[program]()
     initial = PROGRAMS[program]["initial"]
@@ -214,6 +230,7 @@ def run_spark(spark: Any, program: str, batches: list[list[Event]]) -> list[list
                  .transformWithStateInPandas(processor, SPARK_OUTPUT, "append", "EventTime", **options)
                  .writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint)).start())
         groups: list[list[Output]] = []
+        reported = -1
         try:
             for index, events in enumerate(batches):
                 lines = "".join(json.dumps({"key": k, "ts_ms": t, "value": v}) + "\n" for k, t, v in events)
@@ -223,6 +240,10 @@ def run_spark(spark: Any, program: str, batches: list[list[Event]]) -> list[list
                 query.processAllAvailable()
                 groups.append(sorted((row for batch in sorted(outputs) for row in outputs[batch]), key=repr))
                 outputs.clear()
+                progress = [json.loads(p.json) for p in query.recentProgress]
+                if metrics is not None:
+                    metrics.append(counters(op for p in progress if p["batchId"] > reported for op in p["stateOperators"]))
+                reported = max((p["batchId"] for p in progress), default=reported)
             exception = query.exception()
             if exception is not None:
                 raise exception

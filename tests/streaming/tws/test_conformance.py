@@ -10,7 +10,7 @@ import pytest
 
 from scheduler import ManualClock
 from streaming import StreamingContext
-from tests.streaming.tws.reference import DELAY, FLUSH, PROGRAMS, Event, Output, ours_processors, run_spark
+from tests.streaming.tws.reference import COUNTERS, DELAY, FLUSH, PROGRAMS, Event, Output, ours_processors, run_spark
 from tests.support import advance
 
 pytestmark = pytest.mark.spark
@@ -33,8 +33,12 @@ EVENTS: list[list[Event]] = [
 ]
 
 
-def run_ours(sc: Any, directory: Path, program: str, batches: list[list[Event]]) -> list[list[Output]]:
-    """Each input batch, then an empty one (where Spark's no-data batch would fire timers); outputs per input batch."""
+def run_ours(sc: Any, directory: Path, program: str, batches: list[list[Event]],
+             metrics: list[dict[str, int]]) -> list[list[Output]]:
+    """Each input batch, then an empty one (where Spark's no-data batch would fire timers); outputs per input batch.
+
+    ``metrics`` gets the progress counters (:data:`COUNTERS`) of each input batch and its empty one.
+    """
     processor = ours_processors()[program]()
     initial = PROGRAMS[program]["initial"]
     outputs: dict[int, list[Output]] = {}
@@ -56,6 +60,12 @@ def run_ours(sc: Any, directory: Path, program: str, batches: list[list[Event]])
             await ssc.stop_async(stopSparkContext=False)
 
     anyio.run(drive)
+    progress = ssc.runtime.recent_progress
+    assert len(progress) == len(queue)
+    for pair in range(len(batches)):
+        operators = [op for p in progress[2 * pair:2 * pair + 2] for op in p.state_operators]
+        metrics.append({"numRowsDroppedByWatermark": sum(op.num_rows_dropped_by_watermark for op in operators),
+                        **{name: sum(op.custom_metrics.get(name, 0) for op in operators) for name in COUNTERS[:2]}})
     by_batch = [outputs.get((i + 1) * INTERVAL_MS, []) for i in range(len(queue))]
     return [sorted(by_batch[2 * i] + by_batch[2 * i + 1], key=repr) for i in range(len(batches))]
 
@@ -79,8 +89,12 @@ def rocksdb_session(spark_context: Any) -> Iterator[Any]:
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
 def test_the_same_output_per_batch_as_transform_with_state_in_pandas(rocksdb_session: Any, spark_context: Any,
                                                                       tmp_path: Path, program: str) -> None:
-    """Value, list and map state and event-time timers (one exactly at the watermark, one due with its key's input)."""
-    theirs = run_spark(rocksdb_session, program, EVENTS)
-    ours = run_ours(spark_context, tmp_path / "ck", program, EVENTS)
+    """State of all three kinds, event-time timers (at the watermark; due with input), late rows, progress counters."""
+    their_metrics: list[dict[str, int]] = []
+    our_metrics: list[dict[str, int]] = []
+    theirs = run_spark(rocksdb_session, program, EVENTS, their_metrics)
+    ours = run_ours(spark_context, tmp_path / "ck", program, EVENTS, our_metrics)
     assert any(kind == "closed" for batch in theirs for _, kind, *_ in batch), "no timer fired: the comparison proves little"
     assert [[tuple(row) for row in batch] for batch in ours] == theirs
+    assert sum(m["numRowsDroppedByWatermark"] for m in their_metrics) == 2
+    assert our_metrics == their_metrics
