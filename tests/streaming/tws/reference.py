@@ -16,6 +16,11 @@ The programs, in time mode "EventTime" under a watermark of :data:`DELAY`:
   watermark, already due, which fires in the same batch as the key's input. A timer closes the
   session: it reports what the key holds and clears it.
 - ``seeded``: the same with an initial state (counts and values per key) applied in the first batch.
+- ``tally``: the same counting in time mode "None" (no timers, a flush is a plain value; the watermark
+  upstream drops nothing).
+
+Every output carries the watermark its call saw (``TimerValues``), and in "None" mode the
+processing time too (-1 there; the two sides' clocks differ otherwise).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ DELAY = "5 seconds"
 FLUSH = -1
 """A value asking for a timer at the current watermark (due at once)."""
 
-SPARK_OUTPUT = "key string, kind string, at long, count long, seen array<long>, mods array<string>"
+SPARK_OUTPUT = "key string, kind string, at long, count long, seen array<long>, mods array<string>, wm long, proc long"
 """The output rows' schema on the pyspark side: what ``Ours*`` processors yield as tuples."""
 
 INITIAL: list[tuple[str, int]] = [("a", 100), ("a", 101), ("z", 7), ("b", 5)]
@@ -49,6 +54,11 @@ def _mods(items: Iterable[tuple[int, int]]) -> list[str]:
     return [f"{mod}={count}" for mod, count in sorted(items)]
 
 
+def _processing(times: Any, timers: bool) -> int:
+    """The processing time a call saw where both sides agree on it: in time mode "None" (-1), else 0."""
+    return 0 if timers else times.getCurrentProcessingTimeInMs()
+
+
 # -- the pyspark side --
 
 
@@ -58,7 +68,11 @@ def spark_processors() -> dict[str, Any]:
     from pyspark.sql.streaming import StatefulProcessor
 
     class SparkSessions(StatefulProcessor):
-        """``sessions`` on pyspark."""
+        """``sessions`` on pyspark (``tally`` without ``timers``)."""
+
+        def __init__(self, timers: bool = True) -> None:
+            """A processor using timers (time mode "EventTime"), or none (time mode "None")."""
+            self.timers = timers
 
         def init(self, handle: Any) -> None:
             """The three variables."""
@@ -67,13 +81,14 @@ def spark_processors() -> dict[str, Any]:
             self.seen = handle.getListState("seen", "value long")
             self.mods = handle.getMapState("mods", "mod long", "n long")
 
-        def emit(self, key: str, kind: str, at: int) -> Any:
-            """One output row with what the key holds."""
+        def emit(self, key: str, kind: str, at: int, times: Any) -> Any:
+            """One output row with what the key holds and the times its call saw."""
             count = self.count.get()[0] if self.count.exists() else 0
             seen = [int(row[0]) for row in self.seen.get()]
             mods = _mods((int(k[0]), int(v[0])) for k, v in self.mods.iterator())
             return pd.DataFrame({"key": [key], "kind": [kind], "at": [at], "count": [count], "seen": [seen],
-                                 "mods": [mods]})
+                                 "mods": [mods], "wm": [times.getCurrentWatermarkInMs()],
+                                 "proc": [_processing(times, self.timers)]})
 
         def add(self, value: int) -> None:
             """Count ``value`` into the three variables."""
@@ -90,20 +105,21 @@ def spark_processors() -> dict[str, Any]:
                 for ts, value in zip(pdf["ts"], pdf["value"], strict=True):
                     millis = int(ts.value // 1_000_000)
                     last = millis if last is None else max(last, millis)
-                    if int(value) == FLUSH:
+                    if int(value) == FLUSH and self.timers:
                         self.handle.registerTimer(timerValues.getCurrentWatermarkInMs())
                     else:
                         self.add(int(value))
-            for expiry in list(self.handle.listTimers()):
-                if expiry > timerValues.getCurrentWatermarkInMs():
-                    self.handle.deleteTimer(expiry)
-            if last is not None:
-                self.handle.registerTimer(last + GAP_MS)
-            yield self.emit(key[0], "open", -1 if last is None else last)
+            if self.timers:
+                for expiry in list(self.handle.listTimers()):
+                    if expiry > timerValues.getCurrentWatermarkInMs():
+                        self.handle.deleteTimer(expiry)
+                if last is not None:
+                    self.handle.registerTimer(last + GAP_MS)
+            yield self.emit(key[0], "open", -1 if last is None else last, timerValues)
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:  # noqa: N803
             """Report the session at its timer and clear it."""
-            yield self.emit(key[0], "closed", expiredTimerInfo.getExpiryTimeInMs())
+            yield self.emit(key[0], "closed", expiredTimerInfo.getExpiryTimeInMs(), timerValues)
             self.count.clear()
             self.seen.clear()
             self.mods.clear()
@@ -116,7 +132,7 @@ def spark_processors() -> dict[str, Any]:
         def close(self) -> None:
             """Nothing to release."""
 
-    return {"sessions": SparkSessions, "seeded": SparkSessions}
+    return {"sessions": SparkSessions, "seeded": SparkSessions, "tally": lambda: SparkSessions(timers=False)}
 
 
 # -- the aiodstream side (same logic, plain values) --
@@ -127,7 +143,11 @@ def ours_processors() -> dict[str, Any]:
     from streaming.state import StatefulProcessor
 
     class OursSessions(StatefulProcessor):
-        """``sessions`` on aiodstream."""
+        """``sessions`` on aiodstream (``tally`` without ``timers``)."""
+
+        def __init__(self, timers: bool = True) -> None:
+            """A processor using timers (time mode "EventTime"), or none (time mode "None")."""
+            self.timers = timers
 
         def init(self, handle: Any) -> None:
             """The three variables."""
@@ -136,10 +156,11 @@ def ours_processors() -> dict[str, Any]:
             self.seen = handle.getListState("seen", "value long")
             self.mods = handle.getMapState("mods", "mod long", "n long")
 
-        def emit(self, key: str, kind: str, at: int) -> Output:
-            """One output with what the key holds."""
+        def emit(self, key: str, kind: str, at: int, times: Any) -> Output:
+            """One output with what the key holds and the times its call saw."""
             count = self.count.get() if self.count.exists() else 0
-            return (key, kind, at, count, list(self.seen.get()), _mods(self.mods.iterator()))
+            return (key, kind, at, count, list(self.seen.get()), _mods(self.mods.iterator()),
+                    times.getCurrentWatermarkInMs(), _processing(times, self.timers))
 
         def add(self, value: int) -> None:
             """Count ``value`` into the three variables."""
@@ -154,20 +175,21 @@ def ours_processors() -> dict[str, Any]:
             last = None
             for _, ts, value in rows:
                 last = ts if last is None else max(last, ts)
-                if value == FLUSH:
+                if value == FLUSH and self.timers:
                     self.handle.registerTimer(timerValues.getCurrentWatermarkInMs())
                 else:
                     self.add(value)
-            for expiry in list(self.handle.listTimers()):
-                if expiry > timerValues.getCurrentWatermarkInMs():
-                    self.handle.deleteTimer(expiry)
-            if last is not None:
-                self.handle.registerTimer(last + GAP_MS)
-            yield self.emit(key, "open", -1 if last is None else last)
+            if self.timers:
+                for expiry in list(self.handle.listTimers()):
+                    if expiry > timerValues.getCurrentWatermarkInMs():
+                        self.handle.deleteTimer(expiry)
+                if last is not None:
+                    self.handle.registerTimer(last + GAP_MS)
+            yield self.emit(key, "open", -1 if last is None else last, timerValues)
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Output]:  # noqa: N803
             """Report the session at its timer and clear it."""
-            yield self.emit(key, "closed", expiredTimerInfo.getExpiryTimeInMs())
+            yield self.emit(key, "closed", expiredTimerInfo.getExpiryTimeInMs(), timerValues)
             self.count.clear()
             self.seen.clear()
             self.mods.clear()
@@ -176,14 +198,15 @@ def ours_processors() -> dict[str, Any]:
             """One initial row (pyspark's row mode): counted as if seen."""
             self.add(initialState)
 
-    return {"sessions": OursSessions, "seeded": OursSessions}
+    return {"sessions": OursSessions, "seeded": OursSessions, "tally": lambda: OursSessions(timers=False)}
 
 
 PROGRAMS: dict[str, dict[str, Any]] = {
-    "sessions": {"initial": None},
-    "seeded": {"initial": INITIAL},
+    "sessions": {"initial": None, "time_mode": "EventTime"},
+    "seeded": {"initial": INITIAL, "time_mode": "EventTime"},
+    "tally": {"initial": None, "time_mode": "None"},
 }
-"""Each program's initial state ((key, value) rows), if any."""
+"""Each program's initial state ((key, value) rows), if any, and time mode."""
 
 
 COUNTERS = ("numRegisteredTimers", "numDeletedTimers", "numRowsDroppedByWatermark")
@@ -210,12 +233,12 @@ def run_spark(spark: Any, program: str, batches: list[list[Event]],
     ``metrics``, the :data:`COUNTERS` of those batches are appended to it per input batch.
     """
     processor = spark_processors()[program]()
-    initial = PROGRAMS[program]["initial"]
+    initial, time_mode = PROGRAMS[program]["initial"], PROGRAMS[program]["time_mode"]
     outputs: dict[int, list[Output]] = {}
 
     def collect(df: Any, batch_id: int) -> None:
-        outputs[batch_id] = [
-            (row.key, row.kind, row.at, row["count"], list(row.seen), list(row.mods)) for row in df.collect()]
+        outputs[batch_id] = [(row.key, row.kind, row.at, row["count"], list(row.seen), list(row.mods), row.wm, row.proc)
+                             for row in df.collect()]
 
     with tempfile.TemporaryDirectory(prefix="aiodstream-tws-ref-") as tmp:
         source, checkpoint = Path(tmp) / "in", Path(tmp) / "ck"
@@ -227,7 +250,7 @@ def run_spark(spark: Any, program: str, batches: list[list[Event]],
         if initial is not None:
             options["initialState"] = spark.createDataFrame(initial, "key string, value long").groupBy("key")
         query = (stream.groupBy("key")
-                 .transformWithStateInPandas(processor, SPARK_OUTPUT, "append", "EventTime", **options)
+                 .transformWithStateInPandas(processor, SPARK_OUTPUT, "append", time_mode, **options)
                  .writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint)).start())
         groups: list[list[Output]] = []
         reported = -1
