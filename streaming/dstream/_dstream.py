@@ -518,7 +518,7 @@ class DStream(StreamNode):
     def transformWithState(self, statefulProcessor: Any, outputMode: str, timeMode: str,  # noqa: N803
                            initialState: Any = None, eventTime: Callable[[Any], Any] | None = None,  # noqa: N803
                            numPartitions: int | None = None) -> DStream:  # noqa: N803
-        """Spark 4's ``transformWithState`` (pyspark's ``transformWithStateInPandas``) on a pair stream.
+        """Spark 4's ``transformWithState`` (pyspark's row-based ``transformWithState``) on a pair stream.
 
         ``statefulProcessor`` is a :class:`streaming.state.StatefulProcessor` with pyspark's methods;
         rows are the stream's values (plain objects), and its handlers yield the output records.

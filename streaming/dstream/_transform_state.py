@@ -1,4 +1,4 @@
-"""TransformWithStateNode: Spark 4's ``transformWithState`` (pyspark's ``transformWithStateInPandas``) on a pair stream.
+"""TransformWithStateNode: Spark 4's ``transformWithState`` (pyspark's row-based ``transformWithState``) on a pair stream.
 
 A :class:`KeyedStateNode` whose tasks run :func:`streaming.state.run_transform_batch` (Spark's
 ``TransformWithStateExec``) over their partition's state store: a fresh copy of the user's
@@ -85,7 +85,7 @@ class TransformWithStateNode(KeyedStateNode):
 
     @property
     def operator_name(self) -> str:
-        """Spark's name of the operator (``transformWithStateExec``)."""
+        """pyspark's name of the operator (``transformWithStateInPySparkExec``, core's ``TRANSFORM_WITH_STATE_OPERATOR``)."""
         return TRANSFORM_WITH_STATE_OPERATOR
 
     def _with_watermark(self, watermark: WatermarkedNode | None) -> TransformWithStateSpec:

@@ -196,7 +196,9 @@ class Pipeline:
             InvalidPipelineError: no such source, a name in use, or ``func``/``key`` not callable.
             PySparkValueError: an unknown timeout kind.
         """
-        name = self._operator_name(source, name, func, key)
+        if not callable(func) or not callable(key):
+            raise InvalidPipelineError("func and key must be functions")
+        name = self._operator_name(source, name)
         initial = None if initial_state is None else list(initial_state)
         self._operators.append(GroupsOperator(len(self._operators), name, source, key, func, flat,
                                               check_timeout(timeout), initial))
@@ -217,17 +219,18 @@ class Pipeline:
             InvalidPipelineError: no such source, a name in use, ``key`` not callable, or not a StatefulProcessor.
             Spark's errors for an unknown output mode or time mode.
         """
-        name = self._operator_name(source, name, key, key)
+        if not callable(key):
+            raise InvalidPipelineError(f"key must be a function of a record, got {key!r}")
+        name = self._operator_name(source, name)
         spec = transform_spec(statefulProcessor, outputMode, timeMode)
         initial = None if initialState is None else list(initialState)
         self._operators.append(TransformOperator(len(self._operators), name, source, key, spec, initial, eventTime))
         return name
 
-    def _operator_name(self, source: str, name: str | None, func: Any, key: Any) -> str:
+    def _operator_name(self, source: str, name: str | None) -> str:
+        """A new operator's name (default ``"<source>.state"``), checked: before start, an existing source, unused."""
         self._check_not_started()
         self._source_named(source)
-        if not callable(func) or not callable(key):
-            raise InvalidPipelineError("func and key must be functions")
         name = name or f"{source}.state"
         if any(s.name == name for s in self._sources) or any(o.name == name for o in self._operators):
             raise InvalidPipelineError(f"an input named {name!r} is already registered; pass a unique name=")

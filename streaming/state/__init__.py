@@ -27,6 +27,7 @@ from ._operator_stats import StateOperatorStats
 from ._partition_files import keep_partition_count
 from ._processor import ExpiredTimerInfo, StatefulProcessor, TimerValues
 from ._processor_errors import TimeMode, TransformWithStateError
+from ._processor_schema import record_schema
 from ._processor_state import ListState, MapState, StatefulProcessorHandle, ValueState
 from ._protocol import StateRow, VersionedStore
 from ._store import StateStore, StateStoreMetrics
@@ -37,7 +38,6 @@ from ._transform import (
     TransformResult,
     TransformWithStateSpec,
     initial_rows_by_key,
-    record_schema,
     run_transform_batch,
     run_transform_partition,
 )

@@ -62,8 +62,10 @@ class StatefulProcessor(ABC):
 
     Each partition of each batch runs a fresh copy: ``init(handle)`` (make the state variables),
     ``handleInitialState`` for each initial-state row (first batch only), ``handleInputRows`` once
-    per key with input, ``handleExpiredTimer`` once per due timer, then ``close()``. The handle
-    methods return iterables of output values (None counts as no output).
+    per key with input, ``handleExpiredTimer`` once per due timer, then ``close()``.
+    ``handleInputRows`` and ``handleExpiredTimer`` return (or yield) the output values, taken at
+    once while their key is current (None counts as no output). The grouping key is the pair
+    stream's key as it is (pyspark passes a tuple of the grouping columns).
     """
 
     @abstractmethod

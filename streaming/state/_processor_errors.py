@@ -5,8 +5,8 @@ Spark's ``StateStoreErrors`` and ``TimeMode`` for the operator's processors.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import ClassVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 __all__ = [
     "INVALID_HANDLE_STATE",
@@ -14,6 +14,7 @@ __all__ = [
     "USER_FUNCTION_ERROR",
     "TimeMode",
     "TransformWithStateError",
+    "call_user",
 ]
 
 USER_FUNCTION_ERROR = "TRANSFORM_WITH_STATE_USER_FUNCTION_ERROR"
@@ -69,3 +70,15 @@ class TimeMode:
         raise TransformWithStateError("STATEFUL_PROCESSOR_UNKNOWN_TIME_MODE",
                                       f"Unknown time mode {value}. Accepted timeMode modes are 'none', "
                                       "'processingTime', 'eventTime'")
+
+
+def call_user(method: str, function: Callable[..., Any], *args: Any) -> list[Any]:
+    """Call the processor's ``method`` and take its outputs (None: none); what it raises becomes Spark's
+    user-function error, except the operator's own rule errors, which pass as they are."""
+    try:
+        result = function(*args)
+        return [] if result is None else list(result)
+    except TransformWithStateError:
+        raise
+    except Exception as exc:
+        raise TransformWithStateError.user_function(method, exc) from exc

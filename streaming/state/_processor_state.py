@@ -94,12 +94,11 @@ class ProcessorRun:
     ``store`` is None for the driver's recording run (``init`` only: variables are declared, none is read).
     """
 
-    def __init__(self, store: VersionedStore | None, time_mode: str, batch_time_ms: int, watermark_ms: int) -> None:
+    def __init__(self, store: VersionedStore | None, time_mode: str, batch_time_ms: int) -> None:
         """Before ``init``: the handle is CREATED, no key is current."""
         self.store = store
         self.time_mode = time_mode
         self.batch_time_ms = batch_time_ms
-        self.watermark_ms = watermark_ms
         self.phase = CREATED
         self.variables: dict[str, VariableInfo] = {}
         self.deleted: list[str] = []

@@ -17,8 +17,6 @@ Keys, rows and state values cross the store pickled; keys must pickle the same w
 from __future__ import annotations
 
 import copy
-import json
-import os
 import pickle
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -26,12 +24,10 @@ from typing import Any
 
 import attrs
 
-from scheduler import CheckpointPath, task_checkpoint_path
-
 from ._operator_stats import StateOperatorStats
 from ._processor import ExpiredTimerInfo, StatefulProcessor, TimerValues
-from ._processor_errors import TimeMode, TransformWithStateError
-from ._processor_rows import SCHEMA_FILE, key_bytes
+from ._processor_errors import TimeMode, TransformWithStateError, call_user
+from ._processor_rows import key_bytes
 from ._processor_state import (
     CLOSED,
     DATA_PROCESSED,
@@ -39,11 +35,9 @@ from ._processor_state import (
     TIMER_PROCESSED,
     ProcessorRun,
     StatefulProcessorHandle,
-    VariableInfo,
     due_timers,
 )
 from ._protocol import NO_TIMESTAMP, VersionedStore
-from ._store_format import StateStoreError
 from ._store_provider import StateStoreProvider
 
 __all__ = [
@@ -51,7 +45,6 @@ __all__ = [
     "TransformResult",
     "TransformWithStateSpec",
     "initial_rows_by_key",
-    "record_schema",
     "run_transform_batch",
     "run_transform_partition",
 ]
@@ -133,20 +126,11 @@ def initial_rows_by_key(pairs: Iterable[tuple[Any, Any]]) -> dict[bytes, tuple[A
 
 
 def _timer_values(spec: TransformWithStateSpec, batch_time_ms: int, watermark_ms: int) -> TimerValues:
+    """pyspark 4.3's: -1 for both in time mode "None"; else the batch time and the eviction watermark, which is
+    0 on an input without one (observed in ProcessingTime mode with and without ``withWatermark``)."""
     if spec.time_mode == TimeMode.NONE:
         return TimerValues(NO_TIMESTAMP, NO_TIMESTAMP)
-    return TimerValues(batch_time_ms, watermark_ms if spec.watermark_present else NO_TIMESTAMP)
-
-
-def _call(method: str, function: Callable[..., Any], *args: Any) -> list[Any]:
-    """Call a processor method and take its outputs; its errors become Spark's user-function error."""
-    try:
-        result = function(*args)
-        return [] if result is None else list(result)
-    except TransformWithStateError:
-        raise
-    except Exception as exc:
-        raise TransformWithStateError.user_function(method, exc) from exc
+    return TimerValues(batch_time_ms, watermark_ms if spec.watermark_present else 0)
 
 
 def _initial_state(processor: StatefulProcessor, key: Any, row: Any, timer_values: TimerValues) -> None:
@@ -173,8 +157,8 @@ def run_transform_partition(
             be committed.
     """
     processor = copy.deepcopy(spec.processor)
-    run = ProcessorRun(store, spec.time_mode, batch_time_ms, eviction_watermark_ms)
-    _call("init", processor.init, StatefulProcessorHandle(run))
+    run = ProcessorRun(store, spec.time_mode, batch_time_ms)
+    call_user("init", processor.init, StatefulProcessorHandle(run))
     run.phase = INITIALIZED
     timer_values = _timer_values(spec, batch_time_ms, eviction_watermark_ms)
 
@@ -201,12 +185,12 @@ def run_transform_partition(
             key, initial_rows = initial[encoded]
             run.set_key(encoded)
             for initial_row in initial_rows:
-                _call("handleInitialState", _initial_state, processor, key, initial_row, timer_values)
+                call_user("handleInitialState", _initial_state, processor, key, initial_row, timer_values)
             initial_ns += time.perf_counter_ns() - started
         if encoded in grouped:
             key, rows = grouped[encoded]
             run.set_key(encoded)
-            outputs.extend(_call("handleInputRows", processor.handleInputRows, key, iter(rows), timer_values))
+            outputs.extend(call_user("handleInputRows", processor.handleInputRows, key, iter(rows), timer_values))
     if initial:
         run.count("initialStateProcessingTimeMs", initial_ns // 1_000_000)
 
@@ -224,7 +208,7 @@ def run_transform_partition(
             key = pickle.loads(encoded)
             run.set_key(encoded)
             run.count("numExpiredTimers")
-            outputs.extend(_call("handleExpiredTimer", processor.handleExpiredTimer, key, timer_values,
+            outputs.extend(call_user("handleExpiredTimer", processor.handleExpiredTimer, key, timer_values,
                                  ExpiredTimerInfo(expiry)))
             if store.get(row_key) is not None:
                 store.remove(row_key)
@@ -234,7 +218,7 @@ def run_transform_partition(
     run.phase = TIMER_PROCESSED
     run.set_key(None)
     run.evict_expired()
-    _call("close", processor.close)
+    call_user("close", processor.close)
     run.phase = CLOSED
     return TransformResult(outputs, dropped, len(grouped), run.metrics)
 
@@ -266,72 +250,3 @@ def run_transform_batch(provider: StateStoreProvider, batch_id: int, records: It
         metrics.memory_used_bytes, metrics.commit_time_ms, custom.get("numExpiredTimers", 0), 1, 0, 0,
         int(store.loaded_from == "working copy"), int(store.loaded_from == "checkpoint"), 1 << provider.partition_id,
         custom)
-
-
-def _schema_record(spec: TransformWithStateSpec, variables: Iterable[VariableInfo]) -> dict[str, Any]:
-    return {"format": 1, "variables": [{"name": info.name, "kind": info.kind, "ttl": info.ttl_ms, "schema": info.schema}
-                                       for info in variables],
-            "timeMode": spec.time_mode, "outputMode": spec.output_mode}
-
-
-def record_schema(checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int,
-                  spec: TransformWithStateSpec) -> None:
-    """On the driver, at start: run the processor's ``init`` on a recording handle, then write the operator's
-    schema file, or check the one the checkpoint holds against it and record the variables added.
-
-    Raises:
-        TransformWithStateError: ``init`` broke a rule or raised; the time mode, the output mode, a variable's
-            kind or schema changed since the checkpoint was written (Spark's error classes). Variables may be
-            added, and dropped (with ``deleteIfExists``).
-        StateStoreError: the schema file is damaged (it names the file).
-    """
-    run = ProcessorRun(None, spec.time_mode, NO_TIMESTAMP, NO_TIMESTAMP)
-    processor = copy.deepcopy(spec.processor)
-    _call("init", processor.init, StatefulProcessorHandle(run))
-    _call("close", processor.close)
-    path = task_checkpoint_path(checkpoint_root) / "state" / str(operator_id) / SCHEMA_FILE
-    data = path.read_bytes()
-    variables = dict(run.variables)
-    if data is not None:
-        try:
-            old = json.loads(data.decode())
-            old_variables = {entry["name"]: entry for entry in old["variables"]}
-            old_time_mode, old_output_mode = old["timeMode"], old["outputMode"]
-        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-            raise StateStoreError(f"state store file {path} does not hold a transformWithState schema") from exc
-        for config, before, now in (("timeMode", TimeMode.SCALA_NAMES.get(old_time_mode, old_time_mode),
-                                     TimeMode.SCALA_NAMES[spec.time_mode]),
-                                    ("outputMode", str(old_output_mode).capitalize(), spec.output_mode.capitalize())):
-            if before != now:
-                raise TransformWithStateError(
-                    "STATE_STORE_INVALID_CONFIG_AFTER_RESTART",
-                    f"Cannot change {config} from {before} to {now} between restarts. Please set {config} to "
-                    f"{before}, or restart with a new checkpoint directory.")
-        merged: dict[str, VariableInfo] = {}
-        for name, entry in old_variables.items():  # the recorded order first, then the added variables
-            info = variables.get(name)
-            if info is None:
-                if name not in run.deleted:  # kept: its rows are still in the store
-                    merged[name] = VariableInfo(name, entry["kind"], entry["ttl"], entry["schema"])
-                continue
-            if entry["kind"] != info.kind:
-                raise TransformWithStateError(
-                    "STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE",
-                    f"Cannot change {name} to {_kind_name(info.kind)} between query restarts. Please set {name} to "
-                    f"{_kind_name(entry['kind'])}, or restart with a new checkpoint directory.")
-            if entry["schema"] != info.schema:
-                raise TransformWithStateError(
-                    "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
-                    "Provided value schema does not match existing state value schema. Please check number and type "
-                    f"of fields. Existing value_schema={entry['schema']} and new value_schema={info.schema}.")
-            merged[name] = info
-        variables = {**merged, **{name: info for name, info in variables.items() if name not in merged}}
-        if _schema_record(spec, variables.values()) == old:
-            return
-    else:
-        path.parent.mkdirs()
-    path.write_replacing(json.dumps(_schema_record(spec, variables.values()), indent=1).encode())
-
-
-def _kind_name(kind: str) -> str:
-    return {"value": "ValueState", "list": "ListState", "map": "MapState"}.get(kind, kind)

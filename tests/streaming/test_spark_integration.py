@@ -1041,19 +1041,28 @@ class Py4JOnThread:
 def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: Any, tmp_path: Path, backend: str) -> None:
     """Entering, building every kind of stream, starting, running batches and an immediate stop that cancels a running
     Spark job: all py4j calls happen off the host's loop (settings read on entry, parallelize and checkpoint dir at start
-    or generation, cancellation from a thread), watermarks and mapGroupsWithState included."""
+    or generation, cancellation from a thread), watermarks, mapGroupsWithState and transformWithState included."""
     from scheduler import Duration, ManualClock
+    from streaming.state import StatefulProcessor
 
     incoming, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
     incoming.mkdir()
     started, release = tmp_path / "started", tmp_path / "release"
-    results: dict[str, list[Any]] = {"state": [], "window": [], "values": [], "files": [], "cancelled": [], "groups": []}
+    results: dict[str, list[Any]] = {"state": [], "window": [], "values": [], "files": [], "cancelled": [], "groups": [], "tws": []}
 
     block = blocking_partitions(started, release)
 
     def running_sum(key: int, values: Any, state: Any) -> tuple[int, int]:
         state.update((state.getOption or 0) + sum(values))
         return (key, state.get)
+
+    class RunningSum(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.total = handle.getValueState("total", "total long")
+
+        def handleInputRows(self, key: int, rows: Any, timerValues: Any) -> Any:  # noqa: N803
+            self.total.update((self.total.get() or 0) + sum(rows))
+            yield (key, self.total.get())
 
     # A file, not a threading.Event: the context is checkpointed, so its functions must pickle
     # (as on pyspark, a graph that cannot be saved refuses to start).
@@ -1089,6 +1098,8 @@ def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: An
             numbers.withWatermark(lambda x: x * 1000, "1 second").map(lambda x: (x % 2, x)) \
                 .mapGroupsWithState(running_sum, numPartitions=2) \
                 .foreachRDD(lambda rdd: results["groups"].append(sorted(rdd.collect())))
+            numbers.map(lambda x: (x % 2, x)).transformWithState(RunningSum(), "Update", "None", numPartitions=2) \
+                .foreachRDD(lambda rdd: results["tws"].append(sorted(rdd.collect())))
             ssc.asyncIterableStream(words()).flatMap(str.split).countByValue().foreachRDD(values_sink)
             ssc.textFileStream(str(incoming)).foreachRDD(lambda rdd: results["files"].append(rdd.count()))
             ssc.queueStream([[], [], [], [7]]).foreachRDD(long_action)
@@ -1115,6 +1126,7 @@ def test_an_async_program_makes_no_py4j_call_on_the_event_loop(spark_context: An
     assert results["state"][:3] == [[(0, 102), (1, 1)], [(0, 102), (1, 4)], [(0, 106), (1, 4)]]  # seeded by initialRDD
     assert results["window"][:2] == [[(1, 1), (2, 1)], [(1, 1), (2, 1), (3, 1)]]
     assert results["groups"][:3] == [[(0, 2), (1, 1)], [(1, 4)], [(0, 6)]]  # a watermark and a state store, on Spark
+    assert results["tws"][:3] == [[(0, 2), (1, 1)], [(1, 4)], [(0, 6)]]  # a StatefulProcessor on its state store
     word_counts: dict[str, int] = {}
     for batch in results["values"]:
         for word, count in batch:

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from scheduler import InvalidPipelineError
-from streaming import StreamingContext
+from streaming import StatefulProcessor, StreamingContext
 from streaming.continuous import Continuous, ContinuousExecution, FileSink, FileSource, MemorySink
 from tests.anyio_support import BACKENDS
 
@@ -158,6 +158,16 @@ def rate(ssc: StreamingContext) -> Any:
     return ssc.rateStream(10)
 
 
+class Passing(StatefulProcessor):
+    """Passes each key's rows on."""
+
+    def init(self, handle: Any) -> None:
+        pass
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:  # noqa: N803
+        return rows
+
+
 @pytest.mark.parametrize(("build", "message"), [
     (lambda ssc: rate(ssc).map(lambda r: (r.value, 1)).reduceByKey(lambda a, b: a + b).pprint(),
      "Continuous processing does not support reduceByKey operations."),
@@ -171,6 +181,8 @@ def rate(ssc: StreamingContext) -> Any:
      "Continuous processing does not support withWatermark operations."),
     (lambda ssc: rate(ssc).map(lambda r: (r.value, r)).mapGroupsWithState(lambda k, rows, state: k).pprint(),
      "Continuous processing does not support mapGroupsWithState operations."),
+    (lambda ssc: rate(ssc).map(lambda r: (r.value, r)).transformWithState(Passing(), "Append", "None").pprint(),
+     "Continuous processing does not support transformWithState operations."),
     (lambda ssc: rate(ssc).join(rate(ssc)).pprint(), "Continuous processing does not support join operations."),
     (lambda ssc: rate(ssc).foreachRDD(lambda rdd: None), "'foreachBatch' is not supported with continuous trigger"),
     (lambda ssc: rate(ssc).saveAsTextFiles("/tmp/never"), "'foreachBatch' is not supported with continuous trigger"),
@@ -184,7 +196,7 @@ def rate(ssc: StreamingContext) -> Any:
      "a continuous query runs one long-running task per input partition, all at once: 3 partitions need 3 task slots, "
      "and Spark has 2 (defaultParallelism); use fewer partitions or give Spark more cores"),
 ], ids=["reduceByKey", "window", "count", "transform", "repartition", "updateStateByKey", "withWatermark",
-        "mapGroupsWithState", "join", "foreachRDD", "saveAsTextFiles", "queueStream", "textFileStream", "no-output",
+        "mapGroupsWithState", "transformWithState", "join", "foreachRDD", "saveAsTextFiles", "queueStream", "textFileStream", "no-output",
         "two-outputs", "too-many-partitions"])
 def test_unsupported_programs_are_refused_at_start_with_sparks_messages(spark_context: Any, build: Any, message: str) -> None:
     """Anything but narrow operations, continuous inputs and one continuous output is refused when the context starts."""

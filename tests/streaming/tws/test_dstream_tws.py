@@ -236,3 +236,32 @@ def test_a_raising_processor_fails_its_batch_and_a_restart_reruns_it_with_the_st
                             clock_start=2000, drive=1)
     assert errors == []
     assert second == {2000: [("x", "count", 2), ("y", "count", 1)], 3000: []}
+
+
+class Early(StatefulProcessor):
+    """Registers a timer at 0 for each key and reports the watermark its handlers see."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
+        self.handle.registerTimer(0)
+        yield (key, "rows", timerValues.getCurrentWatermarkInMs())
+
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N803
+                           expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Any]:  # noqa: N803
+        yield (key, "fired", timerValues.getCurrentWatermarkInMs())
+
+
+def test_event_time_without_a_watermark_runs_on_a_watermark_of_0(spark_context: Any, tmp_path: Path) -> None:
+    """As in pyspark 4.3: no withWatermark, time mode EventTime: the handlers see watermark 0 and a timer at 0 fires in
+    the batch that registered it."""
+    outputs: dict[int, list[Any]] = {}
+    clock = ManualClock(0)
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+    stream = ssc.queueStream([spark_context.parallelize(["a"], 1)], oneAtATime=True, default=spark_context.emptyRDD())
+    stream.map(lambda r: (r, r)).transformWithState(Early(), "Update", "EventTime", numPartitions=2).foreachRDD(
+        lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))
+    ssc.checkpoint(str(tmp_path / "ck"))
+    assert run_batches(ssc, clock, 1) == []
+    assert outputs == {1000: [("a", "fired", 0), ("a", "rows", 0)]}

@@ -175,8 +175,38 @@ def test_bad_arguments_are_refused_when_the_operator_is_added() -> None:
     p.add_source(ListSource([1]), name="s")
     with pytest.raises(InvalidPipelineError, match="statefulProcessor must be an instance of a StatefulProcessor"):
         p.add_transform_with_state("s", object(), "Update", "None", key=lambda r: r)
-    with pytest.raises(InvalidPipelineError, match="func and key must be functions"):
+    with pytest.raises(InvalidPipelineError, match=r"^key must be a function of a record, got None$"):
         p.add_transform_with_state("s", Sessions(), "Update", "None", key=None)  # type: ignore[arg-type]
     p.add_transform_with_state("s", Sessions(), "Update", "None", key=lambda r: r)
     with pytest.raises(InvalidPipelineError, match=r"an input named 's\.state' is already registered"):
         p.add_transform_with_state("s", Sessions(), "Update", "None", key=lambda r: r)
+
+
+class Seeded(StatefulProcessor):
+    """A running total per key, seeded by the initial state (several rows of a key are summed)."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.total = handle.getValueState("total", "total long")
+
+    def handleInitialState(self, key: Any, initialState: Any, timerValues: TimerValues) -> None:  # noqa: N803
+        self.total.update((self.total.get() or 0) + initialState)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
+        total = (self.total.get() or 0) + sum(n for _, n in rows)
+        self.total.update(total)
+        yield (key, total)
+
+
+async def test_the_initial_state_seeds_the_first_batch_only(tmp_path: Path, clock: ManualClock) -> None:
+    """(key, row) pairs reach handleInitialState in batch 0 only, every row of a key, before that key's records."""
+    seen: list[Any] = []
+    p = Pipeline()
+    p.add_source(ListSource([("x", 1), ("y", 2), ("x", 3)], max_per_batch=2), name="s")
+    name = p.add_transform_with_state("s", Seeded(), "Update", "None", key=lambda r: r[0],
+                                      initialState=[("x", 10), ("x", 5), ("z", 100)])
+    p.add_output(lambda batch: seen.append(sorted(batch.inputs[name])), name="out")
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
+        await rt.start()
+        await advance(rt, clock, 2_000)
+        await rt.stop()
+    assert seen == [[("x", 16), ("y", 2)], [("x", 19)]]

@@ -18,6 +18,7 @@ from streaming.state import (
     TransformWithStateSpec,
     record_schema,
 )
+from streaming.state._processor_schema import schema_types
 
 Declare = Callable[[StatefulProcessorHandle], Any]
 
@@ -115,19 +116,48 @@ def test_a_variable_deleted_with_delete_if_exists_leaves_the_record(tmp_path: Pa
     (lambda h: h.getListState("events", "string"), "EventTime", "Update",
      "[STATE_STORE_INVALID_CONFIG_AFTER_RESTART] Cannot change timeMode from ProcessingTime to EventTime between "
      "restarts. Please set timeMode to ProcessingTime, or restart with a new checkpoint directory."),
+    (lambda h: h.getMapState("perMerchant", "bigint", "int"), "ProcessingTime", "Update",
+     "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match existing state key schema. Please "
+     "check number and type of fields. Existing key_schema=string and new key_schema=bigint."),
+    (lambda h: h.getValueState("count", "n bigint, extra int", 60_000), "ProcessingTime", "Update",
+     "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE] Provided value schema does not match existing state value schema. "
+     "Please check number and type of fields. Existing value_schema=bigint and new value_schema=n bigint, extra int."),
     (three, "ProcessingTime", "Append",
      "[STATE_STORE_INVALID_CONFIG_AFTER_RESTART] Cannot change outputMode from Update to Append between restarts. "
      "Please set outputMode to Update, or restart with a new checkpoint directory."),
 ])
 def test_an_incompatible_restart_is_refused(tmp_path: Path, declare: Declare, time_mode: str, output_mode: str,
                                             error: str) -> None:
-    """Another kind, another schema, another time or output mode: refused with Spark's error, the record unchanged."""
+    """Another kind, other types (of a value, of a map's key), another time or output mode: Spark's error, no change."""
     record_schema(tmp_path, 0, spec(three))
     before = schema_file(tmp_path).read_bytes()
     with pytest.raises(TransformWithStateError) as caught:
         record_schema(tmp_path, 0, spec(declare, time_mode, output_mode))
     assert str(caught.value) == error
     assert schema_file(tmp_path).read_bytes() == before
+
+
+def test_renamed_fields_and_type_aliases_pass_the_check(tmp_path: Path) -> None:
+    """As in Spark, only the types count: a renamed field, ``long`` for ``bigint``, a pyspark type's simple string."""
+    record_schema(tmp_path, 0, spec(lambda h: h.getValueState("v", "s string, n long")))
+
+    class Struct:
+        def simpleString(self) -> str:
+            return "struct<t:string,count:bigint>"
+
+    record_schema(tmp_path, 0, spec(lambda h: h.getValueState("v", "renamed STRING, n bigint")))
+    record_schema(tmp_path, 0, spec(lambda h: h.getValueState("v", Struct())))
+    assert json.loads(schema_file(tmp_path).read_text())["variables"] == [
+        {"name": "v", "kind": "value", "ttl": None, "schema": "struct<t:string,count:bigint>"}]
+
+
+@pytest.mark.parametrize(("schema", "types"), [
+    ("int", ("int",)), ("s: string, n long", ("string", "bigint")), ("struct<s:string,n:bigint>", ("string", "bigint")),
+    ("s decimal(10, 2), m map<string, int>", ("decimal(10,2)", "map<string,int>")), ("Integer", ("int",)),
+])
+def test_schema_types_reads_ddl_and_simple_strings(schema: str, types: tuple[str, ...]) -> None:
+    """The field types of a DDL string or a simple string, names dropped, aliases resolved."""
+    assert schema_types(schema) == types
 
 
 def test_a_damaged_schema_file_is_refused_by_name(tmp_path: Path) -> None:

@@ -52,16 +52,16 @@ def test_processing_time_timers_fire_at_or_before_the_batch_time_after_the_data_
     assert runs.run([("a", ("at", 2000)), ("b", ("at", 2001))], batch_ms=1000) == [
         ("data", "a", 1, [2000]), ("data", "b", 1, [2001])]
     assert runs.run([("b", ("at", 5000)), ("a", ("at", 9000))], batch_ms=2000) == [
-        ("data", "a", 2, [2000, 9000]), ("data", "b", 2, [2001, 5000]), ("timer", "a", 2000, 2000, -1, 2)]
+        ("data", "a", 2, [2000, 9000]), ("data", "b", 2, [2001, 5000]), ("timer", "a", 2000, 2000, 0, 2)]
     assert runs.metrics["numExpiredTimers"] == 1 and runs.metrics["numRegisteredTimers"] == 2
-    assert runs.run([], batch_ms=5000) == [("timer", "b", 2001, 5000, -1, 2), ("timer", "b", 5000, 5000, -1, 2)]
+    assert runs.run([], batch_ms=5000) == [("timer", "b", 2001, 5000, 0, 2), ("timer", "b", 5000, 5000, 0, 2)]
     assert runs.run([("a", ("del", 9000))], batch_ms=9000) == [("data", "a", 3, [])]
 
 
 def test_a_timer_registered_already_due_fires_in_the_same_batch(tmp_path: Path) -> None:
     """The data pass registers a timer in the past: the timer pass of the same batch fires it."""
     runs = Batches(tmp_path, TransformWithStateSpec(Reminders(), "append", "processingtime", False))
-    assert runs.run([("k", ("at", 500))], batch_ms=1000) == [("data", "k", 1, [500]), ("timer", "k", 500, 1000, -1, 1)]
+    assert runs.run([("k", ("at", 500))], batch_ms=1000) == [("data", "k", 1, [500]), ("timer", "k", 500, 1000, 0, 1)]
     assert runs.run([], batch_ms=2000) == []
 
 
@@ -116,8 +116,13 @@ def test_timers_in_time_mode_none_are_refused_with_sparks_error_class(tmp_path: 
     assert runs.batch == 0 and runs.rows() == []
 
 
-def test_timer_values_are_minus_one_in_time_mode_none(tmp_path: Path) -> None:
-    """In "None" mode TimerValues holds -1 for both times, whatever the batch's times are."""
+@pytest.mark.parametrize(("time_mode", "watermarked", "expected"), [
+    ("none", True, (-1, -1)), ("ProcessingTime", False, (7000, 0)), ("ProcessingTime", True, (7000, 3000)),
+    ("EventTime", True, (7000, 3000)),
+])
+def test_timer_values_per_time_mode(tmp_path: Path, time_mode: str, watermarked: bool,
+                                    expected: tuple[int, int]) -> None:
+    """TimerValues as pyspark 4.3 fills it: -1 twice in "None"; else the batch time and the watermark, 0 without one."""
 
     class Times(StatefulProcessor):
         def init(self, handle: StatefulProcessorHandle) -> None:
@@ -126,5 +131,5 @@ def test_timer_values_are_minus_one_in_time_mode_none(tmp_path: Path) -> None:
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
             yield (timerValues.getCurrentProcessingTimeInMs(), timerValues.getCurrentWatermarkInMs())
 
-    assert Batches(tmp_path, TransformWithStateSpec(Times(), "update", "none", True)).run(
-        [("k", 1)], batch_ms=7000, watermark=3000) == [(-1, -1)]
+    assert Batches(tmp_path, TransformWithStateSpec(Times(), "update", time_mode, watermarked)).run(
+        [("k", 1)], batch_ms=7000, watermark=3000) == [expected]

@@ -40,7 +40,7 @@ class Sessions(StatefulProcessor):
         for _, at, page in sorted(rows, key=lambda row: row[1]):
             if last is not None and at > last + GAP_MS:
                 # the held session ended before this click: a batch that held both (after a slow batch) closes it here
-                yield self.close(user)
+                yield self.end_session(user)
                 last = None
             self.clicks.update((self.clicks.get() or 0) + 1)
             self.times.appendValue(at)
@@ -51,9 +51,9 @@ class Sessions(StatefulProcessor):
 
     def handleExpiredTimer(self, user: str, timerValues: TimerValues,  # noqa: N803
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[str]:  # noqa: N803
-        yield self.close(user)
+        yield self.end_session(user)
 
-    def close(self, user: str) -> str:
+    def end_session(self, user: str) -> str:
         """The held session as a line; the state cleared."""
         times = list(self.times.get())
         pages = ";".join(f"{page}={n}" for page, n in sorted(self.pages.iterator()))
