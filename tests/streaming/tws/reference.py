@@ -26,7 +26,9 @@ processing time too (-1 there; the two sides' clocks differ otherwise).
 from __future__ import annotations
 
 import json
+import re
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -223,6 +225,28 @@ def counters(operators: Iterable[Any]) -> dict[str, int]:
     return summed
 
 
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+"""pyspark's transformWithStateInPandas runs only on this state store provider."""
+
+
+@contextmanager
+def rocksdb_session(spark_context: Any) -> Iterator[Any]:
+    """A session on ``spark_context`` with the RocksDB state store provider, the provider set back after."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession(spark_context)
+    key = "spark.sql.streaming.stateStore.providerClass"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, ROCKSDB)
+    try:
+        yield spark
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
 def run_spark(spark: Any, program: str, batches: list[list[Event]],
               metrics: list[dict[str, int]] | None = None) -> list[list[Output]]:
     """Run ``program`` on pyspark over ``batches``, one trigger each; per input batch, what Spark output for it.
@@ -273,3 +297,64 @@ def run_spark(spark: Any, program: str, batches: list[list[Event]],
         finally:
             query.stop()
     return groups
+
+
+# -- restarts with a changed processor --
+
+Variable = tuple[str, str, str]
+"""A state variable: name, kind ("value", "list" or "map"; a map's keys are ``k string``), value schema (DDL)."""
+Setup = tuple[tuple[Variable, ...], str, str]
+"""What a run declares: its variables, time mode and output mode."""
+
+RESTART_ERROR = re.compile(r"\[((?:STATE_STORE|STATEFUL_PROCESSOR)_[A-Z_]+)\]")
+"""The error classes of a refused restart, in an exception's text."""
+
+
+def spark_restart(spark: Any, first: Setup, second: Setup) -> str:
+    """Run ``first`` on pyspark for one batch, then ``second`` on the same checkpoint: "allowed" or the refusal's error class."""
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class Declares(StatefulProcessor):
+        """Declares the variables of a setup; one output per key."""
+
+        def __init__(self, variables: tuple[Variable, ...]) -> None:
+            """The variables ``init`` declares."""
+            self.variables = variables
+
+        def init(self, handle: Any) -> None:
+            """Declare them."""
+            for name, kind, schema in self.variables:
+                if kind == "map":
+                    handle.getMapState(name, "k string", schema)
+                elif kind == "list":
+                    handle.getListState(name, schema)
+                else:
+                    handle.getValueState(name, schema)
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N803
+            """One row per key."""
+            for _ in rows:
+                pass
+            yield pd.DataFrame({"key": [key[0]]})
+
+    with tempfile.TemporaryDirectory(prefix="aiodstream-tws-restart-") as tmp:
+        source, checkpoint = Path(tmp) / "in", str(Path(tmp) / "ck")
+        source.mkdir()
+        for index, (variables, time_mode, output_mode) in enumerate((first, second)):
+            (source / f"part-{index}.json").write_text(json.dumps({"key": "a", "ts_ms": index}) + "\n")
+            stream = spark.readStream.schema("key string, ts_ms long").option("maxFilesPerTrigger", 1).json(str(source))
+            stream = stream.selectExpr("key", "timestamp_millis(ts_ms) AS ts").withWatermark("ts", DELAY)
+            query = (stream.groupBy("key").transformWithStateInPandas(Declares(variables), "key string", output_mode,
+                                                                      time_mode)
+                     .writeStream.foreachBatch(lambda df, _: df.collect())
+                     .option("checkpointLocation", checkpoint).start())
+            try:
+                query.processAllAvailable()
+            except Exception as exc:  # the refusal: Spark's StreamingQueryException around the error class
+                if index == 0 or not (found := RESTART_ERROR.search(str(exc))):
+                    raise
+                return found.group(1)
+            finally:
+                query.stop()
+    return "allowed"

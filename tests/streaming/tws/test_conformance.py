@@ -10,15 +10,12 @@ import pytest
 
 from scheduler import ManualClock
 from streaming import StreamingContext
-from tests.streaming.tws.reference import COUNTERS, DELAY, FLUSH, PROGRAMS, Event, Output, ours_processors, run_spark
+from tests.streaming.tws.reference import COUNTERS, DELAY, FLUSH, PROGRAMS, Event, Output, ours_processors, rocksdb_session, run_spark
 from tests.support import advance
 
 pytestmark = pytest.mark.spark
 
 INTERVAL_MS = 1000
-
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-"""pyspark's transformWithStateInPandas runs only on this state store provider."""
 
 EVENTS: list[list[Event]] = [
     [("a", 1_000, 1), ("b", 2_000, 2), ("a", 3_000, 3)],  # timers: a 13_000, b 12_000
@@ -71,28 +68,19 @@ def run_ours(sc: Any, directory: Path, program: str, batches: list[list[Event]],
 
 
 @pytest.fixture
-def rocksdb_session(spark_context: Any) -> Iterator[Any]:
-    """The shared session with the RocksDB state store provider for the test (the conf set back after it)."""
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession(spark_context)
-    key = "spark.sql.streaming.stateStore.providerClass"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, ROCKSDB)
-    yield spark
-    if before is None:
-        spark.conf.unset(key)
-    else:
-        spark.conf.set(key, before)
+def spark(spark_context: Any) -> Iterator[Any]:
+    """The shared session with the RocksDB state store provider for the test."""
+    with rocksdb_session(spark_context) as session:
+        yield session
 
 
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
-def test_the_same_output_per_batch_as_transform_with_state_in_pandas(rocksdb_session: Any, spark_context: Any,
+def test_the_same_output_per_batch_as_transform_with_state_in_pandas(spark: Any, spark_context: Any,
                                                                       tmp_path: Path, program: str) -> None:
     """State of all three kinds, event-time timers (at the watermark; due with input), late rows, progress counters."""
     their_metrics: list[dict[str, int]] = []
     our_metrics: list[dict[str, int]] = []
-    theirs = run_spark(rocksdb_session, program, EVENTS, their_metrics)
+    theirs = run_spark(spark, program, EVENTS, their_metrics)
     ours = run_ours(spark_context, tmp_path / "ck", program, EVENTS, our_metrics)
     timers = PROGRAMS[program]["time_mode"] == "EventTime"
     assert any(kind == "closed" for batch in theirs for _, kind, *_ in batch) == timers
