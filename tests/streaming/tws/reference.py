@@ -211,6 +211,15 @@ PROGRAMS: dict[str, dict[str, Any]] = {
 """Each program's initial state ((key, value) rows), if any, and time mode."""
 
 
+def by_key(rows: Iterable[Output]) -> list[Output]:
+    """``rows`` sorted by key only: each key's rows stay in the order its calls emitted them.
+
+    A key lives in one partition, whose outputs keep their order, while partitions interleave
+    arbitrarily: so a key's data-pass output comes before its timers', in expiry order.
+    """
+    return sorted(rows, key=lambda row: row[0])
+
+
 COUNTERS = ("numRegisteredTimers", "numDeletedTimers", "numRowsDroppedByWatermark")
 """The progress counters both sides count alike (state store internals and timings differ by design)."""
 
@@ -252,7 +261,7 @@ def run_spark(spark: Any, program: str, batches: list[list[Event]],
     """Run ``program`` on pyspark over ``batches``, one trigger each; per input batch, what Spark output for it.
 
     That is the output of the batch that read it plus that of the no-data batch Spark runs
-    after it when the watermark moved (where event-time timers fire), sorted. ``spark`` must
+    after it when the watermark moved (where event-time timers fire), in :func:`by_key` order. ``spark`` must
     run the RocksDB state store provider (transformWithStateInPandas needs it). With
     ``metrics``, the :data:`COUNTERS` of those batches are appended to it per input batch.
     """
@@ -285,7 +294,7 @@ def run_spark(spark: Any, program: str, batches: list[list[Event]],
                 part.write_text(lines)
                 part.rename(source / f"part-{index:05d}.json")
                 query.processAllAvailable()
-                groups.append(sorted((row for batch in sorted(outputs) for row in outputs[batch]), key=repr))
+                groups.append(by_key(row for batch in sorted(outputs) for row in outputs[batch]))
                 outputs.clear()
                 progress = [json.loads(p.json) for p in query.recentProgress]
                 if metrics is not None:

@@ -10,7 +10,18 @@ import pytest
 
 from scheduler import ManualClock
 from streaming import StreamingContext
-from tests.streaming.tws.reference import COUNTERS, DELAY, FLUSH, PROGRAMS, Event, Output, ours_processors, rocksdb_session, run_spark
+from tests.streaming.tws.reference import (
+    COUNTERS,
+    DELAY,
+    FLUSH,
+    PROGRAMS,
+    Event,
+    Output,
+    by_key,
+    ours_processors,
+    rocksdb_session,
+    run_spark,
+)
 from tests.support import advance
 
 pytestmark = pytest.mark.spark
@@ -64,7 +75,7 @@ def run_ours(sc: Any, directory: Path, program: str, batches: list[list[Event]],
         metrics.append({"numRowsDroppedByWatermark": sum(op.num_rows_dropped_by_watermark for op in operators),
                         **{name: sum(op.custom_metrics.get(name, 0) for op in operators) for name in COUNTERS[:2]}})
     by_batch = [outputs.get((i + 1) * INTERVAL_MS, []) for i in range(len(queue))]
-    return [sorted(by_batch[2 * i] + by_batch[2 * i + 1], key=repr) for i in range(len(batches))]
+    return [by_key(by_batch[2 * i] + by_batch[2 * i + 1]) for i in range(len(batches))]
 
 
 @pytest.fixture
