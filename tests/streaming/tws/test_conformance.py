@@ -8,8 +8,8 @@ from typing import Any, Iterator
 import anyio
 import pytest
 
-from scheduler import ManualClock
-from streaming import StreamingContext
+from scheduler import ManualClock, Seconds
+from streaming import Batch, ListSource, Pipeline, StreamingContext, StreamingRuntime
 from tests.streaming.tws.reference import (
     COUNTERS,
     DELAY,
@@ -73,8 +73,48 @@ def run_ours(sc: Any, directory: Path, program: str, batches: list[list[Event]],
     for pair in range(len(batches)):
         operators = [op for p in progress[2 * pair:2 * pair + 2] for op in p.state_operators]
         metrics.append({"numRowsDroppedByWatermark": sum(op.num_rows_dropped_by_watermark for op in operators),
-                        **{name: sum(op.custom_metrics.get(name, 0) for op in operators) for name in COUNTERS[:2]}})
+                        **{counter: sum(op.custom_metrics.get(counter, 0) for op in operators) for counter in COUNTERS[:2]}})
     by_batch = [outputs.get((i + 1) * INTERVAL_MS, []) for i in range(len(queue))]
+    return [by_key(by_batch[2 * i] + by_batch[2 * i + 1]) for i in range(len(batches))]
+
+
+def run_pipeline(directory: Path, program: str, batches: list[list[Event]],
+                 metrics: list[dict[str, int]]) -> list[list[Output]]:
+    """The same on a plain-Python pipeline (one state store, no Spark): each input batch, then an empty one."""
+    processor = ours_processors()[program]()
+    initial, time_mode = PROGRAMS[program]["initial"], PROGRAMS[program]["time_mode"]
+    source = ListSource(name="events")
+    pipeline = Pipeline()
+    pipeline.add_source(source, name="events")
+    pipeline.add_watermark("events", lambda event: event[1], DELAY)
+    name = pipeline.add_transform_with_state("events", processor, "append", time_mode, key=lambda event: event[0],
+                                             initialState=initial, eventTime=lambda event: event[1])
+    outputs: dict[int, list[Output]] = {}
+
+    def collect(batch: Batch) -> None:
+        outputs[batch.time.milliseconds] = list(batch.inputs[name])
+
+    pipeline.add_output(collect, name="out")
+    clock = ManualClock(0)
+
+    async def drive() -> list[Any]:
+        async with StreamingRuntime(pipeline, Seconds(INTERVAL_MS / 1000), clock=clock,
+                                    checkpoint_location=directory) as runtime:
+            await runtime.start()
+            for events in batches:
+                source.append(*events)
+                await advance(runtime, clock, INTERVAL_MS, times=2)
+            progress = runtime.recent_progress
+            await runtime.stop()
+        return progress
+
+    progress = anyio.run(drive)
+    assert len(progress) == 2 * len(batches)
+    by_batch = [outputs.get((i + 1) * INTERVAL_MS, []) for i in range(2 * len(batches))]
+    for pair in range(len(batches)):
+        operators = [op for p in progress[2 * pair:2 * pair + 2] for op in p.state_operators]
+        metrics.append({"numRowsDroppedByWatermark": sum(op.num_rows_dropped_by_watermark for op in operators),
+                        **{counter: sum(op.custom_metrics.get(counter, 0) for op in operators) for counter in COUNTERS[:2]}})
     return [by_key(by_batch[2 * i] + by_batch[2 * i + 1]) for i in range(len(batches))]
 
 
@@ -88,13 +128,16 @@ def spark(spark_context: Any) -> Iterator[Any]:
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
 def test_the_same_output_per_batch_as_transform_with_state_in_pandas(spark: Any, spark_context: Any,
                                                                       tmp_path: Path, program: str) -> None:
-    """State of all three kinds, event-time timers (at the watermark; due with input), late rows, progress counters."""
+    """DStream and pipeline: all three kinds of state, event-time timers (at the watermark; due with input), late rows."""
     their_metrics: list[dict[str, int]] = []
     our_metrics: list[dict[str, int]] = []
+    pipeline_metrics: list[dict[str, int]] = []
     theirs = run_spark(spark, program, EVENTS, their_metrics)
     ours = run_ours(spark_context, tmp_path / "ck", program, EVENTS, our_metrics)
+    pipeline = run_pipeline(tmp_path / "pipeline", program, EVENTS, pipeline_metrics)
     timers = PROGRAMS[program]["time_mode"] == "EventTime"
     assert any(kind == "closed" for batch in theirs for _, kind, *_ in batch) == timers
     assert [[tuple(row) for row in batch] for batch in ours] == theirs
     assert sum(m["numRowsDroppedByWatermark"] for m in their_metrics) == (2 if timers else 0)
     assert our_metrics == their_metrics
+    assert pipeline == ours and pipeline_metrics == our_metrics
