@@ -41,6 +41,23 @@ EVENTS: list[list[Event]] = [
 ]
 
 
+def paired_counters(progress: list[Any], inputs: int) -> list[dict[str, int]]:
+    """:data:`COUNTERS` of each input batch and the empty batch after it, from our progress reports."""
+    assert len(progress) == 2 * inputs
+    paired = []
+    for pair in range(inputs):
+        operators = [op for p in progress[2 * pair:2 * pair + 2] for op in p.state_operators]
+        paired.append({"numRowsDroppedByWatermark": sum(op.num_rows_dropped_by_watermark for op in operators),
+                       **{counter: sum(op.custom_metrics.get(counter, 0) for op in operators) for counter in COUNTERS[:2]}})
+    return paired
+
+
+def paired_outputs(outputs: dict[int, list[Output]], inputs: int) -> list[list[Output]]:
+    """Per input batch (batch times 1 s, 3 s, ...), its outputs and the next batch's, in :func:`by_key` order."""
+    by_batch = [outputs.get((i + 1) * INTERVAL_MS, []) for i in range(2 * inputs)]
+    return [by_key(by_batch[2 * i] + by_batch[2 * i + 1]) for i in range(inputs)]
+
+
 def run_ours(sc: Any, directory: Path, program: str, batches: list[list[Event]],
              metrics: list[dict[str, int]]) -> list[list[Output]]:
     """Each input batch, then an empty one (where Spark's no-data batch would fire timers); outputs per input batch.
@@ -68,14 +85,8 @@ def run_ours(sc: Any, directory: Path, program: str, batches: list[list[Event]],
             await ssc.stop_async(stopSparkContext=False)
 
     anyio.run(drive)
-    progress = ssc.runtime.recent_progress
-    assert len(progress) == len(queue)
-    for pair in range(len(batches)):
-        operators = [op for p in progress[2 * pair:2 * pair + 2] for op in p.state_operators]
-        metrics.append({"numRowsDroppedByWatermark": sum(op.num_rows_dropped_by_watermark for op in operators),
-                        **{counter: sum(op.custom_metrics.get(counter, 0) for op in operators) for counter in COUNTERS[:2]}})
-    by_batch = [outputs.get((i + 1) * INTERVAL_MS, []) for i in range(len(queue))]
-    return [by_key(by_batch[2 * i] + by_batch[2 * i + 1]) for i in range(len(batches))]
+    metrics.extend(paired_counters(ssc.runtime.recent_progress, len(batches)))
+    return paired_outputs(outputs, len(batches))
 
 
 def run_pipeline(directory: Path, program: str, batches: list[list[Event]],
@@ -108,14 +119,8 @@ def run_pipeline(directory: Path, program: str, batches: list[list[Event]],
             await runtime.stop()
         return progress
 
-    progress = anyio.run(drive)
-    assert len(progress) == 2 * len(batches)
-    by_batch = [outputs.get((i + 1) * INTERVAL_MS, []) for i in range(2 * len(batches))]
-    for pair in range(len(batches)):
-        operators = [op for p in progress[2 * pair:2 * pair + 2] for op in p.state_operators]
-        metrics.append({"numRowsDroppedByWatermark": sum(op.num_rows_dropped_by_watermark for op in operators),
-                        **{counter: sum(op.custom_metrics.get(counter, 0) for op in operators) for counter in COUNTERS[:2]}})
-    return [by_key(by_batch[2 * i] + by_batch[2 * i + 1]) for i in range(len(batches))]
+    metrics.extend(paired_counters(anyio.run(drive), len(batches)))
+    return paired_outputs(outputs, len(batches))
 
 
 @pytest.fixture
