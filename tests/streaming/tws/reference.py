@@ -8,16 +8,16 @@ value)``. Batches are fed to Spark one JSON file per trigger (``maxFilesPerTrigg
 collected with ``foreachBatch``, including the no-data batches Spark runs when the watermark
 moves (where most event-time timers fire).
 
-The programs, in time mode "EventTime" under a watermark of :data:`DELAY`:
+The programs, under a watermark of :data:`DELAY`:
 
-- ``sessions``: per key a count (value state), the values seen (list state) and a count per value
-  modulo 3 (map state); each batch with input replaces the key's session timer (last event time
-  plus :data:`GAP_MS`), and a value of :data:`FLUSH` also registers a timer at the current
+- ``seeded`` (time mode "EventTime"): per key a count (value state), the values seen (list
+  state) and a count per value modulo 3 (map state), some keys starting from an initial state
+  applied in the first batch; each batch with input replaces the key's session timer (last event
+  time plus :data:`GAP_MS`), and a value of :data:`FLUSH` also registers a timer at the current
   watermark, already due, which fires in the same batch as the key's input. A timer closes the
   session: it reports what the key holds and clears it.
-- ``seeded``: the same with an initial state (counts and values per key) applied in the first batch.
-- ``tally``: the same counting in time mode "None" (no timers, a flush is a plain value; the watermark
-  upstream drops nothing).
+- ``tally`` (time mode "None"): the same counting without timers (a flush is a plain value); the
+  watermark upstream drops nothing.
 
 Every output carries the watermark its call saw (``TimerValues``), and in "None" mode the
 processing time too (-1 there; the two sides' clocks differ otherwise).
@@ -70,7 +70,7 @@ def spark_processors() -> dict[str, Any]:
     from pyspark.sql.streaming import StatefulProcessor
 
     class SparkSessions(StatefulProcessor):
-        """``sessions`` on pyspark (``tally`` without ``timers``)."""
+        """``seeded`` on pyspark (``tally`` without ``timers``)."""
 
         def __init__(self, timers: bool = True) -> None:
             """A processor using timers (time mode "EventTime"), or none (time mode "None")."""
@@ -134,7 +134,7 @@ def spark_processors() -> dict[str, Any]:
         def close(self) -> None:
             """Nothing to release."""
 
-    return {"sessions": SparkSessions, "seeded": SparkSessions, "tally": lambda: SparkSessions(timers=False)}
+    return {"seeded": SparkSessions, "tally": lambda: SparkSessions(timers=False)}
 
 
 # -- the aiodstream side (same logic, plain values) --
@@ -145,7 +145,7 @@ def ours_processors() -> dict[str, Any]:
     from streaming.state import StatefulProcessor
 
     class OursSessions(StatefulProcessor):
-        """``sessions`` on aiodstream (``tally`` without ``timers``)."""
+        """``seeded`` on aiodstream (``tally`` without ``timers``)."""
 
         def __init__(self, timers: bool = True) -> None:
             """A processor using timers (time mode "EventTime"), or none (time mode "None")."""
@@ -200,11 +200,10 @@ def ours_processors() -> dict[str, Any]:
             """One initial row (pyspark's row mode): counted as if seen."""
             self.add(initialState)
 
-    return {"sessions": OursSessions, "seeded": OursSessions, "tally": lambda: OursSessions(timers=False)}
+    return {"seeded": OursSessions, "tally": lambda: OursSessions(timers=False)}
 
 
 PROGRAMS: dict[str, dict[str, Any]] = {
-    "sessions": {"initial": None, "time_mode": "EventTime"},
     "seeded": {"initial": INITIAL, "time_mode": "EventTime"},
     "tally": {"initial": None, "time_mode": "None"},
 }
