@@ -12,7 +12,8 @@ The programs, under a watermark of :data:`DELAY`:
 
 - ``seeded`` (time mode "EventTime"): per key a count (value state), the values seen (list
   state) and a count per value modulo 3 (map state), some keys starting from an initial state
-  applied in the first batch; each batch with input replaces the key's session timer (last event
+  applied in the first batch (with a timer at :data:`GAP_MS`, which closes a key that has no input
+  by then; an input moves it, as any timer not yet due); each batch with input replaces the key's session timer (last event
   time plus :data:`GAP_MS`), and a value of :data:`FLUSH` also registers a timer at the current
   watermark, already due, which fires in the same batch as the key's input. A timer closes the
   session: it reports what the key holds and clears it.
@@ -127,9 +128,10 @@ def spark_processors() -> dict[str, Any]:
             self.mods.clear()
 
         def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:  # noqa: N803
-            """pandas mode: all the key's initial rows in one frame; each counted as if seen."""
+            """pandas mode: all the key's initial rows in one frame; each counted as if seen; a timer at :data:`GAP_MS`."""
             for value in initialState["value"]:
                 self.add(int(value))
+            self.handle.registerTimer(GAP_MS)
 
         def close(self) -> None:
             """Nothing to release."""
@@ -197,8 +199,10 @@ def ours_processors() -> dict[str, Any]:
             self.mods.clear()
 
         def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:  # noqa: N803
-            """One initial row (pyspark's row mode): counted as if seen."""
+            """One initial row (pyspark's row mode): counted as if seen; a timer at :data:`GAP_MS`, registered once per key."""
             self.add(initialState)
+            if GAP_MS not in self.handle.listTimers():  # pyspark's pandas mode calls once per key: as many registrations
+                self.handle.registerTimer(GAP_MS)
 
     return {"seeded": OursSessions, "tally": lambda: OursSessions(timers=False)}
 
