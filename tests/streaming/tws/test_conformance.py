@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from scheduler import ManualClock, Seconds
-from streaming import Batch, ListSource, Pipeline, StreamingContext, StreamingRuntime
+from streaming import ListSource, Pipeline, StreamingContext, StreamingRuntime
 from tests.streaming.tws.reference import (
     COUNTERS,
     DELAY,
@@ -89,37 +89,48 @@ def run_ours(sc: Any, directory: Path, program: str, batches: list[list[Event]],
     return paired_outputs(outputs, len(batches))
 
 
-def run_pipeline(directory: Path, program: str, batches: list[list[Event]],
-                 metrics: list[dict[str, int]]) -> list[list[Output]]:
-    """The same on a plain-Python pipeline (one state store, no Spark): each input batch, then an empty one."""
-    processor = ours_processors()[program]()
+def run_pipeline(directory: Path, program: str, batches: list[list[Event]], metrics: list[dict[str, int]],
+                 restart_after: int | None = None) -> list[list[Output]]:
+    """The same on a plain-Python pipeline (one state store, no Spark): each input batch, then an empty one.
+
+    With ``restart_after``, the runtime stops after that many input batches and a new one
+    (a new pipeline and source holding the records read, a clock at the stop time) resumes
+    from the checkpoint: the state, the timers and the watermark carry over, the initial
+    state is not applied again.
+    """
     initial, time_mode = PROGRAMS[program]["initial"], PROGRAMS[program]["time_mode"]
-    source = ListSource(name="events")
-    pipeline = Pipeline()
-    pipeline.add_source(source, name="events")
-    pipeline.add_watermark("events", lambda event: event[1], DELAY)
-    name = pipeline.add_transform_with_state("events", processor, "append", time_mode, key=lambda event: event[0],
-                                             initialState=initial, eventTime=lambda event: event[1])
     outputs: dict[int, list[Output]] = {}
+    progress: list[Any] = []
 
-    def collect(batch: Batch) -> None:
-        outputs[batch.time.milliseconds] = list(batch.inputs[name])
+    def build(records: list[Event]) -> tuple[Pipeline, ListSource]:
+        source = ListSource(records, name="events")
+        pipeline = Pipeline()
+        pipeline.add_source(source, name="events")
+        pipeline.add_watermark("events", lambda event: event[1], DELAY)
+        name = pipeline.add_transform_with_state("events", ours_processors()[program](), "append", time_mode,
+                                                 key=lambda event: event[0], initialState=initial,
+                                                 eventTime=lambda event: event[1])
+        pipeline.add_output(lambda batch: outputs.__setitem__(batch.time.milliseconds, list(batch.inputs[name])),
+                            name="out")
+        return pipeline, source
 
-    pipeline.add_output(collect, name="out")
-    clock = ManualClock(0)
-
-    async def drive() -> list[Any]:
+    async def drive(first: int, last: int) -> None:
+        pipeline, source = build([event for events in batches[:first] for event in events])
+        clock = ManualClock(2 * first * INTERVAL_MS)
         async with StreamingRuntime(pipeline, Seconds(INTERVAL_MS / 1000), clock=clock,
                                     checkpoint_location=directory) as runtime:
             await runtime.start()
-            for events in batches:
+            for events in batches[first:last]:
                 source.append(*events)
                 await advance(runtime, clock, INTERVAL_MS, times=2)
-            progress = runtime.recent_progress
+            progress.extend(runtime.recent_progress)
             await runtime.stop()
-        return progress
 
-    metrics.extend(paired_counters(anyio.run(drive), len(batches)))
+    stop = len(batches) if restart_after is None else restart_after
+    anyio.run(drive, 0, stop)
+    if stop < len(batches):
+        anyio.run(drive, stop, len(batches))
+    metrics.extend(paired_counters(progress, len(batches)))
     return paired_outputs(outputs, len(batches))
 
 
@@ -133,16 +144,19 @@ def spark(spark_context: Any) -> Iterator[Any]:
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
 def test_the_same_output_per_batch_as_transform_with_state_in_pandas(spark: Any, spark_context: Any,
                                                                       tmp_path: Path, program: str) -> None:
-    """DStream and pipeline: all three kinds of state, event-time timers (at the watermark; due with input), late rows."""
+    """DStream, pipeline, restarted pipeline: three kinds of state, event-time timers, late rows, initial state."""
     their_metrics: list[dict[str, int]] = []
     our_metrics: list[dict[str, int]] = []
     pipeline_metrics: list[dict[str, int]] = []
     theirs = run_spark(spark, program, EVENTS, their_metrics)
     ours = run_ours(spark_context, tmp_path / "ck", program, EVENTS, our_metrics)
     pipeline = run_pipeline(tmp_path / "pipeline", program, EVENTS, pipeline_metrics)
+    restarted_metrics: list[dict[str, int]] = []
+    restarted = run_pipeline(tmp_path / "restarted", program, EVENTS, restarted_metrics, restart_after=3)
     timers = PROGRAMS[program]["time_mode"] == "EventTime"
     assert any(kind == "closed" for batch in theirs for _, kind, *_ in batch) == timers
     assert [[tuple(row) for row in batch] for batch in ours] == theirs
     assert sum(m["numRowsDroppedByWatermark"] for m in their_metrics) == (2 if timers else 0)
     assert our_metrics == their_metrics
     assert pipeline == ours and pipeline_metrics == our_metrics
+    assert restarted == ours and restarted_metrics == our_metrics
