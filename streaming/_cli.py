@@ -1,7 +1,8 @@
-"""The ``aiodstream`` command line: one subcommand per tool (``aiodstream simulate ...``, ``aiodstream checkpoint DIR``).
+"""The ``aiodstream`` command line: one subcommand per tool (``aiodstream simulate ...``, ``aiodstream checkpoint DIR``,
+``aiodstream state DIR``).
 
 Subcommands register themselves in :func:`build_parser` with a ``_add_<name>`` function that sets
-``handler`` (``checkpoint``'s lives in ``_cli_checkpoint``); each handler takes the parsed arguments
+``handler`` (``checkpoint``'s lives in ``_cli_checkpoint``, ``state``'s in ``_cli_state``); each handler takes the parsed arguments
 and returns the exit status.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from ._cli_checkpoint import EXIT_OK, EXIT_USAGE, add_checkpoint
+from ._cli_state import add_state
 
 __all__ = ["build_parser", "main"]
 
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_simulate(commands)
     add_checkpoint(commands)
+    add_state(commands)
     _add_ui(commands)
     _add_calibrate(commands)
     return parser

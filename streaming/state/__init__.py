@@ -30,6 +30,16 @@ from ._processor_errors import TimeMode, TransformWithStateError
 from ._processor_schema import record_schema
 from ._processor_state import ListState, MapState, StatefulProcessorHandle, ValueState
 from ._protocol import StateRow, VersionedStore
+from ._reader import (
+    FLAT_MAP_GROUPS_WITH_STATE,
+    TIMER,
+    StateChange,
+    StateOperatorMetadata,
+    StateRecord,
+    read_state,
+    read_state_changes,
+    read_state_metadata,
+)
 from ._store import StateStore, StateStoreMetrics
 from ._store_format import StateStoreError
 from ._store_provider import StateStoreProvider, StateStoreStatistics
@@ -45,6 +55,7 @@ from ._transform import (
 __all__ = [
     "DUPLICATE_INITIAL_STATE",
     "EVENT_TIME_WITHOUT_WATERMARK",
+    "FLAT_MAP_GROUPS_WITH_STATE",
     "ExpiredTimerInfo",
     "GroupState",
     "GroupStateTimeout",
@@ -55,12 +66,16 @@ __all__ = [
     "NO_TIMESTAMP",
     "PartitionResult",
     "StateOperatorStats",
+    "StateChange",
+    "StateOperatorMetadata",
+    "StateRecord",
     "StateRow",
     "StateStore",
     "StateStoreError",
     "StateStoreMetrics",
     "StateStoreProvider",
     "StateStoreStatistics",
+    "TIMER",
     "StatefulProcessor",
     "StatefulProcessorHandle",
     "TRANSFORM_WITH_STATE_OPERATOR",
@@ -79,6 +94,9 @@ __all__ = [
     "keep_partition_count",
     "parse_delay_threshold",
     "parse_interval_ms",
+    "read_state",
+    "read_state_changes",
+    "read_state_metadata",
     "record_schema",
     "run_batch",
     "run_partition",
