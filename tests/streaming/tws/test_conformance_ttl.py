@@ -113,7 +113,6 @@ def test_the_ttl_timeline_pyspark_showed(timeline: tuple[dict[int, list[Any]], l
     assert [m["numValuesRemovedDueToTTLExpiry"] for m in metrics] == [0] * 8 + [4] + [0] * 5 + [4, 0]
 
 
-@pytest.mark.xfail(strict=True, reason="ours counts a TTL variable in num*StateVars too; pyspark 4.3 only in num*StateWithTTLVars")
 def test_ttl_variables_are_counted_apart(timeline: tuple[dict[int, list[Any]], list[Any]]) -> None:
     """A variable with a TTL counts in num*StateWithTTLVars instead of num*StateVars (per partition, as pyspark)."""
     metrics = [p.state_operators[0].custom_metrics for p in timeline[1]]
