@@ -103,8 +103,7 @@ def ours_processor(ttl_ms: int | None = None) -> Any:
             yield key, sum(values)
 
         def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:  # noqa: N803
-            for values in initialState:
-                self.recent.put(list(values))
+            self.recent.put(list(initialState))  # one initial row per key: its 10 values
 
         def close(self) -> None:
             pass
@@ -378,6 +377,171 @@ def run_rounds(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# -- the operator's partition runner alone (no Spark) --
+
+
+def ttl_processor(long_ttl_ms: int, short_ttl_ms: int) -> Any:
+    """A processor writing a row's key into ``held`` (long TTL) or ``short`` (short TTL), by the row; no output."""
+    from streaming import StatefulProcessor
+
+    class Expiring(StatefulProcessor):  # type: ignore[misc]
+        """Two value states with a TTL each."""
+
+        def init(self, handle: Any) -> None:
+            self.held = handle.getValueState("held", "value long", long_ttl_ms)
+            self.short = handle.getValueState("short", "value long", short_ttl_ms)
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N803
+            for kind in rows:
+                (self.held if kind == "held" else self.short).update(key)
+            yield from ()
+
+        def close(self) -> None:
+            pass
+
+    return Expiring()
+
+
+def run_ttl(held: int, expiring: int, batches: int, step_ms: int = 1000) -> dict[str, Any]:
+    """``held`` long-lived values, then ``batches`` batches writing ``expiring`` short-lived ones each, then ``batches``
+    input-free batches each evicting ``expiring``.
+
+    Per measured batch, timed apart: the load, the operator's pass (no input: the TTL eviction)
+    and the commit (the delta, its two ``fsync``s, which a busy disk makes noisy).
+    """
+    from streaming.state import StateStoreProvider, TransformWithStateSpec, run_transform_batch, run_transform_partition
+
+    spec = TransformWithStateSpec(ttl_processor(10**12, batches * step_ms), "update", "ProcessingTime", False)
+    start = 1_700_000_000_000
+    timings: dict[str, list[float]] = {"load": [], "evict": [], "commit": [], "total": []}
+    evicted: list[int] = []
+    with tempfile.TemporaryDirectory(prefix="aiodstream-bench-ttl-") as tmp:
+        provider = StateStoreProvider(Path(tmp) / "ck", 0, 0, local_dir=Path(tmp) / "local", snapshot_every=10**9)
+        try:
+            began = time.perf_counter()
+            run_transform_batch(provider, 0, ((k, "held") for k in range(held)), spec, start, -1, -1)
+            seed_s = time.perf_counter() - began
+            for b in range(1, batches + 1):
+                first = held + (b - 1) * expiring
+                run_transform_batch(provider, b, ((k, "short") for k in range(first, first + expiring)), spec,
+                                    start + b * step_ms, -1, -1)
+            for b in range(batches + 1, 2 * batches + 1):
+                t0 = time.perf_counter()
+                store = provider.load(b)
+                t1 = time.perf_counter()
+                result = run_transform_partition((), store, spec, start + b * step_ms, -1, -1)
+                t2 = time.perf_counter()
+                rows = len(store)
+                store.commit()
+                t3 = time.perf_counter()
+                for name, ms in (("load", t1 - t0), ("evict", t2 - t1), ("commit", t3 - t2), ("total", t3 - t0)):
+                    timings[name].append(ms * 1000)
+                evicted.append(result.custom_metrics.get("numValuesRemovedDueToTTLExpiry", 0))
+        finally:
+            provider.close()
+    out: dict[str, Any] = {"held": held, "expiring": expiring}
+    for name, values in timings.items():
+        out[f"{name}_ms_median"] = round(statistics.median(values), 3)
+    out.update({"evict_ms": [round(t, 2) for t in timings["evict"]], "evicted_per_batch": evicted, "rows_after": rows,
+                "seed_s": round(seed_s, 1)})
+    return out
+
+
+def run_ttl_part(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`run_ttl` for each held count and each expiring count; the cost per evicted value beside the empty batch."""
+    out: dict[str, Any] = {"load_average_before": load(), "runs": []}
+    for held in args.ttl_held:
+        for expiring in args.ttl_expiring:
+            run = run_ttl(held, expiring, args.ttl_batches)
+            run["load_1m"] = load()[0]
+            out["runs"].append(run)
+            print(json.dumps({k: v for k, v in run.items() if k != "evict_ms"}), file=sys.stderr, flush=True)
+    by = {(r["held"], r["expiring"]): r["evict_ms_median"] for r in out["runs"]}
+    for run in out["runs"]:
+        if run["expiring"]:
+            run["evict_us_per_value"] = round(run["evict_ms_median"] * 1000 / run["expiring"], 2)
+    if len(args.ttl_held) > 1:
+        low, high = min(args.ttl_held), max(args.ttl_held)
+        out["evict_held_ratio_per_expiring"] = {e: round(by[(high, e)] / by[(low, e)], 3) if by[(low, e)] else None
+                                                for e in args.ttl_expiring}
+    out["quantity"] = ("one partition, the operator's runner alone, input-free batches each evicting `expiring` values "
+                       "(short TTL) while `held` values (long TTL, in the same timeout index) stay: median ms of the "
+                       f"load, the operator's pass (the eviction), the commit, over {args.ttl_batches} batches; "
+                       "evict_held_ratio_per_expiring: the eviction's ms with the most held over the fewest")
+    out["load_average_after"] = load()
+    return out
+
+
+def run_runner(held: int, touched: int, batches: int, profile: bool) -> dict[str, Any]:
+    """The list workload through ``run_transform_batch`` on one partition: seed ``held`` keys, then ``batches`` batches."""
+    from streaming.state import StateStoreProvider, TransformWithStateSpec, initial_rows_by_key, run_transform_batch
+
+    spec = TransformWithStateSpec(ours_processor(), "update", "None", False)
+    out: dict[str, Any] = {"held": held, "touched": touched}
+    with tempfile.TemporaryDirectory(prefix="aiodstream-bench-runner-") as tmp:
+        provider = StateStoreProvider(Path(tmp) / "ck", 0, 0, local_dir=Path(tmp) / "local", snapshot_every=10**9)
+        try:
+            began = time.perf_counter()
+            run_transform_batch(provider, 0, (), spec, 0, -1, -1, initial_rows_by_key((k, initial_values(k)) for k in range(held)))
+            out["seed_s"] = round(time.perf_counter() - began, 1)
+            times: list[float] = []
+            for b in range(1, batches + 1):
+                records = [(k, b) for k in batch_keys(b, held, touched)]
+                began = time.perf_counter()
+                outputs, stats = run_transform_batch(provider, b, records, spec, 0, -1, -1)
+                times.append((time.perf_counter() - began) * 1000)
+                assert len(outputs) == touched, len(outputs)
+            steady = times[1:]  # the first batch after the seed reads the seed's large delta to prove the working copy
+            out.update({"batch_ms_median": round(statistics.median(steady), 2), "batch_ms": [round(t, 2) for t in steady],
+                        "rows": stats.num_rows_total, "commit_ms": stats.commit_time_ms})
+            if profile:
+                out["profile"] = profile_batch(provider, batches + 1, held, touched, spec)
+        finally:
+            provider.close()
+    return out
+
+
+def profile_batch(provider: Any, batch: int, held: int, touched: int, spec: Any) -> list[str]:
+    """One more batch under cProfile: the top functions by cumulative time, as pstats prints them."""
+    import cProfile
+    import io
+    import pstats
+
+    from streaming.state import run_transform_batch
+
+    records = [(k, batch) for k in batch_keys(batch, held, touched)]
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_transform_batch(provider, batch, records, spec, 0, -1, -1)
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(25)
+    return [line for line in text.getvalue().splitlines() if line.strip()][-27:]
+
+
+def run_runner_part(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`run_runner` for a quarter of ``--small`` and of ``--large`` keys (one of 4 partitions), alternating rounds."""
+    from bench._rounds import ratio_spread
+
+    out: dict[str, Any] = {"load_average_before": load()}
+    small, large, touched = args.small // 4, args.large // 4, max(1, args.touched // 4)
+    rounds = []
+    for r in range(args.runner_rounds):
+        pair = {}
+        for held in ((small, large) if r % 2 == 0 else (large, small)):
+            pair[held] = run_runner(held, touched, args.runner_batches, args.profile and held == large and r == 0)
+            pair[held]["load_1m"] = load()[0]
+        rounds.append({"small": pair[small], "large": pair[large],
+                       "ratio": round(pair[large]["batch_ms_median"] / pair[small]["batch_ms_median"], 3)})
+    out["rounds"] = rounds
+    out["ratio"] = ratio_spread([r["ratio"] for r in rounds])
+    out["quantity"] = (f"one partition's share (a quarter of the keys and of the touched ones): {touched} keys touched of "
+                       f"{small} or {large} held, {RECENT} list elements each; run_transform_batch alone, median ms "
+                       "per steady batch (load, handlers, commit)")
+    out["load_average_after"] = load()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", type=int, default=10_000, help="keys held in the small runs (and pyspark's)")
@@ -388,12 +552,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
     parser.add_argument("--engines", nargs="*", default=["ours", "pyspark"])
     parser.add_argument("--only", nargs="*", default=["rounds", "ttl", "runner"])
+    parser.add_argument("--ttl-held", type=int, nargs="*", default=[10_000, 1_000_000], help="long-lived values held")
+    parser.add_argument("--ttl-expiring", type=int, nargs="*", default=[0, 100, 1_000, 10_000],
+                        help="values evicted per measured batch")
+    parser.add_argument("--ttl-batches", type=int, default=5, help="batches writing, then batches evicting")
+    parser.add_argument("--runner-rounds", type=int, default=3)
+    parser.add_argument("--runner-batches", type=int, default=8)
+    parser.add_argument("--profile", action="store_true", help="print where a large runner batch's time goes")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     sys.path.insert(0, str(ROOT))
     out: dict[str, Any] = {"cpus": os.cpu_count()}
     if "rounds" in args.only:
         out["rounds"] = run_rounds(args)
+    if "ttl" in args.only:
+        out["ttl"] = run_ttl_part(args)
+    if "runner" in args.only:
+        out["runner"] = run_runner_part(args)
     print(json.dumps(out, indent=2))
 
 
