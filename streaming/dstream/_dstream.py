@@ -22,6 +22,7 @@ from ._node import StreamNode, memory_only
 from ._outputs import check_continuous_output, check_continuous_sink, for_each_rdd, print_rdds, save_as_text_files
 from ._recipe import recorded
 from ._state import StateNode, initial_state
+from ._transform_state import TransformWithStateNode, transform_spec
 from ._transforms import MultiTransformedNode, TransformedNode, TransformedWithNode, UnionNode
 from ._watermark import WatermarkedNode
 from ._windowed import ReducedWindowedNode, WindowedNode, concat_lists, drop_front, validate_window
@@ -35,6 +36,7 @@ __all__ = [
     "MultiTransformedDStream",
     "ReducedWindowedDStream",
     "StateDStream",
+    "TransformWithStateDStream",
     "TransformedDStream",
     "TransformedWithDStream",
     "UnionDStream",
@@ -512,6 +514,26 @@ class DStream(StreamNode):
         check_output_mode(outputMode)
         return self._groups_with_state(func, True, timeoutConf, initialState, numPartitions, eventTime)
 
+    @api_call
+    def transformWithState(self, statefulProcessor: Any, outputMode: str, timeMode: str,  # noqa: N803
+                           initialState: Any = None, eventTime: Callable[[Any], Any] | None = None,  # noqa: N803
+                           numPartitions: int | None = None) -> DStream:  # noqa: N803
+        """Spark 4's ``transformWithState`` (pyspark's ``transformWithStateInPandas``) on a pair stream.
+
+        ``statefulProcessor`` is a :class:`streaming.state.StatefulProcessor` with pyspark's methods;
+        rows are the stream's values (plain objects), and its handlers yield the output records.
+        ``timeMode`` is ``"None"``, ``"ProcessingTime"`` or ``"EventTime"`` (the watermark of
+        ``withWatermark`` upstream; late values, by ``eventTime(value)`` or the watermark's
+        function, are dropped). ``initialState`` (an RDD or a list of (key, row) pairs) goes to
+        ``handleInitialState`` in the first batch. The state lives in state stores under the
+        checkpoint directory, as for :meth:`flatMapGroupsWithState`; see docs/compatibility.md.
+        """
+        node = TransformWithStateDStream(self, transform_spec(statefulProcessor, outputMode, timeMode),
+                                         num_partitions=self._default_partitions(numPartitions),
+                                         initial=initial_groups(initialState), event_time=eventTime)
+        node.advance_every_batch()
+        return node
+
     def _groups_with_state(self, func: Callable[..., Any], flat: bool, timeout: str, initial: Any,
                            num_partitions: int | None, event_time: Callable[[Any], Any] | None) -> DStream:
         node = GroupsWithStateDStream(self, func, flat=flat, timeout=timeout,
@@ -558,6 +580,10 @@ class WatermarkedDStream(WatermarkedNode, DStream):
 
 class GroupsWithStateDStream(GroupsWithStateNode, DStream):
     """``mapGroupsWithState`` / ``flatMapGroupsWithState`` of a pair stream; see :class:`GroupsWithStateNode`."""
+
+
+class TransformWithStateDStream(TransformWithStateNode, DStream):
+    """``transformWithState`` of a pair stream; see :class:`TransformWithStateNode`."""
 
 
 class StateDStream(StateNode, DStream):

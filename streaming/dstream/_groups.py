@@ -1,46 +1,32 @@
 """GroupsWithStateNode: ``mapGroupsWithState`` / ``flatMapGroupsWithState`` on a pair stream, on Spark.
 
-Each batch hashes the pairs into the operator's partitions and runs, in one Spark task per
-partition, :func:`streaming.state.run_partition` over that partition's state store, loaded at
-the batch's version (its batch id) and committed as the next one before the task ends. So the
-state lives with the tasks, under the checkpoint directory, never on the driver. The tasks reach
-it from Python: a local or shared POSIX path directly, any other URI through fsspec (the driver
-reaches the same URI through Hadoop). A batch with no
-input still runs every partition (its timeouts fire); and a batch run again after a crash loads
-the same version, with the same batch time and the watermarks logged for it.
-
-The node's RDD is cached, and an internal output operation runs in every batch after the user's
-outputs, so the state advances once per batch whatever the outputs do: it computes the partitions
-the user's outputs did not (usually none: then it runs no Spark job), reading the cache in the
-JVM, with no Python worker of its own. Each task reports its numbers, and which partition it
-ran, through an accumulator, by batch time.
+A :class:`KeyedStateNode` whose tasks run :func:`streaming.state.run_batch` (Spark's
+``FlatMapGroupsWithStateExec``) over their partition's state store; the node machinery (one task
+per partition, the store under the checkpoint, the operator's own output, progress through an
+accumulator) is ``_keyed_state``'s.
 """
 
 from __future__ import annotations
 
-import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
+from typing import Any, Callable
 
-from scheduler import InvalidPipelineError, StateOperatorProgress, Time
+from scheduler import BatchWatermarks, InvalidPipelineError
 
 from ..state import (
     EVENT_TIME_WITHOUT_WATERMARK,
     GroupStateTimeout,
     GroupsWithStateSpec,
     StateOperatorStats,
+    StateStoreProvider,
     event_time_of,
     initial_state_by_key,
-    keep_partition_count,
     run_batch,
 )
-from ._node import StreamNode, memory_only
-from ._transforms import ForEachNode
-from ._watermark import BatchStatsParam, WatermarkedNode
+from ._keyed_state import KeyedStateNode, PartitionBatch
+from ._node import StreamNode
+from ._watermark import WatermarkedNode
 
-if TYPE_CHECKING:
-    from pyspark import RDD
-
-__all__ = ["GroupsWithStateNode", "STATE_STORE_DIRECTORY", "check_output_mode", "initial_groups"]
+__all__ = ["GroupsWithStateNode", "check_output_mode", "initial_groups"]
 
 
 def check_output_mode(output_mode: object) -> None:
@@ -65,14 +51,9 @@ def initial_groups(initial: Any) -> Any:
         return list(initial)
     return initial
 
-STATE_STORE_DIRECTORY = "stateful"
-"""Under the checkpoint directory, where the operators' state stores live (``<ckpt>/stateful/state/<op>/<part>``)."""
 
-
-class GroupsWithStateNode(StreamNode):
-    """The outputs of ``func(key, values, state)`` per key and batch; see the module docstring."""
-
-    keeps_state = True
+class GroupsWithStateNode(KeyedStateNode):
+    """The outputs of ``func(key, values, state)`` per key and batch; see :class:`KeyedStateNode`."""
 
     def __init__(self, parent: StreamNode, func: Callable[..., Any], *, flat: bool, timeout: str, num_partitions: int,
                  initial: Any = None, event_time: Callable[[Any], Any] | None = None) -> None:
@@ -84,130 +65,35 @@ class GroupsWithStateNode(StreamNode):
         """
         if not callable(func):
             raise InvalidPipelineError(f"func must be a function of (key, values, state), got {func!r}")
-        super().__init__(parent.env, [parent])
+        timeout = GroupStateTimeout.check(timeout)
+        super().__init__(parent, num_partitions=num_partitions, initial=initial, event_time=event_time)
         self._func = func
         self._flat = flat
-        self._timeout = GroupStateTimeout.check(timeout)
-        self._num_partitions = num_partitions
-        self._initial = initial
-        self._event_time = event_time
-        self._storage_level = memory_only()
-        self.operator_id = self._env.graph.add_state_operator()
-        self._param = BatchStatsParam()
-        self._accumulator: Any = None
-        self._partitions_checked = False
-        self._batch_of: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # this node's RDDs -> batch ms
-
-    def _watermark(self) -> WatermarkedNode | None:
-        """The nearest withWatermark stream upstream, if any."""
-        stack = list(self._parents)
-        while stack:
-            stream = stack.pop()
-            if isinstance(stream, WatermarkedNode):
-                return stream
-            stack.extend(stream.parents)
-        return None
-
-    def validate_at_start(self) -> None:
-        """The graph's hook (not for users): a checkpoint directory, and a watermark for event-time timeouts; then the node's checks."""
-        if self._env.graph.checkpoint_dir is None:
-            raise InvalidPipelineError(
-                "requirement failed: The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint()."
-            )
-        if self._timeout == GroupStateTimeout.EventTimeTimeout and self._watermark() is None:
-            raise InvalidPipelineError(EVENT_TIME_WITHOUT_WATERMARK)
-        super().validate_at_start()
-
-    def advance_every_batch(self) -> None:
-        """Register the operator's own output, so the state advances in every batch whatever the user's outputs do.
-
-        It runs after the user's outputs (whichever were registered first) and computes the
-        partitions of the (cached) RDD that they did not.
-        """
-        _OwnOutput(self, self._advance).register()
-
-    def _advance(self, _batch_time: Any, rdd: RDD[Any]) -> None:
-        """The operator's own output: make sure every partition of the batch ran (and so committed its state).
-
-        Each task reports its partition through the accumulator, so when the user's outputs
-        computed them all, as a full action (``count``, ``foreach``, ``collect``, ...) does,
-        nothing runs. Else the RDD is computed in the JVM: a cartesian product with one empty
-        partition reads every partition (cached ones from the cache, the others by running
-        their tasks) and yields nothing, so no Python worker drains what the tasks made. (A task
-        that ran its state and then failed in the user's code downstream reports nothing: its
-        partition, cached, is not run again, and the failed batch's progress lacks its numbers.)
-        """
-        batch = self._batch_of.pop(rdd, None)
-        if batch is not None and self._accumulator is not None:
-            stats: StateOperatorStats | None = self._param.peek(self._accumulator.value, batch)
-            if stats is not None and stats.partitions == (1 << self._num_partitions) - 1:
-                return
-        rdd.cartesian(rdd.context.parallelize([], 1)).collect()
+        self._timeout = timeout
 
     @property
-    def tasks_write_checkpoint(self) -> str:
-        """What this operator's tasks write into the checkpoint (the graph checks that they can reach it)."""
-        return f"the state store of {'flatMapGroupsWithState' if self._flat else 'mapGroupsWithState'}"
+    def operator_name(self) -> str:
+        """``flatMapGroupsWithState`` or ``mapGroupsWithState``."""
+        return "flatMapGroupsWithState" if self._flat else "mapGroupsWithState"
 
-    def _compute(self, time: Time) -> RDD[Any] | None:
-        env = self._env
-        graph = env.graph
-        sc = env.spark_context
-        parent = self._parents[0].get_or_compute(time)
-        if parent is None:
-            parent = sc.emptyRDD()
-        assert graph.zero_time is not None and graph.checkpoint_dir is not None
-        batch_id = (time.milliseconds - graph.zero_time.milliseconds) // self._slide.milliseconds - 1
-        watermarks = graph.batch_watermarks(time)
-        watermark = self._watermark()
-        extract = self._event_time or (watermark.event_time if watermark is not None else None)
+    def check_at_start(self, watermark: WatermarkedNode | None) -> None:
+        """An event-time timeout needs a watermark (Spark's message)."""
+        if self._timeout == GroupStateTimeout.EventTimeTimeout and watermark is None:
+            raise InvalidPipelineError(EVENT_TIME_WITHOUT_WATERMARK)
+
+    def partition_batch(self, batch_id: int, batch_ms: int, watermarks: BatchWatermarks,
+                        watermark: WatermarkedNode | None) -> PartitionBatch:
+        """:func:`streaming.state.run_batch` over the partition's store."""
+        extract = self.event_time_of_values(watermark)
         spec = GroupsWithStateSpec(
             self._func, self._flat, self._timeout, watermark is not None,
             None if extract is None else event_time_of(extract),
         )
-        state_dir = graph.checkpoint_dir / STATE_STORE_DIRECTORY
-        root = graph.task_path(state_dir)  # as the tasks reach it: a local path, or the full URI (fsspec)
-        if not self._partitions_checked:
-            self._num_partitions = keep_partition_count(state_dir, self.operator_id, self._num_partitions)
-            self._partitions_checked = True
-        operator, n = self.operator_id, self._num_partitions
-        tagged = parent.map(lambda kv: (kv[0], (False, kv[1])))
-        if batch_id == 0 and self._initial is not None:
-            initial = self._initial if not isinstance(self._initial, list) else sc.parallelize(self._initial)
-            tagged = tagged.union(initial.map(lambda kv: (kv[0], (True, kv[1]))))
-        if self._accumulator is None:
-            self._accumulator = sc.accumulator({}, cast(Any, self._param))
-        accumulator, batch = self._accumulator, time.milliseconds
         eviction, late = watermarks.eviction_ms, watermarks.late_ms
 
-        def run(partition: int, records: Iterable[tuple[Any, tuple[bool, Any]]]) -> Iterator[Any]:
-            from streaming.state import StateStoreProvider
+        def run(provider: StateStoreProvider, data: list[tuple[Any, Any]],
+                initial: list[tuple[Any, Any]]) -> tuple[list[Any], StateOperatorStats]:
+            return run_batch(provider, batch_id, data, spec, batch_ms, eviction, late,
+                             initial_state_by_key(initial) if initial else None)
 
-            data: list[tuple[Any, Any]] = []
-            initial_pairs: list[tuple[Any, Any]] = []
-            for key, (is_initial, value) in records:
-                (initial_pairs if is_initial else data).append((key, value))
-            provider = StateStoreProvider.shared(root, operator, partition)
-            outputs, stats = run_batch(provider, batch_id, data, spec, batch, eviction, late,
-                                       initial_state_by_key(initial_pairs) if initial_pairs else None)
-            accumulator.add({batch: stats})
-            return iter(outputs)
-
-        out = tagged.partitionBy(n).mapPartitionsWithIndex(run, preservesPartitioning=False)
-        self._batch_of[out] = batch
-        return out
-
-    def take_state_progress(self, time: Time) -> StateOperatorProgress | None:
-        """What batch ``time``'s tasks reported, as progress (``None`` if none ran), forgotten afterwards."""
-        if self._accumulator is None:
-            return None
-        stats: StateOperatorStats | None = self._param.take(self._accumulator.value, time.milliseconds)
-        if stats is None:
-            return None
-        return stats.progress("flatMapGroupsWithState" if self._flat else "mapGroupsWithState", self._num_partitions)
-
-
-class _OwnOutput(ForEachNode):
-    """A stateful operator's own output operation: registered when the operator is made, run after the user's outputs."""
-
-    runs_last = True
+        return run

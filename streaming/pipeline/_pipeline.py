@@ -37,9 +37,10 @@ from scheduler import (
 )
 
 from ..recovery import InputDescriptor
-from ..state import EVENT_TIME_WITHOUT_WATERMARK, GroupStateTimeout, parse_delay_threshold
+from ..state import parse_delay_threshold
 from ._sources import ReplayableSource
-from ._stateful import GroupsOperator, Watermark, check_timeout, run_operator, seen_event_times
+from ._stateful import GroupsOperator, StatefulOperator, Watermark, check_timeout, seen_event_times
+from ._transform import TransformOperator, transform_spec
 
 __all__ = ["Batch", "Pipeline"]
 
@@ -133,7 +134,7 @@ class Pipeline:
         self._sources: list[_Source] = []
         self._outputs: list[_Output] = []
         self._watermarks: list[Watermark] = []
-        self._operators: list[GroupsOperator] = []
+        self._operators: list[StatefulOperator] = []
         self._checkpoint: CheckpointPath | None = None
         self._batch_duration: Duration | None = None
         self._zero_time: Time | None = None
@@ -195,6 +196,34 @@ class Pipeline:
             InvalidPipelineError: no such source, a name in use, or ``func``/``key`` not callable.
             PySparkValueError: an unknown timeout kind.
         """
+        name = self._operator_name(source, name, func, key)
+        initial = None if initial_state is None else list(initial_state)
+        self._operators.append(GroupsOperator(len(self._operators), name, source, key, func, flat,
+                                              check_timeout(timeout), initial))
+        return name
+
+    def add_transform_with_state(self, source: str, statefulProcessor: Any, outputMode: str, timeMode: str, *,  # noqa: N803
+                                 key: Callable[[Any], Any], initialState: Iterable[tuple[Any, Any]] | None = None,  # noqa: N803
+                                 eventTime: Callable[[Any], Any] | None = None, name: str | None = None) -> str:  # noqa: N803
+        """``transformWithState`` over ``source``'s records keyed by ``key``, as for DStreams (``DStream.transformWithState``).
+
+        The processor's rows are the source's records; its outputs reach the output operations
+        as ``batch.inputs[name]``, which is returned (default ``"<source>.state"``). The state
+        lives in a state store under the runtime's checkpoint location, so the runtime needs
+        one. In ``"EventTime"`` mode the source's watermark drives the timers and late records
+        (by ``eventTime(record)``, else the watermark's function) are dropped.
+
+        Raises:
+            InvalidPipelineError: no such source, a name in use, ``key`` not callable, or not a StatefulProcessor.
+            Spark's errors for an unknown output mode or time mode.
+        """
+        name = self._operator_name(source, name, key, key)
+        spec = transform_spec(statefulProcessor, outputMode, timeMode)
+        initial = None if initialState is None else list(initialState)
+        self._operators.append(TransformOperator(len(self._operators), name, source, key, spec, initial, eventTime))
+        return name
+
+    def _operator_name(self, source: str, name: str | None, func: Any, key: Any) -> str:
         self._check_not_started()
         self._source_named(source)
         if not callable(func) or not callable(key):
@@ -202,9 +231,6 @@ class Pipeline:
         name = name or f"{source}.state"
         if any(s.name == name for s in self._sources) or any(o.name == name for o in self._operators):
             raise InvalidPipelineError(f"an input named {name!r} is already registered; pass a unique name=")
-        initial = None if initial_state is None else list(initial_state)
-        self._operators.append(GroupsOperator(len(self._operators), name, source, key, func, flat,
-                                              check_timeout(timeout), initial))
         return name
 
     def _source_named(self, name: str) -> _Source:
@@ -247,8 +273,7 @@ class Pipeline:
                                        "(StreamingRuntime(..., checkpoint_location=...)): their state and watermark live there")
         watermarked = {w.source for w in self._watermarks}
         for operator in self._operators:
-            if operator.timeout == GroupStateTimeout.EventTimeTimeout and operator.source not in watermarked:
-                raise InvalidPipelineError(EVENT_TIME_WITHOUT_WATERMARK)
+            operator.check_at_start(operator.source in watermarked)
         self._zero_time = zero_time
         self._started = True
         self._input_infos = input_infos
@@ -293,7 +318,7 @@ class Pipeline:
         by_source = {w.source: w for w in self._watermarks}
         progress = []
         for operator in self._operators:
-            outputs, numbers = await run_operator(operator, self._checkpoint, batch_id, time, inputs[operator.source],
+            outputs, numbers = await operator.run(self._checkpoint, batch_id, time, inputs[operator.source],
                                                   watermarks, by_source.get(operator.source))
             inputs[operator.name] = outputs
             progress.append(numbers)

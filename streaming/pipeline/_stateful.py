@@ -1,22 +1,32 @@
-"""Watermarks and ``flatMapGroupsWithState`` for plain-Python pipelines, on the same state store as the DStream operators.
+"""Watermarks and the stateful operators of plain-Python pipelines, on the same state store as the DStream operators.
 
 A :class:`~streaming.Pipeline` has no partitions: each operator keeps one state store (partition
 0) under ``<checkpoint>/stateful/state/<operator>/0``, loaded at the batch's version (its batch id)
 and committed as the next in a worker thread while the batch is generated; its outputs are what
-the output operations see under the operator's name in :attr:`Batch.inputs`. The rules (late
-rows, data pass, timeout pass, write-back) are :func:`streaming.state.run_partition`'s.
+the output operations see under the operator's name in :attr:`Batch.inputs`. Every operator
+meets the pipeline through :class:`StatefulOperator`; ``flatMapGroupsWithState``
+(:class:`GroupsOperator`, the rules of :func:`streaming.state.run_partition`) is here,
+``transformWithState`` in ``_transform``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import anyio.to_thread
 import attrs
 
-from scheduler import BatchWatermarks, CheckpointPath, EventTimeStats, StateOperatorProgress, Time
+from scheduler import (
+    BatchWatermarks,
+    CheckpointPath,
+    EventTimeStats,
+    InvalidPipelineError,
+    StateOperatorProgress,
+    Time,
+)
 
 from ..state import (
+    EVENT_TIME_WITHOUT_WATERMARK,
     GroupStateTimeout,
     GroupsWithStateSpec,
     StateStoreProvider,
@@ -26,9 +36,10 @@ from ..state import (
     run_batch,
 )
 
-__all__ = ["GroupsOperator", "Watermark", "check_timeout", "run_operator", "seen_event_times"]
+__all__ = ["STATE_DIRECTORY", "GroupsOperator", "StatefulOperator", "Watermark", "check_timeout", "seen_event_times"]
 
 STATE_DIRECTORY = "stateful"
+"""Under the checkpoint location, where the operators' state stores live."""
 
 
 @attrs.frozen
@@ -38,6 +49,29 @@ class Watermark:
     source: str
     event_time: Callable[[Any], Any]
     delay_ms: int
+
+
+class StatefulOperator(Protocol):
+    """What the pipeline asks of a stateful operator: what it reads, its checks at start, one batch at a time."""
+
+    @property
+    def name(self) -> str:
+        """Its outputs' key in :attr:`Batch.inputs`."""
+        ...
+
+    @property
+    def source(self) -> str:
+        """The source whose records it reads."""
+        ...
+
+    def check_at_start(self, watermarked: bool) -> None:
+        """Refuse to start (``InvalidPipelineError``) when the operator cannot run; ``watermarked``: its source has a watermark."""
+        ...
+
+    async def run(self, checkpoint: CheckpointPath, batch_id: int, time: Time, records: Sequence[Any],
+                  watermarks: BatchWatermarks, watermark: Watermark | None) -> tuple[list[Any], StateOperatorProgress]:
+        """One batch over the source's ``records``: the outputs and the operator's progress."""
+        ...
 
 
 @attrs.define
@@ -54,31 +88,35 @@ class GroupsOperator:
     initial: list[tuple[Any, Any]] | None
     provider: StateStoreProvider | None = None
 
+    def check_at_start(self, watermarked: bool) -> None:
+        """An event-time timeout needs a watermark on the source (Spark's message)."""
+        if self.timeout == GroupStateTimeout.EventTimeTimeout and not watermarked:
+            raise InvalidPipelineError(EVENT_TIME_WITHOUT_WATERMARK)
+
+    async def run(self, checkpoint: CheckpointPath, batch_id: int, time: Time, records: Sequence[Any],
+                  watermarks: BatchWatermarks, watermark: Watermark | None) -> tuple[list[Any], StateOperatorProgress]:
+        """Run one batch over the source's ``records`` (the store's file work in a worker thread)."""
+        if self.provider is None:
+            self.provider = StateStoreProvider(checkpoint / STATE_DIRECTORY, self.operator_id, 0)
+        provider = self.provider
+        spec = GroupsWithStateSpec(
+            self.func, self.flat, self.timeout, watermark is not None,
+            None if watermark is None else event_time_of(watermark.event_time),
+        )
+        pairs = [(self.key(r), r) for r in records]
+        initial = initial_state_by_key(self.initial) if batch_id == 0 and self.initial else None
+
+        def run() -> tuple[list[Any], StateOperatorProgress]:
+            outputs, stats = run_batch(provider, batch_id, pairs, spec, time.milliseconds, watermarks.eviction_ms,
+                                       watermarks.late_ms, initial)
+            return outputs, stats.progress(spec.operator, 1)
+
+        return await anyio.to_thread.run_sync(run)
+
 
 def seen_event_times(watermark: Watermark, records: Iterable[Any]) -> EventTimeStats | None:
     """The event-time statistics of a watermarked source's records in one batch."""
     return EventTimeStats.of(event_time_ms(watermark.event_time(r)) for r in records)
-
-
-async def run_operator(operator: GroupsOperator, checkpoint: CheckpointPath, batch_id: int, time: Time, records: Sequence[Any],
-                       watermarks: BatchWatermarks, watermark: Watermark | None) -> tuple[list[Any], StateOperatorProgress]:
-    """Run one batch of ``operator`` over its source's ``records`` (the store's file work in a worker thread)."""
-    if operator.provider is None:
-        operator.provider = StateStoreProvider(checkpoint / STATE_DIRECTORY, operator.operator_id, 0)
-    provider = operator.provider
-    spec = GroupsWithStateSpec(
-        operator.func, operator.flat, operator.timeout, watermark is not None,
-        None if watermark is None else event_time_of(watermark.event_time),
-    )
-    pairs = [(operator.key(r), r) for r in records]
-    initial = initial_state_by_key(operator.initial) if batch_id == 0 and operator.initial else None
-
-    def run() -> tuple[list[Any], StateOperatorProgress]:
-        outputs, stats = run_batch(provider, batch_id, pairs, spec, time.milliseconds, watermarks.eviction_ms,
-                                   watermarks.late_ms, initial)
-        return outputs, stats.progress("flatMapGroupsWithState" if operator.flat else "mapGroupsWithState", 1)
-
-    return await anyio.to_thread.run_sync(run)
 
 
 def check_timeout(timeout: str) -> str:

@@ -1,9 +1,11 @@
-"""Arbitrary stateful processing: GroupState with timeouts, and the versioned state store it runs on.
+"""Arbitrary stateful processing: GroupState with timeouts, transformWithState's processors, and the versioned state store they run on.
 
 Spark's ``FlatMapGroupsWithStateExec`` for DStream programs: :func:`run_partition` is one
 partition of one batch, :class:`StateStoreProvider` keeps each operator partition's state as
 versions under the checkpoint (changelogs and snapshots) with a local working copy, and
-:class:`GroupState` is what the user's function sees. The DStream operators
+:class:`GroupState` is what the user's function sees. :func:`run_transform_batch` is one partition of one batch of
+Spark's ``TransformWithStateExec``: a :class:`StatefulProcessor` with value, list and map state,
+timers and TTL on the same store. The DStream operators
 (``mapGroupsWithState``, ``flatMapGroupsWithState``) and ``withWatermark`` put them on Spark.
 """
 
@@ -16,25 +18,40 @@ from ._groups import (
     GroupsWithStateError,
     GroupsWithStateSpec,
     PartitionResult,
-    StateOperatorStats,
     initial_state_by_key,
     run_batch,
     run_partition,
 )
 from ._intervals import parse_delay_threshold, parse_interval_ms
+from ._operator_stats import StateOperatorStats
 from ._partition_files import keep_partition_count
+from ._processor import ExpiredTimerInfo, StatefulProcessor, TimerValues
+from ._processor_errors import TimeMode, TransformWithStateError
+from ._processor_state import ListState, MapState, StatefulProcessorHandle, ValueState
 from ._protocol import StateRow, VersionedStore
 from ._store import StateStore, StateStoreMetrics
 from ._store_format import StateStoreError
 from ._store_provider import StateStoreProvider, StateStoreStatistics
+from ._transform import (
+    TRANSFORM_WITH_STATE_OPERATOR,
+    TransformResult,
+    TransformWithStateSpec,
+    initial_rows_by_key,
+    record_schema,
+    run_transform_batch,
+    run_transform_partition,
+)
 
 __all__ = [
     "DUPLICATE_INITIAL_STATE",
     "EVENT_TIME_WITHOUT_WATERMARK",
+    "ExpiredTimerInfo",
     "GroupState",
     "GroupStateTimeout",
     "GroupsWithStateError",
     "GroupsWithStateSpec",
+    "ListState",
+    "MapState",
     "NO_TIMESTAMP",
     "PartitionResult",
     "StateOperatorStats",
@@ -44,14 +61,27 @@ __all__ = [
     "StateStoreMetrics",
     "StateStoreProvider",
     "StateStoreStatistics",
+    "StatefulProcessor",
+    "StatefulProcessorHandle",
+    "TRANSFORM_WITH_STATE_OPERATOR",
+    "TimeMode",
+    "TimerValues",
+    "TransformResult",
+    "TransformWithStateError",
+    "TransformWithStateSpec",
     "USER_FUNCTION_ERROR",
+    "ValueState",
     "VersionedStore",
     "event_time_ms",
     "event_time_of",
+    "initial_rows_by_key",
     "initial_state_by_key",
     "keep_partition_count",
     "parse_delay_threshold",
     "parse_interval_ms",
+    "record_schema",
     "run_batch",
     "run_partition",
+    "run_transform_batch",
+    "run_transform_partition",
 ]

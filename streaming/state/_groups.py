@@ -25,9 +25,8 @@ from typing import Any
 
 import attrs
 
-from scheduler import StateOperatorProgress
-
 from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
+from ._operator_stats import StateOperatorStats
 from ._protocol import VersionedStore
 from ._store_provider import StateStoreProvider
 
@@ -38,7 +37,6 @@ __all__ = [
     "GroupsWithStateError",
     "GroupsWithStateSpec",
     "PartitionResult",
-    "StateOperatorStats",
     "initial_state_by_key",
     "run_batch",
     "run_partition",
@@ -102,44 +100,6 @@ class PartitionResult:
     removals_ns: int = 0
 
 
-@attrs.frozen
-class StateOperatorStats:
-    """One stateful operator's numbers for one batch, summed over its partitions (Spark's ``StateOperatorProgress``)."""
-
-    num_rows_total: int
-    num_rows_updated: int
-    num_rows_removed: int
-    num_rows_dropped_by_watermark: int
-    memory_used_bytes: int
-    commit_time_ms: int
-    num_timeouts: int
-    num_partitions: int
-    all_updates_time_ms: int = 0
-    all_removals_time_ms: int = 0
-    working_copy_hits: int = 0
-    working_copy_misses: int = 0
-    partitions: int = 0
-    """The partitions that reported, as a bit set (bit ``p`` for partition ``p``); merged by union, not summed."""
-
-    def merge(self, other: StateOperatorStats | None) -> StateOperatorStats:
-        """These numbers and ``other``'s together (the partitions: both sets)."""
-        if other is None:
-            return self
-        summed = (a + b for a, b in zip(attrs.astuple(self)[:-1], attrs.astuple(other)[:-1], strict=True))
-        return attrs.evolve(StateOperatorStats(*summed), partitions=self.partitions | other.partitions)
-
-    def progress(self, operator_name: str, num_shuffle_partitions: int) -> StateOperatorProgress:
-        """As Spark's ``StateOperatorProgress`` of a batch's progress."""
-        return StateOperatorProgress(
-            operator_name, self.num_rows_total, self.num_rows_updated, self.all_updates_time_ms, self.num_rows_removed,
-            self.all_removals_time_ms, self.commit_time_ms, self.memory_used_bytes, self.num_rows_dropped_by_watermark,
-            num_shuffle_partitions, self.num_partitions,
-            # Spark's HDFS state store names: a hit used the working copy on disk, a miss rebuilt it from the checkpoint
-            {"numTimeoutsFired": self.num_timeouts, "loadedMapCacheHitCount": self.working_copy_hits,
-             "loadedMapCacheMissCount": self.working_copy_misses},
-        )
-
-
 def run_batch(provider: StateStoreProvider, batch_id: int, records: Iterable[tuple[Any, Any]], spec: GroupsWithStateSpec,
               batch_time_ms: int, eviction_watermark_ms: int, late_watermark_ms: int,
               initial: Mapping[bytes, tuple[Any, Any]] | None = None) -> tuple[list[Any], StateOperatorStats]:
@@ -163,7 +123,8 @@ def run_batch(provider: StateStoreProvider, batch_id: int, records: Iterable[tup
         rows, result.num_rows_updated, result.num_rows_removed, result.num_rows_dropped_by_watermark,
         metrics.memory_used_bytes, metrics.commit_time_ms, result.num_timeouts, 1,
         result.updates_ns // 1_000_000, result.removals_ns // 1_000_000,
-        int(store.loaded_from == "working copy"), int(store.loaded_from == "checkpoint"), 1 << provider.partition_id)
+        int(store.loaded_from == "working copy"), int(store.loaded_from == "checkpoint"), 1 << provider.partition_id,
+        {"numTimeoutsFired": result.num_timeouts})
 
 
 def initial_state_by_key(pairs: Iterable[tuple[Any, Any]]) -> dict[bytes, tuple[Any, Any]]:

@@ -1,0 +1,196 @@
+"""KeyedStateNode: what the DStream operators on a state store share (``flatMapGroupsWithState``, ``transformWithState``).
+
+Each batch hashes the pairs into the operator's partitions and runs, in one Spark task per
+partition, the operator's batch over that partition's state store, loaded at the batch's version
+(its batch id) and committed as the next one before the task ends. So the state lives with the
+tasks, under the checkpoint directory, never on the driver. The tasks reach it from Python: a
+local or shared POSIX path directly, any other URI through fsspec (the driver reaches the same
+URI through Hadoop). A batch with no input still runs every partition (its timers fire); and a
+batch run again after a crash loads the same version, with the same batch time and the
+watermarks logged for it.
+
+The node's RDD is cached, and an internal output operation runs in every batch after the user's
+outputs, so the state advances once per batch whatever the outputs do: it computes the partitions
+the user's outputs did not (usually none: then it runs no Spark job), reading the cache in the
+JVM, with no Python worker of its own. Each task reports its numbers, and which partition it
+ran, through an accumulator, by batch time.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, cast
+
+from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, Time
+
+from ..state import StateOperatorStats, StateStoreProvider, keep_partition_count
+from ._node import StreamNode, memory_only
+from ._transforms import ForEachNode
+from ._watermark import BatchStatsParam, WatermarkedNode
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+__all__ = ["STATE_STORE_DIRECTORY", "KeyedStateNode", "PartitionBatch"]
+
+STATE_STORE_DIRECTORY = "stateful"
+"""Under the checkpoint directory, where the operators' state stores live (``<ckpt>/stateful/state/<op>/<part>``)."""
+
+
+class PartitionBatch(Protocol):
+    """One partition's batch, as a task runs it: the store, the batch's data pairs and initial-state pairs -> outputs, numbers."""
+
+    def __call__(self, provider: StateStoreProvider, data: list[tuple[Any, Any]],
+                 initial: list[tuple[Any, Any]]) -> tuple[list[Any], StateOperatorStats]:
+        """Load, run and commit the partition's store for the batch."""
+        ...
+
+
+class KeyedStateNode(StreamNode):
+    """A stateful operator over a pair stream's (key, value) pairs; see the module docstring.
+
+    A subclass names the operator (:attr:`operator_name`) and makes the per-partition batch
+    (:meth:`partition_batch`); it may check more at start (:meth:`check_at_start`) and at its
+    first batch, on the driver (:meth:`first_batch`).
+    """
+
+    keeps_state = True
+
+    def __init__(self, parent: StreamNode, *, num_partitions: int, initial: Any = None,
+                 event_time: Callable[[Any], Any] | None = None) -> None:
+        """An operator over ``parent``'s pairs in ``num_partitions`` state stores, seeded with ``initial`` in batch 0."""
+        super().__init__(parent.env, [parent])
+        self._num_partitions = num_partitions
+        self._initial = initial
+        self._event_time = event_time
+        self._storage_level = memory_only()
+        self.operator_id = self._env.graph.add_state_operator()
+        self._param = BatchStatsParam()
+        self._accumulator: Any = None
+        self._first_batch_done = False
+        self._batch_of: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # this node's RDDs -> batch ms
+
+    @property
+    def operator_name(self) -> str:
+        """The operator's name in progress reports and messages (Spark's)."""
+        raise NotImplementedError
+
+    def partition_batch(self, batch_id: int, batch_ms: int, watermarks: BatchWatermarks,
+                        watermark: WatermarkedNode | None) -> PartitionBatch:
+        """What each task of batch ``batch_id`` runs over its partition (pickled into the tasks)."""
+        raise NotImplementedError
+
+    def check_at_start(self, watermark: WatermarkedNode | None) -> None:
+        """The operator's own checks at start (after the checkpoint directory's); none by default."""
+
+    def first_batch(self, state_dir: CheckpointPath) -> None:
+        """Driver-side checks against the checkpoint, once, when the run's first batch is generated; none by default."""
+
+    def _watermark(self) -> WatermarkedNode | None:
+        """The nearest withWatermark stream upstream, if any."""
+        stack = list(self._parents)
+        while stack:
+            stream = stack.pop()
+            if isinstance(stream, WatermarkedNode):
+                return stream
+            stack.extend(stream.parents)
+        return None
+
+    def event_time_of_values(self, watermark: WatermarkedNode | None) -> Callable[[Any], Any] | None:
+        """The event time of a value: ``eventTime`` if given, else the watermark's function, else None."""
+        return self._event_time or (watermark.event_time if watermark is not None else None)
+
+    def validate_at_start(self) -> None:
+        """The graph's hook (not for users): a checkpoint directory, the operator's checks, then the node's."""
+        if self._env.graph.checkpoint_dir is None:
+            raise InvalidPipelineError(
+                "requirement failed: The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint()."
+            )
+        self.check_at_start(self._watermark())
+        super().validate_at_start()
+
+    def advance_every_batch(self) -> None:
+        """Register the operator's own output, so the state advances in every batch whatever the user's outputs do.
+
+        It runs after the user's outputs (whichever were registered first) and computes the
+        partitions of the (cached) RDD that they did not.
+        """
+        _OwnOutput(self, self._advance).register()
+
+    def _advance(self, _batch_time: Any, rdd: RDD[Any]) -> None:
+        """The operator's own output: make sure every partition of the batch ran (and so committed its state).
+
+        Each task reports its partition through the accumulator, so when the user's outputs
+        computed them all, as a full action (``count``, ``foreach``, ``collect``, ...) does,
+        nothing runs. Else the RDD is computed in the JVM: a cartesian product with one empty
+        partition reads every partition (cached ones from the cache, the others by running
+        their tasks) and yields nothing, so no Python worker drains what the tasks made. (A task
+        that ran its state and then failed in the user's code downstream reports nothing: its
+        partition, cached, is not run again, and the failed batch's progress lacks its numbers.)
+        """
+        batch = self._batch_of.pop(rdd, None)
+        if batch is not None and self._accumulator is not None:
+            stats: StateOperatorStats | None = self._param.peek(self._accumulator.value, batch)
+            if stats is not None and stats.partitions == (1 << self._num_partitions) - 1:
+                return
+        rdd.cartesian(rdd.context.parallelize([], 1)).collect()
+
+    @property
+    def tasks_write_checkpoint(self) -> str:
+        """What this operator's tasks write into the checkpoint (the graph checks that they can reach it)."""
+        return f"the state store of {self.operator_name}"
+
+    def _compute(self, time: Time) -> RDD[Any] | None:
+        env = self._env
+        graph = env.graph
+        sc = env.spark_context
+        parent = self._parents[0].get_or_compute(time)
+        if parent is None:
+            parent = sc.emptyRDD()
+        assert graph.zero_time is not None and graph.checkpoint_dir is not None
+        batch_id = (time.milliseconds - graph.zero_time.milliseconds) // self._slide.milliseconds - 1
+        state_dir = graph.checkpoint_dir / STATE_STORE_DIRECTORY
+        root = graph.task_path(state_dir)  # as the tasks reach it: a local path, or the full URI (fsspec)
+        if not self._first_batch_done:
+            self._num_partitions = keep_partition_count(state_dir, self.operator_id, self._num_partitions)
+            self.first_batch(state_dir)
+            self._first_batch_done = True
+        run_batch = self.partition_batch(batch_id, time.milliseconds, graph.batch_watermarks(time), self._watermark())
+        operator = self.operator_id
+        tagged = parent.map(lambda kv: (kv[0], (False, kv[1])))
+        if batch_id == 0 and self._initial is not None:
+            initial = self._initial if not isinstance(self._initial, list) else sc.parallelize(self._initial)
+            tagged = tagged.union(initial.map(lambda kv: (kv[0], (True, kv[1]))))
+        if self._accumulator is None:
+            self._accumulator = sc.accumulator({}, cast(Any, self._param))
+        accumulator, batch = self._accumulator, time.milliseconds
+
+        def run(partition: int, records: Iterable[tuple[Any, tuple[bool, Any]]]) -> Iterator[Any]:
+            from streaming.state import StateStoreProvider
+
+            data: list[tuple[Any, Any]] = []
+            initial_pairs: list[tuple[Any, Any]] = []
+            for key, (is_initial, value) in records:
+                (initial_pairs if is_initial else data).append((key, value))
+            outputs, stats = run_batch(StateStoreProvider.shared(root, operator, partition), data, initial_pairs)
+            accumulator.add({batch: stats})
+            return iter(outputs)
+
+        out = tagged.partitionBy(self._num_partitions).mapPartitionsWithIndex(run, preservesPartitioning=False)
+        self._batch_of[out] = batch
+        return out
+
+    def take_state_progress(self, time: Time) -> StateOperatorProgress | None:
+        """What batch ``time``'s tasks reported, as progress (``None`` if none ran), forgotten afterwards."""
+        if self._accumulator is None:
+            return None
+        stats: StateOperatorStats | None = self._param.take(self._accumulator.value, time.milliseconds)
+        if stats is None:
+            return None
+        return stats.progress(self.operator_name, self._num_partitions)
+
+
+class _OwnOutput(ForEachNode):
+    """A stateful operator's own output operation: registered when the operator is made, run after the user's outputs."""
+
+    runs_last = True

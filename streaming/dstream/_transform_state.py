@@ -1,0 +1,99 @@
+"""TransformWithStateNode: Spark 4's ``transformWithState`` (pyspark's ``transformWithStateInPandas``) on a pair stream.
+
+A :class:`KeyedStateNode` whose tasks run :func:`streaming.state.run_transform_batch` (Spark's
+``TransformWithStateExec``) over their partition's state store: a fresh copy of the user's
+:class:`~streaming.state.StatefulProcessor` per partition and batch (it travels pickled in the
+task), its state variables and timers as rows of the store. The operator's state variables are
+recorded in the checkpoint by the driver when the run generates its first batch, and a restart
+with an incompatible processor is refused then (Spark checks at the same point, when it plans
+the batch).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import attrs
+
+from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError
+
+from ..state import (
+    StatefulProcessor,
+    StateOperatorStats,
+    StateStoreProvider,
+    TimeMode,
+    TransformWithStateSpec,
+    event_time_of,
+    initial_rows_by_key,
+    record_schema,
+    run_transform_batch,
+)
+from ._keyed_state import KeyedStateNode, PartitionBatch
+from ._node import StreamNode
+from ._watermark import WatermarkedNode
+
+__all__ = ["TRANSFORM_WITH_STATE", "TransformWithStateNode", "transform_spec"]
+
+TRANSFORM_WITH_STATE = "transformWithStateInPandasExec"
+"""The operator's name in progress reports: pyspark's (``TransformWithStateInPandasExec``'s short name)."""
+
+
+def transform_spec(processor: Any, output_mode: Any, time_mode: Any) -> TransformWithStateSpec:
+    """The operator's spec from the user's arguments, checked now (the watermark is known only at start).
+
+    Raises:
+        InvalidPipelineError: ``processor`` is not a :class:`~streaming.state.StatefulProcessor`.
+        Spark's errors for an unknown output mode or time mode (see :class:`~streaming.state.TransformWithStateSpec`).
+    """
+    if not isinstance(processor, StatefulProcessor):
+        raise InvalidPipelineError(
+            f"statefulProcessor must be an instance of a StatefulProcessor subclass, got {processor!r}")
+    return TransformWithStateSpec(processor, output_mode, time_mode, False)
+
+
+class TransformWithStateNode(KeyedStateNode):
+    """The outputs of a :class:`~streaming.state.StatefulProcessor` per key and batch; see the module docstring."""
+
+    def __init__(self, parent: StreamNode, spec: TransformWithStateSpec, *, num_partitions: int, initial: Any = None,
+                 event_time: Callable[[Any], Any] | None = None) -> None:
+        """An operator over ``parent``'s (key, value) pairs running ``spec`` (see :func:`transform_spec`)."""
+        super().__init__(parent, num_partitions=num_partitions, initial=initial, event_time=event_time)
+        self._spec = spec
+
+    @property
+    def operator_name(self) -> str:
+        """pyspark's name of the operator."""
+        return TRANSFORM_WITH_STATE
+
+    def _with_watermark(self, watermark: WatermarkedNode | None) -> TransformWithStateSpec:
+        extract = self.event_time_of_values(watermark)
+        return attrs.evolve(self._spec, watermark_present=watermark is not None,
+                            event_time=None if extract is None else event_time_of(extract))
+
+    def first_batch(self, state_dir: CheckpointPath) -> None:
+        """Record the processor's state variables in the checkpoint, or check them against the recorded ones.
+
+        Raises:
+            Spark's schema errors (see :func:`streaming.state.record_schema`): an incompatible processor.
+        """
+        record_schema(state_dir, self.operator_id, self._with_watermark(self._watermark()))
+
+    def check_at_start(self, watermark: WatermarkedNode | None) -> None:
+        """Event time needs a watermark upstream: without one there is no time for its timers (Spark's rule)."""
+        if TimeMode.check(self._spec.time_mode) == TimeMode.EventTime and watermark is None:
+            raise InvalidPipelineError(
+                "Watermark must be specified in the query using '[Dataset/DataFrame].withWatermark()' for using "
+                "event-time mode in transformWithState. Event-time mode not supported without watermark.")
+
+    def partition_batch(self, batch_id: int, batch_ms: int, watermarks: BatchWatermarks,
+                        watermark: WatermarkedNode | None) -> PartitionBatch:
+        """:func:`streaming.state.run_transform_batch` over the partition's store."""
+        spec = self._with_watermark(watermark)
+        eviction, late = watermarks.eviction_ms, watermarks.late_ms
+
+        def run(provider: StateStoreProvider, data: list[tuple[Any, Any]],
+                initial: list[tuple[Any, Any]]) -> tuple[list[Any], StateOperatorStats]:
+            return run_transform_batch(provider, batch_id, data, spec, batch_ms, eviction, late,
+                                       initial_rows_by_key(initial) if initial else None)
+
+        return run

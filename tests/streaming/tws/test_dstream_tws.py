@@ -1,0 +1,191 @@
+"""DStream.transformWithState on Spark (local[2]) with a manual clock: state, timers, progress, restart, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import anyio
+import pytest
+
+from scheduler import InvalidPipelineError, ManualClock
+from streaming import StreamingContext
+from streaming.state import ExpiredTimerInfo, StatefulProcessor, StatefulProcessorHandle, TimerValues
+
+pytestmark = pytest.mark.spark
+
+INTERVAL_MS = 1000
+
+
+class Tally(StatefulProcessor):
+    """Per key: a count (value state), the rows (list state), a count per row (map state); 2.5 s after its last
+    batch with input, a processing-time timer reports what the key holds and clears it."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.count = handle.getValueState("count", "count long")
+        self.rows = handle.getListState("rows", "row string")
+        self.per_row = handle.getMapState("perRow", "row string", "n long")
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N802,N803
+        batch = list(rows)
+        total = (self.count.get() or 0) + len(batch)
+        self.count.update(total)
+        self.rows.appendList(batch)
+        for row in batch:
+            self.per_row.updateValue(row, (self.per_row.getValue(row) or 0) + 1)
+        for expiry in list(self.handle.listTimers()):
+            self.handle.deleteTimer(expiry)
+        self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + 2_500)
+        yield (key, "count", total)
+
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N802,N803
+                           expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Any]:  # noqa: N803
+        yield (key, "idle", expiredTimerInfo.getExpiryTimeInMs(), list(self.rows.get()), sorted(self.per_row.iterator()))
+        self.count.clear()
+        self.rows.clear()
+        self.per_row.clear()
+
+
+def run_batches(ssc: StreamingContext, clock: ManualClock, count: int) -> list[BaseException]:
+    """Start ``ssc``, run ``count`` batches one at a time, stop; the error a failed batch reported, if any."""
+    from tests.support import advance
+
+    errors: list[BaseException] = []
+
+    async def driver() -> None:
+        async with ssc:
+            await ssc.start_async()
+            await ssc.runtime.wait_until_idle()
+            await advance(ssc.runtime, clock, INTERVAL_MS, times=count)
+            try:
+                await ssc.await_termination_async(0)
+            except Exception as exc:  # a failed batch, reported to the waiter
+                errors.append(exc)
+            await ssc.stop_async(stopSparkContext=False)
+
+    anyio.run(driver)
+    return errors
+
+
+def run(sc: Any, directory: Path, batches: list[list[str]], *, processor: StatefulProcessor | None = None,
+        resume: bool = False, clock_start: int = 0, drive: int | None = None, initial: Any = None,
+        ) -> tuple[dict[int, list[Any]], list[Any], list[BaseException]]:
+    """Run ``processor`` (default :class:`Tally`) over the queue ``batches`` (rows ``key:row``) for ``drive`` batches."""
+    outputs: dict[int, list[Any]] = {}
+    clock = ManualClock(clock_start)
+
+    def setup() -> StreamingContext:
+        ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
+        stream = ssc.queueStream([sc.parallelize(b, 2) for b in batches], oneAtATime=True, default=sc.emptyRDD())
+        pairs = stream.map(lambda line: (line.split(":")[0], line.split(":")[1]))
+        out = pairs.transformWithState(processor or Tally(), "Update", "ProcessingTime", initialState=initial,
+                                       numPartitions=2)
+        out.foreachRDD(lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))
+        ssc.checkpoint(str(directory))
+        return ssc
+
+    ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
+    errors = run_batches(ssc, clock, len(batches) if drive is None else drive)
+    return outputs, ssc.runtime.recent_progress, errors
+
+
+def test_value_list_and_map_state_and_processing_time_timers_across_batches(spark_context: Any, tmp_path: Path) -> None:
+    """x at 1 s and 2 s (timer 4.5 s, the 3.5 s one deleted), y at 1 s (timer 3.5 s): y idles at 4 s, x at 5 s, with
+    what they held; a due timer fires at the first batch time at or after it; empty batches run."""
+    outputs, progress, errors = run(spark_context, tmp_path / "ck", [["x:a", "y:b", "x:a"], ["x:c"], [], [], [], []])
+    assert errors == []
+    assert outputs == {
+        1000: [("x", "count", 2), ("y", "count", 1)],
+        2000: [("x", "count", 3)],
+        3000: [],
+        4000: [("y", "idle", 3500, ["b"], [("b", 1)])],
+        5000: [("x", "idle", 4500, ["a", "a", "c"], [("a", 2), ("c", 1)])],
+        6000: [],
+    }
+    operators = [p.state_operators for p in progress]
+    assert all(len(ops) == 1 and ops[0].operator_name == "transformWithStateExec" for ops in operators)
+    assert [ops[0].num_state_store_instances for ops in operators] == [2] * 6
+    # rows: x (count, 2 list elements, 1 map entry, 1 timer) + y (count, 1, 1, 1) = 9; then x 1 more element, 1 more entry
+    assert [ops[0].num_rows_total for ops in operators] == [9, 11, 11, 6, 0, 0]
+    metrics = [ops[0].custom_metrics for ops in operators]
+    assert [m["numExpiredTimers"] for m in metrics] == [0, 0, 0, 1, 1, 0]
+    assert [m["numRegisteredTimers"] for m in metrics] == [2, 1, 0, 0, 0, 0]
+    assert [m["numValueStateVars"] for m in metrics] == [2] * 6  # one per partition's processor
+    assert [m["numListStateVars"] for m in metrics] == [2] * 6
+    assert [m["numMapStateVars"] for m in metrics] == [2] * 6
+    assert progress[0].json_value()["stateOperators"][0]["customMetrics"]["numRegisteredTimers"] == 2
+
+
+def test_the_state_and_its_timers_survive_a_restart_from_the_checkpoint(spark_context: Any, tmp_path: Path) -> None:
+    """Stopped after two batches and resumed with getOrCreate: the count goes on and the timer registered before fires."""
+    directory = tmp_path / "ck"
+    rows = [["x:a"], ["x:b"], ["x:c"], [], [], []]
+    first, _, errors = run(spark_context, directory, rows, drive=2)
+    assert errors == [] and first == {1000: [("x", "count", 1)], 2000: [("x", "count", 2)]}
+    second, _, errors = run(spark_context, directory, rows, resume=True, clock_start=2000, drive=4)
+    assert errors == []
+    assert second == {3000: [("x", "count", 3)], 4000: [], 5000: [],
+                      6000: [("x", "idle", 5500, ["a", "b", "c"], [("a", 1), ("b", 1), ("c", 1)])]}
+
+
+class Seeded(StatefulProcessor):
+    """A running total per key, seeded by the initial state (several rows of a key are summed)."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.total = handle.getValueState("total", "total long")
+
+    def handleInitialState(self, key: Any, initialState: Any, timerValues: TimerValues) -> None:  # noqa: N802,N803
+        self.total.update((self.total.get() or 0) + initialState)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N802,N803
+        total = (self.total.get() or 0) + sum(len(row) for row in rows)
+        self.total.update(total)
+        yield (key, total)
+
+
+def test_the_initial_state_seeds_the_first_batch_only(spark_context: Any, tmp_path: Path) -> None:
+    """A list of (key, row) pairs reaches handleInitialState in batch 0 (before that key's input), and never again."""
+    outputs, _, errors = run(spark_context, tmp_path / "ck", [["x:a"], ["x:bb", "z:c"], ["y:d"]], processor=Seeded(),
+                             initial=[("x", 10), ("y", 100)])
+    assert errors == []
+    assert outputs == {1000: [("x", 11)], 2000: [("x", 13), ("z", 1)], 3000: [("y", 101)]}
+
+
+class Renamed(StatefulProcessor):
+    """Tally's ``count`` made a list state: incompatible with a checkpoint Tally wrote."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.count = handle.getListState("count", "count long")
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N802,N803
+        yield from ()
+
+
+def test_a_restart_with_an_incompatible_processor_is_refused_and_keeps_the_state(spark_context: Any, tmp_path: Path) -> None:
+    """Resumed with a processor whose variable changed kind: Spark's error class, no batch runs, the schema is kept."""
+    directory = tmp_path / "ck"
+    _, _, errors = run(spark_context, directory, [["x:a"]], drive=1)
+    assert errors == []
+    schema = (directory / "stateful" / "state" / "0" / "schema").read_text()
+    outputs, _, errors = run(spark_context, directory, [["x:a"], ["x:b"]], processor=Renamed(), resume=True,
+                             clock_start=1000, drive=1)
+    assert outputs == {}
+    assert len(errors) == 1 and "STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE" in str(errors[0])
+    assert (directory / "stateful" / "state" / "0" / "schema").read_text() == schema
+
+
+def test_bad_arguments_and_a_missing_checkpoint_are_refused(spark_context: Any) -> None:
+    """Not a processor, an unknown time mode or output mode: refused at the call; no checkpoint directory: at start."""
+    ssc = StreamingContext(spark_context, 1, clock=ManualClock(0))
+    pairs = ssc.queueStream([[("a", "b")]])
+    with pytest.raises(InvalidPipelineError, match="statefulProcessor must be an instance of a StatefulProcessor"):
+        pairs.transformWithState(lambda key, rows: rows, "Update", "None")
+    with pytest.raises(Exception, match="STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL|INVALID|Unknown time mode|time"):
+        pairs.transformWithState(Tally(), "Update", "Sometimes")
+    with pytest.raises(Exception, match="STREAMING_OUTPUT_MODE.INVALID"):
+        pairs.transformWithState(Tally(), "Sometimes", "None")
+    pairs.transformWithState(Tally(), "Append", "ProcessingTime").pprint()
+    with pytest.raises(InvalidPipelineError, match="The checkpoint directory has not been set"):
+        ssc.start()
+    ssc.stop(stopSparkContext=False)

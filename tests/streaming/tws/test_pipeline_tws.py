@@ -1,0 +1,141 @@
+"""transformWithState for plain-Python pipelines: no Spark, the same store and rules as the DStream operator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from scheduler import InvalidPipelineError, ManualClock, Seconds
+from streaming import Batch, ListSource, Pipeline, StreamingRuntime
+from streaming.state import ExpiredTimerInfo, StatefulProcessor, StatefulProcessorHandle, TimerValues
+from tests.support import advance
+
+pytestmark = pytest.mark.anyio
+
+MINUTE = 60_000
+GAP = 30 * MINUTE
+CLICKS = [("ada", 1 * MINUTE), ("bob", 2 * MINUTE), ("ada", 5 * MINUTE), ("cy", 40 * MINUTE),
+          ("ada", 55 * MINUTE), ("bob", 3 * MINUTE), ("eve", 20 * MINUTE), ("dee", 95 * MINUTE), ("cy", 96 * MINUTE)]
+
+
+class Sessions(StatefulProcessor):
+    """A session per user in a value state; an event-time timer closes it 30 minutes after its last click."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.session = handle.getValueState("session", "count long, first long, last long")
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N802,N803
+        count, first, last = self.session.get() or (0, None, None)
+        if last is not None:
+            self.handle.deleteTimer(last + GAP)
+        for _, at in rows:
+            count += 1
+            first = at if first is None else min(first, at)
+            last = at if last is None else max(last, at)
+        self.session.update((count, first, last))
+        self.handle.registerTimer(last + GAP)
+        return iter(())
+
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N802,N803
+                           expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Any]:  # noqa: N803
+        count, first, last = self.session.get()
+        self.session.clear()
+        yield (key, count, first, last)
+
+
+def program(closed: list[Any], processor: StatefulProcessor | None = None) -> Pipeline:
+    p = Pipeline()
+    p.add_source(ListSource(CLICKS, max_per_batch=2), name="clicks")
+    p.add_watermark("clicks", lambda click: click[1], "10 minutes")
+    name = p.add_transform_with_state("clicks", processor or Sessions(), "Update", "EventTime",
+                                      key=lambda click: click[0])
+
+    def out(batch: Batch) -> None:
+        closed.extend((batch.time.milliseconds, *row) for row in batch.inputs[name])
+
+    p.add_output(out, name="out")
+    return p
+
+
+# Batches of two clicks; the watermark after each: 0, 30, 45, 85, 86 min (max - 10 min, never back).
+# Batch 3 moves bob's timer from 32 to 33 min in its data pass. Batch 4 (eviction watermark 45) fires
+# bob's; eve's 20-minute click is late (at or before batch 2's watermark, 30) and dropped. Batch 5
+# (watermark 85): cy's click at 96 moved her 70-minute timer first, so it does not fire; ada's timer
+# is exactly at the watermark (55 + 30) and fires (GroupState's rule, strictly before, would not).
+EXPECTED = [(4_000, "bob", 2, 2 * MINUTE, 3 * MINUTE), (5_000, "ada", 3, 1 * MINUTE, 55 * MINUTE)]
+
+
+async def test_event_time_timers_fire_at_the_watermark_and_late_clicks_are_dropped(tmp_path: Path,
+                                                                                   clock: ManualClock) -> None:
+    """Two clicks per batch: sessions close once the watermark reaches last + 30 min (at or before); a late click is dropped."""
+    closed: list[Any] = []
+    async with StreamingRuntime(program(closed), Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
+        await rt.start()
+        await advance(rt, clock, 6_000)
+        progress = rt.recent_progress
+        await rt.stop()
+    assert closed == EXPECTED
+    operators = [p.state_operators[0] for p in progress]
+    assert {op.operator_name for op in operators} == {"transformWithStateExec"}
+    assert [op.num_rows_dropped_by_watermark for op in operators] == [0, 0, 0, 1, 0, 0]
+    assert [op.num_rows_total for op in operators] == [4, 6, 6, 6, 4, 4]  # a value row and a timer row per open session
+    assert [op.custom_metrics["numExpiredTimers"] for op in operators] == [0, 0, 0, 1, 1, 0]
+
+
+async def test_a_restart_resumes_the_state_the_timers_and_the_watermark(tmp_path: Path) -> None:
+    """Stopped after three batches and restarted: the same sessions close in the same batches as without the stop."""
+    closed: list[Any] = []
+    clock = ManualClock(0)
+    async with StreamingRuntime(program(closed), Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
+        await rt.start()
+        await advance(rt, clock, 3_000)
+        await rt.stop()
+    assert closed == []
+    clock = ManualClock(3_000)
+    async with StreamingRuntime(program(closed), Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
+        await rt.start()
+        await advance(rt, clock, 3_000)
+        await rt.stop()
+    assert closed == EXPECTED
+
+
+class ListSessions(Sessions):
+    """Sessions whose ``session`` variable is a list state: incompatible with a checkpoint Sessions wrote."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.session = handle.getListState("session", "count long, first long, last long")  # type: ignore[assignment]
+
+
+async def test_a_restart_with_an_incompatible_processor_fails_its_first_batch(tmp_path: Path) -> None:
+    """A restart whose processor changed a variable's kind: the first batch fails with Spark's error class."""
+    closed: list[Any] = []
+    clock = ManualClock(0)
+    async with StreamingRuntime(program(closed), Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
+        await rt.start()
+        await advance(rt, clock, 1_000)
+        await rt.stop()
+    clock = ManualClock(1_000)
+    with pytest.raises(Exception, match="STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE") as caught:
+        async with StreamingRuntime(program(closed, ListSessions()), Seconds(1), clock=clock,
+                                    checkpoint_location=tmp_path / "ck") as rt:
+            await rt.start()
+            await advance(rt, clock, 1_000)
+            await rt.await_termination(5)
+    assert caught.value is not None and closed == []
+
+
+def test_bad_arguments_are_refused_when_the_operator_is_added() -> None:
+    """Not a processor, a key that is not a function, a name in use: refused with a clear error."""
+    p = Pipeline()
+    p.add_source(ListSource([1]), name="s")
+    with pytest.raises(InvalidPipelineError, match="statefulProcessor must be an instance of a StatefulProcessor"):
+        p.add_transform_with_state("s", object(), "Update", "None", key=lambda r: r)
+    with pytest.raises(InvalidPipelineError, match="func and key must be functions"):
+        p.add_transform_with_state("s", Sessions(), "Update", "None", key=None)  # type: ignore[arg-type]
+    p.add_transform_with_state("s", Sessions(), "Update", "None", key=lambda r: r)
+    with pytest.raises(InvalidPipelineError, match="an input named 's.state' is already registered"):
+        p.add_transform_with_state("s", Sessions(), "Update", "None", key=lambda r: r)

@@ -1,0 +1,145 @@
+"""transformWithState's schema record in the checkpoint and its check at restart (Spark's error classes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from streaming.state import (
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    StateStoreError,
+    TimerValues,
+    TransformWithStateError,
+    TransformWithStateSpec,
+    record_schema,
+)
+
+Declare = Callable[[StatefulProcessorHandle], Any]
+
+
+class Declares(StatefulProcessor):
+    """A processor whose init runs ``declare``."""
+
+    def __init__(self, declare: Declare) -> None:
+        """Keep the declaration."""
+        self.declare = declare
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        """Declare the variables."""
+        self.declare(handle)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
+        """No output."""
+        return iter(())
+
+
+def spec(declare: Declare, time_mode: str = "ProcessingTime", output_mode: str = "Update") -> TransformWithStateSpec:
+    """A spec of a processor declaring ``declare``."""
+    return TransformWithStateSpec(Declares(declare), output_mode, time_mode, False)
+
+
+def three(handle: StatefulProcessorHandle) -> None:
+    """A value with a TTL, a list and a map."""
+    handle.getValueState("count", "bigint", 60_000)
+    handle.getListState("events", "string")
+    handle.getMapState("perMerchant", "string", "int")
+
+
+def schema_file(root: Path) -> Path:
+    """Where operator 0's schema goes."""
+    return root / "state" / "0" / "schema"
+
+
+def test_the_first_start_records_the_variables_and_modes(tmp_path: Path) -> None:
+    """The schema file holds each variable's name, kind, TTL and schema text, and the two modes."""
+    record_schema(tmp_path, 0, spec(three))
+    assert json.loads(schema_file(tmp_path).read_text()) == {
+        "format": 1, "timeMode": "processingtime", "outputMode": "update", "variables": [
+            {"name": "count", "kind": "value", "ttl": 60_000, "schema": "bigint"},
+            {"name": "events", "kind": "list", "ttl": None, "schema": "string"},
+            {"name": "perMerchant", "kind": "map", "ttl": None, "schema": ["string", "int"]}]}
+
+
+def test_a_restart_with_the_same_processor_leaves_the_file_alone(tmp_path: Path) -> None:
+    """Restarting with the same variables (declared in another order) passes and does not rewrite the file."""
+    record_schema(tmp_path, 0, spec(three))
+
+    def reordered(handle: StatefulProcessorHandle) -> None:
+        handle.getMapState("perMerchant", "string", "int")
+        handle.getListState("events", "string")
+        handle.getValueState("count", "bigint", 60_000)
+
+    before = schema_file(tmp_path).stat().st_mtime_ns
+    record_schema(tmp_path, 0, spec(three))
+    record_schema(tmp_path, 0, spec(reordered))
+    assert schema_file(tmp_path).stat().st_mtime_ns == before
+
+
+def test_adding_a_variable_is_allowed_and_recorded(tmp_path: Path) -> None:
+    """A new variable passes the check and is recorded after the old ones; one no longer declared stays recorded."""
+    record_schema(tmp_path, 0, spec(three))
+
+    def changed(handle: StatefulProcessorHandle) -> None:
+        handle.getListState("events", "string")
+        handle.getValueState("last", "timestamp")
+
+    record_schema(tmp_path, 0, spec(changed))
+    names = [entry["name"] for entry in json.loads(schema_file(tmp_path).read_text())["variables"]]
+    assert names == ["count", "events", "perMerchant", "last"]
+
+
+def test_a_variable_deleted_with_delete_if_exists_leaves_the_record(tmp_path: Path) -> None:
+    """deleteIfExists in init removes the variable from the record, so it may come back as another kind."""
+    record_schema(tmp_path, 0, spec(three))
+
+    def drop(handle: StatefulProcessorHandle) -> None:
+        handle.deleteIfExists("events")
+
+    record_schema(tmp_path, 0, spec(drop))
+    assert [e["name"] for e in json.loads(schema_file(tmp_path).read_text())["variables"]] == ["count", "perMerchant"]
+    record_schema(tmp_path, 0, spec(lambda handle: handle.getValueState("events", "int")))
+
+
+@pytest.mark.parametrize(("declare", "time_mode", "output_mode", "error"), [
+    (lambda h: h.getValueState("events", "string"), "ProcessingTime", "Update",
+     "[STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE] Cannot change events to ValueState between query restarts. Please set "
+     "events to ListState, or restart with a new checkpoint directory."),
+    (lambda h: h.getListState("events", "int"), "ProcessingTime", "Update",
+     "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE] Provided value schema does not match existing state value schema. "
+     "Please check number and type of fields. Existing value_schema=string and new value_schema=int."),
+    (lambda h: h.getListState("events", "string"), "EventTime", "Update",
+     "[STATE_STORE_INVALID_CONFIG_AFTER_RESTART] Cannot change timeMode from ProcessingTime to EventTime between "
+     "restarts. Please set timeMode to ProcessingTime, or restart with a new checkpoint directory."),
+    (three, "ProcessingTime", "Append",
+     "[STATE_STORE_INVALID_CONFIG_AFTER_RESTART] Cannot change outputMode from Update to Append between restarts. "
+     "Please set outputMode to Update, or restart with a new checkpoint directory."),
+])
+def test_an_incompatible_restart_is_refused(tmp_path: Path, declare: Declare, time_mode: str, output_mode: str,
+                                            error: str) -> None:
+    """Another kind, another schema, another time or output mode: refused with Spark's error, the record unchanged."""
+    record_schema(tmp_path, 0, spec(three))
+    before = schema_file(tmp_path).read_bytes()
+    with pytest.raises(TransformWithStateError) as caught:
+        record_schema(tmp_path, 0, spec(declare, time_mode, output_mode))
+    assert str(caught.value) == error
+    assert schema_file(tmp_path).read_bytes() == before
+
+
+def test_a_damaged_schema_file_is_refused_by_name(tmp_path: Path) -> None:
+    """A schema file that is not the record fails with StateStoreError naming it."""
+    schema_file(tmp_path).parent.mkdir(parents=True)
+    schema_file(tmp_path).write_text("{not json")
+    with pytest.raises(StateStoreError) as caught:
+        record_schema(tmp_path, 0, spec(three))
+    assert str(caught.value) == f"state store file {schema_file(tmp_path)} does not hold a transformWithState schema"
+
+
+def test_init_errors_surface_at_start(tmp_path: Path) -> None:
+    """A rule broken in init (a TTL in time mode None) fails the start, before any file is written."""
+    with pytest.raises(TransformWithStateError, match=r"^\[STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL\]"):
+        record_schema(tmp_path, 0, spec(three, "None"))
+    assert not schema_file(tmp_path).exists()
