@@ -43,7 +43,7 @@ class Monitor(StatefulProcessor):
         self.last = handle.getValueState("last", "value long", ttlDurationMs=self.ttl_ms)
         self.recent = handle.getListState("recent", "value long", ttlDurationMs=self.ttl_ms)
 
-    def handleInputRows(self, device: str, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[str]:  # noqa: N802,N803
+    def handleInputRows(self, device: str, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[str]:  # noqa: N803
         values = [value for _, value in rows]
         was_online = self.last.exists()
         self.last.update(values[-1])
@@ -55,7 +55,7 @@ class Monitor(StatefulProcessor):
         status = "reporting" if was_online else "online"
         yield f"{device} {status}: last {values[-1]}, average {sum(recent) / len(recent):g} of {len(recent)}"
 
-    def handleExpiredTimer(self, device: str, timerValues: TimerValues,  # noqa: N802,N803
+    def handleExpiredTimer(self, device: str, timerValues: TimerValues,  # noqa: N803
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[str]:  # noqa: N803
         if not self.last.exists():  # written at expiry - ttl: gone at exactly the timer's time
             yield f"{device} offline: silent for 3 intervals, {len(list(self.recent.get()))} readings left"
@@ -85,9 +85,13 @@ def main(batches: int, interval: float) -> None:
         ssc.addStreamingListener(stopper)
         stream = ssc.queueStream([readings(i) for i in range(batches)], oneAtATime=True, default=[])
         reports = stream.map(lambda r: (r[0], r)).transformWithState(Monitor(ttl_ms), "Update", "ProcessingTime")
-        batch_of: dict[Any, int] = {}
-        reports.foreachRDD(lambda time, rdd: reported.extend(
-            (batch_of.setdefault(time, len(batch_of)), line) for line in sorted(rdd.collect())))
+        batch_times: list[Any] = []
+
+        def collect(time: Any, rdd: Any) -> None:  # every batch, in order: its number is how many came before
+            batch_times.append(time)
+            reported.extend((len(batch_times) - 1, line) for line in sorted(rdd.collect()))
+
+        reports.foreachRDD(collect)
         ssc.start()
         stopper.done.wait()
         ssc.stop(stopSparkContext=True, stopGraceFully=True)

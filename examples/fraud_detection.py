@@ -51,7 +51,7 @@ class FraudRules(StatefulProcessor):
         self.recent = handle.getListState("recent", "at long, merchant string, amount double")
         self.per_merchant = handle.getMapState("perMerchant", "merchant string", "count long")
 
-    def handleInputRows(self, card: str, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[str]:  # noqa: N802,N803
+    def handleInputRows(self, card: str, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[str]:  # noqa: N803
         new = sorted(((at, merchant, amount) for _, merchant, amount, at in rows))
         held = list(self.recent.get())
         if held:
@@ -68,7 +68,7 @@ class FraudRules(StatefulProcessor):
             if count == 3:
                 yield f"ALERT repeat: card {card} paid {merchant} 3 times"
 
-    def handleExpiredTimer(self, card: str, timerValues: TimerValues,  # noqa: N802,N803
+    def handleExpiredTimer(self, card: str, timerValues: TimerValues,  # noqa: N803
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[str]:  # noqa: N803
         counts = dict(self.per_merchant.iterator())
         yield f"card {card} quiet: {sum(counts.values())} transactions at {len(counts)} merchants"
@@ -101,9 +101,13 @@ def main(batches: int, interval: float) -> None:
         alerts = (stream.withWatermark(lambda t: t[3], "5 minutes")
                   .map(lambda t: (t[0], t))
                   .transformWithState(FraudRules(), "Append", "EventTime"))
-        batch_of: dict[Any, int] = {}
-        alerts.foreachRDD(lambda time, rdd: reported.extend(
-            (batch_of.setdefault(time, len(batch_of)), line) for line in sorted(rdd.collect())))
+        batch_times: list[Any] = []
+
+        def collect(time: Any, rdd: Any) -> None:  # every batch, in order: its number is how many came before
+            batch_times.append(time)
+            reported.extend((len(batch_times) - 1, line) for line in sorted(rdd.collect()))
+
+        alerts.foreachRDD(collect)
         ssc.start()
         stopper.done.wait()
         ssc.stop(stopSparkContext=True, stopGraceFully=True)

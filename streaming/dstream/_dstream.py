@@ -22,7 +22,7 @@ from ._node import StreamNode, memory_only
 from ._outputs import check_continuous_output, check_continuous_sink, for_each_rdd, print_rdds, save_as_text_files
 from ._recipe import recorded
 from ._state import StateNode, initial_state
-from ._transform_state import TransformWithStateNode, transform_spec
+from ._transform_state import TransformWithStateNode, initial_rows, transform_spec
 from ._transforms import MultiTransformedNode, TransformedNode, TransformedWithNode, UnionNode
 from ._watermark import WatermarkedNode
 from ._windowed import ReducedWindowedNode, WindowedNode, concat_lists, drop_front, validate_window
@@ -524,13 +524,13 @@ class DStream(StreamNode):
         rows are the stream's values (plain objects), and its handlers yield the output records.
         ``timeMode`` is ``"None"``, ``"ProcessingTime"`` or ``"EventTime"`` (the watermark of
         ``withWatermark`` upstream; late values, by ``eventTime(value)`` or the watermark's
-        function, are dropped). ``initialState`` (an RDD or a list of (key, row) pairs) goes to
+        function, are dropped). ``initialState`` (a list of (key, row) pairs) goes to
         ``handleInitialState`` in the first batch. The state lives in state stores under the
-        checkpoint directory, as for :meth:`flatMapGroupsWithState`; see docs/compatibility.md.
+        checkpoint directory, as for :meth:`flatMapGroupsWithState` (see docs/compatibility.md).
         """
         node = TransformWithStateDStream(self, transform_spec(statefulProcessor, outputMode, timeMode),
                                          num_partitions=self._default_partitions(numPartitions),
-                                         initial=initial_groups(initialState), event_time=eventTime)
+                                         initial=initial_rows(initialState), event_time=eventTime)
         node.advance_every_batch()
         return node
 

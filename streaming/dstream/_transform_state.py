@@ -18,6 +18,7 @@ import attrs
 from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError
 
 from ..state import (
+    TRANSFORM_WITH_STATE_OPERATOR,
     StatefulProcessor,
     StateOperatorStats,
     StateStoreProvider,
@@ -32,10 +33,7 @@ from ._keyed_state import KeyedStateNode, PartitionBatch
 from ._node import StreamNode
 from ._watermark import WatermarkedNode
 
-__all__ = ["TRANSFORM_WITH_STATE", "TransformWithStateNode", "transform_spec"]
-
-TRANSFORM_WITH_STATE = "transformWithStateInPandasExec"
-"""The operator's name in progress reports: pyspark's (``TransformWithStateInPandasExec``'s short name)."""
+__all__ = ["TransformWithStateNode", "has_watermark", "initial_rows", "transform_spec"]
 
 
 def transform_spec(processor: Any, output_mode: Any, time_mode: Any) -> TransformWithStateSpec:
@@ -51,6 +49,31 @@ def transform_spec(processor: Any, output_mode: Any, time_mode: Any) -> Transfor
     return TransformWithStateSpec(processor, output_mode, time_mode, False)
 
 
+def initial_rows(initial: Any) -> list[tuple[Any, Any]] | None:
+    """``initialState`` as the operator takes it: a list of ``(key, row)`` pairs (or None).
+
+    Raises:
+        InvalidPipelineError: an RDD. The operator needs a checkpoint, whose recipe of the
+            program cannot hold an RDD (the start would refuse it); its rows can (collect them).
+    """
+    from pyspark import RDD
+
+    if isinstance(initial, RDD):
+        raise InvalidPipelineError(
+            "initialState of transformWithState must be (key, row) pairs in a list, not an RDD: the operator needs a "
+            "checkpoint, and the program saved there cannot hold an RDD; pass initialState=rdd.collect()")
+    return None if initial is None else list(initial)
+
+
+def has_watermark(spec: TransformWithStateSpec, watermarked: bool) -> bool:
+    """Whether the operator runs with a watermark: with one upstream, or always in time mode "EventTime".
+
+    pyspark 4.3 runs an EventTime processor without ``withWatermark`` on a watermark of 0: its
+    ``TimerValues`` show 0 and timers at or before 0 fire (the graph's watermarks are 0 then too).
+    """
+    return watermarked or spec.time_mode == TimeMode.EVENT_TIME
+
+
 class TransformWithStateNode(KeyedStateNode):
     """The outputs of a :class:`~streaming.state.StatefulProcessor` per key and batch; see the module docstring."""
 
@@ -62,12 +85,12 @@ class TransformWithStateNode(KeyedStateNode):
 
     @property
     def operator_name(self) -> str:
-        """pyspark's name of the operator."""
-        return TRANSFORM_WITH_STATE
+        """Spark's name of the operator (``transformWithStateExec``)."""
+        return TRANSFORM_WITH_STATE_OPERATOR
 
     def _with_watermark(self, watermark: WatermarkedNode | None) -> TransformWithStateSpec:
         extract = self.event_time_of_values(watermark)
-        return attrs.evolve(self._spec, watermark_present=watermark is not None,
+        return attrs.evolve(self._spec, watermark_present=has_watermark(self._spec, watermark is not None),
                             event_time=None if extract is None else event_time_of(extract))
 
     def first_batch(self, state_dir: CheckpointPath) -> None:
@@ -77,13 +100,6 @@ class TransformWithStateNode(KeyedStateNode):
             Spark's schema errors (see :func:`streaming.state.record_schema`): an incompatible processor.
         """
         record_schema(state_dir, self.operator_id, self._with_watermark(self._watermark()))
-
-    def check_at_start(self, watermark: WatermarkedNode | None) -> None:
-        """Event time needs a watermark upstream: without one there is no time for its timers (Spark's rule)."""
-        if TimeMode.check(self._spec.time_mode) == TimeMode.EventTime and watermark is None:
-            raise InvalidPipelineError(
-                "Watermark must be specified in the query using '[Dataset/DataFrame].withWatermark()' for using "
-                "event-time mode in transformWithState. Event-time mode not supported without watermark.")
 
     def partition_batch(self, batch_id: int, batch_ms: int, watermarks: BatchWatermarks,
                         watermark: WatermarkedNode | None) -> PartitionBatch:

@@ -18,8 +18,10 @@ import attrs
 from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, Time
 
 from ..state import (
+    TRANSFORM_WITH_STATE_OPERATOR,
     StatefulProcessor,
     StateStoreProvider,
+    TimeMode,
     TransformWithStateSpec,
     event_time_of,
     initial_rows_by_key,
@@ -28,10 +30,7 @@ from ..state import (
 )
 from ._stateful import STATE_DIRECTORY, Watermark
 
-__all__ = ["TRANSFORM_WITH_STATE", "TransformOperator", "transform_spec"]
-
-TRANSFORM_WITH_STATE = "transformWithStateInPandasExec"
-"""The operator's name in progress reports: pyspark's (``TransformWithStateInPandasExec``'s short name)."""
+__all__ = ["TransformOperator", "transform_spec"]
 
 
 def transform_spec(processor: Any, output_mode: Any, time_mode: Any) -> TransformWithStateSpec:
@@ -82,7 +81,8 @@ class TransformOperator:
             self.provider = StateStoreProvider(root, self.operator_id, 0)
         provider = self.provider
         extract = self.event_time or (None if watermark is None else watermark.event_time)
-        spec = attrs.evolve(self.spec, watermark_present=watermark is not None,
+        # pyspark 4.3 runs an EventTime processor without a watermark on a watermark of 0 (the pipeline's are 0 then)
+        spec = attrs.evolve(self.spec, watermark_present=watermark is not None or self.spec.time_mode == TimeMode.EVENT_TIME,
                             event_time=None if extract is None else event_time_of(extract))
         pairs = [(self.key(r), r) for r in records]
         initial = initial_rows_by_key(self.initial) if batch_id == 0 and self.initial else None
@@ -93,7 +93,7 @@ class TransformOperator:
                 record_schema(root, self.operator_id, spec)
             outputs, stats = run_transform_batch(provider, batch_id, pairs, spec, time.milliseconds,
                                                  watermarks.eviction_ms, watermarks.late_ms, initial)
-            return outputs, stats.progress(TRANSFORM_WITH_STATE, 1)
+            return outputs, stats.progress(TRANSFORM_WITH_STATE_OPERATOR, 1)
 
         result = await anyio.to_thread.run_sync(run)
         self.schema_checked = True

@@ -80,7 +80,11 @@ class StatefulProcessor(ABC):
         return iter(())
 
     def handleInitialState(self, key: Any, initialState: Any, timerValues: TimerValues) -> None:  # noqa: N803
-        """One initial-state row of ``key``, in the first batch, before its input rows (nothing by default)."""
+        """One initial-state row of ``key``, in the first batch, before its input rows (nothing by default).
+
+        Its return value is dropped unread, as pyspark drops it: write state here, do not yield
+        (a generator's body would never run).
+        """
         return None
 
     def close(self) -> None:

@@ -104,16 +104,16 @@ class ProcessorRun:
         self.variables: dict[str, VariableInfo] = {}
         self.deleted: list[str] = []
         self.metrics: dict[str, int] = dict.fromkeys(METRICS, 0)
-        self._key: Any = None
+        self.list_ends: dict[bytes, int] = {}  # a list's next index, once known in this batch
         self._key_bytes: bytes | None = None
 
     def count(self, name: str, by: int = 1) -> None:
         """Add to a custom metric."""
         self.metrics[name] = self.metrics.get(name, 0) + by
 
-    def set_key(self, key: Any, encoded: bytes | None) -> None:
-        """Make ``key`` (pickled: ``encoded``) the grouping key state operations act on (None: no key)."""
-        self._key, self._key_bytes = key, encoded
+    def set_key(self, encoded: bytes | None) -> None:
+        """Make the grouping key pickled as ``encoded`` the one state operations act on (None: no key)."""
+        self._key_bytes = encoded
 
     def key_bytes(self, operation: str) -> bytes:
         """The current grouping key, pickled.
@@ -261,6 +261,10 @@ class ValueState(_Variable):
         row_key = self._prefix("update")
         self._run.open_store().put(row_key, _checked(self._run, self._name, newValue), self._run.expiry(self._ttl))
 
+    def clear(self) -> None:
+        """Remove the current key's value."""
+        self._run.open_store().remove(self._prefix("clear"))
+
 
 class ListState(_Variable):
     """A list per grouping key, one row per element (pyspark's ``ListState``); with a TTL, each element expires on its own."""
@@ -268,7 +272,7 @@ class ListState(_Variable):
     def exists(self) -> bool:
         """Whether the current key has at least one element."""
         if self._ttl is None:
-            return self._run.open_store().last_key(self._prefix("exists")) is not None
+            return self._next_index(self._prefix("exists")) > 0
         return bool(self._alive_rows("exists"))
 
     def get(self) -> Iterator[Any]:
@@ -280,8 +284,14 @@ class ListState(_Variable):
         items = _non_empty(self._name, newState)
         encoded = [_checked(self._run, self._name, item) for item in items]
         prefix = self._prefix("put")
-        self._run.remove_rows(prefix)
+        store = self._run.open_store()
+        held = [key for key, _ in store.scan(prefix)]
+        # overwrite in place (an update of a row the scan saw costs less than a delete and an insert),
+        # then drop what lies beyond the new end
         self._write(prefix, 0, encoded)
+        for key in held:
+            if int.from_bytes(key[len(prefix):], "big") >= len(encoded):
+                store.remove(key)
 
     def appendValue(self, newState: Any) -> None:  # noqa: N803
         """Add an element at the end."""
@@ -295,14 +305,25 @@ class ListState(_Variable):
         prefix = self._prefix("appendList")
         self._write(prefix, self._next_index(prefix), encoded)
 
+    def clear(self) -> None:
+        """Remove the current key's elements."""
+        prefix = self._prefix("clear")
+        self._run.remove_rows(prefix)
+        self._run.list_ends[prefix] = 0
+
     def _next_index(self, prefix: bytes) -> int:
-        last = self._run.open_store().last_key(prefix)
-        return 0 if last is None else int.from_bytes(last[len(prefix):], "big") + 1
+        """One past the greatest index held (the store is asked once per key and batch, then the run keeps it)."""
+        end = self._run.list_ends.get(prefix)
+        if end is None:
+            last = self._run.open_store().last_key(prefix)
+            end = self._run.list_ends[prefix] = 0 if last is None else int.from_bytes(last[len(prefix):], "big") + 1
+        return end
 
     def _write(self, prefix: bytes, first: int, encoded: list[bytes]) -> None:
         store, expiry = self._run.open_store(), self._run.expiry(self._ttl)
         for offset, value in enumerate(encoded):
             store.put(prefix + encode_index(first + offset), value, expiry)
+        self._run.list_ends[prefix] = first + len(encoded)
 
 
 class MapState(_Variable):
@@ -381,7 +402,7 @@ class StatefulProcessorHandle:
         store = self._run.open_store()
         if store.get(row_key) is None:
             store.put(row_key, None, expiryTimestampMs)
-            self._run.count("numRegisteredTimers")
+        self._run.count("numRegisteredTimers")  # every call, as Spark's handle counts them
 
     def deleteTimer(self, expiryTimestampMs: int) -> None:  # noqa: N803
         """Delete the current key's timer at ``expiryTimestampMs`` (nothing if none)."""
@@ -390,7 +411,7 @@ class StatefulProcessorHandle:
         store = self._run.open_store()
         if store.get(row_key) is not None:
             store.remove(row_key)
-            self._run.count("numDeletedTimers")
+        self._run.count("numDeletedTimers")  # every call, as Spark's handle counts them
 
     def listTimers(self) -> Iterator[int]:
         """The current key's timers (expiry, ms), earliest first."""
@@ -415,6 +436,11 @@ def _expiry(value: Any) -> int:
     return value
 
 
-def due_timers(store: VersionedStore, threshold_ms: int) -> list[tuple[bytes, int]]:
-    """The timers due at ``threshold_ms`` (expiry at or before it): their rows and expiries, earliest first."""
-    return [(key, row[1]) for key, row in store.due(threshold_ms + 1, TIMER_PREFIX)]
+def due_timers(store: VersionedStore, threshold_ms: int) -> list[tuple[bytes, bytes, int]]:
+    """The timers due at ``threshold_ms`` (expiry at or before it), earliest first: each one's row, pickled
+    grouping key and expiry."""
+    due = []
+    for row_key, row in store.due(threshold_ms + 1, TIMER_PREFIX):
+        size = int.from_bytes(row_key[1:5], "big")  # the layout: b"t", the key's length (4 bytes), the key, the expiry
+        due.append((row_key, row_key[5:5 + size], row[1]))
+    return due

@@ -56,8 +56,10 @@ __all__ = [
     "run_transform_partition",
 ]
 
-TRANSFORM_WITH_STATE_OPERATOR = "transformWithStateExec"
-"""The operator's name in a batch's progress (``stateOperators[].operatorName``)."""
+TRANSFORM_WITH_STATE_OPERATOR = "transformWithStateInPySparkExec"
+"""The operator's name in a batch's progress (``stateOperators[].operatorName``): pyspark 4.3's for its row-based
+``transformWithState``, which this operator mirrors (``transformWithStateInPandas`` reports
+``transformWithStateInPandasExec``, Scala's operator ``transformWithStateExec``)."""
 
 _OUTPUT_MODES = ("append", "update")
 
@@ -147,6 +149,11 @@ def _call(method: str, function: Callable[..., Any], *args: Any) -> list[Any]:
         raise TransformWithStateError.user_function(method, exc) from exc
 
 
+def _initial_state(processor: StatefulProcessor, key: Any, row: Any, timer_values: TimerValues) -> None:
+    """Hand over one initial row; the result is dropped unread, as pyspark does (a generator's body would not run)."""
+    processor.handleInitialState(key, row, timer_values)
+
+
 def run_transform_partition(
     records: Iterable[tuple[Any, Any]],
     store: VersionedStore,
@@ -192,13 +199,13 @@ def run_transform_partition(
         if encoded in initial:
             started = time.perf_counter_ns()
             key, initial_rows = initial[encoded]
-            run.set_key(key, encoded)
+            run.set_key(encoded)
             for initial_row in initial_rows:
-                _call("handleInitialState", processor.handleInitialState, key, initial_row, timer_values)
+                _call("handleInitialState", _initial_state, processor, key, initial_row, timer_values)
             initial_ns += time.perf_counter_ns() - started
         if encoded in grouped:
             key, rows = grouped[encoded]
-            run.set_key(key, encoded)
+            run.set_key(encoded)
             outputs.extend(_call("handleInputRows", processor.handleInputRows, key, iter(rows), timer_values))
     if initial:
         run.count("initialStateProcessingTimeMs", initial_ns // 1_000_000)
@@ -211,22 +218,21 @@ def run_transform_partition(
         threshold = eviction_watermark_ms
     if threshold is not None:
         started = time.perf_counter_ns()
-        for row_key, expiry in due_timers(store, threshold):
+        for row_key, encoded, expiry in due_timers(store, threshold):
             if store.get(row_key) is None:
                 continue  # deleted by an earlier timer's call in this pass
-            encoded = row_key[5:-8]  # the layout's b"t" + 4-byte length + pickled key + 8-byte expiry
             key = pickle.loads(encoded)
-            run.set_key(key, encoded)
+            run.set_key(encoded)
             run.count("numExpiredTimers")
             outputs.extend(_call("handleExpiredTimer", processor.handleExpiredTimer, key, timer_values,
                                  ExpiredTimerInfo(expiry)))
             if store.get(row_key) is not None:
                 store.remove(row_key)
-                run.count("numDeletedTimers")
+            run.count("numDeletedTimers")  # pyspark's worker deletes each fired timer through the handle
         run.count("timerProcessingTimeMs", (time.perf_counter_ns() - started) // 1_000_000)
 
     run.phase = TIMER_PROCESSED
-    run.set_key(None, None)
+    run.set_key(None)
     run.evict_expired()
     _call("close", processor.close)
     run.phase = CLOSED

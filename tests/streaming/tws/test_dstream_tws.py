@@ -10,7 +10,14 @@ import pytest
 
 from scheduler import InvalidPipelineError, ManualClock
 from streaming import StreamingContext
-from streaming.state import ExpiredTimerInfo, StatefulProcessor, StatefulProcessorHandle, TimerValues
+from streaming.state import (
+    TRANSFORM_WITH_STATE_OPERATOR,
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+    TransformWithStateError,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -27,7 +34,7 @@ class Tally(StatefulProcessor):
         self.rows = handle.getListState("rows", "row string")
         self.per_row = handle.getMapState("perRow", "row string", "n long")
 
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N802,N803
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
         batch = list(rows)
         total = (self.count.get() or 0) + len(batch)
         self.count.update(total)
@@ -39,7 +46,7 @@ class Tally(StatefulProcessor):
         self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + 2_500)
         yield (key, "count", total)
 
-    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N802,N803
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N803
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Any]:  # noqa: N803
         yield (key, "idle", expiredTimerInfo.getExpiryTimeInMs(), list(self.rows.get()), sorted(self.per_row.iterator()))
         self.count.clear()
@@ -104,16 +111,17 @@ def test_value_list_and_map_state_and_processing_time_timers_across_batches(spar
         6000: [],
     }
     operators = [p.state_operators for p in progress]
-    assert all(len(ops) == 1 and ops[0].operator_name == "transformWithStateExec" for ops in operators)
+    assert all(len(ops) == 1 and ops[0].operator_name == TRANSFORM_WITH_STATE_OPERATOR for ops in operators)
     assert [ops[0].num_state_store_instances for ops in operators] == [2] * 6
-    # rows: x (count, 2 list elements, 1 map entry, 1 timer) + y (count, 1, 1, 1) = 9; then x 1 more element, 1 more entry
-    assert [ops[0].num_rows_total for ops in operators] == [9, 11, 11, 6, 0, 0]
+    # rows: x (count, 2 list elements, 1 map entry, 1 timer) + y (count, 1, 1, 1) = 9; x then 1 more element and entry;
+    # y idles at 4 s (x keeps 7), x at 5 s
+    assert [ops[0].num_rows_total for ops in operators] == [9, 11, 11, 7, 0, 0]
     metrics = [ops[0].custom_metrics for ops in operators]
-    assert [m["numExpiredTimers"] for m in metrics] == [0, 0, 0, 1, 1, 0]
-    assert [m["numRegisteredTimers"] for m in metrics] == [2, 1, 0, 0, 0, 0]
-    assert [m["numValueStateVars"] for m in metrics] == [2] * 6  # one per partition's processor
-    assert [m["numListStateVars"] for m in metrics] == [2] * 6
-    assert [m["numMapStateVars"] for m in metrics] == [2] * 6
+    assert [m.get("numExpiredTimers", 0) for m in metrics] == [0, 0, 0, 1, 1, 0]
+    assert [m.get("numRegisteredTimers", 0) for m in metrics] == [2, 1, 0, 0, 0, 0]
+    assert [m.get("numValueStateVars", 0) for m in metrics] == [2] * 6  # one per partition's processor
+    assert [m.get("numListStateVars", 0) for m in metrics] == [2] * 6
+    assert [m.get("numMapStateVars", 0) for m in metrics] == [2] * 6
     assert progress[0].json_value()["stateOperators"][0]["customMetrics"]["numRegisteredTimers"] == 2
 
 
@@ -135,10 +143,10 @@ class Seeded(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.total = handle.getValueState("total", "total long")
 
-    def handleInitialState(self, key: Any, initialState: Any, timerValues: TimerValues) -> None:  # noqa: N802,N803
+    def handleInitialState(self, key: Any, initialState: Any, timerValues: TimerValues) -> None:  # noqa: N803
         self.total.update((self.total.get() or 0) + initialState)
 
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N802,N803
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
         total = (self.total.get() or 0) + sum(len(row) for row in rows)
         self.total.update(total)
         yield (key, total)
@@ -158,7 +166,7 @@ class Renamed(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.count = handle.getListState("count", "count long")
 
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N802,N803
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
         yield from ()
 
 
@@ -176,16 +184,55 @@ def test_a_restart_with_an_incompatible_processor_is_refused_and_keeps_the_state
 
 
 def test_bad_arguments_and_a_missing_checkpoint_are_refused(spark_context: Any) -> None:
-    """Not a processor, an unknown time mode or output mode: refused at the call; no checkpoint directory: at start."""
+    """Not a processor, an unknown time mode or output mode (Spark's classes), an RDD as the initial state: refused at
+    the call; no checkpoint directory: at start."""
     ssc = StreamingContext(spark_context, 1, clock=ManualClock(0))
     pairs = ssc.queueStream([[("a", "b")]])
-    with pytest.raises(InvalidPipelineError, match="statefulProcessor must be an instance of a StatefulProcessor"):
+    with pytest.raises(InvalidPipelineError, match=r"^statefulProcessor must be an instance of a StatefulProcessor"):
         pairs.transformWithState(lambda key, rows: rows, "Update", "None")
-    with pytest.raises(Exception, match="STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL|INVALID|Unknown time mode|time"):
+    with pytest.raises(TransformWithStateError, match=r"^\[STATEFUL_PROCESSOR_UNKNOWN_TIME_MODE\] Unknown time mode "
+                                                      r"Sometimes\. "):
         pairs.transformWithState(Tally(), "Update", "Sometimes")
-    with pytest.raises(Exception, match="STREAMING_OUTPUT_MODE.INVALID"):
+    with pytest.raises(TransformWithStateError, match=r"^\[STREAMING_OUTPUT_MODE\.INVALID\] Invalid streaming output "
+                                                      r"mode: Sometimes\. "):
         pairs.transformWithState(Tally(), "Sometimes", "None")
+    with pytest.raises(InvalidPipelineError, match=r"^initialState of transformWithState must be \(key, row\) pairs in a "
+                                                   r"list, not an RDD: .*; pass initialState=rdd\.collect\(\)$"):
+        pairs.transformWithState(Tally(), "Update", "None", initialState=spark_context.parallelize([("a", 1)]))
     pairs.transformWithState(Tally(), "Append", "ProcessingTime").pprint()
     with pytest.raises(InvalidPipelineError, match="The checkpoint directory has not been set"):
         ssc.start()
     ssc.stop(stopSparkContext=False)
+
+
+class Flaky(Tally):
+    """Tally that raises on key x's second row while a marker file exists."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
+        import os
+
+        batch = list(rows)
+        if key == "x" and (self.count.get() or 0) + len(batch) == 2 and os.path.exists(self.marker):
+            raise RuntimeError("flaky processor")
+        yield from super().handleInputRows(key, iter(batch), timerValues)
+
+
+def test_a_raising_processor_fails_its_batch_and_a_restart_reruns_it_with_the_state_intact(
+        spark_context: Any, tmp_path: Path) -> None:
+    """The processor raises in batch 2 (while a marker exists): the batch fails with Spark's user-function error class,
+    nothing of it is committed; resumed, it runs again from batch 1's state and the outputs are as if nothing failed."""
+    directory, marker = tmp_path / "ck", tmp_path / "fail"
+    marker.touch()
+    rows = [["x:a"], ["x:b", "y:c"], []]
+    first, _, errors = run(spark_context, directory, rows, processor=Flaky(str(marker)), drive=2)
+    assert first == {1000: [("x", "count", 1)]}
+    assert len(errors) == 1 and "[TRANSFORM_WITH_STATE_USER_FUNCTION_ERROR]" in str(errors[0])
+    assert "RuntimeError: flaky processor" in str(errors[0])
+    marker.unlink()
+    second, _, errors = run(spark_context, directory, rows, processor=Flaky(str(marker)), resume=True,
+                            clock_start=2000, drive=1)
+    assert errors == []
+    assert second == {2000: [("x", "count", 2), ("y", "count", 1)], 3000: []}

@@ -7,9 +7,16 @@ from typing import Any, Iterator
 
 import pytest
 
-from scheduler import InvalidPipelineError, ManualClock, Seconds
+from scheduler import InvalidPipelineError, ManualClock, Seconds, StreamingQueryException
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
-from streaming.state import ExpiredTimerInfo, StatefulProcessor, StatefulProcessorHandle, TimerValues
+from streaming.state import (
+    TRANSFORM_WITH_STATE_OPERATOR,
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+    TransformWithStateError,
+)
 from tests.support import advance
 
 pytestmark = pytest.mark.anyio
@@ -27,7 +34,7 @@ class Sessions(StatefulProcessor):
         self.handle = handle
         self.session = handle.getValueState("session", "count long, first long, last long")
 
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N802,N803
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
         count, first, last = self.session.get() or (0, None, None)
         if last is not None:
             self.handle.deleteTimer(last + GAP)
@@ -39,7 +46,7 @@ class Sessions(StatefulProcessor):
         self.handle.registerTimer(last + GAP)
         return iter(())
 
-    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N802,N803
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N803
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Any]:  # noqa: N803
         count, first, last = self.session.get()
         self.session.clear()
@@ -79,10 +86,10 @@ async def test_event_time_timers_fire_at_the_watermark_and_late_clicks_are_dropp
         await rt.stop()
     assert closed == EXPECTED
     operators = [p.state_operators[0] for p in progress]
-    assert {op.operator_name for op in operators} == {"transformWithStateExec"}
+    assert {op.operator_name for op in operators} == {TRANSFORM_WITH_STATE_OPERATOR}
     assert [op.num_rows_dropped_by_watermark for op in operators] == [0, 0, 0, 1, 0, 0]
     assert [op.num_rows_total for op in operators] == [4, 6, 6, 6, 4, 4]  # a value row and a timer row per open session
-    assert [op.custom_metrics["numExpiredTimers"] for op in operators] == [0, 0, 0, 1, 1, 0]
+    assert [op.custom_metrics.get("numExpiredTimers", 0) for op in operators] == [0, 0, 0, 1, 1, 0]
 
 
 async def test_a_restart_resumes_the_state_the_timers_and_the_watermark(tmp_path: Path) -> None:
@@ -102,6 +109,36 @@ async def test_a_restart_resumes_the_state_the_timers_and_the_watermark(tmp_path
     assert closed == EXPECTED
 
 
+class Early(StatefulProcessor):
+    """Registers a timer at 0 for each key and reports the watermark its handlers see."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
+        self.handle.registerTimer(0)
+        yield (key, "rows", timerValues.getCurrentWatermarkInMs())
+
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,  # noqa: N803
+                           expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Any]:  # noqa: N803
+        yield (key, "fired", timerValues.getCurrentWatermarkInMs())
+
+
+async def test_event_time_without_a_watermark_runs_on_a_watermark_of_0(tmp_path: Path, clock: ManualClock) -> None:
+    """As in pyspark 4.3: no withWatermark, time mode EventTime: the handlers see watermark 0 and a timer at 0 fires in
+    the batch that registered it."""
+    seen: list[Any] = []
+    p = Pipeline()
+    p.add_source(ListSource(["a"]), name="s")
+    name = p.add_transform_with_state("s", Early(), "Update", "EventTime", key=lambda r: r)
+    p.add_output(lambda batch: seen.extend(batch.inputs[name]), name="out")
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
+        await rt.start()
+        await advance(rt, clock, 1_000)
+        await rt.stop()
+    assert seen == [("a", "rows", 0), ("a", "fired", 0)]
+
+
 class ListSessions(Sessions):
     """Sessions whose ``session`` variable is a list state: incompatible with a checkpoint Sessions wrote."""
 
@@ -118,14 +155,18 @@ async def test_a_restart_with_an_incompatible_processor_fails_its_first_batch(tm
         await rt.start()
         await advance(rt, clock, 1_000)
         await rt.stop()
+    schema = (tmp_path / "ck" / "stateful" / "state" / "0" / "schema").read_text()
     clock = ManualClock(1_000)
-    with pytest.raises(Exception, match="STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE") as caught:
+    with pytest.raises(StreamingQueryException, match=r"terminated with exception: \[STATE_STORE_INVALID_VARIABLE_TYPE_"
+                                                      r"CHANGE\] Cannot change session to ListState between query "
+                                                      r"restarts\. ") as failed:
         async with StreamingRuntime(program(closed, ListSessions()), Seconds(1), clock=clock,
                                     checkpoint_location=tmp_path / "ck") as rt:
             await rt.start()
             await advance(rt, clock, 1_000)
-            await rt.await_termination(5)
-    assert caught.value is not None and closed == []
+            await rt.await_termination()
+    assert isinstance(failed.value.__cause__, TransformWithStateError) and closed == []
+    assert (tmp_path / "ck" / "stateful" / "state" / "0" / "schema").read_text() == schema
 
 
 def test_bad_arguments_are_refused_when_the_operator_is_added() -> None:
@@ -137,5 +178,5 @@ def test_bad_arguments_are_refused_when_the_operator_is_added() -> None:
     with pytest.raises(InvalidPipelineError, match="func and key must be functions"):
         p.add_transform_with_state("s", Sessions(), "Update", "None", key=None)  # type: ignore[arg-type]
     p.add_transform_with_state("s", Sessions(), "Update", "None", key=lambda r: r)
-    with pytest.raises(InvalidPipelineError, match="an input named 's.state' is already registered"):
+    with pytest.raises(InvalidPipelineError, match=r"an input named 's\.state' is already registered"):
         p.add_transform_with_state("s", Sessions(), "Update", "None", key=lambda r: r)

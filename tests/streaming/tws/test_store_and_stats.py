@@ -7,7 +7,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from streaming.state import NO_TIMESTAMP, StateOperatorStats, StateStoreProvider
+from streaming.state import NO_TIMESTAMP, TRANSFORM_WITH_STATE_OPERATOR, StateOperatorStats, StateStoreProvider
 from streaming.state._processor_rows import prefix_end
 
 
@@ -74,8 +74,8 @@ def test_operator_stats_merge_by_field_name_and_custom_metrics_by_metric_name() 
 
 
 def test_operator_stats_progress_carries_the_custom_metrics() -> None:
-    """The progress's customMetrics are the store's cache counts and the operator's own metrics."""
+    """The progress names the operator as pyspark's row-based transformWithState; customMetrics add the operator's own."""
     stats = StateOperatorStats(1, 2, 3, 4, 5, 6, 0, 1, 0, 0, 1, 0, 1, {"numExpiredTimers": 2})
-    progress = stats.progress("transformWithStateExec", 4)
+    progress = stats.progress(TRANSFORM_WITH_STATE_OPERATOR, 4)
     assert (progress.operator_name, dict(progress.custom_metrics)) == (
-        "transformWithStateExec", {"loadedMapCacheHitCount": 1, "loadedMapCacheMissCount": 0, "numExpiredTimers": 2})
+        "transformWithStateInPySparkExec", {"loadedMapCacheHitCount": 1, "loadedMapCacheMissCount": 0, "numExpiredTimers": 2})

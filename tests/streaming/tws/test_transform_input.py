@@ -102,3 +102,19 @@ def test_close_runs_after_the_timers_and_its_errors_fail_the_batch(tmp_path: Pat
     with pytest.raises(TransformWithStateError, match=r"function close of the StatefulProcessor\. Reason: OSError: disk gone\.$"):
         runs.run([("a", (0, 1))])
     assert runs.rows() == []
+
+
+def test_handle_initial_state_results_are_dropped_unread(tmp_path: Path) -> None:
+    """As in pyspark, handleInitialState's return is never iterated: a generator there neither outputs nor runs."""
+
+    class Yields(Totals):
+        def handleInitialState(self, key: Any, initialState: Any, timerValues: TimerValues) -> Any:  # noqa: N803
+            self.total.update(initialState)
+            return self.generator()
+
+        def generator(self) -> Iterator[Any]:
+            self.total.update(-1)
+            yield "never"
+
+    runs = Batches(tmp_path, TransformWithStateSpec(Yields(), "update", "None", False))
+    assert runs.run([("a", (0, 1))], initial=[("a", 10)]) == [("init", ("rows", "a", [1], 11))]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -143,3 +144,19 @@ def test_init_errors_surface_at_start(tmp_path: Path) -> None:
     with pytest.raises(TransformWithStateError, match=r"^\[STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL\]"):
         record_schema(tmp_path, 0, spec(three, "None"))
     assert not schema_file(tmp_path).exists()
+
+
+def test_the_schema_record_works_through_fsspec() -> None:
+    """A checkpoint reached through fsspec (``memory://``) records and checks the schema the same way."""
+    import fsspec
+
+    root = f"memory:///aiodstream-test-{uuid.uuid4().hex}"
+    try:
+        record_schema(root, 3, spec(three))
+        record_schema(root, 3, spec(three))
+        with pytest.raises(TransformWithStateError, match=r"^\[STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE\]"):
+            record_schema(root, 3, spec(lambda h: h.getMapState("count", "string", "int")))
+        recorded = json.loads(fsspec.filesystem("memory").cat_file(f"{root[len('memory://'):]}/state/3/schema"))
+        assert [entry["name"] for entry in recorded["variables"]] == ["count", "events", "perMerchant"]
+    finally:
+        fsspec.filesystem("memory").rm(root[len("memory://"):], recursive=True)
