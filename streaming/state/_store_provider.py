@@ -135,7 +135,10 @@ class StateStoreProvider:
         self.snapshot_every = snapshot_every
         self.min_versions_to_retain = min_versions_to_retain
         self.last_metrics: StateStoreMetrics | None = None
-        self._lock = threading.Lock()  # one load-to-commit at a time; maintenance waits for it
+        self._lock = threading.Lock()  # one load-to-commit at a time; maintenance waits for it, not a snapshot's copy
+        # held while a snapshot copies through its own connection: a rebuild, which replaces the working copy's
+        # files, waits for it (the copy's connection, closing last on the old files, would remove the new WAL)
+        self._copying = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._loads = self._reused = self._rebuilt = 0
 
@@ -186,7 +189,8 @@ class StateStoreProvider:
                 except LineageBreakError as exc:
                     reason = str(exc)
             if reason is not None:
-                conn = self._rebuild(version, reason)
+                with self._copying:
+                    conn = self._rebuild(version, reason)
                 loaded_from = "checkpoint" if version else "empty"
             # Every load sweeps the private directory (local: cheap); the checkpoint's directory at
             # a new provider's first load (a new process, maybe after a kill), at a rebuild, or when
@@ -315,33 +319,57 @@ class StateStoreProvider:
     def maintenance(self) -> None:
         """Write a snapshot of the working copy if its version is due one, and delete what no retained version needs.
 
-        Safe beside loads and commits of this partition: in this provider it waits for the one
-        in progress; against another process or provider on the same working copy it copies the
-        database in one step (a consistent state) and names the snapshot by the version inside
-        the copy. It first removes what killed writers left (:meth:`remove_leftovers`).
+        Safe beside loads and commits of this partition, and no batch waits for the copy: the
+        partition's lock is held only to read the version and to start a read transaction on a
+        second connection to the working copy (between batches: at a committed version), which
+        then copies that version while the next batches load and commit through the first
+        (SQLite's WAL keeps a reader's view). The copy, its checksum and the write to the
+        checkpoint run outside the lock. The snapshot is named by the version inside the copy
+        (also against another process or provider on the same working copy), and skipped if the
+        checkpoint's delta of that version is not the one the copy holds (the batch was re-run
+        elsewhere), or while another snapshot of this provider is still being copied. It first
+        removes what killed writers left (:meth:`remove_leftovers`).
         """
         with self._lock:
-            conn = self._connection()
-            version = conn.execute("SELECT version FROM meta").fetchone()[0]
-            self._remove_leftovers_quietly(version)
-            if version and version % self.snapshot_every == 0 and not self._files.path(version, SNAPSHOT).exists():
+            version = self._connection().execute("SELECT version FROM meta").fetchone()[0]
+        self._remove_leftovers_quietly(version)
+        if version and version % self.snapshot_every == 0 and not self._files.path(version, SNAPSHOT).exists():
+            self._snapshot()
+        self._files.purge(version, self.min_versions_to_retain)
+
+    def _snapshot(self) -> None:
+        """Copy the working copy's committed version through a second connection and write it as that version's snapshot."""
+        reader = sqlite3.connect(self.working_copy, isolation_level=None, check_same_thread=False)
+        try:
+            with self._lock:  # between batches: the read transaction holds the version last committed
+                if not self._copying.acquire(blocking=False):
+                    return  # another snapshot is being copied: the next due version writes one
+                try:
+                    reader.execute("BEGIN")
+                    copied, digest = reader.execute("SELECT version, digest FROM meta").fetchone()
+                except BaseException:
+                    self._copying.release()
+                    raise
+            try:
                 with SnapshotCopy(self.working_copy) as copying:
-                    copy = copying.path
-                    target = sqlite3.connect(copy)
+                    target = sqlite3.connect(copying.path)
                     try:
-                        conn.backup(target)  # all pages in one step: one consistent state
-                        copied, digest = target.execute("SELECT version, digest FROM meta").fetchone()
+                        reader.backup(target)  # the pages of the reader's version, whatever commits meanwhile
                     finally:
                         target.close()
+                    reader.execute("ROLLBACK")
                     copying.label(copied)
-                    copy = copying.path
-                    if copied % self.snapshot_every == 0 and not self._files.path(copied, SNAPSHOT).exists():
-                        if self._files.delta_digest(copied) == digest:
-                            self._files.write_snapshot(copied, copy.read_bytes())
-                        else:  # the batch was re-run elsewhere since: a snapshot of this copy would be of another history
-                            _log.warning("state store snapshot skipped: the working copy is not the checkpoint's version",
-                                         directory=str(self.directory), version=copied)
-            self._files.purge(version, self.min_versions_to_retain)
+                    if copied % self.snapshot_every or self._files.path(copied, SNAPSHOT).exists():
+                        return
+                    if self._files.delta_digest(copied) == digest:
+                        self._files.write_snapshot(copied, copying.path.read_bytes())
+                    else:  # the batch was re-run elsewhere since: a snapshot of this copy would be of another history
+                        _log.warning("state store snapshot skipped: the working copy is not the checkpoint's version",
+                                     directory=str(self.directory), version=copied)
+            finally:
+                self._copying.release()
+        finally:
+            reader.close()
 
     def remove_leftovers(self, version: int, *, checkpoint: bool = True) -> int:
         """Remove what writers killed mid-write left of this partition; return how many files were removed.
