@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from pathlib import Path
 from typing import Callable
@@ -69,3 +70,78 @@ def test_the_next_batch_commits_while_a_snapshot_is_copied_or_written(tmp_path: 
     fresh = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "fresh")
     assert rows(fresh, 2) == {b"k0-0", b"k1-0"}
     assert rows(fresh, 3) == {b"k0-0", b"k1-0", b"k2-0"}
+
+
+def run_batches(p: StateStoreProvider, first: int, last: int, sizes: dict[int, tuple[int, int]]) -> list[int]:
+    """Commit versions ``first``..``last`` (the first puts 2,000 rows, each later one rewrites 100), maintaining after each.
+
+    Returns the versions whose maintenance ran; ``sizes`` gets each version's delta file size
+    and working copy size.
+    """
+    due = []
+    for version in range(first, last + 1):
+        store = p.load(version - 1)
+        for i in range(2000 if version == 1 else 100):
+            store.put(f"k{(version * 100 + i) % 2000:04d}".encode(), f"{version:010d}".encode(), NO_TIMESTAMP)
+        assert store.commit() == version
+        assert p.last_metrics is not None
+        sizes[version] = (len((p.directory / f"{version}.delta").read_bytes() or b""), p.last_metrics.memory_used_bytes)
+        thread = p.maintain_after(version)
+        if thread is not None:
+            thread.join()
+            due.append(version)
+    return due
+
+
+def expected_snapshots(sizes: dict[int, tuple[int, int]], every: int, fraction: float) -> list[int]:
+    """The rule: at least ``every`` versions after the last snapshot, and the deltas since reach ``fraction`` of the state."""
+    due, base, written = [], 0, 0
+    for version in sorted(sizes):
+        delta, state = sizes[version]
+        written += delta
+        if version - base >= every and written >= fraction * state:
+            due.append(version)
+            base, written = version, 0
+    return due
+
+
+@pytest.mark.parametrize("restart", [None, 9, 20])
+def test_snapshots_follow_the_bytes_the_batches_write(tmp_path: Path, ck: str, restart: int | None) -> None:
+    """2,000 rows, then 100 rewritten a batch: a snapshot once the deltas since the last reach half the state, not every 2 versions.
+
+    A provider made anew after version ``restart`` (another process) counts the deltas it did
+    not see as the mean of those it commits, and finds the newest snapshot in the checkpoint.
+    """
+    options = {"snapshot_every": 2, "small_state_bytes": 0}
+    p = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", **options)
+    sizes: dict[int, tuple[int, int]] = {}
+    if restart is None:
+        due = run_batches(p, 1, 40, sizes)
+    else:
+        due = run_batches(p, 1, restart, sizes)
+        p.close()
+        due += run_batches(StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", **options), restart + 1, 40, sizes)
+    assert due == expected_snapshots(sizes, 2, 0.5)
+    assert due[0] == 2 and len(due) >= 2 and all(b - a > 5 for a, b in itertools.pairwise(due))
+    assert sorted(int(n.split(".")[0]) for n in p.directory.listdir() if n.endswith(".snapshot")) == due
+
+
+def test_a_small_state_is_snapshotted_every_snapshot_every_versions(tmp_path: Path, ck: str) -> None:
+    """The same batches with the state under small_state_bytes: a snapshot every 2 versions, as the count alone gives."""
+    p = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", snapshot_every=2)
+    assert run_batches(p, 1, 12, {}) == [2, 4, 6, 8, 10, 12]
+
+
+def test_rare_snapshots_keep_every_delta_back_to_the_retained_versions_base(tmp_path: Path, ck: str) -> None:
+    """Retaining 5 versions with snapshots at 2, 15, 28: version 28's purge keeps snapshot 15 and the deltas after it."""
+    p = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", snapshot_every=2, small_state_bytes=0,
+                           min_versions_to_retain=5)
+    sizes: dict[int, tuple[int, int]] = {}
+    due = run_batches(p, 1, 40, sizes)
+    assert due == expected_snapshots(sizes, 2, 0.5) and len(due) == 3
+    names = p.directory.listdir()
+    assert sorted(int(n.split(".")[0]) for n in names if n.endswith(".snapshot")) == due[1:]
+    assert sorted(int(n.split(".")[0]) for n in names if n.endswith(".delta")) == list(range(due[1] + 1, 41))
+    fresh = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "fresh")
+    for version in range(36, 41):
+        assert len(rows(fresh, version)) == 2000
