@@ -161,8 +161,9 @@ class StateStoreProvider:
         self._delta_bytes: dict[int, int] = {}  # the sizes of the deltas this provider committed after that snapshot
         self.last_metrics: StateStoreMetrics | None = None
         self._lock = threading.Lock()  # one load-to-commit at a time; maintenance waits for it, not a snapshot's copy
-        # held while a snapshot copies through its own connection: a rebuild, which replaces the working copy's
-        # files, waits for it (the copy's connection, closing last on the old files, would remove the new WAL)
+        # held while a snapshot copies through its own connection (one at a time). A rebuild meanwhile replaces the
+        # working copy's files: the copy goes on reading the old ones, and SQLite neither checkpoints nor removes a
+        # WAL when its last connection closes on a database file that was unlinked, so the new WAL is safe.
         self._copying = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._loads = self._reused = self._rebuilt = 0
@@ -214,8 +215,7 @@ class StateStoreProvider:
                 except LineageBreakError as exc:
                     reason = str(exc)
             if reason is not None:
-                with self._copying:
-                    conn = self._rebuild(version, reason)
+                conn = self._rebuild(version, reason)
                 loaded_from = "checkpoint" if version else "empty"
             # Every load sweeps the private directory (local: cheap); the checkpoint's directory at
             # a new provider's first load (a new process, maybe after a kill), at a rebuild, or when
@@ -354,7 +354,8 @@ class StateStoreProvider:
         checkpoint run outside the lock. The snapshot is named by the version inside the copy
         (also against another process or provider on the same working copy), and skipped if the
         checkpoint's delta of that version is not the one the copy holds (the batch was re-run
-        elsewhere), or while another snapshot of this provider is still being copied. It first
+        elsewhere), or while another snapshot of this provider is still being copied. A load that
+        rebuilds the working copy meanwhile does not wait either (see ``_copying``). It first
         removes what killed writers left (:meth:`remove_leftovers`).
         """
         with self._lock:
@@ -371,17 +372,22 @@ class StateStoreProvider:
 
     def _snapshot(self) -> None:
         """Copy the working copy's committed version through a second connection and write it as that version's snapshot."""
-        reader = sqlite3.connect(self.working_copy, isolation_level=None, check_same_thread=False)
+        with self._lock:  # between batches: the read transaction holds the version last committed
+            if not self._copying.acquire(blocking=False):
+                return  # another snapshot is being copied: the next due version writes one
+            try:
+                reader = sqlite3.connect(self.working_copy, isolation_level=None, check_same_thread=False)
+            except BaseException:
+                self._copying.release()
+                raise
+            try:
+                reader.execute("BEGIN")
+                copied, digest = reader.execute("SELECT version, digest FROM meta").fetchone()
+            except BaseException:
+                reader.close()
+                self._copying.release()
+                raise
         try:
-            with self._lock:  # between batches: the read transaction holds the version last committed
-                if not self._copying.acquire(blocking=False):
-                    return  # another snapshot is being copied: the next due version writes one
-                try:
-                    reader.execute("BEGIN")
-                    copied, digest = reader.execute("SELECT version, digest FROM meta").fetchone()
-                except BaseException:
-                    self._copying.release()
-                    raise
             try:
                 with SnapshotCopy(self.working_copy) as copying:
                     target = sqlite3.connect(copying.path)
@@ -401,9 +407,9 @@ class StateStoreProvider:
                         _log.warning("state store snapshot skipped: the working copy is not the checkpoint's version",
                                      directory=str(self.directory), version=copied)
             finally:
-                self._copying.release()
+                reader.close()
         finally:
-            reader.close()
+            self._copying.release()
 
     def remove_leftovers(self, version: int, *, checkpoint: bool = True) -> int:
         """Remove what writers killed mid-write left of this partition; return how many files were removed.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Callable
@@ -145,3 +146,34 @@ def test_rare_snapshots_keep_every_delta_back_to_the_retained_versions_base(tmp_
     fresh = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "fresh")
     for version in range(36, 41):
         assert len(rows(fresh, version)) == 2000
+
+
+def test_a_batch_re_run_during_the_copy_rebuilds_at_once_and_the_snapshot_is_skipped(tmp_path: Path, ck: str,
+                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batch 1 re-run (another history of version 2) while version 2 is copied: it rebuilds without waiting, and no 2.snapshot."""
+    p = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", snapshot_every=2)
+    for version in range(2):
+        commit(p, version)
+    enter: Callable[[SnapshotCopy], SnapshotCopy] = SnapshotCopy.__enter__
+    done: list[int] = []
+
+    def before_copy(copying: SnapshotCopy) -> SnapshotCopy:
+        rerun = threading.Thread(target=lambda: done.append(commit(p, 1, keys=2)), daemon=True)
+        rerun.start()
+        rerun.join(timeout=60)  # a bound for the failure only
+        assert done == [2], "the re-run waited for the snapshot"
+        return enter(copying)
+
+    monkeypatch.setattr(SnapshotCopy, "__enter__", before_copy)
+    p.maintenance()
+    monkeypatch.undo()
+    assert p.statistics().rebuilt == 1
+    assert not (p.directory / "2.snapshot").exists()  # the copy held the first version 2, no longer the checkpoint's
+    history = {b"k0-0", b"k1-0", b"k1-1"}
+    assert rows(StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "fresh"), 2) == history
+    reader = sqlite3.connect(p.working_copy)  # the working copy's WAL survived the copy's connection closing
+    try:
+        assert {key for (key,) in reader.execute("SELECT key FROM state")} == history
+    finally:
+        reader.close()
+    assert rows(p, 2) == history and p.statistics().rebuilt == 1
