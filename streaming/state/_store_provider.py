@@ -461,7 +461,9 @@ class StateStoreProvider:
         so a caller may join it. ``None`` when nothing is due.
         """
         metrics = self.last_metrics
-        if metrics is None or not self._snapshot_due(version, metrics.memory_used_bytes):
+        if metrics is None or self._copying.locked():  # a snapshot still being copied: a later commit checks again
+            return None
+        if not self._snapshot_due(version, metrics.memory_used_bytes):
             return None
         thread = threading.Thread(target=self._maintain_quietly, name=f"aiodstream-state-maintenance-{self.directory.name}",
                                   daemon=True)

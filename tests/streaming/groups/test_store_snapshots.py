@@ -177,3 +177,27 @@ def test_a_batch_re_run_during_the_copy_rebuilds_at_once_and_the_snapshot_is_ski
     finally:
         reader.close()
     assert rows(p, 2) == history and p.statistics().rebuilt == 1
+
+
+def test_no_maintenance_starts_while_a_snapshot_is_copied(tmp_path: Path, ck: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """maintain_after of a due version during a copy starts no thread (it would only find the copy busy); after it, one starts."""
+    p = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", snapshot_every=2)
+    for version in range(2):
+        commit(p, version)
+    enter: Callable[[SnapshotCopy], SnapshotCopy] = SnapshotCopy.__enter__
+    during: list[threading.Thread | None] = []
+
+    def before_copy(copying: SnapshotCopy) -> SnapshotCopy:
+        during.append(p.maintain_after(2))
+        return enter(copying)
+
+    monkeypatch.setattr(SnapshotCopy, "__enter__", before_copy)
+    p.maintenance()
+    monkeypatch.undo()
+    assert during == [None] and (p.directory / "2.snapshot").exists()
+    commit(p, 2)
+    commit(p, 3)
+    thread = p.maintain_after(4)
+    assert thread is not None
+    thread.join()
+    assert (p.directory / "4.snapshot").exists()
