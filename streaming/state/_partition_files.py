@@ -70,10 +70,12 @@ class PartitionFiles:
         """
         return decode(self.path(version, SNAPSHOT), SNAPSHOT)[0]
 
-    def write_delta(self, version: int, payload: bytes) -> None:
-        """Write the delta of ``version`` (durably, replacing any); its directory is made first, every time."""
+    def write_delta(self, version: int, payload: bytes) -> int:
+        """Write the delta of ``version`` (durably, replacing any); return its size. Its directory is made first, every time."""
         self.directory.mkdirs()  # every time: a checkpoint may have been moved aside since the last commit
-        self.path(version, DELTA).write_replacing(encode(DELTA, payload))
+        data = encode(DELTA, payload)
+        self.path(version, DELTA).write_replacing(data)
+        return len(data)
 
     def write_snapshot(self, version: int, database: bytes) -> None:
         """Write the snapshot of ``version`` holding the SQLite file ``database``."""

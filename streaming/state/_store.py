@@ -35,6 +35,7 @@ class StateStoreMetrics:
         num_rows_removed: rows deleted by the batch.
         memory_used_bytes: the working copy's size (its pages, which the OS caches).
         commit_time_ms: writing the delta file and committing the working copy.
+        delta_bytes: the size of the delta file written (what decides when a snapshot is due).
     """
 
     num_rows_total: int
@@ -42,6 +43,7 @@ class StateStoreMetrics:
     num_rows_removed: int
     memory_used_bytes: int
     commit_time_ms: int
+    delta_bytes: int = 0
 
 
 class StateStore:
@@ -154,7 +156,7 @@ class StateStore:
         try:
             changes = [(key, value, timeout) for key, (value, timeout) in self._changes.items()]
             payload = self._parent + pickle.dumps(changes, protocol=5)
-            self._files.write_delta(new, payload)
+            written = self._files.write_delta(new, payload)
             rows = self._rows
             self._conn.execute("UPDATE meta SET version = ?, digest = ?, rows = ?", (new, hashlib.sha256(payload).digest(), rows))
             self._conn.execute("COMMIT")
@@ -164,7 +166,7 @@ class StateStore:
         pages = self._conn.execute("PRAGMA page_count").fetchone()[0] * self._conn.execute("PRAGMA page_size").fetchone()[0]
         removed = sum(1 for _, timeout in self._changes.values() if timeout == REMOVED)
         metrics = StateStoreMetrics(rows, len(self._changes) - removed, removed, int(pages),
-                                    round((time.perf_counter() - started) * 1000))
+                                    round((time.perf_counter() - started) * 1000), written)
         self._open = False
         self._release(metrics)
         return new

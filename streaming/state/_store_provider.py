@@ -5,6 +5,7 @@ Spark's ``RocksDBStateStoreProvider`` with changelog checkpointing.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sqlite3
@@ -78,6 +79,21 @@ class StateStoreProvider:
     meets a delta written on top of another history (a batch re-run elsewhere) starts over
     from an older base.
 
+    When a snapshot is due (:meth:`maintain_after`): a snapshot copies the whole state, so taking
+    one every few versions would make each batch pay for the state held, not for what it writes.
+    A version is due one once at least ``snapshot_every`` versions passed since the newest
+    snapshot and the delta files committed since then add up to ``snapshot_delta_fraction`` of
+    the working copy's size (its pages): a load that starts from the snapshot replays at most
+    about that much, and the copying, spread over the batches, costs in proportion to what they
+    write. A state of at most ``small_state_bytes`` is snapshotted every ``snapshot_every``
+    versions as before. The provider counts the bytes of the deltas it commits; those committed
+    before it was made (another process, a restart) count as the mean of those it saw, and the
+    newest snapshot is found by listing the checkpoint once, then again whenever a snapshot
+    looks due. Files are purged when a snapshot is taken: the deltas and snapshots older than
+    the newest snapshot at or before the oldest retained version go, so the checkpoint holds
+    every delta back to that base (Spark's RocksDB provider instead uploads only the new files
+    of each snapshot, which SQLite's single file does not allow).
+
     What a writer killed mid-write leaves is swept (:meth:`remove_leftovers`, at each load and
     maintenance), never what a live writer still needs.
 
@@ -98,8 +114,12 @@ class StateStoreProvider:
         local_dir: the private directory the working copy goes in, made with mode 0700 if
             missing (default: ``aiodstream-state`` under Spark's local directory in a Spark task,
             else a private directory of this process; see ``_private_dir.default_root``).
-        snapshot_every: write a snapshot every this many versions (:meth:`maintenance`).
+        snapshot_every: the fewest versions between two snapshots (:meth:`maintenance`).
         min_versions_to_retain: keep what loading any of the newest this many versions needs.
+        snapshot_delta_fraction: a snapshot is due once the deltas committed since the last one
+            add up to this fraction of the working copy's size.
+        small_state_bytes: a working copy at most this large is snapshotted every
+            ``snapshot_every`` versions whatever its deltas (its copy costs next to nothing).
 
     Attributes:
         partition_id: the partition.
@@ -113,7 +133,8 @@ class StateStoreProvider:
 
     def __init__(self, checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int, partition_id: int, *,
                  local_dir: str | os.PathLike[str] | None = None, snapshot_every: int = 10,
-                 min_versions_to_retain: int = 100) -> None:
+                 min_versions_to_retain: int = 100, snapshot_delta_fraction: float = 0.5,
+                 small_state_bytes: int = 1 << 20) -> None:
         """Name the partition's files and take its private directory; nothing is read until :meth:`load`."""
         if snapshot_every < 1 or min_versions_to_retain < 1:
             raise ValueError("snapshot_every and min_versions_to_retain must be at least 1")
@@ -135,8 +156,16 @@ class StateStoreProvider:
         self.working_copy = private / f"{hashlib.sha256(self.identity.encode()).hexdigest()[:32]}.sqlite"
         self.snapshot_every = snapshot_every
         self.min_versions_to_retain = min_versions_to_retain
+        self.snapshot_delta_fraction = snapshot_delta_fraction
+        self.small_state_bytes = small_state_bytes
+        self._snapshot_base: int | None = None  # the newest snapshot's version, once listed
+        self._delta_bytes: dict[int, int] = {}  # the sizes of the deltas this provider committed after that snapshot
         self.last_metrics: StateStoreMetrics | None = None
-        self._lock = threading.Lock()  # one load-to-commit at a time; maintenance waits for it
+        self._lock = threading.Lock()  # one load-to-commit at a time; maintenance waits for it, not a snapshot's copy
+        # held while a snapshot copies through its own connection (one at a time). A rebuild meanwhile replaces the
+        # working copy's files: the copy goes on reading the old ones, and SQLite neither checkpoints nor removes a
+        # WAL when its last connection closes on a database file that was unlinked, so the new WAL is safe.
+        self._copying = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._loads = self._reused = self._rebuilt = 0
 
@@ -200,7 +229,8 @@ class StateStoreProvider:
         except BaseException:
             self._lock.release()
             raise
-        return StateStore(self._files, conn, version, bytes(parent) or GENESIS, loaded_from, self._finish)
+        return StateStore(self._files, conn, version, bytes(parent) or GENESIS, loaded_from,
+                          functools.partial(self._finish, version + 1))
 
     def _unproven(self, current: int, store: str, digest: bytes, version: int) -> str | None:
         """Why the working copy (at ``current``, of ``store``, last delta ``digest``) cannot serve ``version``; None if it can."""
@@ -259,10 +289,11 @@ class StateStoreProvider:
         conn.execute("UPDATE meta SET store = ?", (self.identity,))
         return conn
 
-    def _finish(self, metrics: StateStoreMetrics | None) -> None:
-        # The end of a load-to-commit (a commit's metrics, or None for an abort): the next may load.
+    def _finish(self, version: int, metrics: StateStoreMetrics | None) -> None:
+        # The end of a load-to-commit (the metrics of version's commit, or None for an abort): the next may load.
         if metrics is not None:
             self.last_metrics = metrics
+            self._delta_bytes[version] = metrics.delta_bytes
         self._lock.release()
 
     # -- maintenance --
@@ -270,33 +301,70 @@ class StateStoreProvider:
     def maintenance(self) -> None:
         """Write a snapshot of the working copy if its version is due one, and delete what no retained version needs.
 
-        Safe beside loads and commits of this partition: in this provider it waits for the one
-        in progress; against another process or provider on the same working copy it copies the
-        database in one step (a consistent state) and names the snapshot by the version inside
-        the copy. It first removes what killed writers left (:meth:`remove_leftovers`).
+        Safe beside loads and commits of this partition, and no batch waits for the copy: the
+        partition's lock is held only to read the version and to start a read transaction on a
+        second connection to the working copy (between batches: at a committed version), which
+        then copies that version while the next batches load and commit through the first
+        (SQLite's WAL keeps a reader's view). The copy, its checksum and the write to the
+        checkpoint run outside the lock. The snapshot is named by the version inside the copy
+        (also against another process or provider on the same working copy), and skipped if the
+        checkpoint's delta of that version is not the one the copy holds (the batch was re-run
+        elsewhere), or while another snapshot of this provider is still being copied. A load that
+        rebuilds the working copy meanwhile does not wait either (see ``_copying``). It first
+        removes what killed writers left (:meth:`remove_leftovers`).
         """
         with self._lock:
             conn = self._connection()
             version = conn.execute("SELECT version FROM meta").fetchone()[0]
-            self._remove_leftovers_quietly(version)
-            if version and version % self.snapshot_every == 0 and not self._files.path(version, SNAPSHOT).exists():
+            size = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+        self._remove_leftovers_quietly(version)
+        if version and self._snapshot_due(version, size):
+            if self._files.path(version, SNAPSHOT).exists():
+                self._snapshot_written(version)
+            else:
+                self._snapshot()
+        self._files.purge(version, self.min_versions_to_retain)
+
+    def _snapshot(self) -> None:
+        """Copy the working copy's committed version through a second connection and write it as that version's snapshot."""
+        with self._lock:  # between batches: the read transaction holds the version last committed
+            if not self._copying.acquire(blocking=False):
+                return  # another snapshot is being copied: the next due version writes one
+            try:
+                reader = sqlite3.connect(self.working_copy, isolation_level=None, check_same_thread=False)
+            except BaseException:
+                self._copying.release()
+                raise
+            try:
+                reader.execute("BEGIN")
+                copied, digest = reader.execute("SELECT version, digest FROM meta").fetchone()
+            except BaseException:
+                reader.close()
+                self._copying.release()
+                raise
+        try:
+            try:
                 with SnapshotCopy(self.working_copy) as copying:
-                    copy = copying.path
-                    target = sqlite3.connect(copy)
+                    target = sqlite3.connect(copying.path)
                     try:
-                        conn.backup(target)  # all pages in one step: one consistent state
-                        copied, digest = target.execute("SELECT version, digest FROM meta").fetchone()
+                        reader.backup(target)  # the pages of the reader's version, whatever commits meanwhile
                     finally:
                         target.close()
+                    reader.execute("ROLLBACK")
                     copying.label(copied)
-                    copy = copying.path
-                    if copied % self.snapshot_every == 0 and not self._files.path(copied, SNAPSHOT).exists():
-                        if self._files.delta_digest(copied) == digest:
-                            self._files.write_snapshot(copied, copy.read_bytes())
-                        else:  # the batch was re-run elsewhere since: a snapshot of this copy would be of another history
-                            _log.warning("state store snapshot skipped: the working copy is not the checkpoint's version",
-                                         directory=str(self.directory), version=copied)
-            self._files.purge(version, self.min_versions_to_retain)
+                    if self._files.path(copied, SNAPSHOT).exists():
+                        self._snapshot_written(copied)
+                        return
+                    if self._files.delta_digest(copied) == digest:
+                        self._files.write_snapshot(copied, copying.path.read_bytes())
+                        self._snapshot_written(copied)
+                    else:  # the batch was re-run elsewhere since: a snapshot of this copy would be of another history
+                        _log.warning("state store snapshot skipped: the working copy is not the checkpoint's version",
+                                     directory=str(self.directory), version=copied)
+            finally:
+                reader.close()
+        finally:
+            self._copying.release()
 
     def remove_leftovers(self, version: int, *, checkpoint: bool = True) -> int:
         """Remove what writers killed mid-write left of this partition; return how many files were removed.
@@ -342,17 +410,46 @@ class StateStoreProvider:
                           removed=removed)
 
     def maintain_after(self, version: int) -> threading.Thread | None:
-        """After committing ``version``: if it is due a snapshot, run :meth:`maintenance` in a background thread.
+        """After committing ``version``: if it is due a snapshot (the class's docstring), run :meth:`maintenance` in a thread.
 
         The batch does not wait for the copy (Spark's maintenance task); the thread is returned
         so a caller may join it. ``None`` when nothing is due.
         """
-        if version % self.snapshot_every:
+        metrics = self.last_metrics
+        if metrics is None or self._copying.locked():  # a snapshot still being copied: a later commit checks again
+            return None
+        if not self._snapshot_due(version, metrics.memory_used_bytes):
             return None
         thread = threading.Thread(target=self._maintain_quietly, name=f"aiodstream-state-maintenance-{self.directory.name}",
                                   daemon=True)
         thread.start()
         return thread
+
+    def _snapshot_due(self, version: int, state_bytes: int) -> bool:
+        """Whether ``version``, with a working copy of ``state_bytes``, is due a snapshot (see the class's docstring)."""
+        for fresh in (False, True):
+            base = self._snapshot_base
+            if fresh or base is None or base > version:  # first, or the batch went back
+                base = max((v for v in self._files.versions(SNAPSHOT) if v <= version), default=0)
+                self._snapshot_written(base)
+            if version - base < self.snapshot_every:
+                return False
+            if state_bytes <= self.small_state_bytes:
+                return True
+            known = [size for v in range(base + 1, version + 1) if (size := self._delta_bytes.get(v)) is not None]
+            if not known:
+                return True  # nothing to go by: by the count of versions
+            written = sum(known) + (version - base - len(known)) * sum(known) / len(known)
+            if written < self.snapshot_delta_fraction * state_bytes:
+                return False
+            # looks due: list again first, another process may have written a newer snapshot
+        return True
+
+    def _snapshot_written(self, version: int) -> None:
+        """Count the deltas from the snapshot of ``version`` on (the newest known)."""
+        self._snapshot_base = version
+        for v in [v for v in list(self._delta_bytes) if v <= version]:
+            self._delta_bytes.pop(v, None)
 
     def _maintain_quietly(self) -> None:
         try:

@@ -1,0 +1,203 @@
+"""Snapshots of the state store: no batch waits for one, and they follow the bytes batches write, not the state held."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from scheduler import CheckpointPath
+from streaming.state import NO_TIMESTAMP, StateStoreProvider
+from streaming.state._snapshot_copies import SnapshotCopy
+
+
+def commit(p: StateStoreProvider, version: int, keys: int = 1) -> int:
+    """Load ``version``, put ``keys`` rows named after it, commit; the committed version."""
+    store = p.load(version)
+    for i in range(keys):
+        store.put(f"k{version}-{i}".encode(), b"v" * 10, NO_TIMESTAMP)
+    return store.commit()
+
+
+def rows(p: StateStoreProvider, version: int) -> set[bytes]:
+    store = p.load(version)
+    try:
+        return {key for key, _ in store}
+    finally:
+        store.abort()
+
+
+def next_batch_alongside(p: StateStoreProvider, version: int) -> None:
+    """Run the batch after ``version`` in another thread and require it to finish while the caller holds its place."""
+    done: list[int] = []
+    batch = threading.Thread(target=lambda: done.append(commit(p, version)), daemon=True)
+    batch.start()
+    batch.join(timeout=60)  # a bound for the failure only: it finishes at once unless it waits for the snapshot
+    assert done == [version + 1], "the next batch waited for the snapshot"
+
+
+@pytest.mark.parametrize("stage", ["copy", "write"])
+def test_the_next_batch_commits_while_a_snapshot_is_copied_or_written(tmp_path: Path, ck: str, stage: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Version 3 loads and commits while version 2's snapshot is copied (or written); the snapshot still holds version 2."""
+    p = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", snapshot_every=2)
+    for version in range(2):
+        commit(p, version)
+    if stage == "copy":
+        enter: Callable[[SnapshotCopy], SnapshotCopy] = SnapshotCopy.__enter__
+
+        def before_copy(copying: SnapshotCopy) -> SnapshotCopy:
+            next_batch_alongside(p, 2)
+            return enter(copying)
+
+        monkeypatch.setattr(SnapshotCopy, "__enter__", before_copy)
+    else:
+        write = CheckpointPath.write_replacing
+
+        def during_write(path: CheckpointPath, data: bytes) -> None:
+            if path.name == "2.snapshot":
+                next_batch_alongside(p, 2)
+            write(path, data)
+
+        monkeypatch.setattr(CheckpointPath, "write_replacing", during_write)
+    p.maintenance()
+    monkeypatch.undo()
+    assert sorted(n for n in p.directory.listdir() if n.endswith(".snapshot")) == ["2.snapshot"]
+    assert (p.directory / "1.delta").delete() and (p.directory / "2.delta").delete()  # version 2 from the snapshot alone
+    fresh = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "fresh")
+    assert rows(fresh, 2) == {b"k0-0", b"k1-0"}
+    assert rows(fresh, 3) == {b"k0-0", b"k1-0", b"k2-0"}
+
+
+def run_batches(p: StateStoreProvider, first: int, last: int, sizes: dict[int, tuple[int, int]]) -> list[int]:
+    """Commit versions ``first``..``last`` (the first puts 2,000 rows, each later one rewrites 100), maintaining after each.
+
+    Returns the versions whose maintenance ran; ``sizes`` gets each version's delta file size
+    and working copy size.
+    """
+    due = []
+    for version in range(first, last + 1):
+        store = p.load(version - 1)
+        for i in range(2000 if version == 1 else 100):
+            store.put(f"k{(version * 100 + i) % 2000:04d}".encode(), f"{version:010d}".encode(), NO_TIMESTAMP)
+        assert store.commit() == version
+        assert p.last_metrics is not None
+        sizes[version] = (len((p.directory / f"{version}.delta").read_bytes() or b""), p.last_metrics.memory_used_bytes)
+        thread = p.maintain_after(version)
+        if thread is not None:
+            thread.join()
+            due.append(version)
+    return due
+
+
+def expected_snapshots(sizes: dict[int, tuple[int, int]], every: int, fraction: float) -> list[int]:
+    """The rule: at least ``every`` versions after the last snapshot, and the deltas since reach ``fraction`` of the state."""
+    due, base, written = [], 0, 0
+    for version in sorted(sizes):
+        delta, state = sizes[version]
+        written += delta
+        if version - base >= every and written >= fraction * state:
+            due.append(version)
+            base, written = version, 0
+    return due
+
+
+@pytest.mark.parametrize("restart", [None, 9, 20])
+def test_snapshots_follow_the_bytes_the_batches_write(tmp_path: Path, ck: str, restart: int | None) -> None:
+    """2,000 rows, then 100 rewritten a batch: a snapshot once the deltas since the last reach half the state, not every 2 versions.
+
+    A provider made anew after version ``restart`` (another process) counts the deltas it did
+    not see as the mean of those it commits, and finds the newest snapshot in the checkpoint.
+    """
+    options = {"snapshot_every": 2, "small_state_bytes": 0}
+    p = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", **options)
+    sizes: dict[int, tuple[int, int]] = {}
+    if restart is None:
+        due = run_batches(p, 1, 40, sizes)
+    else:
+        due = run_batches(p, 1, restart, sizes)
+        p.close()
+        due += run_batches(StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", **options), restart + 1, 40, sizes)
+    assert due == expected_snapshots(sizes, 2, 0.5)
+    assert due[0] == 2 and len(due) >= 2 and all(b - a > 5 for a, b in itertools.pairwise(due))
+    assert sorted(int(n.split(".")[0]) for n in p.directory.listdir() if n.endswith(".snapshot")) == due
+
+
+def test_a_small_state_is_snapshotted_every_snapshot_every_versions(tmp_path: Path, ck: str) -> None:
+    """The same batches with the state under small_state_bytes: a snapshot every 2 versions, as the count alone gives."""
+    p = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", snapshot_every=2)
+    assert run_batches(p, 1, 12, {}) == [2, 4, 6, 8, 10, 12]
+
+
+def test_rare_snapshots_keep_every_delta_back_to_the_retained_versions_base(tmp_path: Path, ck: str) -> None:
+    """Retaining 5 versions with snapshots at 2, 15, 28: version 28's purge keeps snapshot 15 and the deltas after it."""
+    p = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", snapshot_every=2, small_state_bytes=0,
+                           min_versions_to_retain=5)
+    sizes: dict[int, tuple[int, int]] = {}
+    due = run_batches(p, 1, 40, sizes)
+    assert due == expected_snapshots(sizes, 2, 0.5) and len(due) == 3
+    names = p.directory.listdir()
+    assert sorted(int(n.split(".")[0]) for n in names if n.endswith(".snapshot")) == due[1:]
+    assert sorted(int(n.split(".")[0]) for n in names if n.endswith(".delta")) == list(range(due[1] + 1, 41))
+    fresh = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "fresh")
+    for version in range(36, 41):
+        assert len(rows(fresh, version)) == 2000
+
+
+def test_a_batch_re_run_during_the_copy_rebuilds_at_once_and_the_snapshot_is_skipped(tmp_path: Path, ck: str,
+                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batch 1 re-run (another history of version 2) while version 2 is copied: it rebuilds without waiting, and no 2.snapshot."""
+    p = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", snapshot_every=2)
+    for version in range(2):
+        commit(p, version)
+    enter: Callable[[SnapshotCopy], SnapshotCopy] = SnapshotCopy.__enter__
+    done: list[int] = []
+
+    def before_copy(copying: SnapshotCopy) -> SnapshotCopy:
+        rerun = threading.Thread(target=lambda: done.append(commit(p, 1, keys=2)), daemon=True)
+        rerun.start()
+        rerun.join(timeout=60)  # a bound for the failure only
+        assert done == [2], "the re-run waited for the snapshot"
+        return enter(copying)
+
+    monkeypatch.setattr(SnapshotCopy, "__enter__", before_copy)
+    p.maintenance()
+    monkeypatch.undo()
+    assert p.statistics().rebuilt == 1
+    assert not (p.directory / "2.snapshot").exists()  # the copy held the first version 2, no longer the checkpoint's
+    history = {b"k0-0", b"k1-0", b"k1-1"}
+    assert rows(StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "fresh"), 2) == history
+    reader = sqlite3.connect(p.working_copy)  # the working copy's WAL survived the copy's connection closing
+    try:
+        assert {key for (key,) in reader.execute("SELECT key FROM state")} == history
+    finally:
+        reader.close()
+    assert rows(p, 2) == history and p.statistics().rebuilt == 1
+
+
+def test_no_maintenance_starts_while_a_snapshot_is_copied(tmp_path: Path, ck: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """maintain_after of a due version during a copy starts no thread (it would only find the copy busy); after it, one starts."""
+    p = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", snapshot_every=2)
+    for version in range(2):
+        commit(p, version)
+    enter: Callable[[SnapshotCopy], SnapshotCopy] = SnapshotCopy.__enter__
+    during: list[threading.Thread | None] = []
+
+    def before_copy(copying: SnapshotCopy) -> SnapshotCopy:
+        during.append(p.maintain_after(2))
+        return enter(copying)
+
+    monkeypatch.setattr(SnapshotCopy, "__enter__", before_copy)
+    p.maintenance()
+    monkeypatch.undo()
+    assert during == [None] and (p.directory / "2.snapshot").exists()
+    commit(p, 2)
+    commit(p, 3)
+    thread = p.maintain_after(4)
+    assert thread is not None
+    thread.join()
+    assert (p.directory / "4.snapshot").exists()
