@@ -73,14 +73,15 @@ def test_the_conformance_suite_gives_pysparks_outputs_on_the_cluster(cluster: St
 
 CRASH_TESTS_ON_THE_CLUSTER = {
     "tests/streaming/test_dstream_crash.py": "dstream-crash-child",
-    "tests/streaming/groups/test_sessions_crash.py": "sessions-crash-child",
+    "tests/streaming/tws/test_tws_crash.py": "tws-crash-child",
     "tests/streaming/continuous/test_continuous_crash.py": "continuous-crash-child",
     "tests/streaming/kafka/test_dstream_kafka_crash.py": "dstream-kafka-crash-child",
 }
 """The crash tests run on the cluster, with their child's application name: the DStream one
 (getOrCreate, updateStateByKey, saveAsTextFiles; its checkpoint through Hadoop's FileSystem
-API, the state snapshots written by the executors' tasks), the stateful one (mapGroupsWithState under a
-watermark, its state store written by the executors' tasks) and the continuous one (a long-running
+API, the state snapshots written by the executors' tasks), the stateful one (transformWithState's value,
+list and map state and event-time timers under a watermark, its state store written by the executors'
+tasks) and the continuous one (a long-running
 task per file partition on each executor, epochs committed by the driver, the file sink written
 by the tasks), and the Kafka one (the direct stream's tasks read their offset ranges from the test's
 broker on the executors)."""
