@@ -322,6 +322,17 @@ RESTART_ERROR = re.compile(r"\[((?:STATE_STORE|STATEFUL_PROCESSOR)_[A-Z_]+)\]")
 """The error classes of a refused restart, in an exception's text."""
 
 
+def declare(handle: Any, variables: tuple[Variable, ...]) -> None:
+    """Declare a setup's variables on a processor's handle (pyspark's or ours: the same calls)."""
+    for name, kind, schema in variables:
+        if kind == "map":
+            handle.getMapState(name, "k string", schema)
+        elif kind == "list":
+            handle.getListState(name, schema)
+        else:
+            handle.getValueState(name, schema)
+
+
 def spark_restart(spark: Any, first: Setup, second: Setup) -> str:
     """Run ``first`` on pyspark for one batch, then ``second`` on the same checkpoint: "allowed" or the refusal's error class."""
     import pandas as pd
@@ -336,13 +347,7 @@ def spark_restart(spark: Any, first: Setup, second: Setup) -> str:
 
         def init(self, handle: Any) -> None:
             """Declare them."""
-            for name, kind, schema in self.variables:
-                if kind == "map":
-                    handle.getMapState(name, "k string", schema)
-                elif kind == "list":
-                    handle.getListState(name, schema)
-                else:
-                    handle.getValueState(name, schema)
+            declare(handle, self.variables)
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N803
             """One row per key."""

@@ -8,7 +8,7 @@ from typing import Any, Iterator
 import pytest
 
 from streaming.state import StatefulProcessor, TransformWithStateError, TransformWithStateSpec, record_schema
-from tests.streaming.tws.reference import Setup, Variable, rocksdb_session, spark_restart
+from tests.streaming.tws.reference import Setup, Variable, declare, rocksdb_session, spark_restart
 
 pytestmark = pytest.mark.spark
 
@@ -34,13 +34,7 @@ class Declares(StatefulProcessor):
 
     def init(self, handle: Any) -> None:
         """Declare them."""
-        for name, kind, schema in self.variables:
-            if kind == "map":
-                handle.getMapState(name, "k string", schema)
-            elif kind == "list":
-                handle.getListState(name, schema)
-            else:
-                handle.getValueState(name, schema)
+        declare(handle, self.variables)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N803
         """Nothing."""
