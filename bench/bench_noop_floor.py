@@ -9,10 +9,11 @@ beside wall time, the load beside each round. Prints one JSON object.
 ``--trees A B ...`` runs the measure in a child process per tree, alternating trees round by
 round (before/after: ``--trees /path/to/main /path/to/branch``); each child imports that tree.
 
-``--callgrind``: one engine run under the instruction counter, counting only the measured batches
-(``valgrind --tool=callgrind --instr-atstart=no python bench/bench_noop_floor.py --callgrind``
-toggles it with ``callgrind_control``); ``callgrind_annotate`` then reads the totals. Instruction
-counts do not move with the machine's load.
+``--callgrind``: one engine run and one floor run under the instruction counter, each counting only
+its measured batches (``valgrind --tool=callgrind --instr-atstart=no python bench/bench_noop_floor.py
+--callgrind`` toggles it with ``callgrind_control`` and reads its totals, every thread's, the same
+way); prints instructions per batch of both and their ratio. Instruction counts do not move with the
+machine's load (about 3 minutes at 1,000 batches, most of it starting Python and Spark under valgrind).
 
 Takes about 30 s per tree and round (Spark's start included). Run: ``python bench/bench_noop_floor.py``.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -49,12 +51,40 @@ def toggle_instruments(on: bool) -> None:
     subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
 
 
+def instructions() -> int:
+    """The instructions callgrind counted so far in this process, every thread's (counting must be on)."""
+    out = subprocess.run(["callgrind_control", "-e", "Ir", str(os.getpid())], check=True, capture_output=True, text=True).stdout
+    return sum(int(m.group(1).replace(",", "")) for m in re.finditer(r"^\s*Th\s+\d+\s+([\d,]+)\s*$", out, re.MULTILINE))
+
+
+class Instructions:
+    """Counts the instructions between :meth:`start` and :meth:`stop` under callgrind; does nothing when ``on`` is false."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.count = 0
+        self._start = 0
+
+    def start(self) -> None:
+        if self.on:
+            toggle_instruments(True)
+            self._start = instructions()
+
+    def stop(self) -> None:
+        if self.on:
+            self.count = instructions() - self._start  # one callgrind_control call's own cost in it: ~0.5M
+            toggle_instruments(False)
+
+
 def engine(sc: Any, batches: int, count_instructions: bool = False) -> dict[str, float]:
-    """Wall and CPU microseconds per batch of the no-op program, flat out on a manual clock (after 50 warm-up batches)."""
+    """Wall and CPU microseconds per batch of the no-op program, flat out on a manual clock (after 50 warm-up batches);
+    with ``count_instructions`` (under callgrind) also its instructions per batch."""
     import anyio
 
     from scheduler import ManualClock, Seconds
     from streaming import StreamingContext
+
+    counter = Instructions(count_instructions)
 
     async def run() -> tuple[float, float]:
         clock = ManualClock(0)
@@ -64,45 +94,57 @@ def engine(sc: Any, batches: int, count_instructions: bool = False) -> dict[str,
             runtime: Any = ssc.runtime  # a micro-batch StreamingRuntime here
             clock.advance(Seconds(50))  # warm up: threads, py4j connections
             await runtime.wait_until_idle()
-            if count_instructions:
-                toggle_instruments(True)
+            counter.start()
             wall, cpu = time.perf_counter(), time.process_time()
             clock.advance(Seconds(batches))
             await runtime.wait_until_idle()
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            if count_instructions:
-                toggle_instruments(False)
+            counter.stop()
             await ssc.stop_async()
         return wall, cpu
 
     wall, cpu = anyio.run(run)
-    return {"wall_us": round(wall / batches * 1e6, 1), "cpu_us": round(cpu / batches * 1e6, 1)}
+    return per_batch(wall, cpu, counter, batches)
 
 
-def floor(rounds: int) -> dict[str, float]:
-    """Wall and CPU microseconds of two loop -> thread -> loop round trips (each woken by the thread's future)."""
+def per_batch(wall: float, cpu: float, counter: Instructions, batches: int) -> dict[str, float]:
+    """Wall and CPU microseconds per batch, and instructions per batch when counted."""
+    out = {"wall_us": round(wall / batches * 1e6, 1), "cpu_us": round(cpu / batches * 1e6, 1)}
+    if counter.on:
+        out["instructions"] = round(counter.count / batches)
+    return out
+
+
+def floor(rounds: int, count_instructions: bool = False) -> dict[str, float]:
+    """Wall and CPU microseconds of two loop -> thread -> loop round trips (each woken by the thread's future);
+    with ``count_instructions`` (under callgrind) also their instructions."""
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
     def nothing() -> None:
         return None
 
+    counter = Instructions(count_instructions)
+
     async def run() -> tuple[float, float]:
         first, second = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
         try:
             for _ in range(200):
                 await asyncio.wrap_future(first.submit(nothing))
+            counter.start()
             wall, cpu = time.perf_counter(), time.process_time()
             for _ in range(rounds):
                 await asyncio.wrap_future(first.submit(nothing))
                 await asyncio.wrap_future(second.submit(nothing))
-            return time.perf_counter() - wall, time.process_time() - cpu
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            counter.stop()
+            return wall, cpu
         finally:
             first.shutdown()
             second.shutdown()
 
     wall, cpu = asyncio.run(run())
-    return {"wall_us": round(wall / rounds * 1e6, 1), "cpu_us": round(cpu / rounds * 1e6, 1)}
+    return per_batch(wall, cpu, counter, rounds)
 
 
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -140,7 +182,10 @@ def main() -> None:
     sys.path.insert(0, args.import_from)
     if args.callgrind:
         result = engine(spark_context(), args.batches, count_instructions=True)
-        print(json.dumps({"batches": args.batches, "engine": result, "load": os.getloadavg()}))
+        base = floor(args.batches, count_instructions=True)
+        print(json.dumps({"batches": args.batches, "engine": result, "floor": base,
+                          "ratio_instructions": round(result["instructions"] / base["instructions"], 3),
+                          "target_ratio": 1.2, "load": os.getloadavg()}))
         return
     if not args.trees:
         print(json.dumps({"tree": args.import_from, "batches": args.batches, **measure(args.rounds, args.batches)}))

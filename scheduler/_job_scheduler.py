@@ -9,6 +9,7 @@ loop exists to guarantee.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from typing import Callable, Mapping, Sequence
 
 import anyio
@@ -108,9 +109,9 @@ class JobScheduler:
             self.submit_job_set, self.pending_times, self._tracker, graph, clock, batch_duration, self.input_info_tracker,
             hooks, self._report_error, planner=planner,
         )
-        # Submitted, not finalised, in submission (= time) order; keyed by the time's milliseconds,
-        # which hash in C (a Time's hash is a Python call).
-        self._job_sets: dict[int, JobSet] = {}
+        # Submitted, not finalised, in submission (= time) order. A deque, not a dict: only its front
+        # is taken, and a dict's iteration walks past every slot its deleted front entries left.
+        self._job_sets: deque[JobSet] = deque()
         self._failed_times: list[Time] = []
         # Each job travels with its JobSet, so that starting and finishing it needs no lookup.
         self._jobs: Mailbox[tuple[Job, JobSet]] = Mailbox()
@@ -263,7 +264,7 @@ class JobScheduler:
             return
         job_set = JobSet(time, jobs, self._clock.now(), infos)
         self._tracker.started()
-        self._job_sets[time.milliseconds] = job_set
+        self._job_sets.append(job_set)
         if not job_set.jobs:
             # Spark posts nothing for an empty batch and never finalises it; we post nothing but
             # still finalise it in order, so hooks (commits, cleanup) see every batch.
@@ -279,7 +280,7 @@ class JobScheduler:
 
     def pending_times(self) -> list[Time]:
         """Batches submitted but not successfully finished: unfinished ones and failed ones."""
-        return sorted([*self._failed_times, *(job_set.time for job_set in self._job_sets.values())])
+        return sorted([*self._failed_times, *(job_set.time for job_set in self._job_sets)])
 
     # -- execution: job start and completion are handled here and nowhere else --
 
@@ -413,10 +414,10 @@ class JobScheduler:
         # checkpoints, cleanup) never sees batch N+1 before batch N.
         sets = self._job_sets
         while sets:
-            ms, job_set = next(iter(sets.items()))
+            job_set = sets[0]
             if not job_set.has_completed:
                 return
-            del sets[ms]
+            sets.popleft()
             time = job_set.time
             succeeded = not job_set.failed
             if not succeeded:

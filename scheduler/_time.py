@@ -7,8 +7,9 @@ cannot.
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from decimal import Decimal, localcontext
-from typing import Iterable, Iterator, TypeVar
+from typing import Iterator, TypeVar
 
 import attrs
 
@@ -312,29 +313,38 @@ class TimeOrderedDict(dict[Time, V]):
     Per-batch metadata (generated RDDs, input ranges, input infos) arrives batch after batch, so
     the dict's insertion order is time order and the entries to forget are at its front. Dropping
     them by scanning every entry, as a plain dict needs, costs each batch time proportional to the
-    backlog: a run that falls behind would fall further behind. An entry added out of time order
-    (a past time computed late) marks the dict unordered, and the next :meth:`pop_through` scans
-    everything once.
+    backlog: a run that falls behind would fall further behind. The keys are also kept in a deque
+    in insertion order, which :meth:`pop_through` and :meth:`oldest` read from its front: a dict's
+    own iteration walks past the slots its deleted front entries leave until the dict is resized,
+    so reading the front of a dict used as a queue costs the backlog too. An entry added out of
+    time order (a past time computed late) marks the dict unordered, and the next
+    :meth:`pop_through` scans everything once.
 
-    Entries may be added from one thread while another pops: each step is one dict operation.
+    Entries may be added from one thread while another pops: each step is one dict or deque
+    operation. Keys removed by ``pop`` or ``del`` stay in the deque until a scan passes them.
     """
 
-    __slots__ = ("_newest_ms", "_unordered")
+    __slots__ = ("_newest_ms", "_order", "_unordered")
 
     def __init__(self) -> None:
         """An empty dict."""
         super().__init__()
         self._newest_ms: int | None = None
         self._unordered = False
+        self._order: deque[Time] = deque()
 
     def __setitem__(self, key: Time, value: V) -> None:
         ms = key.milliseconds
         newest = self._newest_ms
         if newest is None or ms > newest:
             self._newest_ms = ms
-        elif ms < newest and key not in self:
+        elif key in self:  # a new value keeps its place
+            dict.__setitem__(self, key, value)
+            return
+        elif ms < newest:
             self._unordered = True
         dict.__setitem__(self, key, value)
+        self._order.append(key)
 
     def setdefault(self, key: Time, default: V) -> V:
         """``self[key]``, first set to ``default`` if missing (through :meth:`__setitem__`)."""
@@ -344,43 +354,60 @@ class TimeOrderedDict(dict[Time, V]):
             return default
         return value  # type: ignore[return-value]
 
+    def update(self, *args: object, **kwargs: object) -> None:
+        """Set each entry through :meth:`__setitem__` (keyword arguments are refused: keys are times)."""
+        if kwargs:
+            raise TypeError("TimeOrderedDict keys are Times, not keywords")
+        for key, value in dict(*args).items():  # type: ignore[call-overload]
+            self[key] = value
+
+    def clear(self) -> None:
+        """Remove every entry."""
+        dict.clear(self)
+        self._order.clear()
+        self._unordered = False
+
     def oldest(self) -> V | None:
         """The value of the oldest time held, or ``None`` if empty: the first entry (a scan only if some came out of order)."""
         if self._unordered:
             keys = list(self)  # one step: another thread may add entries meanwhile
             return self.get(min(keys)) if keys else None
-        try:
-            return next(iter(self.values()), None)
-        except RuntimeError:  # another thread added an entry between the two steps
-            values = list(self.values())
-            return values[0] if values else None
+        order = self._order
+        while order:
+            try:
+                value = self.get(order[0], _MISSING)
+            except IndexError:  # emptied meanwhile
+                return None
+            if value is not _MISSING:
+                return value  # type: ignore[return-value]
+            order.popleft()  # a key removed by pop or del
+        return None
 
     def pop_through(self, milliseconds: int) -> list[tuple[Time, V]]:
         """Remove the entries at or before ``milliseconds`` and return them, oldest first."""
+        pop = self.pop
         if self._unordered:
             keys = list(self)  # one step: another thread may add entries meanwhile
             self._unordered = False
             old = sorted(t for t in keys if t.milliseconds <= milliseconds)
-            rest = [t.milliseconds for t in keys if t.milliseconds > milliseconds]
-            if any(a > b for a, b in itertools.pairwise(rest)):
+            rest = [t for t in keys if t.milliseconds > milliseconds]
+            if any(a.milliseconds > b.milliseconds for a, b in itertools.pairwise(rest)):
                 self._unordered = True  # still out of order behind the first kept entry
-        else:
-            # In order: the scan stops at the first newer entry, without copying the entries
-            # behind it (generation running ahead of the jobs keeps a backlog of them).
-            try:
-                old = self._through(self, milliseconds)
-            except RuntimeError:  # another thread added an entry during the scan: scan a copy
-                old = self._through(list(self), milliseconds)
-            if not old:
-                return []
-        pop = self.pop
-        return [(t, v) for t in old if (v := pop(t, _MISSING)) is not _MISSING]  # type: ignore[misc]
-
-    @staticmethod
-    def _through(keys: Iterable[Time], milliseconds: int) -> list[Time]:
-        old = []
-        for t in keys:
+            # The deque again in insertion order, without the keys popped or removed; one added
+            # meanwhile (by another thread) goes behind.
+            seen = set(keys)
+            self._order = deque([*rest, *(t for t in list(self._order) if t not in seen and t in self)])
+            return [(t, v) for t in old if (v := pop(t, _MISSING)) is not _MISSING]  # type: ignore[misc]
+        # In order: take from the front of the deque while it is not newer, without looking at
+        # the entries behind it (generation running ahead of the jobs keeps a backlog of them).
+        order = self._order
+        out: list[tuple[Time, V]] = []
+        while order:
+            t = order[0]
             if t.milliseconds > milliseconds:
                 break
-            old.append(t)
-        return old
+            order.popleft()
+            v = pop(t, _MISSING)
+            if v is not _MISSING:
+                out.append((t, v))  # type: ignore[arg-type]
+        return out

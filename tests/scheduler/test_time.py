@@ -317,12 +317,12 @@ class _AddingTime(Time):
         return 1000
 
 
-def test_time_ordered_dict_scans_a_copy_when_an_entry_is_added_during_the_scan() -> None:
-    """The in-order scan runs over the dict itself; an insert during it (another thread) makes it scan a copy instead."""
+def test_time_ordered_dict_takes_an_entry_added_during_the_scan_in_turn() -> None:
+    """An insert during the in-order scan (another thread's) neither breaks it nor is taken before its time."""
     d: TimeOrderedDict[int] = TimeOrderedDict()
     d[Time(500)] = 5
     key = object.__new__(_AddingTime)
-    dict.__setitem__(d, key, 1)
+    d[key] = 1
     d[Time(2000)] = 2
     _AddingTime.target = d
     assert d.pop_through(1500) == [(Time(500), 5), (key, 1)]
@@ -370,6 +370,24 @@ def test_time_ordered_dict_gives_the_value_of_its_oldest_time() -> None:
     assert d.oldest() == 1000
     d.pop_through(4000)
     assert d.oldest() is None
+
+
+def test_time_ordered_dict_skips_keys_removed_behind_its_back() -> None:
+    """Entries removed by ``pop``, ``del`` or ``clear`` are neither returned by ``oldest`` nor by ``pop_through``."""
+    d: TimeOrderedDict[int] = TimeOrderedDict()
+    for ms in (1000, 2000, 3000):
+        d[Time(ms)] = ms
+    d.pop(Time(1000))
+    del d[Time(2000)]
+    assert d.oldest() == 3000
+    assert d.pop_through(2500) == []
+    assert d.pop_through(3000) == [(Time(3000), 3000)]
+    d[Time(3000)] = 3  # the newest time again, after it was popped
+    d.update({Time(4000): 4})
+    assert d.pop_through(5000) == [(Time(3000), 3), (Time(4000), 4)]
+    d[Time(6000)] = 6
+    d.clear()
+    assert d.oldest() is None and d.pop_through(10_000) == []
 
 
 @given(st.lists(st.integers(0, 50), max_size=40), st.lists(st.integers(-1, 60), max_size=10))
