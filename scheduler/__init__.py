@@ -49,6 +49,7 @@ from ._timer import RecurringTimer
 from ._virtual_clock import TimerHandle, VirtualClock
 from ._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, EventTimeStats, WatermarkTracker, parse_watermark_policy
 from ._work import WorkTracker
+from ._worker_threads import WorkerThreads
 from .query import (
     LOCAL_FILES,
     LOCK_FILE,
@@ -222,6 +223,7 @@ __all__ = [
     "WATERMARK_POLICY_KEY",
     "WatermarkTracker",
     "WorkTracker",
+    "WorkerThreads",
     "whole_number_option",
     "write_new_file",
     "YIELD_EVERY",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from decimal import Decimal, localcontext
-from typing import Iterator, TypeVar
+from typing import Any, Iterator, TypeVar
 
 import attrs
 
@@ -354,11 +354,12 @@ class TimeOrderedDict(dict[Time, V]):
             return default
         return value  # type: ignore[return-value]
 
-    def update(self, *args: object, **kwargs: object) -> None:
+    def update(self, *args: Any, **kwargs: Any) -> None:
         """Set each entry through :meth:`__setitem__` (keyword arguments are refused: keys are times)."""
         if kwargs:
             raise TypeError("TimeOrderedDict keys are Times, not keywords")
-        for key, value in dict(*args).items():  # type: ignore[call-overload]
+        entries: dict[Time, V] = dict(*args)
+        for key, value in entries.items():
             self[key] = value
 
     def clear(self) -> None:

@@ -20,7 +20,6 @@ from ..spark import (
     job_description,
     streaming_job_group,
     user_frame,
-    wait_for_thread,
 )
 from ._node import StreamNode, union_rdds
 
@@ -212,8 +211,7 @@ class ForEachNode(StreamNode):
                 # the function's first py4j call): Spark's internal batchTime/outputOpId properties
                 # feed the JVM Streaming tab, which this runtime does not have.
                 # The group and description are made only if the function calls Spark (see Label).
-                future = spark.job_threads().submit(spark.spark_context, group, description, func, batch_datetime(time), rdd)
-                await wait_for_thread(future, abandon_on_cancel=True)
+                await spark.job_threads().run(spark.spark_context, group, description, func, batch_datetime(time), rdd)
             job = Job(time, run, name=self._name, description=self._name, is_async=True,
                       cancel=lambda: spark.cancel_job_group(group()))
         holder.append(job)

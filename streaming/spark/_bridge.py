@@ -101,4 +101,4 @@ async def run_spark(func: Callable[..., T], *args: Any) -> T:
     job = current_batch_job.get()
     if job is None:
         return await anyio.to_thread.run_sync(func, *args)
-    return await wait_for_thread(job.threads.submit(job.sc, job.group, job.description, func, *args), abandon_on_cancel=True)
+    return await job.threads.run(job.sc, job.group, job.description, func, *args)

@@ -6,8 +6,10 @@ Spark Streaming runs each job on a ``JobScheduler`` thread-pool thread (``spark.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from scheduler import WorkerThreads
 
 from ._job_groups import JobGroupHook, Label, job_group_hook
 
@@ -36,34 +38,53 @@ class SparkJobThreads:
 
     def __init__(self, size: int, name: str = "aiodstream-job", *, hook: JobGroupHook = job_group_hook) -> None:
         """Create the pool; its threads start on first use."""
-        self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix=name)
+        # The event loop waits for a job through the loop's own future, one wake-up each way
+        # (WorkerThreads): a third of what an executor's future and wrap_future cost a no-op batch.
+        self._threads = WorkerThreads(size, name)
         self._hook = hook
         self._holding = False
         self._lock = threading.Lock()
 
-    def submit(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> Future[T]:
-        """Start ``func(*args)`` on a job thread in ``group`` (queued while every thread is busy).
-
-        ``group`` and ``description`` may be functions making the text: called on the job thread
-        before the job's first py4j call, not at all by a job that makes none.
-
-        Raises:
-            RuntimeError: the pool was shut down.
-        """
+    def _hold_hook(self, sc: SparkContext) -> None:
         if not self._holding:  # the first job: hold the hook from now until shutdown
             with self._lock:
                 if not self._holding:
                     self._hook.acquire(sc)
                     self._holding = True
-        return self._executor.submit(self._hook.run_in_group, sc, group, description, func, args)
+
+    async def run(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> T:
+        """``func(*args)`` on a job thread in ``group`` (queued while every thread is busy); its result.
+
+        ``group`` and ``description`` may be functions making the text: called on the job thread
+        before the job's first py4j call, not at all by a job that makes none. A cancelled caller
+        stops waiting at once: a job already running goes on in its thread (an immediate stop
+        cancels its Spark job group), a job still queued is dropped.
+
+        Raises:
+            RuntimeError: the pool was shut down.
+        """
+        if not self._holding:
+            self._hold_hook(sc)
+        return await self._threads.run(self._hook.run_in_group, sc, group, description, func, args)
+
+    def submit(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> Future[T]:
+        """Start ``func(*args)`` on a job thread in ``group`` and return its future, for callers that are not event-loop
+        tasks (see :meth:`run`).
+
+        Raises:
+            RuntimeError: the pool was shut down.
+        """
+        self._hold_hook(sc)
+        return self._threads.submit(self._hook.run_in_group, sc, group, description, func, args)
 
     def shutdown(self) -> None:
-        """Stop the threads once their current jobs end (a job still running is not waited for) and let go of the hook.
+        """Stop the threads once their current jobs end (a job still running is not waited for; a queued one is dropped
+        and its caller gets a cancellation) and let go of the hook.
 
         A job abandoned by an immediate stop keeps running; its group was set at its first py4j
         call, so only Spark calls it starts after the last pool lets go of the hook go ungrouped.
         """
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._threads.shutdown()
         with self._lock:
             if self._holding:
                 self._holding = False
