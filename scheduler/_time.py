@@ -386,29 +386,32 @@ class TimeOrderedDict(dict[Time, V]):
 
     def pop_through(self, milliseconds: int) -> list[tuple[Time, V]]:
         """Remove the entries at or before ``milliseconds`` and return them, oldest first."""
-        pop = self.pop
-        if self._unordered:
-            keys = list(self)  # one step: another thread may add entries meanwhile
-            self._unordered = False
-            old = sorted(t for t in keys if t.milliseconds <= milliseconds)
-            rest = [t for t in keys if t.milliseconds > milliseconds]
-            if any(a.milliseconds > b.milliseconds for a, b in itertools.pairwise(rest)):
-                self._unordered = True  # still out of order behind the first kept entry
-            # The deque again in insertion order, without the keys popped or removed; one added
-            # meanwhile (by another thread) goes behind.
-            seen = set(keys)
-            self._order = deque([*rest, *(t for t in list(self._order) if t not in seen and t in self)])
-            return [(t, v) for t in old if (v := pop(t, _MISSING)) is not _MISSING]  # type: ignore[misc]
-        # In order: take from the front of the deque while it is not newer, without looking at
-        # the entries behind it (generation running ahead of the jobs keeps a backlog of them).
         order = self._order
-        out: list[tuple[Time, V]] = []
-        while order:
-            t = order[0]
-            if t.milliseconds > milliseconds:
-                break
-            order.popleft()
-            v = pop(t, _MISSING)
-            if v is not _MISSING:
-                out.append((t, v))  # type: ignore[arg-type]
-        return out
+        if not self._unordered:
+            # In order: take from the front of the deque while it is not newer, without looking at
+            # the entries behind it (generation running ahead of the jobs keeps a backlog of them).
+            if not order or order[0].milliseconds > milliseconds:
+                return []  # several calls a batch find nothing to drop
+            pop = self.pop
+            out: list[tuple[Time, V]] = []
+            while order:
+                t = order[0]
+                if t.milliseconds > milliseconds:
+                    break
+                order.popleft()
+                v = pop(t, _MISSING)
+                if v is not _MISSING:
+                    out.append((t, v))  # type: ignore[arg-type]
+            return out
+        keys = list(self)  # one step: another thread may add entries meanwhile
+        self._unordered = False
+        old = sorted(t for t in keys if t.milliseconds <= milliseconds)
+        rest = [t for t in keys if t.milliseconds > milliseconds]
+        if any(a.milliseconds > b.milliseconds for a, b in itertools.pairwise(rest)):
+            self._unordered = True  # still out of order behind the first kept entry
+        # The deque again in insertion order, without the keys popped or removed; one added
+        # meanwhile (by another thread) goes behind.
+        seen = set(keys)
+        self._order = deque([*rest, *(t for t in list(order) if t not in seen and t in self)])
+        pop = self.pop
+        return [(t, v) for t in old if (v := pop(t, _MISSING)) is not _MISSING]  # type: ignore[misc]

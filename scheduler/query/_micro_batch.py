@@ -39,6 +39,9 @@ __all__ = ["MicroBatchTracker", "MicroBatchTrackerStatistics", "RunPlan"]
 
 STATEFUL_ASYNC_MESSAGE = "Stateful streaming queries does not support async progress tracking at this moment."
 
+# The watermarks of every batch of a query without watermarked inputs (frozen: one shared value).
+_NO_WATERMARKS = BatchWatermarks(0, 0)
+
 
 @attrs.frozen
 class RunPlan:
@@ -123,6 +126,9 @@ class MicroBatchTracker:
         self.options.check_trigger(trigger)
         self._watermark_policy = parse_watermark_policy(watermark_policy)
         self.watermarks = WatermarkTracker(())
+        # Set by open(): whether an input is watermarked, and (without) the watermark, which then never moves.
+        self._watermarked = False
+        self._fixed_watermark_ms = 0
         self._last_batch_watermark = 0  # the newest planned batch's watermark: the next one's late-event watermark
         self._graph = graph
         self.batch_duration = batch_duration
@@ -142,13 +148,14 @@ class MicroBatchTracker:
         self._last_planned: Time | None = None
         self._target: tuple[Offset, ...] | None = None  # AvailableNow: where the run stops
         self._recovered: dict[Time, RecoveredBatch] = {}
-        self._planned: dict[Time, PlannedBatch] = {}
+        # Planned and not finished, by batch time in milliseconds (an int hashes in C, a Time in Python).
+        self._planned: dict[int, PlannedBatch] = {}
         self._failure: BaseException | None = None
         self._sequence = 0
         self._no_data_mark = 0  # the sequence number after the newest trigger found to have no new data
         self._changed = ChangeSignal()
         self._log = library_logger("aiodstream.scheduler", component="MicroBatchTracker", query=name)
-        self._progress = ProgressReporter(self.options, name, listener, self._notify, self._log)
+        self._progress = ProgressReporter(self.options, name, listener, self._changed.notify, self._log)
         self._batch_log: BatchLog | None = None  # the offsets and commits logs, with a checkpoint, once open
         self._last_durable_issue: int | None = None
         self._first_commit_done = False
@@ -193,6 +200,8 @@ class MicroBatchTracker:
         self.query_id = state.query_id
         self.watermarks = WatermarkTracker(self._graph.watermark_delays(), state.watermark_policy or self._watermark_policy,
                                            state.watermark_ms)
+        self._watermarked = self.watermarks.enabled
+        self._fixed_watermark_ms = self.watermarks.current_ms
         self._last_batch_watermark = state.late_watermark_ms
         period = self.batch_duration
         if state.grid is None or state.latest_batch_id is None:
@@ -272,66 +281,84 @@ class MicroBatchTracker:
                 write before it) is raised again for every later batch, so no batch runs
                 without its offsets on disk.
         """
-        self._raise_failure()
+        # Every batch of every context passes here (each is a query): the common case, in memory
+        # without watermarks, makes no call it does not need.
+        failure = self._failure
+        if failure is not None:
+            raise failure
         grid = self.grid
         if grid is None:
             raise StreamingStateError("MicroBatchTracker.plan_batch() before open()")
-        now = self._clock.now().milliseconds
+        clock = self._clock
+        now = clock.now().milliseconds
         self._sequence += 1
-        recovered = self._recovered.pop(time, None) if self._recovered else None
-        if recovered is not None:
-            # The logged watermarks: a re-run judges its data exactly as the first run did.
-            watermarks = BatchWatermarks(recovered.watermark_ms, recovered.late_watermark_ms)
-            batch = PlannedBatch(recovered.batch_id, time, recovered.start, recovered.end, None, now,
-                                 self._progress.trigger_started(now), self._sequence, True, True, watermarks, offsets_issued=True)
-            self._last_batch_watermark = recovered.watermark_ms
-            batch.planned_at = now
-            self._planned[time] = batch
-            self._graph.set_batch_offsets(time, batch.start, batch.end)
-            self._hand_watermarks(time, watermarks)
-            self._stats["planned"] += 1
-            self._progress.set_status("Processing new data", True, True)
-            return
+        if self._recovered:
+            recovered = self._recovered.pop(time, None)
+            if recovered is not None:
+                self._plan_rerun(time, recovered, now)
+                return
         batch_id = grid.batch_id_of(time)
         start = self._last_end
-        self._progress.set_status(self._getting_offsets, self._progress.data_available, True)
-        latest = self._offsets(await self._graph.latest_offsets(), "latest_offsets")
+        progress = self._progress
+        progress.set_status(self._getting_offsets, progress.data_available, True)
+        graph = self._graph
+        latest = self._offsets(await graph.latest_offsets(), "latest_offsets")
         if self.trigger is Trigger.ONCE:
             end = latest  # Once ignores read limits, as in Spark
         else:
             limit = self._target if self._target is not None else latest
-            end = self._offsets(await self._graph.plan_offsets(start, limit, time), "plan_offsets")
-        planned_at = self._clock.now().milliseconds
+            end = self._offsets(await graph.plan_offsets(start, limit, time), "plan_offsets")
+        planned_at = clock.now().milliseconds
         has_data = end != start
         # Batch N runs with the watermark that the batches finished so far produced, and drops
         # late rows by batch N - 1's: both go into its offsets entry before anything runs.
-        watermarks = BatchWatermarks(self.watermarks.current_ms, self._last_batch_watermark)
-        batch = PlannedBatch(batch_id, time, start, end, latest, now, self._progress.trigger_started(now), self._sequence,
+        current = self.watermarks.current_ms if self._watermarked else self._fixed_watermark_ms
+        late = self._last_batch_watermark
+        watermarks = BatchWatermarks(current, late) if current or late else _NO_WATERMARKS
+        batch = PlannedBatch(batch_id, time, start, end, latest, now, progress.trigger_started(now), self._sequence,
                              has_data, False, watermarks)
-        self._last_batch_watermark = watermarks.eviction_ms
-        batch.durations["latestOffset"] = planned_at - now
-        self._progress.set_status("Writing offsets to log", has_data, True)
+        self._last_batch_watermark = current
+        durations = batch.durations
+        durations["latestOffset"] = planned_at - now
         if self._batch_log is not None:  # in memory there is nothing to write, nor to time
+            progress.set_status("Writing offsets to log", has_data, True)
             tick = self._stopwatch()
             await self._log_offsets(batch)
             elapsed = self._stopwatch() - tick
             batch.critical_ns += elapsed
             self._stats["wal_ns"] += elapsed
-        batch.planned_at = self._clock.now().milliseconds
-        batch.durations["walCommit"] = batch.planned_at - planned_at
+            batch.planned_at = clock.now().milliseconds
+        else:
+            batch.planned_at = planned_at
+        durations["walCommit"] = batch.planned_at - planned_at
         self._last_end = end
         self._last_planned = time
-        self._planned[time] = batch
-        self._graph.set_batch_offsets(time, start, end)
-        self._hand_watermarks(time, watermarks)
-        self._stats["planned"] += 1
-        self._progress.set_status("Processing new data" if has_data else "Processing a batch without new data", has_data, True)
-
-    def _hand_watermarks(self, time: Time, watermarks: BatchWatermarks) -> None:
+        self._planned[time.milliseconds] = batch
+        graph.set_batch_offsets(time, start, end)
         # Without watermarked inputs (and with both watermarks 0, what a graph answers for a batch
         # it was not told about) nothing is handed over: batch_finished takes back only what was
         # handed over, and a graph would otherwise keep an entry for every batch of the run.
-        if self.watermarks.enabled or watermarks.eviction_ms or watermarks.late_ms:
+        if watermarks is not _NO_WATERMARKS or self._watermarked:
+            graph.set_batch_watermarks(time, watermarks)
+        self._stats["planned"] += 1
+        progress.set_status("Processing new data" if has_data else "Processing a batch without new data", has_data, True)
+
+    def _plan_rerun(self, time: Time, recovered: RecoveredBatch, now: int) -> None:
+        # The logged watermarks: a re-run judges its data exactly as the first run did.
+        watermarks = BatchWatermarks(recovered.watermark_ms, recovered.late_watermark_ms)
+        batch = PlannedBatch(recovered.batch_id, time, recovered.start, recovered.end, None, now,
+                             self._progress.trigger_started(now), self._sequence, True, True, watermarks, offsets_issued=True)
+        self._last_batch_watermark = recovered.watermark_ms
+        batch.planned_at = now
+        self._planned[time.milliseconds] = batch
+        self._graph.set_batch_offsets(time, batch.start, batch.end)
+        self._hand_watermarks(time, watermarks)
+        self._stats["planned"] += 1
+        self._progress.set_status("Processing new data", True, True)
+
+    def _hand_watermarks(self, time: Time, watermarks: BatchWatermarks) -> None:
+        # As plan_batch does: only what batch_finished takes back.
+        if self._watermarked or watermarks.eviction_ms or watermarks.late_ms:
             self._graph.set_batch_watermarks(time, watermarks)
 
     def _offsets(self, offsets: Sequence[Offset], method: str) -> tuple[Offset, ...]:
@@ -372,7 +399,7 @@ class MicroBatchTracker:
 
         A failed batch is left uncommitted: a restart runs it again.
         """
-        batch = self._planned.pop(job_set.time, None)
+        batch = self._planned.pop(job_set.time.milliseconds, None)
         if batch is None:
             return
         if not succeeded:
@@ -380,24 +407,28 @@ class MicroBatchTracker:
             self._progress.set_status("Waiting for next trigger", self._progress.data_available, bool(self._planned))
             self._notify()
             return
-        committing_at = self._clock.now().milliseconds
-        watermarked = self.watermarks.enabled
+        clock = self._clock
+        committing_at = clock.now().milliseconds
+        watermarked = self._watermarked
+        graph = self._graph
         if watermarked:
             # What this batch saw moves the watermark the next batch to be planned runs with;
             # its commit records it (nextBatchWatermarkMs).
-            seen = tuple(self._graph.event_time_stats(batch.time))
+            seen = tuple(graph.event_time_stats(batch.time))
             self.watermarks.update(seen)
             for stats in seen:
                 if stats is not None:
                     batch.event_time = stats.merge(batch.event_time)
-        elif batch.watermarks.eviction_ms or batch.watermarks.late_ms:
-            self._graph.event_time_stats(batch.time)  # no watermarked input: only takes back what plan_batch handed over
-        batch.next_watermark_ms = self.watermarks.current_ms
-        batch.state_operators = tuple(self._graph.state_operators(batch.time))
+            batch.next_watermark_ms = self.watermarks.current_ms
+        else:
+            if batch.watermarks.eviction_ms or batch.watermarks.late_ms:
+                graph.event_time_stats(batch.time)  # no watermarked input: only takes back what plan_batch handed over
+            batch.next_watermark_ms = self._fixed_watermark_ms
+        batch.state_operators = tuple(graph.state_operators(batch.time))
         if self.checkpoint is not None:
             # State first: a commit promises that a restart never runs this batch again, so the
             # state it produced must be readable by then.
-            await self._graph.prepare_commit(batch.time, batch.batch_id)
+            await graph.prepare_commit(batch.time, batch.batch_id)
         log = self._batch_log
         if log is not None:  # in memory there is nothing to write, nor to time
             tick = self._stopwatch()
@@ -413,16 +444,18 @@ class MicroBatchTracker:
             batch.critical_ns += elapsed
             self._stats["commit_ns"] += elapsed
         if self.checkpoint is None:
-            await self._graph.commit_offsets(batch.end)  # in memory: nothing is replayed, inputs may let go
+            await graph.commit_offsets(batch.end)  # in memory: nothing is replayed, inputs may let go
         elif not self._async and not self._failure:
             await self._after_commit(batch)
-        end_at = self._clock.now().milliseconds
-        batch.durations["commitOffsets"] = end_at - committing_at
+        end_at = clock.now().milliseconds
+        durations = batch.durations
+        durations["commitOffsets"] = end_at - committing_at
         # Generating the batch's RDDs and jobs (Spark's queryPlanning: planning the batch's query).
-        batch.durations["queryPlanning"] = max(0, job_set.submission_time.milliseconds - batch.planned_at)
-        if job_set.processing_start is not None and job_set.processing_end is not None:
-            batch.durations["addBatch"] = job_set.processing_end.since(job_set.processing_start).milliseconds
-        batch.durations["triggerExecution"] = end_at - batch.trigger_start
+        durations["queryPlanning"] = max(0, job_set.submission_time.milliseconds - batch.planned_at)
+        started, ended = job_set.processing_start, job_set.processing_end
+        if started is not None and ended is not None:
+            durations["addBatch"] = ended.milliseconds - started.milliseconds
+        durations["triggerExecution"] = end_at - batch.trigger_start
         self._stats["committed"] += 1
         self.critical_path_ns.append(batch.critical_ns)
         if not batch.has_data:
@@ -523,7 +556,7 @@ class MicroBatchTracker:
 
     def rendered_offsets(self, time: Time) -> tuple[str, str] | None:
         """Batch ``time``'s start and end offsets as Spark renders an offset seq (``[o1, o2, -]``), if it is planned."""
-        batch = self._planned.get(time)
+        batch = self._planned.get(time.milliseconds)
         if batch is None:
             return None
 

@@ -45,11 +45,12 @@ class ProgressRing:
     def __init__(self, capacity: int) -> None:
         """An empty ring for ``spark.sql.streaming.numRecentProgressUpdates = capacity``."""
         self.capacity = capacity
-        self._reports: collections.deque[_Entry] = collections.deque()
+        # Spark's rule as the deque's own bound: appending beyond it drops the oldest.
+        self._reports: collections.deque[_Entry] = collections.deque(maxlen=max(capacity - 1, 0))
 
     def add(self, progress: StreamingQueryProgress) -> None:
         """Keep ``progress`` as the newest report, dropping the oldest beyond the bound."""
-        self._keep(progress)
+        self._reports.append(progress)
 
     def add_deferred(self, build: Callable[[], StreamingQueryProgress]) -> Callable[[], StreamingQueryProgress]:
         """Keep the report ``build()`` returns as the newest, built when first read; returns its getter.
@@ -58,14 +59,8 @@ class ProgressRing:
         called, as reading it through the ring does.
         """
         entry = _Deferred(build)
-        self._keep(entry)
+        self._reports.append(entry)
         return entry.get
-
-    def _keep(self, entry: _Entry) -> None:
-        reports = self._reports
-        reports.append(entry)
-        while len(reports) >= self.capacity:
-            reports.popleft()
 
     @property
     def last(self) -> StreamingQueryProgress | None:
