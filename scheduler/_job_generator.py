@@ -9,7 +9,7 @@ of queued generations, so that commits and cleanup keep up while the timer catch
 from __future__ import annotations
 
 from collections import deque
-from typing import Awaitable, Callable, Mapping, Sequence, Union, cast
+from typing import Awaitable, Callable, Mapping, Sequence, Union
 
 import anyio
 import anyio.lowlevel
@@ -81,9 +81,11 @@ class JobGenerator:
         self._hooks = tuple(hooks)
         self._report_error = report_error
         self._planner = planner
-        self._inbox: Mailbox[GeneratorMessage | None] = Mailbox()
+        # The batch times to generate, in order (a tick's time goes in as it is, without a
+        # GenerateJobs around it: once per batch), or None: a wake-up for a BatchFinished.
+        self._inbox: Mailbox[Time | None] = Mailbox()
         self._finished: deque[BatchFinished] = deque()
-        self._deferred: deque[GenerateJobs] = deque()  # ticks held while a sequential batch runs
+        self._deferred: deque[Time] = deque()  # ticks held while a sequential batch runs
         self._in_flight: Time | None = None  # the sequential batch submitted and not finished yet
         self._queued_generate = 0
         self.timer = RecurringTimer(clock, batch_duration, self._on_tick, "JobGenerator")
@@ -96,10 +98,10 @@ class JobGenerator:
     # -- posting (synchronous: the timer and the scheduler never wait for the generator) --
 
     def _on_tick(self, time: Time) -> None:
-        # post(GenerateJobs(time)), without the call and the type test: once per batch.
+        # post(GenerateJobs(time)), without the call, the message and the type test: once per batch.
         self._work.started()
         self._queued_generate += 1
-        self._inbox.put_nowait(GenerateJobs(time))
+        self._inbox.put_nowait(time)
 
     def post(self, message: GeneratorMessage) -> None:
         """Queue ``message``; counted as in-flight work until it is handled."""
@@ -110,7 +112,7 @@ class JobGenerator:
             self._inbox.put_nowait(None)
         else:
             self._queued_generate += 1
-            self._inbox.put_nowait(message)
+            self._inbox.put_nowait(message.time)
 
     def close(self) -> None:
         """No more messages: the loop ends once it has handled what is queued."""
@@ -158,18 +160,18 @@ class JobGenerator:
                     self._report_error("Error in job generator", exc, None)
                 finally:
                     self._work.done()
-            if message is not None:  # the inbox holds GenerateJobs only (see post)
-                self._deferred.append(cast(GenerateJobs, message))
+            if message is not None:  # a batch time to generate (see post)
+                self._deferred.append(message)
             # With sequential batches (see BatchPlanner.sequential_batches) a tick waits until
             # the batch before it finished; otherwise each is generated as it comes.
             while self._deferred and self._in_flight is None:
-                generate = self._deferred.popleft()
+                time = self._deferred.popleft()
                 self._queued_generate -= 1
                 try:
                     if not self.discard_new_batches:
-                        submitted = await self._generate_jobs(generate.time)
+                        submitted = await self._generate_jobs(time)
                         if submitted and self._planner is not None and self._planner.sequential_batches:
-                            self._in_flight = generate.time
+                            self._in_flight = time
                 except Exception as exc:
                     self._report_error("Error in job generator", exc, None)
                 finally:
