@@ -202,7 +202,12 @@ class WorkerThreads:
             return await self._run_on_trio(func, args, abandon_on_cancel)
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[T] = loop.create_future()
-        self._put((func, args, loop, waiter))
+        with self._lock:  # _put, inline: once per job
+            if self._shut:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            if not self._threads:
+                self._start()
+            self._calls.put((func, args, loop, waiter))
         if abandon_on_cancel:
             return await waiter
         with anyio.CancelScope(shield=True):

@@ -451,7 +451,8 @@ class MicroBatchTracker:
         durations = batch.durations
         durations["commitOffsets"] = end_at - committing_at
         # Generating the batch's RDDs and jobs (Spark's queryPlanning: planning the batch's query).
-        durations["queryPlanning"] = max(0, job_set.submission_time.milliseconds - batch.planned_at)
+        planning = job_set.submission_time.milliseconds - batch.planned_at
+        durations["queryPlanning"] = planning if planning > 0 else 0
         started, ended = job_set.processing_start, job_set.processing_end
         if started is not None and ended is not None:
             durations["addBatch"] = ended.milliseconds - started.milliseconds

@@ -42,6 +42,12 @@ __all__ = ["DStreamGraph", "GraphStream", "InputStream", "StateOperatorStream", 
 _NO_WATERMARKS = BatchWatermarks(0, 0)
 
 
+def _not_per_input(inputs: Sequence[Any], offsets: Sequence[Offset]) -> ValueError:
+    # The per-batch calls check lengths themselves rather than through zip(strict=True), whose
+    # keyword argument alone costs more than the rest of a one-input zip.
+    return ValueError(f"expected one offset per input stream ({len(inputs)}), got {len(offsets)}: {list(offsets)!r}")
+
+
 class GraphStream(Protocol):
     """The hooks the graph drives on every stream it holds (implemented by ``StreamNode``).
 
@@ -479,12 +485,18 @@ class DStreamGraph:
 
         DStream inputs have no read limits: a batch takes everything that arrived by its time.
         """
-        return [await inp.plan_offset(s, time) for inp, s in zip(self.input_streams, start, strict=True)]
+        inputs = self.input_streams
+        if len(start) != len(inputs):
+            raise _not_per_input(inputs, start)
+        return [await inp.plan_offset(start[i], time) for i, inp in enumerate(inputs)]
 
     def set_batch_offsets(self, time: Time, start: Sequence[Offset], end: Sequence[Offset]) -> None:
         """Batch ``time`` covers ``(start, end]`` of each input."""
-        for inp, s, e in zip(self.input_streams, start, end, strict=True):
-            inp.set_range(time, s, e)
+        inputs = self.input_streams
+        if len(start) != len(inputs) or len(end) != len(inputs):
+            raise _not_per_input(inputs, start if len(start) != len(inputs) else end)
+        for i, inp in enumerate(inputs):
+            inp.set_range(time, start[i], end[i])
 
     def _watermarked(self) -> list[WatermarkStream]:
         if self._watermark_streams is not None:
@@ -520,8 +532,11 @@ class DStreamGraph:
 
     async def commit_offsets(self, end: Sequence[Offset]) -> None:
         """Every batch up to ``end`` is committed: inputs drop log entries no batch still needs."""
-        for inp, e in zip(self.input_streams, end, strict=True):
-            await inp.commit(e)
+        inputs = self.input_streams
+        if len(end) != len(inputs):
+            raise _not_per_input(inputs, end)
+        for i, inp in enumerate(inputs):
+            await inp.commit(end[i])
 
     async def recover(self, zero_time: Time, history: Sequence[RecoveredBatch], first_batch_id: int) -> None:
         """Open every input's log and plan the state restores; the committed batches rebuild windows and state.
