@@ -243,15 +243,19 @@ class WorkerThreads:
         self._put((func, args, None, _Runner(future)))
         return future
 
-    def shutdown(self) -> None:
-        """Take no more calls; drop the queued ones (their callers get a cancellation); end the threads once their
-        current calls end. Does not wait. Idempotent."""
+    def shutdown(self, *, drop_queued: bool = True) -> None:
+        """Take no more calls; end the threads once their current calls end (and, with ``drop_queued=False``, the
+        calls queued before this). Does not wait. Idempotent.
+
+        With ``drop_queued`` (the default, ``ThreadPoolExecutor.shutdown(cancel_futures=True)``) the queued
+        calls are dropped and their callers get a cancellation.
+        """
         with self._lock:
             if self._shut:
                 return
             self._shut = True
         calls = self._calls
-        while True:
+        while drop_queued:
             try:
                 call = calls.get_nowait()
             except Empty:

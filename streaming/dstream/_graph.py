@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Protocol, Sequence, cast, runtime_checkable
 
 import anyio
@@ -28,13 +27,13 @@ from scheduler import (
     ReplayableInput,
     StateOperatorProgress,
     Time,
+    WorkerThreads,
     as_checkpoint_path,
     check_task_file_system,
     library_logger,
     redact_uri,
 )
 
-from ..spark import wait_for_thread
 from ._snapshots import StatefulStream, StateSnapshots
 
 __all__ = ["DStreamGraph", "GraphStream", "InputStream", "StateOperatorStream", "WatermarkStream"]
@@ -245,7 +244,7 @@ class DStreamGraph:
         self.input_infos: InputInfoTracker | None = None
         self._state_operator_streams: list[StateOperatorStream] | None = None  # set by start()
         self._watermark_streams: list[WatermarkStream] | None = None
-        self._generation_thread: ThreadPoolExecutor | None = None
+        self._generation_thread: WorkerThreads | None = None
         self._thread_lock = threading.Lock()
         self._receivers_stop: anyio.Event | None = None
         self.checkpoint_dir: CheckpointPath | None = None
@@ -344,15 +343,15 @@ class DStreamGraph:
         with self._thread_lock:
             thread = self._generation_thread
             if thread is None:
-                thread = self._generation_thread = ThreadPoolExecutor(1, thread_name_prefix="aiodstream-generate")
-        return await wait_for_thread(thread.submit(self._generate_jobs, time), abandon_on_cancel=False)
+                thread = self._generation_thread = WorkerThreads(1, "aiodstream-generate")
+        return await thread.run(self._generate_jobs, time, abandon_on_cancel=False)
 
     def release_threads(self) -> None:
         """Let the generation thread end (when its current batch, if any, is generated)."""
         with self._thread_lock:
             thread, self._generation_thread = self._generation_thread, None
         if thread is not None:
-            thread.shutdown(wait=False)
+            thread.shutdown(drop_queued=False)  # an unpersist queued before still runs
 
     def _generate_jobs(self, time: Time) -> list[Job]:
         if self._snapshots is not None and self._snapshots.restore_pending:

@@ -222,3 +222,22 @@ def test_a_submitted_call_cancelled_before_it_runs_is_skipped(pool: WorkerThread
     assert ran == ["after"]
     with pytest.raises(concurrent.futures.CancelledError):
         queued.result(0)
+
+
+def test_shutdown_keeping_queued_calls_runs_them_first() -> None:
+    """With drop_queued=False the calls queued before the shutdown still run (in order), then the threads end."""
+    pool = WorkerThreads(1, "drain-test")
+    release = threading.Event()
+    ran: list[str] = []
+    running = pool.submit(release.wait, 30)
+    queued = pool.submit(ran.append, "queued")
+    pool.shutdown(drop_queued=False)
+    with pytest.raises(RuntimeError, match="cannot schedule new futures after shutdown"):
+        pool.submit(ran.append, "late")
+    release.set()
+    assert running.result(10) is True
+    assert queued.result(10) is None
+    for thread in pool.threads:
+        thread.join(10)
+        assert not thread.is_alive()
+    assert ran == ["queued"]
