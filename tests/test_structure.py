@@ -613,6 +613,8 @@ def private_reaches(source: str | ast.Module) -> list[tuple[int, str]]:
 # an entry no longer needed fails the test.
 PRIVATE_REACH_ALLOWLIST = [
     ("scheduler/_streams.py", "_get_running_loop", "asyncio's non-raising running-loop lookup (in asyncio.events.__all__)"),
+    ("scheduler/_worker_threads.py", "_register_atexit", "threading: run before the interpreter joins non-daemon threads "
+     "(concurrent.futures' own exit hook; atexit runs too late)"),
     ("scheduler/query/_fsspec_files.py", "_strip_protocol", "fsspec's path form of one file system (no public twin)"),
     ("streaming/simulation/_loop.py", "_format_callback_source", "asyncio's words for a failed callback, as Handle._run reports it"),
     ("streaming/spark/_py4j.py", "_active_spark_context", "pyspark: the running SparkContext (no public getter that does not create one)"),

@@ -43,6 +43,22 @@ STATEFUL_ASYNC_MESSAGE = "Stateful streaming queries does not support async prog
 _NO_WATERMARKS = BatchWatermarks(0, 0)
 
 
+def _checked_offsets(offsets: Sequence[Offset], inputs: int, graph: ReplayableGraph, method: str) -> tuple[Offset, ...]:
+    """``offsets`` as a tuple, checked to be one JSON text or ``None`` per replayable input (a graph may break its annotation)."""
+    result = tuple(offsets)
+    valid = len(result) == inputs
+    given: tuple[object, ...] = result
+    for offset in given:  # a loop, not all() over a generator: this runs twice a batch
+        if offset is not None and not isinstance(offset, str):
+            valid = False
+    if not valid:
+        raise TypeError(
+            f"{type(graph).__name__}.{method}() must return one offset (JSON text or None) per replayable input "
+            f"({inputs}), got {offsets!r}"
+        )
+    return result
+
+
 @attrs.frozen
 class RunPlan:
     """Where a run starts: the grid, the first new batch time, and the logged batches to re-run first."""
@@ -281,33 +297,39 @@ class MicroBatchTracker:
                 write before it) is raised again for every later batch, so no batch runs
                 without its offsets on disk.
         """
-        # Every batch of every context passes here (each is a query): the common case, in memory
-        # without watermarks, makes no call it does not need.
-        failure = self._failure
-        if failure is not None:
-            raise failure
+        if self._failure is not None:  # _raise_failure(), inline: every batch of every context passes here
+            raise self._failure
         grid = self.grid
         if grid is None:
             raise StreamingStateError("MicroBatchTracker.plan_batch() before open()")
         clock = self._clock
         now = clock.now().milliseconds
         self._sequence += 1
-        if self._recovered:
-            recovered = self._recovered.pop(time, None)
-            if recovered is not None:
-                self._plan_rerun(time, recovered, now)
-                return
+        recovered = self._recovered.pop(time, None) if self._recovered else None
+        if recovered is not None:
+            # The logged watermarks: a re-run judges its data exactly as the first run did.
+            watermarks = BatchWatermarks(recovered.watermark_ms, recovered.late_watermark_ms)
+            batch = PlannedBatch(recovered.batch_id, time, recovered.start, recovered.end, None, now,
+                                 self._progress.trigger_started(now), self._sequence, True, True, watermarks, offsets_issued=True)
+            self._last_batch_watermark = recovered.watermark_ms
+            batch.planned_at = now
+            self._planned[time.milliseconds] = batch
+            self._graph.set_batch_offsets(time, batch.start, batch.end)
+            self._hand_watermarks(time, watermarks)
+            self._stats["planned"] += 1
+            self._progress.set_status("Processing new data", True, True)
+            return
         batch_id = grid.batch_id_of(time)
         start = self._last_end
         progress = self._progress
         progress.set_status(self._getting_offsets, progress.data_available, True)
         graph = self._graph
-        latest = self._offsets(await graph.latest_offsets(), "latest_offsets")
+        latest = _checked_offsets(await graph.latest_offsets(), len(self._inputs), graph, "latest_offsets")
         if self.trigger is Trigger.ONCE:
             end = latest  # Once ignores read limits, as in Spark
         else:
             limit = self._target if self._target is not None else latest
-            end = self._offsets(await graph.plan_offsets(start, limit, time), "plan_offsets")
+            end = _checked_offsets(await graph.plan_offsets(start, limit, time), len(self._inputs), graph, "plan_offsets")
         planned_at = clock.now().milliseconds
         has_data = end != start
         # Batch N runs with the watermark that the batches finished so far produced, and drops
@@ -335,45 +357,17 @@ class MicroBatchTracker:
         self._last_planned = time
         self._planned[time.milliseconds] = batch
         graph.set_batch_offsets(time, start, end)
-        # Without watermarked inputs (and with both watermarks 0, what a graph answers for a batch
-        # it was not told about) nothing is handed over: batch_finished takes back only what was
-        # handed over, and a graph would otherwise keep an entry for every batch of the run.
-        if watermarks is not _NO_WATERMARKS or self._watermarked:
+        if watermarks is not _NO_WATERMARKS or self._watermarked:  # _hand_watermarks(), inline
             graph.set_batch_watermarks(time, watermarks)
         self._stats["planned"] += 1
         progress.set_status("Processing new data" if has_data else "Processing a batch without new data", has_data, True)
 
-    def _plan_rerun(self, time: Time, recovered: RecoveredBatch, now: int) -> None:
-        # The logged watermarks: a re-run judges its data exactly as the first run did.
-        watermarks = BatchWatermarks(recovered.watermark_ms, recovered.late_watermark_ms)
-        batch = PlannedBatch(recovered.batch_id, time, recovered.start, recovered.end, None, now,
-                             self._progress.trigger_started(now), self._sequence, True, True, watermarks, offsets_issued=True)
-        self._last_batch_watermark = recovered.watermark_ms
-        batch.planned_at = now
-        self._planned[time.milliseconds] = batch
-        self._graph.set_batch_offsets(time, batch.start, batch.end)
-        self._hand_watermarks(time, watermarks)
-        self._stats["planned"] += 1
-        self._progress.set_status("Processing new data", True, True)
-
     def _hand_watermarks(self, time: Time, watermarks: BatchWatermarks) -> None:
-        # As plan_batch does: only what batch_finished takes back.
+        # Without watermarked inputs (and with both watermarks 0, what a graph answers for a batch
+        # it was not told about) nothing is handed over: batch_finished takes back only what was
+        # handed over, and a graph would otherwise keep an entry for every batch of the run.
         if self._watermarked or watermarks.eviction_ms or watermarks.late_ms:
             self._graph.set_batch_watermarks(time, watermarks)
-
-    def _offsets(self, offsets: Sequence[Offset], method: str) -> tuple[Offset, ...]:
-        result = tuple(offsets)
-        valid = len(result) == len(self._inputs)
-        given: tuple[object, ...] = result  # a graph may break its annotation: checked
-        for offset in given:  # a loop, not all() over a generator: this runs twice a batch
-            if offset is not None and not isinstance(offset, str):
-                valid = False
-        if not valid:
-            raise TypeError(
-                f"{type(self._graph).__name__}.{method}() must return one offset (JSON text or None) per replayable input "
-                f"({len(self._inputs)}), got {offsets!r}"
-            )
-        return result
 
     def _describe_inputs(self) -> str:
         return ", ".join(i.description for i in self._inputs) or "no sources"
@@ -515,12 +509,13 @@ class MicroBatchTracker:
         self._raise_failure()
         start_ms = self._clock.now().milliseconds
         self._progress.set_status(self._getting_offsets, False, True)
-        latest = self._offsets(await self._graph.latest_offsets(), "latest_offsets")
+        latest = _checked_offsets(await self._graph.latest_offsets(), len(self._inputs), self._graph, "latest_offsets")
         if self.trigger is Trigger.ONCE:
             end = latest
         else:
             limit = self._target if self._target is not None else latest
-            end = self._offsets(await self._graph.plan_offsets(self._last_end, limit, self.next_trigger_time()), "plan_offsets")
+            end = _checked_offsets(await self._graph.plan_offsets(self._last_end, limit, self.next_trigger_time()), len(self._inputs),
+                                   self._graph, "plan_offsets")
         if end != self._last_end:
             return True
         end_ms = self._clock.now().milliseconds
