@@ -35,8 +35,11 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import anyio
@@ -88,8 +91,13 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-async def engine_cpu_per_batch(batches: int, how: str) -> float:
-    """CPU seconds per batch of the bare engine, flat out."""
+def toggle_instruments(on: bool) -> None:
+    """Switch callgrind's counting on or off for this process (run under it with ``--instr-atstart=no``)."""
+    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
+
+
+async def engine_cpu_per_batch(batches: int, how: str, count_instructions: bool = False) -> float:
+    """CPU seconds per batch of the bare engine, flat out (``count_instructions``: only the measured batches counted)."""
     clock = ManualClock(0)
     pipeline = Pipeline()
     pipeline.add_source(lambda t: [1, 2, 3], name="numbers")
@@ -103,10 +111,14 @@ async def engine_cpu_per_batch(batches: int, how: str) -> float:
         await runtime.start()
         clock.advance(Seconds(200))  # warm up
         await runtime.wait_until_idle()
+        if count_instructions:
+            toggle_instruments(True)
         cpu = time.process_time()
         clock.advance(Seconds(batches))
         await runtime.wait_until_idle()
         cpu = time.process_time() - cpu
+        if count_instructions:
+            toggle_instruments(False)
         await runtime.stop()
     return cpu / batches
 
@@ -151,7 +163,7 @@ def alternate(rounds: int, measure: Callable[[str], float]) -> dict[str, Any]:
     floor), with a plain do-nothing listener."""
     runs: dict[str, list[float]] = {"without": [], "metrics": [], "ui": [], "floor": [], "plain": []}
     for _ in range(rounds):
-        for how in ("none", "metrics", "ui", "floor", "plain"):
+        for how in VARIANTS:
             runs["without" if how == "none" else how].append(measure(how) * 1e6)
     medians = {k: statistics.median(v) for k, v in runs.items()}
     return {"cpu_us_per_batch_without": round(medians["without"], 2), "cpu_us_per_batch_with": round(medians["metrics"], 2),
@@ -166,19 +178,51 @@ def alternate(rounds: int, measure: Callable[[str], float]) -> dict[str, Any]:
             "rounds": {k: [round(x, 2) for x in v] for k, v in runs.items()}, "load_average": load()}
 
 
+VARIANTS = ("none", "metrics", "ui", "floor", "plain")
+
+
+def instructions_per_batch(how: str, batches: int) -> int:
+    """Instructions of the bare engine's measured batches with ``how`` attached, counted by callgrind in a child, per batch."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                        sys.executable, __file__, "--only", how, "--batches", str(batches), "--count-instructions"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+        totals = [line for line in out.read_text().splitlines() if line.startswith(("totals:", "summary:"))]
+    return round(int(totals[-1].split()[1]) / batches)
+
+
+def instructions(batches: int) -> dict[str, Any]:
+    """Instructions per batch of each variant on the bare engine, and each one's overhead over the bare engine's."""
+    counts = {}
+    for how in VARIANTS:
+        counts[how] = instructions_per_batch(how, batches)
+        print(f"{how}: {counts[how]} instructions per batch, load {load()}", file=sys.stderr, flush=True)
+    base = counts["none"]
+    return {"instructions_per_batch": counts, "overhead": {k: round(v / base - 1, 4) for k, v in counts.items() if k != "none"},
+            "batches": batches, "load_average": load()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=20_000, help="batches per round of the bare engine")
     parser.add_argument("--spark-batches", type=int, default=2_000, help="batches per round on Spark")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--skip-spark", action="store_true")
-    parser.add_argument("--only", choices=["none", "metrics", "ui", "floor", "plain"],
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per batch of each variant on the bare engine under callgrind (children "
+                             "run with --only ... --count-instructions; about 3 minutes), print them, nothing else")
+    parser.add_argument("--count-instructions", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--only", choices=VARIANTS,
                         help="run the bare engine once with this attached, --batches batches, and print nothing else: "
                              "for instruction counts under callgrind (two runs, the difference of their totals)")
     args = parser.parse_args()
+    if args.instructions:
+        print(json.dumps(instructions(args.batches), indent=2))
+        return
     if args.only is not None:
-        print(json.dumps({"only": args.only, "batches": args.batches,
-                          "cpu_us_per_batch": round(anyio.run(engine_cpu_per_batch, args.batches, args.only) * 1e6, 2),
+        cpu = anyio.run(engine_cpu_per_batch, args.batches, args.only, args.count_instructions)
+        print(json.dumps({"only": args.only, "batches": args.batches, "cpu_us_per_batch": round(cpu * 1e6, 2),
                           "load_average": load()}))
         return
     result: dict[str, Any] = {"python": sys.version.split()[0], "load_average_at_start": load()}

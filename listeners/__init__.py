@@ -3,6 +3,7 @@
 The counterpart of Spark's ``StreamingListener`` API and ``StreamingListenerBus``.
 """
 
+from ._batch_log import BatchEntry, BatchLog, LogReader, ProgressEntry, ProgressLog
 from ._builtin import EventRecorder, StatsReportListener
 from ._bus import DEFAULT_LISTENER_EXIT_TIMEOUT, ListenerBusStatistics, OverflowPolicy, StreamingListenerBus
 from ._events import (
@@ -27,7 +28,9 @@ from ._listener_queue import ListenerStatistics, current_listener
 
 __all__ = [
     "BatchCompleted",
+    "BatchEntry",
     "BatchInfo",
+    "BatchLog",
     "BatchRecord",
     "BatchStarted",
     "BatchSubmitted",
@@ -37,10 +40,13 @@ __all__ = [
     "HANDLER_NAMES",
     "ListenerBusStatistics",
     "ListenerStatistics",
+    "LogReader",
     "OutputOperationCompleted",
     "OutputOperationInfo",
     "OutputOperationStarted",
     "OverflowPolicy",
+    "ProgressEntry",
+    "ProgressLog",
     "QueryIdle",
     "QueryProgress",
     "QueryStarted",

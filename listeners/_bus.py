@@ -6,6 +6,7 @@ Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue`` per listener, with an
 from __future__ import annotations
 
 import enum
+from typing import Callable, Mapping
 
 import anyio
 import anyio.abc
@@ -18,12 +19,14 @@ from scheduler import (
     Job,
     JobSet,
     Seconds,
+    StreamingQueryProgress,
     StreamingStateError,
     SystemClock,
     library_logger,
     run_with_timeout,
 )
 
+from ._batch_log import BatchLog, ProgressLog
 from ._events import (
     BatchCompleted,
     BatchStarted,
@@ -152,6 +155,10 @@ class StreamingListenerBus:
         # them (follow_batches): references to the scheduler's own JobSets, snapshotted only when
         # the view reads them, instead of two snapshot events per batch.
         self._active: dict[int, JobSet] | None = None
+        # The completed batches' and progress reports' values, kept once asked for by a view (the
+        # web UI, the metrics) that reads them when it is asked, instead of taking events.
+        self._batch_log: BatchLog | None = None
+        self._progress_log: ProgressLog | None = None
         self._log = library_logger("aiodstream.listeners", component="StreamingListenerBus")
 
     # -- listeners --
@@ -283,6 +290,40 @@ class StreamingListenerBus:
             return []
         return [BatchInfo.from_job_set(job_set) for job_set in list(self._active.values())]
 
+    # -- the logs views read when asked --
+
+    def batch_log(self, retained: int = 1) -> BatchLog:
+        """The log of the batches completed from now on, keeping at least the last ``retained`` (made on the first call).
+
+        For views that read batches when they are asked (the web UI's history, the metrics): one
+        entry per completed batch, made once for all of them, where a listener of
+        ``BatchCompleted`` costs an event and a delivery per batch.
+        """
+        if self._batch_log is None:
+            self._batch_log = BatchLog()
+        self._batch_log.retain(retained)
+        return self._batch_log
+
+    def progress_log(self, retained: int = 1) -> ProgressLog:
+        """The log of a micro-batch query's progress reports from now on, keeping at least the last ``retained`` (made on the first call).
+
+        Each report is built only when a view reads it; its input rows and phase durations are
+        kept as they are (for totals and histograms). Fed by :meth:`on_batch_progress`.
+        """
+        if self._progress_log is None:
+            self._progress_log = ProgressLog()
+        self._progress_log.retain(retained)
+        return self._progress_log
+
+    def keeps_progress(self) -> bool:
+        """Whether a view keeps the progress reports (:meth:`progress_log`)."""
+        return self._progress_log is not None
+
+    def on_batch_progress(self, build: Callable[[], StreamingQueryProgress], rows: int, durations: Mapping[str, int]) -> None:
+        """A micro-batch query committed a batch: keep its report's builder, rows and durations (needs :meth:`progress_log`)."""
+        if self._progress_log is not None:
+            self._progress_log.append(build, rows, durations)
+
     # -- the scheduler's JobSchedulerListener protocol --
 
     async def on_batch_submitted(self, job_set: JobSet) -> None:
@@ -311,9 +352,12 @@ class StreamingListenerBus:
         """Post BatchCompleted."""
         if self._active is not None:
             self._active.pop(job_set.time.milliseconds, None)
+        log = self._batch_log
+        entry = None if log is None else log.append(job_set)
         if BatchCompleted in self._wanted:
             # The batch's values, not its snapshot: BatchInfo is built if a listener reads it.
-            slots = self._offer(event := BatchCompleted.of_record(BatchRecord(job_set)))
+            record = BatchRecord(job_set) if entry is None else BatchRecord.of_entry(entry)
+            slots = self._offer(event := BatchCompleted.of_record(record))
             if slots is not None:
                 await self._post_waiting(event, slots)
 
