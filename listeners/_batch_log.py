@@ -10,19 +10,19 @@ import collections
 import threading
 from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
-from scheduler import JobSet, StreamingQueryProgress, StreamInputInfo
+from scheduler import JobSet, StreamingQueryProgress, StreamingStateError
 
-__all__ = ["BatchEntry", "BatchLog", "LogReader", "Operation", "ProgressEntry", "ProgressLog"]
+from ._info import BatchRecord
 
-Operation = tuple[str, str, "int | None", "int | None", "str | None"]
-"""One output operation of a completed batch: name, description, start ms, end ms, failure reason."""
+__all__ = ["BatchEntry", "BatchLog", "LogReader", "ProgressEntry", "ProgressLog"]
 
-BatchEntry = tuple[int, int, Mapping[int, StreamInputInfo], int, "int | None", "int | None", tuple[Operation, ...], int, int]
-"""A completed batch in the log: ``(seq, batch_time_ms, input infos, submission_ms, processing_start_ms,
-processing_end_ms, operations, failures, num_records)``; ``seq`` counts the log's batches from 1.
+BatchEntry = tuple[int, "JobSet | BatchRecord"]
+"""A completed batch in the log: ``(seq, batch)``; ``seq`` counts the log's batches from 1.
 
-A plain tuple (made in C, and untracked by the garbage collector once it holds only ints and
-strings) rather than a record class: one is made for every completed batch.
+``batch`` is the scheduler's own ``JobSet`` when every job succeeded (it no longer changes, and the
+log let go of its jobs' functions, whose closures hold the batch's data), else the batch's
+:class:`BatchRecord`, whose failure reasons are formatted once (a failure's traceback holds the
+frames, and so the data, of the code that raised).
 """
 
 ProgressEntry = tuple[int, Callable[[], StreamingQueryProgress], int, Mapping[str, int]]
@@ -31,6 +31,13 @@ ProgressEntry = tuple[int, Callable[[], StreamingQueryProgress], int, Mapping[st
 E = TypeVar("E", bound="tuple[Any, ...]")
 
 _NEVER = 1 << 62  # no reader: nothing ever has to be folded before it leaves the ring
+
+READER_BATCH = 128
+"""A log with readers keeps at least this many entries, so that they fold entries in runs of at least this many."""
+
+
+def _ran() -> None:
+    raise StreamingStateError("this job already ran: its batch completed")
 
 
 class LogReader(Generic[E]):
@@ -86,6 +93,7 @@ class _Ring(Generic[E]):
         """A reader that folds every entry appended from now on (see :meth:`catch_up`)."""
         reader = LogReader(fold, self.appended)
         self._readers = [*self._readers, reader]
+        self.retain(READER_BATCH)
         self._reschedule()
         return reader
 
@@ -93,13 +101,16 @@ class _Ring(Generic[E]):
         """Fold what ``reader`` has not seen yet (a view that is asked calls this first)."""
         reader.catch_up(list(self._entries))
 
+    def _fold_all(self) -> None:
+        # The ring is about to drop an entry some reader has not folded: fold for all first.
+        entries = list(self._entries)
+        for reader in self._readers:
+            reader.catch_up(entries)
+        self._reschedule()
+
     def _push(self, entry: E) -> None:
         if entry[0] >= self._due:
-            # The ring is about to drop an entry some reader has not folded: fold for all first.
-            entries = list(self._entries)
-            for reader in self._readers:
-                reader.catch_up(entries)
-            self._reschedule()
+            self._fold_all()
         self._entries.append(entry)
 
     def _reschedule(self) -> None:
@@ -115,32 +126,28 @@ class BatchLog(_Ring[BatchEntry]):
     registers a :meth:`reader` for totals.
     """
 
-    def append(self, job_set: JobSet) -> BatchEntry:
-        """Take ``job_set``'s values now (it has completed) and append them; returns the entry."""
-        # Called for every completed batch: loops rather than comprehensions, ints rather than Time objects.
-        operations: list[Operation] = []
-        failures = 0
-        for job in job_set.jobs:
-            start, end = job.start_time, job.end_time
+    def append(self, job_set: JobSet) -> None:
+        """Append ``job_set``, which has completed (see :data:`BatchEntry`)."""
+        # Called for every completed batch: the common case (one job, no failure) in the fewest
+        # instructions, the JobSet itself rather than a copy of its values.
+        jobs = job_set.jobs
+        if len(jobs) == 1:
+            job = jobs[0]
             if job.failure is None:
-                reason = None
-            else:  # formats a traceback: only a failed job has one to format
-                failures += 1
-                reason = job.failure_reason
-            operations.append((job.name, job.description, None if start is None else start.milliseconds,
-                               None if end is None else end.milliseconds, reason))
-        # The JobSet's own input infos: a per-batch copy nobody changes once the batch completed.
-        inputs = job_set.input_infos
-        total = 0
-        for info in inputs.values():
-            total += info.num_records
-        start, end = job_set.processing_start, job_set.processing_end
+                job.func = _ran
+                batch: JobSet | BatchRecord = job_set
+            else:
+                batch = BatchRecord(job_set)
+        elif any(job.failure is not None for job in jobs):
+            batch = BatchRecord(job_set)
+        else:
+            for job in jobs:
+                job.func = _ran
+            batch = job_set
         self.appended = seq = self.appended + 1
-        entry: BatchEntry = (seq, job_set.time.milliseconds, inputs, job_set.submission_time.milliseconds,
-                             None if start is None else start.milliseconds, None if end is None else end.milliseconds,
-                             tuple(operations), failures, total)
-        self._push(entry)
-        return entry
+        if seq >= self._due:
+            self._fold_all()
+        self._entries.append((seq, batch))
 
     def __repr__(self) -> str:
         return f"<BatchLog [{self.appended} batches, {len(self._entries)} retained, {len(self._readers)} readers]>"

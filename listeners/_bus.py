@@ -353,11 +353,11 @@ class StreamingListenerBus:
         if self._active is not None:
             self._active.pop(job_set.time.milliseconds, None)
         log = self._batch_log
-        entry = None if log is None else log.append(job_set)
+        if log is not None:
+            log.append(job_set)
         if BatchCompleted in self._wanted:
             # The batch's values, not its snapshot: BatchInfo is built if a listener reads it.
-            record = BatchRecord(job_set) if entry is None else BatchRecord.of_entry(entry)
-            slots = self._offer(event := BatchCompleted.of_record(record))
+            slots = self._offer(event := BatchCompleted.of_record(BatchRecord(job_set)))
             if slots is not None:
                 await self._post_waiting(event, slots)
 

@@ -6,7 +6,7 @@ a value taken at the moment its event was posted; later changes to the batch nev
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
 import attrs
 
@@ -172,14 +172,6 @@ class BatchRecord:
         for info in inputs.values():
             total += info.num_records
         self.num_records = total
-
-    @classmethod
-    def of_entry(cls, entry: tuple[Any, ...]) -> BatchRecord:
-        """The record of a batch log's entry (:data:`~listeners.BatchEntry`): the same values, not copied again."""
-        record = cls.__new__(cls)
-        (_, record.batch_time_ms, record.stream_id_to_input_info, record.submission_ms, record.processing_start_ms,
-         record.processing_end_ms, record.operations, record.failures, record.num_records) = entry
-        return record
 
     @classmethod
     def of_info(cls, info: BatchInfo) -> BatchRecord:

@@ -36,6 +36,7 @@ from listeners import (
     StreamingEvent,
     StreamingStarted,
 )
+from scheduler import JobSet
 
 from ._failures import error_summary, headline
 
@@ -187,11 +188,11 @@ class ContextHistory:
 
     def _count_batches(self, entries: Sequence[BatchEntry]) -> None:
         completed = failed = records = 0
-        for entry in entries:
+        for _, batch in entries:
             completed += 1
-            if entry[7]:
+            if isinstance(batch, BatchRecord) and batch.failures:  # a job failed (see BatchEntry)
                 failed += 1
-            records += entry[8]
+            records += batch.num_records
         self._completed_batches += completed
         self._failed_batches += failed
         self._records += records
@@ -298,10 +299,11 @@ class ContextHistory:
             self._batch_reader.catch_up(entries)
             infos = self._infos
             built = infos[-1][0] + base if infos else base
-            for entry in entries:
-                if entry[0] > built:
+            for seq, batch in entries:
+                if seq > built:
                     # Built once, on the first read after the batch completed, and kept.
-                    infos.append((entry[0] - base, BatchRecord.of_entry(entry).batch_info()))
+                    info = BatchInfo.from_job_set(batch) if type(batch) is JobSet else batch.batch_info()  # type: ignore[union-attr]
+                    infos.append((seq - base, info))
             return list(infos)
 
     def active(self) -> dict[int, tuple[str, BatchInfo]]:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from listeners import (
     BatchCompleted,
     BatchEntry,
+    BatchRecord,
     ListenerBusStatistics,
     ProgressEntry,
     QueryProgress,
@@ -25,6 +26,7 @@ from listeners import (
     ReceiverStopped,
     StreamingListenerBus,
 )
+from scheduler import JobSet
 
 from ._extras import require
 
@@ -85,24 +87,50 @@ class _QueryState:
             catch_up()
 
     def fold_batches(self, entries: Sequence[BatchEntry]) -> None:
-        """Observe completed batches read from a batch log: what ``on_batch_completed`` does per event, in one loop."""
-        scheduling, processing, total = self.scheduling, self.processing, self.total
+        """Observe completed batches read from a batch log: what ``on_batch_completed`` does per event, in one loop.
+
+        The histograms' observations are inlined (``_Histogram.observe``: the bucket's count, then
+        the sum, in the batches' order, so the sums are the same floats as one observation at a time).
+        """
+        bounds = DELAY_BUCKETS_S
+        for histogram in (self.scheduling, self.processing, self.total):
+            assert histogram.bounds is bounds
+        scheduling, processing, total = self.scheduling.counts, self.processing.counts, self.total.counts
+        scheduling_sum, processing_sum, total_sum = self.scheduling.sum, self.processing.sum, self.total.sum
+        bucket = bisect.bisect_left
         records = self.records
         completed = failed = succeeded = failed_operations = 0
-        for _, _, inputs, submitted, began, ended, operations, failures, _ in entries:
+        for _, batch in entries:
+            if type(batch) is JobSet:  # every job succeeded (see BatchEntry)
+                submitted = batch.submission_time.milliseconds
+                start, end = batch.processing_start, batch.processing_end
+                began = None if start is None else start.milliseconds
+                ended = None if end is None else end.milliseconds
+                failures, operations, inputs = 0, len(batch.jobs), batch.input_infos
+            else:
+                assert isinstance(batch, BatchRecord)
+                submitted, began, ended = batch.submission_ms, batch.processing_start_ms, batch.processing_end_ms
+                failures, operations, inputs = batch.failures, len(batch.operations), batch.stream_id_to_input_info
             if began is not None:
-                scheduling.observe((began - submitted) / 1000)
+                value = (began - submitted) / 1000
+                scheduling[bucket(bounds, value)] += 1
+                scheduling_sum += value
                 if ended is not None:
-                    processing.observe((ended - began) / 1000)
-                    total.observe((ended - submitted) / 1000)
+                    value = (ended - began) / 1000
+                    processing[bucket(bounds, value)] += 1
+                    processing_sum += value
+                    value = (ended - submitted) / 1000
+                    total[bucket(bounds, value)] += 1
+                    total_sum += value
             if failures:
                 failed += 1
                 failed_operations += failures
             else:
                 completed += 1
-            succeeded += len(operations) - failures
+            succeeded += operations - failures
             for stream_id, input_info in inputs.items():
                 records[stream_id] = records.get(stream_id, 0) + input_info.num_records
+        self.scheduling.sum, self.processing.sum, self.total.sum = scheduling_sum, processing_sum, total_sum
         self.batches["completed"] += completed
         self.batches["failed"] += failed
         self.output_operations["succeeded"] += succeeded
