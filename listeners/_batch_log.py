@@ -14,7 +14,7 @@ from scheduler import JobSet, StreamingQueryProgress, StreamingStateError
 
 from ._info import BatchRecord
 
-__all__ = ["BatchEntry", "BatchLog", "LogReader", "ProgressEntry", "ProgressLog"]
+__all__ = ["BatchEntry", "BatchLog", "LogReader", "ProgressEntry", "ProgressLog", "completed_batch"]
 
 BatchEntry = tuple[int, "JobSet | BatchRecord"]
 """A completed batch in the log: ``(seq, batch)``; ``seq`` counts the log's batches from 1.
@@ -38,6 +38,30 @@ READER_BATCH = 128
 
 def _ran() -> None:
     raise StreamingStateError("this job already ran: its batch completed")
+
+
+def completed_batch(job_set: JobSet) -> JobSet | BatchRecord:
+    """What may be kept of ``job_set``, which has completed: itself with its jobs' functions let go, or a BatchRecord if a job failed.
+
+    A job's function (its closure holds the batch's data) is never called again once its batch
+    completed; a failure's traceback holds the frames, and so the data, of the code that raised,
+    so a failed batch is kept as its values, with each failure formatted once.
+    """
+    # Called for every completed batch that something keeps: the common case (one job, no failure)
+    # in the fewest instructions.
+    jobs = job_set.jobs
+    if len(jobs) == 1:
+        job = jobs[0]
+        if job.failure is not None:
+            return BatchRecord(job_set)
+        job.func = _ran
+        return job_set
+    for job in jobs:
+        if job.failure is not None:
+            return BatchRecord(job_set)
+    for job in jobs:
+        job.func = _ran
+    return job_set
 
 
 class LogReader(Generic[E]):
@@ -126,24 +150,8 @@ class BatchLog(_Ring[BatchEntry]):
     registers a :meth:`reader` for totals.
     """
 
-    def append(self, job_set: JobSet) -> None:
-        """Append ``job_set``, which has completed (see :data:`BatchEntry`)."""
-        # Called for every completed batch: the common case (one job, no failure) in the fewest
-        # instructions, the JobSet itself rather than a copy of its values.
-        jobs = job_set.jobs
-        if len(jobs) == 1:
-            job = jobs[0]
-            if job.failure is None:
-                job.func = _ran
-                batch: JobSet | BatchRecord = job_set
-            else:
-                batch = BatchRecord(job_set)
-        elif any(job.failure is not None for job in jobs):
-            batch = BatchRecord(job_set)
-        else:
-            for job in jobs:
-                job.func = _ran
-            batch = job_set
+    def append(self, batch: JobSet | BatchRecord) -> None:
+        """Append a completed batch (see :data:`BatchEntry`, and :func:`completed_batch` for what to pass)."""
         self.appended = seq = self.appended + 1
         if seq >= self._due:
             self._fold_all()

@@ -26,7 +26,7 @@ from scheduler import (
     run_with_timeout,
 )
 
-from ._batch_log import BatchLog, ProgressLog
+from ._batch_log import BatchLog, ProgressLog, completed_batch
 from ._events import (
     BatchCompleted,
     BatchStarted,
@@ -353,11 +353,17 @@ class StreamingListenerBus:
         if self._active is not None:
             self._active.pop(job_set.time.milliseconds, None)
         log = self._batch_log
+        wanted = BatchCompleted in self._wanted
+        if log is None and not wanted:
+            return
+        # Kept by the log, or by listeners for as long as they like: the JobSet without its jobs'
+        # functions, or a record of it if a job failed; a BatchInfo is built only if a listener reads it.
+        batch = completed_batch(job_set)
         if log is not None:
-            log.append(job_set)
-        if BatchCompleted in self._wanted:
-            # The batch's values, not its snapshot: BatchInfo is built if a listener reads it.
-            slots = self._offer(event := BatchCompleted.of_record(BatchRecord(job_set)))
+            log.append(batch)
+        if wanted:
+            event = BatchCompleted.of_record(batch) if isinstance(batch, BatchRecord) else BatchCompleted.of_completed(batch)
+            slots = self._offer(event)
             if slots is not None:
                 await self._post_waiting(event, slots)
 

@@ -22,7 +22,6 @@ from listeners import (
     BatchEntry,
     BatchInfo,
     BatchLog,
-    BatchRecord,
     BatchStarted,
     BatchSubmitted,
     ProgressLog,
@@ -187,12 +186,15 @@ class ContextHistory:
             log.catch_up(self._batch_reader)
 
     def _count_batches(self, entries: Sequence[BatchEntry]) -> None:
-        completed = failed = records = 0
+        failed = records = 0
         for _, batch in entries:
-            completed += 1
-            if isinstance(batch, BatchRecord) and batch.failures:  # a job failed (see BatchEntry)
+            if type(batch) is JobSet:  # every job succeeded (see BatchEntry)
+                for info in batch.input_infos.values():
+                    records += info.num_records
+            else:  # a BatchRecord: some job failed
                 failed += 1
-            records += batch.num_records
+                records += batch.num_records
+        completed = len(entries)
         self._completed_batches += completed
         self._failed_batches += failed
         self._records += records

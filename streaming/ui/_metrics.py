@@ -98,6 +98,7 @@ class _QueryState:
         scheduling, processing, total = self.scheduling.counts, self.processing.counts, self.total.counts
         scheduling_sum, processing_sum, total_sum = self.scheduling.sum, self.processing.sum, self.total.sum
         bucket = bisect.bisect_left
+        first = bounds[0]
         records = self.records
         completed = failed = succeeded = failed_operations = 0
         for _, batch in entries:
@@ -112,15 +113,16 @@ class _QueryState:
                 submitted, began, ended = batch.submission_ms, batch.processing_start_ms, batch.processing_end_ms
                 failures, operations, inputs = batch.failures, len(batch.operations), batch.stream_id_to_input_info
             if began is not None:
+                # The first bucket without a bisect: most batches' delays are a few ms.
                 value = (began - submitted) / 1000
-                scheduling[bucket(bounds, value)] += 1
+                scheduling[0 if value <= first else bucket(bounds, value)] += 1
                 scheduling_sum += value
                 if ended is not None:
                     value = (ended - began) / 1000
-                    processing[bucket(bounds, value)] += 1
+                    processing[0 if value <= first else bucket(bounds, value)] += 1
                     processing_sum += value
                     value = (ended - submitted) / 1000
-                    total[bucket(bounds, value)] += 1
+                    total[0 if value <= first else bucket(bounds, value)] += 1
                     total_sum += value
             if failures:
                 failed += 1
