@@ -36,7 +36,7 @@ from ._events import (
     StreamingEvent,
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo
-from ._listener_queue import DeliveryControl, ListenerQueue, ListenerStatistics, name_of
+from ._listener_queue import LINGER_EVENTS, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
 
 __all__ = [
     "DEFAULT_LISTENER_EXIT_TIMEOUT",
@@ -185,7 +185,7 @@ class StreamingListenerBus:
         """
         if self._closed:
             raise StreamingStateError("cannot add a listener to a closed listener bus")
-        slot = ListenerQueue(listener, name or name_of(listener), self.capacity, on_loop, inline, self._log)
+        slot = ListenerQueue(listener, name or name_of(listener), self.capacity, on_loop, inline, self._log, self._clock)
         self._slots = [*self._slots, slot]
         self._refresh_wanted()
         if self._tg is not None:
@@ -198,6 +198,7 @@ class StreamingListenerBus:
                 self._slots = [s for s in self._slots if s is not slot]
                 self._refresh_wanted()
                 slot.queue.close()
+                slot.end_linger()
                 if slot.inline:  # nothing queued: its final counts are final now
                     self._removed_stats.append(slot.statistics())
                 else:
@@ -248,8 +249,9 @@ class StreamingListenerBus:
             if kind not in slot.handlers:
                 slot.skipped += 1  # nothing to call: counted as delivered, never queued
                 continue
+            queue = slot.queue
             try:
-                slot.queue.put_nowait(event)
+                queue.put_nowait(event)
             except anyio.WouldBlock:
                 if self.overflow is OverflowPolicy.BLOCK:
                     return slots[n:]
@@ -258,6 +260,8 @@ class StreamingListenerBus:
             except anyio.ClosedResourceError:
                 continue  # removed meanwhile, or its dispatcher is gone
             slot.accepted += 1
+            if slot.filled is not None and len(queue) >= LINGER_EVENTS:
+                slot.filled.set()  # it lingers for a run this long: the trip starts
         return None
 
     async def _post_waiting(self, event: StreamingEvent, slots: list[ListenerQueue] | None) -> None:
@@ -417,6 +421,7 @@ class StreamingListenerBus:
         self._closed = True
         for slot in self._slots:
             slot.queue.close()
+            slot.end_linger()
         if self._closing is not None:
             self._closing.set()
         dropped = sum(slot.dropped for slot in self._slots)
@@ -474,6 +479,8 @@ class StreamingListenerBus:
         targets = [(slot, slot.accepted) for slot in (*self._slots, *self._removed)]
         control = self._control
         control.waiters += 1
+        for slot, _ in targets:
+            slot.end_linger()  # a waiter ends every linger: what is queued goes now
         try:
             for slot, target in targets:
                 while slot.processed < target and not slot.ended:
