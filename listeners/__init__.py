@@ -3,7 +3,7 @@
 The counterpart of Spark's ``StreamingListener`` API and ``StreamingListenerBus``.
 """
 
-from ._batch_log import BatchEntry, BatchLog, LogReader, ProgressEntry, ProgressLog
+from ._batch_log import BatchEntry, BatchLog, LogReader, ProgressEntry, ProgressLog, completed_batch
 from ._builtin import EventRecorder, StatsReportListener
 from ._bus import DEFAULT_LISTENER_EXIT_TIMEOUT, ListenerBusStatistics, OverflowPolicy, StreamingListenerBus
 from ._events import (
@@ -34,6 +34,7 @@ __all__ = [
     "BatchRecord",
     "BatchStarted",
     "BatchSubmitted",
+    "completed_batch",
     "current_listener",
     "DEFAULT_LISTENER_EXIT_TIMEOUT",
     "EventRecorder",
