@@ -24,7 +24,7 @@ from ._events import (
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo, ReceiverInfo
 from ._listener import HANDLER_NAMES, StreamingListener
-from ._listener_queue import ListenerStatistics, current_listener
+from ._listener_queue import LINGER, LINGER_EVENTS, ListenerStatistics, current_listener
 
 __all__ = [
     "BatchCompleted",
@@ -39,6 +39,8 @@ __all__ = [
     "DEFAULT_LISTENER_EXIT_TIMEOUT",
     "EventRecorder",
     "HANDLER_NAMES",
+    "LINGER",
+    "LINGER_EVENTS",
     "ListenerBusStatistics",
     "ListenerStatistics",
     "LogReader",

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from listeners import (
+    LINGER_EVENTS,
     BatchLog,
     BatchRecord,
     StreamingListener,
@@ -14,8 +15,7 @@ from listeners import (
     StreamingStarted,
     completed_batch,
 )
-from listeners._listener_queue import LINGER_EVENTS
-from scheduler import Job, JobSet, ManualClock, Milliseconds, StreamInputInfo, StreamingStateError, Time
+from scheduler import Job, JobSet, ManualClock, Milliseconds, StreamingStateError, StreamInputInfo, Time
 from tests.anyio_support import BACKENDS, run, settle
 from tests.listeners.test_bus import running
 from tests.support import wait_until
@@ -63,7 +63,7 @@ def test_a_kept_batch_lets_go_of_its_jobs_functions_and_a_failed_one_is_kept_as_
     """A succeeded JobSet is kept itself, its job's function refusing to run again; a failed one becomes its BatchRecord."""
     ok = completed(1)
     assert completed_batch(ok) is ok
-    with pytest.raises(StreamingStateError, match="^this job already ran: its batch completed$"):
+    with pytest.raises(StreamingStateError, match=r"^this job already ran: its batch completed$"):
         ok.jobs[0].func()
     failed = completed(2, fail=True)
     record = completed_batch(failed)
