@@ -23,10 +23,13 @@ a plain (synchronous, not inline) do-nothing listener of ``BatchCompleted``
 Targets (issue 28): the UI and metrics attached (``ui_and_metrics_overhead``: a ``StreamingUI``,
 which feeds a ``StreamingMetrics`` too) at most 10% more CPU per batch on the bare engine and 2% on
 the Spark context; the plain listener at most 10% off the engine's flat-out rate.
-Run: ``python bench/bench_metrics.py`` (about 2 minutes; ``--skip-spark``: 15 s). Instructions per
-batch, which a loaded machine does not move: ``--only <variant> --batches N`` under
-``valgrind --tool=callgrind`` for N = 500 and 1,500, the difference of the totals divided by 1,000
-(about 2 minutes per run under valgrind).
+Every program warms up past the UI's 1,000 retained batches first, so each round measures the
+steady state (a batch kept lets an old one go).
+Run: ``python bench/bench_metrics.py`` (about 3 minutes on a quiet machine; ``--skip-spark``: 30 s).
+Instructions per batch, which a loaded machine does not move: ``--instructions`` runs each variant
+once in a child under ``valgrind --tool=callgrind --instr-atstart=no`` that counts only the measured
+batches (about 3 minutes with ``--batches 1000``); ``--instructions --spark-only --batches 300``
+counts the no-op Spark context's driver process the same way (about 10 minutes).
 """
 
 from __future__ import annotations
@@ -128,7 +131,7 @@ async def engine_cpu_per_batch(batches: int, how: str, count_instructions: bool 
     return cpu / batches
 
 
-def spark_cpu_per_batch(sc: Any, batches: int, how: str) -> float:
+def spark_cpu_per_batch(sc: Any, batches: int, how: str, count_instructions: bool = False) -> float:
     """CPU seconds per batch of a no-op StreamingContext on Spark, flat out on a manual clock."""
     from streaming import StreamingContext
 
@@ -138,12 +141,17 @@ def spark_cpu_per_batch(sc: Any, batches: int, how: str) -> float:
             ssc.queueStream([[]], default=[]).foreachRDD(lambda rdd: None)
             attach(ssc, how)
             await ssc.start_async()
-            clock.advance(Seconds(20))  # warm up: thread pool, py4j connections
+            # Warm up (thread pool, py4j connections) past the UI's retained batches, as the bare engine.
+            clock.advance(Seconds(WARM_UP_BATCHES))
             await ssc.runtime.wait_until_idle()
+            if count_instructions:
+                toggle_instruments(True)
             cpu = time.process_time()
             clock.advance(Seconds(batches))
             await ssc.runtime.wait_until_idle()
             cpu = time.process_time() - cpu
+            if count_instructions:
+                toggle_instruments(False)
             await ssc.stop_async()
         return cpu / batches
 
@@ -186,25 +194,39 @@ def alternate(rounds: int, measure: Callable[[str], float]) -> dict[str, Any]:
 VARIANTS = ("none", "metrics", "ui", "floor", "plain")
 
 
-def instructions_per_batch(how: str, batches: int) -> int:
-    """Instructions of the bare engine's measured batches with ``how`` attached, counted by callgrind in a child, per batch."""
+def spark_context() -> Any:
+    """A local[2] SparkContext with its UI off."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
+
+    sc = SparkContext.getOrCreate(SparkConf().setMaster("local[2]").setAppName("bench-metrics")
+                                  .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false"))
+    sc.setLogLevel("ERROR")
+    return sc
+
+
+def instructions_per_batch(how: str, batches: int, spark: bool = False) -> int:
+    """Instructions of the measured batches with ``how`` attached (the bare engine, or the no-op Spark context's driver
+    process with ``spark``), counted by callgrind in a child, per batch."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-                        sys.executable, __file__, "--only", how, "--batches", str(batches), "--count-instructions"],
+                        sys.executable, __file__, "--only", how, "--batches", str(batches), "--count-instructions",
+                        *(["--spark-only"] if spark else [])],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
         totals = [line for line in out.read_text().splitlines() if line.startswith(("totals:", "summary:"))]
     return round(int(totals[-1].split()[1]) / batches)
 
 
-def instructions(batches: int) -> dict[str, Any]:
-    """Instructions per batch of each variant on the bare engine, and each one's overhead over the bare engine's."""
+def instructions(batches: int, spark: bool = False) -> dict[str, Any]:
+    """Instructions per batch of each variant (bare engine, or the Spark context's driver), and each one's overhead."""
     counts = {}
     for how in VARIANTS:
-        counts[how] = instructions_per_batch(how, batches)
+        counts[how] = instructions_per_batch(how, batches, spark)
         print(f"{how}: {counts[how]} instructions per batch, load {load()}", file=sys.stderr, flush=True)
     base = counts["none"]
-    return {"instructions_per_batch": counts, "overhead": {k: round(v / base - 1, 4) for k, v in counts.items() if k != "none"},
+    return {"program": "spark_context" if spark else "engine", "instructions_per_batch": counts,
+            "overhead": {k: round(v / base - 1, 4) for k, v in counts.items() if k != "none"},
             "batches": batches, "load_average": load()}
 
 
@@ -218,15 +240,22 @@ def main() -> None:
                         help="count instructions per batch of each variant on the bare engine under callgrind (children "
                              "run with --only ... --count-instructions; about 3 minutes), print them, nothing else")
     parser.add_argument("--count-instructions", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--spark-only", action="store_true",
+                        help="with --instructions or --only: the no-op Spark context instead of the bare engine")
     parser.add_argument("--only", choices=VARIANTS,
                         help="run the bare engine once with this attached, --batches batches, and print nothing else: "
                              "for instruction counts under callgrind (two runs, the difference of their totals)")
     args = parser.parse_args()
     if args.instructions:
-        print(json.dumps(instructions(args.batches), indent=2))
+        print(json.dumps(instructions(args.batches, args.spark_only), indent=2))
         return
     if args.only is not None:
-        cpu = anyio.run(engine_cpu_per_batch, args.batches, args.only, args.count_instructions)
+        if args.spark_only:
+            sc = spark_context()
+            cpu = spark_cpu_per_batch(sc, args.batches, args.only, args.count_instructions)
+            sc.stop()
+        else:
+            cpu = anyio.run(engine_cpu_per_batch, args.batches, args.only, args.count_instructions)
         print(json.dumps({"only": args.only, "batches": args.batches, "cpu_us_per_batch": round(cpu * 1e6, 2),
                           "load_average": load()}))
         return
@@ -234,12 +263,7 @@ def main() -> None:
     result["listener_us_per_batch"] = round(statistics.median(listener_us_per_batch(20_000) for _ in range(5)), 2)
     result["engine"] = alternate(args.rounds, lambda how: anyio.run(engine_cpu_per_batch, args.batches, how))
     if not args.skip_spark:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        from pyspark import SparkConf, SparkContext
-
-        sc = SparkContext.getOrCreate(SparkConf().setMaster("local[2]").setAppName("bench-metrics")
-                                      .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false"))
-        sc.setLogLevel("ERROR")
+        sc = spark_context()
         result["spark_context"] = alternate(args.rounds, lambda how: spark_cpu_per_batch(sc, args.spark_batches, how))
         sc.stop()
     # Issue 28: the UI and metrics at most 10% more CPU per batch on the bare engine and 2% on the
