@@ -23,10 +23,13 @@ a plain (synchronous, not inline) do-nothing listener of ``BatchCompleted``
 Targets (issue 28): the UI and metrics attached (``ui_and_metrics_overhead``: a ``StreamingUI``,
 which feeds a ``StreamingMetrics`` too) at most 10% more CPU per batch on the bare engine and 2% on
 the Spark context; the plain listener at most 10% off the engine's flat-out rate.
-Run: ``python bench/bench_metrics.py`` (about 2 minutes; ``--skip-spark``: 15 s). Instructions per
-batch, which a loaded machine does not move: ``--only <variant> --batches N`` under
-``valgrind --tool=callgrind`` for N = 500 and 1,500, the difference of the totals divided by 1,000
-(about 2 minutes per run under valgrind).
+Every program warms up past the UI's 1,000 retained batches first, so each round measures the
+steady state (a batch kept lets an old one go).
+Run: ``python bench/bench_metrics.py`` (about 3 minutes on a quiet machine; ``--skip-spark``: 30 s).
+Instructions per batch, which a loaded machine does not move: ``--instructions`` runs each variant
+once in a child under ``valgrind --tool=callgrind --instr-atstart=no`` that counts only the measured
+batches (about 3 minutes with ``--batches 1000``); ``--instructions --spark-only --batches 300``
+counts the no-op Spark context's driver process the same way (about 10 minutes).
 """
 
 from __future__ import annotations
@@ -35,8 +38,11 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import anyio
@@ -88,8 +94,16 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-async def engine_cpu_per_batch(batches: int, how: str) -> float:
-    """CPU seconds per batch of the bare engine, flat out."""
+WARM_UP_BATCHES = 1_200
+
+
+def toggle_instruments(on: bool) -> None:
+    """Switch callgrind's counting on or off for this process (run under it with ``--instr-atstart=no``)."""
+    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
+
+
+async def engine_cpu_per_batch(batches: int, how: str, count_instructions: bool = False) -> float:
+    """CPU seconds per batch of the bare engine, flat out (``count_instructions``: only the measured batches counted)."""
     clock = ManualClock(0)
     pipeline = Pipeline()
     pipeline.add_source(lambda t: [1, 2, 3], name="numbers")
@@ -101,17 +115,23 @@ async def engine_cpu_per_batch(batches: int, how: str) -> float:
     async with StreamingRuntime(pipeline, Seconds(1), clock=clock, listener_overflow=OverflowPolicy.BLOCK) as runtime:
         attach(runtime, how)
         await runtime.start()
-        clock.advance(Seconds(200))  # warm up
+        # Warm up past the UI's retained batches (1,000, Spark's spark.streaming.ui.retainedBatches):
+        # measured in the steady state, where each batch kept lets an old one go.
+        clock.advance(Seconds(WARM_UP_BATCHES))
         await runtime.wait_until_idle()
+        if count_instructions:
+            toggle_instruments(True)
         cpu = time.process_time()
         clock.advance(Seconds(batches))
         await runtime.wait_until_idle()
         cpu = time.process_time() - cpu
+        if count_instructions:
+            toggle_instruments(False)
         await runtime.stop()
     return cpu / batches
 
 
-def spark_cpu_per_batch(sc: Any, batches: int, how: str) -> float:
+def spark_cpu_per_batch(sc: Any, batches: int, how: str, count_instructions: bool = False) -> float:
     """CPU seconds per batch of a no-op StreamingContext on Spark, flat out on a manual clock."""
     from streaming import StreamingContext
 
@@ -121,12 +141,17 @@ def spark_cpu_per_batch(sc: Any, batches: int, how: str) -> float:
             ssc.queueStream([[]], default=[]).foreachRDD(lambda rdd: None)
             attach(ssc, how)
             await ssc.start_async()
-            clock.advance(Seconds(20))  # warm up: thread pool, py4j connections
+            # Warm up (thread pool, py4j connections) past the UI's retained batches, as the bare engine.
+            clock.advance(Seconds(WARM_UP_BATCHES))
             await ssc.runtime.wait_until_idle()
+            if count_instructions:
+                toggle_instruments(True)
             cpu = time.process_time()
             clock.advance(Seconds(batches))
             await ssc.runtime.wait_until_idle()
             cpu = time.process_time() - cpu
+            if count_instructions:
+                toggle_instruments(False)
             await ssc.stop_async()
         return cpu / batches
 
@@ -151,7 +176,7 @@ def alternate(rounds: int, measure: Callable[[str], float]) -> dict[str, Any]:
     floor), with a plain do-nothing listener."""
     runs: dict[str, list[float]] = {"without": [], "metrics": [], "ui": [], "floor": [], "plain": []}
     for _ in range(rounds):
-        for how in ("none", "metrics", "ui", "floor", "plain"):
+        for how in VARIANTS:
             runs["without" if how == "none" else how].append(measure(how) * 1e6)
     medians = {k: statistics.median(v) for k, v in runs.items()}
     return {"cpu_us_per_batch_without": round(medians["without"], 2), "cpu_us_per_batch_with": round(medians["metrics"], 2),
@@ -166,31 +191,79 @@ def alternate(rounds: int, measure: Callable[[str], float]) -> dict[str, Any]:
             "rounds": {k: [round(x, 2) for x in v] for k, v in runs.items()}, "load_average": load()}
 
 
+VARIANTS = ("none", "metrics", "ui", "floor", "plain")
+
+
+def spark_context() -> Any:
+    """A local[2] SparkContext with its UI off."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
+
+    sc = SparkContext.getOrCreate(SparkConf().setMaster("local[2]").setAppName("bench-metrics")
+                                  .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false"))
+    sc.setLogLevel("ERROR")
+    return sc
+
+
+def instructions_per_batch(how: str, batches: int, spark: bool = False) -> int:
+    """Instructions of the measured batches with ``how`` attached (the bare engine, or the no-op Spark context's driver
+    process with ``spark``), counted by callgrind in a child, per batch."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                        sys.executable, __file__, "--only", how, "--batches", str(batches), "--count-instructions",
+                        *(["--spark-only"] if spark else [])],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+        totals = [line for line in out.read_text().splitlines() if line.startswith(("totals:", "summary:"))]
+    return round(int(totals[-1].split()[1]) / batches)
+
+
+def instructions(batches: int, spark: bool = False) -> dict[str, Any]:
+    """Instructions per batch of each variant (bare engine, or the Spark context's driver), and each one's overhead."""
+    counts = {}
+    for how in VARIANTS:
+        counts[how] = instructions_per_batch(how, batches, spark)
+        print(f"{how}: {counts[how]} instructions per batch, load {load()}", file=sys.stderr, flush=True)
+    base = counts["none"]
+    return {"program": "spark_context" if spark else "engine", "instructions_per_batch": counts,
+            "overhead": {k: round(v / base - 1, 4) for k, v in counts.items() if k != "none"},
+            "batches": batches, "load_average": load()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=20_000, help="batches per round of the bare engine")
     parser.add_argument("--spark-batches", type=int, default=2_000, help="batches per round on Spark")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--skip-spark", action="store_true")
-    parser.add_argument("--only", choices=["none", "metrics", "ui", "floor", "plain"],
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per batch of each variant on the bare engine under callgrind (children "
+                             "run with --only ... --count-instructions; about 3 minutes), print them, nothing else")
+    parser.add_argument("--count-instructions", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--spark-only", action="store_true",
+                        help="with --instructions or --only: the no-op Spark context instead of the bare engine")
+    parser.add_argument("--only", choices=VARIANTS,
                         help="run the bare engine once with this attached, --batches batches, and print nothing else: "
                              "for instruction counts under callgrind (two runs, the difference of their totals)")
     args = parser.parse_args()
+    if args.instructions:
+        print(json.dumps(instructions(args.batches, args.spark_only), indent=2))
+        return
     if args.only is not None:
-        print(json.dumps({"only": args.only, "batches": args.batches,
-                          "cpu_us_per_batch": round(anyio.run(engine_cpu_per_batch, args.batches, args.only) * 1e6, 2),
+        if args.spark_only:
+            sc = spark_context()
+            cpu = spark_cpu_per_batch(sc, args.batches, args.only, args.count_instructions)
+            sc.stop()
+        else:
+            cpu = anyio.run(engine_cpu_per_batch, args.batches, args.only, args.count_instructions)
+        print(json.dumps({"only": args.only, "batches": args.batches, "cpu_us_per_batch": round(cpu * 1e6, 2),
                           "load_average": load()}))
         return
     result: dict[str, Any] = {"python": sys.version.split()[0], "load_average_at_start": load()}
     result["listener_us_per_batch"] = round(statistics.median(listener_us_per_batch(20_000) for _ in range(5)), 2)
     result["engine"] = alternate(args.rounds, lambda how: anyio.run(engine_cpu_per_batch, args.batches, how))
     if not args.skip_spark:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        from pyspark import SparkConf, SparkContext
-
-        sc = SparkContext.getOrCreate(SparkConf().setMaster("local[2]").setAppName("bench-metrics")
-                                      .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false"))
-        sc.setLogLevel("ERROR")
+        sc = spark_context()
         result["spark_context"] = alternate(args.rounds, lambda how: spark_cpu_per_batch(sc, args.spark_batches, how))
         sc.stop()
     # Issue 28: the UI and metrics at most 10% more CPU per batch on the bare engine and 2% on the

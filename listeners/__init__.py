@@ -3,6 +3,7 @@
 The counterpart of Spark's ``StreamingListener`` API and ``StreamingListenerBus``.
 """
 
+from ._batch_log import BatchEntry, BatchLog, LogReader, ProgressEntry, ProgressLog, completed_batch
 from ._builtin import EventRecorder, StatsReportListener
 from ._bus import DEFAULT_LISTENER_EXIT_TIMEOUT, ListenerBusStatistics, OverflowPolicy, StreamingListenerBus
 from ._events import (
@@ -23,24 +24,32 @@ from ._events import (
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo, ReceiverInfo
 from ._listener import HANDLER_NAMES, StreamingListener
-from ._listener_queue import ListenerStatistics, current_listener
+from ._listener_queue import LINGER, LINGER_EVENTS, ListenerStatistics, current_listener
 
 __all__ = [
     "BatchCompleted",
+    "BatchEntry",
     "BatchInfo",
+    "BatchLog",
     "BatchRecord",
     "BatchStarted",
     "BatchSubmitted",
+    "completed_batch",
     "current_listener",
     "DEFAULT_LISTENER_EXIT_TIMEOUT",
     "EventRecorder",
     "HANDLER_NAMES",
+    "LINGER",
+    "LINGER_EVENTS",
     "ListenerBusStatistics",
     "ListenerStatistics",
+    "LogReader",
     "OutputOperationCompleted",
     "OutputOperationInfo",
     "OutputOperationStarted",
     "OverflowPolicy",
+    "ProgressEntry",
+    "ProgressLog",
     "QueryIdle",
     "QueryProgress",
     "QueryStarted",

@@ -6,6 +6,7 @@ Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue`` per listener, with an
 from __future__ import annotations
 
 import enum
+from typing import Callable, Mapping
 
 import anyio
 import anyio.abc
@@ -18,12 +19,14 @@ from scheduler import (
     Job,
     JobSet,
     Seconds,
+    StreamingQueryProgress,
     StreamingStateError,
     SystemClock,
     library_logger,
     run_with_timeout,
 )
 
+from ._batch_log import BatchLog, ProgressLog, completed_batch
 from ._events import (
     BatchCompleted,
     BatchStarted,
@@ -33,7 +36,7 @@ from ._events import (
     StreamingEvent,
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo
-from ._listener_queue import DeliveryControl, ListenerQueue, ListenerStatistics, name_of
+from ._listener_queue import LINGER_EVENTS, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
 
 __all__ = [
     "DEFAULT_LISTENER_EXIT_TIMEOUT",
@@ -152,6 +155,10 @@ class StreamingListenerBus:
         # them (follow_batches): references to the scheduler's own JobSets, snapshotted only when
         # the view reads them, instead of two snapshot events per batch.
         self._active: dict[int, JobSet] | None = None
+        # The completed batches' and progress reports' values, kept once asked for by a view (the
+        # web UI, the metrics) that reads them when it is asked, instead of taking events.
+        self._batch_log: BatchLog | None = None
+        self._progress_log: ProgressLog | None = None
         self._log = library_logger("aiodstream.listeners", component="StreamingListenerBus")
 
     # -- listeners --
@@ -178,7 +185,7 @@ class StreamingListenerBus:
         """
         if self._closed:
             raise StreamingStateError("cannot add a listener to a closed listener bus")
-        slot = ListenerQueue(listener, name or name_of(listener), self.capacity, on_loop, inline, self._log)
+        slot = ListenerQueue(listener, name or name_of(listener), self.capacity, on_loop, inline, self._log, self._clock)
         self._slots = [*self._slots, slot]
         self._refresh_wanted()
         if self._tg is not None:
@@ -191,6 +198,7 @@ class StreamingListenerBus:
                 self._slots = [s for s in self._slots if s is not slot]
                 self._refresh_wanted()
                 slot.queue.close()
+                slot.end_linger()
                 if slot.inline:  # nothing queued: its final counts are final now
                     self._removed_stats.append(slot.statistics())
                 else:
@@ -241,8 +249,9 @@ class StreamingListenerBus:
             if kind not in slot.handlers:
                 slot.skipped += 1  # nothing to call: counted as delivered, never queued
                 continue
+            queue = slot.queue
             try:
-                slot.queue.put_nowait(event)
+                queue.put_nowait(event)
             except anyio.WouldBlock:
                 if self.overflow is OverflowPolicy.BLOCK:
                     return slots[n:]
@@ -251,6 +260,8 @@ class StreamingListenerBus:
             except anyio.ClosedResourceError:
                 continue  # removed meanwhile, or its dispatcher is gone
             slot.accepted += 1
+            if slot.filled is not None and len(queue) >= LINGER_EVENTS:
+                slot.filled.set()  # it lingers for a run this long: the trip starts
         return None
 
     async def _post_waiting(self, event: StreamingEvent, slots: list[ListenerQueue] | None) -> None:
@@ -283,6 +294,40 @@ class StreamingListenerBus:
             return []
         return [BatchInfo.from_job_set(job_set) for job_set in list(self._active.values())]
 
+    # -- the logs views read when asked --
+
+    def batch_log(self, retained: int = 1) -> BatchLog:
+        """The log of the batches completed from now on, keeping at least the last ``retained`` (made on the first call).
+
+        For views that read batches when they are asked (the web UI's history, the metrics): one
+        entry per completed batch, made once for all of them, where a listener of
+        ``BatchCompleted`` costs an event and a delivery per batch.
+        """
+        if self._batch_log is None:
+            self._batch_log = BatchLog()
+        self._batch_log.retain(retained)
+        return self._batch_log
+
+    def progress_log(self, retained: int = 1) -> ProgressLog:
+        """The log of a micro-batch query's progress reports from now on, keeping at least the last ``retained`` (made on the first call).
+
+        Each report is built only when a view reads it; its input rows and phase durations are
+        kept as they are (for totals and histograms). Fed by :meth:`on_batch_progress`.
+        """
+        if self._progress_log is None:
+            self._progress_log = ProgressLog()
+        self._progress_log.retain(retained)
+        return self._progress_log
+
+    def keeps_progress(self) -> bool:
+        """Whether a view keeps the progress reports (:meth:`progress_log`)."""
+        return self._progress_log is not None
+
+    def on_batch_progress(self, build: Callable[[], StreamingQueryProgress], rows: int, durations: Mapping[str, int]) -> None:
+        """A micro-batch query committed a batch: keep its report's builder, rows and durations (needs :meth:`progress_log`)."""
+        if self._progress_log is not None:
+            self._progress_log.append(build, rows, durations)
+
     # -- the scheduler's JobSchedulerListener protocol --
 
     async def on_batch_submitted(self, job_set: JobSet) -> None:
@@ -311,9 +356,18 @@ class StreamingListenerBus:
         """Post BatchCompleted."""
         if self._active is not None:
             self._active.pop(job_set.time.milliseconds, None)
-        if BatchCompleted in self._wanted:
-            # The batch's values, not its snapshot: BatchInfo is built if a listener reads it.
-            slots = self._offer(event := BatchCompleted.of_record(BatchRecord(job_set)))
+        log = self._batch_log
+        wanted = BatchCompleted in self._wanted
+        if log is None and not wanted:
+            return
+        # Kept by the log, or by listeners for as long as they like: the JobSet without its jobs'
+        # functions, or a record of it if a job failed; a BatchInfo is built only if a listener reads it.
+        batch = completed_batch(job_set)
+        if log is not None:
+            log.append(batch)
+        if wanted:
+            event = BatchCompleted.of_record(batch) if isinstance(batch, BatchRecord) else BatchCompleted.of_completed(batch)
+            slots = self._offer(event)
             if slots is not None:
                 await self._post_waiting(event, slots)
 
@@ -367,6 +421,7 @@ class StreamingListenerBus:
         self._closed = True
         for slot in self._slots:
             slot.queue.close()
+            slot.end_linger()
         if self._closing is not None:
             self._closing.set()
         dropped = sum(slot.dropped for slot in self._slots)
@@ -424,6 +479,8 @@ class StreamingListenerBus:
         targets = [(slot, slot.accepted) for slot in (*self._slots, *self._removed)]
         control = self._control
         control.waiters += 1
+        for slot, _ in targets:
+            slot.end_linger()  # a waiter ends every linger: what is queued goes now
         try:
             for slot, target in targets:
                 while slot.processed < target and not slot.ended:

@@ -11,7 +11,7 @@ from typing import Any, Union
 
 import attrs
 
-from scheduler import StreamingQueryProgress, Time
+from scheduler import JobSet, StreamingQueryProgress, Time
 
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo, ReceiverInfo
 
@@ -75,18 +75,34 @@ class BatchCompleted:
         event.__dict__["record"] = record
         return event
 
+    @classmethod
+    def of_completed(cls, job_set: JobSet) -> BatchCompleted:
+        """The event of ``job_set``, completed with every job succeeded and its jobs' functions let go (see :data:`BatchEntry`).
+
+        Its record and ``batch_info`` are built from it when first read: a completed batch no longer changes.
+        """
+        event = cls.__new__(cls)
+        event.__dict__["job_set"] = job_set
+        return event
+
+    def __reduce__(self) -> tuple[type[BatchCompleted], tuple[BatchInfo]]:
+        # Pickled (and copied) as its BatchInfo: a JobSet it may carry holds the jobs' callables.
+        return (BatchCompleted, (self.batch_info,))
+
     @property
     def record(self) -> BatchRecord:
         """The batch's :class:`BatchRecord`: its times, input infos and totals, without building ``batch_info``."""
         values = self.__dict__
         record = values.get("record")
-        if record is None:  # made from a BatchInfo: its record is taken from it, once
-            record = values.setdefault("record", BatchRecord.of_info(values["batch_info"]))
+        if record is None:  # made from a JobSet or a BatchInfo: its record is taken from it, once
+            job_set = values.get("job_set")
+            record = values.setdefault("record", BatchRecord.of_info(values["batch_info"]) if job_set is None
+                                       else BatchRecord(job_set))
         return record  # type: ignore[no-any-return]
 
 
 class _BatchInfoOnRead:
-    """``BatchCompleted.batch_info`` of an event made by ``of_record``: built from its record on first read, then cached.
+    """``BatchCompleted.batch_info`` of an event made by ``of_record`` or ``of_completed``: built on first read, then cached.
 
     A non-data descriptor: once the instance's ``__dict__`` holds ``batch_info`` (set by
     ``__init__``, or here on first read), Python reads it from there and this is never called
@@ -99,7 +115,7 @@ class _BatchInfoOnRead:
         values = event.__dict__
         info = values.get("batch_info")
         if info is None:
-            info = values.setdefault("batch_info", values["record"].batch_info())
+            info = values.setdefault("batch_info", event.record.batch_info())
         return info
 
 

@@ -34,6 +34,14 @@ class QueryProgressListener(Protocol):
         """Whether a batch's report would reach anyone now: without, the reporter builds none for it."""
         ...
 
+    def keeps_progress(self) -> bool:
+        """Whether a view keeps the reports to read them when asked (:meth:`on_batch_progress`); optional."""
+        ...
+
+    def on_batch_progress(self, build: Callable[[], StreamingQueryProgress], rows: int, durations: Mapping[str, int]) -> None:
+        """A batch was committed: its report's builder (called only if a view reads it), input rows and phase durations."""
+        ...
+
     async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
         """A trigger found no new data and ran no batch (rate-limited as in Spark)."""
         ...
@@ -57,6 +65,8 @@ class ProgressReporter:
         self._options = options
         self._name = name
         self._listener = listener
+        # Optional in the protocol (listeners written before it keep working): None without.
+        self._keeps: Callable[[], bool] | None = getattr(listener, "keeps_progress", None)
         self._changed = changed
         self._log = log
         self.ring = ProgressRing(options.num_recent_progress_updates)
@@ -106,8 +116,18 @@ class ProgressReporter:
             self._log.debug("query made progress", batch_id=progress.batch_id, num_input_rows=progress.num_input_rows,
                             duration_ms=dict(progress.duration_ms))
         listener = self._listener
-        if listener is not None and listener.wants_progress():
-            await listener.on_query_progress(get())
+        if listener is not None:
+            keeps = self._keeps
+            if keeps is not None and keeps():  # the web UI's and the metrics' log: read when they are asked
+                infos = job_set.input_infos
+                rows = 0
+                for source in inputs:
+                    info = infos.get(source.stream_id)
+                    if info is not None:
+                        rows += info.num_records
+                listener.on_batch_progress(get, rows, batch.durations)
+            if listener.wants_progress():
+                await listener.on_query_progress(get())
 
     def _batch_progress(self, batch: PlannedBatch, infos: Mapping[int, StreamInputInfo], sink: str, end_at: int,
                         inputs: Sequence[ReplayableInput], query_id: uuid.UUID, run_id: uuid.UUID,

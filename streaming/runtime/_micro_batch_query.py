@@ -56,6 +56,14 @@ class BusReports:
         """Whether a listener of the bus handles ``QueryProgress``."""
         return self._bus.wants(QueryProgress)
 
+    def keeps_progress(self) -> bool:
+        """Whether a view keeps the bus's progress log (the web UI, the metrics)."""
+        return self._bus.keeps_progress()
+
+    def on_batch_progress(self, build: Callable[[], StreamingQueryProgress], rows: int, durations: Mapping[str, int]) -> None:
+        """Append to the bus's progress log."""
+        self._bus.on_batch_progress(build, rows, durations)
+
     async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
         """Post ``QueryIdle``."""
         await self._bus.post(QueryIdle(query_id, run_id, timestamp))

@@ -105,14 +105,20 @@ class StreamingUI:
         links = describe() if callable(describe) else {}
         # The running batches are read from the bus when a page asks: no snapshot events for them.
         bus = getattr(runtime, "listener_bus", None)
+        logs: dict[str, Any] = {}
         if isinstance(bus, StreamingListenerBus):
             bus.follow_batches()
+            if runtime.kind == "micro-batch":
+                # The completed batches and progress reports too: the bus keeps them once for
+                # every view, and the history reads them when a page asks.
+                logs = {"batch_log": bus.batch_log(self.retained_batches),
+                        "progress_log": bus.progress_log(self.retained_progress)}
         history = ContextHistory(
             label, kind=runtime.kind, batch_interval_ms=int(interval.milliseconds),
             retained_batches=self.retained_batches, retained_progress=self.retained_progress,
             spark_ui=links.get("spark_ui"), spark_jobs=links.get("spark_jobs"),
             show_tracebacks=self.security.show_tracebacks,
-            active=bus.active_batches if isinstance(bus, StreamingListenerBus) else None,
+            active=bus.active_batches if isinstance(bus, StreamingListenerBus) else None, **logs,
         )
         if hasattr(target, "addStreamingListener"):
             target.addStreamingListener(history.listener())

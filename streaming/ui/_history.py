@@ -13,14 +13,18 @@ from __future__ import annotations
 import collections
 import datetime
 import itertools
-from typing import Any, Callable, Iterable, Mapping
+import threading
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from listeners import (
     HANDLER_NAMES,
     BatchCompleted,
+    BatchEntry,
     BatchInfo,
+    BatchLog,
     BatchStarted,
     BatchSubmitted,
+    ProgressLog,
     QueryProgress,
     QueryStarted,
     QueryTerminated,
@@ -31,6 +35,7 @@ from listeners import (
     StreamingEvent,
     StreamingStarted,
 )
+from scheduler import JobSet
 
 from ._failures import error_summary, headline
 
@@ -89,6 +94,11 @@ class ContextHistory:
         active: reads the running batches when a view asks (a bus's ``active_batches``, after
             its ``follow_batches``). With it, register :meth:`listener` rather than the history:
             it takes no ``BatchSubmitted`` or ``BatchStarted``, so the bus builds no snapshot for them.
+        batch_log: reads the completed batches from a bus's :class:`~listeners.BatchLog` when a
+            view asks (each one's ``BatchInfo`` built once, on its first read) instead of taking
+            ``BatchCompleted``; :meth:`listener` then takes none.
+        progress_log: reads the progress reports from a bus's :class:`~listeners.ProgressLog`
+            when a view asks instead of taking ``QueryProgress``; :meth:`listener` then takes none.
     """
 
     run_inline = True
@@ -107,6 +117,8 @@ class ContextHistory:
         live: bool = True,
         show_tracebacks: bool = False,
         active: Callable[[], list[BatchInfo]] | None = None,
+        batch_log: BatchLog | None = None,
+        progress_log: ProgressLog | None = None,
     ) -> None:
         """Start an empty history."""
         check_retained(retained_batches=retained_batches, retained_progress=retained_progress)
@@ -129,19 +141,82 @@ class ContextHistory:
         self._progress: collections.deque[tuple[int, Any]] = collections.deque(maxlen=retained_progress)
         self._seq = itertools.count(1)
         self._progress_seq = itertools.count(1)
-        self.completed_batches = 0
-        self.failed_batches = 0
-        self.records = 0
+        self._completed_batches = 0
+        self._failed_batches = 0
+        self._records = 0
         self.query_id: str | None = None
         self.run_id: str | None = None
+        # Read from the bus's logs when a view asks: the entries past the base are this history's
+        # (its seq 1 is the log's entry base + 1), and a reader counts every batch for the totals.
+        self._lock = threading.Lock()  # views may read from several threads; each BatchInfo is built once
+        self._batch_log = batch_log
+        self._progress_log = progress_log
+        if batch_log is not None:
+            batch_log.retain(retained_batches)
+            self._batch_base = batch_log.appended
+            self._batch_reader = batch_log.reader(self._count_batches)
+            self._infos: collections.deque[tuple[int, BatchInfo]] = collections.deque(maxlen=retained_batches)
+        if progress_log is not None:
+            progress_log.retain(retained_progress)
+            self._progress_base = progress_log.appended
+
+    # -- the totals --
+
+    @property
+    def completed_batches(self) -> int:
+        """Completed batches seen, failed ones included."""
+        self._catch_up()
+        return self._completed_batches
+
+    @property
+    def failed_batches(self) -> int:
+        """Completed batches with a failed output operation."""
+        self._catch_up()
+        return self._failed_batches
+
+    @property
+    def records(self) -> int:
+        """Records of the completed batches."""
+        self._catch_up()
+        return self._records
+
+    def _catch_up(self) -> None:
+        log = self._batch_log
+        if log is not None:
+            log.catch_up(self._batch_reader)
+
+    def _count_batches(self, entries: Sequence[BatchEntry]) -> None:
+        failed = records = 0
+        for _, batch in entries:
+            if type(batch) is JobSet:  # every job succeeded (see BatchEntry)
+                for info in batch.input_infos.values():
+                    records += info.num_records
+            else:  # a BatchRecord: some job failed
+                failed += 1
+                records += batch.num_records
+        completed = len(entries)
+        self._completed_batches += completed
+        self._failed_batches += failed
+        self._records += records
 
     # -- the listener --
 
     def listener(self) -> object:
-        """What to register on the bus: the history itself, or with an ``active`` source one that skips the running batches' events."""
-        if self._active_source is None:
+        """What to register on the bus: the history itself, or one that skips the events of what it reads when asked.
+
+        With an ``active`` source it takes no running batches' events; with a ``batch_log`` no
+        ``BatchCompleted``; with a ``progress_log`` no ``QueryProgress``.
+        """
+        skipped: set[type] = set()
+        if self._active_source is not None:
+            skipped.update((BatchSubmitted, BatchStarted))
+        if self._batch_log is not None:
+            skipped.add(BatchCompleted)
+        if self._progress_log is not None:
+            skipped.add(QueryProgress)
+        if not skipped:
             return self
-        return _CompletedBatchesFeed(self)
+        return _HistoryFeed(self, skipped)
 
     def on_streaming_started(self, event: StreamingStarted) -> None:
         """Note the start time."""
@@ -165,10 +240,10 @@ class ContextHistory:
         if self._active:
             self._active.pop(record.batch_time_ms, None)
         self._completed.append((next(self._seq), event))
-        self.completed_batches += 1
-        self.records += record.num_records
+        self._completed_batches += 1
+        self._records += record.num_records
         if record.failures:
-            self.failed_batches += 1
+            self._failed_batches += 1
 
     def _receiver(self, info: ReceiverInfo) -> _Receiver:
         entry = self._receivers.get(info.stream_id)
@@ -215,9 +290,23 @@ class ContextHistory:
 
     def completed(self) -> list[tuple[int, BatchInfo]]:
         """The retained completed batches with their sequence numbers, oldest first."""
-        # One C-level copy first: safe beside the loop that appends. Each BatchInfo is built on
-        # its event's first read and kept there, so a batch is snapshotted once however often it is shown.
-        return [(seq, event.batch_info) for seq, event in list(self._completed)]
+        log = self._batch_log
+        if log is None:
+            # One C-level copy first: safe beside the loop that appends. Each BatchInfo is built on
+            # its event's first read and kept there, so a batch is snapshotted once however often it is shown.
+            return [(seq, event.batch_info) for seq, event in list(self._completed)]
+        entries = log.entries()  # one C-level copy: safe beside the loop that appends
+        base = self._batch_base
+        with self._lock:
+            self._batch_reader.catch_up(entries)
+            infos = self._infos
+            built = infos[-1][0] + base if infos else base
+            for seq, batch in entries:
+                if seq > built:
+                    # Built once, on the first read after the batch completed, and kept.
+                    info = BatchInfo.from_job_set(batch) if type(batch) is JobSet else batch.batch_info()  # type: ignore[union-attr]
+                    infos.append((seq - base, info))
+            return list(infos)
 
     def active(self) -> dict[int, tuple[str, BatchInfo]]:
         """The running batches by time in ms, each ``("QUEUED" | "PROCESSING", its BatchInfo)``: as they are now."""
@@ -321,16 +410,24 @@ class ContextHistory:
         return out
 
     def _last_progress_seq(self) -> int:
+        if self._progress_log is not None:
+            return self._progress_log.appended - self._progress_base
         progress = list(self._progress)
         return progress[-1][0] if progress else 0
 
     def progress(self, *, since: int = 0) -> list[dict[str, Any]]:
         """Retained progress reports (Spark's ``StreamingQueryProgress`` JSON) newer than ``since``, oldest first."""
-        return [{"seq": seq, **p.json_value()} for seq, p in list(self._progress) if seq > since]
+        log = self._progress_log
+        if log is None:
+            return [{"seq": seq, **p.json_value()} for seq, p in list(self._progress) if seq > since]
+        base = self._progress_base
+        # Each report is built on its first read (the log keeps its builder, which keeps the report).
+        reports = [(entry[0] - base, entry[1]) for entry in log.entries()][-(self._progress.maxlen or 1):]
+        return [{"seq": seq, **build().json_value()} for seq, build in reports if seq > since]
 
 
-class _CompletedBatchesFeed:
-    """A history's callbacks without ``on_batch_submitted`` and ``on_batch_started``: its running batches are read when asked.
+class _HistoryFeed:
+    """A history's callbacks without those of the events it reads when asked (running batches, completed ones, progress).
 
     The bus finds a listener's callbacks by name; the history's own bound methods are this
     object's attributes, so a delivery calls the history directly, with no call in between.
@@ -341,14 +438,14 @@ class _CompletedBatchesFeed:
     __qualname__ = "ContextHistory"
     run_inline = True
 
-    def __init__(self, history: ContextHistory) -> None:
+    def __init__(self, history: ContextHistory, skipped: set[type]) -> None:
         self.history = history
         for event_type, name in HANDLER_NAMES.items():
-            if event_type not in (BatchSubmitted, BatchStarted) and hasattr(history, name):
+            if event_type not in skipped and hasattr(history, name):
                 setattr(self, name, getattr(history, name))
 
     def __repr__(self) -> str:
-        return f"<ContextHistory {self.history.name} (completed batches; running ones read when asked)>"
+        return f"<ContextHistory {self.history.name} (what it reads when asked skipped)>"
 
 
 def failure_text(reason: str | None, show_tracebacks: bool) -> str | None:

@@ -163,3 +163,49 @@ def test_events_of_records_and_of_eager_snapshots_scrape_the_same_text() -> None
     assert value(found, "aiodstream_output_operations_total", query="q", outcome="succeeded") == 10
     assert value(found, "aiodstream_input_records_total", query="q", input="2") == 150
     assert value(found, "aiodstream_batch_total_delay_seconds_sum", query="q") == pytest.approx(sum(17 + 700 * n for n in range(6)) / 1000)
+
+
+async def test_metrics_read_from_the_bus_logs_scrape_as_event_fed_ones(tmp_path: Path, clock: ManualClock) -> None:
+    """Metrics attached to a micro-batch runtime, read from its bus's logs at scrape time (140 batches: the ring of 128
+    wraps before the scrape), scrape byte for byte as a listener fed the same batches' and progress reports' events."""
+    logged, fed = StreamingMetrics(), StreamingMetrics()
+    p = Pipeline()
+    p.add_source(ListSource([[n] * (n % 4) for n in range(140)]), name="list")
+    p.add_output(lambda batch: None, name="out")
+    async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path / "ck", name="q") as runtime:
+        logged.attach(runtime)
+        runtime.add_listener(fed.listener("q"))
+        await runtime.start()
+        await advance(runtime, clock, Milliseconds(100), times=140)
+        await runtime.listener_bus.wait_delivered()
+        text = logged.scrape()
+        await runtime.stop()
+
+    def families(scraped: str) -> str:  # the listener rows describe the bus's listeners: the event-fed one has none
+        return "\n".join(line for line in scraped.splitlines() if "aiodstream_listener_" not in line)
+
+    assert families(text) == families(fed.scrape())
+    found = samples(text)
+    assert value(found, "aiodstream_batches_total", query="q", outcome="completed") == 140
+    assert value(found, "aiodstream_query_progress_reports_total", query="q") > 128
+    assert value(found, "aiodstream_checkpoint_write_seconds_count", query="q", log="offsets") > 128
+
+
+async def test_metrics_of_a_micro_batch_runtime_take_no_batch_or_progress_event(tmp_path: Path, clock: ManualClock) -> None:
+    """With the metrics alone attached, the bus posts only StreamingStarted and QueryStarted: batches and progress
+    reports are read from its logs."""
+    metrics = StreamingMetrics()
+    p = Pipeline()
+    p.add_source(ListSource([[1, 2], [3], [4, 5, 6]]), name="list")
+    p.add_output(lambda batch: None, name="noop")
+    async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path / "ck", name="q") as runtime:
+        metrics.attach(runtime)
+        await runtime.start()
+        await advance(runtime, clock, Milliseconds(100), times=3)
+        posted = runtime.listener_bus.statistics().posted
+        found = samples(metrics.scrape())
+        await runtime.stop()
+    assert posted == 2
+    assert value(found, "aiodstream_batches_total", query="q", outcome="completed") == 3
+    assert value(found, "aiodstream_query_progress_reports_total", query="q") >= 2
+    assert value(found, "aiodstream_query_input_rows_total", query="q") > 0

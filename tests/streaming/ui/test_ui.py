@@ -136,16 +136,18 @@ async def test_running_and_queued_batches_are_active_until_they_complete(clock: 
     assert [(r["batchId"], r["status"]) for r in done] == [(2000, "COMPLETED"), (1000, "COMPLETED")]
 
 
-async def test_the_ui_takes_one_event_per_batch_and_reads_the_running_ones_when_asked(clock: ManualClock) -> None:
-    """The UI's listener gets StreamingStarted and each BatchCompleted, no BatchSubmitted or BatchStarted: no snapshot for them."""
+async def test_the_ui_takes_no_event_per_batch_and_reads_the_batches_when_asked(clock: ManualClock) -> None:
+    """The UI's listener gets StreamingStarted only: no batch event is posted; its pages read the bus's batch log."""
     ui = StreamingUI(metrics=False)
-    async with StreamingRuntime(pipeline([1, 2, 3]), Seconds(1), clock=clock, name="one-event") as runtime:
-        ui.attach(runtime)
+    async with StreamingRuntime(pipeline([1, 2, 3]), Seconds(1), clock=clock, name="no-event") as runtime:
+        history = ui.attach(runtime)
         await run_batches(runtime, clock, 3)
         stats = runtime.listener_bus.statistics()
+        shown = [(r["batchId"], r["inputSize"], r["seq"]) for r in history.batches()]
         await runtime.stop()
-    assert [(s.name, s.delivered) for s in stats.listeners] == [("StreamingUI", 4)]
-    assert stats.posted == 4
+    assert [(s.name, s.delivered) for s in stats.listeners] == [("StreamingUI", 1)]
+    assert stats.posted == 1
+    assert shown == [(3000, 3, 3), (2000, 2, 2), (1000, 1, 1)]
 
 
 async def test_the_app_serves_pages_api_and_metrics_over_http(tmp_path: Path, clock: ManualClock) -> None:
