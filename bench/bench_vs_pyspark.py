@@ -43,6 +43,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import statistics
@@ -132,6 +133,70 @@ def socket_word_count(ssc: Any, port: int, **receiver: Any) -> None:
     counts.foreachRDD(collect)
 
 
+# -- Spark work: py4j calls, jobs, stages, tasks --
+
+
+PY4J_CALLS = [0]
+"""py4j calls this process has made (every thread), once :func:`count_py4j_calls` is installed."""
+
+
+def count_py4j_calls(sc: Any) -> None:
+    """Count every py4j call from now on in ``PY4J_CALLS`` (wraps the process's py4j client; once per process)."""
+    client = sc._gateway._gateway_client
+    send = client.send_command
+    calls = PY4J_CALLS
+
+    def send_command(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1  # a lost increment between threads costs a count, not a crash: a bench
+        return send(*args, **kwargs)
+
+    client.send_command = send_command
+
+
+def scala_seq(seq: Any) -> list[Any]:
+    """A Scala ``Seq`` over py4j as a list (one call per element)."""
+    return [seq.apply(i) for i in range(seq.size())]
+
+
+def last_job_id(sc: Any) -> int:
+    """The highest Spark job id so far (-1 before the first)."""
+    return max((data.jobId() for data in scala_seq(sc._jsc.sc().statusStore().jobsList(None))), default=-1)
+
+
+def spark_jobs_since(sc: Any, after: int) -> list[dict[str, Any]]:
+    """Spark's record of the jobs with ids above ``after``, each with its batch time and per stage its completed tasks
+    and PythonRDDs (:func:`bench._rounds.spark_work_per_batch` reads them). py4j calls: run it after a run.
+
+    The batch time comes from the job's group (ours: ``aiodstream-<context>-<batch ms>-<output>``) or description
+    (pyspark.streaming's links to ``batch/?id=<batch ms>``); jobs with neither are left out.
+    """
+    store, tracker = sc._jsc.sc().statusStore(), sc.statusTracker()
+    seq = scala_seq
+
+    def names(cluster: Any) -> list[str]:
+        found = [node.name() for node in seq(cluster.childNodes())]
+        for child in seq(cluster.childClusters()):
+            found += names(child)
+        return found
+
+    jobs = []
+    for data in seq(store.jobsList(None)):
+        if data.jobId() <= after:
+            continue
+        text = " ".join(str(o.get()) for o in (data.jobGroup(), data.description()) if o.isDefined())
+        match = re.search(r"\d{13}", text)
+        if match is None:
+            continue
+        stages = []
+        for stage_id in seq(data.stageIds()):
+            info = tracker.getStageInfo(stage_id)
+            rdds = names(store.operationGraphForStage(stage_id).rootCluster())
+            stages.append({"tasks": info.numCompletedTasks if info is not None else 0,
+                           "python_rdds": sum(1 for name in rdds if name == "PythonRDD")})
+        jobs.append({"batch": int(match.group()), "stages": stages})
+    return jobs
+
+
 # -- engines --
 
 
@@ -151,6 +216,7 @@ def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
             super().__init__()
             self.batches: list[dict[str, int]] = []
             self.cpu: list[tuple[float, float | None]] = []
+            self.py4j: list[int] = []
             self.done = threading.Event()
 
         def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803
@@ -164,6 +230,7 @@ def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
                 "ops_ms": [op.endTime() - op.startTime() for _, op in ops]})
             if cpu_after is not None and len(self.batches) in (cpu_after, wanted) and len(self.cpu) < 2:
                 self.cpu.append(cpu_now())
+                self.py4j.append(PY4J_CALLS[0])
             if len(self.batches) >= wanted:
                 self.done.set()
 
@@ -177,11 +244,14 @@ def run_program(engine: str, sc: Any, interval: float, batches: int, build: Call
 
 
 def run_measured(engine: str, sc: Any, interval: float, batches: int, build: Callable[[Any], None],
-                 concurrent_jobs: int | None = None, timeout: float = 300, skip: int = 0) -> dict[str, Any]:
+                 concurrent_jobs: int | None = None, timeout: float = 300, skip: int = 0,
+                 spark_work: bool = False) -> dict[str, Any]:
     """Run ``build(ssc)`` on ``engine`` until ``batches`` batches completed.
 
     Returns the batches after the first ``skip``, the driver's and the total CPU milliseconds per
-    batch over those batches (with ``skip`` > 0; total is None off Linux), and the 1-minute load.
+    batch over those batches (with ``skip`` > 0; total is None off Linux), and the 1-minute load;
+    with ``skip`` > 0, the py4j calls per batch (once :func:`count_py4j_calls` is installed), and
+    with ``spark_work``, the Spark work of those batches (:func:`spark_jobs_since`, read after the run).
     """
     if engine == "pyspark":
         from pyspark.streaming import StreamingContext as PySparkContext
@@ -196,6 +266,7 @@ def run_measured(engine: str, sc: Any, interval: float, batches: int, build: Cal
         ssc = StreamingContext(sc, interval, concurrentJobs=concurrent_jobs)
     recorder = batch_recorder(batches, skip or None)
     ssc.addStreamingListener(recorder)
+    first_job = last_job_id(sc) if spark_work else None
     build(ssc)
     ssc.start()
     try:
@@ -211,6 +282,12 @@ def run_measured(engine: str, sc: Any, interval: float, batches: int, build: Cal
         run["driver_cpu_ms_per_batch"] = round((d1 - d0) / n * 1000, 2)
         if t0 is not None and t1 is not None:
             run["total_cpu_ms_per_batch"] = round((t1 - t0) / n * 1000, 1)
+        run["py4j_calls_per_batch"] = round((recorder.py4j[1] - recorder.py4j[0]) / n, 1)
+    if first_job is not None:
+        from bench._rounds import spark_work_per_batch
+
+        measured = {b["time"] for b in run["batches"]}
+        run["spark_work"] = spark_work_per_batch([j for j in spark_jobs_since(sc, first_job) if j["batch"] in measured])
     return run
 
 
@@ -385,6 +462,17 @@ def ratio(ours: float, theirs: float) -> float | None:
     return None if not theirs else round(ours / theirs, 3)
 
 
+def spark_work_of(rounds: list[dict[str, Any]], engine: str) -> dict[str, Any] | None:
+    """One engine's Spark work per batch over the rounds: the medians of each round's medians, one round's shape."""
+    works = [r[engine]["spark_work"] for r in rounds if r[engine].get("spark_work", {}).get("batches")]
+    if not works:
+        return None
+    out: dict[str, Any] = {key: statistics.median(w[key] for w in works)
+                           for key in ("jobs", "stages", "skipped_stages", "tasks", "python_worker_tasks")}
+    out["shape_of_one_batch"] = works[0]["shape_of_one_batch"]
+    return out
+
+
 def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]], label: str) -> dict[str, Any]:
     """``--delay-rounds`` alternating rounds of ``run(engine)``: per-round and pooled medians, the ratios' spread, CPU per batch.
 
@@ -403,6 +491,9 @@ def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]]
             **summary, "target_ratio": 0.9,
             "met": summary["ratio"]["median"] <= 0.9 and summary["ratio"]["resolved"],
             "completed_in_batch_order": {e: all(completed_in_order(r[e]["batches"]) for r in rounds) for e in ("pyspark", "ours")},
+            "spark_work_per_batch": {e: spark_work_of(rounds, e) for e in ("pyspark", "ours")},
+            "py4j_calls_per_batch": {e: statistics.median(r[e].get("py4j_calls_per_batch", 0) for r in rounds)
+                                     for e in ("pyspark", "ours")},
             "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)}}
 
 
@@ -448,6 +539,7 @@ def main() -> None:
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
     sc.parallelize(make_lines(0, 1000), 2).flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(add).collect()  # warm up workers
+    count_py4j_calls(sc)
 
     out: dict[str, Any] = {"load_average_before": load(), "cpus": os.cpu_count()}
     began = time.monotonic()
@@ -481,7 +573,8 @@ def main() -> None:
         n = args.batches
         out["word_count"] = {
             "quantity": "median processing delay per batch from BatchInfo, 5000 lines, 1 s interval", "lines_per_batch": 5000,
-            **delay_measure(args, lambda engine: run_measured(engine, sc, 1.0, n, lambda ssc: word_count(ssc, sc, n), skip=2),
+            **delay_measure(args, lambda engine: run_measured(engine, sc, 1.0, n, lambda ssc: word_count(ssc, sc, n), skip=2,
+                                                               spark_work=True),
                             "word_count"),
             "load_average": load()}
         print(f"word_count: {out['word_count']}", file=sys.stderr, flush=True)
@@ -490,7 +583,8 @@ def main() -> None:
         out["three_outputs"] = {args.master: {}}
         for size in args.three_output_lines:
             def three(engine: str, k: int = size) -> dict[str, Any]:
-                return run_measured(engine, sc, 1.0, n, lambda ssc: three_outputs(ssc, sc, n, k), concurrent_jobs=3, skip=2)
+                return run_measured(engine, sc, 1.0, n, lambda ssc: three_outputs(ssc, sc, n, k), concurrent_jobs=3, skip=2,
+                                    spark_work=True)
 
             measure = delay_measure(args, three, f"three_outputs {size}")
             out["three_outputs"][args.master][f"{size}_lines_per_batch"] = {
