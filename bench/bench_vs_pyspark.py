@@ -422,18 +422,81 @@ def paired(rounds: int, theirs: Callable[[], list[dict[str, int]]], ours: Callab
 
 
 def paired_runs(rounds: int, theirs: Callable[[], dict[str, Any]], ours: Callable[[], dict[str, Any]],
-                label: str) -> list[dict[str, Any]]:
-    """Like :func:`paired`, for :func:`run_measured` runs: per round, ``{"pyspark": run, "ours": run}``; progress on stderr."""
+                label: str, alone: Callable[[], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Like :func:`paired`, for :func:`run_measured` runs: per round, ``{"pyspark": run, "ours": run}``; progress on stderr.
+
+    With ``alone`` (:func:`run_alone`), each round also has ``"spark_alone"``; the three rotate which goes first.
+    """
+    runners = [("pyspark", theirs), ("ours", ours)] + ([("spark_alone", alone)] if alone is not None else [])
     results = []
     for r in range(rounds):
-        order = [("pyspark", theirs), ("ours", ours)] if r % 2 == 0 else [("ours", ours), ("pyspark", theirs)]
+        if alone is None:
+            order = runners if r % 2 == 0 else runners[::-1]
+        else:
+            order = runners[r % 3:] + runners[:r % 3]
         got = {who: run() for who, run in order}
         results.append(got)
         print(f"  {label} round {r + 1}/{rounds}: " + ", ".join(
             f"{who} {median_of(got[who]['batches'], 'processing', 0)} ms (driver cpu {got[who]['driver_cpu_ms_per_batch']}, "
-            f"total cpu {got[who]['total_cpu_ms_per_batch']} ms/batch, load {got[who]['load_1m']})" for who in ("pyspark", "ours")),
+            f"total cpu {got[who]['total_cpu_ms_per_batch']} ms/batch, load {got[who]['load_1m']})" for who, _ in runners),
             file=sys.stderr, flush=True)
     return results
+
+
+def bare_word_count(rdd: Any) -> list[Callable[[], None]]:
+    """:func:`word_count`'s RDD built from a queued ``rdd`` by the same calls, and its output: no streaming engine."""
+    counts = rdd.flatMap(lambda line: line.split(" ")).map(lambda w: (w, 1)).reduceByKey(add)
+    counts.id()  # its JVM RDD made now, as both engines make it when they generate the batch
+    return [lambda: collect(counts)]
+
+
+def bare_three_outputs(rdd: Any) -> list[Callable[[], None]]:
+    """:func:`three_outputs`' RDDs built from a queued ``rdd`` by the same calls, and its three outputs: no engine."""
+    words = rdd.flatMap(lambda line: line.split(" "))
+    counts = words.map(lambda w: (w, 1)).reduceByKey(add)
+    distinct = words.distinct()
+    counts.id()
+    distinct.id()
+    return [lambda: collect(counts), lambda: count(rdd), lambda: count(distinct)]
+
+
+def run_alone(sc: Any, interval: float, batches: int, lines_per_batch: int, jobs_of: Callable[[Any], list[Callable[[], None]]],
+              skip: int) -> dict[str, Any]:
+    """A program's Spark jobs with no streaming engine, at the engines' interval: what the machine allows.
+
+    Per batch (due every ``interval`` s): its RDD built from a parallelized input as the program builds it (the
+    ``jobs_of(rdd)`` call, the engines' generation), then its outputs, each from a thread of its own at once (as
+    ``concurrentJobs`` lets them run), timed from the first start to the last end: the counterpart of a processing
+    delay. Returns what :func:`run_measured` returns.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bench._rounds import cpu_now
+
+    rdds = [sc.parallelize(make_lines(i, lines_per_batch), 2) for i in range(batches)]
+    out: list[dict[str, int]] = []
+    cpu = []
+    start = time.monotonic()
+    with ThreadPoolExecutor(3) as pool:
+        for k, rdd in enumerate(rdds):
+            wait = start + (k + 1) * interval - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)  # a bench: the batches' timer
+            jobs = jobs_of(rdd)
+            began = time.perf_counter()
+            for future in [pool.submit(job) for job in jobs]:
+                future.result()
+            out.append({"time": k, "processing": round((time.perf_counter() - began) * 1000)})
+            if k + 1 in (skip, batches):
+                cpu.append(cpu_now())
+    run: dict[str, Any] = {"batches": out[skip:], "load_1m": load()[0], "driver_cpu_ms_per_batch": None,
+                           "total_cpu_ms_per_batch": None}
+    if len(cpu) == 2:
+        (d0, t0), (d1, t1) = cpu
+        run["driver_cpu_ms_per_batch"] = round((d1 - d0) / (batches - skip) * 1000, 2)
+        if t0 is not None and t1 is not None:
+            run["total_cpu_ms_per_batch"] = round((t1 - t0) / (batches - skip) * 1000, 1)
+    return run
 
 
 def flat(rounds: list[tuple[list[dict[str, int]], list[dict[str, int]]]]) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
@@ -473,17 +536,25 @@ def spark_work_of(rounds: list[dict[str, Any]], engine: str) -> dict[str, Any] |
     return out
 
 
-def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]], label: str) -> dict[str, Any]:
+def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]], label: str,
+                  alone: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
     """``--delay-rounds`` alternating rounds of ``run(engine)``: per-round and pooled medians, the ratios' spread, CPU per batch.
 
     ``ratio`` is the median of the per-round ratios of median processing delays (ours / pyspark)
     with its quartiles, min and max; ``resolved`` says the quartiles lie closer together than the
     median lies to 1. ``driver_cpu_ratio`` and ``total_cpu_ratio`` do the same for CPU per batch.
+    With ``alone`` (the same Spark jobs without an engine, :func:`run_alone`) in each round too,
+    ``over_spark_alone`` gives each engine's ratio to it, summarised the same way.
     """
     from bench._rounds import summarize_rounds
 
-    rounds = paired_runs(args.delay_rounds, lambda: run("pyspark"), lambda: run("ours"), label)
+    rounds = paired_runs(args.delay_rounds, lambda: run("pyspark"), lambda: run("ours"), label, alone)
     summary = summarize_rounds(rounds, lambda batches: median_of(batches, "processing", 0))
+    beside_alone = None
+    if alone is not None:  # each engine against the same Spark jobs without an engine, round by round
+        beside_alone = {e: summarize_rounds([{"pyspark": r["spark_alone"], "ours": r[e]} for r in rounds],
+                                            lambda batches: median_of(batches, "processing", 0))["ratio"]
+                        for e in ("pyspark", "ours")}
     theirs = [b for r in rounds for b in r["pyspark"]["batches"]]
     ours = [b for r in rounds for b in r["ours"]["batches"]]
     p, o = median_of(theirs, "processing", 0), median_of(ours, "processing", 0)
@@ -494,7 +565,10 @@ def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]]
             "spark_work_per_batch": {e: spark_work_of(rounds, e) for e in ("pyspark", "ours")},
             "py4j_calls_per_batch": {e: statistics.median(r[e].get("py4j_calls_per_batch", 0) for r in rounds)
                                      for e in ("pyspark", "ours")},
-            "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)}}
+            "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)},
+            "spark_alone_processing_ms_median": (None if alone is None else
+                                                 median_of([b for r in rounds for b in r["spark_alone"]["batches"]], "processing", 0)),
+            "over_spark_alone": beside_alone}
 
 
 def main() -> None:
@@ -575,7 +649,7 @@ def main() -> None:
             "quantity": "median processing delay per batch from BatchInfo, 5000 lines, 1 s interval", "lines_per_batch": 5000,
             **delay_measure(args, lambda engine: run_measured(engine, sc, 1.0, n, lambda ssc: word_count(ssc, sc, n), skip=2,
                                                                spark_work=True),
-                            "word_count"),
+                            "word_count", lambda: run_alone(sc, 1.0, n, 5000, bare_word_count, skip=2)),
             "load_average": load()}
         print(f"word_count: {out['word_count']}", file=sys.stderr, flush=True)
     if "three_outputs" in args.only:
@@ -586,7 +660,8 @@ def main() -> None:
                 return run_measured(engine, sc, 1.0, n, lambda ssc: three_outputs(ssc, sc, n, k), concurrent_jobs=3, skip=2,
                                     spark_work=True)
 
-            measure = delay_measure(args, three, f"three_outputs {size}")
+            measure = delay_measure(args, three, f"three_outputs {size}",
+                                    lambda k=size: run_alone(sc, 1.0, n, k, bare_three_outputs, skip=2))
             out["three_outputs"][args.master][f"{size}_lines_per_batch"] = {
                 "quantity": "median processing delay per batch from BatchInfo, concurrentJobs=3 on both", **measure,
                 "spark_alone_three_threads_vs_sequential": spark_alone_three_jobs(sc, size, n),
