@@ -371,7 +371,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from streaming.spark import embedded_spark_context
 
-    sc = embedded_spark_context({"spark.ui.enabled": "false"})
+    sc = embedded_spark_context({"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
     sc.setLogLevel("ERROR")
     sc.parallelize(range(10), 2).count()  # start the Python workers
     jvm = jvm_pid()
