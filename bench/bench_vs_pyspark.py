@@ -467,7 +467,9 @@ def run_alone(sc: Any, interval: float, batches: int, lines_per_batch: int, jobs
     Per batch (due every ``interval`` s): its RDD built from a parallelized input as the program builds it (the
     ``jobs_of(rdd)`` call, the engines' generation), then its outputs, each from a thread of its own at once (as
     ``concurrentJobs`` lets them run), timed from the first start to the last end: the counterpart of a processing
-    delay. Returns what :func:`run_measured` returns.
+    delay. A batch starts after the previous one ended, so this compares with the engines only while their batches
+    end within the interval (an engine with ``concurrentJobs`` > 1 starts a late batch's jobs beside the next one's,
+    which then take longer). Returns what :func:`run_measured` returns.
     """
     from concurrent.futures import ThreadPoolExecutor
 
