@@ -159,8 +159,9 @@ def scala_seq(seq: Any) -> list[Any]:
 
 
 def last_job_id(sc: Any) -> int:
-    """The highest Spark job id so far (-1 before the first)."""
-    return max((data.jobId() for data in scala_seq(sc._jsc.sc().statusStore().jobsList(None))), default=-1)
+    """The highest Spark job id so far (-1 before the first): the status store lists the newest job first."""
+    jobs = sc._jsc.sc().statusStore().jobsList(None)
+    return int(jobs.apply(0).jobId()) if jobs.size() else -1
 
 
 def spark_jobs_since(sc: Any, after: int) -> list[dict[str, Any]]:
@@ -180,9 +181,10 @@ def spark_jobs_since(sc: Any, after: int) -> list[dict[str, Any]]:
         return found
 
     jobs = []
-    for data in seq(store.jobsList(None)):
+    listed = store.jobsList(None)  # newest first
+    for data in (listed.apply(i) for i in range(listed.size())):
         if data.jobId() <= after:
-            continue
+            break
         text = " ".join(str(o.get()) for o in (data.jobGroup(), data.description()) if o.isDefined())
         match = re.search(r"\d{13}", text)
         if match is None:
