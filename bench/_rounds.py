@@ -12,7 +12,7 @@ import statistics
 import time
 from typing import Any, Callable
 
-__all__ = ["cpu_now", "ratio_spread", "summarize_rounds"]
+__all__ = ["cpu_now", "ratio_spread", "spark_work_per_batch", "summarize_rounds"]
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -85,4 +85,36 @@ def summarize_rounds(rounds: list[dict[str, Any]], median_of: Callable[[list[dic
         values = [r[key] for r in per_round if r[key] is not None]
         if values:
             out[name] = ratio_spread(values)
+    return out
+
+
+def spark_work_per_batch(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Spark work a run's batches did, per batch: medians over the batches, and the shape of one median batch.
+
+    ``jobs``: one per Spark job, ``{"batch": batch time ms, "stages": [{"tasks": completed tasks (0: skipped),
+    "python_rdds": PythonRDDs in the stage}]}``. A stage's task runs one Python worker per PythonRDD in it (pyspark
+    pipelines Python functions into one PythonRDD, but not across an RDD it did not build), so ``python_worker_tasks``
+    sums tasks times PythonRDDs: how many Python worker runs the batch cost.
+    """
+    per_batch: dict[int, dict[str, Any]] = {}
+    for job in jobs:
+        b = per_batch.setdefault(job["batch"], {"jobs": 0, "stages": 0, "skipped_stages": 0, "tasks": 0,
+                                                "python_worker_tasks": 0, "shape": []})
+        b["jobs"] += 1
+        for stage in job["stages"]:
+            if stage["tasks"]:
+                b["stages"] += 1
+            else:
+                b["skipped_stages"] += 1
+            b["tasks"] += stage["tasks"]
+            b["python_worker_tasks"] += stage["tasks"] * stage["python_rdds"]
+        b["shape"].append([[s["tasks"], s["python_rdds"]] for s in job["stages"] if s["tasks"]])
+    if not per_batch:
+        return {"batches": 0}
+    batches = [per_batch[t] for t in sorted(per_batch)]
+    out: dict[str, Any] = {"batches": len(batches)}
+    for key in ("jobs", "stages", "skipped_stages", "tasks", "python_worker_tasks"):
+        out[key] = statistics.median(b[key] for b in batches)
+    typical = [b for b in batches if b["python_worker_tasks"] == out["python_worker_tasks"]] or batches
+    out["shape_of_one_batch"] = sorted(typical[-1]["shape"])  # per job, per stage run: [tasks, PythonRDDs]
     return out

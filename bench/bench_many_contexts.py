@@ -49,7 +49,7 @@ import threading
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -163,6 +163,113 @@ def no_job(rdd: Any) -> None:
 OUTPUTS = {"count": counter, "none": no_job}
 
 
+def double(x: int) -> int:
+    return x * 2
+
+
+class BareTenants:
+    """What the machine allows: N tenants, each a thread running the contexts' count job once a second on the same
+    SparkContext (``parallelize`` of the same 100-number list, the same ``map``, ``count``), no engine.
+
+    A tenant's job for second k is due at ``start + k`` s; it starts then, or when the tenant's previous job ends if
+    that is later (a context's batches queue the same way: one job at a time). How late its ``count`` starts (after
+    the ``parallelize`` and ``map``, which a context does at generation) is the bare counterpart of the scheduling
+    delay, how long the ``count`` runs of the processing delay.
+    """
+
+    def __init__(self, sc: Any, n: int) -> None:
+        self.sc, self.n = sc, n
+        self.completed = [0] * n
+        self.recording = False
+        self.lateness_ms: list[float] = []
+        self.processing_ms: list[float] = []
+        self.changed = threading.Condition()
+        self.stopping = False
+        self.start = 0.0
+
+    def tenant(self, i: int) -> None:
+        data = list(range(RECORDS))
+        k = 0
+        while not self.stopping:
+            due = self.start + k * BATCH_S
+            wait = due - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)  # a bench, not the library: the tenant's own timer
+            rdd = self.sc.parallelize(list(data)).map(double)  # what a context's generation does
+            began = time.monotonic()
+            rdd.count()  # what its job does
+            ended = time.monotonic()
+            with self.changed:
+                if self.recording:
+                    self.lateness_ms.append((began - due) * 1000)
+                    self.processing_ms.append((ended - began) * 1000)
+                self.completed[i] += 1
+                self.changed.notify_all()
+            k += 1
+
+    def wait_completed(self, jobs: int) -> None:
+        """Until every tenant completed ``jobs`` jobs."""
+        with self.changed:
+            self.changed.wait_for(lambda: min(self.completed) >= jobs)
+
+
+def bare_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None) -> dict[str, Any]:
+    """``n`` bare tenants (:class:`BareTenants`): the windows and figures of :func:`one_level` that apply without an engine."""
+    tenants = BareTenants(sc, n)
+    tenants.start = time.monotonic() + 0.05
+    threads = [threading.Thread(target=tenants.tenant, args=(i,), name=f"bare-tenant-{i}", daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    tenants.wait_completed(warmup)
+    with tenants.changed:
+        tenants.recording = True
+        done_before = sum(tenants.completed)
+    load_before = load()
+    cpu0, wall0, jvm0 = time.process_time(), time.perf_counter(), jvm_cpu_s(jvm)
+    cpu_batches = max(batches, -(-30 // n))
+    tenants.wait_completed(warmup + cpu_batches)
+    cpu1, wall1, jvm1 = time.process_time(), time.perf_counter(), jvm_cpu_s(jvm)
+    with tenants.changed:
+        done = sum(tenants.completed) - done_before
+    tenants.wait_completed(warmup + cpu_batches + batches)
+    tenants.stopping = True
+    for t in threads:
+        t.join()
+    wall = wall1 - wall0
+    return {
+        "contexts": n,
+        "load_average": load_before,
+        "window_s": round(wall, 2),
+        "jobs_completed": done,
+        "jobs_per_s": round(done / wall, 2),
+        "driver_cpu_ms_per_job": round((cpu1 - cpu0) * 1000 / done, 3),
+        "jvm_cpu_ms_per_job": round((jvm1 - jvm0) * 1000 / done, 3),
+        "start_lateness_ms": {**quantiles(tenants.lateness_ms), "target_p99_ms": BATCH_S * 1000 * 0.1},
+        "processing_ms": quantiles(tenants.processing_ms),
+        "load_average_after": load(),
+    }
+
+
+def beside_bare(engine: dict[str, Any], bare: dict[str, Any]) -> dict[str, Any]:
+    """The engine's level against bare pyspark's at the same number of contexts: ratios, and the driver's own cost.
+
+    ``driver_own_cpu_ms_per_context_batch``: the engine's driver CPU per completed batch less bare pyspark's per job,
+    i.e. what the engine adds on the driver to the same Spark calls (meaningful while both keep up).
+    """
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return None if a is None or not b else round(a / b, 3)
+
+    completed_per_s = engine["batches_completed"] / engine["window_s"] if engine["window_s"] else None
+    return {
+        "completed_per_s": {"engine": None if completed_per_s is None else round(completed_per_s, 2), "bare": bare["jobs_per_s"],
+                            "ratio": ratio(completed_per_s, bare["jobs_per_s"])},
+        "processing_p50_ratio": ratio(engine["processing_delay_ms"].get("p50_ms"), bare["processing_ms"].get("p50_ms")),
+        "scheduling_p99_ms": {"engine": engine["scheduling_delay_ms"].get("p99_ms"), "bare": bare["start_lateness_ms"].get("p99_ms")},
+        "jvm_cpu_per_batch_ratio": ratio(engine["jvm_cpu_ms_per_context_batch"], bare["jvm_cpu_ms_per_job"]),
+        "driver_own_cpu_ms_per_context_batch": round(engine["driver_cpu_ms_per_context_batch"] - bare["driver_cpu_ms_per_job"], 3),
+    }
+
+
 async def wait_completed(recorders: list[Delays], batches: int) -> None:
     """Until every context completed ``batches`` batches."""
     for r in recorders:
@@ -188,7 +295,7 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         for i in range(n):
             ssc = await stack.enter_async_context(StreamingContext(sc, BATCH_S, queryName=f"tenant-{i}"))
             data = [list(range(RECORDS))] * total  # the queue copies each list: the same input per context
-            ssc.queueStream(data).map(lambda x: x * 2).foreachRDD(OUTPUTS[output])
+            ssc.queueStream(data).map(double).foreachRDD(OUTPUTS[output])
             ssc.addStreamingListener(recorders[i])
             contexts.append(ssc)
         for ssc in contexts:
@@ -256,11 +363,15 @@ def main() -> None:
     parser.add_argument("--output", choices=sorted(OUTPUTS), default="count",
                         help="each batch's output: count the RDD (a Spark job), or none (the RDD is built, no job runs)")
     parser.add_argument("--warmup", type=int, default=3, help="batches per context before measuring")
+    parser.add_argument("--no-bare", dest="bare", action="store_false",
+                        help="skip bare pyspark's tenants beside each level (what the machine allows)")
+    parser.add_argument("--no-driver-alone", dest="driver_alone", action="store_false",
+                        help="with --output count, skip the driver-alone run (--output none) beside each level")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from streaming.spark import embedded_spark_context
 
-    sc = embedded_spark_context({"spark.ui.enabled": "false"})
+    sc = embedded_spark_context({"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
     sc.setLogLevel("ERROR")
     sc.parallelize(range(10), 2).count()  # start the Python workers
     jvm = jvm_pid()
@@ -270,15 +381,36 @@ def main() -> None:
                            "window_batches": args.batches}
     out["idle_loop_lateness_ms"] = {**quantiles(asyncio.run(ticker(3.0))), "load_average": load()}
     asyncio.run(one_level(sc, 1, 2, 1, jvm, args.output))  # unmeasured: imports and Spark's first jobs are once per process
-    levels = []
-    for n in (int(x) for x in args.levels.split(",")):
-        level = asyncio.run(one_level(sc, n, args.warmup, args.batches, jvm, args.output))
-        print(json.dumps(level), file=sys.stderr, flush=True)
+    levels, alone = [], []
+    for index, n in enumerate(int(x) for x in args.levels.split(",")):
+        runs: dict[str, Callable[[], dict[str, Any]]] = {
+            "engine": lambda n=n: asyncio.run(one_level(sc, n, args.warmup, args.batches, jvm, args.output))}
+        if args.bare:
+            runs["bare"] = lambda n=n: bare_level(sc, n, args.warmup, args.batches, jvm)
+        if args.driver_alone and args.output != "none":
+            runs["alone"] = lambda n=n: asyncio.run(one_level(sc, n, args.warmup, args.batches, jvm, "none"))
+        order = list(runs) if index % 2 == 0 else list(reversed(runs))  # the load drifts: alternate who goes first
+        got = {}
+        for who in order:
+            got[who] = runs[who]()
+            print(json.dumps({who: got[who]}), file=sys.stderr, flush=True)
+        level = got["engine"]
+        if "bare" in got:
+            level["bare_pyspark"] = got["bare"]
+            level["beside_bare"] = beside_bare(level, got["bare"])
+        if "alone" in got:
+            level["driver_alone"] = {key: got["alone"][key] for key in (
+                "driver_cpu_ms_per_context_batch", "driver_cpu_ms_per_context_second", "memory_kib_per_context",
+                "scheduling_delay_ms", "host_loop_lateness_ms", "load_average")}
+            alone.append(got["alone"])
         levels.append(level)
     out["levels"] = levels
     out["flatness"] = {
         "driver_cpu_largest_over_smallest": flatness(levels, "driver_cpu_ms_per_context_batch"),
         "driver_cpu_per_second_largest_over_smallest": flatness(levels, "driver_cpu_ms_per_context_second"),
+        "driver_own_cpu_largest_over_smallest": flatness(alone or levels, "driver_cpu_ms_per_context_batch"),
+        "driver_over_bare_cpu_largest_over_smallest": (
+            flatness([lv["beside_bare"] for lv in levels], "driver_own_cpu_ms_per_context_batch") if args.bare else None),
         "memory_largest_over_smallest": flatness(levels, "memory_kib_per_context"),
         "target": 1.3,
     }

@@ -43,6 +43,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import statistics
@@ -132,6 +133,72 @@ def socket_word_count(ssc: Any, port: int, **receiver: Any) -> None:
     counts.foreachRDD(collect)
 
 
+# -- Spark work: py4j calls, jobs, stages, tasks --
+
+
+PY4J_CALLS = [0]
+"""py4j calls this process has made (every thread), once :func:`count_py4j_calls` is installed."""
+
+
+def count_py4j_calls(sc: Any) -> None:
+    """Count every py4j call from now on in ``PY4J_CALLS`` (wraps the process's py4j client; once per process)."""
+    client = sc._gateway._gateway_client
+    send = client.send_command
+    calls = PY4J_CALLS
+
+    def send_command(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1  # a lost increment between threads costs a count, not a crash: a bench
+        return send(*args, **kwargs)
+
+    client.send_command = send_command
+
+
+def scala_seq(seq: Any) -> list[Any]:
+    """A Scala ``Seq`` over py4j as a list (one call per element)."""
+    return [seq.apply(i) for i in range(seq.size())]
+
+
+def last_job_id(sc: Any) -> int:
+    """The highest Spark job id so far (-1 before the first): the status store lists the newest job first."""
+    jobs = sc._jsc.sc().statusStore().jobsList(None)
+    return int(jobs.apply(0).jobId()) if jobs.size() else -1
+
+
+def spark_jobs_since(sc: Any, after: int) -> list[dict[str, Any]]:
+    """Spark's record of the jobs with ids above ``after``, each with its batch time and per stage its completed tasks
+    and PythonRDDs (:func:`bench._rounds.spark_work_per_batch` reads them). py4j calls: run it after a run.
+
+    The batch time comes from the job's group (ours: ``aiodstream-<context>-<batch ms>-<output>``) or description
+    (pyspark.streaming's links to ``batch/?id=<batch ms>``); jobs with neither are left out.
+    """
+    store, tracker = sc._jsc.sc().statusStore(), sc.statusTracker()
+    seq = scala_seq
+
+    def names(cluster: Any) -> list[str]:
+        found = [node.name() for node in seq(cluster.childNodes())]
+        for child in seq(cluster.childClusters()):
+            found += names(child)
+        return found
+
+    jobs = []
+    listed = store.jobsList(None)  # newest first
+    for data in (listed.apply(i) for i in range(listed.size())):
+        if data.jobId() <= after:
+            break
+        text = " ".join(str(o.get()) for o in (data.jobGroup(), data.description()) if o.isDefined())
+        match = re.search(r"\d{13}", text)
+        if match is None:
+            continue
+        stages = []
+        for stage_id in seq(data.stageIds()):
+            info = tracker.getStageInfo(stage_id)
+            rdds = names(store.operationGraphForStage(stage_id).rootCluster())
+            stages.append({"tasks": info.numCompletedTasks if info is not None else 0,
+                           "python_rdds": sum(1 for name in rdds if name == "PythonRDD")})
+        jobs.append({"batch": int(match.group()), "stages": stages})
+    return jobs
+
+
 # -- engines --
 
 
@@ -151,6 +218,7 @@ def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
             super().__init__()
             self.batches: list[dict[str, int]] = []
             self.cpu: list[tuple[float, float | None]] = []
+            self.py4j: list[int] = []
             self.done = threading.Event()
 
         def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803
@@ -164,6 +232,7 @@ def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
                 "ops_ms": [op.endTime() - op.startTime() for _, op in ops]})
             if cpu_after is not None and len(self.batches) in (cpu_after, wanted) and len(self.cpu) < 2:
                 self.cpu.append(cpu_now())
+                self.py4j.append(PY4J_CALLS[0])
             if len(self.batches) >= wanted:
                 self.done.set()
 
@@ -177,11 +246,14 @@ def run_program(engine: str, sc: Any, interval: float, batches: int, build: Call
 
 
 def run_measured(engine: str, sc: Any, interval: float, batches: int, build: Callable[[Any], None],
-                 concurrent_jobs: int | None = None, timeout: float = 300, skip: int = 0) -> dict[str, Any]:
+                 concurrent_jobs: int | None = None, timeout: float = 300, skip: int = 0,
+                 spark_work: bool = False) -> dict[str, Any]:
     """Run ``build(ssc)`` on ``engine`` until ``batches`` batches completed.
 
     Returns the batches after the first ``skip``, the driver's and the total CPU milliseconds per
-    batch over those batches (with ``skip`` > 0; total is None off Linux), and the 1-minute load.
+    batch over those batches (with ``skip`` > 0; total is None off Linux), and the 1-minute load;
+    with ``skip`` > 0, the py4j calls per batch (once :func:`count_py4j_calls` is installed), and
+    with ``spark_work``, the Spark work of those batches (:func:`spark_jobs_since`, read after the run).
     """
     if engine == "pyspark":
         from pyspark.streaming import StreamingContext as PySparkContext
@@ -196,6 +268,7 @@ def run_measured(engine: str, sc: Any, interval: float, batches: int, build: Cal
         ssc = StreamingContext(sc, interval, concurrentJobs=concurrent_jobs)
     recorder = batch_recorder(batches, skip or None)
     ssc.addStreamingListener(recorder)
+    first_job = last_job_id(sc) if spark_work else None
     build(ssc)
     ssc.start()
     try:
@@ -211,6 +284,12 @@ def run_measured(engine: str, sc: Any, interval: float, batches: int, build: Cal
         run["driver_cpu_ms_per_batch"] = round((d1 - d0) / n * 1000, 2)
         if t0 is not None and t1 is not None:
             run["total_cpu_ms_per_batch"] = round((t1 - t0) / n * 1000, 1)
+        run["py4j_calls_per_batch"] = round((recorder.py4j[1] - recorder.py4j[0]) / n, 1)
+    if first_job is not None:
+        from bench._rounds import spark_work_per_batch
+
+        measured = {b["time"] for b in run["batches"]}
+        run["spark_work"] = spark_work_per_batch([j for j in spark_jobs_since(sc, first_job) if j["batch"] in measured])
     return run
 
 
@@ -345,18 +424,83 @@ def paired(rounds: int, theirs: Callable[[], list[dict[str, int]]], ours: Callab
 
 
 def paired_runs(rounds: int, theirs: Callable[[], dict[str, Any]], ours: Callable[[], dict[str, Any]],
-                label: str) -> list[dict[str, Any]]:
-    """Like :func:`paired`, for :func:`run_measured` runs: per round, ``{"pyspark": run, "ours": run}``; progress on stderr."""
+                label: str, alone: Callable[[], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Like :func:`paired`, for :func:`run_measured` runs: per round, ``{"pyspark": run, "ours": run}``; progress on stderr.
+
+    With ``alone`` (:func:`run_alone`), each round also has ``"spark_alone"``; the three rotate which goes first.
+    """
+    runners = [("pyspark", theirs), ("ours", ours)] + ([("spark_alone", alone)] if alone is not None else [])
     results = []
     for r in range(rounds):
-        order = [("pyspark", theirs), ("ours", ours)] if r % 2 == 0 else [("ours", ours), ("pyspark", theirs)]
+        if alone is None:
+            order = runners if r % 2 == 0 else runners[::-1]
+        else:
+            order = runners[r % 3:] + runners[:r % 3]
         got = {who: run() for who, run in order}
         results.append(got)
         print(f"  {label} round {r + 1}/{rounds}: " + ", ".join(
             f"{who} {median_of(got[who]['batches'], 'processing', 0)} ms (driver cpu {got[who]['driver_cpu_ms_per_batch']}, "
-            f"total cpu {got[who]['total_cpu_ms_per_batch']} ms/batch, load {got[who]['load_1m']})" for who in ("pyspark", "ours")),
+            f"total cpu {got[who]['total_cpu_ms_per_batch']} ms/batch, load {got[who]['load_1m']})" for who, _ in runners),
             file=sys.stderr, flush=True)
     return results
+
+
+def bare_word_count(rdd: Any) -> list[Callable[[], None]]:
+    """:func:`word_count`'s RDD built from a queued ``rdd`` by the same calls, and its output: no streaming engine."""
+    counts = rdd.flatMap(lambda line: line.split(" ")).map(lambda w: (w, 1)).reduceByKey(add)
+    counts.id()  # its JVM RDD made now, as both engines make it when they generate the batch
+    return [lambda: collect(counts)]
+
+
+def bare_three_outputs(rdd: Any) -> list[Callable[[], None]]:
+    """:func:`three_outputs`' RDDs built from a queued ``rdd`` by the same calls, and its three outputs: no engine."""
+    words = rdd.flatMap(lambda line: line.split(" "))
+    counts = words.map(lambda w: (w, 1)).reduceByKey(add)
+    distinct = words.distinct()
+    counts.id()
+    distinct.id()
+    return [lambda: collect(counts), lambda: count(rdd), lambda: count(distinct)]
+
+
+def run_alone(sc: Any, interval: float, batches: int, lines_per_batch: int, jobs_of: Callable[[Any], list[Callable[[], None]]],
+              skip: int) -> dict[str, Any]:
+    """A program's Spark jobs with no streaming engine, at the engines' interval: what the machine allows.
+
+    Per batch (due every ``interval`` s): its RDD built from a parallelized input as the program builds it (the
+    ``jobs_of(rdd)`` call, the engines' generation), then its outputs, each from a thread of its own at once (as
+    ``concurrentJobs`` lets them run), timed from the first start to the last end: the counterpart of a processing
+    delay. A batch starts after the previous one ended, so this compares with the engines only while their batches
+    end within the interval (an engine with ``concurrentJobs`` > 1 starts a late batch's jobs beside the next one's,
+    which then take longer). Returns what :func:`run_measured` returns.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bench._rounds import cpu_now
+
+    rdds = [sc.parallelize(make_lines(i, lines_per_batch), 2) for i in range(batches)]
+    out: list[dict[str, int]] = []
+    cpu = []
+    start = time.monotonic()
+    with ThreadPoolExecutor(3) as pool:
+        for k, rdd in enumerate(rdds):
+            wait = start + (k + 1) * interval - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)  # a bench: the batches' timer
+            jobs = jobs_of(rdd)
+            began = time.perf_counter()
+            for future in [pool.submit(job) for job in jobs]:
+                future.result()
+            out.append({"time": k, "processing": round((time.perf_counter() - began) * 1000)})
+            if k + 1 in (skip, batches):
+                cpu.append(cpu_now())
+    run: dict[str, Any] = {"batches": out[skip:], "load_1m": load()[0], "driver_cpu_ms_per_batch": None,
+                           "total_cpu_ms_per_batch": None}
+    if len(cpu) == 2:
+        (d0, t0), (d1, t1) = cpu
+        run["driver_cpu_ms_per_batch"] = round((d1 - d0) / (batches - skip) * 1000, 2)
+        if t0 is not None and t1 is not None:
+            run["total_cpu_ms_per_batch"] = round((t1 - t0) / (batches - skip) * 1000, 1)
+    return run
 
 
 def flat(rounds: list[tuple[list[dict[str, int]], list[dict[str, int]]]]) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
@@ -385,17 +529,36 @@ def ratio(ours: float, theirs: float) -> float | None:
     return None if not theirs else round(ours / theirs, 3)
 
 
-def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]], label: str) -> dict[str, Any]:
+def spark_work_of(rounds: list[dict[str, Any]], engine: str) -> dict[str, Any] | None:
+    """One engine's Spark work per batch over the rounds: the medians of each round's medians, one round's shape."""
+    works = [r[engine]["spark_work"] for r in rounds if r[engine].get("spark_work", {}).get("batches")]
+    if not works:
+        return None
+    out: dict[str, Any] = {key: statistics.median(w[key] for w in works)
+                           for key in ("jobs", "stages", "skipped_stages", "tasks", "python_worker_tasks")}
+    out["shape_of_one_batch"] = works[0]["shape_of_one_batch"]
+    return out
+
+
+def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]], label: str,
+                  alone: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
     """``--delay-rounds`` alternating rounds of ``run(engine)``: per-round and pooled medians, the ratios' spread, CPU per batch.
 
     ``ratio`` is the median of the per-round ratios of median processing delays (ours / pyspark)
     with its quartiles, min and max; ``resolved`` says the quartiles lie closer together than the
     median lies to 1. ``driver_cpu_ratio`` and ``total_cpu_ratio`` do the same for CPU per batch.
+    With ``alone`` (the same Spark jobs without an engine, :func:`run_alone`) in each round too,
+    ``over_spark_alone`` gives each engine's ratio to it, summarised the same way.
     """
     from bench._rounds import summarize_rounds
 
-    rounds = paired_runs(args.delay_rounds, lambda: run("pyspark"), lambda: run("ours"), label)
+    rounds = paired_runs(args.delay_rounds, lambda: run("pyspark"), lambda: run("ours"), label, alone)
     summary = summarize_rounds(rounds, lambda batches: median_of(batches, "processing", 0))
+    beside_alone = None
+    if alone is not None:  # each engine against the same Spark jobs without an engine, round by round
+        beside_alone = {e: summarize_rounds([{"pyspark": r["spark_alone"], "ours": r[e]} for r in rounds],
+                                            lambda batches: median_of(batches, "processing", 0))["ratio"]
+                        for e in ("pyspark", "ours")}
     theirs = [b for r in rounds for b in r["pyspark"]["batches"]]
     ours = [b for r in rounds for b in r["ours"]["batches"]]
     p, o = median_of(theirs, "processing", 0), median_of(ours, "processing", 0)
@@ -403,7 +566,13 @@ def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]]
             **summary, "target_ratio": 0.9,
             "met": summary["ratio"]["median"] <= 0.9 and summary["ratio"]["resolved"],
             "completed_in_batch_order": {e: all(completed_in_order(r[e]["batches"]) for r in rounds) for e in ("pyspark", "ours")},
-            "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)}}
+            "spark_work_per_batch": {e: spark_work_of(rounds, e) for e in ("pyspark", "ours")},
+            "py4j_calls_per_batch": {e: statistics.median(r[e].get("py4j_calls_per_batch", 0) for r in rounds)
+                                     for e in ("pyspark", "ours")},
+            "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)},
+            "spark_alone_processing_ms_median": (None if alone is None else
+                                                 median_of([b for r in rounds for b in r["spark_alone"]["batches"]], "processing", 0)),
+            "over_spark_alone": beside_alone}
 
 
 def main() -> None:
@@ -448,6 +617,7 @@ def main() -> None:
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
     sc.parallelize(make_lines(0, 1000), 2).flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(add).collect()  # warm up workers
+    count_py4j_calls(sc)
 
     out: dict[str, Any] = {"load_average_before": load(), "cpus": os.cpu_count()}
     began = time.monotonic()
@@ -481,8 +651,9 @@ def main() -> None:
         n = args.batches
         out["word_count"] = {
             "quantity": "median processing delay per batch from BatchInfo, 5000 lines, 1 s interval", "lines_per_batch": 5000,
-            **delay_measure(args, lambda engine: run_measured(engine, sc, 1.0, n, lambda ssc: word_count(ssc, sc, n), skip=2),
-                            "word_count"),
+            **delay_measure(args, lambda engine: run_measured(engine, sc, 1.0, n, lambda ssc: word_count(ssc, sc, n), skip=2,
+                                                               spark_work=True),
+                            "word_count", lambda: run_alone(sc, 1.0, n, 5000, bare_word_count, skip=2)),
             "load_average": load()}
         print(f"word_count: {out['word_count']}", file=sys.stderr, flush=True)
     if "three_outputs" in args.only:
@@ -490,9 +661,11 @@ def main() -> None:
         out["three_outputs"] = {args.master: {}}
         for size in args.three_output_lines:
             def three(engine: str, k: int = size) -> dict[str, Any]:
-                return run_measured(engine, sc, 1.0, n, lambda ssc: three_outputs(ssc, sc, n, k), concurrent_jobs=3, skip=2)
+                return run_measured(engine, sc, 1.0, n, lambda ssc: three_outputs(ssc, sc, n, k), concurrent_jobs=3, skip=2,
+                                    spark_work=True)
 
-            measure = delay_measure(args, three, f"three_outputs {size}")
+            measure = delay_measure(args, three, f"three_outputs {size}",
+                                    lambda k=size: run_alone(sc, 1.0, n, k, bare_three_outputs, skip=2))
             out["three_outputs"][args.master][f"{size}_lines_per_batch"] = {
                 "quantity": "median processing delay per batch from BatchInfo, concurrentJobs=3 on both", **measure,
                 "spark_alone_three_threads_vs_sequential": spark_alone_three_jobs(sc, size, n),

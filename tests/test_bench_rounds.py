@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench._rounds import ratio_spread, summarize_rounds
+from bench._rounds import ratio_spread, spark_work_per_batch, summarize_rounds
 
 
 def run(processing: list[int], driver: float, total: float | None) -> dict[str, Any]:
@@ -35,3 +35,18 @@ def test_each_round_divides_ours_by_pysparks_and_the_medians_are_taken_over_roun
     assert summary["ratio"]["median"] == 1.05
     assert summary["driver_cpu_ratio"]["median"] == 1.0
     assert summary["total_cpu_ratio"] == {"median": 0.75, "iqr": [0.75, 0.75], "min": 0.75, "max": 0.75, "resolved": True}
+
+
+def test_spark_work_counts_per_batch_the_jobs_stages_tasks_and_python_worker_runs() -> None:
+    """A stage's tasks each run one Python worker per PythonRDD in it; skipped stages run no task; medians over batches."""
+    def job(batch: int, *stages: tuple[int, int]) -> dict[str, Any]:
+        return {"batch": batch, "stages": [{"tasks": t, "python_rdds": p} for t, p in stages]}
+
+    jobs = [job(1000, (2, 1), (2, 2)), job(1000, (2, 1)),  # a shuffle whose reduce side chains two PythonRDDs; a count
+            job(2000, (2, 1), (2, 1)), job(2000, (2, 1)),
+            job(3000, (2, 1), (2, 1)), job(3000, (0, 1), (1, 1)), job(3000, (2, 1))]  # take's second job skips the shuffle
+    work = spark_work_per_batch(jobs)
+    assert (work["batches"], work["jobs"], work["stages"], work["skipped_stages"]) == (3, 2, 3, 0)
+    assert (work["tasks"], work["python_worker_tasks"]) == (6, 7)  # per batch 8, 6 and 7 worker runs
+    assert work["shape_of_one_batch"] == [[[1, 1]], [[2, 1]], [[2, 1], [2, 1]]]  # the median batch's: take's batch
+    assert spark_work_per_batch([]) == {"batches": 0}

@@ -14,8 +14,8 @@ from scheduler import InvalidPipelineError, Job, StreamingStateError, Time
 
 from ..spark import (
     BatchJob,
+    JvmRddPrebuild,
     batch_datetime,
-    build_jvm_rdd,
     current_batch_job,
     job_description,
     streaming_job_group,
@@ -154,6 +154,7 @@ class ForEachNode(StreamNode):
         super().__init__(parent.env, [parent])
         self._func = func
         self._is_async = inspect.iscoroutinefunction(func)
+        self._prebuild = JvmRddPrebuild()
         frame = _user_frame()
         self._name = f"{operation} at {frame}"
         self.supports_async_progress_tracking = supports_async_progress_tracking
@@ -172,7 +173,7 @@ class ForEachNode(StreamNode):
 
     def generates_on_loop(self, time: Time) -> bool:
         """The graph's hook (not for users): the job is made without a py4j call when the parent's RDD is, ready
-        (:func:`build_jvm_rdd` then has nothing to build)."""
+        (making its JVM RDD, if this output does, has nothing to build)."""
         return self._parents[0].generates_on_loop(time)
 
     def generate_job(self, time: Time) -> Job | None:
@@ -180,11 +181,11 @@ class ForEachNode(StreamNode):
         rdd = self._parents[0].get_or_compute(time)
         if rdd is None:
             return None
-        # As pyspark.streaming's generation does: the JVM RDD is made now, not in the job's processing time.
-        build_jvm_rdd(rdd)
+        # As pyspark.streaming's generation does, the JVM RDD is made now, not in the job's processing
+        # time: for an output whose function reads it (learnt from its jobs; see JvmRddPrebuild).
+        func = self._prebuild.observing(self._func, rdd)
         env = self._env
         spark = env.spark
-        func = self._func
         holder: list[Job] = []
 
         def group() -> str:  # known once the job has its output operation id

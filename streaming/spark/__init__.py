@@ -22,7 +22,7 @@ from ._hadoop_fs import list_hadoop_files, save_text_files_once
 from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook, run_in_job_group
 from ._job_threads import SparkJobThreads
 from ._py4j import active_spark_context
-from ._rdds import build_jvm_rdd, has_jvm_rdd
+from ._rdds import JvmRddPrebuild, build_jvm_rdd, has_jvm_rdd
 from ._session import (
     EMBEDDED_SPARK_CONF,
     STREAMING_SETTINGS,
@@ -37,6 +37,7 @@ __all__ = [
     "active_spark_context",
     "build_jvm_rdd",
     "has_jvm_rdd",
+    "JvmRddPrebuild",
     "list_hadoop_files",
     "save_text_files_once",
     "BatchJob",

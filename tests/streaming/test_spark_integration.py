@@ -35,7 +35,7 @@ from listeners import (
 from scheduler import InvalidPipelineError, StreamingStateError
 from streaming import StreamingContext, run_spark
 from streaming.inputs import read_block_file
-from tests.support import advance
+from tests.support import advance, run_dstream_batches
 
 pytestmark = pytest.mark.spark
 
@@ -217,16 +217,31 @@ def test_the_job_group_hook_lives_as_long_as_a_running_context(contexts: Any, sp
     assert spark_context.parallelize([1, 2, 3]).sum() == 6  # py4j still works without it
 
 
-def test_an_output_operations_rdd_comes_with_its_jvm_rdd_made_at_generation(contexts: Any) -> None:
-    """A map's PipelinedRDD reaches foreachRDD with its JVM RDD already made (as pyspark's generation does); outputs unchanged."""
-    ssc, recorder = contexts()
+def test_an_output_that_reads_its_rdds_jvm_rdd_gets_it_made_at_generation_from_its_second_batch(spark_context: Any) -> None:
+    """collect reads a map's JVM RDD: the first job makes it, and from then on it reaches foreachRDD made at generation
+    (as pyspark's generation does); outputs unchanged. One batch at a time, on a manual clock."""
+    from scheduler import ManualClock
+
+    clock = ManualClock(0)
+    ssc = StreamingContext(spark_context, 1, clock=clock)
     seen: list[tuple[bool, list[int]]] = []
-    ssc.queueStream([[1, 2], [3]]).map(lambda x: x * 10).foreachRDD(
+    ssc.queueStream([[1, 2], [3], [4]]).map(lambda x: x * 10).foreachRDD(
         lambda rdd: seen.append((rdd._jrdd_val is not None, rdd.collect())))
-    ssc.start()
-    recorder.wait_for_batches(2)
-    ssc.stop(stopSparkContext=False)
-    assert seen[:2] == [(True, [10, 20]), (True, [30])]
+    assert run_dstream_batches(ssc, clock, 3) == []
+    assert seen == [(False, [10, 20]), (True, [30]), (True, [40])]
+
+
+def test_an_output_that_derives_a_new_rdd_never_gets_a_jvm_rdd_made_for_it(spark_context: Any) -> None:
+    """count pipelines onto the map's parents and never reads the map's JVM RDD: none is made, in any batch."""
+    from scheduler import ManualClock
+
+    clock = ManualClock(0)
+    ssc = StreamingContext(spark_context, 1, clock=clock)
+    seen: list[tuple[bool, int, bool]] = []
+    ssc.queueStream([[1, 2], [3], [4, 5, 6]]).map(lambda x: x * 10).foreachRDD(
+        lambda rdd: seen.append((rdd._jrdd_val is not None, rdd.count(), rdd._jrdd_val is not None)))
+    assert run_dstream_batches(ssc, clock, 3) == []
+    assert seen == [(False, 2, False), (False, 1, False), (False, 3, False)]
 
 
 def test_an_rdd_whose_function_cannot_be_pickled_fails_its_output_operation_as_before(contexts: Any) -> None:
