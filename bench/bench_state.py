@@ -7,10 +7,14 @@ Prints one JSON object (with the machine's load beside each part), on an embedde
     keys held (seeded by the first batch), for ``flatMapGroupsWithState`` and for
     ``updateStateByKey`` measured the same way; the ratio large / small for each (target for
     ours: <= 1.5).
-(b) ``vs_pyspark``: the same keyed workload (``--small`` keys held, ``--touched`` touched per
-    batch, the same JSON files read by both) through pyspark's ``applyInPandasWithState``
-    (Structured Streaming, ``addBatch`` of each batch's progress) and through ours (processing
-    delay); the ratio of medians (target: <= 0.5).
+(b) ``vs_pyspark``: the same keyed workload, ``--large`` keys held on both sides, ``--touched``
+    touched per batch, the same JSON files read by both, 4 partitions: pyspark's
+    ``applyInPandasWithState`` (Structured Streaming, noop sink, one file per trigger, a query per
+    round with ``availableNow``; its ``addBatch`` and ``triggerExecution``) and ours (processing
+    delay; one batch per file on a stepped clock, so nothing of ours runs between its batches) in
+    ``--rounds`` alternating rounds of ``--vs-batches`` batches each, after each side's seed
+    batch; per round the medians, the process tree's CPU per batch and the ratios, then their
+    median and spread (target: at most 0.25).
 (c) ``store_commits``: the state store's commit time per partition and batch in the large run,
     median and p99 (from the batches' progress).
 (d) ``remote_store`` (``--only remote_store``): the ``--small`` groups run with its checkpoint on
@@ -22,14 +26,14 @@ Prints one JSON object (with the machine's load beside each part), on an embedde
     touched per batch) and of a plain ``reduceByKey`` of the same records (the same queued RDDs,
     the same user output): per side the median processing delay of the steady batches and the
     CPU of the whole process tree (driver, JVM, Python workers) per batch, each round's ratio
-    stateful / floor, their median and spread (target: at most 2), and the stateful median over
-    ``applyInPandasWithState``'s median when ``vs_pyspark`` ran too (target: at most 0.25).
+    stateful / floor, their median and spread (target: at most 2).
 (e) ``store_direct`` (``--only store_direct``): the state store alone, no Spark: one partition
     holding ``--large`` keys, ``--batches`` batches each loading the next version, touching
     ``--touched`` keys and committing; min and median ms per batch (what a batch pays the store,
     including the working copy's check against the checkpoint's delta), and of the load alone.
 
-Not part of the test suite. Run: ``python bench/bench_state.py [--large 1000000] [--batches 8] [--rounds 3]``.
+Not part of the test suite. Run: ``python bench/bench_state.py [--large 1000000] [--batches 8] [--rounds 3]``
+(``docs/benchmarks.md`` gives the run times).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -181,63 +186,275 @@ def run_store_direct(held: int, touched: int, batches: int) -> dict[str, Any]:
             "load_ms_min": round(min(steady), 3), "load_ms_median": round(statistics.median(steady), 3)}
 
 
-def write_files(directory: Path, held: int, touched: int, batches: int) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    for b in range(batches):
-        lines = "".join(json.dumps({"key": f"k{k}", "ts_ms": 0, "value": 1}) + "\n" for k in batch_keys(b, held, touched))
-        (directory / f"part-{b:05d}.json").write_text(lines)
+class SteppedClock:
+    """The wall clock's pace while a batch runs, standing still between batches until the bench steps it to the next tick.
+
+    Our side then runs exactly the batches the bench asks for, one at a time, with real processing
+    delays (BatchInfo's), and runs nothing (no idle batches) while pyspark's round runs. Only the
+    batch timer sleeps on the clock. Made and used on the bench's event loop.
+    """
+
+    def __init__(self) -> None:
+        import anyio
+
+        self._base_ms = time.time_ns() // 1_000_000
+        self._since_ns: int | None = None  # when the clock last started running; None: standing still
+        self._stepped = anyio.Event()
+        self.deadline_ms: int | None = None
+        """The tick the timer sleeps on (the next batch's time)."""
+
+    def now(self) -> Any:
+        from scheduler import Time
+
+        if self._since_ns is None:
+            return Time(self._base_ms)
+        return Time(self._base_ms + (time.monotonic_ns() - self._since_ns) // 1_000_000)
+
+    def stand_still(self) -> None:
+        self._base_ms, self._since_ns = self.now().milliseconds, None
+
+    def run_from(self, ms: int) -> None:
+        """Jump to ``ms`` (not backwards) and run at the wall clock's pace."""
+        import anyio
+
+        self._base_ms, self._since_ns = max(ms, self.now().milliseconds), time.monotonic_ns()
+        stepped, self._stepped = self._stepped, anyio.Event()
+        stepped.set()
+
+    async def sleep_until(self, deadline: Any) -> Any:
+        import anyio
+
+        self.deadline_ms = deadline.milliseconds
+        while (now := self.now()).milliseconds < deadline.milliseconds:
+            if self._since_ns is None:
+                await self._stepped.wait()
+            else:
+                with anyio.move_on_after((deadline.milliseconds - now.milliseconds) / 1000):
+                    await self._stepped.wait()
+        await anyio.lowlevel.checkpoint()
+        return now
+
+    async def sleep(self, duration: Any) -> Any:
+        return await self.sleep_until(self.now() + duration)
 
 
-def run_pyspark(sc: Any, files: Path, batches: int) -> list[int]:
-    """applyInPandasWithState over the files, one per trigger; each batch's addBatch in ms."""
-    import pandas as pd
-    from pyspark.sql import SparkSession
+class FileBatches:
+    """Our batches' processing delays by the file each read (the listener's side of :func:`run_ours_rounds`)."""
 
-    def count(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
-        total = state.get[0] if state.exists else 0
-        for pdf in pdfs:
-            total += int(pdf["value"].sum())
-        state.update((total,))
-        yield pd.DataFrame({"key": [key[0]], "total": [total]})
+    def __init__(self) -> None:
+        self.by_file: dict[str, int] = {}
 
-    spark = SparkSession(sc)
-    with tempfile.TemporaryDirectory(prefix="aiodstream-bench-ref-") as checkpoint:
-        df = spark.readStream.schema("key string, ts_ms long, value long").option("maxFilesPerTrigger", 1).json(str(files))
-        query = (df.groupBy("key").applyInPandasWithState(count, "key string, total long", "total long", "update",
-                                                          "NoTimeout")
-                 .writeStream.outputMode("update").format("noop").option("checkpointLocation", checkpoint).start())
-        try:
-            query.processAllAvailable()
-            durations = [p["durationMs"].get("addBatch", 0) for p in query.recentProgress if p["numInputRows"] > 0]
-        finally:
-            query.stop()
-    return durations[:batches]
+    def __call__(self, event: Any) -> None:
+        if type(event).__name__ != "BatchCompleted":
+            return
+        info = event.batch_info
+        for input_info in info.stream_id_to_input_info.values():
+            for path in input_info.metadata.get("files", ()):
+                self.by_file[os.path.basename(path)] = info.processing_delay.milliseconds
 
 
-def run_ours_files(sc: Any, files: Path, batches: int, interval: float) -> list[int]:
-    """Our operator over the same JSON files (a file stream taking them one per batch); processing delays."""
-    from streaming import StreamingContext
+def place(source: Path, directory: Path, mtime_ms: int) -> None:
+    """Copy ``source`` into ``directory`` (a copy per side: each side's file has its own modification time, ``mtime_ms``)."""
+    target = directory / source.name
+    shutil.copyfile(source, target)
+    os.utime(target, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
 
-    with tempfile.TemporaryDirectory(prefix="aiodstream-bench-files-") as tmp:
-        watched = Path(tmp) / "in"
-        watched.mkdir()
-        ssc = StreamingContext(sc, interval)
-        delays = Delays(batches + 1)
-        ssc.addStreamingListener(delays)
-        pairs = ssc.textFileStream(str(watched)).map(json.loads).map(lambda row: (row["key"], row["value"]))
+
+class OursSide:
+    """Our flatMapGroupsWithState over a watched directory, on a :class:`SteppedClock`: one batch per file, when asked."""
+
+    def __init__(self, sc: Any, root: Path, interval_ms: int) -> None:
+        from streaming import StreamingContext
+
+        self.watched = root / "ours-in"
+        self.watched.mkdir()
+        self.clock = SteppedClock()
+        self.ssc = StreamingContext(sc, interval_ms / 1000, clock=self.clock)
+        self.batches = FileBatches()
+        self.ssc.addStreamingListener(self.batches)
+        pairs = self.ssc.textFileStream(str(self.watched)).map(json.loads).map(lambda row: (row["key"], row["value"]))
         counts = pairs.flatMapGroupsWithState(count_clicks, "update", "NoTimeout", numPartitions=4)
         counts.foreachRDD(lambda rdd: rdd.filter(lambda kv: kv[1] > 10**9).count())
-        ssc.checkpoint(str(Path(tmp) / "ck"))
-        ssc.start()
-        names = sorted(files.iterdir())
-        for index, name in enumerate(names):
-            # one file per batch: moved in once the batch before it completed
-            while len(delays.delays_ms) < index + 1:
-                time.sleep(0.01)
-            os.link(name, watched / name.name)
-        delays.done.wait()
-        ssc.stop(stopSparkContext=False, stopGraceFully=False)
-    return delays.delays_ms[1:batches + 1]
+        self.ssc.checkpoint(str(root / "ours-ck"))
+
+    async def run(self, files: list[Path], warmup: int) -> dict[str, Any]:
+        """One batch per file, each alone; the processing delays and the process tree's CPU per batch after ``warmup``."""
+        import anyio.lowlevel
+
+        runtime = self.ssc.runtime
+        cpu: list[float] = []
+        for f in files:
+            await runtime.wait_until_idle()
+            while self.clock.deadline_ms is None:  # the timer's first sleep, right after start
+                await anyio.lowlevel.checkpoint()
+            tick = self.clock.deadline_ms
+            place(f, self.watched, tick)
+            cpu.append(tree_cpu_s())
+            self.clock.run_from(tick)
+            await runtime.wait_until_idle()
+            self.clock.stand_still()
+        cpu.append(tree_cpu_s())
+        delays = [self.batches.by_file[f.name] for f in files]
+        measured = len(files) - warmup
+        return {"processing_ms": delays[warmup:],
+                "cpu_ms_per_batch": round((cpu[-1] - cpu[warmup]) * 1000 / measured, 1) if measured else None}
+
+
+class PysparkSide:
+    """applyInPandasWithState over a watched directory, one file per trigger.
+
+    A query per round (``availableNow``), so nothing of it runs between rounds.
+    """
+
+    def __init__(self, sc: Any, root: Path, store: str) -> None:
+        from pyspark.sql import SparkSession
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        self.spark = SparkSession(sc)
+        if store == "rocksdb":
+            self.spark.conf.set("spark.sql.streaming.stateStore.providerClass",
+                                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+        self.watched = root / "theirs-in"
+        self.watched.mkdir()
+        self.checkpoint = root / "theirs-ck"
+        progress: list[tuple[float, dict[str, Any]]] = []
+        arrived = threading.Condition()
+        self.progress, self.arrived = progress, arrived
+
+        class Recorder(StreamingQueryListener):
+            """Each batch's progress with the process tree's CPU when it arrives."""
+
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                p = event.progress
+                if p.numInputRows > 0:
+                    with arrived:
+                        progress.append((tree_cpu_s(), dict(p.durationMs)))
+                        arrived.notify_all()
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        self.spark.streams.addListener(Recorder())
+
+    def run(self, files: list[Path], warmup: int) -> dict[str, Any]:
+        """A query over ``files`` (one per trigger) until they are all read; each batch's addBatch and triggerExecution."""
+        import pandas as pd
+
+        def count(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
+            total = state.get[0] if state.exists else 0
+            for pdf in pdfs:
+                total += int(pdf["value"].sum())
+            state.update((total,))
+            yield pd.DataFrame({"key": [key[0]], "total": [total]})
+
+        now_ms = time.time_ns() // 1_000_000
+        for i, f in enumerate(files):
+            place(f, self.watched, now_ms - len(files) + i)  # in order: the source takes the oldest first
+        with self.arrived:
+            self.progress.clear()
+        df = self.spark.readStream.schema("key string, ts_ms long, value long").option("maxFilesPerTrigger", 1).json(
+            str(self.watched))
+        query = (df.groupBy("key").applyInPandasWithState(count, "key string, total long", "total long", "update",
+                                                          "NoTimeout")
+                 .writeStream.outputMode("update").format("noop").trigger(availableNow=True)
+                 .option("checkpointLocation", str(self.checkpoint)).start())
+        query.awaitTermination()
+        with self.arrived:
+            if not self.arrived.wait_for(lambda: len(self.progress) >= len(files), timeout=60):
+                raise RuntimeError(f"pyspark reported {len(self.progress)} batches of {len(files)}")
+            got = list(self.progress)
+        measured = len(files) - warmup
+        return {"add_batch_ms": [d.get("addBatch", 0) for _, d in got[warmup:]],
+                "trigger_ms": [d.get("triggerExecution", 0) for _, d in got[warmup:]],
+                "cpu_ms_per_batch": round((got[-1][0] - got[warmup - 1][0]) * 1000 / measured, 1)
+                if warmup and measured else None}
+
+
+def write_round_files(directory: Path, held: int, touched: int, rounds: int, per_round: int) -> tuple[Path, list[list[Path]]]:
+    """The seed file (every held key) and each round's files (``touched`` keys each), JSON lines both sides read."""
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def write(name: str, batch: int) -> Path:
+        path = directory / name
+        path.write_text("".join(json.dumps({"key": f"k{k}", "ts_ms": 0, "value": 1}) + "\n"
+                                for k in batch_keys(batch, held, touched)))
+        return path
+
+    seed = write("part-seed.json", 0)
+    return seed, [[write(f"part-{r:03d}-{i:03d}.json", 1 + r * per_round + i) for i in range(per_round)]
+                  for r in range(rounds)]
+
+
+def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Alternating rounds of applyInPandasWithState and of ours over the same files, ``--large`` keys held on both sides."""
+    import anyio
+    import anyio.to_thread
+
+    from bench._rounds import ratio_spread
+
+    per_round = args.vs_batches
+    rounds: list[dict[str, Any]] = []
+    seeds: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="aiodstream-bench-vs-") as tmp:
+        root = Path(tmp)
+        seed, round_files = write_round_files(root / "files", args.large, args.touched, args.rounds, per_round)
+        theirs = PysparkSide(sc, root, args.pyspark_store)
+
+        async def driver() -> None:
+            ours = OursSide(sc, root, 10_000)  # a virtual interval longer than any steady batch
+            async with ours.ssc:
+                await ours.ssc.start_async()
+                for side in ("pyspark", "ours"):
+                    started = time.perf_counter()
+                    if side == "ours":
+                        await ours.run([seed], 0)
+                    else:
+                        await anyio.to_thread.run_sync(theirs.run, [seed], 0)
+                    seeds[side] = round(time.perf_counter() - started, 1)
+                for r, files in enumerate(round_files):
+                    row: dict[str, Any] = {"load_average_before": [round(x, 2) for x in os.getloadavg()]}
+                    for side in (("pyspark", "ours") if r % 2 == 0 else ("ours", "pyspark")):
+                        if side == "ours":
+                            row["ours"] = await ours.run(files, args.vs_warmup)
+                        else:
+                            row["pyspark"] = await anyio.to_thread.run_sync(theirs.run, files, args.vs_warmup)
+                    row["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+                    rounds.append(row)
+                await ours.ssc.stop_async(stopSparkContext=False)
+
+        anyio.run(driver)
+    for row in rounds:
+        ours_ms = statistics.median(row["ours"]["processing_ms"])
+        row["ours_ms_median"] = ours_ms
+        row["pyspark_add_batch_ms_median"] = statistics.median(row["pyspark"]["add_batch_ms"])
+        row["pyspark_trigger_ms_median"] = statistics.median(row["pyspark"]["trigger_ms"])
+        row["ratio"] = round(ours_ms / row["pyspark_add_batch_ms_median"], 3)
+        row["ratio_to_trigger"] = round(ours_ms / row["pyspark_trigger_ms_median"], 3)
+        if row["ours"]["cpu_ms_per_batch"] and row["pyspark"]["cpu_ms_per_batch"]:
+            row["cpu_ratio"] = round(row["ours"]["cpu_ms_per_batch"] / row["pyspark"]["cpu_ms_per_batch"], 3)
+    ours_all = [ms for r in rounds for ms in r["ours"]["processing_ms"]]
+    theirs_all = [ms for r in rounds for ms in r["pyspark"]["add_batch_ms"]]
+    return {
+        "quantity": f"processing per steady batch, {args.large} keys held on both sides, {args.touched} touched per batch "
+                    f"from the same JSON files, 4 partitions, {args.rounds} alternating rounds of {per_round} batches "
+                    f"({args.vs_warmup} warm-up): ours BatchInfo's processing delay (flatMapGroupsWithState, one batch "
+                    "at a time on a stepped clock) against pyspark's addBatch (applyInPandasWithState, noop sink, "
+                    f"one file per trigger, a query per round with availableNow, {args.pyspark_store} store); "
+                    "CPU: the process tree's per batch",
+        "seed_s": seeds, "rounds": rounds,
+        "ours_median_ms": statistics.median(ours_all), "pyspark_add_batch_median_ms": statistics.median(theirs_all),
+        "ratio": ratio_spread([r["ratio"] for r in rounds]),
+        "ratio_to_trigger": ratio_spread([r["ratio_to_trigger"] for r in rounds]),
+        "cpu_ratio": ratio_spread([r["cpu_ratio"] for r in rounds if "cpu_ratio" in r]) if any("cpu_ratio" in r for r in rounds) else None,
+        "ratio_of_all_batches": round(statistics.median(ours_all) / statistics.median(theirs_all), 3),
+        "target_ratio": 0.25,
+    }
 
 
 def run_floor(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -278,6 +495,10 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=8, help="batches per run (2 warm-up ones included)")
     parser.add_argument("--interval", type=float, default=2.0, help="batch interval in seconds")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of floor (stateful, reduceByKey)")
+    parser.add_argument("--vs-batches", type=int, default=6, help="batches per side and round of vs_pyspark")
+    parser.add_argument("--vs-warmup", type=int, default=1, help="of which warm-up (not measured), at least 1")
+    parser.add_argument("--pyspark-store", choices=["hdfs", "rocksdb"], default="hdfs",
+                        help="applyInPandasWithState's state store (hdfs: Spark's default, in memory)")
     parser.add_argument("--only", nargs="*", default=["keys_held", "vs_pyspark", "floor"])
     parser.add_argument("--kinds", nargs="*", default=["groups", "update_state_by_key"],
                         help="what keys_held runs (groups: flatMapGroupsWithState)")
@@ -311,27 +532,9 @@ def main() -> None:
                                 "p99_ms": percentile(commits, 0.99) if commits else None, "samples": len(commits)}
         out["keys_held"]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     if "vs_pyspark" in args.only:
-        load = [round(x, 2) for x in os.getloadavg()]
-        with tempfile.TemporaryDirectory(prefix="aiodstream-bench-files-") as tmp:
-            files = Path(tmp) / "files"
-            write_files(files, args.small, args.touched, args.batches)
-            theirs = run_pyspark(sc, files, args.batches)
-            ours = run_ours_files(sc, files, args.batches, args.interval)
-        steady_theirs, steady_ours = theirs[2:], ours[2:]
-        out["vs_pyspark"] = {
-            "quantity": "median processing per batch (pyspark: addBatch; ours: BatchInfo processing delay), "
-                        f"{args.small} keys held, {args.touched} touched per batch, batches 2..{args.batches - 1}",
-            "pyspark_ms": steady_theirs, "ours_ms": steady_ours,
-            "pyspark_median_ms": statistics.median(steady_theirs), "ours_median_ms": statistics.median(steady_ours),
-            "ratio": round(statistics.median(steady_ours) / statistics.median(steady_theirs), 3), "target_ratio": 0.5,
-            "load_average_before": load, "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        }
+        out["vs_pyspark"] = run_vs_pyspark(sc, args)
     if "floor" in args.only:
         out["floor"] = run_floor(sc, args)
-        if "vs_pyspark" in out:
-            theirs = out["vs_pyspark"]["pyspark_median_ms"]
-            out["floor"]["stateful_over_pyspark"] = round(out["floor"]["stateful"]["processing_ms_median"] / theirs, 3)
-            out["floor"]["target_stateful_over_pyspark"] = 0.25
     if "remote_store" in args.only:
         sys.path.insert(0, str(ROOT))
         from tests.ftp import FtpServer

@@ -9,22 +9,26 @@ URI through Hadoop). A batch with no input still runs every partition (its timer
 batch run again after a crash loads the same version, with the same batch time and the
 watermarks logged for it.
 
-The node's RDD is cached, and an internal output operation runs in every batch after the user's
-outputs, so the state advances once per batch whatever the outputs do: it computes the partitions
-the user's outputs did not (usually none: then it runs no Spark job), reading the cache in the
-JVM, with no Python worker of its own. Each task reports its numbers, and which partition it
-ran, through an accumulator, by batch time.
+The node's RDD is not cached, so pyspark pipelines the user's functions into the state's task
+(one Python worker per task). Each generated RDD carries a token, and a task keeps its partition's
+outputs under it beside the working copy (``streaming.state.once_per_batch``): any other job of
+the batch reading the partition gets them back without running the state again, so the state
+advances once per batch whatever the outputs do. An internal output operation runs in every
+batch after the user's outputs and computes the partitions they did not (usually none: then it
+runs no Spark job). Each task reports its numbers, and which partition it ran, through an
+accumulator, by batch time.
 """
 
 from __future__ import annotations
 
+import uuid
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, cast
 
 from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, Time
 
 from ..state import StateOperatorStats, StateStoreProvider, keep_partition_count
-from ._node import StreamNode, memory_only
+from ._node import StreamNode
 from ._transforms import ForEachNode
 from ._watermark import BatchStatsParam, WatermarkedNode
 
@@ -63,7 +67,6 @@ class KeyedStateNode(StreamNode):
         self._num_partitions = num_partitions
         self._initial = initial
         self._event_time = event_time
-        self._storage_level = memory_only()
         self.operator_id = self._env.graph.add_state_operator()
         self._param = BatchStatsParam()
         self._accumulator: Any = None
@@ -113,7 +116,7 @@ class KeyedStateNode(StreamNode):
         """Register the operator's own output, so the state advances in every batch whatever the user's outputs do.
 
         It runs after the user's outputs (whichever were registered first) and computes the
-        partitions of the (cached) RDD that they did not.
+        partitions of the batch's RDD that they did not.
         """
         _OwnOutput(self, self._advance).register()
 
@@ -123,10 +126,11 @@ class KeyedStateNode(StreamNode):
         Each task reports its partition through the accumulator, so when the user's outputs
         computed them all, as a full action (``count``, ``foreach``, ``collect``, ...) does,
         nothing runs. Else the RDD is computed in the JVM: a cartesian product with one empty
-        partition reads every partition (cached ones from the cache, the others by running
-        their tasks) and yields nothing, so no Python worker drains what the tasks made. (A task
-        that ran its state and then failed in the user's code downstream reports nothing: its
-        partition, cached, is not run again, and the failed batch's progress lacks its numbers.)
+        partition reads every partition (those already run get their kept outputs back, the
+        others run their state) and yields nothing, so no second Python worker drains what the
+        tasks made. (A task that ran its state and then failed in the user's code downstream
+        reports nothing: its partition is not run again, and the failed batch's progress lacks
+        its numbers.)
         """
         batch = self._batch_of.pop(rdd, None)
         if batch is not None and self._accumulator is not None:
@@ -164,15 +168,23 @@ class KeyedStateNode(StreamNode):
         if self._accumulator is None:
             self._accumulator = sc.accumulator({}, cast(Any, self._param))
         accumulator, batch = self._accumulator, time.milliseconds
+        token = f"{batch_id}-{uuid.uuid4().hex}"  # this RDD's run: a batch generated again gets another
 
         def run(partition: int, records: Iterable[tuple[Any, tuple[bool, Any]]]) -> Iterator[Any]:
-            from streaming.state import StateStoreProvider
+            from streaming.state import StateStoreProvider, once_per_batch
 
-            data: list[tuple[Any, Any]] = []
-            initial_pairs: list[tuple[Any, Any]] = []
-            for key, (is_initial, value) in records:
-                (initial_pairs if is_initial else data).append((key, value))
-            outputs, stats = run_batch(StateStoreProvider.shared(root, operator, partition), data, initial_pairs)
+            provider = StateStoreProvider.shared(root, operator, partition)
+            with once_per_batch(provider.working_copy, token) as kept:
+                if kept.outputs is not None:  # this run's state already ran here: its outputs, not a second run
+                    for _ in records:
+                        pass  # read to the end, so pyspark reuses this worker
+                    return iter(kept.outputs)
+                data: list[tuple[Any, Any]] = []
+                initial_pairs: list[tuple[Any, Any]] = []
+                for key, (is_initial, value) in records:
+                    (initial_pairs if is_initial else data).append((key, value))
+                outputs, stats = run_batch(provider, data, initial_pairs)
+                kept.keep(outputs)
             accumulator.add({batch: stats})
             return iter(outputs)
 

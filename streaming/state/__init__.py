@@ -9,6 +9,7 @@ timers and TTL on the same store. The DStream operators
 (``mapGroupsWithState``, ``flatMapGroupsWithState``) and ``withWatermark`` put them on Spark.
 """
 
+from ._batch_outputs import BatchOutputs, once_per_batch
 from ._event_time import event_time_ms, event_time_of
 from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
 from ._groups import (
@@ -53,6 +54,7 @@ from ._transform import (
 )
 
 __all__ = [
+    "BatchOutputs",
     "DUPLICATE_INITIAL_STATE",
     "EVENT_TIME_WITHOUT_WATERMARK",
     "FLAT_MAP_GROUPS_WITH_STATE",
@@ -92,6 +94,7 @@ __all__ = [
     "initial_rows_by_key",
     "initial_state_by_key",
     "keep_partition_count",
+    "once_per_batch",
     "parse_delay_threshold",
     "parse_interval_ms",
     "read_state",
