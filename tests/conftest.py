@@ -16,6 +16,7 @@ import pytest
 from scheduler import ManualClock
 from tests.anyio_support import BACKENDS, HANG_GUARD_S
 from tests.cluster import APP_CONF, MASTER_VARIABLE
+from tests.jvm_archive import install as install_jvm_archive
 
 SPARK_TEST_CONF = {
     "spark.master": "local[2]",
@@ -53,6 +54,16 @@ def spark_context() -> Iterator[Any]:
     sc.setLogLevel("ERROR")
     yield sc
     sc.stop()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before the first Spark test: the JVM class archive every Spark JVM of the run maps in (``tests/jvm_archive.py``)."""
+    if any(item.get_closest_marker("spark") is not None or "spark_context" in getattr(item, "fixturenames", ()) for item in session.items):
+        line = install_jvm_archive()
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"Spark JVM class archive: {line}")
 
 
 @pytest.fixture(params=BACKENDS)
