@@ -21,6 +21,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+from tests.jvm_archive import ARCHIVE_VARIABLE, java_options
+
 __all__ = ["APP_CONF", "MASTER_VARIABLE", "ClusterError", "StandaloneCluster", "app_conf"]
 
 MASTER_VARIABLE = "AIODSTREAM_TEST_SPARK_MASTER"
@@ -34,6 +36,10 @@ APP_CONF = {
     "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
 }
 """The settings of an application run on the test cluster."""
+if os.environ.get(ARCHIVE_VARIABLE, "off") != "off":
+    # The executors map the test run's JVM class archive in too (tests/jvm_archive.py): the programs on the
+    # cluster run in child processes, which import this module after their parent set the variable.
+    APP_CONF["spark.executor.extraJavaOptions"] = java_options(Path(os.environ[ARCHIVE_VARIABLE]))
 
 
 def app_conf(master: str, app_name: str) -> Any:

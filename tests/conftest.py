@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from scheduler import ManualClock
+from tests import jvm_archive
 from tests.anyio_support import BACKENDS, HANG_GUARD_S
 from tests.cluster import APP_CONF, MASTER_VARIABLE
 
@@ -49,10 +50,21 @@ def spark_context() -> Iterator[Any]:
         conf.set("spark.master", master)
         for key, value in APP_CONF.items():
             conf.set(key, value)
-    sc = SparkContext.getOrCreate(conf)
+    with jvm_archive.long_lived():  # the run's one long-lived JVM keeps the optimizing compiler
+        sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
     yield sc
     sc.stop()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before the first Spark test: the JVM class archive every Spark JVM of the run maps in (``tests/jvm_archive.py``)."""
+    if any(item.get_closest_marker("spark") is not None or "spark_context" in getattr(item, "fixturenames", ()) for item in session.items):
+        line = jvm_archive.install()
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"Spark JVM class archive: {line}")
 
 
 @pytest.fixture(params=BACKENDS)

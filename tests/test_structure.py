@@ -357,11 +357,13 @@ def _package_of(name: str, path: Path) -> str:
     return name if path.name == "__init__.py" else name.rpartition(".")[0]
 
 
-def module_imports(path: Path) -> set[str]:
+@functools.cache
+def module_imports(path: Path) -> frozenset[str]:
     """Every module a module imports, anywhere in it (function-level and ``TYPE_CHECKING`` imports included).
 
     Relative imports are resolved; ``from pkg import name`` counts as importing ``pkg.name``
-    when that is a module of this project, else ``pkg``.
+    when that is a module of this project, else ``pkg``. Computed once per module and run: the
+    three import tests of each package ask for the same graph.
     """
     name = module_name(path)
     package = _package_of(name, path)
@@ -381,7 +383,7 @@ def module_imports(path: Path) -> set[str]:
                 is_module = (ROOT / candidate.replace(".", "/")).with_suffix(".py").exists() or \
                     (ROOT / candidate.replace(".", "/") / "__init__.py").exists()
                 found.add(candidate if is_module else source)
-    return found
+    return frozenset(found)
 
 
 def import_graph(package: str) -> dict[str, set[str]]:
@@ -507,6 +509,7 @@ def test_the_layer_and_privacy_checks_see_real_imports(tmp_path: Path) -> None:
     module.write_text(source)
     try:
         parsed.cache_clear()
+        module_imports.cache_clear()
         found = module_imports(module)
         assert {"streaming.dstream", "streaming._context", "streaming.spark._bridge"} <= found
         graph = {"streaming.inputs._probe_for_structure_test": found}
@@ -515,6 +518,7 @@ def test_the_layer_and_privacy_checks_see_real_imports(tmp_path: Path) -> None:
     finally:
         module.unlink()
         parsed.cache_clear()
+        module_imports.cache_clear()
 
 
 # -- (6) sizes: no class over 500 lines, no module over 600 --

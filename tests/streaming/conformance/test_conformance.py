@@ -4,19 +4,32 @@ Programs run in groups: a group's programs share one StreamingContext per engine
 named ``<program>/<output>``), which saves a context start, stop and first-batch wait per
 program. Programs that print, save files, set ``ssc.remember`` or call ``ssc.checkpoint``
 (pyspark then pickles the whole graph after every batch) run alone.
+
+pyspark's outputs are read from their records (``data/pyspark/<group>.txt``, made by
+``python -m tests.streaming.conformance.record``; ``tests/pyspark_records.py`` says when one is
+used) unless a record is stale or ``AIODSTREAM_PYSPARK_REFERENCE=live``; the cluster's run, and
+one group here, run pyspark live.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("pyspark")
 
+from tests.conftest import SPARK_TEST_CONF
+from tests.pyspark_records import live, read_record, record_key, recorded_key
+
 from .ours import run_aiodstream
 from .programs import PROGRAMS, Program, combine
-from .reference import run_reference
+from .reference import Results, run_reference
+
+HERE = Path(__file__).parent
+RECORDS = HERE / "data" / "pyspark"
+RECORD_COMMAND = "PYTHONPATH=$PWD .venv/bin/python -m tests.streaming.conformance.record"
 
 BATCH_SECONDS = 0.2
 """Short batches keep the run fast; results do not depend on the interval (a slower engine
@@ -52,6 +65,35 @@ def group_program(names: list[str]) -> tuple[Program, int]:
     return combine(specs), specs[0].num_batches
 
 
+def group_key(group: str) -> str:
+    """The key of a group's record: the catalogue's and the harness's code, the group, its batches and the Spark settings."""
+    names = GROUPS[group]
+    settings = {name: SPARK_TEST_CONF[name] for name in ("spark.master", "spark.default.parallelism", "spark.sql.shuffle.partitions")}
+    return record_key([HERE / "programs.py", HERE / "reference.py"], names, PROGRAMS[names[0]].num_batches, BATCH_SECONDS, settings)
+
+
+def run_pyspark(group: str, sc: Any) -> Results:
+    """The group's outputs on pyspark.streaming, run now."""
+    program, num_batches = group_program(GROUPS[group])
+    return run_reference(program, None, num_batches, BATCH_SECONDS, sc=sc, timeout=TIMEOUT)
+
+
+def pyspark_outputs(group: str, sc: Any) -> Results:
+    """The group's outputs on pyspark.streaming: its record when current, else run now."""
+    recorded = None if live() else read_record(RECORDS / f"{group}.txt", group_key(group))
+    return recorded if recorded is not None else run_pyspark(group, sc)
+
+
+LIVE_GROUP = "slice"
+"""The group whose record is checked against pyspark run live in every run (one of the quickest)."""
+
+
+def test_every_recording_is_current() -> None:
+    """Each group has a record of pyspark's outputs made under its current key (else the group runs pyspark live, slower)."""
+    stale = [group for group in GROUPS if recorded_key(RECORDS / f"{group}.txt") != group_key(group)]
+    assert stale == [], f"pyspark's outputs are not recorded for the current catalogue: run {RECORD_COMMAND} {' '.join(stale)}"
+
+
 def test_groups_cover_the_catalogue_once() -> None:
     """Each catalogue program is in exactly one group, and a group's programs run for the same number of batches."""
     grouped = [name for names in GROUPS.values() for name in names]
@@ -73,8 +115,17 @@ def warm_spark(spark_context: Any) -> Any:
 def test_same_outputs_as_pyspark(group: str, warm_spark: Any) -> None:
     """The group's recorded outputs, pprint text and saved files equal pyspark.streaming's, batch by batch."""
     program, num_batches = group_program(GROUPS[group])
-    expected = run_reference(program, None, num_batches, BATCH_SECONDS, sc=warm_spark, timeout=TIMEOUT)
+    expected = pyspark_outputs(group, warm_spark)
     # Guard against a vacuous comparison: every output of the oracle fired at least once.
     assert expected and all(expected.values()), {name: rows for name, rows in expected.items() if not rows}
     actual = run_aiodstream(program, None, num_batches, BATCH_SECONDS, sc=warm_spark, timeout=TIMEOUT)
     assert actual == expected
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(TIMEOUT + 60)
+def test_a_record_is_what_pyspark_gives_now(warm_spark: Any) -> None:
+    """pyspark run live gives exactly one group's record: the records are pyspark's outputs on this machine and settings."""
+    recorded = read_record(RECORDS / f"{LIVE_GROUP}.txt", group_key(LIVE_GROUP))
+    assert recorded is not None, f"no current record of {LIVE_GROUP}: run {RECORD_COMMAND} {LIVE_GROUP}"
+    assert run_pyspark(LIVE_GROUP, warm_spark) == recorded
