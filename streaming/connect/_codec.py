@@ -22,7 +22,7 @@ __all__ = [
     "PartitionRunner",
     "Route",
     "ShuffleWriter",
-    "TextRows",
+    "SourceRows",
     "decode",
     "dumps",
     "encode",
@@ -182,22 +182,30 @@ def shuffle_batch(hashes: list[int], targets: list[int], order: int, start: int,
     )
 
 
-class TextRows:
-    """Runs in the Python worker over ``spark.read.text``'s partitions: each line routed to the
-    partition of the same index (a file scan is a leaf stage, so the task's id is its index)."""
+class SourceRows:
+    """Runs in the Python worker over a server-side frame (files read by ``spark.read.text``, a
+    user's DataFrame): each row, as a line or a ``Row``, routed to the partition of the same index
+    (this runs in the frame's last stage, so the task's id is the frame's partition index)."""
 
-    def __init__(self, keys: Sequence[int]) -> None:
+    def __init__(self, keys: Sequence[int], lines: bool) -> None:
         self.keys = keys
+        self.lines = lines
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Runs in the Python worker, once per file partition."""
+        """Runs in the Python worker, once per partition of the frame."""
         from pyspark import TaskContext
+        from pyspark.sql import Row
 
         context = TaskContext.get()
         index = context.partitionId() if context is not None else 0
         start = 0
         for batch in batches:
-            lines = [pickle.dumps(line, pickle.HIGHEST_PROTOCOL) for line in batch.column("value").to_pylist()]
-            if lines:
-                yield shuffle_batch([self.keys[index]] * len(lines), [index] * len(lines), 0, start, lines)
-                start += len(lines)
+            if self.lines:
+                values: list[Any] = batch.column("value").to_pylist()
+            else:
+                make = Row(*batch.schema.names)
+                values = [make(*row.values()) for row in batch.to_pylist()]
+            if values:
+                rows = [pickle.dumps(value, pickle.HIGHEST_PROTOCOL) for value in values]
+                yield shuffle_batch([self.keys[index]] * len(rows), [index] * len(rows), 0, start, rows)
+                start += len(rows)

@@ -96,7 +96,7 @@ class FrameRDD(FramePairs):
     def saveAsTextFile(self, path: str, compressionCodecClass: str | None = None) -> None:  # noqa: N803
         """Writes each element's ``str`` as a line, one file per non-empty partition, with the
         server's text writer (the files are named ``part-NNNNN-<id>.txt``, not ``part-NNNNN``)."""
-        writer = self.frame.mapInArrow(_LinesToArrow(), "value string").write.mode("errorifexists")
+        writer = self.frame.mapInArrow(_LinesToArrow(), "value string").write.mode("error")
         if compressionCodecClass is not None:
             codec = _CODECS.get(compressionCodecClass)
             if codec is None:
