@@ -13,10 +13,13 @@ import pickle
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 __all__ = [
     "FRAME_SCHEMA",
+    "INDEX_SCHEMA",
     "SHUFFLE_SCHEMA",
+    "TEXT_SCHEMA",
     "VALUE_COLUMN",
     "PartitionFunc",
     "PartitionRunner",
@@ -30,11 +33,22 @@ __all__ = [
 ]
 
 VALUE_COLUMN = "v"
-FRAME_SCHEMA = "p int, v binary"
+# StructTypes, not DDL strings: Connect's client parses a DDL string on the server, one round trip
+# per mapInArrow or createDataFrame call.
+FRAME_SCHEMA = StructType([StructField("p", IntegerType()), StructField(VALUE_COLUMN, BinaryType())])
+"""A FrameRDD's frame: ``p int, v binary``."""
 # A shuffle row: ``h`` picks the target partition (see partition_keys), ``p`` is that partition,
 # ``m`` and ``s`` restore the order pyspark's shuffle gives (map partition, then position in its
 # output; markers have m = -1 and come first), ``v`` is the value.
-SHUFFLE_SCHEMA = "h int, p int, m int, s long, v binary"
+SHUFFLE_SCHEMA = StructType(
+    [StructField("h", IntegerType()), StructField("p", IntegerType()), StructField("m", IntegerType()),
+     StructField("s", LongType()), StructField(VALUE_COLUMN, BinaryType())]
+)
+"""A shuffle's rows: ``h int, p int, m int, s long, v binary``."""
+INDEX_SCHEMA = StructType([StructField("p", IntegerType())])
+"""One partition index per row: ``p int``."""
+TEXT_SCHEMA = StructType([StructField("value", StringType())])
+"""Text lines: ``value string``, as ``spark.read.text`` gives and ``write.text`` takes."""
 
 PartitionFunc = Callable[[int, Iterator[Any]], Iterable[Any]]
 """``(partition index, values) -> values``: what ``mapPartitionsWithIndex`` takes."""

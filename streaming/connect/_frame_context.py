@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterable, Iterator
 
-from ._codec import SHUFFLE_SCHEMA, PartitionRunner, SourceRows, dumps
+from ._codec import INDEX_SCHEMA, SHUFFLE_SCHEMA, PartitionRunner, SourceRows, dumps
 from ._errors import unsupported_context_attribute
 from ._frame_core import exchanged
 from ._frame_rdd import FrameRDD
@@ -195,7 +195,7 @@ class FrameContext:
     def _from_frame(self, frame: Any, lines: bool) -> FrameRDD:
         # One small job: the highest partition index that ran (Spark skips the Python function
         # of some empty partitions, so counting the rows would undercount).
-        count = max((row.p + 1 for row in frame.mapInArrow(_PartitionIds(), "p int").collect()), default=0)
+        count = max((row.p + 1 for row in frame.mapInArrow(_PartitionIds(), INDEX_SCHEMA).collect()), default=0)
         if count == 0:
             return self.emptyRDD()
         keys = partition_keys(count)

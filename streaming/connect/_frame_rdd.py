@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable, Iterable, Iterator
 
+from ._codec import TEXT_SCHEMA
 from ._errors import unsupported_rdd_attribute
 from ._frame_pairs import FramePairs
 
@@ -97,7 +98,7 @@ class FrameRDD(FramePairs):
     def saveAsTextFile(self, path: str, compressionCodecClass: str | None = None) -> None:  # noqa: N803
         """Writes each element's ``str`` as a line, one file per non-empty partition, with the
         server's text writer (the files are named ``part-NNNNN-<id>.txt``, not ``part-NNNNN``)."""
-        writer = self.frame.mapInArrow(_LinesToArrow(), "value string").write.mode("error")
+        writer = self.frame.mapInArrow(_LinesToArrow(), TEXT_SCHEMA).write.mode("error")
         if compressionCodecClass is not None:
             codec = _CODECS.get(compressionCodecClass)
             if codec is None:
