@@ -155,9 +155,44 @@ class FrameContext:
                 step = c[1] - c[0] if size > 1 else 1
                 return FrameRDD(self, placeholder, slices, PartitionRunner(_RangeSlice(c[0], size, step, slices)))
             c = []
-        values = list(c)
-        encoded = [dumps(part) for part in parallelize_slices(values, slices)]
-        return FrameRDD(self, placeholder, slices, PartitionRunner(None, encoded))
+        parts = parallelize_slices(list(c), slices)
+        encoded = [dumps(part) for part in parts]
+        if sum(map(len, encoded)) <= self.closure_limit:
+            return FrameRDD(self, placeholder, slices, PartitionRunner(None, encoded))
+        return FrameRDD(self, self._uploaded(parts), slices)
+
+    closure_limit = 1 << 20
+    """Bytes of pickled slices ``parallelize`` ships inside the job's function (every task gets them
+    all, and each plan built on the RDD carries them); above it the values go up once as an Arrow
+    local relation and an exact shuffle puts each slice in its partition."""
+
+    def _uploaded(self, parts: list[list[Any]]) -> Any:
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        keys = partition_keys(len(parts))
+        hashes: list[int] = []
+        targets: list[int] = []
+        orders: list[int] = []
+        positions: list[int] = []
+        rows: list[bytes | None] = []
+        for index, part in enumerate(parts):
+            hashes.append(keys[index])
+            targets.append(index)
+            orders.append(-1)
+            positions.append(0)
+            rows.append(None)  # the partition's marker
+            for position, value in enumerate(part):
+                hashes.append(keys[index])
+                targets.append(index)
+                orders.append(0)
+                positions.append(position)
+                rows.append(dumps(value))
+        table = pa.table(
+            [pa.array(hashes, pa.int32()), pa.array(targets, pa.int32()), pa.array(orders, pa.int32()),
+             pa.array(positions, pa.int64()), pa.array(rows, pa.binary())],
+            names=SHUFFLE_SCHEMA.names,
+        )
+        return exchanged([self._session.createDataFrame(table, SHUFFLE_SCHEMA)], len(parts))
 
     def emptyRDD(self) -> FrameRDD:
         """A FrameRDD with no partition."""

@@ -27,6 +27,7 @@ RDD_CASES: dict[str, Callable[[Any], Any]] = {
     "parallelize_more_slices": lambda sc: sc.parallelize([1, 2, 3], 5),
     "parallelize_empty": lambda sc: sc.parallelize([], 3),
     "parallelize_range": lambda sc: sc.parallelize(range(3, 40, 3), 4),
+    "parallelize_uploaded": lambda sc: sc.parallelize([("x" * 200, i) for i in range(7000)], 3).mapValues(lambda i: i * 2),
     "map": lambda sc: sc.parallelize(range(10), 3).map(lambda x: x * 2),
     "flatMap": lambda sc: sc.parallelize(WORDS, 2).flatMap(lambda w: list(w)),
     "filter": lambda sc: sc.parallelize(range(20), 4).filter(lambda x: x % 3 == 0),
