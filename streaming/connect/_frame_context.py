@@ -167,7 +167,7 @@ class FrameContext:
     local relation and an exact shuffle puts each slice in its partition."""
 
     def _uploaded(self, parts: list[list[Any]]) -> Any:
-        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow as pa
 
         keys = partition_keys(len(parts))
         hashes: list[int] = []
