@@ -1,4 +1,5 @@
-"""Shared fixtures: one local Spark for the whole test run; every ``@pytest.mark.anyio`` test on both backends; a manual clock."""
+"""Shared fixtures: one local Spark for the whole test run (with a Spark Connect server on it when ``connect`` tests run);
+every ``@pytest.mark.anyio`` test on both backends; a manual clock."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import inspect
 import os
 import shutil
 import sys
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +33,34 @@ SPARK_TEST_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
 }
 
+CONNECT_TOKEN = uuid.uuid4().hex
+"""The bearer token of the test run's Spark Connect server: the server refuses a client without it."""
+
+CONNECT_SERVER_CONF = {
+    # Spark's Connect server as a plugin of the shared SparkContext: one JVM serves the classic
+    # tests and the Connect ones, so each engine's batches run on the same Spark. pyspark's own
+    # `remote("local")` refuses to start beside an existing SparkContext; a client on this
+    # server's URL does not (tests.conftest.connect_session).
+    "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+    "spark.connect.grpc.binding.address": "127.0.0.1",
+    "spark.connect.grpc.binding.port": "0",  # a free port: lanes and CI runs share the machine
+    "spark.connect.authenticate.token": CONNECT_TOKEN,
+}
+
+_connect_wanted = False
+"""Whether a selected test is marked ``connect``: only then does the shared SparkContext carry the server."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A ``connect`` test is a Spark test too (before ``-m`` deselects); remember whether any is collected."""
+    global _connect_wanted
+    for item in items:
+        if item.get_closest_marker("connect") is not None:
+            _connect_wanted = True
+            if item.get_closest_marker("spark") is None:
+                item.add_marker(pytest.mark.spark)
+
 
 @pytest.fixture(scope="session")
 def spark_context() -> Iterator[Any]:
@@ -50,6 +80,9 @@ def spark_context() -> Iterator[Any]:
         conf.set("spark.master", master)
         for key, value in APP_CONF.items():
             conf.set(key, value)
+    if _connect_wanted:
+        for key, value in CONNECT_SERVER_CONF.items():
+            conf.set(key, value)
     with jvm_archive.long_lived():  # the run's one long-lived JVM keeps the optimizing compiler
         sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
@@ -65,6 +98,37 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(f"Spark JVM class archive: {line}")
+
+
+@pytest.fixture(scope="session")
+def connect_address(spark_context: Any) -> str:
+    """``localhost:<port>`` of the test run's Spark Connect server (its token is :data:`CONNECT_TOKEN`)."""
+    return f"localhost:{_connect_port(spark_context)}"
+
+
+@pytest.fixture(scope="session")
+def connect_session(connect_address: str) -> Iterator[Any]:
+    """The test run's Spark Connect session (a ``pyspark.sql.connect.session.SparkSession``), on the shared SparkContext's server.
+
+    Tests that use it are marked ``connect``. The client is made with the Connect session's own
+    builder, so the process stays a classic pyspark process (no ``SPARK_CONNECT_MODE_ENABLED``):
+    code meant for both kinds of session imports ``pyspark.sql.connect.functions`` for Connect
+    columns, since ``pyspark.sql.functions`` gives classic ones here.
+    """
+    from pyspark.sql.connect.session import SparkSession
+
+    session = SparkSession.builder.remote(f"sc://{connect_address}/;token={CONNECT_TOKEN}").create()
+    yield session
+    session.stop()  # releases the server's session and closes the channel; the server ends with the SparkContext
+
+
+def _connect_port(sc: Any) -> int:
+    """The port the shared SparkContext's Connect server listens on (it chose a free one)."""
+    if sc.getConf().get("spark.plugins") != CONNECT_SERVER_CONF["spark.plugins"]:
+        pytest.fail("the connect_session fixture needs its test marked @pytest.mark.connect (the shared SparkContext "
+                    "carries the Connect server only when a connect test is selected)")
+    service = getattr(getattr(sc._jvm.org.apache.spark.sql.connect.service, "SparkConnectService$"), "MODULE$")
+    return int(service.localPort())
 
 
 @pytest.fixture(params=BACKENDS)
