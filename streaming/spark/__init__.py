@@ -1,12 +1,15 @@
-"""The Spark side of the streaming layer: session and settings, job threads and groups, the loop-thread bridge.
+"""The Spark side of the streaming layer: session and settings, job threads and groups, the loop-thread bridge;
+the same on a Spark Connect session (ConnectBinding: operation tags instead of job groups, no py4j).
 
 The counterpart of what Spark Streaming's ``StreamingContext`` and ``JobScheduler`` reach through the
 SparkContext. Importing this package does not import PySpark.
 """
 
+from ._backend import JobThreads, SparkBackend, bind_spark, is_classic_session, is_connect_dataframe, is_connect_session
 from ._binding import CANCEL_JOIN_S, SparkBinding
 from ._bridge import BatchJob, current_batch_job, run_spark, wait_for_thread
 from ._call_site import user_frame
+from ._connect_binding import ConnectBinding, ConnectJobThreads, ConnectNotSupportedError
 from ._durations import (
     LISTENER_EXIT_TIMEOUT_KEY,
     batch_datetime,
@@ -40,6 +43,15 @@ __all__ = [
     "list_hadoop_files",
     "save_text_files_once",
     "BatchJob",
+    "ConnectBinding",
+    "ConnectJobThreads",
+    "ConnectNotSupportedError",
+    "JobThreads",
+    "SparkBackend",
+    "bind_spark",
+    "is_classic_session",
+    "is_connect_dataframe",
+    "is_connect_session",
     "CANCEL_JOIN_S",
     "CHECKPOINT_FILE_MANAGER_KEY",
     "EMBEDDED_SPARK_CONF",
