@@ -5,7 +5,7 @@ The counterpart of what Spark Streaming's ``StreamingContext`` and ``JobSchedule
 SparkContext. Importing this package does not import PySpark.
 """
 
-from ._backend import JobThreads, SparkBackend, bind_spark, is_classic_session, is_connect_dataframe, is_connect_session
+from ._backend import SparkBackend, bind_spark, is_classic_session, is_connect_dataframe, is_connect_session
 from ._binding import CANCEL_JOIN_S, SparkBinding
 from ._bridge import BatchJob, current_batch_job, run_spark, wait_for_thread
 from ._call_site import user_frame
@@ -23,7 +23,7 @@ from ._durations import (
 from ._hadoop_files import CHECKPOINT_FILE_MANAGER_KEY, HadoopFileManager, resolve_checkpoint_path
 from ._hadoop_fs import list_hadoop_files, save_text_files_once
 from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook, run_in_job_group
-from ._job_threads import SparkJobThreads
+from ._job_threads import JobThreads, SparkJobThreads
 from ._py4j import active_spark_context
 from ._rdds import build_jvm_rdd, has_jvm_rdd
 from ._session import (

@@ -7,37 +7,17 @@ holds either a :class:`SparkBinding` or a :class:`ConnectBinding`, chosen once b
 from __future__ import annotations
 
 import sys
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
 from ._binding import SparkBinding
 from ._connect_binding import ConnectBinding
-from ._job_groups import Label
+from ._job_threads import JobThreads
 from ._session import SparkSettings
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
 __all__ = ["JobThreads", "SparkBackend", "bind_spark", "is_classic_session", "is_connect_dataframe", "is_connect_session"]
-
-T = TypeVar("T")
-
-
-class JobThreads(Protocol):
-    """The threads output-operation jobs run on, each job's Spark work labelled with its batch's group.
-
-    On a classic SparkContext the label is a Spark job group (:class:`SparkJobThreads`); on Spark
-    Connect it is an operation tag of the session (:class:`ConnectJobThreads`).
-    """
-
-    def submit(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> Future[T]:
-        """Start ``func(*args)`` on a job thread, its Spark work labelled ``group`` (queued while every thread is busy)."""
-        ...
-
-    def shutdown(self) -> None:
-        """Let the threads end once their current jobs do (a running job is not waited for)."""
-        ...
-
 
 class SparkBackend(Protocol):
     """One streaming context's tie to Spark: what the context, its streams and its jobs ask of Spark.

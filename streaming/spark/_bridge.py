@@ -15,7 +15,7 @@ import anyio.to_thread
 import attrs
 import sniffio
 
-from ._backend import JobThreads
+from ._job_threads import JobThreads
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed

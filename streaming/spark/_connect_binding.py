@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 from scheduler import StreamingError, library_logger
 
 from ._binding import CANCEL_JOIN_S
+from ._bridge import wait_for_thread
 from ._job_groups import Label
 from ._session import STREAMING_SETTINGS, SparkSettings
 
@@ -61,6 +62,11 @@ class ConnectJobThreads:
             RuntimeError: the pool was shut down.
         """
         return self._executor.submit(self._run_tagged, group, func, args)
+
+    async def run(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> T:
+        """``func(*args)`` as :meth:`submit` starts it, awaited without blocking the event loop (a cancelled caller
+        stops waiting at once; the query goes on until the stop interrupts its tag)."""
+        return await wait_for_thread(self.submit(sc, group, description, func, *args), abandon_on_cancel=True)
 
     def _run_tagged(self, group: Label, func: Callable[..., T], args: tuple[Any, ...]) -> T:
         tag = group if isinstance(group, str) else group()

@@ -7,16 +7,39 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+
+import anyio.to_thread
 
 from ._job_groups import JobGroupHook, Label, job_group_hook
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["SparkJobThreads"]
+__all__ = ["JobThreads", "SparkJobThreads"]
 
 T = TypeVar("T")
+
+
+class JobThreads(Protocol):
+    """The threads output-operation jobs run on, each job's Spark work labelled with its batch's group.
+
+    On a classic SparkContext the label is a Spark job group (:class:`SparkJobThreads`); on Spark
+    Connect it is an operation tag of the session (:class:`ConnectJobThreads`).
+    """
+
+    def submit(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> Future[T]:
+        """Start ``func(*args)`` on a job thread, its Spark work labelled ``group`` (queued while every thread is busy)."""
+        ...
+
+    async def run(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> T:
+        """``func(*args)`` on a job thread as :meth:`submit` starts it, awaited without blocking the event loop
+        (a cancelled caller stops waiting at once; the running call goes on)."""
+        ...
+
+    def shutdown(self) -> None:
+        """Let the threads end once their current jobs do (a running job is not waited for)."""
+        ...
 
 
 class SparkJobThreads:
@@ -56,6 +79,11 @@ class SparkJobThreads:
                     self._hook.acquire(sc)
                     self._holding = True
         return self._executor.submit(self._hook.run_in_group, sc, group, description, func, args)
+
+    async def run(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> T:
+        """``func(*args)`` as :meth:`submit` starts it, awaited from a worker thread (a cancelled caller stops waiting)."""
+        future = self.submit(sc, group, description, func, *args)
+        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
 
     def shutdown(self) -> None:
         """Stop the threads once their current jobs end (a job still running is not waited for) and let go of the hook.
