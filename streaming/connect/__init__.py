@@ -1,0 +1,20 @@
+"""DStreams on Spark Connect: ``FrameRDD`` (pyspark's RDD API over a Connect DataFrame of pickled values,
+partitioned exactly as pyspark's) and ``FrameContext`` (what stands for the SparkContext)."""
+
+from ._codec import FRAME_SCHEMA, VALUE_COLUMN
+from ._environment import FrameEnvironment, Partitioner
+from ._errors import ConnectUnsupportedError
+from ._frame_context import FrameConf, FrameContext, is_connect_session
+from ._frame_rdd import FrameRDD
+
+__all__ = [
+    "FRAME_SCHEMA",
+    "VALUE_COLUMN",
+    "ConnectUnsupportedError",
+    "FrameConf",
+    "FrameContext",
+    "FrameEnvironment",
+    "FrameRDD",
+    "Partitioner",
+    "is_connect_session",
+]

@@ -1,0 +1,212 @@
+"""FrameContext: what stands where the engine uses a SparkContext when the session is Spark Connect's
+(pyspark's ``SparkContext``: parallelize, union, textFile, settings); the rest refused by name."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterable, Iterator
+
+from ._codec import SHUFFLE_SCHEMA, PartitionRunner, TextRows, dumps
+from ._errors import unsupported_context_attribute
+from ._frame_core import exchanged
+from ._frame_rdd import FrameRDD
+from ._partitioning import parallelize_slices, partition_keys
+
+__all__ = ["FrameConf", "FrameContext", "is_connect_session"]
+
+
+def is_connect_session(session: Any) -> bool:
+    """Whether ``session`` is a Spark Connect session (``pyspark.sql.connect.session.SparkSession``)."""
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError:  # pyspark without the connect extra: no session can be one
+        return False
+    return isinstance(session, ConnectSession)
+
+
+class _RangeSlice:
+    """pyspark's slices of a ``range``: partition ``i`` is ``range(start(i), start(i + 1), step)``."""
+
+    def __init__(self, first: int, size: int, step: int, slices: int) -> None:
+        self.first, self.size, self.step, self.slices = first, size, step, slices
+
+    def start(self, split: int) -> int:
+        return self.first + int(split * self.size / self.slices) * self.step
+
+    def __call__(self, index: int, values: Iterator[Any]) -> Iterable[Any]:
+        return range(self.start(index), self.start(index + 1), self.step)
+
+
+class _PartitionIds:
+    """Runs in the Python worker: one row per partition, with its id (counts a frame's partitions)."""
+
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa  # type: ignore[import-untyped]
+        from pyspark import TaskContext
+
+        for _ in batches:
+            pass
+        context = TaskContext.get()
+        yield pa.RecordBatch.from_arrays([pa.array([context.partitionId() if context else 0], pa.int32())], names=["p"])
+
+
+class FrameConf:
+    """``SparkConf``'s reading side over the session's configuration (``spark.conf``)."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    def get(self, key: str, defaultValue: str | None = None) -> str | None:  # noqa: N803
+        """The setting's value on the server, else ``defaultValue``."""
+        value = self._session.conf.get(key, None)
+        return defaultValue if value is None else str(value)
+
+    def contains(self, key: str) -> bool:
+        """Whether the server has the setting."""
+        return self._session.conf.get(key, None) is not None
+
+    def set(self, key: str, value: str) -> FrameConf:
+        """Sets a runtime setting on the session."""
+        self._session.conf.set(key, value)
+        return self
+
+
+class FrameContext:
+    """The SparkContext of DStreams on Spark Connect: makes FrameRDDs on a Connect session.
+
+    ``defaultParallelism`` and whether ``spark.default.parallelism`` is set are read from the server
+    once. Attributes of pyspark's SparkContext that need a JVM in the client raise
+    :class:`ConnectUnsupportedError` naming the alternative.
+    """
+
+    def __init__(self, session: Any) -> None:
+        if not is_connect_session(session):
+            raise TypeError(
+                f"FrameContext needs a Spark Connect session (pyspark.sql.connect.session.SparkSession), got "
+                f"{type(session).__name__}; use SparkSession.builder.remote(url).getOrCreate()"
+            )
+        self._session = session
+        self._lock = threading.Lock()
+        self._parallelism: tuple[int, bool] | None = None
+        self._checkpoint_dir: str | None = None
+
+    @property
+    def session(self) -> Any:
+        """The Connect session the batches run on."""
+        return self._session
+
+    def _read_parallelism(self) -> tuple[int, bool]:
+        with self._lock:
+            if self._parallelism is None:
+                setting = self._session.conf.get("spark.default.parallelism", None)
+                if setting is not None:
+                    self._parallelism = (int(setting), True)
+                else:
+                    # The server's own default: how many partitions a range of no stated count gets.
+                    from pyspark.sql.connect import functions
+
+                    frame = self._session.range(0, 1 << 20).select(functions.spark_partition_id().alias("p"))
+                    self._parallelism = (int(frame.agg(functions.max("p")).collect()[0][0]) + 1, False)
+            return self._parallelism
+
+    @property
+    def defaultParallelism(self) -> int:
+        """pyspark's ``defaultParallelism``: ``spark.default.parallelism``, else the server's default."""
+        return self._read_parallelism()[0]
+
+    @property
+    def default_parallelism_set(self) -> bool:
+        """Whether the server sets ``spark.default.parallelism``."""
+        return self._read_parallelism()[1]
+
+    @property
+    def defaultMinPartitions(self) -> int:
+        """``min(defaultParallelism, 2)``, as pyspark."""
+        return min(self.defaultParallelism, 2)
+
+    @property
+    def checkpoint_dir(self) -> str | None:
+        """The directory ``setCheckpointDir`` gave, if any."""
+        return self._checkpoint_dir
+
+    def setCheckpointDir(self, dirName: str) -> None:  # noqa: N803
+        """Where ``FrameRDD.checkpoint`` saves partitions (the session's ``spark.checkpoint.dir``)."""
+        self._session.conf.set("spark.checkpoint.dir", dirName)
+        self._checkpoint_dir = dirName
+
+    def getCheckpointDir(self) -> str | None:
+        """The checkpoint directory, if set."""
+        return self._checkpoint_dir
+
+    def getConf(self) -> FrameConf:
+        """The server's settings, read one at a time."""
+        return FrameConf(self._session)
+
+    def parallelize(self, c: Iterable[Any], numSlices: int | None = None) -> FrameRDD:  # noqa: N803
+        """A FrameRDD of a local collection in ``numSlices`` partitions, sliced exactly as pyspark's
+        ``parallelize`` (the slices travel with the job's function, one per task)."""
+        slices = self.defaultParallelism if numSlices is None else int(numSlices)
+        if slices < 1:
+            raise ValueError(f"the number of slices must be at least 1, got {slices}")
+        placeholder = self._markers(self._session.range(0, slices, 1, slices))  # a marker in each partition
+        if isinstance(c, range):
+            size = len(c)
+            if size:
+                step = c[1] - c[0] if size > 1 else 1
+                return FrameRDD(self, placeholder, slices, PartitionRunner(_RangeSlice(c[0], size, step, slices)))
+            c = []
+        values = list(c)
+        encoded = [dumps(part) for part in parallelize_slices(values, slices)]
+        return FrameRDD(self, placeholder, slices, PartitionRunner(None, encoded))
+
+    def emptyRDD(self) -> FrameRDD:
+        """A FrameRDD with no partition."""
+        return FrameRDD(self, self._markers(self._session.range(0, 0)), 0)
+
+    @staticmethod
+    def _markers(frame: Any) -> Any:
+        """A range frame's rows as partition markers: ``id`` is the partition's index."""
+        from pyspark.sql.connect import functions
+
+        return frame.select(functions.col("id").cast("int").alias("p"), functions.lit(None).cast("binary").alias("v"))
+
+    def union(self, rdds: list[FrameRDD]) -> FrameRDD:
+        """The union of several FrameRDDs (partitioner-aware when they all share one)."""
+        if not rdds:
+            raise ValueError("union needs at least one RDD")
+        result = rdds[0]
+        for rdd in rdds[1:]:
+            result = result.union(rdd)
+        return result
+
+    def textFile(self, name: str, minPartitions: int | None = None, use_unicode: bool = True) -> FrameRDD:  # noqa: N803
+        """The lines of text files, read by the server (``spark.read.text``): the same lines in the
+        same order, in the server's file partitions (not Hadoop's splits)."""
+        frame = self._session.read.text(name)
+        count = len(frame.mapInArrow(_PartitionIds(), "p int").collect())  # one small job
+        if count == 0:
+            return self.emptyRDD()
+        keys = partition_keys(count)
+        markers = self._session.createDataFrame([(keys[j], j, -1, 0, None) for j in range(count)], SHUFFLE_SCHEMA)
+        # Through a shuffle into the same partitions: the scan's task ids are its partitions' indexes
+        # only in the scan's own stage, and the FrameRDD's partitions need markers.
+        lines = exchanged([markers, frame.mapInArrow(TextRows(keys), SHUFFLE_SCHEMA)], count)
+        return FrameRDD(self, lines, count)
+
+    def stop(self) -> None:
+        """Stops the Connect session."""
+        self._session.stop()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name.startswith("_"):
+            raise AttributeError(name)
+        import pyspark
+
+        if hasattr(pyspark.SparkContext, name):
+            raise unsupported_context_attribute(name)
+        raise AttributeError(f"'FrameContext' object has no attribute {name!r}")
+
+    def __repr__(self) -> str:
+        parallelism = self._parallelism[0] if self._parallelism is not None else "?"
+        return f"<FrameContext [Spark Connect | defaultParallelism: {parallelism}]>"
+

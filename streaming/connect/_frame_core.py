@@ -1,0 +1,230 @@
+"""FrameCore: the machinery of an RDD over a Spark Connect DataFrame (pyspark's ``PipelinedRDD`` and
+``ShuffledRDD`` in one): pipelined partition functions, exact shuffles, persistence, checkpoints."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterable, Iterator, Sequence
+
+from typing_extensions import Self
+
+from ._codec import (
+    FRAME_SCHEMA,
+    SHUFFLE_SCHEMA,
+    VALUE_COLUMN,
+    PartitionFunc,
+    PartitionRunner,
+    Route,
+    ShuffleWriter,
+    loads,
+)
+from ._environment import FrameEnvironment, Partitioner
+from ._partitioning import partition_keys
+
+__all__ = ["FrameCore", "exchanged", "shifted"]
+
+
+class _Chained:
+    """Two partition functions run one after the other in the same task (a pipelined stage)."""
+
+    def __init__(self, first: PartitionFunc, then: PartitionFunc) -> None:
+        self.first = first
+        self.then = then
+
+    def __call__(self, index: int, values: Iterator[Any]) -> Iterable[Any]:
+        return self.then(index, iter(self.first(index, values)))
+
+
+def exchanged(frames: Sequence[Any], num_partitions: int) -> Any:
+    """Shuffle rows (markers first) in their target partitions, in order, as a ``p, v`` frame."""
+    union = functools.reduce(lambda left, right: left.union(right), frames)
+    return union.repartition(num_partitions, "h").sortWithinPartitions("m", "s").select("p", VALUE_COLUMN)
+
+
+def shifted(frame: Any, offset: int) -> Any:
+    """A frame whose partitions come ``offset`` partitions later in a union: their markers renumbered."""
+    if offset == 0:
+        return frame
+    from pyspark.sql.connect import functions
+
+    return frame.select((functions.col("p") + functions.lit(offset)).cast("int").alias("p"), VALUE_COLUMN)
+
+
+class FrameCore:
+    """An RDD's partitions as a Connect DataFrame of pickled values, built lazily.
+
+    ``source`` is a DataFrame whose partitions are this RDD's (a shuffle's output, a persisted or
+    checkpointed frame, or a placeholder range whose runner reads ``parallelize``'s slices);
+    ``runner`` holds the narrow functions pipelined on top of it, as pyspark pipelines
+    ``mapPartitions`` calls into one Python task. Nothing runs on the server until an action.
+    """
+
+    def __init__(
+        self,
+        ctx: FrameEnvironment,
+        source: Any,
+        num_partitions: int,
+        runner: PartitionRunner | None = None,
+        partitioner: Partitioner | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.partitioner = partitioner
+        self._source = source
+        self._runner = runner
+        self._num_partitions = num_partitions
+        self._frame: Any = None
+        self._storage: Any = None
+        self._checkpoint_kind: str | None = None
+        self._checkpointed = False
+
+    # -- construction --
+
+    def _derive(self, source: Any, num_partitions: int, runner: PartitionRunner | None,
+                partitioner: Partitioner | None) -> Self:
+        return type(self)(self.ctx, source, num_partitions, runner, partitioner)
+
+    def _pipelinable(self) -> bool:
+        # A persisted or checkpointed RDD is a boundary: what follows reads its stored frame.
+        return self._storage is None and self._checkpoint_kind is None
+
+    def mapPartitionsWithIndex(self, f: PartitionFunc, preservesPartitioning: bool = False) -> Self:  # noqa: N803
+        """A new RDD applying ``f(index, iterator)`` to each partition (pipelined, lazily)."""
+        partitioner = self.partitioner if preservesPartitioning else None
+        if self._pipelinable() and self._runner is not None:
+            previous = self._runner
+            chained: PartitionFunc = f if previous.func is None else _Chained(previous.func, f)
+            runner = PartitionRunner(chained, previous.source)
+            return self._derive(self._source, self._num_partitions, runner, partitioner)
+        return self._derive(self.frame, self._num_partitions, PartitionRunner(f), partitioner)
+
+    def _exchange(self, sides: Sequence[tuple[FrameCore, Route]], num_partitions: int,
+                  partitioner: Partitioner | None = None) -> Self:
+        """Routes every side's values to target partitions exactly, in pyspark's shuffle order.
+
+        Each side's rows are keyed so that ``repartition(n, "h")`` (Spark's Murmur3 hash, ``pmod
+        n``) lands them in their target partition; ``sortWithinPartitions("m", "s")`` then orders
+        them as pyspark's shuffle reads them: side by side, map partition by map partition, each
+        in its output order.
+        """
+        keys = partition_keys(num_partitions)
+        # One marker per target partition (m = -1 sorts it first): every partition has its index
+        # and runs its Python functions even when no value lands in it.
+        markers = [(keys[j], j, -1, 0, None) for j in range(num_partitions)]
+        frames = [self.ctx.session.createDataFrame(markers, SHUFFLE_SCHEMA)]
+        order = 0
+        for side, route in sides:
+            source, runner = side._stage()
+            frames.append(source.mapInArrow(ShuffleWriter(runner, route, keys, order), SHUFFLE_SCHEMA))
+            order += side.getNumPartitions()
+        shuffled = exchanged(frames, num_partitions)
+        return self._derive(shuffled, num_partitions, None, partitioner)
+
+    def _stage(self) -> tuple[Any, PartitionRunner]:
+        """The frame and runner a task reading this RDD's values starts from."""
+        if self._pipelinable() and self._runner is not None:
+            return self._source, self._runner
+        return self.frame, PartitionRunner(None)
+
+    # -- the frame --
+
+    @property
+    def dataframe(self) -> Any:
+        """The Connect DataFrame of this RDD's values: one binary column ``v``, a value pickled as
+        pyspark pickles it per row, partitioned as the RDD is (``toDF()`` gives typed columns)."""
+        from pyspark.sql.connect import functions
+
+        return self.frame.where(functions.col(VALUE_COLUMN).isNotNull()).select(VALUE_COLUMN)
+
+    @property
+    def frame(self) -> Any:
+        """The frame FrameRDD builds on: ``p int, v binary``, each partition led by a marker row
+        (``v`` null, ``p`` the partition's index), then one pickled value per row."""
+        if self._frame is None:
+            if self._runner is None:
+                self._frame = self._source
+            else:
+                self._frame = self._source.mapInArrow(self._runner, FRAME_SCHEMA)
+        if self._checkpoint_kind is not None and not self._checkpointed:
+            self._frame = self._checkpoint_frame(self._frame)
+            self._checkpointed = True
+        return self._frame
+
+    def _checkpoint_frame(self, frame: Any) -> Any:
+        if self._checkpoint_kind == "local":
+            return frame.localCheckpoint(eager=True)
+        return frame.checkpoint(eager=True)
+
+    def getNumPartitions(self) -> int:
+        """The number of partitions (known without asking the server)."""
+        return self._num_partitions
+
+    @property
+    def context(self) -> FrameEnvironment:
+        """The FrameContext this RDD was created on."""
+        return self.ctx
+
+    def _collect_values(self) -> list[Any]:
+        table = self.frame.toArrow()
+        return [loads(data) for data in table.column(VALUE_COLUMN).to_pylist() if data is not None]
+
+    # -- persistence and checkpoints --
+
+    def persist(self, storageLevel: Any = None) -> Self:  # noqa: N803
+        """Keeps the partitions on the server (Connect ``DataFrame.persist``); later RDDs read them."""
+        frame = self.frame
+        self._frame = frame.persist() if storageLevel is None else frame.persist(storageLevel)
+        self._storage = storageLevel if storageLevel is not None else self._frame.storageLevel
+        return self
+
+    def cache(self) -> Self:
+        """``persist()`` at the default level."""
+        return self.persist()
+
+    def unpersist(self, blocking: bool = False) -> Self:
+        """Drops the stored partitions (they are recomputed when read again)."""
+        if self._frame is not None and self._storage is not None:
+            self._frame.unpersist(blocking)
+        self._storage = None
+        return self
+
+    @property
+    def is_cached(self) -> bool:
+        """Whether ``persist``/``cache`` was called and ``unpersist`` not since."""
+        return self._storage is not None
+
+    def getStorageLevel(self) -> Any:
+        """The storage level of ``persist``, else the frame's (none)."""
+        if self._storage is not None:
+            return self._storage
+        from pyspark import StorageLevel
+
+        return StorageLevel(False, False, False, False)
+
+    def checkpoint(self) -> None:
+        """Marks the RDD for checkpointing: the first action saves its partitions in the checkpoint
+        directory (Connect ``DataFrame.checkpoint``) and later reads start from there."""
+        if self.ctx.checkpoint_dir is None:
+            raise RuntimeError(
+                "Checkpoint directory has not been set in the SparkContext; call setCheckpointDir(dir) on the FrameContext"
+            )
+        self._checkpoint_kind = "reliable"
+
+    def localCheckpoint(self) -> None:
+        """Marks the RDD for a local checkpoint (Connect ``DataFrame.localCheckpoint``)."""
+        self._checkpoint_kind = "local"
+
+    def isCheckpointed(self) -> bool:
+        """Whether a checkpoint was taken (after the first action of a marked RDD)."""
+        return self._checkpointed
+
+    def isLocallyCheckpointed(self) -> bool:
+        """Whether a local checkpoint was taken."""
+        return self._checkpointed and self._checkpoint_kind == "local"
+
+    def getCheckpointFile(self) -> str | None:
+        """Always ``None``: a Connect DataFrame checkpoint has no file name in the client."""
+        return None
+
+    def __repr__(self) -> str:
+        state = ", cached" if self._storage is not None else ""
+        return f"<FrameRDD [{self._num_partitions} partitions{state}]>"

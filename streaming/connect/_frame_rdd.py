@@ -1,0 +1,115 @@
+"""FrameRDD: pyspark's RDD API over a Spark Connect DataFrame, each row one pickled Python value; the
+batches of DStreams on Connect (pyspark's ``RDD``)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator
+
+from ._errors import unsupported_rdd_attribute
+from ._frame_pairs import FramePairs
+
+__all__ = ["FrameRDD"]
+
+
+def _text_lines(values: Iterator[Any]) -> Iterable[str]:
+    # pyspark's saveAsTextFile: bytes are written as they are, anything else as str(x) in UTF-8.
+    for value in values:
+        yield value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+_CODECS = {
+    "org.apache.hadoop.io.compress.GzipCodec": "gzip",
+    "org.apache.hadoop.io.compress.BZip2Codec": "bzip2",
+    "org.apache.hadoop.io.compress.DeflateCodec": "deflate",
+    "org.apache.hadoop.io.compress.Lz4Codec": "lz4",
+    "org.apache.hadoop.io.compress.SnappyCodec": "snappy",
+}
+
+
+class _LinesToArrow:
+    """Runs in the Python worker: the text lines of a partition as an Arrow ``value string`` column."""
+
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        from ._codec import decode
+
+        lines = list(_text_lines(decode(batches)))
+        if lines:
+            yield pa.RecordBatch.from_arrays([pa.array(lines, pa.string())], names=["value"])
+
+
+class _RowsToArrow:
+    """Runs in the Python worker: a partition's tuples, Rows or dicts as Arrow rows of a schema."""
+
+    def __init__(self, names: list[str], arrow_schema: Any) -> None:
+        self.names = names
+        self.arrow_schema = arrow_schema
+
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from ._codec import decode
+
+        rows = []
+        for value in decode(batches):
+            if isinstance(value, dict):
+                rows.append({name: value.get(name) for name in self.names})
+            elif hasattr(value, "asDict"):
+                rows.append(value.asDict())
+            elif isinstance(value, (tuple, list)):
+                rows.append(dict(zip(self.names, value, strict=False)))
+            else:
+                rows.append({self.names[0]: value})
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=self.arrow_schema)
+
+
+class FrameRDD(FramePairs):
+    """An RDD whose partitions are a Spark Connect DataFrame's: pyspark's RDD API, the same
+    partitions, order and results as on a classic SparkContext.
+
+    Each row of ``dataframe`` carries one value pickled as pyspark pickles RDD elements; functions
+    travel with Connect's Python UDFs (cloudpickle) and run in ``mapInArrow`` tasks, pipelined as
+    pyspark pipelines them. Shuffles place key ``k`` in partition ``partitionFunc(k) % n`` exactly.
+    Actions block the calling thread until the server answers; cancel them through the session's
+    tags (``interruptTag``), as a job group on a classic context.
+    """
+
+    def toDF(self, schema: Any = None, sampleRatio: float | None = None) -> Any:  # noqa: N803
+        """A typed DataFrame of the elements (tuples, Rows or dicts), as ``rdd.toDF``; the schema
+        is inferred from the first 100 elements when not given."""
+        session = self.ctx.session
+        if schema is None or isinstance(schema, (list, tuple)):
+            sample = self.take(100)
+            if not sample:
+                raise ValueError("can not infer schema from an empty RDD; pass a schema")
+            inferred = session.createDataFrame(sample, schema).schema
+        elif isinstance(schema, str):
+            inferred = session.createDataFrame([], schema).schema
+        else:
+            inferred = schema
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return self.frame.mapInArrow(_RowsToArrow(inferred.names, to_arrow_schema(inferred)), inferred)
+
+    def saveAsTextFile(self, path: str, compressionCodecClass: str | None = None) -> None:  # noqa: N803
+        """Writes each element's ``str`` as a line, one file per non-empty partition, with the
+        server's text writer (the files are named ``part-NNNNN-<id>.txt``, not ``part-NNNNN``)."""
+        writer = self.frame.mapInArrow(_LinesToArrow(), "value string").write.mode("errorifexists")
+        if compressionCodecClass is not None:
+            codec = _CODECS.get(compressionCodecClass)
+            if codec is None:
+                raise ValueError(
+                    f"unknown compression codec class {compressionCodecClass!r}; use one of {sorted(_CODECS)}"
+                )
+            writer = writer.option("compression", codec)
+        writer.text(path)
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("_"):
+            from pyspark import RDD
+
+            if hasattr(RDD, name):
+                raise unsupported_rdd_attribute(name)
+        raise AttributeError(f"'FrameRDD' object has no attribute {name!r}")

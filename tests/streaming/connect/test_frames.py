@@ -1,0 +1,114 @@
+"""FrameRDD against pyspark's RDD: each method on the classic shared SparkContext and on a Connect
+session gives the same partitions (``glom()``), the same order and the same results."""
+
+from __future__ import annotations
+
+from operator import add
+from typing import Any, Callable
+
+import pytest
+
+pytestmark = pytest.mark.connect
+
+WORDS = "the quick brown fox jumps over the lazy dog the end fox".split()
+PAIRS = [(w, i) for i, w in enumerate(WORDS)]
+OTHER = [("the", "a"), ("fox", "b"), ("cat", "c"), ("the", "d"), ("end", "e")]
+
+
+def listed(groups: Any) -> Any:
+    """ResultIterables as lists, so two engines' groups compare."""
+    return [(k, list(v)) for k, v in groups]
+
+
+# name -> (build an RDD from a context, how to read it: "glom" compares partitions)
+RDD_CASES: dict[str, Callable[[Any], Any]] = {
+    "parallelize": lambda sc: sc.parallelize(list(range(10)), 3),
+    "parallelize_uneven": lambda sc: sc.parallelize(list(range(2050)), 3).map(lambda x: x % 7),
+    "parallelize_more_slices": lambda sc: sc.parallelize([1, 2, 3], 5),
+    "parallelize_empty": lambda sc: sc.parallelize([], 3),
+    "parallelize_range": lambda sc: sc.parallelize(range(3, 40, 3), 4),
+    "map": lambda sc: sc.parallelize(range(10), 3).map(lambda x: x * 2),
+    "flatMap": lambda sc: sc.parallelize(WORDS, 2).flatMap(lambda w: list(w)),
+    "filter": lambda sc: sc.parallelize(range(20), 4).filter(lambda x: x % 3 == 0),
+    "mapPartitions": lambda sc: sc.parallelize(range(10), 4).mapPartitions(lambda it: [sum(it)]),
+    "mapPartitionsWithIndex": lambda sc: sc.parallelize(range(10), 4).mapPartitionsWithIndex(lambda i, it: [(i, list(it))]),
+    "mapPartitions_empty_partitions": lambda sc: sc.parallelize([], 3).mapPartitions(lambda it: ["ran"]),
+    "pipelined": lambda sc: sc.parallelize(range(30), 3).map(lambda x: x + 1).filter(lambda x: x % 2).flatMap(lambda x: [x, -x]),
+    "union": lambda sc: sc.parallelize(range(5), 2).union(sc.parallelize(range(5, 12), 3)),
+    "context_union": lambda sc: sc.union([sc.parallelize([1], 1), sc.parallelize([2, 3], 2), sc.parallelize([4], 1)]),
+    "reduceByKey": lambda sc: sc.parallelize(PAIRS, 3).reduceByKey(add),
+    "reduceByKey_partitions": lambda sc: sc.parallelize(PAIRS, 2).reduceByKey(add, 5),
+    "wordcount": lambda sc: sc.parallelize(WORDS, 3).map(lambda w: (w, 1)).reduceByKey(add),
+    "partitionBy": lambda sc: sc.parallelize(PAIRS, 2).partitionBy(3),
+    "partitionBy_int_keys": lambda sc: sc.parallelize([(i, i) for i in range(-5, 20)], 2).partitionBy(4),
+    "combineByKey": lambda sc: sc.parallelize(PAIRS, 3).combineByKey(lambda v: [v], lambda c, v: [*c, v], lambda a, b: a + b),
+    "groupByKey": lambda sc: sc.parallelize(PAIRS, 3).groupByKey().mapValues(list),
+    "foldByKey": lambda sc: sc.parallelize(PAIRS, 3).foldByKey(0, add),
+    "aggregateByKey": lambda sc: sc.parallelize(PAIRS, 2).aggregateByKey((0, 0), lambda a, v: (a[0] + v, a[1] + 1),
+                                                                        lambda a, b: (a[0] + b[0], a[1] + b[1])),
+    "mapValues": lambda sc: sc.parallelize(PAIRS, 2).mapValues(lambda v: v * 10),
+    "flatMapValues": lambda sc: sc.parallelize(PAIRS, 2).flatMapValues(lambda v: range(v % 3)),
+    "keys": lambda sc: sc.parallelize(PAIRS, 2).keys(),
+    "values": lambda sc: sc.parallelize(PAIRS, 2).values(),
+    "partitioned_union": lambda sc: sc.parallelize(PAIRS, 2).reduceByKey(add, 3).union(sc.parallelize(OTHER, 2).reduceByKey(add, 3)),
+    "join": lambda sc: sc.parallelize(PAIRS, 2).join(sc.parallelize(OTHER, 3)),
+    "join_partitions": lambda sc: sc.parallelize(PAIRS, 2).join(sc.parallelize(OTHER, 3), 4),
+    "leftOuterJoin": lambda sc: sc.parallelize(PAIRS, 2).leftOuterJoin(sc.parallelize(OTHER, 2)),
+    "rightOuterJoin": lambda sc: sc.parallelize(PAIRS, 2).rightOuterJoin(sc.parallelize(OTHER, 2)),
+    "fullOuterJoin": lambda sc: sc.parallelize(PAIRS, 2).fullOuterJoin(sc.parallelize(OTHER, 2)),
+    "join_of_partitioned": lambda sc: sc.parallelize(PAIRS, 2).reduceByKey(add).join(sc.parallelize(OTHER, 2).reduceByKey(add)),
+    "cogroup": lambda sc: sc.parallelize(PAIRS, 2).cogroup(sc.parallelize(OTHER, 2)).mapValues(lambda vs: tuple(map(list, vs))),
+    "cartesian": lambda sc: sc.parallelize([1, 2, 3], 2).cartesian(sc.parallelize("ab", 2)),
+    "distinct": lambda sc: sc.parallelize(WORDS, 3).distinct(),
+    "sortBy": lambda sc: sc.parallelize(WORDS, 3).sortBy(lambda w: (len(w), w)),
+    "sortByKey": lambda sc: sc.parallelize(PAIRS, 3).sortByKey(),
+    "sortByKey_descending": lambda sc: sc.parallelize(PAIRS, 3).sortByKey(False, 2),
+    "sortByKey_one_partition": lambda sc: sc.parallelize(PAIRS, 3).sortByKey(True, 1),
+    "coalesce": lambda sc: sc.parallelize(range(20), 5).coalesce(2),
+    "coalesce_more": lambda sc: sc.parallelize(range(20), 3).coalesce(7),
+    "repartition": lambda sc: sc.parallelize(range(45), 3).repartition(4),
+    "repartition_fewer": lambda sc: sc.parallelize(range(100), 5).repartition(2),
+    "glom_of_shuffle": lambda sc: sc.parallelize(range(7), 3).map(lambda x: (x % 4, x)).groupByKey(6).mapValues(sorted),
+    "keyBy": lambda sc: sc.parallelize(WORDS, 2).keyBy(len),
+    "sample": lambda sc: sc.parallelize(range(100), 3).sample(False, 0.3, 7),
+    "emptyRDD": lambda sc: sc.emptyRDD(),
+}
+
+
+@pytest.mark.parametrize("case", RDD_CASES)
+def test_the_same_partitions_as_pyspark(case: str, spark_context: Any, frame_context: Any) -> None:
+    """Each transformation gives pyspark's partitions, element order and values (``glom().collect()``)."""
+    build = RDD_CASES[case]
+    classic, frame = build(spark_context), build(frame_context)
+    assert frame.getNumPartitions() == classic.getNumPartitions()
+    assert frame.glom().collect() == classic.glom().collect()
+
+
+ACTION_CASES: dict[str, Callable[[Any], Any]] = {
+    "collect": lambda sc: sc.parallelize(range(10), 3).map(str).collect(),
+    "count": lambda sc: sc.parallelize(range(1000), 3).filter(lambda x: x % 7).count(),
+    "take": lambda sc: sc.parallelize(range(100), 4).take(30),
+    "take_more_than_all": lambda sc: sc.parallelize(range(5), 4).take(30),
+    "first": lambda sc: sc.parallelize(WORDS, 3).first(),
+    "isEmpty": lambda sc: (sc.parallelize([], 2).isEmpty(), sc.parallelize([1], 2).isEmpty(), sc.emptyRDD().isEmpty()),
+    "reduce": lambda sc: sc.parallelize(range(1, 11), 4).reduce(lambda a, b: a * b),
+    "fold": lambda sc: sc.parallelize(range(10), 3).fold(1, add),
+    "aggregate": lambda sc: sc.parallelize(range(10), 3).aggregate((0, 0), lambda a, v: (a[0] + v, a[1] + 1),
+                                                                  lambda a, b: (a[0] + b[0], a[1] + b[1])),
+    "sum": lambda sc: sc.parallelize(range(10), 3).sum(),
+    "countByValue": lambda sc: sorted(sc.parallelize(WORDS, 3).countByValue().items()),
+    "countByKey": lambda sc: sorted(sc.parallelize(PAIRS, 3).countByKey().items()),
+    "collectAsMap": lambda sc: sc.parallelize(PAIRS, 3).collectAsMap(),
+    "groupByKey_types": lambda sc: [type(v).__name__ for _, v in sc.parallelize(PAIRS, 2).groupByKey().collect()],
+    "getNumPartitions": lambda sc: sc.parallelize(range(3), 5).union(sc.parallelize([1], 2)).getNumPartitions(),
+    "defaultParallelism": lambda sc: sc.defaultParallelism,
+    "default_partitions": lambda sc: sc.parallelize(range(10)).getNumPartitions(),
+    "lookup": lambda sc: sc.parallelize(PAIRS, 3).lookup("the"),
+}
+
+
+@pytest.mark.parametrize("case", ACTION_CASES)
+def test_the_same_action_results_as_pyspark(case: str, spark_context: Any, frame_context: Any) -> None:
+    """Each action returns what pyspark's returns."""
+    run = ACTION_CASES[case]
+    assert run(frame_context) == run(spark_context)
