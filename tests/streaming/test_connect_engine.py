@@ -142,3 +142,30 @@ def test_save_as_text_files_writes_what_classic_spark_writes(connect_session: An
 
     assert lines(tmp_path / "connect") == lines(tmp_path / "classic")
     assert lines(tmp_path / "classic") == {"out-1000": ["a", "b", "c"], "out-2000": ["d"]}
+
+
+@pytest.mark.anyio
+async def test_received_records_are_sent_with_their_batch(connect_session: Any) -> None:
+    """An async source's records, received in this process, reach the Connect server with the batch that takes them."""
+    import anyio
+
+    from tests.support import advance, wait_until
+
+    got: list[list[int]] = []
+    received_all = False
+
+    async def source() -> Any:
+        nonlocal received_all
+        for item in range(5):
+            yield item
+        received_all = True  # the receiver asked for a sixth item: the fifth is stored
+        await anyio.sleep_forever()
+
+    clock = ManualClock(0)
+    async with StreamingContext(connect_session, 1, clock=clock) as ssc:
+        ssc.asyncIterableStream(source).foreachRDD(lambda rdd: got.append(sorted(rdd.collect())))
+        await ssc.start_async()
+        await wait_until(lambda: received_all)
+        await advance(ssc.runtime, clock, 1000, times=2)
+        await ssc.stop_async()
+    assert got == [[0, 1, 2, 3, 4], []]
