@@ -13,16 +13,19 @@ import pickle
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 __all__ = [
     "FRAME_SCHEMA",
+    "INDEX_SCHEMA",
     "SHUFFLE_SCHEMA",
+    "TEXT_SCHEMA",
     "VALUE_COLUMN",
     "PartitionFunc",
     "PartitionRunner",
     "Route",
     "ShuffleWriter",
-    "TextRows",
+    "SourceRows",
     "decode",
     "dumps",
     "encode",
@@ -30,11 +33,22 @@ __all__ = [
 ]
 
 VALUE_COLUMN = "v"
-FRAME_SCHEMA = "p int, v binary"
+# StructTypes, not DDL strings: Connect's client parses a DDL string on the server, one round trip
+# per mapInArrow or createDataFrame call.
+FRAME_SCHEMA = StructType([StructField("p", IntegerType()), StructField(VALUE_COLUMN, BinaryType())])
+"""A FrameRDD's frame: ``p int, v binary``."""
 # A shuffle row: ``h`` picks the target partition (see partition_keys), ``p`` is that partition,
 # ``m`` and ``s`` restore the order pyspark's shuffle gives (map partition, then position in its
 # output; markers have m = -1 and come first), ``v`` is the value.
-SHUFFLE_SCHEMA = "h int, p int, m int, s long, v binary"
+SHUFFLE_SCHEMA = StructType(
+    [StructField("h", IntegerType()), StructField("p", IntegerType()), StructField("m", IntegerType()),
+     StructField("s", LongType()), StructField(VALUE_COLUMN, BinaryType())]
+)
+"""A shuffle's rows: ``h int, p int, m int, s long, v binary``."""
+INDEX_SCHEMA = StructType([StructField("p", IntegerType())])
+"""One partition index per row: ``p int``."""
+TEXT_SCHEMA = StructType([StructField("value", StringType())])
+"""Text lines: ``value string``, as ``spark.read.text`` gives and ``write.text`` takes."""
 
 PartitionFunc = Callable[[int, Iterator[Any]], Iterable[Any]]
 """``(partition index, values) -> values``: what ``mapPartitionsWithIndex`` takes."""
@@ -182,22 +196,30 @@ def shuffle_batch(hashes: list[int], targets: list[int], order: int, start: int,
     )
 
 
-class TextRows:
-    """Runs in the Python worker over ``spark.read.text``'s partitions: each line routed to the
-    partition of the same index (a file scan is a leaf stage, so the task's id is its index)."""
+class SourceRows:
+    """Runs in the Python worker over a server-side frame (files read by ``spark.read.text``, a
+    user's DataFrame): each row, as a line or a ``Row``, routed to the partition of the same index
+    (this runs in the frame's last stage, so the task's id is the frame's partition index)."""
 
-    def __init__(self, keys: Sequence[int]) -> None:
+    def __init__(self, keys: Sequence[int], lines: bool) -> None:
         self.keys = keys
+        self.lines = lines
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Runs in the Python worker, once per file partition."""
+        """Runs in the Python worker, once per partition of the frame."""
         from pyspark import TaskContext
+        from pyspark.sql import Row
 
         context = TaskContext.get()
         index = context.partitionId() if context is not None else 0
         start = 0
         for batch in batches:
-            lines = [pickle.dumps(line, pickle.HIGHEST_PROTOCOL) for line in batch.column("value").to_pylist()]
-            if lines:
-                yield shuffle_batch([self.keys[index]] * len(lines), [index] * len(lines), 0, start, lines)
-                start += len(lines)
+            if self.lines:
+                values: list[Any] = batch.column("value").to_pylist()
+            else:
+                make = Row(*batch.schema.names)
+                values = [make(*row.values()) for row in batch.to_pylist()]
+            if values:
+                rows = [pickle.dumps(value, pickle.HIGHEST_PROTOCOL) for value in values]
+                yield shuffle_batch([self.keys[index]] * len(rows), [index] * len(rows), 0, start, rows)
+                start += len(rows)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterable, Iterator
 
-from ._codec import SHUFFLE_SCHEMA, PartitionRunner, TextRows, dumps
+from ._codec import INDEX_SCHEMA, SHUFFLE_SCHEMA, PartitionRunner, SourceRows, dumps
 from ._errors import unsupported_context_attribute
 from ._frame_core import exchanged
 from ._frame_rdd import FrameRDD
@@ -130,8 +130,8 @@ class FrameContext:
         return self._checkpoint_dir
 
     def setCheckpointDir(self, dirName: str) -> None:  # noqa: N803
-        """Where ``FrameRDD.checkpoint`` saves partitions (the session's ``spark.checkpoint.dir``)."""
-        self._session.conf.set("spark.checkpoint.dir", dirName)
+        """Where ``FrameRDD.checkpoint`` saves partitions: a directory the server's executors reach
+        (a URI on a cluster). The server's own ``spark.checkpoint.dir`` is static and left alone."""
         self._checkpoint_dir = dirName
 
     def getCheckpointDir(self) -> str | None:
@@ -180,18 +180,31 @@ class FrameContext:
         return result
 
     def textFile(self, name: str, minPartitions: int | None = None, use_unicode: bool = True) -> FrameRDD:  # noqa: N803
-        """The lines of text files, read by the server (``spark.read.text``): the same lines in the
-        same order, in the server's file partitions (not Hadoop's splits)."""
-        frame = self._session.read.text(name)
-        count = len(frame.mapInArrow(_PartitionIds(), "p int").collect())  # one small job
+        """The lines of text files (comma-separated paths allowed), read by the server
+        (``spark.read.text``): the same lines in the same order, in the server's file partitions
+        (Spark SQL's, not Hadoop's splits: the partition count may differ from pyspark's)."""
+        paths = [path for path in name.split(",") if path]
+        return self._from_frame(self._session.read.text(paths), lines=True)
+
+    def fromDataFrame(self, df: Any) -> FrameRDD:
+        """A FrameRDD of a Connect DataFrame's rows as ``Row``s, in its partitions (classic ``df.rdd``)."""
+        if not is_connect_session(getattr(df, "sparkSession", None)):
+            raise TypeError(f"fromDataFrame needs a Spark Connect DataFrame, got {type(df).__name__}")
+        return self._from_frame(df, lines=False)
+
+    def _from_frame(self, frame: Any, lines: bool) -> FrameRDD:
+        # One small job: the highest partition index that ran (Spark skips the Python function
+        # of some empty partitions, so counting the rows would undercount).
+        count = max((row.p + 1 for row in frame.mapInArrow(_PartitionIds(), INDEX_SCHEMA).collect()), default=0)
         if count == 0:
             return self.emptyRDD()
         keys = partition_keys(count)
         markers = self._session.createDataFrame([(keys[j], j, -1, 0, None) for j in range(count)], SHUFFLE_SCHEMA)
-        # Through a shuffle into the same partitions: the scan's task ids are its partitions' indexes
-        # only in the scan's own stage, and the FrameRDD's partitions need markers.
-        lines = exchanged([markers, frame.mapInArrow(TextRows(keys), SHUFFLE_SCHEMA)], count)
-        return FrameRDD(self, lines, count)
+        # Through a shuffle into the same partitions: the frame's task ids are its partitions'
+        # indexes only in its own last stage, and a FrameRDD's partitions need markers.
+        # The frame's rows first in the union: its tasks' ids stay its partition indexes.
+        rows = exchanged([frame.mapInArrow(SourceRows(keys, lines), SHUFFLE_SCHEMA), markers], count)
+        return FrameRDD(self, rows, count)
 
     def stop(self) -> None:
         """Stops the Connect session."""

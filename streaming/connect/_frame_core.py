@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import uuid
 from typing import Any, Iterable, Iterator, Sequence
 
 from typing_extensions import Self
@@ -33,6 +34,10 @@ class _Chained:
 
     def __call__(self, index: int, values: Iterator[Any]) -> Iterable[Any]:
         return self.then(index, iter(self.first(index, values)))
+
+
+def _in_place(index: int, values: Iterator[Any]) -> Iterable[tuple[int, Any]]:
+    return ((index, value) for value in values)
 
 
 def exchanged(frames: Sequence[Any], num_partitions: int) -> Any:
@@ -76,6 +81,7 @@ class FrameCore:
         self._storage: Any = None
         self._checkpoint_kind: str | None = None
         self._checkpointed = False
+        self._checkpoint_path: str | None = None
 
     # -- construction --
 
@@ -152,7 +158,18 @@ class FrameCore:
     def _checkpoint_frame(self, frame: Any) -> Any:
         if self._checkpoint_kind == "local":
             return frame.localCheckpoint(eager=True)
-        return frame.checkpoint(eager=True)
+        # The server's own checkpoint directory is a static setting a client cannot change, so the
+        # partitions are saved as Parquet under the context's directory (a path the server's
+        # executors reach) and read back through an exact shuffle into the same partitions.
+        n = self._num_partitions
+        keys = partition_keys(n)
+        path = f"{str(self.ctx.checkpoint_dir).rstrip('/')}/rdd-{uuid.uuid4().hex}"
+        rows = frame.mapInArrow(ShuffleWriter(PartitionRunner(None), _in_place, keys, 0), SHUFFLE_SCHEMA)
+        rows.write.parquet(path)
+        session = self.ctx.session
+        markers = session.createDataFrame([(keys[j], j, -1, 0, None) for j in range(n)], SHUFFLE_SCHEMA)
+        self._checkpoint_path = path
+        return exchanged([markers, session.read.schema(SHUFFLE_SCHEMA).parquet(path)], n)
 
     def getNumPartitions(self) -> int:
         """The number of partitions (known without asking the server)."""
@@ -201,8 +218,8 @@ class FrameCore:
         return StorageLevel(False, False, False, False)
 
     def checkpoint(self) -> None:
-        """Marks the RDD for checkpointing: the first action saves its partitions in the checkpoint
-        directory (Connect ``DataFrame.checkpoint``) and later reads start from there."""
+        """Marks the RDD for checkpointing: its first use saves its partitions under the checkpoint
+        directory (as Parquet) and later reads start from there."""
         if self.ctx.checkpoint_dir is None:
             raise RuntimeError(
                 "Checkpoint directory has not been set in the SparkContext; call setCheckpointDir(dir) on the FrameContext"
@@ -222,8 +239,8 @@ class FrameCore:
         return self._checkpointed and self._checkpoint_kind == "local"
 
     def getCheckpointFile(self) -> str | None:
-        """Always ``None``: a Connect DataFrame checkpoint has no file name in the client."""
-        return None
+        """Where the partitions were saved (Parquet), once checkpointed."""
+        return self._checkpoint_path
 
     def __repr__(self) -> str:
         state = ", cached" if self._storage is not None else ""

@@ -126,7 +126,7 @@ class FrameOps(FrameCore):
 
     def count(self) -> int:
         """The number of elements."""
-        return sum(self.mapPartitionsWithIndex(_count)._collect_values())
+        return sum(self.mapPartitionsWithIndex(_count).collect())
 
     def take(self, num: int) -> list[Any]:
         """The first ``num`` elements, in partition order."""

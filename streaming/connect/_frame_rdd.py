@@ -3,8 +3,10 @@ batches of DStreams on Connect (pyspark's ``RDD``)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+import heapq
+from typing import Any, Callable, Iterable, Iterator
 
+from ._codec import TEXT_SCHEMA
 from ._errors import unsupported_rdd_attribute
 from ._frame_pairs import FramePairs
 
@@ -96,7 +98,7 @@ class FrameRDD(FramePairs):
     def saveAsTextFile(self, path: str, compressionCodecClass: str | None = None) -> None:  # noqa: N803
         """Writes each element's ``str`` as a line, one file per non-empty partition, with the
         server's text writer (the files are named ``part-NNNNN-<id>.txt``, not ``part-NNNNN``)."""
-        writer = self.frame.mapInArrow(_LinesToArrow(), "value string").write.mode("errorifexists")
+        writer = self.frame.mapInArrow(_LinesToArrow(), TEXT_SCHEMA).write.mode("error")
         if compressionCodecClass is not None:
             codec = _CODECS.get(compressionCodecClass)
             if codec is None:
@@ -105,6 +107,80 @@ class FrameRDD(FramePairs):
                 )
             writer = writer.option("compression", codec)
         writer.text(path)
+
+    # -- what pyspark builds from the methods above --
+
+    def max(self, key: Callable[[Any], Any] | None = None) -> Any:
+        """The largest element (by ``key``)."""
+        return self.reduce(max if key is None else lambda a, b: max(a, b, key=key))
+
+    def min(self, key: Callable[[Any], Any] | None = None) -> Any:
+        """The smallest element (by ``key``)."""
+        return self.reduce(min if key is None else lambda a, b: min(a, b, key=key))
+
+    def stats(self) -> Any:
+        """A ``StatCounter`` of the elements, merged partition by partition as pyspark's."""
+        from pyspark.statcounter import StatCounter
+
+        return self.mapPartitions(lambda values: [StatCounter(values)]).reduce(lambda a, b: a.mergeStats(b))
+
+    def mean(self) -> float:
+        """The mean of the elements."""
+        return float(self.stats().mean())
+
+    def variance(self) -> float:
+        """The variance of the elements."""
+        return float(self.stats().variance())
+
+    def stdev(self) -> float:
+        """The standard deviation of the elements."""
+        return float(self.stats().stdev())
+
+    def top(self, num: int, key: Callable[[Any], Any] | None = None) -> list[Any]:
+        """The ``num`` largest elements, largest first."""
+        return list(self.mapPartitions(lambda values: [heapq.nlargest(num, values, key=key)])
+                    .reduce(lambda a, b: heapq.nlargest(num, a + b, key=key)))
+
+    def takeOrdered(self, num: int, key: Callable[[Any], Any] | None = None) -> list[Any]:
+        """The ``num`` smallest elements, smallest first."""
+        if num < 0:
+            raise ValueError("top N cannot be negative.")
+        if num == 0 or self.getNumPartitions() == 0:
+            return []
+        return list(self.mapPartitions(lambda values: [heapq.nsmallest(num, values, key=key)])
+                    .reduce(lambda a, b: heapq.nsmallest(num, a + b, key=key)))
+
+    def zipWithIndex(self) -> FrameRDD:
+        """Each element with its index in the RDD's order (one job counts the partitions first)."""
+        starts = [0]
+        if self.getNumPartitions() > 1:
+            counts = self.mapPartitions(lambda values: [sum(1 for _ in values)]).collect()
+            for count in counts[:-1]:
+                starts.append(starts[-1] + count)
+
+        def number(index: int, values: Iterator[Any]) -> Iterable[Any]:
+            return ((value, position) for position, value in enumerate(values, starts[index]))
+
+        return self.mapPartitionsWithIndex(number)
+
+    def zipWithUniqueId(self) -> FrameRDD:
+        """Each element with a unique id: ``i * n + k`` for the ``i``-th element of partition ``k``."""
+        n = self.getNumPartitions()
+
+        def number(index: int, values: Iterator[Any]) -> Iterable[Any]:
+            return ((value, position * n + index) for position, value in enumerate(values))
+
+        return self.mapPartitionsWithIndex(number)
+
+    def subtract(self, other: FrameRDD, numPartitions: int | None = None) -> FrameRDD:  # noqa: N803
+        """The elements not in ``other``."""
+        theirs = other.map(lambda x: (x, True))
+        return self.map(lambda x: (x, True)).subtractByKey(theirs, numPartitions).keys()
+
+    def intersection(self, other: FrameRDD) -> FrameRDD:
+        """The elements in both, once each."""
+        return (self.map(lambda v: (v, None)).cogroup(other.map(lambda v: (v, None)))
+                .filter(lambda pair: all(pair[1])).keys())
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_"):

@@ -72,6 +72,17 @@ RDD_CASES: dict[str, Callable[[Any], Any]] = {
     "keyBy": lambda sc: sc.parallelize(WORDS, 2).keyBy(len),
     "sample": lambda sc: sc.parallelize(range(100), 3).sample(False, 0.3, 7),
     "emptyRDD": lambda sc: sc.emptyRDD(),
+    "coalesce_of_shuffle": lambda sc: sc.parallelize(PAIRS, 2).reduceByKey(add, 5).coalesce(2),
+    "repartition_of_shuffle": lambda sc: sc.parallelize(PAIRS * 3, 2).groupByKey(3).mapValues(len).repartition(4),
+    "zipWithIndex": lambda sc: sc.parallelize(WORDS, 3).zipWithIndex(),
+    "zipWithUniqueId": lambda sc: sc.parallelize(WORDS, 3).zipWithUniqueId(),
+    "subtract": lambda sc: sc.parallelize(WORDS, 3).subtract(sc.parallelize(["the", "fox"], 1)),
+    "subtractByKey": lambda sc: sc.parallelize(PAIRS, 3).subtractByKey(sc.parallelize(OTHER, 2)),
+    "intersection": lambda sc: sc.parallelize(WORDS, 3).intersection(sc.parallelize(["the", "fox", "cat"], 2)),
+    "groupWith": lambda sc: sc.parallelize(PAIRS, 2).groupWith(sc.parallelize(OTHER, 1), sc.parallelize(PAIRS[:3], 1))
+                             .mapValues(lambda vs: tuple(map(list, vs))),
+    "union_of_union": lambda sc: sc.parallelize([1, 2], 2).union(sc.parallelize([3], 1).union(sc.parallelize([4, 5, 6], 2)))
+                                   .mapPartitionsWithIndex(lambda i, it: [(i, list(it))]),
 }
 
 
@@ -104,6 +115,10 @@ ACTION_CASES: dict[str, Callable[[Any], Any]] = {
     "defaultParallelism": lambda sc: sc.defaultParallelism,
     "default_partitions": lambda sc: sc.parallelize(range(10)).getNumPartitions(),
     "lookup": lambda sc: sc.parallelize(PAIRS, 3).lookup("the"),
+    "max_min": lambda sc: (sc.parallelize(WORDS, 3).max(), sc.parallelize(WORDS, 3).min(key=len)),
+    "stats": lambda sc: (sc.parallelize(range(10), 3).mean(), sc.parallelize(range(10), 3).stdev(), sc.parallelize([1.5, 2], 2).variance()),
+    "top_takeOrdered": lambda sc: (sc.parallelize(range(20), 3).top(4), sc.parallelize(WORDS, 3).takeOrdered(3, key=len)),
+    "reduceByKeyLocally": lambda sc: sorted(sc.parallelize(PAIRS, 3).reduceByKeyLocally(add).items()),
 }
 
 
