@@ -124,6 +124,12 @@ class ContextCheckpoint:
         # Spark's validate(): a graph that cannot be serialized refuses the start before anything
         # on disk changes, the checkpoint's lock file included (pyspark's message).
         saved = None
+        if self.location is not None and self._env.graph.is_stateful:
+            # State snapshots are saved and read back as pickle files of RDDs (saveAsPickleFile, pickleFile).
+            self._spark.require_jvm(
+                "a stateful stream (updateStateByKey, a window with an inverse function) with ssc.checkpoint(dir)",
+                "give the state's directory with ssc.sparkContext.setCheckpointDir(dir) instead (a restart from the "
+                "checkpoint does not carry state on Connect yet)")
         if self.location is not None:
             # A Connect session's settings live on its server, which a restart reconnects to: nothing to carry.
             conf = [] if self._spark.kind == "connect" else [

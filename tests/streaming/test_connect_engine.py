@@ -169,3 +169,44 @@ async def test_received_records_are_sent_with_their_batch(connect_session: Any) 
         await advance(ssc.runtime, clock, 1000, times=2)
         await ssc.stop_async()
     assert got == [[0, 1, 2, 3, 4], []]
+
+
+_NEEDS_JVM = "is not supported on Spark Connect: it needs a SparkContext in the driver, and a Connect session has none; "
+
+
+def test_a_checkpoint_through_hadoop_is_refused(connect_session: Any) -> None:
+    """ssc.checkpoint on a Hadoop file system is refused on Connect (its files would go through py4j); a local one is taken."""
+    from streaming.spark import ConnectNotSupportedError
+
+    ssc = StreamingContext(connect_session, 1)
+    with pytest.raises(ConnectNotSupportedError) as raised:
+        ssc.checkpoint("hdfs://namenode:8020/checkpoints/app")
+    assert str(raised.value) == ("a checkpoint directory written through Hadoop's FileSystem " + _NEEDS_JVM
+                                 + "give a directory on the driver's disk (a local path or a file: URI)")
+
+
+def test_state_with_a_context_checkpoint_is_refused_at_start(connect_session: Any, tmp_path: Path) -> None:
+    """updateStateByKey with ssc.checkpoint(dir) is refused at start on Connect (its snapshots are RDD pickle files)."""
+    from streaming.spark import ConnectNotSupportedError
+
+    ssc = StreamingContext(connect_session, 1)
+    ssc.checkpoint(str(tmp_path / "checkpoint"))
+    ssc.queueStream([[("a", 1)]]).updateStateByKey(lambda values, state: sum(values) + (state or 0)).pprint()
+    with pytest.raises(ConnectNotSupportedError) as raised:
+        ssc.start()
+    assert str(raised.value) == (
+        "a stateful stream (updateStateByKey, a window with an inverse function) with ssc.checkpoint(dir) " + _NEEDS_JVM
+        + "give the state's directory with ssc.sparkContext.setCheckpointDir(dir) instead (a restart from the checkpoint "
+          "does not carry state on Connect yet)")
+    assert ssc.getState() == "INITIALIZED"
+
+
+def test_a_receiver_on_an_executor_is_refused(connect_session: Any) -> None:
+    """socketTextStream(placement="executor") is refused on Connect, naming the driver placement."""
+    from streaming.spark import ConnectNotSupportedError
+
+    ssc = StreamingContext(connect_session, 1)
+    with pytest.raises(ConnectNotSupportedError) as raised:
+        ssc.socketTextStream("localhost", 9999, placement="executor")
+    assert str(raised.value) == ("a receiver on an executor (placement='executor') " + _NEEDS_JVM
+                                 + "use placement='driver': the lines are received here and sent with each batch")
