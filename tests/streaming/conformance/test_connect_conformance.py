@@ -23,7 +23,10 @@ pytestmark = pytest.mark.connect
 DEFAULT_GROUPS = ["elementwise", "aggregations", "pprint"]
 """Run by default: stateless operations, the shuffles (reduce, combine, partitionBy, groupByKey, countByValue), pprint."""
 
-NOT_YET: dict[str, str] = {}
+NOT_YET: dict[str, str] = {
+    "update_state_by_key": "it calls ssc.checkpoint(dir) with updateStateByKey, refused on Connect at start (state snapshots "
+                           "are RDD pickle files; tests/streaming/test_connect_engine.py checks the refusal)",
+}
 """Groups that fail on Connect for now, with why; opt-in runs skip them."""
 
 _ALL = os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"
