@@ -150,18 +150,23 @@ class ShuffleWriter:
     Rows carry ``h = keys[target]`` (``repartition(n, "h")`` then puts them in partition ``target``),
     ``m = order + partition index`` and ``s`` = the position in this partition's output, so
     ``sortWithinPartitions("m", "s")`` gives pyspark's order: map partitions in turn, each in order.
+    With ``markers``, the task of partition 0 also writes every target partition's marker row.
     """
 
-    def __init__(self, runner: PartitionRunner, route: Route, keys: Sequence[int], order: int) -> None:
+    def __init__(self, runner: PartitionRunner, route: Route, keys: Sequence[int], order: int,
+                 markers: bool = False) -> None:
         self.runner = runner
         self.route = route
         self.keys = keys
         self.order = order
+        self.markers = markers
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Runs in the Python worker, once per map partition."""
         index, batches = _open(batches)
         keys, order = self.keys, self.order + index
+        if self.markers and index == 0:  # every target partition's marker, once for the shuffle
+            yield shuffle_batch(list(keys), list(range(len(keys))), -1, 0, [None] * len(keys))
         hashes: list[int] = []
         targets: list[int] = []
         rows: list[bytes] = []

@@ -114,14 +114,19 @@ class FrameCore:
         """
         keys = partition_keys(num_partitions)
         # One marker per target partition (m = -1 sorts it first): every partition has its index
-        # and runs its Python functions even when no value lands in it.
-        markers = [(keys[j], j, -1, 0, None) for j in range(num_partitions)]
-        frames = [self.ctx.session.createDataFrame(markers, SHUFFLE_SCHEMA)]
+        # and runs its Python functions even when no value lands in it. The first map task writes
+        # them (no extra stage); with no map task at all they come from a small local frame.
+        frames = []
         order = 0
         for side, route in sides:
             source, runner = side._stage()
-            frames.append(source.mapInArrow(ShuffleWriter(runner, route, keys, order), SHUFFLE_SCHEMA))
+            writes_markers = order == 0 and side.getNumPartitions() > 0
+            writer = ShuffleWriter(runner, route, keys, order, writes_markers)
+            frames.append(source.mapInArrow(writer, SHUFFLE_SCHEMA))
             order += side.getNumPartitions()
+        if order == 0:
+            markers = [(keys[j], j, -1, 0, None) for j in range(num_partitions)]
+            frames.append(self.ctx.session.createDataFrame(markers, SHUFFLE_SCHEMA))
         shuffled = exchanged(frames, num_partitions)
         return self._derive(shuffled, num_partitions, None, partitioner)
 

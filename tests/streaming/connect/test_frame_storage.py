@@ -176,9 +176,9 @@ def test_refusals_name_the_alternative(frame_context: Any) -> None:
             "capture the value in the function's closure (it travels with the function)")):
         frame_context.broadcast([1])
     with pytest.raises(ConnectUnsupportedError, match=exactly(
-            "RDD.zipWithIndex is not available on Spark Connect (a FrameRDD has no JVM RDD); "
+            "RDD.zip is not available on Spark Connect (a FrameRDD has no JVM RDD); "
             "work on rdd.dataframe (one pickled value per row) or rdd.toDF() instead")):
-        frame_context.parallelize([1], 1).zipWithIndex()
+        frame_context.parallelize([1], 1).zip(frame_context.parallelize([2], 1))
     assert not hasattr(frame_context, "accumulator")
     with pytest.raises(AttributeError, match=exactly("'FrameRDD' object has no attribute 'nonsense'")):
         frame_context.parallelize([1], 1).nonsense  # noqa: B018
