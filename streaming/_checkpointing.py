@@ -17,7 +17,7 @@ from .dstream import RECIPE_FILE, SavedRecipe, StreamEnvironment, load_recipe, w
 from .spark import (
     CHECKPOINT_FILE_MANAGER_KEY,
     HadoopFileManager,
-    SparkBinding,
+    SparkBackend,
     SparkSettings,
     active_spark_context,
     resolve_checkpoint_path,
@@ -76,7 +76,7 @@ class ContextCheckpoint:
             ``spark.sql.streaming.numRecentProgressUpdates``, ``spark.sql.streaming.noDataProgressEventInterval``.
     """
 
-    def __init__(self, env: StreamEnvironment, spark: SparkBinding) -> None:
+    def __init__(self, env: StreamEnvironment, spark: SparkBackend) -> None:
         """No checkpoint yet, for the context whose streams share ``env``."""
         self._env = env
         self._spark = spark
@@ -100,12 +100,18 @@ class ContextCheckpoint:
             else:
                 self._spark.spark_context.setCheckpointDir(directory)
         self.location = None if directory is None else resolve_checkpoint_path(
-            directory, mode=mode, default_fs=default_fs, hadoop=lambda: HadoopFileManager(lambda: self._spark.spark_context))
+            directory, mode=mode, default_fs=default_fs, hadoop=self._hadoop_files)
         if options is not None:
             ProgressTrackingOptions.from_options(options)  # refused here, with the call that gave them
             self.options = dict(options)
         self._env.graph.set_checkpoint_dir(self.location)
         return self.location
+
+    def _hadoop_files(self) -> HadoopFileManager:
+        """The Hadoop file manager for a checkpoint that is not on the driver's disk (refused on Spark Connect: py4j)."""
+        self._spark.require_jvm("a checkpoint directory written through Hadoop's FileSystem",
+                                "give a directory on the driver's disk (a local path or a file: URI)")
+        return HadoopFileManager(lambda: self._spark.spark_context)
 
     def prepare(self, owner: object, concurrent_jobs: int | None) -> None:
         """Before a start (blocking: py4j calls, file I/O): claim the directory for ``owner``, point Spark's RDD
@@ -118,8 +124,16 @@ class ContextCheckpoint:
         # Spark's validate(): a graph that cannot be serialized refuses the start before anything
         # on disk changes, the checkpoint's lock file included (pyspark's message).
         saved = None
+        if self.location is not None and self._env.graph.is_stateful:
+            # State snapshots are saved and read back as pickle files of RDDs (saveAsPickleFile, pickleFile).
+            self._spark.require_jvm(
+                "a stateful stream (updateStateByKey, a window with an inverse function) with ssc.checkpoint(dir)",
+                "give the state's directory with ssc.sparkContext.setCheckpointDir(dir) instead (a restart from the "
+                "checkpoint does not carry state on Connect yet)")
         if self.location is not None:
-            conf = [(k, v) for k, v in self._spark.spark_context.getConf().getAll() if k not in _NOT_RESTORED_CONF]
+            # A Connect session's settings live on its server, which a restart reconnects to: nothing to carry.
+            conf = [] if self._spark.kind == "connect" else [
+                (k, v) for k, v in self._spark.spark_context.getConf().getAll() if k not in _NOT_RESTORED_CONF]
             continuous = self._env.continuous
             saved = self._env.recipe.serialize(batch_ms=self._env.batch_duration.milliseconds, concurrent_jobs=concurrent_jobs,
                                                spark_conf=conf, continuous_ms=None if continuous is None else continuous.interval_ms)

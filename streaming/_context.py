@@ -32,13 +32,21 @@ from .dstream import DStream, MultiTransformedDStream, SavedRecipe, StreamEnviro
 from .inputs import DEFAULT_MAX_BUFFERED_RECORDS, AsyncSource
 from .runtime import QueryRuntime, StreamingContextState
 from .simulation import TraceRecording
-from .spark import SparkBinding, seconds_to_duration
+from .spark import bind_spark, seconds_to_duration
 from .ui import ContextUI, spark_links
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext  # only for annotations: pyspark is imported when Spark is first needed
+    from pyspark.sql import SparkSession
 
 __all__ = ["StreamingContext"]
+
+
+def _frame_context(session: Any) -> Any:
+    """The FrameContext over a Spark Connect session (``streaming.connect``, imported only for a Connect context)."""
+    from .connect import FrameContext
+
+    return FrameContext(session)
 
 _ids = itertools.count()
 _registry: ActiveContexts[StreamingContext] = ActiveContexts()
@@ -49,7 +57,9 @@ class StreamingContext(StreamingQueryFace):
 
     Args:
         sparkContext: the SparkContext to run batches on; ``None`` starts an embedded local
-            Spark (``local[2]``) when first needed.
+            Spark (``local[2]``) when first needed. A Spark Connect session runs the same program
+            on Spark Connect: each batch is a ``FrameRDD`` over a DataFrame of the session
+            (docs/connect.md); a classic SparkSession stands for its SparkContext.
         batchDuration: the batch interval in seconds (int or float), as in pyspark, or a Duration;
             or a :class:`~streaming.continuous.Continuous` trigger for continuous processing
             (long-running tasks; the trigger's interval cuts epochs; docs/continuous.md).
@@ -74,7 +84,7 @@ class StreamingContext(StreamingQueryFace):
 
     def __init__(
         self,
-        sparkContext: SparkContext | None = None, batchDuration: float | Duration | Continuous | None = None,  # noqa: N803
+        sparkContext: SparkContext | SparkSession | None = None, batchDuration: float | Duration | Continuous | None = None,  # noqa: N803
         *, clock: Clock | None = None, listenerOverflow: OverflowPolicy = OverflowPolicy.DROP,  # noqa: N803
         concurrentJobs: int | None = None, exclusive: bool | None = None, queryName: str | None = None,  # noqa: N803
         stopOnFailure: bool | None = None, uiPort: int | None = None,  # noqa: N803
@@ -88,7 +98,10 @@ class StreamingContext(StreamingQueryFace):
         self._clock, self._overflow, self._exclusive = clock, listenerOverflow, exclusive
         self._context_id = next(_ids)
         name = f"aiodstream-{self._context_id}"
-        self._spark = SparkBinding(sparkContext, name)
+        self._spark = bind_spark(sparkContext, name, frame_context=_frame_context)
+        if continuous is not None:
+            self._spark.require_jvm("continuous processing (a Continuous trigger)",
+                                    "give a batch duration in seconds, e.g. StreamingContext(spark, 1)")
         self._env = StreamEnvironment(batch_duration=self._batch_duration, spark=self._spark, clock=clock, name=name, owner=self,
                                       check_can_add=self._check_can_add, runtime=lambda: micro_batch_runtime(self.runtime))
         self._env.continuous = continuous
@@ -107,7 +120,11 @@ class StreamingContext(StreamingQueryFace):
 
     @property
     def sparkContext(self) -> SparkContext:
-        """The SparkContext batches run on (an embedded local one is started if none was given)."""
+        """The SparkContext batches run on (an embedded local one is started if none was given).
+
+        On Spark Connect, the ``FrameContext`` over the session: ``parallelize``, ``union``,
+        ``emptyRDD``, ``textFile`` and the like make FrameRDDs; what needs a JVM is refused.
+        """
         return self._spark.spark_context
 
     def _settings(self) -> ContextSettings:
@@ -269,9 +286,8 @@ class StreamingContext(StreamingQueryFace):
                 self._log.warning("StreamingContext has already been stopped")
             _registry.unregister(self)
         self._trace.finish(self._spark.started_spark_context)
-        sc = self._spark.started_spark_context
-        if stopSparkContext and sc is not None:
-            sc.stop()
+        if stopSparkContext:
+            self._spark.stop_spark()  # on Connect: the session is released
 
     # -- asynchronous lifecycle --
 
@@ -315,9 +331,8 @@ class StreamingContext(StreamingQueryFace):
         """
         await self.runtime.stop(graceful=stopGraceFully)
         await self._after_stop_async()
-        sc = self._spark.started_spark_context
-        if stopSparkContext and sc is not None:
-            await anyio.to_thread.run_sync(sc.stop)
+        if stopSparkContext:
+            await anyio.to_thread.run_sync(self._spark.stop_spark)
 
     async def stop_on_signal_async(self, *signals: int, stopGraceFully: bool = True) -> int:  # noqa: N803
         """Wait for a shutdown signal (SIGTERM or SIGINT by default), then stop the context; returns the signal.

@@ -18,6 +18,7 @@ from ..continuous import ContinuousSink, ForeachSink
 from ..spark import seconds_to_duration
 from ..state import TransformWithStateSpec
 from ._arguments import TimeLike, time_ms, with_time, with_time2
+from ._foreach_batch import BatchOutputs
 from ._groups import GroupsWithStateNode, check_output_mode, initial_groups
 from ._node import StreamNode, memory_only
 from ._outputs import check_continuous_output, check_continuous_sink, for_each_rdd, print_rdds, save_as_text_files
@@ -48,7 +49,7 @@ api_call = recorded(StreamNode)
 """Records a top-level call of a DStream API method (or a context's stream-making method) in the context's recipe."""
 
 
-class DStream(StreamNode):
+class DStream(BatchOutputs, StreamNode):
     """A stream of RDDs on the batch grid.
 
     The public methods are pyspark's, with pyspark's names and semantics; durations are in

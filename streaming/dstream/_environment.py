@@ -13,7 +13,7 @@ from scheduler import Clock, Duration
 
 from ..continuous import Continuous
 from ..runtime import StreamingRuntime
-from ..spark import SparkBinding
+from ..spark import SparkBackend
 from ._graph import DStreamGraph
 from ._recipe import GraphRecipe
 
@@ -28,7 +28,7 @@ class StreamEnvironment:
 
     Args:
         batch_duration: the context's batch interval.
-        spark: the context's Spark binding (SparkContext, settings, job threads, cancellations).
+        spark: the context's Spark side (SparkContext or Connect session, settings, job threads, cancellations).
         clock: the clock the runtime will use, or ``None`` for the wall clock.
         name: the context's name, the prefix of its Spark job groups (``"aiodstream-0"``).
         owner: the StreamingContext, handed back by ``DStream.context()``.
@@ -45,7 +45,7 @@ class StreamEnvironment:
             made on the event loop: work that needs Spark waits for the generation thread).
     """
 
-    def __init__(self, *, batch_duration: Duration, spark: SparkBinding, clock: Clock | None, name: str, owner: Any,
+    def __init__(self, *, batch_duration: Duration, spark: SparkBackend, clock: Clock | None, name: str, owner: Any,
                  check_can_add: Callable[[], None], runtime: Callable[[], StreamingRuntime]) -> None:
         """Create the environment and its empty graph."""
         self.batch_duration = batch_duration
@@ -64,7 +64,7 @@ class StreamEnvironment:
 
     @property
     def spark_context(self) -> SparkContext:
-        """The SparkContext (starting an embedded one on first need: blocking)."""
+        """The SparkContext (starting an embedded one on first need: blocking), or on Connect the FrameContext standing for it."""
         return self.spark.spark_context
 
     @property

@@ -17,6 +17,7 @@ from scheduler import EventTimeStats, InvalidPipelineError, Time
 
 from ..state import event_time_ms
 from ._node import StreamNode
+from ._refusals import refuse_on_connect
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -75,6 +76,7 @@ class WatermarkedNode(StreamNode):
         """
         if not callable(event_time):
             raise InvalidPipelineError(f"eventTime must be a function of a record, got {event_time!r}")
+        refuse_on_connect(parent.env, "withWatermark")
         super().__init__(parent.env, [parent])
         self.event_time = event_time
         self.watermark_delay_ms = delay_ms

@@ -12,6 +12,7 @@ from scheduler import Duration, InvalidDurationError, InvalidPipelineError, scal
 
 from ..continuous import ContinuousSource, SocketSource
 from ..dstream import DStream, StreamEnvironment, UnionDStream
+from ..spark import is_connect_dataframe
 from ._async_iterable import AsyncIterableInputDStream, AsyncSource
 from ._continuous import ContinuousInputDStream
 from ._files import FileInputDStream
@@ -28,15 +29,20 @@ def queue_stream(env: StreamEnvironment, rdds: Sequence[Any], one_at_a_time: boo
 
     Lists are parallelized now, as pyspark does; inside ``async with`` (where this runs on the
     event loop and ``sc.parallelize`` would block it) a copy of each list is parallelized by
-    the batch that takes it, on the generation thread.
+    the batch that takes it, on the generation thread. On Spark Connect the queue takes
+    FrameRDDs, Connect DataFrames (a batch gets the DataFrame's rows) and lists (sent to the
+    server by the batch that takes them).
     """
-    from pyspark import RDD
-
     items = list(rdds)
     if not items and default is not None:
         items = [[]]
     if not items:
         raise IndexError("list index out of range: queueStream needs at least one RDD or list, or a default")
+    if env.spark.kind == "connect":
+        return QueueInputDStream(env, [_connect_item(env, r) for r in items], one_at_a_time,
+                                 None if default is None else _connect_item(env, default))
+    from pyspark import RDD
+
     if env.async_mode:
         queued: list[Any] = [r if isinstance(r, RDD) else list(r) for r in items]
         if default is not None and not isinstance(default, RDD):
@@ -47,6 +53,16 @@ def queue_stream(env: StreamEnvironment, rdds: Sequence[Any], one_at_a_time: boo
         if default is not None and not isinstance(default, RDD):
             default = sc.parallelize(default)
     return QueueInputDStream(env, queued, one_at_a_time, default)
+
+
+def _connect_item(env: StreamEnvironment, item: Any) -> Any:
+    """A queued item on Spark Connect: a FrameRDD as it is, a Connect DataFrame as a FrameRDD of its rows, else a list
+    (parallelized by the batch that takes it, on the generation thread: no gRPC call here)."""
+    if is_connect_dataframe(item):
+        return env.spark_context.fromDataFrame(item)  # type: ignore[attr-defined]  # the FrameContext's
+    if isinstance(item, (list, tuple, range)) or not hasattr(item, "mapPartitions"):
+        return list(item)
+    return item
 
 
 def _check_socket_address(hostname: object, port: object) -> None:

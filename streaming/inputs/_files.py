@@ -11,6 +11,7 @@ import math
 import os
 import time as _time
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable
+from urllib.parse import unquote, urlparse
 
 import anyio.to_thread
 import attrs
@@ -75,6 +76,10 @@ def _is_local(directory: str) -> bool:
     return "://" not in directory and not directory.startswith("file:")
 
 
+def _is_file_uri(directory: str) -> bool:
+    return directory.startswith("file:")
+
+
 def list_local_files(directory: str) -> list[FileEntry] | None:
     """Files directly in the directories matching ``directory`` (a glob); None if none matches."""
     pattern = os.path.abspath(directory)
@@ -132,6 +137,10 @@ class FileInputDStream(InputDStream):
         super().__init__(env)
         self.directory = os.fspath(directory)
         self._read_file = read_file
+        if not _is_local(self.directory) and not _is_file_uri(self.directory):
+            # Listing a Hadoop file system takes py4j calls; a local path or file: URI is listed here.
+            env.spark.require_jvm(f"a file stream on {self.directory.split('://', 1)[0]}:// (listed through Hadoop's FileSystem)",
+                                  "watch a directory this process and the Connect server both see, by local path or file: URI")
         settings = env.spark.settings()
         key = "spark.streaming.fileStream.minRememberDuration"
         spec = settings.get(key)
@@ -159,6 +168,8 @@ class FileInputDStream(InputDStream):
         # A bare path is on fs.defaultFS, as Spark resolves it: the driver's disk only when that is file:.
         if _is_local(self.directory) and self._env.spark.settings().default_fs.startswith("file:"):
             return list_local_files(self.directory)
+        if self._env.spark.kind == "connect":  # no Hadoop here: a file: URI (checked at creation) on the driver's disk
+            return list_local_files(unquote(urlparse(self.directory).path) if _is_file_uri(self.directory) else self.directory)
         return _list_hadoop(self._env.spark_context, self.directory)
 
     def _find_new_files(self, time: Time) -> list[FileEntry]:
@@ -197,8 +208,8 @@ class FileInputDStream(InputDStream):
             return sc.emptyRDD()
         rdds = [self._read_file(sc, p) for p in paths]
         rdd = rdds[0] if len(rdds) == 1 else sc.union(rdds)
-        if tracker is None:
-            return rdd  # a graph that is not running: nobody reads the counts
+        if tracker is None or self._env.spark.kind == "connect":
+            return rdd  # a graph that is not running: nobody reads the counts; on Connect: no accumulators to count with
         return self._row_counter.wrap(sc, rdd, time.milliseconds)  # rows counted as the batch reads them
 
     def take_counted_rows(self, time: Time) -> int | None:

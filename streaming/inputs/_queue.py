@@ -116,6 +116,9 @@ class QueueInputDStream(InputDStream):
             if all(isinstance(item, list) for item in taken):
                 tracker.report_info(time, StreamInputInfo(self.id, sum(len(item) for item in taken)))
                 return rdd
+            if self._env.spark.kind == "connect":  # no accumulators on Connect: queued RDDs' rows go uncounted
+                tracker.report_info(time, StreamInputInfo(self.id, sum(len(item) for item in taken if isinstance(item, list))))
+                return rdd
             # Queued RDDs: their rows are counted as the batch reads them.
             return self._row_counter.wrap(self._env.spark_context, rdd, time.milliseconds)
         if tracker is not None:

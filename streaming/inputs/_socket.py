@@ -86,6 +86,9 @@ class SocketInputDStream(ReceiverInputDStream):
             raise ValueError(f"a receiver's placement must be 'driver' or 'executor', got {placement!r} "
                              f"(socketTextStream(placement=...) or {RECEIVER_PLACEMENT_KEY})")
         self.placement = placement
+        if placement == "executor":
+            env.spark.require_jvm("a receiver on an executor (placement='executor')",
+                                  "use placement='driver': the lines are received here and sent with each batch")
         self.max_line_length = max_line_length(env.spark.settings().get(MAX_LINE_LENGTH_KEY))
         """The longest line taken, in characters (:data:`~streaming.inputs.MAX_LINE_LENGTH_KEY`)."""
         if placement == "executor":

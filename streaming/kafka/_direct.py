@@ -88,6 +88,8 @@ class DirectKafkaInputDStream(InputDStream):
         """Create the stream (no I/O: the cluster is first asked when the first batch is planned)."""
         if env.continuous is not None:  # the words Spark uses for a micro-batch-only source under a continuous trigger
             raise InvalidPipelineError("Data source KafkaUtils.createDirectStream does not support continuous processing.")
+        env.spark.require_jvm("KafkaUtils.createDirectStream (its batches are KafkaRDDs of a SparkContext)",
+                              "read Kafka with a receiver-style asyncIterableStream over a Kafka consumer for now")
         params = dict(kafka_params)
         client_config(params)  # the brokers are named, the settings make sense
         reset = offset_reset(params, default="latest")

@@ -1,12 +1,15 @@
-"""The Spark side of the streaming layer: session and settings, job threads and groups, the loop-thread bridge.
+"""The Spark side of the streaming layer: session and settings, job threads and groups, the loop-thread bridge;
+the same on a Spark Connect session (ConnectBinding: operation tags instead of job groups, no py4j).
 
 The counterpart of what Spark Streaming's ``StreamingContext`` and ``JobScheduler`` reach through the
 SparkContext. Importing this package does not import PySpark.
 """
 
+from ._backend import SparkBackend, bind_spark, is_classic_session, is_connect_dataframe, is_connect_session
 from ._binding import CANCEL_JOIN_S, SparkBinding
 from ._bridge import BatchJob, current_batch_job, run_spark, wait_for_thread
 from ._call_site import user_frame
+from ._connect_binding import ConnectBinding, ConnectJobThreads, ConnectNotSupportedError
 from ._durations import (
     LISTENER_EXIT_TIMEOUT_KEY,
     batch_datetime,
@@ -20,7 +23,7 @@ from ._durations import (
 from ._hadoop_files import CHECKPOINT_FILE_MANAGER_KEY, HadoopFileManager, resolve_checkpoint_path
 from ._hadoop_fs import list_hadoop_files, save_text_files_once
 from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook, run_in_job_group
-from ._job_threads import SparkJobThreads
+from ._job_threads import JobThreads, SparkJobThreads
 from ._py4j import active_spark_context
 from ._rdds import JvmRddPrebuild, build_jvm_rdd, has_jvm_rdd
 from ._session import (
@@ -41,6 +44,15 @@ __all__ = [
     "list_hadoop_files",
     "save_text_files_once",
     "BatchJob",
+    "ConnectBinding",
+    "ConnectJobThreads",
+    "ConnectNotSupportedError",
+    "JobThreads",
+    "SparkBackend",
+    "bind_spark",
+    "is_classic_session",
+    "is_connect_dataframe",
+    "is_connect_session",
     "CANCEL_JOIN_S",
     "CHECKPOINT_FILE_MANAGER_KEY",
     "EMBEDDED_SPARK_CONF",

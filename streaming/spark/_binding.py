@@ -32,6 +32,8 @@ class SparkBinding:
         name: the prefix of the job threads' names.
     """
 
+    kind = "classic"
+
     def __init__(self, spark_context: SparkContext | None, name: str) -> None:
         """Bind to ``spark_context`` (or to an embedded one, later); nothing is started."""
         self._sc = spark_context
@@ -91,3 +93,14 @@ class SparkBinding:
             threads, self._threads = self._threads, None
         if threads is not None:
             threads.shutdown()
+
+    def stop_spark(self) -> None:
+        """Stop the SparkContext if one was given or started (blocking: py4j calls); nothing otherwise."""
+        if self._sc is not None:
+            self._sc.stop()
+
+    def require_jvm(self, feature: str, alternative: str) -> None:
+        """Nothing: a classic SparkContext has the JVM every feature needs."""
+
+    def __repr__(self) -> str:
+        return f"<SparkBinding {self._name} [{'started' if self._sc is not None else 'no SparkContext yet'}]>"

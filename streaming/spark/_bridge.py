@@ -15,7 +15,7 @@ import anyio.to_thread
 import attrs
 import sniffio
 
-from ._job_threads import SparkJobThreads
+from ._job_threads import JobThreads
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
@@ -74,7 +74,7 @@ class BatchJob:
     sc: SparkContext
     group: str
     description: str
-    threads: SparkJobThreads
+    threads: JobThreads
 
 
 current_batch_job: contextvars.ContextVar[BatchJob | None] = contextvars.ContextVar("aiodstream_batch_job", default=None)

@@ -6,7 +6,11 @@ driver's JVM (hdfs://, s3a://, file: ...). Every call is a py4j call: blocking.
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from scheduler import library_logger
 
@@ -47,6 +51,10 @@ def save_text_files_once(rdd: RDD[Any], path: str) -> None:
     A directory without the marker is what a crash in the middle of a save leaves: it is deleted
     and the RDD saved again, so a replayed batch's output is whole.
     """
+    pyspark = sys.modules.get("pyspark")
+    if pyspark is None or not isinstance(rdd, pyspark.RDD):  # a FrameRDD (Spark Connect): the server writes, no Hadoop here
+        _save_frame_once(rdd, path)
+        return
     from py4j.protocol import Py4JJavaError
 
     try:
@@ -56,6 +64,24 @@ def save_text_files_once(rdd: RDD[Any], path: str) -> None:
             raise
         if _remove_incomplete_save(rdd.context, path):
             rdd.saveAsTextFile(path)
+
+
+def _save_frame_once(rdd: Any, path: str) -> None:
+    """:func:`save_text_files_once` for a FrameRDD on Spark Connect, whose server writes the files.
+
+    The skip-or-redo check looks at the driver's disk, so it holds for a local path or ``file:``
+    URI (a local server, or a mount both see); a path on another file system is just saved.
+    """
+    if "://" in path and not path.startswith("file:"):
+        rdd.saveAsTextFile(path)
+        return
+    local = unquote(urlparse(path).path) if path.startswith("file:") else path
+    if os.path.exists(os.path.join(local, "_SUCCESS")):
+        return
+    if os.path.exists(local):
+        _log.warning("removing an incomplete save of a replayed batch before saving it again", path=path)
+        shutil.rmtree(local)
+    rdd.saveAsTextFile(path)
 
 
 def _remove_incomplete_save(sc: SparkContext, path: str) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 from scheduler import WorkerThreads
 
@@ -16,9 +16,30 @@ from ._job_groups import JobGroupHook, Label, job_group_hook
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["SparkJobThreads"]
+__all__ = ["JobThreads", "SparkJobThreads"]
 
 T = TypeVar("T")
+
+
+class JobThreads(Protocol):
+    """The threads output-operation jobs run on, each job's Spark work labelled with its batch's group.
+
+    On a classic SparkContext the label is a Spark job group (:class:`SparkJobThreads`); on Spark
+    Connect it is an operation tag of the session (:class:`ConnectJobThreads`).
+    """
+
+    def submit(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> Future[T]:
+        """Start ``func(*args)`` on a job thread, its Spark work labelled ``group`` (queued while every thread is busy)."""
+        ...
+
+    async def run(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> T:
+        """``func(*args)`` on a job thread as :meth:`submit` starts it, awaited without blocking the event loop
+        (a cancelled caller stops waiting at once; the running call goes on)."""
+        ...
+
+    def shutdown(self) -> None:
+        """Let the threads end once their current jobs do (a running job is not waited for)."""
+        ...
 
 
 class SparkJobThreads:

@@ -1,0 +1,147 @@
+"""The same DStream programs on aiodstream over classic Spark and over Spark Connect, on one local Spark, in one run.
+
+Prints one JSON object. One local Spark serves both engines: its SparkContext runs the classic
+engine and carries Spark's Connect plugin, whose session runs the Connect engine, so both use the
+same JVM, executors and Python workers. Measures, in alternating rounds (the engine going first
+alternates), each with the 1-minute load beside it:
+
+* ``noop``: a batch with a no-op ``foreachRDD`` over a queued one-element list: the engine's own
+  cost per batch on each kind of Spark (mean processing delay, ms).
+* ``word_count``: flatMap, map, reduceByKey and collect over ``--lines`` queued lines per batch:
+  each engine's median processing delay (ms) per round and the ratio Connect / classic; reported
+  as the median of the rounds' ratios with its min and max.
+
+Not part of the test suite. Run (about 4 minutes on a quiet two-core machine):
+``PYTHONPATH=$PWD python bench/bench_connect.py`` (``--rounds 3 --batches 12 --lines 5000``).
+Structured Streaming's word count on the same server, the issue's third column, is not measured yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+import uuid
+from operator import add
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.bench_vs_pyspark import make_lines  # noqa: E402  (the same lines as the pyspark comparison)
+
+
+def start_spark() -> tuple[Any, Any]:
+    """A local[2] SparkContext with Spark's Connect plugin on a free port, and a Connect session on it."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
+
+    token = uuid.uuid4().hex
+    conf = SparkConf().setMaster("local[2]").setAppName("bench-connect")
+    for key, value in {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                       "spark.default.parallelism": "2", "spark.sql.shuffle.partitions": "2",
+                       "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+                       "spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": "0",
+                       "spark.connect.authenticate.token": token}.items():
+        conf.set(key, value)
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+    service = getattr(getattr(sc._jvm.org.apache.spark.sql.connect.service, "SparkConnectService$"), "MODULE$")
+    from pyspark.sql.connect.session import SparkSession
+
+    session = SparkSession.builder.remote(f"sc://localhost:{int(service.localPort())}/;token={token}").create()
+    return sc, session
+
+
+def _recorder(wanted: int) -> Any:
+    from pyspark.streaming.listener import StreamingListener
+
+    class Recorder(StreamingListener):
+        def __init__(self) -> None:
+            super().__init__()
+            self.processing: list[int] = []
+            self.failures: list[str] = []
+            self.done = threading.Event()
+
+        def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803
+            info = batchCompleted.batchInfo()
+            self.processing.append(info.processingDelay())
+            self.failures.extend(str(op.failureReason())[:300] for op in info.outputOperationInfos().values() if op.failureReason())
+            if len(self.processing) >= wanted:
+                self.done.set()
+
+    return Recorder()
+
+
+def run(spark: Any, interval: float, batches: int, build: Callable[[Any], None], timeout: float = 600) -> list[int]:
+    """Run ``build(ssc)`` on ``spark`` (a SparkContext or a Connect session) until ``batches`` completed; their processing delays."""
+    from streaming import StreamingContext
+
+    ssc = StreamingContext(spark, interval)
+    recorder = _recorder(batches)
+    ssc.addStreamingListener(recorder)
+    build(ssc)
+    ssc.start()
+    try:
+        if not recorder.done.wait(timeout):
+            raise RuntimeError(f"{batches} batches did not complete within {timeout} s")
+    finally:
+        ssc.stop(stopSparkContext=False, stopGraceFully=False)
+    if recorder.failures:
+        raise RuntimeError(f"a batch failed: {recorder.failures[0]}")
+    return recorder.processing[2:]  # the first two: warm-up
+
+
+def noop(batches: int) -> Callable[[Any], None]:
+    def build(ssc: Any) -> None:
+        ssc.queueStream([[1]] * (batches + 2)).foreachRDD(lambda rdd: None)
+    return build
+
+
+def word_count(batches: int, lines: int) -> Callable[[Any], None]:
+    data = [make_lines(i, lines) for i in range(batches + 2)]
+
+    def build(ssc: Any) -> None:
+        counts = ssc.queueStream([list(d) for d in data]).flatMap(lambda line: line.split(" ")).map(lambda w: (w, 1))
+        counts.reduceByKey(add).foreachRDD(lambda rdd: rdd.collect() and None)
+    return build
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=12)
+    parser.add_argument("--lines", type=int, default=5000)
+    parser.add_argument("--interval", type=float, default=1.0, help="batch interval, seconds")
+    args = parser.parse_args()
+    sc, session = start_spark()
+    engines = {"classic": sc, "connect": session}
+    result: dict[str, Any] = {"rounds": args.rounds, "batches": args.batches, "lines": args.lines}
+    for name, make in (("noop", lambda: noop(args.batches)), ("word_count", lambda: word_count(args.batches, args.lines))):
+        rounds = []
+        for index in range(args.rounds):
+            order = ["classic", "connect"] if index % 2 == 0 else ["connect", "classic"]
+            medians = {}
+            for engine in order:
+                medians[engine] = statistics.median(run(engines[engine], args.interval, args.batches, make()))
+            rounds.append({"classic_ms": medians["classic"], "connect_ms": medians["connect"],
+                           "ratio": round(medians["connect"] / max(medians["classic"], 1), 3),
+                           "load_1min": round(os.getloadavg()[0], 1), "first": order[0]})
+        ratios = [r["ratio"] for r in rounds]
+        result[name] = {"rounds": rounds, "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
+                        "ratio_max": max(ratios)}
+    session.stop()
+    sc.stop()
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    began = time.perf_counter()
+    main()
+    print(f"# {time.perf_counter() - began:.0f} s", file=sys.stderr)

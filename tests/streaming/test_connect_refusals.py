@@ -1,0 +1,128 @@
+"""A StreamingContext on a Spark Connect session: chosen by the session's kind; what needs a JVM is refused at the call.
+
+These run without Spark: a Connect client is made for an address nobody serves, and each refusal
+comes before the first call to a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from streaming import StreamingContext
+from streaming.continuous import Continuous
+from streaming.kafka import KafkaUtils
+from streaming.spark import ConnectBinding, ConnectNotSupportedError, SparkBinding, bind_spark
+from streaming.state import StatefulProcessor
+
+_NEEDS_JVM = "is not supported on Spark Connect: it needs a SparkContext in the driver, and a Connect session has none; "
+_CLASSIC = "or run the program on a classic SparkContext (SparkSession.builder.master(...).getOrCreate())"
+
+
+@pytest.fixture
+def offline_session() -> Iterator[Any]:
+    """A Spark Connect session whose server does not exist: its client connects only on a first call, which never comes."""
+    from pyspark.sql.connect.session import SparkSession
+
+    session = SparkSession("sc://localhost:1/;token=unused")
+    yield session
+    session.client.close()  # an open client keeps the interpreter from exiting
+
+
+def _refusal(feature: str, alternative: str) -> str:
+    return f"{feature} {_NEEDS_JVM}{alternative}"
+
+
+def test_the_session_kind_chooses_the_binding(offline_session: Any) -> None:
+    """A Connect session gets a ConnectBinding; a SparkContext or None gets the classic SparkBinding."""
+    connect = bind_spark(offline_session, "kind-test", frame_context=lambda session: session)
+    classic = bind_spark(None, "kind-test", frame_context=lambda session: session)
+    assert isinstance(connect, ConnectBinding) and connect.kind == "connect"
+    assert isinstance(classic, SparkBinding) and classic.kind == "classic"
+    assert connect.started_spark_context is None
+
+
+def test_the_refusal_is_a_streaming_error_and_not_implemented(offline_session: Any) -> None:
+    """What Connect cannot run raises ConnectNotSupportedError, which callers may catch as NotImplementedError."""
+    with pytest.raises(NotImplementedError):
+        StreamingContext(offline_session, Continuous(1000))
+
+
+def test_continuous_processing_is_refused(offline_session: Any) -> None:
+    """A Continuous trigger on a Connect session is refused when the context is made."""
+    expected = _refusal("continuous processing (a Continuous trigger)", "give a batch duration in seconds, e.g. StreamingContext(spark, 1)")
+    with pytest.raises(ConnectNotSupportedError) as raised:
+        StreamingContext(offline_session, Continuous(1000))
+    assert str(raised.value) == expected
+
+
+def test_with_watermark_is_refused(offline_session: Any) -> None:
+    """withWatermark is refused on Connect (its event-time statistics travel in an accumulator)."""
+    ssc = StreamingContext(offline_session, 1)
+    pairs = ssc.queueStream([[(1, 2)]])
+    with pytest.raises(ConnectNotSupportedError) as raised:
+        pairs.withWatermark(lambda record: record[1], "1 minute")
+    assert str(raised.value) == _refusal(
+        "withWatermark", f"it gathers event times in a Spark accumulator; drop late records yourself in a transform, {_CLASSIC}")
+
+
+@pytest.mark.parametrize("method", ["mapGroupsWithState", "flatMapGroupsWithState"])
+def test_groups_with_state_is_refused(offline_session: Any, method: str) -> None:
+    """mapGroupsWithState and flatMapGroupsWithState are refused on Connect, naming updateStateByKey."""
+    ssc = StreamingContext(offline_session, 1)
+    pairs = ssc.queueStream([[(1, 2)]])
+    with pytest.raises(ConnectNotSupportedError) as raised:
+        getattr(pairs, method)(lambda key, values, state: [], numPartitions=2)
+    assert str(raised.value) == _refusal(
+        method, f"its state store is not carried to Spark Connect yet; keep per-key state with updateStateByKey, {_CLASSIC}")
+
+
+class _Nothing(StatefulProcessor):
+    def init(self, handle: Any) -> None:
+        pass
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:  # noqa: N803
+        return []
+
+
+def test_transform_with_state_is_refused(offline_session: Any) -> None:
+    """transformWithState is refused on Connect, naming updateStateByKey."""
+    ssc = StreamingContext(offline_session, 1)
+    pairs = ssc.queueStream([[(1, 2)]])
+    with pytest.raises(ConnectNotSupportedError) as raised:
+        pairs.transformWithState(_Nothing(), "append", "None", numPartitions=2)
+    assert str(raised.value) == _refusal(
+        "transformWithState",
+        f"its state store is not carried to Spark Connect yet; keep per-key state with updateStateByKey, {_CLASSIC}")
+
+
+def test_a_file_stream_on_a_hadoop_file_system_is_refused(offline_session: Any) -> None:
+    """A file stream on hdfs:// is refused on Connect: listing it takes Hadoop's FileSystem in the driver."""
+    ssc = StreamingContext(offline_session, 1)
+    with pytest.raises(ConnectNotSupportedError) as raised:
+        ssc.textFileStream("hdfs://namenode:8020/incoming")
+    assert str(raised.value) == _refusal(
+        "a file stream on hdfs:// (listed through Hadoop's FileSystem)",
+        "watch a directory this process and the Connect server both see, by local path or file: URI")
+
+
+def test_a_kafka_direct_stream_is_refused(offline_session: Any) -> None:
+    """KafkaUtils.createDirectStream is refused on Connect: its batches are KafkaRDDs."""
+    ssc = StreamingContext(offline_session, 1)
+    with pytest.raises(ConnectNotSupportedError) as raised:
+        KafkaUtils.createDirectStream(ssc, ["topic"], {"bootstrap.servers": "127.0.0.1:9092"})
+    assert str(raised.value) == _refusal(
+        "KafkaUtils.createDirectStream (its batches are KafkaRDDs of a SparkContext)",
+        "read Kafka with a receiver-style asyncIterableStream over a Kafka consumer for now")
+
+
+def test_foreach_batch_needs_a_function_of_two_arguments(offline_session: Any) -> None:
+    """foreachBatch takes pyspark's shape, func(df, batch_id); another function is refused at the call."""
+    from scheduler import InvalidPipelineError
+
+    ssc = StreamingContext(offline_session, 1)
+    stream = ssc.queueStream([[1]])
+    with pytest.raises(InvalidPipelineError, match=r"^foreachBatch needs a function of \(df, batch_id\), got "):
+        stream.foreachBatch(lambda df: None)
