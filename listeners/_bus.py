@@ -107,7 +107,8 @@ class StreamingListenerBus:
     """
 
     def __init__(self, capacity: int = 10_000, overflow: OverflowPolicy = OverflowPolicy.DROP, *,
-                 clock: Clock | None = None, exit_timeout: Duration | None = DEFAULT_LISTENER_EXIT_TIMEOUT) -> None:
+                 clock: Clock | None = None, exit_timeout: Duration | None = DEFAULT_LISTENER_EXIT_TIMEOUT,
+                 linger: bool | None = None) -> None:
         """Create a bus whose listener queues each hold ``capacity`` events.
 
         Args:
@@ -118,6 +119,10 @@ class StreamingListenerBus:
             exit_timeout: how long :meth:`stop` lets the listeners drain what is queued before
                 it drops the rest (Spark's ``spark.scheduler.listenerbus.exitTimeout``); ``None``
                 waits without a bound, as Spark's default does.
+            linger: whether a plain listener's dispatcher lingers before a thread trip in a sustained
+                stream (``LINGER`` on the clock, see ``ListenerQueue.dispatch``); default: only on
+                the wall clock, where that time passes by itself (on a manual clock it would pass
+                only when the clock is advanced).
 
         Raises:
             ValueError: a capacity that is not a positive int.
@@ -137,6 +142,7 @@ class StreamingListenerBus:
         self.overflow = overflow
         self.exit_timeout = exit_timeout
         self._clock: Clock = clock if clock is not None else SystemClock()
+        self._linger = isinstance(self._clock, SystemClock) if linger is None else linger
         self._ended: anyio.Event | None = None  # set when run() has returned
         # Shared with the queues: stop()'s deadline passed (or it was cancelled), so undelivered
         # events are dropped; and the tasks in wait_delivered().
@@ -185,7 +191,8 @@ class StreamingListenerBus:
         """
         if self._closed:
             raise StreamingStateError("cannot add a listener to a closed listener bus")
-        slot = ListenerQueue(listener, name or name_of(listener), self.capacity, on_loop, inline, self._log, self._clock)
+        slot = ListenerQueue(listener, name or name_of(listener), self.capacity, on_loop, inline, self._log,
+                             self._clock if self._linger else None)
         self._slots = [*self._slots, slot]
         self._refresh_wanted()
         if self._tg is not None:

@@ -104,7 +104,7 @@ def test_after_a_trip_that_saw_events_arrive_the_next_waits_for_the_clock(backen
 
     async def body() -> None:
         clock = ManualClock(0)
-        bus = StreamingListenerBus(clock=clock)
+        bus = StreamingListenerBus(clock=clock, linger=True)
         listener = Held()
         bus.add_listener(listener)
         async with running(bus):
@@ -121,12 +121,33 @@ def test_after_a_trip_that_saw_events_arrive_the_next_waits_for_the_clock(backen
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_on_a_manual_clock_a_bus_does_not_linger_unless_asked(backend: str) -> None:
+    """By default only a bus on the wall clock lingers: on a manual clock the events queued during a trip go at once."""
+
+    async def body() -> None:
+        clock = ManualClock(0)
+        bus = StreamingListenerBus(clock=clock)
+        listener = Held()
+        bus.add_listener(listener)
+        async with running(bus):
+            await bus.post(StreamingStarted(Time(0)))
+            await wait_until(lambda: listener.got == [0])
+            for n in range(1, 6):
+                await bus.post(StreamingStarted(Time(n)))
+            listener.gate.set()
+            await wait_until(lambda: bus.statistics().delivered == 6)
+            assert listener.got == list(range(6)) and clock.sleepers == 0
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_linger_ends_once_a_full_run_is_queued(backend: str) -> None:
     """With LINGER_EVENTS queued the trip starts without the clock moving."""
 
     async def body() -> None:
         clock = ManualClock(0)
-        bus = StreamingListenerBus(clock=clock)
+        bus = StreamingListenerBus(clock=clock, linger=True)
         listener = Held()
         bus.add_listener(listener)
         async with running(bus):
@@ -145,7 +166,7 @@ def test_waiting_for_delivery_ends_a_linger(backend: str) -> None:
 
     async def body() -> None:
         clock = ManualClock(0)
-        bus = StreamingListenerBus(clock=clock)
+        bus = StreamingListenerBus(clock=clock, linger=True)
         listener = Held()
         bus.add_listener(listener)
         async with running(bus):
