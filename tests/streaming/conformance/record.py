@@ -1,9 +1,8 @@
 """Record pyspark's outputs for the conformance suites, which the default run reads (``tests/pyspark_records.py``).
 
 Usage: ``PYTHONPATH=$PWD .venv/bin/python -m tests.streaming.conformance.record [NAME ...]``, a name
-being a catalogue group (``windows``), ``groups/<program>`` (applyInPandasWithState) or
-``tws/<program>`` (transformWithStateInPandas); every record without arguments (a few minutes on
-a quiet machine, on a local[2] Spark with the test run's settings).
+being a catalogue group (``windows``) or ``groups/<program>`` (applyInPandasWithState); every record
+without arguments (a few minutes on a quiet machine, on a local[2] Spark with the test run's settings).
 """
 
 from __future__ import annotations
@@ -24,7 +23,9 @@ def spark_context() -> Any:
 
     from tests.conftest import SPARK_TEST_CONF
 
-    sc = SparkContext.getOrCreate(SparkConf().setAll(list(SPARK_TEST_CONF.items())))
+    # A long wait for Python workers to connect back: recording on a loaded machine is fine (the outputs do not depend on it).
+    conf = SparkConf().setAll(list(SPARK_TEST_CONF.items())).set("spark.python.authenticate.socketTimeout", "300s")
+    sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
     sc.parallelize(range(8), 2).map(lambda x: (x % 2, x)).reduceByKey(lambda a, b: a + b).collect()
     return sc
@@ -33,17 +34,8 @@ def spark_context() -> Any:
 def recorders() -> dict[str, tuple[Path, str, Callable[[Any], Any]]]:
     """Every record by name: its file, its key, and how to run pyspark for it on a SparkContext."""
     from tests.streaming.groups import test_conformance as groups
-    from tests.streaming.tws import test_conformance as tws
-    from tests.streaming.tws.reference import rocksdb_session
 
     from . import test_conformance as catalogue
-
-    def tws_run(program: str) -> Callable[[Any], Any]:
-        def run(sc: Any) -> Any:
-            with rocksdb_session(sc) as spark:
-                return tws.record_pyspark(spark, program)
-
-        return run
 
     found: dict[str, tuple[Path, str, Callable[[Any], Any]]] = {}
     for group in catalogue.GROUPS:
@@ -52,8 +44,6 @@ def recorders() -> dict[str, tuple[Path, str, Callable[[Any], Any]]]:
     for program in sorted(groups.PROGRAMS):
         found[f"groups/{program}"] = (groups.RECORDS / f"{program}.txt", groups.program_key(program),
                                       lambda sc, program=program: groups.record_pyspark(sc, program))
-    for program in sorted(tws.PROGRAMS):
-        found[f"tws/{program}"] = (tws.RECORDS / f"{program}.txt", tws.program_key(program), tws_run(program))
     return found
 
 

@@ -10,9 +10,6 @@ import pytest
 
 from scheduler import ManualClock, Seconds
 from streaming import ListSource, Pipeline, StreamingContext, StreamingRuntime
-from tests.conftest import SPARK_TEST_CONF
-from tests.pyspark_records import live, read_record, record_key, recorded_key
-from tests.streaming.tws import reference
 from tests.streaming.tws.reference import (
     COUNTERS,
     DELAY,
@@ -27,8 +24,9 @@ from tests.streaming.tws.reference import (
 )
 from tests.support import advance
 
+pytestmark = pytest.mark.spark
+
 INTERVAL_MS = 1000
-RECORDS = Path(__file__).parent / "data" / "pyspark"
 
 EVENTS: list[list[Event]] = [
     [("a", 1_000, 1), ("b", 2_000, 2), ("a", 3_000, 3)],  # timers: a 13_000, b 12_000
@@ -143,36 +141,6 @@ def spark(spark_context: Any) -> Iterator[Any]:
         yield session
 
 
-def program_key(program: str) -> str:
-    """The key of a program's record of pyspark's output and counters (``tests/pyspark_records.py``)."""
-    settings = {name: SPARK_TEST_CONF[name] for name in ("spark.master", "spark.default.parallelism", "spark.sql.shuffle.partitions")}
-    return record_key([Path(reference.__file__), Path(__file__)], program, settings)
-
-
-def pyspark_outputs(spark: Any, program: str, metrics: list[dict[str, int]]) -> list[list[Output]]:
-    """transformWithStateInPandas's output per input batch (its counters into ``metrics``): the record when current, else run now."""
-    record = None if live() else read_record(RECORDS / f"{program}.txt", program_key(program))
-    if record is None:
-        return run_spark(spark, program, EVENTS, metrics)
-    metrics.extend(record["metrics"])
-    outputs: list[list[Output]] = record["outputs"]
-    return outputs
-
-
-def record_pyspark(spark: Any, program: str) -> dict[str, Any]:
-    """What a program's record holds: pyspark's output and counters, run now."""
-    metrics: list[dict[str, int]] = []
-    return {"outputs": run_spark(spark, program, EVENTS, metrics), "metrics": metrics}
-
-
-def test_every_recording_is_current() -> None:
-    """Each program has a record of pyspark's output under its current key (else it runs pyspark live, slower)."""
-    stale = [program for program in sorted(PROGRAMS) if recorded_key(RECORDS / f"{program}.txt") != program_key(program)]
-    assert stale == [], "pyspark's outputs are not recorded for the current programs: run " \
-        "PYTHONPATH=$PWD .venv/bin/python -m tests.streaming.conformance.record"
-
-
-@pytest.mark.spark
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
 def test_the_same_output_per_batch_as_transform_with_state_in_pandas(spark: Any, spark_context: Any,
                                                                       tmp_path: Path, program: str) -> None:
@@ -180,7 +148,7 @@ def test_the_same_output_per_batch_as_transform_with_state_in_pandas(spark: Any,
     their_metrics: list[dict[str, int]] = []
     our_metrics: list[dict[str, int]] = []
     pipeline_metrics: list[dict[str, int]] = []
-    theirs = pyspark_outputs(spark, program, their_metrics)
+    theirs = run_spark(spark, program, EVENTS, their_metrics)
     ours = run_ours(spark_context, tmp_path / "ck", program, EVENTS, our_metrics)
     pipeline = run_pipeline(tmp_path / "pipeline", program, EVENTS, pipeline_metrics)
     restarted_metrics: list[dict[str, int]] = []
