@@ -6,39 +6,54 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable, Iterable, Iterator
 
-from ._codec import TEXT_SCHEMA
 from ._errors import unsupported_rdd_attribute
 from ._frame_pairs import FramePairs
 
 __all__ = ["FrameRDD"]
 
 
-def _text_lines(values: Iterator[Any]) -> Iterable[str]:
-    # pyspark's saveAsTextFile: bytes are written as they are, anything else as str(x) in UTF-8.
-    for value in values:
-        yield value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
-
-
 _CODECS = {
-    "org.apache.hadoop.io.compress.GzipCodec": "gzip",
-    "org.apache.hadoop.io.compress.BZip2Codec": "bzip2",
-    "org.apache.hadoop.io.compress.DeflateCodec": "deflate",
-    "org.apache.hadoop.io.compress.Lz4Codec": "lz4",
-    "org.apache.hadoop.io.compress.SnappyCodec": "snappy",
+    "org.apache.hadoop.io.compress.GzipCodec": ("gzip", ".gz"),
+    "org.apache.hadoop.io.compress.BZip2Codec": ("bz2", ".bz2"),
 }
+"""Hadoop codec classes ``saveAsTextFile`` takes: fsspec's compression name and the file suffix."""
 
 
-class _LinesToArrow:
-    """Runs in the Python worker: the text lines of a partition as an Arrow ``value string`` column."""
+class _PartFileWriter:
+    """Runs in the Python worker: writes a partition's lines to ``part-NNNNN`` (pyspark's names),
+    an empty partition too; bytes as they are, anything else as ``str(x)`` in UTF-8."""
 
-    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
-        import pyarrow as pa  # type: ignore[import-untyped]
+    def __init__(self, path: str, compression: str | None, suffix: str) -> None:
+        self.path = path
+        self.compression = compression
+        self.suffix = suffix
 
-        from ._codec import decode
+    def __call__(self, index: int, values: Iterator[Any]) -> Iterable[str]:
+        import fsspec
 
-        lines = list(_text_lines(decode(batches)))
-        if lines:
-            yield pa.RecordBatch.from_arrays([pa.array(lines, pa.string())], names=["value"])
+        name = f"{self.path}/part-{index:05d}{self.suffix}"
+        files = fsspec.open(name, "wb", compression=self.compression, auto_mkdir=True)
+        if files.fs.exists(name):
+            raise FileExistsError(f"Output directory {self.path} already exists")
+        with files as out:
+            for value in values:
+                out.write(value if isinstance(value, (bytes, bytearray)) else str(value).encode("utf-8"))
+                out.write(b"\n")
+        return [name]
+
+
+class _SuccessMarker:
+    """Runs in the Python worker: the ``_SUCCESS`` file of a finished output directory."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self, index: int, values: Iterator[Any]) -> Iterable[str]:
+        import fsspec
+
+        with fsspec.open(f"{self.path}/_SUCCESS", "wb", auto_mkdir=True):
+            pass
+        return []
 
 
 class _RowsToArrow:
@@ -49,7 +64,7 @@ class _RowsToArrow:
         self.arrow_schema = arrow_schema
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
-        import pyarrow as pa
+        import pyarrow as pa  # type: ignore[import-untyped]
 
         from ._codec import decode
 
@@ -96,17 +111,19 @@ class FrameRDD(FramePairs):
         return self.frame.mapInArrow(_RowsToArrow(inferred.names, to_arrow_schema(inferred)), inferred)
 
     def saveAsTextFile(self, path: str, compressionCodecClass: str | None = None) -> None:  # noqa: N803
-        """Writes each element's ``str`` as a line, one file per non-empty partition, with the
-        server's text writer (the files are named ``part-NNNNN-<id>.txt``, not ``part-NNNNN``)."""
-        writer = self.frame.mapInArrow(_LinesToArrow(), TEXT_SCHEMA).write.mode("error")
+        """Writes each element's ``str`` as a line into ``part-NNNNN`` files, one per partition (an
+        empty one too), then ``_SUCCESS``, as pyspark's; the server's Python workers write them
+        (with fsspec: a local path or a URI the server reaches)."""
+        compression, suffix = None, ""
         if compressionCodecClass is not None:
-            codec = _CODECS.get(compressionCodecClass)
-            if codec is None:
+            if compressionCodecClass not in _CODECS:
                 raise ValueError(
                     f"unknown compression codec class {compressionCodecClass!r}; use one of {sorted(_CODECS)}"
                 )
-            writer = writer.option("compression", codec)
-        writer.text(path)
+            compression, suffix = _CODECS[compressionCodecClass]
+        target = path.rstrip("/")
+        self.mapPartitionsWithIndex(_PartFileWriter(target, compression, suffix)).collect()
+        self.ctx.parallelize([None], 1).mapPartitionsWithIndex(_SuccessMarker(target)).collect()
 
     # -- what pyspark builds from the methods above --
 
