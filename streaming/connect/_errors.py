@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from scheduler import StreamingError
+from ..spark import ConnectNotSupportedError
 
 __all__ = ["ConnectUnsupportedError", "unsupported_context_attribute", "unsupported_rdd_attribute"]
 
 
-class ConnectUnsupportedError(StreamingError, AttributeError):
+class ConnectUnsupportedError(ConnectNotSupportedError, AttributeError):
     """A ``SparkContext`` or RDD attribute that needs a JVM in the client, refused on Spark Connect.
 
-    Also an ``AttributeError``, so ``hasattr`` and ``getattr(obj, name, default)`` see it as absent.
+    A ``streaming.spark.ConnectNotSupportedError`` like every refusal on Connect (one class to catch),
+    and also an ``AttributeError``, so ``hasattr`` and ``getattr(obj, name, default)`` see it as absent.
     """
 
 
