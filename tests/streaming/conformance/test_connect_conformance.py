@@ -20,7 +20,7 @@ from .test_conformance import BATCH_SECONDS, GROUPS, TIMEOUT, group_program, pys
 pytestmark = pytest.mark.connect
 
 DEFAULT_GROUPS = ["elementwise", "aggregations", "pprint", "save_as_text_files"]
-"""Run by default: stateless operations, the shuffles (reduce, combine, partitionBy, groupByKey, countByValue), pprint."""
+"""Run by default: stateless operations, the shuffles (reduce, combine, partitionBy, groupByKey, countByValue), pprint, saves."""
 
 NOT_YET: dict[str, str] = {
     "update_state_by_key": "it calls ssc.checkpoint(dir) with updateStateByKey, refused on Connect at start (state snapshots "
