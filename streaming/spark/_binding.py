@@ -9,19 +9,46 @@ import threading
 from typing import TYPE_CHECKING
 
 from ._job_groups import cancel_job_group
-from ._job_threads import SparkJobThreads
+from ._job_threads import JobThreads, SparkJobThreads
 from ._session import SparkSettings, embedded_spark_context
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["CANCEL_JOIN_S", "SparkBinding"]
+__all__ = ["CANCEL_JOIN_S", "JobThreadsOwner", "SparkBinding"]
 
 CANCEL_JOIN_S = 30.0
 """How long a stop waits for Spark to take a job-group cancellation (a py4j call; normally milliseconds)."""
 
 
-class SparkBinding:
+class JobThreadsOwner:
+    """What every Spark binding keeps beside its Spark side: its job threads and its pending cancellations.
+
+    Subclasses create ``_threads`` on first need and append to ``_cancellations`` under ``_lock``.
+    """
+
+    def __init__(self) -> None:
+        """Nothing created yet."""
+        self._lock = threading.Lock()
+        self._threads: JobThreads | None = None
+        self._cancellations: list[threading.Thread] = []
+
+    def join_cancellations(self) -> None:
+        """Wait until the cancellations asked so far reached Spark (blocking; at most :data:`CANCEL_JOIN_S` each)."""
+        with self._lock:
+            threads, self._cancellations = self._cancellations, []
+        for thread in threads:
+            thread.join(CANCEL_JOIN_S)
+
+    def release_job_threads(self) -> None:
+        """Let the job threads end once their current jobs do (a later job makes new ones)."""
+        with self._lock:
+            threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown()
+
+
+class SparkBinding(JobThreadsOwner):
     """The Spark side of one streaming context, created lazily and released at its stop.
 
     Every method that makes py4j calls says so: those block and must run off the event loop.
@@ -36,13 +63,12 @@ class SparkBinding:
 
     def __init__(self, spark_context: SparkContext | None, name: str) -> None:
         """Bind to ``spark_context`` (or to an embedded one, later); nothing is started."""
+        super().__init__()
         self._sc = spark_context
         self._name = name
-        self._lock = threading.Lock()
         self._settings: SparkSettings | None = None
         self._threads: SparkJobThreads | None = None
         self._concurrency = 1
-        self._cancellations: list[threading.Thread] = []
 
     @property
     def spark_context(self) -> SparkContext:
@@ -79,20 +105,6 @@ class SparkBinding:
         thread = cancel_job_group(self.spark_context, group)
         with self._lock:
             self._cancellations.append(thread)
-
-    def join_cancellations(self) -> None:
-        """Wait until the cancellations asked so far reached Spark (blocking; at most :data:`CANCEL_JOIN_S` each)."""
-        with self._lock:
-            threads, self._cancellations = self._cancellations, []
-        for thread in threads:
-            thread.join(CANCEL_JOIN_S)
-
-    def release_job_threads(self) -> None:
-        """Let the job threads end once their current jobs do (a later job makes new ones)."""
-        with self._lock:
-            threads, self._threads = self._threads, None
-        if threads is not None:
-            threads.shutdown()
 
     def stop_spark(self) -> None:
         """Stop the SparkContext if one was given or started (blocking: py4j calls); nothing otherwise."""

@@ -9,13 +9,12 @@ operation tags (``addTag``) where Spark Streaming sets a job group, and a stop i
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
-from scheduler import StreamingError, library_logger
+from scheduler import StreamingError, WorkerThreads, library_logger
 
-from ._binding import CANCEL_JOIN_S
-from ._bridge import wait_for_thread
+from ._binding import JobThreadsOwner
 from ._job_groups import Label
 from ._session import STREAMING_SETTINGS, SparkSettings
 
@@ -52,7 +51,7 @@ class ConnectJobThreads:
     def __init__(self, session: Any, size: int, name: str = "aiodstream-job") -> None:
         """Create the pool; its threads start on first use."""
         self._session = session
-        self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix=name)
+        self._threads = WorkerThreads(size, name)
 
     def submit(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> Future[T]:
         """Start ``func(*args)`` on a job thread with ``group`` as its queries' tag (``sc`` and ``description``: unused
@@ -61,12 +60,12 @@ class ConnectJobThreads:
         Raises:
             RuntimeError: the pool was shut down.
         """
-        return self._executor.submit(self._run_tagged, group, func, args)
+        return self._threads.submit(self._run_tagged, group, func, args)
 
     async def run(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> T:
         """``func(*args)`` as :meth:`submit` starts it, awaited without blocking the event loop (a cancelled caller
         stops waiting at once; the query goes on until the stop interrupts its tag)."""
-        return await wait_for_thread(self.submit(sc, group, description, func, *args), abandon_on_cancel=True)
+        return await self._threads.run(self._run_tagged, group, func, args)
 
     def _run_tagged(self, group: Label, func: Callable[..., T], args: tuple[Any, ...]) -> T:
         tag = group if isinstance(group, str) else group()
@@ -77,11 +76,12 @@ class ConnectJobThreads:
             self._session.removeTag(tag)
 
     def shutdown(self) -> None:
-        """Stop the threads once their current jobs end (a job still running is not waited for)."""
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Stop the threads once their current jobs end (a job still running is not waited for; a queued one is dropped
+        and its caller gets a cancellation)."""
+        self._threads.shutdown()
 
 
-class ConnectBinding:
+class ConnectBinding(JobThreadsOwner):
     """The Spark side of one streaming context on a Spark Connect session.
 
     Thread-safe. Members that talk to the server block (gRPC calls) and must run off the event loop.
@@ -97,15 +97,14 @@ class ConnectBinding:
 
     def __init__(self, session: Any, name: str, frame_context: Callable[[Any], Any]) -> None:
         """Bind to ``session``; nothing is called on the server yet."""
+        super().__init__()
         self._session = session
         self._name = name
         self._make_frame_context = frame_context
         self._frames: Any = None
-        self._lock = threading.Lock()
         self._settings: SparkSettings | None = None
         self._threads: ConnectJobThreads | None = None
         self._concurrency = 1
-        self._cancellations: list[threading.Thread] = []
 
     @property
     def session(self) -> Any:
@@ -169,20 +168,6 @@ class ConnectBinding:
         thread.start()
         with self._lock:
             self._cancellations.append(thread)
-
-    def join_cancellations(self) -> None:
-        """Wait until the interrupts asked so far reached the server (blocking; at most :data:`CANCEL_JOIN_S` each)."""
-        with self._lock:
-            threads, self._cancellations = self._cancellations, []
-        for thread in threads:
-            thread.join(CANCEL_JOIN_S)
-
-    def release_job_threads(self) -> None:
-        """Let the job threads end once their current jobs do (a later job makes new ones)."""
-        with self._lock:
-            threads, self._threads = self._threads, None
-        if threads is not None:
-            threads.shutdown()
 
     def stop_spark(self) -> None:
         """Release the session on the server and close its channel (``SparkSession.stop()`` on Connect: the server goes on)."""
