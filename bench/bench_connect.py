@@ -24,7 +24,6 @@ import json
 import os
 import statistics
 import sys
-import threading
 import time
 import uuid
 from operator import add
@@ -35,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_vs_pyspark import make_lines  # noqa: E402  (the same lines as the pyspark comparison)
+from bench.bench_vs_pyspark import make_lines, run_program  # noqa: E402  (the same lines and runner as the pyspark comparison)
 
 
 def start_spark() -> tuple[Any, Any]:
@@ -60,43 +59,13 @@ def start_spark() -> tuple[Any, Any]:
     return sc, session
 
 
-def _recorder(wanted: int) -> Any:
-    from pyspark.streaming.listener import StreamingListener
-
-    class Recorder(StreamingListener):
-        def __init__(self) -> None:
-            super().__init__()
-            self.processing: list[int] = []
-            self.failures: list[str] = []
-            self.done = threading.Event()
-
-        def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803
-            info = batchCompleted.batchInfo()
-            self.processing.append(info.processingDelay())
-            self.failures.extend(str(op.failureReason())[:300] for op in info.outputOperationInfos().values() if op.failureReason())
-            if len(self.processing) >= wanted:
-                self.done.set()
-
-    return Recorder()
-
-
 def run(spark: Any, interval: float, batches: int, build: Callable[[Any], None], timeout: float = 600) -> list[int]:
     """Run ``build(ssc)`` on ``spark`` (a SparkContext or a Connect session) until ``batches`` completed; their processing delays."""
-    from streaming import StreamingContext
-
-    ssc = StreamingContext(spark, interval)
-    recorder = _recorder(batches)
-    ssc.addStreamingListener(recorder)
-    build(ssc)
-    ssc.start()
-    try:
-        if not recorder.done.wait(timeout):
-            raise RuntimeError(f"{batches} batches did not complete within {timeout} s")
-    finally:
-        ssc.stop(stopSparkContext=False, stopGraceFully=False)
-    if recorder.failures:
-        raise RuntimeError(f"a batch failed: {recorder.failures[0]}")
-    return recorder.processing[2:]  # the first two: warm-up
+    records = run_program("aiodstream", spark, interval, batches, build, timeout=timeout)
+    failure = next((batch["failure"] for batch in records if batch["failure"]), None)
+    if failure:
+        raise RuntimeError(f"a batch failed: {failure}")
+    return [batch["processing"] for batch in records[2:]]  # the first two: warm-up
 
 
 def tiny_count(batches: int) -> Callable[[Any], None]:
