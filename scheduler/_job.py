@@ -22,6 +22,10 @@ def is_async_callable(func: Callable[..., Any]) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
+def _finished() -> None:
+    raise StreamingStateError("this job already ran")
+
+
 class Job:
     """The work of one output operation for one batch.
 
@@ -88,6 +92,18 @@ class Job:
         if self._output_op_id < 0:
             raise StreamingStateError("Cannot access id before calling setId")
         return f"streaming job {self.time}.{self._output_op_id}"
+
+    def release(self) -> None:
+        """Let go of the function and the cancel hook: the job has run to its end and neither is called again.
+
+        Called by the scheduler as each job finishes. An output's function and cancel hook are
+        closures that often refer back to their job (to read its output-operation id), a cycle
+        only the garbage collector could free; let go, the job and its closures are freed by
+        reference counting, one batch at a time, so a flat-out stream of batches leaves no
+        garbage for the collector's passes.
+        """
+        self.func = _finished
+        self.cancel = None
 
     @property
     def failure_reason(self) -> str | None:

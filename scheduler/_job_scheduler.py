@@ -356,6 +356,7 @@ class JobScheduler:
             await self._finish_job(job, job_set)
 
     async def _finish_job(self, job: Job, job_set: JobSet) -> None:
+        job.release()  # breaks the cycles a job's closures make with it (see Job.release)
         listener = self._listener
         completed = job_set.handle_job_completion(job, self._clock.now())
         self._tracker.advanced()  # progress, for a graceful stop's timeout

@@ -359,3 +359,38 @@ async def test_scheduler_runs_alone_with_a_plain_listener(clock: ManualClock) ->
         await advance(scheduler, clock)
         await scheduler.stop(graceful=False)
     assert told == ["submitted", "started", "job started", "job completed", "completed"]
+
+
+async def test_a_finished_job_lets_go_of_its_function_so_a_closure_cycle_is_freed_without_the_collector(
+        clock: ManualClock) -> None:
+    """A job whose function refers back to the job (as an output's closures do, for its id) is freed by reference counting
+    once it ran: a stream of batches leaves no garbage for the collector's passes."""
+    import gc
+    import weakref
+
+    class Data:
+        pass
+
+    held: list[weakref.ref[Data]] = []
+
+    def make(t: Time) -> list[Job]:
+        data = Data()
+        held.append(weakref.ref(data))
+        holder: list[Job] = []
+
+        async def run() -> None:
+            assert holder[0].output_op_id == 0 and data is not None
+
+        job = Job(t, run, name="cycle")
+        holder.append(job)
+        return [job]
+
+    gc.disable()
+    try:
+        async with StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock) as rt:
+            await rt.start()
+            await advance(rt, clock, Seconds(3))
+            assert len(held) == 3 and all(ref() is None for ref in held)
+            await rt.stop()
+    finally:
+        gc.enable()
