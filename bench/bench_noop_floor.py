@@ -21,9 +21,11 @@ Takes about 30 s per tree and round (Spark's start included). Run: ``python benc
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -76,6 +78,44 @@ class Instructions:
             toggle_instruments(False)
 
 
+class Meter:
+    """What a measured stretch cost besides its instructions: wall, process CPU split into user and kernel time,
+    context switches (voluntary: a thread slept to wait, e.g. for the GIL or a queue; involuntary: preempted), and
+    the garbage collector's collections and pause time."""
+
+    def __init__(self) -> None:
+        self.gc_pause = 0.0
+        self.gc_runs = 0
+        self.gc_full_runs = 0
+        self.gc_full_pause = 0.0
+        self._gc_started = 0.0
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            pause = time.perf_counter() - self._gc_started
+            self.gc_pause += pause
+            self.gc_runs += 1
+            if info["generation"] == 2:
+                self.gc_full_runs += 1
+                self.gc_full_pause += pause
+
+    def start(self) -> None:
+        gc.callbacks.append(self._on_gc)
+        self._usage = resource.getrusage(resource.RUSAGE_SELF)
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def stop(self) -> None:
+        self.wall, self.cpu = time.perf_counter() - self._wall, time.process_time() - self._cpu
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        gc.callbacks.remove(self._on_gc)
+        self.user = usage.ru_utime - self._usage.ru_utime
+        self.system = usage.ru_stime - self._usage.ru_stime
+        self.voluntary = usage.ru_nvcsw - self._usage.ru_nvcsw
+        self.involuntary = usage.ru_nivcsw - self._usage.ru_nivcsw
+
+
 def engine(sc: Any, batches: int, count_instructions: bool = False) -> dict[str, float]:
     """Wall and CPU microseconds per batch of the no-op program, flat out on a manual clock (after 50 warm-up batches);
     with ``count_instructions`` (under callgrind) also its instructions per batch."""
@@ -86,7 +126,9 @@ def engine(sc: Any, batches: int, count_instructions: bool = False) -> dict[str,
 
     counter = Instructions(count_instructions)
 
-    async def run() -> tuple[float, float]:
+    meter = Meter()
+
+    async def run() -> None:
         clock = ManualClock(0)
         async with StreamingContext(sc, 1, clock=clock) as ssc:
             ssc.queueStream([], default=sc.parallelize([1], 1)).foreachRDD(lambda rdd: None)
@@ -95,21 +137,26 @@ def engine(sc: Any, batches: int, count_instructions: bool = False) -> dict[str,
             clock.advance(Seconds(50))  # warm up: threads, py4j connections
             await runtime.wait_until_idle()
             counter.start()
-            wall, cpu = time.perf_counter(), time.process_time()
+            meter.start()
             clock.advance(Seconds(batches))
             await runtime.wait_until_idle()
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            meter.stop()
             counter.stop()
             await ssc.stop_async()
-        return wall, cpu
 
-    wall, cpu = anyio.run(run)
-    return per_batch(wall, cpu, counter, batches)
+    anyio.run(run)
+    return per_batch(meter, counter, batches)
 
 
-def per_batch(wall: float, cpu: float, counter: Instructions, batches: int) -> dict[str, float]:
-    """Wall and CPU microseconds per batch, and instructions per batch when counted."""
-    out = {"wall_us": round(wall / batches * 1e6, 1), "cpu_us": round(cpu / batches * 1e6, 1)}
+def per_batch(meter: Meter, counter: Instructions, batches: int) -> dict[str, float]:
+    """Wall, CPU (user and kernel) microseconds, context switches and collections per batch, and instructions per batch
+    when counted."""
+    out = {"wall_us": round(meter.wall / batches * 1e6, 1), "cpu_us": round(meter.cpu / batches * 1e6, 1),
+           "user_us": round(meter.user / batches * 1e6, 1), "system_us": round(meter.system / batches * 1e6, 1),
+           "voluntary_switches": round(meter.voluntary / batches, 3),
+           "involuntary_switches": round(meter.involuntary / batches, 3),
+           "gc_runs": round(meter.gc_runs / batches, 4), "gc_pause_us": round(meter.gc_pause / batches * 1e6, 2),
+           "gc_full_runs": meter.gc_full_runs, "gc_full_pause_ms": round(meter.gc_full_pause * 1e3, 2)}
     if counter.on:
         out["instructions"] = round(counter.count / batches)
     return out
@@ -125,33 +172,37 @@ def floor(rounds: int, count_instructions: bool = False) -> dict[str, float]:
         return None
 
     counter = Instructions(count_instructions)
+    meter = Meter()
 
-    async def run() -> tuple[float, float]:
+    async def run() -> None:
         first, second = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
         try:
             for _ in range(200):
                 await asyncio.wrap_future(first.submit(nothing))
             counter.start()
-            wall, cpu = time.perf_counter(), time.process_time()
+            meter.start()
             for _ in range(rounds):
                 await asyncio.wrap_future(first.submit(nothing))
                 await asyncio.wrap_future(second.submit(nothing))
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            meter.stop()
             counter.stop()
-            return wall, cpu
         finally:
             first.shutdown()
             second.shutdown()
 
-    wall, cpu = asyncio.run(run())
-    return per_batch(wall, cpu, counter, rounds)
+    asyncio.run(run())
+    return per_batch(meter, counter, rounds)
+
+
+UNITS = ("wall_us", "cpu_us", "user_us", "system_us", "voluntary_switches", "involuntary_switches", "gc_runs",
+         "gc_pause_us", "gc_full_runs", "gc_full_pause_ms")
 
 
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians of the rounds, their spread, and the ratios engine / floor."""
     out: dict[str, Any] = {}
     for part in ("engine", "floor"):
-        for unit in ("wall_us", "cpu_us"):
+        for unit in UNITS:
             values = [run[part][unit] for run in runs]
             out[f"{part}_{unit}_median"] = statistics.median(values)
             out[f"{part}_{unit}_spread"] = [min(values), max(values)]
