@@ -132,11 +132,6 @@ class _Ring(Generic[E]):
             reader.catch_up(entries)
         self._reschedule()
 
-    def _push(self, entry: E) -> None:
-        if entry[0] >= self._due:
-            self._fold_all()
-        self._entries.append(entry)
-
     def _reschedule(self) -> None:
         readers = self._readers
         self._due = min(r.seen for r in readers) + (self._entries.maxlen or 1) + 1 if readers else _NEVER
@@ -167,7 +162,9 @@ class ProgressLog(_Ring[ProgressEntry]):
     def append(self, build: Callable[[], StreamingQueryProgress], rows: int, durations: Mapping[str, int]) -> None:
         """Append a report (``build`` makes it), its input rows and its phase durations (not changed afterwards)."""
         self.appended = seq = self.appended + 1
-        self._push((seq, build, rows, durations))
+        if seq >= self._due:  # _push, inline: once per batch
+            self._fold_all()
+        self._entries.append((seq, build, rows, durations))
 
     def __repr__(self) -> str:
         return f"<ProgressLog [{self.appended} reports, {len(self._entries)} retained, {len(self._readers)} readers]>"

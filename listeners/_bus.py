@@ -369,7 +369,11 @@ class StreamingListenerBus:
             return
         # Kept by the log, or by listeners for as long as they like: the JobSet without its jobs'
         # functions, or a record of it if a job failed; a BatchInfo is built only if a listener reads it.
-        batch = completed_batch(job_set)
+        jobs = job_set.jobs
+        if len(jobs) == 1 and jobs[0].failure is None:
+            batch: JobSet | BatchRecord = job_set  # the common case: its job let go of its function as it ended
+        else:
+            batch = completed_batch(job_set)
         if log is not None:
             log.append(batch)
         if wanted:

@@ -35,7 +35,11 @@ class QueryProgressListener(Protocol):
         ...
 
     def keeps_progress(self) -> bool:
-        """Whether a view keeps the reports to read them when asked (:meth:`on_batch_progress`); optional."""
+        """Whether a view keeps the reports to read them when asked (:meth:`on_batch_progress`); optional.
+
+        Once true it stays true (a view that keeps them does so for the rest of the run): the
+        reporter stops asking.
+        """
         ...
 
     def on_batch_progress(self, build: Callable[[], StreamingQueryProgress], rows: int, durations: Mapping[str, int]) -> None:
@@ -67,6 +71,7 @@ class ProgressReporter:
         self._listener = listener
         # Optional in the protocol (listeners written before it keep working): None without.
         self._keeps: Callable[[], bool] | None = getattr(listener, "keeps_progress", None)
+        self._kept = False  # keeps_progress() said yes: it stays so, ask no more
         self._changed = changed
         self._log = log
         self.ring = ProgressRing(options.num_recent_progress_updates)
@@ -118,7 +123,8 @@ class ProgressReporter:
         listener = self._listener
         if listener is not None:
             keeps = self._keeps
-            if keeps is not None and keeps():  # the web UI's and the metrics' log: read when they are asked
+            if self._kept or (keeps is not None and keeps()):  # the web UI's and the metrics' log: read when asked
+                self._kept = True
                 infos = job_set.input_infos
                 rows = 0
                 for source in inputs:

@@ -35,7 +35,7 @@ __all__ = ["DELAY_BUCKETS_S", "StreamingMetrics"]
 DELAY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Histogram buckets of the delays, in seconds: from a few ms (continuous epochs, tiny batches) to minutes (a backlog)."""
 
-_CHECKPOINT_PHASES = {"walCommit": "offsets", "commitOffsets": "commits"}
+_CHECKPOINT_PHASES = {"walCommit": "offsets", "commitOffsets": "commits"}  # fold_progress inlines these two
 
 
 class _Histogram:
@@ -140,8 +140,26 @@ class _QueryState:
 
     def fold_progress(self, entries: Sequence[ProgressEntry]) -> None:
         """Observe progress reports read from a progress log (none of them is built)."""
+        # observe_progress, inline (the histograms' too: a bucket's count, then the sum, in the reports' order).
+        offsets, commits = self.checkpoint_write["offsets"], self.checkpoint_write["commits"]
+        bounds = offsets.bounds
+        offsets_counts, commits_counts = offsets.counts, commits.counts
+        offsets_sum, commits_sum = offsets.sum, commits.sum
+        bucket = bisect.bisect_left
+        rows_total = 0
         for _, _, rows, durations in entries:
-            self.observe_progress(rows, durations)
+            rows_total += rows
+            ms = durations.get("walCommit")
+            if ms is not None:
+                offsets_counts[bucket(bounds, ms / 1000)] += 1
+                offsets_sum += ms / 1000
+            ms = durations.get("commitOffsets")
+            if ms is not None:
+                commits_counts[bucket(bounds, ms / 1000)] += 1
+                commits_sum += ms / 1000
+        offsets.sum, commits.sum = offsets_sum, commits_sum
+        self.progress_reports += len(entries)
+        self.query_rows += rows_total
 
     def observe_progress(self, rows: int, durations: Mapping[str, int]) -> None:
         """One progress report: its rows and its offsets/commits write times."""
