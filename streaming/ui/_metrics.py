@@ -11,6 +11,7 @@ follow Prometheus' conventions (base units, ``_total`` counters).
 from __future__ import annotations
 
 import bisect
+import math
 import threading
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -38,19 +39,44 @@ DELAY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 _CHECKPOINT_PHASES = {"walCommit": "offsets", "commitOffsets": "commits"}  # fold_progress inlines these two
 
 
-class _Histogram:
-    """One histogram's state, updated on the event loop with plain arithmetic (no locks, no label lookups)."""
+def _ms_limits(bounds: tuple[float, ...]) -> tuple[int, ...]:
+    """For each bound in seconds, the most whole milliseconds at or under it: ``ms <= limit`` exactly when
+    ``ms / 1000 <= bound``, so a bisect of whole milliseconds among these finds the bucket of ``ms / 1000``."""
+    limits = []
+    for bound in bounds:
+        ms = math.floor(bound * 1000)
+        while (ms + 1) / 1000 <= bound:
+            ms += 1
+        while ms / 1000 > bound:
+            ms -= 1
+        limits.append(ms)
+    return tuple(limits)
 
-    __slots__ = ("bounds", "counts", "sum")
+
+class _Histogram:
+    """One histogram's state, updated on the event loop with plain int arithmetic (no locks, no label lookups).
+
+    Every value observed is a whole number of milliseconds (the clock's unit): the bucket is found
+    among the bounds in whole milliseconds and the sum kept in them, exactly; seconds are made
+    when the registry is scraped.
+    """
+
+    __slots__ = ("bounds", "counts", "limits", "sum_ms")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self.bounds = bounds
+        self.limits = _ms_limits(bounds)
         self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
-        self.sum = 0.0
+        self.sum_ms = 0
 
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
-        self.sum += value
+    def observe_ms(self, ms: int) -> None:
+        self.counts[bisect.bisect_left(self.limits, ms)] += 1
+        self.sum_ms += ms
+
+    @property
+    def sum(self) -> float:
+        """The sum of the observations, in seconds."""
+        return self.sum_ms / 1000
 
     def buckets(self) -> list[tuple[str, int]]:
         cumulative, out = 0, []
@@ -89,16 +115,16 @@ class _QueryState:
     def fold_batches(self, entries: Sequence[BatchEntry]) -> None:
         """Observe completed batches read from a batch log: what ``on_batch_completed`` does per event, in one loop.
 
-        The histograms' observations are inlined (``_Histogram.observe``: the bucket's count, then
-        the sum, in the batches' order, so the sums are the same floats as one observation at a time).
+        The histograms' observations are inlined (``_Histogram.observe_ms``: the bucket's count, then
+        the sum in whole milliseconds).
         """
-        bounds = DELAY_BUCKETS_S
-        for histogram in (self.scheduling, self.processing, self.total):
-            assert histogram.bounds is bounds
+        limits = self.scheduling.limits
+        for histogram in (self.processing, self.total):
+            assert histogram.limits == limits
         scheduling, processing, total = self.scheduling.counts, self.processing.counts, self.total.counts
-        scheduling_sum, processing_sum, total_sum = self.scheduling.sum, self.processing.sum, self.total.sum
+        scheduling_sum, processing_sum, total_sum = self.scheduling.sum_ms, self.processing.sum_ms, self.total.sum_ms
         bucket = bisect.bisect_left
-        first = bounds[0]
+        first = limits[0]
         records = self.records
         completed = failed = succeeded = failed_operations = 0
         for _, batch in entries:
@@ -114,15 +140,15 @@ class _QueryState:
                 failures, operations, inputs = batch.failures, len(batch.operations), batch.stream_id_to_input_info
             if began is not None:
                 # The first bucket without a bisect: most batches' delays are a few ms.
-                value = (began - submitted) / 1000
-                scheduling[0 if value <= first else bucket(bounds, value)] += 1
+                value = began - submitted
+                scheduling[0 if value <= first else bucket(limits, value)] += 1
                 scheduling_sum += value
                 if ended is not None:
-                    value = (ended - began) / 1000
-                    processing[0 if value <= first else bucket(bounds, value)] += 1
+                    value = ended - began
+                    processing[0 if value <= first else bucket(limits, value)] += 1
                     processing_sum += value
-                    value = (ended - submitted) / 1000
-                    total[0 if value <= first else bucket(bounds, value)] += 1
+                    value = ended - submitted
+                    total[0 if value <= first else bucket(limits, value)] += 1
                     total_sum += value
             if failures:
                 failed += 1
@@ -132,7 +158,7 @@ class _QueryState:
             succeeded += operations - failures
             for stream_id, input_info in inputs.items():
                 records[stream_id] = records.get(stream_id, 0) + input_info.num_records
-        self.scheduling.sum, self.processing.sum, self.total.sum = scheduling_sum, processing_sum, total_sum
+        self.scheduling.sum_ms, self.processing.sum_ms, self.total.sum_ms = scheduling_sum, processing_sum, total_sum
         self.batches["completed"] += completed
         self.batches["failed"] += failed
         self.output_operations["succeeded"] += succeeded
@@ -140,24 +166,24 @@ class _QueryState:
 
     def fold_progress(self, entries: Sequence[ProgressEntry]) -> None:
         """Observe progress reports read from a progress log (none of them is built)."""
-        # observe_progress, inline (the histograms' too: a bucket's count, then the sum, in the reports' order).
+        # observe_progress, inline (the histograms' too: a bucket's count, then the sum in whole milliseconds).
         offsets, commits = self.checkpoint_write["offsets"], self.checkpoint_write["commits"]
-        bounds = offsets.bounds
+        limits = offsets.limits
         offsets_counts, commits_counts = offsets.counts, commits.counts
-        offsets_sum, commits_sum = offsets.sum, commits.sum
+        offsets_sum, commits_sum = offsets.sum_ms, commits.sum_ms
         bucket = bisect.bisect_left
         rows_total = 0
         for _, _, rows, durations in entries:
             rows_total += rows
             ms = durations.get("walCommit")
             if ms is not None:
-                offsets_counts[bucket(bounds, ms / 1000)] += 1
-                offsets_sum += ms / 1000
+                offsets_counts[bucket(limits, ms)] += 1
+                offsets_sum += ms
             ms = durations.get("commitOffsets")
             if ms is not None:
-                commits_counts[bucket(bounds, ms / 1000)] += 1
-                commits_sum += ms / 1000
-        offsets.sum, commits.sum = offsets_sum, commits_sum
+                commits_counts[bucket(limits, ms)] += 1
+                commits_sum += ms
+        offsets.sum_ms, commits.sum_ms = offsets_sum, commits_sum
         self.progress_reports += len(entries)
         self.query_rows += rows_total
 
@@ -168,7 +194,7 @@ class _QueryState:
         for phase, log in _CHECKPOINT_PHASES.items():
             ms = durations.get(phase)
             if ms is not None:
-                self.checkpoint_write[log].observe(ms / 1000)
+                self.checkpoint_write[log].observe_ms(ms)
 
 
 _CHECKPOINT_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -331,11 +357,11 @@ class _QueryMetrics:
         began = info.processing_start_ms
         if began is not None:
             submitted = info.submission_ms
-            state.scheduling.observe((began - submitted) / 1000)
+            state.scheduling.observe_ms(began - submitted)
             ended = info.processing_end_ms
             if ended is not None:
-                state.processing.observe((ended - began) / 1000)
-                state.total.observe((ended - submitted) / 1000)
+                state.processing.observe_ms(ended - began)
+                state.total.observe_ms(ended - submitted)
         operations = info.operations
         failures = info.failures
         if failures:
