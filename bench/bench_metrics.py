@@ -102,7 +102,19 @@ def toggle_instruments(on: bool) -> None:
     subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
 
 
-async def engine_cpu_per_batch(batches: int, how: str, count_instructions: bool = False) -> float:
+async def advance(clock: ManualClock, runtime: Any, batches: int, step: int | None) -> None:
+    """Run ``batches`` batches flat out: the clock jumps them all at once (``step`` None: generation runs ahead of the
+    jobs, a backlog of up to ``batches``), or ``step`` at a time, each jump's batches done before the next."""
+    if step is None:
+        clock.advance(Seconds(batches))
+        await runtime.wait_until_idle()
+        return
+    for _ in range(batches // step):
+        clock.advance(Seconds(step))
+        await runtime.wait_until_idle()
+
+
+async def engine_cpu_per_batch(batches: int, how: str, count_instructions: bool = False, step: int | None = None) -> float:
     """CPU seconds per batch of the bare engine, flat out (``count_instructions``: only the measured batches counted)."""
     clock = ManualClock(0)
     pipeline = Pipeline()
@@ -122,8 +134,7 @@ async def engine_cpu_per_batch(batches: int, how: str, count_instructions: bool 
         if count_instructions:
             toggle_instruments(True)
         cpu = time.process_time()
-        clock.advance(Seconds(batches))
-        await runtime.wait_until_idle()
+        await advance(clock, runtime, batches, step)
         cpu = time.process_time() - cpu
         if count_instructions:
             toggle_instruments(False)
@@ -131,7 +142,7 @@ async def engine_cpu_per_batch(batches: int, how: str, count_instructions: bool 
     return cpu / batches
 
 
-def spark_cpu_per_batch(sc: Any, batches: int, how: str, count_instructions: bool = False) -> float:
+def spark_cpu_per_batch(sc: Any, batches: int, how: str, count_instructions: bool = False, step: int | None = None) -> float:
     """CPU seconds per batch of a no-op StreamingContext on Spark, flat out on a manual clock."""
     from streaming import StreamingContext
 
@@ -147,8 +158,7 @@ def spark_cpu_per_batch(sc: Any, batches: int, how: str, count_instructions: boo
             if count_instructions:
                 toggle_instruments(True)
             cpu = time.process_time()
-            clock.advance(Seconds(batches))
-            await ssc.runtime.wait_until_idle()
+            await advance(clock, ssc.runtime, batches, step)
             cpu = time.process_time() - cpu
             if count_instructions:
                 toggle_instruments(False)
@@ -205,29 +215,29 @@ def spark_context() -> Any:
     return sc
 
 
-def instructions_per_batch(how: str, batches: int, spark: bool = False) -> int:
+def instructions_per_batch(how: str, batches: int, spark: bool = False, step: int | None = None) -> int:
     """Instructions of the measured batches with ``how`` attached (the bare engine, or the no-op Spark context's driver
     process with ``spark``), counted by callgrind in a child, per batch."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
                         sys.executable, __file__, "--only", how, "--batches", str(batches), "--count-instructions",
-                        *(["--spark-only"] if spark else [])],
+                        *(["--spark-only"] if spark else []), *(["--step", str(step)] if step else [])],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
         totals = [line for line in out.read_text().splitlines() if line.startswith(("totals:", "summary:"))]
     return round(int(totals[-1].split()[1]) / batches)
 
 
-def instructions(batches: int, spark: bool = False) -> dict[str, Any]:
+def instructions(batches: int, spark: bool = False, step: int | None = None) -> dict[str, Any]:
     """Instructions per batch of each variant (bare engine, or the Spark context's driver), and each one's overhead."""
     counts = {}
     for how in VARIANTS:
-        counts[how] = instructions_per_batch(how, batches, spark)
+        counts[how] = instructions_per_batch(how, batches, spark, step)
         print(f"{how}: {counts[how]} instructions per batch, load {load()}", file=sys.stderr, flush=True)
     base = counts["none"]
     return {"program": "spark_context" if spark else "engine", "instructions_per_batch": counts,
             "overhead": {k: round(v / base - 1, 4) for k, v in counts.items() if k != "none"},
-            "batches": batches, "load_average": load()}
+            "batches": batches, "step": step, "load_average": load()}
 
 
 def main() -> None:
@@ -245,26 +255,32 @@ def main() -> None:
     parser.add_argument("--only", choices=VARIANTS,
                         help="run the bare engine once with this attached, --batches batches, and print nothing else: "
                              "for instruction counts under callgrind (two runs, the difference of their totals)")
+    parser.add_argument("--step", type=int, default=None,
+                        help="the clock jumps this many batches at a time, each jump's batches done before the next "
+                             "(no backlog: queued batches never reach the collector's older generations); default: "
+                             "all of a round's batches in one jump")
     args = parser.parse_args()
     if args.instructions:
-        print(json.dumps(instructions(args.batches, args.spark_only), indent=2))
+        print(json.dumps(instructions(args.batches, args.spark_only, args.step), indent=2))
         return
     if args.only is not None:
         if args.spark_only:
             sc = spark_context()
-            cpu = spark_cpu_per_batch(sc, args.batches, args.only, args.count_instructions)
+            cpu = spark_cpu_per_batch(sc, args.batches, args.only, args.count_instructions, args.step)
             sc.stop()
         else:
-            cpu = anyio.run(engine_cpu_per_batch, args.batches, args.only, args.count_instructions)
+            cpu = anyio.run(engine_cpu_per_batch, args.batches, args.only, args.count_instructions, args.step)
         print(json.dumps({"only": args.only, "batches": args.batches, "cpu_us_per_batch": round(cpu * 1e6, 2),
                           "load_average": load()}))
         return
     result: dict[str, Any] = {"python": sys.version.split()[0], "load_average_at_start": load()}
     result["listener_us_per_batch"] = round(statistics.median(listener_us_per_batch(20_000) for _ in range(5)), 2)
-    result["engine"] = alternate(args.rounds, lambda how: anyio.run(engine_cpu_per_batch, args.batches, how))
+    result["step"] = args.step
+    result["engine"] = alternate(args.rounds, lambda how: anyio.run(engine_cpu_per_batch, args.batches, how, False, args.step))
     if not args.skip_spark:
         sc = spark_context()
-        result["spark_context"] = alternate(args.rounds, lambda how: spark_cpu_per_batch(sc, args.spark_batches, how))
+        result["spark_context"] = alternate(args.rounds, lambda how: spark_cpu_per_batch(sc, args.spark_batches, how, False,
+                                                                                         args.step))
         sc.stop()
     # Issue 28: the UI and metrics at most 10% more CPU per batch on the bare engine and 2% on the
     # Spark context; a plain do-nothing listener at most 10% off the engine's flat-out rate
