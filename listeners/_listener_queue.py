@@ -12,7 +12,6 @@ from typing import Any, Callable
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
-import anyio.to_thread
 import attrs
 
 from scheduler import (
@@ -22,6 +21,7 @@ from scheduler import (
     LibraryLogger,
     Mailbox,
     Milliseconds,
+    WorkerThreads,
     ready_probe,
     run_with_timeout,
     yield_to_ready,
@@ -150,12 +150,19 @@ class ListenerQueue:
         self.on_loop = bool(getattr(listener, "run_on_loop", False)) if on_loop is None else on_loop
         self.inline = bool(getattr(listener, "run_inline", False)) if inline is None else inline
         self.log = log
-        # Its own thread token: a listener blocked in a callback holds no thread another one needs.
-        self.limiter: anyio.CapacityLimiter | None = None
+        # Its own thread (made on the first trip): a listener blocked in a callback holds no thread
+        # another one needs. A trip is one queue put and one call_soon_threadsafe back (WorkerThreads),
+        # a third of what anyio's to_thread costs, so the events queued during one stay few.
+        self.threads: WorkerThreads | None = None
+        # The dispatcher's context (current_listener() set) and loop token, for its thread's callbacks.
+        self.context: contextvars.Context | None = None
+        self.token: anyio.lowlevel.EventLoopToken | None = None
         # Bounded, and unlike a memory object stream it parks an idle dispatcher in one step and
         # wakes it without building a receiver record per event: one loop iteration per wake-up.
         self.queue: Mailbox[StreamingEvent] = Mailbox(capacity)
         self.handlers: _Handlers = handlers_of(listener)
+        # Every callback plain and run off the loop: a thread trip takes whatever is queued, as it is.
+        self.all_plain = not self.on_loop and not any(is_async for _, is_async in self.handlers.values())
         if self.inline and any(is_async for _, is_async in self.handlers.values()):
             raise TypeError(f"listener {name!r} runs inline (inside post), so its callbacks must be plain 'def' "
                             "functions that never block; make them plain, or register it without inline")
@@ -241,6 +248,8 @@ class ListenerQueue:
     async def dispatch(self, control: DeliveryControl) -> None:
         """Deliver queued events in order until the queue is closed and empty (or the task is cancelled)."""
         _current_listener.set(self.name)
+        self.context = contextvars.copy_context()
+        self.token = anyio.lowlevel.current_token()
         self.running = True
         queue = self.queue
         handlers = self.handlers
@@ -261,12 +270,31 @@ class ListenerQueue:
                     await yield_to_ready(probe)
                 n = 0
                 while True:
+                    if self.all_plain:
+                        # Every event queued for it has a plain callback (the bus queues no other):
+                        # the thread takes them all, as queued, and looks each callback up.
+                        events = [event, *queue.take(_YIELD_EVERY - 1)]
+                        # A full run leaves the queue's next event for the next trip; otherwise the
+                        # queue was found empty (what arrives during the trip may wait: linger).
+                        event = queue.poll(_EMPTY) if len(events) == _YIELD_EVERY else _EMPTY
+                        await self._call_on_thread(self._deliver_events, events, control)
+                        self.processed += len(events)
+                        n += len(events)
+                        if event is _EMPTY and 0 < len(queue) < LINGER_EVENTS and not control.waiters:
+                            await self._linger()  # see below
+                        if n >= _YIELD_EVERY:
+                            n = 0
+                            control.notify_progress()
+                            await anyio.lowlevel.checkpoint()
+                        if event is _EMPTY:
+                            break
+                        continue
                     entry = handlers.get(type(event))
                     if entry is not None and not entry[1] and not self.on_loop:
                         # Plain callbacks run on the listener's thread: the events queued now
                         # for them go in one trip, in order.
                         run, event = _take_run(queue, handlers, entry[0], event)
-                        await self._call_on_thread(run, control)
+                        await self._call_on_thread(self._deliver, run, control)
                         self.processed += len(run)
                         n += len(run)
                         if event is _EMPTY and 0 < len(queue) < LINGER_EVENTS and not control.waiters:
@@ -303,6 +331,8 @@ class ListenerQueue:
         finally:
             # Nobody takes from this queue any more: later posts skip it, waiting ones give up.
             queue.close()
+            if self.threads is not None:
+                self.threads.shutdown()  # a callback still running on it finishes; its thread then ends
             self.running = False
             self.ended = True
 
@@ -323,15 +353,20 @@ class ListenerQueue:
         if filled is not None:
             filled.set()
 
-    async def _call_on_thread(self, run: _Run, control: DeliveryControl) -> None:
-        if self.limiter is None:
-            self.limiter = anyio.CapacityLimiter(1)
+    async def _call_on_thread(self, deliver: Callable[[Any, DeliveryControl], int], run: Any,
+                              control: DeliveryControl) -> None:
+        threads = self.threads
+        if threads is None:
+            threads = self.threads = WorkerThreads(1, f"aiodstream-listener-{self.name}")
         # Cancelled (the host tears the context down), the dispatcher leaves at once and the
         # callback in progress finishes on its thread, unwaited; a close drains as always.
         self.run_done = self.run_failed = 0
         try:
-            self.failed += await anyio.to_thread.run_sync(self._deliver, run, control, limiter=self.limiter,
-                                                          abandon_on_cancel=True)
+            # In the dispatcher's context, as anyio's to_thread would run it (one trip at a time:
+            # the thread is this listener's only, so the context is never entered twice at once).
+            context = self.context
+            assert context is not None  # set by dispatch, the only caller
+            self.failed += await threads.run(context.run, deliver, run, control)
         except BaseException:
             if control.abandoned:
                 # Given up by stop(): the events of this run the thread got through count as
@@ -354,11 +389,30 @@ class ListenerQueue:
                 try:
                     result = callback(event)
                     if result is not None and inspect.isawaitable(result):
-                        anyio.from_thread.run(_awaited, result)  # a plain def that returned an awaitable
+                        anyio.from_thread.run(_awaited, result, token=self.token)  # a plain def that returned an awaitable
                 except Exception:
                     failed += 1
                     self.run_failed = failed
                     self._log_failure(event)
+            self.run_done += 1
+        return failed
+
+    def _deliver_events(self, events: list[Any], control: DeliveryControl) -> int:
+        """:meth:`_deliver` for a listener whose callbacks are all plain: each event's callback looked up here."""
+        handlers = self.handlers
+        failed = 0
+        for event in events:
+            if control.abandoned:
+                break
+            entry = handlers.get(type(event))
+            try:
+                result = None if entry is None else entry[0](event)
+                if result is not None and inspect.isawaitable(result):
+                    anyio.from_thread.run(_awaited, result, token=self.token)
+            except Exception:
+                failed += 1
+                self.run_failed = failed
+                self._log_failure(event)
             self.run_done += 1
         return failed
 

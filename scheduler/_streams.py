@@ -154,6 +154,22 @@ class Mailbox(Generic[T]):
             return item
         return default
 
+    def take(self, limit: int) -> list[T]:
+        """Up to ``limit`` queued items, oldest first, or an empty list: a consumer's backlog in one call (no waiting).
+
+        :meth:`poll` once per item costs a call each; a backlog that fits is copied and cleared at once.
+        """
+        items = self._items
+        if len(items) <= limit:
+            taken = list(items)
+            items.clear()
+        else:
+            popleft = items.popleft
+            taken = [popleft() for _ in range(limit)]
+        if self._putters:
+            self._admit_putter()
+        return taken
+
     def get_nowait(self) -> T:
         """The next item, if one is queued.
 
