@@ -43,6 +43,7 @@ import gc
 import json
 import os
 import re
+import resource
 import statistics
 import sys
 import threading
@@ -56,8 +57,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # run as a script: the bench package beside the project's packages
 
 from bench.bench_host_loop import TICK_S, percentile, ticker  # noqa: E402  (bench_host_loop's ticker, tick and quantile)
+from bench.bench_noop_floor import Instructions  # noqa: E402  (callgrind's counter, toggled around the CPU window)
 
-BATCH_S = 1
+BATCH_S = 1  # --interval-s sets it (callgrind runs the driver ~50x slower: give it a longer interval)
 RECORDS = 100
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -106,6 +108,35 @@ def jvm_cpu_s(pid: int | None) -> float:
 def jvm_threads(pid: int | None) -> int | None:
     """How many threads the JVM has."""
     return None if pid is None else len(os.listdir(f"/proc/{pid}/task"))
+
+
+def thread_cpu_ns() -> dict[int, tuple[int, str]]:
+    """Each thread of this process: its CPU nanoseconds so far (``schedstat``: finer than ``stat``'s clock ticks) and name."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out = {}
+    for entry in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{entry}/schedstat") as f:
+                ns = int(f.read().split()[0])
+        except OSError:
+            continue
+        tid = int(entry)
+        name = names.get(tid)
+        if name is None:
+            try:
+                name = "native " + Path(f"/proc/self/task/{entry}/comm").read_text().strip()
+            except OSError:
+                name = "native"
+        out[tid] = (ns, re.sub(r"\d+", "N", name))
+    return out
+
+
+def cpu_by_thread(before: dict[int, tuple[int, str]], after: dict[int, tuple[int, str]], batches: int) -> dict[str, float]:
+    """CPU ms per context-batch spent by each kind of thread (names with their numbers as N) between two samples."""
+    spent: collections.Counter[str] = collections.Counter()
+    for tid, (ns, name) in after.items():
+        spent[name] += ns - before.get(tid, (0, name))[0]
+    return {name: round(ns / 1e6 / batches, 3) for name, ns in spent.most_common() if ns > 0}
 
 
 def quantiles(values: list[float]) -> dict[str, Any]:
@@ -279,8 +310,10 @@ async def wait_completed(recorders: list[Delays], batches: int) -> None:
             await r.reached.wait()
 
 
-async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None, output: str) -> dict[str, Any]:
-    """N contexts in one service: warm up, then measure a window of ``batches`` batches each."""
+async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None, output: str,
+                    callgrind: bool = False) -> dict[str, Any]:
+    """N contexts in one service: warm up, then measure a window of ``batches`` batches each (with ``callgrind``,
+    the first window's instructions counted too)."""
     from streaming import StreamingContext
 
     total = warmup + max(batches, 30) + batches + 20
@@ -310,11 +343,16 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         for r in recorders:
             r.recording = True
         load_before = load()
+        counter = Instructions(callgrind)
+        counter.start()
+        by_thread0, usage0 = thread_cpu_ns(), resource.getrusage(resource.RUSAGE_SELF)
         cpu0, wall0, jvm0 = time.process_time(), time.perf_counter(), jvm_cpu_s(jvm)
         cpu_batches = max(batches, -(-30 // n))  # at least 30 context-batches: few contexts' CPU is small
         await wait_completed(recorders, warmup + cpu_batches)
         cpu1, wall1, jvm1 = time.process_time(), time.perf_counter(), jvm_cpu_s(jvm)
+        by_thread1, usage1 = thread_cpu_ns(), resource.getrusage(resource.RUSAGE_SELF)
         done = sum(r.completed for r in recorders) - done_before
+        counter.stop()
         threads = threading.active_count() - BASE[0]  # alive now, less those of a process with Spark and no context
         names = collections.Counter(re.sub(r"\d+", "N", t.name) for t in threading.enumerate())
         tasks = len(asyncio.all_tasks()) - tasks_before
@@ -337,6 +375,12 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         "driver_cpu_ms_per_context_batch": round((cpu1 - cpu0) * 1000 / done, 3),
         "driver_cpu_ms_per_context_second": round((cpu1 - cpu0) * 1000 / (n * wall), 3),
         "driver_cpu_share_of_one_core": round((cpu1 - cpu0) / wall, 3),
+        "driver_cpu_ms_per_context_batch_by_thread": cpu_by_thread(by_thread0, by_thread1, done),
+        "driver_system_cpu_share": round((usage1.ru_stime - usage0.ru_stime) / max(1e-9, cpu1 - cpu0), 3),
+        "driver_context_switches_per_context_batch": {
+            "voluntary": round((usage1.ru_nvcsw - usage0.ru_nvcsw) / done, 2),
+            "involuntary": round((usage1.ru_nivcsw - usage0.ru_nivcsw) / done, 2)},
+        **({"driver_instructions_per_context_batch": round(counter.count / done)} if callgrind else {}),
         "jvm_cpu_ms_per_context_batch": round((jvm1 - jvm0) * 1000 / done, 3),
         "memory_kib_per_context": round(traced / 1024 / n, 1),
         "rss_kib_per_context": round(rss / 1024 / n, 1),
@@ -357,17 +401,23 @@ def flatness(levels: list[dict[str, Any]], key: str) -> float | None:
 
 
 def main() -> None:
+    global BATCH_S
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--levels", default="1,10,20,50", help="how many contexts, comma-separated")
     parser.add_argument("--batches", type=int, default=10, help="batches per context in each window")
     parser.add_argument("--output", choices=sorted(OUTPUTS), default="count",
                         help="each batch's output: count the RDD (a Spark job), or none (the RDD is built, no job runs)")
     parser.add_argument("--warmup", type=int, default=3, help="batches per context before measuring")
+    parser.add_argument("--interval-s", type=int, default=BATCH_S, help="the batch interval in seconds")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="count the driver's instructions in each level's CPU window (run under valgrind --tool=callgrind "
+                             "--instr-atstart=no; with a longer --interval-s, e.g. 5, so that the slowed driver keeps up)")
     parser.add_argument("--no-bare", dest="bare", action="store_false",
                         help="skip bare pyspark's tenants beside each level (what the machine allows)")
     parser.add_argument("--no-driver-alone", dest="driver_alone", action="store_false",
                         help="with --output count, skip the driver-alone run (--output none) beside each level")
     args = parser.parse_args()
+    BATCH_S = args.interval_s
     sys.path.insert(0, str(ROOT))
     from streaming.spark import embedded_spark_context
 
@@ -384,7 +434,8 @@ def main() -> None:
     levels, alone = [], []
     for index, n in enumerate(int(x) for x in args.levels.split(",")):
         runs: dict[str, Callable[[], dict[str, Any]]] = {
-            "engine": lambda n=n: asyncio.run(one_level(sc, n, args.warmup, args.batches, jvm, args.output))}
+            "engine": lambda n=n: asyncio.run(one_level(sc, n, args.warmup, args.batches, jvm, args.output,
+                                                          args.callgrind))}
         if args.bare:
             runs["bare"] = lambda n=n: bare_level(sc, n, args.warmup, args.batches, jvm)
         if args.driver_alone and args.output != "none":
@@ -412,6 +463,8 @@ def main() -> None:
         "driver_over_bare_cpu_largest_over_smallest": (
             flatness([lv["beside_bare"] for lv in levels], "driver_own_cpu_ms_per_context_batch") if args.bare else None),
         "memory_largest_over_smallest": flatness(levels, "memory_kib_per_context"),
+        **({"instructions_largest_over_smallest": flatness(levels, "driver_instructions_per_context_batch")}
+           if args.callgrind else {}),
         "target": 1.3,
     }
     out["load_average_after"] = load()
