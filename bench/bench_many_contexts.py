@@ -69,6 +69,28 @@ BASE: list[Any] = [0, None]
 """Python and JVM threads of the process once Spark runs, before any context: the levels count threads beyond these."""
 
 
+IDLE: dict[str, float] = {"cpu_s_per_s": 0.0, "instructions_per_s": 0.0}
+"""What this process spends per second with Spark running and no context (see :func:`idle_process`)."""
+
+
+def idle_process(seconds: float, callgrind: bool) -> dict[str, Any]:
+    """This process with its SparkContext and no StreamingContext for ``seconds``: what pyspark's own threads spend per
+    second whatever the contexts do (py4j's finalizer worker wakes every second, the accumulator server twice), which a
+    level of N contexts divides by N batches a second. Kept in :data:`IDLE` for the levels' ``..._net_of_idle`` figures."""
+    counter = Instructions(callgrind)
+    counter.start()
+    by_thread0, cpu0, wall0 = thread_cpu_ns(), time.process_time(), time.perf_counter()
+    time.sleep(seconds)  # a bench: nothing runs on purpose
+    by_thread1, cpu1, wall1 = thread_cpu_ns(), time.process_time(), time.perf_counter()
+    counter.stop()
+    wall = wall1 - wall0
+    IDLE["cpu_s_per_s"] = (cpu1 - cpu0) / wall
+    IDLE["instructions_per_s"] = counter.count / wall
+    return {"seconds": round(wall, 2), "cpu_ms_per_s": round(IDLE["cpu_s_per_s"] * 1000, 3),
+            "cpu_ms_per_s_by_thread": {k: round(v * 1000, 3) for k, v in cpu_by_thread(by_thread0, by_thread1, 1).items()},
+            **({"instructions_per_s": round(IDLE["instructions_per_s"])} if callgrind else {}), "load_average": load()}
+
+
 def load() -> list[float]:
     """The machine's load average (1, 5, 15 minutes)."""
     return [round(x, 2) for x in os.getloadavg()]
@@ -200,7 +222,9 @@ def double(x: int) -> int:
 
 class BareTenants:
     """What the machine allows: N tenants, each a thread running the contexts' count job once a second on the same
-    SparkContext (``parallelize`` of the same 100-number list, the same ``map``, ``count``), no engine.
+    SparkContext (``parallelize`` of the same 100-number list, the same ``map``, ``count``), no engine; with
+    ``--output none`` no ``count``: the same Spark calls as a context's driver alone, so that what the platform's own
+    calls cost at 1 and at 50 tenants (cold caches and wake-ups at one, pyspark's threads) shows beside the engine.
 
     A tenant's job for second k is due at ``start + k`` s; it starts then, or when the tenant's previous job ends if
     that is later (a context's batches queue the same way: one job at a time). How late its ``count`` starts (after
@@ -208,8 +232,8 @@ class BareTenants:
     delay, how long the ``count`` runs of the processing delay.
     """
 
-    def __init__(self, sc: Any, n: int) -> None:
-        self.sc, self.n = sc, n
+    def __init__(self, sc: Any, n: int, output: str = "count") -> None:
+        self.sc, self.n, self.output = sc, n, output
         self.completed = [0] * n
         self.recording = False
         self.lateness_ms: list[float] = []
@@ -228,7 +252,7 @@ class BareTenants:
                 time.sleep(wait)  # a bench, not the library: the tenant's own timer
             rdd = self.sc.parallelize(list(data)).map(double)  # what a context's generation does
             began = time.monotonic()
-            rdd.count()  # what its job does
+            OUTPUTS[self.output](rdd)  # what its job does
             ended = time.monotonic()
             with self.changed:
                 if self.recording:
@@ -244,9 +268,9 @@ class BareTenants:
             self.changed.wait_for(lambda: min(self.completed) >= jobs)
 
 
-def bare_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None) -> dict[str, Any]:
+def bare_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None, output: str = "count") -> dict[str, Any]:
     """``n`` bare tenants (:class:`BareTenants`): the windows and figures of :func:`one_level` that apply without an engine."""
-    tenants = BareTenants(sc, n)
+    tenants = BareTenants(sc, n, output)
     tenants.start = time.monotonic() + 0.05
     threads = [threading.Thread(target=tenants.tenant, args=(i,), name=f"bare-tenant-{i}", daemon=True) for i in range(n)]
     for t in threads:
@@ -375,12 +399,15 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         "driver_cpu_ms_per_context_batch": round((cpu1 - cpu0) * 1000 / done, 3),
         "driver_cpu_ms_per_context_second": round((cpu1 - cpu0) * 1000 / (n * wall), 3),
         "driver_cpu_share_of_one_core": round((cpu1 - cpu0) / wall, 3),
+        "driver_cpu_ms_per_context_batch_net_of_idle": round((cpu1 - cpu0 - IDLE["cpu_s_per_s"] * wall) * 1000 / done, 3),
         "driver_cpu_ms_per_context_batch_by_thread": cpu_by_thread(by_thread0, by_thread1, done),
         "driver_system_cpu_share": round((usage1.ru_stime - usage0.ru_stime) / max(1e-9, cpu1 - cpu0), 3),
         "driver_context_switches_per_context_batch": {
             "voluntary": round((usage1.ru_nvcsw - usage0.ru_nvcsw) / done, 2),
             "involuntary": round((usage1.ru_nivcsw - usage0.ru_nivcsw) / done, 2)},
-        **({"driver_instructions_per_context_batch": round(counter.count / done)} if callgrind else {}),
+        **({"driver_instructions_per_context_batch": round(counter.count / done),
+            "driver_instructions_per_context_batch_net_of_idle": round((counter.count - IDLE["instructions_per_s"] * wall) / done)}
+           if callgrind else {}),
         "jvm_cpu_ms_per_context_batch": round((jvm1 - jvm0) * 1000 / done, 3),
         "memory_kib_per_context": round(traced / 1024 / n, 1),
         "rss_kib_per_context": round(rss / 1024 / n, 1),
@@ -430,6 +457,7 @@ def main() -> None:
                            "records_per_batch": RECORDS, "output": args.output, "warmup_batches": args.warmup,
                            "window_batches": args.batches}
     out["idle_loop_lateness_ms"] = {**quantiles(asyncio.run(ticker(3.0))), "load_average": load()}
+    out["idle_process"] = idle_process(10.0, args.callgrind)
     asyncio.run(one_level(sc, 1, 2, 1, jvm, args.output))  # unmeasured: imports and Spark's first jobs are once per process
     levels, alone = [], []
     for index, n in enumerate(int(x) for x in args.levels.split(",")):
@@ -437,7 +465,7 @@ def main() -> None:
             "engine": lambda n=n: asyncio.run(one_level(sc, n, args.warmup, args.batches, jvm, args.output,
                                                           args.callgrind))}
         if args.bare:
-            runs["bare"] = lambda n=n: bare_level(sc, n, args.warmup, args.batches, jvm)
+            runs["bare"] = lambda n=n: bare_level(sc, n, args.warmup, args.batches, jvm, args.output)
         if args.driver_alone and args.output != "none":
             runs["alone"] = lambda n=n: asyncio.run(one_level(sc, n, args.warmup, args.batches, jvm, "none"))
         order = list(runs) if index % 2 == 0 else list(reversed(runs))  # the load drifts: alternate who goes first
@@ -451,8 +479,8 @@ def main() -> None:
             level["beside_bare"] = beside_bare(level, got["bare"])
         if "alone" in got:
             level["driver_alone"] = {key: got["alone"][key] for key in (
-                "driver_cpu_ms_per_context_batch", "driver_cpu_ms_per_context_second", "memory_kib_per_context",
-                "scheduling_delay_ms", "host_loop_lateness_ms", "load_average")}
+                "driver_cpu_ms_per_context_batch", "driver_cpu_ms_per_context_batch_net_of_idle", "driver_cpu_ms_per_context_second",
+                "memory_kib_per_context", "scheduling_delay_ms", "host_loop_lateness_ms", "load_average")}
             alone.append(got["alone"])
         levels.append(level)
     out["levels"] = levels
@@ -460,10 +488,14 @@ def main() -> None:
         "driver_cpu_largest_over_smallest": flatness(levels, "driver_cpu_ms_per_context_batch"),
         "driver_cpu_per_second_largest_over_smallest": flatness(levels, "driver_cpu_ms_per_context_second"),
         "driver_own_cpu_largest_over_smallest": flatness(alone or levels, "driver_cpu_ms_per_context_batch"),
+        "driver_own_cpu_net_of_idle_largest_over_smallest": flatness(alone or levels, "driver_cpu_ms_per_context_batch_net_of_idle"),
+        "bare_pyspark_cpu_largest_over_smallest": (
+            flatness([lv["bare_pyspark"] for lv in levels], "driver_cpu_ms_per_job") if args.bare else None),
         "driver_over_bare_cpu_largest_over_smallest": (
             flatness([lv["beside_bare"] for lv in levels], "driver_own_cpu_ms_per_context_batch") if args.bare else None),
         "memory_largest_over_smallest": flatness(levels, "memory_kib_per_context"),
-        **({"instructions_largest_over_smallest": flatness(levels, "driver_instructions_per_context_batch")}
+        **({"instructions_largest_over_smallest": flatness(levels, "driver_instructions_per_context_batch"),
+            "instructions_net_of_idle_largest_over_smallest": flatness(levels, "driver_instructions_per_context_batch_net_of_idle")}
            if args.callgrind else {}),
         "target": 1.3,
     }
