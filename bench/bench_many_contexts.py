@@ -87,7 +87,7 @@ def idle_process(seconds: float, callgrind: bool) -> dict[str, Any]:
     IDLE["cpu_s_per_s"] = (cpu1 - cpu0) / wall
     IDLE["instructions_per_s"] = counter.count / wall
     return {"seconds": round(wall, 2), "cpu_ms_per_s": round(IDLE["cpu_s_per_s"] * 1000, 3),
-            "cpu_ms_per_s_by_thread": {k: round(v * 1000, 3) for k, v in cpu_by_thread(by_thread0, by_thread1, 1).items()},
+            "cpu_ms_per_s_by_thread": {k: round(v / wall, 3) for k, v in cpu_by_thread(by_thread0, by_thread1, 1).items()},
             **({"instructions_per_s": round(IDLE["instructions_per_s"])} if callgrind else {}), "load_average": load()}
 
 
@@ -180,6 +180,23 @@ class Ticker:
             asked = time.perf_counter()
             await asyncio.sleep(TICK_S)
             self.lateness_ms.append((time.perf_counter() - asked - TICK_S) * 1000)
+
+
+class LoopIterations:
+    """Counts the event loop's iterations (each a ``select`` call, and a wake-up when it slept) until :meth:`stop`."""
+
+    def __init__(self, loop: Any) -> None:
+        self.loop, self.count = loop, 0
+        self._run_once = loop._run_once
+
+        def run_once() -> None:
+            self.count += 1
+            self._run_once()
+
+        loop._run_once = run_once
+
+    def stop(self) -> None:
+        self.loop._run_once = self._run_once
 
 
 class Delays:
@@ -367,6 +384,7 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         for r in recorders:
             r.recording = True
         load_before = load()
+        iterations = LoopIterations(asyncio.get_running_loop())
         counter = Instructions(callgrind)
         counter.start()
         by_thread0, usage0 = thread_cpu_ns(), resource.getrusage(resource.RUSAGE_SELF)
@@ -377,6 +395,7 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         by_thread1, usage1 = thread_cpu_ns(), resource.getrusage(resource.RUSAGE_SELF)
         done = sum(r.completed for r in recorders) - done_before
         counter.stop()
+        iterations.stop()
         threads = threading.active_count() - BASE[0]  # alive now, less those of a process with Spark and no context
         names = collections.Counter(re.sub(r"\d+", "N", t.name) for t in threading.enumerate())
         tasks = len(asyncio.all_tasks()) - tasks_before
@@ -401,6 +420,7 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         "driver_cpu_share_of_one_core": round((cpu1 - cpu0) / wall, 3),
         "driver_cpu_ms_per_context_batch_net_of_idle": round((cpu1 - cpu0 - IDLE["cpu_s_per_s"] * wall) * 1000 / done, 3),
         "driver_cpu_ms_per_context_batch_by_thread": cpu_by_thread(by_thread0, by_thread1, done),
+        "loop_iterations_per_context_batch": round(iterations.count / done, 2),
         "driver_system_cpu_share": round((usage1.ru_stime - usage0.ru_stime) / max(1e-9, cpu1 - cpu0), 3),
         "driver_context_switches_per_context_batch": {
             "voluntary": round((usage1.ru_nvcsw - usage0.ru_nvcsw) / done, 2),
