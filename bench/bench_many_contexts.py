@@ -15,12 +15,23 @@ alone, for CPU; the second beside a host ticker on the same loop (``bench_host_l
   contexts times seconds instead. The two agree while Spark keeps up; once it does not
   (``processing_delay_ms`` over the interval), batches are generated faster than they complete
   and the first counts the generating of queued batches against the few that completed;
+  ``..._net_of_idle`` subtracts what the process spends with Spark and no context (``idle_process``,
+  measured first: pyspark's own pollers), which N contexts share;
+* what the driver's CPU is made of: ``driver_cpu_ms_per_context_batch_by_thread`` (each kind of
+  thread, from ``/proc`` schedstat), ``driver_system_cpu_share``,
+  ``driver_context_switches_per_context_batch`` and ``loop_iterations_per_context_batch`` (the
+  event loop's ``select`` passes: a lone context's batch makes all of its own);
+* with ``--callgrind`` (under ``valgrind --tool=callgrind --instr-atstart=no``, with a longer
+  ``--interval-s``), ``driver_instructions_per_context_batch``: every thread's instructions in the
+  CPU window, which the machine's load does not move;
 * ``memory_kib_per_context``: Python memory (``tracemalloc``, traced from before the contexts
   were made to the end of warm-up, after a collection) per context; RSS growth beside it;
 * ``scheduling_delay_ms`` and ``processing_delay_ms``: p50/p99/max over every batch of both
   windows, from ``BatchInfo``;
 * ``host_loop_lateness_ms``: the ticker's p50/p99/max (``bench_host_loop``'s budget: p99 <= 5 ms,
   max <= 20 ms);
+* ``bare_pyspark`` (unless ``--no-bare``): threads making the same Spark calls at the same rate
+  without the engine (:class:`BareTenants`), the platform's own curve;
 * ``threads`` (Python threads, by name) and ``jvm_threads`` alive during the run beyond those of
   the process before its first context (idle threads of a pool an earlier level grew count
   too), and ``loop_tasks`` (tasks on the loop).
