@@ -56,6 +56,7 @@ import os
 import re
 import resource
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -407,6 +408,9 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         done = sum(r.completed for r in recorders) - done_before
         counter.stop()
         iterations.stop()
+        if callgrind:  # the window's profile alone, for callgrind_annotate: what a context-batch runs at 1 and at 50
+            subprocess.run(["callgrind_control", f"--dump=contexts-{n}", str(os.getpid())],  # noqa: ASYNC221  (a bench, outside the window)
+                           check=True, stdout=subprocess.DEVNULL)
         threads = threading.active_count() - BASE[0]  # alive now, less those of a process with Spark and no context
         names = collections.Counter(re.sub(r"\d+", "N", t.name) for t in threading.enumerate())
         tasks = len(asyncio.all_tasks()) - tasks_before
