@@ -110,15 +110,20 @@ class SystemClock:
 
     async def sleep_until(self, deadline: Time) -> Time:
         """Sleep until the wall clock reaches ``deadline`` (re-checks after early wake-ups)."""
+        slept = False
         while True:
             now = self.now()
             remaining = deadline.milliseconds - now.milliseconds
             if remaining <= 0:
-                await anyio.lowlevel.checkpoint()
+                # A deadline already passed still yields; after a sleep (which yielded) a second
+                # yield would only cost the timer a pass of the event loop on every tick.
+                if not slept:
+                    await anyio.lowlevel.checkpoint()
                 return now
             # The event loop sleeps on a monotonic clock; re-reading the wall clock afterwards
             # absorbs the difference instead of firing early.
             await self._sleep(remaining / 1000)
+            slept = True
 
     async def sleep(self, duration: Duration) -> Time:
         """Sleep for ``duration``."""
