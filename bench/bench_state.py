@@ -53,6 +53,10 @@ from typing import Any, Iterator
 ROOT = Path(__file__).resolve().parent.parent
 
 
+JSON_SCHEMA = "key string, ts_ms long, value long"
+"""The rows both sides of ``vs_pyspark`` read."""
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
@@ -358,7 +362,7 @@ class PysparkSide:
             place(f, self.watched, now_ms - len(files) + i)  # in order: the source takes the oldest first
         with self.arrived:
             self.progress.clear()
-        df = self.spark.readStream.schema("key string, ts_ms long, value long").option("maxFilesPerTrigger", 1).json(
+        df = self.spark.readStream.schema(JSON_SCHEMA).option("maxFilesPerTrigger", 1).json(
             str(self.watched))
         query = (df.groupBy("key").applyInPandasWithState(count, "key string, total long", "total long", "update",
                                                           "NoTimeout")
@@ -396,11 +400,13 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
     import anyio
     import anyio.to_thread
 
+    from bench._pyspark_state_seed import seed_by_store, state_summary
     from bench._rounds import ratio_spread
 
     per_round = args.vs_batches
     rounds: list[dict[str, Any]] = []
-    seeds: dict[str, float] = {}
+    seeds: dict[str, dict[str, float]] = {}
+    checks: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory(prefix="aiodstream-bench-vs-") as tmp:
         root = Path(tmp)
         seed, round_files = write_round_files(root / "files", args.large, args.touched, args.rounds, per_round)
@@ -411,12 +417,18 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
             async with ours.ssc:
                 await ours.ssc.start_async()
                 for side in ("pyspark", "ours"):
-                    started = time.perf_counter()
+                    started, cpu = time.perf_counter(), tree_cpu_s()
                     if side == "ours":
                         await ours.run([seed], 0)
+                    elif args.pyspark_seed == "store":
+                        await anyio.to_thread.run_sync(
+                            seed_by_store, theirs.spark, JSON_SCHEMA, seed, theirs.checkpoint, lambda files: theirs.run(files, 0))
                     else:
                         await anyio.to_thread.run_sync(theirs.run, [seed], 0)
-                    seeds[side] = round(time.perf_counter() - started, 1)
+                    seeds[side] = {"wall_s": round(time.perf_counter() - started, 1), "cpu_s": round(tree_cpu_s() - cpu, 1)}
+                held = await anyio.to_thread.run_sync(state_summary, theirs.spark, theirs.checkpoint)
+                if held != {"keys": args.large, "total": args.large}:
+                    raise RuntimeError(f"pyspark's seeded state holds {held}, not {args.large} keys of count 1")
                 for r, files in enumerate(round_files):
                     row: dict[str, Any] = {"load_average_before": [round(x, 2) for x in os.getloadavg()]}
                     for side in (("pyspark", "ours") if r % 2 == 0 else ("ours", "pyspark")):
@@ -427,6 +439,11 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
                     row["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
                     rounds.append(row)
                 await ours.ssc.stop_async(stopSparkContext=False)
+                counted = await anyio.to_thread.run_sync(state_summary, theirs.spark, theirs.checkpoint)
+                expected = {"keys": args.large, "total": args.large + args.touched * per_round * args.rounds}
+                if counted != expected:
+                    raise RuntimeError(f"pyspark's state after the rounds holds {counted}, not {expected}")
+                checks["pyspark_state_after_rounds"] = counted
 
         anyio.run(driver)
     for row in rounds:
@@ -447,7 +464,7 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
                     "at a time on a stepped clock) against pyspark's addBatch (applyInPandasWithState, noop sink, "
                     f"one file per trigger, a query per round with availableNow, {args.pyspark_store} store); "
                     "CPU: the process tree's per batch",
-        "seed_s": seeds, "rounds": rounds,
+        "seed": seeds, "pyspark_seed": args.pyspark_seed, "checks": checks, "rounds": rounds,
         "ours_median_ms": statistics.median(ours_all), "pyspark_add_batch_median_ms": statistics.median(theirs_all),
         "ratio": ratio_spread([r["ratio"] for r in rounds]),
         "ratio_to_trigger": ratio_spread([r["ratio_to_trigger"] for r in rounds]),
@@ -499,6 +516,9 @@ def main() -> None:
     parser.add_argument("--vs-warmup", type=int, default=1, help="of which warm-up (not measured), at least 1")
     parser.add_argument("--pyspark-store", choices=["hdfs", "rocksdb"], default="hdfs",
                         help="applyInPandasWithState's state store (hdfs: Spark's default, in memory)")
+    parser.add_argument("--pyspark-seed", choices=["store", "operator"], default="store",
+                        help="how pyspark's side gets its --large keys (store: Spark's store written by a streaming "
+                             "aggregation, seconds; operator: applyInPandasWithState over the seed, ~1.4 ms of CPU a key)")
     parser.add_argument("--only", nargs="*", default=["keys_held", "vs_pyspark", "floor"])
     parser.add_argument("--kinds", nargs="*", default=["groups", "update_state_by_key"],
                         help="what keys_held runs (groups: flatMapGroupsWithState)")
