@@ -77,6 +77,15 @@ def batch_keys(batch: int, held: int, touched: int) -> list[int]:
     return [(batch * 7919 + i * step) % held for i in range(touched)]
 
 
+def cpu_ms_per(spent_s: float, batches: int) -> float | None:
+    """``spent_s`` of the process tree's CPU as ms per batch; None when it went backwards.
+
+    A process leaves the tree with its CPU when it is reaped outside it or by a parent ignoring
+    SIGCHLD (an idle pyspark worker exiting, say): a round that lost more than it spent has no figure.
+    """
+    return round(spent_s * 1000 / batches, 1) if spent_s >= 0 else None
+
+
 def tree_cpu_s() -> float:
     """CPU seconds of this process and all its descendants (the JVM, pyspark's daemon and workers), reaped ones included."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -119,9 +128,9 @@ class Delays:
         if len(self.delays_ms) >= self.wanted:
             self.done.set()
 
-    def cpu_ms_per_batch(self, first: int) -> float:
+    def cpu_ms_per_batch(self, first: int) -> float | None:
         """The process tree's CPU per batch (ms) from completion ``first - 1`` to the last (idle time between batches included)."""
-        return round((self.cpu_s[-1] - self.cpu_s[first - 1]) * 1000 / (len(self.cpu_s) - first), 1)
+        return cpu_ms_per(self.cpu_s[-1] - self.cpu_s[first - 1], len(self.cpu_s) - first)
 
 
 def run_ours(sc: Any, kind: str, held: int, touched: int, batches: int, interval: float,
@@ -301,7 +310,7 @@ class OursSide:
         delays = [self.batches.by_file[f.name] for f in files]
         measured = len(files) - warmup
         return {"processing_ms": delays[warmup:],
-                "cpu_ms_per_batch": round((cpu[-1] - cpu[warmup]) * 1000 / measured, 1) if measured else None}
+                "cpu_ms_per_batch": cpu_ms_per(cpu[-1] - cpu[warmup], measured) if measured else None}
 
 
 class PysparkSide:
@@ -376,8 +385,7 @@ class PysparkSide:
         measured = len(files) - warmup
         return {"add_batch_ms": [d.get("addBatch", 0) for _, d in got[warmup:]],
                 "trigger_ms": [d.get("triggerExecution", 0) for _, d in got[warmup:]],
-                "cpu_ms_per_batch": round((got[-1][0] - got[warmup - 1][0]) * 1000 / measured, 1)
-                if warmup and measured else None}
+                "cpu_ms_per_batch": cpu_ms_per(got[-1][0] - got[warmup - 1][0], measured) if warmup and measured else None}
 
 
 def write_round_files(directory: Path, held: int, touched: int, rounds: int, per_round: int) -> tuple[Path, list[list[Path]]]:
@@ -484,7 +492,8 @@ def run_floor(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
         rounds.append({"stateful_ms_median": stateful["processing_ms_median"], "floor_ms_median": floor["processing_ms_median"],
                        "ratio": round(stateful["processing_ms_median"] / floor["processing_ms_median"], 3),
                        "stateful_cpu_ms": stateful["cpu_ms_per_batch"], "floor_cpu_ms": floor["cpu_ms_per_batch"],
-                       "cpu_ratio": round(stateful["cpu_ms_per_batch"] / floor["cpu_ms_per_batch"], 3),
+                       "cpu_ratio": round(stateful["cpu_ms_per_batch"] / floor["cpu_ms_per_batch"], 3)
+                       if stateful["cpu_ms_per_batch"] and floor["cpu_ms_per_batch"] else None,
                        "stateful_ms": stateful["processing_ms"], "floor_ms": floor["processing_ms"],
                        "load_average_before": load, "load_average_after": [round(x, 2) for x in os.getloadavg()]})
     ratios = [r["ratio"] for r in rounds]
@@ -499,7 +508,8 @@ def run_floor(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
         "floor": {"processing_ms_median": statistics.median(floor_all)},
         "ratio_median_of_rounds": round(statistics.median(ratios), 3), "ratio_min": min(ratios), "ratio_max": max(ratios),
         "ratio_of_all_batches": round(statistics.median(stateful_all) / statistics.median(floor_all), 3),
-        "cpu_ratio_median_of_rounds": round(statistics.median(r["cpu_ratio"] for r in rounds), 3),
+        "cpu_ratio_median_of_rounds": round(statistics.median(cpu), 3) if (cpu := [r["cpu_ratio"] for r in rounds
+                                                                                   if r["cpu_ratio"]]) else None,
         "target_ratio": 2.0,
     }
 
