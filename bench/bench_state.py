@@ -14,7 +14,9 @@ Prints one JSON object (with the machine's load beside each part), on an embedde
     delay; one batch per file on a stepped clock, so nothing of ours runs between its batches) in
     ``--rounds`` alternating rounds of ``--vs-batches`` batches each, after each side's seed
     batch; per round the medians, the process tree's CPU per batch and the ratios, then their
-    median and spread (target: at most 0.25).
+    median and spread (target: at most 0.25). pyspark's seed is written through Spark's own store
+    in seconds (``bench/_pyspark_state_seed.py``; ``--pyspark-seed operator``: through the
+    operator, ~1.4 ms of CPU a key) and its state is checked before and after the rounds.
 (c) ``store_commits``: the state store's commit time per partition and batch in the large run,
     median and p99 (from the batches' progress).
 (d) ``remote_store`` (``--only remote_store``): the ``--small`` groups run with its checkpoint on
