@@ -14,7 +14,9 @@ Prints one JSON object (with the machine's load beside each part), on an embedde
     delay; one batch per file on a stepped clock, so nothing of ours runs between its batches) in
     ``--rounds`` alternating rounds of ``--vs-batches`` batches each, after each side's seed
     batch; per round the medians, the process tree's CPU per batch and the ratios, then their
-    median and spread (target: at most 0.25).
+    median and spread (target: at most 0.25). pyspark's seed is written through Spark's own store
+    in seconds (``bench/_pyspark_state_seed.py``; ``--pyspark-seed operator``: through the
+    operator, ~1.4 ms of CPU a key) and its state is checked before and after the rounds.
 (c) ``store_commits``: the state store's commit time per partition and batch in the large run,
     median and p99 (from the batches' progress).
 (d) ``remote_store`` (``--only remote_store``): the ``--small`` groups run with its checkpoint on
@@ -53,6 +55,10 @@ from typing import Any, Iterator
 ROOT = Path(__file__).resolve().parent.parent
 
 
+JSON_SCHEMA = "key string, ts_ms long, value long"
+"""The rows both sides of ``vs_pyspark`` read."""
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
@@ -71,6 +77,15 @@ def batch_keys(batch: int, held: int, touched: int) -> list[int]:
         return list(range(held))
     step = max(1, held // touched)
     return [(batch * 7919 + i * step) % held for i in range(touched)]
+
+
+def cpu_ms_per(spent_s: float, batches: int) -> float | None:
+    """``spent_s`` of the process tree's CPU as ms per batch; None when it went backwards.
+
+    A process leaves the tree with its CPU when it is reaped outside it or by a parent ignoring
+    SIGCHLD (an idle pyspark worker exiting, say): a round that lost more than it spent has no figure.
+    """
+    return round(spent_s * 1000 / batches, 1) if spent_s >= 0 else None
 
 
 def tree_cpu_s() -> float:
@@ -115,9 +130,9 @@ class Delays:
         if len(self.delays_ms) >= self.wanted:
             self.done.set()
 
-    def cpu_ms_per_batch(self, first: int) -> float:
+    def cpu_ms_per_batch(self, first: int) -> float | None:
         """The process tree's CPU per batch (ms) from completion ``first - 1`` to the last (idle time between batches included)."""
-        return round((self.cpu_s[-1] - self.cpu_s[first - 1]) * 1000 / (len(self.cpu_s) - first), 1)
+        return cpu_ms_per(self.cpu_s[-1] - self.cpu_s[first - 1], len(self.cpu_s) - first)
 
 
 def run_ours(sc: Any, kind: str, held: int, touched: int, batches: int, interval: float,
@@ -297,7 +312,7 @@ class OursSide:
         delays = [self.batches.by_file[f.name] for f in files]
         measured = len(files) - warmup
         return {"processing_ms": delays[warmup:],
-                "cpu_ms_per_batch": round((cpu[-1] - cpu[warmup]) * 1000 / measured, 1) if measured else None}
+                "cpu_ms_per_batch": cpu_ms_per(cpu[-1] - cpu[warmup], measured) if measured else None}
 
 
 class PysparkSide:
@@ -358,7 +373,7 @@ class PysparkSide:
             place(f, self.watched, now_ms - len(files) + i)  # in order: the source takes the oldest first
         with self.arrived:
             self.progress.clear()
-        df = self.spark.readStream.schema("key string, ts_ms long, value long").option("maxFilesPerTrigger", 1).json(
+        df = self.spark.readStream.schema(JSON_SCHEMA).option("maxFilesPerTrigger", 1).json(
             str(self.watched))
         query = (df.groupBy("key").applyInPandasWithState(count, "key string, total long", "total long", "update",
                                                           "NoTimeout")
@@ -372,8 +387,7 @@ class PysparkSide:
         measured = len(files) - warmup
         return {"add_batch_ms": [d.get("addBatch", 0) for _, d in got[warmup:]],
                 "trigger_ms": [d.get("triggerExecution", 0) for _, d in got[warmup:]],
-                "cpu_ms_per_batch": round((got[-1][0] - got[warmup - 1][0]) * 1000 / measured, 1)
-                if warmup and measured else None}
+                "cpu_ms_per_batch": cpu_ms_per(got[-1][0] - got[warmup - 1][0], measured) if warmup and measured else None}
 
 
 def write_round_files(directory: Path, held: int, touched: int, rounds: int, per_round: int) -> tuple[Path, list[list[Path]]]:
@@ -396,11 +410,13 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
     import anyio
     import anyio.to_thread
 
+    from bench._pyspark_state_seed import seed_by_store, state_summary
     from bench._rounds import ratio_spread
 
     per_round = args.vs_batches
     rounds: list[dict[str, Any]] = []
-    seeds: dict[str, float] = {}
+    seeds: dict[str, dict[str, float]] = {}
+    checks: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory(prefix="aiodstream-bench-vs-") as tmp:
         root = Path(tmp)
         seed, round_files = write_round_files(root / "files", args.large, args.touched, args.rounds, per_round)
@@ -411,12 +427,18 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
             async with ours.ssc:
                 await ours.ssc.start_async()
                 for side in ("pyspark", "ours"):
-                    started = time.perf_counter()
+                    started, cpu = time.perf_counter(), tree_cpu_s()
                     if side == "ours":
                         await ours.run([seed], 0)
+                    elif args.pyspark_seed == "store":
+                        await anyio.to_thread.run_sync(
+                            seed_by_store, theirs.spark, JSON_SCHEMA, seed, theirs.checkpoint, lambda files: theirs.run(files, 0))
                     else:
                         await anyio.to_thread.run_sync(theirs.run, [seed], 0)
-                    seeds[side] = round(time.perf_counter() - started, 1)
+                    seeds[side] = {"wall_s": round(time.perf_counter() - started, 1), "cpu_s": round(tree_cpu_s() - cpu, 1)}
+                held = await anyio.to_thread.run_sync(state_summary, theirs.spark, theirs.checkpoint)
+                if held != {"keys": args.large, "total": args.large}:
+                    raise RuntimeError(f"pyspark's seeded state holds {held}, not {args.large} keys of count 1")
                 for r, files in enumerate(round_files):
                     row: dict[str, Any] = {"load_average_before": [round(x, 2) for x in os.getloadavg()]}
                     for side in (("pyspark", "ours") if r % 2 == 0 else ("ours", "pyspark")):
@@ -427,6 +449,11 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
                     row["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
                     rounds.append(row)
                 await ours.ssc.stop_async(stopSparkContext=False)
+                counted = await anyio.to_thread.run_sync(state_summary, theirs.spark, theirs.checkpoint)
+                expected = {"keys": args.large, "total": args.large + args.touched * per_round * args.rounds}
+                if counted != expected:
+                    raise RuntimeError(f"pyspark's state after the rounds holds {counted}, not {expected}")
+                checks["pyspark_state_after_rounds"] = counted
 
         anyio.run(driver)
     for row in rounds:
@@ -447,7 +474,7 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
                     "at a time on a stepped clock) against pyspark's addBatch (applyInPandasWithState, noop sink, "
                     f"one file per trigger, a query per round with availableNow, {args.pyspark_store} store); "
                     "CPU: the process tree's per batch",
-        "seed_s": seeds, "rounds": rounds,
+        "seed": seeds, "pyspark_seed": args.pyspark_seed, "checks": checks, "rounds": rounds,
         "ours_median_ms": statistics.median(ours_all), "pyspark_add_batch_median_ms": statistics.median(theirs_all),
         "ratio": ratio_spread([r["ratio"] for r in rounds]),
         "ratio_to_trigger": ratio_spread([r["ratio_to_trigger"] for r in rounds]),
@@ -467,7 +494,8 @@ def run_floor(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
         rounds.append({"stateful_ms_median": stateful["processing_ms_median"], "floor_ms_median": floor["processing_ms_median"],
                        "ratio": round(stateful["processing_ms_median"] / floor["processing_ms_median"], 3),
                        "stateful_cpu_ms": stateful["cpu_ms_per_batch"], "floor_cpu_ms": floor["cpu_ms_per_batch"],
-                       "cpu_ratio": round(stateful["cpu_ms_per_batch"] / floor["cpu_ms_per_batch"], 3),
+                       "cpu_ratio": round(stateful["cpu_ms_per_batch"] / floor["cpu_ms_per_batch"], 3)
+                       if stateful["cpu_ms_per_batch"] and floor["cpu_ms_per_batch"] else None,
                        "stateful_ms": stateful["processing_ms"], "floor_ms": floor["processing_ms"],
                        "load_average_before": load, "load_average_after": [round(x, 2) for x in os.getloadavg()]})
     ratios = [r["ratio"] for r in rounds]
@@ -482,7 +510,8 @@ def run_floor(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
         "floor": {"processing_ms_median": statistics.median(floor_all)},
         "ratio_median_of_rounds": round(statistics.median(ratios), 3), "ratio_min": min(ratios), "ratio_max": max(ratios),
         "ratio_of_all_batches": round(statistics.median(stateful_all) / statistics.median(floor_all), 3),
-        "cpu_ratio_median_of_rounds": round(statistics.median(r["cpu_ratio"] for r in rounds), 3),
+        "cpu_ratio_median_of_rounds": round(statistics.median(cpu), 3) if (cpu := [r["cpu_ratio"] for r in rounds
+                                                                                   if r["cpu_ratio"]]) else None,
         "target_ratio": 2.0,
     }
 
@@ -499,6 +528,9 @@ def main() -> None:
     parser.add_argument("--vs-warmup", type=int, default=1, help="of which warm-up (not measured), at least 1")
     parser.add_argument("--pyspark-store", choices=["hdfs", "rocksdb"], default="hdfs",
                         help="applyInPandasWithState's state store (hdfs: Spark's default, in memory)")
+    parser.add_argument("--pyspark-seed", choices=["store", "operator"], default="store",
+                        help="how pyspark's side gets its --large keys (store: Spark's store written by a streaming "
+                             "aggregation, seconds; operator: applyInPandasWithState over the seed, ~1.4 ms of CPU a key)")
     parser.add_argument("--only", nargs="*", default=["keys_held", "vs_pyspark", "floor"])
     parser.add_argument("--kinds", nargs="*", default=["groups", "update_state_by_key"],
                         help="what keys_held runs (groups: flatMapGroupsWithState)")
