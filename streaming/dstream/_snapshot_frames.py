@@ -52,7 +52,12 @@ def is_frame_snapshot(directory: CheckpointPath) -> bool:
 
 def load_frame_snapshot(context: Any, directory: CheckpointPath) -> Any:
     """The FrameRDD a snapshot holds, on ``context`` (a FrameContext), in its saved partitions and order (blocking:
-    a small Spark job that counts the Parquet frame's partitions; the values are read lazily, like any input).
+    a small Spark job that counts the Parquet frame's partitions; the values are read when the RDD is first used).
+
+    The RDD is marked for an RDD checkpoint (under the context's checkpoint directory), which its first use takes:
+    a Connect plan names the files it reads, and every plan derived from a cached one is analyzed again on the
+    server, so no plan may keep naming the snapshot, which a later save deletes (on classic Spark a checkpoint
+    cuts the lineage and a cached RDD is never read from its files again).
 
     Raises:
         CheckpointError: the snapshot's partitions file is missing or malformed.
@@ -80,4 +85,6 @@ def load_frame_snapshot(context: Any, directory: CheckpointPath) -> Any:
         return [pickle.loads(value) for _, (_, value) in sorted(pairs, key=lambda pair: pair[1][0])]
 
     # An exact shuffle puts partition p's rows in partition p; their places restore the order.
-    return rows.map(keyed).partitionBy(partitions, in_place).mapPartitions(in_order)
+    restored = rows.map(keyed).partitionBy(partitions, in_place).mapPartitions(in_order)
+    restored.checkpoint()
+    return restored

@@ -112,6 +112,7 @@ def test_a_snapshot_of_empty_partitions_comes_back_with_as_many(connect_session:
     from streaming.dstream._snapshot_frames import load_frame_snapshot, save_frame_snapshot
 
     ctx = FrameContext(connect_session)
+    ctx.setCheckpointDir(str(tmp_path / "rdds"))  # a restored state is checkpointed there on first use
     target = CheckpointPath.local(tmp_path / "snapshot")
     save_frame_snapshot(ctx.parallelize([("a", 1), ("b", 2)], 3).filter(lambda kv: False), target)
     assert load_frame_snapshot(ctx, target).glom().collect() == [[], [], []]
