@@ -79,18 +79,24 @@ def spark_context_for(recipe: SavedRecipe) -> tuple[SparkContext | SparkSession,
 
 def _connect_session() -> SparkSession:
     """The active Spark Connect session of this thread, else the process's default one."""
+    from pyspark.errors import PySparkRuntimeError
+
+    session = None
     try:
         from pyspark.sql.connect.session import SparkSession as ConnectSession
     except ImportError:  # pyspark without the connect extra
-        session = None
+        pass
     else:
-        session = ConnectSession.getActiveSession() or ConnectSession._get_default_session()
+        try:
+            session = ConnectSession.active()
+        except PySparkRuntimeError:  # neither an active nor a default session
+            pass
     if session is None:
         raise CheckpointError(
             "the checkpoint's DStream graph was saved by a program on Spark Connect, and this process has no Spark Connect "
             "session to rebuild it on; make the session first, e.g. SparkSession.builder.remote(url).getOrCreate(), then "
             "call StreamingContext.getOrCreate")
-    return session  # type: ignore[no-any-return]
+    return session  # type: ignore[return-value]  # the Connect session stands where a SparkSession is taken
 
 
 class ContextCheckpoint:
