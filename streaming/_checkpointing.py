@@ -25,8 +25,12 @@ from .spark import (
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
+    from pyspark.sql import SparkSession
 
 __all__ = ["ContextCheckpoint", "saved_graph", "spark_context_for"]
+
+SPARK_KIND_KEY = "spark.aiodstream.savedBy"
+"""The saved graph's Spark settings name a Connect session's program with this key (``"connect"``)."""
 
 _RECOVERY_ENTRIES = ("metadata", "offsets", "commits", "sources", "state", RECIPE_FILE)
 
@@ -53,15 +57,46 @@ def saved_graph(checkpoint_path: str) -> SavedRecipe | None:
     return load_recipe(location)
 
 
-def spark_context_for(recipe: SavedRecipe) -> tuple[SparkContext, Duration | Continuous]:
-    """The SparkContext to rebuild ``recipe``'s graph on (the active one, or a new one with the saved settings), and its interval."""
+def spark_context_for(recipe: SavedRecipe) -> tuple[SparkContext | SparkSession, Duration | Continuous]:
+    """The Spark to rebuild ``recipe``'s graph on, and its interval: for a graph saved on classic Spark, the active
+    SparkContext or a new one with the saved settings; for one saved on Spark Connect, the process's active (else
+    default) Connect session, which the program makes before ``getOrCreate`` (the server's address is not saved).
+
+    Raises:
+        CheckpointError: the graph was saved on Spark Connect and this process has no Connect session.
+    """
     from pyspark import SparkConf, SparkContext
 
+    continuous_ms = getattr(recipe, "continuous_ms", None)  # recipes written before continuous processing lack it
+    interval = Duration(recipe.batch_ms) if continuous_ms is None else Continuous(continuous_ms)
+    if dict(recipe.spark_conf).get(SPARK_KIND_KEY) == "connect":
+        return _connect_session(), interval
     sc = active_spark_context()
     if sc is None:
         sc = SparkContext.getOrCreate(SparkConf(loadDefaults=False).setAll(list(recipe.spark_conf)))
-    continuous_ms = getattr(recipe, "continuous_ms", None)  # recipes written before continuous processing lack it
-    return sc, Duration(recipe.batch_ms) if continuous_ms is None else Continuous(continuous_ms)
+    return sc, interval
+
+
+def _connect_session() -> SparkSession:
+    """The active Spark Connect session of this thread, else the process's default one."""
+    from pyspark.errors import PySparkRuntimeError
+
+    session = None
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError:  # pyspark without the connect extra
+        pass
+    else:
+        try:
+            session = ConnectSession.active()
+        except PySparkRuntimeError:  # neither an active nor a default session
+            pass
+    if session is None:
+        raise CheckpointError(
+            "the checkpoint's DStream graph was saved by a program on Spark Connect, and this process has no Spark Connect "
+            "session to rebuild it on; make the session first, e.g. SparkSession.builder.remote(url).getOrCreate(), then "
+            "call StreamingContext.getOrCreate")
+    return session  # type: ignore[return-value]  # the Connect session stands where a SparkSession is taken
 
 
 class ContextCheckpoint:
@@ -124,15 +159,9 @@ class ContextCheckpoint:
         # Spark's validate(): a graph that cannot be serialized refuses the start before anything
         # on disk changes, the checkpoint's lock file included (pyspark's message).
         saved = None
-        if self.location is not None and self._env.graph.is_stateful:
-            # State snapshots are saved and read back as pickle files of RDDs (saveAsPickleFile, pickleFile).
-            self._spark.require_jvm(
-                "a stateful stream (updateStateByKey, a window with an inverse function) with ssc.checkpoint(dir)",
-                "give the state's directory with ssc.sparkContext.setCheckpointDir(dir) instead (a restart from the "
-                "checkpoint does not carry state on Connect yet)")
         if self.location is not None:
-            # A Connect session's settings live on its server, which a restart reconnects to: nothing to carry.
-            conf = [] if self._spark.kind == "connect" else [
+            # A Connect session's settings live on its server, which a restart reconnects to: only the kind is carried.
+            conf = [(SPARK_KIND_KEY, "connect")] if self._spark.kind == "connect" else [
                 (k, v) for k, v in self._spark.spark_context.getConf().getAll() if k not in _NOT_RESTORED_CONF]
             continuous = self._env.continuous
             saved = self._env.recipe.serialize(batch_ms=self._env.batch_duration.milliseconds, concurrent_jobs=concurrent_jobs,

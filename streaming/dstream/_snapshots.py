@@ -3,6 +3,8 @@
 Spark checkpoints the whole DStream graph with its state RDDs (``DStreamCheckpointData``); here
 each stateful stream saves its state RDD at its checkpoint interval under
 ``<checkpoint>/state/<n>/<batchId + 1>``, and a restart rebuilds the rest from the logged input.
+On classic Spark a snapshot is a pickle file of the RDD; on Spark Connect, Parquet of pickled rows
+(``_snapshot_frames``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from scheduler import (
 )
 
 from ..recovery import InputDescriptor
+from ._snapshot_frames import is_frame_snapshot, load_frame_snapshot, save_frame_snapshot
 
 __all__ = ["StatefulStream", "StateSnapshots"]
 
@@ -78,7 +81,8 @@ class StateSnapshots:
         directory: the checkpoint directory.
         batch_duration: the graph's batch interval.
         streams: the stateful streams, in a stable order (their index names their directory).
-        spark_context: gives the SparkContext that reads a snapshot back (called in the generation thread).
+        spark_context: gives the SparkContext (or, on Spark Connect, the FrameContext) that reads a snapshot
+            back (called in the generation thread).
     """
 
     def __init__(self, directory: CheckpointPath, batch_duration: Duration, streams: Sequence[StatefulStream],
@@ -145,7 +149,11 @@ class StateSnapshots:
                 self._versions[index] = batch_id + 1
                 continue  # a re-run batch: the same input gave the same state
             temp = directory / temp_name(str(batch_id + 1))
-            stream.generated[time].saveAsPickleFile(temp.uri())
+            rdd = stream.generated[time]
+            if _is_classic(rdd):
+                rdd.saveAsPickleFile(temp.uri())
+            else:  # a FrameRDD: the Connect server writes it
+                save_frame_snapshot(rdd, temp)
             if not temp.rename_new(target):  # a racing writer of the same batch: its snapshot is the same state
                 temp.delete(recursive=True)
             self._versions[index] = batch_id + 1
@@ -208,7 +216,29 @@ class StateSnapshots:
                 continue  # no snapshot yet: the state is rebuilt from the first batch's input
             if sc is None:
                 sc = self._spark_context()
-            rdd: Any = sc.pickleFile(restore.path.uri())
+            rdd: Any = self._read(sc, restore.path)
             stream.restore_rdd(restore.time, rdd)
             self._log.info("state restored", stream=type(stream).__name__, index=restore.index,
                            snapshot=restore.time.milliseconds, path=str(restore.path))
+
+    @staticmethod
+    def _read(sc: Any, path: CheckpointPath) -> Any:
+        """The state RDD saved in ``path``, on ``sc`` (a SparkContext, or a FrameContext on Spark Connect).
+
+        Raises:
+            CheckpointError: the snapshot was written by the other kind of Spark.
+        """
+        frames = is_frame_snapshot(path)
+        if _is_classic(sc) == frames:
+            written, reading = ("Spark Connect", "classic Spark") if frames else ("classic Spark", "Spark Connect")
+            raise CheckpointError(f"the state snapshot {path} was written on {written} and cannot be read on {reading}; "
+                                  "restart the program on the same kind of Spark, or start over with a new checkpoint "
+                                  "directory", path=str(path))
+        return load_frame_snapshot(sc, path) if frames else sc.pickleFile(path.uri())
+
+
+def _is_classic(spark_object: Any) -> bool:
+    """Whether ``spark_object`` (a state RDD or the context reading one) is classic Spark's, not a Connect FrameRDD's."""
+    from pyspark import RDD, SparkContext
+
+    return isinstance(spark_object, (RDD, SparkContext))

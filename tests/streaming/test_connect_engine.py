@@ -185,22 +185,6 @@ def test_a_checkpoint_through_hadoop_is_refused(connect_session: Any) -> None:
                                  + "give a directory on the driver's disk (a local path or a file: URI)")
 
 
-def test_state_with_a_context_checkpoint_is_refused_at_start(connect_session: Any, tmp_path: Path) -> None:
-    """updateStateByKey with ssc.checkpoint(dir) is refused at start on Connect (its snapshots are RDD pickle files)."""
-    from streaming.spark import ConnectNotSupportedError
-
-    ssc = StreamingContext(connect_session, 1)
-    ssc.checkpoint(str(tmp_path / "checkpoint"))
-    ssc.queueStream([[("a", 1)]]).updateStateByKey(lambda values, state: sum(values) + (state or 0)).pprint()
-    with pytest.raises(ConnectNotSupportedError) as raised:
-        ssc.start()
-    assert str(raised.value) == (
-        "a stateful stream (updateStateByKey, a window with an inverse function) with ssc.checkpoint(dir) " + _NEEDS_JVM
-        + "give the state's directory with ssc.sparkContext.setCheckpointDir(dir) instead (a restart from the checkpoint "
-          "does not carry state on Connect yet)")
-    assert ssc.getState() == "INITIALIZED"
-
-
 def test_a_receiver_on_an_executor_is_refused(connect_session: Any) -> None:
     """socketTextStream(placement="executor") is refused on Connect, naming the driver placement."""
     from streaming.spark import ConnectNotSupportedError

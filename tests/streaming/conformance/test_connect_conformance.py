@@ -22,10 +22,7 @@ pytestmark = pytest.mark.connect
 DEFAULT_GROUPS = ["elementwise", "aggregations", "pprint", "save_as_text_files"]
 """Run by default: stateless operations, the shuffles (reduce, combine, partitionBy, groupByKey, countByValue), pprint, saves."""
 
-NOT_YET: dict[str, str] = {
-    "update_state_by_key": "it calls ssc.checkpoint(dir) with updateStateByKey, refused on Connect at start (state snapshots "
-                           "are RDD pickle files; tests/streaming/test_connect_engine.py checks the refusal)",
-}
+NOT_YET: dict[str, str] = {}
 """Groups that fail on Connect for now, with why; opt-in runs skip them."""
 
 _ALL = os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"

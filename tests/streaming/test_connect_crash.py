@@ -1,0 +1,81 @@
+"""Crash test on Spark Connect: SIGKILL a checkpointed stateful program at random moments, restart it, prove exactly-once.
+
+``test_dstream_crash.py``'s scenario with the program on a Connect session (``connect_crash_child.py``): the
+child connects to the test run's Connect server by URL (it starts no JVM), its checkpoint on this machine's disk,
+its ``updateStateByKey`` state snapshotted by the server as Parquet, and ``getOrCreate`` rebuilds its saved graph
+on the child's Connect session. Each round the test writes input files while the child runs, kills it at a random
+moment once it has saved a few batches, and writes more input while it is down; a last run stops gracefully. Then
+every input line must be in exactly one saved batch, and the last running count must equal the number of lines.
+
+Real time is inherent (a child process on the system clock), so the test waits in short, bounded steps.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import CONNECT_TOKEN
+from tests.crash import Children, child_env, complete_saves, err_tail, faults_all, kill, kill_delays, lines_of, spawn, wait_started
+from tests.streaming.connect_crash_child import URL_VARIABLE
+from tests.streaming.test_dstream_crash import Input, saved_lines, wait_for_saves
+
+pytestmark = pytest.mark.connect
+
+CHILD = Path(__file__).with_name("connect_crash_child.py")
+ROUNDS = 4 if faults_all() else 2
+"""Kills per run: two by default (a child starts no JVM, so a round costs seconds, not a minute); a seeded schedule
+of four with ``AIODSTREAM_FAULTS=all``."""
+SEED = 20261126
+
+
+def start(tmp: Path, url: str) -> subprocess.Popen[str]:
+    return spawn([str(CHILD), str(tmp / "in"), str(tmp / "out"), str(tmp / "ck"), str(tmp / "stop")], tmp,
+                 child_env({URL_VARIABLE: url}))
+
+
+@pytest.mark.timeout(300 * ROUNDS + 300)  # real-time batches on a loaded machine
+def test_sigkilled_connect_program_saves_every_line_once_and_keeps_its_running_count(
+        connect_address: str, connect_session: Any, tmp_path: Path) -> None:
+    """Every line in exactly one saved batch and the running count exact, across kills of a stateful program on Connect."""
+    url = f"sc://{connect_address}/;token={CONNECT_TOKEN};session_id={uuid.uuid4()}"
+    rng = random.Random(SEED)
+    source = Input(tmp_path / "in", tmp_path / "staging")
+    out = tmp_path / "out"
+    with Children() as children:
+        for delay in kill_delays(rng, ROUNDS, 0.0, 2.0):
+            child = children.add(start(tmp_path, url))
+            wait_started(child, tmp_path)
+            saved = len(complete_saves(out, "count"))
+            for _ in range(rng.randint(2, 4)):
+                source.add_file(rng)
+                time.sleep(rng.uniform(0.2, 0.8))
+            wait_for_saves(out, saved + 2)
+            time.sleep(delay)  # somewhere in a batch: a query on the server, a snapshot, a log write
+            kill(child)
+            source.add_file(rng)  # arrives while the program is down
+        child = children.add(start(tmp_path, url))
+        wait_started(child, tmp_path)
+        source.add_file(rng)
+        deadline = time.monotonic() + 300
+        while sorted(saved_lines(out)) != sorted(source.lines):
+            assert time.monotonic() < deadline, f"lines still missing: {sorted(set(source.lines) - set(saved_lines(out)))}"
+            assert child.poll() is None, err_tail(tmp_path)
+            time.sleep(0.1)
+        (tmp_path / "stop").touch()
+        assert child.wait(timeout=180) == 0, err_tail(tmp_path)
+
+    assert sorted(saved_lines(out)) == sorted(source.lines), "every input line in exactly one saved batch"
+    counts = complete_saves(out, "count")
+    last = lines_of(counts[max(counts)])
+    assert [ast.literal_eval(line) for line in last] == [("lines", len(source.lines))]
+    assert not [p for p in out.iterdir() if not (p / "_SUCCESS").exists()], "no half-written batch left behind"
+    # The state was restored from a snapshot the server wrote (Parquet with its partitions file), not only rebuilt.
+    assert list((tmp_path / "ck" / "state" / "0").glob("*/_partitions"))
