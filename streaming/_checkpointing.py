@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from scheduler import CheckpointClaim, CheckpointError, CheckpointPath, Duration, ProgressTrackingOptions, checkpoint_claims, library_logger
 
@@ -62,6 +62,17 @@ def spark_context_for(recipe: SavedRecipe) -> tuple[SparkContext, Duration | Con
         sc = SparkContext.getOrCreate(SparkConf(loadDefaults=False).setAll(list(recipe.spark_conf)))
     continuous_ms = getattr(recipe, "continuous_ms", None)  # recipes written before continuous processing lack it
     return sc, Duration(recipe.batch_ms) if continuous_ms is None else Continuous(continuous_ms)
+
+
+def _snapshots_state(outputs: Sequence[Any]) -> bool:
+    """Whether a stream the outputs depend on saves state snapshots (``updateStateByKey``, an inverse-reduced window)."""
+    stack = list(outputs)
+    while stack:
+        stream = stack.pop()
+        if stream.must_checkpoint:
+            return True
+        stack.extend(stream.parents)
+    return False
 
 
 class ContextCheckpoint:
@@ -124,8 +135,9 @@ class ContextCheckpoint:
         # Spark's validate(): a graph that cannot be serialized refuses the start before anything
         # on disk changes, the checkpoint's lock file included (pyspark's message).
         saved = None
-        if self.location is not None and self._env.graph.is_stateful:
-            # State snapshots are saved and read back as pickle files of RDDs (saveAsPickleFile, pickleFile).
+        if self.location is not None and _snapshots_state(self._env.graph.output_streams):
+            # State snapshots are saved and read back as pickle files of RDDs (saveAsPickleFile, pickleFile);
+            # the keyed state operators keep theirs in their state store, which Connect's tasks reach.
             self._spark.require_jvm(
                 "a stateful stream (updateStateByKey, a window with an inverse function) with ssc.checkpoint(dir)",
                 "give the state's directory with ssc.sparkContext.setCheckpointDir(dir) instead (a restart from the "

@@ -24,7 +24,6 @@ from ..state import (
 )
 from ._keyed_state import KeyedStateNode, PartitionBatch
 from ._node import StreamNode
-from ._refusals import refuse_on_connect
 from ._watermark import WatermarkedNode
 
 __all__ = ["GroupsWithStateNode", "check_output_mode", "initial_groups"]
@@ -67,7 +66,6 @@ class GroupsWithStateNode(KeyedStateNode):
         if not callable(func):
             raise InvalidPipelineError(f"func must be a function of (key, values, state), got {func!r}")
         timeout = GroupStateTimeout.check(timeout)
-        refuse_on_connect(parent.env, "flatMapGroupsWithState" if flat else "mapGroupsWithState")
         super().__init__(parent, num_partitions=num_partitions, initial=initial, event_time=event_time)
         self._func = func
         self._flat = flat

@@ -1,0 +1,46 @@
+"""flatMapGroupsWithState on Spark Connect gives pyspark's applyInPandasWithState output, batch by batch.
+
+The programs and events of :mod:`.test_conformance`, run by the same driver over the test run's
+Connect session: the state stores live under the checkpoint as on classic Spark, opened by the
+server's Python workers, and the tasks' numbers and event-time statistics reach the driver as
+report files instead of accumulators. The default run takes the program with event-time
+timeouts under a watermark (both channels); ``AIODSTREAM_CONNECT=all`` runs every program.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.streaming.groups.reference import PROGRAMS
+from tests.streaming.groups.test_conformance import EVENTS, pyspark_outputs, run_ours
+
+pytestmark = pytest.mark.connect
+
+DEFAULT_PROGRAMS = ["sessions"]
+"""Run by default: sessions closed by event-time timeouts, which needs the watermark's statistics and the state's."""
+
+_ALL = os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"
+
+
+def _programs() -> list[Any]:
+    return [program if program in DEFAULT_PROGRAMS or _ALL else pytest.param(program, marks=pytest.mark.skip(
+        reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers Connect with " + ", ".join(DEFAULT_PROGRAMS)))
+        for program in sorted(PROGRAMS)]
+
+
+def test_the_default_programs_are_programs() -> None:
+    """Every program run by default is one of the conformance programs."""
+    assert set(DEFAULT_PROGRAMS) <= set(PROGRAMS)
+
+
+@pytest.mark.parametrize("program", _programs())
+def test_the_same_output_per_batch_on_connect(spark_context: Any, connect_session: Any, tmp_path: Path, program: str) -> None:
+    """applyInPandasWithState's outputs, per input batch, from a Connect session."""
+    theirs = pyspark_outputs(spark_context, program)
+    ours = run_ours(connect_session, tmp_path / "ck", program, EVENTS)
+    assert any(theirs), "the reference produced nothing: the comparison would prove nothing"
+    assert [[tuple(row) for row in batch] for batch in ours] == theirs
