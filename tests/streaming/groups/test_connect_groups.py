@@ -4,7 +4,8 @@ The programs and events of :mod:`.test_conformance`, run by the same driver over
 Connect session: the state stores live under the checkpoint as on classic Spark, opened by the
 server's Python workers, and the tasks' numbers and event-time statistics reach the driver as
 report files instead of accumulators. The default run takes the program with event-time
-timeouts under a watermark (both channels); ``AIODSTREAM_CONNECT=all`` runs every program.
+timeouts under a watermark (both channels) and mapGroupsWithState's restart from its state
+store; ``AIODSTREAM_CONNECT=all`` runs every program and the heartbeat program's progress.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.streaming.groups import test_dstream_groups as classic
 from tests.streaming.groups.reference import PROGRAMS
 from tests.streaming.groups.test_conformance import EVENTS, pyspark_outputs, run_ours
 
@@ -44,3 +46,16 @@ def test_the_same_output_per_batch_on_connect(spark_context: Any, connect_sessio
     ours = run_ours(connect_session, tmp_path / "ck", program, EVENTS)
     assert any(theirs), "the reference produced nothing: the comparison would prove nothing"
     assert [[tuple(row) for row in batch] for batch in ours] == theirs
+
+
+@pytest.mark.skipif(not _ALL, reason="opt-in (AIODSTREAM_CONNECT=all): the restart test runs the same program by default")
+def test_processing_time_timeouts_and_progress_on_connect(connect_session: Any, tmp_path: Path) -> None:
+    """mapGroupsWithState's heartbeat program of :mod:`.test_dstream_groups` on Connect: the same outputs, and the
+    same state numbers in the progress (rows held, timeouts fired, state store instances) from the tasks' reports."""
+    classic.test_processing_time_timeouts_fire_in_the_first_batch_strictly_after_them(connect_session, tmp_path)
+
+
+def test_the_state_survives_a_restart_on_connect(connect_session: Any, tmp_path: Path) -> None:
+    """Stopped after two batches and resumed with getOrCreate on Connect: the count goes on from the state store,
+    whose partition count the checkpoint keeps, and the timeout still fires."""
+    classic.test_the_state_survives_a_restart_from_the_checkpoint(connect_session, tmp_path)
