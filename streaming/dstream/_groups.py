@@ -44,10 +44,13 @@ def check_output_mode(output_mode: object) -> None:
 
 
 def initial_groups(initial: Any) -> Any:
-    """An initial state as the operator takes it: an RDD, or a list that the first batch parallelizes (on the generation thread)."""
+    """An initial state as the operator takes it: an RDD (a FrameRDD on Connect), or a list that the first batch
+    parallelizes (on the generation thread)."""
     from pyspark import RDD
 
-    if initial is not None and not isinstance(initial, RDD):
+    from ..connect import FrameRDD
+
+    if initial is not None and not isinstance(initial, (RDD, FrameRDD)):
         return list(initial)
     return initial
 

@@ -44,7 +44,9 @@ def initial_rows(initial: Any) -> list[tuple[Any, Any]] | None:
     """
     from pyspark import RDD
 
-    if isinstance(initial, RDD):
+    from ..connect import FrameRDD
+
+    if isinstance(initial, (RDD, FrameRDD)):
         raise InvalidPipelineError(
             "initialState of transformWithState must be (key, row) pairs in a list, not an RDD: the operator needs a "
             "checkpoint, and the program saved there cannot hold an RDD; pass initialState=rdd.collect()")

@@ -59,3 +59,47 @@ def test_the_state_survives_a_restart_on_connect(connect_session: Any, tmp_path:
     """Stopped after two batches and resumed with getOrCreate on Connect: the count goes on from the state store,
     whose partition count the checkpoint keeps, and the timeout still fires."""
     classic.test_the_state_survives_a_restart_from_the_checkpoint(connect_session, tmp_path)
+
+
+@pytest.mark.skipif(not _ALL, reason="opt-in (AIODSTREAM_CONNECT=all): transformWithState's default Connect test has initial state")
+def test_an_initial_state_on_connect(connect_session: Any, tmp_path: Path) -> None:
+    """flatMapGroupsWithState's initialState (a list, parallelized on the Connect session): batch 0 starts from it."""
+    from scheduler import ManualClock
+    from streaming import StreamingContext
+    from tests.support import run_dstream_batches
+
+    def total(key: str, values: Any, state: Any) -> list[tuple[str, int]]:
+        state.update((state.getOption or 0) + sum(values))
+        return [(key, state.get)]
+
+    outputs: dict[int, list[Any]] = {}
+    clock = ManualClock(0)
+    ssc = StreamingContext(connect_session, 1, clock=clock)
+    spark = ssc.sparkContext
+    stream = ssc.queueStream([spark.parallelize([("a", 1), ("b", 2)], 2), spark.parallelize([("a", 1)], 2)], oneAtATime=True)
+    result = stream.flatMapGroupsWithState(total, "update", "NoTimeout", numPartitions=2, initialState=[("a", 10), ("z", 5)])
+    result.foreachRDD(lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))
+    ssc.checkpoint(str(tmp_path / "ck"))
+    assert run_dstream_batches(ssc, clock, 2) == []
+    assert outputs == {1000: [("a", 11), ("b", 2), ("z", 5)], 2000: [("a", 12)]}
+
+
+def test_the_state_advances_when_no_output_reads_it(connect_session: Any, tmp_path: Path) -> None:
+    """Outputs that never read the operator: its own output runs every partition's state on Connect (a count), once per
+    batch, and the tasks' reports give the progress its numbers."""
+    from scheduler import ManualClock
+    from streaming import StreamingContext
+    from tests.support import run_dstream_batches
+
+    clock = ManualClock(0)
+    ssc = StreamingContext(connect_session, 1, clock=clock)
+    spark = ssc.sparkContext
+    stream = ssc.queueStream([spark.parallelize(b, 2) for b in (["a", "b", "c"], ["a"])], oneAtATime=True)
+    stream.map(lambda k: (k, 1)).flatMapGroupsWithState(classic.count_values, "update", "NoTimeout", numPartitions=2)
+    seen: list[list[Any]] = []
+    stream.foreachRDD(lambda rdd: seen.append(sorted(rdd.collect())))
+    ssc.checkpoint(str(tmp_path / "ck"))
+    assert run_dstream_batches(ssc, clock, 2) == []
+    assert seen == [["a", "b", "c"], ["a"]]
+    operators = [p.state_operators[0] for p in ssc.runtime.recent_progress]
+    assert [(op.num_rows_total, op.num_rows_updated, op.num_state_store_instances) for op in operators] == [(3, 3, 2), (3, 1, 2)]

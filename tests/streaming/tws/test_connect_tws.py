@@ -51,3 +51,16 @@ def test_the_same_outputs_and_counters_on_connect(connect_session: Any, tmp_path
     assert metrics == expected_metrics
     if PROGRAMS[program]["time_mode"] == "EventTime":
         assert sum(m["numRowsDroppedByWatermark"] for m in metrics) == 2  # the late rows, counted by the tasks' reports
+
+
+def test_an_initial_state_as_a_frame_rdd_is_refused_as_an_rdd_is(connect_session: Any) -> None:
+    """transformWithState's initialState must be a list on Connect too: a FrameRDD gets the classic RDD's message."""
+    from scheduler import InvalidPipelineError
+    from streaming import StreamingContext
+    from tests.streaming.tws.test_dstream_tws import Tally
+
+    ssc = StreamingContext(connect_session, 1)
+    pairs = ssc.queueStream([[("a", 1)]])
+    with pytest.raises(InvalidPipelineError, match=r"^initialState of transformWithState must be \(key, row\) pairs in a "
+                                                   r"list, not an RDD: .*; pass initialState=rdd\.collect\(\)$"):
+        pairs.transformWithState(Tally(), "Update", "None", initialState=ssc.sparkContext.parallelize([("a", 1)]))
