@@ -3,7 +3,8 @@
 Each example runs as its own program with ``--remote`` naming the test run's Connect server
 (its ``StreamingContext`` takes the Connect session; nothing else changes), and its output is
 compared with the lines its classic run must print (:mod:`tests.test_examples`). The default run
-takes ``fraud_detection.py`` (transformWithState with event-time timers under a watermark);
+takes ``heartbeat_monitor.py`` (mapGroupsWithState with processing-time timeouts, the shortest:
+the keyed conformance tests on Connect cover transformWithState and event time by default);
 ``AIODSTREAM_CONNECT=all`` runs every one.
 """
 
@@ -40,8 +41,8 @@ NOT_YET: dict[str, str] = {
 }
 """Examples that do not run on Connect yet, with why; skipped."""
 
-DEFAULT_EXAMPLES = ["fraud_detection.py"]
-"""Run by default: a transformWithState processor with state of three kinds, event-time timers and late rows."""
+DEFAULT_EXAMPLES = ["heartbeat_monitor.py"]
+"""Run by default: a mapGroupsWithState program whose devices go offline by processing-time timeouts."""
 
 _ALL = os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"
 
