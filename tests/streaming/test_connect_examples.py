@@ -5,7 +5,8 @@ Each example runs as its own program with ``--remote`` naming the test run's Con
 compared with the lines its classic run must print (:mod:`tests.test_examples`). The default run
 takes ``heartbeat_monitor.py`` (mapGroupsWithState with processing-time timeouts, the shortest:
 the keyed conformance tests on Connect cover transformWithState and event time by default);
-``AIODSTREAM_CONNECT=all`` runs every one.
+``AIODSTREAM_CONNECT=all`` runs every one (``stateful_wordcount.py`` needs updateStateByKey with a
+checkpoint on Connect, issue 30's ustate lane).
 """
 
 from __future__ import annotations
@@ -35,12 +36,6 @@ EXAMPLES: dict[str, tuple[list[str], list[str]]] = {
 }
 """Example -> (its arguments, the lines it prints on classic Spark; for stateful_wordcount.py, its last line)."""
 
-NOT_YET: dict[str, str] = {
-    "stateful_wordcount.py": "updateStateByKey with ssc.checkpoint(dir) is refused on Connect at start (its state snapshots "
-                             "are RDD pickle files; the ustate lane of issue 30 carries them to Connect)",
-}
-"""Examples that do not run on Connect yet, with why; skipped."""
-
 DEFAULT_EXAMPLES = ["heartbeat_monitor.py"]
 """Run by default: a mapGroupsWithState program whose devices go offline by processing-time timeouts."""
 
@@ -48,22 +43,14 @@ _ALL = os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"
 
 
 def _examples() -> list[Any]:
-    params = []
-    for name in sorted(EXAMPLES):
-        if name in NOT_YET:
-            params.append(pytest.param(name, marks=pytest.mark.skip(reason=f"not on Spark Connect yet: {NOT_YET[name]}")))
-        elif name in DEFAULT_EXAMPLES or _ALL:
-            params.append(name)
-        else:
-            params.append(pytest.param(name, marks=pytest.mark.skip(
-                reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers Connect with " + ", ".join(DEFAULT_EXAMPLES))))
-    return params
+    return [name if name in DEFAULT_EXAMPLES or _ALL else pytest.param(name, marks=pytest.mark.skip(
+        reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers Connect with " + ", ".join(DEFAULT_EXAMPLES)))
+        for name in sorted(EXAMPLES)]
 
 
 def test_the_default_examples_are_examples() -> None:
-    """Every example run by default, or listed as not running yet, is one of the stateful examples; none is both."""
-    assert set(DEFAULT_EXAMPLES) | set(NOT_YET) <= set(EXAMPLES)
-    assert not set(DEFAULT_EXAMPLES) & set(NOT_YET)
+    """Every example run by default is one of the stateful examples."""
+    assert set(DEFAULT_EXAMPLES) <= set(EXAMPLES)
 
 
 @pytest.mark.timeout(900)
