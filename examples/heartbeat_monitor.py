@@ -16,6 +16,8 @@ import tempfile
 import threading
 from typing import Any, Iterator
 
+from pyspark.sql import SparkSession
+
 from streaming import StreamingContext, StreamingListener
 from streaming.state import GroupState, GroupStateTimeout
 
@@ -55,10 +57,11 @@ class OfflineWatch(StreamingListener):
                 self.done.set()
 
 
-def main(timeout_s: float, interval: float, limit_s: float) -> None:
+def main(timeout_s: float, interval: float, limit_s: float, remote: str | None = None) -> None:
     seen: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="aiodstream-heartbeats-") as checkpoint:
-        ssc = StreamingContext(batchDuration=interval)  # an embedded local Spark
+        spark = SparkSession.builder.remote(remote).getOrCreate() if remote else None  # Spark Connect, or none
+        ssc = StreamingContext(spark, interval)  # without a session: an embedded local Spark
         ssc.checkpoint(checkpoint)
         watch = OfflineWatch(seen)
         ssc.addStreamingListener(watch)
@@ -82,5 +85,6 @@ if __name__ == "__main__":
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds of silence before a device is offline")
     parser.add_argument("--interval", type=float, default=1.0, help="batch interval in seconds")
     parser.add_argument("--limit", type=float, default=120.0, help="give up after this many seconds")
+    parser.add_argument("--remote", help="run on this Spark Connect server (sc://host:port) instead of an embedded local Spark")
     args = parser.parse_args()
-    main(args.timeout, args.interval, args.limit)
+    main(args.timeout, args.interval, args.limit, args.remote)

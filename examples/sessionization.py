@@ -19,6 +19,8 @@ import tempfile
 import threading
 from typing import Any, Iterator
 
+from pyspark.sql import SparkSession
+
 from streaming import StreamingContext, StreamingListener
 from streaming.state import GroupState, GroupStateTimeout
 
@@ -69,10 +71,11 @@ class StopAfter(StreamingListener):
             self.done.set()
 
 
-def main(batches: int, interval: float) -> None:
+def main(batches: int, interval: float, remote: str | None = None) -> None:
     reported: list[str] = []
     with tempfile.TemporaryDirectory(prefix="aiodstream-sessions-") as checkpoint:
-        ssc = StreamingContext(batchDuration=interval)  # an embedded local Spark
+        spark = SparkSession.builder.remote(remote).getOrCreate() if remote else None  # Spark Connect, or none
+        ssc = StreamingContext(spark, interval)  # without a session: an embedded local Spark
         ssc.checkpoint(checkpoint)  # the state store lives here
         stopper = StopAfter(batches)
         ssc.addStreamingListener(stopper)
@@ -93,5 +96,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--interval", type=float, default=0.5, help="batch interval in seconds")
+    parser.add_argument("--remote", help="run on this Spark Connect server (sc://host:port) instead of an embedded local Spark")
     args = parser.parse_args()
-    main(args.batches, args.interval)
+    main(args.batches, args.interval, args.remote)

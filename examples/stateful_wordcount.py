@@ -45,12 +45,16 @@ def update(new_values: Iterable[int], running: int | None) -> int:
     return sum(new_values) + (running or 0)
 
 
-def main(batches: int, interval: float) -> None:
+def main(batches: int, interval: float, remote: str | None = None) -> None:
     from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
 
-    sc = SparkContext.getOrCreate(SparkConf().setMaster("local[2]").setAppName("StatefulWordCount")
-                                  .set("spark.ui.showConsoleProgress", "false"))
-    sc.setLogLevel("WARN")
+    if remote:  # a Spark Connect session: the same program, no SparkContext in this process
+        sc: Any = SparkSession.builder.remote(remote).getOrCreate()
+    else:
+        sc = SparkContext.getOrCreate(SparkConf().setMaster("local[2]").setAppName("StatefulWordCount")
+                                      .set("spark.ui.showConsoleProgress", "false"))
+        sc.setLogLevel("WARN")
     with tempfile.TemporaryDirectory(prefix="aiodstream-checkpoint-") as checkpoint:
         ssc = StreamingContext(sc, interval)
         ssc.checkpoint(checkpoint)  # updateStateByKey needs a checkpoint directory, as in Spark
@@ -81,5 +85,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, default=6, help="stop after this many batches")
     parser.add_argument("--interval", type=float, default=1.0, help="batch interval in seconds")
+    parser.add_argument("--remote", help="run on this Spark Connect server (sc://host:port) instead of an embedded local Spark")
     args = parser.parse_args()
-    main(args.batches, args.interval)
+    main(args.batches, args.interval, args.remote)

@@ -9,6 +9,45 @@ import pytest
 
 from tests.crash import ROOT, run_python
 
+SESSIONIZATION_OUTPUT = [
+    "session closed: bob, 2 click(s), 09:05-09:15",
+    "session closed: cy, 1 click(s), 09:11-09:11",
+    "2 sessions closed in 8 batches",
+]
+"""What sessionization.py prints with the arguments its test gives (on Spark Connect too)."""
+
+FRAUD_DETECTION_OUTPUT = [
+    "batch 1: ALERT repeat: card 4222 paid bar 3 times",
+    "batch 1: ALERT velocity: card 4222 made 3 transactions within 10 minutes",
+    "batch 2: ALERT velocity: card 4222 made 4 transactions within 10 minutes",
+    "batch 6: card 4222 quiet: 4 transactions at 2 merchants",
+    "batch 7: card 4111 quiet: 4 transactions at 3 merchants",
+    "5 reports in 8 batches",
+]
+"""What fraud_detection.py prints with the arguments its test gives (on Spark Connect too)."""
+
+DEVICE_MONITOR_OUTPUT = [
+    "batch 0: fan online: last 100, average 100 of 1",
+    "batch 0: pump online: last 10, average 10 of 1",
+    "batch 1: door online: last 1, average 1 of 1",
+    "batch 1: fan reporting: last 200, average 150 of 2",
+    "batch 1: pump reporting: last 11, average 10.5 of 2",
+    "batch 2: fan reporting: last 300, average 200 of 3",
+    "batch 2: pump reporting: last 12, average 11 of 3",
+    "batch 3: pump reporting: last 13, average 12 of 3",
+    "batch 4: door offline: silent for 3 intervals, 0 readings left",
+    "batch 4: pump reporting: last 14, average 13 of 3",
+    "batch 5: fan offline: silent for 3 intervals, 0 readings left",
+    "batch 5: pump reporting: last 15, average 14 of 3",
+    "batch 6: pump reporting: last 16, average 15 of 3",
+    "batch 7: pump reporting: last 17, average 16 of 3",
+    "14 reports in 8 batches; 11 values removed by their time-to-live",
+]
+"""What device_monitor.py prints with the arguments its test gives (on Spark Connect too)."""
+
+HEARTBEAT_MONITOR_OUTPUT = ["offline: sensor-2", "still online: sensor-1, sensor-3"]
+"""What heartbeat_monitor.py prints with the arguments its test gives (on Spark Connect too)."""
+
 
 def run_example(name: str, *args: str, timeout: float = 120) -> str:
     result = run_python([str(ROOT / "examples" / name), *args], timeout=timeout)
@@ -78,11 +117,7 @@ def test_recoverable_wordcount_resumes_after_a_crash_with_exact_counts() -> None
 def test_sessionization_closes_the_sessions_whose_users_went_quiet() -> None:
     """bob and cy stop clicking: their sessions close once the watermark passes their last click + 30 min; a late click is dropped."""
     out = run_example("sessionization.py", "--batches", "8", "--interval", "0.5")
-    assert out.splitlines() == [
-        "session closed: bob, 2 click(s), 09:05-09:15",
-        "session closed: cy, 1 click(s), 09:11-09:11",
-        "2 sessions closed in 8 batches",
-    ]
+    assert out.splitlines() == SESSIONIZATION_OUTPUT
 
 
 @pytest.mark.spark
@@ -90,14 +125,7 @@ def test_fraud_detection_raises_alerts_and_reports_quiet_cards_by_event_time() -
     """fraud_detection.py: 4222's burst trips the velocity and repeat rules; both cards are reported quiet once the
     watermark passes their last transaction + 30 min; the late transaction is dropped."""
     out = run_example("fraud_detection.py", "--batches", "8", "--interval", "0.5", timeout=300)
-    assert out.splitlines() == [
-        "batch 1: ALERT repeat: card 4222 paid bar 3 times",
-        "batch 1: ALERT velocity: card 4222 made 3 transactions within 10 minutes",
-        "batch 2: ALERT velocity: card 4222 made 4 transactions within 10 minutes",
-        "batch 6: card 4222 quiet: 4 transactions at 2 merchants",
-        "batch 7: card 4111 quiet: 4 transactions at 3 merchants",
-        "5 reports in 8 batches",
-    ]
+    assert out.splitlines() == FRAUD_DETECTION_OUTPUT
 
 
 @pytest.mark.spark
@@ -105,30 +133,14 @@ def test_device_monitor_forgets_silent_devices_by_their_time_to_live() -> None:
     """device_monitor.py: averages over the readings of the last three intervals; door and fan are reported offline
     exactly three intervals after their last reading, when it expired; 11 values expire in 8 batches."""
     out = run_example("device_monitor.py", "--batches", "8", "--interval", "0.5", timeout=300)
-    assert out.splitlines() == [
-        "batch 0: fan online: last 100, average 100 of 1",
-        "batch 0: pump online: last 10, average 10 of 1",
-        "batch 1: door online: last 1, average 1 of 1",
-        "batch 1: fan reporting: last 200, average 150 of 2",
-        "batch 1: pump reporting: last 11, average 10.5 of 2",
-        "batch 2: fan reporting: last 300, average 200 of 3",
-        "batch 2: pump reporting: last 12, average 11 of 3",
-        "batch 3: pump reporting: last 13, average 12 of 3",
-        "batch 4: door offline: silent for 3 intervals, 0 readings left",
-        "batch 4: pump reporting: last 14, average 13 of 3",
-        "batch 5: fan offline: silent for 3 intervals, 0 readings left",
-        "batch 5: pump reporting: last 15, average 14 of 3",
-        "batch 6: pump reporting: last 16, average 15 of 3",
-        "batch 7: pump reporting: last 17, average 16 of 3",
-        "14 reports in 8 batches; 11 values removed by their time-to-live",
-    ]
+    assert out.splitlines() == DEVICE_MONITOR_OUTPUT
 
 
 @pytest.mark.spark
 def test_heartbeat_monitor_reports_the_silent_device_offline() -> None:
     """sensor-2 stops beating after two batches: with a 2 s timeout it is reported offline, the others stay online."""
     out = run_example("heartbeat_monitor.py", "--timeout", "2", "--interval", "0.5")
-    assert out.splitlines() == ["offline: sensor-2", "still online: sensor-1, sensor-3"]
+    assert out.splitlines() == HEARTBEAT_MONITOR_OUTPUT
 
 
 @pytest.mark.spark

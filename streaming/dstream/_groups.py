@@ -24,7 +24,6 @@ from ..state import (
 )
 from ._keyed_state import KeyedStateNode, PartitionBatch
 from ._node import StreamNode
-from ._refusals import refuse_on_connect
 from ._watermark import WatermarkedNode
 
 __all__ = ["GroupsWithStateNode", "check_output_mode", "initial_groups"]
@@ -45,10 +44,13 @@ def check_output_mode(output_mode: object) -> None:
 
 
 def initial_groups(initial: Any) -> Any:
-    """An initial state as the operator takes it: an RDD, or a list that the first batch parallelizes (on the generation thread)."""
+    """An initial state as the operator takes it: an RDD (a FrameRDD on Connect), or a list that the first batch
+    parallelizes (on the generation thread)."""
     from pyspark import RDD
 
-    if initial is not None and not isinstance(initial, RDD):
+    from ..connect import FrameRDD
+
+    if initial is not None and not isinstance(initial, (RDD, FrameRDD)):
         return list(initial)
     return initial
 
@@ -67,7 +69,6 @@ class GroupsWithStateNode(KeyedStateNode):
         if not callable(func):
             raise InvalidPipelineError(f"func must be a function of (key, values, state), got {func!r}")
         timeout = GroupStateTimeout.check(timeout)
-        refuse_on_connect(parent.env, "flatMapGroupsWithState" if flat else "mapGroupsWithState")
         super().__init__(parent, num_partitions=num_partitions, initial=initial, event_time=event_time)
         self._func = func
         self._flat = flat

@@ -15,22 +15,23 @@ outputs under it beside the working copy (``streaming.state.once_per_batch``): a
 the batch reading the partition gets them back without running the state again, so the state
 advances once per batch whatever the outputs do. An internal output operation runs in every
 batch after the user's outputs and computes the partitions they did not (usually none: then it
-runs no Spark job). Each task reports its numbers, and which partition it ran, through an
-accumulator, by batch time.
+runs no Spark job). Each task reports its numbers, and which partition it ran, by batch time,
+through an accumulator, or on Spark Connect through report files (``_batch_stats``).
 """
 
 from __future__ import annotations
 
 import uuid
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
 
 from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, Time
 
 from ..state import StateOperatorStats, StateStoreProvider, keep_partition_count
+from ._batch_stats import BatchStats, batch_stats
 from ._node import StreamNode
 from ._transforms import ForEachNode
-from ._watermark import BatchStatsParam, WatermarkedNode
+from ._watermark import WatermarkedNode
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -68,8 +69,7 @@ class KeyedStateNode(StreamNode):
         self._initial = initial
         self._event_time = event_time
         self.operator_id = self._env.graph.add_state_operator()
-        self._param = BatchStatsParam()
-        self._accumulator: Any = None
+        self._stats: BatchStats | None = None
         self._first_batch_done = False
         self._batch_of: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # this node's RDDs -> batch ms
 
@@ -123,21 +123,26 @@ class KeyedStateNode(StreamNode):
     def _advance(self, _batch_time: Any, rdd: RDD[Any]) -> None:
         """The operator's own output: make sure every partition of the batch ran (and so committed its state).
 
-        Each task reports its partition through the accumulator, so when the user's outputs
+        Each task reports its partition (see the module docstring), so when the user's outputs
         computed them all, as a full action (``count``, ``foreach``, ``collect``, ...) does,
-        nothing runs. Else the RDD is computed in the JVM: a cartesian product with one empty
-        partition reads every partition (those already run get their kept outputs back, the
-        others run their state) and yields nothing, so no second Python worker drains what the
-        tasks made. (A task that ran its state and then failed in the user's code downstream
-        reports nothing: its partition is not run again, and the failed batch's progress lacks
-        its numbers.)
+        nothing runs. Else, on a SparkContext, the RDD is computed in the JVM: a cartesian
+        product with one empty partition reads every partition (those already run get their
+        kept outputs back, the others run their state) and yields nothing, so no second Python
+        worker drains what the tasks made. On Spark Connect a ``count`` does it (its tasks are
+        Python workers anyway). (On a SparkContext, a task that ran its state and then failed in
+        the user's code downstream reports nothing, as Spark drops a failed task's accumulator
+        updates: its partition is not run again, and the failed batch's progress lacks its
+        numbers. On Connect its report stands.)
         """
         batch = self._batch_of.pop(rdd, None)
-        if batch is not None and self._accumulator is not None:
-            stats: StateOperatorStats | None = self._param.peek(self._accumulator.value, batch)
+        if batch is not None and self._stats is not None:
+            stats: StateOperatorStats | None = self._stats.peek(batch)
             if stats is not None and stats.partitions == (1 << self._num_partitions) - 1:
                 return
-        rdd.cartesian(rdd.context.parallelize([], 1)).collect()
+        if self._env.spark.kind == "connect":
+            rdd.count()
+        else:
+            rdd.cartesian(rdd.context.parallelize([], 1)).collect()
 
     @property
     def tasks_write_checkpoint(self) -> str:
@@ -165,9 +170,9 @@ class KeyedStateNode(StreamNode):
         if batch_id == 0 and self._initial is not None:
             initial = self._initial if not isinstance(self._initial, list) else sc.parallelize(self._initial)
             tagged = tagged.union(initial.map(lambda kv: (kv[0], (True, kv[1]))))
-        if self._accumulator is None:
-            self._accumulator = sc.accumulator({}, cast(Any, self._param))
-        accumulator, batch = self._accumulator, time.milliseconds
+        if self._stats is None:
+            self._stats = batch_stats(env)
+        sink, batch = self._stats.sink, time.milliseconds
         token = f"{batch_id}-{uuid.uuid4().hex}"  # this RDD's run: a batch generated again gets another
 
         def run(partition: int, records: Iterable[tuple[Any, tuple[bool, Any]]]) -> Iterator[Any]:
@@ -185,7 +190,7 @@ class KeyedStateNode(StreamNode):
                     (initial_pairs if is_initial else data).append((key, value))
                 outputs, stats = run_batch(provider, data, initial_pairs)
                 kept.keep(outputs)
-            accumulator.add({batch: stats})
+            sink.add({batch: stats})
             return iter(outputs)
 
         out = tagged.partitionBy(self._num_partitions).mapPartitionsWithIndex(run, preservesPartitioning=False)
@@ -194,9 +199,9 @@ class KeyedStateNode(StreamNode):
 
     def take_state_progress(self, time: Time) -> StateOperatorProgress | None:
         """What batch ``time``'s tasks reported, as progress (``None`` if none ran), forgotten afterwards."""
-        if self._accumulator is None:
+        if self._stats is None:
             return None
-        stats: StateOperatorStats | None = self._param.take(self._accumulator.value, time.milliseconds)
+        stats: StateOperatorStats | None = self._stats.take(time.milliseconds)
         if stats is None:
             return None
         return stats.progress(self.operator_name, self._num_partitions)

@@ -30,7 +30,6 @@ from ..state import (
 )
 from ._keyed_state import KeyedStateNode, PartitionBatch
 from ._node import StreamNode
-from ._refusals import refuse_on_connect
 from ._watermark import WatermarkedNode
 
 __all__ = ["TransformWithStateNode", "has_watermark", "initial_rows"]
@@ -45,7 +44,9 @@ def initial_rows(initial: Any) -> list[tuple[Any, Any]] | None:
     """
     from pyspark import RDD
 
-    if isinstance(initial, RDD):
+    from ..connect import FrameRDD
+
+    if isinstance(initial, (RDD, FrameRDD)):
         raise InvalidPipelineError(
             "initialState of transformWithState must be (key, row) pairs in a list, not an RDD: the operator needs a "
             "checkpoint, and the program saved there cannot hold an RDD; pass initialState=rdd.collect()")
@@ -67,7 +68,6 @@ class TransformWithStateNode(KeyedStateNode):
     def __init__(self, parent: StreamNode, spec: TransformWithStateSpec, *, num_partitions: int, initial: Any = None,
                  event_time: Callable[[Any], Any] | None = None) -> None:
         """An operator over ``parent``'s (key, value) pairs running ``spec`` ."""
-        refuse_on_connect(parent.env, "transformWithState")
         super().__init__(parent, num_partitions=num_partitions, initial=initial, event_time=event_time)
         self._spec = spec
 

@@ -58,27 +58,6 @@ def test_continuous_processing_is_refused(offline_session: Any) -> None:
     assert str(raised.value) == expected
 
 
-def test_with_watermark_is_refused(offline_session: Any) -> None:
-    """withWatermark is refused on Connect (its event-time statistics travel in an accumulator)."""
-    ssc = StreamingContext(offline_session, 1)
-    pairs = ssc.queueStream([[(1, 2)]])
-    with pytest.raises(ConnectNotSupportedError) as raised:
-        pairs.withWatermark(lambda record: record[1], "1 minute")
-    assert str(raised.value) == _refusal(
-        "withWatermark", f"it gathers event times in a Spark accumulator; drop late records yourself in a transform, {_CLASSIC}")
-
-
-@pytest.mark.parametrize("method", ["mapGroupsWithState", "flatMapGroupsWithState"])
-def test_groups_with_state_is_refused(offline_session: Any, method: str) -> None:
-    """mapGroupsWithState and flatMapGroupsWithState are refused on Connect, naming updateStateByKey."""
-    ssc = StreamingContext(offline_session, 1)
-    pairs = ssc.queueStream([[(1, 2)]])
-    with pytest.raises(ConnectNotSupportedError) as raised:
-        getattr(pairs, method)(lambda key, values, state: [], numPartitions=2)
-    assert str(raised.value) == _refusal(
-        method, f"its state store is not carried to Spark Connect yet; keep per-key state with updateStateByKey, {_CLASSIC}")
-
-
 class _Nothing(StatefulProcessor):
     def init(self, handle: Any) -> None:
         pass
@@ -87,15 +66,20 @@ class _Nothing(StatefulProcessor):
         return []
 
 
-def test_transform_with_state_is_refused(offline_session: Any) -> None:
-    """transformWithState is refused on Connect, naming updateStateByKey."""
+@pytest.mark.parametrize("method", ["withWatermark", "mapGroupsWithState", "flatMapGroupsWithState", "transformWithState"])
+def test_the_keyed_state_operators_and_watermarks_are_not_refused(offline_session: Any, method: str) -> None:
+    """withWatermark and the keyed state operators build on Connect as on classic Spark (their tasks report through
+    files there: tests/streaming/groups/test_connect_groups.py and tests/streaming/tws/test_connect_tws.py run them)."""
     ssc = StreamingContext(offline_session, 1)
     pairs = ssc.queueStream([[(1, 2)]])
-    with pytest.raises(ConnectNotSupportedError) as raised:
-        pairs.transformWithState(_Nothing(), "append", "None", numPartitions=2)
-    assert str(raised.value) == _refusal(
-        "transformWithState",
-        f"its state store is not carried to Spark Connect yet; keep per-key state with updateStateByKey, {_CLASSIC}")
+    calls = {
+        "withWatermark": lambda: pairs.withWatermark(lambda record: record[1], "1 minute"),
+        "mapGroupsWithState": lambda: pairs.mapGroupsWithState(lambda key, values, state: (key, 0), numPartitions=2),
+        "flatMapGroupsWithState": lambda: pairs.flatMapGroupsWithState(lambda key, values, state: [], numPartitions=2),
+        "transformWithState": lambda: pairs.transformWithState(_Nothing(), "append", "None", numPartitions=2),
+    }
+    stream = calls[method]()
+    assert stream.context() is ssc
 
 
 def test_a_file_stream_on_a_hadoop_file_system_is_refused(offline_session: Any) -> None:

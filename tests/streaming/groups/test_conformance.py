@@ -36,7 +36,7 @@ def run_ours(sc: Any, directory: Path, program: str, batches: list[list[Event]])
     outputs: dict[int, list[Output]] = {}
     clock = ManualClock(0)
     ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
-    queue = [sc.parallelize(events, 2) for batch in batches for events in (batch, [])]
+    queue = [ssc.sparkContext.parallelize(events, 2) for batch in batches for events in (batch, [])]
     stream = ssc.queueStream(queue, oneAtATime=True)
     if spec["watermark"]:
         stream = stream.withWatermark(lambda event: event[1], DELAY)

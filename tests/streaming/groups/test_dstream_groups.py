@@ -41,8 +41,9 @@ def run(sc: Any, directory: Path | str, batches: list[list[str]], *, resume: boo
     clock = ManualClock(clock_start)
 
     def setup() -> StreamingContext:
-        ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
-        stream = ssc.queueStream([sc.parallelize(b, 2) for b in batches], oneAtATime=True, default=sc.emptyRDD())
+        ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)  # a SparkContext or a Connect session
+        spark = ssc.sparkContext
+        stream = ssc.queueStream([spark.parallelize(b, 2) for b in batches], oneAtATime=True, default=spark.emptyRDD())
         status = stream.map(lambda d: (d, d)).mapGroupsWithState(heartbeat, "ProcessingTimeTimeout",
                                                                  numPartitions=partitions)
         status.foreachRDD(lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))

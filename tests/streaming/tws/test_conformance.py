@@ -69,7 +69,7 @@ def run_ours(sc: Any, directory: Path, program: str, batches: list[list[Event]],
     outputs: dict[int, list[Output]] = {}
     clock = ManualClock(0)
     ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
-    queue = [sc.parallelize(events, 2) for batch in batches for events in (batch, [])]
+    queue = [ssc.sparkContext.parallelize(events, 2) for batch in batches for events in (batch, [])]
     stream = ssc.queueStream(queue, oneAtATime=True).withWatermark(lambda event: event[1], DELAY)
     result = stream.map(lambda event: (event[0], event)).transformWithState(
         processor, "append", time_mode, initialState=initial, eventTime=lambda event: event[1], numPartitions=2)
