@@ -102,6 +102,7 @@ def main() -> None:
     result: dict[str, Any] = {"rounds": args.rounds, "batches": args.batches, "lines": args.lines, "partitions": args.partitions}
     with MockKafkaCluster() as cluster:
         fill(cluster, "lines", args.partitions, args.batches + 2 + 2, args.lines)  # two spare batches: a run may plan one more
+        print(f"topic filled: {(args.batches + 4) * args.lines} records", file=sys.stderr, flush=True)
         for name, program in (("count", count_program), ("word_count", word_count_program)):
             rounds = []
             outputs: dict[str, list[Any]] = {}
@@ -112,6 +113,7 @@ def main() -> None:
                     seen: list[Any] = []
                     medians[engine] = measured(engines[engine], args.batches, program(cluster, "lines", seen))
                     outputs.setdefault(engine, seen[: args.batches + 2])
+                    print(f"{name} round {index} {engine}: {medians[engine]} ms (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
                 rounds.append({"classic_ms": medians["classic"], "connect_ms": medians["connect"],
                                "ratio": round(medians["connect"] / max(medians["classic"], 1), 3),
                                "load_1min": round(os.getloadavg()[0], 1), "first": order[0]})

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from scheduler import ManualClock
-from streaming import StreamingContext
+from streaming import StreamingContext, StreamingListener
 from streaming.kafka import KafkaUtils
 from tests.streaming.kafka.test_dstream_direct import INTERVAL_MS, batch_ms, params, run
 
@@ -28,8 +28,8 @@ Produce = Callable[[str], None]
 
 
 def on_both(spark_context: Any, connect_session: Any, kafka_cluster: Any, kafka_topic: str, partitions: int,
-            program: Callable[[Any, str, ManualClock], tuple[StreamingContext, dict[int, Any]]],
-            steps: Sequence[Produce | None]) -> dict[int, Any]:
+            program: Callable[[Any, str, ManualClock], tuple[StreamingContext, dict[Any, Any]]],
+            steps: Sequence[Produce | None]) -> dict[Any, Any]:
     """Run ``program(spark, topic, clock)`` on classic Spark and on Connect, each over its own topic fed by ``steps``;
     assert both outputs are equal and return them."""
     outputs = []
@@ -48,12 +48,13 @@ def on_both(spark_context: Any, connect_session: Any, kafka_cluster: Any, kafka_
 def test_a_word_count_over_three_partitions_gives_the_classic_batches(
         spark_context: Any, connect_session: Any, kafka_cluster: Any, kafka_topic: str) -> None:
     """The direct stream's word count: each batch reads exactly the records produced before its tick, on both engines."""
-    def program(spark: Any, topic: str, clock: ManualClock) -> tuple[StreamingContext, dict[int, Any]]:
-        outputs: dict[int, Any] = {}
+    def program(spark: Any, topic: str, clock: ManualClock) -> tuple[StreamingContext, dict[Any, Any]]:
+        outputs: dict[Any, Any] = {}
         ssc = StreamingContext(spark, INTERVAL_MS / 1000, clock=clock)
         stream = KafkaUtils.createDirectStream(ssc, [topic], params(kafka_cluster))
         counts = stream.map(lambda kv: kv[1]).flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(add)
         counts.foreachRDD(lambda t, rdd: outputs.__setitem__(batch_ms(t), sorted(rdd.collect())))
+        ssc.addStreamingListener(InputRows(outputs))
         return ssc, outputs
 
     def first(topic: str) -> None:
@@ -70,7 +71,20 @@ def test_a_word_count_over_three_partitions_gives_the_classic_batches(
         2000: [("a", 2), ("d", 1)],
         3000: [],
         4000: [("a", 1), ("b", 1)],
+        "rows": {1000: 3, 2000: 2, 3000: 0, 4000: 2},  # the ranges' sizes: counted on the driver, on Connect too
     }
+
+
+class InputRows(StreamingListener):
+    """Keeps each completed batch's input row count under ``outputs["rows"]``."""
+
+    def __init__(self, outputs: dict[Any, Any]) -> None:
+        super().__init__()
+        self.rows = outputs.setdefault("rows", {})
+
+    def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803 (pyspark's name)
+        info = batchCompleted.batchInfo()
+        self.rows[info.batchTime().milliseconds()] = info.numRecords()
 
 
 def test_a_checkpointed_word_count_into_a_transactional_sink_writes_each_count_once_across_a_restart(
