@@ -7,14 +7,16 @@ mock cluster in this process; before any run, one ``--partitions`` topic is fill
 batches' lines (``--lines`` per batch, 8 words each, spread evenly), and every run reads it from
 offset 0 with ``spark.streaming.kafka.maxRatePerPartition`` set so that each 1 s batch drains
 exactly ``--lines`` records of that backlog. Measures, in alternating rounds (the engine going
-first alternates), each with the 1-minute load beside it, the median processing delay (ms) of the
-batches after two warm-up ones:
+first alternates), each with the 1-minute load beside it, over the batches after two warm-up
+ones: the median processing delay (ms), and the CPU per batch (ms) of this process (the driver
+and the mock broker) and in total (with the JVM and its Python workers: the figure a loaded
+machine leaves most stable), for:
 
 * ``count``: ``rdd.count()`` of each batch: reading the ranges (one task per partition).
 * ``word_count``: map to the value, flatMap, map, reduceByKey and collect.
 
-and each program's ratio Connect / classic per round (median, min, max over rounds). Both engines'
-word counts are checked to give the same counts for every batch.
+and each program's ratios Connect / classic per round, of processing and of total CPU (median,
+min, max over rounds). Both engines' outputs are checked to be the same for every batch.
 
 Not part of the test suite. Run (about 3 minutes on a quiet two-core machine):
 ``PYTHONPATH=$PWD python bench/bench_kafka_connect.py`` (``--rounds 3 --batches 10 --lines 5000 --partitions 4``).
@@ -37,7 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.bench_connect import start_spark  # noqa: E402  (one local Spark carrying the Connect plugin)
-from bench.bench_vs_pyspark import make_lines, run_program  # noqa: E402
+from bench.bench_vs_pyspark import make_lines, run_measured  # noqa: E402
 
 RATE_KEY = "spark.streaming.kafka.maxRatePerPartition"
 
@@ -74,13 +76,15 @@ def _stream(ssc: Any, cluster: Any, topic: str) -> Any:
                                                         "auto.offset.reset": "earliest"})
 
 
-def measured(spark: Any, batches: int, build: Callable[[Any], None]) -> float:
-    """The median processing delay (ms) of ``batches`` 1 s batches after two warm-up ones."""
-    records = run_program("aiodstream", spark, 1.0, batches + 2, build, timeout=600)
-    failure = next((batch["failure"] for batch in records if batch["failure"]), None)
+def measured(spark: Any, batches: int, build: Callable[[Any], None]) -> dict[str, float | None]:
+    """Over ``batches`` 1 s batches after two warm-up ones: the median processing delay (ms), and the CPU per batch (ms)
+    of this process (the driver, and the mock broker's threads) and of it with its JVM and their Python workers."""
+    run = run_measured("aiodstream", spark, 1.0, batches + 2, build, timeout=600, skip=2)
+    failure = next((batch["failure"] for batch in run["batches"] if batch["failure"]), None)
     if failure:
         raise RuntimeError(f"a batch failed: {failure}")
-    return float(statistics.median(batch["processing"] for batch in records[2:]))
+    return {"processing_ms": float(statistics.median(batch["processing"] for batch in run["batches"])),
+            "driver_cpu_ms": run["driver_cpu_ms_per_batch"], "total_cpu_ms": run["total_cpu_ms_per_batch"]}
 
 
 def main() -> None:
@@ -108,23 +112,31 @@ def main() -> None:
             outputs: dict[str, list[Any]] = {}
             for index in range(args.rounds):
                 order = ["classic", "connect"] if index % 2 == 0 else ["connect", "classic"]
-                medians = {}
+                figures = {}
                 for engine in order:
                     seen: list[Any] = []
-                    medians[engine] = measured(engines[engine], args.batches, program(cluster, "lines", seen))
+                    figures[engine] = measured(engines[engine], args.batches, program(cluster, "lines", seen))
                     outputs.setdefault(engine, seen[: args.batches + 2])
-                    print(f"{name} round {index} {engine}: {medians[engine]} ms (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
-                rounds.append({"classic_ms": medians["classic"], "connect_ms": medians["connect"],
-                               "ratio": round(medians["connect"] / max(medians["classic"], 1), 3),
+                    print(f"{name} round {index} {engine}: {figures[engine]} (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+                rounds.append({**{f"{engine}_{key}": value for engine in ("classic", "connect") for key, value in figures[engine].items()},
+                               "ratio": _ratio(figures, "processing_ms"), "cpu_ratio": _ratio(figures, "total_cpu_ms"),
                                "load_1min": round(os.getloadavg()[0], 1), "first": order[0]})
             if outputs["classic"] != outputs["connect"]:
                 raise RuntimeError(f"{name}: the engines' outputs differ")
-            ratios = [r["ratio"] for r in rounds]
-            result[name] = {"rounds": rounds, "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
-                            "ratio_max": max(ratios)}
+            result[name] = {"rounds": rounds}
+            for key in ("ratio", "cpu_ratio"):
+                ratios = [r[key] for r in rounds if r[key] is not None]
+                if ratios:
+                    result[name].update({f"{key}_median": statistics.median(ratios), f"{key}_min": min(ratios), f"{key}_max": max(ratios)})
     session.stop()
     sc.stop()
     print(json.dumps(result, indent=2))
+
+
+def _ratio(figures: dict[str, dict[str, float | None]], key: str) -> float | None:
+    """Connect's figure over classic's (None when either is unknown)."""
+    connect, classic = figures["connect"][key], figures["classic"][key]
+    return None if connect is None or not classic else round(connect / classic, 3)
 
 
 if __name__ == "__main__":
