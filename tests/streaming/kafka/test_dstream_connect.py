@@ -209,3 +209,4 @@ def session_conf(session: Any, key: str, value: str) -> Iterator[None]:
         yield
     finally:
         session.conf.unset(key)
+
