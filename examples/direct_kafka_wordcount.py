@@ -9,6 +9,9 @@ default), so produce records once it runs. A broker to try it on (librdkafka's m
     python examples/direct_kafka_wordcount.py 127.0.0.1:40123 words
 
 The tasks read Kafka themselves: their Python (``PYSPARK_PYTHON``) needs aiodstream and confluent-kafka.
+``--remote sc://host:port`` runs the same program on a Spark Connect session instead of a local
+SparkContext: each batch is then read by the Connect server's Python workers (they need the
+same packages, and must reach the brokers).
 ``--batches N`` stops after N batches (pyspark's version runs until killed); ``--interval`` sets
 the batch interval in seconds.
 """
@@ -39,11 +42,16 @@ class StopAfter(StreamingListener):
             self.done.set()
 
 
-def main(brokers: str, topic: str, interval: float, batches: int | None) -> None:
-    conf = SparkConf().setAppName("PythonStreamingDirectKafkaWordCount").setIfMissing("spark.master", "local[2]")
-    sc = SparkContext.getOrCreate(conf.set("spark.ui.showConsoleProgress", "false"))
-    sc.setLogLevel("WARN")
-    ssc = StreamingContext(sc, interval)
+def main(brokers: str, topic: str, interval: float, batches: int | None, remote: str | None = None) -> None:
+    if remote is None:
+        conf = SparkConf().setAppName("PythonStreamingDirectKafkaWordCount").setIfMissing("spark.master", "local[2]")
+        sc = SparkContext.getOrCreate(conf.set("spark.ui.showConsoleProgress", "false"))
+        sc.setLogLevel("WARN")
+        ssc = StreamingContext(sc, interval)
+    else:  # Spark Connect: the session stands where the SparkContext was
+        from pyspark.sql import SparkSession
+
+        ssc = StreamingContext(SparkSession.builder.remote(remote).getOrCreate(), interval)
 
     kvs = KafkaUtils.createDirectStream(ssc, [topic], {"metadata.broker.list": brokers})
     lines = kvs.map(lambda x: x[1])
@@ -68,5 +76,6 @@ if __name__ == "__main__":
     parser.add_argument("topic", help="the topic to count the words of")
     parser.add_argument("--interval", type=float, default=2.0, help="batch interval in seconds (2, as pyspark's)")
     parser.add_argument("--batches", type=int, default=None, help="stop after this many batches (default: run until killed)")
+    parser.add_argument("--remote", default=None, help="a Spark Connect URL (sc://host:port): run on its session")
     args = parser.parse_args()
-    main(args.broker_list, args.topic, args.interval, args.batches)
+    main(args.broker_list, args.topic, args.interval, args.batches, args.remote)

@@ -222,11 +222,12 @@ def child_spark_context(app_name: str) -> Any:
     return sc
 
 
-def run_until_stopped(checkpoint: str, setup: Callable[[], Any], stop_file: str) -> None:
-    """getOrCreate, start, say ``started``, run until ``stop_file`` appears (or MAX_RUN_S), stop gracefully."""
+def run_until_stopped(checkpoint: str, setup: Callable[[], Any], stop_file: str, *, restore_graph: bool = True) -> None:
+    """getOrCreate (``restoreGraph=restore_graph``), start, say ``started``, run until ``stop_file`` appears (or MAX_RUN_S),
+    stop gracefully."""
     from streaming import StreamingContext
 
-    ssc = StreamingContext.getOrCreate(checkpoint, setup)
+    ssc = StreamingContext.getOrCreate(checkpoint, setup, restoreGraph=restore_graph)
     ssc.start()
     print("started", flush=True)
     for _ in range(MAX_RUN_S * 5):

@@ -167,9 +167,12 @@ def test_kafka_service_publishes_exact_totals_through_transactions(backend: str)
 
 
 @pytest.mark.spark
-def test_direct_kafka_wordcount_counts_the_words_produced_while_it_runs(kafka_cluster: Any, kafka_topic: str) -> None:
+@pytest.mark.parametrize("engine", ["classic", pytest.param("connect", marks=pytest.mark.connect)])
+def test_direct_kafka_wordcount_counts_the_words_produced_while_it_runs(kafka_cluster: Any, kafka_topic: str, engine: str,
+                                                                         request: pytest.FixtureRequest) -> None:
     """direct_kafka_wordcount.py (pyspark 2.4's, imports changed) against the mock broker: the lines produced once its first
-    batch printed are counted exactly once over its batches, as pprint shows them (it is stopped two batches later)."""
+    batch printed are counted exactly once over its batches, as pprint shows them (it is stopped two batches later).
+    With ``--remote`` it runs on the test run's Spark Connect server, whose Python workers read the topic: the same counts."""
     import collections
     import sys
     import threading
@@ -178,8 +181,13 @@ def test_direct_kafka_wordcount_counts_the_words_produced_while_it_runs(kafka_cl
 
     expected = {"to": 6, "be": 9, "or": 3, "not": 3, "quick": 3}
     kafka_cluster.create_topic(kafka_topic, 3)
+    remote = []
+    if engine == "connect":
+        from tests.conftest import CONNECT_TOKEN
+
+        remote = ["--remote", f"sc://{request.getfixturevalue('connect_address')}/;token={CONNECT_TOKEN}"]
     child = spawn([str(ROOT / "examples" / "direct_kafka_wordcount.py"), kafka_cluster.bootstrap_servers, kafka_topic, "--interval", "1",
-                   "--batches", "200"], env=child_env({"PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": sys.executable}))
+                   "--batches", "200", *remote], env=child_env({"PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": sys.executable}))
     out: list[str] = []
     totals: collections.Counter[str] = collections.Counter()
     headers_after_total: list[int] = [0]

@@ -20,6 +20,7 @@ from ..inputs import InputDStream
 from ._client import KafkaClusterView, KafkaError, client_config, offset_reset
 from ._commits import CommitCallback, CommitQueue
 from ._data_loss import report_data_loss
+from ._frame_batch import frame_kafka_rdd
 from ._offsets import OffsetRange, TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
 from ._planning import initial_offsets, plan_batch_end
 from ._rate import KafkaRateSettings
@@ -69,8 +70,9 @@ def initial_offsets_log(directory: Any) -> MetadataLog[dict[TopicAndPartition, i
 class DirectKafkaInputDStream(InputDStream):
     """A direct Kafka stream: per batch one RDD partition per topic partition, each reading its offset range.
 
-    Made by :meth:`KafkaUtils.createDirectStream`; its RDDs are :class:`KafkaRDD` (so
-    ``foreachRDD`` and ``transform`` functions can call ``rdd.offsetRanges()``).
+    Made by :meth:`KafkaUtils.createDirectStream`; its RDDs are :class:`KafkaRDD`, on Spark Connect
+    FrameRDDs read by the server's Python workers (either way ``foreachRDD`` and ``transform``
+    functions can call ``rdd.offsetRanges()``).
 
     Args:
         env: the context's stream environment.
@@ -88,8 +90,6 @@ class DirectKafkaInputDStream(InputDStream):
         """Create the stream (no I/O: the cluster is first asked when the first batch is planned)."""
         if env.continuous is not None:  # the words Spark uses for a micro-batch-only source under a continuous trigger
             raise InvalidPipelineError("Data source KafkaUtils.createDirectStream does not support continuous processing.")
-        env.spark.require_jvm("KafkaUtils.createDirectStream (its batches are KafkaRDDs of a SparkContext)",
-                              "read Kafka with a receiver-style asyncIterableStream over a Kafka consumer for now")
         params = dict(kafka_params)
         client_config(params)  # the brokers are named, the settings make sense
         reset = offset_reset(params, default="latest")
@@ -251,9 +251,12 @@ class DirectKafkaInputDStream(InputDStream):
         tracker = self._env.graph.input_infos
         if tracker is not None:
             tracker.report_info(time, StreamInputInfo(self.id, sum(r.count for r in ranges), _input_metadata(ranges)))
+        read = self._reading.task(self._convert)
+        if self._env.spark.kind == "connect":  # a FrameRDD read by the server's Python workers
+            return frame_kafka_rdd(self._env.spark_context, ranges, read)  # type: ignore[no-any-return]
         from ._rdd import KafkaRDD  # pyspark, once Spark work is needed
 
-        return KafkaRDD(self._env.spark_context, ranges, self._reading.task(self._convert))
+        return KafkaRDD(self._env.spark_context, ranges, read)
 
     # -- lifecycle --
 

@@ -7,6 +7,7 @@ cache), and turns each record into a decoded pair or the message handler's resul
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
@@ -30,7 +31,12 @@ def _shared_reader(config: Mapping[str, Any], poll_timeout_s: float) -> RangeRea
     key = (poll_timeout_s, *sorted((name, repr(value)) for name, value in config.items() if name != "logger"))
     reader = _readers.get(key)
     if reader is None:
-        reader = _readers[key] = RangeReader(config, poll_timeout_s=poll_timeout_s)
+        try:
+            reader = _readers[key] = RangeReader(config, poll_timeout_s=poll_timeout_s)
+        except ImportError as error:  # say whose Python lacks it: an executor's, or a Spark Connect server's worker
+            raise ImportError(f"{error} (in the Spark Python worker {sys.executable} reading a Kafka batch: the Python "
+                              "that runs Spark's tasks, an executor's or a Spark Connect server's, needs "
+                              "aiodstream[kafka] installed)") from error
     return reader
 
 

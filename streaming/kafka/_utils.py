@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 from ..dstream import DStream, StreamEnvironment
 from ._client import KafkaClusterView, KafkaError, client_config
 from ._direct import FAIL_ON_DATA_LOSS, DirectKafkaInputDStream, fail_on_data_loss
+from ._frame_batch import frame_kafka_rdd, is_frame_context
 from ._offsets import Broker, KafkaMessageAndMetadata, OffsetRange, TopicAndPartition, utf8_decoder
 from ._tasks import ExecutorReading, message_converter
 
@@ -133,7 +134,8 @@ class KafkaUtils:
     def createRDD(sc: Any, kafkaParams: dict[str, Any], offsetRanges: list[OffsetRange],  # noqa: N803
                   leaders: dict[TopicAndPartition, Broker] | None = None, keyDecoder: Decoder = utf8_decoder,  # noqa: N803
                   valueDecoder: Decoder = utf8_decoder, messageHandler: Handler | None = None) -> Any:  # noqa: N803
-        """An RDD of the records of ``offsetRanges``, one partition per range, each read by its task (a ``KafkaRDD``).
+        """An RDD of the records of ``offsetRanges``, one partition per range, each read by its task (a ``KafkaRDD``; on a
+        Connect context's FrameContext a FrameRDD with ``offsetRanges()``, read by the server's Python workers).
 
         The offsets are checked on the driver first (blocking): every range must lie within
         what its partition holds, as Spark's ``checkOffsets`` requires. ``leaders`` is accepted
@@ -154,10 +156,13 @@ class KafkaUtils:
         _checked_decoders(keyDecoder, valueDecoder, messageHandler)
         params, fail = _split_params(kafkaParams)
         _check_offsets(params, offsetRanges)
+        reading = ExecutorReading.from_params(params, sc.getConf().get, fail_on_data_loss=fail)
+        read = reading.task(message_converter(keyDecoder, valueDecoder, messageHandler))
+        if is_frame_context(sc):  # a Connect context's FrameContext: the server's workers read the ranges
+            return frame_kafka_rdd(sc, offsetRanges, read)
         from ._rdd import KafkaRDD
 
-        reading = ExecutorReading.from_params(params, sc.getConf().get, fail_on_data_loss=fail)
-        return KafkaRDD(sc, offsetRanges, reading.task(message_converter(keyDecoder, valueDecoder, messageHandler)))
+        return KafkaRDD(sc, offsetRanges, read)
 
 
 def _check_offsets(params: Mapping[str, Any], ranges: list[OffsetRange]) -> None:

@@ -13,7 +13,6 @@ import pytest
 
 from streaming import StreamingContext
 from streaming.continuous import Continuous
-from streaming.kafka import KafkaUtils
 from streaming.spark import ConnectBinding, ConnectNotSupportedError, SparkBinding, bind_spark
 from streaming.state import StatefulProcessor
 
@@ -90,16 +89,6 @@ def test_a_file_stream_on_a_hadoop_file_system_is_refused(offline_session: Any) 
     assert str(raised.value) == _refusal(
         "a file stream on hdfs:// (listed through Hadoop's FileSystem)",
         "watch a directory this process and the Connect server both see, by local path or file: URI")
-
-
-def test_a_kafka_direct_stream_is_refused(offline_session: Any) -> None:
-    """KafkaUtils.createDirectStream is refused on Connect: its batches are KafkaRDDs."""
-    ssc = StreamingContext(offline_session, 1)
-    with pytest.raises(ConnectNotSupportedError) as raised:
-        KafkaUtils.createDirectStream(ssc, ["topic"], {"bootstrap.servers": "127.0.0.1:9092"})
-    assert str(raised.value) == _refusal(
-        "KafkaUtils.createDirectStream (its batches are KafkaRDDs of a SparkContext)",
-        "read Kafka with a receiver-style asyncIterableStream over a Kafka consumer for now")
 
 
 def test_foreach_batch_needs_a_function_of_two_arguments(offline_session: Any) -> None:

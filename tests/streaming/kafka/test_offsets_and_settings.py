@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import sys
 
 import pytest
 from hypothesis import given
@@ -105,3 +106,19 @@ def test_bad_kafka_parameters_say_what_is_wrong() -> None:
         client_config({"bootstrap.servers": "a:1", "auto.offset.reset": "none"})
     with pytest.raises(TypeError, match=r"^kafkaParams must be a dict of str to str, got list$"):
         client_config([("bootstrap.servers", "a:1")])  # type: ignore[arg-type]
+
+
+def test_a_worker_without_confluent_kafka_fails_its_task_naming_its_python_and_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Kafka batch's task in a Python that lacks confluent-kafka (a Connect server's worker, say) fails saying whose
+    Python it is and what to install there."""
+    from streaming.kafka._tasks import ExecutorReading
+
+    monkeypatch.setitem(sys.modules, "confluent_kafka", None)  # an import of it raises ImportError
+    reading = ExecutorReading({"bootstrap.servers": "127.0.0.1:9", "group.id": f"missing-{id(monkeypatch)}"}, 1.0, True)
+    read = reading.task(lambda message: message)
+    with pytest.raises(ImportError) as raised:
+        list(read(0, [OffsetRange("t", 0, 0, 1)]))
+    assert str(raised.value).startswith("Kafka support needs confluent-kafka, which is not installed: ")
+    assert str(raised.value).endswith(f"(in the Spark Python worker {sys.executable} reading a Kafka batch: the Python that "
+                                      "runs Spark's tasks, an executor's or a Spark Connect server's, needs aiodstream[kafka] "
+                                      "installed)")
