@@ -37,6 +37,15 @@ def ship_by_value() -> None:
     cloudpickle.register_pickle_by_value(sys.modules[__package__ or "streaming.connect"])  # type: ignore[no-untyped-call]
 
 
+def remote_url(session: Any) -> str | None:
+    """The ``sc://`` URL the Connect session was made from (its token too), if it was made from one."""
+    url = getattr(getattr(session.client, "_builder", None), "url", None)
+    if url is None or not hasattr(url, "geturl"):
+        return None
+    text: str = url.geturl()  # the client keeps it parsed as http://host:port/;params
+    return "sc" + text[len("http"):] if text.startswith("http") else None
+
+
 class _RangeSlice:
     """pyspark's slices of a ``range``: partition ``i`` is ``range(start(i), start(i + 1), step)``."""
 
@@ -82,6 +91,16 @@ class FrameConf:
         """Sets a runtime setting on the session."""
         self._session.conf.set(key, value)
         return self
+
+    def getAll(self) -> list[tuple[str, str]]:
+        """The session's settings as ``(key, value)`` pairs, with ``spark.remote`` (the server's URL) where a
+        classic context has ``spark.master``: so ``SparkSession.builder.config(conf=rdd.context.getConf())
+        .getOrCreate()`` in a Connect client returns this session, as it returns the classic one there."""
+        settings = {key: str(value) for key, value in self._session.conf.getAll.items() if key != "spark.master"}
+        url = remote_url(self._session)
+        if url is not None:
+            settings["spark.remote"] = url
+        return sorted(settings.items())
 
 
 class FrameContext:

@@ -21,6 +21,7 @@ Connect client is, and prints only what the example printed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -160,7 +161,7 @@ def run_example(name: str, spark: Any, workdir: Path, feed: list[list[str]]) -> 
 
     def main() -> None:
         try:
-            exec(compile(program(name, workdir), str(EXAMPLES / f"{name}.py"), "exec"), namespace)  # noqa: S102
+            exec(compile(program(name, workdir), str(EXAMPLES / f"{name}.py"), "exec"), namespace)
         except BaseException as exc:  # reported by the driver below
             failure.append(exc)
         finally:
@@ -197,7 +198,8 @@ def _drive(name: str, ssc: Any, clock: Any, interval_ms: int, feed: list[list[st
         for index, lines in enumerate(feed, start=1):
             if server is not None and lines:
                 server.send(lines)
-                _wait(lambda: len(buffer) >= len(lines), f"the receiver to hold batch {index}'s {len(lines)} lines")
+                held = functools.partial(lambda got, count: len(got) >= count, buffer, len(lines))
+                _wait(held, f"the receiver to hold batch {index}'s {len(lines)} lines")
             elif server is None and lines:
                 path = watched / f"part-{index:04d}.txt"
                 path.write_text("".join(line + "\n" for line in lines))
