@@ -9,7 +9,8 @@ Each example's source is run as shipped with these changes, and no others:
   ``time.sleep(6)`` advances that clock six batches, so batches are cut where the test says;
 - the inputs are the test's: a socket server on 127.0.0.1 that sends each batch's lines, a
   directory where each batch's file appears, and a small word-sentiment file in place of
-  ``data/streaming/AFINN-111.txt``.
+  ``data/streaming/AFINN-111.txt``; stateful_network_wordcount's ``checkpoint`` directory is
+  under the test's directory rather than the working directory.
 
 :func:`run_example` runs one in this process and returns what it printed. Run as a module
 (``python -m tests.streaming.shipped_examples <name> <connect-url> <workdir> <feed-json>``) it
@@ -54,6 +55,7 @@ def program(name: str, workdir: Path) -> str:
     changed = re.sub(r"StreamingContext\(sc, (\d+)\)", r"StreamingContext(sc, \1, clock=__clock__)", changed)
     changed = changed.replace("time.sleep(6)", "__advance__(6)")
     changed = changed.replace('"data/streaming/AFINN-111.txt"', repr(str(workdir / "AFINN-111.txt")))
+    changed = changed.replace('ssc.checkpoint("checkpoint")', f"ssc.checkpoint({str(workdir / 'checkpoint')!r})")
     if changed.count("__spark__") != 1 or "clock=__clock__" not in changed:
         raise AssertionError(f"{name}.py no longer has the shape this harness changes")
     return changed
