@@ -153,6 +153,18 @@ class FrameContext:
         return self._read_parallelism()[1]
 
     @property
+    def master(self) -> str | None:
+        """The server's ``spark.master`` (``local[2]``, a cluster's URL), as the server reports it."""
+        value = self._session.conf.get("spark.master", None)
+        return None if value is None else str(value)
+
+    @property
+    def applicationId(self) -> str | None:
+        """The server's Spark application id (``spark.app.id``)."""
+        value = self._session.conf.get("spark.app.id", None)
+        return None if value is None else str(value)
+
+    @property
     def defaultMinPartitions(self) -> int:
         """``min(defaultParallelism, 2)``, as pyspark."""
         return min(self.defaultParallelism, 2)
@@ -186,13 +198,19 @@ class FrameContext:
             size = len(c)
             if size:
                 step = c[1] - c[0] if size > 1 else 1
-                return FrameRDD(self, placeholder, slices, PartitionRunner(_RangeSlice(c[0], size, step, slices)))
+                made = FrameRDD(self, placeholder, slices, PartitionRunner(_RangeSlice(c[0], size, step, slices)))
+                made.known_count = size
+                return made
             c = []
-        parts = parallelize_slices(list(c), slices)
+        values = list(c)
+        parts = parallelize_slices(values, slices)
         encoded = [dumps(part) for part in parts]
         if sum(map(len, encoded)) <= self.closure_limit:
-            return FrameRDD(self, placeholder, slices, PartitionRunner(None, encoded))
-        return FrameRDD(self, self._uploaded(parts), slices)
+            made = FrameRDD(self, placeholder, slices, PartitionRunner(None, encoded))
+        else:
+            made = FrameRDD(self, self._uploaded(parts), slices)
+        made.known_count = len(values)
+        return made
 
     closure_limit = 1 << 20
     """Bytes of pickled slices ``parallelize`` ships inside the job's function (every task gets them
