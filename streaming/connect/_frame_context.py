@@ -122,6 +122,7 @@ class FrameContext:
         self._lock = threading.Lock()
         self._parallelism: tuple[int, bool] | None = None
         self._checkpoint_dir: str | None = None
+        self._placeholders: dict[int, Any] = {}
 
     @property
     def session(self) -> Any:
@@ -193,7 +194,7 @@ class FrameContext:
         slices = self.defaultParallelism if numSlices is None else int(numSlices)
         if slices < 1:
             raise ValueError(f"the number of slices must be at least 1, got {slices}")
-        placeholder = self._markers(self._session.range(0, slices, 1, slices))  # a marker in each partition
+        placeholder = self._placeholder(slices)
         if isinstance(c, range):
             size = len(c)
             if size:
@@ -247,7 +248,17 @@ class FrameContext:
 
     def emptyRDD(self) -> FrameRDD:
         """A FrameRDD with no partition."""
-        return FrameRDD(self, self._markers(self._session.range(0, 0)), 0)
+        return FrameRDD(self, self._placeholder(0), 0)
+
+    def _placeholder(self, slices: int) -> Any:
+        """A frame of one marker row in each of ``slices`` partitions, one object per count: a Connect
+        ``mapInArrow`` asks the server for its input's columns (a plan analysis, one round trip) once
+        per DataFrame object, so each batch's ``parallelize`` reusing it saves that round trip."""
+        with self._lock:
+            frame = self._placeholders.get(slices)
+            if frame is None:
+                frame = self._placeholders[slices] = self._markers(self._session.range(0, slices, 1, max(slices, 1)))
+            return frame
 
     @staticmethod
     def _markers(frame: Any) -> Any:
