@@ -6,6 +6,7 @@ from ._environment import FrameEnvironment, Partitioner
 from ._errors import ConnectUnsupportedError
 from ._frame_context import FrameConf, FrameContext, is_connect_session
 from ._frame_rdd import FrameRDD
+from ._observed_rows import ObservedRows
 
 __all__ = [
     "FRAME_SCHEMA",
@@ -15,6 +16,7 @@ __all__ = [
     "FrameContext",
     "FrameEnvironment",
     "FrameRDD",
+    "ObservedRows",
     "Partitioner",
     "is_connect_session",
 ]

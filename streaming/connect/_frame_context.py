@@ -37,6 +37,15 @@ def ship_by_value() -> None:
     cloudpickle.register_pickle_by_value(sys.modules[__package__ or "streaming.connect"])  # type: ignore[no-untyped-call]
 
 
+def remote_url(session: Any) -> str | None:
+    """The ``sc://`` URL the Connect session was made from (its token too), if it was made from one."""
+    url = getattr(getattr(session.client, "_builder", None), "url", None)
+    if url is None or not hasattr(url, "geturl"):
+        return None
+    text: str = url.geturl()  # the client keeps it parsed as http://host:port/;params
+    return "sc" + text[len("http"):] if text.startswith("http") else None
+
+
 class _RangeSlice:
     """pyspark's slices of a ``range``: partition ``i`` is ``range(start(i), start(i + 1), step)``."""
 
@@ -83,6 +92,16 @@ class FrameConf:
         self._session.conf.set(key, value)
         return self
 
+    def getAll(self) -> list[tuple[str, str]]:
+        """The session's settings as ``(key, value)`` pairs, with ``spark.remote`` (the server's URL) where a
+        classic context has ``spark.master``: so ``SparkSession.builder.config(conf=rdd.context.getConf())
+        .getOrCreate()`` in a Connect client returns this session, as it returns the classic one there."""
+        settings = {key: str(value) for key, value in self._session.conf.getAll.items() if key != "spark.master"}
+        url = remote_url(self._session)
+        if url is not None:
+            settings["spark.remote"] = url
+        return sorted(settings.items())
+
 
 class FrameContext:
     """The SparkContext of DStreams on Spark Connect: makes FrameRDDs on a Connect session.
@@ -103,6 +122,7 @@ class FrameContext:
         self._lock = threading.Lock()
         self._parallelism: tuple[int, bool] | None = None
         self._checkpoint_dir: str | None = None
+        self._placeholders: dict[int, Any] = {}
 
     @property
     def session(self) -> Any:
@@ -134,6 +154,18 @@ class FrameContext:
         return self._read_parallelism()[1]
 
     @property
+    def master(self) -> str | None:
+        """The server's ``spark.master`` (``local[2]``, a cluster's URL), as the server reports it."""
+        value = self._session.conf.get("spark.master", None)
+        return None if value is None else str(value)
+
+    @property
+    def applicationId(self) -> str | None:
+        """The server's Spark application id (``spark.app.id``)."""
+        value = self._session.conf.get("spark.app.id", None)
+        return None if value is None else str(value)
+
+    @property
     def defaultMinPartitions(self) -> int:
         """``min(defaultParallelism, 2)``, as pyspark."""
         return min(self.defaultParallelism, 2)
@@ -162,18 +194,24 @@ class FrameContext:
         slices = self.defaultParallelism if numSlices is None else int(numSlices)
         if slices < 1:
             raise ValueError(f"the number of slices must be at least 1, got {slices}")
-        placeholder = self._markers(self._session.range(0, slices, 1, slices))  # a marker in each partition
+        placeholder = self._placeholder(slices)
         if isinstance(c, range):
             size = len(c)
             if size:
                 step = c[1] - c[0] if size > 1 else 1
-                return FrameRDD(self, placeholder, slices, PartitionRunner(_RangeSlice(c[0], size, step, slices)))
+                made = FrameRDD(self, placeholder, slices, PartitionRunner(_RangeSlice(c[0], size, step, slices)))
+                made.known_count = size
+                return made
             c = []
-        parts = parallelize_slices(list(c), slices)
+        values = list(c)
+        parts = parallelize_slices(values, slices)
         encoded = [dumps(part) for part in parts]
         if sum(map(len, encoded)) <= self.closure_limit:
-            return FrameRDD(self, placeholder, slices, PartitionRunner(None, encoded))
-        return FrameRDD(self, self._uploaded(parts), slices)
+            made = FrameRDD(self, placeholder, slices, PartitionRunner(None, encoded))
+        else:
+            made = FrameRDD(self, self._uploaded(parts), slices)
+        made.known_count = len(values)
+        return made
 
     closure_limit = 1 << 20
     """Bytes of pickled slices ``parallelize`` ships inside the job's function (every task gets them
@@ -210,7 +248,17 @@ class FrameContext:
 
     def emptyRDD(self) -> FrameRDD:
         """A FrameRDD with no partition."""
-        return FrameRDD(self, self._markers(self._session.range(0, 0)), 0)
+        return FrameRDD(self, self._placeholder(0), 0)
+
+    def _placeholder(self, slices: int) -> Any:
+        """A frame of one marker row in each of ``slices`` partitions, one object per count: a Connect
+        ``mapInArrow`` asks the server for its input's columns (a plan analysis, one round trip) once
+        per DataFrame object, so each batch's ``parallelize`` reusing it saves that round trip."""
+        with self._lock:
+            frame = self._placeholders.get(slices)
+            if frame is None:
+                frame = self._placeholders[slices] = self._markers(self._session.range(0, slices, 1, max(slices, 1)))
+            return frame
 
     @staticmethod
     def _markers(frame: Any) -> Any:

@@ -82,6 +82,8 @@ class FrameCore:
         self._checkpoint_kind: str | None = None
         self._checkpointed = False
         self._checkpoint_path: str | None = None
+        self.known_count: int | None = None
+        """How many values the RDD holds, where known without running it (``parallelize`` sets it; derived RDDs have none)."""
 
     # -- construction --
 
@@ -102,6 +104,17 @@ class FrameCore:
             runner = PartitionRunner(chained, previous.source)
             return self._derive(self._source, self._num_partitions, runner, partitioner)
         return self._derive(self.frame, self._num_partitions, PartitionRunner(f), partitioner)
+
+    def observed(self, observation: Any) -> Self | None:
+        """This RDD with its values counted into ``observation`` (a Connect ``Observation``, metric ``rows``) by every
+        query that reads them: ``DataFrame.observe`` adds no job and no stage. ``None`` when the values are made by a
+        Python function still to run (nothing on the server sees them before that function's own stage)."""
+        if self._runner is not None or not self._pipelinable():
+            return None
+        from pyspark.sql.connect import functions
+
+        source = self._source.observe(observation, functions.count(VALUE_COLUMN).alias("rows"))
+        return self._derive(source, self._num_partitions, None, self.partitioner)
 
     def _exchange(self, sides: Sequence[tuple[FrameCore, Route]], num_partitions: int,
                   partitioner: Partitioner | None = None) -> Self:

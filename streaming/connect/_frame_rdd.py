@@ -199,6 +199,12 @@ class FrameRDD(FramePairs):
         return (self.map(lambda v: (v, None)).cogroup(other.map(lambda v: (v, None)))
                 .filter(lambda pair: all(pair[1])).keys())
 
+    def __iter__(self) -> Iterator[Any]:
+        """The elements, collected: a Connect session's ``createDataFrame`` takes any iterable, so
+        ``spark.createDataFrame(rdd)`` takes a FrameRDD as a classic session takes an RDD (the rows
+        travel through the client; ``rdd.toDF()`` keeps them on the server)."""
+        return iter(self.collect())
+
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_"):
             from pyspark import RDD

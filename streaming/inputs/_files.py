@@ -36,6 +36,8 @@ from ._counting import RowCounter
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
+    from ..connect import ObservedRows
+
 __all__ = ["FileEntry", "FileInputDStream", "is_new_file", "list_local_files", "select_new_files"]
 
 DEFAULT_MIN_REMEMBER = "60s"
@@ -161,6 +163,7 @@ class FileInputDStream(InputDStream):
         self._last_entry = -1
         self._entries: dict[int, FileSelection] = {}
         self._row_counter = RowCounter()
+        self._observed: ObservedRows | None = None  # on Connect
         self._log = library_logger("aiodstream.streaming", component="FileInputDStream", stream=self.id,
                                                                      directory=self.directory)
 
@@ -208,12 +211,21 @@ class FileInputDStream(InputDStream):
             return sc.emptyRDD()
         rdds = [self._read_file(sc, p) for p in paths]
         rdd = rdds[0] if len(rdds) == 1 else sc.union(rdds)
-        if tracker is None or self._env.spark.kind == "connect":
-            return rdd  # a graph that is not running: nobody reads the counts; on Connect: no accumulators to count with
+        if tracker is None:
+            return rdd  # a graph that is not running: nobody reads the counts
+        if self._env.spark.kind == "connect":  # no accumulators on Connect: observed metrics count the rows
+            if self._observed is None:
+                from ..connect import ObservedRows
+
+                self._observed = ObservedRows()
+            counted: RDD[Any] = self._observed.wrap(rdd, time.milliseconds)
+            return counted
         return self._row_counter.wrap(sc, rdd, time.milliseconds)  # rows counted as the batch reads them
 
     def take_counted_rows(self, time: Time) -> int | None:
         """The rows batch ``time`` read from its files, once its jobs ended."""
+        if self._observed is not None:
+            return self._observed.take(time.milliseconds)
         return self._row_counter.take(time.milliseconds)
 
     def _warn_empty(self, entries: list[FileEntry]) -> None:

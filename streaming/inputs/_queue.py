@@ -14,6 +14,8 @@ from ._counting import RowCounter
 if TYPE_CHECKING:
     from pyspark import RDD  # only for annotations: pyspark is imported when Spark is first needed
 
+    from ..connect import ObservedRows
+
 __all__ = ["QueueInputDStream"]
 
 
@@ -37,6 +39,7 @@ class QueueInputDStream(InputDStream):
         self._taken = 0  # untracked (a bare graph without a query tracker): how many items batches took so far
         self._freed = 0  # items before this index were released
         self._row_counter = RowCounter()
+        self._observed: ObservedRows | None = None  # on Connect
         self._one_at_a_time = one_at_a_time
         self._default = default
 
@@ -58,7 +61,16 @@ class QueueInputDStream(InputDStream):
 
     def take_counted_rows(self, time: Time) -> int | None:
         """The rows batch ``time`` read from queued RDDs, once its jobs ended (lists are counted when taken)."""
+        if self._observed is not None:
+            return self._observed.take(time.milliseconds)
         return self._row_counter.take(time.milliseconds)
+
+    def _observed_rows(self) -> ObservedRows:
+        if self._observed is None:
+            from ..connect import ObservedRows
+
+            self._observed = ObservedRows()
+        return self._observed
 
     async def commit(self, end: Offset) -> None:
         # Queued items before every remembered batch's range are never read again: let their
@@ -116,9 +128,9 @@ class QueueInputDStream(InputDStream):
             if all(isinstance(item, list) for item in taken):
                 tracker.report_info(time, StreamInputInfo(self.id, sum(len(item) for item in taken)))
                 return rdd
-            if self._env.spark.kind == "connect":  # no accumulators on Connect: queued RDDs' rows go uncounted
-                tracker.report_info(time, StreamInputInfo(self.id, sum(len(item) for item in taken if isinstance(item, list))))
-                return rdd
+            if self._env.spark.kind == "connect":  # no accumulators on Connect: observed metrics count the rows
+                counted: RDD[Any] = self._observed_rows().wrap(rdd, time.milliseconds)
+                return counted
             # Queued RDDs: their rows are counted as the batch reads them.
             return self._row_counter.wrap(self._env.spark_context, rdd, time.milliseconds)
         if tracker is not None:

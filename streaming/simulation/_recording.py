@@ -61,6 +61,7 @@ class TraceRecording:
         self._recorder: TraceRecorder | None = None
         self._written = threading.Event()  # set while no trace is being recorded or completed
         self._written.set()
+        self._on_connect = False  # the recorded run is on Spark Connect (its jobs are the server's)
         self._log = library_logger("aiodstream.streaming", component="TraceRecording", context=name)
 
     def request(self, path: str | os.PathLike[str], batches: int | None) -> None:
@@ -96,6 +97,7 @@ class TraceRecording:
         if limit is not None and async_mode:
             raise ValueError("a trace's batch limit stops a context started with start(); a context in 'async with' "
                              "stops itself (await ssc.stop_async())")
+        self._on_connect = not hasattr(sc, "_jsc")  # a Spark Connect session's FrameContext: no JVM here
         meta = {"master": sc.master, "default_parallelism": sc.defaultParallelism, "cpus": os.cpu_count(),
                 "context": self._name, "app_id": sc.applicationId}
         self._recorder = TraceRecorder(path, batch_interval=batch_interval, concurrent_jobs=concurrent_jobs, meta=meta,
@@ -121,6 +123,10 @@ class TraceRecording:
 
     def _write(self, recorder: TraceRecorder, sc: SparkContext | None) -> None:
         try:
+            if self._on_connect:
+                self._log.warning("trace without Spark jobs: on Spark Connect the server's jobs and task times are not "
+                                  "read (they live in the server's Spark UI)", path=recorder.path)
+                return
             url = None if sc is None else sc.uiWebUrl
             if sc is None or url is None:
                 self._log.warning("trace without Spark jobs: Spark's UI is off (spark.ui.enabled=false), so its task "

@@ -204,3 +204,30 @@ def test_refusals_name_the_alternative(frame_context: Any) -> None:
     assert not hasattr(frame_context, "accumulator")
     with pytest.raises(AttributeError, match=exactly("'FrameRDD' object has no attribute 'nonsense'")):
         frame_context.parallelize([1], 1).nonsense  # noqa: B018
+
+
+def test_create_data_frame_takes_a_frame_rdd(frame_context: Any, spark_context: Any) -> None:
+    """A Connect session's createDataFrame takes a FrameRDD of Rows as a classic session takes an RDD: same rows, same schema."""
+    from pyspark.sql import Row, SparkSession
+
+    words = ["a", "b", "a", "c"]
+    connect = frame_context.session.createDataFrame(frame_context.parallelize(words, 3).map(lambda w: Row(word=w)))
+    classic = SparkSession(spark_context).createDataFrame(spark_context.parallelize(words, 3).map(lambda w: Row(word=w)))
+    assert connect.schema == classic.schema
+    assert connect.collect() == classic.collect() == [Row(word=w) for w in words]
+    assert list(frame_context.parallelize([3, 1, 2], 2)) == [3, 1, 2]
+
+
+def test_get_conf_names_the_server_so_the_builder_returns_the_session(frame_context: Any) -> None:
+    """getConf().getAll() has the session's settings and its sc:// URL as spark.remote (no spark.master), which is what
+    SparkSession.builder.config(conf=...).getOrCreate() in a Connect client needs to return this session."""
+    frame_context.session.conf.set("spark.aiodstream.test.marker", "on")
+    try:
+        settings = dict(frame_context.getConf().getAll())
+    finally:
+        frame_context.session.conf.unset("spark.aiodstream.test.marker")
+    assert settings["spark.aiodstream.test.marker"] == "on"
+    assert "spark.master" not in settings
+    remote = settings["spark.remote"]
+    client = frame_context.session.client
+    assert remote.startswith("sc://") and f":{client._builder.url.port}/" in remote and "token=" in remote
