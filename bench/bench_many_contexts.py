@@ -408,7 +408,9 @@ async def one_level(sc: Any, n: int, warmup: int, batches: int, jvm: int | None,
         done = sum(r.completed for r in recorders) - done_before
         counter.stop()
         iterations.stop()
-        if callgrind:  # the window's profile alone, for callgrind_annotate: what a context-batch runs at 1 and at 50
+        # The window's profile, for callgrind_annotate: what a context-batch runs at 1 and at 50. Read the printed counts,
+        # not a dump's total: in one run the second level's dump held about twice its window's instructions.
+        if callgrind:
             subprocess.run(["callgrind_control", f"--dump=contexts-{n}", str(os.getpid())],  # noqa: ASYNC221  (a bench, outside the window)
                            check=True, stdout=subprocess.DEVNULL)
         threads = threading.active_count() - BASE[0]  # alive now, less those of a process with Spark and no context
