@@ -18,7 +18,12 @@ machine leaves most stable), for:
 and each program's ratios Connect / classic per round, of processing and of total CPU (median,
 min, max over rounds). Both engines' outputs are checked to be the same for every batch.
 
-Not part of the test suite. Run (about 3 minutes on a quiet two-core machine):
+``split_per_job`` (``--no-split`` leaves it out): outside the streaming engine, the CPU per job
+(driver / JVM / Python workers, ms) of ``KafkaUtils.createRDD(...).count()`` over one batch's
+records and of the same count over as many ``parallelize``d lines, on each engine: what Connect
+adds with Kafka against what it adds without.
+
+Not part of the test suite. Run (about 3-4 minutes on a quiet two-core machine):
 ``PYTHONPATH=$PWD python bench/bench_kafka_connect.py`` (``--rounds 3 --batches 10 --lines 5000 --partitions 4``).
 """
 
@@ -93,6 +98,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10, help="measured batches per run (two warm-up batches more)")
     parser.add_argument("--lines", type=int, default=5000, help="records per batch")
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--split", action=argparse.BooleanOptionalAction, default=True,
+                        help="also split one batch's count job's CPU by process, with and without Kafka (split_per_job)")
     args = parser.parse_args()
     if args.lines % args.partitions:
         parser.error("--lines must be a multiple of --partitions (each batch drains the same records on every partition)")
@@ -128,9 +135,72 @@ def main() -> None:
                 ratios = [r[key] for r in rounds if r[key] is not None]
                 if ratios:
                     result[name].update({f"{key}_median": statistics.median(ratios), f"{key}_min": min(ratios), f"{key}_max": max(ratios)})
+        if args.split:
+            from streaming import StreamingContext
+
+            result["split_per_job"] = split_jobs(sc, StreamingContext(session, 1).sparkContext, cluster, "lines",
+                                                 args.partitions, args.lines)
     session.stop()
     sc.stop()
     print(json.dumps(result, indent=2))
+
+
+def _process_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process, of its children (the JVM) and of their descendants (the Python workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # gone meanwhile
+            children.setdefault(int(fields[1]), []).append(int(name))
+            cpu[int(name)] = (int(fields[11]) + int(fields[12])) / tick
+    me = os.getpid()
+    found = {"driver": cpu.get(me, 0.0), "jvm": 0.0, "workers": 0.0}
+    for jvm in children.get(me, []):
+        found["jvm"] += cpu.get(jvm, 0.0)
+        stack = list(children.get(jvm, []))
+        while stack:
+            pid = stack.pop()
+            found["workers"] += cpu.get(pid, 0.0)
+            stack.extend(children.get(pid, []))
+    return found
+
+
+def split_jobs(sc: Any, frames: Any, cluster: Any, topic: str, partitions: int, lines: int, jobs: int = 10) -> dict[str, Any]:
+    """CPU (ms) per job, split driver / JVM / Python workers, of ``createRDD(...).count()`` over one batch's records and of
+    the same count over as many ``parallelize``d lines (no Kafka), on each engine: what Connect adds, with and without Kafka.
+
+    Live processes only: a Python worker that exits during the jobs takes its CPU with it (rerun when a figure is negative).
+    """
+    from streaming.kafka import KafkaUtils, OffsetRange
+
+    per = lines // partitions
+    ranges = [OffsetRange(topic, p, 0, per) for p in range(partitions)]
+    data = make_lines(0, lines)
+    params = {"bootstrap.servers": cluster.bootstrap_servers}
+    programs: dict[str, Callable[[], Any]] = {
+        "classic_kafka": lambda: KafkaUtils.createRDD(sc, params, ranges).count(),
+        "connect_kafka": lambda: KafkaUtils.createRDD(frames, params, ranges).count(),
+        "classic_list": lambda: sc.parallelize(data, partitions).count(),
+        "connect_list": lambda: frames.parallelize(data, partitions).count(),
+    }
+    result: dict[str, Any] = {}
+    for name, job in programs.items():
+        for _ in range(3):  # warm: workers started, their consumers connected
+            job()
+        before = _process_cpu()
+        for _ in range(jobs):
+            job()
+        after = _process_cpu()
+        result[name] = {key: round((after[key] - before[key]) / jobs * 1000, 1) for key in before}
+        result[name]["load_1min"] = round(os.getloadavg()[0], 1)
+        print(f"split {name}: {result[name]}", file=sys.stderr, flush=True)
+    return result
 
 
 def _ratio(figures: dict[str, dict[str, float | None]], key: str) -> float | None:

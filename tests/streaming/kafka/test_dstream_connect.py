@@ -47,13 +47,16 @@ def on_both(spark_context: Any, connect_session: Any, kafka_cluster: Any, kafka_
 
 def test_a_word_count_over_three_partitions_gives_the_classic_batches(
         spark_context: Any, connect_session: Any, kafka_cluster: Any, kafka_topic: str) -> None:
-    """The direct stream's word count: each batch reads exactly the records produced before its tick, on both engines."""
+    """The direct stream's word count: each batch reads exactly the records produced before its tick, on both engines;
+    a window over the stream reads its batches' ranges again; each batch's input rows are its ranges' sizes."""
     def program(spark: Any, topic: str, clock: ManualClock) -> tuple[StreamingContext, dict[Any, Any]]:
         outputs: dict[Any, Any] = {}
         ssc = StreamingContext(spark, INTERVAL_MS / 1000, clock=clock)
         stream = KafkaUtils.createDirectStream(ssc, [topic], params(kafka_cluster))
         counts = stream.map(lambda kv: kv[1]).flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(add)
         counts.foreachRDD(lambda t, rdd: outputs.__setitem__(batch_ms(t), sorted(rdd.collect())))
+        windowed = stream.map(lambda kv: kv[1]).window(2 * INTERVAL_MS / 1000, INTERVAL_MS / 1000)  # re-reads the last two batches' ranges
+        windowed.foreachRDD(lambda t, rdd: outputs.setdefault("window", {}).__setitem__(batch_ms(t), sorted(rdd.collect())))
         ssc.addStreamingListener(InputRows(outputs))
         return ssc, outputs
 
@@ -72,6 +75,7 @@ def test_a_word_count_over_three_partitions_gives_the_classic_batches(
         3000: [],
         4000: [("a", 1), ("b", 1)],
         "rows": {1000: 3, 2000: 2, 3000: 0, 4000: 2},  # the ranges' sizes: counted on the driver, on Connect too
+        "window": {1000: ["a b", "b", "c"], 2000: ["a a", "a b", "b", "c", "d"], 3000: ["a a", "d"], 4000: ["a", "b"]},
     }
 
 
