@@ -25,7 +25,7 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
 
-from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, Time
+from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, StreamingError, Time
 
 from ..state import StateOperatorStats, StateStoreProvider, keep_partition_count
 from ._batch_stats import BatchStats, batch_stats
@@ -129,7 +129,9 @@ class KeyedStateNode(StreamNode):
         product with one empty partition reads every partition (those already run get their
         kept outputs back, the others run their state) and yields nothing, so no second Python
         worker drains what the tasks made. On Spark Connect a ``count`` does it (its tasks are
-        Python workers anyway). (On a SparkContext, a task that ran its state and then failed in
+        Python workers anyway); if still no task's report reached this process then, the server's
+        workers write where this process does not read, and the batch fails saying so (its
+        watermark and progress would silently stand still otherwise). (On a SparkContext, a task that ran its state and then failed in
         the user's code downstream reports nothing, as Spark drops a failed task's accumulator
         updates: its partition is not run again, and the failed batch's progress lacks its
         numbers. On Connect its report stands.)
@@ -141,6 +143,12 @@ class KeyedStateNode(StreamNode):
                 return
         if self._env.spark.kind == "connect":
             rdd.count()
+            if batch is not None and self._stats is not None and self._stats.peek(batch) is None:
+                raise StreamingError(
+                    f"the tasks of {self.operator_name} ran every partition of the batch, but none of their reports "
+                    f"reached this process (in {getattr(self._stats, 'directory', '?')}): on Spark Connect the server's "
+                    "Python workers write them on their machine's disk, which must be this one's (a local server, or "
+                    "the same temporary directory mounted on both)")
         else:
             rdd.cartesian(rdd.context.parallelize([], 1)).collect()
 

@@ -103,3 +103,31 @@ def test_the_state_advances_when_no_output_reads_it(connect_session: Any, tmp_pa
     assert seen == [["a", "b", "c"], ["a"]]
     operators = [p.state_operators[0] for p in ssc.runtime.recent_progress]
     assert [(op.num_rows_total, op.num_rows_updated, op.num_state_store_instances) for op in operators] == [(3, 3, 2), (3, 1, 2)]
+
+
+def test_a_server_that_writes_its_reports_elsewhere_fails_the_batch(connect_session: Any, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tasks' reports written where this process does not read (a server on another disk, here another directory):
+    the batch fails saying so, instead of its progress and watermark standing still."""
+    from scheduler import ManualClock
+    from streaming import StreamingContext
+    from streaming.dstream import _keyed_state
+    from streaming.dstream._batch_stats import ReportedStats, ReportWriter
+    from tests.support import run_dstream_batches
+
+    def elsewhere(env: Any) -> ReportedStats:
+        stats = ReportedStats()
+        stats._writer = ReportWriter(str(tmp_path / "elsewhere"))  # what the server's workers would reach
+        return stats
+
+    monkeypatch.setattr(_keyed_state, "batch_stats", elsewhere)
+    clock = ManualClock(0)
+    ssc = StreamingContext(connect_session, 1, clock=clock)
+    stream = ssc.queueStream([ssc.sparkContext.parallelize(["a", "b"], 2)], oneAtATime=True)
+    counts = stream.map(lambda k: (k, 1)).flatMapGroupsWithState(classic.count_values, "update", "NoTimeout", numPartitions=2)
+    counts.foreachRDD(lambda rdd: rdd.collect())
+    ssc.checkpoint(str(tmp_path / "ck"))
+    errors = run_dstream_batches(ssc, clock, 1)
+    assert len(errors) == 1
+    assert "none of their reports reached this process" in str(errors[0])
+    assert (tmp_path / "elsewhere" / "1000").is_dir()  # the tasks did report, where this process does not read
