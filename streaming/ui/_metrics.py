@@ -132,14 +132,14 @@ class _QueryState:
                 submitted = batch.submission_time.milliseconds
                 start, end = batch.processing_start, batch.processing_end
                 if start is not None and end is not None:  # always, once completed
-                    began, ended = start.milliseconds, end.milliseconds
-                    value = began - submitted
+                    start_ms, end_ms = start.milliseconds, end.milliseconds
+                    value = start_ms - submitted
                     scheduling[0 if value <= first else bucket(limits, value)] += 1
                     scheduling_sum += value
-                    value = ended - began
+                    value = end_ms - start_ms
                     processing[0 if value <= first else bucket(limits, value)] += 1
                     processing_sum += value
-                    value = ended - submitted
+                    value = end_ms - submitted
                     total[0 if value <= first else bucket(limits, value)] += 1
                     total_sum += value
                     completed += 1
