@@ -34,16 +34,13 @@ class QueryProgressListener(Protocol):
         """Whether a batch's report would reach anyone now: without, the reporter builds none for it."""
         ...
 
-    def keeps_progress(self) -> bool:
-        """Whether a view keeps the reports to read them when asked (:meth:`on_batch_progress`); optional.
+    def progress_keeper(self) -> Callable[[Callable[[], StreamingQueryProgress], int, Mapping[str, int]], None] | None:
+        """What keeps a committed batch's report (its builder, called only if a view reads it; its input rows and
+        phase durations) for the views that read them when asked, or ``None`` while no view does; optional.
 
-        Once true it stays true (a view that keeps them does so for the rest of the run): the
-        reporter stops asking.
+        Once it gives one, that one serves for the rest of the run (a view that keeps reports keeps
+        them until the run ends): the reporter asks no more and calls it for every batch.
         """
-        ...
-
-    def on_batch_progress(self, build: Callable[[], StreamingQueryProgress], rows: int, durations: Mapping[str, int]) -> None:
-        """A batch was committed: its report's builder (called only if a view reads it), input rows and phase durations."""
         ...
 
     async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
@@ -70,8 +67,8 @@ class ProgressReporter:
         self._name = name
         self._listener = listener
         # Optional in the protocol (listeners written before it keep working): None without.
-        self._keeps: Callable[[], bool] | None = getattr(listener, "keeps_progress", None)
-        self._kept = False  # keeps_progress() said yes: it stays so, ask no more
+        self._keeper: Callable[[], Any] | None = getattr(listener, "progress_keeper", None)
+        self._keep: Callable[[Callable[[], StreamingQueryProgress], int, Mapping[str, int]], None] | None = None
         self._changed = changed
         self._log = log
         self.ring = ProgressRing(options.num_recent_progress_updates)
@@ -122,16 +119,17 @@ class ProgressReporter:
                             duration_ms=dict(progress.duration_ms))
         listener = self._listener
         if listener is not None:
-            keeps = self._keeps
-            if self._kept or (keeps is not None and keeps()):  # the web UI's and the metrics' log: read when asked
-                self._kept = True
+            keep = self._keep
+            if keep is None and self._keeper is not None:
+                keep = self._keep = self._keeper()
+            if keep is not None:  # the web UI's and the metrics' log: read when they are asked
                 infos = job_set.input_infos
                 rows = 0
                 for source in inputs:
                     info = infos.get(source.stream_id)
                     if info is not None:
                         rows += info.num_records
-                listener.on_batch_progress(get, rows, batch.durations)
+                keep(get, rows, batch.durations)
             if listener.wants_progress():
                 await listener.on_query_progress(get())
 

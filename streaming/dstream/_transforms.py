@@ -184,40 +184,58 @@ class ForEachNode(StreamNode):
         # As pyspark.streaming's generation does, the JVM RDD is made now, not in the job's processing
         # time: for an output whose function reads it (learnt from its jobs; see JvmRddPrebuild).
         func = self._prebuild.observing(self._func, rdd)
-        env = self._env
-        spark = env.spark
-        holder: list[Job] = []
-
-        def group() -> str:  # known once the job has its output operation id
-            return streaming_job_group(env.name, time, holder[0].output_op_id)
-
-        def description() -> str:
-            return job_description(time, holder[0].output_op_id)
-
-        if self._is_async:
-            async def run_async() -> None:
-                # Spark calls made through run_spark() join the batch's job group.
-                job = BatchJob(spark.spark_context, group(), description(), spark.job_threads())
-                token = current_batch_job.set(job)
-                try:
-                    await func(batch_datetime(time), rdd)
-                finally:
-                    current_batch_job.reset(token)
-            job = Job(time, run_async, name=self._name, description=self._name, is_async=True,
-                      cancel=lambda: spark.cancel_job_group(group()))
-        else:
-            async def run() -> None:
-                # The function runs on a job thread, which the event loop waits for without a
-                # worker thread in between. Only the job group and its description are set (before
-                # the function's first py4j call): Spark's internal batchTime/outputOpId properties
-                # feed the JVM Streaming tab, which this runtime does not have.
-                # The group and description are made only if the function calls Spark (see Label).
-                await spark.job_threads().run(spark.spark_context, group, description, func, batch_datetime(time), rdd)
-            job = Job(time, run, name=self._name, description=self._name, is_async=True,
-                      cancel=lambda: spark.cancel_job_group(group()))
-        holder.append(job)
+        # One object per batch's job, not a closure each for the run, the group, the description and
+        # the cancel hook (about 20 objects a queued batch that a backlog carries into the collector's
+        # oldest generation).
+        output = _OutputRun(self._env, time, func, rdd)
+        job = output.job = Job(time, output.run_async if self._is_async else output.run, name=self._name,
+                               description=self._name, is_async=True, cancel=output.cancel)
         return job
 
+
+
+class _OutputRun:
+    """One batch's job of an output: runs the function on the batch's RDD, names the Spark job group, cancels it."""
+
+    __slots__ = ("env", "func", "job", "rdd", "time")
+
+    def __init__(self, env: Any, time: Time, func: Callable[[Any, Any], Any], rdd: Any) -> None:
+        self.env = env
+        self.time = time
+        self.func = func
+        self.rdd = rdd
+        self.job: Job | None = None  # set once the job is made
+
+    def group(self) -> str:  # known once the job has its output operation id
+        assert self.job is not None
+        return streaming_job_group(self.env.name, self.time, self.job.output_op_id)
+
+    def description(self) -> str:
+        assert self.job is not None
+        return job_description(self.time, self.job.output_op_id)
+
+    async def run(self) -> None:
+        # The function runs on a job thread, which the event loop waits for without a worker
+        # thread in between. Only the job group and its description are set (before the
+        # function's first py4j call): Spark's internal batchTime/outputOpId properties feed the
+        # JVM Streaming tab, which this runtime does not have. The group and description are made
+        # only if the function calls Spark (see Label).
+        spark = self.env.spark
+        await spark.job_threads().run(spark.spark_context, self.group, self.description, self.func,
+                                      batch_datetime(self.time), self.rdd)
+
+    async def run_async(self) -> None:
+        # Spark calls made through run_spark() join the batch's job group.
+        spark = self.env.spark
+        job = BatchJob(spark.spark_context, self.group(), self.description(), spark.job_threads())
+        token = current_batch_job.set(job)
+        try:
+            await self.func(batch_datetime(self.time), self.rdd)
+        finally:
+            current_batch_job.reset(token)
+
+    def cancel(self) -> None:
+        self.env.spark.cancel_job_group(self.group())
 
 
 def _user_frame() -> str:

@@ -56,13 +56,10 @@ class BusReports:
         """Whether a listener of the bus handles ``QueryProgress``."""
         return self._bus.wants(QueryProgress)
 
-    def keeps_progress(self) -> bool:
-        """Whether a view keeps the bus's progress log (the web UI, the metrics)."""
-        return self._bus.keeps_progress()
-
-    def on_batch_progress(self, build: Callable[[], StreamingQueryProgress], rows: int, durations: Mapping[str, int]) -> None:
-        """Append to the bus's progress log."""
-        self._bus.on_batch_progress(build, rows, durations)
+    def progress_keeper(self) -> Callable[[Callable[[], StreamingQueryProgress], int, Mapping[str, int]], None] | None:
+        """The bus's progress log's ``append`` once a view keeps the reports (it then keeps them for the run), else ``None``."""
+        bus = self._bus
+        return bus.progress_log().append if bus.keeps_progress() else None
 
     async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
         """Post ``QueryIdle``."""

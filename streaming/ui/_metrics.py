@@ -128,9 +128,25 @@ class _QueryState:
         records = self.records
         completed = failed = succeeded = failed_operations = 0
         for _, batch in entries:
-            if type(batch) is JobSet:  # every job succeeded (see BatchEntry)
+            if type(batch) is JobSet:  # every job succeeded (see BatchEntry): the common case, in fewest steps
                 submitted = batch.submission_time.milliseconds
                 start, end = batch.processing_start, batch.processing_end
+                if start is not None and end is not None:  # always, once completed
+                    start_ms, end_ms = start.milliseconds, end.milliseconds
+                    value = start_ms - submitted
+                    scheduling[0 if value <= first else bucket(limits, value)] += 1
+                    scheduling_sum += value
+                    value = end_ms - start_ms
+                    processing[0 if value <= first else bucket(limits, value)] += 1
+                    processing_sum += value
+                    value = end_ms - submitted
+                    total[0 if value <= first else bucket(limits, value)] += 1
+                    total_sum += value
+                    completed += 1
+                    succeeded += len(batch.jobs)
+                    for stream_id, input_info in batch.input_infos.items():
+                        records[stream_id] = records.get(stream_id, 0) + input_info.num_records
+                    continue
                 began = None if start is None else start.milliseconds
                 ended = None if end is None else end.milliseconds
                 failures, operations, inputs = 0, len(batch.jobs), batch.input_infos

@@ -438,3 +438,22 @@ def test_only_a_loop_that_advertises_a_probe_has_one() -> None:
     run("asyncio", without)
     run("trio", without)
     assert ready_probe() is None
+
+
+def test_take_returns_up_to_the_limit_in_order_and_lets_a_waiting_producer_in() -> None:
+    """Mailbox.take: what is queued now, oldest first, at most ``limit``; the room it makes admits a producer waiting in put."""
+
+    async def body() -> None:
+        box: Mailbox[int] = Mailbox(3)
+        assert box.take(5) == []
+        for n in range(3):
+            box.put_nowait(n)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(box.put, 3)  # full: waits for room
+            await anyio.lowlevel.checkpoint()
+            assert len(box) == 3
+            assert box.take(2) == [0, 1]
+            assert box.take(10) == [2, 3]  # the waiting producer's item went in when room was made
+        assert box.take(1) == []
+
+    anyio.run(body)

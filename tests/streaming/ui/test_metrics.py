@@ -209,3 +209,18 @@ async def test_metrics_of_a_micro_batch_runtime_take_no_batch_or_progress_event(
     assert value(found, "aiodstream_batches_total", query="q", outcome="completed") == 3
     assert value(found, "aiodstream_query_progress_reports_total", query="q") >= 2
     assert value(found, "aiodstream_query_input_rows_total", query="q") > 0
+
+
+def test_a_histogram_of_whole_milliseconds_buckets_each_as_its_value_in_seconds_would() -> None:
+    """The metrics count whole ms against bounds in whole ms: every ms from 0 to 400 s lands where ms / 1000 would."""
+    import bisect
+
+    from streaming.ui._metrics import _CHECKPOINT_BUCKETS_S, DELAY_BUCKETS_S, _Histogram
+
+    for bounds in (DELAY_BUCKETS_S, _CHECKPOINT_BUCKETS_S):
+        histogram = _Histogram(bounds)
+        assert all(bisect.bisect_left(histogram.limits, ms) == bisect.bisect_left(bounds, ms / 1000)
+                   for ms in range(0, 400_001))
+        histogram.observe_ms(5)
+        histogram.observe_ms(1)
+        assert histogram.sum == 0.006 and sum(histogram.counts) == 2
