@@ -84,6 +84,7 @@ def run_program(spark: Any, directory: Path, clock: ManualClock, batches: int, b
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(900)  # 18 Connect batches and 6 classic ones; minutes at load 40
 def test_state_and_an_inverse_window_resume_from_the_servers_snapshots_as_classic_spark_runs_them(
         connect_session: Any, spark_context: Any, tmp_path: Path) -> None:
     """Batches 1-5 run on Connect, 5 fails; the resumed run restores the snapshots of batch 4 and gives classic Spark's partitions."""
