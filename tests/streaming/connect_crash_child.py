@@ -18,6 +18,10 @@ import sys
 
 from tests.crash import run_until_stopped
 
+MAX_RUN_S = 1200
+"""How long a run may go at the most (tests.crash's three minutes are too few here: at load 40 a Connect batch takes
+10 s, and a restarted run first works through the batches of its down time)."""
+
 URL_VARIABLE = "AIODSTREAM_CRASH_CONNECT_URL"
 BATCH_SECONDS = 4
 
@@ -47,7 +51,7 @@ def main(in_dir: str, out_dir: str, checkpoint: str, stop_file: str) -> None:
         ssc.checkpoint(checkpoint)
         return ssc
 
-    run_until_stopped(checkpoint, setup, stop_file)
+    run_until_stopped(checkpoint, setup, stop_file, max_run_s=MAX_RUN_S)
 
 
 if __name__ == "__main__":
