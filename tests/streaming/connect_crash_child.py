@@ -3,7 +3,7 @@
 Usage: ``python tests/streaming/connect_crash_child.py IN OUT CHECKPOINT STOPFILE``, with the Connect server's
 URL (``sc://host:port/;token=...;session_id=...``) in ``AIODSTREAM_CRASH_CONNECT_URL``.
 
-The program is ``dstream_crash_child.py``'s, on a Connect session: every batch (4 s: a Connect batch costs more
+The program is ``dstream_crash_child.py``'s, on a Connect session: every batch (6 s: a Connect batch costs more
 server round trips, and a program that falls behind its interval never catches up) saves its lines to
 ``OUT/lines-<ms>`` and the running count of all lines (``updateStateByKey``, its state snapshot written by the
 server every 2 batches) to ``OUT/count-<ms>``. It stops gracefully once ``STOPFILE`` exists, unless killed first,
@@ -23,7 +23,7 @@ MAX_RUN_S = 1200
 10 s, and a restarted run first works through the batches of its down time)."""
 
 URL_VARIABLE = "AIODSTREAM_CRASH_CONNECT_URL"
-BATCH_SECONDS = 4
+BATCH_SECONDS = 6
 
 
 def main(in_dir: str, out_dir: str, checkpoint: str, stop_file: str) -> None:
