@@ -133,3 +133,26 @@ def test_a_classic_snapshot_is_not_read_on_connect(connect_session: Any, tmp_pat
     assert str(raised.value) == (
         f"the state snapshot {snapshot} was written on classic Spark and cannot be read on Spark Connect; restart the "
         "program on the same kind of Spark, or start over with a new checkpoint directory")
+
+
+@pytest.mark.spark
+def test_an_initial_state_given_as_a_frame_rdd_seeds_the_state(connect_session: Any, spark_context: Any, tmp_path: Path) -> None:
+    """updateStateByKey's initialRDD may be a FrameRDD on Connect; the states equal classic Spark's with an RDD."""
+    from tests.support import run_dstream_batches
+
+    results: dict[str, list[Any]] = {}
+
+    def run(spark: Any, name: str) -> None:
+        clock = ManualClock(0)
+        ssc = StreamingContext(spark, 1, clock=clock)
+        ssc.sparkContext.setCheckpointDir(str(tmp_path / name))
+        seed = ssc.sparkContext.parallelize([("a", 100), ("z", 1000)], 2)
+        stream = ssc.queueStream([[("a", 1), ("b", 2)], [("a", 3)]])
+        counts = stream.updateStateByKey(lambda values, state: sum(values) + (state or 0), 2, initialRDD=seed)
+        counts.foreachRDD(lambda rdd: results.setdefault(name, []).append(rdd.glom().collect()))
+        assert run_dstream_batches(ssc, clock, 2) == []
+
+    run(spark_context, "classic")
+    run(connect_session, "connect")
+    assert results["connect"] == results["classic"]
+    assert len(results["connect"]) == 2
