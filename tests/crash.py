@@ -222,15 +222,16 @@ def child_spark_context(app_name: str) -> Any:
     return sc
 
 
-def run_until_stopped(checkpoint: str, setup: Callable[[], Any], stop_file: str, *, restore_graph: bool = True) -> None:
-    """getOrCreate (``restoreGraph=restore_graph``), start, say ``started``, run until ``stop_file`` appears (or MAX_RUN_S),
-    stop gracefully."""
+def run_until_stopped(checkpoint: str, setup: Callable[[], Any], stop_file: str, *, restore_graph: bool = True,
+                      max_run_s: int = MAX_RUN_S) -> None:
+    """getOrCreate (``restoreGraph=restore_graph``), start, say ``started``, run until ``stop_file`` appears (or
+    ``max_run_s``), stop gracefully."""
     from streaming import StreamingContext
 
     ssc = StreamingContext.getOrCreate(checkpoint, setup, restoreGraph=restore_graph)
     ssc.start()
     print("started", flush=True)
-    for _ in range(MAX_RUN_S * 5):
+    for _ in range(max_run_s * 5):
         if os.path.exists(stop_file) or ssc.awaitTerminationOrTimeout(0.2):
             break
     ssc.stop(stopSparkContext=True, stopGraceFully=True)

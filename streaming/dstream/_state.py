@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Callable
 
 from scheduler import Time
 
@@ -16,7 +17,8 @@ __all__ = ["StateNode", "initial_state"]
 
 
 def initial_state(env: StreamEnvironment, initial: RDD[Any] | Iterable[Any] | None) -> RDD[Any] | list[Any] | None:
-    """``updateStateByKey``'s ``initialRDD`` as the state stream takes it: an RDD, or a list inside ``async with``.
+    """``updateStateByKey``'s ``initialRDD`` as the state stream takes it: an RDD (a FrameRDD on Spark Connect), or a
+    list inside ``async with``.
 
     A list is parallelized now (a py4j call), as pyspark does, except on the event loop: then
     the state stream parallelizes a copy when the first batch needs it, on the generation thread.
@@ -25,7 +27,7 @@ def initial_state(env: StreamEnvironment, initial: RDD[Any] | Iterable[Any] | No
 
     if not initial:
         return None
-    if isinstance(initial, RDD):
+    if isinstance(initial, RDD) or not isinstance(initial, Iterable):  # an RDD, or a FrameRDD on Spark Connect
         return initial
     if env.async_mode:
         return list(initial)

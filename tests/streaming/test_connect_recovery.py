@@ -84,6 +84,7 @@ def run_program(spark: Any, directory: Path, clock: ManualClock, batches: int, b
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(900)  # 18 Connect batches and 6 classic ones; minutes at load 40
 def test_state_and_an_inverse_window_resume_from_the_servers_snapshots_as_classic_spark_runs_them(
         connect_session: Any, spark_context: Any, tmp_path: Path) -> None:
     """Batches 1-5 run on Connect, 5 fails; the resumed run restores the snapshots of batch 4 and gives classic Spark's partitions."""
@@ -132,3 +133,26 @@ def test_a_classic_snapshot_is_not_read_on_connect(connect_session: Any, tmp_pat
     assert str(raised.value) == (
         f"the state snapshot {snapshot} was written on classic Spark and cannot be read on Spark Connect; restart the "
         "program on the same kind of Spark, or start over with a new checkpoint directory")
+
+
+@pytest.mark.spark
+def test_an_initial_state_given_as_a_frame_rdd_seeds_the_state(connect_session: Any, spark_context: Any, tmp_path: Path) -> None:
+    """updateStateByKey's initialRDD may be a FrameRDD on Connect; the states equal classic Spark's with an RDD."""
+    from tests.support import run_dstream_batches
+
+    results: dict[str, list[Any]] = {}
+
+    def run(spark: Any, name: str) -> None:
+        clock = ManualClock(0)
+        ssc = StreamingContext(spark, 1, clock=clock)
+        ssc.sparkContext.setCheckpointDir(str(tmp_path / name))
+        seed = ssc.sparkContext.parallelize([("a", 100), ("z", 1000)], 2)
+        stream = ssc.queueStream([[("a", 1), ("b", 2)], [("a", 3)]])
+        counts = stream.updateStateByKey(lambda values, state: sum(values) + (state or 0), 2, initialRDD=seed)
+        counts.foreachRDD(lambda rdd: results.setdefault(name, []).append(rdd.glom().collect()))
+        assert run_dstream_batches(ssc, clock, 2) == []
+
+    run(spark_context, "classic")
+    run(connect_session, "connect")
+    assert results["connect"] == results["classic"]
+    assert len(results["connect"]) == 2
