@@ -5,8 +5,8 @@ Each example runs as its own program with ``--remote`` naming the test run's Con
 compared with the lines its classic run must print (:mod:`tests.test_examples`). The default run
 takes ``heartbeat_monitor.py`` (mapGroupsWithState with processing-time timeouts, the shortest:
 the keyed conformance tests on Connect cover transformWithState and event time by default);
-``AIODSTREAM_CONNECT=all`` runs every one (``stateful_wordcount.py`` needs updateStateByKey with a
-checkpoint on Connect, issue 30's ustate lane).
+``AIODSTREAM_CONNECT=all`` runs every one, ``stateful_wordcount.py`` (updateStateByKey with a
+checkpoint) included.
 """
 
 from __future__ import annotations
