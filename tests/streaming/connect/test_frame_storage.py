@@ -253,3 +253,18 @@ def test_a_word_count_over_a_parallelized_list_makes_one_plan_analysis(frame_con
     monkeypatch.setattr(client, "_analyze", counted)
     assert word_count(["c d", "d d"]) == [("c", 1), ("d", 3)]
     assert calls == ["schema"]
+
+
+def test_unpersist_after_a_checkpoint_releases_the_persisted_frame(frame_context: Any, tmp_path: Path) -> None:
+    """persist() then checkpoint(): the first action reads the checkpoint back, and unpersist() still releases the frame
+    persist() stored (not only the checkpoint's)."""
+    frame_context.setCheckpointDir(str(tmp_path / "checkpoints"))
+    rdd = frame_context.parallelize(range(6), 2).map(lambda x: x * 2)
+    rdd.persist()
+    stored = rdd.frame
+    rdd.checkpoint()
+    assert rdd.collect() == [0, 2, 4, 6, 8, 10] and rdd.isCheckpointed()
+    assert stored.storageLevel.useMemory or stored.storageLevel.useDisk
+    rdd.unpersist()
+    level = stored.storageLevel
+    assert not (level.useMemory or level.useDisk)
