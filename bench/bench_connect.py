@@ -150,15 +150,22 @@ def vs_structured(session: Any, args: argparse.Namespace) -> dict[str, Any]:
                 for mode in ("per_batch", "running"):
                     directory = Path(tmp) / f"round-{index}-{mode}"
                     write_batch_files(directory, args.batches, args.lines)
-                    measured[mode] = structured_word_count(session, directory, args.interval, args.batches, mode)
-            rounds.append({"ours_ms": measured["ours_ms"], **{f"structured_{m}": measured[m] for m in ("per_batch", "running")},
-                           "ratio_per_batch": round(measured["ours_ms"] / max(measured["per_batch"]["trigger_ms"], 1), 3),
-                           "ratio_running": round(measured["ours_ms"] / max(measured["running"]["trigger_ms"], 1), 3),
-                           "load_1min": round(os.getloadavg()[0], 1), "first": order[0]})
+                    try:
+                        measured[mode] = structured_word_count(session, directory, args.interval, args.batches, mode)
+                    except Exception as exc:  # reported: foreachBatch's server-side Python process
+                        # must connect back within Spark's fixed 10 s, which a loaded machine can miss
+                        measured[mode] = {"error": str(exc).splitlines()[0]}
+            entry: dict[str, Any] = {"ours_ms": measured["ours_ms"], "load_1min": round(os.getloadavg()[0], 1),
+                                     "first": order[0]}
+            for mode in ("per_batch", "running"):
+                entry[f"structured_{mode}"] = measured[mode]
+                trigger = measured[mode].get("trigger_ms")
+                entry[f"ratio_{mode}"] = None if trigger is None else round(measured["ours_ms"] / max(trigger, 1), 3)
+            rounds.append(entry)
     result: dict[str, Any] = {"rounds": rounds}
     for key in ("ratio_per_batch", "ratio_running"):
-        ratios = [r[key] for r in rounds]
-        result[key] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+        ratios = [r[key] for r in rounds if r[key] is not None]
+        result[key] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)} if ratios else None
     return result
 
 

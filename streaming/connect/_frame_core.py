@@ -79,6 +79,7 @@ class FrameCore:
         self._num_partitions = num_partitions
         self._frame: Any = None
         self._storage: Any = None
+        self._persisted: Any = None  # the frame persist() stored on the server
         self._checkpoint_kind: str | None = None
         self._checkpointed = False
         self._checkpoint_path: str | None = None
@@ -207,7 +208,7 @@ class FrameCore:
     def persist(self, storageLevel: Any = None) -> Self:  # noqa: N803
         """Keeps the partitions on the server (Connect ``DataFrame.persist``); later RDDs read them."""
         frame = self.frame
-        self._frame = frame.persist() if storageLevel is None else frame.persist(storageLevel)
+        self._frame = self._persisted = frame.persist() if storageLevel is None else frame.persist(storageLevel)
         self._storage = storageLevel if storageLevel is not None else self._frame.storageLevel
         return self
 
@@ -217,8 +218,10 @@ class FrameCore:
 
     def unpersist(self, blocking: bool = False) -> Self:
         """Drops the stored partitions (they are recomputed when read again)."""
-        if self._frame is not None and self._storage is not None:
-            self._frame.unpersist(blocking)
+        # The persisted frame, not ``_frame``: a checkpoint taken since replaced ``_frame`` with the frame read back.
+        if self._persisted is not None and self._storage is not None:
+            self._persisted.unpersist(blocking)
+        self._persisted = None
         self._storage = None
         return self
 

@@ -231,3 +231,40 @@ def test_get_conf_names_the_server_so_the_builder_returns_the_session(frame_cont
     remote = settings["spark.remote"]
     client = frame_context.session.client
     assert remote.startswith("sc://") and f":{client._builder.url.port}/" in remote and "token=" in remote
+
+
+def test_a_word_count_over_a_parallelized_list_makes_one_plan_analysis(frame_context: Any,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each batch's parallelize reuses the context's marker frame, whose columns the server was asked for once: a word
+    count then makes one plan analysis (the shuffle's output), not two."""
+    client = frame_context.session.client
+    analyze = client._analyze
+    calls: list[str] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(str(kwargs.get("method")))
+        return analyze(*args, **kwargs)
+
+    def word_count(lines: list[str]) -> list[Any]:
+        return sorted(frame_context.parallelize(lines, 2).flatMap(str.split).map(lambda w: (w, 1))
+                      .reduceByKey(lambda a, b: a + b).collect())
+
+    assert word_count(["a b", "b"]) == [("a", 1), ("b", 2)]  # the marker frame's columns asked for, at most once
+    monkeypatch.setattr(client, "_analyze", counted)
+    assert word_count(["c d", "d d"]) == [("c", 1), ("d", 3)]
+    assert calls == ["schema"]
+
+
+def test_unpersist_after_a_checkpoint_releases_the_persisted_frame(frame_context: Any, tmp_path: Path) -> None:
+    """persist() then checkpoint(): the first action reads the checkpoint back, and unpersist() still releases the frame
+    persist() stored (not only the checkpoint's)."""
+    frame_context.setCheckpointDir(str(tmp_path / "checkpoints"))
+    rdd = frame_context.parallelize(range(6), 2).map(lambda x: x * 2)
+    rdd.persist()
+    stored = rdd.frame
+    rdd.checkpoint()
+    assert rdd.collect() == [0, 2, 4, 6, 8, 10] and rdd.isCheckpointed()
+    assert stored.storageLevel.useMemory or stored.storageLevel.useDisk
+    rdd.unpersist()
+    level = stored.storageLevel
+    assert not (level.useMemory or level.useDisk)
