@@ -27,8 +27,12 @@ class BatchOutputs:
         self.outputs = outputs
 
     def keep(self, outputs: list[Any]) -> None:
-        """Keep ``outputs`` as this run's, replacing any other run's (written whole, then renamed into place)."""
-        temporary = self._path.with_name(f"{self._path.name}-new-{os.getpid()}")
+        """Keep ``outputs`` as this run's, replacing any other run's (written whole, then renamed into place).
+
+        Only the holder of the partition's lock writes, so the temporary file has one name: what
+        a writer killed before its rename left is overwritten by the next keep, never piled up.
+        """
+        temporary = self._path.with_name(f"{self._path.name}-new")
         with open(temporary, "wb") as file:
             pickle.dump(self._token, file, protocol=5)  # read first: another run's outputs are never unpickled
             pickle.dump(outputs, file, protocol=5)

@@ -60,6 +60,28 @@ def test_a_second_task_of_the_partition_waits_for_the_first_to_leave(tmp_path: P
         assert kept.outputs == ["out"]
 
 
+def test_a_writer_killed_before_its_rename_leaves_nothing_behind_the_next_keep(tmp_path: Path) -> None:
+    """A task killed between writing its outputs and renaming them: the next keep takes its place, no file piles up."""
+    working_copy = tmp_path / "abc.sqlite"
+    pid = os.fork()
+    if pid == 0:  # the killed task: its outputs written, the process gone before the rename
+        try:
+            with once_per_batch(working_copy, "4-a") as kept:
+                os.replace = lambda *_: os._exit(0)  # type: ignore[assignment]
+                kept.keep(["lost"])
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert len(os.listdir(tmp_path)) == 2  # the lock and the killed writer's temporary file
+    with once_per_batch(working_copy, "4-b") as kept:
+        assert kept.outputs is None
+        kept.keep(["kept"])
+    assert sorted(os.listdir(tmp_path)) == ["abc.outputs", "abc.outputs-lock"]
+    with once_per_batch(working_copy, "4-b") as kept:
+        assert kept.outputs == ["kept"]
+
+
 def count_values(key: str, values: Iterator[int], state: GroupState) -> Iterator[tuple[str, int]]:
     """The running count of a key."""
     state.update((state.getOption or 0) + sum(values))
