@@ -244,13 +244,26 @@ def write_recipe(directory: str | os.PathLike[str] | CheckpointPath, data: bytes
 
 
 def _pickling_failure(value: object) -> BaseException | None:
-    """The error pyspark's serializer raises for ``value`` (a ``PicklingError`` naming the cause), or ``None``."""
-    from pyspark.serializers import CloudPickleSerializer
+    """The error pyspark's serializer raises for ``value`` (a ``PicklingError`` naming the cause), or ``None``.
+
+    pyspark's own serializer prints the cause's traceback to stderr before it raises; a graph that
+    only warns (a queue of RDDs) must not print one at every start, so the same pickler is called
+    here and its failure given pyspark's message without the print.
+    """
+    import pickle
+
+    from pyspark import cloudpickle
+    from pyspark.serializers import pickle_protocol
 
     try:
-        CloudPickleSerializer().dumps(value)  # type: ignore[no-untyped-call]
-    except Exception as exc:
+        cloudpickle.dumps(value, pickle_protocol)
+    except pickle.PickleError as exc:
         return exc
+    except Exception as exc:
+        try:
+            raise pickle.PicklingError(f"Could not serialize object: {type(exc).__name__}: {exc}") from exc
+        except pickle.PicklingError as failure:
+            return failure
     return None
 
 

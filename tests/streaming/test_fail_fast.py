@@ -75,9 +75,10 @@ def test_a_function_holding_the_spark_context_refuses_start_as_on_pyspark(spark_
 
 
 @pytest.mark.spark
-def test_a_queue_of_rdds_with_a_checkpoint_starts_with_a_warning_as_on_pyspark(spark_context: Any, tmp_path: Path) -> None:
+def test_a_queue_of_rdds_with_a_checkpoint_starts_with_a_warning_as_on_pyspark(spark_context: Any, tmp_path: Path,
+                                                                              capfd: pytest.CaptureFixture[str]) -> None:
     """Spark only warns for a queue stream it cannot save (queueStream doesn't support checkpointing): both engines
-    start; ours says why in a warning and saves no graph."""
+    start; ours says why in a warning (and prints no traceback, as pyspark prints none) and saves no graph."""
     from pyspark.streaming import StreamingContext as PySparkStreamingContext
 
     from tests.support import capture_events
@@ -94,6 +95,7 @@ def test_a_queue_of_rdds_with_a_checkpoint_starts_with_a_warning_as_on_pyspark(s
     ours = StreamingContext(sc, 0.5)
     ours.queueStream([sc.parallelize([1])]).foreachRDD(lambda rdd: None)
     ours.checkpoint(str(tmp_path / "ours"))
+    capfd.readouterr()
     with capture_events() as logs:
         try:
             ours.start()
@@ -101,4 +103,5 @@ def test_a_queue_of_rdds_with_a_checkpoint_starts_with_a_warning_as_on_pyspark(s
             ours.stop(stopSparkContext=False)
     [warning] = [e for e in logs if e["event"].startswith("the DStream graph cannot be saved")]
     assert warning["reason"].startswith("queueStream doesn't support checkpointing: Could not serialize object: ")
+    assert "Traceback" not in capfd.readouterr().err
     assert not (tmp_path / "ours" / "graph").exists()
