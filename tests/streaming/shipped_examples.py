@@ -10,7 +10,8 @@ Each example's source is run as shipped with these changes, and no others:
 - the inputs are the test's: a socket server on 127.0.0.1 that sends each batch's lines, a
   directory where each batch's file appears, and a small word-sentiment file in place of
   ``data/streaming/AFINN-111.txt``; stateful_network_wordcount's ``checkpoint`` directory is
-  under the test's directory rather than the working directory.
+  under the test's directory rather than the working directory, and recoverable_network_wordcount
+  gets ``<workdir>/checkpoint`` and ``<workdir>/counts.txt`` as its checkpoint directory and output file.
 
 :func:`run_example` runs one in this process and returns what it printed. Run as a module
 (``python -m tests.streaming.shipped_examples <name> <connect-url> <workdir> <feed-json>``) it
@@ -149,6 +150,8 @@ def run_example(name: str, spark: Any, workdir: Path, feed: list[list[str]]) -> 
     argv = [name]
     if server is not None:
         argv += ["127.0.0.1", str(server.port)]
+    if name == "recoverable_network_wordcount":
+        argv += [str(workdir / "checkpoint"), str(workdir / "counts.txt")]
     elif name == "hdfs_wordcount":
         argv.append(str(watched))
     done = threading.Event()
