@@ -24,6 +24,7 @@ __all__ = [
     "GraphRecipe",
     "RecipeCall",
     "SavedRecipe",
+    "SavedRDD",
     "StreamRef",
     "load_recipe",
     "recorded",
