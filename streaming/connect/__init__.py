@@ -7,16 +7,22 @@ from ._errors import ConnectUnsupportedError
 from ._frame_context import FrameConf, FrameContext, is_connect_session
 from ._frame_rdd import FrameRDD
 from ._observed_rows import ObservedRows
+from ._shared_values import FrameAccumulator, FrameBroadcast
+from ._task_reports import ReportFolder, write_report
 
 __all__ = [
     "FRAME_SCHEMA",
     "VALUE_COLUMN",
     "ConnectUnsupportedError",
+    "FrameAccumulator",
+    "FrameBroadcast",
     "FrameConf",
     "FrameContext",
     "FrameEnvironment",
     "FrameRDD",
     "ObservedRows",
     "Partitioner",
+    "ReportFolder",
     "is_connect_session",
+    "write_report",
 ]

@@ -15,6 +15,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
+from ._shared_values import task_ended, task_started
+
 __all__ = [
     "FRAME_SCHEMA",
     "INDEX_SCHEMA",
@@ -139,8 +141,10 @@ class PartitionRunner:
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Runs in the Python worker, once per partition."""
+        task_started()
         index, batches = _open(batches)
         yield from encode(index, self.values(index, batches))
+        task_ended()
         _drain(batches)
 
 
@@ -163,6 +167,7 @@ class ShuffleWriter:
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Runs in the Python worker, once per map partition."""
+        task_started()
         index, batches = _open(batches)
         keys, order = self.keys, self.order + index
         if self.markers and index == 0:  # every target partition's marker, once for the shuffle
@@ -184,6 +189,7 @@ class ShuffleWriter:
                 hashes, targets, rows, size = [], [], [], 0
         if rows:
             yield shuffle_batch(hashes, targets, order, start, rows)
+        task_ended()
         _drain(batches)
 
 

@@ -16,8 +16,6 @@ class ConnectUnsupportedError(ConnectNotSupportedError, AttributeError):
 
 
 _CONTEXT_ALTERNATIVES = {
-    "broadcast": "capture the value in the function's closure (it travels with the function)",
-    "accumulator": "return counts from the batch (rdd.count(), reduce) or use a DataFrame aggregate",
     "addFile": "use the session's spark.addArtifacts(path, file=True)",
     "addPyFile": "use the session's spark.addArtifacts(path, pyfile=True)",
     "setJobGroup": "tag the thread's operations with spark.addTag(tag) and cancel with spark.interruptTag(tag)",

@@ -12,6 +12,7 @@ from ._errors import unsupported_context_attribute
 from ._frame_core import exchanged
 from ._frame_rdd import FrameRDD
 from ._partitioning import parallelize_slices, partition_keys
+from ._shared_values import FrameAccumulator, FrameBroadcast, SharedValues
 
 __all__ = ["FrameConf", "FrameContext", "is_connect_session", "ship_by_value"]
 
@@ -123,6 +124,7 @@ class FrameContext:
         self._parallelism: tuple[int, bool] | None = None
         self._checkpoint_dir: str | None = None
         self._placeholders: dict[int, Any] = {}
+        self._shared = SharedValues()
 
     @property
     def session(self) -> Any:
@@ -245,6 +247,32 @@ class FrameContext:
             names=SHUFFLE_SCHEMA.names,
         )
         return exchanged([self._session.createDataFrame(table, SHUFFLE_SCHEMA)], len(parts))
+
+    def broadcast(self, value: Any) -> FrameBroadcast:
+        """pyspark's ``broadcast``: a read-only ``value`` that tasks read as ``.value``; it travels by value
+        with each job's pickled functions (no copy is kept on the server)."""
+        return FrameBroadcast(value)
+
+    def accumulator(self, value: Any, accum_param: Any = None) -> FrameAccumulator:
+        """pyspark's ``accumulator``: starts at ``value``, tasks ``add`` to it, the driver reads ``.value``.
+
+        ``accum_param`` (pyspark's ``AccumulatorParam``: ``zero``, ``addInPlace``) defaults to pyspark's
+        for ints, floats and complex numbers, as pyspark's does. Tasks' additions come back as report
+        files in a private directory of this machine (the server's Python workers must share this
+        machine's disk) and are folded in when ``.value`` is read (see docs/connect.md).
+        """
+        if accum_param is None:
+            from pyspark import accumulators
+
+            if isinstance(value, int):
+                accum_param = accumulators.INT_ACCUMULATOR_PARAM
+            elif isinstance(value, float):
+                accum_param = accumulators.FLOAT_ACCUMULATOR_PARAM
+            elif isinstance(value, complex):
+                accum_param = accumulators.COMPLEX_ACCUMULATOR_PARAM
+            else:
+                raise TypeError(f"No default accumulator param for type {type(value)}")
+        return self._shared.accumulator(value, accum_param)
 
     def emptyRDD(self) -> FrameRDD:
         """A FrameRDD with no partition."""

@@ -13,12 +13,7 @@ file inputs already take) reaches too, and the driver reads the batch's files af
 from __future__ import annotations
 
 import os
-import pickle
-import shutil
-import tempfile
 import threading
-import uuid
-import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -119,10 +114,8 @@ class AccumulatedStats:
 
 
 class ReportWriter:
-    """The task side of :class:`ReportedStats`: writes each record as ``<directory>/<batch>/<unique>.report``.
-
-    Written whole under a temporary name, then renamed, so the driver never reads half a record.
-    """
+    """The task side of :class:`ReportedStats`: each batch's record as a report file in ``<directory>/<batch>``
+    (``streaming.connect.write_report``)."""
 
     def __init__(self, directory: str) -> None:
         """Records go under ``directory`` (a path the tasks and the driver both reach)."""
@@ -130,17 +123,15 @@ class ReportWriter:
 
     def add(self, term: dict[int, Any]) -> None:
         """Write each batch's record of ``term`` as a file of its own."""
+        from ..connect import write_report
+
         for batch, record in term.items():
-            folder = os.path.join(self.directory, str(batch))
-            os.makedirs(folder, exist_ok=True)
-            name = os.path.join(folder, f"{os.getpid()}-{uuid.uuid4().hex}")
-            with open(name + ".tmp", "wb") as file:
-                pickle.dump(record, file, protocol=5)
-            os.replace(name + ".tmp", name + ".report")
+            write_report(os.path.join(self.directory, str(batch)), record)
 
 
 class ReportedStats:
-    """The channel on Spark Connect: the tasks' report files in a directory of this machine's temporary directory.
+    """The channel on Spark Connect: the tasks' report files in a private directory (0700) of this machine's
+    temporary directory (``streaming.connect.ReportFolder``, shared with Connect's accumulators).
 
     The directory is the channel's own (a new one per stream and run, so a batch run again after
     a restart never reads an earlier run's files); it is removed with the channel, or at exit.
@@ -148,14 +139,15 @@ class ReportedStats:
 
     def __init__(self) -> None:
         """A new, empty directory for the tasks' reports."""
-        self._directory = Path(tempfile.mkdtemp(prefix="aiodstream-task-reports-"))
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self._directory, True)
-        self._writer = ReportWriter(os.fspath(self._directory))
+        from ..connect import ReportFolder
+
+        self._folder = ReportFolder()
+        self._writer = ReportWriter(os.fspath(self._folder.directory))
 
     @property
     def directory(self) -> Path:
         """Where the tasks write."""
-        return self._directory
+        return self._folder.directory
 
     @property
     def sink(self) -> TaskSink:
@@ -163,18 +155,11 @@ class ReportedStats:
         return self._writer
 
     def _merged(self, batch: int, *, remove: bool) -> Any:
-        folder = self._directory / str(batch)
-        try:
-            names = sorted(name for name in os.listdir(folder) if name.endswith(".report"))
-        except FileNotFoundError:
-            return None
         merged = None
-        for name in names:
-            with open(folder / name, "rb") as file:
-                record = pickle.load(file)
+        for record in self._folder.records(str(batch), remove=False):
             merged = record if merged is None else merged.merge(record)
         if remove:
-            shutil.rmtree(folder, ignore_errors=True)
+            self._folder.remove(str(batch))
         return merged
 
     def peek(self, batch: int) -> Any:

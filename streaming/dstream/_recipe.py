@@ -24,6 +24,7 @@ __all__ = [
     "GraphRecipe",
     "RecipeCall",
     "SavedRecipe",
+    "SavedRDD",
     "StreamRef",
     "load_recipe",
     "recorded",
@@ -65,6 +66,24 @@ class StreamRef:
     """Stands for the ``index``-th stream a recipe made, in a recorded call's arguments."""
 
     index: int
+
+
+@attrs.frozen
+class SavedRDD:
+    """Stands for an RDD argument (``updateStateByKey``'s ``initialRDD``) in a saved recipe: its values and
+    partition count, collected when the recipe is written (an RDD itself cannot be pickled); the
+    replay parallelizes them again on the restored context's Spark."""
+
+    values: list[Any]
+    partitions: int
+
+    @staticmethod
+    def of(value: Any) -> Any:
+        """``value`` as saved: an RDD (pyspark's, or a FrameRDD) as its contents, anything else as is."""
+        if callable(getattr(value, "collect", None)) and callable(getattr(value, "getNumPartitions", None)) \
+                and callable(getattr(value, "mapPartitions", None)):
+            return SavedRDD(list(value.collect()), int(value.getNumPartitions()))
+        return value
 
 
 @attrs.frozen
@@ -117,6 +136,8 @@ class SavedRecipe:
         def resolve(value: Any) -> Any:
             if isinstance(value, StreamRef):
                 return streams[value.index]
+            if isinstance(value, SavedRDD):
+                return context.sparkContext.parallelize(value.values, max(value.partitions, 1))
             if isinstance(value, (list, tuple)) and any(isinstance(v, StreamRef) for v in value):
                 return type(value)(resolve(v) for v in value)
             return value
@@ -198,14 +219,16 @@ class GraphRecipe:
         unrecordable = [c.method for c in self.calls if c.method.startswith("<unrecordable")]
         if unrecordable:
             return None, f"{unrecordable[0][14:-1]} was called with a stream of another context"
-        recipe = SavedRecipe(batch_ms, concurrent_jobs, tuple(spark_conf), tuple(self.calls), continuous_ms)
+        calls = tuple(attrs.evolve(call, args=tuple(map(SavedRDD.of, call.args)),
+                                   kwargs={k: SavedRDD.of(v) for k, v in call.kwargs.items()}) for call in self.calls)
+        recipe = SavedRecipe(batch_ms, concurrent_jobs, tuple(spark_conf), calls, continuous_ms)
         try:
             return _MAGIC + cloudpickle.dumps(recipe), None  # type: ignore[no-untyped-call]
         except Exception as exc:  # cloudpickle raises many kinds: anything unpicklable
             whole = exc
         # Which call: pyspark pickles each function on its own and fails on the first bad one.
         live_failure: tuple[str, BaseException] | None = None
-        for call in self.calls:
+        for call in calls:
             failure = _pickling_failure(call)
             if failure is None:
                 continue

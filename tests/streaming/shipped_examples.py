@@ -10,7 +10,11 @@ Each example's source is run as shipped with these changes, and no others:
 - the inputs are the test's: a socket server on 127.0.0.1 that sends each batch's lines, a
   directory where each batch's file appears, and a small word-sentiment file in place of
   ``data/streaming/AFINN-111.txt``; stateful_network_wordcount's ``checkpoint`` directory is
-  under the test's directory rather than the working directory.
+  under the test's directory rather than the working directory, and recoverable_network_wordcount
+  gets ``<workdir>/checkpoint`` and ``<workdir>/counts.txt`` as its checkpoint directory and output file;
+- stateful_network_wordcount's ``sc.parallelize`` (its initial state) becomes
+  ``ssc.sparkContext.parallelize``: the same SparkContext on classic, the FrameContext on Connect,
+  where the session itself has no ``parallelize``.
 
 :func:`run_example` runs one in this process and returns what it printed. Run as a module
 (``python -m tests.streaming.shipped_examples <name> <connect-url> <workdir> <feed-json>``) it
@@ -56,6 +60,8 @@ def program(name: str, workdir: Path) -> str:
     changed = changed.replace("time.sleep(6)", "__advance__(6)")
     changed = changed.replace('"data/streaming/AFINN-111.txt"', repr(str(workdir / "AFINN-111.txt")))
     changed = changed.replace('ssc.checkpoint("checkpoint")', f"ssc.checkpoint({str(workdir / 'checkpoint')!r})")
+    # A Connect session has no parallelize: the context's SparkContext (a FrameContext there) has.
+    changed = changed.replace("initialStateRDD = sc.parallelize(", "initialStateRDD = ssc.sparkContext.parallelize(")
     if changed.count("__spark__") != 1 or "clock=__clock__" not in changed:
         raise AssertionError(f"{name}.py no longer has the shape this harness changes")
     return changed
@@ -139,6 +145,7 @@ def run_example(name: str, spark: Any, workdir: Path, feed: list[list[str]]) -> 
     runs its own six batches (``feed`` unused).
     """
     from scheduler import ManualClock
+    from streaming import StreamingContext
 
     interval_ms = INTERVALS_S.get(name, 1) * 1000
     clock = ManualClock(0)
@@ -149,6 +156,8 @@ def run_example(name: str, spark: Any, workdir: Path, feed: list[list[str]]) -> 
     argv = [name]
     if server is not None:
         argv += ["127.0.0.1", str(server.port)]
+    if name == "recoverable_network_wordcount":
+        argv += [str(workdir / "checkpoint"), str(workdir / "counts.txt")]
     elif name == "hdfs_wordcount":
         argv.append(str(watched))
     done = threading.Event()
@@ -176,6 +185,9 @@ def run_example(name: str, spark: Any, workdir: Path, feed: list[list[str]]) -> 
         with contextlib.redirect_stdout(out), _kept_running(spark):
             example = threading.Thread(target=main, name=f"example-{name}", daemon=True)
             example.start()
+            _wait(lambda: StreamingContext.getActive() is not None or done.is_set(), "the example's StreamingContext to start")
+            if failure:  # it failed before its context started: that error, not a missing context
+                raise failure[0]
             if name != "queue_stream":
                 _drive(name, _active(done), clock, interval_ms, feed, server, watched)
             else:

@@ -289,3 +289,23 @@ def test_streams_after_a_function_argument_are_references_too(tmp_path: Path) ->
     assert shape(second) == shape(first)
     joined = second._graph.output_streams[0]._parents[0]  # type: ignore[attr-defined]
     assert list(joined._parents) == second._graph.input_streams
+
+
+@pytest.mark.spark
+def test_an_rdd_argument_is_saved_as_its_contents_and_parallelized_again(tmp_path: Path, spark_context: Any) -> None:
+    """updateStateByKey's initialRDD (an RDD cannot be pickled) is saved as its values and partition count, as
+    Spark's checkpoint keeps the initial RDD; the replay gives the restored context an RDD of the same partitions."""
+    from streaming.dstream import SavedRDD
+
+    first = StreamingContext(spark_context, 1)
+    initial = spark_context.parallelize([("hello", 1), ("world", 1), ("a", 2)], 3)
+    first.queueStream([[("a", 1)]]).updateStateByKey(lambda new, old: sum(new) + (old or 0), initialRDD=initial).pprint()
+    assert first._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[]) is None
+    recipe = load_recipe(tmp_path)
+    assert recipe is not None
+    saved = next(c for c in recipe.calls if c.method == "updateStateByKey").kwargs["initialRDD"]
+    assert saved == SavedRDD([("hello", 1), ("world", 1), ("a", 2)], 3)
+    second = StreamingContext(spark_context, 1)
+    recipe.replay(second, StreamNode)
+    replayed = next(c for c in second._env.recipe.calls if c.method == "updateStateByKey").kwargs["initialRDD"]
+    assert replayed.glom().collect() == initial.glom().collect()

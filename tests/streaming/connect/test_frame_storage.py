@@ -194,14 +194,14 @@ def test_refusals_name_the_alternative(frame_context: Any) -> None:
     from streaming.connect import ConnectUnsupportedError
 
     with pytest.raises(ConnectUnsupportedError, match=exactly(
-            "SparkContext.broadcast is not available on Spark Connect (the client has no SparkContext); "
-            "capture the value in the function's closure (it travels with the function)")):
-        frame_context.broadcast([1])
+            "SparkContext.addFile is not available on Spark Connect (the client has no SparkContext); "
+            "use the session's spark.addArtifacts(path, file=True)")):
+        frame_context.addFile("x")
     with pytest.raises(ConnectUnsupportedError, match=exactly(
             "RDD.zip is not available on Spark Connect (a FrameRDD has no JVM RDD); "
             "work on rdd.dataframe (one pickled value per row) or rdd.toDF() instead")):
         frame_context.parallelize([1], 1).zip(frame_context.parallelize([2], 1))
-    assert not hasattr(frame_context, "accumulator")
+    assert not hasattr(frame_context, "statusTracker")
     with pytest.raises(AttributeError, match=exactly("'FrameRDD' object has no attribute 'nonsense'")):
         frame_context.parallelize([1], 1).nonsense  # noqa: B018
 
