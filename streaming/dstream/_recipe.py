@@ -279,7 +279,7 @@ def _pickling_failure(value: object) -> BaseException | None:
     from pyspark.serializers import pickle_protocol
 
     try:
-        cloudpickle.dumps(value, pickle_protocol)
+        cloudpickle.dumps(value, pickle_protocol)  # type: ignore[no-untyped-call]
     except pickle.PickleError as exc:
         return exc
     except Exception as exc:
