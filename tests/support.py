@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -318,3 +319,25 @@ def checkpoint_held_by_another_process(checkpoint: Path) -> Iterator[tuple[str, 
         word, pid, in_flight = stdout.readline().split()
         assert word == "ready"
         yield pid, in_flight, finish
+
+
+CONNECT_ALL = os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"
+"""Whether this run takes every Connect test (``AIODSTREAM_CONNECT=all``) rather than the default few."""
+
+
+def connect_params(names: Sequence[str], defaults: Sequence[str], not_yet: dict[str, str] | None = None) -> list[Any]:
+    """``names`` as pytest parameters for the Connect tests: those in ``defaults`` run; the rest only with
+    ``AIODSTREAM_CONNECT=all`` (skipped otherwise, saying so); those in ``not_yet`` are skipped with why."""
+    import pytest
+
+    not_yet = not_yet or {}
+    params: list[Any] = []
+    for name in names:
+        if name in not_yet:
+            params.append(pytest.param(name, marks=pytest.mark.skip(reason=f"not on Spark Connect yet: {not_yet[name]}")))
+        elif name in defaults or CONNECT_ALL:
+            params.append(name)
+        else:
+            params.append(pytest.param(name, marks=pytest.mark.skip(
+                reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers Connect with " + ", ".join(defaults))))
+    return params

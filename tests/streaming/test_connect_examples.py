@@ -11,12 +11,10 @@ checkpoint) included.
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 import pytest
 
 from tests.conftest import CONNECT_TOKEN
+from tests.support import connect_params
 from tests.test_examples import (
     DEVICE_MONITOR_OUTPUT,
     FRAUD_DETECTION_OUTPUT,
@@ -39,14 +37,6 @@ EXAMPLES: dict[str, tuple[list[str], list[str]]] = {
 DEFAULT_EXAMPLES = ["heartbeat_monitor.py"]
 """Run by default: a mapGroupsWithState program whose devices go offline by processing-time timeouts."""
 
-_ALL = os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"
-
-
-def _examples() -> list[Any]:
-    return [name if name in DEFAULT_EXAMPLES or _ALL else pytest.param(name, marks=pytest.mark.skip(
-        reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers Connect with " + ", ".join(DEFAULT_EXAMPLES)))
-        for name in sorted(EXAMPLES)]
-
 
 def test_the_default_examples_are_examples() -> None:
     """Every example run by default is one of the stateful examples."""
@@ -54,7 +44,7 @@ def test_the_default_examples_are_examples() -> None:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("name", _examples())
+@pytest.mark.parametrize("name", connect_params(sorted(EXAMPLES), DEFAULT_EXAMPLES))
 def test_an_example_prints_the_same_on_connect(connect_address: str, name: str) -> None:
     """The example, given the Connect server, prints its classic output."""
     args, expected = EXAMPLES[name]

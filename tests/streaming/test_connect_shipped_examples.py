@@ -10,7 +10,6 @@ printed, batch headers and all, must be the same text.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 from tests.conftest import CONNECT_TOKEN
 from tests.crash import run_python
 from tests.streaming.shipped_examples import run_example
+from tests.support import connect_params
 
 pytestmark = pytest.mark.connect
 
@@ -48,17 +48,6 @@ OPT_IN = ("network_wordcount", "hdfs_wordcount", "queue_stream", "network_wordjo
 """With ``AIODSTREAM_CONNECT=all`` (one to three minutes each on a loaded machine)."""
 NOT_YET: dict[str, str] = {}
 """Spark's examples that do not run on Connect yet, with why."""
-_ALL = os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"
-
-
-def _examples() -> list[Any]:
-    params: list[Any] = list(DEFAULT)
-    for name in OPT_IN:
-        params.append(name if _ALL else pytest.param(name, marks=pytest.mark.skip(
-            reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers " + ", ".join(DEFAULT))))
-    for name, why in NOT_YET.items():
-        params.append(pytest.param(name, marks=pytest.mark.skip(reason=f"not on Spark Connect yet: {why}")))
-    return params
 
 
 def test_every_shipped_example_is_listed() -> None:
@@ -69,7 +58,7 @@ def test_every_shipped_example_is_listed() -> None:
     assert shipped == {*DEFAULT, *OPT_IN, *NOT_YET}
 
 
-@pytest.mark.parametrize("name", _examples())
+@pytest.mark.parametrize("name", connect_params([*DEFAULT, *OPT_IN, *NOT_YET], DEFAULT, NOT_YET))
 def test_a_shipped_example_prints_the_same_on_connect(name: str, spark_context: Any, connect_address: str,
                                                       tmp_path: Path) -> None:
     """The example's whole output on Connect equals the classic engine's, and it printed each batch."""

@@ -9,10 +9,11 @@ groups that do not pass yet, each with the reason (docs/connect.md).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
+
+from tests.support import connect_params
 
 from .connect import run_connect
 from .test_conformance import BATCH_SECONDS, GROUPS, TIMEOUT, group_program, pyspark_outputs
@@ -25,21 +26,6 @@ and updateStateByKey under ssc.checkpoint (3 s on a quiet machine)."""
 
 NOT_YET: dict[str, str] = {}
 """Groups that fail on Connect for now, with why; opt-in runs skip them."""
-
-_ALL = os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"
-
-
-def _groups() -> list[Any]:
-    params = []
-    for group in GROUPS:
-        if group in NOT_YET:
-            params.append(pytest.param(group, marks=pytest.mark.skip(reason=f"not on Spark Connect yet: {NOT_YET[group]}")))
-        elif group in DEFAULT_GROUPS or _ALL:
-            params.append(group)
-        else:
-            params.append(pytest.param(group, marks=pytest.mark.skip(
-                reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers Connect with " + ", ".join(DEFAULT_GROUPS))))
-    return params
 
 
 def test_the_default_groups_and_the_exceptions_are_groups() -> None:
@@ -60,7 +46,7 @@ def warm_sessions(spark_context: Any, connect_session: Any) -> tuple[Any, Any]:
 
 
 @pytest.mark.timeout(2 * TIMEOUT + 60)
-@pytest.mark.parametrize("group", _groups())
+@pytest.mark.parametrize("group", connect_params(GROUPS, DEFAULT_GROUPS, NOT_YET))
 def test_same_outputs_on_connect_as_pyspark(group: str, warm_sessions: tuple[Any, Any]) -> None:
     """The group's recorded outputs, pprint text and saved files on Spark Connect equal pyspark.streaming's, batch by batch."""
     sc, session = warm_sessions

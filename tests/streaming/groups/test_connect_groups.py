@@ -10,7 +10,6 @@ store; ``AIODSTREAM_CONNECT=all`` runs every program and the heartbeat program's
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +18,12 @@ import pytest
 from tests.streaming.groups import test_dstream_groups as classic
 from tests.streaming.groups.reference import PROGRAMS
 from tests.streaming.groups.test_conformance import EVENTS, pyspark_outputs, run_ours
+from tests.support import CONNECT_ALL, connect_params
 
 pytestmark = pytest.mark.connect
 
 DEFAULT_PROGRAMS = ["sessions"]
 """Run by default: sessions closed by event-time timeouts, which needs the watermark's statistics and the state's."""
-
-_ALL = os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"
-
-
-def _programs() -> list[Any]:
-    return [program if program in DEFAULT_PROGRAMS or _ALL else pytest.param(program, marks=pytest.mark.skip(
-        reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers Connect with " + ", ".join(DEFAULT_PROGRAMS)))
-        for program in sorted(PROGRAMS)]
 
 
 def test_the_default_programs_are_programs() -> None:
@@ -39,7 +31,7 @@ def test_the_default_programs_are_programs() -> None:
     assert set(DEFAULT_PROGRAMS) <= set(PROGRAMS)
 
 
-@pytest.mark.parametrize("program", _programs())
+@pytest.mark.parametrize("program", connect_params(sorted(PROGRAMS), DEFAULT_PROGRAMS))
 def test_the_same_output_per_batch_on_connect(spark_context: Any, connect_session: Any, tmp_path: Path, program: str) -> None:
     """applyInPandasWithState's outputs, per input batch, from a Connect session."""
     theirs = pyspark_outputs(spark_context, program)
@@ -48,7 +40,7 @@ def test_the_same_output_per_batch_on_connect(spark_context: Any, connect_sessio
     assert [[tuple(row) for row in batch] for batch in ours] == theirs
 
 
-@pytest.mark.skipif(not _ALL, reason="opt-in (AIODSTREAM_CONNECT=all): the restart test runs the same program by default")
+@pytest.mark.skipif(not CONNECT_ALL, reason="opt-in (AIODSTREAM_CONNECT=all): the restart test runs the same program by default")
 def test_processing_time_timeouts_and_progress_on_connect(connect_session: Any, tmp_path: Path) -> None:
     """mapGroupsWithState's heartbeat program of :mod:`.test_dstream_groups` on Connect: the same outputs, and the
     same state numbers in the progress (rows held, timeouts fired, state store instances) from the tasks' reports."""
@@ -61,7 +53,7 @@ def test_the_state_survives_a_restart_on_connect(connect_session: Any, tmp_path:
     classic.test_the_state_survives_a_restart_from_the_checkpoint(connect_session, tmp_path)
 
 
-@pytest.mark.skipif(not _ALL, reason="opt-in (AIODSTREAM_CONNECT=all): transformWithState's default Connect test has initial state")
+@pytest.mark.skipif(not CONNECT_ALL, reason="opt-in (AIODSTREAM_CONNECT=all): transformWithState's default Connect test has initial state")
 def test_an_initial_state_on_connect(connect_session: Any, tmp_path: Path) -> None:
     """flatMapGroupsWithState's initialState (a list, parallelized on the Connect session): batch 0 starts from it."""
     from scheduler import ManualClock

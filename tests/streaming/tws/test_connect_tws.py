@@ -11,7 +11,6 @@ initial state and event-time timers; ``AIODSTREAM_CONNECT=all`` runs every progr
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +18,12 @@ import pytest
 
 from tests.streaming.tws.reference import PROGRAMS
 from tests.streaming.tws.test_conformance import EVENTS, run_ours, run_pipeline
+from tests.support import connect_params
 
 pytestmark = pytest.mark.connect
 
 DEFAULT_PROGRAMS = ["seeded"]
 """Run by default: initial state, event-time timers, late rows dropped by the watermark."""
-
-_ALL = os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"
-
-
-def _programs() -> list[Any]:
-    return [program if program in DEFAULT_PROGRAMS or _ALL else pytest.param(program, marks=pytest.mark.skip(
-        reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers Connect with " + ", ".join(DEFAULT_PROGRAMS)))
-        for program in sorted(PROGRAMS)]
 
 
 def test_the_default_programs_are_programs() -> None:
@@ -39,7 +31,7 @@ def test_the_default_programs_are_programs() -> None:
     assert set(DEFAULT_PROGRAMS) <= set(PROGRAMS)
 
 
-@pytest.mark.parametrize("program", _programs())
+@pytest.mark.parametrize("program", connect_params(sorted(PROGRAMS), DEFAULT_PROGRAMS))
 def test_the_same_outputs_and_counters_on_connect(connect_session: Any, tmp_path: Path, program: str) -> None:
     """Outputs per input batch, and the timers registered, deleted and rows dropped by the watermark, as on classic Spark."""
     expected_metrics: list[dict[str, int]] = []
