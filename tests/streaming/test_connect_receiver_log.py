@@ -11,13 +11,16 @@ gives on classic Spark.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import socket
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from listeners import EventRecorder
 from scheduler import ManualClock
 from streaming import StreamingContext
 from tests.support import advance
@@ -43,21 +46,65 @@ class Run:
         self.outputs[ms] = sorted(rdd.collect())
 
 
-def program(run: Run, items: list[str]) -> Callable[[StreamingContext], None]:
-    """Word counts per batch over an async source (a receiver placed in this process)."""
+class LineServer:
+    """A TCP server on localhost that sends each connection the next script of lines, then closes it."""
+
+    def __init__(self, scripts: list[list[str]]) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self._scripts = list(scripts)
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        for lines in self._scripts:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall("".join(f"{line}\n" for line in lines).encode())
+
+    def close(self) -> None:
+        self.sock.close()
+        self._thread.join()
+
+
+Source = Callable[[StreamingContext, list[str]], Any]
+
+
+def async_source(ssc: StreamingContext, items: list[str]) -> Any:
     async def source() -> Any:
         for item in items:
             yield item
+    return ssc.asyncIterableStream(source)
 
+
+def socket_source(servers: list[LineServer]) -> Source:
+    """A socketTextStream (default placement: the driver) on a server that sends the run's lines once and closes."""
+    def make(ssc: StreamingContext, items: list[str]) -> Any:
+        server = LineServer([items])
+        servers.append(server)
+        return ssc.socketTextStream("127.0.0.1", server.port, restartDelay=3600)
+    return make
+
+
+def program(run: Run, source: Source, items: list[str]) -> Callable[[StreamingContext], None]:
+    """Word counts per batch over a receiver placed in this process."""
     def build(ssc: StreamingContext) -> None:
-        ssc.asyncIterableStream(source).map(lambda w: (w, 1)).reduceByKey(lambda a, b: a + b, 2).foreachRDD(run.output)
+        source(ssc, items).map(lambda w: (w, 1)).reduceByKey(lambda a, b: a + b, 2).foreachRDD(run.output)
     return build
 
 
 async def _drive(ssc: StreamingContext, clock: ManualClock, batches: int) -> None:
+    recorder = EventRecorder()
+    ssc.addStreamingListener(recorder)
     async with ssc:
         await ssc.start_async()
-        await ssc.runtime.wait_until_idle()
+        # The receiver stops once its source ends (the iterable is done, the server closed): every record is stored.
+        await recorder.wait_for(lambda events: any(type(e).__name__ == "ReceiverStopped" for e in events))
         await advance(ssc.runtime, clock, INTERVAL_MS, times=batches)
         await ssc.stop_async(stopSparkContext=False)
 
@@ -74,19 +121,31 @@ def run_program(spark: Any, directory: Path, clock: ManualClock, batches: int, b
     anyio.run(_drive, ssc, clock, batches)
 
 
-def crash_and_resume(spark: Any, directory: Path) -> tuple[Run, Run]:
+def crash_and_resume(spark: Any, directory: Path, source: Source) -> tuple[Run, Run]:
     """Batch 1 takes the logged records a, b, a and fails; the resumed run re-runs it from the log, then batch 2 takes c."""
     first = Run(fail_at=1 * INTERVAL_MS)
-    run_program(spark, directory, ManualClock(0), 1, program(first, ["a", "b", "a"]), resume=False)
+    run_program(spark, directory, ManualClock(0), 1, program(first, source, ["a", "b", "a"]), resume=False)
     second = Run()
-    run_program(spark, directory, ManualClock(INTERVAL_MS), 1, program(second, ["c"]), resume=True)
+    run_program(spark, directory, ManualClock(INTERVAL_MS), 1, program(second, source, ["c"]), resume=True)
     return first, second
 
 
+@pytest.fixture(params=["async", "socket"])
+def source(request: pytest.FixtureRequest) -> Iterator[Source]:
+    if request.param == "async":
+        yield async_source
+        return
+    servers: list[LineServer] = []
+    yield socket_source(servers)
+    for server in servers:
+        server.close()
+
+
 def test_a_driver_receiver_s_logged_blocks_replay_on_connect_exactly_once_as_on_classic_spark(
-        connect_session: Any, spark_context: Any, tmp_path: Path) -> None:
-    classic = crash_and_resume(spark_context, tmp_path / "classic")
-    first, second = crash_and_resume(connect_session, tmp_path / "connect")
+        connect_session: Any, spark_context: Any, tmp_path: Path, source: Source) -> None:
+    """The Connect run's two halves give classic Spark's outputs; the re-run batch has the logged records, not the new source's."""
+    classic = crash_and_resume(spark_context, tmp_path / "classic", source)
+    first, second = crash_and_resume(connect_session, tmp_path / "connect", source)
 
     assert first.outputs == {}
     log = tmp_path / "connect" / "sources" / "0"
