@@ -5,7 +5,9 @@ this machine, which the server's Python workers reach when they share this machi
 server); the driver reads and merges the files. Used by the engine's per-batch statistics
 (``streaming.dstream``'s ``ReportedStats``) and by :class:`FrameAccumulator`. The driver unpickles
 what it finds there, so the directory is private: made by the driver with mode 0700
-(``tempfile.mkdtemp``) and removed with its owner or at exit.
+(``tempfile.mkdtemp``) and removed with its owner or at exit. A driver that was killed cannot
+remove its own: its directory names its pid, and the next driver on this machine removes the
+directories of the same prefix whose process has gone.
 """
 
 from __future__ import annotations
@@ -36,8 +38,11 @@ class ReportFolder:
     """The driver's side: a new private directory (0700) the tasks write into, and reading it back."""
 
     def __init__(self, prefix: str = "aiodstream-task-reports-") -> None:
-        """A new, empty directory, removed when this object is collected or at exit."""
-        self._directory = Path(tempfile.mkdtemp(prefix=prefix))  # mode 0700, made by this process
+        """A new, empty directory, removed when this object is collected or at exit; first the
+        directories a killed driver left under the same prefix."""
+        _remove_left_behind(prefix)
+        # mode 0700, made by this process; the pid in the name tells a later driver whether it is still in use
+        self._directory = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._directory, True)
 
     @property
@@ -62,3 +67,24 @@ class ReportFolder:
     def remove(self, sub: str) -> None:
         """Removes ``directory/sub`` and what is in it."""
         shutil.rmtree(self._directory / sub, ignore_errors=True)
+
+
+def _remove_left_behind(prefix: str) -> None:
+    """Removes this user's ``<prefix><pid>-*`` directories in the temporary directory whose process has exited."""
+    root = Path(tempfile.gettempdir())
+    try:
+        candidates = [entry for entry in root.iterdir() if entry.name.startswith(prefix)]
+    except OSError:
+        return
+    for entry in candidates:
+        pid_text = entry.name[len(prefix):].split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        try:
+            if entry.lstat().st_uid != os.getuid() or not entry.is_dir() or entry.is_symlink():
+                continue
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)  # its driver has gone: nobody reads these reports any more
+        except OSError:
+            continue  # alive under another user (PermissionError), or unreadable: left alone

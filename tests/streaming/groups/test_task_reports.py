@@ -7,6 +7,9 @@ import os
 import pickle
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from scheduler import EventTimeStats
 from streaming.dstream._batch_stats import ReportedStats
@@ -53,3 +56,25 @@ def test_the_directory_goes_with_the_channel() -> None:
     del first
     gc.collect()
     assert not directory.exists()
+
+
+def test_a_killed_drivers_report_directory_is_removed_by_the_next_driver(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory whose driver has exited goes when the next ReportFolder is made; a live driver's stays."""
+    import tempfile
+
+    from streaming.connect._task_reports import ReportFolder
+    from tests.support import dead_pid
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    left = tmp_path / f"aiodstream-task-reports-{dead_pid()}-x1"
+    left.mkdir()
+    (left / "1-a.report").write_bytes(b"not read")
+    other_prefix = tmp_path / f"aiodstream-accumulators-{dead_pid()}-x2"  # another prefix: its own folders sweep it
+    other_prefix.mkdir()
+    live = ReportFolder()
+    assert not left.exists()
+    assert other_prefix.exists()
+    assert live.directory.name.startswith(f"aiodstream-task-reports-{os.getpid()}-")
+    second = ReportFolder()
+    assert live.directory.exists() and second.directory.exists()
