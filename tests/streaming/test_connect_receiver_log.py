@@ -17,13 +17,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from listeners import EventRecorder
 from scheduler import ManualClock
 from streaming import StreamingContext
-from tests.support import advance
+from tests.streaming.test_dstream_recovery import run_program
 
 pytestmark = [pytest.mark.connect, pytest.mark.spark]
 
@@ -98,35 +97,26 @@ def program(run: Run, source: Source, items: list[str]) -> Callable[[StreamingCo
     return build
 
 
-async def _drive(ssc: StreamingContext, clock: ManualClock, batches: int) -> None:
+def run_receiver_program(spark: Any, directory: Path, clock: ManualClock, batches: int,
+                         build: Callable[[StreamingContext], None], *, resume: bool) -> None:
+    """:func:`run_program`, with the batches run once the receiver has stopped: its source ended (the iterable is
+    done, the server closed), so every record is stored."""
     recorder = EventRecorder()
-    ssc.addStreamingListener(recorder)
-    async with ssc:
-        await ssc.start_async()
-        # The receiver stops once its source ends (the iterable is done, the server closed): every record is stored.
-        await recorder.wait_for(lambda events: any(type(e).__name__ == "ReceiverStopped" for e in events))
-        await advance(ssc.runtime, clock, INTERVAL_MS, times=batches)
-        await ssc.stop_async(stopSparkContext=False)
 
-
-def run_program(spark: Any, directory: Path, clock: ManualClock, batches: int, build: Callable[[StreamingContext], None],
-                *, resume: bool) -> None:
-    def setup() -> StreamingContext:
-        ssc = StreamingContext(spark, INTERVAL_MS / 1000, clock=clock)
+    def build_and_record(ssc: StreamingContext) -> None:
         build(ssc)
-        ssc.checkpoint(str(directory))
-        return ssc
+        ssc.addStreamingListener(recorder)
 
-    ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
-    anyio.run(_drive, ssc, clock, batches)
+    run_program(spark, directory, clock, batches, build_and_record, resume=resume, until_ready=lambda: recorder.wait_for(
+        lambda events: any(type(e).__name__ == "ReceiverStopped" for e in events)))
 
 
 def crash_and_resume(spark: Any, directory: Path, source: Source) -> tuple[Run, Run]:
     """Batch 1 takes the logged records a, b, a and fails; the resumed run re-runs it from the log, then batch 2 takes c."""
     first = Run(fail_at=1 * INTERVAL_MS)
-    run_program(spark, directory, ManualClock(0), 1, program(first, source, ["a", "b", "a"]), resume=False)
+    run_receiver_program(spark, directory, ManualClock(0), 1, program(first, source, ["a", "b", "a"]), resume=False)
     second = Run()
-    run_program(spark, directory, ManualClock(INTERVAL_MS), 1, program(second, source, ["c"]), resume=True)
+    run_receiver_program(spark, directory, ManualClock(INTERVAL_MS), 1, program(second, source, ["c"]), resume=True)
     return first, second
 
 

@@ -14,12 +14,11 @@ from operator import add, sub
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from scheduler import CheckpointError, ManualClock
 from streaming import StreamingContext
-from tests.support import advance
+from tests.streaming.test_dstream_recovery import run_program
 
 pytestmark = pytest.mark.connect
 
@@ -60,27 +59,6 @@ def stateful_program(run: Run) -> Callable[[StreamingContext], None]:
         window.checkpoint(2)
         window.foreachRDD(run.output("window"))
     return build
-
-
-async def _drive(ssc: StreamingContext, clock: ManualClock, batches: int) -> None:
-    async with ssc:
-        await ssc.start_async()
-        await ssc.runtime.wait_until_idle()
-        await advance(ssc.runtime, clock, INTERVAL_MS, times=batches)
-        await ssc.stop_async(stopSparkContext=False)
-
-
-def run_program(spark: Any, directory: Path, clock: ManualClock, batches: int, build: Callable[[StreamingContext], None],
-                *, resume: bool) -> None:
-    def setup() -> StreamingContext:
-        ssc = StreamingContext(spark, INTERVAL_MS / 1000, clock=clock)
-        build(ssc)
-        ssc.checkpoint(str(directory))
-        return ssc
-
-    # restoreGraph=False: each run builds the program anew (its clock and collector) and resumes the logs and state.
-    ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
-    anyio.run(_drive, ssc, clock, batches)
 
 
 @pytest.mark.spark

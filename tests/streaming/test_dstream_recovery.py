@@ -13,7 +13,7 @@ import json
 import os
 import time as _time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,17 +55,21 @@ def running_counts(ssc: StreamingContext, stream: DStream, run: Run) -> None:
     state.foreachRDD(run.output)
 
 
-async def drive(ssc: StreamingContext, clock: ManualClock, batches: int) -> None:
-    """Start, run ``batches`` batches one at a time, stop at once (what is logged and not committed stays so)."""
+async def drive(ssc: StreamingContext, clock: ManualClock, batches: int,
+                until_ready: Callable[[], Awaitable[Any]] | None = None) -> None:
+    """Start, wait until ready (the runtime idle, unless ``until_ready`` says otherwise), run ``batches`` batches
+    one at a time, stop at once (what is logged and not committed stays so)."""
     async with ssc:
         await ssc.start_async()
-        await ssc.runtime.wait_until_idle()
+        await (ssc.runtime.wait_until_idle() if until_ready is None else until_ready())
         await advance(ssc.runtime, clock, INTERVAL_MS, times=batches)
         await ssc.stop_async(stopSparkContext=False)
 
 
 def run_program(sc: Any, directory: Path, clock: ManualClock, batches: int, build: Callable[[StreamingContext], None],
-                *, resume: bool, backend: str) -> None:
+                *, resume: bool, backend: str = "asyncio", until_ready: Callable[[], Awaitable[Any]] | None = None) -> None:
+    """Run ``build``'s program under ``directory`` (resuming it with ``resume``) on ``sc``, a SparkContext or a
+    Connect session, for ``batches`` batches (see :func:`drive`)."""
     def setup() -> StreamingContext:
         ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
         build(ssc)
@@ -75,7 +79,7 @@ def run_program(sc: Any, directory: Path, clock: ManualClock, batches: int, buil
     # restoreGraph=False: each run's program is built anew (with this run's clock and output collector), and
     # resumes the checkpoint's logs and state; restoring the saved graph itself is tested in test_graph_restore.py.
     ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
-    anyio.run(drive, ssc, clock, batches, backend=backend)
+    anyio.run(drive, ssc, clock, batches, until_ready, backend=backend)
 
 
 WORDS = [["a", "b"], ["a"], ["b", "c"], ["a", "a"], ["c"], ["b"], ["a", "c"], ["b", "b"]]
