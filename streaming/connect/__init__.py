@@ -7,11 +7,13 @@ from ._errors import ConnectUnsupportedError
 from ._frame_context import FrameConf, FrameContext, is_connect_session
 from ._frame_rdd import FrameRDD
 from ._observed_rows import ObservedRows
+from ._saved_partitions import PART_NAME, save_frame_partitions, saved_partitions_frame
 from ._shared_values import FrameAccumulator, FrameBroadcast
 from ._task_reports import ReportFolder, write_report
 
 __all__ = [
     "FRAME_SCHEMA",
+    "PART_NAME",
     "VALUE_COLUMN",
     "ConnectUnsupportedError",
     "FrameAccumulator",
@@ -24,5 +26,7 @@ __all__ = [
     "Partitioner",
     "ReportFolder",
     "is_connect_session",
+    "save_frame_partitions",
+    "saved_partitions_frame",
     "write_report",
 ]

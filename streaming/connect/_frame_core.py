@@ -21,6 +21,7 @@ from ._codec import (
 )
 from ._environment import FrameEnvironment, Partitioner
 from ._partitioning import partition_keys
+from ._saved_partitions import save_frame_partitions, saved_partitions_frame
 
 __all__ = ["FrameCore", "exchanged", "shifted"]
 
@@ -34,10 +35,6 @@ class _Chained:
 
     def __call__(self, index: int, values: Iterator[Any]) -> Iterable[Any]:
         return self.then(index, iter(self.first(index, values)))
-
-
-def _in_place(index: int, values: Iterator[Any]) -> Iterable[tuple[int, Any]]:
-    return ((index, value) for value in values)
 
 
 def exchanged(frames: Sequence[Any], num_partitions: int) -> Any:
@@ -178,17 +175,12 @@ class FrameCore:
         if self._checkpoint_kind == "local":
             return frame.localCheckpoint(eager=True)
         # The server's own checkpoint directory is a static setting a client cannot change, so the
-        # partitions are saved as Parquet under the context's directory (a path the server's
-        # executors reach) and read back through an exact shuffle into the same partitions.
-        n = self._num_partitions
-        keys = partition_keys(n)
+        # partitions are saved under the context's directory (a path or URI the server's Python
+        # workers reach), one file per partition, and read back into the same partitions.
         path = f"{str(self.ctx.checkpoint_dir).rstrip('/')}/rdd-{uuid.uuid4().hex}"
-        rows = frame.mapInArrow(ShuffleWriter(PartitionRunner(None), _in_place, keys, 0), SHUFFLE_SCHEMA)
-        rows.write.parquet(path)
-        session = self.ctx.session
-        markers = session.createDataFrame([(keys[j], j, -1, 0, None) for j in range(n)], SHUFFLE_SCHEMA)
+        save_frame_partitions(frame, self._num_partitions, path)
         self._checkpoint_path = path
-        return exchanged([markers, session.read.schema(SHUFFLE_SCHEMA).parquet(path)], n)
+        return saved_partitions_frame(self.ctx.session, self._num_partitions, path)
 
     def getNumPartitions(self) -> int:
         """The number of partitions (known without asking the server)."""

@@ -2,7 +2,7 @@
 
 ``test_dstream_crash.py``'s scenario with the program on a Connect session (``connect_crash_child.py``): the
 child connects to the test run's Connect server by URL (it starts no JVM), its checkpoint on this machine's disk,
-its ``updateStateByKey`` state snapshotted by the server as Parquet, and ``getOrCreate`` rebuilds its saved graph
+its ``updateStateByKey`` state snapshotted by the server's workers (one file per partition), and ``getOrCreate`` rebuilds its saved graph
 on the child's Connect session. Each round the test writes input files while the child runs, kills it at a random
 moment once it has saved a few batches, and writes more input while it is down; a last run stops gracefully. Then
 every input line must be in exactly one saved batch, and the last running count must equal the number of lines.
@@ -104,5 +104,5 @@ def test_sigkilled_connect_program_saves_every_line_once_and_keeps_its_running_c
     last = lines_of(counts[max(counts)])
     assert [ast.literal_eval(line) for line in last] == [("lines", len(source.lines))]
     assert not [p for p in out.iterdir() if not (p / "_SUCCESS").exists()], "no half-written batch left behind"
-    # The state was restored from a snapshot the server wrote (Parquet with its partitions file), not only rebuilt.
+    # The state was restored from a snapshot the server wrote (its partitions file beside them), not only rebuilt.
     assert list((tmp_path / "ck" / "state" / "0").glob("*/_partitions"))
