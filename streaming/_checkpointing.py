@@ -7,10 +7,23 @@ recovery logs a context keeps (offsets, commits, input logs, state) and its save
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import uuid
 from typing import TYPE_CHECKING, Mapping
 
-from scheduler import CheckpointClaim, CheckpointError, CheckpointPath, Duration, ProgressTrackingOptions, checkpoint_claims, library_logger
+from scheduler import (
+    CheckpointClaim,
+    CheckpointError,
+    CheckpointFileManager,
+    CheckpointPath,
+    Duration,
+    ProgressTrackingOptions,
+    checkpoint_claims,
+    library_logger,
+    redact_uri,
+    task_checkpoint_path,
+    uri_scheme,
+)
 
 from .continuous import Continuous
 from .dstream import RECIPE_FILE, SavedRecipe, StreamEnvironment, load_recipe, write_recipe
@@ -27,7 +40,7 @@ if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
     from pyspark.sql import SparkSession
 
-__all__ = ["ContextCheckpoint", "saved_graph", "spark_context_for"]
+__all__ = ["ContextCheckpoint", "connect_checkpoint_files", "saved_graph", "spark_context_for"]
 
 SPARK_KIND_KEY = "spark.aiodstream.savedBy"
 """The saved graph's Spark settings name a Connect session's program with this key (``"connect"``)."""
@@ -50,6 +63,9 @@ def saved_graph(checkpoint_path: str) -> SavedRecipe | None:
         CorruptCheckpointError: the saved graph cannot be read.
     """
     active = active_spark_context()
+    if active is None and uri_scheme(checkpoint_path) not in ("", "file") and _connect_session_or_none() is not None:
+        # A Spark Connect client has no JVM to start for Hadoop: it reaches the URI through fsspec, as its run did.
+        return load_recipe(CheckpointPath(connect_checkpoint_files(checkpoint_path), checkpoint_path))
     settings = None if active is None else SparkSettings.read(active)
     location = resolve_checkpoint_path(
         checkpoint_path, mode=None if settings is None else settings.get(CHECKPOINT_FILE_MANAGER_KEY),
@@ -77,8 +93,44 @@ def spark_context_for(recipe: SavedRecipe) -> tuple[SparkContext | SparkSession,
     return sc, interval
 
 
+def connect_checkpoint_files(location: str) -> CheckpointFileManager:
+    """The file manager a Spark Connect client reaches checkpoint URI ``location`` with: fsspec's implementation of its
+    scheme (this process has no Hadoop FileSystem); a ``file:`` URI stays on the local manager.
+
+    Raises:
+        CheckpointError: fsspec cannot open the scheme here (no implementation, or its package is not installed).
+    """
+    scheme = uri_scheme(location)
+    try:
+        return task_checkpoint_path(location).files
+    except (ValueError, ImportError) as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, (ImportError, ValueError)) else exc
+        why = str(cause) if isinstance(cause, ImportError) else (
+            f"fsspec knows no file system for {scheme}://, and no installed package registers one")
+        raise CheckpointError(
+            f"checkpoint directory {redact_uri(location)!r}: on Spark Connect this process reads and writes the checkpoint "
+            f"through fsspec, which cannot open {scheme}:// here ({why}); install the package that implements it in this "
+            "Python and in the Connect server's (its Python workers write the state there), or use a directory this "
+            "process and the server both see", path=redact_uri(location)) from exc
+
+
 def _connect_session() -> SparkSession:
-    """The active Spark Connect session of this thread, else the process's default one."""
+    """The active Spark Connect session of this thread, else the process's default one.
+
+    Raises:
+        CheckpointError: there is none.
+    """
+    session = _connect_session_or_none()
+    if session is None:
+        raise CheckpointError(
+            "the checkpoint's DStream graph was saved by a program on Spark Connect, and this process has no Spark Connect "
+            "session to rebuild it on; make the session first, e.g. SparkSession.builder.remote(url).getOrCreate(), then "
+            "call StreamingContext.getOrCreate")
+    return session
+
+
+def _connect_session_or_none() -> SparkSession | None:
+    """The active Spark Connect session of this thread, else the process's default one, else ``None``."""
     from pyspark.errors import PySparkRuntimeError
 
     session = None
@@ -91,11 +143,6 @@ def _connect_session() -> SparkSession:
             session = ConnectSession.active()
         except PySparkRuntimeError:  # neither an active nor a default session
             pass
-    if session is None:
-        raise CheckpointError(
-            "the checkpoint's DStream graph was saved by a program on Spark Connect, and this process has no Spark Connect "
-            "session to rebuild it on; make the session first, e.g. SparkSession.builder.remote(url).getOrCreate(), then "
-            "call StreamingContext.getOrCreate")
     return session  # type: ignore[return-value]  # the Connect session stands where a SparkSession is taken
 
 
@@ -129,23 +176,27 @@ class ContextCheckpoint:
         Raises:
             InvalidPipelineError: an unknown or malformed option.
         """
+        if directory is not None and self._spark.kind == "connect":
+            directory = _qualified(os.fspath(directory), default_fs)
+        text = "" if directory is None else os.fspath(directory)
+        self.location = None if directory is None else resolve_checkpoint_path(
+            directory, mode=mode, default_fs=default_fs, hadoop=lambda: self._remote_files(text))
         if directory is not None:
             if self._env.async_mode:  # a py4j call: made by the start, in a thread
                 self._pending_spark_dir = str(directory)
             else:
                 self._spark.spark_context.setCheckpointDir(directory)
-        self.location = None if directory is None else resolve_checkpoint_path(
-            directory, mode=mode, default_fs=default_fs, hadoop=self._hadoop_files)
         if options is not None:
             ProgressTrackingOptions.from_options(options)  # refused here, with the call that gave them
             self.options = dict(options)
         self._env.graph.set_checkpoint_dir(self.location)
         return self.location
 
-    def _hadoop_files(self) -> HadoopFileManager:
-        """The Hadoop file manager for a checkpoint that is not on the driver's disk (refused on Spark Connect: py4j)."""
-        self._spark.require_jvm("a checkpoint directory written through Hadoop's FileSystem",
-                                "give a directory on the driver's disk (a local path or a file: URI)")
+    def _remote_files(self, directory: str) -> CheckpointFileManager:
+        """The file manager of a checkpoint that is not on the driver's disk: Hadoop's FileSystem in the driver's JVM on
+        classic Spark, fsspec on Spark Connect (no JVM here; see :func:`connect_checkpoint_files`)."""
+        if self._spark.kind == "connect":
+            return connect_checkpoint_files(directory)
         return HadoopFileManager(lambda: self._spark.spark_context)
 
     def prepare(self, owner: object, concurrent_jobs: int | None) -> None:
@@ -213,3 +264,12 @@ class ContextCheckpoint:
 
     def __repr__(self) -> str:
         return f"<ContextCheckpoint {self.location or 'none'}{' (recovering)' if self.recovering else ''}>"
+
+
+def _qualified(directory: str, default_fs: str) -> str:
+    """A bare path on a Spark Connect client named as a URI on ``fs.defaultFS`` (the server's) when that is not ``file:``,
+    so that this process (through fsspec) and the server's workers reach the same place; anything else as it is."""
+    base = default_fs.strip()
+    if uri_scheme(directory) or base.startswith("file:") or not base:
+        return directory
+    return base.rstrip("/") + "/" + directory.lstrip("/")

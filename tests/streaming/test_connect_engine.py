@@ -174,17 +174,6 @@ async def test_received_records_are_sent_with_their_batch(connect_session: Any) 
 _NEEDS_JVM = "is not supported on Spark Connect: it needs a SparkContext in the driver, and a Connect session has none; "
 
 
-def test_a_checkpoint_through_hadoop_is_refused(connect_session: Any) -> None:
-    """ssc.checkpoint on a Hadoop file system is refused on Connect (its files would go through py4j); a local one is taken."""
-    from streaming.spark import ConnectNotSupportedError
-
-    ssc = StreamingContext(connect_session, 1)
-    with pytest.raises(ConnectNotSupportedError) as raised:
-        ssc.checkpoint("hdfs://namenode:8020/checkpoints/app")
-    assert str(raised.value) == ("a checkpoint directory written through Hadoop's FileSystem " + _NEEDS_JVM
-                                 + "give a directory on the driver's disk (a local path or a file: URI)")
-
-
 def test_a_receiver_on_an_executor_is_refused(connect_session: Any) -> None:
     """socketTextStream(placement="executor") is refused on Connect, naming the driver placement."""
     from streaming.spark import ConnectNotSupportedError
