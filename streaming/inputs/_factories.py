@@ -16,6 +16,7 @@ from ..spark import is_connect_dataframe
 from ._async_iterable import AsyncIterableInputDStream, AsyncSource
 from ._continuous import ContinuousInputDStream
 from ._files import FileInputDStream
+from ._fsspec_listing import FixedLengthRecords, TextLines
 from ._queue import QueueInputDStream
 from ._record_buffer import DEFAULT_MAX_BUFFERED_RECORDS
 from ._socket import SocketInputDStream
@@ -182,7 +183,7 @@ def text_file_stream(env: StreamEnvironment, directory: str) -> DStream:
     rather than writing them in place. ``directory`` may be a local path, a glob, or a
     Hadoop URI (``hdfs://``, ``file:``...).
     """
-    return FileInputDStream(env, directory, lambda sc, path: sc.textFile(path))
+    return FileInputDStream(env, directory, lambda sc, path: sc.textFile(path), TextLines())
 
 
 def binary_records_stream(env: StreamEnvironment, directory: str, record_length: int) -> DStream:
@@ -192,7 +193,8 @@ def binary_records_stream(env: StreamEnvironment, directory: str, record_length:
     """
     if isinstance(record_length, bool) or not isinstance(record_length, int) or record_length < 1:
         raise ValueError(f"recordLength must be a positive int (bytes per record), got {record_length!r}")
-    return FileInputDStream(env, directory, lambda sc, path: sc.binaryRecords(path, record_length))
+    return FileInputDStream(env, directory, lambda sc, path: sc.binaryRecords(path, record_length),
+                            FixedLengthRecords(record_length))
 
 
 def union(dstreams: Sequence[DStream]) -> DStream:

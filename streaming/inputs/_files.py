@@ -1,7 +1,9 @@
 """File streams: each batch reads the files that newly appeared in a directory (Spark's ``FileInputDStream``).
 
 Backs ``textFileStream`` and ``binaryRecordsStream``. Listing the directory is blocking I/O; it
-happens in ``_compute``, which runs in the batch-generation worker thread, never on the loop.
+happens in ``_compute``, which runs in the batch-generation worker thread, never on the loop. On Spark
+Connect a URI's directory is listed here through fsspec, and its files read by the server's Python
+workers through fsspec too (``_fsspec_listing``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..recovery import FileSelection, FileSelectionLog, format_log_offset
 from ..spark import list_hadoop_files, time_string_as
 from ._base import InputDStream
 from ._counting import RowCounter
+from ._fsspec_listing import FileDecoder, check_fsspec_scheme, list_fsspec_files, read_fsspec_file
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext  # only for annotations: pyspark is imported when Spark is first needed
@@ -109,6 +112,16 @@ def _list_hadoop(sc: SparkContext, directory: str) -> list[FileEntry] | None:
     return None if files is None else [FileEntry(uri, mtime_ms, size) for uri, mtime_ms, size in files]
 
 
+class _ReadFile:
+    """Runs in the server's Python worker: one file's records, read through fsspec."""
+
+    def __init__(self, decode: FileDecoder) -> None:
+        self.decode = decode
+
+    def __call__(self, path: str) -> Iterable[Any]:
+        return self.decode(read_fsspec_file(path), path)
+
+
 class FileInputDStream(InputDStream):
     """The files that appear in ``directory``, read by ``read_file`` and united per batch.
 
@@ -132,17 +145,20 @@ class FileInputDStream(InputDStream):
     _input_kind = "file"
 
     def __init__(self, env: StreamEnvironment, directory: str | os.PathLike[str],
-                 read_file: Callable[[SparkContext, str], RDD[Any]]) -> None:
-        """Watch ``directory``; ``read_file(sc, path)`` makes one file's RDD."""
+                 read_file: Callable[[SparkContext, str], RDD[Any]], decode: FileDecoder) -> None:
+        """Watch ``directory``; ``read_file(sc, path)`` makes one file's RDD; on Spark Connect, for a URI, the server's
+        Python workers read each file whole through fsspec and ``decode`` makes its records of its bytes."""
         if not isinstance(directory, (str, os.PathLike)):
             raise TypeError(f"directory must be a path (str or os.PathLike), got {type(directory).__name__} {directory!r}")
         super().__init__(env)
         self.directory = os.fspath(directory)
         self._read_file = read_file
-        if not _is_local(self.directory) and not _is_file_uri(self.directory):
-            # Listing a Hadoop file system takes py4j calls; a local path or file: URI is listed here.
-            env.spark.require_jvm(f"a file stream on {self.directory.split('://', 1)[0]}:// (listed through Hadoop's FileSystem)",
-                                  "watch a directory this process and the Connect server both see, by local path or file: URI")
+        self._decode = decode
+        # On Connect there is no Hadoop here: a URI is listed through fsspec in this process (checked now).
+        self._through_fsspec = (env.spark.kind == "connect" and not _is_local(self.directory)
+                                and not _is_file_uri(self.directory))
+        if self._through_fsspec:
+            check_fsspec_scheme(self.directory)
         settings = env.spark.settings()
         key = "spark.streaming.fileStream.minRememberDuration"
         spec = settings.get(key)
@@ -171,7 +187,10 @@ class FileInputDStream(InputDStream):
         # A bare path is on fs.defaultFS, as Spark resolves it: the driver's disk only when that is file:.
         if _is_local(self.directory) and self._env.spark.settings().default_fs.startswith("file:"):
             return list_local_files(self.directory)
-        if self._env.spark.kind == "connect":  # no Hadoop here: a file: URI (checked at creation) on the driver's disk
+        if self._through_fsspec:
+            files = list_fsspec_files(self.directory)
+            return None if files is None else [FileEntry(uri, mtime_ms, size) for uri, mtime_ms, size in files]
+        if self._env.spark.kind == "connect":  # no Hadoop here: a local path or file: URI on the driver's disk
             return list_local_files(unquote(urlparse(self.directory).path) if _is_file_uri(self.directory) else self.directory)
         return _list_hadoop(self._env.spark_context, self.directory)
 
@@ -209,8 +228,11 @@ class FileInputDStream(InputDStream):
         sc = self._env.spark_context
         if not paths:
             return sc.emptyRDD()
-        rdds = [self._read_file(sc, p) for p in paths]
-        rdd = rdds[0] if len(rdds) == 1 else sc.union(rdds)
+        if self._through_fsspec:  # one partition per file, read whole by a server's Python worker
+            rdd = sc.parallelize(paths, len(paths)).flatMap(_ReadFile(self._decode))
+        else:
+            rdds = [self._read_file(sc, p) for p in paths]
+            rdd = rdds[0] if len(rdds) == 1 else sc.union(rdds)
         if tracker is None:
             return rdd  # a graph that is not running: nobody reads the counts
         if self._env.spark.kind == "connect":  # no accumulators on Connect: observed metrics count the rows

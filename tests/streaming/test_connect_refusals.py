@@ -81,16 +81,6 @@ def test_the_keyed_state_operators_and_watermarks_are_not_refused(offline_sessio
     assert stream.context() is ssc
 
 
-def test_a_file_stream_on_a_hadoop_file_system_is_refused(offline_session: Any) -> None:
-    """A file stream on hdfs:// is refused on Connect: listing it takes Hadoop's FileSystem in the driver."""
-    ssc = StreamingContext(offline_session, 1)
-    with pytest.raises(ConnectNotSupportedError) as raised:
-        ssc.textFileStream("hdfs://namenode:8020/incoming")
-    assert str(raised.value) == _refusal(
-        "a file stream on hdfs:// (listed through Hadoop's FileSystem)",
-        "watch a directory this process and the Connect server both see, by local path or file: URI")
-
-
 def test_foreach_batch_needs_a_function_of_two_arguments(offline_session: Any) -> None:
     """foreachBatch takes pyspark's shape, func(df, batch_id); another function is refused at the call."""
     from scheduler import InvalidPipelineError
