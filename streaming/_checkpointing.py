@@ -181,6 +181,9 @@ class ContextCheckpoint:
         text = "" if directory is None else os.fspath(directory)
         self.location = None if directory is None else resolve_checkpoint_path(
             directory, mode=mode, default_fs=default_fs, hadoop=lambda: self._remote_files(text))
+        if self.location is not None and self._spark.kind == "connect":
+            # The RDD checkpoints' directory as the server's workers name it (a relative path would be theirs).
+            directory = os.fspath(self.location) if self.location.is_local else self.location.path
         if directory is not None:
             if self._env.async_mode:  # a py4j call: made by the start, in a thread
                 self._pending_spark_dir = str(directory)

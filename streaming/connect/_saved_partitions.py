@@ -44,7 +44,7 @@ class _PartitionSaver:
         directory = task_checkpoint_path(self.directory)
         try:
             directory.mkdirs()
-        except OSError:  # another task made it first (FTP's mkdir fails on an existing directory)
+        except Exception:  # another task made it first (FTP's mkdir fails on an existing directory: ftplib.error_perm)
             if not directory.is_dir():
                 raise
         # Replacing: a task attempt run again (a retry, speculation) writes the same partition again.
