@@ -200,3 +200,18 @@ def test_a_checkpoint_on_a_scheme_fsspec_cannot_open_names_what_to_install(
         "access nopkgfs); install the package that implements it in this Python and in the Connect server's, or watch a "
         "directory this process and the server both see")
     ssc.stop(stopSparkContext=False)
+
+
+def test_a_snapshot_in_the_earlier_parquet_format_is_refused_by_name(tmp_path: Path) -> None:
+    """A Connect snapshot of an earlier aiodstream (Parquet rows) is not misread: the restart names both formats."""
+    from scheduler import CheckpointPath
+    from streaming.dstream._snapshot_frames import load_frame_snapshot
+
+    snapshot = tmp_path / "state" / "0" / "2"
+    snapshot.mkdir(parents=True)
+    (snapshot / "_partitions").write_text('{"format": "parquet-pickled-rows", "partitions": 2}')
+    with pytest.raises(CheckpointError) as raised:
+        load_frame_snapshot(None, CheckpointPath.local(snapshot))
+    assert str(raised.value) == (
+        f"the state snapshot {snapshot} is in the format 'parquet-pickled-rows', which this version of aiodstream does "
+        "not read (it reads 'arrow-partition-files'); start over with a new checkpoint directory")

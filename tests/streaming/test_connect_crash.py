@@ -30,6 +30,7 @@ from tests.conftest import CONNECT_TOKEN
 from tests.crash import Children, child_env, complete_saves, err_tail, faults_all, kill, kill_delays, lines_of, spawn, wait_started
 from tests.streaming.connect_crash_child import URL_VARIABLE
 from tests.streaming.test_dstream_crash import Input, saved_lines
+from tests.support import CONNECT_ALL
 
 pytestmark = pytest.mark.connect
 
@@ -67,22 +68,31 @@ def all_counted(out: Path, lines: list[str]) -> bool:
     return [ast.literal_eval(line) for line in lines_of(counts[max(counts)])] == [("lines", len(lines))]
 
 
-def start(tmp: Path, url: str) -> subprocess.Popen[str]:
-    return spawn([str(CHILD), str(tmp / "in"), str(tmp / "out"), str(tmp / "ck"), str(tmp / "stop")], tmp,
+def start(tmp: Path, url: str, ftp: Any = None) -> subprocess.Popen[str]:
+    """The child, its input directory and checkpoint in ``tmp``, or on ``ftp`` (``in`` and ``ck`` in its root)."""
+    where: Callable[[str], str] = (lambda name: str(tmp / name)) if ftp is None else ftp.uri
+    return spawn([str(CHILD), where("in"), str(tmp / "out"), where("ck"), str(tmp / "stop")], tmp,
                  child_env({URL_VARIABLE: url}))
 
 
 @pytest.mark.timeout(600 * ROUNDS + 600)  # real-time batches on a loaded machine (the waits fail first on a stall)
+@pytest.mark.parametrize("where", ["local", pytest.param("ftp", marks=pytest.mark.skipif(
+    not (CONNECT_ALL or faults_all()), reason="opt-in (AIODSTREAM_CONNECT=all or AIODSTREAM_FAULTS=all): minutes; "
+    "test_connect_checkpoint_uri.py runs a checkpoint on ftp:// by default"))])
 def test_sigkilled_connect_program_saves_every_line_once_and_keeps_its_running_count(
-        connect_address: str, connect_session: Any, tmp_path: Path) -> None:
-    """Every line in exactly one saved batch and the running count exact, across kills of a stateful program on Connect."""
+        connect_address: str, connect_session: Any, tmp_path: Path, where: str, request: pytest.FixtureRequest) -> None:
+    """Every line in exactly one saved batch and the running count exact, across kills of a stateful program on Connect;
+    with its checkpoint and input directory on this machine's disk, and on an FTP server (a Connect client without a
+    JVM: its logs, its graph for getOrCreate and its listing through fsspec, the data through the server's workers)."""
     url = f"sc://{connect_address}/;token={CONNECT_TOKEN};session_id={uuid.uuid4()}"
+    ftp = request.getfixturevalue("ftp_server") if where == "ftp" else None
+    base = tmp_path if ftp is None else ftp.root  # where the input directory and the checkpoint are
     rng = random.Random(SEED)
-    source = Input(tmp_path / "in", tmp_path / "staging")
+    source = Input(base / "in", tmp_path / "staging")
     out = tmp_path / "out"
     with Children() as children:
         for delay in kill_delays(rng, ROUNDS, 0.0, 2.0):
-            child = children.add(start(tmp_path, url))
+            child = children.add(start(tmp_path, url, ftp))
             wait_started(child, tmp_path)
             saved = len(complete_saves(out, "count"))
             for _ in range(rng.randint(2, 4)):
@@ -92,7 +102,7 @@ def test_sigkilled_connect_program_saves_every_line_once_and_keeps_its_running_c
             time.sleep(delay)  # somewhere in a batch: a query on the server, a snapshot, a log write
             kill(child)
             source.add_file(rng)  # arrives while the program is down
-        child = children.add(start(tmp_path, url))
+        child = children.add(start(tmp_path, url, ftp))
         wait_started(child, tmp_path)
         source.add_file(rng)
         wait_while_progressing(functools.partial(all_counted, out, source.lines), out, child, tmp_path)
@@ -105,4 +115,4 @@ def test_sigkilled_connect_program_saves_every_line_once_and_keeps_its_running_c
     assert [ast.literal_eval(line) for line in last] == [("lines", len(source.lines))]
     assert not [p for p in out.iterdir() if not (p / "_SUCCESS").exists()], "no half-written batch left behind"
     # The state was restored from a snapshot the server wrote (its partitions file beside them), not only rebuilt.
-    assert list((tmp_path / "ck" / "state" / "0").glob("*/_partitions"))
+    assert list((base / "ck" / "state" / "0").glob("*/_partitions"))
