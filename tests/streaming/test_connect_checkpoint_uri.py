@@ -85,6 +85,19 @@ def test_keyed_state_lives_on_an_ftp_checkpoint_and_resumes_there(connect_sessio
     assert second == {3000: [("x", "online", 3)], 4000: [], 5000: [], 6000: [("x", "offline", 6000)]}
 
 
+@pytest.mark.spark
+def test_a_driver_receiver_logs_its_blocks_on_ftp_and_a_restart_replays_them(connect_session: Any, ftp_server: Any) -> None:
+    """An async source's blocks go into the write-ahead log on ftp:// (written by this process through fsspec); the
+    batch that failed after logging them re-runs from there after getOrCreate, as test_connect_receiver_log's local one."""
+    from tests.streaming.test_connect_receiver_log import async_source, crash_and_resume
+
+    first, second = crash_and_resume(connect_session, ftp_server.uri("ck"), async_source)
+    assert first.outputs == {}
+    assert second.outputs == {1000: [("a", 2), ("b", 1)], 2000: [("c", 1)]}
+    log = ftp_server.root / "ck" / "sources" / "0"
+    assert sorted(name for name in os.listdir(log) if name.isdigit()), "the blocks were logged on the FTP server"
+
+
 def _stage(directory: Path, name: str, text: str, at_ms: int) -> None:
     """Write ``name`` into ``directory`` whole (a hidden file renamed in), modified at ``at_ms`` (whole seconds: FTP's
     listing gives no finer time)."""
