@@ -195,7 +195,12 @@ class FileInputDStream(InputDStream):
         return _list_hadoop(self._env.spark_context, self.directory)
 
     def _find_new_files(self, time: Time) -> list[FileEntry]:
-        threshold = max(self.initial_threshold.milliseconds, time.milliseconds - self.duration_to_remember.milliseconds)
+        initial = self.initial_threshold.milliseconds
+        if self._through_fsspec:
+            # Many stores list whole seconds (FTP's MLSD, S3's LastModified): a file written in the second the stream
+            # began would seem older than it and be lost, so that whole second counts as after the stream's start.
+            initial -= initial % 1000 + 1
+        threshold = max(initial, time.milliseconds - self.duration_to_remember.milliseconds)
         began = _time.perf_counter()
         try:
             entries = self._list()

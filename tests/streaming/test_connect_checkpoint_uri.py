@@ -118,10 +118,11 @@ def _file_program(directory: str, got: dict[int, list[Any]]) -> Callable[[Stream
 
 
 def _run_files(spark: Any, directory: str, where: Path, checkpoint: str | None) -> dict[int, list[Any]]:
-    """The file program's batches 1-4 on ``spark``, FILES staged in ``where`` before the start, batch ``k``'s modified at
-    ``k`` s (a batch takes the files modified in its interval, its end included)."""
+    """The file program's batches 1-4 on ``spark``, its clock starting at 500 ms; FILES staged in ``where`` before the
+    start, batch ``k``'s modified at ``k`` s (a batch takes the files modified in its interval, its end included), and
+    one more modified at 700 ms, after the stream began: in the first batch (FTP lists it at 0 s, its whole second)."""
     got: dict[int, list[Any]] = {}
-    clock = ManualClock(0)
+    clock = ManualClock(500)
     ssc = StreamingContext(spark, INTERVAL_MS / 1000, clock=clock)
     _file_program(directory, got)(ssc)
     if checkpoint is not None:
@@ -129,6 +130,7 @@ def _run_files(spark: Any, directory: str, where: Path, checkpoint: str | None) 
     for batch, files in FILES.items():
         for name, text in files.items():
             _stage(where, name, text, batch * INTERVAL_MS)
+    _stage(where, "early.txt", "zero\n", 700)
     assert run_dstream_batches(ssc, clock, 4) == []
     return got
 
@@ -145,10 +147,11 @@ def test_a_file_stream_on_ftp_reads_what_classic_spark_reads_from_a_local_direct
     remote.mkdir()
     connect = _run_files(connect_session, ftp_server.uri("in"), remote, ftp_server.uri("ck"))
     assert connect == classic
-    assert classic[1000] == ["one two", "three"] and classic[3000] == ["", "five", "four", "six", "two"]
+    assert classic[1000] == ["one two", "three", "zero"] and classic[3000] == ["", "five", "four", "six", "two"]
     logged = (ftp_server.root / "ck" / "sources" / "0")
     entries = sorted(name for name in os.listdir(logged) if name.isdigit())
     assert entries == ["0", "1"]
+    assert (logged / "0").read_text().count(ftp_server.uri("in/")) == 2  # a.txt and early.txt
     assert (logged / "1").read_text().count(ftp_server.uri("in/")) == 2  # b.txt and c.txt, by their full URIs
 
 
