@@ -69,7 +69,11 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {name: [] for name in [*places, "none"]}
     ftp: Any = None
     if "ftp" in places:
+        import logging
+
         from tests.ftp import FtpServer
+
+        logging.basicConfig(level=logging.WARNING)  # a root handler: pyftpdlib then adds none of its own at INFO
 
         ftp = FtpServer(base / "ftp")
     try:
