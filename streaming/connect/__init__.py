@@ -8,11 +8,12 @@ from ._frame_context import FrameConf, FrameContext, is_connect_session
 from ._frame_rdd import FrameRDD
 from ._observed_rows import ObservedRows
 from ._shared_values import FrameAccumulator, FrameBroadcast
-from ._task_reports import ReportFolder, write_report
+from ._task_reports import CheckpointReports, ReportFolder, ReportPlaceMissingError, ReportStore, write_report
 
 __all__ = [
     "FRAME_SCHEMA",
     "VALUE_COLUMN",
+    "CheckpointReports",
     "ConnectUnsupportedError",
     "FrameAccumulator",
     "FrameBroadcast",
@@ -23,6 +24,8 @@ __all__ = [
     "ObservedRows",
     "Partitioner",
     "ReportFolder",
+    "ReportPlaceMissingError",
+    "ReportStore",
     "is_connect_session",
     "write_report",
 ]
