@@ -8,7 +8,7 @@ from ._frame_context import FrameConf, FrameContext, is_connect_session
 from ._frame_rdd import FrameRDD
 from ._observed_rows import ObservedRows
 from ._shared_values import FrameAccumulator, FrameBroadcast
-from ._task_reports import CheckpointReports, ReportFolder, ReportPlaceMissingError, ReportStore, write_report
+from ._task_reports import CheckpointReports, ReportFolder, ReportPlaceMissingError, ReportStore, check_report_place, write_report
 
 __all__ = [
     "FRAME_SCHEMA",
@@ -26,6 +26,7 @@ __all__ = [
     "ReportFolder",
     "ReportPlaceMissingError",
     "ReportStore",
+    "check_report_place",
     "is_connect_session",
     "write_report",
 ]

@@ -32,7 +32,10 @@ import weakref
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
-__all__ = ["REPORTS_DIRECTORY", "CheckpointReports", "ReportFolder", "ReportPlaceMissingError", "ReportStore", "write_report"]
+__all__ = [
+    "REPORTS_DIRECTORY", "CheckpointReports", "ReportFolder", "ReportPlaceMissingError", "ReportStore", "check_report_place",
+    "write_report",
+]
 
 REPORTS_DIRECTORY = "task-reports"
 """Under a checkpoint directory, where :class:`CheckpointReports` keep their places."""
@@ -77,6 +80,32 @@ def write_report(place: str, sub: str, record: Any, *, name: str | None = None) 
         _write_uri(scheme, place, sub, stem, data)
 
 
+def check_report_place(place: str) -> None:
+    """Runs in a task: raises :class:`ReportPlaceMissingError` unless ``place`` is there, before a task does what it
+    could not report (a state store's commit)."""
+    scheme = _scheme(place)
+    if scheme in ("", "file"):
+        if not os.path.isdir(_local(place)):
+            raise ReportPlaceMissingError(place)
+        return
+    _uri_root(place)
+
+
+def _uri_root(place: str) -> tuple[Any, str]:
+    """The fsspec file system of ``place`` and its path there, checked to exist (once per place in a worker process)."""
+    from fsspec.core import url_to_fs
+
+    fs: Any
+    fs, root = url_to_fs(place)
+    root = str(root).rstrip("/")
+    if place not in _checked_places:
+        fs.invalidate_cache(root)
+        if not fs.isdir(root):
+            raise ReportPlaceMissingError(place)
+        _checked_places.add(place)
+    return fs, root
+
+
 def _scheme(place: str) -> str:
     match = _SCHEME.match(place)
     return match.group(1).lower() if match else ""
@@ -114,16 +143,7 @@ def _write_local(place: str, sub: str, stem: str, data: bytes) -> None:
 
 
 def _write_uri(scheme: str, place: str, sub: str, stem: str, data: bytes) -> None:
-    from fsspec.core import url_to_fs
-
-    fs: Any
-    fs, root = url_to_fs(place)
-    root = str(root).rstrip("/")
-    if place not in _checked_places:
-        fs.invalidate_cache(root)
-        if not fs.isdir(root):
-            raise ReportPlaceMissingError(place)
-        _checked_places.add(place)
+    fs, root = _uri_root(place)
     folder = f"{root}/{sub}" if sub else root
     final = f"{folder}/{stem}.report"
     if scheme in _OBJECT_STORES:

@@ -72,6 +72,10 @@ class TaskSink(Protocol):
         """Report ``record`` of partition ``partition`` in batch ``batch`` (ms)."""
         ...
 
+    def check(self) -> None:
+        """Raise if a report could not reach the driver (before a task does what it could not report)."""
+        ...
+
 
 class BatchStats(Protocol):
     """A per-batch channel from the tasks to the driver; see the module docstring."""
@@ -101,6 +105,9 @@ class AccumulatorSink:
     def add_partition(self, batch: int, partition: int, record: Any) -> None:
         """See :class:`TaskSink`."""
         self.accumulator.add({batch: record})
+
+    def check(self) -> None:
+        """Nothing to check: Spark carries the additions back with the task's result."""
 
 
 class AccumulatedStats:
@@ -145,6 +152,12 @@ class ReportWriter:
         from ..connect import write_report
 
         write_report(self.place, str(batch), record, name=str(partition))
+
+    def check(self) -> None:
+        """Raises ``streaming.connect.ReportPlaceMissingError`` unless the place is where this task runs."""
+        from ..connect import check_report_place
+
+        check_report_place(self.place)
 
 
 class ReportedStats:

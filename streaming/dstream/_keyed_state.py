@@ -188,6 +188,7 @@ class KeyedStateNode(StreamNode):
         def run(partition: int, records: Iterable[tuple[Any, tuple[bool, Any]]]) -> Iterator[Any]:
             from streaming.state import StateStoreProvider, once_per_batch
 
+            sink.check()  # a state that could not report its numbers does not advance
             provider = StateStoreProvider.shared(root, operator, partition)
             with once_per_batch(provider.working_copy, token) as kept:
                 if kept.outputs is not None:  # this run's state already ran here: its outputs, not a second run

@@ -21,7 +21,7 @@ from streaming import StreamingContext
 from tests.isolated_connect import shared_directory
 from tests.streaming.groups.reference import DELAY, GAP_MS
 from tests.streaming.groups.test_conformance import EVENTS
-from tests.support import advance
+from tests.support import CONNECT_ALL, advance
 
 pytestmark = pytest.mark.connect
 
@@ -44,8 +44,13 @@ def session_of(key: str, values: Any, state: Any) -> tuple[Any, ...]:
     return (key, "open", count, start, end)
 
 
-def run_sessions(spark: Any, checkpoint: Path | None) -> dict[str, Any]:
-    """The sessions program over :data:`EVENTS` (each input batch, then an empty one where timeouts fire), with an
+BATCHES = EVENTS if CONNECT_ALL else EVENTS[:3]
+"""The input batches: by default the first three (sessions closed by their timeout, a late event dropped), all of the
+conformance's events with ``AIODSTREAM_CONNECT=all``."""
+
+
+def run_sessions(spark: Any, checkpoint: Path | None, batches: list[list[Any]] = BATCHES) -> dict[str, Any]:
+    """The sessions program over :data:`BATCHES` (each input batch, then an empty one where timeouts fire), with an
     accumulator counting the events: its outputs per batch, the accumulator's value, and each batch's progress."""
     outputs: dict[int, list[Any]] = {}
     clock = ManualClock(0)
@@ -57,7 +62,7 @@ def run_sessions(spark: Any, checkpoint: Path | None) -> dict[str, Any]:
         events.add(1)
         return event
 
-    queue = [sc.parallelize(events, 2) for batch in EVENTS for events in (batch, [])]
+    queue = [sc.parallelize(events, 2) for batch in batches for events in (batch, [])]
     stream = ssc.queueStream(queue, oneAtATime=True).map(counted).withWatermark(lambda event: event[1], DELAY)
     sessions = stream.map(lambda event: (event[0], event)).mapGroupsWithState(session_of, "EventTimeTimeout", numPartitions=2)
     sessions.foreachRDD(lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect(), key=repr)))
@@ -95,12 +100,14 @@ def test_keyed_state_a_watermark_and_an_accumulator_give_classic_sparks_results(
         classic = run_sessions(spark_context, shared / "classic")
         isolated = run_sessions(isolated_connect_session, shared / "connect")
         assert classic["errors"] == isolated["errors"] == []
-        assert any(classic["outputs"]) and any(row[1] == "closed" for batch in classic["outputs"] for row in batch)
+        assert any(row[1] == "closed" for batch in classic["outputs"] for row in batch)
+        assert any(op[3] for _, _, operators in classic["progress"] for op in operators)  # a late event dropped
         assert isolated["outputs"] == classic["outputs"]
-        assert isolated["events"] == classic["events"] == sum(len(batch) for batch in EVENTS)
+        assert isolated["events"] == classic["events"] == sum(len(batch) for batch in BATCHES)
         assert isolated["progress"] == classic["progress"]
         assert any(watermark.get("watermark", "").endswith("00Z") for _, watermark, _ in classic["progress"])
-        assert list((shared / "connect" / "task-reports").iterdir()) == []  # each run's reports went with it
+        places = list((shared / "connect" / "task-reports").iterdir())  # the watermark's, the state's, the accumulator's
+        assert len(places) == 3 and all(list(place.iterdir()) == [] for place in places)  # every report read and removed
 
 
 def test_the_private_tmp_folder_fails_there_and_says_why(isolated_connect_session: Any,
@@ -118,7 +125,7 @@ def test_the_private_tmp_folder_fails_there_and_says_why(isolated_connect_sessio
 
     monkeypatch.setattr(_batch_stats, "report_store", private_folder)
     with shared_directory() as shared:
-        errors = run_sessions(isolated_connect_session, shared / "ck")["errors"]
+        errors = run_sessions(isolated_connect_session, shared / "ck", BATCHES[:1])["errors"]
     assert folders, "the program never asked for a report place"
     assert len(errors) == 1
     named = [folder.place for folder in folders if f"the task report directory {folder.place} is not" in str(errors[0])]
