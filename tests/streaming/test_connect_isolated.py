@@ -49,9 +49,14 @@ BATCHES = EVENTS if CONNECT_ALL else EVENTS[:3]
 conformance's events with ``AIODSTREAM_CONNECT=all``."""
 
 
-def run_sessions(spark: Any, checkpoint: Path | None, batches: list[list[Any]] = BATCHES) -> dict[str, Any]:
+def run_sessions(spark: Any, checkpoint: Path | None, batches: list[list[Any]] = BATCHES,
+                 written: Path | None = None) -> dict[str, Any]:
     """The sessions program over :data:`BATCHES` (each input batch, then an empty one where timeouts fire), with an
-    accumulator counting the events: its outputs per batch, the accumulator's value, and each batch's progress."""
+    accumulator counting the events: its outputs per batch, the accumulator's value, and each batch's progress.
+
+    With ``written`` (Connect), the output writes each batch's frame itself into ``written/<batch ms>`` as Parquet,
+    so no row comes back to this process; the outputs are read back from the files afterwards.
+    """
     outputs: dict[int, list[Any]] = {}
     clock = ManualClock(0)
     ssc = StreamingContext(spark, INTERVAL_MS / 1000, clock=clock)
@@ -65,7 +70,10 @@ def run_sessions(spark: Any, checkpoint: Path | None, batches: list[list[Any]] =
     queue = [sc.parallelize(events, 2) for batch in batches for events in (batch, [])]
     stream = ssc.queueStream(queue, oneAtATime=True).map(counted).withWatermark(lambda event: event[1], DELAY)
     sessions = stream.map(lambda event: (event[0], event)).mapGroupsWithState(session_of, "EventTimeTimeout", numPartitions=2)
-    sessions.foreachRDD(lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect(), key=repr)))
+    if written is None:
+        sessions.foreachRDD(lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect(), key=repr)))
+    else:
+        sessions.foreachRDD(lambda time, rdd: rdd.dataframe.write.parquet(str(written / str(int(time.timestamp() * 1000)))))
     if checkpoint is not None:
         ssc.checkpoint(str(checkpoint))
 
@@ -83,6 +91,8 @@ def run_sessions(spark: Any, checkpoint: Path | None, batches: list[list[Any]] =
             await ssc.stop_async(stopSparkContext=False)
 
     anyio.run(drive)
+    if written is not None:
+        outputs = {int(batch.name): _written_values(batch) for batch in written.iterdir()}
     progress = [(p.batch_id, dict(p.event_time), [(op.num_rows_total, op.num_rows_updated, op.num_rows_removed,
                                                    op.num_rows_dropped_by_watermark, op.num_state_store_instances,
                                                    dict(op.custom_metrics)) for op in p.state_operators])
@@ -91,14 +101,23 @@ def run_sessions(spark: Any, checkpoint: Path | None, batches: list[list[Any]] =
             "progress": progress, "errors": errors}
 
 
+def _written_values(directory: Path) -> list[Any]:
+    """The values a FrameRDD's frame wrote as Parquet (one pickled value per row), sorted."""
+    import pickle
+
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    return sorted((pickle.loads(data) for data in pq.read_table(directory).column("v").to_pylist()), key=repr)
+
+
 def test_keyed_state_a_watermark_and_an_accumulator_give_classic_sparks_results(spark_context: Any,
                                                                                isolated_connect_session: Any) -> None:
     """mapGroupsWithState with event-time timeouts under withWatermark, and an accumulator, on the isolated server with
-    the checkpoint in a directory both see: outputs per batch, the progress (state numbers, watermark) and the
-    accumulator's value equal the classic engine's."""
+    the checkpoint in a directory both see, its output writing each batch's frame itself (no row comes back): outputs
+    per batch, the progress (state numbers, watermark) and the accumulator's value equal the classic engine's."""
     with shared_directory() as shared:
         classic = run_sessions(spark_context, shared / "classic")
-        isolated = run_sessions(isolated_connect_session, shared / "connect")
+        isolated = run_sessions(isolated_connect_session, shared / "connect", written=shared / "written")
         assert classic["errors"] == isolated["errors"] == []
         assert any(row[1] == "closed" for batch in classic["outputs"] for row in batch)
         assert any(op[3] for _, _, operators in classic["progress"] for op in operators)  # a late event dropped
