@@ -5,7 +5,8 @@ namespace whose ``/tmp`` is its own, so nothing the driver keeps in its temporar
 its workers, as on a cluster. The checkpoint is a directory both see, outside ``/tmp``. There the
 tasks' reports (state numbers, event-time statistics, accumulator additions) go under the
 checkpoint and the program gives classic Spark's outputs, progress and accumulator value; the
-private ``/tmp`` folder the reports used before fails, and says why.
+private ``/tmp`` folder the reports used before fails, and says why. Accumulators also report under
+a checkpoint directory on another file system (FTP), through fsspec on both sides.
 """
 
 from __future__ import annotations
@@ -157,3 +158,18 @@ def test_the_private_tmp_folder_fails_there_and_says_why(isolated_connect_sessio
         sc.parallelize(range(4), 2).foreach(lambda x: counter.add(x))
     assert "is not on this Python worker's file system" in str(raised.value)
     assert "sc.setCheckpointDir(dir) for accumulators alone" in str(raised.value)
+
+
+def test_accumulators_report_under_a_uri_checkpoint_directory(isolated_connect_session: Any, ftp_server: Any) -> None:
+    """With the checkpoint directory on another file system (FTP), the isolated server's workers write their additions
+    there through fsspec and this process reads them back through fsspec: the value is pyspark's."""
+    from streaming.connect import FrameContext
+
+    sc = FrameContext(isolated_connect_session)
+    sc.setCheckpointDir(ftp_server.uri("ck"))
+    counter = sc.accumulator(0)
+    sc.parallelize(range(10), 3).foreach(lambda x: counter.add(x))
+    assert sc.parallelize(range(4), 2).map(lambda x: counter.add(100) or x).collect() == [0, 1, 2, 3]
+    assert counter.value == sum(range(10)) + 400
+    places = list((ftp_server.root / "ck" / "task-reports").iterdir())
+    assert len(places) == 1 and list(places[0].iterdir()) == []  # every report read and removed
