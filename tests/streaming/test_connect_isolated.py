@@ -51,12 +51,13 @@ conformance's events with ``AIODSTREAM_CONNECT=all``."""
 
 
 def run_sessions(spark: Any, checkpoint: Path | None, batches: list[list[Any]] = BATCHES,
-                 written: Path | None = None) -> dict[str, Any]:
+                 written: Path | None = None, empties: bool = True) -> dict[str, Any]:
     """The sessions program over :data:`BATCHES` (each input batch, then an empty one where timeouts fire), with an
     accumulator counting the events: its outputs per batch, the accumulator's value, and each batch's progress.
 
     With ``written`` (Connect), the output writes each batch's frame itself into ``written/<batch ms>`` as Parquet,
-    so no row comes back to this process; the outputs are read back from the files afterwards.
+    so no row comes back to this process; the outputs are read back from the files afterwards. Without ``empties``,
+    no empty batch follows an input batch.
     """
     outputs: dict[int, list[Any]] = {}
     clock = ManualClock(0)
@@ -68,7 +69,7 @@ def run_sessions(spark: Any, checkpoint: Path | None, batches: list[list[Any]] =
         events.add(1)
         return event
 
-    queue = [sc.parallelize(events, 2) for batch in batches for events in (batch, [])]
+    queue = [sc.parallelize(events, 2) for batch in batches for events in ((batch, []) if empties else (batch,))]
     stream = ssc.queueStream(queue, oneAtATime=True).map(counted).withWatermark(lambda event: event[1], DELAY)
     sessions = stream.map(lambda event: (event[0], event)).mapGroupsWithState(session_of, "EventTimeTimeout", numPartitions=2)
     if written is None:
@@ -145,7 +146,7 @@ def test_the_private_tmp_folder_fails_there_and_says_why(isolated_connect_sessio
 
     monkeypatch.setattr(_batch_stats, "report_store", private_folder)
     with shared_directory() as shared:
-        errors = run_sessions(isolated_connect_session, shared / "ck", BATCHES[:1])["errors"]
+        errors = run_sessions(isolated_connect_session, shared / "ck", BATCHES[:1], empties=False)["errors"]
     assert folders, "the program never asked for a report place"
     assert len(errors) == 1
     named = [folder.place for folder in folders if f"the task report directory {folder.place} is not" in str(errors[0])]
