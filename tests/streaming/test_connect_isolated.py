@@ -50,7 +50,7 @@ BATCHES = EVENTS if CONNECT_ALL else EVENTS[:3]
 conformance's events with ``AIODSTREAM_CONNECT=all``."""
 
 
-def run_sessions(spark: Any, checkpoint: Path | None, batches: list[list[Any]] = BATCHES,
+def run_sessions(spark: Any, checkpoint: Path | str | None, batches: list[list[Any]] = BATCHES,
                  written: Path | None = None, empties: bool = True) -> dict[str, Any]:
     """The sessions program over :data:`BATCHES` (each input batch, then an empty one where timeouts fire), with an
     accumulator counting the events: its outputs per batch, the accumulator's value, and each batch's progress.
