@@ -26,7 +26,7 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
 
-from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, StreamingError, Time
+from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, StreamingError, Time, redact_uri
 
 from ..state import StateOperatorStats, StateStoreProvider, keep_partition_count
 from ._batch_stats import BatchStats, batch_stats
@@ -148,7 +148,7 @@ class KeyedStateNode(StreamNode):
             if batch is not None and self._stats is not None and self._stats.peek(batch) is None:
                 raise StreamingError(
                     f"the tasks of {self.operator_name} ran every partition of the batch, but none of their reports "
-                    f"reached this process (in {getattr(self._stats, 'place', '?')}, under the checkpoint directory): "
+                    f"reached this process (in {redact_uri(getattr(self._stats, 'place', '?'))}, under the checkpoint directory): "
                     "on Spark Connect the server's executors must reach the checkpoint directory where this process "
                     "does (a directory both see at the same path, or a URI)")
         else:
