@@ -71,7 +71,7 @@ def shared_directory() -> Iterator[Path]:
 
 @contextmanager
 def isolated_server() -> Iterator[IsolatedServer]:
-    """Start the server (one JVM, ``local[2]``) and stop it afterwards.
+    """Start the server (one JVM, ``local[2,2]``: two cores, a failed task tried twice) and stop it afterwards.
 
     Raises:
         RuntimeError: the server did not start, or it sees this process's ``/tmp`` (the isolation failed).
@@ -124,6 +124,7 @@ def _serve(token: str, marker: str) -> None:
     conf = SparkConf()
     for key, value in {**SPARK_TEST_CONF, **CONNECT_SERVER_CONF}.items():
         conf.set(key, value)
+    conf.set("spark.master", "local[2,2]")  # a failed task is tried once more, as on a cluster (local mode never retries)
     conf.set("spark.connect.authenticate.token", token)
     conf.set("spark.ui.enabled", "false")
     conf.set("spark.app.name", "aiodstream-isolated-connect-server")

@@ -6,7 +6,8 @@ its workers, as on a cluster. The checkpoint is a directory both see, outside ``
 tasks' reports (state numbers, event-time statistics, accumulator additions) go under the
 checkpoint and the program gives classic Spark's outputs, progress and accumulator value; the
 private ``/tmp`` folder the reports used before fails, and says why. Accumulators also report under
-a checkpoint directory on another file system (FTP), through fsspec on both sides.
+a checkpoint directory on another file system (FTP), through fsspec on both sides; and a task that
+the server runs again after it reported replaces its report instead of counting twice.
 """
 
 from __future__ import annotations
@@ -174,3 +175,30 @@ def test_accumulators_report_under_a_uri_checkpoint_directory(isolated_connect_s
     assert counter.value == sum(range(10)) + 400
     places = list((ftp_server.root / "ck" / "task-reports").iterdir())
     assert len(places) == 1 and list(places[0].iterdir()) == []  # every report read and removed
+
+
+def test_a_task_run_again_reports_its_partition_once(isolated_connect_session: Any) -> None:
+    """A task that reported its partition's numbers and then failed is tried again by the server (``local[2,2]``): the
+    second attempt's report replaces the first, so the batch's numbers count the partition once."""
+    from scheduler import EventTimeStats
+    from streaming.connect import CheckpointReports, FrameContext
+    from streaming.dstream._batch_stats import ReportedStats
+
+    with shared_directory() as shared:
+        stats = ReportedStats(CheckpointReports(str(shared)))
+        sink = stats.sink
+
+        def report_then_fail_once(partition: int, values: Any) -> list[int]:
+            from pyspark import TaskContext
+
+            times = list(values)
+            sink.add_partition(1000, partition, EventTimeStats.of(times))
+            context = TaskContext.get()
+            if partition == 1 and context is not None and context.attemptNumber() == 0:
+                raise RuntimeError("the first attempt fails after its report")
+            return times
+
+        rdd = FrameContext(isolated_connect_session).parallelize([10, 20, 30, 40], 2)
+        assert rdd.mapPartitionsWithIndex(report_then_fail_once).collect() == [10, 20, 30, 40]  # only a retry succeeds
+        merged = stats.take(1000)
+        assert (merged.count, merged.sum_ms, merged.min_ms, merged.max_ms) == (4, 100, 10, 40)
