@@ -122,6 +122,26 @@ def connect_session(connect_address: str) -> Iterator[Any]:
     session.stop()  # releases the server's session and closes the channel; the server ends with the SparkContext
 
 
+@pytest.fixture(scope="module")
+def isolated_connect_session() -> Iterator[Any]:
+    """A Spark Connect session on a second local server whose JVM and Python workers do not see this process's /tmp
+    (``tests/isolated_connect.py``: a private mount namespace), as a remote server would not; one per test module.
+
+    Skips, saying why, where a private /tmp cannot be made (no ``unshare``, or mounting refused).
+    """
+    from pyspark.sql.connect.session import SparkSession
+
+    from tests.isolated_connect import isolated_server, isolation_refused
+
+    reason = isolation_refused()
+    if reason is not None:
+        pytest.skip(reason)
+    with isolated_server() as server:
+        session = SparkSession.builder.remote(server.url).create()
+        yield session
+        session.stop()
+
+
 def _connect_port(sc: Any) -> int:
     """The port the shared SparkContext's Connect server listens on (it chose a free one)."""
     if sc.getConf().get("spark.plugins") != CONNECT_SERVER_CONF["spark.plugins"]:

@@ -9,12 +9,13 @@ from ._frame_rdd import FrameRDD
 from ._observed_rows import ObservedRows
 from ._saved_partitions import PART_NAME, save_frame_partitions, saved_partitions_frame
 from ._shared_values import FrameAccumulator, FrameBroadcast
-from ._task_reports import ReportFolder, write_report
+from ._task_reports import CheckpointReports, ReportFolder, ReportPlaceMissingError, ReportStore, check_report_place, write_report
 
 __all__ = [
     "FRAME_SCHEMA",
     "PART_NAME",
     "VALUE_COLUMN",
+    "CheckpointReports",
     "ConnectUnsupportedError",
     "FrameAccumulator",
     "FrameBroadcast",
@@ -25,6 +26,9 @@ __all__ = [
     "ObservedRows",
     "Partitioner",
     "ReportFolder",
+    "ReportPlaceMissingError",
+    "ReportStore",
+    "check_report_place",
     "is_connect_session",
     "save_frame_partitions",
     "saved_partitions_frame",

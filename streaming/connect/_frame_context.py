@@ -181,6 +181,7 @@ class FrameContext:
         """Where ``FrameRDD.checkpoint`` saves partitions: a directory the server's executors reach
         (a URI on a cluster). The server's own ``spark.checkpoint.dir`` is static and left alone."""
         self._checkpoint_dir = dirName
+        self._shared.use_checkpoint(dirName)  # accumulators' reports go there too: the executors reach it
 
     def getCheckpointDir(self) -> str | None:
         """The checkpoint directory, if set."""
@@ -258,8 +259,9 @@ class FrameContext:
 
         ``accum_param`` (pyspark's ``AccumulatorParam``: ``zero``, ``addInPlace``) defaults to pyspark's
         for ints, floats and complex numbers, as pyspark's does. Tasks' additions come back as report
-        files in a private directory of this machine (the server's Python workers must share this
-        machine's disk) and are folded in when ``.value`` is read (see docs/connect.md).
+        files under the checkpoint directory (``setCheckpointDir``, which ``ssc.checkpoint`` sets), or
+        without one in a private directory of this machine (a local server only), and are folded in
+        when ``.value`` is read (see docs/connect.md).
         """
         if accum_param is None:
             from pyspark import accumulators

@@ -3,22 +3,23 @@
 A :class:`FrameBroadcast` travels by value inside each job's pickled functions. A
 :class:`FrameAccumulator`'s task-side copies add into a table of the worker process; when a FrameRDD
 task's partition function has run to its end, the task writes what it added as one report file
-(``streaming.connect.write_report``) into the FrameContext's private directory, and the driver folds
-the files into the accumulators when one's ``value`` is read. No Spark counterpart code: pyspark's
-broadcasts and accumulators need a SparkContext.
+(``streaming.connect.write_report``) into the report place the accumulator was pickled with: under
+the FrameContext's checkpoint directory when one is set (``setCheckpointDir``, which
+``ssc.checkpoint`` sets too; the server's executors reach it), else a private directory of this
+machine (a local server only). The driver folds the files into the accumulators when one's
+``value`` is read. No Spark counterpart code: pyspark's broadcasts and accumulators need a SparkContext.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 import threading
 import types
 import weakref
 from typing import Any
 
-from ._task_reports import ReportFolder, write_report
+from ._task_reports import CheckpointReports, ReportFolder, ReportStore, write_report
 
 __all__ = ["FrameAccumulator", "FrameBroadcast", "SharedValues", "task_ended", "task_started"]
 
@@ -28,7 +29,7 @@ module (the package travels by value: each job's functions bring their own) find
 
 
 def _task_table() -> dict[tuple[str, int], list[Any]]:
-    """``(report folder, accumulator id) -> [param, value so far]`` for the task running in this worker."""
+    """``(report place, accumulator id) -> [param, value so far]`` for the task running in this worker."""
     holder = sys.modules.get(_TASK_TABLE)
     if holder is None:
         holder = sys.modules[_TASK_TABLE] = types.ModuleType(_TASK_TABLE)
@@ -44,18 +45,18 @@ def task_started() -> None:
 
 
 def task_ended() -> None:
-    """A partition function ran to its end: what the task added goes to the driver, one file per context."""
+    """A partition function ran to its end: what the task added goes to the driver, one file per report place."""
     if _TASK_TABLE not in sys.modules:
         return
     table = _task_table()
     if not table:
         return
-    by_folder: dict[str, dict[int, Any]] = {}
-    for (folder, aid), (_, value) in table.items():
-        by_folder.setdefault(folder, {})[aid] = value
+    by_place: dict[str, dict[int, Any]] = {}
+    for (place, aid), (_, value) in table.items():
+        by_place.setdefault(place, {})[aid] = value
     table.clear()
-    for folder, values in by_folder.items():
-        write_report(folder, values)
+    for place, values in by_place.items():
+        write_report(place, "", values)
 
 
 class FrameBroadcast:
@@ -91,10 +92,10 @@ class FrameBroadcast:
         return f"<FrameBroadcast {self._value!r}>"
 
 
-def _task_copy(folder: str, aid: int, zero: Any, param: Any) -> FrameAccumulator:
+def _task_copy(place: str, aid: int, zero: Any, param: Any) -> FrameAccumulator:
     """What a pickled accumulator becomes in a task: a copy that adds into the worker's table."""
     copy = FrameAccumulator.__new__(FrameAccumulator)
-    copy._folder, copy.aid, copy._param, copy._value, copy._shared = folder, aid, param, zero, None
+    copy._place, copy.aid, copy._param, copy._value, copy._shared = place, aid, param, zero, None
     return copy
 
 
@@ -103,13 +104,14 @@ class FrameAccumulator:
 
     A task's additions reach the driver as report files when the task's partition function has
     run to its end; the driver folds them in when ``value`` is read (so the additions of an action
-    are in the value once the action returns, as with pyspark).
+    are in the value once the action returns, as with pyspark). Where the files go is chosen each
+    time the accumulator is sent with a job (:meth:`SharedValues.place`).
     """
 
     def __init__(self, shared: SharedValues, aid: int, value: Any, param: Any) -> None:
         """The driver's accumulator ``aid`` of ``shared``, starting at ``value``."""
         self._shared: SharedValues | None = shared
-        self._folder = os.fspath(shared.folder.directory)
+        self._place = ""  # a task's copy: where it reports (the driver's chooses when pickled)
         self.aid = aid
         self._value = value
         self._param = param
@@ -135,7 +137,7 @@ class FrameAccumulator:
             with self._shared.lock:
                 self._value = self._param.addInPlace(self._value, term)
             return
-        entry = _task_table().setdefault((self._folder, self.aid), [self._param, self._value])
+        entry = _task_table().setdefault((self._place, self.aid), [self._param, self._value])
         entry[1] = self._param.addInPlace(entry[1], term)
 
     def __iadd__(self, term: Any) -> FrameAccumulator:
@@ -146,7 +148,8 @@ class FrameAccumulator:
         self._value = self._param.addInPlace(self._value, term)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return _task_copy, (self._folder, self.aid, self._param.zero(self._value), self._param)
+        place = self._shared.place() if self._shared is not None else self._place
+        return _task_copy, (place, self.aid, self._param.zero(self._value), self._param)
 
     def __str__(self) -> str:
         return str(self._value)
@@ -156,22 +159,31 @@ class FrameAccumulator:
 
 
 class SharedValues:
-    """A FrameContext's accumulators and their report directory (made on the first accumulator)."""
+    """A FrameContext's accumulators and the report places their tasks write into (made when first needed)."""
 
     def __init__(self) -> None:
-        """No accumulator yet."""
+        """No accumulator yet, and no checkpoint directory."""
         self.lock = threading.RLock()
         self._ids = itertools.count()
-        self._folder: ReportFolder | None = None
+        self._checkpoint_dir: str | None = None
+        self._stores: dict[str | None, ReportStore] = {}  # by checkpoint directory (None: a private folder)
         self._accumulators: weakref.WeakValueDictionary[int, FrameAccumulator] = weakref.WeakValueDictionary()
 
-    @property
-    def folder(self) -> ReportFolder:
-        """The private directory the tasks report into."""
+    def use_checkpoint(self, directory: str | None) -> None:
+        """Jobs sent from now on report under ``directory`` (the FrameContext's ``setCheckpointDir``; ``None``: a private folder)."""
         with self.lock:
-            if self._folder is None:
-                self._folder = ReportFolder(prefix="aiodstream-accumulators-")
-            return self._folder
+            self._checkpoint_dir = directory
+
+    def place(self) -> str:
+        """Where the tasks of a job sent now report: under the checkpoint directory if one is set (the server's
+        executors reach it), else in a private directory of this machine (only a server on this machine's disk does)."""
+        with self.lock:
+            key = self._checkpoint_dir
+            store = self._stores.get(key)
+            if store is None:
+                store = ReportFolder(prefix="aiodstream-accumulators-") if key is None else CheckpointReports(key)
+                self._stores[key] = store
+            return store.place
 
     def accumulator(self, value: Any, param: Any) -> FrameAccumulator:
         """A new accumulator starting at ``value``."""
@@ -183,10 +195,9 @@ class SharedValues:
     def fold(self) -> None:
         """Adds every report the tasks have written so far to its accumulators, removing the files."""
         with self.lock:
-            if self._folder is None:
-                return
-            for record in self._folder.records("", remove=True):
-                for aid, term in record.items():
-                    accumulator = self._accumulators.get(aid)
-                    if accumulator is not None:
-                        accumulator._merge(term)
+            for store in self._stores.values():
+                for record in store.records("", remove=True):
+                    for aid, term in record.items():
+                        accumulator = self._accumulators.get(aid)
+                        if accumulator is not None:
+                            accumulator._merge(term)

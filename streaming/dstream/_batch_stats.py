@@ -1,26 +1,27 @@
 """How tasks hand per-batch numbers to the driver: an accumulator on a SparkContext, report files on Spark Connect.
 
 ``withWatermark`` (event-time statistics) and the keyed state operators (state numbers, the
-partitions that ran) have each task add ``{batch ms: record}``, where a record has ``merge``; the
-driver peeks at or takes a finished batch's records merged. Spark's accumulators carry that on a
-SparkContext (:class:`AccumulatedStats`: the classic path, unchanged). Spark Connect has no
-accumulators, so there each task writes its record as a small pickle file into a directory on
-this machine, which a Connect server on this machine's disk (the setting the engine's state and
-file inputs already take) reaches too, and the driver reads the batch's files after its jobs
-(:class:`ReportedStats`). No Spark counterpart: pyspark.streaming does not run on Connect.
+partitions that ran) have each task report its partition's record of a batch, where a record has
+``merge``; the driver peeks at or takes a finished batch's records merged. Spark's accumulators
+carry that on a SparkContext (:class:`AccumulatedStats`: the classic path, unchanged). Spark
+Connect has no accumulators, so there each task writes its record as a small pickle file, named
+by batch and partition, into a report place the driver made and reads after the batch's jobs
+(:class:`ReportedStats`): under the checkpoint directory when there is one, which the server's
+executors reach wherever they run, else a private directory of this machine (a local server).
+No Spark counterpart: pyspark.streaming does not run on Connect.
 """
 
 from __future__ import annotations
 
-import os
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
+    from ..connect import ReportStore
     from ._environment import StreamEnvironment
 
-__all__ = ["AccumulatedStats", "BatchStats", "BatchStatsParam", "ReportWriter", "ReportedStats", "batch_stats"]
+__all__ = ["AccumulatedStats", "AccumulatorSink", "BatchStats", "BatchStatsParam", "ReportWriter", "ReportedStats", "batch_stats",
+           "report_store"]
 
 
 class BatchStatsParam:
@@ -65,10 +66,14 @@ class BatchStatsParam:
 
 
 class TaskSink(Protocol):
-    """What a task adds its numbers to (pickled into the task): ``add({batch ms: record})``."""
+    """What a task reports its partition's record of a batch to (pickled into the task)."""
 
-    def add(self, term: dict[int, Any]) -> None:
-        """Add ``term``'s records."""
+    def add_partition(self, batch: int, partition: int, record: Any) -> None:
+        """Report ``record`` of partition ``partition`` in batch ``batch`` (ms)."""
+        ...
+
+    def check(self) -> None:
+        """Raise if a report could not reach the driver (before a task does what it could not report)."""
         ...
 
 
@@ -89,6 +94,22 @@ class BatchStats(Protocol):
         ...
 
 
+class AccumulatorSink:
+    """The task side of :class:`AccumulatedStats`: adds ``{batch: record}`` to the accumulator (Spark merges a task's
+    additions, and drops a failed task's)."""
+
+    def __init__(self, accumulator: Any) -> None:
+        """Add to ``accumulator``."""
+        self.accumulator = accumulator
+
+    def add_partition(self, batch: int, partition: int, record: Any) -> None:
+        """See :class:`TaskSink`."""
+        self.accumulator.add({batch: record})
+
+    def check(self) -> None:
+        """Nothing to check: Spark carries the additions back with the task's result."""
+
+
 class AccumulatedStats:
     """The channel on a SparkContext: one accumulator of :class:`BatchStatsParam`."""
 
@@ -98,11 +119,12 @@ class AccumulatedStats:
         # Duck-typed as pyspark's AccumulatorParam (zero, addInPlace): importing pyspark to
         # subclass it would make ``import streaming`` start loading Spark.
         self._accumulator = spark_context.accumulator({}, cast(Any, self._param))
+        self._sink = AccumulatorSink(self._accumulator)
 
     @property
     def sink(self) -> TaskSink:
-        """The accumulator."""
-        return cast(TaskSink, self._accumulator)
+        """An :class:`AccumulatorSink` on the accumulator."""
+        return self._sink
 
     def peek(self, batch: int) -> Any:
         """See :class:`BatchStats`."""
@@ -114,52 +136,58 @@ class AccumulatedStats:
 
 
 class ReportWriter:
-    """The task side of :class:`ReportedStats`: each batch's record as a report file in ``<directory>/<batch>``
-    (``streaming.connect.write_report``)."""
+    """The task side of :class:`ReportedStats`: a partition's record of a batch as the report file
+    ``<place>/<batch>/<partition>`` (``streaming.connect.write_report``).
 
-    def __init__(self, directory: str) -> None:
-        """Records go under ``directory`` (a path the tasks and the driver both reach)."""
-        self.directory = directory
+    Named by partition, so a partition run again (a retried or recomputed task) replaces its
+    earlier record instead of counting twice.
+    """
 
-    def add(self, term: dict[int, Any]) -> None:
-        """Write each batch's record of ``term`` as a file of its own."""
+    def __init__(self, place: str) -> None:
+        """Records go under ``place`` (a directory the driver made, as the tasks name it: a path or a URI)."""
+        self.place = place
+
+    def add_partition(self, batch: int, partition: int, record: Any) -> None:
+        """See :class:`TaskSink`."""
         from ..connect import write_report
 
-        for batch, record in term.items():
-            write_report(os.path.join(self.directory, str(batch)), record)
+        write_report(self.place, str(batch), record, name=str(partition))
+
+    def check(self) -> None:
+        """Raises ``streaming.connect.ReportPlaceMissingError`` unless the place is where this task runs."""
+        from ..connect import check_report_place
+
+        check_report_place(self.place)
 
 
 class ReportedStats:
-    """The channel on Spark Connect: the tasks' report files in a private directory (0700) of this machine's
-    temporary directory (``streaming.connect.ReportFolder``, shared with Connect's accumulators).
+    """The channel on Spark Connect: the tasks' report files in a :class:`~streaming.connect.ReportStore`.
 
-    The directory is the channel's own (a new one per stream and run, so a batch run again after
-    a restart never reads an earlier run's files); it is removed with the channel, or at exit.
+    The store is the channel's own (a new one per stream and run, so a batch run again after a
+    restart never reads an earlier run's files); it is removed with the channel, or at exit.
     """
 
-    def __init__(self) -> None:
-        """A new, empty directory for the tasks' reports."""
-        from ..connect import ReportFolder
-
-        self._folder = ReportFolder()
-        self._writer = ReportWriter(os.fspath(self._folder.directory))
+    def __init__(self, store: ReportStore) -> None:
+        """Reports into ``store`` (see :func:`report_store`)."""
+        self._store = store
+        self._writer = ReportWriter(store.place)
 
     @property
-    def directory(self) -> Path:
+    def place(self) -> str:
         """Where the tasks write."""
-        return self._folder.directory
+        return self._store.place
 
     @property
     def sink(self) -> TaskSink:
-        """A :class:`ReportWriter` for the directory."""
+        """A :class:`ReportWriter` for the store."""
         return self._writer
 
     def _merged(self, batch: int, *, remove: bool) -> Any:
         merged = None
-        for record in self._folder.records(str(batch), remove=False):
+        for record in self._store.records(str(batch), remove=False):
             merged = record if merged is None else merged.merge(record)
         if remove:
-            self._folder.remove(str(batch))
+            self._store.remove(str(batch))
         return merged
 
     def peek(self, batch: int) -> Any:
@@ -171,8 +199,19 @@ class ReportedStats:
         return self._merged(batch, remove=True)
 
 
+def report_store(env: StreamEnvironment) -> ReportStore:
+    """Where a Connect stream's tasks report: under the checkpoint when there is one (the server's executors reach
+    it, as its state stores do), else a private directory of this machine (a local server only)."""
+    from ..connect import CheckpointReports, ReportFolder
+
+    graph = env.graph
+    if graph.checkpoint_dir is None:
+        return ReportFolder()
+    return CheckpointReports(graph.task_path(graph.checkpoint_dir))
+
+
 def batch_stats(env: StreamEnvironment) -> BatchStats:
     """The channel for ``env``'s Spark side: an accumulator on a SparkContext, report files on Spark Connect."""
     if env.spark.kind == "connect":
-        return ReportedStats()
+        return ReportedStats(report_store(env))
     return AccumulatedStats(env.spark_context)

@@ -16,7 +16,8 @@ the batch reading the partition gets them back without running the state again, 
 advances once per batch whatever the outputs do. An internal output operation runs in every
 batch after the user's outputs and computes the partitions they did not (usually none: then it
 runs no Spark job). Each task reports its numbers, and which partition it ran, by batch time,
-through an accumulator, or on Spark Connect through report files (``_batch_stats``).
+through an accumulator, or on Spark Connect through report files under the checkpoint, named by
+partition so that a partition run again replaces its record (``_batch_stats``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
 
-from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, StreamingError, Time
+from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, StreamingError, Time, redact_uri
 
 from ..state import StateOperatorStats, StateStoreProvider, keep_partition_count
 from ._batch_stats import BatchStats, batch_stats
@@ -129,12 +130,13 @@ class KeyedStateNode(StreamNode):
         product with one empty partition reads every partition (those already run get their
         kept outputs back, the others run their state) and yields nothing, so no second Python
         worker drains what the tasks made. On Spark Connect a ``count`` does it (its tasks are
-        Python workers anyway); if still no task's report reached this process then, the server's
-        workers write where this process does not read, and the batch fails saying so (its
-        watermark and progress would silently stand still otherwise). (On a SparkContext, a task that ran its state and then failed in
-        the user's code downstream reports nothing, as Spark drops a failed task's accumulator
-        updates: its partition is not run again, and the failed batch's progress lacks its
-        numbers. On Connect its report stands.)
+        Python workers anyway). The reports go under the checkpoint, and a task that does not
+        find their place there fails saying so; if still no task's report reached this process,
+        the batch fails too (its watermark and progress would silently stand still otherwise).
+        (On a SparkContext, a task that ran its state and then failed in the user's code
+        downstream reports nothing, as Spark drops a failed task's accumulator updates: its
+        partition is not run again, and the failed batch's progress lacks its numbers. On
+        Connect its report stands.)
         """
         batch = self._batch_of.pop(rdd, None)
         if batch is not None and self._stats is not None:
@@ -146,9 +148,9 @@ class KeyedStateNode(StreamNode):
             if batch is not None and self._stats is not None and self._stats.peek(batch) is None:
                 raise StreamingError(
                     f"the tasks of {self.operator_name} ran every partition of the batch, but none of their reports "
-                    f"reached this process (in {getattr(self._stats, 'directory', '?')}): on Spark Connect the server's "
-                    "Python workers write them on their machine's disk, which must be this one's (a local server, or "
-                    "the same temporary directory mounted on both)")
+                    f"reached this process (in {redact_uri(getattr(self._stats, 'place', '?'))}, under the checkpoint directory): "
+                    "on Spark Connect the server's executors must reach the checkpoint directory where this process "
+                    "does (a directory both see at the same path, or a URI)")
         else:
             rdd.cartesian(rdd.context.parallelize([], 1)).collect()
 
@@ -186,6 +188,7 @@ class KeyedStateNode(StreamNode):
         def run(partition: int, records: Iterable[tuple[Any, tuple[bool, Any]]]) -> Iterator[Any]:
             from streaming.state import StateStoreProvider, once_per_batch
 
+            sink.check()  # a state that could not report its numbers does not advance
             provider = StateStoreProvider.shared(root, operator, partition)
             with once_per_batch(provider.working_copy, token) as kept:
                 if kept.outputs is not None:  # this run's state already ran here: its outputs, not a second run
@@ -198,7 +201,7 @@ class KeyedStateNode(StreamNode):
                     (initial_pairs if is_initial else data).append((key, value))
                 outputs, stats = run_batch(provider, data, initial_pairs)
                 kept.keep(outputs)
-            sink.add({batch: stats})
+            sink.add_partition(batch, partition, stats)
             return iter(outputs)
 
         out = tagged.partitionBy(self._num_partitions).mapPartitionsWithIndex(run, preservesPartitioning=False)

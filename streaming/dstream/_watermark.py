@@ -5,8 +5,9 @@ watermark alone filters nothing), and each partition adds the count, min, max an
 records' event times to one channel per stream, keyed by batch time (an accumulator, or report
 files on Spark Connect: ``_batch_stats``). After the batch ran, the graph takes that batch's
 entry (:meth:`WatermarkedNode.take_event_time_stats`) and the query tracker advances the
-watermark with it. A partition computed twice (two output operations
-reading the stream) adds its statistics twice: min and max stay right, and so does the mean.
+watermark with it. A partition computed twice (two output operations reading the stream) adds
+its statistics twice through an accumulator (min and max stay right, and so does the mean); a
+report file names its partition, so there the later replaces the earlier.
 """
 
 from __future__ import annotations
@@ -49,16 +50,16 @@ class WatermarkedNode(StreamNode):
             self._stats = batch_stats(self._env)
         sink, extract, batch = self._stats.sink, self.event_time, time.milliseconds
 
-        def record(records: Iterable[Any]) -> Iterator[Any]:
+        def record(partition: int, records: Iterable[Any]) -> Iterator[Any]:
             times: list[int] = []
             for item in records:
                 times.append(event_time_ms(extract(item)))
                 yield item
             stats = EventTimeStats.of(times)
             if stats is not None:
-                sink.add({batch: stats})
+                sink.add_partition(batch, partition, stats)
 
-        return rdd.mapPartitions(record, preservesPartitioning=True)
+        return rdd.mapPartitionsWithIndex(record, preservesPartitioning=True)
 
     def take_event_time_stats(self, time: Time) -> EventTimeStats | None:
         """What batch ``time`` saw (``None``: no record), forgotten afterwards."""

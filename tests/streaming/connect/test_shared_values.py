@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -87,11 +89,41 @@ def test_a_failed_task_adds_nothing(frame_context: Any) -> None:
     assert counter.value == 3
 
 
-def test_the_report_directory_is_private(frame_context: Any) -> None:
-    """The driver unpickles what is in it: only this user may write there."""
-    frame_context.accumulator(0)
-    directory = frame_context._shared.folder.directory
+def test_the_report_directory_is_private(connect_session: Any) -> None:
+    """Without a checkpoint directory the reports go to a folder of this machine's /tmp; the driver unpickles what is in
+    it, so only this user may write there."""
+    from streaming.connect import FrameContext
+
+    context = FrameContext(connect_session)
+    counter = context.accumulator(0)
+    context.parallelize([1, 2, 3], 2).foreach(lambda x: counter.add(x))
+    assert counter.value == 6
+    directory = context._shared.place()
+    assert directory.startswith(tempfile.gettempdir())
     assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+
+
+def test_with_a_checkpoint_directory_the_reports_go_under_it(connect_session: Any, tmp_path: Path) -> None:
+    """After setCheckpointDir (which ssc.checkpoint calls) the tasks report under <dir>/task-reports, which the server's
+    executors reach wherever they run; additions sent before it still count, and each place goes with its context."""
+    import gc
+
+    def run() -> list[Path]:
+        from streaming.connect import FrameContext
+
+        context = FrameContext(connect_session)
+        counter = context.accumulator(0)
+        context.parallelize([1, 2], 2).foreach(lambda x: counter.add(x))
+        context.setCheckpointDir(str(tmp_path / "ck"))
+        context.parallelize([10, 20, 30], 3).map(lambda x: counter.add(x) or x).collect()
+        assert counter.value == 63
+        places = list((tmp_path / "ck" / "task-reports").iterdir())
+        assert len(places) == 1 and list(places[0].iterdir()) == []  # read and removed by the fold
+        return places
+
+    places = run()
+    gc.collect()
+    assert not places[0].exists()
 
 
 def test_a_broadcast_value_is_read_in_tasks_as_on_classic(spark_context: Any, frame_context: Any) -> None:

@@ -97,22 +97,22 @@ def test_the_state_advances_when_no_output_reads_it(connect_session: Any, tmp_pa
     assert [(op.num_rows_total, op.num_rows_updated, op.num_state_store_instances) for op in operators] == [(3, 3, 2), (3, 1, 2)]
 
 
-def test_a_server_that_writes_its_reports_elsewhere_fails_the_batch(connect_session: Any, tmp_path: Path,
+def test_a_server_that_does_not_see_the_report_place_fails_the_batch(connect_session: Any, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tasks' reports written where this process does not read (a server on another disk, here another directory):
-    the batch fails saying so, instead of its progress and watermark standing still."""
+    """The tasks' report place is not where the server's workers look (a server on another disk, here a place the driver
+    names but never made): the tasks fail naming it and the fix, instead of the progress and watermark standing still."""
     from scheduler import ManualClock
     from streaming import StreamingContext
-    from streaming.dstream import _keyed_state
-    from streaming.dstream._batch_stats import ReportedStats, ReportWriter
+    from streaming.connect import ReportFolder
+    from streaming.dstream import _batch_stats
     from tests.support import run_dstream_batches
 
-    def elsewhere(env: Any) -> ReportedStats:
-        stats = ReportedStats()
-        stats._writer = ReportWriter(str(tmp_path / "elsewhere"))  # what the server's workers would reach
-        return stats
+    class Elsewhere(ReportFolder):
+        @property
+        def place(self) -> str:
+            return str(tmp_path / "elsewhere")  # what the driver made on a disk the server's workers do not see
 
-    monkeypatch.setattr(_keyed_state, "batch_stats", elsewhere)
+    monkeypatch.setattr(_batch_stats, "report_store", lambda env: Elsewhere())
     clock = ManualClock(0)
     ssc = StreamingContext(connect_session, 1, clock=clock)
     stream = ssc.queueStream([ssc.sparkContext.parallelize(["a", "b"], 2)], oneAtATime=True)
@@ -121,5 +121,5 @@ def test_a_server_that_writes_its_reports_elsewhere_fails_the_batch(connect_sess
     ssc.checkpoint(str(tmp_path / "ck"))
     errors = run_dstream_batches(ssc, clock, 1)
     assert len(errors) == 1
-    assert "none of their reports reached this process" in str(errors[0])
-    assert (tmp_path / "elsewhere" / "1000").is_dir()  # the tasks did report, where this process does not read
+    assert f"the task report directory {tmp_path / 'elsewhere'} is not on this Python worker's file system" in str(errors[0])
+    assert not (tmp_path / "elsewhere").exists()  # no report written where nobody reads
