@@ -84,7 +84,9 @@ class FrameCore:
         self._checkpointed = False
         self._checkpoint_path: str | None = None
         self.known_count: int | None = None
-        """How many values the RDD holds, where known without running it (``parallelize`` sets it; derived RDDs have none)."""
+        """How many values the RDD holds, where known without running it: ``parallelize`` sets it, and the operations
+        that keep every value's count (``map`` and what builds on it, ``union``, ``partitionBy``, ``repartition``,
+        ``coalesce``, ``zipWithIndex``, ``zipWithUniqueId``) pass it on; any other derived RDD has none."""
 
     # -- construction --
 
@@ -108,14 +110,28 @@ class FrameCore:
 
     def observed(self, observation: Any) -> Self | None:
         """This RDD with its values counted into ``observation`` (a Connect ``Observation``, metric ``rows``) by every
-        query that reads them: ``DataFrame.observe`` adds no job and no stage. ``None`` when the values are made by a
-        Python function still to run (nothing on the server sees them before that function's own stage)."""
-        if self._runner is not None or not self._pipelinable():
-            return None
+        query that reads them: ``DataFrame.observe`` adds no job and no stage.
+
+        Values that Python functions still make (``rdd.filter(f)``) are counted after those functions (their
+        ``mapInArrow``), so the functions of RDDs made from the result run in a ``mapInArrow`` of their own: one more
+        pass of the values through a Python worker, in the same stage. ``None`` while a reliable checkpoint is pending
+        (observing it would write the checkpoint now, at the observer's call)."""
         from pyspark.sql.connect import functions
 
-        source = self._source.observe(observation, functions.count(VALUE_COLUMN).alias("rows"))
-        return self._derive(source, self._num_partitions, None, self.partitioner)
+        if self._checkpoint_kind is not None and not self._checkpointed:
+            return None
+        # The values' own frame: the source itself when no function makes them, else the functions' output (marker
+        # rows have a null value, which count() skips).
+        frame = self._source if self._runner is None and self._pipelinable() else self.frame
+        source = frame.observe(observation, functions.count(VALUE_COLUMN).alias("rows"))
+        observed = self._derive(source, self._num_partitions, None, self.partitioner)
+        observed.known_count = self.known_count
+        return observed
+
+    def _same_count(self, derived: Self) -> Self:
+        """``derived`` (an RDD holding exactly as many values as this one) knowing the count this one knows."""
+        derived.known_count = self.known_count
+        return derived
 
     def _exchange(self, sides: Sequence[tuple[FrameCore, Route]], num_partitions: int,
                   partitioner: Partitioner | None = None) -> Self:

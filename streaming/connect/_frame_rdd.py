@@ -178,7 +178,7 @@ class FrameRDD(FramePairs):
         def number(index: int, values: Iterator[Any]) -> Iterable[Any]:
             return ((value, position) for position, value in enumerate(values, starts[index]))
 
-        return self.mapPartitionsWithIndex(number)
+        return self._same_count(self.mapPartitionsWithIndex(number))
 
     def zipWithUniqueId(self) -> FrameRDD:
         """Each element with a unique id: ``i * n + k`` for the ``i``-th element of partition ``k``."""
@@ -187,7 +187,7 @@ class FrameRDD(FramePairs):
         def number(index: int, values: Iterator[Any]) -> Iterable[Any]:
             return ((value, position * n + index) for position, value in enumerate(values))
 
-        return self.mapPartitionsWithIndex(number)
+        return self._same_count(self.mapPartitionsWithIndex(number))
 
     def subtract(self, other: FrameRDD, numPartitions: int | None = None) -> FrameRDD:  # noqa: N803
         """The elements not in ``other``."""
