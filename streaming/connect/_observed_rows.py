@@ -22,9 +22,9 @@ class ObservedRows:
     """Counts, per batch, the rows of an input's FrameRDDs.
 
     A FrameRDD whose count is known without running it (``parallelize``'s, and what ``map`` and the
-    other count-keeping operations make of it) is counted at once; any other is observed (after the
-    Python functions that make its values, if any). One marked for a reliable checkpoint not yet
-    taken goes uncounted (``take`` gives ``None``).
+    other count-keeping operations make of it) is counted at once; a persisted or checkpointed one,
+    or one read straight from a frame, is observed. One whose values Python functions still have to
+    make (``rdd.filter(f)``) goes uncounted (``take`` gives ``None``): see ``FrameRDD.observed``.
     """
 
     def __init__(self) -> None:

@@ -42,16 +42,17 @@ def test_record_trace_on_connect_writes_the_batches_without_spark_jobs(connect_s
 
 def test_rows_of_queued_rdds_dataframes_and_files_are_counted_on_connect(connect_session: Any, tmp_path: Path) -> None:
     """numInputRows per source on Connect, as on classic: a parallelized FrameRDD by its length (also through map), a
-    Connect DataFrame, a file and a filtered FrameRDD by the rows the batch's queries read (observed metrics, after the
-    filter's function; two outputs read them and they count once)."""
+    Connect DataFrame, a file and a persisted filtered FrameRDD by the rows the batch's queries read (observed metrics;
+    two outputs read them and they count once); a FrameRDD whose values a Python function still makes goes uncounted
+    (0): observing it would split its pipeline."""
     incoming = tmp_path / "in"
     incoming.mkdir()
     clock = ManualClock(0)
     ssc = StreamingContext(connect_session, 1, clock=clock)
     sc = ssc.sparkContext
     queued = ssc.queueStream([sc.parallelize(range(7), 3), connect_session.range(5).toDF("n"),
-                              sc.parallelize([1, 2], 2).map(lambda x: x + 1), sc.parallelize(range(6), 2).filter(lambda x: x % 2),
-                              []])
+                              sc.parallelize([1, 2], 2).map(lambda x: x + 1), sc.parallelize(range(6), 2).filter(lambda x: x % 2).cache(),
+                              sc.parallelize(range(4), 2).filter(lambda x: x % 2), []])
     files = ssc.textFileStream(str(incoming))
     both = queued.map(lambda v: 1).union(files.map(lambda v: 1))
     both.foreachRDD(lambda rdd: rdd.count())
@@ -59,11 +60,12 @@ def test_rows_of_queued_rdds_dataframes_and_files_are_counted_on_connect(connect
     queued.foreachRDD(lambda rdd: values.append(rdd.collect()))
     (incoming / "a.txt").write_text("1\n2\n3\n4\n")
     os.utime(incoming / "a.txt", ns=(500_000_000, 500_000_000))
-    assert run_dstream_batches(ssc, clock, 5) == []
-    assert values[2:4] == [[2, 3], [1, 3, 5]]  # an observed RDD holds the same values
+    assert run_dstream_batches(ssc, clock, 6) == []
+    assert values[2:5] == [[2, 3], [1, 3, 5], [1, 3]]  # an observed RDD holds the same values
     rows = [[(s.description, s.numInputRows) for s in p.sources] for p in ssc.recentProgress]
-    assert rows[:5] == [[("Queue stream [0]", 7), ("File stream [1]", 4)],
+    assert rows[:6] == [[("Queue stream [0]", 7), ("File stream [1]", 4)],
                         [("Queue stream [0]", 5), ("File stream [1]", 0)],
                         [("Queue stream [0]", 2), ("File stream [1]", 0)],
                         [("Queue stream [0]", 3), ("File stream [1]", 0)],
+                        [("Queue stream [0]", 0), ("File stream [1]", 0)],
                         [("Queue stream [0]", 0), ("File stream [1]", 0)]]
