@@ -114,7 +114,7 @@ class FrameCore:
 
         ``None`` when Python functions still have to make the values (``rdd.filter(f)``, not persisted): they exist
         only inside the ``mapInArrow`` that pipelines those functions with what follows, and observing them would
-        split that pipeline into two Python passes (measured: +40-50% CPU per batch of a word count over a queued
+        split that pipeline into two Python passes (measured: +29-50% CPU per batch of a word count over a queued
         ``filter``); and while a reliable checkpoint is pending (observing would write it now). A persisted or
         checkpointed RDD's stored frame is observed as it is read.
         """
