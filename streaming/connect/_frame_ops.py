@@ -61,7 +61,7 @@ class FrameOps(FrameCore):
 
     def map(self, f: Callable[[Any], Any], preservesPartitioning: bool = False) -> Self:  # noqa: N803
         """Applies ``f`` to each element."""
-        return self.mapPartitionsWithIndex(_Elementwise("map", f), preservesPartitioning)
+        return self._same_count(self.mapPartitionsWithIndex(_Elementwise("map", f), preservesPartitioning))
 
     def flatMap(self, f: Callable[[Any], Iterable[Any]], preservesPartitioning: bool = False) -> Self:  # noqa: N803
         """Applies ``f`` to each element and flattens the results."""
@@ -94,9 +94,13 @@ class FrameOps(FrameCore):
         if self.partitioner is not None and self.partitioner == other.partitioner:
             n = self.getNumPartitions()
             identity = _ToIndex(list(range(n)))
-            return self._exchange([(self, identity), (other, identity)], n, self.partitioner)
-        frame = self.frame.union(shifted(other.frame, self.getNumPartitions()))
-        return self._derive(frame, self.getNumPartitions() + other.getNumPartitions(), None, None)
+            united = self._exchange([(self, identity), (other, identity)], n, self.partitioner)
+        else:
+            frame = self.frame.union(shifted(other.frame, self.getNumPartitions()))
+            united = self._derive(frame, self.getNumPartitions() + other.getNumPartitions(), None, None)
+        if self.known_count is not None and other.known_count is not None:
+            united.known_count = self.known_count + other.known_count
+        return united
 
     def __add__(self, other: FrameOps) -> Self:
         return self.union(other)
@@ -108,15 +112,15 @@ class FrameOps(FrameCore):
             return self.repartition(numPartitions)
         ranges = coalesce_ranges(self.getNumPartitions(), numPartitions)
         if len(ranges) == self.getNumPartitions():
-            return self._derive(self.frame, len(ranges), None, None)
+            return self._same_count(self._derive(self.frame, len(ranges), None, None))
         targets = [group for group, parents in enumerate(ranges) for _ in parents]
-        return self._exchange([(self, _ToIndex(targets))], len(ranges))
+        return self._same_count(self._exchange([(self, _ToIndex(targets))], len(ranges)))
 
     def repartition(self, numPartitions: int) -> Self:  # noqa: N803
         """Exactly ``numPartitions`` partitions, the elements dealt as Spark's ``coalesce(n, shuffle=True)``."""
         from ._repartition import RoundRobin
 
-        return self._exchange([(self, RoundRobin(numPartitions))], numPartitions)
+        return self._same_count(self._exchange([(self, RoundRobin(numPartitions))], numPartitions))
 
     # -- actions --
 

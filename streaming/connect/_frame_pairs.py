@@ -98,7 +98,7 @@ class FramePairs(FrameOps):
         partitioner = Partitioner(n, partitionFunc)
         if self.partitioner == partitioner:
             return self
-        return self._exchange([(self, _ByKey(partitioner))], n, partitioner)
+        return self._same_count(self._exchange([(self, _ByKey(partitioner))], n, partitioner))
 
     def combineByKey(
         self,

@@ -32,7 +32,8 @@ class _PartFileWriter:
         import fsspec
 
         name = f"{self.path}/part-{index:05d}{self.suffix}"
-        files = fsspec.open(name, "wb", compression=self.compression, auto_mkdir=True)
+        files = fsspec.open(name, "wb", compression=self.compression, auto_mkdir=False)  # made below, race-proof
+        _make_directory(files.fs, self.path)
         if files.fs.exists(name):
             raise FileExistsError(f"Output directory {self.path} already exists")
         with files as out:
@@ -40,6 +41,25 @@ class _PartFileWriter:
                 out.write(value if isinstance(value, (bytes, bytearray)) else str(value).encode("utf-8"))
                 out.write(b"\n")
         return [name]
+
+
+def _make_directory(fs: Any, path: str, attempts: int = 4) -> None:
+    """Creates ``path`` and its parents where missing, while the save's other tasks may be creating them too.
+
+    fsspec's FTP file system checks whether a directory exists, then creates it: two tasks that both
+    found it missing race, and the later one's create fails ("550 File exists"). A failed attempt
+    reads the directory again and tries once more (each attempt finds at least one more level made).
+    """
+    for attempt in range(attempts):
+        try:
+            fs.makedirs(path, exist_ok=True)
+            return
+        except Exception:  # ftplib's errors are not OSErrors
+            fs.invalidate_cache()
+            if fs.isdir(path):
+                return
+            if attempt == attempts - 1:
+                raise
 
 
 class _SuccessMarker:
@@ -178,7 +198,7 @@ class FrameRDD(FramePairs):
         def number(index: int, values: Iterator[Any]) -> Iterable[Any]:
             return ((value, position) for position, value in enumerate(values, starts[index]))
 
-        return self.mapPartitionsWithIndex(number)
+        return self._same_count(self.mapPartitionsWithIndex(number))
 
     def zipWithUniqueId(self) -> FrameRDD:
         """Each element with a unique id: ``i * n + k`` for the ``i``-th element of partition ``k``."""
@@ -187,7 +207,7 @@ class FrameRDD(FramePairs):
         def number(index: int, values: Iterator[Any]) -> Iterable[Any]:
             return ((value, position * n + index) for position, value in enumerate(values))
 
-        return self.mapPartitionsWithIndex(number)
+        return self._same_count(self.mapPartitionsWithIndex(number))
 
     def subtract(self, other: FrameRDD, numPartitions: int | None = None) -> FrameRDD:  # noqa: N803
         """The elements not in ``other``."""

@@ -21,9 +21,10 @@ _names = itertools.count()
 class ObservedRows:
     """Counts, per batch, the rows of an input's FrameRDDs.
 
-    A FrameRDD whose count is known without running it (``parallelize``'s) is counted at once; one
-    whose values a Python function still has to make (a queued ``rdd.map(...)``) cannot be observed
-    before that function runs, and goes uncounted (``take`` gives ``None``).
+    A FrameRDD whose count is known without running it (``parallelize``'s, and what ``map`` and the
+    other count-keeping operations make of it) is counted at once; a persisted or checkpointed one,
+    or one read straight from a frame, is observed. One whose values Python functions still have to
+    make (``rdd.filter(f)``) goes uncounted (``take`` gives ``None``): see ``FrameRDD.observed``.
     """
 
     def __init__(self) -> None:

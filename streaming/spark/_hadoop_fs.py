@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from scheduler import library_logger
+from scheduler import check_task_file_system, library_logger, task_checkpoint_path
 
 from ._py4j import hadoop_configuration, jvm
 
@@ -67,13 +67,16 @@ def save_text_files_once(rdd: RDD[Any], path: str) -> None:
 
 
 def _save_frame_once(rdd: Any, path: str) -> None:
-    """:func:`save_text_files_once` for a FrameRDD on Spark Connect, whose server writes the files.
+    """:func:`save_text_files_once` for a FrameRDD on Spark Connect, whose server's Python workers write the files.
 
-    The skip-or-redo check looks at the driver's disk, so it holds for a local path or ``file:``
-    URI (a local server, or a mount both see); a path on another file system is just saved.
+    This process makes the skip-or-redo check on the same path: a local path or ``file:`` URI on
+    its own disk (a local server, or a mount both see), any other URI through fsspec, as the
+    workers write it. Where fsspec cannot open the URI's scheme in this process (its package is
+    not installed here), the batch is saved without the check: a replayed batch whose directory
+    exists then fails (the workers refuse to overwrite a part file).
     """
     if "://" in path and not path.startswith("file:"):
-        rdd.saveAsTextFile(path)
+        _save_uri_once(rdd, path)
         return
     local = unquote(urlparse(path).path) if path.startswith("file:") else path
     if os.path.exists(os.path.join(local, "_SUCCESS")):
@@ -81,6 +84,21 @@ def _save_frame_once(rdd: Any, path: str) -> None:
     if os.path.exists(local):
         _log.warning("removing an incomplete save of a replayed batch before saving it again", path=path)
         shutil.rmtree(local)
+    rdd.saveAsTextFile(path)
+
+
+def _save_uri_once(rdd: Any, path: str) -> None:
+    try:
+        check_task_file_system(path)
+    except ValueError:  # the workers may still reach it (their Python has the package): save as asked
+        rdd.saveAsTextFile(path)
+        return
+    target = task_checkpoint_path(path)
+    if (target / "_SUCCESS").exists():
+        return
+    if target.exists():
+        _log.warning("removing an incomplete save of a replayed batch before saving it again", path=str(target))
+        target.delete(recursive=True)
     rdd.saveAsTextFile(path)
 
 

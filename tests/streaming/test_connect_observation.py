@@ -41,25 +41,31 @@ def test_record_trace_on_connect_writes_the_batches_without_spark_jobs(connect_s
 
 
 def test_rows_of_queued_rdds_dataframes_and_files_are_counted_on_connect(connect_session: Any, tmp_path: Path) -> None:
-    """numInputRows per source on Connect, as on classic: a parallelized FrameRDD by its length, a Connect DataFrame and
-    a file by the rows the batch's queries read (observed metrics; two outputs read them and they count once); a queued
-    FrameRDD whose values a Python function still makes goes uncounted (0)."""
+    """numInputRows per source on Connect, as on classic: a parallelized FrameRDD by its length (also through map), a
+    Connect DataFrame, a file and a persisted filtered FrameRDD by the rows the batch's queries read (observed metrics;
+    two outputs read them and they count once); a FrameRDD whose values a Python function still makes goes uncounted
+    (0): observing it would split its pipeline."""
     incoming = tmp_path / "in"
     incoming.mkdir()
     clock = ManualClock(0)
     ssc = StreamingContext(connect_session, 1, clock=clock)
     sc = ssc.sparkContext
     queued = ssc.queueStream([sc.parallelize(range(7), 3), connect_session.range(5).toDF("n"),
-                              sc.parallelize([1, 2], 2).map(lambda x: x + 1), []])
+                              sc.parallelize([1, 2], 2).map(lambda x: x + 1), sc.parallelize(range(6), 2).filter(lambda x: x % 2).cache(),
+                              sc.parallelize(range(4), 2).filter(lambda x: x % 2), []])
     files = ssc.textFileStream(str(incoming))
     both = queued.map(lambda v: 1).union(files.map(lambda v: 1))
     both.foreachRDD(lambda rdd: rdd.count())
-    both.foreachRDD(lambda rdd: rdd.collect())
+    values: list[list[Any]] = []
+    queued.foreachRDD(lambda rdd: values.append(rdd.collect()))
     (incoming / "a.txt").write_text("1\n2\n3\n4\n")
     os.utime(incoming / "a.txt", ns=(500_000_000, 500_000_000))
-    assert run_dstream_batches(ssc, clock, 4) == []
+    assert run_dstream_batches(ssc, clock, 6) == []
+    assert values[2:5] == [[2, 3], [1, 3, 5], [1, 3]]  # an observed RDD holds the same values
     rows = [[(s.description, s.numInputRows) for s in p.sources] for p in ssc.recentProgress]
-    assert rows[:4] == [[("Queue stream [0]", 7), ("File stream [1]", 4)],
+    assert rows[:6] == [[("Queue stream [0]", 7), ("File stream [1]", 4)],
                         [("Queue stream [0]", 5), ("File stream [1]", 0)],
+                        [("Queue stream [0]", 2), ("File stream [1]", 0)],
+                        [("Queue stream [0]", 3), ("File stream [1]", 0)],
                         [("Queue stream [0]", 0), ("File stream [1]", 0)],
                         [("Queue stream [0]", 0), ("File stream [1]", 0)]]

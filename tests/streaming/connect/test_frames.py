@@ -87,13 +87,25 @@ RDD_CASES: dict[str, Callable[[Any], Any]] = {
 }
 
 
+KNOWN_COUNT = {
+    "parallelize", "parallelize_uneven", "parallelize_more_slices", "parallelize_empty", "parallelize_range",
+    "parallelize_uploaded", "map", "union", "context_union", "partitionBy", "partitionBy_int_keys", "mapValues", "keys",
+    "values", "coalesce", "coalesce_more", "repartition", "repartition_fewer", "keyBy", "zipWithIndex", "zipWithUniqueId",
+}
+"""The cases whose FrameRDD knows its count without running (``known_count``): parallelize's, through the operations
+that keep every value's count; the others (filters, shuffles' aggregations, partition functions) do not."""
+
+
 @pytest.mark.parametrize("case", RDD_CASES)
 def test_the_same_partitions_as_pyspark(case: str, spark_context: Any, frame_context: Any) -> None:
-    """Each transformation gives pyspark's partitions, element order and values (``glom().collect()``)."""
+    """Each transformation gives pyspark's partitions, element order and values (``glom().collect()``); a count known
+    without running is the count of those values."""
     build = RDD_CASES[case]
     classic, frame = build(spark_context), build(frame_context)
     assert frame.getNumPartitions() == classic.getNumPartitions()
-    assert frame.glom().collect() == classic.glom().collect()
+    partitions = classic.glom().collect()
+    assert frame.glom().collect() == partitions
+    assert frame.known_count == (sum(map(len, partitions)) if case in KNOWN_COUNT else None)
 
 
 ACTION_CASES: dict[str, Callable[[Any], Any]] = {

@@ -9,11 +9,12 @@ writes nothing twice):
 - ``OUT/batch-<ms>``: the batch's ``offsetRanges()`` as ``range partition:from:until`` lines,
   then each record read as ``record partition:offset:value`` (one save: a job fewer per batch);
 - ``OUT/counts-<ms>``: the running count of records per word (``updateStateByKey``; a value's
-  word is what precedes its ``-``); on Spark Connect the batch's own count per word (``reduceByKey``).
+  word is what precedes its ``-``).
 
 With the Connect server's URL (``sc://host:port/;token=...;session_id=...``) in
-``AIODSTREAM_CRASH_KAFKA_CONNECT_URL`` the program runs on that Connect session instead of a local
-Spark, its graph made by the program on every run (``restoreGraph=False``). Every run joins the
+``AIODSTREAM_CRASH_KAFKA_CONNECT_URL`` the same program runs on that Connect session instead of a
+local Spark: ``getOrCreate`` restores its graph from the checkpoint on the session made first (the
+server's address is not saved), and the server writes the state's snapshots. Every run joins the
 same server-side session and first interrupts what a killed run left running there (a dead
 client's queries run on, and one still writing a batch's files would race this run's replay of
 that batch).
@@ -60,17 +61,13 @@ def main(bootstrap: str, topic: str, out: str, checkpoint: str, stop_file: str) 
             .union(rdd.map(lambda record: f"record {record}")))
         batch.saveAsTextFiles(f"{out}/batch")
         words = stream.map(lambda record: (record.split(":", 2)[2].split("-")[0], 1))
-        if url:  # per batch: the running count needs updateStateByKey's snapshots on Connect (issue 30's ustate lane)
-            words.reduceByKey(lambda a, b: a + b).saveAsTextFiles(f"{out}/counts")
-        else:
-            counts = words.updateStateByKey(lambda new, old: sum(new) + (old or 0))
-            counts.checkpoint(3 * INTERVAL_S)
-            counts.saveAsTextFiles(f"{out}/counts")
+        counts = words.updateStateByKey(lambda new, old: sum(new) + (old or 0))
+        counts.checkpoint(3 * INTERVAL_S)
+        counts.saveAsTextFiles(f"{out}/counts")
         ssc.checkpoint(checkpoint)
         return ssc
 
-    # On Connect the graph is built by setup on every run (the offsets and commits logs still say where to resume).
-    run_until_stopped(checkpoint, setup, stop_file, restore_graph=not url)
+    run_until_stopped(checkpoint, setup, stop_file)
 
 
 def log_kind(checkpoint: str) -> Callable[[str], str | None]:

@@ -7,7 +7,8 @@ and ``w`` write a value, a list element and a map entry (TTL 8 s); 6 s later ``r
 showed ``r`` entirely gone and ``w``'s first element gone (per element) at the first batch past
 the first writes' expiry, the rest of ``w`` gone past the second writes' expiry, and counted
 each value, element and entry removed. Here the batches fall on both expiries exactly (Spark's
-``batch time >= expiry``). A timer re-armed every batch reports each key's state.
+``batch time >= expiry``). A timer re-armed every batch reports each key's state. The same
+timeline runs on classic Spark and on Spark Connect, with the same expected outputs and counts.
 """
 
 from __future__ import annotations
@@ -64,11 +65,13 @@ class Watch(StatefulProcessor):
         yield (key, "timer", *self.state())
 
 
-def run(sc: Any, directory: Path, batches: list[list[str]]) -> tuple[dict[int, list[Any]], list[Any]]:
-    """``batches`` (rows ``key:command``) one per second from 1 s on; outputs by batch time, and the progress."""
+def run(spark: Any, directory: Path, batches: list[list[str]]) -> tuple[dict[int, list[Any]], list[Any]]:
+    """``batches`` (rows ``key:command``) one per second from 1 s on, on ``spark`` (a SparkContext or a Connect
+    session); outputs by batch time, and the progress."""
     outputs: dict[int, list[Any]] = {}
     clock = ManualClock(0)
-    ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
+    ssc = StreamingContext(spark, INTERVAL_MS / 1000, clock=clock)
+    sc = ssc.sparkContext
     stream = ssc.queueStream([sc.parallelize(b, 2) for b in batches], oneAtATime=True, default=sc.emptyRDD())
     pairs = stream.map(lambda line: (line.split(":")[0], line.split(":")[1]))
     result = pairs.transformWithState(Watch(), "Append", "ProcessingTime", numPartitions=2)
@@ -86,14 +89,16 @@ def run(sc: Any, directory: Path, batches: list[list[str]]) -> tuple[dict[int, l
     return outputs, ssc.runtime.recent_progress
 
 
-@pytest.fixture(scope="module")
-def timeline(spark_context: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[int, list[Any]], list[Any]]:
-    """The probe's timeline run once: keys write at 1 s; at 7 s r reads and w writes again; batches until 16 s."""
+@pytest.fixture(scope="module", params=["classic", pytest.param("connect", marks=pytest.mark.connect)])
+def timeline(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[int, list[Any]], list[Any]]:
+    """The probe's timeline run once per engine (classic Spark, then Spark Connect, whose server's Python workers hold
+    the state): keys write at 1 s; at 7 s r reads and w writes again; batches until 16 s."""
+    spark = request.getfixturevalue("spark_context" if request.param == "classic" else "connect_session")
     first = ("v r0", "l e0", "m k0 0")
     batches: list[list[str]] = [[] for _ in range(16)]
     batches[0] = [f"{key}:{command}" for key in "rw" for command in first]  # at 1 s: expiry 9 s
     batches[6] = ["r:read", "w:v w1", "w:l e1", "w:m k0 0b", "w:m k1 1"]  # at 7 s: w's writes expire at 15 s
-    return run(spark_context, tmp_path_factory.mktemp("ttl") / "ck", batches)
+    return run(spark, tmp_path_factory.mktemp("ttl") / "ck", batches)
 
 
 def test_the_ttl_timeline_pyspark_showed(timeline: tuple[dict[int, list[Any]], list[Any]]) -> None:
