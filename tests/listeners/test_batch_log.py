@@ -104,7 +104,7 @@ def test_after_a_trip_that_saw_events_arrive_the_next_waits_for_the_clock(backen
 
     async def body() -> None:
         clock = ManualClock(0)
-        bus = StreamingListenerBus(clock=clock, linger=True)
+        bus = StreamingListenerBus(clock=clock, linger_clock=clock)
         listener = Held()
         bus.add_listener(listener)
         async with running(bus):
@@ -121,8 +121,9 @@ def test_after_a_trip_that_saw_events_arrive_the_next_waits_for_the_clock(backen
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_on_a_manual_clock_a_bus_does_not_linger_unless_asked(backend: str) -> None:
-    """By default only a bus on the wall clock lingers: on a manual clock the events queued during a trip go at once."""
+def test_on_a_manual_clock_a_bus_lingers_on_real_time(backend: str) -> None:
+    """By default the linger is measured in real time: on a manual clock nobody advances, the events queued during a
+    trip still go (in one trip, in order), and the linger is no sleeper of that clock."""
 
     async def body() -> None:
         clock = ManualClock(0)
@@ -135,8 +136,33 @@ def test_on_a_manual_clock_a_bus_does_not_linger_unless_asked(backend: str) -> N
             for n in range(1, 6):
                 await bus.post(StreamingStarted(Time(n)))
             listener.gate.set()
+            slot = bus._slots[0]
+            await wait_until(lambda: slot.lingers == 1)  # it lingers (events arrived during the trip) ...
+            assert clock.sleepers == 0  # ... on its own clock, not the manual one
+            await wait_until(lambda: bus.statistics().delivered == 6)  # and real time ends it
+            assert listener.got == list(range(6)) and clock.now() == Time(0)
+            assert (slot.trips, slot.tripped) == (2, 6)
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_bus_asked_not_to_linger_makes_its_trip_at_once(backend: str) -> None:
+    """linger=False: the events queued during a trip go in the next trip at once, without lingering."""
+
+    async def body() -> None:
+        clock = ManualClock(0)
+        bus = StreamingListenerBus(clock=clock, linger=False)
+        listener = Held()
+        bus.add_listener(listener)
+        async with running(bus):
+            await bus.post(StreamingStarted(Time(0)))
+            await wait_until(lambda: listener.got == [0])
+            for n in range(1, 6):
+                await bus.post(StreamingStarted(Time(n)))
+            listener.gate.set()
             await wait_until(lambda: bus.statistics().delivered == 6)
-            assert listener.got == list(range(6)) and clock.sleepers == 0
+            assert listener.got == list(range(6)) and bus._slots[0].lingers == 0
 
     run(backend, body)
 
@@ -147,7 +173,7 @@ def test_a_linger_ends_once_a_full_run_is_queued(backend: str) -> None:
 
     async def body() -> None:
         clock = ManualClock(0)
-        bus = StreamingListenerBus(clock=clock, linger=True)
+        bus = StreamingListenerBus(clock=clock, linger_clock=clock)
         listener = Held()
         bus.add_listener(listener)
         async with running(bus):
@@ -166,7 +192,7 @@ def test_waiting_for_delivery_ends_a_linger(backend: str) -> None:
 
     async def body() -> None:
         clock = ManualClock(0)
-        bus = StreamingListenerBus(clock=clock, linger=True)
+        bus = StreamingListenerBus(clock=clock, linger_clock=clock)
         listener = Held()
         bus.add_listener(listener)
         async with running(bus):
