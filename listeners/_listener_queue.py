@@ -207,6 +207,7 @@ class ListenerQueue:
         self._linger_starts: Mailbox[int] = Mailbox()
         self._linger_seq = 0
         self._guard_sleep: anyio.CancelScope | None = None
+        self._guarded = False  # its guard runs
 
     def statistics(self) -> ListenerStatistics:
         """This listener's counters now."""
@@ -366,8 +367,8 @@ class ListenerQueue:
             self.ended = True
 
     async def _linger(self) -> None:
-        if self.linger_clock is None:
-            return
+        if not self._guarded:
+            return  # no guard runs (no linger clock, or one set after the start): nothing would end it in time
         self.lingers += 1
         # The guard, a task already running, measures the time: a timeout of our own (a task group
         # and a sleeping task per linger) costs about 100 us, more than the trip it saves.
@@ -396,6 +397,7 @@ class ListenerQueue:
         if clock is None:
             return
         starts = self._linger_starts
+        self._guarded = True
         while True:
             try:
                 seq = await starts.get()
