@@ -18,7 +18,11 @@ events as the UI and the metrics (``BatchCompleted``, ``QueryProgress``; the UI 
 batches when a page asks) and does nothing (``same_events_listener``, ``floor_overhead``): what any
 inline listener on the bus costs for its deliveries, the floor no bus-fed metrics can go below; and
 a plain (synchronous, not inline) do-nothing listener of ``BatchCompleted``
-(``plain_listener_overhead``): its callbacks run on a worker thread of its own.
+(``plain_listener_overhead``): its callbacks run on a worker thread of its own, its dispatcher
+lingering before a trip (``LINGER_EVENTS`` or ``LINGER`` of real time); and the same listener with
+its linger off (``plain_eager``, bare engine only). Each bare-engine variant's ``diagnostics`` give
+the collector's runs per generation in the measured window and, for the plain listeners, thread
+trips and events per trip: what a plain listener's CPU goes with.
 
 Targets (issue 28): the UI and metrics attached (``ui_and_metrics_overhead``: a ``StreamingUI``,
 which feeds a ``StreamingMetrics`` too) at most 10% more CPU per batch on the bare engine and 2% on
@@ -35,6 +39,7 @@ counts the no-op Spark context's driver process the same way (about 10 minutes).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -86,8 +91,24 @@ def attach(target: Any, how: str) -> None:
         StreamingUI().attach(target)  # the web UI's history and, with it, the metrics
     elif how == "floor":
         (target.addStreamingListener if hasattr(target, "addStreamingListener") else target.add_listener)(SameEvents())
-    elif how == "plain":
+    elif how in ("plain", "plain_eager"):
         (target.addStreamingListener if hasattr(target, "addStreamingListener") else target.add_listener)(PlainListener())
+        if how == "plain_eager":
+            # The bench's own reach into the bus (bare engine only): the same listener, never lingering.
+            target.listener_bus._slots[-1].linger_clock = None
+
+
+LAST: dict[str, Any] = {}
+"""What the last bare-engine run saw beside its CPU time: collections per generation, and a plain listener's trips."""
+
+
+def diagnostics(runtime: Any, collections: list[int]) -> dict[str, Any]:
+    """Collections per generation since ``collections`` and, with a plain listener, its thread trips and events per trip."""
+    seen: dict[str, Any] = {"collections": [s["collections"] - c for s, c in zip(gc.get_stats(), collections, strict=True)]}
+    for slot in runtime.listener_bus._slots:  # the bench's own reach into the bus, for its diagnostics
+        if slot.trips:
+            seen.update(trips=slot.trips, events_per_trip=round(slot.tripped / slot.trips, 1), lingers=slot.lingers)
+    return seen
 
 
 def load() -> list[float]:
@@ -133,11 +154,14 @@ async def engine_cpu_per_batch(batches: int, how: str, count_instructions: bool 
         await runtime.wait_until_idle()
         if count_instructions:
             toggle_instruments(True)
+        collections = [s["collections"] for s in gc.get_stats()]
         cpu = time.process_time()
         await advance(clock, runtime, batches, step)
         cpu = time.process_time() - cpu
         if count_instructions:
             toggle_instruments(False)
+        LAST.clear()
+        LAST.update(diagnostics(runtime, collections))
         await runtime.stop()
     return cpu / batches
 
@@ -181,14 +205,25 @@ def listener_us_per_batch(batches: int) -> float:
     return (time.process_time() - started) / batches * 1e6
 
 
-def alternate(rounds: int, measure: Callable[[str], float]) -> dict[str, Any]:
+def alternate(rounds: int, measure: Callable[[str], float], variants: tuple[str, ...]) -> dict[str, Any]:
     """Alternating rounds: without, with metrics, with the UI (and its metrics), with a do-nothing inline listener (the
-    floor), with a plain do-nothing listener."""
-    runs: dict[str, list[float]] = {"without": [], "metrics": [], "ui": [], "floor": [], "plain": []}
+    floor), with a plain do-nothing listener (and, if among ``variants``, the same without its linger)."""
+    runs: dict[str, list[float]] = {"without" if how == "none" else how: [] for how in variants}
+    seen: dict[str, list[dict[str, Any]]] = {k: [] for k in runs}
     for _ in range(rounds):
-        for how in VARIANTS:
-            runs["without" if how == "none" else how].append(measure(how) * 1e6)
+        for how in variants:
+            LAST.clear()
+            key = "without" if how == "none" else how
+            runs[key].append(measure(how) * 1e6)
+            if LAST:
+                seen[key].append(dict(LAST))
     medians = {k: statistics.median(v) for k, v in runs.items()}
+    extra: dict[str, Any] = {}
+    if "plain_eager" in medians:
+        extra = {"cpu_us_per_batch_plain_listener_without_linger": round(medians["plain_eager"], 2),
+                 "plain_listener_without_linger_overhead": round(medians["plain_eager"] / medians["without"] - 1, 4)}
+    if any(seen.values()):
+        extra["diagnostics"] = {k: v for k, v in seen.items() if v}
     return {"cpu_us_per_batch_without": round(medians["without"], 2), "cpu_us_per_batch_with": round(medians["metrics"], 2),
             "overhead": round(medians["metrics"] / medians["without"] - 1, 4),
             "cpu_us_per_batch_with_ui_and_metrics": round(medians["ui"], 2),
@@ -196,12 +231,13 @@ def alternate(rounds: int, measure: Callable[[str], float]) -> dict[str, Any]:
             "cpu_us_per_batch_same_events_listener": round(medians["floor"], 2),
             "floor_overhead": round(medians["floor"] / medians["without"] - 1, 4),
             "cpu_us_per_batch_plain_listener": round(medians["plain"], 2),
-            "plain_listener_overhead": round(medians["plain"] / medians["without"] - 1, 4),
+            "plain_listener_overhead": round(medians["plain"] / medians["without"] - 1, 4), **extra,
             "spread": {k: [round(min(v), 2), round(max(v), 2)] for k, v in runs.items()},
             "rounds": {k: [round(x, 2) for x in v] for k, v in runs.items()}, "load_average": load()}
 
 
-VARIANTS = ("none", "metrics", "ui", "floor", "plain")
+VARIANTS = ("none", "metrics", "ui", "floor", "plain", "plain_eager")
+SPARK_VARIANTS = VARIANTS[:-1]  # plain_eager reaches into the bare runtime's bus
 
 
 def spark_context() -> Any:
@@ -231,7 +267,7 @@ def instructions_per_batch(how: str, batches: int, spark: bool = False, step: in
 def instructions(batches: int, spark: bool = False, step: int | None = None) -> dict[str, Any]:
     """Instructions per batch of each variant (bare engine, or the Spark context's driver), and each one's overhead."""
     counts = {}
-    for how in VARIANTS:
+    for how in (SPARK_VARIANTS if spark else VARIANTS):
         counts[how] = instructions_per_batch(how, batches, spark, step)
         print(f"{how}: {counts[how]} instructions per batch, load {load()}", file=sys.stderr, flush=True)
     base = counts["none"]
@@ -276,11 +312,12 @@ def main() -> None:
     result: dict[str, Any] = {"python": sys.version.split()[0], "load_average_at_start": load()}
     result["listener_us_per_batch"] = round(statistics.median(listener_us_per_batch(20_000) for _ in range(5)), 2)
     result["step"] = args.step
-    result["engine"] = alternate(args.rounds, lambda how: anyio.run(engine_cpu_per_batch, args.batches, how, False, args.step))
+    result["engine"] = alternate(args.rounds, lambda how: anyio.run(engine_cpu_per_batch, args.batches, how, False, args.step),
+                                 VARIANTS)
     if not args.skip_spark:
         sc = spark_context()
         result["spark_context"] = alternate(args.rounds, lambda how: spark_cpu_per_batch(sc, args.spark_batches, how, False,
-                                                                                         args.step))
+                                                                                         args.step), SPARK_VARIANTS)
         sc.stop()
     # Issue 28: the UI and metrics at most 10% more CPU per batch on the bare engine and 2% on the
     # Spark context; a plain do-nothing listener at most 10% off the engine's flat-out rate
@@ -291,7 +328,10 @@ def main() -> None:
                                                     if k in result and result[k]["ui_and_metrics_overhead"] <= limits[k]],
                         "plain_listener_rate_at_least": 0.9,
                         "plain_listener_rate": round(result["engine"]["cpu_us_per_batch_without"]
-                                                     / result["engine"]["cpu_us_per_batch_plain_listener"], 4)}
+                                                     / result["engine"]["cpu_us_per_batch_plain_listener"], 4),
+                        "plain_listener_rate_without_linger": round(
+                            result["engine"]["cpu_us_per_batch_without"]
+                            / result["engine"]["cpu_us_per_batch_plain_listener_without_linger"], 4)}
     result["load_average_at_end"] = load()
     print(json.dumps(result, indent=2))
 

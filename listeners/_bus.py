@@ -108,7 +108,7 @@ class StreamingListenerBus:
 
     def __init__(self, capacity: int = 10_000, overflow: OverflowPolicy = OverflowPolicy.DROP, *,
                  clock: Clock | None = None, exit_timeout: Duration | None = DEFAULT_LISTENER_EXIT_TIMEOUT,
-                 linger: bool | None = None) -> None:
+                 linger: bool | None = None, linger_clock: Clock | None = None) -> None:
         """Create a bus whose listener queues each hold ``capacity`` events.
 
         Args:
@@ -120,9 +120,13 @@ class StreamingListenerBus:
                 it drops the rest (Spark's ``spark.scheduler.listenerbus.exitTimeout``); ``None``
                 waits without a bound, as Spark's default does.
             linger: whether a plain listener's dispatcher lingers before a thread trip in a sustained
-                stream (``LINGER`` on the clock, see ``ListenerQueue.dispatch``); default: only on
-                the wall clock, where that time passes by itself (on a manual clock it would pass
-                only when the clock is advanced).
+                stream (until ``LINGER_EVENTS`` are queued or ``LINGER`` passes, see
+                ``ListenerQueue.dispatch``); default (``None``) and ``True``: yes, ``False``: never.
+            linger_clock: the clock the linger's ``LINGER`` is measured on; default: real time (a
+                :class:`~scheduler.SystemClock` of its own), whatever ``clock`` is, so that on a manual
+                clock nobody advances lingering events still go within a few milliseconds, and the
+                linger is no sleeper of that clock. A test passes a manual clock here to decide when
+                a linger's time has passed.
 
         Raises:
             ValueError: a capacity that is not a positive int.
@@ -142,7 +146,9 @@ class StreamingListenerBus:
         self.overflow = overflow
         self.exit_timeout = exit_timeout
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._linger = isinstance(self._clock, SystemClock) if linger is None else linger
+        self._linger_clock: Clock | None = None
+        if linger is None or linger:
+            self._linger_clock = linger_clock if linger_clock is not None else SystemClock()
         self._ended: anyio.Event | None = None  # set when run() has returned
         # Shared with the queues: stop()'s deadline passed (or it was cancelled), so undelivered
         # events are dropped; and the tasks in wait_delivered().
@@ -192,7 +198,7 @@ class StreamingListenerBus:
         if self._closed:
             raise StreamingStateError("cannot add a listener to a closed listener bus")
         slot = ListenerQueue(listener, name or name_of(listener), self.capacity, on_loop, inline, self._log,
-                             self._clock if self._linger else None)
+                             self._linger_clock)
         self._slots = [*self._slots, slot]
         self._refresh_wanted()
         if self._tg is not None:
@@ -409,6 +415,8 @@ class StreamingListenerBus:
         if not slot.dispatched and not slot.inline:
             slot.dispatched = True
             tg.start_soon(self._dispatch, slot)
+            if slot.may_linger:
+                tg.start_soon(slot.guard_lingers)
 
     async def _dispatch(self, slot: ListenerQueue) -> None:
         try:

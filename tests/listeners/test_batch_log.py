@@ -104,7 +104,7 @@ def test_after_a_trip_that_saw_events_arrive_the_next_waits_for_the_clock(backen
 
     async def body() -> None:
         clock = ManualClock(0)
-        bus = StreamingListenerBus(clock=clock, linger=True)
+        bus = StreamingListenerBus(clock=clock, linger_clock=clock)
         listener = Held()
         bus.add_listener(listener)
         async with running(bus):
@@ -121,8 +121,9 @@ def test_after_a_trip_that_saw_events_arrive_the_next_waits_for_the_clock(backen
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_on_a_manual_clock_a_bus_does_not_linger_unless_asked(backend: str) -> None:
-    """By default only a bus on the wall clock lingers: on a manual clock the events queued during a trip go at once."""
+def test_on_a_manual_clock_a_bus_lingers_on_real_time(backend: str) -> None:
+    """By default the linger is measured in real time: on a manual clock nobody advances, the events queued during a
+    trip still go (in one trip, in order), and the linger is no sleeper of that clock."""
 
     async def body() -> None:
         clock = ManualClock(0)
@@ -135,19 +136,45 @@ def test_on_a_manual_clock_a_bus_does_not_linger_unless_asked(backend: str) -> N
             for n in range(1, 6):
                 await bus.post(StreamingStarted(Time(n)))
             listener.gate.set()
+            slot = bus._slots[0]
+            await wait_until(lambda: slot.lingers == 1)  # it lingers (events arrived during the trip) ...
+            assert clock.sleepers == 0  # ... on its own clock, not the manual one
+            await wait_until(lambda: bus.statistics().delivered == 6)  # and real time ends it
+            assert listener.got == list(range(6)) and clock.now() == Time(0)
+            assert (slot.trips, slot.tripped) == (2, 6)
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_bus_asked_not_to_linger_makes_its_trip_at_once(backend: str) -> None:
+    """linger=False: the events queued during a trip go in the next trip at once, without lingering."""
+
+    async def body() -> None:
+        clock = ManualClock(0)
+        bus = StreamingListenerBus(clock=clock, linger=False)
+        listener = Held()
+        bus.add_listener(listener)
+        async with running(bus):
+            await bus.post(StreamingStarted(Time(0)))
+            await wait_until(lambda: listener.got == [0])
+            for n in range(1, 6):
+                await bus.post(StreamingStarted(Time(n)))
+            listener.gate.set()
             await wait_until(lambda: bus.statistics().delivered == 6)
-            assert listener.got == list(range(6)) and clock.sleepers == 0
+            assert listener.got == list(range(6)) and bus._slots[0].lingers == 0
 
     run(backend, body)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_linger_ends_once_a_full_run_is_queued(backend: str) -> None:
-    """With LINGER_EVENTS queued the trip starts without the clock moving."""
+    """With LINGER_EVENTS queued the trip starts without the clock moving; the bus then closes at once, its linger's guard
+    still asleep on a clock nobody advances."""
 
     async def body() -> None:
         clock = ManualClock(0)
-        bus = StreamingListenerBus(clock=clock, linger=True)
+        bus = StreamingListenerBus(clock=clock, linger_clock=clock)
         listener = Held()
         bus.add_listener(listener)
         async with running(bus):
@@ -166,12 +193,64 @@ def test_waiting_for_delivery_ends_a_linger(backend: str) -> None:
 
     async def body() -> None:
         clock = ManualClock(0)
-        bus = StreamingListenerBus(clock=clock, linger=True)
+        bus = StreamingListenerBus(clock=clock, linger_clock=clock)
         listener = Held()
         bus.add_listener(listener)
         async with running(bus):
             await lingering(bus, clock, listener)
             await bus.wait_delivered()
             assert listener.got == list(range(6)) and clock.now() == Time(0)
+
+    run(backend, body)
+
+
+class HeldAt(StreamingListener):
+    """A plain listener that records event times and holds the callbacks of the times in ``gates`` until each opens."""
+
+    def __init__(self, *times: int) -> None:
+        self.gates = {t: threading.Event() for t in times}
+        self.got: list[int] = []
+
+    def on_streaming_started(self, event: StreamingStarted) -> None:
+        self.got.append(event.time.milliseconds)
+        gate = self.gates.get(event.time.milliseconds)
+        if gate is not None:
+            gate.wait(5)  # a hang guard only: the test opens it
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_linger_begun_while_the_guard_sleeps_ends_within_twice_the_linger(backend: str) -> None:
+    """One guard measures every linger: a second linger begun before the first one's time is up gets a full LINGER of its
+    own once the guard wakes (so it lasts at most twice LINGER)."""
+
+    async def body() -> None:
+        clock = ManualClock(0)
+        bus = StreamingListenerBus(clock=ManualClock(0), linger_clock=clock)
+        listener = HeldAt(0, 30)
+        bus.add_listener(listener)
+        async with running(bus):
+            await bus.post(StreamingStarted(Time(0)))
+            await wait_until(lambda: listener.got == [0])
+            for n in range(1, 6):
+                await bus.post(StreamingStarted(Time(n)))
+            listener.gates[0].set()
+            await clock.wait_for_sleepers(1)  # the first linger: the guard sleeps until 1 ms
+            for n in range(6, LINGER_EVENTS + 1):
+                await bus.post(StreamingStarted(Time(n)))  # a full run ends it without the clock
+            await wait_until(lambda: bus.statistics().delivered == LINGER_EVENTS + 1)  # that trip is back: nothing queued
+            await bus.post(StreamingStarted(Time(30)))
+            await wait_until(lambda: listener.got[-1] == 30)
+            await bus.post(StreamingStarted(Time(31)))
+            await bus.post(StreamingStarted(Time(32)))
+            listener.gates[30].set()
+            slot = bus._slots[0]
+            await wait_until(lambda: slot.lingers == 2)  # the second linger, the guard still asleep for the first
+            clock.advance(Milliseconds(1))  # the first one's time: not the second's
+            await clock.wait_for_sleepers(1)
+            await settle()
+            assert listener.got[-1] == 30 and bus.statistics().queued == 2
+            clock.advance(Milliseconds(1))  # a full LINGER since the guard took the second
+            await wait_until(lambda: listener.got[-2:] == [31, 32])
+            assert listener.got == [*range(LINGER_EVENTS + 1), 30, 31, 32]
 
     run(backend, body)
