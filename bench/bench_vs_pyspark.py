@@ -165,20 +165,25 @@ def last_job_id(sc: Any) -> int:
 
 
 def spark_jobs_since(sc: Any, after: int) -> list[dict[str, Any]]:
-    """Spark's record of the jobs with ids above ``after``, each with its batch time and per stage its completed tasks
-    and PythonRDDs (:func:`bench._rounds.spark_work_per_batch` reads them). py4j calls: run it after a run.
+    """Spark's record of the jobs with ids above ``after``, each with its batch time, its submission and completion
+    (ms, the JVM's clock) and per stage its completed tasks, PythonRDDs, span and its tasks' run and CPU time
+    (:func:`bench._rounds.spark_work_per_batch` reads them). py4j calls: run it after a run.
 
     The batch time comes from the job's group (ours: ``aiodstream-<context>-<batch ms>-<output>``) or description
     (pyspark.streaming's links to ``batch/?id=<batch ms>``); jobs with neither are left out.
     """
-    store, tracker = sc._jsc.sc().statusStore(), sc.statusTracker()
+    store, tracker, gateway = sc._jsc.sc().statusStore(), sc.statusTracker(), sc._gateway
     seq = scala_seq
+    no_statuses, no_quantiles = gateway.jvm.java.util.ArrayList(), gateway.new_array(gateway.jvm.double, 0)
 
     def names(cluster: Any) -> list[str]:
         found = [node.name() for node in seq(cluster.childNodes())]
         for child in seq(cluster.childClusters()):
             found += names(child)
         return found
+
+    def millis(option: Any) -> int | None:  # a Scala Option[Date]
+        return int(option.get().getTime()) if option.isDefined() else None
 
     jobs = []
     listed = store.jobsList(None)  # newest first
@@ -193,9 +198,16 @@ def spark_jobs_since(sc: Any, after: int) -> list[dict[str, Any]]:
         for stage_id in seq(data.stageIds()):
             info = tracker.getStageInfo(stage_id)
             rdds = names(store.operationGraphForStage(stage_id).rootCluster())
-            stages.append({"tasks": info.numCompletedTasks if info is not None else 0,
-                           "python_rdds": sum(1 for name in rdds if name == "PythonRDD")})
-        jobs.append({"batch": int(match.group()), "stages": stages})
+            stage: dict[str, Any] = {"tasks": info.numCompletedTasks if info is not None else 0,
+                                     "python_rdds": sum(1 for name in rdds if name == "PythonRDD")}
+            if stage["tasks"]:  # run (a skipped stage has no times): its last attempt's span and task times
+                attempt = store.stageData(stage_id, False, no_statuses, False, no_quantiles).apply(0)
+                began, ended = millis(attempt.submissionTime()), millis(attempt.completionTime())
+                stage.update(span_ms=None if began is None or ended is None else ended - began,
+                             task_run_ms=int(attempt.executorRunTime()), task_cpu_ms=attempt.executorCpuTime() / 1e6)
+            stages.append(stage)
+        jobs.append({"batch": int(match.group()), "submitted": millis(data.submissionTime()),
+                     "completed": millis(data.completionTime()), "stages": stages})
     return jobs
 
 
@@ -206,18 +218,19 @@ def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
     """A pyspark-style listener (pyspark's own class, which both engines accept) recording each batch:
     its time, delays, records, failed operations (and the first failure) and each operation's duration.
 
-    With ``cpu_after``, it also reads the CPU spent so far (:func:`cpu_now`) when that many batches
-    and when ``wanted`` batches have completed (``cpu``: the two readings).
+    With ``cpu_after``, it also reads the CPU spent so far (the driver's, and the process tree's by part:
+    :func:`bench._rounds.cpu_parts`) when that many batches and when ``wanted`` batches have completed
+    (``cpu``: the two readings).
     """
     from pyspark.streaming.listener import StreamingListener
 
-    from bench._rounds import cpu_now
+    from bench._rounds import cpu_parts
 
     class Recorder(StreamingListener):
         def __init__(self) -> None:
             super().__init__()
             self.batches: list[dict[str, int]] = []
-            self.cpu: list[tuple[float, float | None]] = []
+            self.cpu: list[tuple[float, dict[str, float] | None]] = []
             self.py4j: list[int] = []
             self.done = threading.Event()
 
@@ -231,7 +244,7 @@ def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
                 "failure": next((op.failureReason()[:400] for _, op in ops if op.failureReason()), None),
                 "ops_ms": [op.endTime() - op.startTime() for _, op in ops]})
             if cpu_after is not None and len(self.batches) in (cpu_after, wanted) and len(self.cpu) < 2:
-                self.cpu.append(cpu_now())
+                self.cpu.append((time.process_time(), cpu_parts()))
                 self.py4j.append(PY4J_CALLS[0])
             if len(self.batches) >= wanted:
                 self.done.set()
@@ -277,19 +290,23 @@ def run_measured(engine: str, sc: Any, interval: float, batches: int, build: Cal
     finally:
         ssc.stop(stopSparkContext=False, stopGraceFully=False)
     run: dict[str, Any] = {"batches": list(recorder.batches[skip:batches]), "load_1m": load()[0],
-                           "driver_cpu_ms_per_batch": None, "total_cpu_ms_per_batch": None}
+                           "driver_cpu_ms_per_batch": None, "total_cpu_ms_per_batch": None, "cpu_parts_ms_per_batch": None}
     if len(recorder.cpu) == 2:
-        (d0, t0), (d1, t1) = recorder.cpu
+        from bench._rounds import cpu_spent
+
+        (d0, p0), (d1, p1) = recorder.cpu
         n = batches - skip
         run["driver_cpu_ms_per_batch"] = round((d1 - d0) / n * 1000, 2)
-        if t0 is not None and t1 is not None:
-            run["total_cpu_ms_per_batch"] = round((t1 - t0) / n * 1000, 1)
+        parts = run["cpu_parts_ms_per_batch"] = cpu_spent(p0, p1, n)
+        if parts is not None:
+            run["total_cpu_ms_per_batch"] = round(sum(parts.values()), 1)
         run["py4j_calls_per_batch"] = round((recorder.py4j[1] - recorder.py4j[0]) / n, 1)
     if first_job is not None:
         from bench._rounds import spark_work_per_batch
 
         measured = {b["time"] for b in run["batches"]}
-        run["spark_work"] = spark_work_per_batch([j for j in spark_jobs_since(sc, first_job) if j["batch"] in measured])
+        run["spark_work"] = spark_work_per_batch([j for j in spark_jobs_since(sc, first_job) if j["batch"] in measured],
+                                                 {b["time"]: b["processing"] for b in run["batches"]})
     return run
 
 
@@ -440,7 +457,8 @@ def paired_runs(rounds: int, theirs: Callable[[], dict[str, Any]], ours: Callabl
         results.append(got)
         print(f"  {label} round {r + 1}/{rounds}: " + ", ".join(
             f"{who} {median_of(got[who]['batches'], 'processing', 0)} ms (driver cpu {got[who]['driver_cpu_ms_per_batch']}, "
-            f"total cpu {got[who]['total_cpu_ms_per_batch']} ms/batch, load {got[who]['load_1m']})" for who, _ in runners),
+            f"total cpu {got[who]['total_cpu_ms_per_batch']} ms/batch {got[who]['cpu_parts_ms_per_batch']}, "
+            f"load {got[who]['load_1m']})" for who, _ in runners),
             file=sys.stderr, flush=True)
     return results
 
@@ -475,7 +493,7 @@ def run_alone(sc: Any, interval: float, batches: int, lines_per_batch: int, jobs
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from bench._rounds import cpu_now
+    from bench._rounds import cpu_parts, cpu_spent
 
     rdds = [sc.parallelize(make_lines(i, lines_per_batch), 2) for i in range(batches)]
     out: list[dict[str, int]] = []
@@ -492,14 +510,15 @@ def run_alone(sc: Any, interval: float, batches: int, lines_per_batch: int, jobs
                 future.result()
             out.append({"time": k, "processing": round((time.perf_counter() - began) * 1000)})
             if k + 1 in (skip, batches):
-                cpu.append(cpu_now())
+                cpu.append((time.process_time(), cpu_parts()))
     run: dict[str, Any] = {"batches": out[skip:], "load_1m": load()[0], "driver_cpu_ms_per_batch": None,
-                           "total_cpu_ms_per_batch": None}
+                           "total_cpu_ms_per_batch": None, "cpu_parts_ms_per_batch": None}
     if len(cpu) == 2:
-        (d0, t0), (d1, t1) = cpu
+        (d0, p0), (d1, p1) = cpu
         run["driver_cpu_ms_per_batch"] = round((d1 - d0) / (batches - skip) * 1000, 2)
-        if t0 is not None and t1 is not None:
-            run["total_cpu_ms_per_batch"] = round((t1 - t0) / (batches - skip) * 1000, 1)
+        parts = run["cpu_parts_ms_per_batch"] = cpu_spent(p0, p1, batches - skip)
+        if parts is not None:
+            run["total_cpu_ms_per_batch"] = round(sum(parts.values()), 1)
     return run
 
 
@@ -537,7 +556,16 @@ def spark_work_of(rounds: list[dict[str, Any]], engine: str) -> dict[str, Any] |
     out: dict[str, Any] = {key: statistics.median(w[key] for w in works)
                            for key in ("jobs", "stages", "skipped_stages", "tasks", "python_worker_tasks")}
     out["shape_of_one_batch"] = works[0]["shape_of_one_batch"]
+    timed = [w["times_ms"] for w in works if "times_ms" in w]
+    if timed:  # where a batch's processing time went: medians over the rounds of each round's medians
+        out["times_ms"] = {key: statistics.median(t[key] for t in timed) for key in timed[0]}
     return out
+
+
+def cpu_parts_of(rounds: list[dict[str, Any]], who: str) -> dict[str, float] | None:
+    """The median over the rounds of a runner's CPU per batch in each part of the process tree (driver, JVM, workers)."""
+    parts = [r[who]["cpu_parts_ms_per_batch"] for r in rounds if r.get(who, {}).get("cpu_parts_ms_per_batch")]
+    return {part: statistics.median(p[part] for p in parts) for part in parts[0]} if parts else None
 
 
 def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]], label: str,
@@ -569,6 +597,7 @@ def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]]
             "spark_work_per_batch": {e: spark_work_of(rounds, e) for e in ("pyspark", "ours")},
             "py4j_calls_per_batch": {e: statistics.median(r[e].get("py4j_calls_per_batch", 0) for r in rounds)
                                      for e in ("pyspark", "ours")},
+            "cpu_parts_ms_per_batch": {e: cpu_parts_of(rounds, e) for e in ("pyspark", "ours", "spark_alone")},
             "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)},
             "spark_alone_processing_ms_median": (None if alone is None else
                                                  median_of([b for r in rounds for b in r["spark_alone"]["batches"]], "processing", 0)),
