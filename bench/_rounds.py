@@ -17,9 +17,11 @@ __all__ = ["PARTS", "TIMES", "cpu_now", "cpu_parts", "cpu_spent", "ratio_spread"
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-PARTS = ("driver", "jvm", "python_workers")
-"""Where a run's CPU goes (:func:`cpu_parts`): this Python process, the JVM it launched, and the JVM's Python workers
-(pyspark's daemon and the workers it forks); a process elsewhere in the tree counts in ``driver``."""
+PARTS = ("driver", "jvm", "jvm_jit", "python_workers")
+"""Where a run's CPU goes (:func:`cpu_parts`): this Python process, the JVM it launched (``jvm_jit``: its JIT compiler
+threads; ``jvm``: the rest), and the JVM's Python workers (pyspark's daemon and the workers it forks); a process
+elsewhere in the tree counts in ``driver``. The JIT keeps compiling Spark's code for hundreds of batches after the JVM
+starts, on the same cores as the tasks: its share says how warm the JVM was."""
 
 
 def _process_table() -> tuple[dict[int, list[int]], dict[int, tuple[int, int]], dict[int, str]] | None:
@@ -50,18 +52,41 @@ def _process_table() -> tuple[dict[int, list[int]], dict[int, tuple[int, int]], 
 def _tree_cpu_parts(root: int) -> dict[str, float] | None:
     """CPU seconds of ``root``'s process tree by part (:data:`PARTS`), each with its reaped children's; None off Linux."""
     table = _process_table()
-    return None if table is None else _parts_of(root, *table)
+    return None if table is None else _parts_of(root, *table, jit=_jit_ticks)
 
 
-def _parts_of(root: int, children: dict[int, list[int]], ticks: dict[int, tuple[int, int]],
-              comms: dict[int, str]) -> dict[str, float]:
-    """:func:`_tree_cpu_parts` over a process table (:func:`_process_table`'s)."""
+def _jit_ticks(pid: int) -> int:
+    """CPU ticks of a JVM's JIT compiler threads (HotSpot names them ``C1 CompilerThread<n>``, ``C2 ...``)."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as f:
+                head, _, rest = f.read().rpartition(")")
+        except OSError:
+            continue
+        if "CompilerThre" in head:
+            fields = rest.split()
+            total += int(fields[11]) + int(fields[12])
+    return total
+
+
+def _parts_of(root: int, children: dict[int, list[int]], ticks: dict[int, tuple[int, int]], comms: dict[int, str],
+              jit: Callable[[int], int] | None = None) -> dict[str, float]:
+    """:func:`_tree_cpu_parts` over a process table (:func:`_process_table`'s); ``jit(pid)``: a JVM's JIT threads' ticks."""
     parts = dict.fromkeys(PARTS, 0.0)
     stack = [(root, "driver")]
     while stack:
         pid, part = stack.pop()
         own, reaped = ticks.get(pid, (0, 0))
         parts[part] += (own + reaped) / _TICK
+        if part == "jvm" and jit is not None:
+            compiled = jit(pid) / _TICK
+            parts["jvm"] -= compiled
+            parts["jvm_jit"] += compiled
         for child in children.get(pid, ()):
             if part == "driver" and comms.get(child) == "java":
                 stack.append((child, "jvm"))
@@ -128,11 +153,15 @@ def summarize_rounds(rounds: list[dict[str, Any]], median_of: Callable[[list[dic
             if t_part is not None and o_part is not None:
                 row.setdefault("cpu_parts_ms_per_batch", {})[part] = {"pyspark": t_part, "ours": o_part}
                 row[f"{part}_cpu_ratio"] = round(o_part / t_part, 3) if t_part else None
+        if "cpu_parts_ms_per_batch" in row:  # the program's own CPU: the JIT's share depends on how warm the JVM was
+            t_work, o_work = (sum(v[who] for k, v in row["cpu_parts_ms_per_batch"].items() if k != "jvm_jit")
+                              for who in ("pyspark", "ours"))
+            row["cpu_without_jit_ratio"] = round(o_work / t_work, 3) if t_work else None
         row["load_1m"] = {"pyspark": t["load_1m"], "ours": o["load_1m"]}  # at the end of each run
         per_round.append(row)
     out: dict[str, Any] = {"rounds": per_round}
     for name, key in (("ratio", "ratio"), ("driver_cpu_ratio", "driver_cpu_ms_per_batch_ratio"),
-                      ("total_cpu_ratio", "total_cpu_ms_per_batch_ratio"),
+                      ("total_cpu_ratio", "total_cpu_ms_per_batch_ratio"), ("cpu_without_jit_ratio", "cpu_without_jit_ratio"),
                       *((f"{part}_cpu_ratio", f"{part}_cpu_ratio") for part in PARTS)):
         values = [r[key] for r in per_round if r.get(key) is not None]
         if values:

@@ -19,7 +19,12 @@ same way, with the same settings on both sides:
   process; and the total, with the JVM and its Python workers, from ``/proc``) and the load; the
   ratio ours / pyspark. Reported: the median of the per-round ratios with its quartiles, min and
   max (``resolved``: the quartiles lie closer together than the median lies to 1), and the same
-  for both CPU ratios. Target: median ratio <= 0.9, resolved.
+  for both CPU ratios and for each part of the process tree's CPU (``cpu_parts_ms_per_batch``:
+  driver, JVM, the JVM's JIT compiler threads, Python workers). ``--warmup-rounds`` (default 1)
+  unmeasured rounds of each runner go first: the JIT compiles for hundreds of batches after the
+  JVM starts. ``spark_work_per_batch`` gives, per engine, Spark's jobs, stages and tasks and
+  ``times_ms``: where a batch's processing delay went (the Spark jobs' span, the engine's time
+  outside it, the stages' spans, the tasks' run and CPU time). Target: median ratio <= 0.9, resolved.
 * ``three_outputs``: three independent output operations per batch (word count, line count,
   distinct words) with ``concurrentJobs=3`` on **both** engines (pyspark reads
   ``spark.streaming.concurrentJobs``), at 1000 and 5000 lines per batch; measured as
@@ -441,12 +446,18 @@ def paired(rounds: int, theirs: Callable[[], list[dict[str, int]]], ours: Callab
 
 
 def paired_runs(rounds: int, theirs: Callable[[], dict[str, Any]], ours: Callable[[], dict[str, Any]],
-                label: str, alone: Callable[[], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                label: str, alone: Callable[[], dict[str, Any]] | None = None, warmup: int = 0) -> list[dict[str, Any]]:
     """Like :func:`paired`, for :func:`run_measured` runs: per round, ``{"pyspark": run, "ours": run}``; progress on stderr.
 
     With ``alone`` (:func:`run_alone`), each round also has ``"spark_alone"``; the three rotate which goes first.
+    ``warmup`` rounds of every runner go first and are not returned: the JVM's JIT compiles the program's Spark
+    code paths for hundreds of batches (``jvm_jit`` CPU), and would otherwise favour whoever runs later.
     """
     runners = [("pyspark", theirs), ("ours", ours)] + ([("spark_alone", alone)] if alone is not None else [])
+    for r in range(warmup):
+        for who, run in runners:
+            parts = run()["cpu_parts_ms_per_batch"]
+            print(f"  {label} warm-up {r + 1}/{warmup}: {who} cpu {parts} ms/batch, load {load()[0]}", file=sys.stderr, flush=True)
     results = []
     for r in range(rounds):
         if alone is None:
@@ -539,6 +550,7 @@ def three_outputs_elsewhere(master: str, args: argparse.Namespace) -> Any:
     """The three-outputs measure on another Spark master: this script in a child process (one SparkContext each)."""
     command = [sys.executable, __file__, "--only", "three_outputs", "--master", master, "--three-outputs-masters",
                "--batches", str(args.batches), "--rounds", str(args.rounds), "--delay-rounds", str(args.delay_rounds),
+               "--warmup-rounds", str(args.warmup_rounds),
                "--three-output-lines", *map(str, args.three_output_lines)]
     child = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(child.stdout)["three_outputs"][master]
@@ -580,7 +592,7 @@ def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]]
     """
     from bench._rounds import summarize_rounds
 
-    rounds = paired_runs(args.delay_rounds, lambda: run("pyspark"), lambda: run("ours"), label, alone)
+    rounds = paired_runs(args.delay_rounds, lambda: run("pyspark"), lambda: run("ours"), label, alone, args.warmup_rounds)
     summary = summarize_rounds(rounds, lambda batches: median_of(batches, "processing", 0))
     beside_alone = None
     if alone is not None:  # each engine against the same Spark jobs without an engine, round by round
@@ -621,6 +633,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating runs per engine for the no-op measure (>= 5)")
     parser.add_argument("--delay-rounds", type=int, default=9,
                         help="alternating runs per engine for word_count and three_outputs (each ~15 s per engine)")
+    parser.add_argument("--warmup-rounds", type=int, default=1,
+                        help="unmeasured rounds of every runner before each delay measure's rounds (the JVM's JIT warms up)")
     parser.add_argument("--master", default="local[2]", help="the Spark master of this run")
     parser.add_argument("--spark-conf", nargs="*", default=[], metavar="KEY=VALUE",
                         help="further Spark settings of this run (e.g. for a cluster master)")
