@@ -1,8 +1,9 @@
 """Alternating ours/pyspark rounds for ``bench_vs_pyspark``: each run's batches with the CPU the run spent, and ratio spreads.
 
 A run's CPU is read at two batch completions (after the warm-up batches and at the last one):
-the driver's (this Python process, every thread) and the total (this process, the JVM it launched
-and the JVM's Python workers, from ``/proc``), each divided by the batches between.
+the driver's (this Python process, every thread) and the process tree's by part (this process, the
+JVM it launched without its JIT compiler threads, those threads, and the JVM's Python workers, from
+``/proc``; :func:`cpu_parts`), each divided by the batches between; the total is the parts' sum.
 """
 
 from __future__ import annotations
