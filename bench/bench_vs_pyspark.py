@@ -19,7 +19,12 @@ same way, with the same settings on both sides:
   process; and the total, with the JVM and its Python workers, from ``/proc``) and the load; the
   ratio ours / pyspark. Reported: the median of the per-round ratios with its quartiles, min and
   max (``resolved``: the quartiles lie closer together than the median lies to 1), and the same
-  for both CPU ratios. Target: median ratio <= 0.9, resolved.
+  for both CPU ratios and for each part of the process tree's CPU (``cpu_parts_ms_per_batch``:
+  driver, JVM, the JVM's JIT compiler threads, Python workers). ``--warmup-rounds`` (default 1)
+  unmeasured rounds of each runner go first: the JIT compiles for hundreds of batches after the
+  JVM starts. ``spark_work_per_batch`` gives, per engine, Spark's jobs, stages and tasks and
+  ``times_ms``: where a batch's processing delay went (the Spark jobs' span, the engine's time
+  outside it, the stages' spans, the tasks' run and CPU time). Target: median ratio <= 0.9, resolved.
 * ``three_outputs``: three independent output operations per batch (word count, line count,
   distinct words) with ``concurrentJobs=3`` on **both** engines (pyspark reads
   ``spark.streaming.concurrentJobs``), at 1000 and 5000 lines per batch; measured as
@@ -165,20 +170,25 @@ def last_job_id(sc: Any) -> int:
 
 
 def spark_jobs_since(sc: Any, after: int) -> list[dict[str, Any]]:
-    """Spark's record of the jobs with ids above ``after``, each with its batch time and per stage its completed tasks
-    and PythonRDDs (:func:`bench._rounds.spark_work_per_batch` reads them). py4j calls: run it after a run.
+    """Spark's record of the jobs with ids above ``after``, each with its batch time, its submission and completion
+    (ms, the JVM's clock) and per stage its completed tasks, PythonRDDs, span and its tasks' run and CPU time
+    (:func:`bench._rounds.spark_work_per_batch` reads them). py4j calls: run it after a run.
 
     The batch time comes from the job's group (ours: ``aiodstream-<context>-<batch ms>-<output>``) or description
     (pyspark.streaming's links to ``batch/?id=<batch ms>``); jobs with neither are left out.
     """
-    store, tracker = sc._jsc.sc().statusStore(), sc.statusTracker()
+    store, tracker, gateway = sc._jsc.sc().statusStore(), sc.statusTracker(), sc._gateway
     seq = scala_seq
+    no_statuses, no_quantiles = gateway.jvm.java.util.ArrayList(), gateway.new_array(gateway.jvm.double, 0)
 
     def names(cluster: Any) -> list[str]:
         found = [node.name() for node in seq(cluster.childNodes())]
         for child in seq(cluster.childClusters()):
             found += names(child)
         return found
+
+    def millis(option: Any) -> int | None:  # a Scala Option[Date]
+        return int(option.get().getTime()) if option.isDefined() else None
 
     jobs = []
     listed = store.jobsList(None)  # newest first
@@ -193,9 +203,16 @@ def spark_jobs_since(sc: Any, after: int) -> list[dict[str, Any]]:
         for stage_id in seq(data.stageIds()):
             info = tracker.getStageInfo(stage_id)
             rdds = names(store.operationGraphForStage(stage_id).rootCluster())
-            stages.append({"tasks": info.numCompletedTasks if info is not None else 0,
-                           "python_rdds": sum(1 for name in rdds if name == "PythonRDD")})
-        jobs.append({"batch": int(match.group()), "stages": stages})
+            stage: dict[str, Any] = {"tasks": info.numCompletedTasks if info is not None else 0,
+                                     "python_rdds": sum(1 for name in rdds if name == "PythonRDD")}
+            if stage["tasks"]:  # run (a skipped stage has no times): its last attempt's span and task times
+                attempt = store.stageData(stage_id, False, no_statuses, False, no_quantiles).apply(0)
+                began, ended = millis(attempt.submissionTime()), millis(attempt.completionTime())
+                stage.update(span_ms=None if began is None or ended is None else ended - began,
+                             task_run_ms=int(attempt.executorRunTime()), task_cpu_ms=attempt.executorCpuTime() / 1e6)
+            stages.append(stage)
+        jobs.append({"batch": int(match.group()), "submitted": millis(data.submissionTime()),
+                     "completed": millis(data.completionTime()), "stages": stages})
     return jobs
 
 
@@ -206,18 +223,19 @@ def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
     """A pyspark-style listener (pyspark's own class, which both engines accept) recording each batch:
     its time, delays, records, failed operations (and the first failure) and each operation's duration.
 
-    With ``cpu_after``, it also reads the CPU spent so far (:func:`cpu_now`) when that many batches
-    and when ``wanted`` batches have completed (``cpu``: the two readings).
+    With ``cpu_after``, it also reads the CPU spent so far (the driver's, and the process tree's by part:
+    :func:`bench._rounds.cpu_parts`) when that many batches and when ``wanted`` batches have completed
+    (``cpu``: the two readings).
     """
     from pyspark.streaming.listener import StreamingListener
 
-    from bench._rounds import cpu_now
+    from bench._rounds import cpu_parts
 
     class Recorder(StreamingListener):
         def __init__(self) -> None:
             super().__init__()
             self.batches: list[dict[str, int]] = []
-            self.cpu: list[tuple[float, float | None]] = []
+            self.cpu: list[tuple[float, dict[str, float] | None]] = []
             self.py4j: list[int] = []
             self.done = threading.Event()
 
@@ -231,7 +249,7 @@ def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
                 "failure": next((op.failureReason()[:400] for _, op in ops if op.failureReason()), None),
                 "ops_ms": [op.endTime() - op.startTime() for _, op in ops]})
             if cpu_after is not None and len(self.batches) in (cpu_after, wanted) and len(self.cpu) < 2:
-                self.cpu.append(cpu_now())
+                self.cpu.append((time.process_time(), cpu_parts()))
                 self.py4j.append(PY4J_CALLS[0])
             if len(self.batches) >= wanted:
                 self.done.set()
@@ -277,19 +295,23 @@ def run_measured(engine: str, sc: Any, interval: float, batches: int, build: Cal
     finally:
         ssc.stop(stopSparkContext=False, stopGraceFully=False)
     run: dict[str, Any] = {"batches": list(recorder.batches[skip:batches]), "load_1m": load()[0],
-                           "driver_cpu_ms_per_batch": None, "total_cpu_ms_per_batch": None}
+                           "driver_cpu_ms_per_batch": None, "total_cpu_ms_per_batch": None, "cpu_parts_ms_per_batch": None}
     if len(recorder.cpu) == 2:
-        (d0, t0), (d1, t1) = recorder.cpu
+        from bench._rounds import cpu_spent
+
+        (d0, p0), (d1, p1) = recorder.cpu
         n = batches - skip
         run["driver_cpu_ms_per_batch"] = round((d1 - d0) / n * 1000, 2)
-        if t0 is not None and t1 is not None:
-            run["total_cpu_ms_per_batch"] = round((t1 - t0) / n * 1000, 1)
+        parts = run["cpu_parts_ms_per_batch"] = cpu_spent(p0, p1, n)
+        if parts is not None:
+            run["total_cpu_ms_per_batch"] = round(sum(parts.values()), 1)
         run["py4j_calls_per_batch"] = round((recorder.py4j[1] - recorder.py4j[0]) / n, 1)
     if first_job is not None:
         from bench._rounds import spark_work_per_batch
 
         measured = {b["time"] for b in run["batches"]}
-        run["spark_work"] = spark_work_per_batch([j for j in spark_jobs_since(sc, first_job) if j["batch"] in measured])
+        run["spark_work"] = spark_work_per_batch([j for j in spark_jobs_since(sc, first_job) if j["batch"] in measured],
+                                                 {b["time"]: b["processing"] for b in run["batches"]})
     return run
 
 
@@ -424,12 +446,18 @@ def paired(rounds: int, theirs: Callable[[], list[dict[str, int]]], ours: Callab
 
 
 def paired_runs(rounds: int, theirs: Callable[[], dict[str, Any]], ours: Callable[[], dict[str, Any]],
-                label: str, alone: Callable[[], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                label: str, alone: Callable[[], dict[str, Any]] | None = None, warmup: int = 0) -> list[dict[str, Any]]:
     """Like :func:`paired`, for :func:`run_measured` runs: per round, ``{"pyspark": run, "ours": run}``; progress on stderr.
 
     With ``alone`` (:func:`run_alone`), each round also has ``"spark_alone"``; the three rotate which goes first.
+    ``warmup`` rounds of every runner go first and are not returned: the JVM's JIT compiles the program's Spark
+    code paths for hundreds of batches (``jvm_jit`` CPU), and would otherwise favour whoever runs later.
     """
     runners = [("pyspark", theirs), ("ours", ours)] + ([("spark_alone", alone)] if alone is not None else [])
+    for r in range(warmup):
+        for who, run in runners:
+            parts = run()["cpu_parts_ms_per_batch"]
+            print(f"  {label} warm-up {r + 1}/{warmup}: {who} cpu {parts} ms/batch, load {load()[0]}", file=sys.stderr, flush=True)
     results = []
     for r in range(rounds):
         if alone is None:
@@ -440,7 +468,8 @@ def paired_runs(rounds: int, theirs: Callable[[], dict[str, Any]], ours: Callabl
         results.append(got)
         print(f"  {label} round {r + 1}/{rounds}: " + ", ".join(
             f"{who} {median_of(got[who]['batches'], 'processing', 0)} ms (driver cpu {got[who]['driver_cpu_ms_per_batch']}, "
-            f"total cpu {got[who]['total_cpu_ms_per_batch']} ms/batch, load {got[who]['load_1m']})" for who, _ in runners),
+            f"total cpu {got[who]['total_cpu_ms_per_batch']} ms/batch {got[who]['cpu_parts_ms_per_batch']}, "
+            f"load {got[who]['load_1m']})" for who, _ in runners),
             file=sys.stderr, flush=True)
     return results
 
@@ -475,7 +504,7 @@ def run_alone(sc: Any, interval: float, batches: int, lines_per_batch: int, jobs
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from bench._rounds import cpu_now
+    from bench._rounds import cpu_parts, cpu_spent
 
     rdds = [sc.parallelize(make_lines(i, lines_per_batch), 2) for i in range(batches)]
     out: list[dict[str, int]] = []
@@ -492,14 +521,15 @@ def run_alone(sc: Any, interval: float, batches: int, lines_per_batch: int, jobs
                 future.result()
             out.append({"time": k, "processing": round((time.perf_counter() - began) * 1000)})
             if k + 1 in (skip, batches):
-                cpu.append(cpu_now())
+                cpu.append((time.process_time(), cpu_parts()))
     run: dict[str, Any] = {"batches": out[skip:], "load_1m": load()[0], "driver_cpu_ms_per_batch": None,
-                           "total_cpu_ms_per_batch": None}
+                           "total_cpu_ms_per_batch": None, "cpu_parts_ms_per_batch": None}
     if len(cpu) == 2:
-        (d0, t0), (d1, t1) = cpu
+        (d0, p0), (d1, p1) = cpu
         run["driver_cpu_ms_per_batch"] = round((d1 - d0) / (batches - skip) * 1000, 2)
-        if t0 is not None and t1 is not None:
-            run["total_cpu_ms_per_batch"] = round((t1 - t0) / (batches - skip) * 1000, 1)
+        parts = run["cpu_parts_ms_per_batch"] = cpu_spent(p0, p1, batches - skip)
+        if parts is not None:
+            run["total_cpu_ms_per_batch"] = round(sum(parts.values()), 1)
     return run
 
 
@@ -520,6 +550,7 @@ def three_outputs_elsewhere(master: str, args: argparse.Namespace) -> Any:
     """The three-outputs measure on another Spark master: this script in a child process (one SparkContext each)."""
     command = [sys.executable, __file__, "--only", "three_outputs", "--master", master, "--three-outputs-masters",
                "--batches", str(args.batches), "--rounds", str(args.rounds), "--delay-rounds", str(args.delay_rounds),
+               "--warmup-rounds", str(args.warmup_rounds),
                "--three-output-lines", *map(str, args.three_output_lines)]
     child = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(child.stdout)["three_outputs"][master]
@@ -537,7 +568,16 @@ def spark_work_of(rounds: list[dict[str, Any]], engine: str) -> dict[str, Any] |
     out: dict[str, Any] = {key: statistics.median(w[key] for w in works)
                            for key in ("jobs", "stages", "skipped_stages", "tasks", "python_worker_tasks")}
     out["shape_of_one_batch"] = works[0]["shape_of_one_batch"]
+    timed = [w["times_ms"] for w in works if "times_ms" in w]
+    if timed:  # where a batch's processing time went: medians over the rounds of each round's medians
+        out["times_ms"] = {key: statistics.median(t[key] for t in timed) for key in timed[0]}
     return out
+
+
+def cpu_parts_of(rounds: list[dict[str, Any]], who: str) -> dict[str, float] | None:
+    """The median over the rounds of a runner's CPU per batch in each part of the process tree (driver, JVM, workers)."""
+    parts = [r[who]["cpu_parts_ms_per_batch"] for r in rounds if r.get(who, {}).get("cpu_parts_ms_per_batch")]
+    return {part: statistics.median(p[part] for p in parts) for part in parts[0]} if parts else None
 
 
 def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]], label: str,
@@ -552,7 +592,7 @@ def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]]
     """
     from bench._rounds import summarize_rounds
 
-    rounds = paired_runs(args.delay_rounds, lambda: run("pyspark"), lambda: run("ours"), label, alone)
+    rounds = paired_runs(args.delay_rounds, lambda: run("pyspark"), lambda: run("ours"), label, alone, args.warmup_rounds)
     summary = summarize_rounds(rounds, lambda batches: median_of(batches, "processing", 0))
     beside_alone = None
     if alone is not None:  # each engine against the same Spark jobs without an engine, round by round
@@ -569,6 +609,7 @@ def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]]
             "spark_work_per_batch": {e: spark_work_of(rounds, e) for e in ("pyspark", "ours")},
             "py4j_calls_per_batch": {e: statistics.median(r[e].get("py4j_calls_per_batch", 0) for r in rounds)
                                      for e in ("pyspark", "ours")},
+            "cpu_parts_ms_per_batch": {e: cpu_parts_of(rounds, e) for e in ("pyspark", "ours", "spark_alone")},
             "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)},
             "spark_alone_processing_ms_median": (None if alone is None else
                                                  median_of([b for r in rounds for b in r["spark_alone"]["batches"]], "processing", 0)),
@@ -592,6 +633,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating runs per engine for the no-op measure (>= 5)")
     parser.add_argument("--delay-rounds", type=int, default=9,
                         help="alternating runs per engine for word_count and three_outputs (each ~15 s per engine)")
+    parser.add_argument("--warmup-rounds", type=int, default=1,
+                        help="unmeasured rounds of every runner before each delay measure's rounds (the JVM's JIT warms up)")
     parser.add_argument("--master", default="local[2]", help="the Spark master of this run")
     parser.add_argument("--spark-conf", nargs="*", default=[], metavar="KEY=VALUE",
                         help="further Spark settings of this run (e.g. for a cluster master)")

@@ -50,3 +50,56 @@ def test_spark_work_counts_per_batch_the_jobs_stages_tasks_and_python_worker_run
     assert (work["tasks"], work["python_worker_tasks"]) == (6, 7)  # per batch 8, 6 and 7 worker runs
     assert work["shape_of_one_batch"] == [[[1, 1]], [[2, 1]], [[2, 1], [2, 1]]]  # the median batch's: take's batch
     assert spark_work_per_batch([]) == {"batches": 0}
+
+
+def test_the_process_trees_cpu_is_split_into_the_driver_its_jvm_and_the_jvms_python_workers() -> None:
+    """The JVM child of the driver is ``jvm``; everything under it (daemon, workers) ``python_workers``; reaped ticks count."""
+    from bench._rounds import _TICK, _parts_of
+
+    children = {1: [2, 5], 2: [3], 3: [4]}
+    ticks = {1: (10, 1), 2: (200, 0), 3: (5, 40), 4: (30, 0), 5: (7, 0)}  # (own, reaped children's)
+    comms = {1: "python", 2: "java", 3: "python", 4: "python", 5: "sleep"}
+    parts = _parts_of(1, children, ticks, comms)
+    assert {k: round(v * _TICK) for k, v in parts.items()} == {"driver": 18, "jvm": 200, "jvm_jit": 0, "python_workers": 75}
+    parts = _parts_of(1, children, ticks, comms, jit=lambda pid: 120 if pid == 2 else 999)  # only the JVM is asked
+    assert {k: round(v * _TICK) for k, v in parts.items()} == {"driver": 18, "jvm": 80, "jvm_jit": 120, "python_workers": 75}
+
+
+def test_cpu_spent_gives_each_parts_milliseconds_per_batch_and_nothing_without_both_readings() -> None:
+    """Two readings 10 batches apart: seconds become milliseconds per batch, rounded to 0.1 ms."""
+    from bench._rounds import cpu_spent
+
+    before = {"driver": 1.0, "jvm": 2.0, "jvm_jit": 0.5, "python_workers": 3.0}
+    after = {"driver": 1.1, "jvm": 2.5, "jvm_jit": 0.5, "python_workers": 3.02}
+    assert cpu_spent(before, after, 10) == {"driver": 10.0, "jvm": 50.0, "jvm_jit": 0.0, "python_workers": 2.0}
+    assert cpu_spent(None, after, 10) is None
+
+
+def test_each_round_also_divides_each_part_of_the_cpu() -> None:
+    """With the CPU split in both runs, each part gets its per-round ratio and a median-of-rounds summary."""
+    def split(driver: float, jvm: float, workers: float) -> dict[str, Any]:
+        return {"cpu_parts_ms_per_batch": {"driver": driver, "jvm": jvm, "jvm_jit": 0.0, "python_workers": workers}}
+
+    rounds = [{"pyspark": {**run([100], 10.0, 60.0), **split(10, 20, 30)}, "ours": {**run([90], 5.0, 45.0), **split(5, 20, 20)}}]
+    summary = summarize_rounds(rounds, median_processing)
+    row = summary["rounds"][0]
+    assert row["cpu_parts_ms_per_batch"]["jvm"] == {"pyspark": 20, "ours": 20}
+    assert (row["driver_cpu_ratio"], row["jvm_cpu_ratio"], row["python_workers_cpu_ratio"]) == (0.5, 1.0, 0.667)
+    assert row["jvm_jit_cpu_ratio"] is None  # nothing on pyspark's side to divide by
+    assert row["cpu_without_jit_ratio"] == 0.75  # 45 / 60
+    assert summary["cpu_without_jit_ratio"]["median"] == 0.75
+    assert summary["python_workers_cpu_ratio"]["median"] == 0.667
+
+
+def test_spark_work_tells_where_a_batchs_processing_time_went() -> None:
+    """The jobs' span (first submission to last completion), the processing delay outside it, stages and task times."""
+    def stage(tasks: int, span: int | None, run_ms: int, cpu_ms: float) -> dict[str, Any]:
+        return {"tasks": tasks, "python_rdds": 1, "span_ms": span, "task_run_ms": run_ms, "task_cpu_ms": cpu_ms}
+
+    jobs = [{"batch": 1000, "submitted": 5010, "completed": 5090, "stages": [stage(2, 50, 80, 60.0), stage(2, 20, 30, 10.0)]},
+            {"batch": 1000, "submitted": 5020, "completed": 5100, "stages": [stage(2, 70, 90, 70.5)]},
+            {"batch": 2000, "submitted": 6000, "completed": None, "stages": [stage(2, 30, 40, 30.0)]}]  # still running: left out
+    work = spark_work_per_batch(jobs, {1000: 100, 2000: 50})
+    assert work["times_ms"] == {"processing_ms": 100, "spark_jobs_span_ms": 90, "outside_spark_jobs_ms": 10,
+                                "stages_span_ms": 140, "task_run_ms": 200, "task_cpu_ms": 140.5}
+    assert "times_ms" not in spark_work_per_batch(jobs)  # no processing delays: no times
