@@ -246,10 +246,10 @@ class StateSnapshots:
                     break
                 if sc is None:
                     sc = self._spark_context()
-                frames = self._check_kind(sc, path)
+                self._check_kind(sc, path)  # refused, not passed over
                 rdd: Any = None
                 try:
-                    rdd = load_frame_snapshot(sc, path) if frames else sc.pickleFile(path.uri())
+                    rdd = self._read(sc, path)
                     if stream.storage_level is not None:
                         rdd.persist(stream.storage_level)
                     rdd.count()  # reads it all now (into the cache): a damaged snapshot fails here, not in a batch
@@ -276,6 +276,15 @@ class StateSnapshots:
         moved = path.rename_new(aside)
         self._log.warning("a state snapshot cannot be read: the one before it is tried", path=str(path),
                           moved_to=str(aside) if moved else None, error=failure)
+
+    @classmethod
+    def _read(cls, sc: Any, path: CheckpointPath) -> Any:
+        """The state RDD saved in ``path``, on ``sc`` (a SparkContext, or a FrameContext on Spark Connect), read lazily.
+
+        Raises:
+            CheckpointError: the snapshot was written by the other kind of Spark (see :meth:`_check_kind`).
+        """
+        return load_frame_snapshot(sc, path) if cls._check_kind(sc, path) else sc.pickleFile(path.uri())
 
     @staticmethod
     def _check_kind(sc: Any, path: CheckpointPath) -> bool:

@@ -68,14 +68,18 @@ def rdd_directories(checkpoint: Path) -> list[Path]:
     return sorted(checkpoint.rglob("rdd-*"))
 
 
-def run_and_restart(session: Any, spark_context: Any, directory: Path,
-                    damage: Callable[[Path], None] | None = None) -> list[Path]:
-    """Run the program on ``session`` (a SparkContext or a Connect session) for 8 batches, the 8th failing, ``damage``
-    its checkpoint, then resume it for one more; its outputs must equal an uninterrupted run's on classic Spark. Returns
-    the RDD directories the first run left."""
-    reference = Run()
-    run_program(spark_context, directory / "reference", ManualClock(0), 9, stateful_program(reference), resume=False)
+@pytest.fixture(scope="module")
+def reference(spark_context: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """An uninterrupted run of 9 batches on classic Spark (once for the module's tests)."""
+    run = Run()
+    run_program(spark_context, tmp_path_factory.mktemp("reference"), ManualClock(0), 9, stateful_program(run), resume=False)
+    return run
 
+
+def run_and_restart(session: Any, reference: Run, directory: Path, damage: Callable[[Path], None] | None = None) -> list[Path]:
+    """Run the program on ``session`` (a SparkContext or a Connect session) for 8 batches, the 8th failing, ``damage``
+    its checkpoint, then resume it for one more; its outputs must equal ``reference``'s. Returns the RDD directories the
+    first run left."""
     first = Run(fail_at=8 * INTERVAL_MS)
     clock = ManualClock(0)
     run_program(session, directory / "ck", clock, 8, stateful_program(first), resume=False)
@@ -95,10 +99,10 @@ def run_and_restart(session: Any, spark_context: Any, directory: Path,
 
 @pytest.mark.spark
 def test_old_rdd_checkpoint_files_are_deleted_and_a_restart_after_that_restores_exactly(
-        spark_context: Any, tmp_path: Path) -> None:
+        spark_context: Any, reference: Run, tmp_path: Path) -> None:
     """Classic Spark: 7 batches checkpoint 14 RDDs and keep at most 3 per stream; the restart gives the uninterrupted
     run's outputs, and keeps few too."""
-    run_and_restart(spark_context, spark_context, tmp_path)
+    run_and_restart(spark_context, reference, tmp_path)
     # Each run writes under a directory of its own in the SparkContext's checkpoint directory.
     for run_directory in {path.parent for path in rdd_directories(tmp_path / "ck")}:
         assert len(list(run_directory.glob("rdd-*"))) <= STREAMS * FILES_PER_STREAM
@@ -106,12 +110,12 @@ def test_old_rdd_checkpoint_files_are_deleted_and_a_restart_after_that_restores_
 
 @pytest.mark.spark
 @pytest.mark.connect
-@pytest.mark.timeout(900)  # 9 Connect batches and 9 classic ones; minutes at load 40
+@pytest.mark.timeout(900)  # 9 Connect batches; minutes at load 40
 def test_on_connect_old_rdd_checkpoint_files_are_deleted_and_a_restart_after_that_restores_exactly(
-        connect_session: Any, spark_context: Any, tmp_path: Path) -> None:
+        connect_session: Any, reference: Run, tmp_path: Path) -> None:
     """Spark Connect: 7 batches checkpoint 14 RDDs as Parquet and keep at most 3 per stream; the restart gives classic
     Spark's outputs, partition by partition."""
-    kept = run_and_restart(connect_session, spark_context, tmp_path)
+    kept = run_and_restart(connect_session, reference, tmp_path)
     assert all(path.parent == tmp_path / "ck" for path in kept)
     assert len(rdd_directories(tmp_path / "ck")) <= len(kept) + STREAMS * FILES_PER_STREAM
 
@@ -134,10 +138,11 @@ def assert_fell_back(checkpoint: Path) -> None:
 
 
 @pytest.mark.spark
-def test_a_restart_whose_newest_snapshot_is_damaged_restores_the_one_before_it(spark_context: Any, tmp_path: Path) -> None:
+def test_a_restart_whose_newest_snapshot_is_damaged_restores_the_one_before_it(spark_context: Any, reference: Run,
+                                                                              tmp_path: Path) -> None:
     """Classic Spark: after the cleanup, the newest state snapshots are damaged; the restart loads the ones before them,
     rebuilds batch 7 from the logged input, and gives the uninterrupted run's outputs."""
-    run_and_restart(spark_context, spark_context, tmp_path, damage_newest_snapshots)
+    run_and_restart(spark_context, reference, tmp_path, damage_newest_snapshots)
     assert_fell_back(tmp_path / "ck")
 
 
@@ -147,7 +152,7 @@ def test_a_restart_whose_newest_snapshot_is_damaged_restores_the_one_before_it(s
 @pytest.mark.skipif(not CONNECT_ALL, reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers Connect with the "
                     "restart from the newest snapshots")
 def test_on_connect_a_restart_whose_newest_snapshot_is_damaged_restores_the_one_before_it(
-        connect_session: Any, spark_context: Any, tmp_path: Path) -> None:
+        connect_session: Any, reference: Run, tmp_path: Path) -> None:
     """Spark Connect: the same, with the server's Parquet snapshots damaged."""
-    run_and_restart(connect_session, spark_context, tmp_path, damage_newest_snapshots)
+    run_and_restart(connect_session, reference, tmp_path, damage_newest_snapshots)
     assert_fell_back(tmp_path / "ck")
