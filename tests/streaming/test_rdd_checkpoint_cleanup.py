@@ -27,6 +27,7 @@ STREAMS = 2  # checkpointed streams of the program: the running counts and the i
 # Per stream at a batch's end: the files of the two remembered RDDs (its remember duration is twice the checkpoint
 # interval of one batch), and at most one of a batch being generated meanwhile.
 FILES_PER_STREAM = 3
+FAILING = 6  # the first run's last batch, which fails: batches 1-5 checkpoint 10 RDDs
 
 
 class Run:
@@ -70,21 +71,21 @@ def rdd_directories(checkpoint: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def reference(spark_context: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """An uninterrupted run of 9 batches on classic Spark (once for the module's tests)."""
+    """An uninterrupted run on classic Spark (once for the module's tests)."""
     run = Run()
-    run_program(spark_context, tmp_path_factory.mktemp("reference"), ManualClock(0), 9, stateful_program(run), resume=False)
+    run_program(spark_context, tmp_path_factory.mktemp("reference"), ManualClock(0), FAILING + 1, stateful_program(run), resume=False)
     return run
 
 
 def run_and_restart(session: Any, reference: Run, directory: Path, damage: Callable[[Path], None] | None = None) -> list[Path]:
-    """Run the program on ``session`` (a SparkContext or a Connect session) for 8 batches, the 8th failing, ``damage``
+    """Run the program on ``session`` (a SparkContext or a Connect session) for FAILING batches, the last failing, ``damage``
     its checkpoint, then resume it for one more; its outputs must equal ``reference``'s. Returns the RDD directories the
     first run left."""
-    first = Run(fail_at=8 * INTERVAL_MS)
+    first = Run(fail_at=FAILING * INTERVAL_MS)
     clock = ManualClock(0)
-    run_program(session, directory / "ck", clock, 8, stateful_program(first), resume=False)
-    assert sorted(first.outputs["counts"]) == [ms * INTERVAL_MS for ms in range(1, 8)]
-    kept = rdd_directories(directory / "ck")  # 14 RDDs were checkpointed
+    run_program(session, directory / "ck", clock, FAILING, stateful_program(first), resume=False)
+    assert sorted(first.outputs["counts"]) == [ms * INTERVAL_MS for ms in range(1, FAILING)]
+    kept = rdd_directories(directory / "ck")
     assert 2 <= len(kept) <= STREAMS * FILES_PER_STREAM, kept
 
     if damage is not None:
@@ -92,7 +93,7 @@ def run_and_restart(session: Any, reference: Run, directory: Path, damage: Calla
     second = Run()
     run_program(session, directory / "ck", ManualClock(clock.now()), 1, stateful_program(second), resume=True)
     for name in ("counts", "window"):
-        assert sorted(second.outputs[name]) == [8 * INTERVAL_MS, 9 * INTERVAL_MS]
+        assert sorted(second.outputs[name]) == [FAILING * INTERVAL_MS, (FAILING + 1) * INTERVAL_MS]
         assert {**first.outputs[name], **second.outputs[name]} == reference.outputs[name]
     return kept
 
@@ -100,7 +101,7 @@ def run_and_restart(session: Any, reference: Run, directory: Path, damage: Calla
 @pytest.mark.spark
 def test_old_rdd_checkpoint_files_are_deleted_and_a_restart_after_that_restores_exactly(
         spark_context: Any, reference: Run, tmp_path: Path) -> None:
-    """Classic Spark: 7 batches checkpoint 14 RDDs and keep at most 3 per stream; the restart gives the uninterrupted
+    """Classic Spark: 5 batches checkpoint 10 RDDs and keep at most 3 per stream; the restart gives the uninterrupted
     run's outputs, and keeps few too."""
     run_and_restart(spark_context, reference, tmp_path)
     # Each run writes under a directory of its own in the SparkContext's checkpoint directory.
@@ -110,10 +111,10 @@ def test_old_rdd_checkpoint_files_are_deleted_and_a_restart_after_that_restores_
 
 @pytest.mark.spark
 @pytest.mark.connect
-@pytest.mark.timeout(900)  # 9 Connect batches; minutes at load 40
+@pytest.mark.timeout(900)  # 7 Connect batches; minutes at load 40
 def test_on_connect_old_rdd_checkpoint_files_are_deleted_and_a_restart_after_that_restores_exactly(
         connect_session: Any, reference: Run, tmp_path: Path) -> None:
-    """Spark Connect: 7 batches checkpoint 14 RDDs as Parquet and keep at most 3 per stream; the restart gives classic
+    """Spark Connect: 5 batches checkpoint 10 RDDs as Parquet and keep at most 3 per stream; the restart gives classic
     Spark's outputs, partition by partition."""
     kept = run_and_restart(connect_session, reference, tmp_path)
     assert all(path.parent == tmp_path / "ck" for path in kept)
@@ -121,9 +122,9 @@ def test_on_connect_old_rdd_checkpoint_files_are_deleted_and_a_restart_after_tha
 
 
 def damage_newest_snapshots(checkpoint: Path) -> None:
-    """Overwrite the data files of each stateful stream's newest state snapshot (batch 7's) with bytes no reader takes."""
+    """Overwrite the data files of each stateful stream's newest state snapshot (the last committed batch's) with bytes no reader takes."""
     for stream in range(STREAMS):
-        snapshot = checkpoint / "state" / str(stream) / "7"
+        snapshot = checkpoint / "state" / str(stream) / str(FAILING - 1)
         parts = [path for path in snapshot.iterdir() if path.name.startswith("part-")]
         assert parts, sorted(snapshot.iterdir())
         for part in parts:
@@ -134,14 +135,14 @@ def assert_fell_back(checkpoint: Path) -> None:
     """Each stream's damaged snapshot was set aside, and its batch's state saved anew by the resumed run."""
     for stream in range(STREAMS):
         names = sorted(path.name for path in (checkpoint / "state" / str(stream)).iterdir())
-        assert [name for name in names if name.startswith("7.unreadable-")], names
+        assert [name for name in names if name.startswith(f"{FAILING - 1}.unreadable-")], names
 
 
 @pytest.mark.spark
 def test_a_restart_whose_newest_snapshot_is_damaged_restores_the_one_before_it(spark_context: Any, reference: Run,
                                                                               tmp_path: Path) -> None:
     """Classic Spark: after the cleanup, the newest state snapshots are damaged; the restart loads the ones before them,
-    rebuilds batch 7 from the logged input, and gives the uninterrupted run's outputs."""
+    rebuilds the last committed batch from the logged input, and gives the uninterrupted run's outputs."""
     run_and_restart(spark_context, reference, tmp_path, damage_newest_snapshots)
     assert_fell_back(tmp_path / "ck")
 
