@@ -31,6 +31,7 @@ class CheckpointFiles:
     def __init__(self, spark_context: Callable[[], Any]) -> None:
         """No RDD marked yet; ``spark_context`` gives the SparkContext whose Hadoop file system deletes classic files."""
         self._spark_context = spark_context
+        self._hadoop: Any = None  # the HadoopFileManager deleting classic Spark's files, made on first need
         self._marked: dict[int, Any] = {}  # batch time (ms) -> an RDD marked, whose file is not known yet
         self._files: dict[int, tuple[str, bool]] = {}  # batch time (ms) -> (its RDD's file, whether classic Spark's)
 
@@ -78,9 +79,11 @@ class CheckpointFiles:
 
     def _path(self, file: str, classic: bool) -> CheckpointPath:
         if classic:  # Spark wrote it through Hadoop's FileSystem: delete it the same way (any scheme Spark reaches)
-            from ..spark import HadoopFileManager
+            if self._hadoop is None:
+                from ..spark import HadoopFileManager
 
-            return CheckpointPath(HadoopFileManager(self._spark_context), file)
+                self._hadoop = HadoopFileManager(self._spark_context)
+            return CheckpointPath(self._hadoop, file)
         return task_checkpoint_path(file)  # Spark Connect: a local path, or a URI the server reaches, through fsspec
 
     def __repr__(self) -> str:
