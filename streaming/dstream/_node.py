@@ -279,8 +279,10 @@ class StreamNode:
         remember = self._remember_duration or self._slide
         forget_ms = time.milliseconds - remember.milliseconds
         dropped = self._generated.pop_through(forget_ms)
-        if dropped and self._checkpoint_files is not None:
-            self._env.graph.releases.clean_later(self._checkpoint_files, forget_ms + 1)
+        if dropped and self._checkpoint_files is not None and self._zero_time is not None:
+            slide, zero = self._slide.milliseconds, self._zero_time.milliseconds
+            oldest_remembered = forget_ms + slide - (forget_ms - zero) % slide  # the first grid time after forget_ms
+            self._env.graph.releases.clean_later(self._checkpoint_files, oldest_remembered)
         if dropped and self._storage_level is not None:
             # A state carried over is the same RDD under a later time: keep it cached then.
             kept = {id(rdd) for rdd in list(self._generated.values())}
