@@ -188,8 +188,16 @@ class FrameCore:
             else:
                 self._frame = self._source.mapInArrow(self._runner, FRAME_SCHEMA)
         if self._checkpoint_kind is not None and not self._checkpointed:
-            self._frame = self._checkpoint_frame(self._frame)
+            saved = self._checkpoint_frame(self._frame)
             self._checkpointed = True
+            persisted = self._persisted
+            if persisted is not None and self._storage is not None:
+                # What persist() stored is read no more (later RDDs start from the saved partitions): the read-back
+                # frame is kept instead, so that no cached plan still names the files the saved frame derived from.
+                saved = saved.persist(self._storage)
+                self._persisted = saved
+                persisted.unpersist(False)
+            self._frame = saved
         return self._frame
 
     def _checkpoint_frame(self, frame: Any) -> Any:

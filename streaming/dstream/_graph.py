@@ -34,6 +34,7 @@ from scheduler import (
     redact_uri,
 )
 
+from ._checkpoint_files import ReleaseQueue
 from ._snapshots import StatefulStream, StateSnapshots
 
 __all__ = ["DStreamGraph", "GraphStream", "InputStream", "StateOperatorStream", "WatermarkStream"]
@@ -247,7 +248,7 @@ class DStreamGraph:
         self._snapshots: StateSnapshots | None = None
         self._watermarks: dict[Time, BatchWatermarks] = {}
         self._state_operators = 0
-        self._to_unpersist: list[Any] = []
+        self.releases = ReleaseQueue()  # RDDs to unpersist and checkpoint files to delete, off the loop
         self._log = library_logger("aiodstream.streaming", component="DStreamGraph")
 
     def next_input_id(self) -> int:
@@ -398,18 +399,18 @@ class DStreamGraph:
         """Forget RDDs that fell out of every stream's remember window (their unpersisting goes to the generation thread)."""
         for stream in self.output_streams:
             stream.clear_metadata(time)
-        if self._to_unpersist:
-            rdds, self._to_unpersist = self._to_unpersist, []
+        release = self.releases.take()
+        if release is not None:
             with self._thread_lock:
                 thread = self._generation_thread
             if thread is not None:
-                thread.submit(_unpersist, rdds)
+                thread.submit(release)
             else:  # stopping: a short-lived thread, so the loop still makes no py4j call
-                threading.Thread(target=_unpersist, args=(rdds,), name="aiodstream-unpersist", daemon=True).start()
+                threading.Thread(target=release, name="aiodstream-unpersist", daemon=True).start()
 
     def unpersist_later(self, rdd: Any) -> None:
         """Queue a cached RDD that fell out of a stream's window; :meth:`clear_metadata` unpersists it off the loop."""
-        self._to_unpersist.append(rdd)
+        self.releases.unpersist_later(rdd)
 
     # -- ReplayableGraph (with a checkpoint directory) --
 
@@ -594,7 +595,3 @@ class DStreamGraph:
     def __repr__(self) -> str:
         return f"<DStreamGraph [inputs: {len(self.input_streams)} | outputs: {len(self.output_streams)} | zero {self.zero_time}]>"
 
-
-def _unpersist(rdds: list[Any]) -> None:
-    for rdd in rdds:
-        rdd.unpersist(blocking=False)

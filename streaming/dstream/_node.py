@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time, TimeOrderedDict, library_logger
 
+from ._checkpoint_files import CheckpointFiles
 from ._environment import StreamEnvironment
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class StreamNode:
         self._storage_level: StorageLevel | None = None
         self._checkpoint_interval: Duration | None = None
         self._must_checkpoint = False
+        self._checkpoint_files: CheckpointFiles | None = None  # made when an RDD is first marked for checkpointing
         self._lock = env.graph.generation_lock
         self.is_cached = False
         self.is_checkpointed = False
@@ -139,6 +141,8 @@ class StreamNode:
         """The graph's hook (not for users): remember a restored state ``rdd`` as ``time``'s, persisted at the storage level."""
         if self._storage_level is not None:
             rdd.persist(self._storage_level)
+        if self._checkpoint_interval is not None:  # on Spark Connect it is marked, and saved on first use
+            self._mark_checkpoint(time, rdd)
         self._generated[time] = rdd
 
     def initialize(self, zero_time: Time) -> None:
@@ -235,8 +239,15 @@ class StreamNode:
                 rdd.persist(self._storage_level)
             if self.is_checkpoint_time(time):
                 rdd.checkpoint()
+                self._mark_checkpoint(time, rdd)
             self._generated[time] = rdd
             return rdd
+
+    def _mark_checkpoint(self, time: Time, rdd: RDD[Any]) -> None:
+        files = self._checkpoint_files
+        if files is None:
+            files = self._checkpoint_files = CheckpointFiles(lambda: self._env.spark_context)
+        files.mark(time.milliseconds, rdd)
 
     def is_checkpoint_time(self, time: Time) -> bool:
         """The graph's hook (not for users): whether ``time`` ends a checkpoint interval (its RDD is checkpointed then)."""
@@ -266,7 +277,12 @@ class StreamNode:
         # Runs on the event loop between batches, while a user thread may be slicing: never
         # block on the generation lock (the dict takes one step at a time).
         remember = self._remember_duration or self._slide
-        dropped = self._generated.pop_through(time.milliseconds - remember.milliseconds)
+        forget_ms = time.milliseconds - remember.milliseconds
+        dropped = self._generated.pop_through(forget_ms)
+        if dropped and self._checkpoint_files is not None and self._zero_time is not None:
+            slide, zero = self._slide.milliseconds, self._zero_time.milliseconds
+            oldest_remembered = forget_ms + slide - (forget_ms - zero) % slide  # the first grid time after forget_ms
+            self._env.graph.releases.clean_later(self._checkpoint_files, oldest_remembered)
         if dropped and self._storage_level is not None:
             # A state carried over is the same RDD under a later time: keep it cached then.
             kept = {id(rdd) for rdd in list(self._generated.values())}

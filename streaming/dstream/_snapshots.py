@@ -9,6 +9,7 @@ On classic Spark a snapshot is a pickle file of the RDD; on Spark Connect, Parqu
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import attrs
@@ -48,6 +49,11 @@ class StatefulStream(Protocol):
         ...
 
     @property
+    def storage_level(self) -> Any:
+        """The level each of the stream's RDDs is persisted at, or None."""
+        ...
+
+    @property
     def generated(self) -> Mapping[Time, Any]:
         """The remembered RDDs by batch time."""
         ...
@@ -67,11 +73,11 @@ class StatefulStream(Protocol):
 
 @attrs.frozen
 class _Restore:
-    """What a restart loads into one stateful stream: the snapshot of ``time`` (``None``: start from nothing)."""
+    """What a restart may load into one stateful stream, newest first: each a snapshot's version (its batch id + 1), its
+    time, and its directory (``None``: start from nothing); each one's later input is still in the log."""
 
     index: int
-    time: Time
-    path: CheckpointPath | None
+    candidates: tuple[tuple[int, Time, CheckpointPath | None], ...]
 
 
 class StateSnapshots:
@@ -94,6 +100,7 @@ class StateSnapshots:
         self._spark_context = spark_context
         self._restores: list[_Restore] = []
         self._versions: dict[int, int] = {}  # per stateful stream: its newest snapshot (batch id + 1)
+        self._previous: dict[int, int] = {}  # per stateful stream: the snapshot before it, which a restart may need
         self._log = library_logger("aiodstream.streaming", component="StateSnapshots")
 
     def state_dir(self, index: int) -> CheckpointPath:
@@ -119,7 +126,8 @@ class StateSnapshots:
         if not self.streams:
             return None
         batch = self._batch.milliseconds
-        needed = [self._versions.get(index, 0) - stream.state_reach().milliseconds // batch
+        # The snapshot before the newest too: a restart falls back to it when the newest cannot be read.
+        needed = [self._previous.get(index, self._versions.get(index, 0)) - stream.state_reach().milliseconds // batch
                   for index, stream in enumerate(self.streams)]
         return max(0, min(needed))
 
@@ -146,7 +154,7 @@ class StateSnapshots:
             self._describe(index)
             target = directory / str(batch_id + 1)
             if target.exists():
-                self._versions[index] = batch_id + 1
+                self._set_version(index, batch_id + 1)
                 continue  # a re-run batch: the same input gave the same state
             temp = directory / temp_name(str(batch_id + 1))
             rdd = stream.generated[time]
@@ -156,10 +164,16 @@ class StateSnapshots:
                 save_frame_snapshot(rdd, temp)
             if not temp.rename_new(target):  # a racing writer of the same batch: its snapshot is the same state
                 temp.delete(recursive=True)
-            self._versions[index] = batch_id + 1
+            self._set_version(index, batch_id + 1)
             self._log.debug("state saved", stream=type(stream).__name__, index=index, batch=time.milliseconds, path=str(target))
             for old in self._snapshots(index)[:-_SNAPSHOTS_KEPT]:
                 (directory / str(old)).delete(recursive=True)
+
+    def _set_version(self, index: int, version: int) -> None:
+        newest = self._versions.get(index)
+        if newest is not None and newest < version:
+            self._previous[index] = newest
+        self._versions[index] = version
 
     def _snapshots(self, index: int) -> list[int]:
         return sorted(i for i in map(parse_batch_file_name, self.state_dir(index).listdir()) if i is not None)
@@ -182,20 +196,27 @@ class StateSnapshots:
         for index, stream in enumerate(self.streams):
             self._describe(index)
             usable = [v for v in self._snapshots(index) if v <= first_batch_id]
-            version = usable[-1] if usable else 0
-            self._versions[index] = version
-            snapshot_ms = zero + version * batch
-            first_needed = max(snapshot_ms - stream.state_reach().milliseconds + batch, zero + batch)
-            missing = [ms for ms in range(first_needed, last_done + 1, batch) if Time(ms) not in logged]
-            if missing:
-                raise CheckpointError(
-                    f"cannot restore the state of {type(stream).__name__} from {self.state_dir(index)}: "
-                    + (f"its newest usable snapshot is at {snapshot_ms} ms" if usable else "it has no snapshot yet")
-                    + f" and the input of {len(missing)} later batch(es) (from {missing[0]} ms) is no longer in the offsets "
-                    "log; the state cannot be rebuilt without it. Start over with a new checkpoint directory",
-                    path=str(self.state_dir(index)),
-                )
-            restores.append(_Restore(index, Time(snapshot_ms), self.state_dir(index) / str(version) if usable else None))
+            candidates: list[tuple[int, Time, CheckpointPath | None]] = []
+            # Newest first, then older ones (a fallback) while the log still holds their later input; 0: from nothing.
+            for version in [*reversed(usable), 0]:
+                snapshot_ms = zero + version * batch
+                first_needed = max(snapshot_ms - stream.state_reach().milliseconds + batch, zero + batch)
+                missing = [ms for ms in range(first_needed, last_done + 1, batch) if Time(ms) not in logged]
+                if missing and not candidates:
+                    raise CheckpointError(
+                        f"cannot restore the state of {type(stream).__name__} from {self.state_dir(index)}: "
+                        + (f"its newest usable snapshot is at {snapshot_ms} ms" if usable else "it has no snapshot yet")
+                        + f" and the input of {len(missing)} later batch(es) (from {missing[0]} ms) is no longer in the "
+                        "offsets log; the state cannot be rebuilt without it. Start over with a new checkpoint directory",
+                        path=str(self.state_dir(index)),
+                    )
+                if missing:
+                    break  # an older snapshot needs still more of the log
+                candidates.append((version, Time(snapshot_ms), self.state_dir(index) / str(version) if version else None))
+            self._versions[index] = candidates[0][0]
+            if len(usable) > 1:
+                self._previous[index] = usable[-2]
+            restores.append(_Restore(index, tuple(candidates)))
         return restores
 
     @property
@@ -204,26 +225,71 @@ class StateSnapshots:
         return bool(self._restores)
 
     def load_restores(self) -> None:
-        """Before the first batch of a restarted run, in the generation thread: load each planned snapshot.
+        """Before the first batch of a restarted run, in the generation thread: load each planned snapshot (a Spark job
+        each, which reads it into the stream's cache: the first batch starts from there).
 
-        The state RDDs are read lazily by Spark, like any other input.
+        A snapshot that cannot be read (damaged on disk) is set aside as ``<version>.unreadable-<id>`` and the one
+        before it is loaded instead, when the logged input reaches back to it, as Spark falls back to an older
+        checkpoint.
+
+        Raises:
+            CheckpointError: no planned snapshot of a stream can be read.
         """
         restores, self._restores = self._restores, []
         sc = None
         for restore in restores:
             stream = self.streams[restore.index]
-            if restore.path is None:
-                continue  # no snapshot yet: the state is rebuilt from the first batch's input
-            if sc is None:
-                sc = self._spark_context()
-            rdd: Any = self._read(sc, restore.path)
-            stream.restore_rdd(restore.time, rdd)
-            self._log.info("state restored", stream=type(stream).__name__, index=restore.index,
-                           snapshot=restore.time.milliseconds, path=str(restore.path))
+            failures: list[str] = []
+            for version, time, path in restore.candidates:
+                if path is None:
+                    self._versions[restore.index] = 0  # no snapshot: the state is rebuilt from the first batch's input
+                    break
+                if sc is None:
+                    sc = self._spark_context()
+                self._check_kind(sc, path)  # refused, not passed over
+                rdd: Any = None
+                try:
+                    rdd = self._read(sc, path)
+                    if stream.storage_level is not None:
+                        rdd.persist(stream.storage_level)
+                    rdd.count()  # reads it all now (into the cache): a damaged snapshot fails here, not in a batch
+                except Exception as exc:  # its partitions file, or Spark's reader: a truncated or foreign file, a missing part
+                    text = str(exc).strip()
+                    failures.append(f"{path}: {type(exc).__name__}: {text.splitlines()[0] if text else ''}")
+                    if rdd is not None and stream.storage_level is not None:
+                        rdd.unpersist()
+                else:
+                    stream.restore_rdd(time, rdd)
+                    self._versions[restore.index] = version
+                    self._log.info("state restored", stream=type(stream).__name__, index=restore.index,
+                                   snapshot=time.milliseconds, path=str(path))
+                    break
+                self._set_aside(path, version, failures[-1])
+            else:
+                raise CheckpointError(f"cannot restore the state of {type(stream).__name__}: no snapshot can be read ("
+                                      + "; ".join(failures) + "). Start over with a new checkpoint directory",
+                                      path=str(self.state_dir(restore.index)))
+
+    def _set_aside(self, path: CheckpointPath, version: int, failure: str) -> None:
+        """Rename an unreadable snapshot out of the way (kept for a look), so that its batch saves a new one."""
+        aside = path.parent / f"{version}.unreadable-{uuid.uuid4().hex[:8]}"
+        moved = path.rename_new(aside)
+        self._log.warning("a state snapshot cannot be read: the one before it is tried", path=str(path),
+                          moved_to=str(aside) if moved else None, error=failure)
+
+    @classmethod
+    def _read(cls, sc: Any, path: CheckpointPath) -> Any:
+        """The state RDD saved in ``path``, on ``sc`` (a SparkContext, or a FrameContext on Spark Connect), read lazily.
+
+        Raises:
+            CheckpointError: the snapshot was written by the other kind of Spark (see :meth:`_check_kind`).
+        """
+        return load_frame_snapshot(sc, path) if cls._check_kind(sc, path) else sc.pickleFile(path.uri())
 
     @staticmethod
-    def _read(sc: Any, path: CheckpointPath) -> Any:
-        """The state RDD saved in ``path``, on ``sc`` (a SparkContext, or a FrameContext on Spark Connect).
+    def _check_kind(sc: Any, path: CheckpointPath) -> bool:
+        """Whether the snapshot in ``path`` was written on Spark Connect, checked against ``sc`` (a SparkContext, or a
+        FrameContext on Spark Connect).
 
         Raises:
             CheckpointError: the snapshot was written by the other kind of Spark.
@@ -234,7 +300,7 @@ class StateSnapshots:
             raise CheckpointError(f"the state snapshot {path} was written on {written} and cannot be read on {reading}; "
                                   "restart the program on the same kind of Spark, or start over with a new checkpoint "
                                   "directory", path=str(path))
-        return load_frame_snapshot(sc, path) if frames else sc.pickleFile(path.uri())
+        return frames
 
 
 def _is_classic(spark_object: Any) -> bool:

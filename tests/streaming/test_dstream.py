@@ -307,7 +307,7 @@ def test_an_rdd_remembered_under_a_later_time_stays_cached(ssc: StreamingContext
     source.initialize(Time(0))
     source._get_or_compute(Time(500))
     source._get_or_compute(Time(1000))
-    queued = ssc._env.graph._to_unpersist  # unpersisting is a py4j call: the graph does it off the loop
+    queued = ssc._env.graph.releases._rdds  # unpersisting is a py4j call: the graph does it off the loop
     source.clear_metadata(Time(1000))
     assert queued == [] and list(source.generated) == [Time(1000)]
     source.clear_metadata(Time(1500))

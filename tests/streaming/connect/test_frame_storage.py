@@ -255,16 +255,21 @@ def test_a_word_count_over_a_parallelized_list_makes_one_plan_analysis(frame_con
     assert calls == ["schema"]
 
 
-def test_unpersist_after_a_checkpoint_releases_the_persisted_frame(frame_context: Any, tmp_path: Path) -> None:
-    """persist() then checkpoint(): the first action reads the checkpoint back, and unpersist() still releases the frame
-    persist() stored (not only the checkpoint's)."""
+def test_a_checkpoint_of_a_persisted_rdd_keeps_the_saved_partitions_cached_instead(frame_context: Any, tmp_path: Path) -> None:
+    """persist() then checkpoint(): the first action saves the partitions, the frame persist() stored is released, the
+    frame read back from the checkpoint is kept instead, and unpersist() releases that one."""
     frame_context.setCheckpointDir(str(tmp_path / "checkpoints"))
     rdd = frame_context.parallelize(range(6), 2).map(lambda x: x * 2)
     rdd.persist()
     stored = rdd.frame
     rdd.checkpoint()
     assert rdd.collect() == [0, 2, 4, 6, 8, 10] and rdd.isCheckpointed()
-    assert stored.storageLevel.useMemory or stored.storageLevel.useDisk
-    rdd.unpersist()
     level = stored.storageLevel
     assert not (level.useMemory or level.useDisk)
+    saved = rdd.frame
+    assert saved is not stored and rdd.is_cached
+    assert saved.storageLevel.useMemory or saved.storageLevel.useDisk
+    assert rdd.map(lambda x: x + 1).glom().collect() == [[1, 3, 5], [7, 9, 11]]
+    rdd.unpersist()
+    level = saved.storageLevel
+    assert not (level.useMemory or level.useDisk) and not rdd.is_cached
