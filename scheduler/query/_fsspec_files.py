@@ -101,10 +101,23 @@ class FsspecFileManager:
             return None
         return "dir" if info.get("type") == "directory" else "file"
 
-    def mkdirs(self, directory: str) -> None:
-        """Create ``directory`` and its parents (a no-op on object stores, which have no directories)."""
-        if self.kind(directory) != "dir":
-            self.fs.makedirs(self._local_form(directory), exist_ok=True)
+    def mkdirs(self, directory: str, attempts: int = 4) -> None:
+        """Create ``directory`` and its parents (a no-op on object stores, which have no directories).
+
+        Tasks of one job may create the same directory at once. fsspec's FTP file system checks, then
+        creates, and the later of two racing creates fails ("550 File exists", not an ``OSError``):
+        a failed attempt reads the directory again and returns if another made it, else tries once
+        more (each attempt finds at least one more level made)."""
+        for attempt in range(attempts):
+            if self.kind(directory) == "dir":
+                return
+            try:
+                self.fs.makedirs(self._local_form(directory), exist_ok=True)
+                return
+            except Exception:
+                self.fs.invalidate_cache()
+                if attempt == attempts - 1 and self.kind(directory) != "dir":
+                    raise
 
     def read_bytes(self, path: str) -> bytes | None:
         """The file's bytes, or ``None``."""

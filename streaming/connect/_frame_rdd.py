@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable, Iterable, Iterator
 
+from ._directories import make_directories
 from ._errors import unsupported_rdd_attribute
 from ._frame_pairs import FramePairs
 
@@ -33,7 +34,7 @@ class _PartFileWriter:
 
         name = f"{self.path}/part-{index:05d}{self.suffix}"
         files = fsspec.open(name, "wb", compression=self.compression, auto_mkdir=False)  # made below, race-proof
-        _make_directory(files.fs, self.path)
+        make_directories(files.fs, self.path)
         if files.fs.exists(name):
             raise FileExistsError(f"Output directory {self.path} already exists")
         with files as out:
@@ -41,25 +42,6 @@ class _PartFileWriter:
                 out.write(value if isinstance(value, (bytes, bytearray)) else str(value).encode("utf-8"))
                 out.write(b"\n")
         return [name]
-
-
-def _make_directory(fs: Any, path: str, attempts: int = 4) -> None:
-    """Creates ``path`` and its parents where missing, while the save's other tasks may be creating them too.
-
-    fsspec's FTP file system checks whether a directory exists, then creates it: two tasks that both
-    found it missing race, and the later one's create fails ("550 File exists"). A failed attempt
-    reads the directory again and tries once more (each attempt finds at least one more level made).
-    """
-    for attempt in range(attempts):
-        try:
-            fs.makedirs(path, exist_ok=True)
-            return
-        except Exception:  # ftplib's errors are not OSErrors
-            fs.invalidate_cache()
-            if fs.isdir(path):
-                return
-            if attempt == attempts - 1:
-                raise
 
 
 class _SuccessMarker:

@@ -42,11 +42,7 @@ class _PartitionSaver:
             writer.write_batch(batch)
         writer.close()
         directory = task_checkpoint_path(self.directory)
-        try:
-            directory.mkdirs()
-        except Exception:  # another task made it first (FTP's mkdir fails on an existing directory: ftplib.error_perm)
-            if not directory.is_dir():
-                raise
+        directory.mkdirs()  # the job's other tasks make it too (FsspecFileManager.mkdirs takes the race)
         # Replacing: a task attempt run again (a retry, speculation) writes the same partition again.
         (directory / PART_NAME.format(index)).write_replacing(sink.getvalue().to_pybytes())
         yield pa.RecordBatch.from_arrays([pa.array([index], pa.int32())], names=["p"])

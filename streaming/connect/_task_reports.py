@@ -32,6 +32,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
+from ._directories import make_directories
+
 __all__ = [
     "REPORTS_DIRECTORY", "CheckpointReports", "ReportFolder", "ReportPlaceMissingError", "ReportStore", "check_report_place",
     "write_report",
@@ -150,7 +152,7 @@ def _write_uri(scheme: str, place: str, sub: str, stem: str, data: bytes) -> Non
         fs.pipe_file(final, data)
         return
     if sub:
-        fs.makedirs(folder, exist_ok=True)
+        make_directories(fs, folder)  # the batch's other tasks may be making it too
     temp = f"{folder}/.{stem}-{uuid.uuid4().hex}.tmp"
     fs.pipe_file(temp, data)
     try:

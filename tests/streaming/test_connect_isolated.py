@@ -132,6 +132,24 @@ def test_keyed_state_a_watermark_and_an_accumulator_give_classic_sparks_results(
         assert len(places) == 3 and all(list(place.iterdir()) == [] for place in places)  # every report read and removed
 
 
+def test_with_the_checkpoint_on_ftp_nothing_but_the_output_is_shared(spark_context: Any, isolated_connect_session: Any,
+                                                                    ftp_server: Any) -> None:
+    """The same program with the checkpoint on an FTP server: the state stores, the tasks' reports and the client's logs
+    all go through fsspec, so the isolated server and this process share no directory but the one the output writes
+    into. Outputs, progress and the accumulator's value equal the classic engine's with a local checkpoint."""
+    with shared_directory() as shared:
+        classic = run_sessions(spark_context, shared / "classic")
+        isolated = run_sessions(isolated_connect_session, ftp_server.uri("ck"), written=shared / "written")
+        assert classic["errors"] == isolated["errors"] == []
+        assert any(row[1] == "closed" for batch in classic["outputs"] for row in batch)
+        assert isolated["outputs"] == classic["outputs"]
+        assert isolated["events"] == classic["events"] == sum(len(batch) for batch in BATCHES)
+        assert isolated["progress"] == classic["progress"]
+        assert (ftp_server.root / "ck" / "metadata").exists()  # the client's logs are on the FTP server
+        assert any((ftp_server.root / "ck").rglob("*.report")) is False  # every report read and removed
+        assert list((ftp_server.root / "ck" / "task-reports").iterdir())  # ... after being written there
+
+
 def test_the_private_tmp_folder_fails_there_and_says_why(isolated_connect_session: Any,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The channel of the last pass (a private folder in the driver's /tmp) on the isolated server: the keyed state's
