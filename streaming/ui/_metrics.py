@@ -128,7 +128,10 @@ class _QueryState:
         bucket = bisect.bisect_left
         first = limits[0]
         records = self.records
-        completed = failed = succeeded = failed_operations = 0
+        # Counted down for a failed batch, not up for each one; the first buckets' counts kept in
+        # locals (most delays are a few ms) and added once at the end.
+        completed, failed, succeeded, failed_operations = len(entries), 0, 0, 0
+        first_scheduling = first_processing = first_total = 0
         for _, batch in entries:
             if type(batch) is JobSet:  # every job succeeded (see BatchEntry): the common case, in fewest steps
                 submitted = batch.submission_time.milliseconds
@@ -136,15 +139,23 @@ class _QueryState:
                 if start is not None and end is not None:  # always, once completed
                     start_ms, end_ms = start.milliseconds, end.milliseconds
                     value = start_ms - submitted
-                    scheduling[0 if value <= first else bucket(limits, value)] += 1
+                    if value <= first:
+                        first_scheduling += 1
+                    else:
+                        scheduling[bucket(limits, value)] += 1
                     scheduling_sum += value
                     value = end_ms - start_ms
-                    processing[0 if value <= first else bucket(limits, value)] += 1
+                    if value <= first:
+                        first_processing += 1
+                    else:
+                        processing[bucket(limits, value)] += 1
                     processing_sum += value
                     value = end_ms - submitted
-                    total[0 if value <= first else bucket(limits, value)] += 1
+                    if value <= first:
+                        first_total += 1
+                    else:
+                        total[bucket(limits, value)] += 1
                     total_sum += value
-                    completed += 1
                     succeeded += len(batch.jobs)
                     infos = batch.input_infos
                     for stream_id in infos:  # the keys, then a lookup: no items iterator or tuple per input
@@ -171,12 +182,14 @@ class _QueryState:
                     total_sum += value
             if failures:
                 failed += 1
+                completed -= 1
                 failed_operations += failures
-            else:
-                completed += 1
             succeeded += operations - failures
             for stream_id, input_info in inputs.items():
                 records[stream_id] = records.get(stream_id, 0) + input_info.num_records
+        scheduling[0] += first_scheduling
+        processing[0] += first_processing
+        total[0] += first_total
         self.scheduling.sum_ms += scheduling_sum
         self.processing.sum_ms += processing_sum
         self.total.sum_ms += total_sum
