@@ -132,6 +132,8 @@ class _QueryState:
         # locals (most delays are a few ms) and added once at the end.
         completed, failed, succeeded, failed_operations = len(entries), 0, 0, 0
         first_scheduling = first_processing = first_total = 0
+        last_input: int | None = None
+        last_records = 0
         for _, batch in entries:
             if type(batch) is JobSet:  # every job succeeded (see BatchEntry): the common case, in fewest steps
                 submitted = batch.submission_time.milliseconds
@@ -159,7 +161,13 @@ class _QueryState:
                     succeeded += len(batch.jobs)
                     infos = batch.input_infos
                     for stream_id in infos:  # the keys, then a lookup: no items iterator or tuple per input
-                        records[stream_id] = records.get(stream_id, 0) + infos[stream_id].num_records
+                        # Summed in a local while the batches' input is the same one (the common case):
+                        # the records dict is updated when another input comes, and at the end.
+                        if stream_id != last_input:
+                            if last_input is not None:
+                                records[last_input] = records.get(last_input, 0) + last_records
+                            last_input, last_records = stream_id, 0
+                        last_records += infos[stream_id].num_records
                     continue
                 began = None if start is None else start.milliseconds
                 ended = None if end is None else end.milliseconds
@@ -187,6 +195,8 @@ class _QueryState:
             succeeded += operations - failures
             for stream_id, input_info in inputs.items():
                 records[stream_id] = records.get(stream_id, 0) + input_info.num_records
+        if last_input is not None:
+            records[last_input] = records.get(last_input, 0) + last_records
         scheduling[0] += first_scheduling
         processing[0] += first_processing
         total[0] += first_total
