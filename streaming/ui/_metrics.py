@@ -122,11 +122,18 @@ class _QueryState:
         for histogram in (self.processing, self.total):
             assert histogram.limits == limits
         scheduling, processing, total = self.scheduling.counts, self.processing.counts, self.total.counts
-        scheduling_sum, processing_sum, total_sum = self.scheduling.sum_ms, self.processing.sum_ms, self.total.sum_ms
+        # The run's sums start at 0 and are added once at the end: a sum of a run's few-ms delays
+        # stays a small int (no allocation per add), where the whole history's sums never are.
+        scheduling_sum = processing_sum = total_sum = 0
         bucket = bisect.bisect_left
         first = limits[0]
         records = self.records
-        completed = failed = succeeded = failed_operations = 0
+        # Counted down for a failed batch, not up for each one; the first buckets' counts kept in
+        # locals (most delays are a few ms) and added once at the end.
+        completed, failed, succeeded, failed_operations = len(entries), 0, 0, 0
+        first_scheduling = first_processing = first_total = 0
+        last_input: int | None = None
+        last_records = 0
         for _, batch in entries:
             if type(batch) is JobSet:  # every job succeeded (see BatchEntry): the common case, in fewest steps
                 submitted = batch.submission_time.milliseconds
@@ -134,18 +141,33 @@ class _QueryState:
                 if start is not None and end is not None:  # always, once completed
                     start_ms, end_ms = start.milliseconds, end.milliseconds
                     value = start_ms - submitted
-                    scheduling[0 if value <= first else bucket(limits, value)] += 1
+                    if value <= first:
+                        first_scheduling += 1
+                    else:
+                        scheduling[bucket(limits, value)] += 1
                     scheduling_sum += value
                     value = end_ms - start_ms
-                    processing[0 if value <= first else bucket(limits, value)] += 1
+                    if value <= first:
+                        first_processing += 1
+                    else:
+                        processing[bucket(limits, value)] += 1
                     processing_sum += value
                     value = end_ms - submitted
-                    total[0 if value <= first else bucket(limits, value)] += 1
+                    if value <= first:
+                        first_total += 1
+                    else:
+                        total[bucket(limits, value)] += 1
                     total_sum += value
-                    completed += 1
                     succeeded += len(batch.jobs)
-                    for stream_id, input_info in batch.input_infos.items():
-                        records[stream_id] = records.get(stream_id, 0) + input_info.num_records
+                    infos = batch.input_infos
+                    for stream_id in infos:  # the keys, then a lookup: no items iterator or tuple per input
+                        # Summed in a local while the batches' input is the same one (the common case):
+                        # the records dict is updated when another input comes, and at the end.
+                        if stream_id != last_input:
+                            if last_input is not None:
+                                records[last_input] = records.get(last_input, 0) + last_records
+                            last_input, last_records = stream_id, 0
+                        last_records += infos[stream_id].num_records
                     continue
                 began = None if start is None else start.milliseconds
                 ended = None if end is None else end.milliseconds
@@ -168,13 +190,19 @@ class _QueryState:
                     total_sum += value
             if failures:
                 failed += 1
+                completed -= 1
                 failed_operations += failures
-            else:
-                completed += 1
             succeeded += operations - failures
             for stream_id, input_info in inputs.items():
                 records[stream_id] = records.get(stream_id, 0) + input_info.num_records
-        self.scheduling.sum_ms, self.processing.sum_ms, self.total.sum_ms = scheduling_sum, processing_sum, total_sum
+        if last_input is not None:
+            records[last_input] = records.get(last_input, 0) + last_records
+        scheduling[0] += first_scheduling
+        processing[0] += first_processing
+        total[0] += first_total
+        self.scheduling.sum_ms += scheduling_sum
+        self.processing.sum_ms += processing_sum
+        self.total.sum_ms += total_sum
         self.batches["completed"] += completed
         self.batches["failed"] += failed
         self.output_operations["succeeded"] += succeeded
@@ -186,22 +214,24 @@ class _QueryState:
         offsets, commits = self.checkpoint_write["offsets"], self.checkpoint_write["commits"]
         limits = offsets.limits
         offsets_counts, commits_counts = offsets.counts, commits.counts
-        offsets_sum, commits_sum = offsets.sum_ms, commits.sum_ms
+        offsets_sum = commits_sum = 0  # the run's, added at the end (small ints: see fold_batches)
         bucket = bisect.bisect_left
         first = limits[0]
         rows_total = 0
         for _, _, rows, durations in entries:
             rows_total += rows
+            # A test and a lookup: cheaper than a .get() call when the phase is missing (no checkpoint).
             # The first bucket without a bisect: in memory, and mostly on disk, a write takes no whole ms.
-            ms = durations.get("walCommit")
-            if ms is not None:
+            if "walCommit" in durations:
+                ms = durations["walCommit"]
                 offsets_counts[0 if ms <= first else bucket(limits, ms)] += 1
                 offsets_sum += ms
-            ms = durations.get("commitOffsets")
-            if ms is not None:
+            if "commitOffsets" in durations:
+                ms = durations["commitOffsets"]
                 commits_counts[0 if ms <= first else bucket(limits, ms)] += 1
                 commits_sum += ms
-        offsets.sum_ms, commits.sum_ms = offsets_sum, commits_sum
+        offsets.sum_ms += offsets_sum
+        commits.sum_ms += commits_sum
         self.progress_reports += len(entries)
         self.query_rows += rows_total
 

@@ -224,3 +224,34 @@ def test_a_histogram_of_whole_milliseconds_buckets_each_as_its_value_in_seconds_
         histogram.observe_ms(5)
         histogram.observe_ms(1)
         assert histogram.sum == 0.006 and sum(histogram.counts) == 2
+
+
+def test_a_folded_run_of_logged_batches_scrapes_as_their_events() -> None:
+    """A batch log's run folded at once (succeeded JobSets, failed batches' records, delays in the first bucket and past
+    it, two inputs) scrapes byte for byte as the same batches' BatchCompleted events, one at a time."""
+    from listeners import completed_batch
+
+    batches = []
+    for n in range(12):
+        jobs = [Job(Time(n * 1000), lambda: None, name=f"out {k}") for k in range(1 + n % 2)]
+        job_set = JobSet(Time(n * 1000), jobs, Time(n * 1000 + 1), {0: StreamInputInfo(0, n), 2: StreamInputInfo(2, 10 * n)})
+        for k, job in enumerate(jobs):
+            if n % 5 == 3 and k == 0:
+                job.failure = RuntimeError("output failed")
+            job_set.handle_job_start(job, Time(n * 1000 + 1 + (n % 3) * 4))  # scheduling delays 0, 4 and 8 ms
+            job_set.handle_job_completion(job, Time(n * 1000 + 1 + (n % 3) * 4 + (0 if n % 2 else 300 * n)))
+        batches.append(completed_batch(job_set))
+    logged, fed = StreamingMetrics(), StreamingMetrics()
+    logged.listener("q").state.fold_batches(list(enumerate(batches, start=1)))
+    recorder = fed.listener("q")
+    for batch in batches:
+        recorder.on_batch_completed(BatchCompleted.of_completed(batch) if type(batch) is JobSet else
+                                    BatchCompleted.of_record(batch))  # type: ignore[arg-type]
+    assert sum(type(batch) is JobSet for batch in batches) == 10
+    text = logged.scrape()
+    assert text == fed.scrape()
+    found = samples(text)
+    assert value(found, "aiodstream_batches_total", query="q", outcome="failed") == 2
+    assert value(found, "aiodstream_batches_total", query="q", outcome="completed") == 10
+    assert value(found, "aiodstream_input_records_total", query="q", input="2") == 660
+    assert value(found, "aiodstream_batch_scheduling_delay_seconds_bucket", query="q", le="0.005") == 8
