@@ -27,18 +27,21 @@ WORDS = [["a", "b"], ["a"], ["b", "c"], ["a", "a"], ["c", "b"], ["a", "c", "d"]]
 
 
 class Run:
-    """One program run: each output's partitions by batch time, and a switch that fails one batch time's first output."""
+    """One program run: each output's partitions by batch time (each partition's values sorted with ``sort``), and a
+    switch that fails one batch time's first output."""
 
-    def __init__(self, fail_at: int | None = None) -> None:
+    def __init__(self, fail_at: int | None = None, sort: bool = False) -> None:
         self.outputs: dict[str, dict[int, Any]] = {}
         self.fail_at = fail_at
+        self.sort = sort
 
     def output(self, name: str) -> Callable[[Any, Any], None]:
         def record(time: Any, rdd: Any) -> None:
             ms = int(time.timestamp() * 1000)
             if ms == self.fail_at:
                 raise RuntimeError(f"simulated crash in batch {ms}")
-            self.outputs.setdefault(name, {})[ms] = rdd.glom().collect()
+            parts = rdd.glom().collect()
+            self.outputs.setdefault(name, {})[ms] = [sorted(part) for part in parts] if self.sort else parts
         return record
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from scheduler import ManualClock
 from streaming import StreamingContext
+from tests.streaming.test_connect_recovery import Run
 from tests.streaming.test_dstream_recovery import run_program
 from tests.support import CONNECT_ALL
 
@@ -28,22 +29,6 @@ STREAMS = 2  # checkpointed streams of the program: the running counts and the i
 # interval of one batch), and at most one of a batch being generated meanwhile.
 FILES_PER_STREAM = 3
 FAILING = 6  # the first run's last batch, which fails: batches 1-5 checkpoint 10 RDDs
-
-
-class Run:
-    """One program run: each output's partitions by batch time, and a switch that fails one batch time's first output."""
-
-    def __init__(self, fail_at: int | None = None) -> None:
-        self.outputs: dict[str, dict[int, Any]] = {}
-        self.fail_at = fail_at
-
-    def output(self, name: str) -> Callable[[Any, Any], None]:
-        def record(time: Any, rdd: Any) -> None:
-            ms = int(time.timestamp() * 1000)
-            if ms == self.fail_at:
-                raise RuntimeError(f"simulated crash in batch {ms}")
-            self.outputs.setdefault(name, {})[ms] = [sorted(part) for part in rdd.glom().collect()]
-        return record
 
 
 def stateful_program(run: Run) -> Callable[[StreamingContext], None]:
@@ -72,7 +57,7 @@ def rdd_directories(checkpoint: Path) -> list[Path]:
 @pytest.fixture(scope="module")
 def reference(spark_context: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """An uninterrupted run on classic Spark (once for the module's tests)."""
-    run = Run()
+    run = Run(sort=True)
     run_program(spark_context, tmp_path_factory.mktemp("reference"), ManualClock(0), FAILING + 1, stateful_program(run), resume=False)
     return run
 
@@ -81,7 +66,7 @@ def run_and_restart(session: Any, reference: Run, directory: Path, damage: Calla
     """Run the program on ``session`` (a SparkContext or a Connect session) for FAILING batches, the last failing, ``damage``
     its checkpoint, then resume it for one more; its outputs must equal ``reference``'s. Returns the RDD directories the
     first run left."""
-    first = Run(fail_at=FAILING * INTERVAL_MS)
+    first = Run(fail_at=FAILING * INTERVAL_MS, sort=True)
     clock = ManualClock(0)
     run_program(session, directory / "ck", clock, FAILING, stateful_program(first), resume=False)
     assert sorted(first.outputs["counts"]) == [ms * INTERVAL_MS for ms in range(1, FAILING)]
@@ -90,7 +75,7 @@ def run_and_restart(session: Any, reference: Run, directory: Path, damage: Calla
 
     if damage is not None:
         damage(directory / "ck")
-    second = Run()
+    second = Run(sort=True)
     run_program(session, directory / "ck", ManualClock(clock.now()), 1, stateful_program(second), resume=True)
     for name in ("counts", "window"):
         assert sorted(second.outputs[name]) == [FAILING * INTERVAL_MS, (FAILING + 1) * INTERVAL_MS]
