@@ -15,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from scheduler import ManualClock
@@ -23,7 +22,7 @@ from streaming import StreamingContext
 from tests.isolated_connect import shared_directory
 from tests.streaming.groups.reference import DELAY, ours_sessions
 from tests.streaming.groups.test_conformance import EVENTS
-from tests.support import CONNECT_ALL, advance
+from tests.support import CONNECT_ALL, run_dstream_batches
 
 pytestmark = pytest.mark.connect
 
@@ -70,20 +69,7 @@ def run_sessions(spark: Any, checkpoint: Path | str | None, batches: list[list[A
     if checkpoint is not None:
         ssc.checkpoint(str(checkpoint))
 
-    errors: list[BaseException] = []
-
-    async def drive() -> None:
-        async with ssc:
-            await ssc.start_async()
-            await ssc.runtime.wait_until_idle()
-            await advance(ssc.runtime, clock, INTERVAL_MS, times=len(queue))
-            try:
-                await ssc.await_termination_async(0)
-            except Exception as exc:  # a failed batch, reported to the waiter
-                errors.append(exc)
-            await ssc.stop_async(stopSparkContext=False)
-
-    anyio.run(drive)
+    errors = run_dstream_batches(ssc, clock, len(queue), INTERVAL_MS)
     if written is not None:
         outputs = {int(batch.name): _written_values(batch) for batch in written.iterdir()}
     progress = [(p.batch_id, dict(p.event_time), [(op.num_rows_total, op.num_rows_updated, op.num_rows_removed,
