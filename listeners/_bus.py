@@ -34,6 +34,7 @@ from ._events import (
     OutputOperationCompleted,
     OutputOperationStarted,
     StreamingEvent,
+    succeeded_event,
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo
 from ._listener_queue import LINGER_EVENTS, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
@@ -383,7 +384,14 @@ class StreamingListenerBus:
         if log is not None:
             log.append(batch)
         if wanted:
-            event = BatchCompleted.of_record(batch) if isinstance(batch, BatchRecord) else BatchCompleted.of_completed(batch)
+            if batch is job_set and job_set.processing_start is not None:
+                # The event keeps the batch's values, not the JobSet: what a plain listener's queue
+                # holds then starts no garbage collection (see succeeded_event).
+                event = succeeded_event(job_set, jobs[0])
+            elif isinstance(batch, BatchRecord):
+                event = BatchCompleted.of_record(batch)
+            else:
+                event = BatchCompleted.of_completed(batch)
             slots = self._offer(event)
             if slots is not None:
                 await self._post_waiting(event, slots)

@@ -11,7 +11,7 @@ from typing import Any, Union
 
 import attrs
 
-from scheduler import JobSet, StreamingQueryProgress, Time
+from scheduler import Job, JobSet, StreamingQueryProgress, Time
 
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo, ReceiverInfo
 
@@ -30,6 +30,7 @@ __all__ = [
     "ReceiverStopped",
     "StreamingEvent",
     "StreamingStarted",
+    "succeeded_event",
 ]
 
 
@@ -60,10 +61,10 @@ class BatchStarted:
 class BatchCompleted:
     """A batch's last job ended (also when jobs failed: see ``batch_info.failed``).
 
-    The bus posts it with the batch's :class:`BatchRecord` and builds ``batch_info`` from it the
-    first time a listener reads it (once: every listener, on any thread, reads the same object);
-    equality, ``repr`` and ``attrs.asdict`` read it like any field. A listener that never reads it
-    does not pay for the snapshot.
+    The bus posts it with the batch's values and builds ``batch_info`` from them the first time a
+    listener reads it (once: every listener, on any thread, reads the same object); equality,
+    ``repr`` and ``attrs.asdict`` read it like any field. A listener that never reads it does not
+    pay for the snapshot.
     """
 
     batch_info: BatchInfo
@@ -71,8 +72,8 @@ class BatchCompleted:
     @classmethod
     def of_record(cls, record: BatchRecord) -> BatchCompleted:
         """The event of a completed batch whose ``batch_info`` is built from ``record`` when first read."""
-        event = cls.__new__(cls)
-        event.__dict__["record"] = record
+        event = _new(cls)
+        event.__dict__["record"] = record  # "record" is also the property's name: past it, into the dict
         return event
 
     @classmethod
@@ -81,8 +82,8 @@ class BatchCompleted:
 
         Its record and ``batch_info`` are built from it when first read: a completed batch no longer changes.
         """
-        event = cls.__new__(cls)
-        event.__dict__["job_set"] = job_set
+        event = _new(cls)
+        _set(event, "job_set", job_set)
         return event
 
     def __reduce__(self) -> tuple[type[BatchCompleted], tuple[BatchInfo]]:
@@ -94,11 +95,37 @@ class BatchCompleted:
         """The batch's :class:`BatchRecord`: its times, input infos and totals, without building ``batch_info``."""
         values = self.__dict__
         record = values.get("record")
-        if record is None:  # made from a JobSet or a BatchInfo: its record is taken from it, once
-            job_set = values.get("job_set")
-            record = values.setdefault("record", BatchRecord.of_info(values["batch_info"]) if job_set is None
-                                       else BatchRecord(job_set))
+        if record is None:  # made from values, a JobSet or a BatchInfo: its record is taken from it, once
+            batch = values.get("values")
+            if batch is not None:
+                record = BatchRecord.of_values(*batch)
+            else:
+                job_set = values.get("job_set")
+                record = BatchRecord.of_info(values["batch_info"]) if job_set is None else BatchRecord(job_set)
+            record = values.setdefault("record", record)
         return record  # type: ignore[no-any-return]
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def succeeded_event(job_set: JobSet, job: Job) -> BatchCompleted:
+    """The ``BatchCompleted`` of ``job_set``, completed and started, whose one job is ``job`` and succeeded.
+
+    It holds the batch's values (times in ms, the job's name and description, the input infos),
+    not the ``JobSet``: a queued event keeps one tuple and the input infos alive where a ``JobSet``
+    is a dozen objects the garbage collector tracks (its times, job, sets and tuples), so the events
+    a plain listener's queue holds do not start collections (see ``listeners._listener_queue``).
+    Its ``record`` and ``batch_info`` are built from the values when first read, as from the
+    ``JobSet``. The attribute is set in the instance's inline values: no ``__dict__`` is made
+    until a listener reads them.
+    """
+    event = _new(BatchCompleted)
+    _set(event, "values", (job_set.time.milliseconds, job_set.submission_time.milliseconds,
+                           job_set.processing_start.milliseconds, job_set.processing_end.milliseconds,  # type: ignore[union-attr]
+                           job.name, job.description, job_set.input_infos))
+    return event
 
 
 class _BatchInfoOnRead:

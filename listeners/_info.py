@@ -174,6 +174,27 @@ class BatchRecord:
         self.num_records = total
 
     @classmethod
+    def of_values(cls, batch_time_ms: int, submission_ms: int, start_ms: int, end_ms: int, name: str, description: str,
+                  inputs: Mapping[int, StreamInputInfo]) -> BatchRecord:
+        """The record of a completed batch whose one output operation, ``name``, ran from ``start_ms`` to ``end_ms`` and succeeded.
+
+        What ``BatchRecord(job_set)`` takes of such a batch, from the values a ``BatchCompleted`` keeps instead of it.
+        """
+        record = cls.__new__(cls)
+        record.batch_time_ms = batch_time_ms
+        record.stream_id_to_input_info = dict(inputs)
+        record.submission_ms = submission_ms
+        record.processing_start_ms = start_ms
+        record.processing_end_ms = end_ms
+        record.operations = ((name, description, start_ms, end_ms, None),)
+        record.failures = 0
+        total = 0
+        for info in inputs.values():
+            total += info.num_records
+        record.num_records = total
+        return record
+
+    @classmethod
     def of_info(cls, info: BatchInfo) -> BatchRecord:
         """The record of an already built ``info`` (an event made from a ``BatchInfo``, e.g. a trace's)."""
         record = cls.__new__(cls)

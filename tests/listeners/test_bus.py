@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import gc
 import threading
+import types
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
@@ -16,6 +18,7 @@ import pytest
 from listeners import (
     BatchCompleted,
     BatchInfo,
+    BatchRecord,
     BatchStarted,
     BatchSubmitted,
     ListenerBusStatistics,
@@ -34,7 +37,7 @@ from listeners import (
     StreamingStarted,
     current_listener,
 )
-from scheduler import Job, JobSet, StreamingStateError, Time
+from scheduler import Job, JobSet, StreamingStateError, StreamInputInfo, Time
 from tests.anyio_support import BACKENDS, HANG_GUARD_S, raises_exactly, run, settle
 from tests.support import capture_events
 
@@ -840,6 +843,47 @@ def test_scheduler_notifications_nobody_listens_for_are_not_posted(backend: str)
             await bus.on_batch_completed(job_set)
         assert bus.statistics().posted == 1
         assert listener.count == 1
+
+    run(backend, body)
+
+
+def _reachable(root: object) -> list[object]:
+    """The objects reachable from ``root`` through ``gc.get_referents``, classes and functions excluded."""
+    seen: dict[int, object] = {}
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.FunctionType, types.ModuleType)):
+            continue
+        seen[id(obj)] = obj
+        stack.extend(gc.get_referents(obj))
+    return list(seen.values())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_succeeded_batch_event_keeps_its_values_not_its_job_set(backend: str) -> None:
+    """A succeeded one-job batch's BatchCompleted holds neither its JobSet nor its job (4 tracked objects) and reads as the JobSet."""
+
+    async def body() -> None:
+        listener = Recorder()
+        bus = StreamingListenerBus()
+        bus.add_listener(listener)
+        job = Job(Time(1000), lambda: None, name="out", description="out at x.py:3")
+        job_set = JobSet(Time(1000), [job], Time(1010), {4: StreamInputInfo(4, 7)})
+        job_set.handle_job_start(job, Time(1020))
+        job.release()
+        job_set.handle_job_completion(job, Time(1050))
+        async with running(bus):
+            await bus.on_batch_completed(job_set)
+        (event,) = listener.events
+        reachable = _reachable(event)
+        assert not any(obj is job_set or obj is job for obj in reachable)
+        # The event, its values' tuple, the input infos and the one StreamInputInfo: no JobSet, no Times.
+        assert sum(1 for obj in reachable if gc.is_tracked(obj)) == 4
+        assert event.batch_info == BatchInfo.from_job_set(job_set)  # type: ignore[union-attr]
+        record = event.record  # type: ignore[union-attr]
+        expected = BatchRecord(job_set)
+        assert [getattr(record, name) for name in BatchRecord.__slots__] == [getattr(expected, name) for name in BatchRecord.__slots__]
 
     run(backend, body)
 
