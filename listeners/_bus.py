@@ -256,7 +256,7 @@ class StreamingListenerBus:
     def _serve(self, event: StreamingEvent, slots: list[ListenerQueue]) -> list[ListenerQueue] | None:
         """Hand ``event`` to each of ``slots`` in order; stop at a full queue under BLOCK and return it and the rest."""
         kind = type(event)
-        for n, slot in enumerate(slots):
+        for slot in slots:  # no enumerate: the index is looked up only when a queue is full under BLOCK
             if slot.inline:
                 slot.deliver_inline(event)
                 continue
@@ -268,14 +268,15 @@ class StreamingListenerBus:
                 queue.put_nowait(event)
             except anyio.WouldBlock:
                 if self.overflow is OverflowPolicy.BLOCK:
-                    return slots[n:]
+                    return slots[slots.index(slot):]
                 slot.drop(event)
                 continue
             except anyio.ClosedResourceError:
                 continue  # removed meanwhile, or its dispatcher is gone
             slot.accepted += 1
-            if slot.filled is not None and len(queue) >= LINGER_EVENTS:
-                slot.filled.set()  # it lingers for a run this long: the trip starts
+            filled = slot.filled
+            if filled is not None and len(queue) >= LINGER_EVENTS:
+                filled.set()  # it lingers for a run this long: the trip starts
         return None
 
     async def _post_waiting(self, event: StreamingEvent, slots: list[ListenerQueue] | None) -> None:
@@ -392,7 +393,12 @@ class StreamingListenerBus:
                 event = BatchCompleted.of_record(batch)
             else:
                 event = BatchCompleted.of_completed(batch)
-            slots = self._offer(event)
+            # post's _offer, inline: this is the per-batch path of every listener of BatchCompleted.
+            if self._closed:
+                self._log.warning("event posted after the bus was closed; ignored", event_type="BatchCompleted")
+                return
+            self._posted += 1
+            slots = self._serve(event, self._slots)
             if slots is not None:
                 await self._post_waiting(event, slots)
 

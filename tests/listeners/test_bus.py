@@ -644,6 +644,36 @@ def test_events_posted_after_close_are_ignored_with_a_warning(backend: str) -> N
     ]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_batch_completed_after_close_is_ignored_with_a_warning(backend: str) -> None:
+    """The scheduler's on_batch_completed after close posts nothing, counts nothing, and logs the warning post logs."""
+
+    async def body() -> None:
+        listener = Recorder()
+        bus = StreamingListenerBus()
+        bus.add_listener(listener)
+        job = Job(Time(1000), lambda: None)
+        job_set = JobSet(Time(1000), [job], Time(1000))
+        job_set.handle_job_start(job, Time(1000))
+        job_set.handle_job_completion(job, Time(1005))
+        async with running(bus):
+            bus.close()
+            await bus.on_batch_completed(job_set)
+        assert listener.events == []
+        assert bus.statistics().posted == 0
+
+    with capture_events() as logs:
+        run(backend, body)
+    assert logs == [
+        {
+            "event": "event posted after the bus was closed; ignored",
+            "log_level": "warning",
+            "component": "StreamingListenerBus",
+            "event_type": "BatchCompleted",
+        }
+    ]
+
+
 def test_a_closed_bus_takes_no_new_listener() -> None:
     """add_listener after close is a state error."""
     bus = StreamingListenerBus()
