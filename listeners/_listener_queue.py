@@ -398,18 +398,20 @@ class ListenerQueue:
             return
         starts = self._linger_starts
         self._guarded = True
-        while True:
-            try:
-                seq = await starts.get()
-            except anyio.EndOfStream:
-                return
-            seq = starts.take(len(starts))[-1] if len(starts) else seq  # only the newest can still be going
-            if self.filled is None or seq != self._linger_seq:
-                continue  # over already (enough events came, or the queue closed)
-            with anyio.CancelScope() as self._guard_sleep:  # cancelled when the queue ends
+        # One cancel scope for the guard's life (cancelled when the queue ends), not one per
+        # linger: entering and leaving an anyio scope costs about what the rest of a linger does.
+        with anyio.CancelScope() as self._guard_sleep:
+            while True:
+                try:
+                    seq = await starts.get()
+                except anyio.EndOfStream:
+                    return
+                seq = starts.take(len(starts))[-1] if len(starts) else seq  # only the newest can still be going
+                if self.filled is None or seq != self._linger_seq:
+                    continue  # over already (enough events came, or the queue closed)
                 await clock.sleep(LINGER)
-            if seq == self._linger_seq:
-                self.end_linger()
+                if seq == self._linger_seq:
+                    self.end_linger()
 
     def end_linger(self) -> None:
         """Let a lingering dispatcher make its trip now (the bus closes, the listener leaves, someone waits for delivery)."""
