@@ -378,14 +378,15 @@ class StreamingListenerBus:
         # Kept by the log, or by listeners for as long as they like: the JobSet without its jobs'
         # functions, or a record of it if a job failed; a BatchInfo is built only if a listener reads it.
         jobs = job_set.jobs
-        if len(jobs) == 1 and jobs[0].failure is None:
+        one_succeeded = len(jobs) == 1 and jobs[0].failure is None
+        if one_succeeded:
             batch: JobSet | BatchRecord = job_set  # the common case: its job let go of its function as it ended
         else:
             batch = completed_batch(job_set)
         if log is not None:
             log.append(batch)
         if wanted:
-            if batch is job_set and job_set.processing_start is not None:
+            if one_succeeded and job_set.processing_start is not None:
                 # The event keeps the batch's values, not the JobSet: what a plain listener's queue
                 # holds then starts no garbage collection (see succeeded_event).
                 event = succeeded_event(job_set, jobs[0])
