@@ -18,7 +18,7 @@ class JobSet:
     and the streaming clock), so delays are exact under a manual or virtual clock.
     """
 
-    __slots__ = ("_incomplete", "input_infos", "jobs", "processing_end", "processing_start", "submission_time", "time")
+    __slots__ = ("_remaining", "input_infos", "jobs", "processing_end", "processing_start", "submission_time", "time")
 
     def __init__(
         self,
@@ -36,7 +36,9 @@ class JobSet:
         self.submission_time = submission_time
         self.processing_start: Time | None = None
         self.processing_end: Time | None = None
-        self._incomplete = set(self.jobs)
+        # How many jobs have not ended: a count, not a set of them (a completed batch kept by a log
+        # or a view holds no empty set, one object fewer for the garbage collector).
+        self._remaining = len(self.jobs)
 
     def handle_job_start(self, job: Job, now: Time) -> bool:
         """Record that ``job`` started; True if it is the batch's first job to start."""
@@ -47,10 +49,14 @@ class JobSet:
         return first
 
     def handle_job_completion(self, job: Job, now: Time) -> bool:
-        """Record that ``job`` ended; True if it was the batch's last job."""
+        """Record that ``job`` (one of this batch's) ended; True if it was the batch's last job.
+
+        A job already ended does not count again.
+        """
+        if job.end_time is None:
+            self._remaining -= 1
         job.end_time = now
-        self._incomplete.discard(job)
-        if not self._incomplete:
+        if not self._remaining:
             self.processing_end = now
             return True
         return False
@@ -63,7 +69,7 @@ class JobSet:
     @property
     def has_completed(self) -> bool:
         """Whether every job of the batch has ended."""
-        return not self._incomplete
+        return not self._remaining
 
     @property
     def failed(self) -> bool:
@@ -104,5 +110,5 @@ class JobSet:
         return self.processing_end.since(self.submission_time)
 
     def __repr__(self) -> str:
-        done = len(self.jobs) - len(self._incomplete)
+        done = len(self.jobs) - self._remaining
         return f"<JobSet {self.time} [jobs: {done}/{len(self.jobs)} done{' | failed' if self.failed else ''}]>"
