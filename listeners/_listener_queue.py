@@ -49,14 +49,15 @@ that begins while the previous one's guard still sleeps may last up to twice thi
 LINGER_EVENTS = 24
 """A lingering dispatcher starts its trip as soon as this many events are queued.
 
-Small on purpose. Every queued event keeps its batch's objects alive (a completed batch's
-``JobSet`` is about a dozen objects the collector tracks), and so do the events of the trip in
-flight; once the two together hold about 700 (the collector's young-generation threshold)
-collections start, which promote the waiting batches to the older generations and so bring full
-collections. Flat out on a loaded machine trips carry about 50 events without lingering; a
-linger until 32 or 48 made them carry 65-100 and the collector ran ten times as often (+10-30%
-CPU per batch); until 24 it leaves them as they are. It is for a machine where the listener's
-thread is free at once and would otherwise make a trip for every few events.
+Small on purpose. Every queued event keeps objects the collector tracks alive, and so do the
+events of the trip in flight; once the two together hold about 700 (the collector's
+young-generation threshold) collections start, which promote the waiting batches to the older
+generations and so bring full collections. A succeeded batch's ``BatchCompleted`` keeps 4 (it
+held the batch's ``JobSet``, 12, until issue 28's sixth pass). Flat out on a loaded machine trips
+carry about 50 events without lingering; a linger until 64 or 128 made them carry 80-150 and cost
+more CPU than it saved in trips (the linger's own wake-ups), and at 128 the collector ran again.
+It is for a machine where the listener's thread is free at once and would otherwise make a trip
+for every few events.
 """
 
 _Handlers = dict[type, tuple[Callable[[Any], Any], bool]]
