@@ -1,10 +1,9 @@
 """What the web UI shows of one context, query or trace: a bounded history kept by an inline listener.
 
 The counterpart of Spark's ``StreamingJobProgressListener`` (the Streaming tab's model) and of the
-Structured Streaming tab's recent progress. Events are kept as they arrive (the
-``BatchCompleted`` events themselves, no conversion on the loop; each one's ``BatchInfo`` is built
-when a view first reads it); the JSON the pages read is built
-when a page asks, in the shapes of Spark's streaming REST API
+Structured Streaming tab's recent progress. Completed batches are kept as flat values in columns
+(:class:`_BatchColumns`: no object per kept batch); the JSON the pages read, and a batch's
+``BatchInfo``, are built when a page asks, in the shapes of Spark's streaming REST API
 (``/api/v1/applications/<app>/streaming/...``), so a script written against Spark's reads ours.
 """
 
@@ -14,7 +13,8 @@ import collections
 import datetime
 import itertools
 import threading
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from array import array
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from listeners import (
     HANDLER_NAMES,
@@ -22,8 +22,10 @@ from listeners import (
     BatchEntry,
     BatchInfo,
     BatchLog,
+    BatchRecord,
     BatchStarted,
     BatchSubmitted,
+    OutputOperationInfo,
     ProgressLog,
     QueryProgress,
     QueryStarted,
@@ -35,7 +37,7 @@ from listeners import (
     StreamingEvent,
     StreamingStarted,
 )
-from scheduler import JobSet
+from scheduler import JobSet, StreamInputInfo, Time
 
 from ._failures import error_summary, headline
 
@@ -61,6 +63,309 @@ def _iso(ms: int | None) -> str | None:
 
 def _ms(value: Any) -> int | None:
     return None if value is None else int(value.milliseconds)
+
+
+def _time(ms: int | None) -> Time | None:
+    return None if ms is None else Time(ms)
+
+
+_Operation = tuple[str, str, "int | None", "int | None", "str | None"]
+"""An output operation of a kept batch: ``(name, description, start ms, end ms, failure reason)``."""
+
+_Shape = tuple[tuple[int, ...], tuple[tuple[str, str], ...]]
+"""What consecutive batches of one program share: the input stream ids, and each output operation's name and description."""
+
+
+class _Row(NamedTuple):
+    """A kept completed batch's values, as a view reads them: built when a page asks, never kept."""
+
+    seq: int
+    time: int
+    inputs: dict[int, StreamInputInfo]
+    submitted: int
+    started: int | None
+    ended: int | None
+    operations: tuple[_Operation, ...]
+    records: int
+
+    def batch_info(self) -> BatchInfo:
+        """A new :class:`BatchInfo` of these values: equal to the one the batch's ``BatchCompleted`` carried."""
+        time = Time(self.time)
+        operations = {n: OutputOperationInfo(time, n, name, description, _time(start), _time(end), reason)
+                      for n, (name, description, start, end, reason) in enumerate(self.operations)}
+        return BatchInfo(time, dict(self.inputs), Time(self.submitted), _time(self.started), _time(self.ended), operations)
+
+    def json(self, interval_ms: int | None) -> dict[str, Any]:
+        """What :func:`batch_json` gives of :meth:`batch_info` as a completed batch, without building it."""
+        started, ended, submitted = self.started, self.ended, self.submitted
+        failed = done = active = 0
+        first_failure = None
+        for _, _, start, end, reason in self.operations:
+            if reason is not None:
+                if not failed:
+                    first_failure = reason
+                failed += 1
+            if end is not None:
+                done += 1
+            elif start is not None:
+                active += 1
+        return {
+            "seq": self.seq,
+            "batchId": self.time,
+            "batchTime": _iso(self.time),
+            "status": "COMPLETED",
+            "batchDuration": interval_ms,
+            "inputSize": self.records,
+            "inputs": {str(sid): info.num_records for sid, info in self.inputs.items()},
+            "submissionTimeMs": submitted,
+            "processingStartTimeMs": started,
+            "processingEndTimeMs": ended,
+            "schedulingDelay": None if started is None else started - submitted,
+            "processingTime": None if started is None or ended is None else ended - started,
+            "totalDelay": None if started is None or ended is None else ended - submitted,
+            "numActiveOutputOps": active,
+            "numCompletedOutputOps": done - failed,
+            "numFailedOutputOps": failed,
+            "numTotalOutputOps": len(self.operations),
+            "firstFailureReason": headline(first_failure) if first_failure else None,
+        }
+
+
+# Bits of a slot's ``missing`` byte: which of its times is None, or that its values are a whole _Row.
+_NO_START, _NO_END, _NO_OP_START, _NO_OP_END, _WHOLE = 1, 2, 4, 8, 16
+
+_SHAPES = 256
+"""Distinct shapes (:data:`_Shape`) a history shares between its batches; a batch of any further shape keeps its own."""
+
+
+def _ms_or_none(time: Time | None) -> int | None:
+    return None if time is None else time.milliseconds
+
+
+class _BatchColumns:
+    """The last ``capacity`` completed batches as flat values: one preallocated array per field, one slot per batch.
+
+    Why not the batches themselves: a kept ``JobSet`` (its job, times and input infos) is about
+    1.3 KB in a dozen objects, so 1,000 of them outgrow a core's L2 cache, and each new batch then
+    frees the one kept 1,000 batches ago, reading its objects back from L3 or memory (about 25
+    cache misses a batch, measured by ``bench/bench_ui_memory.py``). Here a batch is a few machine
+    ints in arrays (its times, records, and its output operation's start and end when it has one),
+    a reference to a shape its program's batches share (input ids, operations' names), and, only
+    when it has more than one input or output operation, input metadata or a failure, one tuple of
+    the rest. Nothing is freed per batch, and storing one writes a few cache lines the previous
+    batches already brought in. A time outside a signed 64-bit int (possible only in a trace) keeps
+    the whole batch as a :class:`_Row`.
+
+    Not thread-safe: the history holds its lock around every call.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        """Empty columns for ``capacity`` batches."""
+        self.capacity = capacity
+        self.appended = 0
+        zeros = bytes(8 * capacity)
+        self._time = array("q", zeros)
+        self._submitted = array("q", zeros)
+        self._started = array("q", zeros)
+        self._ended = array("q", zeros)
+        self._records = array("q", zeros)
+        self._op_start = array("q", zeros)
+        self._op_end = array("q", zeros)
+        self._missing = array("B", bytes(capacity))
+        self._shape: list[_Shape | None] = [None] * capacity
+        self._extra: list[Any] = [None] * capacity  # None, (inputs, operations) or a whole _Row
+        self._shapes: dict[_Shape, _Shape] = {}
+        # The last one-input, one-operation shape, compared field by field before any tuple is built.
+        self._last_sid = -1
+        self._last_name = self._last_description = ""
+        self._last_shape: _Shape | None = None
+
+    def __len__(self) -> int:
+        return min(self.appended, self.capacity)
+
+    def add_job_set(self, job_set: JobSet) -> int:
+        """Keep a completed ``job_set``'s values; returns its records."""
+        jobs = job_set.jobs
+        inputs = job_set.input_infos
+        if len(jobs) != 1 or len(inputs) > 1:
+            return self._add_job_set_values(job_set)
+        # The common batch, in the fewest steps: one output operation, at most one input.
+        job = jobs[0]
+        if job.failure is not None:
+            return self._add_job_set_values(job_set)
+        if inputs:
+            [(sid, info)] = inputs.items()
+            if info.metadata:
+                return self._add_job_set_values(job_set)
+            records = info.num_records
+        else:
+            sid, records = -1, 0
+        name, description = job.name, job.description
+        shape = self._last_shape
+        if shape is None or sid != self._last_sid or name != self._last_name or description != self._last_description:
+            shape = self._share(((sid,) if inputs else (), ((name, description),)))
+            self._last_sid, self._last_name, self._last_description, self._last_shape = sid, name, description, shape
+        i = self.appended % self.capacity
+        self.appended += 1
+        missing = 0
+        try:
+            self._time[i] = job_set.time.milliseconds
+            self._submitted[i] = job_set.submission_time.milliseconds
+            self._records[i] = records
+            time = job_set.processing_start
+            if time is None:
+                missing = _NO_START
+            else:
+                self._started[i] = time.milliseconds
+            time = job_set.processing_end
+            if time is None:
+                missing |= _NO_END
+            else:
+                self._ended[i] = time.milliseconds
+            time = job.start_time
+            if time is None:
+                missing |= _NO_OP_START
+            else:
+                self._op_start[i] = time.milliseconds
+            time = job.end_time
+            if time is None:
+                missing |= _NO_OP_END
+            else:
+                self._op_end[i] = time.milliseconds
+        except OverflowError:
+            self.appended -= 1
+            return self._add_job_set_values(job_set)
+        self._missing[i] = missing
+        self._shape[i] = shape
+        self._extra[i] = None
+        return records
+
+    def _add_job_set_values(self, job_set: JobSet) -> int:
+        operations = tuple((job.name, job.description, _ms_or_none(job.start_time), _ms_or_none(job.end_time),
+                            None if job.failure is None else job.failure_reason) for job in job_set.jobs)
+        return self.add(job_set.time.milliseconds, job_set.input_infos, job_set.submission_time.milliseconds,
+                        _ms_or_none(job_set.processing_start), _ms_or_none(job_set.processing_end), operations)
+
+    def add_record(self, record: BatchRecord) -> int:
+        """Keep a completed batch's record's values; returns its records."""
+        return self.add(record.batch_time_ms, record.stream_id_to_input_info, record.submission_ms,
+                        record.processing_start_ms, record.processing_end_ms, record.operations)
+
+    def add(self, time: int, inputs: Mapping[int, StreamInputInfo], submitted: int, started: int | None,
+            ended: int | None, operations: Sequence[_Operation]) -> int:
+        """Keep a completed batch of these values (any number of inputs and operations); returns its records."""
+        infos = list(inputs.values())
+        records = 0
+        plain = len(infos) <= 1
+        for info in infos:
+            records += info.num_records
+            if info.metadata:
+                plain = False
+        kept_inputs = None if plain else tuple(info if info.metadata else info.num_records for info in infos)
+        kept_operations = None
+        if len(operations) != 1 or operations[0][4] is not None:
+            kept_operations = tuple((start, end, reason) for _, _, start, end, reason in operations)
+        shape = self._share((tuple(inputs), tuple((name, description) for name, description, *_ in operations)))
+        i = self.appended % self.capacity
+        self.appended += 1
+        missing = 0
+        try:
+            self._time[i] = time
+            self._submitted[i] = submitted
+            self._records[i] = records
+            if started is None:
+                missing = _NO_START
+            else:
+                self._started[i] = started
+            if ended is None:
+                missing |= _NO_END
+            else:
+                self._ended[i] = ended
+            if kept_operations is None:
+                _, _, start, end, _ = operations[0]
+                if start is None:
+                    missing |= _NO_OP_START
+                else:
+                    self._op_start[i] = start
+                if end is None:
+                    missing |= _NO_OP_END
+                else:
+                    self._op_end[i] = end
+        except OverflowError:  # a time beyond a 64-bit int (a trace's): kept whole
+            missing = _WHOLE
+            self._extra[i] = _Row(0, time, dict(inputs), submitted, started, ended, tuple(operations), records)
+        else:
+            self._extra[i] = None if kept_inputs is None and kept_operations is None else (kept_inputs, kept_operations)
+        self._missing[i] = missing
+        self._shape[i] = shape
+        return records
+
+    def _share(self, shape: _Shape) -> _Shape:
+        shared = self._shapes.get(shape)
+        if shared is not None:
+            return shared
+        if len(self._shapes) < _SHAPES:
+            self._shapes[shape] = shape
+        return shape
+
+    def _slots(self, newest: int) -> range:
+        """The slots of the ``newest`` last batches kept, oldest first (as positions past the oldest's slot)."""
+        newest = min(newest, len(self))
+        return range(self.appended - newest, self.appended)
+
+    def rows(self, newest: int | None = None) -> list[_Row]:
+        """The kept batches (the ``newest`` last of them), oldest first, as :class:`_Row` values."""
+        capacity = self.capacity
+        return [self._row(n % capacity, n + 1) for n in self._slots(capacity if newest is None else newest)]
+
+    def _row(self, i: int, seq: int) -> _Row:
+        missing = self._missing[i]
+        extra = self._extra[i]
+        if missing & _WHOLE:
+            return extra._replace(seq=seq)  # type: ignore[no-any-return]
+        sids, names = self._shape[i]  # type: ignore[misc]
+        records = self._records[i]
+        kept_inputs, kept_operations = (None, None) if extra is None else extra
+        if kept_inputs is None:
+            inputs = {sids[0]: StreamInputInfo(sids[0], records)} if sids else {}
+        else:
+            inputs = {sid: StreamInputInfo(sid, kept) if type(kept) is int else kept
+                      for sid, kept in zip(sids, kept_inputs, strict=True)}
+        if kept_operations is None:
+            [(name, description)] = names
+            operations: tuple[_Operation, ...] = ((name, description, None if missing & _NO_OP_START else self._op_start[i],
+                                                    None if missing & _NO_OP_END else self._op_end[i], None),)
+        else:
+            operations = tuple((name, description, start, end, reason)
+                               for (name, description), (start, end, reason) in zip(names, kept_operations, strict=True))
+        return _Row(seq, self._time[i], inputs, self._submitted[i], None if missing & _NO_START else self._started[i],
+                    None if missing & _NO_END else self._ended[i], operations, records)
+
+    def timings(self) -> tuple[list[int], list[int], list[int | None], list[int | None]]:
+        """The kept batches' records, submission, processing start and end times, oldest first: no object per batch."""
+        slots = self._slots(self.capacity)
+        start, end = slots.start % self.capacity, slots.stop % self.capacity or self.capacity
+
+        def ordered(column: array[int]) -> list[int]:
+            if not slots:
+                return []
+            return column[start:end].tolist() if start < end else column[start:].tolist() + column[:end].tolist()
+
+        records, submitted = ordered(self._records), ordered(self._submitted)
+        started: list[int | None] = ordered(self._started)  # type: ignore[assignment]
+        ended: list[int | None] = ordered(self._ended)  # type: ignore[assignment]
+        missing = ordered(self._missing)
+        if missing.count(0) != len(missing):  # a None time, or a batch kept whole
+            for k, flags in enumerate(missing):
+                if flags & _WHOLE:
+                    row = self._extra[(slots.start + k) % self.capacity]
+                    records[k], submitted[k], started[k], ended[k] = row.records, row.submitted, row.started, row.ended
+                    continue
+                if flags & _NO_START:
+                    started[k] = None
+                if flags & _NO_END:
+                    ended[k] = None
+        return records, submitted, started, ended
 
 
 class _Receiver:
@@ -133,29 +438,27 @@ class ContextHistory:
         self.start_time_ms: int | None = None
         self.terminated = False
         self.exception: str | None = None
-        # The events themselves: each BatchInfo is built from its event's record when a view reads it.
-        self._completed: collections.deque[tuple[int, BatchCompleted]] = collections.deque(maxlen=retained_batches)
+        # The completed batches' values, in flat columns (no object per kept batch); a view builds
+        # what it shows from them when it asks.
+        self._lock = threading.Lock()  # views may read from several threads, beside the loop that adds
+        self._batches = _BatchColumns(retained_batches)
         self._active: dict[int, tuple[str, BatchInfo]] = {}
         self._active_source = active
         self._receivers: dict[int, _Receiver] = {}
         self._progress: collections.deque[tuple[int, Any]] = collections.deque(maxlen=retained_progress)
-        self._seq = itertools.count(1)
         self._progress_seq = itertools.count(1)
         self._completed_batches = 0
         self._failed_batches = 0
         self._records = 0
         self.query_id: str | None = None
         self.run_id: str | None = None
-        # Read from the bus's logs when a view asks: the entries past the base are this history's
-        # (its seq 1 is the log's entry base + 1), and a reader counts every batch for the totals.
-        self._lock = threading.Lock()  # views may read from several threads; each BatchInfo is built once
+        # Read from the bus's logs when a view asks. The batch log's reader folds every batch into
+        # the columns (and the totals) in runs, while the log still holds it (the log keeps a run's
+        # few batches, not this history's retained ones); a view folds what is new first.
         self._batch_log = batch_log
         self._progress_log = progress_log
         if batch_log is not None:
-            batch_log.retain(retained_batches)
-            self._batch_base = batch_log.appended
-            self._batch_reader = batch_log.reader(self._count_batches)
-            self._infos: collections.deque[tuple[int, BatchInfo]] = collections.deque(maxlen=retained_batches)
+            self._batch_reader = batch_log.reader(self._fold_batches)
         if progress_log is not None:
             progress_log.retain(retained_progress)
             self._progress_base = progress_log.appended
@@ -185,19 +488,21 @@ class ContextHistory:
         if log is not None:
             log.catch_up(self._batch_reader)
 
-    def _count_batches(self, entries: Sequence[BatchEntry]) -> None:
+    def _fold_batches(self, entries: Sequence[BatchEntry]) -> None:
+        # Called by the log's reader (once per entry, in order, in runs of up to the log's length):
+        # on the loop before the log lets go of a batch not yet folded, or on a view's thread.
         failed = records = 0
-        for _, batch in entries:
-            if type(batch) is JobSet:  # every job succeeded (see BatchEntry)
-                for info in batch.input_infos.values():
-                    records += info.num_records
-            else:  # a BatchRecord: some job failed
-                failed += 1
-                records += batch.num_records
-        completed = len(entries)
-        self._completed_batches += completed
-        self._failed_batches += failed
-        self._records += records
+        with self._lock:
+            batches = self._batches
+            for _, batch in entries:
+                if type(batch) is JobSet:  # every job succeeded (see BatchEntry)
+                    records += batches.add_job_set(batch)
+                else:  # a BatchRecord: some job failed
+                    failed += 1
+                    records += batches.add_record(batch)  # type: ignore[arg-type]
+            self._completed_batches += len(entries)
+            self._failed_batches += failed
+            self._records += records
 
     # -- the listener --
 
@@ -233,17 +538,16 @@ class ContextHistory:
         self._active[info.batch_time.milliseconds] = ("PROCESSING", info)
 
     def on_batch_completed(self, event: BatchCompleted) -> None:
-        """A completed batch: retained, counted."""
-        # Called for every batch, inside the bus's post: the event is kept as it is (its BatchInfo
-        # is built when a view reads it), the totals come from its record's plain ints.
+        """A completed batch: kept (its values), counted."""
         record = event.record
         if self._active:
             self._active.pop(record.batch_time_ms, None)
-        self._completed.append((next(self._seq), event))
-        self._completed_batches += 1
-        self._records += record.num_records
-        if record.failures:
-            self._failed_batches += 1
+        with self._lock:
+            self._batches.add_record(record)
+            self._completed_batches += 1
+            self._records += record.num_records
+            if record.failures:
+                self._failed_batches += 1
 
     def _receiver(self, info: ReceiverInfo) -> _Receiver:
         entry = self._receivers.get(info.stream_id)
@@ -288,25 +592,19 @@ class ContextHistory:
 
     # -- JSON views (Spark's streaming REST shapes) --
 
-    def completed(self) -> list[tuple[int, BatchInfo]]:
-        """The retained completed batches with their sequence numbers, oldest first."""
-        log = self._batch_log
-        if log is None:
-            # One C-level copy first: safe beside the loop that appends. Each BatchInfo is built on
-            # its event's first read and kept there, so a batch is snapshotted once however often it is shown.
-            return [(seq, event.batch_info) for seq, event in list(self._completed)]
-        entries = log.entries()  # one C-level copy: safe beside the loop that appends
-        base = self._batch_base
+    def _rows(self, newest: int | None = None) -> list[_Row]:
+        """The kept completed batches (the ``newest`` last of them), oldest first, as they are now."""
+        self._catch_up()
         with self._lock:
-            self._batch_reader.catch_up(entries)
-            infos = self._infos
-            built = infos[-1][0] + base if infos else base
-            for seq, batch in entries:
-                if seq > built:
-                    # Built once, on the first read after the batch completed, and kept.
-                    info = BatchInfo.from_job_set(batch) if type(batch) is JobSet else batch.batch_info()  # type: ignore[union-attr]
-                    infos.append((seq - base, info))
-            return list(infos)
+            return self._batches.rows(newest)
+
+    def completed(self) -> list[tuple[int, BatchInfo]]:
+        """The retained completed batches with their sequence numbers, oldest first.
+
+        Each ``BatchInfo`` is built from the kept values on every call (it equals the one the
+        batch's ``BatchCompleted`` carried); the pages read the values without building one.
+        """
+        return [(row.seq, row.batch_info()) for row in self._rows()]
 
     def active(self) -> dict[int, tuple[str, BatchInfo]]:
         """The running batches by time in ms, each ``("QUEUED" | "PROCESSING", its BatchInfo)``: as they are now."""
@@ -317,14 +615,20 @@ class ContextHistory:
 
     def statistics(self) -> dict[str, Any]:
         """Spark's ``/streaming/statistics`` of this context, plus our own fields (name, kind, links)."""
-        batches = [b for _, b in self.completed()]
+        self._catch_up()
+        with self._lock:
+            records, submitted, started, ended = self._batches.timings()
         receivers = list(self._receivers.values())
         interval = self.batch_interval_ms
 
         def avg(values: list[int]) -> float | None:
             return sum(values) / len(values) if values else None
 
-        rates = [b.num_records * 1000 / interval for b in batches] if interval else []
+        rates = [n * 1000 / interval for n in records] if interval else []
+        scheduling = [start - sub for sub, start in zip(submitted, started, strict=True) if start is not None]
+        processing = [end - start for start, end in zip(started, ended, strict=True) if start is not None and end is not None]
+        total = [end - sub for sub, start, end in zip(submitted, started, ended, strict=True)
+                 if start is not None and end is not None]
         return {
             "name": self.name,
             "kind": self.kind,
@@ -343,14 +647,14 @@ class ContextHistory:
             "numInactiveReceivers": sum(1 for r in receivers if not r.info.active),
             "numTotalCompletedBatches": self.completed_batches,
             "numFailedBatches": self.failed_batches,
-            "numRetainedCompletedBatches": len(batches),
+            "numRetainedCompletedBatches": len(records),
             "numActiveBatches": len(self.active()),
             "numProcessedRecords": self.records,
             "numReceivedRecords": self.records,
             "avgInputRate": avg(rates),  # type: ignore[arg-type]
-            "avgSchedulingDelay": avg([d for b in batches if (d := _ms(b.scheduling_delay)) is not None]),
-            "avgProcessingTime": avg([d for b in batches if (d := _ms(b.processing_delay)) is not None]),
-            "avgTotalDelay": avg([d for b in batches if (d := _ms(b.total_delay)) is not None]),
+            "avgSchedulingDelay": avg(scheduling),
+            "avgProcessingTime": avg(processing),
+            "avgTotalDelay": avg(total),
             "inputNames": {str(k): v for k, v in sorted(self.input_names.items())},
             "progressReports": self._last_progress_seq(),
         }
@@ -367,10 +671,11 @@ class ContextHistory:
                 if status is None or status == state:
                     out.append(batch_json(info, state, None, self.batch_interval_ms))
         if status in (None, "COMPLETED"):
-            for seq, info in reversed(self.completed()):
-                if seq <= since:
-                    break
-                out.append(batch_json(info, "COMPLETED", seq, self.batch_interval_ms))
+            self._catch_up()
+            with self._lock:
+                rows = self._batches.rows(max(0, self._batches.appended - since))
+            interval = self.batch_interval_ms
+            out.extend(row.json(interval) for row in reversed(rows))
         return out
 
     def batch(self, batch_id: int) -> tuple[dict[str, Any], BatchInfo] | None:
@@ -378,20 +683,21 @@ class ContextHistory:
         active = self.active().get(batch_id)
         if active is not None:
             return batch_json(active[1], active[0], None, self.batch_interval_ms), active[1]
-        for seq, info in reversed(self.completed()):
-            if info.batch_time.milliseconds == batch_id:
-                return batch_json(info, "COMPLETED", seq, self.batch_interval_ms), info
+        for row in reversed(self._rows()):
+            if row.time == batch_id:
+                return row.json(self.batch_interval_ms), row.batch_info()
         return None
 
     def receivers(self) -> list[dict[str, Any]]:
         """Spark's ``/streaming/receivers``, with each receiver's event rate per retained batch."""
-        batches = [b for _, b in self.completed()]
+        receivers = sorted(dict(self._receivers).items())
+        batches = self._rows() if receivers else []
         interval = self.batch_interval_ms
         out = []
-        for sid, entry in sorted(dict(self._receivers).items()):
+        for sid, entry in receivers:
             info = entry.info
-            rates = [[b.batch_time.milliseconds, (b.stream_id_to_input_info[sid].num_records * 1000 / interval)]
-                     for b in batches if interval and sid in b.stream_id_to_input_info]
+            rates = [[row.time, (row.inputs[sid].num_records * 1000 / interval)]
+                     for row in batches if interval and sid in row.inputs]
             out.append({
                 "streamId": sid,
                 "streamName": info.name,
