@@ -12,8 +12,8 @@ from __future__ import annotations
 import collections
 import datetime
 import itertools
+import struct
 import threading
-from array import array
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from listeners import (
@@ -131,8 +131,12 @@ class _Row(NamedTuple):
         }
 
 
-# Bits of a slot's ``missing`` byte: which of its times is None, or that its values are a whole _Row.
-_NO_START, _NO_END, _NO_OP_START, _NO_OP_END, _WHOLE = 1, 2, 4, 8, 16
+# Bits of a slot's flags: which of its processing times is None, or that its values are a whole _Row.
+_NO_START, _NO_END, _WHOLE = 1, 2, 4
+
+_SLOT = struct.Struct("<6q")
+"""One kept batch's fixed values: its time, submission, processing start and end (ms), records and flags."""
+_SLOT_BYTES = _SLOT.size
 
 _SHAPES = 256
 """Distinct shapes (:data:`_Shape`) a history shares between its batches; a batch of any further shape keeps its own."""
@@ -143,104 +147,92 @@ def _ms_or_none(time: Time | None) -> int | None:
 
 
 class _BatchColumns:
-    """The last ``capacity`` completed batches as flat values: one preallocated array per field, one slot per batch.
+    """The last ``capacity`` completed batches as flat values: a preallocated buffer of machine ints, one slot per batch.
 
     Why not the batches themselves: a kept ``JobSet`` (its job, times and input infos) is about
     1.3 KB in a dozen objects, so 1,000 of them outgrow a core's L2 cache, and each new batch then
     frees the one kept 1,000 batches ago, reading its objects back from L3 or memory (about 25
-    cache misses a batch, measured by ``bench/bench_ui_memory.py``). Here a batch is a few machine
-    ints in arrays (its times, records, and its output operation's start and end when it has one),
-    a reference to a shape its program's batches share (input ids, operations' names), and, only
-    when it has more than one input or output operation, input metadata or a failure, one tuple of
-    the rest. Nothing is freed per batch, and storing one writes a few cache lines the previous
-    batches already brought in. A time outside a signed 64-bit int (possible only in a trace) keeps
-    the whole batch as a :class:`_Row`.
+    cache misses a batch, measured by ``bench/bench_ui_memory.py``). Here a batch is 48 bytes of
+    ints in one buffer (:data:`_SLOT`: its times, records, flags), a reference to a shape that its
+    program's batches share (input ids, output operations' names and descriptions), and, only when
+    it has more than one input or output operation, input metadata, a failure, or an operation
+    whose times are not the batch's, one tuple of the rest. Nothing is freed per batch, and keeping
+    one writes a few cache lines next to those the previous batch wrote. A time beyond a signed
+    64-bit int (possible only in a trace) keeps the whole batch as a :class:`_Row`.
 
     Not thread-safe: the history holds its lock around every call.
     """
 
     def __init__(self, capacity: int) -> None:
-        """Empty columns for ``capacity`` batches."""
+        """Room for ``capacity`` batches."""
         self.capacity = capacity
         self.appended = 0
-        zeros = bytes(8 * capacity)
-        self._time = array("q", zeros)
-        self._submitted = array("q", zeros)
-        self._started = array("q", zeros)
-        self._ended = array("q", zeros)
-        self._records = array("q", zeros)
-        self._op_start = array("q", zeros)
-        self._op_end = array("q", zeros)
-        self._missing = array("B", bytes(capacity))
+        self._values = bytearray(_SLOT.size * capacity)
         self._shape: list[_Shape | None] = [None] * capacity
         self._extra: list[Any] = [None] * capacity  # None, (inputs, operations) or a whole _Row
         self._shapes: dict[_Shape, _Shape] = {}
         # The last one-input, one-operation shape, compared field by field before any tuple is built.
-        self._last_sid = -1
+        self._last_sid: int | None = None  # None: no input
         self._last_name = self._last_description = ""
         self._last_shape: _Shape | None = None
 
     def __len__(self) -> int:
         return min(self.appended, self.capacity)
 
-    def add_job_set(self, job_set: JobSet) -> int:
-        """Keep a completed ``job_set``'s values; returns its records."""
-        jobs = job_set.jobs
-        inputs = job_set.input_infos
-        if len(jobs) != 1 or len(inputs) > 1:
-            return self._add_job_set_values(job_set)
-        # The common batch, in the fewest steps: one output operation, at most one input.
-        job = jobs[0]
-        if job.failure is not None:
-            return self._add_job_set_values(job_set)
-        if inputs:
-            [(sid, info)] = inputs.items()
-            if info.metadata:
-                return self._add_job_set_values(job_set)
-            records = info.num_records
-        else:
-            sid, records = -1, 0
-        name, description = job.name, job.description
-        shape = self._last_shape
-        if shape is None or sid != self._last_sid or name != self._last_name or description != self._last_description:
-            shape = self._share(((sid,) if inputs else (), ((name, description),)))
-            self._last_sid, self._last_name, self._last_description, self._last_shape = sid, name, description, shape
-        i = self.appended % self.capacity
-        self.appended += 1
-        missing = 0
-        try:
-            self._time[i] = job_set.time.milliseconds
-            self._submitted[i] = job_set.submission_time.milliseconds
-            self._records[i] = records
-            time = job_set.processing_start
-            if time is None:
-                missing = _NO_START
-            else:
-                self._started[i] = time.milliseconds
-            time = job_set.processing_end
-            if time is None:
-                missing |= _NO_END
-            else:
-                self._ended[i] = time.milliseconds
-            time = job.start_time
-            if time is None:
-                missing |= _NO_OP_START
-            else:
-                self._op_start[i] = time.milliseconds
-            time = job.end_time
-            if time is None:
-                missing |= _NO_OP_END
-            else:
-                self._op_end[i] = time.milliseconds
-        except OverflowError:
-            self.appended -= 1
-            return self._add_job_set_values(job_set)
-        self._missing[i] = missing
-        self._shape[i] = shape
-        self._extra[i] = None
-        return records
+    def add_entries(self, entries: Sequence[BatchEntry]) -> tuple[int, int]:
+        """Keep a batch log's entries' values, in order; returns the failed batches and the records among them."""
+        # Called for every completed batch, in runs: the common batch (one output operation that
+        # ran, its times the batch's, at most one input, no metadata) in one inline pass with
+        # everything it touches in locals.
+        values, shapes, extras, capacity, pack, size = self._values, self._shape, self._extra, self.capacity, _SLOT.pack_into, _SLOT_BYTES
+        last_sid, last_name, last_description, last_shape = self._last_sid, self._last_name, self._last_description, self._last_shape
+        n = self.appended
+        failed = total = 0
+        for _, batch in entries:
+            if type(batch) is JobSet:  # every job succeeded (see BatchEntry)
+                jobs = batch.jobs
+                inputs = batch.input_infos
+                if len(jobs) == 1 and len(inputs) <= 1:
+                    job = jobs[0]
+                    start, end = batch.processing_start, batch.processing_end
+                    if job.start_time is start and job.end_time is end and start is not None and end is not None:
+                        if inputs:
+                            sid = last_sid
+                            info = inputs.get(sid)  # type: ignore[arg-type]  # the last batch's input, most often (None: no input)
+                            if info is None:
+                                [(sid, info)] = inputs.items()
+                            records, plain = info.num_records, not info.metadata
+                        else:
+                            sid, records, plain = None, 0, True
+                        if plain:
+                            name, description = job.name, job.description
+                            if sid != last_sid or name != last_name or description != last_description or last_shape is None:
+                                last_shape = self._share((() if sid is None else (sid,), ((name, description),)))
+                                last_sid, last_name, last_description = sid, name, description
+                            i = n % capacity
+                            try:
+                                pack(values, i * size, batch.time.milliseconds, batch.submission_time.milliseconds,
+                                     start.milliseconds, end.milliseconds, records, 0)
+                            except struct.error:  # a time beyond 64 bits: kept whole, below
+                                pass
+                            else:
+                                n += 1
+                                shapes[i] = last_shape
+                                extras[i] = None
+                                total += records
+                                continue
+                self.appended = n
+                total += self._add_job_set(batch)
+            else:  # a BatchRecord: some job failed
+                self.appended = n
+                failed += 1
+                total += self.add_record(batch)  # type: ignore[arg-type]
+            n = self.appended
+        self.appended = n
+        self._last_sid, self._last_name, self._last_description, self._last_shape = last_sid, last_name, last_description, last_shape
+        return failed, total
 
-    def _add_job_set_values(self, job_set: JobSet) -> int:
+    def _add_job_set(self, job_set: JobSet) -> int:
         operations = tuple((job.name, job.description, _ms_or_none(job.start_time), _ms_or_none(job.end_time),
                             None if job.failure is None else job.failure_reason) for job in job_set.jobs)
         return self.add(job_set.time.milliseconds, job_set.input_infos, job_set.submission_time.milliseconds,
@@ -263,40 +255,19 @@ class _BatchColumns:
                 plain = False
         kept_inputs = None if plain else tuple(info if info.metadata else info.num_records for info in infos)
         kept_operations = None
-        if len(operations) != 1 or operations[0][4] is not None:
+        if len(operations) != 1 or operations[0][2:] != (started, ended, None):
             kept_operations = tuple((start, end, reason) for _, _, start, end, reason in operations)
         shape = self._share((tuple(inputs), tuple((name, description) for name, description, *_ in operations)))
+        flags = (_NO_START if started is None else 0) | (_NO_END if ended is None else 0)
         i = self.appended % self.capacity
         self.appended += 1
-        missing = 0
         try:
-            self._time[i] = time
-            self._submitted[i] = submitted
-            self._records[i] = records
-            if started is None:
-                missing = _NO_START
-            else:
-                self._started[i] = started
-            if ended is None:
-                missing |= _NO_END
-            else:
-                self._ended[i] = ended
-            if kept_operations is None:
-                _, _, start, end, _ = operations[0]
-                if start is None:
-                    missing |= _NO_OP_START
-                else:
-                    self._op_start[i] = start
-                if end is None:
-                    missing |= _NO_OP_END
-                else:
-                    self._op_end[i] = end
-        except OverflowError:  # a time beyond a 64-bit int (a trace's): kept whole
-            missing = _WHOLE
+            _SLOT.pack_into(self._values, i * _SLOT_BYTES, time, submitted, started or 0, ended or 0, records, flags)
+        except struct.error:  # a time beyond a 64-bit int (a trace's): kept whole
+            _SLOT.pack_into(self._values, i * _SLOT_BYTES, 0, 0, 0, 0, 0, _WHOLE)
             self._extra[i] = _Row(0, time, dict(inputs), submitted, started, ended, tuple(operations), records)
         else:
             self._extra[i] = None if kept_inputs is None and kept_operations is None else (kept_inputs, kept_operations)
-        self._missing[i] = missing
         self._shape[i] = shape
         return records
 
@@ -308,63 +279,56 @@ class _BatchColumns:
             self._shapes[shape] = shape
         return shape
 
-    def _slots(self, newest: int) -> range:
-        """The slots of the ``newest`` last batches kept, oldest first (as positions past the oldest's slot)."""
-        newest = min(newest, len(self))
-        return range(self.appended - newest, self.appended)
+    def _kept(self, newest: int) -> range:
+        """The ``newest`` last batches kept, oldest first, as their count from the first batch (slot: modulo capacity)."""
+        return range(self.appended - min(newest, len(self)), self.appended)
 
     def rows(self, newest: int | None = None) -> list[_Row]:
         """The kept batches (the ``newest`` last of them), oldest first, as :class:`_Row` values."""
         capacity = self.capacity
-        return [self._row(n % capacity, n + 1) for n in self._slots(capacity if newest is None else newest)]
+        return [self._row(n % capacity, n + 1) for n in self._kept(capacity if newest is None else newest)]
 
     def _row(self, i: int, seq: int) -> _Row:
-        missing = self._missing[i]
+        time, submitted, started, ended, records, flags = _SLOT.unpack_from(self._values, i * _SLOT_BYTES)
         extra = self._extra[i]
-        if missing & _WHOLE:
+        if flags & _WHOLE:
             return extra._replace(seq=seq)  # type: ignore[no-any-return]
         sids, names = self._shape[i]  # type: ignore[misc]
-        records = self._records[i]
         kept_inputs, kept_operations = (None, None) if extra is None else extra
         if kept_inputs is None:
             inputs = {sids[0]: StreamInputInfo(sids[0], records)} if sids else {}
         else:
             inputs = {sid: StreamInputInfo(sid, kept) if type(kept) is int else kept
                       for sid, kept in zip(sids, kept_inputs, strict=True)}
+        start = None if flags & _NO_START else started
+        end = None if flags & _NO_END else ended
         if kept_operations is None:
             [(name, description)] = names
-            operations: tuple[_Operation, ...] = ((name, description, None if missing & _NO_OP_START else self._op_start[i],
-                                                    None if missing & _NO_OP_END else self._op_end[i], None),)
+            operations: tuple[_Operation, ...] = ((name, description, start, end, None),)
         else:
-            operations = tuple((name, description, start, end, reason)
-                               for (name, description), (start, end, reason) in zip(names, kept_operations, strict=True))
-        return _Row(seq, self._time[i], inputs, self._submitted[i], None if missing & _NO_START else self._started[i],
-                    None if missing & _NO_END else self._ended[i], operations, records)
+            operations = tuple((name, description, op_start, op_end, reason)
+                               for (name, description), (op_start, op_end, reason) in zip(names, kept_operations, strict=True))
+        return _Row(seq, time, inputs, submitted, start, end, operations, records)
 
     def timings(self) -> tuple[list[int], list[int], list[int | None], list[int | None]]:
-        """The kept batches' records, submission, processing start and end times, oldest first: no object per batch."""
-        slots = self._slots(self.capacity)
-        start, end = slots.start % self.capacity, slots.stop % self.capacity or self.capacity
-
-        def ordered(column: array[int]) -> list[int]:
-            if not slots:
-                return []
-            return column[start:end].tolist() if start < end else column[start:].tolist() + column[:end].tolist()
-
-        records, submitted = ordered(self._records), ordered(self._submitted)
-        started: list[int | None] = ordered(self._started)  # type: ignore[assignment]
-        ended: list[int | None] = ordered(self._ended)  # type: ignore[assignment]
-        missing = ordered(self._missing)
-        if missing.count(0) != len(missing):  # a None time, or a batch kept whole
-            for k, flags in enumerate(missing):
+        """The kept batches' records, submission, processing start and end times, oldest first: no row built."""
+        slots = list(_SLOT.iter_unpack(self._values))
+        capacity = self.capacity
+        records, submitted, started, ended = [], [], [], []
+        for n in self._kept(capacity):
+            i = n % capacity
+            _, sub, start, end, count, flags = slots[i]
+            if flags:
                 if flags & _WHOLE:
-                    row = self._extra[(slots.start + k) % self.capacity]
-                    records[k], submitted[k], started[k], ended[k] = row.records, row.submitted, row.started, row.ended
-                    continue
-                if flags & _NO_START:
-                    started[k] = None
-                if flags & _NO_END:
-                    ended[k] = None
+                    row = self._extra[i]
+                    count, sub, start, end = row.records, row.submitted, row.started, row.ended
+                else:
+                    start = None if flags & _NO_START else start
+                    end = None if flags & _NO_END else end
+            records.append(count)
+            submitted.append(sub)
+            started.append(start)
+            ended.append(end)
         return records, submitted, started, ended
 
 
@@ -491,15 +455,8 @@ class ContextHistory:
     def _fold_batches(self, entries: Sequence[BatchEntry]) -> None:
         # Called by the log's reader (once per entry, in order, in runs of up to the log's length):
         # on the loop before the log lets go of a batch not yet folded, or on a view's thread.
-        failed = records = 0
         with self._lock:
-            batches = self._batches
-            for _, batch in entries:
-                if type(batch) is JobSet:  # every job succeeded (see BatchEntry)
-                    records += batches.add_job_set(batch)
-                else:  # a BatchRecord: some job failed
-                    failed += 1
-                    records += batches.add_record(batch)  # type: ignore[arg-type]
+            failed, records = self._batches.add_entries(entries)
             self._completed_batches += len(entries)
             self._failed_batches += failed
             self._records += records
