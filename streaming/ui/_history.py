@@ -2,7 +2,7 @@
 
 The counterpart of Spark's ``StreamingJobProgressListener`` (the Streaming tab's model) and of the
 Structured Streaming tab's recent progress. Completed batches are kept as flat values in columns
-(:class:`_BatchColumns`: no object per kept batch); the JSON the pages read, and a batch's
+(:class:`BatchColumns`: no object per kept batch); the JSON the pages read, and a batch's
 ``BatchInfo``, are built when a page asks, in the shapes of Spark's streaming REST API
 (``/api/v1/applications/<app>/streaming/...``), so a script written against Spark's reads ours.
 """
@@ -10,11 +10,9 @@ Structured Streaming tab's recent progress. Completed batches are kept as flat v
 from __future__ import annotations
 
 import collections
-import datetime
 import itertools
-import struct
 import threading
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from listeners import (
     HANDLER_NAMES,
@@ -22,10 +20,8 @@ from listeners import (
     BatchEntry,
     BatchInfo,
     BatchLog,
-    BatchRecord,
     BatchStarted,
     BatchSubmitted,
-    OutputOperationInfo,
     ProgressLog,
     QueryProgress,
     QueryStarted,
@@ -37,9 +33,9 @@ from listeners import (
     StreamingEvent,
     StreamingStarted,
 )
-from scheduler import JobSet, StreamInputInfo, Time
 
 from ._failures import error_summary, headline
+from ._kept_batches import BatchColumns, KeptBatch, iso_date
 
 __all__ = ["ContextHistory", "SparkJobs", "batch_json", "check_retained", "failure_text", "operation_json"]
 
@@ -54,282 +50,8 @@ def check_retained(**counts: int) -> None:
             raise ValueError(f"{what} must be a positive int, got {n!r}")
 
 
-def _iso(ms: int | None) -> str | None:
-    """Spark's REST date format (``2016-12-14T18:45:24.873GMT``)."""
-    if ms is None:
-        return None
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "GMT"
-
-
 def _ms(value: Any) -> int | None:
     return None if value is None else int(value.milliseconds)
-
-
-def _time(ms: int | None) -> Time | None:
-    return None if ms is None else Time(ms)
-
-
-_Operation = tuple[str, str, "int | None", "int | None", "str | None"]
-"""An output operation of a kept batch: ``(name, description, start ms, end ms, failure reason)``."""
-
-_Shape = tuple[tuple[int, ...], tuple[tuple[str, str], ...]]
-"""What consecutive batches of one program share: the input stream ids, and each output operation's name and description."""
-
-
-class _Row(NamedTuple):
-    """A kept completed batch's values, as a view reads them: built when a page asks, never kept."""
-
-    seq: int
-    time: int
-    inputs: dict[int, StreamInputInfo]
-    submitted: int
-    started: int | None
-    ended: int | None
-    operations: tuple[_Operation, ...]
-    records: int
-
-    def batch_info(self) -> BatchInfo:
-        """A new :class:`BatchInfo` of these values: equal to the one the batch's ``BatchCompleted`` carried."""
-        time = Time(self.time)
-        operations = {n: OutputOperationInfo(time, n, name, description, _time(start), _time(end), reason)
-                      for n, (name, description, start, end, reason) in enumerate(self.operations)}
-        return BatchInfo(time, dict(self.inputs), Time(self.submitted), _time(self.started), _time(self.ended), operations)
-
-    def json(self, interval_ms: int | None) -> dict[str, Any]:
-        """What :func:`batch_json` gives of :meth:`batch_info` as a completed batch, without building it."""
-        started, ended, submitted = self.started, self.ended, self.submitted
-        failed = done = active = 0
-        first_failure = None
-        for _, _, start, end, reason in self.operations:
-            if reason is not None:
-                if not failed:
-                    first_failure = reason
-                failed += 1
-            if end is not None:
-                done += 1
-            elif start is not None:
-                active += 1
-        return {
-            "seq": self.seq,
-            "batchId": self.time,
-            "batchTime": _iso(self.time),
-            "status": "COMPLETED",
-            "batchDuration": interval_ms,
-            "inputSize": self.records,
-            "inputs": {str(sid): info.num_records for sid, info in self.inputs.items()},
-            "submissionTimeMs": submitted,
-            "processingStartTimeMs": started,
-            "processingEndTimeMs": ended,
-            "schedulingDelay": None if started is None else started - submitted,
-            "processingTime": None if started is None or ended is None else ended - started,
-            "totalDelay": None if started is None or ended is None else ended - submitted,
-            "numActiveOutputOps": active,
-            "numCompletedOutputOps": done - failed,
-            "numFailedOutputOps": failed,
-            "numTotalOutputOps": len(self.operations),
-            "firstFailureReason": headline(first_failure) if first_failure else None,
-        }
-
-
-# Bits of a slot's flags: which of its processing times is None, or that its values are a whole _Row.
-_NO_START, _NO_END, _WHOLE = 1, 2, 4
-
-_SLOT = struct.Struct("<6q")
-"""One kept batch's fixed values: its time, submission, processing start and end (ms), records and flags."""
-_SLOT_BYTES = _SLOT.size
-
-_SHAPES = 256
-"""Distinct shapes (:data:`_Shape`) a history shares between its batches; a batch of any further shape keeps its own."""
-
-
-def _ms_or_none(time: Time | None) -> int | None:
-    return None if time is None else time.milliseconds
-
-
-class _BatchColumns:
-    """The last ``capacity`` completed batches as flat values: a preallocated buffer of machine ints, one slot per batch.
-
-    Why not the batches themselves: a kept ``JobSet`` (its job, times and input infos) is about
-    1.3 KB in a dozen objects, so 1,000 of them outgrow a core's L2 cache, and each new batch then
-    frees the one kept 1,000 batches ago, reading its objects back from L3 or memory (about 25
-    cache misses a batch, measured by ``bench/bench_ui_memory.py``). Here a batch is 48 bytes of
-    ints in one buffer (:data:`_SLOT`: its times, records, flags), a reference to a shape that its
-    program's batches share (input ids, output operations' names and descriptions), and, only when
-    it has more than one input or output operation, input metadata, a failure, or an operation
-    whose times are not the batch's, one tuple of the rest. Nothing is freed per batch, and keeping
-    one writes a few cache lines next to those the previous batch wrote. A time beyond a signed
-    64-bit int (possible only in a trace) keeps the whole batch as a :class:`_Row`.
-
-    Not thread-safe: the history holds its lock around every call.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        """Room for ``capacity`` batches."""
-        self.capacity = capacity
-        self.appended = 0
-        self._values = bytearray(_SLOT.size * capacity)
-        self._shape: list[_Shape | None] = [None] * capacity
-        self._extra: list[Any] = [None] * capacity  # None, (inputs, operations) or a whole _Row
-        self._shapes: dict[_Shape, _Shape] = {}
-        # The last one-input, one-operation shape, compared field by field before any tuple is built.
-        self._last_sid: int | None = None  # None: no input
-        self._last_name = self._last_description = ""
-        self._last_shape: _Shape | None = None
-
-    def __len__(self) -> int:
-        return min(self.appended, self.capacity)
-
-    def add_entries(self, entries: Sequence[BatchEntry]) -> tuple[int, int]:
-        """Keep a batch log's entries' values, in order; returns the failed batches and the records among them."""
-        # Called for every completed batch, in runs: the common batch (one output operation that
-        # ran, its times the batch's, at most one input, no metadata) in one inline pass with
-        # everything it touches in locals.
-        values, shapes, extras, capacity, pack, size = self._values, self._shape, self._extra, self.capacity, _SLOT.pack_into, _SLOT_BYTES
-        last_sid, last_name, last_description, last_shape = self._last_sid, self._last_name, self._last_description, self._last_shape
-        n = self.appended
-        failed = total = 0
-        for _, batch in entries:
-            if type(batch) is JobSet:  # every job succeeded (see BatchEntry)
-                jobs = batch.jobs
-                inputs = batch.input_infos
-                if len(jobs) == 1 and len(inputs) <= 1:
-                    job = jobs[0]
-                    start, end = batch.processing_start, batch.processing_end
-                    if job.start_time is start and job.end_time is end and start is not None and end is not None:
-                        if inputs:
-                            sid = last_sid
-                            info = inputs.get(sid)  # type: ignore[arg-type]  # the last batch's input, most often (None: no input)
-                            if info is None:
-                                [(sid, info)] = inputs.items()
-                            records, plain = info.num_records, not info.metadata
-                        else:
-                            sid, records, plain = None, 0, True
-                        if plain:
-                            name, description = job.name, job.description
-                            if sid != last_sid or name != last_name or description != last_description or last_shape is None:
-                                last_shape = self._share((() if sid is None else (sid,), ((name, description),)))
-                                last_sid, last_name, last_description = sid, name, description
-                            i = n % capacity
-                            try:
-                                pack(values, i * size, batch.time.milliseconds, batch.submission_time.milliseconds,
-                                     start.milliseconds, end.milliseconds, records, 0)
-                            except struct.error:  # a time beyond 64 bits: kept whole, below
-                                pass
-                            else:
-                                n += 1
-                                shapes[i] = last_shape
-                                extras[i] = None
-                                total += records
-                                continue
-                self.appended = n
-                total += self._add_job_set(batch)
-            else:  # a BatchRecord: some job failed
-                self.appended = n
-                failed += 1
-                total += self.add_record(batch)  # type: ignore[arg-type]
-            n = self.appended
-        self.appended = n
-        self._last_sid, self._last_name, self._last_description, self._last_shape = last_sid, last_name, last_description, last_shape
-        return failed, total
-
-    def _add_job_set(self, job_set: JobSet) -> int:
-        operations = tuple((job.name, job.description, _ms_or_none(job.start_time), _ms_or_none(job.end_time),
-                            None if job.failure is None else job.failure_reason) for job in job_set.jobs)
-        return self.add(job_set.time.milliseconds, job_set.input_infos, job_set.submission_time.milliseconds,
-                        _ms_or_none(job_set.processing_start), _ms_or_none(job_set.processing_end), operations)
-
-    def add_record(self, record: BatchRecord) -> int:
-        """Keep a completed batch's record's values; returns its records."""
-        return self.add(record.batch_time_ms, record.stream_id_to_input_info, record.submission_ms,
-                        record.processing_start_ms, record.processing_end_ms, record.operations)
-
-    def add(self, time: int, inputs: Mapping[int, StreamInputInfo], submitted: int, started: int | None,
-            ended: int | None, operations: Sequence[_Operation]) -> int:
-        """Keep a completed batch of these values (any number of inputs and operations); returns its records."""
-        infos = list(inputs.values())
-        records = 0
-        plain = len(infos) <= 1
-        for info in infos:
-            records += info.num_records
-            if info.metadata:
-                plain = False
-        kept_inputs = None if plain else tuple(info if info.metadata else info.num_records for info in infos)
-        kept_operations = None
-        if len(operations) != 1 or operations[0][2:] != (started, ended, None):
-            kept_operations = tuple((start, end, reason) for _, _, start, end, reason in operations)
-        shape = self._share((tuple(inputs), tuple((name, description) for name, description, *_ in operations)))
-        flags = (_NO_START if started is None else 0) | (_NO_END if ended is None else 0)
-        i = self.appended % self.capacity
-        self.appended += 1
-        try:
-            _SLOT.pack_into(self._values, i * _SLOT_BYTES, time, submitted, started or 0, ended or 0, records, flags)
-        except struct.error:  # a time beyond a 64-bit int (a trace's): kept whole
-            _SLOT.pack_into(self._values, i * _SLOT_BYTES, 0, 0, 0, 0, 0, _WHOLE)
-            self._extra[i] = _Row(0, time, dict(inputs), submitted, started, ended, tuple(operations), records)
-        else:
-            self._extra[i] = None if kept_inputs is None and kept_operations is None else (kept_inputs, kept_operations)
-        self._shape[i] = shape
-        return records
-
-    def _share(self, shape: _Shape) -> _Shape:
-        shared = self._shapes.get(shape)
-        if shared is not None:
-            return shared
-        if len(self._shapes) < _SHAPES:
-            self._shapes[shape] = shape
-        return shape
-
-    def _kept(self, newest: int) -> range:
-        """The ``newest`` last batches kept, oldest first, as their count from the first batch (slot: modulo capacity)."""
-        return range(self.appended - min(newest, len(self)), self.appended)
-
-    def rows(self, newest: int | None = None) -> list[_Row]:
-        """The kept batches (the ``newest`` last of them), oldest first, as :class:`_Row` values."""
-        capacity = self.capacity
-        return [self._row(n % capacity, n + 1) for n in self._kept(capacity if newest is None else newest)]
-
-    def _row(self, i: int, seq: int) -> _Row:
-        time, submitted, started, ended, records, flags = _SLOT.unpack_from(self._values, i * _SLOT_BYTES)
-        extra = self._extra[i]
-        if flags & _WHOLE:
-            return extra._replace(seq=seq)  # type: ignore[no-any-return]
-        sids, names = self._shape[i]  # type: ignore[misc]
-        kept_inputs, kept_operations = (None, None) if extra is None else extra
-        if kept_inputs is None:
-            inputs = {sids[0]: StreamInputInfo(sids[0], records)} if sids else {}
-        else:
-            inputs = {sid: StreamInputInfo(sid, kept) if type(kept) is int else kept
-                      for sid, kept in zip(sids, kept_inputs, strict=True)}
-        start = None if flags & _NO_START else started
-        end = None if flags & _NO_END else ended
-        if kept_operations is None:
-            [(name, description)] = names
-            operations: tuple[_Operation, ...] = ((name, description, start, end, None),)
-        else:
-            operations = tuple((name, description, op_start, op_end, reason)
-                               for (name, description), (op_start, op_end, reason) in zip(names, kept_operations, strict=True))
-        return _Row(seq, time, inputs, submitted, start, end, operations, records)
-
-    def timings(self) -> tuple[list[int], list[int], list[int | None], list[int | None]]:
-        """The kept batches' records, submission, processing start and end times, oldest first: no row built."""
-        slots = list(_SLOT.iter_unpack(self._values))
-        capacity = self.capacity
-        records, submitted, started, ended = [], [], [], []
-        for n in self._kept(capacity):
-            i = n % capacity
-            _, sub, start, end, count, flags = slots[i]
-            if flags:
-                if flags & _WHOLE:
-                    row = self._extra[i]
-                    count, sub, start, end = row.records, row.submitted, row.started, row.ended
-                else:
-                    start = None if flags & _NO_START else start
-                    end = None if flags & _NO_END else end
-            records.append(count)
-            submitted.append(sub)
-            started.append(start)
-            ended.append(end)
-        return records, submitted, started, ended
 
 
 class _Receiver:
@@ -344,8 +66,9 @@ class ContextHistory:
     """The retained history of one attached context, query or trace, and its JSON views.
 
     It is a listener (``run_inline``: called inside the bus's ``post``, a few microseconds per
-    event) and keeps the last ``retained_batches`` completed batches, the running ones, the
-    receivers and the last ``retained_progress`` progress reports, as Spark's UI keeps
+    event) and keeps the last ``retained_batches`` completed batches (as flat values: a page's
+    rows and a batch's ``BatchInfo`` are built when it asks), the running ones, the receivers and
+    the last ``retained_progress`` progress reports, as Spark's UI keeps
     ``spark.streaming.ui.retainedBatches`` batches.
 
     Args:
@@ -363,9 +86,9 @@ class ContextHistory:
         active: reads the running batches when a view asks (a bus's ``active_batches``, after
             its ``follow_batches``). With it, register :meth:`listener` rather than the history:
             it takes no ``BatchSubmitted`` or ``BatchStarted``, so the bus builds no snapshot for them.
-        batch_log: reads the completed batches from a bus's :class:`~listeners.BatchLog` when a
-            view asks (each one's ``BatchInfo`` built once, on its first read) instead of taking
-            ``BatchCompleted``; :meth:`listener` then takes none.
+        batch_log: reads the completed batches from a bus's :class:`~listeners.BatchLog`
+            instead of taking ``BatchCompleted`` (:meth:`listener` then takes none): its reader
+            keeps each batch's values as the log folds it, so the log holds only a run of batches.
         progress_log: reads the progress reports from a bus's :class:`~listeners.ProgressLog`
             when a view asks instead of taking ``QueryProgress``; :meth:`listener` then takes none.
     """
@@ -405,7 +128,7 @@ class ContextHistory:
         # The completed batches' values, in flat columns (no object per kept batch); a view builds
         # what it shows from them when it asks.
         self._lock = threading.Lock()  # views may read from several threads, beside the loop that adds
-        self._batches = _BatchColumns(retained_batches)
+        self._batches = BatchColumns(retained_batches)
         self._active: dict[int, tuple[str, BatchInfo]] = {}
         self._active_source = active
         self._receivers: dict[int, _Receiver] = {}
@@ -549,7 +272,7 @@ class ContextHistory:
 
     # -- JSON views (Spark's streaming REST shapes) --
 
-    def _rows(self, newest: int | None = None) -> list[_Row]:
+    def _rows(self, newest: int | None = None) -> list[KeptBatch]:
         """The kept completed batches (the ``newest`` last of them), oldest first, as they are now."""
         self._catch_up()
         with self._lock:
@@ -596,7 +319,7 @@ class ContextHistory:
             "queryId": self.query_id,
             "runId": self.run_id,
             "sparkUi": self.spark_ui,
-            "startTime": _iso(self.start_time_ms),
+            "startTime": iso_date(self.start_time_ms),
             "startTimeMs": self.start_time_ms,
             "batchDuration": interval,
             "numReceivers": len(receivers),
@@ -661,7 +384,7 @@ class ContextHistory:
                 "isActive": info.active,
                 "executorId": info.executor_id,
                 "executorHost": info.location,
-                "lastErrorTime": _iso(_ms(info.last_error_time)),
+                "lastErrorTime": iso_date(_ms(info.last_error_time)),
                 "lastErrorMessage": info.last_error_message or None,
                 "lastError": failure_text(info.last_error or None, self.show_tracebacks),
                 "avgEventRate": (sum(r for _, r in rates) / len(rates)) if rates else None,
@@ -728,8 +451,8 @@ def operation_json(op: Any, jobs: list[int] | None, *, show_tracebacks: bool = F
         "outputOpId": op.id,
         "name": op.name,
         "description": op.description,
-        "startTime": _iso(_ms(op.start_time)),
-        "endTime": _iso(_ms(op.end_time)),
+        "startTime": iso_date(_ms(op.start_time)),
+        "endTime": iso_date(_ms(op.end_time)),
         "startTimeMs": _ms(op.start_time),
         "endTimeMs": _ms(op.end_time),
         "duration": _ms(duration),
@@ -749,7 +472,7 @@ def batch_json(info: BatchInfo, status: str, seq: int | None, interval_ms: int |
     return {
         "seq": seq,
         "batchId": info.batch_time.milliseconds,
-        "batchTime": _iso(info.batch_time.milliseconds),
+        "batchTime": iso_date(info.batch_time.milliseconds),
         "status": status,
         "batchDuration": interval_ms,
         "inputSize": info.num_records,
