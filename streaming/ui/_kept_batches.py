@@ -102,6 +102,9 @@ _SHAPES = 256
 """Distinct shapes (:data:`_Shape`) a history shares between its batches; a batch of any further shape keeps its own."""
 
 
+_UNSET = object()
+
+
 def _ms_or_none(time: Time | None) -> int | None:
     return None if time is None else time.milliseconds
 
@@ -132,7 +135,8 @@ class BatchColumns:
         self._extra: list[Any] = [None] * capacity  # None, (inputs, operations) or a whole KeptBatch
         self._shapes: dict[_Shape, _Shape] = {}
         # The last one-input, one-operation shape, compared field by field before any tuple is built.
-        self._last_sid: int | None = None  # None: no input
+        # The last simple batch's input (None: none), output operation and shape, for add_entries.
+        self._last_sid: object = _UNSET
         self._last_name = self._last_description = ""
         self._last_shape: _Shape | None = None
 
@@ -141,55 +145,58 @@ class BatchColumns:
 
     def add_entries(self, entries: Sequence[BatchEntry]) -> tuple[int, int]:
         """Keep a batch log's entries' values, in order; returns the failed batches and the records among them."""
-        # Called for every completed batch, in runs: the common batch (one output operation that
-        # ran, its times the batch's, at most one input, no metadata) in one inline pass with
-        # everything it touches in locals.
+        # Called for every completed batch, in runs. A batch of the last simple batch's shape (one
+        # output operation, its times the batch's; the same input, without metadata, or none) is
+        # kept in one inline pass with everything it touches in locals: its five ints packed into
+        # its slot and the shared shape referenced. Any other goes through add(), which notes the
+        # shape when it is simple, for the batches after it.
         values, shapes, extras, capacity, pack, size = self._values, self._shape, self._extra, self.capacity, _SLOT.pack_into, _SLOT_BYTES
-        last_sid, last_name, last_description, last_shape = self._last_sid, self._last_name, self._last_description, self._last_shape
-        n = self.appended
-        failed = total = 0
+        sid, name, description, shape = self._last_sid, self._last_name, self._last_description, self._last_shape
+        appended = self.appended
+        slot = appended % capacity
+        offset = slot * size
+        fast = failed = total = 0
         for _, batch in entries:
             if type(batch) is JobSet:  # every job succeeded (see BatchEntry)
                 jobs = batch.jobs
                 inputs = batch.input_infos
-                if len(jobs) == 1 and len(inputs) <= 1:
+                if len(jobs) == 1:
                     job = jobs[0]
                     start, end = batch.processing_start, batch.processing_end
-                    if job.start_time is start and job.end_time is end and start is not None and end is not None:
+                    if job.start_time is start and job.end_time is end and job.name == name and job.description == description:
                         if inputs:
-                            sid = last_sid
-                            info = inputs.get(sid)  # type: ignore[arg-type]  # the last batch's input, most often (None: no input)
-                            if info is None:
-                                [(sid, info)] = inputs.items()
-                            records, plain = info.num_records, not info.metadata
+                            info = inputs.get(sid)  # type: ignore[call-overload]
+                            simple = info is not None and len(inputs) == 1 and not info.metadata
+                            records = info.num_records if simple else 0
                         else:
-                            sid, records, plain = None, 0, True
-                        if plain:
-                            name, description = job.name, job.description
-                            if sid != last_sid or name != last_name or description != last_description or last_shape is None:
-                                last_shape = self._share((() if sid is None else (sid,), ((name, description),)))
-                                last_sid, last_name, last_description = sid, name, description
-                            i = n % capacity
+                            simple, records = sid is None, 0
+                        if simple:
                             try:
-                                pack(values, i * size, batch.time.milliseconds, batch.submission_time.milliseconds,
-                                     start.milliseconds, end.milliseconds, records, 0)
-                            except struct.error:  # a time beyond 64 bits: kept whole, below
+                                pack(values, offset, batch.time.milliseconds, batch.submission_time.milliseconds,
+                                     start.milliseconds, end.milliseconds, records, 0)  # type: ignore[union-attr]
+                            except (struct.error, AttributeError):  # a time beyond 64 bits, or None: below
                                 pass
                             else:
-                                n += 1
-                                shapes[i] = last_shape
-                                extras[i] = None
+                                shapes[slot] = shape
+                                extras[slot] = None
+                                fast += 1
                                 total += records
+                                slot += 1
+                                offset += size
+                                if slot == capacity:
+                                    slot = offset = 0
                                 continue
-                self.appended = n
+                self.appended = appended + fast
                 total += self._add_job_set(batch)
             else:  # a BatchRecord: some job failed
-                self.appended = n
+                self.appended = appended + fast
                 failed += 1
                 total += self.add_record(batch)  # type: ignore[arg-type]
-            n = self.appended
-        self.appended = n
-        self._last_sid, self._last_name, self._last_description, self._last_shape = last_sid, last_name, last_description, last_shape
+            sid, name, description, shape = self._last_sid, self._last_name, self._last_description, self._last_shape
+            appended, fast = self.appended, 0
+            slot = appended % capacity
+            offset = slot * size
+        self.appended = appended + fast
         return failed, total
 
     def _add_job_set(self, job_set: JobSet) -> int:
@@ -227,7 +234,13 @@ class BatchColumns:
             _SLOT.pack_into(self._values, i * _SLOT_BYTES, 0, 0, 0, 0, 0, _WHOLE)
             self._extra[i] = KeptBatch(0, time, dict(inputs), submitted, started, ended, tuple(operations), records)
         else:
-            self._extra[i] = None if kept_inputs is None and kept_operations is None else (kept_inputs, kept_operations)
+            if kept_inputs is None and kept_operations is None:
+                self._extra[i] = None
+                self._last_sid = shape[0][0] if shape[0] else None
+                self._last_name, self._last_description = shape[1][0]
+                self._last_shape = shape
+            else:
+                self._extra[i] = (kept_inputs, kept_operations)
         self._shape[i] = shape
         return records
 
