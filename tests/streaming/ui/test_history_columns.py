@@ -95,10 +95,11 @@ def test_batches_of_any_shape_fed_as_events_read_back_as_delivered(data: Any, re
     assert history.records == sum(info.num_records for info in infos)
 
 
-def job_set(n: int, jobs: int, inputs: dict[int, StreamInputInfo], *, fail: bool = False, started: bool = True) -> JobSet:
+def job_set(n: int, jobs: int, inputs: dict[int, StreamInputInfo], *, fail: bool = False, started: bool = True,
+            name: str = "out") -> JobSet:
     """Batch ``n`` with ``jobs`` jobs, completed (the first job failed if ``fail``; none started unless ``started``)."""
     time = Time(n * INTERVAL)
-    batch = JobSet(time, [Job(time, lambda: None, name=f"out-{k}", description=f"out-{k} at app.py") for k in range(jobs)],
+    batch = JobSet(time, [Job(time, lambda: None, name=f"{name}-{k}", description=f"{name}-{k} at app.py") for k in range(jobs)],
                    Time(n * INTERVAL + 1), inputs)
     for k, job in enumerate(batch.jobs):
         if started:
@@ -109,9 +110,21 @@ def job_set(n: int, jobs: int, inputs: dict[int, StreamInputInfo], *, fail: bool
     return batch
 
 
+def started_later(batch: JobSet) -> JobSet:
+    """``batch`` with its first job's start moved 1 ms after the batch's processing start."""
+    batch.jobs[0].start_time = Time(batch.processing_start.milliseconds + 1)  # type: ignore[union-attr]
+    return batch
+
+
 SHAPES = [
     lambda n: job_set(n, 1, {0: StreamInputInfo(0, n)}),  # the common batch
     lambda n: job_set(n, 1, {}),
+    lambda n: job_set(n, 1, {1: StreamInputInfo(1, n)}),  # another input
+    lambda n: job_set(n, 1, {1: StreamInputInfo(1, n)}, name="other"),  # another output operation
+    lambda n: job_set(n, 1, {1: StreamInputInfo(1, n, {"Description": f"offsets {n}"})}, name="other"),  # metadata
+    lambda n: job_set(n, 1, {1: StreamInputInfo(1, n), 2: StreamInputInfo(2, 1)}, name="other"),  # two inputs
+    lambda n: job_set(n, 1, {1: StreamInputInfo(1, n)}, name="other"),
+    lambda n: started_later(job_set(n, 1, {1: StreamInputInfo(1, n)}, name="other")),  # its operation's times not the batch's
     lambda n: job_set(n, 1, {2: StreamInputInfo(2, n, {"Description": f"offsets {n}"})}),
     lambda n: job_set(n, 3, {0: StreamInputInfo(0, n), 1: StreamInputInfo(1, 2 * n)}),
     lambda n: job_set(n, 2, {0: StreamInputInfo(0, n)}, fail=True),
