@@ -1,8 +1,8 @@
 """What the web UI shows of one context, query or trace: a bounded history kept by an inline listener.
 
 The counterpart of Spark's ``StreamingJobProgressListener`` (the Streaming tab's model) and of the
-Structured Streaming tab's recent progress. Completed batches are kept as flat values in columns
-(:class:`BatchColumns`: no object per kept batch); the JSON the pages read, and a batch's
+Structured Streaming tab's recent progress. Completed batches are kept as flat values
+(:class:`FlatBatches`: machine ints in one buffer, no object per kept batch); the JSON the pages read, and a batch's
 ``BatchInfo``, are built when a page asks, in the shapes of Spark's streaming REST API
 (``/api/v1/applications/<app>/streaming/...``), so a script written against Spark's reads ours.
 """
@@ -35,7 +35,7 @@ from listeners import (
 )
 
 from ._failures import error_summary, headline
-from ._kept_batches import BatchColumns, KeptBatch, iso_date
+from ._kept_batches import FlatBatches, KeptBatch, iso_date
 
 __all__ = ["ContextHistory", "SparkJobs", "batch_json", "check_retained", "failure_text", "operation_json"]
 
@@ -125,10 +125,10 @@ class ContextHistory:
         self.start_time_ms: int | None = None
         self.terminated = False
         self.exception: str | None = None
-        # The completed batches' values, in flat columns (no object per kept batch); a view builds
+        # The completed batches' values, flat (no object per kept batch); a view builds
         # what it shows from them when it asks.
         self._lock = threading.Lock()  # views may read from several threads, beside the loop that adds
-        self._batches = BatchColumns(retained_batches)
+        self._batches = FlatBatches(retained_batches)
         self._active: dict[int, tuple[str, BatchInfo]] = {}
         self._active_source = active
         self._receivers: dict[int, _Receiver] = {}
@@ -140,7 +140,7 @@ class ContextHistory:
         self.query_id: str | None = None
         self.run_id: str | None = None
         # Read from the bus's logs when a view asks. The batch log's reader folds every batch into
-        # the columns (and the totals) in runs, while the log still holds it (the log keeps a run's
+        # the flat values (and the totals) in runs, while the log still holds it (the log keeps a run's
         # few batches, not this history's retained ones); a view folds what is new first.
         self._batch_log = batch_log
         self._progress_log = progress_log

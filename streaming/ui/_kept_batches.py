@@ -1,7 +1,7 @@
 """The UI history's kept completed batches: flat values in one preallocated ring, read back as rows when a page asks.
 
 What Spark's ``StreamingJobProgressListener`` keeps of its retained batches (``BatchUIData``),
-kept without an object per batch (see :class:`BatchColumns`).
+kept without an object per batch (see :class:`FlatBatches`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from scheduler import JobSet, StreamInputInfo, Time
 
 from ._failures import headline
 
-__all__ = ["BatchColumns", "KeptBatch", "iso_date"]
+__all__ = ["FlatBatches", "KeptBatch", "iso_date"]
 
 
 def iso_date(ms: int | None) -> str | None:
@@ -109,7 +109,7 @@ def _ms_or_none(time: Time | None) -> int | None:
     return None if time is None else time.milliseconds
 
 
-class BatchColumns:
+class FlatBatches:
     """The last ``capacity`` completed batches as flat values: a preallocated buffer of machine ints, one slot per batch.
 
     Why not the batches themselves: a kept ``JobSet`` (its job, times and input infos) is about
