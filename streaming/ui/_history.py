@@ -363,10 +363,10 @@ class ContextHistory:
         active = self.active().get(batch_id)
         if active is not None:
             return batch_json(active[1], active[0], None, self.batch_interval_ms), active[1]
-        for row in reversed(self._rows()):
-            if row.time == batch_id:
-                return row.json(self.batch_interval_ms), row.batch_info()
-        return None
+        self._catch_up()
+        with self._lock:
+            row = self._batches.find(batch_id)
+        return None if row is None else (row.json(self.batch_interval_ms), row.batch_info())
 
     def receivers(self) -> list[dict[str, Any]]:
         """Spark's ``/streaming/receivers``, with each receiver's event rate per retained batch."""

@@ -256,6 +256,16 @@ class FlatBatches:
         """The ``newest`` last batches kept, oldest first, as their count from the first batch (slot: modulo capacity)."""
         return range(self.appended - min(newest, len(self)), self.appended)
 
+    def find(self, time: int) -> KeptBatch | None:
+        """The newest kept batch of batch time ``time`` (ms), or ``None``: only its row is built."""
+        capacity, values, extras = self.capacity, self._values, self._extra
+        for n in reversed(self._kept(capacity)):
+            i = n % capacity
+            kept, *_, flags = _SLOT.unpack_from(values, i * _SLOT_BYTES)
+            if (extras[i].time if flags & _WHOLE else kept) == time:
+                return self._row(i, n + 1)
+        return None
+
     def rows(self, newest: int | None = None) -> list[KeptBatch]:
         """The kept batches (the ``newest`` last of them), oldest first, as :class:`KeptBatch` values."""
         capacity = self.capacity
