@@ -134,8 +134,8 @@ class FlatBatches:
         self._shape: list[_Shape | None] = [None] * capacity
         self._extra: list[Any] = [None] * capacity  # None, (inputs, operations) or a whole KeptBatch
         self._shapes: dict[_Shape, _Shape] = {}
-        # The last one-input, one-operation shape, compared field by field before any tuple is built.
-        # The last simple batch's input (None: none), output operation and shape, for add_entries.
+        # The last simple batch's input (None: none), output operation and shape: add_entries
+        # compares a batch with them field by field before it builds any tuple.
         self._last_sid: object = _UNSET
         self._last_name = self._last_description = ""
         self._last_shape: _Shape | None = None
