@@ -110,8 +110,9 @@ class StreamingUI:
             bus.follow_batches()
             if runtime.kind == "micro-batch":
                 # The completed batches and progress reports too: the bus keeps them once for
-                # every view, and the history reads them when a page asks.
-                logs = {"batch_log": bus.batch_log(self.retained_batches),
+                # every view, and the history reads them when a page asks. The batch log keeps
+                # only a reader's run of batches: the history keeps its retained ones as values.
+                logs = {"batch_log": bus.batch_log(),
                         "progress_log": bus.progress_log(self.retained_progress)}
         history = ContextHistory(
             label, kind=runtime.kind, batch_interval_ms=int(interval.milliseconds),

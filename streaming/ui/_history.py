@@ -1,17 +1,15 @@
 """What the web UI shows of one context, query or trace: a bounded history kept by an inline listener.
 
 The counterpart of Spark's ``StreamingJobProgressListener`` (the Streaming tab's model) and of the
-Structured Streaming tab's recent progress. Events are kept as they arrive (the
-``BatchCompleted`` events themselves, no conversion on the loop; each one's ``BatchInfo`` is built
-when a view first reads it); the JSON the pages read is built
-when a page asks, in the shapes of Spark's streaming REST API
+Structured Streaming tab's recent progress. Completed batches are kept as flat values
+(:class:`FlatBatches`: machine ints in one buffer, no object per kept batch); the JSON the pages read, and a batch's
+``BatchInfo``, are built when a page asks, in the shapes of Spark's streaming REST API
 (``/api/v1/applications/<app>/streaming/...``), so a script written against Spark's reads ours.
 """
 
 from __future__ import annotations
 
 import collections
-import datetime
 import itertools
 import threading
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -35,9 +33,9 @@ from listeners import (
     StreamingEvent,
     StreamingStarted,
 )
-from scheduler import JobSet
 
 from ._failures import error_summary, headline
+from ._kept_batches import FlatBatches, KeptBatch, iso_date
 
 __all__ = ["ContextHistory", "SparkJobs", "batch_json", "check_retained", "failure_text", "operation_json"]
 
@@ -50,13 +48,6 @@ def check_retained(**counts: int) -> None:
     for what, n in counts.items():
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"{what} must be a positive int, got {n!r}")
-
-
-def _iso(ms: int | None) -> str | None:
-    """Spark's REST date format (``2016-12-14T18:45:24.873GMT``)."""
-    if ms is None:
-        return None
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "GMT"
 
 
 def _ms(value: Any) -> int | None:
@@ -75,8 +66,9 @@ class ContextHistory:
     """The retained history of one attached context, query or trace, and its JSON views.
 
     It is a listener (``run_inline``: called inside the bus's ``post``, a few microseconds per
-    event) and keeps the last ``retained_batches`` completed batches, the running ones, the
-    receivers and the last ``retained_progress`` progress reports, as Spark's UI keeps
+    event) and keeps the last ``retained_batches`` completed batches (as flat values: a page's
+    rows and a batch's ``BatchInfo`` are built when it asks), the running ones, the receivers and
+    the last ``retained_progress`` progress reports, as Spark's UI keeps
     ``spark.streaming.ui.retainedBatches`` batches.
 
     Args:
@@ -94,9 +86,9 @@ class ContextHistory:
         active: reads the running batches when a view asks (a bus's ``active_batches``, after
             its ``follow_batches``). With it, register :meth:`listener` rather than the history:
             it takes no ``BatchSubmitted`` or ``BatchStarted``, so the bus builds no snapshot for them.
-        batch_log: reads the completed batches from a bus's :class:`~listeners.BatchLog` when a
-            view asks (each one's ``BatchInfo`` built once, on its first read) instead of taking
-            ``BatchCompleted``; :meth:`listener` then takes none.
+        batch_log: reads the completed batches from a bus's :class:`~listeners.BatchLog`
+            instead of taking ``BatchCompleted`` (:meth:`listener` then takes none): its reader
+            keeps each batch's values as the log folds it, so the log holds only a run of batches.
         progress_log: reads the progress reports from a bus's :class:`~listeners.ProgressLog`
             when a view asks instead of taking ``QueryProgress``; :meth:`listener` then takes none.
     """
@@ -133,29 +125,27 @@ class ContextHistory:
         self.start_time_ms: int | None = None
         self.terminated = False
         self.exception: str | None = None
-        # The events themselves: each BatchInfo is built from its event's record when a view reads it.
-        self._completed: collections.deque[tuple[int, BatchCompleted]] = collections.deque(maxlen=retained_batches)
+        # The completed batches' values, flat (no object per kept batch); a view builds
+        # what it shows from them when it asks.
+        self._lock = threading.Lock()  # views may read from several threads, beside the loop that adds
+        self._batches = FlatBatches(retained_batches)
         self._active: dict[int, tuple[str, BatchInfo]] = {}
         self._active_source = active
         self._receivers: dict[int, _Receiver] = {}
         self._progress: collections.deque[tuple[int, Any]] = collections.deque(maxlen=retained_progress)
-        self._seq = itertools.count(1)
         self._progress_seq = itertools.count(1)
         self._completed_batches = 0
         self._failed_batches = 0
         self._records = 0
         self.query_id: str | None = None
         self.run_id: str | None = None
-        # Read from the bus's logs when a view asks: the entries past the base are this history's
-        # (its seq 1 is the log's entry base + 1), and a reader counts every batch for the totals.
-        self._lock = threading.Lock()  # views may read from several threads; each BatchInfo is built once
+        # Read from the bus's logs when a view asks. The batch log's reader folds every batch into
+        # the flat values (and the totals) in runs, while the log still holds it (the log keeps a run's
+        # few batches, not this history's retained ones); a view folds what is new first.
         self._batch_log = batch_log
         self._progress_log = progress_log
         if batch_log is not None:
-            batch_log.retain(retained_batches)
-            self._batch_base = batch_log.appended
-            self._batch_reader = batch_log.reader(self._count_batches)
-            self._infos: collections.deque[tuple[int, BatchInfo]] = collections.deque(maxlen=retained_batches)
+            self._batch_reader = batch_log.reader(self._fold_batches)
         if progress_log is not None:
             progress_log.retain(retained_progress)
             self._progress_base = progress_log.appended
@@ -185,19 +175,14 @@ class ContextHistory:
         if log is not None:
             log.catch_up(self._batch_reader)
 
-    def _count_batches(self, entries: Sequence[BatchEntry]) -> None:
-        failed = records = 0
-        for _, batch in entries:
-            if type(batch) is JobSet:  # every job succeeded (see BatchEntry)
-                for info in batch.input_infos.values():
-                    records += info.num_records
-            else:  # a BatchRecord: some job failed
-                failed += 1
-                records += batch.num_records
-        completed = len(entries)
-        self._completed_batches += completed
-        self._failed_batches += failed
-        self._records += records
+    def _fold_batches(self, entries: Sequence[BatchEntry]) -> None:
+        # Called by the log's reader (once per entry, in order, in runs of up to the log's length):
+        # on the loop before the log lets go of a batch not yet folded, or on a view's thread.
+        with self._lock:
+            failed, records = self._batches.add_entries(entries)
+            self._completed_batches += len(entries)
+            self._failed_batches += failed
+            self._records += records
 
     # -- the listener --
 
@@ -233,17 +218,16 @@ class ContextHistory:
         self._active[info.batch_time.milliseconds] = ("PROCESSING", info)
 
     def on_batch_completed(self, event: BatchCompleted) -> None:
-        """A completed batch: retained, counted."""
-        # Called for every batch, inside the bus's post: the event is kept as it is (its BatchInfo
-        # is built when a view reads it), the totals come from its record's plain ints.
+        """A completed batch: kept (its values), counted."""
         record = event.record
         if self._active:
             self._active.pop(record.batch_time_ms, None)
-        self._completed.append((next(self._seq), event))
-        self._completed_batches += 1
-        self._records += record.num_records
-        if record.failures:
-            self._failed_batches += 1
+        with self._lock:
+            self._batches.add_record(record)
+            self._completed_batches += 1
+            self._records += record.num_records
+            if record.failures:
+                self._failed_batches += 1
 
     def _receiver(self, info: ReceiverInfo) -> _Receiver:
         entry = self._receivers.get(info.stream_id)
@@ -288,25 +272,19 @@ class ContextHistory:
 
     # -- JSON views (Spark's streaming REST shapes) --
 
-    def completed(self) -> list[tuple[int, BatchInfo]]:
-        """The retained completed batches with their sequence numbers, oldest first."""
-        log = self._batch_log
-        if log is None:
-            # One C-level copy first: safe beside the loop that appends. Each BatchInfo is built on
-            # its event's first read and kept there, so a batch is snapshotted once however often it is shown.
-            return [(seq, event.batch_info) for seq, event in list(self._completed)]
-        entries = log.entries()  # one C-level copy: safe beside the loop that appends
-        base = self._batch_base
+    def _rows(self, newest: int | None = None) -> list[KeptBatch]:
+        """The kept completed batches (the ``newest`` last of them), oldest first, as they are now."""
+        self._catch_up()
         with self._lock:
-            self._batch_reader.catch_up(entries)
-            infos = self._infos
-            built = infos[-1][0] + base if infos else base
-            for seq, batch in entries:
-                if seq > built:
-                    # Built once, on the first read after the batch completed, and kept.
-                    info = BatchInfo.from_job_set(batch) if type(batch) is JobSet else batch.batch_info()  # type: ignore[union-attr]
-                    infos.append((seq - base, info))
-            return list(infos)
+            return self._batches.rows(newest)
+
+    def completed(self) -> list[tuple[int, BatchInfo]]:
+        """The retained completed batches with their sequence numbers, oldest first.
+
+        Each ``BatchInfo`` is built from the kept values on every call (it equals the one the
+        batch's ``BatchCompleted`` carried); the pages read the values without building one.
+        """
+        return [(row.seq, row.batch_info()) for row in self._rows()]
 
     def active(self) -> dict[int, tuple[str, BatchInfo]]:
         """The running batches by time in ms, each ``("QUEUED" | "PROCESSING", its BatchInfo)``: as they are now."""
@@ -317,14 +295,20 @@ class ContextHistory:
 
     def statistics(self) -> dict[str, Any]:
         """Spark's ``/streaming/statistics`` of this context, plus our own fields (name, kind, links)."""
-        batches = [b for _, b in self.completed()]
+        self._catch_up()
+        with self._lock:
+            records, submitted, started, ended = self._batches.timings()
         receivers = list(self._receivers.values())
         interval = self.batch_interval_ms
 
         def avg(values: list[int]) -> float | None:
             return sum(values) / len(values) if values else None
 
-        rates = [b.num_records * 1000 / interval for b in batches] if interval else []
+        rates = [n * 1000 / interval for n in records] if interval else []
+        scheduling = [start - sub for sub, start in zip(submitted, started, strict=True) if start is not None]
+        processing = [end - start for start, end in zip(started, ended, strict=True) if start is not None and end is not None]
+        total = [end - sub for sub, start, end in zip(submitted, started, ended, strict=True)
+                 if start is not None and end is not None]
         return {
             "name": self.name,
             "kind": self.kind,
@@ -335,7 +319,7 @@ class ContextHistory:
             "queryId": self.query_id,
             "runId": self.run_id,
             "sparkUi": self.spark_ui,
-            "startTime": _iso(self.start_time_ms),
+            "startTime": iso_date(self.start_time_ms),
             "startTimeMs": self.start_time_ms,
             "batchDuration": interval,
             "numReceivers": len(receivers),
@@ -343,14 +327,14 @@ class ContextHistory:
             "numInactiveReceivers": sum(1 for r in receivers if not r.info.active),
             "numTotalCompletedBatches": self.completed_batches,
             "numFailedBatches": self.failed_batches,
-            "numRetainedCompletedBatches": len(batches),
+            "numRetainedCompletedBatches": len(records),
             "numActiveBatches": len(self.active()),
             "numProcessedRecords": self.records,
             "numReceivedRecords": self.records,
             "avgInputRate": avg(rates),  # type: ignore[arg-type]
-            "avgSchedulingDelay": avg([d for b in batches if (d := _ms(b.scheduling_delay)) is not None]),
-            "avgProcessingTime": avg([d for b in batches if (d := _ms(b.processing_delay)) is not None]),
-            "avgTotalDelay": avg([d for b in batches if (d := _ms(b.total_delay)) is not None]),
+            "avgSchedulingDelay": avg(scheduling),
+            "avgProcessingTime": avg(processing),
+            "avgTotalDelay": avg(total),
             "inputNames": {str(k): v for k, v in sorted(self.input_names.items())},
             "progressReports": self._last_progress_seq(),
         }
@@ -367,10 +351,11 @@ class ContextHistory:
                 if status is None or status == state:
                     out.append(batch_json(info, state, None, self.batch_interval_ms))
         if status in (None, "COMPLETED"):
-            for seq, info in reversed(self.completed()):
-                if seq <= since:
-                    break
-                out.append(batch_json(info, "COMPLETED", seq, self.batch_interval_ms))
+            self._catch_up()
+            with self._lock:
+                rows = self._batches.rows(max(0, self._batches.appended - since))
+            interval = self.batch_interval_ms
+            out.extend(row.json(interval) for row in reversed(rows))
         return out
 
     def batch(self, batch_id: int) -> tuple[dict[str, Any], BatchInfo] | None:
@@ -378,27 +363,28 @@ class ContextHistory:
         active = self.active().get(batch_id)
         if active is not None:
             return batch_json(active[1], active[0], None, self.batch_interval_ms), active[1]
-        for seq, info in reversed(self.completed()):
-            if info.batch_time.milliseconds == batch_id:
-                return batch_json(info, "COMPLETED", seq, self.batch_interval_ms), info
-        return None
+        self._catch_up()
+        with self._lock:
+            row = self._batches.find(batch_id)
+        return None if row is None else (row.json(self.batch_interval_ms), row.batch_info())
 
     def receivers(self) -> list[dict[str, Any]]:
         """Spark's ``/streaming/receivers``, with each receiver's event rate per retained batch."""
-        batches = [b for _, b in self.completed()]
+        receivers = sorted(dict(self._receivers).items())
+        batches = self._rows() if receivers else []
         interval = self.batch_interval_ms
         out = []
-        for sid, entry in sorted(dict(self._receivers).items()):
+        for sid, entry in receivers:
             info = entry.info
-            rates = [[b.batch_time.milliseconds, (b.stream_id_to_input_info[sid].num_records * 1000 / interval)]
-                     for b in batches if interval and sid in b.stream_id_to_input_info]
+            rates = [[row.time, (row.inputs[sid].num_records * 1000 / interval)]
+                     for row in batches if interval and sid in row.inputs]
             out.append({
                 "streamId": sid,
                 "streamName": info.name,
                 "isActive": info.active,
                 "executorId": info.executor_id,
                 "executorHost": info.location,
-                "lastErrorTime": _iso(_ms(info.last_error_time)),
+                "lastErrorTime": iso_date(_ms(info.last_error_time)),
                 "lastErrorMessage": info.last_error_message or None,
                 "lastError": failure_text(info.last_error or None, self.show_tracebacks),
                 "avgEventRate": (sum(r for _, r in rates) / len(rates)) if rates else None,
@@ -465,8 +451,8 @@ def operation_json(op: Any, jobs: list[int] | None, *, show_tracebacks: bool = F
         "outputOpId": op.id,
         "name": op.name,
         "description": op.description,
-        "startTime": _iso(_ms(op.start_time)),
-        "endTime": _iso(_ms(op.end_time)),
+        "startTime": iso_date(_ms(op.start_time)),
+        "endTime": iso_date(_ms(op.end_time)),
         "startTimeMs": _ms(op.start_time),
         "endTimeMs": _ms(op.end_time),
         "duration": _ms(duration),
@@ -486,7 +472,7 @@ def batch_json(info: BatchInfo, status: str, seq: int | None, interval_ms: int |
     return {
         "seq": seq,
         "batchId": info.batch_time.milliseconds,
-        "batchTime": _iso(info.batch_time.milliseconds),
+        "batchTime": iso_date(info.batch_time.milliseconds),
         "status": status,
         "batchDuration": interval_ms,
         "inputSize": info.num_records,
