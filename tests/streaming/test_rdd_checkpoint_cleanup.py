@@ -133,6 +133,9 @@ def test_old_rdd_checkpoint_files_are_deleted_and_a_restart_after_that_restores_
 @pytest.mark.spark
 @pytest.mark.connect
 @pytest.mark.timeout(900)  # 7 Connect batches; minutes at load 40
+@pytest.mark.skipif(not CONNECT_ALL, reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers the cleanup on "
+                    "classic Spark, the deletion of files Spark Connect wrote in test_checkpoint_files.py and a restart "
+                    "on Connect in test_connect_recovery.py")
 def test_on_connect_old_rdd_checkpoint_files_are_deleted_and_a_restart_after_that_restores_exactly(
         connect_session: Any, reference: Run, tmp_path: Path) -> None:
     """Spark Connect: 5 batches checkpoint 10 RDDs as Parquet and keep at most 3 per stream; the restart gives classic
