@@ -100,7 +100,7 @@ def test_a_signal_drains_the_batch_in_flight_then_stops(tmp_path: Path, signum: 
     awaitTermination returns with the context stopped and the program ends normally."""
     code, out = run_child(tmp_path, "true", signum)
     assert (tmp_path / "markers" / "done").exists()
-    assert "awaitTermination returned STOPPED" in out
+    assert "awaitTermination returned STOPPED after the batch" in out
     assert code == 0
 
 
@@ -110,7 +110,7 @@ def test_sigterm_behind_a_hung_listener_ends_after_the_listener_exit_timeout(tmp
     stop still ends (the listener's events are dropped), awaitTermination returns and the program ends normally."""
     code, out = run_child(tmp_path, "true", signal.SIGTERM, mode="hung-listener")
     assert (tmp_path / "markers" / "done").exists()
-    assert "awaitTermination returned STOPPED" in out
+    assert "awaitTermination returned STOPPED after the batch" in out
     assert code == 0
 
 
