@@ -18,7 +18,8 @@ from tests.crash import child_env, spawn
 
 CHILD = Path(__file__).with_name("shutdown_child.py")
 ALL = os.environ.get("AIODSTREAM_SHUTDOWN_TESTS") == "all"
-"""Each child starts its own Spark (seconds): the rarer runtimes' cases run only with AIODSTREAM_SHUTDOWN_TESTS=all."""
+"""Each child starts its own Spark (seconds): the rarer runtimes' cases and a second signal's (SIGINT) run only with
+AIODSTREAM_SHUTDOWN_TESTS=all."""
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
