@@ -3,8 +3,10 @@
 Usage: shutdown_child.py <marker-directory> <stopGracefullyOnShutdown: true|false> [mode]
 
 Modes:
-    batch (default): the first batch's output operation writes ``started``, works 3 s, then
-        writes ``done``.
+    batch (default): the first batch's output operation writes ``started``, works until the
+        context's signal handler has logged the signal (at most 60 s: without a handler the signal
+        ends the process first) and a second more, then writes ``done``; the line printed after
+        ``awaitTermination()`` says whether ``done`` was there by then.
     hung-listener: the same, with a listener that blocks on the first completed batch until the
         program has seen awaitTermination return (``spark.scheduler.listenerbus.exitTimeout=1s``).
     continuous: a continuous context (FileSource ``<markers>/in.txt`` to FileSink ``<markers>/out``)
@@ -13,6 +15,7 @@ Modes:
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -45,17 +48,30 @@ def main(markers: str, graceful: str, mode: str) -> None:
 
         ssc.addStreamingListener(Hung())
 
+    signalled = threading.Event()
+
+    class SignalSeen(logging.Handler):
+        """Sets ``signalled`` when the context's handler logs the shutdown signal, before it stops the context."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("shutdown signal received"):
+                signalled.set()
+
+    logging.getLogger("aiodstream.streaming").addHandler(SignalSeen())
+
     def slow(rdd: object) -> None:
         if os.path.exists(os.path.join(markers, "started")):
             return  # only the first batch works
         open(os.path.join(markers, "started"), "w").close()
-        time.sleep(3)
+        signalled.wait(60)  # in flight while the signal is handled (the parent signals once it sees ``started``)
+        time.sleep(1)  # and for a second of the stop: an immediate stop would return from awaitTermination first
         open(os.path.join(markers, "done"), "w").close()
 
     ssc.queueStream([[1, 2, 3]]).foreachRDD(slow)
     ssc.start()
     ssc.awaitTermination()
-    print("awaitTermination returned", ssc.getState(), flush=True)
+    drained = os.path.exists(os.path.join(markers, "done"))
+    print("awaitTermination returned", ssc.getState(), "after the batch" if drained else "before the batch", flush=True)
     release.set()  # the abandoned listener thread may end now, and with it the process
     ssc.stop(stopSparkContext=True)
 

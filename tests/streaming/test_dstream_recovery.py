@@ -218,27 +218,38 @@ def test_an_async_source_s_records_are_logged_and_a_failed_batch_replays_them(sp
 
 
 
-def test_windows_over_batches_before_the_restart_are_rebuilt_from_the_logged_input(
-        spark_context: Any, tmp_path: Path, backend: str, clock: ManualClock) -> None:
-    """An inverse-reduced window (state snapshot plus the batches leaving it) and a plain window both match an uninterrupted run."""
+def windows_program(sc: Any, run: Run, windows: Run) -> Callable[[StreamingContext], None]:
+    """An inverse-reduced window (five slides, checkpointed every 2 batches) and a plain window's counts over WORDS."""
     from operator import add, sub
 
-    def program(run: Run, windows: Run) -> Callable[[StreamingContext], None]:
-        def build(ssc: StreamingContext) -> None:
-            pairs = ssc.queueStream([spark_context.parallelize(words, 1) for words in WORDS]).map(lambda w: (w, 1))
-            reduced = pairs.reduceByKeyAndWindow(add, sub, 5, 1)  # five slides: incremental
-            reduced.checkpoint(2)
-            reduced.foreachRDD(run.output)
-            pairs.window(3, 1).countByValue().foreachRDD(windows.output)
-        return build
+    def build(ssc: StreamingContext) -> None:
+        pairs = ssc.queueStream([sc.parallelize(words, 1) for words in WORDS]).map(lambda w: (w, 1))
+        reduced = pairs.reduceByKeyAndWindow(add, sub, 5, 1)  # five slides: incremental
+        reduced.checkpoint(2)
+        reduced.foreachRDD(run.output)
+        pairs.window(3, 1).countByValue().foreachRDD(windows.output)
+    return build
 
+
+@pytest.fixture(scope="module")
+def windows_reference(spark_context: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Run]:
+    """The windows program's uninterrupted run of 8 batches (on asyncio, once for both backends' restarts)."""
     reference, reference_windows = Run(), Run()
-    run_program(spark_context, tmp_path / "reference", ManualClock(0), 8, program(reference, reference_windows),
-                resume=False, backend=backend)
+    run_program(spark_context, tmp_path_factory.mktemp("windows-reference"), ManualClock(0), 8,
+                windows_program(spark_context, reference, reference_windows), resume=False)
+    return reference, reference_windows
+
+
+def test_windows_over_batches_before_the_restart_are_rebuilt_from_the_logged_input(
+        spark_context: Any, tmp_path: Path, backend: str, clock: ManualClock, windows_reference: tuple[Run, Run]) -> None:
+    """An inverse-reduced window (state snapshot plus the batches leaving it) and a plain window both match an uninterrupted run."""
+    reference, reference_windows = windows_reference
     first, first_windows = Run(fail_at=6 * INTERVAL_MS), Run()
-    run_program(spark_context, tmp_path / "ck", clock, 6, program(first, first_windows), resume=False, backend=backend)
+    run_program(spark_context, tmp_path / "ck", clock, 6, windows_program(spark_context, first, first_windows), resume=False,
+                backend=backend)
     second, second_windows = Run(), Run()
-    run_program(spark_context, tmp_path / "ck", ManualClock(clock.now()), 2, program(second, second_windows), resume=True, backend=backend)
+    run_program(spark_context, tmp_path / "ck", ManualClock(clock.now()), 2, windows_program(spark_context, second, second_windows),
+                resume=True, backend=backend)
     assert sorted(second.outputs) == [6000, 7000, 8000]
     assert {**first.outputs, **second.outputs} == reference.outputs
     assert {**first_windows.outputs, **second_windows.outputs} == reference_windows.outputs
