@@ -199,7 +199,7 @@ class StreamingListenerBus:
         if self._closed:
             raise StreamingStateError("cannot add a listener to a closed listener bus")
         slot = ListenerQueue(listener, name or name_of(listener), self.capacity, on_loop, inline, self._log,
-                             self._linger_clock)
+                             self._linger_clock, gather=self.overflow is OverflowPolicy.DROP)
         self._slots = [*self._slots, slot]
         self._refresh_wanted()
         if self._tg is not None:
@@ -262,6 +262,19 @@ class StreamingListenerBus:
                 continue
             if kind not in slot.handlers:
                 slot.skipped += 1  # nothing to call: counted as delivered, never queued
+                continue
+            pending = slot.pending
+            if pending is not None:
+                # A plain listener's trip is in flight and nothing else is queued for it: the event
+                # joins the next trip's run in a plain list (no mailbox put; see ListenerQueue.pending).
+                if len(pending) < self.capacity:
+                    pending.append(event)
+                    slot.accepted += 1
+                    filled = slot.filled
+                    if filled is not None and len(pending) >= LINGER_EVENTS:
+                        filled.set()
+                else:
+                    slot.drop(event)  # only under DROP: the dispatcher never gathers a run under BLOCK
                 continue
             queue = slot.queue
             try:

@@ -152,11 +152,13 @@ class ListenerQueue:
     """
 
     def __init__(self, listener: object, name: str, capacity: int, on_loop: bool | None, inline: bool | None,
-                 log: LibraryLogger, linger_clock: Clock | None = None) -> None:
+                 log: LibraryLogger, linger_clock: Clock | None = None, gather: bool = False) -> None:
         """Take ``listener``'s callbacks; ``log`` is the bus's logger, which names the listener in each line.
 
         ``linger_clock``: the clock a plain listener's linger is measured on (see :meth:`dispatch`;
         the bus passes a real-time one whatever its own clock is); without one the dispatcher never lingers.
+        ``gather``: whether the events posted during a plain listener's thread trip may go to
+        :attr:`pending` rather than the queue (the bus asks it under its DROP policy only).
 
         Raises:
             TypeError: not a listener, or an inline listener with an ``async`` callback.
@@ -179,6 +181,12 @@ class ListenerQueue:
         self.handlers: _Handlers = handlers_of(listener)
         # Every callback plain and run off the loop: a thread trip takes whatever is queued, as it is.
         self.all_plain = not self.on_loop and not any(is_async for _, is_async in self.handlers.values())
+        self.gather = gather and self.all_plain and not self.inline
+        # The next trip's run, gathering while a trip is in flight (and lingers) with nothing else
+        # queued: the bus appends each event it posts for this listener here (a list append instead of
+        # a mailbox put, at most ``capacity`` of them, then drops) and the dispatcher takes the list
+        # whole after the trip; ``None`` otherwise (the bus then uses the queue). Set and cleared on the loop.
+        self.pending: list[Any] | None = None
         if self.inline and any(is_async for _, is_async in self.handlers.values()):
             raise TypeError(f"listener {name!r} runs inline (inside post), so its callbacks must be plain 'def' "
                             "functions that never block; make them plain, or register it without inline")
@@ -298,19 +306,34 @@ class ListenerQueue:
                         # Every event queued for it has a plain callback (the bus queues no other):
                         # the thread takes them all, as queued, and looks each callback up.
                         events = [event, *queue.take(_YIELD_EVERY - 1)]
-                        # A full run leaves the queue's next event for the next trip; otherwise the
-                        # queue was found empty (what arrives during the trip may wait: linger).
-                        taken = len(events)  # the thread empties the list as it delivers
-                        event = queue.poll(_EMPTY) if taken == _YIELD_EVERY else _EMPTY
-                        await self._call_on_thread(self._deliver_events, events, control)
-                        self.processed += taken
-                        n += taken
-                        if event is _EMPTY and 0 < len(queue) < LINGER_EVENTS and not control.waiters:
-                            await self._linger()  # see below
-                        if n >= _YIELD_EVERY:
-                            n = 0
-                            control.notify_progress()
-                            await anyio.lowlevel.checkpoint()
+                        while events:
+                            # The queue's next event, if any, goes in a later trip (a full run, or events
+                            # posted while the dispatcher yielded); only when it is empty do the events
+                            # posted during the trip gather (or wait in the queue: linger).
+                            taken = len(events)  # the thread lets go of each event as it delivers it
+                            event = queue.poll(_EMPTY)
+                            if event is _EMPTY and self.gather:
+                                self.pending = []  # nothing else queued: what is posted meanwhile gathers here
+                            await self._call_on_thread(self._deliver_events, events, control)
+                            self.processed += taken
+                            n += taken
+                            pending = self.pending
+                            if pending is not None:
+                                if 0 < len(pending) < LINGER_EVENTS and not control.waiters:
+                                    await self._linger()  # see below; the events keep gathering meanwhile
+                                self.pending = None
+                                events = pending  # posted after the trip's events, before any in the queue
+                            elif event is _EMPTY:
+                                if 0 < len(queue) < LINGER_EVENTS and not control.waiters:
+                                    await self._linger()  # see below
+                                events = []
+                            else:
+                                events = [event, *queue.take(_YIELD_EVERY - 1)]
+                            if n >= _YIELD_EVERY:
+                                n = 0
+                                control.notify_progress()
+                                await anyio.lowlevel.checkpoint()
+                        event = queue.poll(_EMPTY)  # posted while it lingered or yielded (nothing gathered then)
                         if event is _EMPTY:
                             break
                         continue
@@ -358,6 +381,7 @@ class ListenerQueue:
                     control.notify_progress()
         finally:
             # Nobody takes from this queue any more: later posts skip it, waiting ones give up.
+            self.pending = None  # (a cancelled dispatcher's gathered events count as undelivered)
             queue.close()
             self._linger_starts.close()  # its guard returns, at once
             if self._guard_sleep is not None:

@@ -1197,6 +1197,127 @@ def test_a_blocking_plain_listener_delays_only_itself(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_events_posted_during_a_plain_trip_gather_in_one_list_and_go_in_the_next_trip(backend: str) -> None:
+    """During a plain listener's trip the bus appends its events to one list, not the queue; the next trip takes them, in order."""
+    release = threading.Event()
+
+    async def body() -> None:
+        listener = OnThread(block_on=release)
+        bus = StreamingListenerBus(linger=False)
+        bus.add_listener(listener, name="plain")
+        slot = bus._slots[0]
+        async with running(bus):
+            await bus.post(ev(0))
+            await anyio.to_thread.run_sync(listener.entered.wait)  # the first trip is in flight
+            for n in range(1, 6):
+                await bus.post(ev(n))
+            assert numbers(slot.pending or []) == [1, 2, 3, 4, 5] and len(slot.queue) == 0
+            assert bus.statistics().queued == 6  # the one in hand and the five gathered
+            release.set()
+            await bus.wait_delivered()
+            assert slot.pending is None and (slot.trips, slot.tripped) == (2, 6)
+        assert [n for n, _, _ in listener.calls] == [0, 1, 2, 3, 4, 5]
+        assert bus.statistics() == ListenerBusStatistics(posted=6, delivered=6, failed=0, dropped=0, queued=0,
+                                                         listeners=(ListenerStatistics("plain", 0, 6, 0, 0),))
+
+    try:
+        run(backend, body)
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_plain_listeners_gathered_events_are_bounded_by_its_capacity_under_drop(backend: str) -> None:
+    """Gathered events count against the queue's capacity: past it DROP drops them for that listener; close delivers the rest."""
+    release = threading.Event()
+
+    async def body() -> None:
+        listener = OnThread(block_on=release)
+        bus = StreamingListenerBus(capacity=3, overflow=OverflowPolicy.DROP, linger=False)
+        bus.add_listener(listener, name="plain")
+        async with running(bus):
+            await bus.post(ev(0))
+            await anyio.to_thread.run_sync(listener.entered.wait)
+            for n in range(1, 8):
+                await bus.post(ev(n))
+            assert bus.statistics().listeners == (ListenerStatistics("plain", queued=4, delivered=0, failed=0, dropped=4),)
+            release.set()
+        assert [n for n, _, _ in listener.calls] == [0, 1, 2, 3]  # closing delivered what was gathered
+
+    try:
+        with capture_events():
+            run(backend, body)
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_under_block_a_plain_listeners_events_wait_in_its_queue_not_gathered(backend: str) -> None:
+    """Under BLOCK nothing gathers (a full run would not make post wait): the events queue, and post waits for room."""
+    release = threading.Event()
+
+    async def body() -> None:
+        listener = OnThread(block_on=release)
+        bus = StreamingListenerBus(capacity=2, overflow=OverflowPolicy.BLOCK, linger=False)
+        bus.add_listener(listener, name="plain")
+        slot = bus._slots[0]
+        async with running(bus):
+            await bus.post(ev(0))
+            await anyio.to_thread.run_sync(listener.entered.wait)
+            await bus.post(ev(1))
+            await bus.post(ev(2))
+            assert slot.pending is None and len(slot.queue) == 2
+            posted = anyio.Event()
+
+            async def post_one_more() -> None:
+                await bus.post(ev(3))
+                posted.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(post_one_more)
+                await settle()
+                assert not posted.is_set()  # the queue is full: post waits for room
+                release.set()
+        assert [n for n, _, _ in listener.calls] == [0, 1, 2, 3]
+
+    try:
+        run(backend, body)
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_plain_listener_gets_the_events_queued_while_it_yields_after_those_gathered_before(backend: str) -> None:
+    """A gathered run longer than a yield's worth is followed by the events queued while the dispatcher yielded, in order."""
+    release = threading.Event()
+
+    async def body() -> None:
+        listener = OnThread(block_on=release)
+        bus = StreamingListenerBus(linger=False)
+        bus.add_listener(listener, name="plain")
+        slot = bus._slots[0]
+        async with running(bus):
+            await bus.post(ev(0))
+            await anyio.to_thread.run_sync(listener.entered.wait)
+            total = 600
+            for n in range(1, total):
+                await bus.post(ev(n))
+            assert len(slot.pending or []) == total - 1
+            release.set()
+            # Posting on while it delivers: some go in its queue while it yields, the rest gather.
+            for n in range(total, 2 * total):
+                await bus.post(ev(n))
+                await anyio.lowlevel.checkpoint()
+            await bus.wait_delivered()
+        assert [n for n, _, _ in listener.calls] == list(range(2 * total))
+
+    try:
+        run(backend, body)
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_plain_callback_that_returns_an_awaitable_is_awaited_in_order(backend: str) -> None:
     """A plain def returning a coroutine (a partial of an async function, say) has it awaited on the loop, in order."""
     seen: list[tuple[str, int]] = []
