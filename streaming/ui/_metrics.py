@@ -116,7 +116,8 @@ class _QueryState:
         """Observe completed batches read from a batch log: what ``on_batch_completed`` does per event, in one loop.
 
         The histograms' observations are inlined (``_Histogram.observe_ms``: the bucket's count, then
-        the sum in whole milliseconds).
+        the sum in whole milliseconds). A succeeded batch whose three delays all fall in the first
+        bucket (most of them: a few ms) costs one count; the others are observed one by one.
         """
         limits = self.scheduling.limits
         for histogram in (self.processing, self.total):
@@ -124,40 +125,37 @@ class _QueryState:
         scheduling, processing, total = self.scheduling.counts, self.processing.counts, self.total.counts
         # The run's sums start at 0 and are added once at the end: a sum of a run's few-ms delays
         # stays a small int (no allocation per add), where the whole history's sums never are.
-        scheduling_sum = processing_sum = total_sum = 0
+        # A succeeded batch adds its scheduling and total delays; its processing delay is their
+        # difference, so the run's processing sum is the difference of the two sums, plus
+        # ``processing_extra`` (the scheduling delay of a batch that never ended, which has no other).
+        scheduling_sum = total_sum = processing_extra = 0
         bucket = bisect.bisect_left
         first = limits[0]
         records = self.records
-        # Counted down for a failed batch, not up for each one; the first buckets' counts kept in
-        # locals (most delays are a few ms) and added once at the end.
+        # Counted down for a failed batch, not up for each one; the batches whose delays all fall in
+        # the first buckets counted in a local and added once at the end.
         completed, failed, succeeded, failed_operations = len(entries), 0, 0, 0
-        first_scheduling = first_processing = first_total = 0
+        firsts = 0
         last_input: int | None = None
         last_records = 0
         for _, batch in entries:
             if type(batch) is JobSet:  # every job succeeded (see BatchEntry): the common case, in fewest steps
-                submitted = batch.submission_time.milliseconds
                 start, end = batch.processing_start, batch.processing_end
                 if start is not None and end is not None:  # always, once completed
-                    start_ms, end_ms = start.milliseconds, end.milliseconds
-                    value = start_ms - submitted
-                    if value <= first:
-                        first_scheduling += 1
-                    else:
-                        scheduling[bucket(limits, value)] += 1
-                    scheduling_sum += value
-                    value = end_ms - start_ms
-                    if value <= first:
-                        first_processing += 1
-                    else:
-                        processing[bucket(limits, value)] += 1
-                    processing_sum += value
-                    value = end_ms - submitted
-                    if value <= first:
-                        first_total += 1
-                    else:
-                        total[bucket(limits, value)] += 1
+                    submitted = batch.submission_time.milliseconds
+                    scheduled = start.milliseconds - submitted
+                    value = end.milliseconds - submitted
+                    scheduling_sum += scheduled
                     total_sum += value
+                    # Both delays are at least 0 (one clock, read in order) and add up to the total:
+                    # a total in the first bucket puts all three there.
+                    if 0 <= scheduled <= value <= first:
+                        firsts += 1
+                    else:
+                        scheduling[0 if scheduled <= first else bucket(limits, scheduled)] += 1
+                        total[0 if value <= first else bucket(limits, value)] += 1
+                        value -= scheduled
+                        processing[0 if value <= first else bucket(limits, value)] += 1
                     succeeded += len(batch.jobs)
                     infos = batch.input_infos
                     for stream_id in infos:  # the keys, then a lookup: no items iterator or tuple per input
@@ -171,20 +169,21 @@ class _QueryState:
                     continue
                 began = None if start is None else start.milliseconds
                 ended = None if end is None else end.milliseconds
+                submitted = batch.submission_time.milliseconds
                 failures, operations, inputs = 0, len(batch.jobs), batch.input_infos
             else:
                 assert isinstance(batch, BatchRecord)
                 submitted, began, ended = batch.submission_ms, batch.processing_start_ms, batch.processing_end_ms
                 failures, operations, inputs = batch.failures, len(batch.operations), batch.stream_id_to_input_info
             if began is not None:
-                # The first bucket without a bisect: most batches' delays are a few ms.
                 value = began - submitted
                 scheduling[0 if value <= first else bucket(limits, value)] += 1
                 scheduling_sum += value
-                if ended is not None:
+                if ended is None:
+                    processing_extra += value
+                else:
                     value = ended - began
                     processing[0 if value <= first else bucket(limits, value)] += 1
-                    processing_sum += value
                     value = ended - submitted
                     total[0 if value <= first else bucket(limits, value)] += 1
                     total_sum += value
@@ -197,11 +196,11 @@ class _QueryState:
                 records[stream_id] = records.get(stream_id, 0) + input_info.num_records
         if last_input is not None:
             records[last_input] = records.get(last_input, 0) + last_records
-        scheduling[0] += first_scheduling
-        processing[0] += first_processing
-        total[0] += first_total
+        scheduling[0] += firsts
+        processing[0] += firsts
+        total[0] += firsts
         self.scheduling.sum_ms += scheduling_sum
-        self.processing.sum_ms += processing_sum
+        self.processing.sum_ms += total_sum - scheduling_sum + processing_extra
         self.total.sum_ms += total_sum
         self.batches["completed"] += completed
         self.batches["failed"] += failed
@@ -218,18 +217,28 @@ class _QueryState:
         bucket = bisect.bisect_left
         first = limits[0]
         rows_total = 0
+        # The reports whose write fell in the first bucket (in memory, and mostly on disk, a write
+        # takes no whole ms) are counted in locals and added at the end, as in fold_batches.
+        first_offsets = first_commits = 0
         for _, _, rows, durations in entries:
             rows_total += rows
             # A test and a lookup: cheaper than a .get() call when the phase is missing (no checkpoint).
-            # The first bucket without a bisect: in memory, and mostly on disk, a write takes no whole ms.
             if "walCommit" in durations:
                 ms = durations["walCommit"]
-                offsets_counts[0 if ms <= first else bucket(limits, ms)] += 1
+                if ms <= first:
+                    first_offsets += 1
+                else:
+                    offsets_counts[bucket(limits, ms)] += 1
                 offsets_sum += ms
             if "commitOffsets" in durations:
                 ms = durations["commitOffsets"]
-                commits_counts[0 if ms <= first else bucket(limits, ms)] += 1
+                if ms <= first:
+                    first_commits += 1
+                else:
+                    commits_counts[bucket(limits, ms)] += 1
                 commits_sum += ms
+        offsets_counts[0] += first_offsets
+        commits_counts[0] += first_commits
         offsets.sum_ms += offsets_sum
         commits.sum_ms += commits_sum
         self.progress_reports += len(entries)
