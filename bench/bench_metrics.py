@@ -264,16 +264,36 @@ def instructions_per_batch(how: str, batches: int, spark: bool = False, step: in
     return round(int(totals[-1].split()[1]) / batches)
 
 
-def instructions(batches: int, spark: bool = False, step: int | None = None) -> dict[str, Any]:
-    """Instructions per batch of each variant (bare engine, or the Spark context's driver), and each one's overhead."""
-    counts = {}
-    for how in (SPARK_VARIANTS if spark else VARIANTS):
-        counts[how] = instructions_per_batch(how, batches, spark, step)
-        print(f"{how}: {counts[how]} instructions per batch, load {load()}", file=sys.stderr, flush=True)
+def instructions(batches: int, spark: bool = False, step: int | None = None, variants: tuple[str, ...] | None = None,
+                 repeat: int = 1) -> dict[str, Any]:
+    """Instructions per batch of each variant (bare engine, or the Spark context's driver), and each one's overhead.
+
+    With ``repeat`` above 1 the variants run that many times, alternating (none, metrics, ..., none, metrics, ...):
+    each variant's figure is the median of its runs, and every run is printed beside it.
+    """
+    chosen = variants or (SPARK_VARIANTS if spark else VARIANTS)
+    if "none" not in chosen:
+        chosen = ("none", *chosen)
+    runs: dict[str, list[int]] = {how: [] for how in chosen}
+    loads: list[list[float]] = []
+    for _ in range(repeat):
+        for how in chosen:
+            runs[how].append(instructions_per_batch(how, batches, spark, step))
+            loads.append(load())
+            print(f"{how}: {runs[how][-1]} instructions per batch, load {loads[-1]}", file=sys.stderr, flush=True)
+    counts = {how: round(statistics.median(v)) for how, v in runs.items()}
     base = counts["none"]
-    return {"program": "spark_context" if spark else "engine", "instructions_per_batch": counts,
-            "overhead": {k: round(v / base - 1, 4) for k, v in counts.items() if k != "none"},
-            "batches": batches, "step": step, "load_average": load()}
+    result: dict[str, Any] = {"program": "spark_context" if spark else "engine", "instructions_per_batch": counts,
+                              "overhead": {k: round(v / base - 1, 4) for k, v in counts.items() if k != "none"},
+                              "batches": batches, "step": step}
+    if repeat > 1:
+        # Each round's overhead against that round's own run without: the spread a single run cannot show.
+        result["runs"] = runs
+        result["overhead_per_round"] = {k: [round(v[n] / runs["none"][n] - 1, 4) for n in range(repeat)]
+                                        for k, v in runs.items() if k != "none"}
+    result["load_average"] = load()
+    result["load_per_run"] = loads
+    return result
 
 
 def main() -> None:
@@ -286,6 +306,12 @@ def main() -> None:
                         help="count instructions per batch of each variant on the bare engine under callgrind (children "
                              "run with --only ... --count-instructions; about 3 minutes), print them, nothing else")
     parser.add_argument("--count-instructions", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--variants", type=lambda text: tuple(text.split(",")),
+                        help="with --instructions: only these variants, comma-separated (none is always run), e.g. "
+                             "metrics,ui")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="with --instructions: run the variants this many times, alternating; medians, and each "
+                             "round's overhead against its own run without")
     parser.add_argument("--spark-only", action="store_true",
                         help="with --instructions or --only: the no-op Spark context instead of the bare engine")
     parser.add_argument("--only", choices=VARIANTS,
@@ -297,7 +323,10 @@ def main() -> None:
                              "all of a round's batches in one jump")
     args = parser.parse_args()
     if args.instructions:
-        print(json.dumps(instructions(args.batches, args.spark_only, args.step), indent=2))
+        unknown = set(args.variants or ()) - set(VARIANTS)
+        if unknown:
+            parser.error(f"--variants takes some of {', '.join(VARIANTS)}; got {', '.join(sorted(unknown))}")
+        print(json.dumps(instructions(args.batches, args.spark_only, args.step, args.variants, args.repeat), indent=2))
         return
     if args.only is not None:
         if args.spark_only:

@@ -17,10 +17,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from listeners import (
     BatchCompleted,
-    BatchEntry,
     BatchRecord,
     ListenerBusStatistics,
-    ProgressEntry,
+    ProgressItem,
     QueryProgress,
     ReceiverError,
     ReceiverStarted,
@@ -112,8 +111,9 @@ class _QueryState:
         for catch_up in self.readers:
             catch_up()
 
-    def fold_batches(self, entries: Sequence[BatchEntry]) -> None:
-        """Observe completed batches read from a batch log: what ``on_batch_completed`` does per event, in one loop.
+    def fold_batches(self, batches: Sequence[JobSet | BatchRecord]) -> None:
+        """Observe completed batches read from a batch log (its items, oldest first): what ``on_batch_completed`` does per
+        event, in one loop.
 
         The histograms' observations are inlined (``_Histogram.observe_ms``: the bucket's count, then
         the sum in whole milliseconds). A succeeded batch whose three delays all fall in the first
@@ -134,22 +134,24 @@ class _QueryState:
         records = self.records
         # Counted down for a failed batch, not up for each one; the batches whose delays all fall in
         # the first buckets counted in a local and added once at the end.
-        completed, failed, succeeded, failed_operations = len(entries), 0, 0, 0
+        completed, failed, succeeded, failed_operations = len(batches), 0, 0, 0
         firsts = 0
         last_input: int | None = None
         last_records = 0
-        for _, batch in entries:
+        for batch in batches:
             if type(batch) is JobSet:  # every job succeeded (see BatchEntry): the common case, in fewest steps
-                start, end = batch.processing_start, batch.processing_end
-                if start is not None and end is not None:  # always, once completed
-                    submitted = batch.submission_time.milliseconds
-                    scheduled = start.milliseconds - submitted
-                    value = end.milliseconds - submitted
+                submitted = batch.submission_time.milliseconds
+                try:  # always started and ended, once completed; else AttributeError on None, below
+                    scheduled = batch.processing_start.milliseconds - submitted  # type: ignore[union-attr]
+                    value = batch.processing_end.milliseconds - submitted  # type: ignore[union-attr]
+                except AttributeError:
+                    start, end = batch.processing_start, batch.processing_end
+                else:
                     scheduling_sum += scheduled
                     total_sum += value
-                    # Both delays are at least 0 (one clock, read in order) and add up to the total:
-                    # a total in the first bucket puts all three there.
-                    if 0 <= scheduled <= value <= first:
+                    # With both delays at least 0 (so at most the total, their sum), a total in the
+                    # first bucket puts all three there.
+                    if value <= first and scheduled >= 0 and scheduled <= value:
                         firsts += 1
                     else:
                         scheduling[0 if scheduled <= first else bucket(limits, scheduled)] += 1
@@ -157,10 +159,13 @@ class _QueryState:
                         value -= scheduled
                         processing[0 if value <= first else bucket(limits, value)] += 1
                     succeeded += len(batch.jobs)
+                    # Summed in a local while the batches' one input is the same (the common case): the
+                    # records dict is updated when another input comes, and at the end.
                     infos = batch.input_infos
+                    if len(infos) == 1 and last_input in infos:
+                        last_records += infos[last_input].num_records  # type: ignore[index]
+                        continue
                     for stream_id in infos:  # the keys, then a lookup: no items iterator or tuple per input
-                        # Summed in a local while the batches' input is the same one (the common case):
-                        # the records dict is updated when another input comes, and at the end.
                         if stream_id != last_input:
                             if last_input is not None:
                                 records[last_input] = records.get(last_input, 0) + last_records
@@ -169,7 +174,6 @@ class _QueryState:
                     continue
                 began = None if start is None else start.milliseconds
                 ended = None if end is None else end.milliseconds
-                submitted = batch.submission_time.milliseconds
                 failures, operations, inputs = 0, len(batch.jobs), batch.input_infos
             else:
                 assert isinstance(batch, BatchRecord)
@@ -207,8 +211,8 @@ class _QueryState:
         self.output_operations["succeeded"] += succeeded
         self.output_operations["failed"] += failed_operations
 
-    def fold_progress(self, entries: Sequence[ProgressEntry]) -> None:
-        """Observe progress reports read from a progress log (none of them is built)."""
+    def fold_progress(self, reports: Sequence[ProgressItem]) -> None:
+        """Observe progress reports read from a progress log (its items, oldest first; none of them is built)."""
         # observe_progress, inline (the histograms' too: a bucket's count, then the sum in whole milliseconds).
         offsets, commits = self.checkpoint_write["offsets"], self.checkpoint_write["commits"]
         limits = offsets.limits
@@ -220,7 +224,7 @@ class _QueryState:
         # The reports whose write fell in the first bucket (in memory, and mostly on disk, a write
         # takes no whole ms) are counted in locals and added at the end, as in fold_batches.
         first_offsets = first_commits = 0
-        for _, _, rows, durations in entries:
+        for _, rows, durations in reports:
             rows_total += rows
             # A test and a lookup: cheaper than a .get() call when the phase is missing (no checkpoint).
             if "walCommit" in durations:
@@ -230,18 +234,20 @@ class _QueryState:
                 else:
                     offsets_counts[bucket(limits, ms)] += 1
                 offsets_sum += ms
-            if "commitOffsets" in durations:
+            try:  # a micro-batch query's report always has it: no test first
                 ms = durations["commitOffsets"]
-                if ms <= first:
-                    first_commits += 1
-                else:
-                    commits_counts[bucket(limits, ms)] += 1
-                commits_sum += ms
+            except KeyError:
+                continue
+            if ms <= first:
+                first_commits += 1
+            else:
+                commits_counts[bucket(limits, ms)] += 1
+            commits_sum += ms
         offsets_counts[0] += first_offsets
         commits_counts[0] += first_commits
         offsets.sum_ms += offsets_sum
         commits.sum_ms += commits_sum
-        self.progress_reports += len(entries)
+        self.progress_reports += len(reports)
         self.query_rows += rows_total
 
     def observe_progress(self, rows: int, durations: Mapping[str, int]) -> None:
@@ -375,7 +381,8 @@ class StreamingMetrics:
             # are folded in when the registry is scraped (and when a log would otherwise drop one
             # not folded yet), so the metrics cost the engine no event and no call per batch.
             batches, progress = bus.batch_log(), bus.progress_log()
-            batch_reader, progress_reader = batches.reader(state.fold_batches), progress.reader(state.fold_progress)
+            batch_reader = batches.reader(state.fold_batches, numbered=False)
+            progress_reader = progress.reader(state.fold_progress, numbered=False)
             state.readers = [lambda: batches.catch_up(batch_reader), lambda: progress.catch_up(progress_reader)]
             recorder = _LoggedQueryMetrics(state)
         self._collector.add(state)

@@ -242,7 +242,7 @@ def test_a_folded_run_of_logged_batches_scrapes_as_their_events() -> None:
             job_set.handle_job_completion(job, Time(n * 1000 + 1 + (n % 3) * 4 + (0 if n % 2 else 300 * n)))
         batches.append(completed_batch(job_set))
     logged, fed = StreamingMetrics(), StreamingMetrics()
-    logged.listener("q").state.fold_batches(list(enumerate(batches, start=1)))
+    logged.listener("q").state.fold_batches(batches)
     recorder = fed.listener("q")
     for batch in batches:
         recorder.on_batch_completed(BatchCompleted.of_completed(batch) if type(batch) is JobSet else
@@ -280,7 +280,7 @@ def test_a_folded_run_counts_every_delay_as_its_events_do_when_a_clock_steps_bac
     batches.append(completed_batch(job_set))
     assert type(batches[-1]) is BatchRecord and batches[-1].processing_end_ms is None
     logged, fed = StreamingMetrics(), StreamingMetrics()
-    logged.listener("q").state.fold_batches(list(enumerate(batches, start=1)))
+    logged.listener("q").state.fold_batches(batches)
     recorder = fed.listener("q")
     for batch in batches:
         recorder.on_batch_completed(BatchCompleted.of_completed(batch) if type(batch) is JobSet else
@@ -293,3 +293,31 @@ def test_a_folded_run_counts_every_delay_as_its_events_do_when_a_clock_steps_bac
     assert value(found, "aiodstream_batch_processing_delay_seconds_sum", query="q") == pytest.approx(
         (0 + 23 - 20 + 3 + 3 + 69_100) / 1000)
     assert value(found, "aiodstream_batch_total_delay_seconds_bucket", query="q", le="0.005") == 4
+
+
+def test_a_folded_run_of_kept_progress_reports_scrapes_as_their_events() -> None:
+    """Progress reports read from a progress log (with and without each checkpoint phase, writes in the first bucket and
+    past it) scrape byte for byte as observing the same reports one at a time."""
+    from listeners import ProgressLog
+
+    def build() -> Any:
+        raise AssertionError("the metrics never build a report")
+
+    phases = [{"commitOffsets": 0}, {"walCommit": 3, "commitOffsets": 1}, {"walCommit": 40}, {}, {"commitOffsets": 700},
+              {"walCommit": 0, "commitOffsets": 0, "addBatch": 9}]
+    log = ProgressLog()
+    logged, fed = StreamingMetrics(), StreamingMetrics()
+    state = logged.listener("q").state
+    reader = log.reader(state.fold_progress, numbered=False)
+    recorder = fed.listener("q").state
+    for n in range(300):
+        durations = phases[n % len(phases)]
+        log.append(build, n % 7, durations)
+        recorder.observe_progress(n % 7, durations)
+    log.catch_up(reader)
+    text = logged.scrape()
+    assert text == fed.scrape()
+    found = samples(text)
+    assert value(found, "aiodstream_query_progress_reports_total", query="q") == 300
+    assert value(found, "aiodstream_checkpoint_write_seconds_count", query="q", log="commits") == 200
+    assert value(found, "aiodstream_checkpoint_write_seconds_bucket", query="q", log="offsets", le="0.0025") == 50
