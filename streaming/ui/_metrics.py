@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 from listeners import (
     BatchCompleted,
@@ -138,40 +138,46 @@ class _QueryState:
         firsts = 0
         last_input: int | None = None
         last_records = 0
-        for batch in batches:
-            if type(batch) is JobSet:  # every job succeeded (see BatchEntry): the common case, in fewest steps
+        # Typed Any: the common case is told by its attributes, not by a type test. A succeeded batch (a
+        # JobSet, see BatchEntry) that started and ended is nearly every batch; a failed batch's
+        # BatchRecord has no submission_time, and a JobSet's time not reached is None: both raise
+        # AttributeError (once per such batch) and take the general path below.
+        for batch in cast("Sequence[Any]", batches):
+            try:
                 submitted = batch.submission_time.milliseconds
-                try:  # always started and ended, once completed; else AttributeError on None, below
-                    scheduled = batch.processing_start.milliseconds - submitted  # type: ignore[union-attr]
-                    value = batch.processing_end.milliseconds - submitted  # type: ignore[union-attr]
-                except AttributeError:
-                    start, end = batch.processing_start, batch.processing_end
+                scheduled = batch.processing_start.milliseconds - submitted
+                value = batch.processing_end.milliseconds - submitted
+            except AttributeError:
+                pass
+            else:
+                scheduling_sum += scheduled
+                total_sum += value
+                # With both delays at least 0 (so at most the total, their sum), a total in the first
+                # bucket puts all three there.
+                if value <= first and scheduled >= 0 and scheduled <= value:
+                    firsts += 1
                 else:
-                    scheduling_sum += scheduled
-                    total_sum += value
-                    # With both delays at least 0 (so at most the total, their sum), a total in the
-                    # first bucket puts all three there.
-                    if value <= first and scheduled >= 0 and scheduled <= value:
-                        firsts += 1
-                    else:
-                        scheduling[0 if scheduled <= first else bucket(limits, scheduled)] += 1
-                        total[0 if value <= first else bucket(limits, value)] += 1
-                        value -= scheduled
-                        processing[0 if value <= first else bucket(limits, value)] += 1
-                    succeeded += len(batch.jobs)
-                    # Summed in a local while the batches' one input is the same (the common case): the
-                    # records dict is updated when another input comes, and at the end.
-                    infos = batch.input_infos
-                    if len(infos) == 1 and last_input in infos:
-                        last_records += infos[last_input].num_records  # type: ignore[index]
-                        continue
-                    for stream_id in infos:  # the keys, then a lookup: no items iterator or tuple per input
-                        if stream_id != last_input:
-                            if last_input is not None:
-                                records[last_input] = records.get(last_input, 0) + last_records
-                            last_input, last_records = stream_id, 0
-                        last_records += infos[stream_id].num_records
+                    scheduling[0 if scheduled <= first else bucket(limits, scheduled)] += 1
+                    total[0 if value <= first else bucket(limits, value)] += 1
+                    value -= scheduled
+                    processing[0 if value <= first else bucket(limits, value)] += 1
+                succeeded += len(batch.jobs)
+                # Summed in a local while the batches' one input is the same (the common case): the
+                # records dict is updated when another input comes, and at the end.
+                infos = batch.input_infos
+                if len(infos) == 1 and last_input in infos:
+                    last_records += infos[last_input].num_records
                     continue
+                for stream_id in infos:  # the keys, then a lookup: no items iterator or tuple per input
+                    if stream_id != last_input:
+                        if last_input is not None:
+                            records[last_input] = records.get(last_input, 0) + last_records
+                        last_input, last_records = stream_id, 0
+                    last_records += infos[stream_id].num_records
+                continue
+            if type(batch) is JobSet:
+                start, end = batch.processing_start, batch.processing_end
+                submitted = batch.submission_time.milliseconds
                 began = None if start is None else start.milliseconds
                 ended = None if end is None else end.milliseconds
                 failures, operations, inputs = 0, len(batch.jobs), batch.input_infos
