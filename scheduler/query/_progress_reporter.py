@@ -72,6 +72,7 @@ class ProgressReporter:
         # The inputs whose rows a kept report counts, and their stream ids (taken once per run).
         self._rows_of: Sequence[ReplayableInput] = ()
         self._row_ids: tuple[int, ...] = ()
+        self._row_id: int | None = None  # the one input's, if there is one
         self._changed = changed
         self._log = log
         self.ring = ProgressRing(options.num_recent_progress_updates)
@@ -129,13 +130,13 @@ class ProgressReporter:
                 infos = job_set.input_infos
                 if inputs is not self._rows_of:  # the run's inputs: their stream ids taken once
                     self._rows_of, self._row_ids = inputs, tuple(source.stream_id for source in inputs)
-                ids = self._row_ids
-                if len(ids) == 1:  # one input (the common case): a test and a lookup, no loop
-                    stream_id = ids[0]
+                    self._row_id = self._row_ids[0] if len(self._row_ids) == 1 else None
+                stream_id = self._row_id
+                if stream_id is not None:  # one input (the common case): a test and a lookup, no loop
                     rows = infos[stream_id].num_records if stream_id in infos else 0
                 else:
                     rows = 0
-                    for stream_id in ids:
+                    for stream_id in self._row_ids:
                         if stream_id in infos:
                             rows += infos[stream_id].num_records
                 keep(get, rows, batch.durations)
