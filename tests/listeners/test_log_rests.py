@@ -111,3 +111,20 @@ def test_views_on_another_thread_number_and_fold_the_batches_as_the_loop_appends
         viewer.join(10)
     log.catch_up(reader)
     assert wrong == [] and folded == list(range(1, total + 1))
+
+
+def test_a_reader_of_items_given_entries_folds_their_items() -> None:
+    """LogReader.catch_up with a copy of entries gives a reader of items the batches and reports, without their seqs."""
+    batches, reports = BatchLog(), ProgressLog()
+    got_batches: list[Any] = []
+    got_reports: list[Any] = []
+    batch_reader = batches.reader(got_batches.extend, numbered=False)
+    report_reader = reports.reader(got_reports.extend, numbered=False)
+    kept = [completed(n) for n in range(1, 4)]
+    for batch in kept:
+        batches.append(batch)
+        reports.append(batch.jobs[0].func, batch.time.milliseconds, {"commitOffsets": 0})
+    batch_reader.catch_up(batches.entries())
+    report_reader.catch_up(reports.entries())
+    assert got_batches == kept
+    assert [(build, rows) for build, rows, _ in got_reports] == [(b.jobs[0].func, b.time.milliseconds) for b in kept]
