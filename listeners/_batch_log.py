@@ -203,11 +203,13 @@ class _Ring(Generic[E, I]):
         items = list(self._items)
         newest = self._anchor[0] + self._period - self._left
         first = newest - len(items) + 1
-        for reader in self._readers:
-            reader.catch_up_items(first, items)
-        with self._lock:
-            self._anchor = (newest, items[-1] if items else None)
-            self._period = self._left = (self._items.maxlen or READER_BATCH) - 1
+        try:
+            for reader in self._readers:
+                reader.catch_up_items(first, items)
+        finally:  # a fold that raised (to the appender) leaves the ring numbered and resting on time
+            with self._lock:
+                self._anchor = (newest, items[-1] if items else None)
+                self._period = self._left = (self._items.maxlen or READER_BATCH) - 1
 
 
 class BatchLog(_Ring[BatchEntry, "JobSet | BatchRecord"]):

@@ -128,3 +128,25 @@ def test_a_reader_of_items_given_entries_folds_their_items() -> None:
     report_reader.catch_up(reports.entries())
     assert got_batches == kept
     assert [(build, rows) for build, rows, _ in got_reports] == [(b.jobs[0].func, b.time.milliseconds) for b in kept]
+
+
+def test_a_fold_that_raises_leaves_the_log_numbered_and_its_other_readers_folding() -> None:
+    """A reader's fold that raises reaches the appender once; the log still numbers its entries and rests on time."""
+    log = BatchLog()
+    calls: list[int] = []
+
+    def failing(batches: Sequence[Any]) -> None:
+        calls.append(len(batches))
+        if len(calls) == 1:
+            raise RuntimeError("fold failed")
+
+    log.reader(failing, numbered=False)
+    raised = 0
+    for n in range(1, 3 * READER_BATCH + 1):
+        try:
+            log.append(completed(n))
+        except RuntimeError:
+            raised += 1
+    assert raised == 1 and len(calls) == 3
+    kept = batch_seqs(log.entries())
+    assert kept == [(n, n) for n in range(3 * READER_BATCH + 1 - len(kept), 3 * READER_BATCH + 1)]
