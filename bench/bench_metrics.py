@@ -38,7 +38,7 @@ counts move by 1-2% from run to run (its event loop wakes more or fewer times a 
 calls and the job thread interleave), so ``--repeat N`` alternates the variants N times and prints
 medians and each round's overhead; ``--instructions --progress`` counts the same per-batch path of
 the UI and the metrics on the bare engine running a query that reports progress (as a
-``StreamingContext`` does), whose counts repeat to about 0.1%. ``--variants metrics,ui`` runs only
+``StreamingContext`` does), whose counts repeat to about 0.3%. ``--variants metrics,ui`` runs only
 those (and the variant without).
 """
 
