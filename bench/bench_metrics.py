@@ -33,7 +33,13 @@ Run: ``python bench/bench_metrics.py`` (about 3 minutes on a quiet machine; ``--
 Instructions per batch, which a loaded machine does not move: ``--instructions`` runs each variant
 once in a child under ``valgrind --tool=callgrind --instr-atstart=no`` that counts only the measured
 batches (about 3 minutes with ``--batches 1000``); ``--instructions --spark-only --batches 300``
-counts the no-op Spark context's driver process the same way (about 10 minutes).
+counts the no-op Spark context's driver process the same way (about 10 minutes). The Spark driver's
+counts move by 1-2% from run to run (its event loop wakes more or fewer times a batch as Spark's
+calls and the job thread interleave), so ``--repeat N`` alternates the variants N times and prints
+medians and each round's overhead; ``--instructions --progress`` counts the same per-batch path of
+the UI and the metrics on the bare engine running a query that reports progress (as a
+``StreamingContext`` does), whose counts repeat to about 0.3%. ``--variants metrics,ui`` runs only
+those (and the variant without).
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ from listeners import (
     StreamingListener,
 )
 from scheduler import ManualClock, Seconds, StreamInputInfo, Time
-from streaming import Batch, Pipeline, StreamingRuntime
+from streaming import Batch, ListSource, Pipeline, StreamingRuntime
 from streaming.ui import StreamingMetrics, StreamingUI
 
 
@@ -135,17 +141,26 @@ async def advance(clock: ManualClock, runtime: Any, batches: int, step: int | No
         await runtime.wait_until_idle()
 
 
-async def engine_cpu_per_batch(batches: int, how: str, count_instructions: bool = False, step: int | None = None) -> float:
-    """CPU seconds per batch of the bare engine, flat out (``count_instructions``: only the measured batches counted)."""
+async def engine_cpu_per_batch(batches: int, how: str, count_instructions: bool = False, step: int | None = None,
+                               progress: bool = False) -> float:
+    """CPU seconds per batch of the bare engine, flat out (``count_instructions``: only the measured batches counted).
+
+    ``progress``: the run is a query that reports progress (``track_progress=True``, an empty replayable source), as a
+    ``StreamingContext`` is: the Spark context's per-batch path of the UI and the metrics, without Spark.
+    """
     clock = ManualClock(0)
     pipeline = Pipeline()
-    pipeline.add_source(lambda t: [1, 2, 3], name="numbers")
+    if progress:
+        pipeline.add_source(ListSource([]), name="numbers")
+    else:
+        pipeline.add_source(lambda t: [1, 2, 3], name="numbers")
 
     async def noop(batch: Batch) -> None:
         return None
 
     pipeline.add_output(noop)
-    async with StreamingRuntime(pipeline, Seconds(1), clock=clock, listener_overflow=OverflowPolicy.BLOCK) as runtime:
+    async with StreamingRuntime(pipeline, Seconds(1), clock=clock, listener_overflow=OverflowPolicy.BLOCK,
+                                track_progress=progress) as runtime:
         attach(runtime, how)
         await runtime.start()
         # Warm up past the UI's retained batches (1,000, Spark's spark.streaming.ui.retainedBatches):
@@ -251,29 +266,52 @@ def spark_context() -> Any:
     return sc
 
 
-def instructions_per_batch(how: str, batches: int, spark: bool = False, step: int | None = None) -> int:
+def instructions_per_batch(how: str, batches: int, spark: bool = False, step: int | None = None,
+                           progress: bool = False) -> int:
     """Instructions of the measured batches with ``how`` attached (the bare engine, or the no-op Spark context's driver
     process with ``spark``), counted by callgrind in a child, per batch."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
                         sys.executable, __file__, "--only", how, "--batches", str(batches), "--count-instructions",
-                        *(["--spark-only"] if spark else []), *(["--step", str(step)] if step else [])],
+                        *(["--spark-only"] if spark else []), *(["--step", str(step)] if step else []),
+                        *(["--progress"] if progress else [])],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
         totals = [line for line in out.read_text().splitlines() if line.startswith(("totals:", "summary:"))]
     return round(int(totals[-1].split()[1]) / batches)
 
 
-def instructions(batches: int, spark: bool = False, step: int | None = None) -> dict[str, Any]:
-    """Instructions per batch of each variant (bare engine, or the Spark context's driver), and each one's overhead."""
-    counts = {}
-    for how in (SPARK_VARIANTS if spark else VARIANTS):
-        counts[how] = instructions_per_batch(how, batches, spark, step)
-        print(f"{how}: {counts[how]} instructions per batch, load {load()}", file=sys.stderr, flush=True)
+def instructions(batches: int, spark: bool = False, step: int | None = None, variants: tuple[str, ...] | None = None,
+                 repeat: int = 1, progress: bool = False) -> dict[str, Any]:
+    """Instructions per batch of each variant (bare engine, or the Spark context's driver), and each one's overhead.
+
+    With ``repeat`` above 1 the variants run that many times, alternating (none, metrics, ..., none, metrics, ...):
+    each variant's figure is the median of its runs, and every run is printed beside it.
+    """
+    chosen = variants or (SPARK_VARIANTS if spark else VARIANTS)
+    if "none" not in chosen:
+        chosen = ("none", *chosen)
+    runs: dict[str, list[int]] = {how: [] for how in chosen}
+    loads: list[list[float]] = []
+    for _ in range(repeat):
+        for how in chosen:
+            runs[how].append(instructions_per_batch(how, batches, spark, step, progress))
+            loads.append(load())
+            print(f"{how}: {runs[how][-1]} instructions per batch, load {loads[-1]}", file=sys.stderr, flush=True)
+    counts = {how: round(statistics.median(v)) for how, v in runs.items()}
     base = counts["none"]
-    return {"program": "spark_context" if spark else "engine", "instructions_per_batch": counts,
-            "overhead": {k: round(v / base - 1, 4) for k, v in counts.items() if k != "none"},
-            "batches": batches, "step": step, "load_average": load()}
+    program = "spark_context" if spark else "engine_with_progress" if progress else "engine"
+    result: dict[str, Any] = {"program": program, "instructions_per_batch": counts,
+                              "overhead": {k: round(v / base - 1, 4) for k, v in counts.items() if k != "none"},
+                              "batches": batches, "step": step}
+    if repeat > 1:
+        # Each round's overhead against that round's own run without: the spread a single run cannot show.
+        result["runs"] = runs
+        result["overhead_per_round"] = {k: [round(v[n] / runs["none"][n] - 1, 4) for n in range(repeat)]
+                                        for k, v in runs.items() if k != "none"}
+    result["load_average"] = load()
+    result["load_per_run"] = loads
+    return result
 
 
 def main() -> None:
@@ -286,6 +324,16 @@ def main() -> None:
                         help="count instructions per batch of each variant on the bare engine under callgrind (children "
                              "run with --only ... --count-instructions; about 3 minutes), print them, nothing else")
     parser.add_argument("--count-instructions", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--variants", type=lambda text: tuple(text.split(",")),
+                        help="with --instructions: only these variants, comma-separated (none is always run), e.g. "
+                             "metrics,ui")
+    parser.add_argument("--progress", action="store_true",
+                        help="bare engine only: a query reporting progress (track_progress=True, as a StreamingContext): "
+                             "the Spark context's per-batch path of the UI and the metrics without Spark, whose "
+                             "instruction counts do not move with the timing of Spark's calls")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="with --instructions: run the variants this many times, alternating; medians, and each "
+                             "round's overhead against its own run without")
     parser.add_argument("--spark-only", action="store_true",
                         help="with --instructions or --only: the no-op Spark context instead of the bare engine")
     parser.add_argument("--only", choices=VARIANTS,
@@ -297,7 +345,11 @@ def main() -> None:
                              "all of a round's batches in one jump")
     args = parser.parse_args()
     if args.instructions:
-        print(json.dumps(instructions(args.batches, args.spark_only, args.step), indent=2))
+        unknown = set(args.variants or ()) - set(VARIANTS)
+        if unknown:
+            parser.error(f"--variants takes some of {', '.join(VARIANTS)}; got {', '.join(sorted(unknown))}")
+        print(json.dumps(instructions(args.batches, args.spark_only, args.step, args.variants, args.repeat, args.progress),
+                         indent=2))
         return
     if args.only is not None:
         if args.spark_only:
@@ -305,7 +357,7 @@ def main() -> None:
             cpu = spark_cpu_per_batch(sc, args.batches, args.only, args.count_instructions, args.step)
             sc.stop()
         else:
-            cpu = anyio.run(engine_cpu_per_batch, args.batches, args.only, args.count_instructions, args.step)
+            cpu = anyio.run(engine_cpu_per_batch, args.batches, args.only, args.count_instructions, args.step, args.progress)
         print(json.dumps({"only": args.only, "batches": args.batches, "cpu_us_per_batch": round(cpu * 1e6, 2),
                           "load_average": load()}))
         return

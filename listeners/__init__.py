@@ -3,7 +3,7 @@
 The counterpart of Spark's ``StreamingListener`` API and ``StreamingListenerBus``.
 """
 
-from ._batch_log import BatchEntry, BatchLog, LogReader, ProgressEntry, ProgressLog, completed_batch
+from ._batch_log import BatchEntry, BatchLog, LogReader, ProgressEntry, ProgressItem, ProgressLog, completed_batch
 from ._builtin import EventRecorder, StatsReportListener
 from ._bus import DEFAULT_LISTENER_EXIT_TIMEOUT, ListenerBusStatistics, OverflowPolicy, StreamingListenerBus
 from ._events import (
@@ -49,6 +49,7 @@ __all__ = [
     "OutputOperationStarted",
     "OverflowPolicy",
     "ProgressEntry",
+    "ProgressItem",
     "ProgressLog",
     "QueryIdle",
     "QueryProgress",

@@ -14,7 +14,7 @@ from scheduler import JobSet, StreamingQueryProgress, StreamingStateError
 
 from ._info import BatchRecord
 
-__all__ = ["BatchEntry", "BatchLog", "LogReader", "ProgressEntry", "ProgressLog", "completed_batch"]
+__all__ = ["BatchEntry", "BatchLog", "LogReader", "ProgressEntry", "ProgressItem", "ProgressLog", "completed_batch"]
 
 BatchEntry = tuple[int, "JobSet | BatchRecord"]
 """A completed batch in the log: ``(seq, batch)``; ``seq`` counts the log's batches from 1.
@@ -28,12 +28,14 @@ frames, and so the data, of the code that raised).
 ProgressEntry = tuple[int, Callable[[], StreamingQueryProgress], int, Mapping[str, int]]
 """A progress report in the log: ``(seq, build, input rows, phase durations in ms)``; ``build()`` makes the report."""
 
-E = TypeVar("E", bound="tuple[Any, ...]")
+ProgressItem = tuple[Callable[[], StreamingQueryProgress], int, Mapping[str, int]]
+"""A progress report as the log holds it: ``(build, input rows, phase durations in ms)``; a :data:`ProgressEntry` without its seq."""
 
-_NEVER = 1 << 62  # no reader: nothing ever has to be folded before it leaves the ring
+E = TypeVar("E", bound="tuple[Any, ...]")
+I = TypeVar("I")  # noqa: E741 - an item as a log holds it: a batch, or a progress report's ProgressItem
 
 READER_BATCH = 128
-"""A log with readers keeps at least this many entries, so that they fold entries in runs of at least this many."""
+"""A log keeps at least this many entries, and its readers fold them in runs of one less (see :class:`_Ring`)."""
 
 
 def _ran() -> None:
@@ -64,18 +66,28 @@ def completed_batch(job_set: JobSet) -> JobSet | BatchRecord:
     return job_set
 
 
-class LogReader(Generic[E]):
+class LogReader(Generic[E, I]):
     """A view that must see every entry of a log once (counters, histograms): ``fold`` takes entries newer than ``seen``.
 
-    The log calls :meth:`catch_up` when the view asks (a scrape) and before an entry the reader has
-    not seen would leave the ring, so nothing is missed however rarely the view asks. It may be
-    called from the view's thread and from the event loop: a lock keeps each entry folded once.
+    The log folds what the reader has not seen when the view asks (:meth:`_Ring.catch_up`, a
+    scrape) and before it lets go of entries the reader has not seen, so nothing is missed however
+    rarely the view asks. That may happen on the view's thread and on the event loop: a lock keeps
+    each entry folded once. A reader made with ``numbered=False`` is given the items as the log
+    holds them (a batch, a :data:`ProgressItem`), without their seqs: no tuple is built for it.
     """
 
-    def __init__(self, fold: Callable[[Sequence[E]], None], seen: int) -> None:
-        """A reader that has seen the log's entries up to ``seen``."""
+    def __init__(self, fold: Callable[[Sequence[Any]], None], seen: int, *, numbered: bool = True,
+                 number: Callable[[int, Sequence[I]], list[E]] | None = None,
+                 item: Callable[[E], I] | None = None) -> None:
+        """A reader that has seen the log's entries up to ``seen``.
+
+        ``number`` makes a log's entries of its items, ``item`` an item of an entry (its log's).
+        """
         self.fold = fold
         self.seen = seen
+        self.numbered = numbered
+        self._number = number
+        self._item = item
         self._lock = threading.Lock()
 
     def catch_up(self, entries: Sequence[E]) -> None:
@@ -85,59 +97,122 @@ class LogReader(Generic[E]):
             if not entries or entries[-1][0] <= seen:
                 return
             newer = entries[max(0, seen + 1 - entries[0][0]):]
-            self.fold(newer)
+            if self.numbered:
+                self.fold(newer)
+            else:
+                assert self._item is not None
+                self.fold([self._item(entry) for entry in newer])
             self.seen = newer[-1][0]
 
+    def catch_up_items(self, first: int, items: Sequence[I]) -> None:
+        """Fold the items of ``items`` newer than :attr:`seen`; the first of them is the log's entry ``first``."""
+        with self._lock:
+            seen = self.seen
+            last = first + len(items) - 1
+            if last <= seen:
+                return
+            newer = items[max(0, seen + 1 - first):] if seen >= first else items
+            if self.numbered:
+                assert self._number is not None
+                self.fold(self._number(max(first, seen + 1), newer))
+            else:
+                self.fold(newer)
+            self.seen = last
 
-class _Ring(Generic[E]):
-    """A bounded ring of entries numbered from 1, with readers that fold every one of them.
 
-    Appends happen on the event loop; views read from any thread (one C-level copy of the ring).
+class _Ring(Generic[E, I]):
+    """A bounded ring of items numbered from 1, with readers that fold every one of them.
+
+    Appending (on the event loop) is a deque append, which lets go of the oldest item once the
+    ring is full, and a countdown in small ints: no tuple and no seq per item. Every ``size - 1``
+    appends the ring *rests*: its readers fold what they have not seen (so nothing unseen is let
+    go) and it notes its newest item with that item's seq, its *anchor*. The anchor leaves the
+    ring only after the next rest, so a view on any thread numbers a copy of the ring by finding
+    the anchor in it; the copy and the anchor are taken under a lock that a rest takes to move
+    the anchor (an append takes none).
     """
 
     def __init__(self) -> None:
-        self._entries: collections.deque[E] = collections.deque(maxlen=1)
-        self.appended = 0
-        self._readers: list[LogReader[E]] = []
-        # The seq at which some reader would miss an entry if it were not folded first: the append
-        # only compares one int with it.
-        self._due = _NEVER
+        self._items: collections.deque[I] = collections.deque(maxlen=READER_BATCH)
+        self._left = READER_BATCH - 1  # appends until the next rest
+        self._period = READER_BATCH - 1  # the countdown's start at the last rest
+        # The newest item at the last rest and its seq; before any rest (no item let go yet)
+        # (0, None): the ring's first item is entry 1.
+        self._anchor: tuple[int, I | None] = (0, None)
+        self._readers: list[LogReader[E, I]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def appended(self) -> int:
+        """How many entries were appended: the seq of the newest."""
+        first, items = self._snapshot()
+        return first - 1 + len(items)
 
     def retain(self, count: int) -> None:
-        """Keep at least the last ``count`` entries from now on."""
-        if count > (self._entries.maxlen or 0):
-            self._entries = collections.deque(self._entries, maxlen=count)
-            self._reschedule()
+        """Keep at least the last ``count`` entries from now on (on the event loop)."""
+        size = max(count, READER_BATCH)
+        if size > (self._items.maxlen or 0):
+            self._rest()  # readers fold, and the anchor is the newest item, which the larger ring keeps
+            with self._lock:
+                self._items = collections.deque(self._items, maxlen=size)
+                self._period = self._left = size - 1
+
+    def _number(self, first: int, items: Sequence[I]) -> list[E]:
+        """The entries of ``items``, the first of which is entry ``first``."""
+        raise NotImplementedError
+
+    def _item(self, entry: E) -> I:
+        """The item of the entry ``entry``."""
+        raise NotImplementedError
+
+    def _snapshot(self) -> tuple[int, list[I]]:
+        """The seq of the ring's oldest item, and a copy of its items, oldest first."""
+        with self._lock:
+            seq, anchor = self._anchor
+            items = list(self._items)
+        if anchor is None:
+            return seq + 1, items
+        # The anchor is in the copy (it leaves only after a rest, which waited for the lock); found by
+        # identity (equal items may be different entries), in C.
+        return seq - list(map(id, items)).index(id(anchor)), items
 
     def entries(self) -> list[E]:
-        """The retained entries, oldest first (a copy, safe beside the loop that appends)."""
-        return list(self._entries)
+        """The retained entries (at least the last ``retained``), oldest first: a copy, safe beside the loop that appends."""
+        first, items = self._snapshot()
+        return self._number(first, items)
 
-    def reader(self, fold: Callable[[Sequence[E]], None]) -> LogReader[E]:
-        """A reader that folds every entry appended from now on (see :meth:`catch_up`)."""
-        reader = LogReader(fold, self.appended)
+    def reader(self, fold: Callable[[Sequence[Any]], None], *, numbered: bool = True) -> LogReader[E, I]:
+        """A reader that folds every entry appended from now on (see :meth:`catch_up`).
+
+        ``fold`` is given the entries (``numbered``), or with ``numbered=False`` the items as the
+        log holds them, oldest first.
+        """
+        reader: LogReader[E, I] = LogReader(fold, self.appended, numbered=numbered, number=self._number, item=self._item)
         self._readers = [*self._readers, reader]
-        self.retain(READER_BATCH)
-        self._reschedule()
         return reader
 
-    def catch_up(self, reader: LogReader[E]) -> None:
+    def catch_up(self, reader: LogReader[E, I]) -> None:
         """Fold what ``reader`` has not seen yet (a view that is asked calls this first)."""
-        reader.catch_up(list(self._entries))
+        first, items = self._snapshot()
+        reader.catch_up_items(first, items)
 
-    def _fold_all(self) -> None:
-        # The ring is about to drop an entry some reader has not folded: fold for all first.
-        entries = list(self._entries)
-        for reader in self._readers:
-            reader.catch_up(entries)
-        self._reschedule()
+    def _rest(self) -> None:
+        # On the loop (an append, or retain): no append can happen meanwhile. The readers fold what
+        # they have not seen; then the newest item becomes the anchor, and the countdown restarts:
+        # the next size - 1 appends let go only items seen now, and never the new anchor.
+        items = list(self._items)
+        newest = self._anchor[0] + self._period - self._left
+        first = newest - len(items) + 1
+        try:
+            for reader in self._readers:
+                reader.catch_up_items(first, items)
+        finally:  # a fold that raised (to the appender) leaves the ring numbered and resting on time
+            with self._lock:
+                self._anchor = (newest, items[-1] if items else None)
+                self._period = self._left = (self._items.maxlen or READER_BATCH) - 1
 
-    def _reschedule(self) -> None:
-        readers = self._readers
-        self._due = min(r.seen for r in readers) + (self._entries.maxlen or 1) + 1 if readers else _NEVER
 
-
-class BatchLog(_Ring[BatchEntry]):
+class BatchLog(_Ring[BatchEntry, "JobSet | BatchRecord"]):
     """The completed batches of one bus, as :data:`BatchEntry` tuples: the last ``retained`` of them, and readers that fold them all.
 
     The bus appends one entry per completed batch once some view asked for the log
@@ -147,24 +222,41 @@ class BatchLog(_Ring[BatchEntry]):
 
     def append(self, batch: JobSet | BatchRecord) -> None:
         """Append a completed batch (see :data:`BatchEntry`, and :func:`completed_batch` for what to pass)."""
-        self.appended = seq = self.appended + 1
-        if seq >= self._due:
-            self._fold_all()
-        self._entries.append((seq, batch))
+        self._items.append(batch)
+        left = self._left - 1
+        self._left = left
+        if not left:
+            self._rest()
+
+    def _number(self, first: int, items: Sequence[JobSet | BatchRecord]) -> list[BatchEntry]:
+        return list(zip(range(first, first + len(items)), items, strict=True))
+
+    def _item(self, entry: BatchEntry) -> JobSet | BatchRecord:
+        return entry[1]
 
     def __repr__(self) -> str:
-        return f"<BatchLog [{self.appended} batches, {len(self._entries)} retained, {len(self._readers)} readers]>"
+        first, items = self._snapshot()
+        return f"<BatchLog [{first - 1 + len(items)} batches, {len(items)} retained, {len(self._readers)} readers]>"
 
 
-class ProgressLog(_Ring[ProgressEntry]):
+class ProgressLog(_Ring[ProgressEntry, ProgressItem]):
     """A query's progress reports, as :data:`ProgressEntry` tuples: each report built only when a view reads it."""
 
     def append(self, build: Callable[[], StreamingQueryProgress], rows: int, durations: Mapping[str, int]) -> None:
         """Append a report (``build`` makes it), its input rows and its phase durations (not changed afterwards)."""
-        self.appended = seq = self.appended + 1
-        if seq >= self._due:  # _push, inline: once per batch
-            self._fold_all()
-        self._entries.append((seq, build, rows, durations))
+        self._items.append((build, rows, durations))
+        left = self._left - 1
+        self._left = left
+        if not left:
+            self._rest()
+
+    def _number(self, first: int, items: Sequence[ProgressItem]) -> list[ProgressEntry]:
+        numbered = zip(range(first, first + len(items)), items, strict=True)
+        return [(seq, build, rows, durations) for seq, (build, rows, durations) in numbered]
+
+    def _item(self, entry: ProgressEntry) -> ProgressItem:
+        return entry[1:]
 
     def __repr__(self) -> str:
-        return f"<ProgressLog [{self.appended} reports, {len(self._entries)} retained, {len(self._readers)} readers]>"
+        first, items = self._snapshot()
+        return f"<ProgressLog [{first - 1 + len(items)} reports, {len(items)} retained, {len(self._readers)} readers]>"

@@ -69,6 +69,10 @@ class ProgressReporter:
         # Optional in the protocol (listeners written before it keep working): None without.
         self._keeper: Callable[[], Any] | None = getattr(listener, "progress_keeper", None)
         self._keep: Callable[[Callable[[], StreamingQueryProgress], int, Mapping[str, int]], None] | None = None
+        # The inputs whose rows a kept report counts, and their stream ids (taken once per run).
+        self._rows_of: Sequence[ReplayableInput] = ()
+        self._row_ids: tuple[int, ...] = ()
+        self._row_id: int | None = None  # the one input's, if there is one
         self._changed = changed
         self._log = log
         self.ring = ProgressRing(options.num_recent_progress_updates)
@@ -124,11 +128,17 @@ class ProgressReporter:
                 keep = self._keep = self._keeper()
             if keep is not None:  # the web UI's and the metrics' log: read when they are asked
                 infos = job_set.input_infos
-                rows = 0
-                for source in inputs:
-                    info = infos.get(source.stream_id)
-                    if info is not None:
-                        rows += info.num_records
+                if inputs is not self._rows_of:  # the run's inputs: their stream ids taken once
+                    self._rows_of, self._row_ids = inputs, tuple(source.stream_id for source in inputs)
+                    self._row_id = self._row_ids[0] if len(self._row_ids) == 1 else None
+                stream_id = self._row_id
+                if stream_id is not None:  # one input (the common case): a test and a lookup, no loop
+                    rows = infos[stream_id].num_records if stream_id in infos else 0
+                else:
+                    rows = 0
+                    for stream_id in self._row_ids:
+                        if stream_id in infos:
+                            rows += infos[stream_id].num_records
                 keep(get, rows, batch.durations)
             if listener.wants_progress():
                 await listener.on_query_progress(get())

@@ -13,14 +13,13 @@ from __future__ import annotations
 import bisect
 import math
 import threading
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 from listeners import (
     BatchCompleted,
-    BatchEntry,
     BatchRecord,
     ListenerBusStatistics,
-    ProgressEntry,
+    ProgressItem,
     QueryProgress,
     ReceiverError,
     ReceiverStarted,
@@ -112,11 +111,13 @@ class _QueryState:
         for catch_up in self.readers:
             catch_up()
 
-    def fold_batches(self, entries: Sequence[BatchEntry]) -> None:
-        """Observe completed batches read from a batch log: what ``on_batch_completed`` does per event, in one loop.
+    def fold_batches(self, batches: Sequence[JobSet | BatchRecord]) -> None:
+        """Observe completed batches read from a batch log (its items, oldest first): what ``on_batch_completed`` does per
+        event, in one loop.
 
         The histograms' observations are inlined (``_Histogram.observe_ms``: the bucket's count, then
-        the sum in whole milliseconds).
+        the sum in whole milliseconds). A succeeded batch whose three delays all fall in the first
+        bucket (most of them: a few ms) costs one count; the others are observed one by one.
         """
         limits = self.scheduling.limits
         for histogram in (self.processing, self.total):
@@ -124,51 +125,59 @@ class _QueryState:
         scheduling, processing, total = self.scheduling.counts, self.processing.counts, self.total.counts
         # The run's sums start at 0 and are added once at the end: a sum of a run's few-ms delays
         # stays a small int (no allocation per add), where the whole history's sums never are.
-        scheduling_sum = processing_sum = total_sum = 0
+        # A succeeded batch adds its scheduling and total delays; its processing delay is their
+        # difference, so the run's processing sum is the difference of the two sums, plus
+        # ``processing_extra`` (the scheduling delay of a batch that never ended, which has no other).
+        scheduling_sum = total_sum = processing_extra = 0
         bucket = bisect.bisect_left
         first = limits[0]
         records = self.records
-        # Counted down for a failed batch, not up for each one; the first buckets' counts kept in
-        # locals (most delays are a few ms) and added once at the end.
-        completed, failed, succeeded, failed_operations = len(entries), 0, 0, 0
-        first_scheduling = first_processing = first_total = 0
+        # Counted down for a failed batch, not up for each one; the batches whose delays all fall in
+        # the first buckets counted in a local and added once at the end.
+        completed, failed, succeeded, failed_operations = len(batches), 0, 0, 0
+        firsts = 0
         last_input: int | None = None
         last_records = 0
-        for _, batch in entries:
-            if type(batch) is JobSet:  # every job succeeded (see BatchEntry): the common case, in fewest steps
+        # Typed Any: the common case is told by its attributes, not by a type test. A succeeded batch (a
+        # JobSet, see BatchEntry) that started and ended is nearly every batch; a failed batch's
+        # BatchRecord has no submission_time, and a JobSet's time not reached is None: both raise
+        # AttributeError (once per such batch) and take the general path below.
+        for batch in cast("Sequence[Any]", batches):
+            try:
                 submitted = batch.submission_time.milliseconds
-                start, end = batch.processing_start, batch.processing_end
-                if start is not None and end is not None:  # always, once completed
-                    start_ms, end_ms = start.milliseconds, end.milliseconds
-                    value = start_ms - submitted
-                    if value <= first:
-                        first_scheduling += 1
-                    else:
-                        scheduling[bucket(limits, value)] += 1
-                    scheduling_sum += value
-                    value = end_ms - start_ms
-                    if value <= first:
-                        first_processing += 1
-                    else:
-                        processing[bucket(limits, value)] += 1
-                    processing_sum += value
-                    value = end_ms - submitted
-                    if value <= first:
-                        first_total += 1
-                    else:
-                        total[bucket(limits, value)] += 1
-                    total_sum += value
-                    succeeded += len(batch.jobs)
-                    infos = batch.input_infos
-                    for stream_id in infos:  # the keys, then a lookup: no items iterator or tuple per input
-                        # Summed in a local while the batches' input is the same one (the common case):
-                        # the records dict is updated when another input comes, and at the end.
-                        if stream_id != last_input:
-                            if last_input is not None:
-                                records[last_input] = records.get(last_input, 0) + last_records
-                            last_input, last_records = stream_id, 0
-                        last_records += infos[stream_id].num_records
+                scheduled = batch.processing_start.milliseconds - submitted
+                value = batch.processing_end.milliseconds - submitted
+            except AttributeError:
+                pass
+            else:
+                scheduling_sum += scheduled
+                total_sum += value
+                # With both delays at least 0 (so at most the total, their sum), a total in the first
+                # bucket puts all three there.
+                if value <= first and scheduled >= 0 and scheduled <= value:
+                    firsts += 1
+                else:
+                    scheduling[0 if scheduled <= first else bucket(limits, scheduled)] += 1
+                    total[0 if value <= first else bucket(limits, value)] += 1
+                    value -= scheduled
+                    processing[0 if value <= first else bucket(limits, value)] += 1
+                succeeded += len(batch.jobs)
+                # Summed in a local while the batches' one input is the same (the common case): the
+                # records dict is updated when another input comes, and at the end.
+                infos = batch.input_infos
+                if len(infos) == 1 and last_input in infos:
+                    last_records += infos[last_input].num_records
                     continue
+                for stream_id in infos:  # the keys, then a lookup: no items iterator or tuple per input
+                    if stream_id != last_input:
+                        if last_input is not None:
+                            records[last_input] = records.get(last_input, 0) + last_records
+                        last_input, last_records = stream_id, 0
+                    last_records += infos[stream_id].num_records
+                continue
+            if type(batch) is JobSet:
+                start, end = batch.processing_start, batch.processing_end
+                submitted = batch.submission_time.milliseconds
                 began = None if start is None else start.milliseconds
                 ended = None if end is None else end.milliseconds
                 failures, operations, inputs = 0, len(batch.jobs), batch.input_infos
@@ -177,14 +186,14 @@ class _QueryState:
                 submitted, began, ended = batch.submission_ms, batch.processing_start_ms, batch.processing_end_ms
                 failures, operations, inputs = batch.failures, len(batch.operations), batch.stream_id_to_input_info
             if began is not None:
-                # The first bucket without a bisect: most batches' delays are a few ms.
                 value = began - submitted
                 scheduling[0 if value <= first else bucket(limits, value)] += 1
                 scheduling_sum += value
-                if ended is not None:
+                if ended is None:
+                    processing_extra += value
+                else:
                     value = ended - began
                     processing[0 if value <= first else bucket(limits, value)] += 1
-                    processing_sum += value
                     value = ended - submitted
                     total[0 if value <= first else bucket(limits, value)] += 1
                     total_sum += value
@@ -197,19 +206,19 @@ class _QueryState:
                 records[stream_id] = records.get(stream_id, 0) + input_info.num_records
         if last_input is not None:
             records[last_input] = records.get(last_input, 0) + last_records
-        scheduling[0] += first_scheduling
-        processing[0] += first_processing
-        total[0] += first_total
+        scheduling[0] += firsts
+        processing[0] += firsts
+        total[0] += firsts
         self.scheduling.sum_ms += scheduling_sum
-        self.processing.sum_ms += processing_sum
+        self.processing.sum_ms += total_sum - scheduling_sum + processing_extra
         self.total.sum_ms += total_sum
         self.batches["completed"] += completed
         self.batches["failed"] += failed
         self.output_operations["succeeded"] += succeeded
         self.output_operations["failed"] += failed_operations
 
-    def fold_progress(self, entries: Sequence[ProgressEntry]) -> None:
-        """Observe progress reports read from a progress log (none of them is built)."""
+    def fold_progress(self, reports: Sequence[ProgressItem]) -> None:
+        """Observe progress reports read from a progress log (its items, oldest first; none of them is built)."""
         # observe_progress, inline (the histograms' too: a bucket's count, then the sum in whole milliseconds).
         offsets, commits = self.checkpoint_write["offsets"], self.checkpoint_write["commits"]
         limits = offsets.limits
@@ -218,21 +227,33 @@ class _QueryState:
         bucket = bisect.bisect_left
         first = limits[0]
         rows_total = 0
-        for _, _, rows, durations in entries:
+        # The reports whose write fell in the first bucket (in memory, and mostly on disk, a write
+        # takes no whole ms) are counted in locals and added at the end, as in fold_batches.
+        first_offsets = first_commits = 0
+        for _, rows, durations in reports:
             rows_total += rows
             # A test and a lookup: cheaper than a .get() call when the phase is missing (no checkpoint).
-            # The first bucket without a bisect: in memory, and mostly on disk, a write takes no whole ms.
             if "walCommit" in durations:
                 ms = durations["walCommit"]
-                offsets_counts[0 if ms <= first else bucket(limits, ms)] += 1
+                if ms <= first:
+                    first_offsets += 1
+                else:
+                    offsets_counts[bucket(limits, ms)] += 1
                 offsets_sum += ms
-            if "commitOffsets" in durations:
+            try:  # a micro-batch query's report always has it: no test first
                 ms = durations["commitOffsets"]
-                commits_counts[0 if ms <= first else bucket(limits, ms)] += 1
-                commits_sum += ms
+            except KeyError:
+                continue
+            if ms <= first:
+                first_commits += 1
+            else:
+                commits_counts[bucket(limits, ms)] += 1
+            commits_sum += ms
+        offsets_counts[0] += first_offsets
+        commits_counts[0] += first_commits
         offsets.sum_ms += offsets_sum
         commits.sum_ms += commits_sum
-        self.progress_reports += len(entries)
+        self.progress_reports += len(reports)
         self.query_rows += rows_total
 
     def observe_progress(self, rows: int, durations: Mapping[str, int]) -> None:
@@ -366,7 +387,8 @@ class StreamingMetrics:
             # are folded in when the registry is scraped (and when a log would otherwise drop one
             # not folded yet), so the metrics cost the engine no event and no call per batch.
             batches, progress = bus.batch_log(), bus.progress_log()
-            batch_reader, progress_reader = batches.reader(state.fold_batches), progress.reader(state.fold_progress)
+            batch_reader = batches.reader(state.fold_batches, numbered=False)
+            progress_reader = progress.reader(state.fold_progress, numbered=False)
             state.readers = [lambda: batches.catch_up(batch_reader), lambda: progress.catch_up(progress_reader)]
             recorder = _LoggedQueryMetrics(state)
         self._collector.add(state)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any, Callable, Mapping
 
 import pytest
 
@@ -106,3 +107,33 @@ def test_the_status_record_follows_the_last_values_set() -> None:
     assert progress.status is first
     progress.set_status("Stopped")
     assert (progress.status.message, progress.status.is_trigger_active, progress.data_available) == ("Stopped", False, False)
+
+
+class Keeping(Listener):
+    """A listener whose views keep every report's builder, input rows and durations (as the bus's progress log does)."""
+
+    def __init__(self) -> None:
+        super().__init__(wants=False)
+        self.kept: list[tuple[Any, int, Mapping[str, int]]] = []
+
+    def progress_keeper(self) -> Callable[[Callable[[], StreamingQueryProgress], int, Mapping[str, int]], None]:
+        return lambda build, rows, durations: self.kept.append((build, rows, durations))
+
+
+@pytest.mark.anyio
+async def test_a_kept_report_counts_the_rows_of_the_query_s_inputs_as_the_built_report_does() -> None:
+    """The rows kept beside a report are its num_input_rows: one input, several inputs (one with no info for the batch, one
+    that is not the query's), and inputs that change between runs."""
+    listener = Keeping()
+    progress = reporter(listener)
+    infos = {0: StreamInputInfo(0, 2), 1: StreamInputInfo(1, 5), 7: StreamInputInfo(7, 100)}
+    runs = [[ReplayableInput(0, "a")], [ReplayableInput(0, "a"), ReplayableInput(1, "b"), ReplayableInput(3, "c")],
+            [ReplayableInput(3, "c")], [ReplayableInput(1, "b")]]
+    for inputs in runs:
+        for _ in range(2):
+            batch = PlannedBatch(4, Time(5000), ("1",) * len(inputs), ("3",) * len(inputs), ("3",) * len(inputs), 4000,
+                                 3000, 1, True, False)
+            job_set = JobSet(Time(5000), [Job(Time(5000), lambda: None, name="out")], Time(4000), infos)
+            await progress.report_batch(batch, job_set, 5000, inputs, QUERY, RUN, False)
+    assert [rows for _, rows, _ in listener.kept] == [2, 2, 7, 7, 0, 0, 5, 5]
+    assert [build().num_input_rows for build, _, _ in listener.kept] == [2, 2, 7, 7, 0, 0, 5, 5]

@@ -242,7 +242,7 @@ def test_a_folded_run_of_logged_batches_scrapes_as_their_events() -> None:
             job_set.handle_job_completion(job, Time(n * 1000 + 1 + (n % 3) * 4 + (0 if n % 2 else 300 * n)))
         batches.append(completed_batch(job_set))
     logged, fed = StreamingMetrics(), StreamingMetrics()
-    logged.listener("q").state.fold_batches(list(enumerate(batches, start=1)))
+    logged.listener("q").state.fold_batches(batches)
     recorder = fed.listener("q")
     for batch in batches:
         recorder.on_batch_completed(BatchCompleted.of_completed(batch) if type(batch) is JobSet else
@@ -255,3 +255,69 @@ def test_a_folded_run_of_logged_batches_scrapes_as_their_events() -> None:
     assert value(found, "aiodstream_batches_total", query="q", outcome="completed") == 10
     assert value(found, "aiodstream_input_records_total", query="q", input="2") == 660
     assert value(found, "aiodstream_batch_scheduling_delay_seconds_bucket", query="q", le="0.005") == 8
+
+
+def test_a_folded_run_counts_every_delay_as_its_events_do_when_a_clock_steps_back_or_a_batch_never_ends() -> None:
+    """Delays whose total is in the first bucket but one part is not (a clock that stepped back: a negative part), a
+    total just past it, and a failed batch that started and never ended scrape byte for byte as their events."""
+    from listeners import completed_batch
+
+    batches = []
+    # (submitted, started, ended) in ms after the batch time: all three in the first bucket; a scheduling delay of -20
+    # with a processing delay of 23 (total 3); a processing delay of -20 after a scheduling delay of 23; totals of 5
+    # and 6 ms around the first bound; and every delay large.
+    for n, (started, ended) in enumerate([(0, 0), (-20, 3), (23, 3), (2, 5), (3, 6), (900, 70_000)]):
+        job = Job(Time(n * 1000), lambda: None, name="out")
+        job_set = JobSet(Time(n * 1000), [job], Time(n * 1000 + 100), {0: StreamInputInfo(0, n)})
+        job_set.handle_job_start(job, Time(n * 1000 + 100 + started))
+        job_set.handle_job_completion(job, Time(n * 1000 + 100 + ended))
+        batches.append(completed_batch(job_set))
+    never_ended = [Job(Time(9000), lambda: None, name="a"), Job(Time(9000), lambda: None, name="b")]
+    job_set = JobSet(Time(9000), never_ended, Time(9001), {0: StreamInputInfo(0, 4)})
+    job_set.handle_job_start(never_ended[0], Time(9009))
+    never_ended[0].failure = RuntimeError("output failed")
+    job_set.handle_job_completion(never_ended[0], Time(9012))  # the second job never ran: the batch has no end
+    batches.append(completed_batch(job_set))
+    assert type(batches[-1]) is BatchRecord and batches[-1].processing_end_ms is None
+    logged, fed = StreamingMetrics(), StreamingMetrics()
+    logged.listener("q").state.fold_batches(batches)
+    recorder = fed.listener("q")
+    for batch in batches:
+        recorder.on_batch_completed(BatchCompleted.of_completed(batch) if type(batch) is JobSet else
+                                    BatchCompleted.of_record(batch))  # type: ignore[arg-type]
+    text = logged.scrape()
+    assert text == fed.scrape()
+    found = samples(text)
+    assert value(found, "aiodstream_batch_processing_delay_seconds_count", query="q") == 6
+    assert value(found, "aiodstream_batch_scheduling_delay_seconds_count", query="q") == 7
+    assert value(found, "aiodstream_batch_processing_delay_seconds_sum", query="q") == pytest.approx(
+        (0 + 23 - 20 + 3 + 3 + 69_100) / 1000)
+    assert value(found, "aiodstream_batch_total_delay_seconds_bucket", query="q", le="0.005") == 4
+
+
+def test_a_folded_run_of_kept_progress_reports_scrapes_as_their_events() -> None:
+    """Progress reports read from a progress log (with and without each checkpoint phase, writes in the first bucket and
+    past it) scrape byte for byte as observing the same reports one at a time."""
+    from listeners import ProgressLog
+
+    def build() -> Any:
+        raise AssertionError("the metrics never build a report")
+
+    phases = [{"commitOffsets": 0}, {"walCommit": 3, "commitOffsets": 1}, {"walCommit": 40}, {}, {"commitOffsets": 700},
+              {"walCommit": 0, "commitOffsets": 0, "addBatch": 9}]
+    log = ProgressLog()
+    logged, fed = StreamingMetrics(), StreamingMetrics()
+    state = logged.listener("q").state
+    reader = log.reader(state.fold_progress, numbered=False)
+    recorder = fed.listener("q").state
+    for n in range(300):
+        durations = phases[n % len(phases)]
+        log.append(build, n % 7, durations)
+        recorder.observe_progress(n % 7, durations)
+    log.catch_up(reader)
+    text = logged.scrape()
+    assert text == fed.scrape()
+    found = samples(text)
+    assert value(found, "aiodstream_query_progress_reports_total", query="q") == 300
+    assert value(found, "aiodstream_checkpoint_write_seconds_count", query="q", log="commits") == 200
+    assert value(found, "aiodstream_checkpoint_write_seconds_bucket", query="q", log="offsets", le="0.0025") == 50

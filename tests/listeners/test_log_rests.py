@@ -1,0 +1,152 @@
+"""The bus's logs as rings of items: a reader of items folds each once, views number copies of the ring from any thread."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Sequence
+
+from listeners import BatchLog, ProgressLog
+from listeners._batch_log import READER_BATCH
+from scheduler import JobSet, StreamingQueryProgress
+from tests.listeners.test_batch_log import completed
+
+
+def batch_seqs(entries: Sequence[tuple[int, Any]]) -> list[tuple[int, int]]:
+    """Each entry's seq and its batch's number (batch n is at n s)."""
+    return [(seq, batch.time.milliseconds // 1000) for seq, batch in entries]
+
+
+def test_a_reader_of_items_folds_every_batch_once_in_order_across_rests_and_reads() -> None:
+    """A reader made with numbered=False is given the batches themselves, each once and in order, whether the log rests or
+    a view reads; an entries() copy numbers each batch with its seq."""
+    log = BatchLog()
+    folded: list[JobSet] = []
+    reader = log.reader(folded.extend, numbered=False)
+    batches = [completed(n) for n in range(1, 3 * READER_BATCH + 40)]
+    for n, batch in enumerate(batches, start=1):
+        log.append(batch)
+        if n % 97 == 0:
+            log.catch_up(reader)
+    assert len(folded) < len(batches)  # the last rest came before the end: a read folds the rest
+    log.catch_up(reader)
+    log.catch_up(reader)
+    assert len(folded) == len(batches) and all(a is b for a, b in zip(folded, batches, strict=True))
+    kept = batch_seqs(log.entries())
+    assert kept == [(n, n) for n in range(len(batches) - len(kept) + 1, len(batches) + 1)]
+    assert READER_BATCH - 1 <= len(kept) <= READER_BATCH and log.appended == len(batches)
+
+
+def test_a_ring_numbers_equal_items_by_where_they_are() -> None:
+    """Progress reports that are equal tuples (the same builder, rows and durations) are still numbered by their place."""
+    log = ProgressLog()
+
+    def build() -> StreamingQueryProgress:
+        raise AssertionError("never built here")
+
+    durations = {"commitOffsets": 0}
+    folded: list[tuple[Any, ...]] = []
+    reader = log.reader(folded.extend, numbered=False)
+    for _ in range(2 * READER_BATCH + 5):
+        log.append(build, 0, durations)
+    entries = log.entries()
+    assert [seq for seq, *_ in entries] == list(range(2 * READER_BATCH + 6 - len(entries), 2 * READER_BATCH + 6))
+    assert all(entry[1:] == (build, 0, durations) for entry in entries)
+    log.catch_up(reader)
+    assert len(folded) == 2 * READER_BATCH + 5 and folded[0] == (build, 0, durations)
+
+
+def test_a_numbered_reader_and_a_reader_of_items_see_the_same_batches() -> None:
+    """On one log, a reader of entries gets (seq, batch) tuples and a reader of items the batches, the same ones."""
+    log = BatchLog()
+    log.append(completed(1))  # before the readers: seen by neither
+    numbered: list[tuple[int, Any]] = []
+    items: list[Any] = []
+    first, second = log.reader(numbered.extend), log.reader(items.extend, numbered=False)
+    for n in range(2, 2 * READER_BATCH + 10):
+        log.append(completed(n))
+    log.catch_up(first)
+    log.catch_up(second)
+    assert batch_seqs(numbered) == [(n, n) for n in range(2, 2 * READER_BATCH + 10)]
+    assert [seq_batch[1] for seq_batch in numbered] == items
+
+
+def test_retaining_more_keeps_what_was_appended_and_folds_nothing_twice() -> None:
+    """retain() growing the ring while a reader has entries to fold keeps the newest, numbered, and folds each once."""
+    log = BatchLog()
+    folded: list[int] = []
+    reader = log.reader(lambda entries: folded.extend(seq for seq, _ in entries))
+    for n in range(1, 200):
+        log.append(completed(n))
+    log.retain(1000)
+    for n in range(200, 1500):
+        log.append(completed(n))
+    log.catch_up(reader)
+    assert folded == list(range(1, 1500))
+    kept = batch_seqs(log.entries())
+    assert kept[-1] == (1499, 1499) and len(kept) >= 1000 and kept == [(n, n) for n in range(kept[0][0], 1500)]
+
+
+def test_views_on_another_thread_number_and_fold_the_batches_as_the_loop_appends() -> None:
+    """A thread copying entries() and folding as the log rests never sees a batch under another seq, nor folds one twice
+    or misses one."""
+    log = BatchLog()
+    folded: list[int] = []
+    reader = log.reader(lambda batches: folded.extend(b.time.milliseconds // 1000 for b in batches), numbered=False)
+    total = 20 * READER_BATCH
+    done = threading.Event()
+    wrong: list[tuple[int, int]] = []
+
+    def view() -> None:
+        while not done.is_set():
+            wrong.extend(pair for pair in batch_seqs(log.entries()) if pair[0] != pair[1])
+            log.catch_up(reader)
+
+    viewer = threading.Thread(target=view)
+    viewer.start()
+    try:
+        for n in range(1, total + 1):
+            log.append(completed(n))
+    finally:
+        done.set()
+        viewer.join(10)
+    log.catch_up(reader)
+    assert wrong == [] and folded == list(range(1, total + 1))
+
+
+def test_a_reader_of_items_given_entries_folds_their_items() -> None:
+    """LogReader.catch_up with a copy of entries gives a reader of items the batches and reports, without their seqs."""
+    batches, reports = BatchLog(), ProgressLog()
+    got_batches: list[Any] = []
+    got_reports: list[Any] = []
+    batch_reader = batches.reader(got_batches.extend, numbered=False)
+    report_reader = reports.reader(got_reports.extend, numbered=False)
+    kept = [completed(n) for n in range(1, 4)]
+    for batch in kept:
+        batches.append(batch)
+        reports.append(batch.jobs[0].func, batch.time.milliseconds, {"commitOffsets": 0})
+    batch_reader.catch_up(batches.entries())
+    report_reader.catch_up(reports.entries())
+    assert got_batches == kept
+    assert [(build, rows) for build, rows, _ in got_reports] == [(b.jobs[0].func, b.time.milliseconds) for b in kept]
+
+
+def test_a_fold_that_raises_leaves_the_log_numbered_and_its_other_readers_folding() -> None:
+    """A reader's fold that raises reaches the appender once; the log still numbers its entries and rests on time."""
+    log = BatchLog()
+    calls: list[int] = []
+
+    def failing(batches: Sequence[Any]) -> None:
+        calls.append(len(batches))
+        if len(calls) == 1:
+            raise RuntimeError("fold failed")
+
+    log.reader(failing, numbered=False)
+    raised = 0
+    for n in range(1, 3 * READER_BATCH + 1):
+        try:
+            log.append(completed(n))
+        except RuntimeError:
+            raised += 1
+    assert raised == 1 and len(calls) == 3
+    kept = batch_seqs(log.entries())
+    assert kept == [(n, n) for n in range(3 * READER_BATCH + 1 - len(kept), 3 * READER_BATCH + 1)]
