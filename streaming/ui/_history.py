@@ -17,9 +17,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from listeners import (
     HANDLER_NAMES,
     BatchCompleted,
-    BatchEntry,
     BatchInfo,
     BatchLog,
+    BatchRecord,
     BatchStarted,
     BatchSubmitted,
     ProgressLog,
@@ -33,6 +33,7 @@ from listeners import (
     StreamingEvent,
     StreamingStarted,
 )
+from scheduler import JobSet
 
 from ._failures import error_summary, headline
 from ._kept_batches import FlatBatches, KeptBatch, iso_date
@@ -145,7 +146,7 @@ class ContextHistory:
         self._batch_log = batch_log
         self._progress_log = progress_log
         if batch_log is not None:
-            self._batch_reader = batch_log.reader(self._fold_batches)
+            self._batch_reader = batch_log.reader(self._fold_batches, numbered=False)
         if progress_log is not None:
             progress_log.retain(retained_progress)
             self._progress_base = progress_log.appended
@@ -175,7 +176,7 @@ class ContextHistory:
         if log is not None:
             log.catch_up(self._batch_reader)
 
-    def _fold_batches(self, entries: Sequence[BatchEntry]) -> None:
+    def _fold_batches(self, entries: Sequence[JobSet | BatchRecord]) -> None:
         # Called by the log's reader (once per entry, in order, in runs of up to the log's length):
         # on the loop before the log lets go of a batch not yet folded, or on a view's thread.
         with self._lock:

@@ -10,7 +10,7 @@ import datetime
 import struct
 from typing import Any, Mapping, NamedTuple, Sequence
 
-from listeners import BatchEntry, BatchInfo, BatchRecord, OutputOperationInfo
+from listeners import BatchInfo, BatchRecord, OutputOperationInfo
 from scheduler import JobSet, StreamInputInfo, Time
 
 from ._failures import headline
@@ -143,8 +143,8 @@ class FlatBatches:
     def __len__(self) -> int:
         return min(self.appended, self.capacity)
 
-    def add_entries(self, entries: Sequence[BatchEntry]) -> tuple[int, int]:
-        """Keep a batch log's entries' values, in order; returns the failed batches and the records among them."""
+    def add_entries(self, entries: Sequence[JobSet | BatchRecord]) -> tuple[int, int]:
+        """Keep the values of a batch log's items (unnumbered), in order; returns the failed batches and the records among them."""
         # Called for every completed batch, in runs. A batch of the last simple batch's shape (one
         # output operation, its times the batch's; the same input, without metadata, or none) is
         # kept in one inline pass with everything it touches in locals: its five ints packed into
@@ -156,8 +156,8 @@ class FlatBatches:
         slot = appended % capacity
         offset = slot * size
         fast = failed = total = 0
-        for _, batch in entries:
-            if type(batch) is JobSet:  # every job succeeded (see BatchEntry)
+        for batch in entries:
+            if type(batch) is JobSet:  # every job succeeded (see listeners.BatchEntry)
                 jobs = batch.jobs
                 inputs = batch.input_infos
                 if len(jobs) == 1:
