@@ -431,6 +431,7 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
         theirs = PysparkSide(sc, root, args.pyspark_store)
 
         async def driver() -> None:
+            sc._conf.set(FSYNC_KEY, "true" if args.ours_fsync else "false")  # read when our context is made
             ours = OursSide(sc, root, 10_000)  # a virtual interval longer than any steady batch
             async with ours.ssc:
                 await ours.ssc.start_async()
@@ -482,7 +483,7 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
                     "at a time on a stepped clock) against pyspark's addBatch (applyInPandasWithState, noop sink, "
                     f"one file per trigger, a query per round with availableNow, {args.pyspark_store} store); "
                     "CPU: the process tree's per batch",
-        "seed": seeds, "pyspark_seed": args.pyspark_seed, "checks": checks, "rounds": rounds,
+        "ours_fsync": args.ours_fsync, "seed": seeds, "pyspark_seed": args.pyspark_seed, "checks": checks, "rounds": rounds,
         "ours_median_ms": statistics.median(ours_all), "pyspark_add_batch_median_ms": statistics.median(theirs_all),
         "ratio": ratio_spread([r["ratio"] for r in rounds]),
         "ratio_to_trigger": ratio_spread([r["ratio_to_trigger"] for r in rounds]),
@@ -571,6 +572,9 @@ def main() -> None:
                              "collecting garbage, then failed out of memory; ours keeps its state in SQLite files")
     parser.add_argument("--compare-fsync", action="store_true",
                         help="floor: also run the stateful count with spark.aiodstream.stateStore.fsync=true in each round")
+    parser.add_argument("--ours-fsync", action="store_true",
+                        help="vs_pyspark: our side flushes every state store commit (spark.aiodstream.stateStore.fsync=true, "
+                             "the store before issue 28's sixth pass)")
     parser.add_argument("--only", nargs="*", default=["keys_held", "vs_pyspark", "floor"])
     parser.add_argument("--kinds", nargs="*", default=["groups", "update_state_by_key"],
                         help="what keys_held runs (groups: flatMapGroupsWithState)")
