@@ -42,7 +42,7 @@ __all__ = ["STATE_STORE_DIRECTORY", "STATE_STORE_FSYNC_KEY", "KeyedStateNode", "
 STATE_STORE_DIRECTORY = "stateful"
 """Under the checkpoint directory, where the operators' state stores live (``<ckpt>/stateful/state/<op>/<part>``)."""
 STATE_STORE_FSYNC_KEY = "spark.aiodstream.stateStore.fsync"
-"""The setting that makes the state stores' tasks flush each commit to disk (``StateStoreProvider``'s ``fsync``)."""
+"""Whether the state stores' tasks flush each commit to disk (``StateStoreProvider``'s ``fsync``; true unless "false")."""
 
 
 class PartitionBatch(Protocol):
@@ -185,7 +185,8 @@ class KeyedStateNode(StreamNode):
         if self._stats is None:
             self._stats = batch_stats(env)
         sink, batch = self._stats.sink, time.milliseconds
-        fsync = (env.spark.settings().get(STATE_STORE_FSYNC_KEY, "false") or "false").strip().lower() == "true"
+        # Anything but "false" keeps the flush: a misspelt setting does not weaken durability.
+        fsync = (env.spark.settings().get(STATE_STORE_FSYNC_KEY) or "true").strip().lower() != "false"
         token = f"{batch_id}-{uuid.uuid4().hex}"  # this RDD's run: a batch generated again gets another
 
         def run(partition: int, records: Iterable[tuple[Any, tuple[bool, Any]]]) -> Iterator[Any]:

@@ -56,11 +56,11 @@ class PartitionFiles:
     :func:`~scheduler.task_checkpoint_path`), since the tasks that write them are Python
     processes without a JVM.
 
-    On a local path a file is written whole (a temporary file renamed over its name) and, unless
-    ``fsync``, not flushed: Spark's durability for its state stores on a local disk, which
-    survives the writer's death but not a crash of the machine. With ``fsync`` each file goes
-    through the local file manager's flushed write (the file, then its directory: two ``fsync``
-    calls per commit), so it survives a power cut too. Other file systems write as their file
+    On a local path a file is written whole (a temporary file renamed over its name). With
+    ``fsync`` (the default) it goes through the local file manager's flushed write (the file,
+    then its directory: two ``fsync`` calls per commit), so it survives a power cut; without, it
+    is not flushed: Spark's durability for its state stores on a local disk, which survives the
+    writer's death but not a crash of the machine. Other file systems write as their file
     manager does, whatever ``fsync`` says.
 
     Attributes:
@@ -68,7 +68,7 @@ class PartitionFiles:
         fsync: flush each file and its directory to disk before a write returns (local paths).
     """
 
-    def __init__(self, directory: CheckpointPath, *, fsync: bool = False) -> None:
+    def __init__(self, directory: CheckpointPath, *, fsync: bool = True) -> None:
         """Name the files under ``directory``; nothing is read or made."""
         self.directory = directory
         self.fsync = fsync

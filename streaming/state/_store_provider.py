@@ -122,11 +122,11 @@ class StateStoreProvider:
             ``snapshot_every`` versions whatever its deltas (its copy costs next to nothing).
         fsync: flush each delta and snapshot, and its directory, to disk before its write returns
             (two ``fsync`` calls per commit), so a committed version survives a crash of the
-            machine. Off by default, as in Spark's own state stores on a local disk: a committed
-            version is then in the OS's page cache, which survives the death of any process
-            (exactly-once recovery after a SIGKILL is the same either way), not a power cut.
-            Only local paths; other file systems keep what their file manager gives. The
-            streaming layer sets it from ``spark.aiodstream.stateStore.fsync``.
+            machine (the default). False gives Spark's own state stores' durability on a local
+            disk: a committed version is then in the OS's page cache, which survives the death of
+            any process (exactly-once recovery after a SIGKILL is the same either way), not a
+            power cut. Only local paths; other file systems keep what their file manager gives.
+            The streaming layer sets it from ``spark.aiodstream.stateStore.fsync``.
 
     Attributes:
         partition_id: the partition.
@@ -141,7 +141,7 @@ class StateStoreProvider:
     def __init__(self, checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int, partition_id: int, *,
                  local_dir: str | os.PathLike[str] | None = None, snapshot_every: int = 10,
                  min_versions_to_retain: int = 100, snapshot_delta_fraction: float = 0.5,
-                 small_state_bytes: int = 1 << 20, fsync: bool = False) -> None:
+                 small_state_bytes: int = 1 << 20, fsync: bool = True) -> None:
         """Name the partition's files and take its private directory; nothing is read until :meth:`load`."""
         if snapshot_every < 1 or min_versions_to_retain < 1:
             raise ValueError("snapshot_every and min_versions_to_retain must be at least 1")
@@ -183,7 +183,7 @@ class StateStoreProvider:
         same worker process reuse its open working copy instead of opening it again.
 
         ``fsync`` is the batch's setting (see the class's arguments), applied to the provider
-        whether it is new or not; None leaves it as it is (off for a new provider).
+        whether it is new or not; None leaves it as it is (on for a new provider).
         """
         key = (str(checkpoint_root), operator_id, partition_id)
         with _shared_lock:

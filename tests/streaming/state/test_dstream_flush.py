@@ -53,9 +53,9 @@ def run_with(sc: Any, directory: Path, setting: str | None) -> set[tuple[str, bo
     return set(seen)
 
 
-def test_the_setting_reaches_every_task_and_is_off_by_default(spark_context: Any, tmp_path: Path) -> None:
-    """Unset: no task's store flushes; "true": every task's store of both batches flushes; "false" again: none."""
+def test_the_setting_reaches_every_task_and_is_on_by_default(spark_context: Any, tmp_path: Path) -> None:
+    """Unset: every task's store of both batches flushes; " False ": none does; "true" again (after "False"): all do."""
     keys = {"a", "b", "c", "d"}
-    assert run_with(spark_context, tmp_path / "unset", None) == {(k, False) for k in keys}
-    assert run_with(spark_context, tmp_path / "on", " True ") == {(k, True) for k in keys}
-    assert run_with(spark_context, tmp_path / "off", "false") == {(k, False) for k in keys}
+    assert run_with(spark_context, tmp_path / "unset", None) == {(k, True) for k in keys}
+    assert run_with(spark_context, tmp_path / "off", " False ") == {(k, False) for k in keys}
+    assert run_with(spark_context, tmp_path / "on", "true") == {(k, True) for k in keys}

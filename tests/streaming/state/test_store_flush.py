@@ -1,9 +1,9 @@
-"""When a state store commit reaches the disk: Spark's durability by default (whole files, no ``fsync``), ``fsync`` on request.
+"""When a state store commit reaches the disk: flushed by default, Spark's durability (whole files, no ``fsync``) on request.
 
-A commit's delta is written whole under a temporary name and renamed into place; by default it
-is not flushed (Spark's state stores on a local disk do not flush either), which a SIGKILL of
-the writer cannot undo, since the file is in the kernel's page cache once the rename returns.
-With ``fsync`` each delta and its directory are flushed before the commit returns.
+A commit's delta is written whole under a temporary name and renamed into place. By default the
+delta and its directory are flushed before the commit returns; with ``fsync=False`` they are not
+(Spark's state stores on a local disk do not flush either), which a SIGKILL of the writer cannot
+undo, since the file is in the kernel's page cache once the rename returns.
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ def rows_at(ck: Path, version: int, local: Path) -> dict[bytes, tuple[bytes | No
         p.close()
 
 
-def test_a_commit_is_written_whole_and_not_flushed_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """By default no commit calls fsync, leaves no temporary file, and each version loads from the checkpoint alone."""
-    p = StateStoreProvider(tmp_path / "ck", 0, 0, local_dir=tmp_path / "local")
+def test_without_fsync_a_commit_is_written_whole_and_not_flushed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With fsync=False no commit calls fsync, none leaves a temporary file, and each version loads from the checkpoint alone."""
+    p = StateStoreProvider(tmp_path / "ck", 0, 0, local_dir=tmp_path / "local", fsync=False)
     assert p.fsync is False
     commit_versions(p, 1)  # version 1 also makes the partition's directory (flushed into its parent, once)
     fsyncs = count_fsyncs(monkeypatch)
@@ -73,9 +73,10 @@ def test_a_commit_is_written_whole_and_not_flushed_by_default(tmp_path: Path, mo
                                                                 b"k3": (b"3", NO_TIMESTAMP)}
 
 
-def test_fsync_flushes_each_delta_and_its_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With fsync, each commit flushes two descriptors (the delta, then its directory); the versions read back the same."""
-    p = StateStoreProvider(tmp_path / "ck", 0, 0, local_dir=tmp_path / "local", fsync=True)
+def test_by_default_each_delta_and_its_directory_are_flushed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default each commit flushes two descriptors (the delta, then its directory); the versions read back the same."""
+    p = StateStoreProvider(tmp_path / "ck", 0, 0, local_dir=tmp_path / "local")
+    assert p.fsync is True
     commit_versions(p, 1)  # version 1 also makes the partition's directory (flushed into its parent)
     fsyncs = count_fsyncs(monkeypatch)
     commit_versions_from(p, 1, 3)
@@ -87,15 +88,18 @@ def test_fsync_flushes_each_delta_and_its_directory(tmp_path: Path, monkeypatch:
 def test_the_shared_provider_takes_each_batch_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker's shared provider follows the setting its latest batch passed, on and off."""
     ck = tmp_path / "ck"
-    first = StateStoreProvider.shared(ck, 7, 0, fsync=True)
+    first = StateStoreProvider.shared(ck, 7, 0, fsync=False)
     try:
-        assert first.fsync is True
-        assert StateStoreProvider.shared(ck, 7, 0) is first and first.fsync is True  # None: as it is
-        again = StateStoreProvider.shared(ck, 7, 0, fsync=False)
-        assert again is first and again.fsync is False
+        assert first.fsync is False
+        assert StateStoreProvider.shared(ck, 7, 0) is first and first.fsync is False  # None: as it is
         fsyncs = count_fsyncs(monkeypatch)
-        commit_versions(StateStoreProvider.shared(ck, 7, 0, fsync=True), 2)
-        assert len(fsyncs) >= 4  # two a commit, and the partition's new directory
+        commit_versions(StateStoreProvider.shared(ck, 7, 0), 1)
+        commit_versions_from(StateStoreProvider.shared(ck, 7, 0), 1, 2)
+        assert len(fsyncs) == 1  # only the partition's new directory, once
+        again = StateStoreProvider.shared(ck, 7, 0, fsync=True)
+        assert again is first and again.fsync is True
+        commit_versions_from(StateStoreProvider.shared(ck, 7, 0), 2, 4)
+        assert len(fsyncs) == 5  # then two a commit
     finally:
         first.close()
 
@@ -107,7 +111,7 @@ _CHILD = textwrap.dedent("""
 
     install_kill_point(lambda path: "state-delta" if path.endswith(".delta") else None)
     ck, local, last = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    p = StateStoreProvider(ck, 0, 0, local_dir=local)
+    p = StateStoreProvider(ck, 0, 0, local_dir=local, fsync=False)
     for version in range(last):
         store = p.load(version)
         store.put(f"k{version + 1}".encode(), str(version + 1).encode(), NO_TIMESTAMP)
@@ -117,7 +121,7 @@ _CHILD = textwrap.dedent("""
 
 
 def test_a_commit_without_fsync_survives_a_sigkill_right_after_it(tmp_path: Path) -> None:
-    """A writer killed right after its third commit: all three versions load from the checkpoint in another directory."""
+    """A writer without fsync killed right after its third commit: all three versions load from the checkpoint elsewhere."""
     done = run_python(["-c", _CHILD, str(tmp_path / "ck"), str(tmp_path / "local"), "3"], timeout=60)
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert rows_at(tmp_path / "ck", 3, tmp_path / "other") == {b"k1": (b"1", NO_TIMESTAMP), b"k2": (b"2", NO_TIMESTAMP),
