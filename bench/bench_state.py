@@ -28,7 +28,9 @@ Prints one JSON object (with the machine's load beside each part), on an embedde
     touched per batch) and of a plain ``reduceByKey`` of the same records (the same queued RDDs,
     the same user output): per side the median processing delay of the steady batches and the
     CPU of the whole process tree (driver, JVM, Python workers) per batch, each round's ratio
-    stateful / floor, their median and spread (target: at most 2).
+    stateful / floor, their median and spread (target: at most 2). ``--compare-fsync`` adds, in
+    each round, the stateful count with ``spark.aiodstream.stateStore.fsync=false`` (commits not
+    flushed, Spark's durability) and its ratios.
 (e) ``store_direct`` (``--only store_direct``): the state store alone, no Spark: one partition
     holding ``--large`` keys, ``--batches`` batches each loading the next version, touching
     ``--touched`` keys and committing; min and median ms per batch (what a batch pays the store,
@@ -135,14 +137,20 @@ class Delays:
         return cpu_ms_per(self.cpu_s[-1] - self.cpu_s[first - 1], len(self.cpu_s) - first)
 
 
+FSYNC_KEY = "spark.aiodstream.stateStore.fsync"
+
+
 def run_ours(sc: Any, kind: str, held: int, touched: int, batches: int, interval: float,
-             location: str | None = None) -> dict[str, Any]:
+             location: str | None = None, fsync: bool | None = None) -> dict[str, Any]:
     """Batches of (key, 1) pairs through flatMapGroupsWithState or updateStateByKey; per-batch processing delays.
 
-    The checkpoint is a fresh temporary directory, or ``location`` (any URI).
+    The checkpoint is a fresh temporary directory, or ``location`` (any URI). ``fsync`` sets
+    ``spark.aiodstream.stateStore.fsync`` on ``sc``'s live conf for this context (read when it is made).
     """
     from streaming import StreamingContext
 
+    if fsync is not None:
+        sc._conf.set(FSYNC_KEY, "true" if fsync else "false")
     with tempfile.TemporaryDirectory(prefix="aiodstream-bench-state-") as temporary:
         checkpoint = location or temporary
         ssc = StreamingContext(sc, interval)
@@ -170,14 +178,14 @@ def run_ours(sc: Any, kind: str, held: int, touched: int, batches: int, interval
             "processing_ms": steady, "commit_ms_per_partition": commits, "cpu_ms_per_batch": delays.cpu_ms_per_batch(2)}
 
 
-def run_store_direct(held: int, touched: int, batches: int) -> dict[str, Any]:
+def run_store_direct(held: int, touched: int, batches: int, fsync: bool = True) -> dict[str, Any]:
     """Load, touch ``touched`` keys, commit: per batch on one partition of the store holding ``held`` keys."""
     import pickle
 
     from streaming.state import NO_TIMESTAMP, StateStoreProvider
 
     with tempfile.TemporaryDirectory(prefix="aiodstream-bench-store-") as temporary:
-        provider = StateStoreProvider(Path(temporary) / "ck", 0, 0, snapshot_every=10**9)
+        provider = StateStoreProvider(Path(temporary) / "ck", 0, 0, snapshot_every=10**9, fsync=fsync)
         store = provider.load(0)
         for k in range(held):
             store.put(pickle.dumps(k), pickle.dumps(1), NO_TIMESTAMP)
@@ -423,6 +431,7 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
         theirs = PysparkSide(sc, root, args.pyspark_store)
 
         async def driver() -> None:
+            sc._conf.set(FSYNC_KEY, "false" if args.ours_unflushed else "true")  # read when our context is made
             ours = OursSide(sc, root, 10_000)  # a virtual interval longer than any steady batch
             async with ours.ssc:
                 await ours.ssc.start_async()
@@ -474,7 +483,7 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
                     "at a time on a stepped clock) against pyspark's addBatch (applyInPandasWithState, noop sink, "
                     f"one file per trigger, a query per round with availableNow, {args.pyspark_store} store); "
                     "CPU: the process tree's per batch",
-        "seed": seeds, "pyspark_seed": args.pyspark_seed, "checks": checks, "rounds": rounds,
+        "ours_unflushed": args.ours_unflushed, "seed": seeds, "pyspark_seed": args.pyspark_seed, "checks": checks, "rounds": rounds,
         "ours_median_ms": statistics.median(ours_all), "pyspark_add_batch_median_ms": statistics.median(theirs_all),
         "ratio": ratio_spread([r["ratio"] for r in rounds]),
         "ratio_to_trigger": ratio_spread([r["ratio_to_trigger"] for r in rounds]),
@@ -485,13 +494,36 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_floor(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """Alternating rounds of the stateful count and of reduceByKey over the same records on ``sc``; medians, CPU, ratios."""
+    """Alternating rounds of the stateful count and of reduceByKey over the same records on ``sc``; medians, CPU, ratios.
+
+    With ``--compare-fsync`` each round also runs the stateful count with
+    ``spark.aiodstream.stateStore.fsync=false`` (commits not flushed, Spark's durability), the three in an
+    order that turns round by round.
+    """
     rounds: list[dict[str, Any]] = []
-    for _ in range(args.rounds):
+    for r in range(args.rounds):
         load = [round(x, 2) for x in os.getloadavg()]
-        stateful = run_ours(sc, "groups", args.large, args.touched, args.batches, args.interval)
-        floor = run_ours(sc, "reduce_by_key", args.large, args.touched, args.batches, args.interval)
-        rounds.append({"stateful_ms_median": stateful["processing_ms_median"], "floor_ms_median": floor["processing_ms_median"],
+        sides = ["stateful", "floor", "stateful_unflushed"] if args.compare_fsync else ["stateful", "floor"]
+        sides = sides[r % len(sides):] + sides[:r % len(sides)]
+        ran: dict[str, dict[str, Any]] = {}
+        for side in sides:
+            if side == "floor":
+                ran[side] = run_ours(sc, "reduce_by_key", args.large, args.touched, args.batches, args.interval)
+            else:
+                ran[side] = run_ours(sc, "groups", args.large, args.touched, args.batches, args.interval,
+                                     fsync=side != "stateful_unflushed")  # true: the default, set again
+        stateful, floor = ran["stateful"], ran["floor"]
+        if "stateful_unflushed" in ran:
+            unflushed = ran["stateful_unflushed"]
+            fsync_part: dict[str, Any] = {
+                "unflushed_ms_median": unflushed["processing_ms_median"], "unflushed_cpu_ms": unflushed["cpu_ms_per_batch"],
+                "unflushed_ms": unflushed["processing_ms"],
+                "unflushed_over_stateful": round(unflushed["processing_ms_median"] / stateful["processing_ms_median"], 3),
+                "unflushed_ratio_to_floor": round(unflushed["processing_ms_median"] / floor["processing_ms_median"], 3)}
+        else:
+            fsync_part = {}
+        rounds.append({"order": sides, **fsync_part,
+                       "stateful_ms_median": stateful["processing_ms_median"], "floor_ms_median": floor["processing_ms_median"],
                        "ratio": round(stateful["processing_ms_median"] / floor["processing_ms_median"], 3),
                        "stateful_cpu_ms": stateful["cpu_ms_per_batch"], "floor_cpu_ms": floor["cpu_ms_per_batch"],
                        "cpu_ratio": round(stateful["cpu_ms_per_batch"] / floor["cpu_ms_per_batch"], 3)
@@ -513,6 +545,9 @@ def run_floor(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
         "cpu_ratio_median_of_rounds": round(statistics.median(cpu), 3) if (cpu := [r["cpu_ratio"] for r in rounds
                                                                                    if r["cpu_ratio"]]) else None,
         "target_ratio": 2.0,
+        **({"unflushed_over_stateful_median_of_rounds": round(statistics.median(r["unflushed_over_stateful"] for r in rounds), 3),
+            "unflushed": {"processing_ms_median": statistics.median(ms for r in rounds for ms in r["unflushed_ms"])}}
+           if args.compare_fsync else {}),
     }
 
 
@@ -535,6 +570,11 @@ def main() -> None:
                         help="the JVM's heap (Spark's default is 1g): pyspark's default store keeps its state on that "
                              "heap, two versions of it, and with 1,000,000 keys on 1g it spent 10-30 s a batch "
                              "collecting garbage, then failed out of memory; ours keeps its state in SQLite files")
+    parser.add_argument("--compare-fsync", action="store_true",
+                        help="floor: also run the stateful count with spark.aiodstream.stateStore.fsync=false in each round")
+    parser.add_argument("--ours-unflushed", action="store_true",
+                        help="vs_pyspark: our side does not flush its state store commits (spark.aiodstream.stateStore.fsync=false, "
+                             "Spark's durability on a local disk)")
     parser.add_argument("--only", nargs="*", default=["keys_held", "vs_pyspark", "floor"])
     parser.add_argument("--kinds", nargs="*", default=["groups", "update_state_by_key"],
                         help="what keys_held runs (groups: flatMapGroupsWithState)")
@@ -547,9 +587,18 @@ def main() -> None:
 
     if args.only == ["store_direct"]:
         load = [round(x, 2) for x in os.getloadavg()]
+        cpu = time.process_time()
         part = run_store_direct(args.large, args.touched, args.batches)
+        part["cpu_s"] = round(time.process_time() - cpu, 3)
         part["load_average_before"], part["load_average_after"] = load, [round(x, 2) for x in os.getloadavg()]
-        print(json.dumps({"cpus": os.cpu_count(), "store_direct": part}, indent=2))
+        out = {"cpus": os.cpu_count(), "store_direct": part}
+        if args.compare_fsync:  # the same with commits not flushed (no fsync), after
+            cpu = time.process_time()
+            unflushed = run_store_direct(args.large, args.touched, args.batches, fsync=False)
+            unflushed["cpu_s"] = round(time.process_time() - cpu, 3)
+            unflushed["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+            out["store_direct_unflushed"] = unflushed
+        print(json.dumps(out, indent=2))
         return
     sc = embedded_spark_context({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"})
     sc.setLogLevel("ERROR")

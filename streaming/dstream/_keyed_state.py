@@ -37,10 +37,12 @@ from ._watermark import WatermarkedNode
 if TYPE_CHECKING:
     from pyspark import RDD
 
-__all__ = ["STATE_STORE_DIRECTORY", "KeyedStateNode", "PartitionBatch"]
+__all__ = ["STATE_STORE_DIRECTORY", "STATE_STORE_FSYNC_KEY", "KeyedStateNode", "PartitionBatch"]
 
 STATE_STORE_DIRECTORY = "stateful"
 """Under the checkpoint directory, where the operators' state stores live (``<ckpt>/stateful/state/<op>/<part>``)."""
+STATE_STORE_FSYNC_KEY = "spark.aiodstream.stateStore.fsync"
+"""Whether the state stores' tasks flush each commit to disk (``StateStoreProvider``'s ``fsync``; true unless "false")."""
 
 
 class PartitionBatch(Protocol):
@@ -183,13 +185,15 @@ class KeyedStateNode(StreamNode):
         if self._stats is None:
             self._stats = batch_stats(env)
         sink, batch = self._stats.sink, time.milliseconds
+        # Anything but "false" keeps the flush: a misspelt setting does not weaken durability.
+        fsync = (env.spark.settings().get(STATE_STORE_FSYNC_KEY) or "true").strip().lower() != "false"
         token = f"{batch_id}-{uuid.uuid4().hex}"  # this RDD's run: a batch generated again gets another
 
         def run(partition: int, records: Iterable[tuple[Any, tuple[bool, Any]]]) -> Iterator[Any]:
             from streaming.state import StateStoreProvider, once_per_batch
 
             sink.check()  # a state that could not report its numbers does not advance
-            provider = StateStoreProvider.shared(root, operator, partition)
+            provider = StateStoreProvider.shared(root, operator, partition, fsync=fsync)
             with once_per_batch(provider.working_copy, token) as kept:
                 if kept.outputs is not None:  # this run's state already ran here: its outputs, not a second run
                     for _ in records:

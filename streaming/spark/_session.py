@@ -143,6 +143,8 @@ STREAMING_SETTINGS = (
     "spark.aiodstream.ui.showTracebacks",
     # Which file manager keeps the checkpoint (auto, hadoop, local).
     "spark.aiodstream.checkpoint.fileManager",
+    # Whether the state stores' tasks flush each commit to disk (default true; false: Spark's durability on a local disk).
+    "spark.aiodstream.stateStore.fsync",
     # Where socket receivers run (driver, executor).
     "spark.aiodstream.receiver.placement",
     # The longest line a socket receiver takes.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from scheduler import CheckpointPath, library_logger, parse_batch_file_name, task_checkpoint_path
+from scheduler import CheckpointPath, library_logger, parse_batch_file_name, task_checkpoint_path, temp_name
 
 from ._store_format import DELTA, SNAPSHOT, StateStoreError, decode, delta_digest, encode, kind_name
 
@@ -28,6 +28,26 @@ def _stale_temp(name: str) -> tuple[int, str] | None:
     return None if version is None else (version, parts[2])
 
 
+def _replace_unflushed(target: str, data: bytes) -> None:
+    """Write ``target`` whole for readers (a temporary file renamed over it), leaving the flush to the OS.
+
+    What Spark's state stores do on a local file system (Hadoop's local output stream closed,
+    then renamed; no ``fsync``): the file is in the kernel's page cache once the rename returns,
+    so it survives the death of this process (a SIGKILL), but not a crash of the machine before
+    the OS writes it back. The temporary name is the file managers' (``.<name>.<uuid>.tmp``), which
+    :meth:`PartitionFiles.remove_temporary_files` sweeps when a writer was killed before its rename.
+    """
+    directory, name = os.path.split(target)
+    temporary = os.path.join(directory, temp_name(name))
+    try:
+        with open(temporary, "wb") as file:
+            file.write(data)
+        os.replace(temporary, target)
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+
+
 class PartitionFiles:
     """One operator partition's durable files, ``<version>.delta`` and ``<version>.snapshot``, in a checkpoint directory.
 
@@ -36,13 +56,22 @@ class PartitionFiles:
     :func:`~scheduler.task_checkpoint_path`), since the tasks that write them are Python
     processes without a JVM.
 
+    On a local path a file is written whole (a temporary file renamed over its name). With
+    ``fsync`` (the default) it goes through the local file manager's flushed write (the file,
+    then its directory: two ``fsync`` calls per commit), so it survives a power cut; without, it
+    is not flushed: Spark's durability for its state stores on a local disk, which survives the
+    writer's death but not a crash of the machine. Other file systems write as their file
+    manager does, whatever ``fsync`` says.
+
     Attributes:
         directory: ``<checkpoint root>/state/<operator>/<partition>``.
+        fsync: flush each file and its directory to disk before a write returns (local paths).
     """
 
-    def __init__(self, directory: CheckpointPath) -> None:
+    def __init__(self, directory: CheckpointPath, *, fsync: bool = True) -> None:
         """Name the files under ``directory``; nothing is read or made."""
         self.directory = directory
+        self.fsync = fsync
 
     def path(self, version: int, kind: bytes) -> CheckpointPath:
         """The file of ``version`` of ``kind`` (:data:`DELTA` or :data:`SNAPSHOT`)."""
@@ -71,15 +100,22 @@ class PartitionFiles:
         return decode(self.path(version, SNAPSHOT), SNAPSHOT)[0]
 
     def write_delta(self, version: int, payload: bytes) -> int:
-        """Write the delta of ``version`` (durably, replacing any); return its size. Its directory is made first, every time."""
+        """Write the delta of ``version`` (replacing any; flushed as the class says); return its size. Its directory is
+        made first, every time."""
         self.directory.mkdirs()  # every time: a checkpoint may have been moved aside since the last commit
         data = encode(DELTA, payload)
-        self.path(version, DELTA).write_replacing(data)
+        self._write(self.path(version, DELTA), data)
         return len(data)
 
     def write_snapshot(self, version: int, database: bytes) -> None:
         """Write the snapshot of ``version`` holding the SQLite file ``database``."""
-        self.path(version, SNAPSHOT).write_replacing(encode(SNAPSHOT, database))
+        self._write(self.path(version, SNAPSHOT), encode(SNAPSHOT, database))
+
+    def _write(self, path: CheckpointPath, data: bytes) -> None:
+        if path.is_local and not self.fsync:
+            _replace_unflushed(os.fspath(path), data)
+        else:
+            path.write_replacing(data)
 
     def purge(self, latest: int, retain: int) -> None:
         """Delete what loading none of the newest ``retain`` versions up to ``latest`` needs."""

@@ -64,7 +64,7 @@ class VersionedStore(Protocol):
         ...
 
     def commit(self) -> int:
-        """Make this store's changes version ``version + 1`` (durably, under the checkpoint); returns it."""
+        """Make this store's changes version ``version + 1`` (under the checkpoint, before it returns); returns it."""
         ...
 
     def abort(self) -> None:

@@ -149,7 +149,7 @@ class StateStore:
         return self._rows
 
     def commit(self) -> int:
-        """Write version ``version + 1``: its delta file (durably), then the working copy; returns the new version."""
+        """Write version ``version + 1``: its delta file (whole; flushed under the provider's ``fsync``), then the working copy."""
         self._check_open()
         started = time.perf_counter()
         new = self._version + 1

@@ -120,6 +120,13 @@ class StateStoreProvider:
             add up to this fraction of the working copy's size.
         small_state_bytes: a working copy at most this large is snapshotted every
             ``snapshot_every`` versions whatever its deltas (its copy costs next to nothing).
+        fsync: flush each delta and snapshot, and its directory, to disk before its write returns
+            (two ``fsync`` calls per commit), so a committed version survives a crash of the
+            machine (the default). False gives Spark's own state stores' durability on a local
+            disk: a committed version is then in the OS's page cache, which survives the death of
+            any process (exactly-once recovery after a SIGKILL is the same either way), not a
+            power cut. Only local paths; other file systems keep what their file manager gives.
+            The streaming layer sets it from ``spark.aiodstream.stateStore.fsync``.
 
     Attributes:
         partition_id: the partition.
@@ -134,13 +141,13 @@ class StateStoreProvider:
     def __init__(self, checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int, partition_id: int, *,
                  local_dir: str | os.PathLike[str] | None = None, snapshot_every: int = 10,
                  min_versions_to_retain: int = 100, snapshot_delta_fraction: float = 0.5,
-                 small_state_bytes: int = 1 << 20) -> None:
+                 small_state_bytes: int = 1 << 20, fsync: bool = True) -> None:
         """Name the partition's files and take its private directory; nothing is read until :meth:`load`."""
         if snapshot_every < 1 or min_versions_to_retain < 1:
             raise ValueError("snapshot_every and min_versions_to_retain must be at least 1")
         root = task_checkpoint_path(checkpoint_root)
         self.partition_id = partition_id
-        self._files = PartitionFiles(root / "state" / str(operator_id) / str(partition_id))
+        self._files = PartitionFiles(root / "state" / str(operator_id) / str(partition_id), fsync=fsync)
         self.directory = self._files.directory
         where = str(Path(root).resolve()) if root.is_local else root.path
         # what the working copy records and must match: this partition of this checkpoint
@@ -171,15 +178,30 @@ class StateStoreProvider:
 
     @classmethod
     def shared(cls, checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int,
-               partition_id: int) -> StateStoreProvider:
+               partition_id: int, *, fsync: bool | None = None) -> StateStoreProvider:
         """This process's provider of that partition (made on first use): tasks of later batches that land in the
-        same worker process reuse its open working copy instead of opening it again."""
+        same worker process reuse its open working copy instead of opening it again.
+
+        ``fsync`` is the batch's setting (see the class's arguments), applied to the provider
+        whether it is new or not; None leaves it as it is (on for a new provider).
+        """
         key = (str(checkpoint_root), operator_id, partition_id)
         with _shared_lock:
             provider = _shared.get(key)
             if provider is None:
                 provider = _shared[key] = cls(checkpoint_root, operator_id, partition_id)
+            if fsync is not None:
+                provider.fsync = fsync
             return provider
+
+    @property
+    def fsync(self) -> bool:
+        """Whether each delta and snapshot is flushed to disk before its write returns (see the class's arguments)."""
+        return self._files.fsync
+
+    @fsync.setter
+    def fsync(self, value: bool) -> None:
+        self._files.fsync = value
 
     def statistics(self) -> StateStoreStatistics:
         """How this provider's loads found their working copy so far."""

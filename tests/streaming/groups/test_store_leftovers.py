@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import CheckpointPath
 from streaming.state import NO_TIMESTAMP, StateStoreProvider
+from streaming.state._partition_files import PartitionFiles
 from tests.crash import KILL_AT, child_env, faults_all, run_python
 
 
@@ -102,22 +102,21 @@ def test_a_snapshot_copy_is_locked_while_it_is_written_and_a_sweep_leaves_it(tmp
     p = StateStoreProvider(tmp_path / "ck", 0, 1, local_dir=tmp_path / "local", snapshot_every=2)
     commit_up_to(p, 2)
     seen: list[str] = []
-    write = CheckpointPath.write_replacing
+    write = PartitionFiles.write_snapshot
 
-    def during_snapshot(path: CheckpointPath, data: bytes) -> None:
-        if path.name.endswith(".snapshot"):
-            (copy,) = [c for c in p.working_copy.parent.iterdir() if ".snapshot-copy-" in c.name]
-            fd = os.open(copy, os.O_RDONLY)
-            try:
-                with pytest.raises(BlockingIOError):
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            finally:
-                os.close(fd)
-            assert p.remove_leftovers(2) == 0 and copy.exists()
-            seen.append(copy.name)
-        write(path, data)
+    def during_snapshot(files: PartitionFiles, version: int, database: bytes) -> None:
+        (copy,) = [c for c in p.working_copy.parent.iterdir() if ".snapshot-copy-" in c.name]
+        fd = os.open(copy, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+        assert p.remove_leftovers(2) == 0 and copy.exists()
+        seen.append(copy.name)
+        write(files, version, database)
 
-    monkeypatch.setattr(CheckpointPath, "write_replacing", during_snapshot)
+    monkeypatch.setattr(PartitionFiles, "write_snapshot", during_snapshot)
     p.maintenance()
     assert seen == [f"{p.working_copy.stem}.snapshot-copy-{os.getpid()}-{threading.get_ident()}.v2"]
     assert [c for c in p.working_copy.parent.iterdir() if ".snapshot-copy-" in c.name] == []

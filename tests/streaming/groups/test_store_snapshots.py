@@ -10,8 +10,8 @@ from typing import Callable
 
 import pytest
 
-from scheduler import CheckpointPath
 from streaming.state import NO_TIMESTAMP, StateStoreProvider
+from streaming.state._partition_files import PartitionFiles
 from streaming.state._snapshot_copies import SnapshotCopy
 
 
@@ -56,14 +56,14 @@ def test_the_next_batch_commits_while_a_snapshot_is_copied_or_written(tmp_path: 
 
         monkeypatch.setattr(SnapshotCopy, "__enter__", before_copy)
     else:
-        write = CheckpointPath.write_replacing
+        write = PartitionFiles.write_snapshot
 
-        def during_write(path: CheckpointPath, data: bytes) -> None:
-            if path.name == "2.snapshot":
+        def during_write(files: PartitionFiles, version: int, database: bytes) -> None:
+            if version == 2:
                 next_batch_alongside(p, 2)
-            write(path, data)
+            write(files, version, database)
 
-        monkeypatch.setattr(CheckpointPath, "write_replacing", during_write)
+        monkeypatch.setattr(PartitionFiles, "write_snapshot", during_write)
     p.maintenance()
     monkeypatch.undo()
     assert sorted(n for n in p.directory.listdir() if n.endswith(".snapshot")) == ["2.snapshot"]

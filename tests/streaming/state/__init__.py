@@ -1,0 +1,1 @@
+"""Tests of the state store (``streaming.state``)."""
