@@ -250,8 +250,9 @@ def floor_summary(rounds: list[dict[str, Any]], median_of: Callable[[list[dict[s
     (``share``) and each engine's milliseconds above it; summarised as median-of-rounds spreads. ``ratio_at_floor``
     is the floor over pyspark's delay: the ratio ours would get with nothing but the Spark work in its batches, so
     the lowest it can reach without doing less Spark work than the program asks for; ``target_reachable`` says
-    whether that median is at most ``target``. The same for CPU without the JIT compiler (the program's own CPU,
-    the process tree's: :data:`PARTS`), when the runs have it.
+    whether its quartiles lie at most at ``target`` (True), above it (False), or on both sides (None: not resolved).
+    The same for CPU without the JIT compiler (the program's own CPU, the process tree's: :data:`PARTS`), when the
+    runs have it.
     """
     per_round: list[dict[str, Any]] = []
     for pair in rounds:
@@ -276,7 +277,9 @@ def floor_summary(rounds: list[dict[str, Any]], median_of: Callable[[list[dict[s
             out[key] = ratio_spread(values)
     for engine in ("pyspark", "ours"):
         out[f"{engine}_ms_above_median"] = statistics.median(r[f"{engine}_ms_above"] for r in per_round)
-    out["target_reachable"] = "ratio_at_floor" in out and out["ratio_at_floor"]["median"] <= target
+    at_floor = out.get("ratio_at_floor")
+    out["target_reachable"] = (None if at_floor is None or at_floor["iqr"][0] <= target < at_floor["iqr"][1]
+                               else at_floor["iqr"][1] <= target)
     return out
 
 
