@@ -13,7 +13,8 @@ import statistics
 import time
 from typing import Any, Callable
 
-__all__ = ["PARTS", "TIMES", "cpu_now", "cpu_parts", "cpu_spent", "ratio_spread", "spark_work_per_batch", "summarize_rounds"]
+__all__ = ["BYTES", "PARTS", "TIMES", "cpu_now", "cpu_parts", "cpu_spent", "floor_summary", "ratio_spread",
+           "spark_work_per_batch", "summarize_rounds"]
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -176,13 +177,19 @@ batch's Spark jobs (first submission to last completion, Spark's clock); the pro
 engine's own time around the jobs); the stages' spans added up; the tasks' run time and CPU time added up."""
 
 
+BYTES = ("shuffle_write_bytes", "shuffle_read_bytes", "result_bytes")
+"""What a batch's Spark work moved (:func:`spark_work_per_batch`, when its stages carry them): the bytes its shuffles wrote
+and read (the same serializer and partitions write the same bytes) and the bytes its tasks' results sent to the driver."""
+
+
 def spark_work_per_batch(jobs: list[dict[str, Any]], processing: dict[int, int] | None = None) -> dict[str, Any]:
     """The Spark work a run's batches did, per batch: medians over the batches, and the shape of one median batch.
 
     ``jobs``: one per Spark job, ``{"batch": batch time ms, "stages": [{"tasks": completed tasks (0: skipped),
-    "python_rdds": PythonRDDs in the stage}]}``. A stage's task runs one Python worker per PythonRDD in it (pyspark
-    pipelines Python functions into one PythonRDD, but not across an RDD it did not build), so ``python_worker_tasks``
-    sums tasks times PythonRDDs: how many Python worker runs the batch cost.
+    "python_rdds": PythonRDDs in the stage}]}``, a run stage optionally with :data:`BYTES` (added up per batch).
+    A stage's task runs one Python worker per PythonRDD in it (pyspark pipelines Python functions into one PythonRDD,
+    but not across an RDD it did not build), so ``python_worker_tasks`` sums tasks times PythonRDDs: how many Python
+    worker runs the batch cost.
 
     With each job's ``submitted`` and ``completed`` (ms), each run stage's ``span_ms``, ``task_run_ms`` and
     ``task_cpu_ms``, and ``processing`` (batch time -> the engine's processing delay), also the medians of
@@ -201,6 +208,9 @@ def spark_work_per_batch(jobs: list[dict[str, Any]], processing: dict[int, int] 
                 b["skipped_stages"] += 1
             b["tasks"] += stage["tasks"]
             b["python_worker_tasks"] += stage["tasks"] * stage["python_rdds"]
+            for key in BYTES:
+                if key in stage:
+                    b[key] = b.get(key, 0) + stage[key]
         b["shape"].append([[s["tasks"], s["python_rdds"]] for s in job["stages"] if s["tasks"]])
     if not per_batch:
         return {"batches": 0}
@@ -208,6 +218,9 @@ def spark_work_per_batch(jobs: list[dict[str, Any]], processing: dict[int, int] 
     out: dict[str, Any] = {"batches": len(batches)}
     for key in ("jobs", "stages", "skipped_stages", "tasks", "python_worker_tasks"):
         out[key] = statistics.median(b[key] for b in batches)
+    for key in BYTES:
+        if all(key in b for b in batches):
+            out[key] = statistics.median(b[key] for b in batches)
     typical = [b for b in batches if b["python_worker_tasks"] == out["python_worker_tasks"]] or batches
     out["shape_of_one_batch"] = sorted(typical[-1]["shape"])  # per job, per stage run: [tasks, PythonRDDs]
     timed = [row for t in sorted(per_batch) if (row := _batch_times(per_batch[t]["times"], (processing or {}).get(t)))]
@@ -226,3 +239,51 @@ def _batch_times(jobs: list[dict[str, Any]], processing: int | None) -> dict[str
     return {"processing_ms": processing, "spark_jobs_span_ms": span, "outside_spark_jobs_ms": processing - span,
             "stages_span_ms": sum(s["span_ms"] for s in stages), "task_run_ms": sum(s["task_run_ms"] for s in stages),
             "task_cpu_ms": round(sum(s["task_cpu_ms"] for s in stages), 1)}
+
+
+def floor_summary(rounds: list[dict[str, Any]], median_of: Callable[[list[dict[str, int]]], float],
+                  target: float) -> dict[str, Any]:
+    """How much of each engine's processing delay is the program's own Spark work: ``spark_alone``, round by round.
+
+    ``rounds``: per round, ``{"pyspark": run, "ours": run, "spark_alone": run}`` (the same Spark jobs without an
+    engine, :func:`bench.bench_vs_pyspark.run_alone`). Per round, the floor's median delay over each engine's
+    (``share``) and each engine's milliseconds above it; summarised as median-of-rounds spreads. ``ratio_at_floor``
+    is the floor over pyspark's delay: the ratio ours would get with nothing but the Spark work in its batches, so
+    the lowest it can reach without doing less Spark work than the program asks for; ``target_reachable`` says
+    whether its quartiles lie at most at ``target`` (True), above it (False), or on both sides (None: not resolved).
+    The same for CPU without the JIT compiler (the program's own CPU, the process tree's: :data:`PARTS`), when the
+    runs have it.
+    """
+    per_round: list[dict[str, Any]] = []
+    for pair in rounds:
+        floor = median_of(pair["spark_alone"]["batches"])
+        row: dict[str, Any] = {"spark_alone_ms": floor}
+        for engine in ("pyspark", "ours"):
+            delay = median_of(pair[engine]["batches"])
+            row[f"{engine}_ms"] = delay
+            row[f"{engine}_share"] = round(floor / delay, 3) if delay else None
+            row[f"{engine}_ms_above"] = delay - floor
+        row["ratio_at_floor"] = row["pyspark_share"]
+        cpu = {who: _cpu_without_jit(pair[who]) for who in ("pyspark", "ours", "spark_alone")}
+        if all(v for v in cpu.values()):
+            row["cpu_without_jit_ms"] = cpu
+            row["cpu_ratio_at_floor"] = round(cpu["spark_alone"] / cpu["pyspark"], 3)
+        per_round.append(row)
+    out: dict[str, Any] = {"rounds": per_round,
+                           "spark_alone_ms_median": statistics.median(r["spark_alone_ms"] for r in per_round)}
+    for key in ("pyspark_share", "ours_share", "ratio_at_floor", "cpu_ratio_at_floor"):
+        values = [r[key] for r in per_round if r.get(key) is not None]
+        if values:
+            out[key] = ratio_spread(values)
+    for engine in ("pyspark", "ours"):
+        out[f"{engine}_ms_above_median"] = statistics.median(r[f"{engine}_ms_above"] for r in per_round)
+    at_floor = out.get("ratio_at_floor")
+    out["target_reachable"] = (None if at_floor is None or at_floor["iqr"][0] <= target < at_floor["iqr"][1]
+                               else at_floor["iqr"][1] <= target)
+    return out
+
+
+def _cpu_without_jit(run: dict[str, Any]) -> float | None:
+    """A run's process-tree CPU per batch without the JIT compiler's threads, or None without the split."""
+    parts = run.get("cpu_parts_ms_per_batch")
+    return None if not parts else sum(v for k, v in parts.items() if k != "jvm_jit")

@@ -22,9 +22,16 @@ same way, with the same settings on both sides:
   for both CPU ratios and for each part of the process tree's CPU (``cpu_parts_ms_per_batch``:
   driver, JVM, the JVM's JIT compiler threads, Python workers). ``--warmup-rounds`` (default 1)
   unmeasured rounds of each runner go first: the JIT compiles for hundreds of batches after the
-  JVM starts. ``spark_work_per_batch`` gives, per engine, Spark's jobs, stages and tasks and
-  ``times_ms``: where a batch's processing delay went (the Spark jobs' span, the engine's time
-  outside it, the stages' spans, the tasks' run and CPU time). Target: median ratio <= 0.9, resolved.
+  JVM starts. ``spark_work_per_batch`` gives, per engine, Spark's jobs, stages and tasks, the bytes
+  its shuffles wrote and read and its results sent, and ``times_ms``: where a batch's processing
+  delay went (the Spark jobs' span, the engine's time outside it, the stages' spans, the tasks' run
+  and CPU time); ``py4j_calls_per_batch`` and ``pickled_commands_per_batch`` (and their bytes: the
+  Python functions each task of a stage unpickles) count the driver's side. Every round also runs
+  ``spark_alone``, the floor: the same batches' Spark jobs made by the same pyspark RDD calls with no
+  streaming engine, at the same interval. ``floor`` gives the share of each engine's processing
+  delay that is this Spark work, each engine's milliseconds above it, and ``ratio_at_floor`` (the
+  floor over pyspark's delay): the lowest ratio ours can reach without doing less Spark work than
+  the program asks for, with ``target_reachable``. Target: median ratio <= 0.9, resolved.
 * ``three_outputs``: three independent output operations per batch (word count, line count,
   distinct words) with ``concurrentJobs=3`` on **both** engines (pyspark reads
   ``spark.streaming.concurrentJobs``), at 1000 and 5000 lines per batch; measured as
@@ -141,21 +148,33 @@ def socket_word_count(ssc: Any, port: int, **receiver: Any) -> None:
 # -- Spark work: py4j calls, jobs, stages, tasks --
 
 
-PY4J_CALLS = [0]
-"""py4j calls this process has made (every thread), once :func:`count_py4j_calls` is installed."""
+PY4J_CALLS = [0, 0, 0]
+"""Since :func:`count_py4j_calls`: py4j calls this process has made (every thread), and the Python functions it pickled
+for Spark (each ``PythonRDD``'s command: count and bytes, which every task of the RDD's stages unpickles)."""
 
 
 def count_py4j_calls(sc: Any) -> None:
-    """Count every py4j call from now on in ``PY4J_CALLS`` (wraps the process's py4j client; once per process)."""
+    """Count every py4j call and pickled command from now on in ``PY4J_CALLS`` (wraps the process's py4j client and
+    pyspark's ``_prepare_for_python_RDD``; once per process)."""
+    import pyspark.core.rdd as core_rdd
+
     client = sc._gateway._gateway_client
     send = client.send_command
+    prepare = core_rdd._prepare_for_python_RDD
     calls = PY4J_CALLS
 
     def send_command(*args: Any, **kwargs: Any) -> Any:
         calls[0] += 1  # a lost increment between threads costs a count, not a crash: a bench
         return send(*args, **kwargs)
 
+    def prepare_for_python_rdd(context: Any, command: Any) -> Any:
+        prepared = prepare(context, command)
+        calls[1] += 1
+        calls[2] += len(prepared[0])
+        return prepared
+
     client.send_command = send_command
+    core_rdd._prepare_for_python_RDD = prepare_for_python_rdd  # PipelinedRDD._jrdd looks it up in its module
 
 
 def scala_seq(seq: Any) -> list[Any]:
@@ -205,11 +224,13 @@ def spark_jobs_since(sc: Any, after: int) -> list[dict[str, Any]]:
             rdds = names(store.operationGraphForStage(stage_id).rootCluster())
             stage: dict[str, Any] = {"tasks": info.numCompletedTasks if info is not None else 0,
                                      "python_rdds": sum(1 for name in rdds if name == "PythonRDD")}
-            if stage["tasks"]:  # run (a skipped stage has no times): its last attempt's span and task times
+            if stage["tasks"]:  # run (a skipped stage has no times): its last attempt's span, task times and bytes
                 attempt = store.stageData(stage_id, False, no_statuses, False, no_quantiles).apply(0)
                 began, ended = millis(attempt.submissionTime()), millis(attempt.completionTime())
                 stage.update(span_ms=None if began is None or ended is None else ended - began,
-                             task_run_ms=int(attempt.executorRunTime()), task_cpu_ms=attempt.executorCpuTime() / 1e6)
+                             task_run_ms=int(attempt.executorRunTime()), task_cpu_ms=attempt.executorCpuTime() / 1e6,
+                             shuffle_write_bytes=int(attempt.shuffleWriteBytes()),
+                             shuffle_read_bytes=int(attempt.shuffleReadBytes()), result_bytes=int(attempt.resultSize()))
             stages.append(stage)
         jobs.append({"batch": int(match.group()), "submitted": millis(data.submissionTime()),
                      "completed": millis(data.completionTime()), "stages": stages})
@@ -236,7 +257,7 @@ def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
             super().__init__()
             self.batches: list[dict[str, int]] = []
             self.cpu: list[tuple[float, dict[str, float] | None]] = []
-            self.py4j: list[int] = []
+            self.py4j: list[list[int]] = []
             self.done = threading.Event()
 
         def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803
@@ -250,7 +271,7 @@ def batch_recorder(wanted: int, cpu_after: int | None = None) -> Any:
                 "ops_ms": [op.endTime() - op.startTime() for _, op in ops]})
             if cpu_after is not None and len(self.batches) in (cpu_after, wanted) and len(self.cpu) < 2:
                 self.cpu.append((time.process_time(), cpu_parts()))
-                self.py4j.append(PY4J_CALLS[0])
+                self.py4j.append(list(PY4J_CALLS))
             if len(self.batches) >= wanted:
                 self.done.set()
 
@@ -305,7 +326,7 @@ def run_measured(engine: str, sc: Any, interval: float, batches: int, build: Cal
         parts = run["cpu_parts_ms_per_batch"] = cpu_spent(p0, p1, n)
         if parts is not None:
             run["total_cpu_ms_per_batch"] = round(sum(parts.values()), 1)
-        run["py4j_calls_per_batch"] = round((recorder.py4j[1] - recorder.py4j[0]) / n, 1)
+        run.update(calls_per_batch(recorder.py4j[0], recorder.py4j[1], n))
     if first_job is not None:
         from bench._rounds import spark_work_per_batch
 
@@ -313,6 +334,13 @@ def run_measured(engine: str, sc: Any, interval: float, batches: int, build: Cal
         run["spark_work"] = spark_work_per_batch([j for j in spark_jobs_since(sc, first_job) if j["batch"] in measured],
                                                  {b["time"]: b["processing"] for b in run["batches"]})
     return run
+
+
+def calls_per_batch(before: list[int], after: list[int], batches: int) -> dict[str, float]:
+    """py4j calls and pickled commands (count, bytes) per batch between two readings of :data:`PY4J_CALLS`."""
+    calls, commands, command_bytes = ((b - a) / batches for a, b in zip(before, after, strict=True))
+    return {"py4j_calls_per_batch": round(calls, 1), "pickled_commands_per_batch": round(commands, 2),
+            "pickled_command_bytes_per_batch": round(command_bytes)}
 
 
 def completed_in_order(batches: list[dict[str, int]]) -> bool:
@@ -466,10 +494,14 @@ def paired_runs(rounds: int, theirs: Callable[[], dict[str, Any]], ours: Callabl
             order = runners[r % 3:] + runners[:r % 3]
         got = {who: run() for who, run in order}
         results.append(got)
+        delays = {who: median_of(got[who]["batches"], "processing", 0) for who, _ in runners}
+        floor = "" if alone is None else ", the floor (spark_alone) is " + " and ".join(
+            f"{delays['spark_alone'] / delays[who]:.2f} of {who}'s" for who in ("pyspark", "ours") if delays[who])
         print(f"  {label} round {r + 1}/{rounds}: " + ", ".join(
-            f"{who} {median_of(got[who]['batches'], 'processing', 0)} ms (driver cpu {got[who]['driver_cpu_ms_per_batch']}, "
+            f"{who} {delays[who]} ms (driver cpu {got[who]['driver_cpu_ms_per_batch']}, "
             f"total cpu {got[who]['total_cpu_ms_per_batch']} ms/batch {got[who]['cpu_parts_ms_per_batch']}, "
-            f"load {got[who]['load_1m']})" for who, _ in runners),
+            f"load {got[who]['load_1m']})" for who, _ in runners)
+            + (f"; ours / pyspark {delays['ours'] / delays['pyspark']:.3f}" if delays["pyspark"] else "") + floor,
             file=sys.stderr, flush=True)
     return results
 
@@ -493,35 +525,48 @@ def bare_three_outputs(rdd: Any) -> list[Callable[[], None]]:
 
 def run_alone(sc: Any, interval: float, batches: int, lines_per_batch: int, jobs_of: Callable[[Any], list[Callable[[], None]]],
               skip: int) -> dict[str, Any]:
-    """A program's Spark jobs with no streaming engine, at the engines' interval: what the machine allows.
+    """A program's Spark jobs with no streaming engine, at the engines' interval: the floor, what the machine allows.
 
     Per batch (due every ``interval`` s): its RDD built from a parallelized input as the program builds it (the
     ``jobs_of(rdd)`` call, the engines' generation), then its outputs, each from a thread of its own at once (as
-    ``concurrentJobs`` lets them run), timed from the first start to the last end: the counterpart of a processing
-    delay. A batch starts after the previous one ended, so this compares with the engines only while their batches
-    end within the interval (an engine with ``concurrentJobs`` > 1 starts a late batch's jobs beside the next one's,
-    which then take longer). Returns what :func:`run_measured` returns.
+    ``concurrentJobs`` lets them run) in a Spark job group naming the batch (one py4j call, as ours sets its group),
+    timed from the first start to the last end: the counterpart of a processing delay. A batch starts after the
+    previous one ended, so this compares with the engines only while their batches end within the interval (an
+    engine with ``concurrentJobs`` > 1 starts a late batch's jobs beside the next one's, which then take longer).
+    Returns what :func:`run_measured` returns with ``spark_work``: the batches' Spark work is read from the status
+    store by their groups, as the engines' is.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from bench._rounds import cpu_parts, cpu_spent
+    from bench._rounds import cpu_parts, cpu_spent, spark_work_per_batch
+
+    def in_group(group: str, job: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            sc.setJobGroup(group, group)  # the JVM thread paired with this pool thread (pyspark's pinned threads)
+            job()
+        return run
 
     rdds = [sc.parallelize(make_lines(i, lines_per_batch), 2) for i in range(batches)]
     out: list[dict[str, int]] = []
     cpu = []
+    calls = []
+    first_job = last_job_id(sc)
     start = time.monotonic()
+    start_ms = round(time.time() * 1000)  # the batches' times: 13 digits, as the engines' groups carry theirs
     with ThreadPoolExecutor(3) as pool:
         for k, rdd in enumerate(rdds):
             wait = start + (k + 1) * interval - time.monotonic()
             if wait > 0:
                 time.sleep(wait)  # a bench: the batches' timer
-            jobs = jobs_of(rdd)
+            batch_ms = start_ms + round((k + 1) * interval * 1000)
+            jobs = [in_group(f"spark-alone-{batch_ms}-{i}", job) for i, job in enumerate(jobs_of(rdd))]
             began = time.perf_counter()
             for future in [pool.submit(job) for job in jobs]:
                 future.result()
-            out.append({"time": k, "processing": round((time.perf_counter() - began) * 1000)})
+            out.append({"time": batch_ms, "processing": round((time.perf_counter() - began) * 1000)})
             if k + 1 in (skip, batches):
                 cpu.append((time.process_time(), cpu_parts()))
+                calls.append(list(PY4J_CALLS))
     run: dict[str, Any] = {"batches": out[skip:], "load_1m": load()[0], "driver_cpu_ms_per_batch": None,
                            "total_cpu_ms_per_batch": None, "cpu_parts_ms_per_batch": None}
     if len(cpu) == 2:
@@ -530,6 +575,10 @@ def run_alone(sc: Any, interval: float, batches: int, lines_per_batch: int, jobs
         parts = run["cpu_parts_ms_per_batch"] = cpu_spent(p0, p1, batches - skip)
         if parts is not None:
             run["total_cpu_ms_per_batch"] = round(sum(parts.values()), 1)
+        run.update(calls_per_batch(calls[0], calls[1], batches - skip))
+    measured = {b["time"] for b in run["batches"]}
+    run["spark_work"] = spark_work_per_batch([j for j in spark_jobs_since(sc, first_job) if j["batch"] in measured],
+                                             {b["time"]: b["processing"] for b in run["batches"]})
     return run
 
 
@@ -565,8 +614,11 @@ def spark_work_of(rounds: list[dict[str, Any]], engine: str) -> dict[str, Any] |
     works = [r[engine]["spark_work"] for r in rounds if r[engine].get("spark_work", {}).get("batches")]
     if not works:
         return None
+    from bench._rounds import BYTES
+
     out: dict[str, Any] = {key: statistics.median(w[key] for w in works)
-                           for key in ("jobs", "stages", "skipped_stages", "tasks", "python_worker_tasks")}
+                           for key in ("jobs", "stages", "skipped_stages", "tasks", "python_worker_tasks", *BYTES)
+                           if all(key in w for w in works)}
     out["shape_of_one_batch"] = works[0]["shape_of_one_batch"]
     timed = [w["times_ms"] for w in works if "times_ms" in w]
     if timed:  # where a batch's processing time went: medians over the rounds of each round's medians
@@ -588,17 +640,14 @@ def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]]
     with its quartiles, min and max; ``resolved`` says the quartiles lie closer together than the
     median lies to 1. ``driver_cpu_ratio`` and ``total_cpu_ratio`` do the same for CPU per batch.
     With ``alone`` (the same Spark jobs without an engine, :func:`run_alone`) in each round too,
-    ``over_spark_alone`` gives each engine's ratio to it, summarised the same way.
+    ``floor`` (:func:`bench._rounds.floor_summary`) says how much of each engine's delay that Spark work is, and
+    the lowest ratio ours could reach without doing less Spark work than the program asks for.
     """
-    from bench._rounds import summarize_rounds
+    from bench._rounds import floor_summary, summarize_rounds
 
     rounds = paired_runs(args.delay_rounds, lambda: run("pyspark"), lambda: run("ours"), label, alone, args.warmup_rounds)
     summary = summarize_rounds(rounds, lambda batches: median_of(batches, "processing", 0))
-    beside_alone = None
-    if alone is not None:  # each engine against the same Spark jobs without an engine, round by round
-        beside_alone = {e: summarize_rounds([{"pyspark": r["spark_alone"], "ours": r[e]} for r in rounds],
-                                            lambda batches: median_of(batches, "processing", 0))["ratio"]
-                        for e in ("pyspark", "ours")}
+    runners = ("pyspark", "ours") + (("spark_alone",) if alone is not None else ())
     theirs = [b for r in rounds for b in r["pyspark"]["batches"]]
     ours = [b for r in rounds for b in r["ours"]["batches"]]
     p, o = median_of(theirs, "processing", 0), median_of(ours, "processing", 0)
@@ -606,14 +655,12 @@ def delay_measure(args: argparse.Namespace, run: Callable[[str], dict[str, Any]]
             **summary, "target_ratio": 0.9,
             "met": summary["ratio"]["median"] <= 0.9 and summary["ratio"]["resolved"],
             "completed_in_batch_order": {e: all(completed_in_order(r[e]["batches"]) for r in rounds) for e in ("pyspark", "ours")},
-            "spark_work_per_batch": {e: spark_work_of(rounds, e) for e in ("pyspark", "ours")},
-            "py4j_calls_per_batch": {e: statistics.median(r[e].get("py4j_calls_per_batch", 0) for r in rounds)
-                                     for e in ("pyspark", "ours")},
+            "floor": None if alone is None else floor_summary(rounds, lambda batches: median_of(batches, "processing", 0), 0.9),
+            "spark_work_per_batch": {e: spark_work_of(rounds, e) for e in runners},
+            **{key: {e: statistics.median(r[e].get(key, 0) for r in rounds) for e in runners}
+               for key in ("py4j_calls_per_batch", "pickled_commands_per_batch", "pickled_command_bytes_per_batch")},
             "cpu_parts_ms_per_batch": {e: cpu_parts_of(rounds, e) for e in ("pyspark", "ours", "spark_alone")},
-            "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)},
-            "spark_alone_processing_ms_median": (None if alone is None else
-                                                 median_of([b for r in rounds for b in r["spark_alone"]["batches"]], "processing", 0)),
-            "over_spark_alone": beside_alone}
+            "samples": len(ours), "failed_batches": {"pyspark": failed_batches(theirs), "ours": failed_batches(ours)}}
 
 
 def main() -> None:

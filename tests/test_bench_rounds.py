@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench._rounds import ratio_spread, spark_work_per_batch, summarize_rounds
+from bench._rounds import floor_summary, ratio_spread, spark_work_per_batch, summarize_rounds
 
 
 def run(processing: list[int], driver: float, total: float | None) -> dict[str, Any]:
@@ -103,3 +103,42 @@ def test_spark_work_tells_where_a_batchs_processing_time_went() -> None:
     assert work["times_ms"] == {"processing_ms": 100, "spark_jobs_span_ms": 90, "outside_spark_jobs_ms": 10,
                                 "stages_span_ms": 140, "task_run_ms": 200, "task_cpu_ms": 140.5}
     assert "times_ms" not in spark_work_per_batch(jobs)  # no processing delays: no times
+
+
+def test_spark_work_adds_up_the_bytes_each_batch_moved_when_its_stages_carry_them() -> None:
+    """Shuffle bytes written and read and result bytes are summed per batch, medians over batches; absent, not reported."""
+    def stage(write: int, read: int, result: int) -> dict[str, Any]:
+        return {"tasks": 2, "python_rdds": 1, "shuffle_write_bytes": write, "shuffle_read_bytes": read, "result_bytes": result}
+
+    jobs = [{"batch": 1000, "stages": [stage(500, 0, 10), stage(0, 500, 90)]}, {"batch": 1000, "stages": [stage(0, 0, 7)]},
+            {"batch": 2000, "stages": [stage(700, 0, 10), stage(0, 700, 100)]}, {"batch": 2000, "stages": [stage(0, 0, 9)]},
+            {"batch": 3000, "stages": [stage(600, 0, 10), stage(0, 600, 80)]}, {"batch": 3000, "stages": [stage(0, 0, 8)]}]
+    work = spark_work_per_batch(jobs)
+    assert (work["shuffle_write_bytes"], work["shuffle_read_bytes"], work["result_bytes"]) == (600, 600, 107)
+    assert "shuffle_write_bytes" not in spark_work_per_batch([{"batch": 1000, "stages": [{"tasks": 2, "python_rdds": 1}]}])
+
+
+def test_the_floor_is_the_share_of_each_engines_delay_that_the_same_spark_work_alone_takes() -> None:
+    """Per round the floor over each engine's median delay; ratio_at_floor (floor over pyspark) decides reachability."""
+    def parts(driver: float, jvm: float, jit: float, workers: float) -> dict[str, Any]:
+        return {"cpu_parts_ms_per_batch": {"driver": driver, "jvm": jvm, "jvm_jit": jit, "python_workers": workers}}
+
+    rounds = [{"pyspark": {**run([100, 100, 100], 10.0, None), **parts(10, 40, 50, 50)},
+               "ours": {**run([95, 95, 95], 8.0, None), **parts(8, 35, 10, 50)},
+               "spark_alone": {**run([92, 92, 92], 6.0, None), **parts(6, 34, 30, 50)}},
+              {"pyspark": run([200, 200, 200], 10.0, None), "ours": run([190, 190, 190], 8.0, None),
+               "spark_alone": run([190, 190, 190], 6.0, None)}]
+    floor = floor_summary(rounds, median_processing, 0.9)
+    first, second = floor["rounds"]
+    assert (first["pyspark_share"], first["ours_share"], first["ratio_at_floor"]) == (0.92, 0.968, 0.92)
+    assert (first["pyspark_ms_above"], first["ours_ms_above"]) == (8.0, 3.0)
+    assert first["cpu_without_jit_ms"] == {"pyspark": 100, "ours": 93, "spark_alone": 90}
+    assert first["cpu_ratio_at_floor"] == 0.9
+    assert "cpu_ratio_at_floor" not in second  # runs without the CPU split
+    assert floor["ratio_at_floor"]["median"] == 0.935  # rounds 0.92 and 0.95
+    assert floor["spark_alone_ms_median"] == 141.0
+    assert (floor["pyspark_ms_above_median"], floor["ours_ms_above_median"]) == (9.0, 1.5)
+    assert floor["ratio_at_floor"]["iqr"] == [0.927, 0.942]
+    assert floor["target_reachable"] is False  # both quartiles above 0.9
+    assert floor_summary(rounds, median_processing, 0.95)["target_reachable"] is True  # both at most 0.95
+    assert floor_summary(rounds, median_processing, 0.935)["target_reachable"] is None  # the quartiles straddle it
