@@ -226,6 +226,19 @@ def test_a_histogram_of_whole_milliseconds_buckets_each_as_its_value_in_seconds_
         assert histogram.sum == 0.006 and sum(histogram.counts) == 2
 
 
+def folded_and_fed(batches: list[Any]) -> str:
+    """The scrape of metrics that folded ``batches`` as a log's run, checked byte for byte against metrics fed their events."""
+    logged, fed = StreamingMetrics(), StreamingMetrics()
+    logged.listener("q").state.fold_batches(batches)
+    recorder = fed.listener("q")
+    for batch in batches:
+        recorder.on_batch_completed(BatchCompleted.of_completed(batch) if type(batch) is JobSet else
+                                    BatchCompleted.of_record(batch))
+    text = logged.scrape()
+    assert text == fed.scrape()
+    return text
+
+
 def test_a_folded_run_of_logged_batches_scrapes_as_their_events() -> None:
     """A batch log's run folded at once (succeeded JobSets, failed batches' records, delays in the first bucket and past
     it, two inputs) scrapes byte for byte as the same batches' BatchCompleted events, one at a time."""
@@ -241,15 +254,8 @@ def test_a_folded_run_of_logged_batches_scrapes_as_their_events() -> None:
             job_set.handle_job_start(job, Time(n * 1000 + 1 + (n % 3) * 4))  # scheduling delays 0, 4 and 8 ms
             job_set.handle_job_completion(job, Time(n * 1000 + 1 + (n % 3) * 4 + (0 if n % 2 else 300 * n)))
         batches.append(completed_batch(job_set))
-    logged, fed = StreamingMetrics(), StreamingMetrics()
-    logged.listener("q").state.fold_batches(batches)
-    recorder = fed.listener("q")
-    for batch in batches:
-        recorder.on_batch_completed(BatchCompleted.of_completed(batch) if type(batch) is JobSet else
-                                    BatchCompleted.of_record(batch))  # type: ignore[arg-type]
     assert sum(type(batch) is JobSet for batch in batches) == 10
-    text = logged.scrape()
-    assert text == fed.scrape()
+    text = folded_and_fed(batches)
     found = samples(text)
     assert value(found, "aiodstream_batches_total", query="q", outcome="failed") == 2
     assert value(found, "aiodstream_batches_total", query="q", outcome="completed") == 10
@@ -279,14 +285,7 @@ def test_a_folded_run_counts_every_delay_as_its_events_do_when_a_clock_steps_bac
     job_set.handle_job_completion(never_ended[0], Time(9012))  # the second job never ran: the batch has no end
     batches.append(completed_batch(job_set))
     assert type(batches[-1]) is BatchRecord and batches[-1].processing_end_ms is None
-    logged, fed = StreamingMetrics(), StreamingMetrics()
-    logged.listener("q").state.fold_batches(batches)
-    recorder = fed.listener("q")
-    for batch in batches:
-        recorder.on_batch_completed(BatchCompleted.of_completed(batch) if type(batch) is JobSet else
-                                    BatchCompleted.of_record(batch))  # type: ignore[arg-type]
-    text = logged.scrape()
-    assert text == fed.scrape()
+    text = folded_and_fed(batches)
     found = samples(text)
     assert value(found, "aiodstream_batch_processing_delay_seconds_count", query="q") == 6
     assert value(found, "aiodstream_batch_scheduling_delay_seconds_count", query="q") == 7
