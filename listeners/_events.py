@@ -7,11 +7,11 @@ The ``Query*`` events are those of a checkpointed query (Structured Streaming's
 from __future__ import annotations
 
 import uuid
-from typing import Any, Union
+from typing import Any, Mapping, Union
 
 import attrs
 
-from scheduler import Job, JobSet, StreamingQueryProgress, Time
+from scheduler import Job, JobSet, StreamingQueryProgress, StreamInputInfo, Time
 
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo, ReceiverInfo
 
@@ -113,7 +113,8 @@ _set = object.__setattr__
 def succeeded_event(job_set: JobSet, job: Job) -> BatchCompleted:
     """The ``BatchCompleted`` of ``job_set``, completed and started, whose one job is ``job`` and succeeded.
 
-    It holds the batch's values (times in ms, the job's name and description, the input infos),
+    It holds the batch's values (times in ms, the job's name and description, the input infos: a
+    single input without metadata as its stream id and its records),
     not the ``JobSet``: a queued event keeps one tuple and the input infos alive where a ``JobSet``
     is a dozen objects the garbage collector tracks (its times, job, sets and tuples), so the events
     a plain listener's queue holds do not start collections (see ``listeners._listener_queue``).
@@ -121,10 +122,23 @@ def succeeded_event(job_set: JobSet, job: Job) -> BatchCompleted:
     ``JobSet``. The attribute is set in the instance's inline values: no ``__dict__`` is made
     until a listener reads them.
     """
+    # One input without metadata, the common batch, is kept as two ints, and no input as None: then the values
+    # tuple holds nothing the collector tracks, and the first collection that sees it untracks it (a tuple that
+    # holds a dict, even an empty one, stays tracked). Held by a queue across collections, the event is then one
+    # tracked object, not four.
+    infos = job_set.input_infos
+    inputs: Mapping[int, StreamInputInfo] | int | None = infos
+    records = 0
+    if len(infos) == 1:
+        for info in infos.values():
+            if not info.metadata:
+                inputs, records = info.input_stream_id, info.num_records
+    elif not infos:
+        inputs = None
     event = _new(BatchCompleted)
     _set(event, "values", (job_set.time.milliseconds, job_set.submission_time.milliseconds,
                            job_set.processing_start.milliseconds, job_set.processing_end.milliseconds,  # type: ignore[union-attr]
-                           job.name, job.description, job_set.input_infos))
+                           job.name, job.description, inputs, records))
     return event
 
 

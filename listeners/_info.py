@@ -175,22 +175,31 @@ class BatchRecord:
 
     @classmethod
     def of_values(cls, batch_time_ms: int, submission_ms: int, start_ms: int, end_ms: int, name: str, description: str,
-                  inputs: Mapping[int, StreamInputInfo]) -> BatchRecord:
+                  inputs: Mapping[int, StreamInputInfo] | int | None, records: int = 0) -> BatchRecord:
         """The record of a completed batch whose one output operation, ``name``, ran from ``start_ms`` to ``end_ms`` and succeeded.
 
         What ``BatchRecord(job_set)`` takes of such a batch, from the values a ``BatchCompleted`` keeps instead of it.
+        ``inputs`` is the batch's input infos, the stream id of its one input without metadata (with its
+        ``records``), or None for none.
         """
         record = cls.__new__(cls)
         record.batch_time_ms = batch_time_ms
-        record.stream_id_to_input_info = dict(inputs)
+        if isinstance(inputs, int):
+            total = records
+            record.stream_id_to_input_info = {inputs: StreamInputInfo(inputs, records)}
+        elif inputs is None:
+            total = 0
+            record.stream_id_to_input_info = {}
+        else:
+            record.stream_id_to_input_info = dict(inputs)
+            total = 0
+            for info in inputs.values():
+                total += info.num_records
         record.submission_ms = submission_ms
         record.processing_start_ms = start_ms
         record.processing_end_ms = end_ms
         record.operations = ((name, description, start_ms, end_ms, None),)
         record.failures = 0
-        total = 0
-        for info in inputs.values():
-            total += info.num_records
         record.num_records = total
         return record
 

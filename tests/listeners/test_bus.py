@@ -891,25 +891,35 @@ def _reachable(root: object) -> list[object]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_succeeded_batch_event_keeps_its_values_not_its_job_set(backend: str) -> None:
-    """A succeeded one-job batch's BatchCompleted holds neither its JobSet nor its job (4 tracked objects) and reads as the JobSet."""
+@pytest.mark.parametrize(("inputs", "tracked"), [
+    ({4: StreamInputInfo(4, 7)}, 1),
+    ({4: StreamInputInfo(4, 7, {"Description": "a file"})}, 4),
+    ({4: StreamInputInfo(4, 7), 5: StreamInputInfo(5, 2)}, 5),
+    ({}, 1),
+], ids=["one-input", "metadata", "two-inputs", "no-input"])
+def test_a_succeeded_batch_event_keeps_its_values_not_its_job_set(backend: str, inputs: dict[int, StreamInputInfo],
+                                                                  tracked: int) -> None:
+    """A succeeded one-job batch's BatchCompleted holds neither its JobSet nor its job and reads as the JobSet; with one
+    input without metadata, or none, once a collection has seen it it is the one object the collector tracks."""
 
     async def body() -> None:
         listener = Recorder()
         bus = StreamingListenerBus()
         bus.add_listener(listener)
         job = Job(Time(1000), lambda: None, name="out", description="out at x.py:3")
-        job_set = JobSet(Time(1000), [job], Time(1010), {4: StreamInputInfo(4, 7)})
+        job_set = JobSet(Time(1000), [job], Time(1010), inputs)
         job_set.handle_job_start(job, Time(1020))
         job.release()
         job_set.handle_job_completion(job, Time(1050))
         async with running(bus):
             await bus.on_batch_completed(job_set)
         (event,) = listener.events
+        gc.collect()  # a collection untracks a tuple of plain values
         reachable = _reachable(event)
         assert not any(obj is job_set or obj is job for obj in reachable)
-        # The event, its values' tuple, the input infos and the one StreamInputInfo: no JobSet, no Times.
-        assert sum(1 for obj in reachable if gc.is_tracked(obj)) == 4
+        # No JobSet, no Times: the event, and unless the inputs are one without metadata (then two ints) or none,
+        # its values' tuple, the input infos and each StreamInputInfo.
+        assert sum(1 for obj in reachable if gc.is_tracked(obj)) == tracked
         assert event.batch_info == BatchInfo.from_job_set(job_set)  # type: ignore[union-attr]
         record = event.record  # type: ignore[union-attr]
         expected = BatchRecord(job_set)
