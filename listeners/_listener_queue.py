@@ -52,8 +52,9 @@ LINGER_EVENTS = 24
 Small on purpose. Every queued event keeps objects the collector tracks alive, and so do the
 events of the trip in flight; once the two together hold about 700 (the collector's
 young-generation threshold) collections start, which promote the waiting batches to the older
-generations and so bring full collections. A succeeded batch's ``BatchCompleted`` keeps 4 (it
-held the batch's ``JobSet``, 12, until issue 28's sixth pass). Flat out on a loaded machine trips
+generations and so bring full collections. A succeeded batch's ``BatchCompleted`` is one such
+object once a collection has seen it when its batch has one input without metadata or none, else
+4 or more (it held the batch's ``JobSet``, 12, until issue 28's sixth pass). Flat out on a loaded machine trips
 carry about 50 events without lingering; a linger until 64 or 128 made them carry 80-150 and cost
 more CPU than it saved in trips (the linger's own wake-ups), and at 128 the collector ran again.
 It is for a machine where the listener's thread is free at once and would otherwise make a trip
