@@ -6,7 +6,7 @@ Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue`` per listener, with an
 from __future__ import annotations
 
 import enum
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import anyio
 import anyio.abc
@@ -34,10 +34,18 @@ from ._events import (
     OutputOperationCompleted,
     OutputOperationStarted,
     StreamingEvent,
-    succeeded_event,
+    of_succeeded_values,
+    succeeded_values,
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo
-from ._listener_queue import LINGER_EVENTS, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
+from ._listener_queue import (
+    LINGER_EVENTS,
+    SUCCEEDED,
+    DeliveryControl,
+    ListenerQueue,
+    ListenerStatistics,
+    name_of,
+)
 
 __all__ = [
     "DEFAULT_LISTENER_EXIT_TIMEOUT",
@@ -253,39 +261,57 @@ class StreamingListenerBus:
         self._posted += 1
         return self._serve(event, self._slots)
 
-    def _serve(self, event: StreamingEvent, slots: list[ListenerQueue]) -> list[ListenerQueue] | None:
-        """Hand ``event`` to each of ``slots`` in order; stop at a full queue under BLOCK and return it and the rest."""
-        kind = type(event)
+    def _serve(self, event: StreamingEvent | None, slots: list[ListenerQueue],
+               values: tuple[object, ...] | None = None) -> list[ListenerQueue] | None:
+        """Hand ``event`` to each of ``slots`` in order; stop at a full queue under BLOCK and return it and the rest.
+
+        With ``values`` (a succeeded one-job batch's :func:`succeeded_values`) ``event`` is that
+        batch's ``BatchCompleted``, or ``None`` until a listener needs the object: a plain
+        listener's queue takes ``SUCCEEDED`` and the values instead (see ``ListenerQueue.flat``).
+        """
+        kind = type(event) if values is None else BatchCompleted
         for slot in slots:  # no enumerate: the index is looked up only when a queue is full under BLOCK
             if slot.inline:
+                if event is None:
+                    event = of_succeeded_values(values)  # type: ignore[arg-type]
                 slot.deliver_inline(event)
                 continue
             if kind not in slot.handlers:
                 slot.skipped += 1  # nothing to call: counted as delivered, never queued
                 continue
+            if values is not None and slot.flat:
+                item: Any = SUCCEEDED
+            else:
+                if event is None:
+                    event = of_succeeded_values(values)  # type: ignore[arg-type]
+                item = event
             pending = slot.pending
             if pending is not None:
                 # A plain listener's trip is in flight and nothing else is queued for it: the event
                 # joins the next trip's run in a plain list (no mailbox put; see ListenerQueue.pending).
                 if len(pending) < self.capacity:
-                    pending.append(event)
+                    pending.append(item)
+                    if item is SUCCEEDED:
+                        slot.values.extend(values)  # type: ignore[arg-type]
                     slot.accepted += 1
                     filled = slot.filled
                     if filled is not None and len(pending) >= LINGER_EVENTS:
                         filled.set()
                 else:
-                    slot.drop(event)  # only under DROP: the dispatcher never gathers a run under BLOCK
+                    slot.drop(item)  # only under DROP: the dispatcher never gathers a run under BLOCK
                 continue
             queue = slot.queue
             try:
-                queue.put_nowait(event)
+                queue.put_nowait(item)
             except anyio.WouldBlock:
                 if self.overflow is OverflowPolicy.BLOCK:
                     return slots[slots.index(slot):]
-                slot.drop(event)
+                slot.drop(item)
                 continue
             except anyio.ClosedResourceError:
                 continue  # removed meanwhile, or its dispatcher is gone
+            if item is SUCCEEDED:
+                slot.values.extend(values)  # type: ignore[arg-type]
             slot.accepted += 1
             filled = slot.filled
             if filled is not None and len(queue) >= LINGER_EVENTS:
@@ -399,19 +425,26 @@ class StreamingListenerBus:
         if log is not None:
             log.append(batch)
         if wanted:
-            if one_succeeded and job_set.processing_start is not None:
-                # The event keeps the batch's values, not the JobSet: what a plain listener's queue
-                # holds then starts no garbage collection (see succeeded_event).
-                event = succeeded_event(job_set, jobs[0])
-            elif isinstance(batch, BatchRecord):
-                event = BatchCompleted.of_record(batch)
-            else:
-                event = BatchCompleted.of_completed(batch)
             # post's _offer, inline: this is the per-batch path of every listener of BatchCompleted.
             if self._closed:
                 self._log.warning("event posted after the bus was closed; ignored", event_type="BatchCompleted")
                 return
             self._posted += 1
+            if one_succeeded and job_set.processing_start is not None:
+                # The batch's values, not the JobSet: a plain listener's queue keeps them flat and its
+                # thread builds the event (see ListenerQueue.flat), so what the queue holds starts no
+                # garbage collection; another listener gets an event built here, once, from them.
+                values = succeeded_values(job_set, jobs[0])
+                slots = self._serve(None, self._slots, values)
+                if slots is not None:
+                    # A full queue under BLOCK: the event waits there (a waiting put is not SUCCEEDED:
+                    # the dispatcher may take it before this task resumes to append the values).
+                    await self._post_waiting(of_succeeded_values(values), slots)
+                return
+            if isinstance(batch, BatchRecord):
+                event = BatchCompleted.of_record(batch)
+            else:
+                event = BatchCompleted.of_completed(batch)
             slots = self._serve(event, self._slots)
             if slots is not None:
                 await self._post_waiting(event, slots)

@@ -26,10 +26,11 @@ from scheduler import (
     yield_to_ready,
 )
 
-from ._events import StreamingEvent
+from ._events import SUCCEEDED_WIDTH, BatchCompleted, StreamingEvent, of_succeeded_values
 from ._listener import HANDLER_NAMES, StreamingListener
 
-__all__ = ["DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener", "handlers_of", "name_of"]
+__all__ = ["SUCCEEDED", "DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener", "handlers_of",
+           "name_of"]
 
 _current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar("aiodstream_listener", default=None)
 
@@ -38,6 +39,15 @@ _YIELD_EVERY = 256
 
 _EMPTY: Any = object()  # what Mailbox.poll returns when no event is queued
 _DONE = (None, None)  # an entry of a run whose event was delivered
+
+SUCCEEDED: Any = object()
+"""What a plain listener's queue holds for a succeeded one-job batch's ``BatchCompleted``: its values wait in
+:attr:`ListenerQueue.values`, and the listener's thread builds the event from them right before the callback.
+
+So a queued event is no object the garbage collector tracks: flat out, the events queued while a
+thread trip runs (hundreds on a quiet machine) would otherwise start young collections that promote
+them, and then middle and full ones.
+"""
 
 LINGER: Duration = Milliseconds(1)
 """How long a plain listener's dispatcher waits for more events before a thread trip, in a sustained stream.
@@ -183,6 +193,13 @@ class ListenerQueue:
         # Every callback plain and run off the loop: a thread trip takes whatever is queued, as it is.
         self.all_plain = not self.on_loop and not any(is_async for _, is_async in self.handlers.values())
         self.gather = gather and self.all_plain and not self.inline
+        # Every callback plain and on its own thread: the bus queues a succeeded one-job batch's
+        # BatchCompleted as SUCCEEDED, its SUCCEEDED_WIDTH values appended to ``values`` (by the
+        # loop, in queue order); the thread reads them from ``values_taken`` on as it meets each
+        # SUCCEEDED, and the dispatcher cuts what a trip read off the front once the trip is back.
+        self.flat = self.all_plain and not self.inline and BatchCompleted in self.handlers
+        self.values: list[Any] = []
+        self.values_taken = 0
         # The next trip's run, gathering while a trip is in flight (and lingers) with nothing else
         # queued: the bus appends each event it posts for this listener here (a list append instead of
         # a mailbox put, at most ``capacity`` of them, then drops) and the dispatcher takes the list
@@ -255,8 +272,8 @@ class ListenerQueue:
             if not isinstance(exc, anyio.ClosedResourceError):
                 raise
 
-    def drop(self, event: StreamingEvent) -> None:
-        """Count ``event`` as dropped for this listener (its queue is full); the first drop is logged."""
+    def drop(self, event: Any) -> None:
+        """Count ``event`` (or ``SUCCEEDED``) as dropped for this listener (its queue is full); the first drop is logged."""
         self.dropped += 1
         if not self.warned:
             self.warned = True
@@ -264,7 +281,7 @@ class ListenerQueue:
                 "dropping events for a slow listener: its queue is full",
                 listener=self.name,
                 capacity=self.queue.capacity,
-                event_type=type(event).__name__,
+                event_type="BatchCompleted" if event is SUCCEEDED else type(event).__name__,
             )
 
     def drop_undelivered(self) -> int:
@@ -317,6 +334,9 @@ class ListenerQueue:
                                 self.pending = []  # nothing else queued: what is posted meanwhile gathers here
                             await self._call_on_thread(self._deliver_events, events, control)
                             self.processed += taken
+                            if self.values_taken:
+                                del self.values[:self.values_taken]  # (the thread is back: nothing reads them)
+                                self.values_taken = 0
                             n += taken
                             pending = self.pending
                             if pending is not None:
@@ -497,6 +517,8 @@ class ListenerQueue:
     def _deliver_events(self, events: list[Any], control: DeliveryControl) -> int:
         """:meth:`_deliver` for a listener whose callbacks are all plain: each event's callback looked up here."""
         handlers = self.handlers
+        values = self.values
+        at = 0  # where the next SUCCEEDED's values start: the loop only appends to values meanwhile
         failed = 0
         # Each event is let go of once delivered (and the list emptied at the end): a run's events,
         # which keep their batches alive, do not stay alive until the next run (see LINGER_EVENTS).
@@ -504,6 +526,12 @@ class ListenerQueue:
             if control.abandoned:
                 break
             events[n] = None
+            if event is SUCCEEDED:
+                # Built here, right before its callback: unless the listener keeps it, it dies by
+                # refcount after the call, never having been seen by a collection.
+                end = at + SUCCEEDED_WIDTH
+                event = of_succeeded_values(tuple(values[at:end]))
+                at = end
             entry = handlers.get(type(event))
             try:
                 result = None if entry is None else entry[0](event)
@@ -514,6 +542,7 @@ class ListenerQueue:
                 self.run_failed = failed
                 self._log_failure(event)
             self.run_done += 1
+        self.values_taken = at
         event = None
         events.clear()
         return failed
