@@ -38,14 +38,7 @@ from ._events import (
     succeeded_values,
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo
-from ._listener_queue import (
-    LINGER_EVENTS,
-    SUCCEEDED,
-    DeliveryControl,
-    ListenerQueue,
-    ListenerStatistics,
-    name_of,
-)
+from ._listener_queue import LINGER_EVENTS, SUCCEEDED, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
 
 __all__ = [
     "DEFAULT_LISTENER_EXIT_TIMEOUT",
@@ -153,6 +146,7 @@ class StreamingListenerBus:
             )
         self.capacity = capacity
         self.overflow = overflow
+        self._block = overflow is OverflowPolicy.BLOCK
         self.exit_timeout = exit_timeout
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._linger_clock: Clock | None = None
@@ -259,70 +253,13 @@ class StreamingListenerBus:
             self._log.warning("event posted after the bus was closed; ignored", event_type=type(event).__name__)
             return None
         self._posted += 1
-        return self._serve(event, self._slots)
-
-    def _serve(self, event: StreamingEvent | None, slots: list[ListenerQueue],
-               values: tuple[object, ...] | None = None) -> list[ListenerQueue] | None:
-        """Hand ``event`` to each of ``slots`` in order; stop at a full queue under BLOCK and return it and the rest.
-
-        With ``values`` (a succeeded one-job batch's :func:`succeeded_values`) ``event`` is that
-        batch's ``BatchCompleted``, or ``None`` until a listener needs the object: a plain
-        listener's queue takes ``SUCCEEDED`` and the values instead (see ``ListenerQueue.flat``).
-        """
-        kind = type(event) if values is None else BatchCompleted
-        for slot in slots:  # no enumerate: the index is looked up only when a queue is full under BLOCK
-            if slot.inline:
-                if event is None:
-                    event = of_succeeded_values(values)  # type: ignore[arg-type]
-                slot.deliver_inline(event)
-                continue
-            if kind not in slot.handlers:
-                slot.skipped += 1  # nothing to call: counted as delivered, never queued
-                continue
-            if values is not None and slot.flat:
-                item: Any = SUCCEEDED
-            else:
-                if event is None:
-                    event = of_succeeded_values(values)  # type: ignore[arg-type]
-                item = event
-            pending = slot.pending
-            if pending is not None:
-                # A plain listener's trip is in flight and nothing else is queued for it: the event
-                # joins the next trip's run in a plain list (no mailbox put; see ListenerQueue.pending).
-                if len(pending) < self.capacity:
-                    pending.append(item)
-                    if item is SUCCEEDED:
-                        slot.values.extend(values)  # type: ignore[arg-type]
-                    slot.accepted += 1
-                    filled = slot.filled
-                    if filled is not None and len(pending) >= LINGER_EVENTS:
-                        filled.set()
-                else:
-                    slot.drop(item)  # only under DROP: the dispatcher never gathers a run under BLOCK
-                continue
-            queue = slot.queue
-            try:
-                queue.put_nowait(item)
-            except anyio.WouldBlock:
-                if self.overflow is OverflowPolicy.BLOCK:
-                    return slots[slots.index(slot):]
-                slot.drop(item)
-                continue
-            except anyio.ClosedResourceError:
-                continue  # removed meanwhile, or its dispatcher is gone
-            if item is SUCCEEDED:
-                slot.values.extend(values)  # type: ignore[arg-type]
-            slot.accepted += 1
-            filled = slot.filled
-            if filled is not None and len(queue) >= LINGER_EVENTS:
-                filled.set()  # it lingers for a run this long: the trip starts
-        return None
+        return _serve(event, self._slots, None, self.capacity, self._block)
 
     async def _post_waiting(self, event: StreamingEvent, slots: list[ListenerQueue] | None) -> None:
         # The first of slots has a full queue (BLOCK): wait for room there, then serve the rest in order.
         while slots is not None:
             await slots[0].put_waiting(event)
-            slots = self._serve(event, slots[1:])
+            slots = _serve(event, slots[1:], None, self.capacity, self._block)
 
     # -- the running batches, read when asked --
 
@@ -430,24 +367,22 @@ class StreamingListenerBus:
                 self._log.warning("event posted after the bus was closed; ignored", event_type="BatchCompleted")
                 return
             self._posted += 1
+            event: BatchCompleted | None = None
+            values = None
             if one_succeeded and job_set.processing_start is not None:
                 # The batch's values, not the JobSet: a plain listener's queue keeps them flat and its
                 # thread builds the event (see ListenerQueue.flat), so what the queue holds starts no
                 # garbage collection; another listener gets an event built here, once, from them.
                 values = succeeded_values(job_set, jobs[0])
-                slots = self._serve(None, self._slots, values)
-                if slots is not None:
-                    # A full queue under BLOCK: the event waits there (a waiting put is not SUCCEEDED:
-                    # the dispatcher may take it before this task resumes to append the values).
-                    await self._post_waiting(of_succeeded_values(values), slots)
-                return
-            if isinstance(batch, BatchRecord):
+            elif isinstance(batch, BatchRecord):
                 event = BatchCompleted.of_record(batch)
             else:
                 event = BatchCompleted.of_completed(batch)
-            slots = self._serve(event, self._slots)
+            slots = _serve(event, self._slots, values, self.capacity, self._block)
             if slots is not None:
-                await self._post_waiting(event, slots)
+                # A full queue under BLOCK waits with the object (not SUCCEEDED: the dispatcher may take
+                # a waiting put before this task resumes, so the values would come too late).
+                await self._post_waiting(event or of_succeeded_values(values), slots)  # type: ignore[arg-type]
 
     # -- running --
 
@@ -599,3 +534,57 @@ class StreamingListenerBus:
         st = self.statistics()
         return (f"<StreamingListenerBus [listeners: {len(self._slots)} | events: {st.posted} posted, "
                 f"{st.queued} queued, {st.dropped} dropped]>")
+
+
+def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tuple[object, ...] | None, capacity: int,
+           block: bool) -> list[ListenerQueue] | None:
+    """Hand ``event`` to each of ``slots`` in order; stop at a full queue if ``block`` (BLOCK) and return it and the rest.
+
+    ``values``: a succeeded batch's (``succeeded_values``), for a plain listener's queue (``SUCCEEDED``, see
+    ``ListenerQueue.flat``); ``event`` is then its ``BatchCompleted``, or ``None`` until another listener needs it.
+    """
+    kind = type(event) if values is None else BatchCompleted
+    for slot in slots:  # no enumerate: the index is looked up only when a queue is full under BLOCK
+        if slot.inline:
+            if event is None:
+                event = of_succeeded_values(values)  # type: ignore[arg-type]
+            slot.deliver_inline(event)
+            continue
+        if kind not in slot.handlers:
+            slot.skipped += 1  # nothing to call: counted as delivered, never queued
+            continue
+        item: Any = SUCCEEDED if values is not None and slot.flat else event
+        if item is None:
+            item = event = of_succeeded_values(values)  # type: ignore[arg-type]
+        pending = slot.pending
+        if pending is not None:
+            # A plain listener's trip is in flight and nothing else is queued for it: the event
+            # joins the next trip's run in a plain list (no mailbox put; see ListenerQueue.pending).
+            if len(pending) < capacity:
+                pending.append(item)
+                if item is SUCCEEDED:
+                    slot.values.extend(values)  # type: ignore[arg-type]
+                slot.accepted += 1
+                filled = slot.filled
+                if filled is not None and len(pending) >= LINGER_EVENTS:
+                    filled.set()
+            else:
+                slot.drop(item)  # only under DROP: the dispatcher never gathers a run under BLOCK
+            continue
+        queue = slot.queue
+        try:
+            queue.put_nowait(item)
+        except anyio.WouldBlock:
+            if block:
+                return slots[slots.index(slot):]
+            slot.drop(item)
+            continue
+        except anyio.ClosedResourceError:
+            continue  # removed meanwhile, or its dispatcher is gone
+        if item is SUCCEEDED:
+            slot.values.extend(values)  # type: ignore[arg-type]
+        slot.accepted += 1
+        filled = slot.filled
+        if filled is not None and len(queue) >= LINGER_EVENTS:
+            filled.set()  # it lingers for a run this long: the trip starts
+    return None
