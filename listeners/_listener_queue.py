@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import sys
 from typing import Any, Callable
 
 import anyio
@@ -36,6 +37,7 @@ _current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar("
 
 # A dispatcher that keeps finding events queued still yields to the event loop this often.
 _YIELD_EVERY = 256
+_ALL = sys.maxsize  # a plain listener's trip takes every event queued (see dispatch)
 
 _EMPTY: Any = object()  # what Mailbox.poll returns when no event is queued
 _DONE = (None, None)  # an entry of a run whose event was delivered
@@ -321,8 +323,11 @@ class ListenerQueue:
                 while True:
                     if self.all_plain:
                         # Every event queued for it has a plain callback (the bus queues no other):
-                        # the thread takes them all, as queued, and looks each callback up.
-                        events = [event, *queue.take(_YIELD_EVERY - 1)]
+                        # the thread takes them all, as queued, and looks each callback up. All of
+                        # them, not a yield's worth: while the loop runs flat out the thread gets the
+                        # GIL once per switch interval (5 ms), and a run of at most 256 a trip then
+                        # delivered fewer events than the loop posted, so the queue filled up.
+                        events = [event, *queue.take(_ALL)]
                         while events:
                             # The queue's next event, if any, goes in a later trip (a full run, or events
                             # posted while the dispatcher yielded); only when it is empty do the events
@@ -348,7 +353,7 @@ class ListenerQueue:
                                     await self._linger()  # see below
                                 events = []
                             else:
-                                events = [event, *queue.take(_YIELD_EVERY - 1)]
+                                events = [event, *queue.take(_ALL)]
                             if n >= _YIELD_EVERY:
                                 n = 0
                                 control.notify_progress()

@@ -1717,3 +1717,31 @@ def test_a_listener_with_an_async_callback_gets_the_batch_event_object_built_onc
         assert mixed.events[1].batch_info == BatchInfo.from_job_set(job_set)
 
     run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_plain_listeners_trip_takes_every_event_queued_for_it(backend: str) -> None:
+    """However many events wait in a plain listener's queue when a trip starts (600 here), the trip takes them all, in
+    order: a loop posting flat out never outruns a listener that gets the GIL once per switch interval."""
+    release = threading.Event()
+
+    async def body() -> None:
+        listener = OnThread(block_on=release)
+        bus = StreamingListenerBus(overflow=OverflowPolicy.BLOCK, linger=False)  # nothing gathers: the queue holds them
+        bus.add_listener(listener, name="plain")
+        slot = bus._slots[0]
+        async with running(bus):
+            await bus.post(ev(0))
+            await anyio.to_thread.run_sync(listener.entered.wait)
+            for n in range(1, 601):
+                await bus.post(ev(n))
+            assert len(slot.queue) == 600
+            release.set()
+            await bus.wait_delivered()
+            assert (slot.trips, slot.tripped) == (2, 601)
+        assert [n for n, _, _ in listener.calls] == list(range(601))
+
+    try:
+        run(backend, body)
+    finally:
+        release.set()
