@@ -51,25 +51,27 @@ thread trip runs (hundreds on a quiet machine) would otherwise start young colle
 them, and then middle and full ones.
 """
 
-LINGER: Duration = Milliseconds(1)
+LINGER: Duration = Milliseconds(2)
 """How long a plain listener's dispatcher waits for more events before a thread trip, in a sustained stream.
 
 Measured on the linger's own clock (real time by default, whatever clock the bus runs on); a linger
 that begins while the previous one's guard still sleeps may last up to twice this.
 """
 
-LINGER_EVENTS = 128
+LINGER_EVENTS = 1024
 """A lingering dispatcher starts its trip as soon as this many events are queued.
 
-A trip costs tens of microseconds of thread wake-ups and GIL hand-offs whatever it carries, so
-the more events it takes the better, as long as the queued ones cost nothing while they wait:
-a succeeded batch's ``BatchCompleted`` waits as ``SUCCEEDED`` and its values (issue 28's seventh
-pass), no object the garbage collector tracks. Before that every queued event was one or more
-such objects and a linger past 24 made trips long enough to start collections. Flat out at
-load 3 trips carry about 35 events without lingering (600 a round of 20,000 batches); until 128
-they carry about 135 (160 trips, 0.5 us a batch less CPU; 64 and 256 were within 0.2 us of it).
-Other events queued meanwhile (a failed batch's, a batch's of several jobs, the other kinds)
-are still objects, rare in a stream.
+A trip costs thread wake-ups and, while the loop runs, the listener's thread waiting for the GIL
+(the loop wakes it at each of its polls for nothing), whatever the trip carries; the fewer trips
+the better, as long as the queued events cost nothing while they wait: a succeeded batch's
+``BatchCompleted`` waits as ``SUCCEEDED`` and its values (issue 28's seventh pass), no object the
+garbage collector tracks. Before that every queued event was one or more such objects, and a
+linger past 24 events made trips long enough to start collections. Flat out at load 3 (bench's
+bare engine, 20,000 batches a round) trips carried about 35 events without lingering (600 trips);
+lingering until 128 events or 1 ms, about 135 (160 trips, 0.4 us a batch less CPU); until 1,024
+or 2 ms (``LINGER``), about 290 (73 trips, 0.3 us less again). Flat out the time ends a linger,
+not this count. Other events queued meanwhile (a failed batch's, a batch's of several jobs, the
+other kinds) are still objects, rare in a stream.
 """
 
 _Handlers = dict[type, tuple[Callable[[Any], Any], bool]]
