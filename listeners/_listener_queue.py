@@ -513,6 +513,7 @@ class ListenerQueue:
     def _deliver_events(self, events: list[Any], control: DeliveryControl) -> int:
         """:meth:`_deliver` for a listener whose callbacks are all plain: each event's callback looked up here."""
         handlers = self.handlers
+        completed = handlers.get(BatchCompleted)
         failed = 0
         # Each event is let go of once delivered (and the list emptied at the end): a run's events,
         # which keep their batches alive, do not stay alive until the next run (see LINGER_EVENTS).
@@ -523,7 +524,9 @@ class ListenerQueue:
             if type(event) is tuple:
                 # A succeeded batch's values (see flat): its event, built here right before its callback.
                 event = of_succeeded_values(event)
-            entry = handlers.get(type(event))
+                entry = completed
+            else:
+                entry = handlers.get(type(event))
             try:
                 result = None if entry is None else entry[0](event)
                 if result is not None and inspect.isawaitable(result):
