@@ -38,7 +38,7 @@ from ._events import (
     succeeded_values,
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo
-from ._listener_queue import LINGER_EVENTS, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
+from ._listener_queue import LINGER_EVENTS, SUCCEEDED, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
 
 __all__ = [
     "DEFAULT_LISTENER_EXIT_TIMEOUT",
@@ -255,15 +255,11 @@ class StreamingListenerBus:
         self._posted += 1
         return _serve(event, self._slots, None, self.capacity, self._block)
 
-    async def _post_waiting(self, event: StreamingEvent | None, slots: list[ListenerQueue] | None,
-                            values: tuple[object, ...] | None = None) -> None:
+    async def _post_waiting(self, event: StreamingEvent, slots: list[ListenerQueue] | None) -> None:
         # The first of slots has a full queue (BLOCK): wait for room there, then serve the rest in order.
         while slots is not None:
-            slot = slots[0]
-            if event is None and not slot.flat:
-                event = of_succeeded_values(values)  # type: ignore[arg-type]
-            await slot.put_waiting(values if values is not None and slot.flat else event)  # type: ignore[arg-type]
-            slots = _serve(event, slots[1:], values, self.capacity, self._block)
+            await slots[0].put_waiting(event)
+            slots = _serve(event, slots[1:], None, self.capacity, self._block)
 
     # -- the running batches, read when asked --
 
@@ -374,9 +370,9 @@ class StreamingListenerBus:
             event: BatchCompleted | None = None
             values = None
             if one_succeeded and job_set.processing_start is not None:
-                # The batch's values, not the JobSet: a plain listener's queue keeps them and its thread
-                # builds the event (see ListenerQueue.flat), so what the queue holds the garbage collector
-                # does not keep tracking; another listener gets an event built here, once, from them.
+                # The batch's values, not the JobSet: a plain listener's queue keeps them flat and its
+                # thread builds the event (see ListenerQueue.flat), so what the queue holds starts no
+                # garbage collection; another listener gets an event built here, once, from them.
                 values = succeeded_values(job_set, jobs[0])
             elif isinstance(batch, BatchRecord):
                 event = BatchCompleted.of_record(batch)
@@ -384,7 +380,9 @@ class StreamingListenerBus:
                 event = BatchCompleted.of_completed(batch)
             slots = _serve(event, self._slots, values, self.capacity, self._block)
             if slots is not None:
-                await self._post_waiting(event, slots, values)
+                # A full queue under BLOCK waits with the object (not SUCCEEDED: the dispatcher may take
+                # a waiting put before this task resumes, so the values would come too late).
+                await self._post_waiting(event or of_succeeded_values(values), slots)  # type: ignore[arg-type]
 
     # -- running --
 
@@ -542,7 +540,7 @@ def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tup
            block: bool) -> list[ListenerQueue] | None:
     """Hand ``event`` to each of ``slots`` in order; stop at a full queue if ``block`` (BLOCK) and return it and the rest.
 
-    ``values``: a succeeded batch's (``succeeded_values``), what a plain listener's queue takes (see
+    ``values``: a succeeded batch's (``succeeded_values``), for a plain listener's queue (``SUCCEEDED``, see
     ``ListenerQueue.flat``); ``event`` is then its ``BatchCompleted``, or ``None`` until another listener needs it.
     """
     kind = type(event) if values is None else BatchCompleted
@@ -555,7 +553,7 @@ def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tup
         if kind not in slot.handlers:
             slot.skipped += 1  # nothing to call: counted as delivered, never queued
             continue
-        item: Any = values if values is not None and slot.flat else event
+        item: Any = SUCCEEDED if values is not None and slot.flat else event
         if item is None:
             item = event = of_succeeded_values(values)  # type: ignore[arg-type]
         pending = slot.pending
@@ -564,6 +562,8 @@ def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tup
             # joins the next trip's run in a plain list (no mailbox put; see ListenerQueue.pending).
             if len(pending) < capacity:
                 pending.append(item)
+                if item is SUCCEEDED:
+                    slot.values.extend(values)  # type: ignore[arg-type]
                 slot.accepted += 1
                 filled = slot.filled
                 if filled is not None and len(pending) >= LINGER_EVENTS:
@@ -581,6 +581,8 @@ def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tup
             continue
         except anyio.ClosedResourceError:
             continue  # removed meanwhile, or its dispatcher is gone
+        if item is SUCCEEDED:
+            slot.values.extend(values)  # type: ignore[arg-type]
         slot.accepted += 1
         filled = slot.filled
         if filled is not None and len(queue) >= LINGER_EVENTS:

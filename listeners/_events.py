@@ -30,6 +30,7 @@ __all__ = [
     "ReceiverStopped",
     "StreamingEvent",
     "StreamingStarted",
+    "SUCCEEDED_WIDTH",
     "of_succeeded_values",
     "succeeded_values",
 ]
@@ -113,13 +114,17 @@ _new = object.__new__
 _set = object.__setattr__
 
 
+SUCCEEDED_WIDTH = 8
+"""How many values :func:`succeeded_values` gives: a plain listener's queue keeps them flat, that many a batch."""
+
+
 def succeeded_values(job_set: JobSet, job: Job) -> tuple[Any, ...]:
-    """The values of ``job_set``, completed and started, whose one job is ``job`` and succeeded, as a tuple.
+    """The values of ``job_set``, completed and started, whose one job is ``job`` and succeeded (``SUCCEEDED_WIDTH``).
 
     Its times in ms, the job's name and description, and its input infos: a single input without
     metadata as its stream id and its records, no input as ``None``, else the infos' mapping and 0.
-    Nothing in it but that mapping is an object the garbage collector tracks, so a collection that
-    sees the tuple untracks it (a plain listener's queue holds these tuples: see ``ListenerQueue.flat``).
+    Nothing in it but that mapping is an object the garbage collector tracks (a plain listener's
+    queue keeps them flat: see ``ListenerQueue.flat``).
     """
     # One input without metadata, the common batch, is kept as two ints, and no input as None: then the values
     # hold nothing the collector tracks (a tuple that holds a dict, even an empty one, stays tracked).

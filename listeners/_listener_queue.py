@@ -27,10 +27,11 @@ from scheduler import (
     yield_to_ready,
 )
 
-from ._events import BatchCompleted, StreamingEvent, of_succeeded_values
+from ._events import SUCCEEDED_WIDTH, BatchCompleted, StreamingEvent, of_succeeded_values
 from ._listener import HANDLER_NAMES, StreamingListener
 
-__all__ = ["DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener", "handlers_of", "name_of"]
+__all__ = ["SUCCEEDED", "DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener", "handlers_of",
+           "name_of"]
 
 _current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar("aiodstream_listener", default=None)
 
@@ -40,6 +41,18 @@ _ALL = sys.maxsize  # a plain listener's trip takes every event queued (see disp
 
 _EMPTY: Any = object()  # what Mailbox.poll returns when no event is queued
 _DONE = (None, None)  # an entry of a run whose event was delivered
+
+SUCCEEDED: Any = object()
+"""What a plain listener's queue holds for a succeeded one-job batch's ``BatchCompleted``: its values wait in
+:attr:`ListenerQueue.values`, and the listener's thread builds the event from them right before the callback.
+
+So a queued event is no object the garbage collector tracks: flat out, the events queued while a
+thread trip runs (hundreds, and thousands while a quiet machine's loop keeps the GIL) would
+otherwise start young collections that promote them, and then middle and full ones. Queuing the
+values' tuple itself is cheaper while the interpreter has free tuples to reuse (it keeps 2,000 of
+each size), but past that each queued tuple is a step towards a young collection, which then
+promotes the batches in flight.
+"""
 
 LINGER: Duration = Milliseconds(2)
 """How long a plain listener's dispatcher waits for more events before a thread trip, in a sustained stream.
@@ -54,8 +67,8 @@ LINGER_EVENTS = 1024
 A trip costs thread wake-ups and, while the loop runs, the listener's thread waiting for the GIL
 (the loop wakes it at each of its polls for nothing), whatever the trip carries; the fewer trips
 the better, as long as the queued events cost nothing while they wait: a succeeded batch's
-``BatchCompleted`` waits as its values (issue 28's seventh pass), which the garbage collector
-does not keep tracking (see :attr:`ListenerQueue.flat`). Before that every queued event was one or more such objects, and a
+``BatchCompleted`` waits as ``SUCCEEDED`` and its values (issue 28's seventh pass), no object the
+garbage collector tracks. Before that every queued event was one or more such objects, and a
 linger past 24 events made trips long enough to start collections. Flat out at load 3 (bench's
 bare engine, 20,000 batches a round) trips carried about 35 events without lingering (600 trips);
 lingering until 128 events or 1 ms, about 135 (160 trips, 0.4 us a batch less CPU); until 1,024
@@ -187,15 +200,12 @@ class ListenerQueue:
         self.all_plain = not self.on_loop and not any(is_async for _, is_async in self.handlers.values())
         self.gather = gather and self.all_plain and not self.inline
         # Every callback plain and on its own thread: the bus queues a succeeded one-job batch's
-        # BatchCompleted as its values (a tuple: no event is one), and the thread builds the event
-        # right before the callback, so that unless the listener keeps it, it dies by refcount
-        # having never been seen by a collection. A tuple of ints, strings and None is tracked
-        # while queued, but the interpreter reuses such tuples (the loop takes them from the free
-        # list the thread gives them back to: no step towards a collection), and a collection
-        # that does see it untracks it, so it is never promoted. Flat out, the events queued while
-        # a trip runs (hundreds on a quiet machine) would otherwise start young collections that
-        # promote them, and then middle and full ones.
+        # BatchCompleted as SUCCEEDED, its SUCCEEDED_WIDTH values appended to ``values`` (by the
+        # loop, in queue order); the thread reads them from ``values_taken`` on as it meets each
+        # SUCCEEDED, and the dispatcher cuts what a trip read off the front once the trip is back.
         self.flat = self.all_plain and not self.inline and BatchCompleted in self.handlers
+        self.values: list[Any] = []
+        self.values_taken = 0
         # The next trip's run, gathering while a trip is in flight (and lingers) with nothing else
         # queued: the bus appends each event it posts for this listener here (a list append instead of
         # a mailbox put, at most ``capacity`` of them, then drops) and the dispatcher takes the list
@@ -269,7 +279,7 @@ class ListenerQueue:
                 raise
 
     def drop(self, event: Any) -> None:
-        """Count ``event`` (or a batch's values, see :attr:`flat`) as dropped (its queue is full); the first drop is logged."""
+        """Count ``event`` (or ``SUCCEEDED``) as dropped for this listener (its queue is full); the first drop is logged."""
         self.dropped += 1
         if not self.warned:
             self.warned = True
@@ -277,7 +287,7 @@ class ListenerQueue:
                 "dropping events for a slow listener: its queue is full",
                 listener=self.name,
                 capacity=self.queue.capacity,
-                event_type="BatchCompleted" if type(event) is tuple else type(event).__name__,
+                event_type="BatchCompleted" if event is SUCCEEDED else type(event).__name__,
             )
 
     def drop_undelivered(self) -> int:
@@ -333,6 +343,9 @@ class ListenerQueue:
                                 self.pending = []  # nothing else queued: what is posted meanwhile gathers here
                             await self._call_on_thread(self._deliver_events, events, control)
                             self.processed += taken
+                            if self.values_taken:
+                                del self.values[:self.values_taken]  # (the thread is back: nothing reads them)
+                                self.values_taken = 0
                             n += taken
                             pending = self.pending
                             if pending is not None:
@@ -514,6 +527,8 @@ class ListenerQueue:
         """:meth:`_deliver` for a listener whose callbacks are all plain: each event's callback looked up here."""
         handlers = self.handlers
         completed = handlers.get(BatchCompleted)
+        values = self.values
+        at = 0  # where the next SUCCEEDED's values start: the loop only appends to values meanwhile
         failed = 0
         # Each event is let go of once delivered (and the list emptied at the end): a run's events,
         # which keep their batches alive, do not stay alive until the next run (see LINGER_EVENTS).
@@ -521,9 +536,12 @@ class ListenerQueue:
             if control.abandoned:
                 break
             events[n] = None
-            if type(event) is tuple:
-                # A succeeded batch's values (see flat): its event, built here right before its callback.
-                event = of_succeeded_values(event)
+            if event is SUCCEEDED:
+                # Built here, right before its callback: unless the listener keeps it, it dies by
+                # refcount after the call, never having been seen by a collection.
+                end = at + SUCCEEDED_WIDTH
+                event = of_succeeded_values(tuple(values[at:end]))
+                at = end
                 entry = completed
             else:
                 entry = handlers.get(type(event))
@@ -536,6 +554,7 @@ class ListenerQueue:
                 self.run_failed = failed
                 self._log_failure(event)
             self.run_done += 1
+        self.values_taken = at
         event = None
         events.clear()
         return failed
