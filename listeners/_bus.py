@@ -38,7 +38,7 @@ from ._events import (
     succeeded_values,
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo
-from ._listener_queue import LINGER_EVENTS, SUCCEEDED, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
+from ._listener_queue import HAND_OFF_EVENTS, LINGER_EVENTS, SUCCEEDED, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
 
 __all__ = [
     "DEFAULT_LISTENER_EXIT_TIMEOUT",
@@ -568,6 +568,8 @@ def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tup
                 filled = slot.filled
                 if filled is not None and len(pending) >= LINGER_EVENTS:
                     filled.set()
+                elif len(pending) >= HAND_OFF_EVENTS:
+                    slot.hand_off()  # a trip that has not started behind this many: its thread is starved
             else:
                 slot.drop(item)  # only under DROP: the dispatcher never gathers a run under BLOCK
             continue
@@ -587,4 +589,6 @@ def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tup
         filled = slot.filled
         if filled is not None and len(queue) >= LINGER_EVENTS:
             filled.set()  # it lingers for a run this long: the trip starts
+        elif len(queue) >= HAND_OFF_EVENTS:
+            slot.hand_off()  # a trip that has not started behind this many: its thread is starved
     return None

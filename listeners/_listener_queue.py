@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import sys
+import threading
 from typing import Any, Callable
 
 import anyio
@@ -43,39 +44,31 @@ _EMPTY: Any = object()  # what Mailbox.poll returns when no event is queued
 _DONE = (None, None)  # an entry of a run whose event was delivered
 
 SUCCEEDED: Any = object()
-"""What a plain listener's queue holds for a succeeded one-job batch's ``BatchCompleted``: its values wait in
-:attr:`ListenerQueue.values`, and the listener's thread builds the event from them right before the callback.
-
-So a queued event is no object the garbage collector tracks: flat out, the events queued while a
-thread trip runs (hundreds, and thousands while a quiet machine's loop keeps the GIL) would
-otherwise start young collections that promote them, and then middle and full ones. Queuing the
-values' tuple itself is cheaper while the interpreter has free tuples to reuse (it keeps 2,000 of
-each size), but past that each queued tuple is a step towards a young collection, which then
-promotes the batches in flight.
-"""
+"""A plain listener's queue's stand-in for a succeeded one-job batch's ``BatchCompleted`` (see ``ListenerQueue.flat``)."""
 
 LINGER: Duration = Milliseconds(2)
 """How long a plain listener's dispatcher waits for more events before a thread trip, in a sustained stream.
 
-Measured on the linger's own clock (real time by default, whatever clock the bus runs on); a linger
-that begins while the previous one's guard still sleeps may last up to twice this.
-"""
+On the linger's own clock (real time by default); one begun while the guard still sleeps may last twice this."""
 
 LINGER_EVENTS = 1024
 """A lingering dispatcher starts its trip as soon as this many events are queued.
 
-A trip costs thread wake-ups and, while the loop runs, the listener's thread waiting for the GIL
-(the loop wakes it at each of its polls for nothing), whatever the trip carries; the fewer trips
-the better, as long as the queued events cost nothing while they wait: a succeeded batch's
-``BatchCompleted`` waits as ``SUCCEEDED`` and its values (issue 28's seventh pass), no object the
-garbage collector tracks. Before that every queued event was one or more such objects, and a
-linger past 24 events made trips long enough to start collections. Flat out at load 3 (bench's
-bare engine, 20,000 batches a round) trips carried about 35 events without lingering (600 trips);
-lingering until 128 events or 1 ms, about 135 (160 trips, 0.4 us a batch less CPU); until 1,024
-or 2 ms (``LINGER``), about 290 (73 trips, 0.3 us less again). Flat out the time ends a linger,
-not this count. Other events queued meanwhile (a failed batch's, a batch's of several jobs, the
-other kinds) are still objects, rare in a stream.
+A trip costs thread wake-ups and GIL waits whatever it carries, and queued succeeded batches cost
+the collector nothing (``SUCCEEDED``), so trips may be long; until issue 28's seventh pass queued
+events were objects and a linger past 24 started collections. Flat out the time (``LINGER``) ends
+a linger first: figures in docs/ui.md ("History and cost").
 """
+
+HAND_OFF_EVENTS = 2048
+"""Past this many events queued for a plain listener whose trip has not started, the loop hands its thread the GIL.
+
+Flat out the loop gives up the GIL only for an instant at each selector poll, and each restarts the
+5 ms a waiting thread allows the holder (CPython 3.11): on a quiet machine a trip could wait 40 ms
+and more, the queue filled and under ``BLOCK`` the job runner waited while the generator ran ahead.
+"""
+
+HAND_OFF_WAIT_S = 0.001  # the longest the loop's thread waits for a starved trip to start, in seconds
 
 _Handlers = dict[type, tuple[Callable[[Any], Any], bool]]
 _Run = list[tuple[Callable[[Any], Any] | None, object]]
@@ -203,6 +196,9 @@ class ListenerQueue:
         # BatchCompleted as SUCCEEDED, its SUCCEEDED_WIDTH values appended to ``values`` (by the
         # loop, in queue order); the thread reads them from ``values_taken`` on as it meets each
         # SUCCEEDED, and the dispatcher cuts what a trip read off the front once the trip is back.
+        # So a queued event is no object the collector tracks: queued objects start young
+        # collections, which promote the batches in flight (a tuple of the values would too, once
+        # the interpreter's free tuples run out). The thread's event dies by refcount after its call.
         self.flat = self.all_plain and not self.inline and BatchCompleted in self.handlers
         self.values: list[Any] = []
         self.values_taken = 0
@@ -233,6 +229,11 @@ class ListenerQueue:
         # are queued; the guard once LINGER passes; a close, a removal and wait_delivered set it too (end_linger).
         self.filled: anyio.Event | None = None
         self.lingers = 0  # how many times it lingered (for tests and statistics)
+        # Set by the listener's thread as a trip starts, cleared by the loop before it asks for one (see hand_off).
+        self.trip_started = threading.Event()
+        self.trip_started.set()
+        self.handed_off = 0  # trips the loop handed the GIL to (for the benchmark and tests)
+        self._hand_off_trip = 0
         self.trips = 0  # thread trips made, and the events they carried (for the benchmark and tests)
         self.tripped = 0
         # The linger's guard (a task of the bus, see guard_lingers): the number of each linger begun,
@@ -444,9 +445,8 @@ class ListenerQueue:
     async def guard_lingers(self) -> None:
         """End each linger once ``LINGER`` has passed on the linger's clock since it began; returns when the queue ends.
 
-        One task for all the lingers of this listener: a linger that began while this slept for
-        an earlier one (which the events themselves ended) is ended after a full ``LINGER`` of
-        its own once this wakes, so within twice ``LINGER`` of its start.
+        One task for all the lingers of this listener: a linger that began while this slept for an earlier one (which
+        the events themselves ended) is ended after a full ``LINGER`` of its own once this wakes, within twice ``LINGER``.
         """
         clock = self.linger_clock
         if clock is None:
@@ -468,6 +468,16 @@ class ListenerQueue:
                 if seq == self._linger_seq:
                     self.end_linger()
 
+    def hand_off(self) -> None:
+        """On the loop, with ``HAND_OFF_EVENTS`` queued: if a trip waits to start, wait (GIL released) until it does.
+
+        At most ``HAND_OFF_WAIT_S``, once per trip: the starved listener's thread takes the GIL at once."""
+        if self.trip_started.is_set() or self._hand_off_trip == self.trips:
+            return
+        self._hand_off_trip = self.trips
+        self.handed_off += 1
+        self.trip_started.wait(HAND_OFF_WAIT_S)
+
     def end_linger(self) -> None:
         """Let a lingering dispatcher make its trip now (the bus closes, the listener leaves, someone waits for delivery)."""
         filled = self.filled
@@ -482,6 +492,7 @@ class ListenerQueue:
         # Cancelled (the host tears the context down), the dispatcher leaves at once and the
         # callback in progress finishes on its thread, unwaited; a close drains as always.
         self.run_done = self.run_failed = 0
+        self.trip_started.clear()
         self.trips += 1
         self.tripped += len(run)
         try:
@@ -504,6 +515,7 @@ class ListenerQueue:
         Counts its progress in ``run_done`` / ``run_failed`` as it goes (plain int stores, read
         by the loop only if the bus's stop gives up on the run).
         """
+        self.trip_started.set()
         failed = 0
         for n, (callback, event) in enumerate(run):
             if control.abandoned:
@@ -525,6 +537,7 @@ class ListenerQueue:
 
     def _deliver_events(self, events: list[Any], control: DeliveryControl) -> int:
         """:meth:`_deliver` for a listener whose callbacks are all plain: each event's callback looked up here."""
+        self.trip_started.set()
         handlers = self.handlers
         completed = handlers.get(BatchCompleted)
         values = self.values
@@ -569,11 +582,8 @@ class ListenerQueue:
 
 def _take_run(queue: Mailbox[StreamingEvent], handlers: _Handlers, callback: Callable[[Any], Any],
               event: object) -> tuple[_Run, Any]:
-    """``event`` and the events queued behind it up to one for an async callback; and the next event (or _EMPTY).
-
-    At most ``_YIELD_EVERY`` events, and only those queued now: the listener's thread gets them
-    in one trip while the producer keeps posting.
-    """
+    """``event`` and the events queued behind it up to one for an async callback (at most ``_YIELD_EVERY``, only those
+    queued now: one trip); and the next event (or _EMPTY)."""
     run: _Run = [(callback, event)]
     while len(run) < _YIELD_EVERY:
         event = queue.poll(_EMPTY)
