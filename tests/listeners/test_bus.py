@@ -38,9 +38,10 @@ from listeners import (
     current_listener,
 )
 from listeners._events import SUCCEEDED_WIDTH
+from listeners._listener_queue import HAND_OFF_EVENTS
 from scheduler import Job, JobSet, StreamingStateError, StreamInputInfo, Time
 from tests.anyio_support import BACKENDS, HANG_GUARD_S, raises_exactly, run, settle
-from tests.support import capture_events
+from tests.support import capture_events, wait_until
 
 
 def ev(n: int) -> StreamingStarted:
@@ -1750,3 +1751,40 @@ def test_a_plain_listeners_trip_takes_every_event_queued_for_it(backend: str) ->
         run(backend, body)
     finally:
         release.set()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("overflow", [OverflowPolicy.DROP, OverflowPolicy.BLOCK])
+def test_a_long_queue_behind_a_trip_not_started_hands_the_gil_over_once(backend: str, overflow: OverflowPolicy) -> None:
+    """With HAND_OFF_EVENTS queued behind a trip its thread has not started, a post waits for the trip (GIL released), at
+    most HAND_OFF_WAIT_S and once per trip; every event is then delivered in order."""
+    gate = threading.Event()
+
+    async def body() -> None:
+        listener = OnThread()
+        bus = StreamingListenerBus(capacity=10 * HAND_OFF_EVENTS, overflow=overflow, linger=False)
+        bus.add_listener(listener, name="plain")
+        slot = bus._slots[0]
+        async with running(bus):
+            await bus.post(ev(0))
+            await bus.wait_delivered()
+            assert slot.threads is not None
+            slot.threads.submit(gate.wait, HANG_GUARD_S)  # the listener's thread is busy: the next trip cannot start
+            await bus.post(ev(1))
+            await wait_until(lambda: slot.trips == 2)  # asked for, not started
+            for n in range(2, HAND_OFF_EVENTS + 1):
+                await bus.post(ev(n))
+            assert slot.handed_off == 0  # one short of HAND_OFF_EVENTS behind the trip
+            await bus.post(ev(HAND_OFF_EVENTS + 1))
+            assert slot.handed_off == 1  # waited for the trip to start (it could not: the wait ended on its bound)
+            for n in range(HAND_OFF_EVENTS + 2, 2 * HAND_OFF_EVENTS):
+                await bus.post(ev(n))
+            assert slot.handed_off == 1  # once per trip
+            gate.set()
+            await bus.wait_delivered()
+        assert [n for n, _, _ in listener.calls] == list(range(2 * HAND_OFF_EVENTS))
+
+    try:
+        run(backend, body)
+    finally:
+        gate.set()
