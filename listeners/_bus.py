@@ -568,7 +568,7 @@ def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tup
                 filled = slot.filled
                 if filled is not None and len(pending) >= LINGER_EVENTS:
                     filled.set()
-                elif len(pending) >= HAND_OFF_EVENTS:
+                elif slot.starting and slot.accepted - slot.processed >= HAND_OFF_EVENTS:
                     slot.hand_off()  # a trip that has not started behind this many: its thread is starved
             else:
                 slot.drop(item)  # only under DROP: the dispatcher never gathers a run under BLOCK
@@ -589,6 +589,6 @@ def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tup
         filled = slot.filled
         if filled is not None and len(queue) >= LINGER_EVENTS:
             filled.set()  # it lingers for a run this long: the trip starts
-        elif len(queue) >= HAND_OFF_EVENTS:
+        elif slot.starting and slot.accepted - slot.processed >= HAND_OFF_EVENTS:
             slot.hand_off()  # a trip that has not started behind this many: its thread is starved
     return None

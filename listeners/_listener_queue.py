@@ -61,7 +61,7 @@ a linger first: figures in docs/ui.md ("History and cost").
 """
 
 HAND_OFF_EVENTS = 2048
-"""Past this many events queued for a plain listener whose trip has not started, the loop hands its thread the GIL.
+"""With this many events undelivered to a plain listener whose trip has not started, the loop hands its thread the GIL.
 
 Flat out the loop gives up the GIL only for an instant at each selector poll, and each restarts the
 5 ms a waiting thread allows the holder (CPython 3.11): on a quiet machine a trip could wait 40 ms
@@ -229,11 +229,10 @@ class ListenerQueue:
         # are queued; the guard once LINGER passes; a close, a removal and wait_delivered set it too (end_linger).
         self.filled: anyio.Event | None = None
         self.lingers = 0  # how many times it lingered (for tests and statistics)
-        # Set by the listener's thread as a trip starts, cleared by the loop before it asks for one (see hand_off).
-        self.trip_started = threading.Event()
+        # Set by the thread as a trip starts, cleared by the loop as it asks for one (hand_off); starting: the reverse.
+        self.trip_started, self.starting = threading.Event(), False
         self.trip_started.set()
         self.handed_off = 0  # trips the loop handed the GIL to (for the benchmark and tests)
-        self._hand_off_trip = 0
         self.trips = 0  # thread trips made, and the events they carried (for the benchmark and tests)
         self.tripped = 0
         # The linger's guard (a task of the bus, see guard_lingers): the number of each linger begun,
@@ -469,12 +468,10 @@ class ListenerQueue:
                     self.end_linger()
 
     def hand_off(self) -> None:
-        """On the loop, with ``HAND_OFF_EVENTS`` queued: if a trip waits to start, wait (GIL released) until it does.
+        """On the loop, with ``HAND_OFF_EVENTS`` undelivered and a trip not started: wait (GIL released) until it starts.
 
         At most ``HAND_OFF_WAIT_S``, once per trip: the starved listener's thread takes the GIL at once."""
-        if self.trip_started.is_set() or self._hand_off_trip == self.trips:
-            return
-        self._hand_off_trip = self.trips
+        self.starting = False  # once per trip, whether it starts in time or not
         self.handed_off += 1
         self.trip_started.wait(HAND_OFF_WAIT_S)
 
@@ -493,6 +490,7 @@ class ListenerQueue:
         # callback in progress finishes on its thread, unwaited; a close drains as always.
         self.run_done = self.run_failed = 0
         self.trip_started.clear()
+        self.starting = True
         self.trips += 1
         self.tripped += len(run)
         try:
@@ -515,6 +513,7 @@ class ListenerQueue:
         Counts its progress in ``run_done`` / ``run_failed`` as it goes (plain int stores, read
         by the loop only if the bus's stop gives up on the run).
         """
+        self.starting = False
         self.trip_started.set()
         failed = 0
         for n, (callback, event) in enumerate(run):
@@ -537,6 +536,7 @@ class ListenerQueue:
 
     def _deliver_events(self, events: list[Any], control: DeliveryControl) -> int:
         """:meth:`_deliver` for a listener whose callbacks are all plain: each event's callback looked up here."""
+        self.starting = False
         self.trip_started.set()
         handlers = self.handlers
         completed = handlers.get(BatchCompleted)

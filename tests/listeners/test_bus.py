@@ -1756,8 +1756,8 @@ def test_a_plain_listeners_trip_takes_every_event_queued_for_it(backend: str) ->
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("overflow", [OverflowPolicy.DROP, OverflowPolicy.BLOCK])
 def test_a_long_queue_behind_a_trip_not_started_hands_the_gil_over_once(backend: str, overflow: OverflowPolicy) -> None:
-    """With HAND_OFF_EVENTS queued behind a trip its thread has not started, a post waits for the trip (GIL released), at
-    most HAND_OFF_WAIT_S and once per trip; every event is then delivered in order."""
+    """With HAND_OFF_EVENTS undelivered while a trip its thread has not started waits, a post waits for the trip (GIL
+    released), at most HAND_OFF_WAIT_S and once per trip; every event is then delivered in order."""
     gate = threading.Event()
 
     async def body() -> None:
@@ -1772,12 +1772,12 @@ def test_a_long_queue_behind_a_trip_not_started_hands_the_gil_over_once(backend:
             slot.threads.submit(gate.wait, HANG_GUARD_S)  # the listener's thread is busy: the next trip cannot start
             await bus.post(ev(1))
             await wait_until(lambda: slot.trips == 2)  # asked for, not started
-            for n in range(2, HAND_OFF_EVENTS + 1):
+            for n in range(2, HAND_OFF_EVENTS):
                 await bus.post(ev(n))
-            assert slot.handed_off == 0  # one short of HAND_OFF_EVENTS behind the trip
-            await bus.post(ev(HAND_OFF_EVENTS + 1))
+            assert slot.handed_off == 0  # one short of HAND_OFF_EVENTS undelivered (the trip's one and those queued)
+            await bus.post(ev(HAND_OFF_EVENTS))
             assert slot.handed_off == 1  # waited for the trip to start (it could not: the wait ended on its bound)
-            for n in range(HAND_OFF_EVENTS + 2, 2 * HAND_OFF_EVENTS):
+            for n in range(HAND_OFF_EVENTS + 1, 2 * HAND_OFF_EVENTS):
                 await bus.post(ev(n))
             assert slot.handed_off == 1  # once per trip
             gate.set()
