@@ -90,7 +90,8 @@ class StreamingListenerBus:
     Where callbacks run: an ``async def`` callback on the listener's dispatcher task; a plain
     ``def`` callback off the event loop, on a worker thread that serves that listener alone (one
     call at a time, in posting order), so one that blocks, does I/O or calls Spark delays neither
-    the timer, the scheduler nor the host's loop. A listener whose plain callbacks are quick and
+    the timer, the scheduler nor the host's loop (only when that thread waits for the GIL while
+    ``HAND_OFF_EVENTS`` queue up does a post wait for it, up to 1 ms). A listener whose plain callbacks are quick and
     touch objects of the loop (anyio events, the engine's own state) asks to run on the loop
     instead, with ``add_listener(..., on_loop=True)`` or a class attribute ``run_on_loop = True``.
     A listener whose callbacks are a few microseconds of arithmetic (metrics, the web UI's
