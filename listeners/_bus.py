@@ -6,7 +6,7 @@ Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue`` per listener, with an
 from __future__ import annotations
 
 import enum
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import anyio
 import anyio.abc
@@ -34,10 +34,11 @@ from ._events import (
     OutputOperationCompleted,
     OutputOperationStarted,
     StreamingEvent,
-    succeeded_event,
+    of_succeeded_values,
+    succeeded_values,
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo
-from ._listener_queue import LINGER_EVENTS, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
+from ._listener_queue import HAND_OFF_EVENTS, LINGER_EVENTS, SUCCEEDED, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
 
 __all__ = [
     "DEFAULT_LISTENER_EXIT_TIMEOUT",
@@ -89,7 +90,8 @@ class StreamingListenerBus:
     Where callbacks run: an ``async def`` callback on the listener's dispatcher task; a plain
     ``def`` callback off the event loop, on a worker thread that serves that listener alone (one
     call at a time, in posting order), so one that blocks, does I/O or calls Spark delays neither
-    the timer, the scheduler nor the host's loop. A listener whose plain callbacks are quick and
+    the timer, the scheduler nor the host's loop (only when that thread waits for the GIL while
+    ``HAND_OFF_EVENTS`` queue up does a post wait for it, up to 1 ms). A listener whose plain callbacks are quick and
     touch objects of the loop (anyio events, the engine's own state) asks to run on the loop
     instead, with ``add_listener(..., on_loop=True)`` or a class attribute ``run_on_loop = True``.
     A listener whose callbacks are a few microseconds of arithmetic (metrics, the web UI's
@@ -145,6 +147,7 @@ class StreamingListenerBus:
             )
         self.capacity = capacity
         self.overflow = overflow
+        self._block = overflow is OverflowPolicy.BLOCK
         self.exit_timeout = exit_timeout
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._linger_clock: Clock | None = None
@@ -251,52 +254,13 @@ class StreamingListenerBus:
             self._log.warning("event posted after the bus was closed; ignored", event_type=type(event).__name__)
             return None
         self._posted += 1
-        return self._serve(event, self._slots)
-
-    def _serve(self, event: StreamingEvent, slots: list[ListenerQueue]) -> list[ListenerQueue] | None:
-        """Hand ``event`` to each of ``slots`` in order; stop at a full queue under BLOCK and return it and the rest."""
-        kind = type(event)
-        for slot in slots:  # no enumerate: the index is looked up only when a queue is full under BLOCK
-            if slot.inline:
-                slot.deliver_inline(event)
-                continue
-            if kind not in slot.handlers:
-                slot.skipped += 1  # nothing to call: counted as delivered, never queued
-                continue
-            pending = slot.pending
-            if pending is not None:
-                # A plain listener's trip is in flight and nothing else is queued for it: the event
-                # joins the next trip's run in a plain list (no mailbox put; see ListenerQueue.pending).
-                if len(pending) < self.capacity:
-                    pending.append(event)
-                    slot.accepted += 1
-                    filled = slot.filled
-                    if filled is not None and len(pending) >= LINGER_EVENTS:
-                        filled.set()
-                else:
-                    slot.drop(event)  # only under DROP: the dispatcher never gathers a run under BLOCK
-                continue
-            queue = slot.queue
-            try:
-                queue.put_nowait(event)
-            except anyio.WouldBlock:
-                if self.overflow is OverflowPolicy.BLOCK:
-                    return slots[slots.index(slot):]
-                slot.drop(event)
-                continue
-            except anyio.ClosedResourceError:
-                continue  # removed meanwhile, or its dispatcher is gone
-            slot.accepted += 1
-            filled = slot.filled
-            if filled is not None and len(queue) >= LINGER_EVENTS:
-                filled.set()  # it lingers for a run this long: the trip starts
-        return None
+        return _serve(event, self._slots, None, self.capacity, self._block)
 
     async def _post_waiting(self, event: StreamingEvent, slots: list[ListenerQueue] | None) -> None:
         # The first of slots has a full queue (BLOCK): wait for room there, then serve the rest in order.
         while slots is not None:
             await slots[0].put_waiting(event)
-            slots = self._serve(event, slots[1:])
+            slots = _serve(event, slots[1:], None, self.capacity, self._block)
 
     # -- the running batches, read when asked --
 
@@ -399,22 +363,27 @@ class StreamingListenerBus:
         if log is not None:
             log.append(batch)
         if wanted:
-            if one_succeeded and job_set.processing_start is not None:
-                # The event keeps the batch's values, not the JobSet: what a plain listener's queue
-                # holds then starts no garbage collection (see succeeded_event).
-                event = succeeded_event(job_set, jobs[0])
-            elif isinstance(batch, BatchRecord):
-                event = BatchCompleted.of_record(batch)
-            else:
-                event = BatchCompleted.of_completed(batch)
             # post's _offer, inline: this is the per-batch path of every listener of BatchCompleted.
             if self._closed:
                 self._log.warning("event posted after the bus was closed; ignored", event_type="BatchCompleted")
                 return
             self._posted += 1
-            slots = self._serve(event, self._slots)
+            event: BatchCompleted | None = None
+            values = None
+            if one_succeeded and job_set.processing_start is not None:
+                # The batch's values, not the JobSet: a plain listener's queue keeps them flat and its
+                # thread builds the event (see ListenerQueue.flat), so what the queue holds starts no
+                # garbage collection; another listener gets an event built here, once, from them.
+                values = succeeded_values(job_set, jobs[0])
+            elif isinstance(batch, BatchRecord):
+                event = BatchCompleted.of_record(batch)
+            else:
+                event = BatchCompleted.of_completed(batch)
+            slots = _serve(event, self._slots, values, self.capacity, self._block)
             if slots is not None:
-                await self._post_waiting(event, slots)
+                # A full queue under BLOCK waits with the object (not SUCCEEDED: the dispatcher may take
+                # a waiting put before this task resumes, so the values would come too late).
+                await self._post_waiting(event or of_succeeded_values(values), slots)  # type: ignore[arg-type]
 
     # -- running --
 
@@ -566,3 +535,61 @@ class StreamingListenerBus:
         st = self.statistics()
         return (f"<StreamingListenerBus [listeners: {len(self._slots)} | events: {st.posted} posted, "
                 f"{st.queued} queued, {st.dropped} dropped]>")
+
+
+def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tuple[object, ...] | None, capacity: int,
+           block: bool) -> list[ListenerQueue] | None:
+    """Hand ``event`` to each of ``slots`` in order; stop at a full queue if ``block`` (BLOCK) and return it and the rest.
+
+    ``values``: a succeeded batch's (``succeeded_values``), for a plain listener's queue (``SUCCEEDED``, see
+    ``ListenerQueue.flat``); ``event`` is then its ``BatchCompleted``, or ``None`` until another listener needs it.
+    """
+    kind = type(event) if values is None else BatchCompleted
+    for slot in slots:  # no enumerate: the index is looked up only when a queue is full under BLOCK
+        if slot.inline:
+            if event is None:
+                event = of_succeeded_values(values)  # type: ignore[arg-type]
+            slot.deliver_inline(event)
+            continue
+        if kind not in slot.handlers:
+            slot.skipped += 1  # nothing to call: counted as delivered, never queued
+            continue
+        item: Any = SUCCEEDED if values is not None and slot.flat else event
+        if item is None:
+            item = event = of_succeeded_values(values)  # type: ignore[arg-type]
+        pending = slot.pending
+        if pending is not None:
+            # A plain listener's trip is in flight and nothing else is queued for it: the event
+            # joins the next trip's run in a plain list (no mailbox put; see ListenerQueue.pending).
+            if len(pending) < capacity:
+                pending.append(item)
+                if item is SUCCEEDED:
+                    slot.values.extend(values)  # type: ignore[arg-type]
+                slot.accepted += 1
+                filled = slot.filled
+                if filled is not None and len(pending) >= LINGER_EVENTS:
+                    filled.set()
+                elif slot.starting and slot.accepted - slot.processed >= HAND_OFF_EVENTS:
+                    slot.hand_off()  # a trip that has not started behind this many: its thread is starved
+            else:
+                slot.drop(item)  # only under DROP: the dispatcher never gathers a run under BLOCK
+            continue
+        queue = slot.queue
+        try:
+            queue.put_nowait(item)
+        except anyio.WouldBlock:
+            if block:
+                return slots[slots.index(slot):]
+            slot.drop(item)
+            continue
+        except anyio.ClosedResourceError:
+            continue  # removed meanwhile, or its dispatcher is gone
+        if item is SUCCEEDED:
+            slot.values.extend(values)  # type: ignore[arg-type]
+        slot.accepted += 1
+        filled = slot.filled
+        if filled is not None and len(queue) >= LINGER_EVENTS:
+            filled.set()  # it lingers for a run this long: the trip starts
+        elif slot.starting and slot.accepted - slot.processed >= HAND_OFF_EVENTS:
+            slot.hand_off()  # a trip that has not started behind this many: its thread is starved
+    return None

@@ -30,7 +30,9 @@ __all__ = [
     "ReceiverStopped",
     "StreamingEvent",
     "StreamingStarted",
-    "succeeded_event",
+    "SUCCEEDED_WIDTH",
+    "of_succeeded_values",
+    "succeeded_values",
 ]
 
 
@@ -62,9 +64,11 @@ class BatchCompleted:
     """A batch's last job ended (also when jobs failed: see ``batch_info.failed``).
 
     The bus posts it with the batch's values and builds ``batch_info`` from them the first time a
-    listener reads it (once: every listener, on any thread, reads the same object); equality,
-    ``repr`` and ``attrs.asdict`` read it like any field. A listener that never reads it does not
-    pay for the snapshot.
+    listener reads it (once per event: listeners that share the event, on any thread, read the same
+    object); equality, ``repr`` and ``attrs.asdict`` read it like any field. A listener that never
+    reads it does not pay for the snapshot. The event of a succeeded one-job batch is built for a
+    plain (threaded) listener on that listener's own thread, from the values its queue kept: each
+    such listener gets an equal event of its own, not the object the others get.
     """
 
     batch_info: BatchInfo
@@ -110,22 +114,20 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def succeeded_event(job_set: JobSet, job: Job) -> BatchCompleted:
-    """The ``BatchCompleted`` of ``job_set``, completed and started, whose one job is ``job`` and succeeded.
+SUCCEEDED_WIDTH = 8
+"""How many values :func:`succeeded_values` gives: a plain listener's queue keeps them flat, that many a batch."""
 
-    It holds the batch's values (times in ms, the job's name and description, the input infos: a
-    single input without metadata as its stream id and its records),
-    not the ``JobSet``: a queued event keeps one tuple and the input infos alive where a ``JobSet``
-    is a dozen objects the garbage collector tracks (its times, job, sets and tuples), so the events
-    a plain listener's queue holds do not start collections (see ``listeners._listener_queue``).
-    Its ``record`` and ``batch_info`` are built from the values when first read, as from the
-    ``JobSet``. The attribute is set in the instance's inline values: no ``__dict__`` is made
-    until a listener reads them.
+
+def succeeded_values(job_set: JobSet, job: Job) -> tuple[Any, ...]:
+    """The values of ``job_set``, completed and started, whose one job is ``job`` and succeeded (``SUCCEEDED_WIDTH``).
+
+    Its times in ms, the job's name and description, and its input infos: a single input without
+    metadata as its stream id and its records, no input as ``None``, else the infos' mapping and 0.
+    Nothing in it but that mapping is an object the garbage collector tracks (a plain listener's
+    queue keeps them flat: see ``ListenerQueue.flat``).
     """
     # One input without metadata, the common batch, is kept as two ints, and no input as None: then the values
-    # tuple holds nothing the collector tracks, and the first collection that sees it untracks it (a tuple that
-    # holds a dict, even an empty one, stays tracked). Held by a queue across collections, the event is then one
-    # tracked object, not four.
+    # hold nothing the collector tracks (a tuple that holds a dict, even an empty one, stays tracked).
     infos = job_set.input_infos
     inputs: Mapping[int, StreamInputInfo] | int | None = infos
     records = 0
@@ -135,10 +137,20 @@ def succeeded_event(job_set: JobSet, job: Job) -> BatchCompleted:
                 inputs, records = info.input_stream_id, info.num_records
     elif not infos:
         inputs = None
+    return (job_set.time.milliseconds, job_set.submission_time.milliseconds,
+            job_set.processing_start.milliseconds, job_set.processing_end.milliseconds,  # type: ignore[union-attr]
+            job.name, job.description, inputs, records)
+
+
+def of_succeeded_values(values: tuple[Any, ...]) -> BatchCompleted:
+    """The ``BatchCompleted`` of a batch given as its :func:`succeeded_values`.
+
+    It holds the values, not the ``JobSet``; its ``record`` and ``batch_info`` are built from them
+    when first read, as from the ``JobSet``. The attribute is set in the instance's inline values:
+    no ``__dict__`` is made until a listener reads them.
+    """
     event = _new(BatchCompleted)
-    _set(event, "values", (job_set.time.milliseconds, job_set.submission_time.milliseconds,
-                           job_set.processing_start.milliseconds, job_set.processing_end.milliseconds,  # type: ignore[union-attr]
-                           job.name, job.description, inputs, records))
+    _set(event, "values", values)
     return event
 
 

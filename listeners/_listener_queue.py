@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import sys
+import threading
 from typing import Any, Callable
 
 import anyio
@@ -26,40 +28,47 @@ from scheduler import (
     yield_to_ready,
 )
 
-from ._events import StreamingEvent
+from ._events import SUCCEEDED_WIDTH, BatchCompleted, StreamingEvent, of_succeeded_values
 from ._listener import HANDLER_NAMES, StreamingListener
 
-__all__ = ["DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener", "handlers_of", "name_of"]
+__all__ = ["SUCCEEDED", "DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener", "handlers_of",
+           "name_of"]
 
 _current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar("aiodstream_listener", default=None)
 
 # A dispatcher that keeps finding events queued still yields to the event loop this often.
 _YIELD_EVERY = 256
+_ALL = sys.maxsize  # a plain listener's trip takes every event queued (see dispatch)
 
 _EMPTY: Any = object()  # what Mailbox.poll returns when no event is queued
 _DONE = (None, None)  # an entry of a run whose event was delivered
 
-LINGER: Duration = Milliseconds(1)
+SUCCEEDED: Any = object()
+"""A plain listener's queue's stand-in for a succeeded one-job batch's ``BatchCompleted`` (see ``ListenerQueue.flat``)."""
+
+LINGER: Duration = Milliseconds(2)
 """How long a plain listener's dispatcher waits for more events before a thread trip, in a sustained stream.
 
-Measured on the linger's own clock (real time by default, whatever clock the bus runs on); a linger
-that begins while the previous one's guard still sleeps may last up to twice this.
-"""
+On the linger's own clock (real time by default); one begun while the guard still sleeps may last twice this."""
 
-LINGER_EVENTS = 24
+LINGER_EVENTS = 1024
 """A lingering dispatcher starts its trip as soon as this many events are queued.
 
-Small on purpose. Every queued event keeps objects the collector tracks alive, and so do the
-events of the trip in flight; once the two together hold about 700 (the collector's
-young-generation threshold) collections start, which promote the waiting batches to the older
-generations and so bring full collections. A succeeded batch's ``BatchCompleted`` is one such
-object once a collection has seen it when its batch has one input without metadata or none, else
-4 or more (it held the batch's ``JobSet``, 12, until issue 28's sixth pass). Flat out on a loaded machine trips
-carry about 50 events without lingering; a linger until 64 or 128 made them carry 80-150 and cost
-more CPU than it saved in trips (the linger's own wake-ups), and at 128 the collector ran again.
-It is for a machine where the listener's thread is free at once and would otherwise make a trip
-for every few events.
+A trip costs thread wake-ups and GIL waits whatever it carries, and queued succeeded batches cost
+the collector nothing (``SUCCEEDED``), so trips may be long; until issue 28's seventh pass queued
+events were objects and a linger past 24 started collections. Flat out the time (``LINGER``) ends
+a linger first: figures in docs/ui.md ("History and cost").
 """
+
+HAND_OFF_EVENTS = 2048
+"""With this many events undelivered to a plain listener whose trip has not started, the loop hands its thread the GIL.
+
+Flat out the loop gives up the GIL only for an instant at each selector poll, and each restarts the
+5 ms a waiting thread allows the holder (CPython 3.11): on a quiet machine a trip could wait 40 ms
+and more, the queue filled and under ``BLOCK`` the job runner waited while the generator ran ahead.
+"""
+
+HAND_OFF_WAIT_S = 0.001  # the longest the loop's thread waits for a starved trip to start, in seconds
 
 _Handlers = dict[type, tuple[Callable[[Any], Any], bool]]
 _Run = list[tuple[Callable[[Any], Any] | None, object]]
@@ -183,6 +192,16 @@ class ListenerQueue:
         # Every callback plain and run off the loop: a thread trip takes whatever is queued, as it is.
         self.all_plain = not self.on_loop and not any(is_async for _, is_async in self.handlers.values())
         self.gather = gather and self.all_plain and not self.inline
+        # Every callback plain and on its own thread: the bus queues a succeeded one-job batch's
+        # BatchCompleted as SUCCEEDED, its SUCCEEDED_WIDTH values appended to ``values`` (by the
+        # loop, in queue order); the thread reads them from ``values_taken`` on as it meets each
+        # SUCCEEDED, and the dispatcher cuts what a trip read off the front once the trip is back.
+        # So a queued event is no object the collector tracks: queued objects start young
+        # collections, which promote the batches in flight (a tuple of the values would too, once
+        # the interpreter's free tuples run out). The thread's event dies by refcount after its call.
+        self.flat = self.all_plain and not self.inline and BatchCompleted in self.handlers
+        self.values: list[Any] = []
+        self.values_taken = 0
         # The next trip's run, gathering while a trip is in flight (and lingers) with nothing else
         # queued: the bus appends each event it posts for this listener here (a list append instead of
         # a mailbox put, at most ``capacity`` of them, then drops) and the dispatcher takes the list
@@ -210,6 +229,10 @@ class ListenerQueue:
         # are queued; the guard once LINGER passes; a close, a removal and wait_delivered set it too (end_linger).
         self.filled: anyio.Event | None = None
         self.lingers = 0  # how many times it lingered (for tests and statistics)
+        # Set by the thread as a trip starts, cleared by the loop as it asks for one (hand_off); starting: the reverse.
+        self.trip_started, self.starting = threading.Event(), False
+        self.trip_started.set()
+        self.handed_off = 0  # trips the loop handed the GIL to (for the benchmark and tests)
         self.trips = 0  # thread trips made, and the events they carried (for the benchmark and tests)
         self.tripped = 0
         # The linger's guard (a task of the bus, see guard_lingers): the number of each linger begun,
@@ -255,8 +278,8 @@ class ListenerQueue:
             if not isinstance(exc, anyio.ClosedResourceError):
                 raise
 
-    def drop(self, event: StreamingEvent) -> None:
-        """Count ``event`` as dropped for this listener (its queue is full); the first drop is logged."""
+    def drop(self, event: Any) -> None:
+        """Count ``event`` (or ``SUCCEEDED``) as dropped for this listener (its queue is full); the first drop is logged."""
         self.dropped += 1
         if not self.warned:
             self.warned = True
@@ -264,7 +287,7 @@ class ListenerQueue:
                 "dropping events for a slow listener: its queue is full",
                 listener=self.name,
                 capacity=self.queue.capacity,
-                event_type=type(event).__name__,
+                event_type="BatchCompleted" if event is SUCCEEDED else type(event).__name__,
             )
 
     def drop_undelivered(self) -> int:
@@ -305,8 +328,11 @@ class ListenerQueue:
                 while True:
                     if self.all_plain:
                         # Every event queued for it has a plain callback (the bus queues no other):
-                        # the thread takes them all, as queued, and looks each callback up.
-                        events = [event, *queue.take(_YIELD_EVERY - 1)]
+                        # the thread takes them all, as queued, and looks each callback up. All of
+                        # them, not a yield's worth: while the loop runs flat out the thread gets the
+                        # GIL once per switch interval (5 ms), and a run of at most 256 a trip then
+                        # delivered fewer events than the loop posted, so the queue filled up.
+                        events = [event, *queue.take(_ALL)]
                         while events:
                             # The queue's next event, if any, goes in a later trip (a full run, or events
                             # posted while the dispatcher yielded); only when it is empty do the events
@@ -317,6 +343,9 @@ class ListenerQueue:
                                 self.pending = []  # nothing else queued: what is posted meanwhile gathers here
                             await self._call_on_thread(self._deliver_events, events, control)
                             self.processed += taken
+                            if self.values_taken:
+                                del self.values[:self.values_taken]  # (the thread is back: nothing reads them)
+                                self.values_taken = 0
                             n += taken
                             pending = self.pending
                             if pending is not None:
@@ -329,7 +358,7 @@ class ListenerQueue:
                                     await self._linger()  # see below
                                 events = []
                             else:
-                                events = [event, *queue.take(_YIELD_EVERY - 1)]
+                                events = [event, *queue.take(_ALL)]
                             if n >= _YIELD_EVERY:
                                 n = 0
                                 control.notify_progress()
@@ -415,9 +444,8 @@ class ListenerQueue:
     async def guard_lingers(self) -> None:
         """End each linger once ``LINGER`` has passed on the linger's clock since it began; returns when the queue ends.
 
-        One task for all the lingers of this listener: a linger that began while this slept for
-        an earlier one (which the events themselves ended) is ended after a full ``LINGER`` of
-        its own once this wakes, so within twice ``LINGER`` of its start.
+        One task for all the lingers of this listener: a linger that began while this slept for an earlier one (which
+        the events themselves ended) is ended after a full ``LINGER`` of its own once this wakes, within twice ``LINGER``.
         """
         clock = self.linger_clock
         if clock is None:
@@ -439,6 +467,14 @@ class ListenerQueue:
                 if seq == self._linger_seq:
                     self.end_linger()
 
+    def hand_off(self) -> None:
+        """On the loop, with ``HAND_OFF_EVENTS`` undelivered and a trip not started: wait (GIL released) until it starts.
+
+        At most ``HAND_OFF_WAIT_S``, once per trip: the starved listener's thread takes the GIL at once."""
+        self.starting = False  # once per trip, whether it starts in time or not
+        self.handed_off += 1
+        self.trip_started.wait(HAND_OFF_WAIT_S)
+
     def end_linger(self) -> None:
         """Let a lingering dispatcher make its trip now (the bus closes, the listener leaves, someone waits for delivery)."""
         filled = self.filled
@@ -453,6 +489,8 @@ class ListenerQueue:
         # Cancelled (the host tears the context down), the dispatcher leaves at once and the
         # callback in progress finishes on its thread, unwaited; a close drains as always.
         self.run_done = self.run_failed = 0
+        self.trip_started.clear()
+        self.starting = True
         self.trips += 1
         self.tripped += len(run)
         try:
@@ -475,6 +513,8 @@ class ListenerQueue:
         Counts its progress in ``run_done`` / ``run_failed`` as it goes (plain int stores, read
         by the loop only if the bus's stop gives up on the run).
         """
+        self.starting = False
+        self.trip_started.set()
         failed = 0
         for n, (callback, event) in enumerate(run):
             if control.abandoned:
@@ -496,7 +536,12 @@ class ListenerQueue:
 
     def _deliver_events(self, events: list[Any], control: DeliveryControl) -> int:
         """:meth:`_deliver` for a listener whose callbacks are all plain: each event's callback looked up here."""
+        self.starting = False
+        self.trip_started.set()
         handlers = self.handlers
+        completed = handlers.get(BatchCompleted)
+        values = self.values
+        at = 0  # where the next SUCCEEDED's values start: the loop only appends to values meanwhile
         failed = 0
         # Each event is let go of once delivered (and the list emptied at the end): a run's events,
         # which keep their batches alive, do not stay alive until the next run (see LINGER_EVENTS).
@@ -504,7 +549,15 @@ class ListenerQueue:
             if control.abandoned:
                 break
             events[n] = None
-            entry = handlers.get(type(event))
+            if event is SUCCEEDED:
+                # Built here, right before its callback: unless the listener keeps it, it dies by
+                # refcount after the call, never having been seen by a collection.
+                end = at + SUCCEEDED_WIDTH
+                event = of_succeeded_values(tuple(values[at:end]))
+                at = end
+                entry = completed
+            else:
+                entry = handlers.get(type(event))
             try:
                 result = None if entry is None else entry[0](event)
                 if result is not None and inspect.isawaitable(result):
@@ -514,6 +567,7 @@ class ListenerQueue:
                 self.run_failed = failed
                 self._log_failure(event)
             self.run_done += 1
+        self.values_taken = at
         event = None
         events.clear()
         return failed
@@ -528,11 +582,8 @@ class ListenerQueue:
 
 def _take_run(queue: Mailbox[StreamingEvent], handlers: _Handlers, callback: Callable[[Any], Any],
               event: object) -> tuple[_Run, Any]:
-    """``event`` and the events queued behind it up to one for an async callback; and the next event (or _EMPTY).
-
-    At most ``_YIELD_EVERY`` events, and only those queued now: the listener's thread gets them
-    in one trip while the producer keeps posting.
-    """
+    """``event`` and the events queued behind it up to one for an async callback (at most ``_YIELD_EVERY``, only those
+    queued now: one trip); and the next event (or _EMPTY)."""
     run: _Run = [(callback, event)]
     while len(run) < _YIELD_EVERY:
         event = queue.poll(_EMPTY)

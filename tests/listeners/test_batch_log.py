@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from listeners import (
+    LINGER,
     LINGER_EVENTS,
     BatchLog,
     BatchRecord,
@@ -109,7 +110,7 @@ def test_after_a_trip_that_saw_events_arrive_the_next_waits_for_the_clock(backen
         bus.add_listener(listener)
         async with running(bus):
             await lingering(bus, clock, listener)
-            clock.advance(Milliseconds(1))
+            clock.advance(LINGER)
             await wait_until(lambda: bus.statistics().delivered == 6)  # the trip is back on the loop
             assert listener.got == list(range(6))
             assert clock.sleepers == 0  # nothing arrived during that trip: no linger
@@ -188,6 +189,34 @@ def test_a_linger_ends_once_a_full_run_is_queued(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_linger_waits_for_a_run_of_over_a_hundred_events(backend: str) -> None:
+    """A lingering dispatcher with 100 events queued still waits (no trip starts until LINGER_EVENTS or 2 ms on the clock),
+    then takes them all in one trip: in a sustained stream a trip carries over a hundred events."""
+
+    async def body() -> None:
+        clock = ManualClock(0)
+        bus = StreamingListenerBus(clock=clock, linger_clock=clock)
+        listener = Held()
+        bus.add_listener(listener)
+        slot = bus._slots[0]
+        async with running(bus):
+            await lingering(bus, clock, listener)
+            for n in range(6, 101):
+                await bus.post(StreamingStarted(Time(n)))
+            await settle()
+            assert slot.trips == 1 and slot.lingers == 1 and bus.statistics().queued == 100
+            clock.advance(Milliseconds(1))  # a linger lasts 2 ms
+            await clock.wait_for_sleepers(1)
+            await settle()
+            assert slot.trips == 1 and bus.statistics().queued == 100
+            clock.advance(Milliseconds(1))
+            await wait_until(lambda: bus.statistics().delivered == 101)
+            assert listener.got == list(range(101)) and (slot.trips, slot.tripped) == (2, 101)
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_waiting_for_delivery_ends_a_linger(backend: str) -> None:
     """wait_delivered() does not wait for the clock: the lingering events go at once."""
 
@@ -226,7 +255,7 @@ def test_a_linger_begun_while_the_guard_sleeps_ends_within_twice_the_linger(back
     async def body() -> None:
         clock = ManualClock(0)
         bus = StreamingListenerBus(clock=ManualClock(0), linger_clock=clock)
-        listener = HeldAt(0, 30)
+        listener = HeldAt(0, LINGER_EVENTS + 10)
         bus.add_listener(listener)
         async with running(bus):
             await bus.post(StreamingStarted(Time(0)))
@@ -238,19 +267,19 @@ def test_a_linger_begun_while_the_guard_sleeps_ends_within_twice_the_linger(back
             for n in range(6, LINGER_EVENTS + 1):
                 await bus.post(StreamingStarted(Time(n)))  # a full run ends it without the clock
             await wait_until(lambda: bus.statistics().delivered == LINGER_EVENTS + 1)  # that trip is back: nothing queued
-            await bus.post(StreamingStarted(Time(30)))
-            await wait_until(lambda: listener.got[-1] == 30)
-            await bus.post(StreamingStarted(Time(31)))
-            await bus.post(StreamingStarted(Time(32)))
-            listener.gates[30].set()
+            await bus.post(StreamingStarted(Time(LINGER_EVENTS + 10)))
+            await wait_until(lambda: listener.got[-1] == LINGER_EVENTS + 10)
+            await bus.post(StreamingStarted(Time(LINGER_EVENTS + 11)))
+            await bus.post(StreamingStarted(Time(LINGER_EVENTS + 12)))
+            listener.gates[LINGER_EVENTS + 10].set()
             slot = bus._slots[0]
             await wait_until(lambda: slot.lingers == 2)  # the second linger, the guard still asleep for the first
-            clock.advance(Milliseconds(1))  # the first one's time: not the second's
+            clock.advance(LINGER)  # the first one's time: not the second's
             await clock.wait_for_sleepers(1)
             await settle()
-            assert listener.got[-1] == 30 and bus.statistics().queued == 2
-            clock.advance(Milliseconds(1))  # a full LINGER since the guard took the second
-            await wait_until(lambda: listener.got[-2:] == [31, 32])
-            assert listener.got == [*range(LINGER_EVENTS + 1), 30, 31, 32]
+            assert listener.got[-1] == LINGER_EVENTS + 10 and bus.statistics().queued == 2
+            clock.advance(LINGER)  # a full LINGER since the guard took the second
+            await wait_until(lambda: listener.got[-2:] == [LINGER_EVENTS + 11, LINGER_EVENTS + 12])
+            assert listener.got == [*range(LINGER_EVENTS + 1), *range(LINGER_EVENTS + 10, LINGER_EVENTS + 13)]
 
     run(backend, body)

@@ -37,9 +37,11 @@ from listeners import (
     StreamingStarted,
     current_listener,
 )
+from listeners._events import SUCCEEDED_WIDTH
+from listeners._listener_queue import HAND_OFF_EVENTS
 from scheduler import Job, JobSet, StreamingStateError, StreamInputInfo, Time
 from tests.anyio_support import BACKENDS, HANG_GUARD_S, raises_exactly, run, settle
-from tests.support import capture_events
+from tests.support import capture_events, wait_until
 
 
 def ev(n: int) -> StreamingStarted:
@@ -1086,7 +1088,8 @@ def test_a_plain_listener_gets_every_event_it_handles_in_order_and_is_not_queued
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_batch_info_no_listener_reads_is_never_built(backend: str, built_batch_infos: list[BatchInfo]) -> None:
-    """Inline, on-loop and threaded listeners keeping BatchCompleted unread build no BatchInfo; one read builds one, shared."""
+    """Inline, on-loop and threaded listeners keeping BatchCompleted unread build no BatchInfo; one read builds one per event
+    (the inline and on-loop listeners share theirs; a plain listener's thread built its own, equal one)."""
     built = built_batch_infos
 
     class Inline(Recorder):
@@ -1107,9 +1110,12 @@ def test_a_batch_info_no_listener_reads_is_never_built(backend: str, built_batch
             await bus.wait_delivered()
             assert built == []
         event = threaded.events[0]
-        assert inline.events == on_loop.events == [event]
+        assert len(inline.events) == len(on_loop.events) == 1 and inline.events[0] is on_loop.events[0]
+        assert event is not inline.events[0]
         assert event.batch_info == eager and len(built) == 1
-        assert inline.events[0].batch_info is on_loop.events[0].batch_info is built[0]  # type: ignore[union-attr]
+        assert inline.events[0].batch_info == eager and len(built) == 2  # type: ignore[union-attr]
+        assert inline.events[0].batch_info is on_loop.events[0].batch_info is built[1]  # type: ignore[union-attr]
+        assert event == inline.events[0] and len(built) == 2
 
     run(backend, body)
 
@@ -1534,3 +1540,251 @@ def test_cancelling_stop_drops_what_is_undelivered_at_once(backend: str) -> None
         assert bus.statistics().listeners == (ListenerStatistics("hung", queued=0, delivered=0, failed=0, dropped=2),)
 
     run(backend, body)
+
+
+class HeldCompleted(StreamingListener):
+    """A plain listener of BatchCompleted (on its thread) that holds its first call until released; keeps every event."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+        self.entered = threading.Event()
+        self.events: list[BatchCompleted] = []
+
+    def on_batch_completed(self, event: BatchCompleted) -> None:
+        self.events.append(event)
+        self.entered.set()
+        assert self.release.wait(HANG_GUARD_S), "never released"
+
+
+def succeeded_batches(count: int, first: int = 0) -> list[JobSet]:
+    """``count`` completed batches of one succeeded job each (times first, first+1, ... s), with one input without metadata."""
+    job_sets = []
+    for n in range(first, first + count):
+        at = Time(n * 1000)
+        job = Job(at, lambda: None, name="out", description=f"out at x.py:{n}")
+        job_set = JobSet(at, [job], at, {0: StreamInputInfo(0, n)})
+        job_set.handle_job_start(job, Time(n * 1000 + 1))
+        job.release()
+        job_set.handle_job_completion(job, Time(n * 1000 + 3))
+        job_sets.append(job_set)
+    return job_sets
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("overflow", [OverflowPolicy.DROP, OverflowPolicy.BLOCK])
+def test_a_plain_listeners_queued_batch_events_are_no_objects_the_collector_tracks(backend: str,
+                                                                                   overflow: OverflowPolicy) -> None:
+    """Queued for a plain listener (gathered under DROP, in its queue under BLOCK), succeeded batches' BatchCompleted events
+    add nothing to the collector's young generation and a young collection promotes none of them, however many wait (more
+    than the interpreter keeps free tuples for); its thread builds each event, equal to the eager one, in order."""
+    release = threading.Event()
+    total = 3000
+
+    async def body() -> None:
+        listener = HeldCompleted(release)
+        bus = StreamingListenerBus(overflow=overflow, linger=False)
+        bus.add_listener(listener, name="plain")
+        first, *queued = succeeded_batches(total + 1)
+        async with running(bus):
+            await bus.on_batch_completed(first)
+            await anyio.to_thread.run_sync(listener.entered.wait)  # its first trip is in flight
+            enabled = gc.isenabled()
+            gc.disable()  # the young generation's count still grows with each tracked allocation, and no collection resets it
+            try:
+                gc.collect()  # everything alive now is in the oldest generation
+                before = gc.get_count()[0]
+                for job_set in queued:
+                    await bus.on_batch_completed(job_set)
+                grown = gc.get_count()[0] - before
+                gc.collect(0)  # a young collection: what survives it goes to the middle generation
+                promoted = len(gc.get_objects(generation=1))
+            finally:
+                if enabled:
+                    gc.enable()
+            assert bus.statistics().queued == total + 1
+            # Each queued event used to be at least one tracked object alive (the event), each a step towards a collection
+            # and promoted by it; a queued tuple of the values would be one too once the free tuples run out.
+            assert grown < 100 and promoted < 100
+            release.set()
+            await bus.wait_delivered()
+        assert len(listener.events) == total + 1
+        assert all(type(event) is BatchCompleted for event in listener.events)
+        assert [event.batch_info for event in listener.events] == [BatchInfo.from_job_set(j) for j in (first, *queued)]
+        assert bus.statistics().listeners == (ListenerStatistics("plain", 0, total + 1, 0, 0),)
+
+    try:
+        run(backend, body)
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_under_block_a_succeeded_batch_waits_for_room_in_a_plain_listeners_full_queue(backend: str) -> None:
+    """A full queue under BLOCK makes the batch's post wait; its event then reaches the plain listener after the queued ones,
+    as do the later listeners' (an inline one gets an equal event of its own)."""
+    release = threading.Event()
+
+    class Inline(Recorder):
+        run_inline = True
+
+    async def body() -> None:
+        listener, inline = HeldCompleted(release), Inline()
+        bus = StreamingListenerBus(capacity=2, overflow=OverflowPolicy.BLOCK, linger=False)
+        bus.add_listener(listener, name="plain")
+        bus.add_listener(inline, name="inline")
+        job_sets = succeeded_batches(4)
+        slot = bus._slots[0]
+        async with running(bus):
+            await bus.on_batch_completed(job_sets[0])
+            await anyio.to_thread.run_sync(listener.entered.wait)
+            await bus.on_batch_completed(job_sets[1])
+            await bus.on_batch_completed(job_sets[2])
+            # Two SUCCEEDED queued; the values of the trip's batch and of those two beside them (cut once the trip is back).
+            assert len(slot.queue) == 2 and len(slot.values) == 3 * SUCCEEDED_WIDTH
+            posted = anyio.Event()
+
+            async def post_last() -> None:
+                await bus.on_batch_completed(job_sets[3])
+                posted.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(post_last)
+                await settle()
+                assert not posted.is_set() and len(inline.events) == 3  # waits at the plain listener, before the inline one
+                release.set()
+            await bus.wait_delivered()
+            assert slot.values == []  # every trip's values cut off once it came back
+        expected = [BatchInfo.from_job_set(j) for j in job_sets]
+        assert [event.batch_info for event in listener.events] == expected
+        assert [event.batch_info for event in inline.events] == expected  # type: ignore[union-attr]
+        # Equal events; the plain listener's own, built on its thread, except the one whose post waited (one object then).
+        assert listener.events == inline.events
+        assert [a is b for a, b in zip(listener.events, inline.events, strict=True)] == [False, False, False, True]
+
+    try:
+        run(backend, body)
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_succeeded_batch_dropped_for_a_full_plain_listener_is_counted_and_named(backend: str) -> None:
+    """Under DROP a plain listener's full queue drops a succeeded batch's event: counted, warned once as BatchCompleted."""
+    release = threading.Event()
+
+    async def body() -> None:
+        listener = HeldCompleted(release)
+        bus = StreamingListenerBus(capacity=2, overflow=OverflowPolicy.DROP, linger=False)
+        bus.add_listener(listener, name="plain")
+        job_sets = succeeded_batches(6)
+        async with running(bus):
+            await bus.on_batch_completed(job_sets[0])
+            await anyio.to_thread.run_sync(listener.entered.wait)
+            for job_set in job_sets[1:]:
+                await bus.on_batch_completed(job_set)
+            assert bus.statistics().listeners == (ListenerStatistics("plain", queued=3, delivered=0, failed=0, dropped=3),)
+            release.set()
+        assert [event.batch_info for event in listener.events] == [BatchInfo.from_job_set(j) for j in job_sets[:3]]
+
+    try:
+        with capture_events() as logs:
+            run(backend, body)
+    finally:
+        release.set()
+    dropped = [entry for entry in logs if entry["event"] == "dropping events for a slow listener: its queue is full"]
+    assert [(entry["listener"], entry["event_type"]) for entry in dropped] == [("plain", "BatchCompleted")]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_listener_with_an_async_callback_gets_the_batch_event_object_built_once_with_the_loops_listeners(backend: str) -> None:
+    """A threaded listener that also has an async callback is not all plain: it is queued the very event the loop's listeners get."""
+
+    class Mixed(StreamingListener):
+        def __init__(self) -> None:
+            self.events: list[Any] = []
+
+        def on_batch_completed(self, event: BatchCompleted) -> None:
+            self.events.append(event)
+
+        async def on_streaming_started(self, event: StreamingStarted) -> None:
+            self.events.append(event)
+
+    async def body() -> None:
+        mixed, on_loop = Mixed(), Recorder()
+        bus = StreamingListenerBus()
+        bus.add_listener(mixed, name="mixed")
+        bus.add_listener(on_loop)
+        (job_set,) = succeeded_batches(1)
+        async with running(bus):
+            await bus.post(ev(7))
+            await bus.on_batch_completed(job_set)
+            await bus.wait_delivered()
+        assert len(mixed.events) == 2 and mixed.events[1] is on_loop.events[1]
+        assert mixed.events[1].batch_info == BatchInfo.from_job_set(job_set)
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_plain_listeners_trip_takes_every_event_queued_for_it(backend: str) -> None:
+    """However many events wait in a plain listener's queue when a trip starts (600 here), the trip takes them all, in
+    order: a loop posting flat out never outruns a listener that gets the GIL once per switch interval."""
+    release = threading.Event()
+
+    async def body() -> None:
+        listener = OnThread(block_on=release)
+        bus = StreamingListenerBus(overflow=OverflowPolicy.BLOCK, linger=False)  # nothing gathers: the queue holds them
+        bus.add_listener(listener, name="plain")
+        slot = bus._slots[0]
+        async with running(bus):
+            await bus.post(ev(0))
+            await anyio.to_thread.run_sync(listener.entered.wait)
+            for n in range(1, 601):
+                await bus.post(ev(n))
+            assert len(slot.queue) == 600
+            release.set()
+            await bus.wait_delivered()
+            assert (slot.trips, slot.tripped) == (2, 601)
+        assert [n for n, _, _ in listener.calls] == list(range(601))
+
+    try:
+        run(backend, body)
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("overflow", [OverflowPolicy.DROP, OverflowPolicy.BLOCK])
+def test_a_long_queue_behind_a_trip_not_started_hands_the_gil_over_once(backend: str, overflow: OverflowPolicy) -> None:
+    """With HAND_OFF_EVENTS undelivered while a trip its thread has not started waits, a post waits for the trip (GIL
+    released), at most HAND_OFF_WAIT_S and once per trip; every event is then delivered in order."""
+    gate = threading.Event()
+
+    async def body() -> None:
+        listener = OnThread()
+        bus = StreamingListenerBus(capacity=10 * HAND_OFF_EVENTS, overflow=overflow, linger=False)
+        bus.add_listener(listener, name="plain")
+        slot = bus._slots[0]
+        async with running(bus):
+            await bus.post(ev(0))
+            await bus.wait_delivered()
+            assert slot.threads is not None
+            slot.threads.submit(gate.wait, HANG_GUARD_S)  # the listener's thread is busy: the next trip cannot start
+            await bus.post(ev(1))
+            await wait_until(lambda: slot.trips == 2)  # asked for, not started
+            for n in range(2, HAND_OFF_EVENTS):
+                await bus.post(ev(n))
+            assert slot.handed_off == 0  # one short of HAND_OFF_EVENTS undelivered (the trip's one and those queued)
+            await bus.post(ev(HAND_OFF_EVENTS))
+            assert slot.handed_off == 1  # waited for the trip to start (it could not: the wait ended on its bound)
+            for n in range(HAND_OFF_EVENTS + 1, 2 * HAND_OFF_EVENTS):
+                await bus.post(ev(n))
+            assert slot.handed_off == 1  # once per trip
+            gate.set()
+            await bus.wait_delivered()
+        assert [n for n, _, _ in listener.calls] == list(range(2 * HAND_OFF_EVENTS))
+
+    try:
+        run(backend, body)
+    finally:
+        gate.set()
