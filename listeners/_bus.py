@@ -38,7 +38,7 @@ from ._events import (
     succeeded_values,
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo
-from ._listener_queue import HAND_OFF_EVENTS, LINGER_EVENTS, SUCCEEDED, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
+from ._listener_queue import LINGER_EVENTS, SUCCEEDED, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
 
 __all__ = [
     "DEFAULT_LISTENER_EXIT_TIMEOUT",
@@ -91,9 +91,10 @@ class StreamingListenerBus:
     ``def`` callback off the event loop, on a worker thread that serves that listener alone (one
     call at a time, in posting order), so one that blocks, does I/O or calls Spark delays neither
     the timer, the scheduler nor the host's loop (only when that thread waits for the GIL while
-    ``HAND_OFF_EVENTS`` queue up does a post wait for it, up to 1 ms). A listener whose plain callbacks are quick and
-    touch objects of the loop (anyio events, the engine's own state) asks to run on the loop
-    instead, with ``add_listener(..., on_loop=True)`` or a class attribute ``run_on_loop = True``.
+    ``HAND_OFF_EVENTS`` queue up does a post sleep for it, up to 1 ms, the loop free meanwhile).
+    A listener whose plain callbacks are quick and touch objects of the loop (anyio events, the
+    engine's own state) asks to run on the loop instead, with ``add_listener(..., on_loop=True)``
+    or a class attribute ``run_on_loop = True``.
     A listener whose callbacks are a few microseconds of arithmetic (metrics, the web UI's
     history) asks to run inline, ``add_listener(..., inline=True)`` or ``run_inline = True``: it is
     called inside :meth:`post`, in the posting task, with no queue and no task switch; its
@@ -160,6 +161,9 @@ class StreamingListenerBus:
         # Replaced, never mutated, on add/remove: a post that waits (BLOCK) keeps iterating the
         # list it started with, so no listener is skipped when another one leaves.
         self._slots: list[ListenerQueue] = []
+        # Plain listeners' queues whose thread is starved for the GIL (see HAND_OFF_EVENTS): the post
+        # that found them sleeps a moment before it returns, so the loop idles and the thread runs.
+        self._starved: list[ListenerQueue] = []
         self._wanted: frozenset[type] = frozenset()
         self._posted = 0
         self._tg: anyio.abc.TaskGroup | None = None
@@ -244,6 +248,8 @@ class StreamingListenerBus:
         slots = self._offer(event)
         if slots is not None:
             await self._post_waiting(event, slots)
+        if self._starved:
+            await self._hand_off()
 
     def _offer(self, event: StreamingEvent) -> list[ListenerQueue] | None:
         """``post`` without waiting: the listeners from the first whose queue is full under BLOCK on, else ``None`` (all served).
@@ -254,13 +260,18 @@ class StreamingListenerBus:
             self._log.warning("event posted after the bus was closed; ignored", event_type=type(event).__name__)
             return None
         self._posted += 1
-        return _serve(event, self._slots, None, self.capacity, self._block)
+        return _serve(event, self._slots, None, self.capacity, self._block, self._starved)
+
+    async def _hand_off(self) -> None:
+        starved, self._starved = self._starved, []
+        for slot in starved:
+            await slot.hand_off()
 
     async def _post_waiting(self, event: StreamingEvent, slots: list[ListenerQueue] | None) -> None:
         # The first of slots has a full queue (BLOCK): wait for room there, then serve the rest in order.
         while slots is not None:
             await slots[0].put_waiting(event)
-            slots = _serve(event, slots[1:], None, self.capacity, self._block)
+            slots = _serve(event, slots[1:], None, self.capacity, self._block, self._starved)
 
     # -- the running batches, read when asked --
 
@@ -379,11 +390,13 @@ class StreamingListenerBus:
                 event = BatchCompleted.of_record(batch)
             else:
                 event = BatchCompleted.of_completed(batch)
-            slots = _serve(event, self._slots, values, self.capacity, self._block)
+            slots = _serve(event, self._slots, values, self.capacity, self._block, self._starved)
             if slots is not None:
                 # A full queue under BLOCK waits with the object (not SUCCEEDED: the dispatcher may take
                 # a waiting put before this task resumes, so the values would come too late).
                 await self._post_waiting(event or of_succeeded_values(values), slots)  # type: ignore[arg-type]
+            if self._starved:
+                await self._hand_off()
 
     # -- running --
 
@@ -538,7 +551,7 @@ class StreamingListenerBus:
 
 
 def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tuple[object, ...] | None, capacity: int,
-           block: bool) -> list[ListenerQueue] | None:
+           block: bool, starved: list[ListenerQueue]) -> list[ListenerQueue] | None:
     """Hand ``event`` to each of ``slots`` in order; stop at a full queue if ``block`` (BLOCK) and return it and the rest.
 
     ``values``: a succeeded batch's (``succeeded_values``), for a plain listener's queue (``SUCCEEDED``, see
@@ -569,8 +582,8 @@ def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tup
                 filled = slot.filled
                 if filled is not None and len(pending) >= LINGER_EVENTS:
                     filled.set()
-                elif slot.starting and slot.accepted - slot.processed >= HAND_OFF_EVENTS:
-                    slot.hand_off()  # a trip that has not started behind this many: its thread is starved
+                elif slot.starting and slot.ask_hand_off():
+                    starved.append(slot)  # a trip that has not started behind this many: its thread is starved
             else:
                 slot.drop(item)  # only under DROP: the dispatcher never gathers a run under BLOCK
             continue
@@ -590,6 +603,6 @@ def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tup
         filled = slot.filled
         if filled is not None and len(queue) >= LINGER_EVENTS:
             filled.set()  # it lingers for a run this long: the trip starts
-        elif slot.starting and slot.accepted - slot.processed >= HAND_OFF_EVENTS:
-            slot.hand_off()  # a trip that has not started behind this many: its thread is starved
+        elif slot.starting and slot.ask_hand_off():
+            starved.append(slot)  # a trip that has not started behind this many: its thread is starved
     return None

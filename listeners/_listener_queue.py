@@ -68,7 +68,8 @@ Flat out the loop gives up the GIL only for an instant at each selector poll, an
 and more, the queue filled and under ``BLOCK`` the job runner waited while the generator ran ahead.
 """
 
-HAND_OFF_WAIT_S = 0.001  # the longest the loop's thread waits for a starved trip to start, in seconds
+HAND_OFF_WAIT_S = 0.001  # the longest a post sleeps for a starved trip to start, in seconds
+_HAND_OFF_STEP_S = 0.0001  # its steps: each a selector wait of the loop with the GIL released
 
 _Handlers = dict[type, tuple[Callable[[Any], Any], bool]]
 _Run = list[tuple[Callable[[Any], Any] | None, object]]
@@ -467,13 +468,27 @@ class ListenerQueue:
                 if seq == self._linger_seq:
                     self.end_linger()
 
-    def hand_off(self) -> None:
-        """On the loop, with ``HAND_OFF_EVENTS`` undelivered and a trip not started: wait (GIL released) until it starts.
+    def ask_hand_off(self) -> bool:
+        """On the loop, as an event is queued: whether the post should now hand this queue's starved thread the GIL.
 
-        At most ``HAND_OFF_WAIT_S``, once per trip: the starved listener's thread takes the GIL at once."""
-        self.starting = False  # once per trip, whether it starts in time or not
-        self.handed_off += 1
-        self.trip_started.wait(HAND_OFF_WAIT_S)
+        True once per trip, when ``HAND_OFF_EVENTS`` are undelivered behind a trip that has not started.
+        """
+        if self.starting and self.accepted - self.processed >= HAND_OFF_EVENTS:
+            self.starting = False  # once per trip, whether it starts in time or not
+            self.handed_off += 1
+            return True
+        return False
+
+    async def hand_off(self) -> None:
+        """Sleep, in short steps and at most ``HAND_OFF_WAIT_S``, until the trip asked for has started.
+
+        The posting task sleeps, not the loop: other tasks run, and while none is ready the loop
+        waits in its selector with the GIL released, which is when the starved thread takes it.
+        """
+        with anyio.move_on_after(HAND_OFF_WAIT_S):
+            # Polled: the thread sets a threading.Event as its trip starts (an anyio one would cost it a call into the loop).
+            while not self.trip_started.is_set():  # noqa: ASYNC110
+                await anyio.sleep(_HAND_OFF_STEP_S)
 
     def end_linger(self) -> None:
         """Let a lingering dispatcher make its trip now (the bus closes, the listener leaves, someone waits for delivery)."""
