@@ -6,7 +6,7 @@ Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue`` per listener, with an
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 import anyio
 import anyio.abc
@@ -38,7 +38,8 @@ from ._events import (
     succeeded_values,
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo
-from ._listener_queue import LINGER_EVENTS, SUCCEEDED, DeliveryControl, ListenerQueue, ListenerStatistics, name_of
+from ._listener_queue import DeliveryControl, ListenerQueue, ListenerStatistics, name_of
+from ._serve import serve
 
 __all__ = [
     "DEFAULT_LISTENER_EXIT_TIMEOUT",
@@ -260,7 +261,7 @@ class StreamingListenerBus:
             self._log.warning("event posted after the bus was closed; ignored", event_type=type(event).__name__)
             return None
         self._posted += 1
-        return _serve(event, self._slots, None, self.capacity, self._block, self._starved)
+        return serve(event, self._slots, None, self.capacity, self._block, self._starved)
 
     async def _hand_off(self) -> None:
         starved, self._starved = self._starved, []
@@ -271,7 +272,7 @@ class StreamingListenerBus:
         # The first of slots has a full queue (BLOCK): wait for room there, then serve the rest in order.
         while slots is not None:
             await slots[0].put_waiting(event)
-            slots = _serve(event, slots[1:], None, self.capacity, self._block, self._starved)
+            slots = serve(event, slots[1:], None, self.capacity, self._block, self._starved)
 
     # -- the running batches, read when asked --
 
@@ -390,7 +391,7 @@ class StreamingListenerBus:
                 event = BatchCompleted.of_record(batch)
             else:
                 event = BatchCompleted.of_completed(batch)
-            slots = _serve(event, self._slots, values, self.capacity, self._block, self._starved)
+            slots = serve(event, self._slots, values, self.capacity, self._block, self._starved)
             if slots is not None:
                 # A full queue under BLOCK waits with the object (not SUCCEEDED: the dispatcher may take
                 # a waiting put before this task resumes, so the values would come too late).
@@ -548,61 +549,3 @@ class StreamingListenerBus:
         st = self.statistics()
         return (f"<StreamingListenerBus [listeners: {len(self._slots)} | events: {st.posted} posted, "
                 f"{st.queued} queued, {st.dropped} dropped]>")
-
-
-def _serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tuple[object, ...] | None, capacity: int,
-           block: bool, starved: list[ListenerQueue]) -> list[ListenerQueue] | None:
-    """Hand ``event`` to each of ``slots`` in order; stop at a full queue if ``block`` (BLOCK) and return it and the rest.
-
-    ``values``: a succeeded batch's (``succeeded_values``), for a plain listener's queue (``SUCCEEDED``, see
-    ``ListenerQueue.flat``); ``event`` is then its ``BatchCompleted``, or ``None`` until another listener needs it.
-    """
-    kind = type(event) if values is None else BatchCompleted
-    for slot in slots:  # no enumerate: the index is looked up only when a queue is full under BLOCK
-        if slot.inline:
-            if event is None:
-                event = of_succeeded_values(values)  # type: ignore[arg-type]
-            slot.deliver_inline(event)
-            continue
-        if kind not in slot.handlers:
-            slot.skipped += 1  # nothing to call: counted as delivered, never queued
-            continue
-        item: Any = SUCCEEDED if values is not None and slot.flat else event
-        if item is None:
-            item = event = of_succeeded_values(values)  # type: ignore[arg-type]
-        pending = slot.pending
-        if pending is not None:
-            # A plain listener's trip is in flight and nothing else is queued for it: the event
-            # joins the next trip's run in a plain list (no mailbox put; see ListenerQueue.pending).
-            if len(pending) < capacity:
-                pending.append(item)
-                if item is SUCCEEDED:
-                    slot.values.extend(values)  # type: ignore[arg-type]
-                slot.accepted += 1
-                filled = slot.filled
-                if filled is not None and len(pending) >= LINGER_EVENTS:
-                    filled.set()
-                elif slot.starting and slot.ask_hand_off():
-                    starved.append(slot)  # a trip that has not started behind this many: its thread is starved
-            else:
-                slot.drop(item)  # only under DROP: the dispatcher never gathers a run under BLOCK
-            continue
-        queue = slot.queue
-        try:
-            queue.put_nowait(item)
-        except anyio.WouldBlock:
-            if block:
-                return slots[slots.index(slot):]
-            slot.drop(item)
-            continue
-        except anyio.ClosedResourceError:
-            continue  # removed meanwhile, or its dispatcher is gone
-        if item is SUCCEEDED:
-            slot.values.extend(values)  # type: ignore[arg-type]
-        slot.accepted += 1
-        filled = slot.filled
-        if filled is not None and len(queue) >= LINGER_EVENTS:
-            filled.set()  # it lingers for a run this long: the trip starts
-        elif slot.starting and slot.ask_hand_off():
-            starved.append(slot)  # a trip that has not started behind this many: its thread is starved
-    return None

@@ -29,6 +29,7 @@ from scheduler import (
 )
 
 from ._events import SUCCEEDED_WIDTH, BatchCompleted, StreamingEvent, of_succeeded_values
+from ._hand_off import HAND_OFF_EVENTS, GilHandOff
 from ._listener import HANDLER_NAMES, StreamingListener
 
 __all__ = ["SUCCEEDED", "DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener", "handlers_of",
@@ -59,17 +60,6 @@ the collector nothing (``SUCCEEDED``), so trips may be long; until issue 28's se
 events were objects and a linger past 24 started collections. Flat out the time (``LINGER``) ends
 a linger first: figures in docs/ui.md ("History and cost").
 """
-
-HAND_OFF_EVENTS = 2048
-"""With this many events undelivered to a plain listener whose trip has not started, the loop hands its thread the GIL.
-
-Flat out the loop gives up the GIL only for an instant at each selector poll, and each restarts the
-5 ms a waiting thread allows the holder (CPython 3.11): on a quiet machine a trip could wait 40 ms
-and more, the queue filled and under ``BLOCK`` the job runner waited while the generator ran ahead.
-"""
-
-HAND_OFF_WAIT_S = 0.001  # the longest a post sleeps for a starved trip to start, in seconds
-_HAND_OFF_STEP_S = 0.0001  # its steps: each a selector wait of the loop with the GIL released
 
 _Handlers = dict[type, tuple[Callable[[Any], Any], bool]]
 _Run = list[tuple[Callable[[Any], Any] | None, object]]
@@ -480,15 +470,8 @@ class ListenerQueue:
         return False
 
     async def hand_off(self) -> None:
-        """Sleep, in short steps and at most ``HAND_OFF_WAIT_S``, until the trip asked for has started.
-
-        The posting task sleeps, not the loop: other tasks run, and while none is ready the loop
-        waits in its selector with the GIL released, which is when the starved thread takes it.
-        """
-        with anyio.move_on_after(HAND_OFF_WAIT_S):
-            # Polled: the thread sets a threading.Event as its trip starts (an anyio one would cost it a call into the loop).
-            while not self.trip_started.is_set():  # noqa: ASYNC110
-                await anyio.sleep(_HAND_OFF_STEP_S)
+        """Sleep, in short steps and at most ``HAND_OFF_WAIT_S``, until the trip asked for has started (:class:`GilHandOff`)."""
+        await GilHandOff.wait(self.trip_started)
 
     def end_linger(self) -> None:
         """Let a lingering dispatcher make its trip now (the bus closes, the listener leaves, someone waits for delivery)."""

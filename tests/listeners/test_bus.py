@@ -38,7 +38,7 @@ from listeners import (
     current_listener,
 )
 from listeners._events import SUCCEEDED_WIDTH
-from listeners._listener_queue import HAND_OFF_EVENTS
+from listeners._hand_off import HAND_OFF_EVENTS
 from scheduler import Job, JobSet, StreamingStateError, StreamInputInfo, Time
 from tests.anyio_support import BACKENDS, HANG_GUARD_S, raises_exactly, run, settle
 from tests.support import capture_events, wait_until
