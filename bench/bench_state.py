@@ -11,7 +11,8 @@ Prints one JSON object (with the machine's load beside each part), on an embedde
     touched per batch, the same JSON files read by both, 4 partitions: pyspark's
     ``applyInPandasWithState`` (Structured Streaming, noop sink, one file per trigger, a query per
     round with ``availableNow``; its ``addBatch`` and ``triggerExecution``) and ours (processing
-    delay; one batch per file on a stepped clock, so nothing of ours runs between its batches) in
+    delay; one batch per file on a stepped clock, so nothing of ours runs between its batches; the
+    file is one partition, so each batch runs its 4 state partitions in one task, no shuffle) in
     ``--rounds`` alternating rounds of ``--vs-batches`` batches each, after each side's seed
     batch; per round the medians, the process tree's CPU per batch and the ratios, then their
     median and spread (target: at most 0.25). pyspark's seed is written through Spark's own store

@@ -257,7 +257,8 @@ class KeyedStateNode(StreamNode):
 
         A task that fails after some of its partitions committed loses their numbers with its
         accumulator update, as a task that failed downstream of its state does (see
-        :meth:`_advance`); their state and kept outputs stand, so a retry does not run them again.
+        :meth:`_advance`); their state and kept outputs stand, so a retry on the same executor does not
+        run them again (one elsewhere runs them from their version, as a retried task always did).
         """
         if self._env.spark.kind == "connect":
             return partitions

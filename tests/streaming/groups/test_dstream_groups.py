@@ -204,13 +204,16 @@ def count_values(key: str, values: Iterator[int], state: GroupState) -> Iterator
     yield (key, state.get)
 
 
+@pytest.mark.parametrize("input_partitions", [2, 1])
 @pytest.mark.parametrize("reads_state", [True, False])
 def test_the_operators_own_output_runs_last_and_a_spark_job_only_for_partitions_no_output_computed(
-        spark_context: Any, tmp_path: Path, reads_state: bool) -> None:
-    """The user's output is operation 0, the operator's own 1: no Spark job if the user's collect ran all partitions, else one."""
+        spark_context: Any, tmp_path: Path, reads_state: bool, input_partitions: int) -> None:
+    """The user's output is operation 0, the operator's own 1: no Spark job if the user's collect ran all partitions, else
+    one (after a shuffle, or in the single input partition's task)."""
     clock = ManualClock(0)
     ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
-    stream = ssc.queueStream([spark_context.parallelize(b, 2) for b in (["a", "b", "c"], ["a"])], oneAtATime=True)
+    stream = ssc.queueStream([spark_context.parallelize(b, input_partitions) for b in (["a", "b", "c"], ["a"])],
+                             oneAtATime=True)
     counts = stream.map(lambda k: (k, 1)).flatMapGroupsWithState(count_values, "update", "NoTimeout", numPartitions=2)
     groups: list[str] = []
     seen: dict[int, list[Any]] = {}
