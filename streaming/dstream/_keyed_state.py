@@ -180,8 +180,6 @@ class KeyedStateNode(StreamNode):
             self._first_batch_done = True
         run_batch = self.partition_batch(batch_id, time.milliseconds, graph.batch_watermarks(time), self._watermark())
         operator, partitions = self.operator_id, self._num_partitions
-        tasks = self.task_count(partitions)
-        by_task = [[p for p in range(partitions) if p * tasks // partitions == task] for task in range(tasks)]
 
         def by_partition(kv: tuple[Any, Any]) -> tuple[int, tuple[Any, bool, Any]]:
             from pyspark.rdd import portable_hash
@@ -198,6 +196,10 @@ class KeyedStateNode(StreamNode):
                 return portable_hash(kv[0]) % partitions, (kv[0], True, kv[1])
 
             tagged = tagged.union(initial.map(initial_by_partition))
+        # Every record in one task already (an input of one partition): it runs all the partitions, with no shuffle.
+        shuffle = env.spark.kind == "connect" or tagged.getNumPartitions() != 1
+        tasks = self.task_count(partitions) if shuffle else 1
+        by_task = [[p for p in range(partitions) if p * tasks // partitions == task] for task in range(tasks)]
         if self._stats is None:
             self._stats = batch_stats(env)
         sink, batch = self._stats.sink, time.milliseconds
@@ -229,13 +231,9 @@ class KeyedStateNode(StreamNode):
                 outputs.extend(run_partition(partition, data[partition], initial_pairs[partition]))
             return iter(outputs)
 
-        if env.spark.kind != "connect" and tagged.getNumPartitions() == 1:
-            # Every record is in one task already: it runs all the partitions, with no shuffle.
-            by_task = [list(range(partitions))]
-            out = tagged.mapPartitionsWithIndex(run, preservesPartitioning=False)
-        else:
-            out = tagged.partitionBy(tasks, lambda partition: partition * tasks // partitions).mapPartitionsWithIndex(
-                run, preservesPartitioning=False)
+        if shuffle:
+            tagged = tagged.partitionBy(tasks, lambda partition: partition * tasks // partitions)
+        out = tagged.mapPartitionsWithIndex(run, preservesPartitioning=False)
         self._batch_of[out] = batch
         return out
 
