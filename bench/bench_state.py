@@ -11,7 +11,8 @@ Prints one JSON object (with the machine's load beside each part), on an embedde
     touched per batch, the same JSON files read by both, 4 partitions: pyspark's
     ``applyInPandasWithState`` (Structured Streaming, noop sink, one file per trigger, a query per
     round with ``availableNow``; its ``addBatch`` and ``triggerExecution``) and ours (processing
-    delay; one batch per file on a stepped clock, so nothing of ours runs between its batches) in
+    delay; one batch per file on a stepped clock, so nothing of ours runs between its batches; the
+    file is one partition, so each batch runs its 4 state partitions in one task, no shuffle) in
     ``--rounds`` alternating rounds of ``--vs-batches`` batches each, after each side's seed
     batch; per round the medians, the process tree's CPU per batch and the ratios, then their
     median and spread (target: at most 0.25). pyspark's seed is written through Spark's own store
@@ -31,6 +32,8 @@ Prints one JSON object (with the machine's load beside each part), on an embedde
     stateful / floor, their median and spread (target: at most 2). ``--compare-fsync`` adds, in
     each round, the stateful count with ``spark.aiodstream.stateStore.fsync=false`` (commits not
     flushed, Spark's durability) and its ratios.
+(g) ``ours_alone`` (``--only ours_alone``): ``vs_pyspark``'s side of ours alone (the same seed and
+    files, ``--rounds`` rounds of ``--vs-batches``), to compare two trees of ours run alternately.
 (e) ``store_direct`` (``--only store_direct``): the state store alone, no Spark: one partition
     holding ``--large`` keys, ``--batches`` batches each loading the next version, touching
     ``--touched`` keys and committing; min and median ms per batch (what a batch pays the store,
@@ -493,6 +496,44 @@ def run_vs_pyspark(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def run_ours_alone(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """``vs_pyspark``'s side of ours without pyspark's: the same seed and files, ``--rounds`` rounds of ``--vs-batches``.
+
+    For comparing two trees of ours (run it on each, alternating) without pyspark's batches,
+    whose times swing with the load far more than ours, in between.
+    """
+    import anyio
+
+    rounds: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="aiodstream-bench-ours-") as tmp:
+        root = Path(tmp)
+        seed, round_files = write_round_files(root / "files", args.large, args.touched, args.rounds, args.vs_batches)
+
+        async def driver() -> None:
+            sc._conf.set(FSYNC_KEY, "false" if args.ours_unflushed else "true")
+            ours = OursSide(sc, root, 10_000)
+            async with ours.ssc:
+                await ours.ssc.start_async()
+                await ours.run([seed], 0)
+                for files in round_files:
+                    load = [round(x, 2) for x in os.getloadavg()]
+                    row = await ours.run(files, args.vs_warmup)
+                    rounds.append({"load_average_before": load, **row,
+                                   "processing_ms_median": statistics.median(row["processing_ms"])})
+                await ours.ssc.stop_async(stopSparkContext=False)
+
+        anyio.run(driver)
+    return {
+        "quantity": f"ours' processing delay per steady batch as in vs_pyspark ({args.large} keys held, {args.touched} "
+                    f"touched, one JSON file a batch), {args.rounds} rounds of {args.vs_batches} batches ({args.vs_warmup} "
+                    "warm-up); CPU: the process tree's per batch",
+        "ours_unflushed": args.ours_unflushed, "rounds": rounds,
+        "processing_ms_median": statistics.median(ms for r in rounds for ms in r["processing_ms"]),
+        "cpu_ms_per_batch_median_of_rounds": statistics.median(c) if (c := [r["cpu_ms_per_batch"] for r in rounds
+                                                                             if r["cpu_ms_per_batch"]]) else None,
+    }
+
+
 def run_floor(sc: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Alternating rounds of the stateful count and of reduceByKey over the same records on ``sc``; medians, CPU, ratios.
 
@@ -620,6 +661,8 @@ def main() -> None:
         out["keys_held"]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     if "vs_pyspark" in args.only:
         out["vs_pyspark"] = run_vs_pyspark(sc, args)
+    if "ours_alone" in args.only:
+        out["ours_alone"] = run_ours_alone(sc, args)
     if "floor" in args.only:
         out["floor"] = run_floor(sc, args)
     if "remote_store" in args.only:

@@ -1,8 +1,10 @@
 """KeyedStateNode: what the DStream operators on a state store share (``flatMapGroupsWithState``, ``transformWithState``).
 
-Each batch hashes the pairs into the operator's partitions and runs, in one Spark task per
-partition, the operator's batch over that partition's state store, loaded at the batch's version
-(its batch id) and committed as the next one before the task ends. So the state lives with the
+Each batch hashes the pairs into the operator's partitions and runs, in a Spark task, the
+operator's batch over each partition's state store, loaded at the batch's version (its batch id)
+and committed as the next one before the task ends. A task runs a contiguous block of partitions
+when there are more partitions than Spark's default parallelism, and an input of one partition
+runs them all in its own task, with no shuffle (:meth:`KeyedStateNode.task_count`). So the state lives with the
 tasks, under the checkpoint directory, never on the driver. The tasks reach it from Python: a
 local or shared POSIX path directly, any other URI through fsspec (the driver reaches the same
 URI through Hadoop). A batch with no input still runs every partition (its timers fire); and a
@@ -177,11 +179,27 @@ class KeyedStateNode(StreamNode):
             self.first_batch(state_dir)
             self._first_batch_done = True
         run_batch = self.partition_batch(batch_id, time.milliseconds, graph.batch_watermarks(time), self._watermark())
-        operator = self.operator_id
-        tagged = parent.map(lambda kv: (kv[0], (False, kv[1])))
+        operator, partitions = self.operator_id, self._num_partitions
+
+        def by_partition(kv: tuple[Any, Any]) -> tuple[int, tuple[Any, bool, Any]]:
+            from pyspark.rdd import portable_hash
+
+            return portable_hash(kv[0]) % partitions, (kv[0], False, kv[1])
+
+        tagged = parent.map(by_partition)
         if batch_id == 0 and self._initial is not None:
             initial = self._initial if not isinstance(self._initial, list) else sc.parallelize(self._initial)
-            tagged = tagged.union(initial.map(lambda kv: (kv[0], (True, kv[1]))))
+
+            def initial_by_partition(kv: tuple[Any, Any]) -> tuple[int, tuple[Any, bool, Any]]:
+                from pyspark.rdd import portable_hash
+
+                return portable_hash(kv[0]) % partitions, (kv[0], True, kv[1])
+
+            tagged = tagged.union(initial.map(initial_by_partition))
+        # Every record in one task already (an input of one partition): it runs all the partitions, with no shuffle.
+        shuffle = env.spark.kind == "connect" or tagged.getNumPartitions() != 1
+        tasks = self.task_count(partitions) if shuffle else 1
+        by_task = [[p for p in range(partitions) if p * tasks // partitions == task] for task in range(tasks)]
         if self._stats is None:
             self._stats = batch_stats(env)
         sink, batch = self._stats.sink, time.milliseconds
@@ -189,28 +207,60 @@ class KeyedStateNode(StreamNode):
         fsync = (env.spark.settings().get(STATE_STORE_FSYNC_KEY) or "true").strip().lower() != "false"
         token = f"{batch_id}-{uuid.uuid4().hex}"  # this RDD's run: a batch generated again gets another
 
-        def run(partition: int, records: Iterable[tuple[Any, tuple[bool, Any]]]) -> Iterator[Any]:
+        def run_partition(partition: int, data: list[tuple[Any, Any]], initial_pairs: list[tuple[Any, Any]]) -> list[Any]:
             from streaming.state import StateStoreProvider, once_per_batch
 
-            sink.check()  # a state that could not report its numbers does not advance
             provider = StateStoreProvider.shared(root, operator, partition, fsync=fsync)
             with once_per_batch(provider.working_copy, token) as kept:
                 if kept.outputs is not None:  # this run's state already ran here: its outputs, not a second run
-                    for _ in records:
-                        pass  # read to the end, so pyspark reuses this worker
-                    return iter(kept.outputs)
-                data: list[tuple[Any, Any]] = []
-                initial_pairs: list[tuple[Any, Any]] = []
-                for key, (is_initial, value) in records:
-                    (initial_pairs if is_initial else data).append((key, value))
+                    return kept.outputs
                 outputs, stats = run_batch(provider, data, initial_pairs)
                 kept.keep(outputs)
             sink.add_partition(batch, partition, stats)
+            return outputs
+
+        def run(task: int, records: Iterable[tuple[int, tuple[Any, bool, Any]]]) -> Iterator[Any]:
+            sink.check()  # a state that could not report its numbers does not advance
+            mine = by_task[task]
+            data: dict[int, list[tuple[Any, Any]]] = {p: [] for p in mine}
+            initial_pairs: dict[int, list[tuple[Any, Any]]] = {p: [] for p in mine}
+            for partition, (key, is_initial, value) in records:  # read to the end, so pyspark reuses this worker
+                (initial_pairs if is_initial else data)[partition].append((key, value))
+            outputs: list[Any] = []
+            for partition in mine:  # in order, so the RDD's rows come in the state partitions' order
+                outputs.extend(run_partition(partition, data[partition], initial_pairs[partition]))
             return iter(outputs)
 
-        out = tagged.partitionBy(self._num_partitions).mapPartitionsWithIndex(run, preservesPartitioning=False)
+        if shuffle:
+            tagged = tagged.partitionBy(tasks, lambda partition: partition * tasks // partitions)
+        out = tagged.mapPartitionsWithIndex(run, preservesPartitioning=False)
         self._batch_of[out] = batch
         return out
+
+    def task_count(self, partitions: int) -> int:
+        """How many Spark tasks run a batch's ``partitions`` state partitions: at most Spark's default parallelism.
+
+        Past the cores, more tasks only run in waves, and each pyspark task has a fixed cost (a
+        Python worker's round trip, tens of ms on a small machine) that the state's own work per
+        partition (a few ms for a thousand keys) does not approach; so a task runs a contiguous
+        block of partitions, one after the other (task ``t`` the partitions ``p`` with
+        ``p * tasks // partitions == t``), and the RDD's rows come in the partitions' order as
+        before. Which partition holds a key, and so the stores, do not change. On Spark Connect
+        every partition keeps its own task.
+
+        A batch whose input is one partition (a small file of ``textFileStream``, a queued RDD of
+        one slice) skips the shuffle: that partition's task runs every state partition in turn.
+        The batch then runs one task; ``repartition`` the stream before the operator to spread a
+        large single-partition batch's state over several.
+
+        A task that fails after some of its partitions committed loses their numbers with its
+        accumulator update, as a task that failed downstream of its state does (see
+        :meth:`_advance`); their state and kept outputs stand, so a retry on the same executor does not
+        run them again (one elsewhere runs them from their version, as a retried task always did).
+        """
+        if self._env.spark.kind == "connect":
+            return partitions
+        return max(1, min(partitions, self._env.spark.settings().default_parallelism))
 
     def take_state_progress(self, time: Time) -> StateOperatorProgress | None:
         """What batch ``time``'s tasks reported, as progress (``None`` if none ran), forgotten afterwards."""

@@ -181,9 +181,11 @@ def text_file_stream(env: StreamEnvironment, directory: str) -> DStream:
     (Spark's FileInputDStream rules: hidden files are skipped, files older than the stream or
     than the 60 s remember window are ignored). Move finished files into the directory
     rather than writing them in place. ``directory`` may be a local path, a glob, or a
-    Hadoop URI (``hdfs://``, ``file:``...).
+    Hadoop URI (``hdfs://``, ``file:``...). A file is read in Hadoop's splits of a block, as
+    Spark's FileInputDStream reads it (``newAPIHadoopFile``): a small file is one partition
+    (``textFile``'s default of two would split it in two).
     """
-    return FileInputDStream(env, directory, lambda sc, path: sc.textFile(path), TextLines())
+    return FileInputDStream(env, directory, lambda sc, path: sc.textFile(path, 1), TextLines())
 
 
 def binary_records_stream(env: StreamEnvironment, directory: str, record_length: int) -> DStream:

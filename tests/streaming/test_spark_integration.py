@@ -655,11 +655,20 @@ def test_a_receiver_task_breaking_the_report_rules_is_dropped_before_anything_re
 
 
 def test_file_stream_reads_each_new_file_once_and_ignores_old_and_hidden_ones(contexts: Any, tmp_path: Path) -> None:
-    """textFileStream takes files moved in after it started, once each; old, hidden and pre-existing files are skipped."""
+    """textFileStream takes files moved in after it started, once each, a small file as one partition; old, hidden and
+    pre-existing files are skipped."""
     (tmp_path / "before.txt").write_text("before\n")
     ssc, recorder = contexts(0.2)
     got: list[str] = []
-    ssc.textFileStream(str(tmp_path)).foreachRDD(lambda rdd: got.extend(rdd.collect()))
+    partitions: list[int] = []
+
+    def output(rdd: Any) -> None:
+        lines = rdd.collect()
+        got.extend(lines)
+        if lines:
+            partitions.append(rdd.getNumPartitions())
+
+    ssc.textFileStream(str(tmp_path)).foreachRDD(output)
     ssc.start()
 
     def move_in(name: str, text: str, *, mtime: float | None = None) -> str:
@@ -685,6 +694,7 @@ def test_file_stream_reads_each_new_file_once_and_ignores_old_and_hidden_ones(co
 
     assert files_seen() == [first, second]
     assert sorted(got) == ["a", "b", "c"]
+    assert partitions == [1, 1]  # Spark's FileInputDStream reads a file in splits of a block: a small file is one
     info = next(b for b in recorder.batches if b.stream_id_to_input_info[0].metadata["files"]).stream_id_to_input_info[0]
     # pyspark reports 0 records for file streams; ours counts the lines the batch read.
     assert info.num_records == 2 and info.metadata_description == first

@@ -204,13 +204,16 @@ def count_values(key: str, values: Iterator[int], state: GroupState) -> Iterator
     yield (key, state.get)
 
 
+@pytest.mark.parametrize("input_partitions", [2, 1])
 @pytest.mark.parametrize("reads_state", [True, False])
 def test_the_operators_own_output_runs_last_and_a_spark_job_only_for_partitions_no_output_computed(
-        spark_context: Any, tmp_path: Path, reads_state: bool) -> None:
-    """The user's output is operation 0, the operator's own 1: no Spark job if the user's collect ran all partitions, else one."""
+        spark_context: Any, tmp_path: Path, reads_state: bool, input_partitions: int) -> None:
+    """The user's output is operation 0, the operator's own 1: no Spark job if the user's collect ran all partitions, else
+    one (after a shuffle, or in the single input partition's task)."""
     clock = ManualClock(0)
     ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
-    stream = ssc.queueStream([spark_context.parallelize(b, 2) for b in (["a", "b", "c"], ["a"])], oneAtATime=True)
+    stream = ssc.queueStream([spark_context.parallelize(b, input_partitions) for b in (["a", "b", "c"], ["a"])],
+                             oneAtATime=True)
     counts = stream.map(lambda k: (k, 1)).flatMapGroupsWithState(count_values, "update", "NoTimeout", numPartitions=2)
     groups: list[str] = []
     seen: dict[int, list[Any]] = {}
@@ -233,3 +236,80 @@ def test_the_operators_own_output_runs_last_and_a_spark_job_only_for_partitions_
     progress = ssc.runtime.recent_progress
     assert [p.state_operators[0].num_rows_total for p in progress] == [3, 3]
     assert [p.state_operators[0].num_rows_updated for p in progress] == [3, 1]
+
+
+def state_partitions(sc: Any, keys: list[str], partitions: int) -> dict[str, int]:
+    """Each key's state partition (pyspark's ``portable_hash``, computed in a task: it needs the workers' hash seed)."""
+    from pyspark.rdd import portable_hash
+
+    return dict(sc.parallelize(keys, 1).map(lambda k: (k, portable_hash(k) % partitions)).collect())
+
+
+def state_partition_order(sc: Any, keys: list[str], partitions: int) -> list[str]:
+    """``keys`` as the operator's rows come: by state partition, then by pickled key."""
+    partition = state_partitions(sc, keys, partitions)
+    return sorted(keys, key=lambda k: (partition[k], pickle.dumps(k, protocol=5)))
+
+
+def run_counts(sc: Any, directory: Path, batches: list[list[str]], *, input_partitions: int,
+               partitions: int) -> tuple[list[list[list[Any]]], list[list[int]], list[Any]]:
+    """The running count of ``batches`` (input in ``input_partitions``): each batch's rows by RDD partition (glom), the
+    stages of its user output's job, and the progress."""
+    clock = ManualClock(0)
+    ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
+    stream = ssc.queueStream([sc.parallelize(b, input_partitions) for b in batches], oneAtATime=True)
+    counts = stream.map(lambda k: (k, 1)).flatMapGroupsWithState(count_values, "update", "NoTimeout",
+                                                                 numPartitions=partitions)
+    rows: list[list[list[Any]]] = []
+    stages: list[list[int]] = []
+
+    def output(rdd: Any) -> None:
+        group = rdd.context.getLocalProperty("spark.jobGroup.id")
+        rows.append(rdd.glom().collect())
+        tracker = rdd.context.statusTracker()
+        stages.append([len(tracker.getJobInfo(job).stageIds) for job in sorted(tracker.getJobIdsForGroup(group))])
+
+    counts.foreachRDD(output)
+    ssc.checkpoint(str(directory))
+    assert run_dstream_batches(ssc, clock, len(batches)) == []
+    return rows, stages, ssc.runtime.recent_progress
+
+
+def test_a_single_partition_input_runs_every_state_partition_in_its_own_task(spark_context: Any, tmp_path: Path) -> None:
+    """An input of one partition: one task, one stage, no shuffle; the rows and every partition's store as with a shuffle."""
+    batches = [["a", "b", "c", "d", "e", "f"], ["a", "c"], []]
+    rows, stages, progress = run_counts(spark_context, tmp_path / "ck", batches, input_partitions=1, partitions=4)
+    assert [len(parts) for parts in rows] == [1, 1, 1]
+    assert stages == [[1], [1], [1]]  # the state in the input's task: no shuffle stage
+    assert rows[0][0] == [(k, 1) for k in state_partition_order(spark_context, list("abcdef"), 4)]
+    assert rows[1][0] == [(k, 2) for k in state_partition_order(spark_context, ["a", "c"], 4)] and rows[2][0] == []
+    assert [p.state_operators[0].num_rows_total for p in progress] == [6, 6, 6]
+    assert [p.state_operators[0].num_state_store_instances for p in progress] == [4, 4, 4]
+    assert sorted(os.listdir(tmp_path / "ck" / "stateful" / "state" / "0")) == ["0", "1", "2", "3", "partitions"]
+
+
+def test_state_partitions_past_spark_s_parallelism_share_its_tasks_in_order(spark_context: Any, tmp_path: Path) -> None:
+    """8 state partitions on local[2]: 2 tasks of 4 partitions each (a contiguous block), rows in the partitions' order."""
+    assert spark_context.defaultParallelism == 2
+    keys = [f"k{i}" for i in range(40)]
+    rows, stages, progress = run_counts(spark_context, tmp_path / "ck", [keys, keys[:10]], input_partitions=3,
+                                        partitions=8)
+    assert [len(parts) for parts in rows] == [2, 2]
+    assert stages == [[2], [2]]
+    assert [row for part in rows[0] for row in part] == [(k, 1) for k in state_partition_order(spark_context, keys, 8)]
+    partition = state_partitions(spark_context, keys, 8)
+    assert {partition[k] for k, _ in rows[0][0]} == {0, 1, 2, 3} and {partition[k] for k, _ in rows[0][1]} == {4, 5, 6, 7}
+    assert [p.state_operators[0].num_state_store_instances for p in progress] == [8, 8]
+    assert [p.state_operators[0].num_rows_updated for p in progress] == [40, 10]
+
+
+def test_state_partitions_sharing_tasks_survive_a_restart(spark_context: Any, tmp_path: Path) -> None:
+    """4 state partitions in 2 tasks, stopped after two batches and resumed: the count goes on and the timeout fires."""
+    directory = tmp_path / "ck"
+    beats = [["x", "y", "z", "w"], ["x"], ["x"], [], [], []]
+    first, _ = run(spark_context, directory, beats, drive=2, partitions=4)
+    assert first == {1000: sorted((d, "online", 1) for d in "xyzw"), 2000: [("x", "online", 2)]}
+    second, progress = run(spark_context, directory, beats, resume=True, clock_start=2000, drive=4, partitions=4)
+    assert {p.state_operators[0].num_state_store_instances for p in progress} == {4}
+    assert second == {3000: [("x", "online", 3)], 4000: sorted((d, "offline", 4000) for d in "yzw"), 5000: [],
+                      6000: [("x", "offline", 6000)]}
