@@ -126,7 +126,7 @@ class StreamingUI:
         else:
             target.add_listener(history.listener(), name="StreamingUI")
         if self.metrics is not None:
-            self.metrics.attach(target, name=label)
+            self.metrics.attach(target, name=label, history=history)
         self._histories[label] = history
         return history
 
