@@ -261,30 +261,31 @@ class _QueryState:
         bucket = bisect.bisect_left
         first = limits[0]
         rows_total = 0
-        # The reports whose write fell in the first bucket (in memory, and mostly on disk, a write
-        # takes no whole ms) are counted in locals and added at the end, as in fold_batches.
-        first_offsets = first_commits = 0
+        # The reports whose writes both fell in the first bucket (in memory, and mostly on disk, a write
+        # takes no whole ms) are counted in a local and added at the end, as in fold_batches.
+        firsts = 0
         for _, rows, durations in reports:
             rows_total += rows
-            # A test and a lookup: cheaper than a .get() call when the phase is missing (no checkpoint).
-            if "walCommit" in durations:
-                ms = durations["walCommit"]
-                if ms <= first:
-                    first_offsets += 1
-                else:
-                    offsets_counts[bucket(limits, ms)] += 1
-                offsets_sum += ms
-            try:  # a micro-batch query's report always has it: no test first
-                ms = durations["commitOffsets"]
-            except KeyError:
+            try:  # a micro-batch query's report always has both phases: read without a test first
+                wal, commit = durations["walCommit"], durations["commitOffsets"]
+            except KeyError:  # a phase missing: each one that is there, on its own
+                wal, commit = durations.get("walCommit"), durations.get("commitOffsets")
+                if wal is not None:
+                    offsets_counts[0 if wal <= first else bucket(limits, wal)] += 1
+                    offsets_sum += wal
+                if commit is not None:
+                    commits_counts[0 if commit <= first else bucket(limits, commit)] += 1
+                    commits_sum += commit
                 continue
-            if ms <= first:
-                first_commits += 1
+            offsets_sum += wal
+            commits_sum += commit
+            if wal <= first and commit <= first:
+                firsts += 1
             else:
-                commits_counts[bucket(limits, ms)] += 1
-            commits_sum += ms
-        offsets_counts[0] += first_offsets
-        commits_counts[0] += first_commits
+                offsets_counts[0 if wal <= first else bucket(limits, wal)] += 1
+                commits_counts[0 if commit <= first else bucket(limits, commit)] += 1
+        offsets_counts[0] += firsts
+        commits_counts[0] += firsts
         offsets.sum_ms += offsets_sum
         commits.sum_ms += commits_sum
         self.progress_reports += len(reports)
