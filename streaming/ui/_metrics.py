@@ -269,11 +269,12 @@ class _QueryState:
             try:  # a micro-batch query's report always has both phases: read without a test first
                 wal, commit = durations["walCommit"], durations["commitOffsets"]
             except KeyError:  # a phase missing: each one that is there, on its own
-                wal, commit = durations.get("walCommit"), durations.get("commitOffsets")
-                if wal is not None:
+                if "walCommit" in durations:
+                    wal = durations["walCommit"]
                     offsets_counts[0 if wal <= first else bucket(limits, wal)] += 1
                     offsets_sum += wal
-                if commit is not None:
+                if "commitOffsets" in durations:
+                    commit = durations["commitOffsets"]
                     commits_counts[0 if commit <= first else bucket(limits, commit)] += 1
                     commits_sum += commit
                 continue
