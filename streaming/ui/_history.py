@@ -84,8 +84,9 @@ class ContextHistory:
         live: whether it follows a running engine (``False``: a trace).
         show_tracebacks: the JSON views give failures' full tracebacks; without it, each
             failure's type and message (:func:`error_summary`).
-        active: reads the running batches when a view asks (a bus's ``active_batches``, after
-            its ``follow_batches``). With it, register :meth:`listener` rather than the history:
+        active: reads the running batches when a view asks (snapshots of a ``JobScheduler``'s
+            ``running_batches()``, or a bus's ``active_batches`` after its ``follow_batches``).
+            With it, register :meth:`listener` rather than the history:
             it takes no ``BatchSubmitted`` or ``BatchStarted``, so the bus builds no snapshot for them.
         batch_log: reads the completed batches from a bus's :class:`~listeners.BatchLog`
             instead of taking ``BatchCompleted`` (:meth:`listener` then takes none): its reader
