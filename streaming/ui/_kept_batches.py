@@ -183,8 +183,8 @@ class FlatBatches:
         first = fold.first_ms if fold is not None else 0
         slot = self.appended % capacity
         fast = failed = total = 0
-        # The fold's sums over the simple batches; their records by input (summed in ``segment``
-        # while the input is the same, added to ``by_input`` when it changes and at the end).
+        # The fold's sums over the simple batches; their records by input (``total`` less ``segment``,
+        # its value when the simple batches of one input began, added to ``by_input`` when they end).
         simple_count = firsts = scheduling_sum = total_sum = segment = 0
         others: list[tuple[int, int]] = []
         by_input: dict[int, int] = {}
@@ -220,7 +220,6 @@ class FlatBatches:
                         if slot == capacity:
                             slot = 0
                         if observe:
-                            segment += records
                             began -= submitted
                             ended -= submitted
                             scheduling_sum += began
@@ -232,21 +231,20 @@ class FlatBatches:
                         continue
             except (AttributeError, ValueError):
                 pass
+            self.appended += fast
+            if observe:  # the simple batches before this one end a segment: their records are total's growth
+                slow.append(batch)
+                simple_count += fast
+                if fast and sid is not None:
+                    by_input[sid] = by_input.get(sid, 0) + total - segment  # type: ignore[index, call-overload]
             if type(batch) is JobSet:  # every job succeeded (see listeners.BatchEntry)
-                self.appended += fast
                 total += self._add_job_set(batch)
             else:  # a BatchRecord: some job failed
-                self.appended += fast
                 failed += 1
                 total += self._add_record(batch)  # type: ignore[arg-type]
             # _add() wrote the next slot and may have noted a new simple shape.
             self.appended += 1
-            if observe:
-                slow.append(batch)
-                simple_count += fast
-                if fast and sid is not None:
-                    by_input[sid] = by_input.get(sid, 0) + segment  # type: ignore[index, call-overload]
-                segment = 0
+            segment = total
             fast = 0
             sid, name, description, shape = self._last_sid, self._last_name, self._last_description, self._last_shape
             slot = self.appended % capacity
@@ -254,7 +252,7 @@ class FlatBatches:
         if fold is not None:
             simple_count += fast
             if fast and sid is not None:
-                by_input[sid] = by_input.get(sid, 0) + segment  # type: ignore[index, call-overload]
+                by_input[sid] = by_input.get(sid, 0) + total - segment  # type: ignore[index, call-overload]
             if simple_count:
                 fold.fold_simple(simple_count, firsts, scheduling_sum, total_sum, others, by_input)
             if slow:
