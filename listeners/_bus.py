@@ -396,8 +396,11 @@ class StreamingListenerBus:
             batch: JobSet | BatchRecord = job_set  # the common case: its job let go of its function as it ended
         else:
             batch = completed_batch(job_set)
-        if log is not None:
-            log.append(batch)
+        if log is not None:  # BatchLog.append, inline: this is the per-batch path of the UI and the metrics
+            log._items.append(batch)
+            log._left -= 1
+            if not log._left:
+                log._rest()
         if wanted:
             if one_succeeded and job_set.processing_start is not None:
                 # The event keeps the batch's values, not the JobSet: what a plain listener's queue

@@ -261,14 +261,16 @@ class _QueryState:
         bucket = bisect.bisect_left
         first = limits[0]
         rows_total = 0
-        # The reports whose writes both fell in the first bucket (in memory, and mostly on disk, a write
-        # takes no whole ms) are counted in a local and added at the end, as in fold_batches.
-        firsts = 0
+        # A report whose writes both took no whole ms (in memory, and mostly on disk) adds nothing to the
+        # sums and is in the first buckets: only its rows are read and it is counted at the end, as the
+        # reports not counted otherwise (as in fold_batches: counted in a local, added once).
+        counted = 0
         for _, rows, durations in reports:
             rows_total += rows
             try:  # a micro-batch query's report always has both phases: read without a test first
                 wal, commit = durations["walCommit"], durations["commitOffsets"]
             except KeyError:  # a phase missing: each one that is there, on its own
+                counted += 1
                 if "walCommit" in durations:
                     wal = durations["walCommit"]
                     offsets_counts[0 if wal <= first else bucket(limits, wal)] += 1
@@ -278,13 +280,14 @@ class _QueryState:
                     commits_counts[0 if commit <= first else bucket(limits, commit)] += 1
                     commits_sum += commit
                 continue
-            offsets_sum += wal
-            commits_sum += commit
-            if wal <= first and commit <= first:
-                firsts += 1
-            else:
-                offsets_counts[0 if wal <= first else bucket(limits, wal)] += 1
-                commits_counts[0 if commit <= first else bucket(limits, commit)] += 1
+            if wal or commit:
+                offsets_sum += wal
+                commits_sum += commit
+                if wal > first or commit > first:
+                    counted += 1
+                    offsets_counts[0 if wal <= first else bucket(limits, wal)] += 1
+                    commits_counts[0 if commit <= first else bucket(limits, commit)] += 1
+        firsts = len(reports) - counted
         offsets_counts[0] += firsts
         commits_counts[0] += firsts
         offsets.sum_ms += offsets_sum

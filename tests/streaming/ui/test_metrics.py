@@ -349,3 +349,30 @@ def test_a_folded_run_of_kept_progress_reports_scrapes_as_their_events() -> None
     assert value(found, "aiodstream_query_progress_reports_total", query="q") == 300
     assert value(found, "aiodstream_checkpoint_write_seconds_count", query="q", log="commits") == 200
     assert value(found, "aiodstream_checkpoint_write_seconds_bucket", query="q", log="offsets", le="0.0025") == 50
+
+
+def test_folded_writes_that_took_no_whole_ms_some_ms_or_past_the_first_bucket_scrape_as_their_events() -> None:
+    """fold_progress reads only the rows of a report whose writes both took 0 ms and counts it at the end: runs of those
+    mixed with writes of a few ms (first bucket), past it in either phase, and with a phase missing scrape as the events."""
+    from listeners import ProgressLog
+
+    def build() -> Any:
+        raise AssertionError("the metrics never build a report")
+
+    phases = [{"walCommit": 0, "commitOffsets": 0}, {"walCommit": 6, "commitOffsets": 0}, {"walCommit": 0, "commitOffsets": 2},
+              {"walCommit": 0, "commitOffsets": 30}, {"walCommit": 5, "commitOffsets": 5}, {"walCommit": 0}]
+    log = ProgressLog()
+    logged, fed = StreamingMetrics(), StreamingMetrics()
+    reader = log.reader(logged.listener("q").state.fold_progress, numbered=False)
+    recorder = fed.listener("q").state
+    for n in range(400):
+        durations = phases[0] if n % 3 else phases[n // 3 % len(phases)]
+        log.append(build, n % 5, durations)
+        recorder.observe_progress(n % 5, durations)
+    log.catch_up(reader)
+    text = logged.scrape()
+    assert text == fed.scrape()
+    found = samples(text)
+    assert value(found, "aiodstream_checkpoint_write_seconds_bucket", query="q", log="offsets", le="0.005") == 400 - 23
+    assert value(found, "aiodstream_checkpoint_write_seconds_sum", query="q", log="commits") == pytest.approx(
+        (22 * 2 + 22 * 30 + 22 * 5) / 1000)
