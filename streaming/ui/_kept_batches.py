@@ -137,8 +137,9 @@ class FlatBatches:
     track), a reference to a shape that its program's batches share (input ids, output
     operations' names and descriptions), and, only when it has more than one input or output
     operation, input metadata, a failure, or an operation whose times are not the batch's, one
-    tuple of the rest. Storing a reference in a list is a few bytecodes; packing the same ints
-    into a buffer (``struct.pack_into``, issue 28's sixth pass) cost about 2k instructions a batch.
+    tuple of that shape and the rest, in the shape's place (a simple batch stores six references).
+    Storing a reference in a list is a few bytecodes; packing the same ints into a buffer
+    (``struct.pack_into``, issue 28's sixth pass) cost about 2k instructions a batch.
 
     Not thread-safe: the history holds its lock around every call.
     """
@@ -152,8 +153,8 @@ class FlatBatches:
         self._started: list[int | None] = [None] * capacity
         self._ended: list[int | None] = [None] * capacity
         self._records: list[int] = [0] * capacity
-        self._shape: list[_Shape | None] = [None] * capacity
-        self._extra: list[Any] = [None] * capacity  # None, or (inputs, operations)
+        # A batch's shape, or with the rest of its values (see _add) (shape, inputs, operations): a 3-tuple.
+        self._shape: list[Any] = [None] * capacity
         self._shapes: dict[_Shape, _Shape] = {}
         # The last simple batch's input (None: none), output operation and shape: add_entries
         # compares a batch with them field by field before it builds any tuple.
@@ -177,7 +178,7 @@ class FlatBatches:
         # through add(), which notes the shape when it is simple, for the batches after it; with a
         # fold it is folded on its own (fold_batches), after the run.
         times, submits, starts, ends, records_of = self._time, self._submitted, self._started, self._ended, self._records
-        shapes, extras, capacity = self._shape, self._extra, self.capacity
+        shapes, capacity = self._shape, self.capacity
         sid, name, description, shape = self._last_sid, self._last_name, self._last_description, self._last_shape
         observe = fold is not None
         first = fold.first_ms if fold is not None else 0
@@ -196,14 +197,14 @@ class FlatBatches:
                 [job] = batch.jobs  # type: ignore[union-attr]
                 start, end = batch.processing_start, batch.processing_end  # type: ignore[union-attr]
                 if job.start_time is start and job.end_time is end and job.name == name and job.description == description:
+                    # Its records, or -1 if its inputs are not the shape's one input without metadata (or none).
                     inputs = batch.input_infos  # type: ignore[union-attr]
                     if inputs:
                         info = inputs.get(sid)  # type: ignore[call-overload]
-                        simple = info is not None and len(inputs) == 1 and not info.metadata
-                        records = info.num_records if simple else 0
+                        records = -1 if info is None or info.metadata or len(inputs) != 1 else info.num_records
                     else:
-                        simple, records = sid is None, 0
-                    if simple:
+                        records = 0 if sid is None else -1
+                    if records >= 0:
                         submitted = batch.submission_time.milliseconds  # type: ignore[union-attr]
                         began = start.milliseconds  # type: ignore[union-attr]
                         ended = end.milliseconds  # type: ignore[union-attr]
@@ -213,7 +214,6 @@ class FlatBatches:
                         ends[slot] = ended
                         records_of[slot] = records
                         shapes[slot] = shape
-                        extras[slot] = None
                         fast += 1
                         total += records
                         slot += 1
@@ -301,13 +301,12 @@ class FlatBatches:
         self._time[i], self._submitted[i], self._started[i], self._ended[i], self._records[i] = (
             time, submitted, started, ended, records)
         if kept_inputs is None and kept_operations is None:
-            self._extra[i] = None
+            self._shape[i] = shape
             self._last_sid = shape[0][0] if shape[0] else None
             self._last_name, self._last_description = shape[1][0]
             self._last_shape = shape
         else:
-            self._extra[i] = (kept_inputs, kept_operations)
-        self._shape[i] = shape
+            self._shape[i] = (shape, kept_inputs, kept_operations)
         return records
 
     def _share(self, shape: _Shape) -> _Shape:
@@ -337,9 +336,11 @@ class FlatBatches:
 
     def _row(self, i: int, seq: int) -> KeptBatch:
         records, start, end = self._records[i], self._started[i], self._ended[i]
-        extra = self._extra[i]
-        sids, names = self._shape[i]  # type: ignore[misc]
-        kept_inputs, kept_operations = (None, None) if extra is None else extra
+        kept = self._shape[i]
+        if len(kept) == 2:  # a shape (input ids, operations' names), without the rest of the values
+            (sids, names), kept_inputs, kept_operations = kept, None, None
+        else:
+            (sids, names), kept_inputs, kept_operations = kept
         if kept_inputs is None:
             inputs = {sids[0]: StreamInputInfo(sids[0], records)} if sids else {}
         else:
