@@ -397,10 +397,10 @@ class StreamingListenerBus:
         else:
             batch = completed_batch(job_set)
         if log is not None:  # BatchLog.append, inline: this is the per-batch path of the UI and the metrics
-            log._items.append(batch)
-            log._left -= 1
-            if not log._left:
-                log._rest()
+            log.items.append(batch)
+            log.left -= 1
+            if not log.left:
+                log.rest()
         if wanted:
             if one_succeeded and job_set.processing_start is not None:
                 # The event keeps the batch's values, not the JobSet: what a plain listener's queue
