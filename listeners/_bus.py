@@ -372,8 +372,11 @@ class StreamingListenerBus:
             batch: JobSet | BatchRecord = job_set  # the common case: its job let go of its function as it ended
         else:
             batch = completed_batch(job_set)
-        if log is not None:
-            log.append(batch)
+        if log is not None:  # BatchLog.append, inline: this is the per-batch path of the UI and the metrics
+            log.items.append(batch)
+            log.left -= 1
+            if not log.left:
+                log.rest()
         if wanted:
             # post's _offer, inline: this is the per-batch path of every listener of BatchCompleted.
             if self._closed:

@@ -278,6 +278,15 @@ class JobScheduler:
         for job in job_set.jobs:
             send((job, job_set))
 
+    def running_batches(self) -> list[JobSet]:
+        """The batches submitted and not completed (queued or processing), oldest first, as they are now.
+
+        For a view that shows them when it is asked (the web UI): reading the scheduler's own
+        batches then costs nothing per batch. A batch an immediate stop dropped stays. May be called
+        from another thread: the batches are copied in one step first.
+        """
+        return [job_set for job_set in list(self._job_sets) if job_set.jobs and not job_set.has_completed]
+
     def pending_times(self) -> list[Time]:
         """Batches submitted but not successfully finished: unfinished ones and failed ones."""
         return sorted([*self._failed_times, *(job_set.time for job_set in self._job_sets)])

@@ -37,7 +37,7 @@ from ._fsspec_files import FsspecFileManager, check_task_file_system, task_check
 from ._metadata_log import CommitLog, CommitMetadata, MetadataLog, OffsetSeq, OffsetSeqLog, OffsetSeqMetadata
 from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, RunPlan
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
-from ._progress_reporter import QueryProgressListener
+from ._progress_reporter import ProgressKeeper, QueryProgressListener
 from ._progress_ring import ProgressRing
 from ._query_options import ProgressTrackingOptions, Trigger, whole_number_option
 
@@ -74,6 +74,7 @@ __all__ = [
     "MetadataLog",
     "MicroBatchTracker",
     "MicroBatchTrackerStatistics",
+    "ProgressKeeper",
     "ProgressRing",
     "OffsetSeq",
     "OffsetSeqLog",

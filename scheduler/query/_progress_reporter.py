@@ -20,7 +20,27 @@ from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, Str
 from ._progress_ring import ProgressRing
 from ._query_options import ProgressTrackingOptions
 
-__all__ = ["ProgressReporter", "QueryProgressListener"]
+__all__ = ["ProgressKeeper", "ProgressReporter", "QueryProgressListener"]
+
+
+class ProgressKeeper(Protocol):
+    """What keeps committed batches' reports for the views that read them when asked (a bus's ``ProgressLog``).
+
+    The reporter appends each report itself, on the query's per-batch path (one Python call fewer
+    than an ``append`` method): ``items.append((build, rows, durations))`` (the report's builder,
+    called only if a view reads it; its input rows; its phase durations), then ``left -= 1``, and
+    :meth:`rest` once ``left`` is 0.
+    """
+
+    items: Any
+    """Where the reports go: anything with ``append`` (a ``ProgressLog``'s deque)."""
+
+    left: int
+    """Reports until the next :meth:`rest`."""
+
+    def rest(self) -> None:
+        """Called by the appender when ``left`` reaches 0."""
+        ...
 
 
 class QueryProgressListener(Protocol):
@@ -34,9 +54,9 @@ class QueryProgressListener(Protocol):
         """Whether a batch's report would reach anyone now: without, the reporter builds none for it."""
         ...
 
-    def progress_keeper(self) -> Callable[[Callable[[], StreamingQueryProgress], int, Mapping[str, int]], None] | None:
-        """What keeps a committed batch's report (its builder, called only if a view reads it; its input rows and
-        phase durations) for the views that read them when asked, or ``None`` while no view does; optional.
+    def progress_keeper(self) -> ProgressKeeper | None:
+        """What keeps the committed batches' reports (see :class:`ProgressKeeper`) for the views that read them when
+        asked, or ``None`` while no view does; optional.
 
         Once it gives one, that one serves for the rest of the run (a view that keeps reports keeps
         them until the run ends): the reporter asks no more and calls it for every batch.
@@ -68,7 +88,7 @@ class ProgressReporter:
         self._listener = listener
         # Optional in the protocol (listeners written before it keep working): None without.
         self._keeper: Callable[[], Any] | None = getattr(listener, "progress_keeper", None)
-        self._keep: Callable[[Callable[[], StreamingQueryProgress], int, Mapping[str, int]], None] | None = None
+        self._keep: ProgressKeeper | None = None
         # The inputs whose rows a kept report counts, and their stream ids (taken once per run).
         self._rows_of: Sequence[ReplayableInput] = ()
         self._row_ids: tuple[int, ...] = ()
@@ -139,7 +159,11 @@ class ProgressReporter:
                     for stream_id in self._row_ids:
                         if stream_id in infos:
                             rows += infos[stream_id].num_records
-                keep(get, rows, batch.durations)
+                # ProgressKeeper's append, inline: this is the query's per-batch path.
+                keep.items.append((get, rows, batch.durations))
+                keep.left -= 1
+                if not keep.left:
+                    keep.rest()
             if listener.wants_progress():
                 await listener.on_query_progress(get())
 

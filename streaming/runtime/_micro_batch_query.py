@@ -25,6 +25,7 @@ from scheduler import (
     JobGraph,
     JobScheduler,
     MicroBatchTracker,
+    ProgressKeeper,
     ProgressTrackingOptions,
     ReplayableGraph,
     RunPlan,
@@ -56,10 +57,10 @@ class BusReports:
         """Whether a listener of the bus handles ``QueryProgress``."""
         return self._bus.wants(QueryProgress)
 
-    def progress_keeper(self) -> Callable[[Callable[[], StreamingQueryProgress], int, Mapping[str, int]], None] | None:
-        """The bus's progress log's ``append`` once a view keeps the reports (it then keeps them for the run), else ``None``."""
+    def progress_keeper(self) -> ProgressKeeper | None:
+        """The bus's progress log once a view keeps the reports (it then keeps them for the run), else ``None``."""
         bus = self._bus
-        return bus.progress_log().append if bus.keeps_progress() else None
+        return bus.progress_log() if bus.keeps_progress() else None
 
     async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
         """Post ``QueryIdle``."""

@@ -23,8 +23,8 @@ import anyio.abc
 import anyio.to_thread
 import sniffio
 
-from listeners import StreamingListenerBus
-from scheduler import Duration, library_logger
+from listeners import BatchInfo, StreamingListenerBus
+from scheduler import Duration, JobScheduler, library_logger
 
 from ..runtime import QueryRuntime
 from ._extras import require
@@ -103,11 +103,23 @@ class StreamingUI:
         interval: Duration = runtime.interval
         describe = getattr(target, "ui_links", None)
         links = describe() if callable(describe) else {}
-        # The running batches are read from the bus when a page asks: no snapshot events for them.
+        # The running batches are read when a page asks: no snapshot events for them. A runtime with a
+        # JobScheduler has them already (nothing to keep per batch); another runtime's bus follows them.
         bus = getattr(runtime, "listener_bus", None)
         logs: dict[str, Any] = {}
-        if isinstance(bus, StreamingListenerBus):
+        active: Callable[[], list[BatchInfo]] | None = None
+        if isinstance(getattr(runtime, "scheduler", None), JobScheduler):
+            source: Any = runtime
+
+            def running() -> list[BatchInfo]:
+                # The scheduler read at each call: a runtime makes a new one when its checkpoint location is set again.
+                return [BatchInfo.from_job_set(job_set) for job_set in source.scheduler.running_batches()]
+
+            active = running
+        elif isinstance(bus, StreamingListenerBus):
             bus.follow_batches()
+            active = bus.active_batches
+        if isinstance(bus, StreamingListenerBus):
             if runtime.kind == "micro-batch":
                 # The completed batches and progress reports too: the bus keeps them once for
                 # every view, and the history reads them when a page asks. The batch log keeps
@@ -119,14 +131,14 @@ class StreamingUI:
             retained_batches=self.retained_batches, retained_progress=self.retained_progress,
             spark_ui=links.get("spark_ui"), spark_jobs=links.get("spark_jobs"),
             show_tracebacks=self.security.show_tracebacks,
-            active=bus.active_batches if isinstance(bus, StreamingListenerBus) else None, **logs,
+            active=active, **logs,
         )
         if hasattr(target, "addStreamingListener"):
             target.addStreamingListener(history.listener())
         else:
             target.add_listener(history.listener(), name="StreamingUI")
         if self.metrics is not None:
-            self.metrics.attach(target, name=label)
+            self.metrics.attach(target, name=label, history=history)
         self._histories[label] = history
         return history
 

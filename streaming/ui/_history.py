@@ -2,7 +2,7 @@
 
 The counterpart of Spark's ``StreamingJobProgressListener`` (the Streaming tab's model) and of the
 Structured Streaming tab's recent progress. Completed batches are kept as flat values
-(:class:`FlatBatches`: machine ints in one buffer, no object per kept batch); the JSON the pages read, and a batch's
+(:class:`FlatBatches`: ints in preallocated columns, no object per kept batch); the JSON the pages read, and a batch's
 ``BatchInfo``, are built when a page asks, in the shapes of Spark's streaming REST API
 (``/api/v1/applications/<app>/streaming/...``), so a script written against Spark's reads ours.
 """
@@ -36,7 +36,7 @@ from listeners import (
 from scheduler import JobSet
 
 from ._failures import error_summary, headline
-from ._kept_batches import FlatBatches, KeptBatch, iso_date
+from ._kept_batches import FlatBatches, KeptBatch, RunFold, iso_date
 
 __all__ = ["ContextHistory", "SparkJobs", "batch_json", "check_retained", "failure_text", "operation_json"]
 
@@ -84,8 +84,9 @@ class ContextHistory:
         live: whether it follows a running engine (``False``: a trace).
         show_tracebacks: the JSON views give failures' full tracebacks; without it, each
             failure's type and message (:func:`error_summary`).
-        active: reads the running batches when a view asks (a bus's ``active_batches``, after
-            its ``follow_batches``). With it, register :meth:`listener` rather than the history:
+        active: reads the running batches when a view asks (snapshots of a ``JobScheduler``'s
+            ``running_batches()``, or a bus's ``active_batches`` after its ``follow_batches``).
+            With it, register :meth:`listener` rather than the history:
             it takes no ``BatchSubmitted`` or ``BatchStarted``, so the bus builds no snapshot for them.
         batch_log: reads the completed batches from a bus's :class:`~listeners.BatchLog`
             instead of taking ``BatchCompleted`` (:meth:`listener` then takes none): its reader
@@ -145,6 +146,7 @@ class ContextHistory:
         # few batches, not this history's retained ones); a view folds what is new first.
         self._batch_log = batch_log
         self._progress_log = progress_log
+        self._fold: RunFold | None = None  # the metrics of the same context, folded in the same pass (fold_into)
         if batch_log is not None:
             self._batch_reader = batch_log.reader(self._fold_batches, numbered=False)
         if progress_log is not None:
@@ -171,16 +173,33 @@ class ContextHistory:
         self._catch_up()
         return self._records
 
-    def _catch_up(self) -> None:
+    def catch_up(self) -> None:
+        """Fold what the bus's batch log holds that this history has not seen yet (a view does this first)."""
         log = self._batch_log
         if log is not None:
             log.catch_up(self._batch_reader)
+
+    _catch_up = catch_up
+
+    def fold_into(self, fold: RunFold) -> bool:
+        """From now on fold every batch read from the batch log into ``fold`` too, in the same pass; ``False`` without a log.
+
+        For the metrics of the same context (:meth:`StreamingMetrics.attach` with ``history``): one
+        pass over each run of batches instead of a second reader of the log. Only one fold.
+        """
+        if self._batch_log is None:
+            return False
+        if self._fold is not None:
+            raise ValueError(f"the history of {self.name!r} already folds its batches into {self._fold!r}")
+        self.catch_up()  # what was appended before is not the fold's (a reader of its own would not see it either)
+        self._fold = fold
+        return True
 
     def _fold_batches(self, entries: Sequence[JobSet | BatchRecord]) -> None:
         # Called by the log's reader (once per entry, in order, in runs of up to the log's length):
         # on the loop before the log lets go of a batch not yet folded, or on a view's thread.
         with self._lock:
-            failed, records = self._batches.add_entries(entries)
+            failed, records = self._batches.add_entries(entries, self._fold)
             self._completed_batches += len(entries)
             self._failed_batches += failed
             self._records += records

@@ -7,15 +7,14 @@ kept without an object per batch (see :class:`FlatBatches`).
 from __future__ import annotations
 
 import datetime
-import struct
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Protocol, Sequence
 
 from listeners import BatchInfo, BatchRecord, OutputOperationInfo
 from scheduler import JobSet, StreamInputInfo, Time
 
 from ._failures import headline
 
-__all__ = ["FlatBatches", "KeptBatch", "iso_date"]
+__all__ = ["FlatBatches", "KeptBatch", "RunFold", "iso_date"]
 
 
 def iso_date(ms: int | None) -> str | None:
@@ -91,13 +90,6 @@ class KeptBatch(NamedTuple):
         }
 
 
-# Bits of a slot's flags: which of its processing times is None, or that its values are a whole KeptBatch.
-_NO_START, _NO_END, _WHOLE = 1, 2, 4
-
-_SLOT = struct.Struct("<6q")
-"""One kept batch's fixed values: its time, submission, processing start and end (ms), records and flags."""
-_SLOT_BYTES = _SLOT.size
-
 _SHAPES = 256
 """Distinct shapes (:data:`_Shape`) a history shares between its batches; a batch of any further shape keeps its own."""
 
@@ -109,19 +101,45 @@ def _ms_or_none(time: Time | None) -> int | None:
     return None if time is None else time.milliseconds
 
 
+class RunFold(Protocol):
+    """What folds the same batches as a :class:`FlatBatches` in its one pass over them (the metrics' histograms and counters).
+
+    :meth:`FlatBatches.add_entries` hands it, per run, the *simple* batches (one job that
+    succeeded, its times the batch's, started and ended, one input without metadata or none) as
+    sums and counts, and the other batches themselves.
+    """
+
+    @property
+    def first_ms(self) -> int:
+        """The first histogram bucket's bound in whole ms: a simple batch whose delays all fall at or under it is only counted."""
+        ...
+
+    def fold_simple(self, count: int, firsts: int, scheduling_sum: int, total_sum: int, others: list[tuple[int, int]],
+                    records: dict[int, int]) -> None:
+        """``count`` simple batches: ``firsts`` of them with every delay in the first bucket, the others' (scheduling,
+        total) delays, the sums of both delays over all ``count``, and their records by input."""
+        ...
+
+    def fold_batches(self, batches: Sequence[JobSet | BatchRecord]) -> None:
+        """The other batches of the run (a batch log's items)."""
+        ...
+
+
 class FlatBatches:
-    """The last ``capacity`` completed batches as flat values: a preallocated buffer of machine ints, one slot per batch.
+    """The last ``capacity`` completed batches as flat values: preallocated columns of ints, one slot per batch.
 
     Why not the batches themselves: a kept ``JobSet`` (its job, times and input infos) is about
     1.3 KB in a dozen objects, so 1,000 of them outgrow a core's L2 cache, and each new batch then
     frees the one kept 1,000 batches ago, reading its objects back from L3 or memory (about 25
-    cache misses a batch, measured by ``bench/bench_ui_memory.py``). Here a batch is 48 bytes of
-    ints in one buffer (:data:`_SLOT`: its times, records, flags), a reference to a shape that its
-    program's batches share (input ids, output operations' names and descriptions), and, only when
-    it has more than one input or output operation, input metadata, a failure, or an operation
-    whose times are not the batch's, one tuple of the rest. Nothing is freed per batch, and keeping
-    one writes a few cache lines next to those the previous batch wrote. A time beyond a signed
-    64-bit int (possible only in a trace) keeps the whole batch as a :class:`KeptBatch`.
+    cache misses a batch, measured by ``bench/bench_ui_memory.py``). Here a batch is five
+    references in five preallocated lists (its time, submission, processing start and end in ms,
+    ``None`` for a time not reached, and its records: ints, which the garbage collector does not
+    track), a reference to a shape that its program's batches share (input ids, output
+    operations' names and descriptions), and, only when it has more than one input or output
+    operation, input metadata, a failure, or an operation whose times are not the batch's, one
+    tuple of that shape and the rest, in the shape's place (a simple batch stores six references).
+    Storing a reference in a list is a few bytecodes; packing the same ints into a buffer
+    (``struct.pack_into``, issue 28's sixth pass) cost about 2k instructions a batch.
 
     Not thread-safe: the history holds its lock around every call.
     """
@@ -130,9 +148,13 @@ class FlatBatches:
         """Room for ``capacity`` batches."""
         self.capacity = capacity
         self.appended = 0
-        self._values = bytearray(_SLOT.size * capacity)
-        self._shape: list[_Shape | None] = [None] * capacity
-        self._extra: list[Any] = [None] * capacity  # None, (inputs, operations) or a whole KeptBatch
+        self._time: list[int] = [0] * capacity
+        self._submitted: list[int] = [0] * capacity
+        self._started: list[int | None] = [None] * capacity
+        self._ended: list[int | None] = [None] * capacity
+        self._records: list[int] = [0] * capacity
+        # A batch's shape, or with the rest of its values (see _add) (shape, inputs, operations): a 3-tuple.
+        self._shape: list[Any] = [None] * capacity
         self._shapes: dict[_Shape, _Shape] = {}
         # The last simple batch's input (None: none), output operation and shape: add_entries
         # compares a batch with them field by field before it builds any tuple.
@@ -143,76 +165,126 @@ class FlatBatches:
     def __len__(self) -> int:
         return min(self.appended, self.capacity)
 
-    def add_entries(self, entries: Sequence[JobSet | BatchRecord]) -> tuple[int, int]:
-        """Keep the values of a batch log's items (unnumbered), in order; returns the failed batches and the records among them."""
+    def add_entries(self, entries: Sequence[JobSet | BatchRecord], fold: RunFold | None = None) -> tuple[int, int]:
+        """Keep the values of a batch log's items (unnumbered), in order; returns the failed batches and the records among them.
+
+        With ``fold``, the same pass folds them into it too (see :class:`RunFold`).
+        """
         # Called for every completed batch, in runs. A batch of the last simple batch's shape (one
         # output operation, its times the batch's; the same input, without metadata, or none) is
-        # kept in one inline pass with everything it touches in locals: its five ints packed into
-        # its slot and the shared shape referenced. Any other goes through add(), which notes the
-        # shape when it is simple, for the batches after it.
-        values, shapes, extras, capacity, pack, size = self._values, self._shape, self._extra, self.capacity, _SLOT.pack_into, _SLOT_BYTES
+        # kept in one inline pass with everything it touches in locals: its five ints stored in
+        # their columns and the shared shape referenced, and, with a fold, its two delays summed
+        # (and counted once when both are in the first bucket, as nearly all are). Any other goes
+        # through add(), which notes the shape when it is simple, for the batches after it; with a
+        # fold it is folded on its own (fold_batches), after the run.
+        times, submits, starts, ends, records_of = self._time, self._submitted, self._started, self._ended, self._records
+        shapes, capacity = self._shape, self.capacity
         sid, name, description, shape = self._last_sid, self._last_name, self._last_description, self._last_shape
-        appended = self.appended
-        slot = appended % capacity
-        offset = slot * size
+        observe = fold is not None
+        first = fold.first_ms if fold is not None else 0
+        slot = self.appended % capacity
         fast = failed = total = 0
+        # The fold's sums over the simple batches; their records by input (``total`` less ``segment``,
+        # its value when the simple batches of one input began, added to ``by_input`` when they end).
+        simple_count = firsts = scheduling_sum = total_sum = segment = 0
+        others: list[tuple[int, int]] = []
+        by_input: dict[int, int] = {}
+        slow: list[JobSet | BatchRecord] = []
         for batch in entries:
-            if type(batch) is JobSet:  # every job succeeded (see listeners.BatchEntry)
-                jobs = batch.jobs
-                inputs = batch.input_infos
-                if len(jobs) == 1:
-                    job = jobs[0]
-                    start, end = batch.processing_start, batch.processing_end
-                    if job.start_time is start and job.end_time is end and job.name == name and job.description == description:
-                        if inputs:
-                            info = inputs.get(sid)  # type: ignore[call-overload]
-                            simple = info is not None and len(inputs) == 1 and not info.metadata
-                            records = info.num_records if simple else 0
-                        else:
-                            simple, records = sid is None, 0
-                        if simple:
-                            try:
-                                pack(values, offset, batch.time.milliseconds, batch.submission_time.milliseconds,
-                                     start.milliseconds, end.milliseconds, records, 0)  # type: ignore[union-attr]
-                            except (struct.error, AttributeError):  # a time beyond 64 bits, or None: below
-                                pass
+            # The simple batch's checks in one try: a BatchRecord (a failed batch) has no jobs, a batch of
+            # several jobs does not unpack to one, and a time not reached has no milliseconds.
+            try:
+                [job] = batch.jobs  # type: ignore[union-attr]
+                start, end = batch.processing_start, batch.processing_end  # type: ignore[union-attr]
+                if job.start_time is start and job.end_time is end and job.name == name and job.description == description:
+                    # Its records, or -1 if its inputs are not the shape's one input without metadata (or none).
+                    inputs = batch.input_infos  # type: ignore[union-attr]
+                    if inputs:
+                        info = inputs.get(sid)  # type: ignore[call-overload]
+                        records = -1 if info is None or info.metadata or len(inputs) != 1 else info.num_records
+                    else:
+                        records = 0 if sid is None else -1
+                    if records >= 0:
+                        submitted = batch.submission_time.milliseconds  # type: ignore[union-attr]
+                        began = start.milliseconds  # type: ignore[union-attr]
+                        ended = end.milliseconds  # type: ignore[union-attr]
+                        times[slot] = batch.time.milliseconds  # type: ignore[union-attr]
+                        submits[slot] = submitted
+                        starts[slot] = began
+                        ends[slot] = ended
+                        records_of[slot] = records
+                        shapes[slot] = shape
+                        fast += 1
+                        total += records
+                        slot += 1
+                        if slot == capacity:
+                            slot = 0
+                        if observe:
+                            began -= submitted
+                            ended -= submitted
+                            scheduling_sum += began
+                            total_sum += ended
+                            if ended <= first and began >= 0 and began <= ended:
+                                firsts += 1
                             else:
-                                shapes[slot] = shape
-                                extras[slot] = None
-                                fast += 1
-                                total += records
-                                slot += 1
-                                offset += size
-                                if slot == capacity:
-                                    slot = offset = 0
-                                continue
-                self.appended = appended + fast
+                                others.append((began, ended))
+                        continue
+            except (AttributeError, ValueError):
+                pass
+            self.appended += fast
+            if observe:  # the simple batches before this one end a segment: their records are total's growth
+                slow.append(batch)
+                simple_count += fast
+                if fast and sid is not None:
+                    by_input[sid] = by_input.get(sid, 0) + total - segment  # type: ignore[index, call-overload]
+            if type(batch) is JobSet:  # every job succeeded (see listeners.BatchEntry)
                 total += self._add_job_set(batch)
             else:  # a BatchRecord: some job failed
-                self.appended = appended + fast
                 failed += 1
-                total += self.add_record(batch)  # type: ignore[arg-type]
+                total += self._add_record(batch)  # type: ignore[arg-type]
+            # _add() wrote the next slot and may have noted a new simple shape.
+            self.appended += 1
+            segment = total
+            fast = 0
             sid, name, description, shape = self._last_sid, self._last_name, self._last_description, self._last_shape
-            appended, fast = self.appended, 0
-            slot = appended % capacity
-            offset = slot * size
-        self.appended = appended + fast
+            slot = self.appended % capacity
+        self.appended += fast
+        if fold is not None:
+            simple_count += fast
+            if fast and sid is not None:
+                by_input[sid] = by_input.get(sid, 0) + total - segment  # type: ignore[index, call-overload]
+            if simple_count:
+                fold.fold_simple(simple_count, firsts, scheduling_sum, total_sum, others, by_input)
+            if slow:
+                fold.fold_batches(slow)
         return failed, total
 
     def _add_job_set(self, job_set: JobSet) -> int:
         operations = tuple((job.name, job.description, _ms_or_none(job.start_time), _ms_or_none(job.end_time),
                             None if job.failure is None else job.failure_reason) for job in job_set.jobs)
-        return self.add(job_set.time.milliseconds, job_set.input_infos, job_set.submission_time.milliseconds,
-                        _ms_or_none(job_set.processing_start), _ms_or_none(job_set.processing_end), operations)
+        return self._add(job_set.time.milliseconds, job_set.input_infos, job_set.submission_time.milliseconds,
+                         _ms_or_none(job_set.processing_start), _ms_or_none(job_set.processing_end), operations)
 
     def add_record(self, record: BatchRecord) -> int:
         """Keep a completed batch's record's values; returns its records."""
-        return self.add(record.batch_time_ms, record.stream_id_to_input_info, record.submission_ms,
-                        record.processing_start_ms, record.processing_end_ms, record.operations)
+        records = self._add_record(record)
+        self.appended += 1
+        return records
+
+    def _add_record(self, record: BatchRecord) -> int:
+        return self._add(record.batch_time_ms, record.stream_id_to_input_info, record.submission_ms,
+                         record.processing_start_ms, record.processing_end_ms, record.operations)
 
     def add(self, time: int, inputs: Mapping[int, StreamInputInfo], submitted: int, started: int | None,
             ended: int | None, operations: Sequence[_Operation]) -> int:
         """Keep a completed batch of these values (any number of inputs and operations); returns its records."""
+        records = self._add(time, inputs, submitted, started, ended, operations)
+        self.appended += 1
+        return records
+
+    def _add(self, time: int, inputs: Mapping[int, StreamInputInfo], submitted: int, started: int | None,
+             ended: int | None, operations: Sequence[_Operation]) -> int:
+        # Writes the slot after the last one (the caller counts it in appended).
         infos = list(inputs.values())
         records = 0
         plain = len(infos) <= 1
@@ -225,23 +297,16 @@ class FlatBatches:
         if len(operations) != 1 or operations[0][2:] != (started, ended, None):
             kept_operations = tuple((start, end, reason) for _, _, start, end, reason in operations)
         shape = self._share((tuple(inputs), tuple((name, description) for name, description, *_ in operations)))
-        flags = (_NO_START if started is None else 0) | (_NO_END if ended is None else 0)
         i = self.appended % self.capacity
-        self.appended += 1
-        try:
-            _SLOT.pack_into(self._values, i * _SLOT_BYTES, time, submitted, started or 0, ended or 0, records, flags)
-        except struct.error:  # a time beyond a 64-bit int (a trace's): kept whole
-            _SLOT.pack_into(self._values, i * _SLOT_BYTES, 0, 0, 0, 0, 0, _WHOLE)
-            self._extra[i] = KeptBatch(0, time, dict(inputs), submitted, started, ended, tuple(operations), records)
+        self._time[i], self._submitted[i], self._started[i], self._ended[i], self._records[i] = (
+            time, submitted, started, ended, records)
+        if kept_inputs is None and kept_operations is None:
+            self._shape[i] = shape
+            self._last_sid = shape[0][0] if shape[0] else None
+            self._last_name, self._last_description = shape[1][0]
+            self._last_shape = shape
         else:
-            if kept_inputs is None and kept_operations is None:
-                self._extra[i] = None
-                self._last_sid = shape[0][0] if shape[0] else None
-                self._last_name, self._last_description = shape[1][0]
-                self._last_shape = shape
-            else:
-                self._extra[i] = (kept_inputs, kept_operations)
-        self._shape[i] = shape
+            self._shape[i] = (shape, kept_inputs, kept_operations)
         return records
 
     def _share(self, shape: _Shape) -> _Shape:
@@ -258,12 +323,10 @@ class FlatBatches:
 
     def find(self, time: int) -> KeptBatch | None:
         """The newest kept batch of batch time ``time`` (ms), or ``None``: only its row is built."""
-        capacity, values, extras = self.capacity, self._values, self._extra
+        capacity, times = self.capacity, self._time
         for n in reversed(self._kept(capacity)):
-            i = n % capacity
-            kept, *_, flags = _SLOT.unpack_from(values, i * _SLOT_BYTES)
-            if (extras[i].time if flags & _WHOLE else kept) == time:
-                return self._row(i, n + 1)
+            if times[n % capacity] == time:
+                return self._row(n % capacity, n + 1)
         return None
 
     def rows(self, newest: int | None = None) -> list[KeptBatch]:
@@ -272,44 +335,34 @@ class FlatBatches:
         return [self._row(n % capacity, n + 1) for n in self._kept(capacity if newest is None else newest)]
 
     def _row(self, i: int, seq: int) -> KeptBatch:
-        time, submitted, started, ended, records, flags = _SLOT.unpack_from(self._values, i * _SLOT_BYTES)
-        extra = self._extra[i]
-        if flags & _WHOLE:
-            return KeptBatch(seq, *extra[1:])
-        sids, names = self._shape[i]  # type: ignore[misc]
-        kept_inputs, kept_operations = (None, None) if extra is None else extra
+        records, start, end = self._records[i], self._started[i], self._ended[i]
+        kept = self._shape[i]
+        if len(kept) == 2:  # a shape (input ids, operations' names), without the rest of the values
+            (sids, names), kept_inputs, kept_operations = kept, None, None
+        else:
+            (sids, names), kept_inputs, kept_operations = kept
         if kept_inputs is None:
             inputs = {sids[0]: StreamInputInfo(sids[0], records)} if sids else {}
         else:
             inputs = {sid: StreamInputInfo(sid, kept) if type(kept) is int else kept
                       for sid, kept in zip(sids, kept_inputs, strict=True)}
-        start = None if flags & _NO_START else started
-        end = None if flags & _NO_END else ended
         if kept_operations is None:
             [(name, description)] = names
             operations: tuple[_Operation, ...] = ((name, description, start, end, None),)
         else:
             operations = tuple((name, description, op_start, op_end, reason)
                                for (name, description), (op_start, op_end, reason) in zip(names, kept_operations, strict=True))
-        return KeptBatch(seq, time, inputs, submitted, start, end, operations, records)
+        return KeptBatch(seq, self._time[i], inputs, self._submitted[i], start, end, operations, records)
 
     def timings(self) -> tuple[list[int], list[int], list[int | None], list[int | None]]:
         """The kept batches' records, submission, processing start and end times, oldest first: no row built."""
-        slots = list(_SLOT.iter_unpack(self._values))
         capacity = self.capacity
-        records, submitted, started, ended = [], [], [], []
-        for n in self._kept(capacity):
-            i = n % capacity
-            _, sub, start, end, count, flags = slots[i]
-            if flags:
-                if flags & _WHOLE:
-                    row = self._extra[i]
-                    count, sub, start, end = row.records, row.submitted, row.started, row.ended
-                else:
-                    start = None if flags & _NO_START else start
-                    end = None if flags & _NO_END else end
-            records.append(count)
-            submitted.append(sub)
-            started.append(start)
-            ended.append(end)
-        return records, submitted, started, ended
+        kept = self._kept(capacity)
+        if not kept:
+            return [], [], [], []
+        first, count = kept.start % capacity, len(kept)
+
+        def ordered(column: list[Any]) -> list[Any]:  # the ring's oldest slot first: one or two slices
+            return column[first:] + column[:first] if count == capacity else column[first:first + count]
+
+        return ordered(self._records), ordered(self._submitted), ordered(self._started), ordered(self._ended)

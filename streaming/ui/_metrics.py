@@ -29,6 +29,7 @@ from listeners import (
 from scheduler import JobSet
 
 from ._extras import require
+from ._history import ContextHistory
 
 __all__ = ["DELAY_BUCKETS_S", "StreamingMetrics"]
 
@@ -217,6 +218,39 @@ class _QueryState:
         self.output_operations["succeeded"] += succeeded
         self.output_operations["failed"] += failed_operations
 
+    @property
+    def first_ms(self) -> int:
+        """The delays' first bucket's bound in whole ms (see :class:`~streaming.ui._kept_batches.RunFold`)."""
+        return self.scheduling.limits[0]
+
+    def fold_simple(self, count: int, firsts: int, scheduling_sum: int, total_sum: int, others: list[tuple[int, int]],
+                    records: dict[int, int]) -> None:
+        """Observe ``count`` succeeded one-job batches that started and ended, summed by the UI history's pass over them.
+
+        What :meth:`fold_batches` does for them: ``firsts`` have all three delays in the first
+        bucket; ``others`` are the rest's (scheduling, total) delays; the sums are over all of them.
+        """
+        scheduling, processing, total = self.scheduling.counts, self.processing.counts, self.total.counts
+        limits = self.scheduling.limits
+        first = limits[0]
+        bucket = bisect.bisect_left
+        for scheduled, value in others:
+            scheduling[0 if scheduled <= first else bucket(limits, scheduled)] += 1
+            total[0 if value <= first else bucket(limits, value)] += 1
+            value -= scheduled
+            processing[0 if value <= first else bucket(limits, value)] += 1
+        scheduling[0] += firsts
+        processing[0] += firsts
+        total[0] += firsts
+        self.scheduling.sum_ms += scheduling_sum
+        self.processing.sum_ms += total_sum - scheduling_sum
+        self.total.sum_ms += total_sum
+        self.batches["completed"] += count
+        self.output_operations["succeeded"] += count
+        kept = self.records
+        for stream_id, n in records.items():
+            kept[stream_id] = kept.get(stream_id, 0) + n
+
     def fold_progress(self, reports: Sequence[ProgressItem]) -> None:
         """Observe progress reports read from a progress log (its items, oldest first; none of them is built)."""
         # observe_progress, inline (the histograms' too: a bucket's count, then the sum in whole milliseconds).
@@ -227,30 +261,35 @@ class _QueryState:
         bucket = bisect.bisect_left
         first = limits[0]
         rows_total = 0
-        # The reports whose write fell in the first bucket (in memory, and mostly on disk, a write
-        # takes no whole ms) are counted in locals and added at the end, as in fold_batches.
-        first_offsets = first_commits = 0
+        # A report whose writes both took no whole ms (in memory, and mostly on disk) adds nothing to the
+        # sums and is in the first buckets: only its rows are read and it is counted at the end, as the
+        # reports not counted otherwise (as in fold_batches: counted in a local, added once).
+        counted = 0
         for _, rows, durations in reports:
             rows_total += rows
-            # A test and a lookup: cheaper than a .get() call when the phase is missing (no checkpoint).
-            if "walCommit" in durations:
-                ms = durations["walCommit"]
-                if ms <= first:
-                    first_offsets += 1
-                else:
-                    offsets_counts[bucket(limits, ms)] += 1
-                offsets_sum += ms
-            try:  # a micro-batch query's report always has it: no test first
-                ms = durations["commitOffsets"]
-            except KeyError:
+            try:  # a micro-batch query's report always has both phases: read without a test first
+                wal, commit = durations["walCommit"], durations["commitOffsets"]
+            except KeyError:  # a phase missing: each one that is there, on its own
+                counted += 1
+                if "walCommit" in durations:
+                    wal = durations["walCommit"]
+                    offsets_counts[0 if wal <= first else bucket(limits, wal)] += 1
+                    offsets_sum += wal
+                if "commitOffsets" in durations:
+                    commit = durations["commitOffsets"]
+                    commits_counts[0 if commit <= first else bucket(limits, commit)] += 1
+                    commits_sum += commit
                 continue
-            if ms <= first:
-                first_commits += 1
-            else:
-                commits_counts[bucket(limits, ms)] += 1
-            commits_sum += ms
-        offsets_counts[0] += first_offsets
-        commits_counts[0] += first_commits
+            if wal or commit:
+                offsets_sum += wal
+                commits_sum += commit
+                if wal > first or commit > first:
+                    counted += 1
+                    offsets_counts[0 if wal <= first else bucket(limits, wal)] += 1
+                    commits_counts[0 if commit <= first else bucket(limits, commit)] += 1
+        firsts = len(reports) - counted
+        offsets_counts[0] += firsts
+        commits_counts[0] += firsts
         offsets.sum_ms += offsets_sum
         commits.sum_ms += commits_sum
         self.progress_reports += len(reports)
@@ -370,11 +409,14 @@ class StreamingMetrics:
         self._collector.add(state)
         return _QueryMetrics(state)
 
-    def attach(self, target: Any, *, name: str | None = None) -> str:
+    def attach(self, target: Any, *, name: str | None = None, history: ContextHistory | None = None) -> str:
         """Record ``target``'s events from now on; return its ``query`` label.
 
         ``target`` is a ``StreamingContext``, a ``StreamingRuntime`` or a ``ContinuousExecution``
-        (anything with ``add_listener``, or a context's ``addStreamingListener``).
+        (anything with ``add_listener``, or a context's ``addStreamingListener``). ``history``: a
+        web UI's history of the same target (:meth:`StreamingUI.attach` passes its own); when it
+        reads the bus's batch log, its one pass over each run of batches folds them into these
+        metrics too, instead of a second reader of the log.
         """
         self._attached += 1
         label = str(name or getattr(target, "name", None) or f"context-{self._attached}")
@@ -387,9 +429,16 @@ class StreamingMetrics:
             # are folded in when the registry is scraped (and when a log would otherwise drop one
             # not folded yet), so the metrics cost the engine no event and no call per batch.
             batches, progress = bus.batch_log(), bus.progress_log()
-            batch_reader = batches.reader(state.fold_batches, numbered=False)
             progress_reader = progress.reader(state.fold_progress, numbered=False)
-            state.readers = [lambda: batches.catch_up(batch_reader), lambda: progress.catch_up(progress_reader)]
+            if history is not None and history.fold_into(state):
+                catch_up_batches: Callable[[], None] = history.catch_up
+            else:
+                batch_reader = batches.reader(state.fold_batches, numbered=False)
+
+                def catch_up_batches() -> None:
+                    batches.catch_up(batch_reader)
+
+            state.readers = [catch_up_batches, lambda: progress.catch_up(progress_reader)]
             recorder = _LoggedQueryMetrics(state)
         self._collector.add(state)
         if hasattr(target, "addStreamingListener"):

@@ -150,3 +150,34 @@ def test_a_fold_that_raises_leaves_the_log_numbered_and_its_other_readers_foldin
     assert raised == 1 and len(calls) == 3
     kept = batch_seqs(log.entries())
     assert kept == [(n, n) for n in range(3 * READER_BATCH + 1 - len(kept), 3 * READER_BATCH + 1)]
+
+
+def test_the_bus_appends_each_completed_batch_to_its_log_and_rests_it_in_time() -> None:
+    """The bus's own append (BatchLog.append inline, on its per-batch path): every batch in the log in order, the log
+    resting every READER_BATCH - 1 batches, so a reader folds each batch once before the log lets go of it."""
+    import anyio
+
+    from listeners import StreamingListenerBus
+
+    bus = StreamingListenerBus()
+    log = bus.batch_log()
+    runs: list[int] = []
+    folded: list[JobSet] = []
+
+    def fold(batches: Sequence[JobSet]) -> None:
+        runs.append(len(batches))
+        folded.extend(batches)
+
+    reader = log.reader(fold, numbered=False)
+    batches = [completed(n) for n in range(1, 3 * READER_BATCH + 40)]
+
+    async def post() -> None:
+        for batch in batches:
+            await bus.on_batch_completed(batch)
+
+    anyio.run(post)
+    assert runs == [READER_BATCH - 1] * 3  # the rests, each before an unseen batch would leave
+    log.catch_up(reader)
+    assert len(folded) == len(batches) and all(a is b for a, b in zip(folded, batches, strict=True))
+    assert log.appended == len(batches)
+    assert batch_seqs(log.entries())[-1] == (len(batches), len(batches))

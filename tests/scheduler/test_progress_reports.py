@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import pytest
 
@@ -110,14 +110,22 @@ def test_the_status_record_follows_the_last_values_set() -> None:
 
 
 class Keeping(Listener):
-    """A listener whose views keep every report's builder, input rows and durations (as the bus's progress log does)."""
+    """A listener whose views keep every report's builder, input rows and durations (as the bus's progress log does),
+    resting every third report."""
 
     def __init__(self) -> None:
         super().__init__(wants=False)
-        self.kept: list[tuple[Any, int, Mapping[str, int]]] = []
+        self.items: list[tuple[Any, int, Mapping[str, int]]] = []
+        self.kept = self.items
+        self.left = 3
+        self.rests: list[int] = []  # how many reports were kept at each rest
 
-    def progress_keeper(self) -> Callable[[Callable[[], StreamingQueryProgress], int, Mapping[str, int]], None]:
-        return lambda build, rows, durations: self.kept.append((build, rows, durations))
+    def progress_keeper(self) -> Keeping:
+        return self
+
+    def rest(self) -> None:
+        self.rests.append(len(self.items))
+        self.left = 3
 
 
 @pytest.mark.anyio
@@ -137,3 +145,4 @@ async def test_a_kept_report_counts_the_rows_of_the_query_s_inputs_as_the_built_
             await progress.report_batch(batch, job_set, 5000, inputs, QUERY, RUN, False)
     assert [rows for _, rows, _ in listener.kept] == [2, 2, 7, 7, 0, 0, 5, 5]
     assert [build().num_input_rows for build, _, _ in listener.kept] == [2, 2, 7, 7, 0, 0, 5, 5]
+    assert listener.rests == [3, 6]  # the reporter counts the keeper's left down and lets it rest at 0

@@ -165,3 +165,60 @@ async def test_the_ui_keeps_its_retained_batches_as_values_not_the_batches(clock
     assert [r["batchId"] for r in shown] == [n * 1000 for n in range(400, 0, -1)]
     assert [r["inputSize"] for r in shown[::-1]] == [1, 2, 3] * 133 + [1]
     assert alive <= READER_BATCH + 2  # the log's run of batches (and any still running), not the 400 shown
+
+
+def slow(batch: JobSet, n: int) -> JobSet:
+    """``batch`` (one job, completed) with delays past the metrics' first bucket: scheduling ``n`` ms, total ``3 n + 4`` ms."""
+    job = batch.jobs[0]
+    start, end = Time(batch.submission_time.milliseconds + n), Time(batch.submission_time.milliseconds + 3 * n + 4)
+    job.start_time, job.end_time = start, end
+    batch.processing_start, batch.processing_end = start, end
+    return batch
+
+
+FOLDED_SHAPES = [*SHAPES, lambda n: slow(job_set(n, 1, {0: StreamInputInfo(0, n)}), n % 9),
+                 lambda n: slow(job_set(n, 1, {}), 200 * n)]
+
+
+def metrics_values(state: Any) -> dict[str, Any]:
+    """Everything a scrape reads of a metrics state's batches."""
+    return {"delays": {kind: (list(h.counts), h.sum_ms) for kind, h in state.delays.items()}, "batches": dict(state.batches),
+            "operations": dict(state.output_operations), "records": dict(sorted(state.records.items()))}
+
+
+@pytest.mark.parametrize("retained", [1, 4, 130])
+def test_metrics_folded_in_the_history_pass_equal_their_own_reader_of_the_log(retained: int) -> None:
+    """A metrics state folded in the history's one pass over a batch log (``fold_into``, as a StreamingUI attaches its
+    metrics) equals one that reads the log itself, at every scrape, across wraps, for batches of every shape and delays."""
+    from streaming.ui._metrics import _QueryState
+
+    log = BatchLog()
+    history = ContextHistory("logged", batch_interval_ms=INTERVAL, retained_batches=retained, batch_log=log)
+    own, shared = _QueryState("own"), _QueryState("shared")
+    reader = log.reader(own.fold_batches, numbered=False)
+    assert history.fold_into(shared)
+    snapshots = []
+    for n in range(1, 400):
+        batch = FOLDED_SHAPES[(n // 3) % len(FOLDED_SHAPES)](n)
+        snapshots.append(BatchInfo.from_job_set(batch))
+        log.append(completed_batch(batch))
+        if n % 61 == 0:  # a scrape: each view folds what is new first
+            history.catch_up()
+            log.catch_up(reader)
+            assert metrics_values(shared) == metrics_values(own)
+    history.catch_up()
+    log.catch_up(reader)
+    assert metrics_values(shared) == metrics_values(own)
+    assert shared.processing.counts[1:] != [0] * len(shared.processing.counts[1:])  # delays past the first bucket folded
+    check_views(history, snapshots[-retained:], len(snapshots))
+
+
+def test_a_history_folds_into_one_metrics_state_and_only_with_a_batch_log() -> None:
+    """``fold_into`` takes one fold, and answers ``False`` for a history fed by events (no batch log)."""
+    from streaming.ui._metrics import _QueryState
+
+    history = ContextHistory("logged", batch_log=BatchLog())
+    assert history.fold_into(_QueryState("a"))
+    with pytest.raises(ValueError, match="the history of 'logged' already folds its batches into"):
+        history.fold_into(_QueryState("b"))
+    assert not ContextHistory("fed").fold_into(_QueryState("c"))

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from listeners import BatchCompleted, BatchInfo, BatchRecord, EventRecorder, QueryProgress
 from scheduler import Job, JobSet, ManualClock, Milliseconds, Seconds, StreamInputInfo, Time
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
-from streaming.ui import StreamingMetrics
+from streaming.ui import StreamingMetrics, StreamingUI
 from tests.support import advance, wait_until
 
 pytestmark = pytest.mark.anyio
@@ -191,6 +191,35 @@ async def test_metrics_read_from_the_bus_logs_scrape_as_event_fed_ones(tmp_path:
     assert value(found, "aiodstream_checkpoint_write_seconds_count", query="q", log="offsets") > 128
 
 
+async def test_the_ui_s_metrics_fold_in_the_history_s_pass_and_scrape_as_event_fed_ones(tmp_path: Path,
+                                                                                         clock: ManualClock) -> None:
+    """A StreamingUI's metrics are folded in its history's one pass over the bus's batch log (the log has one reader,
+    not two) and scrape byte for byte as a listener fed the same events, over 300 batches (the ring wraps twice)."""
+    logged, fed = StreamingMetrics(), StreamingMetrics()
+    p = Pipeline()
+    p.add_source(ListSource([[n] * (n % 4) for n in range(300)]), name="list")
+    p.add_output(lambda batch: None, name="out")
+    async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path / "ck", name="q") as runtime:
+        history = StreamingUI(metrics=logged).attach(runtime)
+        runtime.add_listener(fed.listener("q"))
+        await runtime.start()
+        await advance(runtime, clock, Milliseconds(100), times=300)
+        await runtime.listener_bus.wait_delivered()
+        text = logged.scrape()
+        readers = repr(runtime.listener_bus.batch_log())
+        records = history.records
+        await runtime.stop()
+
+    def families(scraped: str) -> str:  # the listener rows describe the bus's listeners: the event-fed one has none
+        return "\n".join(line for line in scraped.splitlines() if "aiodstream_listener_" not in line)
+
+    assert families(text) == families(fed.scrape())
+    assert readers.endswith("1 readers]>")
+    found = samples(text)
+    assert value(found, "aiodstream_batches_total", query="q", outcome="completed") == 300
+    assert value(found, "aiodstream_input_records_total", query="q", input="0") == records > 0
+
+
 async def test_metrics_of_a_micro_batch_runtime_take_no_batch_or_progress_event(tmp_path: Path, clock: ManualClock) -> None:
     """With the metrics alone attached, the bus posts only StreamingStarted and QueryStarted: batches and progress
     reports are read from its logs."""
@@ -320,3 +349,30 @@ def test_a_folded_run_of_kept_progress_reports_scrapes_as_their_events() -> None
     assert value(found, "aiodstream_query_progress_reports_total", query="q") == 300
     assert value(found, "aiodstream_checkpoint_write_seconds_count", query="q", log="commits") == 200
     assert value(found, "aiodstream_checkpoint_write_seconds_bucket", query="q", log="offsets", le="0.0025") == 50
+
+
+def test_folded_writes_that_took_no_whole_ms_some_ms_or_past_the_first_bucket_scrape_as_their_events() -> None:
+    """fold_progress reads only the rows of a report whose writes both took 0 ms and counts it at the end: runs of those
+    mixed with writes of a few ms (first bucket), past it in either phase, and with a phase missing scrape as the events."""
+    from listeners import ProgressLog
+
+    def build() -> Any:
+        raise AssertionError("the metrics never build a report")
+
+    phases = [{"walCommit": 0, "commitOffsets": 0}, {"walCommit": 6, "commitOffsets": 0}, {"walCommit": 0, "commitOffsets": 2},
+              {"walCommit": 0, "commitOffsets": 30}, {"walCommit": 5, "commitOffsets": 5}, {"walCommit": 0}]
+    log = ProgressLog()
+    logged, fed = StreamingMetrics(), StreamingMetrics()
+    reader = log.reader(logged.listener("q").state.fold_progress, numbered=False)
+    recorder = fed.listener("q").state
+    for n in range(400):
+        durations = phases[0] if n % 3 else phases[n // 3 % len(phases)]
+        log.append(build, n % 5, durations)
+        recorder.observe_progress(n % 5, durations)
+    log.catch_up(reader)
+    text = logged.scrape()
+    assert text == fed.scrape()
+    found = samples(text)
+    assert value(found, "aiodstream_checkpoint_write_seconds_bucket", query="q", log="offsets", le="0.005") == 400 - 23
+    assert value(found, "aiodstream_checkpoint_write_seconds_sum", query="q", log="commits") == pytest.approx(
+        (22 * 2 + 22 * 30 + 22 * 5) / 1000)

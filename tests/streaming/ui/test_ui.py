@@ -128,12 +128,17 @@ async def test_running_and_queued_batches_are_active_until_they_complete(clock: 
                                                                                             (1000, "PROCESSING")])
         assert [r["batchId"] for r in history.batches(status="QUEUED")] == [2000]
         assert history.statistics()["numActiveBatches"] == 2
+        # Read from the runtime's scheduler when asked: the bus keeps no running batch for the UI.
+        assert runtime.listener_bus.active_batches() == []
+        assert [job_set.time.milliseconds for job_set in runtime.scheduler.running_batches()] == [1000, 2000]
+        assert {time: state for time, (state, _) in history.active().items()} == {1000: "PROCESSING", 2000: "QUEUED"}
         release.set()
         await runtime.wait_until_idle()
         await runtime.listener_bus.wait_delivered()
         done = history.batches()
         await runtime.stop()
     assert [(r["batchId"], r["status"]) for r in done] == [(2000, "COMPLETED"), (1000, "COMPLETED")]
+    assert history.active() == {}
 
 
 async def test_the_ui_takes_no_event_per_batch_and_reads_the_batches_when_asked(clock: ManualClock) -> None:
