@@ -92,7 +92,7 @@ class StreamingListenerBus:
     ``def`` callback off the event loop, on a worker thread that serves that listener alone (one
     call at a time, in posting order), so one that blocks, does I/O or calls Spark delays neither
     the timer, the scheduler nor the host's loop (only when that thread waits for the GIL while
-    ``HAND_OFF_EVENTS`` queue up does a post sleep for it, up to 1 ms, the loop free meanwhile).
+    ``HAND_OFF_EVENTS`` queue up does a post wait, up to 1 ms with the GIL released, for it to take the GIL).
     A listener whose plain callbacks are quick and touch objects of the loop (anyio events, the
     engine's own state) asks to run on the loop instead, with ``add_listener(..., on_loop=True)``
     or a class attribute ``run_on_loop = True``.
@@ -162,9 +162,6 @@ class StreamingListenerBus:
         # Replaced, never mutated, on add/remove: a post that waits (BLOCK) keeps iterating the
         # list it started with, so no listener is skipped when another one leaves.
         self._slots: list[ListenerQueue] = []
-        # Plain listeners' queues whose thread is starved for the GIL (see HAND_OFF_EVENTS): the post
-        # that found them sleeps a moment before it returns, so the loop idles and the thread runs.
-        self._starved: list[ListenerQueue] = []
         self._wanted: frozenset[type] = frozenset()
         self._posted = 0
         self._tg: anyio.abc.TaskGroup | None = None
@@ -249,8 +246,6 @@ class StreamingListenerBus:
         slots = self._offer(event)
         if slots is not None:
             await self._post_waiting(event, slots)
-        if self._starved:
-            await self._hand_off()
 
     def _offer(self, event: StreamingEvent) -> list[ListenerQueue] | None:
         """``post`` without waiting: the listeners from the first whose queue is full under BLOCK on, else ``None`` (all served).
@@ -261,18 +256,13 @@ class StreamingListenerBus:
             self._log.warning("event posted after the bus was closed; ignored", event_type=type(event).__name__)
             return None
         self._posted += 1
-        return serve(event, self._slots, None, self.capacity, self._block, self._starved)
-
-    async def _hand_off(self) -> None:
-        starved, self._starved = self._starved, []
-        for slot in starved:
-            await slot.hand_off()
+        return serve(event, self._slots, None, self.capacity, self._block)
 
     async def _post_waiting(self, event: StreamingEvent, slots: list[ListenerQueue] | None) -> None:
         # The first of slots has a full queue (BLOCK): wait for room there, then serve the rest in order.
         while slots is not None:
             await slots[0].put_waiting(event)
-            slots = serve(event, slots[1:], None, self.capacity, self._block, self._starved)
+            slots = serve(event, slots[1:], None, self.capacity, self._block)
 
     # -- the running batches, read when asked --
 
@@ -394,13 +384,11 @@ class StreamingListenerBus:
                 event = BatchCompleted.of_record(batch)
             else:
                 event = BatchCompleted.of_completed(batch)
-            slots = serve(event, self._slots, values, self.capacity, self._block, self._starved)
+            slots = serve(event, self._slots, values, self.capacity, self._block)
             if slots is not None:
                 # A full queue under BLOCK waits with the object (not SUCCEEDED: the dispatcher may take
                 # a waiting put before this task resumes, so the values would come too late).
                 await self._post_waiting(event or of_succeeded_values(values), slots)  # type: ignore[arg-type]
-            if self._starved:
-                await self._hand_off()
 
     # -- running --
 

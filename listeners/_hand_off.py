@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import threading
 
-import anyio
-
 __all__ = ["HAND_OFF_EVENTS", "HAND_OFF_WAIT_S", "GilHandOff"]
 
 HAND_OFF_EVENTS = 2048
@@ -19,24 +17,22 @@ Flat out the loop gives up the GIL only for an instant at each selector poll, an
 and more, the queue filled and under ``BLOCK`` the job runner waited while the generator ran ahead.
 """
 
-HAND_OFF_WAIT_S = 0.001  # the longest a post sleeps for a starved trip to start, in seconds
-_HAND_OFF_STEP_S = 0.0001  # its steps: each a selector wait of the loop with the GIL released
+HAND_OFF_WAIT_S = 0.001  # the longest the loop's thread waits for a starved trip to start, in seconds
+
 
 class GilHandOff:
-    """The one real-time wait of the listener machinery: a posting task's sleep while a starved thread takes the GIL.
+    """How the loop's thread hands the GIL to a plain listener's thread that is starved of it.
 
-    Not a time of the engine's (no clock it is given could stand in: a manual one would never wake
-    it), but a yield to the operating system's scheduler, bounded by ``HAND_OFF_WAIT_S``.
+    It waits, with the GIL released, until that thread starts its trip (it sets ``started`` once it
+    holds the GIL), at most ``HAND_OFF_WAIT_S`` and once per trip. That is the switch the
+    interpreter itself forces every 5 ms between threads that want the GIL, made at the moment it
+    failed to happen: the loop's thread stops for the time the other thread takes to wake and take
+    the GIL, as it would at a forced switch. Sleeping the posting task instead (the loop free) was
+    tried and did not work: flat out the loop always has another task ready, so it never waits in
+    its selector and the thread stays starved (docs/ui.md, "History and cost").
     """
 
     @staticmethod
-    async def wait(started: threading.Event) -> None:
-        """Sleep in steps of ``_HAND_OFF_STEP_S`` until ``started`` is set, at most ``HAND_OFF_WAIT_S``.
-
-        The posting task sleeps, not the loop: other tasks run, and while none is ready the loop
-        waits in its selector with the GIL released, which is when the starved thread takes it.
-        """
-        with anyio.move_on_after(HAND_OFF_WAIT_S):
-            # Polled: the thread sets a threading.Event as its trip starts (an anyio one would cost it a call into the loop).
-            while not started.is_set():  # noqa: ASYNC110
-                await anyio.sleep(_HAND_OFF_STEP_S)
+    def wait(started: threading.Event) -> None:
+        """Block until ``started`` is set, at most ``HAND_OFF_WAIT_S``, the GIL released."""
+        started.wait(HAND_OFF_WAIT_S)

@@ -29,7 +29,7 @@ from scheduler import (
 )
 
 from ._events import SUCCEEDED_WIDTH, BatchCompleted, StreamingEvent, of_succeeded_values
-from ._hand_off import HAND_OFF_EVENTS, GilHandOff
+from ._hand_off import GilHandOff
 from ._listener import HANDLER_NAMES, StreamingListener
 
 __all__ = ["SUCCEEDED", "DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener", "handlers_of",
@@ -458,20 +458,13 @@ class ListenerQueue:
                 if seq == self._linger_seq:
                     self.end_linger()
 
-    def ask_hand_off(self) -> bool:
-        """On the loop, as an event is queued: whether the post should now hand this queue's starved thread the GIL.
+    def hand_off(self) -> None:
+        """On the loop, with ``HAND_OFF_EVENTS`` undelivered and a trip not started: hand its thread the GIL (:class:`GilHandOff`).
 
-        True once per trip, when ``HAND_OFF_EVENTS`` are undelivered behind a trip that has not started.
-        """
-        if self.starting and self.accepted - self.processed >= HAND_OFF_EVENTS:
-            self.starting = False  # once per trip, whether it starts in time or not
-            self.handed_off += 1
-            return True
-        return False
-
-    async def hand_off(self) -> None:
-        """Sleep, in short steps and at most ``HAND_OFF_WAIT_S``, until the trip asked for has started (:class:`GilHandOff`)."""
-        await GilHandOff.wait(self.trip_started)
+        Once per trip, whether it starts in time or not."""
+        self.starting = False
+        self.handed_off += 1
+        GilHandOff.wait(self.trip_started)
 
     def end_linger(self) -> None:
         """Let a lingering dispatcher make its trip now (the bus closes, the listener leaves, someone waits for delivery)."""

@@ -7,13 +7,14 @@ from typing import Any
 import anyio
 
 from ._events import BatchCompleted, StreamingEvent, of_succeeded_values
+from ._hand_off import HAND_OFF_EVENTS
 from ._listener_queue import LINGER_EVENTS, SUCCEEDED, ListenerQueue
 
 __all__ = ["serve"]
 
 
 def serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tuple[object, ...] | None, capacity: int,
-           block: bool, starved: list[ListenerQueue]) -> list[ListenerQueue] | None:
+           block: bool) -> list[ListenerQueue] | None:
     """Hand ``event`` to each of ``slots`` in order; stop at a full queue if ``block`` (BLOCK) and return it and the rest.
 
     ``values``: a succeeded batch's (``succeeded_values``), for a plain listener's queue (``SUCCEEDED``, see
@@ -44,8 +45,8 @@ def serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tupl
                 filled = slot.filled
                 if filled is not None and len(pending) >= LINGER_EVENTS:
                     filled.set()
-                elif slot.starting and slot.ask_hand_off():
-                    starved.append(slot)  # a trip that has not started behind this many: its thread is starved
+                elif slot.starting and slot.accepted - slot.processed >= HAND_OFF_EVENTS:
+                    slot.hand_off()  # a trip that has not started behind this many: its thread is starved
             else:
                 slot.drop(item)  # only under DROP: the dispatcher never gathers a run under BLOCK
             continue
@@ -65,6 +66,6 @@ def serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tupl
         filled = slot.filled
         if filled is not None and len(queue) >= LINGER_EVENTS:
             filled.set()  # it lingers for a run this long: the trip starts
-        elif slot.starting and slot.ask_hand_off():
-            starved.append(slot)  # a trip that has not started behind this many: its thread is starved
+        elif slot.starting and slot.accepted - slot.processed >= HAND_OFF_EVENTS:
+            slot.hand_off()  # a trip that has not started behind this many: its thread is starved
     return None

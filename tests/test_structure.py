@@ -66,9 +66,7 @@ WALL_CLOCK_NAMES = frozenset(
 LOOP_CLOCK_METHODS = frozenset({"call_later", "call_at"})
 
 # The one place allowed to read the wall clock: (module, enclosing class).
-# SystemClock is the wall clock; GilHandOff is a bounded sleep that lets a starved listener thread take the GIL
-# (a yield to the OS scheduler, not a time of the engine's: see its docstring).
-ALLOWED = {("scheduler/_clock.py", "SystemClock"), ("listeners/_hand_off.py", "GilHandOff")}
+ALLOWED = {("scheduler/_clock.py", "SystemClock")}
 
 
 class WallClockScanner(ast.NodeVisitor):
