@@ -100,6 +100,7 @@ from .query import (
     uri_scheme,
     whole_number_option,
     write_new_file,
+    write_replacing_file,
 )
 
 __all__ = [
@@ -228,6 +229,7 @@ __all__ = [
     "WorkerThreads",
     "whole_number_option",
     "write_new_file",
+    "write_replacing_file",
     "YIELD_EVERY",
     "yield_now",
     "yield_to_ready",

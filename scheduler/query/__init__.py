@@ -32,6 +32,7 @@ from ._files import (
     temp_name,
     uri_scheme,
     write_new_file,
+    write_replacing_file,
 )
 from ._fsspec_files import FsspecFileManager, check_task_file_system, task_checkpoint_path
 from ._metadata_log import CommitLog, CommitMetadata, MetadataLog, OffsetSeq, OffsetSeqLog, OffsetSeqMetadata
@@ -95,4 +96,5 @@ __all__ = [
     "uri_scheme",
     "whole_number_option",
     "write_new_file",
+    "write_replacing_file",
 ]

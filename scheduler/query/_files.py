@@ -42,6 +42,7 @@ __all__ = [
     "temp_name",
     "uri_scheme",
     "write_new_file",
+    "write_replacing_file",
 ]
 
 TEMP_SUFFIX = ".tmp"
@@ -226,6 +227,27 @@ def write_new_file(path: str | os.PathLike[str], data: bytes, *, durable: bool =
     return created
 
 
+def write_replacing_file(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+    """Write ``path`` (its directory exists) whole for readers, replacing any file: a temporary file renamed over it.
+
+    ``durable`` flushes the file, then its directory; without, it survives any process's death, not the machine's crash."""
+    target = os.fspath(path)
+    directory, name = os.path.split(target)
+    temp = os.path.join(directory, temp_name(name))
+    try:
+        with open(temp, "wb") as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(temp, target)
+    finally:
+        if os.path.lexists(temp):
+            os.unlink(temp)
+    if durable:
+        fsync_directory(directory or ".")
+
+
 def remove_temp_files(directory: str | os.PathLike[str] | CheckpointPath) -> int:
     """Delete temporary files and directories left by killed writers; return how many were removed."""
     where = directory if isinstance(directory, CheckpointPath) else CheckpointPath.local(directory)
@@ -292,20 +314,8 @@ class LocalFileManager:
         return write_new_file(_local(path), data, durable=durable)
 
     def write_replacing(self, path: str, data: bytes) -> None:
-        """A flushed temporary file renamed over ``path``."""
-        local = _local(path)
-        directory, name = os.path.split(local)
-        temp = os.path.join(directory, temp_name(name))
-        try:
-            with open(temp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(temp, local)
-        finally:
-            if os.path.lexists(temp):
-                os.unlink(temp)
-        fsync_directory(directory or ".")
+        """A flushed temporary file renamed over ``path`` (:func:`write_replacing_file`)."""
+        write_replacing_file(_local(path), data)
 
     def rename_new(self, source: str, target: str) -> bool:
         """``rename``, refused when ``target`` exists (one writer per checkpoint: the check and the rename are two steps)."""

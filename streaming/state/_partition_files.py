@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from scheduler import CheckpointPath, library_logger, parse_batch_file_name, task_checkpoint_path, temp_name
+from scheduler import CheckpointPath, library_logger, parse_batch_file_name, task_checkpoint_path, write_replacing_file
 
 from ._store_format import DELTA, SNAPSHOT, StateStoreError, decode, delta_digest, encode, kind_name
 
@@ -26,26 +26,6 @@ def _stale_temp(name: str) -> tuple[int, str] | None:
         return None
     version = parse_batch_file_name(parts[1])
     return None if version is None else (version, parts[2])
-
-
-def _replace_unflushed(target: str, data: bytes) -> None:
-    """Write ``target`` whole for readers (a temporary file renamed over it), leaving the flush to the OS.
-
-    What Spark's state stores do on a local file system (Hadoop's local output stream closed,
-    then renamed; no ``fsync``): the file is in the kernel's page cache once the rename returns,
-    so it survives the death of this process (a SIGKILL), but not a crash of the machine before
-    the OS writes it back. The temporary name is the file managers' (``.<name>.<uuid>.tmp``), which
-    :meth:`PartitionFiles.remove_temporary_files` sweeps when a writer was killed before its rename.
-    """
-    directory, name = os.path.split(target)
-    temporary = os.path.join(directory, temp_name(name))
-    try:
-        with open(temporary, "wb") as file:
-            file.write(data)
-        os.replace(temporary, target)
-    finally:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
 
 
 class PartitionFiles:
@@ -113,7 +93,8 @@ class PartitionFiles:
 
     def _write(self, path: CheckpointPath, data: bytes) -> None:
         if path.is_local and not self.fsync:
-            _replace_unflushed(os.fspath(path), data)
+            # Spark's state stores on a local disk: Hadoop's local stream closed, then renamed; no flush.
+            write_replacing_file(os.fspath(path), data, durable=False)
         else:
             path.write_replacing(data)
 
