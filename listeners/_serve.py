@@ -33,38 +33,30 @@ def serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tupl
         item: Any = SUCCEEDED if values is not None and slot.flat else event
         if item is None:
             item = event = of_succeeded_values(values)  # type: ignore[arg-type]
-        pending = slot.pending
-        if pending is not None:
+        queued: Any = slot.pending
+        if queued is not None:
             # A plain listener's trip is in flight and nothing else is queued for it: the event
             # joins the next trip's run in a plain list (no mailbox put; see ListenerQueue.pending).
-            if len(pending) < capacity:
-                pending.append(item)
-                if item is SUCCEEDED:
-                    slot.values.extend(values)  # type: ignore[arg-type]
-                slot.accepted += 1
-                filled = slot.filled
-                if filled is not None and len(pending) >= LINGER_EVENTS:
-                    filled.set()
-                elif slot.starting and slot.accepted - slot.processed >= HAND_OFF_EVENTS:
-                    slot.hand_off()  # a trip that has not started behind this many: its thread is starved
-            else:
+            if len(queued) >= capacity:
                 slot.drop(item)  # only under DROP: the dispatcher never gathers a run under BLOCK
-            continue
-        queue = slot.queue
-        try:
-            queue.put_nowait(item)
-        except anyio.WouldBlock:
-            if block:
-                return slots[slots.index(slot):]
-            slot.drop(item)
-            continue
-        except anyio.ClosedResourceError:
-            continue  # removed meanwhile, or its dispatcher is gone
+                continue
+            queued.append(item)
+        else:
+            queued = slot.queue
+            try:
+                queued.put_nowait(item)
+            except anyio.WouldBlock:
+                if block:
+                    return slots[slots.index(slot):]
+                slot.drop(item)
+                continue
+            except anyio.ClosedResourceError:
+                continue  # removed meanwhile, or its dispatcher is gone
         if item is SUCCEEDED:
             slot.values.extend(values)  # type: ignore[arg-type]
         slot.accepted += 1
         filled = slot.filled
-        if filled is not None and len(queue) >= LINGER_EVENTS:
+        if filled is not None and len(queued) >= LINGER_EVENTS:
             filled.set()  # it lingers for a run this long: the trip starts
         elif slot.starting and slot.accepted - slot.processed >= HAND_OFF_EVENTS:
             slot.hand_off()  # a trip that has not started behind this many: its thread is starved
