@@ -306,7 +306,8 @@ class StreamingListenerBus:
         """The log of a micro-batch query's progress reports from now on, keeping at least the last ``retained`` (made on the first call).
 
         Each report is built only when a view reads it; its input rows and phase durations are
-        kept as they are (for totals and histograms). Fed by :meth:`on_batch_progress`.
+        kept as they are (for totals and histograms). Fed by the query's progress reporter, which
+        appends to it itself (a ``ProgressKeeper``: see ``BusReports.progress_keeper``).
         """
         if self._progress_log is None:
             self._progress_log = ProgressLog()
