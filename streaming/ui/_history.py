@@ -36,7 +36,7 @@ from listeners import (
 from scheduler import JobSet
 
 from ._failures import error_summary, headline
-from ._kept_batches import FlatBatches, KeptBatch, RunFold, iso_date
+from ._kept_batches import FlatBatches, KeptBatch, RunFold, iso_date, ms_of
 
 __all__ = ["ContextHistory", "SparkJobs", "batch_json", "check_retained", "failure_text", "operation_json"]
 
@@ -51,8 +51,6 @@ def check_retained(**counts: int) -> None:
             raise ValueError(f"{what} must be a positive int, got {n!r}")
 
 
-def _ms(value: Any) -> int | None:
-    return None if value is None else int(value.milliseconds)
 
 
 class _Receiver:
@@ -158,19 +156,19 @@ class ContextHistory:
     @property
     def completed_batches(self) -> int:
         """Completed batches seen, failed ones included."""
-        self._catch_up()
+        self.catch_up()
         return self._completed_batches
 
     @property
     def failed_batches(self) -> int:
         """Completed batches with a failed output operation."""
-        self._catch_up()
+        self.catch_up()
         return self._failed_batches
 
     @property
     def records(self) -> int:
         """Records of the completed batches."""
-        self._catch_up()
+        self.catch_up()
         return self._records
 
     def catch_up(self) -> None:
@@ -178,8 +176,6 @@ class ContextHistory:
         log = self._batch_log
         if log is not None:
             log.catch_up(self._batch_reader)
-
-    _catch_up = catch_up
 
     def fold_into(self, fold: RunFold) -> bool:
         """From now on fold every batch read from the batch log into ``fold`` too, in the same pass; ``False`` without a log.
@@ -294,7 +290,7 @@ class ContextHistory:
 
     def _rows(self, newest: int | None = None) -> list[KeptBatch]:
         """The kept completed batches (the ``newest`` last of them), oldest first, as they are now."""
-        self._catch_up()
+        self.catch_up()
         with self._lock:
             return self._batches.rows(newest)
 
@@ -315,7 +311,7 @@ class ContextHistory:
 
     def statistics(self) -> dict[str, Any]:
         """Spark's ``/streaming/statistics`` of this context, plus our own fields (name, kind, links)."""
-        self._catch_up()
+        self.catch_up()
         with self._lock:
             records, submitted, started, ended = self._batches.timings()
         receivers = list(self._receivers.values())
@@ -371,7 +367,7 @@ class ContextHistory:
                 if status is None or status == state:
                     out.append(batch_json(info, state, None, self.batch_interval_ms))
         if status in (None, "COMPLETED"):
-            self._catch_up()
+            self.catch_up()
             with self._lock:
                 rows = self._batches.rows(max(0, self._batches.appended - since))
             interval = self.batch_interval_ms
@@ -383,7 +379,7 @@ class ContextHistory:
         active = self.active().get(batch_id)
         if active is not None:
             return batch_json(active[1], active[0], None, self.batch_interval_ms), active[1]
-        self._catch_up()
+        self.catch_up()
         with self._lock:
             row = self._batches.find(batch_id)
         return None if row is None else (row.json(self.batch_interval_ms), row.batch_info())
@@ -404,7 +400,7 @@ class ContextHistory:
                 "isActive": info.active,
                 "executorId": info.executor_id,
                 "executorHost": info.location,
-                "lastErrorTime": iso_date(_ms(info.last_error_time)),
+                "lastErrorTime": iso_date(ms_of(info.last_error_time)),
                 "lastErrorMessage": info.last_error_message or None,
                 "lastError": failure_text(info.last_error or None, self.show_tracebacks),
                 "avgEventRate": (sum(r for _, r in rates) / len(rates)) if rates else None,
@@ -471,11 +467,11 @@ def operation_json(op: Any, jobs: list[int] | None, *, show_tracebacks: bool = F
         "outputOpId": op.id,
         "name": op.name,
         "description": op.description,
-        "startTime": iso_date(_ms(op.start_time)),
-        "endTime": iso_date(_ms(op.end_time)),
-        "startTimeMs": _ms(op.start_time),
-        "endTimeMs": _ms(op.end_time),
-        "duration": _ms(duration),
+        "startTime": iso_date(ms_of(op.start_time)),
+        "endTime": iso_date(ms_of(op.end_time)),
+        "startTimeMs": ms_of(op.start_time),
+        "endTimeMs": ms_of(op.end_time),
+        "duration": ms_of(duration),
         "failureReason": failure_text(op.failure_reason, show_tracebacks),
         "failureHeadline": None if op.failure_reason is None else headline(op.failure_reason),
         "jobIds": jobs,
@@ -498,11 +494,11 @@ def batch_json(info: BatchInfo, status: str, seq: int | None, interval_ms: int |
         "inputSize": info.num_records,
         "inputs": {str(sid): i.num_records for sid, i in info.stream_id_to_input_info.items()},
         "submissionTimeMs": info.submission_time.milliseconds,
-        "processingStartTimeMs": _ms(info.processing_start_time),
-        "processingEndTimeMs": _ms(info.processing_end_time),
-        "schedulingDelay": _ms(info.scheduling_delay),
-        "processingTime": _ms(info.processing_delay),
-        "totalDelay": _ms(info.total_delay),
+        "processingStartTimeMs": ms_of(info.processing_start_time),
+        "processingEndTimeMs": ms_of(info.processing_end_time),
+        "schedulingDelay": ms_of(info.scheduling_delay),
+        "processingTime": ms_of(info.processing_delay),
+        "totalDelay": ms_of(info.total_delay),
         "numActiveOutputOps": len(started),
         "numCompletedOutputOps": len(done) - len(failed),
         "numFailedOutputOps": len(failed),

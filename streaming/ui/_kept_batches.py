@@ -14,7 +14,7 @@ from scheduler import JobSet, StreamInputInfo, Time
 
 from ._failures import headline
 
-__all__ = ["FlatBatches", "KeptBatch", "RunFold", "iso_date"]
+__all__ = ["FlatBatches", "KeptBatch", "RunFold", "iso_date", "ms_of"]
 
 
 def iso_date(ms: int | None) -> str | None:
@@ -97,8 +97,9 @@ _SHAPES = 256
 _UNSET = object()
 
 
-def _ms_or_none(time: Time | None) -> int | None:
-    return None if time is None else time.milliseconds
+def ms_of(value: Any) -> int | None:
+    """A ``Time``'s or a ``Duration``'s whole milliseconds, or ``None`` for ``None`` (a time not reached)."""
+    return None if value is None else int(value.milliseconds)
 
 
 class RunFold(Protocol):
@@ -260,10 +261,10 @@ class FlatBatches:
         return failed, total
 
     def _add_job_set(self, job_set: JobSet) -> int:
-        operations = tuple((job.name, job.description, _ms_or_none(job.start_time), _ms_or_none(job.end_time),
+        operations = tuple((job.name, job.description, ms_of(job.start_time), ms_of(job.end_time),
                             None if job.failure is None else job.failure_reason) for job in job_set.jobs)
         return self._add(job_set.time.milliseconds, job_set.input_infos, job_set.submission_time.milliseconds,
-                         _ms_or_none(job_set.processing_start), _ms_or_none(job_set.processing_end), operations)
+                         ms_of(job_set.processing_start), ms_of(job_set.processing_end), operations)
 
     def add_record(self, record: BatchRecord) -> int:
         """Keep a completed batch's record's values; returns its records."""
