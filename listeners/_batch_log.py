@@ -200,6 +200,13 @@ class _Ring(Generic[E, I]):
         first, items = self._snapshot()
         reader.catch_up_items(first, items)
 
+    def push(self, item: I) -> None:
+        """Append ``item``, the next entry: what the bus and the progress reporter write inline (see the class)."""
+        self.items.append(item)
+        self.left -= 1
+        if not self.left:
+            self.rest()
+
     def rest(self) -> None:
         """Let the readers fold what they have not seen and move the anchor (an append does this when ``left`` reaches 0)."""
         # On the loop (an append, or retain): no append can happen meanwhile. The readers fold what
@@ -227,11 +234,7 @@ class BatchLog(_Ring[BatchEntry, "JobSet | BatchRecord"]):
 
     def append(self, batch: JobSet | BatchRecord) -> None:
         """Append a completed batch (see :data:`BatchEntry`, and :func:`completed_batch` for what to pass)."""
-        self.items.append(batch)
-        left = self.left - 1
-        self.left = left
-        if not left:
-            self.rest()
+        self.push(batch)
 
     def _number(self, first: int, items: Sequence[JobSet | BatchRecord]) -> list[BatchEntry]:
         return list(zip(range(first, first + len(items)), items, strict=True))
@@ -249,11 +252,7 @@ class ProgressLog(_Ring[ProgressEntry, ProgressItem]):
 
     def append(self, build: Callable[[], StreamingQueryProgress], rows: int, durations: Mapping[str, int]) -> None:
         """Append a report (``build`` makes it), its input rows and its phase durations (not changed afterwards)."""
-        self.items.append((build, rows, durations))
-        left = self.left - 1
-        self.left = left
-        if not left:
-            self.rest()
+        self.push((build, rows, durations))
 
     def _number(self, first: int, items: Sequence[ProgressItem]) -> list[ProgressEntry]:
         numbered = zip(range(first, first + len(items)), items, strict=True)
