@@ -323,28 +323,33 @@ def test_a_folded_run_counts_every_delay_as_its_events_do_when_a_clock_steps_bac
     assert value(found, "aiodstream_batch_total_delay_seconds_bucket", query="q", le="0.005") == 4
 
 
-def test_a_folded_run_of_kept_progress_reports_scrapes_as_their_events() -> None:
-    """Progress reports read from a progress log (with and without each checkpoint phase, writes in the first bucket and
-    past it) scrape byte for byte as observing the same reports one at a time."""
+def logged_and_fed_progress(reports: list[tuple[int, dict[str, int]]]) -> str:
+    """The scrape of metrics that folded ``reports`` (rows, phase durations) from a progress log, checked byte for byte
+    against metrics that observed them one at a time."""
     from listeners import ProgressLog
 
     def build() -> Any:
         raise AssertionError("the metrics never build a report")
 
-    phases = [{"commitOffsets": 0}, {"walCommit": 3, "commitOffsets": 1}, {"walCommit": 40}, {}, {"commitOffsets": 700},
-              {"walCommit": 0, "commitOffsets": 0, "addBatch": 9}]
     log = ProgressLog()
     logged, fed = StreamingMetrics(), StreamingMetrics()
-    state = logged.listener("q").state
-    reader = log.reader(state.fold_progress, numbered=False)
+    reader = log.reader(logged.listener("q").state.fold_progress, numbered=False)
     recorder = fed.listener("q").state
-    for n in range(300):
-        durations = phases[n % len(phases)]
-        log.append(build, n % 7, durations)
-        recorder.observe_progress(n % 7, durations)
+    for rows, durations in reports:
+        log.append(build, rows, durations)
+        recorder.observe_progress(rows, durations)
     log.catch_up(reader)
     text = logged.scrape()
     assert text == fed.scrape()
+    return text
+
+
+def test_a_folded_run_of_kept_progress_reports_scrapes_as_their_events() -> None:
+    """Progress reports read from a progress log (with and without each checkpoint phase, writes in the first bucket and
+    past it) scrape byte for byte as observing the same reports one at a time."""
+    phases = [{"commitOffsets": 0}, {"walCommit": 3, "commitOffsets": 1}, {"walCommit": 40}, {}, {"commitOffsets": 700},
+              {"walCommit": 0, "commitOffsets": 0, "addBatch": 9}]
+    text = logged_and_fed_progress([(n % 7, phases[n % len(phases)]) for n in range(300)])
     found = samples(text)
     assert value(found, "aiodstream_query_progress_reports_total", query="q") == 300
     assert value(found, "aiodstream_checkpoint_write_seconds_count", query="q", log="commits") == 200
@@ -354,24 +359,9 @@ def test_a_folded_run_of_kept_progress_reports_scrapes_as_their_events() -> None
 def test_folded_writes_that_took_no_whole_ms_some_ms_or_past_the_first_bucket_scrape_as_their_events() -> None:
     """fold_progress reads only the rows of a report whose writes both took 0 ms and counts it at the end: runs of those
     mixed with writes of a few ms (first bucket), past it in either phase, and with a phase missing scrape as the events."""
-    from listeners import ProgressLog
-
-    def build() -> Any:
-        raise AssertionError("the metrics never build a report")
-
     phases = [{"walCommit": 0, "commitOffsets": 0}, {"walCommit": 6, "commitOffsets": 0}, {"walCommit": 0, "commitOffsets": 2},
               {"walCommit": 0, "commitOffsets": 30}, {"walCommit": 5, "commitOffsets": 5}, {"walCommit": 0}]
-    log = ProgressLog()
-    logged, fed = StreamingMetrics(), StreamingMetrics()
-    reader = log.reader(logged.listener("q").state.fold_progress, numbered=False)
-    recorder = fed.listener("q").state
-    for n in range(400):
-        durations = phases[0] if n % 3 else phases[n // 3 % len(phases)]
-        log.append(build, n % 5, durations)
-        recorder.observe_progress(n % 5, durations)
-    log.catch_up(reader)
-    text = logged.scrape()
-    assert text == fed.scrape()
+    text = logged_and_fed_progress([(n % 5, phases[0] if n % 3 else phases[n // 3 % len(phases)]) for n in range(400)])
     found = samples(text)
     assert value(found, "aiodstream_checkpoint_write_seconds_bucket", query="q", log="offsets", le="0.005") == 400 - 23
     assert value(found, "aiodstream_checkpoint_write_seconds_sum", query="q", log="commits") == pytest.approx(
