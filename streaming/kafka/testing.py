@@ -116,9 +116,14 @@ class MockKafkaCluster:
         self._refresh_producer_metadata(topic, partitions)
 
     def delete_topic(self, topic: str) -> None:
-        """Delete ``topic`` and its records."""
+        """Delete ``topic`` and its records.
+
+        The shared producer is closed first: a client that knows the topic asks for it again by
+        name, and the mock would create it anew with 4 partitions.
+        """
         with self._lock:
             self._require_open()
+            self._close_producer()
             self._check(self._lib.rd_kafka_mock_topic_delete(self._mc, topic.encode()), f"deleting topic {topic!r}")
 
     def delete_records(self, topic: str, partition: int, before: int) -> None:
@@ -172,11 +177,11 @@ class MockKafkaCluster:
         if remaining or errors:
             raise KafkaError(f"producing to {topic!r} failed: {errors[:3] or f'{remaining} records unacknowledged'}")
 
-    def _drop_producer(self) -> None:
-        with self._lock:
-            if self._producer is not None:
-                self._producer.flush(30)
-                self._producer = None
+    def _close_producer(self) -> None:
+        """Flush and drop the shared producer (the caller holds the lock)."""
+        if self._producer is not None:
+            self._producer.flush(30)
+            self._producer = None
 
     def _shared_producer(self) -> Any:
         with self._lock:
@@ -244,9 +249,8 @@ class MockKafkaCluster:
             if rows and [r[0] for r in rows] != list(range(low, low + len(rows))):
                 raise KafkaError(f"cannot rebuild {topic}-{partition}: its offsets have gaps (transaction markers)")
             kept.append((low, rows))
-        self.delete_topic(topic)
+        self.delete_topic(topic)  # closes the shared producer, whose metadata had the old partition count
         self.create_topic(topic, total)
-        self._drop_producer()  # its metadata still has the old partition count
         for partition, (low, rows) in enumerate(kept):
             if low:
                 self.produce(topic, [b""] * low, partition=partition)  # placeholders, deleted below
