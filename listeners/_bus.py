@@ -6,7 +6,6 @@ Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue`` per listener, with an
 from __future__ import annotations
 
 import enum
-from typing import Callable, Mapping
 
 import anyio
 import anyio.abc
@@ -19,7 +18,6 @@ from scheduler import (
     Job,
     JobSet,
     Seconds,
-    StreamingQueryProgress,
     StreamingStateError,
     SystemClock,
     library_logger,
@@ -317,11 +315,6 @@ class StreamingListenerBus:
     def keeps_progress(self) -> bool:
         """Whether a view keeps the progress reports (:meth:`progress_log`)."""
         return self._progress_log is not None
-
-    def on_batch_progress(self, build: Callable[[], StreamingQueryProgress], rows: int, durations: Mapping[str, int]) -> None:
-        """A micro-batch query committed a batch: keep its report's builder, rows and durations (needs :meth:`progress_log`)."""
-        if self._progress_log is not None:
-            self._progress_log.append(build, rows, durations)
 
     # -- the scheduler's JobSchedulerListener protocol --
 
