@@ -115,7 +115,7 @@ def diagnostics(runtime: Any, collections: list[int]) -> dict[str, Any]:
     for slot in runtime.listener_bus._slots:  # the bench's own reach into the bus, for its diagnostics
         if slot.trips:
             seen.update(trips=slot.trips, events_per_trip=round(slot.tripped / slot.trips, 1), lingers=slot.lingers,
-                        handed_off=slot.handed_off)
+                        handed_off=slot.handed_off, settled_on_loop=slot.settled_on_loop)
     return seen
 
 
