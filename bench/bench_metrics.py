@@ -110,12 +110,13 @@ LAST: dict[str, Any] = {}
 
 def diagnostics(runtime: Any, collections: list[int]) -> dict[str, Any]:
     """Collections per generation since ``collections`` and, with a plain listener, its thread trips, events per trip,
-    lingers and the trips the loop handed the GIL to (a starved listener thread)."""
+    lingers, the trips the loop handed the GIL to (a starved listener thread) and of those the ones that ran within the
+    wait and were settled on the loop."""
     seen: dict[str, Any] = {"collections": [s["collections"] - c for s, c in zip(gc.get_stats(), collections, strict=True)]}
     for slot in runtime.listener_bus._slots:  # the bench's own reach into the bus, for its diagnostics
         if slot.trips:
             seen.update(trips=slot.trips, events_per_trip=round(slot.tripped / slot.trips, 1), lingers=slot.lingers,
-                        handed_off=slot.handed_off)
+                        handed_off=slot.handed_off, settled_on_loop=slot.settled_on_loop)
     return seen
 
 

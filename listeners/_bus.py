@@ -89,8 +89,8 @@ class StreamingListenerBus:
     Where callbacks run: an ``async def`` callback on the listener's dispatcher task; a plain
     ``def`` callback off the event loop, on a worker thread that serves that listener alone (one
     call at a time, in posting order), so one that blocks, does I/O or calls Spark delays neither
-    the timer, the scheduler nor the host's loop (only when that thread waits for the GIL while
-    ``HAND_OFF_EVENTS`` queue up does a post wait, up to 1 ms with the GIL released, for it to take the GIL).
+    the timer, the scheduler nor the host's loop (only while a busy loop keeps that thread from the
+    GIL with ``HAND_OFF_EVENTS`` undelivered does a post wait, up to 1 ms with the GIL released, for its trip to run).
     A listener whose plain callbacks are quick and touch objects of the loop (anyio events, the
     engine's own state) asks to run on the loop instead, with ``add_listener(..., on_loop=True)``
     or a class attribute ``run_on_loop = True``.

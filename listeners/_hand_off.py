@@ -1,38 +1,31 @@
-"""GilHandOff: how a post lets a plain listener's thread that is starved for the GIL take it.
+"""When a post hands a plain listener's thread the GIL: ``HAND_OFF_EVENTS`` and ``HAND_OFF_WAIT_S``.
 
-Flat out, the event loop's thread holds the GIL almost all the time; see ``HAND_OFF_EVENTS``.
+Flat out, the event loop's thread holds the GIL almost all the time: it lets go of it only for an
+instant at each selector poll, and each such release restarts the 5 ms a waiting thread allows
+the holder (CPython 3.11's switch interval). A plain listener's thread woken for a trip then
+waits for the GIL as long as the loop stays busy, woken and put back to sleep at every poll, and
+once its trip is done it waits again to finish waking the loop. Those wake-ups, thousands a
+second from one core to the other, cost the loop's thread more than the trips themselves (issue
+28, eighth pass: the loop's thread spent 30% more CPU a batch beside a starved listener thread
+than beside none, on one core 8%).
+
+So while a trip a listener asked for has not started, a post that finds ``HAND_OFF_EVENTS``
+events undelivered to it (the trip's and those posted since) blocks the loop's thread, the GIL
+released, until the trip has run (``scheduler.Handover``), at most ``HAND_OFF_WAIT_S``, once per
+trip. A trip that ends within the wait is settled on the loop's thread, and the listener's thread
+goes back to waiting without waking the loop. An idle loop never gets there: its thread takes the
+GIL while the loop waits in its selector, and the trip has started before the next post. A
+lingering listener's trips carry hundreds of events, so the first post after the ask hands over;
+a listener that does not linger (``linger=False``) asks for a trip per event, and the threshold
+keeps each handover for a run of them.
 """
 
 from __future__ import annotations
 
-import threading
+__all__ = ["HAND_OFF_EVENTS", "HAND_OFF_WAIT_S"]
 
-__all__ = ["HAND_OFF_EVENTS", "HAND_OFF_WAIT_S", "GilHandOff"]
+HAND_OFF_EVENTS = 256
+"""Events undelivered to a plain listener whose trip has not started at which a post hands its thread the GIL."""
 
-HAND_OFF_EVENTS = 2048
-"""With this many events undelivered to a plain listener whose trip has not started, the loop hands its thread the GIL.
-
-Flat out the loop gives up the GIL only for an instant at each selector poll, and each restarts the
-5 ms a waiting thread allows the holder (CPython 3.11): on a quiet machine a trip could wait 40 ms
-and more, the queue filled and under ``BLOCK`` the job runner waited while the generator ran ahead.
-"""
-
-HAND_OFF_WAIT_S = 0.001  # the longest the loop's thread waits for a starved trip to start, in seconds
-
-
-class GilHandOff:
-    """How the loop's thread hands the GIL to a plain listener's thread that is starved of it.
-
-    It waits, with the GIL released, until that thread starts its trip (it sets ``started`` once it
-    holds the GIL), at most ``HAND_OFF_WAIT_S`` and once per trip. That is the switch the
-    interpreter itself forces every 5 ms between threads that want the GIL, made at the moment it
-    failed to happen: the loop's thread stops for the time the other thread takes to wake and take
-    the GIL, as it would at a forced switch. Sleeping the posting task instead (the loop free) was
-    tried and did not work: flat out the loop always has another task ready, so it never waits in
-    its selector and the thread stays starved (docs/ui.md, "History and cost").
-    """
-
-    @staticmethod
-    def wait(started: threading.Event) -> None:
-        """Block until ``started`` is set, at most ``HAND_OFF_WAIT_S``, the GIL released."""
-        started.wait(HAND_OFF_WAIT_S)
+HAND_OFF_WAIT_S = 0.001
+"""The longest a post waits for a handed-over trip to run, in seconds (the loop's thread stands still meanwhile)."""

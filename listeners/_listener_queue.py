@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextvars
 import inspect
 import sys
-import threading
 from typing import Any, Callable
 
 import anyio
@@ -20,6 +19,7 @@ from scheduler import (
     ChangeSignal,
     Clock,
     Duration,
+    Handover,
     LibraryLogger,
     Mailbox,
     Milliseconds,
@@ -29,7 +29,7 @@ from scheduler import (
 )
 
 from ._events import SUCCEEDED_WIDTH, BatchCompleted, StreamingEvent, of_succeeded_values
-from ._hand_off import GilHandOff
+from ._hand_off import HAND_OFF_WAIT_S
 from ._listener import HANDLER_NAMES, StreamingListener
 
 __all__ = ["SUCCEEDED", "DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener", "handlers_of",
@@ -47,8 +47,12 @@ _DONE = (None, None)  # an entry of a run whose event was delivered
 SUCCEEDED: Any = object()
 """A plain listener's queue's stand-in for a succeeded one-job batch's ``BatchCompleted`` (see ``ListenerQueue.flat``)."""
 
-LINGER: Duration = Milliseconds(2)
+LINGER: Duration = Milliseconds(5)
 """How long a plain listener's dispatcher waits for more events before a thread trip, in a sustained stream.
+
+Each trip costs its thread's wake-ups and a handover of the GIL when the loop is busy: flat out,
+trips of 5 ms (about 550 batches) cost the engine 0.6 us a batch less than trips of 2 ms (issue
+28, eighth pass); a listener then hears of a batch at most a few milliseconds late.
 
 On the linger's own clock (real time by default); one begun while the guard still sleeps may last twice this."""
 
@@ -220,10 +224,12 @@ class ListenerQueue:
         # are queued; the guard once LINGER passes; a close, a removal and wait_delivered set it too (end_linger).
         self.filled: anyio.Event | None = None
         self.lingers = 0  # how many times it lingered (for tests and statistics)
-        # Set by the thread as a trip starts, cleared by the loop as it asks for one (hand_off); starting: the reverse.
-        self.trip_started, self.starting = threading.Event(), False
-        self.trip_started.set()
+        # Set by the loop as it asks for a trip, cleared as the trip starts (or the loop hands its
+        # thread the GIL: the trips' handover, see hand_off).
+        self.starting = False
+        self.handover = Handover()
         self.handed_off = 0  # trips the loop handed the GIL to (for the benchmark and tests)
+        self.settled_on_loop = 0  # of those, the trips that ended within the wait
         self.trips = 0  # thread trips made, and the events they carried (for the benchmark and tests)
         self.tripped = 0
         # The linger's guard (a task of the bus, see guard_lingers): the number of each linger begun,
@@ -459,12 +465,14 @@ class ListenerQueue:
                     self.end_linger()
 
     def hand_off(self) -> None:
-        """On the loop, with ``HAND_OFF_EVENTS`` undelivered and a trip not started: hand its thread the GIL (:class:`GilHandOff`).
+        """On the loop, with ``HAND_OFF_EVENTS`` undelivered and a trip asked for not started: hand its thread the GIL.
 
-        Once per trip, whether it starts in time or not."""
+        The loop's thread waits, the GIL released, until the trip has run, at most
+        ``HAND_OFF_WAIT_S`` (:meth:`scheduler.Handover.wait`); a trip that ended meanwhile is settled
+        here and its thread does not wake the loop. Once per trip, whether it ends in time or not."""
         self.starting = False
         self.handed_off += 1
-        GilHandOff.wait(self.trip_started)
+        self.settled_on_loop += self.handover.wait(HAND_OFF_WAIT_S)
 
     def end_linger(self) -> None:
         """Let a lingering dispatcher make its trip now (the bus closes, the listener leaves, someone waits for delivery)."""
@@ -480,7 +488,6 @@ class ListenerQueue:
         # Cancelled (the host tears the context down), the dispatcher leaves at once and the
         # callback in progress finishes on its thread, unwaited; a close drains as always.
         self.run_done = self.run_failed = 0
-        self.trip_started.clear()
         self.starting = True
         self.trips += 1
         self.tripped += len(run)
@@ -489,7 +496,7 @@ class ListenerQueue:
             # the thread is this listener's only, so the context is never entered twice at once).
             context = self.context
             assert context is not None  # set by dispatch, the only caller
-            self.failed += await threads.run(context.run, deliver, run, control)
+            self.failed += await threads.run(context.run, deliver, run, control, handover=self.handover)
         except BaseException:
             if control.abandoned:
                 # Given up by stop(): the events of this run the thread got through count as
@@ -505,7 +512,6 @@ class ListenerQueue:
         by the loop only if the bus's stop gives up on the run).
         """
         self.starting = False
-        self.trip_started.set()
         failed = 0
         for n, (callback, event) in enumerate(run):
             if control.abandoned:
@@ -528,7 +534,6 @@ class ListenerQueue:
     def _deliver_events(self, events: list[Any], control: DeliveryControl) -> int:
         """:meth:`_deliver` for a listener whose callbacks are all plain: each event's callback looked up here."""
         self.starting = False
-        self.trip_started.set()
         handlers = self.handlers
         completed = handlers.get(BatchCompleted)
         values = self.values

@@ -59,5 +59,5 @@ def serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tupl
         if filled is not None and len(queued) >= LINGER_EVENTS:
             filled.set()  # it lingers for a run this long: the trip starts
         elif slot.starting and slot.accepted - slot.processed >= HAND_OFF_EVENTS:
-            slot.hand_off()  # a trip that has not started behind this many: its thread is starved
+            slot.hand_off()  # a trip asked for has not started and posts go on: its thread is starved
     return None

@@ -49,7 +49,7 @@ from ._timer import RecurringTimer
 from ._virtual_clock import TimerHandle, VirtualClock
 from ._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, EventTimeStats, WatermarkTracker, parse_watermark_policy
 from ._work import WorkTracker
-from ._worker_threads import WorkerThreads
+from ._worker_threads import Handover, WorkerThreads
 from .query import (
     LOCAL_FILES,
     LOCK_FILE,
@@ -141,6 +141,7 @@ __all__ = [
     "holder_is_gone",
     "process_exists",
     "GenerateJobs",
+    "Handover",
     "InputInfoTracker",
     "InvalidDurationError",
     "InvalidPipelineError",

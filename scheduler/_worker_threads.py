@@ -22,7 +22,7 @@ import anyio
 
 from ._streams import on_asyncio
 
-__all__ = ["WorkerThreads"]
+__all__ = ["Handover", "WorkerThreads"]
 
 T = TypeVar("T")
 
@@ -125,6 +125,124 @@ class _Runner(Generic[T]):
             pass
 
 
+class Handover:
+    """Lets the event loop's thread give one of its :meth:`WorkerThreads.run` calls the GIL and take its result back.
+
+    Flat out, an event loop gives up the GIL only for an instant at each selector poll, and each
+    such release restarts the 5 ms a waiting thread allows the holder (CPython's switch interval):
+    a worker woken for a call can wait for the GIL for as long as the loop stays busy, woken and
+    put back to sleep at every poll, and when the call is done it waits again to finish after
+    waking the loop. :meth:`wait` makes the switch the interpreter fails to make: it blocks the
+    loop's thread, with the GIL released, until the call has run (at most ``timeout``); a call
+    that ended meanwhile hands its result to the loop's thread, which settles the caller's wait
+    itself, and its worker goes back to waiting for calls without waking the loop.
+
+    One per caller that runs a call at a time (a handover serves the call it was last given to
+    :meth:`WorkerThreads.run` until that one ends); ``started`` tells whether that call has begun.
+    """
+
+    __slots__ = ("_awaiting", "_ended", "_finished", "_lock", "_loop_waits", "_ok", "_settle", "_value", "started")
+
+    def __init__(self) -> None:
+        """Serving no call yet."""
+        self._lock = threading.Lock()
+        self._ended = threading.Event()
+        self._ended.set()
+        self.started = True
+        self._finished = True
+        self._loop_waits = False
+        self._ok = False
+        self._value: Any = None
+        self._awaiting: Any = None  # the caller's asyncio future, or its trio runner
+        self._settle: Callable[[Handover], None] | None = None  # how the worker wakes the caller when the loop did not wait
+
+    def _arm(self, awaiting: Any, settle: Callable[[Handover], None]) -> None:
+        if not self._finished:
+            raise RuntimeError("a handover serves one call at a time")
+        self._ended.clear()
+        self.started = self._finished = self._loop_waits = False
+        self._awaiting, self._settle = awaiting, settle
+
+    def _disarm(self) -> None:  # the call was never queued
+        self._finished = self.started = True
+        self._ended.set()
+
+    def run(self, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """On the worker: ``func(*args)``, then its result to the loop's thread if it waits, else a wake-up of the caller."""
+        self.started = True
+        awaiting = self._awaiting
+        if awaiting.cancelled if isinstance(awaiting, _Runner) else awaiting.done():
+            with self._lock:  # abandoned while queued: dropped, and nobody to wake
+                self._finished = True
+            self._ended.set()
+            return
+        try:
+            self._value, self._ok = func(*args), True
+        except BaseException as exc:
+            self._value, self._ok = exc, False
+        self._end()
+
+    def drop(self) -> None:
+        """On shutdown, for a call still queued: its caller gets a cancellation (never run)."""
+        self.started = True
+        self._value, self._ok = FutureCancelledError(), False
+        self._end()
+
+    def _end(self) -> None:
+        with self._lock:
+            self._finished = True
+            wake = not self._loop_waits
+        self._ended.set()  # the loop's thread, if it waits, takes the GIL once this thread blocks again
+        if wake:
+            settle = self._settle
+            assert settle is not None
+            settle(self)
+
+    def wait(self, timeout: float) -> bool:
+        """On the loop's thread: block until the call has run, at most ``timeout`` seconds; whether it did.
+
+        The GIL is released meanwhile. A call that ended within the wait is settled here (its caller
+        resumes at its next step, as if woken), and its worker did not wake the loop.
+        """
+        with self._lock:
+            if self._finished:
+                return False  # ended before (its worker wakes the loop), or nothing runs
+            self._loop_waits = True
+        self._ended.wait(timeout)
+        with self._lock:
+            self._loop_waits = False
+            took = bool(self._finished)  # set by the worker meanwhile: it ended while we waited and left it to us
+        if took:
+            _settle_here(self)
+        return took
+
+
+def _settle_here(handover: Handover) -> None:
+    awaiting = handover._awaiting
+    if isinstance(awaiting, _Runner):
+        awaiting.value, awaiting.ok = handover._value, handover._ok
+        awaiting.done.set()
+    elif handover._ok:
+        _succeed(awaiting, handover._value)
+    elif isinstance(handover._value, FutureCancelledError):
+        _cancel(awaiting)
+    else:
+        _fail(awaiting, handover._value)
+
+
+def _wake_loop(handover: Handover) -> None:
+    awaiting = handover._awaiting
+    if isinstance(awaiting, _Runner):
+        awaiting.value, awaiting.ok = handover._value, handover._ok
+        awaiting._wake()
+        return
+    loop = awaiting.get_loop()
+    try:
+        loop.call_soon_threadsafe(_settle_here, handover)
+    except RuntimeError:  # the loop is closed: nobody waits for the result
+        pass
+
+
 def _stop(calls: SimpleQueue[_Call | None], threads: int) -> None:
     for _ in range(threads):
         calls.put(None)
@@ -188,38 +306,52 @@ class WorkerThreads:
         self._finalizer = weakref.finalize(self, _stop, self._calls, self.size)
         self._finalizer.atexit = False
 
-    async def run(self, func: Callable[..., T], *args: Any, abandon_on_cancel: bool = True) -> T:
+    async def run(self, func: Callable[..., T], *args: Any, abandon_on_cancel: bool = True,
+                  handover: Handover | None = None) -> T:
         """``func(*args)`` on one of the threads; its result, or its exception raised here.
 
         With ``abandon_on_cancel`` a cancelled caller stops waiting at once: a call already running
         goes on in its thread, a call still queued is dropped. Without, a cancelled caller waits for
-        the call to end (and then sees the cancellation).
+        the call to end (and then sees the cancellation). With ``handover``, the loop's thread may
+        wait for the call and take its result (:meth:`Handover.wait`).
 
         Raises:
-            RuntimeError: the pool was shut down.
+            RuntimeError: the pool was shut down, or ``handover`` still serves another call.
         """
         if not on_asyncio():
-            return await self._run_on_trio(func, args, abandon_on_cancel)
+            return await self._run_on_trio(func, args, abandon_on_cancel, handover)
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[T] = loop.create_future()
+        call: _Call = (func, args, loop, waiter) if handover is None else (func, args, None, handover)
         with self._lock:  # _put, inline: once per job
             if self._shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
+            if handover is not None:
+                handover._arm(waiter, _wake_loop)
             if not self._threads:
                 self._start()
-            self._calls.put((func, args, loop, waiter))
+            self._calls.put(call)
         if abandon_on_cancel:
             return await waiter
         with anyio.CancelScope(shield=True):
             result = await waiter
         return result
 
-    async def _run_on_trio(self, func: Callable[..., T], args: tuple[Any, ...], abandon_on_cancel: bool) -> T:
+    async def _run_on_trio(self, func: Callable[..., T], args: tuple[Any, ...], abandon_on_cancel: bool,
+                           handover: Handover | None) -> T:
         import trio  # only reached on trio, which is an optional dependency
 
         done = trio.Event()
         runner: _Runner[T] = _Runner(token=trio.lowlevel.current_trio_token(), done=done)
-        self._put((func, args, None, runner))
+        if handover is not None:
+            handover._arm(runner, _wake_loop)
+            try:
+                self._put((func, args, None, handover))
+            except RuntimeError:
+                handover._disarm()
+                raise
+        else:
+            self._put((func, args, None, runner))
         if abandon_on_cancel:
             try:
                 await done.wait()

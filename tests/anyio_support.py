@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from typing import Any, Awaitable, Callable
+import sys
+from typing import Any, Awaitable, Callable, Iterator
 
 import anyio
 import anyio.lowlevel
@@ -12,6 +14,17 @@ import pytest
 
 BACKENDS = ["asyncio", "trio"]
 HANG_GUARD_S = 5  # real seconds; only trips if a test is broken
+
+
+@contextlib.contextmanager
+def no_forced_gil_switch() -> Iterator[None]:
+    """No GIL switch the interpreter forces meanwhile: threads switch only where one lets go of the GIL (a blocking call)."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(HANG_GUARD_S)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 def run(backend: str, body: Callable[[], Awaitable[None]]) -> None:

@@ -190,7 +190,7 @@ def test_a_linger_ends_once_a_full_run_is_queued(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_linger_waits_for_a_run_of_over_a_hundred_events(backend: str) -> None:
-    """A lingering dispatcher with 100 events queued still waits (no trip starts until LINGER_EVENTS or 2 ms on the clock),
+    """A lingering dispatcher with 100 events queued still waits (no trip starts until LINGER_EVENTS or LINGER on the clock),
     then takes them all in one trip: in a sustained stream a trip carries over a hundred events."""
 
     async def body() -> None:
@@ -205,7 +205,7 @@ def test_a_linger_waits_for_a_run_of_over_a_hundred_events(backend: str) -> None
                 await bus.post(StreamingStarted(Time(n)))
             await settle()
             assert slot.trips == 1 and slot.lingers == 1 and bus.statistics().queued == 100
-            clock.advance(Milliseconds(1))  # a linger lasts 2 ms
+            clock.advance(LINGER - Milliseconds(1))  # a millisecond short of the linger's time
             await clock.wait_for_sleepers(1)
             await settle()
             assert slot.trips == 1 and bus.statistics().queued == 100

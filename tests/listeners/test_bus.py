@@ -39,8 +39,8 @@ from listeners import (
 )
 from listeners._events import SUCCEEDED_WIDTH
 from listeners._hand_off import HAND_OFF_EVENTS
-from scheduler import Job, JobSet, StreamingStateError, StreamInputInfo, Time
-from tests.anyio_support import BACKENDS, HANG_GUARD_S, raises_exactly, run, settle
+from scheduler import Handover, Job, JobSet, StreamingStateError, StreamInputInfo, Time
+from tests.anyio_support import BACKENDS, HANG_GUARD_S, no_forced_gil_switch, raises_exactly, run, settle
 from tests.support import capture_events, wait_until
 
 
@@ -1756,8 +1756,8 @@ def test_a_plain_listeners_trip_takes_every_event_queued_for_it(backend: str) ->
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("overflow", [OverflowPolicy.DROP, OverflowPolicy.BLOCK])
 def test_a_long_queue_behind_a_trip_not_started_hands_the_gil_over_once(backend: str, overflow: OverflowPolicy) -> None:
-    """With HAND_OFF_EVENTS undelivered while a trip its thread has not started waits, a post waits for the trip (GIL
-    released), at most HAND_OFF_WAIT_S and once per trip; every event is then delivered in order."""
+    """With HAND_OFF_EVENTS undelivered while a trip its thread has not started waits, a post waits for the trip to run
+    (GIL released), at most HAND_OFF_WAIT_S and once per trip; every event is then delivered in order."""
     gate = threading.Event()
 
     async def body() -> None:
@@ -1776,13 +1776,58 @@ def test_a_long_queue_behind_a_trip_not_started_hands_the_gil_over_once(backend:
                 await bus.post(ev(n))
             assert slot.handed_off == 0  # one short of HAND_OFF_EVENTS undelivered (the trip's one and those queued)
             await bus.post(ev(HAND_OFF_EVENTS))
-            assert slot.handed_off == 1  # waited for the trip to start (it could not: the wait ended on its bound)
+            assert (slot.handed_off, slot.settled_on_loop) == (1, 0)  # the trip could not run: the wait ended on its bound
             for n in range(HAND_OFF_EVENTS + 1, 2 * HAND_OFF_EVENTS):
                 await bus.post(ev(n))
             assert slot.handed_off == 1  # once per trip
             gate.set()
             await bus.wait_delivered()
         assert [n for n, _, _ in listener.calls] == list(range(2 * HAND_OFF_EVENTS))
+
+    try:
+        run(backend, body)
+    finally:
+        gate.set()
+
+
+class OpensTheGateAsItWaits(Handover):
+    """A trip handover that lets the listener's thread go (``gate``) right before the loop's thread waits for the trip."""
+
+    def __init__(self, gate: threading.Event) -> None:
+        super().__init__()
+        self.gate = gate
+
+    def wait(self, timeout: float) -> bool:
+        self.gate.set()
+        return super().wait(timeout)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_trip_handed_the_gil_that_runs_within_the_wait_is_settled_on_the_loop(backend: str) -> None:
+    """A handed-over trip that runs while the post waits is delivered by the time the post returns, and its thread leaves
+    the settling to the loop's thread; the events behind it go in the next trip, in order."""
+    gate = threading.Event()
+
+    async def body() -> None:
+        listener = OnThread()
+        bus = StreamingListenerBus(capacity=10 * HAND_OFF_EVENTS, linger=False)
+        bus.add_listener(listener, name="plain")
+        slot = bus._slots[0]
+        async with running(bus):
+            await bus.post(ev(0))
+            await bus.wait_delivered()
+            assert slot.threads is not None
+            slot.threads.submit(gate.wait, HANG_GUARD_S)  # busy until the handover opens the gate
+            slot.handover = OpensTheGateAsItWaits(gate)
+            await bus.post(ev(1))
+            await wait_until(lambda: slot.trips == 2)  # asked for, not started
+            with no_forced_gil_switch():  # the listener's thread gets the GIL only once the loop's thread waits
+                for n in range(2, HAND_OFF_EVENTS + 1):
+                    await bus.post(ev(n))
+                assert (slot.handed_off, slot.settled_on_loop) == (1, 1)
+                assert [n for n, _, _ in listener.calls] == [0, 1]  # the trip ran while the post waited
+            await bus.wait_delivered()
+        assert [n for n, _, _ in listener.calls] == list(range(HAND_OFF_EVENTS + 1))
 
     try:
         run(backend, body)
