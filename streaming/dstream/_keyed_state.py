@@ -28,6 +28,8 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
 
+import attrs
+
 from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, StreamingError, Time, redact_uri
 
 from ..state import StateOperatorStats, StateStoreProvider, keep_partition_count
@@ -45,6 +47,14 @@ STATE_STORE_DIRECTORY = "stateful"
 """Under the checkpoint directory, where the operators' state stores live (``<ckpt>/stateful/state/<op>/<part>``)."""
 STATE_STORE_FSYNC_KEY = "spark.aiodstream.stateStore.fsync"
 """Whether the state stores' tasks flush each commit to disk (``StateStoreProvider``'s ``fsync``; true unless "false")."""
+
+SERIAL_INPUT_ROWS = 50_000
+"""Pairs given to a stateful operator in a batch from which its next single-partition batch is spread over the tasks.
+
+A shuffle stage costs tens of milliseconds of task start-up on a small machine; the state's own
+work is a few microseconds a pair, so past tens of thousands of pairs in one task the cores it
+leaves idle cost more (see :meth:`KeyedStateNode.task_count`).
+"""
 
 
 class PartitionBatch(Protocol):
@@ -76,6 +86,9 @@ class KeyedStateNode(StreamNode):
         self.operator_id = self._env.graph.add_state_operator()
         self._stats: BatchStats | None = None
         self._first_batch_done = False
+        # Whether the last batch whose numbers came in gave the state at least SERIAL_INPUT_ROWS pairs:
+        # then the next single-partition input is spread over the tasks too (see task_count).
+        self._large_batches = False
         self._batch_of: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # this node's RDDs -> batch ms
 
     @property
@@ -196,8 +209,9 @@ class KeyedStateNode(StreamNode):
                 return portable_hash(kv[0]) % partitions, (kv[0], True, kv[1])
 
             tagged = tagged.union(initial.map(initial_by_partition))
-        # Every record in one task already (an input of one partition): it runs all the partitions, with no shuffle.
-        shuffle = env.spark.kind == "connect" or tagged.getNumPartitions() != 1
+        # Every record in one task already (an input of one partition): it runs all the partitions, with no
+        # shuffle, unless the last batch was large (its state run serially would outweigh a shuffle).
+        shuffle = env.spark.kind == "connect" or self._large_batches or tagged.getNumPartitions() != 1
         tasks = self.task_count(partitions) if shuffle else 1
         by_task = [[p for p in range(partitions) if p * tasks // partitions == task] for task in range(tasks)]
         if self._stats is None:
@@ -216,7 +230,7 @@ class KeyedStateNode(StreamNode):
                     return kept.outputs
                 outputs, stats = run_batch(provider, data, initial_pairs)
                 kept.keep(outputs)
-            sink.add_partition(batch, partition, stats)
+            sink.add_partition(batch, partition, attrs.evolve(stats, input_rows=len(data) + len(initial_pairs)))
             return outputs
 
         def run(task: int, records: Iterable[tuple[int, tuple[Any, bool, Any]]]) -> Iterator[Any]:
@@ -249,9 +263,12 @@ class KeyedStateNode(StreamNode):
         every partition keeps its own task.
 
         A batch whose input is one partition (a small file of ``textFileStream``, a queued RDD of
-        one slice) skips the shuffle: that partition's task runs every state partition in turn.
-        The batch then runs one task; ``repartition`` the stream before the operator to spread a
-        large single-partition batch's state over several.
+        one slice) skips the shuffle: that partition's task runs every state partition in turn, one
+        task in all. Unless the batch before it gave the state ``SERIAL_INPUT_ROWS`` pairs or more:
+        run serially, so large a batch's state would cost more than a shuffle stage, so the next
+        batch is spread over the tasks as any other input (a stream's batches are alike in size; the
+        first large one runs in its one task). ``repartition`` the stream before the operator to
+        spread every batch.
 
         A task that fails after some of its partitions committed loses their numbers with its
         accumulator update, as a task that failed downstream of its state does (see
@@ -269,6 +286,7 @@ class KeyedStateNode(StreamNode):
         stats: StateOperatorStats | None = self._stats.take(time.milliseconds)
         if stats is None:
             return None
+        self._large_batches = stats.input_rows >= SERIAL_INPUT_ROWS
         return stats.progress(self.operator_name, self._num_partitions)
 
 

@@ -40,6 +40,7 @@ class StateOperatorStats:
     working_copy_misses: int = 0
     partitions: int = 0
     custom_metrics: Mapping[str, int] = attrs.field(factory=dict)
+    input_rows: int = 0  # the pairs the partitions were given (not in Spark's progress: how large a batch was)
 
     def merge(self, other: StateOperatorStats | None) -> StateOperatorStats:
         """These numbers and ``other``'s together: counts summed field by field (by name), the partitions unioned."""

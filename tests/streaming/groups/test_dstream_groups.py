@@ -12,6 +12,7 @@ from typing import Any, Iterator
 
 import pytest
 
+import streaming.dstream._keyed_state as keyed_state_module
 from scheduler import InvalidPipelineError, ManualClock
 from streaming import StreamingContext
 from streaming.state import GroupState, StateStoreProvider
@@ -286,6 +287,21 @@ def test_a_single_partition_input_runs_every_state_partition_in_its_own_task(spa
     assert [p.state_operators[0].num_rows_total for p in progress] == [6, 6, 6]
     assert [p.state_operators[0].num_state_store_instances for p in progress] == [4, 4, 4]
     assert sorted(os.listdir(tmp_path / "ck" / "stateful" / "state" / "0")) == ["0", "1", "2", "3", "partitions"]
+
+
+def test_after_a_large_batch_a_single_partition_input_is_spread_over_the_tasks(spark_context: Any, tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch that gave the state SERIAL_INPUT_ROWS pairs (6 here) or more: the next single-partition batch is shuffled
+    into Spark's parallelism of tasks (2 stages); once a batch is small again, one task. The rows are the same."""
+    monkeypatch.setattr(keyed_state_module, "SERIAL_INPUT_ROWS", 6)
+    batches = [list("abcdef"), ["a", "c"], ["b"], []]
+    rows, stages, progress = run_counts(spark_context, tmp_path / "ck", batches, input_partitions=1, partitions=4)
+    assert [len(parts) for parts in rows] == [1, 2, 1, 1]
+    assert stages == [[1], [2], [1], [1]]
+    flat = [[row for part in batch for row in part] for batch in rows]
+    assert flat == [[(k, 1) for k in state_partition_order(spark_context, list("abcdef"), 4)],
+                    [(k, 2) for k in state_partition_order(spark_context, ["a", "c"], 4)], [("b", 2)], []]
+    assert [p.state_operators[0].num_rows_total for p in progress] == [6, 6, 6, 6]
 
 
 def test_state_partitions_past_spark_s_parallelism_share_its_tasks_in_order(spark_context: Any, tmp_path: Path) -> None:
