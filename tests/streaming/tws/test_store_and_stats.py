@@ -62,14 +62,14 @@ def test_prefix_end_bounds_the_keys_of_a_prefix(prefix: bytes, end: bytes | None
 
 def test_operator_stats_merge_by_field_name_and_custom_metrics_by_metric_name() -> None:
     """Merging sums every count by name, the custom metrics by their names (missing ones count 0), unions partitions."""
-    one = StateOperatorStats(1, 2, 3, 4, 5, 6, 7, 1, 8, 9, 1, 0, 0b01, {"numExpiredTimers": 2, "a": 1})
-    two = StateOperatorStats(10, 20, 30, 40, 50, 60, 70, 1, 80, 90, 0, 1, 0b10, {"numExpiredTimers": 3, "b": 5})
+    one = StateOperatorStats(1, 2, 3, 4, 5, 6, 7, 1, 8, 9, 1, 0, 0b01, {"numExpiredTimers": 2, "a": 1}, 12)
+    two = StateOperatorStats(10, 20, 30, 40, 50, 60, 70, 1, 80, 90, 0, 1, 0b10, {"numExpiredTimers": 3, "b": 5}, 30)
     merged = one.merge(two)
     assert attrs.asdict(merged) == {
         "num_rows_total": 11, "num_rows_updated": 22, "num_rows_removed": 33, "num_rows_dropped_by_watermark": 44,
         "memory_used_bytes": 55, "commit_time_ms": 66, "num_timeouts": 77, "num_partitions": 2,
         "all_updates_time_ms": 88, "all_removals_time_ms": 99, "working_copy_hits": 1, "working_copy_misses": 1,
-        "partitions": 0b11, "custom_metrics": {"numExpiredTimers": 5, "a": 1, "b": 5}}
+        "partitions": 0b11, "custom_metrics": {"numExpiredTimers": 5, "a": 1, "b": 5}, "input_rows": 42}
     assert one.merge(None) is one and one.custom_metrics == {"numExpiredTimers": 2, "a": 1}
 
 
