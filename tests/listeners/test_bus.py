@@ -1753,6 +1753,27 @@ def test_a_plain_listeners_trip_takes_every_event_queued_for_it(backend: str) ->
         release.set()
 
 
+@asynccontextmanager
+async def a_trip_asked_for_behind(gate: threading.Event, overflow: OverflowPolicy, handover: Handover | None = None
+                                  ) -> AsyncIterator[tuple[StreamingListenerBus, Any, OnThread]]:
+    """A running bus whose plain listener got ev(0), then asked for a trip with ev(1) that cannot start: its thread waits
+    on ``gate`` (its trips through ``handover`` if given); yields the bus, the listener's queue and the listener."""
+    listener = OnThread()
+    bus = StreamingListenerBus(capacity=10 * HAND_OFF_EVENTS, overflow=overflow, linger=False)
+    bus.add_listener(listener, name="plain")
+    slot = bus._slots[0]
+    async with running(bus):
+        await bus.post(ev(0))
+        await bus.wait_delivered()
+        assert slot.threads is not None
+        slot.threads.submit(gate.wait, HANG_GUARD_S)  # the listener's thread is busy: the next trip cannot start
+        if handover is not None:
+            slot.handover = handover
+        await bus.post(ev(1))
+        await wait_until(lambda: slot.trips == 2)  # asked for, not started
+        yield bus, slot, listener
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("overflow", [OverflowPolicy.DROP, OverflowPolicy.BLOCK])
 def test_a_long_queue_behind_a_trip_not_started_hands_the_gil_over_once(backend: str, overflow: OverflowPolicy) -> None:
@@ -1761,17 +1782,7 @@ def test_a_long_queue_behind_a_trip_not_started_hands_the_gil_over_once(backend:
     gate = threading.Event()
 
     async def body() -> None:
-        listener = OnThread()
-        bus = StreamingListenerBus(capacity=10 * HAND_OFF_EVENTS, overflow=overflow, linger=False)
-        bus.add_listener(listener, name="plain")
-        slot = bus._slots[0]
-        async with running(bus):
-            await bus.post(ev(0))
-            await bus.wait_delivered()
-            assert slot.threads is not None
-            slot.threads.submit(gate.wait, HANG_GUARD_S)  # the listener's thread is busy: the next trip cannot start
-            await bus.post(ev(1))
-            await wait_until(lambda: slot.trips == 2)  # asked for, not started
+        async with a_trip_asked_for_behind(gate, overflow) as (bus, slot, listener):
             for n in range(2, HAND_OFF_EVENTS):
                 await bus.post(ev(n))
             assert slot.handed_off == 0  # one short of HAND_OFF_EVENTS undelivered (the trip's one and those queued)
@@ -1809,18 +1820,7 @@ def test_a_trip_handed_the_gil_that_runs_within_the_wait_is_settled_on_the_loop(
     gate = threading.Event()
 
     async def body() -> None:
-        listener = OnThread()
-        bus = StreamingListenerBus(capacity=10 * HAND_OFF_EVENTS, linger=False)
-        bus.add_listener(listener, name="plain")
-        slot = bus._slots[0]
-        async with running(bus):
-            await bus.post(ev(0))
-            await bus.wait_delivered()
-            assert slot.threads is not None
-            slot.threads.submit(gate.wait, HANG_GUARD_S)  # busy until the handover opens the gate
-            slot.handover = OpensTheGateAsItWaits(gate)
-            await bus.post(ev(1))
-            await wait_until(lambda: slot.trips == 2)  # asked for, not started
+        async with a_trip_asked_for_behind(gate, OverflowPolicy.DROP, OpensTheGateAsItWaits(gate)) as (bus, slot, listener):
             with no_forced_gil_switch():  # the listener's thread gets the GIL only once the loop's thread waits
                 for n in range(2, HAND_OFF_EVENTS + 1):
                     await bus.post(ev(n))
