@@ -11,9 +11,11 @@ than beside none, on one core 8%).
 
 So while a trip a listener asked for has not started, a post that finds ``HAND_OFF_EVENTS``
 events undelivered to it (the trip's and those posted since) blocks the loop's thread, the GIL
-released, until the trip has run (``scheduler.Handover``), at most ``HAND_OFF_WAIT_S``, once per
-trip. A trip that ends within the wait is settled on the loop's thread, and the listener's thread
-goes back to waiting without waking the loop. An idle loop never gets there: its thread takes the
+released, until the trip has run (``scheduler.Handover``), at most ``HAND_OFF_WAIT_S``. A trip
+that ends within the wait is settled on the loop's thread, and the listener's thread goes back to
+waiting without waking the loop; one that has not even started by then (its thread was not
+scheduled in time) is handed over again ``HAND_OFF_EVENTS`` events later, else the busy loop
+would starve it until its queue filled. An idle loop never gets there: its thread takes the
 GIL while the loop waits in its selector, and the trip has started before the next post. A
 lingering listener's trips carry hundreds of events, so the first post after the ask hands over;
 a listener that does not linger (``linger=False``) asks for a trip per event, and the threshold

@@ -29,7 +29,7 @@ from scheduler import (
 )
 
 from ._events import SUCCEEDED_WIDTH, BatchCompleted, StreamingEvent, of_succeeded_values
-from ._hand_off import HAND_OFF_WAIT_S
+from ._hand_off import HAND_OFF_EVENTS, HAND_OFF_WAIT_S
 from ._listener import HANDLER_NAMES, StreamingListener
 
 __all__ = ["SUCCEEDED", "DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener", "handlers_of",
@@ -224,9 +224,10 @@ class ListenerQueue:
         # are queued; the guard once LINGER passes; a close, a removal and wait_delivered set it too (end_linger).
         self.filled: anyio.Event | None = None
         self.lingers = 0  # how many times it lingered (for tests and statistics)
-        # Set by the loop as it asks for a trip, cleared as the trip starts (or the loop hands its
-        # thread the GIL: the trips' handover, see hand_off).
+        # Set by the loop as it asks for a trip, cleared by the thread as the trip starts; a post
+        # that finds hand_off_at events undelivered meanwhile hands the thread the GIL (hand_off).
         self.starting = False
+        self.hand_off_at = HAND_OFF_EVENTS
         self.handover = Handover()
         self.handed_off = 0  # trips the loop handed the GIL to (for the benchmark and tests)
         self.settled_on_loop = 0  # of those, the trips that ended within the wait
@@ -465,14 +466,17 @@ class ListenerQueue:
                     self.end_linger()
 
     def hand_off(self) -> None:
-        """On the loop, with ``HAND_OFF_EVENTS`` undelivered and a trip asked for not started: hand its thread the GIL.
+        """On the loop, with ``hand_off_at`` undelivered and a trip asked for not started: hand its thread the GIL.
 
         The loop's thread waits, the GIL released, until the trip has run, at most
         ``HAND_OFF_WAIT_S`` (:meth:`scheduler.Handover.wait`); a trip that ended meanwhile is settled
-        here and its thread does not wake the loop. Once per trip, whether it ends in time or not."""
-        self.starting = False
+        here and its thread does not wake the loop. Once per trip if it starts within the wait; a
+        trip that has still not started (its thread was not scheduled in time) is handed the GIL
+        again once ``HAND_OFF_EVENTS`` more are undelivered: a busy loop would starve it otherwise."""
         self.handed_off += 1
         self.settled_on_loop += self.handover.wait(HAND_OFF_WAIT_S)
+        if self.starting:
+            self.hand_off_at = self.accepted - self.processed + HAND_OFF_EVENTS
 
     def end_linger(self) -> None:
         """Let a lingering dispatcher make its trip now (the bus closes, the listener leaves, someone waits for delivery)."""
@@ -488,7 +492,7 @@ class ListenerQueue:
         # Cancelled (the host tears the context down), the dispatcher leaves at once and the
         # callback in progress finishes on its thread, unwaited; a close drains as always.
         self.run_done = self.run_failed = 0
-        self.starting = True
+        self.starting, self.hand_off_at = True, HAND_OFF_EVENTS
         self.trips += 1
         self.tripped += len(run)
         try:

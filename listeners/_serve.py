@@ -7,7 +7,6 @@ from typing import Any
 import anyio
 
 from ._events import BatchCompleted, StreamingEvent, of_succeeded_values
-from ._hand_off import HAND_OFF_EVENTS
 from ._listener_queue import LINGER_EVENTS, SUCCEEDED, ListenerQueue
 
 __all__ = ["serve"]
@@ -58,6 +57,6 @@ def serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tupl
         filled = slot.filled
         if filled is not None and len(queued) >= LINGER_EVENTS:
             filled.set()  # it lingers for a run this long: the trip starts
-        elif slot.starting and slot.accepted - slot.processed >= HAND_OFF_EVENTS:
+        elif slot.starting and slot.accepted - slot.processed >= slot.hand_off_at:
             slot.hand_off()  # a trip asked for has not started and posts go on: its thread is starved
     return None

@@ -1778,7 +1778,8 @@ async def a_trip_asked_for_behind(gate: threading.Event, overflow: OverflowPolic
 @pytest.mark.parametrize("overflow", [OverflowPolicy.DROP, OverflowPolicy.BLOCK])
 def test_a_long_queue_behind_a_trip_not_started_hands_the_gil_over_once(backend: str, overflow: OverflowPolicy) -> None:
     """With HAND_OFF_EVENTS undelivered while a trip its thread has not started waits, a post waits for the trip to run
-    (GIL released), at most HAND_OFF_WAIT_S and once per trip; every event is then delivered in order."""
+    (GIL released), at most HAND_OFF_WAIT_S; a trip still not started is handed over again HAND_OFF_EVENTS later, not
+    before; every event is then delivered in order."""
     gate = threading.Event()
 
     async def body() -> None:
@@ -1790,10 +1791,12 @@ def test_a_long_queue_behind_a_trip_not_started_hands_the_gil_over_once(backend:
             assert (slot.handed_off, slot.settled_on_loop) == (1, 0)  # the trip could not run: the wait ended on its bound
             for n in range(HAND_OFF_EVENTS + 1, 2 * HAND_OFF_EVENTS):
                 await bus.post(ev(n))
-            assert slot.handed_off == 1  # once per trip
+            assert slot.handed_off == 1  # not again before HAND_OFF_EVENTS more
+            await bus.post(ev(2 * HAND_OFF_EVENTS))
+            assert (slot.handed_off, slot.settled_on_loop) == (2, 0)  # still not started: handed over again
             gate.set()
             await bus.wait_delivered()
-        assert [n for n, _, _ in listener.calls] == list(range(2 * HAND_OFF_EVENTS))
+        assert [n for n, _, _ in listener.calls] == list(range(2 * HAND_OFF_EVENTS + 1))
 
     try:
         run(backend, body)
