@@ -224,9 +224,9 @@ class ListenerQueue:
         # are queued; the guard once LINGER passes; a close, a removal and wait_delivered set it too (end_linger).
         self.filled: anyio.Event | None = None
         self.lingers = 0  # how many times it lingered (for tests and statistics)
-        # Set by the loop as it asks for a trip, cleared by the thread as the trip starts; a post
-        # that finds hand_off_at events undelivered meanwhile hands the thread the GIL (hand_off).
-        self.starting = False
+        # The trips' handover: a trip asked for and not started is one whose handover has not
+        # started its call; a post that finds hand_off_at events undelivered meanwhile hands the
+        # thread the GIL (hand_off).
         self.hand_off_at = HAND_OFF_EVENTS
         self.handover = Handover()
         self.handed_off = 0  # trips the loop handed the GIL to (for the benchmark and tests)
@@ -475,7 +475,7 @@ class ListenerQueue:
         again once ``HAND_OFF_EVENTS`` more are undelivered: a busy loop would starve it otherwise."""
         self.handed_off += 1
         self.settled_on_loop += self.handover.wait(HAND_OFF_WAIT_S)
-        if self.starting:
+        if not self.handover.started:
             self.hand_off_at = self.accepted - self.processed + HAND_OFF_EVENTS
 
     def end_linger(self) -> None:
@@ -492,7 +492,7 @@ class ListenerQueue:
         # Cancelled (the host tears the context down), the dispatcher leaves at once and the
         # callback in progress finishes on its thread, unwaited; a close drains as always.
         self.run_done = self.run_failed = 0
-        self.starting, self.hand_off_at = True, HAND_OFF_EVENTS
+        self.hand_off_at = HAND_OFF_EVENTS
         self.trips += 1
         self.tripped += len(run)
         try:
@@ -515,7 +515,6 @@ class ListenerQueue:
         Counts its progress in ``run_done`` / ``run_failed`` as it goes (plain int stores, read
         by the loop only if the bus's stop gives up on the run).
         """
-        self.starting = False
         failed = 0
         for n, (callback, event) in enumerate(run):
             if control.abandoned:
@@ -537,7 +536,6 @@ class ListenerQueue:
 
     def _deliver_events(self, events: list[Any], control: DeliveryControl) -> int:
         """:meth:`_deliver` for a listener whose callbacks are all plain: each event's callback looked up here."""
-        self.starting = False
         handlers = self.handlers
         completed = handlers.get(BatchCompleted)
         values = self.values

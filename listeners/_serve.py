@@ -57,6 +57,6 @@ def serve(event: StreamingEvent | None, slots: list[ListenerQueue], values: tupl
         filled = slot.filled
         if filled is not None and len(queued) >= LINGER_EVENTS:
             filled.set()  # it lingers for a run this long: the trip starts
-        elif slot.starting and slot.accepted - slot.processed >= slot.hand_off_at:
+        elif not slot.handover.started and slot.accepted - slot.processed >= slot.hand_off_at:
             slot.hand_off()  # a trip asked for has not started and posts go on: its thread is starved
     return None

@@ -141,7 +141,7 @@ class Handover:
     :meth:`WorkerThreads.run` until that one ends); ``started`` tells whether that call has begun.
     """
 
-    __slots__ = ("_awaiting", "_ended", "_finished", "_lock", "_loop_waits", "_ok", "_settle", "_value", "started")
+    __slots__ = ("_awaiting", "_ended", "_finished", "_lock", "_loop_waits", "_ok", "_value", "started")
 
     def __init__(self) -> None:
         """Serving no call yet."""
@@ -154,14 +154,13 @@ class Handover:
         self._ok = False
         self._value: Any = None
         self._awaiting: Any = None  # the caller's asyncio future, or its trio runner
-        self._settle: Callable[[Handover], None] | None = None  # how the worker wakes the caller when the loop did not wait
 
-    def _arm(self, awaiting: Any, settle: Callable[[Handover], None]) -> None:
+    def _arm(self, awaiting: Any) -> None:
         if not self._finished:
             raise RuntimeError("a handover serves one call at a time")
         self._ended.clear()
         self.started = self._finished = self._loop_waits = False
-        self._awaiting, self._settle = awaiting, settle
+        self._awaiting = awaiting
 
     def _disarm(self) -> None:  # the call was never queued
         self._finished = self.started = True
@@ -194,9 +193,7 @@ class Handover:
             wake = not self._loop_waits
         self._ended.set()  # the loop's thread, if it waits, takes the GIL once this thread blocks again
         if wake:
-            settle = self._settle
-            assert settle is not None
-            settle(self)
+            _wake_loop(self)
 
     def wait(self, timeout: float) -> bool:
         """On the loop's thread: block until the call has run, at most ``timeout`` seconds; whether it did.
@@ -327,7 +324,7 @@ class WorkerThreads:
             if self._shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             if handover is not None:
-                handover._arm(waiter, _wake_loop)
+                handover._arm(waiter)
             if not self._threads:
                 self._start()
             self._calls.put(call)
@@ -344,7 +341,7 @@ class WorkerThreads:
         done = trio.Event()
         runner: _Runner[T] = _Runner(token=trio.lowlevel.current_trio_token(), done=done)
         if handover is not None:
-            handover._arm(runner, _wake_loop)
+            handover._arm(runner)
             try:
                 self._put((func, args, None, handover))
             except RuntimeError:

@@ -59,7 +59,7 @@ class QueryProgressListener(Protocol):
         asked, or ``None`` while no view does; optional.
 
         Once it gives one, that one serves for the rest of the run (a view that keeps reports keeps
-        them until the run ends): the reporter asks no more and calls it for every batch.
+        them until the run ends): the reporter asks no more and appends to it for every batch.
         """
         ...
 

@@ -194,21 +194,18 @@ class KeyedStateNode(StreamNode):
         run_batch = self.partition_batch(batch_id, time.milliseconds, graph.batch_watermarks(time), self._watermark())
         operator, partitions = self.operator_id, self._num_partitions
 
-        def by_partition(kv: tuple[Any, Any]) -> tuple[int, tuple[Any, bool, Any]]:
-            from pyspark.rdd import portable_hash
-
-            return portable_hash(kv[0]) % partitions, (kv[0], False, kv[1])
-
-        tagged = parent.map(by_partition)
-        if batch_id == 0 and self._initial is not None:
-            initial = self._initial if not isinstance(self._initial, list) else sc.parallelize(self._initial)
-
-            def initial_by_partition(kv: tuple[Any, Any]) -> tuple[int, tuple[Any, bool, Any]]:
+        def by_partition(is_initial: bool) -> Callable[[tuple[Any, Any]], tuple[int, tuple[Any, bool, Any]]]:
+            def tag(kv: tuple[Any, Any]) -> tuple[int, tuple[Any, bool, Any]]:
                 from pyspark.rdd import portable_hash
 
-                return portable_hash(kv[0]) % partitions, (kv[0], True, kv[1])
+                return portable_hash(kv[0]) % partitions, (kv[0], is_initial, kv[1])
 
-            tagged = tagged.union(initial.map(initial_by_partition))
+            return tag
+
+        tagged = parent.map(by_partition(False))
+        if batch_id == 0 and self._initial is not None:
+            initial = self._initial if not isinstance(self._initial, list) else sc.parallelize(self._initial)
+            tagged = tagged.union(initial.map(by_partition(True)))
         # Every record in one task already (an input of one partition): it runs all the partitions, with no
         # shuffle, unless the last batch was large (its state run serially would outweigh a shuffle).
         shuffle = env.spark.kind == "connect" or self._large_batches or tagged.getNumPartitions() != 1

@@ -177,10 +177,10 @@ class MockKafkaCluster:
         if remaining or errors:
             raise KafkaError(f"producing to {topic!r} failed: {errors[:3] or f'{remaining} records unacknowledged'}")
 
-    def _close_producer(self) -> None:
-        """Flush and drop the shared producer (the caller holds the lock)."""
+    def _close_producer(self, flush_s: float = 30) -> None:
+        """Flush (at most ``flush_s``) and drop the shared producer (the caller holds the lock)."""
         if self._producer is not None:
-            self._producer.flush(30)
+            self._producer.flush(flush_s)
             self._producer = None
 
     def _shared_producer(self) -> Any:
@@ -250,7 +250,7 @@ class MockKafkaCluster:
                 raise KafkaError(f"cannot rebuild {topic}-{partition}: its offsets have gaps (transaction markers)")
             kept.append((low, rows))
         self.delete_topic(topic)  # closes the shared producer, whose metadata had the old partition count
-        self.create_topic(topic, total)
+        self.create_topic(topic, total)  # a new one, which sees all ``total`` (so produce reaches the new partitions)
         for partition, (low, rows) in enumerate(kept):
             if low:
                 self.produce(topic, [b""] * low, partition=partition)  # placeholders, deleted below
@@ -258,9 +258,6 @@ class MockKafkaCluster:
                          partition=partition)
             if low:
                 self.delete_records(topic, partition, low)
-        # The shared producer still knows the old partition count: refresh its metadata, or
-        # producing to a new partition fails with "Unknown partition".
-        self._refresh_producer_metadata(topic, total)
 
     def _refresh_producer_metadata(self, topic: str, total: int) -> None:
         producer = self._shared_producer()
@@ -287,9 +284,7 @@ class MockKafkaCluster:
         with self._lock:
             if self._mc is None:
                 return
-            if self._producer is not None:
-                self._producer.flush(10)
-                self._producer = None
+            self._close_producer(10)
             self._lib.rd_kafka_mock_cluster_destroy(self._mc)
             self._lib.rd_kafka_destroy(self._rk)
             self._mc = None
