@@ -39,6 +39,13 @@ def _succeed(waiter: asyncio.Future[Any], value: Any) -> None:
 
 def _fail(waiter: asyncio.Future[Any], exc: BaseException) -> None:
     if not waiter.done():
+        if isinstance(exc, StopIteration):
+            # An asyncio future refuses StopIteration (before Python 3.12 with a TypeError, and
+            # its caller would wait forever): the caller gets it as the cause of a RuntimeError,
+            # as from a coroutine that let it out.
+            error = RuntimeError(f"the call raised {type(exc).__name__}, which cannot be raised into a future")
+            error.__cause__ = exc
+            exc = error
         waiter.set_exception(exc)
 
 
@@ -125,6 +132,10 @@ class _Runner(Generic[T]):
             pass
 
 
+_DROPPED: Any = object()
+"""A handover call's outcome when shutdown dropped it while queued: its caller gets a cancellation."""
+
+
 class Handover:
     """Lets the event loop's thread give one of its :meth:`WorkerThreads.run` calls the GIL and take its result back.
 
@@ -141,7 +152,7 @@ class Handover:
     :meth:`WorkerThreads.run` until that one ends); ``started`` tells whether that call has begun.
     """
 
-    __slots__ = ("_awaiting", "_ended", "_finished", "_lock", "_loop_waits", "_ok", "_value", "started")
+    __slots__ = ("_awaiting", "_ended", "_finished", "_lock", "_loop_waits", "_outcome", "started")
 
     def __init__(self) -> None:
         """Serving no call yet."""
@@ -151,20 +162,25 @@ class Handover:
         self.started = True
         self._finished = True
         self._loop_waits = False
-        self._ok = False
-        self._value: Any = None
         self._awaiting: Any = None  # the caller's asyncio future, or its trio runner
+        # A call that ended while the loop's thread waited: (its caller, ok, value), for that thread.
+        self._outcome: tuple[Any, bool, Any] | None = None
 
     def _arm(self, awaiting: Any) -> None:
-        if not self._finished:
-            raise RuntimeError("a handover serves one call at a time")
-        self._ended.clear()
-        self.started = self._finished = self._loop_waits = False
-        self._awaiting = awaiting
+        # Under the lock, as the worker's end: the end of the last call (its _ended.set()) never
+        # lands after this call's clear, and a call's outcome always goes to its own caller.
+        with self._lock:
+            if not self._finished:
+                raise RuntimeError("a handover serves one call at a time")
+            self._ended.clear()
+            self.started = self._finished = self._loop_waits = False
+            self._awaiting = awaiting
 
     def _disarm(self) -> None:  # the call was never queued
-        self._finished = self.started = True
-        self._ended.set()
+        with self._lock:
+            self._finished = self.started = True
+            self._awaiting = None
+            self._ended.set()
 
     def run(self, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
         """On the worker: ``func(*args)``, then its result to the loop's thread if it waits, else a wake-up of the caller."""
@@ -173,27 +189,32 @@ class Handover:
         if awaiting.cancelled if isinstance(awaiting, _Runner) else awaiting.done():
             with self._lock:  # abandoned while queued: dropped, and nobody to wake
                 self._finished = True
-            self._ended.set()
+                self._awaiting = None
+                self._ended.set()
             return
         try:
-            self._value, self._ok = func(*args), True
+            value, ok = func(*args), True
         except BaseException as exc:
-            self._value, self._ok = exc, False
-        self._end()
+            value, ok = exc, False
+        self._end(awaiting, ok, value)
 
     def drop(self) -> None:
         """On shutdown, for a call still queued: its caller gets a cancellation (never run)."""
         self.started = True
-        self._value, self._ok = FutureCancelledError(), False
-        self._end()
+        self._end(self._awaiting, False, _DROPPED)
 
-    def _end(self) -> None:
+    def _end(self, awaiting: Any, ok: bool, value: Any) -> None:
+        # The outcome travels with its caller, never through the handover's fields: once
+        # _finished is set the loop may give the handover its next call.
         with self._lock:
             self._finished = True
+            self._awaiting = None
             wake = not self._loop_waits
-        self._ended.set()  # the loop's thread, if it waits, takes the GIL once this thread blocks again
+            if not wake:
+                self._outcome = (awaiting, ok, value)  # the waiting loop's thread settles it
+            self._ended.set()  # that thread takes the GIL once this one blocks again
         if wake:
-            _wake_loop(self)
+            _wake_loop(awaiting, ok, value)
 
     def wait(self, timeout: float) -> bool:
         """On the loop's thread: block until the call has run, at most ``timeout`` seconds; whether it did.
@@ -208,34 +229,35 @@ class Handover:
         self._ended.wait(timeout)
         with self._lock:
             self._loop_waits = False
-            took = bool(self._finished)  # set by the worker meanwhile: it ended while we waited and left it to us
-        if took:
-            _settle_here(self)
-        return took
+            outcome, self._outcome = self._outcome, None  # left to us by a call that ended while we waited
+        if outcome is None:
+            return False  # still running (its worker wakes the loop), or dropped unrun (nobody waits)
+        _settle(*outcome)
+        return True
 
 
-def _settle_here(handover: Handover) -> None:
-    awaiting = handover._awaiting
+def _settle(awaiting: Any, ok: bool, value: Any) -> None:
+    """Settle a handover call's caller (on the loop's thread)."""
     if isinstance(awaiting, _Runner):
-        awaiting.value, awaiting.ok = handover._value, handover._ok
+        awaiting.value, awaiting.ok = (FutureCancelledError() if value is _DROPPED else value), ok
         awaiting.done.set()
-    elif handover._ok:
-        _succeed(awaiting, handover._value)
-    elif isinstance(handover._value, FutureCancelledError):
+    elif ok:
+        _succeed(awaiting, value)
+    elif value is _DROPPED:
         _cancel(awaiting)
     else:
-        _fail(awaiting, handover._value)
+        _fail(awaiting, value)
 
 
-def _wake_loop(handover: Handover) -> None:
-    awaiting = handover._awaiting
+def _wake_loop(awaiting: Any, ok: bool, value: Any) -> None:
+    """Have a handover call's caller settled on its loop (from the worker, or a shutdown's thread)."""
     if isinstance(awaiting, _Runner):
-        awaiting.value, awaiting.ok = handover._value, handover._ok
+        awaiting.value, awaiting.ok = (FutureCancelledError() if value is _DROPPED else value), ok
         awaiting._wake()
         return
     loop = awaiting.get_loop()
     try:
-        loop.call_soon_threadsafe(_settle_here, handover)
+        loop.call_soon_threadsafe(_settle, awaiting, ok, value)
     except RuntimeError:  # the loop is closed: nobody waits for the result
         pass
 
