@@ -335,7 +335,8 @@ class WorkerThreads:
         wait for the call and take its result (:meth:`Handover.wait`).
 
         Raises:
-            RuntimeError: the pool was shut down, or ``handover`` still serves another call.
+            RuntimeError: the pool was shut down, or ``handover`` still serves another call; or the
+                call raised ``StopIteration`` (its cause), which a future cannot carry.
         """
         if not on_asyncio():
             return await self._run_on_trio(func, args, abandon_on_cancel, handover)
