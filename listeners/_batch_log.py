@@ -10,7 +10,7 @@ import collections
 import threading
 from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
-from scheduler import JobSet, StreamingQueryProgress, StreamingStateError
+from scheduler import JobSet, StreamingQueryProgress, StreamingStateError, library_logger
 
 from ._info import BatchRecord
 
@@ -33,6 +33,8 @@ ProgressItem = tuple[Callable[[], StreamingQueryProgress], int, Mapping[str, int
 
 E = TypeVar("E", bound="tuple[Any, ...]")
 I = TypeVar("I")  # noqa: E741 - an item as a log holds it: a batch, or a progress report's ProgressItem
+
+_log = library_logger("aiodstream.listeners", component="BatchLog")
 
 READER_BATCH = 128
 """A log keeps at least this many entries, and its readers fold them in runs of one less (see :class:`_Ring`)."""
@@ -74,6 +76,10 @@ class LogReader(Generic[E, I]):
     rarely the view asks. That may happen on the view's thread and on the event loop: a lock keeps
     each entry folded once. A reader made with ``numbered=False`` is given the items as the log
     holds them (a batch, a :data:`ProgressItem`), without their seqs: no tuple is built for it.
+
+    A fold that raises: its run counts as seen all the same (never folded twice, whatever part of
+    it the fold took in); on a view's thread the view gets the error, and at a rest on the loop it
+    is logged (``failed_folds``) and goes no further, so the appender and the other readers go on.
     """
 
     def __init__(self, fold: Callable[[Sequence[Any]], None], seen: int, *, numbered: bool = True,
@@ -97,12 +103,13 @@ class LogReader(Generic[E, I]):
             if not entries or entries[-1][0] <= seen:
                 return
             newer = entries[max(0, seen + 1 - entries[0][0]):]
+            # Seen even if the fold raises part-way: a run is folded at most once (never counted twice).
+            self.seen = newer[-1][0]
             if self.numbered:
                 self.fold(newer)
             else:
                 assert self._item is not None
                 self.fold([self._item(entry) for entry in newer])
-            self.seen = newer[-1][0]
 
     def catch_up_items(self, first: int, items: Sequence[I]) -> None:
         """Fold the items of ``items`` newer than :attr:`seen`; the first of them is the log's entry ``first``."""
@@ -112,12 +119,12 @@ class LogReader(Generic[E, I]):
             if last <= seen:
                 return
             newer = items[max(0, seen + 1 - first):] if seen >= first else items
+            self.seen = last  # before the fold, as in catch_up
             if self.numbered:
                 assert self._number is not None
                 self.fold(self._number(max(first, seen + 1), newer))
             else:
                 self.fold(newer)
-            self.seen = last
 
 
 class _Ring(Generic[E, I]):
@@ -145,6 +152,7 @@ class _Ring(Generic[E, I]):
         self._anchor: tuple[int, I | None] = (0, None)
         self._readers: list[LogReader[E, I]] = []
         self._lock = threading.Lock()
+        self.failed_folds = 0  # readers' folds that raised at a rest (logged; the readers missed those runs)
 
     @property
     def appended(self) -> int:
@@ -215,13 +223,19 @@ class _Ring(Generic[E, I]):
         items = list(self.items)
         newest = self._anchor[0] + self._period - self.left
         first = newest - len(items) + 1
-        try:
-            for reader in self._readers:
+        for reader in self._readers:
+            try:
                 reader.catch_up_items(first, items)
-        finally:  # a fold that raised (to the appender) leaves the ring numbered and resting on time
-            with self._lock:
-                self._anchor = (newest, items[-1] if items else None)
-                self._period = self.left = (self.items.maxlen or READER_BATCH) - 1
+            except Exception:
+                # A view's failure stays the view's: the appender (the scheduler's per-batch path)
+                # and the other readers go on, and the ring rests on time. That reader misses the run.
+                self.failed_folds += 1
+                _log.exception("a view of the log failed to fold a run of entries: that view misses them",
+                               log=type(self).__name__, fold=getattr(reader.fold, "__qualname__", repr(reader.fold)),
+                               entries=len(items))
+        with self._lock:
+            self._anchor = (newest, items[-1] if items else None)
+            self._period = self.left = (self.items.maxlen or READER_BATCH) - 1
 
 
 class BatchLog(_Ring[BatchEntry, "JobSet | BatchRecord"]):

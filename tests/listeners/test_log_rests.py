@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Sequence
+
+import pytest
 
 from listeners import BatchLog, ProgressLog
 from listeners._batch_log import READER_BATCH
 from scheduler import JobSet, StreamingQueryProgress
 from tests.listeners.test_batch_log import completed
+from tests.support import capture_events
 
 
 def batch_seqs(entries: Sequence[tuple[int, Any]]) -> list[tuple[int, int]]:
@@ -130,26 +134,97 @@ def test_a_reader_of_items_given_entries_folds_their_items() -> None:
     assert [(build, rows) for build, rows, _ in got_reports] == [(b.jobs[0].func, b.time.milliseconds) for b in kept]
 
 
-def test_a_fold_that_raises_leaves_the_log_numbered_and_its_other_readers_folding() -> None:
-    """A reader's fold that raises reaches the appender once; the log still numbers its entries and rests on time."""
+def test_a_fold_that_raises_at_a_rest_is_logged_and_leaves_the_appender_and_the_other_readers_going() -> None:
+    """A reader's fold that raises at a rest never reaches the appender: it is logged, that reader misses the run, the
+    other readers fold every entry, and the log still numbers its entries and rests on time."""
     log = BatchLog()
     calls: list[int] = []
+    got: list[int] = []
+    others: list[int] = []
 
     def failing(batches: Sequence[Any]) -> None:
         calls.append(len(batches))
         if len(calls) == 1:
             raise RuntimeError("fold failed")
+        got.extend(b.time.milliseconds // 1000 for b in batches)
 
     log.reader(failing, numbered=False)
-    raised = 0
-    for n in range(1, 3 * READER_BATCH + 1):
-        try:
-            log.append(completed(n))
-        except RuntimeError:
-            raised += 1
-    assert raised == 1 and len(calls) == 3
+    other = log.reader(lambda batches: others.extend(b.time.milliseconds // 1000 for b in batches), numbered=False)
+    total = 3 * READER_BATCH
+    with capture_events(logging.ERROR) as events:
+        for n in range(1, total + 1):
+            log.append(completed(n))  # never raises
+    log.catch_up(other)
+    assert others == list(range(1, total + 1))
+    assert len(calls) == 3 and got == list(range(READER_BATCH, 3 * READER_BATCH - 2))  # the first run missed, once
+    assert log.failed_folds == 1
+    assert [(e["event"], e["entries"], e["exc_info"]) for e in events] == [
+        ("a view of the log failed to fold a run of entries: that view misses them", READER_BATCH - 1, True)]
     kept = batch_seqs(log.entries())
-    assert kept == [(n, n) for n in range(3 * READER_BATCH + 1 - len(kept), 3 * READER_BATCH + 1)]
+    assert kept == [(n, n) for n in range(total + 1 - len(kept), total + 1)]
+
+
+def test_a_fold_that_raises_part_way_on_a_views_thread_is_not_folded_again() -> None:
+    """A view that catches up and whose fold raises after taking part of the run gets the error; the run counts as seen,
+    so the next catch-up does not fold it a second time (no entry counted twice)."""
+    log = BatchLog()
+    folded: list[int] = []
+    fail = [True]
+
+    def fold(batches: Sequence[Any]) -> None:
+        for batch in batches:
+            folded.append(batch.time.milliseconds // 1000)
+            if fail[0] and len(folded) == 3:
+                fail[0] = False
+                raise MemoryError("part-way")
+
+    reader = log.reader(fold, numbered=False)
+    for n in range(1, 11):
+        log.append(completed(n))
+    with pytest.raises(MemoryError):
+        log.catch_up(reader)
+    for n in range(11, 16):
+        log.append(completed(n))
+    log.catch_up(reader)
+    assert folded == [1, 2, 3, *range(11, 16)]
+
+
+def test_a_view_whose_fold_raises_on_the_loop_costs_no_batch_event_and_no_batch() -> None:
+    """On the bus: a reader of its batch log that raises at a rest does not reach the scheduler's per-batch path; that
+    batch's BatchCompleted is still posted, and the runtime goes on running batches."""
+    import anyio
+
+    from listeners import StreamingListenerBus
+
+    bus = StreamingListenerBus()
+    log = bus.batch_log()
+    calls: list[int] = []
+
+    def flaky(batches: Sequence[Any]) -> None:
+        calls.append(len(batches))
+        if len(calls) == 1:
+            raise RuntimeError("transient fold failure")
+
+    log.reader(flaky, numbered=False)
+
+    class Inline:
+        run_inline = True
+        got = 0
+
+        def on_batch_completed(self, event: Any) -> None:
+            Inline.got += 1
+
+    bus.add_listener(Inline())
+    total = 3 * READER_BATCH
+
+    async def post() -> None:
+        for n in range(1, total + 1):
+            await bus.on_batch_completed(completed(n))
+
+    with capture_events(logging.ERROR) as events:
+        anyio.run(post)
+    assert Inline.got == total and len(calls) == 3 and log.failed_folds == 1
+    assert len(events) == 1
 
 
 def test_the_bus_appends_each_completed_batch_to_its_log_and_rests_it_in_time() -> None:
