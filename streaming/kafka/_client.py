@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 from types import ModuleType
 from typing import Any, Iterable, Mapping
 
@@ -22,11 +23,14 @@ __all__ = [
     "KafkaClusterView",
     "KafkaDataLossError",
     "KafkaError",
+    "GONE_TOPIC_ERRORS",
+    "MetadataUnavailableError",
     "client_config",
     "client_logger",
     "offset_reset",
     "reads_committed",
     "require_kafka",
+    "topic_partitions",
 ]
 
 INSTALL_HINT = "install the Kafka client: pip install 'aiodstream[kafka]' (confluent-kafka)"
@@ -127,12 +131,56 @@ def client_logger() -> logging.Logger:
     return logging.getLogger(CLIENT_LOGGER)
 
 
+GONE_TOPIC_ERRORS = frozenset({"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION"})
+"""Error names (``KafkaError.name()``) of a topic's metadata saying the cluster does not have it."""
+
+PERMANENT_METADATA_ERRORS = frozenset({"TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+                                       "INVALID_TOPIC_EXCEPTION", "UNSUPPORTED_VERSION"})
+"""Error names of a topic's metadata that asking again does not mend: raised at once."""
+
+METADATA_RETRY_S = (0.05, 1.0)
+"""A topic's metadata that fails for a while (no leader yet, a broker moving): retried after the first, doubling up to
+the second, until the view's timeout."""
+
+
+class MetadataUnavailableError(KafkaError):
+    """A topic's metadata failed for another reason than the topic being absent (no leader yet, authorization, ...)."""
+
+    def __init__(self, topic: str, error: Any) -> None:
+        """``error``: librdkafka's error of ``topic``'s metadata."""
+        super().__init__(f"the metadata of topic {topic!r} failed: {error.str()}")
+        self.topic = topic
+        # librdkafka marks few metadata errors retriable (not "leader not available"): all are, but those no retry mends.
+        self.retriable = bool(error.retriable()) or error.name() not in PERMANENT_METADATA_ERRORS
+
+
+def topic_partitions(topic: str, found: Any) -> list[int] | None:
+    """``topic``'s partition numbers (sorted) from its metadata ``found``, or ``None`` when the cluster does not have it.
+
+    A topic whose metadata failed for any other reason is not taken for gone: a leader election or a
+    broker restart would otherwise make its partitions look deleted, and then new, and re-read.
+
+    Raises:
+        MetadataUnavailableError: the metadata failed otherwise (``retriable`` says whether asking again may help).
+    """
+    if found is None:
+        return None
+    error = found.error
+    if error is not None:
+        if error.name() in GONE_TOPIC_ERRORS:
+            return None
+        raise MetadataUnavailableError(topic, error)
+    return sorted(found.partitions) or None
+
+
 class KafkaClusterView:
     """The driver's questions to a cluster: a topic's partitions and each partition's first and next offset.
 
     Blocking; one client per view, closed by :meth:`close`. Offsets are asked for all
     partitions at once (one ListOffsets round per broker), not one partition at a time.
     """
+
+    _sleep = staticmethod(time.sleep)  # between metadata retries (tests replace it)
 
     def __init__(self, params: Mapping[str, Any], *, timeout_s: float = 30.0) -> None:
         """Connect with ``params`` (either spelling, :func:`client_config`)."""
@@ -145,16 +193,26 @@ class KafkaClusterView:
         self._admin = admin_module.AdminClient(config)
 
     def partitions(self, topics: Iterable[str]) -> dict[str, list[int] | None]:
-        """Each topic's partition numbers (sorted), or ``None`` for a topic the cluster does not have."""
-        metadata = self._admin.list_topics(timeout=self._timeout_s)
-        out: dict[str, list[int] | None] = {}
-        for topic in topics:
-            found = metadata.topics.get(topic)
-            if found is None or found.error is not None or not found.partitions:
-                out[topic] = None
-            else:
-                out[topic] = sorted(found.partitions)
-        return out
+        """Each topic's partition numbers (sorted), or ``None`` for a topic the cluster does not have.
+
+        A topic whose metadata fails with a retriable error (no leader yet) is asked again until
+        the view's timeout, as Spark's consumer waits for metadata.
+
+        Raises:
+            MetadataUnavailableError: a topic's metadata kept failing, or failed for good (authorization).
+        """
+        topics = list(topics)
+        deadline = time.monotonic() + self._timeout_s
+        pause = METADATA_RETRY_S[0]
+        while True:
+            metadata = self._admin.list_topics(timeout=self._timeout_s)
+            try:
+                return {topic: topic_partitions(topic, metadata.topics.get(topic)) for topic in topics}
+            except MetadataUnavailableError as unavailable:
+                if not unavailable.retriable or time.monotonic() + pause > deadline:
+                    raise
+            self._sleep(pause)
+            pause = min(pause * 2, METADATA_RETRY_S[1])
 
     def _list_offsets(self, tps: Iterable[TopicAndPartition], spec: Any, isolation: Any) -> dict[TopicAndPartition, int]:
         kafka = self._kafka

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from scheduler import InvalidPipelineError, library_logger
 
 from ..continuous import ContinuousSource, PartitionReader
-from ._client import KafkaClusterView, KafkaError, reads_committed, require_kafka
+from ._client import KafkaClusterView, KafkaError, MetadataUnavailableError, reads_committed, require_kafka, topic_partitions
 from ._data_loss import GONE_ERRORS, OUT_OF_RANGE_ERRORS, added_partitions, fetch_failed, partitions_gone, report_data_loss, scala_set
 from ._offsets import TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
 from ._reader import executor_config
@@ -283,9 +283,11 @@ class _KafkaPartitionReader(PartitionReader):
         source = self._source
         now: list[TopicAndPartition] = []
         for topic in source.topics:  # one topic's metadata at a time: a cluster may hold many others
-            found = self._consumer.list_topics(topic, timeout=30).topics.get(topic)
-            if found is not None and found.error is None:
-                now.extend(TopicAndPartition(topic, p) for p in found.partitions)
+            try:
+                partitions = topic_partitions(topic, self._consumer.list_topics(topic, timeout=30).topics.get(topic))
+            except MetadataUnavailableError:
+                return  # no answer (no leader yet): not a partition gone; the next check asks again
+            now.extend(TopicAndPartition(topic, p) for p in partitions or ())
         known = source.partitions
         gone = sorted(set(known) - set(now))
         if gone:

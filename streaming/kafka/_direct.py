@@ -17,7 +17,7 @@ from scheduler import CorruptCheckpointError, InvalidPipelineError, MetadataLog,
 
 from ..dstream import StreamEnvironment
 from ..inputs import InputDStream
-from ._client import KafkaClusterView, KafkaError, client_config, offset_reset
+from ._client import KafkaClusterView, KafkaError, client_config, offset_reset, reads_committed
 from ._commits import CommitCallback, CommitQueue
 from ._data_loss import report_data_loss
 from ._frame_batch import frame_kafka_rdd
@@ -102,6 +102,8 @@ class DirectKafkaInputDStream(InputDStream):
         self.rate = rate
         self._reset = reset
         self._params = params
+        # Batches end at the last stable offset when the executors read only committed records (as Spark's consumer).
+        self._committed_only = reads_committed(params)
         self._from_offsets = dict(from_offsets)
         self._convert = convert
         self._reading = reading
@@ -177,7 +179,7 @@ class DirectKafkaInputDStream(InputDStream):
             tps = current_partitions(partitions)
             start = self._initial_offsets(view, tps) if start_text is None else parse_partition_offsets(start_text, input_name=self.name)
             new = [tp for tp in tps if tp not in start]
-            latest = view.latest_offsets(tps)
+            latest = view.latest_offsets(tps, committed_only=self._committed_only)
             earliest = view.earliest_offsets(new) if new else {}
         plan = plan_batch_end(start, tps, latest=latest, earliest_of_new=earliest, batch_ms=self._env.batch_duration.milliseconds,
                               rate=self.rate, estimated_rate=self.rate.estimated_rate(self._latest_rate))
@@ -206,7 +208,7 @@ class DirectKafkaInputDStream(InputDStream):
             return self._initial
         need_reset = [tp for tp in tps if tp not in self._from_offsets]
         earliest = view.earliest_offsets(need_reset) if need_reset and self._reset == "earliest" else {}
-        latest = view.latest_offsets(need_reset) if need_reset and self._reset == "latest" else {}
+        latest = view.latest_offsets(need_reset, committed_only=self._committed_only) if need_reset and self._reset == "latest" else {}
         unknown = [tp for tp in self._from_offsets if tp not in set(tps)]
         if unknown:  # Spark 0-8's KafkaCluster error for partitions without a leader
             raise KafkaError(f"Couldn't find leader offsets for Set({', '.join(f'[{tp.topic},{tp.partition}]' for tp in sorted(unknown))})")

@@ -210,7 +210,7 @@ def parse_partition_offsets(text: Offset, *, input_name: str = "Kafka") -> dict[
         if not isinstance(topic, str) or not topic or not isinstance(parts, dict):
             raise CorruptCheckpointError(f"{input_name}: expected {{\"topic\":{{\"partition\":offset}}}} in the offsets log, got {text!r}")
         for part, offset in parts.items():
-            if not (isinstance(part, str) and part.isdigit()) or type(offset) is not int or offset < 0:
+            if not (isinstance(part, str) and part.isascii() and part.isdigit()) or type(offset) is not int or offset < 0:
                 raise CorruptCheckpointError(
                     f"{input_name}: bad partition offset {part!r}: {offset!r} for topic {topic!r} in the offsets log ({text!r})")
             out[TopicAndPartition(topic, int(part))] = offset

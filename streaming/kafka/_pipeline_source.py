@@ -267,7 +267,14 @@ class KafkaSource:
     # -- ReplayableSource --
 
     async def latest_offset(self) -> Offset:
-        """Each subscribed partition's end (its high watermark; the last stable offset with read_committed), or ``None`` if none exists."""
+        """Each subscribed partition's end (its high watermark; the last stable offset with read_committed), or ``None`` if none exists.
+
+        The first call of a source without a checkpoint fixes the starting offsets first (Spark's
+        ``initialOffset`` before its first ``latestOffset``): ``latest`` resolved after the end would
+        put records written in between before the start, a false data loss.
+        """
+        if self._initial is None:
+            await self._start_offsets(None)
         latest: Offset = await self._run(self._latest)
         return latest
 

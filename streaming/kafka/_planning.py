@@ -64,5 +64,8 @@ def plan_batch_end(start: Mapping[TopicAndPartition, int], tps: Sequence[TopicAn
         if tp in start and latest[tp] < start[tp]:
             losses.append(offset_changed(tp, start[tp], latest[tp]))
     now = {tp: latest[tp] for tp in tps}
-    limits = max_messages_per_partition(now, start, batch_ms=batch_ms, settings=rate, estimated_rate=estimated_rate)
-    return BatchEnd(clamp_offsets(now, start, limits), tuple(losses))
+    # A new partition's range is logged from 0 (what is gone below its first record is reported above), but its
+    # rate limit and lag count from that first record: else a limited stream plans empty batches up to it.
+    current = {**earliest_of_new, **start}
+    limits = max_messages_per_partition(now, current, batch_ms=batch_ms, settings=rate, estimated_rate=estimated_rate)
+    return BatchEnd(clamp_offsets(now, current, limits), tuple(losses))

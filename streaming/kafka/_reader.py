@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping
 
 from scheduler import library_logger
 
-from ._client import KafkaError, client_config, require_kafka
+from ._client import KafkaError, MetadataUnavailableError, client_config, require_kafka, topic_partitions
 from ._data_loss import GONE_ERRORS, OUT_OF_RANGE_ERRORS, fetch_failed, report_data_loss
 from ._offsets import OffsetRange
 
@@ -141,8 +141,13 @@ class RangeReader:
                 yield message
 
     def _partition_exists(self, rng: OffsetRange) -> bool:
-        topic = self._consumer.list_topics(rng.topic, timeout=30).topics.get(rng.topic)
-        return topic is not None and topic.error is None and rng.partition in topic.partitions
+        """Whether the range's partition exists: ``False`` only when the metadata says it does not (any other metadata
+        error is no answer: the range reads on, and the next check asks again)."""
+        try:
+            partitions = topic_partitions(rng.topic, self._consumer.list_topics(rng.topic, timeout=30).topics.get(rng.topic))
+        except MetadataUnavailableError:
+            return True
+        return partitions is not None and rng.partition in partitions
 
     def _on_error(self, rng: OffsetRange, tp: Any, error: Any, expected: int, fail_on_data_loss: bool) -> int:
         """Handle a consumer error at ``expected``: data loss is reported and (if allowed) skipped; others raise."""

@@ -92,7 +92,7 @@ class StartingOffsets:
             if not isinstance(topic, str) or not topic or not isinstance(parts, Mapping):
                 raise bad
             for part, offset in parts.items():
-                number = int(part) if isinstance(part, str) and part.isdigit() else part
+                number = int(part) if isinstance(part, str) and part.isascii() and part.isdigit() else part  # not '²'
                 if type(number) is not int or number < 0 or type(offset) is not int or offset < EARLIEST:
                     raise bad
                 offsets[TopicAndPartition(topic, number)] = offset

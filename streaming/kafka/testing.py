@@ -64,6 +64,7 @@ def _librdkafka() -> ctypes.CDLL:
     lib.rd_kafka_mock_topic_create.argtypes = [c_void_p, c_char_p, c_int, c_int]
     lib.rd_kafka_mock_topic_delete.argtypes = [c_void_p, c_char_p]
     lib.rd_kafka_mock_partition_delete_records.argtypes = [c_void_p, c_char_p, ctypes.c_int32, ctypes.c_int64]
+    lib.rd_kafka_mock_topic_set_error.argtypes = [c_void_p, c_char_p, c_int]
     lib.rd_kafka_err2str.restype = c_char_p
     lib.rd_kafka_err2str.argtypes = [c_int]
     return lib
@@ -132,6 +133,12 @@ class MockKafkaCluster:
             self._require_open()
             code = self._lib.rd_kafka_mock_partition_delete_records(self._mc, topic.encode(), partition, before)
             self._check(code, f"deleting records of {topic}-{partition} before {before}")
+
+    def set_topic_error(self, topic: str, code: int) -> None:
+        """Make ``topic``'s metadata answer with Kafka error ``code`` (e.g. 5, LEADER_NOT_AVAILABLE) until set back to 0."""
+        with self._lock:
+            self._require_open()
+            self._lib.rd_kafka_mock_topic_set_error(self._mc, topic.encode(), code)
 
     def config(self, **extra: Any) -> dict[str, Any]:
         """Client settings that reach this cluster (``bootstrap.servers``), with ``extra`` (dots spelt as underscores) added."""

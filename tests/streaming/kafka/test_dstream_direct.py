@@ -344,3 +344,29 @@ def test_a_continuous_context_refuses_the_direct_stream(spark_context: Any) -> N
     refused = r"^Data source KafkaUtils\.createDirectStream does not support continuous processing\.$"
     with pytest.raises(InvalidPipelineError, match=refused):
         KafkaUtils.createDirectStream(ssc, ["t"], {"metadata.broker.list": "127.0.0.1:9"})
+
+
+def test_with_read_committed_each_batch_ends_where_the_executors_stop_reading(
+        spark_context: Any, kafka_cluster: Any, kafka_topic: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``isolation.level=read_committed``: the driver plans each batch to the last stable offset, as its executors read
+    (Spark's consumer asks for the end with the user's isolation level); past it a task would wait for records it
+    cannot read."""
+    from streaming.kafka._client import KafkaClusterView
+
+    asked: list[bool] = []
+    latest = KafkaClusterView.latest_offsets
+
+    def recording(self: Any, tps: Any, *, committed_only: bool = False) -> Any:
+        asked.append(committed_only)
+        return latest(self, tps, committed_only=committed_only)
+
+    monkeypatch.setattr(KafkaClusterView, "latest_offsets", recording)
+    kafka_cluster.create_topic(kafka_topic, 1)
+    kafka_cluster.produce(kafka_topic, ["a", "b"], partition=0)
+    outputs: dict[int, list[str]] = {}
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+    stream = KafkaUtils.createDirectStream(ssc, [kafka_topic], params(kafka_cluster, isolation_level="read_committed"))
+    stream.foreachRDD(lambda t, rdd: outputs.__setitem__(batch_ms(t), sorted(rdd.values().collect())))
+    run(ssc, clock, [None, lambda: kafka_cluster.produce(kafka_topic, ["c"], partition=0)])
+    assert outputs == {1000: ["a", "b"], 2000: ["c"]}
+    assert asked and all(asked)

@@ -96,6 +96,14 @@ def test_a_new_partition_is_read_from_zero_and_one_that_lost_records_is_reported
                                                              "been missed",)
 
 
+def test_a_new_partition_that_lost_its_first_records_is_limited_from_its_first_record_held() -> None:
+    """A rate limit counts from the first record a new partition still holds, not from 0: the first batch reads its
+    first records (its range is logged from 0 and the gap below reported), not a range that lies wholly in the gap."""
+    planned = plan({P0: 3}, {P0: 3, P1: 1_000_500}, {P1: 1_000_000}, max_rate_per_partition=100)
+    assert planned.end == {P0: 3, P1: 1_000_100}
+    assert planned.losses == ("Added partition t-1 starts from 1000000 instead of 0. Some data may have been missed",)
+
+
 def test_partitions_gone_and_offsets_moved_back_are_data_loss() -> None:
     """Partitions in the start but not in the cluster are gone; a latest offset below the start moved back (Spark's words)."""
     planned = plan({P0: 9, P1: 1, P2: 4}, {P0: 4})

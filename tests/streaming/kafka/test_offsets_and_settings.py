@@ -65,6 +65,7 @@ def test_offsets_text_round_trips(raw: dict[tuple[str, int], int]) -> None:
     ("[1]", r"""^Kafka: expected \{"topic":\{"partition":offset\}\} in the offsets log, got '\[1\]'$"""),
     ('{"t":{"x":1}}', r"""^Kafka: bad partition offset 'x': 1 for topic 't' in the offsets log \('\{"t":\{"x":1\}\}'\)$"""),
     ('{"t":{"0":-1}}', r"""^Kafka: bad partition offset '0': -1 for topic 't' in the offsets log"""),
+    ('{"t":{"\u0663":1}}', r"""^Kafka: bad partition offset '٣': 1 for topic 't' in the offsets log"""),
 ])
 def test_malformed_offsets_text_is_a_corrupt_checkpoint(text: str, message: str) -> None:
     """Malformed Kafka offsets in the log are a CorruptCheckpointError quoting the text."""

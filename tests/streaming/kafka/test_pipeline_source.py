@@ -334,6 +334,23 @@ async def test_without_a_checkpoint_latest_is_taken_at_the_first_batch(kafka_clu
     assert out.seen == [(1000, []), (2000, [(0, 2, "0:2")])]
 
 
+async def test_without_a_checkpoint_latest_is_fixed_before_the_first_batchs_end(kafka_cluster: Any, kafka_topic: str) -> None:
+    """The engine asks for the latest offsets before it plans the first batch: records written in between are after the
+    start (Spark resolves the initial offsets first), not a false data loss that fails the query."""
+    kafka_cluster.create_topic(kafka_topic, 1)
+    produce(kafka_cluster, kafka_topic, 0, 2)
+    src = source(kafka_cluster, kafka_topic, startingOffsets="latest")
+    try:
+        limit = await src.latest_offset()  # the engine's first question for a batch
+        produce(kafka_cluster, kafka_topic, 0, 3, first=2)  # written before the batch is planned
+        end = await src.plan_offset(None, limit)
+        assert values(await src.read(None, end)) == []
+        later = await src.plan_offset(end, await src.latest_offset())
+        assert values(await src.read(end, later)) == [(0, 2, "0:2"), (0, 3, "0:3"), (0, 4, "0:4")]
+    finally:
+        await src.aclose()
+
+
 async def test_kafka_to_a_file_sink_holds_every_record_once_across_a_restart(kafka_cluster: Any, kafka_topic: str,
                                                                             tmp_path: Path) -> None:
     """A batch whose file was written but which failed before its commit re-runs after a restart; no record twice or lost."""
@@ -465,6 +482,8 @@ async def test_every_client_call_runs_off_the_event_loop_thread(kafka_cluster: A
      "startingOffsets names topics that are not subscribed: ['u']; subscribed: ['t']"),
     ({"startingOffsets": {"t": {-1: 0}}}, ValueError,
      'Expected e.g. {"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}, got {"t": {"-1": 0}}'),
+    ({"startingOffsets": '{"t":{"\u00b2":0}}'}, ValueError,  # a digit to str.isdigit, not to int()
+     'Expected e.g. {"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}, got {"t":{"\u00b2":0}}'),
     ({"maxOffsetsPerTrigger": 0}, ValueError, "maxOffsetsPerTrigger must be a positive int or None, got 0"),
     ({"failOnDataLoss": "false"}, TypeError, "failOnDataLoss must be True or False, got 'false'"),
     ({"value_decoder": "utf-8"}, TypeError,
