@@ -247,8 +247,9 @@ class _KafkaPartitionReader(PartitionReader):
         topic, partition = self._tp.topic, self._tp.partition
         for message in messages:
             if message.error() is not None:
-                self._on_error(message.error())
-                break
+                if self._on_error(message.error()):
+                    continue  # an event of the client's (a broker away, the partition's end): the records after it count
+                break  # the consumer was moved (records gone) or the partition is: what follows is stale
             offset = message.offset()
             kind, ms = message.timestamp()
             # confluent-kafka's timestamp kinds are Spark's ids plus one (Spark: 0 create time, 1 log append time).
@@ -256,27 +257,29 @@ class _KafkaPartitionReader(PartitionReader):
             self._next = offset + 1
         return rows
 
-    def _on_error(self, error: Any) -> None:
-        """Data loss at the reader's offset (Spark's messages), or another consumer error (raised)."""
+    def _on_error(self, error: Any) -> bool:
+        """Data loss at the reader's offset (Spark's messages), or another consumer error (raised); whether the records
+        fetched after it are still to be read (the consumer was not moved)."""
         name = error.name()
         if name in ("_PARTITION_EOF",):
-            return
+            return True
         if name in GONE_ERRORS:
             self._report_gone([self._tp])
-            return
+            return False
         if name not in OUT_OF_RANGE_ERRORS:
             if error.fatal() or not (error.retriable() or name.startswith("_")):
                 raise KafkaError(f"reading {self._tp.topic}-{self._tp.partition} at offset {self._next}: {error.str()}")
             # A client-side or retriable error (a broker going away, a timeout): the client retries by itself.
             library_logger("aiodstream.kafka").warning("Kafka consumer error, retrying", topic=self._tp.topic,
                                                        partition=self._tp.partition, error=error.str())
-            return
+            return True
         self._source._report_data_loss(fetch_failed(self._next, self._source.group_id, self._tp))
         kafka, tp = self._kafka, self._tp
         low, high = self._consumer.get_watermark_offsets(kafka.TopicPartition(tp.topic, tp.partition), timeout=30)
         # Before the log start: what is left starts there. Past the end (the partition was made anew): all of it is new.
         self._next = int(low) if self._next >= high else max(self._next, int(low))
         self._consumer.assign([kafka.TopicPartition(tp.topic, tp.partition, self._next)])
+        return False
 
     def _check_partitions(self) -> None:
         """Stop the query when the topics' partitions differ from the run's (added: restart; gone: data loss)."""

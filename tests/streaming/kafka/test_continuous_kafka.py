@@ -180,6 +180,61 @@ def test_an_offset_past_the_end_is_data_loss_and_without_failOnDataLoss_reads_th
     assert [r.value for r in rows] == [b"0-0", b"0-1", b"0-2", b"0-3"]
 
 
+class _ClientEvent:
+    """A consumer error event librdkafka hands out among the records (a broker going away): retried by the client."""
+
+    def error(self) -> Any:
+        return self
+
+    def name(self) -> str:
+        return "_TRANSPORT"
+
+    def str(self) -> str:
+        return "Local: Broker transport failure"
+
+    def fatal(self) -> bool:
+        return False
+
+    def retriable(self) -> bool:
+        return True
+
+
+class _WithAnEvent:
+    """A consumer whose first non-empty batch of fetched records starts with a client event."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.injected = False
+
+    def consume(self, count: int, timeout: float) -> list[Any]:
+        got = self.real.consume(count, timeout)
+        if got and not self.injected:
+            self.injected = True
+            return [_ClientEvent(), *got]
+        return list(got)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_the_records_fetched_after_a_client_event_are_read(kafka_cluster: Any, kafka_topic: str) -> None:
+    """A retriable client event among the fetched records is logged and skipped, not the records after it (the consumer
+    has moved past them: dropped, they would be lost)."""
+    kafka_cluster.create_topic(kafka_topic, 1)
+    produce(kafka_cluster, kafka_topic, 1, 6)
+    reader = KafkaContinuousSource(kafka_topic, kafka_cluster.config()).open_reader(0, 0)
+    reader._consumer = _WithAnEvent(reader._consumer)
+    rows: list[Any] = []
+    try:
+        deadline = time.monotonic() + 30  # a hang guard
+        while len(rows) < 6 and time.monotonic() < deadline:
+            rows += reader.read(time.monotonic() + 0.05)
+    finally:
+        reader.close()
+    assert reader._consumer.injected
+    assert [r.value for r in rows] == [f"0-{i}".encode() for i in range(6)]
+
+
 def test_a_restart_reads_an_added_partition_from_earliest_and_reports_gone_ones(kafka_cluster: Any, kafka_topic: str) -> None:
     """The last epoch's line against today's partitions: added ones from earliest (data loss if not 0), gone ones Spark's loss."""
     kafka_cluster.create_topic(kafka_topic, 2)
