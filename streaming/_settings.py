@@ -72,7 +72,12 @@ class ContextArguments:
 
 
 def _flag(settings: SparkSettings, key: str) -> bool:
-    return (settings.get(key, "false") or "false").strip().lower() == "true"
+    """A true/false Spark setting (``false`` unset); anything else is refused, as Spark's ``getBoolean`` does."""
+    raw = settings.get(key, "false") or "false"
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise InvalidPipelineError(f'For input string: "{raw}" ({key} must be true or false)')
+    return value == "true"
 
 
 def _backpressure(settings: SparkSettings) -> tuple[float, float, float, float] | None:

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 import attrs
 
 from ._offsets import TopicAndPartition
+from ._source_options import option_flag
 
 __all__ = ["KafkaRateSettings", "clamp_offsets", "max_messages_per_partition"]
 
@@ -54,9 +55,12 @@ class KafkaRateSettings:
         """Read them through ``get(key)`` (a Spark setting's text, or ``None``).
 
         Raises:
-            ValueError: a setting that is not a whole number.
+            ValueError: a setting that is not a whole number, or a flag that is not true or false.
         """
-        enabled = str(get(BACKPRESSURE_KEY) or "false").strip().lower() == "true"
+        raw = get(BACKPRESSURE_KEY)
+        enabled = option_flag("false" if raw is None else raw)
+        if enabled is None:  # Spark's getBoolean refuses it too
+            raise ValueError(f'For input string: "{raw}" ({BACKPRESSURE_KEY} must be true or false)')
         return cls(_long_setting(get, MAX_RATE_KEY, 0), _long_setting(get, MIN_RATE_KEY, 1), enabled,
                    _long_setting(get, INITIAL_RATE_KEY, 0))
 

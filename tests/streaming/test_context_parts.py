@@ -40,6 +40,10 @@ def test_malformed_settings_are_refused_with_the_setting_named() -> None:
     assert read(conf, continuous=True).backpressure is None
     with pytest.raises(ValueError, match=r"^spark.aiodstream.trace.batches must be a positive number of batches, got '0'$"):
         read({"spark.aiodstream.trace.path": "t.jsonl", "spark.aiodstream.trace.batches": "0"})
+    for key, raw in (("spark.streaming.stopOnFailure", "yes"), ("spark.streaming.backpressure.enabled", "1"),
+                     ("spark.streaming.stopGracefullyOnShutdown", "on")):  # Spark's getBoolean refuses them too
+        with pytest.raises(InvalidPipelineError, match=rf'^For input string: "{raw}" \({key} must be true or false\)$'):
+            read({key: raw})
 
 
 def test_given_options_override_the_settings_and_a_continuous_query_refuses_async_tracking() -> None:

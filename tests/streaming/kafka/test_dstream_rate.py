@@ -76,6 +76,8 @@ def test_rate_settings_are_read_as_spark_reads_them() -> None:
     with pytest.raises(ValueError, match=r"^spark.streaming.kafka.minRatePerPartition must be a whole number of records per "
                                          r"second, got '1.5'$"):
         KafkaRateSettings.from_settings({"spark.streaming.kafka.minRatePerPartition": "1.5"}.get)
+    with pytest.raises(ValueError, match=r'^For input string: "on" \(spark.streaming.backpressure.enabled must be true or false\)$'):
+        KafkaRateSettings.from_settings({"spark.streaming.backpressure.enabled": "on"}.get)
 
 
 def plan(start: dict[TopicAndPartition, int], latest: dict[TopicAndPartition, int],
