@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from ._event_time import event_time_ms
 from ._protocol import NO_TIMESTAMP
 
 __all__ = ["NO_TIMESTAMP", "GroupState", "GroupStateTimeout"]
@@ -194,8 +195,9 @@ class GroupState:
                                    "condition2": f"enabling event time timeout in {_OPERATOR}"},
             )
         if isinstance(timestampMs, datetime.datetime):
-            moment = timestampMs if timestampMs.tzinfo is not None else timestampMs.astimezone()
-            ms = (moment - _EPOCH) // datetime.timedelta(milliseconds=1)
+            # Read as event times are (event_time_ms: a naive datetime in UTC), so that a timeout set from an event's
+            # time is compared with a watermark from the same reading, in any local time zone.
+            ms = event_time_ms(timestampMs)
         else:
             ms = timestampMs
         if ms <= 0:

@@ -88,6 +88,27 @@ def test_timeout_values_watermark_and_processing_time() -> None:
     assert (kind, condition) == (PySparkRuntimeError, "CANNOT_WITHOUT") and "setting watermark before" in message
 
 
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York", "Asia/Tokyo"])
+def test_a_naive_timeout_timestamp_is_read_as_event_times_are_in_any_local_time_zone(
+        zone: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timeout set from a naive event time plus ten minutes lands ten minutes after the event as the watermark reads
+    it (both in UTC), whatever the process's time zone: not hours off (west), nor before the watermark (east)."""
+    import time
+
+    from streaming.state._event_time import event_time_ms
+
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        event = datetime.datetime(2024, 1, 1, 3, 0)
+        state = ours("EventTimeTimeout", watermark=event_time_ms(event) - 60_000, present=True)
+        state.setTimeoutTimestamp(event + datetime.timedelta(minutes=10))
+        assert state.timeout_timestamp == event_time_ms(event) + 600_000 == 1_704_078_600_000
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_timed_out_calls_and_the_old_timeout() -> None:
     """hasTimedOut and oldTimeoutTimestamp are what the operator passed; a timeout without a kind is an internal error."""
     state = ours("EventTimeTimeout", value=3, timed_out=True, old=7_000)
