@@ -84,7 +84,17 @@ class PartitionFiles:
         made first, every time."""
         self.directory.mkdirs()  # every time: a checkpoint may have been moved aside since the last commit
         data = encode(DELTA, payload)
-        self._write(self.path(version, DELTA), data)
+        path = self.path(version, DELTA)
+        if path.exists():
+            # A re-run of this version (its batch ran before and did not commit): the snapshots of the history this
+            # delta replaces go first, or one would later pass for this version's and become the base purge keeps.
+            stale = [v for v in self.versions(SNAPSHOT) if v >= version]
+            for v in stale:
+                self.path(v, SNAPSHOT).delete()
+            if stale:
+                _log.info("state version re-run: the snapshots of the history it replaces are deleted",
+                          directory=str(self.directory), version=version, snapshots=stale)
+        self._write(path, data)
         return len(data)
 
     def write_snapshot(self, version: int, database: bytes) -> None:

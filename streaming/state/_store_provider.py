@@ -224,35 +224,45 @@ class StateStoreProvider:
             raise ValueError(f"a state version is >= 0, got {version}")
         self._lock.acquire()
         try:
-            try:
-                conn = self._connection()
-                current, store, digest = conn.execute("SELECT version, store, digest FROM meta").fetchone()
-                reason = self._unproven(current, store, digest, version)
-            except sqlite3.DatabaseError as exc:
-                reason = f"it is not a working copy ({exc})"
-            loaded_from = "working copy"
-            if reason is None:
-                try:
-                    replay_deltas(conn, self._files, current, version, prove=True,
-                                  missing=lambda path: self._missing(version, path))
-                    self._reused += 1
-                except LineageBreakError as exc:
-                    reason = str(exc)
-            if reason is not None:
-                conn = self._rebuild(version, reason)
-                loaded_from = "checkpoint" if version else "empty"
-            # Every load sweeps the private directory (local: cheap); the checkpoint's directory at
-            # a new provider's first load (a new process, maybe after a kill), at a rebuild, or when
-            # a dead copy of this partition shows a snapshot's write was cut short here.
-            self._remove_leftovers_quietly(version, checkpoint=not self._loads or reason is not None)
-            self._loads += 1
-            parent = conn.execute("SELECT digest FROM meta").fetchone()[0]
-            conn.execute("BEGIN IMMEDIATE")
+            while True:
+                conn, loaded_from, parent = self._prove_or_rebuild(version)
+                conn.execute("BEGIN IMMEDIATE")
+                # Another process's provider on the same working copy (Python workers of one executor share it)
+                # may have committed between the proof and this write lock: then it holds another version now.
+                if conn.execute("SELECT version, digest FROM meta").fetchone() == (version, parent):
+                    break
+                conn.execute("ROLLBACK")
         except BaseException:
             self._lock.release()
             raise
         return StateStore(self._files, conn, version, bytes(parent) or GENESIS, loaded_from,
                           functools.partial(self._finish, version + 1))
+
+    def _prove_or_rebuild(self, version: int) -> tuple[sqlite3.Connection, str, bytes]:
+        """The working copy at ``version``, proven or rebuilt (see :meth:`load`): it, where it came from, its digest."""
+        try:
+            conn = self._connection()
+            current, store, digest = conn.execute("SELECT version, store, digest FROM meta").fetchone()
+            reason = self._unproven(current, store, digest, version)
+        except sqlite3.DatabaseError as exc:
+            reason = f"it is not a working copy ({exc})"
+        loaded_from = "working copy"
+        if reason is None:
+            try:
+                replay_deltas(conn, self._files, current, version, prove=True,
+                              missing=lambda path: self._missing(version, path))
+                self._reused += 1
+            except LineageBreakError as exc:
+                reason = str(exc)
+        if reason is not None:
+            conn = self._rebuild(version, reason)
+            loaded_from = "checkpoint" if version else "empty"
+        # Every load sweeps the private directory (local: cheap); the checkpoint's directory at
+        # a new provider's first load (a new process, maybe after a kill), at a rebuild, or when
+        # a dead copy of this partition shows a snapshot's write was cut short here.
+        self._remove_leftovers_quietly(version, checkpoint=not self._loads or reason is not None)
+        self._loads += 1
+        return conn, loaded_from, conn.execute("SELECT digest FROM meta").fetchone()[0]
 
     def _unproven(self, current: int, store: str, digest: bytes, version: int) -> str | None:
         """Why the working copy (at ``current``, of ``store``, last delta ``digest``) cannot serve ``version``; None if it can."""

@@ -244,9 +244,12 @@ def test_a_snapshot_of_another_history_is_passed_over_for_an_older_base(tmp_path
     commit(here, 0, x=1)
     commit(here, 1, x=2)
     here.maintenance()
-    assert (here.directory / "2.snapshot").exists()  # x = 2
+    stale = (here.directory / "2.snapshot").read_bytes()  # x = 2
+    assert stale is not None
     elsewhere = StateStoreProvider(ck, 0, 0, local_dir=tmp_path / "elsewhere", snapshot_every=2)
-    commit(elsewhere, 1, x=4)  # version 2 again
+    commit(elsewhere, 1, x=4)  # version 2 again: the snapshot of the history it replaces goes with it
+    assert not (here.directory / "2.snapshot").exists()
+    (here.directory / "2.snapshot").write_replacing(stale)  # as a late write of a zombie's copy would bring it back
     commit(elsewhere, 2, y=1)  # version 3 on it
     fresh = StateStoreProvider(ck, 0, 0, local_dir=tmp_path / "fresh")
     assert held(fresh, 3) == {"x": 4, "y": 1}

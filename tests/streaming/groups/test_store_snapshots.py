@@ -13,6 +13,7 @@ import pytest
 from streaming.state import NO_TIMESTAMP, StateStoreProvider
 from streaming.state._partition_files import PartitionFiles
 from streaming.state._snapshot_copies import SnapshotCopy
+from streaming.state._store_format import SNAPSHOT
 
 
 def commit(p: StateStoreProvider, version: int, keys: int = 1) -> int:
@@ -201,3 +202,72 @@ def test_no_maintenance_starts_while_a_snapshot_is_copied(tmp_path: Path, ck: st
     assert thread is not None
     thread.join()
     assert (p.directory / "4.snapshot").exists()
+
+
+def test_a_re_run_version_drops_the_snapshot_of_the_history_it_replaces(tmp_path: Path, ck: str) -> None:
+    """Version 4 committed with its snapshot, then its batch re-run (the driver died before its commit) writing other
+    rows: the old snapshot goes with the delta it replaced, so neither a load of version 4 nor purge (which keeps a
+    snapshot as its base and drops the deltas under it) ever takes the first run's state for the checkpoint's."""
+    kw = {"snapshot_every": 2, "min_versions_to_retain": 3}
+    p = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local", **kw)
+
+    def batch(loaded: int, value: bytes) -> int:
+        store = p.load(loaded)
+        store.put(b"k", value, NO_TIMESTAMP)
+        version = store.commit()
+        writer = p.maintain_after(version)
+        if writer is not None:
+            writer.join()
+        return version
+
+    for loaded in range(4):
+        batch(loaded, b"first run %d" % loaded)
+    files = PartitionFiles(p.directory)
+    assert 4 in files.versions(SNAPSHOT)
+    assert batch(3, b"re-run 3") == 4
+    batch(4, b"batch 4")
+    batch(5, b"batch 5")  # purge now keeps a base at or before version 4
+    for version, value in ((4, b"re-run 3"), (5, b"batch 4"), (6, b"batch 5")):
+        fresh = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / f"fresh{version}", **kw)  # another executor
+        store = fresh.load(version)
+        assert store.get(b"k")[0] == value
+        store.abort()
+        fresh.close()
+
+
+def test_a_second_attempt_that_waited_for_the_working_copys_lock_reads_the_version_it_loads(tmp_path: Path, ck: str) -> None:
+    """Two attempts of one batch on one working copy (two Python workers of an executor share it): the second read the
+    copy's version before the first committed, then waited for its write lock; it must not apply its batch on top of
+    the first attempt's commit (the counter counted twice)."""
+    first = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local")
+    store = first.load(0)
+    store.put(b"n", b"1", NO_TIMESTAMP)
+    store.commit()  # version 1: n = 1
+    second = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "local")
+    assert second.working_copy == first.working_copy
+    second.load(1).abort()  # its worker has the working copy open already (a reused Python worker)
+    attempt = first.load(1)  # holds the working copy's write lock
+    attempt.put(b"n", str(int(attempt.get(b"n")[0]) + 1).encode(), NO_TIMESTAMP)
+    real = second._connection()
+    done: list[int] = []
+
+    class FirstCommitsMeanwhile:
+        """The second attempt's connection: the first attempt commits right before the second takes the write lock."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+            if sql == "BEGIN IMMEDIATE" and not done:
+                done.append(attempt.commit())
+            return real.execute(sql, *args)
+
+    second._conn = FirstCommitsMeanwhile()  # type: ignore[assignment]
+    retry = second.load(1)
+    assert retry.get(b"n")[0] == b"1"  # version 1's, not the first attempt's version 2
+    retry.put(b"n", str(int(retry.get(b"n")[0]) + 1).encode(), NO_TIMESTAMP)
+    assert retry.commit() == 2
+    fresh = StateStoreProvider(ck, 0, 1, local_dir=tmp_path / "fresh")
+    check = fresh.load(2)
+    assert check.get(b"n")[0] == b"2"
+    check.abort()
