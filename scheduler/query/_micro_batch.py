@@ -43,6 +43,12 @@ STATEFUL_ASYNC_MESSAGE = "Stateful streaming queries does not support async prog
 _NO_WATERMARKS = BatchWatermarks(0, 0)
 
 
+def _once_end(start: Sequence[Offset], latest: Sequence[Offset]) -> tuple[Offset, ...]:
+    """A Once batch's end: each input's latest offset, or where it starts if it has none now (Spark keeps an input's
+    previous end when it reports none; logged as none, the next run would read that input from its beginning)."""
+    return tuple(s if end is None else end for s, end in zip(start, latest, strict=True))
+
+
 def _checked_offsets(offsets: Sequence[Offset], inputs: int, graph: ReplayableGraph, method: str) -> tuple[Offset, ...]:
     """``offsets`` as a tuple, checked to be one JSON text or ``None`` per replayable input (a graph may break its annotation)."""
     result = tuple(offsets)
@@ -326,7 +332,7 @@ class MicroBatchTracker:
         graph = self._graph
         latest = _checked_offsets(await graph.latest_offsets(), len(self._inputs), graph, "latest_offsets")
         if self.trigger is Trigger.ONCE:
-            end = latest  # Once ignores read limits, as in Spark
+            end = _once_end(start, latest)  # Once ignores read limits, as in Spark
         else:
             limit = self._target if self._target is not None else latest
             end = _checked_offsets(await graph.plan_offsets(start, limit, time), len(self._inputs), graph, "plan_offsets")
@@ -511,7 +517,7 @@ class MicroBatchTracker:
         self._progress.set_status(self._getting_offsets, False, True)
         latest = _checked_offsets(await self._graph.latest_offsets(), len(self._inputs), self._graph, "latest_offsets")
         if self.trigger is Trigger.ONCE:
-            end = latest
+            end = _once_end(self._last_end, latest)
         else:
             limit = self._target if self._target is not None else latest
             end = _checked_offsets(await self._graph.plan_offsets(self._last_end, limit, self.next_trigger_time()), len(self._inputs),

@@ -44,6 +44,40 @@ async def test_once_with_an_uncommitted_batch_only_reruns_it(tmp_path: Path, clo
     assert out.seen == [(1000, ["a"])]
 
 
+async def test_a_once_run_keeps_the_end_of_an_input_that_has_none_now(tmp_path: Path) -> None:
+    """A source that reports no offset in a Once run (its directory moved away for a while) keeps its logged end, as
+    Spark keeps an input's previous end: logged as none, the next run read its files again from the first."""
+    import os
+
+    from streaming import DirectorySource, FileSink
+
+    source_dir, out_dir, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    source_dir.mkdir()
+    (source_dir / "001.txt").write_text("a\n")
+    (source_dir / "002.txt").write_text("b\n")
+
+    async def run(at: int, trigger: Trigger) -> None:
+        p = Pipeline()
+        p.add_source(DirectorySource(source_dir), name="in")
+        p.add_output(FileSink(out_dir), name="out")
+        clock = ManualClock(at)
+        async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=checkpoint, trigger=trigger) as rt:
+            await rt.start()
+            if trigger is Trigger.ONCE:
+                await rt.await_termination()
+            else:
+                await advance(rt, clock, 1000)
+                await rt.stop()
+
+    await run(0, Trigger.PROCESSING_TIME)
+    os.rename(source_dir, tmp_path / "away")
+    await run(5000, Trigger.ONCE)
+    os.rename(tmp_path / "away", source_dir)
+    await run(9000, Trigger.ONCE)
+    assert {name: (out_dir / name).read_text().split() for name in sorted(os.listdir(out_dir))} == {
+        "batch-1000.txt": ["a", "b"]}
+
+
 async def test_available_now_drains_what_was_there_at_start_in_limited_batches(tmp_path: Path) -> None:
     """AvailableNow pins the end at start, runs back-to-back batches of at most max_per_batch on consecutive grid times, stops."""
     out = Recorder()
