@@ -180,7 +180,6 @@ class MicroBatchTracker:
         self._progress = ProgressReporter(self.options, name, listener, self._changed.notify, self._log)
         self._batch_log: BatchLog | None = None  # the offsets and commits logs, with a checkpoint, once open
         self._last_durable_issue: int | None = None
-        self._first_commit_done = False
         self._stats = collections.Counter[str]()
         self.critical_path_ns: collections.deque[int] = collections.deque(maxlen=100_000)
 
@@ -435,10 +434,11 @@ class MicroBatchTracker:
             if not self._failure:
                 if not self._async:
                     await log.write_commit(batch)
-                elif batch.offsets_issued or not self._first_commit_done:
-                    # Spark's rule: a durable commit where the offsets were written durably, and for the
-                    # first batch of a run (whose offsets may come from an earlier run's sparse log).
-                    self._first_commit_done = True
+                elif batch.offsets_issued:
+                    # Spark's rule: a durable commit where the offsets were written durably. That includes
+                    # the first batch of a run: a re-run's offsets are an earlier run's entry, a new one's
+                    # are written at once. A later batch without an entry gets none, even when it is the
+                    # first to succeed (a commit without offsets would make the checkpoint unreadable).
                     await log.submit("commits", batch)
             elapsed = self._stopwatch() - tick
             batch.critical_ns += elapsed

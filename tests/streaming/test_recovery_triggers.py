@@ -250,6 +250,28 @@ async def test_async_tracking_with_interval_zero_writes_every_batch(tmp_path: Pa
     assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [0, 1, 2, 3]
 
 
+async def test_async_tracking_commits_no_batch_without_an_offsets_entry_when_the_first_batch_failed(tmp_path: Path) -> None:
+    """The run's first batch (its offsets durable) fails and the run goes on (stop_on_failure off); the next batch,
+    inside the interval, has no offsets entry: it gets no durable commit either, and a restart re-runs the first."""
+    options = {"asyncProgressTrackingEnabled": "true"}
+    p, _ = pipeline(Recorder(fail_at={100}), records=list("abcdef"), max_per_batch=1)
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path, options=options,
+                                stop_on_failure=False) as rt:
+        await rt.start()
+        await advance(rt, clock, 100, times=2)
+        await rt.stop()
+    assert ids(tmp_path / "offsets") == [0] and ids(tmp_path / "commits") == []
+    out = Recorder()
+    p, _ = pipeline(out, records=list("abcdef"), max_per_batch=1)
+    async with StreamingRuntime(p, Milliseconds(100), clock=ManualClock(5000), checkpoint_location=tmp_path,
+                                options=options) as rt:
+        await rt.start()  # refused before: "commits/1 commits a batch that has no offsets entry"
+        await rt.wait_until_idle()
+        await rt.stop()
+    assert out.seen == [(100, ["a"])]
+
+
 async def test_async_recovery_resumes_from_the_last_durable_entry(tmp_path: Path) -> None:
     """After async tracking, a restart resumes from the newest durable entry: the batches after it are read again (at least once)."""
     p, _ = pipeline(Recorder(), records=[str(i) for i in range(30)], max_per_batch=1)
