@@ -273,7 +273,18 @@ class Checkpoint:
             self._check_on_grid(batch_id, entry, grid)
             late = 0
             if position > 0:
-                previous = self._offsets_entry(offset_ids[position - 1])
+                before = offset_ids[position - 1]
+                between = sorted(c for c in committed if before < c < batch_id)
+                if between:
+                    # Its input would start at batch `before`'s end: the committed batches in between (their
+                    # offsets entries gone) would be read and written again.
+                    raise CheckpointError(
+                        f"cannot re-run batch {batch_id} from {self.root}: batch {between[-1]} was committed but its "
+                        f"offsets entry {self.offsets.path_of(between[-1])} is missing, so the re-run would read that "
+                        "batch's input again; restore the missing entries, or start over with a new checkpoint directory",
+                        path=str(self.offsets.path_of(between[-1])),
+                    )
+                previous = self._offsets_entry(before)
                 start, late = previous.offsets, _batch_watermark(previous)
             elif batch_id == 0:
                 start = (None,) * num_sources

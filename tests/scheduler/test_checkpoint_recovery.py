@@ -161,6 +161,21 @@ def test_a_commit_beyond_the_newest_offsets_is_refused(tmp_path: Path) -> None:
         ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1)
 
 
+def test_a_re_run_over_a_committed_batch_whose_offsets_entry_is_gone_is_refused(tmp_path: Path) -> None:
+    """Batch 2 committed, its offsets entry removed, batch 3 uncommitted: re-run from batch 1's end, batch 3 would read
+    batch 2's input again (its output written twice). A gap with no commit in it is an async run's sparse log: fine."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1", 1: "2", 3: "4"}, [0, 1, 2])
+    with pytest.raises(CheckpointError, match=r"^cannot re-run batch 3 from .*: batch 2 was committed but its offsets "
+                                              r"entry .*offsets/2 is missing, so the re-run would read that batch's "
+                                              r"input again"):
+        ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1)
+    sparse = Checkpoint(tmp_path / "sparse")
+    log_batches(sparse, {0: "1", 10: "11"}, [0])
+    state = sparse.recover(uuid.uuid4(), False, Milliseconds(1000), 1)
+    assert [(b.batch_id, b.start, b.end) for b in state.rerun] == [(10, ("1",), ("11",))]
+
+
 def test_a_corrupt_entry_needed_to_resume_is_reported_not_skipped(tmp_path: Path) -> None:
     """A damaged newest offsets entry stops the open with its path; it is never skipped."""
     ck = Checkpoint(tmp_path)
