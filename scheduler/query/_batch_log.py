@@ -18,7 +18,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from .._protocols import ReplayableGraph
 from .._watermark import WATERMARK_POLICY_KEY, WatermarkTracker
-from ._checkpoint import BatchGrid, Checkpoint
+from ._checkpoint import ASYNC_TRACKED_KEY, BatchGrid, Checkpoint
 from ._claims import concurrent_log_update_error
 from ._metadata_log import CommitMetadata, OffsetSeq, OffsetSeqMetadata
 from ._planned_batch import PlannedBatch
@@ -50,9 +50,12 @@ class BatchLog:
     def __init__(self, checkpoint: Checkpoint, graph: ReplayableGraph, grid: BatchGrid, watermarks: WatermarkTracker, *,
                  retain: int, offset_ids: list[int], commit_ids: list[int], uncommitted: set[int],
                  stats: collections.Counter[str], fail: Callable[[BaseException, str], None], failed: Callable[[], bool],
-                 changed: Callable[[], None], after_commit: Callable[[PlannedBatch], Awaitable[None]]) -> None:
-        """The logs of ``checkpoint`` as the run's opening found them (entries on disk, uncommitted ones)."""
+                 changed: Callable[[], None], after_commit: Callable[[PlannedBatch], Awaitable[None]],
+                 async_tracked: bool = False) -> None:
+        """The logs of ``checkpoint`` as the run's opening found them (entries on disk, uncommitted ones); with
+        ``async_tracked`` every offsets entry says it was written with async progress tracking (``ASYNC_TRACKED_KEY``)."""
         self._checkpoint = checkpoint
+        self._async_tracked = async_tracked
         self._graph = graph
         self._grid = grid
         self._watermarks = watermarks
@@ -150,6 +153,8 @@ class BatchLog:
         conf = self._grid.conf()
         if self._watermarks.enabled:
             conf[WATERMARK_POLICY_KEY] = self._watermarks.policy
+        if self._async_tracked:
+            conf[ASYNC_TRACKED_KEY] = "true"
         return OffsetSeq(batch.end, OffsetSeqMetadata(batch.watermarks.eviction_ms, batch.time.milliseconds, conf))
 
     def _add_offsets(self, batch: PlannedBatch) -> None:

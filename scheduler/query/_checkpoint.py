@@ -38,6 +38,10 @@ __all__ = [
     "CheckpointState",
 ]
 
+ASYNC_TRACKED_KEY = "aiodstream.asyncProgressTracking"
+"""The ``conf`` key an offsets entry written by a run with async progress tracking carries (``"true"``): a restart, async
+or not, then plans its first new batch after now, since batch times after that entry may have run without a trace."""
+
 GRID_INTERVAL_KEY = "aiodstream.batchDurationMs"
 """Key in an offsets entry's ``conf`` holding the batch interval the checkpoint was written with."""
 GRID_ZERO_KEY = "aiodstream.zeroTimeMs"
@@ -100,6 +104,7 @@ class CheckpointState:
         late_watermark_ms: the newest offsets entry's ``batchWatermarkMs`` (the next new
             batch's late-event watermark).
         watermark_policy: the ``multipleWatermarkPolicy`` the newest entry recorded, or ``None``.
+        async_tracked: the newest entry was written with async progress tracking (:data:`ASYNC_TRACKED_KEY`).
     """
 
     query_id: uuid.UUID
@@ -114,6 +119,7 @@ class CheckpointState:
     watermark_ms: int = 0
     late_watermark_ms: int = 0
     watermark_policy: str | None = None
+    async_tracked: bool = False
 
     @property
     def latest_committed(self) -> int | None:
@@ -304,7 +310,8 @@ class Checkpoint:
                 watermark = max(watermark, commit.next_batch_watermark_ms)
         return CheckpointState(query_id, created, grid, tuple(offset_ids), tuple(commit_ids), latest, latest_entry.offsets,
                                tuple(rerun), tuple(history), watermark, _batch_watermark(latest_entry),
-                               None if latest_entry.metadata is None else latest_entry.metadata.conf.get(WATERMARK_POLICY_KEY))
+                               None if latest_entry.metadata is None else latest_entry.metadata.conf.get(WATERMARK_POLICY_KEY),
+                               latest_entry.metadata is not None and latest_entry.metadata.conf.get(ASYNC_TRACKED_KEY) == "true")
 
     def _offsets_entry(self, batch_id: int) -> OffsetSeq:
         entry = self.offsets.get(batch_id)

@@ -234,14 +234,16 @@ class MicroBatchTracker:
             self._last_end = state.latest_end or (None,) * n
             self._last_planned = state.grid.time_of(state.latest_batch_id)
             first = state.grid.time_of(state.latest_batch_id + 1)
-            if self._async:
+            if self._async or state.async_tracked:
+                # Batch times after the newest entry may have run without a trace (their output written): never again.
                 first = max(first, self._next_grid_time_after_now())
         if self.checkpoint is not None:
             self._batch_log = BatchLog(
                 self.checkpoint, self._graph, self.grid, self.watermarks, retain=self.options.min_batches_to_retain,
                 offset_ids=list(state.offset_ids), commit_ids=list(state.commit_ids),
                 uncommitted={b.batch_id for b in state.rerun}, stats=self._stats, fail=self._fail,
-                failed=lambda: self._failure is not None, changed=self._notify, after_commit=self._after_commit)
+                failed=lambda: self._failure is not None, changed=self._notify, after_commit=self._after_commit,
+                async_tracked=self._async)
         self._recovered = {b.time: b for b in state.rerun}
         if state.rerun:
             first_id = state.rerun[0].batch_id

@@ -272,6 +272,44 @@ async def test_async_tracking_commits_no_batch_without_an_offsets_entry_when_the
     assert out.seen == [(100, ["a"])]
 
 
+async def test_a_restart_without_async_tracking_never_reuses_the_batch_times_an_async_run_may_have_used(
+        tmp_path: Path) -> None:
+    """An async run's batch after its last durable entry ran (its file written) without a trace; a restart with async
+    tracking off must not plan that batch time again: FileSink would skip the time's file, and the records the new
+    batch carries (here one that came while the query was down) would be lost."""
+    import os
+
+    from streaming import FileSink
+
+    out_dir = tmp_path / "out"
+
+    def build(records: list[str]) -> tuple[Pipeline, ListSource]:
+        src = ListSource(records)
+        p = Pipeline()
+        p.add_source(src, name="in")
+        p.add_output(FileSink(out_dir), name="out")
+        return p, src
+
+    p, src = build(["a"])
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path / "ck",
+                                options={"asyncProgressTrackingEnabled": "true"}) as rt:
+        await rt.start()
+        await advance(rt, clock, 100)  # batch 0: durable
+        src.append("b")
+        await advance(rt, clock, 100)  # batch 1 (200): its file written, nothing logged
+        await rt.stop()
+    p, _ = build(["a", "b", "c"])
+    clock = ManualClock(5000)
+    async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
+        await rt.start()
+        await advance(rt, clock, 100)
+        await rt.stop()
+    files = sorted(os.listdir(out_dir))
+    assert files == ["batch-100.txt", "batch-200.txt", "batch-5100.txt"]
+    assert (out_dir / "batch-5100.txt").read_text().split() == ["b", "c"]  # b again: at least once
+
+
 async def test_async_recovery_resumes_from_the_last_durable_entry(tmp_path: Path) -> None:
     """After async tracking, a restart resumes from the newest durable entry: the batches after it are read again (at least once)."""
     p, _ = pipeline(Recorder(), records=[str(i) for i in range(30)], max_per_batch=1)
