@@ -125,9 +125,9 @@ class FrontDoorStatistics:
 
     Attributes:
         admitted: connections whose hello was authentic.
-        refused: connections dropped before admission, by reason: ``"busy"`` (too many proving
-            their hello), ``"timeout"``, ``"closed"`` (the peer left), ``"hello"`` (a bad or
-            inauthentic hello).
+        refused: connections dropped before admission, by reason: ``"busy"`` (the oldest of too many
+            proving their hello, closed for a newer one), ``"timeout"``, ``"closed"`` (the peer left),
+            ``"hello"`` (a bad or inauthentic hello).
         unauthenticated: connections proving their hello now.
     """
 
@@ -194,7 +194,9 @@ class FrontDoor:
     fields, ``HMAC(token, challenge + role + fields)``, at most 4 KiB) within ``hello_timeout_s``;
     the server checks it (constant-time compare) and sends ``ok``. The token never crosses the
     connection, so a captured hello is worth nothing to a replay. At most ``max_unauthenticated``
-    connections may be in the handshake at once; more are closed at once. Nothing a stranger
+    connections may be in the handshake at once; a new one beyond that closes the oldest of them,
+    not itself: a real peer's hello takes one round trip, so strangers that connect and say nothing
+    cannot keep it out for a whole ``hello_timeout_s`` (they only evict each other). Nothing a stranger
     sends raises out of :meth:`admit` or :meth:`handler`: each failure is logged (the first of a
     kind, then at every power of two) and counted in :meth:`statistics`.
 
@@ -219,6 +221,8 @@ class FrontDoor:
         self.settings = settings if settings is not None else FrontDoorSettings()
         self.name = name
         self._unauthenticated = 0
+        # The connections proving their hello, oldest first: the cancel scope of each one's handshake.
+        self._handshakes: dict[object, anyio.CancelScope] = {}
         self._admitted = 0
         self._refused: dict[str, int] = {}
         self._log = library_logger("aiodstream.network", component="FrontDoor", name=name)
@@ -228,13 +232,14 @@ class FrontDoor:
 
         Never raises for what the peer sends or does; cancellation propagates.
         """
-        if self._unauthenticated >= self.settings.max_unauthenticated:
-            self._refuse("busy", f"more than {self.settings.max_unauthenticated} connections are proving their hello "
-                                 f"({MAX_UNAUTHENTICATED_KEY})")
-            return None
+        handshakes = self._handshakes
+        if len(handshakes) >= self.settings.max_unauthenticated:
+            handshakes.pop(next(iter(handshakes))).cancel()  # the oldest makes room (its admit refuses it as busy)
+        key = object()
+        handshake = handshakes[key] = anyio.CancelScope()
         self._unauthenticated += 1
         try:
-            with anyio.move_on_after(self.settings.hello_timeout_s):
+            with handshake, anyio.move_on_after(self.settings.hello_timeout_s):
                 challenge = new_challenge()
                 await stream.send(encode_challenge(challenge))
                 reader = BufferedByteReceiveStream(stream)
@@ -244,7 +249,11 @@ class FrontDoor:
                 await stream.send(accept(self._token, challenge, hello.role, hello.fields))
                 self._admitted += 1
                 return Admitted(hello, stream, reader, self.settings.idle_timeout_s)
-            self._refuse("timeout", f"no authentic hello within {self.settings.hello_timeout_s} s ({HELLO_TIMEOUT_KEY})")
+            if handshake.cancelled_caught:
+                self._refuse("busy", f"closed for a newer connection: more than {self.settings.max_unauthenticated} "
+                                     f"were proving their hello ({MAX_UNAUTHENTICATED_KEY})")
+            else:
+                self._refuse("timeout", f"no authentic hello within {self.settings.hello_timeout_s} s ({HELLO_TIMEOUT_KEY})")
         except HelloError as exc:
             self._refuse("hello", str(exc))
         except _CLOSED as exc:
@@ -252,6 +261,7 @@ class FrontDoor:
         except Exception as exc:  # a stranger's bytes must never reach the server's task group
             self._refuse("hello", f"the hello could not be read: {exc!r:.200}")
         finally:
+            handshakes.pop(key, None)
             self._unauthenticated -= 1
         return None
 
