@@ -68,7 +68,7 @@ class CoordinatorServer:
                 task_status.started()
                 # The front door admits only connections whose hello proved this run's token;
                 # whatever a stranger sends ends in that connection, never in this task group.
-                await listener.serve(self._door.handler(self._connection), task_group=tg)
+                await self._door.serve(listener, self._connection, tg)  # an accept that fails is retried, not fatal
 
     def close(self) -> None:
         """Stop serving: the connections close, and tasks still polling find the coordinator gone and end."""

@@ -72,7 +72,7 @@ class TaskSpec:
 
     host: str
     port: int
-    token: str
+    token: str = attrs.field(repr=False)  # a secret: never in a log line or a traceback's locals
     partition: int
     source: ContinuousSource
     source_partition: int

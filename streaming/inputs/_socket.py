@@ -222,7 +222,7 @@ class SocketInputDStream(ReceiverInputDStream):
                 spec = self._task_spec(host, port, token)
                 self.control_port = port
                 tg.start_soon(self._job, spec, group, job_error, tg.cancel_scope)
-                tg.start_soon(listener.serve, door.handler(partial(self._control_session, session, spec.rate)), tg)
+                tg.start_soon(door.serve, listener, partial(self._control_session, session, spec.rate), tg)
                 await session.ended.wait()
                 if session.outcome.restart and not session.outcome.dropped:
                     # The connection broke: if the task failed, its job's error says why.

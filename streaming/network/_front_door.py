@@ -9,12 +9,13 @@ Admitted connections read frames or lines under an idle timeout and a size bound
 from __future__ import annotations
 
 import math
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, cast
 
 import anyio
 import anyio.abc
 import attrs
 from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.stapled import MultiListener
 
 from scheduler import StreamingError, library_logger, parse_long
 
@@ -58,6 +59,10 @@ _MAX_UNAUTHENTICATED_LIMIT = 65_536
 """More handshakes at once than this would not bound anything."""
 
 _CLOSED = (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+
+
+ACCEPT_RETRY_S = 0.1
+"""How long a front door's accept loop waits after a failed accept (as asyncio's own servers do) before the next."""
 
 
 class FrameTooLargeError(StreamingError, ValueError):
@@ -127,7 +132,8 @@ class FrontDoorStatistics:
         admitted: connections whose hello was authentic.
         refused: connections dropped before admission, by reason: ``"busy"`` (the oldest of too many
             proving their hello, closed for a newer one), ``"timeout"``, ``"closed"`` (the peer left),
-            ``"hello"`` (a bad or inauthentic hello).
+            ``"hello"`` (a bad or inauthentic hello), ``"accept"`` (an accept that failed, e.g. out
+            of file descriptors).
         unauthenticated: connections proving their hello now.
     """
 
@@ -203,7 +209,7 @@ class FrontDoor:
     Use it with an anyio listener::
 
         door = FrontDoor(token, {"task": {"partition": range(n)}}, settings, name="coordinator")
-        await listener.serve(door.handler(serve_one), task_group=tg)
+        await door.serve(listener, serve_one, tg)
     """
 
     def __init__(self, token: str, roles: RoleSchema, settings: FrontDoorSettings | None = None, *, name: str) -> None:
@@ -278,6 +284,33 @@ class FrontDoor:
                     await serve(admitted)
 
         return handle
+
+    async def serve(self, listener: anyio.abc.Listener[anyio.abc.SocketStream], serve: Callable[[Admitted], Awaitable[None]],
+                    task_group: anyio.abc.TaskGroup) -> None:
+        """Accept connections on ``listener`` until cancelled, each through :meth:`handler` (``serve``) in ``task_group``.
+
+        An accept that fails (the process out of file descriptors, which a flood of connections
+        to any of its ports can bring about; a connection reset before it was taken) is counted
+        as an ``"accept"`` refusal, logged as the others, and tried again after
+        :data:`ACCEPT_RETRY_S`: anyio's ``Listener.serve`` would raise it, and the port would be
+        closed for good.
+        """
+        handle = self.handler(serve)
+        sockets = listener.listeners if isinstance(listener, MultiListener) else [listener]
+        async with anyio.create_task_group() as accepting:
+            for one in sockets:
+                accepting.start_soon(self._accept_loop, cast(anyio.abc.SocketListener, one), handle, task_group)
+
+    async def _accept_loop(self, listener: anyio.abc.SocketListener, handle: Callable[[anyio.abc.SocketStream], Any],
+                           task_group: anyio.abc.TaskGroup) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                self._refuse("accept", f"accepting a connection failed: {exc}")
+                await anyio.sleep(ACCEPT_RETRY_S)
+                continue
+            task_group.start_soon(handle, stream)
 
     def _refuse(self, reason: str, detail: str) -> None:
         count = self._refused.get(reason, 0) + 1

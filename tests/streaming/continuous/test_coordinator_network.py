@@ -113,14 +113,18 @@ async def test_a_peer_that_sends_no_hello_is_dropped_after_the_auth_timeout(tmp_
         await still_serving(h)
 
 
-async def test_connections_beyond_the_unauthenticated_cap_are_closed_at_once(tmp_path: Path) -> None:
-    """With 2 connections proving their hello, a third gets no challenge and is closed; the tasks are untouched."""
+async def test_a_connection_beyond_the_unauthenticated_cap_closes_the_oldest_handshake(tmp_path: Path) -> None:
+    """With 2 silent connections proving their hello, a third gets its challenge and the oldest is closed (strangers
+    cannot keep a task out by holding every slot); the tasks are untouched."""
     async with Harness(tmp_path, options={"spark.aiodstream.network.maxUnauthenticatedConnections": 2}) as h:
         spec = h.launcher.specs[0]
         waiting = [await anyio.connect_tcp(spec.host, spec.port) for _ in range(2)]
         for stream in waiting:
             assert len(await stream.receive()) == 4 + CHALLENGE_BYTES
-        assert await send_as_stranger(h, b"") == b""
+        async with await anyio.connect_tcp(spec.host, spec.port) as third:
+            assert len(await third.receive()) == 4 + CHALLENGE_BYTES  # in the handshake: the oldest made room
+            with pytest.raises(anyio.EndOfStream):
+                await waiting[0].receive()
         for stream in waiting:
             await stream.aclose()
         await still_serving(h)

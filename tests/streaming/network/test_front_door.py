@@ -231,7 +231,7 @@ async def serving(door: FrontDoor, serve: Any) -> AsyncIterator[int]:
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
     port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
     async with anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, door.handler(serve), tg)
+        tg.start_soon(door.serve, listener, serve, tg)
         yield port
         tg.cancel_scope.cancel()
 
@@ -438,3 +438,32 @@ def test_the_servers_answer_proves_the_token_and_differs_from_the_peers_proof() 
     assert answer[6:].decode() != prove(TOKEN, challenge, "task", fields)
     assert accept("0" * 64, challenge, "task", fields) != answer
     assert accept(TOKEN, new_challenge(), "task", fields) != answer
+
+
+@pytest.mark.anyio
+async def test_an_accept_that_fails_is_counted_and_retried_and_the_port_keeps_serving() -> None:
+    """An accept that raises (the process out of file descriptors, which a flood of connections to any of its ports can
+    bring about) does not end the accept loop: anyio's Listener.serve would, closing the port for good."""
+    import errno
+
+    door = FrontDoor(TOKEN, ROLES, name="test")
+    listeners = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    inner = listeners.listeners[0]
+    port = int(inner.extra(anyio.abc.SocketAttribute.local_port))
+
+    class OutOfDescriptors:
+        """The real listener, whose first two accepts fail as with EMFILE."""
+
+        failures = 2
+
+        async def accept(self) -> anyio.abc.SocketStream:
+            if self.failures:
+                self.failures -= 1
+                raise OSError(errno.EMFILE, "Too many open files")
+            return await inner.accept()  # type: ignore[no-any-return, attr-defined]
+
+    async with listeners, anyio.create_task_group() as tg:
+        tg.start_soon(door.serve, OutOfDescriptors(), echo, tg)
+        assert await anyio.to_thread.run_sync(blocking_roundtrip, port, TOKEN, b"again") == b"task again"
+        tg.cancel_scope.cancel()
+    assert door.statistics().refused == {"accept": 2} and door.statistics().admitted == 1
