@@ -417,6 +417,13 @@ class StreamingRuntime:
         # a failed job was reported (await_termination raises it) and the query went on.
         error = self._core.error if self.stop_on_failure else None
         death = error or tracker.failure
+        if tracker.failure is not None and self._core.error is None:
+            # A log write that failed after the last trigger (an async write in the background): no later batch
+            # raised it, so the stop does. Without it a restart re-runs batches this run believed durable.
+            failed = JobFailedError(f"Error writing the query's progress log: {type(tracker.failure).__name__}: "
+                                    f"{tracker.failure}")
+            failed.__cause__ = tracker.failure
+            self._core.error = failed
         tracker.set_status("Stopped" if death is None else f"Terminated with exception: {death}")
         terminated = tracker.query_id is not None and self.state is StreamingContextState.ACTIVE
         await self._registration.release(terminated=terminated, death=death)

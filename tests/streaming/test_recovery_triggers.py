@@ -310,6 +310,36 @@ async def test_a_restart_without_async_tracking_never_reuses_the_batch_times_an_
     assert (out_dir / "batch-5100.txt").read_text().split() == ["b", "c"]  # b again: at least once
 
 
+async def test_an_async_write_that_failed_after_the_last_trigger_is_the_stopped_querys_exception(
+        tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A background commit write fails and the query is stopped before any later trigger raised it: the stop still
+    reports it (exception(), await_termination), not a clean stop whose restart re-runs batches silently."""
+    from scheduler import CommitLog, JobFailedError
+
+    real = CommitLog.add
+
+    def failing(self: Any, batch_id: int, entry: Any, **kw: Any) -> Any:
+        if batch_id == 1:
+            raise OSError(28, "No space left on device")
+        return real(self, batch_id, entry, **kw)
+
+    monkeypatch.setattr(CommitLog, "add", failing)
+    p, _ = pipeline(Recorder(), records=list("abcdef"), max_per_batch=1)
+    options = {"asyncProgressTrackingEnabled": "true", "asyncProgressTrackingCheckpointIntervalMs": "0"}
+    async with StreamingRuntime(p, Milliseconds(100), clock=clock, checkpoint_location=tmp_path, options=options) as rt:
+        await rt.start()
+        await advance(rt, clock, 100, times=2)
+        assert rt.tracker is not None
+        await rt.tracker.flush()
+        assert rt.exception() is None  # no trigger since the write failed
+        await rt.stop()
+        error = rt.exception()
+        assert isinstance(error, JobFailedError) and isinstance(error.__cause__, OSError)
+        assert str(error) == "Error writing the query's progress log: OSError: [Errno 28] No space left on device"
+        with pytest.raises(JobFailedError, match="progress log"):
+            await rt.await_termination()
+
+
 async def test_async_recovery_resumes_from_the_last_durable_entry(tmp_path: Path) -> None:
     """After async tracking, a restart resumes from the newest durable entry: the batches after it are read again (at least once)."""
     p, _ = pipeline(Recorder(), records=[str(i) for i in range(30)], max_per_batch=1)

@@ -31,7 +31,9 @@ async def test_a_second_query_on_a_running_querys_checkpoint_is_refused_and_chan
         await h.query.wait_for_epoch(0)
         for task in h.tasks:  # epoch 1's offsets are logged; its commit is still to come
             await task.send(ReportPartitionOffset(task.partition_of(), 1, 10 + task.partition_of()))
-        await wait_until(lambda: (ck / "offsets/1").exists())
+        # The entry in place and its writer done (a temporary file is linked into place, then removed).
+        await wait_until(lambda: (ck / "offsets/1").exists() and not any(
+            p.name.endswith(".tmp") for p in (ck / "offsets").iterdir()))
         before = file_digests(ck)
         second = Harness(tmp_path, name="second")  # names are unique among active queries too
         async with second.query:
