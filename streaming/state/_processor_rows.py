@@ -69,8 +69,35 @@ _EXPIRY = 8
 
 
 def key_bytes(key: Any) -> bytes:
-    """A grouping key (or a map key) as the store's rows hold it: pickled, so it must pickle the same way every time."""
-    return pickle.dumps(key, protocol=5)
+    """A grouping key (or a map key) as the store's rows hold it: pickled, the same bytes for equal keys.
+
+    Pickle alone does not give that: it writes an object met a second time as a reference to the
+    first (``(s, s)`` pickles shorter than ``(s, t)`` with ``s == t``), and ``-0.0 == 0.0``. So a
+    tuple or list key is rebuilt first (:func:`_canonical`): every ``str`` and ``bytes`` of two or
+    more characters its own object, so none is met twice (shorter ones, and empty tuples, are one
+    object per value in CPython anyway), and ``-0.0`` as ``0.0``, as Spark normalizes grouping
+    keys. A key with no object in it twice pickles exactly as before.
+    """
+    kind = type(key)
+    if kind is str or kind is int or kind is bytes:  # nothing in it can be met twice: the common keys, at once
+        return pickle.dumps(key, protocol=5)
+    return pickle.dumps(_canonical(key), protocol=5)
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with no ``str`` or ``bytes`` of two or more characters met twice, and ``-0.0`` as ``0.0`` (see :func:`key_bytes`)."""
+    kind = type(value)
+    if kind is tuple:
+        return tuple([_canonical(item) for item in value])
+    if kind is list:
+        return [_canonical(item) for item in value]
+    if kind is str:
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass") if len(value) > 1 else value
+    if kind is bytes:
+        return bytes(bytearray(value)) if len(value) > 1 else value
+    if kind is float and value == 0.0:
+        return 0.0
+    return value
 
 
 def variable_prefix(name: str, grouping_key: bytes | None = None) -> bytes:
