@@ -325,7 +325,8 @@ class FileInputDStream(InputDStream):
     async def commit(self, end: Offset) -> None:
         # Entries before every remembered batch's range are needed neither to replay a batch
         # nor to rebuild a window; their files stay in the seen set, so none is taken twice.
-        below = self._first_entry_needed(end)
+        # The newest entry always stays: a restart numbers its entries after the newest one on disk (see the receivers').
+        below = min(self._first_entry_needed(end), self._last_entry)
         stale = [e for e in self._entries if e < below]
         if stale:
             for entry in stale:

@@ -372,7 +372,9 @@ class ReceiverInputDStream(InputDStream):
     async def commit(self, end: Offset) -> None:
         # Blocks before every remembered batch's range are needed neither to replay a batch nor
         # to rebuild a window (Spark cleans its WAL at the same point).
-        below = self._first_entry_needed(end)
+        # The newest block always stays: a restart numbers its new blocks after the newest one on disk, and the
+        # offsets log points at it (purged, the next run numbered from 0 again: its first batch read nothing).
+        below = min(self._first_entry_needed(end), self._last_entry)
         if below <= self._purged_below:
             return
         for entry in [e for e in self._blocks if e < below]:

@@ -218,6 +218,30 @@ def test_an_async_source_s_records_are_logged_and_a_failed_batch_replays_them(sp
 
 
 
+def test_records_received_after_a_restart_that_followed_quiet_batches_reach_the_first_batch(
+        spark_context: Any, tmp_path: Path, backend: str) -> None:
+    """Quiet batches let the receiver's remembered ranges all end at its newest block: that block stays in its log, so
+    the restart numbers its new blocks after it (it numbered them from 0 again, and the first batch's range ran
+    backwards: its records were lost)."""
+    ck = tmp_path / "ck"
+
+    def program(run: Run, items: list[str]) -> Callable[[StreamingContext], None]:
+        async def source() -> Any:
+            for item in items:
+                yield item
+
+        def build(ssc: StreamingContext) -> None:
+            ssc.asyncIterableStream(source).foreachRDD(run.output)  # no state: the receiver remembers one batch
+        return build
+
+    first = Run()
+    run_program(spark_context, ck, ManualClock(0), 4, program(first, ["a", "b"]), resume=False, backend=backend)
+    assert first.outputs == {1000: ["a", "b"], 2000: [], 3000: [], 4000: []}
+    second = Run()
+    run_program(spark_context, ck, ManualClock(4 * INTERVAL_MS), 1, program(second, ["c"]), resume=True, backend=backend)
+    assert second.outputs == {5000: ["c"]}
+
+
 def windows_program(sc: Any, run: Run, windows: Run) -> Callable[[StreamingContext], None]:
     """An inverse-reduced window (five slides, checkpointed every 2 batches) and a plain window's counts over WORDS."""
     from operator import add, sub
