@@ -80,7 +80,9 @@ def test_strangers_fuzzing_the_port_change_nothing_in_a_running_query(spark_cont
         statistics = query.statistics()
         assert statistics.connections == 2  # only the two tasks were ever admitted
         refused = statistics.refused_connections
-        assert refused.keys() >= {"busy", "timeout", "hello"}  # the corpus reached each of the door's refusals
+        # The corpus reached the door's refusals: bad hellos, and silent connections closed on their timeout or (the
+        # oldest, once more than the cap wait) for a newer connection.
+        assert "hello" in refused and refused.keys() & {"busy", "timeout"}
         assert sum(refused.values()) <= 44 * ROUNDS
 
     anyio.run(_guarded(body), backend=backend)
