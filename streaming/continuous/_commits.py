@@ -51,6 +51,7 @@ class EpochCommitter:
         committed: epochs committed in this run.
         input_rows: rows read by the epochs committed in this run.
         no_new_data_at: the value of ``committed`` when an epoch last committed with no new data (-1: never).
+        no_new_data_epoch: the newest epoch that committed with no new data (-1: none).
         commit_ms: per committed epoch (the latest 10,000): ms from its last partition message to its commits entry.
         progress: the recent epochs' progress reports.
     """
@@ -87,6 +88,7 @@ class EpochCommitter:
         self.committed = 0
         self.input_rows = 0
         self.no_new_data_at = -1
+        self.no_new_data_epoch = -1
         self.commit_ms: collections.deque[float] = collections.deque(maxlen=10_000)
         self.progress = ProgressRing(options.num_recent_progress_updates)
 
@@ -209,6 +211,7 @@ class EpochCommitter:
         self.last_committed_epoch = epoch
         if self._epoch_offsets.get(epoch - 1) == self._epoch_offsets.get(epoch):  # Spark's noNewData
             self.no_new_data_at = self.committed
+            self.no_new_data_epoch = epoch
         await self._report(action, round(sink_ms), round(log_ms))
         if not self._stopping():
             self._set_status("Running")

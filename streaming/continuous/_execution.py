@@ -487,8 +487,11 @@ class ContinuousExecution:
         Raises:
             StreamingQueryException: the query failed.
         """
-        mark = self.statistics().epochs_committed
-        await self._wait_for(lambda: self._committer is not None and self._committer.no_new_data_at > mark)
+        # An epoch the tasks are still in at this call (they cannot have reported it yet): one that committed before,
+        # or was reported before and waits behind a slow sink, may have ended before data written just now.
+        coordinator = self.coordinator
+        mark = coordinator.current_epoch if coordinator is not None else 0
+        await self._wait_for(lambda: self._committer is not None and self._committer.no_new_data_epoch >= mark)
 
     async def wait_for_epoch(self, epoch: int) -> None:
         """Wait until ``epoch`` is committed (or the query stopped).

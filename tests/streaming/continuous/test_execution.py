@@ -191,6 +191,49 @@ async def test_first_tick_fires_at_once_and_each_interval_opens_an_epoch(tmp_pat
         assert (await h.tasks[1].ask(GetCurrentEpoch())).epoch == 3
 
 
+async def test_process_all_available_waits_for_an_epoch_the_tasks_were_still_in_at_the_call(tmp_path: Path) -> None:
+    """An epoch without new data reported before the call, its commit held by a slow sink, does not end the wait when it
+    commits (data written at the call is read in a later epoch): only such an epoch the tasks were in at the call does."""
+    import threading
+
+    class SlowSink(MemorySink):
+        gate = threading.Event()
+
+        def commit_epoch(self, epoch: int, messages: Any) -> None:
+            if epoch == 1:
+                self.gate.wait(60)  # a hang guard: the test opens it
+            super().commit_epoch(epoch, messages)
+
+    sink = SlowSink()
+    async with Harness(tmp_path, sink=sink) as h:
+        await h.tick()
+        await h.tick()  # the driver's epoch is 3
+        a, b = h.tasks
+        for epoch in (0, 1):  # epoch 1 has no new data; its offsets are logged, its commit waits for the sink
+            await a.close_epoch(epoch, 5)
+            await b.close_epoch(epoch, 5)
+        await wait_until(lambda: (tmp_path / "ckpt/offsets/1").exists())
+        returned: list[bool] = []
+
+        async def wait() -> None:
+            await h.query.process_all_available()
+            returned.append(True)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            sink.gate.set()
+            await h.query.wait_for_epoch(1)
+            await anyio.wait_all_tasks_blocked()
+            assert returned == []
+            for epoch, offset in ((2, 6), (3, 6)):  # the data written at the call, then an epoch with nothing new
+                await a.close_epoch(epoch, offset)
+                await b.close_epoch(epoch, offset)
+                await h.tick()
+            await h.query.wait_for_epoch(3)
+        assert returned == [True]
+
+
 async def test_out_of_order_commits_are_committed_in_epoch_order_with_logs_and_progress(tmp_path: Path) -> None:
     """Epoch 1 complete before epoch 0: epoch 0 commits first, then 1; offsets and commits logs in Spark's format."""
     sink = MemorySink()
