@@ -8,6 +8,7 @@ micro-batch runtime: both keep the ``QueryRuntime`` contract on a ``RuntimeCore`
 
 from __future__ import annotations
 
+import inspect
 import os
 import uuid
 from types import TracebackType
@@ -321,7 +322,11 @@ class ContinuousExecution:
             with anyio.CancelScope() as scope:
                 self._tasks_scope = scope
                 try:
-                    await self.launcher.run(specs, self._group)
+                    run = self.launcher.run
+                    if "failed" in inspect.signature(run).parameters:  # it reports a failure before its tasks all ended
+                        await run(specs, self._group, failed=self._task_failed)  # type: ignore[call-arg]
+                    else:
+                        await run(specs, self._group)
                 except Exception as exc:
                     if not self._tearing_down:  # a graceful stop's last epoch may fail too: not swallowed
                         self._fail(exc)
@@ -333,6 +338,11 @@ class ContinuousExecution:
         finally:
             self._tasks_done.set()
             self._core.wake()
+
+    def _task_failed(self, error: Exception) -> None:
+        """A task failed and the launcher still waits for the others: the query fails now (as in :meth:`_run_tasks`)."""
+        if not self._tearing_down:
+            self._fail(error)
 
     def _fail(self, error: BaseException) -> None:
         core = self._core

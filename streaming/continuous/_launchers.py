@@ -15,6 +15,7 @@ import anyio.to_thread
 from scheduler import InvalidPipelineError, library_logger
 
 from ..spark import cancel_job_group, driver_bind_address, driver_host, run_in_job_group
+from ._protocol import CoordinatorClient
 from ._task import TASK_RETRY_MESSAGE, ContinuousTaskRetryError, TaskSpec, run_task, run_tasks
 
 __all__ = ["SparkTaskLauncher", "TaskLauncher", "ThreadTaskLauncher"]
@@ -33,7 +34,11 @@ class TaskLauncher(Protocol):
         """Refuse a query that cannot run all its tasks at once (blocking)."""
 
     async def run(self, specs: Sequence[TaskSpec], group: str) -> None:
-        """Run every task until all ended; raise what made one fail."""
+        """Run every task until all ended; raise what made one fail.
+
+        A launcher whose ``run`` also takes ``failed`` (a keyword) is given a function to call at
+        the first task failure, before the other tasks ended: the query then fails at once.
+        """
 
     def cancel(self, group: str) -> None:
         """Stop the tasks now (an immediate stop); ``run`` then returns or raises soon."""
@@ -61,23 +66,34 @@ class ThreadTaskLauncher:
     def check(self, num_partitions: int) -> None:
         """Threads are never short."""
 
-    async def run(self, specs: Sequence[TaskSpec], group: str) -> None:
-        """One thread per task; the first task's failure is raised (the waits for the others are abandoned)."""
+    async def run(self, specs: Sequence[TaskSpec], group: str, failed: Callable[[Exception], None] | None = None) -> None:
+        """One thread per task, until every thread ended; the first task's failure is raised (and given to ``failed`` at once).
+
+        At the first failure the other tasks' connections to the driver are ended, as Spark kills
+        a failed job's other tasks: each thread ends at its next call to the driver (after the
+        rows it is writing), and only then does this return. Cancelled (the query gave up on its
+        tasks after ``abandon_after``), the waits for the threads are abandoned.
+        """
         limiter = anyio.CapacityLimiter(max(1, len(specs)))
         failures: list[Exception] = []
+        clients: list[CoordinatorClient] = []
         async with anyio.create_task_group() as tg:
             for spec in specs:
-                tg.start_soon(self._one, spec, limiter, failures, tg.cancel_scope)
+                tg.start_soon(self._one, spec, limiter, failures, clients, failed)
         if failures:
             raise failures[0]
 
     @staticmethod
-    async def _one(spec: TaskSpec, limiter: anyio.CapacityLimiter, failures: list[Exception], scope: anyio.CancelScope) -> None:
+    async def _one(spec: TaskSpec, limiter: anyio.CapacityLimiter, failures: list[Exception],
+                   clients: list[CoordinatorClient], failed: Callable[[Exception], None] | None) -> None:
         try:
-            await anyio.to_thread.run_sync(run_task, spec, limiter=limiter, abandon_on_cancel=True)
+            await anyio.to_thread.run_sync(run_task, spec, clients, limiter=limiter, abandon_on_cancel=True)
         except Exception as exc:
             failures.append(exc)
-            scope.cancel()  # as Spark fails the job at its first failed task
+            for client in list(clients):
+                client.abort()  # the other tasks end at their next call to the driver
+            if failed is not None and len(failures) == 1:
+                failed(exc)
 
     def cancel(self, group: str) -> None:
         """Nothing to cancel: the closed coordinator ends the threads."""

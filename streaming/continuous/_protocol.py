@@ -10,6 +10,7 @@ messages, for its own partition (:func:`task_message_error`).
 from __future__ import annotations
 
 import pickle
+import socket
 from typing import Any, Union
 
 import attrs
@@ -216,6 +217,13 @@ class CoordinatorClient:
         if len(payload) < size:
             raise ConnectionError("the continuous query's coordinator closed the connection")
         return pickle.loads(payload)
+
+    def abort(self) -> None:
+        """From another thread: end the connection so that the task's next (or current) call to the driver fails."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # closed already
 
     def close(self) -> None:
         """Close the connection."""

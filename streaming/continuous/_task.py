@@ -118,8 +118,11 @@ class _EpochRows:
                     return
 
 
-def run_task(spec: TaskSpec) -> int:
+def run_task(spec: TaskSpec, clients: list[CoordinatorClient] | None = None) -> int:
     """Run one partition until the driver stops the query; return the epochs it closed.
+
+    ``clients``: a list the task's connection to the driver is added to, for a launcher that may
+    end it from another thread (:meth:`CoordinatorClient.abort`).
 
     Raises:
         ContinuousTaskRetryError: this is a re-attempt of the task (Spark fails the query).
@@ -131,6 +134,8 @@ def run_task(spec: TaskSpec) -> int:
     if attempt != 0:
         raise ContinuousTaskRetryError()
     client = CoordinatorClient(spec.host, spec.port, spec.token, spec.partition, attempt)
+    if clients is not None:
+        clients.append(client)
     reader = spec.source.open_reader(spec.source_partition, spec.start_offset)
     closed = 0
     try:

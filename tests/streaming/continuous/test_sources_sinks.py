@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from scheduler import InvalidPipelineError, StreamingQueryException
+from scheduler import InvalidPipelineError, Seconds, StreamingQueryException
 from streaming.continuous import (
     ConsoleSink,
     Continuous,
@@ -29,6 +29,7 @@ from streaming.continuous import (
     ThreadTaskLauncher,
     run_task,
 )
+from tests.support import wait_until
 
 FAR = time.monotonic() + 3600  # a read deadline that never stops a read that has data
 
@@ -349,3 +350,68 @@ async def test_a_partition_function_that_stops_reading_early_does_not_break_the_
         await query.stop(graceful=True)
     assert sink.rows() == ["a"]
     assert query.exception() is None and query.statistics().input_rows == 3
+
+
+@pytest.mark.anyio
+async def test_a_failed_thread_task_ends_the_others_before_the_query_reports_its_failure() -> None:
+    """On the thread launcher, partition 0 fails while partition 1 is inside a sink call: the failure ends partition 1 at
+    its next call to the driver, and the query reports its failure only once that thread has ended (its sink call
+    returned), not while user code still runs (the waits for the other threads were abandoned at once)."""
+    import threading
+
+    from streaming.continuous import ContinuousSource, PartitionReader
+
+    inside, release = threading.Event(), threading.Event()
+    log: list[str] = []
+
+    class Reader(PartitionReader):
+        def __init__(self, partition: int) -> None:
+            self.partition, self.reads = partition, 0
+
+        def read(self, deadline: float) -> list[Any]:
+            self.reads += 1
+            if self.partition == 0 and inside.is_set():
+                raise RuntimeError("partition 0 failed")
+            return [self.reads] if self.partition == 1 and self.reads == 1 else []
+
+        def offset(self) -> int:
+            return self.reads
+
+        def close(self) -> None:
+            log.append(f"reader {self.partition} closed")
+
+    class Source(ContinuousSource):
+        num_partitions = 2
+
+        def initial_offset(self, partition: int) -> int:
+            return 0
+
+        def open_reader(self, partition: int, offset: Any) -> PartitionReader:
+            return Reader(partition)
+
+    def process(row: Any) -> None:
+        inside.set()
+        release.wait(60)  # a hang guard: the test releases it
+        log.append("process returned")
+
+    plan = ContinuousStream(Source()).foreach(process)
+    async with ContinuousExecution(plan, Continuous(20), launcher=ThreadTaskLauncher(), abandon_after=Seconds(60),
+                                   options={"spark.sql.streaming.continuous.executorPollIntervalMs": 5}) as query:
+        await query.start()
+        await anyio.to_thread.run_sync(inside.wait, 60)
+        ended: list[str] = []
+
+        async def wait() -> None:
+            with pytest.raises(StreamingQueryException, match="partition 0 failed"):
+                await query.await_termination()
+            ended.append("reported")
+            log.append("reported")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await wait_until(lambda: query.exception() is not None)  # the query failed at once
+            await anyio.wait_all_tasks_blocked()  # and its stop waits for partition 1's thread
+            assert ended == [] and "process returned" not in log
+            release.set()
+        assert ended == ["reported"]
+        assert log.index("process returned") < log.index("reader 1 closed") < log.index("reported")
