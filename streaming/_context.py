@@ -260,7 +260,8 @@ class StreamingContext(StreamingQueryFace):
                 raise
             _registry.started(self)
             if self._settings().stop_gracefully_on_shutdown:  # Spark's shutdown hook: drain and stop on SIGTERM or SIGINT
-                self._shutdown = SignalShutdown(lambda: self.stop(stopSparkContext=False, stopGraceFully=True), self._env.name)
+                self._shutdown = SignalShutdown(lambda: self.stop(stopSparkContext=False, stopGraceFully=True), self._env.name,
+                                                active=lambda: self._state is StreamingContextState.ACTIVE)
                 self._shutdown.install()
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:  # noqa: N803

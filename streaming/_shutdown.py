@@ -27,18 +27,26 @@ class SignalShutdown:
 
     On the first signal the previous handlers are put back at once (so a second signal does what
     it did before: Ctrl-C twice raises ``KeyboardInterrupt``, a second SIGTERM terminates), then
-    ``stop`` runs in the main thread, inside the handler: a program blocked in
-    ``awaitTermination()`` finds the context stopped when the handler returns, and goes on.
+    ``stop`` runs on a thread of its own: the handler interrupts the main thread anywhere, maybe
+    inside a call into the context that holds what the stop needs, so it only starts the stop. A
+    program blocked in ``awaitTermination()`` returns once the context stopped.
+
+    A signal that comes once the context stopped by other means (a stop from another thread, which
+    cannot put the handlers back) goes to the handler that was there before, as if this one were gone.
 
     Args:
         stop: what to do on the first signal (a graceful or an immediate stop of the context).
         name: the context's name, for the log line.
         signals: the signals to handle.
+        active: whether the context still runs (default: always).
     """
 
-    def __init__(self, stop: Callable[[], None], name: str, signals: Sequence[signal.Signals] = SHUTDOWN_SIGNALS) -> None:
+    def __init__(self, stop: Callable[[], None], name: str, signals: Sequence[signal.Signals] = SHUTDOWN_SIGNALS,
+                 active: Callable[[], bool] = lambda: True) -> None:
         """Prepare the handlers; nothing is installed yet."""
         self._stop = stop
+        self._active = active
+        self.stopper: threading.Thread | None = None  # the thread the first signal started the stop on
         self._signals = tuple(signals)
         self._previous: dict[signal.Signals, Any] = {}
         self._log = library_logger("aiodstream.streaming", component="SignalShutdown", context=name)
@@ -67,9 +75,17 @@ class SignalShutdown:
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        previous = self._previous.get(signal.Signals(signum))
         self.uninstall()
+        if not self._active():  # stopped already: the signal is the previous handler's
+            if callable(previous):
+                previous(signum, frame)
+            elif previous in (signal.SIG_DFL, None):
+                signal.raise_signal(signum)  # the default action, now that it is back in place
+            return
         self._log.warning("shutdown signal received: stopping the StreamingContext", signal=signal.Signals(signum).name)
-        self._stop()
+        self.stopper = threading.Thread(target=self._stop, name="aiodstream-shutdown-stop")
+        self.stopper.start()
 
 
 async def shutdown_signal(*signals: int) -> int:

@@ -24,7 +24,8 @@ AIODSTREAM_SHUTDOWN_TESTS=all."""
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_the_first_signal_stops_once_and_puts_the_previous_handlers_back(signum: signal.Signals) -> None:
-    """On SIGTERM or SIGINT the stop runs once, in the main thread; the handlers in place before are restored first."""
+    """On SIGTERM or SIGINT the stop runs once, on a thread of its own (the handler may have interrupted the main thread
+    inside a call the stop needs to make itself); the handlers in place before are restored first."""
     stops: list[str] = []
     previous = signal.getsignal(signal.SIGTERM)
     previous_int = signal.getsignal(signal.SIGINT)
@@ -33,14 +34,89 @@ def test_the_first_signal_stops_once_and_puts_the_previous_handlers_back(signum:
     try:
         os.kill(os.getpid(), signum)
         deadline = time.monotonic() + 10
-        while not stops and time.monotonic() < deadline:  # the handler runs at the next bytecode boundary
+        while hook.stopper is None and time.monotonic() < deadline:  # the handler runs at the next bytecode boundary
             time.sleep(0.001)
+        assert hook.stopper is not None
+        hook.stopper.join(10)
     finally:
         hook.uninstall()
-    assert stops == [threading.main_thread().name]
+    assert stops == ["aiodstream-shutdown-stop"]
     assert not hook.installed
     assert signal.getsignal(signal.SIGTERM) == previous
     assert signal.getsignal(signal.SIGINT) is previous_int
+
+
+def test_a_signal_after_a_stop_elsewhere_goes_to_the_previous_handler() -> None:
+    """A context stopped from another thread cannot put the handlers back (Python allows that in the main thread only):
+    the next Ctrl-C must still raise KeyboardInterrupt, not start a stop of a stopped context and vanish."""
+    stops: list[str] = []
+    active = [True]
+    hook = SignalShutdown(lambda: stops.append("stop"), "test", active=lambda: active[0])
+    assert hook.install()
+    try:
+        active[0] = False  # stopped by another thread
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # the handler runs at the next bytecode boundary
+                time.sleep(0.001)
+    finally:
+        hook.uninstall()
+    assert stops == [] and not hook.installed
+
+
+def test_a_signal_inside_a_call_into_the_context_stops_it_without_a_deadlock() -> None:
+    """The handler interrupts the main thread inside SyncBridge.call, which holds the bridge's lock: the stop, on its own
+    thread, waits for that call to let go of it instead of deadlocking on it in the main thread."""
+    import anyio
+
+    from streaming._sync_bridge import SyncBridge
+
+    class Runtime:
+        def __init__(self) -> None:
+            self.stopped = threading.Event()
+
+        async def __aenter__(self) -> "Runtime":
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+        async def start(self) -> None:
+            return None
+
+        async def stop(self, graceful: bool = False) -> None:
+            self.stopped.set()
+
+        async def wait_stopped(self) -> None:
+            while not self.stopped.is_set():
+                await anyio.sleep(0.01)
+
+    bridge = SyncBridge()
+    runtime = Runtime()
+    bridge.start(runtime)  # type: ignore[arg-type]
+    hook = SignalShutdown(lambda: bridge.stop(runtime, graceful=True), "test")  # type: ignore[arg-type]
+    assert hook.install()
+    real = bridge._portal.start_task_soon  # type: ignore[union-attr]
+    sent: list[bool] = []
+
+    def signalled(*args: object) -> object:  # the signal lands while call() holds the lock (the first call only)
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler runs here, at a bytecode boundary of this thread (not a wait for it)
+        return real(*args)  # type: ignore[arg-type]
+
+    bridge._portal.start_task_soon = signalled  # type: ignore[union-attr, method-assign]
+    try:
+        bridge.call(runtime.wait_stopped)  # returns once the stop, on its thread, stopped the runtime
+    except Exception:
+        pass  # the bridge may close under the call once the runtime stopped
+    finally:
+        hook.uninstall()
+    assert hook.stopper is not None
+    hook.stopper.join(10)
+    assert not hook.stopper.is_alive() and runtime.stopped.is_set()
 
 
 def test_no_handlers_outside_the_main_thread() -> None:
