@@ -76,7 +76,7 @@ def test_a_signal_inside_a_call_into_the_context_stops_it_without_a_deadlock() -
         def __init__(self) -> None:
             self.stopped = threading.Event()
 
-        async def __aenter__(self) -> "Runtime":
+        async def __aenter__(self) -> Runtime:
             return self
 
         async def __aexit__(self, *exc: object) -> None:
