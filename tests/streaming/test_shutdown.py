@@ -75,8 +75,10 @@ def test_a_signal_inside_a_call_into_the_context_stops_it_without_a_deadlock() -
     class Runtime:
         def __init__(self) -> None:
             self.stopped = threading.Event()
+            self.on_loop: anyio.Event | None = None
 
         async def __aenter__(self) -> Runtime:
+            self.on_loop = anyio.Event()
             return self
 
         async def __aexit__(self, *exc: object) -> None:
@@ -87,10 +89,12 @@ def test_a_signal_inside_a_call_into_the_context_stops_it_without_a_deadlock() -
 
         async def stop(self, graceful: bool = False) -> None:
             self.stopped.set()
+            assert self.on_loop is not None
+            self.on_loop.set()
 
         async def wait_stopped(self) -> None:
-            while not self.stopped.is_set():
-                await anyio.sleep(0.01)
+            assert self.on_loop is not None
+            await self.on_loop.wait()
 
     bridge = SyncBridge()
     runtime = Runtime()
