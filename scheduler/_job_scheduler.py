@@ -8,6 +8,7 @@ loop exists to guarantee.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections import deque
 from typing import Callable, Mapping, Sequence
@@ -31,6 +32,11 @@ from ._time import Duration, Milliseconds, Time
 from ._work import WorkTracker
 
 __all__ = ["JobAbandonedError", "JobScheduler", "JobSchedulerStatistics"]
+
+
+_jobs_of: contextvars.ContextVar[JobScheduler | None] = contextvars.ContextVar("aiodstream_jobs_of", default=None)
+# The scheduler whose worker runs the current code: set once in each worker task (its jobs, async or on a
+# thread, see it: anyio hands a thread the task's context), never per job.
 
 
 class JobAbandonedError(JobFailedError):
@@ -293,10 +299,18 @@ class JobScheduler:
 
     # -- execution: job start and completion are handled here and nowhere else --
 
+    def in_own_job(self) -> bool:
+        """Whether the calling code is one of this scheduler's jobs (its task, or the thread it runs on).
+
+        A stop made there would wait for that very job: the caller must not wait for it.
+        """
+        return _jobs_of.get() is self
+
     async def _worker(self) -> None:
         # One cancel scope per worker, not per job: entering and leaving an anyio cancel scope
         # costs about as much as the rest of a no-op job. Abandoning a running job cancels its
         # worker's scope; the worker then finalises that job and carries on in a new scope.
+        _jobs_of.set(self)  # this task's context: the jobs it runs, and the threads it runs them on
         while True:
             running: list[tuple[Job, JobSet]] = []
             with anyio.CancelScope() as scope:

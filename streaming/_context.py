@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -271,6 +272,13 @@ class StreamingContext(StreamingQueryFace):
             self._shutdown.uninstall()
         if self._bridge.in_loop_thread():
             raise StreamingStateError("Cannot stop StreamingContext within listener bus thread.")
+        scheduler = getattr(self._runtime, "scheduler", None)  # a micro-batch runtime's JobScheduler (a continuous one has none)
+        if scheduler is not None and scheduler.in_own_job() and not self._env.async_mode:
+            # From a job of this context (a foreachRDD function): the stop waits for that job, so it cannot run
+            # here; it runs on a thread of its own, and is done once the job has returned.
+            threading.Thread(target=self.stop, args=(stopSparkContext, stopGraceFully),
+                             name="aiodstream-stop-from-job").start()
+            return
         if self._env.async_mode:
             raise StreamingStateError("this context was entered with 'async with': use 'await ssc.stop_async()'")
         with _registry.lock:

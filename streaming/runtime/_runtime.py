@@ -9,6 +9,7 @@ reports. The pyspark-compatible ``StreamingContext`` is built on it.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from types import TracebackType
@@ -365,7 +366,7 @@ class StreamingRuntime:
         returns, within ``listener_exit_timeout``; after it, what a hung listener has not
         received is dropped and counted (``listener_bus.statistics()``), and a listener
         callback still running on its worker thread is abandoned. Concurrent calls wait for
-        the first one.
+        the first one. From one of its own jobs (which a stop waits for) it starts the stop and returns.
 
         Cancelled (``anyio.move_on_after`` around it), the stop still completes its short
         bookkeeping, drops the listener events not yet delivered, and the runtime is STOPPED
@@ -376,7 +377,8 @@ class StreamingRuntime:
                 wait for (Spark refuses this too).
         """
         self._core.refuse_stop_from_listener()
-        await self._stop(graceful=graceful, abandon_after=self.abandon_after)
+        stop, group = functools.partial(self._stop, graceful=graceful, abandon_after=self.abandon_after), self._core.task_group
+        await (stop() if group is None or not self.scheduler.in_own_job() else _start_soon(group, stop))
 
     async def _stop(self, *, graceful: bool, abandon_after: Duration) -> None:
         if not await self._core.begin_stop():
@@ -417,13 +419,8 @@ class StreamingRuntime:
         # a failed job was reported (await_termination raises it) and the query went on.
         error = self._core.error if self.stop_on_failure else None
         death = error or tracker.failure
-        if tracker.failure is not None and self._core.error is None:
-            # A log write that failed after the last trigger (an async write in the background): no later batch
-            # raised it, so the stop does. Without it a restart re-runs batches this run believed durable.
-            failed = JobFailedError(f"Error writing the query's progress log: {type(tracker.failure).__name__}: "
-                                    f"{tracker.failure}")
-            failed.__cause__ = tracker.failure
-            self._core.error = failed
+        if tracker.failure is not None and self._core.error is None:  # after the last trigger: no batch raised it
+            self._core.error = _log_write_failed(tracker.failure)
         tracker.set_status("Stopped" if death is None else f"Terminated with exception: {death}")
         terminated = tracker.query_id is not None and self.state is StreamingContextState.ACTIVE
         await self._registration.release(terminated=terminated, death=death)
@@ -563,3 +560,16 @@ class StreamingRuntime:
 
     def __repr__(self) -> str:
         return f"<StreamingRuntime {self.name or ''}[{self.state.value} | batch {self.batch_duration}] {self.scheduler!r}>"
+
+
+def _log_write_failed(failure: BaseException) -> JobFailedError:
+    """The runtime's error for a progress-log write that failed after the last trigger (async tracking's background
+    writes): a restart re-runs batches this run took for durable, so the stop reports it."""
+    error = JobFailedError(f"Error writing the query's progress log: {type(failure).__name__}: {failure}")
+    error.__cause__ = failure
+    return error
+
+
+async def _start_soon(group: anyio.abc.TaskGroup, stop: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Start ``stop`` in ``group`` and return: a stop asked for by one of the runtime's own jobs, which it waits for."""
+    group.start_soon(stop)

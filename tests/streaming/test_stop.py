@@ -265,3 +265,33 @@ async def test_a_graceful_stop_behind_late_batches_drains_them_all(clock: Manual
     assert clock.now() == Time(7000 + 6 * 2000)  # 12 s of draining, more than the timeout
     assert rt.scheduler.pending_times() == []
     assert not [e for e in logs if e["event"] == "timed out while stopping the job generator"]
+
+
+@pytest.mark.parametrize("graceful", [False, True])
+async def test_a_stop_from_inside_one_of_the_runtimes_jobs_returns_and_the_runtime_stops_after_the_job(
+        clock: ManualClock, graceful: bool) -> None:
+    """The stop would wait for the very job that asked for it (and, once abandon_after passed, cancel the stop itself
+    and hang in its shielded clean-up): it starts beside the job and returns, the job goes on to its end, then the
+    runtime stops."""
+    box: list[StreamingRuntime] = []
+    outcome: list[str] = []
+
+    def make(t: Time) -> list[Job]:
+        async def run() -> None:
+            if t.milliseconds == 1000:
+                await box[0].stop(graceful=graceful)
+                outcome.append("stop returned inside the job")
+            outcome.append(f"job {t.milliseconds} ended")
+        return [Job(t, run, name="stopper")]
+
+    with anyio.fail_after(HANG_GUARD_S):
+        async with StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock, abandon_after=Milliseconds(0),
+                                    graceful_stop_timeout=Milliseconds(0)) as rt:
+            box.append(rt)
+            await rt.start()
+            for _ in range(3):  # a graceful stop fires one more tick, on this clock
+                clock.advance(Seconds(1))
+                await settle()
+            await rt.await_termination()
+            assert rt.state is StreamingContextState.STOPPED
+    assert outcome[:2] == ["stop returned inside the job", "job 1000 ended"]
