@@ -242,6 +242,37 @@ def test_records_received_after_a_restart_that_followed_quiet_batches_reach_the_
     assert second.outputs == {5000: ["c"]}
 
 
+def test_a_window_longer_than_the_retained_batches_is_whole_after_a_restart(spark_context: Any, tmp_path: Path,
+                                                                             backend: str) -> None:
+    """A plain window of 5 batches with minBatchesToRetain 2: the log keeps the entries the window still reaches back
+    to, so the window after a restart holds all its batches (the oldest were purged, their input counted empty)."""
+    ck = tmp_path / "ck"
+
+    def program(run: Run) -> Callable[[StreamingContext], None]:
+        def build(ssc: StreamingContext) -> None:
+            ssc.queueStream([sc.parallelize([w], 1) for w in "abcdefgh"], default=sc.parallelize([], 1)) \
+                .window(5, 1).foreachRDD(run.output)
+        return build
+
+    sc = spark_context
+
+    def run_with_retain(clock: ManualClock, batches: int, run: Run, resume: bool) -> None:
+        def setup() -> StreamingContext:
+            ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
+            program(run)(ssc)
+            ssc.checkpoint(str(ck), options={"spark.sql.streaming.minBatchesToRetain": "2"})
+            return ssc
+
+        ssc = StreamingContext.getOrCreate(str(ck), setup, restoreGraph=False) if resume else setup()
+        anyio.run(drive, ssc, clock, batches, None, backend=backend)
+
+    first, second = Run(), Run()
+    run_with_retain(ManualClock(0), 5, first, resume=False)
+    assert first.outputs[5000] == list("abcde")
+    run_with_retain(ManualClock(5000), 1, second, resume=True)
+    assert second.outputs == {6000: list("bcdef")}
+
+
 def windows_program(sc: Any, run: Run, windows: Run) -> Callable[[StreamingContext], None]:
     """An inverse-reduced window (five slides, checkpointed every 2 batches) and a plain window's counts over WORDS."""
     from operator import add, sub
