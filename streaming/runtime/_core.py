@@ -48,7 +48,9 @@ class RuntimeCore:
         self.bus = bus
         self.clock = clock
         self.kind = kind
-        self.state = StreamingContextState.INITIALIZED
+        self._state = StreamingContextState.INITIALIZED
+        # Set once a start began, and set off once it left INITIALIZED (ACTIVE, or STOPPED by a failed start).
+        self._started: anyio.Event | None = None
         self.error: JobFailedError | None = None
         self.stopped = False
         self._log = log
@@ -102,6 +104,17 @@ class RuntimeCore:
             result = await exit_task_group(tg, exc_type, exc, tb)
         return result
 
+    @property
+    def state(self) -> StreamingContextState:
+        """The runtime's state; leaving INITIALIZED ends a start in progress (a stop waiting for it goes on)."""
+        return self._state
+
+    @state.setter
+    def state(self, value: StreamingContextState) -> None:
+        self._state = value
+        if value is not StreamingContextState.INITIALIZED and self._started is not None:
+            self._started.set()
+
     def startable(self, home_hint: str) -> anyio.abc.TaskGroup:
         """The task group to start in, if the runtime may start now.
 
@@ -115,6 +128,9 @@ class RuntimeCore:
             raise StreamingStateError("StreamingContext has already been stopped")
         if self._tg is None:
             raise StreamingStateError(home_hint)
+        if self._started is not None:  # a start is in progress
+            raise StreamingStateError("StreamingContext has already been started")
+        self._started = anyio.Event()
         return self._tg
 
     # -- listeners (from any thread, as the query manager adds them) --
@@ -161,6 +177,8 @@ class RuntimeCore:
         Not started: the runtime is marked stopped (with a warning). Stopping elsewhere: waits
         for that stop. Stopped: a warning. The three answer ``False``.
         """
+        if self._started is not None:
+            await self._started.wait()  # a start in progress: it becomes ACTIVE (then this stops it) or STOPPED
         if self.state is StreamingContextState.INITIALIZED:
             self._log.warning("StreamingContext has not been started yet")
             self.state = StreamingContextState.STOPPED

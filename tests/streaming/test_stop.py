@@ -11,11 +11,12 @@ import threading
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import pytest
 
 from listeners import DEFAULT_LISTENER_EXIT_TIMEOUT, BatchCompleted, ListenerStatistics, StreamingEvent
-from scheduler import Duration, InvalidDurationError, Job, ManualClock, Milliseconds, Seconds, Time
+from scheduler import Duration, InvalidDurationError, Job, ManualClock, Milliseconds, Seconds, StreamingStateError, Time
 from streaming import Batch, Pipeline, StreamingContext, StreamingContextState, StreamingRuntime
 from streaming.spark import SparkSettings, listener_exit_timeout
 from tests.anyio_support import HANG_GUARD_S, raises_exactly, settle
@@ -295,3 +296,36 @@ async def test_a_stop_from_inside_one_of_the_runtimes_jobs_returns_and_the_runti
             await rt.await_termination()
             assert rt.state is StreamingContextState.STOPPED
     assert outcome[:2] == ["stop returned inside the job", "job 1000 ended"]
+
+
+async def test_a_stop_while_the_start_is_under_way_stops_the_started_runtime_and_a_second_start_is_refused(
+        clock: ManualClock) -> None:
+    """A stop that comes while start() is still setting up waits for it and stops what it started (it marked the runtime
+    STOPPED and returned, and the start then made it ACTIVE: jobs ran after the stop); a second start meanwhile is
+    refused as one of a started context."""
+    from tests.support import noop_job
+
+    ran: list[tuple[str, int]] = []
+    log: list[str] = []
+    async with StreamingRuntime(ScriptedGraph(lambda t: [noop_job(t, "a", ran)]), Seconds(1), clock=clock) as rt:
+        async def start(name: str) -> None:
+            try:
+                await rt.start()
+                log.append(f"{name} returned")
+            except StreamingStateError as exc:
+                log.append(f"{name} refused: {exc}")
+
+        async def stop() -> None:
+            await rt.stop(graceful=False)
+            log.append(f"stop returned {rt.state.name}")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(start, "start")
+            await anyio.lowlevel.checkpoint()  # the start runs to its first wait: it is under way
+            tg.start_soon(start, "second start")
+            tg.start_soon(stop)
+        clock.advance(Seconds(3))
+        await settle()
+        assert rt.state is StreamingContextState.STOPPED and ran == []
+    assert "second start refused: StreamingContext has already been started" in log
+    assert log.index("start returned") < log.index("stop returned STOPPED")
