@@ -338,6 +338,15 @@ class StreamingContext(StreamingQueryFace):
 
         Unlike :meth:`stop`, the SparkContext is kept by default: in a service it is usually shared.
         """
+        scheduler = getattr(self.runtime, "scheduler", None)
+        if scheduler is not None and scheduler.in_own_job():
+            # From one of its own jobs, which the stop waits for: the runtime's stop starts beside the job and this
+            # returns; the clean-up after it runs when the context's 'async with' ends.
+            if stopSparkContext:
+                raise StreamingStateError("cannot stop the SparkContext from inside one of this context's jobs: stop it "
+                                          "after the context's 'async with' ends")
+            await self.runtime.stop(graceful=stopGraceFully)
+            return
         await self.runtime.stop(graceful=stopGraceFully)
         await self._after_stop_async()
         if stopSparkContext:

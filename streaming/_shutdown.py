@@ -49,6 +49,7 @@ class SignalShutdown:
         self.stopper: threading.Thread | None = None  # the thread the first signal started the stop on
         self._signals = tuple(signals)
         self._previous: dict[signal.Signals, Any] = {}
+        self._found: dict[signal.Signals, Any] = {}  # the handlers install() replaced (kept when uninstalled)
         self._log = library_logger("aiodstream.streaming", component="SignalShutdown", context=name)
 
     @property
@@ -62,7 +63,7 @@ class SignalShutdown:
             self._log.debug("not handling shutdown signals: the context was started outside the main thread")
             return False
         for signum in self._signals:
-            self._previous[signum] = signal.signal(signum, self._handle)
+            self._previous[signum] = self._found[signum] = signal.signal(signum, self._handle)
         return True
 
     def uninstall(self) -> None:
@@ -75,13 +76,13 @@ class SignalShutdown:
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        previous = self._previous.get(signal.Signals(signum))
+        previous = self._found.get(signal.Signals(signum))
         self.uninstall()
-        if not self._active():  # stopped already: the signal is the previous handler's
-            if callable(previous):
+        if not self._active():  # stopped already: the signal is the handler's that was there before ours
+            if callable(previous) and previous is not self._handle:
                 previous(signum, frame)
-            elif previous in (signal.SIG_DFL, None):
-                signal.raise_signal(signum)  # the default action, now that it is back in place
+            elif signal.getsignal(signum) is signal.SIG_DFL:
+                signal.raise_signal(signum)  # the default action, now in place (never a handler that calls us back)
             return
         self._log.warning("shutdown signal received: stopping the StreamingContext", signal=signal.Signals(signum).name)
         self.stopper = threading.Thread(target=self._stop, name="aiodstream-shutdown-stop")

@@ -134,7 +134,7 @@ def client_logger() -> logging.Logger:
 GONE_TOPIC_ERRORS = frozenset({"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION"})
 """Error names (``KafkaError.name()``) of a topic's metadata saying the cluster does not have it."""
 
-PERMANENT_METADATA_ERRORS = frozenset({"TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+PERMANENT_METADATA_ERRORS = frozenset({"TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "TOPIC_EXCEPTION",
                                        "INVALID_TOPIC_EXCEPTION", "UNSUPPORTED_VERSION"})
 """Error names of a topic's metadata that asking again does not mend: raised at once."""
 
@@ -205,7 +205,7 @@ class KafkaClusterView:
         deadline = time.monotonic() + self._timeout_s
         pause = METADATA_RETRY_S[0]
         while True:
-            metadata = self._admin.list_topics(timeout=self._timeout_s)
+            metadata = self._admin.list_topics(timeout=max(0.1, deadline - time.monotonic()))
             try:
                 return {topic: topic_partitions(topic, metadata.topics.get(topic)) for topic in topics}
             except MetadataUnavailableError as unavailable:

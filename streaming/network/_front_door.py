@@ -8,6 +8,7 @@ Admitted connections read frames or lines under an idle timeout and a size bound
 
 from __future__ import annotations
 
+import errno
 import math
 from typing import Any, Awaitable, Callable, Mapping, cast
 
@@ -60,6 +61,8 @@ _MAX_UNAUTHENTICATED_LIMIT = 65_536
 
 _CLOSED = (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 
+
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 ACCEPT_RETRY_S = 0.1
 """How long a front door's accept loop waits after a failed accept (as asyncio's own servers do) before the next."""
@@ -308,8 +311,9 @@ class FrontDoor:
                 stream = await listener.accept()
             except OSError as exc:
                 self._refuse("accept", f"accepting a connection failed: {exc}")
-                await anyio.sleep(ACCEPT_RETRY_S)
-                continue
+                if exc.errno in _OUT_OF_RESOURCES:  # as asyncio's servers: wait for some to be released
+                    await anyio.sleep(ACCEPT_RETRY_S)
+                continue  # else (a connection aborted before it was taken, ...) the next one at once
             task_group.start_soon(handle, stream)
 
     def _refuse(self, reason: str, detail: str) -> None:

@@ -8,6 +8,7 @@ operation tags (``addTag``) where Spark Streaming sets a job group, and a stop i
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
@@ -65,7 +66,7 @@ class ConnectJobThreads:
     async def run(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> T:
         """``func(*args)`` as :meth:`submit` starts it, awaited without blocking the event loop (a cancelled caller
         stops waiting at once; the query goes on until the stop interrupts its tag)."""
-        return await self._threads.run(self._run_tagged, group, func, args)
+        return await self._threads.run(contextvars.copy_context().run, self._run_tagged, group, func, args)  # (see SparkJobThreads.run)
 
     def _run_tagged(self, group: Label, func: Callable[..., T], args: tuple[Any, ...]) -> T:
         tag = group if isinstance(group, str) else group()

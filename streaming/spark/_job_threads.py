@@ -5,6 +5,7 @@ Spark Streaming runs each job on a ``JobScheduler`` thread-pool thread (``spark.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
@@ -86,7 +87,9 @@ class SparkJobThreads:
         """
         if not self._holding:
             self._hold_hook(sc)
-        return await self._threads.run(self._hook.run_in_group, sc, group, description, func, args)
+        # In the calling task's context (as anyio's to_thread): code on the job thread sees whose job it runs.
+        return await self._threads.run(contextvars.copy_context().run, self._hook.run_in_group, sc, group, description,
+                                       func, args)
 
     def submit(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> Future[T]:
         """Start ``func(*args)`` on a job thread in ``group`` and return its future, for callers that are not event-loop

@@ -73,10 +73,11 @@ def key_bytes(key: Any) -> bytes:
 
     Pickle alone does not give that: it writes an object met a second time as a reference to the
     first (``(s, s)`` pickles shorter than ``(s, t)`` with ``s == t``), and ``-0.0 == 0.0``. So a
-    tuple or list key is rebuilt first (:func:`_canonical`): every ``str`` and ``bytes`` of two or
-    more characters its own object, so none is met twice (shorter ones, and empty tuples, are one
-    object per value in CPython anyway), and ``-0.0`` as ``0.0``, as Spark normalizes grouping
-    keys. A key with no object in it twice pickles exactly as before.
+    tuple or list key is rebuilt first (:func:`_canonical`): every ``str`` and ``bytes`` its own
+    object (or CPython's one object for that value: the empty string, one Latin-1 character, one
+    byte), so none is met twice, and ``-0.0`` as ``0.0``, as Spark normalizes grouping keys. A key
+    with no object in it twice pickles exactly as before. Not covered: other objects met twice in a
+    key (one ``datetime`` twice), and tuple subclasses (namedtuples, Rows), which pickle as they are.
     """
     kind = type(key)
     if kind is str or kind is int or kind is bytes:  # nothing in it can be met twice: the common keys, at once
@@ -91,10 +92,10 @@ def _canonical(value: Any) -> Any:
         return tuple([_canonical(item) for item in value])
     if kind is list:
         return [_canonical(item) for item in value]
-    if kind is str:
-        return value.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass") if len(value) > 1 else value
+    if kind is str:  # a new object, or CPython's one object for that value (the empty string, one Latin-1 character)
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")
     if kind is bytes:
-        return bytes(bytearray(value)) if len(value) > 1 else value
+        return bytes(bytearray(value))
     if kind is float and value == 0.0:
         return 0.0
     return value

@@ -65,6 +65,33 @@ def test_a_signal_after_a_stop_elsewhere_goes_to_the_previous_handler() -> None:
     assert stops == [] and not hook.installed
 
 
+def test_a_signal_after_a_stop_reaches_the_handler_found_at_install_with_two_contexts() -> None:
+    """Context one installs its handler, context two installs its own over it, one stops (its uninstall leaves two's
+    handler in place). Ctrl-C stops two and puts one's handler back; the next Ctrl-C finds one stopped and goes to
+    the handler one found at install: KeyboardInterrupt (it went round between the two handlers until RecursionError)."""
+    stopped: list[str] = []
+    one = SignalShutdown(lambda: stopped.append("one"), "one", signals=[signal.SIGINT], active=lambda: False)
+    two = SignalShutdown(lambda: stopped.append("two"), "two", signals=[signal.SIGINT])
+    assert one.install() and two.install()
+    try:
+        one.uninstall()  # context one stopped: the handler in place is two's, left alone
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + 10
+        while two.stopper is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert two.stopper is not None
+        two.stopper.join(10)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                time.sleep(0.001)
+    finally:
+        two.uninstall()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert stopped == ["two"]
+
+
 def test_a_signal_inside_a_call_into_the_context_stops_it_without_a_deadlock() -> None:
     """The handler interrupts the main thread inside SyncBridge.call, which holds the bridge's lock: the stop, on its own
     thread, waits for that call to let go of it instead of deadlocking on it in the main thread."""

@@ -1266,3 +1266,21 @@ def test_an_exclusive_context_keeps_pysparks_one_active_context_rule(spark_conte
 
     anyio.run(main)
     assert StreamingContext.getActive() is None
+
+
+@pytest.mark.spark
+def test_a_stop_from_inside_a_foreach_rdd_function_stops_the_context(contexts: Any) -> None:
+    """ssc.stop() called by an output function, on its job's thread: the stop would wait for that job, which waits for
+    the stop; it runs on a thread of its own instead, the function returns, and the context stops."""
+    ssc, _ = contexts()
+    returned = threading.Event()
+
+    def output(rdd: Any) -> None:
+        rdd.count()
+        ssc.stop(stopSparkContext=False)
+        returned.set()
+
+    ssc.queueStream([[1], [2], [3]]).foreachRDD(output)
+    ssc.start()
+    assert ssc.awaitTerminationOrTimeout(120), "the context did not stop"  # a hang guard
+    assert returned.is_set() and ssc.getState() == "STOPPED"
