@@ -246,7 +246,7 @@ class DStreamGraph:
         self.task_checkpoint_dir: str | None = None  # the checkpoint as the executors' tasks name it (prepare_task_checkpoint)
         self._history: tuple[RecoveredBatch, ...] = ()
         self._snapshots: StateSnapshots | None = None
-        self._newest_committed: int | None = None  # the newest batch prepared for its commit (windows' reach counts from it)
+        self._newest_committed: int | None = None  # the newest batch prepared for its commit (a window reaches back from it)
         self._watermarks: dict[Time, BatchWatermarks] = {}
         self._state_operators = 0
         self.releases = ReleaseQueue()  # RDDs to unpersist and checkpoint files to delete, off the loop
@@ -557,25 +557,19 @@ class DStreamGraph:
         return self.spark_context()
 
     def oldest_needed_batch(self) -> int | None:
-        """The oldest batch the log must keep: the first after each stateful stream's newest snapshot (less its
-        window), and the first an input still remembers (a window's reach) behind the newest committed batch: a
-        restart rebuilds windows from the logged input of those batches."""
-        needed = [] if self._snapshots is None else [self._snapshots.oldest_needed_batch()]
-        if self._newest_committed is not None:
-            remembered = max((inp.remember_duration or self.batch_duration for inp in self.input_streams),
-                             default=self.batch_duration)
-            needed.append(self._newest_committed - -(-remembered.milliseconds // self.batch_duration.milliseconds) + 1)
+        """The oldest batch the log keeps: past each stateful stream's snapshot, and an input's window behind the newest."""
+        reach = max([self.batch_duration, *(i.remember_duration or self.batch_duration for i in self.input_streams)])
+        needed = [None if self._snapshots is None else self._snapshots.oldest_needed_batch(), None if self._newest_committed
+                  is None else self._newest_committed + 1 - -(-reach.milliseconds // self.batch_duration.milliseconds)]
         return min((b for b in needed if b is not None), default=None)
 
     async def prepare_commit(self, time: Time, batch_id: int) -> None:
         """Save the state RDD of every stateful stream whose checkpoint interval ends at ``time``."""
-        self._newest_committed = batch_id if self._newest_committed is None else max(self._newest_committed, batch_id)
+        self._newest_committed = max(batch_id, self._newest_committed or 0)
         snapshots = self._snapshots
-        if snapshots is None:
-            return
-        due = snapshots.due(time)
+        due = [] if snapshots is None else snapshots.due(time)
         if due:
-            await anyio.to_thread.run_sync(snapshots.save, due, time, batch_id)
+            await anyio.to_thread.run_sync(snapshots.save, due, time, batch_id)  # type: ignore[union-attr]
 
     # -- receivers --
 
