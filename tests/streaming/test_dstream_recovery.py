@@ -67,13 +67,14 @@ async def drive(ssc: StreamingContext, clock: ManualClock, batches: int,
 
 
 def run_program(sc: Any, directory: Path, clock: ManualClock, batches: int, build: Callable[[StreamingContext], None],
-                *, resume: bool, backend: str = "asyncio", until_ready: Callable[[], Awaitable[Any]] | None = None) -> None:
+                *, resume: bool, backend: str = "asyncio", until_ready: Callable[[], Awaitable[Any]] | None = None,
+                options: dict[str, object] | None = None) -> None:
     """Run ``build``'s program under ``directory`` (resuming it with ``resume``) on ``sc``, a SparkContext or a
-    Connect session, for ``batches`` batches (see :func:`drive`)."""
+    Connect session, for ``batches`` batches (see :func:`drive`); ``options``: the checkpoint's."""
     def setup() -> StreamingContext:
         ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
         build(ssc)
-        ssc.checkpoint(str(directory))
+        ssc.checkpoint(str(directory), options=options)
         return ssc
 
     # restoreGraph=False: each run's program is built anew (with this run's clock and output collector), and
@@ -193,18 +194,23 @@ def test_a_file_stream_replays_a_batchs_logged_files_and_takes_files_that_arrive
 # -- receivers: the write-ahead log --
 
 
+def receiver_program(items: list[str], output: Callable[[StreamingContext, DStream], None]) -> Callable[[StreamingContext], None]:
+    """A program whose input is an async source yielding ``items`` (a receiver, with its write-ahead log), given to ``output``."""
+    async def source() -> Any:
+        for item in items:
+            yield item
+
+    def build(ssc: StreamingContext) -> None:
+        output(ssc, ssc.asyncIterableStream(source))
+    return build
+
+
 def test_an_async_source_s_records_are_logged_and_a_failed_batch_replays_them(spark_context: Any, tmp_path: Path, backend: str) -> None:
     """Records of the failed batch come back from the receiver's blocks, though the new source yields other records."""
     ck = tmp_path / "ck"
 
     def program(run: Run, items: list[str]) -> Callable[[StreamingContext], None]:
-        async def source() -> Any:
-            for item in items:
-                yield item
-
-        def build(ssc: StreamingContext) -> None:
-            running_counts(ssc, ssc.asyncIterableStream(source), run)
-        return build
+        return receiver_program(items, lambda ssc, stream: running_counts(ssc, stream, run))
 
     first = Run(fail_at=1 * INTERVAL_MS)
     run_program(spark_context, ck, ManualClock(0), 1, program(first, ["a", "b", "a"]), resume=False, backend=backend)
@@ -217,7 +223,6 @@ def test_an_async_source_s_records_are_logged_and_a_failed_batch_replays_them(sp
     assert second.outputs == {1000: [("a", 2), ("b", 1)], 2000: [("a", 2), ("b", 1), ("c", 1)]}
 
 
-
 def test_records_received_after_a_restart_that_followed_quiet_batches_reach_the_first_batch(
         spark_context: Any, tmp_path: Path, backend: str) -> None:
     """Quiet batches let the receiver's remembered ranges all end at its newest block: that block stays in its log, so
@@ -226,13 +231,8 @@ def test_records_received_after_a_restart_that_followed_quiet_batches_reach_the_
     ck = tmp_path / "ck"
 
     def program(run: Run, items: list[str]) -> Callable[[StreamingContext], None]:
-        async def source() -> Any:
-            for item in items:
-                yield item
-
-        def build(ssc: StreamingContext) -> None:
-            ssc.asyncIterableStream(source).foreachRDD(run.output)  # no state: the receiver remembers one batch
-        return build
+        # No state: the receiver remembers one batch.
+        return receiver_program(items, lambda ssc, stream: stream.foreachRDD(run.output))
 
     first = Run()
     run_program(spark_context, ck, ManualClock(0), 4, program(first, ["a", "b"]), resume=False, backend=backend)
@@ -246,7 +246,8 @@ def test_a_window_longer_than_the_retained_batches_is_whole_after_a_restart(spar
                                                                              backend: str) -> None:
     """A plain window of 5 batches with minBatchesToRetain 2: the log keeps the entries the window still reaches back
     to, so the window after a restart holds all its batches (the oldest were purged, their input counted empty)."""
-    ck = tmp_path / "ck"
+    ck, sc = tmp_path / "ck", spark_context
+    retain = {"spark.sql.streaming.minBatchesToRetain": "2"}
 
     def program(run: Run) -> Callable[[StreamingContext], None]:
         def build(ssc: StreamingContext) -> None:
@@ -254,22 +255,10 @@ def test_a_window_longer_than_the_retained_batches_is_whole_after_a_restart(spar
                 .window(5, 1).foreachRDD(run.output)
         return build
 
-    sc = spark_context
-
-    def run_with_retain(clock: ManualClock, batches: int, run: Run, resume: bool) -> None:
-        def setup() -> StreamingContext:
-            ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
-            program(run)(ssc)
-            ssc.checkpoint(str(ck), options={"spark.sql.streaming.minBatchesToRetain": "2"})
-            return ssc
-
-        ssc = StreamingContext.getOrCreate(str(ck), setup, restoreGraph=False) if resume else setup()
-        anyio.run(drive, ssc, clock, batches, None, backend=backend)
-
     first, second = Run(), Run()
-    run_with_retain(ManualClock(0), 5, first, resume=False)
+    run_program(sc, ck, ManualClock(0), 5, program(first), resume=False, backend=backend, options=retain)
     assert first.outputs[5000] == list("abcde")
-    run_with_retain(ManualClock(5000), 1, second, resume=True)
+    run_program(sc, ck, ManualClock(5000), 1, program(second), resume=True, backend=backend, options=retain)
     assert second.outputs == {6000: list("bcdef")}
 
 
