@@ -272,8 +272,7 @@ class StreamingContext(StreamingQueryFace):
             self._shutdown.uninstall()
         if self._bridge.in_loop_thread():
             raise StreamingStateError("Cannot stop StreamingContext within listener bus thread.")
-        scheduler = getattr(self._runtime, "scheduler", None)  # a micro-batch runtime's JobScheduler (a continuous one has none)
-        if scheduler is not None and scheduler.in_own_job() and not self._env.async_mode:
+        if self._in_own_job() and not self._env.async_mode:
             # From a job of this context (a foreachRDD function): the stop waits for that job, so it cannot run
             # here; it runs on a thread of its own, and is done once the job has returned.
             threading.Thread(target=self.stop, args=(stopSparkContext, stopGraceFully),
@@ -338,19 +337,21 @@ class StreamingContext(StreamingQueryFace):
 
         Unlike :meth:`stop`, the SparkContext is kept by default: in a service it is usually shared.
         """
-        scheduler = getattr(self.runtime, "scheduler", None)
-        if scheduler is not None and scheduler.in_own_job():
-            # From one of its own jobs, which the stop waits for: the runtime's stop starts beside the job and this
-            # returns; the clean-up after it runs when the context's 'async with' ends.
-            if stopSparkContext:
-                raise StreamingStateError("cannot stop the SparkContext from inside one of this context's jobs: stop it "
-                                          "after the context's 'async with' ends")
-            await self.runtime.stop(graceful=stopGraceFully)
-            return
+        in_job = self._in_own_job()
+        if in_job and stopSparkContext:
+            raise StreamingStateError("cannot stop the SparkContext from inside one of this context's jobs: stop it "
+                                      "after the context's 'async with' ends")
         await self.runtime.stop(graceful=stopGraceFully)
+        if in_job:  # the runtime's stop runs beside the job that asked; the clean-up after it at the 'async with' exit
+            return
         await self._after_stop_async()
         if stopSparkContext:
             await anyio.to_thread.run_sync(self._spark.stop_spark)
+
+    def _in_own_job(self) -> bool:
+        """Whether the caller is one of this context's jobs (a foreachRDD function), which a stop waits for."""
+        scheduler = getattr(self._runtime, "scheduler", None)  # a micro-batch runtime's JobScheduler (a continuous one has none)
+        return scheduler is not None and bool(scheduler.in_own_job())
 
     async def stop_on_signal_async(self, *signals: int, stopGraceFully: bool = True) -> int:  # noqa: N803
         """Wait for a shutdown signal (SIGTERM or SIGINT by default), then stop the context; returns the signal.
