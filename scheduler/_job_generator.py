@@ -15,7 +15,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from ._clock import Clock
+from ._clock import Clock, run_with_timeout
 from ._input_info import InputInfoTracker, StreamInputInfo
 from ._job import Job
 from ._job_set import JobSet
@@ -93,6 +93,9 @@ class JobGenerator:
         self.last_processed_batch: Time | None = None
         self.discard_new_batches = False
         self.generated = 0
+        self._handling: Time | None = None  # the batch whose generation or finishing is under way
+        self._scope: anyio.CancelScope | None = None
+        self._ended: anyio.Event | None = None
         self._log = library_logger("aiodstream.scheduler", component="JobGenerator")
 
     # -- posting (synchronous: the timer and the scheduler never wait for the generator) --
@@ -114,9 +117,27 @@ class JobGenerator:
             self._queued_generate += 1
             self._inbox.put_nowait(message.time)
 
-    def close(self) -> None:
-        """No more messages: the loop ends once it has handled what is queued."""
+    async def close(self, abandon_after: Duration | None = None) -> None:
+        """No more messages: wait until the loop has handled what is queued and ended.
+
+        After ``abandon_after`` on the clock (None: no bound) a generation or hook that has not
+        returned (a graph's call into Spark that hangs) is abandoned: the loop is cancelled, and a
+        call blocked on a thread is left to finish there. What is still queued is not handled.
+        """
         self._inbox.close()
+        ended = self._ended
+        if ended is None:
+            return
+        if self._handling is None and not self.queued:  # idle: the loop ends at its next step
+            await ended.wait()
+            return
+        if await run_with_timeout(self._clock, abandon_after, ended.wait):
+            return
+        self._log.warning("abandoned a batch's generation that did not end", batch_time=_ms(self._handling),
+                          waited_ms=_ms(abandon_after), queued=self.queued)
+        assert self._scope is not None
+        self._scope.cancel()
+        await ended.wait()
 
     @property
     def queued(self) -> int:
@@ -135,7 +156,15 @@ class JobGenerator:
         self._graph.start(self.zero_time, self._input_infos)
 
     async def run_loop(self) -> None:
-        """Handle messages until :meth:`close` and the queue is empty."""
+        """Handle messages until :meth:`close` and the queue is empty (or :meth:`close` abandons them)."""
+        self._ended = anyio.Event()
+        try:
+            with anyio.CancelScope() as self._scope:
+                await self._handle_messages()
+        finally:
+            self._ended.set()
+
+    async def _handle_messages(self) -> None:
         inbox, finished = self._inbox, self._finished
         handled = 0
         while True:
@@ -154,11 +183,13 @@ class JobGenerator:
                 done = finished.popleft()
                 if done.time == self._in_flight:
                     self._in_flight = None
+                self._handling = done.time
                 try:
                     await self._finish_batch(done)
                 except Exception as exc:  # a hook or the graph misbehaved: report, keep going
                     self._report_error("Error in job generator", exc, None)
                 finally:
+                    self._handling = None
                     self._work.done()
             if message is not None:  # a batch time to generate (see post)
                 self._deferred.append(message)
@@ -167,6 +198,7 @@ class JobGenerator:
             while self._deferred and self._in_flight is None:
                 time = self._deferred.popleft()
                 self._queued_generate -= 1
+                self._handling = time
                 try:
                     if not self.discard_new_batches:
                         submitted = await self._generate_jobs(time)
@@ -175,6 +207,7 @@ class JobGenerator:
                 except Exception as exc:
                     self._report_error("Error in job generator", exc, None)
                 finally:
+                    self._handling = None
                     self._work.done()
 
     async def _generate_jobs(self, time: Time) -> bool:
@@ -219,3 +252,7 @@ class JobGenerator:
 
     def __repr__(self) -> str:
         return f"<JobGenerator [zero {self.zero_time} | queued {self.queued} | last processed {self.last_processed_batch}]>"
+
+
+def _ms(value: Time | Duration | None) -> int | None:
+    return None if value is None else value.milliseconds

@@ -230,7 +230,8 @@ class JobScheduler:
                     self.abandon_running()
         self._jobs.close()
         await self._wait_running()
-        self.generator.close()
+        # A generation that hangs (a graph's Spark call) gets as long as a running job, then is abandoned.
+        await self.generator.close(abandon_after if not drained or not graceful else None)
         await self._finished.wait()
         self._log.info("job scheduler stopped", pending=[t.milliseconds for t in self.pending_times()],
                        input_stopped=graph_stopped)

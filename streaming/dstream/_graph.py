@@ -340,7 +340,7 @@ class DStreamGraph:
             thread = self._generation_thread
             if thread is None:
                 thread = self._generation_thread = WorkerThreads(1, "aiodstream-generate")
-        return await thread.run(self._generate_jobs, time, abandon_on_cancel=False)
+        return await thread.run(self._generate_jobs, time)  # a stop abandons a generation that hangs
 
     def release_threads(self) -> None:
         """Let the generation thread end (when its current batch, if any, is generated)."""

@@ -329,6 +329,33 @@ def test_an_immediate_stop_cancels_the_running_spark_job_and_returns_promptly(co
     assert "was abandoned by an immediate stop" in (abandoned.output_operation_infos[0].failure_reason or "")
 
 
+def test_an_immediate_stop_abandons_a_batch_whose_generation_hangs(contexts: Any) -> None:
+    """A transform function (it runs as the batch is generated, on the graph's thread) that blocks for good: stop()
+    abandons the generation after the 2 s grace for running work and returns while the function still blocks."""
+    ssc, _ = contexts(0.2)
+    entered, release, returned = threading.Event(), threading.Event(), threading.Event()
+    times: list[int] = []
+
+    def hang_on_the_second_batch(t: Any, rdd: Any) -> Any:
+        times.append(int(t.timestamp() * 1000))
+        if len(times) == 2:
+            entered.set()
+            release.wait(2 * WAIT_S)  # longer than the test waits for the stop
+            returned.set()
+        return rdd
+
+    ssc.queueStream([[1], [2], [3]]).transform(hang_on_the_second_batch).foreachRDD(lambda rdd: rdd.count())
+    stopped = threading.Event()
+    try:
+        ssc.start()
+        assert entered.wait(WAIT_S), "the second batch was never generated"
+        threading.Thread(target=lambda: (ssc.stop(stopSparkContext=False), stopped.set()), daemon=True).start()
+        assert stopped.wait(WAIT_S), "stop() waited for the hung generation"
+        assert not returned.is_set() and ssc.getState() == "STOPPED" and len(times) == 2
+    finally:
+        release.set()
+
+
 # -- sources --
 
 

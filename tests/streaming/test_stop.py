@@ -329,3 +329,67 @@ async def test_a_stop_while_the_start_is_under_way_stops_the_started_runtime_and
         assert rt.state is StreamingContextState.STOPPED and ran == []
     assert "second start refused: StreamingContext has already been started" in log
     assert log.index("start returned") < log.index("stop returned STOPPED")
+
+
+# -- a batch whose generation never ends --
+
+
+class HungGeneration(ScriptedGraph):
+    """Batch 1000 is generated; batch 2000's generation never returns (on the loop, or blocked on a thread)."""
+
+    def __init__(self, on_thread: bool, release: threading.Event) -> None:
+        super().__init__(lambda t: [Job(t, noop, name=str(t.milliseconds))])
+        self.on_thread = on_thread
+        self.release = release
+        self.entered = anyio.Event()
+
+    async def generate_jobs(self, time: Time) -> list[Job]:
+        jobs = list(await super().generate_jobs(time))
+        if time.milliseconds == 2000:
+            self.entered.set()
+            if self.on_thread:  # a PySpark call that blocks for good, on a thread (as DStreamGraph generates)
+                await anyio.to_thread.run_sync(self.release.wait, abandon_on_cancel=True)
+            else:
+                await anyio.Event().wait()
+        return jobs
+
+
+async def noop() -> None:
+    pass
+
+
+@pytest.mark.parametrize("graceful", [False, True])
+@pytest.mark.parametrize("on_thread", [False, True])
+async def test_a_batch_whose_generation_never_ends_holds_a_stop_only_until_abandon_after(
+        clock: ManualClock, graceful: bool, on_thread: bool) -> None:
+    """A graph or planner call that never returns (a transform's Spark call that hangs): the stop (after the graceful
+    timeout, for a graceful one) gives the generation ``abandon_after`` on the runtime's clock, then abandons it, says
+    so, and ends; the batch was never submitted (a restart generates it again, as a down-time batch)."""
+    release = threading.Event()
+    graph = HungGeneration(on_thread, release)
+    try:
+        with anyio.fail_after(HANG_GUARD_S), capture_events() as logs:
+            async with StreamingRuntime(graph, Seconds(1), clock=clock, abandon_after=Seconds(2),
+                                        graceful_stop_timeout=Seconds(3)) as rt:
+                await rt.start()
+                clock.advance(Seconds(1))
+                await wait_until(lambda: rt.scheduler.statistics().batches_completed == 1)
+                clock.advance(Seconds(1))
+                await graph.entered.wait()
+                began = clock.now()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(functools.partial(rt.stop, graceful=graceful))
+                    for _ in range(6):  # the graceful stop's one more tick, its timeout, then abandon_after
+                        await wait_until(lambda: clock.sleepers >= 1)
+                        await settle()
+                        if rt.state is StreamingContextState.STOPPED:
+                            break
+                        clock.advance(Seconds(1))
+                assert rt.state is StreamingContextState.STOPPED
+                waited = clock.now() - began
+                assert waited == (Seconds(1 + 3 + 2) if graceful else Seconds(2))
+    finally:
+        release.set()
+    [abandoned] = [e for e in logs if e["event"] == "abandoned a batch's generation that did not end"]
+    assert abandoned["batch_time"] == 2000
+    assert rt.scheduler.pending_times() == [] and graph.calls[-1] == ("generate", 2000)
