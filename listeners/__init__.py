@@ -23,7 +23,7 @@ from ._events import (
     StreamingStarted,
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo, ReceiverInfo
-from ._listener import HANDLER_NAMES, StreamingListener
+from ._listener import HANDLER_NAMES, StreamingListener, check_listener
 from ._listener_queue import LINGER, LINGER_EVENTS, ListenerStatistics, current_listener
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "BatchRecord",
     "BatchStarted",
     "BatchSubmitted",
+    "check_listener",
     "completed_batch",
     "current_listener",
     "DEFAULT_LISTENER_EXIT_TIMEOUT",

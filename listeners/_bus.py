@@ -36,7 +36,8 @@ from ._events import (
     succeeded_values,
 )
 from ._info import BatchInfo, BatchRecord, OutputOperationInfo
-from ._listener_queue import DeliveryControl, ListenerQueue, ListenerStatistics, name_of
+from ._listener import name_of
+from ._listener_queue import DeliveryControl, ListenerQueue, ListenerStatistics
 from ._serve import serve
 
 __all__ = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Awaitable, Callable
 
 from ._events import (
@@ -20,7 +21,7 @@ from ._events import (
     StreamingStarted,
 )
 
-__all__ = ["HANDLER_NAMES", "StreamingListener"]
+__all__ = ["HANDLER_NAMES", "Handlers", "StreamingListener", "check_listener", "handlers_of", "name_of"]
 
 HANDLER_NAMES: dict[type, str] = {
     StreamingStarted: "on_streaming_started",
@@ -97,3 +98,56 @@ class StreamingListener:
 
 
 EventCallback = Callable[[Any], "Awaitable[None] | None"]
+
+
+Handlers = dict[type, tuple[Callable[[Any], Any], bool]]
+"""A listener's callbacks by event type, each with whether it is ``async``."""
+
+
+def name_of(listener: object) -> str:
+    """The name logs and statistics use for ``listener`` by default: its function's or its class's qualified name."""
+    if inspect.isfunction(listener) or inspect.ismethod(listener):
+        return getattr(listener, "__qualname__", repr(listener))
+    return type(listener).__qualname__
+
+
+def handlers_of(listener: object) -> Handlers:
+    """The callbacks of ``listener`` by event type, each with whether it is ``async``.
+
+    Raises:
+        TypeError: not a listener.
+    """
+    handlers: Handlers = {}
+    if isinstance(listener, StreamingListener) or any(hasattr(listener, n) for n in HANDLER_NAMES.values()):
+        for event_type, method_name in HANDLER_NAMES.items():
+            method = getattr(listener, method_name, None)
+            if method is None:
+                continue
+            base = getattr(StreamingListener, method_name)
+            if getattr(method, "__func__", None) is base:
+                continue  # not overridden: skip the call entirely
+            handlers[event_type] = (method, inspect.iscoroutinefunction(method))
+    elif callable(listener):
+        is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__)
+        for event_type in HANDLER_NAMES:
+            handlers[event_type] = (listener, is_async)
+    else:
+        raise TypeError(
+            f"a listener must be a StreamingListener, an object with on_* callbacks, or a callable taking an event; got {listener!r}"
+        )
+    return handlers
+
+
+def check_listener(listener: object, name: str | None = None, *, inline: bool | None = None) -> Handlers:
+    """Refuse what a bus would refuse to register (as :func:`handlers_of`, and an inline listener with an ``async``
+    callback: ``inline`` default its ``run_inline``); return its callbacks.
+
+    Raises:
+        TypeError: not a listener, or an inline listener with an ``async`` callback.
+    """
+    handlers = handlers_of(listener)
+    if (bool(getattr(listener, "run_inline", False)) if inline is None else inline) and any(
+            is_async for _, is_async in handlers.values()):
+        raise TypeError(f"listener {name or name_of(listener)!r} runs inline (inside post), so its callbacks must be plain 'def' "
+                        "functions that never block; make them plain, or register it without inline")
+    return handlers

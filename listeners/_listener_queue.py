@@ -30,10 +30,10 @@ from scheduler import (
 
 from ._events import SUCCEEDED_WIDTH, BatchCompleted, StreamingEvent, of_succeeded_values
 from ._hand_off import HAND_OFF_EVENTS, HAND_OFF_WAIT_S
-from ._listener import HANDLER_NAMES, StreamingListener
+from ._listener import Handlers as _Handlers
+from ._listener import check_listener
 
-__all__ = ["SUCCEEDED", "DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener", "handlers_of",
-           "name_of"]
+__all__ = ["SUCCEEDED", "DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener"]
 
 _current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar("aiodstream_listener", default=None)
 
@@ -65,7 +65,6 @@ events were objects and a linger past 24 started collections. Flat out the time 
 a linger first: figures in docs/ui.md ("History and cost").
 """
 
-_Handlers = dict[type, tuple[Callable[[Any], Any], bool]]
 _Run = list[tuple[Callable[[Any], Any] | None, object]]
 
 
@@ -76,13 +75,6 @@ def current_listener() -> str | None:
     the very callback that asked.
     """
     return _current_listener.get()
-
-
-def name_of(listener: object) -> str:
-    """The name logs and statistics use for ``listener`` by default: its function's or its class's qualified name."""
-    if inspect.isfunction(listener) or inspect.ismethod(listener):
-        return getattr(listener, "__qualname__", repr(listener))
-    return type(listener).__qualname__
 
 
 @attrs.frozen
@@ -117,33 +109,6 @@ class DeliveryControl:
     async def wait_progress(self) -> None:
         """Wait until some queue delivered events or ended (the caller counts itself in ``waiters``)."""
         await self._progress.wait()
-
-
-def handlers_of(listener: object) -> _Handlers:
-    """The callbacks of ``listener`` by event type, each with whether it is ``async``.
-
-    Raises:
-        TypeError: not a listener.
-    """
-    handlers: _Handlers = {}
-    if isinstance(listener, StreamingListener) or any(hasattr(listener, n) for n in HANDLER_NAMES.values()):
-        for event_type, method_name in HANDLER_NAMES.items():
-            method = getattr(listener, method_name, None)
-            if method is None:
-                continue
-            base = getattr(StreamingListener, method_name)
-            if getattr(method, "__func__", None) is base:
-                continue  # not overridden: skip the call entirely
-            handlers[event_type] = (method, inspect.iscoroutinefunction(method))
-    elif callable(listener):
-        is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__)
-        for event_type in HANDLER_NAMES:
-            handlers[event_type] = (listener, is_async)
-    else:
-        raise TypeError(
-            f"a listener must be a StreamingListener, an object with on_* callbacks, or a callable taking an event; got {listener!r}"
-        )
-    return handlers
 
 
 class ListenerQueue:
@@ -183,7 +148,7 @@ class ListenerQueue:
         # Bounded, and unlike a memory object stream it parks an idle dispatcher in one step and
         # wakes it without building a receiver record per event: one loop iteration per wake-up.
         self.queue: Mailbox[StreamingEvent] = Mailbox(capacity)
-        self.handlers: _Handlers = handlers_of(listener)
+        self.handlers: _Handlers = check_listener(listener, name, inline=self.inline)
         # Every callback plain and run off the loop: a thread trip takes whatever is queued, as it is.
         self.all_plain = not self.on_loop and not any(is_async for _, is_async in self.handlers.values())
         self.gather = gather and self.all_plain and not self.inline
@@ -202,9 +167,6 @@ class ListenerQueue:
         # a mailbox put, at most ``capacity`` of them, then drops) and the dispatcher takes the list
         # whole after the trip; ``None`` otherwise (the bus then uses the queue). Set and cleared on the loop.
         self.pending: list[Any] | None = None
-        if self.inline and any(is_async for _, is_async in self.handlers.values()):
-            raise TypeError(f"listener {name!r} runs inline (inside post), so its callbacks must be plain 'def' "
-                            "functions that never block; make them plain, or register it without inline")
         self.accepted = 0
         self.processed = 0
         # Events with no callback of this listener: counted as delivered, never queued (so accepted

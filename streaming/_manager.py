@@ -11,6 +11,7 @@ import json
 import uuid
 from typing import Any
 
+from listeners import check_listener
 from scheduler import StreamingQueryException, StreamingQueryProgress
 
 from ._listener_compat import adapt_listener
@@ -145,8 +146,10 @@ class StreamingQueryManager:
 
         Raises:
             ValueError: the listener was already added.
+            TypeError: not a listener, or one a listener bus refuses (an inline one with ``async`` callbacks).
         """
         registered, name = adapt_listener(listener)
+        check_listener(registered, name)  # refused here, not by every later query's start
         for runtime in self._registry.add_listener(listener, registered, name):
             runtime.add_listener(registered, name=name)
 

@@ -291,9 +291,9 @@ class StreamingRuntime:
         self._scheduler_done = anyio.Event()
         tracker = self.tracker
         plan: RunPlan | None = None
-        if tracker is not None:  # a query: the manager's listeners hear it from its start
-            self._registration.add_manager_listeners(self.listener_bus)
         try:
+            if tracker is not None:  # a query: the manager's listeners hear it from its start
+                self._registration.add_manager_listeners(self.listener_bus)
             await tg.start(self.listener_bus.run)
             run: dict[str, Any] = {}
             if tracker is not None:

@@ -121,6 +121,40 @@ async def test_a_manager_listener_hears_every_query_and_a_removed_one_nothing_mo
     assert len(heard) == count
 
 
+class InlineWithAsyncCallback:
+    run_inline = True
+
+    async def on_query_progress(self, event: Any) -> None:
+        pass
+
+
+def test_a_listener_a_bus_would_refuse_is_refused_by_add_listener_and_not_kept() -> None:
+    """An inline listener with an async callback (or no listener at all) was stored and then failed every later
+    query's start; it is refused at once, with the bus's message, and nothing is kept."""
+    before = list(streams.listListeners())
+    with pytest.raises(TypeError, match="'InlineWithAsyncCallback' runs inline"):
+        streams.addListener(InlineWithAsyncCallback())
+    with pytest.raises(TypeError, match="a listener must be"):
+        streams.addListener(42)
+    assert list(streams.listListeners()) == before
+
+
+async def test_a_start_that_fails_adding_the_managers_listeners_leaves_a_stopped_runtime(
+        clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure while the manager's listeners are put on the bus: start() raises it, the runtime is STOPPED and a
+    stop() returns (it waited for a start that never ended)."""
+    async with StreamingRuntime(pipeline(Out(), [1]), Seconds(1), clock=clock, track_progress=True) as rt:
+        def refuse(bus: Any) -> None:
+            raise TypeError("refused listener")
+
+        monkeypatch.setattr(rt._registration, "add_manager_listeners", refuse)
+        with pytest.raises(TypeError, match="refused listener"):
+            await rt.start()
+        assert not rt.is_active
+        with anyio.fail_after(5):
+            await rt.stop()
+
+
 def test_await_any_termination_follows_sparks_rules() -> None:
     """Unset until a termination; a failure is raised until reset, even after later clean terminations; timeouts."""
     registry = QueryRegistry()
