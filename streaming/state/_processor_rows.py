@@ -73,32 +73,54 @@ def key_bytes(key: Any) -> bytes:
 
     Pickle alone does not give that: it writes an object met a second time as a reference to the
     first (``(s, s)`` pickles shorter than ``(s, t)`` with ``s == t``), and ``-0.0 == 0.0``. So a
-    tuple or list key is rebuilt first (:func:`_canonical`): every ``str`` and ``bytes`` its own
-    object (or CPython's one object for that value: the empty string, one Latin-1 character, one
-    byte), so none is met twice, and ``-0.0`` as ``0.0``, as Spark normalizes grouping keys. A key
-    with no object in it twice pickles exactly as before. Not covered: other objects met twice in a
-    key (one ``datetime`` twice), and tuple subclasses (namedtuples, Rows), which pickle as they are.
+    key is rebuilt first (:func:`_canonical`): every ``str`` and ``bytes`` its own object (or
+    CPython's one object for that value: the empty string, one Latin-1 character, one byte), every
+    tuple and list rebuilt, a tuple subclass (a namedtuple, a Row) too, as its own type; any other
+    object met a second time is rebuilt from its reduction (a ``datetime`` or a ``Decimal`` twice),
+    and ``-0.0`` is ``0.0``, as Spark normalizes grouping keys. A key with no object in it twice
+    pickles exactly as before. Not covered: an object met twice whose reduction carries a state
+    (instances of plain classes), and objects met twice inside other objects (a set's items).
     """
     kind = type(key)
     if kind is str or kind is int or kind is bytes:  # nothing in it can be met twice: the common keys, at once
         return pickle.dumps(key, protocol=5)
-    return pickle.dumps(_canonical(key), protocol=5)
+    return pickle.dumps(_canonical(key, set()), protocol=5)
 
 
-def _canonical(value: Any) -> Any:
-    """``value`` with no ``str`` or ``bytes`` of two or more characters met twice, and ``-0.0`` as ``0.0`` (see :func:`key_bytes`)."""
+def _canonical(value: Any, seen: set[int]) -> Any:
+    """``value`` with no object met twice but the ones pickle writes as values (see :func:`key_bytes`).
+
+    ``seen``: the ids of the objects of the key kept as they are so far (all alive: the key holds them).
+    """
     kind = type(value)
     if kind is tuple:
-        return tuple([_canonical(item) for item in value])
+        return tuple([_canonical(item, seen) for item in value])
     if kind is list:
-        return [_canonical(item) for item in value]
+        return [_canonical(item, seen) for item in value]
     if kind is str:  # a new object, or CPython's one object for that value (the empty string, one Latin-1 character)
         return value.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")
     if kind is bytes:
         return bytes(bytearray(value))
-    if kind is float and value == 0.0:
-        return 0.0
+    if kind is float:
+        return 0.0 if value == 0.0 else value
+    if kind is int or kind is bool or value is None:  # written as values, never referred to
+        return value
+    if isinstance(value, tuple) or id(value) in seen:  # a namedtuple or a Row (whose items may repeat), or met again
+        return _rebuilt(value, seen)
+    seen.add(id(value))
     return value
+
+
+def _rebuilt(value: Any, seen: set[int]) -> Any:
+    # A new object of value's type from its reduction's arguments, themselves canonical; as it is when the reduction
+    # carries more than a callable and its arguments (a state: no object of ours to rebuild it from).
+    try:
+        reduced = type(value).__reduce_ex__(value, 5)  # on its type: a class met twice is no call of its own method
+    except Exception:  # pickle fails on it just the same: let pickle say so
+        return value
+    if isinstance(reduced, str) or len(reduced) < 2 or any(part is not None for part in reduced[2:]):
+        return value
+    return reduced[0](*_canonical(tuple(reduced[1]), seen))
 
 
 def variable_prefix(name: str, grouping_key: bytes | None = None) -> bytes:

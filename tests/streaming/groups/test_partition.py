@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -103,6 +104,52 @@ def test_equal_keys_are_one_group_whatever_objects_they_are_made_of(tmp_path: Pa
     # A key with no object in it twice is written as before: existing checkpoints keep finding their rows.
     assert key_bytes(two_objects) == pickle.dumps(two_objects, protocol=5)
     assert key_bytes(("ab", 1, (2.5, b"xy"))) == pickle.dumps(("ab", 1, (2.5, b"xy")), protocol=5)
+
+
+Pair = collections.namedtuple("Pair", "src dst")
+
+
+def test_equal_namedtuple_row_datetime_and_decimal_keys_are_one_group(tmp_path: Path) -> None:
+    """Namedtuples and Rows holding one string object twice against two equal strings, one datetime or Decimal object
+    twice against two equal ones: one call and one state row each (they were two groups, the state split); keys without
+    an object twice pickle as before, and come back as their own type."""
+    import datetime
+    import decimal
+    import pickle
+
+    from pyspark.sql import Row
+
+    from streaming.state._processor_rows import key_bytes
+
+    def count(key: Any, values: Iterator[Any], state: GroupState) -> tuple[Any, int]:
+        total = (state.getOption or 0) + sum(1 for _ in values)
+        state.update(total)
+        return (key, total)
+
+    pair = Pair
+    same, other = "alice", "".join(["ali", "ce"])
+    when = datetime.datetime(2026, 11, 27, 9, 0, tzinfo=datetime.timezone.utc)
+    amount = decimal.Decimal("12.50")
+    keys = [
+        (pair(same, same), pair(same, other)),
+        (Row(src=same, dst=same), Row(src=same, dst=other)),
+        ((when, when), (when, when.replace())),
+        ((amount, amount), (amount, decimal.Decimal("12.50"))),
+    ]
+    records = []
+    for one_object, two_objects in keys:
+        assert one_object == two_objects and pickle.dumps(one_object, protocol=5) != pickle.dumps(two_objects, protocol=5)
+        records += [(one_object, 1), (two_objects, 2)]
+    batches = Batches(tmp_path, GroupsWithStateSpec(count, False, "NoTimeout", False))
+    result = batches.run(records, 1000)
+    assert result.num_keys_called == len(keys) and sorted(total for _, total in result.outputs) == [2] * len(keys)
+    store = batches.provider.load(batches.version)
+    assert len(store) == len(keys)
+    store.abort()
+    for one_object, two_objects in keys:
+        assert key_bytes(two_objects) == pickle.dumps(two_objects, protocol=5)  # as before: no object in it twice
+        assert type(pickle.loads(key_bytes(one_object))) is type(one_object)
+    assert key_bytes(pair(1, (2, "x"))) == pickle.dumps(pair(1, (2, "x")), protocol=5)
 
 
 def test_map_groups_emits_one_value_per_key_and_keys_in_a_stable_order(tmp_path: Path) -> None:
