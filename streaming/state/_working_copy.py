@@ -24,13 +24,17 @@ def open_working_copy(path: Path) -> sqlite3.Connection:
     SQLite, from the standard library: its B-tree keeps a point read or write in microseconds
     with a million keys, a partial index on the timeout serves the timeout pass,
     ``Connection.backup`` copies a consistent snapshot while the next batch writes, and it adds
-    no dependency. It needs no durability of its own (``synchronous=OFF``): the delta files are
-    the truth, and a working copy that is missing, stale or newer than wanted is rebuilt from
-    them. A working copy of an earlier release gains the columns it lacks.
+    no dependency. It needs no durability of its own: the delta files are the truth, and a
+    working copy that is missing, stale or newer than wanted is rebuilt from them. But it must stay
+    consistent through a power loss (its ``meta`` row is what proves its rows' version): with
+    ``synchronous=NORMAL`` in WAL mode a commit is not flushed (it may be lost, and the copy is
+    then behind, which the deltas prove), while a checkpoint flushes the WAL before the database
+    and the database before the WAL starts over. (``OFF`` let a power loss keep the new ``meta``
+    over rows of an older version.) A working copy of an earlier release gains the columns it lacks.
     """
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=OFF")  # the delta files are the durable record
+    conn.execute("PRAGMA synchronous=NORMAL")  # consistent after a power loss; a commit costs no flush
     conn.execute("CREATE TABLE IF NOT EXISTS state (key BLOB PRIMARY KEY, value BLOB, timeout INTEGER NOT NULL) WITHOUT ROWID")
     conn.execute(f"CREATE INDEX IF NOT EXISTS due ON state (timeout, key) WHERE timeout != {NO_TIMESTAMP}")
     conn.execute("CREATE TABLE IF NOT EXISTS meta (id INTEGER PRIMARY KEY CHECK (id = 0), version INTEGER NOT NULL, "

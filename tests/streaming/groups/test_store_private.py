@@ -151,6 +151,21 @@ def test_a_legitimate_working_copy_is_reused_by_the_next_load_and_by_another_pro
     assert one.statistics() == StateStoreStatistics(loads=4, reused=3, rebuilt=0)
 
 
+def test_a_working_copy_stays_consistent_through_a_power_loss(tmp_path: Path) -> None:
+    """A working copy kept across a machine's restart (an explicit local_dir) is reused when its meta row proves its
+    version, so a power loss must never keep a new meta row over older rows: its WAL checkpoints flush
+    (synchronous NORMAL; OFF let the database file lose the pages a checkpoint wrote while the WAL started over)."""
+    ck, local = tmp_path / "ck", tmp_path / "local"
+    provider = StateStoreProvider(ck, 0, 0, local_dir=local)
+    assert batch(provider, 0, ["x"]) == [("x", 1)]
+    conn = sqlite3.connect(provider.working_copy)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        conn.close()
+    assert provider._connection().execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+
+
 def test_the_default_working_directory_is_private_to_this_user(tmp_path: Path) -> None:
     """Without a Spark task and a local_dir, the working copy is in a directory of mode 0700 owned by this user."""
     provider = StateStoreProvider(tmp_path / "ck", 0, 0)
