@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 import attrs
+
+from scheduler import REDACTED, REDACTION_PATTERN
 
 from ._py4j import active_spark_context, conf_value, hadoop_configuration, java_spark_context, launched_gateway
 
@@ -156,6 +158,11 @@ STREAMING_SETTINGS = (
 """The Spark configuration keys the streaming layer reads."""
 
 
+def redacted_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` with the value of every key that names a secret (Spark's ``spark.redaction.regex``) shown as ``***``."""
+    return {key: REDACTED if REDACTION_PATTERN.search(key) else value for key, value in conf.items()}
+
+
 @attrs.frozen
 class SparkSettings:
     """What a StreamingContext reads from its SparkContext, fetched once (py4j calls: blocking).
@@ -170,7 +177,7 @@ class SparkSettings:
     """
 
     default_parallelism: int
-    conf: dict[str, str]
+    conf: dict[str, str] = attrs.field(repr=lambda conf: repr(redacted_conf(conf)))
     default_fs: str = "file:///"
 
     @classmethod

@@ -150,3 +150,17 @@ def test_the_command_line_shows_the_uri_and_its_errors_redacted(
     assert main(["checkpoint", ftp_server.uri("ck"), "--json"]) == 4
     captured = capsys.readouterr()
     assert redacted_uri(ftp_server, "ck") in captured.out and secret(ftp_server) not in captured.out + captured.err
+
+
+def test_spark_settings_show_the_uis_secrets_redacted() -> None:
+    """SparkSettings (what env.spark.settings() returns, and what a logged traceback's locals show) printed the UI's
+    token and password; their values are redacted in its repr, the settings themselves keep them."""
+    from streaming.spark import SparkSettings
+
+    conf = {"spark.aiodstream.ui.token": "S3CRET-TOKEN", "spark.aiodstream.ui.password": "S3CRET-PASSWORD",
+            "spark.aiodstream.ui.user": "admin", "spark.aiodstream.ui.port": "4041"}
+    settings = SparkSettings(2, conf)
+    shown = repr(settings)
+    assert "S3CRET" not in shown and "'spark.aiodstream.ui.token': '***'" in shown
+    assert "'spark.aiodstream.ui.user': 'admin'" in shown and "'spark.aiodstream.ui.port': '4041'" in shown
+    assert settings.conf["spark.aiodstream.ui.token"] == "S3CRET-TOKEN"
