@@ -25,6 +25,7 @@ from scheduler import (
 )
 
 from ._batch_log import BatchLog, ProgressLog, completed_batch
+from ._blocked_posts import BlockedPosts
 from ._events import (
     BatchCompleted,
     BatchStarted,
@@ -176,6 +177,7 @@ class StreamingListenerBus:
         # web UI, the metrics) that reads them when it is asked, instead of taking events.
         self._batch_log: BatchLog | None = None
         self._progress_log: ProgressLog | None = None
+        self._blocked = BlockedPosts(self._clock)
         self._log = library_logger("aiodstream.listeners", component="StreamingListenerBus")
 
     # -- listeners --
@@ -258,10 +260,21 @@ class StreamingListenerBus:
         return serve(event, self._slots, None, self.capacity, self._block)
 
     async def _post_waiting(self, event: StreamingEvent, slots: list[ListenerQueue] | None) -> None:
-        # The first of slots has a full queue (BLOCK): wait for room there, then serve the rest in order.
+        # The first of slots has a full queue (BLOCK): wait for room there (see BlockedPosts), then serve the rest in order.
         while slots is not None:
-            await slots[0].put_waiting(event)
+            await self._blocked.put(slots[0], event)
             slots = serve(event, slots[1:], None, self.capacity, self._block)
+
+    def stopping(self) -> None:
+        """What posts here has begun to stop: under the BLOCK policy a post waiting for room (or waiting from now on)
+        waits at most :attr:`exit_timeout` on the bus's clock, then drops its event for that listener, and every later
+        event for that listener is dropped at once; :meth:`stop` then gives up on such a listener without waiting.
+
+        So a hung listener holds the poster's stop (a runtime's scheduler posts from its jobs) no longer than it would
+        hold the bus's own stop. Nothing changes under the DROP policy (a post never waits) or without an exit timeout.
+        """
+        if self._block and self.exit_timeout is not None and self._tg is not None:
+            self._blocked.stopping(self._tg, self.exit_timeout)
 
     # -- the running batches, read when asked --
 
@@ -435,6 +448,7 @@ class StreamingListenerBus:
         if self._closed:
             return
         self._closed = True
+        self._blocked.close()
         for slot in self._slots:
             slot.queue.close()
             slot.end_linger()
@@ -471,7 +485,7 @@ class StreamingListenerBus:
         if ended is None:  # never ran: what is queued is delivered if it runs later
             return True
         try:
-            return await run_with_timeout(self._clock, self.exit_timeout, ended.wait)
+            return await run_with_timeout(self._clock, self.exit_timeout, self._drained) and ended.is_set()
         finally:
             if not ended.is_set():
                 self._abandon()
@@ -480,6 +494,22 @@ class StreamingListenerBus:
                     await ended.wait()
                 for slot in (*self._slots, *self._removed):
                     self._drop_undelivered(slot)  # a dispatcher cancelled before it ever ran
+
+    async def _drained(self) -> None:
+        # Until run() has ended; or, once a listener was given up on while the stop began (stopping), until every
+        # other listener has received what is queued for it: the stop then gives up on the rest at once.
+        ended, control, stalled = self._ended, self._control, self._blocked.stalled
+        assert ended is not None
+        if not stalled:
+            await ended.wait()
+            return
+        control.waiters += 1
+        try:
+            while not ended.is_set() and any(slot.processed < slot.accepted and not slot.ended
+                                             for slot in (*self._slots, *self._removed) if slot not in stalled):
+                await control.wait_progress()
+        finally:
+            control.waiters -= 1
 
     def _abandon(self) -> None:
         """Give up on what is still queued: cancel the dispatchers; each counts and reports its undelivered events."""

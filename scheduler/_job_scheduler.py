@@ -128,6 +128,8 @@ class JobScheduler:
         self._running_changed: anyio.Event | None = None
         self._started = False
         self._finished: anyio.Event | None = None
+        self._workers_ended: anyio.Event | None = None
+        self._workers_alive = 0
         self._stats = {"submitted": 0, "completed": 0, "failed": 0, "jobs_completed": 0, "jobs_failed": 0}
         self._log = library_logger("aiodstream.scheduler", component="JobScheduler")
 
@@ -161,6 +163,8 @@ class JobScheduler:
             raise StreamingStateError("JobScheduler has already been started")
         self._started = True
         self._finished = anyio.Event()
+        self._workers_ended = anyio.Event()
+        self._workers_alive = self.concurrent_jobs
         try:
             first = self.generator.timer.start_time() if start is None else start
             self.generator.start_graph(first, zero_time)
@@ -230,12 +234,18 @@ class JobScheduler:
                     self.abandon_running()
         self._jobs.close()
         await self._wait_running()
+        assert self._workers_ended is not None
+        await self._workers_ended.wait()  # none is between taking a job and finishing it (a listener's post held it)
         # A generation that hangs (a graph's Spark call) gets as long as a running job, then is abandoned.
         await self.generator.close(abandon_after if not drained or not graceful else None)
         await self._finished.wait()
         self._log.info("job scheduler stopped", pending=[t.milliseconds for t in self.pending_times()],
                        input_stopped=graph_stopped)
         return drained
+
+    def discarding_jobs(self) -> bool:
+        """Whether an immediate stop began: queued jobs are dropped, no new one starts."""
+        return self._discard_jobs
 
     def abandon_running(self) -> None:
         """Cancel every running job now (its ``cancel`` hook, then its waiter)."""
@@ -312,18 +322,23 @@ class JobScheduler:
         # costs about as much as the rest of a no-op job. Abandoning a running job cancels its
         # worker's scope; the worker then finalises that job and carries on in a new scope.
         _jobs_of.set(self)  # this task's context: the jobs it runs, and the threads it runs them on
-        while True:
-            running: list[tuple[Job, JobSet]] = []
-            with anyio.CancelScope() as scope:
-                await self._work(scope, running)
-                return
-            if running:  # the job was abandoned by an immediate stop
-                job, job_set = running[0]
-                job.failure = JobAbandonedError(
-                    f"job {job.id} was abandoned by an immediate stop", job_id=job.id,
-                    batch_time_ms=job.time.milliseconds,
-                )
-                await self._finish_job(job, job_set)
+        try:
+            while True:
+                running: list[tuple[Job, JobSet]] = []
+                with anyio.CancelScope() as scope:
+                    await self._work(scope, running)
+                    return
+                if running:  # the job was abandoned by an immediate stop
+                    await self._abandoned(*running[0])
+        finally:
+            self._workers_alive -= 1
+            if not self._workers_alive and self._workers_ended is not None:
+                self._workers_ended.set()
+
+    async def _abandoned(self, job: Job, job_set: JobSet) -> None:
+        job.failure = JobAbandonedError(f"job {job.id} was abandoned by an immediate stop", job_id=job.id,
+                                        batch_time_ms=job.time.milliseconds)
+        await self._finish_job(job, job_set)
 
     async def _work(self, scope: anyio.CancelScope, running: list[tuple[Job, JobSet]]) -> None:
         jobs = self._jobs
@@ -353,6 +368,9 @@ class JobScheduler:
             job.start_time = now
             if listener is not None:
                 await listener.on_job_started(job, job_set)
+                if self.discarding_jobs():  # an immediate stop began while a listener's post held the start (BLOCK)
+                    await self._abandoned(job, job_set)
+                    continue
             running.append(entry)
             self._running[job] = scope
             try:

@@ -358,15 +358,14 @@ class StreamingRuntime:
     async def stop(self, *, graceful: bool = False) -> None:
         """Stop the runtime (ACTIVE -> STOPPED); idempotent.
 
-        Graceful: the next tick still fires, then everything generated runs to completion;
-        it gives up once ``graceful_stop_timeout`` passes without any job finishing. Immediate: nothing new starts; running jobs get
-        ``abandon_after`` to finish and are then cancelled (a blocking Spark call in a worker
-        thread cannot be interrupted: its Spark job group is cancelled and the thread is
-        abandoned). Either way every listener event already posted is delivered before this
-        returns, within ``listener_exit_timeout``; after it, what a hung listener has not
-        received is dropped and counted (``listener_bus.statistics()``), and a listener
-        callback still running on its worker thread is abandoned. Concurrent calls wait for
-        the first one. From one of its own jobs (which a stop waits for) it starts the stop and returns.
+        Graceful: the next tick still fires, then everything generated runs to completion; it gives up once
+        ``graceful_stop_timeout`` passes without any job finishing. Immediate: nothing new starts; running jobs get
+        ``abandon_after`` to finish and are then cancelled (a blocking Spark call in a worker thread cannot be
+        interrupted: its Spark job group is cancelled and the thread is abandoned), as is a batch's generation. Either
+        way every listener event already posted is delivered before this returns, within ``listener_exit_timeout``;
+        after it, what a hung listener has not received is dropped and counted (``listener_bus.statistics()``), and a
+        listener callback still running on its worker thread is abandoned (``OverflowPolicy.BLOCK``: a post waits for
+        a hung listener that long at most). Concurrent calls wait for the first; from its own job it starts the stop.
 
         Cancelled (``anyio.move_on_after`` around it), the stop still completes its short
         bookkeeping, drops the listener events not yet delivered, and the runtime is STOPPED
@@ -383,6 +382,7 @@ class StreamingRuntime:
     async def _stop(self, *, graceful: bool, abandon_after: Duration) -> None:
         if not await self._core.begin_stop():
             return
+        self.listener_bus.stopping()  # under BLOCK, a hung listener holds the jobs' posts no longer than the exit timeout
         if self._driver_scope is not None:
             self._driver_scope.cancel()  # no new trigger-driven batch; what is generated drains below
         assert self._scheduler_done is not None

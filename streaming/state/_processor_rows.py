@@ -115,7 +115,8 @@ def _rebuilt(value: Any, seen: set[int]) -> Any:
     # A new object of value's type from its reduction's arguments, themselves canonical; as it is when the reduction
     # carries more than a callable and its arguments (a state: no object of ours to rebuild it from).
     try:
-        reduced = type(value).__reduce_ex__(value, 5)  # on its type: a class met twice is no call of its own method
+        reduce_ex: Any = type(value).__reduce_ex__  # of its type: for a class met twice, not a call of its own method
+        reduced = reduce_ex(value, 5)
     except Exception:  # pickle fails on it just the same: let pickle say so
         return value
     if isinstance(reduced, str) or len(reduced) < 2 or any(part is not None for part in reduced[2:]):

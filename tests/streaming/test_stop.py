@@ -393,3 +393,41 @@ async def test_a_batch_whose_generation_never_ends_holds_a_stop_only_until_aband
     [abandoned] = [e for e in logs if e["event"] == "abandoned a batch's generation that did not end"]
     assert abandoned["batch_time"] == 2000
     assert rt.scheduler.pending_times() == [] and graph.calls[-1] == ("generate", 2000)
+
+
+async def test_under_the_block_policy_a_hung_listener_holds_a_stop_only_until_the_exit_timeout(clock: ManualClock) -> None:
+    """OverflowPolicy.BLOCK and a listener hung with its queue full: the scheduler's posts wait for room, and the stop
+    waited for them before the bus's deadline ever began (for good). From the stop on, a post waits for room at most
+    the exit timeout, then drops that listener's event; the bus then gives up on the hung listener at once: the whole
+    stop takes the exit timeout, and every event it did not get is counted as dropped."""
+    from listeners import OverflowPolicy
+
+    hung = HungOnBatch()
+    with anyio.fail_after(HANG_GUARD_S):
+        async with StreamingRuntime(pipeline(), Seconds(1), clock=clock, listener_overflow=OverflowPolicy.BLOCK,
+                                    listener_bus_capacity=1, listener_exit_timeout=Seconds(4)) as rt:
+            rt.add_listener(hung, name="hung")
+            await rt.start()
+            clock.advance(Seconds(1))
+            await hung.entered.wait()
+            clock.advance(Seconds(1))  # batch 2000's first event fills the queue; its next post waits for room
+            await settle()
+            began = clock.now()
+            stopped = anyio.Event()
+
+            async def stop() -> None:
+                await rt.stop()
+                stopped.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stop)
+                for _ in range(8):  # the clock moves one second at a time, while something sleeps on it, until the stop returned
+                    await settle()
+                    await wait_until(lambda: stopped.is_set() or clock.sleepers >= 1)
+                    if stopped.is_set():
+                        break
+                    clock.advance(Seconds(1))
+            assert rt.state is StreamingContextState.STOPPED
+            assert clock.now() - began == Seconds(4)
+    [stats] = rt.listener_bus.statistics().listeners
+    assert stats.queued == 0 and stats.delivered == 5 and stats.dropped >= 2
