@@ -230,3 +230,36 @@ def test_describe_refuses_what_is_not_a_checkpoint(tmp_path: Path) -> None:
     with raises_exactly(CheckpointError, f"{tmp_path} is not a checkpoint directory: it has no 'metadata' file and no 'offsets' "
                         "or 'commits' directory"):
         Checkpoint(tmp_path).describe()
+
+
+@pytest.mark.parametrize("damage", ["removed", "emptied"])
+def test_a_lost_offsets_log_beside_commits_is_refused(tmp_path: Path, damage: str) -> None:
+    """Commits without any offsets entry (offsets/ removed or emptied) are refused naming offsets/, not resumed from batch 0."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1", 1: "2"}, [0, 1])
+    for entry in (tmp_path / "offsets").iterdir():
+        entry.unlink()
+    if damage == "removed":
+        (tmp_path / "offsets").rmdir()
+    with raises_exactly(CheckpointError, f"cannot resume from {tmp_path}: {tmp_path}/commits holds commits up to batch 1 but "
+                        f"{tmp_path}/offsets holds no offsets entry (removed or emptied by hand), so a restart would start "
+                        "again at batch 0 and repeat committed batches; restore the offsets entries, or start over with a "
+                        "new checkpoint directory"):
+        ck.open(Milliseconds(1000), 1)
+    assert not (tmp_path / "offsets" / "0").exists()
+
+
+@pytest.mark.parametrize("log", ["offsets", "commits"])
+def test_a_log_that_is_not_a_directory_is_refused(tmp_path: Path, log: str) -> None:
+    """An offsets or commits log replaced by a file is a CorruptCheckpointError naming it, not an empty log."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1"}, [0])
+    for entry in (tmp_path / log).iterdir():
+        entry.unlink()
+    (tmp_path / log).rmdir()
+    (tmp_path / log).write_text("x")
+    with raises_exactly(CorruptCheckpointError, f"cannot read {tmp_path}: {tmp_path}/{log} is not a directory, so its log "
+                        "entries are lost (it was replaced after it was written); restore the directory from a copy, or "
+                        "start over with a new checkpoint directory"):
+        ck.open(Milliseconds(1000), 1)
+    assert Checkpoint(tmp_path).describe().damaged[0].path == f"{tmp_path}/{log}"
