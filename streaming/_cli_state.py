@@ -78,6 +78,10 @@ def _state(args: argparse.Namespace) -> int:
     except (StateStoreError, ValueError) as exc:
         print(f"aiodstream state: error: {redact_uri(' '.join(str(exc).splitlines()))}", file=sys.stderr)
         return EXIT_DAMAGED if isinstance(exc, StateStoreError) else EXIT_USAGE
+    except OSError as exc:  # a file the system will not read (a directory, no permission): its name, as `checkpoint` does
+        what = f"cannot read {exc.filename}: {exc.strerror or exc}" if exc.filename is not None else str(exc)
+        print(f"aiodstream state: error: {redact_uri(' '.join(what.splitlines()))}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
