@@ -6,6 +6,7 @@ Input descriptors, the file-selection log and the receiver write-ahead log (Spar
 
 from ._input_logs import (
     BLOCK_HEADER,
+    BLOCK_HEADER_V1,
     BlockLog,
     FileSelection,
     FileSelectionLog,
@@ -17,6 +18,7 @@ from ._input_logs import (
 
 __all__ = [
     "BLOCK_HEADER",
+    "BLOCK_HEADER_V1",
     "BlockLog",
     "FileSelection",
     "FileSelectionLog",
