@@ -399,8 +399,9 @@ class Checkpoint:
     def describe(self) -> CheckpointDescription:
         """Summarise the checkpoint without changing anything.
 
-        The metadata and the newest entries that cannot be read are listed in ``damaged`` (their
-        fields are then ``None``), so that every bad entry is reported at once.
+        The metadata and the newest entries that cannot be read (damaged, not a regular file, or
+        refused by the system) are listed in ``damaged`` (their fields are then ``None``), so that
+        every bad entry is reported at once.
 
         Raises:
             CheckpointError: the location does not exist or is not a checkpoint directory.
@@ -423,13 +424,19 @@ class Checkpoint:
             except CorruptCheckpointError as exc:  # reported with the rest of the summary
                 damaged.append(exc)
                 return None
+            except OSError as exc:  # a listed entry the system will not read (no permission, an I/O error): damaged too
+                path = str(exc.filename) if exc.filename is not None else str(self.root)
+                damaged.append(CorruptCheckpointError(f"cannot read {path}: {exc.strerror or exc}", path=path))
+                return None
 
         query_id = read(self.read_query_id)
+        before = len(damaged)
         read(self.check_log_directories)
         offset_ids = self.offsets.batch_ids()
         commit_ids = self.commits.batch_ids()
         try:
-            self._check_offsets_kept(offset_ids, commit_ids)
+            if len(damaged) == before:  # a log that is a file is reported as such, not again as an empty log
+                self._check_offsets_kept(offset_ids, commit_ids)
         except CheckpointError as exc:  # a restart refuses it: damage to report, not "offsets none"
             damaged.append(CorruptCheckpointError(str(exc), path=exc.path))
         latest_offsets = read(self.offsets.get_latest)

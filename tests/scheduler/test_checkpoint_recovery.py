@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -263,3 +265,41 @@ def test_a_log_that_is_not_a_directory_is_refused(tmp_path: Path, log: str) -> N
                         "start over with a new checkpoint directory"):
         ck.open(Milliseconds(1000), 1)
     assert Checkpoint(tmp_path).describe().damaged[0].path == f"{tmp_path}/{log}"
+
+
+def _directory(path: Path) -> None:
+    path.mkdir()
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _dangling(path: Path) -> None:
+    path.symlink_to(path.parent / "nowhere")
+
+
+def _loop(path: Path) -> None:
+    path.symlink_to(path)
+
+
+@pytest.mark.timeout(30)  # before, a FIFO blocked the read until a writer came: forever
+@pytest.mark.parametrize(("make", "what"), [(_directory, "a directory"), (_fifo, "a FIFO"),
+                                            (_dangling, "a symbolic link to nothing"), (_loop, "a loop of symbolic links")],
+                         ids=["directory", "fifo", "dangling-symlink", "symlink-loop"])
+def test_a_newest_entry_that_is_not_a_regular_file_is_refused_naming_it(tmp_path: Path, make: Any, what: str) -> None:
+    """The newest offsets entry replaced by a directory, FIFO or bad symlink: open and describe name it, never wait on it
+    nor fall back to an older entry."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1", 1: "2", 2: "3"}, [0, 1])
+    entry = tmp_path / "offsets" / "2"
+    entry.unlink()
+    make(entry)
+    message = (f"cannot read {entry}: it is {what}, not a regular file; it was replaced after it was written (aiodstream "
+               "writes only regular files): restore it from a copy, or start over with a new checkpoint directory")
+    with raises_exactly(CorruptCheckpointError, message):
+        ck.open(Milliseconds(1000), 1)
+    with raises_exactly(CorruptCheckpointError, message):
+        ck.offsets.get_latest()
+    described = Checkpoint(tmp_path).describe()
+    assert [str(exc) for exc in described.damaged] == [message] and described.latest_offsets is None

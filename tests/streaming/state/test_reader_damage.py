@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import LOGGER_ROOT, CheckpointPath
+from scheduler import LOGGER_ROOT, CheckpointPath, LocalFileManager
 from streaming._cli import main
 from streaming.state import NO_TIMESTAMP, StateStoreError, StateStoreProvider, keep_partition_count, read_state
 from streaming.state._store_format import DELTA, SNAPSHOT, encode, read_delta
@@ -51,14 +51,32 @@ def partition(root: Path) -> Path:
     return root / "state" / "0" / "0"
 
 
-def test_a_delta_that_is_a_directory_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``aiodstream state`` names a file the system will not read (here a directory) and exits 2, without a traceback."""
+def test_a_file_the_system_will_not_read_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``aiodstream state`` names a file the system refuses to read and exits 2, as ``aiodstream checkpoint``; no traceback."""
+    root = make_store(tmp_path)
+    delta = partition(root) / "3.delta"
+    read = LocalFileManager.read_bytes
+
+    def refuse(self: LocalFileManager, path: str) -> bytes | None:
+        if path == str(delta):
+            raise PermissionError(13, "Permission denied", path)
+        return read(self, path)
+
+    monkeypatch.setattr(LocalFileManager, "read_bytes", refuse)
+    assert main(["state", str(root), "--operator", "0"]) == 2
+    assert capsys.readouterr().err == f"aiodstream state: error: cannot read {delta}: Permission denied\n"
+
+
+def test_a_delta_that_is_a_directory_is_damage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A directory in a delta's place is damage named on one line (exit 4), not an IsADirectoryError traceback."""
     root = make_store(tmp_path)
     delta = partition(root) / "3.delta"
     delta.unlink()
     delta.mkdir()
-    assert main(["state", str(root), "--operator", "0"]) == 2
-    assert capsys.readouterr().err == f"aiodstream state: error: cannot read {delta}: Is a directory\n"
+    assert main(["state", str(root), "--operator", "0"]) == 4
+    assert capsys.readouterr().err.startswith(f"aiodstream state: error: cannot read {delta}: it is a directory, not a "
+                                              "regular file;")
 
 
 def test_a_schema_nested_deeper_than_the_recursion_limit_is_damage(tmp_path: Path) -> None:
