@@ -32,6 +32,7 @@ from scheduler import (
     CorruptCheckpointError,
     MetadataLog,
     Offset,
+    OffsetSeqLog,
     as_checkpoint_path,
 )
 
@@ -42,6 +43,7 @@ __all__ = [
     "FileSelection",
     "FileSelectionLog",
     "InputDescriptor",
+    "checkpoint_has_offsets",
     "decode_block",
     "format_log_offset",
     "parse_log_offset",
@@ -92,16 +94,31 @@ class InputDescriptor:
         self.directory = as_checkpoint_path(directory)
         self.path = self.directory / "stream.json"
 
-    def ensure(self, expected: Mapping[str, Any], *, compare: tuple[str, ...]) -> dict[str, Any]:
-        """Write ``expected`` if nothing is recorded yet; return what is recorded.
+    def ensure(self, expected: Mapping[str, Any], *, compare: tuple[str, ...],
+               checkpoint: CheckpointPath | None = None) -> dict[str, Any]:
+        """Write ``expected`` if nothing is recorded yet and this is a first start; return what is recorded.
 
-        Blocking file I/O (call it in a worker thread).
+        Blocking file I/O (call it in a worker thread). ``checkpoint``: the query's checkpoint
+        directory; when the file is missing and its offsets log already has entries
+        (:func:`checkpoint_has_offsets`, looked at only then), the first start recorded this input
+        and the file was lost: it is refused rather than written anew from this run (which would
+        accept another input, or move a file stream's first threshold to now).
 
         Raises:
-            CheckpointError: the recorded input differs from ``expected`` in one of ``compare``.
+            CheckpointError: the recorded input differs from ``expected`` in one of ``compare``,
+                or the file is missing while the offsets log has entries.
             CorruptCheckpointError: the file cannot be read as JSON.
         """
         data = self.path.read_bytes()
+        if data is None and checkpoint is not None and checkpoint_has_offsets(checkpoint):
+            raise CheckpointError(
+                f"cannot resume from {checkpoint}: {self.path} is missing, but the offsets log already "
+                f"has batches of input {self.directory.name}; the file records what that input was when the checkpoint was "
+                "written (its kind, directory, a file stream's first modification-time threshold), and recording this "
+                "run's instead could take another input's offsets or skip files that arrived while the query was down: "
+                "restore it from a copy, or start over with a new checkpoint directory",
+                path=str(self.path),
+            )
         if data is None:  # write once (a racing writer's file wins: create_new never replaces)
             self.directory.mkdirs()
             self.path.create_new((json.dumps(dict(expected), sort_keys=True) + "\n").encode("utf-8"))
@@ -125,6 +142,11 @@ class InputDescriptor:
                     path=str(self.path),
                 )
         return recorded
+
+
+def checkpoint_has_offsets(checkpoint: CheckpointPath) -> bool:
+    """Whether ``<checkpoint>/offsets`` holds a batch entry: a restart, whose inputs were recorded at the first start."""
+    return bool(OffsetSeqLog(checkpoint / "offsets").batch_ids())
 
 
 class FileSelection(list[tuple[str, int]]):

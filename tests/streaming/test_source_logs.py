@@ -169,6 +169,24 @@ def test_an_input_descriptor_is_written_once_and_checked_at_every_restart(tmp_pa
         descriptor.ensure(first, compare=("kind",))
 
 
+def test_a_descriptor_lost_after_batches_were_logged_is_refused_not_written_anew(tmp_path: Path) -> None:
+    """Missing stream.json with offsets entries in the checkpoint: a CheckpointError naming it, nothing written; with an
+    empty (or no) offsets log it is a first start and the descriptor is written."""
+    ck = Checkpoint(tmp_path / "ck")
+    descriptor = InputDescriptor(tmp_path / "ck" / "sources" / "0")
+    first = {"kind": "file", "directory": "/in"}
+    assert descriptor.ensure(first, compare=("kind",), checkpoint=ck.root) == first  # no offsets log yet
+    Path(descriptor.path).unlink()
+    ck.offsets.add(0, OffsetSeq(('{"logOffset":0}',)))
+    with raises_exactly(CheckpointError, f"cannot resume from {ck.root}: {descriptor.path} is missing, but the offsets log "
+                        "already has batches of input 0; the file records what that input was when the checkpoint was "
+                        "written (its kind, directory, a file stream's first modification-time threshold), and recording "
+                        "this run's instead could take another input's offsets or skip files that arrived while the query "
+                        "was down: restore it from a copy, or start over with a new checkpoint directory") as info:
+        descriptor.ensure({"kind": "file", "directory": "/other"}, compare=("kind",), checkpoint=ck.root)
+    assert info.value.path == str(descriptor.path) and not Path(descriptor.path).exists()
+
+
 def test_checkpoint_recovery_lists_the_committed_batches_whose_input_is_still_logged(tmp_path: Path) -> None:
     """history: committed batches with the entry before them retained (batch 0 starts at nothing), ascending."""
     ck = Checkpoint(tmp_path)
