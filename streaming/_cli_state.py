@@ -55,7 +55,7 @@ def _batch_range(text: str) -> tuple[int, int | None]:
 
 
 def _state(args: argparse.Namespace) -> int:
-    from scheduler import redact_uri
+    from scheduler import CorruptCheckpointError, redact_uri
 
     from .state import StateStoreError, read_state, read_state_changes, read_state_metadata
 
@@ -77,7 +77,11 @@ def _state(args: argparse.Namespace) -> int:
             _print_rows([_fields(r) for r in records], _COLUMNS, args.json)
     except (StateStoreError, ValueError) as exc:
         print(f"aiodstream state: error: {redact_uri(' '.join(str(exc).splitlines()))}", file=sys.stderr)
-        return EXIT_DAMAGED if isinstance(exc, StateStoreError) else EXIT_USAGE
+        return EXIT_DAMAGED if isinstance(exc, (StateStoreError, CorruptCheckpointError)) else EXIT_USAGE
+    except OSError as exc:  # a file the system will not read (a directory, no permission): its name, as `checkpoint` does
+        what = f"cannot read {exc.filename}: {exc.strerror or exc}" if exc.filename is not None else str(exc)
+        print(f"aiodstream state: error: {redact_uri(' '.join(what.splitlines()))}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 

@@ -244,8 +244,10 @@ class Checkpoint:
                 aiodstream, or missing an entry that a re-run needs.
             CorruptCheckpointError: a needed entry cannot be read.
         """
+        self.check_log_directories()
         offset_ids = self.offsets.batch_ids()
         commit_ids = self.commits.batch_ids()
+        self._check_offsets_kept(offset_ids, commit_ids)
         if not offset_ids:
             return CheckpointState(query_id, created, None, (), tuple(commit_ids))
         latest = offset_ids[-1]
@@ -313,6 +315,33 @@ class Checkpoint:
                                None if latest_entry.metadata is None else latest_entry.metadata.conf.get(WATERMARK_POLICY_KEY),
                                latest_entry.metadata is not None and latest_entry.metadata.conf.get(ASYNC_TRACKED_KEY) == "true")
 
+    def check_log_directories(self) -> None:
+        """Refuse an ``offsets`` or ``commits`` that exists and is not a directory (a listing would read it as an empty log).
+
+        Raises:
+            CorruptCheckpointError: naming the path.
+        """
+        for log in (self.offsets, self.commits):
+            if log.directory.exists() and not log.directory.is_dir():
+                raise CorruptCheckpointError(
+                    f"cannot read {self.root}: {log.directory} is not a directory, so its log entries are lost (it was "
+                    "replaced after it was written); restore the directory from a copy, or start over with a new "
+                    "checkpoint directory",
+                    path=str(log.directory),
+                )
+
+    def _check_offsets_kept(self, offset_ids: Sequence[int], commit_ids: Sequence[int]) -> None:
+        # Purges keep the newest offsets entries, so an empty offsets log beside commits means it was lost: resuming
+        # would start again at batch 0 and read every committed batch's input a second time.
+        if commit_ids and not offset_ids:
+            raise CheckpointError(
+                f"cannot resume from {self.root}: {self.commits.directory} holds commits up to batch {commit_ids[-1]} "
+                f"but {self.offsets.directory} holds no offsets entry (removed or emptied by hand), so a restart would "
+                "start again at batch 0 and repeat committed batches; restore the offsets entries, or start over with a "
+                "new checkpoint directory",
+                path=str(self.offsets.directory),
+            )
+
     def _offsets_entry(self, batch_id: int) -> OffsetSeq:
         entry = self.offsets.get(batch_id)
         if entry is None:
@@ -370,8 +399,9 @@ class Checkpoint:
     def describe(self) -> CheckpointDescription:
         """Summarise the checkpoint without changing anything.
 
-        The metadata and the newest entries that cannot be read are listed in ``damaged`` (their
-        fields are then ``None``), so that every bad entry is reported at once.
+        The metadata and the newest entries that cannot be read (damaged, not a regular file, or
+        refused by the system) are listed in ``damaged`` (their fields are then ``None``), so that
+        every bad entry is reported at once.
 
         Raises:
             CheckpointError: the location does not exist or is not a checkpoint directory.
@@ -394,10 +424,21 @@ class Checkpoint:
             except CorruptCheckpointError as exc:  # reported with the rest of the summary
                 damaged.append(exc)
                 return None
+            except OSError as exc:  # a listed entry the system will not read (no permission, an I/O error): damaged too
+                path = str(exc.filename) if exc.filename is not None else str(self.root)
+                damaged.append(CorruptCheckpointError(f"cannot read {path}: {exc.strerror or exc}", path=path))
+                return None
 
         query_id = read(self.read_query_id)
+        before = len(damaged)
+        read(self.check_log_directories)
         offset_ids = self.offsets.batch_ids()
         commit_ids = self.commits.batch_ids()
+        try:
+            if len(damaged) == before:  # a log that is a file is reported as such, not again as an empty log
+                self._check_offsets_kept(offset_ids, commit_ids)
+        except CheckpointError as exc:  # a restart refuses it: damage to report, not "offsets none"
+            damaged.append(CorruptCheckpointError(str(exc), path=exc.path))
         latest_offsets = read(self.offsets.get_latest)
         latest_commit = read(self.commits.get_latest)
         grid = None

@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
 
 from .._redaction import redact_uri
+from ._regular_files import read_regular_file
 
 __all__ = [
     "LOCAL_FILES",
@@ -302,12 +303,8 @@ class LocalFileManager:
             fsync_directory(os.path.dirname(os.path.abspath(local)))
 
     def read_bytes(self, path: str) -> bytes | None:
-        """The file's bytes, or ``None``."""
-        try:
-            with open(_local(path), "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
+        """The file's bytes, or ``None``; anything but a regular file is a ``CorruptCheckpointError`` (:func:`read_regular_file`)."""
+        return read_regular_file(_local(path))
 
     def create_new(self, path: str, data: bytes, *, durable: bool = True) -> bool:
         """See :func:`write_new_file`."""

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._redaction import redact_uri
 from ._files import LOCAL_FILES, CheckpointLock, CheckpointPath, detect_only, temp_name, uri_scheme
+from ._regular_files import not_a_regular_file
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -120,11 +121,16 @@ class FsspecFileManager:
                     raise
 
     def read_bytes(self, path: str) -> bytes | None:
-        """The file's bytes, or ``None``."""
+        """The file's bytes, or ``None``; a directory in its place is a ``CorruptCheckpointError``, as on the local manager."""
         try:
             return bytes(self.fs.cat_file(self._local_form(path)))
-        except (FileNotFoundError, IsADirectoryError):
-            return None
+        except FileNotFoundError:
+            # Some implementations (the memory one) say "not found" for a directory: one more look, on a miss only.
+            if self.kind(path) != "dir":
+                return None
+        except IsADirectoryError:
+            pass
+        raise not_a_regular_file(path, "a directory")
 
     def _write(self, path: str, data: bytes) -> None:
         """``data`` at ``path`` as readers will see it: whole (object stores) or through a renamed temporary file."""

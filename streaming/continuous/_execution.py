@@ -254,7 +254,8 @@ class ContinuousExecution:
             await tg.start(self.listener_bus.run)
             registration.claim_name(self.name)
             opened: OpenedRun = await anyio.to_thread.run_sync(open_run, plan, self.launcher, self.checkpoint_location,
-                                                               self._claim_checkpoint, self._log)
+                                                               self._claim_checkpoint, self._log,
+                                                               self.options.epoch_backlog_queue_size)
             resume = opened.resume
             self.query_id = resume.query_id
             registration.claim_id(resume.query_id)  # a copy of an active query's checkpoint is refused

@@ -24,6 +24,7 @@ from scheduler import (
 )
 
 from ._launchers import TaskLauncher
+from ._options import BACKLOG
 from ._plan import ContinuousPlan
 from ._task import TaskSpec, compose
 
@@ -52,12 +53,13 @@ class OpenedRun:
 
 
 def open_run(plan: ContinuousPlan, launcher: TaskLauncher, location: CheckpointPath | None,
-             claim: Callable[[CheckpointPath], CheckpointClaim], log: Any) -> OpenedRun:
+             claim: Callable[[CheckpointPath], CheckpointClaim], log: Any, backlog: int = 10_000) -> OpenedRun:
     """Blocking: the launcher's checks and addresses, the checkpoint's resume point, the sink's preparation.
 
     ``claim`` takes the checkpoint directory for the query before anything in it changes (the
     resume drops uncommitted entries and temporary files, which must not happen under a query
-    writing there); the caller keeps the claim and releases it, also when this raises.
+    writing there); the caller keeps the claim and releases it, also when this raises. ``backlog`` is the run's
+    ``epochBacklogQueueSize``: how many epochs a run that never committed can have logged.
 
     Raises:
         InvalidPipelineError: too few task slots, a source that cannot run, a sink holding an
@@ -80,7 +82,7 @@ def open_run(plan: ContinuousPlan, launcher: TaskLauncher, location: CheckpointP
     else:
         held = claim(location)
         checkpoint = Checkpoint(location)
-        resume = _resume(plan, checkpoint, held, log)
+        resume = _resume(plan, checkpoint, held, log, backlog)
     plan.sink.prepare(resume.start_epoch - 1)
     return OpenedRun(resume, host, bind, checkpoint)
 
@@ -90,9 +92,10 @@ def initial_offsets(plan: ContinuousPlan) -> list[Any]:
     return [s.initial_offset(p) for s in plan.sources for p in range(s.num_partitions)]
 
 
-def _resume(plan: ContinuousPlan, checkpoint: Checkpoint, claim: CheckpointClaim, log: Any) -> Resume:
+def _resume(plan: ContinuousPlan, checkpoint: Checkpoint, claim: CheckpointClaim, log: Any, backlog: int = 10_000) -> Resume:
     assert claim.held
     root = checkpoint.root
+    checkpoint.check_log_directories()  # a log that is a file would list as empty: every offsets entry dropped
     query_id = checkpoint.read_query_id() or checkpoint.create_query_id()
     if claim.guarantee != "detect":  # without a hold across processes they may be another writer's
         for directory in (checkpoint.offsets.directory, checkpoint.commits.directory, root):
@@ -112,19 +115,26 @@ def _resume(plan: ContinuousPlan, checkpoint: Checkpoint, claim: CheckpointClaim
             if not checkpoint.commits.add(epoch, CommitMetadata(0)):
                 raise concurrent_log_update_error(epoch, checkpoint.commits.path_of(epoch))
         latest = sink_latest
+    logged = checkpoint.offsets.batch_ids()
+    entry = None
+    if latest is None:
+        _check_never_committed(checkpoint, logged, backlog)
+    else:  # the resume point is checked before anything is dropped
+        entry = checkpoint.offsets.get(latest)
+        if entry is None:
+            raise CheckpointError(f"cannot resume from {root}: epoch {latest} is committed but its offsets entry "
+                                  f"{checkpoint.offsets.path_of(latest)} is missing; restore it, or start over with a new "
+                                  "checkpoint directory", path=str(checkpoint.offsets.path_of(latest)))
     # Offsets logged for epochs after the last commit belong to a run that died before committing
     # them; this run cuts its epochs anew from the last commit, so they are dropped (Spark keeps
     # them and ignores them, which would let a later restart resume from a stale entry).
-    stale = [e for e in checkpoint.offsets.batch_ids() if latest is None or e > latest]
+    stale = [e for e in logged if latest is None or e > latest]
     for epoch in reversed(stale):
         checkpoint.offsets.path_of(epoch).delete()
     if stale:
         log.info("uncommitted epochs of the previous run dropped", epochs=stale)
-    if latest is None:
+    if latest is None or entry is None:
         return Resume(query_id, 0, initial_offsets(plan), None)
-    entry = checkpoint.offsets.get(latest)
-    if entry is None:
-        raise CheckpointError(f"epoch {latest} is committed but its offsets entry is missing", path=str(checkpoint.root))
     if len(entry.offsets) != len(plan.sources):
         raise InvalidPipelineError(
             f"There are [{len(entry.offsets)}] sources in the checkpoint offsets and now there are "
@@ -136,6 +146,23 @@ def _resume(plan: ContinuousPlan, checkpoint: Checkpoint, claim: CheckpointClaim
         else:
             offsets.extend(source.split_offsets(line))
     return Resume(query_id, latest + 1, offsets, latest, [o if o is not None else "-" for o in entry.offsets])
+
+
+def _check_never_committed(checkpoint: Checkpoint, logged: list[int], backlog: int) -> None:
+    """Refuse offsets entries no run without a commit can leave: the commits log was lost, and dropping them would restart at 0.
+
+    A run logs its epochs from 0 in order, and the coordinator stops it once more than ``backlog``
+    epochs wait for a commit, so a run that never committed leaves epochs ``0..backlog`` at most.
+    """
+    if not logged or (logged[0] == 0 and logged[-1] <= backlog):
+        return
+    raise CheckpointError(
+        f"cannot resume from {checkpoint.root}: {checkpoint.commits.directory} holds no commit but "
+        f"{checkpoint.offsets.directory} holds epochs {logged[0]}..{logged[-1]}, which no run without a commit leaves (it "
+        f"logs from epoch 0, at most {backlog + 1} epochs with {BACKLOG} {backlog}); the commits log was lost: restore "
+        "it, or start over with a new checkpoint directory",
+        path=str(checkpoint.commits.directory),
+    )
 
 
 def task_specs(plan: ContinuousPlan, resume: Resume, host: str, port: int, token: str, poll_interval_ms: int) -> list[TaskSpec]:

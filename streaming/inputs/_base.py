@@ -79,11 +79,15 @@ class InputDStream(DStream):
         return {"kind": self._input_kind, "name": self.name}, ("kind",)
 
     def open_log(self) -> None:
-        """Check (or write) the input's descriptor and load its log: once per start, before any batch (blocking)."""
+        """Check (or write) the input's descriptor and load its log: once per start, before any batch (blocking).
+
+        A descriptor missing while the offsets log has entries was lost: refused, not written anew.
+        """
         assert self._log_dir is not None, "_attach_log() first"
         remove_temp_files(self._log_dir)  # what writers killed mid-write left (never read)
         expected, compare = self._descriptor()
-        self._load_log(InputDescriptor(self._log_dir).ensure(expected, compare=compare))
+        checkpoint = self._log_dir.parent.parent  # the log is <checkpoint>/sources/<id> (DStreamGraph.recover)
+        self._load_log(InputDescriptor(self._log_dir).ensure(expected, compare=compare, checkpoint=checkpoint))
 
     def _load_log(self, recorded: dict[str, Any]) -> None:
         """Read what the log holds (called once by :meth:`_open_log`)."""

@@ -98,10 +98,10 @@ def _identity(source: ReplayableSource) -> dict[str, Any]:
 
 
 def _check_identity(checkpoint: CheckpointPath, position: int, name: str, source: ReplayableSource) -> None:
-    """Record ``source``'s identity under ``checkpoint``, or check it against the recorded one (blocking I/O)."""
+    """Record ``source``'s identity under ``checkpoint`` (a first start), or check it against the recorded one (blocking I/O)."""
     expected = _identity(source)
     descriptor = InputDescriptor(checkpoint / "sources" / str(position))
-    recorded = descriptor.ensure(expected, compare=())
+    recorded = descriptor.ensure(expected, compare=(), checkpoint=checkpoint)
     differs = [key for key in expected if key != "description" and recorded.get(key) != expected[key]]
     if differs:
         def shown(identity: Mapping[str, Any]) -> str:

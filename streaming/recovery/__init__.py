@@ -6,10 +6,12 @@ Input descriptors, the file-selection log and the receiver write-ahead log (Spar
 
 from ._input_logs import (
     BLOCK_HEADER,
+    BLOCK_HEADER_V1,
     BlockLog,
     FileSelection,
     FileSelectionLog,
     InputDescriptor,
+    checkpoint_has_offsets,
     decode_block,
     format_log_offset,
     parse_log_offset,
@@ -17,10 +19,12 @@ from ._input_logs import (
 
 __all__ = [
     "BLOCK_HEADER",
+    "BLOCK_HEADER_V1",
     "BlockLog",
     "FileSelection",
     "FileSelectionLog",
     "InputDescriptor",
+    "checkpoint_has_offsets",
     "decode_block",
     "format_log_offset",
     "parse_log_offset",

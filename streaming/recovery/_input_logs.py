@@ -8,7 +8,8 @@ With a checkpoint directory, each input stream ``n`` keeps ``<checkpoint>/source
 * numbered entries ``0``, ``1``, ... written once and atomically, each a unit of input: the
   files a file stream took for one batch (Structured Streaming's ``FileStreamSourceLog``
   format: a ``v1`` line, then one JSON object per file), or one block of records a receiver
-  took in (its write-ahead log; a header line, then the pickled records).
+  took in (its write-ahead log; a header line, the SHA-256 of the payload, then the pickled
+  records; blocks of earlier releases have no checksum and are still read).
 
 An input's offset is ``{"logOffset":N}``, the newest entry a batch covers (Structured
 Streaming's file source offset). The engine writes that offset to the offsets log only after
@@ -17,6 +18,7 @@ the entries it points to are on disk, so a re-run batch finds exactly its data.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -30,22 +32,29 @@ from scheduler import (
     CorruptCheckpointError,
     MetadataLog,
     Offset,
+    OffsetSeqLog,
     as_checkpoint_path,
 )
 
 __all__ = [
     "BLOCK_HEADER",
+    "BLOCK_HEADER_V1",
     "BlockLog",
     "FileSelection",
     "FileSelectionLog",
     "InputDescriptor",
+    "checkpoint_has_offsets",
     "decode_block",
     "format_log_offset",
     "parse_log_offset",
 ]
 
-BLOCK_HEADER = b"aiodstream-receiver-block v1\n"
-"""The first line of every receiver block; anything else is reported as a damaged block."""
+BLOCK_HEADER = b"aiodstream-receiver-block v2\n"
+"""The first line of every receiver block written now: the 32-byte SHA-256 of the pickled records follows it, then they."""
+BLOCK_HEADER_V1 = b"aiodstream-receiver-block v1\n"
+"""The first line of a block of earlier releases (the pickled records follow it, unchecked); still read. Any other
+first line is reported as a damaged block."""
+_DIGEST = 32
 
 _FILE_LOG_VERSION = "v1"
 
@@ -85,16 +94,31 @@ class InputDescriptor:
         self.directory = as_checkpoint_path(directory)
         self.path = self.directory / "stream.json"
 
-    def ensure(self, expected: Mapping[str, Any], *, compare: tuple[str, ...]) -> dict[str, Any]:
-        """Write ``expected`` if nothing is recorded yet; return what is recorded.
+    def ensure(self, expected: Mapping[str, Any], *, compare: tuple[str, ...],
+               checkpoint: CheckpointPath | None = None) -> dict[str, Any]:
+        """Write ``expected`` if nothing is recorded yet and this is a first start; return what is recorded.
 
-        Blocking file I/O (call it in a worker thread).
+        Blocking file I/O (call it in a worker thread). ``checkpoint``: the query's checkpoint
+        directory; when the file is missing and its offsets log already has entries
+        (:func:`checkpoint_has_offsets`, looked at only then), the first start recorded this input
+        and the file was lost: it is refused rather than written anew from this run (which would
+        accept another input, or move a file stream's first threshold to now).
 
         Raises:
-            CheckpointError: the recorded input differs from ``expected`` in one of ``compare``.
+            CheckpointError: the recorded input differs from ``expected`` in one of ``compare``,
+                or the file is missing while the offsets log has entries.
             CorruptCheckpointError: the file cannot be read as JSON.
         """
         data = self.path.read_bytes()
+        if data is None and checkpoint is not None and checkpoint_has_offsets(checkpoint):
+            raise CheckpointError(
+                f"cannot resume from {checkpoint}: {self.path} is missing, but the offsets log already "
+                f"has batches of input {self.directory.name}; the file records what that input was when the checkpoint was "
+                "written (its kind, directory, a file stream's first modification-time threshold), and recording this "
+                "run's instead could take another input's offsets or skip files that arrived while the query was down: "
+                "restore it from a copy, or start over with a new checkpoint directory",
+                path=str(self.path),
+            )
         if data is None:  # write once (a racing writer's file wins: create_new never replaces)
             self.directory.mkdirs()
             self.path.create_new((json.dumps(dict(expected), sort_keys=True) + "\n").encode("utf-8"))
@@ -118,6 +142,11 @@ class InputDescriptor:
                     path=str(self.path),
                 )
         return recorded
+
+
+def checkpoint_has_offsets(checkpoint: CheckpointPath) -> bool:
+    """Whether ``<checkpoint>/offsets`` holds a batch entry: a restart, whose inputs were recorded at the first start."""
+    return bool(OffsetSeqLog(checkpoint / "offsets").batch_ids())
 
 
 class FileSelection(list[tuple[str, int]]):
@@ -164,12 +193,21 @@ def decode_block(data: bytes, path: str) -> list[Any]:
     """The records of a receiver block read from ``path`` (wherever it was read: the driver or a batch's task).
 
     Raises:
-        CorruptCheckpointError: the bytes are not a whole block.
+        CorruptCheckpointError: the bytes are not a whole block, or fail its checksum.
     """
-    if not data.startswith(BLOCK_HEADER):
+    if data.startswith(BLOCK_HEADER):
+        digest, payload = data[len(BLOCK_HEADER):len(BLOCK_HEADER) + _DIGEST], data[len(BLOCK_HEADER) + _DIGEST:]
+        if len(digest) != _DIGEST or hashlib.sha256(payload).digest() != digest:  # checked before anything is unpickled
+            raise CorruptCheckpointError(
+                f"{path} is damaged: its checksum does not match (a torn or altered write); its records belong to a batch "
+                "that must see them: restore the block from a copy, or start over with a new checkpoint directory",
+                path=path)
+    elif data.startswith(BLOCK_HEADER_V1):  # an earlier release's block: no checksum to check
+        payload = data[len(BLOCK_HEADER_V1):]
+    else:
         raise CorruptCheckpointError(f"{path} is damaged: it does not start with {BLOCK_HEADER!r}", path=path)
     try:
-        records = pickle.loads(data[len(BLOCK_HEADER):])
+        records = pickle.loads(payload)
     except Exception as exc:
         raise CorruptCheckpointError(f"{path} is damaged: its records cannot be unpickled ({exc!r})", path=path) from exc
     if not isinstance(records, list):
@@ -179,11 +217,12 @@ def decode_block(data: bytes, path: str) -> list[Any]:
 
 
 def _encode_block(records: list[Any]) -> bytes:
-    return BLOCK_HEADER + pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
+    payload = pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
+    return BLOCK_HEADER + hashlib.sha256(payload).digest() + payload
 
 
 class BlockLog:
-    """A receiver's write-ahead log: entry ``N`` is one block of records, pickled.
+    """A receiver's write-ahead log: entry ``N`` is one block of records, pickled, with its SHA-256.
 
     Blocks are written whole and atomically (they are never appended to), so a reader sees a
     complete block or none. Records must therefore be picklable; a socket stream's are strings.

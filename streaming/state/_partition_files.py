@@ -7,14 +7,28 @@ from __future__ import annotations
 
 import os
 
-from scheduler import CheckpointPath, library_logger, parse_batch_file_name, task_checkpoint_path, write_replacing_file
+from scheduler import (
+    CheckpointPath,
+    library_logger,
+    parse_batch_file_name,
+    parse_long,
+    task_checkpoint_path,
+    write_replacing_file,
+)
 
 from ._store_format import DELTA, SNAPSHOT, StateStoreError, decode, delta_digest, encode, kind_name
 
 __all__ = [
+    "MAX_PARTITIONS",
     "PartitionFiles",
     "keep_partition_count",
+    "parse_partition_count",
 ]
+
+MAX_PARTITIONS = 100_000
+"""The most partitions a recorded count may name: a stateful operator keeps a store per partition, and a count beyond
+this is damage (a reader would otherwise list a directory per partition for hours); Spark's own advice for
+``spark.sql.shuffle.partitions`` of stateful queries is hundreds to a few thousands."""
 
 _log = library_logger("aiodstream.streaming", component="StateStore")
 
@@ -153,11 +167,26 @@ def keep_partition_count(checkpoint_root: str | os.PathLike[str] | CheckpointPat
         path.parent.mkdirs()
         path.write_replacing(str(wanted).encode())
         return wanted
-    try:
-        recorded = int(data.decode().strip())
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise StateStoreError(f"state store file {path} does not hold a partition count") from exc
+    recorded = parse_partition_count(data, path)
     if recorded != wanted:
         _log.warning("the checkpoint's state was written with another number of partitions; keeping it",
                      operator=operator_id, recorded=recorded, asked=wanted, path=str(path))
     return recorded
+
+
+def parse_partition_count(data: bytes, path: CheckpointPath) -> int:
+    """The partition count a ``partitions`` file holds: ASCII digits, 1 to :data:`MAX_PARTITIONS`.
+
+    Raises:
+        StateStoreError: anything else (``-1``, ``0``, ``'٣'``, ``'1_0'``, a count of billions), naming the file.
+    """
+    try:
+        text = data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        text = repr(data[:40])
+    count = parse_long(text)
+    if count is None or not 1 <= count <= MAX_PARTITIONS:
+        raise StateStoreError(f"state store file {path} does not hold a partition count: it must be a number from 1 to "
+                              f"{MAX_PARTITIONS} in ASCII digits, got {text[:40]!r}; restore it from a copy (it is the "
+                              "number of partitions the state was written with)")
+    return count

@@ -133,7 +133,7 @@ def record_schema(checkpoint_root: str | os.PathLike[str] | CheckpointPath, oper
             old = json.loads(data.decode())
             old_variables = {entry["name"]: entry for entry in old["variables"]}
             old_time_mode, old_output_mode = old["timeMode"], old["outputMode"]
-        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as exc:  # nested too deep: damage too
             raise StateStoreError(f"state store file {path} does not hold a transformWithState schema") from exc
         for config, before, now in (("timeMode", TimeMode.SCALA_NAMES.get(old_time_mode, old_time_mode),
                                      TimeMode.SCALA_NAMES[spec.time_mode]),

@@ -17,7 +17,7 @@ import attrs
 
 from scheduler import CheckpointPath, CommitLog, parse_batch_file_name, task_checkpoint_path
 
-from ._partition_files import PartitionFiles
+from ._partition_files import PartitionFiles, parse_partition_count
 from ._processor_rows import LIST, MAP, SCHEMA_FILE, VALUE, decode_row_key
 from ._protocol import NO_TIMESTAMP
 from ._rebuild import open_base, rebuild
@@ -157,7 +157,7 @@ class _Operator:
                 self.schema_text = data.decode()
                 schema = json.loads(self.schema_text)
                 self.kinds = {str(v["name"]): str(v["kind"]) for v in schema["variables"]}
-            except (UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+            except (UnicodeDecodeError, ValueError, TypeError, KeyError, RecursionError) as exc:  # nested too deep: damage too
                 raise StateStoreError(f"state store file {schema_path} is damaged: not a transformWithState schema "
                                       f"({exc!r})") from exc
 
@@ -166,10 +166,7 @@ class _Operator:
         data = path.read_bytes()
         if data is None:  # a Pipeline's operator: one store, partition 0
             return len(self.partitions)
-        try:
-            return int(data.decode().strip())
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise StateStoreError(f"state store file {path} does not hold a partition count") from exc
+        return parse_partition_count(data, path)
 
     @property
     def name(self) -> str:

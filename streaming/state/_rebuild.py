@@ -30,7 +30,11 @@ def open_base(files: PartitionFiles, base: int, into: Path) -> sqlite3.Connectio
         fd = os.open(into, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as file:
             file.write(files.snapshot(base))
-    conn = open_working_copy(into)
+    try:
+        conn = open_working_copy(into)
+    except sqlite3.DatabaseError as exc:  # its checksum matched, yet it is not a database: written so by hand
+        raise StateStoreError(f"state store file {files.path(base, SNAPSHOT)} is damaged: it is not an SQLite database "
+                              f"({exc})") from exc
     if not base:
         conn.execute("UPDATE meta SET version = 0, rows = 0, digest = ?", (GENESIS,))
     return conn

@@ -101,10 +101,28 @@ def read_delta(path: CheckpointPath) -> tuple[bytes, bytes | None, list[Change]]
     """
     payload, digest, v1 = decode(path, DELTA)
     if v1:
-        return digest, None, pickle.loads(payload)
+        return digest, None, _changes(path, payload)
     if len(payload) < _DIGEST:
         raise StateStoreError(f"state store file {path} is not an aiodstream delta file (or is truncated)")
-    return digest, payload[:_DIGEST], pickle.loads(payload[_DIGEST:])
+    return digest, payload[:_DIGEST], _changes(path, payload[_DIGEST:])
+
+
+def _changes(path: CheckpointPath, data: bytes) -> list[Change]:
+    """A delta's pickled changes, checked to be what a commit writes: a list of ``(bytes, bytes | None, int)``.
+
+    A payload whose checksum matches yet is not that (written so by hand, or by another program) is damage
+    like a failed checksum, not a traceback.
+    """
+    try:
+        changes = pickle.loads(data)
+    except Exception as exc:  # any failure to unpickle bytes, None and ints (UnpicklingError, EOFError, ...) is damage
+        raise StateStoreError(f"state store file {path} is damaged: its changes cannot be unpickled ({exc!r})") from exc
+    if not isinstance(changes, list) or not all(
+            type(c) is tuple and len(c) == 3 and type(c[0]) is bytes and (c[1] is None or type(c[1]) is bytes)
+            and type(c[2]) is int for c in changes):
+        raise StateStoreError(f"state store file {path} is damaged: its payload is not a list of (key, value, timeout) "
+                              f"changes, got {type(changes).__name__}")
+    return changes
 
 
 def delta_digest(path: CheckpointPath) -> bytes | None:

@@ -33,6 +33,15 @@ def open_working_copy(path: Path) -> sqlite3.Connection:
     over rows of an older version.) A working copy of an earlier release gains the columns it lacks.
     """
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        _prepare(conn)
+    except BaseException:  # not a database (sqlite3.DatabaseError), or a disk error: no connection left behind
+        conn.close()
+        raise
+    return conn
+
+
+def _prepare(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")  # consistent after a power loss; a commit costs no flush
     conn.execute("CREATE TABLE IF NOT EXISTS state (key BLOB PRIMARY KEY, value BLOB, timeout INTEGER NOT NULL) WITHOUT ROWID")
@@ -44,7 +53,6 @@ def open_working_copy(path: Path) -> sqlite3.Connection:
         if column not in columns:  # a snapshot of an earlier release
             conn.execute(f"ALTER TABLE meta ADD COLUMN {column} {kind}")
     conn.execute("INSERT OR IGNORE INTO meta (id, version, rows) VALUES (0, 0, 0)")
-    return conn
 
 
 def apply_changes(conn: sqlite3.Connection, changes: list[Change]) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -230,3 +232,74 @@ def test_describe_refuses_what_is_not_a_checkpoint(tmp_path: Path) -> None:
     with raises_exactly(CheckpointError, f"{tmp_path} is not a checkpoint directory: it has no 'metadata' file and no 'offsets' "
                         "or 'commits' directory"):
         Checkpoint(tmp_path).describe()
+
+
+@pytest.mark.parametrize("damage", ["removed", "emptied"])
+def test_a_lost_offsets_log_beside_commits_is_refused(tmp_path: Path, damage: str) -> None:
+    """Commits without any offsets entry (offsets/ removed or emptied) are refused naming offsets/, not resumed from batch 0."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1", 1: "2"}, [0, 1])
+    for entry in (tmp_path / "offsets").iterdir():
+        entry.unlink()
+    if damage == "removed":
+        (tmp_path / "offsets").rmdir()
+    with raises_exactly(CheckpointError, f"cannot resume from {tmp_path}: {tmp_path}/commits holds commits up to batch 1 but "
+                        f"{tmp_path}/offsets holds no offsets entry (removed or emptied by hand), so a restart would start "
+                        "again at batch 0 and repeat committed batches; restore the offsets entries, or start over with a "
+                        "new checkpoint directory"):
+        ck.open(Milliseconds(1000), 1)
+    assert not (tmp_path / "offsets" / "0").exists()
+
+
+@pytest.mark.parametrize("log", ["offsets", "commits"])
+def test_a_log_that_is_not_a_directory_is_refused(tmp_path: Path, log: str) -> None:
+    """An offsets or commits log replaced by a file is a CorruptCheckpointError naming it, not an empty log."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1"}, [0])
+    for entry in (tmp_path / log).iterdir():
+        entry.unlink()
+    (tmp_path / log).rmdir()
+    (tmp_path / log).write_text("x")
+    with raises_exactly(CorruptCheckpointError, f"cannot read {tmp_path}: {tmp_path}/{log} is not a directory, so its log "
+                        "entries are lost (it was replaced after it was written); restore the directory from a copy, or "
+                        "start over with a new checkpoint directory"):
+        ck.open(Milliseconds(1000), 1)
+    assert Checkpoint(tmp_path).describe().damaged[0].path == f"{tmp_path}/{log}"
+
+
+def _directory(path: Path) -> None:
+    path.mkdir()
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _dangling(path: Path) -> None:
+    path.symlink_to(path.parent / "nowhere")
+
+
+def _loop(path: Path) -> None:
+    path.symlink_to(path)
+
+
+@pytest.mark.timeout(30)  # before, a FIFO blocked the read until a writer came: forever
+@pytest.mark.parametrize(("make", "what"), [(_directory, "a directory"), (_fifo, "a FIFO"),
+                                            (_dangling, "a symbolic link to nothing"), (_loop, "a loop of symbolic links")],
+                         ids=["directory", "fifo", "dangling-symlink", "symlink-loop"])
+def test_a_newest_entry_that_is_not_a_regular_file_is_refused_naming_it(tmp_path: Path, make: Any, what: str) -> None:
+    """The newest offsets entry replaced by a directory, FIFO or bad symlink: open and describe name it, never wait on it
+    nor fall back to an older entry."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1", 1: "2", 2: "3"}, [0, 1])
+    entry = tmp_path / "offsets" / "2"
+    entry.unlink()
+    make(entry)
+    message = (f"cannot read {entry}: it is {what}, not a regular file; it was replaced after it was written (aiodstream "
+               "writes only regular files): restore it from a copy, or start over with a new checkpoint directory")
+    with raises_exactly(CorruptCheckpointError, message):
+        ck.open(Milliseconds(1000), 1)
+    with raises_exactly(CorruptCheckpointError, message):
+        ck.offsets.get_latest()
+    described = Checkpoint(tmp_path).describe()
+    assert [str(exc) for exc in described.damaged] == [message] and described.latest_offsets is None

@@ -13,7 +13,14 @@ from typing import Any, Iterator
 import fsspec
 import pytest
 
-from scheduler import CheckpointPath, FsspecFileManager, check_task_file_system, remove_temp_files, task_checkpoint_path
+from scheduler import (
+    CheckpointPath,
+    CorruptCheckpointError,
+    FsspecFileManager,
+    check_task_file_system,
+    remove_temp_files,
+    task_checkpoint_path,
+)
 from tests.support import check_file_manager_contract
 
 
@@ -129,3 +136,17 @@ def test_each_thread_has_its_own_connection(ftp_server: Any) -> None:
     assert failures == []
     assert len({id(client) for client in clients}) == 2 and here not in clients
     assert sorted(root.listdir()) == sorted(f"{p}{i}" for p in "ab" for i in range(15))
+
+
+def test_a_directory_in_a_files_place_is_damage_as_on_the_local_manager() -> None:
+    """An entry that is a directory is a CorruptCheckpointError naming it, not a missing entry (as the local manager)."""
+    base = f"/aiodstream-test-{uuid.uuid4().hex}"
+    root = task_checkpoint_path(f"memory://{base}/ck")
+    try:
+        (root / "offsets" / "2" / "x").write_replacing(b"a file under the entry's name")
+        with pytest.raises(CorruptCheckpointError, match=r"^cannot read memory://.*/ck/offsets/2: it is a directory, not a "
+                                                         "regular file;"):
+            (root / "offsets" / "2").read_bytes()
+        assert (root / "offsets" / "9").read_bytes() is None
+    finally:
+        fsspec.filesystem("memory").rm(base, recursive=True)

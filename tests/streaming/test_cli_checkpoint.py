@@ -183,3 +183,19 @@ def test_a_timestamp_beyond_the_calendar_is_shown_as_such(tmp_path: Path, capsys
     (tmp_path / "ck" / "offsets" / "2").write_text('v1\n{"batchTimestampMs":9223372036854775807}\n-\n-')
     status, out, _ = run_checkpoint(tmp_path / "ck", capsys)
     assert status == 0 and "last offsets  batch 2 at 9223372036854775807 ms (beyond the calendar)\n" in out
+
+
+@pytest.mark.parametrize("damage", ["offsets-removed", "offsets-is-a-file"])
+def test_a_lost_offsets_log_is_reported_as_damage(tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str) -> None:
+    """Commits beside no offsets log (removed, or replaced by a file) exit with status 4 naming offsets/, not 'offsets none'."""
+    make_checkpoint(tmp_path / "ck")
+    offsets = tmp_path / "ck" / "offsets"
+    for entry in offsets.iterdir():
+        entry.unlink()
+    offsets.rmdir()
+    if damage == "offsets-is-a-file":
+        offsets.write_text("x")
+    assert main(["checkpoint", str(tmp_path / "ck")]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("aiodstream checkpoint: error: cannot re")
+    assert f"{tmp_path}/ck/offsets " in err and "Traceback" not in err

@@ -150,6 +150,18 @@ def test_resuming_with_another_kind_of_input_names_the_input_and_the_file(spark_
     assert info.value.path == str(tmp_path / "sources" / "0" / "stream.json")
 
 
+def test_resuming_without_an_inputs_descriptor_is_refused_naming_it(spark_context: Any, tmp_path: Path, backend: str) -> None:
+    """stream.json removed after batches were logged: getOrCreate refuses it rather than record this run's input anew."""
+    run_program(spark_context, tmp_path, ManualClock(0), 1, queue_program(spark_context, Run()), resume=False, backend=backend)
+    descriptor = tmp_path / "sources" / "0" / "stream.json"
+    descriptor.unlink()
+    with pytest.raises(CheckpointError, match=rf"^cannot resume from {tmp_path}: {descriptor} is missing, but the offsets log "
+                                              "already has batches of input 0;") as info:
+        run_program(spark_context, tmp_path, ManualClock(2000), 1, queue_program(spark_context, Run()), resume=True,
+                    backend=backend)
+    assert info.value.path == str(descriptor) and not descriptor.exists()
+
+
 # -- file streams: the files of each batch are logged --
 
 

@@ -401,3 +401,28 @@ async def test_the_same_sources_restart_and_a_renamed_list_source_too(tmp_path: 
         await advance(rt, clock, 1000)
         await rt.stop()
     assert out.seen == [(2000, ["c", "d"])]
+
+
+async def test_a_lost_source_descriptor_is_refused_not_written_anew(tmp_path: Path) -> None:
+    """stream.json removed after batches were logged: start() is refused naming it (another directory would be taken for
+    the old one), and nothing is written; with no offsets entry yet (a first start) it is written as before."""
+    ck = tmp_path / "ck"
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "1.txt").write_text("x\n")
+    await run_once(directory_pipeline(tmp_path / "a"), ck)
+    descriptor = ck / "sources" / "0" / "stream.json"
+    descriptor.unlink()
+    async with StreamingRuntime(directory_pipeline(tmp_path / "b"), Seconds(1), clock=ManualClock(0),
+                                checkpoint_location=ck) as rt:
+        with raises_exactly(CheckpointError, f"cannot resume from {ck}: {descriptor} is missing, but the offsets log already "
+                            "has batches of input 0; the file records what that input was when the checkpoint was written "
+                            "(its kind, directory, a file stream's first modification-time threshold), and recording this "
+                            "run's instead could take another input's offsets or skip files that arrived while the query was "
+                            "down: restore it from a copy, or start over with a new checkpoint directory"):
+            await rt.start()
+    assert not descriptor.exists()
+    for entry in (*(ck / "offsets").iterdir(), *(ck / "commits").iterdir()):
+        entry.unlink()
+    await run_once(directory_pipeline(tmp_path / "b"), ck)
+    assert json.loads(descriptor.read_text())["directory"] == str(tmp_path / "b")

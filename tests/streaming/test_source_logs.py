@@ -5,7 +5,9 @@ No Spark: these are files on disk, and every damaged one must be reported with i
 
 from __future__ import annotations
 
+import hashlib
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from scheduler import (
 )
 from streaming.recovery import (
     BLOCK_HEADER,
+    BLOCK_HEADER_V1,
     BlockLog,
     FileSelection,
     FileSelectionLog,
@@ -110,7 +113,14 @@ def test_a_block_rewritten_after_a_failed_write_keeps_what_that_write_left(tmp_p
         log.write_again(1, ["c"])  # the block holds more than this write has
 
 
-@pytest.mark.parametrize("data", [b"garbage", BLOCK_HEADER + b"\x80\x05truncated", BLOCK_HEADER + b"\x80\x04K\x05."])
+def checksummed(payload: bytes) -> bytes:
+    """A current block's bytes around ``payload``: the header, the payload's SHA-256, the payload."""
+    return BLOCK_HEADER + hashlib.sha256(payload).digest() + payload
+
+
+@pytest.mark.parametrize("data", [b"garbage", checksummed(b"\x80\x05truncated"), checksummed(b"\x80\x04K\x05."),
+                                  BLOCK_HEADER_V1 + b"\x80\x05truncated", BLOCK_HEADER_V1 + b"\x80\x04K\x05.",
+                                  BLOCK_HEADER + b"short"])
 def test_a_damaged_or_missing_block_is_reported_never_skipped(tmp_path: Path, data: bytes) -> None:
     """No header, unreadable pickle, or not a list of records: CorruptCheckpointError with the path."""
     log = BlockLog(tmp_path)
@@ -120,6 +130,29 @@ def test_a_damaged_or_missing_block_is_reported_never_skipped(tmp_path: Path, da
     assert info.value.path == str(tmp_path / "2")
     with pytest.raises(CorruptCheckpointError, match="is missing: a batch being replayed needs this block"):
         log.read(9)
+
+
+def test_a_flipped_byte_in_a_block_fails_its_checksum_before_anything_is_unpickled(tmp_path: Path) -> None:
+    """A block carries the SHA-256 of its records: one changed byte is a CorruptCheckpointError naming it, not other data."""
+    log = BlockLog(tmp_path)
+    log.write(0, ["amount=100", "amount=200"])
+    path = Path(log.path_of(0))
+    data = bytearray(path.read_bytes())
+    data[data.index(b"amount=100") + len("amount=")] = ord("9")
+    path.write_bytes(bytes(data))
+    with raises_exactly(CorruptCheckpointError, f"{path} is damaged: its checksum does not match (a torn or altered write); "
+                        "its records belong to a batch that must see them: restore the block from a copy, or start over "
+                        "with a new checkpoint directory"):
+        log.read(0)
+
+
+def test_a_block_of_an_earlier_release_without_a_checksum_is_still_read(tmp_path: Path) -> None:
+    """A v1 block (header line, pickled records) reads as before; new blocks are written as v2 with a checksum."""
+    log = BlockLog(tmp_path)
+    Path(log.path_of(0)).write_bytes(BLOCK_HEADER_V1 + pickle.dumps(["a", "b"]))
+    assert log.read(0) == ["a", "b"]
+    log.write(1, ["c"])
+    assert Path(log.path_of(1)).read_bytes() == checksummed(pickle.dumps(["c"], protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def test_an_input_descriptor_is_written_once_and_checked_at_every_restart(tmp_path: Path) -> None:
@@ -134,6 +167,24 @@ def test_an_input_descriptor_is_written_once_and_checked_at_every_restart(tmp_pa
     Path(descriptor.path).write_text("{not json")
     with pytest.raises(CorruptCheckpointError, match=r"stream\.json is damaged"):
         descriptor.ensure(first, compare=("kind",))
+
+
+def test_a_descriptor_lost_after_batches_were_logged_is_refused_not_written_anew(tmp_path: Path) -> None:
+    """Missing stream.json with offsets entries in the checkpoint: a CheckpointError naming it, nothing written; with an
+    empty (or no) offsets log it is a first start and the descriptor is written."""
+    ck = Checkpoint(tmp_path / "ck")
+    descriptor = InputDescriptor(tmp_path / "ck" / "sources" / "0")
+    first = {"kind": "file", "directory": "/in"}
+    assert descriptor.ensure(first, compare=("kind",), checkpoint=ck.root) == first  # no offsets log yet
+    Path(descriptor.path).unlink()
+    ck.offsets.add(0, OffsetSeq(('{"logOffset":0}',)))
+    with raises_exactly(CheckpointError, f"cannot resume from {ck.root}: {descriptor.path} is missing, but the offsets log "
+                        "already has batches of input 0; the file records what that input was when the checkpoint was "
+                        "written (its kind, directory, a file stream's first modification-time threshold), and recording "
+                        "this run's instead could take another input's offsets or skip files that arrived while the query "
+                        "was down: restore it from a copy, or start over with a new checkpoint directory") as info:
+        descriptor.ensure({"kind": "file", "directory": "/other"}, compare=("kind",), checkpoint=ck.root)
+    assert info.value.path == str(descriptor.path) and not Path(descriptor.path).exists()
 
 
 def test_checkpoint_recovery_lists_the_committed_batches_whose_input_is_still_logged(tmp_path: Path) -> None:

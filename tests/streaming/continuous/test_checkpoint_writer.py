@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from scheduler import ConcurrentCheckpointUpdateError, StreamingQueryException
+from scheduler import CheckpointError, ConcurrentCheckpointUpdateError, StreamingQueryException
 from streaming.continuous import CommitPartitionEpoch, MemorySink, ReportPartitionOffset
 from tests.anyio_support import raises_exactly
 from tests.streaming.continuous.test_execution import Harness
@@ -65,3 +66,72 @@ async def test_a_commit_entry_written_by_another_writer_fails_the_query_with_spa
             "Concurrent update to the log. Multiple streaming jobs detected for 0. Please make sure only one streaming job "
             "runs on a specific checkpoint location at a time.")
         assert h.query.last_committed_epoch == -1
+
+
+def log_epochs(ck: Path, epochs: range, committed: range) -> None:
+    """Offsets entries (two partitions' merged offsets) for ``epochs`` and commits for ``committed``, as a run writes them."""
+    for where in ("offsets", "commits"):
+        (ck / where).mkdir(parents=True, exist_ok=True)
+    for epoch in epochs:
+        (ck / f"offsets/{epoch}").write_text(f'v1\n\n{{"0":{epoch},"1":{epoch}}}')
+    for epoch in committed:
+        (ck / f"commits/{epoch}").write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+
+def log_digests(ck: Path) -> dict[str, str]:
+    """The digests of the checkpoint's files but the lock file, which each start's claim rewrites with its holder."""
+    return {name: digest for name, digest in file_digests(ck).items() if name != ".writer.lock"}
+
+
+async def first_run(tmp_path: Path) -> Path:
+    """A query id in ``ckpt`` and nothing logged: what a first start leaves."""
+    async with Harness(tmp_path):
+        pass
+    ck = tmp_path / "ckpt"
+    for where in ("offsets", "commits"):
+        shutil.rmtree(ck / where, ignore_errors=True)
+    return ck
+
+
+@pytest.mark.parametrize(("kept", "options", "epochs"), [
+    (range(40, 50), None, "40..49"),  # a purged run's offsets: the first entries are gone
+    (range(0, 3), {"spark.sql.streaming.continuous.epochBacklogQueueSize": 1}, "0..2"),  # more than the backlog
+])
+async def test_offsets_without_any_commit_that_no_run_leaves_are_refused_and_kept(
+        tmp_path: Path, kept: range, options: dict[str, object] | None, epochs: str) -> None:
+    """A lost commits log: offsets no run without a commit leaves are refused naming commits/, and none is deleted."""
+    ck = await first_run(tmp_path)
+    log_epochs(ck, kept, range(0))
+    before = log_digests(ck)
+    backlog = 1 if options else 10_000
+    again = Harness(tmp_path, options=options)
+    async with again.query:
+        with raises_exactly(CheckpointError, f"cannot resume from {ck}: {ck}/commits holds no commit but {ck}/offsets holds "
+                            f"epochs {epochs}, which no run without a commit leaves (it logs from epoch 0, at most "
+                            f"{backlog + 1} epochs with spark.sql.streaming.continuous.epochBacklogQueueSize {backlog}); the "
+                            "commits log was lost: restore it, or start over with a new checkpoint directory"):
+            await again.query.start()
+    assert log_digests(ck) == before
+
+
+async def test_a_run_that_never_committed_still_restarts_at_epoch_0(tmp_path: Path) -> None:
+    """Offsets of epochs 0..1 and no commit: a run that died before its first commit; its entries are cut anew."""
+    ck = await first_run(tmp_path)
+    log_epochs(ck, range(0, 2), range(0))
+    async with Harness(tmp_path) as again:
+        assert [(s.start_epoch, s.start_offset) for s in again.launcher.specs] == [(0, 0), (0, 0)]
+        assert not (ck / "offsets/1").exists()
+
+
+async def test_a_missing_resume_entry_is_refused_before_anything_is_dropped(tmp_path: Path) -> None:
+    """The last commit's offsets entry is gone: refused naming it, and the uncommitted entry after it is still there."""
+    ck = await first_run(tmp_path)
+    log_epochs(ck, range(0, 3), range(0, 2))
+    (ck / "offsets/1").unlink()
+    before = log_digests(ck)
+    again = Harness(tmp_path)
+    async with again.query:
+        with raises_exactly(CheckpointError, f"cannot resume from {ck}: epoch 1 is committed but its offsets entry "
+                            f"{ck}/offsets/1 is missing; restore it, or start over with a new checkpoint directory"):
+            await again.query.start()
+    assert log_digests(ck) == before

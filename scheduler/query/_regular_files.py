@@ -1,0 +1,65 @@
+"""Reading a checkpoint entry from the local disk: only a regular file, and never a wait on a FIFO or a device.
+
+Hadoop's local file system refuses to open a directory; the standard library opens it, and a FIFO
+blocks until a writer comes. Every read of the local file manager goes through here.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from .._errors import CorruptCheckpointError
+
+__all__ = ["not_a_regular_file", "read_regular_file"]
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link"))
+
+
+def not_a_regular_file(path: str, what: str) -> CorruptCheckpointError:
+    """The refusal of a checkpoint file that is ``what`` (``"a directory"``, ``"a symbolic link to nothing"``, ...)."""
+    return CorruptCheckpointError(
+        f"cannot read {path}: it is {what}, not a regular file; it was replaced after it was written (aiodstream writes "
+        "only regular files): restore it from a copy, or start over with a new checkpoint directory",
+        path=path,
+    )
+
+
+def read_regular_file(path: str) -> bytes | None:
+    """The bytes of the regular file at ``path`` (a symbolic link to one is followed), or ``None`` if nothing is there.
+
+    Opened with ``O_NONBLOCK``, so a FIFO in an entry's place cannot block the reader, then checked with
+    ``fstat``; a dangling or looping symbolic link is refused too (it is not "nothing there": a listing named it).
+
+    Raises:
+        CorruptCheckpointError: anything but a regular file is there, naming ``path``.
+        OSError: the file cannot be opened or read otherwise (permissions, I/O errors).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise not_a_regular_file(path, "a symbolic link to nothing") from None
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise not_a_regular_file(path, "a loop of symbolic links") from None
+        if exc.errno == errno.ENXIO:  # a socket, or a device without a driver
+            raise not_a_regular_file(path, _kind(os.lstat(path).st_mode)) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # before fdopen, which refuses a directory with its own IsADirectoryError
+            raise not_a_regular_file(path, _kind(mode))
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as file:
+        return file.read()
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
