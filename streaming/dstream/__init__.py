@@ -18,6 +18,7 @@ from ._dstream import (
 from ._environment import StreamEnvironment
 from ._graph import DStreamGraph, GraphStream, InputStream
 from ._node import StreamNode, memory_only, union_rdds
+from ._read_times import times_read
 from ._recipe import (
     RECIPE_FILE,
     GraphNotSerializableError,
@@ -64,6 +65,7 @@ __all__ = [
     "UnionDStream",
     "WindowedDStream",
     "memory_only",
+    "times_read",
     "union_rdds",
     "validate_window",
 ]

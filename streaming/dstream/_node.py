@@ -215,6 +215,10 @@ class StreamNode:
         for parent in self._parents:
             parent.validate_at_start()
 
+    def is_time_valid(self, time: Time) -> bool:
+        """The graph's hook (not for users): whether ``time`` is on this stream's grid (after its zero time, a slide apart)."""
+        return self._is_time_valid(time)
+
     def _is_time_valid(self, time: Time) -> bool:
         if self._zero_time is None:
             raise StreamingStateError(f"{self!r} has not been initialized")

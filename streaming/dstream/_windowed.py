@@ -89,6 +89,11 @@ class WindowedNode(StreamNode):
         """The graph's hook (not for users): the window, which the state reaches back over."""
         return self._window
 
+    @property
+    def window_length(self) -> Duration:
+        """The graph's hook (not for users): the window's duration (``window`` is pyspark's method)."""
+        return self._window
+
     def _compute(self, time: Time) -> RDD[Any] | None:
         parent = self._parents[0]
         begin = time.minus(self._window) + parent.slide

@@ -29,7 +29,7 @@ from scheduler import (
     library_logger,
 )
 
-from ..dstream import StreamEnvironment
+from ..dstream import StreamEnvironment, times_read
 from ..recovery import FileSelection, FileSelectionLog, format_log_offset
 from ..spark import list_hadoop_files, time_string_as
 from ._base import InputDStream
@@ -178,6 +178,8 @@ class FileInputDStream(InputDStream):
         self._file_log: FileSelectionLog | None = None
         self._last_entry = -1
         self._entries: dict[int, FileSelection] = {}
+        # Whether an output reads this stream's RDD of a time (None: every time), known once the graph runs.
+        self._times_read: Callable[[Time], bool] | str | None = "unknown"
         self._row_counter = RowCounter()
         self._observed: ObservedRows | None = None  # on Connect
         self._log = library_logger("aiodstream.streaming", component="FileInputDStream", stream=self.id,
@@ -288,6 +290,12 @@ class FileInputDStream(InputDStream):
         return await anyio.to_thread.run_sync(self._plan_sync, time)
 
     def _plan_sync(self, time: Time) -> Offset:
+        if self._times_read == "unknown":
+            self._times_read = times_read(self, self._env.graph.output_streams)
+        if callable(self._times_read) and not self._times_read(time):
+            # No output reads this time (a window shorter than its slide): nothing is listed, and the next time read
+            # takes what came meanwhile, as Spark's file stream, which lists only when its RDD is computed.
+            return self.latest_offset()
         new = self._find_new_files(time)
         if new:
             entry = self._last_entry + 1

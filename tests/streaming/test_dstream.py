@@ -572,3 +572,27 @@ def test_an_output_operation_is_named_after_the_users_call_site(stream: DStream)
     pprint_line = line + 1
     names = [s.name for s in stream._ssc._graph.output_streams]  # type: ignore[attr-defined]
     assert names == [f"foreachRDD at test_dstream.py:{line}", f"foreachRDD at test_dstream.py:{pprint_line}"]
+
+
+def test_the_times_an_output_reads_a_stream_at_follow_its_windows(stream: DStream) -> None:
+    """times_read: None while every time of the stream is read; with a window shorter than its slide, exactly the
+    parent's times its windows hold, also through a second reader and a window over a window."""
+    from streaming.dstream import times_read
+
+    plain = stream.map(lambda x: x)
+    assert times_read(stream, [plain]) is None
+    short = stream.window(0.5, 1.5)  # every third batch (0.5 s batches)
+    wide = stream.window(1.0, 1.0)  # every second batch, over two: every time
+    over = stream.window(1.0, 1.5).window(1.5, 3.0)  # two batches every three; of those windows, one in two is read
+    for node in (short, wide, over):
+        node.initialize(Time(0))
+    reads_short = times_read(stream, [short])
+    assert reads_short is not None
+    assert [t for t in range(500, 6500, 500) if reads_short(Time(t))] == [1500, 3000, 4500, 6000]
+    assert times_read(stream, [wide]) is None  # no short window anywhere: every time
+    both = times_read(stream, [short, wide])
+    assert both is not None and all(both(Time(t)) for t in range(500, 6500, 500))
+    reads_over = times_read(stream, [over])
+    assert reads_over is not None
+    assert [t for t in range(500, 6500, 500) if reads_over(Time(t))] == [2500, 3000, 5500, 6000]
+    assert reads_short(Time(0)) is False and reads_short(Time(750)) is False  # before the first batch; off the grid

@@ -727,6 +727,28 @@ def test_file_stream_reads_each_new_file_once_and_ignores_old_and_hidden_ones(co
     assert info.num_records == 2 and info.metadata_description == first
 
 
+def test_a_window_shorter_than_its_slide_over_a_file_stream_reads_the_files_of_the_batches_it_skips(
+        spark_context: Any, tmp_path: Path) -> None:
+    """window(1, 2) reads the file stream at every second batch; the files that arrived at the batches between go to
+    the next window (Spark lists the directory when the window asks for its RDD), not lost: each is read once."""
+    from scheduler import ManualClock
+
+    base = 1_800_000_000_000
+    clock = ManualClock(base)
+    watched = tmp_path / "in"
+    watched.mkdir()
+    for k in range(1, 7):  # file k is modified half a second before batch k: listed from batch k on
+        path = watched / f"f{k}.txt"
+        path.write_text(f"b{k}\n")
+        os.utime(path, ((base + k * 1000 - 500) / 1000,) * 2)
+    ssc = StreamingContext(spark_context, 1, clock=clock)
+    windows: list[tuple[int, list[str]]] = []
+    ssc.textFileStream(str(watched)).window(1, 2).foreachRDD(
+        lambda t, rdd: windows.append((int(t.timestamp() * 1000) - base, sorted(rdd.collect()))))
+    assert run_dstream_batches(ssc, clock, 6) == []
+    assert windows == [(2000, ["b1", "b2"]), (4000, ["b3", "b4"]), (6000, ["b5", "b6"])]
+
+
 def test_binary_records_stream_reads_fixed_length_records_through_a_hadoop_uri(contexts: Any, tmp_path: Path) -> None:
     """binaryRecordsStream on a file: URI (listed through Hadoop's FileSystem) splits new files into recordLength-byte records."""
     ssc, recorder = contexts(0.2)
