@@ -172,8 +172,9 @@ class FileInputDStream(InputDStream):
         self._remember_duration = self.duration_to_remember
         clock = env.clock if env.clock is not None else SystemClock()
         self.initial_threshold: Time = clock.now()
-        self._batch_files: dict[Time, list[str]] = {}
-        self._recent: set[str] = set()
+        # The files taken within the remember window, with their modification times (ms): older ones can never be
+        # taken again under that time (the window's threshold excludes them), so they go; a file made again goes in anew.
+        self._recent: dict[str, int] = {}
         # With a checkpoint: the selection log, its newest entry, and the entries in memory.
         self._file_log: FileSelectionLog | None = None
         self._last_entry = -1
@@ -227,8 +228,7 @@ class FileInputDStream(InputDStream):
             new = self._find_new_files(time)
             self._warn_empty(new)
             paths = [e.path for e in new]
-            self._recent.update(paths)
-        self._batch_files[time] = paths
+            self._recent.update((e.path, e.mod_time_ms) for e in new)
         tracker = self._env.graph.input_infos
         if tracker is not None:
             tracker.report_info(time, StreamInputInfo(self.id, 0, {"files": paths, "Description": "\n".join(paths)}))
@@ -280,7 +280,7 @@ class FileInputDStream(InputDStream):
             if files is None:
                 continue
             self._entries[entry] = files
-            self._recent.update(path for path, _ in files)
+            self._recent.update(files)
             self._last_entry = max(self._last_entry, entry)
 
     def latest_offset(self) -> Offset:
@@ -304,7 +304,7 @@ class FileInputDStream(InputDStream):
                 raise concurrent_log_update_error(entry, self._file_log.path_of(entry))  # another writer got there first
             self._warn_empty(new)
             self._entries[entry] = files
-            self._recent.update(path for path, _ in files)
+            self._recent.update(files)
             self._last_entry = entry
         # The newest entry, not just this batch's: an entry logged just before a crash (its
         # batch never reached the offsets log) is taken by the next batch, never lost.
@@ -343,13 +343,13 @@ class FileInputDStream(InputDStream):
                 await anyio.to_thread.run_sync(self._file_log.purge, below)
 
     def clear_metadata(self, time: Time) -> None:
-        """The graph's hook (not for users): also forget the files of batches out of the remember window."""
+        """The graph's hook (not for users): also forget the files taken that were modified before the remember window."""
         super().clear_metadata(time)
         remember = self._remember_duration or self.duration_to_remember
         cutoff = time.milliseconds - remember.milliseconds
-        for old in [t for t in self._batch_files if t.milliseconds < cutoff]:
-            self._recent.difference_update(self._batch_files.pop(old))
+        recent = self._recent
+        for path in [path for path, mod_time in recent.items() if mod_time <= cutoff]:
+            del recent[path]
 
     def __repr__(self) -> str:
-        return (f"<FileInputDStream {self.name} [{self.directory!r} | remembering {len(self._recent)} files "
-                f"over {len(self._batch_files)} batches]>")
+        return f"<FileInputDStream {self.name} [{self.directory!r} | remembering {len(self._recent)} files]>"

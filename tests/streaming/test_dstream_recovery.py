@@ -203,6 +203,31 @@ def test_a_file_stream_replays_a_batchs_logged_files_and_takes_files_that_arrive
     assert second.outputs[base + 3000] == [("a", 2), ("b", 2), ("c", 1)]  # f3 and f4, late f3 included
 
 
+def test_a_file_made_again_under_a_name_read_before_a_restart_is_read_once_the_remember_window_passed(
+        spark_context: Any, tmp_path: Path, backend: str) -> None:
+    """After a restart the files of the log's earlier batches were remembered as taken for good: a file made again
+    under one of their names was never read. They are forgotten once their modification time leaves the remember
+    window (60 s), as without a restart, so the new file is read."""
+    base = (int(_time.time() * 1000) // INTERVAL_MS - 1000) * INTERVAL_MS
+    watched = tmp_path / "in"
+    watched.mkdir()
+    ck = tmp_path / "ck"
+    outputs: dict[int, list[str]] = {}
+
+    def build(ssc: StreamingContext) -> None:
+        ssc.textFileStream(str(watched)).foreachRDD(
+            lambda t, rdd: outputs.__setitem__(int(t.timestamp() * 1000) - base, sorted(rdd.collect())))
+
+    write_file(watched, "data.txt", ["old"], base + 500)
+    run_program(spark_context, ck, ManualClock(base), 2, build, resume=False, backend=backend)
+    assert {t: rows for t, rows in outputs.items() if rows} == {1000: ["old"]}
+    (watched / "data.txt").unlink()
+    write_file(watched, "data.txt", ["new"], base + 70_500)  # made again 70 s later
+    # Resumed at 70 s: the batches of the time it was down run first, then one more.
+    run_program(spark_context, ck, ManualClock(base + 70_000), 1, build, resume=True, backend=backend)
+    assert {t: rows for t, rows in outputs.items() if rows} == {1000: ["old"], 71_000: ["new"]}
+
+
 # -- receivers: the write-ahead log --
 
 
