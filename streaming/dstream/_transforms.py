@@ -54,8 +54,20 @@ class TransformedNode(StreamNode):
         rdd = self._parents[0].get_or_compute(time)
         if rdd is None:
             return None
-        result = self._func(batch_datetime(time), rdd)
-        return result if result else None
+        return _rdd_or_none(self._func(batch_datetime(time), rdd), "transform")
+
+
+def _rdd_or_none(result: Any, what: str) -> RDD[Any] | None:
+    """A transform function's result: an RDD (a FrameRDD on Spark Connect), or None for no RDD this batch.
+
+    Anything else fails the batch's generation, as pyspark's does (it reads the result's ``_jrdd``): a list returned by
+    mistake would otherwise reach the outputs as if it were the batch's data.
+    """
+    if not result:
+        return None
+    if not callable(getattr(result, "mapPartitionsWithIndex", None)):
+        raise TypeError(f"the {what} function must return an RDD (or None), got {type(result).__name__} {result!r:.80}")
+    return result  # type: ignore[no-any-return]
 
 
 def _check_same_context_and_slide(streams: Sequence[StreamNode], what: str) -> None:
@@ -88,8 +100,7 @@ class TransformedWithNode(StreamNode):
             empty = self._env.spark_context.emptyRDD()
             a = empty if a is None else a
             b = empty if b is None else b
-        result = self._func(batch_datetime(time), a, b)
-        return result if result else None
+        return _rdd_or_none(self._func(batch_datetime(time), a, b), "transformWith")
 
 
 class UnionNode(StreamNode):

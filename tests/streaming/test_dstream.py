@@ -596,3 +596,24 @@ def test_the_times_an_output_reads_a_stream_at_follow_its_windows(stream: DStrea
     assert reads_over is not None
     assert [t for t in range(500, 6500, 500) if reads_over(Time(t))] == [2500, 3000, 5500, 6000]
     assert reads_short(Time(0)) is False and reads_short(Time(750)) is False  # before the first batch; off the grid
+
+
+def test_a_transform_function_that_returns_no_rdd_fails_the_batch(ssc: StreamingContext) -> None:
+    """transform and transformWith returning a list (not an RDD) fail the batch's generation, as pyspark's do (it reads
+    the result's _jrdd): the list reached the outputs as the batch's data; None and an empty result stay no RDD."""
+    class Rdd:
+        def mapPartitionsWithIndex(self, f: Any) -> Rdd:
+            return self
+
+    source = QueueInputDStream(ssc._env, [Rdd(), Rdd(), Rdd()], True, None)
+    listed = source.transform(lambda rdd: [1])
+    paired = source.transformWith(lambda a, b: [a, b], source)
+    kept = source.transform(lambda rdd: rdd)
+    nothing = source.transform(lambda rdd: None)
+    for stream in (listed, paired, kept, nothing):
+        stream.initialize(Time(0))
+    raises_exactly(TypeError, "the transform function must return an RDD (or None), got list [1]",
+                   lambda: listed._get_or_compute(Time(500)))
+    with pytest.raises(TypeError, match="the transformWith function must return an RDD"):
+        paired._get_or_compute(Time(500))
+    assert isinstance(kept._get_or_compute(Time(500)), Rdd) and nothing._get_or_compute(Time(500)) is None
