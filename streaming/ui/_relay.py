@@ -1,0 +1,265 @@
+"""ConnectionRelay: the web UI's public port, bounded: at most so many connections, each closed when idle or not reading.
+
+Hypercorn has no cap on connections and no write timeout; the served UI's public socket is
+accepted here instead, and each connection's bytes are relayed to Hypercorn listening on a
+private Unix socket. Spark's UI gets the same bounds from Jetty's connector (``idleTimeout``,
+``acceptQueueSize``) and its thread pool.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import struct
+from collections import OrderedDict
+from typing import Awaitable, Callable, Mapping
+
+import anyio
+import anyio.abc
+import attrs
+
+from scheduler import library_logger, parse_long
+
+from ..network import accept_forever
+from ..spark import time_string_as
+
+__all__ = ["IDLE_TIMEOUT", "MAX_CONNECTIONS", "WRITE_TIMEOUT", "ConnectionLimits", "ConnectionRelay", "RelayStatistics"]
+
+MAX_CONNECTIONS = "spark.aiodstream.ui.maxConnections"
+IDLE_TIMEOUT = "spark.aiodstream.ui.idleTimeout"
+WRITE_TIMEOUT = "spark.aiodstream.ui.writeTimeout"
+SETTINGS = (MAX_CONNECTIONS, IDLE_TIMEOUT, WRITE_TIMEOUT)
+"""The Spark settings :meth:`ConnectionLimits.from_settings` reads."""
+
+_MAX_CONNECTIONS_LIMIT = 65_536
+_MAX_TIMEOUT_MS = 86_400_000  # a day: a longer timeout is a typo
+_CHUNK = 65_536
+_CLOSED = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+
+
+def _timeout_setting(key: str, raw: str) -> float:
+    """Seconds from a Spark time string (``"30s"``, ``"500ms"``; a bare number is in seconds, as Spark reads it)."""
+    text = raw.strip()
+    seconds = parse_long(text)
+    millis = time_string_as(text, "ms", key) if seconds is None else seconds * 1000
+    if not 0 < millis <= _MAX_TIMEOUT_MS:
+        raise ValueError(f"{key} must be a positive time of at most a day, got {raw!r}; pass e.g. '30s'")
+    return millis / 1000
+
+
+@attrs.frozen
+class ConnectionLimits:
+    """What a served UI's port holds: how many connections, and how long one may stall.
+
+    Attributes:
+        max_connections: connections open at once (``spark.aiodstream.ui.maxConnections``); a new
+            one beyond it closes the connection idle the longest.
+        idle_timeout_s: a connection that moves no byte either way for this long is closed
+            (``spark.aiodstream.ui.idleTimeout``); Hypercorn's own keep-alive is never shorter.
+        write_timeout_s: a client that takes none of a chunk of the answer for this long has its
+            connection reset (``spark.aiodstream.ui.writeTimeout``).
+
+    Raises:
+        ValueError: a count below 1 or a timeout that is not a positive finite number.
+    """
+
+    max_connections: int = 64
+    idle_timeout_s: float = 30.0
+    write_timeout_s: float = 10.0
+
+    def __attrs_post_init__(self) -> None:
+        """Check the bounds."""
+        count = self.max_connections
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_CONNECTIONS_LIMIT:
+            raise ValueError(f"max_connections must be a whole number from 1 to {_MAX_CONNECTIONS_LIMIT}, got {count!r}")
+        for name in ("idle_timeout_s", "write_timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive finite number of seconds, got {value!r}")
+
+    @classmethod
+    def from_settings(cls, get: Callable[[str], str | None]) -> ConnectionLimits:
+        """Read :data:`SETTINGS` through ``get`` (e.g. ``SparkConf.get``); unset ones keep their defaults.
+
+        Raises:
+            InvalidDurationError: a timeout that is not a Spark time string.
+            ValueError: a value out of range (the message names the setting).
+        """
+        found: dict[str, int | float] = {}
+        raw = get(MAX_CONNECTIONS)
+        if raw is not None and raw.strip():
+            count = parse_long(raw.strip())
+            if count is None or not 1 <= count <= _MAX_CONNECTIONS_LIMIT:
+                raise ValueError(f"{MAX_CONNECTIONS} must be a whole number from 1 to {_MAX_CONNECTIONS_LIMIT}, got {raw!r}")
+            found["max_connections"] = count
+        for key, field in ((IDLE_TIMEOUT, "idle_timeout_s"), (WRITE_TIMEOUT, "write_timeout_s")):
+            raw = get(key)
+            if raw is not None and raw.strip():
+                found[field] = _timeout_setting(key, raw)
+        return cls(**found)  # type: ignore[arg-type]
+
+
+@attrs.frozen
+class RelayStatistics:
+    """A snapshot of a relay's counters (trio's ``statistics()`` convention).
+
+    Attributes:
+        accepted: connections taken from the public port.
+        open: connections relayed now.
+        closed: connections the relay ended, by reason: ``"evicted"`` (the longest idle, for a new
+            one beyond ``max_connections``), ``"idle"``, ``"write_timeout"``, ``"upstream"`` (the
+            private server could not be reached), ``"accept"`` (an accept that failed, e.g. out of
+            file descriptors). Connections that end by their client or the server are not counted here.
+    """
+
+    accepted: int
+    open: int
+    closed: Mapping[str, int]
+
+
+class _Connection:
+    """One relayed connection: its cancel scope (deadline: the idle timeout) and why the relay ended it."""
+
+    __slots__ = ("ended", "reason", "scope")
+
+    def __init__(self, scope: anyio.CancelScope) -> None:
+        self.scope = scope
+        self.ended = False
+        self.reason: str | None = None
+
+    def end(self, reason: str | None = None) -> None:
+        """End the connection: by the relay for ``reason``, or (``None``) because its client or server ended it."""
+        if not self.ended:
+            self.ended = True
+            self.reason = reason
+        self.scope.cancel()
+
+
+class ConnectionRelay:
+    """Accepts a public port's connections, at most ``max_connections`` at once, and relays each to a private server.
+
+    Connections are kept in the order of their last activity (a byte moved either way), so the
+    one idle the longest is the first: a new connection beyond the cap closes it, not itself, so
+    a stranger holding connections open cannot keep a visitor out (they only evict each other).
+    A connection that moves nothing for ``idle_timeout_s`` is closed; one whose client takes none
+    of a chunk of the answer for ``write_timeout_s`` is reset (its unsent bytes dropped). Each
+    refusal is counted in :meth:`statistics` and logged (at debug; the first of a kind and then at
+    every power of two at info). Nothing a client sends raises out of :meth:`serve`.
+    """
+
+    def __init__(self, limits: ConnectionLimits, connect: Callable[[], Awaitable[anyio.abc.SocketStream]], *,
+                 name: str) -> None:
+        """A relay to the server ``connect`` reaches (called once per accepted connection)."""
+        self.limits = limits
+        self.name = name
+        self._connect = connect
+        self._open: OrderedDict[object, _Connection] = OrderedDict()
+        self._accepted = 0
+        self._closed: dict[str, int] = {}
+        self._log = library_logger("aiodstream.ui", component="ConnectionRelay", name=name)
+
+    async def serve(self, listener: anyio.abc.SocketListener, task_group: anyio.abc.TaskGroup) -> None:
+        """Accept connections on ``listener`` until cancelled, relaying each in a task of ``task_group``.
+
+        Cancelling this stops accepting only; the connections end with ``task_group`` (or when
+        their server closes them). A failed accept is counted and retried, as a front door's.
+        """
+        await accept_forever(listener, lambda stream: self._take(stream, task_group),
+                             lambda exc: self._count("accept", f"accepting a connection failed: {exc}"))
+
+    def _take(self, stream: anyio.abc.SocketStream, task_group: anyio.abc.TaskGroup) -> None:
+        # Registered here, in accept order, not in the connection's task: tasks start in no set order (trio shuffles).
+        self._accepted += 1
+        if len(self._open) >= self.limits.max_connections:
+            _, oldest = self._open.popitem(last=False)
+            oldest.end("evicted")
+        key = object()
+        connection = self._open[key] = _Connection(anyio.CancelScope(deadline=anyio.current_time() + self.limits.idle_timeout_s))
+        task_group.start_soon(self._relay, key, connection, stream)
+
+    def _touch(self, key: object, connection: _Connection) -> None:
+        if key in self._open:
+            self._open.move_to_end(key)
+        connection.scope.deadline = anyio.current_time() + self.limits.idle_timeout_s
+
+    async def _relay(self, key: object, connection: _Connection, client: anyio.abc.SocketStream) -> None:
+        try:
+            async with client:
+                with connection.scope:
+                    try:
+                        upstream = await self._connect()
+                    except OSError as exc:
+                        connection.end("upstream")
+                        self._log.warning("web UI server unreachable", error=str(exc))
+                    else:
+                        async with upstream, anyio.create_task_group() as pumps:
+                            pumps.start_soon(self._to_server, key, connection, client, upstream)
+                            pumps.start_soon(self._to_client, key, connection, upstream, client)
+                if not connection.ended:  # its deadline passed: nothing moved for the idle timeout
+                    connection.end("idle")
+                if connection.reason == "write_timeout":
+                    _reset(client)
+        finally:
+            self._open.pop(key, None)
+            if connection.reason is not None:
+                self._count(connection.reason, _DETAILS[connection.reason].format(limits=self.limits))
+
+    async def _to_server(self, key: object, connection: _Connection, client: anyio.abc.SocketStream,
+                         upstream: anyio.abc.SocketStream) -> None:
+        try:
+            while True:
+                data = await client.receive(_CHUNK)
+                self._touch(key, connection)
+                await upstream.send(data)
+        except anyio.EndOfStream:
+            try:
+                await upstream.send_eof()  # the client is done sending: the server still answers
+            except _CLOSED:
+                connection.end()
+        except _CLOSED:
+            connection.end()
+
+    async def _to_client(self, key: object, connection: _Connection, upstream: anyio.abc.SocketStream,
+                         client: anyio.abc.SocketStream) -> None:
+        try:
+            while True:
+                data = await upstream.receive(_CHUNK)
+                self._touch(key, connection)
+                with anyio.move_on_after(self.limits.write_timeout_s) as writing:
+                    await client.send(data)
+                if writing.cancelled_caught:
+                    connection.end("write_timeout")
+                    return
+                self._touch(key, connection)
+        except _CLOSED:  # the server closed the connection (or the client went): it is over
+            pass
+        connection.end()
+
+    def _count(self, reason: str, detail: str) -> None:
+        count = self._closed.get(reason, 0) + 1
+        self._closed[reason] = count
+        level = self._log.info if count & (count - 1) == 0 else self._log.debug  # a flood cannot flood the log
+        level("web UI connection closed", reason=reason, detail=detail, closed=count)
+
+    def statistics(self) -> RelayStatistics:
+        """Connections accepted, open now, and closed by the relay by reason."""
+        return RelayStatistics(self._accepted, len(self._open), dict(self._closed))
+
+    def __repr__(self) -> str:
+        s = self.statistics()
+        return f"<ConnectionRelay {self.name} [open: {s.open}/{self.limits.max_connections} | closed: {sum(s.closed.values())}]>"
+
+
+_DETAILS = {
+    "evicted": f"the longest idle, closed for a new connection beyond {{limits.max_connections}} ({MAX_CONNECTIONS})",
+    "idle": f"nothing moved for {{limits.idle_timeout_s}} s ({IDLE_TIMEOUT})",
+    "write_timeout": f"the client took none of the answer for {{limits.write_timeout_s}} s ({WRITE_TIMEOUT}); reset",
+    "upstream": "the UI's private server could not be reached",
+}
+
+
+def _reset(stream: anyio.abc.SocketStream) -> None:
+    """Close ``stream`` with a reset: the kernel drops the bytes the client never took instead of keeping them."""
+    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+    if raw is not None and raw.fileno() >= 0:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
