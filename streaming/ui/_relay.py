@@ -197,12 +197,14 @@ class ConnectionRelay:
                             pumps.start_soon(self._to_client, key, connection, upstream, client)
                 if not connection.ended:  # its deadline passed: nothing moved for the idle timeout
                     connection.end("idle")
+                # Counted before the close: whoever sees the connection closed sees it counted.
+                self._open.pop(key, None)
+                if connection.reason is not None:
+                    self._count(connection.reason, _DETAILS[connection.reason].format(limits=self.limits))
                 if connection.reason == "write_timeout":
                     _reset(client)
         finally:
             self._open.pop(key, None)
-            if connection.reason is not None:
-                self._count(connection.reason, _DETAILS[connection.reason].format(limits=self.limits))
 
     async def _to_server(self, key: object, connection: _Connection, client: anyio.abc.SocketStream,
                          upstream: anyio.abc.SocketStream) -> None:
@@ -230,7 +232,8 @@ class ConnectionRelay:
                 if writing.cancelled_caught:
                     connection.end("write_timeout")
                     return
-                self._touch(key, connection)
+                # A slow send was no idleness; the order of activity was set when the bytes arrived.
+                connection.scope.deadline = anyio.current_time() + self.limits.idle_timeout_s
         except _CLOSED:  # the server closed the connection (or the client went): it is over
             pass
         connection.end()
