@@ -323,13 +323,18 @@ class FrontDoor:
         handle = self.handler(serve)
         sockets = listener.listeners if isinstance(listener, MultiListener) else [listener]
 
+        async def run(stream: anyio.abc.SocketStream) -> None:
+            await handle(stream)
+
+        def take(stream: anyio.abc.SocketStream) -> None:
+            task_group.start_soon(run, stream)
+
         def failed(exc: OSError) -> None:
             self._refuse("accept", f"accepting a connection failed: {exc}")
 
         async with anyio.create_task_group() as accepting:
             for one in sockets:
-                accepting.start_soon(accept_forever, cast(anyio.abc.SocketListener, one),
-                                     lambda stream: task_group.start_soon(handle, stream), failed)
+                accepting.start_soon(accept_forever, cast(anyio.abc.SocketListener, one), take, failed)
 
     def _refuse(self, reason: str, detail: str) -> None:
         count = self._refused.get(reason, 0) + 1
