@@ -71,15 +71,19 @@ ACCEPT_RETRY_S = 0.1
 
 
 async def accept_forever(listener: anyio.abc.SocketListener, take: Callable[[anyio.abc.SocketStream], None],
-                         failed: Callable[[OSError], None]) -> None:
+                         failed: Callable[[OSError], None], ready: Callable[[], Awaitable[None]] | None = None) -> None:
     """Accept connections on ``listener`` until cancelled, handing each to ``take`` (which starts its task), in order.
 
     An accept that fails (the process out of file descriptors, which a flood of connections to
     any of its ports can bring about; a connection reset before it was taken) goes to ``failed``
     and the loop goes on, after :data:`ACCEPT_RETRY_S` when the process is out of resources:
     anyio's ``Listener.serve`` would raise it, and the port would be closed for good.
+    With ``ready``, each accept waits for it first (e.g. for a free slot): meanwhile new
+    connections wait in the kernel's backlog, not in this process.
     """
     while True:
+        if ready is not None:
+            await ready()
         try:
             stream = await listener.accept()
         except OSError as exc:

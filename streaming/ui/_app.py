@@ -345,7 +345,7 @@ class StreamingUI:
         config.keep_alive_timeout = max(config.keep_alive_timeout, limits.idle_timeout_s)
         app = self._secured(allowed_hosts)
         stop = anyio.Event()
-        relay = self._relay = ConnectionRelay(limits, private.connect, name=url)
+        relay = self._relay = ConnectionRelay(limits, private.path, name=url)
         accepting = anyio.CancelScope()
         # Shielded: a cancellation of serve() stops the accepting, and the connections live on through
         # Hypercorn's graceful shutdown (open requests finish, within graceful_timeout); then they end.
@@ -410,9 +410,6 @@ class _PrivateSocket:
         except BaseException:
             self.close()
             raise
-
-    async def connect(self) -> anyio.abc.SocketStream:
-        return await anyio.connect_unix(self.path)
 
     def close(self) -> None:
         self.sock.close()

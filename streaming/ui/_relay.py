@@ -12,10 +12,11 @@ import math
 import socket
 import struct
 from collections import OrderedDict
-from typing import Awaitable, Callable, Mapping
+from typing import Callable, Mapping
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import attrs
 
 from scheduler import library_logger, parse_long
@@ -35,6 +36,10 @@ _MAX_CONNECTIONS_LIMIT = 65_536
 _MAX_TIMEOUT_MS = 86_400_000  # a day: a longer timeout is a typo
 _CHUNK = 65_536
 _CLOSED = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+_CLOSING_SLOTS = 4
+"""Slots beyond ``max_connections``, held by connections ended but not yet closed (the evicted ones)."""
+_CLOSE_WAIT_S = 1.0
+"""How long an ended connection waits for the private server to close its end (it does at once, on our EOF)."""
 
 
 def _timeout_setting(key: str, raw: str) -> float:
@@ -110,11 +115,15 @@ class RelayStatistics:
             one beyond ``max_connections``), ``"idle"``, ``"write_timeout"``, ``"upstream"`` (the
             private server could not be reached), ``"accept"`` (an accept that failed, e.g. out of
             file descriptors). Connections that end by their client or the server are not counted here.
+        closing: connections ended whose sockets are not all closed yet (the private server's end
+            included); each still holds a slot, so the port takes no new connection while
+            ``open + closing`` is at ``max_connections`` plus a few.
     """
 
     accepted: int
     open: int
     closed: Mapping[str, int]
+    closing: int = 0
 
 
 class _Connection:
@@ -145,14 +154,22 @@ class ConnectionRelay:
     of a chunk of the answer for ``write_timeout_s`` is reset (its unsent bytes dropped). Each
     refusal is counted in :meth:`statistics` and logged (at debug; the first of a kind and then at
     every power of two at info). Nothing a client sends raises out of :meth:`serve`.
+
+    Descriptors are bounded too: a connection holds one of ``max_connections`` plus
+    :data:`_CLOSING_SLOTS` slots until its sockets are closed, the private server's end
+    included (an ended connection sends it EOF and waits, at most :data:`_CLOSE_WAIT_S`, for it
+    to close), and the port accepts only while a slot is free: a flood waits in the kernel's
+    backlog, and the process's descriptors stay at about three per slot.
     """
 
-    def __init__(self, limits: ConnectionLimits, connect: Callable[[], Awaitable[anyio.abc.SocketStream]], *,
-                 name: str) -> None:
-        """A relay to the server ``connect`` reaches (called once per accepted connection)."""
+    def __init__(self, limits: ConnectionLimits, upstream_path: str, *, name: str) -> None:
+        """A relay to the server listening on the Unix socket at ``upstream_path``."""
         self.limits = limits
         self.name = name
-        self._connect = connect
+        self._path = upstream_path
+        self._slots = limits.max_connections + _CLOSING_SLOTS
+        self._held = 0
+        self._freed: anyio.Event | None = None
         self._open: OrderedDict[object, _Connection] = OrderedDict()
         self._accepted = 0
         self._closed: dict[str, int] = {}
@@ -165,11 +182,23 @@ class ConnectionRelay:
         their server closes them). A failed accept is counted and retried, as a front door's.
         """
         await accept_forever(listener, lambda stream: self._take(stream, task_group),
-                             lambda exc: self._count("accept", f"accepting a connection failed: {exc}"))
+                             lambda exc: self._count("accept", f"accepting a connection failed: {exc}"),
+                             ready=self._free_slot)
+
+    async def _free_slot(self) -> None:
+        while self._held >= self._slots:
+            self._freed = anyio.Event()
+            await self._freed.wait()
+
+    def _release_slot(self) -> None:
+        self._held -= 1
+        if self._freed is not None:
+            self._freed.set()
 
     def _take(self, stream: anyio.abc.SocketStream, task_group: anyio.abc.TaskGroup) -> None:
         # Registered here, in accept order, not in the connection's task: tasks start in no set order (trio shuffles).
         self._accepted += 1
+        self._held += 1  # released by the connection's task once its every socket is closed
         if len(self._open) >= self.limits.max_connections:
             _, oldest = self._open.popitem(last=False)
             oldest.end("evicted")
@@ -183,16 +212,17 @@ class ConnectionRelay:
         connection.scope.deadline = anyio.current_time() + self.limits.idle_timeout_s
 
     async def _relay(self, key: object, connection: _Connection, client: anyio.abc.SocketStream) -> None:
+        upstream: _Upstream | None = None
         try:
             async with client:
                 with connection.scope:
                     try:
-                        upstream = await self._connect()
+                        upstream = await _Upstream.connect(self._path)
                     except OSError as exc:
                         connection.end("upstream")
                         self._log.warning("web UI server unreachable", error=str(exc))
                     else:
-                        async with upstream, anyio.create_task_group() as pumps:
+                        async with anyio.create_task_group() as pumps:
                             pumps.start_soon(self._to_server, key, connection, client, upstream)
                             pumps.start_soon(self._to_client, key, connection, upstream, client)
                 if not connection.ended:  # its deadline passed: nothing moved for the idle timeout
@@ -203,11 +233,16 @@ class ConnectionRelay:
                     self._count(connection.reason, _DETAILS[connection.reason].format(limits=self.limits))
                 if connection.reason == "write_timeout":
                     _reset(client)
+            if upstream is not None:
+                await upstream.finish()
         finally:
+            if upstream is not None:
+                upstream.close()
             self._open.pop(key, None)
+            self._release_slot()
 
     async def _to_server(self, key: object, connection: _Connection, client: anyio.abc.SocketStream,
-                         upstream: anyio.abc.SocketStream) -> None:
+                         upstream: _Upstream) -> None:
         try:
             while True:
                 data = await client.receive(_CHUNK)
@@ -215,17 +250,16 @@ class ConnectionRelay:
                 await upstream.send(data)
         except anyio.EndOfStream:
             try:
-                await upstream.send_eof()  # the client is done sending: the server still answers
-            except _CLOSED:
+                upstream.send_eof()  # the client is done sending: the server still answers
+            except OSError:
                 connection.end()
         except _CLOSED:
             connection.end()
 
-    async def _to_client(self, key: object, connection: _Connection, upstream: anyio.abc.SocketStream,
+    async def _to_client(self, key: object, connection: _Connection, upstream: _Upstream,
                          client: anyio.abc.SocketStream) -> None:
         try:
-            while True:
-                data = await upstream.receive(_CHUNK)
+            while data := await upstream.receive():
                 self._touch(key, connection)
                 with anyio.move_on_after(self.limits.write_timeout_s) as writing:
                     await client.send(data)
@@ -234,9 +268,9 @@ class ConnectionRelay:
                     return
                 # A slow send was no idleness; the order of activity was set when the bytes arrived.
                 connection.scope.deadline = anyio.current_time() + self.limits.idle_timeout_s
-        except _CLOSED:  # the server closed the connection (or the client went): it is over
+        except _CLOSED:  # the server reset the connection (or the client went): it is over
             pass
-        connection.end()
+        connection.end()  # also when the server closed it
 
     def _count(self, reason: str, detail: str) -> None:
         count = self._closed.get(reason, 0) + 1
@@ -246,11 +280,12 @@ class ConnectionRelay:
 
     def statistics(self) -> RelayStatistics:
         """Connections accepted, open now, and closed by the relay by reason."""
-        return RelayStatistics(self._accepted, len(self._open), dict(self._closed))
+        return RelayStatistics(self._accepted, len(self._open), dict(self._closed), self._held - len(self._open))
 
     def __repr__(self) -> str:
         s = self.statistics()
-        return f"<ConnectionRelay {self.name} [open: {s.open}/{self.limits.max_connections} | closed: {sum(s.closed.values())}]>"
+        return (f"<ConnectionRelay {self.name} [open: {s.open}/{self.limits.max_connections} | closing: {s.closing}"
+                f" | closed: {sum(s.closed.values())}]>")
 
 
 _DETAILS = {
@@ -266,3 +301,80 @@ def _reset(stream: anyio.abc.SocketStream) -> None:
     raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
     if raw is not None and raw.fileno() >= 0:
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+class _Upstream:
+    """The relay's end of a connection to the private server: a non-blocking Unix socket, waited on by ``anyio.wait_*``.
+
+    Not anyio's ``UNIXSocketStream``: on asyncio, one of its reads cancelled in the same turn
+    of the loop as its socket becomes readable logs ``InvalidStateError`` ("Exception in
+    callback Future.set_result(None)"; its waiter is a bare ``Future.set_result``), and the
+    relay cancels reads all the time (every eviction and timeout). ``anyio.wait_readable``
+    guards its waiter, and deregisters it before returning.
+    """
+
+    __slots__ = ("sock",)
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    @classmethod
+    async def connect(cls, path: str) -> _Upstream:
+        """Connect to the server at ``path``, waiting while its backlog is full."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            while True:
+                await anyio.lowlevel.checkpoint()
+                try:
+                    sock.connect(path)
+                    return cls(sock)
+                except BlockingIOError:  # a Unix socket's backlog is full: wait, then try again
+                    await anyio.wait_writable(sock)
+        except BaseException:
+            sock.close()
+            raise
+
+    async def receive(self) -> bytes:
+        """The next bytes from the server; ``b""`` once it closed its end.
+
+        Raises:
+            OSError: the connection was reset.
+        """
+        while True:
+            await anyio.lowlevel.checkpoint()
+            try:
+                return self.sock.recv(_CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(self.sock)
+
+    async def send(self, data: bytes) -> None:
+        """Send all of ``data``.
+
+        Raises:
+            OSError: the server closed or reset the connection.
+        """
+        view = memoryview(data)
+        while view:
+            await anyio.lowlevel.checkpoint()
+            try:
+                view = view[self.sock.send(view):]
+            except BlockingIOError:
+                await anyio.wait_writable(self.sock)
+
+    def send_eof(self) -> None:
+        """Tell the server we send no more (it may still answer)."""
+        self.sock.shutdown(socket.SHUT_WR)
+
+    async def finish(self) -> None:
+        """Send EOF and wait, at most :data:`_CLOSE_WAIT_S`, until the server closed its end (dropping what it sends)."""
+        with anyio.move_on_after(_CLOSE_WAIT_S):
+            try:
+                self.send_eof()
+                while await self.receive():
+                    pass
+            except OSError:  # not connected any more, or reset: its end is closed too
+                pass
+
+    def close(self) -> None:
+        self.sock.close()
