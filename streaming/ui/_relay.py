@@ -8,6 +8,7 @@ private Unix socket. Spark's UI gets the same bounds from Jetty's connector (``i
 
 from __future__ import annotations
 
+import contextlib
 import math
 import socket
 import struct
@@ -367,10 +368,18 @@ class _Upstream:
         self.sock.shutdown(socket.SHUT_WR)
 
     async def finish(self) -> None:
-        """Send EOF and wait, at most :data:`_CLOSE_WAIT_S`, until the server closed its end (dropping what it sends)."""
+        """End the connection and wait, at most :data:`_CLOSE_WAIT_S`, until the server closed its end (dropping what it sends).
+
+        A bare EOF is not enough: Hypercorn keeps a connection that ends between two requests
+        until its keep-alive timeout. A byte that starts no request (NUL), then EOF, is a broken
+        request: it answers 400 and closes at once (HTTP/1.1; an HTTP/2 connection drops it as
+        a broken frame).
+        """
         with anyio.move_on_after(_CLOSE_WAIT_S):
             try:
-                self.send_eof()
+                with contextlib.suppress(OSError):  # already half-closed (the client's EOF was passed on), or reset
+                    self.sock.send(b"\x00")
+                    self.send_eof()
                 while await self.receive():
                     pass
             except OSError:  # not connected any more, or reset: its end is closed too

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import os
 import re
 import socket
 from contextlib import asynccontextmanager
@@ -14,6 +16,7 @@ import anyio
 import anyio.abc
 import attrs
 import pytest
+import sniffio
 
 from scheduler import LOGGER_ROOT, InvalidDurationError, event_fields
 from streaming.spark import SparkSettings
@@ -184,3 +187,60 @@ def test_connection_limits_are_read_and_bad_values_refused() -> None:
     for bad in (0, -1.0, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="write_timeout_s must be a positive finite number of seconds"):
             ConnectionLimits(write_timeout_s=bad)
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd (Linux)")
+async def test_a_flood_of_connections_holds_a_bounded_number_of_descriptors_and_a_visitor_is_still_served() -> None:
+    """100 connections held open against maxConnections=4: at every eviction the relay holds at most the cap plus its
+    closing slots, the process at most three descriptors a slot more than before, and nothing is logged by the loop
+    (anyio's Unix stream logs InvalidStateError for a read cancelled as it turns readable); then a request is answered."""
+    cap, flood, slack = 4, 100, 8  # 100: within the port's backlog (128), so no connect waits on a SYN retry
+    loop_errors: list[str] = []
+    if sniffio.current_async_library() == "asyncio":
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: loop_errors.append(context["message"]))
+    held: list[socket.socket] = []
+    peaks = {"descriptors": 0, "slots": 0}
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if (event_fields(record) or {}).get("event") == "web UI connection closed":
+                peaks["descriptors"] = max(peaks["descriptors"], open_descriptors() - len(held))
+                now = statistics(ui)
+                peaks["slots"] = max(peaks["slots"], now.open + now.closing)
+
+    root = logging.getLogger(LOGGER_ROOT)
+    handler, previous = Watch(logging.DEBUG), root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        with anyio.fail_after(GUARD_S):
+            async with served(maxConnections=str(cap), idleTimeout=DAY, writeTimeout=DAY) as (ui, port):
+                async with await anyio.connect_tcp("127.0.0.1", port) as warm:  # what serving one request opens for good
+                    assert (await request(warm, "/api/v1/contexts", port))[0] == 200
+                base = open_descriptors()
+                try:
+                    for _ in range(flood):
+                        raw = socket.socket()
+                        held.append(raw)
+                        raw.setblocking(False)
+                        with contextlib.suppress(BlockingIOError):
+                            raw.connect(("127.0.0.1", port))
+                    async with await anyio.connect_tcp("127.0.0.1", port) as visitor:  # accepted after the flood
+                        assert await request(visitor, "/api/v1/contexts", port) == (200, b"[]")
+                        now = statistics(ui)
+                        assert (now.accepted, now.open) == (flood + 2, cap)
+                        assert now.closed["evicted"] >= flood + 1 - cap  # (and the warm-up's, if its close was not seen yet)
+                finally:
+                    for raw in held:
+                        raw.close()
+                    held.clear()
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous)
+    assert peaks["slots"] <= cap + slack
+    assert peaks["descriptors"] <= base + 3 * (cap + slack), (peaks, base)
+    assert loop_errors == []
