@@ -7,6 +7,7 @@ blocking side, for executors' tasks. The hello's parse and proof are plain funct
 
 from ._client import HelloRefusedError, connect, handshake
 from ._front_door import (
+    ACCEPT_RETRY_S,
     HELLO_TIMEOUT_KEY,
     IDLE_TIMEOUT_KEY,
     MAX_UNAUTHENTICATED_KEY,
@@ -15,6 +16,7 @@ from ._front_door import (
     FrontDoor,
     FrontDoorSettings,
     FrontDoorStatistics,
+    accept_forever,
 )
 from ._hello import (
     ACCEPTED_SIZE,
@@ -38,6 +40,7 @@ from ._hello import (
 
 __all__ = [
     "ACCEPTED_SIZE",
+    "ACCEPT_RETRY_S",
     "Admitted",
     "CHALLENGE_BYTES",
     "FRAME_HEADER",
@@ -56,6 +59,7 @@ __all__ = [
     "MAX_UNAUTHENTICATED_KEY",
     "RoleSchema",
     "accept",
+    "accept_forever",
     "connect",
     "encode_challenge",
     "encode_hello",

@@ -34,6 +34,7 @@ from ._hello import (
 )
 
 __all__ = [
+    "ACCEPT_RETRY_S",
     "Admitted",
     "FrameTooLargeError",
     "FrontDoor",
@@ -42,6 +43,7 @@ __all__ = [
     "HELLO_TIMEOUT_KEY",
     "IDLE_TIMEOUT_KEY",
     "MAX_UNAUTHENTICATED_KEY",
+    "accept_forever",
 ]
 
 HELLO_TIMEOUT_KEY = "spark.network.auth.rpcTimeout"
@@ -66,6 +68,30 @@ _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 
 ACCEPT_RETRY_S = 0.1
 """How long a front door's accept loop waits after a failed accept (as asyncio's own servers do) before the next."""
+
+
+async def accept_forever(listener: anyio.abc.SocketListener, take: Callable[[anyio.abc.SocketStream], None],
+                         failed: Callable[[OSError], None], ready: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Accept connections on ``listener`` until cancelled, handing each to ``take`` (which starts its task), in order.
+
+    An accept that fails (the process out of file descriptors, which a flood of connections to
+    any of its ports can bring about; a connection reset before it was taken) goes to ``failed``
+    and the loop goes on, after :data:`ACCEPT_RETRY_S` when the process is out of resources:
+    anyio's ``Listener.serve`` would raise it, and the port would be closed for good.
+    With ``ready``, each accept waits for it first (e.g. for a free slot): meanwhile new
+    connections wait in the kernel's backlog, not in this process.
+    """
+    while True:
+        if ready is not None:
+            await ready()
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            failed(exc)
+            if exc.errno in _OUT_OF_RESOURCES:  # as asyncio's servers: wait for some to be released
+                await anyio.sleep(ACCEPT_RETRY_S)
+            continue  # else (a connection aborted before it was taken, ...) the next one at once
+        take(stream)
 
 
 class FrameTooLargeError(StreamingError, ValueError):
@@ -300,21 +326,19 @@ class FrontDoor:
         """
         handle = self.handler(serve)
         sockets = listener.listeners if isinstance(listener, MultiListener) else [listener]
+
+        async def run(stream: anyio.abc.SocketStream) -> None:
+            await handle(stream)
+
+        def take(stream: anyio.abc.SocketStream) -> None:
+            task_group.start_soon(run, stream)
+
+        def failed(exc: OSError) -> None:
+            self._refuse("accept", f"accepting a connection failed: {exc}")
+
         async with anyio.create_task_group() as accepting:
             for one in sockets:
-                accepting.start_soon(self._accept_loop, cast(anyio.abc.SocketListener, one), handle, task_group)
-
-    async def _accept_loop(self, listener: anyio.abc.SocketListener, handle: Callable[[anyio.abc.SocketStream], Any],
-                           task_group: anyio.abc.TaskGroup) -> None:
-        while True:
-            try:
-                stream = await listener.accept()
-            except OSError as exc:
-                self._refuse("accept", f"accepting a connection failed: {exc}")
-                if exc.errno in _OUT_OF_RESOURCES:  # as asyncio's servers: wait for some to be released
-                    await anyio.sleep(ACCEPT_RETRY_S)
-                continue  # else (a connection aborted before it was taken, ...) the next one at once
-            task_group.start_soon(handle, stream)
+                accepting.start_soon(accept_forever, cast(anyio.abc.SocketListener, one), take, failed)
 
     def _refuse(self, reason: str, detail: str) -> None:
         count = self._refused.get(reason, 0) + 1

@@ -143,6 +143,9 @@ STREAMING_SETTINGS = (
     "spark.aiodstream.ui.user",
     "spark.aiodstream.ui.password",
     "spark.aiodstream.ui.showTracebacks",
+    "spark.aiodstream.ui.maxConnections",
+    "spark.aiodstream.ui.idleTimeout",
+    "spark.aiodstream.ui.writeTimeout",
     # Which file manager keeps the checkpoint (auto, hadoop, local).
     "spark.aiodstream.checkpoint.fileManager",
     # Whether the state stores' tasks flush each commit to disk (default true; false: Spark's durability on a local disk).

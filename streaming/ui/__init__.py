@@ -9,8 +9,10 @@ from ._app import DEFAULT_UI_PORT, StreamingUI, check_port
 from ._failures import error_summary
 from ._history import ContextHistory
 from ._metrics import DELAY_BUCKETS_S, StreamingMetrics
+from ._relay import ConnectionLimits, ConnectionRelay, RelayStatistics
 from ._security import RemoteUIRefusedError, UISecurity
 from ._wiring import ContextUI, spark_links
 
-__all__ = ["DEFAULT_UI_PORT", "DELAY_BUCKETS_S", "ContextHistory", "ContextUI", "RemoteUIRefusedError", "StreamingMetrics", "StreamingUI",
-           "UISecurity", "check_port", "error_summary", "spark_links"]
+__all__ = ["DEFAULT_UI_PORT", "DELAY_BUCKETS_S", "ConnectionLimits", "ConnectionRelay", "ContextHistory", "ContextUI",
+           "RelayStatistics", "RemoteUIRefusedError", "StreamingMetrics", "StreamingUI", "UISecurity", "check_port", "error_summary",
+           "spark_links"]

@@ -13,7 +13,9 @@ import ipaddress
 import json
 import logging
 import os
+import shutil
 import socket
+import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
@@ -29,6 +31,7 @@ from scheduler import Duration, JobScheduler, library_logger
 from ..runtime import QueryRuntime
 from ._extras import require
 from ._history import ContextHistory, check_retained, operation_json
+from ._relay import ConnectionRelay, RelayStatistics
 from ._security import UISecurity, is_loopback_address, secure_app
 
 __all__ = ["DEFAULT_UI_PORT", "StreamingUI", "check_port"]
@@ -76,6 +79,7 @@ class StreamingUI:
             metrics = StreamingMetrics()
         self.metrics = metrics or None
         self._histories: dict[str, ContextHistory] = {}
+        self._relay: ConnectionRelay | None = None
         self._log = library_logger("aiodstream.ui", component="StreamingUI")
 
     @property
@@ -297,6 +301,13 @@ class StreamingUI:
         Runs Hypercorn on the running event loop (asyncio or trio), without touching the
         process's signal handlers (the host or the context owns those), quiet unless the host
         configures logging (its loggers are ``hypercorn.error`` and ``hypercorn.access``).
+        Hypercorn listens on a private Unix socket (in a new 0700 directory, removed at the end);
+        the public port is accepted by a :class:`ConnectionRelay`, which holds at most
+        ``security.limits.max_connections`` connections (a new one closes the one idle the longest)
+        and closes those idle or not reading their answer (:meth:`connection_statistics`).
+
+        Cancelled, it stops accepting at once; open requests finish within Hypercorn's graceful
+        timeout (1 s), then every connection ends.
 
         Beyond loopback (``0.0.0.0``, a routable address or a name that resolves to one) it
         listens only with ``security.allow_remote``, and logs a warning when it does. It answers
@@ -312,6 +323,7 @@ class StreamingUI:
         from hypercorn.config import Config
 
         security = self.security
+        limits = security.limits
         sock = _listen(host, port, port_retries, check=lambda address: security.check_bind(host, address))
         bound_host, bound_port = sock.getsockname()[:2]
         url = f"http://{_url_host(bound_host)}:{bound_port}/"
@@ -320,34 +332,52 @@ class StreamingUI:
             extra = _machine_names()
         try:
             allowed_hosts = security.hosts_for(host, bound_host, extra)
-        except ValueError:
+            private = _PrivateSocket()
+        except BaseException:
             sock.close()
             raise
         config = Config()
-        config.bind = [f"fd://{os.dup(sock.fileno())}"]  # Hypercorn owns (and closes) the duplicate
+        config.bind = [f"fd://{os.dup(private.sock.fileno())}"]  # Hypercorn owns (and closes) the duplicate
         config.errorlog = logging.getLogger("hypercorn.error")
         config.accesslog = None
         config.graceful_timeout = 1.0
+        # The relay's idle timeout bounds a connection; Hypercorn's keep-alive (5 s) never ends one before it would.
+        config.keep_alive_timeout = max(config.keep_alive_timeout, limits.idle_timeout_s)
         app = self._secured(allowed_hosts)
         stop = anyio.Event()
+        relay = self._relay = ConnectionRelay(limits, private.path, name=url)
+        accepting = anyio.CancelScope()
+        # Shielded: a cancellation of serve() stops the accepting, and the connections live on through
+        # Hypercorn's graceful shutdown (open requests finish, within graceful_timeout); then they end.
+        connections = anyio.CancelScope(shield=True)
 
         async def run_server() -> None:
-            # Shielded: a cancellation of serve() becomes Hypercorn's own graceful shutdown (open
-            # requests finish, within graceful_timeout) instead of tearing its tasks down mid-request.
-            with anyio.CancelScope(shield=True):
-                if sniffio.current_async_library() == "trio":
-                    from hypercorn.trio import serve as trio_serve
+            try:
+                with anyio.CancelScope(shield=True):  # Hypercorn's own graceful shutdown, not a teardown mid-request
+                    if sniffio.current_async_library() == "trio":
+                        from hypercorn.trio import serve as trio_serve
 
-                    await trio_serve(app, config, mode="asgi", shutdown_trigger=stop.wait)
-                else:
-                    from hypercorn.asyncio import serve as asyncio_serve
+                        await trio_serve(app, config, mode="asgi", shutdown_trigger=stop.wait)
+                    else:
+                        from hypercorn.asyncio import serve as asyncio_serve
 
-                    await asyncio_serve(app, config, mode="asgi", shutdown_trigger=stop.wait)
+                        await asyncio_serve(app, config, mode="asgi", shutdown_trigger=stop.wait)
+            finally:
+                connections.cancel()
+
+        async def run_relay() -> None:
+            with connections:
+                async with anyio.create_task_group() as relayed:
+                    async with await anyio.abc.SocketListener.from_socket(sock) as listener:  # closed when accepting stops
+                        with accepting:
+                            await relay.serve(listener, relayed)
 
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run_server)
-                self._log.info("web UI serving", url=url, authentication=security.authentication)
+                tg.start_soon(run_relay)
+                self._log.info("web UI serving", url=url, authentication=security.authentication,
+                               max_connections=limits.max_connections)
                 if not is_loopback_address(bound_host):
                     self._log.warning("web UI reachable beyond this machine", url=url, host=host,
                                       setting="spark.aiodstream.ui.allowRemote", authentication=security.authentication,
@@ -356,9 +386,34 @@ class StreamingUI:
                 try:
                     await anyio.sleep_forever()
                 finally:
+                    accepting.cancel()
                     stop.set()
         finally:
             sock.close()
+            private.close()
+
+    def connection_statistics(self) -> RelayStatistics | None:
+        """The served port's connection counters (:class:`RelayStatistics`): of the current or last :meth:`serve`, else ``None``."""
+        return None if self._relay is None else self._relay.statistics()
+
+
+class _PrivateSocket:
+    """Hypercorn's listening socket: a Unix socket in a new 0700 directory, so only the relay (and this user) reach it."""
+
+    def __init__(self) -> None:
+        self.directory = tempfile.mkdtemp(prefix="aiodstream-ui-")  # mode 0700
+        self.path = os.path.join(self.directory, "ui.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.sock.bind(self.path)
+            self.sock.listen(128)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self.sock.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _json_response_class() -> Any:

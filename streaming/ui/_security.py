@@ -19,6 +19,9 @@ import attrs
 
 from scheduler import StreamingError
 
+from . import _relay
+from ._relay import ConnectionLimits
+
 __all__ = ["LOOPBACK_HOSTS", "RemoteUIRefusedError", "UISecurity", "is_loopback_address", "secure_app"]
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
@@ -30,7 +33,7 @@ TOKEN = "spark.aiodstream.ui.token"
 USER = "spark.aiodstream.ui.user"
 PASSWORD = "spark.aiodstream.ui.password"
 SHOW_TRACEBACKS = "spark.aiodstream.ui.showTracebacks"
-SETTINGS = (ALLOW_REMOTE, ALLOWED_HOSTS, TOKEN, USER, PASSWORD, SHOW_TRACEBACKS)
+SETTINGS = (ALLOW_REMOTE, ALLOWED_HOSTS, TOKEN, USER, PASSWORD, SHOW_TRACEBACKS, *_relay.SETTINGS)
 """The Spark settings :meth:`UISecurity.from_settings` reads."""
 
 _REALM = "aiodstream UI"
@@ -111,6 +114,8 @@ class UISecurity:
             (``spark.aiodstream.ui.allowRemote``); it logs a warning when it does.
         show_tracebacks: show failures' full tracebacks (``spark.aiodstream.ui.showTracebacks``);
             without it pages and API show each failure's type and message only.
+        limits: how many connections :meth:`StreamingUI.serve` holds and how long one may stall
+            (``spark.aiodstream.ui.maxConnections``, ``.idleTimeout``, ``.writeTimeout``).
 
     Raises:
         ValueError: an empty token, a user without a password (or the reverse), a password with
@@ -123,6 +128,7 @@ class UISecurity:
     allowed_hosts: tuple[str, ...] = attrs.field(default=(), converter=_host_patterns)
     allow_remote: bool = False
     show_tracebacks: bool = False
+    limits: ConnectionLimits = attrs.field(factory=ConnectionLimits)
 
     def __attrs_post_init__(self) -> None:
         """Check the credentials."""
@@ -144,7 +150,7 @@ class UISecurity:
         """
         return cls(token=get(TOKEN) or None, user=get(USER) or None, password=get(PASSWORD) or None,
                    allowed_hosts=_host_patterns(get(ALLOWED_HOSTS) or ""), allow_remote=_flag(get, ALLOW_REMOTE),
-                   show_tracebacks=_flag(get, SHOW_TRACEBACKS))
+                   show_tracebacks=_flag(get, SHOW_TRACEBACKS), limits=ConnectionLimits.from_settings(get))
 
     @property
     def authentication(self) -> str:

@@ -1,0 +1,389 @@
+"""ConnectionRelay: the web UI's public port, bounded: at most so many connections, each closed when idle or not reading.
+
+Hypercorn has no cap on connections and no write timeout; the served UI's public socket is
+accepted here instead, and each connection's bytes are relayed to Hypercorn listening on a
+private Unix socket. Spark's UI gets the same bounds from Jetty's connector (``idleTimeout``,
+``acceptQueueSize``) and its thread pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import socket
+import struct
+from collections import OrderedDict
+from typing import Callable, Mapping
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import attrs
+
+from scheduler import library_logger, parse_long
+
+from ..network import accept_forever
+from ..spark import time_string_as
+
+__all__ = ["IDLE_TIMEOUT", "MAX_CONNECTIONS", "WRITE_TIMEOUT", "ConnectionLimits", "ConnectionRelay", "RelayStatistics"]
+
+MAX_CONNECTIONS = "spark.aiodstream.ui.maxConnections"
+IDLE_TIMEOUT = "spark.aiodstream.ui.idleTimeout"
+WRITE_TIMEOUT = "spark.aiodstream.ui.writeTimeout"
+SETTINGS = (MAX_CONNECTIONS, IDLE_TIMEOUT, WRITE_TIMEOUT)
+"""The Spark settings :meth:`ConnectionLimits.from_settings` reads."""
+
+_MAX_CONNECTIONS_LIMIT = 65_536
+_MAX_TIMEOUT_MS = 86_400_000  # a day: a longer timeout is a typo
+_CHUNK = 65_536
+_CLOSED = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+_CLOSING_SLOTS = 4
+"""Slots beyond ``max_connections``, held by connections ended but not yet closed (the evicted ones)."""
+_CLOSE_WAIT_S = 1.0
+"""How long an ended connection waits for the private server to close its end (it does at once, on our EOF)."""
+
+
+def _timeout_setting(key: str, raw: str) -> float:
+    """Seconds from a Spark time string (``"30s"``, ``"500ms"``; a bare number is in seconds, as Spark reads it)."""
+    text = raw.strip()
+    seconds = parse_long(text)
+    millis = time_string_as(text, "ms", key) if seconds is None else seconds * 1000
+    if not 0 < millis <= _MAX_TIMEOUT_MS:
+        raise ValueError(f"{key} must be a positive time of at most a day, got {raw!r}; pass e.g. '30s'")
+    return millis / 1000
+
+
+@attrs.frozen
+class ConnectionLimits:
+    """What a served UI's port holds: how many connections, and how long one may stall.
+
+    Attributes:
+        max_connections: connections open at once (``spark.aiodstream.ui.maxConnections``); a new
+            one beyond it closes the connection idle the longest.
+        idle_timeout_s: a connection that moves no byte either way for this long is closed
+            (``spark.aiodstream.ui.idleTimeout``); Hypercorn's own keep-alive is never shorter.
+        write_timeout_s: a client that takes none of a chunk of the answer for this long has its
+            connection reset (``spark.aiodstream.ui.writeTimeout``).
+
+    Raises:
+        ValueError: a count below 1 or a timeout that is not a positive finite number.
+    """
+
+    max_connections: int = 64
+    idle_timeout_s: float = 30.0
+    write_timeout_s: float = 10.0
+
+    def __attrs_post_init__(self) -> None:
+        """Check the bounds."""
+        count = self.max_connections
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_CONNECTIONS_LIMIT:
+            raise ValueError(f"max_connections must be a whole number from 1 to {_MAX_CONNECTIONS_LIMIT}, got {count!r}")
+        for name in ("idle_timeout_s", "write_timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive finite number of seconds, got {value!r}")
+
+    @classmethod
+    def from_settings(cls, get: Callable[[str], str | None]) -> ConnectionLimits:
+        """Read :data:`SETTINGS` through ``get`` (e.g. ``SparkConf.get``); unset ones keep their defaults.
+
+        Raises:
+            InvalidDurationError: a timeout that is not a Spark time string.
+            ValueError: a value out of range (the message names the setting).
+        """
+        found: dict[str, int | float] = {}
+        raw = get(MAX_CONNECTIONS)
+        if raw is not None and raw.strip():
+            count = parse_long(raw.strip())
+            if count is None or not 1 <= count <= _MAX_CONNECTIONS_LIMIT:
+                raise ValueError(f"{MAX_CONNECTIONS} must be a whole number from 1 to {_MAX_CONNECTIONS_LIMIT}, got {raw!r}")
+            found["max_connections"] = count
+        for key, field in ((IDLE_TIMEOUT, "idle_timeout_s"), (WRITE_TIMEOUT, "write_timeout_s")):
+            raw = get(key)
+            if raw is not None and raw.strip():
+                found[field] = _timeout_setting(key, raw)
+        return cls(**found)  # type: ignore[arg-type]
+
+
+@attrs.frozen
+class RelayStatistics:
+    """A snapshot of a relay's counters (trio's ``statistics()`` convention).
+
+    Attributes:
+        accepted: connections taken from the public port.
+        open: connections relayed now.
+        closed: connections the relay ended, by reason: ``"evicted"`` (the longest idle, for a new
+            one beyond ``max_connections``), ``"idle"``, ``"write_timeout"``, ``"upstream"`` (the
+            private server could not be reached), ``"accept"`` (an accept that failed, e.g. out of
+            file descriptors). Connections that end by their client or the server are not counted here.
+        closing: connections ended whose sockets are not all closed yet (the private server's end
+            included); each still holds a slot, so the port takes no new connection while
+            ``open + closing`` is at ``max_connections`` plus a few.
+    """
+
+    accepted: int
+    open: int
+    closed: Mapping[str, int]
+    closing: int = 0
+
+
+class _Connection:
+    """One relayed connection: its cancel scope (deadline: the idle timeout) and why the relay ended it."""
+
+    __slots__ = ("ended", "reason", "scope")
+
+    def __init__(self, scope: anyio.CancelScope) -> None:
+        self.scope = scope
+        self.ended = False
+        self.reason: str | None = None
+
+    def end(self, reason: str | None = None) -> None:
+        """End the connection: by the relay for ``reason``, or (``None``) because its client or server ended it."""
+        if not self.ended:
+            self.ended = True
+            self.reason = reason
+        self.scope.cancel()
+
+
+class ConnectionRelay:
+    """Accepts a public port's connections, at most ``max_connections`` at once, and relays each to a private server.
+
+    Connections are kept in the order of their last activity (a byte moved either way), so the
+    one idle the longest is the first: a new connection beyond the cap closes it, not itself, so
+    a stranger holding connections open cannot keep a visitor out (they only evict each other).
+    A connection that moves nothing for ``idle_timeout_s`` is closed; one whose client takes none
+    of a chunk of the answer for ``write_timeout_s`` is reset (its unsent bytes dropped). Each
+    refusal is counted in :meth:`statistics` and logged (at debug; the first of a kind and then at
+    every power of two at info). Nothing a client sends raises out of :meth:`serve`.
+
+    Descriptors are bounded too: a connection holds one of ``max_connections`` plus
+    :data:`_CLOSING_SLOTS` slots until its sockets are closed, the private server's end
+    included (an ended connection sends it EOF and waits, at most :data:`_CLOSE_WAIT_S`, for it
+    to close), and the port accepts only while a slot is free: a flood waits in the kernel's
+    backlog, and the process's descriptors stay at about three per slot.
+    """
+
+    def __init__(self, limits: ConnectionLimits, upstream_path: str, *, name: str) -> None:
+        """A relay to the server listening on the Unix socket at ``upstream_path``."""
+        self.limits = limits
+        self.name = name
+        self._path = upstream_path
+        self._slots = limits.max_connections + _CLOSING_SLOTS
+        self._held = 0
+        self._freed: anyio.Event | None = None
+        self._open: OrderedDict[object, _Connection] = OrderedDict()
+        self._accepted = 0
+        self._closed: dict[str, int] = {}
+        self._log = library_logger("aiodstream.ui", component="ConnectionRelay", name=name)
+
+    async def serve(self, listener: anyio.abc.SocketListener, task_group: anyio.abc.TaskGroup) -> None:
+        """Accept connections on ``listener`` until cancelled, relaying each in a task of ``task_group``.
+
+        Cancelling this stops accepting only; the connections end with ``task_group`` (or when
+        their server closes them). A failed accept is counted and retried, as a front door's.
+        """
+        await accept_forever(listener, lambda stream: self._take(stream, task_group),
+                             lambda exc: self._count("accept", f"accepting a connection failed: {exc}"),
+                             ready=self._free_slot)
+
+    async def _free_slot(self) -> None:
+        while self._held >= self._slots:
+            self._freed = anyio.Event()
+            await self._freed.wait()
+
+    def _release_slot(self) -> None:
+        self._held -= 1
+        if self._freed is not None:
+            self._freed.set()
+
+    def _take(self, stream: anyio.abc.SocketStream, task_group: anyio.abc.TaskGroup) -> None:
+        # Registered here, in accept order, not in the connection's task: tasks start in no set order (trio shuffles).
+        self._accepted += 1
+        self._held += 1  # released by the connection's task once its every socket is closed
+        if len(self._open) >= self.limits.max_connections:
+            _, oldest = self._open.popitem(last=False)
+            oldest.end("evicted")
+        key = object()
+        connection = self._open[key] = _Connection(anyio.CancelScope(deadline=anyio.current_time() + self.limits.idle_timeout_s))
+        task_group.start_soon(self._relay, key, connection, stream)
+
+    def _touch(self, key: object, connection: _Connection) -> None:
+        if key in self._open:
+            self._open.move_to_end(key)
+        connection.scope.deadline = anyio.current_time() + self.limits.idle_timeout_s
+
+    async def _relay(self, key: object, connection: _Connection, client: anyio.abc.SocketStream) -> None:
+        upstream: _Upstream | None = None
+        try:
+            async with client:
+                with connection.scope:
+                    try:
+                        upstream = await _Upstream.connect(self._path)
+                    except OSError as exc:
+                        connection.end("upstream")
+                        self._log.warning("web UI server unreachable", error=str(exc))
+                    else:
+                        async with anyio.create_task_group() as pumps:
+                            pumps.start_soon(self._to_server, key, connection, client, upstream)
+                            pumps.start_soon(self._to_client, key, connection, upstream, client)
+                if not connection.ended:  # its deadline passed: nothing moved for the idle timeout
+                    connection.end("idle")
+                # Counted before the close: whoever sees the connection closed sees it counted.
+                self._open.pop(key, None)
+                if connection.reason is not None:
+                    self._count(connection.reason, _DETAILS[connection.reason].format(limits=self.limits))
+                if connection.reason == "write_timeout":
+                    _reset(client)
+            if upstream is not None:
+                await upstream.finish()
+        finally:
+            if upstream is not None:
+                upstream.close()
+            self._open.pop(key, None)
+            self._release_slot()
+
+    async def _to_server(self, key: object, connection: _Connection, client: anyio.abc.SocketStream,
+                         upstream: _Upstream) -> None:
+        try:
+            while True:
+                data = await client.receive(_CHUNK)
+                self._touch(key, connection)
+                await upstream.send(data)
+        except anyio.EndOfStream:
+            try:
+                upstream.send_eof()  # the client is done sending: the server still answers
+            except OSError:
+                connection.end()
+        except _CLOSED:
+            connection.end()
+
+    async def _to_client(self, key: object, connection: _Connection, upstream: _Upstream,
+                         client: anyio.abc.SocketStream) -> None:
+        try:
+            while data := await upstream.receive():
+                self._touch(key, connection)
+                with anyio.move_on_after(self.limits.write_timeout_s) as writing:
+                    await client.send(data)
+                if writing.cancelled_caught:
+                    connection.end("write_timeout")
+                    return
+                # A slow send was no idleness; the order of activity was set when the bytes arrived.
+                connection.scope.deadline = anyio.current_time() + self.limits.idle_timeout_s
+        except _CLOSED:  # the server reset the connection (or the client went): it is over
+            pass
+        connection.end()  # also when the server closed it
+
+    def _count(self, reason: str, detail: str) -> None:
+        count = self._closed.get(reason, 0) + 1
+        self._closed[reason] = count
+        level = self._log.info if count & (count - 1) == 0 else self._log.debug  # a flood cannot flood the log
+        level("web UI connection closed", reason=reason, detail=detail, closed=count)
+
+    def statistics(self) -> RelayStatistics:
+        """Connections accepted, open now, and closed by the relay by reason."""
+        return RelayStatistics(self._accepted, len(self._open), dict(self._closed), self._held - len(self._open))
+
+    def __repr__(self) -> str:
+        s = self.statistics()
+        return (f"<ConnectionRelay {self.name} [open: {s.open}/{self.limits.max_connections} | closing: {s.closing}"
+                f" | closed: {sum(s.closed.values())}]>")
+
+
+_DETAILS = {
+    "evicted": f"the longest idle, closed for a new connection beyond {{limits.max_connections}} ({MAX_CONNECTIONS})",
+    "idle": f"nothing moved for {{limits.idle_timeout_s}} s ({IDLE_TIMEOUT})",
+    "write_timeout": f"the client took none of the answer for {{limits.write_timeout_s}} s ({WRITE_TIMEOUT}); reset",
+    "upstream": "the UI's private server could not be reached",
+}
+
+
+def _reset(stream: anyio.abc.SocketStream) -> None:
+    """Close ``stream`` with a reset: the kernel drops the bytes the client never took instead of keeping them."""
+    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+    if raw is not None and raw.fileno() >= 0:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+class _Upstream:
+    """The relay's end of a connection to the private server: a non-blocking Unix socket, waited on by ``anyio.wait_*``.
+
+    Not anyio's ``UNIXSocketStream``: on asyncio, one of its reads cancelled in the same turn
+    of the loop as its socket becomes readable logs ``InvalidStateError`` ("Exception in
+    callback Future.set_result(None)"; its waiter is a bare ``Future.set_result``), and the
+    relay cancels reads all the time (every eviction and timeout). ``anyio.wait_readable``
+    guards its waiter, and deregisters it before returning.
+    """
+
+    __slots__ = ("sock",)
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    @classmethod
+    async def connect(cls, path: str) -> _Upstream:
+        """Connect to the server at ``path``, waiting while its backlog is full."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            while True:
+                await anyio.lowlevel.checkpoint()
+                try:
+                    sock.connect(path)
+                    return cls(sock)
+                except BlockingIOError:  # a Unix socket's backlog is full: wait, then try again
+                    await anyio.wait_writable(sock)
+        except BaseException:
+            sock.close()
+            raise
+
+    async def receive(self) -> bytes:
+        """The next bytes from the server; ``b""`` once it closed its end.
+
+        Raises:
+            OSError: the connection was reset.
+        """
+        while True:
+            await anyio.lowlevel.checkpoint()
+            try:
+                return self.sock.recv(_CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(self.sock)
+
+    async def send(self, data: bytes) -> None:
+        """Send all of ``data``.
+
+        Raises:
+            OSError: the server closed or reset the connection.
+        """
+        view = memoryview(data)
+        while view:
+            await anyio.lowlevel.checkpoint()
+            try:
+                view = view[self.sock.send(view):]
+            except BlockingIOError:
+                await anyio.wait_writable(self.sock)
+
+    def send_eof(self) -> None:
+        """Tell the server we send no more (it may still answer)."""
+        self.sock.shutdown(socket.SHUT_WR)
+
+    async def finish(self) -> None:
+        """End the connection and wait, at most :data:`_CLOSE_WAIT_S`, until the server closed its end (dropping what it sends).
+
+        A bare EOF is not enough: Hypercorn keeps a connection that ends between two requests
+        until its keep-alive timeout. A byte that starts no request (NUL), then EOF, is a broken
+        request: it answers 400 and closes at once (HTTP/1.1; an HTTP/2 connection drops it as
+        a broken frame).
+        """
+        with anyio.move_on_after(_CLOSE_WAIT_S):
+            try:
+                with contextlib.suppress(OSError):  # already half-closed (the client's EOF was passed on), or reset
+                    self.sock.send(b"\x00")
+                    self.send_eof()
+                while await self.receive():
+                    pass
+            except OSError:  # not connected any more, or reset: its end is closed too
+                pass
+
+    def close(self) -> None:
+        self.sock.close()
