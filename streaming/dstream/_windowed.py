@@ -25,7 +25,8 @@ INCREMENTAL_MIN_SLIDES = 5
 def validate_window(parent: StreamNode, window: float, slide: float | None) -> tuple[Duration, Duration | None]:
     """pyspark's window argument checks: both durations are multiples of ``parent``'s slide.
 
-    Returns the window and the slide (None when not given; pyspark also treats 0 that way).
+    Returns the window and the slide (None when not given). A slide of 0 is refused: pyspark passes it to the JVM,
+    and every batch then fails dividing by it.
 
     Raises:
         InvalidDurationError: with pyspark's ValueError message.
@@ -34,7 +35,7 @@ def validate_window(parent: StreamNode, window: float, slide: float | None) -> t
     window_d = seconds_to_duration(window, "windowDuration")
     if window_d.milliseconds % parent_ms:
         raise InvalidDurationError(f"windowDuration must be multiple of the parent dstream's slide (batch) duration ({parent_ms} ms)")
-    if not slide:
+    if slide is None:
         return window_d, None
     slide_d = seconds_to_duration(slide, "slideDuration")
     if slide_d.milliseconds % parent_ms:

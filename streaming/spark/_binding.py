@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from scheduler import StreamingStateError
+
 from ._job_groups import cancel_job_group
 from ._job_threads import JobThreads, SparkJobThreads
 from ._session import SparkSettings, embedded_spark_context
@@ -62,7 +64,14 @@ class SparkBinding(JobThreadsOwner):
     kind = "classic"
 
     def __init__(self, spark_context: SparkContext | None, name: str) -> None:
-        """Bind to ``spark_context`` (or to an embedded one, later); nothing is started."""
+        """Bind to ``spark_context`` (or to an embedded one, later); nothing is started.
+
+        Raises:
+            StreamingStateError: ``spark_context`` has been stopped (pyspark fails in the JVM with a NullPointerException).
+        """
+        if spark_context is not None and getattr(spark_context, "_jsc", True) is None:  # no py4j call: pyspark clears it at stop
+            raise StreamingStateError("cannot create a StreamingContext on a SparkContext that has been stopped: "
+                                      "create a new SparkContext (or pass None for an embedded local one)")
         super().__init__()
         self._sc = spark_context
         self._name = name

@@ -617,3 +617,23 @@ def test_a_transform_function_that_returns_no_rdd_fails_the_batch(ssc: Streaming
     with pytest.raises(TypeError, match="the transformWith function must return an RDD"):
         paired._get_or_compute(Time(500))
     assert isinstance(kept._get_or_compute(Time(500)), Rdd) and nothing._get_or_compute(Time(500)) is None
+
+
+def test_a_slide_of_zero_is_refused_at_the_call(stream: DStream) -> None:
+    """window(w, 0) and reduceByKeyAndWindow(..., w, 0): pyspark passes the 0 to the JVM and every batch fails dividing
+    by it; here it is refused at once (it meant the batch interval). No slide at all still means the parent's."""
+    for call in (lambda: stream.window(1.0, 0), lambda: stream.reduceByKeyAndWindow(max, None, 1.0, 0),
+                 lambda: stream.countByWindow(1.0, 0.0), lambda: stream.reduceByWindow(max, None, 1.0, 0)):
+        with pytest.raises(InvalidDurationError, match="slideDuration must be a positive number of seconds, got 0"):
+            call()
+    assert stream.window(1.0)._slide.milliseconds == 500
+
+
+def test_a_context_on_a_stopped_spark_context_is_refused_at_once() -> None:
+    """A SparkContext that was stopped (pyspark clears its _jsc): the StreamingContext is refused with a clear error,
+    not built to fail at its first stream deep inside pyspark ('NoneType' object has no attribute 'sc')."""
+    class StoppedSparkContext:
+        _jsc = None
+
+    with pytest.raises(StreamingStateError, match="on a SparkContext that has been stopped"):
+        StreamingContext(StoppedSparkContext(), 1)  # type: ignore[arg-type]
