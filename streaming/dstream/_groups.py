@@ -39,8 +39,9 @@ def check_output_mode(output_mode: object) -> None:
     if mode == "complete":
         raise InvalidPipelineError("requirement failed: The output mode of function should be append or update")
     if mode not in ("append", "update"):
-        raise InvalidPipelineError(
-            f"Unknown output mode {output_mode}. Accepted output modes are 'append', 'complete', 'update'")
+        raise InvalidPipelineError(  # Spark 4's error class (Spark 3's text began "Unknown output mode")
+            f"[STREAMING_OUTPUT_MODE.INVALID] Invalid streaming output mode: {output_mode}. Accepted output modes are "
+            "'Append', 'Complete', 'Update'. SQLSTATE: 42KDE")
 
 
 def initial_groups(initial: Any) -> Any:

@@ -8,7 +8,8 @@ call of the user's function; after the call the operator reads what it did (:att
 
 Where pyspark departs from the documented contract this follows the contract: the timeout is
 reset on every call (a call that sets none leaves the key without a timeout, as Scala's
-``flatMapGroupsWithState`` does; pyspark keeps the old one), ``setTimeoutTimestamp``'s error
+``flatMapGroupsWithState`` does; pyspark resets it on a call with data too, but a timed-out call
+that sets none keeps it, and the key then times out again in every later batch), ``setTimeoutTimestamp``'s error
 names event-time timeouts (pyspark's says processing time), and ``VALUE_NOT_POSITIVE`` carries
 the value (pyspark's carries its type name).
 """
@@ -16,6 +17,7 @@ the value (pyspark's carries its type name).
 from __future__ import annotations
 
 import datetime
+import math
 from typing import Any
 
 from ._event_time import event_time_ms
@@ -128,7 +130,7 @@ class GroupState:
 
     @property
     def oldTimeoutTimestamp(self) -> int:
-        """The timeout stored before this call (``NO_TIMESTAMP``: none)."""
+        """The timeout stored before this call (``NO_TIMESTAMP``: none); pyspark's is always ``NO_TIMESTAMP``."""
         return self._old_timeout_ms
 
     def update(self, newValue: Any) -> None:  # noqa: N803 (pyspark's name)
@@ -156,13 +158,17 @@ class GroupState:
     def setTimeoutDuration(self, durationMs: int) -> None:  # noqa: N803 (pyspark's names)
         """Time out ``durationMs`` after this batch's processing time (processing-time timeouts only).
 
+        A float is taken as pyspark takes it (its whole milliseconds: pyspark refuses only a string).
+
         Raises:
-            PySparkTypeError: NOT_EXPECTED_TYPE, for anything but an int.
+            PySparkTypeError: NOT_EXPECTED_TYPE, for anything but an int or a finite float.
             PySparkRuntimeError: CANNOT_WITHOUT, without processing-time timeouts.
             PySparkValueError: VALUE_NOT_POSITIVE.
         """
         from pyspark.errors import PySparkRuntimeError, PySparkTypeError, PySparkValueError
 
+        if isinstance(durationMs, float) and math.isfinite(durationMs):
+            durationMs = int(durationMs)  # noqa: N806 (pyspark's name)
         if not isinstance(durationMs, int) or isinstance(durationMs, bool):
             raise PySparkTypeError(
                 errorClass="NOT_EXPECTED_TYPE",

@@ -193,8 +193,9 @@ def test_output_modes_are_checked_as_spark_checks_them(spark_context: Any) -> No
     with pytest.raises(InvalidPipelineError, match=r"^requirement failed: The output mode of function should be append or "
                                                    r"update$"):
         pairs.flatMapGroupsWithState(heartbeat, "Complete")
-    with pytest.raises(InvalidPipelineError, match=r"^Unknown output mode sometimes\. Accepted output modes are 'append', "
-                                                   r"'complete', 'update'$"):
+    with pytest.raises(InvalidPipelineError, match=r"^\[STREAMING_OUTPUT_MODE\.INVALID\] Invalid streaming output mode: "
+                                                   r"sometimes\. Accepted output modes are 'Append', 'Complete', 'Update'\. "
+                                                   r"SQLSTATE: 42KDE$"):
         pairs.flatMapGroupsWithState(heartbeat, "sometimes")
     ssc.stop(stopSparkContext=False)
 

@@ -69,8 +69,22 @@ def test_timeouts_need_their_kind_and_positive_values() -> None:
                                                                                       "VALUE_NOT_POSITIVE")
     assert failure(lambda: ours("EventTimeTimeout").setTimeoutTimestamp(-5))[:2] == (PySparkValueError,
                                                                                    "VALUE_NOT_POSITIVE")
-    assert failure(lambda: ours("ProcessingTimeTimeout").setTimeoutDuration(1.5))[:2] == (PySparkTypeError,
-                                                                                        "NOT_EXPECTED_TYPE")
+    assert failure(lambda: ours("ProcessingTimeTimeout").setTimeoutDuration(float("nan")))[:2] == (PySparkTypeError,
+                                                                                                 "NOT_EXPECTED_TYPE")
+    assert failure(lambda: ours("ProcessingTimeTimeout").setTimeoutDuration("10"))[:2] == (PySparkTypeError,
+                                                                                         "NOT_EXPECTED_TYPE")
+
+
+def test_a_float_duration_is_taken_as_pyspark_takes_it() -> None:
+    """pyspark refuses only a string: setTimeoutDuration(1500.7) sets a timeout (it was refused here, failing the batch
+    of a program pyspark runs); its whole milliseconds count from the batch time."""
+    state = ours("ProcessingTimeTimeout", batch=10_000)
+    state.setTimeoutDuration(1500.7)
+    assert state.timeout_timestamp == 11_500
+    pysparks = theirs("ProcessingTimeTimeout", batch=10_000)
+    pysparks.setTimeoutDuration(1500.7)  # accepted
+    assert failure(lambda: ours("ProcessingTimeTimeout").setTimeoutDuration(0.5))[:2] == (PySparkValueError,
+                                                                                        "VALUE_NOT_POSITIVE")
 
 
 def test_timeout_values_watermark_and_processing_time() -> None:
