@@ -226,7 +226,10 @@ class SourceRows:
         start = 0
         for batch in batches:
             if self.lines:
-                values: list[Any] = batch.column("value").to_pylist()
+                # Spark holds text as bytes it never checked: read them as bytes and decode malformed sequences as
+                # U+FFFD, as classic Spark's Hadoop Text does (pyarrow's str would raise on them and fail the batch).
+                values: list[Any] = [data.decode("utf-8", "replace")
+                                     for data in batch.column("value").cast(pa.binary()).to_pylist()]
             else:
                 make = Row(*batch.schema.names)
                 values = [make(*row.values()) for row in batch.to_pylist()]
