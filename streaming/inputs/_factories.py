@@ -191,12 +191,13 @@ def text_file_stream(env: StreamEnvironment, directory: str) -> DStream:
 def binary_records_stream(env: StreamEnvironment, directory: str, record_length: int) -> DStream:
     """A stream of the fixed-length byte records (``record_length`` bytes) of the files that newly appear in ``directory``.
 
-    Files are selected as by :func:`text_file_stream`.
+    Files are selected as by :func:`text_file_stream`. On Spark Connect (no ``binaryRecords`` there) the server's
+    Python workers read each file whole through fsspec, one partition per file, as on a URI.
     """
     if isinstance(record_length, bool) or not isinstance(record_length, int) or record_length < 1:
         raise ValueError(f"recordLength must be a positive int (bytes per record), got {record_length!r}")
     return FileInputDStream(env, directory, lambda sc, path: sc.binaryRecords(path, record_length),
-                            FixedLengthRecords(record_length))
+                            FixedLengthRecords(record_length), whole_files_on_connect=True)
 
 
 def union(dstreams: Sequence[DStream]) -> DStream:

@@ -143,11 +143,14 @@ class FileInputDStream(InputDStream):
     """
 
     _input_kind = "file"
+    _whole_files_on_connect = False  # the default for a graph saved before the setting existed
 
     def __init__(self, env: StreamEnvironment, directory: str | os.PathLike[str],
-                 read_file: Callable[[SparkContext, str], RDD[Any]], decode: FileDecoder) -> None:
-        """Watch ``directory``; ``read_file(sc, path)`` makes one file's RDD; on Spark Connect, for a URI, the server's
-        Python workers read each file whole through fsspec and ``decode`` makes its records of its bytes."""
+                 read_file: Callable[[SparkContext, str], RDD[Any]], decode: FileDecoder, *,
+                 whole_files_on_connect: bool = False) -> None:
+        """Watch ``directory``; ``read_file(sc, path)`` makes one file's RDD; on Spark Connect, for a URI (and for any
+        directory with ``whole_files_on_connect``: a reader Connect has no form of), the server's Python workers read
+        each file whole through fsspec and ``decode`` makes its records of its bytes."""
         if not isinstance(directory, (str, os.PathLike)):
             raise TypeError(f"directory must be a path (str or os.PathLike), got {type(directory).__name__} {directory!r}")
         super().__init__(env)
@@ -159,6 +162,7 @@ class FileInputDStream(InputDStream):
                                 and not _is_file_uri(self.directory))
         if self._through_fsspec:
             check_fsspec_scheme(self.directory)
+        self._whole_files_on_connect = whole_files_on_connect
         settings = env.spark.settings()
         key = "spark.streaming.fileStream.minRememberDuration"
         spec = settings.get(key)
@@ -235,7 +239,8 @@ class FileInputDStream(InputDStream):
         sc = self._env.spark_context
         if not paths:
             return sc.emptyRDD()
-        if self._through_fsspec:  # one partition per file, read whole by a server's Python worker
+        # One partition per file, read whole by a server's Python worker: a URI, or a reader Connect has no form of.
+        if self._through_fsspec or (self._whole_files_on_connect and self._env.spark.kind == "connect"):
             rdd = sc.parallelize(paths, len(paths)).flatMap(_ReadFile(self._decode))
         else:
             rdds = [self._read_file(sc, p) for p in paths]
