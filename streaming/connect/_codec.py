@@ -128,14 +128,20 @@ class PartitionRunner:
         func: ``(partition index, values) -> values``, the index read from the partition's marker.
         source: when given, the partition's values come from these slices (``parallelize``)
             instead of the input rows, which are then only the partition's marker.
+        only: when given, only the partitions of these indexes run (pyspark's ``runJob`` on some
+            partitions, as ``take`` scans them); any other yields just its marker, running nothing.
     """
 
-    def __init__(self, func: PartitionFunc | None, source: Sequence[bytes] | None = None) -> None:
+    def __init__(self, func: PartitionFunc | None, source: Sequence[bytes] | None = None,
+                 only: frozenset[int] | None = None) -> None:
         self.func = func
         self.source = source
+        self.only = only
 
     def values(self, index: int, batches: Iterator[pa.RecordBatch]) -> Iterator[Any]:
         """The partition's values: its slice of the source, else its decoded rows, through ``func``."""
+        if self.only is not None and index not in self.only:
+            return iter(())
         values: Iterator[Any] = iter(pickle.loads(self.source[index])) if self.source is not None else decode(batches)
         return iter(self.func(index, values)) if self.func is not None else values
 

@@ -224,6 +224,16 @@ class FrameCore:
         table = self.frame.toArrow()
         return [loads(data) for data in table.column(VALUE_COLUMN).to_pylist() if data is not None]
 
+    def _collect_partitions(self, f: PartitionFunc, partitions: Iterable[int]) -> list[Any]:
+        """``f``'s values on some partitions only, in partition order (pyspark's ``runJob(rdd, f, partitions)``):
+        the functions pipelined in this RDD's last stage run on those partitions alone. Earlier stages run whole
+        (a shuffle's map side, as on classic Spark; the sides of a ``union``, unlike classic Spark)."""
+        derived = self.mapPartitionsWithIndex(f)
+        runner = derived._runner
+        assert runner is not None  # mapPartitionsWithIndex always pipelines f into a runner
+        derived._runner = PartitionRunner(runner.func, runner.source, frozenset(partitions))
+        return derived._collect_values()
+
     # -- persistence and checkpoints --
 
     def persist(self, storageLevel: Any = None) -> Self:  # noqa: N803

@@ -43,6 +43,16 @@ def _count(index: int, values: Iterator[Any]) -> Iterable[int]:
     return [sum(1 for _ in values)]
 
 
+class _TakeUpTo:
+    """A partition's first ``count`` values (``take``'s partition function)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __call__(self, index: int, values: Iterator[Any]) -> Iterable[Any]:
+        return itertools.islice(values, self.count)
+
+
 class _ToIndex:
     """A route sending every value of partition ``i`` to the partition whose range holds ``i``."""
 
@@ -133,10 +143,21 @@ class FrameOps(FrameCore):
         return sum(self.mapPartitionsWithIndex(_count).collect())
 
     def take(self, num: int) -> list[Any]:
-        """The first ``num`` elements, in partition order."""
-        if num <= 0:
-            return []
-        return self.mapPartitions(lambda values: itertools.islice(values, num)).collect()[:num]
+        """The first ``num`` elements, in partition order, scanning partitions as pyspark's ``take`` does: partition 0
+        first, then more (up to 4 times as many as scanned so far) only while elements are missing, so a partition
+        never scanned never runs (an error in it does not fail the action). Each round is one query."""
+        items: list[Any] = []
+        total = self.getNumPartitions()
+        scanned = 0
+        while len(items) < num and scanned < total:
+            tries = 1
+            if scanned > 0:  # pyspark's estimate: none found yet, 4 times as many; else 1.5 times what seems needed
+                tries = scanned * 4 if not items else min(max(int(1.5 * num * scanned / len(items)) - scanned, 1),
+                                                          scanned * 4)
+            left = num - len(items)
+            items += self._collect_partitions(_TakeUpTo(left), range(scanned, min(scanned + tries, total)))
+            scanned += tries
+        return items[:num]
 
     def first(self) -> Any:
         """The first element; ``ValueError("RDD is empty")`` as pyspark when there is none."""
