@@ -168,6 +168,17 @@ class FrameContext:
         return None if value is None else str(value)
 
     @property
+    def appName(self) -> str | None:
+        """The server's application name (``spark.app.name``)."""
+        value = self._session.conf.get("spark.app.name", None)
+        return None if value is None else str(value)
+
+    @property
+    def version(self) -> str:
+        """The server's Spark version (the session's ``version``)."""
+        return str(self._session.version)
+
+    @property
     def defaultMinPartitions(self) -> int:
         """``min(defaultParallelism, 2)``, as pyspark."""
         return min(self.defaultParallelism, 2)
@@ -215,6 +226,12 @@ class FrameContext:
             made = FrameRDD(self, self._uploaded(parts), slices)
         made.known_count = len(values)
         return made
+
+    def range(self, start: int, end: int | None = None, step: int = 1, numSlices: int | None = None) -> FrameRDD:  # noqa: N803
+        """The ints of ``range(start, end, step)`` (``range(0, start)`` without ``end``), in pyspark's slices."""
+        if end is None:
+            end, start = start, 0
+        return self.parallelize(range(start, end, step), numSlices)
 
     closure_limit = 1 << 20
     """Bytes of pickled slices ``parallelize`` ships inside the job's function (every task gets them

@@ -4,6 +4,7 @@ batches of DStreams on Connect (pyspark's ``RDD``)."""
 from __future__ import annotations
 
 import heapq
+import itertools
 from typing import Any, Callable, Iterable, Iterator
 
 from ._directories import make_directories
@@ -82,6 +83,23 @@ class _RowsToArrow:
                 rows.append({self.names[0]: value})
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=self.arrow_schema)
+
+
+_IDS = itertools.count(1)
+
+
+class _Values:
+    """A partition's values as they are (``toLocalIterator``'s partition function)."""
+
+    def __call__(self, index: int, values: Iterator[Any]) -> Iterable[Any]:
+        return values
+
+
+def _pyspark(name: str) -> Any:
+    """pyspark's ``RDD.<name>``: plain Python over RDD methods a FrameRDD has, so it gives pyspark's results here."""
+    from pyspark import RDD
+
+    return getattr(RDD, name)
 
 
 class FrameRDD(FramePairs):
@@ -200,6 +218,89 @@ class FrameRDD(FramePairs):
         """The elements in both, once each."""
         return (self.map(lambda v: (v, None)).cogroup(other.map(lambda v: (v, None)))
                 .filter(lambda pair: all(pair[1])).keys())
+
+    # -- pyspark's own Python, over the methods above (the same results, the same errors) --
+
+    def groupBy(self, f: Callable[[Any], Any], numPartitions: int | None = None,  # noqa: N803
+                partitionFunc: Callable[[Any], int] | None = None) -> FrameRDD:  # noqa: N803
+        """The elements grouped by ``f(x)``: ``keyBy(f)`` then ``groupByKey``, as pyspark's."""
+        if partitionFunc is None:
+            return self.keyBy(f).groupByKey(numPartitions)
+        return self.keyBy(f).groupByKey(numPartitions, partitionFunc)
+
+    def repartitionAndSortWithinPartitions(self, numPartitions: int | None = None,  # noqa: N803
+                                           partitionFunc: Callable[[Any], int] | None = None,  # noqa: N803
+                                           ascending: bool = True, keyfunc: Callable[[Any], Any] = lambda x: x) -> FrameRDD:
+        """``partitionBy``, then each partition sorted by ``keyfunc(key)`` (stable), as pyspark's."""
+        reverse = not ascending
+
+        def sort_partition(values: Iterator[Any]) -> Iterable[Any]:
+            return sorted(values, key=lambda pair: keyfunc(pair[0]), reverse=reverse)
+
+        partitioned = self.partitionBy(numPartitions) if partitionFunc is None else self.partitionBy(numPartitions, partitionFunc)
+        return partitioned.mapPartitions(sort_partition, True)
+
+    def treeAggregate(self, zeroValue: Any, seqOp: Callable[[Any, Any], Any], combOp: Callable[[Any, Any], Any],  # noqa: N803
+                      depth: int = 2) -> Any:
+        """``aggregate`` combining the partial results in a tree of ``depth`` levels, as pyspark's."""
+        return _pyspark("treeAggregate")(self, zeroValue, seqOp, combOp, depth)
+
+    def treeReduce(self, f: Callable[[Any, Any], Any], depth: int = 2) -> Any:
+        """``reduce`` combining the partial results in a tree of ``depth`` levels, as pyspark's."""
+        return _pyspark("treeReduce")(self, f, depth)
+
+    def takeSample(self, withReplacement: bool, num: int, seed: int | None = None) -> list[Any]:  # noqa: N803
+        """``num`` elements sampled (pyspark's sampler: with a seed, pyspark's sample)."""
+        result: list[Any] = _pyspark("takeSample")(self, withReplacement, num, seed)
+        return result
+
+    def randomSplit(self, weights: list[float], seed: int | None = None) -> list[FrameRDD]:
+        """The elements split at random by ``weights`` (pyspark's sampler: with a seed, pyspark's split)."""
+        result: list[FrameRDD] = _pyspark("randomSplit")(self, weights, seed)
+        return result
+
+    def sampleByKey(self, withReplacement: bool, fractions: dict[Any, float], seed: int | None = None) -> FrameRDD:  # noqa: N803
+        """Pairs sampled by key at ``fractions[key]`` (pyspark's sampler)."""
+        result: FrameRDD = _pyspark("sampleByKey")(self, withReplacement, fractions, seed)
+        return result
+
+    def histogram(self, buckets: Any) -> tuple[list[Any], list[int]]:
+        """The buckets and the counts of the elements in them, as pyspark's."""
+        result: tuple[list[Any], list[int]] = _pyspark("histogram")(self, buckets)
+        return result
+
+    def sampleStdev(self) -> Any:
+        """The sample standard deviation of the elements."""
+        return self.stats().sampleStdev()
+
+    def sampleVariance(self) -> Any:
+        """The sample variance of the elements."""
+        return self.stats().sampleVariance()
+
+    def pipe(self, command: str, env: dict[str, str] | None = None, checkCode: bool = False) -> FrameRDD:  # noqa: N803
+        """Each partition piped through ``command`` in the server's Python workers, as pyspark's."""
+        result: FrameRDD = _pyspark("pipe")(self, command, env, checkCode)
+        return result
+
+    def toLocalIterator(self, prefetchPartitions: bool = False) -> Iterator[Any]:  # noqa: N803
+        """The elements, one partition collected at a time (a query each, run as the iterator reaches it)."""
+        for index in range(self.getNumPartitions()):
+            yield from self._collect_partitions(_Values(), (index,))
+
+    def setName(self, name: str) -> FrameRDD:
+        """Names the RDD (kept here: there is no JVM RDD to name)."""
+        self._name = name
+        return self
+
+    def name(self) -> str | None:
+        """The name ``setName`` gave, else ``None``."""
+        return getattr(self, "_name", None)
+
+    def id(self) -> int:
+        """A number unique to this RDD in this process (a JVM RDD's id on classic Spark)."""
+        if getattr(self, "_id", None) is None:
+            self._id = next(_IDS)
+        return self._id
 
     def __iter__(self) -> Iterator[Any]:
         """The elements, collected: a Connect session's ``createDataFrame`` takes any iterable, so

@@ -84,6 +84,13 @@ RDD_CASES: dict[str, Callable[[Any], Any]] = {
                              .mapValues(lambda vs: tuple(map(list, vs))),
     "union_of_union": lambda sc: sc.parallelize([1, 2], 2).union(sc.parallelize([3], 1).union(sc.parallelize([4, 5, 6], 2)))
                                    .mapPartitionsWithIndex(lambda i, it: [(i, list(it))]),
+    "groupBy": lambda sc: sc.parallelize(range(10), 2).groupBy(lambda x: x % 3).mapValues(sorted),
+    "groupBy_partitions": lambda sc: sc.parallelize(WORDS, 3).groupBy(len, 4, lambda k: k // 2).mapValues(list),
+    "range": lambda sc: sc.range(5, numSlices=2),
+    "range_step": lambda sc: sc.range(20, 1, -3, 3),
+    "sampleByKey": lambda sc: sc.parallelize(PAIRS * 5, 3).sampleByKey(False, {w: 0.5 for w in WORDS}, 11),
+    "pipe": lambda sc: sc.parallelize(WORDS, 2).pipe("tr a-z A-Z"),
+    "repartitionAndSortWithinPartitions": lambda sc: sc.parallelize(PAIRS, 2).repartitionAndSortWithinPartitions(3, len, False, str.upper),
 }
 
 
@@ -91,6 +98,7 @@ KNOWN_COUNT = {
     "parallelize", "parallelize_uneven", "parallelize_more_slices", "parallelize_empty", "parallelize_range",
     "parallelize_uploaded", "map", "union", "context_union", "partitionBy", "partitionBy_int_keys", "mapValues", "keys",
     "values", "coalesce", "coalesce_more", "repartition", "repartition_fewer", "keyBy", "zipWithIndex", "zipWithUniqueId",
+    "range", "range_step",
 }
 """The cases whose FrameRDD knows its count without running (``known_count``): parallelize's, through the operations
 that keep every value's count; the others (filters, shuffles' aggregations, partition functions) do not."""
@@ -132,6 +140,16 @@ ACTION_CASES: dict[str, Callable[[Any], Any]] = {
     "stats": lambda sc: (sc.parallelize(range(10), 3).mean(), sc.parallelize(range(10), 3).stdev(), sc.parallelize([1.5, 2], 2).variance()),
     "top_takeOrdered": lambda sc: (sc.parallelize(range(20), 3).top(4), sc.parallelize(WORDS, 3).takeOrdered(3, key=len)),
     "reduceByKeyLocally": lambda sc: sorted(sc.parallelize(PAIRS, 3).reduceByKeyLocally(add).items()),
+    "treeReduce": lambda sc: (sc.parallelize(range(50), 7).treeReduce(add), sc.parallelize(WORDS, 5).treeReduce(add, 3)),
+    "treeAggregate": lambda sc: sc.parallelize(range(50), 9).treeAggregate([], lambda a, v: [*a, v], add, 3),
+    "takeSample": lambda sc: (sc.parallelize(range(100), 3).takeSample(False, 7, 5), sc.parallelize(range(10), 2).takeSample(True, 20, 3)),
+    "randomSplit": lambda sc: [r.glom().collect() for r in sc.parallelize(range(30), 3).randomSplit([1.0, 2.0], 17)],
+    "histogram": lambda sc: (sc.parallelize(range(10), 3).histogram(2), sc.parallelize([1, 5, 9, 3], 2).histogram([0, 5, 10])),
+    "sample_stats": lambda sc: (sc.parallelize(range(10), 3).sampleStdev(), sc.parallelize(range(10), 3).sampleVariance()),
+    "toLocalIterator": lambda sc: list(sc.parallelize(range(7), 3).map(str).toLocalIterator()),
+    "name": lambda sc: (sc.parallelize([1], 1).name(), sc.parallelize([1], 1).setName("x").name()),
+    "id": lambda sc: type(sc.parallelize([1], 1).id()).__name__,
+    "context_version": lambda sc: (sc.version, sc.appName),
 }
 
 
