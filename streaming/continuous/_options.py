@@ -9,13 +9,15 @@ from scheduler import InvalidPipelineError, whole_number_option
 from ..network import HELLO_TIMEOUT_KEY, IDLE_TIMEOUT_KEY, MAX_UNAUTHENTICATED_KEY, FrontDoorSettings
 from ._protocol import DEFAULT_MAX_FRAME_MIB, MAX_FRAME_KEY
 
-__all__ = ["BACKLOG", "MIN_BATCHES_TO_RETAIN", "NUM_RECENT_PROGRESS", "POLL_INTERVAL", "ContinuousOptions"]
+__all__ = ["BACKLOG", "DEFAULT_BACKLOG", "MIN_BATCHES_TO_RETAIN", "NUM_RECENT_PROGRESS", "POLL_INTERVAL", "ContinuousOptions"]
 
 BACKLOG = "spark.sql.streaming.continuous.epochBacklogQueueSize"
 POLL_INTERVAL = "spark.sql.streaming.continuous.executorPollIntervalMs"
 MIN_BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
 NUM_RECENT_PROGRESS = "spark.sql.streaming.numRecentProgressUpdates"
-_OPTIONS = {BACKLOG: 10_000, POLL_INTERVAL: 100, MIN_BATCHES_TO_RETAIN: 100, NUM_RECENT_PROGRESS: 100}
+DEFAULT_BACKLOG = 10_000
+"""The default of ``epochBacklogQueueSize`` (Spark's)."""
+_OPTIONS = {BACKLOG: DEFAULT_BACKLOG, POLL_INTERVAL: 100, MIN_BATCHES_TO_RETAIN: 100, NUM_RECENT_PROGRESS: 100}
 # The coordinator's front door and frame bound: Spark's names where Spark has the setting.
 _NETWORK_OPTIONS = (HELLO_TIMEOUT_KEY, IDLE_TIMEOUT_KEY, MAX_UNAUTHENTICATED_KEY, MAX_FRAME_KEY)
 _MAX_FRAME_MIB = 2047  # Spark's RpcUtils.MAX_MESSAGE_SIZE_IN_MB

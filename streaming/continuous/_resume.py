@@ -24,7 +24,7 @@ from scheduler import (
 )
 
 from ._launchers import TaskLauncher
-from ._options import BACKLOG
+from ._options import BACKLOG, DEFAULT_BACKLOG
 from ._plan import ContinuousPlan
 from ._task import TaskSpec, compose
 
@@ -151,16 +151,20 @@ def _resume(plan: ContinuousPlan, checkpoint: Checkpoint, claim: CheckpointClaim
 def _check_never_committed(checkpoint: Checkpoint, logged: list[int], backlog: int) -> None:
     """Refuse offsets entries no run without a commit can leave: the commits log was lost, and dropping them would restart at 0.
 
-    A run logs its epochs from 0 in order, and the coordinator stops it once more than ``backlog``
+    A run logs its epochs from 0 in order, and the coordinator stops it once more than its backlog
     epochs wait for a commit, so a run that never committed leaves epochs ``0..backlog`` at most.
+    That run's backlog may have been larger than this one's: the bound is the larger of ``backlog``
+    and the setting's default.
     """
-    if not logged or (logged[0] == 0 and logged[-1] <= backlog):
+    bound = max(backlog, DEFAULT_BACKLOG)
+    if not logged or (logged == list(range(len(logged))) and logged[-1] <= bound):
         return
     raise CheckpointError(
         f"cannot resume from {checkpoint.root}: {checkpoint.commits.directory} holds no commit but "
         f"{checkpoint.offsets.directory} holds epochs {logged[0]}..{logged[-1]}, which no run without a commit leaves (it "
-        f"logs from epoch 0, at most {backlog + 1} epochs with {BACKLOG} {backlog}); the commits log was lost: restore "
-        "it, or start over with a new checkpoint directory",
+        f"logs from epoch 0 in order, at most {bound + 1} epochs unless its {BACKLOG} was larger than that); the commits "
+        "log was lost: restore it (or, if the run had a larger backlog, set it again), or start over with a new checkpoint "
+        "directory",
         path=str(checkpoint.commits.directory),
     )
 

@@ -341,8 +341,9 @@ class StreamingUI:
         config.errorlog = logging.getLogger("hypercorn.error")
         config.accesslog = None
         config.graceful_timeout = 1.0
-        # The relay's idle timeout bounds a connection; Hypercorn's keep-alive (5 s) never ends one before it would.
-        config.keep_alive_timeout = max(config.keep_alive_timeout, limits.idle_timeout_s)
+        # Hypercorn's own keep-alive (5 s) ends a connection idle between requests, and with it the relay's (a client's
+        # close reaches Hypercorn only as an EOF, which it answers only at that timeout); the relay's idle timeout bounds
+        # the rest (a request or an answer that stalls).
         app = self._secured(allowed_hosts)
         stop = anyio.Event()
         relay = self._relay = ConnectionRelay(limits, private.path, name=url)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,7 @@ async def test_a_commit_entry_written_by_another_writer_fails_the_query_with_spa
         assert h.query.last_committed_epoch == -1
 
 
-def log_epochs(ck: Path, epochs: range, committed: range) -> None:
+def log_epochs(ck: Path, epochs: Sequence[int], committed: range) -> None:
     """Offsets entries (two partitions' merged offsets) for ``epochs`` and commits for ``committed``, as a run writes them."""
     for where in ("offsets", "commits"):
         (ck / where).mkdir(parents=True, exist_ok=True)
@@ -93,32 +94,35 @@ async def first_run(tmp_path: Path) -> Path:
     return ck
 
 
-@pytest.mark.parametrize(("kept", "options", "epochs"), [
-    (range(40, 50), None, "40..49"),  # a purged run's offsets: the first entries are gone
-    (range(0, 3), {"spark.sql.streaming.continuous.epochBacklogQueueSize": 1}, "0..2"),  # more than the backlog
+@pytest.mark.parametrize(("kept", "epochs"), [
+    (range(40, 50), "40..49"),  # a purged run's offsets: the first entries are gone
+    ([0, 2, 3], "0..3"),  # a gap: no run logs its epochs so
+    (range(0, 10_003), "0..10002"),  # more than any backlog but a larger one than the default leaves
 ])
 async def test_offsets_without_any_commit_that_no_run_leaves_are_refused_and_kept(
-        tmp_path: Path, kept: range, options: dict[str, object] | None, epochs: str) -> None:
+        tmp_path: Path, kept: Sequence[int], epochs: str) -> None:
     """A lost commits log: offsets no run without a commit leaves are refused naming commits/, and none is deleted."""
     ck = await first_run(tmp_path)
     log_epochs(ck, kept, range(0))
     before = log_digests(ck)
-    backlog = 1 if options else 10_000
-    again = Harness(tmp_path, options=options)
+    again = Harness(tmp_path)
     async with again.query:
         with raises_exactly(CheckpointError, f"cannot resume from {ck}: {ck}/commits holds no commit but {ck}/offsets holds "
-                            f"epochs {epochs}, which no run without a commit leaves (it logs from epoch 0, at most "
-                            f"{backlog + 1} epochs with spark.sql.streaming.continuous.epochBacklogQueueSize {backlog}); the "
-                            "commits log was lost: restore it, or start over with a new checkpoint directory"):
+                            f"epochs {epochs}, which no run without a commit leaves (it logs from epoch 0 in order, at most "
+                            "10001 epochs unless its spark.sql.streaming.continuous.epochBacklogQueueSize was larger than "
+                            "that); the commits log was lost: restore it (or, if the run had a larger backlog, set it again), "
+                            "or start over with a new checkpoint directory"):
             await again.query.start()
     assert log_digests(ck) == before
 
 
-async def test_a_run_that_never_committed_still_restarts_at_epoch_0(tmp_path: Path) -> None:
-    """Offsets of epochs 0..1 and no commit: a run that died before its first commit; its entries are cut anew."""
+@pytest.mark.parametrize("options", [None, {"spark.sql.streaming.continuous.epochBacklogQueueSize": 1}])
+async def test_a_run_that_never_committed_still_restarts_at_epoch_0(tmp_path: Path, options: dict[str, object] | None) -> None:
+    """Offsets of epochs 0..2 and no commit: a run that died before its first commit (with the default backlog, though
+    this run's is lowered to 1); its entries are cut anew."""
     ck = await first_run(tmp_path)
-    log_epochs(ck, range(0, 2), range(0))
-    async with Harness(tmp_path) as again:
+    log_epochs(ck, range(0, 3), range(0))
+    async with Harness(tmp_path, options=options) as again:
         assert [(s.start_epoch, s.start_offset) for s in again.launcher.specs] == [(0, 0), (0, 0)]
         assert not (ck / "offsets/1").exists()
 
