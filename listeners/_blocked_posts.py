@@ -48,7 +48,8 @@ class BlockedPosts:
                 await slot.put_waiting(event)
             finally:
                 del self._waiting[scope]
-        if scope.cancelled_caught:  # by the stop's deadline (see _give_up_on)
+        if scope.cancelled_caught:  # by the stop's deadline (see _give_up_on): the wait was given up on
+            self.stalled.add(slot)
             slot.drop(event)
 
     def stopping(self, tg: anyio.abc.TaskGroup, timeout: Duration) -> None:
@@ -69,7 +70,6 @@ class BlockedPosts:
                           guard: anyio.CancelScope) -> None:
         with guard:
             await self._clock.sleep(timeout)
-            for post, slot in waiting.items():
+            for post in waiting:
                 if post in self._waiting:
-                    self.stalled.add(slot)
-                    post.cancel()
+                    post.cancel()  # the post marks its listener stalled if this ended its wait (not if room came first)

@@ -398,11 +398,17 @@ class StreamingUI:
         return None if self._relay is None else self._relay.statistics()
 
 
+_UNIX_PATH_ROOM = 90  # bytes of a Unix socket's directory (sun_path holds 108 on Linux, 104 on macOS and BSD)
+
+
 class _PrivateSocket:
     """Hypercorn's listening socket: a Unix socket in a new 0700 directory, so only the relay (and this user) reach it."""
 
     def __init__(self) -> None:
         self.directory = tempfile.mkdtemp(prefix="aiodstream-ui-")  # mode 0700
+        if len(os.fsencode(self.directory)) > _UNIX_PATH_ROOM:  # a long TMPDIR: a socket path holds about 100 bytes
+            os.rmdir(self.directory)
+            self.directory = tempfile.mkdtemp(prefix="aiodstream-ui-", dir="/tmp")
         self.path = os.path.join(self.directory, "ui.sock")
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

@@ -301,7 +301,10 @@ def _reset(stream: anyio.abc.SocketStream) -> None:
     """Close ``stream`` with a reset: the kernel drops the bytes the client never took instead of keeping them."""
     raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
     if raw is not None and raw.fileno() >= 0:
-        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        try:
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:  # the peer already reset it (BSDs refuse the option then): it closes all the same
+            pass
 
 
 class _Upstream:
