@@ -125,10 +125,19 @@ class ProcessorRun:
                                           f"operation={operation} with invalid handle state={self.phase}.")
         return self._key_bytes
 
-    def open_store(self) -> VersionedStore:
-        """The store (the recording run has none and never gets here: no key is ever current in it)."""
-        assert self.store is not None
-        return self.store
+    def open_store(self, operation: str = "a state operation") -> VersionedStore:
+        """The store.
+
+        Raises:
+            TransformWithStateError: the recording run of ``init`` and ``close`` on the driver, which has no store (no
+                key is ever current in it: the same refusal as :meth:`key_bytes`'s, whichever the call reaches first).
+        """
+        store = self.store
+        if store is None:
+            self.key_bytes(operation)
+            raise TransformWithStateError(INVALID_HANDLE_STATE, f"Failed to perform stateful processor "
+                                          f"operation={operation} with invalid handle state={self.phase}.")
+        return store
 
     def expiry(self, ttl_ms: int | None) -> int:
         """The timeout of a row written now by a variable with ``ttl_ms``."""
@@ -251,7 +260,7 @@ class ValueState(_Variable):
 
     def get(self) -> Any:
         """The current key's value, or None."""
-        row = self._run.open_store().get(self._prefix("get"))
+        row = self._run.open_store("get").get(self._prefix("get"))
         return pickle.loads(row[0]) if self._run.alive(row) and row is not None and row[0] is not None else None
 
     def update(self, newValue: Any) -> None:  # noqa: N803
@@ -261,7 +270,7 @@ class ValueState(_Variable):
 
     def clear(self) -> None:
         """Remove the current key's value."""
-        self._run.open_store().remove(self._prefix("clear"))
+        self._run.open_store("clear").remove(self._prefix("clear"))
 
 
 class ListState(_Variable):
@@ -330,12 +339,12 @@ class MapState(_Variable):
     def exists(self) -> bool:
         """Whether the current key has at least one entry."""
         if self._ttl is None:
-            return self._run.open_store().last_key(self._prefix("exists")) is not None
+            return self._run.open_store("exists").last_key(self._prefix("exists")) is not None
         return bool(self._alive_rows("exists"))
 
     def getValue(self, key: Any) -> Any:
         """The value under map key ``key``, or None."""
-        row = self._run.open_store().get(self._prefix("getValue") + encode_map_key(key))
+        row = self._run.open_store("getValue").get(self._prefix("getValue") + encode_map_key(key))
         return pickle.loads(row[0]) if self._run.alive(row) and row is not None and row[0] is not None else None
 
     def containsKey(self, key: Any) -> bool:
@@ -346,7 +355,7 @@ class MapState(_Variable):
         """Set the value under map key ``key`` (neither may be None)."""
         encoded_key = encode_map_key(key) if key is not None else _checked(self._run, self._name, key)
         encoded = _checked(self._run, self._name, value)
-        self._run.open_store().put(self._prefix("updateValue") + encoded_key, encoded, self._run.expiry(self._ttl))
+        self._run.open_store("updateValue").put(self._prefix("updateValue") + encoded_key, encoded, self._run.expiry(self._ttl))
 
     def iterator(self) -> Iterator[tuple[Any, Any]]:
         """The entries, ``(key, value)``, in the order of the keys' pickled bytes."""
@@ -362,7 +371,7 @@ class MapState(_Variable):
 
     def removeKey(self, key: Any) -> None:
         """Remove the entry under map key ``key`` (nothing if none)."""
-        self._run.open_store().remove(self._prefix("removeKey") + encode_map_key(key))
+        self._run.open_store("removeKey").remove(self._prefix("removeKey") + encode_map_key(key))
 
 
 class StatefulProcessorHandle:

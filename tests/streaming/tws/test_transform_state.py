@@ -150,6 +150,32 @@ def test_state_variables_outside_a_key_are_refused(tmp_path: Path) -> None:
         Batches(tmp_path, TransformWithStateSpec(EagerReader(), "update", "None", False)).run([("k", 1)])
 
 
+@pytest.mark.parametrize("where", ["init", "close"])
+def test_a_state_read_in_init_or_close_is_refused_with_the_handle_state_on_the_driver_too(tmp_path: Path, where: str) -> None:
+    """The driver's run of init and close (it records the schema, with no store) refused a read with a bare
+    AssertionError; it is the handle-state error the executors give."""
+    from streaming.state._processor_schema import record_schema
+
+    class Reader(StatefulProcessor):
+        def init(self, handle: StatefulProcessorHandle) -> None:
+            self.value = handle.getValueState("v", "int")
+            self.map = handle.getMapState("m", "int", "int")
+            if where == "init":
+                self.value.get()
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:  # noqa: N803
+            return iter(())
+
+        def close(self) -> None:
+            if where == "close":
+                self.map.getValue(1)
+
+    operation = "get" if where == "init" else "getValue"
+    with pytest.raises(TransformWithStateError, match=r"^\[STATEFUL_PROCESSOR_CANNOT_PERFORM_OPERATION_WITH_INVALID_HANDLE_STATE\] "
+                       rf"Failed to perform stateful processor operation={operation} with invalid handle state=CREATED\.$"):
+        record_schema(tmp_path, 0, TransformWithStateSpec(Reader(), "update", "None", False))
+
+
 @pytest.mark.parametrize(("make", "error"), [
     (lambda h: (h.getValueState("x", "int"), h.getListState("x", "int")),
      "[STATEFUL_PROCESSOR_DUPLICATE_STATE_VARIABLE_DEFINED] State variable with name x has already been defined in the "
