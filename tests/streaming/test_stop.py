@@ -331,6 +331,28 @@ async def test_a_stop_while_the_start_is_under_way_stops_the_started_runtime_and
     assert log.index("start returned") < log.index("stop returned STOPPED")
 
 
+async def stop_while_the_clock_moves(rt: StreamingRuntime, clock: ManualClock, *, graceful: bool = False,
+                                     seconds: int = 8) -> Duration:
+    """Stop ``rt`` while the clock moves one second at a time (at most ``seconds``), whenever something sleeps on it,
+    until the stop returned; how long it took on the clock."""
+    began = clock.now()
+    stopped = anyio.Event()
+
+    async def stop() -> None:
+        await rt.stop(graceful=graceful)
+        stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stop)
+        for _ in range(seconds):
+            await settle()
+            await wait_until(lambda: stopped.is_set() or clock.sleepers >= 1)
+            if stopped.is_set():
+                break
+            clock.advance(Seconds(1))
+    return clock.now() - began
+
+
 # -- a batch whose generation never ends --
 
 
@@ -376,17 +398,9 @@ async def test_a_batch_whose_generation_never_ends_holds_a_stop_only_until_aband
                 await wait_until(lambda: rt.scheduler.statistics().batches_completed == 1)
                 clock.advance(Seconds(1))
                 await graph.entered.wait()
-                began = clock.now()
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(functools.partial(rt.stop, graceful=graceful))
-                    for _ in range(6):  # the graceful stop's one more tick, its timeout, then abandon_after
-                        await wait_until(lambda: clock.sleepers >= 1)
-                        await settle()
-                        if rt.state is StreamingContextState.STOPPED:
-                            break
-                        clock.advance(Seconds(1))
+                # The graceful stop's one more tick, its timeout, then abandon_after.
+                waited = await stop_while_the_clock_moves(rt, clock, graceful=graceful)
                 assert rt.state is StreamingContextState.STOPPED
-                waited = clock.now() - began
                 assert waited == (Seconds(1 + 3 + 2) if graceful else Seconds(2))
     finally:
         release.set()
@@ -412,22 +426,7 @@ async def test_under_the_block_policy_a_hung_listener_holds_a_stop_only_until_th
             await hung.entered.wait()
             clock.advance(Seconds(1))  # batch 2000's first event fills the queue; its next post waits for room
             await settle()
-            began = clock.now()
-            stopped = anyio.Event()
-
-            async def stop() -> None:
-                await rt.stop()
-                stopped.set()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(stop)
-                for _ in range(8):  # the clock moves one second at a time, while something sleeps on it, until the stop returned
-                    await settle()
-                    await wait_until(lambda: stopped.is_set() or clock.sleepers >= 1)
-                    if stopped.is_set():
-                        break
-                    clock.advance(Seconds(1))
+            assert await stop_while_the_clock_moves(rt, clock) == Seconds(4)
             assert rt.state is StreamingContextState.STOPPED
-            assert clock.now() - began == Seconds(4)
     [stats] = rt.listener_bus.statistics().listeners
     assert stats.queued == 0 and stats.delivered == 5 and stats.dropped >= 2
