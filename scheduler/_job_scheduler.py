@@ -129,7 +129,6 @@ class JobScheduler:
         self._started = False
         self._finished: anyio.Event | None = None
         self._workers_ended: anyio.Event | None = None
-        self._workers_alive = 0
         self._stats = {"submitted": 0, "completed": 0, "failed": 0, "jobs_completed": 0, "jobs_failed": 0}
         self._log = library_logger("aiodstream.scheduler", component="JobScheduler")
 
@@ -164,7 +163,6 @@ class JobScheduler:
         self._started = True
         self._finished = anyio.Event()
         self._workers_ended = anyio.Event()
-        self._workers_alive = self.concurrent_jobs
         try:
             first = self.generator.timer.start_time() if start is None else start
             self.generator.start_graph(first, zero_time)
@@ -172,8 +170,7 @@ class JobScheduler:
             for time in reschedule:
                 self.generator.post(GenerateJobs(time))
             async with anyio.create_task_group() as tg:
-                for _ in range(self.concurrent_jobs):
-                    tg.start_soon(self._worker)
+                tg.start_soon(self._run_workers, self._workers_ended)
                 tg.start_soon(self.generator.run_loop)
                 graph = self._graph
                 if isinstance(graph, ReceivingGraph):
@@ -313,23 +310,27 @@ class JobScheduler:
         """
         return _jobs_of.get() is self
 
+    async def _run_workers(self, ended: anyio.Event) -> None:
+        # The workers in a group of their own: a stop waits for them all to end (see stop) before it closes the generator.
+        try:
+            async with anyio.create_task_group() as workers:
+                for _ in range(self.concurrent_jobs):
+                    workers.start_soon(self._worker)
+        finally:
+            ended.set()
+
     async def _worker(self) -> None:
         # One cancel scope per worker, not per job: entering and leaving an anyio cancel scope
         # costs about as much as the rest of a no-op job. Abandoning a running job cancels its
         # worker's scope; the worker then finalises that job and carries on in a new scope.
         _jobs_of.set(self)  # this task's context: the jobs it runs, and the threads it runs them on
-        try:
-            while True:
-                running: list[tuple[Job, JobSet]] = []
-                with anyio.CancelScope() as scope:
-                    await self._work(scope, running)
-                    return
-                if running:  # the job was abandoned by an immediate stop
-                    await self._abandoned(*running[0])
-        finally:
-            self._workers_alive -= 1
-            if not self._workers_alive and self._workers_ended is not None:
-                self._workers_ended.set()
+        while True:
+            running: list[tuple[Job, JobSet]] = []
+            with anyio.CancelScope() as scope:
+                await self._work(scope, running)
+                return
+            if running:  # the job was abandoned by an immediate stop
+                await self._abandoned(*running[0])
 
     async def _abandoned(self, job: Job, job_set: JobSet) -> None:
         job.failure = JobAbandonedError(f"job {job.id} was abandoned by an immediate stop", job_id=job.id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import os
 import shutil
 import sys
@@ -15,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from scheduler import ManualClock
+from scheduler import LOGGER_ROOT, ManualClock
 from tests import jvm_archive
 from tests.anyio_support import BACKENDS, HANG_GUARD_S
 from tests.cluster import APP_CONF, MASTER_VARIABLE
@@ -198,6 +199,17 @@ def _spark_running() -> bool:
 def clock() -> ManualClock:
     """A manual clock at 0 ms: time moves only when the test advances it (``tests.support.advance``)."""
     return ManualClock(0)
+
+
+@pytest.fixture
+def keep_logging_config() -> Iterator[None]:
+    """For tests of the command line, which configures the library's logger for itself: the test run's configuration is
+    put back after each (``pytestmark = pytest.mark.usefixtures("keep_logging_config")``)."""
+    logger = logging.getLogger(LOGGER_ROOT)
+    level, handlers = logger.level, list(logger.handlers)
+    yield
+    logger.setLevel(level)
+    logger.handlers[:] = handlers
 
 
 @pytest.fixture

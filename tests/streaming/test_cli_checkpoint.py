@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import json
-import logging
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from scheduler import LOGGER_ROOT, BatchGrid, Checkpoint, CommitMetadata, Milliseconds, OffsetSeq, OffsetSeqMetadata, Time
+from scheduler import BatchGrid, Checkpoint, CommitMetadata, Milliseconds, OffsetSeq, OffsetSeqMetadata, Time
 from streaming._cli import main
 
 QID = uuid.UUID("6a5f0f4e-1b7c-4c1e-9a53-0d7f8d1f2e3a")
 GRID = BatchGrid(Time(1_700_000_000_000), Milliseconds(500))
 
 
-@pytest.fixture(autouse=True)
-def keep_logging_config() -> Iterator[None]:
-    """The command line configures the library's logger for itself; put the test run's configuration back."""
-    logger = logging.getLogger(LOGGER_ROOT)
-    level, handlers = logger.level, list(logger.handlers)
-    yield
-    logger.setLevel(level)
-    logger.handlers[:] = handlers
+pytestmark = pytest.mark.usefixtures("keep_logging_config")  # the command line configures the library's logger
 
 
 def make_checkpoint(root: Path) -> None:

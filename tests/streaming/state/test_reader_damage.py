@@ -6,28 +6,18 @@ then damaged as a hand edit or a stray write would.
 
 from __future__ import annotations
 
-import logging
 import pickle
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from scheduler import LOGGER_ROOT, CheckpointPath, LocalFileManager
+from scheduler import CheckpointPath, LocalFileManager
 from streaming._cli import main
 from streaming.state import NO_TIMESTAMP, StateStoreError, StateStoreProvider, keep_partition_count, read_state
 from streaming.state._store_format import DELTA, SNAPSHOT, encode, read_delta
 from tests.anyio_support import raises_exactly
 
-
-@pytest.fixture(autouse=True)
-def keep_logging_config() -> Iterator[None]:
-    """The command line configures the library's logger for itself; put the test run's configuration back."""
-    logger = logging.getLogger(LOGGER_ROOT)
-    level, handlers = logger.level, list(logger.handlers)
-    yield
-    logger.setLevel(level)
-    logger.handlers[:] = handlers
+pytestmark = pytest.mark.usefixtures("keep_logging_config")  # the command line configures the library's logger
 
 
 def make_store(tmp_path: Path, versions: int = 3, **options: int) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import pickle
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from scheduler import LOGGER_ROOT, ManualClock, Seconds
+from scheduler import ManualClock, Seconds
 from streaming import StreamingRuntime
 from streaming._cli import main
 from streaming.state import (
@@ -49,14 +48,7 @@ from tests.support import advance, run_pipeline_for
 MINUTE = 60_000
 
 
-@pytest.fixture(autouse=True)
-def keep_logging_config() -> Iterator[None]:
-    """The command line configures the library's logger for itself; put the test run's configuration back."""
-    logger = logging.getLogger(LOGGER_ROOT)
-    level, handlers = logger.level, list(logger.handlers)
-    yield
-    logger.setLevel(level)
-    logger.handlers[:] = handlers
+pytestmark = pytest.mark.usefixtures("keep_logging_config")  # the command line configures the library's logger
 
 
 def run_pipeline(pipeline: Any, directory: Path, seconds: int) -> None:
