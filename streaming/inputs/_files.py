@@ -183,8 +183,8 @@ class FileInputDStream(InputDStream):
         self._file_log: FileSelectionLog | None = None
         self._last_entry = -1
         self._entries: dict[int, FileSelection] = {}
-        # Whether an output reads this stream's RDD of a time (None: every time), known once the graph runs.
-        self._times_read: Callable[[Time], bool] | str | None = "unknown"
+        # Whether an output reads this stream's RDD of a time (None: every time), known once the graph starts.
+        self._times_read: Callable[[Time], bool] | None = None
         self._row_counter = RowCounter()
         self._observed: ObservedRows | None = None  # on Connect
         self._log = library_logger("aiodstream.streaming", component="FileInputDStream", stream=self.id,
@@ -294,10 +294,13 @@ class FileInputDStream(InputDStream):
     async def plan_offset(self, start: Offset, time: Time) -> Offset:
         return await anyio.to_thread.run_sync(self._plan_sync, time)
 
+    def start(self) -> None:
+        """Called once when the context starts: the graph is complete, so the times its outputs read this stream at are known."""
+        super().start()
+        self._times_read = times_read(self, self._env.graph.output_streams)
+
     def _plan_sync(self, time: Time) -> Offset:
-        if self._times_read == "unknown":
-            self._times_read = times_read(self, self._env.graph.output_streams)
-        if callable(self._times_read) and not self._times_read(time):
+        if self._times_read is not None and not self._times_read(time):
             # No output reads this time (a window shorter than its slide): nothing is listed, and the next time read
             # takes what came meanwhile, as Spark's file stream, which lists only when its RDD is computed.
             return self.latest_offset()
