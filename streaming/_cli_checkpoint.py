@@ -58,12 +58,17 @@ def _timestamp(ms: int) -> str:
         return "beyond the calendar"
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     # One line per problem, and never a credential: a URI's password or secret parameter in the
     # message (also one from Hadoop or fsspec, which the library does not compose) is redacted.
     from scheduler import redact_uri
 
-    return redact_uri(" ".join(text.split("\n")))
+    return redact_uri(" ".join(text.splitlines()))
+
+
+def unreadable(exc: OSError) -> str:
+    """What a command says of a file the system will not read (a directory, no permission): its name and why."""
+    return f"cannot read {exc.filename}: {exc.strerror or exc}" if exc.filename is not None else str(exc)
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
@@ -78,18 +83,18 @@ def _checkpoint(args: argparse.Namespace) -> int:
         checkpoint = Checkpoint(location)
         d = checkpoint.describe()
     except CorruptCheckpointError as exc:
-        print(f"aiodstream checkpoint: error: {_one_line(str(exc))}", file=sys.stderr)
+        print(f"aiodstream checkpoint: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_DAMAGED
     except CheckpointError as exc:
-        print(f"aiodstream checkpoint: error: {_one_line(str(exc))}", file=sys.stderr)
+        print(f"aiodstream checkpoint: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
-        print(f"aiodstream checkpoint: error: {_one_line(f'cannot read {exc.filename}: {exc.strerror or exc}')}", file=sys.stderr)
+        print(f"aiodstream checkpoint: error: {one_line(unreadable(exc))}", file=sys.stderr)
         return EXIT_USAGE
     status = _print_checkpoint(d, args.json, str(checkpoint.metadata_path))
     # Every entry that cannot be read: one line each, after the summary of what could be read.
     for damaged in d.damaged:
-        print(f"aiodstream checkpoint: error: {_one_line(str(damaged))}", file=sys.stderr)
+        print(f"aiodstream checkpoint: error: {one_line(str(damaged))}", file=sys.stderr)
     return EXIT_DAMAGED if d.damaged else status
 
 

@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any, Sequence
 
-from ._cli_checkpoint import EXIT_DAMAGED, EXIT_OK, EXIT_USAGE
+from ._cli_checkpoint import EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, one_line, unreadable
 
 __all__ = ["add_state"]
 
@@ -55,7 +55,7 @@ def _batch_range(text: str) -> tuple[int, int | None]:
 
 
 def _state(args: argparse.Namespace) -> int:
-    from scheduler import CorruptCheckpointError, redact_uri
+    from scheduler import CorruptCheckpointError
 
     from .state import StateStoreError, read_state, read_state_changes, read_state_metadata
 
@@ -76,11 +76,10 @@ def _state(args: argparse.Namespace) -> int:
             records = read_state(args.directory, args.operator, args.batch)
             _print_rows([_fields(r) for r in records], _COLUMNS, args.json)
     except (StateStoreError, ValueError) as exc:
-        print(f"aiodstream state: error: {redact_uri(' '.join(str(exc).splitlines()))}", file=sys.stderr)
+        print(f"aiodstream state: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_DAMAGED if isinstance(exc, (StateStoreError, CorruptCheckpointError)) else EXIT_USAGE
     except OSError as exc:  # a file the system will not read (a directory, no permission): its name, as `checkpoint` does
-        what = f"cannot read {exc.filename}: {exc.strerror or exc}" if exc.filename is not None else str(exc)
-        print(f"aiodstream state: error: {redact_uri(' '.join(what.splitlines()))}", file=sys.stderr)
+        print(f"aiodstream state: error: {one_line(unreadable(exc))}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
 
