@@ -121,9 +121,12 @@ class ProcessorRun:
             TransformWithStateError: no key is current (in ``init`` or ``close``).
         """
         if self._key_bytes is None:
-            raise TransformWithStateError(INVALID_HANDLE_STATE, f"Failed to perform stateful processor "
-                                          f"operation={operation} with invalid handle state={self.phase}.")
+            raise self._invalid_handle_state(operation)
         return self._key_bytes
+
+    def _invalid_handle_state(self, operation: str) -> TransformWithStateError:
+        return TransformWithStateError(INVALID_HANDLE_STATE, f"Failed to perform stateful processor operation={operation} "
+                                       f"with invalid handle state={self.phase}.")
 
     def open_store(self, operation: str = "a state operation") -> VersionedStore:
         """The store.
@@ -134,9 +137,7 @@ class ProcessorRun:
         """
         store = self.store
         if store is None:
-            self.key_bytes(operation)
-            raise TransformWithStateError(INVALID_HANDLE_STATE, f"Failed to perform stateful processor "
-                                          f"operation={operation} with invalid handle state={self.phase}.")
+            raise self._invalid_handle_state(operation)
         return store
 
     def expiry(self, ttl_ms: int | None) -> int:
