@@ -17,6 +17,9 @@ from ._front_door import (
     FrontDoorSettings,
     FrontDoorStatistics,
     accept_forever,
+    check_seconds,
+    count_setting,
+    timeout_setting,
 )
 from ._hello import (
     ACCEPTED_SIZE,
@@ -60,7 +63,9 @@ __all__ = [
     "RoleSchema",
     "accept",
     "accept_forever",
+    "check_seconds",
     "connect",
+    "count_setting",
     "encode_challenge",
     "encode_hello",
     "hello_size",
@@ -69,4 +74,5 @@ __all__ = [
     "new_token",
     "parse_hello",
     "prove",
+    "timeout_setting",
 ]

@@ -116,9 +116,7 @@ class FrontDoorSettings:
 
     def __attrs_post_init__(self) -> None:
         for name in ("hello_timeout_s", "idle_timeout_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive finite number of seconds, got {value!r}")
+            check_seconds(name, getattr(self, name))
         count = self.max_unauthenticated
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"{MAX_UNAUTHENTICATED_KEY} must be a positive whole number, got {count!r}")
@@ -137,20 +135,44 @@ class FrontDoorSettings:
         for key, field in ((HELLO_TIMEOUT_KEY, "hello_timeout_s"), (IDLE_TIMEOUT_KEY, "idle_timeout_s")):
             raw = conf.get(key)
             if raw is not None:
-                text = str(raw).strip()
-                seconds = parse_long(text)  # a bare number is in seconds; ASCII digits within a long only
-                millis = time_string_as(text, "ms", key) if seconds is None else seconds * 1000
-                if millis <= 0 or millis > _MAX_TIMEOUT_MS:
-                    raise ValueError(f"{key} must be a positive time of at most a day, got {raw!r}; pass e.g. '30s'")
-                values[field] = millis / 1000
+                values[field] = timeout_setting(key, raw)
         raw = conf.get(MAX_UNAUTHENTICATED_KEY)
         if raw is not None:
-            count = parse_long(str(raw).strip())
-            if count is None or not 1 <= count <= _MAX_UNAUTHENTICATED_LIMIT:
-                raise ValueError(f"{MAX_UNAUTHENTICATED_KEY} must be a whole number from 1 to {_MAX_UNAUTHENTICATED_LIMIT}, "
-                                 f"got {raw!r}")
-            values["max_unauthenticated"] = count
+            values["max_unauthenticated"] = count_setting(MAX_UNAUTHENTICATED_KEY, raw, _MAX_UNAUTHENTICATED_LIMIT)
         return cls(**values)
+
+
+def timeout_setting(key: str, raw: object) -> float:
+    """Seconds from the Spark time setting ``key`` (``"30s"``, ``"500ms"``; a bare number is in seconds, as Spark reads it).
+
+    Raises:
+        InvalidDurationError: not a Spark time string.
+        ValueError: not positive, or more than a day (a typo).
+    """
+    text = str(raw).strip()
+    seconds = parse_long(text)  # a bare number is in seconds; ASCII digits within a long only
+    millis = time_string_as(text, "ms", key) if seconds is None else seconds * 1000
+    if millis <= 0 or millis > _MAX_TIMEOUT_MS:
+        raise ValueError(f"{key} must be a positive time of at most a day, got {raw!r}; pass e.g. '30s'")
+    return millis / 1000
+
+
+def count_setting(key: str, raw: object, limit: int) -> int:
+    """The whole number from 1 to ``limit`` the setting ``key`` holds (ASCII digits).
+
+    Raises:
+        ValueError: anything else, naming the setting.
+    """
+    count = parse_long(str(raw).strip())
+    if count is None or not 1 <= count <= limit:
+        raise ValueError(f"{key} must be a whole number from 1 to {limit}, got {raw!r}")
+    return count
+
+
+def check_seconds(name: str, value: object) -> None:
+    """Refuse a number of seconds ``name`` that is not a positive finite int or float (a ValueError naming it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number of seconds, got {value!r}")
 
 
 @attrs.frozen

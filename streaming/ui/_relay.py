@@ -9,7 +9,6 @@ private Unix socket. Spark's UI gets the same bounds from Jetty's connector (``i
 from __future__ import annotations
 
 import contextlib
-import math
 import socket
 import struct
 from collections import OrderedDict
@@ -20,10 +19,9 @@ import anyio.abc
 import anyio.lowlevel
 import attrs
 
-from scheduler import library_logger, parse_long
+from scheduler import library_logger
 
-from ..network import accept_forever
-from ..spark import time_string_as
+from ..network import accept_forever, check_seconds, count_setting, timeout_setting
 
 __all__ = ["IDLE_TIMEOUT", "MAX_CONNECTIONS", "WRITE_TIMEOUT", "ConnectionLimits", "ConnectionRelay", "RelayStatistics"]
 
@@ -34,23 +32,12 @@ SETTINGS = (MAX_CONNECTIONS, IDLE_TIMEOUT, WRITE_TIMEOUT)
 """The Spark settings :meth:`ConnectionLimits.from_settings` reads."""
 
 _MAX_CONNECTIONS_LIMIT = 65_536
-_MAX_TIMEOUT_MS = 86_400_000  # a day: a longer timeout is a typo
 _CHUNK = 65_536
 _CLOSED = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 _CLOSING_SLOTS = 4
 """Slots beyond ``max_connections``, held by connections ended but not yet closed (the evicted ones)."""
 _CLOSE_WAIT_S = 1.0
 """How long an ended connection waits for the private server to close its end (it does at once, on our EOF)."""
-
-
-def _timeout_setting(key: str, raw: str) -> float:
-    """Seconds from a Spark time string (``"30s"``, ``"500ms"``; a bare number is in seconds, as Spark reads it)."""
-    text = raw.strip()
-    seconds = parse_long(text)
-    millis = time_string_as(text, "ms", key) if seconds is None else seconds * 1000
-    if not 0 < millis <= _MAX_TIMEOUT_MS:
-        raise ValueError(f"{key} must be a positive time of at most a day, got {raw!r}; pass e.g. '30s'")
-    return millis / 1000
 
 
 @attrs.frozen
@@ -79,9 +66,7 @@ class ConnectionLimits:
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_CONNECTIONS_LIMIT:
             raise ValueError(f"max_connections must be a whole number from 1 to {_MAX_CONNECTIONS_LIMIT}, got {count!r}")
         for name in ("idle_timeout_s", "write_timeout_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive finite number of seconds, got {value!r}")
+            check_seconds(name, getattr(self, name))
 
     @classmethod
     def from_settings(cls, get: Callable[[str], str | None]) -> ConnectionLimits:
@@ -94,14 +79,11 @@ class ConnectionLimits:
         found: dict[str, int | float] = {}
         raw = get(MAX_CONNECTIONS)
         if raw is not None and raw.strip():
-            count = parse_long(raw.strip())
-            if count is None or not 1 <= count <= _MAX_CONNECTIONS_LIMIT:
-                raise ValueError(f"{MAX_CONNECTIONS} must be a whole number from 1 to {_MAX_CONNECTIONS_LIMIT}, got {raw!r}")
-            found["max_connections"] = count
+            found["max_connections"] = count_setting(MAX_CONNECTIONS, raw, _MAX_CONNECTIONS_LIMIT)
         for key, field in ((IDLE_TIMEOUT, "idle_timeout_s"), (WRITE_TIMEOUT, "write_timeout_s")):
             raw = get(key)
             if raw is not None and raw.strip():
-                found[field] = _timeout_setting(key, raw)
+                found[field] = timeout_setting(key, raw)
         return cls(**found)  # type: ignore[arg-type]
 
 
