@@ -171,7 +171,13 @@ def run_partition(
                            spec.watermark_present, old_timeout)
         try:
             result = spec.func(key, iter(values), state)
-            produced = list(result) if spec.flat and result is not None else ([result] if not spec.flat else [])
+            if not spec.flat:
+                produced = [result]
+            elif result is None:  # as pyspark's flatMap: a forgotten return fails rather than losing the outputs
+                raise TypeError(f"the function returned None for key {key!r:.80}: flatMapGroupsWithState's function "
+                                "returns an iterable of outputs (an empty one for none)")
+            else:
+                produced = list(result)
         except Exception as exc:
             raise GroupsWithStateError(spec.operator, exc) from exc
         outputs.extend(produced)

@@ -249,6 +249,19 @@ def test_a_raising_function_fails_the_batch_and_leaves_the_state_as_it_was(tmp_p
     assert runs.run([("k", 5)], 2_000).outputs == [6]  # the failed batch's update did not stay
 
 
+def test_a_flat_function_returning_none_fails_the_batch_as_pyspark_does(tmp_path: Path) -> None:
+    """A forgotten ``return`` fails the batch (pyspark: not iterable) instead of losing the key's outputs; map's None is a value."""
+    def forgot_return(key: str, values: Iterator[int], state: GroupState) -> None:
+        state.update(sum(values))
+
+    runs = Batches(tmp_path, GroupsWithStateSpec(forgot_return, True, "NoTimeout", False))
+    with pytest.raises(GroupsWithStateError, match=r"Reason: TypeError: the function returned None for key 'k': "
+                                                   r"flatMapGroupsWithState's function returns an iterable"):
+        runs.run([("k", 1)], 1_000)
+    mapped = Batches(tmp_path / "map", GroupsWithStateSpec(forgot_return, False, "NoTimeout", False))
+    assert mapped.run([("k", 1)], 1_000).outputs == [None]
+
+
 def test_an_initial_state_seeds_the_first_batch_and_calls_its_keys(tmp_path: Path) -> None:
     """Keys only in the initial state are called with no values; a duplicate key is refused with Spark's message."""
     runs = Batches(tmp_path, GroupsWithStateSpec(counts_without_timeout, False, "NoTimeout", False))
