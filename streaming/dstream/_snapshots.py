@@ -136,10 +136,24 @@ class StateSnapshots:
         return [index for index, stream in enumerate(self.streams)
                 if stream.is_checkpoint_time(time) and time in stream.generated]
 
-    def _describe(self, index: int) -> None:
+    def _describe(self, index: int, *, restart: bool = False) -> None:
+        """Record (first save) or check (``restart``) which stream the snapshots of ``index`` belong to.
+
+        Raises:
+            CheckpointError: at a restart, another kind of stream or slide is recorded, or the record is
+                missing beside snapshots (recording this run's would restore them into any stream).
+        """
         stream = self.streams[index]
-        InputDescriptor(self.state_dir(index)).ensure(
-            {"kind": type(stream).__name__, "slide": stream.slide.milliseconds}, compare=("kind", "slide"))
+        descriptor = InputDescriptor(self.state_dir(index))
+        if restart and self._snapshots(index) and not descriptor.path.exists():
+            raise CheckpointError(
+                f"cannot restore the state of {type(stream).__name__} from {self.state_dir(index)}: {descriptor.path} is "
+                "missing, but the directory holds snapshots; the file records which stream wrote them (its kind and slide), "
+                "and recording this run's instead could restore them into another stream: restore it from a copy, or "
+                "start over with a new checkpoint directory",
+                path=str(descriptor.path),
+            )
+        descriptor.ensure({"kind": type(stream).__name__, "slide": stream.slide.milliseconds}, compare=("kind", "slide"))
 
     def save(self, due: Sequence[int], time: Time, batch_id: int) -> None:
         """Save the state RDD of ``time`` of each stream in ``due`` (blocking: a Spark job each).
@@ -194,7 +208,7 @@ class StateSnapshots:
         logged = {b.time for b in history}
         restores = []
         for index, stream in enumerate(self.streams):
-            self._describe(index)
+            self._describe(index, restart=True)
             usable = [v for v in self._snapshots(index) if v <= first_batch_id]
             candidates: list[tuple[int, Time, CheckpointPath | None]] = []
             # Newest first, then older ones (a fallback) while the log still holds their later input; 0: from nothing.

@@ -162,6 +162,20 @@ def test_resuming_without_an_inputs_descriptor_is_refused_naming_it(spark_contex
     assert info.value.path == str(descriptor) and not descriptor.exists()
 
 
+def test_resuming_without_a_state_descriptor_beside_snapshots_is_refused_naming_it(
+        spark_context: Any, tmp_path: Path, backend: str) -> None:
+    """state/0/stream.json removed beside the snapshots: the restart refuses it rather than record this run's stream anew."""
+    run_program(spark_context, tmp_path, ManualClock(0), 3, queue_program(spark_context, Run()), resume=False, backend=backend)
+    descriptor = tmp_path / "state" / "0" / "stream.json"
+    assert sorted(os.listdir(descriptor.parent)) == ["2", "stream.json"]
+    descriptor.unlink()
+    with pytest.raises(CheckpointError, match=rf"^cannot restore the state of \w+ from {tmp_path}/state/0: {descriptor} is "
+                                              "missing, but the directory holds snapshots;") as info:
+        run_program(spark_context, tmp_path, ManualClock(4000), 1, queue_program(spark_context, Run()), resume=True,
+                    backend=backend)
+    assert info.value.path == str(descriptor) and not descriptor.exists()
+
+
 # -- file streams: the files of each batch are logged --
 
 
