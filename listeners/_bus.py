@@ -6,6 +6,7 @@ Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue`` per listener, with an
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 
 import anyio
 import anyio.abc
@@ -548,6 +549,21 @@ class StreamingListenerBus:
         )
 
     # -- introspection --
+
+    def undelivered(self, listeners: Collection[object]) -> int:
+        """How many events queued for ``listeners`` they have not finished yet (listeners whose dispatcher ended count 0).
+
+        Asking also ends their lingers: a caller that waits for these events (a simulation's clock holding back its
+        next jump) has them delivered now, as :meth:`wait_delivered` does.
+        """
+        count = 0
+        for slot in (*self._slots, *self._removed):
+            if slot.ended or not any(slot.listener is listener for listener in listeners):
+                continue
+            if slot.accepted > slot.processed:
+                count += slot.accepted - slot.processed
+                slot.end_linger()
+        return count
 
     def statistics(self) -> ListenerBusStatistics:
         """Posted events, and delivered / failed / dropped / queued (event, listener) pairs."""

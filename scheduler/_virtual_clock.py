@@ -8,9 +8,10 @@ run on it, and a simulated day takes as long as the CPU work it needs. It plays 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import weakref
-from typing import Any, Awaitable, Callable, Coroutine
+from typing import Any, Awaitable, Callable, Coroutine, Iterator
 
 import anyio
 import anyio.abc
@@ -30,6 +31,9 @@ _heappop = heapq.heappop
 # asyncio tasks currently running VirtualClock.run, so that two drivers in one event loop do not
 # each keep the other from ever seeing an idle loop.
 _asyncio_drivers: weakref.WeakSet[Any] = weakref.WeakSet()
+
+_HOLD_POLL_S = 0.001
+"""How often (real seconds) :meth:`VirtualClock.run` asks again whether a hold still keeps it (see ``held_while``)."""
 
 
 class VirtualClock(ManualClock):
@@ -86,6 +90,27 @@ class VirtualClock(ManualClock):
         # The asyncio loop sleepers' waiters are made on, once a first one has found it: the
         # sleepers of one run are tasks of one event loop (see _streams._waiter_and_loop).
         self._loop: Any = None
+        self._holds: list[Callable[[], object]] = []
+
+    @contextlib.contextmanager
+    def held_while(self, busy: Callable[[], object]) -> Iterator[None]:
+        """Within the block, the clock does not jump while ``busy()`` is true.
+
+        For work of the current instant that no task of the loop stands for: a listener's callback on its own thread,
+        or awaiting real I/O, counts as blocked, and without a hold the clock would jump past it while the engine
+        waits for it. ``busy`` is asked whenever the loop is idle (keep it cheap); while it is true the driver
+        waits in real time (a virtual-time loop for real wake-ups, the :meth:`run` task polling every millisecond).
+        """
+        self._holds.append(busy)
+        try:
+            yield
+        finally:
+            self._holds.remove(busy)
+
+    @property
+    def held(self) -> bool:
+        """Whether a :meth:`held_while` hold keeps the clock from jumping now."""
+        return any(busy() for busy in self._holds)
 
     @property
     def sleepers(self) -> int:
@@ -173,7 +198,9 @@ class VirtualClock(ManualClock):
         return timer
 
     def jump(self) -> bool:
-        """Jump to the earliest live deadline and wake the sleepers due then; False if nobody sleeps."""
+        """Jump to the earliest live deadline and wake the sleepers due then; False if nobody sleeps or a hold keeps it."""
+        if self._holds and self.held:
+            return False
         heap = self._sleep_heap
         while heap and heap[0][2].done():
             _heappop(heap)
@@ -234,6 +261,9 @@ class VirtualClock(ManualClock):
             task_status.started()
             while True:
                 await wait_idle()
+                if self._holds and self.held:
+                    await anyio.sleep(_HOLD_POLL_S)  # real time: what holds it runs outside the loop's tasks
+                    continue
                 deadline = self.next_deadline
                 if deadline is None:
                     # Everything is blocked and nobody sleeps on this clock: nothing can happen

@@ -6,6 +6,7 @@ that sleep on a :class:`~scheduler.VirtualClock`, and the clock jumps whenever t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time as _wall
 from typing import Callable, Iterable, Literal
@@ -180,11 +181,10 @@ async def _simulate(
             concurrent_jobs=model.concurrent_jobs,
             graceful_stop_timeout=_DRAIN_WITHOUT_BOUND,
             # Lossless: a listener that falls behind slows the simulation in real time, never
-            # loses an event (blocking costs no virtual time).
+            # loses an event (the clock is held while it works: blocking costs no virtual time).
             listener_overflow=OverflowPolicy.BLOCK,
             listener_bus_capacity=costs.listener_capacity,
-            # Nor at stop: the virtual clock jumps while a listener works on a thread, so a
-            # deadline on it would pass at once.
+            # Nor at stop: the clock is held while a listener works, so a deadline on it would never pass.
             listener_exit_timeout=None,
             hooks=hooks,
             name="simulation",
@@ -204,12 +204,17 @@ async def _simulate(
             if costs.listener is not None:
                 runtime.add_listener(CostlyListener(costs.listener, clock, model.batch_interval, model.seed),
                                      name="simulated-listener")
-            for listener in listeners:
+            extra = tuple(listeners)
+            for listener in extra:
                 runtime.add_listener(listener)
-            await runtime.start()
-            if stop_after > 0:
-                await _wait_stop_point(runtime, stop_point)
-            await runtime.stop(graceful=True)
+            # The caller's listeners take no virtual time: a callback on its thread (or awaiting real I/O) is work
+            # of the current instant, so the clock waits for what they were given before it jumps.
+            bus = runtime.listener_bus
+            with clock.held_while(functools.partial(bus.undelivered, extra)) if extra else contextlib.nullcontext():
+                await runtime.start()
+                if stop_after > 0:
+                    await _wait_stop_point(runtime, stop_point)
+                await runtime.stop(graceful=True)
         tg.cancel_scope.cancel()
     error = runtime.exception()
     if error is not None:

@@ -541,3 +541,40 @@ def test_a_stock_loop_drives_the_clock_exactly_with_the_running_loop_probe() -> 
 
     anyio.run(main, backend="asyncio")
     assert order == [f"hop {hop} at 10" for hop in range(5)] + ["woke at 20"]
+
+
+@pytest.mark.parametrize("driver", [*BACKENDS, "own loop"])
+def test_a_hold_keeps_the_clock_still_while_a_thread_works(driver: str) -> None:
+    """held_while: work on a thread counts as blocked, but while the hold says busy the clock waits for it."""
+    clock = VirtualClock()
+    working = threading.Event()
+    seen: list[int] = []
+
+    def work() -> None:
+        seen.append(clock.now().milliseconds)
+        threading.Event().wait(0.02)  # real work of 20 ms (not a wait for anything): the clock must not move meanwhile
+        seen.append(clock.now().milliseconds)
+        working.clear()
+
+    async def sleeper() -> None:
+        await clock.sleep(Milliseconds(10))
+        seen.append(clock.now().milliseconds)
+
+    async def body() -> None:
+        with clock.held_while(working.is_set):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sleeper)
+                working.set()
+                await anyio.to_thread.run_sync(work)
+        assert seen == [0, 0, 10] and not clock.held
+
+    async def driven() -> None:
+        async with anyio.create_task_group() as tg:
+            await tg.start(clock.run)
+            await body()
+            tg.cancel_scope.cancel()
+
+    if driver == "own loop":
+        run_on_own_loop(clock, body)
+    else:
+        run(driven, driver)
