@@ -6,7 +6,7 @@ Spark's ``StreamingListenerBus`` on an ``AsyncEventQueue`` per listener, with an
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import anyio
 import anyio.abc
@@ -518,12 +518,12 @@ class StreamingListenerBus:
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
 
-    async def wait_delivered(self) -> None:
-        """Wait until every event posted before this call has reached every listener.
+    async def wait_delivered(self, listeners: Collection[object] | None = None) -> None:
+        """Wait until every event posted before this call has reached every listener (or each of ``listeners``).
 
         Events dropped by the DROP policy never will; they are counted in :meth:`statistics`.
         """
-        targets = [(slot, slot.accepted) for slot in (*self._slots, *self._removed)]
+        targets = [(slot, slot.accepted) for slot in self._slots_of(listeners)]
         control = self._control
         control.waiters += 1
         for slot, _ in targets:
@@ -534,6 +534,10 @@ class StreamingListenerBus:
                     await control.wait_progress()
         finally:
             control.waiters -= 1
+
+    def _slots_of(self, listeners: Collection[object] | None) -> Sequence[ListenerQueue]:
+        slots = (*self._slots, *self._removed)
+        return slots if listeners is None else [slot for slot in slots if any(slot.listener is one for one in listeners)]
 
     def _drop_undelivered(self, slot: ListenerQueue) -> None:
         # The stop's deadline passed (or the stop was cancelled): what this listener has not
@@ -551,19 +555,11 @@ class StreamingListenerBus:
     # -- introspection --
 
     def undelivered(self, listeners: Collection[object]) -> int:
-        """How many events queued for ``listeners`` they have not finished yet (listeners whose dispatcher ended count 0).
-
-        Asking also ends their lingers: a caller that waits for these events (a simulation's clock holding back its
-        next jump) has them delivered now, as :meth:`wait_delivered` does.
-        """
-        count = 0
-        for slot in (*self._slots, *self._removed):
-            if slot.ended or not any(slot.listener is listener for listener in listeners):
-                continue
-            if slot.accepted > slot.processed:
-                count += slot.accepted - slot.processed
-                slot.end_linger()
-        return count
+        """Events queued for ``listeners`` they have not finished (none for an ended one); their lingers end, as for a waiter."""
+        slots = [slot for slot in self._slots_of(listeners) if not slot.ended and slot.accepted > slot.processed]
+        for slot in slots:
+            slot.end_linger()
+        return sum(slot.accepted - slot.processed for slot in slots)
 
     def statistics(self) -> ListenerBusStatistics:
         """Posted events, and delivered / failed / dropped / queued (event, listener) pairs."""

@@ -32,9 +32,6 @@ _heappop = heapq.heappop
 # each keep the other from ever seeing an idle loop.
 _asyncio_drivers: weakref.WeakSet[Any] = weakref.WeakSet()
 
-_HOLD_POLL_S = 0.001
-"""How often (real seconds) :meth:`VirtualClock.run` asks again whether a hold still keeps it (see ``held_while``)."""
-
 
 class VirtualClock(ManualClock):
     """A :class:`ManualClock` that advances itself: when every task is blocked, time jumps.
@@ -90,27 +87,29 @@ class VirtualClock(ManualClock):
         # The asyncio loop sleepers' waiters are made on, once a first one has found it: the
         # sleepers of one run are tasks of one event loop (see _streams._waiter_and_loop).
         self._loop: Any = None
-        self._holds: list[Callable[[], object]] = []
+        self._holds: list[tuple[Callable[[], object], Callable[[], Awaitable[object]]]] = []
 
     @contextlib.contextmanager
-    def held_while(self, busy: Callable[[], object]) -> Iterator[None]:
+    def held_while(self, busy: Callable[[], object], settle: Callable[[], Awaitable[object]]) -> Iterator[None]:
         """Within the block, the clock does not jump while ``busy()`` is true.
 
         For work of the current instant that no task of the loop stands for: a listener's callback on its own thread,
         or awaiting real I/O, counts as blocked, and without a hold the clock would jump past it while the engine
-        waits for it. ``busy`` is asked whenever the loop is idle (keep it cheap); while it is true the driver
-        waits in real time (a virtual-time loop for real wake-ups, the :meth:`run` task polling every millisecond).
+        waits for it. ``busy`` is asked whenever the loop is idle (keep it cheap). While it is true a virtual-time
+        loop waits for real wake-ups (the work's own), and the :meth:`run` task awaits ``settle()``, which returns
+        once the work ``busy`` saw is done.
         """
-        self._holds.append(busy)
+        hold = (busy, settle)
+        self._holds.append(hold)
         try:
             yield
         finally:
-            self._holds.remove(busy)
+            self._holds.remove(hold)
 
     @property
     def held(self) -> bool:
         """Whether a :meth:`held_while` hold keeps the clock from jumping now."""
-        return any(busy() for busy in self._holds)
+        return any(busy() for busy, _ in self._holds)
 
     @property
     def sleepers(self) -> int:
@@ -261,8 +260,10 @@ class VirtualClock(ManualClock):
             task_status.started()
             while True:
                 await wait_idle()
-                if self._holds and self.held:
-                    await anyio.sleep(_HOLD_POLL_S)  # real time: what holds it runs outside the loop's tasks
+                holding = [settle for busy, settle in self._holds if busy()]
+                if holding:
+                    for settle in holding:  # outside the loop's tasks: wait for it, then look again
+                        await settle()
                     continue
                 deadline = self.next_deadline
                 if deadline is None:

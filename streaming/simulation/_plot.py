@@ -60,7 +60,7 @@ def run_figure(run: SimulationResult | Sequence[BatchInfo], *, title: str | None
     top.grid(True, alpha=0.3)
     if isinstance(run, SimulationResult):
         s = run.summary
-        verdict = "stable" if s.stable else f"UNSTABLE, +{format_duration(max(0.0, s.delay_growth))} per s"
+        verdict = "stable" if s.stable else f"UNSTABLE, +{format_duration(max(0.0, s.delay_growth, s.lag_growth))} per s"
         top.set_title(
             title or f"{s.batches} batches of {format_duration(s.batch_interval.milliseconds)}, "
             f"{s.concurrent_jobs} concurrent jobs, utilisation {s.utilisation:.2f} ({verdict})"

@@ -210,7 +210,8 @@ async def _simulate(
             # The caller's listeners take no virtual time: a callback on its thread (or awaiting real I/O) is work
             # of the current instant, so the clock waits for what they were given before it jumps.
             bus = runtime.listener_bus
-            with clock.held_while(functools.partial(bus.undelivered, extra)) if extra else contextlib.nullcontext():
+            hold = clock.held_while(functools.partial(bus.undelivered, extra), functools.partial(bus.wait_delivered, extra))
+            with hold if extra else contextlib.nullcontext():
                 await runtime.start()
                 if stop_after > 0:
                     await _wait_stop_point(runtime, stop_point)

@@ -8,6 +8,7 @@ from listeners import BatchInfo, OutputOperationInfo
 from scheduler import Milliseconds, Seconds, StreamInputInfo, Time
 from streaming.simulation import (
     Constant,
+    Costs,
     DelayStats,
     OutputModel,
     QueuePoint,
@@ -63,6 +64,29 @@ def test_the_text_report_states_stability_and_drain() -> None:
     stable = simulate(SimulationModel(Seconds(1), [OutputModel("a", Constant(500))], batches=5)).summary
     assert "STABLE: the delay stays bounded." in stable.format()
     assert stable.to_dict()["utilisation"] == 0.5
+
+
+@pytest.mark.parametrize("costs", [Costs(generation=Constant(1500)), Costs(checkpoint=Constant(1500)),
+                                   Costs(listener=Constant(300), listener_capacity=10)],
+                         ids=["generation", "sync checkpoint", "listener"])
+def test_engine_costs_that_hold_batches_up_make_a_run_unstable(costs: Costs) -> None:
+    """The jobs use a tenth of the capacity, but the engine's own costs make every batch end later: unstable.
+
+    Before, stability looked at the jobs' utilisation alone: these runs were reported STABLE (and
+    ``aiodstream simulate --fail-unstable`` exited 0) while each batch ended 0.25-0.5 s later than the last.
+    """
+    summary = simulate(SimulationModel(Seconds(1), [OutputModel("a", Constant(100))], batches=60, costs=costs)).summary
+    assert summary.utilisation < 0.8 and not summary.stable
+    assert summary.lag_growth > 200
+    assert "UNSTABLE: the jobs fit, but the engine's own costs hold the batches up: each ends" in summary.format()
+    assert summary.to_dict()["lag_growth_ms_per_s"] == summary.lag_growth
+
+
+def test_a_stable_run_has_no_lag_growth() -> None:
+    """Jobs at half the capacity and cheap engine costs: the lag stays put."""
+    summary = simulate(SimulationModel(Seconds(1), [OutputModel("a", Constant(500))], batches=60,
+                                       costs=Costs(generation=Constant(100), checkpoint=Constant(200)))).summary
+    assert summary.stable and summary.lag_growth == 0.0
 
 
 @pytest.mark.parametrize(("ms", "text"), [(0, "0 ms"), (2.5, "2.5 ms"), (999, "999 ms"), (1000, "1 s"), (1500, "1.5 s"),

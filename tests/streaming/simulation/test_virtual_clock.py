@@ -548,6 +548,7 @@ def test_a_hold_keeps_the_clock_still_while_a_thread_works(driver: str) -> None:
     """held_while: work on a thread counts as blocked, but while the hold says busy the clock waits for it."""
     clock = VirtualClock()
     working = threading.Event()
+    finished = threading.Event()
     seen: list[int] = []
 
     def work() -> None:
@@ -555,13 +556,14 @@ def test_a_hold_keeps_the_clock_still_while_a_thread_works(driver: str) -> None:
         threading.Event().wait(0.02)  # real work of 20 ms (not a wait for anything): the clock must not move meanwhile
         seen.append(clock.now().milliseconds)
         working.clear()
+        finished.set()
 
     async def sleeper() -> None:
         await clock.sleep(Milliseconds(10))
         seen.append(clock.now().milliseconds)
 
     async def body() -> None:
-        with clock.held_while(working.is_set):
+        with clock.held_while(working.is_set, functools.partial(anyio.to_thread.run_sync, finished.wait)):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(sleeper)
                 working.set()
