@@ -45,7 +45,7 @@ from ._processing_times import (
 )
 from ._recording import TraceRecording
 from ._report import LAG_GROWTH_TOLERANCE, DelayStats, QueuePoint, Summary, format_duration, queue_lengths
-from ._simulation_model import SimulationModel
+from ._simulation_model import MAX_BATCHES, SimulationModel
 from ._simulator import ProgressCallback, SimulationResult, simulate, simulate_async
 from ._spark_jobs import SparkJob, SparkStage, SparkTask, fetch_spark_jobs
 from ._sweep import SweepPoint, SweepResult, sweep, sweep_async
@@ -54,6 +54,7 @@ from ._trace import Trace, TraceRecorder, event_from_dict, event_to_dict, model_
 __all__ = [
     "DEFAULT_WARMUP",
     "LAG_GROWTH_TOLERANCE",
+    "MAX_BATCHES",
     "Backpressure",
     "BatchContext",
     "BurstRate",

@@ -6,7 +6,7 @@ No Spark counterpart: the simulator's whole input (a StreamingContext's settings
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import attrs
 
@@ -21,11 +21,17 @@ from ._model_checks import ModelError, finite, whole
 from ._output_model import OutputModel
 
 __all__ = [
+    "MAX_BATCHES",
     "SimulationModel",
 ]
 
+MAX_BATCHES = 10_000_000
+"""The most batches one run simulates: the results keep about 1.3 KB a batch (13 GB at the limit)."""
+
 
 def _outputs(value: Sequence[OutputModel]) -> tuple[OutputModel, ...]:
+    if isinstance(value, OutputModel) or not isinstance(value, Iterable):
+        raise ModelError("outputs", f"must be a list of OutputModel, got {value!r}")
     return tuple(value)
 
 
@@ -94,6 +100,10 @@ class SimulationModel:
                 "duration",
                 f"must cover at least one batch interval ({self.batch_interval}), got {self.duration}",
             )
+        if self.num_batches > MAX_BATCHES:
+            raise ModelError("batches" if self.batches is not None else "duration",
+                             f"asks for {self.num_batches:,} batches; a run simulates at most {MAX_BATCHES:,} (its results "
+                             "keep about 1.3 KB a batch): shorten the run or lengthen the batch interval")
         whole("seed", self.seed, minimum=-(2**63))
         finite("rate_factor", self.rate_factor)
         if self.max_rate is not None:

@@ -213,11 +213,11 @@ async def _simulate(
             hold = clock.held_while(functools.partial(bus.undelivered, extra), functools.partial(bus.wait_delivered, extra))
             with hold if extra else contextlib.nullcontext():
                 await runtime.start()
-                if stop_after > 0:
-                    await _wait_stop_point(runtime, stop_point)
-                await runtime.stop(graceful=True)
+                failure = await _wait_stop_point(runtime, stop_point) if stop_after > 0 else None
+                # A failed batch ends the run there: a graceful stop would generate the tick it waits for.
+                await runtime.stop(graceful=failure is None)
         tg.cancel_scope.cancel()
-    error = runtime.exception()
+    error = failure or runtime.exception()  # the first failure: a later batch's would replace it in the runtime
     if error is not None:
         raise error
     batches = tuple(sorted(collector.batches, key=lambda b: b.batch_time.milliseconds))
@@ -235,19 +235,22 @@ async def _simulate(
     )
 
 
-async def _wait_stop_point(runtime: StreamingRuntime, stop_point: anyio.Event) -> None:
-    # A batch whose generation fails never reaches the stop point: stop on the first failure too.
+async def _wait_stop_point(runtime: StreamingRuntime, stop_point: anyio.Event) -> BaseException | None:
+    """Wait for the stop point, or the first failure (a batch whose generation fails never reaches it): returns that."""
+    failures: list[BaseException] = []
     async with anyio.create_task_group() as tg:
 
         async def on_failure() -> None:
             try:
                 await runtime.await_termination()
-            except Exception:
+            except Exception as exc:
+                failures.append(exc)
                 stop_point.set()
 
         tg.start_soon(on_failure)
         await stop_point.wait()
         tg.cancel_scope.cancel()
+    return failures[0] if failures else None
 
 
 def simulate(

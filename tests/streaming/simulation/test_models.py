@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler import Duration, JobFailedError, Seconds, Time
+from scheduler import Duration, JobFailedError, Milliseconds, Seconds, Time
 from streaming.simulation import (
+    MAX_BATCHES,
     BatchContext,
     BurstRate,
     Constant,
@@ -88,3 +89,34 @@ def test_model_field_errors_name_the_parameter() -> None:
         StepRate([(0, 1), (5, float("nan"))])
     with pytest.raises(ModelError, match=r"^records: must be as long as durations \(2\), got 1$"):
         Replay([1, 2], records=[1])
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_model_that_fails_every_batch_stops_the_run_at_the_first(backend: str) -> None:
+    """The run ends at the first failed batch, and its error is the one raised (a later batch's replaced it before)."""
+    called: list[int] = []
+
+    def broken(batch: BatchContext, rng: random.Random) -> float:
+        called.append(batch.time.milliseconds)
+        raise ValueError(f"model broken at batch {batch.index}")
+
+    model = SimulationModel(Seconds(1), [OutputModel("a", FromFunction(broken))], batches=10)
+    with pytest.raises(JobFailedError, match=r"^Error generating jobs for time 1000 ms: ValueError: model broken at batch 0$"):
+        simulate(model, backend=backend)
+    assert called == [1000]
+
+
+@pytest.mark.parametrize(("fields", "field"), [({"batches": 10_000_001}, "batches"),
+                                               ({"duration": Seconds(10**9)}, "duration")])
+def test_a_run_beyond_max_batches_is_refused_before_it_starts(fields: dict[str, object], field: str) -> None:
+    """A horizon that would take hours and gigabytes is refused naming the count, not run until memory runs out."""
+    with pytest.raises(ModelError, match=rf"^{field}: asks for [0-9,]+ batches; a run simulates at most 10,000,000 "):
+        SimulationModel(Milliseconds(100), [OutputModel("a", Constant(1))], **fields)  # type: ignore[arg-type]
+    assert MAX_BATCHES == 10_000_000
+
+
+@pytest.mark.parametrize("outputs", [None, OutputModel("a", Constant(1)), 5])
+def test_outputs_that_are_not_a_list_are_a_model_error(outputs: object) -> None:
+    """Not a bare TypeError from iterating them."""
+    with pytest.raises(ModelError, match=r"^outputs: must be a list of OutputModel, got "):
+        SimulationModel(Seconds(1), outputs, batches=3)  # type: ignore[arg-type]
