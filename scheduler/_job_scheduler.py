@@ -223,8 +223,7 @@ class JobScheduler:
             self._log.info("stopping job scheduler immediately")
             await self.generator.timer.stop(one_more_tick=False)
         if not drained or not graceful:
-            self.generator.discard_new_batches = True
-            self._discard_jobs = True
+            self.refuse_new_work()
             if self._running:
                 finished = await run_with_timeout(self._clock, abandon_after, self._wait_running)
                 if not finished:
@@ -239,6 +238,14 @@ class JobScheduler:
         self._log.info("job scheduler stopped", pending=[t.milliseconds for t in self.pending_times()],
                        input_stopped=graph_stopped)
         return drained
+
+    def refuse_new_work(self) -> None:
+        """From now on start no queued job and generate no batch (a query that failed: only its stop runs next).
+
+        Jobs running now go on; :meth:`stop` then ends them as an immediate stop does.
+        """
+        self.generator.discard_new_batches = True
+        self._discard_jobs = True
 
     def abandon_running(self) -> None:
         """Cancel every running job now (its ``cancel`` hook, then its waiter)."""

@@ -448,6 +448,7 @@ class StreamingRuntime:
                 return  # the query is already terminating: its first failure is its death cause
             error = death_cause(tracker, error)
             tracker.fail(error)  # nothing is planned or committed after the failed batch
+            self.scheduler.refuse_new_work()  # nor run: a later batch's queued jobs would start before the stop does
             core.error = error
             if core.task_group is not None and not core.stopping:
                 core.task_group.start_soon(self._stop_after_failure)

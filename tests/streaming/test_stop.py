@@ -16,8 +16,18 @@ import anyio.to_thread
 import pytest
 
 from listeners import DEFAULT_LISTENER_EXIT_TIMEOUT, BatchCompleted, ListenerStatistics, StreamingEvent
-from scheduler import Duration, InvalidDurationError, Job, ManualClock, Milliseconds, Seconds, StreamingStateError, Time
-from streaming import Batch, Pipeline, StreamingContext, StreamingContextState, StreamingRuntime
+from scheduler import (
+    Duration,
+    InvalidDurationError,
+    Job,
+    ManualClock,
+    Milliseconds,
+    Seconds,
+    StreamingQueryException,
+    StreamingStateError,
+    Time,
+)
+from streaming import Batch, ListSource, Pipeline, StreamingContext, StreamingContextState, StreamingRuntime
 from streaming.spark import SparkSettings, listener_exit_timeout
 from tests.anyio_support import HANG_GUARD_S, raises_exactly, settle
 from tests.streaming.continuous.test_execution import Harness
@@ -430,3 +440,30 @@ async def test_under_the_block_policy_a_hung_listener_holds_a_stop_only_until_th
             assert rt.state is StreamingContextState.STOPPED
     [stats] = rt.listener_bus.statistics().listeners
     assert stats.queued == 0 and stats.delivered == 5 and stats.dropped >= 2
+
+
+async def test_no_job_of_a_later_batch_starts_once_a_query_failed(clock: ManualClock) -> None:
+    """stop_on_failure: batch 2's job, queued behind batch 1's slow failing job, never runs (Spark runs no batch after
+    the failed one). Before, the worker took it at once, ahead of the stop the failure started."""
+    started: list[int] = []
+    release = anyio.Event()
+
+    async def out(batch: Batch) -> None:
+        started.append(batch.time.milliseconds)
+        if batch.time.milliseconds == 1000:
+            await release.wait()
+            raise RuntimeError("boom")
+
+    pipeline = Pipeline()
+    pipeline.add_source(ListSource(["a", "b", "c"], max_per_batch=1), name="in")
+    pipeline.add_output(out, name="out")
+    async with StreamingRuntime(pipeline, Seconds(1), clock=clock, track_progress=True, stop_on_failure=True) as rt:
+        await rt.start()
+        clock.advance(Seconds(1))
+        await wait_until(lambda: started == [1000])
+        clock.advance(Seconds(1))
+        await wait_until(lambda: Time(2000) in rt.scheduler.pending_times())
+        release.set()
+        with anyio.fail_after(HANG_GUARD_S), pytest.raises(StreamingQueryException, match="boom"):
+            await rt.await_termination()
+    assert started == [1000]
