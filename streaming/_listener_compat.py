@@ -32,7 +32,7 @@ from listeners import (
     StreamingStarted,
 )
 from listeners import StreamingListener as BusListener
-from scheduler import Duration, StreamInputInfo, Time
+from scheduler import Duration, StreamingQueryProgress, StreamInputInfo, Time
 
 __all__ = [
     "PySparkListenerAdapter",
@@ -41,7 +41,22 @@ __all__ = [
     "adapt_listener",
     "is_pyspark_query_listener",
     "is_pyspark_style",
+    "progress_for_pyspark",
 ]
+
+def progress_for_pyspark(progress: StreamingQueryProgress) -> dict[str, Any]:
+    """``progress``'s JSON as a dict pyspark's ``fromJson`` reads, each source's rates always there.
+
+    Spark's JSON leaves out a rate that is not finite (a trigger started in the same millisecond as the one before,
+    as recovered batches are), and pyspark's ``SourceProgress.fromJson`` then fails on the missing key; its JVM path
+    passes the double itself (NaN or infinity), which is what this puts back.
+    """
+    data: dict[str, Any] = json.loads(progress.json())
+    for entry, source in zip(data["sources"], progress.sources, strict=True):
+        entry.setdefault("inputRowsPerSecond", source.input_rows_per_second)
+        entry.setdefault("processedRowsPerSecond", source.processed_rows_per_second)
+    return data
+
 
 _QUERY_CALLBACKS = ("onQueryStarted", "onQueryProgress", "onQueryIdle", "onQueryTerminated")
 
@@ -312,7 +327,7 @@ class PySparkQueryListenerAdapter(BusListener):
         from pyspark.sql.streaming.listener import QueryProgressEvent
 
         self.listener.onQueryProgress(QueryProgressEvent.fromJson(  # type: ignore[attr-defined]
-            {"progress": json.loads(event.progress.json())}))
+            {"progress": progress_for_pyspark(event.progress)}))
 
     def on_query_idle(self, event: QueryIdle) -> None:
         """pyspark's ``onQueryIdle`` (a no-op unless the listener overrides it)."""

@@ -7,14 +7,13 @@ query, pyspark ``StreamingQueryListener`` subclasses included.
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
 from listeners import check_listener
 from scheduler import StreamingQueryException, StreamingQueryProgress
 
-from ._listener_compat import adapt_listener
+from ._listener_compat import adapt_listener, progress_for_pyspark
 from .runtime import QueryRegistry, query_registry
 from .spark import timeout_milliseconds
 
@@ -25,7 +24,7 @@ def pyspark_progress(progress: StreamingQueryProgress) -> Any:
     """``progress`` as pyspark's ``StreamingQueryProgress`` (a dict of Spark's JSON), built as pyspark builds it."""
     from pyspark.sql.streaming.listener import StreamingQueryProgress as PySparkProgress
 
-    return PySparkProgress.fromJson(json.loads(progress.json()))
+    return PySparkProgress.fromJson(progress_for_pyspark(progress))
 
 
 _pyspark_exception_class: type[StreamingQueryException] | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import uuid
 from pathlib import Path
@@ -16,9 +17,19 @@ from pyspark.errors import StreamingQueryException as PySparkStreamingQueryExcep
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import StreamingQueryProgress as PySparkProgress
 
-from listeners import EventRecorder
-from scheduler import InvalidPipelineError, JobFailedError, ManualClock, StreamingQueryException
+from listeners import EventRecorder, QueryProgress
+from scheduler import (
+    InvalidPipelineError,
+    JobFailedError,
+    ManualClock,
+    SinkProgress,
+    SourceProgress,
+    StreamingQueryException,
+    StreamingQueryProgress,
+)
 from streaming import StreamingContext, streams
+from streaming._listener_compat import PySparkQueryListenerAdapter
+from streaming._manager import pyspark_progress
 from tests.anyio_support import BACKENDS
 from tests.streaming.test_spark_integration import spark_conf
 from tests.support import advance
@@ -388,3 +399,30 @@ def test_remove_streaming_listener_takes_a_pending_or_running_listener_off(spark
     ssc.removeStreamingListener(other)  # on the running bus, from this (non-loop) thread
     ssc.stop(stopSparkContext=False)
     assert listener.calls == [] and "terminated" not in other.kinds()
+
+
+@pytest.mark.parametrize(("rows", "rate"), [(3, math.inf), (0, math.nan)])
+def test_a_progress_whose_input_rate_is_not_finite_reaches_pyspark(rows: int, rate: float) -> None:
+    """Batches planned in one millisecond (recovered ones) have rows/0 as input rate: Spark's JSON leaves it out, and
+    pyspark's SourceProgress.fromJson failed with KeyError('inputRowsPerSecond') in lastProgress, recentProgress and a
+    pyspark listener's onQueryProgress. The JVM path's double is given instead."""
+    source = SourceProgress("queue", "0", "1", "1", rows, rate, 3.0)
+    progress = StreamingQueryProgress(uuid.uuid4(), uuid.uuid4(), None, "2026-11-27T00:00:00.000Z", 1, 5,
+                                      {"triggerExecution": 5}, (source,), SinkProgress("out"))
+    assert "inputRowsPerSecond" not in json.loads(progress.json())["sources"][0]  # Spark's JSON, as Spark writes it
+    converted = pyspark_progress(progress)
+    assert isinstance(converted, PySparkProgress) and converted.sources[0].numInputRows == rows
+    seen = converted.sources[0].inputRowsPerSecond
+    assert seen == rate if rows else math.isnan(seen)
+    assert converted.sources[0].processedRowsPerSecond == 3.0
+    heard: list[Any] = []
+
+    class Hears(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None: ...
+        def onQueryProgress(self, event: Any) -> None:
+            heard.append(event.progress.sources[0].numInputRows)
+        def onQueryIdle(self, event: Any) -> None: ...
+        def onQueryTerminated(self, event: Any) -> None: ...
+
+    PySparkQueryListenerAdapter(Hears()).on_query_progress(QueryProgress(progress))
+    assert heard == [rows]
