@@ -291,6 +291,9 @@ class JobScheduler:
         self._stats["submitted"] += 1
         if self._listener is not None:
             await self._listener.on_batch_submitted(job_set)
+            if self._discard_jobs:  # a post held under BLOCK past an immediate stop, which closed the job queue meanwhile
+                self._log.info("batch not queued: the scheduler stopped immediately meanwhile", batch_time=time.milliseconds)
+                return
         send = self._jobs.put_nowait
         for job in job_set.jobs:
             send((job, job_set))

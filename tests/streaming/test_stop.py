@@ -438,6 +438,7 @@ async def test_under_the_block_policy_a_hung_listener_holds_a_stop_only_until_th
             await settle()
             assert await stop_while_the_clock_moves(rt, clock) == Seconds(4)
             assert rt.state is StreamingContextState.STOPPED
+            assert rt.exception() is None  # the batch whose submission a post held is not queued after the stop
     [stats] = rt.listener_bus.statistics().listeners
     assert stats.queued == 0 and stats.delivered == 5 and stats.dropped >= 2
 
@@ -467,3 +468,26 @@ async def test_no_job_of_a_later_batch_starts_once_a_query_failed(clock: ManualC
         with anyio.fail_after(HANG_GUARD_S), pytest.raises(StreamingQueryException, match="boom"):
             await rt.await_termination()
     assert started == [1000]
+
+
+async def test_a_batch_whose_submission_a_blocked_post_held_past_a_stop_is_dropped_quietly(clock: ManualClock) -> None:
+    """BLOCK, a hung listener, its queue full: batch 3000's BatchSubmitted post waits in the generator while an immediate
+    stop closes the job queue. The batch is not queued then, as one generated after the stop began: before, queuing its
+    jobs raised ClosedResourceError, reported as a failure of the job generator after an orderly stop."""
+    from listeners import OverflowPolicy
+
+    hung = HungOnBatch()
+    with anyio.fail_after(HANG_GUARD_S):
+        async with StreamingRuntime(pipeline(), Seconds(1), clock=clock, listener_overflow=OverflowPolicy.BLOCK,
+                                    listener_bus_capacity=1, listener_exit_timeout=Seconds(4)) as rt:
+            rt.add_listener(hung, name="hung")
+            await rt.start()
+            clock.advance(Seconds(1))
+            await hung.entered.wait()
+            clock.advance(Seconds(1))  # BatchSubmitted of 2000 fills the queue; its BatchStarted waits in the worker
+            await settle()
+            clock.advance(Seconds(1))  # BatchSubmitted of 3000 waits in the generator
+            await settle()
+            assert await stop_while_the_clock_moves(rt, clock) <= Seconds(4 + 2)  # the exit timeout, abandon_after
+            assert rt.state is StreamingContextState.STOPPED
+        assert rt.exception() is None
