@@ -240,10 +240,7 @@ class JobScheduler:
         return drained
 
     def refuse_new_work(self) -> None:
-        """From now on start no queued job and generate no batch (a query that failed: only its stop runs next).
-
-        Jobs running now go on; :meth:`stop` then ends them as an immediate stop does.
-        """
+        """Start no queued job and generate no batch from now on (a failed query); running jobs go on until :meth:`stop`."""
         self.generator.discard_new_batches = True
         self._discard_jobs = True
 
@@ -291,12 +288,8 @@ class JobScheduler:
         self._stats["submitted"] += 1
         if self._listener is not None:
             await self._listener.on_batch_submitted(job_set)
-            # A post held under BLOCK past an immediate stop, which closed the job queue meanwhile (mypy keeps the
-            # flag's narrowing from the check above across the await).
-            if self._discard_jobs:
-                self._log.info(  # type: ignore[unreachable]
-                    "batch not queued: the scheduler stopped immediately meanwhile", batch_time=time.milliseconds)
-                return
+            if self._discard_jobs:  # a BLOCK post held past an immediate stop (mypy keeps the narrowing over the await)
+                return  # type: ignore[unreachable]
         send = self._jobs.put_nowait
         for job in job_set.jobs:
             send((job, job_set))

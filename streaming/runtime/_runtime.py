@@ -318,15 +318,14 @@ class StreamingRuntime:
             raise
         self._core.state = StreamingContextState.ACTIVE
         self.start_time = self.clock.now()
-        await self.listener_bus.post(StreamingStarted(self.start_time))
-        if tracker is not None and plan is not None:
-            assert tracker.query_id is not None
-            await self.listener_bus.post(QueryStarted(tracker.query_id, tracker.run_id, self.name,
-                                                      format_timestamp(self.start_time.milliseconds)))
-            # Spark calls onQueryStarted before start() returns.
-            await self.listener_bus.wait_delivered()
-            if self.trigger is not Trigger.PROCESSING_TIME:
-                tg.start_soon(self._drive_triggers, plan)
+        try:
+            await _announce_start(self, plan, tg)
+        except BaseException:
+            # Cancelled while announcing the start (a slow onQueryStarted): a start that raised leaves the runtime
+            # stopped, never running with nobody owning it (its caller lets go of the checkpoint).
+            with anyio.CancelScope(shield=True):
+                await self.stop(graceful=False)
+            raise
         self._log.info("StreamingContext started", first_batch=self.first_batch_time.milliseconds,
                        batch_ms=self.batch_duration.milliseconds)
 
@@ -574,3 +573,17 @@ def _log_write_failed(failure: BaseException) -> JobFailedError:
 async def _start_soon(group: anyio.abc.TaskGroup, stop: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Start ``stop`` in ``group`` and return: a stop asked for by one of the runtime's own jobs, which it waits for."""
     group.start_soon(stop)
+
+
+async def _announce_start(rt: StreamingRuntime, plan: RunPlan | None, tg: anyio.abc.TaskGroup) -> None:
+    """What a runtime's start does once it is ACTIVE: post its start events and, for a query, drive its triggers."""
+    assert rt.start_time is not None
+    await rt.listener_bus.post(StreamingStarted(rt.start_time))
+    tracker = rt.tracker
+    if tracker is not None and plan is not None:
+        assert tracker.query_id is not None
+        await rt.listener_bus.post(QueryStarted(tracker.query_id, tracker.run_id, rt.name,
+                                                format_timestamp(rt.start_time.milliseconds)))
+        await rt.listener_bus.wait_delivered()  # Spark calls onQueryStarted before start() returns
+        if rt.trigger is not Trigger.PROCESSING_TIME:
+            tg.start_soon(rt._drive_triggers, plan)  # the runtime's own task, started by its start

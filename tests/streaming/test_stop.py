@@ -491,3 +491,41 @@ async def test_a_batch_whose_submission_a_blocked_post_held_past_a_stop_is_dropp
             assert await stop_while_the_clock_moves(rt, clock) <= Seconds(4 + 2)  # the exit timeout, abandon_after
             assert rt.state is StreamingContextState.STOPPED
         assert rt.exception() is None
+
+
+async def test_a_start_cancelled_while_it_announces_the_query_leaves_the_runtime_stopped(clock: ManualClock) -> None:
+    """start() waits for onQueryStarted (as Spark does); cancelled there, the runtime was left ACTIVE while its caller
+    let go of the checkpoint (a second context then ran on it). A start that raises now leaves the runtime stopped."""
+    entered = anyio.Event()
+    never = anyio.Event()
+
+    class SlowStart:
+        async def on_query_started(self, event: object) -> None:
+            entered.set()
+            await never.wait()
+
+    pipeline = Pipeline()
+    pipeline.add_source(ListSource(["a"], max_per_batch=1), name="in")
+    pipeline.add_output(lambda batch: None, name="out")
+    with anyio.fail_after(HANG_GUARD_S):
+        async with StreamingRuntime(pipeline, Seconds(1), clock=clock, track_progress=True,
+                                    listener_exit_timeout=Seconds(1)) as rt:
+            rt.add_listener(SlowStart())
+            async with anyio.create_task_group() as tg:
+                async def start() -> None:
+                    with pytest.raises(anyio.get_cancelled_exc_class()):
+                        await rt.start()
+                    assert rt.state is StreamingContextState.STOPPED
+
+                scope = anyio.CancelScope()
+
+                async def cancellable_start() -> None:
+                    with scope:
+                        await start()
+
+                tg.start_soon(cancellable_start)
+                await entered.wait()
+                scope.cancel()
+                while rt.state is not StreamingContextState.STOPPED:  # the stop gives the hung listener its exit timeout
+                    await settle()
+                    clock.advance(Seconds(1))
