@@ -300,6 +300,7 @@ class StreamingContext(StreamingQueryFace):
     # -- asynchronous lifecycle --
 
     async def __aenter__(self) -> StreamingContext:
+        self._refuse_if_started_sync("run it in 'async with'")
         self._env.async_mode = True
         await anyio.to_thread.run_sync(self._settings)  # starts the embedded Spark if needed; py4j calls
         await self.runtime.__aenter__()
@@ -337,6 +338,7 @@ class StreamingContext(StreamingQueryFace):
 
         Unlike :meth:`stop`, the SparkContext is kept by default: in a service it is usually shared.
         """
+        self._refuse_if_started_sync("stop it with stop_async()")
         in_job = self._in_own_job()
         if in_job and stopSparkContext:
             raise StreamingStateError("cannot stop the SparkContext from inside one of this context's jobs: stop it "
@@ -347,6 +349,12 @@ class StreamingContext(StreamingQueryFace):
         await self._after_stop_async()
         if stopSparkContext:
             await anyio.to_thread.run_sync(self._spark.stop_spark)
+
+    def _refuse_if_started_sync(self, what: str) -> None:
+        """Raises StreamingStateError if :meth:`start` runs this context on its own loop (where ``what`` cannot be done)."""
+        if not self._env.async_mode and self._bridge.is_open:
+            raise StreamingStateError(f"this context was started with start(): cannot {what}; use ssc.stop() and "
+                                      "ssc.awaitTermination(), or create it in 'async with' and start it with start_async()")
 
     def _in_own_job(self) -> bool:
         """Whether the caller is one of this context's jobs (a foreachRDD function), which a stop waits for."""

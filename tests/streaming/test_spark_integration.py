@@ -35,6 +35,7 @@ from listeners import (
 from scheduler import InvalidPipelineError, StreamingStateError
 from streaming import StreamingContext, run_spark
 from streaming.inputs import read_block_file
+from tests.anyio_support import BACKENDS
 from tests.support import advance, run_dstream_batches
 
 pytestmark = pytest.mark.spark
@@ -888,6 +889,31 @@ def test_the_async_api_runs_inside_a_trio_application(spark_context: Any) -> Non
     trio.run(host_app, spark_context, log)
     assert log == ["ACTIVE", "STOPPED", "done"]
     assert StreamingContext.getActive() is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_context_started_with_start_refuses_the_async_api_and_still_stops(spark_context: Any, backend: str) -> None:
+    """stop_async() on a context start() runs on its own loop hung for good (asyncio) or failed inside anyio (trio);
+    'async with' on it flipped it to async mode first, so that stop() then refused it. Both are refused now."""
+    ssc = StreamingContext(spark_context, 0.2)
+    ssc.queueStream([[1]], default=[0]).foreachRDD(lambda rdd: None)
+    ssc.start()
+    try:
+        async def host() -> None:
+            with anyio.fail_after(WAIT_S):
+                with pytest.raises(StreamingStateError, match=r"^this context was started with start\(\): cannot stop it "
+                                                              r"with stop_async\(\); use ssc\.stop\(\)"):
+                    await ssc.stop_async()
+                with pytest.raises(StreamingStateError, match=r"^this context was started with start\(\): cannot run it "
+                                                              r"in 'async with'"):
+                    async with ssc:
+                        pass
+
+        anyio.run(host, backend=backend)
+        assert ssc.getState() == "ACTIVE"
+    finally:
+        ssc.stop(stopSparkContext=False)
+    assert ssc.getState() == "STOPPED"
 
 
 def test_job_threads_run_each_job_in_its_group_and_leave_the_caller_untouched(spark_context: Any) -> None:
