@@ -21,7 +21,7 @@ from scheduler import InvalidPipelineError, JobFailedError, ManualClock, Streami
 from streaming import StreamingContext, streams
 from tests.anyio_support import BACKENDS
 from tests.streaming.test_spark_integration import spark_conf
-from tests.support import advance
+from tests.support import advance, run_dstream_batches
 
 pytestmark = pytest.mark.spark
 
@@ -388,3 +388,24 @@ def test_remove_streaming_listener_takes_a_pending_or_running_listener_off(spark
     ssc.removeStreamingListener(other)  # on the running bus, from this (non-loop) thread
     ssc.stop(stopSparkContext=False)
     assert listener.calls == [] and "terminated" not in other.kinds()
+
+
+def test_foreach_batch_on_a_spark_context_without_a_session_makes_the_session(spark_context: Any, clock: ManualClock,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before any SparkSession, pyspark's RDD.toDF is a placeholder raising CALL_BEFORE_INITIALIZE: foreachBatch gets
+    or makes the SparkContext's session first, so every batch reaches the function as a DataFrame."""
+    from pyspark import RDD
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    def placeholder(self: Any, schema: Any = None, sampleRatio: Any = None) -> Any:  # noqa: N803  # pyspark's, as before a session
+        raise PySparkRuntimeError(errorClass="CALL_BEFORE_INITIALIZE",
+                                  messageParameters={"func_name": "RDD.toDF", "object": "SparkSession"})
+
+    monkeypatch.setattr(RDD, "toDF", placeholder)
+    monkeypatch.setattr(SparkSession, "_instantiatedSession", None)
+    got: list[tuple[int, int]] = []
+    ssc = StreamingContext(spark_context, 1, clock=clock)
+    ssc.queueStream([[(1,)], [(2,), (3,)]], oneAtATime=True).foreachBatch(lambda df, batch_id: got.append((batch_id, df.count())))
+    assert run_dstream_batches(ssc, clock, 2) == []
+    assert got == [(0, 1), (1, 2)]
