@@ -174,8 +174,7 @@ def test_a_pyspark_query_listener_on_the_manager_hears_a_sync_context(spark_cont
     terminated = listener.calls[-1][1]
     assert (terminated.exception, terminated.errorClassOnException) == (None, None)
     streams.resetTerminated()
-    with pytest.raises(ValueError, match="positive"):
-        streams.awaitAnyTermination(0)
+    assert streams.awaitAnyTermination(0) is False  # pyspark's: whether one terminated already
 
 
 def test_a_listener_removed_from_the_manager_hears_nothing_more(spark_context: Any) -> None:
