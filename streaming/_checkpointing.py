@@ -202,9 +202,10 @@ class ContextCheckpoint:
             return connect_checkpoint_files(directory)
         return HadoopFileManager(lambda: self._spark.spark_context)
 
-    def prepare(self, owner: object, concurrent_jobs: int | None) -> None:
+    def prepare(self, owner: object, concurrent_jobs: int | None, context_options: Mapping[str, object] | None = None) -> None:
         """Before a start (blocking: py4j calls, file I/O): claim the directory for ``owner``, point Spark's RDD
-        checkpoints there, move a previous run's logs aside unless recovering, and save the DStream graph.
+        checkpoints there, move a previous run's logs aside unless recovering, and save the DStream graph (with
+        the context's ``concurrent_jobs`` and other constructor options, which a restart makes its context with).
 
         Raises:
             GraphNotSerializableError: a function of the graph cannot be pickled (Spark refuses the start).
@@ -219,7 +220,8 @@ class ContextCheckpoint:
                 (k, v) for k, v in self._spark.spark_context.getConf().getAll() if k not in _NOT_RESTORED_CONF]
             continuous = self._env.continuous
             saved = self._env.recipe.serialize(batch_ms=self._env.batch_duration.milliseconds, concurrent_jobs=concurrent_jobs,
-                                               spark_conf=conf, continuous_ms=None if continuous is None else continuous.interval_ms)
+                                               spark_conf=conf, continuous_ms=None if continuous is None else continuous.interval_ms,
+                                               context_options=context_options)
             # Claimed for the runtime before anything there changes (Spark's directory for RDD
             # checkpoints, a previous run moved aside): a refused second context must not touch
             # a live one's files. The runtime keeps the claim and gives it up at its stop.

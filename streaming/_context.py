@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import anyio
 import anyio.to_thread
+import attrs
 
 from listeners import OverflowPolicy
-from scheduler import Clock, Duration, InvalidDurationError, StreamingStateError, library_logger
+from scheduler import Clock, CorruptCheckpointError, Duration, InvalidDurationError, StreamingStateError, library_logger
 
 from . import inputs
 from ._active import ActiveContexts
@@ -48,6 +49,9 @@ def _frame_context(session: Any) -> Any:
     from .connect import FrameContext
 
     return FrameContext(session)
+
+# The constructor options a checkpoint's graph keeps (StreamingContext._saved_options), beside concurrentJobs.
+_SAVED_OPTIONS = ("queryName", "stopOnFailure", "exclusive", "uiPort", "listenerOverflow")
 
 _ids = itertools.count()
 _registry: ActiveContexts[StreamingContext] = ActiveContexts()
@@ -149,6 +153,18 @@ class StreamingContext(StreamingQueryFace):
             self._listeners.attach(self._runtime)
         return self._runtime
 
+    def _saved_options(self) -> dict[str, object]:
+        """The constructor options a checkpoint keeps for a restart (getOrCreate), by keyword: those given.
+
+        What the query is (its name, its failure semantics) and how it shares the process and its
+        listeners; not ``clock``, an object of this run (a restart runs on the wall clock).
+        """
+        arguments = self._arguments
+        given = {"queryName": arguments.query_name, "stopOnFailure": arguments.stop_on_failure, "exclusive": self._exclusive,
+                 "uiPort": arguments.ui_port,
+                 "listenerOverflow": None if self._overflow is OverflowPolicy.DROP else self._overflow}
+        return {keyword: value for keyword, value in given.items() if value is not None}
+
     def _release_job_threads(self) -> None:
         """Let the job threads and the graph's generation thread end (each after its current work)."""
         self._spark.release_job_threads()
@@ -188,7 +204,9 @@ class StreamingContext(StreamingQueryFace):
         """A context rebuilt from the DStream graph saved in ``checkpointPath``, else ``setupFunc()`` with that checkpoint.
 
         As in Spark, ``setupFunc`` runs only when the checkpoint holds no graph; either way the
-        context resumes what the checkpoint records (docs/checkpointing.md). ``restoreGraph=False``
+        context resumes what the checkpoint records (docs/checkpointing.md). A rebuilt context has the
+        constructor options the saved one was given (``concurrentJobs``, ``queryName``, ``stopOnFailure``,
+        ``exclusive``, ``uiPort``: its next 16 ports are tried if taken, ``listenerOverflow``; not ``clock``). ``restoreGraph=False``
         calls ``setupFunc`` anyway, so that a new version of the program (the same inputs and stateful
         streams, in the same order) resumes the old one's logs and state (an aiodstream extension);
         ``options`` are as for :meth:`checkpoint`.
@@ -211,9 +229,21 @@ class StreamingContext(StreamingQueryFace):
 
     @classmethod
     def _restore(cls, checkpoint_path: str, recipe: SavedRecipe, options: Mapping[str, object] | None) -> StreamingContext:
-        """The context a saved graph describes, on the active SparkContext or a new one with the saved settings."""
+        """The context a saved graph describes, with the saved constructor options, on the active SparkContext or a new
+        one with the saved settings.
+
+        Raises:
+            CorruptCheckpointError: the graph holds a constructor option this version does not take.
+        """
+        saved = recipe.saved_context_options()
+        unknown = sorted(set(saved) - set(_SAVED_OPTIONS))
+        if unknown:
+            raise CorruptCheckpointError(f"the DStream graph in {checkpoint_path} was saved with StreamingContext options this "
+                                         f"version does not take: {', '.join(unknown)}", path=checkpoint_path)
         sc, interval = spark_context_for(recipe)
-        ssc = cls(sc, interval, concurrentJobs=recipe.concurrent_jobs)
+        ssc = cls(sc, interval, concurrentJobs=recipe.concurrent_jobs, **saved)
+        # The port was free for the first run; another program may hold it now (see ContextArguments.ui_port_restored).
+        ssc._arguments = attrs.evolve(ssc._arguments, ui_port_restored=True)
         recipe.replay(ssc, StreamNode)
         ssc.checkpoint(checkpoint_path, options=options)
         ssc._checkpoint.recovering = True
@@ -227,7 +257,7 @@ class StreamingContext(StreamingQueryFace):
     def _before_start(self) -> None:
         """What a start does before the runtime starts (py4j calls, file I/O): checkpoint, web UI, micro-batch extras."""
         runtime = self.runtime
-        self._checkpoint.prepare(runtime, self._arguments.concurrent_jobs)
+        self._checkpoint.prepare(runtime, self._arguments.concurrent_jobs, self._saved_options())
         self._ui.prepare(self._settings().ui, self, self._query_name or self._env.name)
         start_micro_batch(runtime, self._env, self._settings(), self._trace,
                           stop=lambda: self.stop(stopSparkContext=False, stopGraceFully=False))

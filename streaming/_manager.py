@@ -107,13 +107,13 @@ class StreamingQueryManager:
     def awaitAnyTermination(self, timeout: float | None = None) -> bool | None:
         """Block until a query terminated since the manager began or :meth:`resetTerminated`.
 
-        Without ``timeout`` returns ``None`` once one did; with ``timeout`` (seconds, positive)
-        returns whether one did in time.
+        Without ``timeout`` returns ``None`` once one did; with ``timeout`` (seconds, 0 or more;
+        0 asks whether one did already) returns whether one did in time.
 
         Raises:
             StreamingQueryException: the last query that terminated with a failure did so
                 (also when a later one terminated cleanly, as in Spark).
-            ValueError: ``timeout`` is not a positive number.
+            PySparkValueError: ``timeout`` is negative or not a number (pyspark's ``VALUE_NOT_POSITIVE``).
         """
         seconds = _timeout(timeout)
         try:
@@ -178,11 +178,18 @@ class StreamingQueryManager:
 
 
 def _timeout(timeout: float | None) -> float | None:
+    """pyspark's rule for ``awaitAnyTermination``'s timeout: a number of seconds, 0 included (whether a query terminated
+    already); ``True`` is 1, as in pyspark, where a bool is an int."""
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")  # pyspark: VALUE_NOT_POSITIVE
-    return timeout_milliseconds(timeout) / 1000  # an infinity: pyspark's OverflowError, with the fix
+    if not isinstance(timeout, (int, float)) or timeout < 0:
+        from pyspark.errors import PySparkValueError
+
+        # pyspark's message names the value's type, not the value.
+        raise PySparkValueError(errorClass="VALUE_NOT_POSITIVE",
+                                messageParameters={"arg_name": "timeout", "arg_value": type(timeout).__name__})
+    seconds = int(timeout) if isinstance(timeout, bool) else timeout  # the house's durations refuse bools
+    return timeout_milliseconds(seconds) / 1000  # NaN or an infinity: pyspark's ValueError or OverflowError, with the fix
 
 
 streams = StreamingQueryManager(query_registry)

@@ -69,6 +69,8 @@ class ContextArguments:
     query_name: str | None = attrs.field(default=None, validator=_query_name)
     stop_on_failure: bool | None = attrs.field(default=None, validator=_bool_or_none)
     ui_port: int | None = attrs.field(default=None, validator=_port_or_none)
+    ui_port_restored: bool = False
+    """``ui_port`` came from a checkpoint (getOrCreate): another program may hold it by now, so the next ports are tried."""
 
 
 def _flag(settings: SparkSettings, key: str) -> bool:
@@ -115,8 +117,9 @@ def _trace(settings: SparkSettings) -> tuple[str, int | None] | None:
     return path, limit
 
 
-def _ui(settings: SparkSettings, given: int | None) -> tuple[tuple[str, int, int], UISecurity] | None:
-    """``uiPort`` or ``spark.aiodstream.ui.*``: where the web UI listens (host, port, further ports to try) and its security."""
+def _ui(settings: SparkSettings, given: int | None, restored: bool) -> tuple[tuple[str, int, int], UISecurity] | None:
+    """``uiPort`` (``restored`` from a checkpoint) or ``spark.aiodstream.ui.*``: where the web UI listens (host, port,
+    further ports to try) and its security."""
     port = given
     if port is None:
         raw = settings.get("spark.aiodstream.ui.port")
@@ -130,8 +133,9 @@ def _ui(settings: SparkSettings, given: int | None) -> tuple[tuple[str, int, int
 
     check_port(port)
     host = (settings.get("spark.aiodstream.ui.host") or "127.0.0.1").strip()
-    # An explicit port is taken as given; Spark's setting follows the next ports when taken, as Spark's UI does.
-    return (host, port, 0 if given is not None else 16), UISecurity.from_settings(settings.get)
+    # An explicit port is taken as given; Spark's setting follows the next ports when taken, as Spark's UI does, and so
+    # does a port restored from a checkpoint: a restart must not fail because another program took it meanwhile.
+    return (host, port, 0 if given is not None and not restored else 16), UISecurity.from_settings(settings.get)
 
 
 @attrs.frozen
@@ -188,7 +192,7 @@ class ContextSettings:
             # continuous inputs are read as they come: no receiver, no rate to control
             backpressure=None if continuous else _backpressure(settings),
             trace=_trace(settings),
-            ui=_ui(settings, arguments.ui_port),
+            ui=_ui(settings, arguments.ui_port, arguments.ui_port_restored),
             checkpoint_file_manager=settings.get(CHECKPOINT_FILE_MANAGER_KEY),
             default_fs=settings.default_fs,
             progress_settings={option: value for key, option in _OPTION_SETTINGS.items()

@@ -12,7 +12,7 @@ import attrs
 
 from scheduler import MAX_MILLISECONDS, Duration, DurationOverflowError, InvalidDurationError, InvalidPipelineError
 
-from ..state import parse_interval_ms
+from ..state import parse_trigger_interval_ms
 from ._sinks import ContinuousSink, ForeachSink
 from ._sources import ContinuousSource
 from ._task import PartitionFunction
@@ -38,7 +38,8 @@ class Continuous:
         """Build the trigger.
 
         Raises:
-            InvalidDurationError: a negative or zero interval, or a string Spark cannot read.
+            InvalidDurationError: a negative or zero interval, or a string Spark cannot read or that
+                counts months or years (Spark's ``Doesn't support month or year interval``).
         """
         if isinstance(interval, Duration):
             ms = interval.milliseconds
@@ -46,7 +47,7 @@ class Continuous:
             ms = interval
         elif isinstance(interval, str):
             try:
-                ms = parse_interval_ms(interval)
+                ms = parse_trigger_interval_ms(interval)
             except ValueError as exc:
                 raise InvalidDurationError(str(exc)) from exc
         else:

@@ -21,11 +21,18 @@ __all__ = ["BatchOutputs"]
 
 
 def _dataframe(rdd: Any, schema: Any) -> Any:
-    """``rdd`` as a DataFrame: a FrameRDD's own, or a classic RDD's ``toDF`` (which pyspark adds once a SparkSession exists)."""
-    if not hasattr(rdd, "toDF"):
+    """``rdd`` as a DataFrame: a FrameRDD's own, or a classic RDD's ``toDF`` (blocking: py4j calls, on the job's thread).
+
+    A classic RDD's ``toDF`` is pyspark's placeholder raising ``CALL_BEFORE_INITIALIZE`` until a
+    SparkSession exists: the SparkContext's session is got, or made, first (pyspark then gives
+    RDDs the real ``toDF``).
+    """
+    from pyspark import RDD
+
+    if isinstance(rdd, RDD):
         from pyspark.sql import SparkSession
 
-        SparkSession.builder.getOrCreate()  # the SparkContext's session: pyspark gives RDDs toDF from then on
+        SparkSession.builder.getOrCreate()  # on the batch's SparkContext, the only active one
     return rdd.toDF() if schema is None else rdd.toDF(schema)
 
 

@@ -12,7 +12,7 @@ import functools
 import os
 import pickle
 import traceback
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import attrs
 
@@ -116,6 +116,8 @@ class SavedRecipe:
             when none is active, as Spark recreates it from its checkpoint).
         calls: the recorded calls, in order.
         continuous_ms: a continuous context's epoch interval, else ``None``.
+        context_options: the other constructor options the context was given (``queryName``,
+            ``stopOnFailure``...), by keyword; a restart makes its context with them.
     """
 
     batch_ms: int
@@ -124,6 +126,12 @@ class SavedRecipe:
     calls: tuple[RecipeCall, ...]
     continuous_ms: int | None = None
     """The epoch interval of a context with a Continuous trigger (recipes written before it had none)."""
+    context_options: tuple[tuple[str, Any], ...] = ()
+    """The constructor options given (recipes written before it had none: the options take their defaults)."""
+
+    def saved_context_options(self) -> dict[str, Any]:
+        """:attr:`context_options` as keywords (empty for a recipe written before they were saved)."""
+        return dict(getattr(self, "context_options", ()))
 
     def replay(self, context: Any, stream_type: type) -> None:
         """Make the recorded calls again on ``context``, in order.
@@ -201,7 +209,8 @@ class GraphRecipe:
         return self._streams[index]
 
     def serialize(self, *, batch_ms: int, concurrent_jobs: int | None, spark_conf: Sequence[tuple[str, str]],
-                  continuous_ms: int | None = None) -> tuple[bytes | None, str | None]:
+                  continuous_ms: int | None = None,
+                  context_options: Mapping[str, Any] | None = None) -> tuple[bytes | None, str | None]:
         """The recipe file's bytes, or ``None`` and why it cannot be saved where Spark only warns.
 
         Spark's ``StreamingContext.validate`` serializes the graph before a checkpointed context
@@ -221,7 +230,8 @@ class GraphRecipe:
             return None, f"{unrecordable[0][14:-1]} was called with a stream of another context"
         calls = tuple(attrs.evolve(call, args=tuple(map(SavedRDD.of, call.args)),
                                    kwargs={k: SavedRDD.of(v) for k, v in call.kwargs.items()}) for call in self.calls)
-        recipe = SavedRecipe(batch_ms, concurrent_jobs, tuple(spark_conf), calls, continuous_ms)
+        recipe = SavedRecipe(batch_ms, concurrent_jobs, tuple(spark_conf), calls, continuous_ms,
+                             tuple((context_options or {}).items()))
         try:
             return _MAGIC + cloudpickle.dumps(recipe), None  # type: ignore[no-untyped-call]
         except Exception as exc:  # cloudpickle raises many kinds: anything unpicklable
@@ -242,7 +252,8 @@ class GraphRecipe:
         raise _not_serializable(_pickling_failure(recipe) or whole, None)
 
     def save(self, directory: str | os.PathLike[str] | CheckpointPath, *, batch_ms: int, concurrent_jobs: int | None,
-             spark_conf: Sequence[tuple[str, str]], continuous_ms: int | None = None) -> str | None:
+             spark_conf: Sequence[tuple[str, str]], continuous_ms: int | None = None,
+             context_options: Mapping[str, Any] | None = None) -> str | None:
         """Write the recipe to ``directory`` atomically (blocking I/O); ``None``, or why it cannot be written.
 
         A recipe Spark would not save either (a queue of RDDs) is not written, and an older one
@@ -252,7 +263,7 @@ class GraphRecipe:
             GraphNotSerializableError: see :meth:`serialize`; nothing is written or removed.
         """
         data, reason = self.serialize(batch_ms=batch_ms, concurrent_jobs=concurrent_jobs, spark_conf=spark_conf,
-                                      continuous_ms=continuous_ms)
+                                      continuous_ms=continuous_ms, context_options=context_options)
         write_recipe(directory, data)
         return reason
 
@@ -329,6 +340,10 @@ def load_recipe(directory: str | os.PathLike[str] | CheckpointPath) -> SavedReci
         if not (optional and interval is None) and (type(interval) is not int or not 0 < interval <= MAX_MILLISECONDS):
             raise CorruptCheckpointError(f"cannot read the DStream graph in {path}: its {name} must be a positive whole number "
                                          f"of milliseconds within a Java long, got {interval!r:.40}", path=str(path))
+    options = getattr(recipe, "context_options", ())
+    if not isinstance(options, tuple) or not all(isinstance(o, tuple) and len(o) == 2 and isinstance(o[0], str) for o in options):
+        raise CorruptCheckpointError(f"cannot read the DStream graph in {path}: its context options must be (keyword, value) "
+                                     f"pairs, got {options!r:.40}", path=str(path))
     return recipe
 
 

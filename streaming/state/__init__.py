@@ -23,7 +23,7 @@ from ._groups import (
     run_batch,
     run_partition,
 )
-from ._intervals import parse_delay_threshold, parse_interval_ms
+from ._intervals import parse_delay_threshold, parse_interval_ms, parse_trigger_interval_ms
 from ._operator_stats import StateOperatorStats
 from ._partition_files import keep_partition_count
 from ._processor import ExpiredTimerInfo, StatefulProcessor, TimerValues
@@ -97,6 +97,7 @@ __all__ = [
     "once_per_batch",
     "parse_delay_threshold",
     "parse_interval_ms",
+    "parse_trigger_interval_ms",
     "read_state",
     "read_state_changes",
     "read_state_metadata",

@@ -19,6 +19,7 @@ from scheduler import DurationOverflowError, InvalidDurationError, InvalidPipeli
 from streaming import StreamingContext, streams
 from streaming.continuous import Continuous
 from streaming.inputs import QueueInputDStream
+from streaming.state import parse_delay_threshold
 from tests.anyio_support import raises_exactly
 
 RANGE = "within Spark's range of \u00b19223372036854775807 ms (a Java long of milliseconds)"
@@ -125,6 +126,20 @@ def test_duration_builders_and_triggers_refuse_values_beyond_spark_s_range(
     """Seconds, Milliseconds and the continuous trigger refuse what a Java long cannot hold, and non-ASCII digits."""
     with raises_exactly(exc_type, message):
         build()
+
+
+@pytest.mark.parametrize("interval", ["1 month", "1 year", " 1 month ", "interval 2 years 1 day", "1 month 2 months"])
+def test_the_continuous_trigger_refuses_months_and_years_as_spark_does(interval: str) -> None:
+    """A month has no fixed length: Spark's Trigger.Continuous refuses months and years with this message, naming
+    the string as given (a watermark's delay counts a month as 31 days instead)."""
+    with raises_exactly(InvalidDurationError, f"Doesn't support month or year interval: {interval}"):
+        Continuous(interval)
+
+
+def test_months_and_years_that_cancel_out_leave_the_rest_of_a_trigger_interval() -> None:
+    """Spark sums the months first: "1 year -12 months 1 second" is a second; a watermark still counts 31-day months."""
+    assert Continuous("1 year -12 months 1 second").interval_ms == 1000
+    assert parse_delay_threshold("1 month") == 31 * 86_400_000
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,12 @@ import attrs
 import pytest
 from pyspark import cloudpickle
 
-from scheduler import CheckpointError, CorruptCheckpointError
+from listeners import OverflowPolicy
+from scheduler import CheckpointError, CorruptCheckpointError, Duration
 from streaming import StreamingContext
-from streaming.dstream import RECIPE_FILE, GraphNotSerializableError, StreamNode, load_recipe
+from streaming import _context as context_module
+from streaming._settings import ContextArguments, ContextSettings
+from streaming.dstream import RECIPE_FILE, GraphNotSerializableError, SavedRecipe, StreamNode, load_recipe
 from streaming.spark import SparkSettings
 from tests.anyio_support import raises_exactly
 from tests.crash import child_env, kill, spawn
@@ -179,6 +182,63 @@ def test_get_or_create_restores_without_calling_setup(tmp_path: Path, monkeypatc
 
     StreamingContext.getOrCreate(str(tmp_path), fresh, restoreGraph=False)
     assert called == [True]
+
+
+def restore_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StreamingContext:
+    """getOrCreate on ``tmp_path``'s saved graph (of no calls) without Spark (no SparkContext, no checkpoint files)."""
+    monkeypatch.setattr(StreamingContext, "checkpoint", lambda self, d, options=None: None)
+    monkeypatch.setattr(context_module, "spark_context_for", lambda recipe: (None, Duration(recipe.batch_ms)))
+
+    def setup() -> StreamingContext:
+        raise AssertionError("setupFunc must not run when the checkpoint holds a graph")
+
+    return StreamingContext.getOrCreate(str(tmp_path), setup)
+
+
+def test_a_restored_context_keeps_the_constructor_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """queryName, stopOnFailure, exclusive, uiPort and listenerOverflow are saved with the graph and given to the
+    restored context (it was named None and ran with the DStream failure semantics); a restored uiPort that
+    another program took meanwhile is followed by the next 16 ports, as Spark's UI does."""
+    first = StreamingContext(None, 1, queryName="failing", stopOnFailure=True, exclusive=False, uiPort=4050,
+                             listenerOverflow=OverflowPolicy.BLOCK, concurrentJobs=2)
+    assert first._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=2, spark_conf=[],
+                                  context_options=first._saved_options()) is None
+    restored = restore_offline(tmp_path, monkeypatch)
+    assert restored.name == "failing"
+    assert restored._arguments == ContextArguments(2, "failing", True, 4050, ui_port_restored=True)
+    assert (restored._exclusive, restored._overflow) == (False, OverflowPolicy.BLOCK)
+    settings = ContextSettings.read(SparkSettings(2, {}), restored._arguments, continuous=False)
+    assert settings.stop_on_failure is True and settings.ui is not None and settings.ui[0] == ("127.0.0.1", 4050, 16)
+    assert ContextSettings.read(SparkSettings(2, {}), first._arguments, continuous=False).ui[0] == ("127.0.0.1", 4050, 0)  # type: ignore[index]
+
+
+def test_a_graph_saved_before_the_options_were_restores_with_the_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recipe pickled without context_options (an older version's) loads, and its context takes the defaults."""
+    ssc = offline_context()  # no calls: the replay needs no Spark
+    assert ssc._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[],
+                                context_options={"queryName": "new"}) is None
+    state = load_recipe(tmp_path).__getstate__()  # type: ignore[union-attr]
+    del state["context_options"]
+
+    class Older:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return object.__new__, (SavedRecipe,), state
+
+    (tmp_path / RECIPE_FILE).write_bytes(b"aiodstream-graph v1\n" + cloudpickle.dumps(Older()))
+    recipe = load_recipe(tmp_path)
+    assert recipe is not None and not hasattr(recipe, "context_options") and recipe.saved_context_options() == {}
+    restored = restore_offline(tmp_path, monkeypatch)
+    assert restored.name is None and restored._arguments == ContextArguments(ui_port_restored=True)
+
+
+def test_a_graph_with_an_unknown_constructor_option_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A saved option this version does not take (a newer version's) is refused naming it, not silently dropped."""
+    ssc = offline_context()
+    assert ssc._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[],
+                                context_options={"queryName": "q", "fancy": 1}) is None
+    with raises_exactly(CorruptCheckpointError, f"the DStream graph in {tmp_path} was saved with StreamingContext options "
+                        "this version does not take: fancy"):
+        restore_offline(tmp_path, monkeypatch)
 
 
 # -- Spark's own recoverable example, killed and restarted --

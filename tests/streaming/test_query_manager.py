@@ -15,6 +15,7 @@ from listeners import EventRecorder, QueryTerminated
 from scheduler import JobFailedError, ManualClock, Seconds, StreamingQueryException
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime, streams
 from streaming.runtime import QueryRegistry
+from tests.anyio_support import BACKENDS
 from tests.support import advance
 
 pytestmark = pytest.mark.anyio
@@ -170,6 +171,28 @@ def test_await_any_termination_follows_sparks_rules() -> None:
         registry.wait_any_termination()
     registry.reset_terminated()
     assert registry.wait_any_termination(0.001) is False
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_await_any_termination_takes_pysparks_timeouts(backend: str) -> None:
+    """0 asks whether a query terminated already and True is 1 s (pyspark's rule); a negative or non-number timeout is
+    pyspark's PySparkValueError, whose message names the value's type."""
+    from pyspark.errors import PySparkValueError
+
+    registry = QueryRegistry()
+    manager = type(streams)(registry)
+    assert manager.awaitAnyTermination(0) is False
+    assert anyio.run(manager.await_any_termination, 0, backend=backend) is False
+    registry.terminated(object(), None)  # type: ignore[arg-type]
+    assert (manager.awaitAnyTermination(0), manager.awaitAnyTermination(True), manager.awaitAnyTermination(0.5)) == (True,) * 3
+    assert anyio.run(manager.await_any_termination, 0, backend=backend) is True
+    for bad, kind in ((-1, "int"), (-0.5, "float"), ("1", "str")):
+        with pytest.raises(PySparkValueError) as raised:
+            manager.awaitAnyTermination(bad)  # type: ignore[arg-type]
+        assert str(raised.value) == f"[VALUE_NOT_POSITIVE] Value for `timeout` must be positive, got '{kind}'."
+        assert raised.value.getCondition() == "VALUE_NOT_POSITIVE"
+    with pytest.raises(PySparkValueError):
+        anyio.run(manager.await_any_termination, -1, backend=backend)
 
 
 def test_a_waiter_on_another_thread_wakes_at_the_termination() -> None:

@@ -32,7 +32,7 @@ from streaming._listener_compat import PySparkQueryListenerAdapter
 from streaming._manager import pyspark_progress
 from tests.anyio_support import BACKENDS
 from tests.streaming.test_spark_integration import spark_conf
-from tests.support import advance
+from tests.support import advance, run_dstream_batches
 
 pytestmark = pytest.mark.spark
 
@@ -185,8 +185,7 @@ def test_a_pyspark_query_listener_on_the_manager_hears_a_sync_context(spark_cont
     terminated = listener.calls[-1][1]
     assert (terminated.exception, terminated.errorClassOnException) == (None, None)
     streams.resetTerminated()
-    with pytest.raises(ValueError, match="positive"):
-        streams.awaitAnyTermination(0)
+    assert streams.awaitAnyTermination(0) is False  # pyspark's: whether one terminated already
 
 
 def test_a_listener_removed_from_the_manager_hears_nothing_more(spark_context: Any) -> None:
@@ -426,3 +425,24 @@ def test_a_progress_whose_input_rate_is_not_finite_reaches_pyspark(rows: int, ra
 
     PySparkQueryListenerAdapter(Hears()).on_query_progress(QueryProgress(progress))
     assert heard == [rows]
+
+
+def test_foreach_batch_on_a_spark_context_without_a_session_makes_the_session(spark_context: Any, clock: ManualClock,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before any SparkSession, pyspark's RDD.toDF is a placeholder raising CALL_BEFORE_INITIALIZE: foreachBatch gets
+    or makes the SparkContext's session first, so every batch reaches the function as a DataFrame."""
+    from pyspark import RDD
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    def placeholder(self: Any, schema: Any = None, sampleRatio: Any = None) -> Any:  # noqa: N803  # pyspark's, as before a session
+        raise PySparkRuntimeError(errorClass="CALL_BEFORE_INITIALIZE",
+                                  messageParameters={"func_name": "RDD.toDF", "object": "SparkSession"})
+
+    monkeypatch.setattr(RDD, "toDF", placeholder)
+    monkeypatch.setattr(SparkSession, "_instantiatedSession", None)
+    got: list[tuple[int, int]] = []
+    ssc = StreamingContext(spark_context, 1, clock=clock)
+    ssc.queueStream([[(1,)], [(2,), (3,)]], oneAtATime=True).foreachBatch(lambda df, batch_id: got.append((batch_id, df.count())))
+    assert run_dstream_batches(ssc, clock, 2) == []
+    assert got == [(0, 1), (1, 2)]
