@@ -174,7 +174,8 @@ def test_the_buffer_bound_must_be_positive() -> None:
 
 def test_the_task_pacer_allows_a_rate_with_a_seconds_burst_and_takes_new_rates() -> None:
     """Pacer (the executor receiver's limit): pays records off at the rate, keeps at most 1 s of unused allowance; a new
-    rate keeps what is owed (a change never forgives a burst); no rate means no wait."""
+    rate applies at once, to what is still owed too (repriced: no stale debt, nothing forgiven); no rate means no wait;
+    slices hold an interval's worth at the rate."""
     from streaming.inputs._executor_receiver import Pacer
 
     pacer = Pacer(100.0, now=10.0)
@@ -186,10 +187,15 @@ def test_the_task_pacer_allows_a_rate_with_a_seconds_burst_and_takes_new_rates()
     assert pacer.wait(20.0) == 0.0
     pacer.take(10, now=20.0)
     assert pacer.wait(20.0) == pytest.approx(0.1)
-    pacer.set_rate(10.0, now=20.0)  # backpressure: a lower rate from now on; the 0.1 s still owed stays owed
-    assert pacer.wait(20.0) == pytest.approx(0.1)
+    assert pacer.slice_size(0.2) == 20
+    pacer.set_rate(10.0, now=20.0)  # backpressure: a lower rate from now on; the 10 records owed are paid off at it
+    assert pacer.wait(20.0) == pytest.approx(1.0) and pacer.slice_size(0.2) == 2
     pacer.take(5, now=20.0)
-    assert pacer.wait(20.0) == pytest.approx(0.6)
+    assert pacer.wait(20.0) == pytest.approx(1.5)
+    pacer.set_rate(1000.0, now=20.5)  # a higher rate: the 1 s left (10 records at 10/s) takes 10 ms
+    assert pacer.wait(20.5) == pytest.approx(0.01)
+    pacer.set_rate(0.5, now=20.5)
+    assert pacer.slice_size(0.2) == 1
     pacer.set_rate(None, now=20.0)
     pacer.take(10**6, now=20.0)
     assert pacer.wait(20.0) == 0.0
@@ -253,6 +259,41 @@ def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_to
     assert [r for e in entries for r in read_block_file(str(tmp_path / str(e)))] == first + second
     source.close()
     driver.close()
+
+
+def test_a_paced_receiver_task_takes_a_slice_at_a_time_and_writes_what_it_read_at_a_stop(tmp_path: Path) -> None:
+    """At 0.001 records/s the task takes one line of what it read (its first slice is free; the next is 1000 s away) and
+    reads nothing more meanwhile; a stop writes the lines it had read, in order, none lost and none twice."""
+    import socket
+    import threading
+
+    from streaming.inputs import ReceiverTaskSpec, read_block_file
+    from streaming.inputs._executor_receiver import run_receiver_task
+    from tests.streaming.control_support import accept_task
+
+    source = socket.create_server(("127.0.0.1", 0))
+    driver = socket.create_server(("127.0.0.1", 0))
+    lines = [f"a{i}" for i in range(50)]
+    spec = ReceiverTaskSpec(0, "127.0.0.1", source.getsockname()[1], "127.0.0.1", driver.getsockname()[1], str(tmp_path),
+                            first_entry=0, block_interval_ms=20, restart_delay_ms=10, rate=0.001, token="t0k3n")
+    task = threading.Thread(target=run_receiver_task, args=(spec,), daemon=True)
+    task.start()
+    control = accept_task(driver, "t0k3n", 0)
+    reports = control.makefile("r", encoding="utf-8")
+    conn, _ = source.accept()
+    conn.sendall("".join(f"{line}\n" for line in lines).encode())
+    seen = [reports.readline().strip() for _ in range(3)]
+    assert seen[1:] == ["S", "B 0 1"]  # one line: the pacer's first slice
+    control.sendall(b"stop\n")
+    while seen[-1] != "X":
+        seen.append(reports.readline().strip())
+    task.join(10)
+    assert not task.is_alive()
+    entries = [int(line.split()[1]) for line in seen if line.startswith("B ")]
+    written = [r for e in entries for r in read_block_file(str(tmp_path / str(e)))]
+    assert written[:1] == ["a0"] and written == lines[:len(written)]
+    for sock in (conn, source, driver, control):
+        sock.close()
 
 
 def test_a_retried_receiver_task_returns_at_once_without_connecting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
