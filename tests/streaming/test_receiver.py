@@ -11,13 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streaming.inputs import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError, RecordBuffer
-from streaming.inputs._decoder import max_line_length
+from streaming.inputs._decoder import JavaUtf8Decoder, max_line_length
 from tests.anyio_support import raises_exactly, settle
 
 
 def java_read_lines(data: bytes) -> list[str]:
-    """What Java's BufferedReader.readLine yields for ``data`` decoded as UTF-8 with replacement."""
-    text = data.decode("utf-8", errors="replace")
+    """What Java's BufferedReader.readLine yields for ``data`` decoded as UTF-8 with replacement (all of it at once)."""
+    text = JavaUtf8Decoder().decode(data, final=True)
     lines = re.split("\r\n|\r|\n", text)
     if lines[-1] == "":
         lines.pop()
@@ -41,6 +41,30 @@ def test_lines_end_at_lf_cr_and_crlf_only() -> None:
     assert decode_in_chunks(data, []) == ["a", "b", "c", "", "d\xe9 \x0bx\u2028y", "last\ufffd"]
 
 
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (b"e\xed\xa0\x80f", "e\ufffdf"),  # an encoded surrogate: one U+FFFD for its three bytes (pyspark 4.3's)
+        (b"e\xed\xbf\xbff", "e\ufffdf"),
+        (b"e\xed\xa0\x80\xed\xb0\x80f", "e\ufffd\ufffdf"),  # a surrogate pair (CESU-8): one each
+        (b"e\xed\xa0f", "e\ufffdf"),  # ED A0-BF then no continuation: one for the two bytes
+        (b"e\xed\xa0", "e\ufffd"),  # ... or then the end of the stream
+        (b"e\xed\x9f\xbff", "e\ud7fff"),  # ED 80-9F: a valid character
+        (b"e\xe2\x82\xed\xa0\x80f", "e\ufffd\ufffdf"),  # a sequence cut short by ED, then the surrogate
+        (b"c\xc0\xafd", "c\ufffd\ufffdd"),  # overlong: one per byte
+        (b"g\xf0\x9f\x98h", "g\ufffdh"),  # truncated: one
+        (b"i\xf4\x90\x80\x80j", "i\ufffd\ufffd\ufffd\ufffdj"),  # beyond U+10FFFF: one per byte
+        (b"\xf8\x88\x80\x80\x80five", "\ufffd\ufffd\ufffd\ufffd\ufffdfive"),  # a 5-byte form: one per byte
+        (b"partial\xe2\x82", "partial\ufffd"),  # truncated at the end of the stream: one
+    ],
+)
+def test_malformed_utf8_is_replaced_as_javas_decoder_replaces_it(data: bytes, line: str) -> None:
+    """Each malformed sequence gives the U+FFFD that Java's UTF-8 decoder (Spark's socket receiver) gives, whatever the
+    reads' boundaries."""
+    assert decode_in_chunks(data, []) == [line]
+    assert decode_in_chunks(data, list(range(len(data)))) == [line]
+
+
 def test_a_crlf_split_across_reads_is_one_line_end() -> None:
     """A \\r at the end of one read followed by \\n at the start of the next ends one line, not two."""
     assert decode_in_chunks(b"a\r\nb\n", [2]) == ["a", "b"]
@@ -54,7 +78,8 @@ def test_an_unterminated_last_line_comes_out_at_the_end() -> None:
     assert decoder.finish() == ["two"]
 
 
-@given(st.binary(max_size=200) | st.lists(st.sampled_from([b"a", b"\r", b"\n", b"\xc3\xa9", b"\xe2\x80\xa8", b"\xff"])).map(b"".join),
+@given(st.binary(max_size=200) | st.lists(st.sampled_from([b"a", b"\r", b"\n", b"\xc3\xa9", b"\xe2\x80\xa8", b"\xff", b"\xed",
+                                                     b"\xa0", b"\x80"])).map(b"".join),
        st.lists(st.integers(min_value=0, max_value=200), max_size=6))
 def test_chunking_never_changes_the_lines(data: bytes, cuts: list[int]) -> None:
     """However the bytes are split into reads, the lines are Java's readLine lines of the whole."""
