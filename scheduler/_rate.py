@@ -12,10 +12,12 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import anyio
+
 from ._clock import Clock
 from ._errors import InvalidPipelineError
 from ._logging import library_logger
-from ._time import Time
+from ._time import Duration, Time
 
 __all__ = ["PIDRateEstimator", "RateController", "RateLimiter"]
 
@@ -88,9 +90,13 @@ class PIDRateEstimator:
 class RateLimiter:
     """A token bucket on the injected clock (Guava's ``RateLimiter``, which Spark's receivers use).
 
-    :meth:`acquire` pays for its records at once and makes the *next* caller wait until they
-    are paid off, so records flow at ``rate`` per second on average; up to one second's worth
-    of unused permits is stored for a burst. With no rate (``None``) nothing ever waits.
+    :meth:`acquire` waits until the records paid for so far are paid off, then pays for its own
+    at once (the *next* caller waits for them), so records flow at ``rate`` per second on
+    average; up to one second's worth of unused permits is stored for a burst. A receiver
+    storing many records takes them in slices (:meth:`acquire_slice`; Spark acquires one
+    permit per record), so no single acquire runs far ahead of the rate. A new rate
+    (:meth:`update`) applies at once: what is still owed is repriced at it and a waiting
+    :meth:`acquire` wakes to recompute. With no rate (``None``) nothing ever waits.
 
     Args:
         clock: the clock to wait on.
@@ -107,6 +113,7 @@ class RateLimiter:
         self._rate: float | None = None
         self._next_free = -math.inf  # ms: when the records paid for so far are paid off
         self._stored = 0.0
+        self._changed: anyio.Event | None = None  # set (and dropped) when the rate changes: waiters recompute
         self.waits = 0
         self.update(rate if rate is not None else max_rate)
 
@@ -116,13 +123,39 @@ class RateLimiter:
         return self._rate
 
     def update(self, rate: float | None) -> None:
-        """Set a new rate, capped by ``max_rate``; a rate that is not positive is ignored (Spark's rule)."""
+        """Set a new rate, capped by ``max_rate``; a rate that is not positive is ignored (Spark's rule).
+
+        It applies at once: the records paid for and not yet paid off are repriced at the new rate
+        (a higher rate shortens the wait, a lower one lengthens it), stored permits scale with it
+        (as Guava's ``setRate``), and a waiting :meth:`acquire` wakes to wait for the new time.
+        From no rate, pacing starts afresh. Call it on the event loop the acquirers run on.
+        """
         if rate is None:
-            self._rate = self.max_rate
+            new = self.max_rate
+        elif not rate > 0:
             return
-        if not rate > 0:
+        else:
+            new = rate if self.max_rate is None else min(rate, self.max_rate)
+        old = self._rate
+        if new == old:
             return
-        self._rate = rate if self.max_rate is None else min(rate, self.max_rate)
+        if old is None or new is None:
+            self._next_free, self._stored = -math.inf, 0.0
+        else:
+            now = float(self._clock.now().milliseconds)
+            self._refill(now)
+            self._stored *= new / old
+            if self._next_free > now:
+                self._next_free = now + (self._next_free - now) * old / new
+        self._rate = new
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def slice_size(self, period: Duration) -> int | None:
+        """The most records one :meth:`acquire_slice` takes: ``period``'s worth at the rate, at least 1 (``None``: any)."""
+        rate = self._rate
+        return None if rate is None else max(1, int(rate * period.milliseconds / 1000))
 
     def _refill(self, now: float) -> None:
         rate = self._rate
@@ -134,20 +167,68 @@ class RateLimiter:
     async def acquire(self, permits: int = 1) -> None:
         """Take ``permits`` records' worth; wait first while earlier records are not paid off.
 
-        Cancellable; a cancelled wait has still paid (as Guava's reservation).
+        A rate change while waiting takes effect at once. Cancellable; a cancelled wait has paid
+        nothing.
         """
+        if permits > 0:
+            await self._wait_free()
+            self._pay(permits)
+
+    async def acquire_slice(self, wanted: int, period: Duration) -> int:
+        """Wait until earlier records are paid off, then take up to ``wanted``: at most ``period``'s worth at the rate then.
+
+        Returns how many were taken (at least 1 when ``wanted`` is; all of them with no rate).
+        The slice is sized after the wait, so a rate that changed meanwhile sizes it. A
+        receiver passes its block interval, so it stores at most a block's worth at a time.
+        Cancellable; a cancelled wait has paid nothing.
+        """
+        if wanted <= 0:
+            return 0
+        await self._wait_free()
+        size = self.slice_size(period)
+        taken = wanted if size is None else min(wanted, size)
+        self._pay(taken)
+        return taken
+
+    async def _wait_free(self) -> None:
+        """Return once the records paid for so far are paid off (at once with no rate), at the rate of each moment."""
+        waited = False
+        while True:
+            rate = self._rate
+            if rate is None:
+                return
+            now = float(self._clock.now().milliseconds)
+            self._refill(now)
+            if self._next_free <= now:
+                return
+            if not waited:
+                self.waits += 1
+                waited = True
+            await self._wait_until(Time(math.ceil(self._next_free)))
+
+    def _pay(self, permits: int) -> None:
+        """Pay for ``permits`` records: from stored permits first, the rest owed at the rate (the next caller waits)."""
         rate = self._rate
-        if rate is None or permits <= 0:
+        if rate is None:
             return
-        now = float(self._clock.now().milliseconds)
-        self._refill(now)
-        ready_at = self._next_free
         from_stored = min(float(permits), self._stored)
         self._stored -= from_stored
         self._next_free += (permits - from_stored) * 1000 / rate
-        if ready_at > now:
-            self.waits += 1
-            await self._clock.sleep_until(Time(math.ceil(ready_at)))
+
+    async def _wait_until(self, deadline: Time) -> None:
+        """Sleep until ``deadline`` on the clock, or until the rate changes (whichever is first)."""
+        if self._changed is None:
+            self._changed = anyio.Event()
+        changed = self._changed
+        async with anyio.create_task_group() as tg:
+
+            async def wake_on_change() -> None:
+                await changed.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(wake_on_change)
+            await self._clock.sleep_until(deadline)
+            tg.cancel_scope.cancel()
 
     def __repr__(self) -> str:
         return f"<RateLimiter [{'unlimited' if self._rate is None else f'{self._rate:.1f}/s'} | waited {self.waits}x]>"

@@ -31,6 +31,18 @@ def pyspark_errors() -> Iterator[None]:
         raise as_pyspark_exception(exc).with_traceback(None) from exc.__cause__
 
 
+def _wait_bound(timeout: float | None) -> Duration | None:
+    """A wait's bound from a timeout in seconds: ``None`` (no bound) for ``None`` or a negative timeout, as pyspark's.
+
+    pyspark hands ``int(timeout * 1000)`` to Spark's ``awaitTerminationOrTimeout``, whose waiter
+    waits without a bound for a negative one; so ``-0.0001`` (0 ms) returns at once, ``-1`` never.
+    """
+    if timeout is None:
+        return None
+    milliseconds = timeout_milliseconds(timeout)
+    return None if milliseconds < 0 else Duration(milliseconds)
+
+
 class StreamingQueryFace:
     """pyspark's ``StreamingQuery`` names over a context's runtime (``None`` until it is created).
 
@@ -112,12 +124,15 @@ class StreamingQueryFace:
         return [] if self._runtime is None else [pyspark_progress(p) for p in self._runtime.recent_progress]
 
     def awaitTermination(self, timeout: float | None = None) -> None:
-        """Wait until the context stops or a batch fails (then raise its error); ``timeout`` in seconds."""
-        self._await(None if timeout is None else Duration(max(0, timeout_milliseconds(timeout))))
+        """Wait until the context stops or a batch fails (then raise its error); ``timeout`` in seconds.
+
+        ``None`` or a negative timeout waits without a bound (pyspark's: Spark's ``ContextWaiter``).
+        """
+        self._await(_wait_bound(timeout))
 
     def awaitTerminationOrTimeout(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds; True if the context stopped, False on timeout."""
-        return self._await(Duration(max(0, timeout_milliseconds(timeout))))
+        """Wait up to ``timeout`` seconds; True if the context stopped, False on timeout (a negative one: no bound)."""
+        return self._await(_wait_bound(timeout))
 
     def _await(self, timeout: Duration | None) -> bool:
         with pyspark_errors():
@@ -139,9 +154,10 @@ class StreamingQueryFace:
         return self._stopped_unstarted.wait(None if timeout is None else timeout.seconds)
 
     async def await_termination_async(self, timeout: float | None = None) -> bool:
-        """Wait until the context stops (True) or ``timeout`` seconds pass (False); raises a batch's error."""
+        """Wait until the context stops (True) or ``timeout`` seconds pass (False, never with ``None`` or a negative
+        timeout); raises a batch's error."""
         with pyspark_errors():
-            return await self.runtime.await_termination(None if timeout is None else Duration(max(0, timeout_milliseconds(timeout))))
+            return await self.runtime.await_termination(_wait_bound(timeout))
 
     def processAllAvailable(self) -> None:
         """Block until everything available when called has been processed (pyspark's ``processAllAvailable``).

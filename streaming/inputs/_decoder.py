@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import codecs
 import io
+from typing import TYPE_CHECKING
 
 from scheduler import StreamingError
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # typeshed's type for IncrementalDecoder.decode's input (not a runtime dependency)
 
 __all__ = ["DEFAULT_MAX_LINE_LENGTH", "MAX_LINE_LENGTH_KEY", "LineDecoder", "LineTooLongError", "max_line_length"]
 
@@ -45,10 +49,71 @@ class LineTooLongError(StreamingError, ValueError):
         self.lines = lines
 
 
+class JavaUtf8Decoder(codecs.IncrementalDecoder):
+    """UTF-8 as Java's decoder reads it with malformed input replaced (``InputStreamReader``), incrementally.
+
+    Python's ``errors="replace"`` agrees with Java for every malformed sequence but one: an
+    encoded surrogate, ``ED`` followed by ``A0``-``BF``. Python replaces each of its bytes
+    (``ED A0 80`` gives three U+FFFD); Java decodes the sequence, finds a surrogate and replaces
+    it whole (one U+FFFD), or replaces ``ED A0``-``BF`` as one when the third byte is not a
+    continuation or the input ends there. This decoder takes those sequences itself and hands
+    the rest to Python's.
+    """
+
+    def __init__(self, errors: str = "replace") -> None:
+        """A decoder that replaces malformed input (``errors`` is accepted for the codec protocol; only "replace")."""
+        super().__init__(errors)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._held = b""  # from an ED whose sequence's length is not known yet (the next read tells)
+
+    def decode(self, input: Buffer, final: bool = False) -> str:
+        """The text of ``input`` after what came before; ``final``: the input ends here."""
+        data = self._held + bytes(input)
+        self._held = b""
+        parts: list[str] = []
+        start = 0
+        at = data.find(b"\xed")
+        while at != -1:
+            surrogate = at + 1 < len(data) and 0xA0 <= data[at + 1] <= 0xBF
+            if at + 1 == len(data) or (surrogate and at + 2 == len(data)):
+                if not final:
+                    self._held = data[at:]
+                    data = data[:at]
+                elif surrogate:  # ED A0-BF at the end of the input: one replacement for both, as Java's
+                    parts.append(self._utf8.decode(data[start:at], True))
+                    parts.append("\ufffd")
+                    start = len(data)
+                break  # (a lone ED at the end: Python's replacement is Java's)
+            if surrogate:
+                # Whatever was pending before the ED was cut short by it: flushed (one U+FFFD, as in Java).
+                parts.append(self._utf8.decode(data[start:at], True))
+                parts.append("\ufffd")
+                start = at + (3 if 0x80 <= data[at + 2] <= 0xBF else 2)
+            at = data.find(b"\xed", max(at + 1, start))
+        parts.append(self._utf8.decode(data[start:], final))
+        return "".join(parts)
+
+    def reset(self) -> None:
+        """Forget pending bytes."""
+        self._utf8.reset()
+        self._held = b""
+
+    def getstate(self) -> tuple[bytes, int]:
+        """The pending bytes (Python's decoder's, then the held ones) and its flag."""
+        pending, flag = self._utf8.getstate()
+        return pending + self._held, flag
+
+    def setstate(self, state: tuple[bytes, int]) -> None:
+        """Resume from :meth:`getstate`'s state: the pending bytes are decoded again with the next input."""
+        self._utf8.reset()
+        self._held = state[0]
+
+
 class LineDecoder:
     """Turns a byte stream into text lines the way Spark's socket receiver reads them.
 
-    Bytes are UTF-8, malformed sequences become U+FFFD; a line ends at ``\\n``, ``\\r`` or
+    Bytes are UTF-8, malformed sequences become U+FFFD as Java's decoder replaces them
+    (:class:`JavaUtf8Decoder`); a line ends at ``\\n``, ``\\r`` or
     ``\\r\\n`` (Java's ``readLine``, also when a ``\\r\\n`` pair is split across two reads), and
     nothing else (``\\x0b`` or U+2028 stay in the line). A last line without a terminator is
     returned by :meth:`finish`.
@@ -72,8 +137,7 @@ class LineDecoder:
             raise ValueError(f"{MAX_LINE_LENGTH_KEY} must be a positive number of characters, got {max_line_length!r}; "
                              f"pass e.g. {DEFAULT_MAX_LINE_LENGTH}")
         self.max_line_length = max_line_length
-        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._decoder = io.IncrementalNewlineDecoder(utf8, translate=True)
+        self._decoder = io.IncrementalNewlineDecoder(JavaUtf8Decoder(), translate=True)
         # The unterminated line so far: appended to (amortised linear, compact), read once at its end.
         self._partial = io.StringIO()
         self._partial_length = 0

@@ -97,6 +97,8 @@ class Pacer:
     """Records per second at most, with a second's worth of unused allowance kept (as Spark's receiver limiter).
 
     Pure arithmetic over the times it is given, so the task's pacing is testable without a clock.
+    The task takes what it read in slices of at most :meth:`slice_size` records, each once
+    :meth:`wait` says 0, so nothing is taken far ahead of the rate.
 
     Args:
         rate: records per second, or ``None`` for no limit.
@@ -109,14 +111,23 @@ class Pacer:
         self._free_at = now  # when the records taken so far are paid for
 
     def set_rate(self, rate: float | None, now: float) -> None:
-        """Pace at ``rate`` from ``now`` on. Records taken and not yet paid off stay owed (as Guava's ``setRate``
-        keeps its next free time), so a rate change never forgives a burst; from no limit, pacing starts afresh."""
-        self._free_at = now if self.rate is None else max(self._free_at, now - 1.0)
+        """Pace at ``rate`` from ``now`` on, at once: what is still owed is repriced at the new rate (a higher rate
+        shortens the wait); from no limit, pacing starts afresh."""
+        if self.rate is None or rate is None:
+            self._free_at = now
+        else:
+            self._free_at = max(self._free_at, now - 1.0)
+            if self._free_at > now:
+                self._free_at = now + (self._free_at - now) * self.rate / rate
         self.rate = rate
 
     def wait(self, now: float) -> float:
         """Seconds to wait before taking more records (0: take now)."""
         return 0.0 if self.rate is None else max(0.0, self._free_at - now)
+
+    def slice_size(self, seconds: float) -> int | None:
+        """The most records to take at once: ``seconds``' worth at the rate, at least 1 (``None``: no limit)."""
+        return None if self.rate is None else max(1, int(self.rate * seconds))
 
     def take(self, count: int, now: float) -> None:
         """Account for ``count`` records taken at ``now``."""
@@ -218,10 +229,10 @@ class _Blocks:
             del self.records[:written]
 
 
-def _wait(seconds: float, control: _Control) -> None:
-    """Sleep up to ``seconds``, waking when the driver says stop."""
+def _wait(seconds: float, control: _Control, *, until_rate: bool = False) -> None:
+    """Sleep up to ``seconds``, waking when the driver says stop (or, ``until_rate``, sends a rate)."""
     deadline = time.monotonic() + seconds
-    while not control.stopped:
+    while not control.stopped and not (until_rate and control.rates):
         control.heartbeat()
         left = deadline - time.monotonic()
         if left <= 0:
@@ -240,12 +251,12 @@ def _attempt_number() -> int:
     return 0 if context is None else int(context.attemptNumber())
 
 
-def _finish(decoder: LineDecoder, blocks: _Blocks, reason: str) -> str:
-    """Keep the source's unterminated last line (it ended); why the connection ended."""
+def _finish(decoder: LineDecoder, into: list[Any], reason: str) -> str:
+    """Keep the source's unterminated last line (it ended) in ``into``; why the connection ended."""
     try:
-        blocks.records.extend(decoder.finish())
+        into.extend(decoder.finish())
     except LineTooLongError as exc:
-        blocks.records.extend(exc.lines)
+        into.extend(exc.lines)
         return f"Error receiving data: {exc}"
     return reason
 
@@ -289,8 +300,10 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
             decoder = LineDecoder(spec.max_line_length)
             next_block = time.monotonic() + interval
             reason = ""
+            pending: list[Any] = []  # read, not yet admitted by the pacer: nothing more is read meanwhile
+            ended = False  # the source ended or failed: admit what is pending, then reconnect
             with source:
-                while not control.stopped:
+                while not control.stopped and (pending or not ended):
                     now = time.monotonic()
                     control.heartbeat()
                     if control.rates:
@@ -303,9 +316,16 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
                     if blocks.failing:  # read nothing more until the log takes what was read
                         _wait(max(0.001, next_block - now), control)
                         continue
-                    pause = pacer.wait(now)
-                    if pause > 0:
-                        _wait(min(next_block - now, max(0.001, pause)), control)
+                    if pending:  # a block interval's worth at most at a time, each once the pacer allows it
+                        pause = pacer.wait(now)
+                        if pause > 0:
+                            _wait(min(next_block - now, max(0.001, pause)), control, until_rate=True)
+                            continue
+                        size = pacer.slice_size(interval)
+                        taken = len(pending) if size is None else min(size, len(pending))
+                        blocks.records.extend(pending[:taken])
+                        del pending[:taken]
+                        pacer.take(taken, now)
                         continue
                     ready, _, _ = select.select([source, control.sock], [], [], max(0.0, next_block - now))
                     if control.sock in ready:
@@ -315,19 +335,17 @@ def run_receiver_task(spec: ReceiverTaskSpec) -> None:
                     try:
                         data = source.recv(_RECV_BYTES)
                     except OSError as exc:
-                        reason = _finish(decoder, blocks, f"Error receiving data: {exc!r}")
-                        break
+                        reason, ended = _finish(decoder, pending, f"Error receiving data: {exc!r}"), True
+                        continue
                     if not data:
-                        reason = _finish(decoder, blocks, "Socket data stream had no more data")
-                        break
+                        reason, ended = _finish(decoder, pending, "Socket data stream had no more data"), True
+                        continue
                     try:
-                        lines = decoder.feed(data)
+                        pending.extend(decoder.feed(data))
                     except LineTooLongError as exc:  # a bad stream: keep what came before, reconnect
-                        blocks.records.extend(exc.lines)
-                        reason = f"Error receiving data: {exc}"
-                        break
-                    blocks.records.extend(lines)
-                    pacer.take(len(lines), now)
+                        pending.extend(exc.lines)
+                        reason, ended = f"Error receiving data: {exc}", True
+            blocks.records.extend(pending)  # told to stop meanwhile: what was read is written, unpaced
             blocks.flush()
             if reason and not control.stopped:
                 control.send(f"E {reason}")

@@ -6,7 +6,7 @@ creates the input for a context's :class:`~streaming.dstream.StreamEnvironment`.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, Sized
 
 from scheduler import Duration, InvalidDurationError, InvalidPipelineError, scaled_milliseconds
 
@@ -35,10 +35,13 @@ def queue_stream(env: StreamEnvironment, rdds: Sequence[Any], one_at_a_time: boo
     server by the batch that takes them).
     """
     items = list(rdds)
+    if isinstance(default, Sized) and len(default) == 0:
+        default = None  # pyspark tests `if default`: an empty list is no default (empty batches get one empty partition)
     if not items and default is not None:
         items = [[]]
     if not items:
-        raise IndexError("list index out of range: queueStream needs at least one RDD or list, or a default")
+        raise IndexError("list index out of range: queueStream needs at least one RDD or list, or a default that is not "
+                         "empty")
     if env.spark.kind == "connect":
         return QueueInputDStream(env, [_connect_item(env, r) for r in items], one_at_a_time,
                                  None if default is None else _connect_item(env, default))

@@ -153,10 +153,19 @@ class ReceiverInputDStream(InputDStream):
         """Hook: the limiter's rate may have changed (a receiver on an executor forwards it)."""
 
     async def _store_many(self, records: Sequence[Any]) -> None:
-        """Store ``records`` once the rate limit allows them and the buffer has room."""
-        if records:
-            await self.rate_limiter().acquire(len(records))
-            await self._buffer.put_many(records)
+        """Store ``records`` as the rate limit allows them (and the buffer has room), in order.
+
+        They go in slices of at most a block interval's worth at the current rate, each stored
+        once the limiter admits it, so a large read (a socket's 64 KiB of lines) never passes in
+        one go: the rest waits here, and the source, no longer read meanwhile, is held back by
+        its own flow control. A rate change applies at once, to the wait and the size of the next slice.
+        """
+        limiter = self.rate_limiter()
+        start = 0
+        while start < len(records):
+            end = start + await limiter.acquire_slice(len(records) - start, self.block_interval)
+            await self._buffer.put_many(records[start:end])
+            start = end
 
     async def _store(self, record: Any) -> None:
         """Store one record once the rate limit allows it and the buffer has room."""

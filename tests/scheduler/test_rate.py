@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from listeners import BatchCompleted, BatchInfo
-from scheduler import InvalidPipelineError, ManualClock, PIDRateEstimator, RateController, RateLimiter, StreamInputInfo, Time
+from scheduler import Duration, InvalidPipelineError, ManualClock, PIDRateEstimator, RateController, RateLimiter, StreamInputInfo, Time
 from tests.anyio_support import raises_exactly, settle
 
 pytestmark = pytest.mark.anyio
@@ -128,6 +128,41 @@ async def test_rates_are_capped_by_the_maximum_and_non_positive_updates_are_igno
     assert unlimited.rate is None and unlimited.waits == 0
     with pytest.raises(ValueError, match="max_rate must be a positive number"):
         RateLimiter(clock, max_rate=0)
+
+
+async def test_a_new_rate_reprices_what_is_owed_and_wakes_a_waiting_caller(clock: ManualClock) -> None:
+    """10/s, 10 records paid at 0 (owed until 1000 ms): a rise to 1000/s at 0 makes the waiter's wait 10 ms, a fall to
+    5/s at 5 ms makes the 5 ms left 10 ms; nothing owed from before stays at the old rate (no stale debt)."""
+    limiter = RateLimiter(clock, 10)
+    await limiter.acquire(10)
+    done: list[int] = []
+
+    async def waiter() -> None:
+        await limiter.acquire(1)
+        done.append(clock.now().milliseconds)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await clock.wait_for_sleepers(1)
+        assert clock.next_deadline == Time(1000)
+        limiter.update(1000)
+        await settle()
+        assert clock.next_deadline == Time(10)
+        clock.set_time(Time(5))
+        limiter.update(500)
+        await settle()
+        assert clock.next_deadline == Time(15)
+        clock.set_time(Time(15))
+    assert done == [15] and limiter.waits == 1
+
+
+async def test_slices_hold_a_periods_worth_at_the_rate(clock: ManualClock) -> None:
+    """slice_size: the records one acquire takes, a period's worth at the current rate, at least one; None unlimited."""
+    limiter = RateLimiter(clock, 20)
+    assert limiter.slice_size(Duration(200)) == 4
+    limiter.update(2)
+    assert limiter.slice_size(Duration(200)) == 1
+    assert RateLimiter(clock).slice_size(Duration(200)) is None
 
 
 # -- RateController --

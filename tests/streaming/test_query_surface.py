@@ -446,3 +446,28 @@ def test_foreach_batch_on_a_spark_context_without_a_session_makes_the_session(sp
     ssc.queueStream([[(1,)], [(2,), (3,)]], oneAtATime=True).foreachBatch(lambda df, batch_id: got.append((batch_id, df.count())))
     assert run_dstream_batches(ssc, clock, 2) == []
     assert got == [(0, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_negative_timeout_waits_for_the_stop(spark_context: Any, backend: str, clock: ManualClock) -> None:
+    """awaitTerminationOrTimeout(-1) waits without a bound, as pyspark's (Spark's waiter takes a negative timeout so);
+    -0.0001 is 0 ms there (int(timeout * 1000)) and returns at once."""
+    results: list[bool] = []
+
+    async def body() -> None:
+        async with StreamingContext(spark_context, 1, clock=clock) as ssc:
+            ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+            await ssc.start_async()
+            assert await ssc.await_termination_async(-0.0001) is False
+            async with anyio.create_task_group() as tg:
+
+                async def waiter() -> None:
+                    results.append(await ssc.await_termination_async(-1))
+
+                tg.start_soon(waiter)
+                await advance(ssc.runtime, clock, times=3)
+                assert results == []
+                await ssc.stop_async()
+
+    anyio.run(body, backend=backend)
+    assert results == [True]

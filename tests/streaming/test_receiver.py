@@ -11,13 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streaming.inputs import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError, RecordBuffer
-from streaming.inputs._decoder import max_line_length
+from streaming.inputs._decoder import JavaUtf8Decoder, max_line_length
 from tests.anyio_support import raises_exactly, settle
 
 
 def java_read_lines(data: bytes) -> list[str]:
-    """What Java's BufferedReader.readLine yields for ``data`` decoded as UTF-8 with replacement."""
-    text = data.decode("utf-8", errors="replace")
+    """What Java's BufferedReader.readLine yields for ``data`` decoded as UTF-8 with replacement (all of it at once)."""
+    text = JavaUtf8Decoder().decode(data, final=True)
     lines = re.split("\r\n|\r|\n", text)
     if lines[-1] == "":
         lines.pop()
@@ -41,6 +41,30 @@ def test_lines_end_at_lf_cr_and_crlf_only() -> None:
     assert decode_in_chunks(data, []) == ["a", "b", "c", "", "d\xe9 \x0bx\u2028y", "last\ufffd"]
 
 
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (b"e\xed\xa0\x80f", "e\ufffdf"),  # an encoded surrogate: one U+FFFD for its three bytes (pyspark 4.3's)
+        (b"e\xed\xbf\xbff", "e\ufffdf"),
+        (b"e\xed\xa0\x80\xed\xb0\x80f", "e\ufffd\ufffdf"),  # a surrogate pair (CESU-8): one each
+        (b"e\xed\xa0f", "e\ufffdf"),  # ED A0-BF then no continuation: one for the two bytes
+        (b"e\xed\xa0", "e\ufffd"),  # ... or then the end of the stream
+        (b"e\xed\x9f\xbff", "e\ud7fff"),  # ED 80-9F: a valid character
+        (b"e\xe2\x82\xed\xa0\x80f", "e\ufffd\ufffdf"),  # a sequence cut short by ED, then the surrogate
+        (b"c\xc0\xafd", "c\ufffd\ufffdd"),  # overlong: one per byte
+        (b"g\xf0\x9f\x98h", "g\ufffdh"),  # truncated: one
+        (b"i\xf4\x90\x80\x80j", "i\ufffd\ufffd\ufffd\ufffdj"),  # beyond U+10FFFF: one per byte
+        (b"\xf8\x88\x80\x80\x80five", "\ufffd\ufffd\ufffd\ufffd\ufffdfive"),  # a 5-byte form: one per byte
+        (b"partial\xe2\x82", "partial\ufffd"),  # truncated at the end of the stream: one
+    ],
+)
+def test_malformed_utf8_is_replaced_as_javas_decoder_replaces_it(data: bytes, line: str) -> None:
+    """Each malformed sequence gives the U+FFFD that Java's UTF-8 decoder (Spark's socket receiver) gives, whatever the
+    reads' boundaries."""
+    assert decode_in_chunks(data, []) == [line]
+    assert decode_in_chunks(data, list(range(len(data)))) == [line]
+
+
 def test_a_crlf_split_across_reads_is_one_line_end() -> None:
     """A \\r at the end of one read followed by \\n at the start of the next ends one line, not two."""
     assert decode_in_chunks(b"a\r\nb\n", [2]) == ["a", "b"]
@@ -54,7 +78,8 @@ def test_an_unterminated_last_line_comes_out_at_the_end() -> None:
     assert decoder.finish() == ["two"]
 
 
-@given(st.binary(max_size=200) | st.lists(st.sampled_from([b"a", b"\r", b"\n", b"\xc3\xa9", b"\xe2\x80\xa8", b"\xff"])).map(b"".join),
+@given(st.binary(max_size=200) | st.lists(st.sampled_from([b"a", b"\r", b"\n", b"\xc3\xa9", b"\xe2\x80\xa8", b"\xff", b"\xed",
+                                                     b"\xa0", b"\x80"])).map(b"".join),
        st.lists(st.integers(min_value=0, max_value=200), max_size=6))
 def test_chunking_never_changes_the_lines(data: bytes, cuts: list[int]) -> None:
     """However the bytes are split into reads, the lines are Java's readLine lines of the whole."""
@@ -174,7 +199,8 @@ def test_the_buffer_bound_must_be_positive() -> None:
 
 def test_the_task_pacer_allows_a_rate_with_a_seconds_burst_and_takes_new_rates() -> None:
     """Pacer (the executor receiver's limit): pays records off at the rate, keeps at most 1 s of unused allowance; a new
-    rate keeps what is owed (a change never forgives a burst); no rate means no wait."""
+    rate applies at once, to what is still owed too (repriced: no stale debt, nothing forgiven); no rate means no wait;
+    slices hold an interval's worth at the rate."""
     from streaming.inputs._executor_receiver import Pacer
 
     pacer = Pacer(100.0, now=10.0)
@@ -186,10 +212,15 @@ def test_the_task_pacer_allows_a_rate_with_a_seconds_burst_and_takes_new_rates()
     assert pacer.wait(20.0) == 0.0
     pacer.take(10, now=20.0)
     assert pacer.wait(20.0) == pytest.approx(0.1)
-    pacer.set_rate(10.0, now=20.0)  # backpressure: a lower rate from now on; the 0.1 s still owed stays owed
-    assert pacer.wait(20.0) == pytest.approx(0.1)
+    assert pacer.slice_size(0.2) == 20
+    pacer.set_rate(10.0, now=20.0)  # backpressure: a lower rate from now on; the 10 records owed are paid off at it
+    assert pacer.wait(20.0) == pytest.approx(1.0) and pacer.slice_size(0.2) == 2
     pacer.take(5, now=20.0)
-    assert pacer.wait(20.0) == pytest.approx(0.6)
+    assert pacer.wait(20.0) == pytest.approx(1.5)
+    pacer.set_rate(1000.0, now=20.5)  # a higher rate: the 1 s left (10 records at 10/s) takes 10 ms
+    assert pacer.wait(20.5) == pytest.approx(0.01)
+    pacer.set_rate(0.5, now=20.5)
+    assert pacer.slice_size(0.2) == 1
     pacer.set_rate(None, now=20.0)
     pacer.take(10**6, now=20.0)
     assert pacer.wait(20.0) == 0.0
@@ -253,6 +284,41 @@ def test_a_receiver_task_writes_blocks_reports_them_reconnects_and_stops_when_to
     assert [r for e in entries for r in read_block_file(str(tmp_path / str(e)))] == first + second
     source.close()
     driver.close()
+
+
+def test_a_paced_receiver_task_takes_a_slice_at_a_time_and_writes_what_it_read_at_a_stop(tmp_path: Path) -> None:
+    """At 0.001 records/s the task takes one line of what it read (its first slice is free; the next is 1000 s away) and
+    reads nothing more meanwhile; a stop writes the lines it had read, in order, none lost and none twice."""
+    import socket
+    import threading
+
+    from streaming.inputs import ReceiverTaskSpec, read_block_file
+    from streaming.inputs._executor_receiver import run_receiver_task
+    from tests.streaming.control_support import accept_task
+
+    source = socket.create_server(("127.0.0.1", 0))
+    driver = socket.create_server(("127.0.0.1", 0))
+    lines = [f"a{i}" for i in range(50)]
+    spec = ReceiverTaskSpec(0, "127.0.0.1", source.getsockname()[1], "127.0.0.1", driver.getsockname()[1], str(tmp_path),
+                            first_entry=0, block_interval_ms=20, restart_delay_ms=10, rate=0.001, token="t0k3n")
+    task = threading.Thread(target=run_receiver_task, args=(spec,), daemon=True)
+    task.start()
+    control = accept_task(driver, "t0k3n", 0)
+    reports = control.makefile("r", encoding="utf-8")
+    conn, _ = source.accept()
+    conn.sendall("".join(f"{line}\n" for line in lines).encode())
+    seen = [reports.readline().strip() for _ in range(3)]
+    assert seen[1:] == ["S", "B 0 1"]  # one line: the pacer's first slice
+    control.sendall(b"stop\n")
+    while seen[-1] != "X":
+        seen.append(reports.readline().strip())
+    task.join(10)
+    assert not task.is_alive()
+    entries = [int(line.split()[1]) for line in seen if line.startswith("B ")]
+    written = [r for e in entries for r in read_block_file(str(tmp_path / str(e)))]
+    assert written[:1] == ["a0"] and written == lines[:len(written)]
+    for sock in (conn, source, driver, control):
+        sock.close()
 
 
 def test_a_retried_receiver_task_returns_at_once_without_connecting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -232,6 +232,23 @@ def test_an_output_that_reads_its_rdds_jvm_rdd_gets_it_made_at_generation_from_i
     assert seen == [(False, [10, 20]), (True, [30]), (True, [40])]
 
 
+def test_an_empty_default_list_is_no_default_as_in_pyspark(spark_context: Any) -> None:
+    """pyspark tests `if default`: queueStream(..., default=[]) gives empty batches one empty partition (not one per
+    core), and queueStream([], default=[]) is refused (pyspark fails with a bare IndexError)."""
+    from scheduler import ManualClock
+
+    clock = ManualClock(0)
+    ssc = StreamingContext(spark_context, 1, clock=clock)
+    seen: list[tuple[int, list[int]]] = []
+    ssc.queueStream([[1, 2]], default=[]).foreachRDD(lambda rdd: seen.append((rdd.getNumPartitions(), rdd.collect())))
+    with pytest.raises(IndexError) as refused:
+        ssc.queueStream([], default=[])
+    assert str(refused.value) == ("list index out of range: queueStream needs at least one RDD or list, or a default "
+                                  "that is not empty")
+    assert run_dstream_batches(ssc, clock, 3) == []
+    assert seen[1:] == [(1, []), (1, [])] and seen[0][1] == [1, 2]
+
+
 def test_an_output_that_derives_a_new_rdd_never_gets_a_jvm_rdd_made_for_it(spark_context: Any) -> None:
     """count pipelines onto the map's parents and never reads the map's JVM RDD: none is made, in any batch."""
     from scheduler import ManualClock
