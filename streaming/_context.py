@@ -332,6 +332,7 @@ class StreamingContext(StreamingQueryFace):
     async def __aenter__(self) -> StreamingContext:
         self._refuse_if_started_sync("run it in 'async with'")
         self._env.async_mode = True
+        self._entered_async()
         await anyio.to_thread.run_sync(self._settings)  # starts the embedded Spark if needed; py4j calls
         await self.runtime.__aenter__()
         return self
@@ -379,12 +380,6 @@ class StreamingContext(StreamingQueryFace):
         await self._after_stop_async()
         if stopSparkContext:
             await anyio.to_thread.run_sync(self._spark.stop_spark)
-
-    def _refuse_if_started_sync(self, what: str) -> None:
-        """Raises StreamingStateError if :meth:`start` runs this context on its own loop (where ``what`` cannot be done)."""
-        if not self._env.async_mode and self._bridge.is_open:
-            raise StreamingStateError(f"this context was started with start(): cannot {what}; use ssc.stop() and "
-                                      "ssc.awaitTermination(), or create it in 'async with' and start it with start_async()")
 
     def _in_own_job(self) -> bool:
         """Whether the caller is one of this context's jobs (a foreachRDD function), which a stop waits for."""

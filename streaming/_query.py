@@ -11,6 +11,10 @@ import contextlib
 import threading
 from typing import Any, Callable, Iterator
 
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
 from scheduler import Duration, StreamingQueryException, StreamingStateError
 
 from ._manager import as_pyspark_exception, pyspark_progress
@@ -65,6 +69,18 @@ class StreamingQueryFace:
         self._runtime: QueryRuntime | None = None
         self._closed_before_start = False  # stopped before it was ever started
         self._stopped_unstarted = threading.Event()
+        # In 'async with': the host loop's token and thread, for a blocking wait from another thread.
+        self._host: tuple[anyio.lowlevel.EventLoopToken, int] | None = None
+
+    def _entered_async(self) -> None:
+        """Record the running host loop (on it, at ``async with``): blocking waits refuse it and reach it from others."""
+        self._host = (anyio.lowlevel.current_token(), threading.get_ident())
+
+    def _refuse_if_started_sync(self, what: str) -> None:
+        """Raises StreamingStateError if :meth:`start` runs this context on its own loop (where ``what`` cannot be done)."""
+        if not self._env.async_mode and self._bridge.is_open:
+            raise StreamingStateError(f"this context was started with start(): cannot {what}; use ssc.stop() and "
+                                      "ssc.awaitTermination(), or create it in 'async with' and start it with start_async()")
 
     @property
     def runtime(self) -> QueryRuntime:
@@ -143,6 +159,12 @@ class StreamingQueryFace:
 
     def _await_termination(self, timeout: Duration | None) -> bool:
         runtime = self._runtime
+        host = self._host
+        if self._env.async_mode and host is not None:
+            if threading.get_ident() == host[1]:  # blocking the loop the context runs on: it could never stop
+                raise StreamingStateError("this context was entered with 'async with': use 'await ssc.await_termination_async()'")
+            if runtime is not None and runtime.state is not StreamingContextState.STOPPED:
+                return anyio.from_thread.run(runtime.await_termination, timeout, token=host[0])
         if runtime is not None:
             with contextlib.suppress(BridgeClosedError):  # then the runtime stopped (or never ran on the bridge)
                 return self._bridge.call(runtime.await_termination, timeout)
@@ -156,6 +178,7 @@ class StreamingQueryFace:
     async def await_termination_async(self, timeout: float | None = None) -> bool:
         """Wait until the context stops (True) or ``timeout`` seconds pass (False, never with ``None`` or a negative
         timeout); raises a batch's error."""
+        self._refuse_if_started_sync("wait for it with await_termination_async()")
         with pyspark_errors():
             return await self.runtime.await_termination(_wait_bound(timeout))
 

@@ -925,12 +925,41 @@ def test_a_context_started_with_start_refuses_the_async_api_and_still_stops(spar
                                                               r"in 'async with'"):
                     async with ssc:
                         pass
+                with pytest.raises(StreamingStateError, match=r"^this context was started with start\(\): cannot wait for "
+                                                              r"it with await_termination_async\(\)"):
+                    await ssc.await_termination_async(0)
 
         anyio.run(host, backend=backend)
         assert ssc.getState() == "ACTIVE"
     finally:
         ssc.stop(stopSparkContext=False)
     assert ssc.getState() == "STOPPED"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_awaiting_a_context_in_async_with_blocks_neither_the_loop_nor_another_thread_for_good(spark_context: Any,
+                                                                                              backend: str) -> None:
+    """awaitTermination() on the host's loop waited on an event only an unstarted stop sets: the loop blocked and the
+    context could never stop. It is refused there; from another thread it waits for the runtime on the host's loop."""
+    stopped: list[bool] = []
+
+    async def host() -> None:
+        async with StreamingContext(spark_context, 0.2) as ssc:
+            ssc.queueStream([[1]], default=[0]).foreachRDD(lambda rdd: None)
+            await ssc.start_async()
+            with pytest.raises(StreamingStateError, match=r"^this context was entered with 'async with': use "
+                                                          r"'await ssc\.await_termination_async\(\)'$"):
+                ssc.awaitTermination()
+            with anyio.fail_after(WAIT_S):
+                async with anyio.create_task_group() as tg:
+                    async def waiter() -> None:
+                        stopped.append(await anyio.to_thread.run_sync(ssc.awaitTerminationOrTimeout, -1))
+
+                    tg.start_soon(waiter)
+                    await ssc.stop_async()
+
+    anyio.run(host, backend=backend)
+    assert stopped == [True]
 
 
 def test_job_threads_run_each_job_in_its_group_and_leave_the_caller_untouched(spark_context: Any) -> None:
