@@ -87,6 +87,17 @@ def test_hadoop_reads_the_same_summary(spark_context: object, tmp_path: Path, ca
     assert through_hadoop == local and local["offsets"] == [0, 1]
 
 
+@pytest.mark.spark
+def test_a_scheme_hadoop_cannot_open_is_one_line(spark_context: object, capsys: pytest.CaptureFixture[str]) -> None:
+    """A URI whose file system Hadoop cannot open exits with status 2 and one line naming the scheme, not a Java traceback."""
+    assert main(["checkpoint", "foo://bar/ck"]) == 2
+    assert capsys.readouterr().err == (
+        "aiodstream checkpoint: error: cannot open checkpoint directory foo://bar/ck: Hadoop cannot open its foo:// file "
+        'system (org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "foo"); put the file '
+        "system's connector on Spark's classpath (spark.jars.packages, e.g. org.apache.hadoop:hadoop-aws for s3a://) "
+        "with its spark.hadoop.fs.* settings, or use a scheme Spark reaches\n")
+
+
 # -- hand-made entries: one line each, never a traceback --
 
 DEEP = "[" * 100_000 + "]" * 100_000  # deeper than the interpreter's recursion limit
