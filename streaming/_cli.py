@@ -23,6 +23,7 @@ from ._cli_state import add_state
 __all__ = ["build_parser", "main"]
 
 EXIT_UNSTABLE = 3  # simulate --fail-unstable found an unstable configuration
+EXIT_INTERRUPTED = 130  # Ctrl-C, as the shell reports a command SIGINT ended (128 + 2); `ui` stops with 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,14 +43,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (the console script exits with it)."""
+    """Run the command line; returns the exit status (the console script exits with it).
+
+    Ctrl-C ends any subcommand with one line on stderr and status 130 (``ui``, which runs until
+    interrupted, with 0).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     _configure_logging(args.verbose)
-    status: int = args.handler(args)
+    try:
+        status: int = args.handler(args)
+    except KeyboardInterrupt:  # Ctrl-C: the handler's `finally` blocks have run (progress erased, files closed)
+        print(f"aiodstream {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return status
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -149,3 +150,36 @@ def test_a_plot_in_a_folder_the_user_may_not_write_is_refused_before_simulating(
     assert main(["simulate", str(model_file), "--plot", str(tmp_path / "run.png")]) == 2
     assert capsys.readouterr().err == (f"aiodstream simulate: error: --plot: cannot write {tmp_path}/run.png: the folder "
                                        f"{tmp_path} is not writable\n")
+
+
+def test_ctrl_c_during_a_simulation_is_one_line_and_status_130(model_file: Path, tmp_path: Path) -> None:
+    """SIGINT while simulating ends the command with "interrupted" on stderr and 130, the events written so far kept."""
+    events = tmp_path / "ev.jsonl"
+    child = subprocess.Popen([sys.executable, "-m", "streaming._cli", "simulate", str(model_file), "--batches", "1000000",
+                              "--progress", "--events", str(events)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert child.stderr is not None and child.stderr.read(1)  # the progress bar: the simulation is under way
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 130, err
+    assert err.decode().endswith("aiodstream simulate: interrupted\n") and "Traceback" not in err.decode()
+    assert out == b"" and read_trace(events).completed_batches
+
+
+def test_ctrl_c_during_a_sweep_is_one_line_and_status_130(model_file: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt out of any subcommand is one line and status 130, not a traceback."""
+    import streaming.simulation
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(streaming.simulation, "sweep", interrupted)
+    try:
+        status = main(["simulate", str(model_file), "--sweep-intervals", "1s,2s"])
+    except KeyboardInterrupt:
+        pytest.fail("the KeyboardInterrupt left main(): the console script prints its traceback")
+    assert status == 130
+    assert capsys.readouterr().err == "aiodstream simulate: interrupted\n"
