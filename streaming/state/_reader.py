@@ -125,6 +125,7 @@ def _state_root(checkpoint: str | os.PathLike[str] | CheckpointPath) -> tuple[Ch
     root = task_checkpoint_path(checkpoint)
     if not root.is_dir():
         raise StateStoreError(f"no checkpoint at {root}: the directory does not exist")
+    root.listdir()  # one the user may not read raises its OSError naming it, not "no state store in it"
     for base in (root / _STATEFUL, root):
         if (base / _STATE).is_dir():
             return root, base / _STATE
@@ -277,6 +278,7 @@ def read_state(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: in
         StateStoreError: no such checkpoint or operator, nothing committed yet, a batch not written yet, or a file the
             version needs is missing or damaged (the message names it).
         ValueError: a negative ``batch``.
+        OSError: the system refuses to read the checkpoint or a file of it (no permission); it names the path.
     """
     root, op, batch = _operator_at(checkpoint, operator, batch)
     if batch < 0:
@@ -379,6 +381,7 @@ def read_state_metadata(checkpoint: str | os.PathLike[str] | CheckpointPath, *,
 
     Raises:
         StateStoreError: no such checkpoint, no state store in it, or a damaged schema or partition count file.
+        OSError: the system refuses to read the checkpoint or a file of it (no permission); it names the path.
     """
     root, state = _state_root(checkpoint)
     result = []

@@ -10,6 +10,7 @@ import pytest
 
 from scheduler import BatchGrid, Checkpoint, CommitMetadata, Milliseconds, OffsetSeq, OffsetSeqMetadata, Time
 from streaming._cli import main
+from tests.support import unreadable_directory
 
 QID = uuid.UUID("6a5f0f4e-1b7c-4c1e-9a53-0d7f8d1f2e3a")
 GRID = BatchGrid(Time(1_700_000_000_000), Milliseconds(500))
@@ -64,6 +65,15 @@ def test_bad_directories_get_clear_errors(tmp_path: Path, capsys: pytest.Capture
     assert main(["checkpoint", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (f"aiodstream checkpoint: error: {tmp_path} is not a checkpoint directory: it has no "
                                        "'metadata' file and no 'offsets' or 'commits' directory\n")
+
+
+def test_a_directory_the_user_may_not_read_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint directory the system refuses to read (mode 000) is one line naming it, exit 2, not "no metadata file"."""
+    make_checkpoint(tmp_path / "ck")
+    unreadable_directory(monkeypatch, tmp_path / "ck")
+    assert main(["checkpoint", str(tmp_path / "ck")]) == 2
+    assert capsys.readouterr().err == f"aiodstream checkpoint: error: cannot read {tmp_path}/ck: Permission denied\n"
 
 
 def test_a_damaged_entry_is_reported_with_its_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
