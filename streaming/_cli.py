@@ -418,6 +418,10 @@ def _ui(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"aiodstream ui: error: cannot read {path}: {exc.strerror}", file=sys.stderr)
             return EXIT_USAGE
+    if args.retained_batches is not None and args.retained_batches < 1:  # 0 would pass for "all", which is the default
+        print(f"aiodstream ui: error: --retained-batches must be at least 1, got {args.retained_batches}; leave it out "
+              "to keep every batch", file=sys.stderr)
+        return EXIT_USAGE
     retained = args.retained_batches or max([len(t.completed_batches) for _, t in traces] + [1])
     try:
         security = UISecurity(token=token, allowed_hosts=tuple(args.allowed_host), allow_remote=args.allow_remote,
@@ -510,7 +514,12 @@ def _calibrate(args: argparse.Namespace) -> int:
                       file=sys.stderr)
                 return EXIT_USAGE
             out = Path(args.out)
-            out.mkdir(parents=True, exist_ok=True)
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # not a read: say what could not be made ("cannot read x: File exists" misled)
+                why = "it is a file, not a folder" if out.exists() and not out.is_dir() else exc.strerror or str(exc)
+                print(f"aiodstream calibrate: error: cannot create the folder {out} for --out: {why}", file=sys.stderr)
+                return EXIT_USAGE
             for jobs in levels:
                 path = out / f"{Path(args.program).stem}-c{jobs}.jsonl"
                 print(f"recording {args.batches} batches of {args.program} with concurrentJobs={jobs} -> {path}",
