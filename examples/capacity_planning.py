@@ -89,4 +89,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C: exit as the shell expects, without a traceback
+        raise SystemExit(130) from None

@@ -77,4 +77,7 @@ if __name__ == "__main__":
     args = parser.parse_args()
     if args.log:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    anyio.run(main, args.batches, args.interval_ms, args.seed)
+    try:
+        anyio.run(main, args.batches, args.interval_ms, args.seed)
+    except KeyboardInterrupt:  # Ctrl-C: leaving `async with` stopped the context; exit as the shell expects, quietly
+        raise SystemExit(130) from None

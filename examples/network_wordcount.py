@@ -115,4 +115,7 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=None, help="read from this localhost port instead of the built-in server")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    main(args.batches, args.interval, args.port, args.seed)
+    try:
+        main(args.batches, args.interval, args.port, args.seed)
+    except KeyboardInterrupt:  # Ctrl-C (pyspark's handler cancels the running jobs first): exit quietly
+        raise SystemExit(130) from None

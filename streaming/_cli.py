@@ -12,6 +12,7 @@ import argparse
 import importlib.util
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence, TextIO
@@ -22,6 +23,7 @@ from ._cli_state import add_state
 __all__ = ["build_parser", "main"]
 
 EXIT_UNSTABLE = 3  # simulate --fail-unstable found an unstable configuration
+EXIT_INTERRUPTED = 130  # Ctrl-C, as the shell reports a command SIGINT ended (128 + 2); `ui` stops with 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,14 +43,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (the console script exits with it)."""
+    """Run the command line; returns the exit status (the console script exits with it).
+
+    Ctrl-C ends any subcommand with one line on stderr and status 130 (``ui``, which runs until
+    interrupted, with 0).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     _configure_logging(args.verbose)
-    status: int = args.handler(args)
+    try:
+        status: int = args.handler(args)
+    except KeyboardInterrupt:  # Ctrl-C: the handler's `finally` blocks have run (progress erased, files closed)
+        print(f"aiodstream {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return status
 
 
@@ -262,6 +272,9 @@ def _simulate(args: argparse.Namespace) -> int:
         return fail(f"cannot read {exc.filename}: {exc.strerror}")
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         return fail("--plot needs matplotlib, an optional dependency: pip install 'aiodstream[plot]'")
+    unwritable = _unwritable(args.plot) if args.plot else None
+    if unwritable:  # found before simulating, not after a long run whose plot then cannot be saved
+        return fail(f"--plot: {unwritable}")
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     progress = _Progress(sys.stderr, bool(show))
     if intervals is not None or concurrency is not None:
@@ -271,14 +284,37 @@ def _simulate(args: argparse.Namespace) -> int:
     return _run_one(args, model, progress)
 
 
+def _unwritable(path: str) -> str | None:
+    """Why a file cannot be written at ``path`` (a missing or read-only folder, a directory in its place), or None."""
+    target = Path(path)
+    if target.is_dir():
+        return f"{path} is a directory; give a file name"
+    if target.exists():
+        return None if os.access(target, os.W_OK) else f"cannot write {path}: permission denied"
+    folder = target.parent
+    if not folder.is_dir():
+        why = f"{folder} is a file, not a folder" if folder.exists() else f"the folder {folder} does not exist"
+        return f"cannot write {path}: {why}"
+    return None if os.access(folder, os.W_OK | os.X_OK) else f"cannot write {path}: the folder {folder} is not writable"
+
+
+def _cannot_write(exc: OSError, option: str) -> int:
+    print(f"aiodstream simulate: error: {option}: cannot write {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def _run_one(args: argparse.Namespace, model: Any, progress: _Progress) -> int:
     from .simulation import TraceRecorder, plot_run, simulate
 
     listeners = []
     recorder = None
     if args.events:
-        recorder = TraceRecorder(args.events, batch_interval=model.batch_interval, concurrent_jobs=model.concurrent_jobs,
-                                 meta={"source": "aiodstream simulate", "seed": model.seed})
+        try:
+            recorder = TraceRecorder(args.events, batch_interval=model.batch_interval,
+                                     concurrent_jobs=model.concurrent_jobs,
+                                     meta={"source": "aiodstream simulate", "seed": model.seed})
+        except OSError as exc:
+            return _cannot_write(exc, "--events")
         listeners.append(recorder)
     try:
         result = simulate(model, listeners=listeners, progress=progress.batches, backend=args.backend)
@@ -295,7 +331,10 @@ def _run_one(args: argparse.Namespace, model: Any, progress: _Progress) -> int:
         print(result.format())
         print(f"\n(simulated in {result.wall_seconds:.2f} s, {result.batches_per_second:,.0f} batches/s)")
     if args.plot:
-        plot_run(result, args.plot)
+        try:
+            plot_run(result, args.plot)
+        except OSError as exc:  # the folder was checked before the run; it changed meanwhile
+            return _cannot_write(exc, "--plot")
         print(f"plot written to {args.plot}", file=sys.stderr)
     if recorder is not None:
         print(f"events written to {args.events} ({recorder.events_written} events)", file=sys.stderr)
@@ -316,7 +355,10 @@ def _run_sweep(args: argparse.Namespace, model: Any, intervals: list[Any], concu
     else:
         print(result.format_table())
     if args.plot:
-        plot_sweep(result, args.plot)
+        try:
+            plot_sweep(result, args.plot)
+        except OSError as exc:  # the folder was checked before the sweep; it changed meanwhile
+            return _cannot_write(exc, "--plot")
         print(f"plot written to {args.plot}", file=sys.stderr)
     if args.fail_unstable and not all(p.summary.stable for p in result.points):
         return EXIT_UNSTABLE
@@ -376,6 +418,10 @@ def _ui(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"aiodstream ui: error: cannot read {path}: {exc.strerror}", file=sys.stderr)
             return EXIT_USAGE
+    if args.retained_batches is not None and args.retained_batches < 1:  # 0 would pass for "all", which is the default
+        print(f"aiodstream ui: error: --retained-batches must be at least 1, got {args.retained_batches}; leave it out "
+              "to keep every batch", file=sys.stderr)
+        return EXIT_USAGE
     retained = args.retained_batches or max([len(t.completed_batches) for _, t in traces] + [1])
     try:
         security = UISecurity(token=token, allowed_hosts=tuple(args.allowed_host), allow_remote=args.allow_remote,
@@ -468,7 +514,12 @@ def _calibrate(args: argparse.Namespace) -> int:
                       file=sys.stderr)
                 return EXIT_USAGE
             out = Path(args.out)
-            out.mkdir(parents=True, exist_ok=True)
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # not a read: say what could not be made ("cannot read x: File exists" misled)
+                why = "it is a file, not a folder" if out.exists() and not out.is_dir() else exc.strerror or str(exc)
+                print(f"aiodstream calibrate: error: cannot create the folder {out} for --out: {why}", file=sys.stderr)
+                return EXIT_USAGE
             for jobs in levels:
                 path = out / f"{Path(args.program).stem}-c{jobs}.jsonl"
                 print(f"recording {args.batches} batches of {args.program} with concurrentJobs={jobs} -> {path}",

@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any, Sequence
 
-__all__ = ["EXIT_DAMAGED", "EXIT_OK", "EXIT_USAGE", "add_checkpoint"]
+__all__ = ["EXIT_DAMAGED", "EXIT_OK", "EXIT_USAGE", "add_checkpoint", "directory_argument"]
 
 # The command line's exit statuses (``streaming._cli`` adds the simulator's).
 EXIT_OK = 0
@@ -25,11 +25,19 @@ def add_checkpoint(commands: Any) -> None:
         description="Show a checkpoint directory: the query id, the batch grid, the newest offsets and commit, "
                     "and the batches a restart would re-run. Reads only; changes nothing.",
     )
-    p.add_argument("directory", help="the checkpoint directory (a runtime's checkpoint_location): a local path, or a "
-                                     "URI Spark resolves (hdfs://, s3a://, ...), read through Hadoop's FileSystem API")
+    p.add_argument("directory", type=directory_argument,
+                   help="the checkpoint directory (a runtime's checkpoint_location): a local path, or a "
+                        "URI Spark resolves (hdfs://, s3a://, ...), read through Hadoop's FileSystem API")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--hadoop", action="store_true", help="read a local path or file: URI through Hadoop's FileSystem API too")
     p.set_defaults(handler=_checkpoint)
+
+
+def directory_argument(text: str) -> str:
+    """A checkpoint directory argument: refused when empty (a path of "" would otherwise mean the current directory)."""
+    if not text:
+        raise argparse.ArgumentTypeError("the checkpoint directory is empty; give its path ('.' for this directory)")
+    return text
 
 
 def _ids(ids: Sequence[int]) -> str:

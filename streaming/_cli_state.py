@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any, Sequence
 
-from ._cli_checkpoint import EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, one_line, unreadable
+from ._cli_checkpoint import EXIT_DAMAGED, EXIT_OK, EXIT_USAGE, directory_argument, one_line, unreadable
 
 __all__ = ["add_state"]
 
@@ -26,8 +26,9 @@ def add_state(commands: Any) -> None:
                     "default), or with --changes what a range of batches changed. Reads only; changes nothing, "
                     "also while the query runs.",
     )
-    p.add_argument("directory", help="the checkpoint directory of a DStream program or a Pipeline (its state is under "
-                                     "stateful/state): a local path, or a URI fsspec reaches")
+    p.add_argument("directory", type=directory_argument,
+                   help="the checkpoint directory of a DStream program or a Pipeline (its state is under "
+                        "stateful/state): a local path, or a URI fsspec reaches")
     p.add_argument("--operator", type=_non_negative, metavar="N", help="show the rows of operator N")
     p.add_argument("--batch", type=_non_negative, metavar="B", help="the rows after batch B (default: the newest committed)")
     p.add_argument("--changes", type=_batch_range, metavar="START[:END]",
@@ -57,7 +58,7 @@ def _batch_range(text: str) -> tuple[int, int | None]:
 def _state(args: argparse.Namespace) -> int:
     from scheduler import CorruptCheckpointError
 
-    from .state import StateStoreError, read_state, read_state_changes, read_state_metadata
+    from .state import StateNotFoundError, StateStoreError, read_state, read_state_changes, read_state_metadata
 
     if args.operator is None and (args.batch is not None or args.changes is not None):
         print("aiodstream state: error: --batch and --changes need --operator", file=sys.stderr)
@@ -77,7 +78,10 @@ def _state(args: argparse.Namespace) -> int:
             _print_rows([_fields(r) for r in records], _COLUMNS, args.json)
     except (StateStoreError, ValueError) as exc:
         print(f"aiodstream state: error: {one_line(str(exc))}", file=sys.stderr)
-        return EXIT_DAMAGED if isinstance(exc, (StateStoreError, CorruptCheckpointError)) else EXIT_USAGE
+        # damage (4): a file that cannot be read as what it should be; what is not there (a directory, an operator,
+        # a batch) is the arguments' fault (2), as a bad --batch range is
+        damaged = isinstance(exc, (StateStoreError, CorruptCheckpointError)) and not isinstance(exc, StateNotFoundError)
+        return EXIT_DAMAGED if damaged else EXIT_USAGE
     except OSError as exc:  # a file the system will not read (a directory, no permission): its name, as `checkpoint` does
         print(f"aiodstream state: error: {one_line(unreadable(exc))}", file=sys.stderr)
         return EXIT_USAGE

@@ -5,6 +5,7 @@ them), and the checkpoint file managers' common contract."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -281,6 +282,42 @@ def check_file_manager_contract(root: CheckpointPath) -> str:
     again.release()
     guarantee: str = held.guarantee
     return guarantee
+
+
+def unreadable_directory(monkeypatch: Any, directory: Path) -> None:
+    """Make ``directory`` behave for this process as mode 000 does for a user who is not its owner, also when the
+    tests run as root (whom the kernel lets through): listing it, and looking at anything inside, raise
+    ``PermissionError`` naming the path; looking at the directory itself still works."""
+    top = os.fspath(directory)
+    real_stat, real_lstat, real_listdir = os.stat, os.lstat, os.listdir
+
+    def refused(path: Any, *, itself: bool) -> bool:
+        if isinstance(path, int):
+            return False
+        text = os.fspath(path)
+        return text.startswith(top + os.sep) or (itself and text == top)
+
+    def deny(path: Any) -> PermissionError:
+        return PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if refused(path, itself=False):
+            raise deny(path)
+        return real_stat(path, *args, **kwargs)
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if refused(path, itself=False):
+            raise deny(path)
+        return real_lstat(path, *args, **kwargs)
+
+    def listdir(path: Any = ".") -> list[str]:
+        if refused(path, itself=True):
+            raise deny(path)
+        return real_listdir(path)
+
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(os, "lstat", lstat)
+    monkeypatch.setattr(os, "listdir", listdir)
 
 
 def dead_pid() -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import runpy
+import sys
 from typing import Any
 
 import pytest
@@ -53,6 +55,28 @@ def run_example(name: str, *args: str, timeout: float = 120) -> str:
     result = run_python([str(ROOT / "examples" / name), *args], timeout=timeout)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
+
+
+@pytest.mark.parametrize(("name", "interrupted"), [
+    ("demo.py", "anyio.run"),  # the demo's whole run
+    ("capacity_planning.py", "streaming.simulation.sweep"),
+    ("network_wordcount.py", "pyspark.SparkContext.getOrCreate"),
+])
+def test_ctrl_c_ends_an_example_quietly_with_status_130(name: str, interrupted: str, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C (a KeyboardInterrupt out of what the example is doing) exits with 130, the shell's status, and no traceback."""
+    def interrupt(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(interrupted, interrupt)
+    monkeypatch.setattr(sys, "argv", [name])
+    try:
+        with pytest.raises(SystemExit) as exited:
+            runpy.run_path(str(ROOT / "examples" / name), run_name="__main__")
+    except KeyboardInterrupt:
+        pytest.fail(f"{name} let the KeyboardInterrupt out: Python prints its traceback")
+    assert exited.value.code == 130
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.spark

@@ -405,11 +405,13 @@ class Checkpoint:
 
         Raises:
             CheckpointError: the location does not exist or is not a checkpoint directory.
+            OSError: the system refuses to read the directory or one of its logs (no permission).
         """
         if not self.root.exists():
             raise CheckpointError(f"no checkpoint at {self.root}: the directory does not exist", path=str(self.root))
         if not self.root.is_dir():
             raise CheckpointError(f"no checkpoint at {self.root}: it is a file, not a directory", path=str(self.root))
+        self.root.listdir()  # one the user may not read raises its OSError naming it, not "it has no metadata file"
         if not (self.metadata_path.exists() or self.offsets.directory.is_dir() or self.commits.directory.is_dir()):
             raise CheckpointError(
                 f"{self.root} is not a checkpoint directory: it has no '{METADATA_FILE}' file and no '{OFFSETS_DIR}' or "

@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
 
 from .._redaction import redact_uri
-from ._regular_files import read_regular_file
+from ._regular_files import local_kind, read_regular_file
 
 __all__ = [
     "LOCAL_FILES",
@@ -289,11 +289,8 @@ class LocalFileManager:
             return None
 
     def kind(self, path: str) -> str | None:
-        """``"file"``, ``"dir"`` or ``None``."""
-        local = _local(path)
-        if os.path.isdir(local):
-            return "dir"
-        return "file" if os.path.lexists(local) else None
+        """``"file"``, ``"dir"`` or ``None``; a path the system will not look at raises (:func:`local_kind`)."""
+        return local_kind(_local(path))
 
     def mkdirs(self, directory: str) -> None:
         """``mkdir -p``, the new directory flushed into its parent."""

@@ -1,4 +1,5 @@
-"""Reading a checkpoint entry from the local disk: only a regular file, and never a wait on a FIFO or a device.
+"""Reading a checkpoint entry from the local disk: only a regular file, and never a wait on a FIFO or a device;
+what is at a path, telling "nothing there" from "not allowed to look".
 
 Hadoop's local file system refuses to open a directory; the standard library opens it, and a FIFO
 blocks until a writer comes. Every read of the local file manager goes through here.
@@ -12,10 +13,30 @@ import stat
 
 from .._errors import CorruptCheckpointError
 
-__all__ = ["not_a_regular_file", "read_regular_file"]
+__all__ = ["local_kind", "not_a_regular_file", "read_regular_file"]
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link"))
+
+
+def local_kind(path: str) -> str | None:
+    """``"dir"`` (also a link to one), ``"file"`` (anything else, a dangling link too) or ``None`` if nothing is there.
+
+    Raises:
+        OSError: the system will not look (``PermissionError``: a directory on the way the user may not search),
+            naming ``path``; ``os.path.exists`` would say False, and a missing entry is not what the caller should hear.
+    """
+    try:
+        return "dir" if stat.S_ISDIR(os.stat(path).st_mode) else "file"
+    except ValueError:  # a NUL in the name: nothing there, as os.path.exists says
+        return None
+    except OSError:  # missing, or a link whose target is missing, loops or is out of reach: what of the link itself?
+        pass
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return "file"
 
 
 def not_a_regular_file(path: str, what: str) -> CorruptCheckpointError:

@@ -64,6 +64,23 @@ def _unless_missing(call: Callable[..., Any], *args: Any) -> Any:
         raise
 
 
+def _unopenable(path: str, scheme: str, exc: BaseException) -> CheckpointError:
+    """What to say of a path whose Hadoop file system cannot be opened: no implementation for its
+    scheme (``UnsupportedFileSystemException``), its connector not on the classpath (``s3a://``
+    without hadoop-aws: ``ClassNotFoundException``), or a file system that refused to start."""
+    cause = getattr(exc, "java_exception", None)
+    while cause is not None and cause.getCause() is not None:
+        cause = cause.getCause()
+    why = str(exc) if cause is None else f"{cause.getClass().getName()}: {cause.getMessage()}"
+    where = f"its {scheme}:// file system" if scheme else "the default file system (fs.defaultFS)"
+    return CheckpointError(
+        f"cannot open checkpoint directory {redact_uri(path)}: Hadoop cannot open {where} ({redact_uri(why)}); put "
+        "the file system's connector on Spark's classpath (spark.jars.packages, e.g. org.apache.hadoop:hadoop-aws "
+        "for s3a://) with its spark.hadoop.fs.* settings, or use a scheme Spark reaches",
+        path=path,
+    )
+
+
 def _hadoop_configuration(source: SparkContext | Callable[[], SparkContext] | None) -> tuple[Any, Any, Any]:
     """The JVM, the Hadoop configuration to start from, and the py4j gateway."""
     if source is None:
@@ -115,6 +132,11 @@ class HadoopFileManager:
             configuration Spark would build from its settings (``spark.hadoop.*``), as
             Spark reads a checkpoint before any SparkContext exists.
         conf: Hadoop settings laid over the SparkContext's for this manager only.
+
+    Raises:
+        CheckpointError: from any operation on a path whose file system Hadoop cannot open (no
+            implementation for its scheme, or its connector not on the classpath), naming the
+            path and Hadoop's reason.
     """
 
     name = "hadoop"
@@ -156,7 +178,12 @@ class HadoopFileManager:
         key = f"{parsed.scheme}://{parsed.netloc}" if parsed.scheme else ""
         system = self._systems.get(key)
         if system is None:
-            fs = jpath.getFileSystem(conf)
+            try:
+                fs = jpath.getFileSystem(conf)
+            except Exception as exc:
+                if _java_class(exc) is None:
+                    raise
+                raise _unopenable(path, parsed.scheme, exc) from exc
             scheme = str(fs.getUri().getScheme())
             context = None
             if scheme != "file":

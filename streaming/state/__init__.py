@@ -42,7 +42,7 @@ from ._reader import (
     read_state_metadata,
 )
 from ._store import StateStore, StateStoreMetrics
-from ._store_format import StateStoreError
+from ._store_format import StateNotFoundError, StateStoreError
 from ._store_provider import StateStoreProvider, StateStoreStatistics
 from ._transform import (
     TRANSFORM_WITH_STATE_OPERATOR,
@@ -71,6 +71,7 @@ __all__ = [
     "StateChange",
     "StateOperatorMetadata",
     "StateRecord",
+    "StateNotFoundError",
     "StateRow",
     "StateStore",
     "StateStoreError",

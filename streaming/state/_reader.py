@@ -21,7 +21,7 @@ from ._partition_files import PartitionFiles, parse_partition_count
 from ._processor_rows import LIST, MAP, SCHEMA_FILE, VALUE, decode_row_key
 from ._protocol import NO_TIMESTAMP
 from ._rebuild import open_base, rebuild
-from ._store_format import DELTA, REMOVED, SNAPSHOT, Change, StateStoreError, read_delta
+from ._store_format import DELTA, REMOVED, SNAPSHOT, Change, StateNotFoundError, StateStoreError, read_delta
 from ._transform import TRANSFORM_WITH_STATE_OPERATOR
 
 if TYPE_CHECKING:
@@ -124,11 +124,13 @@ def _state_root(checkpoint: str | os.PathLike[str] | CheckpointPath) -> tuple[Ch
     """The checkpoint, and the directory holding its operators' stores (``<ckpt>/stateful/state``, or ``<ckpt>/state``)."""
     root = task_checkpoint_path(checkpoint)
     if not root.is_dir():
-        raise StateStoreError(f"no checkpoint at {root}: the directory does not exist")
+        what = "it is a file, not a directory" if root.exists() else "the directory does not exist"
+        raise StateNotFoundError(f"no checkpoint at {root}: {what}")
+    root.listdir()  # one the user may not read raises its OSError naming it, not "no state store in it"
     for base in (root / _STATEFUL, root):
         if (base / _STATE).is_dir():
             return root, base / _STATE
-    raise StateStoreError(f"no state store in {root}: neither {root / _STATEFUL / _STATE} nor {root / _STATE} is a directory "
+    raise StateNotFoundError(f"no state store in {root}: neither {root / _STATEFUL / _STATE} nor {root / _STATE} is a directory "
                           "(the checkpoint of a query without mapGroupsWithState, flatMapGroupsWithState or transformWithState?)")
 
 
@@ -144,7 +146,7 @@ class _Operator:
         self.directory = state / str(operator_id)
         if not self.directory.is_dir():
             held = _numbered(state)
-            raise StateStoreError(f"no state of operator {operator_id} in {state}: {self.directory} does not exist "
+            raise StateNotFoundError(f"no state of operator {operator_id} in {state}: {self.directory} does not exist "
                                   f"(operators held: {held or 'none'})")
         self.partitions = _numbered(self.directory)
         self.num_partitions = self._recorded_count()
@@ -207,7 +209,7 @@ def _operator_at(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: 
     if batch is None:
         batch = _latest_batch(root, op)
         if batch is None:
-            raise StateStoreError(f"no committed batch in {root}: operator {operator} holds no state version yet")
+            raise StateNotFoundError(f"no committed batch in {root}: operator {operator} holds no state version yet")
     return root, op, batch
 
 
@@ -222,7 +224,7 @@ def _check_written(root: CheckpointPath, operator: _Operator, batch: int) -> Non
     written = _written(operator)
     if batch + 1 > written:
         held = "no batch" if not written else f"batches up to {written - 1}"
-        raise StateStoreError(f"no state of batch {batch} in {root}: operator {operator.id} has written {held}")
+        raise StateNotFoundError(f"no state of batch {batch} in {root}: operator {operator.id} has written {held}")
 
 
 # -- loading one version into a private copy --
@@ -274,9 +276,10 @@ def read_state(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: in
     tuple, a class it cannot convert).
 
     Raises:
-        StateStoreError: no such checkpoint or operator, nothing committed yet, a batch not written yet, or a file the
-            version needs is missing or damaged (the message names it).
+        StateNotFoundError: no such checkpoint or operator, nothing committed yet, or a batch not written yet.
+        StateStoreError: a file the version needs is missing or damaged (the message names it).
         ValueError: a negative ``batch``.
+        OSError: the system refuses to read the checkpoint or a file of it (no permission); it names the path.
     """
     root, op, batch = _operator_at(checkpoint, operator, batch)
     if batch < 0:
@@ -328,8 +331,8 @@ def read_state_changes(checkpoint: str | os.PathLike[str] | CheckpointPath, oper
     With ``spark``, a DataFrame with ``batch_id`` and ``change_type`` before :func:`read_state`'s columns.
 
     Raises:
-        StateStoreError: as :func:`read_state` (``end_batch`` not written yet); a delta of the range is
-            missing (purged) or damaged, or two deltas are of different histories.
+        StateNotFoundError: as :func:`read_state` (``end_batch`` not written yet).
+        StateStoreError: a delta of the range is missing (purged) or damaged, or two deltas are of different histories.
     """
     root, op, end_batch = _operator_at(checkpoint, operator, end_batch)
     if start_batch < 0 or end_batch < start_batch:
@@ -378,7 +381,9 @@ def read_state_metadata(checkpoint: str | os.PathLike[str] | CheckpointPath, *,
     when :func:`read_state` reads it). With ``spark``, a DataFrame of the same columns.
 
     Raises:
-        StateStoreError: no such checkpoint, no state store in it, or a damaged schema or partition count file.
+        StateNotFoundError: no such checkpoint, or no state store in it.
+        StateStoreError: a damaged schema or partition count file.
+        OSError: the system refuses to read the checkpoint or a file of it (no permission); it names the path.
     """
     root, state = _state_root(checkpoint)
     result = []

@@ -47,6 +47,11 @@ class StateStoreError(StreamingError):
     """A state store file is missing, damaged, or not one of ours, or a working directory is not private; the message names it."""
 
 
+class StateNotFoundError(StateStoreError, LookupError):
+    """What a state read asks for is not there (not damage): no such checkpoint, no state store in it, no such
+    operator, or a batch not committed or written yet; the message names what is there instead."""
+
+
 class LineageBreakError(StateStoreError):
     """A delta was written on top of another history than the state it would be applied to."""
 

@@ -10,6 +10,7 @@ import pytest
 
 from scheduler import BatchGrid, Checkpoint, CommitMetadata, Milliseconds, OffsetSeq, OffsetSeqMetadata, Time
 from streaming._cli import main
+from tests.support import unreadable_directory
 
 QID = uuid.UUID("6a5f0f4e-1b7c-4c1e-9a53-0d7f8d1f2e3a")
 GRID = BatchGrid(Time(1_700_000_000_000), Milliseconds(500))
@@ -66,6 +67,15 @@ def test_bad_directories_get_clear_errors(tmp_path: Path, capsys: pytest.Capture
                                        "'metadata' file and no 'offsets' or 'commits' directory\n")
 
 
+def test_a_directory_the_user_may_not_read_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint directory the system refuses to read (mode 000) is one line naming it, exit 2, not "no metadata file"."""
+    make_checkpoint(tmp_path / "ck")
+    unreadable_directory(monkeypatch, tmp_path / "ck")
+    assert main(["checkpoint", str(tmp_path / "ck")]) == 2
+    assert capsys.readouterr().err == f"aiodstream checkpoint: error: cannot read {tmp_path}/ck: Permission denied\n"
+
+
 def test_a_damaged_entry_is_reported_with_its_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A corrupt newest entry exits with status 4 and the entry's path and fault."""
     make_checkpoint(tmp_path / "ck")
@@ -85,6 +95,17 @@ def test_hadoop_reads_the_same_summary(spark_context: object, tmp_path: Path, ca
     through_hadoop = json.loads(capsys.readouterr().out)
     assert through_hadoop.pop("location") == (tmp_path / "ck").as_uri() and local.pop("location") == str(tmp_path / "ck")
     assert through_hadoop == local and local["offsets"] == [0, 1]
+
+
+@pytest.mark.spark
+def test_a_scheme_hadoop_cannot_open_is_one_line(spark_context: object, capsys: pytest.CaptureFixture[str]) -> None:
+    """A URI whose file system Hadoop cannot open exits with status 2 and one line naming the scheme, not a Java traceback."""
+    assert main(["checkpoint", "foo://bar/ck"]) == 2
+    assert capsys.readouterr().err == (
+        "aiodstream checkpoint: error: cannot open checkpoint directory foo://bar/ck: Hadoop cannot open its foo:// file "
+        'system (org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "foo"); put the file '
+        "system's connector on Spark's classpath (spark.jars.packages, e.g. org.apache.hadoop:hadoop-aws for s3a://) "
+        "with its spark.hadoop.fs.* settings, or use a scheme Spark reaches\n")
 
 
 # -- hand-made entries: one line each, never a traceback --

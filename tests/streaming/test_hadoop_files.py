@@ -87,6 +87,20 @@ def test_the_hadoop_manager_keeps_the_contract_on_file_uris(spark_context: Any, 
 
 
 @pytest.mark.spark
+def test_a_scheme_hadoop_cannot_open_is_a_checkpoint_error_naming_it(spark_context: Any) -> None:
+    """A URI whose file system Hadoop has no implementation for is a CheckpointError naming it, not a Py4JJavaError."""
+    manager = HadoopFileManager(spark_context)
+    with pytest.raises(CheckpointError) as caught:
+        manager.kind("foo://user:secret@bar/ck")
+    assert str(caught.value) == (
+        "cannot open checkpoint directory foo://user:***@bar/ck: Hadoop cannot open its foo:// file system "
+        '(org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "foo"); put the file system\'s '
+        "connector on Spark's classpath (spark.jars.packages, e.g. org.apache.hadoop:hadoop-aws for s3a://) with its "
+        "spark.hadoop.fs.* settings, or use a scheme Spark reaches")
+    assert caught.value.path == "foo://user:***@bar/ck"
+
+
+@pytest.mark.spark
 def test_a_lease_file_through_hadoop_is_exclusive_and_taken_over_only_from_a_dead_holder(
         spark_context: Any, tmp_path: Path) -> None:
     """The lease a FileContext file system gets, through py4j: one holder, a dead local holder's lease replaced, released."""

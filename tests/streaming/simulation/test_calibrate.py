@@ -207,3 +207,6 @@ def test_the_calibrate_command_names_bad_input(tmp_path: Path, capsys: pytest.Ca
     assert "no Spark jobs" in capsys.readouterr().err
     assert cli(["calibrate", "--program", "p.py", "--concurrency", "0,x"]) == 2
     assert "--concurrency" in capsys.readouterr().err
+    assert cli(["calibrate", "--program", "p.py", "--out", str(tmp_path / "bare.jsonl")]) == 2
+    assert capsys.readouterr().err == (f"aiodstream calibrate: error: cannot create the folder {tmp_path / 'bare.jsonl'} "
+                                       "for --out: it is a file, not a folder\n")

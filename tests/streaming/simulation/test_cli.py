@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -115,3 +117,69 @@ def test_no_subcommand_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str
     """Without a subcommand the parser's help goes to stderr."""
     assert main([]) == 2
     assert "simulate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "target", "message"),
+    [
+        ("--plot", "{tmp}/missing/run.png", "--plot: cannot write {tmp}/missing/run.png: the folder {tmp}/missing does not exist"),
+        ("--plot", "{tmp}", "--plot: {tmp} is a directory; give a file name"),
+        ("--plot", "{tmp}/model.toml/run.png", "--plot: cannot write {tmp}/model.toml/run.png: {tmp}/model.toml is a file, not a folder"),
+        ("--events", "{tmp}/missing/ev.jsonl", "--events: cannot write {tmp}/missing/ev.jsonl: No such file or directory"),
+        ("--events", "{tmp}", "--events: cannot write {tmp}: Is a directory"),
+    ],
+)
+def test_a_plot_or_events_file_that_cannot_be_written_is_refused_before_simulating(
+        model_file: Path, tmp_path: Path, option: str, target: str, message: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A --plot or --events path in a missing folder, or a directory, is one line and exit 2 before any batch is simulated."""
+    import streaming.simulation
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("simulated although the output cannot be written")
+
+    monkeypatch.setattr(streaming.simulation, "simulate", never)
+    assert main(["simulate", str(model_file), option, target.format(tmp=tmp_path)]) == 2
+    assert capsys.readouterr().err == f"aiodstream simulate: error: {message.format(tmp=tmp_path)}\n"
+
+
+def test_a_plot_in_a_folder_the_user_may_not_write_is_refused_before_simulating(
+        model_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A --plot in a folder without write permission is refused before the run (the permission check is the OS's)."""
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path)
+    assert main(["simulate", str(model_file), "--plot", str(tmp_path / "run.png")]) == 2
+    assert capsys.readouterr().err == (f"aiodstream simulate: error: --plot: cannot write {tmp_path}/run.png: the folder "
+                                       f"{tmp_path} is not writable\n")
+
+
+def test_ctrl_c_during_a_simulation_is_one_line_and_status_130(model_file: Path, tmp_path: Path) -> None:
+    """SIGINT while simulating ends the command with "interrupted" on stderr and 130, the events written so far kept."""
+    events = tmp_path / "ev.jsonl"
+    child = subprocess.Popen([sys.executable, "-m", "streaming._cli", "simulate", str(model_file), "--batches", "1000000",
+                              "--progress", "--events", str(events)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert child.stderr is not None and child.stderr.read(1)  # the progress bar: the simulation is under way
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 130, err
+    assert err.decode().endswith("aiodstream simulate: interrupted\n") and "Traceback" not in err.decode()
+    assert out == b"" and read_trace(events).completed_batches
+
+
+def test_ctrl_c_during_a_sweep_is_one_line_and_status_130(model_file: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt out of any subcommand is one line and status 130, not a traceback."""
+    import streaming.simulation
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(streaming.simulation, "sweep", interrupted)
+    try:
+        status = main(["simulate", str(model_file), "--sweep-intervals", "1s,2s"])
+    except KeyboardInterrupt:
+        pytest.fail("the KeyboardInterrupt left main(): the console script prints its traceback")
+    assert status == 130
+    assert capsys.readouterr().err == "aiodstream simulate: interrupted\n"

@@ -16,6 +16,7 @@ from streaming._cli import main
 from streaming.state import NO_TIMESTAMP, StateStoreError, StateStoreProvider, keep_partition_count, read_state
 from streaming.state._store_format import DELTA, SNAPSHOT, encode, read_delta
 from tests.anyio_support import raises_exactly
+from tests.support import unreadable_directory
 
 pytestmark = pytest.mark.usefixtures("keep_logging_config")  # the command line configures the library's logger
 
@@ -56,6 +57,25 @@ def test_a_file_the_system_will_not_read_is_one_clear_line(tmp_path: Path, capsy
     monkeypatch.setattr(LocalFileManager, "read_bytes", refuse)
     assert main(["state", str(root), "--operator", "0"]) == 2
     assert capsys.readouterr().err == f"aiodstream state: error: cannot read {delta}: Permission denied\n"
+
+
+def test_a_checkpoint_the_user_may_not_read_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint the system refuses to read (mode 000) is one line naming it, exit 2, not "no state store in it"."""
+    root = make_store(tmp_path)
+    unreadable_directory(monkeypatch, root)
+    assert main(["state", str(root)]) == 2
+    assert capsys.readouterr().err == f"aiodstream state: error: cannot read {root}: Permission denied\n"
+
+
+def test_a_state_directory_the_user_may_not_search_is_named_not_missing(tmp_path: Path) -> None:
+    """A directory on the way that may not be searched raises PermissionError naming the path, not "no state store"."""
+    root = make_store(tmp_path)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        unreadable_directory(monkeypatch, root / "state")
+        with pytest.raises(PermissionError) as caught:
+            read_state(root, 0)
+    assert caught.value.filename == str(root / "state" / "0")
 
 
 def test_a_delta_that_is_a_directory_is_damage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

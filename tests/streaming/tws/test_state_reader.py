@@ -22,6 +22,7 @@ from streaming.state import (
     StateChange,
     StatefulProcessor,
     StatefulProcessorHandle,
+    StateNotFoundError,
     StateOperatorMetadata,
     StateRecord,
     StateStoreError,
@@ -190,7 +191,7 @@ def test_a_batch_whose_delta_is_written_but_not_committed_is_not_the_default(tmp
     assert read_state_metadata(directory) == [StateOperatorMetadata(0, "flatMapGroupsWithState", 1, 0, 3, "{}")]
     for batch in range(4):
         (directory / "commits" / str(batch)).unlink()
-    with raises_exactly(StateStoreError, f"no committed batch in {directory}: operator 0 holds no state version yet"):
+    with raises_exactly(StateNotFoundError, f"no committed batch in {directory}: operator 0 holds no state version yet"):
         read_state(directory)
     assert read_state_metadata(directory) == [StateOperatorMetadata(0, "flatMapGroupsWithState", 1, None, None, "{}")]
 
@@ -198,9 +199,9 @@ def test_a_batch_whose_delta_is_written_but_not_committed_is_not_the_default(tmp
 def test_a_batch_not_written_yet_is_refused_naming_the_newest_one(sessions: Path) -> None:
     """Batch 50 of a checkpoint of six batches: refused with the batches held, for the rows and for the change feed."""
     message = f"no state of batch 50 in {sessions}: operator 0 has written batches up to 5"
-    with raises_exactly(StateStoreError, message):
+    with raises_exactly(StateNotFoundError, message):
         read_state(sessions, batch=50)
-    with raises_exactly(StateStoreError, message):
+    with raises_exactly(StateNotFoundError, message):
         read_state_changes(sessions, 0, 3, 50)
     assert len(read_state_changes(sessions, 0, 3, 5)) == len(read_state_changes(sessions, 0, 3))
 
@@ -458,6 +459,35 @@ def test_the_command_line_reports_damage_and_misuse(tmp_path: Path, capsys: pyte
     assert capsys.readouterr().err == f"aiodstream state: error: state store file {delta} is missing\n"
     assert main(["state", str(directory), "--batch", "1"]) == 2
     assert capsys.readouterr().err == "aiodstream state: error: --batch and --changes need --operator\n"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["{missing}"], "no checkpoint at {missing}: the directory does not exist"),
+    (["{file}"], "no checkpoint at {file}: it is a file, not a directory"),
+    (["{ck}", "--operator", "7"], "no state of operator 7 in {ck}/stateful/state: {ck}/stateful/state/7 does not exist "
+     "(operators held: [0])"),
+    (["{ck}", "--operator", "0", "--batch", "1000"], "no state of batch 1000 in {ck}: operator 0 has written batches up to 5"),
+    (["{ck}", "--operator", "0", "--changes", "3:1000"],
+     "no state of batch 1000 in {ck}: operator 0 has written batches up to 5"),
+])
+def test_the_command_line_exits_2_for_what_the_checkpoint_does_not_hold(
+        sessions: Path, tmp_path: Path, args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing checkpoint, a file in its place, an operator or a batch it does not hold: the arguments' fault, exit 2
+    (4 is for damage)."""
+    (tmp_path / "file").write_text("not a checkpoint")
+    names = {"missing": tmp_path / "missing", "file": tmp_path / "file", "ck": sessions}
+    assert main(["state", *(a.format(**names) for a in args)]) == 2
+    assert capsys.readouterr().err == f"aiodstream state: error: {message.format(**names)}\n"
+
+
+def test_an_empty_checkpoint_path_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`aiodstream state ""` and `aiodstream checkpoint ""` exit 2 naming the mistake (not the current directory)."""
+    for command in ("state", "checkpoint"):
+        with pytest.raises(SystemExit) as exited:
+            main([command, ""])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.endswith(f"aiodstream {command}: error: argument directory: the checkpoint directory "
+                                                "is empty; give its path ('.' for this directory)\n")
 
 
 # -- on Spark: a DStream program's checkpoint, and DataFrames --

@@ -273,6 +273,17 @@ def test_bad_settings_are_refused_with_what_was_wrong() -> None:
     assert ui.attach(StreamingRuntime(pipeline([1]), Seconds(1), name="twice")).name == "twice-2"
 
 
+def test_the_ui_command_refuses_zero_retained_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--retained-batches 0`` exits 2 saying what to do, instead of passing for "every batch" (the flag's default)."""
+    path = tmp_path / "run.jsonl"
+    with TraceRecorder(path, batch_interval=Seconds(1)):
+        pass
+    # --host 0.0.0.0 without --allow-remote: had the flag been taken, the command would not start serving either
+    assert cli(["ui", str(path), "--retained-batches", "0", "--host", "0.0.0.0"]) == 2
+    assert capsys.readouterr().err == ("aiodstream ui: error: --retained-batches must be at least 1, got 0; leave it out to "
+                                       "keep every batch\n")
+
+
 def test_the_ui_command_refuses_missing_and_malformed_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``aiodstream ui`` exits 2 naming the file and what is wrong with it."""
     assert cli(["ui", str(tmp_path / "missing.jsonl")]) == 2
