@@ -390,6 +390,7 @@ class StreamingContext(StreamingQueryFace):
         """Wait for a shutdown signal (SIGTERM or SIGINT by default), then stop the context; returns the signal.
 
         For an async host's task group: ``tg.start_soon(ssc.stop_on_signal_async)``; the SparkContext is kept.
+        One signal stops every context waiting for it in the loop, and the host's own handlers are back once none waits.
         """
         signum = await shutdown_signal(*signals)
         self._log.warning("shutdown signal received: stopping the StreamingContext", signal=signum, graceful=stopGraceFully)

@@ -13,6 +13,7 @@ from types import FrameType
 from typing import Any, Callable, Sequence
 
 import anyio
+import anyio.lowlevel
 
 from scheduler import library_logger
 
@@ -89,13 +90,71 @@ class SignalShutdown:
         self.stopper.start()
 
 
+class _SignalHub:
+    """One receiver of a set of signals per event loop, shared by every :func:`shutdown_signal` waiting there.
+
+    anyio's receivers replace one another on asyncio (the newest one gets the signal) and reset the handler to
+    Python's default when they close: with a receiver per waiter, one SIGTERM reached only one of several contexts,
+    and the host's own handlers were gone afterwards. The hub holds one receiver while anyone waits; one waiter at a
+    time reads it (a cancelled reader hands over, nothing is lost: the receiver queues signals), every waiter gets each
+    signal, and the handlers found before the receiver are put back when the last waiter leaves.
+    """
+
+    def __init__(self, signals: tuple[signal.Signals, ...]) -> None:
+        self.waiters: list[list[int]] = []  # each waiter's signals (empty while it waits)
+        self.reading = False
+        self.changed = anyio.Event()
+        self._previous = {signum: signal.getsignal(signum) for signum in signals}
+        self._receiver_cm = anyio.open_signal_receiver(*signals)
+        self.receiver = self._receiver_cm.__enter__()
+
+    async def read(self) -> None:
+        """Take the next signal and give it to every waiter (this task reads until then; the others wait)."""
+        self.reading = True
+        try:
+            signum = int(await self.receiver.__anext__())
+            for waiter in self.waiters:
+                waiter.append(signum)
+        finally:
+            self.reading = False
+            self.changed.set()  # the signal's waiters return; or, this reader cancelled, another one reads
+            self.changed = anyio.Event()
+
+    def close(self) -> None:
+        """Close the receiver and put back the handlers found before it."""
+        self._receiver_cm.__exit__(None, None, None)
+        for signum, handler in self._previous.items():
+            if handler is not None and signal.getsignal(signum) is not handler:
+                signal.signal(signum, handler)
+
+
+_hubs: dict[tuple[anyio.lowlevel.EventLoopToken, tuple[signal.Signals, ...]], _SignalHub] = {}
+
+
 async def shutdown_signal(*signals: int) -> int:
     """Wait for one of ``signals`` (default :data:`SHUTDOWN_SIGNALS`) and return it: an async host's shutdown.
 
     The signals are handled through anyio (the event loop's own signal handling, main thread
-    only) for as long as this waits; cancel it to stop waiting.
+    only) for as long as anyone waits; cancel it to stop waiting. Every waiter in the loop gets
+    each signal (one SIGTERM stops every context waiting on it), and once none waits the handlers
+    that were there before are back.
     """
-    with anyio.open_signal_receiver(*(signal.Signals(s) for s in signals or SHUTDOWN_SIGNALS)) as received:
-        async for signum in received:
-            return int(signum)
-    raise AssertionError("the signal receiver ended without a signal")  # pragma: no cover - anyio's never ends
+    wanted = tuple(sorted({signal.Signals(s) for s in signals or SHUTDOWN_SIGNALS}))
+    key = (anyio.lowlevel.current_token(), wanted)
+    hub = _hubs.get(key)
+    if hub is None:
+        hub = _hubs[key] = _SignalHub(wanted)
+    mine: list[int] = []
+    hub.waiters.append(mine)
+    try:
+        while not mine:
+            if hub.reading:
+                await hub.changed.wait()
+            else:
+                await hub.read()
+        return mine[0]
+    finally:
+        hub.waiters.remove(mine)
+        if not hub.waiters:
+            del _hubs[key]
+            hub.close()

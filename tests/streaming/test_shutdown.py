@@ -350,3 +350,52 @@ def test_sigterm_drains_a_pipeline_runtime_in_an_async_host(backend: str) -> Non
 
     done, state = anyio.run(host, backend=backend)
     assert (done, state) == ([1000, 2000], StreamingContextState.STOPPED)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_one_signal_reaches_every_waiter_and_the_hosts_handlers_come_back(backend: str) -> None:
+    """Two contexts' shutdown waits in one loop: one SIGTERM ends both (before, on asyncio the newest receiver took it
+    and the other context ran on); a waiter cancelled while it read hands over; the host's handlers are back after."""
+    import anyio
+
+    from streaming._shutdown import shutdown_signal
+    from tests.anyio_support import settle
+
+    host_calls: list[int] = []
+
+    def host_handler(signum: int, frame: object) -> None:
+        host_calls.append(signum)
+
+    async def host() -> list[int]:
+        got: list[int] = []
+
+        async def wait() -> None:
+            got.append(await shutdown_signal())
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                first = anyio.CancelScope()
+
+                async def first_waiter() -> None:
+                    with first:
+                        await wait()
+
+                tg.start_soon(first_waiter)  # the first reads the shared receiver
+                await settle()
+                tg.start_soon(wait)
+                tg.start_soon(wait)
+                await settle()
+                first.cancel()  # the reader leaves: another one takes over
+                await settle()
+                signal.raise_signal(signal.SIGTERM)
+        return got
+
+    previous = {s: signal.signal(s, host_handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        assert anyio.run(host, backend=backend) == [signal.SIGTERM, signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) is host_handler and signal.getsignal(signal.SIGINT) is host_handler
+        signal.raise_signal(signal.SIGTERM)
+        assert host_calls == [signal.SIGTERM]
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
