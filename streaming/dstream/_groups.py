@@ -80,6 +80,10 @@ class GroupsWithStateNode(KeyedStateNode):
         """``flatMapGroupsWithState`` or ``mapGroupsWithState``."""
         return "flatMapGroupsWithState" if self._flat else "mapGroupsWithState"
 
+    def judges_event_times(self) -> bool:
+        """Under an event-time timeout late values are dropped by their event time."""
+        return bool(self._timeout == GroupStateTimeout.EventTimeTimeout)
+
     def check_at_start(self, watermark: WatermarkedNode | None) -> None:
         """An event-time timeout needs a watermark (Spark's message)."""
         if self._timeout == GroupStateTimeout.EventTimeTimeout and watermark is None:
