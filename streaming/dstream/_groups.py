@@ -18,7 +18,6 @@ from ..state import (
     GroupsWithStateSpec,
     StateOperatorStats,
     StateStoreProvider,
-    event_time_of,
     initial_state_by_key,
     run_batch,
 )
@@ -95,7 +94,7 @@ class GroupsWithStateNode(KeyedStateNode):
         extract = self.event_time_of_values(watermark)
         spec = GroupsWithStateSpec(
             self._func, self._flat, self._timeout, watermark is not None,
-            None if extract is None else event_time_of(extract),
+            extract,
         )
         eviction, late = watermarks.eviction_ms, watermarks.late_ms
 

@@ -23,7 +23,6 @@ from ..state import (
     StateStoreProvider,
     TimeMode,
     TransformWithStateSpec,
-    event_time_of,
     initial_rows_by_key,
     record_schema,
     run_transform_batch,
@@ -83,7 +82,7 @@ class TransformWithStateNode(KeyedStateNode):
     def _with_watermark(self, watermark: WatermarkedNode | None) -> TransformWithStateSpec:
         extract = self.event_time_of_values(watermark)
         return attrs.evolve(self._spec, watermark_present=has_watermark(self._spec, watermark is not None),
-                            event_time=None if extract is None else event_time_of(extract))
+                            event_time=extract)
 
     def first_batch(self, state_dir: CheckpointPath) -> None:
         """Record the processor's state variables in the checkpoint, or check them against the recorded ones.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -226,6 +227,19 @@ def test_event_time_timeouts_use_the_watermark_and_only_they_drop_late_rows(tmp_
     with pytest.raises(GroupsWithStateError) as info:
         runs.run([("c", ("c", 25_000 - 10_001))], 3, eviction=25_000, late=0)
     assert "INVALID_TIMEOUT_TIMESTAMP" in str(info.value.__cause__)  # a timeout before the watermark: refused
+
+
+def test_late_rows_are_judged_in_microseconds(tmp_path: Path) -> None:
+    """A datetime 0.5 ms after the late-event watermark is kept (Spark compares microseconds); one at it is dropped."""
+    def seen(key: str, values: Iterator[Any], state: GroupState) -> list[str]:
+        return [key for _ in values]
+
+    spec = GroupsWithStateSpec(seen, True, "EventTimeTimeout", True, event_time=lambda record: record[1])
+    at = datetime.datetime(1970, 1, 1, 0, 0, 15)  # naive: UTC
+    result = Batches(tmp_path, spec).run(
+        [("a", ("a", at)), ("b", ("b", at + datetime.timedelta(microseconds=500)))], 1, eviction=0, late=15_000)
+    assert result.num_rows_dropped_by_watermark == 1
+    assert result.outputs == ["b"]
 
 
 def test_a_raising_function_fails_the_batch_and_leaves_the_state_as_it_was(tmp_path: Path) -> None:
