@@ -30,14 +30,16 @@ _POLICIES = ("min", "max")
 
 
 def parse_watermark_policy(text: str) -> str:
-    """``min`` or ``max`` from the setting's value (any case), as Spark reads it.
+    """``min`` or ``max`` from the setting's value (any case, no surrounding space), as Spark 4.3 checks it.
 
     Raises:
-        InvalidPipelineError: anything else, with Spark's message.
+        InvalidPipelineError: anything else, with Spark's ``INVALID_CONF_VALUE.REQUIREMENT`` message.
     """
-    policy = text.strip().lower()
+    policy = text.lower()
     if policy not in _POLICIES:
-        raise InvalidPipelineError(f"Could not recognize watermark policy '{text}'")
+        raise InvalidPipelineError(
+            f"[INVALID_CONF_VALUE.REQUIREMENT] The value '{text}' in the config \"{WATERMARK_POLICY_KEY}\" is invalid. "
+            f"Invalid value for '{WATERMARK_POLICY_KEY}'. Valid values are 'min' and 'max' SQLSTATE: 22022")
     return policy
 
 

@@ -155,7 +155,8 @@ class ContextCheckpoint:
         options: progress-tracking options given to ``checkpoint()`` or ``getOrCreate()``: Spark's writer
             options ``asyncProgressTrackingEnabled``, ``asyncProgressTrackingCheckpointIntervalMs`` (also the
             settings ``spark.streaming.<option>``), ``spark.sql.streaming.minBatchesToRetain``,
-            ``spark.sql.streaming.numRecentProgressUpdates``, ``spark.sql.streaming.noDataProgressEventInterval``.
+            ``spark.sql.streaming.numRecentProgressUpdates``, ``spark.sql.streaming.noDataProgressEventInterval``,
+            and ``spark.sql.streaming.multipleWatermarkPolicy``.
     """
 
     def __init__(self, env: StreamEnvironment, spark: SparkBackend) -> None:

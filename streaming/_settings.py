@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import attrs
 
-from scheduler import Duration, InvalidPipelineError
+from scheduler import WATERMARK_POLICY_KEY, Duration, InvalidPipelineError
 
 from .spark import CHECKPOINT_FILE_MANAGER_KEY, LISTENER_EXIT_TIMEOUT_KEY, SparkSettings, listener_exit_timeout, time_string_as
 
@@ -26,6 +26,7 @@ _OPTION_SETTINGS = {
     "spark.sql.streaming.minBatchesToRetain": "spark.sql.streaming.minBatchesToRetain",
     "spark.sql.streaming.numRecentProgressUpdates": "spark.sql.streaming.numRecentProgressUpdates",
     "spark.sql.streaming.noDataProgressEventInterval": "spark.sql.streaming.noDataProgressEventInterval",
+    WATERMARK_POLICY_KEY: WATERMARK_POLICY_KEY,  # read by the query's tracker (the policy is logged with each batch)
 }
 _CONTINUOUS_SETTINGS = ("spark.sql.streaming.continuous.epochBacklogQueueSize",
                         "spark.sql.streaming.continuous.executorPollIntervalMs",

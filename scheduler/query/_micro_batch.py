@@ -26,7 +26,7 @@ from .._job_set import JobSet
 from .._logging import library_logger
 from .._protocols import Offset, RecoveredBatch, ReplayableGraph, ReplayableInput
 from .._time import Duration, Time
-from .._watermark import BatchWatermarks, WatermarkTracker, parse_watermark_policy
+from .._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, WatermarkTracker, parse_watermark_policy
 from ._batch_log import BatchLog
 from ._checkpoint import BatchGrid, Checkpoint, CheckpointState
 from ._claims import CheckpointClaim
@@ -63,6 +63,14 @@ def _checked_offsets(offsets: Sequence[Offset], inputs: int, graph: ReplayableGr
             f"({inputs}), got {offsets!r}"
         )
     return result
+
+
+def _run_policy(state: CheckpointState, configured: str) -> str:
+    """The configured watermark policy on a fresh start, else what the newest offsets entry recorded, ``min`` if none
+    (Spark's ``OffsetSeqMetadata.setSessionConf``); raises ``InvalidPipelineError`` for a recorded non-policy."""
+    if state.latest_batch_id is None:
+        return configured
+    return parse_watermark_policy(state.watermark_policy or "min")
 
 
 @attrs.frozen
@@ -219,8 +227,10 @@ class MicroBatchTracker:
             state = CheckpointState(uuid.uuid4(), True, None)
         self.state = state
         self.query_id = state.query_id
-        self.watermarks = WatermarkTracker(self._graph.watermark_delays(), state.watermark_policy or self._watermark_policy,
-                                           state.watermark_ms)
+        self.watermarks = WatermarkTracker(self._graph.watermark_delays(), _run_policy(state, self._watermark_policy), state.watermark_ms)
+        if self.watermarks.enabled and self.watermarks.policy != self._watermark_policy:
+            self._log.warning("watermark policy restored from the checkpoint", setting=WATERMARK_POLICY_KEY,
+                              configured=self._watermark_policy, restored=self.watermarks.policy)
         self._watermarked = self.watermarks.enabled
         self._fixed_watermark_ms = self.watermarks.current_ms
         self._last_batch_watermark = state.late_watermark_ms

@@ -18,7 +18,6 @@ from ..state import (
     GroupsWithStateSpec,
     StateOperatorStats,
     StateStoreProvider,
-    event_time_of,
     initial_state_by_key,
     run_batch,
 )
@@ -80,6 +79,10 @@ class GroupsWithStateNode(KeyedStateNode):
         """``flatMapGroupsWithState`` or ``mapGroupsWithState``."""
         return "flatMapGroupsWithState" if self._flat else "mapGroupsWithState"
 
+    def judges_event_times(self) -> bool:
+        """Under an event-time timeout late values are dropped by their event time."""
+        return bool(self._timeout == GroupStateTimeout.EventTimeTimeout)
+
     def check_at_start(self, watermark: WatermarkedNode | None) -> None:
         """An event-time timeout needs a watermark (Spark's message)."""
         if self._timeout == GroupStateTimeout.EventTimeTimeout and watermark is None:
@@ -91,7 +94,7 @@ class GroupsWithStateNode(KeyedStateNode):
         extract = self.event_time_of_values(watermark)
         spec = GroupsWithStateSpec(
             self._func, self._flat, self._timeout, watermark is not None,
-            None if extract is None else event_time_of(extract),
+            extract,
         )
         eviction, late = watermarks.eviction_ms, watermarks.late_ms
 

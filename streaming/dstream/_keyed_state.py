@@ -57,6 +57,31 @@ leaves idle cost more (see :meth:`KeyedStateNode.task_count`).
 """
 
 
+def _same_function(a: Callable[[Any], Any], b: Callable[[Any], Any]) -> bool:
+    """Whether ``a`` and ``b`` are one function, or the same code written twice (two ``lambda e: e[1]``).
+
+    Same bytecode, constants (with their types), names, globals, defaults and closure values;
+    anything else (other callables, a closure value that cannot be compared) counts as different.
+    """
+    if a is b:
+        return True
+    code_a, code_b = getattr(a, "__code__", None), getattr(b, "__code__", None)
+    if code_a is None or code_b is None:
+        return False
+    try:
+        return bool(
+            code_a.co_code == code_b.co_code and code_a.co_names == code_b.co_names
+            and [(type(c), c) for c in code_a.co_consts] == [(type(c), c) for c in code_b.co_consts]
+            and getattr(a, "__globals__", None) is getattr(b, "__globals__", None)
+            and getattr(a, "__defaults__", None) == getattr(b, "__defaults__", None)
+            and getattr(a, "__kwdefaults__", None) == getattr(b, "__kwdefaults__", None)
+            and [c.cell_contents for c in getattr(a, "__closure__", None) or ()]
+            == [c.cell_contents for c in getattr(b, "__closure__", None) or ()]
+        )
+    except Exception:  # an empty cell, or values whose == raises or is not a truth value
+        return False
+
+
 class PartitionBatch(Protocol):
     """One partition's batch, as a task runs it: the store, the batch's data pairs and initial-state pairs -> outputs, numbers."""
 
@@ -107,27 +132,64 @@ class KeyedStateNode(StreamNode):
     def first_batch(self, state_dir: CheckpointPath) -> None:
         """Driver-side checks against the checkpoint, once, when the run's first batch is generated; none by default."""
 
-    def _watermark(self) -> WatermarkedNode | None:
-        """The nearest withWatermark stream upstream, if any."""
-        stack = list(self._parents)
+    def judges_event_times(self) -> bool:
+        """Whether the operator drops late values by their event time (its mode is event time); no by default."""
+        return False
+
+    def _watermarks(self) -> list[WatermarkedNode]:
+        """The withWatermark streams upstream (the first path's first), each once.
+
+        The search stops at a stateful operator: Spark's ``(flat)MapGroupsWithState`` and
+        ``transformWithState`` emit no watermark, so an operator after one has none of its own.
+        """
+        found: list[WatermarkedNode] = []
+        seen: set[int] = set()
+        stack = list(reversed(self._parents))
         while stack:
             stream = stack.pop()
+            if id(stream) in seen:
+                continue
+            seen.add(id(stream))
             if isinstance(stream, WatermarkedNode):
-                return stream
-            stack.extend(stream.parents)
-        return None
+                found.append(stream)
+            elif not isinstance(stream, KeyedStateNode):
+                stack.extend(reversed(stream.parents))
+        return found
+
+    def _watermark(self) -> WatermarkedNode | None:
+        """The withWatermark stream whose function judges the values (checked at start to be the only one), if any."""
+        found = self._watermarks()
+        return found[0] if found else None
 
     def event_time_of_values(self, watermark: WatermarkedNode | None) -> Callable[[Any], Any] | None:
         """The event time of a value: ``eventTime`` if given, else the watermark's function, else None."""
         return self._event_time or (watermark.event_time if watermark is not None else None)
 
     def validate_at_start(self) -> None:
-        """The graph's hook (not for users): a checkpoint directory, the operator's checks, then the node's."""
+        """The graph's hook (not for users): a checkpoint directory, one event-time function, the operator's checks, then the node's.
+
+        Raises:
+            InvalidPipelineError: no checkpoint directory; or values to judge by event time that may come from
+                watermarked inputs with different ``eventTime`` functions, and no ``eventTime=``.
+        """
         if self._env.graph.checkpoint_dir is None:
             raise InvalidPipelineError(
                 "requirement failed: The checkpoint directory has not been set. Please set it by StreamingContext.checkpoint()."
             )
-        self.check_at_start(self._watermark())
+        found = self._watermarks()
+        if self._event_time is None and self.judges_event_times():
+            functions: list[Callable[[Any], Any]] = []
+            for stream in found:
+                if not any(_same_function(stream.event_time, f) for f in functions):
+                    functions.append(stream.event_time)
+            if len(functions) > 1:
+                raise InvalidPipelineError(
+                    f"{self.operator_name} drops late values by their event time, and its input comes from "
+                    f"{len(found)} watermarked streams (withWatermark) with different eventTime functions, so which "
+                    f"one gives a value's event time is unknown: pass eventTime= to {self.operator_name}, a function "
+                    "of a value giving its event time (a datetime or epoch milliseconds) whichever input it came from"
+                )
+        self.check_at_start(found[0] if found else None)
         super().validate_at_start()
 
     def advance_every_batch(self) -> None:

@@ -23,7 +23,6 @@ from ..state import (
     StateStoreProvider,
     TimeMode,
     TransformWithStateSpec,
-    event_time_of,
     initial_rows_by_key,
     record_schema,
     run_transform_batch,
@@ -76,10 +75,14 @@ class TransformWithStateNode(KeyedStateNode):
         """pyspark's name of the operator (``transformWithStateInPySparkExec``, core's ``TRANSFORM_WITH_STATE_OPERATOR``)."""
         return TRANSFORM_WITH_STATE_OPERATOR
 
+    def judges_event_times(self) -> bool:
+        """In time mode "EventTime" late values are dropped by their event time."""
+        return bool(self._spec.time_mode == TimeMode.EVENT_TIME)
+
     def _with_watermark(self, watermark: WatermarkedNode | None) -> TransformWithStateSpec:
         extract = self.event_time_of_values(watermark)
         return attrs.evolve(self._spec, watermark_present=has_watermark(self._spec, watermark is not None),
-                            event_time=None if extract is None else event_time_of(extract))
+                            event_time=extract)
 
     def first_batch(self, state_dir: CheckpointPath) -> None:
         """Record the processor's state variables in the checkpoint, or check them against the recorded ones.

@@ -31,7 +31,6 @@ from ..state import (
     GroupsWithStateSpec,
     StateStoreProvider,
     event_time_ms,
-    event_time_of,
     initial_state_by_key,
     run_batch,
 )
@@ -101,7 +100,7 @@ class GroupsOperator:
         provider = self.provider
         spec = GroupsWithStateSpec(
             self.func, self.flat, self.timeout, watermark is not None,
-            None if watermark is None else event_time_of(watermark.event_time),
+            None if watermark is None else watermark.event_time,
         )
         pairs = [(self.key(r), r) for r in records]
         initial = initial_state_by_key(self.initial) if batch_id == 0 and self.initial else None

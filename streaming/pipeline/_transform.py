@@ -22,7 +22,6 @@ from ..state import (
     StateStoreProvider,
     TimeMode,
     TransformWithStateSpec,
-    event_time_of,
     initial_rows_by_key,
     record_schema,
     run_transform_batch,
@@ -69,7 +68,7 @@ class TransformOperator:
         extract = self.event_time or (None if watermark is None else watermark.event_time)
         # pyspark 4.3 runs an EventTime processor without a watermark on a watermark of 0 (the pipeline's are 0 then)
         spec = attrs.evolve(self.spec, watermark_present=watermark is not None or self.spec.time_mode == TimeMode.EVENT_TIME,
-                            event_time=None if extract is None else event_time_of(extract))
+                            event_time=extract)
         pairs = [(self.key(r), r) for r in records]
         initial = initial_rows_by_key(self.initial) if batch_id == 0 and self.initial else None
         check_schema = not self.schema_checked

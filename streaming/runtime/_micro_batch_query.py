@@ -16,6 +16,7 @@ import anyio.to_thread
 
 from listeners import QueryIdle, QueryProgress, StreamingListenerBus
 from scheduler import (
+    WATERMARK_POLICY_KEY,
     Checkpoint,
     CheckpointPath,
     Clock,
@@ -72,8 +73,12 @@ def query_tracker(graph: JobGraph, batch_duration: Duration, clock: Clock, bus: 
                   options: Mapping[str, object] | None, track_progress: bool, name: str | None) -> MicroBatchTracker | None:
     """The tracker of a run that is a query (a checkpoint, a Once or AvailableNow trigger, options or progress tracking), else ``None``.
 
+    ``options`` are Spark-named progress-tracking options, and ``spark.sql.streaming.multipleWatermarkPolicy``
+    (``min``, the default, or ``max``): the policy of a fresh checkpoint (a restart keeps the one it recorded).
+
     Raises:
-        InvalidPipelineError: the graph is not replayable, or a bad option.
+        InvalidPipelineError: the graph is not replayable, or a bad option (an unknown watermark policy with
+            Spark's ``INVALID_CONF_VALUE`` message).
     """
     if checkpoint_location is None and trigger is Trigger.PROCESSING_TIME and not options and not track_progress:
         return None
@@ -82,12 +87,18 @@ def query_tracker(graph: JobGraph, batch_duration: Duration, clock: Clock, bus: 
             f"checkpointing, triggers and progress need a graph with replayable input (such as a Pipeline of "
             f"ListSource or DirectorySource sources); {type(graph).__name__} is not one"
         )
+    progress_options = dict(options or {})
+    policy = "min"
+    for key in [key for key in progress_options if str(key).lower() == WATERMARK_POLICY_KEY.lower()]:
+        value = progress_options.pop(key)
+        policy = value if isinstance(value, str) else repr(value)
     return MicroBatchTracker(
         graph,
         batch_duration,
         clock=clock,
         checkpoint=None if checkpoint_location is None else Checkpoint(checkpoint_location),
-        options=ProgressTrackingOptions.from_options(options),
+        options=ProgressTrackingOptions.from_options(progress_options),
+        watermark_policy=policy,
         trigger=trigger,
         name=name,
         listener=BusReports(bus),

@@ -130,11 +130,9 @@ class StreamingRuntime:
                 whose time passed while it was down, then carries on on the same grid.
             trigger: when batches run: every ``batch_duration`` on the grid (default), once,
                 or everything available now (both stop by themselves).
-            options: Spark-named progress options: ``asyncProgressTrackingEnabled``,
-                ``asyncProgressTrackingCheckpointIntervalMs``,
-                ``spark.sql.streaming.minBatchesToRetain``,
-                ``spark.sql.streaming.numRecentProgressUpdates``,
-                ``spark.sql.streaming.noDataProgressEventInterval``.
+            options: Spark-named progress options: ``asyncProgressTrackingEnabled``, ``asyncProgressTrackingCheckpointIntervalMs``,
+                ``spark.sql.streaming.minBatchesToRetain``, ``spark.sql.streaming.numRecentProgressUpdates``,
+                ``spark.sql.streaming.noDataProgressEventInterval``; ``spark.sql.streaming.multipleWatermarkPolicy``.
             track_progress: plan offsets and report progress without a checkpoint.
             stop_on_failure: what a failed job or batch does. ``True`` (Structured
                 Streaming's semantics; the default with a checkpoint location): the query

@@ -125,6 +125,8 @@ STREAMING_SETTINGS = (
     "spark.streaming.asyncProgressTrackingEnabled",
     "spark.streaming.asyncProgressTrackingCheckpointIntervalMs",
     "spark.streaming.stopOnFailure",
+    # Event-time watermarks: the policy over several watermarked inputs (Spark's SQL setting).
+    "spark.sql.streaming.multipleWatermarkPolicy",
     # Continuous processing: Spark's SQL settings.
     "spark.sql.streaming.continuous.epochBacklogQueueSize",
     "spark.sql.streaming.continuous.executorPollIntervalMs",

@@ -10,7 +10,7 @@ timers and TTL on the same store. The DStream operators
 """
 
 from ._batch_outputs import BatchOutputs, once_per_batch
-from ._event_time import event_time_ms, event_time_of
+from ._event_time import event_time_ms, event_time_us
 from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
 from ._groups import (
     DUPLICATE_INITIAL_STATE,
@@ -91,7 +91,7 @@ __all__ = [
     "ValueState",
     "VersionedStore",
     "event_time_ms",
-    "event_time_of",
+    "event_time_us",
     "initial_rows_by_key",
     "initial_state_by_key",
     "keep_partition_count",

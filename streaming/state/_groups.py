@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from ._event_time import event_time_us
 from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
 from ._operator_stats import StateOperatorStats
 from ._partition_batch import group_by_key, run_committed
@@ -73,14 +74,14 @@ class GroupsWithStateSpec:
         flat: True for flatMapGroupsWithState (the result is iterated), False for map (one value).
         timeout: a :class:`GroupStateTimeout` kind.
         watermark_present: whether the input has a watermark.
-        event_time: the event time of a value (epoch ms), for dropping late rows; None without a watermark.
+        event_time: the event time of a value (a ``datetime`` or epoch ms), for dropping late rows; None without a watermark.
     """
 
     func: Callable[[Any, Iterator[Any], GroupState], Any]
     flat: bool
     timeout: str
     watermark_present: bool
-    event_time: Callable[[Any], int] | None = None
+    event_time: Callable[[Any], Any] | None = None
 
     @property
     def operator(self) -> str:
@@ -154,7 +155,8 @@ def run_partition(
     drop_late = timeout == GroupStateTimeout.EventTimeTimeout and spec.watermark_present and spec.event_time is not None
     watermark = eviction_watermark_ms if spec.watermark_present else NO_TIMESTAMP
     event_time = spec.event_time
-    grouped, dropped = group_by_key(records, (lambda value: event_time(value) <= late_watermark_ms)
+    late_us = late_watermark_ms * 1000  # Spark compares at microsecond precision
+    grouped, dropped = group_by_key(records, (lambda value: event_time_us(event_time(value)) <= late_us)
                                     if drop_late and event_time is not None else None)
     if initial:
         for encoded, (key, value) in initial.items():

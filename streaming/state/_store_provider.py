@@ -308,8 +308,15 @@ class StateStoreProvider:
                      directory=str(self.directory), snapshot=base, error=str(first_break))
 
     def _missing(self, version: int, path: CheckpointPath) -> str:
-        return (f"cannot load state version {version} from {self.directory}: {path.name} is missing (deltas present: "
-                f"{self._files.versions(DELTA) or 'none'}, snapshots: {self._files.versions(SNAPSHOT) or 'none'})")
+        deltas, snapshots = self._files.versions(DELTA), self._files.versions(SNAPSHOT)
+        present = f"(deltas present: {deltas or 'none'}, snapshots: {snapshots or 'none'})"
+        stem, _, kind = path.name.partition(".")
+        if kind == "delta" and stem.isdigit() and int(stem) > max(deltas + snapshots, default=0):
+            # Past everything committed: the batch that writes it (batch id = version - 1) never committed.
+            return (f"cannot load state version {version} from {self.directory}: state version {stem} was never committed "
+                    f"(the batch with id {int(stem) - 1}, which writes it, failed or did not run this state; see that "
+                    f"batch's error) {present}")
+        return f"cannot load state version {version} from {self.directory}: {path.name} is missing {present}"
 
     def _start_from(self, base: int) -> sqlite3.Connection:
         """A new working copy holding snapshot ``base`` (the empty state for 0), recorded as this partition's."""

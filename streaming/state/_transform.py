@@ -27,6 +27,7 @@ import attrs
 
 from scheduler import InvalidPipelineError
 
+from ._event_time import event_time_us
 from ._operator_stats import StateOperatorStats
 from ._partition_batch import group_by_key, run_committed
 from ._processor import ExpiredTimerInfo, StatefulProcessor, TimerValues
@@ -91,7 +92,7 @@ class TransformWithStateSpec:
         output_mode: ``"append"`` or ``"update"`` (any case; stored in lower case).
         time_mode: ``"none"``, ``"processingtime"`` or ``"eventtime"`` (any case; stored in lower case).
         watermark_present: whether the input has a watermark.
-        event_time: the event time of a row (epoch ms), for dropping late rows (time mode "EventTime" only).
+        event_time: the event time of a row (a ``datetime`` or epoch ms), for dropping late rows (time mode "EventTime" only).
 
     Raises:
         InvalidPipelineError: ``processor`` is not a :class:`StatefulProcessor`.
@@ -102,7 +103,7 @@ class TransformWithStateSpec:
     output_mode: str = attrs.field(converter=_check_output_mode)
     time_mode: str = attrs.field(converter=_check_time_mode)
     watermark_present: bool
-    event_time: Callable[[Any], int] | None = None
+    event_time: Callable[[Any], Any] | None = None
 
 
 @attrs.frozen
@@ -176,7 +177,8 @@ def run_transform_partition(
 
     drop_late = spec.time_mode == TimeMode.EVENT_TIME and spec.watermark_present and spec.event_time is not None
     event_time = spec.event_time
-    grouped, dropped = group_by_key(records, (lambda row: event_time(row) <= late_watermark_ms)
+    late_us = late_watermark_ms * 1000  # Spark compares at microsecond precision
+    grouped, dropped = group_by_key(records, (lambda row: event_time_us(event_time(row)) <= late_us)
                                     if drop_late and event_time is not None else None)
     initial = initial if initial and store.version == 0 else {}
 

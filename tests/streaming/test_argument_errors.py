@@ -113,9 +113,9 @@ def test_await_any_termination_refuses_an_infinite_timeout_as_pyspark_does() -> 
          f"Seconds(n) must be finite and {RANGE}, got inf; pass e.g. Seconds(1) or Seconds(0.5)"),
         (lambda: Milliseconds(2**63), DurationOverflowError,
          f"Milliseconds(n) must be finite and {RANGE}, got 9223372036854775808; pass e.g. Milliseconds(500)"),
-        (lambda: Continuous("1" * 30 + " days"), DurationOverflowError,
-         "the interval of a continuous trigger must be within Spark's range of 9223372036854775807 ms (a Java long of "
-         "milliseconds), got '111111111111111111111111111111 days'; pass e.g. Continuous('1 second')"),
+        (lambda: Continuous("1" * 30 + " days"), InvalidDurationError,  # Spark's interval overflows first
+         "Error parsing '111111111111111111111111111111 days' to interval: it overflows Spark's interval (months and "
+         "days are 32-bit ints, and the whole interval at most 9223372036854775807 microseconds, about 292,000 years)"),
         (lambda: Continuous("\u0663 seconds"), InvalidDurationError,
          "Error parsing '\u0663 seconds' to interval: '\u0663' is not a number"),
     ],

@@ -56,6 +56,14 @@ def test_given_options_override_the_settings_and_a_continuous_query_refuses_asyn
         settings.continuous_options({"asyncProgressTrackingEnabled": "true"})
 
 
+def test_the_watermark_policy_setting_reaches_the_query_options() -> None:
+    """spark.sql.streaming.multipleWatermarkPolicy from the SparkConf goes to the query's tracker; checkpoint()'s wins."""
+    settings = read({"spark.sql.streaming.multipleWatermarkPolicy": "max"})
+    assert settings.progress_options({}) == {"spark.sql.streaming.multipleWatermarkPolicy": "max"}
+    assert settings.progress_options({"spark.sql.streaming.multipleWatermarkPolicy": "min"}) == {
+        "spark.sql.streaming.multipleWatermarkPolicy": "min"}
+
+
 class Runtime:
     """Just enough of a runtime for the bridge: an async context manager that records its entry and exit."""
 

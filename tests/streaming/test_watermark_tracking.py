@@ -12,12 +12,14 @@ from scheduler import (
     WATERMARK_POLICY_KEY,
     BatchWatermarks,
     EventTimeStats,
+    InvalidPipelineError,
     ManualClock,
     Seconds,
     Time,
     format_timestamp,
 )
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
+from tests.anyio_support import raises_exactly
 from tests.support import advance
 
 pytestmark = pytest.mark.anyio
@@ -106,20 +108,81 @@ async def test_a_restart_resumes_the_watermark_and_a_rerun_sees_the_logged_ones(
     assert entry(ck / "commits" / "3")["nextBatchWatermarkMs"] == 40_000
 
 
+def two_inputs() -> Pipeline:
+    """A fast input (event times near 100 s) and a slow one (near 20 s), each watermarked with a 5 s delay."""
+    p = Pipeline()
+    p.add_source(ListSource([100_000, 101_000], max_per_batch=1), name="fast")
+    p.add_source(ListSource([20_000, 21_000], max_per_batch=1), name="slow")
+    p.add_watermark("fast", lambda t: t, "5 seconds")
+    p.add_watermark("slow", lambda t: t, "5 seconds")
+    p.add_output(lambda batch: None, name="out")
+    return p
+
+
+@pytest.mark.parametrize(("options", "policy", "watermarks"), [
+    ({}, "min", [0, 15_000, 16_000]),
+    ({WATERMARK_POLICY_KEY: "max"}, "max", [0, 95_000, 96_000]),
+    ({WATERMARK_POLICY_KEY.upper(): "MAX"}, "max", [0, 95_000, 96_000]),  # names and values in any case, as Spark's
+])
+async def test_the_policy_setting_chooses_the_global_watermark_of_several_inputs(
+        tmp_path: Path, clock: ManualClock, options: dict[str, str], policy: str, watermarks: list[int]) -> None:
+    """spark.sql.streaming.multipleWatermarkPolicy: min follows the slow input, max the fast one; offsets record it."""
+    ck = tmp_path / "ck"
+    async with StreamingRuntime(two_inputs(), Seconds(1), clock=clock, checkpoint_location=ck, options=options) as rt:
+        await rt.start()
+        await advance(rt, clock, 1_000, times=3)
+        await rt.stop()
+    assert [entry(ck / "offsets" / str(n))["batchWatermarkMs"] for n in range(3)] == watermarks
+    assert entry(ck / "offsets" / "0")["conf"][WATERMARK_POLICY_KEY] == policy
+
+
+async def test_an_unknown_policy_is_refused_with_sparks_message(tmp_path: Path, clock: ManualClock) -> None:
+    """A value other than min or max (any case, no surrounding space) is Spark 4.3's INVALID_CONF_VALUE at the start."""
+    with raises_exactly(InvalidPipelineError, (
+            "[INVALID_CONF_VALUE.REQUIREMENT] The value ' max' in the config \"spark.sql.streaming.multipleWatermarkPolicy\" "
+            "is invalid. Invalid value for 'spark.sql.streaming.multipleWatermarkPolicy'. Valid values are 'min' and 'max' "
+            "SQLSTATE: 22022")):
+        StreamingRuntime(two_inputs(), Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
+                         options={WATERMARK_POLICY_KEY: " max"})
+
+
 async def test_a_restart_keeps_the_policy_its_checkpoint_recorded(tmp_path: Path) -> None:
     """A checkpoint written with max stays on max after a restart asking for min (Spark restores the policy)."""
     ck = tmp_path / "ck"
     clock = ManualClock(0)
-    async with StreamingRuntime(EventTimePipeline(RECORDS), Seconds(1), clock=clock, checkpoint_location=ck) as rt:
-        assert rt.tracker is not None
-        rt.tracker._watermark_policy = "max"  # what options={"...multipleWatermarkPolicy": "max"} would set
+    async with StreamingRuntime(two_inputs(), Seconds(1), clock=clock, checkpoint_location=ck,
+                                options={WATERMARK_POLICY_KEY: "max"}) as rt:
         await rt.start()
         await advance(rt, clock, 1_000)
         await rt.stop()
     clock = ManualClock(1_500)
-    async with StreamingRuntime(EventTimePipeline(RECORDS), Seconds(1), clock=clock, checkpoint_location=ck) as rt:
+    async with StreamingRuntime(two_inputs(), Seconds(1), clock=clock, checkpoint_location=ck,
+                                options={WATERMARK_POLICY_KEY: "min"}) as rt:
         await rt.start()
         assert rt.tracker is not None and rt.tracker.watermarks.policy == "max"
+        await advance(rt, clock, 500)
+        await rt.stop()
+    assert entry(ck / "offsets" / "1")["batchWatermarkMs"] == 95_000
+
+
+async def test_an_entry_without_a_policy_means_min_on_restart(tmp_path: Path) -> None:
+    """An offsets entry that recorded no policy (an older log) restarts on min, whatever is configured (Spark's default)."""
+    ck = tmp_path / "ck"
+    clock = ManualClock(0)
+    async with StreamingRuntime(two_inputs(), Seconds(1), clock=clock, checkpoint_location=ck,
+                                options={WATERMARK_POLICY_KEY: "max"}) as rt:
+        await rt.start()
+        await advance(rt, clock, 1_000)
+        await rt.stop()
+    lines = (ck / "offsets" / "0").read_text().splitlines()
+    metadata = json.loads(lines[1])
+    del metadata["conf"][WATERMARK_POLICY_KEY]
+    (ck / "offsets" / "0").write_text("\n".join([lines[0], json.dumps(metadata), *lines[2:]]))
+    clock = ManualClock(1_500)
+    async with StreamingRuntime(two_inputs(), Seconds(1), clock=clock, checkpoint_location=ck,
+                                options={WATERMARK_POLICY_KEY: "max"}) as rt:
+        await rt.start()
+        assert rt.tracker is not None and rt.tracker.watermarks.policy == "min"
         await rt.stop()
 
 

@@ -15,7 +15,7 @@ import pytest
 import streaming.dstream._keyed_state as keyed_state_module
 from scheduler import InvalidPipelineError, ManualClock
 from streaming import StreamingContext
-from streaming.state import GroupState, StateStoreProvider
+from streaming.state import EVENT_TIME_WITHOUT_WATERMARK, GroupState, StateStoreProvider
 from tests.cluster import MASTER_VARIABLE
 from tests.streaming.groups.test_store_private import plant
 from tests.support import run_dstream_batches
@@ -140,6 +140,55 @@ def test_without_a_checkpoint_or_a_watermark_the_start_is_refused(spark_context:
     with pytest.raises(InvalidPipelineError, match="The checkpoint directory has not been set"):
         ssc.start()
     ssc.stop(stopSparkContext=False)
+
+
+def sessions(key: str, values: Iterator[Any], state: GroupState) -> list[Any]:
+    """One output per key and batch; the state times out far ahead (removed when it does)."""
+    if state.hasTimedOut:
+        state.remove()
+        return []
+    state.update(1)
+    state.setTimeoutTimestamp(10**9)
+    return [("total", key)]
+
+
+def test_an_event_time_timeout_after_another_stateful_operator_is_refused(spark_context: Any, tmp_path: Path) -> None:
+    """flatMapGroupsWithState emits no watermark (Spark's rule): a second one with EventTimeTimeout has none."""
+    ssc = StreamingContext(spark_context, 1, clock=ManualClock(0))
+    first = ssc.queueStream([[("a", 60_000)]]).withWatermark(lambda e: e[1], "5 seconds") \
+        .map(lambda e: (e[0], e)).flatMapGroupsWithState(sessions, "append", "EventTimeTimeout")
+    first.flatMapGroupsWithState(sessions, "append", "EventTimeTimeout").pprint()
+    ssc.checkpoint(str(tmp_path / "ck"))
+    with pytest.raises(InvalidPipelineError) as info:
+        ssc.start()
+    assert str(info.value) == EVENT_TIME_WITHOUT_WATERMARK
+    ssc.stop(stopSparkContext=False)
+
+
+def test_watermarked_inputs_with_different_event_time_functions_need_event_time(spark_context: Any, tmp_path: Path) -> None:
+    """A union of two watermarked streams of different shapes: refused at start without eventTime=, accepted with it;
+    two copies of one function are one function."""
+    def program(event_time: Any, views_time: Any = lambda v: v["at"]) -> StreamingContext:
+        ssc = StreamingContext(spark_context, 1, clock=ManualClock(0))
+        clicks = ssc.queueStream([[("u1", 60_000)]]).withWatermark(lambda c: c[1], "5 seconds").map(lambda c: (c[0], c))
+        views = ssc.queueStream([[{"user": "u2", "at": 60_000}]]).withWatermark(views_time, "5 seconds") \
+            .map(lambda v: (v["user"], v))
+        clicks.union(views).flatMapGroupsWithState(sessions, "append", "EventTimeTimeout", eventTime=event_time).pprint()
+        ssc.checkpoint(str(tmp_path / "ck"))
+        return ssc
+
+    ssc = program(None)
+    with pytest.raises(InvalidPipelineError) as info:
+        ssc.start()
+    assert str(info.value) == (
+        "flatMapGroupsWithState drops late values by their event time, and its input comes from 2 watermarked streams "
+        "(withWatermark) with different eventTime functions, so which one gives a value's event time is unknown: pass "
+        "eventTime= to flatMapGroupsWithState, a function of a value giving its event time (a datetime or epoch "
+        "milliseconds) whichever input it came from")
+    ssc.stop(stopSparkContext=False)
+    for ssc in (program(lambda v: v["at"] if isinstance(v, dict) else v[1]), program(None, views_time=lambda c: c[1])):
+        ssc.start()
+        ssc.stop(stopSparkContext=False)
 
 
 def test_a_raising_function_fails_its_batch_and_a_restart_reruns_it_with_the_state_intact(

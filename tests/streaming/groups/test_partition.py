@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -228,6 +229,19 @@ def test_event_time_timeouts_use_the_watermark_and_only_they_drop_late_rows(tmp_
     assert "INVALID_TIMEOUT_TIMESTAMP" in str(info.value.__cause__)  # a timeout before the watermark: refused
 
 
+def test_late_rows_are_judged_in_microseconds(tmp_path: Path) -> None:
+    """A datetime 0.5 ms after the late-event watermark is kept (Spark compares microseconds); one at it is dropped."""
+    def seen(key: str, values: Iterator[Any], state: GroupState) -> list[str]:
+        return [key for _ in values]
+
+    spec = GroupsWithStateSpec(seen, True, "EventTimeTimeout", True, event_time=lambda record: record[1])
+    at = datetime.datetime(1970, 1, 1, 0, 0, 15)  # naive: UTC
+    result = Batches(tmp_path, spec).run(
+        [("a", ("a", at)), ("b", ("b", at + datetime.timedelta(microseconds=500)))], 1, eviction=0, late=15_000)
+    assert result.num_rows_dropped_by_watermark == 1
+    assert result.outputs == ["b"]
+
+
 def test_a_raising_function_fails_the_batch_and_leaves_the_state_as_it_was(tmp_path: Path) -> None:
     """The user's error comes wrapped with Spark's error class; the store is not committed; a retry sees the old state."""
     calls: list[int] = []
@@ -274,15 +288,38 @@ def test_an_initial_state_seeds_the_first_batch_and_calls_its_keys(tmp_path: Pat
 @pytest.mark.parametrize(("text", "ms"), [
     ("10 seconds", 10_000), ("1 second", 1_000), ("interval 2 minutes 30 seconds", 150_000), ("1 HOUR", 3_600_000),
     ("1.5 seconds", 1_500), ("1 day", 86_400_000), ("1 week", 604_800_000), ("1 month", 31 * 86_400_000),
-    ("250 milliseconds", 250), ("1500 microseconds", 1),
+    ("250 milliseconds", 250), ("1500 microseconds", 1), ("1 hour - 30 minutes", 1_800_000), ("+ 1 second", 1_000),
+    ("-1500 microseconds", -1), ("9223372036854775 milliseconds", 9_223_372_036_854_775),
 ])
 def test_interval_strings_read_as_spark_reads_them(text: str, ms: int) -> None:
-    """Units singular or plural, any case, an optional 'interval', fractional seconds, 31-day months."""
+    """Units singular or plural, any case, an optional 'interval', fractional seconds, 31-day months, a sign apart."""
     assert parse_interval_ms(text) == ms
+
+
+@pytest.mark.parametrize(("text", "ms"), [("interval '10' second", 10_000), ("'1.5' seconds '2' minutes", 121_500),
+                                          ("interval \"1\" hour", 3_600_000)])
+def test_a_delay_threshold_may_quote_its_numbers(text: str, ms: int) -> None:
+    """withWatermark reads its delay with Spark's SQL parser: a number may be a string literal (pyspark 4.3: 10000 ms)."""
+    assert parse_delay_threshold(text) == ms
+    with pytest.raises(ValueError, match="is not a number"):
+        parse_interval_ms(text)  # a continuous trigger's interval (Spark's stringToInterval) takes no literals
+
+
+@pytest.mark.parametrize("text", [
+    "9223372036854775807 seconds", "100000000000 days", "2147483648 months", "9223372036854775808 microseconds",
+    "300000 years", "106751992 days 1 day",
+])
+def test_intervals_beyond_sparks_range_are_refused(text: str) -> None:
+    """Months and days are 32-bit ints and the whole interval a long of microseconds: beyond, Spark cannot parse it."""
+    with pytest.raises(ValueError, match=r"overflows Spark's interval"):
+        parse_delay_threshold(text)
 
 
 @pytest.mark.parametrize(("text", "message"), [
     ("-1 seconds", r"^requirement failed: delay threshold \(-1 seconds\) should not be negative\.$"),
+    ("- 1 second", r"^requirement failed: delay threshold \(- 1 second\) should not be negative\.$"),
+    ("1 second -", r"expected pairs of a number and a unit"),
+    ("- - 1 second", r"expected pairs of a number and a unit"),
     ("10", r"expected pairs of a number and a unit"),
     ("ten seconds", r"'ten' is not a number"),
     ("10 fortnights", r"unknown unit 'fortnights'"),

@@ -92,6 +92,20 @@ def test_snapshots_and_purge_keep_what_the_retained_versions_need(tmp_path: Path
         rows(fresh, 2)
 
 
+def test_a_version_never_committed_names_the_batch_that_should_have_written_it(tmp_path: Path, ck: str) -> None:
+    """Batch 1 failed (version 2 never committed): batch 2, loading version 2, says so, not just that 2.delta is missing."""
+    p = provider(tmp_path, ck)
+    store = p.load(0)  # batch 0 commits version 1
+    store.put(b"k", b"0", NO_TIMESTAMP)
+    store.commit()
+    p.load(1).abort()  # batch 1 fails
+    with pytest.raises(StateStoreError, match=(
+            r"^cannot load state version 2 from .*: state version 2 was never committed \(the batch with id 1, which "
+            r"writes it, failed or did not run this state; see that batch's error\) \(deltas present: \[1\], "
+            r"snapshots: none\)$")):
+        rows(provider(tmp_path, ck, "fresh"), 2)
+
+
 def test_a_damaged_or_foreign_file_is_named(tmp_path: Path, ck: str) -> None:
     """A flipped byte fails the checksum; a file that is not ours is refused; both name the file."""
     p = provider(tmp_path, ck)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -40,8 +41,8 @@ class Totals(StatefulProcessor):
         self.calls = []
 
 
-def event_ms(row: tuple[int, int]) -> int:
-    """A row's event time."""
+def event_ms(row: tuple[Any, int]) -> Any:
+    """A row's event time (epoch ms or a datetime)."""
     return row[0]
 
 
@@ -84,6 +85,15 @@ def test_late_rows_are_dropped_only_in_event_time(tmp_path: Path, time_mode: str
     outputs = runs.run([("a", (999, 1)), ("a", (1000, 2)), ("a", (1001, 4))], batch_ms=5000, watermark=1000, late=1000)
     assert outputs == [("init", ("rows", "a", [4] if dropped else [1, 2, 4], 4 if dropped else 7))]
     assert runs.stats is not None and runs.stats.num_rows_dropped_by_watermark == dropped
+
+
+def test_late_rows_are_judged_in_microseconds(tmp_path: Path) -> None:
+    """A datetime 0.5 ms after the watermark is not late (Spark compares microseconds); one at it is."""
+    start = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    rows = [("a", (start + datetime.timedelta(microseconds=us), amount)) for us, amount in ((1_000_000, 1), (1_000_500, 2))]
+    runs = Batches(tmp_path, TransformWithStateSpec(Totals(), "update", "EventTime", True, event_ms))
+    assert runs.run(rows, batch_ms=5000, watermark=1000, late=1000) == [("init", ("rows", "a", [2], 2))]
+    assert runs.stats is not None and runs.stats.num_rows_dropped_by_watermark == 1
 
 
 def test_a_key_whose_rows_are_all_late_is_not_called(tmp_path: Path) -> None:
