@@ -170,6 +170,9 @@ class StreamingListenerBus:
         self._closing: anyio.Event | None = None
         self._removed: list[ListenerQueue] = []  # removed, still delivering what was queued for them
         self._removed_stats: list[ListenerStatistics] = []  # removed and drained: final counts
+        # Every name a listener was given on this bus, removed ones included (their counters stay in
+        # statistics()): a repeated name gets a suffix, so each listener's counters are told apart.
+        self._names: set[str] = set()
         # The batches submitted and not completed, by time in ms, once a view asked to follow
         # them (follow_batches): references to the scheduler's own JobSets, snapshotted only when
         # the view reads them, instead of two snapshot events per batch.
@@ -192,7 +195,9 @@ class StreamingListenerBus:
 
         Args:
             listener: the listener.
-            name: the name logs and statistics use (default: its class or function name).
+            name: the name logs and statistics use (default: its class or function name). A name
+                another listener of this bus was given (two listeners of one class, two lambdas)
+                gets ``-2``, ``-3``, ... in the order they are added, never reused on this bus.
             on_loop: run its plain callbacks on the event loop (they must be quick and must not
                 block) rather than on a worker thread of its own; default: the listener's
                 ``run_on_loop`` attribute, else ``False``.
@@ -205,8 +210,14 @@ class StreamingListenerBus:
         """
         if self._closed:
             raise StreamingStateError("cannot add a listener to a closed listener bus")
-        slot = ListenerQueue(listener, name or name_of(listener), self.capacity, on_loop, inline, self._log,
+        wanted = name or name_of(listener)
+        unique, n = wanted, 1
+        while unique in self._names:
+            n += 1
+            unique = f"{wanted}-{n}"
+        slot = ListenerQueue(listener, unique, self.capacity, on_loop, inline, self._log,
                              self._linger_clock, gather=self.overflow is OverflowPolicy.DROP)
+        self._names.add(unique)
         self._slots = [*self._slots, slot]
         self._refresh_wanted()
         if self._tg is not None:

@@ -137,6 +137,29 @@ async def test_two_contexts_in_one_registry_are_told_apart(clock: ManualClock) -
     assert value(found, "aiodstream_input_records_total", query="context-2", input="0") == 4
 
 
+class _Quiet:
+    def on_batch_completed(self, event: BatchCompleted) -> None:
+        """Nothing."""
+
+
+def series(text: str) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+    return [(s.name, tuple(sorted(s.labels.items()))) for f in text_string_to_metric_families(text) for s in f.samples]
+
+
+async def test_two_listeners_of_one_class_have_a_series_each(clock: ManualClock) -> None:
+    """The listener rows of two listeners with one name are labelled by the bus's names for them: no series twice."""
+    metrics = StreamingMetrics()
+    async with StreamingRuntime(pipeline([1]), Seconds(1), clock=clock, name="q") as runtime:
+        metrics.attach(runtime)
+        runtime.add_listener(_Quiet())
+        runtime.add_listener(_Quiet())
+        text = metrics.scrape()
+    found = series(text)
+    assert len(found) == len(set(found))
+    assert sorted(dict(labels)["listener"] for name, labels in found if name == "aiodstream_listener_queue_events") == [
+        "StreamingMetrics", "_Quiet", "_Quiet-2"]
+
+
 def test_events_of_records_and_of_eager_snapshots_scrape_the_same_text() -> None:
     """The metrics of BatchCompleted events made from records equal, byte for byte, those of the same batches' eager BatchInfo events."""
     job_sets = []
