@@ -100,7 +100,10 @@ class StreamingUI:
     def attach(self, target: Any, *, name: str | None = None) -> ContextHistory:
         """Show ``target`` from now on: a ``StreamingContext``, a ``StreamingRuntime`` or a continuous query.
 
-        Returns its history (its ``name`` is the label in the pages and URLs).
+        Returns its history (its ``name`` is the label in the pages and URLs: the context's name,
+        or ``<name>-2``, ... when the UI already shows one of that name, stopped or not). Its
+        metrics' ``query`` label is the name too, but continues the series of a stopped context of
+        that name (see :class:`StreamingMetrics`).
         """
         runtime: QueryRuntime = target.runtime if hasattr(target, "addStreamingListener") else target
         label = self._name(name, runtime)
@@ -142,7 +145,9 @@ class StreamingUI:
         else:
             target.add_listener(history.listener(), name="StreamingUI")
         if self.metrics is not None:
-            self.metrics.attach(target, name=label, history=history)
+            # Under the name it was given, not this UI's label: the metrics continue the series of a
+            # stopped context of that name (a restart), where the UI keeps showing the stopped one.
+            self.metrics.attach(target, name=name or getattr(runtime, "name", None) or label, history=history)
         self._histories[label] = history
         return history
 

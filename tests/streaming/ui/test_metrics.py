@@ -160,6 +160,39 @@ async def test_two_listeners_of_one_class_have_a_series_each(clock: ManualClock)
         "StreamingMetrics", "_Quiet", "_Quiet-2"]
 
 
+async def test_a_restarted_context_of_one_name_continues_its_series_and_two_live_ones_do_not_share_one() -> None:
+    """A context attached under a stopped one's name continues its counters; one attached while a namesake runs gets -2."""
+    metrics = StreamingMetrics()
+    labels = []
+    for _ in range(2):
+        clock = ManualClock(0)
+        async with StreamingRuntime(pipeline([1, 2]), Seconds(1), clock=clock, name="same") as runtime:
+            labels.append(metrics.attach(runtime))
+            await runtime.start()
+            await advance(runtime, clock, Seconds(1), times=2)
+            await runtime.stop()
+    clock = ManualClock(0)
+    async with StreamingRuntime(pipeline([5]), Seconds(1), clock=clock, name="same") as a, \
+            StreamingRuntime(pipeline([7]), Seconds(1), clock=clock, name="same") as b:
+        labels += [metrics.attach(a), metrics.attach(b)]
+        await a.start()
+        await b.start()
+        await advance(a, clock, Seconds(1))
+        await b.wait_until_idle()
+        await a.listener_bus.wait_delivered()
+        text = metrics.scrape()
+        await a.stop()
+        await b.stop()
+    assert labels == ["same", "same", "same", "same-2"]
+    found = series(text)
+    assert len(found) == len(set(found))
+    values = samples(text)
+    assert value(values, "aiodstream_batches_total", query="same", outcome="completed") == 5
+    assert value(values, "aiodstream_input_records_total", query="same", input="0") == 1 + 2 + 1 + 2 + 5
+    assert value(values, "aiodstream_batches_total", query="same-2", outcome="completed") == 1
+    assert value(values, "aiodstream_input_records_total", query="same-2", input="0") == 7
+
+
 def test_events_of_records_and_of_eager_snapshots_scrape_the_same_text() -> None:
     """The metrics of BatchCompleted events made from records equal, byte for byte, those of the same batches' eager BatchInfo events."""
     job_sets = []
