@@ -16,6 +16,7 @@ import os
 import shutil
 import socket
 import tempfile
+import urllib.parse
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
@@ -198,9 +199,15 @@ class StreamingUI:
         ui = self
 
         def history_of(request: Any) -> ContextHistory:
-            history = ui._histories.get(request.path_params["name"])
+            name = urllib.parse.unquote(request.path_params["name"])  # quoted by _ContextSegment
+            history = ui._histories.get(name)
+            if history is None and name.upper() in ("%2E", "%2E%2E"):
+                # "." and "..": a browser resolves them as dot segments even percent-encoded once,
+                # so the pages send their dots encoded twice (app.js's ctx()).
+                name = urllib.parse.unquote(name)
+                history = ui._histories.get(name)
             if history is None:
-                raise HTTPException(404, f"no context named {request.path_params['name']!r}")
+                raise HTTPException(404, f"no context named {name!r}")
             return history
 
         def int_param(request: Any, key: str, default: int = 0) -> int:
@@ -292,7 +299,7 @@ class StreamingUI:
         if self.metrics is not None:
             routes.append(Mount("/metrics", app=self.metrics.asgi_app()))
             routes.append(Route("/metrics", lambda request: RedirectResponse("/metrics/")))
-        return Starlette(routes=routes)
+        return _ContextSegment(Starlette(routes=routes))
 
     # -- serving it --
 
@@ -426,6 +433,44 @@ class _PrivateSocket:
     def close(self) -> None:
         self.sock.close()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class _ContextSegment:
+    """ASGI middleware: reads the context's name in ``/api/v1/contexts/<name>/...`` from the raw path, as sent.
+
+    Routing matches the decoded path, where a name's encoded ``/`` (``team%2Fjob``) would split it
+    in two: the name's segment is decoded here, once, from ``raw_path`` (which HTTP servers pass),
+    and given to the routes quoted again, so any name reaches its context.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            scope = _with_context_segment(scope)
+        await self.app(scope, receive, send)
+
+
+_CONTEXTS = ["api", "v1", "contexts"]
+
+
+def _with_context_segment(scope: Any) -> Any:
+    """``scope`` with the context name's segment of its path quoted (``/`` as ``%2F``), or as it is."""
+    root_path = scope.get("root_path", "")
+    path: str = scope["path"]
+    raw = scope.get("raw_path")
+    if raw is not None:
+        # The raw path holds the mount's prefix too (root_path, decoded): drop as many segments.
+        segments = [urllib.parse.unquote_to_bytes(segment).decode("utf-8", "replace")
+                    for segment in bytes(raw).split(b"?", 1)[0].split(b"/")[1 + root_path.count("/"):]]
+    else:  # a server that passes no raw_path: the decoded path's segments
+        segments = (path[len(root_path):] if path.startswith(root_path) else path).split("/")[1:]
+    if len(segments) < 5 or segments[:3] != _CONTEXTS:
+        return scope
+    name = urllib.parse.quote(segments[3], safe="")
+    rest = segments[4:]
+    return {**scope, "path": "/".join([root_path, *_CONTEXTS, name, *rest])}
 
 
 def _json_response_class() -> Any:

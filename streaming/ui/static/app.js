@@ -31,6 +31,9 @@ function svg(tag, attrs, ...children) {
 }
 
 const enc = encodeURIComponent;
+// A context's name as one segment of an API path. A browser takes "." and ".." as dot segments even
+// percent-encoded (%2E%2E) and drops them, so their dots go encoded twice; the server reads those back.
+function ctx(name) { return name === "." || name === ".." ? name.replace(/\./g, "%252E") : enc(name); }
 async function api(path) {
   const response = await fetch("api/v1/" + path, { cache: "no-store" });
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status} ${await response.text()}`);
@@ -161,7 +164,7 @@ function ctxState(name) {
 
 async function refreshContext(name, { withProgress = false } = {}) {
   const c = ctxState(name);
-  const base = `contexts/${enc(name)}`;
+  const base = `contexts/${ctx(name)}`;
   const [stats, batches, receivers] = await Promise.all([
     api(`${base}/streaming/statistics`), api(`${base}/streaming/batches?since=${c.seq}`), api(`${base}/streaming/receivers`)]);
   c.stats = stats;
@@ -293,8 +296,8 @@ async function streamingPage(name) {
 }
 
 async function batchPage(name, batchId) {
-  const base = `contexts/${enc(name)}/streaming/batches/${enc(batchId)}`;
-  const [stats, b, ops] = await Promise.all([api(`contexts/${enc(name)}/streaming/statistics`), api(base), api(`${base}/operations`)]);
+  const base = `contexts/${ctx(name)}/streaming/batches/${enc(batchId)}`;
+  const [stats, b, ops] = await Promise.all([api(`contexts/${ctx(name)}/streaming/statistics`), api(base), api(`${base}/operations`)]);
   navFor(name, stats, "batch");
   const facts = [["Batch Duration", fmtMs(stats.batchDuration)], ["Status", b.status.toLowerCase()], ["Input data size", `${fmtNum(b.inputSize)} records`],
     ["Scheduling delay", fmtMs(b.schedulingDelay)], ["Processing time", fmtMs(b.processingTime)], ["Total delay", fmtMs(b.totalDelay)]];

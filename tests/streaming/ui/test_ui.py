@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -253,6 +254,61 @@ async def test_a_trace_opens_in_the_same_views(tmp_path: Path, clock: ManualCloc
             "avgProcessingTime", "avgTotalDelay", "batchDuration", "startTimeMs"]
     assert {k: replayed.statistics()[k] for k in keys} == {k: live.statistics()[k] for k in keys}
     assert replayed.statistics()["numTotalCompletedBatches"] == 4
+
+
+NAMES = ["team/job", "a%2Fb", "50% done", "q#1", "what?", "dots..", "..", "."]
+
+
+async def asgi_get(app: Any, raw_path: bytes, root_path: str = "") -> tuple[int, str]:
+    """GET ``raw_path`` from an ASGI app as an HTTP server passes it (the decoded path and the raw one)."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    path = urllib.parse.unquote(raw_path.decode())
+    scope = {"type": "http", "method": "GET", "path": path, "raw_path": raw_path, "query_string": b"", "headers": [],
+             "http_version": "1.1", "scheme": "http", "root_path": root_path, "server": ("127.0.0.1", 80)}
+    await app(scope, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    return start["status"], b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body").decode()
+
+
+async def test_any_context_name_reaches_its_context_encoded_as_the_pages_encode_it(tmp_path: Path, clock: ManualClock) -> None:
+    """Names with '/', '%', '#', '?' and dots: each one's statistics and operations over HTTP, and mounted under a prefix."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    ui = StreamingUI(metrics=False)
+    path = tmp_path / "run.jsonl"
+    with TraceRecorder(path, batch_interval=Seconds(1)) as trace:
+        async with StreamingRuntime(pipeline([3]), Seconds(1), clock=clock, name="live") as runtime:
+            runtime.add_listener(trace, on_loop=True)
+            await run_batches(runtime, clock, 1)
+            await runtime.stop()
+    for name in NAMES:
+        ui.add_trace(path, name=name)
+    mounted = Starlette(routes=[Mount("/ui/x", app=ui.asgi_app())])
+    async with anyio.create_task_group() as tg:
+        url = await tg.start(ui.serve, "127.0.0.1", 0)
+        assert [c["name"] for c in await fetch_json(url + "api/v1/contexts")] == NAMES
+        for name in NAMES:
+            quoted = urllib.parse.quote(name, safe="")  # what encodeURIComponent gives
+            stats = await fetch_json(url + f"api/v1/contexts/{quoted}/streaming/statistics")
+            assert stats["name"] == name
+            ops = await fetch_json(url + f"api/v1/contexts/{quoted}/streaming/batches/1000/operations")
+            assert [o["outputOpId"] for o in ops] == [0]
+            status, body = await asgi_get(mounted, f"/ui/x/api/v1/contexts/{quoted}/streaming/statistics".encode(), "")
+            assert status == 200 and json.loads(body)["name"] == name
+        for name in (".", ".."):  # as app.js sends them: a browser would resolve a dot segment, even as %2E
+            stats = await fetch_json(url + "api/v1/contexts/" + name.replace(".", "%252E") + "/streaming/statistics")
+            assert stats["name"] == name
+        status, body = await fetch(url + "api/v1/contexts/team%2Fnobody/streaming/statistics")
+        assert status == 404 and "no context named 'team/nobody'" in body
+        tg.cancel_scope.cancel()
 
 
 def test_bad_settings_are_refused_with_what_was_wrong() -> None:
