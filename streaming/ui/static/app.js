@@ -40,13 +40,17 @@ async function api(path) {
   return response.json();
 }
 
+// Each unit is chosen after rounding to what it shows, so a value never reads "60 s", "60 min" or "1000 ms".
 function fmtMs(ms) {
   if (ms === null || ms === undefined) return "-";
-  if (ms < 10 && !Number.isInteger(ms)) return `${ms.toFixed(1)} ms`;
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  if (ms < 60000) return `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
-  if (ms < 3600000) return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
-  return `${Math.floor(ms / 3600000)} h ${Math.round((ms % 3600000) / 60000)} min`;
+  if (ms < 9.95 && !Number.isInteger(ms)) return `${ms.toFixed(1)} ms`;
+  if (ms < 999.5) return `${Math.round(ms)} ms`;
+  if (ms < 9995) return `${(ms / 1000).toFixed(2)} s`;
+  if (ms < 59950) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.round(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  const m = Math.round(ms / 60000);
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
 }
 function fmtNum(n, digits = 2) {
   if (n === null || n === undefined || Number.isNaN(n)) return "-";

@@ -268,8 +268,8 @@ anyio.run(main)
 """
 
 
-def test_every_context_name_opens_its_pages(browser: Any, tmp_path: Path) -> None:
-    """Names with '/', '%', '#', '?' and dots ('.', '..' too) open their Streaming and batch pages."""
+def test_every_context_name_opens_its_pages_and_durations_read_in_whole_units(browser: Any, tmp_path: Path) -> None:
+    """Names with '/', '%', '#', '?' and dots ('.', '..' too) open their Streaming and batch pages; fmtMs never shows 60 s."""
     path = tmp_path / "run.jsonl"
     subprocess.run([sys.executable, "-m", "streaming._cli", "simulate", "--interval", "1s", "--rate", "10", "--op",
                     "kind=constant,value=200ms", "--batches", "3", "--events", str(path)], check=True, capture_output=True)
@@ -288,6 +288,8 @@ def test_every_context_name_opens_its_pages(browser: Any, tmp_path: Path) -> Non
             page.click("#completed-batches tbody tr a")
             page.wait_for_selector("#operations tbody tr")
             assert page.text_content("#status").startswith("not live"), (name, page.text_content("#status"))
+        shown = page.evaluate("[59999, 119600, 179500, 3599999, 7170000, 9.96, 999.6, 9994].map(fmtMs)")
+        assert shown == ["1 min 0 s", "2 min 0 s", "3 min 0 s", "1 h 0 min", "2 h 0 min", "10 ms", "1.00 s", "9.99 s"]
         assert page.errors == []
     finally:
         server.terminate()
