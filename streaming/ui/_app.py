@@ -233,18 +233,22 @@ class StreamingUI:
             return JSONResponse(history_of(request).statistics())
 
         async def batches(request: Any) -> Any:
-            status = request.query_params.get("status")
-            if status is not None and status not in ("QUEUED", "PROCESSING", "COMPLETED"):
-                raise HTTPException(400, f"status must be QUEUED, PROCESSING or COMPLETED, got {status!r}")
-            return JSONResponse(history_of(request).batches(since=int_param(request, "since"), status=status))
+            statuses = request.query_params.getlist("status")  # repeated, as Spark's takes a list
+            for status in statuses:
+                if status not in ("QUEUED", "PROCESSING", "COMPLETED"):
+                    raise HTTPException(400, f"status must be QUEUED, PROCESSING or COMPLETED, got {status!r}")
+            return JSONResponse(history_of(request).batches(since=int_param(request, "since"), status=statuses))
+
+        def id_param(request: Any, key: str, what: str) -> int:
+            raw = request.path_params[key]
+            try:
+                return int(raw)
+            except ValueError:
+                raise HTTPException(400, f"{what}, got {raw!r}") from None
 
         def batch_of(request: Any) -> tuple[ContextHistory, dict[str, Any], Any]:
             history = history_of(request)
-            raw = request.path_params["batch_id"]
-            try:
-                batch_id = int(raw)
-            except ValueError:
-                raise HTTPException(400, f"a batch id is its time in ms, got {raw!r}") from None
+            batch_id = id_param(request, "batch_id", "a batch id is its time in ms")
             found = history.batch(batch_id)
             if found is None:
                 raise HTTPException(404, f"batch {request.path_params['batch_id']} is not retained")
@@ -254,6 +258,16 @@ class StreamingUI:
             return JSONResponse(batch_of(request)[1])
 
         async def operations(request: Any) -> Any:
+            return JSONResponse(await operations_of(request))
+
+        async def operation(request: Any) -> Any:
+            op_id = id_param(request, "op_id", "an output operation id is an integer")
+            found = [op for op in await operations_of(request) if op["outputOpId"] == op_id]
+            if not found:
+                raise HTTPException(404, f"unknown output operation: {op_id}")
+            return JSONResponse(found[0])
+
+        async def operations_of(request: Any) -> list[dict[str, Any]]:
             history, _, info = batch_of(request)
             ops = list(info.output_operation_infos.values())
             jobs: list[list[int] | None] = [None] * len(ops)
@@ -271,10 +285,18 @@ class StreamingUI:
                 except Exception as exc:  # Spark gone or slow: the table still shows, without links
                     ui._log.warning("could not look up Spark job ids", error=repr(exc))
             tracebacks = ui.security.show_tracebacks
-            return JSONResponse([operation_json(op, j, show_tracebacks=tracebacks) for op, j in zip(ops, jobs, strict=True)])
+            return [operation_json(op, j, show_tracebacks=tracebacks) for op, j in zip(ops, jobs, strict=True)]
 
         async def receivers(request: Any) -> Any:
             return JSONResponse(history_of(request).receivers())
+
+        async def receiver(request: Any) -> Any:
+            history = history_of(request)
+            stream_id = id_param(request, "stream_id", "a receiver's id is its stream id, an integer")
+            found = [r for r in history.receivers() if r["streamId"] == stream_id]
+            if not found:
+                raise HTTPException(404, f"unknown receiver: {stream_id}")
+            return JSONResponse(found[0])
 
         async def progress(request: Any) -> Any:
             return JSONResponse(history_of(request).progress(since=int_param(request, "since")))
@@ -292,7 +314,9 @@ class StreamingUI:
             Route(api + "/streaming/batches", batches),
             Route(api + "/streaming/batches/{batch_id}", batch),
             Route(api + "/streaming/batches/{batch_id}/operations", operations),
+            Route(api + "/streaming/batches/{batch_id}/operations/{op_id}", operation),
             Route(api + "/streaming/receivers", receivers),
+            Route(api + "/streaming/receivers/{stream_id}", receiver),
             Route(api + "/progress", progress),
             Mount("/static", app=_static(static)),
         ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 from listeners import (
     HANDLER_NAMES,
@@ -355,18 +355,20 @@ class ContextHistory:
             "progressReports": self._last_progress_seq(),
         }
 
-    def batches(self, *, since: int = 0, status: str | None = None) -> list[dict[str, Any]]:
+    def batches(self, *, since: int = 0, status: str | Collection[str] | None = None) -> list[dict[str, Any]]:
         """Spark's ``/streaming/batches``: the running ones, then completed ones newest first.
 
         ``since``: only completed batches whose ``seq`` is above it (what a live page has not seen).
-        ``status``: ``QUEUED``, ``PROCESSING`` or ``COMPLETED`` only.
+        ``status``: ``QUEUED``, ``PROCESSING`` or ``COMPLETED`` only, or a collection of them
+        (Spark's repeated ``?status=``); ``None`` or empty: all.
         """
+        wanted = {"QUEUED", "PROCESSING", "COMPLETED"} if not status else {status} if isinstance(status, str) else set(status)
         out: list[dict[str, Any]] = []
-        if status in (None, "QUEUED", "PROCESSING"):
+        if wanted & {"QUEUED", "PROCESSING"}:
             for _, (state, info) in sorted(self.active().items(), reverse=True):
-                if status is None or status == state:
+                if state in wanted:
                     out.append(batch_json(info, state, None, self.batch_interval_ms))
-        if status in (None, "COMPLETED"):
+        if "COMPLETED" in wanted:
             self.catch_up()
             with self._lock:
                 rows = self._batches.rows(max(0, self._batches.appended - since))

@@ -192,6 +192,14 @@ async def test_the_app_serves_pages_api_and_metrics_over_http(tmp_path: Path, cl
             assert [q["numInputRows"] for q in progress] == [q.num_input_rows for q in delivered]
             assert await fetch_json(api + f"progress?since={progress[-1]['seq']}") == []
             assert (await fetch(api + "streaming/batches?status=DONE"))[0] == 400
+            assert (await fetch(api + "streaming/batches?status=COMPLETED&status=DONE"))[0] == 400
+            both = await fetch_json(api + "streaming/batches?status=QUEUED&status=COMPLETED")  # Spark's repeated status
+            assert [r["batchId"] for r in both] == [r["batchId"] for r in rows]
+            assert await fetch_json(api + f"streaming/batches/{rows[0]['batchId']}/operations/0") == ops[0]
+            assert await fetch(api + f"streaming/batches/{rows[0]['batchId']}/operations/1") == (404, "unknown output operation: 1")
+            assert (await fetch(api + f"streaming/batches/{rows[0]['batchId']}/operations/x"))[0] == 400
+            assert await fetch(api + "streaming/receivers/0") == (404, "unknown receiver: 0")
+            assert (await fetch(api + "streaming/receivers/x"))[0] == 400
             assert (await fetch(api + "streaming/batches?since=x"))[0] == 400
             assert (await fetch(api + "streaming/batches/12x"))[0] == 400
             assert (await fetch(api + "streaming/batches/999"))[0] == 404
