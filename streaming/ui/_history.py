@@ -316,12 +316,22 @@ class ContextHistory:
             records, submitted, started, ended = self._batches.timings()
         receivers = list(self._receivers.values())
         interval = self.batch_interval_ms
+        # As Spark's StreamingStatisticsResource: the rate and the scheduling delay average over the
+        # queued, processing and retained completed batches; the times are Longs (integer division,
+        # toward zero); numReceivedRecords counts a batch once it started (onBatchStarted).
+        active = [info for _, info in self.active().values()]
+        records = [*records, *(info.num_records for info in active)]
+        received = self.records + sum(info.num_records for info in active if info.processing_start_time is not None)
 
-        def avg(values: list[int]) -> float | None:
-            return sum(values) / len(values) if values else None
+        def avg(values: list[int]) -> int | None:
+            if not values:
+                return None
+            whole = abs(sum(values)) // len(values)
+            return whole if sum(values) >= 0 else -whole
 
         rates = [n * 1000 / interval for n in records] if interval else []
         scheduling = [start - sub for sub, start in zip(submitted, started, strict=True) if start is not None]
+        scheduling += [info.scheduling_delay.milliseconds for info in active if info.scheduling_delay is not None]
         processing = [end - start for start, end in zip(started, ended, strict=True) if start is not None and end is not None]
         total = [end - sub for sub, start, end in zip(submitted, started, ended, strict=True)
                  if start is not None and end is not None]
@@ -343,11 +353,11 @@ class ContextHistory:
             "numInactiveReceivers": sum(1 for r in receivers if not r.info.active),
             "numTotalCompletedBatches": self.completed_batches,
             "numFailedBatches": self.failed_batches,
-            "numRetainedCompletedBatches": len(records),
-            "numActiveBatches": len(self.active()),
+            "numRetainedCompletedBatches": len(submitted),
+            "numActiveBatches": len(active),
             "numProcessedRecords": self.records,
-            "numReceivedRecords": self.records,
-            "avgInputRate": avg(rates),  # type: ignore[arg-type]
+            "numReceivedRecords": received,
+            "avgInputRate": sum(rates) / len(rates) if rates else None,
             "avgSchedulingDelay": avg(scheduling),
             "avgProcessingTime": avg(processing),
             "avgTotalDelay": avg(total),
