@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import urllib.error
 import urllib.parse
@@ -339,6 +340,31 @@ def test_bad_settings_are_refused_with_what_was_wrong() -> None:
     with pytest.raises(ValueError, match="the UI already shows 'twice'"):
         ui.attach(StreamingRuntime(pipeline([1]), Seconds(1)), name="twice")
     assert ui.attach(StreamingRuntime(pipeline([1]), Seconds(1), name="twice")).name == "twice-2"
+
+
+async def test_a_context_s_ui_keeps_spark_s_retained_batches_setting(clock: ManualClock) -> None:
+    """spark.streaming.ui.retainedBatches=3 (read with the context's settings): the served UI keeps 3; a malformed one is named."""
+    from streaming._settings import ContextArguments, ContextSettings
+    from streaming.spark import SparkSettings
+    from streaming.ui import ContextUI
+
+    def ui_setting(retained: str) -> Any:
+        conf = {"spark.aiodstream.ui.port": "0", "spark.streaming.ui.retainedBatches": retained}
+        return ContextSettings.read(SparkSettings(2, conf), ContextArguments(), continuous=False).ui
+
+    with pytest.raises(ValueError, match=re.escape("spark.streaming.ui.retainedBatches must be a positive number of batches, got '0'")):
+        ui_setting("0")
+    context_ui = ContextUI()
+    async with StreamingRuntime(pipeline([1] * 5), Seconds(1), clock=clock, name="kept") as runtime:
+        context_ui.prepare(ui_setting("3"), runtime, "kept")
+        await run_batches(runtime, clock, 5)
+        await context_ui.serve(runtime)
+        url = context_ui.url(runtime)
+        assert url is not None
+        config = await fetch_json(url + "api/v1/config")
+        stats = await fetch_json(url + "api/v1/contexts/kept/streaming/statistics")
+        await runtime.stop()
+    assert (config["retainedBatches"], stats["numRetainedCompletedBatches"], stats["numTotalCompletedBatches"]) == (3, 3, 5)
 
 
 def test_the_ui_command_refuses_zero_retained_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
