@@ -29,7 +29,7 @@ import sniffio
 from listeners import BatchInfo, StreamingListenerBus
 from scheduler import Duration, JobScheduler, library_logger
 
-from ..runtime import QueryRuntime
+from ..runtime import QueryRuntime, StreamingContextState
 from ._extras import require
 from ._history import ContextHistory, check_retained, operation_json
 from ._relay import ConnectionRelay, RelayStatistics
@@ -127,6 +127,19 @@ class StreamingUI:
         elif isinstance(bus, StreamingListenerBus):
             bus.follow_batches()
             active = bus.active_batches
+        dropped: Callable[[], list[BatchInfo]] | None = None
+        if active is not None:
+            # What is still running when the runtime has STOPPED is what its immediate stop dropped: no longer
+            # active, counted as dropped. Read when a page asks, so the engine pays nothing per batch.
+            unfinished = active
+
+            def active_now() -> list[BatchInfo]:
+                return [] if runtime.state is StreamingContextState.STOPPED else unfinished()
+
+            def dropped_at_stop() -> list[BatchInfo]:
+                return unfinished() if runtime.state is StreamingContextState.STOPPED else []
+
+            active, dropped = active_now, dropped_at_stop
         if isinstance(bus, StreamingListenerBus):
             if runtime.kind == "micro-batch":
                 # The completed batches and progress reports too: the bus keeps them once for
@@ -139,7 +152,7 @@ class StreamingUI:
             retained_batches=self.retained_batches, retained_progress=self.retained_progress,
             spark_ui=links.get("spark_ui"), spark_jobs=links.get("spark_jobs"),
             show_tracebacks=self.security.show_tracebacks,
-            active=active, **logs,
+            active=active, dropped=dropped, **logs,
         )
         if hasattr(target, "addStreamingListener"):
             target.addStreamingListener(history.listener())

@@ -86,6 +86,8 @@ class ContextHistory:
             ``running_batches()``, or a bus's ``active_batches`` after its ``follow_batches``).
             With it, register :meth:`listener` rather than the history:
             it takes no ``BatchSubmitted`` or ``BatchStarted``, so the bus builds no snapshot for them.
+        dropped: reads the batches the engine's stop dropped (submitted, never completed) once it
+            stopped; ``active`` gives none then (an immediate stop drops the queued and running ones).
         batch_log: reads the completed batches from a bus's :class:`~listeners.BatchLog`
             instead of taking ``BatchCompleted`` (:meth:`listener` then takes none): its reader
             keeps each batch's values as the log folds it, so the log holds only a run of batches.
@@ -109,6 +111,7 @@ class ContextHistory:
         live: bool = True,
         show_tracebacks: bool = False,
         active: Callable[[], list[BatchInfo]] | None = None,
+        dropped: Callable[[], list[BatchInfo]] | None = None,
         batch_log: BatchLog | None = None,
         progress_log: ProgressLog | None = None,
     ) -> None:
@@ -131,6 +134,7 @@ class ContextHistory:
         self._batches = FlatBatches(retained_batches)
         self._active: dict[int, tuple[str, BatchInfo]] = {}
         self._active_source = active
+        self._dropped = dropped
         self._receivers: dict[int, _Receiver] = {}
         self._progress: collections.deque[tuple[int, Any]] = collections.deque(maxlen=retained_progress)
         self._progress_seq = itertools.count(1)
@@ -355,6 +359,7 @@ class ContextHistory:
             "numFailedBatches": self.failed_batches,
             "numRetainedCompletedBatches": len(submitted),
             "numActiveBatches": len(active),
+            "numDroppedBatches": 0 if self._dropped is None else len(self._dropped()),
             "numProcessedRecords": self.records,
             "numReceivedRecords": received,
             "avgInputRate": sum(rates) / len(rates) if rates else None,

@@ -16,7 +16,7 @@ import anyio.to_thread
 import pytest
 
 from listeners import BatchInfo, EventRecorder, QueryProgress
-from scheduler import ManualClock, Milliseconds, Seconds
+from scheduler import ManualClock, Milliseconds, Seconds, Time
 from streaming import Batch, ListSource, Pipeline, StreamingContext, StreamingRuntime
 from streaming._cli import main as cli
 from streaming.simulation import TraceRecorder
@@ -145,6 +145,33 @@ async def test_running_and_queued_batches_are_active_until_they_complete(clock: 
         await runtime.stop()
     assert [(r["batchId"], r["status"]) for r in done] == [(2000, "COMPLETED"), (1000, "COMPLETED")]
     assert history.active() == {}
+
+
+async def test_batches_an_immediate_stop_dropped_are_not_active_afterwards_but_counted_as_dropped(clock: ManualClock) -> None:
+    """A UI that outlives its runtime: a queued batch an immediate stop dropped leaves the active ones, counted as dropped."""
+    p = Pipeline()
+    p.add_source(lambda t: [1], name="one")
+
+    async def held(batch: Batch) -> None:
+        if batch.time.milliseconds > 1000:
+            await anyio.sleep_forever()
+
+    p.add_output(held, name="held")
+    ui = StreamingUI(metrics=False)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, name="dropped", abandon_after=Seconds(2)) as runtime:
+        history = ui.attach(runtime)
+        await runtime.start()
+        clock.advance(Seconds(3))
+        await wait_until(lambda: [r["status"] for r in history.batches()] == ["QUEUED", "PROCESSING", "COMPLETED"])
+        assert (history.statistics()["numActiveBatches"], history.statistics()["numDroppedBatches"]) == (2, 0)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: runtime.stop(graceful=False))
+            await wait_until(lambda: clock.next_deadline == Time(5000))  # the grace period of the running batch
+            clock.advance(Seconds(2))
+    stats = history.statistics()
+    # The running batch was cancelled after its grace period and completed (failed); the queued one never ran.
+    assert [(r["batchId"], r["status"]) for r in history.batches()] == [(2000, "COMPLETED"), (1000, "COMPLETED")]
+    assert (stats["numActiveBatches"], stats["numDroppedBatches"], stats["numTotalCompletedBatches"]) == (0, 1, 2)
 
 
 async def test_the_ui_takes_no_event_per_batch_and_reads_the_batches_when_asked(clock: ManualClock) -> None:
