@@ -170,9 +170,7 @@ class StreamingListenerBus:
         self._closing: anyio.Event | None = None
         self._removed: list[ListenerQueue] = []  # removed, still delivering what was queued for them
         self._removed_stats: list[ListenerStatistics] = []  # removed and drained: final counts
-        # Every name a listener was given on this bus, removed ones included (their counters stay in
-        # statistics()): a repeated name gets a suffix, so each listener's counters are told apart.
-        self._names: set[str] = set()
+        self._names: set[str] = set()  # every listener's, removed ones' too (statistics() keeps their counts)
         # The batches submitted and not completed, by time in ms, once a view asked to follow
         # them (follow_batches): references to the scheduler's own JobSets, snapshotted only when
         # the view reads them, instead of two snapshot events per batch.
@@ -195,9 +193,8 @@ class StreamingListenerBus:
 
         Args:
             listener: the listener.
-            name: the name logs and statistics use (default: its class or function name). A name
-                another listener of this bus was given (two listeners of one class, two lambdas)
-                gets ``-2``, ``-3``, ... in the order they are added, never reused on this bus.
+            name: the name logs and statistics use (default: its class or function name); one this bus
+                gave before (two listeners of one class) gets ``-2``, ``-3``, ... in order, never reused.
             on_loop: run its plain callbacks on the event loop (they must be quick and must not
                 block) rather than on a worker thread of its own; default: the listener's
                 ``run_on_loop`` attribute, else ``False``.
@@ -210,14 +207,9 @@ class StreamingListenerBus:
         """
         if self._closed:
             raise StreamingStateError("cannot add a listener to a closed listener bus")
-        wanted = name or name_of(listener)
-        unique, n = wanted, 1
-        while unique in self._names:
-            n += 1
-            unique = f"{wanted}-{n}"
-        slot = ListenerQueue(listener, unique, self.capacity, on_loop, inline, self._log,
-                             self._linger_clock, gather=self.overflow is OverflowPolicy.DROP)
-        self._names.add(unique)
+        slot = ListenerQueue(listener, _unique_name(name or name_of(listener), self._names), self.capacity, on_loop, inline,
+                             self._log, self._linger_clock, gather=self.overflow is OverflowPolicy.DROP)
+        self._names.add(slot.name)
         self._slots = [*self._slots, slot]
         self._refresh_wanted()
         if self._tg is not None:
@@ -556,12 +548,9 @@ class StreamingListenerBus:
         lost = slot.drop_undelivered()
         if not lost:
             return
-        self._log.warning(
-            "listener bus stopped before this listener received every queued event; they were dropped",
-            listener=slot.name,
-            dropped=lost,
-            exit_timeout_ms=None if self.exit_timeout is None else self.exit_timeout.milliseconds,
-        )
+        self._log.warning("listener bus stopped before this listener received every queued event; they were dropped",
+                          listener=slot.name, dropped=lost,
+                          exit_timeout_ms=None if self.exit_timeout is None else self.exit_timeout.milliseconds)
 
     # -- introspection --
 
@@ -588,3 +577,12 @@ class StreamingListenerBus:
         st = self.statistics()
         return (f"<StreamingListenerBus [listeners: {len(self._slots)} | events: {st.posted} posted, "
                 f"{st.queued} queued, {st.dropped} dropped]>")
+
+
+def _unique_name(wanted: str, taken: set[str]) -> str:
+    """``wanted``, or the first of ``wanted-2``, ``wanted-3``, ... not in ``taken``: each listener's counters told apart."""
+    name, n = wanted, 1
+    while name in taken:
+        n += 1
+        name = f"{wanted}-{n}"
+    return name
