@@ -170,6 +170,7 @@ class StreamingListenerBus:
         self._closing: anyio.Event | None = None
         self._removed: list[ListenerQueue] = []  # removed, still delivering what was queued for them
         self._removed_stats: list[ListenerStatistics] = []  # removed and drained: final counts
+        self._names: set[str] = set()  # every listener's, removed ones' too (statistics() keeps their counts)
         # The batches submitted and not completed, by time in ms, once a view asked to follow
         # them (follow_batches): references to the scheduler's own JobSets, snapshotted only when
         # the view reads them, instead of two snapshot events per batch.
@@ -192,7 +193,8 @@ class StreamingListenerBus:
 
         Args:
             listener: the listener.
-            name: the name logs and statistics use (default: its class or function name).
+            name: the name logs and statistics use (default: its class or function name); one this bus
+                gave before (two listeners of one class) gets ``-2``, ``-3``, ... in order, never reused.
             on_loop: run its plain callbacks on the event loop (they must be quick and must not
                 block) rather than on a worker thread of its own; default: the listener's
                 ``run_on_loop`` attribute, else ``False``.
@@ -205,8 +207,9 @@ class StreamingListenerBus:
         """
         if self._closed:
             raise StreamingStateError("cannot add a listener to a closed listener bus")
-        slot = ListenerQueue(listener, name or name_of(listener), self.capacity, on_loop, inline, self._log,
-                             self._linger_clock, gather=self.overflow is OverflowPolicy.DROP)
+        slot = ListenerQueue(listener, _unique_name(name or name_of(listener), self._names), self.capacity, on_loop, inline,
+                             self._log, self._linger_clock, gather=self.overflow is OverflowPolicy.DROP)
+        self._names.add(slot.name)
         self._slots = [*self._slots, slot]
         self._refresh_wanted()
         if self._tg is not None:
@@ -545,12 +548,9 @@ class StreamingListenerBus:
         lost = slot.drop_undelivered()
         if not lost:
             return
-        self._log.warning(
-            "listener bus stopped before this listener received every queued event; they were dropped",
-            listener=slot.name,
-            dropped=lost,
-            exit_timeout_ms=None if self.exit_timeout is None else self.exit_timeout.milliseconds,
-        )
+        self._log.warning("listener bus stopped before this listener received every queued event; they were dropped",
+                          listener=slot.name, dropped=lost,
+                          exit_timeout_ms=None if self.exit_timeout is None else self.exit_timeout.milliseconds)
 
     # -- introspection --
 
@@ -577,3 +577,12 @@ class StreamingListenerBus:
         st = self.statistics()
         return (f"<StreamingListenerBus [listeners: {len(self._slots)} | events: {st.posted} posted, "
                 f"{st.queued} queued, {st.dropped} dropped]>")
+
+
+def _unique_name(wanted: str, taken: set[str]) -> str:
+    """``wanted``, or the first of ``wanted-2``, ``wanted-3``, ... not in ``taken``: each listener's counters told apart."""
+    name, n = wanted, 1
+    while name in taken:
+        n += 1
+        name = f"{wanted}-{n}"
+    return name

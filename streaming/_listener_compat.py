@@ -243,12 +243,20 @@ class JavaReceiverInfo:
 
 
 class _Event:
-    """The argument of a pyspark callback: ``batchInfo()``, ``outputOperationInfo()``, ``receiverInfo()`` or ``time``."""
+    """The argument of a pyspark callback: ``batchInfo()``, ``outputOperationInfo()``, ``receiverInfo()`` or ``time()``.
+
+    Every one is a method, as on the Java events py4j shows pyspark (``JavaStreamingListener*``:
+    Scala ``val`` fields, which py4j calls as getters).
+    """
 
     def __init__(self, event: StreamingEvent) -> None:
         self._event = event
-        if isinstance(event, StreamingStarted):
-            self.time = event.time.milliseconds
+
+    def time(self) -> int:
+        """When the context started, in ms (``onStreamingStarted``'s event only)."""
+        if not isinstance(self._event, StreamingStarted):
+            raise AttributeError(f"a {type(self._event).__name__} event has no time(); only onStreamingStarted's has")
+        return self._event.time.milliseconds
 
     def batchInfo(self) -> JavaBatchInfo:
         return JavaBatchInfo(self._event.batch_info)  # type: ignore[union-attr]

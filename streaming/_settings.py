@@ -118,9 +118,9 @@ def _trace(settings: SparkSettings) -> tuple[str, int | None] | None:
     return path, limit
 
 
-def _ui(settings: SparkSettings, given: int | None, restored: bool) -> tuple[tuple[str, int, int], UISecurity] | None:
+def _ui(settings: SparkSettings, given: int | None, restored: bool) -> tuple[tuple[str, int, int], UISecurity, int] | None:
     """``uiPort`` (``restored`` from a checkpoint) or ``spark.aiodstream.ui.*``: where the web UI listens (host, port,
-    further ports to try) and its security."""
+    further ports to try), its security, and the completed batches it keeps (``spark.streaming.ui.retainedBatches``)."""
     port = given
     if port is None:
         raw = settings.get("spark.aiodstream.ui.port")
@@ -130,13 +130,14 @@ def _ui(settings: SparkSettings, given: int | None, restored: bool) -> tuple[tup
             port = int(raw.strip())
         except ValueError:
             raise ValueError(f"spark.aiodstream.ui.port must be a port number (0: any free port), got {raw!r}") from None
-    from .ui import UISecurity, check_port
+    from .ui import UISecurity, check_port, retained_batches_setting
 
     check_port(port)
     host = (settings.get("spark.aiodstream.ui.host") or "127.0.0.1").strip()
     # An explicit port is taken as given; Spark's setting follows the next ports when taken, as Spark's UI does, and so
     # does a port restored from a checkpoint: a restart must not fail because another program took it meanwhile.
-    return (host, port, 0 if given is not None and not restored else 16), UISecurity.from_settings(settings.get)
+    return ((host, port, 0 if given is not None and not restored else 16), UISecurity.from_settings(settings.get),
+            retained_batches_setting(settings.get))
 
 
 @attrs.frozen
@@ -152,7 +153,7 @@ class ContextSettings:
         backpressure: the PID rate estimator's parameters (proportional, integral, derived, minRate)
             with ``spark.streaming.backpressure.enabled`` in a micro-batch context, else ``None``.
         trace: ``spark.aiodstream.trace.path`` and ``.batches``, or ``None``.
-        ui: the web UI's (host, port, further ports to try) and security, or ``None``.
+        ui: the web UI's (host, port, further ports to try), security and retained batches, or ``None``.
         checkpoint_file_manager: how checkpoint paths are written (``spark.aiodstream.checkpoint.fileManager``).
         default_fs: Hadoop's ``fs.defaultFS``.
     """
@@ -164,7 +165,7 @@ class ContextSettings:
     stop_gracefully_on_shutdown: bool
     backpressure: tuple[float, float, float, float] | None
     trace: tuple[str, int | None] | None
-    ui: tuple[tuple[str, int, int], UISecurity] | None
+    ui: tuple[tuple[str, int, int], UISecurity, int] | None
     checkpoint_file_manager: str | None
     default_fs: str
     progress_settings: Mapping[str, object]

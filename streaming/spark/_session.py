@@ -136,7 +136,8 @@ STREAMING_SETTINGS = (
     "spark.network.timeout",
     "spark.rpc.message.maxSize",
     "spark.aiodstream.network.maxUnauthenticatedConnections",
-    # The web UI (ours: Spark's own UI has no streaming tab for this runtime).
+    # The web UI (ours: Spark's own UI has no streaming tab for this runtime), and Spark's retained batches it keeps.
+    "spark.streaming.ui.retainedBatches",
     "spark.aiodstream.ui.port",
     "spark.aiodstream.ui.host",
     "spark.aiodstream.ui.allowRemote",

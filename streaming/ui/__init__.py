@@ -11,8 +11,8 @@ from ._history import ContextHistory
 from ._metrics import DELAY_BUCKETS_S, StreamingMetrics
 from ._relay import ConnectionLimits, ConnectionRelay, RelayStatistics
 from ._security import RemoteUIRefusedError, UISecurity
-from ._wiring import ContextUI, spark_links
+from ._wiring import RETAINED_BATCHES, ContextUI, retained_batches_setting, spark_links
 
-__all__ = ["DEFAULT_UI_PORT", "DELAY_BUCKETS_S", "ConnectionLimits", "ConnectionRelay", "ContextHistory", "ContextUI",
+__all__ = ["DEFAULT_UI_PORT", "DELAY_BUCKETS_S", "RETAINED_BATCHES", "ConnectionLimits", "ConnectionRelay", "ContextHistory", "ContextUI",
            "RelayStatistics", "RemoteUIRefusedError", "StreamingMetrics", "StreamingUI", "UISecurity", "check_port", "error_summary",
-           "spark_links"]
+           "retained_batches_setting", "spark_links"]

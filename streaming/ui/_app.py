@@ -16,6 +16,7 @@ import os
 import shutil
 import socket
 import tempfile
+import urllib.parse
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
@@ -28,7 +29,7 @@ import sniffio
 from listeners import BatchInfo, StreamingListenerBus
 from scheduler import Duration, JobScheduler, library_logger
 
-from ..runtime import QueryRuntime
+from ..runtime import QueryRuntime, StreamingContextState
 from ._extras import require
 from ._history import ContextHistory, check_retained, operation_json
 from ._relay import ConnectionRelay, RelayStatistics
@@ -100,7 +101,10 @@ class StreamingUI:
     def attach(self, target: Any, *, name: str | None = None) -> ContextHistory:
         """Show ``target`` from now on: a ``StreamingContext``, a ``StreamingRuntime`` or a continuous query.
 
-        Returns its history (its ``name`` is the label in the pages and URLs).
+        Returns its history (its ``name`` is the label in the pages and URLs: the context's name,
+        or ``<name>-2``, ... when the UI already shows one of that name, stopped or not). Its
+        metrics' ``query`` label is the name too, but continues the series of a stopped context of
+        that name (see :class:`StreamingMetrics`).
         """
         runtime: QueryRuntime = target.runtime if hasattr(target, "addStreamingListener") else target
         label = self._name(name, runtime)
@@ -123,6 +127,19 @@ class StreamingUI:
         elif isinstance(bus, StreamingListenerBus):
             bus.follow_batches()
             active = bus.active_batches
+        dropped: Callable[[], list[BatchInfo]] | None = None
+        if active is not None:
+            # What is still running when the runtime has STOPPED is what its immediate stop dropped: no longer
+            # active, counted as dropped. Read when a page asks, so the engine pays nothing per batch.
+            unfinished = active
+
+            def active_now() -> list[BatchInfo]:
+                return [] if runtime.state is StreamingContextState.STOPPED else unfinished()
+
+            def dropped_at_stop() -> list[BatchInfo]:
+                return unfinished() if runtime.state is StreamingContextState.STOPPED else []
+
+            active, dropped = active_now, dropped_at_stop
         if isinstance(bus, StreamingListenerBus):
             if runtime.kind == "micro-batch":
                 # The completed batches and progress reports too: the bus keeps them once for
@@ -135,14 +152,16 @@ class StreamingUI:
             retained_batches=self.retained_batches, retained_progress=self.retained_progress,
             spark_ui=links.get("spark_ui"), spark_jobs=links.get("spark_jobs"),
             show_tracebacks=self.security.show_tracebacks,
-            active=active, **logs,
+            active=active, dropped=dropped, **logs,
         )
         if hasattr(target, "addStreamingListener"):
             target.addStreamingListener(history.listener())
         else:
             target.add_listener(history.listener(), name="StreamingUI")
         if self.metrics is not None:
-            self.metrics.attach(target, name=label, history=history)
+            # Under the name it was given, not this UI's label: the metrics continue the series of a
+            # stopped context of that name (a restart), where the UI keeps showing the stopped one.
+            self.metrics.attach(target, name=name or getattr(runtime, "name", None) or label, history=history)
         self._histories[label] = history
         return history
 
@@ -193,9 +212,15 @@ class StreamingUI:
         ui = self
 
         def history_of(request: Any) -> ContextHistory:
-            history = ui._histories.get(request.path_params["name"])
+            name = urllib.parse.unquote(request.path_params["name"])  # quoted by _ContextSegment
+            history = ui._histories.get(name)
+            if history is None and name.upper() in ("%2E", "%2E%2E"):
+                # "." and "..": a browser resolves them as dot segments even percent-encoded once,
+                # so the pages send their dots encoded twice (app.js's ctx()).
+                name = urllib.parse.unquote(name)
+                history = ui._histories.get(name)
             if history is None:
-                raise HTTPException(404, f"no context named {request.path_params['name']!r}")
+                raise HTTPException(404, f"no context named {name!r}")
             return history
 
         def int_param(request: Any, key: str, default: int = 0) -> int:
@@ -221,18 +246,22 @@ class StreamingUI:
             return JSONResponse(history_of(request).statistics())
 
         async def batches(request: Any) -> Any:
-            status = request.query_params.get("status")
-            if status is not None and status not in ("QUEUED", "PROCESSING", "COMPLETED"):
-                raise HTTPException(400, f"status must be QUEUED, PROCESSING or COMPLETED, got {status!r}")
-            return JSONResponse(history_of(request).batches(since=int_param(request, "since"), status=status))
+            statuses = request.query_params.getlist("status")  # repeated, as Spark's takes a list
+            for status in statuses:
+                if status not in ("QUEUED", "PROCESSING", "COMPLETED"):
+                    raise HTTPException(400, f"status must be QUEUED, PROCESSING or COMPLETED, got {status!r}")
+            return JSONResponse(history_of(request).batches(since=int_param(request, "since"), status=statuses))
+
+        def id_param(request: Any, key: str, what: str) -> int:
+            raw = request.path_params[key]
+            try:
+                return int(raw)
+            except ValueError:
+                raise HTTPException(400, f"{what}, got {raw!r}") from None
 
         def batch_of(request: Any) -> tuple[ContextHistory, dict[str, Any], Any]:
             history = history_of(request)
-            raw = request.path_params["batch_id"]
-            try:
-                batch_id = int(raw)
-            except ValueError:
-                raise HTTPException(400, f"a batch id is its time in ms, got {raw!r}") from None
+            batch_id = id_param(request, "batch_id", "a batch id is its time in ms")
             found = history.batch(batch_id)
             if found is None:
                 raise HTTPException(404, f"batch {request.path_params['batch_id']} is not retained")
@@ -242,6 +271,16 @@ class StreamingUI:
             return JSONResponse(batch_of(request)[1])
 
         async def operations(request: Any) -> Any:
+            return JSONResponse(await operations_of(request))
+
+        async def operation(request: Any) -> Any:
+            op_id = id_param(request, "op_id", "an output operation id is an integer")
+            found = [op for op in await operations_of(request) if op["outputOpId"] == op_id]
+            if not found:
+                raise HTTPException(404, f"unknown output operation: {op_id}")
+            return JSONResponse(found[0])
+
+        async def operations_of(request: Any) -> list[dict[str, Any]]:
             history, _, info = batch_of(request)
             ops = list(info.output_operation_infos.values())
             jobs: list[list[int] | None] = [None] * len(ops)
@@ -259,10 +298,18 @@ class StreamingUI:
                 except Exception as exc:  # Spark gone or slow: the table still shows, without links
                     ui._log.warning("could not look up Spark job ids", error=repr(exc))
             tracebacks = ui.security.show_tracebacks
-            return JSONResponse([operation_json(op, j, show_tracebacks=tracebacks) for op, j in zip(ops, jobs, strict=True)])
+            return [operation_json(op, j, show_tracebacks=tracebacks) for op, j in zip(ops, jobs, strict=True)]
 
         async def receivers(request: Any) -> Any:
             return JSONResponse(history_of(request).receivers())
+
+        async def receiver(request: Any) -> Any:
+            history = history_of(request)
+            stream_id = id_param(request, "stream_id", "a receiver's id is its stream id, an integer")
+            found = [r for r in history.receivers() if r["streamId"] == stream_id]
+            if not found:
+                raise HTTPException(404, f"unknown receiver: {stream_id}")
+            return JSONResponse(found[0])
 
         async def progress(request: Any) -> Any:
             return JSONResponse(history_of(request).progress(since=int_param(request, "since")))
@@ -280,14 +327,16 @@ class StreamingUI:
             Route(api + "/streaming/batches", batches),
             Route(api + "/streaming/batches/{batch_id}", batch),
             Route(api + "/streaming/batches/{batch_id}/operations", operations),
+            Route(api + "/streaming/batches/{batch_id}/operations/{op_id}", operation),
             Route(api + "/streaming/receivers", receivers),
+            Route(api + "/streaming/receivers/{stream_id}", receiver),
             Route(api + "/progress", progress),
             Mount("/static", app=_static(static)),
         ]
         if self.metrics is not None:
             routes.append(Mount("/metrics", app=self.metrics.asgi_app()))
             routes.append(Route("/metrics", lambda request: RedirectResponse("/metrics/")))
-        return Starlette(routes=routes)
+        return _ContextSegment(Starlette(routes=routes))
 
     # -- serving it --
 
@@ -421,6 +470,44 @@ class _PrivateSocket:
     def close(self) -> None:
         self.sock.close()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class _ContextSegment:
+    """ASGI middleware: reads the context's name in ``/api/v1/contexts/<name>/...`` from the raw path, as sent.
+
+    Routing matches the decoded path, where a name's encoded ``/`` (``team%2Fjob``) would split it
+    in two: the name's segment is decoded here, once, from ``raw_path`` (which HTTP servers pass),
+    and given to the routes quoted again, so any name reaches its context.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            scope = _with_context_segment(scope)
+        await self.app(scope, receive, send)
+
+
+_CONTEXTS = ["api", "v1", "contexts"]
+
+
+def _with_context_segment(scope: Any) -> Any:
+    """``scope`` with the context name's segment of its path quoted (``/`` as ``%2F``), or as it is."""
+    root_path = scope.get("root_path", "")
+    path: str = scope["path"]
+    raw = scope.get("raw_path")
+    if raw is not None:
+        # The raw path holds the mount's prefix too (root_path, decoded): drop as many segments.
+        segments = [urllib.parse.unquote_to_bytes(segment).decode("utf-8", "replace")
+                    for segment in bytes(raw).split(b"?", 1)[0].split(b"/")[1 + root_path.count("/"):]]
+    else:  # a server that passes no raw_path: the decoded path's segments
+        segments = (path[len(root_path):] if path.startswith(root_path) else path).split("/")[1:]
+    if len(segments) < 5 or segments[:3] != _CONTEXTS:
+        return scope
+    name = urllib.parse.quote(segments[3], safe="")
+    rest = segments[4:]
+    return {**scope, "path": "/".join([root_path, *_CONTEXTS, name, *rest])}
 
 
 def _json_response_class() -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 from listeners import (
     HANDLER_NAMES,
@@ -86,6 +86,8 @@ class ContextHistory:
             ``running_batches()``, or a bus's ``active_batches`` after its ``follow_batches``).
             With it, register :meth:`listener` rather than the history:
             it takes no ``BatchSubmitted`` or ``BatchStarted``, so the bus builds no snapshot for them.
+        dropped: reads the batches the engine's stop dropped (submitted, never completed) once it
+            stopped; ``active`` gives none then (an immediate stop drops the queued and running ones).
         batch_log: reads the completed batches from a bus's :class:`~listeners.BatchLog`
             instead of taking ``BatchCompleted`` (:meth:`listener` then takes none): its reader
             keeps each batch's values as the log folds it, so the log holds only a run of batches.
@@ -109,6 +111,7 @@ class ContextHistory:
         live: bool = True,
         show_tracebacks: bool = False,
         active: Callable[[], list[BatchInfo]] | None = None,
+        dropped: Callable[[], list[BatchInfo]] | None = None,
         batch_log: BatchLog | None = None,
         progress_log: ProgressLog | None = None,
     ) -> None:
@@ -131,6 +134,7 @@ class ContextHistory:
         self._batches = FlatBatches(retained_batches)
         self._active: dict[int, tuple[str, BatchInfo]] = {}
         self._active_source = active
+        self._dropped = dropped
         self._receivers: dict[int, _Receiver] = {}
         self._progress: collections.deque[tuple[int, Any]] = collections.deque(maxlen=retained_progress)
         self._progress_seq = itertools.count(1)
@@ -316,12 +320,22 @@ class ContextHistory:
             records, submitted, started, ended = self._batches.timings()
         receivers = list(self._receivers.values())
         interval = self.batch_interval_ms
+        # As Spark's StreamingStatisticsResource: the rate and the scheduling delay average over the
+        # queued, processing and retained completed batches; the times are Longs (integer division,
+        # toward zero); numReceivedRecords counts a batch once it started (onBatchStarted).
+        active = [info for _, info in self.active().values()]
+        records = [*records, *(info.num_records for info in active)]
+        received = self.records + sum(info.num_records for info in active if info.processing_start_time is not None)
 
-        def avg(values: list[int]) -> float | None:
-            return sum(values) / len(values) if values else None
+        def avg(values: list[int]) -> int | None:
+            if not values:
+                return None
+            whole = abs(sum(values)) // len(values)
+            return whole if sum(values) >= 0 else -whole
 
         rates = [n * 1000 / interval for n in records] if interval else []
         scheduling = [start - sub for sub, start in zip(submitted, started, strict=True) if start is not None]
+        scheduling += [info.scheduling_delay.milliseconds for info in active if info.scheduling_delay is not None]
         processing = [end - start for start, end in zip(started, ended, strict=True) if start is not None and end is not None]
         total = [end - sub for sub, start, end in zip(submitted, started, ended, strict=True)
                  if start is not None and end is not None]
@@ -343,11 +357,12 @@ class ContextHistory:
             "numInactiveReceivers": sum(1 for r in receivers if not r.info.active),
             "numTotalCompletedBatches": self.completed_batches,
             "numFailedBatches": self.failed_batches,
-            "numRetainedCompletedBatches": len(records),
-            "numActiveBatches": len(self.active()),
+            "numRetainedCompletedBatches": len(submitted),
+            "numActiveBatches": len(active),
+            "numDroppedBatches": 0 if self._dropped is None else len(self._dropped()),
             "numProcessedRecords": self.records,
-            "numReceivedRecords": self.records,
-            "avgInputRate": avg(rates),  # type: ignore[arg-type]
+            "numReceivedRecords": received,
+            "avgInputRate": sum(rates) / len(rates) if rates else None,
             "avgSchedulingDelay": avg(scheduling),
             "avgProcessingTime": avg(processing),
             "avgTotalDelay": avg(total),
@@ -355,18 +370,20 @@ class ContextHistory:
             "progressReports": self._last_progress_seq(),
         }
 
-    def batches(self, *, since: int = 0, status: str | None = None) -> list[dict[str, Any]]:
+    def batches(self, *, since: int = 0, status: str | Collection[str] | None = None) -> list[dict[str, Any]]:
         """Spark's ``/streaming/batches``: the running ones, then completed ones newest first.
 
         ``since``: only completed batches whose ``seq`` is above it (what a live page has not seen).
-        ``status``: ``QUEUED``, ``PROCESSING`` or ``COMPLETED`` only.
+        ``status``: ``QUEUED``, ``PROCESSING`` or ``COMPLETED`` only, or a collection of them
+        (Spark's repeated ``?status=``); ``None`` or empty: all.
         """
+        wanted = {"QUEUED", "PROCESSING", "COMPLETED"} if not status else {status} if isinstance(status, str) else set(status)
         out: list[dict[str, Any]] = []
-        if status in (None, "QUEUED", "PROCESSING"):
+        if wanted & {"QUEUED", "PROCESSING"}:
             for _, (state, info) in sorted(self.active().items(), reverse=True):
-                if status is None or status == state:
+                if state in wanted:
                     out.append(batch_json(info, state, None, self.batch_interval_ms))
-        if status in (None, "COMPLETED"):
+        if "COMPLETED" in wanted:
             self.catch_up()
             with self._lock:
                 rows = self._batches.rows(max(0, self._batches.appended - since))

@@ -28,6 +28,7 @@ from listeners import (
 )
 from scheduler import JobSet
 
+from ..runtime import StreamingContextState
 from ._extras import require
 from ._history import ContextHistory
 
@@ -106,11 +107,30 @@ class _QueryState:
         # With a micro-batch runtime's bus: its batches and progress reports are read from the
         # bus's logs when the registry is scraped, not taken as events (see _fold_batches).
         self.readers: list[Callable[[], None]] = []
+        # Whether what feeds this state may still run: a stopped one's label can be continued.
+        self.live: Callable[[], bool] = lambda: True
+        # The listener counters of the stopped runs this state continues, by listener name.
+        self.retired_listeners: dict[str, tuple[int, int, int]] = {}
 
     def catch_up(self) -> None:
         """Fold what the bus's logs hold that was not folded yet (before a scrape reads the values)."""
         for catch_up in self.readers:
             catch_up()
+
+    def retire(self) -> None:
+        """The run feeding this state stopped and another continues it: fold its last entries and keep its listeners' counts."""
+        self.catch_up()
+        self.readers = []
+        self.retired_listeners = self.listener_counts()
+        self.bus = None
+
+    def listener_counts(self) -> dict[str, tuple[int, int, int]]:
+        """Queued, dropped and failed events by listener name, the stopped runs' added in."""
+        counts = dict(self.retired_listeners)
+        for listener in self.bus().listeners if self.bus is not None else ():
+            queued, dropped, failed = counts.get(listener.name, (0, 0, 0))
+            counts[listener.name] = (queued + listener.queued, dropped + listener.dropped, failed + listener.failed)
+        return counts
 
     def fold_batches(self, batches: Sequence[JobSet | BatchRecord]) -> None:
         """Observe completed batches read from a batch log (its items, oldest first): what ``on_batch_completed`` does per
@@ -320,6 +340,16 @@ class _Collector:
         with self._lock:
             self.queries.append(state)
 
+    def claim(self, base: str) -> tuple[str, _QueryState | None]:
+        """The label of a new run named ``base``: the first of ``base``, ``base-2``, ... no live run holds; its stopped state if any."""
+        with self._lock:
+            by_label = {state.query: state for state in self.queries}
+        label, n = base, 1
+        while label in by_label and by_label[label].live():
+            n += 1
+            label = f"{base}-{n}"
+        return label, by_label.get(label)
+
     def collect(self) -> Iterable[Any]:
         core = self._core
         with self._lock:
@@ -367,11 +397,10 @@ class _Collector:
                 checkpoint.add_metric([q, log], histogram.buckets(), histogram.sum)
             rows.add_metric([q], state.query_rows)
             reports.add_metric([q], state.progress_reports)
-            if state.bus is not None:
-                for listener in state.bus().listeners:
-                    queued.add_metric([q, listener.name], listener.queued)
-                    dropped.add_metric([q, listener.name], listener.dropped)
-                    failed.add_metric([q, listener.name], listener.failed)
+            for listener, (waiting, lost, raised) in state.listener_counts().items():
+                queued.add_metric([q, listener], waiting)
+                dropped.add_metric([q, listener], lost)
+                failed.add_metric([q, listener], raised)
         yield from (*delays.values(), batches, records, operations, receivers, checkpoint, rows, reports, queued, dropped,
                     failed)
 
@@ -386,6 +415,11 @@ class StreamingMetrics:
         app = metrics.asgi_app()                 # mount at /metrics in the host's ASGI server
 
     Each attached one is labelled ``query=<its name>`` (``queryName``, else ``context-<n>``).
+    Two that run at once never share a label: the second of a name is ``<name>-2``, then ``-3``,
+    ... A context attached under the label of one that has stopped (a restart of the same query
+    in the same process) continues its series: counters and histograms go on from the stopped
+    one's values, and its listeners' counters are added to the new run's of the same listener
+    name.
     Attach before start to see every batch. Observations are plain arithmetic on the event loop
     (about a microsecond per batch); the metric families are built when the registry is scraped.
 
@@ -404,10 +438,28 @@ class StreamingMetrics:
         self._prometheus = prometheus
 
     def listener(self, query: str) -> _QueryMetrics:
-        """A listener recording ``query``'s events (for hosts that register listeners themselves)."""
-        state = _QueryState(query)
-        self._collector.add(state)
-        return _QueryMetrics(state)
+        """A listener recording ``query``'s events (for hosts that register listeners themselves).
+
+        Its label is ``query``, or ``query-2``, ... when a context attached under that name still
+        runs (its ``state.query``); a listener made for a name is never seen to stop, so a second one
+        for the same name gets a label of its own.
+        """
+        return _QueryMetrics(self._state(query, None))
+
+    def _state(self, base: str, runtime: Any) -> _QueryState:
+        """The state recording a run named ``base`` of ``runtime``: a new one, or the one of a stopped run of that label, continued."""
+        label, stopped = self._collector.claim(base)
+        if stopped is not None:
+            stopped.retire()
+            state = stopped
+        else:
+            state = _QueryState(label)
+            self._collector.add(state)
+        if runtime is not None and hasattr(runtime, "state"):
+            state.live = lambda: runtime.state is not StreamingContextState.STOPPED
+        else:
+            state.live = lambda: True
+        return state
 
     def attach(self, target: Any, *, name: str | None = None, history: ContextHistory | None = None) -> str:
         """Record ``target``'s events from now on; return its ``query`` label.
@@ -419,9 +471,10 @@ class StreamingMetrics:
         metrics too, instead of a second reader of the log.
         """
         self._attached += 1
-        label = str(name or getattr(target, "name", None) or f"context-{self._attached}")
+        base = str(name or getattr(target, "name", None) or f"context-{self._attached}")
         runtime = target.runtime if hasattr(target, "addStreamingListener") else target
-        state = _QueryState(label)
+        state = self._state(base, runtime)
+        label = state.query
         bus = getattr(runtime, "listener_bus", None)
         recorder: _QueryMetrics = _QueryMetrics(state)
         if isinstance(bus, StreamingListenerBus) and getattr(runtime, "kind", None) == "micro-batch":
@@ -440,7 +493,6 @@ class StreamingMetrics:
 
             state.readers = [catch_up_batches, lambda: progress.catch_up(progress_reader)]
             recorder = _LoggedQueryMetrics(state)
-        self._collector.add(state)
         if hasattr(target, "addStreamingListener"):
             target.addStreamingListener(recorder)
         else:

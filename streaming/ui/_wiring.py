@@ -5,7 +5,7 @@ Spark's ``StreamingTab`` attached to a context's ``SparkUI``, with links to the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from scheduler import Time
 
@@ -17,7 +17,28 @@ from ._security import UISecurity
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["ContextUI", "spark_links"]
+__all__ = ["RETAINED_BATCHES", "ContextUI", "retained_batches_setting", "spark_links"]
+
+RETAINED_BATCHES = "spark.streaming.ui.retainedBatches"
+"""Spark's setting of the completed batches its Streaming tab keeps: a context's UI reads it too."""
+
+
+def retained_batches_setting(get: Callable[[str], str | None]) -> int:
+    """``spark.streaming.ui.retainedBatches`` read through ``get`` (default 1000, as Spark's).
+
+    Raises:
+        ValueError: it is not a positive whole number (the message names the setting).
+    """
+    raw = get(RETAINED_BATCHES)
+    if raw is None or not raw.strip():
+        return 1000
+    try:
+        n = int(raw.strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{RETAINED_BATCHES} must be a positive number of batches, got {raw!r}")
+    return n
 
 
 def spark_links(sc: SparkContext | None, name: str, *, micro_batch: bool) -> dict[str, Any]:
@@ -50,13 +71,14 @@ class ContextUI:
         self._bind: tuple[str, int, int] | None = None
         self._url: str | None = None
 
-    def prepare(self, setting: tuple[tuple[str, int, int], UISecurity] | None, target: Any, name: str) -> None:
-        """With ``setting`` (where to listen: host, port, further ports to try; and the security), show ``target`` from its start."""
+    def prepare(self, setting: tuple[tuple[str, int, int], UISecurity, int] | None, target: Any, name: str) -> None:
+        """With ``setting`` (where to listen: host, port, further ports to try; the security; the completed batches to
+        keep, ``spark.streaming.ui.retainedBatches``), show ``target`` from its start."""
         if setting is None:
             return
-        bind, security = setting
+        bind, security, retained_batches = setting
         if self._ui is None:
-            self._ui = StreamingUI(security=security)
+            self._ui = StreamingUI(security=security, retained_batches=retained_batches)
             self._ui.attach(target, name=name)
         self._bind = bind
 

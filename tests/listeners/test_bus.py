@@ -173,6 +173,18 @@ def test_listener_names_default_to_the_qualified_name() -> None:
     assert len(bus.listeners) == 3
 
 
+def test_a_repeated_listener_name_gets_a_suffix_in_registration_order_never_reused() -> None:
+    """Two listeners of one class, and a name= already taken, get -2, -3; a removed one's name is not given again."""
+    bus = StreamingListenerBus()
+    first, second = Recorder(), Recorder()
+    bus.add_listener(first)
+    bus.add_listener(second)
+    bus.add_listener(Recorder(), name="Recorder")
+    bus.remove_listener(second)
+    bus.add_listener(Recorder())
+    assert sorted(s.name for s in bus.statistics().listeners) == ["Recorder", "Recorder-2", "Recorder-3", "Recorder-4"]
+
+
 # -- delivery --
 
 

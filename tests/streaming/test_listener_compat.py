@@ -65,3 +65,20 @@ def test_the_bus_delivers_a_pyspark_listener_only_its_events(backend: str) -> No
 
     run(backend, body)
     assert listener.times == [1000]
+
+
+def test_every_getter_of_a_pyspark_event_is_a_method_as_on_the_java_objects_py4j_shows() -> None:
+    """onStreamingStarted's time() and every JavaBatchInfo / JavaOutputOperationInfo / JavaStreamInputInfo getter are calls."""
+    from listeners import StreamingStarted
+    from streaming._listener_compat import _Event
+
+    started = _Event(StreamingStarted(Time(1234)))
+    assert started.time() == 1234
+    batch = _Event(BatchCompleted(info())).batchInfo()
+    for getter in ("batchTime", "streamIdToInputInfo", "submissionTime", "processingStartTime", "processingEndTime",
+                   "schedulingDelay", "processingDelay", "totalDelay", "numRecords", "outputOperationInfos"):
+        getattr(batch, getter)()
+    operation = batch.outputOperationInfos()[0]
+    assert [operation.batchTime().milliseconds(), operation.id(), operation.name()] == [1000, 0, "op"]
+    for getter in ("description", "startTime", "endTime", "failureReason"):
+        getattr(operation, getter)()

@@ -31,19 +31,26 @@ function svg(tag, attrs, ...children) {
 }
 
 const enc = encodeURIComponent;
+// A context's name as one segment of an API path. A browser takes "." and ".." as dot segments even
+// percent-encoded (%2E%2E) and drops them, so their dots go encoded twice; the server reads those back.
+function ctx(name) { return name === "." || name === ".." ? name.replace(/\./g, "%252E") : enc(name); }
 async function api(path) {
   const response = await fetch("api/v1/" + path, { cache: "no-store" });
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status} ${await response.text()}`);
   return response.json();
 }
 
+// Each unit is chosen after rounding to what it shows, so a value never reads "60 s", "60 min" or "1000 ms".
 function fmtMs(ms) {
   if (ms === null || ms === undefined) return "-";
-  if (ms < 10 && !Number.isInteger(ms)) return `${ms.toFixed(1)} ms`;
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  if (ms < 60000) return `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
-  if (ms < 3600000) return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
-  return `${Math.floor(ms / 3600000)} h ${Math.round((ms % 3600000) / 60000)} min`;
+  if (ms < 9.95 && !Number.isInteger(ms)) return `${ms.toFixed(1)} ms`;
+  if (ms < 999.5) return `${Math.round(ms)} ms`;
+  if (ms < 9995) return `${(ms / 1000).toFixed(2)} s`;
+  if (ms < 59950) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.round(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  const m = Math.round(ms / 60000);
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
 }
 function fmtNum(n, digits = 2) {
   if (n === null || n === undefined || Number.isNaN(n)) return "-";
@@ -161,7 +168,7 @@ function ctxState(name) {
 
 async function refreshContext(name, { withProgress = false } = {}) {
   const c = ctxState(name);
-  const base = `contexts/${enc(name)}`;
+  const base = `contexts/${ctx(name)}`;
   const [stats, batches, receivers] = await Promise.all([
     api(`${base}/streaming/statistics`), api(`${base}/streaming/batches?since=${c.seq}`), api(`${base}/streaming/receivers`)]);
   c.stats = stats;
@@ -293,8 +300,8 @@ async function streamingPage(name) {
 }
 
 async function batchPage(name, batchId) {
-  const base = `contexts/${enc(name)}/streaming/batches/${enc(batchId)}`;
-  const [stats, b, ops] = await Promise.all([api(`contexts/${enc(name)}/streaming/statistics`), api(base), api(`${base}/operations`)]);
+  const base = `contexts/${ctx(name)}/streaming/batches/${enc(batchId)}`;
+  const [stats, b, ops] = await Promise.all([api(`contexts/${ctx(name)}/streaming/statistics`), api(base), api(`${base}/operations`)]);
   navFor(name, stats, "batch");
   const facts = [["Batch Duration", fmtMs(stats.batchDuration)], ["Status", b.status.toLowerCase()], ["Input data size", `${fmtNum(b.inputSize)} records`],
     ["Scheduling delay", fmtMs(b.schedulingDelay)], ["Processing time", fmtMs(b.processingTime)], ["Total delay", fmtMs(b.totalDelay)]];

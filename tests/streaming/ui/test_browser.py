@@ -251,3 +251,46 @@ def test_a_token_link_opens_a_protected_ui_and_its_cookie_carries_the_pages(brow
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+_SERVE_NAMED_TRACES = """
+import sys, anyio
+from streaming.ui import StreamingUI
+
+async def main():
+    ui = StreamingUI(metrics=False)
+    for name in sys.argv[2:]:
+        ui.add_trace(sys.argv[1], name=name)
+    async with anyio.create_task_group() as tg:
+        print(await tg.start(ui.serve, "127.0.0.1", 0), flush=True)
+
+anyio.run(main)
+"""
+
+
+def test_every_context_name_opens_its_pages_and_durations_read_in_whole_units(browser: Any, tmp_path: Path) -> None:
+    """Names with '/', '%', '#', '?' and dots ('.', '..' too) open their Streaming and batch pages; fmtMs never shows 60 s."""
+    path = tmp_path / "run.jsonl"
+    subprocess.run([sys.executable, "-m", "streaming._cli", "simulate", "--interval", "1s", "--rate", "10", "--op",
+                    "kind=constant,value=200ms", "--batches", "3", "--events", str(path)], check=True, capture_output=True)
+    names = ["team/job", "a%2Fb", "50% done", "q#1", "what?", "..", "."]
+    server = subprocess.Popen([sys.executable, "-c", _SERVE_NAMED_TRACES, str(path), *names],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), (url, server.stderr.read() if server.poll() is not None else "")
+        page = open_page(browser, url)
+        for name in names:
+            page.goto(url + "#/streaming/" + page.evaluate("name => encodeURIComponent(name)", name))
+            page.wait_for_selector("#completed-batches tbody tr")
+            assert page.eval_on_selector_all("#completed-batches tbody tr", "rows => rows.length") == 3
+            page.click("#completed-batches tbody tr a")
+            page.wait_for_selector("#operations tbody tr")
+            assert page.text_content("#status").startswith("not live"), (name, page.text_content("#status"))
+        shown = page.evaluate("[59999, 119600, 179500, 3599999, 7170000, 9.96, 999.6, 9994].map(fmtMs)")
+        assert shown == ["1 min 0 s", "2 min 0 s", "3 min 0 s", "1 h 0 min", "2 h 0 min", "10 ms", "1.00 s", "9.99 s"]
+        assert page.errors == []
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import gc
 from typing import Any
 
@@ -32,14 +33,14 @@ INTERVAL = 1000
 def expected_statistics(infos: list[BatchInfo]) -> dict[str, Any]:
     """The averages the statistics view gives, computed from the delivered BatchInfos."""
 
-    def avg(values: list[int]) -> float | None:
-        return sum(values) / len(values) if values else None
+    def avg(values: list[int]) -> int | None:  # Spark's avgTime: a Long, the division toward zero
+        return None if not values else int(decimal.Decimal(sum(values)) / len(values))
 
     def delays(which: str) -> list[int]:
         return [d.milliseconds for info in infos if (d := getattr(info, which)) is not None]
 
     return {"numRetainedCompletedBatches": len(infos),
-            "avgInputRate": avg([info.num_records * 1000 / INTERVAL for info in infos]),  # type: ignore[arg-type]
+            "avgInputRate": sum(info.num_records * 1000 / INTERVAL for info in infos) / len(infos) if infos else None,
             "avgSchedulingDelay": avg(delays("scheduling_delay")), "avgProcessingTime": avg(delays("processing_delay")),
             "avgTotalDelay": avg(delays("total_delay"))}
 

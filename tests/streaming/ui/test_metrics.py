@@ -137,6 +137,62 @@ async def test_two_contexts_in_one_registry_are_told_apart(clock: ManualClock) -
     assert value(found, "aiodstream_input_records_total", query="context-2", input="0") == 4
 
 
+class _Quiet:
+    def on_batch_completed(self, event: BatchCompleted) -> None:
+        """Nothing."""
+
+
+def series(text: str) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+    return [(s.name, tuple(sorted(s.labels.items()))) for f in text_string_to_metric_families(text) for s in f.samples]
+
+
+async def test_two_listeners_of_one_class_have_a_series_each(clock: ManualClock) -> None:
+    """The listener rows of two listeners with one name are labelled by the bus's names for them: no series twice."""
+    metrics = StreamingMetrics()
+    async with StreamingRuntime(pipeline([1]), Seconds(1), clock=clock, name="q") as runtime:
+        metrics.attach(runtime)
+        runtime.add_listener(_Quiet())
+        runtime.add_listener(_Quiet())
+        text = metrics.scrape()
+    found = series(text)
+    assert len(found) == len(set(found))
+    assert sorted(dict(labels)["listener"] for name, labels in found if name == "aiodstream_listener_queue_events") == [
+        "StreamingMetrics", "_Quiet", "_Quiet-2"]
+
+
+async def test_a_restarted_context_of_one_name_continues_its_series_and_two_live_ones_do_not_share_one() -> None:
+    """A context attached under a stopped one's name continues its counters; one attached while a namesake runs gets -2."""
+    metrics = StreamingMetrics()
+    labels = []
+    for _ in range(2):
+        clock = ManualClock(0)
+        async with StreamingRuntime(pipeline([1, 2]), Seconds(1), clock=clock, name="same") as runtime:
+            labels.append(metrics.attach(runtime))
+            await runtime.start()
+            await advance(runtime, clock, Seconds(1), times=2)
+            await runtime.stop()
+    clock = ManualClock(0)
+    async with StreamingRuntime(pipeline([5]), Seconds(1), clock=clock, name="same") as a, \
+            StreamingRuntime(pipeline([7]), Seconds(1), clock=clock, name="same") as b:
+        labels += [metrics.attach(a), metrics.attach(b)]
+        await a.start()
+        await b.start()
+        await advance(a, clock, Seconds(1))
+        await b.wait_until_idle()
+        await a.listener_bus.wait_delivered()
+        text = metrics.scrape()
+        await a.stop()
+        await b.stop()
+    assert labels == ["same", "same", "same", "same-2"]
+    found = series(text)
+    assert len(found) == len(set(found))
+    values = samples(text)
+    assert value(values, "aiodstream_batches_total", query="same", outcome="completed") == 5
+    assert value(values, "aiodstream_input_records_total", query="same", input="0") == 1 + 2 + 1 + 2 + 5
+    assert value(values, "aiodstream_batches_total", query="same-2", outcome="completed") == 1
+    assert value(values, "aiodstream_input_records_total", query="same-2", input="0") == 7
+
+
 def test_events_of_records_and_of_eager_snapshots_scrape_the_same_text() -> None:
     """The metrics of BatchCompleted events made from records equal, byte for byte, those of the same batches' eager BatchInfo events."""
     job_sets = []

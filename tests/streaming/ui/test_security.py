@@ -245,7 +245,8 @@ async def failed_run(ui: StreamingUI) -> dict[str, Any]:
     views = {}
     for name, path in (("contexts", "/api/v1/contexts"), ("statistics", api + "streaming/statistics"),
                        ("batches", api + "streaming/batches"), ("batch", api + "streaming/batches/2000"),
-                       ("operations", api + "streaming/batches/2000/operations"), ("receivers", api + "streaming/receivers")):
+                       ("operations", api + "streaming/batches/2000/operations"), ("receivers", api + "streaming/receivers"),
+                       ("operation", api + "streaming/batches/2000/operations/0"), ("receiver", api + "streaming/receivers/0")):
         status, _, body = await call(app, path)
         assert status == 200, (path, body)
         views[name] = body
@@ -264,6 +265,7 @@ async def test_failures_show_type_and_message_without_tracebacks_by_default() ->
     assert (statistics["exception"], statistics["exceptionHeadline"]) == ("KeyError: 'gone'", "KeyError: 'gone'")
     (receiver,) = json.loads(views["receivers"])
     assert (receiver["lastErrorMessage"], receiver["lastError"]) == ("connection reset", "ConnectionResetError: peer reset")
+    assert (json.loads(views["operation"]), json.loads(views["receiver"])) == (op, receiver)  # Spark's one-item paths
 
 
 async def test_tracebacks_are_shown_with_show_tracebacks() -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ import anyio.to_thread
 import pytest
 
 from listeners import BatchInfo, EventRecorder, QueryProgress
-from scheduler import ManualClock, Milliseconds, Seconds
+from scheduler import ManualClock, Milliseconds, Seconds, Time
 from streaming import Batch, ListSource, Pipeline, StreamingContext, StreamingRuntime
 from streaming._cli import main as cli
 from streaming.simulation import TraceRecorder
@@ -83,7 +85,7 @@ async def test_the_history_reports_the_batches_the_bus_delivered(clock: ManualCl
     assert stats["numTotalCompletedBatches"] == 4 and stats["numFailedBatches"] == 1
     assert stats["numProcessedRecords"] == 15 and stats["batchDuration"] == 1000
     assert stats["avgInputRate"] == pytest.approx(sum(b.num_records for b in delivered) / 4)
-    assert stats["avgTotalDelay"] == pytest.approx(sum(b.total_delay.milliseconds for b in delivered) / 4)  # type: ignore[union-attr]
+    assert stats["avgTotalDelay"] == sum(b.total_delay.milliseconds for b in delivered) // 4  # type: ignore[union-attr]
     listener = next(s for s in runtime.listener_bus.statistics().listeners if s.name == "StreamingUI")
     assert listener.queued == 0 and listener.delivered > 0  # an inline listener: no queue
 
@@ -127,7 +129,11 @@ async def test_running_and_queued_batches_are_active_until_they_complete(clock: 
         await wait_until(lambda: [(r["batchId"], r["status"]) for r in history.batches()] == [(2000, "QUEUED"),
                                                                                             (1000, "PROCESSING")])
         assert [r["batchId"] for r in history.batches(status="QUEUED")] == [2000]
-        assert history.statistics()["numActiveBatches"] == 2
+        stats = history.statistics()
+        assert stats["numActiveBatches"] == 2
+        # As Spark's: the rate and scheduling delay average the running batches too; records count once a batch started.
+        shown = ["numProcessedRecords", "numReceivedRecords", "avgInputRate", "avgSchedulingDelay", "avgProcessingTime"]
+        assert [stats[k] for k in shown] == [0, 1, 1.0, 0, None]
         # Read from the runtime's scheduler when asked: the bus keeps no running batch for the UI.
         assert runtime.listener_bus.active_batches() == []
         assert [job_set.time.milliseconds for job_set in runtime.scheduler.running_batches()] == [1000, 2000]
@@ -139,6 +145,33 @@ async def test_running_and_queued_batches_are_active_until_they_complete(clock: 
         await runtime.stop()
     assert [(r["batchId"], r["status"]) for r in done] == [(2000, "COMPLETED"), (1000, "COMPLETED")]
     assert history.active() == {}
+
+
+async def test_batches_an_immediate_stop_dropped_are_not_active_afterwards_but_counted_as_dropped(clock: ManualClock) -> None:
+    """A UI that outlives its runtime: a queued batch an immediate stop dropped leaves the active ones, counted as dropped."""
+    p = Pipeline()
+    p.add_source(lambda t: [1], name="one")
+
+    async def held(batch: Batch) -> None:
+        if batch.time.milliseconds > 1000:
+            await anyio.sleep_forever()
+
+    p.add_output(held, name="held")
+    ui = StreamingUI(metrics=False)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, name="dropped", abandon_after=Seconds(2)) as runtime:
+        history = ui.attach(runtime)
+        await runtime.start()
+        clock.advance(Seconds(3))
+        await wait_until(lambda: [r["status"] for r in history.batches()] == ["QUEUED", "PROCESSING", "COMPLETED"])
+        assert (history.statistics()["numActiveBatches"], history.statistics()["numDroppedBatches"]) == (2, 0)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: runtime.stop(graceful=False))
+            await wait_until(lambda: clock.next_deadline == Time(5000))  # the grace period of the running batch
+            clock.advance(Seconds(2))
+    stats = history.statistics()
+    # The running batch was cancelled after its grace period and completed (failed); the queued one never ran.
+    assert [(r["batchId"], r["status"]) for r in history.batches()] == [(2000, "COMPLETED"), (1000, "COMPLETED")]
+    assert (stats["numActiveBatches"], stats["numDroppedBatches"], stats["numTotalCompletedBatches"]) == (0, 1, 2)
 
 
 async def test_the_ui_takes_no_event_per_batch_and_reads_the_batches_when_asked(clock: ManualClock) -> None:
@@ -191,6 +224,14 @@ async def test_the_app_serves_pages_api_and_metrics_over_http(tmp_path: Path, cl
             assert [q["numInputRows"] for q in progress] == [q.num_input_rows for q in delivered]
             assert await fetch_json(api + f"progress?since={progress[-1]['seq']}") == []
             assert (await fetch(api + "streaming/batches?status=DONE"))[0] == 400
+            assert (await fetch(api + "streaming/batches?status=COMPLETED&status=DONE"))[0] == 400
+            both = await fetch_json(api + "streaming/batches?status=QUEUED&status=COMPLETED")  # Spark's repeated status
+            assert [r["batchId"] for r in both] == [r["batchId"] for r in rows]
+            assert await fetch_json(api + f"streaming/batches/{rows[0]['batchId']}/operations/0") == ops[0]
+            assert await fetch(api + f"streaming/batches/{rows[0]['batchId']}/operations/1") == (404, "unknown output operation: 1")
+            assert (await fetch(api + f"streaming/batches/{rows[0]['batchId']}/operations/x"))[0] == 400
+            assert await fetch(api + "streaming/receivers/0") == (404, "unknown receiver: 0")
+            assert (await fetch(api + "streaming/receivers/x"))[0] == 400
             assert (await fetch(api + "streaming/batches?since=x"))[0] == 400
             assert (await fetch(api + "streaming/batches/12x"))[0] == 400
             assert (await fetch(api + "streaming/batches/999"))[0] == 404
@@ -255,6 +296,61 @@ async def test_a_trace_opens_in_the_same_views(tmp_path: Path, clock: ManualCloc
     assert replayed.statistics()["numTotalCompletedBatches"] == 4
 
 
+NAMES = ["team/job", "a%2Fb", "50% done", "q#1", "what?", "dots..", "..", "."]
+
+
+async def asgi_get(app: Any, raw_path: bytes, root_path: str = "") -> tuple[int, str]:
+    """GET ``raw_path`` from an ASGI app as an HTTP server passes it (the decoded path and the raw one)."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    path = urllib.parse.unquote(raw_path.decode())
+    scope = {"type": "http", "method": "GET", "path": path, "raw_path": raw_path, "query_string": b"", "headers": [],
+             "http_version": "1.1", "scheme": "http", "root_path": root_path, "server": ("127.0.0.1", 80)}
+    await app(scope, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    return start["status"], b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body").decode()
+
+
+async def test_any_context_name_reaches_its_context_encoded_as_the_pages_encode_it(tmp_path: Path, clock: ManualClock) -> None:
+    """Names with '/', '%', '#', '?' and dots: each one's statistics and operations over HTTP, and mounted under a prefix."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    ui = StreamingUI(metrics=False)
+    path = tmp_path / "run.jsonl"
+    with TraceRecorder(path, batch_interval=Seconds(1)) as trace:
+        async with StreamingRuntime(pipeline([3]), Seconds(1), clock=clock, name="live") as runtime:
+            runtime.add_listener(trace, on_loop=True)
+            await run_batches(runtime, clock, 1)
+            await runtime.stop()
+    for name in NAMES:
+        ui.add_trace(path, name=name)
+    mounted = Starlette(routes=[Mount("/ui/x", app=ui.asgi_app())])
+    async with anyio.create_task_group() as tg:
+        url = await tg.start(ui.serve, "127.0.0.1", 0)
+        assert [c["name"] for c in await fetch_json(url + "api/v1/contexts")] == NAMES
+        for name in NAMES:
+            quoted = urllib.parse.quote(name, safe="")  # what encodeURIComponent gives
+            stats = await fetch_json(url + f"api/v1/contexts/{quoted}/streaming/statistics")
+            assert stats["name"] == name
+            ops = await fetch_json(url + f"api/v1/contexts/{quoted}/streaming/batches/1000/operations")
+            assert [o["outputOpId"] for o in ops] == [0]
+            status, body = await asgi_get(mounted, f"/ui/x/api/v1/contexts/{quoted}/streaming/statistics".encode(), "")
+            assert status == 200 and json.loads(body)["name"] == name
+        for name in (".", ".."):  # as app.js sends them: a browser would resolve a dot segment, even as %2E
+            stats = await fetch_json(url + "api/v1/contexts/" + name.replace(".", "%252E") + "/streaming/statistics")
+            assert stats["name"] == name
+        status, body = await fetch(url + "api/v1/contexts/team%2Fnobody/streaming/statistics")
+        assert status == 404 and "no context named 'team/nobody'" in body
+        tg.cancel_scope.cancel()
+
+
 def test_bad_settings_are_refused_with_what_was_wrong() -> None:
     """Retention, refresh, ports and duplicate names: each refused with a message naming it."""
     with pytest.raises(ValueError, match="retained_batches must be a positive int, got 0"):
@@ -271,6 +367,31 @@ def test_bad_settings_are_refused_with_what_was_wrong() -> None:
     with pytest.raises(ValueError, match="the UI already shows 'twice'"):
         ui.attach(StreamingRuntime(pipeline([1]), Seconds(1)), name="twice")
     assert ui.attach(StreamingRuntime(pipeline([1]), Seconds(1), name="twice")).name == "twice-2"
+
+
+async def test_a_context_s_ui_keeps_spark_s_retained_batches_setting(clock: ManualClock) -> None:
+    """spark.streaming.ui.retainedBatches=3 (read with the context's settings): the served UI keeps 3; a malformed one is named."""
+    from streaming._settings import ContextArguments, ContextSettings
+    from streaming.spark import SparkSettings
+    from streaming.ui import ContextUI
+
+    def ui_setting(retained: str) -> Any:
+        conf = {"spark.aiodstream.ui.port": "0", "spark.streaming.ui.retainedBatches": retained}
+        return ContextSettings.read(SparkSettings(2, conf), ContextArguments(), continuous=False).ui
+
+    with pytest.raises(ValueError, match=re.escape("spark.streaming.ui.retainedBatches must be a positive number of batches, got '0'")):
+        ui_setting("0")
+    context_ui = ContextUI()
+    async with StreamingRuntime(pipeline([1] * 5), Seconds(1), clock=clock, name="kept") as runtime:
+        context_ui.prepare(ui_setting("3"), runtime, "kept")
+        await run_batches(runtime, clock, 5)
+        await context_ui.serve(runtime)
+        url = context_ui.url(runtime)
+        assert url is not None
+        config = await fetch_json(url + "api/v1/config")
+        stats = await fetch_json(url + "api/v1/contexts/kept/streaming/statistics")
+        await runtime.stop()
+    assert (config["retainedBatches"], stats["numRetainedCompletedBatches"], stats["numTotalCompletedBatches"]) == (3, 3, 5)
 
 
 def test_the_ui_command_refuses_zero_retained_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
