@@ -243,6 +243,7 @@ class JobScheduler:
         """Start no queued job and generate no batch from now on (a failed query); running jobs go on until :meth:`stop`."""
         self.generator.discard_new_batches = True
         self._discard_jobs = True
+        self._tracker.advanced()  # a graceful stop's drain waiting for batches that will never run ends (see _drain)
 
     def abandon_running(self) -> None:
         """Cancel every running job now (its ``cancel`` hook, then its waiter)."""
@@ -501,8 +502,8 @@ class JobScheduler:
         """
         tracker = self._tracker
         while tracker.in_flight:
-            if not await run_with_timeout(self._clock, timeout, tracker.wait_progress):
-                return False
+            if self._discard_jobs or not await run_with_timeout(self._clock, timeout, tracker.wait_progress):
+                return False  # (refused work: what is queued never runs, so the stop goes on as an immediate one)
         return True
 
     async def wait_until_idle(self) -> None:

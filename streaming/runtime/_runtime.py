@@ -10,6 +10,7 @@ reports. The pyspark-compatible ``StreamingContext`` is built on it.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import uuid
 from types import TracebackType
@@ -319,10 +320,10 @@ class StreamingRuntime:
         try:
             await _announce_start(self, plan, tg)
         except BaseException:
-            # Cancelled while announcing the start (a slow onQueryStarted): a start that raised leaves the runtime
-            # stopped, never running with nobody owning it (its caller lets go of the checkpoint).
+            # Cancelled announcing the start (a slow onQueryStarted): a start that raised leaves the runtime stopped (its
+            # caller lets go of the checkpoint); as a cancelled stop, undelivered events drop, no hung listener holds it.
             with anyio.CancelScope(shield=True):
-                await self.stop(graceful=False)
+                await self._stop(graceful=False, abandon_after=Duration(0), drain_listeners=False)
             raise
         self._log.info("StreamingContext started", first_batch=self.first_batch_time.milliseconds,
                        batch_ms=self.batch_duration.milliseconds)
@@ -376,7 +377,7 @@ class StreamingRuntime:
         stop, group = functools.partial(self._stop, graceful=graceful, abandon_after=self.abandon_after), self._core.task_group
         await (stop() if group is None or not self.scheduler.in_own_job() else _start_soon(group, stop))
 
-    async def _stop(self, *, graceful: bool, abandon_after: Duration) -> None:
+    async def _stop(self, *, graceful: bool, abandon_after: Duration, drain_listeners: bool = True) -> None:
         if not await self._core.begin_stop():
             return
         self.listener_bus.stopping()  # under BLOCK, a hung listener holds the jobs' posts no longer than the exit timeout
@@ -400,7 +401,8 @@ class StreamingRuntime:
                 # Stop the bus only once the scheduler can post nothing more: the listeners drain
                 # their queues, within the bus's exit timeout (on our clock). Not shielded: a
                 # cancelled stop drops what is undelivered instead of waiting for a hung listener.
-                await self.listener_bus.stop()
+                with anyio.CancelScope(deadline=math.inf if drain_listeners else -math.inf):  # else: as if cancelled
+                    await self.listener_bus.stop()
             finally:
                 self._core.end_stop()
                 self._log.info("StreamingContext stopped successfully", graceful=graceful)

@@ -508,8 +508,9 @@ async def test_a_start_cancelled_while_it_announces_the_query_leaves_the_runtime
     pipeline.add_source(ListSource(["a"], max_per_batch=1), name="in")
     pipeline.add_output(lambda batch: None, name="out")
     with anyio.fail_after(HANG_GUARD_S):
-        async with StreamingRuntime(pipeline, Seconds(1), clock=clock, track_progress=True,
-                                    listener_exit_timeout=Seconds(1)) as rt:
+        # No exit timeout: the stop after a cancelled start drops what the hung listener has not taken, as a cancelled
+        # stop does, instead of waiting for it (for good here) under the shield that keeps the rest of the stop whole.
+        async with StreamingRuntime(pipeline, Seconds(1), clock=clock, track_progress=True, listener_exit_timeout=None) as rt:
             rt.add_listener(SlowStart())
             async with anyio.create_task_group() as tg:
                 async def start() -> None:
@@ -526,6 +527,37 @@ async def test_a_start_cancelled_while_it_announces_the_query_leaves_the_runtime
                 tg.start_soon(cancellable_start)
                 await entered.wait()
                 scope.cancel()
-                while rt.state is not StreamingContextState.STOPPED:  # the stop gives the hung listener its exit timeout
-                    await settle()
-                    clock.advance(Seconds(1))
+            assert rt.state is StreamingContextState.STOPPED
+
+
+async def test_a_query_failing_during_a_graceful_stop_ends_it_without_waiting_for_the_refused_batches(clock: ManualClock) -> None:
+    """stop_on_failure: a batch fails while a graceful stop drains. Its later batch's job is refused (it never runs), so
+    the drain cannot finish: the stop goes on as an immediate one instead of waiting out graceful_stop_timeout."""
+    started: list[int] = []
+    release = anyio.Event()
+
+    async def out(batch: Batch) -> None:
+        started.append(batch.time.milliseconds)
+        if batch.time.milliseconds == 1000:
+            await release.wait()
+            raise RuntimeError("boom")
+
+    pipeline = Pipeline()
+    pipeline.add_source(ListSource(["a", "b", "c"], max_per_batch=1), name="in")
+    pipeline.add_output(out, name="out")
+    with anyio.fail_after(HANG_GUARD_S):  # the manual clock never reaches the graceful timeout: before, this hung
+        async with StreamingRuntime(pipeline, Seconds(1), clock=clock, track_progress=True, stop_on_failure=True) as rt:
+            await rt.start()
+            clock.advance(Seconds(1))
+            await wait_until(lambda: started == [1000])
+            clock.advance(Seconds(1))
+            await wait_until(lambda: Time(2000) in rt.scheduler.pending_times())
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(rt.stop, graceful=True))
+                await settle()  # the stop waits for its one more tick (3000)
+                release.set()
+                await wait_until(lambda: rt.exception() is not None)
+                clock.advance(Seconds(1))  # that tick; then the clock stays put (a graceful timeout would never pass)
+            assert rt.state is StreamingContextState.STOPPED
+    assert started == [1000]
+    assert isinstance(rt.exception(), StreamingQueryException)
