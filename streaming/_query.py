@@ -160,10 +160,11 @@ class StreamingQueryFace:
     def _await_termination(self, timeout: Duration | None) -> bool:
         runtime = self._runtime
         host = self._host
-        if self._env.async_mode and host is not None:
+        over = self._closed_before_start or (runtime is not None and runtime.state is StreamingContextState.STOPPED)
+        if self._env.async_mode and host is not None and not over:
             if threading.get_ident() == host[1]:  # blocking the loop the context runs on: it could never stop
                 raise StreamingStateError("this context was entered with 'async with': use 'await ssc.await_termination_async()'")
-            if runtime is not None and runtime.state is not StreamingContextState.STOPPED:
+            if runtime is not None:
                 return anyio.from_thread.run(runtime.await_termination, timeout, token=host[0])
         if runtime is not None:
             with contextlib.suppress(BridgeClosedError):  # then the runtime stopped (or never ran on the bridge)

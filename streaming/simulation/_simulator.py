@@ -224,7 +224,8 @@ async def _simulate(
     return SimulationResult(
         model=model,
         batches=batches,
-        summary=Summary.from_batches(batches, model.batch_interval, model.concurrent_jobs),
+        summary=Summary.from_batches(batches, model.batch_interval, model.concurrent_jobs, engine_costs=any(
+            cost is not None for cost in (costs.generation, costs.checkpoint, costs.commit, costs.listener))),
         events=None if recorder is None else tuple(recorder.events),
         jumps=clock.jumps,
         wall_seconds=_wall.perf_counter() - started,

@@ -943,8 +943,10 @@ def test_awaiting_a_context_in_async_with_blocks_neither_the_loop_nor_another_th
     context could never stop. It is refused there; from another thread it waits for the runtime on the host's loop."""
     stopped: list[bool] = []
 
+    ssc = StreamingContext(spark_context, 0.2)
+
     async def host() -> None:
-        async with StreamingContext(spark_context, 0.2) as ssc:
+        async with ssc:
             ssc.queueStream([[1]], default=[0]).foreachRDD(lambda rdd: None)
             await ssc.start_async()
             with pytest.raises(StreamingStateError, match=r"^this context was entered with 'async with': use "
@@ -960,6 +962,7 @@ def test_awaiting_a_context_in_async_with_blocks_neither_the_loop_nor_another_th
 
     anyio.run(host, backend=backend)
     assert stopped == [True]
+    assert ssc.awaitTerminationOrTimeout(1) is True  # once stopped, on any thread: it only reports
 
 
 def test_job_threads_run_each_job_in_its_group_and_leave_the_caller_untouched(spark_context: Any) -> None:
