@@ -22,6 +22,7 @@ _DAY_UNITS = {"day": 1, "week": 7}
 _MICRO_UNITS = {"microsecond": 1, "millisecond": 1_000, "second": 1_000_000, "minute": 60_000_000, "hour": 3_600_000_000}
 _INT_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
+_QUOTED_WHOLE = re.compile(r"(?i)interval\s+(['\"])([^'\"]*)\1")
 _NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)")  # ASCII digits only, as Spark's parser
 _MAX_DIGITS = 40  # far beyond any interval Spark holds (a long of microseconds)
 
@@ -96,10 +97,14 @@ def _parse(text: str, quoted: bool) -> tuple[int, int]:
     in microseconds (each within Spark's bounds)."""
     if not isinstance(text, str):
         raise TypeError(f"an interval must be a string such as '10 seconds', got {text!r}")
+    literal = _QUOTED_WHOLE.fullmatch(text.strip()) if quoted else None
+    if literal is not None:  # SQL's interval '1 day 2 hours'
+        return _parse(literal.group(2), False)
     words = text.strip().lower().split()
-    if words and words[0] == "interval":
+    prefixed = bool(words) and words[0] == "interval"
+    if prefixed:
         words = words[1:]
-    words = _values(text, words, quoted)
+    words = _values(text, words, quoted and prefixed)  # a quoted number only in SQL's form: interval '10' second
     months = days = micros = 0
     for number, unit in zip(words[::2], words[1::2], strict=True):
         if not _NUMBER.fullmatch(number) or len(number) > _MAX_DIGITS:

@@ -296,13 +296,22 @@ def test_interval_strings_read_as_spark_reads_them(text: str, ms: int) -> None:
     assert parse_interval_ms(text) == ms
 
 
-@pytest.mark.parametrize(("text", "ms"), [("interval '10' second", 10_000), ("'1.5' seconds '2' minutes", 121_500),
-                                          ("interval \"1\" hour", 3_600_000)])
+@pytest.mark.parametrize(("text", "ms"), [("interval '10' second", 10_000), ("interval '1.5' seconds '2' minutes", 121_500),
+                                          ("interval \"1\" hour", 3_600_000), ("interval '10 seconds'", 10_000),
+                                          ("INTERVAL '1 day 2 hours'", 93_600_000)])
 def test_a_delay_threshold_may_quote_its_numbers(text: str, ms: int) -> None:
-    """withWatermark reads its delay with Spark's SQL parser: a number may be a string literal (pyspark 4.3: 10000 ms)."""
+    """withWatermark reads its delay with Spark's SQL parser: after 'interval', a number or the whole may be a string
+    literal (pyspark 4.3: 10000 ms for "interval '10 seconds'")."""
     assert parse_delay_threshold(text) == ms
-    with pytest.raises(ValueError, match="is not a number"):
+    with pytest.raises(ValueError, match=r"is not a number|expected pairs"):
         parse_interval_ms(text)  # a continuous trigger's interval (Spark's stringToInterval) takes no literals
+
+
+@pytest.mark.parametrize("text", ["'10' second", '"10" seconds', "'10 seconds'", "'1.5' seconds '2' minutes"])
+def test_a_quoted_delay_without_interval_is_refused_as_spark_does(text: str) -> None:
+    """Without SQL's 'interval' keyword Spark reads no literal (CANNOT_PARSE_INTERVAL); these were taken as numbers."""
+    with pytest.raises(ValueError, match=r"^Error parsing "):
+        parse_delay_threshold(text)
 
 
 @pytest.mark.parametrize("text", [
