@@ -7,6 +7,7 @@ here the hook is a handler for them, installed while a started context runs.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import threading
 from types import FrameType
@@ -14,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 import anyio
 import anyio.lowlevel
+import sniffio
 
 from scheduler import library_logger
 
@@ -91,62 +93,112 @@ class SignalShutdown:
 
 
 class _SignalHub:
-    """One receiver of a set of signals per event loop, shared by every :func:`shutdown_signal` waiting there.
+    """The signal receivers of one event loop, shared by every :func:`shutdown_signal` waiting there.
 
     anyio's receivers replace one another on asyncio (the newest one gets the signal) and reset the handler to
     Python's default when they close: with a receiver per waiter, one SIGTERM reached only one of several contexts,
-    and the host's own handlers were gone afterwards. The hub holds one receiver while anyone waits; one waiter at a
-    time reads it (a cancelled reader hands over, nothing is lost: the receiver queues signals), every waiter gets each
-    signal, and the handlers found before the receiver are put back when the last waiter leaves.
+    and the host's own handlers were gone afterwards. The hub holds one receiver per signal while anyone waits for it;
+    one waiter at a time reads them all (a cancelled reader hands over, nothing is lost: receivers queue signals),
+    every waiter wanting a signal gets it, and a signal nobody waits for any more gets back the handler found before
+    (on asyncio the host loop's own ``add_signal_handler`` entry too).
     """
 
-    def __init__(self, signals: tuple[signal.Signals, ...]) -> None:
-        self.waiters: list[list[int]] = []  # each waiter's signals (empty while it waits)
+    def __init__(self) -> None:
+        self.waiters: list[tuple[frozenset[int], list[int]]] = []  # what each waiter wants, and what it got
         self.reading = False
         self.changed = anyio.Event()
-        self._previous = {signum: signal.getsignal(signum) for signum in signals}
-        self._receiver_cm = anyio.open_signal_receiver(*signals)
-        self.receiver = self._receiver_cm.__enter__()
+        self._receivers: list[tuple[tuple[signal.Signals, ...], Any, Any]] = []  # (signals, context manager, receiver)
+        self._read_scope: anyio.CancelScope | None = None
+
+    def want(self, signals: tuple[signal.Signals, ...]) -> None:
+        """Receive ``signals`` too: a receiver for those no receiver takes yet (the reader starts again with it)."""
+        taken = {signum for received, _, _ in self._receivers for signum in received}
+        new = tuple(signum for signum in signals if signum not in taken)
+        if not new:
+            return
+        found = _Found(new)
+        manager = anyio.open_signal_receiver(*new)
+        self._receivers.append((new, (manager, found), manager.__enter__()))
+        if self._read_scope is not None:
+            self._read_scope.cancel()
 
     async def read(self) -> None:
-        """Take the next signal and give it to every waiter (this task reads until then; the others wait)."""
+        """Take the next signal and give it to every waiter wanting it (this task reads until then; the others wait)."""
         self.reading = True
         try:
-            signum = int(await self.receiver.__anext__())
-            for waiter in self.waiters:
-                waiter.append(signum)
+            with anyio.CancelScope() as self._read_scope:
+                async with anyio.create_task_group() as group:
+                    for _, _, receiver in self._receivers:
+                        group.start_soon(self._take, receiver, group.cancel_scope)
         finally:
+            self._read_scope = None
             self.reading = False
             self.changed.set()  # the signal's waiters return; or, this reader cancelled, another one reads
             self.changed = anyio.Event()
 
-    def close(self) -> None:
-        """Close the receiver and put back the handlers found before it."""
-        self._receiver_cm.__exit__(None, None, None)
-        for signum, handler in self._previous.items():
-            if handler is not None and signal.getsignal(signum) is not handler:
+    async def _take(self, receiver: Any, done: anyio.CancelScope) -> None:
+        signum = int(await receiver.__anext__())
+        for wanted, got in self.waiters:
+            if signum in wanted:
+                got.append(signum)
+        done.cancel()
+
+    def release(self) -> None:
+        """Close the receivers of signals no waiter wants any more, and put back what they replaced."""
+        wanted = {signum for want, _ in self.waiters for signum in want}
+        for entry in [entry for entry in self._receivers if not wanted.intersection(entry[0])]:
+            self._receivers.remove(entry)
+            manager, found = entry[1]
+            manager.__exit__(None, None, None)
+            found.restore()
+            if self._read_scope is not None:
+                self._read_scope.cancel()
+
+
+class _Found:
+    """The handlers of some signals before a receiver took them: Python's, and on asyncio the running loop's entries."""
+
+    def __init__(self, signals: tuple[signal.Signals, ...]) -> None:
+        self._python = {signum: signal.getsignal(signum) for signum in signals}
+        self._loop: Any = None
+        self._entries: dict[signal.Signals, Any] = {}
+        if sniffio.current_async_library() == "asyncio":
+            self._loop = asyncio.get_running_loop()
+            table = getattr(self._loop, "_signal_handlers", None)  # CPython's: a receiver's add_signal_handler replaces
+            if isinstance(table, dict):
+                self._entries = {signum: table[signum] for signum in signals if signum in table}
+
+    def restore(self) -> None:
+        for signum, handler in self._python.items():
+            entry = self._entries.get(signum)
+            callback = getattr(entry, "_callback", None)
+            if callback is not None:  # the host loop's own handler: registered again (it sets Python's handler too)
+                self._loop.add_signal_handler(signum, callback, *getattr(entry, "_args", ()))
+            elif handler is not None and signal.getsignal(signum) is not handler:
                 signal.signal(signum, handler)
 
 
-_hubs: dict[tuple[anyio.lowlevel.EventLoopToken, tuple[signal.Signals, ...]], _SignalHub] = {}
+_hubs: dict[anyio.lowlevel.EventLoopToken, _SignalHub] = {}
 
 
 async def shutdown_signal(*signals: int) -> int:
     """Wait for one of ``signals`` (default :data:`SHUTDOWN_SIGNALS`) and return it: an async host's shutdown.
 
     The signals are handled through anyio (the event loop's own signal handling, main thread
-    only) for as long as anyone waits; cancel it to stop waiting. Every waiter in the loop gets
-    each signal (one SIGTERM stops every context waiting on it), and once none waits the handlers
-    that were there before are back.
+    only) for as long as anyone waits for them; cancel it to stop waiting. Every waiter in the
+    loop wanting a signal gets it (one SIGTERM stops every context waiting for it), and once none
+    waits for a signal the handler that was there before is back.
     """
     wanted = tuple(sorted({signal.Signals(s) for s in signals or SHUTDOWN_SIGNALS}))
-    key = (anyio.lowlevel.current_token(), wanted)
+    key = anyio.lowlevel.current_token()
     hub = _hubs.get(key)
     if hub is None:
-        hub = _hubs[key] = _SignalHub(wanted)
+        hub = _hubs[key] = _SignalHub()
     mine: list[int] = []
-    hub.waiters.append(mine)
+    entry = (frozenset(int(s) for s in wanted), mine)
+    hub.waiters.append(entry)
     try:
+        hub.want(wanted)
         while not mine:
             if hub.reading:
                 await hub.changed.wait()
@@ -154,7 +206,7 @@ async def shutdown_signal(*signals: int) -> int:
                 await hub.read()
         return mine[0]
     finally:
-        hub.waiters.remove(mine)
+        hub.waiters.remove(entry)
+        hub.release()
         if not hub.waiters:
             del _hubs[key]
-            hub.close()

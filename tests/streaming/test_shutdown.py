@@ -399,3 +399,69 @@ def test_one_signal_reaches_every_waiter_and_the_hosts_handlers_come_back(backen
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_waiters_for_different_signals_each_get_the_ones_they_want(backend: str) -> None:
+    """One waits for SIGTERM and SIGINT, one for SIGTERM alone: one SIGTERM reaches both (before, on asyncio the newer
+    receiver took it), and the SIGINT afterwards only the first."""
+    import anyio
+
+    from streaming._shutdown import shutdown_signal
+    from tests.anyio_support import settle
+
+    async def host() -> tuple[list[int], list[int]]:
+        both: list[int] = []
+        term: list[int] = []
+
+        async def wait(into: list[int], *signals: int) -> None:
+            into.append(await shutdown_signal(*signals))
+            if len(into) == 1 and not signals:
+                into.append(await shutdown_signal(*signals))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait, both)
+                tg.start_soon(wait, term, signal.SIGTERM)
+                await settle()
+                signal.raise_signal(signal.SIGTERM)
+                await settle()
+                signal.raise_signal(signal.SIGINT)
+        return both, term
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        assert anyio.run(host, backend=backend) == ([signal.SIGTERM, signal.SIGINT], [signal.SIGTERM])
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def test_an_asyncio_hosts_own_loop_signal_handler_works_again_after_the_wait() -> None:
+    """The host's loop.add_signal_handler(SIGTERM): a shutdown wait's receiver replaced it, and when the wait ended the
+    handler left was asyncio's no-op stub with no entry behind it: SIGTERM did nothing at all. It is registered again."""
+    import asyncio
+
+    from streaming._shutdown import shutdown_signal
+
+    async def host() -> list[str]:
+        heard: list[str] = []
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, heard.append, "host")
+        waiter = asyncio.ensure_future(shutdown_signal(signal.SIGTERM))
+        await asyncio.sleep(0)
+        signal.raise_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(waiter, 30) == signal.SIGTERM
+        signal.raise_signal(signal.SIGTERM)  # the host's handler again
+        for _ in range(100):
+            if heard:
+                break
+            await asyncio.sleep(0)
+        loop.remove_signal_handler(signal.SIGTERM)
+        return heard
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert asyncio.run(host()) == ["host"]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
