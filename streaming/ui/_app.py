@@ -13,6 +13,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -212,7 +213,9 @@ class StreamingUI:
         ui = self
 
         def history_of(request: Any) -> ContextHistory:
-            name = urllib.parse.unquote(request.path_params["name"])  # quoted by _ContextSegment
+            name = request.path_params["name"]
+            if request.scope.get(_NAME_QUOTED):  # quoted by _ContextSegment (else the server decoded it once already)
+                name = urllib.parse.unquote(name)
             history = ui._histories.get(name)
             if history is None and name.upper() in ("%2E", "%2E%2E"):
                 # "." and "..": a browser resolves them as dot segments even percent-encoded once,
@@ -254,10 +257,9 @@ class StreamingUI:
 
         def id_param(request: Any, key: str, what: str) -> int:
             raw = request.path_params[key]
-            try:
-                return int(raw)
-            except ValueError:
-                raise HTTPException(400, f"{what}, got {raw!r}") from None
+            if not _JAVA_LONG.fullmatch(raw) or len(raw) > 20:  # as Spark's toLong: ASCII digits, no "_", a sign
+                raise HTTPException(400, f"{what}, got {raw!r}")
+            return int(raw)
 
         def batch_of(request: Any) -> tuple[ContextHistory, dict[str, Any], Any]:
             history = history_of(request)
@@ -492,22 +494,29 @@ class _ContextSegment:
 _CONTEXTS = ["api", "v1", "contexts"]
 
 
+_JAVA_LONG = re.compile(r"[+-]?[0-9]+")
+
+_NAME_QUOTED = "aiodstream.context_name_quoted"
+"""Set in a request's scope by :func:`_with_context_segment` once the context name's segment is quoted in its path."""
+
+
 def _with_context_segment(scope: Any) -> Any:
     """``scope`` with the context name's segment of its path quoted (``/`` as ``%2F``), or as it is."""
     root_path = scope.get("root_path", "")
     path: str = scope["path"]
+    # A mount (Starlette's) keeps its prefix in path and raw_path; a server's root_path (Hypercorn's) leaves it out of both.
+    rooted = bool(root_path) and path.startswith(root_path)
     raw = scope.get("raw_path")
     if raw is not None:
-        # The raw path holds the mount's prefix too (root_path, decoded): drop as many segments.
         segments = [urllib.parse.unquote_to_bytes(segment).decode("utf-8", "replace")
-                    for segment in bytes(raw).split(b"?", 1)[0].split(b"/")[1 + root_path.count("/"):]]
+                    for segment in bytes(raw).split(b"?", 1)[0].split(b"/")[1 + (root_path.count("/") if rooted else 0):]]
     else:  # a server that passes no raw_path: the decoded path's segments
-        segments = (path[len(root_path):] if path.startswith(root_path) else path).split("/")[1:]
+        segments = (path[len(root_path):] if rooted else path).split("/")[1:]
     if len(segments) < 5 or segments[:3] != _CONTEXTS:
         return scope
     name = urllib.parse.quote(segments[3], safe="")
     rest = segments[4:]
-    return {**scope, "path": "/".join([root_path, *_CONTEXTS, name, *rest])}
+    return {**scope, "path": "/".join([root_path if rooted else "", *_CONTEXTS, name, *rest]), _NAME_QUOTED: True}
 
 
 def _json_response_class() -> Any:

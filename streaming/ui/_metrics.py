@@ -90,8 +90,9 @@ class _Histogram:
 class _QueryState:
     """Everything recorded for one attached context or query."""
 
-    def __init__(self, query: str) -> None:
+    def __init__(self, query: str, base: str | None = None) -> None:
         self.query = query
+        self.base = query if base is None else base  # the name its label was made from (a label may be base-2)
         self.scheduling = _Histogram(DELAY_BUCKETS_S)
         self.processing = _Histogram(DELAY_BUCKETS_S)
         self.total = _Histogram(DELAY_BUCKETS_S)
@@ -336,19 +337,26 @@ class _Collector:
         self._lock = threading.Lock()
         self.queries: list[_QueryState] = []
 
-    def add(self, state: _QueryState) -> None:
-        with self._lock:
-            self.queries.append(state)
+    def claim(self, base: str, live: Callable[[], bool]) -> tuple[_QueryState, bool]:
+        """The state of a new run named ``base`` that is live while ``live()``, and whether it continues a stopped run's.
 
-    def claim(self, base: str) -> tuple[str, _QueryState | None]:
-        """The label of a new run named ``base``: the first of ``base``, ``base-2``, ... no live run holds; its stopped state if any."""
+        Its label is the first of ``base``, ``base-2``, ... that no live run holds and no stopped run of another name
+        holds (a context named ``q-2`` never continues the second ``q``'s series); all under the lock, so two runs
+        claiming at once never share a label.
+        """
         with self._lock:
             by_label = {state.query: state for state in self.queries}
-        label, n = base, 1
-        while label in by_label and by_label[label].live():
-            n += 1
-            label = f"{base}-{n}"
-        return label, by_label.get(label)
+            label, n = base, 1
+            while label in by_label and (by_label[label].live() or by_label[label].base != base):
+                n += 1
+                label = f"{base}-{n}"
+            state = by_label.get(label)
+            continued = state is not None
+            if state is None:
+                state = _QueryState(label, base)
+                self.queries.append(state)
+            state.live = live
+        return state, continued
 
     def collect(self) -> Iterable[Any]:
         core = self._core
@@ -448,17 +456,13 @@ class StreamingMetrics:
 
     def _state(self, base: str, runtime: Any) -> _QueryState:
         """The state recording a run named ``base`` of ``runtime``: a new one, or the one of a stopped run of that label, continued."""
-        label, stopped = self._collector.claim(base)
-        if stopped is not None:
-            stopped.retire()
-            state = stopped
-        else:
-            state = _QueryState(label)
-            self._collector.add(state)
         if runtime is not None and hasattr(runtime, "state"):
-            state.live = lambda: runtime.state is not StreamingContextState.STOPPED
+            live: Callable[[], bool] = lambda: runtime.state is not StreamingContextState.STOPPED  # noqa: E731
         else:
-            state.live = lambda: True
+            live = lambda: True  # noqa: E731
+        state, continued = self._collector.claim(base, live)
+        if continued:
+            state.retire()
         return state
 
     def attach(self, target: Any, *, name: str | None = None, history: ContextHistory | None = None) -> str:

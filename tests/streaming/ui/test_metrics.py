@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +193,38 @@ async def test_a_restarted_context_of_one_name_continues_its_series_and_two_live
     assert value(values, "aiodstream_input_records_total", query="same", input="0") == 1 + 2 + 1 + 2 + 5
     assert value(values, "aiodstream_batches_total", query="same-2", outcome="completed") == 1
     assert value(values, "aiodstream_input_records_total", query="same-2", input="0") == 7
+    # Both stopped: a context literally named "same-2" gets a label of its own; it continued the second one's counters.
+    async with StreamingRuntime(pipeline([100]), Seconds(1), clock=clock, name="same-2") as other:
+        assert metrics.attach(other) == "same-2-2"
+
+
+def test_runs_claiming_one_name_at_once_from_threads_never_share_a_label() -> None:
+    """The label was chosen under the lock and the run added after it: two threads could both take "q" (in about two
+    trials of three with the GIL switching every microsecond; the test makes 20)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        _claim_from_threads(20)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _claim_from_threads(trials: int) -> None:
+    for _ in range(trials):
+        metrics = StreamingMetrics()
+        barrier = threading.Barrier(8)
+        labels: list[str] = []
+
+        def claim(metrics: StreamingMetrics = metrics, barrier: threading.Barrier = barrier, labels: list[str] = labels) -> None:
+            barrier.wait()
+            labels.append(metrics.listener("q").state.query)
+
+        threads = [threading.Thread(target=claim) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(labels) == sorted(["q", *(f"q-{n}" for n in range(2, 9))])
 
 
 def test_events_of_records_and_of_eager_snapshots_scrape_the_same_text() -> None:

@@ -343,11 +343,17 @@ async def test_any_context_name_reaches_its_context_encoded_as_the_pages_encode_
             assert [o["outputOpId"] for o in ops] == [0]
             status, body = await asgi_get(mounted, f"/ui/x/api/v1/contexts/{quoted}/streaming/statistics".encode(), "")
             assert status == 200 and json.loads(body)["name"] == name
+            # Hypercorn's root_path: the root is in neither path nor raw_path (the name was decoded twice, or 404)
+            status, body = await asgi_get(ui.asgi_app(), f"/api/v1/contexts/{quoted}/streaming/statistics".encode(), "/ui")
+            assert status == 200 and json.loads(body)["name"] == name
         for name in (".", ".."):  # as app.js sends them: a browser would resolve a dot segment, even as %2E
             stats = await fetch_json(url + "api/v1/contexts/" + name.replace(".", "%252E") + "/streaming/statistics")
             assert stats["name"] == name
         status, body = await fetch(url + "api/v1/contexts/team%2Fnobody/streaming/statistics")
         assert status == 404 and "no context named 'team/nobody'" in body
+        for bad in ("1_000", "%D9%A3000", "+", "1" * 30):  # Spark's toLong takes ASCII digits only (int() took these)
+            status, body = await fetch(url + f"api/v1/contexts/what%3F/streaming/batches/{bad}")
+            assert status == 400 and "a batch id is its time in ms" in body
         tg.cancel_scope.cancel()
 
 
