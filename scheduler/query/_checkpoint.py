@@ -226,8 +226,10 @@ class Checkpoint:
         if query_id is None:
             query_id = self.create_query_id()
         if claim.guarantee != "detect":
-            for directory in (self.offsets.directory, self.commits.directory, self.root):
-                remove_temp_files(directory)
+            sources = self.root / "sources"
+            inputs = [sources / name for name in sources.listdir()]  # (none: an empty list)
+            for directory in (self.offsets.directory, self.commits.directory, self.root, *inputs):
+                remove_temp_files(directory)  # (sources/<n>/: a stream.json whose first write was killed)
         return self.recover(query_id, created, batch_duration, num_sources)
 
     def recover(self, query_id: uuid.UUID, created: bool, batch_duration: Duration, num_sources: int) -> CheckpointState:

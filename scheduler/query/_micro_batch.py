@@ -154,6 +154,7 @@ class MicroBatchTracker:
         """
         self.options = options or ProgressTrackingOptions()
         self.options.check_trigger(trigger)
+        self._trigger = trigger
         self._watermark_policy = parse_watermark_policy(watermark_policy)
         self.watermarks = WatermarkTracker(())
         # Set by open(): whether an input is watermarked, and (without) the watermark, which then never moves.
@@ -220,6 +221,10 @@ class MicroBatchTracker:
                 raise InvalidPipelineError(f"Sink {unsupported[0]} does not support async progress tracking")
         if self._async and self._graph.is_stateful:
             raise InvalidPipelineError(STATEFUL_ASYNC_MESSAGE)
+        if self._trigger is not Trigger.PROCESSING_TIME and self._graph.is_stateful:  # (see next_trigger_time)
+            raise InvalidPipelineError(
+                f"a stateful query runs only on the processing-time trigger here, not {self._trigger.value}: the batch "
+                "ids of trigger-driven runs follow the clock and skip, and the state's versions follow the batch ids")
         n = len(self._inputs)
         if self.checkpoint is not None:
             state = await anyio.to_thread.run_sync(functools.partial(self.checkpoint.open, self.batch_duration, n, claim=claim))

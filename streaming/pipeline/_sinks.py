@@ -43,7 +43,8 @@ class FileSink:
     Args:
         path: the output directory (created if missing).
         format: turns a record into its line (default ``str``); must not add newlines.
-        select: which records to write (default: every source's records, in source order).
+        select: which records to write (default: every input of the batch in order: each source's records, then each
+            stateful operator's outputs; pass a function of the Batch to write fewer).
         skip_empty: write no file for a batch without records.
         prefix: file name prefix.
         suffix: file name suffix.

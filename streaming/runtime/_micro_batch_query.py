@@ -70,7 +70,8 @@ class BusReports:
 
 def query_tracker(graph: JobGraph, batch_duration: Duration, clock: Clock, bus: StreamingListenerBus, *,
                   checkpoint_location: str | os.PathLike[str] | CheckpointPath | None, trigger: Trigger,
-                  options: Mapping[str, object] | None, track_progress: bool, name: str | None) -> MicroBatchTracker | None:
+                  options: Mapping[str, object] | None, track_progress: bool, name: str | None,
+                  concurrent_jobs: int = 1) -> MicroBatchTracker | None:
     """The tracker of a run that is a query (a checkpoint, a Once or AvailableNow trigger, options or progress tracking), else ``None``.
 
     ``options`` are Spark-named progress-tracking options, and ``spark.sql.streaming.multipleWatermarkPolicy``
@@ -92,12 +93,19 @@ def query_tracker(graph: JobGraph, batch_duration: Duration, clock: Clock, bus: 
     for key in [key for key in progress_options if str(key).lower() == WATERMARK_POLICY_KEY.lower()]:
         value = progress_options.pop(key)
         policy = value if isinstance(value, str) else repr(value)
+    tracking = ProgressTrackingOptions.from_options(progress_options)
+    if tracking.async_progress_tracking_enabled and concurrent_jobs > 1:
+        # A re-run widened over batches the sparse log never held runs under the newest one's time, which a sink that
+        # skips times it already wrote skips whole: a batch before it that had not finished lost its records.
+        raise InvalidPipelineError(
+            f"async progress tracking needs one job at a time (concurrentJobs 1, got {concurrent_jobs}): with several, "
+            "a batch logged after one that had not finished could make the restart skip the earlier one's output")
     return MicroBatchTracker(
         graph,
         batch_duration,
         clock=clock,
         checkpoint=None if checkpoint_location is None else Checkpoint(checkpoint_location),
-        options=ProgressTrackingOptions.from_options(progress_options),
+        options=tracking,
         watermark_policy=policy,
         trigger=trigger,
         name=name,

@@ -192,7 +192,7 @@ class StreamingRuntime:
         graph = self.graph
         self.tracker = query_tracker(graph, self.batch_duration, self.clock, self.listener_bus,
                                      checkpoint_location=checkpoint_location, trigger=self.trigger, options=self._options,
-                                     track_progress=self._track_progress, name=self.name)
+                                     track_progress=self._track_progress, name=self.name, concurrent_jobs=self._concurrent_jobs)
         self.checkpoint_location = checkpoint_location
         option = self._stop_on_failure_option
         self.stop_on_failure = (checkpoint_location is not None) if option is None else bool(option)

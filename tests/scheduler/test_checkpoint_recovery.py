@@ -191,7 +191,8 @@ def test_open_clears_temp_files_of_killed_writers(tmp_path: Path) -> None:
     """Opening removes hidden .tmp files left in the checkpoint's directories."""
     ck = Checkpoint(tmp_path)
     log_batches(ck, {0: "1"}, [0])
-    for where in ("offsets", "commits", "."):
+    (tmp_path / "sources" / "0").mkdir(parents=True)  # a stream.json whose first write was killed
+    for where in ("offsets", "commits", ".", "sources/0"):
         (tmp_path / where / ".9.abc.tmp").write_text("v1")
     ck.open(Milliseconds(1000), 1)
     assert not list(tmp_path.rglob("*.tmp"))

@@ -373,3 +373,28 @@ async def test_async_tracking_purges_beyond_min_batches_to_retain(tmp_path: Path
         await advance(rt, clock, 1000, times=6)
         await rt.stop()
     assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [3, 4, 5]
+
+
+@pytest.mark.parametrize("trigger", [Trigger.ONCE, Trigger.AVAILABLE_NOW])
+async def test_a_stateful_pipeline_is_refused_on_a_trigger_driven_run(tmp_path: Path, trigger: Trigger) -> None:
+    """Trigger-driven batch ids follow the clock and skip (0, then 7 for a run 0.5 s later), and the state's versions
+    follow them: the next run failed to load a version no batch wrote, and a first Once run sometimes did too."""
+    p = StatefulPipeline()
+    p.add_source(ListSource(["a"]), name="in")
+    p.add_output(Recorder())
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(), checkpoint_location=tmp_path, trigger=trigger) as rt:
+        with raises_exactly(InvalidPipelineError, f"a stateful query runs only on the processing-time trigger here, not "
+                            f"{trigger.value}: the batch ids of trigger-driven runs follow the clock and skip, and the "
+                            "state's versions follow the batch ids"):
+            await rt.start()
+    assert not (tmp_path / "offsets").exists()
+
+
+def test_async_tracking_with_several_concurrent_jobs_is_refused() -> None:
+    """A restart re-ran a batch logged after one that had not finished under its own time, which FileSink skips: the
+    earlier batch's records were lost."""
+    with raises_exactly(InvalidPipelineError, "async progress tracking needs one job at a time (concurrentJobs 1, got 2): "
+                        "with several, a batch logged after one that had not finished could make the restart skip the "
+                        "earlier one's output"):
+        StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), concurrent_jobs=2,
+                         options={"asyncProgressTrackingEnabled": "true"})
