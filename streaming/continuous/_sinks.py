@@ -9,6 +9,7 @@ epoch order and before the epoch's entry in the commits log.
 from __future__ import annotations
 
 import abc
+import copy
 import os
 import re
 import threading
@@ -85,14 +86,41 @@ class ForeachSink(ContinuousSink):
             if hasattr(writer, name) and not callable(getattr(writer, name)):
                 raise InvalidPipelineError(f"Attribute '{name}' in provided object is not callable")
         self.writer = writer
+        self._copies: dict[int, Any] = {}  # a writer object's copy per partition's task (made at its first epoch)
 
     def open_writer(self, partition: int, epoch: int) -> PartitionWriter:
-        """Open the user's writer for this partition and epoch."""
-        return _ForeachWriter(self.writer, partition, epoch)
+        """Open the user's writer for this partition and epoch: a writer object's own copy for the partition's task.
+
+        Spark pickles the writer to each task; tasks on threads (``ThreadTaskLauncher``) shared the driver's
+        object, so one partition's ``open`` reset what another had buffered (rows lost, duplicated, mislabelled).
+        A plain function is shared, as its closure is on threads.
+
+        Raises:
+            InvalidPipelineError: the writer object cannot be copied (it holds a lock, a socket, a file).
+        """
+        writer = self.writer
+        if callable(getattr(writer, "process", None)):
+            copied = self._copies.get(partition)
+            if copied is None:
+                copied = self._copies[partition] = _task_copy(writer)
+            writer = copied
+        return _ForeachWriter(writer, partition, epoch)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_copies": {}}  # a task makes its own
 
     def description(self) -> str:
         """Spark's description of a foreach sink."""
         return "ForeachWriterTable"
+
+
+def _task_copy(writer: Any) -> Any:
+    try:
+        return copy.deepcopy(writer)
+    except Exception as exc:
+        raise InvalidPipelineError(
+            f"the foreach writer {type(writer).__name__} cannot be copied for each task ({type(exc).__name__}: {exc}); "
+            "as Spark pickles it to every task, make its locks, connections and files in open()") from exc
 
 
 class _ForeachWriter(PartitionWriter):

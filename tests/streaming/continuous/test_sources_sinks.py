@@ -415,3 +415,40 @@ async def test_a_failed_thread_task_ends_the_others_before_the_query_reports_its
             release.set()
         assert ended == ["reported"]
         assert log.index("process returned") < log.index("reader 1 closed") < log.index("reported")
+
+
+def test_each_partitions_task_writes_through_its_own_copy_of_a_writer_object() -> None:
+    """Tasks on threads shared the driver's writer: partition 1's open reset what partition 0 had buffered, so rows
+    were lost, duplicated and put under the wrong partition. Each partition's task gets its own copy, as Spark's do."""
+    emitted: list[tuple[int, list[str]]] = []
+
+    class Buffering:
+        def open(self, partition_id: int, epoch_id: int) -> bool:
+            self.partition, self.rows = partition_id, []
+            return True
+
+        def process(self, row: str) -> None:
+            self.rows.append(row)
+
+        def close(self, error: BaseException | None) -> None:
+            emitted.append((self.partition, self.rows))
+
+    sink = ForeachSink(Buffering())
+    first, second = sink.open_writer(0, 0), sink.open_writer(1, 0)
+    first.write("a")
+    second.write("b")
+    first.commit()
+    second.commit()
+    again = sink.open_writer(0, 1)  # the same task's next epoch: its same copy
+    again.write("c")
+    again.commit()
+    assert emitted == [(0, ["a"]), (1, ["b"]), (0, ["c"])]
+
+    class Locked:
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+
+        def process(self, row: str) -> None: ...
+
+    with pytest.raises(InvalidPipelineError, match=r"^the foreach writer Locked cannot be copied for each task "):
+        ForeachSink(Locked()).open_writer(0, 0)
