@@ -262,6 +262,8 @@ class _SocketReader(PartitionReader):
                         chunk = None
                     if chunk == b"":
                         self._eof = True  # the server closed: no more lines, the epoch goes on
+                        if self._buffer:
+                            self._buffer += b"\n"  # its last line without a newline is a line (Java's readLine)
                     elif chunk:
                         self._buffer += chunk
             else:
