@@ -144,10 +144,8 @@ class MicroBatchTracker:
             trigger: how batches are triggered (async tracking refuses Once and AvailableNow).
             name: the query name, for progress.
             listener: receives progress and idle reports.
-            stopwatch: a nanosecond counter for the critical-path statistics (the bench passes
-                a monotonic one); default: the clock, in whole milliseconds.
-            watermark_policy: ``min`` or ``max`` (``spark.sql.streaming.multipleWatermarkPolicy``)
-                for a new checkpoint; a restart keeps the policy its checkpoint recorded.
+            stopwatch: a nanosecond counter for the critical-path statistics; default: the clock, in whole ms.
+            watermark_policy: ``min`` or ``max`` (``multipleWatermarkPolicy``); a restart keeps the one it recorded.
 
         Raises:
             InvalidPipelineError: async progress tracking with a Once or AvailableNow trigger.
