@@ -443,31 +443,45 @@ async def test_under_the_block_policy_a_hung_listener_holds_a_stop_only_until_th
     assert stats.queued == 0 and stats.delivered == 5 and stats.dropped >= 2
 
 
+class FailingFirstBatch:
+    """A stop-on-failure query whose batch 1000 fails once released, while batch 2000 waits behind it: ``started``
+    lists the batches whose output ran."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.started: list[int] = []
+        self.release = anyio.Event()
+        pipeline = Pipeline()
+        pipeline.add_source(ListSource(["a", "b", "c"], max_per_batch=1), name="in")
+        pipeline.add_output(self._out, name="out")
+        self.runtime = StreamingRuntime(pipeline, Seconds(1), clock=clock, track_progress=True, stop_on_failure=True)
+        self._clock = clock
+
+    async def _out(self, batch: Batch) -> None:
+        self.started.append(batch.time.milliseconds)
+        if batch.time.milliseconds == 1000:
+            await self.release.wait()
+            raise RuntimeError("boom")
+
+    async def start_with_batch_2000_queued(self) -> None:
+        """Start the entered runtime, run batch 1000 until it waits for ``release``, and queue batch 2000 behind it."""
+        rt = self.runtime
+        await rt.start()
+        self._clock.advance(Seconds(1))
+        await wait_until(lambda: self.started == [1000])
+        self._clock.advance(Seconds(1))
+        await wait_until(lambda: Time(2000) in rt.scheduler.pending_times())
+
+
 async def test_no_job_of_a_later_batch_starts_once_a_query_failed(clock: ManualClock) -> None:
     """stop_on_failure: batch 2's job, queued behind batch 1's slow failing job, never runs (Spark runs no batch after
     the failed one). Before, the worker took it at once, ahead of the stop the failure started."""
-    started: list[int] = []
-    release = anyio.Event()
-
-    async def out(batch: Batch) -> None:
-        started.append(batch.time.milliseconds)
-        if batch.time.milliseconds == 1000:
-            await release.wait()
-            raise RuntimeError("boom")
-
-    pipeline = Pipeline()
-    pipeline.add_source(ListSource(["a", "b", "c"], max_per_batch=1), name="in")
-    pipeline.add_output(out, name="out")
-    async with StreamingRuntime(pipeline, Seconds(1), clock=clock, track_progress=True, stop_on_failure=True) as rt:
-        await rt.start()
-        clock.advance(Seconds(1))
-        await wait_until(lambda: started == [1000])
-        clock.advance(Seconds(1))
-        await wait_until(lambda: Time(2000) in rt.scheduler.pending_times())
-        release.set()
+    query = FailingFirstBatch(clock)
+    async with query.runtime as rt:
+        await query.start_with_batch_2000_queued()
+        query.release.set()
         with anyio.fail_after(HANG_GUARD_S), pytest.raises(StreamingQueryException, match="boom"):
             await rt.await_termination()
-    assert started == [1000]
+    assert query.started == [1000]
 
 
 async def test_a_batch_whose_submission_a_blocked_post_held_past_a_stop_is_dropped_quietly(clock: ManualClock) -> None:
@@ -533,25 +547,11 @@ async def test_a_start_cancelled_while_it_announces_the_query_leaves_the_runtime
 async def test_a_query_failing_during_a_graceful_stop_ends_it_without_waiting_for_the_refused_batches(clock: ManualClock) -> None:
     """stop_on_failure: a batch fails while a graceful stop drains. Its later batch's job is refused (it never runs), so
     the drain cannot finish: the stop goes on as an immediate one instead of waiting out graceful_stop_timeout."""
-    started: list[int] = []
-    release = anyio.Event()
-
-    async def out(batch: Batch) -> None:
-        started.append(batch.time.milliseconds)
-        if batch.time.milliseconds == 1000:
-            await release.wait()
-            raise RuntimeError("boom")
-
-    pipeline = Pipeline()
-    pipeline.add_source(ListSource(["a", "b", "c"], max_per_batch=1), name="in")
-    pipeline.add_output(out, name="out")
+    query = FailingFirstBatch(clock)
+    release = query.release
     with anyio.fail_after(HANG_GUARD_S):  # the manual clock never reaches the graceful timeout: before, this hung
-        async with StreamingRuntime(pipeline, Seconds(1), clock=clock, track_progress=True, stop_on_failure=True) as rt:
-            await rt.start()
-            clock.advance(Seconds(1))
-            await wait_until(lambda: started == [1000])
-            clock.advance(Seconds(1))
-            await wait_until(lambda: Time(2000) in rt.scheduler.pending_times())
+        async with query.runtime as rt:
+            await query.start_with_batch_2000_queued()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(functools.partial(rt.stop, graceful=True))
                 await settle()  # the stop waits for its one more tick (3000)
@@ -559,5 +559,5 @@ async def test_a_query_failing_during_a_graceful_stop_ends_it_without_waiting_fo
                 await wait_until(lambda: rt.exception() is not None)
                 clock.advance(Seconds(1))  # that tick; then the clock stays put (a graceful timeout would never pass)
             assert rt.state is StreamingContextState.STOPPED
-    assert started == [1000]
+    assert query.started == [1000]
     assert isinstance(rt.exception(), StreamingQueryException)
