@@ -53,6 +53,7 @@ from ._worker_threads import Handover, WorkerThreads
 from .query import (
     LOCAL_FILES,
     LOCK_FILE,
+    STATE_VERSION_KEY,
     BatchGrid,
     Checkpoint,
     CheckpointClaim,
@@ -111,6 +112,7 @@ __all__ = [
     "BatchHook",
     "BatchPlanner",
     "BatchWatermarks",
+    "STATE_VERSION_KEY",
     "Checkpoint",
     "CheckpointClaim",
     "checkpoint_claims",

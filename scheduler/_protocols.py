@@ -118,6 +118,8 @@ class RecoveredBatch:
     """The watermark the batch ran with (its offsets entry's ``batchWatermarkMs``)."""
     late_watermark_ms: int = 0
     """The previous batch's watermark: the batch's late-event watermark."""
+    state_version: int | None = None
+    """The state version the batch loads (it commits the next), when its offsets entry recorded one other than its id."""
 
 
 @runtime_checkable
@@ -209,6 +211,16 @@ class ReplayableGraph(JobGraph, Protocol):
 
     def set_batch_watermarks(self, time: Time, watermarks: BatchWatermarks) -> None:
         """Batch ``time`` runs with these watermarks; called with :meth:`set_batch_offsets`, before ``generate_jobs(time)``."""
+        ...
+
+    def set_batch_state_version(self, time: Time, version: int) -> None:
+        """Batch ``time``'s stateful operators load state version ``version`` and commit ``version + 1``.
+
+        Called with :meth:`set_batch_offsets`, for a stateful graph, only when the version is not
+        the batch's id: a batch of a Once or AvailableNow run takes the id of its time on the grid,
+        and those skip (a run half a minute after the last), while state versions count the
+        batches that ran. A graph that cannot follow raises ``CheckpointError``.
+        """
         ...
 
     def event_time_stats(self, time: Time) -> Sequence[EventTimeStats | None]:

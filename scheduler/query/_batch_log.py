@@ -18,7 +18,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from .._protocols import ReplayableGraph
 from .._watermark import WATERMARK_POLICY_KEY, WatermarkTracker
-from ._checkpoint import ASYNC_TRACKED_KEY, BatchGrid, Checkpoint
+from ._checkpoint import ASYNC_TRACKED_KEY, STATE_VERSION_KEY, BatchGrid, Checkpoint
 from ._claims import concurrent_log_update_error
 from ._metadata_log import CommitMetadata, OffsetSeq, OffsetSeqMetadata
 from ._planned_batch import PlannedBatch
@@ -155,6 +155,8 @@ class BatchLog:
             conf[WATERMARK_POLICY_KEY] = self._watermarks.policy
         if self._async_tracked:
             conf[ASYNC_TRACKED_KEY] = "true"
+        if batch.state_version is not None:
+            conf[STATE_VERSION_KEY] = str(batch.state_version)
         return OffsetSeq(batch.end, OffsetSeqMetadata(batch.watermarks.eviction_ms, batch.time.milliseconds, conf))
 
     def _add_offsets(self, batch: PlannedBatch) -> None:

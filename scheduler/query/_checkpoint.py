@@ -32,6 +32,7 @@ from ._metadata_log import (
 __all__ = [
     "GRID_INTERVAL_KEY",
     "GRID_ZERO_KEY",
+    "STATE_VERSION_KEY",
     "BatchGrid",
     "Checkpoint",
     "CheckpointDescription",
@@ -46,6 +47,12 @@ GRID_INTERVAL_KEY = "aiodstream.batchDurationMs"
 """Key in an offsets entry's ``conf`` holding the batch interval the checkpoint was written with."""
 GRID_ZERO_KEY = "aiodstream.zeroTimeMs"
 """Key in an offsets entry's ``conf`` holding the zero time of the batch grid."""
+STATE_VERSION_KEY = "aiodstream.stateVersion"
+"""Key in an offsets entry's ``conf`` holding the state version its batch loads, when that is not its batch id.
+
+Batch ids follow the batch times on the grid; a Once or AvailableNow run's batch takes the id of its time, so ids skip
+between runs, while a stateful operator's versions count the batches that ran it (version ``v`` loaded, ``v + 1``
+committed). Entries without the key load the version of their id."""
 
 T = TypeVar("T")
 
@@ -77,6 +84,11 @@ class BatchGrid:
             raise ValueError(f"{time} is not a batch time on the grid {self.zero_time} + k * {self.batch_duration}, k >= 1")
         return offset // period - 1
 
+    def next_time_after(self, now: Time) -> Time:
+        """The first batch time on the grid after ``now``."""
+        zero, period = self.zero_time.milliseconds, self.batch_duration.milliseconds
+        return Time(((now.milliseconds - zero) // period + 1) * period + zero)
+
     def conf(self) -> dict[str, str]:
         """The grid as ``conf`` entries of an offsets entry."""
         return {GRID_INTERVAL_KEY: str(self.batch_duration.milliseconds), GRID_ZERO_KEY: str(self.zero_time.milliseconds)}
@@ -105,6 +117,8 @@ class CheckpointState:
             batch's late-event watermark).
         watermark_policy: the ``multipleWatermarkPolicy`` the newest entry recorded, or ``None``.
         async_tracked: the newest entry was written with async progress tracking (:data:`ASYNC_TRACKED_KEY`).
+        next_state_version: the state version the next new batch loads: one after the newest entry's
+            (:data:`STATE_VERSION_KEY`, else its batch id); 0 with no entry.
     """
 
     query_id: uuid.UUID
@@ -120,6 +134,7 @@ class CheckpointState:
     late_watermark_ms: int = 0
     watermark_policy: str | None = None
     async_tracked: bool = False
+    next_state_version: int = 0
 
     @property
     def latest_committed(self) -> int | None:
@@ -306,7 +321,7 @@ class Checkpoint:
                     path=str(self.offsets.path_of(batch_id)),
                 )
             rerun.append(RecoveredBatch(batch_id, grid.time_of(batch_id), tuple(start), entry.offsets,
-                                        _batch_watermark(entry), late))
+                                        _batch_watermark(entry), late, _state_version(entry, str(self.offsets.path_of(batch_id)))))
         watermark = _batch_watermark(latest_entry)
         if latest in committed:
             commit = self.commits.get(latest)
@@ -315,7 +330,8 @@ class Checkpoint:
         return CheckpointState(query_id, created, grid, tuple(offset_ids), tuple(commit_ids), latest, latest_entry.offsets,
                                tuple(rerun), tuple(history), watermark, _batch_watermark(latest_entry),
                                None if latest_entry.metadata is None else latest_entry.metadata.conf.get(WATERMARK_POLICY_KEY),
-                               latest_entry.metadata is not None and latest_entry.metadata.conf.get(ASYNC_TRACKED_KEY) == "true")
+                               latest_entry.metadata is not None and latest_entry.metadata.conf.get(ASYNC_TRACKED_KEY) == "true",
+                               _version_loaded(latest_entry, latest, str(self.offsets.path_of(latest))) + 1)
 
     def check_log_directories(self) -> None:
         """Refuse an ``offsets`` or ``commits`` that exists and is not a directory (a listing would read it as an empty log).
@@ -485,6 +501,32 @@ def _grid_numbers(conf: Mapping[str, str], path: str) -> tuple[int, int] | None:
             path=path,
         )
     return interval_ms, zero_ms
+
+
+def _state_version(entry: OffsetSeq, path: str) -> int | None:
+    """The state version an offsets entry's batch loads (:data:`STATE_VERSION_KEY`), or ``None`` if it records none.
+
+    Raises:
+        CorruptCheckpointError: it is there but not a whole number >= 0 in ASCII digits.
+    """
+    text = None if entry.metadata is None else entry.metadata.conf.get(STATE_VERSION_KEY)
+    if text is None:
+        return None
+    version = parse_long(text)
+    if version is None or version < 0:
+        raise CorruptCheckpointError(
+            f"cannot read {path}: its state version ({STATE_VERSION_KEY}) must be a whole number >= 0 in ASCII digits, got "
+            f"{text!r:.40}; the file was damaged after it was written: restore it from a copy, or start over with a new "
+            "checkpoint directory",
+            path=path,
+        )
+    return version
+
+
+def _version_loaded(entry: OffsetSeq, batch_id: int, path: str) -> int:
+    """The state version batch ``batch_id`` (logged as ``entry``) loads: the recorded one, else its id."""
+    version = _state_version(entry, path)
+    return batch_id if version is None else version
 
 
 def _batch_watermark(entry: OffsetSeq) -> int:

@@ -30,7 +30,7 @@ from .._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, WatermarkTracker
 from ._batch_log import BatchLog
 from ._checkpoint import BatchGrid, Checkpoint, CheckpointState
 from ._claims import CheckpointClaim
-from ._planned_batch import PlannedBatch
+from ._planned_batch import PlannedBatch, checked_offsets, once_end
 from ._progress import StreamingQueryProgress, StreamingQueryStatus
 from ._progress_reporter import ProgressReporter, QueryProgressListener
 from ._query_options import ProgressTrackingOptions, Trigger
@@ -41,28 +41,6 @@ STATEFUL_ASYNC_MESSAGE = "Stateful streaming queries does not support async prog
 
 # The watermarks of every batch of a query without watermarked inputs (frozen: one shared value).
 _NO_WATERMARKS = BatchWatermarks(0, 0)
-
-
-def _once_end(start: Sequence[Offset], latest: Sequence[Offset]) -> tuple[Offset, ...]:
-    """A Once batch's end: each input's latest offset, or where it starts if it has none now (Spark keeps an input's
-    previous end when it reports none; logged as none, the next run would read that input from its beginning)."""
-    return tuple(s if end is None else end for s, end in zip(start, latest, strict=True))
-
-
-def _checked_offsets(offsets: Sequence[Offset], inputs: int, graph: ReplayableGraph, method: str) -> tuple[Offset, ...]:
-    """``offsets`` as a tuple, checked to be one JSON text or ``None`` per replayable input (a graph may break its annotation)."""
-    result = tuple(offsets)
-    valid = len(result) == inputs
-    given: tuple[object, ...] = result
-    for offset in given:  # a loop, not all() over a generator: this runs twice a batch
-        if offset is not None and not isinstance(offset, str):
-            valid = False
-    if not valid:
-        raise TypeError(
-            f"{type(graph).__name__}.{method}() must return one offset (JSON text or None) per replayable input "
-            f"({inputs}), got {offsets!r}"
-        )
-    return result
 
 
 def _run_policy(state: CheckpointState, configured: str) -> str:
@@ -158,6 +136,7 @@ class MicroBatchTracker:
         # Set by open(): whether an input is watermarked, and (without) the watermark, which then never moves.
         self._watermarked = False
         self._fixed_watermark_ms = 0
+        self._state_version: int | None = None  # the state version the next new batch loads, for a stateful graph
         self._last_batch_watermark = 0  # the newest planned batch's watermark: the next one's late-event watermark
         self._graph = graph
         self.batch_duration = batch_duration
@@ -219,10 +198,6 @@ class MicroBatchTracker:
                 raise InvalidPipelineError(f"Sink {unsupported[0]} does not support async progress tracking")
         if self._async and self._graph.is_stateful:
             raise InvalidPipelineError(STATEFUL_ASYNC_MESSAGE)
-        if self._trigger is not Trigger.PROCESSING_TIME and self._graph.is_stateful:  # (see next_trigger_time)
-            raise InvalidPipelineError(
-                f"a stateful query runs only on the processing-time trigger here, not {self._trigger.value}: the batch "
-                "ids of trigger-driven runs follow the clock and skip, and the state's versions follow the batch ids")
         n = len(self._inputs)
         if self.checkpoint is not None:
             state = await anyio.to_thread.run_sync(functools.partial(self.checkpoint.open, self.batch_duration, n, claim=claim))
@@ -237,6 +212,7 @@ class MicroBatchTracker:
         self._watermarked = self.watermarks.enabled
         self._fixed_watermark_ms = self.watermarks.current_ms
         self._last_batch_watermark = state.late_watermark_ms
+        self._state_version = state.next_state_version if self._graph.is_stateful else None  # the next new batch's
         period = self.batch_duration
         if state.grid is None or state.latest_batch_id is None:
             self.grid = BatchGrid(default_first.minus(period), period)
@@ -249,7 +225,7 @@ class MicroBatchTracker:
             first = state.grid.time_of(state.latest_batch_id + 1)
             if self._async or state.async_tracked:
                 # Batch times after the newest entry may have run without a trace (their output written): never again.
-                first = max(first, self._next_grid_time_after_now())
+                first = max(first, self.grid.next_time_after(self._clock.now()))
         if self.checkpoint is not None:
             self._batch_log = BatchLog(
                 self.checkpoint, self._graph, self.grid, self.watermarks, retain=self.options.min_batches_to_retain,
@@ -269,11 +245,6 @@ class MicroBatchTracker:
         self._log.info("query opened", query_id=str(self.query_id), run_id=str(self.run_id), first_batch=first.milliseconds,
                        rerun=[b.batch_id for b in state.rerun], created=state.created)
         return RunPlan(self.grid.zero_time, first, tuple(b.time for b in state.rerun))
-
-    def _next_grid_time_after_now(self) -> Time:
-        assert self.grid is not None
-        now, zero, period = self._clock.now().milliseconds, self.grid.zero_time.milliseconds, self.batch_duration.milliseconds
-        return Time(((now - zero) // period + 1) * period + zero)
 
     # -- the async writer --
 
@@ -330,11 +301,14 @@ class MicroBatchTracker:
             # The logged watermarks: a re-run judges its data exactly as the first run did.
             watermarks = BatchWatermarks(recovered.watermark_ms, recovered.late_watermark_ms)
             batch = PlannedBatch(recovered.batch_id, time, recovered.start, recovered.end, None, now,
-                                 self._progress.trigger_started(now), self._sequence, True, True, watermarks, offsets_issued=True)
+                                 self._progress.trigger_started(now), self._sequence, True, True, watermarks, offsets_issued=True,
+                                 state_version=recovered.state_version)
             self._last_batch_watermark = recovered.watermark_ms
             batch.planned_at = now
             self._planned[time.milliseconds] = batch
             self._graph.set_batch_offsets(time, batch.start, batch.end)
+            if recovered.state_version is not None:
+                self._graph.set_batch_state_version(time, recovered.state_version)
             self._hand_watermarks(time, watermarks)
             self._stats["planned"] += 1
             self._progress.set_status("Processing new data", True, True)
@@ -344,12 +318,12 @@ class MicroBatchTracker:
         progress = self._progress
         progress.set_status(self._getting_offsets, progress.data_available, True)
         graph = self._graph
-        latest = _checked_offsets(await graph.latest_offsets(), len(self._inputs), graph, "latest_offsets")
+        latest = checked_offsets(await graph.latest_offsets(), len(self._inputs), graph, "latest_offsets")
         if self.trigger is Trigger.ONCE:
-            end = _once_end(start, latest)  # Once ignores read limits, as in Spark
+            end = once_end(start, latest)  # Once ignores read limits, as in Spark
         else:
             limit = self._target if self._target is not None else latest
-            end = _checked_offsets(await graph.plan_offsets(start, limit, time), len(self._inputs), graph, "plan_offsets")
+            end = checked_offsets(await graph.plan_offsets(start, limit, time), len(self._inputs), graph, "plan_offsets")
         planned_at = clock.now().milliseconds
         has_data = end != start
         # Batch N runs with the watermark that the batches finished so far produced, and drops
@@ -360,6 +334,10 @@ class MicroBatchTracker:
         batch = PlannedBatch(batch_id, time, start, end, latest, now, progress.trigger_started(now), self._sequence,
                              has_data, False, watermarks)
         self._last_batch_watermark = current
+        if self._state_version is not None:  # a stateful graph: its version, recorded where it is not the batch id
+            if self._state_version != batch_id:
+                batch.state_version = self._state_version
+            self._state_version += 1
         durations = batch.durations
         durations["latestOffset"] = planned_at - now
         if self._batch_log is not None:  # in memory there is nothing to write, nor to time
@@ -377,6 +355,8 @@ class MicroBatchTracker:
         self._last_planned = time
         self._planned[time.milliseconds] = batch
         graph.set_batch_offsets(time, start, end)
+        if batch.state_version is not None:
+            graph.set_batch_state_version(time, batch.state_version)
         if watermarks is not _NO_WATERMARKS or self._watermarked:  # _hand_watermarks(), inline
             graph.set_batch_watermarks(time, watermarks)
         self._stats["planned"] += 1
@@ -516,7 +496,8 @@ class MicroBatchTracker:
 
     def next_trigger_time(self) -> Time:
         """The batch time of the next trigger-driven batch: the next grid time after now, after the last batch."""
-        candidate = self._next_grid_time_after_now()
+        assert self.grid is not None, "next_trigger_time() before open()"
+        candidate = self.grid.next_time_after(self._clock.now())
         if self._last_planned is not None and self._last_planned + self.batch_duration > candidate:
             return self._last_planned + self.batch_duration
         return candidate
@@ -530,12 +511,12 @@ class MicroBatchTracker:
         self._raise_failure()
         start_ms = self._clock.now().milliseconds
         self._progress.set_status(self._getting_offsets, False, True)
-        latest = _checked_offsets(await self._graph.latest_offsets(), len(self._inputs), self._graph, "latest_offsets")
+        latest = checked_offsets(await self._graph.latest_offsets(), len(self._inputs), self._graph, "latest_offsets")
         if self.trigger is Trigger.ONCE:
-            end = _once_end(self._last_end, latest)
+            end = once_end(self._last_end, latest)
         else:
             limit = self._target if self._target is not None else latest
-            end = _checked_offsets(await self._graph.plan_offsets(self._last_end, limit, self.next_trigger_time()), len(self._inputs),
+            end = checked_offsets(await self._graph.plan_offsets(self._last_end, limit, self.next_trigger_time()), len(self._inputs),
                                    self._graph, "plan_offsets")
         if end != self._last_end:
             return True
@@ -574,13 +555,7 @@ class MicroBatchTracker:
     def rendered_offsets(self, time: Time) -> tuple[str, str] | None:
         """Batch ``time``'s start and end offsets as Spark renders an offset seq (``[o1, o2, -]``), if it is planned."""
         batch = self._planned.get(time.milliseconds)
-        if batch is None:
-            return None
-
-        def render(offsets: Sequence[Offset]) -> str:
-            return "[" + ", ".join("-" if o is None else o for o in offsets) + "]"
-
-        return render(batch.start), render(batch.end)
+        return None if batch is None else (_render(batch.start), _render(batch.end))
 
     @property
     def failure(self) -> BaseException | None:
@@ -596,3 +571,7 @@ class MicroBatchTracker:
     def __repr__(self) -> str:
         return (f"<MicroBatchTracker {self.name or ''}[id {self.query_id} | planned {self._stats['planned']}, committed "
                 f"{self._stats['committed']} | {'async' if self._async else 'sync'}]>")
+
+
+def _render(offsets: Sequence[Offset]) -> str:
+    return "[" + ", ".join("-" if o is None else o for o in offsets) + "]"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import attrs
 
-from .._protocols import Offset
+from .._protocols import Offset, ReplayableGraph
 from .._state_progress import StateOperatorProgress
 from .._time import Time
 from .._watermark import BatchWatermarks, EventTimeStats
 
-__all__ = ["PlannedBatch"]
+__all__ = ["PlannedBatch", "checked_offsets", "once_end"]
 
 
 @attrs.define
@@ -20,6 +22,8 @@ class PlannedBatch:
         offsets_issued: its offsets entry was written (or queued for the async writer).
         planned_at: when its offsets were decided and logged, on the clock: its generation starts then.
         critical_ns: the time its log writes spent on the batches' critical path.
+        state_version: the state version a stateful graph's batch loads when that is not its id (see
+            ``STATE_VERSION_KEY``), recorded in its offsets entry; ``None``: its id.
     """
 
     batch_id: int
@@ -40,3 +44,26 @@ class PlannedBatch:
     durations: dict[str, int] = attrs.field(factory=dict)
     critical_ns: int = 0
     planned_at: int = 0
+    state_version: int | None = None
+
+
+def once_end(start: Sequence[Offset], latest: Sequence[Offset]) -> tuple[Offset, ...]:
+    """A Once batch's end: each input's latest offset, or where it starts if it has none now (Spark keeps an input's
+    previous end when it reports none; logged as none, the next run would read that input from its beginning)."""
+    return tuple(s if end is None else end for s, end in zip(start, latest, strict=True))
+
+
+def checked_offsets(offsets: Sequence[Offset], inputs: int, graph: ReplayableGraph, method: str) -> tuple[Offset, ...]:
+    """``offsets`` as a tuple, checked to be one JSON text or ``None`` per replayable input (a graph may break its annotation)."""
+    result = tuple(offsets)
+    valid = len(result) == inputs
+    given: tuple[object, ...] = result
+    for offset in given:  # a loop, not all() over a generator: this runs twice a batch
+        if offset is not None and not isinstance(offset, str):
+            valid = False
+    if not valid:
+        raise TypeError(
+            f"{type(graph).__name__}.{method}() must return one offset (JSON text or None) per replayable input "
+            f"({inputs}), got {offsets!r}"
+        )
+    return result

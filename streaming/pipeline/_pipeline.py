@@ -139,6 +139,7 @@ class Pipeline:
         self._batch_duration: Duration | None = None
         self._zero_time: Time | None = None
         self._batch_watermarks: dict[Time, BatchWatermarks] = {}
+        self._state_versions: dict[Time, int] = {}  # the batches whose state version is not their batch id
         self._seen: dict[Time, list[EventTimeStats | None]] = {}
         self._state_progress: dict[Time, list[StateOperatorProgress]] = {}
         self._started = False
@@ -316,12 +317,14 @@ class Pipeline:
 
     async def _run_operators(self, time: Time, inputs: dict[str, Sequence[Any]]) -> None:
         assert self._checkpoint is not None and self._zero_time is not None and self._batch_duration is not None
-        batch_id = (time.milliseconds - self._zero_time.milliseconds) // self._batch_duration.milliseconds - 1
+        version = self._state_versions.pop(time, None)
+        if version is None:
+            version = (time.milliseconds - self._zero_time.milliseconds) // self._batch_duration.milliseconds - 1
         watermarks = self._batch_watermarks.get(time, BatchWatermarks(0, 0))
         by_source = {w.source: w for w in self._watermarks}
         progress = []
         for operator in self._operators:
-            outputs, numbers = await operator.run(self._checkpoint, batch_id, time, inputs[operator.source],
+            outputs, numbers = await operator.run(self._checkpoint, version, time, inputs[operator.source],
                                                   watermarks, by_source.get(operator.source))
             inputs[operator.name] = outputs
             progress.append(numbers)
@@ -433,6 +436,10 @@ class Pipeline:
     def set_batch_watermarks(self, time: Time, watermarks: BatchWatermarks) -> None:
         """Batch ``time``'s stateful operators run with these."""
         self._batch_watermarks[time] = watermarks
+
+    def set_batch_state_version(self, time: Time, version: int) -> None:
+        """Batch ``time``'s stateful operators load state version ``version`` (recorded by the engine), not its batch id."""
+        self._state_versions[time] = version
 
     def event_time_stats(self, time: Time) -> Sequence[EventTimeStats | None]:
         """What each watermarked source saw in batch ``time`` (then forgotten, with the batch's watermarks)."""

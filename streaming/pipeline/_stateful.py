@@ -1,9 +1,10 @@
 """Watermarks and the stateful operators of plain-Python pipelines, on the same state store as the DStream operators.
 
 A :class:`~streaming.Pipeline` has no partitions: each operator keeps one state store (partition
-0) under ``<checkpoint>/stateful/state/<operator>/0``, loaded at the batch's version (its batch id)
-and committed as the next in a worker thread while the batch is generated; its outputs are what
-the output operations see under the operator's name in :attr:`Batch.inputs`. Every operator
+0) under ``<checkpoint>/stateful/state/<operator>/0``, loaded at the batch's version (its batch id,
+unless the engine recorded another: ``set_batch_state_version``) and committed as the next in a
+worker thread while the batch is generated; its outputs are what the output operations see under
+the operator's name in :attr:`Batch.inputs`. Every operator
 meets the pipeline through :class:`StatefulOperator`; ``flatMapGroupsWithState``
 (:class:`GroupsOperator`, the rules of :func:`streaming.state.run_partition`) is here,
 ``transformWithState`` in ``_transform``.
@@ -67,9 +68,9 @@ class StatefulOperator(Protocol):
         """Refuse to start (``InvalidPipelineError``) when the operator cannot run; ``watermarked``: its source has a watermark."""
         ...
 
-    async def run(self, checkpoint: CheckpointPath, batch_id: int, time: Time, records: Sequence[Any],
+    async def run(self, checkpoint: CheckpointPath, version: int, time: Time, records: Sequence[Any],
                   watermarks: BatchWatermarks, watermark: Watermark | None) -> tuple[list[Any], StateOperatorProgress]:
-        """One batch over the source's ``records``: the outputs and the operator's progress."""
+        """One batch over the source's ``records``, on state ``version`` (committing the next): the outputs and the progress."""
         ...
 
 
@@ -92,7 +93,7 @@ class GroupsOperator:
         if self.timeout == GroupStateTimeout.EventTimeTimeout and not watermarked:
             raise InvalidPipelineError(EVENT_TIME_WITHOUT_WATERMARK)
 
-    async def run(self, checkpoint: CheckpointPath, batch_id: int, time: Time, records: Sequence[Any],
+    async def run(self, checkpoint: CheckpointPath, version: int, time: Time, records: Sequence[Any],
                   watermarks: BatchWatermarks, watermark: Watermark | None) -> tuple[list[Any], StateOperatorProgress]:
         """Run one batch over the source's ``records`` (the store's file work in a worker thread)."""
         if self.provider is None:
@@ -103,10 +104,10 @@ class GroupsOperator:
             None if watermark is None else watermark.event_time,
         )
         pairs = [(self.key(r), r) for r in records]
-        initial = initial_state_by_key(self.initial) if batch_id == 0 and self.initial else None
+        initial = initial_state_by_key(self.initial) if version == 0 and self.initial else None
 
         def run() -> tuple[list[Any], StateOperatorProgress]:
-            outputs, stats = run_batch(provider, batch_id, pairs, spec, time.milliseconds, watermarks.eviction_ms,
+            outputs, stats = run_batch(provider, version, pairs, spec, time.milliseconds, watermarks.eviction_ms,
                                        watermarks.late_ms, initial)
             return outputs, stats.progress(spec.operator, 1)
 

@@ -53,7 +53,7 @@ class TransformOperator:
     def check_at_start(self, watermarked: bool) -> None:
         """Nothing beyond what the spec checked when the operator was added."""
 
-    async def run(self, checkpoint: CheckpointPath, batch_id: int, time: Time, records: Sequence[Any],
+    async def run(self, checkpoint: CheckpointPath, version: int, time: Time, records: Sequence[Any],
                   watermarks: BatchWatermarks, watermark: Watermark | None) -> tuple[list[Any], StateOperatorProgress]:
         """Run one batch over the source's ``records`` (the processor and the store's file work in a worker thread).
 
@@ -70,13 +70,13 @@ class TransformOperator:
         spec = attrs.evolve(self.spec, watermark_present=watermark is not None or self.spec.time_mode == TimeMode.EVENT_TIME,
                             event_time=extract)
         pairs = [(self.key(r), r) for r in records]
-        initial = initial_rows_by_key(self.initial) if batch_id == 0 and self.initial else None
+        initial = initial_rows_by_key(self.initial) if version == 0 and self.initial else None
         check_schema = not self.schema_checked
 
         def run() -> tuple[list[Any], StateOperatorProgress]:
             if check_schema:
                 record_schema(root, self.operator_id, spec)
-            outputs, stats = run_transform_batch(provider, batch_id, pairs, spec, time.milliseconds,
+            outputs, stats = run_transform_batch(provider, version, pairs, spec, time.milliseconds,
                                                  watermarks.eviction_ms, watermarks.late_ms, initial)
             return outputs, stats.progress(TRANSFORM_WITH_STATE_OPERATOR, 1)
 

@@ -17,6 +17,7 @@ import attrs
 
 from scheduler import CheckpointPath, CommitLog, parse_batch_file_name, task_checkpoint_path
 
+from ._batch_versions import BatchVersions
 from ._partition_files import PartitionFiles, parse_partition_count
 from ._processor_rows import LIST, MAP, SCHEMA_FILE, VALUE, decode_row_key
 from ._protocol import NO_TIMESTAMP
@@ -202,15 +203,20 @@ def _latest_batch(root: CheckpointPath, operator: _Operator) -> int | None:
 
 
 def _operator_at(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: int,
-                 batch: int | None) -> tuple[CheckpointPath, _Operator, int]:
-    """The checkpoint, its operator ``operator``, and ``batch`` or else the newest committed batch."""
+                 batch: int | None) -> tuple[CheckpointPath, _Operator, int, BatchVersions]:
+    """The checkpoint, its operator ``operator``, ``batch`` or else the newest committed batch, and the batches' versions."""
     root, state = _state_root(checkpoint)
     op = _Operator(state, operator)
     if batch is None:
         batch = _latest_batch(root, op)
         if batch is None:
             raise StateNotFoundError(f"no committed batch in {root}: operator {operator} holds no state version yet")
-    return root, op, batch
+    return root, op, batch, _versions(root)
+
+
+def _versions(root: CheckpointPath) -> BatchVersions:
+    """The state version each batch committed: a query's checkpoint records it in its offsets log."""
+    return BatchVersions(root / _OFFSETS if (root / _COMMITS).is_dir() or (root / _OFFSETS).is_dir() else None)
 
 
 def _written(operator: _Operator) -> int:
@@ -219,12 +225,16 @@ def _written(operator: _Operator) -> int:
                 for files in map(operator.files, range(operator.num_partitions))), default=0)
 
 
-def _check_written(root: CheckpointPath, operator: _Operator, batch: int) -> None:
-    """Refuse a batch beyond what every partition has written (rather than name the first delta it lacks)."""
+def _check_written(root: CheckpointPath, operator: _Operator, batch: int, versions: BatchVersions) -> int:
+    """The version batch ``batch`` committed; refused beyond what every partition has written (rather than name the
+    first delta it lacks)."""
     written = _written(operator)
-    if batch + 1 > written:
-        held = "no batch" if not written else f"batches up to {written - 1}"
+    version = versions.committed_by(batch)
+    if version > written:
+        newest = versions.batch_of(written) if written else None
+        held = "no batch" if not written else f"batches up to {newest}" if newest is not None else f"state versions up to {written}"
         raise StateNotFoundError(f"no state of batch {batch} in {root}: operator {operator.id} has written {held}")
+    return version
 
 
 # -- loading one version into a private copy --
@@ -281,18 +291,18 @@ def read_state(checkpoint: str | os.PathLike[str] | CheckpointPath, operator: in
         ValueError: a negative ``batch``.
         OSError: the system refuses to read the checkpoint or a file of it (no permission); it names the path.
     """
-    root, op, batch = _operator_at(checkpoint, operator, batch)
+    root, op, batch, versions = _operator_at(checkpoint, operator, batch)
     if batch < 0:
         raise ValueError(f"a batch id is >= 0, got {batch}")
-    _check_written(root, op, batch)
+    version = _check_written(root, op, batch, versions)
     records: list[StateRecord] = []
     with tempfile.TemporaryDirectory(prefix="aiodstream-state-reader-") as private:  # mkdtemp: mode 0700
         for partition in range(op.num_partitions):
             files = op.files(partition)
-            conn = _load(files, batch + 1, Path(private) / f"{partition}.sqlite")
+            conn = _load(files, version, Path(private) / f"{partition}.sqlite")
             try:
                 for key, value, timeout in conn.execute("SELECT key, value, timeout FROM state ORDER BY key"):
-                    records.append(_decoded(op, files, batch + 1, partition, bytes(key), value, timeout))
+                    records.append(_decoded(op, files, version, partition, bytes(key), value, timeout))
             finally:
                 conn.close()
     return records if spark is None else _dataframe(spark, [attrs.astuple(r, recurse=False) for r in records],
@@ -334,28 +344,29 @@ def read_state_changes(checkpoint: str | os.PathLike[str] | CheckpointPath, oper
         StateNotFoundError: as :func:`read_state` (``end_batch`` not written yet).
         StateStoreError: a delta of the range is missing (purged) or damaged, or two deltas are of different histories.
     """
-    root, op, end_batch = _operator_at(checkpoint, operator, end_batch)
+    root, op, end_batch, versions = _operator_at(checkpoint, operator, end_batch)
     if start_batch < 0 or end_batch < start_batch:
         raise ValueError(f"the batches of a change feed are 0 <= start <= end, got {start_batch} to {end_batch}")
-    _check_written(root, op, end_batch)
-    by_partition: list[list[tuple[int, list[Change]]]] = []
+    _check_written(root, op, end_batch, versions)
+    batches = [(batch, versions.committed_by(batch)) for batch in versions.batches(start_batch, end_batch)]
+    by_partition: list[list[tuple[int, int, list[Change]]]] = []
     for partition in range(op.num_partitions):
         files, deltas, parent_digest = op.files(partition), [], None
-        for batch in range(start_batch, end_batch + 1):
-            path = files.path(batch + 1, DELTA)
+        for batch, version in batches:
+            path = files.path(version, DELTA)
             digest, parent, changes = read_delta(path)
             if parent_digest is not None and parent is not None and parent != parent_digest:
-                raise StateStoreError(f"{path} was written on top of another history than {files.path(batch, DELTA)}")
+                raise StateStoreError(f"{path} was written on top of another history than {files.path(version - 1, DELTA)}")
             parent_digest = digest
-            deltas.append((batch, changes))
+            deltas.append((batch, version, changes))
         by_partition.append(deltas)
     result: list[StateChange] = []
-    for i in range(end_batch - start_batch + 1):
+    for i in range(len(batches)):
         for partition, deltas in enumerate(by_partition):
-            batch, changes = deltas[i]
+            batch, version, changes = deltas[i]
             files = op.files(partition)
             for key, value, timeout in changes:
-                record = _decoded(op, files, batch + 1, partition, key, value, timeout)
+                record = _decoded(op, files, version, partition, key, value, timeout)
                 result.append(StateChange(batch, "delete" if timeout == REMOVED else "update", record))
     if spark is None:
         return result
@@ -386,6 +397,7 @@ def read_state_metadata(checkpoint: str | os.PathLike[str] | CheckpointPath, *,
         OSError: the system refuses to read the checkpoint or a file of it (no permission); it names the path.
     """
     root, state = _state_root(checkpoint)
+    versions = _versions(root)
     result = []
     for operator_id in _numbered(state):
         op = _Operator(state, operator_id)
@@ -394,11 +406,14 @@ def read_state_metadata(checkpoint: str | os.PathLike[str] | CheckpointPath, *,
         low = max((s[0] for s in spans if s is not None), default=None)
         high = min((s[1] for s in spans if s is not None), default=None)
         if latest is not None and high is not None:
-            high = min(high, latest + 1)
+            high = min(high, versions.committed_by(latest))
         if latest is None or any(s is None for s in spans) or low is None or high is None or low > high:
             low = high = None
-        result.append(StateOperatorMetadata(operator_id, op.name, op.num_partitions, None if low is None else low - 1,
-                                            None if high is None else high - 1, op.schema_text or "{}"))
+        # The versions' batches; with recorded versions, the oldest batch whose entry is still logged
+        first = None if low is None or high is None else next(
+            (b for b in map(versions.batch_of, range(low, high + 1)) if b is not None), None)
+        result.append(StateOperatorMetadata(operator_id, op.name, op.num_partitions, first,
+                                            None if high is None else versions.batch_of(high), op.schema_text or "{}"))
     if spark is None:
         return result
     return _dataframe(spark, [attrs.astuple(m) for m in result], [f.name for f in attrs.fields(StateOperatorMetadata)])

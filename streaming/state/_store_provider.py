@@ -65,7 +65,8 @@ class StateStoreProvider:
         <checkpoint root>/state/<operator>/<partition>/<version>.delta      the keys version v changed
         <checkpoint root>/state/<operator>/<partition>/<version>.snapshot   the whole state at v (an SQLite file)
 
-    Batch ``b`` loads version ``b`` and commits version ``b + 1``. Loading the version the working
+    Batch ``b`` loads version ``b`` and commits version ``b + 1`` (a query's batch ids may skip
+    between Once or AvailableNow runs; its offsets entries then record the version). Loading the version the working
     copy holds costs nothing; a newer one replays the deltas between; an older one (a batch run
     again after a crash) or an empty local directory (another executor) starts from the newest
     snapshot at or before it and replays the deltas after. So a batch costs what its keys cost:
@@ -314,8 +315,8 @@ class StateStoreProvider:
         if kind == "delta" and stem.isdigit() and int(stem) > max(deltas + snapshots, default=0):
             # Past everything committed: the batch that writes it (batch id = version - 1) never committed.
             return (f"cannot load state version {version} from {self.directory}: state version {stem} was never committed "
-                    f"(the batch with id {int(stem) - 1}, which writes it, failed or did not run this state; see that "
-                    f"batch's error) {present}")
+                    f"(the batch that writes it, id {int(stem) - 1} unless the query's offsets entries record state "
+                    f"versions, failed or did not run this state; see that batch's error) {present}")
         return f"cannot load state version {version} from {self.directory}: {path.name} is missing {present}"
 
     def _start_from(self, base: int) -> sqlite3.Connection:

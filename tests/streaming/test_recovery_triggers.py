@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from scheduler import InvalidPipelineError, ManualClock, Milliseconds, Seconds
+from scheduler import (
+    STATE_VERSION_KEY,
+    BatchGrid,
+    Checkpoint,
+    CorruptCheckpointError,
+    InvalidPipelineError,
+    ManualClock,
+    Milliseconds,
+    OffsetSeq,
+    OffsetSeqLog,
+    OffsetSeqMetadata,
+    Seconds,
+    Time,
+)
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime, Trigger
+from streaming.state import GroupState, StateNotFoundError, read_state, read_state_changes, read_state_metadata
 from tests.anyio_support import raises_exactly
 from tests.streaming.test_recovery import Recorder, ids, pipeline
 from tests.support import advance
@@ -375,19 +391,114 @@ async def test_async_tracking_purges_beyond_min_batches_to_retain(tmp_path: Path
     assert ids(tmp_path / "offsets") == ids(tmp_path / "commits") == [3, 4, 5]
 
 
+# -- stateful pipelines on trigger-driven runs --
+
+
+def counting(records: list[str], out: list[tuple[int, str, int]], max_per_batch: int | None = 2) -> Pipeline:
+    """A running count per word (mapGroupsWithState), each batch's updated counts recorded with its time."""
+
+    def count(word: str, seen: Any, state: GroupState) -> tuple[str, int]:
+        total = (state.getOption or 0) + len(list(seen))
+        state.update(total)
+        return word, total
+
+    p = Pipeline()
+    p.add_source(ListSource(records, max_per_batch=max_per_batch), name="in")
+    name = p.add_groups_with_state("in", count, key=lambda word: word, flat=False)
+    p.add_output(lambda batch: out.extend(sorted((batch.time.milliseconds, *row) for row in batch.inputs[name])), name="out")
+    return p
+
+
+async def run_triggered(p: Pipeline, checkpoint: Path, at: int, trigger: Trigger) -> list[int]:
+    """One Once or AvailableNow run at clock time ``at``; the ids of its batches."""
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(at), checkpoint_location=checkpoint, trigger=trigger) as rt:
+        await rt.start()
+        assert await rt.await_termination()
+        return [e.batch_id for e in rt.recent_progress if e.num_input_rows]
+
+
+def state_versions(checkpoint: Path) -> dict[int, str | None]:
+    """Each offsets entry's recorded state version (None: the entry loads the version of its id)."""
+    return {batch_id: OffsetSeqLog(checkpoint / "offsets").get(batch_id).metadata.conf.get(STATE_VERSION_KEY)  # type: ignore[union-attr]
+            for batch_id in ids(checkpoint / "offsets")}
+
+
 @pytest.mark.parametrize("trigger", [Trigger.ONCE, Trigger.AVAILABLE_NOW])
-async def test_a_stateful_pipeline_is_refused_on_a_trigger_driven_run(tmp_path: Path, trigger: Trigger) -> None:
-    """Trigger-driven batch ids follow the clock and skip (0, then 7 for a run 0.5 s later), and the state's versions
-    follow them: the next run failed to load a version no batch wrote, and a first Once run sometimes did too."""
-    p = StatefulPipeline()
-    p.add_source(ListSource(["a"]), name="in")
-    p.add_output(Recorder())
-    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(), checkpoint_location=tmp_path, trigger=trigger) as rt:
-        with raises_exactly(InvalidPipelineError, f"a stateful query runs only on the processing-time trigger here, not "
-                            f"{trigger.value}: the batch ids of trigger-driven runs follow the clock and skip, and the "
-                            "state's versions follow the batch ids"):
-            await rt.start()
-    assert not (tmp_path / "offsets").exists()
+async def test_a_stateful_pipeline_keeps_its_state_across_trigger_driven_runs(tmp_path: Path, trigger: Trigger) -> None:
+    """Trigger-driven batch ids follow the clock and skip (0, then 7 for a run 6.5 s later); the state's versions count
+    the batches that ran, recorded in the offsets entries where they differ from the ids, so each run (and a
+    processing-time run after them) continues the state. Before, the second run failed to load a version no batch
+    wrote (and the query was then refused on these triggers)."""
+    words = ["a", "b", "a"]
+    out: list[tuple[int, str, int]] = []
+    first = await run_triggered(counting(words, out), tmp_path, 2500, trigger)
+    second = await run_triggered(counting([*words, "a", "c"], out), tmp_path, 9500, trigger)
+    clock = ManualClock(20_000)
+    async with StreamingRuntime(counting([*words, "a", "c", "b"], out), Seconds(1), clock=clock,
+                                checkpoint_location=tmp_path) as rt:
+        await rt.start()
+        await advance(rt, clock, 1000)
+        await rt.stop()
+    # The processing-time run starts with the down-time batches after 10 s: its first takes the new word.
+    versions = state_versions(tmp_path)
+    if trigger is Trigger.ONCE:  # everything available in one batch
+        assert (first, second) == ([0], [7])
+        assert out == [(3000, "a", 2), (3000, "b", 1), (10_000, "a", 3), (10_000, "c", 1), (11_000, "b", 2)]
+        assert [versions[i] for i in (0, 7, 8, 18)] == [None, "1", "2", "12"]
+    else:  # two words a batch, on consecutive ids within a run
+        assert (first, second) == ([0, 1], [7])
+        assert out == [(3000, "a", 1), (3000, "b", 1), (4000, "a", 2), (10_000, "a", 3), (10_000, "c", 1), (11_000, "b", 2)]
+        assert [versions[i] for i in (0, 1, 7, 8, 18)] == [None, None, "2", "3", "13"]
+
+
+async def test_a_re_run_of_a_trigger_driven_stateful_batch_loads_its_recorded_version(tmp_path: Path) -> None:
+    """A Once batch whose output failed (its state committed, not its batch) re-runs on the version its entry recorded,
+    not on its id's: the counts come out as in a run without the failure."""
+    out: list[tuple[int, str, int]] = []
+    await run_triggered(counting(["a"], out), tmp_path, 500, Trigger.ONCE)
+    failing = counting(["a", "a"], [])
+
+    def fail(batch: Batch) -> None:
+        raise RuntimeError("boom")
+
+    failing.add_output(fail, name="fails")
+    async with StreamingRuntime(failing, Seconds(1), clock=ManualClock(5500), checkpoint_location=tmp_path,
+                                trigger=Trigger.ONCE) as rt:
+        await rt.start()
+        with pytest.raises(Exception, match="boom"):
+            await rt.await_termination()
+    assert ids(tmp_path / "offsets") == [0, 5] and ids(tmp_path / "commits") == [0]
+    assert await run_triggered(counting(["a", "a"], out), tmp_path, 9500, Trigger.ONCE) == [5]
+    assert out == [(1000, "a", 1), (6000, "a", 2)]
+
+
+def test_the_state_reader_follows_the_recorded_versions(tmp_path: Path) -> None:
+    """The reader, its change feed and metadata find each batch's version through the offsets entries: batch 7 of the
+    second Once run committed version 2, and an id no batch took is refused, naming the batches there are."""
+
+    async def runs() -> None:
+        await run_triggered(counting(["a", "b", "a"], []), tmp_path, 2500, Trigger.ONCE)
+        await run_triggered(counting(["a", "b", "a", "a", "c"], []), tmp_path, 9500, Trigger.ONCE)
+
+    anyio.run(runs)
+    state = {batch: sorted((r.key, r.value) for r in read_state(tmp_path, batch=batch)) for batch in (0, 7)}
+    assert state == {0: [("a", 2), ("b", 1)], 7: [("a", 3), ("b", 1), ("c", 1)]}
+    assert sorted((r.key, r.value) for r in read_state(tmp_path)) == state[7]  # the newest committed batch
+    assert [(c.batch_id, c.record.key, c.record.value) for c in read_state_changes(tmp_path, 0, 0)] == [
+        (0, "a", 2), (0, "b", 1), (7, "a", 3), (7, "c", 1)]
+    assert [(m.min_batch_id, m.max_batch_id) for m in read_state_metadata(tmp_path)] == [(0, 7)]
+    with pytest.raises(StateNotFoundError, match=r"no state of batch 3: its offsets entry is not in the checkpoint .*"
+                       r"batches with entries: 0, 7"):
+        read_state(tmp_path, batch=3)
+
+
+def test_a_damaged_state_version_is_refused(tmp_path: Path) -> None:
+    """An offsets entry whose recorded state version is not a whole number >= 0 fails the restart, naming the file."""
+    entry = OffsetSeq(("0",), OffsetSeqMetadata(0, 1000, {**BatchGrid(Time(0), Seconds(1)).conf(), STATE_VERSION_KEY: "-1"}))
+    OffsetSeqLog(tmp_path / "offsets").add(0, entry)
+    with pytest.raises(CorruptCheckpointError, match=r"offsets/0: its state version \(aiodstream.stateVersion\) must be a "
+                       r"whole number >= 0 in ASCII digits, got '-1'"):
+        Checkpoint(tmp_path).recover(uuid.uuid4(), False, Seconds(1), 1)
 
 
 def test_async_tracking_with_several_concurrent_jobs_is_refused() -> None:
