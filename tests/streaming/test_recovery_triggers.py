@@ -13,6 +13,7 @@ from scheduler import (
     STATE_VERSION_KEY,
     BatchGrid,
     Checkpoint,
+    CheckpointError,
     CorruptCheckpointError,
     InvalidPipelineError,
     ManualClock,
@@ -24,6 +25,7 @@ from scheduler import (
     Time,
 )
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime, Trigger
+from streaming.dstream import DStreamGraph
 from streaming.state import GroupState, StateNotFoundError, read_state, read_state_changes, read_state_metadata
 from tests.anyio_support import raises_exactly
 from tests.streaming.test_recovery import Recorder, ids, pipeline
@@ -490,6 +492,13 @@ def test_the_state_reader_follows_the_recorded_versions(tmp_path: Path) -> None:
     with pytest.raises(StateNotFoundError, match=r"no state of batch 3: its offsets entry is not in the checkpoint .*"
                        r"batches with entries: 0, 7"):
         read_state(tmp_path, batch=3)
+
+
+def test_a_dstream_program_refuses_a_checkpoint_with_recorded_state_versions() -> None:
+    """A DStream program runs on the processing-time grid only, so its state versions are its batch ids: a recorded one
+    (only a Pipeline's trigger-driven runs write them) is refused rather than ignored."""
+    with pytest.raises(CheckpointError, match=r"records state version 3 for it, not its batch id"):
+        DStreamGraph(Seconds(1)).set_batch_state_version(Time(5000), 3)
 
 
 def test_a_damaged_state_version_is_refused(tmp_path: Path) -> None:
