@@ -6,13 +6,14 @@ PySpark is imported lazily, so ``import streaming`` stays cheap and the pure run
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Literal, Mapping
 
 import attrs
 
-from scheduler import REDACTED, REDACTION_PATTERN
+from scheduler import LONG_MAX, LONG_MIN, REDACTED, REDACTION_PATTERN, InvalidPipelineError
 
 from ._py4j import active_spark_context, conf_value, hadoop_configuration, java_spark_context, launched_gateway
 
@@ -169,6 +170,28 @@ def redacted_conf(conf: Mapping[str, str]) -> dict[str, str]:
     return {key: REDACTED if REDACTION_PATTERN.search(key) else value for key, value in conf.items()}
 
 
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_JAVA_WHITESPACE = "".join(map(chr, range(33)))  # what Java's String.trim removes: every char up to the space
+_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (LONG_MIN, LONG_MAX)}
+
+
+def _whole_number_setting(key: str, raw: str, kind: Literal["int", "long"] = "int") -> int:
+    """The Spark setting ``key``'s text ``raw`` read as Spark's typed ``intConf`` / ``longConf`` reads it.
+
+    Java's ``parseInt`` / ``parseLong`` after ``trim``: an optional sign and ASCII digits, in the
+    type's range; a fraction, an exponent, ``inf``, ``nan`` or a unit (``2s``) is refused.
+
+    Raises:
+        InvalidPipelineError: not such a number, with Spark 4.3's message naming ``key``.
+    """
+    text = raw.strip(_JAVA_WHITESPACE)
+    low, high = _RANGES[kind]
+    if _WHOLE.fullmatch(text) is None or not low <= int(text) <= high:
+        raise InvalidPipelineError(f"[INVALID_CONF_VALUE.TYPE_MISMATCH] The value '{raw}' in the config \"{key}\" is "
+                                   f"invalid. It should be a/an '{kind}' value. SQLSTATE: 22022")
+    return int(text)
+
+
 @attrs.frozen
 class SparkSettings:
     """What a StreamingContext reads from its SparkContext, fetched once (py4j calls: blocking).
@@ -202,3 +225,21 @@ class SparkSettings:
         if key not in STREAMING_SETTINGS:
             raise KeyError(f"{key} is not read by the streaming layer; add it to STREAMING_SETTINGS")
         return self.conf.get(key, default)
+
+    def get_int(self, key: str, default: int) -> int:
+        """The setting ``key`` as Spark's ``intConf`` reads it (``default`` when unset).
+
+        Raises:
+            InvalidPipelineError: not a whole number in an int's range (Spark's message, naming ``key``).
+        """
+        raw = self.get(key)
+        return default if raw is None else _whole_number_setting(key, raw, "int")
+
+    def get_long(self, key: str) -> int | None:
+        """The setting ``key`` as Spark's ``longConf`` reads it (``None`` when unset).
+
+        Raises:
+            InvalidPipelineError: not a whole number in a long's range (Spark's message, naming ``key``).
+        """
+        raw = self.get(key)
+        return None if raw is None else _whole_number_setting(key, raw, "long")

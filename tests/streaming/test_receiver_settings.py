@@ -1,0 +1,30 @@
+"""A receiver stream's Spark settings, read and checked when the stream is made (no Spark: the settings record only)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler import InvalidPipelineError, Milliseconds
+from streaming.inputs._receiver import ReceiverSettings
+from streaming.spark import SparkSettings
+from tests.anyio_support import raises_exactly
+
+
+def read(**conf: str) -> ReceiverSettings:
+    """The receiver settings of a SparkConf holding ``conf`` (keys with '__' for '.')."""
+    return ReceiverSettings.read(SparkSettings(2, {key.replace("__", "."): value for key, value in conf.items()}))
+
+
+def test_unset_settings_are_spark_s_defaults() -> None:
+    """Unset: a 2 s restart delay, 200 ms blocks, no rate limit."""
+    assert read() == ReceiverSettings(Milliseconds(2000), Milliseconds(200), None, None)
+
+
+@pytest.mark.parametrize("raw", ["2s", "abc", "1.5", "9999999999"])
+def test_a_restart_delay_that_is_not_an_int_is_refused_naming_it(raw: str) -> None:
+    """receiverRestartDelay is Spark's getInt of milliseconds: "2s" or "abc" is refused with the setting named."""
+    with raises_exactly(InvalidPipelineError, f"[INVALID_CONF_VALUE.TYPE_MISMATCH] The value '{raw}' in the config "
+                                              "\"spark.streaming.receiverRestartDelay\" is invalid. It should be a/an 'int' "
+                                              "value. SQLSTATE: 22022"):
+        read(spark__streaming__receiverRestartDelay=raw)
+    assert read(spark__streaming__receiverRestartDelay=" 500 ").restart_delay == Milliseconds(500)
