@@ -19,6 +19,7 @@ import attrs
 from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStopped
 from scheduler import (
     Duration,
+    InvalidPipelineError,
     Offset,
     RateLimiter,
     StreamingError,
@@ -56,7 +57,7 @@ class ReceiverSettings:
     """What a receiver stream reads from Spark's settings, checked when the stream is made.
 
     Attributes:
-        restart_delay: ``spark.streaming.receiverRestartDelay`` (ms, Spark's ``getInt``; 2000).
+        restart_delay: ``spark.streaming.receiverRestartDelay`` (ms, Spark's ``getInt``, not negative; 2000).
         block_interval: ``spark.streaming.blockInterval`` (a time string, ms by default; 200 ms).
         max_rate: ``spark.streaming.receiver.maxRate`` in records per second (``None``: no limit).
         initial_rate: ``spark.streaming.backpressure.initialRate`` (default: ``max_rate``).
@@ -72,11 +73,15 @@ class ReceiverSettings:
         """Read them from ``settings`` (no py4j call).
 
         Raises:
-            InvalidPipelineError: a malformed whole number (Spark's message, naming the setting).
+            InvalidPipelineError: a malformed whole number (Spark's message, naming the setting), or a negative
+                restart delay.
             InvalidDurationError: a malformed block interval.
             ValueError: a malformed rate.
         """
         restart_delay = settings.get_int("spark.streaming.receiverRestartDelay", 2000)
+        if restart_delay < 0:  # Spark's restart thread fails to sleep; here it would reconnect without a pause
+            raise InvalidPipelineError(f"spark.streaming.receiverRestartDelay must be a non-negative number of "
+                                       f"milliseconds, got {restart_delay}; set it to e.g. 2000")
         interval = settings.get("spark.streaming.blockInterval", "200ms") or "200ms"
         block_interval = time_string_as(interval, "ms", "spark.streaming.blockInterval")
         # Spark's receiver rate limit: spark.streaming.receiver.maxRate caps every rate, and

@@ -28,3 +28,11 @@ def test_a_restart_delay_that_is_not_an_int_is_refused_naming_it(raw: str) -> No
                                               "value. SQLSTATE: 22022"):
         read(spark__streaming__receiverRestartDelay=raw)
     assert read(spark__streaming__receiverRestartDelay=" 500 ").restart_delay == Milliseconds(500)
+
+
+def test_a_negative_restart_delay_is_refused_naming_it() -> None:
+    """A negative receiverRestartDelay is refused when the stream is made (it made the receiver reconnect without a pause)."""
+    with raises_exactly(InvalidPipelineError, "spark.streaming.receiverRestartDelay must be a non-negative number of "
+                                              "milliseconds, got -1000; set it to e.g. 2000"):
+        read(spark__streaming__receiverRestartDelay="-1000")
+    assert read(spark__streaming__receiverRestartDelay="0").restart_delay == Milliseconds(0)
