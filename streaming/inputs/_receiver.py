@@ -41,15 +41,11 @@ if TYPE_CHECKING:
 __all__ = ["ReceiverInputDStream", "ReceiverOutcome", "ReceiverSettings", "WriteAheadLogError"]
 
 
-def _positive_rate(value: str | None, key: str) -> float | None:
-    """A records-per-second setting: ``None`` when unset or not positive (Spark's "no limit")."""
-    if value is None or value.strip() == "":
-        return None
-    try:
-        rate = float(value)
-    except ValueError:
-        raise ValueError(f"{key} must be a number of records per second, got {value!r}") from None
-    return rate if rate > 0 else None
+def _positive_rate(settings: SparkSettings, key: str) -> float | None:
+    """A records-per-second setting, a whole number as Spark's ``getLong`` reads it: ``None`` when unset or not positive
+    (Spark's "no limit"); ``inf``, ``nan`` or a fraction is refused, naming ``key``."""
+    rate = settings.get_long(key)
+    return float(rate) if rate is not None and rate > 0 else None
 
 
 @attrs.frozen
@@ -59,8 +55,9 @@ class ReceiverSettings:
     Attributes:
         restart_delay: ``spark.streaming.receiverRestartDelay`` (ms, Spark's ``getInt``, not negative; 2000).
         block_interval: ``spark.streaming.blockInterval`` (a time string, ms by default; 200 ms).
-        max_rate: ``spark.streaming.receiver.maxRate`` in records per second (``None``: no limit).
-        initial_rate: ``spark.streaming.backpressure.initialRate`` (default: ``max_rate``).
+        max_rate: ``spark.streaming.receiver.maxRate`` in records per second, a whole number as Spark's
+            ``getLong`` reads it (``None``: unset, 0 or less: no limit).
+        initial_rate: ``spark.streaming.backpressure.initialRate``, read the same way (default: ``max_rate``).
     """
 
     restart_delay: Duration
@@ -73,10 +70,9 @@ class ReceiverSettings:
         """Read them from ``settings`` (no py4j call).
 
         Raises:
-            InvalidPipelineError: a malformed whole number (Spark's message, naming the setting), or a negative
-                restart delay.
+            InvalidPipelineError: a malformed whole number, a rate among them (Spark's message, naming the
+                setting), or a negative restart delay.
             InvalidDurationError: a malformed block interval.
-            ValueError: a malformed rate.
         """
         restart_delay = settings.get_int("spark.streaming.receiverRestartDelay", 2000)
         if restart_delay < 0:  # Spark's restart thread fails to sleep; here it would reconnect without a pause
@@ -86,9 +82,8 @@ class ReceiverSettings:
         block_interval = time_string_as(interval, "ms", "spark.streaming.blockInterval")
         # Spark's receiver rate limit: spark.streaming.receiver.maxRate caps every rate, and
         # spark.streaming.backpressure.initialRate (default: the cap) is where it starts.
-        max_rate = _positive_rate(settings.get("spark.streaming.receiver.maxRate"), "spark.streaming.receiver.maxRate")
-        initial = _positive_rate(settings.get("spark.streaming.backpressure.initialRate"),
-                                 "spark.streaming.backpressure.initialRate")
+        max_rate = _positive_rate(settings, "spark.streaming.receiver.maxRate")
+        initial = _positive_rate(settings, "spark.streaming.backpressure.initialRate")
         return cls(Duration(restart_delay), Duration(block_interval), max_rate, initial if initial is not None else max_rate)
 
 

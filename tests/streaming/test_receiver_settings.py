@@ -36,3 +36,22 @@ def test_a_negative_restart_delay_is_refused_naming_it() -> None:
                                               "milliseconds, got -1000; set it to e.g. 2000"):
         read(spark__streaming__receiverRestartDelay="-1000")
     assert read(spark__streaming__receiverRestartDelay="0").restart_delay == Milliseconds(0)
+
+
+@pytest.mark.parametrize("key", ["spark.streaming.receiver.maxRate", "spark.streaming.backpressure.initialRate"])
+@pytest.mark.parametrize("raw", ["inf", "1e999", "nan", "1.5", "100.0", "1e3"])
+def test_a_rate_that_is_not_a_whole_number_is_refused_naming_it(key: str, raw: str) -> None:
+    """maxRate and initialRate are Spark's getLong: inf, nan or a fraction is refused at creation, naming the setting."""
+    with raises_exactly(InvalidPipelineError, f"[INVALID_CONF_VALUE.TYPE_MISMATCH] The value '{raw}' in the config "
+                                              f"\"{key}\" is invalid. It should be a/an 'long' value. SQLSTATE: 22022"):
+        ReceiverSettings.read(SparkSettings(2, {key: raw}))
+
+
+def test_whole_rates_are_read_and_one_not_positive_is_no_limit() -> None:
+    """A whole maxRate caps, initialRate starts below it (else at the cap); 0 or less means no limit, as before."""
+    capped = read(spark__streaming__receiver__maxRate="300")
+    assert (capped.max_rate, capped.initial_rate) == (300.0, 300.0)
+    both = read(spark__streaming__receiver__maxRate=" 300 ", spark__streaming__backpressure__initialRate="+20")
+    assert (both.max_rate, both.initial_rate) == (300.0, 20.0)
+    assert read(spark__streaming__receiver__maxRate="0").max_rate is None
+    assert read(spark__streaming__backpressure__initialRate="-5").initial_rate is None
