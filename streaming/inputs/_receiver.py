@@ -54,7 +54,7 @@ class ReceiverSettings:
 
     Attributes:
         restart_delay: ``spark.streaming.receiverRestartDelay`` (ms, Spark's ``getInt``, not negative; 2000).
-        block_interval: ``spark.streaming.blockInterval`` (a time string, ms by default; 200 ms).
+        block_interval: ``spark.streaming.blockInterval`` (a positive time string, ms by default; 200 ms).
         max_rate: ``spark.streaming.receiver.maxRate`` in records per second, a whole number as Spark's
             ``getLong`` reads it (``None``: unset, 0 or less: no limit).
         initial_rate: ``spark.streaming.backpressure.initialRate``, read the same way (default: ``max_rate``).
@@ -71,7 +71,7 @@ class ReceiverSettings:
 
         Raises:
             InvalidPipelineError: a malformed whole number, a rate among them (Spark's message, naming the
-                setting), or a negative restart delay.
+                setting), a negative restart delay, or a block interval that is not positive (Spark's message).
             InvalidDurationError: a malformed block interval.
         """
         restart_delay = settings.get_int("spark.streaming.receiverRestartDelay", 2000)
@@ -80,6 +80,8 @@ class ReceiverSettings:
                                        f"milliseconds, got {restart_delay}; set it to e.g. 2000")
         interval = settings.get("spark.streaming.blockInterval", "200ms") or "200ms"
         block_interval = time_string_as(interval, "ms", "spark.streaming.blockInterval")
+        if block_interval <= 0:  # Spark's BlockGenerator requires it (a block every 0 ms would spin)
+            raise InvalidPipelineError("requirement failed: 'spark.streaming.blockInterval' should be a positive value")
         # Spark's receiver rate limit: spark.streaming.receiver.maxRate caps every rate, and
         # spark.streaming.backpressure.initialRate (default: the cap) is where it starts.
         max_rate = _positive_rate(settings, "spark.streaming.receiver.maxRate")

@@ -55,3 +55,11 @@ def test_whole_rates_are_read_and_one_not_positive_is_no_limit() -> None:
     assert (both.max_rate, both.initial_rate) == (300.0, 20.0)
     assert read(spark__streaming__receiver__maxRate="0").max_rate is None
     assert read(spark__streaming__backpressure__initialRate="-5").initial_rate is None
+
+
+@pytest.mark.parametrize("raw", ["0", "0ms", "-200ms", "999us"])
+def test_a_block_interval_that_is_not_positive_is_refused_with_spark_s_message(raw: str) -> None:
+    """blockInterval must be positive in ms (Spark's BlockGenerator requirement, its message); "1s" is 1000 ms."""
+    with raises_exactly(InvalidPipelineError, "requirement failed: 'spark.streaming.blockInterval' should be a positive value"):
+        read(spark__streaming__blockInterval=raw)
+    assert read(spark__streaming__blockInterval="1s").block_interval == Milliseconds(1000)
