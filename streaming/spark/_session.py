@@ -19,6 +19,7 @@ from ._py4j import active_spark_context, conf_value, hadoop_configuration, java_
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
+    from pyspark.sql import SparkSession
 
 __all__ = ["EMBEDDED_SPARK_CONF", "STREAMING_SETTINGS", "SparkSettings", "driver_bind_address", "driver_host", "embedded_spark_context"]
 
@@ -210,11 +211,21 @@ class SparkSettings:
     default_fs: str = "file:///"
 
     @classmethod
-    def read(cls, sc: SparkContext) -> SparkSettings:
-        """Read the settings from ``sc``: one py4j round trip per key (``sc.getConf()`` takes two per entry)."""
+    def read(cls, sc: SparkContext, session: SparkSession | None = None) -> SparkSettings:
+        """Read the settings from ``sc``: one py4j round trip per key (``sc.getConf()`` takes two per entry).
+
+        With the classic ``session`` a context was given, Spark's SQL settings (``spark.sql.*``) are read
+        from its runtime conf first, as Spark's ``SQLConf`` of a query's session has them: what
+        ``spark.conf.set`` set there wins over the SparkConf.
+        """
         conf = {}
         for key in STREAMING_SETTINGS:
-            value = conf_value(sc, key)
+            value = None
+            if session is not None and key.startswith("spark.sql."):
+                found = session.conf.get(key, None)  # None: not set in the session (its built-in default is not taken)
+                value = None if found is None else str(found)
+            if value is None:
+                value = conf_value(sc, key)
             if value is not None:
                 conf[key] = value
         default_fs = hadoop_configuration(sc).get("fs.defaultFS") or "file:///"
