@@ -27,7 +27,7 @@ from ._job_scheduler import JobAbandonedError, JobScheduler, JobSchedulerStatist
 from ._job_set import JobSet
 from ._logging import LOGGER_ROOT, LibraryLogger, event_fields, library_logger
 from ._loop_probe import PROBE_ATTRIBUTE, ReadyProbe, ready_probe
-from ._numbers import LONG_MAX, LONG_MIN, parse_batch_file_name, parse_long
+from ._numbers import LONG_MAX, LONG_MIN, parse_batch_file_name, parse_long, time_string_as
 from ._protocols import (
     BatchHook,
     BatchPlanner,
@@ -223,6 +223,7 @@ __all__ = [
     "Time",
     "TimeOrderedDict",
     "TimerHandle",
+    "time_string_as",
     "Trigger",
     "UnsupportedLogVersionError",
     "VirtualClock",

@@ -106,8 +106,10 @@ class RateLimiter:
 
     def __init__(self, clock: Clock, rate: float | None = None, *, max_rate: float | None = None) -> None:
         """Create a limiter at ``rate`` (capped by ``max_rate``)."""
-        if max_rate is not None and not max_rate > 0:
+        if max_rate is not None and not 0 < max_rate < math.inf:
             raise ValueError(f"max_rate must be a positive number of records per second or None, got {max_rate!r}")
+        if rate is not None and not rate < math.inf:  # an infinite rate cannot size a slice; None is "no limit"
+            raise ValueError(f"rate must be a finite number of records per second or None, got {rate!r}")
         self._clock = clock
         self.max_rate = max_rate
         self._rate: float | None = None

@@ -164,6 +164,8 @@ def _model_data(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
         data = read_toml(args.model)
     if args.trace:
         data["trace"] = {"path": str(Path(args.trace).resolve())}
+    _with_unit(args.interval, "--interval")
+    _with_unit(args.duration, "--duration")
     overrides = {
         "interval": args.interval,
         "concurrent_jobs": args.concurrency,
@@ -198,9 +200,19 @@ def _list(text: str, field: str, parse: Any) -> list[Any]:
     return [parse(item, f"{field}[{i}]") for i, item in enumerate(items)]
 
 
+def _with_unit(text: str | None, field: str) -> None:
+    # A bare number would be milliseconds (a model file's unit) where pyspark's batchDuration 1 is a second: ask for the unit.
+    from .simulation import ModelError
+
+    if text is not None and text.strip().replace(".", "", 1).isdecimal():
+        raise ModelError(field, f"needs a unit on the command line, such as \"{text.strip()}ms\" or \"{text.strip()}s\", "
+                                f"got {text!r}")
+
+
 def _interval(text: str, field: str) -> Any:
     from .simulation import whole_duration
 
+    _with_unit(text, field)
     return whole_duration(text, field)
 
 

@@ -83,6 +83,15 @@ def _flag(settings: SparkSettings, key: str) -> bool:
     return value == "true"
 
 
+def _concurrent_jobs(settings: SparkSettings) -> int:
+    """``spark.streaming.concurrentJobs``: a whole number (Spark's ``intConf``), at least 1 (Spark's thread pool's rule)."""
+    jobs = settings.get_int("spark.streaming.concurrentJobs", 1)
+    if jobs < 1:
+        raise InvalidPipelineError(f"spark.streaming.concurrentJobs must be a positive number of jobs run at once, got "
+                                   f"{jobs}; set it to e.g. 1")
+    return jobs
+
+
 def _backpressure(settings: SparkSettings) -> tuple[float, float, float, float] | None:
     """``spark.streaming.backpressure.*``: the PID estimator's parameters, or ``None`` when off (Spark's messages)."""
     if not _flag(settings, "spark.streaming.backpressure.enabled"):
@@ -177,7 +186,8 @@ class ContextSettings:
 
         Raises:
             InvalidDurationError: a malformed timeout.
-            InvalidPipelineError: an unknown rate estimator or a malformed PID parameter.
+            InvalidPipelineError: an unknown rate estimator, a malformed PID parameter, or a concurrentJobs that is
+                not a positive whole number (naming the setting).
             ValueError: a malformed trace batch count or UI port or security setting.
         """
         graceful = settings.get("spark.streaming.gracefulStopTimeout")
@@ -188,7 +198,7 @@ class ContextSettings:
             graceful_stop_timeout=None if graceful is None else Duration(
                 time_string_as(graceful, "ms", "spark.streaming.gracefulStopTimeout")),
             listener_exit_timeout=listener_exit_timeout(settings.get(LISTENER_EXIT_TIMEOUT_KEY)),
-            concurrent_jobs=arguments.concurrent_jobs or int(settings.get("spark.streaming.concurrentJobs", "1") or "1"),
+            concurrent_jobs=arguments.concurrent_jobs or _concurrent_jobs(settings),
             stop_on_failure=stop_on_failure,
             stop_gracefully_on_shutdown=_flag(settings, "spark.streaming.stopGracefullyOnShutdown"),
             # continuous inputs are read as they come: no receiver, no rate to control

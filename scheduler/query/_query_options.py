@@ -12,8 +12,8 @@ from typing import Mapping
 
 import attrs
 
-from .._errors import InvalidPipelineError
-from .._numbers import parse_long
+from .._errors import InvalidDurationError, InvalidPipelineError
+from .._numbers import parse_long, time_string_as
 
 __all__ = ["ProgressTrackingOptions", "Trigger", "whole_number_option"]
 
@@ -75,6 +75,29 @@ def whole_number_option(key: str, value: object, *, minimum: int = 1, unit: str 
     return parsed
 
 
+def _time_option_ms(key: str, value: object) -> int:
+    """A time setting in milliseconds, as Spark's ``timeConf(MILLISECONDS)`` reads it: an int, or a number or time string.
+
+    A bare number is milliseconds (``"10000"``), a suffix gives the unit (``"10s"``, ``"500ms"``, ``"1min"``);
+    a negative time is refused.
+
+    Raises:
+        InvalidPipelineError: ``"option <key> must be a non-negative time ..., got <value>"``.
+    """
+    parsed: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = time_string_as(value, "ms", key)
+        except InvalidDurationError:
+            parsed = None
+    if parsed is None or parsed < 0:
+        raise InvalidPipelineError(f"option {key} must be a non-negative time: a number of milliseconds or a time string "
+                                   f"such as 10s or 500ms, got {value!r}")
+    return parsed
+
+
 @attrs.frozen
 class ProgressTrackingOptions:
     """How a checkpointed query logs its progress and reports it.
@@ -90,7 +113,8 @@ class ProgressTrackingOptions:
         num_recent_progress_updates: bound of ``recent_progress``; as in Spark, it keeps one
             fewer than this (``spark.sql.streaming.numRecentProgressUpdates``, default 100).
         no_data_progress_event_interval_ms: least time between two idle-trigger progress
-            entries (``spark.sql.streaming.noDataProgressEventInterval``, default 10000).
+            entries (``spark.sql.streaming.noDataProgressEventInterval``, default 10000; a time
+            string such as ``"10s"``, or a number of milliseconds, as Spark reads it).
         override_sink_support_check: let async progress tracking run with outputs that do
             not declare support for it (``_asyncProgressTrackingOverrideSinkSupportCheck``,
             Spark's internal option, default false).
@@ -127,7 +151,9 @@ class ProgressTrackingOptions:
             number(ASYNC_INTERVAL, defaults.async_progress_tracking_checkpoint_interval_ms, 0, "milliseconds"),
             number(MIN_BATCHES_TO_RETAIN, defaults.min_batches_to_retain, 1, "batches"),
             number(NUM_RECENT_PROGRESS, defaults.num_recent_progress_updates, 1, "entries"),
-            number(NO_DATA_PROGRESS_INTERVAL, defaults.no_data_progress_event_interval_ms, 0, "milliseconds"),
+            # A time setting in Spark's SQLConf (timeConf in ms): "10s" is 10000, a bare number is milliseconds
+            _time_option_ms(NO_DATA_PROGRESS_INTERVAL, values.get(NO_DATA_PROGRESS_INTERVAL,
+                                                                  defaults.no_data_progress_event_interval_ms)),
             _bool(OVERRIDE_SINK_CHECK, values.get(OVERRIDE_SINK_CHECK, defaults.override_sink_support_check)),
         )
 

@@ -19,6 +19,7 @@ import attrs
 from listeners import ReceiverError, ReceiverInfo, ReceiverStarted, ReceiverStopped
 from scheduler import (
     Duration,
+    InvalidPipelineError,
     Offset,
     RateLimiter,
     StreamingError,
@@ -30,25 +31,62 @@ from scheduler import (
 
 from ..dstream import StreamEnvironment
 from ..recovery import BlockLog, format_log_offset
-from ..spark import time_string_as
+from ..spark import SparkSettings, time_string_as
 from ._base import InputDStream
 from ._record_buffer import RecordBuffer
 
 if TYPE_CHECKING:
     from pyspark import RDD  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["ReceiverInputDStream", "ReceiverOutcome", "WriteAheadLogError"]
+__all__ = ["ReceiverInputDStream", "ReceiverOutcome", "ReceiverSettings", "WriteAheadLogError"]
 
 
-def _positive_rate(value: str | None, key: str) -> float | None:
-    """A records-per-second setting: ``None`` when unset or not positive (Spark's "no limit")."""
-    if value is None or value.strip() == "":
-        return None
-    try:
-        rate = float(value)
-    except ValueError:
-        raise ValueError(f"{key} must be a number of records per second, got {value!r}") from None
-    return rate if rate > 0 else None
+def _positive_rate(settings: SparkSettings, key: str) -> float | None:
+    """A records-per-second setting, a whole number as Spark's ``getLong`` reads it: ``None`` when unset or not positive
+    (Spark's "no limit"); ``inf``, ``nan`` or a fraction is refused, naming ``key``."""
+    rate = settings.get_long(key)
+    return float(rate) if rate is not None and rate > 0 else None
+
+
+@attrs.frozen
+class ReceiverSettings:
+    """What a receiver stream reads from Spark's settings, checked when the stream is made.
+
+    Attributes:
+        restart_delay: ``spark.streaming.receiverRestartDelay`` (ms, Spark's ``getInt``, not negative; 2000).
+        block_interval: ``spark.streaming.blockInterval`` (a positive time string, ms by default; 200 ms).
+        max_rate: ``spark.streaming.receiver.maxRate`` in records per second, a whole number as Spark's
+            ``getLong`` reads it (``None``: unset, 0 or less: no limit).
+        initial_rate: ``spark.streaming.backpressure.initialRate``, read the same way (default: ``max_rate``).
+    """
+
+    restart_delay: Duration
+    block_interval: Duration
+    max_rate: float | None
+    initial_rate: float | None
+
+    @classmethod
+    def read(cls, settings: SparkSettings) -> ReceiverSettings:
+        """Read them from ``settings`` (no py4j call).
+
+        Raises:
+            InvalidPipelineError: a malformed whole number, a rate among them (Spark's message, naming the
+                setting), a negative restart delay, or a block interval that is not positive (Spark's message).
+            InvalidDurationError: a malformed block interval.
+        """
+        restart_delay = settings.get_int("spark.streaming.receiverRestartDelay", 2000)
+        if restart_delay < 0:  # Spark's restart thread fails to sleep; here it would reconnect without a pause
+            raise InvalidPipelineError(f"spark.streaming.receiverRestartDelay must be a non-negative number of "
+                                       f"milliseconds, got {restart_delay}; set it to e.g. 2000")
+        interval = settings.get("spark.streaming.blockInterval", "200ms") or "200ms"
+        block_interval = time_string_as(interval, "ms", "spark.streaming.blockInterval")
+        if block_interval <= 0:  # Spark's BlockGenerator requires it (a block every 0 ms would spin)
+            raise InvalidPipelineError("requirement failed: 'spark.streaming.blockInterval' should be a positive value")
+        # Spark's receiver rate limit: spark.streaming.receiver.maxRate caps every rate, and
+        # spark.streaming.backpressure.initialRate (default: the cap) is where it starts.
+        max_rate = _positive_rate(settings, "spark.streaming.receiver.maxRate")
+        initial = _positive_rate(settings, "spark.streaming.backpressure.initialRate")
+        return cls(Duration(restart_delay), Duration(block_interval), max_rate, initial if initial is not None else max_rate)
 
 
 class WriteAheadLogError(StreamingError, OSError):
@@ -110,13 +148,10 @@ class ReceiverInputDStream(InputDStream):
         buffer = RecordBuffer(max_buffered_records)
         super().__init__(env)
         self._buffer = buffer
-        settings = env.spark.settings()
-        if restart_delay is None:  # Spark reads it as an int of milliseconds (getInt), not a time string
-            restart_delay = Duration(int(settings.get("spark.streaming.receiverRestartDelay", "2000") or "2000"))
-        self.restart_delay = restart_delay
+        settings = ReceiverSettings.read(env.spark.settings())
+        self.restart_delay = settings.restart_delay if restart_delay is None else restart_delay
         self._allocated: dict[Time, list[Any]] = {}
-        interval = settings.get("spark.streaming.blockInterval", "200ms") or "200ms"
-        self.block_interval = Duration(time_string_as(interval, "ms", "spark.streaming.blockInterval"))
+        self.block_interval = settings.block_interval
         # With a checkpoint: the write-ahead log, its newest block, the blocks in memory, and
         # the block whose write failed (its records wait in the buffer, which is paused meanwhile).
         self._block_log: BlockLog | None = None
@@ -125,12 +160,8 @@ class ReceiverInputDStream(InputDStream):
         self._failed_entry: int | None = None  # the block whose write failed last (cleared by a successful write)
         self._flush_lock: anyio.Lock | None = None
         self._purged_below = 0
-        # Spark's receiver rate limit: spark.streaming.receiver.maxRate caps every rate, and
-        # spark.streaming.backpressure.initialRate (default: the cap) is where it starts.
-        self.max_rate = _positive_rate(settings.get("spark.streaming.receiver.maxRate"), "spark.streaming.receiver.maxRate")
-        initial = _positive_rate(settings.get("spark.streaming.backpressure.initialRate"),
-                                 "spark.streaming.backpressure.initialRate")
-        self.initial_rate = initial if initial is not None else self.max_rate
+        self.max_rate = settings.max_rate
+        self.initial_rate = settings.initial_rate
         self._limiter: RateLimiter | None = None
         self._host = socket.gethostname()
         self._log = library_logger("aiodstream.streaming", component=type(self).__name__, stream=self.id)

@@ -98,7 +98,8 @@ def parse_duration(value: object, field: str) -> float:
         match = _DURATION.match(value)
         if match:
             return float(match.group(1)) * _UNITS[match.group(2)]
-    raise ModelError(field, f"must be a duration such as \"500ms\", \"2s\", \"5m\" or \"1h\" (or milliseconds), got {value!r}")
+    raise ModelError(field, f"must be a duration such as \"500ms\", \"2s\", \"5m\" or \"1h\", or an unquoted number of "
+                            f"milliseconds, got {value!r}")
 
 
 def whole_duration(value: object, field: str, *, positive: bool = True) -> Duration:

@@ -99,7 +99,8 @@ def bind_spark(given: object, name: str, *, frame_context: Callable[[Any], Any])
     """The Spark side of a new context, chosen once from the kind of what the program gave.
 
     Args:
-        given: a Spark Connect session; a classic SparkSession (its SparkContext is used); else a
+        given: a Spark Connect session; a classic SparkSession (its SparkContext is used, and its runtime conf
+            for the SQL settings); else a
             SparkContext, or ``None`` for an embedded local one (started on first need).
         name: the context's name (the prefix of its threads' names).
         frame_context: on Connect, makes the ``FrameContext`` over the session (see :class:`ConnectBinding`).
@@ -107,5 +108,5 @@ def bind_spark(given: object, name: str, *, frame_context: Callable[[Any], Any])
     if is_connect_session(given):
         return ConnectBinding(given, name, frame_context)
     if is_classic_session(given):
-        return SparkBinding(cast(Any, given).sparkContext, name)
+        return SparkBinding(cast(Any, given).sparkContext, name, cast(Any, given))
     return SparkBinding(cast("SparkContext | None", given), name)

@@ -16,6 +16,7 @@ from ._session import SparkSettings, embedded_spark_context
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
+    from pyspark.sql import SparkSession
 
 __all__ = ["CANCEL_JOIN_S", "JobThreadsOwner", "SparkBinding"]
 
@@ -59,11 +60,13 @@ class SparkBinding(JobThreadsOwner):
     Args:
         spark_context: the SparkContext to use; ``None`` starts (or joins) an embedded local one on first need.
         name: the prefix of the job threads' names.
+        session: the classic SparkSession the context was given (on ``spark_context``), whose runtime conf
+            has the SQL settings (``spark.sql.*``) first; ``None``: the SparkConf's only.
     """
 
     kind = "classic"
 
-    def __init__(self, spark_context: SparkContext | None, name: str) -> None:
+    def __init__(self, spark_context: SparkContext | None, name: str, session: SparkSession | None = None) -> None:
         """Bind to ``spark_context`` (or to an embedded one, later); nothing is started.
 
         Raises:
@@ -74,6 +77,7 @@ class SparkBinding(JobThreadsOwner):
                                       "create a new SparkContext (or pass None for an embedded local one)")
         super().__init__()
         self._sc = spark_context
+        self._session = session
         self._name = name
         self._settings: SparkSettings | None = None
         self._threads: SparkJobThreads | None = None
@@ -95,7 +99,7 @@ class SparkBinding(JobThreadsOwner):
         """The Spark settings the context uses, read once (py4j calls the first time: blocking)."""
         with self._lock:
             if self._settings is None:
-                self._settings = SparkSettings.read(self.spark_context)
+                self._settings = SparkSettings.read(self.spark_context, self._session)
             return self._settings
 
     def set_concurrency(self, jobs: int) -> None:

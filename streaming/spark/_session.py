@@ -6,18 +6,20 @@ PySpark is imported lazily, so ``import streaming`` stays cheap and the pure run
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Literal, Mapping
 
 import attrs
 
-from scheduler import REDACTED, REDACTION_PATTERN
+from scheduler import LONG_MAX, LONG_MIN, REDACTED, REDACTION_PATTERN, InvalidPipelineError
 
 from ._py4j import active_spark_context, conf_value, hadoop_configuration, java_spark_context, launched_gateway
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
+    from pyspark.sql import SparkSession
 
 __all__ = ["EMBEDDED_SPARK_CONF", "STREAMING_SETTINGS", "SparkSettings", "driver_bind_address", "driver_host", "embedded_spark_context"]
 
@@ -169,6 +171,28 @@ def redacted_conf(conf: Mapping[str, str]) -> dict[str, str]:
     return {key: REDACTED if REDACTION_PATTERN.search(key) else value for key, value in conf.items()}
 
 
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_JAVA_WHITESPACE = "".join(map(chr, range(33)))  # what Java's String.trim removes: every char up to the space
+_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (LONG_MIN, LONG_MAX)}
+
+
+def _whole_number_setting(key: str, raw: str, kind: Literal["int", "long"] = "int") -> int:
+    """The Spark setting ``key``'s text ``raw`` read as Spark's typed ``intConf`` / ``longConf`` reads it.
+
+    Java's ``parseInt`` / ``parseLong`` after ``trim``: an optional sign and ASCII digits, in the
+    type's range; a fraction, an exponent, ``inf``, ``nan`` or a unit (``2s``) is refused.
+
+    Raises:
+        InvalidPipelineError: not such a number, with Spark 4.3's message naming ``key``.
+    """
+    text = raw.strip(_JAVA_WHITESPACE)
+    low, high = _RANGES[kind]
+    if _WHOLE.fullmatch(text) is None or not low <= int(text) <= high:
+        raise InvalidPipelineError(f"[INVALID_CONF_VALUE.TYPE_MISMATCH] The value '{raw}' in the config \"{key}\" is "
+                                   f"invalid. It should be a/an '{kind}' value. SQLSTATE: 22022")
+    return int(text)
+
+
 @attrs.frozen
 class SparkSettings:
     """What a StreamingContext reads from its SparkContext, fetched once (py4j calls: blocking).
@@ -187,11 +211,21 @@ class SparkSettings:
     default_fs: str = "file:///"
 
     @classmethod
-    def read(cls, sc: SparkContext) -> SparkSettings:
-        """Read the settings from ``sc``: one py4j round trip per key (``sc.getConf()`` takes two per entry)."""
+    def read(cls, sc: SparkContext, session: SparkSession | None = None) -> SparkSettings:
+        """Read the settings from ``sc``: one py4j round trip per key (``sc.getConf()`` takes two per entry).
+
+        With the classic ``session`` a context was given, Spark's SQL settings (``spark.sql.*``) are read
+        from its runtime conf first, as Spark's ``SQLConf`` of a query's session has them: what
+        ``spark.conf.set`` set there wins over the SparkConf.
+        """
         conf = {}
         for key in STREAMING_SETTINGS:
-            value = conf_value(sc, key)
+            value = None
+            if session is not None and key.startswith("spark.sql."):
+                found = session.conf.get(key, None)  # None: not set in the session (its built-in default is not taken)
+                value = None if found is None else str(found)
+            if value is None:
+                value = conf_value(sc, key)
             if value is not None:
                 conf[key] = value
         default_fs = hadoop_configuration(sc).get("fs.defaultFS") or "file:///"
@@ -202,3 +236,21 @@ class SparkSettings:
         if key not in STREAMING_SETTINGS:
             raise KeyError(f"{key} is not read by the streaming layer; add it to STREAMING_SETTINGS")
         return self.conf.get(key, default)
+
+    def get_int(self, key: str, default: int) -> int:
+        """The setting ``key`` as Spark's ``intConf`` reads it (``default`` when unset).
+
+        Raises:
+            InvalidPipelineError: not a whole number in an int's range (Spark's message, naming ``key``).
+        """
+        raw = self.get(key)
+        return default if raw is None else _whole_number_setting(key, raw, "int")
+
+    def get_long(self, key: str) -> int | None:
+        """The setting ``key`` as Spark's ``longConf`` reads it (``None`` when unset).
+
+        Raises:
+            InvalidPipelineError: not a whole number in a long's range (Spark's message, naming ``key``).
+        """
+        raw = self.get(key)
+        return None if raw is None else _whole_number_setting(key, raw, "long")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import anyio
@@ -128,6 +129,10 @@ async def test_rates_are_capped_by_the_maximum_and_non_positive_updates_are_igno
     assert unlimited.rate is None and unlimited.waits == 0
     with pytest.raises(ValueError, match="max_rate must be a positive number"):
         RateLimiter(clock, max_rate=0)
+    with pytest.raises(ValueError, match=r"^max_rate must be a positive number of records per second or None, got inf$"):
+        RateLimiter(clock, max_rate=math.inf)
+    with pytest.raises(ValueError, match=r"^rate must be a finite number of records per second or None, got nan$"):
+        RateLimiter(clock, math.nan)
 
 
 async def test_a_new_rate_reprices_what_is_owed_and_wakes_a_waiting_caller(clock: ManualClock) -> None:

@@ -11,6 +11,7 @@ from scheduler import InvalidPipelineError, Milliseconds
 from streaming._settings import ContextArguments, ContextSettings
 from streaming._sync_bridge import BridgeClosedError, SyncBridge
 from streaming.spark import SparkSettings
+from tests.anyio_support import raises_exactly
 
 
 def read(conf: dict[str, str], *, continuous: bool = False, **arguments: object) -> ContextSettings:
@@ -44,6 +45,28 @@ def test_malformed_settings_are_refused_with_the_setting_named() -> None:
                      ("spark.streaming.stopGracefullyOnShutdown", "on")):  # Spark's getBoolean refuses them too
         with pytest.raises(InvalidPipelineError, match=rf'^For input string: "{raw}" \({key} must be true or false\)$'):
             read({key: raw})
+
+
+@pytest.mark.parametrize("raw", ["abc", "2.0", "1e3", "2s", "", "2147483648"])
+def test_a_concurrent_jobs_setting_that_is_not_an_int_is_refused_naming_it(raw: str) -> None:
+    """spark.streaming.concurrentJobs is Spark's intConf: anything but a whole int is Spark 4.3's message, naming the key."""
+    with raises_exactly(InvalidPipelineError, f"[INVALID_CONF_VALUE.TYPE_MISMATCH] The value '{raw}' in the config "
+                                              "\"spark.streaming.concurrentJobs\" is invalid. It should be a/an 'int' value. "
+                                              "SQLSTATE: 22022"):
+        read({"spark.streaming.concurrentJobs": raw})
+
+
+@pytest.mark.parametrize("raw", ["0", "-2"])
+def test_a_concurrent_jobs_setting_below_one_is_refused_naming_it(raw: str) -> None:
+    """A concurrentJobs setting of 0 or less is refused naming the setting (Spark's thread pool fails without a message)."""
+    with raises_exactly(InvalidPipelineError, f"spark.streaming.concurrentJobs must be a positive number of jobs run at "
+                                              f"once, got {raw}; set it to e.g. 1"):
+        read({"spark.streaming.concurrentJobs": raw})
+
+
+def test_a_concurrent_jobs_setting_is_trimmed_as_java_trims_it() -> None:
+    """Spark trims a typed setting and Java's parseInt takes a leading '+': " +3 " is 3 jobs."""
+    assert read({"spark.streaming.concurrentJobs": " +3\t"}).concurrent_jobs == 3
 
 
 def test_given_options_override_the_settings_and_a_continuous_query_refuses_async_tracking() -> None:

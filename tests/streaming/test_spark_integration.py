@@ -1324,6 +1324,20 @@ def test_spark_settings_are_read_once_per_context(spark_context: Any) -> None:
         first.get("spark.master")
 
 
+def test_a_given_sessions_runtime_conf_gives_the_sql_settings_first(spark_context: Any) -> None:
+    """spark.conf.set on the classic SparkSession a context is given wins for spark.sql.*; unset there, the SparkConf's."""
+    from pyspark.sql import SparkSession
+
+    retain, recent = "spark.sql.streaming.minBatchesToRetain", "spark.sql.streaming.numRecentProgressUpdates"
+    spark = SparkSession(spark_context).newSession()  # a SQLConf of its own: nothing leaks to other tests
+    spark.conf.set(retain, "2")
+    with spark_conf(spark_context, spark__sql__streaming__minBatchesToRetain="50",
+                    spark__sql__streaming__numRecentProgressUpdates="7"):  # set after the session: not in its conf
+        settings = StreamingContext(spark, 1)._spark.settings()
+        assert (settings.get(retain), settings.get(recent)) == ("2", "7")
+        assert StreamingContext(spark_context, 1)._spark.settings().get(retain) == "50"
+
+
 # -- several contexts in one process --
 
 

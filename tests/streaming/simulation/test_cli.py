@@ -93,7 +93,12 @@ def test_replaying_a_trace_under_a_new_interval(model_file: Path, tmp_path: Path
         (["simulate", "{model}", "--concurrency", "0"], "aiodstream simulate: error: {model}: concurrent_jobs: must be at least 1, got 0"),
         (["simulate", "--interval", "1s", "--op", "kind=exponential,mean=soon"],
          "aiodstream simulate: error: outputs[0].mean: must be a duration such as "
-         '"500ms", "2s", "5m" or "1h" (or milliseconds), got \'soon\''),
+         '"500ms", "2s", "5m" or "1h", or an unquoted number of milliseconds, got \'soon\''),
+        (["simulate", "--interval", "1000", "--op", "kind=constant,value=100"],
+         'aiodstream simulate: error: --interval: needs a unit on the command line, such as "1000ms" or "1000s", got \'1000\''),
+        (["simulate", "{model}", "--sweep-intervals", "1s,2.5"],
+         'aiodstream simulate: error: {model}: --sweep-intervals[1]: needs a unit on the command line, such as "2.5ms" or '
+         '"2.5s", got \'2.5\''),
         (["simulate", "{model}", "--sweep-intervals", "1s,0s"],
          "aiodstream simulate: error: {model}: --sweep-intervals[1]: must be positive, got '0s'"),
         (["simulate"], "aiodstream simulate: error: no model: give a TOML model file, --trace FILE, or --interval with --op (see --help)"),
