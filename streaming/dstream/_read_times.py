@@ -3,7 +3,8 @@
 An input that decides each batch's input when the batch is planned (a file stream lists its directory then) would
 otherwise take input at times no output reads: ``window(1, 2)`` over it reads every second batch, and the files of the
 others were never read. Spark's file stream lists only when its RDD is computed, so the next window takes them; the
-file stream plans nothing at the times this says are not read, for the same result.
+file stream plans nothing at the times this says are not read, for the same result. A queue stream, which pyspark
+dequeues only when its RDD is computed, dequeues nothing at those times either.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from scheduler import Offset, ReplayError, StreamInputInfo, Time
 
-from ..dstream import StreamEnvironment
+from ..dstream import StreamEnvironment, times_read
 from ..spark import has_jvm_rdd
 from ._base import InputDStream
 from ._counting import RowCounter
@@ -42,6 +42,7 @@ class QueueInputDStream(InputDStream):
         self._observed: ObservedRows | None = None  # on Connect
         self._one_at_a_time = one_at_a_time
         self._default = default
+        self._times_read: Callable[[Time], bool] | None = None  # set at start: None when every time is read
 
     @staticmethod
     def _position(offset: Offset) -> int:
@@ -54,7 +55,16 @@ class QueueInputDStream(InputDStream):
     def latest_offset(self) -> Offset:
         return str(len(self._items)) if self._items else None
 
+    def start(self) -> None:
+        """Called once when the context starts: the graph is complete, so the times its outputs read this stream at are known."""
+        super().start()
+        self._times_read = times_read(self, self._env.graph.output_streams)
+
     async def plan_offset(self, start: Offset, time: Time) -> Offset:
+        if self._times_read is not None and not self._times_read(time):
+            # No output reads this time (a window shorter than its slide): nothing is dequeued, and the next time read
+            # takes the next item, as pyspark's queue is dequeued only when its RDD is computed.
+            return start
         begin = self._position(start)
         end = self._next_end(begin)
         return start if end <= begin else str(end)

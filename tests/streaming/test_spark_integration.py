@@ -767,6 +767,21 @@ def test_a_window_shorter_than_its_slide_over_a_file_stream_reads_the_files_of_t
     assert windows == [(2000, ["b1", "b2"]), (4000, ["b3", "b4"]), (6000, ["b5", "b6"])]
 
 
+def test_a_window_shorter_than_its_slide_over_a_queue_stream_takes_the_items_in_turn(spark_context: Any) -> None:
+    """window(1, 2) computes the queue at every second batch; pyspark dequeues an item only when the queue's RDD is
+    computed, so each window gets the next item. Items were dequeued at every batch, so every other one was lost."""
+    from scheduler import ManualClock
+
+    base = 1_800_000_000_000
+    clock = ManualClock(base)
+    ssc = StreamingContext(spark_context, 1, clock=clock)
+    windows: list[tuple[int, list[int]]] = []
+    ssc.queueStream([[k] for k in range(1, 7)], oneAtATime=True).window(1, 2).foreachRDD(
+        lambda t, rdd: windows.append((int(t.timestamp() * 1000) - base, rdd.collect())))
+    assert run_dstream_batches(ssc, clock, 6) == []
+    assert windows == [(2000, [1]), (4000, [2]), (6000, [3])]
+
+
 def test_binary_records_stream_reads_fixed_length_records_through_a_hadoop_uri(contexts: Any, tmp_path: Path) -> None:
     """binaryRecordsStream on a file: URI (listed through Hadoop's FileSystem) splits new files into recordLength-byte records."""
     ssc, recorder = contexts(0.2)
