@@ -14,7 +14,9 @@ from typing import Any, Callable, Sequence
 from scheduler import Time
 
 from ._node import StreamNode
-from ._windowed import WindowedNode
+from ._windowed import ReducedWindowedNode, WindowedNode
+
+_WINDOWS = (WindowedNode, ReducedWindowedNode)  # the streams that read their parent over (t - window, t] at their times t
 
 __all__ = ["times_read"]
 
@@ -35,7 +37,7 @@ def times_read(stream: StreamNode, outputs: Sequence[Any]) -> Callable[[Time], b
         if id(node) in seen:
             continue
         seen.add(id(node))
-        short_window = short_window or (isinstance(node, WindowedNode) and node.window_length < node.slide)
+        short_window = short_window or (isinstance(node, _WINDOWS) and node.window_length < node.slide)
         for parent in node.parents:
             children.setdefault(id(parent), []).append(node)
             pending.append(parent)
@@ -49,7 +51,7 @@ def times_read(stream: StreamNode, outputs: Sequence[Any]) -> Callable[[Time], b
         if id(node) in ends:
             return True
         for child in children.get(id(node), ()):
-            if not isinstance(child, WindowedNode):
+            if not isinstance(child, _WINDOWS):
                 if read(child, time):
                     return True
                 continue

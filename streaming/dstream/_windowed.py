@@ -137,6 +137,11 @@ class ReducedWindowedNode(StreamNode):
         remember = self._remember_duration
         return None if remember is None else remember + self._window
 
+    @property
+    def window_length(self) -> Duration:
+        """The graph's hook (not for users): the window's duration (each RDD reduces the parent's of ``(t - window, t]``)."""
+        return self._window
+
     def state_reach(self) -> Duration:
         """The graph's hook (not for users): the window, which the state reaches back over."""
         return self._window

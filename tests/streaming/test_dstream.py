@@ -596,6 +596,12 @@ def test_the_times_an_output_reads_a_stream_at_follow_its_windows(stream: DStrea
     assert reads_over is not None
     assert [t for t in range(500, 6500, 500) if reads_over(Time(t))] == [2500, 3000, 5500, 6000]
     assert reads_short(Time(0)) is False and reads_short(Time(750)) is False  # before the first batch; off the grid
+    # An inverse-reduced window reads its parent over (t - window, t] too (pyspark's PythonReducedWindowedDStream).
+    reduced = stream.map(lambda x: (x, 1)).reduceByKeyAndWindow(lambda a, b: a + b, lambda a, b: a - b, 0.5, 1.5, 2)
+    reduced.initialize(Time(0))
+    reads_reduced = times_read(stream, [reduced])
+    assert reads_reduced is not None
+    assert [t for t in range(500, 6500, 500) if reads_reduced(Time(t))] == [1500, 3000, 4500, 6000]
 
 
 def test_a_transform_function_that_returns_no_rdd_fails_the_batch(ssc: StreamingContext) -> None:
