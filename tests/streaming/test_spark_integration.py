@@ -767,26 +767,26 @@ def test_a_window_shorter_than_its_slide_over_a_file_stream_reads_the_files_of_t
     assert windows == [(2000, ["b1", "b2"]), (4000, ["b3", "b4"]), (6000, ["b5", "b6"])]
 
 
-def test_a_window_shorter_than_its_slide_over_a_queue_stream_takes_the_items_in_turn(spark_context: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("reduced", [False, True], ids=["window", "inverse-reduced window"])
+def test_a_window_shorter_than_its_slide_over_a_queue_stream_takes_the_items_in_turn(spark_context: Any, tmp_path: Path,
+                                                                                      reduced: bool) -> None:
     """window(1, 2) computes the queue at every second batch; pyspark dequeues an item only when the queue's RDD is
-    computed, so each window gets the next item. Items were dequeued at every batch, so every other one was lost."""
+    computed, so each window gets the next item. Items were dequeued at every batch, so every other one was lost; the
+    same for an inverse-reduced window (pyspark 4.3: [(1, 1)], [(0, 2)], [(1, 3)])."""
     from scheduler import ManualClock
 
     base = 1_800_000_000_000
     clock = ManualClock(base)
     ssc = StreamingContext(spark_context, 1, clock=clock)
     ssc.checkpoint(str(tmp_path))  # the inverse-reduced window checkpoints its RDDs
-    windows: list[tuple[int, list[int]]] = []
-    reduced: list[tuple[int, list[tuple[int, int]]]] = []
+    windows: list[tuple[int, list[Any]]] = []
     queue = ssc.queueStream([[k] for k in range(1, 7)], oneAtATime=True)
-    queue.window(1, 2).foreachRDD(lambda t, rdd: windows.append((int(t.timestamp() * 1000) - base, rdd.collect())))
-    # An inverse-reduced window the same (pyspark 4.3: [(1, 1)], [(0, 2)], [(1, 3)]).
-    other = ssc.queueStream([[k] for k in range(1, 7)], oneAtATime=True)
-    other.map(lambda x: (x % 2, x)).reduceByKeyAndWindow(lambda a, b: a + b, lambda a, b: a - b, 1, 2).foreachRDD(
-        lambda t, rdd: reduced.append((int(t.timestamp() * 1000) - base, rdd.collect())))
+    stream = (queue.map(lambda x: (x % 2, x)).reduceByKeyAndWindow(lambda a, b: a + b, lambda a, b: a - b, 1, 2)
+              if reduced else queue.window(1, 2))
+    stream.foreachRDD(lambda t, rdd: windows.append((int(t.timestamp() * 1000) - base, rdd.collect())))
     assert run_dstream_batches(ssc, clock, 6) == []
-    assert windows == [(2000, [1]), (4000, [2]), (6000, [3])]
-    assert reduced == [(2000, [(1, 1)]), (4000, [(0, 2)]), (6000, [(1, 3)])]
+    expected = [[(1, 1)], [(0, 2)], [(1, 3)]] if reduced else [[1], [2], [3]]
+    assert windows == list(zip([2000, 4000, 6000], expected, strict=True))
 
 
 def test_binary_records_stream_reads_fixed_length_records_through_a_hadoop_uri(contexts: Any, tmp_path: Path) -> None:
