@@ -51,10 +51,22 @@ class BatchVersions:
         return loaded + 1
 
     def batches(self, start: int, end: int) -> list[int]:
-        """The batches from ``start`` to ``end`` (inclusive) that committed a version, in order."""
+        """The batches from ``start`` to ``end`` (inclusive) that committed a version, in order.
+
+        Raises:
+            StateNotFoundError: the versions are recorded and ``start`` is older than the oldest
+                batch whose offsets entry is kept: the entries in between were purged (or no
+                batch took those ids), so which batches ran there is not known.
+        """
         if self._loaded is None:
             return list(range(start, end + 1))
-        return [b for b in sorted(self._loaded) if start <= b <= end]
+        ids = sorted(self._loaded)
+        if start < ids[0]:
+            raise StateNotFoundError(
+                f"no change feed from batch {start}: the offsets entries before batch {ids[0]} are not in the checkpoint "
+                "(purged, or no batch took those ids between Once or AvailableNow runs), and the state versions of this "
+                f"checkpoint are not its batch ids; batches with entries: {_span(ids)}")
+        return [b for b in ids if start <= b <= end]
 
     def batch_of(self, version: int) -> int | None:
         """The batch that committed state version ``version`` (>= 1), or ``None`` if no retained entry says."""

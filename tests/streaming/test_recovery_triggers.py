@@ -411,9 +411,10 @@ def counting(records: list[str], out: list[tuple[int, str, int]], max_per_batch:
     return p
 
 
-async def run_triggered(p: Pipeline, checkpoint: Path, at: int, trigger: Trigger) -> list[int]:
+async def run_triggered(p: Pipeline, checkpoint: Path, at: int, trigger: Trigger, **options: Any) -> list[int]:
     """One Once or AvailableNow run at clock time ``at``; the ids of its batches."""
-    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(at), checkpoint_location=checkpoint, trigger=trigger) as rt:
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(at), checkpoint_location=checkpoint, trigger=trigger,
+                                options=options or None) as rt:
         await rt.start()
         assert await rt.await_termination()
         return [e.batch_id for e in rt.recent_progress if e.num_input_rows]
@@ -492,6 +493,25 @@ def test_the_state_reader_follows_the_recorded_versions(tmp_path: Path) -> None:
     with pytest.raises(StateNotFoundError, match=r"no state of batch 3: its offsets entry is not in the checkpoint .*"
                        r"batches with entries: 0, 7"):
         read_state(tmp_path, batch=3)
+
+
+def test_a_change_feed_from_before_the_purged_entries_is_refused(tmp_path: Path) -> None:
+    """With recorded state versions, a change feed that starts before the oldest kept offsets entry cannot tell which
+    batches ran there: refused, naming the batches it can read (it returned the kept batches' changes alone)."""
+    words: list[str] = []
+
+    async def runs() -> None:
+        for n, at in enumerate((500, 5500, 10_500, 15_500)):
+            words.append("abcd"[n])
+            await run_triggered(counting(list(words), []), tmp_path, at, Trigger.ONCE,
+                                **{"spark.sql.streaming.minBatchesToRetain": 2})
+
+    anyio.run(runs)
+    assert ids(tmp_path / "offsets") == [5, 10, 15]  # batches 0, 5, 10, 15: batch 0's entry purged
+    with pytest.raises(StateNotFoundError, match=r"no change feed from batch 0: the offsets entries before batch 5 are "
+                       r"not in the checkpoint .* batches with entries: 5 to 15"):
+        read_state_changes(tmp_path, 0, 0)
+    assert [(c.batch_id, c.record.key) for c in read_state_changes(tmp_path, 0, 10)] == [(10, "c"), (15, "d")]
 
 
 def test_a_dstream_program_refuses_a_checkpoint_with_recorded_state_versions() -> None:
