@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
@@ -149,10 +150,24 @@ def _json_offset(offset: str, name: str, shape: str) -> Any:
         raise _not_an_offset(offset, name, shape) from None
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 def read_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file, without their line endings (the default file reader)."""
-    with open(path, encoding="utf-8") as f:
-        return f.read().splitlines()
+    r"""Lines of a text file as Spark's text source reads them (the default file reader).
+
+    Hadoop's ``LineRecordReader`` rules, by which ``textFileStream`` decodes files too: UTF-8 with
+    an undecodable byte read as U+FFFD, a leading byte order mark skipped, lines split at ``\n``,
+    ``\r\n`` or ``\r`` only (not at the other separators ``str.splitlines`` knows) and given
+    without their ends; a last line without its end is a line.
+    """
+    text = path.read_bytes().decode("utf-8", "replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = _LINE_END.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 class DirectorySource:
@@ -168,7 +183,9 @@ class DirectorySource:
     Args:
         path: the directory (it may not exist yet).
         max_files_per_batch: a read limit (Spark's ``maxFilesPerTrigger``); ``None``: no limit.
-        reader: turns one file into records (default: its lines); runs in a worker thread.
+        reader: turns one file into records (default: :func:`read_lines`, Spark's text source's
+            lines); runs in a worker thread. An exception it raises fails the batch as a
+            :class:`ReplayError` naming the file, with the reader's exception as its cause.
         name: the description shown in progress (default ``DirectorySource[<path>]``).
     """
 
@@ -260,7 +277,15 @@ class DirectorySource:
         stop = self._upto(names, end) if end is not None else 0
         records: list[Any] = []
         for name in names[begin:stop]:
-            records.extend(self._reader(self.path / name))
+            path = self.path / name
+            try:
+                records.extend(self._reader(path))
+            except Exception as exc:
+                raise ReplayError(
+                    f"{self._name}: cannot read {str(path)!r}, taken into the batch up to {names[stop - 1]!r}: "
+                    f"{type(exc).__name__}: {exc}; the batch reads it again at every restart until it is committed, so "
+                    "make the file readable or pass a reader that accepts it"
+                ) from exc
         return records
 
     async def latest_offset(self) -> Offset:

@@ -9,6 +9,8 @@ import pytest
 
 from scheduler import CheckpointError, InputInfoTracker, ReplayError, Time
 from streaming import Batch, DirectorySource, FileSink, ListSource, Pipeline, ReplayableSource
+from streaming.inputs._fsspec_listing import TextLines
+from streaming.pipeline import read_lines
 from tests.anyio_support import raises_exactly
 
 
@@ -108,6 +110,40 @@ async def test_a_custom_reader_turns_files_into_records(tmp_path: Path) -> None:
     put(tmp_path, "1", "x")
     src = DirectorySource(tmp_path, reader=lambda p: [p.name])
     assert await src.read(None, await src.latest_offset()) == ["1"]
+
+
+@pytest.mark.parametrize(
+    ("data", "lines"),
+    [
+        ("a\x0cb\nc\u2028d\ne\x85f\ng\x1eh\x0bi\nlast".encode(), ["a\x0cb", "c\u2028d", "e\x85f", "g\x1eh\x0bi", "last"]),
+        (b"\xef\xbb\xbfheader,x\r\nrow1\rrow2\n", ["header,x", "row1", "row2"]),
+        (b"caf\xe9\nok\n", ["caf\ufffd", "ok"]),
+        (b"one\n\n", ["one", ""]),
+        (b"", []),
+    ],
+)
+def test_the_default_reader_reads_lines_as_sparks_text_source(tmp_path: Path, data: bytes, lines: list[str]) -> None:
+    """read_lines splits at \\n, \\r\\n and \\r only, skips a BOM and reads a bad byte as U+FFFD, as textFileStream decodes."""
+    (tmp_path / "f").write_bytes(data)
+    assert read_lines(tmp_path / "f") == lines == TextLines()(data, "f")
+
+
+@pytest.mark.anyio
+async def test_a_file_the_reader_cannot_read_is_named(tmp_path: Path) -> None:
+    """A reader's exception fails the read as a ReplayError naming the file and the batch, caused by the original."""
+    put(tmp_path, "0001.txt", "x")
+    put(tmp_path, "0002.txt", "y")
+
+    def reader(path: Path) -> list[str]:
+        raise ValueError("not a record")
+
+    src = DirectorySource(tmp_path, reader=reader, name="in")
+    message = (f"in: cannot read '{tmp_path}/0001.txt', taken into the batch up to '0002.txt': ValueError: not a record; "
+               "the batch reads it again at every restart until it is committed, so make the file readable or pass a "
+               "reader that accepts it")
+    with raises_exactly(ReplayError, message) as caught:
+        await src.read(None, await src.latest_offset())
+    assert isinstance(caught.value.__cause__, ValueError)
 
 
 @pytest.mark.anyio
