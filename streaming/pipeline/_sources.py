@@ -170,6 +170,15 @@ def read_lines(path: Path) -> list[str]:
     return lines
 
 
+def _undecodable(name: str) -> bool:
+    """Whether ``name`` holds a byte the file system's decoding could not read (a lone surrogate)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 class DirectorySource:
     """The files of a directory, taken in name order; the offset is ``{"files":N,"lastFile":"name"}``.
 
@@ -179,6 +188,9 @@ class DirectorySource:
     name starting with ``.`` or ``_`` (ignored here), then rename. ``files`` counts the files up
     to ``lastFile`` and is checked on every listing, so a file that appears out of order, or a
     taken file that disappears, is an error rather than silent loss. Files must stay in place.
+    File names must be valid UTF-8, as the offsets log records them: a file named otherwise
+    (copied from a Latin-1 system) is refused with a :class:`ReplayError` naming it and the
+    source, rather than skipped.
 
     Args:
         path: the directory (it may not exist yet).
@@ -236,7 +248,15 @@ class DirectorySource:
             entries = list(os.scandir(self.path))
         except FileNotFoundError:
             return []
-        return sorted(e.name for e in entries if not e.name.startswith((".", "_")) and e.is_file())
+        names = sorted(e.name for e in entries if not e.name.startswith((".", "_")) and e.is_file())
+        for name in names:
+            if _undecodable(name):
+                raise ReplayError(
+                    f"{self._name}: the file name {os.fsencode(name)!r} in {str(self.path)!r} is not valid UTF-8, so the "
+                    "offsets log cannot record it; rename the file to a UTF-8 name (sorting after the files already "
+                    "taken) or move it out of the directory"
+                )
+        return names
 
     def _upto(self, names: list[str], offset: Offset) -> int:
         """How many listed names belong at or before ``offset``, checked against the count it recorded."""

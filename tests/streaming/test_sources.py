@@ -105,6 +105,19 @@ async def test_a_taken_file_that_disappears_is_an_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_file_name_that_is_not_utf8_is_refused_naming_it(tmp_path: Path) -> None:
+    """A file whose name is not valid UTF-8 cannot be logged: a ReplayError names it, the source and the fix."""
+    put(tmp_path, "0001.txt", "one")
+    put(tmp_path, os.fsdecode(b"0002-caf\xe9.txt"), "two")
+    src = DirectorySource(tmp_path, name="in")
+    message = (f"in: the file name b'0002-caf\\xe9.txt' in {str(tmp_path)!r} is not valid UTF-8, so the offsets log cannot "
+               "record it; rename the file to a UTF-8 name (sorting after the files already taken) or move it out of the "
+               "directory")
+    with raises_exactly(ReplayError, message):
+        await src.latest_offset()
+
+
+@pytest.mark.anyio
 async def test_a_custom_reader_turns_files_into_records(tmp_path: Path) -> None:
     """reader= maps each file to its records."""
     put(tmp_path, "1", "x")
