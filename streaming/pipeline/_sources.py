@@ -8,6 +8,7 @@ JSON text, as they appear in the checkpoint's offsets log.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import os
 import re
@@ -16,7 +17,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkabl
 
 import anyio.to_thread
 
-from scheduler import CheckpointError, Offset, ReplayError
+from scheduler import CheckpointError, Offset, ReplayError, library_logger
 
 __all__ = ["DirectorySource", "ListSource", "ReplayableSource", "read_lines"]
 
@@ -179,6 +180,26 @@ def _undecodable(name: str) -> bool:
     return False
 
 
+_GLOB = re.compile(r"[*?\[{]")
+
+
+def _refuse_a_glob(path: Path) -> None:
+    """Refuse a glob pattern (``in/*.txt``): it names no directory, so it would read nothing, silently, forever.
+
+    An existing directory whose name holds such a character is taken as it is.
+    """
+    match = _GLOB.search(str(path))
+    if match is None or path.is_dir():
+        return
+    plain = list(itertools.takewhile(lambda part: _GLOB.search(part) is None, path.parts))
+    directory = str(Path(*plain)) if plain else "."
+    raise ValueError(
+        f"DirectorySource reads the files of one directory, and {str(path)!r} is a glob pattern (it holds "
+        f"{match.group()!r}) rather than a directory: pass the directory, e.g. DirectorySource({directory!r}), with a "
+        "reader= that returns no records for the files to leave out"
+    )
+
+
 class DirectorySource:
     """The files of a directory, taken in name order; the offset is ``{"files":N,"lastFile":"name"}``.
 
@@ -193,7 +214,8 @@ class DirectorySource:
     source, rather than skipped.
 
     Args:
-        path: the directory (it may not exist yet).
+        path: the directory. It may not exist yet: it reads as empty, with one warning logged
+            until it appears. A glob pattern (``in/*.txt``) is refused: it names no directory.
         max_files_per_batch: a read limit (Spark's ``maxFilesPerTrigger``); ``None``: no limit.
         reader: turns one file into records (default: :func:`read_lines`, Spark's text source's
             lines); runs in a worker thread. An exception it raises fails the batch as a
@@ -209,13 +231,21 @@ class DirectorySource:
         reader: Callable[[Path], Iterable[Any]] = read_lines,
         name: str | None = None,
     ) -> None:
-        """Create a source over ``path``."""
+        """Create a source over ``path``.
+
+        Raises:
+            ValueError: ``max_files_per_batch`` is not a positive int or ``None``, or ``path`` is a
+                glob pattern and not an existing directory.
+        """
         if max_files_per_batch is not None and (type(max_files_per_batch) is not int or max_files_per_batch < 1):
             raise ValueError(f"max_files_per_batch must be a positive int or None, got {max_files_per_batch!r}")
         self.path = Path(path)
+        _refuse_a_glob(self.path)
         self.max_files_per_batch = max_files_per_batch
         self._reader = reader
         self._name = name or f"DirectorySource[{self.path}]"
+        self._log = library_logger("aiodstream.streaming", component="DirectorySource", source=self._name)
+        self._missing = False  # warned that the directory does not exist, and it has not appeared since
 
     @property
     def description(self) -> str:
@@ -247,7 +277,12 @@ class DirectorySource:
         try:
             entries = list(os.scandir(self.path))
         except FileNotFoundError:
+            if not self._missing:
+                self._missing = True
+                self._log.warning("the input directory does not exist (yet): nothing to read until it is made",
+                                  path=str(self.path))
             return []
+        self._missing = False
         names = sorted(e.name for e in entries if not e.name.startswith((".", "_")) and e.is_file())
         for name in names:
             if _undecodable(name):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from streaming import Batch, DirectorySource, FileSink, ListSource, Pipeline, Re
 from streaming.inputs._fsspec_listing import TextLines
 from streaming.pipeline import read_lines
 from tests.anyio_support import raises_exactly
+from tests.support import capture_events
 
 
 def put(directory: Path, name: str, *lines: str) -> None:
@@ -77,6 +79,42 @@ async def test_directory_source_takes_files_in_name_order(tmp_path: Path) -> Non
 async def test_a_missing_directory_is_empty(tmp_path: Path) -> None:
     """A directory that does not exist yet has no input."""
     assert await DirectorySource(tmp_path / "later").latest_offset() is None
+
+
+@pytest.mark.anyio
+async def test_a_missing_directory_is_warned_about_once_while_it_is_missing(tmp_path: Path) -> None:
+    """One warning while the directory is missing (a typo reads nothing), none once it exists, one more if it goes."""
+    src = DirectorySource(tmp_path / "later", name="in")
+    warning = {"event": "the input directory does not exist (yet): nothing to read until it is made",
+               "component": "DirectorySource", "source": "in", "path": str(tmp_path / "later"), "log_level": "warning"}
+    with capture_events(logging.WARNING) as events:
+        assert await src.latest_offset() is None
+        assert await src.latest_offset() is None
+        assert events == [warning]
+        put(tmp_path / "later", "0001.txt", "a")
+        assert await src.latest_offset() == '{"files":1,"lastFile":"0001.txt"}'
+        (tmp_path / "later" / "0001.txt").unlink()
+        (tmp_path / "later").rmdir()
+        assert await src.latest_offset() is None
+    assert events == [warning, warning]
+
+
+@pytest.mark.parametrize(("pattern", "directory", "character"), [("in/*.txt", "in", "*"), ("in/2024-0?", "in", "?"),
+                                                                  ("[ab]/x", ".", "[")])
+def test_a_glob_pattern_is_refused(tmp_path: Path, pattern: str, directory: str, character: str) -> None:
+    """A glob names no directory (it would read nothing, silently): refused, naming the directory to pass."""
+    with raises_exactly(ValueError, f"DirectorySource reads the files of one directory, and {pattern!r} is a glob pattern "
+                        f"(it holds {character!r}) rather than a directory: pass the directory, e.g. "
+                        f"DirectorySource({directory!r}), with a reader= that returns no records for the files to leave out"):
+        DirectorySource(pattern)
+
+
+@pytest.mark.anyio
+async def test_an_existing_directory_named_like_a_glob_is_read(tmp_path: Path) -> None:
+    """A directory that exists under a name with a glob character is that directory."""
+    put(tmp_path / "data[1]", "0001.txt", "a")
+    src = DirectorySource(tmp_path / "data[1]")
+    assert await src.read(None, await src.latest_offset()) == ["a"]
 
 
 @pytest.mark.anyio
