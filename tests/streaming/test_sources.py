@@ -124,21 +124,22 @@ async def test_a_file_out_of_order_is_an_error_not_a_loss(tmp_path: Path) -> Non
     put(tmp_path, "b.txt", "1")
     taken = await src.plan_offset(None, await src.latest_offset())
     put(tmp_path, "a.txt", "late")
-    message = ("in: 1 file(s) sorting at or before 'b.txt' appeared after that file was taken into a batch (1 file(s) were up "
-               "to it then); files are taken in name order, so every new file must sort after all existing ones: name them by "
-               "a zero-padded sequence number or timestamp")
+    message = ("in: 1 file(s) sorting at or before 'b.txt' appeared after that file was taken into a batch (1 file(s) were "
+               "taken up to it); files are taken in name order, so every new file must sort after all the files taken: name "
+               "them by a zero-padded sequence number or timestamp, and rename a late file to sort last or move it out")
     with raises_exactly(ReplayError, message):
         await src.plan_offset(taken, await src.latest_offset())
 
 
 @pytest.mark.anyio
 async def test_a_taken_file_that_disappears_is_an_error(tmp_path: Path) -> None:
-    """Removing a taken file makes replay impossible: ReplayError."""
+    """Removing a file of a batch not committed yet makes its replay impossible: ReplayError."""
     src = DirectorySource(tmp_path, name="in")
     put(tmp_path, "a.txt", "1")
     taken = await src.plan_offset(None, await src.latest_offset())
     (tmp_path / "a.txt").unlink()
-    with pytest.raises(ReplayError, match=r"^in: 1 file\(s\) up to 'a.txt' were removed after being taken into a batch"):
+    with pytest.raises(ReplayError, match=r"^in: 1 file\(s\) up to 'a.txt' were removed after being taken into a batch that is not "
+                                          "committed yet; a restart reads"):
         await src.read(None, taken)
 
 
