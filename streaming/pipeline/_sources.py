@@ -1,4 +1,4 @@
-"""Replayable sources for pipelines: a list of records and a directory of files.
+"""Replayable sources for pipelines: the protocol, and a list of records (a directory: ``_directory_source``).
 
 The counterparts of Structured Streaming's memory and file sources: each batch covers an offset
 range, and a restart reads exactly the same range again. Offsets are the sources' own one-line
@@ -7,17 +7,12 @@ JSON text, as they appear in the checkpoint's offsets log.
 
 from __future__ import annotations
 
-import bisect
 import json
-import os
-from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
-
-import anyio.to_thread
+from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 from scheduler import CheckpointError, Offset, ReplayError
 
-__all__ = ["DirectorySource", "ListSource", "ReplayableSource", "read_lines"]
+__all__ = ["ListSource", "ReplayableSource", "json_offset", "not_an_offset"]
 
 
 @runtime_checkable
@@ -99,9 +94,9 @@ class ListSource:
     def _position(self, offset: Offset) -> int:
         if offset is None:
             return 0
-        value = _json_offset(offset, self._name, 'a count of records, such as "5"')
+        value = json_offset(offset, self._name, 'a count of records, such as "5"')
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise _not_an_offset(offset, self._name, 'a count of records, such as "5"')
+            raise not_an_offset(offset, self._name, 'a count of records, such as "5"')
         return value
 
     async def latest_offset(self) -> Offset:
@@ -136,147 +131,15 @@ class ListSource:
         return f"<ListSource {self._name!r} [{len(self._records)} records]>"
 
 
-def _not_an_offset(offset: str, name: str, shape: str) -> CheckpointError:
+def not_an_offset(offset: str, name: str, shape: str) -> CheckpointError:
+    """The error for an offset of the wrong ``shape`` in ``name``'s line of the offsets log."""
     return CheckpointError(f"{name}: the offsets log holds {offset!r:.80} for this source, which is not {shape}; the log was "
                            "written by another source or edited by hand: use a new checkpoint directory")
 
 
-def _json_offset(offset: str, name: str, shape: str) -> Any:
+def json_offset(offset: str, name: str, shape: str) -> Any:
     """An offset's JSON value; a malformed one (also nested past the recursion limit) is a CheckpointError."""
     try:
         return json.loads(offset)
     except (ValueError, RecursionError):
-        raise _not_an_offset(offset, name, shape) from None
-
-
-def read_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file, without their line endings (the default file reader)."""
-    with open(path, encoding="utf-8") as f:
-        return f.read().splitlines()
-
-
-class DirectorySource:
-    """The files of a directory, taken in name order; the offset is ``{"files":N,"lastFile":"name"}``.
-
-    A batch takes the files whose names sort after the previous batch's ``lastFile``, up to its
-    own. Producers must therefore name files so that each new one sorts after every existing
-    one (a zero-padded sequence number or timestamp) and create them atomically: write under a
-    name starting with ``.`` or ``_`` (ignored here), then rename. ``files`` counts the files up
-    to ``lastFile`` and is checked on every listing, so a file that appears out of order, or a
-    taken file that disappears, is an error rather than silent loss. Files must stay in place.
-
-    Args:
-        path: the directory (it may not exist yet).
-        max_files_per_batch: a read limit (Spark's ``maxFilesPerTrigger``); ``None``: no limit.
-        reader: turns one file into records (default: its lines); runs in a worker thread.
-        name: the description shown in progress (default ``DirectorySource[<path>]``).
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        max_files_per_batch: int | None = None,
-        reader: Callable[[Path], Iterable[Any]] = read_lines,
-        name: str | None = None,
-    ) -> None:
-        """Create a source over ``path``."""
-        if max_files_per_batch is not None and (type(max_files_per_batch) is not int or max_files_per_batch < 1):
-            raise ValueError(f"max_files_per_batch must be a positive int or None, got {max_files_per_batch!r}")
-        self.path = Path(path)
-        self.max_files_per_batch = max_files_per_batch
-        self._reader = reader
-        self._name = name or f"DirectorySource[{self.path}]"
-
-    @property
-    def description(self) -> str:
-        """``DirectorySource[<path>]`` unless named."""
-        return self._name
-
-    @property
-    def checkpoint_identity(self) -> dict[str, str]:
-        """What a checkpoint records and checks at every restart: the directory, as an absolute path."""
-        return {"directory": os.path.abspath(self.path)}
-
-    # -- offsets --
-
-    @staticmethod
-    def _offset(files: int, last: str) -> str:
-        return json.dumps({"files": files, "lastFile": last}, separators=(",", ":"), ensure_ascii=False)
-
-    def _parse(self, offset: Offset) -> tuple[int, str | None]:
-        if offset is None:
-            return 0, None
-        shape = '{"files":N,"lastFile":"name"}'
-        value = _json_offset(offset, self._name, shape)
-        files, last = (value.get("files"), value.get("lastFile")) if isinstance(value, dict) else (None, None)
-        if isinstance(files, bool) or not isinstance(files, int) or files < 0 or not isinstance(last, str):
-            raise _not_an_offset(offset, self._name, shape)
-        return files, last
-
-    def _listing(self) -> list[str]:
-        try:
-            entries = list(os.scandir(self.path))
-        except FileNotFoundError:
-            return []
-        return sorted(e.name for e in entries if not e.name.startswith((".", "_")) and e.is_file())
-
-    def _upto(self, names: list[str], offset: Offset) -> int:
-        """How many listed names belong at or before ``offset``, checked against the count it recorded."""
-        count, last = self._parse(offset)
-        if last is None:
-            return 0
-        upto = bisect.bisect_right(names, last)
-        if upto != count:
-            if upto > count:
-                raise ReplayError(
-                    f"{self._name}: {upto - count} file(s) sorting at or before {last!r} appeared after that file was taken "
-                    f"into a batch ({count} file(s) were up to it then); files are taken in name order, so every new file must "
-                    "sort after all existing ones: name them by a zero-padded sequence number or timestamp"
-                )
-            raise ReplayError(
-                f"{self._name}: {count - upto} file(s) up to {last!r} were removed after being taken into a batch; a directory "
-                "source needs its files to stay in place to replay a batch after a restart"
-            )
-        return upto
-
-    def _latest(self) -> Offset:
-        names = self._listing()
-        return self._offset(len(names), names[-1]) if names else None
-
-    def _plan(self, start: Offset, limit: Offset) -> Offset:
-        names = self._listing()
-        begin = self._upto(names, start)
-        stop = self._upto(names, limit) if limit is not None else 0
-        if self.max_files_per_batch is not None:
-            stop = min(stop, begin + self.max_files_per_batch)
-        if stop <= begin:
-            return start
-        return self._offset(stop, names[stop - 1])
-
-    def _read(self, start: Offset, end: Offset) -> list[Any]:
-        names = self._listing()
-        begin = self._upto(names, start)
-        stop = self._upto(names, end) if end is not None else 0
-        records: list[Any] = []
-        for name in names[begin:stop]:
-            records.extend(self._reader(self.path / name))
-        return records
-
-    async def latest_offset(self) -> Offset:
-        """The offset after the last file now in the directory (``None`` if it has none)."""
-        return await anyio.to_thread.run_sync(self._latest)
-
-    async def plan_offset(self, start: Offset, limit: Offset) -> Offset:
-        """Up to ``limit``, at most ``max_files_per_batch`` files past ``start``."""
-        return await anyio.to_thread.run_sync(self._plan, start, limit)
-
-    async def read(self, start: Offset, end: Offset) -> Sequence[Any]:
-        """The records of the files in ``(start, end]``, file by file in name order."""
-        return await anyio.to_thread.run_sync(self._read, start, end)
-
-    async def commit(self, end: Offset) -> None:
-        """Nothing to release: files stay in place."""
-
-    def __repr__(self) -> str:
-        return f"<DirectorySource {str(self.path)!r}>"
+        raise not_an_offset(offset, name, shape) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -9,7 +10,10 @@ import pytest
 
 from scheduler import CheckpointError, InputInfoTracker, ReplayError, Time
 from streaming import Batch, DirectorySource, FileSink, ListSource, Pipeline, ReplayableSource
+from streaming.inputs._fsspec_listing import TextLines
+from streaming.pipeline import read_lines
 from tests.anyio_support import raises_exactly
+from tests.support import capture_events
 
 
 def put(directory: Path, name: str, *lines: str) -> None:
@@ -78,28 +82,78 @@ async def test_a_missing_directory_is_empty(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_missing_directory_is_warned_about_once_while_it_is_missing(tmp_path: Path) -> None:
+    """One warning while the directory is missing (a typo reads nothing), none once it exists, one more if it goes."""
+    src = DirectorySource(tmp_path / "later", name="in")
+    warning = {"event": "the input directory does not exist (yet): nothing to read until it is made",
+               "component": "DirectorySource", "source": "in", "path": str(tmp_path / "later"), "log_level": "warning"}
+    with capture_events(logging.WARNING) as events:
+        assert await src.latest_offset() is None
+        assert await src.latest_offset() is None
+        assert events == [warning]
+        put(tmp_path / "later", "0001.txt", "a")
+        assert await src.latest_offset() == '{"files":1,"lastFile":"0001.txt"}'
+        (tmp_path / "later" / "0001.txt").unlink()
+        (tmp_path / "later").rmdir()
+        assert await src.latest_offset() is None
+    assert events == [warning, warning]
+
+
+@pytest.mark.parametrize(("pattern", "directory", "character"), [("in/*.txt", "in", "*"), ("in/2024-0?", "in", "?"),
+                                                                  ("[ab]/x", ".", "[")])
+def test_a_glob_pattern_is_refused(tmp_path: Path, pattern: str, directory: str, character: str) -> None:
+    """A glob names no directory (it would read nothing, silently): refused, naming the directory to pass."""
+    with raises_exactly(ValueError, f"DirectorySource reads the files of one directory, and {pattern!r} is a glob pattern "
+                        f"(it holds {character!r}) rather than a directory: pass the directory, e.g. "
+                        f"DirectorySource({directory!r}), with a reader= that returns no records for the files to leave out"):
+        DirectorySource(pattern)
+
+
+@pytest.mark.anyio
+async def test_an_existing_directory_named_like_a_glob_is_read(tmp_path: Path) -> None:
+    """A directory that exists under a name with a glob character is that directory."""
+    put(tmp_path / "data[1]", "0001.txt", "a")
+    src = DirectorySource(tmp_path / "data[1]")
+    assert await src.read(None, await src.latest_offset()) == ["a"]
+
+
+@pytest.mark.anyio
 async def test_a_file_out_of_order_is_an_error_not_a_loss(tmp_path: Path) -> None:
     """A new file sorting before files already taken raises ReplayError instead of being skipped."""
     src = DirectorySource(tmp_path, name="in")
     put(tmp_path, "b.txt", "1")
     taken = await src.plan_offset(None, await src.latest_offset())
     put(tmp_path, "a.txt", "late")
-    message = ("in: 1 file(s) sorting at or before 'b.txt' appeared after that file was taken into a batch (1 file(s) were up "
-               "to it then); files are taken in name order, so every new file must sort after all existing ones: name them by "
-               "a zero-padded sequence number or timestamp")
+    message = ("in: 1 file(s) sorting at or before 'b.txt' appeared after that file was taken into a batch (1 file(s) were "
+               "taken up to it); files are taken in name order, so every new file must sort after all the files taken: name "
+               "them by a zero-padded sequence number or timestamp, and rename a late file to sort last or move it out")
     with raises_exactly(ReplayError, message):
         await src.plan_offset(taken, await src.latest_offset())
 
 
 @pytest.mark.anyio
 async def test_a_taken_file_that_disappears_is_an_error(tmp_path: Path) -> None:
-    """Removing a taken file makes replay impossible: ReplayError."""
+    """Removing a file of a batch not committed yet makes its replay impossible: ReplayError."""
     src = DirectorySource(tmp_path, name="in")
     put(tmp_path, "a.txt", "1")
     taken = await src.plan_offset(None, await src.latest_offset())
     (tmp_path / "a.txt").unlink()
-    with pytest.raises(ReplayError, match=r"^in: 1 file\(s\) up to 'a.txt' were removed after being taken into a batch"):
+    with pytest.raises(ReplayError, match=r"^in: 1 file\(s\) up to 'a.txt' were removed after being taken into a batch that is not "
+                                          "committed yet; a restart reads"):
         await src.read(None, taken)
+
+
+@pytest.mark.anyio
+async def test_a_file_name_that_is_not_utf8_is_refused_naming_it(tmp_path: Path) -> None:
+    """A file whose name is not valid UTF-8 cannot be logged: a ReplayError names it, the source and the fix."""
+    put(tmp_path, "0001.txt", "one")
+    put(tmp_path, os.fsdecode(b"0002-caf\xe9.txt"), "two")
+    src = DirectorySource(tmp_path, name="in")
+    message = (f"in: the file name b'0002-caf\\xe9.txt' in {str(tmp_path)!r} is not valid UTF-8, so the offsets log cannot "
+               "record it; rename the file to a UTF-8 name (sorting after the files already taken) or move it out of the "
+               "directory")
+    with raises_exactly(ReplayError, message):
+        await src.latest_offset()
 
 
 @pytest.mark.anyio
@@ -108,6 +162,40 @@ async def test_a_custom_reader_turns_files_into_records(tmp_path: Path) -> None:
     put(tmp_path, "1", "x")
     src = DirectorySource(tmp_path, reader=lambda p: [p.name])
     assert await src.read(None, await src.latest_offset()) == ["1"]
+
+
+@pytest.mark.parametrize(
+    ("data", "lines"),
+    [
+        ("a\x0cb\nc\u2028d\ne\x85f\ng\x1eh\x0bi\nlast".encode(), ["a\x0cb", "c\u2028d", "e\x85f", "g\x1eh\x0bi", "last"]),
+        (b"\xef\xbb\xbfheader,x\r\nrow1\rrow2\n", ["header,x", "row1", "row2"]),
+        (b"caf\xe9\nok\n", ["caf\ufffd", "ok"]),
+        (b"one\n\n", ["one", ""]),
+        (b"", []),
+    ],
+)
+def test_the_default_reader_reads_lines_as_sparks_text_source(tmp_path: Path, data: bytes, lines: list[str]) -> None:
+    """read_lines splits at \\n, \\r\\n and \\r only, skips a BOM and reads a bad byte as U+FFFD, as textFileStream decodes."""
+    (tmp_path / "f").write_bytes(data)
+    assert read_lines(tmp_path / "f") == lines == TextLines()(data, "f")
+
+
+@pytest.mark.anyio
+async def test_a_file_the_reader_cannot_read_is_named(tmp_path: Path) -> None:
+    """A reader's exception fails the read as a ReplayError naming the file and the batch, caused by the original."""
+    put(tmp_path, "0001.txt", "x")
+    put(tmp_path, "0002.txt", "y")
+
+    def reader(path: Path) -> list[str]:
+        raise ValueError("not a record")
+
+    src = DirectorySource(tmp_path, reader=reader, name="in")
+    message = (f"in: cannot read '{tmp_path}/0001.txt', taken into the batch up to '0002.txt': ValueError: not a record; "
+               "the batch reads it again at every restart until it is committed, so make the file readable or pass a "
+               "reader that accepts it")
+    with raises_exactly(ReplayError, message) as caught:
+        await src.read(None, await src.latest_offset())
+    assert isinstance(caught.value.__cause__, ValueError)
 
 
 @pytest.mark.anyio
