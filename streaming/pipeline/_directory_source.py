@@ -25,6 +25,10 @@ __all__ = ["DirectorySource", "read_lines"]
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 _SHAPE = '{"files":N,"lastFile":"name"}'
+
+KEPT_RECORDS = 100
+"""How many committed batches' file records a DirectorySource keeps (``spark.sql.streaming.minBatchesToRetain``'s
+default): older ones are deleted, and their files are checked by count, as in a checkpoint written before the records."""
 _NAMED = 5  # files named in a message; more are counted
 
 
@@ -319,7 +323,10 @@ class DirectorySource:
         return await anyio.to_thread.run_sync(self._read, start, end)
 
     async def commit(self, end: Offset) -> None:
-        """Nothing to release: the files up to ``end`` may now be deleted or archived."""
+        """The files up to ``end`` may now be deleted or archived; the records of older committed batches are let go
+        (the newest :data:`KEPT_RECORDS` stay)."""
+        files, _ = self._parse(end)
+        await anyio.to_thread.run_sync(self._taken.forget_committed, files, KEPT_RECORDS)
 
     def __repr__(self) -> str:
         return f"<DirectorySource {str(self.path)!r}>"

@@ -125,6 +125,24 @@ class TakenLog:
         bisect.insort(self._by_last, entry, key=lambda e: e.last)
         self._names.update(entry.names)
 
+    def forget_committed(self, committed_files: int, keep: int) -> None:
+        """Let go of the entries of committed batches (ending at or before ``committed_files``) but the newest ``keep``.
+
+        A committed batch is never re-run, so its entry only tells its files from late ones; past
+        the newest ``keep`` its files count as those of a batch without an entry (see
+        :meth:`late_files`), and its file in the directory goes, so the log stays bounded however
+        long the query runs.
+        """
+        committed = sorted(end for end in self._by_end if end <= committed_files)
+        gone = committed[:max(0, len(committed) - keep)]
+        if not gone:
+            return
+        for end in gone:
+            del self._by_end[end]
+            if self._directory is not None:
+                (self._directory / str(end)).delete()
+        self._reset(self._by_end.values())
+
     def furthest(self) -> tuple[int, str] | None:
         """The end of the furthest batch recorded, as ``(files, lastFile)``."""
         if not self._by_end:

@@ -143,3 +143,27 @@ async def test_a_damaged_record_is_a_corrupt_checkpoint(tmp_path: Path) -> None:
     (tmp_path / "meta" / "files" / "2").write_text("v1\n{")
     with pytest.raises(CorruptCheckpointError, match=r"/meta/files/2 is not a DirectorySource's list of the files a batch took"):
         await attached(tmp_path, tmp_path / "meta")
+
+
+async def test_the_records_of_old_committed_batches_are_let_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the newest KEPT_RECORDS committed batches keep their record (a file each, read at every start): a source
+    that runs for months stays bounded. The files of the forgotten batches, still in place, are counted, not flagged
+    as late, at the next batch and after a restart; a late file before them is still refused."""
+    from streaming.pipeline import _directory_source
+
+    monkeypatch.setattr(_directory_source, "KEPT_RECORDS", 2)
+    directory, meta = tmp_path / "in", tmp_path / "meta"
+    src = await attached(directory, meta)
+    end = None
+    for n in range(1, 6):
+        put(directory, f"{n:04}.txt", str(n))
+        end, records = await take(src, end)
+        assert records == [str(n)]
+        await src.commit(end)
+    assert sorted(os.listdir(meta / "files")) == ["4", "5"]
+    put(directory, "0006.txt", "6")
+    restarted = await attached(directory, meta)
+    assert await take(restarted, end) == ('{"files":6,"lastFile":"0006.txt"}', ["6"])
+    put(directory, "0000.txt", "late")
+    with pytest.raises(ReplayError, match=r"1 file\(s\) sorting at or before '0006\.txt' appeared"):  # counted: unnamed
+        await take(restarted, '{"files":6,"lastFile":"0006.txt"}')
