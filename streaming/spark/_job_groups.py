@@ -9,19 +9,24 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
 
-from scheduler import library_logger
+from scheduler import StreamingStateError, library_logger
 
 from ._local_properties import SavedProperties
-from ._py4j import clear_job_group, gateway_client
+from ._py4j import clear_job_group, gateway_client, is_stopped
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["JobGroupHook", "Label", "cancel_job_group", "job_group_hook", "run_in_job_group"]
+__all__ = ["STOPPED_SPARK_CONTEXT", "JobGroupHook", "Label", "cancel_job_group", "job_group_hook", "run_in_job_group"]
 
 _job_thread = threading.local()
 """On a job thread, ``pending``: the (context, group, description, saved properties) to set before its next py4j
 call; ``restore``: the saved properties and the thread's own local properties, to put back after its job."""
+
+STOPPED_SPARK_CONTEXT = ("the SparkContext this context's jobs run on has been stopped (by sc.stop(), or by another "
+                         "context's stop(stopSparkContext=True)): no job can use Spark any more; stop this context, and "
+                         "stop a shared SparkContext only once every context on it has stopped")
+"""Why a job that failed after its SparkContext stopped failed (pyspark's own error names a missing attribute)."""
 
 Label = Union[str, Callable[[], str]]
 """A job group or description: the text, or a function making it when the job first calls Spark (most jobs of a
@@ -122,13 +127,15 @@ class JobGroupHook:
         _job_thread.pending = (sc, group, description, properties)
         try:
             result = func(*args)
-        except BaseException:
+        except BaseException as failure:
             _job_thread.pending = None
             try:
                 _restore_properties()
             except Exception as exc:  # the job's own error is the one to report
                 library_logger("aiodstream.streaming", component="SparkJobThreads").warning(
                     "restoring a job thread's local properties failed", error=repr(exc))
+            if isinstance(failure, Exception) and is_stopped(sc):  # pyspark's own error says nothing of it
+                raise StreamingStateError(STOPPED_SPARK_CONTEXT) from failure
             raise
         _job_thread.pending = None
         _restore_properties()

@@ -159,3 +159,23 @@ def test_saved_properties_are_applied_at_the_first_command_and_restored_after_th
         hook.release()
     assert properties.calls == ["apply", "restore own"]
     assert [command for command, _ in client.sent] == ["setLocalProperties copy", "setJobGroup g-1", "work"]
+
+
+def test_a_job_failing_after_its_spark_context_stopped_says_so() -> None:
+    """pyspark's AttributeError of a stopped SparkContext becomes a StreamingStateError naming it (the original as cause)."""
+    from scheduler import StreamingStateError
+
+    client, hook = FakeClient(), JobGroupHook()
+    sc: Any = FakeSparkContext(client)
+
+    def uses_spark() -> None:
+        sc._jsc = None  # what pyspark's sc.stop() leaves (another context stopped the shared SparkContext)
+        raise AttributeError("'NoneType' object has no attribute 'setCallSite'")
+
+    with pytest.raises(StreamingStateError) as failed:
+        hook.run_in_group(sc, "g-1", "batch 1", uses_spark, ())
+    assert str(failed.value) == (
+        "the SparkContext this context's jobs run on has been stopped (by sc.stop(), or by another context's "
+        "stop(stopSparkContext=True)): no job can use Spark any more; stop this context, and stop a shared SparkContext "
+        "only once every context on it has stopped")
+    assert isinstance(failed.value.__cause__, AttributeError)
