@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextvars
 import inspect
 import sys
+import threading
+import weakref
 from typing import Any, Callable
 
 import anyio
@@ -33,7 +35,7 @@ from ._hand_off import HAND_OFF_EVENTS, HAND_OFF_WAIT_S
 from ._listener import Handlers as _Handlers
 from ._listener import check_listener
 
-__all__ = ["SUCCEEDED", "DeliveryControl", "ListenerQueue", "ListenerStatistics", "current_listener"]
+__all__ = ["SUCCEEDED", "DeliveryControl", "ListenerQueue", "ListenerStatistics", "callback_lock", "current_listener"]
 
 _current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar("aiodstream_listener", default=None)
 
@@ -66,6 +68,29 @@ a linger first: figures in docs/ui.md ("History and cost").
 """
 
 _Run = list[tuple[Callable[[Any], Any] | None, object]]
+
+_new_lock = threading.Lock  # (a test counts the waits on it)
+_callback_locks: dict[int, Any] = {}  # by id(listener), each entry removed when its listener dies
+_callback_locks_guard = threading.Lock()
+
+
+def callback_lock(listener: object) -> Any:
+    """The lock ``listener``'s thread callbacks run under, on every bus it is on: one per listener object.
+
+    One listener may be on several buses (``streams.addListener`` puts it on every query's); each
+    bus gives it a thread of its own, and this lock keeps its callbacks one at a time, as Spark's
+    single listener-bus thread does. A listener that cannot be weakly referenced gets a lock per bus.
+    """
+    key = id(listener)
+    with _callback_locks_guard:
+        lock = _callback_locks.get(key)
+        if lock is None:
+            try:
+                weakref.finalize(listener, _callback_locks.pop, key, None)  # an id is reused only after its object died
+            except TypeError:
+                return _new_lock()
+            lock = _callback_locks[key] = _new_lock()
+        return lock
 
 
 def current_listener() -> str | None:
@@ -142,6 +167,7 @@ class ListenerQueue:
         # another one needs. A trip is one queue put and one call_soon_threadsafe back (WorkerThreads),
         # a third of what anyio's to_thread costs, so the events queued during one stay few.
         self.threads: WorkerThreads | None = None
+        self.serial = None if self.inline or self.on_loop else callback_lock(listener)  # see _call_on_thread
         # The dispatcher's context (current_listener() set) and loop token, for its thread's callbacks.
         self.context: contextvars.Context | None = None
         self.token: anyio.lowlevel.EventLoopToken | None = None
@@ -462,7 +488,7 @@ class ListenerQueue:
             # the thread is this listener's only, so the context is never entered twice at once).
             context = self.context
             assert context is not None  # set by dispatch, the only caller
-            self.failed += await threads.run(context.run, deliver, run, control, handover=self.handover)
+            self.failed += await threads.run(context.run, self._serially, deliver, run, control, handover=self.handover)
         except BaseException:
             if control.abandoned:
                 # Given up by stop(): the events of this run the thread got through count as
@@ -470,6 +496,14 @@ class ListenerQueue:
                 self.processed += self.run_done
                 self.failed += self.run_failed
             raise
+
+    def _serially(self, deliver: Callable[[Any, DeliveryControl], int], run: Any, control: DeliveryControl) -> int:
+        # One trip at a time of this listener across every bus it is on. A trip that waited here for another bus's hung
+        # callback past its own bus's stop delivers nothing: its deliver sees ``abandoned`` before each event.
+        serial = self.serial
+        assert serial is not None  # set for every listener that makes thread trips (neither inline nor on the loop)
+        with serial:
+            return deliver(run, control)
 
     def _deliver(self, run: _Run, control: DeliveryControl) -> int:
         """On the listener's thread: each callback in order; returns how many raised.

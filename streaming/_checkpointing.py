@@ -33,7 +33,9 @@ from .spark import (
     SparkBackend,
     SparkSettings,
     active_spark_context,
+    context_checkpoint_dir,
     resolve_checkpoint_path,
+    users_checkpoint_dir,
 )
 
 if TYPE_CHECKING:
@@ -167,6 +169,7 @@ class ContextCheckpoint:
         self.recovering = False
         self.options: dict[str, object] = {}
         self._pending_spark_dir: str | None = None  # set inside async with (a py4j call), applied at start
+        self._own_spark_dir: str | None = None  # Spark's RDD checkpoint directory for this context's streams
         self._claim: CheckpointClaim | None = None  # taken by a start, kept by the runtime
         self._log = library_logger("aiodstream.streaming", component="ContextCheckpoint", context=env.name)
 
@@ -185,16 +188,25 @@ class ContextCheckpoint:
         if self.location is not None and self._spark.kind == "connect":
             # The RDD checkpoints' directory as the server's workers name it (a relative path would be theirs).
             directory = os.fspath(self.location) if self.location.is_local else self.location.path
+        self._own_spark_dir = None
         if directory is not None:
             if self._env.async_mode:  # a py4j call: made by the start, in a thread
                 self._pending_spark_dir = str(directory)
             else:
-                self._spark.spark_context.setCheckpointDir(directory)
+                self._own_spark_dir = self._set_spark_dir(str(directory))
         if options is not None:
             ProgressTrackingOptions.from_options(options)  # refused here, with the call that gave them
             self.options = dict(options)
         self._env.graph.set_checkpoint_dir(self.location)
         return self.location
+
+    def _set_spark_dir(self, directory: str) -> str | None:
+        """Spark's RDD checkpoint directory for this context (py4j calls on classic Spark); what Spark made there."""
+        sc = self._spark.spark_context
+        if self._spark.kind == "classic":
+            return context_checkpoint_dir(sc, directory)
+        sc.setCheckpointDir(directory)
+        return sc.getCheckpointDir()
 
     def _remote_files(self, directory: str) -> CheckpointFileManager:
         """The file manager of a checkpoint that is not on the driver's disk: Hadoop's FileSystem in the driver's JVM on
@@ -229,9 +241,14 @@ class ContextCheckpoint:
             self._claim = checkpoint_claims.claim(self.location, owner)
         sc = self._spark.spark_context
         if self._pending_spark_dir is not None:
-            sc.setCheckpointDir(self._pending_spark_dir)
+            self._own_spark_dir = self._set_spark_dir(self._pending_spark_dir)
             self._pending_spark_dir = None
-        self._env.spark_checkpoint_dir = sc.getCheckpointDir()
+        if self._own_spark_dir is not None:
+            self._env.spark_checkpoint_dir = self._own_spark_dir
+        elif self._spark.kind == "classic":  # the program's sc.setCheckpointDir, never another context's directory
+            self._env.spark_checkpoint_dir = users_checkpoint_dir(sc)
+        else:  # a FrameContext is this context's alone
+            self._env.spark_checkpoint_dir = sc.getCheckpointDir()
         if self.location is not None and saved is not None:
             data, reason = saved
             if not self.recovering:

@@ -6,6 +6,7 @@ of its own (``SyncBridge``); an async program uses ``async with`` and the ``*_as
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -254,8 +255,10 @@ class StreamingContext(StreamingQueryFace):
         """Count as active from now on, unless the one-active-context rule forbids it."""
         _registry.register(self, exclusive=self._exclusive if self._exclusive is not None else not self._env.async_mode)
 
-    def _before_start(self) -> None:
-        """What a start does before the runtime starts (py4j calls, file I/O): checkpoint, web UI, micro-batch extras."""
+    def _before_start(self, *, own_properties: bool) -> None:
+        """What a start does before the runtime starts (py4j calls, file I/O): the jobs' local properties (this thread's
+        with ``own_properties``, else none), checkpoint, web UI, micro-batch extras."""
+        self._spark.save_local_properties(inherit=own_properties)
         runtime = self.runtime
         self._checkpoint.prepare(runtime, self._arguments.concurrent_jobs, self._saved_options())
         self._ui.prepare(self._settings().ui, self, self._query_name or self._env.name)
@@ -283,7 +286,7 @@ class StreamingContext(StreamingQueryFace):
                 raise StreamingStateError("this context was entered with 'async with': use 'await ssc.start_async()'")
             self._register()
             try:
-                self._before_start()
+                self._before_start(own_properties=True)
                 self._bridge.start(self.runtime, self._ui.serve)
             except BaseException:
                 self._checkpoint.release()
@@ -354,7 +357,8 @@ class StreamingContext(StreamingQueryFace):
             raise StreamingStateError("start_async() needs 'async with StreamingContext(...) as ssc:'")
         self._register()
         try:
-            await anyio.to_thread.run_sync(self._before_start)  # py4j calls and file I/O: off the loop
+            # py4j calls and file I/O: off the loop, so the loop thread's local properties are not read (docs/compatibility.md).
+            await anyio.to_thread.run_sync(functools.partial(self._before_start, own_properties=False))
             await self._ui.serve(self.runtime)
             await self.runtime.start()
         except BaseException:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time, TimeOrderedDict, library_logger
 
+from ..spark import checkpoint_rdd
 from ._checkpoint_files import CheckpointFiles
 from ._environment import StreamEnvironment
 
@@ -242,7 +243,11 @@ class StreamNode:
             if self._storage_level is not None:
                 rdd.persist(self._storage_level)
             if self.is_checkpoint_time(time):
-                rdd.checkpoint()
+                directory = self._env.spark_checkpoint_dir
+                if self._env.spark.kind == "classic" and directory is not None:
+                    checkpoint_rdd(rdd, directory)  # the context's own directory: Spark has one per SparkContext
+                else:
+                    rdd.checkpoint()
                 self._mark_checkpoint(time, rdd)
             self._generated[time] = rdd
             return rdd

@@ -279,13 +279,21 @@ async def run_until_stopped(service: Callable[..., Coroutine[Any, Any, Any]], ar
 
     A component's ``start_service`` runs this in its own task group: a server that lives as
     long as the component (the web UI) reports ready through ``task_status``, and ends before
-    the component leaves its ``async with``.
+    the component leaves its ``async with``. A service that fails to start raises its own error (the web UI's
+    ``OSError`` for a taken port), not a group around it.
     """
-    async with anyio.create_task_group() as tg:
-        value = await tg.start(functools.partial(service, *args))
-        task_status.started(value)
-        await stopped()
-        tg.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as tg:
+            value = await tg.start(functools.partial(service, *args))
+            task_status.started(value)
+            await stopped()
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) != 1:
+            raise
+        error = group.exceptions[0]
+        error.__suppress_context__ = True
+        raise error  # noqa: B904 - the group only wraps the service's one error
 
 
 async def exit_task_group(tg: anyio.abc.TaskGroup, exc_type: type[BaseException] | None, exc: BaseException | None,

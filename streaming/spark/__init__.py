@@ -25,6 +25,7 @@ from ._hadoop_fs import list_hadoop_files, save_text_files_once
 from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook, run_in_job_group
 from ._job_threads import JobThreads, SparkJobThreads
 from ._py4j import active_spark_context
+from ._rdd_checkpoints import checkpoint_rdd, context_checkpoint_dir, users_checkpoint_dir
 from ._rdds import JvmRddPrebuild, build_jvm_rdd, has_jvm_rdd
 from ._session import (
     EMBEDDED_SPARK_CONF,
@@ -65,6 +66,8 @@ __all__ = [
     "SparkSettings",
     "batch_datetime",
     "cancel_job_group",
+    "checkpoint_rdd",
+    "context_checkpoint_dir",
     "current_batch_job",
     "driver_bind_address",
     "driver_host",
@@ -81,5 +84,6 @@ __all__ = [
     "timeout_milliseconds",
     "time_string_as",
     "user_frame",
+    "users_checkpoint_dir",
     "wait_for_thread",
 ]

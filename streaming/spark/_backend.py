@@ -45,6 +45,11 @@ class SparkBackend(Protocol):
         """The Spark settings the context uses, read once (blocking the first time)."""
         ...
 
+    def save_local_properties(self, *, inherit: bool = True) -> None:
+        """Keep the calling thread's Spark local properties (``inherit=False``: none) for every job (Spark's
+        ``savedProperties``): on the thread that starts the context (blocking: py4j calls; nothing on Connect)."""
+        ...
+
     def set_concurrency(self, jobs: int) -> None:
         """How many job threads to create (the context's ``concurrentJobs``); before the first job."""
         ...

@@ -12,6 +12,7 @@ from scheduler import StreamingStateError
 
 from ._job_groups import cancel_job_group
 from ._job_threads import JobThreads, SparkJobThreads
+from ._local_properties import SavedProperties
 from ._session import SparkSettings, embedded_spark_context
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ class SparkBinding(JobThreadsOwner):
         self._settings: SparkSettings | None = None
         self._threads: SparkJobThreads | None = None
         self._concurrency = 1
+        self._properties: SavedProperties | None = None
 
     @property
     def spark_context(self) -> SparkContext:
@@ -102,6 +104,16 @@ class SparkBinding(JobThreadsOwner):
                 self._settings = SparkSettings.read(self.spark_context, self._session)
             return self._settings
 
+    def save_local_properties(self, *, inherit: bool = True) -> None:
+        """Keep the calling thread's Spark local properties (``inherit=False``: none) for every job (Spark's
+        ``savedProperties``; py4j calls).
+
+        Called before the first job, on the thread that starts the context: each job then runs with
+        a fresh copy of them (a FAIR pool or a tag set before the start reaches every job, and what
+        one job sets ends with it).
+        """
+        self._properties = SavedProperties.capture(self.spark_context, inherit=inherit)
+
     def set_concurrency(self, jobs: int) -> None:
         """How many job threads to create (the context's ``concurrentJobs``); before the first job."""
         self._concurrency = jobs
@@ -110,7 +122,7 @@ class SparkBinding(JobThreadsOwner):
         """The threads output-operation jobs run on (created on first use, one per concurrent job)."""
         with self._lock:
             if self._threads is None:
-                self._threads = SparkJobThreads(self._concurrency, f"{self._name}-job")
+                self._threads = SparkJobThreads(self._concurrency, f"{self._name}-job", properties=self._properties)
             return self._threads
 
     def cancel_job_group(self, group: str) -> None:

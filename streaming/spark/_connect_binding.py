@@ -143,6 +143,9 @@ class ConnectBinding(JobThreadsOwner):
                 self._settings = settings
             return self._settings
 
+    def save_local_properties(self, *, inherit: bool = True) -> None:
+        """Nothing: a Spark Connect session has no thread-local properties (its jobs are told apart by operation tags)."""
+
     def set_concurrency(self, jobs: int) -> None:
         """How many job threads to create (the context's ``concurrentJobs``); before the first job."""
         self._concurrency = jobs

@@ -9,17 +9,24 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
 
-from scheduler import library_logger
+from scheduler import StreamingStateError, library_logger
 
-from ._py4j import clear_job_group, gateway_client
+from ._local_properties import SavedProperties
+from ._py4j import clear_job_group, gateway_client, is_stopped
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["JobGroupHook", "Label", "cancel_job_group", "job_group_hook", "run_in_job_group"]
+__all__ = ["STOPPED_SPARK_CONTEXT", "JobGroupHook", "Label", "cancel_job_group", "job_group_hook", "run_in_job_group"]
 
 _job_thread = threading.local()
-"""On a job thread, ``pending``: the (context, group, description) to set before its next py4j call."""
+"""On a job thread, ``pending``: the (context, group, description, saved properties) to set before its next py4j
+call; ``restore``: the saved properties and the thread's own local properties, to put back after its job."""
+
+STOPPED_SPARK_CONTEXT = ("the SparkContext this context's jobs run on has been stopped (by sc.stop(), or by another "
+                         "context's stop(stopSparkContext=True)): no job can use Spark any more; stop this context, and "
+                         "stop a shared SparkContext only once every context on it has stopped")
+"""Why a job that failed after its SparkContext stopped failed (pyspark's own error names a missing attribute)."""
 
 Label = Union[str, Callable[[], str]]
 """A job group or description: the text, or a function making it when the job first calls Spark (most jobs of a
@@ -86,8 +93,10 @@ class JobGroupHook:
         def send_command(*args: Any, **kwargs: Any) -> Any:
             pending = getattr(_job_thread, "pending", None)
             if pending is not None:
-                _job_thread.pending = None  # first: setJobGroup's own call comes back through here
-                context, group, description = pending
+                _job_thread.pending = None  # first: the calls below come back through here
+                context, group, description, properties = pending
+                if properties is not None:  # before the group: the fresh copy replaces every property of the thread
+                    _job_thread.restore = (properties, properties.apply())
                 context.setJobGroup(group if isinstance(group, str) else group(),
                                     description if isinstance(description, str) else description(), True)
             return send(*args, **kwargs)
@@ -106,14 +115,40 @@ class JobGroupHook:
         else:
             del client.send_command  # the class's own method shows through again
 
-    def run_in_group(self, sc: SparkContext, group: Label, description: Label, func: Any, args: tuple[Any, ...]) -> Any:
+    def run_in_group(self, sc: SparkContext, group: Label, description: Label, func: Any, args: tuple[Any, ...],
+                     properties: SavedProperties | None = None) -> Any:
         """Call ``func(*args)`` on this thread with ``group`` pending for its first py4j call (a function label is
-        called then, and only if that call comes)."""
-        _job_thread.pending = (sc, group, description)
+        called then, and only if that call comes).
+
+        With ``properties``, that first call also gives the thread a fresh copy of them (Spark's
+        ``JobHandler``), and the thread's own local properties are back once ``func`` returns or
+        raises: what one job sets with ``sc.setLocalProperty`` never reaches the next.
+        """
+        _job_thread.pending = (sc, group, description, properties)
         try:
-            return func(*args)
-        finally:
+            result = func(*args)
+        except BaseException as failure:
             _job_thread.pending = None
+            try:
+                _restore_properties()
+            except Exception as exc:  # the job's own error is the one to report
+                library_logger("aiodstream.streaming", component="SparkJobThreads").warning(
+                    "restoring a job thread's local properties failed", error=repr(exc))
+            if isinstance(failure, Exception) and is_stopped(sc):  # pyspark's own error says nothing of it
+                raise StreamingStateError(STOPPED_SPARK_CONTEXT) from failure
+            raise
+        _job_thread.pending = None
+        _restore_properties()
+        return result
+
+
+def _restore_properties() -> None:
+    """Give this job thread its own local properties back, if its job's first py4j call replaced them."""
+    restore = getattr(_job_thread, "restore", None)
+    if restore is not None:
+        _job_thread.restore = None
+        properties, own = restore
+        properties.restore(own)
 
 
 job_group_hook = JobGroupHook()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 from scheduler import WorkerThreads
 
 from ._job_groups import JobGroupHook, Label, job_group_hook
+from ._local_properties import SavedProperties
 
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
@@ -56,14 +57,18 @@ class SparkJobThreads:
         size: how many jobs may run at once (the context's ``concurrentJobs``).
         name: the threads' name prefix.
         hook: the job-group hook to hold (the process's one by default).
+        properties: the local properties each job runs with (a fresh copy per job, the thread's own
+            back after it: see :class:`SavedProperties`); ``None``: the threads' own, as they are.
     """
 
-    def __init__(self, size: int, name: str = "aiodstream-job", *, hook: JobGroupHook = job_group_hook) -> None:
+    def __init__(self, size: int, name: str = "aiodstream-job", *, hook: JobGroupHook = job_group_hook,
+                 properties: SavedProperties | None = None) -> None:
         """Create the pool; its threads start on first use."""
         # The event loop waits for a job through the loop's own future, one wake-up each way
         # (WorkerThreads): a third of what an executor's future and wrap_future cost a no-op batch.
         self._threads = WorkerThreads(size, name)
         self._hook = hook
+        self._properties = properties
         self._holding = False
         self._lock = threading.Lock()
 
@@ -89,7 +94,7 @@ class SparkJobThreads:
             self._hold_hook(sc)
         # In the calling task's context (as anyio's to_thread): code on the job thread sees whose job it runs.
         return await self._threads.run(contextvars.copy_context().run, self._hook.run_in_group, sc, group, description,
-                                       func, args)
+                                       func, args, self._properties)
 
     def submit(self, sc: SparkContext, group: Label, description: Label, func: Callable[..., T], *args: Any) -> Future[T]:
         """Start ``func(*args)`` on a job thread in ``group`` and return its future, for callers that are not event-loop
@@ -99,7 +104,7 @@ class SparkJobThreads:
             RuntimeError: the pool was shut down.
         """
         self._hold_hook(sc)
-        return self._threads.submit(self._hook.run_in_group, sc, group, description, func, args)
+        return self._threads.submit(self._hook.run_in_group, sc, group, description, func, args, self._properties)
 
     def shutdown(self) -> None:
         """Stop the threads once their current jobs end (a job still running is not waited for; a queued one is dropped

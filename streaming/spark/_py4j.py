@@ -20,9 +20,11 @@ __all__ = [
     "gateway",
     "gateway_client",
     "hadoop_configuration",
+    "is_stopped",
     "java_spark_context",
     "jvm",
     "launched_gateway",
+    "scala_spark_context",
 ]
 
 
@@ -92,3 +94,13 @@ def conf_value(sc: SparkContext, key: str) -> str | None:
 def clear_job_group(sc: SparkContext) -> None:
     """Clear this thread's job group, description and interrupt flag (pyspark has no public call for it)."""
     sc._jsc.clearJobGroup()
+
+
+def scala_spark_context(sc: SparkContext) -> Any:
+    """``sc``'s Scala SparkContext (``sc._jsc.sc()``, one py4j call): its local properties are reachable only there."""
+    return sc._jsc.sc()
+
+
+def is_stopped(sc: SparkContext) -> bool:
+    """Whether ``sc`` has been stopped (pyspark clears ``_jsc`` at stop; no py4j call)."""
+    return getattr(sc, "_jsc", True) is None

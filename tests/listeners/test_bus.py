@@ -1849,3 +1849,67 @@ def test_a_trip_handed_the_gil_that_runs_within_the_wait_is_settled_on_the_loop(
         run(backend, body)
     finally:
         gate.set()
+
+
+class _SpyLock:
+    """A listener's callback lock that sets ``waiting`` when a trip finds it held (so a test need not sleep to see it)."""
+
+    def __init__(self, waiting: threading.Event) -> None:
+        self._lock = threading.Lock()
+        self.waiting = waiting
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self.waiting.set()
+            self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+class CountsInside:
+    """A plain listener on two buses: its first callback holds until ``go``; records how many callbacks ran at once."""
+
+    def __init__(self, go: threading.Event) -> None:
+        self.go = go
+        self.inside = self.max_inside = 0
+        self.order: list[int] = []
+        self.entered = threading.Event()
+        self._count = threading.Lock()
+
+    def __call__(self, event: StreamingStarted) -> None:
+        with self._count:
+            self.inside += 1
+            self.max_inside = max(self.max_inside, self.inside)
+        if event.time.milliseconds == 1:
+            self.entered.set()
+            assert self.go.wait(HANG_GUARD_S), "never released"
+        else:
+            self.go.set()  # reached while the first still runs: they overlap (it must not wait for us)
+        with self._count:
+            self.order.append(event.time.milliseconds)
+            self.inside -= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_listener_on_two_buses_gets_one_callback_at_a_time(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listener on two buses (streams.addListener puts it on every query's) is called one callback at a time, as on
+    Spark's one listener-bus thread: bus B's trip waits while bus A's callback runs."""
+    go = threading.Event()
+    monkeypatch.setattr("listeners._listener_queue._new_lock", lambda: _SpyLock(go), raising=False)
+    listener = CountsInside(go)
+
+    async def body() -> None:
+        a, b = StreamingListenerBus(), StreamingListenerBus()
+        a.add_listener(listener, name="shared")
+        b.add_listener(listener, name="shared")
+        async with running(a), running(b):
+            await a.post(ev(1))
+            assert await anyio.to_thread.run_sync(listener.entered.wait, HANG_GUARD_S), "bus A's callback never started"
+            await b.post(ev(2))  # its trip waits on the lock (go is set then), and runs once A's callback returned
+            await a.wait_delivered()
+            await b.wait_delivered()
+
+    run(backend, body)
+    assert listener.order == [1, 2]
+    assert listener.max_inside == 1

@@ -120,3 +120,62 @@ def test_a_stopped_spark_context_is_refused() -> None:
     """A SparkContext without a py4j gateway (stopped) gets a clear error instead of a hook on nothing."""
     with pytest.raises(RuntimeError, match="PySpark has no py4j gateway: is the SparkContext stopped"):
         JobGroupHook().acquire(FakeSparkContext(None))  # type: ignore[arg-type]
+
+
+class FakeProperties:
+    """A SavedProperties stand-in: records when the job's copy is applied and the thread's own restored."""
+
+    def __init__(self, client: FakeClient) -> None:
+        self.client = client
+        self.calls: list[str] = []
+
+    def apply(self) -> str:
+        self.client.send_command("setLocalProperties copy")
+        self.calls.append("apply")
+        return "own"
+
+    def restore(self, own: str) -> None:
+        self.calls.append(f"restore {own}")
+
+
+def test_saved_properties_are_applied_at_the_first_command_and_restored_after_the_job_even_when_it_raises() -> None:
+    """A job's fresh copy of the saved properties goes before its group; the thread's own are back after it, also after a
+    failure (whose error is the one raised); a job that never calls Spark touches neither."""
+    client, hook = FakeClient(), JobGroupHook()
+    sc: Any = FakeSparkContext(client)
+    properties = FakeProperties(client)
+
+    def failing() -> None:
+        client.send_command("work")
+        raise ValueError("the job's own error")
+
+    hook.acquire(sc)
+    try:
+        hook.run_in_group(sc, "g-quiet", "quiet", lambda: None, (), properties)  # type: ignore[arg-type]
+        assert properties.calls == []
+        with pytest.raises(ValueError, match=r"^the job's own error$"):
+            hook.run_in_group(sc, "g-1", "batch 1", failing, (), properties)  # type: ignore[arg-type]
+    finally:
+        hook.release()
+    assert properties.calls == ["apply", "restore own"]
+    assert [command for command, _ in client.sent] == ["setLocalProperties copy", "setJobGroup g-1", "work"]
+
+
+def test_a_job_failing_after_its_spark_context_stopped_says_so() -> None:
+    """pyspark's AttributeError of a stopped SparkContext becomes a StreamingStateError naming it (the original as cause)."""
+    from scheduler import StreamingStateError
+
+    client, hook = FakeClient(), JobGroupHook()
+    sc: Any = FakeSparkContext(client)
+
+    def uses_spark() -> None:
+        sc._jsc = None  # what pyspark's sc.stop() leaves (another context stopped the shared SparkContext)
+        raise AttributeError("'NoneType' object has no attribute 'setCallSite'")
+
+    with pytest.raises(StreamingStateError) as failed:
+        hook.run_in_group(sc, "g-1", "batch 1", uses_spark, ())
+    assert str(failed.value) == (
+        "the SparkContext this context's jobs run on has been stopped (by sc.stop(), or by another context's "
+        "stop(stopSparkContext=True)): no job can use Spark any more; stop this context, and stop a shared SparkContext "
+        "only once every context on it has stopped")
+    assert isinstance(failed.value.__cause__, AttributeError)

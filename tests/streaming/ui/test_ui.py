@@ -257,6 +257,23 @@ async def test_a_service_started_on_a_runtime_ends_when_the_runtime_stops(clock:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
+async def test_a_service_that_cannot_start_raises_its_own_error_on_a_runtime(clock: ManualClock) -> None:
+    """runtime.start_service(ui.serve, ...) on a taken port raises the web UI's OSError itself, not a group around it."""
+    ui = StreamingUI(metrics=False)
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    taken = holder.getsockname()[1]
+    try:
+        async with StreamingRuntime(pipeline([1]), Seconds(1), clock=clock, name="taken") as runtime:
+            ui.attach(runtime)
+            with pytest.raises(OSError, match=f"^\\[Errno [0-9]+\\] cannot serve the web UI on 127.0.0.1:{taken}: "):
+                await runtime.start_service(ui.serve, "127.0.0.1", taken)
+            await runtime.stop()
+    finally:
+        holder.close()
+
+
 async def test_a_taken_port_is_named_and_retries_take_the_next_ones() -> None:
     """Serving on a taken port fails with the port in the message; port_retries moves on to a free one."""
     ui = StreamingUI(metrics=False)
