@@ -243,7 +243,8 @@ class Checkpoint:
         if claim.guarantee != "detect":
             sources = self.root / "sources"
             inputs = [sources / name for name in sources.listdir()]  # (none: an empty list)
-            for directory in (self.offsets.directory, self.commits.directory, self.root, *inputs):
+            taken = [files for files in (i / "files" for i in inputs) if files.is_dir()]  # a DirectorySource's records
+            for directory in (self.offsets.directory, self.commits.directory, self.root, *inputs, *taken):
                 remove_temp_files(directory)  # (sources/<n>/: a stream.json whose first write was killed)
         return self.recover(query_id, created, batch_duration, num_sources)
 
