@@ -74,7 +74,7 @@ class StreamingUI:
         """Create a UI with nothing attached."""
         if isinstance(refresh_ms, bool) or not isinstance(refresh_ms, int) or refresh_ms < 50:
             raise ValueError(f"refresh_ms must be an int of at least 50, got {refresh_ms!r}")
-        check_retained(retained_batches=retained_batches, retained_progress=retained_progress)
+        check_retained(retained_batches=retained_batches, retained_progress=retained_progress, retained_contexts=retained_contexts)
         self.retained_batches = retained_batches
         self.retained_progress = retained_progress
         self.refresh_ms = refresh_ms
@@ -82,7 +82,7 @@ class StreamingUI:
         if metrics is True:
             from ._metrics import StreamingMetrics
 
-            metrics = StreamingMetrics()
+            metrics = StreamingMetrics(retained_unnamed=retained_contexts)
         self.metrics = metrics or None
         self._histories: dict[str, ContextHistory] = {}
         self._retention, self._added = RetainedContexts(retained_contexts), 0  # _added: the default names' numbers
@@ -170,7 +170,7 @@ class StreamingUI:
         if self.metrics is not None:
             # Under the name it was given, not this UI's label: the metrics continue the series of a
             # stopped context of that name (a restart), where the UI keeps showing the stopped one.
-            self.metrics.attach(target, name=name or getattr(runtime, "name", None) or label, history=history)
+            self.metrics.attach(target, name=name or getattr(runtime, "name", None), default_name=label, history=history)
         self._histories[label] = history
         self._retention.add(label, runtime, history)
         return history
