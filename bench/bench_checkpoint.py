@@ -41,6 +41,15 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def critical_path(tracker: Any, batches: int) -> list[int]:
+    """The tracker's critical path per batch from its first one; refused once it may have let go of the first (it keeps 1,000)."""
+    kept = tracker.critical_path_ns
+    if kept.maxlen is not None and (batches >= kept.maxlen or len(kept) == kept.maxlen):
+        raise SystemExit(f"the tracker keeps the critical path of its last {kept.maxlen} batches: measure fewer "
+                         f"(--batches plus the warm-up), got {batches}")
+    return list(kept)
+
+
 def summary(samples_ms: list[float]) -> dict[str, float | int]:
     """Median, mean, 95th percentile and max of per-batch milliseconds."""
     ordered = sorted(samples_ms)
@@ -79,7 +88,7 @@ async def ours(options: dict[str, str], batches: int, interval_ms: int, warmup: 
             await rt.stop(graceful=False)
             tracker = rt.tracker
             assert tracker is not None
-            samples = [ns / 1e6 for ns in list(tracker.critical_path_ns)[warmup:warmup + batches]]
+            samples = [ns / 1e6 for ns in critical_path(tracker, warmup + batches)[warmup:warmup + batches]]
             stats = tracker.statistics()
             reported = [p.duration_ms.get("walCommit", 0) + p.duration_ms.get("commitOffsets", 0) for p in rt.recent_progress]
         result: dict[str, Any] = summary(samples)

@@ -27,8 +27,8 @@ import sys
 import tempfile
 from typing import Any
 
+from bench.bench_checkpoint import critical_path, spark_session
 from bench.bench_checkpoint import spark as spark_phases
-from bench.bench_checkpoint import spark_session
 from listeners import EventRecorder
 
 
@@ -64,7 +64,7 @@ def ours(sc: Any, options: dict[str, object] | None, batches: int, warmup: int, 
             "walCommit_ms": [p.durationMs.get("walCommit", 0) for p in progress],
             "commitOffsets_ms": [p.durationMs.get("commitOffsets", 0) for p in progress],
             "triggerExecution_ms": [p.durationMs.get("triggerExecution", 0) for p in progress],
-            "critical_path_log_ms": [ns / 1e6 for ns in list(tracker.critical_path_ns)[warmup:warmup + batches]],
+            "critical_path_log_ms": [ns / 1e6 for ns in critical_path(tracker, warmup + batches)[warmup:warmup + batches]],
         }
     finally:
         shutil.rmtree(directory, ignore_errors=True)

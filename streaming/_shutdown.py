@@ -35,7 +35,8 @@ class SignalShutdown:
     program blocked in ``awaitTermination()`` returns once the context stopped.
 
     A signal that comes once the context stopped by other means (a stop from another thread, which
-    cannot put the handlers back) goes to the handler that was there before, as if this one were gone.
+    cannot put the handlers back) goes to the handler that was there before, as if this one were gone;
+    a stop from another thread also makes the handlers let go of the context (see :meth:`uninstall`).
 
     Args:
         stop: what to do on the first signal (a graceful or an immediate stop of the context).
@@ -61,22 +62,51 @@ class SignalShutdown:
         return bool(self._previous)
 
     def install(self) -> bool:
-        """Put the handlers in place; False (and nothing done) outside the main thread, where Python allows none."""
+        """Put the handlers in place; False (and nothing done) outside the main thread, where Python allows none.
+
+        Handlers of contexts stopped since on other threads are taken out first, so this one is installed over the
+        handlers that were there before them.
+        """
         if threading.current_thread() is not threading.main_thread():
             self._log.debug("not handling shutdown signals: the context was started outside the main thread")
             return False
+        _put_back_disarmed()
         for signum in self._signals:
             self._previous[signum] = self._found[signum] = signal.signal(signum, self._handle)
         return True
 
     def uninstall(self) -> None:
-        """Put the previous handlers back (a no-op when not installed, or outside the main thread)."""
-        if not self._previous or threading.current_thread() is not threading.main_thread():
+        """Put the previous handlers back (a no-op when not installed).
+
+        Outside the main thread (a stop from a job's or another thread) Python allows no handler to be set: the
+        handlers are disarmed instead. They drop ``stop`` and ``active`` (and the context those hold), pass every
+        signal to the handlers found at install, and are taken out at the next install or uninstall of any
+        SignalShutdown on the main thread, as Spark removes its shutdown hook from whichever thread stops.
+        """
+        if not self._previous:
             return
-        previous, self._previous = self._previous, {}
-        for signum, handler in previous.items():
-            if signal.getsignal(signum) == self._handle:  # else someone replaced ours: leave theirs
-                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        if threading.current_thread() is not threading.main_thread():
+            self._disarm()
+            return
+        self._put_back()
+        self._previous = {}  # where someone replaced ours: theirs is left in place
+        _disarmed.discard(self)
+        _put_back_disarmed()
+
+    def _disarm(self) -> None:
+        # Order matters against a signal on the main thread now: _handle reads active first, so once it is False
+        # no stop starts; the stop itself is dropped after (a handler already past the check starts a no-op).
+        self._active = _stopped
+        self._stop = _no_stop
+        _disarmed.add(self)
+
+    def _put_back(self) -> bool:
+        """Put back the handlers found at install where ours is still the one in place (main thread); True if any."""
+        put_back = [signum for signum in self._previous if signal.getsignal(signum) == self._handle]
+        for signum in put_back:
+            handler = self._previous.pop(signum)
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        return bool(put_back)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         previous = self._found.get(signal.Signals(signum))
@@ -90,6 +120,34 @@ class SignalShutdown:
         self._log.warning("shutdown signal received: stopping the StreamingContext", signal=signal.Signals(signum).name)
         self.stopper = threading.Thread(target=self._stop, name="aiodstream-shutdown-stop")
         self.stopper.start()
+
+
+def _stopped() -> bool:
+    return False
+
+
+def _no_stop() -> None:
+    return None
+
+
+_disarmed: set[SignalShutdown] = set()
+"""Handlers uninstalled outside the main thread, to take out at the next chance on it (a small object each: no context)."""
+
+
+def _put_back_disarmed() -> None:
+    """Take out the disarmed handlers in place (main thread only).
+
+    A handler installed over a disarmed one keeps it as its previous handler: once that one is taken out the disarmed
+    one is on top again, hence the loop until nothing changes. One under a foreign handler stays disarmed (if that
+    handler forwards signals to it, it forwards them on).
+    """
+    changed = True
+    while changed:
+        changed = False
+        for hook in list(_disarmed):
+            changed = hook._put_back() or changed
+            if not hook.installed:
+                _disarmed.discard(hook)
 
 
 class _SignalHub:

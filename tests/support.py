@@ -378,3 +378,23 @@ def connect_params(names: Sequence[str], defaults: Sequence[str], not_yet: dict[
             params.append(pytest.param(name, marks=pytest.mark.skip(
                 reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers Connect with " + ", ".join(defaults))))
     return params
+
+
+def holds(root: object, target: object) -> bool:
+    """Whether ``target`` is reachable from ``root`` by references (classes and modules not followed).
+
+    For "this object lets go of that one": unlike a weak reference checked after ``gc.collect()``, it does not depend
+    on a worker thread that may still hold the target for a moment after its last job.
+    """
+    import gc
+    import types
+
+    seen, todo = {id(root)}, [root]
+    while todo:
+        for referent in gc.get_referents(todo.pop()):
+            if referent is target:
+                return True
+            if id(referent) not in seen and not isinstance(referent, (type, types.ModuleType)):
+                seen.add(id(referent))
+                todo.append(referent)
+    return False

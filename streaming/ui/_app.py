@@ -34,6 +34,7 @@ from ..runtime import QueryRuntime, StreamingContextState
 from ._extras import require
 from ._history import ContextHistory, check_retained, operation_json
 from ._relay import ConnectionRelay, RelayStatistics
+from ._retention import DEFAULT_RETAINED_CONTEXTS, RetainedContexts
 from ._security import UISecurity, is_loopback_address, secure_app
 
 __all__ = ["DEFAULT_UI_PORT", "StreamingUI", "check_port"]
@@ -59,6 +60,8 @@ class StreamingUI:
     Args:
         retained_batches: completed batches kept per context (Spark's ``spark.streaming.ui.retainedBatches``).
         retained_progress: progress reports kept per query.
+        retained_contexts: stopped contexts kept, the oldest let go of beyond it (:class:`RetainedContexts`; Spark's
+            ``spark.sql.streaming.ui.retainedQueries``, read by ``retained_contexts_setting(conf.get)``).
         metrics: a ``StreamingMetrics`` to feed and serve, ``True`` for a new one, ``False`` for none.
         refresh_ms: how often the pages poll.
         security: who may reach the UI and what it shows (:class:`UISecurity`): by default it
@@ -66,11 +69,12 @@ class StreamingUI:
     """
 
     def __init__(self, *, retained_batches: int = 1000, retained_progress: int = 1000, metrics: Any = True,
-                 refresh_ms: int = 1000, security: UISecurity | None = None) -> None:
+                 refresh_ms: int = 1000, security: UISecurity | None = None,
+                 retained_contexts: int = DEFAULT_RETAINED_CONTEXTS) -> None:
         """Create a UI with nothing attached."""
         if isinstance(refresh_ms, bool) or not isinstance(refresh_ms, int) or refresh_ms < 50:
             raise ValueError(f"refresh_ms must be an int of at least 50, got {refresh_ms!r}")
-        check_retained(retained_batches=retained_batches, retained_progress=retained_progress)
+        check_retained(retained_batches=retained_batches, retained_progress=retained_progress, retained_contexts=retained_contexts)
         self.retained_batches = retained_batches
         self.retained_progress = retained_progress
         self.refresh_ms = refresh_ms
@@ -78,19 +82,22 @@ class StreamingUI:
         if metrics is True:
             from ._metrics import StreamingMetrics
 
-            metrics = StreamingMetrics()
+            metrics = StreamingMetrics(retained_unnamed=retained_contexts)
         self.metrics = metrics or None
         self._histories: dict[str, ContextHistory] = {}
+        self._retention, self._added = RetainedContexts(retained_contexts), 0  # _added: the default names' numbers
         self._relay: ConnectionRelay | None = None
         self._log = library_logger("aiodstream.ui", component="StreamingUI")
 
     @property
     def histories(self) -> dict[str, ContextHistory]:
-        """Each attached context's or trace's history, by name."""
+        """Each attached context's or trace's history, by name (stopped contexts: the last ``retained_contexts``)."""
+        self._retention.sweep(self._histories)
         return dict(self._histories)
 
     def _name(self, wanted: str | None, target: object) -> str:
-        base = str(wanted or getattr(target, "name", None) or f"context-{len(self._histories) + 1}")
+        self._added += 1
+        base = str(wanted or getattr(target, "name", None) or f"context-{self._added}")
         if wanted is not None and wanted in self._histories:
             raise ValueError(f"the UI already shows {wanted!r}; give this one another name")
         name, n = base, 1
@@ -103,11 +110,12 @@ class StreamingUI:
         """Show ``target`` from now on: a ``StreamingContext``, a ``StreamingRuntime`` or a continuous query.
 
         Returns its history (its ``name`` is the label in the pages and URLs: the context's name,
-        or ``<name>-2``, ... when the UI already shows one of that name, stopped or not). Its
+        or ``<name>-2``, ... when the UI still shows one of that name, stopped or not). Its
         metrics' ``query`` label is the name too, but continues the series of a stopped context of
         that name (see :class:`StreamingMetrics`).
         """
         runtime: QueryRuntime = target.runtime if hasattr(target, "addStreamingListener") else target
+        self._retention.sweep(self._histories)
         label = self._name(name, runtime)
         interval: Duration = runtime.interval
         describe = getattr(target, "ui_links", None)
@@ -162,8 +170,9 @@ class StreamingUI:
         if self.metrics is not None:
             # Under the name it was given, not this UI's label: the metrics continue the series of a
             # stopped context of that name (a restart), where the UI keeps showing the stopped one.
-            self.metrics.attach(target, name=name or getattr(runtime, "name", None) or label, history=history)
+            self.metrics.attach(target, name=name or getattr(runtime, "name", None), default_name=label, history=history)
         self._histories[label] = history
+        self._retention.add(label, runtime, history)
         return history
 
     def add_trace(self, trace: Any, *, name: str | None = None) -> ContextHistory:
@@ -214,6 +223,7 @@ class StreamingUI:
 
         def history_of(request: Any) -> ContextHistory:
             name = request.path_params["name"]
+            ui._retention.sweep(ui._histories)
             if request.scope.get(_NAME_QUOTED):  # quoted by _ContextSegment (else the server decoded it once already)
                 name = urllib.parse.unquote(name)
             history = ui._histories.get(name)
@@ -243,7 +253,7 @@ class StreamingUI:
                                  "metrics": ui.metrics is not None})
 
         async def contexts(request: Any) -> Any:
-            return JSONResponse([h.statistics() for h in list(ui._histories.values())])
+            return JSONResponse([h.statistics() for h in list(ui.histories.values())])
 
         async def statistics(request: Any) -> Any:
             return JSONResponse(history_of(request).statistics())

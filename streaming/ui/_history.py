@@ -149,8 +149,7 @@ class ContextHistory:
         self._batch_log = batch_log
         self._progress_log = progress_log
         self._fold: RunFold | None = None  # the metrics of the same context, folded in the same pass (fold_into)
-        if batch_log is not None:
-            self._batch_reader = batch_log.reader(self._fold_batches, numbered=False)
+        self._batch_reader = None if batch_log is None else batch_log.reader(self._fold_batches, numbered=False)
         if progress_log is not None:
             progress_log.retain(retained_progress)
             self._progress_base = progress_log.appended
@@ -177,9 +176,9 @@ class ContextHistory:
 
     def catch_up(self) -> None:
         """Fold what the bus's batch log holds that this history has not seen yet (a view does this first)."""
-        log = self._batch_log
-        if log is not None:
-            log.catch_up(self._batch_reader)
+        log, reader = self._batch_log, self._batch_reader
+        if log is not None and reader is not None:
+            log.catch_up(reader)
 
     def fold_into(self, fold: RunFold) -> bool:
         """From now on fold every batch read from the batch log into ``fold`` too, in the same pass; ``False`` without a log.
@@ -194,6 +193,24 @@ class ContextHistory:
         self.catch_up()  # what was appended before is not the fold's (a reader of its own would not see it either)
         self._fold = fold
         return True
+
+    def let_go(self) -> None:
+        """The engine stopped: keep what the views show, as values, and let go of what reads the engine when asked.
+
+        What the bus's logs still hold is folded, the retained progress reports are built, and the
+        batches the stop dropped are read once; from then on the history holds no reference to the
+        engine, its bus or its scheduler (a UI that outlives its contexts keeps only their histories).
+        """
+        self.catch_up()
+        dropped = [] if self._dropped is None else self._dropped()
+        self._dropped = dropped.copy
+        self._active_source, self._active = None, {}
+        log, self._progress_log, self._batch_log, self._batch_reader = self._progress_log, None, None, None
+        if log is not None:
+            base = self._progress_base
+            kept = log.entries()[-(self._progress.maxlen or 1):]
+            self._progress.extend((entry[0] - base, entry[1]()) for entry in kept)
+            self._progress_seq = itertools.count(log.appended - base + 1)
 
     def _fold_batches(self, entries: Sequence[JobSet | BatchRecord]) -> None:
         # Called by the log's reader (once per entry, in order, in runs of up to the log's length):

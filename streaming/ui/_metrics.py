@@ -11,8 +11,9 @@ follow Prometheus' conventions (base units, ``_total`` counters).
 from __future__ import annotations
 
 import bisect
-import math
+import collections
 import threading
+import weakref
 from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 from listeners import (
@@ -30,7 +31,8 @@ from scheduler import JobSet
 
 from ..runtime import StreamingContextState
 from ._extras import require
-from ._history import ContextHistory
+from ._histogram import Histogram
+from ._history import ContextHistory, check_retained
 
 __all__ = ["DELAY_BUCKETS_S", "StreamingMetrics"]
 
@@ -40,68 +42,23 @@ DELAY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 _CHECKPOINT_PHASES = {"walCommit": "offsets", "commitOffsets": "commits"}  # fold_progress inlines these two
 
 
-def _ms_limits(bounds: tuple[float, ...]) -> tuple[int, ...]:
-    """For each bound in seconds, the most whole milliseconds at or under it: ``ms <= limit`` exactly when
-    ``ms / 1000 <= bound``, so a bisect of whole milliseconds among these finds the bucket of ``ms / 1000``."""
-    limits = []
-    for bound in bounds:
-        ms = math.floor(bound * 1000)
-        while (ms + 1) / 1000 <= bound:
-            ms += 1
-        while ms / 1000 > bound:
-            ms -= 1
-        limits.append(ms)
-    return tuple(limits)
-
-
-class _Histogram:
-    """One histogram's state, updated on the event loop with plain int arithmetic (no locks, no label lookups).
-
-    Every value observed is a whole number of milliseconds (the clock's unit): the bucket is found
-    among the bounds in whole milliseconds and the sum kept in them, exactly; seconds are made
-    when the registry is scraped.
-    """
-
-    __slots__ = ("bounds", "counts", "limits", "sum_ms")
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self.limits = _ms_limits(bounds)
-        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
-        self.sum_ms = 0
-
-    def observe_ms(self, ms: int) -> None:
-        self.counts[bisect.bisect_left(self.limits, ms)] += 1
-        self.sum_ms += ms
-
-    @property
-    def sum(self) -> float:
-        """The sum of the observations, in seconds."""
-        return self.sum_ms / 1000
-
-    def buckets(self) -> list[tuple[str, int]]:
-        cumulative, out = 0, []
-        for bound, count in zip((*(repr(float(b)) for b in self.bounds), "+Inf"), self.counts, strict=True):
-            cumulative += count
-            out.append((bound, cumulative))
-        return out
-
-
 class _QueryState:
     """Everything recorded for one attached context or query."""
 
-    def __init__(self, query: str, base: str | None = None) -> None:
+    def __init__(self, query: str, base: str | None = None, *, named: bool = True) -> None:
         self.query = query
         self.base = query if base is None else base  # the name its label was made from (a label may be base-2)
-        self.scheduling = _Histogram(DELAY_BUCKETS_S)
-        self.processing = _Histogram(DELAY_BUCKETS_S)
-        self.total = _Histogram(DELAY_BUCKETS_S)
+        self.named = named  # a name of its own (a restart continues its series), or a context-<n> label
+        self.swept = False  # seen stopped by the collector's sweep (and retired then)
+        self.scheduling = Histogram(DELAY_BUCKETS_S)
+        self.processing = Histogram(DELAY_BUCKETS_S)
+        self.total = Histogram(DELAY_BUCKETS_S)
         self.delays = {"scheduling": self.scheduling, "processing": self.processing, "total": self.total}
         self.batches = {"completed": 0, "failed": 0}
         self.output_operations = {"succeeded": 0, "failed": 0}
         self.records: dict[int, int] = {}  # by stream id; its label is the id's text
         self.receiver_events: dict[tuple[str, str], int] = {}
-        self.checkpoint_write = {log: _Histogram(_CHECKPOINT_BUCKETS_S) for log in _CHECKPOINT_PHASES.values()}
+        self.checkpoint_write = {log: Histogram(_CHECKPOINT_BUCKETS_S) for log in _CHECKPOINT_PHASES.values()}
         self.query_rows = 0
         self.progress_reports = 0
         self.bus: Callable[[], ListenerBusStatistics] | None = None
@@ -137,7 +94,7 @@ class _QueryState:
         """Observe completed batches read from a batch log (its items, oldest first): what ``on_batch_completed`` does per
         event, in one loop.
 
-        The histograms' observations are inlined (``_Histogram.observe_ms``: the bucket's count, then
+        The histograms' observations are inlined (``Histogram.observe_ms``: the bucket's count, then
         the sum in whole milliseconds). A succeeded batch whose three delays all fall in the first
         bucket (most of them: a few ms) costs one count; the others are observed one by one.
         """
@@ -329,15 +286,38 @@ class _QueryState:
 _CHECKPOINT_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
+def _running() -> bool:
+    return True
+
+
+def _stopped() -> bool:
+    return False
+
+
 class _Collector:
     """Turns every query's state into Prometheus metric families when the registry is scraped."""
 
-    def __init__(self, prometheus: Any) -> None:
+    def __init__(self, prometheus: Any, retained_unnamed: int) -> None:
         self._core = prometheus.metrics_core
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # claim sweeps under it too
         self.queries: list[_QueryState] = []
+        self.retained_unnamed = retained_unnamed
+        self._stopped_unnamed: collections.deque[_QueryState] = collections.deque()  # oldest seen stopped first
 
-    def claim(self, base: str, live: Callable[[], bool]) -> tuple[_QueryState, bool]:
+    def sweep(self) -> None:
+        """Retire the runs seen stopped (their last entries folded, their bus and logs let go of); beyond
+        ``retained_unnamed`` stopped runs without a name of their own, drop the oldest one's series."""
+        with self._lock:
+            for state in self.queries:
+                if not state.swept and not state.live():
+                    state.swept, state.live = True, _stopped
+                    state.retire()
+                    if not state.named:
+                        self._stopped_unnamed.append(state)
+            while len(self._stopped_unnamed) > self.retained_unnamed:
+                self.queries.remove(self._stopped_unnamed.popleft())
+
+    def claim(self, base: str, live: Callable[[], bool], named: bool = True) -> tuple[_QueryState, bool]:
         """The state of a new run named ``base`` that is live while ``live()``, and whether it continues a stopped run's.
 
         Its label is the first of ``base``, ``base-2``, ... that no live run holds and no stopped run of another name
@@ -345,6 +325,7 @@ class _Collector:
         claiming at once never share a label.
         """
         with self._lock:
+            self.sweep()
             by_label = {state.query: state for state in self.queries}
             label, n = base, 1
             while label in by_label and (by_label[label].live() or by_label[label].base != base):
@@ -353,14 +334,17 @@ class _Collector:
             state = by_label.get(label)
             continued = state is not None
             if state is None:
-                state = _QueryState(label, base)
+                state = _QueryState(label, base, named=named)
                 self.queries.append(state)
-            state.live = live
+            elif state in self._stopped_unnamed:
+                self._stopped_unnamed.remove(state)
+            state.live, state.swept = live, False
         return state, continued
 
     def collect(self) -> Iterable[Any]:
         core = self._core
         with self._lock:
+            self.sweep()
             queries = list(self.queries)
         for state in queries:
             state.catch_up()
@@ -434,13 +418,16 @@ class StreamingMetrics:
     Args:
         registry: a ``prometheus_client.CollectorRegistry`` to register in (default: a new one,
             not the process's global registry, so several hosts' metrics never collide).
+        retained_unnamed: the stopped ``context-<n>`` series kept, the oldest dropped beyond it (as Spark's
+            metrics system removes a stopped query's source); a named one's are kept for a restart to continue.
     """
 
-    def __init__(self, registry: Any = None) -> None:
+    def __init__(self, registry: Any = None, *, retained_unnamed: int = 100) -> None:
         """Register the collector in ``registry``."""
         prometheus = require("prometheus_client", "streaming.ui's metrics")
+        check_retained(retained_unnamed=retained_unnamed)
         self.registry = registry if registry is not None else prometheus.CollectorRegistry(auto_describe=True)
-        self._collector = _Collector(prometheus)
+        self._collector = _Collector(prometheus, retained_unnamed)
         self.registry.register(self._collector)
         self._attached = 0
         self._prometheus = prometheus
@@ -454,30 +441,41 @@ class StreamingMetrics:
         """
         return _QueryMetrics(self._state(query, None))
 
-    def _state(self, base: str, runtime: Any) -> _QueryState:
+    def _state(self, base: str, runtime: Any, named: bool = True) -> _QueryState:
         """The state recording a run named ``base`` of ``runtime``: a new one, or the one of a stopped run of that label, continued."""
+        live: Callable[[], bool] = _running
         if runtime is not None and hasattr(runtime, "state"):
-            live: Callable[[], bool] = lambda: runtime.state is not StreamingContextState.STOPPED  # noqa: E731
-        else:
-            live = lambda: True  # noqa: E731
-        state, continued = self._collector.claim(base, live)
+            # Read through a weak reference: the metrics of a stopped run keep its values, not its engine.
+            engine = weakref.ref(runtime)
+
+            def live() -> bool:
+                current = engine()
+                return current is not None and current.state is not StreamingContextState.STOPPED
+
+        state, continued = self._collector.claim(base, live, named)
         if continued:
             state.retire()
         return state
 
-    def attach(self, target: Any, *, name: str | None = None, history: ContextHistory | None = None) -> str:
+    def attach(self, target: Any, *, name: str | None = None, history: ContextHistory | None = None,
+               default_name: str | None = None) -> str:
         """Record ``target``'s events from now on; return its ``query`` label.
 
         ``target`` is a ``StreamingContext``, a ``StreamingRuntime`` or a ``ContinuousExecution``
         (anything with ``add_listener``, or a context's ``addStreamingListener``). ``history``: a
         web UI's history of the same target (:meth:`StreamingUI.attach` passes its own); when it
         reads the bus's batch log, its one pass over each run of batches folds them into these
-        metrics too, instead of a second reader of the log.
+        metrics too, instead of a second reader of the log. ``default_name``: the label of a ``target``
+        without a name (default ``context-<n>``; the UI passes its own label).
+
+        Once the run is seen stopped (at the next attach or scrape) its last batches are folded in and
+        its bus let go of; an unnamed one's series leave after ``retained_unnamed`` newer stopped ones.
         """
         self._attached += 1
-        base = str(name or getattr(target, "name", None) or f"context-{self._attached}")
+        given = name or getattr(target, "name", None)
+        base = str(given or default_name or f"context-{self._attached}")
         runtime = target.runtime if hasattr(target, "addStreamingListener") else target
-        state = self._state(base, runtime)
+        state = self._state(base, runtime, named=bool(given))
         label = state.query
         bus = getattr(runtime, "listener_bus", None)
         recorder: _QueryMetrics = _QueryMetrics(state)

@@ -386,3 +386,23 @@ async def test_the_web_ui_shows_each_kind_with_its_interval(kind: Kind) -> None:
     expected = "micro-batch" if isinstance(kind, MicroBatch) else "continuous"
     assert (rt.kind, history.name, history.kind, history.batch_interval_ms) == (expected, "shown", expected, 1000)
     await kind.close()
+
+
+async def test_a_query_keeps_the_critical_path_of_its_last_thousand_batches() -> None:
+    """critical_path_ns, which only bench/ reads, keeps the last 1,000 batches (it kept 100,000: some 4 MB a query)."""
+    clock = ManualClock(0)
+    pipeline = Pipeline()
+    pipeline.add_source(ListSource([1, 2, 3]), name="in")
+
+    async def out(batch: Any) -> None:
+        return None
+
+    pipeline.add_output(out, name="out")
+    async with StreamingRuntime(pipeline, Seconds(1), clock=clock, track_progress=True) as runtime:
+        await runtime.start()
+        clock.advance(Seconds(1_050))
+        await runtime.wait_until_idle()
+        await runtime.stop()
+    tracker = runtime.tracker
+    assert tracker is not None and tracker.statistics().batches_committed == 1_050
+    assert len(tracker.critical_path_ns) == 1_000

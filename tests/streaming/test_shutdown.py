@@ -176,6 +176,63 @@ def test_a_handler_installed_after_ours_is_left_in_place() -> None:
         signal.signal(signal.SIGUSR1, signal.SIG_DFL)
 
 
+class _Owner:
+    """Stands for a context: what a hook must let go of once it stopped."""
+
+    def stop(self) -> None:
+        return None
+
+    def active(self) -> bool:
+        return True
+
+
+def _uninstall_on_a_thread(hook: SignalShutdown) -> None:
+    thread = threading.Thread(target=hook.uninstall, name="aiodstream-stop-from-job")
+    thread.start()
+    thread.join()
+
+
+def test_a_stop_from_another_thread_lets_go_of_the_context_and_the_next_install_takes_its_handler_out() -> None:
+    """uninstall() off the main thread cannot set handlers: the hook drops its context (each stopped context stayed alive
+    behind the next one's handler), and the next install on the main thread puts back the handler found before it."""
+    import gc
+    import weakref
+
+    original = signal.getsignal(signal.SIGUSR1)
+    owner = _Owner()
+    alive = weakref.ref(owner)
+    first = SignalShutdown(owner.stop, "first", signals=[signal.SIGUSR1], active=owner.active)
+    second = SignalShutdown(lambda: None, "second", signals=[signal.SIGUSR1])
+    assert first.install()
+    try:
+        _uninstall_on_a_thread(first)
+        del owner
+        gc.collect()
+        assert alive() is None
+        assert second.install()
+        assert second._found[signal.SIGUSR1] == original
+        second.uninstall()
+        assert signal.getsignal(signal.SIGUSR1) == original and not first.installed
+    finally:
+        signal.signal(signal.SIGUSR1, original)
+
+
+def test_a_handler_under_a_newer_one_is_taken_out_when_the_newer_one_is_uninstalled() -> None:
+    """One installs, two installs over it, one stops on another thread, two stops on the main thread: the handler found
+    before one is back (two's uninstall put back one's handler, and it stayed, holding context one)."""
+    original = signal.getsignal(signal.SIGUSR1)
+    one = SignalShutdown(lambda: None, "one", signals=[signal.SIGUSR1])
+    two = SignalShutdown(lambda: None, "two", signals=[signal.SIGUSR1])
+    assert one.install() and two.install()
+    try:
+        _uninstall_on_a_thread(one)
+        assert signal.getsignal(signal.SIGUSR1) == two._handle
+        two.uninstall()
+        assert signal.getsignal(signal.SIGUSR1) == original and not one.installed and not two.installed
+    finally:
+        signal.signal(signal.SIGUSR1, original)
+
+
 def run_child(tmp_path: Path, graceful: str, signum: signal.Signals, mode: str = "batch",
               before_signal: Callable[[Path], None] | None = None) -> tuple[int, str]:
     """Start the child, signal it while its batch is in flight, and return its exit code and stdout.

@@ -16,7 +16,7 @@ from listeners import BatchCompleted, BatchInfo, BatchRecord, EventRecorder, Que
 from scheduler import Job, JobSet, ManualClock, Milliseconds, Seconds, StreamInputInfo, Time
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
 from streaming.ui import StreamingMetrics, StreamingUI
-from tests.support import advance, wait_until
+from tests.support import advance, holds, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -198,6 +198,33 @@ async def test_a_restarted_context_of_one_name_continues_its_series_and_two_live
         assert metrics.attach(other) == "same-2-2"
 
 
+async def test_stopped_unnamed_contexts_beyond_the_bound_leave_and_no_stopped_runtime_or_bus_is_held() -> None:
+    """retained_unnamed=2: of four unnamed stopped contexts the last two are scraped, with their final values, beside a
+    named one (kept for a restart to continue); no runtime or bus is held (each stayed, with a series, for good)."""
+    metrics = StreamingMetrics(retained_unnamed=2)
+    stopped = []
+    for n in range(5):
+        clock = ManualClock(0)
+        async with StreamingRuntime(pipeline([n + 1]), Seconds(1), clock=clock, name=None if n else "named") as runtime:
+            metrics.attach(runtime)
+            await runtime.start()
+            await advance(runtime, clock, Seconds(1))
+            await runtime.stop()
+        stopped += [runtime, runtime.listener_bus]
+    values = samples(metrics.scrape())
+    assert {dict(labels)["query"] for _, labels in values} == {"named", "context-4", "context-5"}
+    assert [value(values, "aiodstream_input_records_total", query=q, input="0") for q in ("named", "context-4", "context-5")] \
+        == [1, 4, 5]
+    assert [holds(metrics, engine) for engine in stopped] == [False] * 10
+    clock = ManualClock(0)
+    async with StreamingRuntime(pipeline([10]), Seconds(1), clock=clock, name="named") as runtime:
+        assert metrics.attach(runtime) == "named"  # continued
+        await runtime.start()
+        await advance(runtime, clock, Seconds(1))
+        await runtime.stop()
+    assert value(samples(metrics.scrape()), "aiodstream_input_records_total", query="named", input="0") == 11
+
+
 def test_runs_claiming_one_name_at_once_from_threads_never_share_a_label() -> None:
     """The label was chosen under the lock and the run added after it: two threads could both take "q" (in about two
     trials of three with the GIL switching every microsecond; the test makes 20)."""
@@ -334,10 +361,11 @@ def test_a_histogram_of_whole_milliseconds_buckets_each_as_its_value_in_seconds_
     """The metrics count whole ms against bounds in whole ms: every ms from 0 to 400 s lands where ms / 1000 would."""
     import bisect
 
-    from streaming.ui._metrics import _CHECKPOINT_BUCKETS_S, DELAY_BUCKETS_S, _Histogram
+    from streaming.ui._histogram import Histogram
+    from streaming.ui._metrics import _CHECKPOINT_BUCKETS_S, DELAY_BUCKETS_S
 
     for bounds in (DELAY_BUCKETS_S, _CHECKPOINT_BUCKETS_S):
-        histogram = _Histogram(bounds)
+        histogram = Histogram(bounds)
         assert all(bisect.bisect_left(histogram.limits, ms) == bisect.bisect_left(bounds, ms / 1000)
                    for ms in range(0, 400_001))
         histogram.observe_ms(5)

@@ -20,9 +20,9 @@ from scheduler import ManualClock, Milliseconds, Seconds, Time
 from streaming import Batch, ListSource, Pipeline, StreamingContext, StreamingRuntime
 from streaming._cli import main as cli
 from streaming.simulation import TraceRecorder
-from streaming.ui import StreamingUI
+from streaming.ui import StreamingUI, retained_contexts_setting
 from tests.streaming.ui.test_metrics import pipeline
-from tests.support import advance, wait_until
+from tests.support import advance, holds, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -172,6 +172,31 @@ async def test_batches_an_immediate_stop_dropped_are_not_active_afterwards_but_c
     # The running batch was cancelled after its grace period and completed (failed); the queued one never ran.
     assert [(r["batchId"], r["status"]) for r in history.batches()] == [(2000, "COMPLETED"), (1000, "COMPLETED")]
     assert (stats["numActiveBatches"], stats["numDroppedBatches"], stats["numTotalCompletedBatches"]) == (0, 1, 2)
+
+
+async def test_stopped_contexts_beyond_retained_contexts_leave_and_the_kept_ones_hold_no_runtime() -> None:
+    """retained_contexts=2, four contexts of one name in turn: the last two stopped ones are shown as they were at their
+    stop (batches, statistics, progress), holding neither runtime nor batch log (each was kept, runtime and all)."""
+    ui = StreamingUI(metrics=False, retained_contexts=2)
+    shown: dict[str, Any] = {}
+    stopped = []
+    for _ in range(4):
+        clock = ManualClock(0)
+        p = Pipeline()
+        p.add_source(ListSource([[1, 2], [3], [4, 5, 6]]), name="list")
+        p.add_output(lambda batch: None, name="out")
+        async with StreamingRuntime(p, Seconds(1), clock=clock, name="svc", track_progress=True) as runtime:
+            history = ui.attach(runtime)
+            await run_batches(runtime, clock, 3)
+            await runtime.stop()
+        shown[history.name] = (history.statistics(), history.batches(), history.progress())
+        stopped += [runtime, runtime.listener_bus.batch_log()]  # the batch log: its batches, read while it ran
+    kept = ui.histories
+    assert list(kept) == ["svc-3", "svc"]  # the first svc and svc-2 left; the fourth took the name set free
+    assert {name: (h.statistics(), h.batches(), h.progress()) for name, h in kept.items()} == {
+        name: shown[name] for name in kept}
+    assert len(kept["svc"].progress()) == 3
+    assert [holds(ui, engine) for engine in stopped] == [False] * 8
 
 
 async def test_the_ui_takes_no_event_per_batch_and_reads_the_batches_when_asked(clock: ManualClock) -> None:
@@ -380,6 +405,14 @@ def test_bad_settings_are_refused_with_what_was_wrong() -> None:
         StreamingUI(retained_batches=0)
     with pytest.raises(ValueError, match="refresh_ms must be an int of at least 50"):
         StreamingUI(refresh_ms=5)
+    with pytest.raises(ValueError, match="retained_contexts must be a positive int, got 0"):
+        StreamingUI(retained_contexts=0)
+    conf = {"spark.sql.streaming.ui.retainedQueries": "none"}
+    with pytest.raises(ValueError, match=re.escape("spark.sql.streaming.ui.retainedQueries must be a positive number of "
+                                                   "contexts, got 'none'")):
+        retained_contexts_setting(conf.get)
+    assert (retained_contexts_setting({}.get), retained_contexts_setting({"spark.sql.streaming.ui.retainedQueries": "7"}.get)) \
+        == (100, 7)
     with pytest.raises(ValueError, match="the UI port must be an int from 0 to 65535"):
         StreamingContext(None, 1, uiPort=70000)
     with pytest.raises(ValueError, match="the UI port must be an int from 0 to 65535"):
