@@ -32,7 +32,7 @@ from ._sync_bridge import SyncBridge
 from .continuous import Continuous, ContinuousSource, RateSource
 from .dstream import DStream, MultiTransformedDStream, SavedRecipe, StreamEnvironment, StreamNode, api_call
 from .inputs import DEFAULT_MAX_BUFFERED_RECORDS, AsyncSource
-from .runtime import QueryRuntime, StreamingContextState
+from .runtime import QueryRuntime, RuntimeCore, StreamingContextState
 from .simulation import TraceRecording
 from .spark import bind_spark, seconds_to_duration
 from .ui import ContextUI, spark_links
@@ -297,11 +297,17 @@ class StreamingContext(StreamingQueryFace):
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:  # noqa: N803
         """Stop the context, and the SparkContext with ``stopSparkContext``; ``stopGraceFully`` finishes the batches
-        already received first. Idempotent."""
-        if self._shutdown is not None:
-            self._shutdown.uninstall()
+        already received first. Idempotent.
+
+        Raises:
+            StreamingStateError: called from a listener callback, which the stop would wait for (pyspark's
+                refusal); the context goes on running.
+        """
         if self._bridge.in_loop_thread():
             raise StreamingStateError("Cannot stop StreamingContext within listener bus thread.")
+        RuntimeCore.refuse_stop_from_listener()  # a plain listener's thread: refused before anything is undone
+        if self._shutdown is not None:
+            self._shutdown.uninstall()
         if self._in_own_job() and not self._env.async_mode:
             # From a job of this context (a foreachRDD function): the stop waits for that job, so it cannot run
             # here; it runs on a thread of its own, and is done once the job has returned.
