@@ -121,6 +121,9 @@ class StreamingContext(StreamingQueryFace):
         self._ui = ContextUI()
         self._listeners = ContextListeners()
         self._shutdown: SignalShutdown | None = None
+        # start() and stop() one at a time (Spark's synchronized start and stop). Not the registry's lock: a stop holds
+        # this for as long as it drains, and a job or listener asking for the active context meanwhile must not wait.
+        self._lifecycle = threading.RLock()
         self._log = library_logger("aiodstream.streaming", component="StreamingContext", context=self._context_id)
 
     @property
@@ -273,7 +276,7 @@ class StreamingContext(StreamingQueryFace):
 
     def start(self) -> None:
         """Start generating batches; returns once the context is ACTIVE (a second call only logs a warning, as in Spark)."""
-        with _registry.lock:
+        with self._lifecycle:
             if self._state is StreamingContextState.ACTIVE:
                 self._log.warning("StreamingContext has already been started")
                 return
@@ -316,7 +319,7 @@ class StreamingContext(StreamingQueryFace):
             return
         if self._env.async_mode:
             raise StreamingStateError("this context was entered with 'async with': use 'await ssc.stop_async()'")
-        with _registry.lock:
+        with self._lifecycle:
             if self._state is StreamingContextState.INITIALIZED:
                 self._log.warning("StreamingContext has not been started yet")
                 self._close_unstarted()
