@@ -361,6 +361,7 @@ class StreamingContext(StreamingQueryFace):
         """Start generating batches, inside ``async with``; raises if already started."""
         if not self._env.async_mode:
             raise StreamingStateError("start_async() needs 'async with StreamingContext(...) as ssc:'")
+        self._refuse_off_host("start_async")
         self._register()
         try:
             await anyio.to_thread.run_sync(self._before_start)  # py4j calls and file I/O: off the loop
@@ -377,8 +378,13 @@ class StreamingContext(StreamingQueryFace):
         """Stop the context without blocking the event loop.
 
         Unlike :meth:`stop`, the SparkContext is kept by default: in a service it is usually shared.
+
+        Raises:
+            StreamingStateError: the context was started with ``start()``, or runs in 'async with' on another thread's
+                event loop (await it there).
         """
         self._refuse_if_started_sync("stop it with stop_async()")
+        self._refuse_off_host("stop_async")
         in_job = self._in_own_job()
         if in_job and stopSparkContext:
             raise StreamingStateError("cannot stop the SparkContext from inside one of this context's jobs: stop it "

@@ -82,6 +82,20 @@ class StreamingQueryFace:
             raise StreamingStateError(f"this context was started with start(): cannot {what}; use ssc.stop() and "
                                       "ssc.awaitTermination(), or create it in 'async with' and start it with start_async()")
 
+    def _refuse_off_host(self, method: str, instead: str | None = None) -> None:
+        """Raises StreamingStateError if the context runs in 'async with' on another thread's event loop than the caller's.
+
+        Its runtime's tasks, events and cancel scopes belong to that loop: awaited from another one, ``ssc.<method>()``
+        would hang or fail inside anyio. ``instead``: what to do (default: await it on that loop).
+        """
+        host = self._host
+        if host is None or threading.get_ident() == host[1] or self._over:
+            return
+        instead = instead or (f"await it on that loop (from this thread: anyio.from_thread.run(ssc.{method}, "
+                              "token=<that loop's anyio.lowlevel.current_token()>))")
+        raise StreamingStateError("this context runs in 'async with' on the event loop of another thread: cannot await "
+                                  f"ssc.{method}() from this thread's loop; {instead}")
+
     @property
     def runtime(self) -> QueryRuntime:
         """The runtime underneath (created on first use by the subclass)."""
@@ -91,6 +105,12 @@ class StreamingQueryFace:
         """Stopped before it was ever started: STOPPED, and a waiting ``awaitTermination`` returns."""
         self._closed_before_start = True
         self._stopped_unstarted.set()
+
+    @property
+    def _over(self) -> bool:
+        """Whether the context has stopped (or was stopped before it started)."""
+        runtime = self._runtime
+        return self._closed_before_start or (runtime is not None and runtime.state is StreamingContextState.STOPPED)
 
     @property
     def _state(self) -> StreamingContextState:
@@ -160,8 +180,7 @@ class StreamingQueryFace:
     def _await_termination(self, timeout: Duration | None) -> bool:
         runtime = self._runtime
         host = self._host
-        over = self._closed_before_start or (runtime is not None and runtime.state is StreamingContextState.STOPPED)
-        if self._env.async_mode and host is not None and not over:
+        if self._env.async_mode and host is not None and not self._over:
             if threading.get_ident() == host[1]:  # blocking the loop the context runs on: it could never stop
                 raise StreamingStateError("this context was entered with 'async with': use 'await ssc.await_termination_async()'")
             if runtime is not None:
@@ -178,8 +197,14 @@ class StreamingQueryFace:
 
     async def await_termination_async(self, timeout: float | None = None) -> bool:
         """Wait until the context stops (True) or ``timeout`` seconds pass (False, never with ``None`` or a negative
-        timeout); raises a batch's error."""
+        timeout); raises a batch's error.
+
+        Raises:
+            StreamingStateError: the context was started with ``start()``, or runs on another thread's event loop.
+        """
         self._refuse_if_started_sync("wait for it with await_termination_async()")
+        self._refuse_off_host("await_termination_async",
+                              "wait in a worker thread instead: await anyio.to_thread.run_sync(ssc.awaitTermination)")
         with pyspark_errors():
             return await self.runtime.await_termination(_wait_bound(timeout))
 
@@ -210,7 +235,12 @@ class StreamingQueryFace:
             self._raise_death_cause()
 
     async def process_all_available_async(self) -> None:
-        """:meth:`processAllAvailable` without blocking the event loop, inside ``async with``."""
+        """:meth:`processAllAvailable` without blocking the event loop, inside ``async with``.
+
+        Raises:
+            StreamingStateError: awaited from another thread's event loop than the context's.
+        """
+        self._refuse_off_host("process_all_available_async")
         runtime = self._runtime
         if runtime is None or runtime.state is not StreamingContextState.ACTIVE:
             self._raise_death_cause()

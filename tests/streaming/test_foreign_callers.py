@@ -7,14 +7,17 @@ On the test run's shared local Spark; every wait is on an event of the engine, w
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import pytest
 
-from scheduler import LOGGER_ROOT, event_fields
+from scheduler import LOGGER_ROOT, StreamingStateError, event_fields
 from streaming import StreamingContext
 
 pytestmark = pytest.mark.spark
@@ -82,3 +85,42 @@ def test_get_active_in_a_foreach_rdd_function_during_a_graceful_stop_answers_at_
     assert found == [context]
     assert seen[:2] == [[1], [2]]  # the batch of the tick the graceful stop fires ran too
     assert context.getState() == "STOPPED" and StreamingContext.getActive() is None
+
+
+OTHER_LOOP = (r"^this context runs in 'async with' on the event loop of another thread: cannot await ssc\.{}\(\) from this "
+              r"thread's loop; ")
+
+
+@pytest.mark.parametrize("other", ["asyncio", "trio"])
+def test_the_async_api_awaited_on_another_threads_loop_is_refused_and_the_host_goes_on(spark_context: Any,
+                                                                                         other: str) -> None:
+    """stop_async() from another thread's loop never returned (asyncio; the host's 'async with' exit wedged behind it)
+    or failed with trio's bare TypeError; await_termination_async() there missed the stop. Each is refused at once."""
+    refused: list[str] = []
+
+    async def from_other_loop(ssc: StreamingContext) -> None:
+        with anyio.fail_after(30):  # a hang guard: the refusals are immediate
+            for method, call in (("stop_async", ssc.stop_async), ("await_termination_async",
+                                                                   functools.partial(ssc.await_termination_async, 15)),
+                                 ("process_all_available_async", ssc.process_all_available_async)):
+                with pytest.raises(StreamingStateError, match=OTHER_LOOP.format(method)) as caught:
+                    await call()
+                refused.append(str(caught.value).rsplit("; ", 1)[1])
+
+    async def host() -> None:
+        async with StreamingContext(spark_context, 0.2) as ssc:
+            ssc.queueStream([[1]], default=[0]).foreachRDD(lambda rdd: None)
+            await ssc.start_async()
+            await anyio.to_thread.run_sync(functools.partial(anyio.run, from_other_loop, ssc, backend=other))
+            assert ssc.getState() == "ACTIVE"
+            await ssc.stop_async()
+        assert ssc.getState() == "STOPPED"
+
+    anyio.run(host)
+    assert refused == [
+        "await it on that loop (from this thread: anyio.from_thread.run(ssc.stop_async, token=<that loop's "
+        "anyio.lowlevel.current_token()>))",
+        "wait in a worker thread instead: await anyio.to_thread.run_sync(ssc.awaitTermination)",
+        "await it on that loop (from this thread: anyio.from_thread.run(ssc.process_all_available_async, token=<that "
+        "loop's anyio.lowlevel.current_token()>))",
+    ]
