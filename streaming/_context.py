@@ -396,11 +396,6 @@ class StreamingContext(StreamingQueryFace):
         if stopSparkContext:
             await anyio.to_thread.run_sync(self._spark.stop_spark)
 
-    def _in_own_job(self) -> bool:
-        """Whether the caller is one of this context's jobs (a foreachRDD function), which a stop waits for."""
-        scheduler = getattr(self._runtime, "scheduler", None)  # a micro-batch runtime's JobScheduler (a continuous one has none)
-        return scheduler is not None and bool(scheduler.in_own_job())
-
     async def stop_on_signal_async(self, *signals: int, stopGraceFully: bool = True) -> int:  # noqa: N803
         """Wait for a shutdown signal (SIGTERM or SIGINT by default), then stop the context; returns the signal.
 

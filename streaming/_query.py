@@ -25,6 +25,9 @@ from .spark import timeout_milliseconds
 
 __all__ = ["StreamingQueryFace", "pyspark_errors"]
 
+# Spark's refusal of a wait from the query's own thread (its loop, a listener on it, or one of its jobs), which the wait needs.
+_SAME_THREAD = "Cannot wait for a query state from the same thread that is running the query"
+
 
 @contextlib.contextmanager
 def pyspark_errors() -> Iterator[None]:
@@ -95,6 +98,11 @@ class StreamingQueryFace:
                               "token=<that loop's anyio.lowlevel.current_token()>))")
         raise StreamingStateError("this context runs in 'async with' on the event loop of another thread: cannot await "
                                   f"ssc.{method}() from this thread's loop; {instead}")
+
+    def _in_own_job(self) -> bool:
+        """Whether the caller is one of this context's jobs (a foreachRDD function), which a stop or a wait waits for."""
+        scheduler = getattr(self._runtime, "scheduler", None)  # a micro-batch runtime's JobScheduler (a continuous one has none)
+        return scheduler is not None and bool(scheduler.in_own_job())
 
     @property
     def runtime(self) -> QueryRuntime:
@@ -217,13 +225,14 @@ class StreamingQueryFace:
         Raises:
             StreamingQueryException: the query terminated with a failure (stop on failure).
             JobFailedError: a batch failed (the DStream semantics).
-            StreamingStateError: called from a listener callback, or inside ``async with`` (use
+            StreamingStateError: called from a listener callback or one of the context's own jobs (a
+                foreachRDD function: the wait would wait for it), or inside ``async with`` (use
                 :meth:`process_all_available_async`).
         """
         if self._env.async_mode:
             raise StreamingStateError("this context was entered with 'async with': use 'await ssc.process_all_available_async()'")
-        if self._bridge.in_loop_thread():
-            raise StreamingStateError("Cannot wait for a query state from the same thread that is running the query")
+        if self._bridge.in_loop_thread() or self._in_own_job():
+            raise StreamingStateError(_SAME_THREAD)
         runtime = self._runtime
         if runtime is None or runtime.state is not StreamingContextState.ACTIVE or not self._bridge.is_open:
             self._raise_death_cause()
@@ -238,9 +247,12 @@ class StreamingQueryFace:
         """:meth:`processAllAvailable` without blocking the event loop, inside ``async with``.
 
         Raises:
-            StreamingStateError: awaited from another thread's event loop than the context's.
+            StreamingStateError: awaited from another thread's event loop than the context's, or in one of the
+                context's own jobs (an async foreachRDD function: the wait would wait for it).
         """
         self._refuse_off_host("process_all_available_async")
+        if self._in_own_job():
+            raise StreamingStateError(_SAME_THREAD)
         runtime = self._runtime
         if runtime is None or runtime.state is not StreamingContextState.ACTIVE:
             self._raise_death_cause()

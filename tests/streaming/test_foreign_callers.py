@@ -124,3 +124,55 @@ def test_the_async_api_awaited_on_another_threads_loop_is_refused_and_the_host_g
         "await it on that loop (from this thread: anyio.from_thread.run(ssc.process_all_available_async, token=<that "
         "loop's anyio.lowlevel.current_token()>))",
     ]
+
+
+SAME_THREAD = "Cannot wait for a query state from the same thread that is running the query"
+
+
+def test_process_all_available_in_a_foreach_rdd_function_is_refused(context: StreamingContext) -> None:
+    """processAllAvailable() in one of the context's own jobs waited for that very job: the stream deadlocked silently.
+    It is refused with Spark's error, and the batches go on."""
+    outcomes: list[str] = []
+    later = threading.Event()
+
+    def output(rdd: Any) -> None:
+        values = rdd.collect()
+        if values == [1]:
+            try:
+                context.processAllAvailable()
+                outcomes.append("returned")
+            except StreamingStateError as exc:
+                outcomes.append(str(exc))
+        elif values == [2]:
+            later.set()
+
+    context.queueStream([[1], [2]], default=[0]).foreachRDD(output)
+    context.start()
+    assert later.wait(WAIT_S), "the batch after the refused wait never ran"
+    assert outcomes == [SAME_THREAD]
+
+
+def test_process_all_available_async_in_an_async_foreach_rdd_function_is_refused(spark_context: Any) -> None:
+    """The same wait awaited by an async output function on the host's loop is refused too."""
+    outcomes: list[str] = []
+
+    async def host() -> None:
+        answered = anyio.Event()
+        async with StreamingContext(spark_context, 0.2) as ssc:
+            async def output(rdd: Any) -> None:
+                if not answered.is_set():
+                    try:
+                        await ssc.process_all_available_async()
+                        outcomes.append("returned")
+                    except StreamingStateError as exc:
+                        outcomes.append(str(exc))
+                    answered.set()
+
+            ssc.queueStream([[1]], default=[0]).foreachRDD(output)
+            await ssc.start_async()
+            with anyio.fail_after(WAIT_S):
+                await answered.wait()
+            await ssc.stop_async()
+
+    anyio.run(host)
+    assert outcomes == [SAME_THREAD]
