@@ -6,6 +6,8 @@ of its own (``SyncBridge``); an async program uses ``async with`` and the ``*_as
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import os
 import threading
@@ -28,7 +30,7 @@ from ._query import StreamingQueryFace
 from ._query_runtime import create_runtime, micro_batch_runtime, query_options, start_micro_batch
 from ._settings import ContextArguments, ContextSettings
 from ._shutdown import SignalShutdown, shutdown_signal
-from ._sync_bridge import SyncBridge
+from ._sync_bridge import BridgeClosedError, SyncBridge
 from .continuous import Continuous, ContinuousSource, RateSource
 from .dstream import DStream, MultiTransformedDStream, SavedRecipe, StreamEnvironment, StreamNode, api_call
 from .inputs import DEFAULT_MAX_BUFFERED_RECORDS, AsyncSource
@@ -311,9 +313,13 @@ class StreamingContext(StreamingQueryFace):
         RuntimeCore.refuse_stop_from_listener()  # a plain listener's thread: refused before anything is undone
         if self._shutdown is not None:
             self._shutdown.uninstall()
-        if self._in_own_job() and not self._env.async_mode:
-            # From a job of this context (a foreachRDD function): the stop waits for that job, so it cannot run
-            # here; it runs on a thread of its own, and is done once the job has returned.
+        runtime = self._runtime
+        if self._in_own_job() and not self._env.async_mode and runtime is not None:
+            # From a job of this context (a foreachRDD function): the stop waits for that job, so it cannot be waited
+            # for here. The runtime begins it now (an immediate one refuses new work before this returns: no queued
+            # batch starts after it); the rest, and the waiting, on a thread of its own once the job has returned.
+            with contextlib.suppress(BridgeClosedError):  # the loop has ended: the runtime has stopped already
+                self._bridge.call(functools.partial(runtime.stop, graceful=stopGraceFully))
             threading.Thread(target=self.stop, args=(stopSparkContext, stopGraceFully),
                              name="aiodstream-stop-from-job").start()
             return

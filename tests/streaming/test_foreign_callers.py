@@ -17,6 +17,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from listeners import BatchSubmitted, StreamingListener
 from scheduler import LOGGER_ROOT, StreamingStateError, event_fields
 from streaming import StreamingContext
 
@@ -176,3 +177,31 @@ def test_process_all_available_async_in_an_async_foreach_rdd_function_is_refused
 
     anyio.run(host)
     assert outcomes == [SAME_THREAD]
+
+
+def test_an_immediate_stop_in_a_foreach_rdd_function_lets_no_queued_batch_run(context: StreamingContext) -> None:
+    """ssc.stop(False, False) in a job began the stop on another thread only once the job had returned, and the next
+    queued batch often ran first (4 runs of 8). The stop is begun, refusing new work, before it returns to the job."""
+    queued = threading.Event()
+    seen: list[list[int]] = []
+
+    class Submitted(StreamingListener):
+        submitted = 0
+
+        def on_batch_submitted(self, event: BatchSubmitted) -> None:  # a plain def: on the listener's own thread
+            self.submitted += 1
+            if self.submitted == 3:  # two batches queued behind the first
+                queued.set()
+
+    def output(rdd: Any) -> None:
+        values = rdd.collect()
+        seen.append(values)
+        if values == [1]:
+            assert queued.wait(WAIT_S), "no batch was queued behind the first"
+            context.stop(stopSparkContext=False, stopGraceFully=False)
+
+    context.addStreamingListener(Submitted())
+    context.queueStream([[1], [2], [3], [4]], default=[0]).foreachRDD(output)
+    context.start()
+    assert context.awaitTerminationOrTimeout(WAIT_S), "the context did not stop"
+    assert seen == [[1]]
