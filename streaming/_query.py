@@ -25,6 +25,10 @@ from .spark import timeout_milliseconds
 
 __all__ = ["StreamingQueryFace", "pyspark_errors"]
 
+_WAIT_ON_LOOP = ("Cannot wait for the StreamingContext to terminate on its event loop's thread (an inline or async listener "
+                 "callback): the wait would block the loop it waits for; wait from another thread (a plain 'def' listener "
+                 "callback runs on a thread of its own)")
+
 # Spark's refusal of a wait from the query's own thread (its loop, a listener on it, or one of its jobs), which the wait needs.
 _SAME_THREAD = "Cannot wait for a query state from the same thread that is running the query"
 
@@ -171,6 +175,10 @@ class StreamingQueryFace:
         """Wait until the context stops or a batch fails (then raise its error); ``timeout`` in seconds.
 
         ``None`` or a negative timeout waits without a bound (pyspark's: Spark's ``ContextWaiter``).
+
+        Raises:
+            StreamingStateError: called on the context's event loop (an inline or ``async def`` listener
+                callback), which the wait would block; or on the host's loop of a context in ``async with``.
         """
         self._await(_wait_bound(timeout))
 
@@ -194,8 +202,11 @@ class StreamingQueryFace:
             if runtime is not None:
                 return anyio.from_thread.run(runtime.await_termination, timeout, token=host[0])
         if runtime is not None:
-            with contextlib.suppress(BridgeClosedError):  # then the runtime stopped (or never ran on the bridge)
-                return self._bridge.call(runtime.await_termination, timeout)
+            if not self._bridge.in_loop_thread():
+                with contextlib.suppress(BridgeClosedError):  # then the runtime stopped (or never ran on the bridge)
+                    return self._bridge.call(runtime.await_termination, timeout)
+            elif runtime.state is not StreamingContextState.STOPPED:
+                raise StreamingStateError(_WAIT_ON_LOOP)  # (a stopped one is answered below, off the loop it cannot call)
             if runtime.state is StreamingContextState.STOPPED:
                 error = runtime.exception()
                 if error is not None:

@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from listeners import BatchSubmitted, StreamingListener
+from listeners import BatchCompleted, BatchSubmitted, StreamingListener
 from scheduler import LOGGER_ROOT, StreamingStateError, event_fields
 from streaming import StreamingContext
 
@@ -205,3 +205,43 @@ def test_an_immediate_stop_in_a_foreach_rdd_function_lets_no_queued_batch_run(co
     context.start()
     assert context.awaitTerminationOrTimeout(WAIT_S), "the context did not stop"
     assert seen == [[1]]
+
+
+class _InlineWaiter(StreamingListener):
+    run_on_loop = True  # called inline, on the context's event loop
+
+    def __init__(self, ssc: StreamingContext, outcomes: list[str], answered: threading.Event) -> None:
+        self.ssc, self.outcomes, self.answered = ssc, outcomes, answered
+
+    def on_batch_completed(self, event: BatchCompleted) -> None:
+        if not self.answered.is_set():
+            try:
+                self.outcomes.append(f"returned {self.ssc.awaitTerminationOrTimeout(3)}")
+            except StreamingStateError as exc:
+                self.outcomes.append(str(exc))
+            self.answered.set()
+
+
+class _AsyncWaiter(_InlineWaiter):
+    run_on_loop = False
+
+    async def on_batch_completed(self, event: BatchCompleted) -> None:  # type: ignore[override]
+        super().on_batch_completed(event)
+
+
+@pytest.mark.parametrize("listener", [_InlineWaiter, _AsyncWaiter])
+def test_await_termination_on_the_contexts_event_loop_is_refused_saying_what_to_do(context: StreamingContext,
+                                                                                  listener: type[_InlineWaiter]) -> None:
+    """awaitTermination() in an inline or async listener callback, on the context's loop, failed with anyio's bare
+    "This method cannot be called from the event loop thread": a StreamingStateError says why and what to do."""
+    outcomes: list[str] = []
+    answered = threading.Event()
+    context.addStreamingListener(listener(context, outcomes, answered))
+    context.queueStream([[1]], default=[0]).foreachRDD(lambda rdd: None)
+    context.start()
+    assert answered.wait(WAIT_S), "no batch completed"
+    assert outcomes == [
+        "Cannot wait for the StreamingContext to terminate on its event loop's thread (an inline or async listener "
+        "callback): the wait would block the loop it waits for; wait from another thread (a plain 'def' listener "
+        "callback runs on a thread of its own)"]
+    assert context.getState() == "ACTIVE"
