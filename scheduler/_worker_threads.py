@@ -272,9 +272,13 @@ _live: weakref.WeakSet[WorkerThreads] = weakref.WeakSet()
 
 def _at_exit() -> None:
     # Before the interpreter joins its non-daemon threads (as concurrent.futures does): idle
-    # workers end, a running call finishes first, and calls already queued still run.
+    # workers end, a running call finishes first, and calls already queued still run. Unlike
+    # concurrent.futures, a pool still takes calls afterwards, on daemon threads the interpreter
+    # does not wait for: the atexit module's handlers run only after this join, and one may stop
+    # a still-running context gracefully, whose last batches run on its pools (refused, they
+    # were lost). A context nobody stops still lets the process exit.
     for pool in list(_live):
-        pool._end_threads(refuse_more=True)
+        pool._at_interpreter_exit()
 
 
 threading._register_atexit(_at_exit)  # type: ignore[attr-defined]
@@ -290,7 +294,8 @@ class WorkerThreads:
 
     The threads start with the first call and end after :meth:`shutdown` once their current calls
     do; a call still queued then is dropped and its caller gets a cancellation. They are not
-    daemons: at interpreter exit they finish their calls (as ``ThreadPoolExecutor``'s do).
+    daemons: at interpreter exit they finish their calls (as ``ThreadPoolExecutor``'s do). A call
+    made after that (an ``atexit`` handler's graceful stop) runs on daemon threads started for it.
     """
 
     def __init__(self, size: int, name: str) -> None:
@@ -300,7 +305,9 @@ class WorkerThreads:
         self.size = size
         self.name = name
         self._calls: SimpleQueue[_Call | None] = SimpleQueue()
-        self._threads: list[threading.Thread] = []
+        self._threads: list[threading.Thread] = []  # every thread started (a pool may start a second set at exit)
+        self._serving = False  # threads serve self._calls
+        self._daemon = False  # new threads are daemons (after the interpreter's exit began: nobody joins them)
         # Held while a call is queued, so that no call goes in behind the threads' end (shutdown).
         self._lock = threading.Lock()
         self._shut = False
@@ -312,13 +319,14 @@ class WorkerThreads:
         with self._lock:
             if self._shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
-            if not self._threads:
+            if not self._serving:
                 self._start()
             self._calls.put(call)
 
     def _start(self) -> None:
+        self._serving = True
         for n in range(self.size):
-            thread = threading.Thread(target=_serve, args=(self._calls,), name=f"{self.name}_{n}")
+            thread = threading.Thread(target=_serve, args=(self._calls,), name=f"{self.name}_{n}", daemon=self._daemon)
             thread.start()
             self._threads.append(thread)
         # A pool dropped without a shutdown still ends its threads once collected.
@@ -348,7 +356,7 @@ class WorkerThreads:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             if handover is not None:
                 handover._arm(waiter)
-            if not self._threads:
+            if not self._serving:
                 self._start()
             self._calls.put(call)
         if abandon_on_cancel:
@@ -424,18 +432,29 @@ class WorkerThreads:
                     pass
         self._end_threads()
 
-    def _end_threads(self, *, refuse_more: bool = False) -> None:
+    def _end_threads(self) -> None:
         with self._lock:
-            if refuse_more:
-                self._shut = True
             if self._ended:
                 return
             self._ended = True
-            threads = len(self._threads)
+            self._retire()
+
+    def _retire(self) -> None:
+        # Under the lock: no call is queued behind the threads' end.
+        if self._serving:
+            self._serving = False
             if self._finalizer is not None:
                 self._finalizer.detach()
-            # Under the lock: no call is queued behind these.
-            _stop(self._calls, threads)
+            _stop(self._calls, self.size)
+
+    def _at_interpreter_exit(self) -> None:
+        """The interpreter's exit began: the threads end once the calls queued so far have run (it joins them); a later
+        call starts a new set of daemon threads on a new queue."""
+        with self._lock:
+            self._daemon = True
+            if not self._ended and self._serving:
+                self._retire()
+                self._calls = SimpleQueue()
 
     @property
     def threads(self) -> list[threading.Thread]:
@@ -443,5 +462,5 @@ class WorkerThreads:
         return list(self._threads)
 
     def __repr__(self) -> str:
-        state = "shut down" if self._shut else ("idle" if not self._threads else "running")
+        state = "shut down" if self._shut else ("running" if self._serving else "idle")
         return f"<WorkerThreads {self.name!r} [{state} | {len(self._threads)}/{self.size} threads | {self._calls.qsize()} queued]>"

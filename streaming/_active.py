@@ -33,16 +33,20 @@ class _Entry(Generic[C]):
 
 
 class ActiveContexts(Generic[C]):
-    """The registered contexts, oldest first, under one re-entrant lock (a context's start holds it)."""
+    """The registered contexts, oldest first, under one lock held only while the list is read or changed.
+
+    Spark's ``ACTIVATION_LOCK``: a context's start or stop, which may wait for jobs and listeners, never holds
+    it, so that those can ask for the active context meanwhile (``StreamingContext.getActive``).
+    """
 
     def __init__(self) -> None:
         """No context yet."""
-        self.lock = threading.RLock()
+        self._lock = threading.Lock()
         self._entries: list[_Entry[C]] = []
 
     def active(self) -> list[C]:
         """The registered contexts that are ACTIVE, oldest first."""
-        with self.lock:
+        with self._lock:
             self._entries[:] = [e for e in self._entries if e.context.getState() == "ACTIVE"]
             return [e.context for e in self._entries]
 
@@ -52,7 +56,7 @@ class ActiveContexts(Generic[C]):
         Raises:
             StreamingStateError: ``context`` is exclusive and another is active, or an exclusive one is (pyspark's message).
         """
-        with self.lock:
+        with self._lock:
             others = [e for e in self._entries if e.context is not context and e.context.getState() != "STOPPED"]
             blocking = others if exclusive else [e for e in others if e.exclusive]
             if blocking:
@@ -66,14 +70,14 @@ class ActiveContexts(Generic[C]):
         """Remember where the user's code started ``context`` (Spark's long call site form), for the refusal's message."""
         frame = user_frame()
         site = "?" if frame is None else f"{frame.function} at {frame.filename}:{frame.lineno}"
-        with self.lock:
+        with self._lock:
             for entry in self._entries:
                 if entry.context is context:
                     entry.start_site = site
 
     def unregister(self, context: C) -> None:
         """Forget ``context`` (stopped, or its start failed)."""
-        with self.lock:
+        with self._lock:
             self._entries[:] = [e for e in self._entries if e.context is not context]
 
     def __repr__(self) -> str:

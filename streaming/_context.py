@@ -6,6 +6,7 @@ of its own (``SyncBridge``); an async program uses ``async with`` and the ``*_as
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -29,11 +30,11 @@ from ._query import StreamingQueryFace
 from ._query_runtime import create_runtime, micro_batch_runtime, query_options, start_micro_batch
 from ._settings import ContextArguments, ContextSettings
 from ._shutdown import SignalShutdown, shutdown_signal
-from ._sync_bridge import SyncBridge
+from ._sync_bridge import BridgeClosedError, SyncBridge
 from .continuous import Continuous, ContinuousSource, RateSource
 from .dstream import DStream, MultiTransformedDStream, SavedRecipe, StreamEnvironment, StreamNode, api_call
 from .inputs import DEFAULT_MAX_BUFFERED_RECORDS, AsyncSource
-from .runtime import QueryRuntime, StreamingContextState
+from .runtime import QueryRuntime, RuntimeCore, StreamingContextState
 from .simulation import TraceRecording
 from .spark import bind_spark, seconds_to_duration
 from .ui import ContextUI, spark_links
@@ -122,6 +123,9 @@ class StreamingContext(StreamingQueryFace):
         self._ui = ContextUI()
         self._listeners = ContextListeners()
         self._shutdown: SignalShutdown | None = None
+        # start() and stop() one at a time (Spark's synchronized start and stop). Not the registry's lock: a stop holds
+        # this for as long as it drains, and a job or listener asking for the active context meanwhile must not wait.
+        self._lifecycle = threading.RLock()
         self._log = library_logger("aiodstream.streaming", component="StreamingContext", context=self._context_id)
 
     @property
@@ -276,7 +280,7 @@ class StreamingContext(StreamingQueryFace):
 
     def start(self) -> None:
         """Start generating batches; returns once the context is ACTIVE (a second call only logs a warning, as in Spark)."""
-        with _registry.lock:
+        with self._lifecycle:
             if self._state is StreamingContextState.ACTIVE:
                 self._log.warning("StreamingContext has already been started")
                 return
@@ -300,20 +304,30 @@ class StreamingContext(StreamingQueryFace):
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:  # noqa: N803
         """Stop the context, and the SparkContext with ``stopSparkContext``; ``stopGraceFully`` finishes the batches
-        already received first. Idempotent."""
-        if self._shutdown is not None:
-            self._shutdown.uninstall()
+        already received first. Idempotent.
+
+        Raises:
+            StreamingStateError: called from a listener callback, which the stop would wait for (pyspark's
+                refusal); the context goes on running.
+        """
         if self._bridge.in_loop_thread():
             raise StreamingStateError("Cannot stop StreamingContext within listener bus thread.")
-        if self._in_own_job() and not self._env.async_mode:
-            # From a job of this context (a foreachRDD function): the stop waits for that job, so it cannot run
-            # here; it runs on a thread of its own, and is done once the job has returned.
+        RuntimeCore.refuse_stop_from_listener()  # a plain listener's thread: refused before anything is undone
+        if self._shutdown is not None:
+            self._shutdown.uninstall()
+        runtime = self._runtime
+        if self._in_own_job() and not self._env.async_mode and runtime is not None:
+            # From a job of this context (a foreachRDD function): the stop waits for that job, so it cannot be waited
+            # for here. The runtime begins it now (an immediate one refuses new work before this returns: no queued
+            # batch starts after it); the rest, and the waiting, on a thread of its own once the job has returned.
+            with contextlib.suppress(BridgeClosedError):  # the loop has ended: the runtime has stopped already
+                self._bridge.call(functools.partial(runtime.stop, graceful=stopGraceFully))
             threading.Thread(target=self.stop, args=(stopSparkContext, stopGraceFully),
                              name="aiodstream-stop-from-job").start()
             return
         if self._env.async_mode:
             raise StreamingStateError("this context was entered with 'async with': use 'await ssc.stop_async()'")
-        with _registry.lock:
+        with self._lifecycle:
             if self._state is StreamingContextState.INITIALIZED:
                 self._log.warning("StreamingContext has not been started yet")
                 self._close_unstarted()
@@ -355,6 +369,7 @@ class StreamingContext(StreamingQueryFace):
         """Start generating batches, inside ``async with``; raises if already started."""
         if not self._env.async_mode:
             raise StreamingStateError("start_async() needs 'async with StreamingContext(...) as ssc:'")
+        self._refuse_off_host("start_async")
         self._register()
         try:
             # py4j calls and file I/O: off the loop, so the loop thread's local properties are not read (docs/compatibility.md).
@@ -372,8 +387,13 @@ class StreamingContext(StreamingQueryFace):
         """Stop the context without blocking the event loop.
 
         Unlike :meth:`stop`, the SparkContext is kept by default: in a service it is usually shared.
+
+        Raises:
+            StreamingStateError: the context was started with ``start()``, or runs in 'async with' on another thread's
+                event loop (await it there).
         """
         self._refuse_if_started_sync("stop it with stop_async()")
+        self._refuse_off_host("stop_async")
         in_job = self._in_own_job()
         if in_job and stopSparkContext:
             raise StreamingStateError("cannot stop the SparkContext from inside one of this context's jobs: stop it "
@@ -384,11 +404,6 @@ class StreamingContext(StreamingQueryFace):
         await self._after_stop_async()
         if stopSparkContext:
             await anyio.to_thread.run_sync(self._spark.stop_spark)
-
-    def _in_own_job(self) -> bool:
-        """Whether the caller is one of this context's jobs (a foreachRDD function), which a stop waits for."""
-        scheduler = getattr(self._runtime, "scheduler", None)  # a micro-batch runtime's JobScheduler (a continuous one has none)
-        return scheduler is not None and bool(scheduler.in_own_job())
 
     async def stop_on_signal_async(self, *signals: int, stopGraceFully: bool = True) -> int:  # noqa: N803
         """Wait for a shutdown signal (SIGTERM or SIGINT by default), then stop the context; returns the signal.

@@ -25,6 +25,13 @@ from .spark import timeout_milliseconds
 
 __all__ = ["StreamingQueryFace", "pyspark_errors"]
 
+_WAIT_ON_LOOP = ("Cannot wait for the StreamingContext to terminate on its event loop's thread (an inline or async listener "
+                 "callback): the wait would block the loop it waits for; wait from another thread (a plain 'def' listener "
+                 "callback runs on a thread of its own)")
+
+# Spark's refusal of a wait from the query's own thread (its loop, a listener on it, or one of its jobs), which the wait needs.
+_SAME_THREAD = "Cannot wait for a query state from the same thread that is running the query"
+
 
 @contextlib.contextmanager
 def pyspark_errors() -> Iterator[None]:
@@ -82,6 +89,25 @@ class StreamingQueryFace:
             raise StreamingStateError(f"this context was started with start(): cannot {what}; use ssc.stop() and "
                                       "ssc.awaitTermination(), or create it in 'async with' and start it with start_async()")
 
+    def _refuse_off_host(self, method: str, instead: str | None = None) -> None:
+        """Raises StreamingStateError if the context runs in 'async with' on another thread's event loop than the caller's.
+
+        Its runtime's tasks, events and cancel scopes belong to that loop: awaited from another one, ``ssc.<method>()``
+        would hang or fail inside anyio. ``instead``: what to do (default: await it on that loop).
+        """
+        host = self._host
+        if host is None or threading.get_ident() == host[1] or self._over:
+            return
+        instead = instead or (f"await it on that loop (from this thread: anyio.from_thread.run(ssc.{method}, "
+                              "token=<that loop's anyio.lowlevel.current_token()>))")
+        raise StreamingStateError("this context runs in 'async with' on the event loop of another thread: cannot await "
+                                  f"ssc.{method}() from this thread's loop; {instead}")
+
+    def _in_own_job(self) -> bool:
+        """Whether the caller is one of this context's jobs (a foreachRDD function), which a stop or a wait waits for."""
+        scheduler = getattr(self._runtime, "scheduler", None)  # a micro-batch runtime's JobScheduler (a continuous one has none)
+        return scheduler is not None and bool(scheduler.in_own_job())
+
     @property
     def runtime(self) -> QueryRuntime:
         """The runtime underneath (created on first use by the subclass)."""
@@ -91,6 +117,12 @@ class StreamingQueryFace:
         """Stopped before it was ever started: STOPPED, and a waiting ``awaitTermination`` returns."""
         self._closed_before_start = True
         self._stopped_unstarted.set()
+
+    @property
+    def _over(self) -> bool:
+        """Whether the context has stopped (or was stopped before it started)."""
+        runtime = self._runtime
+        return self._closed_before_start or (runtime is not None and runtime.state is StreamingContextState.STOPPED)
 
     @property
     def _state(self) -> StreamingContextState:
@@ -143,6 +175,10 @@ class StreamingQueryFace:
         """Wait until the context stops or a batch fails (then raise its error); ``timeout`` in seconds.
 
         ``None`` or a negative timeout waits without a bound (pyspark's: Spark's ``ContextWaiter``).
+
+        Raises:
+            StreamingStateError: called on the context's event loop (an inline or ``async def`` listener
+                callback), which the wait would block; or on the host's loop of a context in ``async with``.
         """
         self._await(_wait_bound(timeout))
 
@@ -160,15 +196,17 @@ class StreamingQueryFace:
     def _await_termination(self, timeout: Duration | None) -> bool:
         runtime = self._runtime
         host = self._host
-        over = self._closed_before_start or (runtime is not None and runtime.state is StreamingContextState.STOPPED)
-        if self._env.async_mode and host is not None and not over:
+        if self._env.async_mode and host is not None and not self._over:
             if threading.get_ident() == host[1]:  # blocking the loop the context runs on: it could never stop
                 raise StreamingStateError("this context was entered with 'async with': use 'await ssc.await_termination_async()'")
             if runtime is not None:
                 return anyio.from_thread.run(runtime.await_termination, timeout, token=host[0])
         if runtime is not None:
-            with contextlib.suppress(BridgeClosedError):  # then the runtime stopped (or never ran on the bridge)
-                return self._bridge.call(runtime.await_termination, timeout)
+            if not self._bridge.in_loop_thread():
+                with contextlib.suppress(BridgeClosedError):  # then the runtime stopped (or never ran on the bridge)
+                    return self._bridge.call(runtime.await_termination, timeout)
+            elif runtime.state is not StreamingContextState.STOPPED:
+                raise StreamingStateError(_WAIT_ON_LOOP)  # (a stopped one is answered below, off the loop it cannot call)
             if runtime.state is StreamingContextState.STOPPED:
                 error = runtime.exception()
                 if error is not None:
@@ -178,8 +216,14 @@ class StreamingQueryFace:
 
     async def await_termination_async(self, timeout: float | None = None) -> bool:
         """Wait until the context stops (True) or ``timeout`` seconds pass (False, never with ``None`` or a negative
-        timeout); raises a batch's error."""
+        timeout); raises a batch's error.
+
+        Raises:
+            StreamingStateError: the context was started with ``start()``, or runs on another thread's event loop.
+        """
         self._refuse_if_started_sync("wait for it with await_termination_async()")
+        self._refuse_off_host("await_termination_async",
+                              "wait in a worker thread instead: await anyio.to_thread.run_sync(ssc.awaitTermination)")
         with pyspark_errors():
             return await self.runtime.await_termination(_wait_bound(timeout))
 
@@ -192,13 +236,14 @@ class StreamingQueryFace:
         Raises:
             StreamingQueryException: the query terminated with a failure (stop on failure).
             JobFailedError: a batch failed (the DStream semantics).
-            StreamingStateError: called from a listener callback, or inside ``async with`` (use
+            StreamingStateError: called from a listener callback or one of the context's own jobs (a
+                foreachRDD function: the wait would wait for it), or inside ``async with`` (use
                 :meth:`process_all_available_async`).
         """
         if self._env.async_mode:
             raise StreamingStateError("this context was entered with 'async with': use 'await ssc.process_all_available_async()'")
-        if self._bridge.in_loop_thread():
-            raise StreamingStateError("Cannot wait for a query state from the same thread that is running the query")
+        if self._bridge.in_loop_thread() or self._in_own_job():
+            raise StreamingStateError(_SAME_THREAD)
         runtime = self._runtime
         if runtime is None or runtime.state is not StreamingContextState.ACTIVE or not self._bridge.is_open:
             self._raise_death_cause()
@@ -210,7 +255,15 @@ class StreamingQueryFace:
             self._raise_death_cause()
 
     async def process_all_available_async(self) -> None:
-        """:meth:`processAllAvailable` without blocking the event loop, inside ``async with``."""
+        """:meth:`processAllAvailable` without blocking the event loop, inside ``async with``.
+
+        Raises:
+            StreamingStateError: awaited from another thread's event loop than the context's, or in one of the
+                context's own jobs (an async foreachRDD function: the wait would wait for it).
+        """
+        self._refuse_off_host("process_all_available_async")
+        if self._in_own_job():
+            raise StreamingStateError(_SAME_THREAD)
         runtime = self._runtime
         if runtime is None or runtime.state is not StreamingContextState.ACTIVE:
             self._raise_death_cause()

@@ -14,7 +14,7 @@ import anyio.from_thread
 
 from scheduler import StreamingError
 
-from .runtime import QueryRuntime
+from .runtime import QueryRuntime, RuntimeCore
 
 __all__ = ["BridgeClosedError", "SyncBridge"]
 
@@ -91,7 +91,15 @@ class SyncBridge:
             raise
 
     def stop(self, runtime: QueryRuntime, *, graceful: bool) -> None:
-        """Stop ``runtime`` on the loop (gracefully or at once), then :meth:`close` (blocking)."""
+        """Stop ``runtime`` on the loop (gracefully or at once), then :meth:`close` (blocking).
+
+        Raises:
+            StreamingStateError: called from a listener callback, which the stop would wait for (Spark's
+                refusal); the runtime and its loop go on as if it had not been asked.
+        """
+        # Refused before anything is done: a refusal that still closed the bridge would stop the
+        # runtime anyway, from the very callback the close waits for (until the listeners' exit timeout).
+        RuntimeCore.refuse_stop_from_listener()
         try:
             self.call(functools.partial(runtime.stop, graceful=graceful))
         finally:

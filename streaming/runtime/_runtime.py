@@ -375,7 +375,8 @@ class StreamingRuntime:
         """
         self._core.refuse_stop_from_listener()
         stop, group = functools.partial(self._stop, graceful=graceful, abandon_after=self.abandon_after), self._core.task_group
-        await (stop() if group is None or not self.scheduler.in_own_job() else _start_soon(group, stop))
+        await (_start_beside_job(self.scheduler, group, stop, graceful=graceful) if group is not None and self.scheduler.in_own_job()
+               else stop())
 
     async def _stop(self, *, graceful: bool, abandon_after: Duration, drain_listeners: bool = True) -> None:
         if not await self._core.begin_stop():
@@ -570,8 +571,15 @@ def _log_write_failed(failure: BaseException) -> JobFailedError:
     return error
 
 
-async def _start_soon(group: anyio.abc.TaskGroup, stop: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Start ``stop`` in ``group`` and return: a stop asked for by one of the runtime's own jobs, which it waits for."""
+async def _start_beside_job(scheduler: JobScheduler, group: anyio.abc.TaskGroup, stop: Callable[[], Coroutine[Any, Any, None]],
+                            *, graceful: bool) -> None:
+    """Start ``stop`` in ``group`` and return: a stop asked for by one of the runtime's own jobs, which it waits for.
+
+    An immediate one refuses new work first: the job that asked returns before the stop task runs, and its worker
+    would take the next queued job (no job may start once an immediate stop was asked for).
+    """
+    if not graceful:
+        scheduler.refuse_new_work()
     group.start_soon(stop)
 
 

@@ -12,6 +12,8 @@ import anyio
 import pytest
 
 from scheduler import WorkerThreads
+from tests.anyio_support import HANG_GUARD_S
+from tests.crash import run_python
 
 BACKENDS = ["asyncio", "trio"]
 
@@ -241,3 +243,30 @@ def test_shutdown_keeping_queued_calls_runs_them_first() -> None:
         thread.join(10)
         assert not thread.is_alive()
     assert ran == ["queued"]
+
+
+AT_EXIT_CHILD = """
+import atexit, threading
+from scheduler import WorkerThreads
+
+pool = WorkerThreads(1, "exit-test")
+pool.submit(print, "before exit").result()  # its thread runs when the main script ends
+def stop_at_exit():  # an atexit handler's graceful stop: it still needs the pool
+    print(pool.submit(lambda: "ran in an atexit handler").result())
+    pool.shutdown()
+atexit.register(stop_at_exit)
+
+busy = WorkerThreads(1, "exit-busy")  # a pool nobody stops, fed for good by a daemon thread (a context left running)
+def feed():
+    while True:
+        busy.submit(lambda: None).result()
+threading.Thread(target=feed, daemon=True).start()
+busy.submit(lambda: None).result()
+"""
+
+
+def test_at_interpreter_exit_a_pool_still_runs_calls_and_the_process_still_exits() -> None:
+    """The interpreter's exit refused every later call ("cannot schedule new futures after shutdown"): an atexit handler's
+    graceful stop lost its last batch. Later calls run on daemon threads, and a pool nobody stops does not hold the exit."""
+    done = run_python(["-c", AT_EXIT_CHILD], timeout=HANG_GUARD_S)
+    assert (done.returncode, done.stdout.splitlines(), done.stderr) == (0, ["before exit", "ran in an atexit handler"], "")

@@ -1,4 +1,4 @@
-"""The parts a StreamingContext delegates to, without Spark: its settings record and its blocking bridge."""
+"""The parts a StreamingContext delegates to, without Spark: its settings record and its blocking bridge (on a real runtime)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ from types import TracebackType
 
 import pytest
 
-from scheduler import InvalidPipelineError, Milliseconds
+from listeners import BatchCompleted, StreamingListener
+from scheduler import InvalidPipelineError, ManualClock, Milliseconds, Seconds, StreamingStateError
+from streaming import Batch, Pipeline, StreamingContextState, StreamingRuntime
 from streaming._settings import ContextArguments, ContextSettings
 from streaming._sync_bridge import BridgeClosedError, SyncBridge
 from streaming.spark import SparkSettings
-from tests.anyio_support import raises_exactly
+from tests.anyio_support import HANG_GUARD_S, raises_exactly
 
 
 def read(conf: dict[str, str], *, continuous: bool = False, **arguments: object) -> ContextSettings:
@@ -123,3 +125,49 @@ def test_the_bridge_accepts_calls_only_while_open() -> None:
     with pytest.raises(BridgeClosedError):
         bridge.call(loop_thread)
     bridge.close()  # idempotent
+
+
+def test_a_stop_refused_in_a_listener_callback_leaves_the_runtime_and_its_loop_running() -> None:
+    """bridge.stop() from a plain listener callback is refused at once; it used to close the bridge anyway, stopping the
+    runtime from the very callback the close waited for (until the listeners' exit timeout)."""
+    clock = ManualClock()
+    ran: list[int] = []
+    pipeline = Pipeline()
+    pipeline.add_source(lambda t: [t.milliseconds], name="t")
+
+    async def output(batch: Batch) -> None:
+        ran.append(batch.time.milliseconds)
+
+    pipeline.add_output(output)
+    runtime = StreamingRuntime(pipeline, Seconds(1), clock=clock, listener_exit_timeout=Milliseconds(0))
+    bridge = SyncBridge()
+    refused: list[str] = []
+    attempted = threading.Event()
+
+    class Stopper(StreamingListener):
+        def on_batch_completed(self, event: BatchCompleted) -> None:  # a plain def: on the listener's own thread
+            try:
+                bridge.stop(runtime, graceful=False)
+            except StreamingStateError as exc:
+                refused.append(str(exc))
+            attempted.set()
+
+    async def tick() -> None:
+        clock.advance(Seconds(1))
+
+    async def one_batch() -> None:
+        await tick()
+        await runtime.wait_until_idle()
+
+    runtime.add_listener(Stopper(), name="stopper")
+    bridge.start(runtime)
+    try:
+        bridge.call(tick)  # not waiting for the batch's events: the old close from the callback waited for this call
+        assert attempted.wait(HANG_GUARD_S), "the listener's stop never returned"
+        assert refused == ["Cannot stop StreamingContext within listener bus thread. (called from listener 'stopper')"]
+        assert bridge.is_open and runtime.state is StreamingContextState.ACTIVE
+        bridge.call(one_batch)
+        assert ran == [1000, 2000]
+    finally:
+        bridge.stop(runtime, graceful=False)
+    assert runtime.state is StreamingContextState.STOPPED and not bridge.is_open

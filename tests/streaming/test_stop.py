@@ -561,3 +561,38 @@ async def test_a_query_failing_during_a_graceful_stop_ends_it_without_waiting_fo
             assert rt.state is StreamingContextState.STOPPED
     assert query.started == [1000]
     assert isinstance(rt.exception(), StreamingQueryException)
+
+
+async def test_an_immediate_stop_from_inside_a_job_lets_no_queued_job_start(clock: ManualClock) -> None:
+    """The stop a job asked for began only after that job returned, and its worker could take the next queued batch's
+    job first (a foreachRDD function's ssc.stop(False, False): the next batch ran in 4 runs of 8). An immediate stop
+    asked for by a job refuses new work before it returns to the job."""
+    box: list[StreamingRuntime] = []
+    started: list[int] = []
+    asked, stop_may_go_on = anyio.Event(), anyio.Event()
+
+    class HeldStop(ScriptedGraph):
+        async def stop(self) -> None:  # the stop's first step waits: a worker free meanwhile would start the next job
+            await stop_may_go_on.wait()
+            await super().stop()
+
+    def make(t: Time) -> list[Job]:
+        async def run() -> None:
+            started.append(t.milliseconds)
+            if t.milliseconds == 1000:
+                await asked.wait()
+                await box[0].stop(graceful=False)
+        return [Job(t, run, name="op")]
+
+    with anyio.fail_after(HANG_GUARD_S):
+        async with StreamingRuntime(HeldStop(make), Seconds(1), clock=clock) as rt:
+            box.append(rt)
+            await rt.start()
+            for _ in range(2):  # batch 1000's job runs (held), batch 2000's is queued behind it
+                clock.advance(Seconds(1))
+                await settle()
+            asked.set()
+            await settle()  # the job asked for the stop and returned; the stop waits in the graph's stop
+            stop_may_go_on.set()
+            await rt.await_termination()
+    assert started == [1000]
