@@ -13,7 +13,7 @@ from typing import Callable
 from ..runtime import QueryRuntime, StreamingContextState
 from ._history import ContextHistory
 
-__all__ = ["DEFAULT_RETAINED_CONTEXTS", "RETAINED_CONTEXTS", "RetainedContexts", "retained_contexts_setting"]
+__all__ = ["DEFAULT_RETAINED_CONTEXTS", "RETAINED_CONTEXTS", "RetainedContexts", "positive_count_setting", "retained_contexts_setting"]
 
 RETAINED_CONTEXTS = "spark.sql.streaming.ui.retainedQueries"
 """Spark's setting of the inactive queries its UI keeps: the stopped contexts a :class:`StreamingUI` keeps."""
@@ -28,15 +28,24 @@ def retained_contexts_setting(get: Callable[[str], str | None]) -> int:
     Raises:
         ValueError: it is not a positive whole number (the message names the setting).
     """
-    raw = get(RETAINED_CONTEXTS)
+    return positive_count_setting(get, RETAINED_CONTEXTS, DEFAULT_RETAINED_CONTEXTS, "contexts")
+
+
+def positive_count_setting(get: Callable[[str], str | None], key: str, default: int, what: str) -> int:
+    """The setting ``key`` read through ``get`` as a positive count of ``what`` (``default`` when unset or blank).
+
+    Raises:
+        ValueError: it is not a positive whole number (the message names the setting).
+    """
+    raw = get(key)
     if raw is None or not raw.strip():
-        return DEFAULT_RETAINED_CONTEXTS
+        return default
     try:
         n = int(raw.strip())
     except ValueError:
         n = 0
     if n < 1:
-        raise ValueError(f"{RETAINED_CONTEXTS} must be a positive number of contexts, got {raw!r}")
+        raise ValueError(f"{key} must be a positive number of {what}, got {raw!r}")
     return n
 
 

@@ -12,6 +12,7 @@ from scheduler import Time
 from ..runtime import QueryRuntime, StreamingContextState
 from ..spark import streaming_job_group
 from ._app import StreamingUI
+from ._retention import positive_count_setting
 from ._security import UISecurity
 
 if TYPE_CHECKING:
@@ -29,16 +30,7 @@ def retained_batches_setting(get: Callable[[str], str | None]) -> int:
     Raises:
         ValueError: it is not a positive whole number (the message names the setting).
     """
-    raw = get(RETAINED_BATCHES)
-    if raw is None or not raw.strip():
-        return 1000
-    try:
-        n = int(raw.strip())
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError(f"{RETAINED_BATCHES} must be a positive number of batches, got {raw!r}")
-    return n
+    return positive_count_setting(get, RETAINED_BATCHES, 1000, "batches")
 
 
 def spark_links(sc: SparkContext | None, name: str, *, micro_batch: bool) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import anyio
 import anyio.to_thread
@@ -282,41 +282,36 @@ async def test_a_service_started_on_a_runtime_ends_when_the_runtime_stops(clock:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
-async def test_a_service_that_cannot_start_raises_its_own_error_on_a_runtime(clock: ManualClock) -> None:
+@pytest.fixture
+def taken() -> Iterator[int]:
+    """A port of 127.0.0.1 another socket listens on."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        yield holder.getsockname()[1]
+
+
+async def test_a_service_that_cannot_start_raises_its_own_error_on_a_runtime(clock: ManualClock, taken: int) -> None:
     """runtime.start_service(ui.serve, ...) on a taken port raises the web UI's OSError itself, not a group around it."""
     ui = StreamingUI(metrics=False)
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen(1)
-    taken = holder.getsockname()[1]
-    try:
-        async with StreamingRuntime(pipeline([1]), Seconds(1), clock=clock, name="taken") as runtime:
-            ui.attach(runtime)
-            with pytest.raises(OSError, match=f"^\\[Errno [0-9]+\\] cannot serve the web UI on 127.0.0.1:{taken}: "):
-                await runtime.start_service(ui.serve, "127.0.0.1", taken)
-            await runtime.stop()
-    finally:
-        holder.close()
+    async with StreamingRuntime(pipeline([1]), Seconds(1), clock=clock, name="taken") as runtime:
+        ui.attach(runtime)
+        with pytest.raises(OSError, match=f"^\\[Errno [0-9]+\\] cannot serve the web UI on 127.0.0.1:{taken}: "):
+            await runtime.start_service(ui.serve, "127.0.0.1", taken)
+        await runtime.stop()
 
 
-async def test_a_taken_port_is_named_and_retries_take_the_next_ones() -> None:
+async def test_a_taken_port_is_named_and_retries_take_the_next_ones(taken: int) -> None:
     """Serving on a taken port fails with the port in the message; port_retries moves on to a free one."""
     ui = StreamingUI(metrics=False)
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen(1)
-    taken = holder.getsockname()[1]
-    try:
-        async with anyio.create_task_group() as tg:
-            with pytest.raises(OSError, match=f"cannot serve the web UI on 127.0.0.1:{taken}: .*pick another port"):
-                await tg.start(ui.serve, "127.0.0.1", taken)
-            url = await tg.start(ui.serve, "127.0.0.1", taken, 8)
-            port = int(url.rsplit(":", 1)[1].strip("/"))
-            assert taken < port <= taken + 8
-            assert (await fetch(url + "api/v1/contexts"))[0] == 200
-            tg.cancel_scope.cancel()
-    finally:
-        holder.close()
+    async with anyio.create_task_group() as tg:
+        with pytest.raises(OSError, match=f"cannot serve the web UI on 127.0.0.1:{taken}: .*pick another port"):
+            await tg.start(ui.serve, "127.0.0.1", taken)
+        url = await tg.start(ui.serve, "127.0.0.1", taken, 8)
+        port = int(url.rsplit(":", 1)[1].strip("/"))
+        assert taken < port <= taken + 8
+        assert (await fetch(url + "api/v1/contexts"))[0] == 200
+        tg.cancel_scope.cancel()
 
 
 async def test_a_trace_opens_in_the_same_views(tmp_path: Path, clock: ManualClock) -> None:
