@@ -114,17 +114,125 @@ def _ms(value: Time | Duration | None) -> int:
 
 
 class JavaTime:
-    """Spark's ``Time`` as py4j shows it: ``milliseconds()``."""
+    """Spark's ``Time`` as py4j shows it: Java's methods, and ``==``/``hash`` through ``equals``/``hashCode``.
+
+    pyspark hands a listener a py4j proxy of ``org.apache.spark.streaming.Time``, which Python
+    compares and hashes through the Java object's ``equals`` and ``hashCode``, so listeners key
+    dicts by ``batchTime()``. This does the same by milliseconds, with Java's hash values and
+    ``str()`` (Java's ``toString()``, ``"<ms> ms"``). Like the proxy, it has no ``<``: use ``less()``.
+    """
+
+    __slots__ = ("_ms",)
 
     def __init__(self, time: Time) -> None:
-        self._time = time
+        """The view of ``time``."""
+        self._ms = time.milliseconds
 
     def milliseconds(self) -> int:
         """The time in milliseconds."""
-        return self._time.milliseconds
+        return self._ms
+
+    def toString(self) -> str:
+        """Java's ``Time.toString``: ``"<ms> ms"``."""
+        return f"{self._ms} ms"
+
+    def hashCode(self) -> int:
+        """Java's ``Time.hashCode``, a Scala case class's: MurmurHash3 of ``"Time"`` and the milliseconds."""
+        return _case_class_hash("Time", self._ms)
+
+    def equals(self, other: object) -> bool:
+        """Java's ``Time.equals``: another time with the same milliseconds."""
+        return isinstance(other, JavaTime) and other._ms == self._ms
+
+    def less(self, other: JavaTime) -> bool:
+        """Whether this time is before ``other``."""
+        return self._ms < _millis(other)
+
+    def lessEq(self, other: JavaTime) -> bool:
+        """Whether this time is not after ``other``."""
+        return self._ms <= _millis(other)
+
+    def greater(self, other: JavaTime) -> bool:
+        """Whether this time is after ``other``."""
+        return self._ms > _millis(other)
+
+    def greaterEq(self, other: JavaTime) -> bool:
+        """Whether this time is not before ``other``."""
+        return self._ms >= _millis(other)
+
+    def isMultipleOf(self, duration: object) -> bool:
+        """Whether the milliseconds are a multiple of ``duration``'s (a Duration, ours or a JVM one).
+
+        Raises:
+            ZeroDivisionError: ``duration`` is zero (Java's ``ArithmeticException``).
+        """
+        return self._ms % _millis(duration) == 0
+
+    def plus(self, duration: object) -> JavaTime:
+        """This time ``duration`` (a Duration, ours or a JVM one) later."""
+        return JavaTime(Time(self._ms + _millis(duration)))
+
+    def min(self, other: JavaTime) -> JavaTime:
+        """The earlier of this time and ``other``."""
+        return self if self._ms <= _millis(other) else other
+
+    def max(self, other: JavaTime) -> JavaTime:
+        """The later of this time and ``other``."""
+        return self if self._ms >= _millis(other) else other
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, JavaTime):
+            return other._ms == self._ms
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return self.hashCode()
+
+    def __str__(self) -> str:
+        return self.toString()
 
     def __repr__(self) -> str:
-        return str(self._time)
+        return f"JavaTime({self._ms} ms)"
+
+
+def _millis(value: object) -> int:
+    """The milliseconds of a time or duration: ours (an attribute) or a Java one (a method, as py4j shows it)."""
+    if isinstance(value, (Time, Duration)):
+        return value.milliseconds
+    getter = getattr(value, "milliseconds", None)
+    if callable(getter):
+        return int(getter())
+    raise TypeError(f"expected a Time or Duration (ours or a JVM one), got {type(value).__name__}: {value!r}")
+
+
+_M32 = 0xFFFFFFFF
+
+
+def _case_class_hash(prefix: str, millis: int) -> int:
+    """Scala 2.13's generated ``hashCode`` of a one-``Long`` case class (MurmurHash3's ``productHash``)."""
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & _M32
+
+    def mix(h: int, data: int) -> int:
+        k = rotl((data * 0xCC9E2D51) & _M32, 15) * 0x1B873593 & _M32
+        return (rotl(h ^ k, 13) * 5 + 0xE6546B64) & _M32
+
+    prefix_hash = 0
+    for char in prefix:  # Java's String.hashCode
+        prefix_hash = (31 * prefix_hash + ord(char)) & _M32
+    if -(2**31) <= millis < 2**31:  # Scala's ## of a Long that fits an Int is the Int
+        long_hash = millis & _M32
+    else:  # Long.hashCode
+        bits = millis & 0xFFFFFFFFFFFFFFFF
+        long_hash = (bits ^ (bits >> 32)) & _M32
+    h = mix(mix(0xCAFEBABE, prefix_hash), long_hash) ^ 1  # finalizeHash(h, arity 1)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _M32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _M32
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
 
 
 class JavaStreamInputInfo:

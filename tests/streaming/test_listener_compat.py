@@ -82,3 +82,29 @@ def test_every_getter_of_a_pyspark_event_is_a_method_as_on_the_java_objects_py4j
     assert [operation.batchTime().milliseconds(), operation.id(), operation.name()] == [1000, 0, "op"]
     for getter in ("description", "startTime", "endTime", "failureReason"):
         getattr(operation, getter)()
+
+
+def test_a_batch_time_compares_and_hashes_as_pyspark_s_py4j_time_does() -> None:
+    """batchTime() views of one time are equal dict keys; hashCode, toString and str are the JVM's (values read from Spark 4.3)."""
+    from scheduler import Duration
+    from streaming._listener_compat import _Event
+
+    batch = _Event(BatchCompleted(info())).batchInfo()
+    started = {batch.batchTime(): "started"}
+    assert started[batch.outputOperationInfos()[0].batchTime()] == "started"
+    jvm_hash_codes = {0: -460579980, 1: -213076403, 1000: 1028042801, -5: 1886624670, 2**31 - 1: -841635819,
+                      2**31: 1868637916, 1_750_000_000_000: -1342549109, -1_750_000_000_000: -1677328189}
+    assert {ms: _java_time(ms).hashCode() for ms in jvm_hash_codes} == jvm_hash_codes
+    assert hash(_java_time(1000)) == 1028042801
+    t, later = _java_time(1000), _java_time(2000)
+    assert [t.toString(), str(t), t.milliseconds()] == ["1000 ms", "1000 ms", 1000]
+    assert [t.equals(_java_time(1000)), t.equals(later), t.equals(1000), t == 1000, t != later] == [True, False, False, False, True]
+    assert [t.less(later), t.lessEq(t), t.greater(later), t.greaterEq(t)] == [True, True, False, True]
+    assert [t.isMultipleOf(Duration(500)), t.isMultipleOf(Duration(300)), t.plus(Duration(1000)) == later] == [True, False, True]
+    assert [t.min(later), t.max(later)] == [t, later]
+
+
+def _java_time(ms: int) -> Any:
+    from streaming._listener_compat import JavaTime
+
+    return JavaTime(Time(ms))
