@@ -401,7 +401,12 @@ def _forward(method: Callable[[Any], Any]) -> Callable[[StreamingEvent], None]:
 
 
 def _inherited_no_op(listener: object, name: str) -> bool:
-    """Whether ``listener``'s ``name`` is the do-nothing one of pyspark's or our ``StreamingListener``."""
+    """Whether ``listener``'s ``name`` is the do-nothing one of pyspark's or our ``StreamingListener``.
+
+    A callback set on the instance (``listener.onBatchCompleted = fn``) is its own, as pyspark calls it too.
+    """
+    if name in getattr(listener, "__dict__", {}):
+        return False
     bases: list[type] = [StreamingListener]
     try:
         from pyspark.streaming.listener import StreamingListener as PySparkStreamingListener

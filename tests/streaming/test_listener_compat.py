@@ -108,3 +108,14 @@ def _java_time(ms: int) -> Any:
     from streaming._listener_compat import JavaTime
 
     return JavaTime(Time(ms))
+
+
+def test_a_callback_set_on_a_listener_instance_is_subscribed_and_called() -> None:
+    """StreamingListener() with onBatchCompleted assigned on the instance: that event reaches it, as pyspark's does."""
+    got: list[int] = []
+    listener = StreamingListener()
+    listener.onBatchCompleted = lambda event: got.append(event.batchInfo().batchTime().milliseconds())  # type: ignore[method-assign, assignment]
+    adapter = PySparkListenerAdapter(listener)
+    assert [n for n in vars(adapter) if n.startswith("on_")] == ["on_batch_completed"]
+    adapter.on_batch_completed(BatchCompleted(info()))
+    assert got == [1000]
