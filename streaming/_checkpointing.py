@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 import uuid
 from typing import TYPE_CHECKING, Mapping
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
     from pyspark.sql import SparkSession
 
-__all__ = ["ContextCheckpoint", "connect_checkpoint_files", "saved_graph", "spark_context_for"]
+__all__ = ["ContextCheckpoint", "connect_checkpoint_files", "refuse_pyspark_checkpoint", "saved_graph", "spark_context_for"]
 
 SPARK_KIND_KEY = "spark.aiodstream.savedBy"
 """The saved graph's Spark settings name a Connect session's program with this key (``"connect"``)."""
@@ -64,15 +65,48 @@ def saved_graph(checkpoint_path: str) -> SavedRecipe | None:
     Raises:
         CorruptCheckpointError: the saved graph cannot be read.
     """
+    return load_recipe(_checkpoint_location(checkpoint_path))
+
+
+def refuse_pyspark_checkpoint(checkpoint_path: str) -> None:
+    """Refuse a directory holding pyspark.streaming's checkpoint and no graph of ours (blocking: file I/O, perhaps py4j).
+
+    Spark writes its Java-serialized graph as ``checkpoint-<ms>`` files (and ``.bk`` copies) and its receiver
+    metadata in ``receivedBlockMetadata/``; aiodstream cannot read them, and calling ``setup()`` there would start
+    from scratch, the state of the pyspark run lost, and write this format's files beside Spark's.
+
+    Raises:
+        CheckpointError: ``checkpoint_path`` holds Spark's checkpoint files and no ``graph`` of aiodstream's.
+    """
+    location = _checkpoint_location(checkpoint_path)
+    names = location.listdir()
+    if RECIPE_FILE in names:
+        return
+    spark_files = sorted(n for n in names if _SPARK_CHECKPOINT_FILE.fullmatch(n) or n == "receivedBlockMetadata")
+    if spark_files:
+        shown = ", ".join(spark_files[:3]) + (f" and {len(spark_files) - 3} more" if len(spark_files) > 3 else "")
+        raise CheckpointError(
+            f"checkpoint directory {location} holds a checkpoint written by pyspark.streaming ({shown}) and no "
+            "aiodstream graph: the formats differ (Spark's serialized checkpoint files; aiodstream writes a graph file "
+            "and recovery logs, see docs/compatibility.md), so it cannot be resumed here, and calling setupFunc would "
+            "start from scratch and lose that run's state; resume it with pyspark.streaming, or pass getOrCreate a new "
+            "directory to start afresh", path=str(location))
+
+
+# Spark's Checkpoint.REGEX: checkpoint-<batch time ms>, its backup checkpoint-<ms>.bk.
+_SPARK_CHECKPOINT_FILE = re.compile(r"checkpoint-\d+(\.bk)?")
+
+
+def _checkpoint_location(checkpoint_path: str) -> CheckpointPath:
+    """Where ``checkpoint_path`` is, on the file manager this process reaches it with (blocking: perhaps py4j)."""
     active = active_spark_context()
     if active is None and uri_scheme(checkpoint_path) not in ("", "file") and _connect_session_or_none() is not None:
         # A Spark Connect client has no JVM to start for Hadoop: it reaches the URI through fsspec, as its run did.
-        return load_recipe(CheckpointPath(connect_checkpoint_files(checkpoint_path), checkpoint_path))
+        return CheckpointPath(connect_checkpoint_files(checkpoint_path), checkpoint_path)
     settings = None if active is None else SparkSettings.read(active)
-    location = resolve_checkpoint_path(
+    return resolve_checkpoint_path(
         checkpoint_path, mode=None if settings is None else settings.get(CHECKPOINT_FILE_MANAGER_KEY),
         default_fs=None if settings is None else settings.default_fs, hadoop=HadoopFileManager)
-    return load_recipe(location)
 
 
 def spark_context_for(recipe: SavedRecipe) -> tuple[SparkContext | SparkSession, Duration | Continuous]:

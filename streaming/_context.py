@@ -23,7 +23,7 @@ from scheduler import Clock, CorruptCheckpointError, Duration, InvalidDurationEr
 
 from . import inputs
 from ._active import ActiveContexts
-from ._checkpointing import ContextCheckpoint, saved_graph, spark_context_for
+from ._checkpointing import ContextCheckpoint, refuse_pyspark_checkpoint, saved_graph, spark_context_for
 from ._listeners import ContextListeners
 from ._manager import StreamingQueryManager, streams
 from ._query import StreamingQueryFace
@@ -219,12 +219,15 @@ class StreamingContext(StreamingQueryFace):
         Raises:
             TypeError: ``setupFunc`` is not callable or does not return a StreamingContext.
             CorruptCheckpointError: the saved graph cannot be read.
+            CheckpointError: the directory holds a checkpoint pyspark.streaming wrote (``checkpoint-<ms>`` files) and no
+                graph of ours: its format differs, and ``setupFunc`` would start from scratch (docs/compatibility.md).
         """
         if not callable(setupFunc):
             raise TypeError("setupFunc should be callable.")
         recipe = saved_graph(checkpointPath) if restoreGraph else None
         if recipe is not None:
             return cls._restore(checkpointPath, recipe, options)
+        refuse_pyspark_checkpoint(checkpointPath)
         ssc = setupFunc()
         if not isinstance(ssc, StreamingContext):
             raise TypeError(f"setupFunc should return a StreamingContext, got {type(ssc).__name__}")

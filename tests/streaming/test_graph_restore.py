@@ -184,6 +184,28 @@ def test_get_or_create_restores_without_calling_setup(tmp_path: Path, monkeypatc
     assert called == [True]
 
 
+def test_get_or_create_refuses_a_checkpoint_pyspark_wrote(tmp_path: Path) -> None:
+    """A directory with Spark's checkpoint-<ms> files and no graph of ours: CheckpointError naming it, setupFunc not run."""
+    (tmp_path / "checkpoint-1795793392000").write_bytes(b"java")
+    (tmp_path / "checkpoint-1795793392000.bk").write_bytes(b"java")
+    (tmp_path / "receivedBlockMetadata").mkdir()
+
+    def setup() -> StreamingContext:
+        raise AssertionError("setupFunc must not run on a pyspark checkpoint")
+
+    message = (f"checkpoint directory {tmp_path} holds a checkpoint written by pyspark.streaming (checkpoint-1795793392000, "
+               "checkpoint-1795793392000.bk, receivedBlockMetadata) and no aiodstream graph: the formats differ (Spark's "
+               "serialized checkpoint files; aiodstream writes a graph file and recovery logs, see docs/compatibility.md), "
+               "so it cannot be resumed here, and calling setupFunc would start from scratch and lose that run's state; "
+               "resume it with pyspark.streaming, or pass getOrCreate a new directory to start afresh")
+    for restore_graph in (True, False):
+        with raises_exactly(CheckpointError, message) as caught:
+            StreamingContext.getOrCreate(str(tmp_path), setup, restoreGraph=restore_graph)
+        assert caught.value.path == str(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "checkpoint-1795793392000", "checkpoint-1795793392000.bk", "receivedBlockMetadata"]
+
+
 def restore_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StreamingContext:
     """getOrCreate on ``tmp_path``'s saved graph (of no calls) without Spark (no SparkContext, no checkpoint files)."""
     monkeypatch.setattr(StreamingContext, "checkpoint", lambda self, d, options=None: None)
