@@ -47,8 +47,10 @@ class ActiveContexts(Generic[C]):
     def active(self) -> list[C]:
         """The registered contexts that are ACTIVE, oldest first."""
         with self._lock:
-            self._entries[:] = [e for e in self._entries if e.context.getState() == "ACTIVE"]
-            return [e.context for e in self._entries]
+            # Stopped ones go; one still starting (registered, not yet ACTIVE) stays: the list is read while a start
+            # runs, and pruning it then lost the context for good (getActive() never saw it once ACTIVE).
+            self._entries[:] = [e for e in self._entries if e.context.getState() != "STOPPED"]
+            return [e.context for e in self._entries if e.context.getState() == "ACTIVE"]
 
     def register(self, context: C, *, exclusive: bool) -> None:
         """Count ``context`` as active from now on (before its runtime starts), unless the one-active-context rule forbids it.
