@@ -326,7 +326,11 @@ class DirectorySource:
         """The files up to ``end`` may now be deleted or archived; the records of older committed batches are let go
         (the newest :data:`KEPT_RECORDS` stay)."""
         files, _ = self._parse(end)
-        await anyio.to_thread.run_sync(self._taken.forget_committed, files, KEPT_RECORDS)
+        await anyio.to_thread.run_sync(self._forget, files)
+
+    def _forget(self, files: int) -> None:
+        with self._lock:  # the records are also read and added by the next batch's plan and read, on other threads
+            self._taken.forget_committed(files, KEPT_RECORDS)
 
     def __repr__(self) -> str:
         return f"<DirectorySource {str(self.path)!r}>"

@@ -167,3 +167,16 @@ async def test_the_records_of_old_committed_batches_are_let_go(tmp_path: Path, m
     put(directory, "0000.txt", "late")
     with pytest.raises(ReplayError, match=r"1 file\(s\) sorting at or before '0006\.txt' appeared"):  # counted: unnamed
         await take(restarted, '{"files":6,"lastFile":"0006.txt"}')
+
+
+async def test_a_commit_lets_records_go_under_the_sources_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """commit() runs in a worker thread while the next batch's plan and read may run in another: it lets records go
+    under the source's lock, as those take it (without, the records' dicts changed under a read, lane J5)."""
+    put(tmp_path, "0001.txt", "one")
+    src = DirectorySource(tmp_path)
+    end, _ = await take(src, None)
+    held: list[bool] = []
+    taken = src._taken  # the source's own records (its lock guards them)
+    monkeypatch.setattr(taken, "forget_committed", lambda files, keep: held.append(src._lock.locked()))
+    await src.commit(end)
+    assert held == [True]
