@@ -172,6 +172,13 @@ class JavaTime:
         """This time ``duration`` (a Duration, ours or a JVM one) later."""
         return JavaTime(Time(self._ms + _millis(duration)))
 
+    def minus(self, other: object) -> Any:
+        """As Java's ``Time.minus``: the Duration from ``other`` to this time for a time (a JavaTime or ours), this time
+        ``other`` earlier for a Duration (ours or a JVM one)."""
+        if isinstance(other, (JavaTime, Time)):
+            return Duration(self._ms - _millis(other))
+        return JavaTime(Time(self._ms - _millis(other)))
+
     def min(self, other: JavaTime) -> JavaTime:
         """The earlier of this time and ``other``."""
         return self if self._ms <= _millis(other) else other

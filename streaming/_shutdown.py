@@ -120,6 +120,16 @@ class SignalShutdown:
         self._log.warning("shutdown signal received: stopping the StreamingContext", signal=signal.Signals(signum).name)
         self.stopper = threading.Thread(target=self._stop, name="aiodstream-shutdown-stop")
         self.stopper.start()
+        # Other running contexts' handlers below this one (each installed over the last): one signal stops them all,
+        # as it stops every context waiting in stop_on_signal_async. Stopped ones on the way are passed over, never
+        # their own previous handler (the default action would end the process while the others drain).
+        below: Any = previous
+        while isinstance(getattr(below, "__self__", None), SignalShutdown) and getattr(below, "__func__", None) is SignalShutdown._handle:
+            hook: SignalShutdown = below.__self__
+            if hook._active():
+                hook._handle(signum, frame)  # it stops its context and goes on down the chain itself
+                return
+            below = hook._found.get(signal.Signals(signum))
 
 
 def _stopped() -> bool:

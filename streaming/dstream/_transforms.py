@@ -223,7 +223,7 @@ class _OutputRun:
 
     def description(self) -> str:
         assert self.job is not None
-        return job_description(self.time, self.job.output_op_id)
+        return job_description(self.time, self.job.output_op_id, self.env.batch_duration.milliseconds)
 
     async def run(self) -> None:
         # The function runs on a job thread, which the event loop waits for without a worker

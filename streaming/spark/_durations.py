@@ -60,9 +60,12 @@ def streaming_job_group(context_name: str, time: Time, output_op_id: int) -> str
     return f"{context_name}-{time.milliseconds}-{output_op_id}"
 
 
-def job_description(time: Time, output_op_id: int) -> str:
-    """The Spark UI description of a streaming job, as Spark Streaming words it."""
-    return f"Streaming job from [output operation {output_op_id}, batch time {batch_datetime(time):%H:%M:%S}]"
+def job_description(time: Time, output_op_id: int, batch_interval_ms: int = 1000) -> str:
+    """The Spark UI description of a streaming job, as Spark Streaming words it (``UIUtils.formatBatchTime``: with
+    milliseconds when batches are shorter than a second)."""
+    at = batch_datetime(time)
+    shown = f"{at:%H:%M:%S}" if batch_interval_ms >= 1000 else f"{at:%H:%M:%S}.{at.microsecond // 1000:03d}"
+    return f"Streaming job from [output operation {output_op_id}, batch time {shown}]"
 
 
 LISTENER_EXIT_TIMEOUT_KEY = "spark.scheduler.listenerbus.exitTimeout"

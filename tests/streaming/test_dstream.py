@@ -643,3 +643,16 @@ def test_a_context_on_a_stopped_spark_context_is_refused_at_once() -> None:
 
     with pytest.raises(StreamingStateError, match="on a SparkContext that has been stopped"):
         StreamingContext(StoppedSparkContext(), 1)  # type: ignore[arg-type]
+
+
+def test_a_jobs_description_shows_milliseconds_when_batches_are_shorter_than_a_second() -> None:
+    """Spark's UIUtils.formatBatchTime: HH:mm:ss, and HH:mm:ss.SSS under 1 s batches (two half-second batches' jobs had
+    one description)."""
+    from datetime import datetime
+
+    from streaming.spark import job_description
+
+    at = Time(int(datetime(2026, 11, 27, 16, 12, 46, 500_000).timestamp() * 1000))
+    assert job_description(at, 1) == "Streaming job from [output operation 1, batch time 16:12:46]"
+    assert job_description(at, 1, 500) == "Streaming job from [output operation 1, batch time 16:12:46.500]"
+    assert job_description(at, 1, 1000) == "Streaming job from [output operation 1, batch time 16:12:46]"

@@ -102,6 +102,8 @@ def test_a_batch_time_compares_and_hashes_as_pyspark_s_py4j_time_does() -> None:
     assert [t.less(later), t.lessEq(t), t.greater(later), t.greaterEq(t)] == [True, True, False, True]
     assert [t.isMultipleOf(Duration(500)), t.isMultipleOf(Duration(300)), t.plus(Duration(1000)) == later] == [True, False, True]
     assert [t.min(later), t.max(later)] == [t, later]
+    # minus: a Duration for a time (pyspark's gives "1000 ms" for this), a time for a Duration
+    assert [str(later.minus(t)), later.minus(Duration(1000)) == t] == ["1000 ms", True]
 
 
 def _java_time(ms: int) -> Any:

@@ -92,6 +92,29 @@ def test_a_signal_after_a_stop_reaches_the_handler_found_at_install_with_two_con
     assert stopped == ["two"]
 
 
+def test_one_signal_stops_every_running_context_whose_handler_is_below() -> None:
+    """Three contexts installed their handlers over one another, the middle one stopped since: one SIGTERM stops the
+    two running ones (it stopped only the newest; a container's grace period then ended the older in SIGKILL), passes
+    over the stopped one without its default action, and puts the handler found before them all back."""
+    original = signal.getsignal(signal.SIGTERM)
+    stops: list[str] = []
+    hooks = [SignalShutdown(lambda name=name: stops.append(name), name, signals=[signal.SIGTERM], active=lambda a=a: a)
+             for name, a in (("one", True), ("middle", False), ("two", True))]
+    assert all(hook.install() for hook in hooks)
+    try:
+        installed = signal.getsignal(signal.SIGTERM)
+        assert callable(installed)
+        installed(signal.SIGTERM, None)  # the handler in place (two's), called as the signal would
+        for hook in (hooks[0], hooks[2]):
+            assert hook.stopper is not None
+            hook.stopper.join(10)
+    finally:
+        for hook in reversed(hooks):
+            hook.uninstall()
+        signal.signal(signal.SIGTERM, original)
+    assert sorted(stops) == ["one", "two"] and hooks[1].stopper is None
+
+
 def test_a_signal_inside_a_call_into_the_context_stops_it_without_a_deadlock() -> None:
     """The handler interrupts the main thread inside SyncBridge.call, which holds the bridge's lock: the stop, on its own
     thread, waits for that call to let go of it instead of deadlocking on it in the main thread."""
