@@ -198,7 +198,8 @@ def test_each_batch_job_carries_a_job_group_and_a_description_naming_its_batch(c
     assert len(groups) == len(seen)  # one group per output operation of each batch
     for op, t, group, description in seen[:4]:
         assert f"-{t}-" in group
-        clock_time = time.strftime("%H:%M:%S", time.localtime(t / 1000))
+        # Spark's formatBatchTime: with milliseconds, as batches of 0.2 s are shorter than a second
+        clock_time = time.strftime("%H:%M:%S", time.localtime(t / 1000)) + f".{t % 1000:03d}"
         assert description == f"Streaming job from [output operation {op}, batch time {clock_time}]"
         assert list(spark_context.statusTracker().getJobIdsForGroup(group)), f"no Spark job ran in group {group}"
     assert all(not b.failed for b in batches)
