@@ -6,7 +6,7 @@ protocols, errors) and nothing in the core imports it; ``scheduler`` re-exports 
 """
 
 from .._numbers import LONG_MAX, LONG_MIN, parse_batch_file_name, parse_long
-from ._checkpoint import STATE_VERSION_KEY, BatchGrid, Checkpoint, CheckpointDescription, CheckpointState
+from ._checkpoint import STATE_VERSION_KEY, BatchGrid, Checkpoint, CheckpointDescription, CheckpointState, recorded_state_version
 from ._claims import (
     CheckpointClaim,
     CheckpointClaims,
@@ -44,6 +44,7 @@ from ._query_options import ProgressTrackingOptions, Trigger, whole_number_optio
 
 __all__ = [
     "STATE_VERSION_KEY",
+    "recorded_state_version",
     "as_checkpoint_path",
     "BatchGrid",
     "Checkpoint",

@@ -33,6 +33,7 @@ __all__ = [
     "GRID_INTERVAL_KEY",
     "GRID_ZERO_KEY",
     "STATE_VERSION_KEY",
+    "recorded_state_version",
     "BatchGrid",
     "Checkpoint",
     "CheckpointDescription",
@@ -322,7 +323,7 @@ class Checkpoint:
                     path=str(self.offsets.path_of(batch_id)),
                 )
             rerun.append(RecoveredBatch(batch_id, grid.time_of(batch_id), tuple(start), entry.offsets,
-                                        _batch_watermark(entry), late, _state_version(entry, str(self.offsets.path_of(batch_id)))))
+                                        _batch_watermark(entry), late, recorded_state_version(entry, str(self.offsets.path_of(batch_id)))))
         watermark = _batch_watermark(latest_entry)
         if latest in committed:
             commit = self.commits.get(latest)
@@ -504,7 +505,7 @@ def _grid_numbers(conf: Mapping[str, str], path: str) -> tuple[int, int] | None:
     return interval_ms, zero_ms
 
 
-def _state_version(entry: OffsetSeq, path: str) -> int | None:
+def recorded_state_version(entry: OffsetSeq, path: str) -> int | None:
     """The state version an offsets entry's batch loads (:data:`STATE_VERSION_KEY`), or ``None`` if it records none.
 
     Raises:
@@ -526,7 +527,7 @@ def _state_version(entry: OffsetSeq, path: str) -> int | None:
 
 def _version_loaded(entry: OffsetSeq, batch_id: int, path: str) -> int:
     """The state version batch ``batch_id`` (logged as ``entry``) loads: the recorded one, else its id."""
-    version = _state_version(entry, path)
+    version = recorded_state_version(entry, path)
     return batch_id if version is None else version
 
 

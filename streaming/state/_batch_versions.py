@@ -9,7 +9,7 @@ the key means no entry has one: each batch's version is its id.
 
 from __future__ import annotations
 
-from scheduler import STATE_VERSION_KEY, CheckpointPath, OffsetSeqLog, parse_long
+from scheduler import CheckpointPath, CorruptCheckpointError, OffsetSeqLog, recorded_state_version
 
 from ._store_format import StateNotFoundError, StateStoreError
 
@@ -80,14 +80,12 @@ class BatchVersions:
 
 def _recorded(log: OffsetSeqLog, batch_id: int) -> int | None:
     entry = log.get(batch_id)
-    text = None if entry is None or entry.metadata is None else entry.metadata.conf.get(STATE_VERSION_KEY)
-    if text is None:
+    if entry is None:
         return None
-    version = parse_long(text)
-    if version is None or version < 0:
-        raise StateStoreError(f"cannot read {log.path_of(batch_id)}: its state version ({STATE_VERSION_KEY}) must be a "
-                              f"whole number >= 0 in ASCII digits, got {text!r:.40}")
-    return version
+    try:
+        return recorded_state_version(entry, str(log.path_of(batch_id)))
+    except CorruptCheckpointError as exc:  # a damaged file, as the reader reports one
+        raise StateStoreError(str(exc)) from exc
 
 
 def _loaded_by(log: OffsetSeqLog, batch_id: int) -> int:
