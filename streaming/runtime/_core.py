@@ -177,8 +177,11 @@ class RuntimeCore:
         Not started: the runtime is marked stopped (with a warning). Stopping elsewhere: waits
         for that stop. Stopped: a warning. The three answer ``False``.
         """
-        if self._started is not None:
-            await self._started.wait()  # a start in progress: it becomes ACTIVE (then this stops it) or STOPPED
+        if self._started is not None and not self._started.is_set():
+            # A start in progress: it becomes ACTIVE (then this stops it) or STOPPED. Only then a wait:
+            # an ended start's event would still checkpoint, so a stop asked in a cancelled scope (a
+            # host's cancelled task group, the end of an ``async with`` in one) stopped nothing at all.
+            await self._started.wait()
         if self.state is StreamingContextState.INITIALIZED:
             self._log.warning("StreamingContext has not been started yet")
             self.state = StreamingContextState.STOPPED

@@ -146,6 +146,44 @@ async def test_a_stop_cancelled_from_outside_returns_and_leaves_the_runtime_stop
     assert rt.listener_bus.statistics().dropped == 1
 
 
+async def test_a_stop_asked_in_an_already_cancelled_scope_still_stops(clock: ManualClock) -> None:
+    """stop() called where the host has already cancelled (nothing hung): the runtime is STOPPED, not left ACTIVE."""
+    async with StreamingRuntime(pipeline(), Seconds(1), clock=clock) as rt:
+        await rt.start()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await rt.stop(graceful=True)
+        assert rt.state is StreamingContextState.STOPPED
+
+
+@pytest.mark.parametrize("graceful_exit", [True, False], ids=["body-ends", "body-raises-cancelled"])
+async def test_an_async_with_left_in_a_cancelled_host_stops_the_runtime_and_frees_its_name(
+        tmp_path: Path, clock: ManualClock, graceful_exit: bool) -> None:
+    """The host's group cancelled as the block ends (its last line, or the cancellation raised in it): STOPPED, and
+    the query's name is free for the next run (it once stayed ACTIVE, claiming the name, when the block just ended)."""
+    for run in range(2):
+        p = Pipeline()
+        p.add_source(ListSource([[1]]), name="list")
+        p.add_output(lambda batch: None, name="noop")
+        async with anyio.create_task_group() as host:
+            async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / f"ck{run}",
+                                        name="tenant") as rt:
+                await rt.start()
+                host.cancel_scope.cancel()
+                if not graceful_exit:
+                    await anyio.lowlevel.checkpoint()
+        assert rt.state is StreamingContextState.STOPPED, run
+
+
+async def test_a_continuous_stop_asked_in_an_already_cancelled_scope_still_stops(tmp_path: Path) -> None:
+    async with Harness(tmp_path) as h:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await h.query.stop(graceful=True)
+        assert h.query.state is StreamingContextState.STOPPED
+        assert h.launcher.cancelled == [f"aiodstream-continuous-{h.query.run_id}"]
+
+
 async def test_a_graceful_stop_cancelled_behind_a_hung_job_still_ends_the_runtime(clock: ManualClock) -> None:
     """A move_on_after around a graceful stop waiting for a job that never ends: the stop returns, the job is
     abandoned as in an immediate stop, and leaving the runtime's block does not wait for it."""
