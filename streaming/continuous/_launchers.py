@@ -130,8 +130,14 @@ class SparkTaskLauncher:
                 "partitions or give Spark more cores")
 
     async def run(self, specs: Sequence[TaskSpec], group: str) -> None:
-        """Submit the job from a worker thread and wait for it without blocking the loop."""
-        await anyio.to_thread.run_sync(self._run_job, list(specs), group, abandon_on_cancel=True)
+        """Submit the job from a worker thread and wait for it without blocking the loop.
+
+        The thread waits for the whole run of the query, so it is not one of the host's: anyio's
+        default limiter (40 threads, shared by the host's own ``to_thread`` calls and, for
+        example, a web framework's synchronous handlers) would lose a token per running query.
+        """
+        await anyio.to_thread.run_sync(self._run_job, list(specs), group, abandon_on_cancel=True,
+                                       limiter=anyio.CapacityLimiter(1))
 
     def _run_job(self, specs: list[TaskSpec], group: str) -> None:
         sc = self._spark_context()

@@ -184,7 +184,9 @@ class QueryRegistry:
         """:meth:`wait_any_termination` without blocking the event loop (a worker thread waits); cancellable."""
         cancelled = threading.Event()
         try:
-            return await anyio.to_thread.run_sync(self.wait_any_termination, timeout, cancelled, abandon_on_cancel=True)
+            # A thread of its own, not a token of the host's default limiter, for as long as the wait lasts.
+            return await anyio.to_thread.run_sync(self.wait_any_termination, timeout, cancelled, abandon_on_cancel=True,
+                                                  limiter=anyio.CapacityLimiter(1))
         finally:
             if not cancelled.is_set():
                 with self._lock:

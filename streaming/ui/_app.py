@@ -87,6 +87,7 @@ class StreamingUI:
         self._histories: dict[str, ContextHistory] = {}
         self._retention, self._added = RetainedContexts(retained_contexts), 0  # _added: the default names' numbers
         self._relay: ConnectionRelay | None = None
+        self._lookups = anyio.CapacityLimiter(1)  # Spark job-id lookups: one thread at most, never the host's
         self._log = library_logger("aiodstream.ui", component="StreamingUI")
 
     @property
@@ -306,7 +307,7 @@ class StreamingUI:
 
                 try:
                     with anyio.fail_after(5):
-                        await anyio.to_thread.run_sync(find, abandon_on_cancel=True)
+                        await anyio.to_thread.run_sync(find, abandon_on_cancel=True, limiter=ui._lookups)
                 except Exception as exc:  # Spark gone or slow: the table still shows, without links
                     ui._log.warning("could not look up Spark job ids", error=repr(exc))
             tracebacks = ui.security.show_tracebacks
