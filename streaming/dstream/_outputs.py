@@ -14,6 +14,7 @@ from scheduler import InvalidPipelineError, Time
 
 from ..continuous import ContinuousSink
 from ..spark import save_text_files_once
+from ..util import rddToFileName
 from ._arguments import arity
 from ._environment import StreamEnvironment
 from ._node import StreamNode
@@ -54,9 +55,8 @@ def print_rdds(stream: StreamNode, num: int) -> None:
 
 
 def saved_file_name(prefix: str, suffix: str | None, time: Time) -> str:
-    """``prefix-<ms>`` or ``prefix-<ms>.suffix``, the directory a batch is saved to."""
-    name = f"{prefix}-{time.milliseconds}"
-    return name if suffix is None else f"{name}.{suffix}"
+    """``prefix-<ms>`` or ``prefix-<ms>.suffix``, the directory a batch is saved to (pyspark's ``rddToFileName``)."""
+    return rddToFileName(prefix, suffix, time.milliseconds)
 
 
 def save_as_text_files(stream: StreamNode, prefix: str, suffix: str | None) -> None:
