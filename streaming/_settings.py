@@ -195,8 +195,9 @@ class ContextSettings:
         if stop_on_failure is None:
             stop_on_failure = _flag(settings, "spark.streaming.stopOnFailure")
         return cls(
+            # Spark takes a negative timeout too: its graceful stop has then timed out at once.
             graceful_stop_timeout=None if graceful is None else Duration(
-                time_string_as(graceful, "ms", "spark.streaming.gracefulStopTimeout")),
+                max(0, time_string_as(graceful, "ms", "spark.streaming.gracefulStopTimeout"))),
             listener_exit_timeout=listener_exit_timeout(settings.get(LISTENER_EXIT_TIMEOUT_KEY)),
             concurrent_jobs=arguments.concurrent_jobs or _concurrent_jobs(settings),
             stop_on_failure=stop_on_failure,

@@ -35,6 +35,11 @@ def test_settings_are_read_into_one_record_with_the_arguments_overriding_them() 
     assert (overridden.concurrent_jobs, overridden.stop_on_failure) == (2, False)
 
 
+def test_a_negative_graceful_stop_timeout_is_taken_as_none_left() -> None:
+    """Spark reads spark.streaming.gracefulStopTimeout=-1s and its graceful stop times out at once; so does ours."""
+    assert read({"spark.streaming.gracefulStopTimeout": "-1s"}).graceful_stop_timeout == Milliseconds(0)
+
+
 def test_malformed_settings_are_refused_with_the_setting_named() -> None:
     """A bad PID parameter or trace batch count names its setting; a continuous context reads no backpressure."""
     conf = {"spark.streaming.backpressure.enabled": "true", "spark.streaming.backpressure.pid.integral": "lots"}
