@@ -21,6 +21,8 @@ from typing import Any, Sequence
 
 from scheduler import InvalidPipelineError
 
+from ..network import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError, check_max_line_length
+
 __all__ = ["ContinuousSource", "FileSource", "PartitionReader", "RateSource", "SocketSource"]
 
 
@@ -204,16 +206,26 @@ class _RateReader(PartitionReader):
 class SocketSource(ContinuousSource):
     """Lines from TCP servers, one connection per partition (like a topic's partitions).
 
-    Partition ``p`` connects to ``addresses[p]`` and reads UTF-8 lines; its offset is the number
-    of lines read. A socket cannot be read again, so the source is not replayable: after a restart
-    the lines sent while the query was down are lost (at most once for what was not committed).
+    Partition ``p`` connects to ``addresses[p]`` and reads UTF-8 lines as Spark's socket receiver
+    reads them (``streaming.network.LineDecoder``: a line ends at ``\\n``, ``\\r`` or ``\\r\\n``,
+    malformed bytes become U+FFFD, a last line without a terminator is a line when the server
+    closes); its offset is the number of lines read. A socket cannot be read again, so the source
+    is not replayable: after a restart the lines sent while the query was down are lost (at most
+    once for what was not committed).
+
+    A line longer than ``max_line_length`` characters fails the partition's task, and so the query,
+    with a ``LineTooLongError`` naming the address (the lines completed before it are still
+    read): a continuous query does not reconnect a source, and dropping the line would lose
+    data. So a server that never ends a line costs a task at most that many characters.
     """
 
-    def __init__(self, addresses: Sequence[tuple[str, int]]) -> None:
-        """Describe the source.
+    def __init__(self, addresses: Sequence[tuple[str, int]], *, max_line_length: int = DEFAULT_MAX_LINE_LENGTH) -> None:
+        """Describe the source; ``max_line_length``: the longest line, in characters (``socketTextStream`` passes
+        ``spark.aiodstream.receiver.maxLineLength``).
 
         Raises:
-            InvalidPipelineError: no address, or an address that is not ``(host, port)``.
+            InvalidPipelineError: no address, an address that is not ``(host, port)``, or a
+                ``max_line_length`` that is not a positive int.
         """
         addresses = list(addresses)
         if not addresses:
@@ -223,6 +235,10 @@ class SocketSource(ContinuousSource):
                     or isinstance(address[1], bool) or not isinstance(address[1], int) or not 0 < address[1] < 65536):
                 raise InvalidPipelineError(f"a socket address must be (host, port) with a host name or address and a port in "
                                            f"1..65535, got {address!r}")
+        try:
+            self.max_line_length = check_max_line_length(max_line_length, "max_line_length")
+        except ValueError as exc:
+            raise InvalidPipelineError(str(exc)) from None
         self.addresses = addresses
 
     @property
@@ -236,22 +252,36 @@ class SocketSource(ContinuousSource):
 
     def open_reader(self, partition: int, offset: Any) -> PartitionReader:
         """Connect to the partition's address."""
-        return _SocketReader(self.addresses[partition], int(offset))
+        return _SocketReader(self.addresses[partition], int(offset), self.max_line_length)
 
     def __repr__(self) -> str:
         return "TextSocketContinuousStream[" + ", ".join(f"{h}:{p}" for h, p in self.addresses) + "]"
 
 
 class _SocketReader(PartitionReader):
-    def __init__(self, address: tuple[str, int], lines: int) -> None:
+    def __init__(self, address: tuple[str, int], lines: int, max_line_length: int) -> None:
         self._sock = socket.create_connection(address, timeout=30)
         self._sock.setblocking(False)
-        self._buffer = b""
+        self._decoder = LineDecoder(max_line_length, consequence=(
+            f"the continuous query reading {address[0]}:{address[1]} fails (its source is not reconnected, and dropping "
+            "the line would lose data)"))
         self._lines = lines
         self._eof = False
+        self._failure: LineTooLongError | None = None  # raised by the read after the one returning the lines before it
+
+    def _decode(self, chunk: bytes) -> list[str]:
+        """The lines ``chunk`` completes (``b""``: the server closed); a too-long line is kept to raise."""
+        try:
+            return self._decoder.feed(chunk) if chunk else self._decoder.finish()
+        except LineTooLongError as exc:
+            self._failure = exc
+            return exc.lines
 
     def read(self, deadline: float) -> list[Any]:
         while True:
+            if self._failure is not None:
+                raise self._failure
+            lines: list[str] = []
             if not self._eof:
                 wait = max(0.0, deadline - time.monotonic())
                 ready, _, _ = select.select([self._sock], [], [], wait)
@@ -262,17 +292,14 @@ class _SocketReader(PartitionReader):
                         chunk = None
                     if chunk == b"":
                         self._eof = True  # the server closed: no more lines, the epoch goes on
-                        if self._buffer:
-                            self._buffer += b"\n"  # its last line without a newline is a line (Java's readLine)
-                    elif chunk:
-                        self._buffer += chunk
+                    if chunk is not None:
+                        lines = self._decode(chunk)
             else:
                 time.sleep(max(0.0, deadline - time.monotonic()))
-            if b"\n" in self._buffer:
-                *lines, self._buffer = self._buffer.split(b"\n")
+            if lines:
                 self._lines += len(lines)
-                return [line.decode("utf-8", "replace").rstrip("\r") for line in lines]
-            if time.monotonic() >= deadline:
+                return lines
+            if self._failure is None and time.monotonic() >= deadline:
                 return []
 
     def offset(self) -> Any:

@@ -5,10 +5,15 @@ Spark's ``InputDStream`` family (``QueueInputDStream``, ``FileInputDStream``,
 graph drives (replay, receive, purge).
 """
 
+from ..network import (  # the line decoder lives in network now (the continuous SocketSource reads through it too)
+    DEFAULT_MAX_LINE_LENGTH,
+    MAX_LINE_LENGTH_KEY,
+    LineDecoder,
+    LineTooLongError,
+)
 from ._async_iterable import AsyncIterableInputDStream, AsyncSource
 from ._base import InputDStream, RateControlledInput
 from ._continuous import FOREACH_BATCH_REFUSED, ContinuousInputDStream, continuous_plan
-from ._decoder import DEFAULT_MAX_LINE_LENGTH, MAX_LINE_LENGTH_KEY, LineDecoder, LineTooLongError
 from ._executor_receiver import ReceiverTaskSpec, read_block_file
 from ._factories import (
     async_iterable_stream,

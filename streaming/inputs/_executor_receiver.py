@@ -21,10 +21,9 @@ import attrs
 
 from scheduler import CheckpointError, CorruptCheckpointError, redact_uri, task_checkpoint_path
 
-from ..network import connect
+from ..network import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError, connect
 from ..recovery import BlockLog, decode_block
 from ._control import MAX_REPORT_MESSAGE, RECEIVER_ROLE
-from ._decoder import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError
 
 __all__ = ["ReceiverTaskSpec", "read_block_file", "read_block_files", "run_receiver_task", "run_receiver_tasks"]
 

@@ -12,6 +12,7 @@ from scheduler import Duration, InvalidDurationError, InvalidPipelineError, scal
 
 from ..continuous import ContinuousSource, SocketSource
 from ..dstream import DStream, StreamEnvironment, UnionDStream
+from ..network import MAX_LINE_LENGTH_KEY, max_line_length
 from ..spark import is_connect_dataframe
 from ._async_iterable import AsyncIterableInputDStream, AsyncSource
 from ._continuous import ContinuousInputDStream
@@ -108,7 +109,9 @@ def socket_text_stream(env: StreamEnvironment, hostname: str, port: int, storage
     ends, it reconnects after ``restart_delay`` seconds (default
     ``spark.streaming.receiverRestartDelay``, 2 s); each failure is posted as a
     ``ReceiverError`` and each restart as ``ReceiverStopped`` then ``ReceiverStarted``.
-    In a continuous context, a one-partition continuous input (union several for more partitions).
+    In a continuous context, a one-partition continuous input (union several for more partitions):
+    a ``SocketSource`` whose lines are bounded by ``spark.aiodstream.receiver.maxLineLength``, a
+    longer one failing the query.
 
     Args:
         env: the context's streams' environment.
@@ -133,11 +136,14 @@ def socket_text_stream(env: StreamEnvironment, hostname: str, port: int, storage
     Raises:
         InvalidPipelineError: a missing or empty ``hostname``, or a ``port`` outside 1..65535
             (refused here, where Spark's receiver would fail at every reconnect).
+        ValueError: ``spark.aiodstream.receiver.maxLineLength`` is not a positive number.
     """
     _check_socket_address(hostname, port)
     _check_storage_level(storage_level)
     if env.continuous is not None:
-        return ContinuousInputDStream(env, SocketSource([(hostname, port)]))
+        # Read here, as the receiver reads it when it is made (a bad value is refused at the call either way).
+        limit = max_line_length(env.spark.settings().get(MAX_LINE_LENGTH_KEY))
+        return ContinuousInputDStream(env, SocketSource([(hostname, port)], max_line_length=limit))
     return SocketInputDStream(env, hostname, port, restart_delay=_restart_delay(restart_delay),
                               max_buffered_records=max_buffered_records, placement=placement)
 

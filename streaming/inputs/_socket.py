@@ -20,10 +20,20 @@ from listeners import ReceiverError, ReceiverStarted
 from scheduler import Duration, InvalidPipelineError, Offset, StreamInputInfo, Time, redact_uri
 
 from ..dstream import StreamEnvironment
-from ..network import IDLE_TIMEOUT_KEY, Admitted, FrameTooLargeError, FrontDoor, FrontDoorSettings, new_token
+from ..network import (
+    IDLE_TIMEOUT_KEY,
+    MAX_LINE_LENGTH_KEY,
+    Admitted,
+    FrameTooLargeError,
+    FrontDoor,
+    FrontDoorSettings,
+    LineDecoder,
+    LineTooLongError,
+    max_line_length,
+    new_token,
+)
 from ..spark import driver_bind_address, driver_host, executor_of_task, run_in_job_group
 from ._control import MAX_REPORT_BYTES, ReceiverProtocolError, Report, parse_report, receiver_roles
-from ._decoder import MAX_LINE_LENGTH_KEY, LineDecoder, LineTooLongError, max_line_length
 from ._executor_receiver import ReceiverTaskSpec, read_block_files, run_receiver_tasks
 from ._receiver import ReceiverInputDStream, ReceiverOutcome
 

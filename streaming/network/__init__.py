@@ -1,8 +1,12 @@
-"""Authenticated, bounded TCP front doors for the driver's ports (the counterpart of Spark's RPC authentication).
+"""Bounded TCP: authenticated front doors for the driver's ports (the counterpart of Spark's RPC authentication),
+and bounded reading of TCP text from sources.
 
 ``FrontDoor`` admits a connection only after a small hello, read under a timeout, proved the run's
 token (challenge and HMAC, compared in constant time); ``connect``/``handshake`` are the peer's
 blocking side, for executors' tasks. The hello's parse and proof are plain functions (``_hello``).
+``LineDecoder`` turns a source's bytes into lines as Spark's socket receiver reads them, each at
+most ``spark.aiodstream.receiver.maxLineLength`` characters (``_lines``): the socket receivers and
+the continuous ``SocketSource`` read through it.
 """
 
 from ._client import HelloRefusedError, connect, handshake
@@ -40,12 +44,23 @@ from ._hello import (
     parse_hello,
     prove,
 )
+from ._lines import (
+    DEFAULT_MAX_LINE_LENGTH,
+    MAX_LINE_LENGTH_KEY,
+    RECONNECT_CONSEQUENCE,
+    JavaUtf8Decoder,
+    LineDecoder,
+    LineTooLongError,
+    check_max_line_length,
+    max_line_length,
+)
 
 __all__ = [
     "ACCEPTED_SIZE",
     "ACCEPT_RETRY_S",
     "Admitted",
     "CHALLENGE_BYTES",
+    "DEFAULT_MAX_LINE_LENGTH",
     "FRAME_HEADER",
     "FrameTooLargeError",
     "FrontDoor",
@@ -58,11 +73,17 @@ __all__ = [
     "HelloError",
     "HelloRefusedError",
     "IDLE_TIMEOUT_KEY",
+    "JavaUtf8Decoder",
+    "LineDecoder",
+    "LineTooLongError",
     "MAX_FIELD",
+    "MAX_LINE_LENGTH_KEY",
     "MAX_UNAUTHENTICATED_KEY",
+    "RECONNECT_CONSEQUENCE",
     "RoleSchema",
     "accept",
     "accept_forever",
+    "check_max_line_length",
     "check_seconds",
     "connect",
     "count_setting",
@@ -70,6 +91,7 @@ __all__ = [
     "encode_hello",
     "hello_size",
     "handshake",
+    "max_line_length",
     "new_challenge",
     "new_token",
     "parse_hello",

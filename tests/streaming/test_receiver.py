@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streaming.inputs import DEFAULT_MAX_LINE_LENGTH, LineDecoder, LineTooLongError, RecordBuffer
-from streaming.inputs._decoder import JavaUtf8Decoder, max_line_length
+from streaming.network import JavaUtf8Decoder, max_line_length
 from tests.anyio_support import raises_exactly, settle
 
 
@@ -125,6 +125,18 @@ def test_a_line_without_end_fails_once_it_passes_the_bound_and_holds_no_more() -
     assert info.value.lines == ["ok"]
     assert LineDecoder().max_line_length == DEFAULT_MAX_LINE_LENGTH == 1 << 20
     assert LineDecoder(None).feed(b"z" * (DEFAULT_MAX_LINE_LENGTH + 1) + b"\n") == ["z" * (DEFAULT_MAX_LINE_LENGTH + 1)]
+
+
+def test_the_decoder_holds_at_most_the_bound_and_words_the_consequence_it_is_given() -> None:
+    """Fed 64 KiB reads of one endless line with a bound of 100,000: one read is held, the next fails and holds
+    nothing; ``consequence`` replaces the receivers' reconnect wording."""
+    decoder = LineDecoder(100_000, consequence="the query fails")
+    assert decoder.feed(b"x" * 65536) == [] and decoder.pending_length == 65536
+    with raises_exactly(LineTooLongError, "a line of at least 131072 characters is longer than "
+                        "spark.aiodstream.receiver.maxLineLength (100000): the query fails; raise "
+                        "spark.aiodstream.receiver.maxLineLength if such lines are expected, or make the source end its lines"):
+        decoder.feed(b"x" * 65536)
+    assert decoder.pending_length == 0
 
 
 def test_the_line_bound_setting_is_a_positive_number_of_characters() -> None:

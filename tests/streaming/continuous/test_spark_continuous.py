@@ -6,6 +6,9 @@ trio; the tests wait for committed epochs (domain events), never for time to pas
 
 from __future__ import annotations
 
+import re
+import socket
+import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -214,6 +217,46 @@ def test_continuous_outputs_and_inputs_need_a_continuous_trigger(spark_context: 
         stream.foreach(print)
     with pytest.raises(InvalidPipelineError, match=r"^writeTo\(\) is an output of continuous processing"):
         stream.writeTo(MemorySink())
+
+
+def test_a_socket_line_past_the_bound_setting_fails_the_continuous_query(spark_context: Any) -> None:
+    """socketTextStream reads spark.aiodstream.receiver.maxLineLength (here 10) into its SocketSource; the Spark task that
+    reads a longer line fails the query with LineTooLongError naming the setting and the address."""
+    from pyspark.errors import StreamingQueryException as PySparkStreamingQueryException
+
+    from tests.streaming.test_spark_integration import spark_conf
+
+    server = socket.create_server(("127.0.0.1", 0))
+    address = server.getsockname()
+    done = threading.Event()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.sendall(b"a\n" + b"x" * 50)
+            done.wait(GUARD_S)  # open until the test ends: the failure comes from the line, not the close
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    async def body() -> None:
+        with spark_conf(spark_context, spark__aiodstream__receiver__maxLineLength="10"):
+            ssc = StreamingContext(spark_context, Continuous("200 milliseconds"))
+            ssc.socketTextStream(*address).writeTo(MemorySink())
+        async with ssc:
+            await ssc.start_async()
+            with pytest.raises(PySparkStreamingQueryException) as raised:
+                await ssc.await_termination_async()
+            assert re.search(r"LineTooLongError: a line of at least \d+ characters is longer than spark\.aiodstream\.receiver\."
+                             rf"maxLineLength \(10\): the continuous query reading {re.escape(address[0])}:{address[1]} fails ",
+                             str(raised.value))
+
+    try:
+        run("asyncio", body)
+    finally:
+        done.set()
+        thread.join(GUARD_S)
+        server.close()
 
 
 def test_a_bad_foreach_writer_is_refused_at_the_call_with_pysparks_message(spark_context: Any) -> None:

@@ -1,4 +1,7 @@
-"""LineDecoder: bytes from a socket into text lines, as Spark's ``SocketReceiver`` reads them, with a bounded line length."""
+"""LineDecoder: bytes from a TCP source into text lines, as Spark's ``SocketReceiver`` reads them, with a bounded line length.
+
+Used by the socket receivers (``streaming.inputs``) and the continuous ``SocketSource``.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +14,25 @@ from scheduler import StreamingError
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # typeshed's type for IncrementalDecoder.decode's input (not a runtime dependency)
 
-__all__ = ["DEFAULT_MAX_LINE_LENGTH", "MAX_LINE_LENGTH_KEY", "LineDecoder", "LineTooLongError", "max_line_length"]
+__all__ = [
+    "DEFAULT_MAX_LINE_LENGTH",
+    "MAX_LINE_LENGTH_KEY",
+    "RECONNECT_CONSEQUENCE",
+    "JavaUtf8Decoder",
+    "LineDecoder",
+    "LineTooLongError",
+    "check_max_line_length",
+    "max_line_length",
+]
 
 MAX_LINE_LENGTH_KEY = "spark.aiodstream.receiver.maxLineLength"
-"""The longest line, in characters, a socket receiver takes (a longer one fails the connection)."""
+"""The longest line, in characters, a socket source takes (a longer one fails the connection, or a continuous query)."""
 
 DEFAULT_MAX_LINE_LENGTH = 1 << 20
 """The default of :data:`MAX_LINE_LENGTH_KEY`: 1,048,576 characters."""
+
+RECONNECT_CONSEQUENCE = "the connection is dropped and made again after the restart delay"
+"""What a too-long line does to a receiver (:class:`LineDecoder`'s default wording of :class:`LineTooLongError`)."""
 
 
 def max_line_length(value: str | None) -> int:
@@ -33,6 +48,17 @@ def max_line_length(value: str | None) -> int:
         raise ValueError(f"{MAX_LINE_LENGTH_KEY} must be a positive number of characters, got {value!r}; "
                          f"pass e.g. {DEFAULT_MAX_LINE_LENGTH}")
     return int(text)
+
+
+def check_max_line_length(value: object, name: str = MAX_LINE_LENGTH_KEY) -> int:
+    """``value`` if it is a line bound (a positive int, not a bool); ``name`` is what the message calls it.
+
+    Raises:
+        ValueError: anything else.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive number of characters, got {value!r}; pass e.g. {DEFAULT_MAX_LINE_LENGTH}")
+    return value
 
 
 class LineTooLongError(StreamingError, ValueError):
@@ -126,21 +152,29 @@ class LineDecoder:
     receiver restarts on an error of its stream, and so does ours).
     """
 
-    def __init__(self, max_line_length: int | None = DEFAULT_MAX_LINE_LENGTH) -> None:
+    def __init__(self, max_line_length: int | None = DEFAULT_MAX_LINE_LENGTH, *,
+                 consequence: str = RECONNECT_CONSEQUENCE) -> None:
         """Start with no pending bytes; ``max_line_length`` ``None`` means no limit.
+
+        ``consequence`` is what :class:`LineTooLongError`'s message says happens next (default: a
+        receiver's reconnect, :data:`RECONNECT_CONSEQUENCE`).
 
         Raises:
             ValueError: ``max_line_length`` is not a positive int.
         """
-        if max_line_length is not None and (isinstance(max_line_length, bool) or not isinstance(max_line_length, int)
-                                            or max_line_length < 1):
-            raise ValueError(f"{MAX_LINE_LENGTH_KEY} must be a positive number of characters, got {max_line_length!r}; "
-                             f"pass e.g. {DEFAULT_MAX_LINE_LENGTH}")
+        if max_line_length is not None:
+            check_max_line_length(max_line_length)
         self.max_line_length = max_line_length
+        self.consequence = consequence
         self._decoder = io.IncrementalNewlineDecoder(JavaUtf8Decoder(), translate=True)
         # The unterminated line so far: appended to (amortised linear, compact), read once at its end.
         self._partial = io.StringIO()
         self._partial_length = 0
+
+    @property
+    def pending_length(self) -> int:
+        """Characters of the unterminated line held so far (never more than ``max_line_length``)."""
+        return self._partial_length
 
     def feed(self, data: bytes) -> list[str]:
         """The lines completed by ``data``.
@@ -186,9 +220,8 @@ class LineDecoder:
         self._partial_length = 0
         what = f"at least {length}" if unfinished else str(length)
         return LineTooLongError(
-            f"a line of {what} characters is longer than {MAX_LINE_LENGTH_KEY} ({self.max_line_length}): the "
-            f"connection is dropped and made again after the restart delay; raise {MAX_LINE_LENGTH_KEY} if such lines are "
-            "expected, or make the source end its lines",
+            f"a line of {what} characters is longer than {MAX_LINE_LENGTH_KEY} ({self.max_line_length}): "
+            f"{self.consequence}; raise {MAX_LINE_LENGTH_KEY} if such lines are expected, or make the source end its lines",
             complete,
         )
 
