@@ -399,10 +399,21 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         OSError: the file cannot be read.
     """
     with open(path, "rb") as f:
-        try:
-            data: dict[str, Any] = tomllib.load(f)
-        except tomllib.TOMLDecodeError as exc:
-            raise ModelError("", f"not valid TOML: {exc}") from None
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ModelError("", f"not valid TOML: not UTF-8 text: {exc.reason} (at line {line})") from None
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ModelError("", f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ModelError("", "not valid TOML: arrays or tables nested too deeply to read") from None
+    except ValueError as exc:  # what tomllib's int() refuses: more digits than Python converts
+        reason = str(exc).partition("; use sys.set_int_max_str_digits")[0]  # (advice for programs, not for a file's reader)
+        raise ModelError("", f"not valid TOML: {reason}") from None
     return data
 
 

@@ -7,12 +7,12 @@ Record a real run with :class:`TraceRecorder` (any runtime, any clock); read it 
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
 import math
 import os
-from typing import IO, Any, Mapping, Sequence
+import reprlib
+from typing import IO, Any, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -190,7 +190,7 @@ def event_from_dict(d: Mapping[str, Any]) -> StreamingEvent:
             return _RECEIVER_EVENTS[kind](info)
     except KeyError as exc:
         raise ModelError(str(exc.args[0]), "is missing") from None
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, AttributeError) as exc:  # (AttributeError: a table that is not a JSON object)
         if isinstance(exc, ModelError):
             raise
         raise ModelError("event", f"malformed {kind} event: {exc}") from None
@@ -327,36 +327,69 @@ def read_trace(file: str | os.PathLike[str] | IO[str]) -> Trace:
     """Read a trace written by :class:`TraceRecorder`.
 
     Raises:
-        ModelError: a line is not JSON or not an event; the field is ``line N`` (and the key).
+        ModelError: a line is not UTF-8, not JSON (or nested too deeply, or a number too long,
+            to read), or not a header or event as the recorder writes them; the field is
+            ``line N`` (and the key).
+        OSError: the file cannot be read.
     """
     if isinstance(file, (str, os.PathLike)):
-        with open(file, encoding="utf-8") as f:
+        with open(file, "rb") as f:  # decoded line by line, so a bad byte is reported with its line
             return _read(f)
     return _read(file)
 
 
-def _read(f: IO[str] | io.StringIO) -> Trace:
+def _text(n: int, line: str | bytes) -> str:
+    if isinstance(line, str):
+        return line
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"line {n}", f"not UTF-8 text: {exc.reason} at byte {exc.start + 1}") from None
+
+
+def _parse(n: int, line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"line {n}", f"not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ModelError(f"line {n}", "JSON nested too deeply to read") from None
+    except ValueError as exc:  # what the decoder's int() refuses: more digits than Python converts
+        reason = str(exc).partition("; use sys.set_int_max_str_digits")[0]  # (advice for programs, not for a file's reader)
+        raise ModelError(f"line {n}", f"JSON that cannot be read: {reason}") from None
+
+
+def _header_number(data: Mapping[str, Any], key: str, what: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModelError(f"line 1.{key}", f"must be a positive whole number of {what}, got {reprlib.repr(value)}")
+    return value
+
+
+def _read(f: Iterable[str | bytes]) -> Trace:
     interval: Duration | None = None
     concurrency: int | None = None
     meta: dict[str, Any] = {}
     events: list[StreamingEvent] = []
     spark_jobs: dict[tuple[int, int], tuple[SparkJob, ...]] = {}
-    for n, line in enumerate(f, start=1):
+    for n, raw in enumerate(f, start=1):
+        line = _text(n, raw)
         if not line.strip():
             continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ModelError(f"line {n}", f"not JSON: {exc.msg}") from None
+        data = _parse(n, line)
         if not isinstance(data, dict):
             raise ModelError(f"line {n}", f"must be a JSON object, got {type(data).__name__}")
         if n == 1 and data.get("format") == TRACE_FORMAT:
             if data.get("version") != _VERSION:
-                raise ModelError("line 1.version", f"unsupported trace version {data.get('version')!r}; this reader knows {_VERSION}")
-            if data.get("batch_interval_ms") is not None:
-                interval = Duration(int(data["batch_interval_ms"]))
-            if data.get("concurrent_jobs") is not None:
-                concurrency = int(data["concurrent_jobs"])
+                raise ModelError("line 1.version", f"unsupported trace version {reprlib.repr(data.get('version'))}; "
+                                 f"this reader knows {_VERSION}")
+            ms = _header_number(data, "batch_interval_ms", "milliseconds")
+            interval = None if ms is None else Duration(ms)
+            concurrency = _header_number(data, "concurrent_jobs", "jobs")
+            if not isinstance(data.get("meta") or {}, dict):
+                raise ModelError("line 1.meta", f"must be a JSON object, got {type(data['meta']).__name__}")
             meta = dict(data.get("meta") or {})
             continue
         try:
@@ -369,7 +402,7 @@ def _read(f: IO[str] | io.StringIO) -> Trace:
             raise exc.within(f"line {n}") from None
         except KeyError as exc:
             raise ModelError(f"line {n}.{exc.args[0]}", "is missing") from None
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, AttributeError) as exc:
             raise ModelError(f"line {n}", f"malformed {SPARK_JOBS} line: {exc}") from None
     return Trace(interval, concurrency, meta, tuple(events), spark_jobs)
 

@@ -177,7 +177,8 @@ class StreamingUI:
         return history
 
     def add_trace(self, trace: Any, *, name: str | None = None) -> ContextHistory:
-        """Show a recorded or simulated run: a ``Trace``, or the path of a trace file (``TraceRecorder``, ``simulate --events``)."""
+        """Show a recorded or simulated run: a ``Trace``, or the path of a trace file (``TraceRecorder``, ``simulate --events``);
+        a file that is not a trace raises ``ModelError`` naming its line (as ``read_trace``), an unreadable one ``OSError``."""
         from streaming.simulation import read_trace
 
         if isinstance(trace, (str, os.PathLike)):

@@ -176,6 +176,21 @@ def test_invalid_toml_is_reported_as_such(tmp_path: Path) -> None:
         load_model(_write(tmp_path, "interval = 1s\n"))
 
 
+@pytest.mark.parametrize(("content", "message"), [
+    pytest.param(b"a = " + b"[" * 100_000, "not valid TOML: arrays or tables nested too deeply to read", id="deep"),
+    pytest.param(b'interval = "1s"\n\xff\xfe', "not valid TOML: not UTF-8 text: invalid start byte (at line 2)", id="binary"),
+    pytest.param(b"seed = " + b"9" * 5000, "not valid TOML: Exceeds the limit (4300 digits) for integer string conversion: "
+                 "value has 5000 digits", id="bigint"),
+])
+def test_a_model_file_its_parser_cannot_read_is_a_model_error(tmp_path: Path, content: bytes, message: str) -> None:
+    """Nesting too deep, bytes that are not UTF-8 or a number too long: ModelError, not the parser's own crash."""
+    path = tmp_path / "model.toml"
+    path.write_bytes(content)
+    with pytest.raises(ModelError) as info:
+        load_model(path)
+    assert str(info.value) == message
+
+
 def test_model_errors_are_value_errors() -> None:
     """ModelError is caught by ``except ValueError`` and carries the field separately."""
     err = ModelError("outputs[2].mean", "must be positive")

@@ -139,6 +139,41 @@ def test_bad_trace_lines_name_the_line(line: str, message: str) -> None:
     assert str(info.value) == message
 
 
+HEADER = b'{"format": "aiodstream-trace", "version": 1'
+
+# Files that crashed the reader with a raw RecursionError, ValueError, UnicodeDecodeError or TypeError, and its message now.
+MALFORMED_TRACES = [
+    pytest.param(b"[" * 100_000 + b"\n", "line 1: JSON nested too deeply to read", id="deep"),
+    pytest.param(HEADER + b', "batch_interval_ms": "abc"}\n',
+                 "line 1.batch_interval_ms: must be a positive whole number of milliseconds, got 'abc'", id="header"),
+    pytest.param(HEADER + b', "concurrent_jobs": 0}\n', "line 1.concurrent_jobs: must be a positive whole number of jobs, got 0",
+                 id="concurrency"),
+    pytest.param(HEADER + b'}\n{"event": "StreamingStarted", "time": 5}\n\xff\xfe\x00garbage\n',
+                 "line 3: not UTF-8 text: invalid start byte at byte 1", id="binary"),
+    pytest.param(HEADER + b', "meta": [1, 2]}\n', "line 1.meta: must be a JSON object, got list", id="meta"),
+    pytest.param(b'{"event": "x", "n": ' + b"9" * 5000 + b"}\n",
+                 "line 1: JSON that cannot be read: Exceeds the limit (4300 digits) for integer string conversion: value "
+                 "has 5000 digits", id="bigint"),
+    pytest.param(b'{"event": "BatchCompleted", "batch_info": 5}\n',
+                 "line 1.event: malformed BatchCompleted event: 'int' object has no attribute 'get'", id="not-a-table"),
+]
+
+
+@pytest.mark.parametrize(("content", "message"), MALFORMED_TRACES)
+def test_a_malformed_trace_file_is_a_model_error_naming_the_line(tmp_path: Path, content: bytes, message: str) -> None:
+    """read_trace and StreamingUI.add_trace raise ModelError with the line number, never the parser's own crash."""
+    from streaming.ui import StreamingUI
+
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(ModelError) as info:
+        read_trace(path)
+    assert str(info.value) == message
+    with pytest.raises(ModelError) as info:
+        StreamingUI(metrics=False).add_trace(path)
+    assert str(info.value) == message
+
+
 def test_a_trace_without_batches_cannot_be_replayed() -> None:
     """Replay needs at least one completed batch."""
     with pytest.raises(ModelError, match=r"^events: the trace holds no BatchCompleted event to replay$"):

@@ -464,3 +464,18 @@ def test_the_ui_command_refuses_missing_and_malformed_traces(tmp_path: Path, cap
     bad.write_text('{"event": "BatchCompleted"}\n')
     assert cli(["ui", str(bad)]) == 2
     assert f"{bad}: " in capsys.readouterr().err
+
+
+def test_the_ui_command_refuses_a_trace_its_parser_cannot_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Too deep, not UTF-8, or a malformed header: exit status 2 and the file's line, as for a line that is not JSON."""
+    cases = {
+        "deep": (b"[" * 100_000 + b"\n", "line 1: JSON nested too deeply to read"),
+        "bin": (b"\xff\xfe\x00garbage\n", "line 1: not UTF-8 text: invalid start byte at byte 1"),
+        "hdr": (b'{"format": "aiodstream-trace", "version": 1, "batch_interval_ms": "abc"}\n',
+                "line 1.batch_interval_ms: must be a positive whole number of milliseconds, got 'abc'"),
+    }
+    for name, (content, message) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(content)
+        assert cli(["ui", str(path)]) == 2
+        assert capsys.readouterr().err == f"aiodstream ui: error: {path}: {message}\n"
