@@ -30,6 +30,7 @@ from .._watermark import WATERMARK_POLICY_KEY, BatchWatermarks, WatermarkTracker
 from ._batch_log import BatchLog
 from ._checkpoint import BatchGrid, Checkpoint, CheckpointState
 from ._claims import CheckpointClaim
+from ._failed_batches import FailedBatches
 from ._planned_batch import PlannedBatch, checked_offsets, once_end
 from ._progress import StreamingQueryProgress, StreamingQueryStatus
 from ._progress_reporter import ProgressReporter, QueryProgressListener
@@ -165,6 +166,7 @@ class MicroBatchTracker:
         self._changed = ChangeSignal()
         self._log = library_logger("aiodstream.scheduler", component="MicroBatchTracker", query=name)
         self._progress = ProgressReporter(self.options, name, listener, self._changed.notify, self._log)
+        self.failed_batches = FailedBatches(self._log, checkpointed=checkpoint is not None, synchronous=not self._async)
         self._batch_log: BatchLog | None = None  # the offsets and commits logs, with a checkpoint, once open
         self._last_durable_issue: int | None = None
         self._stats = collections.Counter[str]()
@@ -392,13 +394,14 @@ class MicroBatchTracker:
     async def batch_finished(self, job_set: JobSet, succeeded: bool) -> None:
         """Commit a batch whose jobs all succeeded (in batch order) and report its progress.
 
-        A failed batch is left uncommitted: a restart runs it again.
+        A failed batch is left uncommitted: a restart runs it again, unless a later one commits (FailedBatches).
         """
         batch = self._planned.pop(job_set.time.milliseconds, None)
         if batch is None:
             return
         if not succeeded:
             self._stats["failed"] += 1
+            self.failed_batches.note(batch, job_set)
             self._progress.set_status("Waiting for next trigger", self._progress.data_available, bool(self._planned))
             self._notify()
             return
@@ -429,6 +432,7 @@ class MicroBatchTracker:
             tick = self._stopwatch()
             if not self._failure:
                 if not self._async:
+                    await self.failed_batches.pass_over(batch.batch_id, batch.watermarks.eviction_ms, log.write_commit)
                     await log.write_commit(batch)
                 elif batch.offsets_issued:
                     # Spark's rule: a durable commit where the offsets were written durably. That includes

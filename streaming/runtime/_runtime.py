@@ -266,10 +266,7 @@ class StreamingRuntime:
         await self._stop(graceful=graceful, abandon_after=self.abandon_after if graceful else Duration(0))
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Start, report ready to ``task_group.start``, and run until stopped.
-
-        For embedding: ``await tg.start(runtime.run)`` and later ``await runtime.stop()``.
-        """
+        """Start, report ready to ``task_group.start``, and run until stopped (embedding: ``await tg.start(runtime.run)``)."""
         async with self:
             await self.start()
             task_status.started()
@@ -441,8 +438,7 @@ class StreamingRuntime:
     # -- the waiter --
 
     def _notify_error(self, error: JobFailedError) -> None:
-        tracker = self.tracker
-        core = self._core
+        tracker, core = self.tracker, self._core
         if self.stop_on_failure and tracker is not None:
             if isinstance(core.error, StreamingQueryException):
                 return  # the query is already terminating: its first failure is its death cause
@@ -454,6 +450,8 @@ class StreamingRuntime:
                 core.task_group.start_soon(self._stop_after_failure)
             core.wake()
             return
+        if core.stopping and tracker is not None and tracker.failed_batches.keep():
+            self.scheduler.refuse_new_work()  # a failure ends a stop's drain: it and later batches stay for the restart
         core.error = error  # the latest error wins, as in Spark's ContextWaiter
         core.wake()
 

@@ -113,6 +113,27 @@ def test_a_failed_batch_reruns_with_its_input_and_state_continues_from_the_snaps
     assert {**first.outputs, **second.outputs} == expected_counts(range(1, 9))
 
 
+def test_a_failed_batch_that_later_batches_passed_over_leaves_a_checkpoint_that_restarts(
+        spark_context: Any, tmp_path: Path, backend: str, clock: ManualClock) -> None:
+    """stopOnFailure off (the default): batch 3 fails and 4-7 go on, as in Spark. Batch 4's commit passes 3 over, so
+    the purge and the state snapshots go on as usual, and the restart resumes from the newest snapshot. (It once left 3
+    uncommitted for good: the snapshots before it and the input they need were deleted as later batches committed,
+    and every restart was refused.)"""
+    first = Run(fail_at=3 * INTERVAL_MS)
+    options = {"spark.sql.streaming.minBatchesToRetain": 2}
+    run_program(spark_context, tmp_path / "ck", clock, 7, queue_program(spark_context, first), resume=False,
+                backend=backend, options=options)
+    assert sorted(first.outputs) == [1000, 2000, 4000, 5000, 6000, 7000]
+    logged = [sorted(int(n) for n in os.listdir(tmp_path / "ck" / log) if n.isdigit()) for log in ("offsets", "commits")]
+    assert logged[0] == logged[1] and 2 in logged[1]  # no hole: batch 3 (id 2) committed as passed over
+
+    second = Run()
+    run_program(spark_context, tmp_path / "ck", ManualClock(clock.now()), 1, queue_program(spark_context, second),
+                resume=True, backend=backend, options=options)
+    assert second.outputs == expected_counts(range(8, 9))  # batch 3 is not run again; the state holds its words
+    assert {k: v for k, v in first.outputs.items()} == {k: v for k, v in expected_counts(range(1, 8)).items() if k != 3000}
+
+
 def test_batches_whose_time_passed_while_down_run_at_restart(spark_context: Any, tmp_path: Path, backend: str) -> None:
     """Resumed 3 intervals late, the context generates the 3 missed batch times before new ones, on the same grid."""
     first = Run()

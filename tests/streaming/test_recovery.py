@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from scheduler import (
@@ -79,21 +81,20 @@ async def test_offsets_are_on_disk_before_a_job_runs_and_the_commit_only_after(t
 
 
 async def test_restart_reruns_the_uncommitted_batch_then_the_down_time_batches(tmp_path: Path) -> None:
-    """A failed batch re-runs at its own time with its own records; batches that fell due while down follow, then the grid."""
+    """A failed batch no later batch committed after re-runs at its own time with its own records; batches that fell
+    due while down follow, then the grid."""
     ck = tmp_path / "ck"
-    first = Recorder(fail_at={2000})
+    first = Recorder(fail_at={3000})
     p, _ = pipeline(first)
     clock = ManualClock(0)
-    # The DStream semantics (later batches go on after a failure) leave an uncommitted batch
-    # between committed ones: the hardest case for a restart.
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck, stop_on_failure=False) as rt:
         await rt.start()
         await advance(rt, clock, 3000)
         query_id, run_id = rt.id, rt.run_id
         await rt.stop()
-    assert first.seen == [(1000, ["a", "b"]), (3000, ["e", "f"])]
-    assert ids(ck / "offsets") == [0, 1, 2] and ids(ck / "commits") == [0, 2]
-    logged = (ck / "offsets" / "1").read_bytes()
+    assert first.seen == [(1000, ["a", "b"]), (2000, ["c", "d"])]
+    assert ids(ck / "offsets") == [0, 1, 2] and ids(ck / "commits") == [0, 1]
+    logged = (ck / "offsets" / "2").read_bytes()
 
     second = Recorder()
     p, _ = pipeline(second)
@@ -101,16 +102,40 @@ async def test_restart_reruns_the_uncommitted_batch_then_the_down_time_batches(t
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
         await rt.start()
         await rt.wait_until_idle()
-        assert second.seen == [(2000, ["c", "d"]), (4000, ["g", "h"]), (5000, ["i", "j"]), (6000, [])]
+        assert second.seen == [(3000, ["e", "f"]), (4000, ["g", "h"]), (5000, ["i", "j"]), (6000, [])]
         await advance(rt, clock, 500)
         assert second.seen[-1] == (7000, [])
         assert rt.id == query_id and rt.run_id != run_id
         rerun = rt.recent_progress[0]
         assert (rerun.batch_id, rerun.batch_time_ms, set(rerun.duration_ms)) == (
-            1, 2000, {"queryPlanning", "addBatch", "commitOffsets", "triggerExecution"})
+            2, 3000, {"queryPlanning", "addBatch", "commitOffsets", "triggerExecution"})
         await rt.stop()
-    assert (ck / "offsets" / "1").read_bytes() == logged  # re-run, not re-planned
+    assert (ck / "offsets" / "2").read_bytes() == logged  # re-run, not re-planned
     assert ids(ck / "offsets") == ids(ck / "commits") == [0, 1, 2, 3, 4, 5, 6]
+
+
+async def test_a_failed_batch_is_passed_over_once_a_later_batch_commits(tmp_path: Path) -> None:
+    """The DStream semantics go on after a failed batch, as Spark's: when a later batch commits, the failed one is
+    committed first (no hole a restart would fill out of order, after the later batches), and a restart does not run it."""
+    ck = tmp_path / "ck"
+    first = Recorder(fail_at={2000})
+    p, _ = pipeline(first)
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck, stop_on_failure=False) as rt:
+        await rt.start()
+        await advance(rt, clock, 3000)
+        await rt.stop()
+    assert first.seen == [(1000, ["a", "b"]), (3000, ["e", "f"])]
+    assert ids(ck / "offsets") == ids(ck / "commits") == [0, 1, 2]
+
+    second = Recorder()
+    p, _ = pipeline(second)
+    clock = ManualClock(3500)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
+        await rt.start()
+        await advance(rt, clock, 500)
+        await rt.stop()
+    assert second.seen == [(4000, ["g", "h"])]
 
 
 async def test_a_batch_abandoned_by_an_immediate_stop_reruns_after_restart(tmp_path: Path, clock: ManualClock) -> None:
@@ -174,8 +199,8 @@ async def test_old_entries_are_purged_beyond_min_batches_to_retain(tmp_path: Pat
     assert ids(ck / "offsets") == ids(ck / "commits") == [6, 7, 8, 9]
 
 
-async def test_purge_keeps_an_uncommitted_batch_and_the_entry_it_starts_from(tmp_path: Path, clock: ManualClock) -> None:
-    """A failed batch stays re-runnable however many batches follow: it and its predecessor are never purged."""
+async def test_purge_goes_on_past_a_failed_batch_that_later_batches_passed_over(tmp_path: Path, clock: ManualClock) -> None:
+    """A failed batch holds the purge back no longer than until the next commit: the logs stay minBatchesToRetain long."""
     ck = tmp_path / "ck"
     p, _ = pipeline(Recorder(fail_at={3000}))
     options = {"spark.sql.streaming.minBatchesToRetain": 2}
@@ -184,8 +209,7 @@ async def test_purge_keeps_an_uncommitted_batch_and_the_entry_it_starts_from(tmp
         await rt.start()
         await advance(rt, clock, 1000, times=8)
         await rt.stop()
-    assert ids(ck / "offsets") == [1, 2, 3, 4, 5, 6, 7]
-    assert ids(ck / "commits") == [1, 3, 4, 5, 6, 7]
+    assert ids(ck / "offsets") == ids(ck / "commits") == [5, 6, 7]
 
     again = Recorder()
     p, _ = pipeline(again)
@@ -193,7 +217,47 @@ async def test_purge_keeps_an_uncommitted_batch_and_the_entry_it_starts_from(tmp
         await rt.start()
         await rt.wait_until_idle()
         await rt.stop()
-    assert again.seen == [(3000, ["e", "f"])]
+    assert again.seen == []
+
+
+async def test_a_failure_during_a_graceful_stop_ends_the_drain_and_the_restart_runs_the_rest_in_order(
+        tmp_path: Path) -> None:
+    """A batch that fails while a graceful stop drains (a second Ctrl-C cancelling its Spark job, say): the batches queued
+    behind it do not run, nothing after it commits, and a restart runs it and them in batch order."""
+    ck = tmp_path / "ck"
+    entered, release = anyio.Event(), anyio.Event()
+    seen: list[int] = []
+
+    async def out(batch: Batch) -> None:
+        if batch.time.milliseconds == 1000 and not seen and not release.is_set():
+            entered.set()
+            await release.wait()
+            raise RuntimeError("cancelled by the second signal")
+        seen.append(batch.time.milliseconds)
+
+    def make() -> Pipeline:
+        p, _ = pipeline(out)
+        return p
+
+    clock = ManualClock(0)
+    async with StreamingRuntime(make(), Seconds(1), clock=clock, checkpoint_location=ck, stop_on_failure=False) as rt:
+        await rt.start()
+        clock.advance(Seconds(3))  # 1000 runs and waits; 2000 and 3000 queue behind it
+        await entered.wait()
+        await wait_until(lambda: rt.scheduler.pending_times() == [Time(1000), Time(2000), Time(3000)])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(rt.stop, graceful=True))
+            await wait_until(lambda: rt._core.stopping)
+            release.set()
+            clock.advance(Seconds(1))  # the graceful stop's last tick (4000 ms)
+    assert seen == [] and ids(ck / "offsets") == [0, 1, 2] and ids(ck / "commits") == []
+
+    async with StreamingRuntime(make(), Seconds(1), clock=ManualClock(3000), checkpoint_location=ck) as rt:
+        await rt.start()
+        await rt.wait_until_idle()
+        await rt.stop()
+    assert seen == [1000, 2000, 3000]
+    assert ids(ck / "commits") == [0, 1, 2]
 
 
 @pytest.mark.parametrize("stop_on_failure", [True, False])
@@ -319,7 +383,7 @@ class CommitRecordingSource(ListSource):
 
 
 async def test_sources_release_input_only_up_to_the_oldest_uncommitted_batch(tmp_path: Path, clock: ManualClock) -> None:
-    """Sources hear of a commit once every earlier batch is committed; a failed batch holds the release back."""
+    """Sources hear of a commit once every earlier batch is committed; a failed batch passed over counts as one."""
     src = CommitRecordingSource(list("abcd"))
     p = Pipeline()
     p.add_source(src, name="in")
@@ -328,7 +392,8 @@ async def test_sources_release_input_only_up_to_the_oldest_uncommitted_batch(tmp
         await rt.start()
         await advance(rt, clock, 1000, times=4)
         await rt.stop()
-    assert src.committed == ["1"]  # batch 1 (records up to 2) failed: batches 2 and 3 commit, release nothing
+    # Batch 1 (records up to 2) failed: batch 2's commit passes it over, and from there each commit releases its input.
+    assert src.committed == ["1", "3", "4"]
 
 
 # -- source identity --

@@ -1,0 +1,61 @@
+"""FailedBatches: the failed batches of the DStream semantics, passed over once a later batch commits.
+
+Under the DStream semantics (``stop_on_failure`` off) a failed batch is reported and later batches
+go on, as in Spark, where a failed batch is simply done. Its offsets entry stays without a commit
+until a later batch commits; then its commit is written first, so the commits log has no hole.
+A hole would be re-run by a restart after the later batches, out of order, and it would hold the
+offsets purge and the state snapshots it needs back for as long as the query ran on (a stateful
+query's checkpoint then could no longer restart at all). So a restart re-runs a failed batch
+only when nothing after it committed: the query stopped or died right after it, or it failed
+during a graceful stop, whose drain ends there (:meth:`keep`).
+
+A batch whose job an immediate stop abandoned is never passed over: it did not fail, it was cut short.
+"""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+from .._job_scheduler import JobAbandonedError
+from .._job_set import JobSet
+from .._logging import LibraryLogger
+from ._planned_batch import PlannedBatch
+
+__all__ = ["FailedBatches"]
+
+
+class FailedBatches:
+    """The failed batches waiting for a later batch's commit, in batch order."""
+
+    def __init__(self, log: LibraryLogger, *, checkpointed: bool, synchronous: bool) -> None:
+        """None yet. ``checkpointed``: the query has a checkpoint (else nothing is re-run: no batch waits);
+        ``synchronous``: its commits are written as batches end (async progress tracking re-runs differently).
+        ``log``: where each pass-over is warned about."""
+        self._waiting: list[PlannedBatch] = []
+        self._checkpointed, self._noted = checkpointed, checkpointed and synchronous
+        self._log = log
+
+    def keep(self) -> bool:
+        """From now on a failed batch stays uncommitted, for a restart to run it again: a graceful stop's drain ends at it.
+
+        Returns whether the drain should end there: with a checkpoint, the restart runs that batch and
+        the later ones in order; without one, later batches go on (nothing would run them again).
+        """
+        self._noted = False
+        return self._checkpointed
+
+    def note(self, batch: PlannedBatch, job_set: JobSet) -> None:
+        """``batch`` failed: it waits for a later commit, unless kept or cut short by an immediate stop."""
+        if self._noted and not any(isinstance(job.failure, JobAbandonedError) for job in job_set.jobs):
+            self._waiting.append(batch)
+
+    async def pass_over(self, batch_id: int, watermark_ms: int, write_commit: Callable[[PlannedBatch], Awaitable[None]]) -> None:
+        """Before batch ``batch_id``'s commit: write the commits of the failed batches before it, oldest first."""
+        waiting = self._waiting
+        while waiting and waiting[0].batch_id < batch_id:
+            failed = waiting.pop(0)
+            failed.next_watermark_ms = watermark_ms
+            await write_commit(failed)
+            self._log.warning("a failed batch is passed over: a later batch committed, so a restart will not run it again "
+                              "(as Spark's DStreams go on after a failed batch)", batch_id=failed.batch_id,
+                              batch_time=failed.time.milliseconds)
