@@ -34,9 +34,10 @@ from scheduler import (
     Time,
     as_checkpoint_path,
     is_async_callable,
+    library_logger,
 )
 
-from ..recovery import InputDescriptor
+from ..recovery import InputDescriptor, checkpoint_has_offsets
 from ..state import TransformWithStateSpec, parse_delay_threshold
 from ._sources import ReplayableSource
 from ._stateful import GroupsOperator, StatefulOperator, Watermark, check_timeout, seen_event_times
@@ -97,11 +98,24 @@ def _identity(source: ReplayableSource) -> dict[str, Any]:
             "description": source.description}
 
 
-def _check_identity(checkpoint: CheckpointPath, position: int, name: str, source: ReplayableSource) -> None:
-    """Record ``source``'s identity under ``checkpoint`` (a first start), or check it against the recorded one (blocking I/O)."""
+def _predates_identities(checkpoint: CheckpointPath) -> bool:
+    """Whether ``checkpoint`` was written before pipelines recorded their sources (blocking I/O).
+
+    Releases before ``sources/<n>/stream.json`` existed for pipelines made no ``sources/`` at all, so
+    offsets entries without that directory are such a checkpoint; looked at before this start writes
+    anything under it. A ``sources/`` without a source's file is a lost file, refused by
+    :meth:`InputDescriptor.ensure`.
+    """
+    return not (checkpoint / "sources").exists() and checkpoint_has_offsets(checkpoint)
+
+
+def _check_identity(checkpoint: CheckpointPath, position: int, name: str, source: ReplayableSource, *,
+                    predates: bool = False) -> None:
+    """Record ``source``'s identity under ``checkpoint`` (a first start, or ``predates``: a checkpoint written before
+    identities were recorded), or check it against the recorded one (blocking I/O)."""
     expected = _identity(source)
     descriptor = InputDescriptor(checkpoint / "sources" / str(position))
-    recorded = descriptor.ensure(expected, compare=(), checkpoint=checkpoint)
+    recorded = descriptor.ensure(expected, compare=(), checkpoint=None if predates else checkpoint)
     differs = [key for key in expected if key != "description" and recorded.get(key) != expected[key]]
     if differs:
         def shown(identity: Mapping[str, Any]) -> str:
@@ -399,8 +413,10 @@ class Pipeline:
         """Record each source's identity in the checkpoint, or check it against what the first start recorded.
 
         Nothing to rebuild: a pipeline's batches do not depend on earlier ones. The identities
-        live in ``<checkpoint>/sources/<n>/stream.json``, as a DStream input's do. A source with
-        an ``attach_checkpoint`` method is then given that directory for its own files.
+        live in ``<checkpoint>/sources/<n>/stream.json``, as a DStream input's do. A checkpoint
+        written before pipelines recorded them (offsets entries, no ``sources/`` directory) has
+        this run's recorded, with one warning naming it. A source with an ``attach_checkpoint``
+        method is then given that directory for its own files.
 
         Raises:
             CheckpointError: a source is not the one the checkpoint was written with (another
@@ -412,11 +428,17 @@ class Pipeline:
         checkpoint = self._checkpoint
         sources = [(position, s.name, s.replayable) for position, s in enumerate(self._sources) if s.replayable is not None]
 
-        def check_all() -> None:
+        def check_all() -> bool:
+            predates = _predates_identities(checkpoint)  # before anything below writes under sources/
             for position, name, source in sources:
-                _check_identity(checkpoint, position, name, source)
+                _check_identity(checkpoint, position, name, source, predates=predates)
+            return predates
 
-        await anyio.to_thread.run_sync(check_all)
+        if await anyio.to_thread.run_sync(check_all):
+            library_logger("aiodstream.streaming", component="Pipeline").warning(
+                "the checkpoint predates its sources' identity records (sources/<n>/stream.json): they were recorded from "
+                "this run, so its sources must be the ones that wrote the checkpoint", checkpoint=str(checkpoint),
+                sources=[name for _position, name, _source in sources])
         for position, _name, source in sources:
             attach = getattr(source, "attach_checkpoint", None)
             if attach is not None:

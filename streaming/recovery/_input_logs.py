@@ -102,7 +102,9 @@ class InputDescriptor:
         directory; when the file is missing and its offsets log already has entries
         (:func:`checkpoint_has_offsets`, looked at only then), the first start recorded this input
         and the file was lost: it is refused rather than written anew from this run (which would
-        accept another input, or move a file stream's first threshold to now).
+        accept another input, or move a file stream's first threshold to now); the error carries the
+        JSON this run would record, for an operator who knows the input is the same one. A caller
+        that knows the checkpoint predates these files passes ``checkpoint=None``.
 
         Raises:
             CheckpointError: the recorded input differs from ``expected`` in one of ``compare``,
@@ -110,18 +112,22 @@ class InputDescriptor:
             CorruptCheckpointError: the file cannot be read as JSON.
         """
         data = self.path.read_bytes()
+        text = json.dumps(dict(expected), sort_keys=True)
         if data is None and checkpoint is not None and checkpoint_has_offsets(checkpoint):
+            threshold = (" with initialModTimeIgnoreThreshold set back to its first start's"
+                         if "initialModTimeIgnoreThreshold" in expected else "")
             raise CheckpointError(
                 f"cannot resume from {checkpoint}: {self.path} is missing, but the offsets log already "
                 f"has batches of input {self.directory.name}; the file records what that input was when the checkpoint was "
                 "written (its kind, directory, a file stream's first modification-time threshold), and recording this "
                 "run's instead could take another input's offsets or skip files that arrived while the query was down: "
-                "restore it from a copy, or start over with a new checkpoint directory",
+                f"restore it from a copy, or if this input is the one that wrote the checkpoint write what this run would "
+                f"record, {text}{threshold}, to {self.path}, or start over with a new checkpoint directory",
                 path=str(self.path),
             )
         if data is None:  # write once (a racing writer's file wins: create_new never replaces)
             self.directory.mkdirs()
-            self.path.create_new((json.dumps(dict(expected), sort_keys=True) + "\n").encode("utf-8"))
+            self.path.create_new((text + "\n").encode("utf-8"))
             data = self.path.read_bytes() or b""
         try:
             recorded = json.loads(data.decode("utf-8"))

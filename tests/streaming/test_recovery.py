@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import anyio
 import pytest
 
 from scheduler import (
+    LOGGER_ROOT,
     CheckpointError,
     ConcurrentCheckpointUpdateError,
     InvalidPipelineError,
@@ -25,6 +27,7 @@ from scheduler import (
     StreamingQueryException,
     StreamingStateError,
     Time,
+    event_fields,
 )
 from streaming import Batch, DirectorySource, ListSource, Pipeline, StreamingRuntime
 from tests.anyio_support import raises_exactly
@@ -469,8 +472,9 @@ async def test_the_same_sources_restart_and_a_renamed_list_source_too(tmp_path: 
 
 
 async def test_a_lost_source_descriptor_is_refused_not_written_anew(tmp_path: Path) -> None:
-    """stream.json removed after batches were logged: start() is refused naming it (another directory would be taken for
-    the old one), and nothing is written; with no offsets entry yet (a first start) it is written as before."""
+    """stream.json removed after batches were logged (sources/ still there): start() is refused naming it and the JSON this
+    run would record (another directory would be taken for the old one), and nothing is written; with no offsets entry yet
+    (a first start) it is written as before."""
     ck = tmp_path / "ck"
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
@@ -478,16 +482,49 @@ async def test_a_lost_source_descriptor_is_refused_not_written_anew(tmp_path: Pa
     await run_once(directory_pipeline(tmp_path / "a"), ck)
     descriptor = ck / "sources" / "0" / "stream.json"
     descriptor.unlink()
+    identity = {"description": f"DirectorySource[{tmp_path}/b]", "directory": f"{tmp_path}/b", "kind": "DirectorySource"}
     async with StreamingRuntime(directory_pipeline(tmp_path / "b"), Seconds(1), clock=ManualClock(0),
                                 checkpoint_location=ck) as rt:
         with raises_exactly(CheckpointError, f"cannot resume from {ck}: {descriptor} is missing, but the offsets log already "
                             "has batches of input 0; the file records what that input was when the checkpoint was written "
                             "(its kind, directory, a file stream's first modification-time threshold), and recording this "
                             "run's instead could take another input's offsets or skip files that arrived while the query was "
-                            "down: restore it from a copy, or start over with a new checkpoint directory"):
+                            "down: restore it from a copy, or if this input is the one that wrote the checkpoint write what "
+                            f"this run would record, {json.dumps(identity, sort_keys=True)}, to {descriptor}, or start over "
+                            "with a new checkpoint directory"):
             await rt.start()
     assert not descriptor.exists()
     for entry in (*(ck / "offsets").iterdir(), *(ck / "commits").iterdir()):
         entry.unlink()
     await run_once(directory_pipeline(tmp_path / "b"), ck)
     assert json.loads(descriptor.read_text())["directory"] == str(tmp_path / "b")
+
+
+async def test_a_checkpoint_older_than_source_identities_resumes_once_and_records_them(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Offsets but no sources/ at all (pipelines before stream.json): the restart records this run's identity with one
+    warning naming the checkpoint, and reads on from the logged offsets: nothing again, nothing lost."""
+    ck, data = tmp_path / "ck", tmp_path / "in"
+    data.mkdir()
+    (data / "1.txt").write_text("a\nb\n")
+    first = directory_pipeline(data)
+    await run_once(first, ck)
+    shutil.rmtree(ck / "sources")  # the layout those releases left: metadata, offsets, commits
+    (data / "2.txt").write_text("c\n")
+    out = Recorder()
+    p = Pipeline()
+    p.add_source(DirectorySource(data), name="in")
+    p.add_output(out, name="out")
+    clock = ManualClock(1000)
+    with caplog.at_level(logging.WARNING, logger=LOGGER_ROOT):
+        async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck) as rt:
+            await rt.start()
+            await advance(rt, clock, 1000)
+            await rt.stop()
+    assert out.seen == [(2000, ["c"])]
+    assert json.loads((ck / "sources" / "0" / "stream.json").read_text()) == {
+        "description": f"DirectorySource[{data}]", "directory": str(data), "kind": "DirectorySource"}
+    warnings = [event_fields(r) for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith(LOGGER_ROOT)]
+    assert warnings == [{"event": "the checkpoint predates its sources' identity records (sources/<n>/stream.json): they "
+                                  "were recorded from this run, so its sources must be the ones that wrote the checkpoint",
+                         "component": "Pipeline", "checkpoint": str(ck), "sources": ["in"]}]

@@ -170,8 +170,9 @@ def test_an_input_descriptor_is_written_once_and_checked_at_every_restart(tmp_pa
 
 
 def test_a_descriptor_lost_after_batches_were_logged_is_refused_not_written_anew(tmp_path: Path) -> None:
-    """Missing stream.json with offsets entries in the checkpoint: a CheckpointError naming it, nothing written; with an
-    empty (or no) offsets log it is a first start and the descriptor is written."""
+    """Missing stream.json with offsets entries in the checkpoint: a CheckpointError naming it and the JSON this run would
+    record (a file stream's threshold to be set back), nothing written; with an empty (or no) offsets log it is a first
+    start and the descriptor is written."""
     ck = Checkpoint(tmp_path / "ck")
     descriptor = InputDescriptor(tmp_path / "ck" / "sources" / "0")
     first = {"kind": "file", "directory": "/in"}
@@ -182,9 +183,15 @@ def test_a_descriptor_lost_after_batches_were_logged_is_refused_not_written_anew
                         "already has batches of input 0; the file records what that input was when the checkpoint was "
                         "written (its kind, directory, a file stream's first modification-time threshold), and recording "
                         "this run's instead could take another input's offsets or skip files that arrived while the query "
-                        "was down: restore it from a copy, or start over with a new checkpoint directory") as info:
+                        "was down: restore it from a copy, or if this input is the one that wrote the checkpoint write what "
+                        'this run would record, {"directory": "/other", "kind": "file"}, to '
+                        f"{descriptor.path}, or start over with a new checkpoint directory") as info:
         descriptor.ensure({"kind": "file", "directory": "/other"}, compare=("kind",), checkpoint=ck.root)
     assert info.value.path == str(descriptor.path) and not Path(descriptor.path).exists()
+    with pytest.raises(CheckpointError, match=r', "initialModTimeIgnoreThreshold": 5000, "kind": "file"\} with '
+                                              r"initialModTimeIgnoreThreshold set back to its first start's, to "):
+        descriptor.ensure({"kind": "file", "directory": "/in", "initialModTimeIgnoreThreshold": 5000}, compare=("kind",),
+                          checkpoint=ck.root)
 
 
 def test_checkpoint_recovery_lists_the_committed_batches_whose_input_is_still_logged(tmp_path: Path) -> None:
