@@ -215,13 +215,18 @@ class JobGenerator:
         # compute and report their input infos), collect those infos, submit, then checkpoint.
         # A planner goes first: the batch's input is decided and written to the offsets log
         # before anything reads it, so a crash at any later point re-runs the same input.
+        planned = False
         try:
             if self._planner is not None:
                 await self._planner.plan_batch(time)
+                planned = True
             await self._graph.allocate_input(time)
             jobs = await self._graph.generate_jobs(time)
         except Exception as exc:
             self._report_error(f"Error generating jobs for time {time}", exc, time)
+            if planned:  # logged, and failed with no job (Spark reports it and goes on): the planner finishes it as failed
+                assert self._planner is not None
+                await self._planner.batch_finished(JobSet(time, [], self._clock.now()), False)
             submitted = False
         else:
             infos = self._input_infos.get_info(time)

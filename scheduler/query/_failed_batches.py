@@ -14,6 +14,7 @@ A batch whose job an immediate stop abandoned is never passed over: it did not f
 
 from __future__ import annotations
 
+import bisect
 from typing import Awaitable, Callable
 
 from .._job_scheduler import JobAbandonedError
@@ -33,6 +34,8 @@ class FailedBatches:
         ``log``: where each pass-over is warned about."""
         self._waiting: list[PlannedBatch] = []
         self._checkpointed, self._noted = checkpointed, checkpointed and synchronous
+        self._kept = False
+        self._held_after: int | None = None  # the first failed batch kept for the restart: no later one commits
         self._log = log
 
     def keep(self) -> bool:
@@ -41,13 +44,24 @@ class FailedBatches:
         Returns whether the drain should end there: with a checkpoint, the restart runs that batch and
         the later ones in order; without one, later batches go on (nothing would run them again).
         """
-        self._noted = False
+        self._kept = self._checkpointed
         return self._checkpointed
 
     def note(self, batch: PlannedBatch, job_set: JobSet) -> None:
         """``batch`` failed: it waits for a later commit, unless kept or cut short by an immediate stop."""
-        if self._noted and not any(isinstance(job.failure, JobAbandonedError) for job in job_set.jobs):
-            self._waiting.append(batch)
+        if any(isinstance(job.failure, JobAbandonedError) for job in job_set.jobs):
+            return
+        if self._kept:
+            held = self._held_after
+            self._held_after = batch.batch_id if held is None else min(held, batch.batch_id)
+        elif self._noted:  # in batch order: a generation failure is finished before the batches running ahead of it
+            bisect.insort(self._waiting, batch, key=lambda b: b.batch_id)
+
+    def holds(self, batch_id: int) -> bool:
+        """Whether batch ``batch_id`` must stay uncommitted: it comes after a failed batch kept for the restart (a
+        batch of several running at once that finished in a drain that ended at a failure), so the restart runs
+        them in order."""
+        return self._held_after is not None and batch_id > self._held_after
 
     async def pass_over(self, batch_id: int, watermark_ms: int, write_commit: Callable[[PlannedBatch], Awaitable[None]]) -> None:
         """Before batch ``batch_id``'s commit: write the commits of the failed batches before it, oldest first."""

@@ -392,16 +392,14 @@ class MicroBatchTracker:
     # -- BatchPlanner: after a batch's jobs ended --
 
     async def batch_finished(self, job_set: JobSet, succeeded: bool) -> None:
-        """Commit a batch whose jobs all succeeded (in batch order) and report its progress.
-
-        A failed batch is left uncommitted: a restart runs it again, unless a later one commits (FailedBatches).
-        """
+        """Commit a batch whose jobs all succeeded (in batch order) and report its progress; a failed one: FailedBatches."""
         batch = self._planned.pop(job_set.time.milliseconds, None)
         if batch is None:
             return
         if not succeeded:
             self._stats["failed"] += 1
             self.failed_batches.note(batch, job_set)
+        if not succeeded or self.failed_batches.holds(batch.batch_id):
             self._progress.set_status("Waiting for next trigger", self._progress.data_available, bool(self._planned))
             self._notify()
             return

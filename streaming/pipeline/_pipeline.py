@@ -436,8 +436,10 @@ class Pipeline:
 
         if await anyio.to_thread.run_sync(check_all):
             library_logger("aiodstream.streaming", component="Pipeline").warning(
-                "the checkpoint predates its sources' identity records (sources/<n>/stream.json): they were recorded from "
-                "this run, so its sources must be the ones that wrote the checkpoint", checkpoint=str(checkpoint),
+                "the checkpoint has offsets but no sources/ directory: it predates its sources' identity records "
+                "(sources/<n>/stream.json, written since 2026-11-25), or the directory was deleted; this run's sources "
+                "were recorded as its own, so they must be the ones that wrote the checkpoint (a source that reads "
+                "elsewhere would take the logged offsets as its own)", checkpoint=str(checkpoint),
                 sources=[name for _position, name, _source in sources])
         for position, _name, source in sources:
             attach = getattr(source, "attach_checkpoint", None)

@@ -178,10 +178,12 @@ class RuntimeCore:
         for that stop. Stopped: a warning. The three answer ``False``.
         """
         if self._started is not None and not self._started.is_set():
-            # A start in progress: it becomes ACTIVE (then this stops it) or STOPPED. Only then a wait:
-            # an ended start's event would still checkpoint, so a stop asked in a cancelled scope (a
-            # host's cancelled task group, the end of an ``async with`` in one) stopped nothing at all.
-            await self._started.wait()
+            # A start in progress: it becomes ACTIVE (then this stops it) or STOPPED. Only then a wait, and
+            # shielded: a stop asked in a cancelled scope (a host's cancelled task group, the end of an
+            # ``async with`` in one) must still stop what the start makes ACTIVE (an ended start's event
+            # would checkpoint too, and the cancellation would skip the stop).
+            with anyio.CancelScope(shield=True):
+                await self._started.wait()
         if self.state is StreamingContextState.INITIALIZED:
             self._log.warning("StreamingContext has not been started yet")
             self.state = StreamingContextState.STOPPED

@@ -202,6 +202,76 @@ async def test_old_entries_are_purged_beyond_min_batches_to_retain(tmp_path: Pat
     assert ids(ck / "offsets") == ids(ck / "commits") == [6, 7, 8, 9]
 
 
+class ReadFailsOnce(ListSource):
+    """A ListSource whose read of the batch starting at ``"2"`` raises once: that batch's generation fails."""
+
+    failed = False
+
+    async def read(self, start: Any, end: Any) -> Any:
+        if start == "2" and not self.failed:
+            self.failed = True
+            raise OSError("transient read error")
+        return await super().read(start, end)
+
+
+async def test_a_batch_whose_generation_failed_is_passed_over_too(tmp_path: Path) -> None:
+    """A batch logged whose jobs could not be made (its source's read raised) failed with no job: the next commit passes
+    it over as any failed batch, and the query is not left 'triggered' by it."""
+    ck = tmp_path / "ck"
+    out = Recorder()
+    p = Pipeline()
+    p.add_source(ReadFailsOnce(RECORDS, max_per_batch=2), name="in")
+    p.add_output(out, name="out")
+    clock = ManualClock(0)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck, stop_on_failure=False) as rt:
+        await rt.start()
+        await advance(rt, clock, 1000, times=3)
+        assert not rt.status.is_trigger_active
+        await rt.stop()
+    assert out.seen == [(1000, ["a", "b"]), (3000, ["e", "f"])]
+    assert ids(ck / "offsets") == ids(ck / "commits") == [0, 1, 2]
+
+
+async def test_a_batch_that_finished_beside_one_failing_in_a_drain_waits_for_the_restart_too(tmp_path: Path) -> None:
+    """Two jobs at once: 2000 is done while 1000 still runs; a graceful stop begins, then 1000 fails. 2000 is not
+    committed either (the drain ended at 1000's failure), so the restart runs 1000 and then 2000, in order."""
+    ck = tmp_path / "ck"
+    entered, release = anyio.Event(), anyio.Event()
+    seen: list[int] = []
+
+    async def out(batch: Batch) -> None:
+        if batch.time.milliseconds == 1000 and not release.is_set():
+            entered.set()
+            await release.wait()
+            raise RuntimeError("cancelled by the second signal")
+        seen.append(batch.time.milliseconds)
+
+    def make() -> Pipeline:
+        p, _ = pipeline(out)
+        return p
+
+    clock = ManualClock(0)
+    async with StreamingRuntime(make(), Seconds(1), clock=clock, checkpoint_location=ck, stop_on_failure=False,
+                                concurrent_jobs=2) as rt:
+        await rt.start()
+        clock.advance(Seconds(2))
+        await entered.wait()
+        await wait_until(lambda: seen == [2000])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(rt.stop, graceful=True))
+            await wait_until(lambda: rt._core.stopping)
+            release.set()
+            clock.advance(Seconds(1))  # the graceful stop's last tick
+    assert ids(ck / "offsets") == [0, 1] and ids(ck / "commits") == []
+
+    async with StreamingRuntime(make(), Seconds(1), clock=ManualClock(2000), checkpoint_location=ck) as rt:
+        await rt.start()
+        await rt.wait_until_idle()
+        await rt.stop()
+    assert seen == [2000, 1000, 2000]  # 2000's output ran before the stop too: at least once for the held batch
+    assert ids(ck / "commits") == [0, 1]
+
+
 async def test_purge_goes_on_past_a_failed_batch_that_later_batches_passed_over(tmp_path: Path, clock: ManualClock) -> None:
     """A failed batch holds the purge back no longer than until the next commit: the logs stay minBatchesToRetain long."""
     ck = tmp_path / "ck"
@@ -525,6 +595,9 @@ async def test_a_checkpoint_older_than_source_identities_resumes_once_and_record
     assert json.loads((ck / "sources" / "0" / "stream.json").read_text()) == {
         "description": f"DirectorySource[{data}]", "directory": str(data), "kind": "DirectorySource"}
     warnings = [event_fields(r) for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith(LOGGER_ROOT)]
-    assert warnings == [{"event": "the checkpoint predates its sources' identity records (sources/<n>/stream.json): they "
-                                  "were recorded from this run, so its sources must be the ones that wrote the checkpoint",
+    assert warnings == [{"event": "the checkpoint has offsets but no sources/ directory: it predates its sources' "
+                                  "identity records (sources/<n>/stream.json, written since 2026-11-25), or the directory "
+                                  "was deleted; this run's sources were recorded as its own, so they must be the ones "
+                                  "that wrote the checkpoint (a source that reads elsewhere would take the logged offsets "
+                                  "as its own)",
                          "component": "Pipeline", "checkpoint": str(ck), "sources": ["in"]}]

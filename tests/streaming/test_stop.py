@@ -156,6 +156,35 @@ async def test_a_stop_asked_in_an_already_cancelled_scope_still_stops(clock: Man
         assert rt.state is StreamingContextState.STOPPED
 
 
+async def test_a_stop_asked_in_a_cancelled_scope_during_a_start_stops_what_the_start_makes_active(
+        tmp_path: Path, clock: ManualClock) -> None:
+    """A start still attaching its sources in one task, a stop asked in a cancelled scope in another: the stop waits for
+    the start (shielded) and ends the runtime STOPPED, not left to become ACTIVE after the stop gave up."""
+    attaching, go_on = anyio.Event(), anyio.Event()
+
+    class SlowToAttach(ListSource):
+        async def attach_checkpoint(self, path: object) -> None:
+            attaching.set()
+            await go_on.wait()
+
+    p = Pipeline()
+    p.add_source(SlowToAttach([1, 2]), name="in")
+    p.add_output(lambda batch: None, name="out")
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck") as rt:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rt.start)
+            await attaching.wait()
+
+            async def release() -> None:  # the start goes on while the stop below waits for it
+                go_on.set()
+
+            tg.start_soon(release)
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await rt.stop()
+        assert rt.state is StreamingContextState.STOPPED
+
+
 @pytest.mark.parametrize("graceful_exit", [True, False], ids=["body-ends", "body-raises-cancelled"])
 async def test_an_async_with_left_in_a_cancelled_host_stops_the_runtime_and_frees_its_name(
         tmp_path: Path, clock: ManualClock, graceful_exit: bool) -> None:
