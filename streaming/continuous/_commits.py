@@ -77,6 +77,7 @@ class EpochCommitter:
         # Two actions per epoch (its offsets entry, its commit); see enqueue.
         self._send, self._receive = anyio.create_memory_object_stream[CoordinatorAction](2 * options.epoch_backlog_queue_size)
         self._done = anyio.Event()
+        self._began = False
         self._discard = False
         self._epoch_started: dict[int, int] = {}
         self._epoch_offsets: dict[int, list[str]] = {}
@@ -136,8 +137,10 @@ class EpochCommitter:
         self._discard = True
 
     def close(self) -> None:
-        """Accept nothing more; :meth:`run` ends once it went through what is queued."""
+        """Accept nothing more; :meth:`run` ends once it went through what is queued (if it never began, it is done)."""
         self._send.close()
+        if not self._began:  # a start that failed before its task ran (its group closed or cancelled first)
+            self._done.set()
 
     async def wait_done(self) -> None:
         """Wait until :meth:`run` has ended."""
@@ -147,6 +150,7 @@ class EpochCommitter:
 
     async def run(self) -> None:
         """Perform the queued actions in order until :meth:`close`; a failed action fails the query."""
+        self._began = True
         try:
             async with self._receive as receive:
                 async for action in receive:

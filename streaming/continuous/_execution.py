@@ -299,8 +299,14 @@ class ContinuousExecution:
             raise
         core.state = StreamingContextState.ACTIVE
         self._set_status("Running")
-        await self.listener_bus.post(QueryStarted(resume.query_id, self.run_id, self.name, format_timestamp(now.milliseconds)))
-        await self.listener_bus.wait_delivered()  # Spark calls onQueryStarted before start() returns
+        try:
+            await self.listener_bus.post(QueryStarted(resume.query_id, self.run_id, self.name, format_timestamp(now.milliseconds)))
+            await self.listener_bus.wait_delivered()  # Spark calls onQueryStarted before start() returns
+        except BaseException:  # cancelled announcing it (a slow onQueryStarted): a start that raised leaves it stopped
+            with anyio.CancelScope(shield=True), anyio.CancelScope() as dropping:
+                dropping.cancel()  # as a cancelled stop: teardown shielded, undelivered events dropped (no hung listener holds it)
+                await self._stop(graceful=False)
+            raise
         self._log.info("continuous query started", epoch=resume.start_epoch, partitions=plan.num_partitions,
                        bind_host=bind_host, port=port)
 

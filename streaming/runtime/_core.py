@@ -86,10 +86,15 @@ class RuntimeCore:
         """Stop a still-active runtime with ``stop(graceful)`` and close the task group (``__aexit__``).
 
         A normal exit stops gracefully; an error or a cancellation in the host stops at once,
-        shielded so the bookkeeping finishes. A stop under way elsewhere is waited for.
+        shielded so the bookkeeping finishes. A stop under way elsewhere is waited for, and so is a
+        start in progress in another task (shielded), whose ACTIVE runtime is then stopped: the block
+        never ends with its runtime left running, its name claimed.
         """
         assert self._tg is not None
         try:
+            if self._started is not None and not self._started.is_set():
+                with anyio.CancelScope(shield=True):
+                    await self._started.wait()
             if self._stop_done is not None and not self._stop_done.is_set():
                 await self._stop_done.wait()  # a stop is under way elsewhere
             elif self.state is StreamingContextState.ACTIVE:

@@ -6,6 +6,7 @@ when they pass, and "returns within the deadline" is exact.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from pathlib import Path
@@ -15,7 +16,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import pytest
 
-from listeners import DEFAULT_LISTENER_EXIT_TIMEOUT, BatchCompleted, ListenerStatistics, StreamingEvent
+from listeners import DEFAULT_LISTENER_EXIT_TIMEOUT, BatchCompleted, ListenerStatistics, QueryStarted, StreamingEvent
 from scheduler import (
     Duration,
     InvalidDurationError,
@@ -28,9 +29,10 @@ from scheduler import (
     Time,
 )
 from streaming import Batch, ListSource, Pipeline, StreamingContext, StreamingContextState, StreamingRuntime
+from streaming.continuous import Continuous, ContinuousExecution, ContinuousStream, MemorySink
 from streaming.spark import SparkSettings, listener_exit_timeout
 from tests.anyio_support import HANG_GUARD_S, raises_exactly, settle
-from tests.streaming.continuous.test_execution import Harness
+from tests.streaming.continuous.test_execution import CountingSource, Harness, ScriptedLauncher
 from tests.support import Gate, ScriptedGraph, capture_events, wait_until
 
 pytestmark = pytest.mark.anyio
@@ -183,6 +185,89 @@ async def test_a_stop_asked_in_a_cancelled_scope_during_a_start_stops_what_the_s
                 scope.cancel()
                 await rt.stop()
         assert rt.state is StreamingContextState.STOPPED
+
+
+async def test_an_async_with_left_while_a_start_runs_in_another_task_waits_for_it_and_stops_it(
+        tmp_path: Path, clock: ManualClock) -> None:
+    """The block raises while a host task's start() still attaches the sources: leaving it waits for the start and stops
+    what it made ACTIVE, so the name is free after (the block once marked the runtime stopped under the start, which then
+    made it ACTIVE, or died on the closed task group, the name claimed for good)."""
+    attaching, go_on = anyio.Event(), anyio.Event()
+
+    class SlowToAttach(ListSource):
+        async def attach_checkpoint(self, path: object) -> None:
+            attaching.set()
+            await go_on.wait()
+
+    async def release_once_all_wait() -> None:  # once the block's exit waits for the start, the start may go on
+        await anyio.wait_all_tasks_blocked()
+        go_on.set()
+
+    def runtime(source: ListSource, ck: str) -> StreamingRuntime:
+        p = Pipeline()
+        p.add_source(source, name="in")
+        p.add_output(lambda batch: None, name="out")
+        return StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / ck, name="tenant")
+
+    rt = runtime(SlowToAttach([1, 2]), "ck")
+    async with anyio.create_task_group() as host:
+        with pytest.raises(KeyError):
+            async with rt:
+                host.start_soon(rt.start)
+                await attaching.wait()
+                host.start_soon(release_once_all_wait)
+                raise KeyError("the request failed")
+    assert rt.state is StreamingContextState.STOPPED
+    async with runtime(ListSource([1]), "ck2") as again:  # the name is free
+        await again.start()
+        await again.stop()
+
+
+async def test_a_continuous_start_cancelled_while_it_announces_the_query_leaves_it_stopped(tmp_path: Path) -> None:
+    """start() cancelled while an onQueryStarted listener holds it (Spark calls it before start() returns): the start
+    raises and the query is STOPPED with its name free, as a runtime's (it once stayed ACTIVE, claiming its name)."""
+    q = ContinuousExecution(ContinuousStream(CountingSource(2)).to(MemorySink()), Continuous(1000), launcher=ScriptedLauncher(),
+                            clock=ManualClock(1_000_000), checkpoint_location=tmp_path / "ck", name="announced")
+    scope = anyio.CancelScope()
+
+    async def holds_the_start(event: StreamingEvent) -> None:
+        if isinstance(event, QueryStarted):
+            scope.cancel()
+            await anyio.sleep_forever()
+
+    q.add_listener(holds_the_start, on_loop=True)
+    async with q:
+        with scope:
+            await q.start()
+        assert scope.cancelled_caught and q.state is StreamingContextState.STOPPED
+    again = ContinuousExecution(ContinuousStream(CountingSource(2)).to(MemorySink()), Continuous(1000),
+                                launcher=ScriptedLauncher(), clock=ManualClock(1_000_000), name="announced")
+    async with again:  # the name is free
+        await again.start()
+        await again.stop()
+
+
+@pytest.mark.parametrize("checkpoints", [1, 3, 5])
+async def test_a_continuous_async_with_left_while_its_start_runs_in_another_task_ends(
+        tmp_path: Path, checkpoints: int) -> None:
+    """The block raises while a host task's start() runs: leaving it ends (it once hung for good, shielded, waiting for
+    an epoch committer whose task never ran) with the query STOPPED."""
+    q = ContinuousExecution(ContinuousStream(CountingSource(2)).to(MemorySink()), Continuous(1000), launcher=ScriptedLauncher(),
+                            clock=ManualClock(1_000_000), checkpoint_location=tmp_path / "ck", name="raced")
+
+    async def start() -> None:
+        with contextlib.suppress(Exception):
+            await q.start()
+
+    with anyio.fail_after(HANG_GUARD_S):
+        async with anyio.create_task_group() as host:
+            with pytest.raises(KeyError):
+                async with q:
+                    host.start_soon(start)
+                    for _ in range(checkpoints):
+                        await anyio.lowlevel.checkpoint()
+                    raise KeyError("the request failed")
+    assert q.state is StreamingContextState.STOPPED
 
 
 @pytest.mark.parametrize("graceful_exit", [True, False], ids=["body-ends", "body-raises-cancelled"])
