@@ -29,6 +29,10 @@ from ._state import StreamingContextState
 __all__ = ["RuntimeCore", "exit_task_group", "run_until_stopped"]
 
 
+START_WAIT_S = 30.0
+"""How long a stop or an exit waits for a start in progress in another task (real time: a start's work is I/O)."""
+
+
 class RuntimeCore:
     """A runtime's home (task group and loop), lifecycle state, stop-once, waiter and services.
 
@@ -51,6 +55,7 @@ class RuntimeCore:
         self._state = StreamingContextState.INITIALIZED
         # Set once a start began, and set off once it left INITIALIZED (ACTIVE, or STOPPED by a failed start).
         self._started: anyio.Event | None = None
+        self._start_task: int | None = None  # the task that began the start (anyio's task id)
         self.error: JobFailedError | None = None
         self.stopped = False
         self._log = log
@@ -87,14 +92,12 @@ class RuntimeCore:
 
         A normal exit stops gracefully; an error or a cancellation in the host stops at once,
         shielded so the bookkeeping finishes. A stop under way elsewhere is waited for, and so is a
-        start in progress in another task (shielded), whose ACTIVE runtime is then stopped: the block
-        never ends with its runtime left running, its name claimed.
+        start in progress in another task (see ``_wait_for_start``), whose ACTIVE runtime is then
+        stopped: the block does not end with its runtime left running, its name claimed.
         """
         assert self._tg is not None
         try:
-            if self._started is not None and not self._started.is_set():
-                with anyio.CancelScope(shield=True):
-                    await self._started.wait()
+            await self._wait_for_start()
             if self._stop_done is not None and not self._stop_done.is_set():
                 await self._stop_done.wait()  # a stop is under way elsewhere
             elif self.state is StreamingContextState.ACTIVE:
@@ -136,7 +139,29 @@ class RuntimeCore:
         if self._started is not None:  # a start is in progress
             raise StreamingStateError("StreamingContext has already been started")
         self._started = anyio.Event()
+        self._start_task = anyio.get_current_task().id
         return self._tg
+
+    async def _wait_for_start(self) -> None:
+        """Wait until a start in progress in another task leaves INITIALIZED, shielded, for at most ``START_WAIT_S``.
+
+        Shielded, so that a stop or an exit asked in a cancelled scope still stops what the start
+        makes ACTIVE; bounded, so that a start hung in storage that never answers does not hold
+        the caller for good (past the bound it goes on as before the start: the start, if it ever
+        ends, finds its runtime's group closed).
+
+        Raises:
+            StreamingStateError: called from the start's own task (a source's or listener's code the
+                start runs), which would wait for itself.
+        """
+        started = self._started
+        if started is None or started.is_set():
+            return
+        if anyio.get_current_task().id == self._start_task:
+            raise StreamingStateError(f"this {self.kind} cannot be stopped from inside its own start() (a source's "
+                                      "or listener's code the start runs): stop it once start() has returned")
+        with anyio.CancelScope(shield=True), anyio.move_on_after(START_WAIT_S):
+            await started.wait()
 
     # -- listeners (from any thread, as the query manager adds them) --
 
@@ -182,13 +207,9 @@ class RuntimeCore:
         Not started: the runtime is marked stopped (with a warning). Stopping elsewhere: waits
         for that stop. Stopped: a warning. The three answer ``False``.
         """
-        if self._started is not None and not self._started.is_set():
-            # A start in progress: it becomes ACTIVE (then this stops it) or STOPPED. Only then a wait, and
-            # shielded: a stop asked in a cancelled scope (a host's cancelled task group, the end of an
-            # ``async with`` in one) must still stop what the start makes ACTIVE (an ended start's event
-            # would checkpoint too, and the cancellation would skip the stop).
-            with anyio.CancelScope(shield=True):
-                await self._started.wait()
+        # A start in progress: it becomes ACTIVE (then this stops it) or STOPPED. Only then a wait (an ended start's
+        # event would still checkpoint, and a cancelled scope would skip the stop): see _wait_for_start.
+        await self._wait_for_start()
         if self.state is StreamingContextState.INITIALIZED:
             self._log.warning("StreamingContext has not been started yet")
             self.state = StreamingContextState.STOPPED

@@ -301,16 +301,16 @@ class StreamingRuntime:
             self.first_batch_time = await tg.start(self._run_scheduler, run)
         except BaseException:
             self._log.error("Error starting the context, marking it as stopped")
-            self._core.state = StreamingContextState.STOPPED
-            if tracker is not None:
-                with anyio.CancelScope(shield=True):
-                    await tracker.close()
-            await self._registration.release()  # a start that failed is not a termination (its error was raised)
-            # The listeners drain in the background, within the exit timeout: leaving our task
-            # group waits for that, and a hung listener must not hold it.
-            tg.start_soon(self.listener_bus.stop)
-            self._scheduler_done.set()
-            self._core.mark_stopped()
+            try:
+                if tracker is not None:
+                    with anyio.CancelScope(shield=True):
+                        await tracker.close()
+                await self._registration.release()  # a start that failed is not a termination (its error was raised)
+                tg.start_soon(self.listener_bus.stop)  # in the background, within the exit timeout: no hung listener holds us
+            finally:  # STOPPED last: it wakes an exit waiting for this start, which then closes the group
+                self._core.state = StreamingContextState.STOPPED
+                self._scheduler_done.set()
+                self._core.mark_stopped()
             raise
         self._core.state = StreamingContextState.ACTIVE
         self.start_time = self.clock.now()

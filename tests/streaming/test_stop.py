@@ -223,6 +223,68 @@ async def test_an_async_with_left_while_a_start_runs_in_another_task_waits_for_i
         await again.stop()
 
 
+async def test_a_stop_from_inside_the_start_is_refused_rather_than_waiting_for_itself(tmp_path: Path, clock: ManualClock) -> None:
+    """A source's attach (code the start runs) calls stop(): refused with a StreamingStateError, which fails the start;
+    the runtime ends STOPPED (a stop waiting for the start it is part of would wait for good)."""
+    refused: list[BaseException] = []
+
+    class StopsOnAttach(ListSource):
+        async def attach_checkpoint(self, path: object) -> None:
+            try:
+                await rt.stop()
+            except StreamingStateError as exc:
+                refused.append(exc)
+                raise
+
+    p = Pipeline()
+    p.add_source(StopsOnAttach([1]), name="in")
+    p.add_output(lambda batch: None, name="out")
+    rt = StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck")
+    with anyio.fail_after(HANG_GUARD_S):
+        async with rt:
+            with pytest.raises(StreamingStateError, match=r"cannot be stopped from inside its own start\(\)"):
+                await rt.start()
+    assert len(refused) == 1 and rt.state is StreamingContextState.STOPPED
+
+
+async def test_a_start_failing_while_the_block_s_exit_waits_for_it_raises_its_own_error(tmp_path: Path, clock: ManualClock) -> None:
+    """The block raises while a host task's start attaches; the attach then fails. The start raises its own error (not
+    anyio's closed-group one), the runtime is stopped for good, and await_termination returns at once."""
+    attaching, fail = anyio.Event(), anyio.Event()
+    raised: list[BaseException] = []
+
+    class FailsToAttach(ListSource):
+        async def attach_checkpoint(self, path: object) -> None:
+            attaching.set()
+            await fail.wait()
+            raise OSError("storage unreachable")
+
+    async def start() -> None:
+        try:
+            await rt.start()
+        except Exception as exc:
+            raised.append(exc)
+
+    async def fail_once_all_wait() -> None:
+        await anyio.wait_all_tasks_blocked()
+        fail.set()
+
+    p = Pipeline()
+    p.add_source(FailsToAttach([1]), name="in")
+    p.add_output(lambda batch: None, name="out")
+    rt = StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck")
+    async with anyio.create_task_group() as host:
+        with pytest.raises(KeyError):
+            async with rt:
+                host.start_soon(start)
+                await attaching.wait()
+                host.start_soon(fail_once_all_wait)
+                raise KeyError("the request failed")
+    assert [type(e) for e in raised] == [OSError] and rt.state is StreamingContextState.STOPPED
+    with anyio.fail_after(HANG_GUARD_S):
+        assert await rt.await_termination(Milliseconds(0))
+
+
 async def test_a_continuous_start_cancelled_while_it_announces_the_query_leaves_it_stopped(tmp_path: Path) -> None:
     """start() cancelled while an onQueryStarted listener holds it (Spark calls it before start() returns): the start
     raises and the query is STOPPED with its name free, as a runtime's (it once stayed ACTIVE, claiming its name)."""
