@@ -282,9 +282,7 @@ class MicroBatchTracker:
     # -- BatchPlanner: before a batch's jobs exist --
 
     async def plan_batch(self, time: Time) -> None:
-        """Decide batch ``time``'s input, log it, and hand the range to the graph.
-
-        A logged batch being re-run gets its logged range again and writes nothing.
+        """Decide batch ``time``'s input, log it, and hand the range to the graph (a re-run batch's logged range, unwritten).
 
         Raises:
             Exception: whatever the graph or the log raised; a log failure (or a failed async
@@ -399,6 +397,8 @@ class MicroBatchTracker:
         if not succeeded:
             self._stats["failed"] += 1
             self.failed_batches.note(batch, job_set)
+            self._graph.event_time_stats(batch.time)  # what the graph kept for its commit is let go
+            self._graph.state_operators(batch.time)
         if not succeeded or self.failed_batches.holds(batch.batch_id):
             self._progress.set_status("Waiting for next trigger", self._progress.data_available, bool(self._planned))
             self._notify()
@@ -509,8 +509,7 @@ class MicroBatchTracker:
         """Whether a trigger now would have new input; without, record an idle trigger (Spark's rules).
 
         The idle trigger gets a progress entry (at most one per ``noDataProgressEventInterval``) and,
-        once something was recorded in this run, an idle report to the listener.
-        """
+        once something was recorded in this run, an idle report to the listener."""
         self._raise_failure()
         start_ms = self._clock.now().milliseconds
         self._progress.set_status(self._getting_offsets, False, True)

@@ -272,6 +272,31 @@ async def test_a_batch_that_finished_beside_one_failing_in_a_drain_waits_for_the
     assert ids(ck / "commits") == [0, 1]
 
 
+async def test_a_failed_batch_leaves_nothing_behind_in_the_pipeline(tmp_path: Path, clock: ManualClock) -> None:
+    """What a Pipeline keeps of a batch for its commit (state progress, event-time statistics, watermarks) is let go of
+    when the batch fails too: an output failing every other batch leaves nothing growing."""
+    def count(key: Any, records: Any, state: Any) -> Any:
+        total = (state.get if state.exists else 0) + len(list(records))
+        state.update(total)
+        yield key, total
+
+    def out(batch: Batch) -> None:
+        if batch.time.milliseconds // 1000 % 2 == 0:
+            raise RuntimeError("boom")
+
+    p = Pipeline()
+    p.add_source(ListSource(list(range(100)), max_per_batch=3), name="in")
+    p.add_watermark("in", lambda r: r * 1000, "10 seconds")
+    p.add_groups_with_state("in", count, key=lambda r: r % 2)
+    p.add_output(out, name="out")
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck", stop_on_failure=False) as rt:
+        await rt.start()
+        await advance(rt, clock, 1000, times=10)
+        assert (len(p._state_progress), len(p._seen), len(p._batch_watermarks)) == (0, 0, 0)
+        assert rt.scheduler.statistics().batches_failed == 5
+        await rt.stop()
+
+
 async def test_purge_goes_on_past_a_failed_batch_that_later_batches_passed_over(tmp_path: Path, clock: ManualClock) -> None:
     """A failed batch holds the purge back no longer than until the next commit: the logs stay minBatchesToRetain long."""
     ck = tmp_path / "ck"
