@@ -232,43 +232,50 @@ async def test_a_batch_whose_generation_failed_is_passed_over_too(tmp_path: Path
     assert ids(ck / "offsets") == ids(ck / "commits") == [0, 1, 2]
 
 
+class HeldThenFailing:
+    """An output whose batch 1000 waits for :attr:`release`, then fails (a job a second Ctrl-C cancels); it records the
+    other batches' times (and 1000's, once released, as a restart runs it)."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = anyio.Event(), anyio.Event()
+        self.seen: list[int] = []
+
+    async def __call__(self, batch: Batch) -> None:
+        if batch.time.milliseconds == 1000 and not self.release.is_set():
+            self.entered.set()
+            await self.release.wait()
+            raise RuntimeError("cancelled by the second signal")
+        self.seen.append(batch.time.milliseconds)
+
+    async def stop_gracefully_then_fail(self, rt: StreamingRuntime, clock: ManualClock) -> None:
+        """Begin a graceful stop of ``rt``, then let batch 1000 fail while it drains."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(rt.stop, graceful=True))
+            await wait_until(lambda: rt._core.stopping)
+            self.release.set()
+            clock.advance(Seconds(1))  # the graceful stop's last tick
+
+
 async def test_a_batch_that_finished_beside_one_failing_in_a_drain_waits_for_the_restart_too(tmp_path: Path) -> None:
     """Two jobs at once: 2000 is done while 1000 still runs; a graceful stop begins, then 1000 fails. 2000 is not
     committed either (the drain ended at 1000's failure), so the restart runs 1000 and then 2000, in order."""
     ck = tmp_path / "ck"
-    entered, release = anyio.Event(), anyio.Event()
-    seen: list[int] = []
-
-    async def out(batch: Batch) -> None:
-        if batch.time.milliseconds == 1000 and not release.is_set():
-            entered.set()
-            await release.wait()
-            raise RuntimeError("cancelled by the second signal")
-        seen.append(batch.time.milliseconds)
-
-    def make() -> Pipeline:
-        p, _ = pipeline(out)
-        return p
-
+    out = HeldThenFailing()
     clock = ManualClock(0)
-    async with StreamingRuntime(make(), Seconds(1), clock=clock, checkpoint_location=ck, stop_on_failure=False,
+    async with StreamingRuntime(pipeline(out)[0], Seconds(1), clock=clock, checkpoint_location=ck, stop_on_failure=False,
                                 concurrent_jobs=2) as rt:
         await rt.start()
         clock.advance(Seconds(2))
-        await entered.wait()
-        await wait_until(lambda: seen == [2000])
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(functools.partial(rt.stop, graceful=True))
-            await wait_until(lambda: rt._core.stopping)
-            release.set()
-            clock.advance(Seconds(1))  # the graceful stop's last tick
+        await out.entered.wait()
+        await wait_until(lambda: out.seen == [2000])
+        await out.stop_gracefully_then_fail(rt, clock)
     assert ids(ck / "offsets") == [0, 1] and ids(ck / "commits") == []
 
-    async with StreamingRuntime(make(), Seconds(1), clock=ManualClock(2000), checkpoint_location=ck) as rt:
+    async with StreamingRuntime(pipeline(out)[0], Seconds(1), clock=ManualClock(2000), checkpoint_location=ck) as rt:
         await rt.start()
         await rt.wait_until_idle()
         await rt.stop()
-    assert seen == [2000, 1000, 2000]  # 2000's output ran before the stop too: at least once for the held batch
+    assert out.seen == [2000, 1000, 2000]  # 2000's output ran before the stop too: at least once for the held batch
     assert ids(ck / "commits") == [0, 1]
 
 
@@ -323,38 +330,21 @@ async def test_a_failure_during_a_graceful_stop_ends_the_drain_and_the_restart_r
     """A batch that fails while a graceful stop drains (a second Ctrl-C cancelling its Spark job, say): the batches queued
     behind it do not run, nothing after it commits, and a restart runs it and them in batch order."""
     ck = tmp_path / "ck"
-    entered, release = anyio.Event(), anyio.Event()
-    seen: list[int] = []
-
-    async def out(batch: Batch) -> None:
-        if batch.time.milliseconds == 1000 and not seen and not release.is_set():
-            entered.set()
-            await release.wait()
-            raise RuntimeError("cancelled by the second signal")
-        seen.append(batch.time.milliseconds)
-
-    def make() -> Pipeline:
-        p, _ = pipeline(out)
-        return p
-
+    out = HeldThenFailing()
     clock = ManualClock(0)
-    async with StreamingRuntime(make(), Seconds(1), clock=clock, checkpoint_location=ck, stop_on_failure=False) as rt:
+    async with StreamingRuntime(pipeline(out)[0], Seconds(1), clock=clock, checkpoint_location=ck, stop_on_failure=False) as rt:
         await rt.start()
         clock.advance(Seconds(3))  # 1000 runs and waits; 2000 and 3000 queue behind it
-        await entered.wait()
+        await out.entered.wait()
         await wait_until(lambda: rt.scheduler.pending_times() == [Time(1000), Time(2000), Time(3000)])
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(functools.partial(rt.stop, graceful=True))
-            await wait_until(lambda: rt._core.stopping)
-            release.set()
-            clock.advance(Seconds(1))  # the graceful stop's last tick (4000 ms)
-    assert seen == [] and ids(ck / "offsets") == [0, 1, 2] and ids(ck / "commits") == []
+        await out.stop_gracefully_then_fail(rt, clock)
+    assert out.seen == [] and ids(ck / "offsets") == [0, 1, 2] and ids(ck / "commits") == []
 
-    async with StreamingRuntime(make(), Seconds(1), clock=ManualClock(3000), checkpoint_location=ck) as rt:
+    async with StreamingRuntime(pipeline(out)[0], Seconds(1), clock=ManualClock(3000), checkpoint_location=ck) as rt:
         await rt.start()
         await rt.wait_until_idle()
         await rt.stop()
-    assert seen == [1000, 2000, 3000]
+    assert out.seen == [1000, 2000, 3000]
     assert ids(ck / "commits") == [0, 1, 2]
 
 
