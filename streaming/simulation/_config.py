@@ -63,7 +63,7 @@ from ._cost_model import Costs
 from ._failure_model import Failures
 from ._input_model import Backpressure, InputModel
 from ._input_rates import BurstRate, ConstantRate, InputRate, StepRate
-from ._model_checks import ModelError
+from ._model_checks import ModelError, number_too_long
 from ._output_model import OutputModel, Stage
 from ._processing_times import Constant, Exponential, Linear, LogNormal, Normal, ProcessingTime, Uniform
 from ._simulation_model import SimulationModel
@@ -412,8 +412,7 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     except RecursionError:
         raise ModelError("", "not valid TOML: arrays or tables nested too deeply to read") from None
     except ValueError as exc:  # what tomllib's int() refuses: more digits than Python converts
-        reason = str(exc).partition("; use sys.set_int_max_str_digits")[0]  # (advice for programs, not for a file's reader)
-        raise ModelError("", f"not valid TOML: {reason}") from None
+        raise ModelError("", f"not valid TOML: {number_too_long(exc)}") from None
     return data
 
 

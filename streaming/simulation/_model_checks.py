@@ -14,6 +14,7 @@ __all__ = [
     "ModelError",
     "finite",
     "int_tuple",
+    "number_too_long",
     "whole",
     "whole_ms",
 ]
@@ -35,6 +36,12 @@ class ModelError(StreamingError, ValueError):
         """The same error with ``prefix`` put in front of its field path."""
         field = f"{prefix}.{self.field}" if self.field and not self.field.startswith("[") else f"{prefix}{self.field}"
         return ModelError(field, self.reason)
+
+
+def number_too_long(exc: ValueError) -> str:
+    """Why a parser's ``int()`` refused a number of a model or trace file (more digits than Python converts), without
+    Python's advice to call ``sys.set_int_max_str_digits``, which is for programs, not for a file's reader."""
+    return str(exc).partition("; use sys.set_int_max_str_digits")[0]
 
 
 def finite(field: str, value: object, *, minimum: float = 0.0, strict: bool = False) -> float:

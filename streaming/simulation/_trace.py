@@ -34,7 +34,7 @@ from listeners import (
 from scheduler import Duration, StreamInputInfo, Time
 
 from ._input_rates import ReplayRate
-from ._model_checks import ModelError
+from ._model_checks import ModelError, number_too_long
 from ._output_model import OutputModel
 from ._processing_times import Replay
 from ._simulation_model import SimulationModel
@@ -355,8 +355,7 @@ def _parse(n: int, line: str) -> Any:
     except RecursionError:
         raise ModelError(f"line {n}", "JSON nested too deeply to read") from None
     except ValueError as exc:  # what the decoder's int() refuses: more digits than Python converts
-        reason = str(exc).partition("; use sys.set_int_max_str_digits")[0]  # (advice for programs, not for a file's reader)
-        raise ModelError(f"line {n}", f"JSON that cannot be read: {reason}") from None
+        raise ModelError(f"line {n}", f"JSON that cannot be read: {number_too_long(exc)}") from None
 
 
 def _header_number(data: Mapping[str, Any], key: str, what: str) -> int | None:
