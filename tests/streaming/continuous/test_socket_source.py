@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -113,30 +114,38 @@ def test_the_line_bound_is_a_positive_int() -> None:
     assert SocketSource([("localhost", 9)]).max_line_length == 1 << 20
 
 
-@pytest.mark.anyio
-async def test_a_line_past_the_bound_terminates_the_query_with_the_error(server: socket.socket) -> None:
-    """A continuous query has no receiver to reconnect: the partition's too-long line fails its task and the query."""
-    address = server.getsockname()
+@contextlib.contextmanager
+def serving_a_long_line(server: socket.socket, guard: float = GUARD) -> Iterator[None]:
+    """While the block runs, serve ``server``'s first connection a line ``a`` and then 50 characters with no line end,
+    the connection held open until the block ends (so a failure comes from the line, not the close)."""
     done = threading.Event()
 
     def serve() -> None:
         conn, _ = server.accept()
         with conn:
             conn.sendall(b"a\n" + b"x" * 50)
-            done.wait(GUARD)  # open until the test ends: the failure comes from the line, not the close
+            done.wait(guard)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    plan = ContinuousStream(SocketSource([address], max_line_length=10)).to(MemorySink())
     try:
+        yield
+    finally:
+        done.set()
+        thread.join(guard)
+
+
+@pytest.mark.anyio
+async def test_a_line_past_the_bound_terminates_the_query_with_the_error(server: socket.socket) -> None:
+    """A continuous query has no receiver to reconnect: the partition's too-long line fails its task and the query."""
+    address = server.getsockname()
+    plan = ContinuousStream(SocketSource([address], max_line_length=10)).to(MemorySink())
+    with serving_a_long_line(server):
         async with ContinuousExecution(plan, Continuous(20), launcher=ThreadTaskLauncher(),
                                        options={"spark.sql.streaming.continuous.executorPollIntervalMs": 5}) as query:
             await query.start()
             with anyio.fail_after(GUARD), pytest.raises(StreamingQueryException) as raised:
                 await query.await_termination()
-    finally:
-        done.set()
-        thread.join(GUARD)
     assert isinstance(raised.value.__cause__, LineTooLongError)
     assert (f"is longer than spark.aiodstream.receiver.maxLineLength (10): the continuous query reading "
             f"{address[0]}:{address[1]} fails" in str(raised.value))

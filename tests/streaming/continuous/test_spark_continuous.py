@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import socket
-import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -224,20 +223,11 @@ def test_a_socket_line_past_the_bound_setting_fails_the_continuous_query(spark_c
     reads a longer line fails the query with LineTooLongError naming the setting and the address."""
     from pyspark.errors import StreamingQueryException as PySparkStreamingQueryException
 
+    from tests.streaming.continuous.test_socket_source import serving_a_long_line
     from tests.streaming.test_spark_integration import spark_conf
 
     server = socket.create_server(("127.0.0.1", 0))
     address = server.getsockname()
-    done = threading.Event()
-
-    def serve() -> None:
-        conn, _ = server.accept()
-        with conn:
-            conn.sendall(b"a\n" + b"x" * 50)
-            done.wait(GUARD_S)  # open until the test ends: the failure comes from the line, not the close
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
 
     async def body() -> None:
         with spark_conf(spark_context, spark__aiodstream__receiver__maxLineLength="10"):
@@ -252,10 +242,9 @@ def test_a_socket_line_past_the_bound_setting_fails_the_continuous_query(spark_c
                              str(raised.value))
 
     try:
-        run("asyncio", body)
+        with serving_a_long_line(server, GUARD_S):
+            run("asyncio", body)
     finally:
-        done.set()
-        thread.join(GUARD_S)
         server.close()
 
 
