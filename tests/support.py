@@ -46,6 +46,7 @@ class _EventCapture(logging.Handler):
         event = {**fields, "log_level": record.levelname.lower()}
         if record.exc_info:
             event["exc_info"] = True
+            event["exception"] = record.exc_info[1]  # the object, for a test to look at its type and cause
         self.into.append(event)
 
 

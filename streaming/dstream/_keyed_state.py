@@ -20,6 +20,11 @@ batch after the user's outputs and computes the partitions they did not (usually
 runs no Spark job). Each task reports its numbers, and which partition it ran, by batch time,
 through an accumulator, or on Spark Connect through report files under the checkpoint, named by
 partition so that a partition run again replaces its record (``_batch_stats``).
+
+A batch whose own output failed (some partition may not have committed its version) is noted
+(:class:`streaming.state.StateBehind`): before a later batch's outputs read the operator, they run
+that batch's state again over its own input (:meth:`KeyedStateNode.catch_up_state`), as Spark's
+DStream state is recomputed through its lineage; partitions that had committed are skipped.
 """
 
 from __future__ import annotations
@@ -32,10 +37,10 @@ import attrs
 
 from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, StreamingError, Time, redact_uri
 
-from ..state import StateOperatorStats, StateStoreProvider, keep_partition_count
+from ..state import StateBehind, StateOperatorStats, StateStoreProvider, keep_partition_count
 from ._batch_stats import BatchStats, batch_stats
 from ._node import StreamNode
-from ._transforms import ForEachNode
+from ._transforms import ForEachNode, stateful_upstream
 from ._watermark import WatermarkedNode
 
 if TYPE_CHECKING:
@@ -114,7 +119,10 @@ class KeyedStateNode(StreamNode):
         # Whether the last batch whose numbers came in gave the state at least SERIAL_INPUT_ROWS pairs:
         # then the next single-partition input is spread over the tasks too (see task_count).
         self._large_batches = False
-        self._batch_of: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # this node's RDDs -> batch ms
+        # this node's RDDs -> their batch ms, and what runs that batch's state again (see catch_up_state)
+        self._batch_of: weakref.WeakKeyDictionary[Any, tuple[int, Callable[[], RDD[Any]]]] = weakref.WeakKeyDictionary()
+        self._behind: StateBehind[Callable[[], RDD[Any]]] | None = None
+        self._upstream: tuple[Any, ...] | None = None  # the stateful operators this one reads, itself last
 
     @property
     def operator_name(self) -> str:
@@ -217,7 +225,23 @@ class KeyedStateNode(StreamNode):
         partition is not run again, and the failed batch's progress lacks its numbers. On
         Connect its report stands.)
         """
-        batch = self._batch_of.pop(rdd, None)
+        entry = self._batch_of.pop(rdd, None)
+        if entry is None:
+            self._run_every_partition(rdd, None)
+            return
+        batch, rerun = entry
+        if self._upstream is None:
+            self._upstream = stateful_upstream(self)
+        try:
+            for state in self._upstream:  # this operator, and any it reads, as a user's output does first
+                state.catch_up_state(Time(batch))
+            self._run_every_partition(rdd, batch)
+        except Exception:
+            # Some partition may not have committed: the next batches run the state of this one again first.
+            self._fell_behind(Time(batch), rerun)
+            raise
+
+    def _run_every_partition(self, rdd: RDD[Any], batch: int | None) -> None:
         if batch is not None and self._stats is not None:
             stats: StateOperatorStats | None = self._stats.peek(batch)
             if stats is not None and stats.partitions == (1 << self._num_partitions) - 1:
@@ -232,6 +256,39 @@ class KeyedStateNode(StreamNode):
                     "does (a directory both see at the same path, or a URI)")
         else:
             rdd.cartesian(rdd.context.parallelize([], 1)).collect()
+
+    @property
+    def state_behind(self) -> bool:
+        """Whether a failed batch's state has to run again before the next batch's (see :meth:`catch_up_state`)."""
+        return bool(self._behind)
+
+    def _fell_behind(self, time: Time, rerun: Callable[[], RDD[Any]]) -> None:
+        if self._behind is None:
+            self._behind = StateBehind(self.operator_name)
+        self._behind.note(time, rerun)
+
+    def catch_up_state(self, time: Time) -> None:
+        """Run again the state of the batches before ``time`` that failed before every partition committed it, oldest
+        first (:class:`streaming.state.StateBehind`): what the output operations reading this operator do first, on a
+        job thread.
+
+        Each runs the failed batch's state over its own input RDD (its shuffle, if Spark still has
+        it); a partition that had committed is left as it is, and the outputs are dropped.
+
+        Raises:
+            StateCatchUpError: one of them failed again, or too many are behind.
+        """
+        behind = self._behind
+        if not behind:
+            return
+        assert behind is not None
+        with behind.lock:
+            for earlier, rerun in behind.before(time):
+                try:
+                    self._run_every_partition(rerun(), None)
+                except Exception as exc:
+                    raise behind.failed(earlier, time, exc) from exc
+                behind.caught_up(earlier)
 
     @property
     def tasks_write_checkpoint(self) -> str:
@@ -280,34 +337,42 @@ class KeyedStateNode(StreamNode):
         fsync = (env.spark.settings().get(STATE_STORE_FSYNC_KEY) or "true").strip().lower() != "false"
         token = f"{batch_id}-{uuid.uuid4().hex}"  # this RDD's run: a batch generated again gets another
 
-        def run_partition(partition: int, data: list[tuple[Any, Any]], initial_pairs: list[tuple[Any, Any]]) -> list[Any]:
+        def run_partition(partition: int, data: list[tuple[Any, Any]], initial_pairs: list[tuple[Any, Any]],
+                          again: bool) -> list[Any]:
             from streaming.state import StateStoreProvider, once_per_batch
 
             provider = StateStoreProvider.shared(root, operator, partition, fsync=fsync)
+            if again and provider.has_version(batch_id + 1):  # catching up: this partition had committed the batch
+                return []
             with once_per_batch(provider.working_copy, token) as kept:
                 if kept.outputs is not None:  # this run's state already ran here: its outputs, not a second run
                     return kept.outputs
                 outputs, stats = run_batch(provider, data, initial_pairs)
                 kept.keep(outputs)
-            sink.add_partition(batch, partition, attrs.evolve(stats, input_rows=len(data) + len(initial_pairs)))
+            if not again:  # the numbers of a batch run again came too late for its progress
+                sink.add_partition(batch, partition, attrs.evolve(stats, input_rows=len(data) + len(initial_pairs)))
             return outputs
 
-        def run(task: int, records: Iterable[tuple[int, tuple[Any, bool, Any]]]) -> Iterator[Any]:
-            sink.check()  # a state that could not report its numbers does not advance
-            mine = by_task[task]
-            data: dict[int, list[tuple[Any, Any]]] = {p: [] for p in mine}
-            initial_pairs: dict[int, list[tuple[Any, Any]]] = {p: [] for p in mine}
-            for partition, (key, is_initial, value) in records:  # read to the end, so pyspark reuses this worker
-                (initial_pairs if is_initial else data)[partition].append((key, value))
-            outputs: list[Any] = []
-            for partition in mine:  # in order, so the RDD's rows come in the state partitions' order
-                outputs.extend(run_partition(partition, data[partition], initial_pairs[partition]))
-            return iter(outputs)
+        def runner(again: bool) -> Callable[[int, Iterable[tuple[int, tuple[Any, bool, Any]]]], Iterator[Any]]:
+            def run(task: int, records: Iterable[tuple[int, tuple[Any, bool, Any]]]) -> Iterator[Any]:
+                sink.check()  # a state that could not report its numbers does not advance
+                mine = by_task[task]
+                data: dict[int, list[tuple[Any, Any]]] = {p: [] for p in mine}
+                initial_pairs: dict[int, list[tuple[Any, Any]]] = {p: [] for p in mine}
+                for partition, (key, is_initial, value) in records:  # read to the end, so pyspark reuses this worker
+                    (initial_pairs if is_initial else data)[partition].append((key, value))
+                outputs: list[Any] = []
+                for partition in mine:  # in order, so the RDD's rows come in the state partitions' order
+                    outputs.extend(run_partition(partition, data[partition], initial_pairs[partition], again))
+                return iter(outputs)
+
+            return run
 
         if shuffle:
             tagged = tagged.partitionBy(tasks, lambda partition: partition * tasks // partitions)
-        out = tagged.mapPartitionsWithIndex(run, preservesPartitioning=False)
-        self._batch_of[out] = batch
+        out = tagged.mapPartitionsWithIndex(runner(False), preservesPartitioning=False)
+        # Run again after a failure (catch_up_state): the same input (and shuffle), skipping partitions that committed.
+        self._batch_of[out] = (batch, lambda: tagged.mapPartitionsWithIndex(runner(True), preservesPartitioning=False))
         return out
 
     def task_count(self, partitions: int) -> int:
@@ -353,3 +418,6 @@ class _OwnOutput(ForEachNode):
     """A stateful operator's own output operation: registered when the operator is made, run after the user's outputs."""
 
     runs_last = True
+
+    def _stateful_upstream(self) -> tuple[Any, ...]:
+        return ()  # the operator's _advance catches up first, noting its own batch as behind if that fails

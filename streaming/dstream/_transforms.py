@@ -6,6 +6,7 @@ pyspark's ``TransformedDStream`` and ``PythonTransformed2DStream``, Spark's ``Un
 
 from __future__ import annotations
 
+import functools
 import inspect
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -169,6 +170,7 @@ class ForEachNode(StreamNode):
         frame = _user_frame()
         self._name = f"{operation} at {frame}"
         self.supports_async_progress_tracking = supports_async_progress_tracking
+        self._states: tuple[Any, ...] | None = None  # the stateful operators upstream (catch_up_state), found once
 
     @property
     def name(self) -> str:
@@ -198,24 +200,59 @@ class ForEachNode(StreamNode):
         # One object per batch's job, not a closure each for the run, the group, the description and
         # the cancel hook (about 20 objects a queued batch that a backlog carries into the collector's
         # oldest generation).
-        output = _OutputRun(self._env, time, func, rdd)
+        states = self._states
+        if states is None:
+            states = self._states = self._stateful_upstream()
+        output = _OutputRun(self._env, time, func, rdd, states)
         job = output.job = Job(time, output.run_async if self._is_async else output.run, name=self._name,
                                description=self._name, is_async=True, cancel=output.cancel)
         return job
+
+    def _stateful_upstream(self) -> tuple[Any, ...]:
+        """The operators whose failed batches run their state again before this output reads (see stateful_upstream)."""
+        return stateful_upstream(self._parents[0])
+
+
+def stateful_upstream(stream: StreamNode) -> tuple[Any, ...]:
+    """The stateful operators ``stream`` reads (itself included), each once, nearest the inputs first: those with a
+    ``catch_up_state(time)``, whose failed batches run their state again before a later batch reads it."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    stack: list[tuple[StreamNode, bool]] = [(stream, False)]
+    while stack:  # depth first, each node after its parents
+        node, parents_done = stack.pop()
+        if parents_done:
+            if getattr(node, "catch_up_state", None) is not None:
+                found.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((parent, False) for parent in reversed(node.parents))
+    return tuple(found)
 
 
 
 class _OutputRun:
     """One batch's job of an output: runs the function on the batch's RDD, names the Spark job group, cancels it."""
 
-    __slots__ = ("env", "func", "job", "rdd", "time")
+    __slots__ = ("env", "func", "job", "rdd", "states", "time")
 
-    def __init__(self, env: Any, time: Time, func: Callable[[Any, Any], Any], rdd: Any) -> None:
+    def __init__(self, env: Any, time: Time, func: Callable[[Any, Any], Any], rdd: Any, states: tuple[Any, ...]) -> None:
         self.env = env
         self.time = time
         self.func = func
         self.rdd = rdd
+        self.states = states  # the stateful operators upstream: their failed batches catch up first
         self.job: Job | None = None  # set once the job is made
+
+    def _behind(self) -> bool:
+        return any(state.state_behind for state in self.states)
+
+    def _catch_up(self) -> None:
+        for state in self.states:
+            state.catch_up_state(self.time)
 
     def group(self) -> str:  # known once the job has its output operation id
         assert self.job is not None
@@ -232,12 +269,17 @@ class _OutputRun:
         # JVM Streaming tab, which this runtime does not have. The group and description are made
         # only if the function calls Spark (see Label).
         spark = self.env.spark
-        await spark.job_threads().run(spark.spark_context, self.group, self.description, self.func,
+        func = self.func
+        if self.states and self._behind():  # on the job thread, in the job's group, before the function reads the state
+            func = functools.partial(_after, self._catch_up, func)
+        await spark.job_threads().run(spark.spark_context, self.group, self.description, func,
                                       batch_datetime(self.time), self.rdd)
 
     async def run_async(self) -> None:
         # Spark calls made through run_spark() join the batch's job group.
         spark = self.env.spark
+        if self.states and self._behind():
+            await spark.job_threads().run(spark.spark_context, self.group, self.description, self._catch_up)
         job = BatchJob(spark.spark_context, self.group(), self.description(), spark.job_threads())
         token = current_batch_job.set(job)
         try:
@@ -247,6 +289,11 @@ class _OutputRun:
 
     def cancel(self) -> None:
         self.env.spark.cancel_job_group(self.group())
+
+
+def _after(first: Callable[[], None], func: Callable[..., Any], *args: Any) -> Any:
+    first()
+    return func(*args)
 
 
 def _user_frame() -> str:

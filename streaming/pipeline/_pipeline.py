@@ -38,9 +38,9 @@ from scheduler import (
 )
 
 from ..recovery import InputDescriptor, checkpoint_has_offsets
-from ..state import TransformWithStateSpec, parse_delay_threshold
+from ..state import StateBehind, TransformWithStateSpec, parse_delay_threshold
 from ._sources import ReplayableSource
-from ._stateful import GroupsOperator, StatefulOperator, Watermark, check_timeout, seen_event_times
+from ._stateful import GroupsOperator, StatefulOperator, StateRerun, Watermark, check_timeout, seen_event_times
 from ._transform import TransformOperator
 
 __all__ = ["Batch", "Pipeline"]
@@ -156,6 +156,7 @@ class Pipeline:
         self._state_versions: dict[Time, int] = {}  # the batches whose state version is not their batch id
         self._seen: dict[Time, list[EventTimeStats | None]] = {}
         self._state_progress: dict[Time, list[StateOperatorProgress]] = {}
+        self._behind: StateBehind[StateRerun] = StateBehind("the pipeline's stateful operators")
         self._started = False
         self._ranges: dict[Time, tuple[tuple[Offset, ...], tuple[Offset, ...]]] = {}
         self._ends: list[Offset] = []  # where each replayable source's last batch ended, when no engine plans
@@ -293,6 +294,7 @@ class Pipeline:
         for operator in self._operators:
             operator.check_at_start(operator.source in watermarked)
         self._zero_time = zero_time
+        self._behind.clear()
         self._started = True
         self._input_infos = input_infos
 
@@ -335,14 +337,43 @@ class Pipeline:
         if version is None:
             version = (time.milliseconds - self._zero_time.milliseconds) // self._batch_duration.milliseconds - 1
         watermarks = self._batch_watermarks.get(time, BatchWatermarks(0, 0))
-        by_source = {w.source: w for w in self._watermarks}
         progress = []
-        for operator in self._operators:
-            outputs, numbers = await operator.run(self._checkpoint, version, time, inputs[operator.source],
-                                                  watermarks, by_source.get(operator.source))
-            inputs[operator.name] = outputs
-            progress.append(numbers)
+        first = 0
+        try:
+            if self._behind:
+                await self._catch_up(time)
+            for operator in self._operators:
+                outputs, numbers = await self._run_operator(operator, time, version, inputs, watermarks)
+                inputs[operator.name] = outputs
+                progress.append(numbers)
+                first += 1
+        except Exception:
+            # Its state version (and the later operators') was not committed: the next batch runs it again first.
+            self._behind.note(time, StateRerun(version, watermarks, dict(inputs), first))
+            raise
         self._state_progress[time] = progress
+
+    async def _run_operator(self, operator: StatefulOperator, time: Time, version: int, inputs: Mapping[str, Sequence[Any]],
+                            watermarks: BatchWatermarks) -> tuple[list[Any], StateOperatorProgress]:
+        assert self._checkpoint is not None
+        watermark = next((w for w in self._watermarks if w.source == operator.source), None)
+        return await operator.run(self._checkpoint, version, time, inputs[operator.source], watermarks, watermark)
+
+    async def _catch_up(self, time: Time) -> None:
+        """Run again, oldest first, the operators of the batches before ``time`` that failed before committing their
+        state (see :class:`streaming.state.StateBehind`); their outputs are dropped.
+
+        Raises:
+            StateCatchUpError: one of them failed again (every later batch then fails, until one catches up).
+        """
+        for behind, rerun in self._behind.before(time):
+            for index in range(rerun.first_operator, len(self._operators)):
+                try:
+                    await self._run_operator(self._operators[index], behind, rerun.version, rerun.inputs, rerun.watermarks)
+                except Exception as exc:
+                    self._behind.note(behind, attrs.evolve(rerun, first_operator=index))  # the ones before it are done
+                    raise self._behind.failed(behind, time, exc) from exc
+            self._behind.caught_up(behind)
 
     async def _read(self, source: _Source, replayable: ReplayableSource,
                     assigned: tuple[tuple[Offset, ...], tuple[Offset, ...]] | None) -> Sequence[Any]:

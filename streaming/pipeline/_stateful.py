@@ -12,7 +12,7 @@ meets the pipeline through :class:`StatefulOperator`; ``flatMapGroupsWithState``
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import anyio.to_thread
 import attrs
@@ -36,7 +36,7 @@ from ..state import (
     run_batch,
 )
 
-__all__ = ["STATE_DIRECTORY", "GroupsOperator", "StatefulOperator", "Watermark", "check_timeout", "seen_event_times"]
+__all__ = ["STATE_DIRECTORY", "GroupsOperator", "StateRerun", "StatefulOperator", "Watermark", "check_timeout", "seen_event_times"]
 
 STATE_DIRECTORY = "stateful"
 """Under the checkpoint location, where the operators' state stores live."""
@@ -72,6 +72,17 @@ class StatefulOperator(Protocol):
                   watermarks: BatchWatermarks, watermark: Watermark | None) -> tuple[list[Any], StateOperatorProgress]:
         """One batch over the source's ``records``, on state ``version`` (committing the next): the outputs and the progress."""
         ...
+
+
+@attrs.frozen
+class StateRerun:
+    """What runs a failed batch's operators again (see :class:`streaming.state.StateBehind`): its state version,
+    watermarks and inputs, from the operator that did not commit on."""
+
+    version: int
+    watermarks: BatchWatermarks
+    inputs: Mapping[str, Sequence[Any]]
+    first_operator: int
 
 
 @attrs.define

@@ -10,6 +10,7 @@ timers and TTL on the same store. The DStream operators
 """
 
 from ._batch_outputs import BatchOutputs, once_per_batch
+from ._catch_up import STATE_CATCH_UP_LIMIT, StateBehind, StateCatchUpError
 from ._event_time import event_time_ms, event_time_us
 from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
 from ._groups import (
@@ -66,8 +67,11 @@ __all__ = [
     "ListState",
     "MapState",
     "NO_TIMESTAMP",
+    "STATE_CATCH_UP_LIMIT",
     "PartitionResult",
     "StateOperatorStats",
+    "StateBehind",
+    "StateCatchUpError",
     "StateChange",
     "StateOperatorMetadata",
     "StateRecord",

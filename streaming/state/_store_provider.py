@@ -239,6 +239,10 @@ class StateStoreProvider:
         return StateStore(self._files, conn, version, bytes(parent) or GENESIS, loaded_from,
                           functools.partial(self._finish, version + 1))
 
+    def has_version(self, version: int) -> bool:
+        """Whether the checkpoint holds ``version`` (its delta or snapshot: a batch committed it); 0, the empty state, always."""
+        return version == 0 or self._files.path(version, DELTA).exists() or self._files.path(version, SNAPSHOT).exists()
+
     def _prove_or_rebuild(self, version: int) -> tuple[sqlite3.Connection, str, bytes]:
         """The working copy at ``version``, proven or rebuilt (see :meth:`load`): it, where it came from, its digest."""
         try:

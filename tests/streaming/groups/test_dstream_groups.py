@@ -379,3 +379,97 @@ def test_state_partitions_sharing_tasks_survive_a_restart(spark_context: Any, tm
     assert {p.state_operators[0].num_state_store_instances for p in progress} == {4}
     assert second == {3000: [("x", "online", 3)], 4000: sorted((d, "offline", 4000) for d in "yzw"), 5000: [],
                       6000: [("x", "offline", 6000)]}
+
+
+def _failing_times(marker: Path) -> Any:
+    """A counting state function that raises while ``marker`` holds a positive count of failures left (each raise takes
+    one; tasks run in other processes, so the count lives in the file). Batch 2000's x (its total 2) is the one."""
+    path = str(marker)
+
+    def flaky(device: str, values: Iterator[str], state: GroupState) -> tuple[str, int]:
+        total = (state.getOption or 0) + sum(1 for _ in values)
+        if total == 2 and device == "x":
+            with open(path) as file:
+                left = int(file.read() or 0)
+            if left > 0:
+                with open(path, "w") as file:
+                    file.write(str(left - 1))
+                raise RuntimeError("flaky function")
+        state.update(total)
+        return (device, total)
+
+    return flaky
+
+
+def _flaky_program(sc: Any, directory: Path, marker: Path, beats: list[list[str]], drive: int, *, resume: bool = False,
+                   clock_start: int = 0) -> tuple[dict[int, list[Any]], dict[int, list[str]]]:
+    """The flaky counter over queued ``beats`` on a checkpoint, under the DStream semantics (a failed batch does not stop
+    the context): the output's batches, and the failure reasons of each failed batch's output operations."""
+    outputs: dict[int, list[Any]] = {}
+    failures: dict[int, list[str]] = {}
+    clock = ManualClock(clock_start)
+    flaky = _failing_times(marker)
+
+    class Failures:
+        def onBatchCompleted(self, event: Any) -> None:
+            for operation in event.batchInfo().outputOperationInfos().values():
+                if operation.failureReason() is not None:
+                    failures.setdefault(operation.batchTime().milliseconds(), []).append(operation.failureReason())
+
+    def setup() -> StreamingContext:
+        ssc = StreamingContext(sc, INTERVAL_MS / 1000, clock=clock)
+        stream = ssc.queueStream([sc.parallelize(b, 2) for b in beats], oneAtATime=True, default=sc.emptyRDD())
+        stream.map(lambda d: (d, d)).mapGroupsWithState(flaky, numPartitions=2).foreachRDD(
+            lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))
+        ssc.checkpoint(str(directory))
+        return ssc
+
+    ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False) if resume else setup()
+    ssc.addStreamingListener(Failures())
+    run_dstream_batches(ssc, clock, drive)
+    return outputs, failures
+
+
+def test_a_batch_whose_state_failed_runs_it_again_before_the_next_batch_as_spark_recomputes_a_lost_state(
+        spark_context: Any, tmp_path: Path) -> None:
+    """The function fails twice in batch 2000 (in the output's job, then in the operator's own): its state version is
+    never committed. Batch 3000 runs batch 2000's state again first (its outputs stay lost, as a failed batch's are in
+    Spark) and goes on from it, where it used to fail loading the missing version, and every batch after it; a
+    restart then finds batch 2000 passed over and the state exact."""
+    directory, marker = tmp_path / "ck", tmp_path / "failures-left"
+    marker.write_text("2")
+    beats = [["x"], ["x", "y"], ["x"], ["y"]]
+    outputs, failures = _flaky_program(spark_context, directory, marker, beats, 4)
+    assert marker.read_text() == "0"
+    assert list(failures) == [2000] and len(failures[2000]) == 2  # the user's output and the operator's own
+    assert all("flaky function" in reason for reason in failures[2000])
+    assert outputs == {1000: [("x", 1)], 3000: [("x", 3)], 4000: [("y", 2)]}  # y's 1 in batch 2000 counted
+    outputs, failures = _flaky_program(spark_context, directory, marker, [*beats, ["x", "y"]], 1, resume=True,
+                                       clock_start=4000)
+    assert failures == {}
+    assert outputs == {5000: [("x", 4), ("y", 3)]}  # nothing run again: the next batch of the queue, on exact state
+
+
+def test_a_batch_whose_state_keeps_failing_fails_the_later_ones_until_a_restart_runs_them_in_order(
+        spark_context: Any, tmp_path: Path) -> None:
+    """The function fails in batch 2000 every time it runs again: batches 3000 and 4000 fail too, each
+    naming batch 2000 and its error; none commits, so a restart (the function healed) runs 2000 to 4000 again in
+    order, with their outputs, on exact state."""
+    directory, marker = tmp_path / "ck", tmp_path / "failures-left"
+    marker.write_text("100")
+    beats = [["x"], ["x", "y"], ["x"], ["y"]]
+    outputs, failures = _flaky_program(spark_context, directory, marker, beats, 4)
+    assert outputs == {1000: [("x", 1)]}
+    assert marker.read_text() == "94"  # each of the three batches' two jobs ran batch 2000's state once
+    assert list(failures) == [2000, 3000, 4000]
+    assert all(len(reasons) == 2 for reasons in failures.values())
+    for time in (3000, 4000):
+        for reason in failures[time]:
+            assert (f"StateCatchUpError: batch {time} ms cannot load the state of mapGroupsWithState: batch 2000 ms "
+                    "failed before its state version was committed, and running its state again failed too: ") in reason
+            assert "RuntimeError: flaky function" in reason  # the cause, chained
+    marker.write_text("0")  # healed
+    outputs, failures = _flaky_program(spark_context, directory, marker, beats, 3, resume=True, clock_start=4000)
+    assert failures == {}
+    assert {time: rows for time, rows in outputs.items() if time <= 4000} == {
+        2000: [("x", 2), ("y", 1)], 3000: [("x", 3)], 4000: [("y", 2)]}

@@ -11,7 +11,7 @@ from scheduler import InvalidPipelineError, ManualClock, Seconds
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
 from streaming.state import EVENT_TIME_WITHOUT_WATERMARK, GroupState
 from tests.anyio_support import raises_exactly
-from tests.support import advance, run_pipeline_for
+from tests.support import advance, capture_events, run_pipeline_for
 
 pytestmark = pytest.mark.anyio
 
@@ -94,3 +94,83 @@ async def test_state_needs_a_checkpoint_and_event_time_timeouts_a_watermark() ->
         p.start(ManualClock(0).now(), None)  # type: ignore[arg-type]
     with raises_exactly(InvalidPipelineError, "no source named 'nope'; the sources are ['clicks']"):
         p.add_watermark("nope", lambda c: c[1], "1 minute")
+
+
+def counting_program(failures: dict[str, int], seen: list[Any], calls: list[tuple[str, int]]) -> Pipeline:
+    """A running count of one key's records, and a second operator counting the same records; ``failures`` says how
+    many more times each operator raises on a batch holding ``"boom"``; every call is recorded as (operator, total)."""
+    p = Pipeline()
+    p.add_source(ListSource(["a", "b", "boom", "c", "d"], max_per_batch=1), name="s")
+    names = []
+    for operator in ("first", "second"):
+        def count(key: str, values: Iterator[Any], state: GroupState, operator: str = operator) -> Iterator[Any]:
+            records = list(values)
+            total = (state.getOption or 0) + len(records)
+            calls.append((operator, total))
+            if "boom" in records and failures.get(operator, 0) > 0:
+                failures[operator] -= 1
+                raise RuntimeError(f"{operator} fails")
+            state.update(total)
+            yield total
+
+        names.append(p.add_groups_with_state("s", count, key=lambda r: "k", name=operator))
+    p.add_output(lambda batch: seen.append((batch.time.milliseconds, *(list(batch.inputs[n]) for n in names))), name="out")
+    return p
+
+
+def checkpoint_ids(directory: Path) -> list[int]:
+    return sorted(int(name) for name in (p.name for p in directory.iterdir()) if name.isdigit())
+
+
+async def test_a_batch_whose_state_failed_runs_it_again_first_and_the_later_batches_go_on(tmp_path: Path,
+                                                                                        clock: ManualClock) -> None:
+    """Under the DStream semantics the second operator fails once in batch 3000, after the first committed: batch 4000
+    runs only the second's state of batch 3000 again (its outputs lost), then goes on; batch 3000 is passed over, so
+    a restart runs nothing again and counts on from exact state. (Every later batch used to fail, loading a version
+    that was never written.)"""
+    failures, seen, calls = {"second": 1}, [], []
+    program = counting_program(failures, seen, calls)
+    async with StreamingRuntime(program, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
+                                stop_on_failure=False) as rt:
+        await rt.start()
+        await advance(rt, clock, 5_000)
+        await rt.stop()
+    assert seen == [(1000, [1], [1]), (2000, [2], [2]), (4000, [4], [4]), (5000, [5], [5])]
+    assert calls == [("first", 1), ("second", 1), ("first", 2), ("second", 2), ("first", 3), ("second", 3),
+                     ("second", 3), ("first", 4), ("second", 4), ("first", 5), ("second", 5)]
+    assert checkpoint_ids(tmp_path / "ck" / "commits") == [0, 1, 2, 3, 4]  # 2 passed over when 3 committed
+    seen.clear()
+    p = Pipeline()
+    p.add_source(ListSource(["a", "b", "boom", "c", "d", "e"], max_per_batch=1), name="s")
+    name = p.add_groups_with_state("s", lambda k, v, s: [s.update((s.getOption or 0) + len(list(v))) or s.get],
+                                   key=lambda r: "k", name="first")
+    p.add_output(lambda batch: seen.append((batch.time.milliseconds, list(batch.inputs[name]))), name="out")
+    await run_pipeline_for(p, tmp_path / "ck", 5_000, 1_000)
+    assert seen == [(6000, [6])]
+
+
+async def test_a_batch_whose_state_keeps_failing_fails_every_later_batch_until_a_restart_runs_them_in_order(
+        tmp_path: Path, clock: ManualClock) -> None:
+    """The first operator fails in batch 3000 each time: batches 4000 and 5000 fail too, with a StateCatchUpError naming
+    batch 3000 and its error (logged), and none commits; healed, a restart runs 3000 to 5000 again, in order."""
+    failures, seen, calls = {"first": 100}, [], []
+    program = counting_program(failures, seen, calls)
+    with capture_events() as logs:
+        async with StreamingRuntime(program, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
+                                    stop_on_failure=False) as rt:
+            await rt.start()
+            await advance(rt, clock, 5_000)
+            await rt.stop()
+    assert seen == [(1000, [1], [1]), (2000, [2], [2])]
+    assert failures == {"first": 97}
+    assert checkpoint_ids(tmp_path / "ck" / "commits") == [0, 1]
+    errors = [e["exception"] for e in logs if e["event"].startswith("Error generating jobs")]  # a state runs there
+    assert [type(e).__name__ for e in errors] == ["GroupsWithStateError", "StateCatchUpError", "StateCatchUpError"]
+    assert [str(e).split(": GroupsWithStateError: ")[0] for e in errors[1:]] == [
+        f"batch {time} ms cannot load the state of the pipeline's stateful operators: batch 3000 ms failed before its "
+        "state version was committed, and running its state again failed too" for time in (4000, 5000)]
+    assert all("RuntimeError: first fails" in str(e.__cause__) for e in errors[1:])
+    seen.clear()
+    failures["first"] = 0
+    await run_pipeline_for(counting_program(failures, seen, []), tmp_path / "ck", 5_000, 1_000)
+    assert seen == [(3000, [3], [3]), (4000, [4], [4]), (5000, [5], [5]), (6000, [], [])]
