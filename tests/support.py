@@ -36,9 +36,10 @@ from tests.crash import Children, spawn
 
 
 class _EventCapture(logging.Handler):
-    def __init__(self, into: list[dict[str, Any]]) -> None:
+    def __init__(self, into: list[dict[str, Any]], exceptions: bool) -> None:
         super().__init__(logging.DEBUG)
         self.into = into
+        self.exceptions = exceptions
 
     def emit(self, record: logging.LogRecord) -> None:
         fields = event_fields(record)
@@ -46,21 +47,23 @@ class _EventCapture(logging.Handler):
         event = {**fields, "log_level": record.levelname.lower()}
         if record.exc_info:
             event["exc_info"] = True
-            event["exception"] = record.exc_info[1]  # the object, for a test to look at its type and cause
+            if self.exceptions:
+                event["exception"] = record.exc_info[1]
         self.into.append(event)
 
 
 @contextlib.contextmanager
-def capture_events(level: int = logging.DEBUG) -> Iterator[list[dict[str, Any]]]:
+def capture_events(level: int = logging.DEBUG, *, exceptions: bool = False) -> Iterator[list[dict[str, Any]]]:
     """Every aiodstream log event at ``level`` or above while the block runs, as dicts.
 
     Each holds the event's fields plus ``event`` and ``log_level`` (lower case): the
     shape of structlog's ``capture_logs``, taken from the standard logging tree the library
-    writes to, so it also proves the events reach a host's handlers.
+    writes to, so it also proves the events reach a host's handlers. ``exceptions``: an event
+    logged with one also holds it, as ``exception``.
     """
     captured: list[dict[str, Any]] = []
     root = logging.getLogger(LOGGER_ROOT)
-    handler = _EventCapture(captured)
+    handler = _EventCapture(captured, exceptions)
     previous = root.level
     root.addHandler(handler)
     root.setLevel(level)

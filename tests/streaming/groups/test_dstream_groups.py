@@ -473,3 +473,42 @@ def test_a_batch_whose_state_keeps_failing_fails_the_later_ones_until_a_restart_
     assert failures == {}
     assert {time: rows for time, rows in outputs.items() if time <= 4000} == {
         2000: [("x", 2), ("y", 1)], 3000: [("x", 3)], 4000: [("y", 2)]}
+
+
+def test_a_batch_that_failed_at_generation_before_the_operator_gets_its_state_computed_by_the_next(
+        spark_context: Any, tmp_path: Path) -> None:
+    """A ``transform`` before the operator raises while batch 2000 is generated (once): no state task ever ran for it.
+    Batch 3000 generates batch 2000's state again and runs it first, as Spark's lineage computes a state RDD its
+    batch never made (updateStateByKey's), so y's beat of batch 2000 counts and every later batch goes on."""
+    outputs: dict[int, list[Any]] = {}
+    failures: dict[int, list[str]] = {}
+    clock = ManualClock(0)
+    raised: list[int] = []
+
+    def flaky_transform(time: Any, rdd: Any) -> Any:
+        ms = int(time.timestamp() * 1000)
+        if ms == 2000 and not raised:
+            raised.append(ms)
+            raise RuntimeError("transform fails once")
+        return rdd
+
+    class Failures:
+        def onBatchCompleted(self, event: Any) -> None:
+            for operation in event.batchInfo().outputOperationInfos().values():
+                if operation.failureReason() is not None:
+                    failures.setdefault(operation.batchTime().milliseconds(), []).append(operation.failureReason())
+
+    beats = [["x"], ["x", "y"], ["x"], ["y"]]
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+    stream = ssc.queueStream([spark_context.parallelize(b, 2) for b in beats], oneAtATime=True,
+                             default=spark_context.emptyRDD())
+    counts = stream.transform(flaky_transform).map(lambda d: (d, d)).mapGroupsWithState(
+        lambda device, values, state: (state.update((state.getOption or 0) + sum(1 for _ in values)), (device, state.get))[1],
+        numPartitions=2)
+    counts.foreachRDD(lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))
+    ssc.checkpoint(str(tmp_path / "ck"))
+    ssc.addStreamingListener(Failures())
+    errors = run_dstream_batches(ssc, clock, 4)
+    assert raised == [2000] and errors and "transform fails once" in str(errors[0])
+    assert failures == {}  # a generation failure has no output operation: it is reported, not completed
+    assert outputs == {1000: [("x", 1)], 3000: [("x", 3)], 4000: [("y", 2)]}

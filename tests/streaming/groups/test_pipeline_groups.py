@@ -155,7 +155,7 @@ async def test_a_batch_whose_state_keeps_failing_fails_every_later_batch_until_a
     batch 3000 and its error (logged), and none commits; healed, a restart runs 3000 to 5000 again, in order."""
     failures, seen, calls = {"first": 100}, [], []
     program = counting_program(failures, seen, calls)
-    with capture_events() as logs:
+    with capture_events(exceptions=True) as logs:
         async with StreamingRuntime(program, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
                                     stop_on_failure=False) as rt:
             await rt.start()
