@@ -79,6 +79,7 @@ class DStreamGraph:
         self._history: tuple[RecoveredBatch, ...] = ()
         self._snapshots: StateSnapshots | None = None
         self._newest_committed: int | None = None  # the newest batch prepared for its commit (a window reaches back from it)
+        self.first_batch_time: Time | None = None  # the run's first batch (set at recover): a stateful one reaches back to it
         self._watermarks: dict[Time, BatchWatermarks] = {}
         self._state_operators = 0
         self.releases = ReleaseQueue()  # RDDs to unpersist and checkpoint files to delete, off the loop
@@ -375,6 +376,7 @@ class DStreamGraph:
             CheckpointError: the checkpoint was written by a program with other inputs or
                 stateful streams, or the log no longer covers the batches a state needs.
         """
+        self.first_batch_time = zero_time + self.batch_duration * (first_batch_id + 1)
         if self.checkpoint_dir is None:
             for inp in self.input_streams:
                 inp.attach_log(None)  # tracked in memory: offsets and progress, nothing on disk

@@ -123,6 +123,7 @@ class KeyedStateNode(StreamNode):
         self._batch_of: weakref.WeakKeyDictionary[Any, tuple[int, Callable[[], RDD[Any]]]] = weakref.WeakKeyDictionary()
         self._behind: StateBehind[Callable[[], RDD[Any]]] | None = None
         self._upstream: tuple[Any, ...] | None = None  # the stateful operators this one reads, itself last
+        self._last_made: Time | None = None  # the newest batch whose RDD this operator made
 
     @property
     def operator_name(self) -> str:
@@ -282,7 +283,7 @@ class KeyedStateNode(StreamNode):
         if not behind:
             return
         assert behind is not None
-        with behind.lock:
+        with behind.running:
             for earlier, rerun in behind.before(time):
                 try:
                     self._run_every_partition(rerun(), None)
@@ -296,6 +297,24 @@ class KeyedStateNode(StreamNode):
         return f"the state store of {self.operator_name}"
 
     def _compute(self, time: Time) -> RDD[Any] | None:
+        # A batch of this run whose generation failed before this operator's RDD was made (a transform upstream
+        # raised) ran no state: made now, its state runs first in this batch's jobs (catch_up_state), as Spark's
+        # lineage computes a state RDD its batch never made. If it cannot be made, this batch fails as it did.
+        graph = self._env.graph
+        missed = graph.first_batch_time if self._last_made is None else self._last_made + graph.batch_duration
+        while missed is not None and missed < time:
+            if self.is_time_valid(missed):
+                _out, rerun = self._make(missed)
+                self._fell_behind(missed, rerun)
+            self._last_made = missed
+            missed += graph.batch_duration
+        out, rerun = self._make(time)
+        self._batch_of[out] = (time.milliseconds, rerun)
+        self._last_made = time
+        return out
+
+    def _make(self, time: Time) -> tuple[RDD[Any], Callable[[], RDD[Any]]]:
+        """Batch ``time``'s RDD, and what runs its state again after a failure (skipping partitions that committed)."""
         env = self._env
         graph = env.graph
         sc = env.spark_context
@@ -372,8 +391,7 @@ class KeyedStateNode(StreamNode):
             tagged = tagged.partitionBy(tasks, lambda partition: partition * tasks // partitions)
         out = tagged.mapPartitionsWithIndex(runner(False), preservesPartitioning=False)
         # Run again after a failure (catch_up_state): the same input (and shuffle), skipping partitions that committed.
-        self._batch_of[out] = (batch, lambda: tagged.mapPartitionsWithIndex(runner(True), preservesPartitioning=False))
-        return out
+        return out, lambda: tagged.mapPartitionsWithIndex(runner(True), preservesPartitioning=False)
 
     def task_count(self, partitions: int) -> int:
         """How many Spark tasks run a batch's ``partitions`` state partitions: at most Spark's default parallelism.

@@ -307,8 +307,30 @@ class Pipeline:
         A replayable source reads the range the engine set for ``time``; without one (no
         checkpointing) it reads everything new, within its read limit.
         """
-        inputs: dict[str, Sequence[Any]] = {}
         assigned = self._ranges.pop(time, None)
+        inputs: dict[str, Sequence[Any]] | None = None
+        try:
+            inputs = await self._read_inputs(time, assigned)
+            if self._watermarks:
+                self._seen[time] = [seen_event_times(w, inputs[w.source]) for w in self._watermarks]
+        except Exception:
+            # No state ran: the next batch runs it first, over these inputs (or their ranges, read again).
+            if self._operators and (inputs is not None or assigned is not None):
+                version, watermarks = self._state_version_of(time), self._batch_watermarks.get(time, BatchWatermarks(0, 0))
+                self._behind.note(time, StateRerun(version, watermarks, inputs, 0, assigned))
+            raise
+        if self._operators:
+            await self._run_operators(time, inputs)
+        batch = Batch(time, inputs)
+        jobs = []
+        for out in self._outputs:
+            jobs.append(Job(time, functools.partial(out.fn, batch), name=out.name, description=out.description,
+                            is_async=out.is_async))
+        return jobs
+
+    async def _read_inputs(self, time: Time, assigned: tuple[tuple[Offset, ...], tuple[Offset, ...]] | None,
+                           *, report: bool = True) -> dict[str, Sequence[Any]]:
+        inputs: dict[str, Sequence[Any]] = {}
         for source in self._sources:
             if source.replayable is not None:
                 materialised = list(await self._read(source, source.replayable, assigned))
@@ -319,23 +341,21 @@ class Pipeline:
                     records = await records
                 materialised = list(records)
             inputs[source.name] = materialised
-            self._input_infos.report_info(time, StreamInputInfo(source.id, len(materialised)))
-        if self._watermarks:
-            self._seen[time] = [seen_event_times(w, inputs[w.source]) for w in self._watermarks]
-        if self._operators:
-            await self._run_operators(time, inputs)
-        batch = Batch(time, inputs)
-        jobs = []
-        for out in self._outputs:
-            jobs.append(Job(time, functools.partial(out.fn, batch), name=out.name, description=out.description,
-                            is_async=out.is_async))
-        return jobs
+            if report:
+                self._input_infos.report_info(time, StreamInputInfo(source.id, len(materialised)))
+        return inputs
 
-    async def _run_operators(self, time: Time, inputs: dict[str, Sequence[Any]]) -> None:
-        assert self._checkpoint is not None and self._zero_time is not None and self._batch_duration is not None
+    def _state_version_of(self, time: Time) -> int:
+        """The state version batch ``time`` loads: the engine's record for it, else its batch id (forgotten once asked)."""
+        assert self._zero_time is not None and self._batch_duration is not None
         version = self._state_versions.pop(time, None)
         if version is None:
             version = (time.milliseconds - self._zero_time.milliseconds) // self._batch_duration.milliseconds - 1
+        return version
+
+    async def _run_operators(self, time: Time, inputs: dict[str, Sequence[Any]]) -> None:
+        assert self._checkpoint is not None
+        version = self._state_version_of(time)
         watermarks = self._batch_watermarks.get(time, BatchWatermarks(0, 0))
         progress = []
         first = 0
@@ -349,7 +369,7 @@ class Pipeline:
                 first += 1
         except Exception:
             # Its state version (and the later operators') was not committed: the next batch runs it again first.
-            self._behind.note(time, StateRerun(version, watermarks, dict(inputs), first))
+            self._behind.note(time, StateRerun(version, watermarks, dict(inputs), first, None))
             raise
         self._state_progress[time] = progress
 
@@ -367,12 +387,18 @@ class Pipeline:
             StateCatchUpError: one of them failed again (every later batch then fails, until one catches up).
         """
         for behind, rerun in self._behind.before(time):
-            for index in range(rerun.first_operator, len(self._operators)):
-                try:
-                    await self._run_operator(self._operators[index], behind, rerun.version, rerun.inputs, rerun.watermarks)
-                except Exception as exc:
-                    self._behind.note(behind, attrs.evolve(rerun, first_operator=index))  # the ones before it are done
-                    raise self._behind.failed(behind, time, exc) from exc
+            try:
+                if rerun.inputs is None:  # its input could not be read: read its range again
+                    rerun = attrs.evolve(rerun, inputs=await self._read_inputs(behind, rerun.ranges, report=False))
+                    self._behind.note(behind, rerun)
+                inputs = rerun.inputs
+                assert inputs is not None
+                for index in range(rerun.first_operator, len(self._operators)):
+                    await self._run_operator(self._operators[index], behind, rerun.version, inputs, rerun.watermarks)
+                    rerun = attrs.evolve(rerun, first_operator=index + 1)
+            except Exception as exc:
+                self._behind.note(behind, rerun)  # what did run stays done
+                raise self._behind.failed(behind, time, exc) from exc
             self._behind.caught_up(behind)
 
     async def _read(self, source: _Source, replayable: ReplayableSource,

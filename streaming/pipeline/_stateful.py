@@ -77,12 +77,14 @@ class StatefulOperator(Protocol):
 @attrs.frozen
 class StateRerun:
     """What runs a failed batch's operators again (see :class:`streaming.state.StateBehind`): its state version,
-    watermarks and inputs, from the operator that did not commit on."""
+    watermarks and inputs (None: they could not be read, the sources' ``ranges`` are read again), from the operator
+    that did not commit on."""
 
     version: int
     watermarks: BatchWatermarks
-    inputs: Mapping[str, Sequence[Any]]
+    inputs: Mapping[str, Sequence[Any]] | None
     first_operator: int
+    ranges: tuple[tuple[Any, ...], tuple[Any, ...]] | None
 
 
 @attrs.define

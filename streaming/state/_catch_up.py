@@ -51,7 +51,8 @@ class StateBehind(Generic[T]):
         self._operator = operator
         self._batches: list[tuple[int, T]] = []  # (batch time ms, what runs it), in batch order
         self._given_up: str | None = None
-        self.lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the list: a batch is noted while another's jobs catch up
+        self.running = threading.Lock()
         """Held by whoever catches up, so two jobs of one batch (``concurrentJobs`` above 1) do not both run it."""
 
     def __bool__(self) -> bool:
@@ -61,7 +62,7 @@ class StateBehind(Generic[T]):
     def note(self, time: Time, rerun: T) -> None:
         """Batch ``time``'s state did not complete: ``rerun`` runs it again (replacing what a batch noted before had)."""
         batch_ms = time.milliseconds
-        with self.lock:
+        with self._lock:
             if self._given_up is not None:
                 return
             self._batches = [entry for entry in self._batches if entry[0] != batch_ms]
@@ -77,18 +78,20 @@ class StateBehind(Generic[T]):
             bisect.insort(self._batches, (batch_ms, rerun), key=lambda entry: entry[0])
 
     def before(self, time: Time) -> list[tuple[Time, T]]:
-        """The noted batches before batch ``time``, oldest first (jobs that may run at once hold :attr:`lock`).
+        """The noted batches before batch ``time``, oldest first.
 
         Raises:
             StateCatchUpError: the operator gave up (too many behind).
         """
-        if self._given_up is not None:
-            raise StateCatchUpError(self._given_up)
-        return [(Time(ms), rerun) for ms, rerun in self._batches if ms < time.milliseconds]
+        with self._lock:
+            if self._given_up is not None:
+                raise StateCatchUpError(self._given_up)
+            return [(Time(ms), rerun) for ms, rerun in self._batches if ms < time.milliseconds]
 
     def caught_up(self, time: Time) -> None:
-        """Batch ``time``'s state ran again and committed (jobs that may run at once hold :attr:`lock`)."""
-        self._batches = [entry for entry in self._batches if entry[0] != time.milliseconds]
+        """Batch ``time``'s state ran again and committed."""
+        with self._lock:
+            self._batches = [entry for entry in self._batches if entry[0] != time.milliseconds]
 
     def failed(self, behind: Time, time: Time, error: BaseException) -> StateCatchUpError:
         """The error for batch ``time``: running batch ``behind``'s state again raised ``error`` (chain it as the cause)."""
@@ -99,6 +102,6 @@ class StateBehind(Generic[T]):
 
     def clear(self) -> None:
         """Forget every noted batch (a new run: the checkpoint's uncommitted batches run again anyway)."""
-        with self.lock:
+        with self._lock:
             self._batches.clear()
             self._given_up = None

@@ -118,6 +118,38 @@ def counting_program(failures: dict[str, int], seen: list[Any], calls: list[tupl
     return p
 
 
+class FailingReads(ListSource):
+    """A ListSource whose reads of ``fail_from`` raise ``times`` times (a storage hiccup)."""
+
+    def __init__(self, records: list[Any], fail_from: str, times: int) -> None:
+        super().__init__(records, max_per_batch=1)
+        self.fail_from, self.times = fail_from, times
+
+    async def read(self, start: Any, end: Any) -> Any:
+        if start == self.fail_from and self.times > 0:
+            self.times -= 1
+            raise OSError("storage hiccup")
+        return await super().read(start, end)
+
+
+async def test_a_batch_whose_input_could_not_be_read_has_its_range_read_again_by_the_next_for_its_state(
+        tmp_path: Path, clock: ManualClock) -> None:
+    """Batch 3000's read fails once, so no operator ran: batch 4000 reads 3000's range again and runs its state first;
+    the counts go on as if it had not failed (only 3000's outputs are lost)."""
+    seen: list[Any] = []
+    p = Pipeline()
+    p.add_source(FailingReads(list("abcde"), "2", 1), name="s")
+    name = p.add_groups_with_state("s", lambda k, v, s: [s.update((s.getOption or 0) + len(list(v))) or s.get],
+                                   key=lambda r: "k")
+    p.add_output(lambda batch: seen.append((batch.time.milliseconds, list(batch.inputs[name]))), name="out")
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
+                                stop_on_failure=False) as rt:
+        await rt.start()
+        await advance(rt, clock, 5_000)
+        await rt.stop()
+    assert seen == [(1000, [1]), (2000, [2]), (4000, [4]), (5000, [5])]
+
+
 def checkpoint_ids(directory: Path) -> list[int]:
     return sorted(int(name) for name in (p.name for p in directory.iterdir()) if name.isdigit())
 
