@@ -47,15 +47,22 @@ class FailedBatches:
         self._kept = self._checkpointed
         return self._checkpointed
 
-    def note(self, batch: PlannedBatch, job_set: JobSet) -> None:
-        """``batch`` failed: it waits for a later commit, unless kept or cut short by an immediate stop."""
+    def note(self, batch: PlannedBatch, job_set: JobSet) -> bool:
+        """``batch`` failed: it waits for a later commit, unless kept or cut short by an immediate stop.
+
+        Returns whether its input counts as taken, as a batch that ran: it is not kept for a restart
+        to run again, so what its records did to the state stays, and their event times move the
+        watermark as theirs would have.
+        """
         if any(isinstance(job.failure, JobAbandonedError) for job in job_set.jobs):
-            return
+            return False
         if self._kept:
             held = self._held_after
             self._held_after = batch.batch_id if held is None else min(held, batch.batch_id)
-        elif self._noted:  # in batch order: a generation failure is finished before the batches running ahead of it
+            return False
+        if self._noted:  # in batch order: a generation failure is finished before the batches running ahead of it
             bisect.insort(self._waiting, batch, key=lambda b: b.batch_id)
+        return True
 
     def holds(self, batch_id: int) -> bool:
         """Whether batch ``batch_id`` must stay uncommitted: it comes after a failed batch kept for the restart (a

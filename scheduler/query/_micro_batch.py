@@ -396,8 +396,10 @@ class MicroBatchTracker:
             return
         if not succeeded:
             self._stats["failed"] += 1
-            self.failed_batches.note(batch, job_set)
-            self._graph.event_time_stats(batch.time)  # what the graph kept for its commit is let go
+            taken = self.failed_batches.note(batch, job_set)
+            seen = self._graph.event_time_stats(batch.time)  # what the graph kept for its commit is let go
+            if taken and self._watermarked:  # its records reach the state (the operators catch up): so the watermark
+                self.watermarks.update(tuple(seen))
             self._graph.state_operators(batch.time)
         if not succeeded or self.failed_batches.holds(batch.batch_id):
             self._progress.set_status("Waiting for next trigger", self._progress.data_available, bool(self._planned))

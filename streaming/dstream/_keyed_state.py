@@ -300,17 +300,21 @@ class KeyedStateNode(StreamNode):
         # A batch of this run whose generation failed before this operator's RDD was made (a transform upstream
         # raised) ran no state: made now, its state runs first in this batch's jobs (catch_up_state), as Spark's
         # lineage computes a state RDD its batch never made. If it cannot be made, this batch fails as it did.
-        graph = self._env.graph
-        missed = graph.first_batch_time if self._last_made is None else self._last_made + graph.batch_duration
-        while missed is not None and missed < time:
-            if self.is_time_valid(missed):
-                _out, rerun = self._make(missed)
-                self._fell_behind(missed, rerun)
-            self._last_made = missed
-            missed += graph.batch_duration
+        # Only batches of this run count: a window downstream may ask for times before it (already committed).
+        graph, last = self._env.graph, self._last_made
+        first = graph.first_batch_time
+        if first is not None and time > first:
+            missed = first if last is None or last < first else last + graph.batch_duration
+            while missed < time:
+                if self.is_time_valid(missed):
+                    _out, rerun = self._make(missed)
+                    self._fell_behind(missed, rerun)
+                self._last_made = missed
+                missed += graph.batch_duration
         out, rerun = self._make(time)
         self._batch_of[out] = (time.milliseconds, rerun)
-        self._last_made = time
+        if last is None or time > last:
+            self._last_made = time
         return out
 
     def _make(self, time: Time) -> tuple[RDD[Any], Callable[[], RDD[Any]]]:

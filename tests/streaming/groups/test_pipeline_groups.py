@@ -206,3 +206,38 @@ async def test_a_batch_whose_state_keeps_failing_fails_every_later_batch_until_a
     failures["first"] = 0
     await run_pipeline_for(counting_program(failures, seen, []), tmp_path / "ck", 5_000, 1_000)
     assert seen == [(3000, [3], [3]), (4000, [4], [4]), (5000, [5], [5]), (6000, [], [])]
+
+
+async def test_a_failed_batch_whose_state_caught_up_moves_the_watermark_as_if_it_had_run(tmp_path: Path,
+                                                                                         clock: ManualClock) -> None:
+    """The sessions program with the function failing once in batch 2000 (cy's 40-minute click): the next batch runs
+    its state first, and its event times move the watermark, so eve's 20-minute click is still late in batch 4000
+    and the same sessions close in the same batches as in the uninterrupted run (batch 2000 closes none)."""
+    failed: list[int] = []
+
+    def once(user: str, clicks: Iterator[tuple[str, int]], state: GroupState) -> Iterator[tuple[str, int, int, int]]:
+        clicks = list(clicks)
+        if ("cy", 40 * MINUTE) in clicks and not failed:
+            failed.append(1)
+            raise RuntimeError("fails once")
+        return sessions(user, iter(clicks), state)
+
+    closed: list[Any] = []
+    p = Pipeline()
+    p.add_source(ListSource(CLICKS, max_per_batch=2), name="clicks")
+    p.add_watermark("clicks", lambda click: click[1], "10 minutes")
+    name = p.add_groups_with_state("clicks", once, key=lambda click: click[0], timeout="EventTimeTimeout")
+    p.add_output(lambda batch: closed.extend((batch.time.milliseconds, *row) for row in batch.inputs[name]), name="out")
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
+                                stop_on_failure=False) as rt:
+        await rt.start()
+        await advance(rt, clock, 6_000)
+        progress = rt.recent_progress
+        await rt.stop()
+    assert failed == [1]
+    assert closed == [(4_000, "bob", 2, 2 * MINUTE, 3 * MINUTE), (5_000, "ada", 3, 1 * MINUTE, 50 * MINUTE)]
+    assert [p.batch_id for p in progress] == [0, 2, 3, 4, 5]
+    assert [p.state_operators[0].num_rows_dropped_by_watermark for p in progress] == [0, 0, 1, 0, 0]
+    assert [p.event_time.get("watermark") for p in progress] == [
+        "1970-01-01T00:00:00.000Z", "1970-01-01T00:30:00.000Z", "1970-01-01T00:40:00.000Z",
+        "1970-01-01T01:25:00.000Z", "1970-01-01T01:26:00.000Z"]
