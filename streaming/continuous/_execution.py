@@ -378,7 +378,8 @@ class ContinuousExecution:
 
         Graceful: the epoch in progress is closed and committed, then the tasks end (within
         ``graceful_stop_timeout``, after which the stop goes on as an immediate one). Immediate:
-        nothing more is committed, the tasks' job group is cancelled. Either way the listeners
+        nothing more is committed; the tasks end at their next poll of the epoch (within three
+        ``executorPollIntervalMs``), else their job group is cancelled. Either way the listeners
         get what is queued within ``listener_exit_timeout``; after it, what a hung listener has
         not received is dropped and counted, and a callback running on its thread is abandoned.
 
@@ -437,6 +438,12 @@ class ContinuousExecution:
             await self._timer.stop(one_more_tick=False)  # also when a failed start leaves it running
         if self.coordinator is not None:
             self.coordinator.stop_writes()
+            self.coordinator.stopping = True  # a task's next poll ends it: nothing is committed, and nothing to log
+            if self._tasks_done is not None and not self._tasks_done.is_set() and self._tasks_scope is not None:
+                # A few polls' time, then Spark's cancel: the tasks it interrupts first would otherwise find the
+                # coordinator gone, and fail (a traceback in Spark's log per task) rather than be killed.
+                with anyio.move_on_after(min(self.abandon_after.seconds, 3 * self.options.executor_poll_interval_ms / 1000)):
+                    await self._tasks_done.wait()
         if self._tasks_done is not None and not self._tasks_done.is_set():
             self.launcher.cancel(self._group)
         if self._server is not None:

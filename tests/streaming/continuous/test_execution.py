@@ -298,6 +298,26 @@ async def test_immediate_stop_commits_nothing_more_and_cancels_the_tasks(tmp_pat
             await b.close_epoch(0, 1, ["b"])
             await b.ask(GetCurrentEpoch())
     assert sink.epochs() == {}
+
+
+async def test_an_immediate_stop_tells_polling_tasks_to_end_before_it_cancels_them(tmp_path: Path) -> None:
+    """Tasks that poll during an immediate stop are told to stop in their epoch, and once they ended the job group is
+    never cancelled: Spark's cancel would reach some tasks after the coordinator closed, and they would fail (each a
+    traceback in Spark's log) rather than end. Nothing more is committed."""
+    sink = MemorySink()
+    async with Harness(tmp_path, sink=sink) as h:
+        a, b = h.tasks
+        await a.close_epoch(0, 1, ["a"])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(h.query.stop)
+            await wait_until(lambda: h.query.coordinator is not None and h.query.coordinator.stopping)
+            for task in (a, b):
+                assert (await task.ask(GetCurrentEpoch())).stop  # what they write now is not committed (below)
+            await b.close_epoch(0, 1, ["b"])
+            h.launcher.release.set()  # so they end, and the job with them
+        assert h.launcher.cancelled == []
+        assert h.query.state.value == "STOPPED"
+    assert sink.epochs() == {}
     assert not (tmp_path / "ckpt/commits/0").exists()
 
 
