@@ -243,6 +243,19 @@ def secure_app(app: Any, security: UISecurity, allowed_hosts: list[str] | None) 
     return app
 
 
+def _over_https(scope: Any, headers: Any) -> bool:
+    """Whether the browser reached the UI over https: directly, or through a TLS-terminating proxy that says so
+    (``X-Forwarded-Proto: https`` or ``Forwarded: proto=https``, its first hop). Only the cookie's ``Secure`` flag
+    follows it: a forged header makes the cookie stricter, never looser."""
+    if scope.get("scheme") == "https":
+        return True
+    forwarded_proto = headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    first_hop = headers.get("forwarded", "").split(",")[0]
+    protos = [part.split("=", 1)[1].strip().strip('"').lower() for part in first_hop.split(";")
+              if part.strip().lower().startswith("proto=")]
+    return forwarded_proto == "https" or protos[:1] == ["https"]
+
+
 class _Credentials:
     """ASGI middleware: 401 without valid credentials; a valid ``?token=`` sets the cookie and redirects without it."""
 
@@ -277,7 +290,7 @@ class _Credentials:
                                             headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
                 assert self.cookie is not None
                 response.set_cookie(*self.cookie, path=root or "/",
-                                    httponly=True, samesite="lax", secure=scope.get("scheme") == "https")
+                                    httponly=True, samesite="lax", secure=_over_https(scope, conn.headers))
                 await response(scope, receive, send)
                 return
         elif security.authenticated(conn.headers.get("authorization"), *self._cookie_of(conn)):

@@ -180,6 +180,19 @@ async def test_a_token_link_sets_an_httponly_cookie_and_redirects_without_the_to
     assert status == 303 and headers["location"] == ["/evil.example/"]
 
 
+@pytest.mark.parametrize(("header", "secure"), [
+    ({"X-Forwarded-Proto": "https"}, True), ({"X-Forwarded-Proto": "HTTPS, http"}, True),
+    ({"Forwarded": 'for=192.0.2.1;proto="https";host=ui.example'}, True), ({"Forwarded": "proto=http, proto=https"}, False),
+    ({"X-Forwarded-Proto": "http"}, False), ({}, False)])
+async def test_behind_a_tls_proxy_that_says_so_the_cookie_is_secure(header: dict[str, str], secure: bool) -> None:
+    """The relay speaks plain HTTP to a TLS-terminating proxy: its X-Forwarded-Proto or Forwarded header (first hop)
+    makes the cookie Secure, so the browser never sends it over plain HTTP."""
+    app = StreamingUI(security=ui_package.UISecurity(token=TOKEN)).asgi_app()
+    status, headers, _ = await call(app, f"/?token={TOKEN}", header)
+    (cookie,) = headers["set-cookie"]
+    assert status == 303 and ("Secure" in [a.strip() for a in cookie.split(";")]) is secure
+
+
 # -- the Host check --
 
 
