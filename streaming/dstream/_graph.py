@@ -35,6 +35,7 @@ from scheduler import (
     redact_uri,
 )
 
+from ..state import STATE_CATCH_UP_LIMIT
 from ._checkpoint_files import ReleaseQueue
 from ._graph_streams import GraphStream, InputStream, StateOperatorStream, WatermarkStream
 from ._snapshots import StatefulStream, StateSnapshots
@@ -81,6 +82,10 @@ class DStreamGraph:
         self._newest_committed: int | None = None  # the newest batch prepared for its commit (a window reaches back from it)
         self.first_batch_time: Time | None = None  # the run's first batch (set at recover): a stateful one reaches back to it
         self._watermarks: dict[Time, BatchWatermarks] = {}
+        # The newest finished batches' watermarks (a state operator may make a failed one's RDD again), and the
+        # earlier batches whose state ran again in a batch's jobs (their event times count with that batch's).
+        self._finished_watermarks: dict[Time, BatchWatermarks] = {}
+        self._caught_up: dict[Time, list[Time]] = {}
         self._state_operators = 0
         self.releases = ReleaseQueue()  # RDDs to unpersist and checkpoint files to delete, off the loop
         self._log = library_logger("aiodstream.streaming", component="DStreamGraph")
@@ -346,8 +351,16 @@ class DStreamGraph:
             "not its batch id, as only a Pipeline's Once or AvailableNow runs write; use the checkpoint of this program")
 
     def batch_watermarks(self, time: Time) -> BatchWatermarks:
-        """The watermarks of batch ``time`` (0 and 0 before any watermark exists)."""
-        return self._watermarks.get(time, _NO_WATERMARKS)
+        """The watermarks of batch ``time`` (0 and 0 before any watermark exists), also for one of the newest finished."""
+        found = self._watermarks.get(time)
+        if found is None:
+            found = self._finished_watermarks.get(time, _NO_WATERMARKS)
+        return found
+
+    def caught_up(self, time: Time, earlier: Time) -> None:
+        """Batch ``time``'s jobs ran the state of batch ``earlier`` again (a failed one): its event times count now."""
+        with self._thread_lock:
+            self._caught_up.setdefault(time, []).append(earlier)
 
     def state_operators(self, time: Time) -> Sequence[StateOperatorProgress]:
         """What each stateful operator (``flatMapGroupsWithState``, ...) did in batch ``time``."""
@@ -360,9 +373,24 @@ class DStreamGraph:
         return [progress for progress in found if progress is not None]
 
     def event_time_stats(self, time: Time) -> Sequence[EventTimeStats | None]:
-        """What each ``withWatermark`` stream saw in batch ``time``; the batch's watermarks are forgotten."""
-        self._watermarks.pop(time, None)
-        return [stream.take_event_time_stats(time) for stream in self._watermarked()]
+        """What each ``withWatermark`` stream saw in batch ``time`` (with the failed batches whose state its jobs ran
+        again); the batch's watermarks are moved to the newest finished ones."""
+        watermarks = self._watermarks.pop(time, None)
+        if watermarks is not None:
+            kept = self._finished_watermarks
+            kept[time] = watermarks
+            while len(kept) > STATE_CATCH_UP_LIMIT + 1:
+                del kept[next(iter(kept))]
+        with self._thread_lock:
+            earlier = self._caught_up.pop(time, ())
+        seen = []
+        for stream in self._watermarked():
+            stats = stream.take_event_time_stats(time)
+            for other in earlier:
+                late = stream.take_event_time_stats(other)
+                stats = late if stats is None else stats.merge(late)
+            seen.append(stats)
+        return seen
 
     async def commit_offsets(self, end: Sequence[Offset]) -> None:
         """Every batch up to ``end`` is committed: inputs drop log entries no batch still needs."""

@@ -290,6 +290,7 @@ class KeyedStateNode(StreamNode):
                 except Exception as exc:
                     raise behind.failed(earlier, time, exc) from exc
                 behind.caught_up(earlier)
+                self._env.graph.caught_up(time, earlier)  # what its input's watermarks saw counts with this batch
 
     @property
     def tasks_write_checkpoint(self) -> str:

@@ -373,6 +373,14 @@ class Pipeline:
             raise
         self._state_progress[time] = progress
 
+    def _count_event_times(self, time: Time, inputs: Mapping[str, Sequence[Any]] | None) -> None:
+        """Add what ``inputs`` (an earlier batch's, read again) saw to batch ``time``'s event-time statistics."""
+        seen = self._seen.get(time)
+        if inputs is None or seen is None:
+            return
+        late = [seen_event_times(w, inputs[w.source]) for w in self._watermarks]
+        self._seen[time] = [b if a is None else a.merge(b) for a, b in zip(seen, late, strict=True)]
+
     async def _run_operator(self, operator: StatefulOperator, time: Time, version: int, inputs: Mapping[str, Sequence[Any]],
                             watermarks: BatchWatermarks) -> tuple[list[Any], StateOperatorProgress]:
         assert self._checkpoint is not None
@@ -388,9 +396,10 @@ class Pipeline:
         """
         for behind, rerun in self._behind.before(time):
             try:
-                if rerun.inputs is None:  # its input could not be read: read its range again
+                if rerun.inputs is None:  # its input could not be read: read its range again, its event times count now
                     rerun = attrs.evolve(rerun, inputs=await self._read_inputs(behind, rerun.ranges, report=False))
                     self._behind.note(behind, rerun)
+                    self._count_event_times(time, rerun.inputs)
                 inputs = rerun.inputs
                 assert inputs is not None
                 for index in range(rerun.first_operator, len(self._operators)):

@@ -512,3 +512,50 @@ def test_a_batch_that_failed_at_generation_before_the_operator_gets_its_state_co
     assert raised == [2000] and errors and "transform fails once" in str(errors[0])
     assert failures == {}  # a generation failure has no output operation: it is reported, not completed
     assert outputs == {1000: [("x", 1)], 3000: [("x", 3)], 4000: [("y", 2)]}
+
+
+def test_a_batch_made_again_after_its_generation_failed_runs_with_its_own_watermark_and_moves_it(
+        spark_context: Any, tmp_path: Path) -> None:
+    """withWatermark -> a transform raising once while batch 3000 is generated -> an event-time flatMapGroupsWithState.
+    Batch 4000 makes batch 3000's RDD again and runs its state first, with batch 3000's watermark (10 s), so its late
+    b@5 s is dropped as in an uninterrupted run (not let into the state, to time out later), and its a@12 s counts
+    for the watermark: batch 5000's is 19 s. (Batch 4000 itself was planned before 3000's events were seen: 10 s.)"""
+    calls = tmp_path / "calls"
+    outputs: dict[int, list[Any]] = {}
+    raised: list[int] = []
+
+    def sessions(key: str, values: Iterator[tuple[str, int]], state: GroupState) -> list[tuple[str, Any]]:
+        times = [v[1] for v in values]
+        with open(calls, "a") as file:
+            file.write(f"{state.getCurrentWatermarkMs()} {key} {times}\n")
+        if state.hasTimedOut:
+            state.remove()
+            return [(key, "timeout")]
+        state.update((state.getOption or 0) + len(times))
+        state.setTimeoutTimestamp(max(max(times, default=0) + 500, state.getCurrentWatermarkMs() + 1))
+        return [(key, state.get)]
+
+    def flaky(time: Any, rdd: Any) -> Any:
+        if int(time.timestamp()) == 3 and not raised:
+            raised.append(3)
+            raise RuntimeError("transform fails once")
+        return rdd
+
+    beats = [[("a", 10_000)], [("a", 11_000)], [("b", 5_000), ("a", 12_000)], [("c", 20_000)], [], []]
+    clock = ManualClock(0)
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+    stream = ssc.queueStream([spark_context.parallelize(b, 2) for b in beats], oneAtATime=True,
+                             default=spark_context.emptyRDD())
+    stream.withWatermark(lambda e: e[1], "1 second").transform(flaky).map(lambda e: (e[0], e)).flatMapGroupsWithState(
+        sessions, "append", "EventTimeTimeout", numPartitions=2).foreachRDD(
+        lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))
+    ssc.checkpoint(str(tmp_path / "ck"))
+    errors = run_dstream_batches(ssc, clock, len(beats))
+    assert raised == [3] and len(errors) == 1 and "transform fails once" in str(errors[0])
+    assert outputs == {1000: [("a", 1)], 2000: [("a", 2)], 4000: [("c", 1)], 5000: [("a", "timeout")], 6000: []}
+    assert sorted(calls.read_text().splitlines()) == sorted([
+        "0 a [10000]", "9000 a [11000]", "10000 a [12000]", "10000 c [20000]", "19000 a []"])
+    watermarks = [(p.batch_id, p.event_time.get("watermark")) for p in ssc.runtime.recent_progress]
+    assert watermarks == [(0, "1970-01-01T00:00:00.000Z"), (1, "1970-01-01T00:00:09.000Z"),
+                          (3, "1970-01-01T00:00:10.000Z"), (4, "1970-01-01T00:00:19.000Z"),
+                          (5, "1970-01-01T00:00:19.000Z")]

@@ -241,3 +241,25 @@ async def test_a_failed_batch_whose_state_caught_up_moves_the_watermark_as_if_it
     assert [p.event_time.get("watermark") for p in progress] == [
         "1970-01-01T00:00:00.000Z", "1970-01-01T00:30:00.000Z", "1970-01-01T00:40:00.000Z",
         "1970-01-01T01:25:00.000Z", "1970-01-01T01:26:00.000Z"]
+
+
+async def test_a_batch_whose_input_was_read_again_counts_its_event_times_with_the_batch_that_read_it(
+        tmp_path: Path, clock: ManualClock) -> None:
+    """Batch 3000 (the 60-minute click) cannot be read once: batch 4000 reads it again for its state, and its event
+    time moves the watermark from there, so batch 5000 runs with 55 minutes as it would have (batch 4000, planned
+    before anything had read it, with batch 2000's 15)."""
+    p = Pipeline()
+    p.add_source(FailingReads([("a", m * MINUTE) for m in (10, 20, 60, 30, 40)], "2", 1), name="s")
+    p.add_watermark("s", lambda click: click[1], "5 minutes")
+    p.add_groups_with_state("s", lambda k, v, s: [s.update((s.getOption or 0) + len(list(v))) or s.get],
+                            key=lambda r: r[0])
+    p.add_output(lambda batch: None, name="out")
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
+                                stop_on_failure=False) as rt:
+        await rt.start()
+        await advance(rt, clock, 5_000)
+        progress = rt.recent_progress
+        await rt.stop()
+    assert [(p.batch_id, p.event_time.get("watermark")) for p in progress] == [
+        (0, "1970-01-01T00:00:00.000Z"), (1, "1970-01-01T00:05:00.000Z"), (3, "1970-01-01T00:15:00.000Z"),
+        (4, "1970-01-01T00:55:00.000Z")]
