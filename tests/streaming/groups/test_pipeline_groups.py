@@ -96,6 +96,18 @@ async def test_state_needs_a_checkpoint_and_event_time_timeouts_a_watermark() ->
         p.add_watermark("nope", lambda c: c[1], "1 minute")
 
 
+async def run_passing_over(tmp_path: Path, pipeline: Pipeline, clock: ManualClock, ms: int) -> list[Any]:
+    """Run ``pipeline`` on ``tmp_path / "ck"`` under the DStream semantics (a failed batch does not stop it: it is
+    passed over) for ``ms`` of the manual clock; its recent progress."""
+    async with StreamingRuntime(pipeline, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
+                                stop_on_failure=False) as rt:
+        await rt.start()
+        await advance(rt, clock, ms)
+        progress = rt.recent_progress
+        await rt.stop()
+    return list(progress)
+
+
 def counting_program(failures: dict[str, int], seen: list[Any], calls: list[tuple[str, int]]) -> Pipeline:
     """A running count of one key's records, and a second operator counting the same records; ``failures`` says how
     many more times each operator raises on a batch holding ``"boom"``; every call is recorded as (operator, total)."""
@@ -142,11 +154,7 @@ async def test_a_batch_whose_input_could_not_be_read_has_its_range_read_again_by
     name = p.add_groups_with_state("s", lambda k, v, s: [s.update((s.getOption or 0) + len(list(v))) or s.get],
                                    key=lambda r: "k")
     p.add_output(lambda batch: seen.append((batch.time.milliseconds, list(batch.inputs[name]))), name="out")
-    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
-                                stop_on_failure=False) as rt:
-        await rt.start()
-        await advance(rt, clock, 5_000)
-        await rt.stop()
+    await run_passing_over(tmp_path, p, clock, 5_000)
     assert seen == [(1000, [1]), (2000, [2]), (4000, [4]), (5000, [5])]
 
 
@@ -160,13 +168,9 @@ async def test_a_batch_whose_state_failed_runs_it_again_first_and_the_later_batc
     runs only the second's state of batch 3000 again (its outputs lost), then goes on; batch 3000 is passed over, so
     a restart runs nothing again and counts on from exact state. (Every later batch used to fail, loading a version
     that was never written.)"""
-    failures, seen, calls = {"second": 1}, [], []
+    failures, seen, calls = {"second": 1}, list[Any](), list[tuple[str, int]]()
     program = counting_program(failures, seen, calls)
-    async with StreamingRuntime(program, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
-                                stop_on_failure=False) as rt:
-        await rt.start()
-        await advance(rt, clock, 5_000)
-        await rt.stop()
+    await run_passing_over(tmp_path, program, clock, 5_000)
     assert seen == [(1000, [1], [1]), (2000, [2], [2]), (4000, [4], [4]), (5000, [5], [5])]
     assert calls == [("first", 1), ("second", 1), ("first", 2), ("second", 2), ("first", 3), ("second", 3),
                      ("second", 3), ("first", 4), ("second", 4), ("first", 5), ("second", 5)]
@@ -185,14 +189,10 @@ async def test_a_batch_whose_state_keeps_failing_fails_every_later_batch_until_a
         tmp_path: Path, clock: ManualClock) -> None:
     """The first operator fails in batch 3000 each time: batches 4000 and 5000 fail too, with a StateCatchUpError naming
     batch 3000 and its error (logged), and none commits; healed, a restart runs 3000 to 5000 again, in order."""
-    failures, seen, calls = {"first": 100}, [], []
+    failures, seen, calls = {"first": 100}, list[Any](), list[tuple[str, int]]()
     program = counting_program(failures, seen, calls)
     with capture_events(exceptions=True) as logs:
-        async with StreamingRuntime(program, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
-                                    stop_on_failure=False) as rt:
-            await rt.start()
-            await advance(rt, clock, 5_000)
-            await rt.stop()
+        await run_passing_over(tmp_path, program, clock, 5_000)
     assert seen == [(1000, [1], [1]), (2000, [2], [2])]
     assert failures == {"first": 97}
     assert checkpoint_ids(tmp_path / "ck" / "commits") == [0, 1]
@@ -216,11 +216,11 @@ async def test_a_failed_batch_whose_state_caught_up_moves_the_watermark_as_if_it
     failed: list[int] = []
 
     def once(user: str, clicks: Iterator[tuple[str, int]], state: GroupState) -> Iterator[tuple[str, int, int, int]]:
-        clicks = list(clicks)
-        if ("cy", 40 * MINUTE) in clicks and not failed:
+        taken = list(clicks)
+        if ("cy", 40 * MINUTE) in taken and not failed:
             failed.append(1)
             raise RuntimeError("fails once")
-        return sessions(user, iter(clicks), state)
+        return sessions(user, iter(taken), state)
 
     closed: list[Any] = []
     p = Pipeline()
@@ -228,12 +228,7 @@ async def test_a_failed_batch_whose_state_caught_up_moves_the_watermark_as_if_it
     p.add_watermark("clicks", lambda click: click[1], "10 minutes")
     name = p.add_groups_with_state("clicks", once, key=lambda click: click[0], timeout="EventTimeTimeout")
     p.add_output(lambda batch: closed.extend((batch.time.milliseconds, *row) for row in batch.inputs[name]), name="out")
-    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
-                                stop_on_failure=False) as rt:
-        await rt.start()
-        await advance(rt, clock, 6_000)
-        progress = rt.recent_progress
-        await rt.stop()
+    progress = await run_passing_over(tmp_path, p, clock, 6_000)
     assert failed == [1]
     assert closed == [(4_000, "bob", 2, 2 * MINUTE, 3 * MINUTE), (5_000, "ada", 3, 1 * MINUTE, 50 * MINUTE)]
     assert [p.batch_id for p in progress] == [0, 2, 3, 4, 5]
@@ -254,12 +249,7 @@ async def test_a_batch_whose_input_was_read_again_counts_its_event_times_with_th
     p.add_groups_with_state("s", lambda k, v, s: [s.update((s.getOption or 0) + len(list(v))) or s.get],
                             key=lambda r: r[0])
     p.add_output(lambda batch: None, name="out")
-    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path / "ck",
-                                stop_on_failure=False) as rt:
-        await rt.start()
-        await advance(rt, clock, 5_000)
-        progress = rt.recent_progress
-        await rt.stop()
+    progress = await run_passing_over(tmp_path, p, clock, 5_000)
     assert [(p.batch_id, p.event_time.get("watermark")) for p in progress] == [
         (0, "1970-01-01T00:00:00.000Z"), (1, "1970-01-01T00:05:00.000Z"), (3, "1970-01-01T00:15:00.000Z"),
         (4, "1970-01-01T00:55:00.000Z")]
