@@ -399,6 +399,8 @@ class ContinuousExecution:
             return
         try:
             self._stopping = True
+            if not graceful and self._committer is not None:
+                self._committer.discard()  # at once: an epoch whose reports are in does not commit while the stop runs
             if self._timer is not None:
                 await self._timer.stop(one_more_tick=False)
             coordinator, committer = self.coordinator, self._committer

@@ -27,7 +27,8 @@ class BatchOutputs:
         self.outputs = outputs
 
     def keep(self, outputs: list[Any]) -> None:
-        """Keep ``outputs`` as this run's, replacing any other run's (written whole, then renamed into place).
+        """Keep ``outputs`` as this run's (written whole, then renamed into place); the run kept before becomes the
+        previous one, and the one before that is dropped.
 
         Only the holder of the partition's lock writes, so the temporary file has one name: what
         a writer killed before its rename left is overwritten by the next keep, never piled up.
@@ -36,8 +37,26 @@ class BatchOutputs:
         with open(temporary, "wb") as file:
             pickle.dump(self._token, file, protocol=5)  # read first: another run's outputs are never unpickled
             pickle.dump(outputs, file, protocol=5)
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(self._path, _previous(self._path))
         os.replace(temporary, self._path)
         self.outputs = outputs
+
+
+def _previous(path: Path) -> Path:
+    return path.with_name(f"{path.name}-previous")
+
+
+def _kept(path: Path, token: str) -> list[Any] | None:
+    """The outputs ``path`` keeps for the run ``token``, or None (another run's, or no file)."""
+    try:
+        with open(path, "rb") as file:
+            if pickle.load(file) == token:
+                outputs: list[Any] = pickle.load(file)
+                return outputs
+    except FileNotFoundError:
+        pass
+    return None
 
 
 @contextlib.contextmanager
@@ -49,20 +68,18 @@ def once_per_batch(working_copy: Path, token: str) -> Iterator[BatchOutputs]:
     once per key and batch however many Spark jobs read the partition (several outputs, a
     ``take`` and a ``count``, the operator's own output, a retried task). A run made anew (a batch
     re-run after a restart has another token), or a task on another executor, finds nothing and
-    runs the batch from its version, as a task whose cached block was lost did. Only the newest
-    run's outputs are kept, one file per partition, in the working copy's private directory.
+    runs the batch from its version, as a task whose cached block was lost did. The two newest
+    runs' outputs are kept, in two files per partition in the working copy's private directory:
+    the one before serves a later operator that runs a failed batch's state again while this one
+    already ran the next batch (``streaming.state.StateBehind``).
     """
     path = working_copy.with_suffix(".outputs")
     fd = os.open(working_copy.with_suffix(".outputs-lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # released by close, or by the kernel if the process dies
-        outputs: list[Any] | None = None
-        try:
-            with open(path, "rb") as file:
-                if pickle.load(file) == token:
-                    outputs = pickle.load(file)
-        except FileNotFoundError:
-            pass
+        outputs = _kept(path, token)
+        if outputs is None:
+            outputs = _kept(_previous(path), token)
         yield BatchOutputs(path, token, outputs)
     finally:
         os.close(fd)

@@ -559,3 +559,39 @@ def test_a_batch_made_again_after_its_generation_failed_runs_with_its_own_waterm
     assert watermarks == [(0, "1970-01-01T00:00:00.000Z"), (1, "1970-01-01T00:00:09.000Z"),
                           (3, "1970-01-01T00:00:10.000Z"), (4, "1970-01-01T00:00:19.000Z"),
                           (5, "1970-01-01T00:00:19.000Z")]
+
+
+def test_catching_up_a_chained_operator_does_not_run_the_healthy_one_before_it_again(
+        spark_context: Any, tmp_path: Path) -> None:
+    """op1 feeds op2, each with an output (op1's first); op2 fails twice in batch 2000. Batch 3000's output on op1 runs
+    op1's batch 3000, then op2's catch-up reads op1's batch 2000 again: op1's outputs of it are still kept (the run
+    before the newest), so op1's function runs once per key and batch, and both outputs count as without the failure."""
+    marker, calls = tmp_path / "failures-left", tmp_path / "op1-calls"
+    marker.write_text("2")
+    flaky = _failing_times(marker)
+    path = str(calls)
+    out1: dict[int, list[Any]] = {}
+    out2: dict[int, list[Any]] = {}
+
+    def op1(key: str, values: Iterator[str], state: GroupState) -> tuple[str, str]:
+        total = (state.getOption or 0) + sum(1 for _ in values)
+        with open(path, "a") as file:
+            file.write(f"{key}{total} ")
+        state.update(total)
+        return (key, key)
+
+    clock = ManualClock(0)
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+    beats = [["x"], ["x", "y"], ["x"], ["y"]]
+    stream = ssc.queueStream([spark_context.parallelize(b, 1) for b in beats], oneAtATime=True,
+                             default=spark_context.emptyRDD())
+    first = stream.map(lambda d: (d, d)).mapGroupsWithState(op1, numPartitions=1)
+    first.foreachRDD(lambda time, rdd: out1.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))
+    first.mapGroupsWithState(flaky, numPartitions=1).foreachRDD(
+        lambda time, rdd: out2.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))
+    ssc.checkpoint(str(tmp_path / "ck"))
+    run_dstream_batches(ssc, clock, 4)
+    assert marker.read_text() == "0"
+    assert sorted(calls.read_text().split()) == ["x1", "x2", "x3", "y1", "y2"]
+    assert out1 == {1000: [("x", "x")], 2000: [("x", "x"), ("y", "y")], 3000: [("x", "x")], 4000: [("y", "y")]}
+    assert out2 == {1000: [("x", 1)], 3000: [("x", 3)], 4000: [("y", 2)]}

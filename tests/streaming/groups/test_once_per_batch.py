@@ -17,7 +17,8 @@ from tests.support import run_dstream_batches
 
 
 def test_a_run_finds_only_the_outputs_its_own_token_kept(tmp_path: Path) -> None:
-    """Nothing before a keep; the kept outputs for the same token; nothing for another (a batch generated again)."""
+    """Nothing before a keep; the kept outputs for the same token; nothing for another (a batch generated again) but
+    the run before it."""
     working_copy = tmp_path / "abc.sqlite"
     with once_per_batch(working_copy, "3-a") as kept:
         assert kept.outputs is None
@@ -30,7 +31,14 @@ def test_a_run_finds_only_the_outputs_its_own_token_kept(tmp_path: Path) -> None
     with once_per_batch(working_copy, "3-b") as kept:
         assert kept.outputs == []
     with once_per_batch(working_copy, "3-a") as kept:
-        assert kept.outputs is None  # only the newest run's outputs are kept
+        assert kept.outputs == [("k", 1), ("j", 2)]  # the run before the newest is kept too
+    with once_per_batch(working_copy, "4-c") as kept:
+        kept.keep(["c"])
+    with once_per_batch(working_copy, "3-a") as kept:
+        assert kept.outputs is None  # the two newest runs' outputs are kept, no more
+    with once_per_batch(working_copy, "3-b") as kept:
+        assert kept.outputs == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["abc.outputs", "abc.outputs-lock", "abc.outputs-previous"]
 
 
 def test_a_second_task_of_the_partition_waits_for_the_first_to_leave(tmp_path: Path) -> None:
