@@ -473,8 +473,9 @@ class MicroBatchTracker:
 
     @property
     def sequential_batches(self) -> bool:
-        """With watermarks, a batch is planned only after the one before it finished (its watermark comes from it)."""
-        return self.watermarks.enabled
+        """With watermarks, a batch is planned only after the one before it finished (its watermark comes from it);
+        also when the graph says its batches need it (an optional ``sequential_batches`` of its own)."""
+        return self.watermarks.enabled or bool(getattr(self._graph, "sequential_batches", False))
 
     # -- progress --
 

@@ -399,9 +399,7 @@ class ContinuousExecution:
             return
         try:
             self._stopping = True
-            if not graceful and self._committer is not None:
-                self._committer.discard()  # at once: an epoch whose reports are in does not commit while the stop runs
-            if self._timer is not None:
+            if graceful and self._timer is not None:  # immediate: the teardown discards the commits before anything waits
                 await self._timer.stop(one_more_tick=False)
             coordinator, committer = self.coordinator, self._committer
             if graceful and core.error is None and coordinator is not None and committer is not None:
@@ -440,10 +438,9 @@ class ContinuousExecution:
             await self._timer.stop(one_more_tick=False)  # also when a failed start leaves it running
         if self.coordinator is not None:
             self.coordinator.stop_writes()
-            self.coordinator.stopping = True  # a task's next poll ends it: nothing is committed, and nothing to log
+            self.coordinator.stopping = True  # their next poll ends the tasks, before Spark's cancel: those it reaches
             if self._tasks_done is not None and not self._tasks_done.is_set() and self._tasks_scope is not None:
-                # A few polls' time, then Spark's cancel: the tasks it interrupts first would otherwise find the
-                # coordinator gone, and fail (a traceback in Spark's log per task) rather than be killed.
+                # after the coordinator closed would fail (a traceback each in Spark's log) rather than be killed
                 with anyio.move_on_after(min(self.abandon_after.seconds, 3 * self.options.executor_poll_interval_ms / 1000)):
                     await self._tasks_done.wait()
         if self._tasks_done is not None and not self._tasks_done.is_set():

@@ -350,6 +350,17 @@ class DStreamGraph:
             f"cannot run batch {time} of this DStream program: its checkpoint records state version {version} for it, "
             "not its batch id, as only a Pipeline's Once or AvailableNow runs write; use the checkpoint of this program")
 
+    @property
+    def sequential_batches(self) -> bool:
+        """Whether a batch may be generated only once the batch before it finished: with a state-store operator
+        (``mapGroupsWithState``, ...), as Structured Streaming's batches are. Each batch's state loads the version the
+        batch before committed, and a batch that failed before committing it is run again first: both need the
+        batch before to have ended (with ``concurrentJobs`` above 1 too; outputs of one batch still run at once)."""
+        operators = self._state_operator_streams
+        if operators is None:
+            operators = [stream for stream in self._streams() if isinstance(stream, StateOperatorStream)]
+        return bool(operators)
+
     def batch_watermarks(self, time: Time) -> BatchWatermarks:
         """The watermarks of batch ``time`` (0 and 0 before any watermark exists), also for one of the newest finished."""
         found = self._watermarks.get(time)
@@ -359,6 +370,8 @@ class DStreamGraph:
 
     def caught_up(self, time: Time, earlier: Time) -> None:
         """Batch ``time``'s jobs ran the state of batch ``earlier`` again (a failed one): its event times count now."""
+        if not self._watermarked():
+            return  # nothing to count, and event_time_stats, which forgets it, is asked only with a watermark
         with self._thread_lock:
             self._caught_up.setdefault(time, []).append(earlier)
 

@@ -124,6 +124,7 @@ class KeyedStateNode(StreamNode):
         self._behind: StateBehind[Callable[[], RDD[Any]]] | None = None
         self._upstream: tuple[Any, ...] | None = None  # the stateful operators this one reads, itself last
         self._last_made: Time | None = None  # the newest batch whose RDD this operator made
+        self._unadvanced: dict[int, Callable[[], RDD[Any]]] = {}  # batches made whose own output has not run yet
 
     @property
     def operator_name(self) -> str:
@@ -231,6 +232,7 @@ class KeyedStateNode(StreamNode):
             self._run_every_partition(rdd, None)
             return
         batch, rerun = entry
+        self._unadvanced.pop(batch, None)
         if self._upstream is None:
             self._upstream = stateful_upstream(self)
         try:
@@ -303,6 +305,11 @@ class KeyedStateNode(StreamNode):
         # lineage computes a state RDD its batch never made. If it cannot be made, this batch fails as it did.
         # Only batches of this run count: a window downstream may ask for times before it (already committed).
         graph, last = self._env.graph, self._last_made
+        if last is None or time > last:
+            # Made, but the batch's jobs never ran (its generation failed later: the graph's batches are sequential,
+            # so every earlier batch ended): noted as a failed one.
+            for ms in [ms for ms in self._unadvanced if ms < time.milliseconds]:
+                self._fell_behind(Time(ms), self._unadvanced.pop(ms))
         first = graph.first_batch_time
         if first is not None and time > first:
             missed = first if last is None or last < first else last + graph.batch_duration
@@ -316,6 +323,7 @@ class KeyedStateNode(StreamNode):
         self._batch_of[out] = (time.milliseconds, rerun)
         if last is None or time > last:
             self._last_made = time
+            self._unadvanced[time.milliseconds] = rerun
         return out
 
     def _make(self, time: Time) -> tuple[RDD[Any], Callable[[], RDD[Any]]]:

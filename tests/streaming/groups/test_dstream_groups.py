@@ -10,10 +10,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+import anyio
 import pytest
 
 import streaming.dstream._keyed_state as keyed_state_module
-from scheduler import InvalidPipelineError, ManualClock
+from scheduler import InvalidPipelineError, ManualClock, Milliseconds
 from streaming import StreamingContext
 from streaming.state import EVENT_TIME_WITHOUT_WATERMARK, GroupState, StateStoreProvider
 from tests.cluster import MASTER_VARIABLE
@@ -595,3 +596,76 @@ def test_catching_up_a_chained_operator_does_not_run_the_healthy_one_before_it_a
     assert sorted(calls.read_text().split()) == ["x1", "x2", "x3", "y1", "y2"]
     assert out1 == {1000: [("x", "x")], 2000: [("x", "x"), ("y", "y")], 3000: [("x", "x")], 4000: [("y", "y")]}
     assert out2 == {1000: [("x", 1)], 3000: [("x", 3)], 4000: [("y", 2)]}
+
+
+@pytest.mark.parametrize("where", ["downstream", "beside"])
+def test_a_batch_whose_generation_failed_after_the_operator_made_its_rdd_is_caught_up(
+        spark_context: Any, tmp_path: Path, where: str) -> None:
+    """A transform raises once while batch 3000 is generated, after mapGroupsWithState made its RDD: downstream of it,
+    or on another output reading the raw input (the state's output generated first). No job of batch 3000 ran, so
+    batch 4000 runs its state first, as pyspark's updateStateByKey recomputes it: 3000's beats count (its output is
+    lost), and every later batch goes on."""
+    outputs: dict[int, list[Any]] = {}
+    raised: list[int] = []
+
+    def flaky(time: Any, rdd: Any) -> Any:
+        if int(time.timestamp()) == 3 and not raised:
+            raised.append(3)
+            raise RuntimeError("transform fails once")
+        return rdd
+
+    def counts(key: str, values: Iterator[str], state: GroupState) -> tuple[str, int]:
+        state.update((state.getOption or 0) + sum(1 for _ in values))
+        return (key, state.get)
+
+    clock = ManualClock(0)
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+    beats = [["x"], ["x", "y"], ["x", "y"], ["y"], ["x"]]
+    stream = ssc.queueStream([spark_context.parallelize(b, 2) for b in beats], oneAtATime=True,
+                             default=spark_context.emptyRDD())
+    state = stream.map(lambda d: (d, d)).mapGroupsWithState(counts, numPartitions=2)
+
+    def record(time: Any, rdd: Any) -> None:
+        outputs[int(time.timestamp() * 1000)] = sorted(rdd.collect())
+
+    if where == "downstream":
+        state.transform(flaky).foreachRDD(record)
+    else:
+        state.foreachRDD(record)
+        stream.transform(flaky).foreachRDD(lambda time, rdd: rdd.count())
+    ssc.checkpoint(str(tmp_path / "ck"))
+    errors = run_dstream_batches(ssc, clock, len(beats))
+    assert raised == [3] and len(errors) == 1 and "transform fails once" in str(errors[0])
+    assert outputs == {1000: [("x", 1)], 2000: [("x", 2), ("y", 1)], 4000: [("y", 3)], 5000: [("x", 4)]}
+
+
+def test_with_concurrent_jobs_a_stateful_program_runs_its_batches_one_after_another(
+        spark_context: Any, tmp_path: Path) -> None:
+    """concurrentJobs=2, an output on the state and one on the raw input, every batch queued at once, the function
+    failing twice in batch 2000: batch 3000's output reads the state only after batch 2000 ended (and was noted), so
+    only batch 2000's output is lost. (Overlapping, 3000's output loaded a version 2000's own output had not written.)"""
+    marker = tmp_path / "failures-left"
+    marker.write_text("2")
+    flaky = _failing_times(marker)
+    outputs: dict[int, list[Any]] = {}
+    clock = ManualClock(0)
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock, concurrentJobs=2)
+    beats = [["x"], ["x", "y"], ["x"], ["y"], ["x"]]
+    stream = ssc.queueStream([spark_context.parallelize(b, 2) for b in beats], oneAtATime=True,
+                             default=spark_context.emptyRDD())
+    stream.map(lambda d: (d, d)).mapGroupsWithState(flaky, numPartitions=2).foreachRDD(
+        lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), sorted(rdd.collect())))
+    stream.foreachRDD(lambda time, rdd: rdd.count())
+    ssc.checkpoint(str(tmp_path / "ck"))
+
+    async def driver() -> None:
+        async with ssc:
+            await ssc.start_async()
+            assert ssc.runtime.tracker is not None and ssc.runtime.tracker.sequential_batches
+            clock.advance(Milliseconds(INTERVAL_MS * len(beats)))  # every batch due at once
+            await ssc.runtime.wait_until_idle()
+            await ssc.stop_async(stopSparkContext=False)
+
+    anyio.run(driver)
+    assert marker.read_text() == "0"
+    assert outputs == {1000: [("x", 1)], 3000: [("x", 3)], 4000: [("y", 2)], 5000: [("x", 4)]}
