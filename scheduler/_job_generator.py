@@ -58,7 +58,7 @@ class JobGenerator:
 
     def __init__(
         self,
-        submit: Callable[[Time, Sequence[Job], Mapping[int, StreamInputInfo]], Awaitable[None]],
+        submit: Callable[[Time, Sequence[Job], Mapping[int, StreamInputInfo], Time | None], Awaitable[None]],
         pending_times: Callable[[], Sequence[Time]],
         work: WorkTracker,
         graph: JobGraph,
@@ -86,6 +86,7 @@ class JobGenerator:
         self._inbox: Mailbox[Time | None] = Mailbox()
         self._finished: deque[BatchFinished] = deque()
         self._deferred: deque[Time] = deque()  # ticks held while a sequential batch runs
+        self._held_since: dict[Time, Time] = {}  # when each held tick came: its batch's submission time
         self._in_flight: Time | None = None  # the sequential batch submitted and not finished yet
         self._queued_generate = 0
         self.timer = RecurringTimer(clock, batch_duration, self._on_tick, "JobGenerator")
@@ -192,16 +193,20 @@ class JobGenerator:
                     self._handling = None
                     self._work.done()
             if message is not None:  # a batch time to generate (see post)
+                if self._in_flight is not None or self._deferred:
+                    # Held: its batch counts as submitted now, as Spark's would be (its scheduling delay shows the wait).
+                    self._held_since[message] = self._clock.now()
                 self._deferred.append(message)
             # With sequential batches (see BatchPlanner.sequential_batches) a tick waits until
             # the batch before it finished; otherwise each is generated as it comes.
             while self._deferred and self._in_flight is None:
                 time = self._deferred.popleft()
+                held_since = self._held_since.pop(time, None)
                 self._queued_generate -= 1
                 self._handling = time
                 try:
                     if not self.discard_new_batches:
-                        submitted = await self._generate_jobs(time)
+                        submitted = await self._generate_jobs(time, held_since)
                         if submitted and self._planner is not None and self._planner.sequential_batches:
                             self._in_flight = time
                 except Exception as exc:
@@ -210,7 +215,7 @@ class JobGenerator:
                     self._handling = None
                     self._work.done()
 
-    async def _generate_jobs(self, time: Time) -> bool:
+    async def _generate_jobs(self, time: Time, held_since: Time | None = None) -> bool:
         # Spark's order: allocate received input, generate jobs (this is where input streams
         # compute and report their input infos), collect those infos, submit, then checkpoint.
         # A planner goes first: the batch's input is decided and written to the offsets log
@@ -231,7 +236,7 @@ class JobGenerator:
         else:
             infos = self._input_infos.get_info(time)
             self.generated += 1
-            await self._submit(time, jobs, infos)
+            await self._submit(time, jobs, infos, held_since)
             submitted = True
         if self._hooks:
             pending = self._pending_times()

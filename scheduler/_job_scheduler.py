@@ -271,13 +271,15 @@ class JobScheduler:
 
     # -- submission --
 
-    async def submit_job_set(self, time: Time, jobs: Sequence[Job], infos: Mapping[int, StreamInputInfo]) -> None:
-        """Track the batch and queue its jobs (Spark's ``submitJobSet``)."""
+    async def submit_job_set(self, time: Time, jobs: Sequence[Job], infos: Mapping[int, StreamInputInfo],
+                             submitted_at: Time | None = None) -> None:
+        """Track the batch and queue its jobs (Spark's ``submitJobSet``). ``submitted_at``: its submission time, when
+        the generator held its tick (sequential batches) and generates it only now."""
         if self._discard_jobs:
             # An immediate stop began while this batch was being generated: it is not run.
             self._log.info("batch not submitted: the scheduler is stopping immediately", batch_time=time.milliseconds)
             return
-        job_set = JobSet(time, jobs, self._clock.now(), infos)
+        job_set = JobSet(time, jobs, self._clock.now() if submitted_at is None else submitted_at, infos)
         self._tracker.started()
         self._job_sets.append(job_set)
         if not job_set.jobs:

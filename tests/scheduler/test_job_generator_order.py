@@ -7,9 +7,11 @@ from collections.abc import Sequence
 import anyio.lowlevel
 import pytest
 
+from listeners import EventRecorder
 from scheduler import BatchPlanner, Job, JobSet, ManualClock, Seconds, Time
 from streaming import StreamingRuntime
-from tests.support import ScriptedGraph, advance, noop_job
+from tests.anyio_support import settle
+from tests.support import ScriptedGraph, advance, noop_job, sleeping_job
 
 pytestmark = pytest.mark.anyio
 
@@ -64,3 +66,26 @@ async def test_sequential_batches_plan_each_batch_after_the_one_before_finished(
         await rt.stop()
     # Held ticks still run as the batches of their own times: the grid is kept.
     assert planner.order == [(kind, t) for t in range(1000, 6000, 1000) for kind in ("plan", "finish")]
+
+
+async def test_a_held_tick_s_batch_counts_as_submitted_when_the_tick_came(clock: ManualClock) -> None:
+    """Sequential batches: batch 1000 takes 2.5 s, so the ticks of 2000, 3000 and 4000 are held until it ends (at 4000
+    on the clock). Each held batch's submission time is when its tick came, as Spark submits a batch at its tick, so
+    its scheduling delay shows the wait (it was 0: the batch counted as submitted only once generated)."""
+    planner = OrderPlanner(sequential=True)
+    recorder = EventRecorder()
+    graph = ScriptedGraph(lambda t: [sleeping_job(clock, t, 2500) if t.milliseconds == 1000 else noop_job(t)])
+    rt = StreamingRuntime(graph, Seconds(1), clock=clock)
+    rt.scheduler.generator._planner = planner
+    async with rt:
+        rt.add_listener(recorder)
+        await rt.start()
+        for _ in range(3):  # 1000 (its job sleeps until 3500), then the ticks of 2000 and 3000, held
+            clock.advance(Seconds(1))
+            await settle()
+        clock.advance(Seconds(1))  # 4000: batch 1000 ends, and the held batches run one after another
+        await rt.wait_until_idle()
+        await rt.stop()
+    batches = {b.batch_time.milliseconds: b for b in recorder.completed_batches}
+    assert [(t, b.submission_time.milliseconds, b.scheduling_delay.milliseconds) for t, b in sorted(batches.items())] == [
+        (1000, 1000, 0), (2000, 2000, 2000), (3000, 3000, 1000), (4000, 4000, 0)]
