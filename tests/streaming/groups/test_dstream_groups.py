@@ -192,13 +192,9 @@ def test_watermarked_inputs_with_different_event_time_functions_need_event_time(
         ssc.stop(stopSparkContext=False)
 
 
-def test_a_raising_function_fails_its_batch_and_a_restart_reruns_it_with_the_state_intact(
-        spark_context: Any, tmp_path: Path) -> None:
-    """The function raises in batch 2 (while a marker file exists): that batch fails, nothing of it is committed;
-    after a restart it runs again from the state batch 1 left, and the counts come out as if nothing had failed."""
-    directory, marker = tmp_path / "ck", tmp_path / "fail-at-2"
-    marker.touch()
-    beats = [["x"], ["x", "y"], ["x"], []]
+def _failing_while(marker: Path) -> Any:
+    """A counting state function that raises on x's total of 2 while ``marker`` exists (tasks run in other processes:
+    the file is what they share)."""
     path = str(marker)
 
     def flaky(device: str, values: Iterator[str], state: GroupState) -> tuple[str, int]:
@@ -209,6 +205,18 @@ def test_a_raising_function_fails_its_batch_and_a_restart_reruns_it_with_the_sta
             raise RuntimeError("flaky function")
         state.update(total)
         return (device, total)
+
+    return flaky
+
+
+def test_a_raising_function_fails_its_batch_and_a_restart_reruns_it_with_the_state_intact(
+        spark_context: Any, tmp_path: Path) -> None:
+    """The function raises in batch 2 (while a marker file exists): that batch fails, nothing of it is committed;
+    after a restart it runs again from the state batch 1 left, and the counts come out as if nothing had failed."""
+    directory, marker = tmp_path / "ck", tmp_path / "fail-at-2"
+    marker.touch()
+    beats = [["x"], ["x", "y"], ["x"], []]
+    flaky = _failing_while(marker)
 
     def program(drive: int, resume: bool, clock_start: int) -> tuple[dict[int, list[Any]], list[BaseException]]:
         outputs: dict[int, list[Any]] = {}
@@ -647,16 +655,7 @@ def test_with_concurrent_jobs_a_stateful_program_runs_its_batches_one_after_anot
     (Overlapping, 3000's output loaded a version 2000's own output had not written.)"""
     marker = tmp_path / "failing"
     marker.touch()
-    path = str(marker)
-
-    def flaky(device: str, values: Iterator[str], state: GroupState) -> tuple[str, int]:
-        import os
-
-        total = (state.getOption or 0) + sum(1 for _ in values)
-        if total == 2 and device == "x" and os.path.exists(path):
-            raise RuntimeError("flaky function")
-        state.update(total)
-        return (device, total)
+    flaky = _failing_while(marker)
 
     def heal_at_3000(time: Any, rdd: Any) -> Any:  # on the driver, while batch 3000 is generated
         if int(time.timestamp()) == 3:
