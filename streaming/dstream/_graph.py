@@ -356,10 +356,14 @@ class DStreamGraph:
         (``mapGroupsWithState``, ...), as Structured Streaming's batches are. Each batch's state loads the version the
         batch before committed, and a batch that failed before committing it is run again first: both need the
         batch before to have ended (with ``concurrentJobs`` above 1 too; outputs of one batch still run at once)."""
+        return bool(self._state_operator_list())
+
+    def _state_operator_list(self) -> list[StateOperatorStream]:
+        """The stateful operators: the list start() keeps, or found now before it."""
         operators = self._state_operator_streams
         if operators is None:
             operators = [stream for stream in self._streams() if isinstance(stream, StateOperatorStream)]
-        return bool(operators)
+        return operators
 
     def batch_watermarks(self, time: Time) -> BatchWatermarks:
         """The watermarks of batch ``time`` (0 and 0 before any watermark exists), also for one of the newest finished."""
@@ -377,9 +381,7 @@ class DStreamGraph:
 
     def state_operators(self, time: Time) -> Sequence[StateOperatorProgress]:
         """What each stateful operator (``flatMapGroupsWithState``, ...) did in batch ``time``."""
-        operators = self._state_operator_streams
-        if operators is None:
-            operators = [stream for stream in self._streams() if isinstance(stream, StateOperatorStream)]
+        operators = self._state_operator_list()
         if not operators:
             return ()  # every batch asks: a graph without stateful operators answers without a generator
         found = (stream.take_state_progress(time) for stream in operators)
