@@ -140,6 +140,15 @@ class JobGenerator:
         self._scope.cancel()
         await ended.wait()
 
+    def held_ticks(self) -> list[tuple[Time, Time]]:
+        """The ticks held behind a sequential batch that still runs, oldest first, each with the time it came.
+
+        Their batches are not generated yet, but waiting (a view lists them as queued, submitted when their tick came).
+        May be called from another thread: the ticks are copied in one step first.
+        """
+        held = self._held_since
+        return [(time, since) for time in list(self._deferred) if (since := held.get(time)) is not None]
+
     @property
     def queued(self) -> int:
         """Messages waiting to be handled."""

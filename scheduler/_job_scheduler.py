@@ -302,9 +302,12 @@ class JobScheduler:
 
         For a view that shows them when it is asked (the web UI): reading the scheduler's own
         batches then costs nothing per batch. A batch an immediate stop dropped stays. May be called
-        from another thread: the batches are copied in one step first.
+        from another thread: the batches are copied in one step first. Ticks the generator holds behind a sequential
+        batch come last, as batches with no job yet, submitted when their tick came (``JobGenerator.held_ticks``).
         """
-        return [job_set for job_set in list(self._job_sets) if job_set.jobs and not job_set.has_completed]
+        running = [job_set for job_set in list(self._job_sets) if job_set.jobs and not job_set.has_completed]
+        running.extend(JobSet(time, (), since) for time, since in self.generator.held_ticks())
+        return running
 
     def pending_times(self) -> list[Time]:
         """Batches submitted but not successfully finished: unfinished ones and failed ones."""

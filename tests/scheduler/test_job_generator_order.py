@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import anyio.lowlevel
 import pytest
 
-from listeners import EventRecorder
+from listeners import BatchInfo, EventRecorder
 from scheduler import BatchPlanner, Job, JobSet, ManualClock, Seconds, Time
 from streaming import StreamingRuntime
 from tests.anyio_support import settle
@@ -89,3 +89,27 @@ async def test_a_held_tick_s_batch_counts_as_submitted_when_the_tick_came(clock:
     batches = {b.batch_time.milliseconds: b for b in recorder.completed_batches}
     assert [(t, b.submission_time.milliseconds, b.scheduling_delay.milliseconds) for t, b in sorted(batches.items())] == [
         (1000, 1000, 0), (2000, 2000, 2000), (3000, 3000, 1000), (4000, 4000, 0)]
+
+
+async def test_held_ticks_are_listed_as_waiting_batches_submitted_when_their_tick_came(clock: ManualClock) -> None:
+    """Sequential batches: while batch 1000 runs, the held ticks of 2000 and 3000 are running batches too (a view lists
+    them as waiting, with no job yet), oldest last; once generated each is listed once, as the batch it became."""
+    planner = OrderPlanner(sequential=True)
+    graph = ScriptedGraph(lambda t: [sleeping_job(clock, t, 2500) if t.milliseconds == 1000 else noop_job(t)])
+    rt = StreamingRuntime(graph, Seconds(1), clock=clock)
+    rt.scheduler.generator._planner = planner
+    async with rt:
+        await rt.start()
+        for _ in range(3):  # 1000 (its job sleeps until 3500), then the ticks of 2000 and 3000, held
+            clock.advance(Seconds(1))
+            await settle()
+        running = rt.scheduler.running_batches()
+        assert [(b.time.milliseconds, b.submission_time.milliseconds, len(b.jobs), b.has_started) for b in running] == [
+            (1000, 1000, 1, True), (2000, 2000, 0, False), (3000, 3000, 0, False)]
+        infos = [BatchInfo.from_job_set(b) for b in running]
+        assert [(i.batch_time.milliseconds, i.processing_start_time, i.num_records) for i in infos[1:]] == [
+            (2000, None, 0), (3000, None, 0)]
+        clock.advance(Seconds(1))  # 4000: batch 1000 ends, and the held batches run one after another
+        await rt.wait_until_idle()
+        assert rt.scheduler.running_batches() == []
+        await rt.stop()
