@@ -115,6 +115,47 @@ async def test_available_now_drains_what_was_there_at_start_in_limited_batches(t
     assert out.seen == [(1000, ["a", "b"]), (2000, ["c", "d"]), (3000, ["e"])]
 
 
+class LateListSource(ListSource):
+    """A ListSource whose first look for new data comes ``late`` ms after the open (a slow machine): it moves the clock."""
+
+    def __init__(self, records: list[Any], clock: ManualClock, late: int) -> None:
+        super().__init__(records)
+        self.clock, self.late = clock, late
+
+    async def latest_offset(self) -> Any:
+        if self.late:
+            self.clock.advance(Milliseconds(self.late))
+            self.late = 0
+        return await super().latest_offset()
+
+
+@pytest.mark.parametrize("trigger", [Trigger.ONCE, Trigger.AVAILABLE_NOW])
+async def test_a_first_batch_that_came_late_and_failed_is_batch_0_and_a_restart_runs_it_again(
+        tmp_path: Path, trigger: Trigger) -> None:
+    """A fresh query's first trigger-driven batch is batch 0 (Spark's), however long after the open it comes. It was the
+    next grid time after the clock (here batch 4), and a restart refused it: no offsets entry before it to start from."""
+    clock = ManualClock(500)
+    out = Recorder(fail_at={1000})
+    p = Pipeline()
+    p.add_source(LateListSource(list("abc"), clock, 4000), name="in")
+    p.add_output(out, name="out")
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path, trigger=trigger) as rt:
+        await rt.start()
+        with pytest.raises(Exception, match="boom at 1000"):
+            await rt.await_termination()
+    assert ids(tmp_path / "offsets") == [0] and ids(tmp_path / "commits") == []
+    again, clock = Recorder(), ManualClock(9500)
+    p = Pipeline()
+    p.add_source(LateListSource(list("abc"), clock, 0), name="in")  # the same kind of source: the checkpoint checks it
+    p.add_output(again, name="out")
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path,
+                                trigger=trigger) as rt:
+        await rt.start()
+        assert await rt.await_termination()
+    assert again.seen[0] == (1000, list("abc"))
+    assert ids(tmp_path / "commits")[0] == 0
+
+
 async def test_available_now_without_new_data_runs_no_batch(tmp_path: Path) -> None:
     """With nothing new, AvailableNow records one idle trigger and stops without a batch."""
     out = Recorder()
