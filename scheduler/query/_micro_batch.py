@@ -501,17 +501,11 @@ class MicroBatchTracker:
     # -- trigger-driven runs (once, available-now) --
 
     def next_trigger_time(self) -> Time:
-        """The batch time of the next trigger-driven batch: the next grid time after now, after the last batch.
-
-        A query's first batch ever is the grid's first time, batch 0 as in Spark, however long after the open it
-        comes: a restart re-runs an uncommitted batch from the end of the entry before it, which only batch 0 may lack.
-        """
+        """The batch time of the next trigger-driven batch: the next grid time after now, after the last batch; a new
+        query's first is batch 0's, as in Spark, however late (a re-run starts where the entry before it ends)."""
         assert self.grid is not None, "next_trigger_time() before open()"
-        last = self._last_planned
-        if last is None:
-            return self.grid.time_of(0)
-        candidate = self.grid.next_time_after(self._clock.now())
-        return last + self.batch_duration if last + self.batch_duration > candidate else candidate
+        last, now = self._last_planned, self.grid.next_time_after(self._clock.now())
+        return self.grid.time_of(0) if last is None else max(last + self.batch_duration, now)
 
     async def check_for_new_data(self) -> bool:
         """Whether a trigger now would have new input; without, record an idle trigger (Spark's rules).

@@ -14,6 +14,7 @@ from scheduler import BatchWatermarks, InvalidPipelineError
 
 from ..state import (
     EVENT_TIME_WITHOUT_WATERMARK,
+    FLAT_MAP_GROUPS_WITH_STATE,
     GroupStateTimeout,
     GroupsWithStateSpec,
     StateOperatorStats,
@@ -78,6 +79,10 @@ class GroupsWithStateNode(KeyedStateNode):
     def operator_name(self) -> str:
         """``flatMapGroupsWithState`` or ``mapGroupsWithState``."""
         return "flatMapGroupsWithState" if self._flat else "mapGroupsWithState"
+
+    def state_owner(self) -> tuple[str, str | None]:
+        """Spark's state metadata names both operators ``flatMapGroupsWithState``; the timeout kind is kept too."""
+        return FLAT_MAP_GROUPS_WITH_STATE, self._timeout
 
     def judges_event_times(self) -> bool:
         """Under an event-time timeout late values are dropped by their event time."""

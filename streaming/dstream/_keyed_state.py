@@ -37,7 +37,7 @@ import attrs
 
 from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, StreamingError, Time, redact_uri
 
-from ..state import StateBehind, StateOperatorStats, StateStoreProvider, keep_partition_count
+from ..state import StateBehind, StateOperatorStats, StateStoreProvider, check_operator, keep_partition_count
 from ._batch_stats import BatchStats, batch_stats
 from ._node import StreamNode
 from ._transforms import ForEachNode, stateful_upstream
@@ -129,6 +129,11 @@ class KeyedStateNode(StreamNode):
     @property
     def operator_name(self) -> str:
         """The operator's name in progress reports and messages (Spark's)."""
+        raise NotImplementedError
+
+    def state_owner(self) -> tuple[str, str | None]:
+        """The operator the checkpoint records as its state's writer, and its timeout kind if it has one
+        (:func:`streaming.state.check_operator`)."""
         raise NotImplementedError
 
     def partition_batch(self, batch_id: int, batch_ms: int, watermarks: BatchWatermarks,
@@ -339,6 +344,7 @@ class KeyedStateNode(StreamNode):
         state_dir = graph.checkpoint_dir / STATE_STORE_DIRECTORY
         root = graph.task_path(state_dir)  # as the tasks reach it: a local path, or the full URI (fsspec)
         if not self._first_batch_done:
+            check_operator(state_dir, self.operator_id, *self.state_owner())
             self._num_partitions = keep_partition_count(state_dir, self.operator_id, self._num_partitions)
             self.first_batch(state_dir)
             self._first_batch_done = True

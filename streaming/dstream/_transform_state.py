@@ -84,6 +84,10 @@ class TransformWithStateNode(KeyedStateNode):
         return attrs.evolve(self._spec, watermark_present=has_watermark(self._spec, watermark is not None),
                             event_time=extract)
 
+    def state_owner(self) -> tuple[str, str | None]:
+        """``transformWithState``'s operator name; its time mode is in its schema file."""
+        return TRANSFORM_WITH_STATE_OPERATOR, None
+
     def first_batch(self, state_dir: CheckpointPath) -> None:
         """Record the processor's state variables in the checkpoint, or check them against the recorded ones.
 

@@ -28,9 +28,11 @@ from scheduler import (
 
 from ..state import (
     EVENT_TIME_WITHOUT_WATERMARK,
+    FLAT_MAP_GROUPS_WITH_STATE,
     GroupStateTimeout,
     GroupsWithStateSpec,
     StateStoreProvider,
+    check_operator,
     event_time_ms,
     initial_state_by_key,
     run_batch,
@@ -100,6 +102,7 @@ class GroupsOperator:
     timeout: str
     initial: list[tuple[Any, Any]] | None
     provider: StateStoreProvider | None = None
+    owner_checked: bool = False  # the checkpoint's record of the operator that keeps this state, checked this run
 
     def check_at_start(self, watermarked: bool) -> None:
         """An event-time timeout needs a watermark on the source (Spark's message)."""
@@ -109,9 +112,11 @@ class GroupsOperator:
     async def run(self, checkpoint: CheckpointPath, version: int, time: Time, records: Sequence[Any],
                   watermarks: BatchWatermarks, watermark: Watermark | None) -> tuple[list[Any], StateOperatorProgress]:
         """Run one batch over the source's ``records`` (the store's file work in a worker thread)."""
+        root = checkpoint / STATE_DIRECTORY
         if self.provider is None:
-            self.provider = StateStoreProvider(checkpoint / STATE_DIRECTORY, self.operator_id, 0)
+            self.provider = StateStoreProvider(root, self.operator_id, 0)
         provider = self.provider
+        check_owner = not self.owner_checked
         spec = GroupsWithStateSpec(
             self.func, self.flat, self.timeout, watermark is not None,
             None if watermark is None else watermark.event_time,
@@ -120,11 +125,15 @@ class GroupsOperator:
         initial = initial_state_by_key(self.initial) if version == 0 and self.initial else None
 
         def run() -> tuple[list[Any], StateOperatorProgress]:
+            if check_owner:
+                check_operator(root, self.operator_id, FLAT_MAP_GROUPS_WITH_STATE, self.timeout)
             outputs, stats = run_batch(provider, version, pairs, spec, time.milliseconds, watermarks.eviction_ms,
                                        watermarks.late_ms, initial)
             return outputs, stats.progress(spec.operator, 1)
 
-        return await anyio.to_thread.run_sync(run)
+        result = await anyio.to_thread.run_sync(run)
+        self.owner_checked = True
+        return result
 
 
 def seen_event_times(watermark: Watermark, records: Iterable[Any]) -> EventTimeStats | None:

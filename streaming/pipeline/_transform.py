@@ -22,6 +22,7 @@ from ..state import (
     StateStoreProvider,
     TimeMode,
     TransformWithStateSpec,
+    check_operator,
     initial_rows_by_key,
     record_schema,
     run_transform_batch,
@@ -75,6 +76,7 @@ class TransformOperator:
 
         def run() -> tuple[list[Any], StateOperatorProgress]:
             if check_schema:
+                check_operator(root, self.operator_id, TRANSFORM_WITH_STATE_OPERATOR)
                 record_schema(root, self.operator_id, spec)
             outputs, stats = run_transform_batch(provider, version, pairs, spec, time.milliseconds,
                                                  watermarks.eviction_ms, watermarks.late_ms, initial)

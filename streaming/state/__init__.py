@@ -25,6 +25,7 @@ from ._groups import (
     run_partition,
 )
 from ._intervals import parse_delay_threshold, parse_interval_ms, parse_trigger_interval_ms
+from ._operator_record import StateOperatorMismatchError, check_operator
 from ._operator_stats import StateOperatorStats
 from ._partition_files import keep_partition_count
 from ._processor import ExpiredTimerInfo, StatefulProcessor, TimerValues
@@ -74,6 +75,7 @@ __all__ = [
     "StateCatchUpError",
     "StateChange",
     "StateOperatorMetadata",
+    "StateOperatorMismatchError",
     "StateRecord",
     "StateNotFoundError",
     "StateRow",
@@ -98,6 +100,7 @@ __all__ = [
     "event_time_us",
     "initial_rows_by_key",
     "initial_state_by_key",
+    "check_operator",
     "keep_partition_count",
     "once_per_batch",
     "parse_delay_threshold",

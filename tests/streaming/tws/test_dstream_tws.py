@@ -230,3 +230,32 @@ def test_event_time_without_a_watermark_runs_on_a_watermark_of_0(spark_context: 
     ssc.checkpoint(str(tmp_path / "ck"))
     assert run_dstream_batches(ssc, clock, 1) == []
     assert outputs == {1000: [("a", "fired", 0), ("a", "rows", 0)]}
+
+
+def test_a_restart_with_flat_map_groups_with_state_on_its_state_is_refused(spark_context: Any, tmp_path: Path) -> None:
+    """Resumed with flatMapGroupsWithState where transformWithState kept its state: Spark's error class before the
+    state is read (its rows would be unpickled as the other operator's), and the checkpoint's files are as they were."""
+    directory = tmp_path / "ck"
+    _, _, errors = run(spark_context, directory, [["x:a"]], drive=1)
+    assert errors == []
+    state = directory / "stateful"
+    files = {p: p.read_bytes() for p in state.rglob("*") if p.is_file()}
+    outputs: dict[int, list[Any]] = {}
+    clock = ManualClock(1000)
+
+    def setup() -> StreamingContext:
+        ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+        stream = ssc.queueStream([spark_context.parallelize(["x:b"], 2)], oneAtATime=True, default=spark_context.emptyRDD())
+        pairs = stream.map(lambda line: (line.split(":")[0], line.split(":")[1]))
+        out = pairs.flatMapGroupsWithState(lambda key, values, state: [(key, len(list(values)))], numPartitions=2)
+        out.foreachRDD(lambda time, rdd: outputs.__setitem__(int(time.timestamp() * 1000), rdd.collect()))
+        ssc.checkpoint(str(directory))
+        return ssc
+
+    ssc = StreamingContext.getOrCreate(str(directory), setup, restoreGraph=False)
+    errors = run_dstream_batches(ssc, clock, 1)
+    assert outputs == {}
+    assert len(errors) == 1 and "[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA]" in str(errors[0])
+    assert f"OperatorName: {TRANSFORM_WITH_STATE_OPERATOR})]; Stateful operators in current batch: [(OperatorId: 0 -> " \
+           "OperatorName: flatMapGroupsWithState)]" in str(errors[0])
+    assert {p: p.read_bytes() for p in state.rglob("*") if p.is_file()} == files
