@@ -451,6 +451,12 @@ class Pipeline:
         """Whether a stateful operator keeps state between batches."""
         return bool(self._operators)
 
+    @property
+    def evicts_on_watermark(self) -> bool:
+        """Whether a stateful operator times out by the watermark: an AvailableNow run whose watermark moved past its last
+        batch's then ends with a batch without data, as Spark's no-data batch (``MicroBatchTracker.check_for_new_data``)."""
+        return any(operator.evicts_on_watermark for operator in self._operators)
+
     def async_unsupported_sinks(self) -> Sequence[str]:
         """Outputs without a truthy ``supports_async_progress_tracking`` attribute (FileSink has one)."""
         return [o.name for o in self._outputs if not getattr(o.fn, "supports_async_progress_tracking", False)]

@@ -66,6 +66,11 @@ class StatefulOperator(Protocol):
         """The source whose records it reads."""
         ...
 
+    @property
+    def evicts_on_watermark(self) -> bool:
+        """Whether the watermark times its state out (an event-time timeout or timer): a batch without data then has work."""
+        ...
+
     def check_at_start(self, watermarked: bool) -> None:
         """Refuse to start (``InvalidPipelineError``) when the operator cannot run; ``watermarked``: its source has a watermark."""
         ...
@@ -103,6 +108,11 @@ class GroupsOperator:
     initial: list[tuple[Any, Any]] | None
     provider: StateStoreProvider | None = None
     owner_checked: bool = False  # the checkpoint's record of the operator that keeps this state, checked this run
+
+    @property
+    def evicts_on_watermark(self) -> bool:
+        """Under an event-time timeout."""
+        return self.timeout == GroupStateTimeout.EventTimeTimeout
 
     def check_at_start(self, watermarked: bool) -> None:
         """An event-time timeout needs a watermark on the source (Spark's message)."""

@@ -51,6 +51,11 @@ class TransformOperator:
     provider: StateStoreProvider | None = None
     schema_checked: bool = False
 
+    @property
+    def evicts_on_watermark(self) -> bool:
+        """In event-time mode (its timers fire by the watermark)."""
+        return bool(self.spec.time_mode == TimeMode.EVENT_TIME)
+
     def check_at_start(self, watermarked: bool) -> None:
         """Nothing beyond what the spec checked when the operator was added."""
 

@@ -253,3 +253,41 @@ async def test_a_batch_whose_input_was_read_again_counts_its_event_times_with_th
     assert [(p.batch_id, p.event_time.get("watermark")) for p in progress] == [
         (0, "1970-01-01T00:00:00.000Z"), (1, "1970-01-01T00:05:00.000Z"), (3, "1970-01-01T00:15:00.000Z"),
         (4, "1970-01-01T00:55:00.000Z")]
+
+
+@pytest.mark.parametrize(("timeout", "batches", "expected"), [
+    ("EventTimeTimeout", 3, [(3_000, "ada", 1, 1 * MINUTE, 1 * MINUTE), (3_000, "bob", 1, 2 * MINUTE, 2 * MINUTE)]),
+    ("NoTimeout", 2, []),
+])
+async def test_available_now_ends_with_a_batch_without_data_when_the_watermark_moved(
+        tmp_path: Path, timeout: str, batches: int, expected: list[Any]) -> None:
+    """Spark's no-data batch: the last data batch (cy at 60 min) moves the watermark to 50 min, past ada's and bob's
+    timeouts (31 and 32 min), so an AvailableNow run ends with one more batch, without input, in which they time out
+    (the run stopped after the data and left them until the next run). Without an event-time timeout, no such batch.
+    A second run with nothing new runs no batch: the watermark did not move again."""
+    from streaming import Trigger
+
+    closed: list[Any] = []
+
+    def build() -> Pipeline:
+        p = Pipeline()
+        p.add_source(ListSource([("ada", 1 * MINUTE), ("bob", 2 * MINUTE), ("cy", 60 * MINUTE)], max_per_batch=2),
+                     name="clicks")
+        p.add_watermark("clicks", lambda click: click[1], "10 minutes")
+        func = sessions if timeout == "EventTimeTimeout" else lambda user, clicks, state: state.update(len(list(clicks))) or ()
+        name = p.add_groups_with_state("clicks", func, key=lambda click: click[0], timeout=timeout)
+        p.add_output(lambda batch: closed.extend(sorted((batch.time.milliseconds, *row) for row in batch.inputs[name])),
+                     name="out")
+        return p
+
+    for run, at in enumerate((500, 10_500)):
+        async with StreamingRuntime(build(), Seconds(1), clock=ManualClock(at), checkpoint_location=tmp_path / "ck",
+                                    trigger=Trigger.AVAILABLE_NOW) as rt:
+            await rt.start()
+            assert await rt.await_termination()
+            progress = [(p.batch_id, p.num_input_rows) for p in rt.recent_progress if p.num_input_rows or p.state_operators]
+        if run == 0:
+            assert progress == [(0, 2), (1, 1), (2, 0)][:batches]
+        else:
+            assert progress == []
+    assert closed == expected
