@@ -9,7 +9,7 @@ import os
 import re
 import sys
 import threading
-from typing import TYPE_CHECKING, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 import attrs
 
@@ -32,6 +32,11 @@ EMBEDDED_SPARK_CONF: dict[str, str] = {
 }
 
 _embedded_lock = threading.Lock()
+
+_SHELL_DEFAULTS = {"spark.master": ("local[*]", "--master"), "spark.app.name": ("pyspark-shell", "--name"),
+                   "spark.ui.showConsoleProgress": ("true", None)}
+"""What spark-submit sets for a shell when nothing chose otherwise, with the option that chooses it, if any: the JVM
+pyspark launches for a plain ``python`` program is spark-submit's ``pyspark-shell``."""
 
 
 def driver_host(sc: SparkContext) -> str:
@@ -78,6 +83,7 @@ def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkCon
         # The JVM first: under spark-submit it carries the submitted settings (--master, --conf) as
         # system properties, which SparkConf() reads only when a gateway exists. Without this the
         # defaults below would replace spark-submit's master with local[2].
+        submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit's PythonRunner made the JVM first
         launched_gateway()
         conf = SparkConf()
         if not os.environ.get("PYSPARK_PYTHON"):
@@ -85,18 +91,29 @@ def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkCon
             # environment has aiodstream's packages (watermarks and state run code of theirs in
             # tasks), not whatever `python3` is first on PATH. PySpark reads only the variable.
             os.environ["PYSPARK_PYTHON"] = sys.executable
+        unset = set() if submitted else _shell_defaults(conf)
         defaults = dict(EMBEDDED_SPARK_CONF)
-        if conf.contains("spark.master"):
-            # A master chosen elsewhere (spark-submit, spark-defaults.conf): the local[2] sizing
-            # defaults are not ours to impose on it.
+        if conf.contains("spark.master") and "spark.master" not in unset:
+            # A master chosen elsewhere (spark-submit, spark-defaults.conf, PYSPARK_SUBMIT_ARGS): the
+            # local[2] sizing defaults are not ours to impose on it.
             for key in ("spark.master", "spark.default.parallelism", "spark.sql.shuffle.partitions"):
                 defaults.pop(key)
         for key, value in {**defaults, **(extra_conf or {})}.items():
-            if not conf.contains(key):
+            if not conf.contains(key) or key in unset:
                 conf.set(key, value)
         sc = SparkContext.getOrCreate(conf)
         sc.setLogLevel("WARN")
         return sc
+
+
+def _shell_defaults(conf: Any) -> set[str]:
+    """The keys that a JVM launched for a plain ``python`` program holds only as spark-submit's defaults for a shell
+    (``local[*]``, ``pyspark-shell``, the console progress bar on): ``PYSPARK_SUBMIT_ARGS`` did not name them, and they
+    have those values. The embedded defaults replace them; a value from ``spark-defaults.conf`` or the arguments stays."""
+    args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    words = args.split()
+    return {key for key, (value, option) in _SHELL_DEFAULTS.items()
+            if conf.get(key, None) == value and key not in args and (option is None or option not in words)}
 
 
 STREAMING_SETTINGS = (

@@ -24,4 +24,24 @@ def test_spark_submit_s_master_and_settings_reach_the_embedded_spark_context() -
                             capture_output=True, text=True, timeout=150, cwd=ROOT, env=env, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    assert out == {"master": "local[3]", "app": "submitted", "parallelism": 3}
+    assert out == {"master": "local[3]", "app": "submitted", "parallelism": 3, "progress": "false"}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("submit_args", "expected"), [
+    (None, {"master": "local[2]", "app": "aiodstream", "parallelism": 2, "progress": "false"}),
+    ("--master local[3] --conf spark.ui.showConsoleProgress=true pyspark-shell",
+     {"master": "local[3]", "app": "aiodstream", "parallelism": 3, "progress": "true"}),
+])
+def test_a_plain_python_program_gets_the_embedded_defaults_over_pyspark_shell_s(
+        submit_args: str | None, expected: dict[str, object]) -> None:
+    """Run with plain ``python``, pyspark launches its JVM as spark-submit's ``pyspark-shell``, which sets local[*], the
+    app name pyspark-shell and the console progress bar (printed on the service's stderr): those were taken as the
+    program's choice, so the embedded local[2] defaults never applied (lane K2). What PYSPARK_SUBMIT_ARGS names stays."""
+    env = child_env({"PYSPARK_PYTHON": sys.executable, **({} if submit_args is None else {"PYSPARK_SUBMIT_ARGS": submit_args})})
+    if submit_args is None:
+        env.pop("PYSPARK_SUBMIT_ARGS", None)
+    result = subprocess.run([sys.executable, str(ROOT / "tests" / "streaming" / "submit_child.py")], capture_output=True,
+                            text=True, timeout=240, cwd=ROOT, env=env, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
