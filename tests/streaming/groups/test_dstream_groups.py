@@ -122,7 +122,7 @@ def test_the_state_store_lives_on_a_remote_file_system(spark_context: Any, ftp_s
     first, _ = run(spark_context, uri, beats, drive=2)
     assert first == {1000: [("x", "online", 1)], 2000: [("x", "online", 2)]}
     state = ftp_server.root / "ck" / "stateful" / "state" / "0"
-    assert sorted(p.name for p in state.iterdir()) == ["0", "1", "partitions"]
+    assert sorted(p.name for p in state.iterdir()) == ["0", "1", "operator", "partitions"]
     assert {p.name for p in (state / "0").iterdir()} == {p.name for p in (state / "1").iterdir()} == {"1.delta", "2.delta"}
     held = {}
     for partition in (0, 1):  # a store with no local copy loads version 2 from the server
@@ -345,7 +345,7 @@ def test_a_single_partition_input_runs_every_state_partition_in_its_own_task(spa
     assert rows[1][0] == [(k, 2) for k in state_partition_order(spark_context, ["a", "c"], 4)] and rows[2][0] == []
     assert [p.state_operators[0].num_rows_total for p in progress] == [6, 6, 6]
     assert [p.state_operators[0].num_state_store_instances for p in progress] == [4, 4, 4]
-    assert sorted(os.listdir(tmp_path / "ck" / "stateful" / "state" / "0")) == ["0", "1", "2", "3", "partitions"]
+    assert sorted(os.listdir(tmp_path / "ck" / "stateful" / "state" / "0")) == ["0", "1", "2", "3", "operator", "partitions"]
 
 
 def test_after_a_large_batch_a_single_partition_input_is_spread_over_the_tasks(spark_context: Any, tmp_path: Path,
