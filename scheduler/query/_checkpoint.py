@@ -329,6 +329,8 @@ class Checkpoint:
             commit = self.commits.get(latest)
             if commit is not None:
                 watermark = max(watermark, commit.next_batch_watermark_ms)
+        elif commit_ids:  # read as Spark reads the newest commit at a restart: a damaged one is refused, never skipped
+            self.commits.get(commit_ids[-1])
         return CheckpointState(query_id, created, grid, tuple(offset_ids), tuple(commit_ids), latest, latest_entry.offsets,
                                tuple(rerun), tuple(history), watermark, _batch_watermark(latest_entry),
                                None if latest_entry.metadata is None else latest_entry.metadata.conf.get(WATERMARK_POLICY_KEY),

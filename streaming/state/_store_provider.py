@@ -317,10 +317,11 @@ class StateStoreProvider:
         present = f"(deltas present: {deltas or 'none'}, snapshots: {snapshots or 'none'})"
         stem, _, kind = path.name.partition(".")
         if kind == "delta" and stem.isdigit() and int(stem) > max(deltas + snapshots, default=0):
-            # Past everything committed: the batch that writes it (batch id = version - 1) never committed.
-            return (f"cannot load state version {version} from {self.directory}: state version {stem} was never committed "
-                    f"(the batch that writes it, id {int(stem) - 1} unless the query's offsets entries record state "
-                    f"versions, failed or did not run this state; see that batch's error) {present}")
+            # Past every file here: the batch that writes it (batch id = version - 1) did not commit it, or it was removed.
+            return (f"cannot load state version {version} from {self.directory}: state version {stem} is not there: the "
+                    f"batch that writes it (id {int(stem) - 1} unless the query's offsets entries record state versions) "
+                    f"failed or did not run this state (see that batch's error), or {path} was removed after its batch "
+                    f"committed (restore it from a copy) {present}")
         return f"cannot load state version {version} from {self.directory}: {path.name} is missing {present}"
 
     def _start_from(self, base: int) -> sqlite3.Connection:

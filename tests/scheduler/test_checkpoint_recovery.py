@@ -187,6 +187,17 @@ def test_a_corrupt_entry_needed_to_resume_is_reported_not_skipped(tmp_path: Path
         ck.open(Milliseconds(1000), 1)
 
 
+@pytest.mark.parametrize("damage", ["", "v1\n{\"nextBatch", "v99\n{}"], ids=["empty", "truncated", "newer"])
+def test_a_damaged_newest_commit_is_reported_when_the_newest_entry_is_uncommitted(tmp_path: Path, damage: str) -> None:
+    """Batch 1 is logged and not committed, and batch 0's commit, the newest, is damaged: the open reads it (as Spark
+    reads the newest commit) and fails naming it. It was read only when the newest offsets entry was committed (lane K3)."""
+    ck = Checkpoint(tmp_path)
+    log_batches(ck, {0: "1", 1: "2"}, [0])
+    (tmp_path / "commits" / "0").write_text(damage)
+    with pytest.raises(CorruptCheckpointError, match=rf"^cannot read {tmp_path}/commits/0"):
+        ck.open(Milliseconds(1000), 1)
+
+
 def test_open_clears_temp_files_of_killed_writers(tmp_path: Path) -> None:
     """Opening removes hidden .tmp files left in the checkpoint's directories."""
     ck = Checkpoint(tmp_path)
