@@ -3,8 +3,10 @@
 The service receives click events on an in-process channel (standing in for a web handler or a
 message consumer), counts clicks per page every batch on an embedded local Spark, and writes each
 batch's counts to an async store. Its own tasks (here a heartbeat) keep running while batches
-do: Spark calls go to worker threads, never to the loop. It stops by itself, gracefully, after
-``--batches`` batches.
+do: Spark calls go to worker threads, never to the loop. It stops by itself, gracefully, once
+``--batches`` batches completed: a graceful stop also runs the batches already due (on a busy
+machine the first batch's Python workers take seconds to start, and the ticks meanwhile queue
+up), so more batches may be stored than asked for, as in Spark.
 
     python examples/async_service.py --batches 4 --interval 0.5
 """
