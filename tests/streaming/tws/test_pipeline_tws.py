@@ -188,3 +188,25 @@ async def test_the_initial_state_seeds_the_first_batch_only(tmp_path: Path, cloc
         await advance(rt, clock, 2_000)
         await rt.stop()
     assert seen == [[("x", 16), ("y", 2)], [("x", 19)]]
+
+
+async def test_available_now_ends_with_a_batch_without_data_that_fires_the_timers_the_watermark_passed(
+        tmp_path: Path) -> None:
+    """Spark's no-data batch in event-time mode: cy's click at 60 min moves the watermark to 50 min in the last data
+    batch, past ada's and bob's timers (31 and 32 min), which fire in one more batch without input."""
+    from streaming import Trigger
+
+    closed: list[Any] = []
+    p = Pipeline()
+    p.add_source(ListSource([("ada", 1 * MINUTE), ("bob", 2 * MINUTE), ("cy", 60 * MINUTE)], max_per_batch=2),
+                 name="clicks")
+    p.add_watermark("clicks", lambda click: click[1], "10 minutes")
+    name = p.add_transform_with_state("clicks", Sessions(), "Update", "EventTime", key=lambda click: click[0])
+    p.add_output(lambda batch: closed.extend(sorted((batch.time.milliseconds, *row) for row in batch.inputs[name])),
+                 name="out")
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(500), checkpoint_location=tmp_path / "ck",
+                                trigger=Trigger.AVAILABLE_NOW) as rt:
+        await rt.start()
+        assert await rt.await_termination()
+        assert [(e.batch_id, e.num_input_rows) for e in rt.recent_progress if e.state_operators] == [(0, 2), (1, 1), (2, 0)]
+    assert closed == [(3_000, "ada", 1, 1 * MINUTE, 1 * MINUTE), (3_000, "bob", 1, 2 * MINUTE, 2 * MINUTE)]
