@@ -88,6 +88,7 @@ class JobGenerator:
         self._deferred: deque[Time] = deque()  # ticks held while a sequential batch runs
         self._held_since: dict[Time, Time] = {}  # when each held tick came: its batch's submission time
         self._in_flight: Time | None = None  # the sequential batch submitted and not finished yet
+        self._graph_sequential = False  # without a planner: the graph's own sequential_batches, read at start
         self._queued_generate = 0
         self.timer = RecurringTimer(clock, batch_duration, self._on_tick, "JobGenerator")
         self.zero_time: Time | None = None
@@ -164,6 +165,7 @@ class JobGenerator:
         """
         self.zero_time = first_batch.minus(self.batch_duration) if zero_time is None else zero_time
         self._graph.start(self.zero_time, self._input_infos)
+        self._graph_sequential = bool(getattr(self._graph, "sequential_batches", False))  # a simulated graph says it
 
     async def run_loop(self) -> None:
         """Handle messages until :meth:`close` and the queue is empty (or :meth:`close` abandons them)."""
@@ -216,7 +218,8 @@ class JobGenerator:
                 try:
                     if not self.discard_new_batches:
                         submitted = await self._generate_jobs(time, held_since)
-                        if submitted and self._planner is not None and self._planner.sequential_batches:
+                        planner = self._planner
+                        if submitted and (self._graph_sequential if planner is None else planner.sequential_batches):
                             self._in_flight = time
                 except Exception as exc:
                     self._report_error("Error in job generator", exc, None)

@@ -405,6 +405,7 @@ def calibrate(trace: Trace, *, warmup: int = DEFAULT_WARMUP, cluster: ClusterMod
         outputs=outputs,
         input=ReplayRate(interval.milliseconds, [b.num_records for b in recorded]),
         concurrent_jobs=trace.concurrent_jobs or 1,
+        sequential_batches=trace.sequential_batches,
         batches=len(recorded),
         cluster=attrs.evolve(base, stage_overhead_ms=stage_overhead),
         costs=Costs(generation=TracedTimes(generation, warmup)),

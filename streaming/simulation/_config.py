@@ -4,6 +4,7 @@ Example::
 
     interval = "1s"            # the batch interval
     concurrent_jobs = 1
+    sequential_batches = false # true: each batch waits for the one before (a watermark or a state-store operator)
     duration = "1h"            # or: batches = 3600
     seed = 7
     rate_factor = 1.0          # 1.3 = 30 % more input
@@ -235,8 +236,8 @@ def _resolve(value: object, field: str, base_dir: Path | None) -> Path:
     return path
 
 
-_TOP_KEYS = ("interval", "concurrent_jobs", "duration", "batches", "seed", "rate_factor", "max_rate", "backpressure", "input",
-             "inputs", "outputs", "trace", "cluster", "costs", "failures")
+_TOP_KEYS = ("interval", "concurrent_jobs", "sequential_batches", "duration", "batches", "seed", "rate_factor", "max_rate",
+             "backpressure", "input", "inputs", "outputs", "trace", "cluster", "costs", "failures")
 _BACKPRESSURE_KEYS = ("proportional", "integral", "derivative", "min_rate", "initial_rate")
 _CLUSTER_KEYS = ("executors", "cores", "scheduling_mode", "cpus", "task_overhead", "stage_overhead", "job_overhead",
                  "driver_threads", "driver_on_cpus")
@@ -341,6 +342,8 @@ def model_from_mapping(data: Mapping[str, Any], *, base_dir: str | os.PathLike[s
         raise ModelError("interval", "is required (the batch interval, e.g. \"1s\")")
     if "concurrent_jobs" in data:
         fields["concurrent_jobs"] = data["concurrent_jobs"]
+    if "sequential_batches" in data:
+        fields["sequential_batches"] = data["sequential_batches"]
     if "duration" in data:
         fields["duration"] = whole_duration(data["duration"], "duration")
     if "batches" in data:

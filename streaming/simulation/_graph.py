@@ -47,6 +47,7 @@ class SimulatedGraph:
     def __init__(self, model: SimulationModel, clock: Clock, *, on_generated: Callable[[int], None] | None = None) -> None:
         """Wire the graph; :meth:`start` is called by the JobGenerator."""
         self.model = model
+        self.sequential_batches = model.sequential_batches  # read by the JobGenerator at start
         self._clock = clock
         self._on_generated = on_generated
         self._rngs = [random.Random(f"aiodstream-simulation:{model.seed}:{i}") for i in range(len(model.outputs))]

@@ -75,7 +75,8 @@ class TraceRecording:
         self._request = (os.fspath(path), batches)
 
     def start(self, setting: tuple[str, int | None] | None, *, runtime: QueryRuntime, sc: SparkContext,
-              batch_interval: Duration, concurrent_jobs: int, async_mode: bool, stop: Callable[[], None]) -> None:
+              batch_interval: Duration, concurrent_jobs: int, async_mode: bool, stop: Callable[[], None],
+              sequential_batches: bool = False) -> None:
         """Record ``runtime``'s run when a trace was requested or set (``setting``: path and batch limit); blocking (py4j calls).
 
         Args:
@@ -86,6 +87,7 @@ class TraceRecording:
             concurrent_jobs: how many jobs run at once.
             async_mode: the context lives in ``async with`` (a batch limit cannot stop it).
             stop: stops the context (called on a thread of its own after the batch limit).
+            sequential_batches: the program runs its batches one after another (recorded for a replay).
 
         Raises:
             ValueError: a batch limit for a context in ``async with``.
@@ -101,7 +103,7 @@ class TraceRecording:
         meta = {"master": sc.master, "default_parallelism": sc.defaultParallelism, "cpus": os.cpu_count(),
                 "context": self._name, "app_id": sc.applicationId}
         self._recorder = TraceRecorder(path, batch_interval=batch_interval, concurrent_jobs=concurrent_jobs, meta=meta,
-                                       keep_batches=True)
+                                       keep_batches=True, sequential_batches=sequential_batches)
         runtime.add_listener(self._recorder, name="trace-recorder")
         self._written.clear()
         if limit is not None:

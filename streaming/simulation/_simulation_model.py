@@ -62,6 +62,9 @@ class SimulationModel:
             as if on a cluster of its own).
         costs: virtual time the engine spends on generation, checkpoints and listeners.
         failures: job failures and restarts (``None``: none).
+        sequential_batches: the program runs its batches one after another, each once the one before ended, whatever
+            ``concurrent_jobs`` says (a watermark or a state-store operator: see ``docs/compatibility.md``); a
+            batch's output operations still run at once. A trace records it.
     """
 
     batch_interval: Duration
@@ -78,6 +81,7 @@ class SimulationModel:
     cluster: ClusterModel | None = None
     costs: Costs = Costs()
     failures: Failures | None = None
+    sequential_batches: bool = False
     _input_models: tuple[InputModel, ...] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -91,6 +95,8 @@ class SimulationModel:
         if not isinstance(self.input, InputRate):
             raise ModelError("input", f"must be an input-rate model (with cumulative()), got {self.input!r}")
         whole("concurrent_jobs", self.concurrent_jobs, minimum=1)
+        if not isinstance(self.sequential_batches, bool):
+            raise ModelError("sequential_batches", f"must be true or false, got {self.sequential_batches!r}")
         if not isinstance(self.duration, Duration) or self.duration.milliseconds < 0:
             raise ModelError("duration", f"must be a non-negative duration, got {self.duration!r}")
         if self.batches is not None:

@@ -227,8 +227,11 @@ class TraceRecorder:
         concurrent_jobs: int | None = None,
         meta: Mapping[str, Any] | None = None,
         keep_batches: bool = False,
+        sequential_batches: bool | None = None,
     ) -> None:
         """Open ``file`` (a path, or a text file this recorder will not close) and write the header.
+
+        ``sequential_batches``: whether the recorded program runs its batches one after another (``None``: not known).
 
         With ``keep_batches``, :attr:`batches` lists each completed batch's time and output
         operation ids (what :meth:`write_spark_jobs` is then called for).
@@ -251,6 +254,7 @@ class TraceRecorder:
             "version": _VERSION,
             "batch_interval_ms": None if batch_interval is None else batch_interval.milliseconds,
             "concurrent_jobs": concurrent_jobs,
+            "sequential_batches": sequential_batches,
             "meta": dict(meta or {}),
         }
         self._file.write(json.dumps(header) + "\n")
@@ -305,6 +309,7 @@ class Trace:
         batch_interval: from the header, if recorded.
         concurrent_jobs: from the header, if recorded.
         meta: free-form header metadata.
+        sequential_batches: from the header: the program ran its batches one after another (false if not recorded).
         events: every event, in recorded order.
         spark_jobs: the Spark jobs of each output operation, keyed by ``(batch time ms, output
             operation id)``, when the trace recorded them (``spark.aiodstream.trace.path`` does).
@@ -315,6 +320,7 @@ class Trace:
     meta: Mapping[str, Any]
     events: tuple[StreamingEvent, ...] = attrs.field(repr=lambda e: f"<{len(e)} events>")
     spark_jobs: Mapping[tuple[int, int], tuple[SparkJob, ...]] = attrs.field(factory=dict, repr=lambda j: f"<{len(j)} operations>")
+    sequential_batches: bool = False
 
     @property
     def completed_batches(self) -> tuple[BatchInfo, ...]:
@@ -370,6 +376,7 @@ def _header_number(data: Mapping[str, Any], key: str, what: str) -> int | None:
 def _read(f: Iterable[str | bytes]) -> Trace:
     interval: Duration | None = None
     concurrency: int | None = None
+    sequential = False
     meta: dict[str, Any] = {}
     events: list[StreamingEvent] = []
     spark_jobs: dict[tuple[int, int], tuple[SparkJob, ...]] = {}
@@ -387,6 +394,9 @@ def _read(f: Iterable[str | bytes]) -> Trace:
             ms = _header_number(data, "batch_interval_ms", "milliseconds")
             interval = None if ms is None else Duration(ms)
             concurrency = _header_number(data, "concurrent_jobs", "jobs")
+            sequential = data.get("sequential_batches") or False
+            if not isinstance(sequential, bool):
+                raise ModelError("line 1.sequential_batches", f"must be true, false or null, got {reprlib.repr(sequential)}")
             if not isinstance(data.get("meta") or {}, dict):
                 raise ModelError("line 1.meta", f"must be a JSON object, got {type(data['meta']).__name__}")
             meta = dict(data.get("meta") or {})
@@ -403,7 +413,7 @@ def _read(f: Iterable[str | bytes]) -> Trace:
             raise ModelError(f"line {n}.{exc.args[0]}", "is missing") from None
         except (TypeError, ValueError, AttributeError) as exc:
             raise ModelError(f"line {n}", f"malformed {SPARK_JOBS} line: {exc}") from None
-    return Trace(interval, concurrency, meta, tuple(events), spark_jobs)
+    return Trace(interval, concurrency, meta, tuple(events), spark_jobs, sequential)
 
 
 # -- replay --
@@ -493,6 +503,7 @@ def model_from_trace(
         outputs=outputs,
         input=ReplayRate(traced_interval.milliseconds, records),
         concurrent_jobs=concurrent_jobs or trace.concurrent_jobs or 1,
+        sequential_batches=trace.sequential_batches,
         duration=duration or traced_interval * len(done),
         batches=batches,
         seed=seed,

@@ -140,12 +140,14 @@ def test_bursts_and_constant_inputs_load(tmp_path: Path) -> None:
          "outputs: is required: at least one [[outputs]] table with a processing model"),
         ('interval = "1s"\nconcurrent_jobs = 0\n[[outputs]]\nkind = "constant"\nvalue = 3\n',
          "concurrent_jobs: must be at least 1, got 0"),
+        ('interval = "1s"\nsequential_batches = 1\n[[outputs]]\nkind = "constant"\nvalue = 3\n',
+         "sequential_batches: must be true or false, got 1"),
         ('interval = "1s"\nbatches = 2.5\n[[outputs]]\nkind = "constant"\nvalue = 3\n',
          "batches: must be a whole number, got 2.5"),
         ('interval = "1s"\nduration = "500ms"\n[[outputs]]\nkind = "constant"\nvalue = 3\n',
          "duration: must cover at least one batch interval (1000 ms), got 500 ms"),
         ('interval = "1s"\nintervall = 3\n[[outputs]]\nkind = "constant"\nvalue = 3\n',
-         "intervall: unknown field; expected one of: interval, concurrent_jobs, duration, batches, seed, "
+         "intervall: unknown field; expected one of: interval, concurrent_jobs, sequential_batches, duration, batches, seed, "
          "rate_factor, max_rate, backpressure, input, inputs, outputs, trace, cluster, costs, failures"),
         ('interval = "1s"\n[input]\nkind = "steps"\nsteps = [{at = "0s", rate = 1}, {at = "0s", rate = 2}]\n'
          '[[outputs]]\nkind = "constant"\nvalue = 3\n',

@@ -146,3 +146,16 @@ def test_dm1_closed_form_holds_over_a_million_draws_of_the_sampler(dm1_run: tupl
     waits = _lindley(_draws(model, LINDLEY_BATCHES))
     _, expected = _closed_form_wait(DM1_MEAN_MS)
     assert sum(waits) / len(waits) == pytest.approx(expected, rel=LINDLEY_TOLERANCE)
+
+
+def test_sequential_batches_queue_as_one_server_whatever_concurrent_jobs_says() -> None:
+    """A program with a watermark or a state-store operator runs its batches one after another, as the real engine
+    holds each tick until the batch before ended: with two concurrent jobs and S = 1.25 T, batch k still waits
+    k * (S - T) (D/D/1), where overlapping batches would keep up (no delay). The model let them overlap."""
+    def delays(sequential: bool) -> list[int]:
+        model = SimulationModel(Milliseconds(INTERVAL_MS), [OutputModel("job", Constant(1250))], batches=20,
+                                concurrent_jobs=2, sequential_batches=sequential)
+        return [b.scheduling_delay.milliseconds for b in simulate(model).batches]  # type: ignore[union-attr]
+
+    assert delays(False) == [0] * 20
+    assert delays(True) == [k * 250 for k in range(20)]

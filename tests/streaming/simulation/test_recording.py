@@ -115,7 +115,7 @@ def test_record_trace_writes_every_batch_with_its_operations_spark_jobs_and_stop
     ssc.stop(stopSparkContext=False)
     trace = read_trace(tmp_path / "run.jsonl")
     assert trace.meta["master"] == sc.master and trace.batch_interval is not None
-    assert (trace.batch_interval.milliseconds, trace.concurrent_jobs) == (INTERVAL_MS, 1)
+    assert (trace.batch_interval.milliseconds, trace.concurrent_jobs, trace.sequential_batches) == (INTERVAL_MS, 1, False)
     check_batches(trace, 6)
     assert all(sorted(b.output_operation_infos) == [0, 1] for b in trace.completed_batches)
     check_events(trace)
@@ -155,3 +155,23 @@ def test_the_calibrate_command_records_an_unchanged_program(tmp_path: Path, caps
         check_events(trace)
         check_spark_jobs(trace)
     assert out.count("processing median") == 2 and "calibrated on" in out
+
+
+@pytest.mark.timeout(300)
+def test_a_trace_records_that_a_watermarked_program_runs_its_batches_one_after_another(
+        spark_context: Any, tmp_path: Path) -> None:
+    """With a watermark a program's batches are sequential whatever concurrentJobs says: the header says so, and the
+    replay model holds each tick as the engine did."""
+    from streaming import StreamingContext
+    from streaming.simulation import model_from_trace
+
+    sc = spark_context
+    ssc = StreamingContext(sc, INTERVAL_MS / 1000)
+    queue = [sc.parallelize([i], 1) for i in range(10)]
+    ssc.queueStream(queue).withWatermark(lambda n: n * 1000, "1 second").foreachRDD(lambda rdd: rdd.count())
+    ssc.record_trace(tmp_path / "run.jsonl", batches=2)
+    ssc.start()
+    assert ssc.awaitTerminationOrTimeout(120)
+    ssc.stop(stopSparkContext=False)
+    trace = read_trace(tmp_path / "run.jsonl")
+    assert trace.sequential_batches and model_from_trace(trace).sequential_batches

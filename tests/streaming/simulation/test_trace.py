@@ -105,6 +105,27 @@ def test_replay_fits_the_per_record_cost_when_batch_sizes_vary() -> None:
     assert isinstance(parse, Replay) and parse.per_record_ms == pytest.approx(2.0, rel=0.1)
 
 
+def test_a_trace_of_sequential_batches_replays_them_one_after_another(tmp_path: Path) -> None:
+    """The header records that the program ran its batches one after another (a watermark or a state-store operator);
+    the replay does too: with two concurrent jobs and work of 1.5 intervals, batch k waits k * 500 ms. A trace without
+    the key (older recorders) replays as before."""
+    model = SimulationModel(Seconds(1), [OutputModel("state", Constant(1500))], batches=10, concurrent_jobs=2,
+                            sequential_batches=True)
+    path = tmp_path / "run.jsonl"
+    with TraceRecorder(path, batch_interval=Seconds(1), concurrent_jobs=2, sequential_batches=True) as recorder:
+        simulate(model, listeners=[recorder])
+    trace = read_trace(path)
+    assert trace.sequential_batches and json.loads(path.read_text().splitlines()[0])["sequential_batches"] is True
+    replay = model_from_trace(trace)
+    assert replay.sequential_batches
+    assert [b.scheduling_delay.milliseconds for b in simulate(replay).batches] == [k * 500 for k in range(10)]
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    del header["sequential_batches"]
+    (tmp_path / "old.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    assert not read_trace(tmp_path / "old.jsonl").sequential_batches
+
+
 def test_trace_without_header_infers_the_interval() -> None:
     """A trace with no header takes the interval from the gaps between batch times."""
     buffer = io.StringIO()
