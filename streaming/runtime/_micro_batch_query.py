@@ -36,11 +36,13 @@ from scheduler import (
     Time,
     Trigger,
     as_checkpoint_path,
+    task_checkpoint_path,
+    uri_scheme,
 )
 
 from ._manager import QueryRegistration
 
-__all__ = ["BusReports", "death_cause", "drive_triggers", "error_class_of", "first_of", "open_query", "query_tracker"]
+__all__ = ["BusReports", "death_cause", "drive_triggers", "error_class_of", "first_of", "located", "open_query", "query_tracker"]
 
 
 class BusReports:
@@ -66,6 +68,18 @@ class BusReports:
     async def on_query_idle(self, query_id: uuid.UUID, run_id: uuid.UUID, timestamp: str) -> None:
         """Post ``QueryIdle``."""
         await self._bus.post(QueryIdle(query_id, run_id, timestamp))
+
+
+def located(location: str | os.PathLike[str] | CheckpointPath | None) -> str | os.PathLike[str] | CheckpointPath | None:
+    """A runtime's checkpoint location: a URI of a scheme other than ``file:`` (``s3://``, ``memory://``) as fsspec
+    reaches it, as a task does (it was a local directory named after the URI, the remote store never written).
+
+    Raises:
+        ValueError: fsspec has no implementation for the scheme (its package not installed).
+    """
+    if location is None or isinstance(location, CheckpointPath) or uri_scheme(os.fspath(location)) in ("", "file"):
+        return location
+    return task_checkpoint_path(location)
 
 
 def query_tracker(graph: JobGraph, batch_duration: Duration, clock: Clock, bus: StreamingListenerBus, *,

@@ -55,7 +55,7 @@ from scheduler import (
 
 from ._core import RuntimeCore
 from ._manager import QueryRegistration
-from ._micro_batch_query import death_cause, drive_triggers, error_class_of, first_of, open_query, query_tracker
+from ._micro_batch_query import death_cause, drive_triggers, error_class_of, first_of, located, open_query, query_tracker
 from ._state import StreamingContextState
 
 __all__ = ["StreamingRuntime"]
@@ -188,8 +188,8 @@ class StreamingRuntime:
         self.first_batch_time: Time | None = None
 
     def _configure(self, checkpoint_location: str | os.PathLike[str] | CheckpointPath | None) -> None:
-        """Build the query tracker (if any) and the scheduler for ``checkpoint_location``."""
-        graph = self.graph
+        """Build the query tracker (if any) and the scheduler for ``checkpoint_location`` (a URI through fsspec)."""
+        graph, checkpoint_location = self.graph, located(checkpoint_location)
         self.tracker = query_tracker(graph, self.batch_duration, self.clock, self.listener_bus,
                                      checkpoint_location=checkpoint_location, trigger=self.trigger, options=self._options,
                                      track_progress=self._track_progress, name=self.name, concurrent_jobs=self._concurrent_jobs)

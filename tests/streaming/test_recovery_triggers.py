@@ -579,3 +579,30 @@ def test_async_tracking_with_several_concurrent_jobs_is_refused() -> None:
                         "earlier one's output"):
         StreamingRuntime(pipeline(Recorder())[0], Seconds(1), clock=ManualClock(), concurrent_jobs=2,
                          options={"asyncProgressTrackingEnabled": "true"})
+
+
+async def test_a_uri_checkpoint_location_is_written_through_fsspec_not_to_a_local_directory_named_after_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """StreamingRuntime(checkpoint_location="memory://..."): the logs go to fsspec's memory file system. The URI was taken
+    as a relative local path (./memory:/...), so an s3:// checkpoint silently stayed on the driver's disk (lane K4)."""
+    import fsspec
+
+    monkeypatch.chdir(tmp_path)
+    location = f"memory://aiodstream-{uuid.uuid4().hex}/ck"
+    out = Recorder()
+    p, _ = pipeline(out, records=list("abc"), max_per_batch=None)
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(500), checkpoint_location=location,
+                                trigger=Trigger.AVAILABLE_NOW) as rt:
+        await rt.start()
+        assert await rt.await_termination()
+    assert out.seen == [(1000, list("abc"))]
+    fs = fsspec.filesystem("memory")
+    assert fs.exists(f"{location}/offsets/0") and fs.exists(f"{location}/commits/0")
+    assert list(tmp_path.iterdir()) == []
+    fs.rm(location.rsplit("/", 1)[0], recursive=True)
+
+
+def test_a_uri_checkpoint_location_fsspec_cannot_open_is_refused_at_once() -> None:
+    p, _ = pipeline(Recorder())
+    with pytest.raises(ValueError, match=r"through fsspec, which cannot open nosuchscheme:// here"):
+        StreamingRuntime(p, Seconds(1), checkpoint_location="nosuchscheme://bucket/ck")
