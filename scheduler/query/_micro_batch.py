@@ -507,8 +507,8 @@ class MicroBatchTracker:
         return self.grid.time_of(0) if last is None else max(last + self.batch_duration, now)
 
     async def check_for_new_data(self) -> bool:
-        """Whether a trigger now would run a batch: new input, or (AvailableNow) a watermark that moved past the last
-        batch's for an operator that times out by it; else record an idle trigger (Spark's rules).
+        """Whether a trigger now would run a batch: new input, or (AvailableNow) a watermark that a batch of this run moved
+        past its own for an operator that times out by it; else record an idle trigger (Spark's rules).
 
         The idle trigger gets a progress entry (at most one per ``noDataProgressEventInterval``) and,
         once something was recorded in this run, an idle report to the listener."""
@@ -522,8 +522,8 @@ class MicroBatchTracker:
             limit = self._target if self._target is not None else latest
             end = checked_offsets(await self._graph.plan_offsets(self._last_end, limit, self.next_trigger_time()), len(self._inputs),
                                    self._graph, "plan_offsets")
-        if end != self._last_end or (self._target is not None and self.watermarks.current_ms > self._last_batch_watermark
-                                     and getattr(self._graph, "evicts_on_watermark", False)):  # Spark's no-data batch
+        if end != self._last_end or (self._target is not None and self._sequence and getattr(self._graph, "evicts_on_watermark",
+                                     False) and self.watermarks.current_ms > self._last_batch_watermark):  # Spark's no-data batch
             return True
         end_ms = self._clock.now().milliseconds
         self._no_data_mark = max(self._no_data_mark, self._sequence + 1)

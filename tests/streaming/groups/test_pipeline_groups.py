@@ -291,3 +291,25 @@ async def test_available_now_ends_with_a_batch_without_data_when_the_watermark_m
         else:
             assert progress == []
     assert closed == expected
+
+
+async def test_available_now_runs_no_batch_without_data_at_a_restart_whose_watermark_moved_before(tmp_path: Path) -> None:
+    """As pyspark 4.3: a Once run moves the watermark to 50 min and stops; an AvailableNow run with nothing new then
+    records an idle trigger and runs no batch (Spark asks for a batch without data only after a batch of the same run),
+    so ada's and bob's sessions stay open (lane K4)."""
+    from streaming import Trigger
+
+    closed: list[Any] = []
+    ran: list[list[Any]] = []
+    for at, trigger in ((500, Trigger.ONCE), (10_500, Trigger.AVAILABLE_NOW)):
+        p = Pipeline()
+        p.add_source(ListSource([("ada", 1 * MINUTE), ("bob", 2 * MINUTE), ("cy", 60 * MINUTE)]), name="clicks")
+        p.add_watermark("clicks", lambda click: click[1], "10 minutes")
+        name = p.add_groups_with_state("clicks", sessions, key=lambda click: click[0], timeout="EventTimeTimeout")
+        p.add_output(lambda batch, name=name: closed.extend(batch.inputs[name]), name="out")
+        async with StreamingRuntime(p, Seconds(1), clock=ManualClock(at), checkpoint_location=tmp_path / "ck",
+                                    trigger=trigger) as rt:
+            await rt.start()
+            assert await rt.await_termination()
+            ran.append([(e.batch_id, e.num_input_rows) for e in rt.recent_progress if e.state_operators])
+    assert ran == [[(0, 3)], []] and closed == []
