@@ -87,6 +87,7 @@ class JobGenerator:
         self._finished: deque[BatchFinished] = deque()
         self._deferred: deque[Time] = deque()  # ticks held while a sequential batch runs
         self._held_since: dict[Time, Time] = {}  # when each held tick came: its batch's submission time
+        self._dropped_held: list[tuple[Time, Time]] = []  # held ticks an immediate stop dropped, with when they came
         self._in_flight: Time | None = None  # the sequential batch submitted and not finished yet
         self._graph_sequential = False  # without a planner: the graph's own sequential_batches, read at start
         self._queued_generate = 0
@@ -144,11 +145,12 @@ class JobGenerator:
     def held_ticks(self) -> list[tuple[Time, Time]]:
         """The ticks held behind a sequential batch that still runs, oldest first, each with the time it came.
 
-        Their batches are not generated yet, but waiting (a view lists them as queued, submitted when their tick came).
-        May be called from another thread: the ticks are copied in one step first.
+        Their batches are not generated yet, but waiting (a view lists them as queued, submitted when their tick came);
+        those an immediate stop dropped stay, as a dropped batch stays among the scheduler's. May be called from another
+        thread: the ticks are copied in one step first.
         """
         held = self._held_since
-        return [(time, since) for time in list(self._deferred) if (since := held.get(time)) is not None]
+        return [*self._dropped_held, *((time, since) for time in list(self._deferred) if (since := held.get(time)) is not None)]
 
     @property
     def queued(self) -> int:
@@ -216,7 +218,10 @@ class JobGenerator:
                 self._queued_generate -= 1
                 self._handling = time
                 try:
-                    if not self.discard_new_batches:
+                    if self.discard_new_batches:
+                        if held_since is not None:  # listed as waiting: still listed, and so counted as dropped
+                            self._dropped_held.append((time, held_since))
+                    else:
                         submitted = await self._generate_jobs(time, held_since)
                         planner = self._planner
                         if submitted and (self._graph_sequential if planner is None else planner.sequential_batches):

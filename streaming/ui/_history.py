@@ -341,7 +341,8 @@ class ContextHistory:
         # queued, processing and retained completed batches; the times are Longs (integer division,
         # toward zero); numReceivedRecords counts a batch once it started (onBatchStarted).
         active = [info for _, info in self.active().values()]
-        records = [*records, *(info.num_records for info in active)]
+        # Not a tick held behind a sequential batch (no output operation yet): its input is taken only when it is made.
+        records = [*records, *(info.num_records for info in active if info.output_operation_infos)]
         received = self.records + sum(info.num_records for info in active if info.processing_start_time is not None)
 
         def avg(values: list[int]) -> int | None:

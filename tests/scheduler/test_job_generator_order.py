@@ -8,7 +8,7 @@ import anyio.lowlevel
 import pytest
 
 from listeners import BatchInfo, EventRecorder
-from scheduler import BatchPlanner, Job, JobSet, ManualClock, Seconds, Time
+from scheduler import BatchPlanner, Job, JobSet, ManualClock, Milliseconds, Seconds, Time
 from streaming import StreamingRuntime
 from tests.anyio_support import settle
 from tests.support import ScriptedGraph, advance, noop_job, sleeping_job
@@ -113,3 +113,22 @@ async def test_held_ticks_are_listed_as_waiting_batches_submitted_when_their_tic
         await rt.wait_until_idle()
         assert rt.scheduler.running_batches() == []
         await rt.stop()
+
+
+async def test_held_ticks_an_immediate_stop_drops_stay_listed(clock: ManualClock) -> None:
+    """An immediate stop while batch 1000 runs and the ticks of 2000 and 3000 are held: the held ticks stay among the
+    running batches (a view of the stopped runtime counts them as dropped, as it counts a generated batch the stop
+    dropped); they vanished, though the UI had listed them as waiting (lane K4)."""
+    planner = OrderPlanner(sequential=True)
+    graph = ScriptedGraph(lambda t: [sleeping_job(clock, t, 2500) if t.milliseconds == 1000 else noop_job(t)])
+    rt = StreamingRuntime(graph, Seconds(1), clock=clock, abandon_after=Milliseconds(0))  # the stop leaves batch 1000
+    rt.scheduler.generator._planner = planner
+    async with rt:
+        await rt.start()
+        for _ in range(3):
+            clock.advance(Seconds(1))
+            await settle()
+        await rt.stop(graceful=False)
+        held = [b for b in rt.scheduler.running_batches() if not b.jobs]
+        assert [(b.time.milliseconds, b.submission_time.milliseconds) for b in held] == [(2000, 2000), (3000, 3000)]
+    assert [t for kind, t in planner.order if kind == "plan"] == [1000]  # the held ticks were never generated

@@ -147,6 +147,36 @@ async def test_running_and_queued_batches_are_active_until_they_complete(clock: 
     assert history.active() == {}
 
 
+async def test_ticks_held_behind_a_sequential_batch_are_queued_batches_without_input(clock: ManualClock,
+                                                                                    tmp_path: Path) -> None:
+    """A watermarked pipeline runs its batches one after another: while batch 1000 is held, the ticks of 2000 and 3000
+    are QUEUED batches (submitted at their ticks), and the input rate averages only the batches whose input was taken
+    (a held tick's is taken when it is made: counting it as 0 records halved the rate as the program fell behind)."""
+    from streaming import ListSource
+
+    release = anyio.Event()
+    p = Pipeline()
+    p.add_source(ListSource([1, 2, 3, 4, 5], max_per_batch=2), name="one")
+    p.add_watermark("one", lambda r: 0, "0 seconds")
+
+    async def held(batch: Batch) -> None:
+        await release.wait()
+
+    p.add_output(held, name="held")
+    ui = StreamingUI(metrics=False)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, name="held", checkpoint_location=tmp_path / "ck") as runtime:
+        history = ui.attach(runtime)
+        await runtime.start()
+        clock.advance(Seconds(3))
+        await wait_until(lambda: [(r["batchId"], r["status"]) for r in history.batches()] == [
+            (3000, "QUEUED"), (2000, "QUEUED"), (1000, "PROCESSING")])
+        stats = history.statistics()
+        assert (stats["numActiveBatches"], stats["avgInputRate"], stats["avgSchedulingDelay"]) == (3, 2.0, 0)
+        release.set()
+        await runtime.wait_until_idle()
+        await runtime.stop()
+
+
 async def test_batches_an_immediate_stop_dropped_are_not_active_afterwards_but_counted_as_dropped(clock: ManualClock) -> None:
     """A UI that outlives its runtime: a queued batch an immediate stop dropped leaves the active ones, counted as dropped."""
     p = Pipeline()
