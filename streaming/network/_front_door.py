@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 import math
-from typing import Any, Awaitable, Callable, Mapping, cast
+from typing import Any, Awaitable, Callable, Mapping, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -64,15 +64,17 @@ _MAX_UNAUTHENTICATED_LIMIT = 65_536
 _CLOSED = (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 
 
+_Accepted = TypeVar("_Accepted")
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 ACCEPT_RETRY_S = 0.1
 """How long a front door's accept loop waits after a failed accept (as asyncio's own servers do) before the next."""
 
 
-async def accept_forever(listener: anyio.abc.SocketListener, take: Callable[[anyio.abc.SocketStream], None],
+async def accept_forever(accept: Callable[[], Awaitable[_Accepted]], take: Callable[[_Accepted], None],
                          failed: Callable[[OSError], None], ready: Callable[[], Awaitable[None]] | None = None) -> None:
-    """Accept connections on ``listener`` until cancelled, handing each to ``take`` (which starts its task), in order.
+    """Accept connections with ``accept`` (a listener's ``accept``) until cancelled, handing each to ``take`` (which
+    starts its task), in order.
 
     An accept that fails (the process out of file descriptors, which a flood of connections to
     any of its ports can bring about; a connection reset before it was taken) goes to ``failed``
@@ -85,13 +87,13 @@ async def accept_forever(listener: anyio.abc.SocketListener, take: Callable[[any
         if ready is not None:
             await ready()
         try:
-            stream = await listener.accept()
+            accepted = await accept()
         except OSError as exc:
             failed(exc)
             if exc.errno in _OUT_OF_RESOURCES:  # as asyncio's servers: wait for some to be released
                 await anyio.sleep(ACCEPT_RETRY_S)
             continue  # else (a connection aborted before it was taken, ...) the next one at once
-        take(stream)
+        take(accepted)
 
 
 class FrameTooLargeError(StreamingError, ValueError):
@@ -360,7 +362,7 @@ class FrontDoor:
 
         async with anyio.create_task_group() as accepting:
             for one in sockets:
-                accepting.start_soon(accept_forever, cast(anyio.abc.SocketListener, one), take, failed)
+                accepting.start_soon(accept_forever, cast(anyio.abc.SocketListener, one).accept, take, failed)
 
     def _refuse(self, reason: str, detail: str) -> None:
         count = self._refused.get(reason, 0) + 1

@@ -9,6 +9,7 @@ private Unix socket. Spark's UI gets the same bounds from Jetty's connector (``i
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 import struct
 from collections import OrderedDict
@@ -33,7 +34,6 @@ SETTINGS = (MAX_CONNECTIONS, IDLE_TIMEOUT, WRITE_TIMEOUT)
 
 _MAX_CONNECTIONS_LIMIT = 65_536
 _CHUNK = 65_536
-_CLOSED = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 _CLOSING_SLOTS = 4
 """Slots beyond ``max_connections``, held by connections ended but not yet closed (the evicted ones)."""
 _CLOSE_WAIT_S = 1.0
@@ -164,7 +164,11 @@ class ConnectionRelay:
         Cancelling this stops accepting only; the connections end with ``task_group`` (or when
         their server closes them). A failed accept is counted and retried, as a front door's.
         """
-        await accept_forever(listener, lambda stream: self._take(stream, task_group),
+        # Its raw socket, accepted here: anyio's stream of an accepted connection reads what the client sends into
+        # memory without bound while the relay waits to pass it on (its transport pauses only after a read waited).
+        sock = listener.extra(anyio.abc.SocketAttribute.raw_socket)
+        sock.setblocking(False)
+        await accept_forever(functools.partial(_accept, sock), lambda client: self._take(client, task_group),
                              lambda exc: self._count("accept", f"accepting a connection failed: {exc}"),
                              ready=self._free_slot)
 
@@ -178,7 +182,7 @@ class ConnectionRelay:
         if self._freed is not None:
             self._freed.set()
 
-    def _take(self, stream: anyio.abc.SocketStream, task_group: anyio.abc.TaskGroup) -> None:
+    def _take(self, client: _RawStream, task_group: anyio.abc.TaskGroup) -> None:
         # Registered here, in accept order, not in the connection's task: tasks start in no set order (trio shuffles).
         self._accepted += 1
         self._held += 1  # released by the connection's task once its every socket is closed
@@ -187,20 +191,20 @@ class ConnectionRelay:
             oldest.end("evicted")
         key = object()
         connection = self._open[key] = _Connection(anyio.CancelScope(deadline=anyio.current_time() + self.limits.idle_timeout_s))
-        task_group.start_soon(self._relay, key, connection, stream)
+        task_group.start_soon(self._relay, key, connection, client)
 
     def _touch(self, key: object, connection: _Connection) -> None:
         if key in self._open:
             self._open.move_to_end(key)
         connection.scope.deadline = anyio.current_time() + self.limits.idle_timeout_s
 
-    async def _relay(self, key: object, connection: _Connection, client: anyio.abc.SocketStream) -> None:
-        upstream: _Upstream | None = None
+    async def _relay(self, key: object, connection: _Connection, client: _RawStream) -> None:
+        upstream: _RawStream | None = None
         try:
-            async with client:
+            with client.sock:
                 with connection.scope:
                     try:
-                        upstream = await _Upstream.connect(self._path)
+                        upstream = await _RawStream.connect(self._path)
                     except OSError as exc:
                         connection.end("upstream")
                         self._log.warning("web UI server unreachable", error=str(exc))
@@ -215,7 +219,7 @@ class ConnectionRelay:
                 if connection.reason is not None:
                     self._count(connection.reason, _DETAILS[connection.reason].format(limits=self.limits))
                 if connection.reason == "write_timeout":
-                    _reset(client)
+                    _reset(client.sock)
             if upstream is not None:
                 await upstream.finish()
         finally:
@@ -224,23 +228,17 @@ class ConnectionRelay:
             self._open.pop(key, None)
             self._release_slot()
 
-    async def _to_server(self, key: object, connection: _Connection, client: anyio.abc.SocketStream,
-                         upstream: _Upstream) -> None:
+    async def _to_server(self, key: object, connection: _Connection, client: _RawStream, upstream: _RawStream) -> None:
+        # A chunk at a time: while the server takes none, nothing more is read, and the client's bytes wait in the kernel.
         try:
-            while True:
-                data = await client.receive(_CHUNK)
+            while data := await client.receive():
                 self._touch(key, connection)
                 await upstream.send(data)
-        except anyio.EndOfStream:
-            try:
-                upstream.send_eof()  # the client is done sending: the server still answers
-            except OSError:
-                connection.end()
-        except _CLOSED:
+            upstream.send_eof()  # the client is done sending: the server still answers
+        except OSError:  # either end reset the connection
             connection.end()
 
-    async def _to_client(self, key: object, connection: _Connection, upstream: _Upstream,
-                         client: anyio.abc.SocketStream) -> None:
+    async def _to_client(self, key: object, connection: _Connection, upstream: _RawStream, client: _RawStream) -> None:
         try:
             while data := await upstream.receive():
                 self._touch(key, connection)
@@ -251,7 +249,7 @@ class ConnectionRelay:
                     return
                 # A slow send was no idleness; the order of activity was set when the bytes arrived.
                 connection.scope.deadline = anyio.current_time() + self.limits.idle_timeout_s
-        except _CLOSED:  # the server reset the connection (or the client went): it is over
+        except OSError:  # the server reset the connection (or the client went): it is over
             pass
         connection.end()  # also when the server closed it
 
@@ -279,24 +277,41 @@ _DETAILS = {
 }
 
 
-def _reset(stream: anyio.abc.SocketStream) -> None:
-    """Close ``stream`` with a reset: the kernel drops the bytes the client never took instead of keeping them."""
-    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-    if raw is not None and raw.fileno() >= 0:
+def _reset(sock: socket.socket) -> None:
+    """Make the close of ``sock`` a reset: the kernel drops the bytes the client never took instead of keeping them."""
+    if sock.fileno() >= 0:
         try:
-            raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         except OSError:  # the peer already reset it (BSDs refuse the option then): it closes all the same
             pass
 
 
-class _Upstream:
-    """The relay's end of a connection to the private server: a non-blocking Unix socket, waited on by ``anyio.wait_*``.
+async def _accept(listening: socket.socket) -> _RawStream:
+    """The next connection on the non-blocking ``listening`` socket (the kernel's backlog holds the rest)."""
+    while True:
+        await anyio.lowlevel.checkpoint()
+        try:
+            sock, _ = listening.accept()
+        except BlockingIOError:
+            await anyio.wait_readable(listening)
+            continue
+        sock.setblocking(False)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as anyio's streams: answers go out at once
+        return _RawStream(sock)
 
-    Not anyio's ``UNIXSocketStream``: on asyncio, one of its reads cancelled in the same turn
-    of the loop as its socket becomes readable logs ``InvalidStateError`` ("Exception in
-    callback Future.set_result(None)"; its waiter is a bare ``Future.set_result``), and the
-    relay cancels reads all the time (every eviction and timeout). ``anyio.wait_readable``
-    guards its waiter, and deregisters it before returning.
+
+class _RawStream:
+    """One end of a relayed connection: a non-blocking socket, waited on by ``anyio.wait_*``: the client's, or the
+    relay's to the private server (a Unix socket).
+
+    Not anyio's streams. Its TCP stream reads what the client sends into memory without bound until a read of the
+    relay has to wait (then it pauses reading), so a client that sends faster than the server takes grew the process
+    by its whole stream (lane K5: hundreds of MiB a second, no credentials needed). And on asyncio, one of a
+    ``UNIXSocketStream``'s reads cancelled in the same turn of the loop as its socket becomes readable logs
+    ``InvalidStateError`` ("Exception in callback Future.set_result(None)"; its waiter is a bare
+    ``Future.set_result``), and the relay cancels reads all the time (every eviction and timeout).
+    ``anyio.wait_readable`` guards its waiter, and deregisters it before returning.
     """
 
     __slots__ = ("sock",)
@@ -305,7 +320,7 @@ class _Upstream:
         self.sock = sock
 
     @classmethod
-    async def connect(cls, path: str) -> _Upstream:
+    async def connect(cls, path: str) -> _RawStream:
         """Connect to the server at ``path``, waiting while its backlog is full."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -322,7 +337,7 @@ class _Upstream:
             raise
 
     async def receive(self) -> bytes:
-        """The next bytes from the server; ``b""`` once it closed its end.
+        """The next bytes (at most a chunk) from the other end; ``b""`` once it closed its end.
 
         Raises:
             OSError: the connection was reset.
@@ -349,7 +364,7 @@ class _Upstream:
                 await anyio.wait_writable(self.sock)
 
     def send_eof(self) -> None:
-        """Tell the server we send no more (it may still answer)."""
+        """Tell the other end we send no more (the server may still answer)."""
         self.sock.shutdown(socket.SHUT_WR)
 
     async def finish(self) -> None:

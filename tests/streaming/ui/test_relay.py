@@ -14,6 +14,7 @@ from typing import Any, AsyncIterator, Iterator
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import attrs
 import pytest
 import sniffio
@@ -244,3 +245,36 @@ async def test_a_flood_of_connections_holds_a_bounded_number_of_descriptors_and_
     assert peaks["slots"] <= cap + slack
     assert peaks["descriptors"] <= base + 3 * (cap + slack), (peaks, base)
     assert loop_errors == []
+
+
+async def test_a_client_that_sends_faster_than_the_server_takes_waits_in_the_kernel_not_in_memory(tmp_path: Any) -> None:
+    """A client pipelining requests without reading the answers, to a server that takes nothing more: the relay reads a
+    chunk at a time and only as the server takes it, so the client's sends stop once the kernel's buffers are full (a
+    few MiB). Through anyio's TCP stream the relay read everything into memory (lane K5: 800 MiB in 20 s, one
+    connection, no credentials)."""
+    from streaming.ui import ConnectionRelay
+
+    path = str(tmp_path / "server.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(8)  # never accepted, never read: the connection's bytes wait in its buffer until it is full
+    listening = socket.create_server(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+    relay = ConnectionRelay(ConnectionLimits(idle_timeout_s=GUARD_S, write_timeout_s=GUARD_S), path, name="test")
+    limit = 64 << 20
+    chunk = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 2048
+    with server, contextlib.closing(socket.create_connection(("127.0.0.1", port))) as client:
+        client.setblocking(False)
+        async with anyio.create_task_group() as tg:
+            listener = await anyio.abc.SocketListener.from_socket(listening)
+            tg.start_soon(relay.serve, listener, tg)
+            sent, still = 0, 0
+            while sent < limit and still < 200:  # 200 turns of the loop in a row with no room: the relay reads no more
+                try:
+                    sent += client.send(chunk)
+                    still = 0
+                except BlockingIOError:
+                    still += 1
+                    await anyio.lowlevel.checkpoint()
+            tg.cancel_scope.cancel()
+    assert sent < limit // 4, f"the client sent {sent >> 20} MiB into a server that took none"
