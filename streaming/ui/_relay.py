@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import socket
 import struct
 from collections import OrderedDict
@@ -96,7 +97,8 @@ class RelayStatistics:
         open: connections relayed now.
         closed: connections the relay ended, by reason: ``"evicted"`` (the longest idle, for a new
             one beyond ``max_connections``), ``"idle"``, ``"write_timeout"``, ``"upstream"`` (the
-            private server could not be reached), ``"accept"`` (an accept that failed, e.g. out of
+            private server could not be reached), ``"upgrade"`` (the client asked for HTTP/2 or another
+            protocol), ``"accept"`` (an accept that failed, e.g. out of
             file descriptors). Connections that end by their client or the server are not counted here.
         closing: connections ended whose sockets are not all closed yet (the private server's end
             included); each still holds a slot, so the port takes no new connection while
@@ -230,9 +232,15 @@ class ConnectionRelay:
 
     async def _to_server(self, key: object, connection: _Connection, client: _RawStream, upstream: _RawStream) -> None:
         # A chunk at a time: while the server takes none, nothing more is read, and the client's bytes wait in the kernel.
+        tail = b""  # the end of the bytes before, where an upgrade's first bytes may be
         try:
             while data := await client.receive():
                 self._touch(key, connection)
+                seen = tail + data
+                if _UPGRADE.search(seen):
+                    connection.end("upgrade")
+                    return
+                tail = seen[-_UPGRADE_TAIL:]
                 await upstream.send(data)
             upstream.send_eof()  # the client is done sending: the server still answers
         except OSError:  # either end reset the connection
@@ -274,7 +282,14 @@ _DETAILS = {
     "idle": f"nothing moved for {{limits.idle_timeout_s}} s ({IDLE_TIMEOUT})",
     "write_timeout": f"the client took none of the answer for {{limits.write_timeout_s}} s ({WRITE_TIMEOUT}); reset",
     "upstream": "the UI's private server could not be reached",
+    "upgrade": "the UI speaks HTTP/1.1 only: a request for HTTP/2 or another protocol (an Upgrade header) was refused",
 }
+
+_UPGRADE = re.compile(rb"(?i)\nupgrade:|PRI \* HTTP/2\.0")
+"""What makes Hypercorn leave HTTP/1.1: an ``Upgrade`` header (``h2c``, a websocket), or HTTP/2's connection preface (a
+``PRI * HTTP/2.0`` request). The UI needs neither, and HTTP/2 lets a client open and reset streams faster than the
+host's loop serves them (lane K5's "rapid reset": the loop stalled for hundreds of milliseconds, without credentials)."""
+_UPGRADE_TAIL = 13
 
 
 def _reset(sock: socket.socket) -> None:

@@ -278,3 +278,62 @@ async def test_a_client_that_sends_faster_than_the_server_takes_waits_in_the_ker
                     await anyio.lowlevel.checkpoint()
             tg.cancel_scope.cancel()
     assert sent < limit // 4, f"the client sent {sent >> 20} MiB into a server that took none"
+
+
+@pytest.mark.parametrize("attempt", [
+    [b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"],  # HTTP/2 with prior knowledge
+    [b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+     b"HTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n"],
+    [b"GET /metrics/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"],
+], ids=["prior-knowledge", "h2c", "websocket"])
+async def test_a_request_for_another_protocol_than_http_1_1_is_refused_before_the_server_sees_it(attempt: list[bytes]) -> None:
+    """HTTP/2 lets a client open and reset streams faster than the host's loop serves them (lane K5's rapid reset stalled
+    it for hundreds of milliseconds, no credentials needed), and the UI needs no upgrade: the relay closes such a
+    connection, counted as "upgrade", even when the header comes across two reads; a plain request is still served."""
+    with anyio.fail_after(GUARD_S):
+        async with served(idleTimeout=DAY, writeTimeout=DAY) as (ui, port):
+            async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+                for part in attempt:
+                    await stream.send(part)
+                assert await closed(stream)
+            while counts(ui).open:
+                await anyio.lowlevel.checkpoint()
+            assert counts(ui).closed == {"upgrade": 1}
+            async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+                assert await request(stream, "/api/v1/contexts", port) == (200, b"[]")
+
+
+class Chunks:
+    """A relayed end that gives ``chunks`` one read at a time (then the end), and keeps what is sent to it."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks, self.sent, self.eof = list(chunks), b"", False
+
+    async def receive(self) -> bytes:
+        return self.chunks.pop(0) if self.chunks else b""
+
+    async def send(self, data: bytes) -> None:
+        self.sent += data
+
+    def send_eof(self) -> None:
+        self.eof = True
+
+
+@pytest.mark.parametrize("split", [1, 5, 9, 12])
+async def test_an_upgrade_split_across_two_reads_is_refused_too(split: int) -> None:
+    """The relay looks at the end of the bytes before with each read: an Upgrade header or HTTP/2's preface that one read
+    ends in the middle of is refused at the next, and nothing of that read reaches the server."""
+    from streaming.ui import ConnectionRelay
+    from streaming.ui._relay import _Connection
+
+    for marker in (b"\r\nUpgrade: h2c\r\n", b"PRI * HTTP/2.0\r\n"):
+        head = b"GET / HTTP/1.1\r\nHost: x" + marker[:split]
+        client, server = Chunks(head, marker[split:] + b"\r\n"), Chunks()
+        relay = ConnectionRelay(ConnectionLimits(), "unused", name="test")
+        connection = _Connection(anyio.CancelScope())
+        await relay._to_server(object(), connection, client, server)  # type: ignore[arg-type]
+        assert connection.reason == "upgrade" and server.sent in (head, b"") and not server.eof  # at the latest read
+    plain, server = Chunks(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade-Insecure-Requests: 1\r\n\r\n"), Chunks()
+    connection = _Connection(anyio.CancelScope())
+    await ConnectionRelay(ConnectionLimits(), "unused", name="test")._to_server(object(), connection, plain, server)  # type: ignore[arg-type]
+    assert (connection.reason, server.eof) == (None, True)
