@@ -18,7 +18,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from .._protocols import ReplayableGraph
 from .._watermark import WATERMARK_POLICY_KEY, WatermarkTracker
-from ._checkpoint import ASYNC_TRACKED_KEY, STATE_VERSION_KEY, BatchGrid, Checkpoint
+from ._checkpoint import ASYNC_TRACKED_KEY, FROM_START_KEY, STATE_VERSION_KEY, BatchGrid, Checkpoint
 from ._claims import concurrent_log_update_error
 from ._metadata_log import CommitMetadata, OffsetSeq, OffsetSeqMetadata
 from ._planned_batch import PlannedBatch
@@ -157,6 +157,8 @@ class BatchLog:
             conf[ASYNC_TRACKED_KEY] = "true"
         if batch.state_version is not None:
             conf[STATE_VERSION_KEY] = str(batch.state_version)
+        if batch.batch_id and all(offset is None for offset in batch.start):  # a re-run needs no entry before it
+            conf[FROM_START_KEY] = "true"
         return OffsetSeq(batch.end, OffsetSeqMetadata(batch.watermarks.eviction_ms, batch.time.milliseconds, conf))
 
     def _add_offsets(self, batch: PlannedBatch) -> None:

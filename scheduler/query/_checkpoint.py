@@ -54,6 +54,10 @@ STATE_VERSION_KEY = "aiodstream.stateVersion"
 Batch ids follow the batch times on the grid; a Once or AvailableNow run's batch takes the id of its time, so ids skip
 between runs, while a stateful operator's versions count the batches that ran it (version ``v`` loaded, ``v + 1``
 committed). Entries without the key load the version of their id."""
+FROM_START_KEY = "aiodstream.fromStart"
+"""In the ``conf`` of a batch's offsets entry, ``"true"``: its input starts where the query's does (no batch before it
+took any), though its id is not 0 (a trigger-driven query's first batch takes the next grid time after the clock): a
+re-run needs no entry before it."""
 
 T = TypeVar("T")
 
@@ -291,9 +295,9 @@ class Checkpoint:
         history = []
         for position, batch_id in enumerate(offset_ids):
             if batch_id in committed:
-                if batch_id == 0 or (position > 0 and offset_ids[position - 1] == batch_id - 1):
-                    entry = self._offsets_entry(batch_id)
-                    start = (None,) * num_sources if batch_id == 0 else self._offsets_entry(offset_ids[position - 1]).offsets
+                entry = self._offsets_entry(batch_id)
+                if batch_id == 0 or (position == 0 and _from_start(entry)) or (position > 0 and offset_ids[position - 1] == batch_id - 1):
+                    start = (None,) * num_sources if position == 0 else self._offsets_entry(offset_ids[position - 1]).offsets
                     history.append(RecoveredBatch(batch_id, grid.time_of(batch_id), tuple(start), entry.offsets))
                 continue
             entry = latest_entry if batch_id == latest else self._offsets_entry(batch_id)
@@ -313,7 +317,7 @@ class Checkpoint:
                     )
                 previous = self._offsets_entry(before)
                 start, late = previous.offsets, _batch_watermark(previous)
-            elif batch_id == 0:
+            elif batch_id == 0 or _from_start(entry):
                 start = (None,) * num_sources
             else:
                 raise CheckpointError(
@@ -531,6 +535,11 @@ def _version_loaded(entry: OffsetSeq, batch_id: int, path: str) -> int:
     """The state version batch ``batch_id`` (logged as ``entry``) loads: the recorded one, else its id."""
     version = recorded_state_version(entry, path)
     return batch_id if version is None else version
+
+
+def _from_start(entry: OffsetSeq) -> bool:
+    """Whether ``entry`` says its batch's input starts where the query's does (:data:`FROM_START_KEY`)."""
+    return entry.metadata is not None and entry.metadata.conf.get(FROM_START_KEY) == "true"
 
 
 def _batch_watermark(entry: OffsetSeq) -> int:

@@ -501,10 +501,10 @@ class MicroBatchTracker:
     # -- trigger-driven runs (once, available-now) --
 
     def next_trigger_time(self) -> Time:
-        """The next trigger-driven batch's time: the next grid time after now, after the last batch; a new query's batch 0's."""
+        """The batch time of the next trigger-driven batch: the next grid time after now, after the last batch."""
         assert self.grid is not None, "next_trigger_time() before open()"
         last, now = self._last_planned, self.grid.next_time_after(self._clock.now())
-        return self.grid.time_of(0) if last is None else max(last + self.batch_duration, now)
+        return now if last is None else max(last + self.batch_duration, now)
 
     async def check_for_new_data(self) -> bool:
         """Whether a trigger now would run a batch: new input, or (AvailableNow) a watermark that a batch of this run moved

@@ -89,6 +89,18 @@ def test_the_first_batch_reruns_from_no_offsets(tmp_path: Path) -> None:
     assert ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1).rerun == (RecoveredBatch(0, Time(11_000), (None,), ("3",)),)
 
 
+def test_a_first_batch_with_another_id_reruns_from_no_offsets_when_its_entry_says_so(tmp_path: Path) -> None:
+    """A trigger-driven query's first batch may be batch 4: its entry says its input starts where the query's does
+    (``aiodstream.fromStart``), so it re-runs from the start with no entry before it; committed, it is the history's
+    first batch, from the start."""
+    ck = Checkpoint(tmp_path)
+    meta = OffsetSeqMetadata(0, GRID.time_of(4).milliseconds, {**GRID.conf(), "aiodstream.fromStart": "true"})
+    assert ck.offsets.add(4, OffsetSeq(("3",), meta))
+    assert ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1).rerun == (RecoveredBatch(4, Time(15_000), (None,), ("3",)),)
+    assert ck.commits.add(4, CommitMetadata())
+    assert ck.recover(uuid.uuid4(), False, Milliseconds(1000), 1).history == (RecoveredBatch(4, Time(15_000), (None,), ("3",)),)
+
+
 def test_a_sparse_async_log_reruns_from_the_previous_entry_on_disk(tmp_path: Path) -> None:
     """Offsets 0, 2, 5 and commits 0, 2 (async tracking): batch 5 re-runs from batch 2's offsets, covering 3 and 4 too."""
     ck = Checkpoint(tmp_path)

@@ -131,30 +131,30 @@ class LateListSource(ListSource):
 
 
 @pytest.mark.parametrize("trigger", [Trigger.ONCE, Trigger.AVAILABLE_NOW])
-async def test_a_first_batch_that_came_late_and_failed_is_batch_0_and_a_restart_runs_it_again(
-        tmp_path: Path, trigger: Trigger) -> None:
-    """A fresh query's first trigger-driven batch is batch 0 (Spark's), however long after the open it comes. It was the
-    next grid time after the clock (here batch 4), and a restart refused it: no offsets entry before it to start from."""
+async def test_a_first_batch_that_came_late_and_failed_is_run_again_at_a_restart(tmp_path: Path, trigger: Trigger) -> None:
+    """A fresh query's first trigger-driven batch takes the next grid time after the clock (as Spark takes its batch's
+    timestamp from the clock), here batch 4. Its offsets entry says its input starts where the query's does, so a
+    restart runs it again; it was refused, with no entry before it to start from (lane K3)."""
     clock = ManualClock(500)
-    out = Recorder(fail_at={1000})
+    out = Recorder(fail_at={5000})
     p = Pipeline()
     p.add_source(LateListSource(list("abc"), clock, 4000), name="in")
     p.add_output(out, name="out")
     async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path, trigger=trigger) as rt:
         await rt.start()
-        with pytest.raises(Exception, match="boom at 1000"):
+        with pytest.raises(Exception, match="boom at 5000"):
             await rt.await_termination()
-    assert ids(tmp_path / "offsets") == [0] and ids(tmp_path / "commits") == []
+    assert ids(tmp_path / "offsets") == [4] and ids(tmp_path / "commits") == []
+    assert OffsetSeqLog(tmp_path / "offsets").get(4).metadata.conf["aiodstream.fromStart"] == "true"  # type: ignore[union-attr]
     again, clock = Recorder(), ManualClock(9500)
     p = Pipeline()
     p.add_source(LateListSource(list("abc"), clock, 0), name="in")  # the same kind of source: the checkpoint checks it
     p.add_output(again, name="out")
-    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path,
-                                trigger=trigger) as rt:
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=tmp_path, trigger=trigger) as rt:
         await rt.start()
         assert await rt.await_termination()
-    assert again.seen[0] == (1000, list("abc"))
-    assert ids(tmp_path / "commits")[0] == 0
+    assert again.seen[0] == (5000, list("abc"))
+    assert ids(tmp_path / "commits")[0] == 4
 
 
 async def test_available_now_without_new_data_runs_no_batch(tmp_path: Path) -> None:
