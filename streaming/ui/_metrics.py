@@ -33,6 +33,7 @@ from ..runtime import StreamingContextState
 from ._extras import require
 from ._histogram import Histogram
 from ._history import ContextHistory, check_retained
+from ._prometheus_app import guarded
 
 __all__ = ["DELAY_BUCKETS_S", "StreamingMetrics"]
 
@@ -504,8 +505,9 @@ class StreamingMetrics:
         return label
 
     def asgi_app(self) -> Any:
-        """An ASGI app serving the registry in Prometheus' text format (any path; mount it at ``/metrics``)."""
-        return self._prometheus.make_asgi_app(registry=self.registry)
+        """An ASGI app serving the registry in Prometheus' text format (any path; mount it at ``/metrics``); a request
+        prometheus_client cannot read gets a 400 (see :func:`guarded`)."""
+        return guarded(self._prometheus.make_asgi_app(registry=self.registry))
 
     def scrape(self) -> str:
         """The registry in Prometheus' text format, now."""

@@ -21,7 +21,8 @@ from tests.support import advance, holds, wait_until
 pytestmark = pytest.mark.anyio
 
 
-async def scrape(app: Any) -> tuple[int, str, dict[str, str]]:
+async def scrape(app: Any, headers: list[tuple[bytes, bytes]] | None = None, query: bytes = b"",
+                 kind: str = "http") -> tuple[int, str, dict[str, str]]:
     """GET the ASGI app as a Prometheus server would; return status, body and headers."""
     sent: list[dict[str, Any]] = []
 
@@ -31,9 +32,11 @@ async def scrape(app: Any) -> tuple[int, str, dict[str, str]]:
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "method": "GET", "path": "/metrics", "query_string": b"", "headers": [],
+    scope = {"type": kind, "method": "GET", "path": "/metrics", "query_string": query, "headers": headers or [],
              "http_version": "1.1", "scheme": "http", "root_path": ""}
     await app(scope, receive, send)
+    if kind == "websocket":
+        return sent[0]["code"], "", {}
     start = next(m for m in sent if m["type"] == "http.response.start")
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body").decode()
     return start["status"], body, {k.decode().lower(): v.decode() for k, v in start["headers"]}
@@ -484,3 +487,19 @@ def test_folded_writes_that_took_no_whole_ms_some_ms_or_past_the_first_bucket_sc
     assert value(found, "aiodstream_checkpoint_write_seconds_bucket", query="q", log="offsets", le="0.005") == 400 - 23
     assert value(found, "aiodstream_checkpoint_write_seconds_sum", query="q", log="commits") == pytest.approx(
         (22 * 2 + 22 * 30 + 22 * 5) / 1000)
+
+
+@pytest.mark.parametrize(("headers", "query", "kind", "status"), [
+    ([(b"accept", b"\xff\xfe")], b"", "http", 400),
+    ([(b"accept-encoding", b"gzip\xff")], b"", "http", 400),
+    ([(b"x-\xff", b"1")], b"", "http", 400),
+    ([], b"name[]=\xff", "http", 400),
+    ([], b"", "websocket", 1003),
+    ([(b"accept", b"")], b"", "http", 200),
+    ([(b"user-agent", b"\xff")], b"", "http", 200),  # a value prometheus_client never reads
+], ids=["accept", "accept-encoding", "header-name", "query", "websocket", "empty-accept", "other-header"])
+async def test_a_request_prometheus_client_cannot_decode_gets_a_400_not_a_logged_traceback(
+        headers: list[tuple[bytes, bytes]], query: bytes, kind: str, status: int) -> None:
+    """prometheus_client's app decodes these as strict UTF-8 and asserts an HTTP scope: each such request raised, and the
+    server logged its traceback, so any client reaching /metrics/ could fill the log (lane K5)."""
+    assert (await scrape(StreamingMetrics().asgi_app(), headers, query, kind))[0] == status
