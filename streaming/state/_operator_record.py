@@ -20,6 +20,8 @@ OPERATOR_FILE = "operator"
 
 NOT_MATCH = "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA"
 INVALID_CONFIG = "STATE_STORE_INVALID_CONFIG_AFTER_RESTART"
+VALUE_SCHEMA = "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"
+NO_TIMEOUT = "NoTimeout"
 
 
 class StateOperatorMismatchError(StateStoreError):
@@ -42,8 +44,10 @@ def check_operator(checkpoint_root: str | os.PathLike[str] | CheckpointPath, ope
 
     Raises:
         StateOperatorMismatchError: the state was written by another operator (Spark's
-            ``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``), or with another timeout kind
-            (``STATE_STORE_INVALID_CONFIG_AFTER_RESTART``): its rows would be read as this operator's, or lost.
+            ``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``), or with another timeout kind: to or from
+            ``NoTimeout`` Spark's ``STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE``, between the two timeouts
+            ``STATE_STORE_INVALID_CONFIG_AFTER_RESTART`` (pyspark 4.3 accepts that change and reads the stored
+            timeouts as the new kind). Its rows would be read as this operator's, or lost.
         StateStoreError: the record is damaged (it names the file).
     """
     directory = task_checkpoint_path(checkpoint_root) / "state" / str(operator_id)
@@ -75,7 +79,12 @@ def check_operator(checkpoint_root: str | os.PathLike[str] | CheckpointPath, ope
                 f"(state of {directory}; restart with the operator that wrote it, or with a new checkpoint directory)")
         old_timeout = recorded.get("timeout")
         if timeout is not None and old_timeout is not None and old_timeout != timeout:
-            raise StateOperatorMismatchError(
+            if NO_TIMEOUT in (old_timeout, timeout):  # Spark's state rows hold a timeout timestamp only with a timeout
+                raise StateOperatorMismatchError(
+                    VALUE_SCHEMA, "Provided value schema does not match existing state value schema. Please check number "
+                    f"and type of fields. Existing value_schema={_value_schema(old_timeout)} and new value_schema="
+                    f"{_value_schema(timeout)}. (operator {operator_id}, {directory}: timeoutConf {old_timeout} to {timeout})")
+            raise StateOperatorMismatchError(  # pyspark accepts this one (its guide forbids it) and misreads the timeouts
                 INVALID_CONFIG,
                 f"Cannot change timeoutConf from {old_timeout} to {timeout} between restarts. Please set timeoutConf "
                 f"to {old_timeout}, or restart with a new checkpoint directory. (operator {operator_id}, {directory}: "
@@ -96,3 +105,8 @@ def _inferred_name(directory: CheckpointPath) -> str | None:
         if entry.isdigit() and (directory / entry).is_dir() and (directory / entry).listdir():
             return FLAT_MAP_GROUPS_WITH_STATE
     return None
+
+
+def _value_schema(timeout: str) -> str:
+    """What a flatMapGroupsWithState state row holds under ``timeout``, as Spark's state schema has it."""
+    return "struct<groupState:binary>" if timeout == NO_TIMEOUT else "struct<groupState:binary,timeoutTimestamp:bigint>"

@@ -150,3 +150,14 @@ def test_a_damaged_record_names_its_file(tmp_path: Path, content: bytes) -> None
         check_operator(tmp_path, 0, FLAT_MAP_GROUPS_WITH_STATE, "NoTimeout")
     assert not isinstance(failed.value, StateOperatorMismatchError)
     assert record.read_bytes() == content
+
+
+async def test_a_restart_from_no_timeout_to_a_timeout_is_refused_with_spark_s_value_schema_error(tmp_path: Path) -> None:
+    """As pyspark 4.3: its state rows hold a timeout timestamp only with a timeout, so NoTimeout to a timeout is
+    STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE (lane K4; it was the config error, which pyspark raises for neither)."""
+    ck = tmp_path / "ck"
+    await run(ck, "groups", 0, 2)
+    error = await refused(ck, "groups-event", 2_000)
+    assert error.error_class == "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"
+    assert ("Existing value_schema=struct<groupState:binary> and new value_schema=struct<groupState:binary,"
+            "timeoutTimestamp:bigint>. (operator 0") in str(error)
