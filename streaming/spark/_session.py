@@ -108,12 +108,34 @@ def embedded_spark_context(extra_conf: dict[str, str] | None = None) -> SparkCon
 
 def _shell_defaults(conf: Any) -> set[str]:
     """The keys that a JVM launched for a plain ``python`` program holds only as spark-submit's defaults for a shell
-    (``local[*]``, ``pyspark-shell``, the console progress bar on): ``PYSPARK_SUBMIT_ARGS`` did not name them, and they
-    have those values. The embedded defaults replace them; a value from ``spark-defaults.conf`` or the arguments stays."""
+    (``local[*]``, ``pyspark-shell``, the console progress bar on): they have those values, and neither
+    ``PYSPARK_SUBMIT_ARGS`` (``--master``, ``--master=``, ``--conf``) nor the properties file spark-submit read
+    (``--properties-file``, else ``spark-defaults.conf``) names them. The embedded defaults replace them."""
     args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
     words = args.split()
+    named = _properties_file_keys(words)
     return {key for key, (value, option) in _SHELL_DEFAULTS.items()
-            if conf.get(key, None) == value and key not in args and (option is None or option not in words)}
+            if conf.get(key, None) == value and key not in args and key not in named
+            and (option is None or not any(w == option or w.startswith(option + "=") for w in words))}
+
+
+def _properties_file_keys(words: list[str]) -> set[str]:
+    """The keys of the properties file spark-submit reads: ``--properties-file``'s, else ``spark-defaults.conf`` in
+    ``SPARK_CONF_DIR`` or ``SPARK_HOME/conf`` (Java properties: ``key value``, ``key=value`` or ``key:value``)."""
+    path = next((w.split("=", 1)[1] for w in words if w.startswith("--properties-file=")), None)
+    if path is None and "--properties-file" in words[:-1]:
+        path = words[words.index("--properties-file") + 1]
+    if path is None:
+        from pyspark.find_spark_home import _find_spark_home  # where pyspark found spark-submit, as it launched it
+
+        conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
+        path = os.path.join(conf_dir, "spark-defaults.conf")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as lines:
+            return {re.split(r"[\s=:]", line.strip(), maxsplit=1)[0] for line in lines
+                    if line.strip() and not line.strip().startswith(("#", "!"))}
+    except OSError:
+        return set()
 
 
 STREAMING_SETTINGS = (
