@@ -35,6 +35,7 @@ from .spark import (
     SparkSettings,
     active_spark_context,
     context_checkpoint_dir,
+    let_go_of_checkpoint_dir,
     resolve_checkpoint_path,
     users_checkpoint_dir,
 )
@@ -222,7 +223,7 @@ class ContextCheckpoint:
         if self.location is not None and self._spark.kind == "connect":
             # The RDD checkpoints' directory as the server's workers name it (a relative path would be theirs).
             directory = os.fspath(self.location) if self.location.is_local else self.location.path
-        self._own_spark_dir = None
+        self.let_go()  # of the directory an earlier checkpoint() set
         if directory is not None:
             if self._env.async_mode:  # a py4j call: made by the start, in a thread
                 self._pending_spark_dir = str(directory)
@@ -233,6 +234,13 @@ class ContextCheckpoint:
             self.options = dict(options)
         self._env.graph.set_checkpoint_dir(self.location)
         return self.location
+
+    def let_go(self) -> None:
+        """The context stopped (or set another directory): Spark's RDD checkpoint directory it set is no longer held, so a
+        context without one of its own may use it, as Spark's next context does (a py4j-free call)."""
+        made, self._own_spark_dir = self._own_spark_dir, None
+        if made is not None and self._spark.kind == "classic":
+            let_go_of_checkpoint_dir(made)
 
     def _set_spark_dir(self, directory: str) -> str | None:
         """Spark's RDD checkpoint directory for this context (py4j calls on classic Spark); what Spark made there."""

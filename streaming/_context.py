@@ -277,6 +277,7 @@ class StreamingContext(StreamingQueryFace):
         self._spark.join_cancellations()
         self._release_job_threads()
         _registry.unregister(self)
+        self._checkpoint.let_go()
         self._trace.finish(self._spark.started_spark_context)
 
     # -- synchronous lifecycle (pyspark) --
@@ -343,6 +344,7 @@ class StreamingContext(StreamingQueryFace):
             else:
                 self._log.warning("StreamingContext has already been stopped")
             _registry.unregister(self)
+        self._checkpoint.let_go()
         self._trace.finish(self._spark.started_spark_context)
         if stopSparkContext:
             self._spark.stop_spark()  # on Connect: the session is released

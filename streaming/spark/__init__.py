@@ -25,7 +25,7 @@ from ._hadoop_fs import list_hadoop_files, save_text_files_once
 from ._job_groups import JobGroupHook, cancel_job_group, job_group_hook, run_in_job_group
 from ._job_threads import JobThreads, SparkJobThreads
 from ._py4j import active_spark_context
-from ._rdd_checkpoints import checkpoint_rdd, context_checkpoint_dir, users_checkpoint_dir
+from ._rdd_checkpoints import checkpoint_rdd, context_checkpoint_dir, let_go_of_checkpoint_dir, users_checkpoint_dir
 from ._rdds import JvmRddPrebuild, build_jvm_rdd, has_jvm_rdd
 from ._session import (
     EMBEDDED_SPARK_CONF,
@@ -76,6 +76,7 @@ __all__ = [
     "job_description",
     "streaming_job_group",
     "job_group_hook",
+    "let_go_of_checkpoint_dir",
     "listener_exit_timeout",
     "resolve_checkpoint_path",
     "run_in_job_group",

@@ -14,10 +14,10 @@ from ._rdds import build_jvm_rdd
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["checkpoint_rdd", "context_checkpoint_dir", "users_checkpoint_dir"]
+__all__ = ["checkpoint_rdd", "context_checkpoint_dir", "let_go_of_checkpoint_dir", "users_checkpoint_dir"]
 
 _lock = threading.Lock()  # the SparkContext's one directory is set and read under it
-_made_by_contexts: set[str] = set()  # each setCheckpointDir makes a new <dir>/<uuid>: these were contexts'
+_held: dict[str, int] = {}  # each setCheckpointDir makes a new <dir>/<uuid>: those of contexts not stopped, how many hold each
 
 
 def context_checkpoint_dir(sc: SparkContext, directory: str) -> str:
@@ -27,18 +27,28 @@ def context_checkpoint_dir(sc: SparkContext, directory: str) -> str:
         sc.setCheckpointDir(directory)
         made = sc.getCheckpointDir()
         assert made is not None  # just set
-        _made_by_contexts.add(made)
+        _held[made] = _held.get(made, 0) + 1
         return made
 
 
-def users_checkpoint_dir(sc: SparkContext) -> str | None:
-    """``sc``'s checkpoint directory if the program set it (``sc.setCheckpointDir``), not a context (one py4j call).
+def let_go_of_checkpoint_dir(made: str) -> None:
+    """A context that :func:`context_checkpoint_dir` made ``made`` for stopped (or set another): once none holds it, a
+    context without a directory of its own may use it, as Spark's next context uses the SparkContext's."""
+    with _lock:
+        count = _held.pop(made, 0) - 1
+        if count > 0:
+            _held[made] = count
 
-    A context without ``checkpoint()`` of its own uses that one; another context's is not its.
+
+def users_checkpoint_dir(sc: SparkContext) -> str | None:
+    """``sc``'s checkpoint directory unless a context not stopped set it (one py4j call).
+
+    A context without ``checkpoint()`` of its own uses that one: the program's ``sc.setCheckpointDir``, or the
+    directory of a context that stopped, as Spark's next context does; a running context's is not its.
     """
     with _lock:
         found = sc.getCheckpointDir()
-    return None if found is None or found in _made_by_contexts else found
+    return None if found is None or found in _held else found
 
 
 def checkpoint_rdd(rdd: RDD[Any], directory: str) -> None:

@@ -53,7 +53,8 @@ def test_a_context_checkpoints_its_rdds_in_its_own_directory_after_another_set_t
 
 def test_a_stateful_context_without_a_checkpoint_is_refused_though_another_context_set_one(
         spark_context: Any, tmp_path: Path) -> None:
-    """Spark's start check reads the context's own directory: another context's checkpoint() does not let it pass."""
+    """A running context's checkpoint() does not let another context's stateful streams pass Spark's start check: its
+    RDD checkpoints would go into that context's directory (Spark has one context at a time)."""
 
     async def main() -> None:
         async with StreamingContext(spark_context, 1, clock=ManualClock(0)) as a, \
@@ -68,3 +69,32 @@ def test_a_stateful_context_without_a_checkpoint_is_refused_though_another_conte
             await a.stop_async()
 
     anyio.run(main)
+
+
+def test_a_stateful_context_after_a_stopped_one_uses_the_directory_it_left_as_spark_does(
+        spark_context: Any, tmp_path: Path) -> None:
+    """Spark's notebook pattern: A checkpoints, runs and stops (the SparkContext kept); B, without checkpoint(), runs an
+    updateStateByKey: Spark's start check finds the SparkContext's directory A set, and B's state RDDs go there
+    (lane K1: B was refused, where pyspark 4.3 runs it)."""
+    states: list[list[Any]] = []
+
+    async def main() -> None:
+        clock_a, clock_b = ManualClock(0), ManualClock(0)
+        async with StreamingContext(spark_context, 1, clock=clock_a) as a:
+            a.checkpoint(str(tmp_path / "A"))
+            a.queueStream([[("k", 1)]], default=[("k", 1)]).updateStateByKey(_running_total).foreachRDD(lambda rdd: None)
+            await a.start_async()
+            await advance(a.runtime, clock_a, 1000, times=2)
+            await a.stop_async()
+        left = list((tmp_path / "A").glob("*/rdd-*"))
+        async with StreamingContext(spark_context, 1, clock=clock_b) as b:
+            state = b.queueStream([[("k", 1)]], default=[("k", 1)]).updateStateByKey(_running_total)
+            state.checkpoint(1)
+            state.foreachRDD(lambda rdd: states.append(rdd.collect()))
+            await b.start_async()
+            await advance(b.runtime, clock_b, 1000, times=3)
+            await b.stop_async()
+        assert set((tmp_path / "A").glob("*/rdd-*")) > set(left)  # B's state RDDs, in the directory A left
+
+    anyio.run(main)
+    assert states == [[("k", 1)], [("k", 2)], [("k", 3)]]
