@@ -253,6 +253,7 @@ class StreamingContext(StreamingQueryFace):
         # The port was free for the first run; another program may hold it now (see ContextArguments.ui_port_restored).
         ssc._arguments = attrs.evolve(ssc._arguments, ui_port_restored=True)
         recipe.replay(ssc, StreamNode)
+        ssc._graph.restored_from_checkpoint = True
         ssc.checkpoint(checkpoint_path, options=options)
         ssc._checkpoint.recovering = True
         ssc._log.info("StreamingContext rebuilt from the checkpoint", checkpoint=checkpoint_path, calls=len(recipe.calls))

@@ -67,6 +67,9 @@ class DStreamGraph:
         self.generation_lock = threading.RLock()
         self.spark_context: Callable[[], Any] | None = None  # set by the context: reads state snapshots back
         self.remember_duration: Duration | None = None
+        # Rebuilt by getOrCreate from the graph a checkpoint saved: what Spark does not save with its graph is gone
+        # (an inverse-reduced window's inverse: it reduces from scratch).
+        self.restored_from_checkpoint = False
         self.zero_time: Time | None = None
         self.start_time: Time | None = None
         self.input_infos: InputInfoTracker | None = None

@@ -107,8 +107,9 @@ class ReducedWindowedNode(StreamNode):
     The parent is already reduced by key per batch. When the window spans at least
     :data:`INCREMENTAL_MIN_SLIDES` slides and the previous window's RDD exists, the new
     window is the previous one minus the batches that left (through ``inv_func``) plus the
-    batches that entered (through ``func``); otherwise it is reduced from scratch, and a
-    window with no parent RDD at all has no RDD. ``filter_func`` applies to every result of
+    batches that entered (through ``func``); otherwise it is reduced from scratch (and, as in
+    Spark, always in a graph getOrCreate restored: its inverse is not saved), and a window
+    with no parent RDD at all has no RDD. ``filter_func`` applies to every result of
     a ``func`` step. The stream persists its RDDs and must checkpoint them, which keeps the
     lineage of the incremental chain short.
     """
@@ -172,7 +173,10 @@ class ReducedWindowedNode(StreamNode):
         current_begin = time.minus(self._window)
         previous_end = time.minus(self._slide)
         previous = self._get_or_compute(previous_end)
-        incremental = previous is not None and self._window.milliseconds >= INCREMENTAL_MIN_SLIDES * self._slide.milliseconds
+        # Spark's inverse is a transient field: after getOrCreate restored the graph it is null, and every window of the run
+        # is reduced from scratch (so keys the inverse brought to zero leave it).
+        incremental = (previous is not None and not self._env.graph.restored_from_checkpoint
+                       and self._window.milliseconds >= INCREMENTAL_MIN_SLIDES * self._slide.milliseconds)
         if not incremental:
             rdds = parent.slice_rdds(current_begin + step, time)
             if not rdds:
