@@ -101,8 +101,8 @@ class StateOperatorMetadata:
 
     Attributes:
         operator_id: the operator's number in its graph (``state/<operator_id>``).
-        operator_name: :data:`~streaming.state.TRANSFORM_WITH_STATE_OPERATOR` (Spark's
-            ``transformWithStateInPySparkExec``, pyspark's) when it has a schema file, else :data:`FLAT_MAP_GROUPS_WITH_STATE`.
+        operator_name: :data:`~streaming.state.TRANSFORM_WITH_STATE_OPERATOR` (pyspark's
+            ``transformWithStateInPySparkExec``) when it has a schema file, else :data:`FLAT_MAP_GROUPS_WITH_STATE`.
         num_partitions: its partitions: the count its checkpoint recorded, else the partition directories.
         min_batch_id: the oldest batch whose state every partition can still load, or None.
         max_batch_id: the newest such batch, or None (nothing committed yet).
