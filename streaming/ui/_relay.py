@@ -37,8 +37,11 @@ _MAX_CONNECTIONS_LIMIT = 65_536
 _CHUNK = 65_536
 _CLOSING_SLOTS = 4
 """Slots beyond ``max_connections``, held by connections ended but not yet closed (the evicted ones)."""
-_CLOSE_WAIT_S = 1.0
-"""How long an ended connection waits for the private server to close its end (it does at once, on our EOF)."""
+_CLOSE_WAIT_S = 10.0
+"""How long an ended connection takes what the private server still sends, until it closes its end: at once on our NUL
+and EOF, or once it has answered the requests already pipelined. Hypercorn on trio never closes a connection whose
+pipelined answers could not be sent (lane K6: a client resetting while they flowed left a descriptor for good), so the
+answers are taken and dropped rather than refused; 1 s was too short on a busy machine."""
 
 
 @attrs.frozen
