@@ -11,6 +11,7 @@ from typing import Callable, Mapping
 
 from listeners import OverflowPolicy
 from scheduler import CheckpointPath, Clock, PIDRateEstimator, RateController, StreamingStateError
+from scheduler.query import runs_batches_sequentially
 
 from ._settings import ContextSettings
 from .continuous import ContinuousExecution, SparkTaskLauncher
@@ -81,7 +82,6 @@ def start_micro_batch(runtime: QueryRuntime, env: StreamEnvironment, settings: C
             if isinstance(stream, RateControlledInput):  # receivers, direct Kafka streams
                 pid = PIDRateEstimator(env.batch_duration.milliseconds, *settings.backpressure)
                 runtime.add_listener(RateController(stream.id, pid, stream.update_rate), name=f"RateController-{stream.id}")
-    graph = env.graph  # batches one after another with a watermark or a state-store operator (MicroBatchTracker's rule)
     trace.start(settings.trace, runtime=runtime, sc=env.spark_context, batch_interval=env.batch_duration,
                 concurrent_jobs=settings.concurrent_jobs, async_mode=env.async_mode, stop=stop,
-                sequential_batches=bool(graph.watermark_delays()) or graph.sequential_batches)
+                sequential_batches=runs_batches_sequentially(env.graph))

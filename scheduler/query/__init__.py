@@ -36,7 +36,7 @@ from ._files import (
 )
 from ._fsspec_files import FsspecFileManager, check_task_file_system, task_checkpoint_path
 from ._metadata_log import CommitLog, CommitMetadata, MetadataLog, OffsetSeq, OffsetSeqLog, OffsetSeqMetadata
-from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, RunPlan
+from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, RunPlan, runs_batches_sequentially
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
 from ._progress_reporter import ProgressKeeper, QueryProgressListener
 from ._progress_ring import ProgressRing
@@ -88,6 +88,7 @@ __all__ = [
     "QueryProgressListener",
     "remove_temp_files",
     "RunPlan",
+    "runs_batches_sequentially",
     "SinkProgress",
     "SourceProgress",
     "StreamingQueryProgress",

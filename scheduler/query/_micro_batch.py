@@ -36,7 +36,7 @@ from ._progress import StreamingQueryProgress, StreamingQueryStatus
 from ._progress_reporter import ProgressReporter, QueryProgressListener
 from ._query_options import ProgressTrackingOptions, Trigger
 
-__all__ = ["MicroBatchTracker", "MicroBatchTrackerStatistics", "RunPlan"]
+__all__ = ["MicroBatchTracker", "MicroBatchTrackerStatistics", "RunPlan", "runs_batches_sequentially"]
 
 STATEFUL_ASYNC_MESSAGE = "Stateful streaming queries does not support async progress tracking at this moment."
 
@@ -60,6 +60,17 @@ class RunPlan:
     zero_time: Time
     first_batch: Time
     reschedule: tuple[Time, ...]
+
+
+def runs_batches_sequentially(graph: ReplayableGraph) -> bool:
+    """Whether ``graph``'s batches run one after another, each planned once the one before it finished: with a
+    watermarked input (a batch's watermark comes from the batch before) or when the graph says so (an optional
+    ``sequential_batches`` of its own: a state-store operator)."""
+    return bool(graph.watermark_delays()) or _graph_sequential(graph)
+
+
+def _graph_sequential(graph: object) -> bool:
+    return bool(getattr(graph, "sequential_batches", False))
 
 
 @attrs.frozen
@@ -473,9 +484,9 @@ class MicroBatchTracker:
 
     @property
     def sequential_batches(self) -> bool:
-        """With watermarks, a batch is planned only after the one before it finished (its watermark comes from it);
-        also when the graph says its batches need it (an optional ``sequential_batches`` of its own)."""
-        return self.watermarks.enabled or bool(getattr(self._graph, "sequential_batches", False))
+        """Whether a batch is planned only after the one before it finished: :func:`runs_batches_sequentially` of the
+        graph, known once the tracker opened (its watermarks are set then)."""
+        return self.watermarks.enabled or _graph_sequential(self._graph)
 
     # -- progress --
 
