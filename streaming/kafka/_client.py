@@ -20,6 +20,7 @@ from ._offsets import TopicAndPartition
 
 __all__ = [
     "as_bytes",
+    "check_settings",
     "KafkaClusterView",
     "KafkaDataLossError",
     "KafkaError",
@@ -28,6 +29,7 @@ __all__ = [
     "client_config",
     "client_logger",
     "offset_reset",
+    "partitions_now",
     "reads_committed",
     "require_kafka",
     "topic_partitions",
@@ -98,12 +100,32 @@ def client_config(params: Mapping[str, Any], *, drop: Iterable[str] = ()) -> dic
             value = offset_reset(params)
         if name in out and str(out[name]) != str(value):
             raise ValueError(f"kafkaParams give {name} twice: {given_as[name]}={out[name]!r} and {key}={value!r}; give one")
+        if value is None or isinstance(value, (list, tuple, set, frozenset, dict, bytes, bytearray)):
+            raise TypeError(f"kafkaParams values must be str, int, float or bool: {key} is {type(value).__name__} "
+                            f"{value!r}" + (" (several brokers go in one comma-separated str)" if name == "bootstrap.servers"
+                                            else ""))
         out[name] = value if isinstance(value, (bool, int, float)) else str(value)
         given_as[name] = key
     if not out.get("bootstrap.servers"):
         raise ValueError("Must specify metadata.broker.list or bootstrap.servers")
     out.setdefault("logger", client_logger())
     return out
+
+
+def check_settings(config: Mapping[str, Any]) -> None:
+    """Refuse, now, librdkafka settings of :func:`client_config` that a client would refuse at the first batch: a name
+    it does not know (a typo) or a value it cannot take. A throwaway client is made and closed (no record is read).
+
+    Raises:
+        ValueError: librdkafka's own words for the setting.
+    """
+    kafka = require_kafka()
+    probe = {**config, "group.id": "aiodstream-settings-check"}  # a consumer takes either client's settings (warns only)
+    try:
+        client = kafka.Consumer(probe)
+    except kafka.KafkaException as exc:
+        raise ValueError(f"kafkaParams: {exc.args[0].str()}") from exc
+    client.close()
 
 
 def as_bytes(value: Any) -> bytes | None:
@@ -171,6 +193,25 @@ def topic_partitions(topic: str, found: Any) -> list[int] | None:
             return None
         raise MetadataUnavailableError(topic, error)
     return sorted(found.partitions) or None
+
+
+METADATA_REQUEST_TIMEOUT_S = 30.0
+"""How long :func:`partitions_now` waits for an answer."""
+
+
+def partitions_now(client: Any, topic: str) -> list[int] | None:
+    """``topic``'s partition numbers as ``client``'s metadata request says now, or ``None`` when the cluster does not
+    have it (see :func:`topic_partitions`).
+
+    Raises:
+        MetadataUnavailableError: no answer: the topic's metadata failed otherwise, or the request itself did (the
+            brokers unreachable, a timeout: ``retriable``).
+    """
+    try:
+        found = client.list_topics(topic, timeout=METADATA_REQUEST_TIMEOUT_S).topics.get(topic)
+    except require_kafka().KafkaException as exc:
+        raise MetadataUnavailableError(topic, exc.args[0]) from exc
+    return topic_partitions(topic, found)
 
 
 class KafkaClusterView:

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from scheduler import InvalidPipelineError
 
 from ..continuous import ContinuousSink, PartitionWriter
-from ._client import KafkaError, as_bytes, client_config, require_kafka
+from ._client import KafkaError, as_bytes, check_settings, client_config, require_kafka
 
 __all__ = ["KafkaContinuousSink", "NO_TOPIC", "NULL_TOPIC", "NO_VALUE"]
 
@@ -67,6 +67,7 @@ class KafkaContinuousSink(ContinuousSink):
             raise InvalidPipelineError(f"the Kafka sink's topic must be a non-empty string or None, got {topic!r}")
         try:
             config = client_config(kafkaParams, drop=("group.id", "auto.offset.reset", "enable.auto.commit"))
+            check_settings(config)
         except (ValueError, TypeError) as exc:
             raise InvalidPipelineError(str(exc)) from exc
         self.params = dict(kafkaParams)

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from scheduler import InvalidPipelineError, library_logger
 
 from ..continuous import ContinuousSource, PartitionReader
-from ._client import KafkaClusterView, KafkaError, MetadataUnavailableError, reads_committed, require_kafka, topic_partitions
+from ._client import KafkaClusterView, KafkaError, MetadataUnavailableError, check_settings, partitions_now, reads_committed, require_kafka
 from ._data_loss import GONE_ERRORS, OUT_OF_RANGE_ERRORS, added_partitions, fetch_failed, partitions_gone, report_data_loss, scala_set
 from ._offsets import TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
 from ._reader import executor_config
@@ -120,6 +120,7 @@ class KafkaContinuousSource(ContinuousSource):
         self.group_id = f"spark-kafka-source-{uuid.uuid4()}-executor"
         try:
             self.config = executor_config(kafkaParams, group_id=self.group_id)
+            check_settings(self.config)
         except (ValueError, TypeError) as exc:
             raise InvalidPipelineError(str(exc)) from exc
         self.params = dict(kafkaParams)
@@ -287,9 +288,9 @@ class _KafkaPartitionReader(PartitionReader):
         now: list[TopicAndPartition] = []
         for topic in source.topics:  # one topic's metadata at a time: a cluster may hold many others
             try:
-                partitions = topic_partitions(topic, self._consumer.list_topics(topic, timeout=30).topics.get(topic))
+                partitions = partitions_now(self._consumer, topic)
             except MetadataUnavailableError:
-                return  # no answer (no leader yet): not a partition gone; the next check asks again
+                return  # no answer (no leader yet, the brokers unreachable): not a partition gone; the next check asks again
             now.extend(TopicAndPartition(topic, p) for p in partitions or ())
         known = source.partitions
         gone = sorted(set(known) - set(now))

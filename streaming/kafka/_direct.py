@@ -17,7 +17,7 @@ from scheduler import CorruptCheckpointError, InvalidPipelineError, MetadataLog,
 
 from ..dstream import StreamEnvironment
 from ..inputs import InputDStream
-from ._client import KafkaClusterView, KafkaError, client_config, offset_reset, reads_committed
+from ._client import KafkaClusterView, KafkaError, check_settings, client_config, offset_reset, reads_committed
 from ._commits import CommitCallback, CommitQueue
 from ._data_loss import report_data_loss
 from ._frame_batch import frame_kafka_rdd
@@ -91,7 +91,7 @@ class DirectKafkaInputDStream(InputDStream):
         if env.continuous is not None:  # the words Spark uses for a micro-batch-only source under a continuous trigger
             raise InvalidPipelineError("Data source KafkaUtils.createDirectStream does not support continuous processing.")
         params = dict(kafka_params)
-        client_config(params)  # the brokers are named, the settings make sense
+        check_settings(client_config(params))  # the brokers are named, the settings make sense
         reset = offset_reset(params, default="latest")
         settings = env.spark.settings()
         rate = KafkaRateSettings.from_settings(settings.get)

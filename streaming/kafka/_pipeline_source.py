@@ -17,7 +17,7 @@ import attrs
 
 from scheduler import CheckpointPath, CorruptCheckpointError, Offset, library_logger
 
-from ._client import KafkaClusterView, client_config, reads_committed, require_kafka
+from ._client import KafkaClusterView, check_settings, client_config, reads_committed, require_kafka
 from ._data_loss import report_data_loss
 from ._offsets import OffsetRange, TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
 from ._reader import RangeReader, executor_config
@@ -36,7 +36,7 @@ class KafkaRecord:
     """One Kafka record as a :class:`KafkaSource` gives it (the columns of Structured Streaming's Kafka source).
 
     ``key`` and ``value`` are the raw bytes (``None`` for a null), or what the source's
-    ``key_decoder`` / ``value_decoder`` made of them. ``timestamp_ms`` is the record's timestamp
+    ``key_decoder`` / ``value_decoder`` made of them (a null stays ``None``). ``timestamp_ms`` is the record's timestamp
     in epoch milliseconds; ``timestamp_type`` Kafka's kind of it (``0`` CreateTime, ``1``
     LogAppendTime, ``-1`` none). ``headers`` is a tuple of ``(key, value bytes)`` pairs with
     ``includeHeaders=True``, else ``None``.
@@ -104,7 +104,8 @@ class KafkaSource:
             warning and skipped.
         includeHeaders: fill :attr:`KafkaRecord.headers`.
         key_decoder, value_decoder: turn the raw bytes into the record's key / value (in the
-            reading thread); ``None`` keeps the bytes.
+            reading thread); ``None`` keeps the bytes. A null key or value (a tombstone) stays
+            ``None`` without a call, as Spark's null column casts to null.
         commit_to_group: after each batch commits, commit its end offsets to the consumer group
             ``kafkaParams["group.id"]``, so that the usual tools show the query's lag. Only for
             monitoring: recovery reads the checkpoint, never the group.
@@ -130,8 +131,8 @@ class KafkaSource:
         maxOffsetsPerTrigger: int | None = None,  # noqa: N803
         failOnDataLoss: bool = True,  # noqa: N803
         includeHeaders: bool = False,  # noqa: N803
-        key_decoder: Callable[[bytes | None], Any] | None = None,
-        value_decoder: Callable[[bytes | None], Any] | None = None,
+        key_decoder: Callable[[bytes], Any] | None = None,
+        value_decoder: Callable[[bytes], Any] | None = None,
         commit_to_group: bool = False,
         reader_threads: int = 2,
         poll_timeout_s: float = 120.0,
@@ -157,7 +158,7 @@ class KafkaSource:
             raise ValueError(f"startingOffsets names topics that are not subscribed: {unknown}; subscribed: {list(self.topics)}")
         _check_params(kafkaParams, commit_to_group)
         self._params = dict(kafkaParams)
-        client_config(self._params)  # the same checks the clients will make, now
+        check_settings(client_config(self._params))  # the same checks the clients will make, now
         self.max_offsets_per_trigger = maxOffsetsPerTrigger
         self.fail_on_data_loss = failOnDataLoss
         self.include_headers = includeHeaders
@@ -267,7 +268,7 @@ class KafkaSource:
     # -- ReplayableSource --
 
     async def latest_offset(self) -> Offset:
-        """Each subscribed partition's end (its high watermark; the last stable offset with read_committed), or ``None`` if none exists.
+        """Each subscribed partition's end (its high watermark; the last stable offset with read_committed); ``{}`` if none exists.
 
         The first call of a source without a checkpoint fixes the starting offsets first (Spark's
         ``initialOffset`` before its first ``latestOffset``): ``latest`` resolved after the end would
@@ -279,10 +280,11 @@ class KafkaSource:
         return latest
 
     def _latest(self) -> Offset:
+        # No partition (no subscribed topic exists) is an empty end, as Spark's: a start that held partitions then
+        # differs from it, so a batch runs and reports them gone (failOnDataLoss); from an empty start none runs.
         assigned = self._assigned()
-        if not assigned:
-            return None
-        return format_partition_offsets(self._cluster().latest_offsets(assigned, committed_only=self._committed_only))
+        latest = self._cluster().latest_offsets(assigned, committed_only=self._committed_only) if assigned else {}
+        return format_partition_offsets(latest)
 
     async def plan_offset(self, start: Offset, limit: Offset) -> Offset:
         """Where the batch from ``start`` ends: ``limit``, cut by ``maxOffsetsPerTrigger`` (``start`` itself when nothing is new)."""
@@ -350,8 +352,8 @@ class KafkaSource:
             headers = tuple((k, v) for k, v in (message.headers() or ()))
         return KafkaRecord(
             message.topic(), message.partition(), message.offset(),
-            self._key_decoder(key) if self._key_decoder is not None else key,
-            self._value_decoder(value) if self._value_decoder is not None else value,
+            key if self._key_decoder is None or key is None else self._key_decoder(key),
+            value if self._value_decoder is None or value is None else self._value_decoder(value),
             timestamp, TIMESTAMP_TYPES.get(kind, -1), headers)
 
     async def commit(self, end: Offset) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping
 
 from scheduler import library_logger
 
-from ._client import KafkaError, MetadataUnavailableError, client_config, require_kafka, topic_partitions
+from ._client import KafkaError, MetadataUnavailableError, client_config, partitions_now, require_kafka
 from ._data_loss import GONE_ERRORS, OUT_OF_RANGE_ERRORS, fetch_failed, report_data_loss
 from ._offsets import OffsetRange
 
@@ -141,10 +141,11 @@ class RangeReader:
                 yield message
 
     def _partition_exists(self, rng: OffsetRange) -> bool:
-        """Whether the range's partition exists: ``False`` only when the metadata says it does not (any other metadata
-        error is no answer: the range reads on, and the next check asks again)."""
+        """Whether the range's partition exists: ``False`` only when the metadata says it does not (no answer, the
+        brokers unreachable included, is not that: the range reads on until its poll timeout, and the next check asks
+        again)."""
         try:
-            partitions = topic_partitions(rng.topic, self._consumer.list_topics(rng.topic, timeout=30).topics.get(rng.topic))
+            partitions = partitions_now(self._consumer, rng.topic)
         except MetadataUnavailableError:
             return True
         return partitions is not None and rng.partition in partitions

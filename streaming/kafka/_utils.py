@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from ..dstream import DStream, StreamEnvironment
-from ._client import KafkaClusterView, KafkaError, client_config
+from ._client import KafkaClusterView, KafkaError, check_settings, client_config
 from ._direct import FAIL_ON_DATA_LOSS, DirectKafkaInputDStream, fail_on_data_loss
 from ._frame_batch import frame_kafka_rdd, is_frame_context
 from ._offsets import Broker, KafkaMessageAndMetadata, OffsetRange, TopicAndPartition, utf8_decoder
@@ -54,7 +54,7 @@ def _split_params(kafka_params: Mapping[str, Any]) -> tuple[dict[str, Any], bool
     """The client's parameters, and ``failOnDataLoss`` (taken out: it is the stream's, not librdkafka's)."""
     fail = fail_on_data_loss(kafka_params)
     params = {k: v for k, v in kafka_params.items() if k != FAIL_ON_DATA_LOSS}
-    client_config(params)  # names the brokers; a bad auto.offset.reset is refused here
+    check_settings(client_config(params))  # names the brokers; a bad auto.offset.reset or setting is refused here
     return params, fail
 
 

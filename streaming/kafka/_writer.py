@@ -16,7 +16,7 @@ import attrs
 
 from scheduler import library_logger
 
-from ._client import KafkaError, as_bytes, client_config, require_kafka
+from ._client import KafkaError, as_bytes, check_settings, client_config, require_kafka
 from ._markers import DEFAULT_MARKER_TOPIC, MarkerStore, MarkerValue, marker_key
 
 __all__ = ["KafkaWriter", "SinkSettings", "WriteResult", "close_writers", "sink_settings", "utf8_encoder", "write_records"]
@@ -107,6 +107,7 @@ def sink_settings(topic: str, kafkaParams: Mapping[str, Any], *, key: Encoder | 
     if value is not None and not callable(value):
         raise TypeError(f"value must be a function of a record returning its value (bytes, str or None), got {value!r}")
     config = client_config(kafkaParams)  # checks the brokers and the spelling
+    check_settings(config)
     owned = sorted(name for name in OWNED[:3] if name in config)
     if owned:
         raise ValueError(f"the Kafka sink sets {', '.join(owned)} itself (idempotent, or transactional with "

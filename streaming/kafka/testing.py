@@ -65,6 +65,8 @@ def _librdkafka() -> ctypes.CDLL:
     lib.rd_kafka_mock_topic_delete.argtypes = [c_void_p, c_char_p]
     lib.rd_kafka_mock_partition_delete_records.argtypes = [c_void_p, c_char_p, ctypes.c_int32, ctypes.c_int64]
     lib.rd_kafka_mock_topic_set_error.argtypes = [c_void_p, c_char_p, c_int]
+    lib.rd_kafka_mock_broker_set_down.argtypes = [c_void_p, ctypes.c_int32]
+    lib.rd_kafka_mock_broker_set_up.argtypes = [c_void_p, ctypes.c_int32]
     lib.rd_kafka_err2str.restype = c_char_p
     lib.rd_kafka_err2str.argtypes = [c_int]
     return lib
@@ -139,6 +141,13 @@ class MockKafkaCluster:
         with self._lock:
             self._require_open()
             self._lib.rd_kafka_mock_topic_set_error(self._mc, topic.encode(), code)
+
+    def set_broker_up(self, broker: int, up: bool) -> None:
+        """Take broker ``broker`` (numbered from 1) down, its connections closed and new ones refused, or bring it back."""
+        with self._lock:
+            self._require_open()
+            set_state = self._lib.rd_kafka_mock_broker_set_up if up else self._lib.rd_kafka_mock_broker_set_down
+            self._check(set_state(self._mc, broker), f"taking broker {broker} {'up' if up else 'down'}")
 
     def config(self, **extra: Any) -> dict[str, Any]:
         """Client settings that reach this cluster (``bootstrap.servers``), with ``extra`` (dots spelt as underscores) added."""

@@ -83,3 +83,28 @@ def test_a_range_reader_takes_a_failing_topic_metadata_for_no_answer_and_a_delet
     finally:
         kafka_cluster.set_topic_error(kafka_topic, 0)
         reader.close()
+
+
+def test_unreachable_brokers_are_no_answer_to_a_readers_check_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With its broker down, the metadata request fails (librdkafka's transport error, raised by the client): that is no
+    answer, as a topic's failing metadata is, so a reader's range reads on until its poll timeout, and a continuous
+    source's partition check asks again later (both call ``partitions_now``); it used to escape as a raw
+    ``confluent_kafka.KafkaException`` and fail the batch, or end the continuous query, after 30 s."""
+    from streaming.kafka import _client
+    from streaming.kafka.testing import MockKafkaCluster
+
+    monkeypatch.setattr(_client, "METADATA_REQUEST_TIMEOUT_S", 1.0)
+    with MockKafkaCluster() as cluster:
+        cluster.create_topic("down", 1)
+        reader = RangeReader(cluster.config(**{"group.id": "metadata-errors"}))
+        rng = OffsetRange("down", 0, 0, 5)
+        try:
+            assert reader._partition_exists(rng)
+            cluster.set_broker_up(1, False)
+            with pytest.raises(MetadataUnavailableError, match="the metadata of topic 'down' failed") as raised:
+                _client.partitions_now(reader._consumer, "down")
+            assert raised.value.retriable
+            assert reader._partition_exists(rng)  # no answer: read on
+            cluster.set_broker_up(1, True)
+        finally:
+            reader.close()

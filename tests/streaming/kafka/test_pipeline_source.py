@@ -203,6 +203,37 @@ async def test_a_deleted_topic_is_reported_and_the_others_read(kafka_cluster: An
 
 
 @pytest.mark.parametrize("fail", [True, False])
+async def test_the_only_topic_deleted_is_reported_and_its_new_records_are_read_from_its_start(
+        kafka_cluster: Any, kafka_topic: str, fail: bool) -> None:
+    """With no subscribed partition left the end is empty, as in Spark: a batch runs and reports the partitions gone
+    (it planned none, so nothing was reported, and a topic made again later was read from the old offsets on); then
+    the topic made again is new partitions, read from their first record."""
+    async with source(kafka_cluster, kafka_topic + "-absent") as absent:
+        assert await absent.plan_offset(None, await absent.latest_offset()) is None  # from an empty start: no batch
+    kafka_cluster.create_topic(kafka_topic, 2)
+    produce(kafka_cluster, kafka_topic, 0, 3)
+    async with source(kafka_cluster, kafka_topic, failOnDataLoss=fail) as src:
+        start = await src.plan_offset(None, await src.latest_offset())
+        kafka_cluster.delete_topic(kafka_topic)
+        end = await src.plan_offset(start, await src.latest_offset())
+        assert end == "{}"
+        detail = f"Set({kafka_topic}-0, {kafka_topic}-1) are gone. Some data may have been missed. "
+        if fail:
+            with pytest.raises(KafkaDataLossError) as caught:
+                await src.read(start, end)
+            assert str(caught.value) == detail + INSTRUCTION_TRUE
+            return
+        with capture_events() as events:
+            assert await src.read(start, end) == []
+        assert [e["event"] for e in events if e["log_level"] == "warning"] == [detail + INSTRUCTION_FALSE]
+        kafka_cluster.create_topic(kafka_topic, 1)
+        produce(kafka_cluster, kafka_topic, 0, 5)
+        later = await src.plan_offset(end, await src.latest_offset())
+        records = await src.read(end, later)
+    assert values(records) == [(0, n, f"0:{n}") for n in range(5)]
+
+
+@pytest.mark.parametrize("fail", [True, False])
 async def test_an_added_partition_that_lost_its_first_records(kafka_cluster: Any, kafka_topic: str, fail: bool) -> None:
     """A new partition whose first offset is not 0 is Spark's "Added partition ... starts from" loss."""
     kafka_cluster.create_topic(kafka_topic, 1)
@@ -498,6 +529,15 @@ async def test_every_client_call_runs_off_the_event_loop_thread(kafka_cluster: A
      "the checkpoint left off)"),
     ({"commit_to_group": True}, ValueError,
      "commit_to_group=True needs 'group.id' in kafkaParams: the consumer group the processed offsets are committed to"),
+    # Refused here, not by the first batch's client with a raw confluent_kafka.KafkaException (a typo, a bad value), or
+    # after the metadata's timeout (a list of brokers, made a str).
+    ({"kafkaParams": {"bootstrap.servers": "b:9092", "sesion.timeout.ms": "100"}}, ValueError,
+     "kafkaParams: No such configuration property: \"sesion.timeout.ms\""),
+    ({"kafkaParams": {"bootstrap.servers": "b:9092", "fetch.wait.max.ms": "abc"}}, ValueError,
+     "kafkaParams: Invalid value for configuration property \"fetch.wait.max.ms\""),
+    ({"kafkaParams": {"bootstrap.servers": ["b:9092", "c:9092"]}}, TypeError,
+     "kafkaParams values must be str, int, float or bool: bootstrap.servers is list ['b:9092', 'c:9092'] (several "
+     "brokers go in one comma-separated str)"),
 ])
 def test_bad_options_are_refused_with_the_rule_and_the_value(options: dict[str, Any], error: type[Exception],
                                                              message: str) -> None:
@@ -526,3 +566,14 @@ async def test_starting_offsets_must_name_every_partition(kafka_cluster: Any, ka
         records = await src.read(None, end)
     assert parse_partition_offsets(end) == {tp(kafka_topic, 0): 2, tp(kafka_topic, 1): 3}
     assert values(records) == [(1, 0, "1:0"), (1, 1, "1:1"), (1, 2, "1:2")]
+
+
+async def test_a_null_key_or_value_stays_none_and_never_reaches_a_decoder(kafka_cluster: Any, kafka_topic: str) -> None:
+    """A tombstone (a null value) and a keyless record, with the docs' ``value_decoder=bytes.decode`` and a key decoder:
+    ``None`` as Spark's null column (the batch failed with a TypeError on every run)."""
+    kafka_cluster.create_topic(kafka_topic, 1)
+    kafka_cluster.produce(kafka_topic, ["live", None], partition=0)
+    async with source(kafka_cluster, kafka_topic, key_decoder=bytes.decode) as src:
+        end = await src.plan_offset(None, await src.latest_offset())
+        records = await src.read(None, end)
+    assert [(r.offset, r.key, r.value) for r in records] == [(0, None, "live"), (1, None, None)]
