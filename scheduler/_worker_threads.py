@@ -268,6 +268,7 @@ def _stop(calls: SimpleQueue[_Call | None], threads: int) -> None:
 
 
 _live: weakref.WeakSet[WorkerThreads] = weakref.WeakSet()
+_exiting = False  # the interpreter's exit began: a pool made from now on starts daemon threads
 
 
 def _at_exit() -> None:
@@ -276,7 +277,10 @@ def _at_exit() -> None:
     # concurrent.futures, a pool still takes calls afterwards, on daemon threads the interpreter
     # does not wait for: the atexit module's handlers run only after this join, and one may stop
     # a still-running context gracefully, whose last batches run on its pools (refused, they
-    # were lost). A context nobody stops still lets the process exit.
+    # were lost). A context nobody stops still lets the process exit, also when it makes a pool
+    # afterwards (its first generation, a listener's first trip): that pool's threads are daemons.
+    global _exiting
+    _exiting = True
     for pool in list(_live):
         pool._at_interpreter_exit()
 
@@ -313,7 +317,9 @@ class WorkerThreads:
         self._shut = False
         self._ended = False
         self._finalizer: weakref.finalize | None = None  # type: ignore[type-arg]
-        _live.add(self)
+        _live.add(self)  # before _exiting is read: a pool _at_exit does not see reads it set
+        if _exiting:
+            self._daemon = True
 
     def _put(self, call: _Call) -> None:
         with self._lock:

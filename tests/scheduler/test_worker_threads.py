@@ -270,3 +270,32 @@ def test_at_interpreter_exit_a_pool_still_runs_calls_and_the_process_still_exits
     graceful stop lost its last batch. Later calls run on daemon threads, and a pool nobody stops does not hold the exit."""
     done = run_python(["-c", AT_EXIT_CHILD], timeout=HANG_GUARD_S)
     assert (done.returncode, done.stdout.splitlines(), done.stderr) == (0, ["before exit", "ran in an atexit handler"], "")
+
+
+LATE_POOL_CHILD = """
+import threading
+exit_began = threading.Event()
+threading._register_atexit(exit_began.set)  # registered before the pools' module is imported: called after its own
+
+from scheduler import WorkerThreads
+
+late_started = threading.Event()
+def context_left_running():  # a context nobody stops makes a pool once the exit began (its first generation) and feeds it
+    exit_began.wait()
+    late = WorkerThreads(1, "made-late")
+    late.submit(late_started.set).result()
+    while True:
+        late.submit(lambda: None).result()
+threading.Thread(target=context_left_running, daemon=True).start()
+# A thread the interpreter joins first (a job finishing its call), until the late pool's thread runs: the interpreter
+# then looks for threads to join again, and finds that one.
+threading.Thread(target=late_started.wait, args=(60,)).start()
+"""
+
+
+def test_a_pool_first_made_after_the_exit_began_does_not_hold_the_process() -> None:
+    """Ctrl-C in a DStream program's ``awaitTermination`` left it running for good (lane L4): the context's generation
+    pool, made at its first batch after the interpreter's exit began, started threads that were not daemons, and the
+    interpreter waited for them while the context kept them busy. Such a pool now starts daemon threads."""
+    done = run_python(["-c", LATE_POOL_CHILD], timeout=HANG_GUARD_S)
+    assert (done.returncode, done.stderr) == (0, "")
