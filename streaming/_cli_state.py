@@ -24,7 +24,8 @@ def add_state(commands: Any) -> None:
                     "transformWithState): without --operator, each operator's name, partitions and the batches its "
                     "state can be read at; with --operator, its rows after a batch (the newest committed by "
                     "default), or with --changes what a range of batches changed. Reads only; changes nothing, "
-                    "also while the query runs.",
+                    "also while the query runs. --operator unpickles the state's keys and values, as the program "
+                    "does: read only checkpoints you would run the program of.",
     )
     p.add_argument("directory", type=directory_argument,
                    help="the checkpoint directory of a DStream program or a Pipeline (its state is under "

@@ -6,7 +6,9 @@ After the changelog and snapshot files of Spark's RocksDB state store (``<versio
 from __future__ import annotations
 
 import hashlib
+import io
 import pickle
+from typing import Any
 
 from scheduler import CheckpointPath, StreamingError
 
@@ -102,7 +104,7 @@ def decode(path: CheckpointPath, kind: bytes, data: bytes | None = None) -> tupl
 def read_delta(path: CheckpointPath) -> tuple[bytes, bytes | None, list[Change]]:
     """A delta's digest, its parent's digest (None in an ``AIODSTATE1`` file), and its changes.
 
-    The changes are unpickled: the checkpoint's files are trusted as the program is.
+    The changes are unpickled as plain data only (:class:`_PlainData`: a pickle naming a class or function is damage).
     """
     payload, digest, v1 = decode(path, DELTA)
     if v1:
@@ -112,6 +114,15 @@ def read_delta(path: CheckpointPath) -> tuple[bytes, bytes | None, list[Change]]
     return digest, payload[:_DIGEST], _changes(path, payload[_DIGEST:])
 
 
+class _PlainData(pickle.Unpickler):
+    """An unpickler of plain data only: a pickle that names any class or function (the only way one runs code) is
+    refused. A delta's changes are lists, tuples, bytes, None and ints, which need none; so reading a delta (a restart,
+    ``aiodstream state --operator``) runs no code of its file, even before its history is checked."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"a state delta holds plain data only, not {module}.{name}")
+
+
 def _changes(path: CheckpointPath, data: bytes) -> list[Change]:
     """A delta's pickled changes, checked to be what a commit writes: a list of ``(bytes, bytes | None, int)``.
 
@@ -119,7 +130,7 @@ def _changes(path: CheckpointPath, data: bytes) -> list[Change]:
     like a failed checksum, not a traceback.
     """
     try:
-        changes = pickle.loads(data)
+        changes = _PlainData(io.BytesIO(data)).load()
     except Exception as exc:  # any failure to unpickle bytes, None and ints (UnpicklingError, EOFError, ...) is damage
         raise StateStoreError(f"state store file {path} is damaged: its changes cannot be unpickled ({exc!r})") from exc
     if not isinstance(changes, list) or not all(

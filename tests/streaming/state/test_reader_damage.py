@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,3 +148,29 @@ def test_a_checksummed_snapshot_that_is_not_a_database_is_damage(tmp_path: Path)
     with raises_exactly(StateStoreError, f"state store file {snapshot} is damaged: it is not an SQLite database (file is "
                                          "not a database)"):
         read_state(root)
+
+
+class _RunsCode:
+    """What a crafted delta could pickle: loading it calls a function (here one that leaves a mark)."""
+
+    def __init__(self, mark: Path) -> None:
+        self.mark = mark
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (self.mark,))
+
+
+def test_a_checksummed_delta_that_names_a_function_is_damage_and_runs_nothing(tmp_path: Path) -> None:
+    """A delta's changes are unpickled as plain data only (lane L4: ``aiodstream state --operator`` ran a crafted delta's
+    code before its history was checked). A pickle that names a function is damage; the function never runs."""
+    root = make_store(tmp_path)
+    delta = partition(root) / "3.delta"
+    parent = read_delta(CheckpointPath.local(str(delta)))[1]
+    assert parent is not None
+    mark = tmp_path / "ran"
+    delta.write_bytes(encode(DELTA, parent + pickle.dumps([(b"k", _RunsCode(mark), 0)], protocol=5)))
+    with pytest.raises(StateStoreError) as info:
+        read_state(root)
+    assert str(info.value).startswith(f"state store file {delta} is damaged: its changes cannot be unpickled "
+                                      "(UnpicklingError('a state delta holds plain data only, not pathlib.Path")
+    assert not mark.exists()
