@@ -103,11 +103,20 @@ def _check_variable(name: str, entry: dict[str, Any], info: VariableInfo) -> Non
                 f"fields. Existing key_schema={old_key} and new key_schema={new_key}.")
     else:
         old_value, new_value = str(old_schema), str(new_schema)
-    if schema_types(old_value) != schema_types(new_value):
+    # A time-to-live is part of the stored value (Spark's rows carry ttlExpirationMs beside it): adding or removing one
+    # is refused as Spark refuses it (rows written without one would never expire); changing its duration is not.
+    old_ttl, new_ttl = entry.get("ttl") is not None, info.ttl_ms is not None
+    if schema_types(old_value) != schema_types(new_value) or old_ttl != new_ttl:
         raise TransformWithStateError(
             "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
             "Provided value schema does not match existing state value schema. Please check number and type "
-            f"of fields. Existing value_schema={old_value} and new value_schema={new_value}.")
+            f"of fields. Existing value_schema={_stored(old_value, old_ttl)} and new value_schema="
+            f"{_stored(new_value, new_ttl)}.")
+
+
+def _stored(schema: str, ttl: bool) -> str:
+    """A value schema as the store keeps it: with a time-to-live, the value beside its expiry (Spark's words)."""
+    return f"struct<value: struct<{schema}>, ttlExpirationMs: bigint>" if ttl else schema
 
 
 def record_schema(checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int,

@@ -81,6 +81,12 @@ def test_a_restart_with_the_same_processor_leaves_the_file_alone(tmp_path: Path)
     assert schema_file(tmp_path).stat().st_mtime_ns == before
 
 
+def test_a_time_to_live_of_another_duration_is_allowed(tmp_path: Path) -> None:
+    """As in pyspark 4.3, a variable's time-to-live may change its duration between restarts (not come or go)."""
+    record_schema(tmp_path, 0, spec(three))
+    record_schema(tmp_path, 0, spec(lambda h: h.getValueState("count", "bigint", 5_000)))
+
+
 def test_adding_a_variable_is_allowed_and_recorded(tmp_path: Path) -> None:
     """A new variable passes the check and is recorded after the old ones; one no longer declared stays recorded."""
     record_schema(tmp_path, 0, spec(three))
@@ -121,7 +127,21 @@ def test_a_variable_deleted_with_delete_if_exists_leaves_the_record(tmp_path: Pa
      "check number and type of fields. Existing key_schema=string and new key_schema=bigint."),
     (lambda h: h.getValueState("count", "n bigint, extra int", 60_000), "ProcessingTime", "Update",
      "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE] Provided value schema does not match existing state value schema. "
-     "Please check number and type of fields. Existing value_schema=bigint and new value_schema=n bigint, extra int."),
+     "Please check number and type of fields. Existing value_schema=struct<value: struct<bigint>, ttlExpirationMs: "
+     "bigint> and new value_schema=struct<value: struct<n bigint, extra int>, ttlExpirationMs: bigint>."),
+    # A time-to-live removed or added (lane L2: accepted, and rows written without one never expired), as pyspark 4.3.
+    (lambda h: h.getValueState("count", "bigint"), "ProcessingTime", "Update",
+     "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE] Provided value schema does not match existing state value schema. "
+     "Please check number and type of fields. Existing value_schema=struct<value: struct<bigint>, ttlExpirationMs: "
+     "bigint> and new value_schema=bigint."),
+    (lambda h: h.getListState("events", "string", 1_000), "ProcessingTime", "Update",
+     "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE] Provided value schema does not match existing state value schema. "
+     "Please check number and type of fields. Existing value_schema=string and new value_schema=struct<value: "
+     "struct<string>, ttlExpirationMs: bigint>."),
+    (lambda h: h.getMapState("perMerchant", "string", "int", 1_000), "ProcessingTime", "Update",
+     "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE] Provided value schema does not match existing state value schema. "
+     "Please check number and type of fields. Existing value_schema=int and new value_schema=struct<value: "
+     "struct<int>, ttlExpirationMs: bigint>."),
     (three, "ProcessingTime", "Append",
      "[STATE_STORE_INVALID_CONFIG_AFTER_RESTART] Cannot change outputMode from Update to Append between restarts. "
      "Please set outputMode to Update, or restart with a new checkpoint directory."),
