@@ -328,6 +328,12 @@ class FrameContext:
         (``spark.read.text``): the same lines in the same order, in the server's file partitions
         (Spark SQL's, not Hadoop's splits: the partition count may differ from pyspark's)."""
         paths = [path for path in name.split(",") if path]
+        for path in paths:
+            # Spark SQL's readers skip such a file silently, even named; classic's textFile fails the job (Hadoop's
+            # hidden-file filter): refused here too, so a watched directory's `_x` is an error, not lost data.
+            if path.rstrip("/").rsplit("/", 1)[-1].startswith(("_", ".")):
+                raise FileNotFoundError(f"Input path does not exist: {path} (a name starting with '_' or '.' is hidden "
+                                        "from Spark's file readers)")
         return self._from_frame(self._session.read.text(paths), lines=True)
 
     def fromDataFrame(self, df: Any) -> FrameRDD:

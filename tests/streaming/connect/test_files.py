@@ -68,6 +68,20 @@ def test_text_file_stream_reads_malformed_utf8_as_classic_spark(connect_session:
     assert "bad \ufffd\ufffd utf8" in classic[0][0]
 
 
+def test_a_new_file_named_with_an_underscore_fails_its_batch_as_on_classic(connect_session: Any, spark_context: Any,
+                                                                          tmp_path: Path) -> None:
+    """A watched directory's ``_part`` fails the batch on both engines (lane L3: Spark SQL's reader skipped it on Connect,
+    the batch ran empty and the file's lines were lost without a word), naming the file."""
+    incoming = tmp_path / "in"
+    _put(incoming, {"_part": b"lost?\n"})
+    classic, classic_errors = _batches(spark_context, lambda ssc: ssc.textFileStream(str(incoming)))
+    connect, connect_errors = _batches(connect_session, lambda ssc: ssc.textFileStream(str(incoming)))
+    assert classic == connect == [[]]  # the batch after it runs, empty: the file is not selected again
+    assert len(classic_errors) == len(connect_errors) == 1
+    assert f"Input path does not exist: file:{incoming / '_part'}" in str(classic_errors[0])
+    assert f"Input path does not exist: file:{incoming / '_part'}" in str(connect_errors[0])
+
+
 @pytest.mark.parametrize("uri", [False, True], ids=["path", "file-uri"])
 def test_binary_records_stream_reads_a_local_directory(connect_session: Any, spark_context: Any, tmp_path: Path,
                                                        uri: bool) -> None:
