@@ -41,6 +41,7 @@ from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, Str
 from ._progress_reporter import ProgressKeeper, QueryProgressListener
 from ._progress_ring import ProgressRing
 from ._query_options import ProgressTrackingOptions, Trigger, whole_number_option
+from ._regular_files import local_entry_kind
 
 __all__ = [
     "STATE_VERSION_KEY",
@@ -68,6 +69,7 @@ __all__ = [
     "holder_is_gone",
     "process_exists",
     "lease_file_lock",
+    "local_entry_kind",
     "LOCAL_FILES",
     "LocalFileManager",
     "LONG_MAX",

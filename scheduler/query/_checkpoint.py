@@ -28,6 +28,7 @@ from ._metadata_log import (
     parse_query_metadata,
     serialize_query_metadata,
 )
+from ._regular_files import local_entry_kind
 
 __all__ = [
     "GRID_INTERVAL_KEY",
@@ -436,7 +437,8 @@ class Checkpoint:
         if not self.root.exists():
             raise CheckpointError(f"no checkpoint at {self.root}: the directory does not exist", path=str(self.root))
         if not self.root.is_dir():
-            raise CheckpointError(f"no checkpoint at {self.root}: it is a file, not a directory", path=str(self.root))
+            what = local_entry_kind(os.fspath(self.root)) if self.root.is_local else "a file"
+            raise CheckpointError(f"no checkpoint at {self.root}: it is {what}, not a directory", path=str(self.root))
         self.root.listdir()  # one the user may not read raises its OSError naming it, not "it has no metadata file"
         if not (self.metadata_path.exists() or self.offsets.directory.is_dir() or self.commits.directory.is_dir()):
             raise CheckpointError(

@@ -13,7 +13,7 @@ import stat
 
 from .._errors import CorruptCheckpointError
 
-__all__ = ["local_kind", "not_a_regular_file", "read_regular_file"]
+__all__ = ["local_entry_kind", "local_kind", "not_a_regular_file", "read_regular_file"]
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link"))
@@ -37,6 +37,18 @@ def local_kind(path: str) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     return "file"
+
+
+def local_entry_kind(path: str) -> str:
+    """What is at ``path``, for a message that it is not what was expected: ``"a file"``, ``"a directory"``, ``"a loop of
+    symbolic links"``, ``"a symbolic link to nothing"``, ``"a FIFO"``, ... (``"nothing"`` if nothing is there)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a loop of symbolic links"
+        return "a symbolic link to nothing" if os.path.islink(path) else "nothing"
+    return "a file" if stat.S_ISREG(mode) else _kind(mode)
 
 
 def not_a_regular_file(path: str, what: str) -> CorruptCheckpointError:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence, overload
 import attrs
 
 from scheduler import CheckpointPath, CommitLog, parse_batch_file_name, task_checkpoint_path
+from scheduler.query import local_entry_kind
 
 from ._batch_versions import BatchVersions
 from ._partition_files import PartitionFiles, parse_partition_count
@@ -125,7 +126,9 @@ def _state_root(checkpoint: str | os.PathLike[str] | CheckpointPath) -> tuple[Ch
     """The checkpoint, and the directory holding its operators' stores (``<ckpt>/stateful/state``, or ``<ckpt>/state``)."""
     root = task_checkpoint_path(checkpoint)
     if not root.is_dir():
-        what = "it is a file, not a directory" if root.exists() else "the directory does not exist"
+        what = "the directory does not exist"
+        if root.exists():
+            what = f"it is {local_entry_kind(os.fspath(root)) if root.is_local else 'a file'}, not a directory"
         raise StateNotFoundError(f"no checkpoint at {root}: {what}")
     root.listdir()  # one the user may not read raises its OSError naming it, not "no state store in it"
     for base in (root / _STATEFUL, root):

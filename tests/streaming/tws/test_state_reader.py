@@ -464,6 +464,9 @@ def test_the_command_line_reports_damage_and_misuse(tmp_path: Path, capsys: pyte
 @pytest.mark.parametrize(("args", "message"), [
     (["{missing}"], "no checkpoint at {missing}: the directory does not exist"),
     (["{file}"], "no checkpoint at {file}: it is a file, not a directory"),
+    # (lane L4: a link looping to itself was called "a file")
+    (["{loop}"], "no checkpoint at {loop}: it is a loop of symbolic links, not a directory"),
+    (["{fifo}"], "no checkpoint at {fifo}: it is a FIFO, not a directory"),
     (["{ck}", "--operator", "7"], "no state of operator 7 in {ck}/stateful/state: {ck}/stateful/state/7 does not exist "
      "(operators held: [0])"),
     (["{ck}", "--operator", "0", "--batch", "1000"], "no state of batch 1000 in {ck}: operator 0 has written batches up to 5"),
@@ -475,9 +478,13 @@ def test_the_command_line_exits_2_for_what_the_checkpoint_does_not_hold(
     """A missing checkpoint, a file in its place, an operator or a batch it does not hold: the arguments' fault, exit 2
     (4 is for damage)."""
     (tmp_path / "file").write_text("not a checkpoint")
-    names = {"missing": tmp_path / "missing", "file": tmp_path / "file", "ck": sessions}
-    assert main(["state", *(a.format(**names) for a in args)]) == 2
-    assert capsys.readouterr().err == f"aiodstream state: error: {message.format(**names)}\n"
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    os.mkfifo(tmp_path / "fifo")
+    names = {"missing": tmp_path / "missing", "file": tmp_path / "file", "loop": tmp_path / "loop",
+             "fifo": tmp_path / "fifo", "ck": sessions}
+    for command in ("state", "checkpoint") if args[0] in ("{loop}", "{fifo}") else ("state",):
+        assert main([command, *(a.format(**names) for a in args)]) == 2
+        assert capsys.readouterr().err == f"aiodstream {command}: error: {message.format(**names)}\n"
 
 
 def test_an_empty_checkpoint_path_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
