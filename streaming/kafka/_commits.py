@@ -39,7 +39,8 @@ class CommitQueue:
         self._log = library_logger("aiodstream.kafka", component="CommitQueue", group=self.group_id)
 
     def add(self, ranges: Sequence[OffsetRange], callback: CommitCallback | None) -> None:
-        """Queue ``ranges``' ends; ``callback`` (if given) replaces the one called after the next commit, as Spark's does.
+        """Queue ``ranges``' ends; ``callback`` replaces the one called after the next commit, as Spark's does (``None``,
+        Spark's ``commitAsync(offsetRanges)``, leaves none).
 
         Raises:
             TypeError: ``ranges`` is not a list of ``OffsetRange``.
@@ -54,8 +55,7 @@ class CommitQueue:
                              "pass e.g. {'group.id': 'my-app', ...} to createDirectStream")
         with self._lock:
             self._queued.extend(ranges)
-            if callback is not None:
-                self._callback = callback
+            self._callback = callback
 
     def take(self) -> tuple[dict[TopicAndPartition, int], CommitCallback | None]:
         """What is queued, each partition at its highest ``untilOffset``, and the callback; the queue is emptied."""

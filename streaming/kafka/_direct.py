@@ -129,8 +129,9 @@ class DirectKafkaInputDStream(InputDStream):
 
         Spark 0-10's ``CanCommitOffsets.commitAsync``: the driver commits, each partition at the
         highest end queued for it; ``callback(offsets, exception)`` runs after that commit (the
-        newest callback given). For monitoring tools only: a restart resumes from the offsets
-        log, never from these commits. What is queued when the context stops is not committed.
+        newest call's: one without a callback leaves none, as Spark's ``commitAsync(offsetRanges)``).
+        For monitoring tools only: a restart resumes from the offsets log, never from these commits.
+        What is queued when the context stops is not committed.
 
         Raises:
             TypeError: ``offsetRanges`` is not a list of ``OffsetRange``.

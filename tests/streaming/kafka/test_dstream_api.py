@@ -77,8 +77,10 @@ def test_a_message_handler_reads_decoded_key_and_message_and_metadata() -> None:
     assert KafkaMessageAndMetadata("t", 0, 0, None, None).key is None
 
 
-def test_commit_queue_merges_each_partitions_highest_end_and_keeps_the_newest_callback() -> None:
-    """Spark's commitAll: per partition the highest untilOffset queued; the queue is empty afterwards."""
+def test_commit_queue_merges_each_partitions_highest_end_and_keeps_the_newest_calls_callback() -> None:
+    """Spark's commitAll: per partition the highest untilOffset queued; the queue is empty afterwards. The callback is
+    the newest call's, as Spark's ``commitCallback.set(callback)``: a call without one leaves none (lane L1: the one
+    before was kept)."""
     queue = CommitQueue({**BROKERS, "group.id": "g"})
 
     def first(offsets: Any, error: Any) -> None: ...
@@ -86,9 +88,10 @@ def test_commit_queue_merges_each_partitions_highest_end_and_keeps_the_newest_ca
 
     queue.add([OffsetRange("t", 0, 0, 5), OffsetRange("t", 1, 0, 2)], first)
     queue.add([OffsetRange("t", 0, 5, 4 + 5)], second)
-    queue.add([OffsetRange("t", 0, 0, 3)], None)
     assert queue.take() == ({TopicAndPartition("t", 0): 9, TopicAndPartition("t", 1): 2}, second)
     assert queue.take() == ({}, second)
+    queue.add([OffsetRange("t", 0, 0, 3)], None)
+    assert queue.take() == ({TopicAndPartition("t", 0): 3}, None)
 
 
 def test_commit_async_needs_a_group_and_offset_ranges() -> None:
