@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import socket
+import struct
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any, AsyncIterator, Iterator
@@ -339,33 +340,28 @@ async def test_an_upgrade_split_across_two_reads_is_refused_too(split: int) -> N
     assert (connection.reason, server.eof) == (None, True)
 
 
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the process's descriptors in /proc")
 async def test_a_client_reset_while_pipelined_answers_flow_leaves_no_descriptor_behind() -> None:
     """Clients that pipeline requests and reset their connection while the answers flow: once the relay is done with
     them, the process holds the descriptors it held before. On trio, Hypercorn's side of a connection the relay closed
     while it still had pipelined answers to send was never closed (lane K6: one descriptor per such client, for good):
     the relay now takes what the server still sends for up to 10 s before it closes its end."""
-    request = b"GET /static/app.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 50
+    pipelined = b"GET /static/app.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 50
     with anyio.fail_after(GUARD_S):
         async with served(idleTimeout=DAY, writeTimeout=DAY) as (ui, port):
             async with await anyio.connect_tcp("127.0.0.1", port) as warm:
-                assert (await request_of(warm, port))[0] == 200
+                assert (await request(warm, "/static/app.js", port))[0] == 200
             await wait_settled(ui)
             before = open_descriptors()
             for _ in range(10):
                 stream = await anyio.connect_tcp("127.0.0.1", port)
-                await stream.send(request)
+                await stream.send(pipelined)
                 assert await stream.receive(1)  # the answers flow
                 _reset(stream)
                 await stream.aclose()
             await wait_settled(ui)
             while open_descriptors() > before:  # what the server still holds goes once it ends its side
                 await anyio.lowlevel.checkpoint()
-
-
-async def request_of(stream: anyio.abc.SocketStream, port: int) -> tuple[int, bytes]:
-    return await request(stream, "/static/app.js", port)
 
 
 async def wait_settled(ui: StreamingUI) -> None:
@@ -375,6 +371,4 @@ async def wait_settled(ui: StreamingUI) -> None:
 
 
 def _reset(stream: anyio.abc.SocketStream) -> None:
-    import struct
-
     stream.extra(anyio.abc.SocketAttribute.raw_socket).setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
