@@ -114,7 +114,7 @@ def test_a_lease_file_is_created_once_and_taken_over_only_from_a_dead_process_of
     (b'{"host": "%s", "pid": true}' % socket.gethostname().encode(), False),
     (b'{"host": "%s", "pid": %d}' % (socket.gethostname().encode(), os.getpid()), False),
     (b"[" * 100_000, False),
-])
+], ids=["not json", "no pid", "pid not a number", "this process", "nested too deep"])
 def test_a_holder_record_that_cannot_be_checked_counts_as_alive(record: bytes, gone: bool) -> None:
     """Unreadable records, missing or odd pids and this very process are never taken for a dead holder."""
     assert holder_is_gone(record) is gone
