@@ -222,9 +222,10 @@ class SocketInputDStream(ReceiverInputDStream):
         group = f"aiodstream-receiver-{self.id}-{uuid.uuid4().hex[:8]}"
         token = new_token()
         door = FrontDoor(token, receiver_roles(self.id), self.network, name=f"{self.receiver_name} control channel")
+        # A listener on each address the bind name resolves to (a host name may have an IPv6 and an
+        # IPv4 one, as Fedora's localhost has), all on one port: the task may reach any of them.
         listeners = await anyio.create_tcp_listener(local_host=bind, local_port=0)
-        listener = cast(anyio.abc.SocketListener, listeners.listeners[0])  # one address: one listener
-        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        port = cast(anyio.abc.SocketListener, listeners.listeners[0]).extra(anyio.abc.SocketAttribute.local_port)
         job_error: list[BaseException] = []
         session = _Session()
         try:
@@ -232,7 +233,7 @@ class SocketInputDStream(ReceiverInputDStream):
                 spec = self._task_spec(host, port, token)
                 self.control_port = port
                 tg.start_soon(self._job, spec, group, job_error, tg.cancel_scope)
-                tg.start_soon(door.serve, listener, partial(self._control_session, session, spec.rate), tg)
+                tg.start_soon(door.serve, listeners, partial(self._control_session, session, spec.rate), tg)
                 await session.ended.wait()
                 if session.outcome.restart and not session.outcome.dropped:
                     # The connection broke: if the task failed, its job's error says why.

@@ -53,7 +53,7 @@ IDLE_TIMEOUT_KEY = "spark.network.timeout"
 """Spark's default network timeout; here: how long an admitted connection may send nothing (default 120 s)."""
 
 MAX_UNAUTHENTICATED_KEY = "spark.aiodstream.network.maxUnauthenticatedConnections"
-"""How many connections may be proving their hello at once (default 16); more are closed at once."""
+"""How many connections may be proving their hello at once (default 16); one more closes the oldest of them."""
 
 _MAX_TIMEOUT_MS = 86_400_000
 """Time settings of a front door are at most a day (a longer one is a typo, and would overflow a timer)."""

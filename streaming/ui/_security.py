@@ -281,7 +281,9 @@ class _Credentials:
         conn = HTTPConnection(scope)
         offered = conn.query_params.getlist("token")
         if offered and security.token is not None and scope["type"] == "http":
-            if len(offered) == 1 and security.token_matches(offered[0]):
+            # The token in the link (once or repeated): a cookie, and the same URL without it. A stale
+            # one falls through to the header and the cookie, which may still let the request in.
+            if all(security.token_matches(one) for one in offered):
                 rest = urlencode([(k, v) for k, v in conn.query_params.multi_items() if k != "token"])
                 root = scope.get("root_path", "").rstrip("/")
                 # One leading slash: "//host/..." would send the browser to another site.
@@ -293,7 +295,7 @@ class _Credentials:
                                     httponly=True, samesite="lax", secure=_over_https(scope, conn.headers))
                 await response(scope, receive, send)
                 return
-        elif security.authenticated(conn.headers.get("authorization"), *self._cookie_of(conn)):
+        if security.authenticated(conn.headers.get("authorization"), *self._cookie_of(conn)):
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":

@@ -525,6 +525,40 @@ def test_a_socket_receiver_on_an_executor_writes_blocks_that_the_batches_read(co
     assert [line for entry in blocks for line in read_block_file(str(log / str(entry)))] == lines
 
 
+def test_a_receiver_on_an_executor_is_heard_on_every_address_of_the_drivers_bind_name(
+        contexts: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bind name may resolve to two addresses (Fedora's localhost: ::1 and 127.0.0.1), and anyio then opens a listener
+    on each, on one port: the control channel serves all of them, whichever the task's connection reaches (lane M1:
+    only the first was served, and a task reaching the other waited for its challenge until it timed out, forever)."""
+    from anyio.abc import SocketAttribute
+    from anyio.streams.stapled import MultiListener
+
+    open_listener = anyio.create_tcp_listener
+
+    async def two_addresses(*, local_host: str | None = None, local_port: int = 0, **kwargs: Any) -> Any:
+        first = await open_listener(local_host="::1", local_port=local_port, **kwargs)  # not the task's address
+        port = first.listeners[0].extra(SocketAttribute.local_port)
+        second = await open_listener(local_host="127.0.0.1", local_port=port, **kwargs)  # spark.driver.host's
+        return MultiListener([*first.listeners, *second.listeners])
+
+    monkeypatch.setattr(anyio, "create_tcp_listener", two_addresses)
+    lines = [f"line {i}" for i in range(200)]
+    server = LineServer([lines])
+    ssc, recorder = contexts(0.5)
+    ssc.checkpoint(str(tmp_path / "ck"))
+    got: list[str] = []
+    ssc.socketTextStream("127.0.0.1", server.port, restartDelay=0.1, placement="executor").foreachRDD(
+        lambda rdd: got.extend(rdd.collect()))
+    try:
+        ssc.start()
+        recorder.wait_for_records(len(lines))
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    finally:
+        server.close()
+    assert got == lines
+    assert not recorder.of_type(ReceiverError)  # the task reached the channel the first time
+
+
 def test_a_receiver_on_an_executor_needs_a_shared_checkpoint_and_a_known_placement(contexts: Any) -> None:
     """Without a checkpoint the start is refused (the blocks go into its WAL); an unknown placement is refused at once."""
     ssc, _ = contexts(0.5)

@@ -178,6 +178,12 @@ async def test_a_token_link_sets_an_httponly_cookie_and_redirects_without_the_to
     assert status == 401 and "set-cookie" not in headers
     status, headers, _ = await call(app, f"//evil.example/?token={TOKEN}")
     assert status == 303 and headers["location"] == ["/evil.example/"]
+    # The link's token repeated is still the token; a stale one beside a valid cookie or header does not undo them.
+    status, headers, _ = await call(app, f"/api/v1/contexts?token={TOKEN}&token={TOKEN}")
+    assert status == 303 and headers["location"] == ["/api/v1/contexts"] and "set-cookie" in headers
+    assert (await call(app, f"/api/v1/contexts?token={TOKEN}&token=stale"))[0] == 401
+    assert (await call(app, "/api/v1/contexts?token=stale", {"Cookie": f"{name}={value}"}))[0] == 200
+    assert (await call(app, "/api/v1/contexts?token=stale", {"Authorization": f"Bearer {TOKEN}"}))[0] == 200
 
 
 @pytest.mark.parametrize(("header", "secure"), [
