@@ -58,8 +58,8 @@ class _JobRun:
 
     __slots__ = ("done", "epoch", "fails", "pending", "running", "seq", "stage", "stages")
 
-    def __init__(self, seq: int, stages: Sequence[Sequence[int]], fails: bool) -> None:
-        self.seq = seq
+    def __init__(self, stages: Sequence[Sequence[int]], fails: bool) -> None:
+        self.seq = -1  # numbered when the cluster lets it in
         self.epoch = 0  # bumped by every restart, so a stale stage timer knows it is stale
         self.stages = stages
         self.stage = -1
@@ -121,6 +121,9 @@ class SimulatedCluster:
         self._timer: TimerHandle | None = None
         self._timer_at = -1
         self._down = False
+        # Jobs that reached the cluster at this instant, and the timer that lets them in once every task due at it ran.
+        self._arrivals: list[tuple[tuple[int, ...], int, _JobRun, bool, float]] = []
+        self._admission: TimerHandle | None = None
 
     @property
     def free_slots(self) -> int:
@@ -132,7 +135,8 @@ class SimulatedCluster:
         """Tasks running now."""
         return len(self._running)
 
-    async def run(self, stages: Sequence[Sequence[int]], *, fails: bool = False, overhead_ms: float = 0.0) -> None:
+    async def run(self, stages: Sequence[Sequence[int]], *, fails: bool = False, overhead_ms: float = 0.0,
+                  order: tuple[int, ...] = ()) -> None:
         """Run one job to completion: ``stages[i]`` holds the durations (ms) of stage ``i``'s tasks.
 
         The job first spends the cluster's job overhead plus ``overhead_ms`` on the driver
@@ -141,22 +145,39 @@ class SimulatedCluster:
         With ``fails``, the job fails at the end of its last stage: the context goes down for
         the downtime, every job in flight loses its running tasks and starts over, and this one
         then runs again (and succeeds).
+
+        ``order`` places the job among those that reach the cluster at the same instant (the
+        simulated graph passes its batch's time and its output operation's index): they are let
+        in together, in that order, once every task due at that instant ran. So the run is the
+        same whatever order those tasks ran in (trio shuffles tasks woken together).
         """
-        job = _JobRun(next(self._seq), stages, fails)
         overhead = self._job_overhead + overhead_ms
         tracked = overhead > 0 and self._driver_tracked
         if overhead > 0 and not tracked:
             await self._clock.sleep_until(Time(self._clock.now().milliseconds + math.ceil(overhead)))
-        self._active[job.seq] = job
-        if tracked:  # on a driver thread (and the processors): its first stage follows it
-            self._advance()
-            self._driver_work(job, overhead)
-            self._arm()
-        else:
-            self._next_stage(job)
+        job = _JobRun(stages, fails)
+        self._arrivals.append((order, len(self._arrivals), job, tracked, overhead))
+        if self._admission is None:
+            self._admission = self._clock.call_at(self._now(), self._admit)
         await job.done.wait()
 
-    # -- bookkeeping, all synchronous: called from run() and from the clock's timer --
+    # -- bookkeeping, all synchronous: called from the clock's timers --
+
+    def _admit(self) -> None:
+        # The jobs that reached the cluster at this instant, in their order: each is numbered (FIFO and FAIR order by
+        # that number), then starts on a driver thread (and the processors), or with its first stage.
+        self._admission = None
+        arrivals = sorted(self._arrivals, key=_arrival_key)
+        self._arrivals = []
+        for _, _, job, tracked, overhead in arrivals:
+            job.seq = next(self._seq)
+            self._active[job.seq] = job
+            if tracked:  # its first stage follows its driver work
+                self._advance()
+                self._driver_work(job, overhead)
+                self._arm()
+            else:
+                self._next_stage(job)
 
     def _now(self) -> int:
         return self._clock.now().milliseconds
@@ -348,6 +369,10 @@ def _fair_key(job: _JobRun) -> tuple[int, int]:
 
 def _seq_key(job: _JobRun) -> int:
     return job.seq
+
+
+def _arrival_key(arrival: tuple[tuple[int, ...], int, _JobRun, bool, float]) -> tuple[tuple[int, ...], int]:
+    return arrival[0], arrival[1]
 
 
 class _ForJob:

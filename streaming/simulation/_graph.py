@@ -166,7 +166,7 @@ class SimulatedGraph:
         time = batch.time
         cluster = self.cluster
         jobs = []
-        for alone, work, rng, name, description, overhead_of in self._operations:
+        for index, (alone, work, rng, name, description, overhead_of) in enumerate(self._operations):
             if alone is not None:
                 ms = alone(batch, rng)
                 if overhead_of is not None:
@@ -179,7 +179,8 @@ class SimulatedGraph:
                     fn = self._sleeper(overhead + sum(max(stage, default=0) for stage in stages))
                 else:
                     fails = self._failure_p > 0 and self._failure_rng.random() < self._failure_p
-                    fn = functools.partial(cluster.run, stages, fails=fails, overhead_ms=overhead)
+                    fn = functools.partial(cluster.run, stages, fails=fails, overhead_ms=overhead,
+                                           order=(time.milliseconds, index))
             jobs.append(Job(time, fn, name=name, description=description, is_async=True))
         return jobs
 
