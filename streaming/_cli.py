@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from ._cli_checkpoint import EXIT_OK, EXIT_USAGE, add_checkpoint
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 from ._cli_state import add_state
 
 __all__ = ["build_parser", "main"]
@@ -56,10 +59,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         status: int = args.handler(args)
-    except KeyboardInterrupt:  # Ctrl-C: the handler's `finally` blocks have run (progress erased, files closed)
+    except BaseException as exc:  # Ctrl-C: the handler's `finally` blocks have run (progress erased, files closed)
+        if not _interrupted(exc):
+            raise
         print(f"aiodstream {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return status
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C's KeyboardInterrupt, alone or in an exception group (trio's run raises it in one)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None
 
 
 _CLI_HANDLER = "aiodstream-cli"
@@ -78,7 +90,16 @@ def _configure_logging(verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.set_name(_CLI_HANDLER)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_not_a_model_error)
     logger.addHandler(handler)
+
+
+def _not_a_model_error(record: logging.LogRecord) -> bool:
+    # A simulated model that drew what no run can take fails its batch, which the engine logs with
+    # its traceback; the command says why in one line instead (_model_failed).
+    from .simulation import ModelError
+
+    return not (record.exc_info and isinstance(record.exc_info[1], ModelError))
 
 
 # -- simulate --
@@ -316,6 +337,8 @@ def _cannot_write(exc: OSError, option: str) -> int:
 
 
 def _run_one(args: argparse.Namespace, model: Any, progress: _Progress) -> int:
+    from scheduler import JobFailedError
+
     from .simulation import TraceRecorder, plot_run, simulate
 
     listeners = []
@@ -330,6 +353,8 @@ def _run_one(args: argparse.Namespace, model: Any, progress: _Progress) -> int:
         listeners.append(recorder)
     try:
         result = simulate(model, listeners=listeners, progress=progress.batches, backend=args.backend)
+    except JobFailedError as exc:
+        return _model_failed(args, exc)
     finally:
         progress.done()
         if recorder is not None:
@@ -355,11 +380,29 @@ def _run_one(args: argparse.Namespace, model: Any, progress: _Progress) -> int:
     return EXIT_OK
 
 
+def _model_failed(args: argparse.Namespace, exc: Exception) -> int:
+    """A model that drew what no run can take (a duration beyond Spark's range): one line and the usage status."""
+    from .simulation import ModelError
+
+    cause = exc.__cause__
+    if not isinstance(cause, ModelError):
+        raise exc
+    at = getattr(exc, "batch_time_ms", None)
+    where = f"{args.model}: " if args.model else ""
+    print(f"aiodstream simulate: error: {where}{cause}" + (f" (at the batch of {at} ms)" if at is not None else ""),
+          file=sys.stderr)
+    return EXIT_USAGE
+
+
 def _run_sweep(args: argparse.Namespace, model: Any, intervals: list[Any], concurrency: list[int], progress: _Progress) -> int:
+    from scheduler import JobFailedError
+
     from .simulation import plot_sweep, sweep
 
     try:
         result = sweep(model, intervals, concurrency, progress=progress.point, backend=args.backend)
+    except JobFailedError as exc:
+        return _model_failed(args, exc)
     finally:
         progress.done()
     if args.json:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from scheduler import StreamingError
+from scheduler import MAX_MILLISECONDS, StreamingError
 
 __all__ = [
     "ModelError",
@@ -64,7 +64,15 @@ def whole(field: str, value: object, *, minimum: int) -> int:
 
 
 def whole_ms(value: float) -> int:
-    """A sample in whole milliseconds, as the runtime's durations are: rounded to the nearest (ties to even), never negative."""
+    """A sample in whole milliseconds, as the runtime's durations are: rounded to the nearest (ties to even), never negative.
+
+    Raises:
+        ModelError: the sample is not finite, or longer than any duration Spark can hold (a model whose spread
+            reaches that far, e.g. a log-normal's ``sigma`` of 10, would otherwise fail deep in the runtime).
+    """
+    if not math.isfinite(value) or value > MAX_MILLISECONDS:
+        raise ModelError("duration", f"a sample of {value:g} ms is beyond Spark's range of durations ({MAX_MILLISECONDS} ms): "
+                                     "the distribution's parameters draw durations no run can take")
     return max(0, round(value))
 
 

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from streaming._cli import main
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup, ExceptionGroup
 from streaming.simulation import read_trace
 
 MODEL = """\
@@ -188,3 +191,37 @@ def test_ctrl_c_during_a_sweep_is_one_line_and_status_130(model_file: Path, caps
         pytest.fail("the KeyboardInterrupt left main(): the console script prints its traceback")
     assert status == 130
     assert capsys.readouterr().err == "aiodstream simulate: interrupted\n"
+
+
+def test_ctrl_c_inside_an_exception_group_is_one_line_and_status_130_too(
+        model_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """On trio (``--backend trio``) Ctrl-C leaves the run inside an exception group: still one line and 130 (lane M2: a
+    traceback of the group and status 1); a group without a KeyboardInterrupt is not taken for one."""
+    import streaming.simulation
+
+    raised: list[BaseException] = [BaseExceptionGroup("run", [KeyboardInterrupt()]), ExceptionGroup("run", [ValueError("x")])]
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise raised.pop(0)
+
+    monkeypatch.setattr(streaming.simulation, "simulate", fails)
+    assert main(["simulate", str(model_file), "--backend", "trio"]) == 130
+    assert capsys.readouterr().err == "aiodstream simulate: interrupted\n"
+    with pytest.raises(ExceptionGroup):
+        main(["simulate", str(model_file), "--backend", "trio"])
+
+
+def test_a_model_drawing_a_duration_beyond_sparks_range_is_one_line_and_status_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """A log-normal of sigma 10 draws, some hours in, a sample beyond a Java long of milliseconds: the command says so in
+    one line with the batch, status 2 (lane M3: a JobFailedError traceback and status 1, hours into a run)."""
+    status = main(["simulate", "--no-progress", "--interval", "1s", "--op", "kind=normal,mean=0,stddev=1e308",
+                   "--batches", "5"])
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert err == ("aiodstream simulate: error: duration: a sample of -inf ms is beyond Spark's range of durations "
+                   "(9223372036854775807 ms): the distribution's parameters draw durations no run can take (at the batch "
+                   "of 1000 ms)\n")
+    status = main(["simulate", "--no-progress", "--interval", "1s", "--op", "kind=lognormal,median=100ms,sigma=60",
+                   "--sweep-intervals", "1s,2s", "--batches", "50"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("aiodstream simulate: error: duration: a sample of ") and err.count("\n") == 1, err
