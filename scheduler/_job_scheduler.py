@@ -28,8 +28,12 @@ from ._job_set import JobSet
 from ._logging import library_logger
 from ._protocols import BatchHook, BatchPlanner, CountingGraph, JobGraph, JobSchedulerListener, ReceivingGraph
 from ._streams import YIELD_EVERY, Mailbox
-from ._time import Duration, Milliseconds, Time
+from ._time import Duration, Milliseconds, Minutes, Time
 from ._work import WorkTracker
+
+RUNNING_JOB_GRACE: Duration = Minutes(60)
+"""How long a graceful stop waits for a running job to end: Spark's graceful ``JobScheduler.stop`` gives the jobs it
+submitted an hour (``jobExecutor.awaitTermination(1, HOURS)``), whatever ``spark.streaming.gracefulStopTimeout`` says."""
 
 __all__ = ["JobAbandonedError", "JobScheduler", "JobSchedulerStatistics"]
 
@@ -190,8 +194,8 @@ class JobScheduler:
         run to completion and finalised (hooks included). ``timeout`` bounds the time without
         progress, not the whole drain: a stop behind late batches drains them as long as jobs
         keep finishing, and gives up once ``timeout`` passes with no job finished and no batch
-        generated or finalised; what is left then is abandoned as in an immediate stop.
-        (Spark bounds only the wait for the generator and then gives queued jobs an hour.)
+        generated or finalised while no job runs (a running job gets :data:`RUNNING_JOB_GRACE`,
+        Spark's hour); what is left then is abandoned as in an immediate stop.
 
         Immediate: no new batch is generated; queued jobs are dropped; running jobs get
         ``abandon_after`` to finish, then each one's ``cancel`` hook is called (Spark's job group
@@ -499,15 +503,14 @@ class JobScheduler:
         await self._tracker.wait_idle()
 
     async def _drain(self, timeout: Duration | None) -> bool:
-        """Wait until idle; False once ``timeout`` passes (on the clock) without any work ending or advancing.
+        """Wait until idle; False once ``timeout`` (:data:`RUNNING_JOB_GRACE` while a job runs) passes without progress.
 
-        The deadline moves with progress: late batches that keep finishing are drained whatever
-        their number, while a job that never ends still ends the wait ``timeout`` after the last
-        thing that moved.
+        The deadline moves with progress: late batches that keep finishing are drained whatever their number.
         """
         tracker = self._tracker
         while tracker.in_flight:
-            if self._discard_jobs or not await run_with_timeout(self._clock, timeout, tracker.wait_progress):
+            wait = max(timeout, RUNNING_JOB_GRACE) if timeout is not None and self._running else timeout
+            if self._discard_jobs or not await run_with_timeout(self._clock, wait, tracker.wait_progress):
                 return False  # (refused work: what is queued never runs, so the stop goes on as an immediate one)
         return True
 

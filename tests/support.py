@@ -385,15 +385,18 @@ def connect_params(names: Sequence[str], defaults: Sequence[str], not_yet: dict[
 
 
 def holds(root: object, target: object) -> bool:
-    """Whether ``target`` is reachable from ``root`` by references (classes and modules not followed).
+    """Whether ``target`` is reachable from ``root`` by references (classes, modules and their globals not followed).
 
     For "this object lets go of that one": unlike a weak reference checked after ``gc.collect()``, it does not depend
-    on a worker thread that may still hold the target for a moment after its last job.
+    on a worker thread that may still hold the target for a moment after its last job. A function's or a frame's
+    module globals are not followed: through them every object of the process is reachable, and the walk took a
+    minute in a test run's large process on a loaded machine (what a module holds for good is not an object's hold).
     """
     import gc
     import types
 
-    seen, todo = {id(root)}, [root]
+    seen = {id(root)} | {id(vars(module)) for module in list(sys.modules.values()) if module is not None}
+    todo = [root]
     while todo:
         for referent in gc.get_referents(todo.pop()):
             if referent is target:

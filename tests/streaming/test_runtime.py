@@ -13,6 +13,7 @@ from scheduler import (
     JobFailedError,
     ManualClock,
     Milliseconds,
+    Minutes,
     Seconds,
     StreamingStateError,
     Time,
@@ -181,7 +182,8 @@ async def test_graceful_stop_runs_the_pending_tick_and_drains(clock: ManualClock
 
 
 async def test_graceful_stop_times_out_and_abandons(clock: ManualClock) -> None:
-    """A graceful stop gives up after its timeout, abandoning a job that never ends, and still stops."""
+    """A graceful stop gives a running job an hour (Spark's graceful JobScheduler.stop), not just its timeout; then it
+    gives up, abandoning the job that never ends, and still stops."""
     gate = Gate()
     cancelled: list[str] = []
     rec = EventRecorder()
@@ -204,7 +206,10 @@ async def test_graceful_stop_times_out_and_abandons(clock: ManualClock) -> None:
                 clock.advance(Seconds(1))  # the extra tick fires; batch 2000 queues behind 1000
                 await settle()  # batch 2000 generated (progress), the graceful-stop deadline parked after it
                 assert clock.sleepers == 1
-                clock.advance(Seconds(5))
+                clock.advance(Seconds(5))  # the timeout, while batch 1000's job runs: the stop waits on for it
+                await settle()
+                assert rt.state is StreamingContextState.ACTIVE and clock.sleepers == 1
+                clock.advance(Minutes(60) - Seconds(5))
         assert rt.state is StreamingContextState.STOPPED
     assert any(e["event"] == "timed out while stopping the job generator" for e in logs)
     assert cancelled == ["1000 ms"]
