@@ -208,7 +208,7 @@ async def test_graceful_stop_times_out_and_abandons(clock: ManualClock) -> None:
                 assert clock.sleepers == 1
                 clock.advance(Seconds(5))  # the timeout, while batch 1000's job runs: the stop waits on for it
                 await settle()
-                assert rt.state is StreamingContextState.ACTIVE and clock.sleepers == 1
+                assert rt.state is StreamingContextState.ACTIVE and clock.sleepers == 1 and cancelled == []
                 clock.advance(Minutes(60) - Seconds(5))
         assert rt.state is StreamingContextState.STOPPED
     assert any(e["event"] == "timed out while stopping the job generator" for e in logs)
