@@ -13,7 +13,8 @@ compared with the first, as if one were a prediction of the other. No model can 
 run than another run of the same program on the same machine. Prints one JSON object with the
 machine's load at the start and end of each master's recordings and, for each configuration, the
 errors on the traces the test suite keeps (``tests/streaming/simulation/data/fidelity``, recorded
-once on a quiet machine): the suite checks the model on those, deterministically; this benchmark
+once at niceness -20 on a machine other jobs kept at load 12-17, as its ``manifest.json`` says):
+the suite checks the model on those, deterministically; this benchmark
 is where a live run, and so the machine's speed and load, meets the model. ``--quick`` records
 ``local[2]`` with two and three jobs only (about two and a half minutes instead of eight).
 """

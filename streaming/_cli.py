@@ -197,11 +197,11 @@ examples:
   aiodstream calibrate --program wordcount.py --master 'local[2]' --concurrency 1,2,3 --batches 40 --out runs/
   aiodstream calibrate runs/wordcount-c1.jsonl runs/wordcount-c2.jsonl runs/wordcount-c3.jsonl
 
-With --program, the program runs once per concurrency, unchanged, in a child process (its master
-and settings are passed as spark-submit passes them; it must not hard-code a master), recording
---batches batches each; the first run is the calibration. With traces, the first trace is the
-calibration. A trace is recorded by any run with spark.aiodstream.trace.path set (or
-StreamingContext.record_trace). The report gives, for every run, the median and p95 processing
+With --program, the program runs once per concurrency, unchanged but for its import (from streaming
+import StreamingContext), in a child process (its master and settings are passed as spark-submit
+passes them; it must not hard-code a master), recording --batches batches each; the first run is
+the calibration. With traces, the first trace is the calibration. A trace is recorded by any run
+with spark.aiodstream.trace.path set (or StreamingContext.record_trace). The report gives, for every run, the median and p95 processing
 and scheduling delays measured and simulated in its configuration.
 """
 

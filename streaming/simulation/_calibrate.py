@@ -20,6 +20,7 @@ recorded run and reports the median and p95 delays of both, with the relative er
 
 from __future__ import annotations
 
+import ast
 import itertools
 import math
 import os
@@ -425,7 +426,7 @@ def record_run(
     python: str = sys.executable,
     timeout: float | None = None,
 ) -> Trace:
-    """Run a pyspark.streaming program once, unchanged, recording a trace of its first ``batches`` batches.
+    """Run a pyspark.streaming program once, its import changed, recording a trace of its first ``batches`` batches.
 
     The program runs in a child process with Spark's settings passed the way ``spark-submit``
     passes them (``PYSPARK_SUBMIT_ARGS``): ``spark.aiodstream.trace.path`` records the run and
@@ -447,8 +448,9 @@ def record_run(
 
     Raises:
         ModelError: the program failed (its exit status and the end of its stderr are in the
-            message), or left no trace.
+            message), or left no trace, or still takes its StreamingContext from pyspark.streaming.
     """
+    _check_import(program)
     settings = {"spark.aiodstream.trace.path": os.fspath(trace), "spark.aiodstream.trace.batches": str(batches),
                 "spark.ui.enabled": "true", "spark.ui.port": "0", "spark.ui.showConsoleProgress": "false"}
     if concurrent_jobs is not None:
@@ -468,3 +470,23 @@ def record_run(
         raise ModelError("program", f"{program} left no trace at {trace}: does it create a StreamingContext from "
                                     "aiodstream's streaming package and start it?")
     return read_trace(trace)
+
+
+def _check_import(program: str | os.PathLike[str]) -> None:
+    """Refuse a program whose StreamingContext is still pyspark.streaming's: that one reads no ``spark.aiodstream.*``
+    setting, so its run records nothing and never stops after the batches asked for (its ``awaitTermination()``
+    waits for good). A file that cannot be read or parsed is left to fail as the program."""
+    try:
+        tree = ast.parse(Path(program).read_bytes(), filename=os.fspath(program))
+    except (OSError, SyntaxError, ValueError):
+        return
+    for node in ast.walk(tree):
+        imported = (isinstance(node, ast.ImportFrom) and node.module == "pyspark.streaming"
+                    and any(alias.name in ("StreamingContext", "*") for alias in node.names))
+        used = (isinstance(node, ast.Attribute) and node.attr == "StreamingContext"
+                and ast.unparse(node.value) == "pyspark.streaming")
+        if (imported or used) and isinstance(node, (ast.ImportFrom, ast.Attribute)):
+            raise ModelError("program", f"{program} takes its StreamingContext from pyspark.streaming (line {node.lineno}), "
+                                        "whose run records no trace and does not stop after the batches asked for: "
+                                        "change the import to `from streaming import StreamingContext`, the one change "
+                                        "a pyspark.streaming program needs to run here")

@@ -210,3 +210,23 @@ def test_the_calibrate_command_names_bad_input(tmp_path: Path, capsys: pytest.Ca
     assert cli(["calibrate", "--program", "p.py", "--out", str(tmp_path / "bare.jsonl")]) == 2
     assert capsys.readouterr().err == (f"aiodstream calibrate: error: cannot create the folder {tmp_path / 'bare.jsonl'} "
                                        "for --out: it is a file, not a folder\n")
+
+
+@pytest.mark.parametrize("line", ["from pyspark.streaming import StreamingContext",
+                                  "from pyspark.streaming import *",
+                                  "import pyspark.streaming"])
+def test_a_program_still_on_pyspark_streaming_is_refused_before_it_runs(
+        tmp_path: Path, line: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its context reads no spark.aiodstream.* setting: the recorded run would never stop (lane M3: calibrate waited
+    silently for good). The command says which line to change, and starts nothing; aiodstream's import passes the check."""
+    program = tmp_path / "wordcount.py"
+    use = "pyspark.streaming.StreamingContext(sc, 1)" if line.startswith("import") else "StreamingContext(sc, 1)"
+    program.write_text(f"import sys\n{line}\nssc = {use}\nsys.exit(7)\n")
+    assert cli(["calibrate", "--program", str(program), "--batches", "3", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith(f"aiodstream calibrate: error: program: {program} takes its StreamingContext from pyspark.streaming "
+                          f"(line {2 if not line.startswith('import') else 3})"), err
+    assert "change the import to `from streaming import StreamingContext`" in err
+    program.write_text("import sys\nfrom streaming import StreamingContext\nsys.exit(7)\n")
+    assert cli(["calibrate", "--program", str(program), "--batches", "3", "--out", str(tmp_path)]) == 2
+    assert "exited with status 7" in capsys.readouterr().err  # ran: past the check
