@@ -430,6 +430,15 @@ class Pipeline:
             if close is not None:
                 await close()
 
+    async def close_state_stores(self) -> None:
+        """Once the run's last batch ended: delete the stateful operators' working copies (their checkpoint keeps the
+        state; a later run rebuilds them), so a service running stateful queries one after another keeps no file of the
+        finished ones."""
+        for operator in self._operators:
+            provider, operator.provider = operator.provider, None
+            if provider is not None:
+                await anyio.to_thread.run_sync(provider.discard)
+
     # -- ReplayableGraph --
 
     def replayable_inputs(self) -> Sequence[ReplayableInput]:

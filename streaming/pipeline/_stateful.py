@@ -56,6 +56,9 @@ class Watermark:
 class StatefulOperator(Protocol):
     """What the pipeline asks of a stateful operator: what it reads, its checks at start, one batch at a time."""
 
+    provider: StateStoreProvider | None
+    """Its state store (made by its first batch), which the pipeline lets go of when the run ends."""
+
     @property
     def name(self) -> str:
         """Its outputs' key in :attr:`Batch.inputs`."""

@@ -412,6 +412,8 @@ class StreamingRuntime:
         if tracker is None:
             return
         await tracker.close()
+        if (close_stores := getattr(self.graph, "close_state_stores", None)) is not None:
+            await close_stores()  # a Pipeline's stateful operators let go of their working copies
         # Only a failure that terminated the query is its death cause: in the DStream semantics
         # a failed job was reported (await_termination raises it) and the query went on.
         error = self._core.error if self.stop_on_failure else None

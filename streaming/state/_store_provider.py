@@ -5,11 +5,13 @@ Spark's ``RocksDBStateStoreProvider`` with changelog checkpointing.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import attrs
@@ -52,6 +54,13 @@ class StateStoreStatistics:
 
 _shared: dict[tuple[str, int, int], StateStoreProvider] = {}
 _shared_lock = threading.Lock()
+_last_used: dict[tuple[str, int, int], float] = {}  # when each shared provider was last asked for (monotonic seconds)
+
+UNLOAD_IDLE_S = 600.0
+"""A shared provider no task asked for in this long is unloaded when another one is asked for: its working copy closed
+and deleted (:meth:`StateStoreProvider.discard`), as Spark's maintenance unloads the stores of queries that no longer
+run on an executor. So a worker process that served many stateful queries, one after another, keeps no file of the
+finished ones (their checkpoints keep the state)."""
 
 
 class StateStoreProvider:
@@ -187,12 +196,17 @@ class StateStoreProvider:
         whether it is new or not; None leaves it as it is (on for a new provider).
         """
         key = (str(checkpoint_root), operator_id, partition_id)
+        now = time.monotonic()
         with _shared_lock:
             provider = _shared.get(key)
             if provider is None:
                 provider = _shared[key] = cls(checkpoint_root, operator_id, partition_id)
             if fsync is not None:
                 provider.fsync = fsync
+            _last_used[key] = now
+            for idle in [k for k, used in _last_used.items() if now - used > UNLOAD_IDLE_S]:
+                if _unload(_shared[idle]):  # (one in use now is not idle: it is tried again later)
+                    del _shared[idle], _last_used[idle]
             return provider
 
     @property
@@ -510,5 +524,45 @@ class StateStoreProvider:
                 self._conn.close()
                 self._conn = None
 
+    def discard(self, *, wait: bool = True) -> bool:
+        """Close the working copy and delete it, as Spark's RocksDB store deletes its local folder when unloaded: the
+        checkpoint keeps every version, and a later load rebuilds the copy from it.
+
+        Returns False, having done nothing, when ``wait`` is false and a load or a snapshot's copy holds the store.
+        """
+        if not self._lock.acquire(blocking=wait):
+            return False
+        try:
+            if not self._copying.acquire(blocking=wait):
+                return False
+            try:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(f"{self.working_copy}{suffix}").unlink(missing_ok=True)
+                return True
+            finally:
+                self._copying.release()
+        finally:
+            self._lock.release()
+
     def __repr__(self) -> str:
         return f"<StateStoreProvider {self.directory}>"
+
+
+def _unload(provider: StateStoreProvider) -> bool:
+    """Discard an idle shared provider's working copy, unless a task uses it: one of this process (a load holds it), or
+    of another worker process of the executor, which shares the copy's path and holds the partition's outputs lock
+    while it runs (``once_per_batch``). A process whose open copy is unlinked goes on with it; the next opens anew."""
+    try:
+        fd = os.open(provider.working_copy.with_suffix(".outputs-lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released by the close below
+        return provider.discard(wait=False)
+    except OSError:  # another process's task holds it (BlockingIOError), or the lock cannot be taken
+        return False
+    finally:
+        os.close(fd)

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler import InvalidPipelineError, ManualClock, Seconds
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
-from streaming.state import EVENT_TIME_WITHOUT_WATERMARK, GroupState
+from streaming.state import EVENT_TIME_WITHOUT_WATERMARK, GroupState, StateStoreProvider
 from tests.anyio_support import raises_exactly
 from tests.support import advance, capture_events, run_pipeline_for
 
@@ -72,12 +72,20 @@ async def test_sessions_close_by_event_time_and_late_clicks_are_dropped(tmp_path
 
 
 async def test_a_restart_resumes_the_state_and_the_watermark(tmp_path: Path) -> None:
-    """Stopped after three batches and restarted: the same sessions close in the same batches as without the stop."""
+    """Stopped after three batches and restarted: the same sessions close in the same batches as without the stop. The
+    stop deleted the store's working copy (lane M4: each stopped query left it, and its file, in the process's private
+    folder for good), so the restart rebuilt it from the checkpoint."""
     closed: list[Any] = []
-    await run_pipeline_for(program(closed), tmp_path / "ck", 0, 3_000)
-    assert closed == []
+    copy = StateStoreProvider(tmp_path / "ck" / "stateful", 0, 0).working_copy  # the pipeline's operator 0
+    first = program(closed)
+    there: list[bool] = []
+    first.add_output(lambda batch: there.append(copy.exists()), name="working copy")
+    await run_pipeline_for(first, tmp_path / "ck", 0, 3_000)
+    assert closed == [] and there == [True, True, True]
+    assert not copy.exists() and not copy.with_name(f"{copy.name}-wal").exists()
     await run_pipeline_for(program(closed), tmp_path / "ck", 3_000, 3_000)
     assert closed == [(4_000, "bob", 2, 2 * MINUTE, 3 * MINUTE), (5_000, "ada", 3, 1 * MINUTE, 50 * MINUTE)]
+    assert not copy.exists()
 
 
 async def test_state_needs_a_checkpoint_and_event_time_timeouts_a_watermark() -> None:

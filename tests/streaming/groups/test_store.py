@@ -6,6 +6,8 @@ Each test runs with the durable files on the local disk and on fsspec's in-memor
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 from pathlib import Path
 
@@ -243,3 +245,44 @@ def test_a_write_after_a_read_of_its_key_is_one_statement(tmp_path: Path, ck: st
     store = p.load(2)
     assert len(store) == 1
     store.abort()
+
+
+def test_a_shared_store_nobody_asked_for_in_ten_minutes_is_unloaded_and_its_working_copy_deleted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Spark worker keeps its stores between batches; one not asked for in UNLOAD_IDLE_S is closed and its working copy
+    deleted when another is asked for (lane M4: a worker kept every finished query's copy, and its open file, for good),
+    unless a load holds it then. Its state is the checkpoint's: loaded again, it is rebuilt from there."""
+    import types
+
+    import streaming.state._store_provider as module
+
+    now = [1_000.0]
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(module, "_shared", {})
+    monkeypatch.setattr(module, "_last_used", {})
+
+    def committed(ck: str) -> StateStoreProvider:
+        p = StateStoreProvider.shared(tmp_path / ck, 0, 0)
+        store = p.load(0)
+        store.put(b"k", ck.encode(), NO_TIMESTAMP)
+        assert store.commit() == 1
+        return p
+
+    finished, busy = committed("finished"), committed("busy")
+    assert finished.working_copy.exists() and busy.working_copy.exists()
+    now[0] += module.UNLOAD_IDLE_S + 1
+    # A task of another worker process of the executor runs the finished query's partition (its outputs lock held).
+    other_process = os.open(finished.working_copy.with_suffix(".outputs-lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(other_process, fcntl.LOCK_EX)
+    with busy._lock:  # and a task of the busy query, in this process, is between its load and its commit
+        StateStoreProvider.shared(tmp_path / "other", 0, 0)
+    assert finished.working_copy.exists() and busy.working_copy.exists() and len(module._shared) == 3
+    os.close(other_process)  # that task ended
+    with busy._lock:
+        StateStoreProvider.shared(tmp_path / "other", 0, 0)
+    assert not finished.working_copy.exists() and not Path(f"{finished.working_copy}-wal").exists()
+    assert busy.working_copy.exists() and len(module._shared) == 2  # busy and other
+    now[0] += 1
+    assert StateStoreProvider.shared(tmp_path / "busy", 0, 0) is busy  # asked for again: not idle any more
+    again = StateStoreProvider.shared(tmp_path / "finished", 0, 0)
+    assert again is not finished and rows(again, 1) == {b"k": (b"finished", NO_TIMESTAMP)}
