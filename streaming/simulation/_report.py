@@ -257,6 +257,9 @@ class Summary:
         lines.append(f"queue: at most {self.max_waiting} batches waiting to start; {self.waiting_at_end} waiting at the end")
         if self.stable:
             lines.append("STABLE: the delay stays bounded.")
+        elif self.utilisation >= 1.0 and self.delay_growth < 0.5:  # at capacity, no steady rate (rounds to 0 ms)
+            lines.append("UNSTABLE: at capacity, the jobs take all the time there is: any variation in them, or any cost "
+                         "of the engine's own, makes the scheduling delay drift up, at no steady rate.")
         elif self.utilisation >= 1.0:
             per_batch = self.delay_growth * interval / 1000
             lines.append(

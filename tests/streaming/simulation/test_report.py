@@ -66,6 +66,11 @@ def test_the_text_report_states_stability_and_drain() -> None:
     stable = simulate(SimulationModel(Seconds(1), [OutputModel("a", Constant(500))], batches=5)).summary
     assert "STABLE: the delay stays bounded." in stable.format()
     assert stable.to_dict()["utilisation"] == 0.5
+    # At capacity the delay has no steady rate to report (lane M3: "grows by 0 ms per second").
+    full = simulate(SimulationModel(Seconds(1), [OutputModel("a", Constant(1000))], batches=20)).summary
+    assert (full.utilisation, full.stable) == (1.0, False)
+    assert ("UNSTABLE: at capacity, the jobs take all the time there is: any variation in them, or any cost of the "
+            "engine's own, makes the scheduling delay drift up, at no steady rate.") in full.format()
 
 
 @pytest.mark.parametrize("costs", [Costs(generation=Constant(1500)), Costs(checkpoint=Constant(1500)),
