@@ -39,9 +39,16 @@ class FtpServer:
         handler = type("Handler", (FTPHandler,), {"authorizer": authorizer, "banner": "aiodstream test FTP"})
         self._server = ThreadedFTPServer(("127.0.0.1", 0), handler)
         self.port = self._server.socket.getsockname()[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"timeout": 0.2},
-                                        name="test-ftp-server", daemon=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="test-ftp-server", daemon=True)
         self._thread.start()
+
+    def _serve(self) -> None:
+        # One poll at a time, and the close on this same thread: closing the server from another thread while this one
+        # polls its epoll descriptor raised EBADF here (a test's teardown error, at random).
+        while not self._stop.is_set():
+            self._server.serve_forever(timeout=0.2, blocking=False, handle_exit=False)
+        self._server.close_all()
 
     def uri(self, path: str = "") -> str:
         """``ftp://user:password@127.0.0.1:port/<path>``."""
@@ -49,7 +56,7 @@ class FtpServer:
 
     def close(self) -> None:
         """Stop serving and close every connection."""
-        self._server.close_all()
+        self._stop.set()
         self._thread.join(timeout=10)
 
     def __enter__(self) -> FtpServer:

@@ -366,6 +366,13 @@ CONNECT_ALL = os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"
 """Whether this run takes every Connect test (``AIODSTREAM_CONNECT=all``) rather than the default few."""
 
 
+def connect_opt_in(default_instead: str) -> Any:
+    """Run a test only with ``AIODSTREAM_CONNECT=all``; ``default_instead``: what of it the default run covers."""
+    import pytest
+
+    return pytest.mark.skipif(not CONNECT_ALL, reason=f"opt-in (AIODSTREAM_CONNECT=all): {default_instead}")
+
+
 def connect_params(names: Sequence[str], defaults: Sequence[str], not_yet: dict[str, str] | None = None) -> list[Any]:
     """``names`` as pytest parameters for the Connect tests: those in ``defaults`` run; the rest only with
     ``AIODSTREAM_CONNECT=all`` (skipped otherwise, saying so); those in ``not_yet`` are skipped with why."""

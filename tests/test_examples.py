@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.crash import ROOT, run_python
+from tests.support import connect_opt_in
 
 SESSIONIZATION_OUTPUT = [
     "session closed: bob, 2 click(s), 09:05-09:15",
@@ -191,7 +192,8 @@ def test_kafka_service_publishes_exact_totals_through_transactions(backend: str)
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("engine", ["classic", pytest.param("connect", marks=pytest.mark.connect)])
+@pytest.mark.parametrize("engine", ["classic", pytest.param("connect", marks=[pytest.mark.connect, connect_opt_in(
+    "the direct stream on Connect runs by default in tests/streaming/kafka/test_dstream_connect.py")])])
 def test_direct_kafka_wordcount_counts_the_words_produced_while_it_runs(kafka_cluster: Any, kafka_topic: str, engine: str,
                                                                          request: pytest.FixtureRequest) -> None:
     """direct_kafka_wordcount.py (pyspark 2.4's, imports changed) against the mock broker: the lines produced once its first

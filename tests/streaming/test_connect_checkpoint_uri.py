@@ -21,7 +21,7 @@ from streaming import StreamingContext
 from tests.streaming.groups import test_dstream_groups as groups
 from tests.streaming.test_connect_recovery import Run
 from tests.streaming.test_dstream_recovery import run_program
-from tests.support import run_dstream_batches
+from tests.support import connect_opt_in, run_dstream_batches
 
 pytestmark = pytest.mark.connect
 
@@ -46,6 +46,7 @@ def _names(root: Path) -> set[str]:
 
 @pytest.mark.spark
 @pytest.mark.timeout(600)
+@connect_opt_in("keyed state lives on an ftp:// checkpoint and resumes there by default (below)")
 def test_state_resumes_from_an_ftp_checkpoint_as_classic_spark_runs_it(
         connect_session: Any, spark_context: Any, ftp_server: Any, tmp_path: Path) -> None:
     """Batches 1-3 run on Connect with the checkpoint on ftp://, 3 fails; getOrCreate resumes from the snapshot of

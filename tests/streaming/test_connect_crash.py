@@ -76,9 +76,10 @@ def start(tmp: Path, url: str, ftp: Any = None) -> subprocess.Popen[str]:
 
 
 @pytest.mark.timeout(600 * ROUNDS + 600)  # real-time batches on a loaded machine (the waits fail first on a stall)
-@pytest.mark.parametrize("where", ["local", pytest.param("ftp", marks=pytest.mark.skipif(
-    not (CONNECT_ALL or faults_all()), reason="opt-in (AIODSTREAM_CONNECT=all or AIODSTREAM_FAULTS=all): minutes; "
-    "test_connect_checkpoint_uri.py runs a checkpoint on ftp:// by default"))])
+@pytest.mark.parametrize("where", [pytest.param(where, marks=pytest.mark.skipif(
+    not (CONNECT_ALL or faults_all()), reason="opt-in (AIODSTREAM_CONNECT=all or AIODSTREAM_FAULTS=all): a minute or "
+    "more; the default run kills the same program on classic Spark (test_dstream_crash.py), and resumes Connect's state "
+    "from its checkpoint (test_connect_recovery.py, test_connect_checkpoint_uri.py)")) for where in ("local", "ftp")])
 def test_sigkilled_connect_program_saves_every_line_once_and_keeps_its_running_count(
         connect_address: str, connect_session: Any, tmp_path: Path, where: str, request: pytest.FixtureRequest) -> None:
     """Every line in exactly one saved batch and the running count exact, across kills of a stateful program on Connect;

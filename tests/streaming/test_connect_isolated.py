@@ -22,7 +22,7 @@ from streaming import StreamingContext
 from tests.isolated_connect import shared_directory
 from tests.streaming.groups.reference import DELAY, ours_sessions
 from tests.streaming.groups.test_conformance import EVENTS
-from tests.support import CONNECT_ALL, run_dstream_batches
+from tests.support import CONNECT_ALL, connect_opt_in, run_dstream_batches
 
 pytestmark = pytest.mark.connect
 
@@ -110,6 +110,8 @@ def test_keyed_state_a_watermark_and_an_accumulator_give_classic_sparks_results(
         assert len(places) == 3 and all(list(place.iterdir()) == [] for place in places)  # every report read and removed
 
 
+@connect_opt_in("the isolated server's other tests share its files with the driver only through ftp:// "
+                "(its task reports, accumulators and private /tmp); this one's minute is the whole program's run")
 def test_with_the_checkpoint_on_ftp_nothing_but_the_output_is_shared(spark_context: Any, isolated_connect_session: Any,
                                                                     ftp_server: Any) -> None:
     """The same program with the checkpoint on an FTP server: the state stores, the tasks' reports and the client's logs

@@ -19,6 +19,7 @@ import pytest
 from scheduler import CheckpointError, ManualClock
 from streaming import StreamingContext
 from tests.streaming.test_dstream_recovery import run_program
+from tests.support import connect_opt_in
 
 pytestmark = pytest.mark.connect
 
@@ -66,6 +67,8 @@ def stateful_program(run: Run) -> Callable[[StreamingContext], None]:
 
 @pytest.mark.spark
 @pytest.mark.timeout(900)  # 18 Connect batches and 6 classic ones; minutes at load 40
+@connect_opt_in("the initial state's and the empty partitions' snapshots resume by default (below), and keyed state "
+                "from an ftp:// checkpoint (test_connect_checkpoint_uri.py)")
 def test_state_and_an_inverse_window_resume_from_the_servers_snapshots_as_classic_spark_runs_them(
         connect_session: Any, spark_context: Any, tmp_path: Path) -> None:
     """Batches 1-5 run on Connect, 5 fails; the resumed run restores the snapshots of batch 4 and gives classic Spark's partitions."""

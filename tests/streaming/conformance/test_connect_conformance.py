@@ -20,7 +20,7 @@ from .test_conformance import BATCH_SECONDS, GROUPS, TIMEOUT, group_program, pys
 
 pytestmark = pytest.mark.connect
 
-DEFAULT_GROUPS = ["elementwise", "aggregations", "pprint", "save_as_text_files", "update_state_by_key"]
+DEFAULT_GROUPS = ["elementwise", "pprint", "save_as_text_files", "update_state_by_key"]
 """Run by default: stateless operations, the shuffles (reduce, combine, partitionBy, groupByKey, countByValue), pprint, saves,
 and updateStateByKey under ssc.checkpoint (3 s on a quiet machine)."""
 

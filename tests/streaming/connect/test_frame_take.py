@@ -10,7 +10,7 @@ import pytest
 
 from scheduler import ManualClock
 from streaming import StreamingContext
-from tests.support import run_dstream_batches
+from tests.support import connect_opt_in, run_dstream_batches
 
 pytestmark = pytest.mark.connect
 
@@ -40,6 +40,7 @@ def test_take_runs_only_the_partitions_it_scans(case: str, spark_context: Any, f
     assert run(frame_context) == run(spark_context)
 
 
+@connect_opt_in("take's partitions scanned per round are checked by default (above)")
 def test_take_scans_partitions_as_pyspark(spark_context: Any, frame_context: Any, tmp_path: Path) -> None:
     """take's rounds run pyspark's partitions: 0, then 4 times as many while none is found, then an estimate."""
 

@@ -17,9 +17,9 @@ killed (the executors' kills are ``tests/streaming/test_executor_kills.py``'s).
 Real time is inherent (a child process with its own Spark on the system clock): the test waits
 on the child's saved batches and its exit, in short bounded steps, each hang guard restarted by
 every batch saved. Each run starts a JVM and, restarted, first runs the batches due while it was
-down (DStream's down-time batches), so the default run keeps three kills (3.5 minutes at load 10
-on the 2-core machine); ``AIODSTREAM_FAULTS=all`` kills eight times, every moment at least once
-(12.5 minutes at load 15).
+down (DStream's down-time batches), so it is opt-in: ``AIODSTREAM_FAULTS=all`` kills eight
+times, every moment at least once (12.5 minutes at load 15; three kills took 73 s on a quiet
+2-core machine, a twentieth of the default suite, which kills other programs instead).
 
 The same test runs the program on Spark Connect (``engine`` ``connect``, opt-in with
 ``AIODSTREAM_FAULTS=all`` or ``AIODSTREAM_CONNECT=all``): the child joins the test run's Connect
@@ -184,10 +184,15 @@ def logged_ends(checkpoint: Path) -> dict[int, dict[int, int]]:
 
 
 @pytest.mark.timeout(600 + 300 * KILLS)  # JVM starts and real-time batches on a loaded machine: hang guards are per run
-@pytest.mark.parametrize("engine", ["classic", pytest.param("connect", marks=[pytest.mark.connect, pytest.mark.skipif(
-    not (faults_all() or os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"),
-    reason="opt-in (AIODSTREAM_FAULTS=all or AIODSTREAM_CONNECT=all): 24 minutes at load 25; the default run has "
-           "test_dstream_connect.py's checkpointed restart")])])
+@pytest.mark.parametrize("engine", [pytest.param("classic", marks=pytest.mark.skipif(
+    not faults_all(), reason="opt-in (AIODSTREAM_FAULTS=all): a minute or two; the default run kills a Kafka reader in "
+                             "continuous mode (test_continuous_kafka_crash.py) and a DStream program on files "
+                             "(test_dstream_crash.py), and restarts the direct stream from its checkpoint "
+                             "(test_dstream_direct.py)")),
+    pytest.param("connect", marks=[pytest.mark.connect, pytest.mark.skipif(
+        not (faults_all() or os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"),
+        reason="opt-in (AIODSTREAM_FAULTS=all or AIODSTREAM_CONNECT=all): 24 minutes at load 25; the default run has "
+               "test_dstream_connect.py's checkpointed restart")])])
 def test_a_sigkilled_direct_stream_program_saves_every_record_once_with_its_logged_ranges_and_exact_counts(
         kafka_cluster: Any, kafka_topic: str, tmp_path: Path, engine: str, request: pytest.FixtureRequest) -> None:
     """Kafka in, files out, killed several times at seeded moments: every record once, batches as logged, exact counts.
