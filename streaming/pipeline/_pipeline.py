@@ -433,11 +433,12 @@ class Pipeline:
     async def close_state_stores(self) -> None:
         """Once the run's last batch ended: delete the stateful operators' working copies (their checkpoint keeps the
         state; a later run rebuilds them), so a service running stateful queries one after another keeps no file of the
-        finished ones."""
+        finished ones. A store still held (an abandoned batch's function runs on in its thread) is left as it is: the stop
+        must not wait for it."""
         for operator in self._operators:
             provider, operator.provider = operator.provider, None
             if provider is not None:
-                await anyio.to_thread.run_sync(provider.discard)
+                await anyio.to_thread.run_sync(functools.partial(provider.discard, wait=False))
 
     # -- ReplayableGraph --
 
