@@ -95,9 +95,11 @@ def _configure_logging(verbose: bool) -> None:
 def _not_a_model_error(record: logging.LogRecord) -> bool:
     # A simulated model that drew what no run can take fails its batch, which the engine logs with
     # its traceback; the command says why in one line instead (_model_failed).
+    if not record.exc_info:
+        return True
     from .simulation import ModelError
 
-    return not (record.exc_info and isinstance(record.exc_info[1], ModelError))
+    return not isinstance(record.exc_info[1], ModelError)
 
 
 # -- ui --
