@@ -383,11 +383,10 @@ def connect_params(names: Sequence[str], defaults: Sequence[str], not_yet: dict[
     for name in names:
         if name in not_yet:
             params.append(pytest.param(name, marks=pytest.mark.skip(reason=f"not on Spark Connect yet: {not_yet[name]}")))
-        elif name in defaults or CONNECT_ALL:
+        elif name in defaults:
             params.append(name)
         else:
-            params.append(pytest.param(name, marks=pytest.mark.skip(
-                reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers Connect with " + ", ".join(defaults))))
+            params.append(pytest.param(name, marks=connect_opt_in("the default run covers Connect with " + ", ".join(defaults))))
     return params
 
 

@@ -89,8 +89,7 @@ def _written_values(directory: Path) -> list[Any]:
     return sorted((pickle.loads(data) for data in pq.read_table(directory).column("v").to_pylist()), key=repr)
 
 
-@pytest.mark.skipif(not CONNECT_ALL, reason="opt-in (AIODSTREAM_CONNECT=all): the default run has the same program with its "
-                                           "checkpoint on FTP, which shares still less")
+@connect_opt_in("the default run has the same program with its checkpoint on FTP, which shares still less")
 def test_keyed_state_a_watermark_and_an_accumulator_give_classic_sparks_results(spark_context: Any,
                                                                                isolated_connect_session: Any) -> None:
     """mapGroupsWithState with event-time timeouts under withWatermark, and an accumulator, on the isolated server with

@@ -22,7 +22,7 @@ from scheduler import ManualClock
 from streaming import StreamingContext
 from tests.streaming.test_connect_recovery import Run
 from tests.streaming.test_dstream_recovery import run_program
-from tests.support import CONNECT_ALL
+from tests.support import connect_opt_in
 
 INTERVAL_MS = 1000
 WORDS = [["a", "b", "c", "d"][: k % 4 + 1] + (["e"] if k % 3 == 0 else []) for k in range(10)]
@@ -133,9 +133,8 @@ def test_old_rdd_checkpoint_files_are_deleted_and_a_restart_after_that_restores_
 @pytest.mark.spark
 @pytest.mark.connect
 @pytest.mark.timeout(900)  # 7 Connect batches; minutes at load 40
-@pytest.mark.skipif(not CONNECT_ALL, reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers the cleanup on "
-                    "classic Spark, the deletion of files Spark Connect wrote in test_checkpoint_files.py and a restart "
-                    "on Connect in test_connect_recovery.py")
+@connect_opt_in("the default run covers the cleanup on classic Spark, the deletion of files Spark Connect wrote in "
+                "test_checkpoint_files.py and a restart on Connect in test_connect_recovery.py")
 def test_on_connect_old_rdd_checkpoint_files_are_deleted_and_a_restart_after_that_restores_exactly(
         connect_session: Any, reference: Run, tmp_path: Path) -> None:
     """Spark Connect: 5 batches checkpoint 10 RDDs as Parquet and keep at most 3 per stream; the restart gives classic
@@ -176,8 +175,7 @@ def test_a_restart_whose_newest_snapshot_is_damaged_restores_the_one_before_it(
 @pytest.mark.spark
 @pytest.mark.connect
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(not CONNECT_ALL, reason="opt-in (AIODSTREAM_CONNECT=all): the default run covers Connect with the "
-                    "restart from the newest snapshots")
+@connect_opt_in("the default run covers Connect with the restart from the newest snapshots")
 def test_on_connect_a_restart_whose_newest_snapshot_is_damaged_restores_the_one_before_it(
         connect_session: Any, reference: Run, tmp_path: Path) -> None:
     """Spark Connect: the same, with the server's Parquet snapshots damaged."""

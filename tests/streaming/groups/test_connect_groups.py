@@ -18,7 +18,7 @@ import pytest
 from tests.streaming.groups import test_dstream_groups as classic
 from tests.streaming.groups.reference import PROGRAMS
 from tests.streaming.groups.test_conformance import EVENTS, pyspark_outputs, run_ours
-from tests.support import CONNECT_ALL, connect_params
+from tests.support import connect_opt_in, connect_params
 
 pytestmark = pytest.mark.connect
 
@@ -40,7 +40,7 @@ def test_the_same_output_per_batch_on_connect(spark_context: Any, connect_sessio
     assert [[tuple(row) for row in batch] for batch in ours] == theirs
 
 
-@pytest.mark.skipif(not CONNECT_ALL, reason="opt-in (AIODSTREAM_CONNECT=all): the restart test runs the same program by default")
+@connect_opt_in("the restart test runs the same program by default")
 def test_processing_time_timeouts_and_progress_on_connect(connect_session: Any, tmp_path: Path) -> None:
     """mapGroupsWithState's heartbeat program of :mod:`.test_dstream_groups` on Connect: the same outputs, and the
     same state numbers in the progress (rows held, timeouts fired, state store instances) from the tasks' reports."""
@@ -53,7 +53,7 @@ def test_the_state_survives_a_restart_on_connect(connect_session: Any, tmp_path:
     classic.test_the_state_survives_a_restart_from_the_checkpoint(connect_session, tmp_path)
 
 
-@pytest.mark.skipif(not CONNECT_ALL, reason="opt-in (AIODSTREAM_CONNECT=all): transformWithState's default Connect test has initial state")
+@connect_opt_in("transformWithState's default Connect test has initial state")
 def test_an_initial_state_on_connect(connect_session: Any, tmp_path: Path) -> None:
     """flatMapGroupsWithState's initialState (a list, parallelized on the Connect session): batch 0 starts from it."""
     from scheduler import ManualClock

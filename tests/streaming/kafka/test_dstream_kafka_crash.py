@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import random
 import signal
 import subprocess
@@ -61,6 +60,7 @@ from tests.crash import (
     spawn,
     wait_started,
 )
+from tests.support import CONNECT_ALL
 
 pytestmark = pytest.mark.spark
 
@@ -190,7 +190,7 @@ def logged_ends(checkpoint: Path) -> dict[int, dict[int, int]]:
                              "(test_dstream_crash.py), and restarts the direct stream from its checkpoint "
                              "(test_dstream_direct.py)")),
     pytest.param("connect", marks=[pytest.mark.connect, pytest.mark.skipif(
-        not (faults_all() or os.environ.get("AIODSTREAM_CONNECT", "").strip().lower() == "all"),
+        not (faults_all() or CONNECT_ALL),
         reason="opt-in (AIODSTREAM_FAULTS=all or AIODSTREAM_CONNECT=all): 24 minutes at load 25; the default run has "
                "test_dstream_connect.py's checkpointed restart")])])
 def test_a_sigkilled_direct_stream_program_saves_every_record_once_with_its_logged_ranges_and_exact_counts(

@@ -22,7 +22,7 @@ import pytest
 from scheduler import ManualClock
 from streaming import StreamingContext
 from streaming.state import StatefulProcessor
-from tests.support import CONNECT_ALL, advance
+from tests.support import advance, connect_opt_in
 
 pytestmark = pytest.mark.spark
 
@@ -91,8 +91,8 @@ def run(spark: Any, directory: Path, batches: list[list[str]]) -> tuple[dict[int
 
 @pytest.fixture(scope="module", params=["classic", pytest.param("connect", marks=[
     pytest.mark.connect,
-    pytest.mark.skipif(not CONNECT_ALL, reason="opt-in (AIODSTREAM_CONNECT=all): 16 batches on Connect; the default run covers "
-                                               "transformWithState on Connect with the seeded conformance program")])])
+    connect_opt_in("16 batches on Connect; the default run covers transformWithState on Connect with the seeded "
+                   "conformance program")])])
 def timeline(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[int, list[Any]], list[Any]]:
     """The probe's timeline run once per engine (classic Spark, then Spark Connect, whose server's Python workers hold
     the state): keys write at 1 s; at 7 s r reads and w writes again; batches until 16 s."""
