@@ -8,9 +8,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._cli_checkpoint import EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from scheduler import JobFailedError
 
 __all__ = ["EXIT_UNSTABLE", "add_simulate"]
 
@@ -294,14 +297,14 @@ def _run_one(args: argparse.Namespace, model: Any, progress: _Progress) -> int:
     return EXIT_OK
 
 
-def _model_failed(args: argparse.Namespace, exc: Exception) -> int:
+def _model_failed(args: argparse.Namespace, exc: JobFailedError) -> int:
     """A model that drew what no run can take (a duration beyond Spark's range): one line and the usage status."""
     from .simulation import ModelError
 
     cause = exc.__cause__
     if not isinstance(cause, ModelError):
         raise exc
-    at = getattr(exc, "batch_time_ms", None)
+    at = exc.batch_time_ms
     where = f"{args.model}: " if args.model else ""
     print(f"aiodstream simulate: error: {where}{cause}" + (f" (at the batch of {at} ms)" if at is not None else ""),
           file=sys.stderr)

@@ -481,11 +481,13 @@ def _check_import(program: str | os.PathLike[str]) -> None:
     except (OSError, SyntaxError, ValueError):
         return
     for node in ast.walk(tree):
-        imported = (isinstance(node, ast.ImportFrom) and node.module == "pyspark.streaming"
-                    and any(alias.name in ("StreamingContext", "*") for alias in node.names))
-        used = (isinstance(node, ast.Attribute) and node.attr == "StreamingContext"
-                and ast.unparse(node.value) == "pyspark.streaming")
-        if (imported or used) and isinstance(node, (ast.ImportFrom, ast.Attribute)):
+        if isinstance(node, ast.ImportFrom):  # from pyspark.streaming import StreamingContext (or *)
+            found = node.module == "pyspark.streaming" and any(alias.name in ("StreamingContext", "*") for alias in node.names)
+        elif isinstance(node, ast.Attribute):  # pyspark.streaming.StreamingContext
+            found = node.attr == "StreamingContext" and ast.unparse(node.value) == "pyspark.streaming"
+        else:
+            continue
+        if found:
             raise ModelError("program", f"{program} takes its StreamingContext from pyspark.streaming (line {node.lineno}), "
                                         "whose run records no trace and does not stop after the batches asked for: "
                                         "change the import to `from streaming import StreamingContext`, the one change "

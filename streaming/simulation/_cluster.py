@@ -122,7 +122,7 @@ class SimulatedCluster:
         self._timer_at = -1
         self._down = False
         # Jobs that reached the cluster at this instant, and the timer that lets them in once every task due at it ran.
-        self._arrivals: list[tuple[tuple[int, ...], int, _JobRun, bool, float]] = []
+        self._arrivals: list[tuple[tuple[int, ...], _JobRun, bool, float]] = []
         self._admission: TimerHandle | None = None
 
     @property
@@ -156,7 +156,7 @@ class SimulatedCluster:
         if overhead > 0 and not tracked:
             await self._clock.sleep_until(Time(self._clock.now().milliseconds + math.ceil(overhead)))
         job = _JobRun(stages, fails)
-        self._arrivals.append((order, len(self._arrivals), job, tracked, overhead))
+        self._arrivals.append((order, job, tracked, overhead))
         if self._admission is None:
             self._admission = self._clock.call_at(self._now(), self._admit)
         await job.done.wait()
@@ -167,9 +167,9 @@ class SimulatedCluster:
         # The jobs that reached the cluster at this instant, in their order: each is numbered (FIFO and FAIR order by
         # that number), then starts on a driver thread (and the processors), or with its first stage.
         self._admission = None
-        arrivals = sorted(self._arrivals, key=_arrival_key)
+        arrivals = sorted(self._arrivals, key=_arrival_order)  # stable: equal orders keep their call order
         self._arrivals = []
-        for _, _, job, tracked, overhead in arrivals:
+        for _, job, tracked, overhead in arrivals:
             job.seq = next(self._seq)
             self._active[job.seq] = job
             if tracked:  # its first stage follows its driver work
@@ -371,8 +371,8 @@ def _seq_key(job: _JobRun) -> int:
     return job.seq
 
 
-def _arrival_key(arrival: tuple[tuple[int, ...], int, _JobRun, bool, float]) -> tuple[tuple[int, ...], int]:
-    return arrival[0], arrival[1]
+def _arrival_order(arrival: tuple[tuple[int, ...], _JobRun, bool, float]) -> tuple[int, ...]:
+    return arrival[0]
 
 
 class _ForJob:
