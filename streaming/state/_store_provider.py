@@ -54,7 +54,6 @@ class StateStoreStatistics:
 
 _shared: dict[tuple[str, int, int], StateStoreProvider] = {}
 _shared_lock = threading.Lock()
-_last_used: dict[tuple[str, int, int], float] = {}  # when each shared provider was last asked for (monotonic seconds)
 
 UNLOAD_IDLE_S = 600.0
 """A shared provider no task asked for in this long is unloaded when another one is asked for: its working copy closed
@@ -185,6 +184,7 @@ class StateStoreProvider:
         self._copying = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._loads = self._reused = self._rebuilt = 0
+        self.asked_at = 0.0  # when :meth:`shared` last gave it out (monotonic seconds)
 
     @classmethod
     def shared(cls, checkpoint_root: str | os.PathLike[str] | CheckpointPath, operator_id: int,
@@ -203,10 +203,10 @@ class StateStoreProvider:
                 provider = _shared[key] = cls(checkpoint_root, operator_id, partition_id)
             if fsync is not None:
                 provider.fsync = fsync
-            _last_used[key] = now
-            for idle in [k for k, used in _last_used.items() if now - used > UNLOAD_IDLE_S]:
+            provider.asked_at = now
+            for idle in [k for k, p in _shared.items() if now - p.asked_at > UNLOAD_IDLE_S]:
                 if _unload(_shared[idle]):  # (one in use now is not idle: it is tried again later)
-                    del _shared[idle], _last_used[idle]
+                    del _shared[idle]
             return provider
 
     @property

@@ -259,7 +259,6 @@ def test_a_shared_store_nobody_asked_for_in_ten_minutes_is_unloaded_and_its_work
     now = [1_000.0]
     monkeypatch.setattr(module, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(module, "_shared", {})
-    monkeypatch.setattr(module, "_last_used", {})
 
     def committed(ck: str) -> StateStoreProvider:
         p = StateStoreProvider.shared(tmp_path / ck, 0, 0)
