@@ -26,6 +26,16 @@ class ChangeSignal:
             self._event.set()
             self._event = None
 
+    def armed(self) -> anyio.Event:
+        """The event the next :meth:`notify` sets, made now if nobody waits yet.
+
+        A waiter whose wait begins after a yield (in a task of its own) takes this before it checks
+        its condition: a notify between the check and the wait then still wakes it.
+        """
+        if self._event is None:
+            self._event = anyio.Event()
+        return self._event
+
     async def wait(self) -> None:
         """Wait for the next :meth:`notify`."""
         if self._event is None:

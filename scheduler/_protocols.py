@@ -135,6 +135,10 @@ class ReplayableGraph(JobGraph, Protocol):
 
     The order of :meth:`replayable_inputs` is the order of offset lines in the log; it must stay
     the same across restarts.
+
+    Optionally, ``input_pending()`` says whether the batch just planned without new input saw input
+    that a later batch time takes (a DStream file stream's file newer than a late batch): such a
+    batch does not count as one that found nothing new (``process_all_available``).
     """
 
     def replayable_inputs(self) -> Sequence[ReplayableInput]:

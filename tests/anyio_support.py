@@ -41,7 +41,8 @@ async def settle() -> None:
     """Return once every other task is blocked, i.e. everything runnable has run. No real time passes.
 
     ``anyio.wait_all_tasks_blocked()`` polls with real 0.1 s sleeps on asyncio; this yields to
-    the loop instead, using the same test anyio does (a blocked task waits on an unfinished future).
+    the loop instead, using the same test anyio does (a blocked task waits on an unfinished future),
+    and also waits until the loop has no callback queued.
     On trio it is trio's own exact ``wait_all_tasks_blocked``.
     """
     try:
@@ -53,9 +54,11 @@ async def settle() -> None:
 
         await trio.testing.wait_all_tasks_blocked()
         return
+    loop = asyncio.get_running_loop()
     while True:
         await anyio.lowlevel.checkpoint()
-        if all(task is this or _is_blocked(task) for task in asyncio.all_tasks()):
+        # Callbacks still queued (anyio delivers a cancellation through them) may wake a task that seems blocked.
+        if not loop._ready and all(task is this or _is_blocked(task) for task in asyncio.all_tasks()):  # type: ignore[attr-defined]
             return
 
 

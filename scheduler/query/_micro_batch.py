@@ -174,6 +174,8 @@ class MicroBatchTracker:
         self._failure: BaseException | None = None
         self._sequence = 0
         self._no_data_mark = 0  # the sequence number after the newest trigger found to have no new data
+        # The graph's optional input_pending (a DStream graph's), asked after a batch planned without new input.
+        self._input_pending: Callable[[], bool] | None = getattr(graph, "input_pending", None)
         self._changed = ChangeSignal()
         self._log = library_logger("aiodstream.scheduler", component="MicroBatchTracker", query=name)
         self._progress = ProgressReporter(self.options, name, listener, self._changed.notify, self._log)
@@ -205,7 +207,7 @@ class MicroBatchTracker:
         """
         self._progress.set_status("Initializing sources")
         self._inputs = tuple(self._graph.replayable_inputs())
-        self._getting_offsets = f"Getting offsets from {self._describe_inputs()}"
+        self._getting_offsets = f"Getting offsets from {', '.join(i.description for i in self._inputs) or 'no sources'}"
         if self._async and not self.options.override_sink_support_check:
             unsupported = self._graph.async_unsupported_sinks()
             if unsupported:
@@ -278,7 +280,7 @@ class MicroBatchTracker:
         """Wait until every async write queued so far has been written (or has failed)."""
         target = self._stats["writes_submitted"]
         while self._stats["writes_done"] < target and self._failure is None:
-            await self.wait_changed()
+            await self.changed_event().wait()
 
     def _fail(self, exc: BaseException, what: str) -> None:
         if self._failure is None:
@@ -346,6 +348,8 @@ class MicroBatchTracker:
         batch = PlannedBatch(batch_id, time, start, end, latest, now, progress.trigger_started(now), self._sequence,
                              has_data, False, watermarks)
         self._last_batch_watermark = current
+        if not has_data and self._input_pending is not None:
+            batch.input_pending = self._input_pending()
         if self._state_version is not None:  # a stateful graph: its version, recorded where it is not the batch id
             if self._state_version != batch_id:
                 batch.state_version = self._state_version
@@ -375,14 +379,10 @@ class MicroBatchTracker:
         progress.set_status("Processing new data" if has_data else "Processing a batch without new data", has_data, True)
 
     def _hand_watermarks(self, time: Time, watermarks: BatchWatermarks) -> None:
-        # Without watermarked inputs (and with both watermarks 0, what a graph answers for a batch
-        # it was not told about) nothing is handed over: batch_finished takes back only what was
-        # handed over, and a graph would otherwise keep an entry for every batch of the run.
+        # Without watermarked inputs (and with both watermarks 0, what a graph answers for a batch it was not told
+        # about) nothing is handed over: batch_finished takes back only what was handed over.
         if self._watermarked or watermarks.eviction_ms or watermarks.late_ms:
             self._graph.set_batch_watermarks(time, watermarks)
-
-    def _describe_inputs(self) -> str:
-        return ", ".join(i.description for i in self._inputs) or "no sources"
 
     async def _log_offsets(self, batch: PlannedBatch) -> None:
         log = self._batch_log
@@ -470,7 +470,7 @@ class MicroBatchTracker:
         durations["triggerExecution"] = end_at - batch.trigger_start
         self._stats["committed"] += 1
         self.critical_path_ns.append(batch.critical_ns)
-        if not batch.has_data:
+        if not batch.has_data and not batch.input_pending:
             self._no_data_mark = max(self._no_data_mark, batch.sequence)
         self._progress.set_status("Waiting for next trigger", batch.has_data, bool(self._planned))
         assert self.query_id is not None
@@ -549,9 +549,9 @@ class MicroBatchTracker:
     def _notify(self) -> None:
         self._changed.notify()
 
-    async def wait_changed(self) -> None:
-        """Wait until the tracker reports something (progress, an idle trigger, a failure)."""
-        await self._changed.wait()
+    def changed_event(self) -> anyio.Event:
+        """The event set when the tracker next reports something (progress, an idle trigger, a failure)."""
+        return self._changed.armed()
 
     def no_new_data_since(self, sequence: int) -> bool:
         """Whether a trigger after plan number ``sequence`` found no new data and everything before it finished."""

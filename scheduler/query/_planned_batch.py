@@ -22,6 +22,8 @@ class PlannedBatch:
         offsets_issued: its offsets entry was written (or queued for the async writer).
         planned_at: when its offsets were decided and logged, on the clock: its generation starts then.
         critical_ns: the time its log writes spent on the batches' critical path.
+        input_pending: a batch without new input whose graph saw input that a later batch time takes (see
+            ``ReplayableGraph``'s optional ``input_pending``): not a batch that found nothing new.
         state_version: the state version a stateful graph's batch loads when that is not its id (see
             ``STATE_VERSION_KEY``), recorded in its offsets entry; ``None``: its id.
     """
@@ -45,6 +47,7 @@ class PlannedBatch:
     critical_ns: int = 0
     planned_at: int = 0
     state_version: int | None = None
+    input_pending: bool = False
 
 
 def once_end(start: Sequence[Offset], latest: Sequence[Offset]) -> tuple[Offset, ...]:

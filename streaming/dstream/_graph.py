@@ -316,6 +316,13 @@ class DStreamGraph:
         """Where each input ends now (their logs were opened by :meth:`recover`)."""
         return [inp.latest_offset() for inp in self.input_streams]
 
+    def input_pending(self) -> bool:
+        """Whether the batch planned last left input it saw to a later batch time (a file newer than the batch)."""
+        for inp in self.input_streams:  # a loop, not any() over a generator: every batch without data asks
+            if inp.input_pending:
+                return True
+        return False
+
     async def plan_offsets(self, start: Sequence[Offset], limit: Sequence[Offset], time: Time) -> Sequence[Offset]:
         """Where batch ``time``'s input ends, each input's new input made durable first.
 

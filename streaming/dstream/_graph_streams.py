@@ -108,6 +108,11 @@ class InputStream(GraphStream, Protocol):
         ...
 
     @property
+    def input_pending(self) -> bool:
+        """Whether the last batch planned saw input that only a later batch time takes (a file newer than the batch)."""
+        ...
+
+    @property
     def replaying(self) -> bool:
         """Whether a log is attached (the context has a checkpoint directory)."""
         ...

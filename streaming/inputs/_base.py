@@ -41,6 +41,9 @@ class InputDStream(DStream):
 
     has_receiver = False
     _input_kind = "input"
+    input_pending = False
+    """Whether the last batch planned saw input that only a later batch time takes (a file stream's file newer than the
+    batch): that batch found nothing new without having read all there is (``processAllAvailable`` waits on)."""
 
     def __init__(self, env: StreamEnvironment) -> None:
         """Create an input stream of ``env``'s context and register it with the graph."""

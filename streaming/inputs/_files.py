@@ -174,8 +174,8 @@ class FileInputDStream(InputDStream):
         self.batches_to_remember = max(1, math.ceil(min_remember_ms / batch.milliseconds))
         self.duration_to_remember: Duration = batch * self.batches_to_remember
         self._remember_duration = self.duration_to_remember
-        clock = env.clock if env.clock is not None else SystemClock()
-        self.initial_threshold: Time = clock.now()
+        self._clock = env.clock if env.clock is not None else SystemClock()
+        self.initial_threshold: Time = self._clock.now()
         # The files taken within the remember window, with their modification times (ms): older ones can never be
         # taken again under that time (the window's threshold excludes them), so they go; a file made again goes in anew.
         self._recent: dict[str, int] = {}
@@ -209,6 +209,7 @@ class FileInputDStream(InputDStream):
             initial -= initial % 1000 + 1
         threshold = max(initial, time.milliseconds - self.duration_to_remember.milliseconds)
         began = _time.perf_counter()
+        self.input_pending = False
         try:
             entries = self._list()
         except Exception as exc:
@@ -221,7 +222,11 @@ class FileInputDStream(InputDStream):
         if elapsed_ms > self._slide.milliseconds:
             self._log.warning("listing the directory took longer than a batch", elapsed_ms=round(elapsed_ms),
                               batch_ms=self._slide.milliseconds)
-        return select_new_files(entries, threshold_ms=threshold, time_ms=time.milliseconds, already_selected=self._recent)
+        time_ms, now_ms = time.milliseconds, self._clock.now().milliseconds
+        # A late batch (its time before now) leaves the files modified since to a later batch (one dated ahead of the
+        # clock is not yet there, as far as anyone waiting can tell).
+        self.input_pending = any(time_ms < e.mod_time_ms <= now_ms and not e.name.startswith(".") for e in entries)
+        return select_new_files(entries, threshold_ms=threshold, time_ms=time_ms, already_selected=self._recent)
 
     def _compute(self, time: Time) -> RDD[Any] | None:
         # Runs in the generation worker thread; clear_metadata runs on the loop, but the
@@ -303,6 +308,7 @@ class FileInputDStream(InputDStream):
         if self._times_read is not None and not self._times_read(time):
             # No output reads this time (a window shorter than its slide): nothing is listed, and the next time read
             # takes what came meanwhile, as Spark's file stream, which lists only when its RDD is computed.
+            self.input_pending = True  # unlisted: whatever came is for the next time read
             return self.latest_offset()
         new = self._find_new_files(time)
         if new:

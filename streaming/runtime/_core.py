@@ -254,6 +254,10 @@ class RuntimeCore:
         """Wait for the next :meth:`wake`."""
         await self._changed.wait()
 
+    def changed_event(self) -> anyio.Event:
+        """The event the next :meth:`wake` sets (taken before checking a condition whose wait begins in another task)."""
+        return self._changed.armed()
+
     async def wait_stopped(self) -> None:
         """Wait until the runtime has stopped."""
         while not self.stopped:

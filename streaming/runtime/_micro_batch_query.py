@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time as _time
 import uuid
-from typing import Awaitable, Callable, Mapping
+from typing import Callable, Mapping
 
 import anyio
 import anyio.to_thread
@@ -40,9 +40,11 @@ from scheduler import (
     uri_scheme,
 )
 
+from ._core import RuntimeCore
 from ._manager import QueryRegistration
 
-__all__ = ["BusReports", "death_cause", "drive_triggers", "error_class_of", "first_of", "located", "open_query", "query_tracker"]
+__all__ = ["BusReports", "death_cause", "drive_triggers", "error_class_of", "located", "open_query", "query_tracker",
+           "wait_no_new_data"]
 
 
 class BusReports:
@@ -205,13 +207,26 @@ def error_class_of(error: BaseException | None) -> str | None:
     return None
 
 
-async def first_of(*waits: Callable[[], Awaitable[None]]) -> None:
-    """Return when the first of ``waits`` returns; the others are cancelled."""
-    async with anyio.create_task_group() as tg:
+async def wait_no_new_data(tracker: MicroBatchTracker, core: RuntimeCore, sequence: int) -> None:
+    """``process_all_available``'s wait: until a batch planned after plan number ``sequence`` found nothing new and every
+    batch before it finished, or the runtime stopped.
 
-        async def one(wait: Callable[[], Awaitable[None]]) -> None:
-            await wait()
-            tg.cancel_scope.cancel()
+    Both wake-ups are taken before each check: a change between the check and the wait (which
+    begins in tasks of its own, after a yield) still wakes it.
 
-        for wait in waits:
-            tg.start_soon(one, wait)
+    Raises:
+        JobFailedError: a job or batch generation failed (also one that failed earlier).
+    """
+    while True:
+        events = (tracker.changed_event(), core.changed_event())
+        core.raise_error()
+        if tracker.no_new_data_since(sequence) or core.stopped:
+            return
+        async with anyio.create_task_group() as tg:
+
+            async def one(event: anyio.Event) -> None:
+                await event.wait()
+                tg.cancel_scope.cancel()
+
+            for event in events:
+                tg.start_soon(one, event)

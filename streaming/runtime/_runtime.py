@@ -55,7 +55,7 @@ from scheduler import (
 
 from ._core import RuntimeCore
 from ._manager import QueryRegistration
-from ._micro_batch_query import death_cause, drive_triggers, error_class_of, first_of, located, open_query, query_tracker
+from ._micro_batch_query import death_cause, drive_triggers, error_class_of, located, open_query, query_tracker, wait_no_new_data
 from ._state import StreamingContextState
 
 __all__ = ["StreamingRuntime"]
@@ -542,12 +542,7 @@ class StreamingRuntime:
         core.raise_error()
         if core.state is not StreamingContextState.ACTIVE:
             return
-        sequence = tracker.sequence
-        while not tracker.no_new_data_since(sequence):
-            core.raise_error()
-            if core.stopped:
-                return
-            await first_of(tracker.wait_changed, core.wait_changed)
+        await wait_no_new_data(tracker, core, tracker.sequence)
 
     async def start_service(self, service: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Any:
         """Start ``service(*args, task_status=...)`` in the runtime's task group; it is cancelled once the runtime stops.

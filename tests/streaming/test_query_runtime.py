@@ -302,6 +302,46 @@ async def test_process_all_available_returns_once_a_trigger_found_no_new_data(ki
     await kind.close()
 
 
+class PendingPipeline(Pipeline):
+    """A Pipeline whose graph says, as a DStream graph with a file stream does, whether a batch left input it saw to a
+    later batch time."""
+
+    pending = False
+
+    def input_pending(self) -> bool:
+        return self.pending
+
+
+async def test_process_all_available_waits_past_a_batch_that_left_input_to_a_later_time() -> None:
+    """A batch without new input that saw input only a later batch time takes (a late batch before a file's time) is not
+    one that found nothing new: the wait goes on to a batch that left nothing behind."""
+    clock = ManualClock()
+    pipeline = PendingPipeline()
+    pipeline.add_source(ListSource([]), name="in")
+    pipeline.add_output(lambda batch: None, name="out")
+    async with StreamingRuntime(pipeline, Seconds(1), clock=clock, track_progress=True) as rt:
+        await rt.start()
+        done = anyio.Event()
+
+        async def wait() -> None:
+            await rt.process_all_available()
+            done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await settle()
+            pipeline.pending = True
+            clock.advance(Seconds(1))
+            await rt.wait_until_idle()
+            await settle()
+            assert not done.is_set()
+            pipeline.pending = False
+            clock.advance(Seconds(1))
+            with anyio.fail_after(5):
+                await done.wait()
+        await rt.stop()
+
+
 async def test_listeners_are_added_and_removed(kind: Kind) -> None:
     """A listener added before start hears QueryStarted; once removed it hears nothing more, while another still does."""
     kept: list[object] = []

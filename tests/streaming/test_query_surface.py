@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import threading
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -17,7 +18,7 @@ from pyspark.errors import StreamingQueryException as PySparkStreamingQueryExcep
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import StreamingQueryProgress as PySparkProgress
 
-from listeners import EventRecorder, QueryProgress
+from listeners import BatchCompleted, EventRecorder, QueryProgress, StreamingListener
 from scheduler import (
     InvalidPipelineError,
     JobFailedError,
@@ -30,7 +31,7 @@ from scheduler import (
 from streaming import StreamingContext, streams
 from streaming._listener_compat import PySparkQueryListenerAdapter
 from streaming._manager import pyspark_progress
-from tests.anyio_support import BACKENDS
+from tests.anyio_support import BACKENDS, settle
 from tests.streaming.test_spark_integration import spark_conf
 from tests.support import advance, run_dstream_batches
 
@@ -205,6 +206,78 @@ def test_a_listener_removed_from_the_manager_hears_nothing_more(spark_context: A
     ssc.processAllAvailable()
     ssc.stop(stopSparkContext=False)
     assert "progress" in listener.kinds() and "terminated" not in listener.kinds()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_process_all_available_waits_for_a_file_a_late_batch_left_to_the_next(spark_context: Any, backend: str,
+                                                                               tmp_path: Path) -> None:
+    """A file stream takes a file in the first batch at or after the file's time: a batch planned late, after the call, with
+    a time before the file's finds nothing new, and the wait goes on until the next batch read the file and one more
+    found nothing."""
+    clock = ManualClock(1_000_000)
+    directory = tmp_path / "in"
+    directory.mkdir()
+    release = threading.Event()
+    read: list[list[str]] = []
+
+    def out(rdd: Any) -> None:
+        rows = rdd.collect()
+        if rows:
+            release.wait(60)  # the batch that reads the file is held until the test has looked at the wait
+        read.append(rows)
+
+    class Completed(StreamingListener):
+        def __init__(self) -> None:
+            self.batches: list[int] = []
+            self.changed = anyio.Event()
+
+        async def on_batch_completed(self, event: BatchCompleted) -> None:
+            self.batches.append(event.batch_info.batch_time.milliseconds)
+            self.changed.set()
+            self.changed = anyio.Event()
+
+    async def completed(listener: Completed, count: int) -> None:
+        with anyio.fail_after(60):  # a first Spark job may take seconds
+            while len(listener.batches) < count:
+                await listener.changed.wait()
+
+    async def body() -> None:
+        async with StreamingContext(spark_context, 1, clock=clock) as ssc:
+            listener = Completed()
+            ssc.addStreamingListener(listener)
+            ssc.textFileStream(str(directory)).foreachRDD(out)
+            await ssc.start_async()
+            staged = tmp_path / "a.txt"
+            staged.write_text("x\ny\n")
+            os.utime(staged, ns=(1_001_500_000_000, 1_001_500_000_000))  # between the first two batch times
+            staged.rename(directory / "a.txt")
+            done = anyio.Event()
+
+            async def wait() -> None:
+                await ssc.process_all_available_async()
+                done.set()
+
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(wait)
+                    await settle()
+                    clock.advance(2000)  # both batches due at once: the first is planned after the call, before the file
+                    await completed(listener, 1)
+                    await settle()
+                    assert listener.batches == [1_001_000] and read == [[]]
+                    assert not done.is_set()
+                    release.set()
+                    await completed(listener, 2)
+                    assert not done.is_set()
+                    clock.advance(1000)
+                    with anyio.fail_after(60):
+                        await done.wait()
+            finally:
+                release.set()
+            assert read[:2] == [[], ["x", "y"]]
+            await ssc.stop_async()
+
+    anyio.run(body, backend=backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
