@@ -59,6 +59,8 @@ class JobSchedulerStatistics:
     batches_failed: int
     jobs_completed: int
     jobs_failed: int
+    workers_started: int = 0
+    """Worker tasks started in this run: they start as jobs find none free, at most ``concurrent_jobs``."""
 
 
 ErrorReporter = Callable[[JobFailedError], None]
@@ -133,6 +135,11 @@ class JobScheduler:
         self._started = False
         self._finished: anyio.Event | None = None
         self._workers_ended: anyio.Event | None = None
+        # The workers' group while it runs, how many more it may start (Spark's pool starts threads as jobs come), and
+        # how many were started that have not yet begun taking jobs.
+        self._workers: anyio.abc.TaskGroup | None = None
+        self._spare_workers = concurrent_jobs
+        self._starting_workers = 0
         self._stats = {"submitted": 0, "completed": 0, "failed": 0, "jobs_completed": 0, "jobs_failed": 0}
         self._log = library_logger("aiodstream.scheduler", component="JobScheduler")
 
@@ -300,6 +307,8 @@ class JobScheduler:
         send = self._jobs.put_nowait
         for job in job_set.jobs:
             send((job, job_set))
+        if self._spare_workers:
+            self._add_workers()
 
     def running_batches(self) -> list[JobSet]:
         """The batches submitted and not completed (queued or processing), oldest first, as they are now.
@@ -330,16 +339,29 @@ class JobScheduler:
         # The workers in a group of their own: a stop waits for them all to end (see stop) before it closes the generator.
         try:
             async with anyio.create_task_group() as workers:
-                for _ in range(self.concurrent_jobs):
-                    workers.start_soon(self._worker)
+                self._workers, self._spare_workers = workers, self.concurrent_jobs - 1
+                workers.start_soon(self._worker)
         finally:
+            self._workers = None
             ended.set()
 
-    async def _worker(self) -> None:
+    def _add_workers(self) -> None:
+        # A worker for each queued job that no worker will take (none is free), up to concurrent_jobs in all: a huge
+        # concurrentJobs costs only the workers that its jobs ever needed at once.
+        wanted = min(self._jobs.unclaimed - self._starting_workers, self._spare_workers)
+        if wanted > 0 and self._workers is not None:
+            self._spare_workers -= wanted
+            self._starting_workers += wanted
+            for _ in range(wanted):
+                self._workers.start_soon(self._worker, True)
+
+    async def _worker(self, added: bool = False) -> None:
         # One cancel scope per worker, not per job: entering and leaving an anyio cancel scope
         # costs about as much as the rest of a no-op job. Abandoning a running job cancels its
         # worker's scope; the worker then finalises that job and carries on in a new scope.
         _jobs_of.set(self)  # this task's context: the jobs it runs, and the threads it runs them on
+        if added:
+            self._starting_workers -= 1
         while True:
             running: list[tuple[Job, JobSet]] = []
             with anyio.CancelScope() as scope:
@@ -368,7 +390,7 @@ class JobScheduler:
             if handled % YIELD_EVERY == 0:
                 await anyio.lowlevel.checkpoint()
             if self._discard_jobs:
-                self._drop_job(job)
+                self._log.debug("dropping queued job on immediate stop", job=str(job))
                 continue
             # The job starts (inline: this loop is a simulation's hot path). BatchStarted is
             # posted before the job's own start time is set, as in Spark, so in that event every
@@ -425,25 +447,12 @@ class JobScheduler:
             await listener.on_job_completed(job, job_set)
         if completed:
             if self._counting is not None:
-                self._count_input_rows(self._counting, job_set)
+                _count_input_rows(self._counting, job_set)
             self._on_batch_completed(job_set)
             if listener is not None:
                 await listener.on_batch_completed(job_set)
         if job.failure is not None and not isinstance(job.failure, JobAbandonedError):
             self._report_error(f"Error running job {job.id}", job.failure, job.time, job.id)
-
-    @staticmethod
-    def _count_input_rows(graph: CountingGraph, job_set: JobSet) -> None:
-        # Inputs that learn their rows by running (files, queued RDDs) replace what they
-        # reported at generation, before the batch's BatchCompleted and progress are built.
-        counted = graph.counted_input_rows(job_set.time)
-        if not counted:
-            return
-        infos = dict(job_set.input_infos)
-        for stream_id, rows in counted.items():
-            old = infos.get(stream_id)
-            infos[stream_id] = StreamInputInfo(stream_id, rows) if old is None else attrs.evolve(old, num_records=rows)
-        job_set.input_infos = infos
 
     def _on_batch_completed(self, job_set: JobSet) -> None:
         failed = job_set.failed
@@ -483,9 +492,6 @@ class JobScheduler:
             self.generator.post(BatchFinished(time, succeeded, job_set))
             self._tracker.done()
 
-    def _drop_job(self, job: Job) -> None:
-        self._log.debug("dropping queued job on immediate stop", job=str(job))
-
     # -- errors --
 
     def _report_error(self, message: str, exc: BaseException, time: Time | None, job_id: str | None = None) -> None:
@@ -497,10 +503,6 @@ class JobScheduler:
             self._report(err)
 
     # -- waiting for quiescence --
-
-    async def _wait_idle(self) -> None:
-        """Wait until every posted message is handled and every submitted batch is finalised."""
-        await self._tracker.wait_idle()
 
     async def _drain(self, timeout: Duration | None) -> bool:
         """Wait until idle; False once ``timeout`` (:data:`RUNNING_JOB_GRACE` while a job runs) passes without progress.
@@ -528,7 +530,7 @@ class JobScheduler:
                 continue
             if not self._tracker.in_flight:
                 return
-            await self._wait_idle()
+            await self._tracker.wait_idle()  # every posted message handled, every submitted batch finalised
 
     def _wake_running_waiters(self) -> None:
         if self._running_changed is not None:
@@ -555,6 +557,7 @@ class JobScheduler:
             batches_failed=s["failed"],
             jobs_completed=s["jobs_completed"],
             jobs_failed=s["jobs_failed"],
+            workers_started=self.concurrent_jobs - self._spare_workers,
         )
 
     def __repr__(self) -> str:
@@ -563,3 +566,16 @@ class JobScheduler:
             f"<JobScheduler [jobs: {st.jobs_running} running, {st.jobs_queued} queued | "
             f"batches: {st.batches_pending} pending, {st.batches_completed} completed, {st.batches_failed} failed]>"
         )
+
+
+def _count_input_rows(graph: CountingGraph, job_set: JobSet) -> None:
+    # Inputs that learn their rows by running (files, queued RDDs) replace what they
+    # reported at generation, before the batch's BatchCompleted and progress are built.
+    counted = graph.counted_input_rows(job_set.time)
+    if not counted:
+        return
+    infos = dict(job_set.input_infos)
+    for stream_id, rows in counted.items():
+        old = infos.get(stream_id)
+        infos[stream_id] = StreamInputInfo(stream_id, rows) if old is None else attrs.evolve(old, num_records=rows)
+    job_set.input_infos = infos

@@ -254,6 +254,11 @@ class Mailbox(Generic[T]):
         """The most items it holds, or ``None`` if unbounded."""
         return None if self._capacity == sys.maxsize else self._capacity
 
+    @property
+    def unclaimed(self) -> int:
+        """Items queued that no consumer woken for them will take: what a consumer that comes now would find."""
+        return len(self._items) - self._woken
+
     def __len__(self) -> int:
         return len(self._items)
 

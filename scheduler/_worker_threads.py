@@ -53,23 +53,46 @@ def _cancel(waiter: asyncio.Future[Any]) -> None:
     waiter.cancel()
 
 
-def _serve(calls: SimpleQueue[_Call | None]) -> None:
-    # A worker's loop. It holds the queue, not the pool: a pool nobody holds any more is
+class _Crew:
+    """One set of a pool's threads (a pool starts a second set at the interpreter's exit): their queue, how many were
+    started, and how many are done with their last call and not yet claimed by a new one.
+
+    A thread starts only when a call finds none free: a pool of a huge size (``concurrentJobs``) makes as many
+    threads as calls ever ran at once, not its size.
+    """
+
+    __slots__ = ("calls", "idle", "lock", "started")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.calls: SimpleQueue[_Call | None] = SimpleQueue()
+        self.lock = lock  # the pool's: a call is claimed under it as it is queued
+        self.idle = 0
+        self.started = 0
+
+    def free(self) -> None:
+        """On a thread whose call is done, before its caller hears of it: the next call queued may count on it."""
+        with self.lock:
+            self.idle += 1
+
+
+def _serve(crew: _Crew) -> None:
+    # A worker's loop. It holds its crew, not the pool: a pool nobody holds any more is
     # collected, and its finalizer ends these threads.
-    get = calls.get
+    get, free = crew.calls.get, crew.free
     while True:
         call = get()
         if call is None:
             return
-        _run(*call)
+        _run(*call, free)
         call = None  # nothing of a finished call stays referenced while the thread waits
 
 
-def _run(func: Callable[..., Any], args: tuple[Any, ...], loop: Any, waiter: Any) -> None:
+def _run(func: Callable[..., Any], args: tuple[Any, ...], loop: Any, waiter: Any, free: Callable[[], None]) -> None:
     if loop is None:
-        waiter.run(func, args)
+        waiter.run(func, args, free)
         return
     if waiter.done():
+        free()
         return  # abandoned while queued: dropped
     try:
         value = func(*args)
@@ -78,6 +101,7 @@ def _run(func: Callable[..., Any], args: tuple[Any, ...], loop: Any, waiter: Any
         value = exc
     else:
         settle = _succeed
+    free()
     try:
         loop.call_soon_threadsafe(settle, waiter, value)
     except RuntimeError:  # the loop is closed: nobody waits for the result
@@ -97,22 +121,32 @@ class _Runner(Generic[T]):
         self.ok = False
         self.value: Any = None
 
-    def run(self, func: Callable[..., T], args: tuple[Any, ...]) -> None:
+    def run(self, func: Callable[..., T], args: tuple[Any, ...], free: Callable[[], None]) -> None:
+        """On a thread: the call, then ``free`` (the thread takes another), then its caller told."""
         future = self.future
         if future is not None:
             if not future.set_running_or_notify_cancel():
+                free()
                 return  # cancelled while queued
+            failure: BaseException | None = None
             try:
-                future.set_result(func(*args))
+                result = func(*args)
             except BaseException as exc:
-                future.set_exception(exc)
+                failure = exc
+            free()
+            if failure is None:
+                future.set_result(result)
+            else:
+                future.set_exception(failure)
             return
         if self.cancelled:
+            free()
             return
         try:
             self.value, self.ok = func(*args), True
         except BaseException as exc:
             self.value = exc
+        free()
         self._wake()
 
     def drop(self) -> None:
@@ -182,11 +216,13 @@ class Handover:
             self._awaiting = None
             self._ended.set()
 
-    def run(self, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        """On the worker: ``func(*args)``, then its result to the loop's thread if it waits, else a wake-up of the caller."""
+    def run(self, func: Callable[..., Any], args: tuple[Any, ...], free: Callable[[], None]) -> None:
+        """On the worker: ``func(*args)``, ``free`` (the thread takes another call), then its result to the loop's thread
+        if it waits, else a wake-up of the caller."""
         self.started = True
         awaiting = self._awaiting
         if awaiting.cancelled if isinstance(awaiting, _Runner) else awaiting.done():
+            free()
             with self._lock:  # abandoned while queued: dropped, and nobody to wake
                 self._finished = True
                 self._awaiting = None
@@ -196,6 +232,7 @@ class Handover:
             value, ok = func(*args), True
         except BaseException as exc:
             value, ok = exc, False
+        free()
         self._end(awaiting, ok, value)
 
     def drop(self) -> None:
@@ -262,9 +299,9 @@ def _wake_loop(awaiting: Any, ok: bool, value: Any) -> None:
         pass
 
 
-def _stop(calls: SimpleQueue[_Call | None], threads: int) -> None:
-    for _ in range(threads):
-        calls.put(None)
+def _stop(crew: _Crew) -> None:
+    for _ in range(crew.started):
+        crew.calls.put(None)
 
 
 _live: weakref.WeakSet[WorkerThreads] = weakref.WeakSet()
@@ -303,17 +340,17 @@ class WorkerThreads:
     """
 
     def __init__(self, size: int, name: str) -> None:
-        """Threads named ``{name}_0`` .. ``{name}_{size - 1}``, started on first use."""
+        """Threads named ``{name}_0`` .. ``{name}_{size - 1}`` at most, each started when a call finds no thread free."""
         if type(size) is not int or size < 1:
             raise ValueError(f"a worker pool needs a positive int of threads, got {size!r}")
         self.size = size
         self.name = name
-        self._calls: SimpleQueue[_Call | None] = SimpleQueue()
         self._threads: list[threading.Thread] = []  # every thread started (a pool may start a second set at exit)
-        self._serving = False  # threads serve self._calls
+        self._serving = False  # threads serve self._crew's calls
         self._daemon = False  # new threads are daemons (after the interpreter's exit began: nobody joins them)
         # Held while a call is queued, so that no call goes in behind the threads' end (shutdown).
         self._lock = threading.Lock()
+        self._crew = _Crew(self._lock)
         self._shut = False
         self._ended = False
         self._finalizer: weakref.finalize | None = None  # type: ignore[type-arg]
@@ -325,19 +362,25 @@ class WorkerThreads:
         with self._lock:
             if self._shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
-            if not self._serving:
-                self._start()
-            self._calls.put(call)
+            crew = self._crew
+            if crew.idle:
+                crew.idle -= 1
+            elif crew.started < self.size:
+                self._start_thread(crew)
+            crew.calls.put(call)
 
-    def _start(self) -> None:
-        self._serving = True
-        for n in range(self.size):
-            thread = threading.Thread(target=_serve, args=(self._calls,), name=f"{self.name}_{n}", daemon=self._daemon)
-            thread.start()
-            self._threads.append(thread)
-        # A pool dropped without a shutdown still ends its threads once collected.
-        self._finalizer = weakref.finalize(self, _stop, self._calls, self.size)
-        self._finalizer.atexit = False
+    def _start_thread(self, crew: _Crew) -> None:
+        # Under the lock: the call being queued found no thread free.
+        n = crew.started
+        thread = threading.Thread(target=_serve, args=(crew,), name=f"{self.name}_{n}", daemon=self._daemon)
+        thread.start()
+        crew.started = n + 1
+        self._threads.append(thread)
+        if not self._serving:
+            self._serving = True
+            # A pool dropped without a shutdown still ends its threads once collected.
+            self._finalizer = weakref.finalize(self, _stop, crew)
+            self._finalizer.atexit = False
 
     async def run(self, func: Callable[..., T], *args: Any, abandon_on_cancel: bool = True,
                   handover: Handover | None = None) -> T:
@@ -362,9 +405,12 @@ class WorkerThreads:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             if handover is not None:
                 handover._arm(waiter)
-            if not self._serving:
-                self._start()
-            self._calls.put(call)
+            crew = self._crew
+            if crew.idle:
+                crew.idle -= 1
+            elif crew.started < self.size:
+                self._start_thread(crew)
+            crew.calls.put(call)
         if abandon_on_cancel:
             return await waiter
         with anyio.CancelScope(shield=True):
@@ -420,7 +466,7 @@ class WorkerThreads:
             if self._shut:
                 return
             self._shut = True
-        calls = self._calls
+        calls = self._crew.calls
         while drop_queued:
             try:
                 call = calls.get_nowait()
@@ -451,7 +497,7 @@ class WorkerThreads:
             self._serving = False
             if self._finalizer is not None:
                 self._finalizer.detach()
-            _stop(self._calls, self.size)
+            _stop(self._crew)
 
     def _at_interpreter_exit(self) -> None:
         """The interpreter's exit began: the threads end once the calls queued so far have run (it joins them); a later
@@ -460,7 +506,7 @@ class WorkerThreads:
             self._daemon = True
             if not self._ended and self._serving:
                 self._retire()
-                self._calls = SimpleQueue()
+                self._crew = _Crew(self._lock)
 
     @property
     def threads(self) -> list[threading.Thread]:
@@ -469,4 +515,4 @@ class WorkerThreads:
 
     def __repr__(self) -> str:
         state = "shut down" if self._shut else ("running" if self._serving else "idle")
-        return f"<WorkerThreads {self.name!r} [{state} | {len(self._threads)}/{self.size} threads | {self._calls.qsize()} queued]>"
+        return f"<WorkerThreads {self.name!r} [{state} | {len(self._threads)}/{self.size} threads | {self._crew.calls.qsize()} queued]>"

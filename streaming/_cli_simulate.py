@@ -135,7 +135,11 @@ def _list(text: str, field: str, parse: Any) -> list[Any]:
     items = [item.strip() for item in text.split(",") if item.strip()]
     if not items:
         raise ModelError(field, f"must be a comma-separated list, got {text!r}")
-    return [parse(item, f"{field}[{i}]") for i, item in enumerate(items)]
+    values = [parse(item, f"{field}[{i}]") for i, item in enumerate(items)]
+    for i, value in enumerate(values):
+        if value in values[:i]:
+            raise ModelError(f"{field}[{i}]", f"repeats {items[values.index(value)]!r} (each value is one row of the sweep)")
+    return values
 
 
 def _with_unit(text: str | None, field: str) -> None:

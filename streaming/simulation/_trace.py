@@ -123,31 +123,59 @@ def _req_time(d: Mapping[str, Any], key: str) -> Time:
     return t
 
 
+def _whole(d: Mapping[str, Any], key: str) -> int:
+    # An id or a count as the recorder writes it: a JSON integer (int() would truncate 1.5 and read "12").
+    value = d[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelError(key, f"must be a whole number, got {reprlib.repr(value)}")
+    return value
+
+
+def _ordered(start: Time | None, end: Time | None, key: str) -> None:
+    if start is not None and end is not None and end < start:
+        raise ModelError(key, f"is {end.milliseconds} ms, before the start time {start.milliseconds} ms")
+
+
 def _op_from_dict(d: Mapping[str, Any]) -> OutputOperationInfo:
+    start, end = _time(d, "start_time", optional=True), _time(d, "end_time", optional=True)
+    _ordered(start, end, "end_time")
     return OutputOperationInfo(
         batch_time=_req_time(d, "batch_time"),
-        id=int(d["id"]),
+        id=_whole(d, "id"),
         name=str(d.get("name", "")),
         description=str(d.get("description", "")),
-        start_time=_time(d, "start_time", optional=True),
-        end_time=_time(d, "end_time", optional=True),
+        start_time=start,
+        end_time=end,
         failure_reason=d.get("failure_reason"),
     )
 
 
 def _batch_from_dict(d: Mapping[str, Any]) -> BatchInfo:
-    inputs = {
-        int(i["stream_id"]): StreamInputInfo(int(i["stream_id"]), int(i["num_records"]), dict(i.get("metadata") or {}))
-        for i in d.get("inputs", [])
-    }
-    ops = [_op_from_dict(op) for op in d.get("output_operations", [])]
+    inputs: dict[int, StreamInputInfo] = {}
+    for n, entry in enumerate(d.get("inputs", [])):
+        try:
+            stream = _whole(entry, "stream_id")
+            inputs[stream] = StreamInputInfo(stream, _whole(entry, "num_records"), dict(entry.get("metadata") or {}))
+        except ModelError as exc:
+            raise exc.within(f"inputs[{n}]") from None
+    ops: dict[int, OutputOperationInfo] = {}
+    for n, entry in enumerate(d.get("output_operations", [])):
+        try:
+            op = _op_from_dict(entry)
+        except ModelError as exc:
+            raise exc.within(f"output_operations[{n}]") from None
+        if op.id in ops:
+            raise ModelError(f"output_operations[{n}].id", f"repeats output operation {op.id}")
+        ops[op.id] = op
+    start, end = _time(d, "processing_start_time", optional=True), _time(d, "processing_end_time", optional=True)
+    _ordered(start, end, "processing_end_time")
     return BatchInfo(
         batch_time=_req_time(d, "batch_time"),
         stream_id_to_input_info=inputs,
         submission_time=_req_time(d, "submission_time"),
-        processing_start_time=_time(d, "processing_start_time", optional=True),
-        processing_end_time=_time(d, "processing_end_time", optional=True),
-        output_operation_infos={op.id: op for op in ops},
+        processing_start_time=start,
+        processing_end_time=end,
+        output_operation_infos=ops,
     )
 
 
@@ -178,13 +206,19 @@ def event_from_dict(d: Mapping[str, Any]) -> StreamingEvent:
         if kind == "StreamingStarted":
             return StreamingStarted(_req_time(d, "time"))
         if kind in _BATCH_EVENTS:
-            return _BATCH_EVENTS[kind](_batch_from_dict(d["batch_info"]))
+            try:
+                return _BATCH_EVENTS[kind](_batch_from_dict(d["batch_info"]))
+            except ModelError as exc:
+                raise exc.within("batch_info") from None
         if kind in _OP_EVENTS:
-            return _OP_EVENTS[kind](_op_from_dict(d["output_operation_info"]))
+            try:
+                return _OP_EVENTS[kind](_op_from_dict(d["output_operation_info"]))
+            except ModelError as exc:
+                raise exc.within("output_operation_info") from None
         if kind in _RECEIVER_EVENTS:
             r = d["receiver_info"]
             info = ReceiverInfo(
-                int(r["stream_id"]), str(r["name"]), bool(r["active"]), str(r["location"]), str(r["executor_id"]),
+                _whole(r, "stream_id"), str(r["name"]), bool(r["active"]), str(r["location"]), str(r["executor_id"]),
                 str(r.get("last_error_message", "")), str(r.get("last_error", "")), _time(r, "last_error_time", optional=True),
             )
             return _RECEIVER_EVENTS[kind](info)
@@ -380,6 +414,7 @@ def _read(f: Iterable[str | bytes]) -> Trace:
     meta: dict[str, Any] = {}
     events: list[StreamingEvent] = []
     spark_jobs: dict[tuple[int, int], tuple[SparkJob, ...]] = {}
+    completed: dict[int, int] = {}  # the line of each batch's BatchCompleted, by batch time
     for n, raw in enumerate(f, start=1):
         line = _text(n, raw)
         if not line.strip():
@@ -403,10 +438,17 @@ def _read(f: Iterable[str | bytes]) -> Trace:
             continue
         try:
             if data.get("event") == SPARK_JOBS:
-                key = (int(data["batch_time"]), int(data["output_op_id"]))
+                key = (_whole(data, "batch_time"), _whole(data, "output_op_id"))
                 spark_jobs[key] = tuple(spark_job_from_dict(j) for j in data["jobs"])
                 continue
-            events.append(event_from_dict(data))
+            event = event_from_dict(data)
+            if type(event) is BatchCompleted:
+                time = event.batch_info.batch_time.milliseconds
+                first = completed.setdefault(time, n)
+                if first != n:
+                    raise ModelError("event", f"a second BatchCompleted of batch {time} (the first is on line {first}): "
+                                              "a trace records one run; record each run to a file of its own")
+            events.append(event)
         except ModelError as exc:
             raise exc.within(f"line {n}") from None
         except KeyError as exc:

@@ -209,6 +209,33 @@ async def test_concurrent_jobs_bound_and_in_order_completion_hooks(clock: Manual
     assert gate.max_running == 2
 
 
+async def test_a_huge_concurrent_jobs_starts_only_the_workers_its_jobs_need_at_once(clock: ManualClock) -> None:
+    """concurrent_jobs of a million costs nothing up front: batches one after another keep to one worker, a batch of
+    three jobs that run at once starts two more, and batches after it start none (Spark's pool starts threads as jobs
+    come)."""
+    gate = Gate()
+
+    def jobs(t: Time) -> list[Job]:
+        if t == Time(21_000):
+            return [gate.job(t, f"wide.{i}") for i in range(3)]
+        return [noop_job(t)]
+
+    async with StreamingRuntime(ScriptedGraph(jobs), Seconds(1), clock=clock, concurrent_jobs=1_000_000) as rt:
+        await rt.start()
+        await advance(rt, clock, times=20)
+        assert rt.scheduler.statistics().workers_started == 1
+        clock.advance(Seconds(1))
+        await gate.wait_started("wide.0", "wide.1", "wide.2")
+        assert gate.running == 3 and rt.scheduler.statistics().workers_started == 3
+        for i in range(3):
+            gate.open(f"wide.{i}")
+        await rt.wait_until_idle()
+        await advance(rt, clock, times=20)
+        stats = rt.scheduler.statistics()
+        assert stats.workers_started == 3 and stats.batches_completed == 41
+        await rt.stop()
+
+
 async def test_sync_jobs_run_in_worker_threads_async_jobs_on_the_loop(clock: ManualClock) -> None:
     """A plain job function runs in a worker thread; an async one runs on the event loop thread."""
     loop_thread = threading.get_ident()

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from scheduler import WorkerThreads
-from tests.anyio_support import HANG_GUARD_S
+from tests.anyio_support import HANG_GUARD_S, settle
 from tests.crash import run_python
 
 BACKENDS = ["asyncio", "trio"]
@@ -47,7 +47,8 @@ def test_result_and_exception_come_back(backend: str, pool: WorkerThreads) -> No
 
 
 def test_calls_run_in_submission_order_on_size_threads() -> None:
-    """Two threads serve the calls in order; each thread has its name; submit gives a concurrent future."""
+    """Calls start in order; a thread starts only when a call finds none free, with its name; submit gives a concurrent
+    future."""
     pool = WorkerThreads(2, "order-test")
     try:
         started: list[int] = []
@@ -60,7 +61,13 @@ def test_calls_run_in_submission_order_on_size_threads() -> None:
 
         names = {pool.submit(work, n).result(10) for n in range(20)}
         assert started == list(range(20))
-        assert names <= {"order-test_0", "order-test_1"}
+        assert names == {"order-test_0"}  # one call at a time: the first thread is free for each next one
+        assert [t.name for t in pool.threads] == ["order-test_0"]
+        held = threading.Event()
+        busy = pool.submit(held.wait, 10)
+        assert pool.submit(work, 20).result(10) in {"order-test_0", "order-test_1"}  # one is busy: a second started
+        held.set()
+        assert busy.result(10) is True
         assert [t.name for t in pool.threads] == ["order-test_0", "order-test_1"]
         with pytest.raises(ZeroDivisionError):
             pool.submit(lambda: 1 // 0).result(10)
@@ -202,6 +209,37 @@ def test_a_pool_dropped_without_shutdown_ends_its_threads() -> None:
     for thread in threads:
         thread.join(10)
         assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_huge_pool_starts_as_many_threads_as_calls_ever_ran_at_once(backend: str) -> None:
+    """A size of a million (a huge ``concurrentJobs``) costs nothing up front: one call after another keeps to one
+    thread (it is free again before its caller hears back), three calls at once start three, and no more after."""
+    pool = WorkerThreads(1_000_000, "huge")
+
+    async def main() -> None:
+        for n in range(50):
+            assert await pool.run(lambda n=n: n) == n
+        assert pool.submit(lambda: 7).result(10) == 7
+        assert len(pool.threads) == 1
+        release = threading.Event()
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(functools.partial(pool.run, release.wait, 10))
+            await settle()
+            assert len(pool.threads) == 3
+            release.set()
+        for _ in range(50):
+            await pool.run(lambda: None)
+        assert [t.name for t in pool.threads] == ["huge_0", "huge_1", "huge_2"]
+
+    try:
+        anyio.run(main, backend=backend)
+    finally:
+        pool.shutdown()
+        for thread in pool.threads:
+            thread.join(10)
+    assert not any(thread.is_alive() for thread in pool.threads)
 
 
 def test_bad_sizes_are_refused() -> None:

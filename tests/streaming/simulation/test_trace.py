@@ -150,7 +150,25 @@ def test_other_event_types_round_trip() -> None:
         ("[1, 2]", "line 2: must be a JSON object, got list"),
         ('{"event": "Nope"}', "line 2.event: unknown event type 'Nope'"),
         ('{"event": "StreamingStarted"}', "line 2.time: is missing"),
-        ('{"event": "BatchCompleted", "batch_info": {"batch_time": 1000}}', "line 2.submission_time: is missing"),
+        ('{"event": "BatchCompleted", "batch_info": {"batch_time": 1000}}', "line 2.batch_info.submission_time: is missing"),
+        # An id or a count is a JSON integer: 1.5 was truncated to 1 and merged two operations.
+        ('{"event": "BatchCompleted", "batch_info": {"batch_time": 1000, "submission_time": 1000, "output_operations": '
+         '[{"batch_time": 1000, "id": 1.5}]}}', "line 2.batch_info.output_operations[0].id: must be a whole number, got 1.5"),
+        ('{"event": "OutputOperationStarted", "output_operation_info": {"batch_time": 1000, "id": "0"}}',
+         "line 2.output_operation_info.id: must be a whole number, got '0'"),
+        ('{"event": "BatchCompleted", "batch_info": {"batch_time": 1000, "submission_time": 1000, "inputs": '
+         '[{"stream_id": 0, "num_records": 2.5}]}}', "line 2.batch_info.inputs[0].num_records: must be a whole number, got 2.5"),
+        ('{"event": "BatchCompleted", "batch_info": {"batch_time": 1000, "submission_time": 1000, "output_operations": '
+         '[{"batch_time": 1000, "id": 0}, {"batch_time": 1000, "id": 0}]}}',
+         "line 2.batch_info.output_operations[1].id: repeats output operation 0"),
+        # A recorded duration below zero is named with its line, not later by the replay.
+        ('{"event": "BatchCompleted", "batch_info": {"batch_time": 1000, "submission_time": 1000, "output_operations": '
+         '[{"batch_time": 1000, "id": 0, "start_time": 1500, "end_time": 1400}]}}',
+         "line 2.batch_info.output_operations[0].end_time: is 1400 ms, before the start time 1500 ms"),
+        ('{"event": "BatchStarted", "batch_info": {"batch_time": 1000, "submission_time": 1000, "processing_start_time": 9, '
+         '"processing_end_time": 8}}', "line 2.batch_info.processing_end_time: is 8 ms, before the start time 9 ms"),
+        ('{"event": "SparkJobs", "batch_time": 1000.0, "output_op_id": 0, "jobs": []}',
+         "line 2.batch_time: must be a whole number, got 1000.0"),
     ],
 )
 def test_bad_trace_lines_name_the_line(line: str, message: str) -> None:
@@ -158,6 +176,19 @@ def test_bad_trace_lines_name_the_line(line: str, message: str) -> None:
     with pytest.raises(ModelError) as info:
         read_trace(io.StringIO('{"format": "aiodstream-trace", "version": 1}\n' + line + "\n"))
     assert str(info.value) == message
+
+
+def test_a_batch_completed_twice_is_refused_naming_both_lines() -> None:
+    """Two runs' traces put in one file replayed a batch twice; the second BatchCompleted of a batch is an error."""
+    done = ('{"event": "BatchCompleted", "batch_info": {"batch_time": 1000, "submission_time": 1000, "processing_start_time": '
+            '1000, "processing_end_time": 1100, "output_operations": [{"batch_time": 1000, "id": 0, "start_time": 1000, '
+            '"end_time": 1100}]}}\n')
+    text = '{"format": "aiodstream-trace", "version": 1}\n' + done
+    assert len(read_trace(io.StringIO(text)).completed_batches) == 1
+    with pytest.raises(ModelError) as info:
+        read_trace(io.StringIO(text + done))
+    assert str(info.value) == ("line 3.event: a second BatchCompleted of batch 1000 (the first is on line 2): a trace "
+                               "records one run; record each run to a file of its own")
 
 
 HEADER = b'{"format": "aiodstream-trace", "version": 1'
