@@ -104,6 +104,10 @@ def test_replaying_a_trace_under_a_new_interval(model_file: Path, tmp_path: Path
          '"2.5s", got \'2.5\''),
         (["simulate", "{model}", "--sweep-intervals", "1s,0s"],
          "aiodstream simulate: error: {model}: --sweep-intervals[1]: must be positive, got '0s'"),
+        (["simulate", "{model}", "--sweep-intervals", "1s,500ms,1000ms"],
+         "aiodstream simulate: error: {model}: --sweep-intervals[2]: repeats '1s' (each value is one row of the sweep)"),
+        (["simulate", "{model}", "--sweep-concurrency", "1,2,2"],
+         "aiodstream simulate: error: {model}: --sweep-concurrency[2]: repeats '2' (each value is one row of the sweep)"),
         (["simulate"], "aiodstream simulate: error: no model: give a TOML model file, --trace FILE, or --interval with --op (see --help)"),
     ],
 )
