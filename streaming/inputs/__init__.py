@@ -24,7 +24,7 @@ from ._factories import (
     text_file_stream,
     union,
 )
-from ._files import FileEntry, FileInputDStream, is_new_file, list_local_files, select_new_files
+from ._files import FileEntry, FileInputDStream, files_pending, is_new_file, list_local_files, select_new_files
 from ._queue import QueueInputDStream
 from ._receiver import ReceiverInputDStream, WriteAheadLogError
 from ._record_buffer import DEFAULT_MAX_BUFFERED_RECORDS, RecordBuffer
@@ -64,4 +64,5 @@ __all__ = [
     "is_new_file",
     "list_local_files",
     "select_new_files",
+    "files_pending",
 ]

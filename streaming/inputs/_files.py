@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from ..connect import ObservedRows
 
-__all__ = ["FileEntry", "FileInputDStream", "is_new_file", "list_local_files", "select_new_files"]
+__all__ = ["FileEntry", "FileInputDStream", "files_pending", "is_new_file", "list_local_files", "select_new_files"]
 
 DEFAULT_MIN_REMEMBER = "60s"
 
@@ -66,6 +66,18 @@ def is_new_file(entry: FileEntry, *, threshold_ms: int, time_ms: int, already_se
         not entry.name.startswith(".")
         and threshold_ms < entry.mod_time_ms <= time_ms
         and entry.path not in already_selected
+    )
+
+
+def files_pending(entries: Iterable[FileEntry], *, threshold_ms: int, after_ms: int | None, now_ms: int,
+                  already_selected: Collection[str]) -> bool:
+    """Whether a later batch time will take one of ``entries``: not hidden, not yet selected, modified after the
+    threshold and at or before ``now_ms`` (a file dated ahead of the clock is not yet there, as far as anyone waiting
+    can tell), and after ``after_ms``, the time of the batch that listed them, if that batch reads the stream."""
+    return any(
+        not e.name.startswith(".") and threshold_ms < e.mod_time_ms <= now_ms
+        and (after_ms is None or after_ms < e.mod_time_ms) and e.path not in already_selected
+        for e in entries
     )
 
 
@@ -201,7 +213,8 @@ class FileInputDStream(InputDStream):
             return list_local_files(unquote(urlparse(self.directory).path) if _is_file_uri(self.directory) else self.directory)
         return _list_hadoop(self._env.spark_context, self.directory)
 
-    def _find_new_files(self, time: Time) -> list[FileEntry]:
+    def _find_new_files(self, time: Time, *, read: bool = True) -> list[FileEntry]:
+        # The files batch ``time`` takes (none unless it ``read``s the stream); sets input_pending from the same listing.
         initial = self.initial_threshold.milliseconds
         if self._through_fsspec:
             # Many stores list whole seconds (FTP's MLSD, S3's LastModified): a file written in the second the stream
@@ -222,10 +235,13 @@ class FileInputDStream(InputDStream):
         if elapsed_ms > self._slide.milliseconds:
             self._log.warning("listing the directory took longer than a batch", elapsed_ms=round(elapsed_ms),
                               batch_ms=self._slide.milliseconds)
-        time_ms, now_ms = time.milliseconds, self._clock.now().milliseconds
-        # A late batch (its time before now) leaves the files modified since to a later batch (one dated ahead of the
-        # clock is not yet there, as far as anyone waiting can tell).
-        self.input_pending = any(time_ms < e.mod_time_ms <= now_ms and not e.name.startswith(".") for e in entries)
+        time_ms = time.milliseconds
+        # A late batch (its time before now) leaves the files modified since to a later batch; a batch that does not
+        # read the stream leaves every file to the next one that does.
+        self.input_pending = files_pending(entries, threshold_ms=threshold, after_ms=time_ms if read else None,
+                                           now_ms=self._clock.now().milliseconds, already_selected=self._recent)
+        if not read:
+            return []
         return select_new_files(entries, threshold_ms=threshold, time_ms=time_ms, already_selected=self._recent)
 
     def _compute(self, time: Time) -> RDD[Any] | None:
@@ -306,9 +322,10 @@ class FileInputDStream(InputDStream):
 
     def _plan_sync(self, time: Time) -> Offset:
         if self._times_read is not None and not self._times_read(time):
-            # No output reads this time (a window shorter than its slide): nothing is listed, and the next time read
-            # takes what came meanwhile, as Spark's file stream, which lists only when its RDD is computed.
-            self.input_pending = True  # unlisted: whatever came is for the next time read
+            # No output reads this time (a window shorter than its slide): nothing is taken, and the next time read
+            # takes what came meanwhile, as Spark's file stream, which lists only when its RDD is computed. The listing
+            # here only tells a processAllAvailable whether a file waits for that time.
+            self._find_new_files(time, read=False)
             return self.latest_offset()
         new = self._find_new_files(time)
         if new:

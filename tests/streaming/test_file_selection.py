@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.inputs import FileEntry, is_new_file, list_local_files, select_new_files
+from streaming.inputs import FileEntry, files_pending, is_new_file, list_local_files, select_new_files
 
 
 def entry(name: str, mod: int, size: int = 1) -> FileEntry:
@@ -38,6 +38,35 @@ def test_the_selection_is_exactly_the_rule(files: list[tuple[str, int]], thresho
     expected = {e.path for e in entries if is_new_file(e, threshold_ms=threshold, time_ms=time, already_selected={"file:/d/a0"})}
     assert {e.path for e in chosen} == expected
     assert all(not e.name.startswith(".") and threshold < e.mod_time_ms <= time and e.path != "file:/d/a0" for e in chosen)
+
+
+def test_a_file_is_pending_when_a_later_batch_will_take_it() -> None:
+    """After batch 200 (threshold 100) at clock 300: a file modified in (200, 300] waits for a later batch; one it took, a
+    taken one modified again, a hidden one, one past the window or dated ahead of the clock does not."""
+    def pending(*entries: FileEntry, after: int | None = 200, taken: set[str] | None = None) -> bool:
+        return files_pending(entries, threshold_ms=100, after_ms=after, now_ms=300, already_selected=taken or set())
+
+    assert pending(entry("late", 250)) and pending(entry("edge", 300))
+    assert not pending(entry("taken-now", 200))  # the batch took it
+    assert not pending(entry("appended", 250), taken={"file:/d/appended"})  # taken once, modified in place since
+    assert not pending(entry(".hidden", 250))
+    assert not pending(entry("old", 100))  # beyond the remember window: no batch takes it
+    assert not pending(entry("ahead", 301))  # dated ahead of the clock (a manual one, a skewed store): not there yet
+    # A batch that does not read the stream (a window shorter than its slide) leaves every file to the next that does.
+    assert pending(entry("unread", 150), after=None) and not pending(entry("ahead", 301), after=None)
+    assert not pending(after=None)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", ".c", "d"]), st.integers(0, 30)), max_size=12),
+       st.integers(0, 10), st.integers(0, 30), st.integers(0, 30))
+def test_a_pending_file_is_one_a_later_batch_selects(files: list[tuple[str, int]], threshold: int, time: int, now: int) -> None:
+    """Pending after batch ``time`` at clock ``now``: exactly when a batch at ``now`` would select a file batch ``time``
+    did not."""
+    entries = [entry(f"{name}{i}", mod) for i, (name, mod) in enumerate(files)]
+    taken = {"file:/d/a0"}
+    at_time = {e.path for e in select_new_files(entries, threshold_ms=threshold, time_ms=time, already_selected=taken)}
+    later = {e.path for e in select_new_files(entries, threshold_ms=threshold, time_ms=now, already_selected=taken | at_time)}
+    assert files_pending(entries, threshold_ms=threshold, after_ms=time, now_ms=now, already_selected=taken) == bool(later)
 
 
 def test_local_listing_sees_files_with_millisecond_mod_times_and_skips_subdirectories(tmp_path: Path) -> None:

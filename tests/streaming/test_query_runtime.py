@@ -18,6 +18,7 @@ import pytest
 
 from listeners import QueryStarted, QueryTerminated
 from scheduler import (
+    ChangeSignal,
     ConcurrentCheckpointUpdateError,
     InvalidDurationError,
     InvalidPipelineError,
@@ -29,6 +30,7 @@ from scheduler import (
 )
 from streaming import ListSource, Pipeline, QueryRuntime, StreamingContextState, StreamingRuntime
 from streaming.continuous import Continuous, ContinuousExecution, ContinuousStream, MemorySink
+from streaming.runtime._micro_batch_query import wait_no_new_data
 from streaming.ui import StreamingUI
 from tests.anyio_support import settle
 from tests.streaming.continuous.test_execution import CountingSource, FakeTask, ScriptedLauncher
@@ -340,6 +342,43 @@ async def test_process_all_available_waits_past_a_batch_that_left_input_to_a_lat
             with anyio.fail_after(5):
                 await done.wait()
         await rt.stop()
+
+
+async def test_a_change_between_the_check_and_the_wait_still_wakes_process_all_available() -> None:
+    """The batch that ends the wait may be reported between its check and the start of the tasks that wait for the
+    next change: both wake-ups are taken before each check, so that report is not lost."""
+
+    class Tracker:
+        def __init__(self) -> None:
+            self.changed = ChangeSignal()
+            self.checks = 0
+
+        def changed_event(self) -> anyio.Event:
+            return self.changed.armed()
+
+        def no_new_data_since(self, sequence: int) -> bool:
+            self.checks += 1
+            if self.checks == 1:
+                self.changed.notify()  # the batch commits right after this check said no
+                return False
+            return True
+
+    class Core:
+        stopped = False
+
+        def __init__(self) -> None:
+            self.changed = ChangeSignal()
+
+        def changed_event(self) -> anyio.Event:
+            return self.changed.armed()
+
+        def raise_error(self) -> None:
+            pass
+
+    tracker = Tracker()
+    with anyio.fail_after(5):
+        await wait_no_new_data(tracker, Core(), 0)  # type: ignore[arg-type]
+    assert tracker.checks == 2
 
 
 async def test_listeners_are_added_and_removed(kind: Kind) -> None:

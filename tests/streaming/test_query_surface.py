@@ -281,6 +281,54 @@ def test_process_all_available_waits_for_a_file_a_late_batch_left_to_the_next(sp
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_process_all_available_through_a_window_shorter_than_its_slide(spark_context: Any, backend: str,
+                                                                       tmp_path: Path) -> None:
+    """Batches that no output reads (a window of 1 s sliding by 10 s) take no file: with an empty directory the wait
+    ends after one of them; with a file waiting it goes on until the batch that reads the stream took it."""
+    clock = ManualClock(1_000_000)
+    directory = tmp_path / "in"
+    directory.mkdir()
+    read: list[list[str]] = []
+
+    async def body() -> None:
+        async with StreamingContext(spark_context, 1, clock=clock) as ssc:
+            ssc.textFileStream(str(directory)).window(1, 10).foreachRDD(lambda rdd: read.append(rdd.collect()))
+            await ssc.start_async()
+
+            async def wait(done: anyio.Event) -> None:
+                await ssc.process_all_available_async()
+                done.set()
+
+            async with anyio.create_task_group() as tg:
+                done = anyio.Event()
+                tg.start_soon(wait, done)
+                await settle()
+                clock.advance(1000)
+                with anyio.fail_after(60):
+                    await done.wait()  # one batch found nothing: an empty directory
+                staged = tmp_path / "a.txt"
+                staged.write_text("x\n")
+                os.utime(staged, ns=(clock.now().milliseconds * 1_000_000,) * 2)
+                staged.rename(directory / "a.txt")
+                done = anyio.Event()
+                tg.start_soon(wait, done)
+                await settle()
+                for _ in range(11):
+                    await advance(ssc.runtime, clock)
+                    await settle()
+                    if ["x"] in read:
+                        break
+                    assert not done.is_set(), "returned while the file waited for the batch that reads the stream"
+                assert ["x"] in read
+                await advance(ssc.runtime, clock)
+                with anyio.fail_after(60):
+                    await done.wait()
+            await ssc.stop_async()
+
+    anyio.run(body, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_failed_batch_under_dstream_semantics_is_reported_and_later_batches_go_on(
         spark_context: Any, backend: str, clock: ManualClock) -> None:
     """The default: awaitTermination raises the job's error, later batches run, exception() is None, no death cause."""
