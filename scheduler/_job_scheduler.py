@@ -339,15 +339,15 @@ class JobScheduler:
         # The workers in a group of their own: a stop waits for them all to end (see stop) before it closes the generator.
         try:
             async with anyio.create_task_group() as workers:
-                self._workers, self._spare_workers = workers, self.concurrent_jobs - 1
-                workers.start_soon(self._worker)
+                self._workers, self._spare_workers, self._starting_workers = workers, self.concurrent_jobs - 1, 1
+                workers.start_soon(self._worker, True)
+                self._add_workers()  # for jobs submitted before the group ran (a restart's re-run batches)
         finally:
             self._workers = None
             ended.set()
 
     def _add_workers(self) -> None:
-        # A worker for each queued job that no worker will take (none is free), up to concurrent_jobs in all: a huge
-        # concurrentJobs costs only the workers that its jobs ever needed at once.
+        # A worker for each queued job none will take, up to concurrent_jobs: a huge one costs what its jobs need at once.
         wanted = min(self._jobs.unclaimed - self._starting_workers, self._spare_workers)
         if wanted > 0 and self._workers is not None:
             self._spare_workers -= wanted
