@@ -101,7 +101,8 @@ class StreamingContext(StreamingQueryFace):
             raise InvalidDurationError("batchDuration is required: the batch interval in seconds, e.g. StreamingContext(sc, 1)")
         continuous = batchDuration if isinstance(batchDuration, Continuous) else None
         self._batch_duration = continuous.interval if continuous else seconds_to_duration(batchDuration, "batchDuration")
-        self._arguments = ContextArguments(concurrentJobs, queryName, stopOnFailure, uiPort)
+        self._arguments = ContextArguments(concurrentJobs, queryName, stopOnFailure, uiPort, clock=clock,
+                                           listener_overflow=listenerOverflow, exclusive=exclusive)
         self._clock, self._overflow, self._exclusive = clock, listenerOverflow, exclusive
         self._context_id = next(_ids)
         name = f"aiodstream-{self._context_id}"

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import attrs
 
-from scheduler import WATERMARK_POLICY_KEY, Duration, InvalidPipelineError
+from listeners import OverflowPolicy
+from scheduler import WATERMARK_POLICY_KEY, Clock, Duration, InvalidPipelineError
 
 from .spark import CHECKPOINT_FILE_MANAGER_KEY, LISTENER_EXIT_TIMEOUT_KEY, SparkSettings, listener_exit_timeout, time_string_as
 
@@ -50,9 +51,23 @@ def _query_name(_: Any, __: Any, value: Any) -> None:
         raise ValueError(f"queryName must be a non-empty string, got {value!r}")
 
 
-def _bool_or_none(_: Any, __: Any, value: Any) -> None:
+def _bool_or_none(_: Any, attribute: Any, value: Any) -> None:
     if value is not None and not isinstance(value, bool):
-        raise TypeError(f"stopOnFailure must be a bool, got {value!r}")
+        raise TypeError(f"{_NAMES[attribute.name]} must be a bool, got {value!r}")
+
+
+def _clock_or_none(_: Any, __: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, Clock):
+        raise TypeError(f"clock must be a Clock (SystemClock, ManualClock...), got {type(value).__name__} {value!r}")
+
+
+def _overflow(_: Any, __: Any, value: Any) -> None:
+    if not isinstance(value, OverflowPolicy):
+        raise TypeError(f"listenerOverflow must be an OverflowPolicy (OverflowPolicy.DROP or OverflowPolicy.BLOCK), "
+                        f"got {value!r}")
+
+
+_NAMES = {"stop_on_failure": "stopOnFailure", "exclusive": "exclusive"}
 
 
 def _port_or_none(_: Any, __: Any, value: Any) -> None:
@@ -72,11 +87,14 @@ class ContextArguments:
     ui_port: int | None = attrs.field(default=None, validator=_port_or_none)
     ui_port_restored: bool = False
     """``ui_port`` came from a checkpoint (getOrCreate): another program may hold it by now, so the next ports are tried."""
+    clock: Clock | None = attrs.field(default=None, kw_only=True, validator=_clock_or_none)
+    listener_overflow: OverflowPolicy = attrs.field(default=OverflowPolicy.DROP, kw_only=True, validator=_overflow)
+    exclusive: bool | None = attrs.field(default=None, kw_only=True, validator=_bool_or_none)
 
 
-def _flag(settings: SparkSettings, key: str) -> bool:
-    """A true/false Spark setting (``false`` unset); anything else is refused, as Spark's ``getBoolean`` does."""
-    raw = settings.get(key, "false") or "false"
+def _flag(settings: SparkSettings, key: str, default: str = "false") -> bool:
+    """A true/false Spark setting (``default`` unset); anything else is refused, as Spark's ``getBoolean`` does."""
+    raw = settings.get(key, default) or default
     value = raw.strip().lower()
     if value not in ("true", "false"):
         raise InvalidPipelineError(f'For input string: "{raw}" ({key} must be true or false)')
@@ -191,6 +209,7 @@ class ContextSettings:
             ValueError: a malformed trace batch count or UI port or security setting.
         """
         graceful = settings.get("spark.streaming.gracefulStopTimeout")
+        _flag(settings, "spark.aiodstream.stateStore.fsync", "true")  # checked at start; the state's tasks read it
         stop_on_failure = arguments.stop_on_failure
         if stop_on_failure is None:
             stop_on_failure = _flag(settings, "spark.streaming.stopOnFailure")

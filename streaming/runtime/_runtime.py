@@ -33,7 +33,6 @@ from scheduler import (
     CheckpointPath,
     Clock,
     Duration,
-    InvalidDurationError,
     InvalidPipelineError,
     JobFailedError,
     JobGraph,
@@ -53,6 +52,7 @@ from scheduler import (
     redacted_traceback,
 )
 
+from ._arguments import check_runtime_arguments
 from ._core import RuntimeCore
 from ._manager import QueryRegistration
 from ._micro_batch_query import death_cause, drive_triggers, error_class_of, located, open_query, query_tracker, wait_no_new_data
@@ -149,16 +149,11 @@ class StreamingRuntime:
             InvalidPipelineError: a bad option, async progress tracking with a Once or
                 AvailableNow trigger (Spark's messages), or query tracking of a graph that is
                 not replayable.
+            InvalidDurationError, TypeError, ValueError: an argument of the wrong kind or range (named).
         """
-        if not isinstance(batch_duration, Duration):
-            raise InvalidDurationError(f"batch duration must be a Duration, got {type(batch_duration).__name__} "
-                                       f"{batch_duration!r}; pass e.g. Seconds(1) or Milliseconds(500)")
-        if batch_duration.milliseconds <= 0:
-            raise InvalidDurationError(f"batch duration must be a positive multiple of 1 ms, got {batch_duration}; "
-                                       "pass e.g. Seconds(1)")
-        if graceful_stop_timeout is not None and (not isinstance(graceful_stop_timeout, Duration)
-                                                  or graceful_stop_timeout.milliseconds < 0):
-            raise InvalidDurationError(f"graceful_stop_timeout must be a non-negative Duration, got {graceful_stop_timeout!r}")
+        check_runtime_arguments(batch_duration, clock=clock, graceful_stop_timeout=graceful_stop_timeout,
+                                abandon_after=abandon_after, name=name, stop_on_failure=stop_on_failure,
+                                track_progress=track_progress)
         self.graph = graph
         self.batch_duration = self.interval = batch_duration
         self.kind = "micro-batch"

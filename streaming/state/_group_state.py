@@ -20,6 +20,8 @@ import datetime
 import math
 from typing import Any
 
+from scheduler import LONG_MAX
+
 from ._event_time import event_time_ms
 from ._protocol import NO_TIMESTAMP
 
@@ -163,7 +165,8 @@ class GroupState:
         Raises:
             PySparkTypeError: NOT_EXPECTED_TYPE, for anything but an int or a finite float.
             PySparkRuntimeError: CANNOT_WITHOUT, without processing-time timeouts.
-            PySparkValueError: VALUE_NOT_POSITIVE.
+            PySparkValueError: VALUE_NOT_POSITIVE; VALUE_OUT_OF_BOUNDS for a timeout past a Java long of milliseconds
+                (Spark's timestamps are longs).
         """
         from pyspark.errors import PySparkRuntimeError, PySparkTypeError, PySparkValueError
 
@@ -183,16 +186,19 @@ class GroupState:
         if durationMs <= 0:
             raise PySparkValueError(errorClass="VALUE_NOT_POSITIVE",
                                     messageParameters={"arg_name": "durationMs", "arg_value": str(durationMs)})
+        _check_long("durationMs", durationMs, LONG_MAX - self._batch_processing_time_ms)
         self.timeout_timestamp = self._batch_processing_time_ms + durationMs
 
     def setTimeoutTimestamp(self, timestampMs: int | datetime.datetime) -> None:  # noqa: N803 (pyspark's names)
         """Time out when the watermark passes ``timestampMs`` (epoch ms or a datetime; event-time timeouts only).
 
         Raises:
+            PySparkTypeError: NOT_EXPECTED_TYPE, for anything but an int, a finite float or a datetime.
             PySparkRuntimeError: CANNOT_WITHOUT, without event-time timeouts.
-            PySparkValueError: VALUE_NOT_POSITIVE, or INVALID_TIMEOUT_TIMESTAMP before the watermark.
+            PySparkValueError: VALUE_NOT_POSITIVE, INVALID_TIMEOUT_TIMESTAMP before the watermark, or
+                VALUE_OUT_OF_BOUNDS past a Java long of milliseconds.
         """
-        from pyspark.errors import PySparkRuntimeError, PySparkValueError
+        from pyspark.errors import PySparkRuntimeError, PySparkTypeError, PySparkValueError
 
         if self._timeout_conf != GroupStateTimeout.EventTimeTimeout:
             raise PySparkRuntimeError(
@@ -204,8 +210,16 @@ class GroupState:
             # Read as event times are (event_time_ms: a naive datetime in UTC), so that a timeout set from an event's
             # time is compared with a watermark from the same reading, in any local time zone.
             ms = event_time_ms(timestampMs)
-        else:
+        elif isinstance(timestampMs, float) and math.isfinite(timestampMs):
+            ms = int(timestampMs)
+        elif isinstance(timestampMs, int) and not isinstance(timestampMs, bool):
             ms = timestampMs
+        else:
+            raise PySparkTypeError(
+                errorClass="NOT_EXPECTED_TYPE",
+                messageParameters={"expected_type": "int or datetime", "arg_name": "timestampMs",
+                                   "arg_type": type(timestampMs).__name__},
+            )
         if ms <= 0:
             raise PySparkValueError(errorClass="VALUE_NOT_POSITIVE",
                                     messageParameters={"arg_name": "timestampMs", "arg_value": str(ms)})
@@ -214,6 +228,7 @@ class GroupState:
                 errorClass="INVALID_TIMEOUT_TIMESTAMP",
                 messageParameters={"timestamp": str(ms), "watermark": str(self._watermark_ms)},
             )
+        _check_long("timestampMs", ms, LONG_MAX)
         self.timeout_timestamp = int(ms)
 
     def getCurrentWatermarkMs(self) -> int:
@@ -240,3 +255,13 @@ class GroupState:
         return f"GroupState({self._value!r})" if self._defined else "GroupState(<undefined>)"
 
     __repr__ = __str__
+
+
+def _check_long(name: str, value: int, upper: int) -> None:
+    # A timeout is stored, and compared in Spark, as a Java long of milliseconds: beyond it there is no such time.
+    if value > upper:
+        from pyspark.errors import PySparkValueError
+
+        raise PySparkValueError(errorClass="VALUE_OUT_OF_BOUNDS",
+                                messageParameters={"arg_name": name, "lower_bound": "1", "upper_bound": str(upper),
+                                                   "actual": str(value)})

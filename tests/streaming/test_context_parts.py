@@ -7,7 +7,7 @@ from types import TracebackType
 
 import pytest
 
-from listeners import BatchCompleted, StreamingListener
+from listeners import BatchCompleted, OverflowPolicy, StreamingListener
 from scheduler import InvalidPipelineError, ManualClock, Milliseconds, Seconds, StreamingStateError
 from streaming import Batch, Pipeline, StreamingContextState, StreamingRuntime
 from streaming._settings import ContextArguments, ContextSettings
@@ -35,6 +35,27 @@ def test_settings_are_read_into_one_record_with_the_arguments_overriding_them() 
     assert (overridden.concurrent_jobs, overridden.stop_on_failure) == (2, False)
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"clock": "x"}, "clock must be a Clock (SystemClock, ManualClock...), got str 'x'"),
+        ({"listener_overflow": "block"},
+         "listenerOverflow must be an OverflowPolicy (OverflowPolicy.DROP or OverflowPolicy.BLOCK), got 'block'"),
+        ({"listener_overflow": None},
+         "listenerOverflow must be an OverflowPolicy (OverflowPolicy.DROP or OverflowPolicy.BLOCK), got None"),
+        ({"exclusive": "false"}, "exclusive must be a bool, got 'false'"),  # it was taken as true
+        ({"stop_on_failure": 1}, "stopOnFailure must be a bool, got 1"),
+    ],
+)
+def test_a_context_argument_of_the_wrong_kind_is_refused_when_the_context_is_made(arguments: dict[str, object],
+                                                                                  message: str) -> None:
+    """A clock, an overflow policy or a flag of the wrong kind is refused with the context's arguments, naming it: it
+    failed only at start, or was taken as something else."""
+    with raises_exactly(TypeError, message):
+        ContextArguments(**arguments)  # type: ignore[arg-type]
+    assert ContextArguments(clock=ManualClock(), listener_overflow=OverflowPolicy.BLOCK, exclusive=False).exclusive is False
+
+
 def test_a_negative_graceful_stop_timeout_is_taken_as_none_left() -> None:
     """Spark reads spark.streaming.gracefulStopTimeout=-1s and its graceful stop times out at once; so does ours."""
     assert read({"spark.streaming.gracefulStopTimeout": "-1s"}).graceful_stop_timeout == Milliseconds(0)
@@ -49,7 +70,8 @@ def test_malformed_settings_are_refused_with_the_setting_named() -> None:
     with pytest.raises(ValueError, match=r"^spark.aiodstream.trace.batches must be a positive number of batches, got '0'$"):
         read({"spark.aiodstream.trace.path": "t.jsonl", "spark.aiodstream.trace.batches": "0"})
     for key, raw in (("spark.streaming.stopOnFailure", "yes"), ("spark.streaming.backpressure.enabled", "1"),
-                     ("spark.streaming.stopGracefullyOnShutdown", "on")):  # Spark's getBoolean refuses them too
+                     ("spark.streaming.stopGracefullyOnShutdown", "on"),  # Spark's getBoolean refuses them too
+                     ("spark.aiodstream.stateStore.fsync", "no")):  # it meant fsync on, unsaid
         with pytest.raises(InvalidPipelineError, match=rf'^For input string: "{raw}" \({key} must be true or false\)$'):
             read({key: raw})
 

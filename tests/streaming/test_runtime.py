@@ -110,6 +110,29 @@ def test_bad_batch_duration_is_refused(duration: object, message: str) -> None:
         StreamingRuntime(one_output_pipeline(), duration, clock=ManualClock())  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"clock": "x"}, TypeError, r"^clock must be a Clock \(SystemClock, ManualClock...\), got str 'x'$"),
+        ({"stop_on_failure": "no"}, TypeError, r"^stop_on_failure must be a bool or None, got 'no'$"),
+        ({"track_progress": 1}, TypeError, r"^track_progress must be a bool, got 1$"),
+        ({"name": 5}, ValueError, r"^name must be a non-empty string or None, got 5$"),
+        ({"name": " "}, ValueError, r"^name must be a non-empty string or None, got ' '$"),
+        ({"abandon_after": Milliseconds(-1)}, InvalidDurationError,
+         r"^abandon_after must be a non-negative Duration, got Duration\(-1\); pass e.g. Seconds\(2\)$"),
+        ({"abandon_after": None}, InvalidDurationError, r"^abandon_after must be a non-negative Duration, got None"),
+        ({"abandon_after": 5}, InvalidDurationError, r"^abandon_after must be a non-negative Duration, got 5"),
+        ({"graceful_stop_timeout": 5}, InvalidDurationError, r"^graceful_stop_timeout must be a non-negative Duration, got 5"),
+    ],
+)
+def test_bad_arguments_are_refused_when_the_runtime_is_made(arguments: dict[str, object], error: type[Exception],
+                                                           message: str) -> None:
+    """A wrong clock, flag, name or stop duration is refused by the constructor, naming it (a string clock failed at
+    start inside an exception group; stop_on_failure="no" meant True)."""
+    with pytest.raises(error, match=message):
+        StreamingRuntime(one_output_pipeline(), Seconds(1), **arguments)  # type: ignore[arg-type]
+
+
 async def test_stop_before_start_marks_stopped_with_warning() -> None:
     """Stopping a runtime that never started marks it STOPPED and warns."""
     with capture_events() as logs:

@@ -75,6 +75,29 @@ def test_timeouts_need_their_kind_and_positive_values() -> None:
                                                                                          "NOT_EXPECTED_TYPE")
 
 
+def test_a_timeout_past_a_java_long_is_refused_when_it_is_set() -> None:
+    """Spark keeps timeouts as longs of milliseconds: a duration or timestamp beyond one (which ended the query in the
+    state store's write, naming no timeout) is refused at the call; a timestamp that is not a number or a datetime
+    too, with the duration's error class."""
+    long_max = 2**63 - 1
+    for call in (lambda: ours("ProcessingTimeTimeout", batch=10_000).setTimeoutDuration(long_max - 9_999),
+                 lambda: ours("ProcessingTimeTimeout").setTimeoutDuration(10**30),
+                 lambda: ours("ProcessingTimeTimeout").setTimeoutDuration(1e300),
+                 lambda: ours("EventTimeTimeout").setTimeoutTimestamp(2**63)):
+        kind, condition, message = failure(call)
+        assert (kind, condition) == (PySparkValueError, "VALUE_OUT_OF_BOUNDS") and "must be between 1 and" in message
+    state = ours("ProcessingTimeTimeout", batch=10_000)
+    state.setTimeoutDuration(long_max - 10_000)
+    assert state.timeout_timestamp == long_max
+    event = ours("EventTimeTimeout")
+    event.setTimeoutTimestamp(long_max)
+    event.setTimeoutTimestamp(1500.9)
+    assert event.timeout_timestamp == 1500
+    for bad in ("abc", float("nan"), float("inf"), True, None):
+        assert failure(lambda bad=bad: ours("EventTimeTimeout").setTimeoutTimestamp(bad))[:2] == (PySparkTypeError,
+                                                                                               "NOT_EXPECTED_TYPE")
+
+
 def test_a_float_duration_is_taken_as_pyspark_takes_it() -> None:
     """pyspark refuses only a string: setTimeoutDuration(1500.7) sets a timeout (it was refused here, failing the batch
     of a program pyspark runs); its whole milliseconds count from the batch time."""
