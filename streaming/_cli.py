@@ -164,8 +164,10 @@ def _ui(args: argparse.Namespace) -> int:
         security = UISecurity(token=token, allowed_hosts=tuple(args.allowed_host), allow_remote=args.allow_remote,
                               show_tracebacks=args.show_tracebacks)
         ui = StreamingUI(retained_batches=retained, metrics=False, security=security)
-        for path, trace in traces:
-            ui.add_trace(trace, name=Path(path).stem)
+        for (path, trace), name in zip(traces, trace_names([path for path, _ in traces])):
+            ui.add_trace(trace, name=name)
+            if not trace.completed_batches:
+                print(f"aiodstream ui: note: {path} holds no completed batch", file=sys.stderr)
     except ValueError as exc:
         print(f"aiodstream ui: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -296,5 +298,13 @@ def _calibrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def trace_names(paths: list[str]) -> list[str]:
+    """The names ``aiodstream ui`` shows traces under: each file's name without its suffix, and its path where two files
+    share a name (``run1/events.jsonl`` and ``run2/events.jsonl``)."""
+    stems = [Path(path).stem for path in paths]
+    return [stem if stems.count(stem) == 1 else str(Path(path).with_suffix("")) for path, stem in zip(paths, stems)]
+
+
 if __name__ == "__main__":  # pragma: no cover - python -m streaming._cli
     sys.exit(main())
+

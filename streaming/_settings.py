@@ -6,6 +6,7 @@ checked when it is created (:class:`ContextArguments`) and its settings read on 
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 import attrs
@@ -122,9 +123,12 @@ def _backpressure(settings: SparkSettings) -> tuple[float, float, float, float] 
         key = f"spark.streaming.backpressure.pid.{name}"
         value = settings.get(key, default) or default
         try:
-            params.append(float(value))
+            number = float(value)
         except ValueError:
             raise InvalidPipelineError(f"{key} must be a number, got {value!r}") from None
+        if not math.isfinite(number):  # Python's float() reads "inf" and "nan", which Java's parse refuses
+            raise InvalidPipelineError(f"{key} must be a number, got {value!r}")
+        params.append(number)
     return params[0], params[1], params[2], params[3]
 
 

@@ -5,9 +5,10 @@ Importing this package imports neither prometheus_client nor starlette; creating
 ``StreamingMetrics`` or serving a ``StreamingUI`` does.
 """
 
-from ._app import DEFAULT_UI_PORT, StreamingUI, check_port
+from ._app import DEFAULT_UI_PORT, StreamingUI
 from ._failures import error_summary
 from ._history import ContextHistory
+from ._listen import check_port
 from ._metrics import DELAY_BUCKETS_S, StreamingMetrics
 from ._relay import ConnectionLimits, ConnectionRelay, RelayStatistics
 from ._retention import DEFAULT_RETAINED_CONTEXTS, RETAINED_CONTEXTS, RetainedContexts, retained_contexts_setting

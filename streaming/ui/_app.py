@@ -33,11 +33,12 @@ from scheduler import Duration, JobScheduler, library_logger
 from ..runtime import QueryRuntime, StreamingContextState
 from ._extras import require
 from ._history import ContextHistory, check_retained, operation_json
+from ._listen import listen, machine_names
 from ._relay import ConnectionRelay, RelayStatistics
 from ._retention import DEFAULT_RETAINED_CONTEXTS, RetainedContexts
 from ._security import UISecurity, is_loopback_address, secure_app
 
-__all__ = ["DEFAULT_UI_PORT", "StreamingUI", "check_port"]
+__all__ = ["DEFAULT_UI_PORT", "StreamingUI"]
 
 DEFAULT_UI_PORT = 4050
 """Where a standalone UI listens by default: beside Spark's own UI (4040 and up)."""
@@ -387,12 +388,12 @@ class StreamingUI:
 
         security = self.security
         limits = security.limits
-        sock = _listen(host, port, port_retries, check=lambda address: security.check_bind(host, address))
+        sock = listen(host, port, port_retries, check=lambda address: security.check_bind(host, address))
         bound_host, bound_port = sock.getsockname()[:2]
         url = f"http://{_url_host(bound_host)}:{bound_port}/"
         extra: tuple[str, ...] = ()
         if ipaddress.ip_address(bound_host.split("%", 1)[0]).is_unspecified:
-            extra = _machine_names()
+            extra = machine_names()
         try:
             allowed_hosts = security.hosts_for(host, bound_host, extra)
             private = _PrivateSocket()
@@ -551,46 +552,6 @@ def _number(value: Any) -> Any:
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
-
-
-def check_port(port: object) -> int:
-    """``port`` if it is a TCP port number (0: any free one), else a ValueError naming it."""
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ValueError(f"the UI port must be an int from 0 to 65535 (0: any free port), got {port!r}")
-    return port
-
-
-def _machine_names() -> tuple[str, ...]:
-    """This machine's host name, which a UI bound to every interface answers too (when it is a valid Host)."""
-    name = socket.gethostname().strip().lower()
-    return (name,) if name and all(c.isalnum() or c in "-." for c in name) else ()
-
-
-def _listen(host: str, port: int, retries: int, check: Callable[[str], None] = lambda address: None) -> socket.socket:
-    """A listening socket on ``host:port`` (or the next ``retries`` ports); ``check`` sees the bound address before it listens."""
-    check_port(port)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    last: OSError | None = None
-    for candidate in range(port, min(65535, port + max(0, retries)) + 1) if port else (0,):
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, candidate))
-        except OSError as exc:
-            sock.close()
-            last = exc
-            continue
-        try:
-            check(sock.getsockname()[0])  # bound, not listening yet: nobody has reached it
-            sock.listen(128)
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-    assert last is not None
-    tried = f"{host}:{port}" if not retries else f"{host}:{port}-{min(65535, port + retries)}"
-    raise OSError(last.errno, f"cannot serve the web UI on {tried}: {last.strerror}; pick another port "
-                              "(uiPort, spark.aiodstream.ui.port) or 0 for any free one")
 
 
 def _static(root: Path) -> Any:

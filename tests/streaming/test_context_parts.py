@@ -67,6 +67,9 @@ def test_malformed_settings_are_refused_with_the_setting_named() -> None:
     with pytest.raises(InvalidPipelineError, match=r"^spark.streaming.backpressure.pid.integral must be a number, got 'lots'$"):
         read(conf)
     assert read(conf, continuous=True).backpressure is None
+    for raw in ("inf", "nan", "-Infinity"):
+        with pytest.raises(InvalidPipelineError, match=rf"^spark.streaming.backpressure.pid.integral must be a number, got '{raw}'$"):
+            read({**conf, "spark.streaming.backpressure.pid.integral": raw})
     with pytest.raises(ValueError, match=r"^spark.aiodstream.trace.batches must be a positive number of batches, got '0'$"):
         read({"spark.aiodstream.trace.path": "t.jsonl", "spark.aiodstream.trace.batches": "0"})
     for key, raw in (("spark.streaming.stopOnFailure", "yes"), ("spark.streaming.backpressure.enabled", "1"),

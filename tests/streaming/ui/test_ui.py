@@ -19,6 +19,7 @@ from listeners import BatchInfo, EventRecorder, QueryProgress
 from scheduler import ManualClock, Milliseconds, Seconds, Time
 from streaming import Batch, ListSource, Pipeline, StreamingContext, StreamingRuntime
 from streaming._cli import main as cli
+from streaming._cli import trace_names
 from streaming.simulation import TraceRecorder
 from streaming.ui import StreamingUI, retained_contexts_setting
 from tests.streaming.ui.test_metrics import pipeline
@@ -344,6 +345,18 @@ async def test_a_taken_port_is_named_and_retries_take_the_next_ones(taken: int) 
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.parametrize("host", ["not a host!", "192.0.2.77"])
+async def test_a_host_that_is_not_this_machine_is_named_not_the_port(host: str) -> None:
+    """A host name that does not resolve, or an address this machine does not have, is what is wrong: the message says
+    so (it advised another port)."""
+    ui = StreamingUI(metrics=False)
+    async with anyio.create_task_group() as tg:
+        with pytest.raises(OSError, match=f"^\\[Errno -?[0-9]+\\] cannot serve the web UI on {re.escape(host)}: .*; give a "
+                                          "host name or address of this machine \\(spark.aiodstream.ui.host, --host\\)$"):
+            await tg.start(ui.serve, host, 0)
+        tg.cancel_scope.cancel()
+
+
 async def test_a_trace_opens_in_the_same_views(tmp_path: Path, clock: ManualClock) -> None:
     """A recorded trace gives the same batches and statistics as the live history of the run it recorded."""
     ui = StreamingUI(metrics=False)
@@ -484,6 +497,12 @@ def test_the_ui_command_refuses_zero_retained_batches(tmp_path: Path, capsys: py
     assert cli(["ui", str(path), "--retained-batches", "0", "--host", "0.0.0.0"]) == 2
     assert capsys.readouterr().err == ("aiodstream ui: error: --retained-batches must be at least 1, got 0; leave it out to "
                                        "keep every batch\n")
+
+
+def test_the_ui_command_names_traces_by_file_and_by_path_where_two_share_a_name() -> None:
+    """Two runs' traces of the same file name were refused ("the UI already shows 'events'"): they get their paths."""
+    assert trace_names(["a/run.jsonl", "b/other.jsonl"]) == ["run", "other"]
+    assert trace_names(["one/events.jsonl", "two/events.jsonl", "x.jsonl"]) == ["one/events", "two/events", "x"]
 
 
 def test_the_ui_command_refuses_missing_and_malformed_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
