@@ -164,7 +164,7 @@ def _ui(args: argparse.Namespace) -> int:
         security = UISecurity(token=token, allowed_hosts=tuple(args.allowed_host), allow_remote=args.allow_remote,
                               show_tracebacks=args.show_tracebacks)
         ui = StreamingUI(retained_batches=retained, metrics=False, security=security)
-        for (path, trace), name in zip(traces, trace_names([path for path, _ in traces])):
+        for (path, trace), name in zip(traces, trace_names([path for path, _ in traces]), strict=True):
             ui.add_trace(trace, name=name)
             if not trace.completed_batches:
                 print(f"aiodstream ui: note: {path} holds no completed batch", file=sys.stderr)
@@ -302,7 +302,7 @@ def trace_names(paths: list[str]) -> list[str]:
     """The names ``aiodstream ui`` shows traces under: each file's name without its suffix, and its path where two files
     share a name (``run1/events.jsonl`` and ``run2/events.jsonl``)."""
     stems = [Path(path).stem for path in paths]
-    return [stem if stems.count(stem) == 1 else str(Path(path).with_suffix("")) for path, stem in zip(paths, stems)]
+    return [stem if stems.count(stem) == 1 else str(Path(path).with_suffix("")) for path, stem in zip(paths, stems, strict=True)]
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m streaming._cli
