@@ -113,6 +113,7 @@ class DirectKafkaInputDStream(InputDStream):
         self._latest_seen: dict[TopicAndPartition, int] | None = None
         self._view: KafkaClusterView | None = None
         self._io_lock = threading.Lock()  # the cluster view and the committer are used by one planning thread at a time
+        self._stopped = False  # stop() came while a planning thread held the clients: that thread closes them
         self._commits = CommitQueue(params)
         self._missing_topics: set[str] = set()
         self._log = library_logger("aiodstream.kafka", component="DirectKafkaInputDStream", stream=self.id)
@@ -165,23 +166,22 @@ class DirectKafkaInputDStream(InputDStream):
     async def plan_offset(self, start: Offset, time: Time) -> Offset:
         """Ask the cluster (in a worker thread) where batch ``time``'s ranges end; commit what ``commitAsync`` queued first.
 
+        A stop does not wait for the question (a broker that does not answer holds it for up to the
+        view's timeout): the thread is left to finish, and closes the clients itself.
+
         Raises:
             KafkaDataLossError: with ``failOnDataLoss``, partitions gone or moved back (Spark's messages).
             KafkaError: the cluster could not be asked.
         """
-        return await anyio.to_thread.run_sync(self._plan_sync, start)
+        return await anyio.to_thread.run_sync(self._plan_sync, start, abandon_on_cancel=True)
 
     def _plan_sync(self, start_text: Offset) -> Offset:
         with self._io_lock:
-            self._commits.commit_queued()
-            view = self._cluster()
-            partitions = view.partitions(self.topics)
-            self._note_missing_topics(partitions)
-            tps = current_partitions(partitions)
-            start = self._initial_offsets(view, tps) if start_text is None else parse_partition_offsets(start_text, input_name=self.name)
-            new = [tp for tp in tps if tp not in start]
-            latest = view.latest_offsets(tps, committed_only=self._committed_only)
-            earliest = view.earliest_offsets(new) if new else {}
+            try:
+                start, tps, latest, earliest = self._ask_cluster(start_text)
+            finally:
+                if self._stopped:  # the stop came meanwhile and left the clients to this thread
+                    self._close_clients()
         plan = plan_batch_end(start, tps, latest=latest, earliest_of_new=earliest, batch_ms=self._env.batch_duration.milliseconds,
                               rate=self.rate, estimated_rate=self.rate.estimated_rate(self._latest_rate))
         self._report_losses(plan.losses)
@@ -189,6 +189,19 @@ class DirectKafkaInputDStream(InputDStream):
         if start_text is None and plan.end == start:
             return None  # nothing yet: the next batch starts from the initial offsets again
         return format_partition_offsets(plan.end)
+
+    def _ask_cluster(self, start_text: Offset) -> tuple[dict[TopicAndPartition, int], list[TopicAndPartition],
+                                                        dict[TopicAndPartition, int], dict[TopicAndPartition, int]]:
+        # Under the clients' lock: the batch's start, the current partitions, their latest offsets, new ones' earliest.
+        self._commits.commit_queued()
+        view = self._cluster()
+        partitions = view.partitions(self.topics)
+        self._note_missing_topics(partitions)
+        tps = current_partitions(partitions)
+        start = self._initial_offsets(view, tps) if start_text is None else parse_partition_offsets(start_text, input_name=self.name)
+        new = [tp for tp in tps if tp not in start]
+        latest = view.latest_offsets(tps, committed_only=self._committed_only)
+        return start, tps, latest, view.earliest_offsets(new) if new else {}
 
     def _cluster(self) -> KafkaClusterView:
         if self._view is None:
@@ -264,12 +277,20 @@ class DirectKafkaInputDStream(InputDStream):
     # -- lifecycle --
 
     def stop(self) -> None:
-        """Close the driver's clients (what ``commitAsync`` queued since the last batch is not committed, as in Spark)."""
-        with self._io_lock:
-            self._commits.close()
-            if self._view is not None:
-                self._view.close()
-                self._view = None
+        """Close the driver's clients (what ``commitAsync`` queued since the last batch is not committed, as in Spark);
+        a planning thread still asking the cluster (abandoned by the stop) closes them when it is done."""
+        self._stopped = True
+        if self._io_lock.acquire(blocking=False):
+            try:
+                self._close_clients()
+            finally:
+                self._io_lock.release()
+
+    def _close_clients(self) -> None:
+        self._commits.close()
+        if self._view is not None:
+            self._view.close()
+            self._view = None
 
     def __repr__(self) -> str:
         return f"<DirectKafkaInputDStream {self.name} [{', '.join(self.topics)} | reset {self._reset}]>"

@@ -194,10 +194,12 @@ class KafkaSource:
 
     # -- threads --
 
-    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _run(self, fn: Callable[..., Any], *args: Any, abandon: bool = False) -> Any:
+        # abandon: a question to the cluster view, which a stop need not wait for (a broker that does not answer holds
+        # it for the view's timeout; closing the view only drops it). Reads and commits use clients a close would end.
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self._reader_threads)
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self._limiter)
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self._limiter, abandon_on_cancel=abandon)
 
     def _cluster(self) -> KafkaClusterView:
         with self._clients_lock:
@@ -224,7 +226,7 @@ class KafkaSource:
         later start reads them back, so a batch planned from the start re-reads the same range.
         """
         self._metadata = metadata_path
-        self._initial = await self._run(self._load_or_resolve_initial)
+        self._initial = await self._run(self._load_or_resolve_initial, abandon=True)
 
     def _initial_file(self) -> CheckpointPath:
         assert self._metadata is not None
@@ -260,7 +262,7 @@ class KafkaSource:
         if start is not None:
             return parse_partition_offsets(start, input_name=self._name)
         if self._initial is None:  # no checkpoint: resolved once per source object
-            initial = await self._run(self._load_or_resolve_initial)
+            initial = await self._run(self._load_or_resolve_initial, abandon=True)
             if self._initial is None:
                 self._initial = initial
         return self._initial
@@ -276,7 +278,7 @@ class KafkaSource:
         """
         if self._initial is None:
             await self._start_offsets(None)
-        latest: Offset = await self._run(self._latest)
+        latest: Offset = await self._run(self._latest, abandon=True)
         return latest
 
     def _latest(self) -> Offset:
@@ -294,7 +296,7 @@ class KafkaSource:
         until = parse_partition_offsets(limit, input_name=self._name)
         end = until
         if self.max_offsets_per_trigger is not None:
-            new_starts = await self._run(self._earliest_of, set(until) - set(begin))
+            new_starts = await self._run(self._earliest_of, set(until) - set(begin), abandon=True)
             end = rate_limit(self.max_offsets_per_trigger, begin, until, new_starts)
         if end == begin:
             return start
@@ -311,7 +313,7 @@ class KafkaSource:
             return []
         begin = await self._start_offsets(start)
         until = parse_partition_offsets(end, input_name=self._name)
-        new_starts = await self._run(self._earliest_of, set(until) - set(begin))
+        new_starts = await self._run(self._earliest_of, set(until) - set(begin), abandon=True)
         ranges = [r for r in resolve_ranges(begin, until, new_starts, self._report_data_loss) if r.count > 0]
         results: list[list[KafkaRecord]] = [[] for _ in ranges]
         errors: list[tuple[int, Exception]] = []

@@ -17,7 +17,7 @@ import pytest
 from scheduler import ManualClock
 from streaming import DStream, StreamingContext
 from streaming.kafka import DirectKafkaInputDStream, KafkaUtils, OffsetRange
-from tests.anyio_support import BACKENDS
+from tests.anyio_support import BACKENDS, settle
 from tests.support import advance
 
 pytestmark = pytest.mark.spark
@@ -370,3 +370,59 @@ def test_with_read_committed_each_batch_ends_where_the_executors_stop_reading(
     run(ssc, clock, [None, lambda: kafka_cluster.produce(kafka_topic, ["c"], partition=0)])
     assert outputs == {1000: ["a", "b"], 2000: ["c"]}
     assert asked and all(asked)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_immediate_stop_does_not_wait_for_a_cluster_that_does_not_answer(
+        spark_context: Any, kafka_cluster: Any, kafka_topic: str, clock: ManualClock, backend: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's planning asks the cluster in a thread, for up to its metadata timeout when no broker answers (the
+    stop waited about a minute for it): the stop leaves it, and the thread closes the driver's clients when done."""
+    import threading
+
+    from streaming.kafka._client import KafkaClusterView
+
+    entered, release, returned, closed = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+    partitions, close = KafkaClusterView.partitions, KafkaClusterView.close
+
+    def unanswered(self: Any, topics: Any) -> Any:
+        entered.set()
+        release.wait(60)  # a broker that does not answer
+        returned.set()
+        return partitions(self, topics)
+
+    def closing(self: Any) -> None:
+        close(self)
+        closed.set()
+
+    monkeypatch.setattr(KafkaClusterView, "partitions", unanswered)
+    monkeypatch.setattr(KafkaClusterView, "close", closing)
+    kafka_cluster.create_topic(kafka_topic, 1)
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+    KafkaUtils.createDirectStream(ssc, [kafka_topic], params(kafka_cluster)).foreachRDD(lambda rdd: rdd.count())
+
+    async def drive() -> None:
+        async with ssc:
+            await ssc.start_async()
+            clock.advance(INTERVAL_MS)
+            assert await anyio.to_thread.run_sync(entered.wait, 60), "no batch asked the cluster"
+            stopped = anyio.Event()
+
+            async def stop() -> None:
+                await ssc.stop_async(stopSparkContext=False)
+                stopped.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stop)
+                with anyio.move_on_after(30):  # real time only when the stop waits for the thread (the failure)
+                    while not stopped.is_set():  # the immediate stop's abandon_after runs on the context's clock
+                        await clock.wait_for_sleepers(1)
+                        clock.advance(1000)
+                        await settle()
+            assert not returned.is_set(), "the stop waited for the cluster's answer"
+
+    try:
+        anyio.run(drive, backend=backend)
+    finally:
+        release.set()
+    assert closed.wait(60), "the planning thread did not close the view the stop left to it"

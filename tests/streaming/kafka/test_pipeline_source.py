@@ -564,3 +564,40 @@ async def test_a_null_key_or_value_stays_none_and_never_reaches_a_decoder(kafka_
         end = await src.plan_offset(None, await src.latest_offset())
         records = await src.read(None, end)
     assert [(r.offset, r.key, r.value) for r in records] == [(0, None, "live"), (1, None, None)]
+
+
+async def test_a_stop_does_not_wait_for_a_cluster_that_does_not_answer(kafka_cluster: Any, kafka_topic: str,
+                                                                       clock: ManualClock,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planning asks the cluster view in a thread, for up to its metadata timeout when no broker answers: the stop
+    leaves the question and ends (it waited for the answer)."""
+    import anyio
+    import anyio.to_thread
+
+    from streaming.kafka._client import KafkaClusterView
+
+    armed, entered, release, returned = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+    partitions = KafkaClusterView.partitions
+
+    def unanswered(self: Any, topics: Any) -> Any:
+        if armed.is_set():  # once started (the start asks for the initial offsets)
+            entered.set()
+            release.wait(60)  # a broker that does not answer
+            returned.set()
+        return partitions(self, topics)
+
+    kafka_cluster.create_topic(kafka_topic, 1)
+    monkeypatch.setattr(KafkaClusterView, "partitions", unanswered)
+    try:
+        # abandon_after 0: the stop gives a hung generation no time on the manual clock (Spark's 2 s, on a clock the
+        # test would have to move once the stop waits on it).
+        async with StreamingRuntime(pipeline(source(kafka_cluster, [kafka_topic]), Recorder()), Seconds(1), clock=clock,
+                                    track_progress=True, abandon_after=Milliseconds(0)) as rt:
+            await rt.start()
+            armed.set()
+            clock.advance(Seconds(1))
+            assert await anyio.to_thread.run_sync(entered.wait, 60), "no batch asked the cluster"
+            await rt.stop()
+        assert not returned.is_set(), "the stop waited for the cluster's answer"
+    finally:
+        release.set()
