@@ -244,8 +244,9 @@ def scaled_milliseconds(value: object, factor: int, name: str, *, fix: str, trun
         factor: milliseconds per unit (1000 for seconds).
         name: the argument's name for messages (``"batchDuration"``).
         fix: the end of every message, telling what to pass instead (``"pass e.g. 1 or 0.5"``).
-        truncate: cut a fraction of a millisecond toward zero, as pyspark's ``int(seconds * 1000)``
-            does; otherwise a fraction is refused.
+        truncate: cut a fraction of a millisecond of the number as typed toward zero, as pyspark's
+            ``int(seconds * 1000)`` does (which, through the float product, sometimes gives 1 ms less:
+            1.001 s is 1000 ms there, 1001 ms here; see docs/compatibility.md); otherwise a fraction is refused.
 
     Raises:
         InvalidDurationError: not a number, NaN (a ``ValueError``, as pyspark's ``int(nan)``),

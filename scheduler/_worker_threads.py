@@ -11,8 +11,10 @@ settles with one ``call_soon_threadsafe``: about 60,000.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import weakref
+from collections import deque
 from concurrent.futures import CancelledError as FutureCancelledError
 from concurrent.futures import Future
 from queue import Empty, SimpleQueue
@@ -61,18 +63,15 @@ class _Crew:
     threads as calls ever ran at once, not its size.
     """
 
-    __slots__ = ("calls", "idle", "lock", "started")
+    __slots__ = ("calls", "free", "idle", "started")
 
-    def __init__(self, lock: threading.Lock) -> None:
+    def __init__(self) -> None:
         self.calls: SimpleQueue[_Call | None] = SimpleQueue()
-        self.lock = lock  # the pool's: a call is claimed under it as it is queued
-        self.idle = 0
+        # A token per thread done with its call and not claimed since. A thread adds its own (``free``: one atomic
+        # append, no lock, before its caller hears back); a call queued takes one, under the pool's lock.
+        self.idle: deque[None] = deque()
+        self.free: Callable[[], None] = functools.partial(self.idle.append, None)
         self.started = 0
-
-    def free(self) -> None:
-        """On a thread whose call is done, before its caller hears of it: the next call queued may count on it."""
-        with self.lock:
-            self.idle += 1
 
 
 def _serve(crew: _Crew) -> None:
@@ -350,7 +349,7 @@ class WorkerThreads:
         self._daemon = False  # new threads are daemons (after the interpreter's exit began: nobody joins them)
         # Held while a call is queued, so that no call goes in behind the threads' end (shutdown).
         self._lock = threading.Lock()
-        self._crew = _Crew(self._lock)
+        self._crew = _Crew()
         self._shut = False
         self._ended = False
         self._finalizer: weakref.finalize | None = None  # type: ignore[type-arg]
@@ -364,7 +363,7 @@ class WorkerThreads:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             crew = self._crew
             if crew.idle:
-                crew.idle -= 1
+                crew.idle.pop()
             elif crew.started < self.size:
                 self._start_thread(crew)
             crew.calls.put(call)
@@ -407,7 +406,7 @@ class WorkerThreads:
                 handover._arm(waiter)
             crew = self._crew
             if crew.idle:
-                crew.idle -= 1
+                crew.idle.pop()
             elif crew.started < self.size:
                 self._start_thread(crew)
             crew.calls.put(call)
@@ -506,7 +505,7 @@ class WorkerThreads:
             self._daemon = True
             if not self._ended and self._serving:
                 self._retire()
-                self._crew = _Crew(self._lock)
+                self._crew = _Crew()
 
     @property
     def threads(self) -> list[threading.Thread]:
