@@ -177,11 +177,15 @@ class DirectKafkaInputDStream(InputDStream):
 
     def _plan_sync(self, start_text: Offset) -> Offset:
         with self._io_lock:
+            if self._stopped:  # a planning call a stop left before it began: no commit, client or log write after it
+                raise KafkaError(f"{self.name} was stopped while this batch was being planned")
             try:
                 start, tps, latest, earliest = self._ask_cluster(start_text)
             finally:
-                if self._stopped:  # the stop came meanwhile and left the clients to this thread
-                    self._close_clients()
+                # The stop came meanwhile and left the clients to this thread (set by another thread: mypy keeps the
+                # narrowing of the check above).
+                if self._stopped:
+                    self._close_clients()  # type: ignore[unreachable]
         plan = plan_batch_end(start, tps, latest=latest, earliest_of_new=earliest, batch_ms=self._env.batch_duration.milliseconds,
                               rate=self.rate, estimated_rate=self.rate.estimated_rate(self._latest_rate))
         self._report_losses(plan.losses)

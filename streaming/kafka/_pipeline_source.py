@@ -6,6 +6,7 @@ offsets in the checkpoint as Spark writes them, ranges read by worker threads.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import threading
 import uuid
@@ -17,7 +18,7 @@ import attrs
 
 from scheduler import CheckpointPath, CorruptCheckpointError, Offset, library_logger
 
-from ._client import KafkaClusterView, check_settings, client_config, reads_committed, require_kafka
+from ._client import KafkaClusterView, KafkaError, check_settings, client_config, reads_committed, require_kafka
 from ._data_loss import report_data_loss
 from ._offsets import OffsetRange, TopicAndPartition, current_partitions, format_partition_offsets, parse_partition_offsets
 from ._reader import RangeReader, executor_config
@@ -173,6 +174,9 @@ class KafkaSource:
         self._reader_config = executor_config(self._params, group_id=self.reader_group_id)
         self._log = library_logger("aiodstream.kafka", component="KafkaSource", source=self._name)
         self._clients_lock = threading.Lock()  # the clients are made in worker threads, maybe two at once
+        # Moved on by each aclose(): a question a stop abandoned (its thread's _asking holds the number it was asked
+        # under) makes no client and writes nothing once its run was closed.
+        self._run_number = 0
         self._view: KafkaClusterView | None = None
         self._group: Any = None
         self._readers: list[RangeReader] = []
@@ -199,10 +203,17 @@ class KafkaSource:
         # it for the view's timeout; closing the view only drops it). Reads and commits use clients a close would end.
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self._reader_threads)
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self._limiter, abandon_on_cancel=abandon)
+        call = functools.partial(_asked, self._run_number, fn, *args) if abandon else functools.partial(fn, *args)
+        return await anyio.to_thread.run_sync(call, limiter=self._limiter, abandon_on_cancel=abandon)
+
+    def _check_open(self) -> None:
+        run = _asking.get()
+        if run is not None and run != self._run_number:
+            raise KafkaError(f"{self._name} was closed while this question to the cluster was asked (a stop left it)")
 
     def _cluster(self) -> KafkaClusterView:
         with self._clients_lock:
+            self._check_open()
             if self._view is None:
                 self._view = KafkaClusterView(self._params)
             return self._view
@@ -239,6 +250,7 @@ class KafkaSource:
                 return self._parse_initial(data)
         initial = self._resolve_initial()
         if self._metadata is not None:
+            self._check_open()  # nothing written for a run already closed
             self._metadata.mkdirs()
             text = f"{INITIAL_OFFSETS_VERSION}\n{format_partition_offsets(initial)}"
             if not self._initial_file().create_new(text.encode("utf-8")):  # another writer won: theirs counts
@@ -386,9 +398,11 @@ class KafkaSource:
 
     async def aclose(self) -> None:
         """Close the clients (the pipeline calls it when its runtime stops); a later call makes new ones."""
+        with self._clients_lock:
+            self._run_number += 1
+            view, self._view = self._view, None
         readers, self._readers = self._readers, []
         group, self._group = self._group, None
-        view, self._view = self._view, None
 
         def close_all() -> None:
             for reader in readers:
@@ -410,3 +424,12 @@ class KafkaSource:
     def __repr__(self) -> str:
         return (f"<KafkaSource {self._name!r} [startingOffsets: {self.starting_offsets} | "
                 f"idle readers: {len(self._readers)}]>")
+
+
+_asking: contextvars.ContextVar[int | None] = contextvars.ContextVar("aiodstream_kafka_source_run", default=None)
+
+
+def _asked(run: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a worker thread, as a question asked under the source's run ``run`` (see ``_check_open``)."""
+    _asking.set(run)  # the thread's own context: anyio runs each call in a copy
+    return fn(*args)

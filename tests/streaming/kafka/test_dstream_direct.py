@@ -16,7 +16,7 @@ import pytest
 
 from scheduler import ManualClock
 from streaming import DStream, StreamingContext
-from streaming.kafka import DirectKafkaInputDStream, KafkaUtils, OffsetRange
+from streaming.kafka import DirectKafkaInputDStream, KafkaError, KafkaUtils, OffsetRange
 from tests.anyio_support import BACKENDS, settle
 from tests.support import advance
 
@@ -399,7 +399,8 @@ def test_an_immediate_stop_does_not_wait_for_a_cluster_that_does_not_answer(
     monkeypatch.setattr(KafkaClusterView, "close", closing)
     kafka_cluster.create_topic(kafka_topic, 1)
     ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
-    KafkaUtils.createDirectStream(ssc, [kafka_topic], params(kafka_cluster)).foreachRDD(lambda rdd: rdd.count())
+    stream = KafkaUtils.createDirectStream(ssc, [kafka_topic], params(kafka_cluster))
+    stream.foreachRDD(lambda rdd: rdd.count())
 
     async def drive() -> None:
         async with ssc:
@@ -426,3 +427,7 @@ def test_an_immediate_stop_does_not_wait_for_a_cluster_that_does_not_answer(
     finally:
         release.set()
     assert closed.wait(60), "the planning thread did not close the view the stop left to it"
+    # A planning call the stop left before it began makes no client and commits nothing.
+    with pytest.raises(KafkaError, match=r"was stopped while this batch was being planned$"):
+        stream._plan_sync(None)
+    assert stream._view is None

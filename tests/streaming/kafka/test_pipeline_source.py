@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from scheduler import CheckpointError, ManualClock, Milliseconds, Seconds, StreamingQueryException
 from streaming import Batch, FileSink, Pipeline, StreamingRuntime
-from streaming.kafka import KafkaDataLossError, KafkaRecord, KafkaSource, TopicAndPartition
+from streaming.kafka import KafkaDataLossError, KafkaError, KafkaRecord, KafkaSource, TopicAndPartition
 from streaming.kafka._offsets import parse_partition_offsets
 from streaming.kafka._source_plan import rate_limit
 from tests.support import advance, capture_events
@@ -580,20 +580,34 @@ async def test_a_stop_does_not_wait_for_a_cluster_that_does_not_answer(kafka_clu
     partitions = KafkaClusterView.partitions
 
     def unanswered(self: Any, topics: Any) -> Any:
-        if armed.is_set():  # once started (the start asks for the initial offsets)
+        answer = partitions(self, topics)  # asked with the client the view held then; it comes late
+        if armed.is_set() and not entered.is_set():  # once, after the first batch
             entered.set()
-            release.wait(60)  # a broker that does not answer
+            release.wait(60)  # a broker slow to answer
             returned.set()
-        return partitions(self, topics)
+        return answer
+
+    refused = threading.Event()
+    check_open = KafkaSource._check_open
+
+    def checking(self: Any) -> None:
+        try:
+            check_open(self)
+        except KafkaError:
+            refused.set()
+            raise
 
     kafka_cluster.create_topic(kafka_topic, 1)
     monkeypatch.setattr(KafkaClusterView, "partitions", unanswered)
+    monkeypatch.setattr(KafkaSource, "_check_open", checking)
+    src = source(kafka_cluster, [kafka_topic])
     try:
         # abandon_after 0: the stop gives a hung generation no time on the manual clock (Spark's 2 s, on a clock the
         # test would have to move once the stop waits on it).
-        async with StreamingRuntime(pipeline(source(kafka_cluster, [kafka_topic]), Recorder()), Seconds(1), clock=clock,
+        async with StreamingRuntime(pipeline(src, Recorder()), Seconds(1), clock=clock,
                                     track_progress=True, abandon_after=Milliseconds(0)) as rt:
             await rt.start()
+            await advance(rt, clock)  # a first batch as usual: the source has its view
             armed.set()
             clock.advance(Seconds(1))
             assert await anyio.to_thread.run_sync(entered.wait, 60), "no batch asked the cluster"
@@ -601,3 +615,7 @@ async def test_a_stop_does_not_wait_for_a_cluster_that_does_not_answer(kafka_clu
         assert not returned.is_set(), "the stop waited for the cluster's answer"
     finally:
         release.set()
+    # The answer comes after the stop: the abandoned question (the batch's latest offsets) makes no new client for the
+    # rest of its work (it made one that nothing closed).
+    assert await anyio.to_thread.run_sync(refused.wait, 60), "the question went on after its source was closed"
+    assert src._view is None
