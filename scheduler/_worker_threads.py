@@ -361,12 +361,17 @@ class WorkerThreads:
         with self._lock:
             if self._shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
-            crew = self._crew
-            if crew.idle:
-                crew.idle.pop()
-            elif crew.started < self.size:
-                self._start_thread(crew)
-            crew.calls.put(call)
+            self._enqueue(call)
+
+    def _enqueue(self, call: _Call) -> None:
+        # Under the lock, the pool not shut: the call claims a free thread, else starts one if the size allows (else it
+        # waits for the first thread done).
+        crew = self._crew
+        if crew.idle:
+            crew.idle.pop()
+        elif crew.started < self.size:
+            self._start_thread(crew)
+        crew.calls.put(call)
 
     def _start_thread(self, crew: _Crew) -> None:
         # Under the lock: the call being queued found no thread free.
@@ -399,17 +404,12 @@ class WorkerThreads:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[T] = loop.create_future()
         call: _Call = (func, args, loop, waiter) if handover is None else (func, args, None, handover)
-        with self._lock:  # _put, inline: once per job
+        with self._lock:  # _put, with the handover armed under the same lock
             if self._shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             if handover is not None:
                 handover._arm(waiter)
-            crew = self._crew
-            if crew.idle:
-                crew.idle.pop()
-            elif crew.started < self.size:
-                self._start_thread(crew)
-            crew.calls.put(call)
+            self._enqueue(call)
         if abandon_on_cancel:
             return await waiter
         with anyio.CancelScope(shield=True):

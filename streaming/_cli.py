@@ -307,4 +307,3 @@ def trace_names(paths: list[str]) -> list[str]:
 
 if __name__ == "__main__":  # pragma: no cover - python -m streaming._cli
     sys.exit(main())
-

@@ -103,7 +103,6 @@ class StreamingContext(StreamingQueryFace):
         self._batch_duration = continuous.interval if continuous else seconds_to_duration(batchDuration, "batchDuration")
         self._arguments = ContextArguments(concurrentJobs, queryName, stopOnFailure, uiPort, clock=clock,
                                            listener_overflow=listenerOverflow, exclusive=exclusive)
-        self._clock, self._overflow, self._exclusive = clock, listenerOverflow, exclusive
         self._context_id = next(_ids)
         name = f"aiodstream-{self._context_id}"
         self._spark = bind_spark(sparkContext, name, frame_context=_frame_context)
@@ -152,7 +151,8 @@ class StreamingContext(StreamingQueryFace):
     def runtime(self) -> QueryRuntime:
         """The async runtime underneath (created on first use): a ``ContinuousExecution`` with a Continuous trigger."""
         if self._runtime is None:
-            self._runtime = create_runtime(self._env, self._settings(), clock=self._clock, overflow=self._overflow,
+            arguments = self._arguments
+            self._runtime = create_runtime(self._env, self._settings(), clock=arguments.clock, overflow=arguments.listener_overflow,
                                            name=self._query_name, checkpoint_location=self._checkpoint.location,
                                            options=self._checkpoint.options)
             self._runtime.handle = self
@@ -166,9 +166,9 @@ class StreamingContext(StreamingQueryFace):
         listeners; not ``clock``, an object of this run (a restart runs on the wall clock).
         """
         arguments = self._arguments
-        given = {"queryName": arguments.query_name, "stopOnFailure": arguments.stop_on_failure, "exclusive": self._exclusive,
-                 "uiPort": arguments.ui_port,
-                 "listenerOverflow": None if self._overflow is OverflowPolicy.DROP else self._overflow}
+        overflow = arguments.listener_overflow
+        given = {"queryName": arguments.query_name, "stopOnFailure": arguments.stop_on_failure, "exclusive": arguments.exclusive,
+                 "uiPort": arguments.ui_port, "listenerOverflow": None if overflow is OverflowPolicy.DROP else overflow}
         return {keyword: value for keyword, value in given.items() if value is not None}
 
     def _release_job_threads(self) -> None:
@@ -262,7 +262,8 @@ class StreamingContext(StreamingQueryFace):
 
     def _register(self) -> None:
         """Count as active from now on, unless the one-active-context rule forbids it."""
-        _registry.register(self, exclusive=self._exclusive if self._exclusive is not None else not self._env.async_mode)
+        exclusive = self._arguments.exclusive
+        _registry.register(self, exclusive=exclusive if exclusive is not None else not self._env.async_mode)
 
     def _before_start(self, *, own_properties: bool) -> None:
         """What a start does before the runtime starts (py4j calls, file I/O): the jobs' local properties (this thread's

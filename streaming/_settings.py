@@ -52,9 +52,11 @@ def _query_name(_: Any, __: Any, value: Any) -> None:
         raise ValueError(f"queryName must be a non-empty string, got {value!r}")
 
 
-def _bool_or_none(_: Any, attribute: Any, value: Any) -> None:
-    if value is not None and not isinstance(value, bool):
-        raise TypeError(f"{_NAMES[attribute.name]} must be a bool, got {value!r}")
+def _bool_or_none(name: str) -> Any:
+    def check(_: Any, __: Any, value: Any) -> None:
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {value!r}")
+    return check
 
 
 def _clock_or_none(_: Any, __: Any, value: Any) -> None:
@@ -66,9 +68,6 @@ def _overflow(_: Any, __: Any, value: Any) -> None:
     if not isinstance(value, OverflowPolicy):
         raise TypeError(f"listenerOverflow must be an OverflowPolicy (OverflowPolicy.DROP or OverflowPolicy.BLOCK), "
                         f"got {value!r}")
-
-
-_NAMES = {"stop_on_failure": "stopOnFailure", "exclusive": "exclusive"}
 
 
 def _port_or_none(_: Any, __: Any, value: Any) -> None:
@@ -84,13 +83,13 @@ class ContextArguments:
 
     concurrent_jobs: int | None = attrs.field(default=None, validator=_positive_int_or_none("concurrentJobs"))
     query_name: str | None = attrs.field(default=None, validator=_query_name)
-    stop_on_failure: bool | None = attrs.field(default=None, validator=_bool_or_none)
+    stop_on_failure: bool | None = attrs.field(default=None, validator=_bool_or_none("stopOnFailure"))
     ui_port: int | None = attrs.field(default=None, validator=_port_or_none)
     ui_port_restored: bool = False
     """``ui_port`` came from a checkpoint (getOrCreate): another program may hold it by now, so the next ports are tried."""
     clock: Clock | None = attrs.field(default=None, kw_only=True, validator=_clock_or_none)
     listener_overflow: OverflowPolicy = attrs.field(default=OverflowPolicy.DROP, kw_only=True, validator=_overflow)
-    exclusive: bool | None = attrs.field(default=None, kw_only=True, validator=_bool_or_none)
+    exclusive: bool | None = attrs.field(default=None, kw_only=True, validator=_bool_or_none("exclusive"))
 
 
 def _flag(settings: SparkSettings, key: str, default: str = "false") -> bool:

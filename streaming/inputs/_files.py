@@ -75,8 +75,8 @@ def files_pending(entries: Iterable[FileEntry], *, threshold_ms: int, after_ms: 
     threshold and at or before ``now_ms`` (a file dated ahead of the clock is not yet there, as far as anyone waiting
     can tell), and after ``after_ms``, the time of the batch that listed them, if that batch reads the stream."""
     return any(
-        not e.name.startswith(".") and threshold_ms < e.mod_time_ms <= now_ms
-        and (after_ms is None or after_ms < e.mod_time_ms) and e.path not in already_selected
+        (after_ms is None or after_ms < e.mod_time_ms)
+        and is_new_file(e, threshold_ms=threshold_ms, time_ms=now_ms, already_selected=already_selected)  # new at now
         for e in entries
     )
 

@@ -113,7 +113,7 @@ class DirectKafkaInputDStream(InputDStream):
         self._latest_seen: dict[TopicAndPartition, int] | None = None
         self._view: KafkaClusterView | None = None
         self._io_lock = threading.Lock()  # the cluster view and the committer are used by one planning thread at a time
-        self._stopped = False  # stop() came while a planning thread held the clients: that thread closes them
+        self._stopped = False  # set by stop(): a planning thread that holds the clients then closes them, a later one asks nothing
         self._commits = CommitQueue(params)
         self._missing_topics: set[str] = set()
         self._log = library_logger("aiodstream.kafka", component="DirectKafkaInputDStream", stream=self.id)

@@ -168,15 +168,9 @@ class GroupState:
             PySparkValueError: VALUE_NOT_POSITIVE; VALUE_OUT_OF_BOUNDS for a timeout past a Java long of milliseconds
                 (Spark's timestamps are longs).
         """
-        from pyspark.errors import PySparkRuntimeError, PySparkTypeError, PySparkValueError
+        from pyspark.errors import PySparkRuntimeError, PySparkValueError
 
-        if isinstance(durationMs, float) and math.isfinite(durationMs):
-            durationMs = int(durationMs)  # noqa: N806 (pyspark's name)
-        if not isinstance(durationMs, int) or isinstance(durationMs, bool):
-            raise PySparkTypeError(
-                errorClass="NOT_EXPECTED_TYPE",
-                messageParameters={"expected_type": "int", "arg_name": "durationMs", "arg_type": type(durationMs).__name__},
-            )
+        durationMs = _milliseconds("durationMs", durationMs, "int")  # noqa: N806 (pyspark's name)
         if self._timeout_conf != GroupStateTimeout.ProcessingTimeTimeout:
             raise PySparkRuntimeError(
                 errorClass="CANNOT_WITHOUT",
@@ -198,7 +192,7 @@ class GroupState:
             PySparkValueError: VALUE_NOT_POSITIVE, INVALID_TIMEOUT_TIMESTAMP before the watermark, or
                 VALUE_OUT_OF_BOUNDS past a Java long of milliseconds.
         """
-        from pyspark.errors import PySparkRuntimeError, PySparkTypeError, PySparkValueError
+        from pyspark.errors import PySparkRuntimeError, PySparkValueError
 
         if self._timeout_conf != GroupStateTimeout.EventTimeTimeout:
             raise PySparkRuntimeError(
@@ -210,16 +204,8 @@ class GroupState:
             # Read as event times are (event_time_ms: a naive datetime in UTC), so that a timeout set from an event's
             # time is compared with a watermark from the same reading, in any local time zone.
             ms = event_time_ms(timestampMs)
-        elif isinstance(timestampMs, float) and math.isfinite(timestampMs):
-            ms = int(timestampMs)
-        elif isinstance(timestampMs, int) and not isinstance(timestampMs, bool):
-            ms = timestampMs
         else:
-            raise PySparkTypeError(
-                errorClass="NOT_EXPECTED_TYPE",
-                messageParameters={"expected_type": "int or datetime", "arg_name": "timestampMs",
-                                   "arg_type": type(timestampMs).__name__},
-            )
+            ms = _milliseconds("timestampMs", timestampMs, "int or datetime")
         if ms <= 0:
             raise PySparkValueError(errorClass="VALUE_NOT_POSITIVE",
                                     messageParameters={"arg_name": "timestampMs", "arg_value": str(ms)})
@@ -255,6 +241,19 @@ class GroupState:
         return f"GroupState({self._value!r})" if self._defined else "GroupState(<undefined>)"
 
     __repr__ = __str__
+
+
+def _milliseconds(name: str, value: object, expected: str) -> int:
+    """``value`` as whole milliseconds, as pyspark takes them: an int, or a finite float's whole part (pyspark refuses
+    only what is not a number); anything else is NOT_EXPECTED_TYPE naming ``expected``."""
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    from pyspark.errors import PySparkTypeError
+
+    raise PySparkTypeError(errorClass="NOT_EXPECTED_TYPE",
+                           messageParameters={"expected_type": expected, "arg_name": name, "arg_type": type(value).__name__})
 
 
 def _check_long(name: str, value: int, upper: int) -> None:

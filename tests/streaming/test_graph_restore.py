@@ -229,7 +229,7 @@ def test_a_restored_context_keeps_the_constructor_options(tmp_path: Path, monkey
     assert restored.name == "failing"
     assert restored._arguments == ContextArguments(2, "failing", True, 4050, ui_port_restored=True,
                                                    listener_overflow=OverflowPolicy.BLOCK, exclusive=False)
-    assert (restored._exclusive, restored._overflow) == (False, OverflowPolicy.BLOCK)
+    assert (restored._arguments.exclusive, restored._arguments.listener_overflow) == (False, OverflowPolicy.BLOCK)
     settings = ContextSettings.read(SparkSettings(2, {}), restored._arguments, continuous=False)
     assert settings.stop_on_failure is True and settings.ui is not None and settings.ui[0] == ("127.0.0.1", 4050, 16)
     assert ContextSettings.read(SparkSettings(2, {}), first._arguments, continuous=False).ui[0] == ("127.0.0.1", 4050, 0)  # type: ignore[index]
