@@ -17,7 +17,9 @@ What it does not do over the protocol, and how this class covers it:
   the abort), and the last stable offset is the high watermark. Tests of transactional output
   can show that a committed batch is not written twice, not that a dead transaction is hidden.
 - A metadata request naming a missing topic creates it (4 partitions), as ``auto.create.topics``
-  does on a default broker; :meth:`partition_count` lists all topics instead.
+  does on a default broker, unless the client turns ``allow.auto.create.topics`` off;
+  :meth:`partition_count` lists all topics instead. This class's own producer never creates one:
+  :meth:`produce` to a topic :meth:`create_topic` did not make is refused.
 - A partition's oldest records are dropped once it holds several megabytes, as size-based
   retention would (after 100,000 records of 50 bytes its log start was 10,000): benchmarks
   should read what they produce promptly, or produce less per partition.
@@ -98,6 +100,7 @@ class MockKafkaCluster:
             raise KafkaError("librdkafka could not start a mock cluster")
         self.bootstrap_servers: str = self._lib.rd_kafka_mock_cluster_bootstraps(self._mc).decode()
         self._producer: Any = None
+        self._producer_topics: set[str] = set()  # topics the shared producer has seen exist
 
     def _check(self, code: int, what: str) -> None:
         if code != 0:
@@ -159,6 +162,7 @@ class MockKafkaCluster:
                 keys: Iterable[bytes | str | None] | None = None, timestamps_ms: Iterable[int] | None = None) -> None:
         """Write ``values`` to ``topic`` (to ``partition``, or spread by key / round robin), and wait until all are acknowledged."""
         producer = self._shared_producer()
+        self._require_topic(producer, topic)
         errors: list[str] = []
 
         def delivered(error: Any, _message: Any) -> None:
@@ -203,8 +207,12 @@ class MockKafkaCluster:
         with self._lock:
             self._require_open()
             if self._producer is None:
+                self._producer_topics = set()
+                # Never asks the mock to create a topic: a metadata request it sent for a topic just before
+                # delete_topic could reach the mock after the delete and bring the topic back (4 partitions).
                 self._producer = require_kafka().Producer({
-                    "bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True, "linger.ms": 2, "logger": client_logger()})
+                    "bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True, "linger.ms": 2,
+                    "allow.auto.create.topics": False, "logger": client_logger()})
             return self._producer
 
     def records(self, topic: str, partition: int, start: int = 0, end: int | None = None) -> list[Record]:
@@ -275,12 +283,22 @@ class MockKafkaCluster:
             if low:
                 self.delete_records(topic, partition, low)
 
+    def _require_topic(self, producer: Any, topic: str) -> None:
+        """Refuse ``topic`` if the cluster does not have it (the producer would wait 30 s, then fail each record)."""
+        if topic in self._producer_topics:
+            return
+        found = producer.list_topics(topic, timeout=30).topics.get(topic)
+        if found is None or (found.error is not None and found.error.code() == require_kafka().KafkaError.UNKNOWN_TOPIC_OR_PART):
+            raise KafkaError(f"producing to {topic!r}: no such topic (create it with create_topic first)")
+        self._producer_topics.add(topic)
+
     def _refresh_producer_metadata(self, topic: str, total: int) -> None:
         producer = self._shared_producer()
         deadline = time.monotonic() + 30
         while True:
             found = producer.list_topics(topic, timeout=30).topics.get(topic)
             if found is not None and found.error is None and len(found.partitions) >= total:
+                self._producer_topics.add(topic)
                 return
             if time.monotonic() > deadline:
                 raise KafkaError(f"the producer does not see {total} partitions of {topic!r} after 30 s")

@@ -117,7 +117,9 @@ def test_deleting_a_topic_removes_it_from_the_metadata(kafka_cluster: MockKafkaC
 
     A client that knew the topic asks for it by name again and the mock creates it anew (4
     partitions): the shared producer, which create_topic has asked for the new topic, did so in
-    one round in ten to fifty. 200 rounds catch that.
+    one round in ten to fifty while delete_topic left it open, and in one round of a CI run's
+    many when a request it sent before the delete reached the mock after it (it now never lets
+    the mock create a topic). 200 rounds catch the first.
     """
     for round_ in range(200):
         topic = f"{kafka_topic}-{round_}"
@@ -158,6 +160,20 @@ def test_control_function_errors_are_clear(kafka_cluster: MockKafkaCluster, kafk
         kafka_cluster.add_partitions("no-such-topic-x", 3)
     with pytest.raises(ValueError, match=r"^partitions must be a positive int, got 0$"):
         kafka_cluster.create_topic(kafka_topic + "-z", 0)
+
+
+def test_producing_to_a_missing_topic_is_refused_and_does_not_create_it(kafka_cluster: MockKafkaCluster,
+                                                                        kafka_topic: str) -> None:
+    """produce names a topic nobody created (or one deleted) at once, and the mock does not create it on the way."""
+    with pytest.raises(KafkaError, match=rf"^producing to '{kafka_topic}': no such topic \(create it with create_topic first\)$"):
+        kafka_cluster.produce(kafka_topic, [b"x"])
+    assert kafka_cluster.partition_count(kafka_topic) == 0
+    kafka_cluster.create_topic(kafka_topic, 2)
+    kafka_cluster.produce(kafka_topic, [b"x"], partition=1)
+    kafka_cluster.delete_topic(kafka_topic)
+    with pytest.raises(KafkaError, match="no such topic"):
+        kafka_cluster.produce(kafka_topic, [b"y"])
+    assert kafka_cluster.partition_count(kafka_topic) == 0
 
 
 def test_a_closed_cluster_refuses_work() -> None:
