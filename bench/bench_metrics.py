@@ -20,7 +20,9 @@ inline listener on the bus costs for its deliveries, the floor no bus-fed metric
 a plain (synchronous, not inline) do-nothing listener of ``BatchCompleted``
 (``plain_listener_overhead``): its callbacks run on a worker thread of its own, its dispatcher
 lingering before a trip (``LINGER_EVENTS`` or ``LINGER`` of real time); and the same listener with
-its linger off (``plain_eager``, bare engine only). Each bare-engine variant's ``diagnostics`` give
+its linger off (``plain_eager``, bare engine only). The bare engine runs under the default listener
+overflow policy (DROP; ``--overflow block`` for the other) and a round fails if a plain listener
+dropped an event. Each bare-engine variant's ``diagnostics`` give
 the collector's runs per generation in the measured window and, for the plain listeners, thread
 trips and events per trip: what a plain listener's CPU goes with.
 
@@ -69,7 +71,7 @@ from listeners import (
     QueryProgress,
     StreamingListener,
 )
-from scheduler import ManualClock, Seconds, StreamInputInfo, Time
+from scheduler import ManualClock, Seconds, StreamInputInfo, SystemClock, Time
 from streaming import Batch, ListSource, Pipeline, StreamingRuntime
 from streaming.ui import StreamingMetrics, StreamingUI
 
@@ -105,6 +107,32 @@ def attach(target: Any, how: str) -> None:
         if how == "plain_eager":
             # The bench's own reach into the bus (bare engine only): the same listener, never lingering.
             target.listener_bus._slots[-1].linger_clock = None
+        elif LINGER_SCALE != 1 and isinstance(target, StreamingRuntime):
+            # Under callgrind (bare engine only): the linger's real time runs LINGER_SCALE times slower, as the
+            # program does, so that a trip carries as many events as in a run at full speed.
+            target.listener_bus._slots[-1].linger_clock = slowed_clock(LINGER_SCALE)
+
+
+CALLGRIND_SLOWDOWN = 50.0
+"""About how many times slower the bare engine runs under callgrind than at full speed on this machine (measured)."""
+
+OVERFLOW = OverflowPolicy.DROP
+"""The bare engine's listener overflow policy: ``--overflow`` (default DROP, the runtime's and Spark's own).
+
+It matters only to the plain listeners: under DROP the events posted during a thread trip gather
+in a plain list, under BLOCK each goes through the listener's queue. Either way no event may be
+dropped: the diagnostics count them (``dropped``) and a round that dropped one fails."""
+
+LINGER_SCALE = 1.0
+"""How many times slower than real time a plain listener's linger runs: ``--linger-scale`` (under callgrind)."""
+
+
+def slowed_clock(scale: float) -> SystemClock:
+    """A wall clock that runs ``scale`` times slower than the real one."""
+    start_wall, start_mono = time.time_ns(), time.monotonic_ns()
+    return SystemClock(wall_ns=lambda: start_wall + int((time.time_ns() - start_wall) / scale),
+                       monotonic_ns=lambda: start_mono + int((time.monotonic_ns() - start_mono) / scale),
+                       sleep=lambda seconds: anyio.sleep(seconds * scale))
 
 
 LAST: dict[str, Any] = {}
@@ -119,6 +147,7 @@ def diagnostics(runtime: Any, collections: list[int]) -> dict[str, Any]:
     for slot in runtime.listener_bus._slots:  # the bench's own reach into the bus, for its diagnostics
         if slot.trips:
             seen.update(trips=slot.trips, events_per_trip=round(slot.tripped / slot.trips, 1), lingers=slot.lingers,
+                        dropped=slot.dropped,
                         handed_off=slot.handed_off, settled_on_loop=slot.settled_on_loop)
     return seen
 
@@ -165,7 +194,7 @@ async def engine_cpu_per_batch(batches: int, how: str, count_instructions: bool 
         return None
 
     pipeline.add_output(noop)
-    async with StreamingRuntime(pipeline, Seconds(1), clock=clock, listener_overflow=OverflowPolicy.BLOCK,
+    async with StreamingRuntime(pipeline, Seconds(1), clock=clock, listener_overflow=OVERFLOW,
                                 track_progress=progress) as runtime:
         attach(runtime, how)
         await runtime.start()
@@ -183,6 +212,8 @@ async def engine_cpu_per_batch(batches: int, how: str, count_instructions: bool 
             toggle_instruments(False)
         LAST.clear()
         LAST.update(diagnostics(runtime, collections))
+        if LAST.get("dropped"):
+            raise RuntimeError(f"the plain listener dropped {LAST['dropped']} events: the round measured less than every event")
         await runtime.stop()
     return cpu / batches
 
@@ -300,22 +331,25 @@ def spark_context() -> Any:
 
 
 def instructions_per_batch(how: str, batches: int, spark: bool = False, step: int | None = None,
-                           progress: bool = False) -> int:
+                           progress: bool = False, linger_scale: float = 1) -> tuple[int, dict[str, Any]]:
     """Instructions of the measured batches with ``how`` attached (the bare engine, or the no-op Spark context's driver
-    process with ``spark``), counted by callgrind in a child, per batch."""
+    process with ``spark``), counted by callgrind in a child, per batch; and what the child's run saw beside them
+    (its ``diagnostics``: a plain listener's trips and events per trip)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
-        subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-                        sys.executable, __file__, "--only", how, "--batches", str(batches), "--count-instructions",
-                        *(["--spark-only"] if spark else []), *(["--step", str(step)] if step else []),
-                        *(["--progress"] if progress else [])],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+        child = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                                sys.executable, __file__, "--only", how, "--batches", str(batches), "--count-instructions",
+                                "--linger-scale", str(linger_scale), "--overflow", OVERFLOW.value,
+                                *(["--spark-only"] if spark else []), *(["--step", str(step)] if step else []),
+                                *(["--progress"] if progress else [])],
+                               check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=os.environ, text=True)
         totals = [line for line in out.read_text().splitlines() if line.startswith(("totals:", "summary:"))]
-    return round(int(totals[-1].split()[1]) / batches)
+    seen = json.loads(child.stdout.strip().splitlines()[-1]).get("diagnostics", {})
+    return round(int(totals[-1].split()[1]) / batches), seen
 
 
 def instructions(batches: int, spark: bool = False, step: int | None = None, variants: tuple[str, ...] | None = None,
-                 repeat: int = 1, progress: bool = False) -> dict[str, Any]:
+                 repeat: int = 1, progress: bool = False, linger_scale: float = 1) -> dict[str, Any]:
     """Instructions per batch of each variant (bare engine, or the Spark context's driver), and each one's overhead.
 
     With ``repeat`` above 1 the variants run that many times, alternating (none, metrics, ..., none, metrics, ...):
@@ -326,17 +360,26 @@ def instructions(batches: int, spark: bool = False, step: int | None = None, var
         chosen = ("none", *chosen)
     runs: dict[str, list[int]] = {how: [] for how in chosen}
     loads: list[list[float]] = []
+    trips: dict[str, list[float]] = {}
     for _ in range(repeat):
         for how in chosen:
-            runs[how].append(instructions_per_batch(how, batches, spark, step, progress))
+            count, seen = instructions_per_batch(how, batches, spark, step, progress, linger_scale)
+            runs[how].append(count)
+            if "events_per_trip" in seen:
+                trips.setdefault(how, []).append(seen["events_per_trip"])
             loads.append(load())
-            print(f"{how}: {runs[how][-1]} instructions per batch, load {loads[-1]}", file=sys.stderr, flush=True)
+            print(f"{how}: {count} instructions per batch, load {loads[-1]}, {seen}", file=sys.stderr, flush=True)
     counts = {how: round(statistics.median(v)) for how, v in runs.items()}
     base = counts["none"]
     program = "spark_context" if spark else "engine_with_progress" if progress else "engine"
-    result: dict[str, Any] = {"program": program, "instructions_per_batch": counts,
+    result: dict[str, Any] = {"program": program, "listener_overflow": OVERFLOW.name, "instructions_per_batch": counts,
                               "overhead": {k: round(v / base - 1, 4) for k, v in counts.items() if k != "none"},
                               "batches": batches, "step": step}
+    if trips:
+        # A plain listener's trips: with --linger-scale at callgrind's slowdown they carry as many events as at full
+        # speed (the CPU rounds' diagnostics), and their per-trip costs weigh on a batch as much.
+        result["linger_scale"] = linger_scale
+        result["events_per_trip"] = trips
     if repeat > 1:
         # Each round's overhead against that round's own run without: the spread a single run cannot show.
         result["runs"] = runs
@@ -378,13 +421,25 @@ def main() -> None:
                         help="the clock jumps this many batches at a time, each jump's batches done before the next "
                              "(no backlog: queued batches never reach the collector's older generations); default: "
                              "all of a round's batches in one jump")
+    parser.add_argument("--overflow", choices=("drop", "block"), default="drop",
+                        help="the bare engine's listener overflow policy (default drop, the runtime's own): under block "
+                             "a plain listener's events go through its queue one by one")
+    parser.add_argument("--linger-scale", type=float, default=None,
+                        help="with --instructions: a plain listener's linger runs this many times slower than real "
+                             "time, as the program does under callgrind, so that its trips carry as many events as at "
+                             f"full speed (default {CALLGRIND_SLOWDOWN:g}; 1: real time)")
     args = parser.parse_args()
+    global LINGER_SCALE, OVERFLOW
+    OVERFLOW = OverflowPolicy.BLOCK if args.overflow == "block" else OverflowPolicy.DROP
+    if args.linger_scale is not None and not args.linger_scale > 0:
+        parser.error(f"--linger-scale must be a positive number, got {args.linger_scale}")
+    LINGER_SCALE = args.linger_scale or 1
     if args.instructions:
         unknown = set(args.variants or ()) - set(VARIANTS)
         if unknown:
             parser.error(f"--variants takes some of {', '.join(VARIANTS)}; got {', '.join(sorted(unknown))}")
-        print(json.dumps(instructions(args.batches, args.spark_only, args.step, args.variants, args.repeat, args.progress),
-                         indent=2))
+        print(json.dumps(instructions(args.batches, args.spark_only, args.step, args.variants, args.repeat, args.progress,
+                                      CALLGRIND_SLOWDOWN if args.linger_scale is None else args.linger_scale), indent=2))
         return
     if args.only is not None:
         if args.spark_only:
@@ -394,9 +449,10 @@ def main() -> None:
         else:
             cpu = anyio.run(engine_cpu_per_batch, args.batches, args.only, args.count_instructions, args.step, args.progress)
         print(json.dumps({"only": args.only, "batches": args.batches, "cpu_us_per_batch": round(cpu * 1e6, 2),
-                          "load_average": load()}))
+                          "load_average": load(), "diagnostics": LAST}))
         return
-    result: dict[str, Any] = {"python": sys.version.split()[0], "load_average_at_start": load()}
+    result: dict[str, Any] = {"python": sys.version.split()[0], "listener_overflow": OVERFLOW.name,
+                              "load_average_at_start": load()}
     result["listener_us_per_batch"] = round(statistics.median(listener_us_per_batch(20_000) for _ in range(5)), 2)
     result["step"] = args.step
     result["warm_up_rounds"] = args.warm_up_rounds

@@ -30,7 +30,7 @@ from scheduler import (
     yield_to_ready,
 )
 
-from ._events import SUCCEEDED_WIDTH, BatchCompleted, StreamingEvent, of_succeeded_values
+from ._events import SUCCEEDED_WIDTH, BatchCompleted, StreamingEvent
 from ._hand_off import HAND_OFF_EVENTS, HAND_OFF_WAIT_S
 from ._listener import Handlers as _Handlers
 from ._listener import check_listener
@@ -45,6 +45,8 @@ _ALL = sys.maxsize  # a plain listener's trip takes every event queued (see disp
 
 _EMPTY: Any = object()  # what Mailbox.poll returns when no event is queued
 _DONE = (None, None)  # an entry of a run whose event was delivered
+
+_set_values = object.__setattr__  # a BatchCompleted is frozen: its values are set past its __setattr__
 
 SUCCEEDED: Any = object()
 """A plain listener's queue's stand-in for a succeeded one-job batch's ``BatchCompleted`` (see ``ListenerQueue.flat``)."""
@@ -534,7 +536,9 @@ class ListenerQueue:
         """:meth:`_deliver` for a listener whose callbacks are all plain: each event's callback looked up here."""
         handlers = self.handlers
         completed = handlers.get(BatchCompleted)
+        on_completed = None if completed is None else completed[0]
         values = self.values
+        new, set_values = object.__new__, _set_values  # of_succeeded_values, inline: the per-event path
         at = 0  # where the next SUCCEEDED's values start: the loop only appends to values meanwhile
         failed = 0
         # Each event is let go of once delivered (and the list emptied at the end): a run's events,
@@ -542,18 +546,20 @@ class ListenerQueue:
         for n, event in enumerate(events):
             if control.abandoned:
                 break
-            events[n] = None
-            if event is SUCCEEDED:
+            if event is SUCCEEDED:  # (a stand-in keeps nothing alive: left in the list)
                 # Built here, right before its callback: unless the listener keeps it, it dies by
                 # refcount after the call, never having been seen by a collection.
                 end = at + SUCCEEDED_WIDTH
-                event = of_succeeded_values(tuple(values[at:end]))
+                event = new(BatchCompleted)
+                set_values(event, "values", values[at:end])
                 at = end
-                entry = completed
+                callback = on_completed
             else:
+                events[n] = None
                 entry = handlers.get(type(event))
+                callback = None if entry is None else entry[0]
             try:
-                result = None if entry is None else entry[0](event)
+                result = None if callback is None else callback(event)
                 if result is not None and inspect.isawaitable(result):
                     anyio.from_thread.run(_awaited, result, token=self.token)
             except Exception:
