@@ -257,10 +257,12 @@ class Comparison:
         """A table of the four statistics."""
         lines = [f"{self.label}: {self.batches} batches, concurrent jobs {self.concurrent_jobs}, "
                  f"{self.cluster.slots} slots{'' if self.cluster.cpus is None else f' on {self.cluster.cpus} cpus'}",
-                 f"  {'delay':<18}{'measured':>10}{'simulated':>11}{'error':>9}"]
+                 f"  {'delay':<18}{'measured':>10}{'simulated':>11}{'error':>9}{'difference':>13}"]
         for d in self.delays:
+            # The difference beside the relative error: a 1 ms delay simulated as 0 ms is "-100 %" and 1 ms.
             err = "-" if math.isinf(d.error) else f"{100 * d.error:+.0f} %"
-            lines.append(f"  {d.name:<18}{d.measured_ms:>8.0f} ms{d.simulated_ms:>8.0f} ms{err:>9}")
+            lines.append(f"  {d.name:<18}{d.measured_ms:>8.0f} ms{d.simulated_ms:>8.0f} ms{err:>9}"
+                         f"{d.simulated_ms - d.measured_ms:>+10.0f} ms")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

@@ -18,6 +18,8 @@ from scheduler import Duration, StreamInputInfo, Time
 from streaming._cli import main as cli
 from streaming.simulation import (
     ClusterModel,
+    Comparison,
+    DelayError,
     ModelError,
     SparkJob,
     SparkStage,
@@ -230,3 +232,14 @@ def test_a_program_still_on_pyspark_streaming_is_refused_before_it_runs(
     program.write_text("import sys\nfrom streaming import StreamingContext\nsys.exit(7)\n")
     assert cli(["calibrate", "--program", str(program), "--batches", "3", "--out", str(tmp_path)]) == 2
     assert "exited with status 7" in capsys.readouterr().err  # ran: past the check
+
+
+def test_a_comparisons_table_gives_the_difference_beside_the_relative_error() -> None:
+    """A 1 ms delay simulated as 0 ms reads "-100 %" alone: the table says it is 1 ms; an unmeasured delay has no error."""
+    delays = (DelayError("processing median", 40.0, 44.0), DelayError("processing p95", 1.0, 0.0),
+              DelayError("scheduling p95", 0.0, 3.0))
+    rows = Comparison("run", 1, ClusterModel(1, 2), 10, delays).format().splitlines()
+    assert rows[1].split() == ["delay", "measured", "simulated", "error", "difference"]
+    assert rows[2].split()[2:] == ["40", "ms", "44", "ms", "+10", "%", "+4", "ms"]
+    assert rows[3].split()[2:] == ["1", "ms", "0", "ms", "-100", "%", "-1", "ms"]
+    assert rows[4].split()[2:] == ["0", "ms", "3", "ms", "-", "+3", "ms"]
