@@ -227,6 +227,7 @@ class FileInputDStream(InputDStream):
             entries = self._list()
         except Exception as exc:
             self._log.warning("cannot list the directory; no files this batch", batch=time.milliseconds, error=repr(exc))
+            self.input_pending = True  # files may wait all the same: only a batch that lists can say none does
             return []
         if entries is None:
             self._log.warning("no directory to scan; no files this batch", batch=time.milliseconds)

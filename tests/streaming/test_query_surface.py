@@ -329,6 +329,58 @@ def test_process_all_available_through_a_window_shorter_than_its_slide(spark_con
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_process_all_available_does_not_take_a_failed_listing_for_an_empty_directory(
+        spark_context: Any, backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch whose listing raised read no file, but cannot say none waits: the wait goes on through it until a batch
+    lists the directory, reads the file there and one more finds nothing."""
+    import streaming.inputs._files as files
+
+    clock = ManualClock(1_000_000)
+    directory = tmp_path / "in"
+    directory.mkdir()
+    (directory / "a.txt").write_text("x\n")
+    os.utime(directory / "a.txt", ns=(1_000_500_000_000,) * 2)
+    failing = threading.Event()
+    failing.set()
+    listed = files.list_local_files
+
+    def list_local_files(path: str) -> Any:
+        if failing.is_set():
+            raise PermissionError(13, "Permission denied", path)
+        return listed(path)
+
+    monkeypatch.setattr(files, "list_local_files", list_local_files)
+    read: list[list[str]] = []
+
+    async def body() -> None:
+        async with StreamingContext(spark_context, 1, clock=clock) as ssc:
+            ssc.textFileStream(str(directory)).foreachRDD(lambda rdd: read.append(rdd.collect()))
+            await ssc.start_async()
+            done = anyio.Event()
+
+            async def wait() -> None:
+                await ssc.process_all_available_async()
+                done.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait)
+                await settle()
+                for _ in range(2):
+                    await advance(ssc.runtime, clock)
+                    await settle()
+                assert read == [[], []] and not done.is_set(), "returned after batches that could not list the directory"
+                failing.clear()
+                await advance(ssc.runtime, clock)
+                assert read[2] == ["x"]
+                await advance(ssc.runtime, clock)
+                with anyio.fail_after(60):
+                    await done.wait()
+            await ssc.stop_async()
+
+    anyio.run(body, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_failed_batch_under_dstream_semantics_is_reported_and_later_batches_go_on(
         spark_context: Any, backend: str, clock: ManualClock) -> None:
     """The default: awaitTermination raises the job's error, later batches run, exception() is None, no death cause."""
