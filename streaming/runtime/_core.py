@@ -61,6 +61,7 @@ class RuntimeCore:
         self._log = log
         self._tg: anyio.abc.TaskGroup | None = None
         self._stop_done: anyio.Event | None = None
+        self._hurry: Callable[[], None] | None = None  # makes the graceful stop under way immediate (see begin_stop)
         self._changed = ChangeSignal()
         self._loop_token: anyio.lowlevel.EventLoopToken | None = None
         self._loop_thread: int | None = None
@@ -201,11 +202,13 @@ class RuntimeCore:
             raise StreamingStateError(
                 f"Cannot stop StreamingContext within listener bus thread. (called from listener {listener!r})")
 
-    async def begin_stop(self) -> bool:
+    async def begin_stop(self, *, graceful: bool = False, hurry: Callable[[], None] | None = None) -> bool:
         """Whether the caller performs the stop now; if so it must call :meth:`end_stop` in a ``finally``.
 
         Not started: the runtime is marked stopped (with a warning). Stopping elsewhere: waits
-        for that stop. Stopped: a warning. The three answer ``False``.
+        for that stop. Stopped: a warning. The three answer ``False``. ``graceful``: the stop this
+        begins drains; an immediate one asked for while it does calls ``hurry`` (once), which
+        makes the drain end now, then waits for it like any other.
         """
         # A start in progress: it becomes ACTIVE (then this stops it) or STOPPED. Only then a wait (an ended start's
         # event would still checkpoint, and a cancelled scope would skip the stop): see _wait_for_start.
@@ -219,12 +222,17 @@ class RuntimeCore:
         if self._stop_done is not None:
             if self.state is StreamingContextState.STOPPED and self._stop_done.is_set():
                 self._log.warning("StreamingContext has already been stopped")
+            elif not graceful and self._hurry is not None:
+                hurry, self._hurry = self._hurry, None
+                self._log.warning("an immediate stop was asked for while a graceful one drains: stopping now")
+                hurry()
             await self._stop_done.wait()
             return False
         if self.state is StreamingContextState.STOPPED:
             self._log.warning("StreamingContext has already been stopped")
             return False
         self._stop_done = anyio.Event()
+        self._hurry = hurry if graceful else None
         return True
 
     @property
@@ -237,6 +245,7 @@ class RuntimeCore:
         self.state = StreamingContextState.STOPPED
         self.mark_stopped()
         assert self._stop_done is not None
+        self._hurry = None
         self._stop_done.set()
 
     def mark_stopped(self) -> None:

@@ -355,7 +355,9 @@ class StreamingRuntime:
         way every listener event already posted is delivered before this returns, within ``listener_exit_timeout``;
         after it, what a hung listener has not received is dropped and counted (``listener_bus.statistics()``), and a
         listener callback still running on its worker thread is abandoned (``OverflowPolicy.BLOCK``: a post waits for
-        a hung listener that long at most). Concurrent calls wait for the first; from its own job it starts the stop.
+        a hung listener that long at most). Concurrent calls wait for the first, and an immediate one makes a graceful
+        stop under way immediate (its drain ends: what is queued is left, running jobs get ``abandon_after``); from its
+        own job it starts the stop.
 
         Cancelled (``anyio.move_on_after`` around it), the stop still completes its short
         bookkeeping, drops the listener events not yet delivered, and the runtime is STOPPED
@@ -371,7 +373,7 @@ class StreamingRuntime:
                else stop())
 
     async def _stop(self, *, graceful: bool, abandon_after: Duration, drain_listeners: bool = True) -> None:
-        if not await self._core.begin_stop():
+        if not await self._core.begin_stop(graceful=graceful, hurry=self.scheduler.refuse_new_work):
             return
         self.listener_bus.stopping()  # under BLOCK, a hung listener holds the jobs' posts no longer than the exit timeout
         if self._driver_scope is not None:

@@ -492,6 +492,42 @@ async def test_a_graceful_stop_behind_late_batches_drains_them_all(clock: Manual
     assert not [e for e in logs if e["event"] == "timed out while stopping the job generator"]
 
 
+async def test_an_immediate_stop_during_a_graceful_one_ends_its_drain_now(clock: ManualClock) -> None:
+    """A graceful stop drains five batches queued behind a hung job; an immediate stop asked for meanwhile (a service
+    out of time, a second Ctrl-C) makes it immediate: no queued batch runs, the hung job is abandoned, both calls
+    return, and the queued batches are left pending (a checkpointed query runs them after a restart)."""
+    gate = Gate()
+    done: list[int] = []
+
+    def make(t: Time) -> list[Job]:
+        if t.milliseconds == 1000:
+            return [gate.job(t, "1000")]
+
+        async def later() -> None:
+            done.append(t.milliseconds)
+
+        return [Job(t, later, name=str(t.milliseconds))]
+
+    with anyio.fail_after(HANG_GUARD_S), capture_events() as logs:  # the manual clock never reaches a timeout
+        async with StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock, abandon_after=Milliseconds(0)) as rt:
+            await rt.start()
+            clock.advance(Seconds(1))
+            await gate.wait_started("1000")
+            clock.advance(Seconds(5))
+            await wait_until(lambda: rt.scheduler.generator.timer.last_tick == Time(6000))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(rt.stop, graceful=True))
+                await settle()  # the graceful stop waits for its one more tick (7000)
+                clock.advance(Seconds(1))
+                await settle()  # ...and now drains, behind the hung job
+                assert rt.state is StreamingContextState.ACTIVE and done == []
+                await rt.stop(graceful=False)
+                assert rt.state is StreamingContextState.STOPPED
+    assert done == []
+    assert [t.milliseconds for t in rt.scheduler.pending_times()] == [1000, 2000, 3000, 4000, 5000, 6000, 7000]
+    assert [e["event"] for e in logs].count("an immediate stop was asked for while a graceful one drains: stopping now") == 1
+
+
 @pytest.mark.parametrize("graceful", [False, True])
 async def test_a_stop_from_inside_one_of_the_runtimes_jobs_returns_and_the_runtime_stops_after_the_job(
         clock: ManualClock, graceful: bool) -> None:
