@@ -66,6 +66,10 @@ class JobSchedulerStatistics:
 ErrorReporter = Callable[[JobFailedError], None]
 
 
+_TIMED_OUT = "timed out while stopping the job generator"
+_REFUSED = "graceful stop ends without draining: new work was refused"
+
+
 class JobScheduler:
     """Generates batches on the batch grid and runs their jobs, at most ``concurrent_jobs`` at once.
 
@@ -227,9 +231,9 @@ class JobScheduler:
             self._log.info("stopping job scheduler gracefully", timeout_ms=None if timeout is None else timeout.milliseconds)
             await self.generator.timer.stop(one_more_tick=True)
             drained = await self._drain(timeout)
-            if not drained:
-                self._log.warning("timed out while stopping the job generator", timeout_ms=timeout.milliseconds if timeout else None,
-                                  pending=[t.milliseconds for t in self.pending_times()])
+            if not drained:  # timed out, or new work was refused (a failed query, an immediate stop asked for meanwhile)
+                log, said = (self._log.info, _REFUSED) if self._discard_jobs else (self._log.warning, _TIMED_OUT)
+                log(said, timeout_ms=timeout.milliseconds if timeout else None, pending=[t.milliseconds for t in self.pending_times()])
         else:
             self._log.info("stopping job scheduler immediately")
             await self.generator.timer.stop(one_more_tick=False)

@@ -525,7 +525,10 @@ async def test_an_immediate_stop_during_a_graceful_one_ends_its_drain_now(clock:
                 assert rt.state is StreamingContextState.STOPPED
     assert done == []
     assert [t.milliseconds for t in rt.scheduler.pending_times()] == [1000, 2000, 3000, 4000, 5000, 6000, 7000]
-    assert [e["event"] for e in logs].count("an immediate stop was asked for while a graceful one drains: stopping now") == 1
+    events = [e["event"] for e in logs]
+    assert events.count("an immediate stop was asked for while a graceful one drains: stopping now") == 1
+    assert "graceful stop ends without draining: new work was refused" in events
+    assert "timed out while stopping the job generator" not in events
 
 
 @pytest.mark.parametrize("graceful", [False, True])
