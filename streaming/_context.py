@@ -306,7 +306,8 @@ class StreamingContext(StreamingQueryFace):
             _registry.started(self)
             if self._settings().stop_gracefully_on_shutdown:  # Spark's shutdown hook: drain and stop on SIGTERM or SIGINT
                 self._shutdown = SignalShutdown(lambda: self.stop(stopSparkContext=False, stopGraceFully=True), self._env.name,
-                                                active=lambda: self._state is StreamingContextState.ACTIVE)
+                                                active=lambda: self._state is StreamingContextState.ACTIVE,
+                                                hurry=functools.partial(_stop_now, self._bridge, self.runtime))
                 self._shutdown.install()
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:  # noqa: N803
@@ -552,3 +553,11 @@ class StreamingContext(StreamingQueryFace):
 
     def __repr__(self) -> str:
         return f"<StreamingContext {self._context_id} [{self._state.value} | batch {self._batch_duration}]>"
+
+
+def _stop_now(bridge: SyncBridge, runtime: QueryRuntime) -> None:
+    """A second shutdown signal while the first one's graceful stop drains: the runtime's stop becomes immediate (the
+    drain ends; what is queued is left to a restart); the first stop, on its own thread, finishes the rest."""
+    if runtime.state is StreamingContextState.ACTIVE:
+        with contextlib.suppress(BridgeClosedError):  # the loop has ended: the runtime has stopped already
+            bridge.call(functools.partial(runtime.stop, graceful=False))

@@ -28,11 +28,13 @@ SHUTDOWN_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
 class SignalShutdown:
     """Handlers for the shutdown signals that stop a context once, then step aside.
 
-    On the first signal the previous handlers are put back at once (so a second signal does what
-    it did before: Ctrl-C twice raises ``KeyboardInterrupt``, a second SIGTERM terminates), then
-    ``stop`` runs on a thread of its own: the handler interrupts the main thread anywhere, maybe
-    inside a call into the context that holds what the stop needs, so it only starts the stop. A
-    program blocked in ``awaitTermination()`` returns once the context stopped.
+    On the first signal the previous handlers are put back at once, then ``stop`` runs on a thread
+    of its own: the handler interrupts the main thread anywhere, maybe inside a call into the
+    context that holds what the stop needs, so it only starts the stop. A program blocked in
+    ``awaitTermination()`` returns once the context stopped. A second signal while that stop runs
+    calls ``hurry`` (on a thread of its own: an immediate stop, which ends a graceful stop's
+    drain), then does what it did before: Ctrl-C twice raises ``KeyboardInterrupt`` (pyspark's
+    handler cancels the Spark jobs first), a second SIGTERM terminates.
 
     A signal that comes once the context stopped by other means (a stop from another thread, which
     cannot put the handlers back) goes to the handler that was there before, as if this one were gone;
@@ -43,13 +45,15 @@ class SignalShutdown:
         name: the context's name, for the log line.
         signals: the signals to handle.
         active: whether the context still runs (default: always).
+        hurry: what a second signal does while the stop runs, before what it did before (default: nothing more).
     """
 
     def __init__(self, stop: Callable[[], None], name: str, signals: Sequence[signal.Signals] = SHUTDOWN_SIGNALS,
-                 active: Callable[[], bool] = lambda: True) -> None:
+                 active: Callable[[], bool] = lambda: True, hurry: Callable[[], None] | None = None) -> None:
         """Prepare the handlers; nothing is installed yet."""
         self._stop = stop
         self._active = active
+        self._hurry = hurry
         self.stopper: threading.Thread | None = None  # the thread the first signal started the stop on
         self._signals = tuple(signals)
         self._previous: dict[signal.Signals, Any] = {}
@@ -109,6 +113,14 @@ class SignalShutdown:
         return bool(put_back)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        stops: list[tuple[threading.Thread, Callable[[], None] | None]] = []
+        self._stop_chain(signum, frame, stops)
+        if any(hurry is not None for _, hurry in stops):
+            _SecondSignal(self._signals, stops, self._log)  # over whatever is in place now (the handlers before ours)
+
+    def _stop_chain(self, signum: int, frame: FrameType | None,
+                    stops: list[tuple[threading.Thread, Callable[[], None] | None]]) -> None:
+        """Stop this context and those whose handlers are below this one; each stop begun is added to ``stops``."""
         previous = self._found.get(signal.Signals(signum))
         self.uninstall()
         if not self._active():  # stopped already: the signal is the handler's that was there before ours
@@ -120,6 +132,7 @@ class SignalShutdown:
         self._log.warning("shutdown signal received: stopping the StreamingContext", signal=signal.Signals(signum).name)
         self.stopper = threading.Thread(target=self._stop, name="aiodstream-shutdown-stop")
         self.stopper.start()
+        stops.append((self.stopper, self._hurry))
         # Other running contexts' handlers below this one (each installed over the last): one signal stops them all,
         # as it stops every context waiting in stop_on_signal_async. Stopped ones on the way are passed over, never
         # their own previous handler (the default action would end the process while the others drain).
@@ -127,9 +140,59 @@ class SignalShutdown:
         while isinstance(getattr(below, "__self__", None), SignalShutdown) and getattr(below, "__func__", None) is SignalShutdown._handle:
             hook: SignalShutdown = below.__self__
             if hook._active():
-                hook._handle(signum, frame)  # it stops its context and goes on down the chain itself
+                hook._stop_chain(signum, frame, stops)  # it stops its context and goes on down the chain itself
                 return
             below = hook._found.get(signal.Signals(signum))
+
+
+class _SecondSignal:
+    """The handler a first signal leaves while the stops it began run: the next signal makes them immediate.
+
+    It hurries each stop still running (``SignalShutdown``'s ``hurry``, on a thread of its own: the handler may have
+    interrupted the main thread anywhere), puts back the handlers found under it, and does what they do. Once the
+    stops ended it only puts them back and passes the signal on; it is taken out at the next install or uninstall of
+    a :class:`SignalShutdown` on the main thread.
+    """
+
+    def __init__(self, signals: Sequence[signal.Signals], stops: list[tuple[threading.Thread, Callable[[], None] | None]],
+                 log: Any) -> None:
+        self._stops = stops
+        self._log = log
+        self._previous = {signum: signal.getsignal(signum) for signum in signals}
+        for signum in signals:
+            signal.signal(signum, self)
+        _second_signals.add(self)
+
+    def running(self) -> bool:
+        """Whether a stop it would hurry still runs."""
+        return any(stopper.is_alive() for stopper, _ in self._stops)
+
+    def put_back(self) -> None:
+        """Put back the handlers found under it where it is still the one in place (main thread)."""
+        for signum, handler in self._previous.items():
+            if signal.getsignal(signum) is self:
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        self._previous = {}
+        _second_signals.discard(self)
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        previous = self._previous.get(signal.Signals(signum))
+        stops, self._stops = self._stops, []
+        self.put_back()
+        if any(stopper.is_alive() for stopper, _ in stops):
+            self._log.warning("second shutdown signal received: stopping the StreamingContext now",
+                              signal=signal.Signals(signum).name)
+            for stopper, hurry in stops:
+                if hurry is not None and stopper.is_alive():
+                    threading.Thread(target=hurry, name="aiodstream-shutdown-hurry", daemon=True).start()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous is signal.SIG_DFL or previous is None:
+            signal.raise_signal(signum)  # the default action, now in place
+
+
+_second_signals: set[_SecondSignal] = set()
+"""Second-signal handlers left by first signals (see :class:`_SecondSignal`), taken out once their stops ended."""
 
 
 def _stopped() -> bool:
@@ -151,6 +214,9 @@ def _put_back_disarmed() -> None:
     one is on top again, hence the loop until nothing changes. One under a foreign handler stays disarmed (if that
     handler forwards signals to it, it forwards them on).
     """
+    for second in list(_second_signals):
+        if not second.running():
+            second.put_back()
     changed = True
     while changed:
         changed = False

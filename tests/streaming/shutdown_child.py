@@ -11,6 +11,11 @@ Modes:
         program has seen awaitTermination return (``spark.scheduler.listenerbus.exitTimeout=1s``).
     continuous: a continuous context (FileSource ``<markers>/in.txt`` to FileSink ``<markers>/out``)
         that writes ``started`` once its first epoch committed.
+    twice: the first batch's output operation holds its batch until 10 batches were submitted
+        (then writes ``started``: the parent sends a first SIGINT), until the signal's graceful stop
+        began (then writes ``draining``: the parent sends a second one), and until that second
+        signal made the stop immediate. Every later batch appends a line to ``ran``; the program
+        prints how many did, and whether awaitTermination raised KeyboardInterrupt.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ def main(markers: str, graceful: str, mode: str) -> None:
     sc.setLogLevel("ERROR")
     if mode == "continuous":
         run_continuous(sc, markers)
+        return
+    if mode == "twice":
+        run_twice(sc, markers)
         return
     ssc = StreamingContext(sc, 0.5)
     release = threading.Event()
@@ -74,6 +82,61 @@ def main(markers: str, graceful: str, mode: str) -> None:
     print("awaitTermination returned", ssc.getState(), "after the batch" if drained else "before the batch", flush=True)
     release.set()  # the abandoned listener thread may end now, and with it the process
     ssc.stop(stopSparkContext=True)
+
+
+def run_twice(sc: object, markers: str) -> None:
+    """Ten batches queued behind the first, a graceful stop (first SIGINT) draining them, a second SIGINT meanwhile."""
+    from pyspark.streaming import StreamingListener
+
+    from streaming import StreamingContext
+
+    seen = {"shutdown signal received": threading.Event(),
+            "an immediate stop was asked for while a graceful one drains": threading.Event()}
+
+    class Seen(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            for start, event in seen.items():
+                if record.getMessage().startswith(start):
+                    event.set()
+
+    logging.getLogger("aiodstream").addHandler(Seen())
+    logging.getLogger("aiodstream").setLevel(logging.INFO)
+    submitted = threading.Event()
+
+    class Submitted(StreamingListener):
+        count = 0
+
+        def onBatchSubmitted(self, batchSubmitted: object) -> None:  # noqa: N803 - pyspark's names
+            self.count += 1
+            if self.count >= 11:
+                submitted.set()
+
+    ssc = StreamingContext(sc, 0.2)
+    ssc.addStreamingListener(Submitted())
+
+    def hold_or_count(rdd: object) -> None:
+        if not os.path.exists(os.path.join(markers, "started")):
+            submitted.wait(60)
+            open(os.path.join(markers, "started"), "w").close()
+            seen["shutdown signal received"].wait(60)
+            open(os.path.join(markers, "draining"), "w").close()
+            seen["an immediate stop was asked for while a graceful one drains"].wait(60)
+            return
+        with open(os.path.join(markers, "ran"), "a") as out:
+            out.write("batch\n")
+
+    ssc.queueStream([sc.parallelize([n]) for n in range(40)]).foreachRDD(hold_or_count)  # type: ignore[attr-defined]
+    ssc.start()
+    try:
+        ssc.awaitTermination()
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    ssc.stop(stopSparkContext=False)  # waits for the stop the signals began
+    ran_path = os.path.join(markers, "ran")
+    ran = len(open(ran_path).read().splitlines()) if os.path.exists(ran_path) else 0
+    print("interrupted" if interrupted else "not interrupted", ssc.getState(), f"later batches run: {ran}", flush=True)
+    sc.stop()  # type: ignore[attr-defined]
 
 
 def run_continuous(sc: object, markers: str) -> None:

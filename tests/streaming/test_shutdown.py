@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -14,6 +15,7 @@ from typing import Callable
 import pytest
 
 from streaming._shutdown import SignalShutdown
+from tests.anyio_support import HANG_GUARD_S
 from tests.crash import child_env, spawn
 
 CHILD = Path(__file__).with_name("shutdown_child.py")
@@ -44,6 +46,66 @@ def test_the_first_signal_stops_once_and_puts_the_previous_handlers_back(signum:
     assert not hook.installed
     assert signal.getsignal(signal.SIGTERM) == previous
     assert signal.getsignal(signal.SIGINT) is previous_int
+
+
+def test_a_second_signal_while_the_stop_runs_hurries_it_then_does_what_it_did_before() -> None:
+    """The first signal starts the (graceful) stop; a second one while it runs calls ``hurry`` on a thread of its own
+    (the immediate stop), puts the handler found before back and calls it; a third one only reaches that handler."""
+    heard: list[int] = []
+    hurried: list[str] = []
+    release = threading.Event()
+
+    def hurry() -> None:
+        hurried.append(threading.current_thread().name)
+        release.set()
+
+    original = signal.signal(signal.SIGUSR1, lambda signum, frame: heard.append(signum))
+    hook = SignalShutdown(lambda: release.wait(HANG_GUARD_S), "test", signals=(signal.SIGUSR1,), hurry=hurry)
+    try:
+        assert hook.install()
+        signal.raise_signal(signal.SIGUSR1)  # its handler runs before this returns
+        assert hook.stopper is not None and hook.stopper.is_alive() and heard == []
+        signal.raise_signal(signal.SIGUSR1)
+        hook.stopper.join(HANG_GUARD_S)
+        assert not hook.stopper.is_alive()  # the hurry released it
+        assert hurried == ["aiodstream-shutdown-hurry"] and heard == [signal.SIGUSR1]
+        signal.raise_signal(signal.SIGUSR1)
+        assert hurried == ["aiodstream-shutdown-hurry"] and heard == [signal.SIGUSR1, signal.SIGUSR1]
+    finally:
+        release.set()
+        hook.uninstall()
+        signal.signal(signal.SIGUSR1, original)
+
+
+def test_a_signal_after_the_first_ones_stop_ended_is_passed_on_and_an_install_takes_the_second_handler_out() -> None:
+    """Once the stop the first signal began has ended, the handler it left hurries nothing: the next signal goes to
+    the handler found before; a context started meanwhile takes it out and installs over the handler found before."""
+    heard: list[int] = []
+    hurried: list[int] = []
+
+    def previous(signum: int, frame: object) -> None:
+        heard.append(signum)
+
+    original = signal.signal(signal.SIGUSR1, previous)
+    try:
+        for next_install in (False, True):
+            hook = SignalShutdown(lambda: None, "test", signals=(signal.SIGUSR1,), hurry=lambda: hurried.append(1))
+            assert hook.install()
+            signal.raise_signal(signal.SIGUSR1)
+            assert hook.stopper is not None
+            hook.stopper.join(HANG_GUARD_S)
+            assert signal.getsignal(signal.SIGUSR1) is not previous  # the second-signal handler, until taken out
+            if next_install:
+                later = SignalShutdown(lambda: None, "later", signals=(signal.SIGUSR1,))
+                assert later.install()
+                later.uninstall()
+                assert signal.getsignal(signal.SIGUSR1) is previous
+            else:
+                signal.raise_signal(signal.SIGUSR1)
+                assert heard == [signal.SIGUSR1] and signal.getsignal(signal.SIGUSR1) is previous
+        assert hurried == []
+    finally:
+        signal.signal(signal.SIGUSR1, original)
 
 
 def test_a_signal_after_a_stop_elsewhere_goes_to_the_previous_handler() -> None:
@@ -293,6 +355,37 @@ def test_a_signal_drains_the_batch_in_flight_then_stops(tmp_path: Path, signum: 
     assert (tmp_path / "markers" / "done").exists()
     assert "awaitTermination returned STOPPED after the batch" in out
     assert code == 0
+
+
+def wait_for_marker(child: subprocess.Popen[str], marker: Path) -> None:
+    """Until the child wrote ``marker`` (failing if it exits first, or after 120 s)."""
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert child.poll() is None, f"the child exited early with {child.returncode}"
+        assert time.monotonic() < deadline, f"the child never wrote {marker.name}"
+        time.sleep(0.05)
+
+
+@pytest.mark.spark
+def test_a_second_ctrl_c_while_a_graceful_stop_drains_makes_it_immediate(tmp_path: Path) -> None:
+    """Ten batches wait behind the first when Ctrl-C starts the graceful stop; a second Ctrl-C while it drains, with no
+    Spark job running for pyspark's handler to cancel, ends the drain: none of them runs, and the program's
+    awaitTermination gets the KeyboardInterrupt it had before."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    child = spawn([str(CHILD), str(markers), "true", "twice"], tmp_path, child_env({"PYSPARK_PYTHON": sys.executable}))
+    try:
+        wait_for_marker(child, markers / "started")
+        child.send_signal(signal.SIGINT)
+        wait_for_marker(child, markers / "draining")
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert "interrupted STOPPED later batches run: 0" in out, out
+    assert child.returncode == 0
 
 
 @pytest.mark.spark
