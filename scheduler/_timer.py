@@ -127,6 +127,11 @@ class RecurringTimer:
         await self._done.wait()
         return self.last_tick
 
+    def stop_now(self) -> None:
+        """Stop now without waiting (a tick a graceful :meth:`stop` waits for does not fire; that stop returns)."""
+        if self._scope is not None:
+            self._scope.cancel()
+
     def __repr__(self) -> str:
         state = "idle" if self._done is None else ("stopped" if self._done.is_set() else "running")
         return f"<RecurringTimer {self.name!r} [{state} | period {self._period} ms | next {self._next} | last {self._last}]>"

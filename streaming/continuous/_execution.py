@@ -8,6 +8,7 @@ micro-batch runtime: both keep the ``QueryRuntime`` contract on a ``RuntimeCore`
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import uuid
@@ -365,27 +366,23 @@ class ContinuousExecution:
             self._committer.discard()  # an epoch queued behind the failed one must not commit
         # While starting, start() itself raises the failure and tears down; once active, stop now.
         if core.task_group is not None and not core.stopping and core.state is StreamingContextState.ACTIVE:
-            core.task_group.start_soon(self._stop_now)
+            core.task_group.start_soon(functools.partial(self._stop, graceful=False))
         core.wake()
-
-    async def _stop_now(self) -> None:
-        await self._stop(graceful=False)
 
     # -- stop --
 
     async def stop(self, *, graceful: bool = False) -> None:
-        """Stop the query (ACTIVE -> STOPPED); idempotent; concurrent calls wait for the first.
+        """Stop the query (ACTIVE -> STOPPED); idempotent; concurrent calls wait for the first (an immediate one makes
+        a graceful stop under way immediate).
 
-        Graceful: the epoch in progress is closed and committed, then the tasks end (within
-        ``graceful_stop_timeout``, after which the stop goes on as an immediate one). Immediate:
-        nothing more is committed; the tasks end at their next poll of the epoch (within three
-        ``executorPollIntervalMs``), else their job group is cancelled. Either way the listeners
-        get what is queued within ``listener_exit_timeout``; after it, what a hung listener has
-        not received is dropped and counted, and a callback running on its thread is abandoned.
-
-        Cancelled (``anyio.move_on_after`` around it), the stop goes on as an immediate one for
-        its short bookkeeping (shielded), drops the listener events not yet delivered, and the
-        query is STOPPED when the cancellation propagates.
+        Graceful: the epoch in progress is closed and committed, then the tasks end (within ``graceful_stop_timeout``,
+        after which the stop goes on as an immediate one). Immediate: nothing more is committed; the tasks end at their
+        next poll of the epoch (within three ``executorPollIntervalMs``), else their job group is cancelled. Either way
+        the listeners get what is queued within ``listener_exit_timeout``; after it, what a hung listener has not
+        received is dropped and counted, and a callback running on its thread is abandoned. Cancelled
+        (``anyio.move_on_after`` around it), the stop goes on as an immediate one for its short bookkeeping
+        (shielded), drops the listener events not yet delivered, and the query is STOPPED when the cancellation
+        propagates.
 
         Raises:
             StreamingStateError: called from a listener callback (the stop waits for the listeners).
@@ -395,7 +392,8 @@ class ContinuousExecution:
 
     async def _stop(self, *, graceful: bool) -> None:
         core = self._core
-        if not await core.begin_stop():
+        hurried = anyio.CancelScope()  # an immediate stop asked for meanwhile ends the graceful stop's wait now
+        if not await core.begin_stop(graceful=graceful, hurry=hurried.cancel):
             return
         try:
             self._stopping = True
@@ -417,8 +415,10 @@ class ContinuousExecution:
                             return
                         await core.wait_changed()
 
-                if not await run_with_timeout(self.clock, self.graceful_stop_timeout, closed):
-                    self._log.warning("graceful stop timed out; stopping now", timeout_ms=self.graceful_stop_timeout.milliseconds)
+                with hurried:
+                    if not await run_with_timeout(self.clock, self.graceful_stop_timeout, closed):
+                        self._log.warning("graceful stop timed out; stopping now", timeout_ms=self.graceful_stop_timeout.milliseconds)
+                graceful = not hurried.cancel_called  # hurried: what is not committed stays so, as in an immediate stop
         except anyio.get_cancelled_exc_class():
             graceful = False  # cancelled from outside: what is not committed stays so, as in an immediate stop
             raise

@@ -373,7 +373,7 @@ class StreamingRuntime:
                else stop())
 
     async def _stop(self, *, graceful: bool, abandon_after: Duration, drain_listeners: bool = True) -> None:
-        if not await self._core.begin_stop(graceful=graceful, hurry=self.scheduler.refuse_new_work):
+        if not await self._core.begin_stop(graceful=graceful, hurry=functools.partial(_hurry, self.scheduler)):
             return
         self.listener_bus.stopping()  # under BLOCK, a hung listener holds the jobs' posts no longer than the exit timeout
         if self._driver_scope is not None:
@@ -587,3 +587,9 @@ async def _announce_start(rt: StreamingRuntime, plan: RunPlan | None, tg: anyio.
         await rt.listener_bus.wait_delivered()  # Spark calls onQueryStarted before start() returns
         if rt.trigger is not Trigger.PROCESSING_TIME:
             tg.start_soon(rt._drive_triggers, plan)  # the runtime's own task, started by its start
+
+
+def _hurry(scheduler: JobScheduler) -> None:
+    """An immediate stop asked for while a graceful one runs: no tick it still waits for fires, nothing queued starts."""
+    scheduler.refuse_new_work()  # (the drain, if it began, ends: what is queued is left pending)
+    scheduler.generator.timer.stop_now()

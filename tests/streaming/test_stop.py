@@ -531,6 +531,31 @@ async def test_an_immediate_stop_during_a_graceful_one_ends_its_drain_now(clock:
     assert "timed out while stopping the job generator" not in events
 
 
+async def test_an_immediate_stop_while_a_graceful_one_waits_for_its_tick_stops_now(clock: ManualClock) -> None:
+    """Before its drain a graceful stop waits for the tick the timer is waiting for (a minute here); an immediate stop
+    asked for meanwhile ends that wait: the tick never fires, and both stops return while the clock stands still."""
+    done: list[int] = []
+
+    def make(t: Time) -> list[Job]:
+        async def out() -> None:
+            done.append(t.milliseconds)
+
+        return [Job(t, out, name=str(t.milliseconds))]
+
+    with anyio.fail_after(HANG_GUARD_S):  # the manual clock never reaches the tick: before, this hung
+        async with StreamingRuntime(ScriptedGraph(make), Seconds(60), clock=clock, abandon_after=Milliseconds(0)) as rt:
+            await rt.start()
+            clock.advance(Seconds(60))
+            await rt.wait_until_idle()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(rt.stop, graceful=True))
+                await settle()  # the graceful stop waits for the tick at 120 s
+                await rt.stop(graceful=False)
+                assert rt.state is StreamingContextState.STOPPED
+    assert done == [60_000] and clock.now() == Time(60_000)
+    assert rt.scheduler.generator.timer.last_tick == Time(60_000)
+
+
 @pytest.mark.parametrize("graceful", [False, True])
 async def test_a_stop_from_inside_one_of_the_runtimes_jobs_returns_and_the_runtime_stops_after_the_job(
         clock: ManualClock, graceful: bool) -> None:

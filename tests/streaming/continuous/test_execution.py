@@ -18,6 +18,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from listeners import QueryProgress, QueryStarted, QueryTerminated
 from scheduler import ManualClock, Milliseconds, StreamingQueryException
+from streaming import StreamingContextState
 from streaming.continuous import (
     EPOCH_QUEUE_EXCEEDED,
     OFFSET_QUEUE_EXCEEDED,
@@ -36,7 +37,8 @@ from streaming.continuous import (
 )
 from streaming.continuous._protocol import HEADER, TASK_ROLE, encode_frame
 from streaming.network import CHALLENGE_BYTES, accept, encode_hello
-from tests.support import wait_until
+from tests.anyio_support import HANG_GUARD_S
+from tests.support import capture_events, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -450,6 +452,22 @@ async def test_a_task_failing_during_a_graceful_stop_is_the_querys_failure(tmp_p
         assert isinstance(h.query.exception(), StreamingQueryException)
         with pytest.raises(StreamingQueryException, match="the writer failed on the last epoch"):
             await h.query.await_termination()
+
+
+async def test_an_immediate_stop_during_a_graceful_one_ends_its_wait_for_the_last_epoch(tmp_path: Path) -> None:
+    """The graceful stop waits for the tasks to close the epoch it opened (they never do here); an immediate stop asked
+    for meanwhile ends that wait at once, on a clock that never reaches the graceful timeout, and commits nothing."""
+    with anyio.fail_after(HANG_GUARD_S), capture_events() as logs:
+        async with Harness(tmp_path) as h:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(h.query.stop, graceful=True))
+                await wait_until(lambda: h.query.coordinator.stopping)  # type: ignore[union-attr]
+                await h.query.stop(graceful=False)
+                assert h.query.state is StreamingContextState.STOPPED
+    events = [e["event"] for e in logs]
+    assert "an immediate stop was asked for while a graceful one drains: stopping now" in events
+    assert "graceful stop timed out; stopping now" not in events
+    assert h.sink.epochs() == {}
 
 
 class FailingAtOnceLauncher(ScriptedLauncher):
