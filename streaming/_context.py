@@ -11,6 +11,7 @@ import functools
 import itertools
 import os
 import threading
+import weakref
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -307,7 +308,7 @@ class StreamingContext(StreamingQueryFace):
             if self._settings().stop_gracefully_on_shutdown:  # Spark's shutdown hook: drain and stop on SIGTERM or SIGINT
                 self._shutdown = SignalShutdown(lambda: self.stop(stopSparkContext=False, stopGraceFully=True), self._env.name,
                                                 active=lambda: self._state is StreamingContextState.ACTIVE,
-                                                hurry=functools.partial(_stop_now, self._bridge, self.runtime))
+                                                hurry=functools.partial(_stop_now, weakref.ref(self._bridge), weakref.ref(self.runtime)))
                 self._shutdown.install()
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:  # noqa: N803
@@ -555,9 +556,11 @@ class StreamingContext(StreamingQueryFace):
         return f"<StreamingContext {self._context_id} [{self._state.value} | batch {self._batch_duration}]>"
 
 
-def _stop_now(bridge: SyncBridge, runtime: QueryRuntime) -> None:
+def _stop_now(bridge_ref: weakref.ref[SyncBridge], runtime_ref: weakref.ref[QueryRuntime]) -> None:
     """A second shutdown signal while the first one's graceful stop drains: the runtime's stop becomes immediate (the
-    drain ends; what is queued is left to a restart); the first stop, on its own thread, finishes the rest."""
-    if runtime.state is StreamingContextState.ACTIVE:
+    drain ends; what is queued is left to a restart); the first stop, on its own thread, finishes the rest. Weak
+    references: the handler that keeps this until a later context starts must not keep a stopped context alive."""
+    bridge, runtime = bridge_ref(), runtime_ref()
+    if bridge is not None and runtime is not None and runtime.state is StreamingContextState.ACTIVE:
         with contextlib.suppress(BridgeClosedError):  # the loop has ended: the runtime has stopped already
             bridge.call(functools.partial(runtime.stop, graceful=False))

@@ -168,11 +168,14 @@ class _SecondSignal:
         return any(stopper.is_alive() for stopper, _ in self._stops)
 
     def put_back(self) -> None:
-        """Put back the handlers found under it where it is still the one in place (main thread)."""
+        """Put back the handlers found under it where it is still the one in place (main thread).
+
+        It keeps knowing them: a handler put over it may hand it signals later (a program that puts back the
+        handler it saved), and it passes them on.
+        """
         for signum, handler in self._previous.items():
             if signal.getsignal(signum) is self:
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-        self._previous = {}
         _second_signals.discard(self)
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
@@ -185,10 +188,10 @@ class _SecondSignal:
             for stopper, hurry in stops:
                 if hurry is not None and stopper.is_alive():
                     threading.Thread(target=hurry, name="aiodstream-shutdown-hurry", daemon=True).start()
-        if callable(previous):
+        if callable(previous) and previous is not self:
             previous(signum, frame)
-        elif previous is signal.SIG_DFL or previous is None:
-            signal.raise_signal(signum)  # the default action, now in place
+        elif signal.getsignal(signum) is signal.SIG_DFL:
+            signal.raise_signal(signum)  # the default action, now in place (never this handler again)
 
 
 _second_signals: set[_SecondSignal] = set()

@@ -3,6 +3,7 @@ stopGracefullyOnShutdown, a Pipeline runtime in an async host), and a hung liste
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -106,6 +107,62 @@ def test_a_signal_after_the_first_ones_stop_ended_is_passed_on_and_an_install_ta
         assert hurried == []
     finally:
         signal.signal(signal.SIGUSR1, original)
+
+
+def test_a_second_signal_handler_the_program_puts_back_later_still_passes_signals_on() -> None:
+    """The program saves the handler a first signal left, swaps in its own for a while (a later context starts and stops
+    meanwhile, taking the saved one out), then puts back what it saved: the next signal reaches the handler found
+    under it, once (it recursed into itself before)."""
+    heard: list[str] = []
+    original = signal.signal(signal.SIGUSR1, lambda signum, frame: heard.append("host"))
+    try:
+        first = SignalShutdown(lambda: None, "first", signals=(signal.SIGUSR1,), hurry=lambda: None)
+        assert first.install()
+        signal.raise_signal(signal.SIGUSR1)
+        assert first.stopper is not None
+        first.stopper.join(HANG_GUARD_S)
+        saved = signal.signal(signal.SIGUSR1, lambda signum, frame: heard.append("temporary"))
+        later = SignalShutdown(lambda: None, "later", signals=(signal.SIGUSR1,))
+        assert later.install()
+        later.uninstall()
+        signal.signal(signal.SIGUSR1, saved)
+        signal.raise_signal(signal.SIGUSR1)
+        assert heard == ["host"]
+    finally:
+        signal.signal(signal.SIGUSR1, original)
+
+
+def test_the_contexts_hurry_holds_its_runtime_weakly() -> None:
+    """What a second signal would call holds the context's bridge and runtime weakly: the handler left in place until
+    a later context starts keeps no stopped context alive (and calls nothing once they are gone)."""
+    import gc
+    import weakref
+
+    from streaming import StreamingContextState
+    from streaming._context import _stop_now
+
+    stops: list[bool] = []
+
+    class Runtime:
+        state = StreamingContextState.ACTIVE
+
+        def stop(self, graceful: bool) -> None:
+            stops.append(graceful)
+
+    class Bridge:
+        def call(self, fn: Callable[[], object]) -> None:
+            fn()
+
+    bridge, runtime = Bridge(), Runtime()
+    refs = weakref.ref(bridge), weakref.ref(runtime)
+    hurry = functools.partial(_stop_now, *refs)  # type: ignore[arg-type]
+    hurry()
+    assert stops == [False]  # alive: the stop made immediate
+    del bridge, runtime
+    gc.collect()
+    assert refs[0]() is None and refs[1]() is None
+    hurry()
+    assert stops == [False]
 
 
 def test_a_signal_after_a_stop_elsewhere_goes_to_the_previous_handler() -> None:
