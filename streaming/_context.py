@@ -336,6 +336,11 @@ class StreamingContext(StreamingQueryFace):
             return
         if self._env.async_mode:
             raise StreamingStateError("this context was entered with 'async with': use 'await ssc.stop_async()'")
+        if not stopGraceFully and runtime is not None:
+            if self._lifecycle.acquire(blocking=False):
+                self._lifecycle.release()
+            else:  # another thread's stop holds it (a graceful one draining, say): this one makes it immediate first
+                _stop_now(weakref.ref(self._bridge), weakref.ref(runtime))
         with self._lifecycle:
             if self._state is StreamingContextState.INITIALIZED:
                 self._log.warning("StreamingContext has not been started yet")
