@@ -123,7 +123,11 @@ class SignalShutdown:
         """Stop this context and those whose handlers are below this one; each stop begun is added to ``stops``."""
         previous = self._found.get(signal.Signals(signum))
         self.uninstall()
-        if not self._active():  # stopped already: the signal is the handler's that was there before ours
+        if not self._active() or self.stopper is not None:
+            # Stopped already, or handed a later signal while the stop it began runs (by a handler put over ours that
+            # forwards to it): the signal is the handler's that was there before ours; a stop still running hurries.
+            if self.stopper is not None and self.stopper.is_alive() and self._hurry is not None:
+                threading.Thread(target=self._hurry, name="aiodstream-shutdown-hurry", daemon=True).start()
             if callable(previous) and previous is not self._handle:
                 previous(signum, frame)
             elif signal.getsignal(signum) is signal.SIG_DFL:

@@ -110,6 +110,36 @@ def test_a_signal_after_the_first_ones_stop_ended_is_passed_on_and_an_install_ta
         signal.signal(signal.SIGUSR1, original)
 
 
+def test_a_program_handler_that_forwards_to_ours_makes_the_second_signal_hurry_and_pass_on() -> None:
+    """A handler the program put over ours after the start forwards every signal to it: the second one no longer
+    starts a second stop; it hurries the running one and reaches the handler found before ours."""
+    heard: list[str] = []
+    hurried: list[str] = []
+    stops: list[str] = []
+    release = threading.Event()
+
+    def stop() -> None:
+        stops.append("stop")
+        release.wait(HANG_GUARD_S)
+
+    original = signal.signal(signal.SIGUSR1, lambda signum, frame: heard.append("host"))
+    hook = SignalShutdown(stop, "test", signals=(signal.SIGUSR1,), hurry=lambda: (hurried.append("hurry"), release.set()))
+    try:
+        assert hook.install()
+        ours = signal.getsignal(signal.SIGUSR1)
+        signal.signal(signal.SIGUSR1, lambda signum, frame: ours(signum, frame))  # type: ignore[operator]
+        signal.raise_signal(signal.SIGUSR1)
+        assert hook.stopper is not None and heard == []
+        signal.raise_signal(signal.SIGUSR1)
+        hook.stopper.join(HANG_GUARD_S)
+        assert not hook.stopper.is_alive() and stops == ["stop"]
+        assert heard == ["host"] and hurried and set(hurried) == {"hurry"}
+    finally:
+        release.set()
+        hook.uninstall()
+        signal.signal(signal.SIGUSR1, original)
+
+
 def test_a_second_signal_handler_the_program_puts_back_later_still_passes_signals_on() -> None:
     """The program saves the handler a first signal left, swaps in its own for a while (a later context starts and stops
     meanwhile, taking the saved one out), then puts back what it saved: the next signal reaches the handler found
