@@ -13,7 +13,7 @@ import os
 import threading
 import weakref
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import anyio
 import anyio.to_thread
@@ -336,12 +336,10 @@ class StreamingContext(StreamingQueryFace):
             return
         if self._env.async_mode:
             raise StreamingStateError("this context was entered with 'async with': use 'await ssc.stop_async()'")
-        if not stopGraceFully and runtime is not None:
-            if self._lifecycle.acquire(blocking=False):
-                self._lifecycle.release()
-            else:  # another thread's stop holds it (a graceful one draining, say): this one makes it immediate first
-                _stop_now(weakref.ref(self._bridge), weakref.ref(runtime))
-        with self._lifecycle:
+        # Another thread's stop holding the lock (a graceful one draining, say): this immediate one hurries it first.
+        busy = None if stopGraceFully or runtime is None else functools.partial(_stop_now, weakref.ref(self._bridge),
+                                                                                weakref.ref(runtime))
+        with _held(self._lifecycle, busy):
             if self._state is StreamingContextState.INITIALIZED:
                 self._log.warning("StreamingContext has not been started yet")
                 self._close_unstarted()
@@ -559,6 +557,19 @@ class StreamingContext(StreamingQueryFace):
 
     def __repr__(self) -> str:
         return f"<StreamingContext {self._context_id} [{self._state.value} | batch {self._batch_duration}]>"
+
+
+@contextlib.contextmanager
+def _held(lock: threading.RLock, busy: Callable[[], None] | None) -> Iterator[None]:
+    """``lock`` held for the block; when another thread holds it, ``busy`` is called before waiting for it."""
+    if busy is None or not lock.acquire(blocking=False):
+        if busy is not None:
+            busy()
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _stop_now(bridge_ref: weakref.ref[SyncBridge], runtime_ref: weakref.ref[QueryRuntime]) -> None:

@@ -102,17 +102,26 @@ class SyncBridge:
         RuntimeCore.refuse_stop_from_listener()
         try:
             self.call(functools.partial(runtime.stop, graceful=graceful))
-        finally:
-            self.close()
+        except BaseException as exc:
+            # Interrupted while it waited (Ctrl-C in the program's own graceful stop): the runtime's exit, told why,
+            # makes the stop under way immediate instead of waiting for its drain.
+            self.close(exc)
+            raise
+        self.close()
 
-    def close(self) -> None:
-        """Leave the runtime's ``async with`` (stopping a still-active runtime) and end the loop (blocking; idempotent)."""
+    def close(self, error: BaseException | None = None) -> None:
+        """Leave the runtime's ``async with`` (stopping a still-active runtime) and end the loop (blocking; idempotent).
+
+        ``error``: what ended the caller's wait; the runtime's exit then stops it at once (a graceful stop under way
+        becomes immediate), as leaving an ``async with`` on an error does.
+        """
         with self._lock:
             portal_cm, runtime_cm = self._portal_cm, self._runtime_cm
             self._portal = self._portal_cm = self._runtime_cm = None
         try:
             if runtime_cm is not None:
-                runtime_cm.__exit__(None, None, None)
+                runtime_cm.__exit__(type(error) if error is not None else None, error,
+                                    error.__traceback__ if error is not None else None)
         finally:
             if portal_cm is not None:
                 portal_cm.__exit__(None, None, None)

@@ -100,6 +100,8 @@ class RuntimeCore:
         try:
             await self._wait_for_start()
             if self._stop_done is not None and not self._stop_done.is_set():
+                if exc is not None:  # an error or a cancellation in the host: a graceful stop under way is hurried
+                    self._hurry_stop()
                 await self._stop_done.wait()  # a stop is under way elsewhere
             elif self.state is StreamingContextState.ACTIVE:
                 with anyio.CancelScope(shield=exc is not None):
@@ -222,10 +224,8 @@ class RuntimeCore:
         if self._stop_done is not None:
             if self.state is StreamingContextState.STOPPED and self._stop_done.is_set():
                 self._log.warning("StreamingContext has already been stopped")
-            elif not graceful and self._hurry is not None:
-                hurry, self._hurry = self._hurry, None
-                self._log.warning("an immediate stop was asked for while a graceful one drains: stopping now")
-                hurry()
+            elif not graceful:
+                self._hurry_stop()
             await self._stop_done.wait()
             return False
         if self.state is StreamingContextState.STOPPED:
@@ -234,6 +234,13 @@ class RuntimeCore:
         self._stop_done = anyio.Event()
         self._hurry = hurry if graceful else None
         return True
+
+    def _hurry_stop(self) -> None:
+        """Make the graceful stop under way immediate (once; nothing if none is under way)."""
+        if self._hurry is not None:
+            hurry, self._hurry = self._hurry, None
+            self._log.warning("an immediate stop was asked for while a graceful one drains: stopping now")
+            hurry()
 
     @property
     def stopping(self) -> bool:

@@ -157,6 +157,70 @@ def test_the_bridge_accepts_calls_only_while_open() -> None:
     bridge.close()  # idempotent
 
 
+def test_a_keyboard_interrupt_during_a_sync_graceful_stop_makes_it_immediate() -> None:
+    """Ctrl-C in the program's own ssc.stop(stopGraceFully=True): the KeyboardInterrupt comes out of the stop at once and
+    the stop becomes immediate (the bridge's close passes it to the runtime's exit), instead of after the whole drain
+    (here: never, behind a hung job on a clock that does not move)."""
+    import logging
+    import signal
+
+    from scheduler import Job, Time
+    from tests.support import Gate, ScriptedGraph, wait_until
+
+    clock = ManualClock()
+    gate = Gate()
+    done: list[int] = []
+
+    def make(t: Time) -> list[Job]:
+        if t.milliseconds == 1000:
+            return [gate.job(t, "1000")]
+
+        async def later() -> None:
+            done.append(t.milliseconds)
+
+        return [Job(t, later, name=str(t.milliseconds))]
+
+    runtime = StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock, abandon_after=Milliseconds(0))
+    bridge = SyncBridge()
+    stopping = threading.Event()
+
+    class Stopping(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("stopping job scheduler gracefully"):
+                stopping.set()
+
+    async def behind_a_hung_job() -> None:
+        clock.advance(Seconds(1))
+        await gate.wait_started("1000")
+        clock.advance(Seconds(3))
+        await wait_until(lambda: runtime.scheduler.generator.timer.last_tick == Time(4000))
+
+    main = threading.get_ident()
+
+    def interrupt() -> None:  # a real SIGINT to the main thread, as Ctrl-C: it ends the main thread's wait
+        if stopping.wait(HANG_GUARD_S):
+            signal.pthread_kill(main, signal.SIGINT)
+
+    handler, logger = Stopping(), logging.getLogger("aiodstream")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # not pyspark's, which would cancel Spark jobs
+    try:
+        bridge.start(runtime)
+        bridge.call(behind_a_hung_job)
+        threading.Thread(target=interrupt, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            bridge.stop(runtime, graceful=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        bridge.close()
+    assert runtime.state is StreamingContextState.STOPPED and not bridge.is_open
+    assert done == [] and [t.milliseconds for t in runtime.scheduler.pending_times()] == [1000, 2000, 3000, 4000]
+
+
 def test_a_stop_refused_in_a_listener_callback_leaves_the_runtime_and_its_loop_running() -> None:
     """bridge.stop() from a plain listener callback is refused at once; it used to close the bridge anyway, stopping the
     runtime from the very callback the close waited for (until the listeners' exit timeout)."""

@@ -480,17 +480,17 @@ def test_a_second_ctrl_c_while_a_graceful_stop_drains_makes_it_immediate(tmp_pat
 def test_an_immediate_stop_from_another_thread_makes_a_graceful_stop_under_way_immediate(spark_context: object) -> None:
     """ssc.stop(False, False) while another thread's ssc.stop(False, True) drains batches queued behind a held one makes
     that stop immediate (it waited behind it for the whole drain): no queued batch runs once the held one ends."""
-    from scheduler import ManualClock
     from streaming import StreamingContext
 
-    clock = ManualClock(1_000_000)
-    held, release, hurried = threading.Event(), threading.Event(), threading.Event()
+    held, release, hurried, graceful = threading.Event(), threading.Event(), threading.Event(), threading.Event()
     ran: list[object] = []
 
     class Hurried(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             if record.getMessage().startswith("an immediate stop was asked for while a graceful one drains"):
                 hurried.set()
+            elif record.getMessage().startswith("stopping job scheduler gracefully"):
+                graceful.set()
 
     def out(rdd: object) -> None:
         rows = rdd.collect()  # type: ignore[attr-defined]
@@ -500,16 +500,18 @@ def test_an_immediate_stop_from_another_thread_makes_a_graceful_stop_under_way_i
         else:
             ran.append(rows)
 
-    handler = Hurried()
-    logging.getLogger("aiodstream").addHandler(handler)
-    ssc = StreamingContext(spark_context, 1, clock=clock)
+    handler, logger = Hurried(), logging.getLogger("aiodstream")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    ssc = StreamingContext(spark_context, 0.2)  # real time: a manual clock moved from this thread would not wake its loop
     ssc.queueStream([[n] for n in range(10)]).foreachRDD(out)
     ssc.start()
     try:
-        clock.advance(5000)  # five batches due: the first is held, four queue behind it
-        assert held.wait(HANG_GUARD_S)
+        assert held.wait(HANG_GUARD_S)  # the first batch is held; the next ones queue behind it
         stops = [threading.Thread(target=ssc.stop, args=(False, True))]
         stops[0].start()  # graceful: waits for its one more tick, then would drain the queued batches
+        assert graceful.wait(HANG_GUARD_S)
         stops.append(threading.Thread(target=ssc.stop, args=(False, False)))
         stops[1].start()
         assert hurried.wait(HANG_GUARD_S), "the immediate stop did not reach the graceful one"
@@ -519,7 +521,8 @@ def test_an_immediate_stop_from_another_thread_makes_a_graceful_stop_under_way_i
             assert not stop.is_alive()
     finally:
         release.set()
-        logging.getLogger("aiodstream").removeHandler(handler)
+        logger.removeHandler(handler)
+        logger.setLevel(level)
         ssc.stop(stopSparkContext=False)
     assert ran == [] and ssc.getState() == "STOPPED"
 

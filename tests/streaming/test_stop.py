@@ -531,6 +531,44 @@ async def test_an_immediate_stop_during_a_graceful_one_ends_its_drain_now(clock:
     assert "timed out while stopping the job generator" not in events
 
 
+class HostBlockError(Exception):
+    """What ended the host's block while a graceful stop drained (a Ctrl-C's KeyboardInterrupt, say)."""
+
+
+async def test_an_error_leaving_the_block_while_a_graceful_stop_drains_makes_it_immediate(clock: ManualClock) -> None:
+    """The host's block ends with an error while a graceful stop it began elsewhere drains behind a hung job: the exit
+    no longer waits for that drain (it never ends here); the stop becomes immediate and the queued batches are left."""
+    gate = Gate()
+    done: list[int] = []
+
+    def make(t: Time) -> list[Job]:
+        if t.milliseconds == 1000:
+            return [gate.job(t, "1000")]
+
+        async def later() -> None:
+            done.append(t.milliseconds)
+
+        return [Job(t, later, name=str(t.milliseconds))]
+
+    with anyio.fail_after(HANG_GUARD_S):  # the manual clock never moves again: before, the exit waited here for ever
+        async with anyio.create_task_group() as outer:
+            with pytest.raises(HostBlockError):
+                async with StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock,
+                                            abandon_after=Milliseconds(0)) as rt:
+                    await rt.start()
+                    clock.advance(Seconds(1))
+                    await gate.wait_started("1000")
+                    clock.advance(Seconds(3))
+                    await wait_until(lambda: rt.scheduler.generator.timer.last_tick == Time(4000))
+                    outer.start_soon(functools.partial(rt.stop, graceful=True))
+                    await settle()
+                    clock.advance(Seconds(1))  # its one more tick: now it drains
+                    await settle()
+                    raise HostBlockError
+    assert rt.state is StreamingContextState.STOPPED and done == []
+    assert [t.milliseconds for t in rt.scheduler.pending_times()] == [1000, 2000, 3000, 4000, 5000]
+
+
 async def test_an_immediate_stop_while_a_graceful_one_waits_for_its_tick_stops_now(clock: ManualClock) -> None:
     """Before its drain a graceful stop waits for the tick the timer is waiting for (a minute here); an immediate stop
     asked for meanwhile ends that wait: the tick never fires, and both stops return while the clock stands still."""
