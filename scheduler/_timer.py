@@ -122,8 +122,8 @@ class RecurringTimer:
             return self.last_tick
         if one_more_tick:
             self._stop_after_tick = True
-        elif self._scope is not None:
-            self._scope.cancel()
+        else:
+            self.stop_now()
         await self._done.wait()
         return self.last_tick
 

@@ -308,7 +308,7 @@ class StreamingContext(StreamingQueryFace):
             if self._settings().stop_gracefully_on_shutdown:  # Spark's shutdown hook: drain and stop on SIGTERM or SIGINT
                 self._shutdown = SignalShutdown(lambda: self.stop(stopSparkContext=False, stopGraceFully=True), self._env.name,
                                                 active=lambda: self._state is StreamingContextState.ACTIVE,
-                                                hurry=functools.partial(_stop_now, weakref.ref(self._bridge), weakref.ref(self.runtime)))
+                                                hurry=_stopper_now(self._bridge, self.runtime))
                 self._shutdown.install()
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:  # noqa: N803
@@ -337,8 +337,7 @@ class StreamingContext(StreamingQueryFace):
         if self._env.async_mode:
             raise StreamingStateError("this context was entered with 'async with': use 'await ssc.stop_async()'")
         # Another thread's stop holding the lock (a graceful one draining, say): this immediate one hurries it first.
-        busy = None if stopGraceFully or runtime is None else functools.partial(_stop_now, weakref.ref(self._bridge),
-                                                                                weakref.ref(runtime))
+        busy = None if stopGraceFully or runtime is None else _stopper_now(self._bridge, runtime)
         with _held(self._lifecycle, busy):
             if self._state is StreamingContextState.INITIALIZED:
                 self._log.warning("StreamingContext has not been started yet")
@@ -570,6 +569,11 @@ def _held(lock: threading.RLock, busy: Callable[[], None] | None) -> Iterator[No
         yield
     finally:
         lock.release()
+
+
+def _stopper_now(bridge: SyncBridge, runtime: QueryRuntime) -> Callable[[], None]:
+    """What makes ``runtime``'s graceful stop under way immediate, through ``bridge``: :func:`_stop_now` on weak references."""
+    return functools.partial(_stop_now, weakref.ref(bridge), weakref.ref(runtime))
 
 
 def _stop_now(bridge_ref: weakref.ref[SyncBridge], runtime_ref: weakref.ref[QueryRuntime]) -> None:

@@ -126,12 +126,9 @@ class SignalShutdown:
         if not self._active() or self.stopper is not None:
             # Stopped already, or handed a later signal while the stop it began runs (by a handler put over ours that
             # forwards to it): the signal is the handler's that was there before ours; a stop still running hurries.
-            if self.stopper is not None and self.stopper.is_alive() and self._hurry is not None:
-                threading.Thread(target=self._hurry, name="aiodstream-shutdown-hurry", daemon=True).start()
-            if callable(previous) and previous is not self._handle:
-                previous(signum, frame)
-            elif signal.getsignal(signum) is signal.SIG_DFL:
-                signal.raise_signal(signum)  # the default action, now in place (never a handler that calls us back)
+            if self.stopper is not None and self.stopper.is_alive():
+                _start_hurry(self._hurry)
+            _pass_on(previous, self._handle, signum, frame)
             return
         self._log.warning("shutdown signal received: stopping the StreamingContext", signal=signal.Signals(signum).name)
         self.stopper = threading.Thread(target=self._stop, name="aiodstream-shutdown-stop")
@@ -184,18 +181,29 @@ class _SecondSignal:
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         previous = self._previous.get(signal.Signals(signum))
-        stops, self._stops = self._stops, []
+        running = [hurry for stopper, hurry in self._stops if stopper.is_alive()]
+        self._stops = []
         self.put_back()
-        if any(stopper.is_alive() for stopper, _ in stops):
+        if running:
             self._log.warning("second shutdown signal received: stopping the StreamingContext now",
                               signal=signal.Signals(signum).name)
-            for stopper, hurry in stops:
-                if hurry is not None and stopper.is_alive():
-                    threading.Thread(target=hurry, name="aiodstream-shutdown-hurry", daemon=True).start()
-        if callable(previous) and previous is not self:
-            previous(signum, frame)
-        elif signal.getsignal(signum) is signal.SIG_DFL:
-            signal.raise_signal(signum)  # the default action, now in place (never this handler again)
+            for hurry in running:
+                _start_hurry(hurry)
+        _pass_on(previous, self, signum, frame)
+
+
+def _start_hurry(hurry: Callable[[], None] | None) -> None:
+    """Run ``hurry`` on a thread of its own (a signal handler may have interrupted the main thread anywhere)."""
+    if hurry is not None:
+        threading.Thread(target=hurry, name="aiodstream-shutdown-hurry", daemon=True).start()
+
+
+def _pass_on(previous: Any, own: Any, signum: int, frame: FrameType | None) -> None:
+    """What the handler found before ``own`` does with the signal, now that it is back in place."""
+    if callable(previous) and previous is not own:
+        previous(signum, frame)
+    elif signal.getsignal(signum) is signal.SIG_DFL:
+        signal.raise_signal(signum)  # the default action, now in place (never a handler that calls us back)
 
 
 _second_signals: set[_SecondSignal] = set()

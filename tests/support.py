@@ -165,6 +165,22 @@ class Gate:
             await self._changed.wait()
 
 
+def held_then_recorded(gate: Gate, done: list[int]) -> Callable[[Time], list[Job]]:
+    """A :class:`ScriptedGraph`'s jobs: the batch at 1000 ms holds on ``gate`` (key ``"1000"``), every later one appends
+    its time to ``done`` (the batches a stop behind the held one lets run)."""
+
+    def make(t: Time) -> list[Job]:
+        if t.milliseconds == 1000:
+            return [gate.job(t, "1000")]
+
+        async def later() -> None:
+            done.append(t.milliseconds)
+
+        return [Job(t, later, name=str(t.milliseconds))]
+
+    return make
+
+
 def sleeping_job(clock: ManualClock, time: Time, ms: int, name: str = "op") -> Job:
     """An async job that takes ``ms`` of manual time."""
 

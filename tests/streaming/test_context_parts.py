@@ -164,23 +164,14 @@ def test_a_keyboard_interrupt_during_a_sync_graceful_stop_makes_it_immediate() -
     import logging
     import signal
 
-    from scheduler import Job, Time
-    from tests.support import Gate, ScriptedGraph, wait_until
+    from scheduler import Time
+    from tests.support import Gate, ScriptedGraph, held_then_recorded, wait_until
 
     clock = ManualClock()
     gate = Gate()
     done: list[int] = []
-
-    def make(t: Time) -> list[Job]:
-        if t.milliseconds == 1000:
-            return [gate.job(t, "1000")]
-
-        async def later() -> None:
-            done.append(t.milliseconds)
-
-        return [Job(t, later, name=str(t.milliseconds))]
-
-    runtime = StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock, abandon_after=Milliseconds(0))
+    runtime = StreamingRuntime(ScriptedGraph(held_then_recorded(gate, done)), Seconds(1), clock=clock,
+                               abandon_after=Milliseconds(0))
     bridge = SyncBridge()
     stopping = threading.Event()
 

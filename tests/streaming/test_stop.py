@@ -33,7 +33,7 @@ from streaming.continuous import Continuous, ContinuousExecution, ContinuousStre
 from streaming.spark import SparkSettings, listener_exit_timeout
 from tests.anyio_support import HANG_GUARD_S, raises_exactly, settle
 from tests.streaming.continuous.test_execution import CountingSource, Harness, ScriptedLauncher
-from tests.support import Gate, ScriptedGraph, capture_events, wait_until
+from tests.support import Gate, ScriptedGraph, capture_events, held_then_recorded, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -498,18 +498,9 @@ async def test_an_immediate_stop_during_a_graceful_one_ends_its_drain_now(clock:
     return, and the queued batches are left pending (a checkpointed query runs them after a restart)."""
     gate = Gate()
     done: list[int] = []
-
-    def make(t: Time) -> list[Job]:
-        if t.milliseconds == 1000:
-            return [gate.job(t, "1000")]
-
-        async def later() -> None:
-            done.append(t.milliseconds)
-
-        return [Job(t, later, name=str(t.milliseconds))]
-
     with anyio.fail_after(HANG_GUARD_S), capture_events() as logs:  # the manual clock never reaches a timeout
-        async with StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock, abandon_after=Milliseconds(0)) as rt:
+        async with StreamingRuntime(ScriptedGraph(held_then_recorded(gate, done)), Seconds(1), clock=clock,
+                                    abandon_after=Milliseconds(0)) as rt:
             await rt.start()
             clock.advance(Seconds(1))
             await gate.wait_started("1000")
@@ -540,20 +531,10 @@ async def test_an_error_leaving_the_block_while_a_graceful_stop_drains_makes_it_
     no longer waits for that drain (it never ends here); the stop becomes immediate and the queued batches are left."""
     gate = Gate()
     done: list[int] = []
-
-    def make(t: Time) -> list[Job]:
-        if t.milliseconds == 1000:
-            return [gate.job(t, "1000")]
-
-        async def later() -> None:
-            done.append(t.milliseconds)
-
-        return [Job(t, later, name=str(t.milliseconds))]
-
     with anyio.fail_after(HANG_GUARD_S):  # the manual clock never moves again: before, the exit waited here for ever
         async with anyio.create_task_group() as outer:
             with pytest.raises(HostBlockError):
-                async with StreamingRuntime(ScriptedGraph(make), Seconds(1), clock=clock,
+                async with StreamingRuntime(ScriptedGraph(held_then_recorded(gate, done)), Seconds(1), clock=clock,
                                             abandon_after=Milliseconds(0)) as rt:
                     await rt.start()
                     clock.advance(Seconds(1))
