@@ -8,6 +8,7 @@ Its inbox is bounded by ``epochBacklogQueueSize``: a sink slower than the epochs
 from __future__ import annotations
 
 import collections
+import threading
 import time as _time
 import uuid
 from typing import Any, Callable, Mapping
@@ -19,6 +20,7 @@ from scheduler import (
     Checkpoint,
     Clock,
     CommitMetadata,
+    Duration,
     OffsetSeq,
     ProgressRing,
     SinkProgress,
@@ -79,6 +81,13 @@ class EpochCommitter:
         self._done = anyio.Event()
         self._began = False
         self._discard = False
+        # A sink's commit runs on a thread that nothing can interrupt: a stop may abandon it (abandon). The gate
+        # decides, once, whether its epoch's commits entry is still written: never after the abandon, and an abandon
+        # never lets go of a write of the checkpoint under way.
+        self._gate = threading.Lock()
+        self._abandoned = False
+        self._writing = False
+        self._sink_call: anyio.CancelScope | None = None
         self._epoch_started: dict[int, int] = {}
         self._epoch_offsets: dict[int, list[str]] = {}
         if first_offsets is not None:
@@ -146,6 +155,33 @@ class EpochCommitter:
         """Wait until :meth:`run` has ended."""
         await self._done.wait()
 
+    async def finish(self, abandon_after: Duration) -> None:
+        """:meth:`close`, then wait for :meth:`run` to end; a sink's commit still in progress after ``abandon_after``
+        (real time) is abandoned (:meth:`abandon`), with a warning."""
+        self.close()
+        with anyio.move_on_after(abandon_after.seconds):
+            await self._done.wait()
+        if not self._done.is_set() and self.abandon():
+            self._log.warning("the sink's commit did not end in time; abandoned, its epoch stays uncommitted")
+        await self._done.wait()
+
+    def abandon(self) -> bool:
+        """Perform nothing more and stop waiting for a sink's commit in progress (its thread runs on, unwaited).
+
+        Its epoch's commits entry is then never written: a restart commits the epoch again. A write of the
+        checkpoint already under way is not abandoned (it ends, then :meth:`run` does). Returns whether a sink's
+        commit was abandoned.
+        """
+        self._discard = True
+        with self._gate:
+            self._abandoned = True
+            writing = self._writing
+        call = self._sink_call
+        if writing or call is None:
+            return False
+        call.cancel()
+        return True
+
     # -- performing, in order --
 
     async def run(self) -> None:
@@ -195,20 +231,35 @@ class EpochCommitter:
         arrival = self._complete_at.pop(epoch, None)
         checkpoint, retain = self._checkpoint, self._options.min_batches_to_retain
 
-        def commit() -> tuple[float, float]:
+        def commit() -> tuple[float, float] | None:
             started = _time.perf_counter()
             plan.sink.commit_epoch(epoch, action.messages)  # the sink first: a crash between keeps the data
             sink_done = _time.perf_counter()
-            if checkpoint is not None:
-                if not checkpoint.commits.add(epoch, CommitMetadata(0)):
-                    raise concurrent_log_update_error(epoch, checkpoint.commits.path_of(epoch))
-                if retain <= epoch:
-                    threshold = epoch + 1 - retain
-                    checkpoint.offsets.purge(threshold)
-                    checkpoint.commits.purge(threshold)
+            with self._gate:
+                if self._abandoned:
+                    return None  # the stop went on without this commit: the epoch stays uncommitted
+                self._writing = True
+            try:
+                if checkpoint is not None:
+                    if not checkpoint.commits.add(epoch, CommitMetadata(0)):
+                        raise concurrent_log_update_error(epoch, checkpoint.commits.path_of(epoch))
+                    if retain <= epoch:
+                        threshold = epoch + 1 - retain
+                        checkpoint.offsets.purge(threshold)
+                        checkpoint.commits.purge(threshold)
+            finally:
+                with self._gate:
+                    self._writing = False
             return (sink_done - started) * 1000, (_time.perf_counter() - sink_done) * 1000
 
-        sink_ms, log_ms = await anyio.to_thread.run_sync(commit)
+        # Shielded, as a thread call that waits for its thread is: only abandon() ends the wait early.
+        timed = None
+        with anyio.CancelScope(shield=True) as self._sink_call:
+            timed = await anyio.to_thread.run_sync(commit, abandon_on_cancel=True)
+        self._sink_call = None
+        if timed is None:
+            return
+        sink_ms, log_ms = timed
         self.commit_ms.append((_time.perf_counter() - arrival) * 1000 if arrival is not None else sink_ms + log_ms)
         self.committed += 1
         self.input_rows += sum(action.rows.values())

@@ -415,10 +415,13 @@ class ContinuousExecution:
                             return
                         await core.wait_changed()
 
+                closed_in_time = False
                 with hurried:
-                    if not await run_with_timeout(self.clock, self.graceful_stop_timeout, closed):
+                    closed_in_time = await run_with_timeout(self.clock, self.graceful_stop_timeout, closed)
+                    if not closed_in_time:
                         self._log.warning("graceful stop timed out; stopping now", timeout_ms=self.graceful_stop_timeout.milliseconds)
-                graceful = not hurried.cancel_called  # hurried: what is not committed stays so, as in an immediate stop
+                # Timed out or hurried: what is not committed stays so, as in an immediate stop.
+                graceful = closed_in_time and not hurried.cancel_called
         except anyio.get_cancelled_exc_class():
             graceful = False  # cancelled from outside: what is not committed stays so, as in an immediate stop
             raise
@@ -455,8 +458,7 @@ class ContinuousExecution:
                 self._tasks_scope.cancel()
                 await self._tasks_done.wait()
         if committer is not None:
-            committer.close()
-            await committer.wait_done()
+            await committer.finish(self.abandon_after)
 
     async def _finish(self) -> None:
         core = self._core

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import pickle
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -145,7 +146,8 @@ class Harness:
     """A query on a manual clock with scripted tasks, inside the test's task group."""
 
     def __init__(self, tmp_path: Path | None, *, partitions: int = 2, sink: Any = None,
-                 options: dict[str, object] | None = None, interval_ms: int = 1000, name: str = "scripted") -> None:
+                 options: dict[str, object] | None = None, interval_ms: int = 1000, name: str = "scripted",
+                 **settings: Any) -> None:
         self.clock = ManualClock(1_000_000)
         self.launcher = ScriptedLauncher()
         self.sink = sink if sink is not None else MemorySink()
@@ -154,7 +156,7 @@ class Harness:
         plan = ContinuousStream(self.source).to(self.sink)
         self.query = ContinuousExecution(plan, Continuous(interval_ms), launcher=self.launcher, clock=self.clock,
                                          checkpoint_location=None if tmp_path is None else tmp_path / "ckpt",
-                                         options=options, name=name)
+                                         options=options, name=name, **settings)
         self.query.add_listener(self.events.append, on_loop=True)
         self.tasks: list[FakeTask] = []
 
@@ -519,6 +521,71 @@ async def test_a_graceful_stop_that_times_out_goes_on_as_an_immediate_one(tmp_pa
             h.clock.advance(Milliseconds(10_000))  # 10 intervals: the default bound
         assert h.launcher.cancelled and h.query.state.value == "STOPPED"
         assert h.query.exception() is None
+
+
+class HeldSink(MemorySink):
+    """A memory sink whose driver-side commit of epoch 0 waits on its thread until the test releases it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.returned = threading.Event()
+
+    def commit_epoch(self, epoch: int, messages: dict[int, Any]) -> None:
+        if epoch == 0:
+            self.entered.set()
+            self.release.wait(HANG_GUARD_S)
+        super().commit_epoch(epoch, messages)
+        if epoch == 0:
+            self.returned.set()
+
+
+async def complete_epochs(h: Harness, epochs: int) -> None:
+    """The tasks close epochs 0 .. epochs - 1 (the driver moved past each)."""
+    for epoch in range(epochs):
+        await h.tick()
+        for task in h.tasks:
+            await task.close_epoch(epoch, epoch + 1, [f"p{task.partition_of()}e{epoch}"])
+
+
+async def test_a_graceful_stop_that_times_out_commits_nothing_queued_after_the_timeout(tmp_path: Path) -> None:
+    """Epoch 0's commit is held by the sink and epoch 1 is queued behind it when the graceful stop times out: the stop
+    goes on as an immediate one, so epoch 0's commit in progress ends and epoch 1 is never committed."""
+    sink = HeldSink()
+    with anyio.fail_after(HANG_GUARD_S), capture_events() as logs:
+        async with Harness(tmp_path, sink=sink) as h:
+            await complete_epochs(h, 2)
+            await anyio.to_thread.run_sync(sink.entered.wait, HANG_GUARD_S)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(h.query.stop, graceful=True))
+                await wait_until(lambda: h.query.coordinator.stopping)  # type: ignore[union-attr]
+                await h.clock.wait_for_sleepers()
+                h.clock.advance(Milliseconds(10_000))  # the default graceful_stop_timeout: the tasks never close the last epoch
+                await wait_until(lambda: any(e["event"] == "graceful stop timed out; stopping now" for e in logs))
+                sink.release.set()
+            assert h.query.state is StreamingContextState.STOPPED
+    assert sorted(sink.epochs()) == [0]
+    assert (tmp_path / "ckpt/commits/0").exists() and not (tmp_path / "ckpt/commits/1").exists()
+
+
+async def test_a_sink_commit_that_does_not_end_is_abandoned_by_the_stop_and_its_epoch_stays_uncommitted(
+        tmp_path: Path) -> None:
+    """An immediate stop waits abandon_after for the sink's commit in progress, then goes on without it; the commit,
+    when its thread ends later, writes no commits entry, so a restart commits the epoch again."""
+    sink = HeldSink()
+    with anyio.fail_after(HANG_GUARD_S), capture_events() as logs:
+        async with Harness(tmp_path, sink=sink, abandon_after=Milliseconds(50)) as h:
+            await complete_epochs(h, 1)
+            await anyio.to_thread.run_sync(sink.entered.wait, HANG_GUARD_S)
+            await h.query.stop()
+            assert h.query.state is StreamingContextState.STOPPED
+        assert "the sink's commit did not end in time; abandoned, its epoch stays uncommitted" in [e["event"] for e in logs]
+        sink.release.set()
+        await anyio.to_thread.run_sync(sink.returned.wait, HANG_GUARD_S)
+    assert sorted(sink.epochs()) == [0]  # the sink's own commit went on, on its thread
+    assert not (tmp_path / "ckpt/commits/0").exists()
+    assert h.query.last_committed_epoch == -1
 
 
 async def test_old_log_entries_are_purged_as_epochs_commit(tmp_path: Path) -> None:
