@@ -107,7 +107,11 @@ def _resume(plan: ContinuousPlan, checkpoint: Checkpoint, claim: CheckpointClaim
     # before any commit).
     sink_latest = plan.sink.latest_committed_epoch()
     if sink_latest is not None and (latest is None or sink_latest > latest):
-        for epoch in range(0 if latest is None else latest + 1, sink_latest + 1):
+        # From the oldest offsets entry still logged: the purge removed older ones with their commits (a commits log
+        # lost whole leaves the sink's record as the resume point).
+        logged_ids = checkpoint.offsets.batch_ids()
+        first = max(0 if latest is None else latest + 1, logged_ids[0] if logged_ids else 0)
+        for epoch in range(first, sink_latest + 1):
             if checkpoint.offsets.get(epoch) is None:
                 raise CheckpointError(f"the sink committed epoch {epoch} but the checkpoint has no offsets for it; "
                                       "the sink's output and this checkpoint belong to different queries",

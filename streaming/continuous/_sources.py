@@ -12,6 +12,7 @@ import abc
 import errno
 import functools
 import json
+import math
 import os
 import select
 import socket
@@ -81,10 +82,30 @@ class ContinuousSource(abc.ABC):
             raise InvalidPipelineError(
                 f"the checkpoint's offset {line!r} has {len(parsed)} partitions, {self!r} has {self.num_partitions}; a "
                 "restarted continuous query must read the same sources with the same partitions")
+        for partition, offset in enumerate(offsets):
+            problem = self.offset_problem(partition, offset)
+            if problem is not None:
+                raise InvalidPipelineError(
+                    f"the checkpoint's offset {line!r} does not fit {self!r}: partition {partition}'s {offset!r} "
+                    f"{problem}; a restarted continuous query must read the same sources with the same partitions")
         return offsets
+
+    def offset_problem(self, partition: int, offset: Any) -> str | None:
+        """Why ``offset``, read from a checkpoint, cannot be partition ``partition``'s (``None``: it can).
+
+        Checked on the driver at a restart, before any task opens a reader at it (default: any JSON value).
+        """
+        return None
 
     def check(self) -> None:  # noqa: B027 - an optional hook
         """Validate on the driver before the tasks start (default: nothing to check)."""
+
+
+def _position_problem(offset: Any, what: str) -> str | None:
+    """Why ``offset`` is not a count of ``what`` (a non-negative int), or None."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        return f"is not a {what} (a non-negative integer)"
+    return None
 
 
 # -- rate --
@@ -128,6 +149,18 @@ class RateSource(ContinuousSource):
     def check(self) -> None:
         """Fix the start time of this run's first rows (used only where no epoch was committed)."""
         self.start_ms = time.time() * 1000.0
+
+    def offset_problem(self, partition: int, offset: Any) -> str | None:
+        """A rate offset is ``{"value": v, "runTimestampMs": t}``, ``v`` one of the partition's values (``partition +
+        k * numPartitions``) and ``t`` a finite number of ms."""
+        if not isinstance(offset, dict) or set(offset) != {"value", "runTimestampMs"}:
+            return 'is not a rate offset {"value": ..., "runTimestampMs": ...}'
+        value, at = offset["value"], offset["runTimestampMs"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value % self._partitions != partition:
+            return f"has a value that is not one of partition {partition}'s of {self._partitions} partitions"
+        if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
+            return "has a runTimestampMs that is not a finite number"
+        return None
 
     def open_reader(self, partition: int, offset: Any) -> PartitionReader:
         """A reader producing the partition's rows from ``offset``."""
@@ -250,6 +283,10 @@ class SocketSource(ContinuousSource):
         """No line read yet."""
         return 0
 
+    def offset_problem(self, partition: int, offset: Any) -> str | None:
+        """A socket offset is the number of lines read."""
+        return _position_problem(offset, "number of lines")
+
     def open_reader(self, partition: int, offset: Any) -> PartitionReader:
         """Connect to the partition's address."""
         return _SocketReader(self.addresses[partition], int(offset), self.max_line_length)
@@ -341,6 +378,10 @@ class FileSource(ContinuousSource):
     def initial_offset(self, partition: int) -> Any:
         """The file's beginning."""
         return 0
+
+    def offset_problem(self, partition: int, offset: Any) -> str | None:
+        """A file offset is a byte position."""
+        return _position_problem(offset, "byte position")
 
     def open_reader(self, partition: int, offset: Any) -> PartitionReader:
         """Read the partition's file from byte ``offset``."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import pickle
+import shutil
 import threading
 from pathlib import Path
 from typing import Any, Sequence
@@ -386,6 +387,27 @@ async def test_file_sink_epochs_committed_by_the_sink_alone_count_as_committed(t
         assert (tmp_path / "ckpt/commits/1").read_text() == 'v1\n{"nextBatchWatermarkMs":0}'
 
 
+async def test_a_lost_commits_log_with_a_file_sink_resumes_from_the_sinks_last_epoch(tmp_path: Path) -> None:
+    """The commits log is gone after the purge removed the oldest offsets entries: the exactly-once sink's record of its
+    committed epochs is the resume point (their offsets entries are still logged), not a refusal that calls the sink's
+    output another query's."""
+    out = tmp_path / "out"
+    retain = {"spark.sql.streaming.minBatchesToRetain": 2}
+    async with Harness(tmp_path, sink=FileSink(out), options=retain) as h:
+        for epoch in range(4):
+            await h.tick()
+            for task in h.tasks:
+                await task.close_epoch(epoch, 10 * (epoch + 1) + task.partition_of(), [f"e{epoch}p{task.partition_of()}"],
+                                       sink=h.sink)
+            await h.query.wait_for_epoch(epoch)
+    assert not (tmp_path / "ckpt/offsets/0").exists()  # purged
+    shutil.rmtree(tmp_path / "ckpt/commits")
+    async with Harness(tmp_path, sink=FileSink(out), options=retain) as again:
+        assert [s.start_offset for s in again.launcher.specs] == [40, 41]  # after epoch 3, the sink's last
+        assert again.query.last_committed_epoch == 3
+        assert sorted(int(p.name) for p in (tmp_path / "ckpt/commits").iterdir()) == [2, 3]
+
+
 async def test_a_checkpoint_of_another_plan_is_refused(tmp_path: Path) -> None:
     """Restarting with another number of sources fails with Spark's message and leaves the query stopped."""
     async with Harness(tmp_path) as h:
@@ -487,6 +509,26 @@ async def test_a_task_failing_while_the_query_starts_fails_the_start() -> None:
         assert query.state.value == "STOPPED"
         with pytest.raises(StreamingQueryException):
             await query.await_termination()
+
+
+async def test_a_memory_sink_holding_an_earlier_runs_epochs_is_refused_by_a_run_from_epoch_0(tmp_path: Path) -> None:
+    """A second query given the first one's MemorySink would replace its epochs 0, 1, ... with its own rows: refused
+    before anything is written, the first run's rows kept; the first query's restart from its checkpoint goes on."""
+    sink = MemorySink()
+    async with Harness(tmp_path, sink=sink) as h:
+        await complete_epochs(h, 2)
+        await h.query.wait_for_epoch(1)
+    kept = sink.epochs()
+    assert sorted(kept) == [0, 1]
+    fresh = ContinuousExecution(ContinuousStream(CountingSource()).to(sink), Continuous(1000), launcher=ScriptedLauncher(),
+                                clock=ManualClock(0))
+    async with fresh:
+        with pytest.raises(ValueError, match=r"^MemorySink holds the epochs of an earlier run \(up to 1\), and this query "
+                                             r"starts at epoch 0"):
+            await fresh.start()
+    assert sink.epochs() == kept
+    async with Harness(tmp_path, sink=sink) as again:  # the same query, from its checkpoint: after epoch 1
+        assert again.query.last_committed_epoch == 1
 
 
 async def test_a_file_sink_with_epochs_of_an_earlier_run_needs_its_checkpoint(tmp_path: Path) -> None:

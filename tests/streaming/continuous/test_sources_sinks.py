@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import socket
 import threading
 import time
@@ -105,6 +106,33 @@ def test_offsets_merge_and_split_per_partition() -> None:
     assert source.split_offsets(line) == [10, 20]
     with pytest.raises(InvalidPipelineError, match="has 3 partitions, AppendOnlyFileStream"):
         source.split_offsets('{"0":1,"1":2,"2":3}')
+
+
+@pytest.mark.parametrize("source, line, problem", [
+    (FileSource(["a", "b"]), '{"0":-5,"1":2}', "partition 0's -5 is not a byte position"),
+    (FileSource(["a", "b"]), '{"0":1,"1":"x"}', "partition 1's 'x' is not a byte position"),
+    (FileSource(["a", "b"]), '{"0":true,"1":2}', "partition 0's True is not a byte position"),
+    (FileSource(["a", "b"]), '{"0":{"value":0,"runTimestampMs":1.5},"1":{"value":1,"runTimestampMs":1.5}}',
+     "partition 0's {'value': 0, 'runTimestampMs': 1.5} is not a byte position"),
+    (SocketSource([("localhost", 9), ("localhost", 10)]), '{"0":0,"1":2.5}', "partition 1's 2.5 is not a number of lines"),
+    (RateSource(10, 2), '{"0":7,"1":{"value":1,"runTimestampMs":0}}', "partition 0's 7 is not a rate offset"),
+    (RateSource(10, 2), '{"0":{"value":1,"runTimestampMs":0},"1":{"value":3,"runTimestampMs":0}}',
+     "has a value that is not one of partition 0's of 2 partitions"),
+    (RateSource(10, 2), '{"0":{"value":0,"runTimestampMs":"now"},"1":{"value":3,"runTimestampMs":0}}',
+     "has a runTimestampMs that is not a finite number"),
+    (RateSource(10, 2), '{"0":{"value":0},"1":{"value":3,"runTimestampMs":0}}', "is not a rate offset"),
+])
+def test_an_offset_a_source_cannot_start_at_is_refused_at_the_restart(source: Any, line: str, problem: str) -> None:
+    """Each partition's offset from the checkpoint is checked before a task opens a reader at it: a clear error naming
+    the partition, not a task failing later with a bare ValueError or OSError."""
+    with pytest.raises(InvalidPipelineError, match=r"^the checkpoint's offset .* does not fit .*" + re.escape(problem)):
+        source.split_offsets(line)
+
+
+def test_offsets_a_source_can_start_at_are_taken() -> None:
+    assert RateSource(10, 2).split_offsets('{"0":{"value":4,"runTimestampMs":12.5},"1":{"value":1,"runTimestampMs":3}}') == [
+        {"value": 4, "runTimestampMs": 12.5}, {"value": 1, "runTimestampMs": 3}]
+    assert SocketSource([("localhost", 9)]).split_offsets('{"0":0}') == [0]
 
 
 ADDRESS_RULE = "a socket address must be (host, port) with a host name or address and a port in 1..65535"
