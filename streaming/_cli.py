@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -25,6 +26,7 @@ if sys.version_info < (3, 11):
 __all__ = ["build_parser", "main"]
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as the shell reports a command SIGINT ended (128 + 2); `ui` stops with 0
+EXIT_BROKEN_PIPE = 141  # stdout closed early (`| head`), as the shell reports a command SIGPIPE ended (128 + 13)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,6 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         status: int = args.handler(args)
+    except BrokenPipeError:
+        # The reader of stdout went away (`aiodstream checkpoint --json DIR | head`): nothing more can be shown, and the
+        # interpreter's last flush of stdout must not fail again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except BaseException as exc:  # Ctrl-C: the handler's `finally` blocks have run (progress erased, files closed)
         if not _interrupted(exc):
             raise

@@ -14,6 +14,7 @@ from ..network import (  # the line decoder lives in network now (the continuous
 from ._async_iterable import AsyncIterableInputDStream, AsyncSource
 from ._base import InputDStream, RateControlledInput
 from ._continuous import FOREACH_BATCH_REFUSED, ContinuousInputDStream, continuous_plan
+from ._control import ReceiverProtocolError
 from ._executor_receiver import ReceiverTaskSpec, read_block_file
 from ._factories import (
     async_iterable_stream,
@@ -51,6 +52,7 @@ __all__ = [
     "LineDecoder",
     "QueueInputDStream",
     "ReceiverInputDStream",
+    "ReceiverProtocolError",
     "RecordBuffer",
     "SocketInputDStream",
     "WriteAheadLogError",

@@ -7,7 +7,7 @@ source or sink is first built. :mod:`streaming.kafka.testing` has a cluster for 
 
 from typing import Any
 
-from ._client import KafkaDataLossError, KafkaError
+from ._client import KafkaDataLossError, KafkaError, MetadataUnavailableError
 from ._continuous_sink import KafkaContinuousSink
 from ._continuous_source import KafkaContinuousSource
 from ._direct import DirectKafkaInputDStream
@@ -33,6 +33,7 @@ __all__ = [
     "KafkaSink",
     "KafkaSource",
     "KafkaUtils",
+    "MetadataUnavailableError",
     "OffsetRange",
     "TopicAndPartition",
     "WriteResult",

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -12,6 +15,7 @@ from scheduler import BatchGrid, Checkpoint, CommitMetadata, Milliseconds, Offse
 from streaming._cli import main
 from tests.support import unreadable_directory
 
+ROOT = Path(__file__).resolve().parents[2]
 QID = uuid.UUID("6a5f0f4e-1b7c-4c1e-9a53-0d7f8d1f2e3a")
 GRID = BatchGrid(Time(1_700_000_000_000), Milliseconds(500))
 
@@ -211,3 +215,18 @@ def test_a_lost_offsets_log_is_reported_as_damage(tmp_path: Path, capsys: pytest
     err = capsys.readouterr().err
     assert err.startswith("aiodstream checkpoint: error: cannot re")
     assert f"{tmp_path}/ck/offsets " in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("args", [["--json"], []])
+def test_a_reader_that_went_away_ends_it_quietly_with_sigpipes_status(tmp_path: Path, args: list[str]) -> None:
+    """stdout is a pipe whose reader closed before anything was written (`| head -c 0`): status 141, no traceback."""
+    make_checkpoint(tmp_path / "ck")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write of the child then fails with EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-c", "import sys; from streaming._cli import main; sys.exit(main(sys.argv[1:]))",
+                               "checkpoint", str(tmp_path / "ck"), *args], stdout=write_end, stderr=subprocess.PIPE,
+                              cwd=ROOT, timeout=120, check=False)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr.decode()) == (141, "")
