@@ -59,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         status: int = args.handler(args)
+        sys.stdout.flush()  # here, not at the interpreter's exit: a reader gone by then is handled below
     except BrokenPipeError:
         # The reader of stdout went away (`aiodstream checkpoint --json DIR | head`): nothing more can be shown, and the
         # interpreter's last flush of stdout must not fail again at exit.

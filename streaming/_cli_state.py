@@ -83,6 +83,8 @@ def _state(args: argparse.Namespace) -> int:
         # a batch) is the arguments' fault (2), as a bad --batch range is
         damaged = isinstance(exc, (StateStoreError, CorruptCheckpointError)) and not isinstance(exc, StateNotFoundError)
         return EXIT_DAMAGED if damaged else EXIT_USAGE
+    except BrokenPipeError:
+        raise  # stdout's reader went away: the command line's status for it, not an unreadable file's
     except OSError as exc:  # a file the system will not read (a directory, no permission): its name, as `checkpoint` does
         print(f"aiodstream state: error: {one_line(unreadable(exc))}", file=sys.stderr)
         return EXIT_USAGE

@@ -11,7 +11,7 @@ import collections
 import threading
 import time as _time
 import uuid
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 import anyio
 
@@ -81,12 +81,15 @@ class EpochCommitter:
         self._done = anyio.Event()
         self._began = False
         self._discard = False
-        # A sink's commit runs on a thread that nothing can interrupt: a stop may abandon it (abandon). The gate
-        # decides, once, whether its epoch's commits entry is still written: never after the abandon, and an abandon
-        # never lets go of a write of the checkpoint under way.
+        # A sink's commit runs on a thread that nothing can interrupt: a stop may abandon it (abandon). Under the
+        # gate its thread and the stop decide, once, whether its epoch's commits entry is still written: never after
+        # the abandon, and an abandon never lets go of a call past that point (its write of the checkpoint ends, and
+        # the wait with it). A thread abandoned in the sink calls ``_on_end`` (the checkpoint's release) as it ends.
         self._gate = threading.Lock()
         self._abandoned = False
-        self._writing = False
+        self._in_call = False  # a sink's commit runs on its thread
+        self._past_gate = False  # that call decided to write its commits entry
+        self._on_end: Callable[[], None] | None = None
         self._sink_call: anyio.CancelScope | None = None
         self._epoch_started: dict[int, int] = {}
         self._epoch_offsets: dict[int, list[str]] = {}
@@ -155,6 +158,15 @@ class EpochCommitter:
         """Wait until :meth:`run` has ended."""
         await self._done.wait()
 
+    async def wait_last_epoch(self, final: int, tasks_ended: Callable[[], bool], changed: Callable[[], Awaitable[None]],
+                              failed: Callable[[], bool]) -> None:
+        """A graceful stop's wait: until the epoch before ``final`` (the stop's own) is committed, or the tasks ended and
+        nothing they sent is left to perform; or the query failed. ``changed`` waits for the next change."""
+        while self.last_committed_epoch < final - 1 and not failed():
+            if tasks_ended() and self.idle:
+                return
+            await changed()
+
     async def finish(self, abandon_after: Duration) -> None:
         """:meth:`close`, then wait for :meth:`run` to end; a sink's commit still in progress after ``abandon_after``
         (real time) is abandoned (:meth:`abandon`), with a warning."""
@@ -162,25 +174,45 @@ class EpochCommitter:
         with anyio.move_on_after(abandon_after.seconds):
             await self._done.wait()
         if not self._done.is_set() and self.abandon():
-            self._log.warning("the sink's commit did not end in time; abandoned, its epoch stays uncommitted")
+            self._log.warning("the sink's commit did not end in time; abandoned, its epoch stays uncommitted and the "
+                              "checkpoint stays claimed until its thread ends")
         await self._done.wait()
 
     def abandon(self) -> bool:
         """Perform nothing more and stop waiting for a sink's commit in progress (its thread runs on, unwaited).
 
-        Its epoch's commits entry is then never written: a restart commits the epoch again. A write of the
-        checkpoint already under way is not abandoned (it ends, then :meth:`run` does). Returns whether a sink's
+        Its epoch's commits entry is then never written: a restart commits the epoch again. A call that already
+        decided to write it is not abandoned (its write ends, then :meth:`run` does). Returns whether a sink's
         commit was abandoned.
         """
         self._discard = True
         with self._gate:
             self._abandoned = True
-            writing = self._writing
+            past_gate = self._past_gate
         call = self._sink_call
-        if writing or call is None:
+        if past_gate or call is None:
             return False
         call.cancel()
         return True
+
+    def release_when_abandoned_call_ends(self, release: Callable[[], None]) -> bool:
+        """If an abandoned sink's commit still runs on its thread, that thread calls ``release`` as it ends (blocking,
+        there) and this returns True; else False, and the caller releases.
+
+        The checkpoint's claim goes this way: until the abandoned commit ends, a restart (in this process or
+        another) is refused, so the commit cannot write into a sink the next run already reads or clears.
+        """
+        with self._gate:
+            if self._in_call and self._abandoned:
+                self._on_end = release
+                return True
+        return False
+
+    def _pass_gate(self) -> bool:
+        # On the sink's thread, after its commit: whether its epoch's commits entry is still to be written.
+        with self._gate:
+            self._past_gate = not self._abandoned
+            return self._past_gate
 
     # -- performing, in order --
 
@@ -232,14 +264,17 @@ class EpochCommitter:
         checkpoint, retain = self._checkpoint, self._options.min_batches_to_retain
 
         def commit() -> tuple[float, float] | None:
-            started = _time.perf_counter()
-            plan.sink.commit_epoch(epoch, action.messages)  # the sink first: a crash between keeps the data
-            sink_done = _time.perf_counter()
             with self._gate:
                 if self._abandoned:
-                    return None  # the stop went on without this commit: the epoch stays uncommitted
-                self._writing = True
+                    return None  # abandoned before its thread took it: nothing is written
+                self._in_call = True
+                self._past_gate = False
             try:
+                started = _time.perf_counter()
+                plan.sink.commit_epoch(epoch, action.messages)  # the sink first: a crash between keeps the data
+                sink_done = _time.perf_counter()
+                if not self._pass_gate():
+                    return None  # the stop went on without this commit: the epoch stays uncommitted
                 if checkpoint is not None:
                     if not checkpoint.commits.add(epoch, CommitMetadata(0)):
                         raise concurrent_log_update_error(epoch, checkpoint.commits.path_of(epoch))
@@ -247,10 +282,16 @@ class EpochCommitter:
                         threshold = epoch + 1 - retain
                         checkpoint.offsets.purge(threshold)
                         checkpoint.commits.purge(threshold)
+                return (sink_done - started) * 1000, (_time.perf_counter() - sink_done) * 1000
             finally:
                 with self._gate:
-                    self._writing = False
-            return (sink_done - started) * 1000, (_time.perf_counter() - sink_done) * 1000
+                    self._in_call = False
+                    on_end, self._on_end = self._on_end, None
+                if on_end is not None:
+                    try:
+                        on_end()
+                    except Exception:  # nobody waits for this thread: the failure is logged here
+                        self._log.exception("releasing the checkpoint after an abandoned sink commit failed")
 
         # Shielded, as a thread call that waits for its thread is: only abandon() ends the wait early.
         timed = None

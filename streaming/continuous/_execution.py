@@ -22,7 +22,6 @@ import attrs
 
 from listeners import DEFAULT_LISTENER_EXIT_TIMEOUT, QueryStarted, QueryTerminated, StreamingListenerBus
 from scheduler import (
-    CheckpointClaim,
     CheckpointPath,
     Clock,
     Duration,
@@ -254,9 +253,10 @@ class ContinuousExecution:
             registration.add_manager_listeners(self.listener_bus)
             await tg.start(self.listener_bus.run)
             registration.claim_name(self.name)
-            opened: OpenedRun = await anyio.to_thread.run_sync(open_run, plan, self.launcher, self.checkpoint_location,
-                                                               self._claim_checkpoint, self._log,
-                                                               self.options.epoch_backlog_queue_size)
+            # The claim is taken on the start's worker thread; the registration keeps it, so a failed start gives it up.
+            claim = functools.partial(registration.claim_checkpoint, run_id=self.run_id)
+            opened: OpenedRun = await anyio.to_thread.run_sync(open_run, plan, self.launcher, self.checkpoint_location, claim,
+                                                               self._log, self.options.epoch_backlog_queue_size)
             resume = opened.resume
             self.query_id = resume.query_id
             registration.claim_id(resume.query_id)  # a copy of an active query's checkpoint is refused
@@ -311,9 +311,10 @@ class ContinuousExecution:
         self._log.info("continuous query started", epoch=resume.start_epoch, partitions=plan.num_partitions,
                        bind_host=bind_host, port=port)
 
-    def _claim_checkpoint(self, location: CheckpointPath) -> CheckpointClaim:
-        # Blocking, on the start's worker thread; the registration keeps it, so a start that fails later gives it up.
-        return self._registration.claim_checkpoint(location, self.run_id)
+    def _tasks_ended(self) -> bool:
+        # The tasks ended and every frame they sent was read (their connections are closed): nothing more can come.
+        done, server = self._tasks_done, self._server
+        return done is not None and done.is_set() and (server is None or server.open_connections == 0)
 
     # -- epochs and tasks --
 
@@ -405,16 +406,8 @@ class ContinuousExecution:
                 final = coordinator.increment_epoch()  # the tasks close the epoch they are in, then end
                 committer.epoch_started(final, self.clock.now().milliseconds)
 
-                async def closed() -> None:
-                    while committer.last_committed_epoch < final - 1 and core.error is None:
-                        assert self._tasks_done is not None
-                        # The tasks ended and every frame they sent was read (their connections are
-                        # closed) and performed: nothing more can come.
-                        open_connections = 0 if self._server is None else self._server.open_connections
-                        if self._tasks_done.is_set() and open_connections == 0 and committer.idle:
-                            return
-                        await core.wait_changed()
-
+                closed = functools.partial(committer.wait_last_epoch, final, self._tasks_ended, core.wait_changed,
+                                           lambda: core.error is not None)
                 closed_in_time = False
                 with hurried:
                     closed_in_time = await run_with_timeout(self.clock, self.graceful_stop_timeout, closed)
@@ -459,6 +452,8 @@ class ContinuousExecution:
                 await self._tasks_done.wait()
         if committer is not None:
             await committer.finish(self.abandon_after)
+            # A sink's commit abandoned by it may still write: the checkpoint stays claimed until it ends.
+            self._registration.defer_claim(committer.release_when_abandoned_call_ends)
 
     async def _finish(self) -> None:
         core = self._core

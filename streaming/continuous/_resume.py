@@ -77,7 +77,7 @@ def open_run(plan: ContinuousPlan, launcher: TaskLauncher, location: CheckpointP
         if earlier is not None:
             raise InvalidPipelineError(
                 f"{plan.sink.description()} holds the epochs of an earlier run (up to {earlier}), and this query has no "
-                "checkpoint to continue from: pass the checkpoint location of that run, or write to an empty directory")
+                "checkpoint to continue from: pass the checkpoint location of that run, or give this query an empty sink")
         resume = Resume(uuid.uuid4(), 0, initial_offsets(plan), None)
     else:
         held = claim(location)

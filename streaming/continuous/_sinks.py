@@ -180,18 +180,12 @@ class MemorySink(ContinuousSink):
         with self._lock:
             self._epochs[epoch] = rows
 
-    def prepare(self, last_committed_epoch: int) -> None:
-        """Refuse a run that starts at epoch 0 while this sink holds an earlier run's epochs: it would overwrite them.
-
-        Raises:
-            InvalidPipelineError: the sink holds epochs and the run has no committed epoch to continue from.
-        """
+    def latest_committed_epoch(self) -> int | None:
+        """The newest epoch committed to it: a run starts after it (the epoch and its rows are added at once, so the
+        sink's record is exact, as a ``FileSink``'s), and a run of another query, or one without a checkpoint, is
+        refused instead of replacing its rows."""
         with self._lock:
-            held = max(self._epochs, default=None)
-        if held is not None and last_committed_epoch < 0:
-            raise InvalidPipelineError(
-                f"MemorySink holds the epochs of an earlier run (up to {held}), and this query starts at epoch 0, whose "
-                "rows would replace them: give the query a new MemorySink, or restart the earlier query from its checkpoint")
+            return max(self._epochs, default=None)
 
     def rows(self) -> list[Any]:
         """Every committed row, epoch by epoch."""

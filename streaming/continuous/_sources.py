@@ -158,8 +158,8 @@ class RateSource(ContinuousSource):
         value, at = offset["value"], offset["runTimestampMs"]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value % self._partitions != partition:
             return f"has a value that is not one of partition {partition}'s of {self._partitions} partitions"
-        if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
-            return "has a runTimestampMs that is not a finite number"
+        if isinstance(at, bool) or not isinstance(at, (int, float)) or abs(at) >= 2**63 or not math.isfinite(at):
+            return "has a runTimestampMs that is not a finite number of milliseconds"
         return None
 
     def open_reader(self, partition: int, offset: Any) -> PartitionReader:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Protocol
+from typing import Callable, Protocol
 
 import anyio
 import anyio.to_thread
@@ -228,6 +228,13 @@ class QueryRegistration:
     def claim_id(self, query_id: uuid.UUID) -> None:
         """See :meth:`QueryRegistry.claim_id`."""
         self._registry.claim_id(self._runtime, query_id)
+
+    def defer_claim(self, take: Callable[[Callable[[], None]], bool]) -> None:
+        """Offer the checkpoint's release to ``take``, which returns whether it will call it later (an abandoned thread
+        that may still write there, as it ends); if it does, :meth:`release` leaves the checkpoint to it."""
+        claim = self._claim
+        if claim is not None and take(claim.release):
+            self._claim = None
 
     async def release(self, *, terminated: bool = False, death: BaseException | None = None) -> None:
         """Give up the checkpoint, then the name and id; with ``terminated``, report the termination and its death cause.

@@ -230,3 +230,18 @@ def test_a_reader_that_went_away_ends_it_quietly_with_sigpipes_status(tmp_path: 
     finally:
         os.close(write_end)
     assert (done.returncode, done.stderr.decode()) == (141, "")
+
+
+def test_a_reader_that_went_away_ends_a_buffered_run_quietly_too(tmp_path: Path) -> None:
+    """Without PYTHONUNBUFFERED, stdout to a pipe is written at the flush: status 141 and no 'Exception ignored' line."""
+    make_checkpoint(tmp_path / "ck")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    try:
+        done = subprocess.run([sys.executable, "-c", "import sys; from streaming._cli import main; sys.exit(main(sys.argv[1:]))",
+                               "checkpoint", str(tmp_path / "ck"), "--json"], stdout=write_end, stderr=subprocess.PIPE,
+                              cwd=ROOT, env=environment, timeout=120, check=False)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr.decode()) == (141, "")

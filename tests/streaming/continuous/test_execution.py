@@ -19,7 +19,15 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from listeners import QueryProgress, QueryStarted, QueryTerminated
-from scheduler import ManualClock, Milliseconds, StreamingQueryException
+from scheduler import (
+    CheckpointError,
+    ConcurrentCheckpointUpdateError,
+    ManualClock,
+    Milliseconds,
+    StreamingQueryException,
+    as_checkpoint_path,
+    checkpoint_claims,
+)
 from streaming import StreamingContextState
 from streaming.continuous import (
     EPOCH_QUEUE_EXCEEDED,
@@ -511,9 +519,10 @@ async def test_a_task_failing_while_the_query_starts_fails_the_start() -> None:
             await query.await_termination()
 
 
-async def test_a_memory_sink_holding_an_earlier_runs_epochs_is_refused_by_a_run_from_epoch_0(tmp_path: Path) -> None:
+async def test_a_memory_sink_holding_an_earlier_runs_epochs_is_refused_by_another_query(tmp_path: Path) -> None:
     """A second query given the first one's MemorySink would replace its epochs 0, 1, ... with its own rows: refused
-    before anything is written, the first run's rows kept; the first query's restart from its checkpoint goes on."""
+    before anything is written (without a checkpoint, and with a checkpoint of its own), the first run's rows kept; the
+    first query's restart from its checkpoint goes on after epoch 1."""
     sink = MemorySink()
     async with Harness(tmp_path, sink=sink) as h:
         await complete_epochs(h, 2)
@@ -524,11 +533,40 @@ async def test_a_memory_sink_holding_an_earlier_runs_epochs_is_refused_by_a_run_
                                 clock=ManualClock(0))
     async with fresh:
         with pytest.raises(ValueError, match=r"^MemorySink holds the epochs of an earlier run \(up to 1\), and this query "
-                                             r"starts at epoch 0"):
+                                             r"has no checkpoint to continue from"):
             await fresh.start()
+    other = ContinuousExecution(ContinuousStream(CountingSource()).to(sink), Continuous(1000), launcher=ScriptedLauncher(),
+                                clock=ManualClock(0), checkpoint_location=tmp_path / "other")
+    async with other:
+        with pytest.raises(CheckpointError, match="the sink committed epoch 0 but the checkpoint has no offsets for it"):
+            await other.start()
     assert sink.epochs() == kept
     async with Harness(tmp_path, sink=sink) as again:  # the same query, from its checkpoint: after epoch 1
         assert again.query.last_committed_epoch == 1
+
+
+async def test_an_abandoned_commit_keeps_the_checkpoint_claimed_until_its_thread_ends(tmp_path: Path) -> None:
+    """The stop abandons epoch 0's held commit: a restart meanwhile is refused (the commit could still write into the
+    sink the restart reads); once the held commit ends (the sink took epoch 0, the commits log did not), the restart
+    takes epoch 0 from the sink's record and goes on after it: epoch 0 committed once."""
+    sink = HeldSink()
+    with anyio.fail_after(HANG_GUARD_S):
+        async with Harness(tmp_path, sink=sink, abandon_after=Milliseconds(50)) as h:
+            await complete_epochs(h, 1)
+            await anyio.to_thread.run_sync(sink.entered.wait, HANG_GUARD_S)
+            await h.query.stop()
+        early = Harness(tmp_path, sink=sink)
+        async with early.query:
+            with pytest.raises(ConcurrentCheckpointUpdateError):
+                await early.query.start()
+        sink.release.set()
+        await anyio.to_thread.run_sync(sink.returned.wait, HANG_GUARD_S)
+        await wait_until(lambda: checkpoint_claims.holder(as_checkpoint_path(tmp_path / "ckpt")) is None)
+        assert not (tmp_path / "ckpt/commits/0").exists()
+        async with Harness(tmp_path, sink=sink) as again:
+            assert again.query.last_committed_epoch == 0
+            assert (tmp_path / "ckpt/commits/0").exists()
+    assert sink.epochs() == {0: ["p0e0", "p1e0"]}
 
 
 async def test_a_file_sink_with_epochs_of_an_earlier_run_needs_its_checkpoint(tmp_path: Path) -> None:
@@ -622,7 +660,8 @@ async def test_a_sink_commit_that_does_not_end_is_abandoned_by_the_stop_and_its_
             await anyio.to_thread.run_sync(sink.entered.wait, HANG_GUARD_S)
             await h.query.stop()
             assert h.query.state is StreamingContextState.STOPPED
-        assert "the sink's commit did not end in time; abandoned, its epoch stays uncommitted" in [e["event"] for e in logs]
+        assert ("the sink's commit did not end in time; abandoned, its epoch stays uncommitted and the checkpoint stays "
+                "claimed until its thread ends") in [e["event"] for e in logs]
         sink.release.set()
         await anyio.to_thread.run_sync(sink.returned.wait, HANG_GUARD_S)
     assert sorted(sink.epochs()) == [0]  # the sink's own commit went on, on its thread

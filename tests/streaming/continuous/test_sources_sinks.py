@@ -121,6 +121,8 @@ def test_offsets_merge_and_split_per_partition() -> None:
     (RateSource(10, 2), '{"0":{"value":0,"runTimestampMs":"now"},"1":{"value":3,"runTimestampMs":0}}',
      "has a runTimestampMs that is not a finite number"),
     (RateSource(10, 2), '{"0":{"value":0},"1":{"value":3,"runTimestampMs":0}}', "is not a rate offset"),
+    (RateSource(10, 2), '{"0":{"value":0,"runTimestampMs":1' + '0' * 400 + '},"1":{"value":3,"runTimestampMs":0}}',
+     "has a runTimestampMs that is not a finite number"),
 ])
 def test_an_offset_a_source_cannot_start_at_is_refused_at_the_restart(source: Any, line: str, problem: str) -> None:
     """Each partition's offset from the checkpoint is checked before a task opens a reader at it: a clear error naming

@@ -174,3 +174,16 @@ def test_a_checksummed_delta_that_names_a_function_is_damage_and_runs_nothing(tm
     assert str(info.value).startswith(f"state store file {delta} is damaged: its changes cannot be unpickled "
                                       "(UnpicklingError('a state delta holds plain data only, not pathlib.Path")
     assert not mark.exists()
+
+
+def test_a_reader_that_went_away_ends_it_with_sigpipes_status_not_an_unreadable_file(tmp_path: Path,
+                                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """stdout's reader gone (`| head`): status 141, as `aiodstream checkpoint`, not 2 with '[Errno 32] Broken pipe'."""
+    root = make_store(tmp_path)
+
+    def gone(*args: Any, **kwargs: Any) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("streaming._cli_state._print_rows", gone)
+    monkeypatch.setattr("streaming._cli.os.dup2", lambda *args: None)  # leave pytest's stdout as it is
+    assert main(["state", str(root), "--operator", "0"]) == 141
