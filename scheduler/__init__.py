@@ -19,6 +19,7 @@ from ._errors import (
     StreamingQueryException,
     StreamingStateError,
     UnsupportedLogVersionError,
+    death_message,
 )
 from ._input_info import InputInfoTracker, StreamInputInfo
 from ._job import Job, is_async_callable
@@ -215,6 +216,7 @@ __all__ = [
     "StateOperatorProgress",
     "StreamingError",
     "StreamingQueryException",
+    "death_message",
     "StreamingQueryProgress",
     "StreamingQueryStatus",
     "StreamingStateError",

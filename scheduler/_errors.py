@@ -21,6 +21,7 @@ __all__ = [
     "StreamingQueryException",
     "StreamingStateError",
     "UnsupportedLogVersionError",
+    "death_message",
 ]
 
 
@@ -147,3 +148,9 @@ class ReplayError(StreamingError, RuntimeError):
     order, records missing after a restart); never silently worked around, since a batch that
     re-runs with other input is no longer exactly once.
     """
+
+
+def death_message(death: BaseException) -> str:
+    """What a query's status says it died of (``Terminated with exception: <this>``): the cause's message, as Spark's
+    status shows it, not the ``Query [id = ...] terminated with exception:`` text wrapped around it."""
+    return death.message if isinstance(death, StreamingQueryException) else redact_uri(str(death))

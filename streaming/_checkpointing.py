@@ -13,6 +13,7 @@ import uuid
 from typing import TYPE_CHECKING, Mapping
 
 from scheduler import (
+    WATERMARK_POLICY_KEY,
     CheckpointClaim,
     CheckpointError,
     CheckpointFileManager,
@@ -21,6 +22,7 @@ from scheduler import (
     ProgressTrackingOptions,
     checkpoint_claims,
     library_logger,
+    parse_watermark_policy,
     redact_uri,
     task_checkpoint_path,
     uri_scheme,
@@ -229,8 +231,12 @@ class ContextCheckpoint:
                 self._pending_spark_dir = str(directory)
             else:
                 self._own_spark_dir = self._set_spark_dir(str(directory))
-        if options is not None:
-            ProgressTrackingOptions.from_options(options)  # refused here, with the call that gave them
+        if options is not None:  # refused here, with the call that gave them
+            policy = WATERMARK_POLICY_KEY.lower()
+            ProgressTrackingOptions.from_options({k: v for k, v in options.items() if str(k).lower() != policy})
+            for key, value in options.items():
+                if str(key).lower() == policy:  # read by the query's tracker, as from the SparkConf
+                    parse_watermark_policy(value if isinstance(value, str) else repr(value))
             self.options = dict(options)
         self._env.graph.set_checkpoint_dir(self.location)
         return self.location

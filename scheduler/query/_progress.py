@@ -38,10 +38,14 @@ def format_timestamp(ms: int) -> str:
 
 
 def _rate(value: float) -> Decimal | None:
-    """A rate as Spark renders it: one decimal, rounded half up; NaN and infinities are left out."""
+    """A rate as Spark renders it: one decimal, rounded half up; NaN and infinities are left out.
+
+    Spark rounds the double's shortest decimal form (Scala's ``BigDecimal(d)`` reads ``Double.toString``), not its
+    exact binary value: 0.15 is 0.2, where the exact 0.1499999... would give 0.1.
+    """
     if value != value or value in (float("inf"), float("-inf")):
         return None
-    return Decimal(value).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+    return Decimal(repr(float(value))).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
 
 
 def _scalar(value: Any) -> str:

@@ -37,6 +37,7 @@ from scheduler import (
     SystemClock,
     Time,
     as_checkpoint_path,
+    death_message,
     format_timestamp,
     library_logger,
     redacted_traceback,
@@ -461,7 +462,7 @@ class ContinuousExecution:
         death = core.error
         try:
             with anyio.CancelScope(shield=True):
-                self._set_status("Stopped" if death is None else f"Terminated with exception: {death}")
+                self._set_status("Stopped" if death is None else f"Terminated with exception: {death_message(death)}")
                 # After the teardown (nothing more is written), and before QueryTerminated is posted.
                 await self._registration.release(terminated=was_active, death=death)
                 if was_active and self.query_id is not None:

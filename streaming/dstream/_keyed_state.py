@@ -37,7 +37,7 @@ import attrs
 
 from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError, StateOperatorProgress, StreamingError, Time, redact_uri
 
-from ..state import StateBehind, StateOperatorStats, StateStoreProvider, check_operator, keep_partition_count
+from ..state import StateBehind, StateOperatorStats, StateStoreProvider, check_operator, keep_partition_count, partition_hash
 from ._batch_stats import BatchStats, batch_stats
 from ._node import StreamNode
 from ._transforms import ForEachNode, stateful_upstream
@@ -353,9 +353,7 @@ class KeyedStateNode(StreamNode):
 
         def by_partition(is_initial: bool) -> Callable[[tuple[Any, Any]], tuple[int, tuple[Any, bool, Any]]]:
             def tag(kv: tuple[Any, Any]) -> tuple[int, tuple[Any, bool, Any]]:
-                from pyspark.rdd import portable_hash
-
-                return portable_hash(kv[0]) % partitions, (kv[0], is_initial, kv[1])
+                return partition_hash(kv[0]) % partitions, (kv[0], is_initial, kv[1])
 
             return tag
 

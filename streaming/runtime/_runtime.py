@@ -47,6 +47,7 @@ from scheduler import (
     SystemClock,
     Time,
     Trigger,
+    death_message,
     format_timestamp,
     library_logger,
     redacted_traceback,
@@ -417,7 +418,7 @@ class StreamingRuntime:
         death = error or tracker.failure
         if tracker.failure is not None and self._core.error is None:  # after the last trigger: no batch raised it
             self._core.error = _log_write_failed(tracker.failure)
-        tracker.set_status("Stopped" if death is None else f"Terminated with exception: {death}")
+        tracker.set_status("Stopped" if death is None else f"Terminated with exception: {death_message(death)}")
         terminated = tracker.query_id is not None and self.state is StreamingContextState.ACTIVE
         await self._registration.release(terminated=terminated, death=death)
         if terminated:

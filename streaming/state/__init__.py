@@ -30,6 +30,7 @@ from ._operator_stats import StateOperatorStats
 from ._partition_files import keep_partition_count
 from ._processor import ExpiredTimerInfo, StatefulProcessor, TimerValues
 from ._processor_errors import TimeMode, TransformWithStateError
+from ._processor_rows import partition_hash
 from ._processor_schema import record_schema
 from ._processor_state import ListState, MapState, StatefulProcessorHandle, ValueState
 from ._protocol import StateRow, VersionedStore
@@ -56,6 +57,7 @@ from ._transform import (
 )
 
 __all__ = [
+    "partition_hash",
     "BatchOutputs",
     "DUPLICATE_INITIAL_STATE",
     "EVENT_TIME_WITHOUT_WATERMARK",

@@ -27,6 +27,7 @@ The operator's state variables are recorded beside its partitions in ``state/<op
 from __future__ import annotations
 
 import pickle
+import sys
 from typing import Any
 
 import attrs
@@ -85,6 +86,28 @@ def key_bytes(key: Any) -> bytes:
     if kind is str or kind is int or kind is bytes:  # nothing in it can be met twice: the common keys, at once
         return pickle.dumps(key, protocol=5)
     return pickle.dumps(_canonical(key, set()), protocol=5)
+
+
+def partition_hash(key: Any) -> int:
+    """The hash that places a grouping key in a state partition: pyspark's ``portable_hash``, but a NaN is one key.
+
+    Since Python 3.10 ``hash(nan)`` is the object's id, so ``portable_hash`` sent equal NaN keys (alone or in a tuple)
+    to different partitions, each with a state of its own; here a NaN hashes to 0, as every NaN did before 3.10, and
+    Spark groups NaN as one key. Every other key hashes exactly as ``portable_hash`` (checkpoints keep their partitions).
+    """
+    if type(key) is float and key != key:
+        return 0
+    if isinstance(key, tuple):  # portable_hash's tuple hash, item by item through this one
+        h = 0x345678
+        for item in key:
+            h ^= partition_hash(item)
+            h *= 1000003
+            h &= sys.maxsize
+        h ^= len(key)
+        return -2 if h == -1 else int(h)
+    from pyspark.rdd import portable_hash
+
+    return int(portable_hash(key))
 
 
 def _canonical(value: Any, seen: set[int]) -> Any:

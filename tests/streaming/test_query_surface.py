@@ -444,7 +444,7 @@ def test_a_failed_batch_under_structured_semantics_terminates_the_query(spark_co
             assert "two is not allowed" in str(error.cause)
             assert (error.start_offset, error.end_offset) == ("[1]", "[2]")
             assert caught.value.message == error.message and isinstance(caught.value, PySparkStreamingQueryException)
-            assert ssc.status == {"message": f"Terminated with exception: {caught.value.args[0]}", "isDataAvailable": False,
+            assert ssc.status == {"message": "Terminated with exception: two is not allowed", "isDataAvailable": False,
                                   "isTriggerActive": False}
             with pytest.raises(PySparkStreamingQueryException):
                 await streams.await_any_termination()
@@ -513,6 +513,25 @@ def test_async_progress_tracking_for_a_dstream_program(spark_context: Any, tmp_p
         program(tmp_path / "e", {"asyncProgressTrackingEnable": True})
 
 
+def test_the_watermark_policy_is_an_option_of_checkpoint_as_documented(spark_context: Any, tmp_path: Path) -> None:
+    """checkpoint()'s options take spark.sql.streaming.multipleWatermarkPolicy (it was refused as an unknown option) and
+    the query's tracker runs with it; a value other than min or max is refused there, with Spark's message."""
+    ssc = StreamingContext(spark_context, 0.1)
+    ssc.queueStream([[1]], default=[]).foreachRDD(lambda rdd: None)
+    ssc.checkpoint(str(tmp_path / "ck"), options={"spark.sql.streaming.multipleWatermarkPolicy": "MAX"})
+    try:
+        ssc.start()
+        assert ssc.runtime.tracker is not None and ssc.runtime.tracker.watermarks.policy == "max"
+    finally:
+        ssc.stop(stopSparkContext=False)
+    other = StreamingContext(spark_context, 0.1)
+    try:
+        with pytest.raises(InvalidPipelineError, match=r"^\[INVALID_CONF_VALUE.REQUIREMENT\] The value 'middle'"):
+            other.checkpoint(str(tmp_path / "ck2"), options={"spark.sql.streaming.multipleWatermarkPolicy": "middle"})
+    finally:
+        other.stop(stopSparkContext=False)
+
+
 def test_a_listener_with_both_pyspark_interfaces_is_refused(spark_context: Any) -> None:
     from pyspark.streaming.listener import StreamingListener
 
@@ -571,6 +590,20 @@ def test_remove_streaming_listener_takes_a_pending_or_running_listener_off(spark
     ssc.removeStreamingListener(other)  # on the running bus, from this (non-loop) thread
     ssc.stop(stopSparkContext=False)
     assert listener.calls == [] and "terminated" not in other.kinds()
+
+
+@pytest.mark.parametrize(("rate", "rendered"), [(0.15, 0.2), (1.15, 1.2), (0.35, 0.4), (2.65, 2.7), (0.25, 0.3), (0.14, 0.1),
+                                               (3 / 20, 0.2), (7.0, 7.0)])
+def test_rates_are_rounded_half_up_from_their_shortest_decimal_form_as_spark_renders_them(rate: float,
+                                                                                         rendered: float) -> None:
+    """Spark 4.3's figures (its SourceProgress built on the JVM with the same doubles): 0.15 renders as 0.2, not as the
+    0.1 that rounding the double's exact binary value gives."""
+    source = SourceProgress("queue", "0", "1", "1", 3, rate, rate)
+    progress = StreamingQueryProgress(uuid.uuid4(), uuid.uuid4(), None, "2026-11-27T00:00:00.000Z", 1, 5,
+                                      {"triggerExecution": 5}, (source,), SinkProgress("out"))
+    for text in (progress.json(), progress.pretty_json()):
+        assert json.loads(text)["sources"][0]["inputRowsPerSecond"] == rendered
+        assert json.loads(text)["sources"][0]["processedRowsPerSecond"] == rendered
 
 
 @pytest.mark.parametrize(("rows", "rate"), [(3, math.inf), (0, math.nan)])

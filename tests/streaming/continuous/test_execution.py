@@ -358,7 +358,7 @@ async def test_a_failing_task_fails_the_query(tmp_path: Path) -> None:
         h.launcher.release.set()
         with pytest.raises(StreamingQueryException, match="terminated with exception: Continuous execution does not support task"):
             await h.query.await_termination()
-        assert h.query.status.message.startswith("Terminated with exception: Query [id = ")
+        assert h.query.status.message == "Terminated with exception: Continuous execution does not support task retry"
 
 
 async def test_restart_resumes_after_the_last_committed_epoch(tmp_path: Path) -> None:

@@ -335,6 +335,15 @@ def run_counts(sc: Any, directory: Path, batches: list[list[str]], *, input_part
     return rows, stages, ssc.runtime.recent_progress
 
 
+def test_nan_keys_are_one_group_with_one_state_as_spark_groups_them(spark_context: Any, tmp_path: Path) -> None:
+    """Each NaN of the input is its own object, and Python 3.10+ hashes a NaN by its id: the state partition is chosen by
+    a hash that takes every NaN as one key (Spark groups NaN as one), so the count grows 4, 8, 12 in one group."""
+    batches = [[float("nan")] * 4, [float("nan")] * 4, [float("nan")] * 4]
+    rows, _, _ = run_counts(spark_context, tmp_path / "ck", batches, input_partitions=2, partitions=4)
+    counts = [[count for part in batch for _, count in part] for batch in rows]
+    assert counts == [[4], [8], [12]]
+
+
 def test_a_single_partition_input_runs_every_state_partition_in_its_own_task(spark_context: Any, tmp_path: Path) -> None:
     """An input of one partition: one task, one stage, no shuffle; the rows and every partition's store as with a shuffle."""
     batches = [["a", "b", "c", "d", "e", "f"], ["a", "c"], []]

@@ -356,3 +356,18 @@ def test_event_times_are_datetimes_or_epoch_milliseconds() -> None:
         with pytest.raises(TypeError, match=r"^Event time must be defined on a window or a timestamp, but the event "
                                             rf"time of a record is of type {type(bad).__name__}"):
             event_time_ms(bad)
+
+
+def test_the_state_partition_hash_is_pysparks_but_takes_every_nan_as_one_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys keep the partitions pyspark's portable_hash gave them (checkpoints keep their state); a NaN, alone or in a
+    tuple, hashes the same whichever object it is (hash(nan) is the object's id since Python 3.10)."""
+    from pyspark.rdd import portable_hash
+
+    from streaming.state import partition_hash
+
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    for key in ["a", "", 1, -7, 2.5, -0.0, None, True, ("a", 1), ("a", (2, 3.5)), (), b"x"]:
+        assert partition_hash(key) == portable_hash(key), key
+    nans = [float("nan") for _ in range(3)]
+    assert {partition_hash(n) for n in nans} == {0}
+    assert len({partition_hash(("k", n)) for n in nans}) == 1
