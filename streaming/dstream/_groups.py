@@ -46,13 +46,23 @@ def check_output_mode(output_mode: object) -> None:
 
 def initial_groups(initial: Any) -> Any:
     """An initial state as the operator takes it: an RDD (a FrameRDD on Connect), or a list that the first batch
-    parallelizes (on the generation thread)."""
+    parallelizes (on the generation thread), checked now.
+
+    Raises:
+        InvalidPipelineError: an item of the list that is not a (key, state) pair.
+        ValueError: a key twice in the list (Spark's message), or a None state.
+    """
     from pyspark import RDD
 
     from ..connect import FrameRDD
 
     if initial is not None and not isinstance(initial, (RDD, FrameRDD)):
-        return list(initial)
+        pairs = list(initial)
+        for pair in pairs:
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise InvalidPipelineError(f"initialState must hold (key, state) pairs, got {pair!r}")
+        initial_state_by_key(pairs)  # a key twice or a None state: refused here, with the call, not by the first batch
+        return pairs
     return initial
 
 

@@ -335,6 +335,20 @@ def run_counts(sc: Any, directory: Path, batches: list[list[str]], *, input_part
     return rows, stages, ssc.runtime.recent_progress
 
 
+@pytest.mark.parametrize(("initial", "error", "message"), [
+    ([("a", 1), ("a", 2)], ValueError, "de-duplicate the initial state before passing it"),
+    ([("a", None)], ValueError, "the initial state of key 'a' is None"),
+    ([("a", 1), "b"], InvalidPipelineError, r"initialState must hold \(key, state\) pairs, got 'b'"),
+])
+def test_a_bad_initial_state_list_is_refused_at_the_call(spark_context: Any, initial: list[Any], error: type,
+                                                         message: str) -> None:
+    """Not by the first batch, inside a Spark job, and again by every batch after it."""
+    ssc = StreamingContext(spark_context, 1)
+    stream = ssc.queueStream([[]], default=[]).map(lambda k: (k, 1))
+    with pytest.raises(error, match=message):
+        stream.mapGroupsWithState(heartbeat, "NoTimeout", initialState=initial)
+
+
 def test_nan_keys_are_one_group_with_one_state_as_spark_groups_them(spark_context: Any, tmp_path: Path) -> None:
     """Each NaN of the input is its own object, and Python 3.10+ hashes a NaN by its id: the state partition is chosen by
     a hash that takes every NaN as one key (Spark groups NaN as one), so the count grows 4, 8, 12 in one group."""
