@@ -25,6 +25,7 @@ from scheduler import Clock, CorruptCheckpointError, Duration, InvalidDurationEr
 from . import inputs
 from ._active import ActiveContexts
 from ._checkpointing import ContextCheckpoint, refuse_pyspark_checkpoint, saved_graph, spark_context_for
+from ._listener_compat import in_query_listener, stop_after_callback
 from ._listeners import ContextListeners
 from ._manager import StreamingQueryManager, streams
 from ._query import StreamingQueryFace
@@ -316,9 +317,13 @@ class StreamingContext(StreamingQueryFace):
         already received first. Idempotent.
 
         Raises:
-            StreamingStateError: called from a listener callback, which the stop would wait for (pyspark's
-                refusal); the context goes on running.
+            StreamingStateError: called from a StreamingListener's callback, which the stop would wait for (pyspark's
+                refusal; a StreamingQueryListener's callback may stop it, as Spark's: after the callback returns).
         """
+        if in_query_listener():  # Spark lets a query listener stop its query; that stop waits for it: after the callback
+            host = self._host[0] if self._env.async_mode and self._host is not None else None
+            return stop_after_callback(functools.partial(self.stop, stopSparkContext, stopGraceFully), host,
+                                       functools.partial(self.stop_async, stopSparkContext, stopGraceFully))
         if self._bridge.in_loop_thread():
             raise StreamingStateError("Cannot stop StreamingContext within listener bus thread.")
         RuntimeCore.refuse_stop_from_listener()  # a plain listener's thread: refused before anything is undone

@@ -8,8 +8,11 @@ receives pyspark's own event objects, built from the events' JSON as pyspark bui
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
-from typing import Any, Callable
+import threading
+from typing import Any, Callable, Iterator
 
 from listeners import (
     HANDLER_NAMES,
@@ -430,6 +433,40 @@ def is_pyspark_query_listener(listener: object) -> bool:
     return all(callable(getattr(listener, name, None)) for name in ("onQueryStarted", "onQueryProgress", "onQueryTerminated"))
 
 
+_in_query_callback: contextvars.ContextVar[bool] = contextvars.ContextVar("aiodstream_query_callback", default=False)
+
+
+def in_query_listener() -> bool:
+    """Whether this runs inside a pyspark ``StreamingQueryListener``'s callback (on its listener's thread)."""
+    return _in_query_callback.get()
+
+
+@contextlib.contextmanager
+def _query_callback() -> Iterator[None]:
+    token = _in_query_callback.set(True)
+    try:
+        yield
+    finally:
+        _in_query_callback.reset(token)
+
+
+def stop_after_callback(stop: Callable[[], None], host: Any = None, stop_async: Callable[[], Any] | None = None) -> None:
+    """pyspark's ``StreamingQuery.stop()`` from a ``StreamingQueryListener`` callback, which Spark allows: the stop waits
+    for the listeners, this one's callback included, so it runs on a thread of its own and this returns at once.
+
+    ``host``: the event loop token of a context in ``async with``, whose ``stop_async`` runs there instead.
+    """
+    def run() -> None:
+        if host is None:
+            stop()
+        else:
+            import anyio.from_thread
+
+            anyio.from_thread.run(stop_async, token=host)  # type: ignore[arg-type]
+
+    threading.Thread(target=run, name="aiodstream-stop-from-query-listener").start()
+
+
 class PySparkQueryListenerAdapter(BusListener):
     """Lets a pyspark ``StreamingQueryListener`` receive query events as pyspark's own event objects.
 
@@ -447,15 +484,17 @@ class PySparkQueryListenerAdapter(BusListener):
         """pyspark's ``onQueryStarted``."""
         from pyspark.sql.streaming.listener import QueryStartedEvent
 
-        self.listener.onQueryStarted(QueryStartedEvent.fromJson(  # type: ignore[attr-defined]
-            {"id": str(event.id), "runId": str(event.run_id), "name": event.name, "timestamp": event.timestamp}))
+        with _query_callback():
+            self.listener.onQueryStarted(QueryStartedEvent.fromJson(  # type: ignore[attr-defined]
+                {"id": str(event.id), "runId": str(event.run_id), "name": event.name, "timestamp": event.timestamp}))
 
     def on_query_progress(self, event: QueryProgress) -> None:
         """pyspark's ``onQueryProgress``."""
         from pyspark.sql.streaming.listener import QueryProgressEvent
 
-        self.listener.onQueryProgress(QueryProgressEvent.fromJson(  # type: ignore[attr-defined]
-            {"progress": progress_for_pyspark(event.progress)}))
+        with _query_callback():
+            self.listener.onQueryProgress(QueryProgressEvent.fromJson(  # type: ignore[attr-defined]
+                {"progress": progress_for_pyspark(event.progress)}))
 
     def on_query_idle(self, event: QueryIdle) -> None:
         """pyspark's ``onQueryIdle`` (a no-op unless the listener overrides it)."""
@@ -463,15 +502,17 @@ class PySparkQueryListenerAdapter(BusListener):
 
         callback = getattr(self.listener, "onQueryIdle", None)
         if callable(callback):
-            callback(QueryIdleEvent.fromJson({"id": str(event.id), "runId": str(event.run_id), "timestamp": event.timestamp}))
+            with _query_callback():
+                callback(QueryIdleEvent.fromJson({"id": str(event.id), "runId": str(event.run_id), "timestamp": event.timestamp}))
 
     def on_query_terminated(self, event: QueryTerminated) -> None:
         """pyspark's ``onQueryTerminated``."""
         from pyspark.sql.streaming.listener import QueryTerminatedEvent
 
-        self.listener.onQueryTerminated(QueryTerminatedEvent.fromJson(  # type: ignore[attr-defined]
-            {"id": str(event.id), "runId": str(event.run_id), "exception": event.exception,
-             "errorClassOnException": event.error_class_on_exception}))
+        with _query_callback():
+            self.listener.onQueryTerminated(QueryTerminatedEvent.fromJson(  # type: ignore[attr-defined]
+                {"id": str(event.id), "runId": str(event.run_id), "exception": event.exception,
+                 "errorClassOnException": event.error_class_on_exception}))
 
     def __repr__(self) -> str:
         return f"<PySparkQueryListenerAdapter {self.listener!r}>"

@@ -31,7 +31,7 @@ from scheduler import (
 from streaming import StreamingContext, streams
 from streaming._listener_compat import PySparkQueryListenerAdapter
 from streaming._manager import pyspark_progress
-from tests.anyio_support import BACKENDS, settle
+from tests.anyio_support import BACKENDS, HANG_GUARD_S, settle
 from tests.streaming.test_spark_integration import spark_conf
 from tests.support import advance, run_dstream_batches
 
@@ -530,6 +530,37 @@ def test_the_watermark_policy_is_an_option_of_checkpoint_as_documented(spark_con
             other.checkpoint(str(tmp_path / "ck2"), options={"spark.sql.streaming.multipleWatermarkPolicy": "middle"})
     finally:
         other.stop(stopSparkContext=False)
+
+
+def test_a_query_listener_may_stop_its_query_as_sparks_may(spark_context: Any) -> None:
+    """pyspark's StreamingQueryListener calling stop() in onQueryProgress: the query stops (the stop runs once the
+    callback returned, as it waits for the listeners) and onQueryTerminated follows; it used to be refused with
+    pyspark.streaming's 'Cannot stop StreamingContext within listener bus thread.'"""
+    heard: list[Any] = []
+    stopped = threading.Event()
+    ssc = StreamingContext(spark_context, 0.1)
+
+    class StopsIt(StreamingQueryListener):  # type: ignore[misc]
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            if not heard:
+                heard.append(ssc.stop(stopSparkContext=False))  # returns at once: None
+
+        def onQueryTerminated(self, event: Any) -> None:
+            heard.append(("terminated", event.exception))
+            stopped.set()
+
+    ssc.addStreamingListener(StopsIt())
+    ssc.queueStream([[1], [2]], default=[]).foreachRDD(lambda rdd: rdd.count())
+    ssc.start()
+    try:
+        assert ssc.awaitTerminationOrTimeout(HANG_GUARD_S)
+        assert stopped.wait(HANG_GUARD_S)
+        assert heard == [None, ("terminated", None)] and not ssc.isActive and ssc.exception() is None
+    finally:
+        ssc.stop(stopSparkContext=False)
 
 
 def test_a_listener_with_both_pyspark_interfaces_is_refused(spark_context: Any) -> None:
