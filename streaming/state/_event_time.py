@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any, Callable
 
-__all__ = ["event_time_ms", "event_time_us"]
+__all__ = ["event_time_ms", "event_time_us", "is_late"]
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -41,3 +42,26 @@ def event_time_us(value: object) -> int:
         moment = value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
         return (moment - _EPOCH) // datetime.timedelta(microseconds=1)
     return event_time_ms(value) * 1000
+
+
+def is_late(event_time: Callable[[Any], Any], late_us: int) -> Callable[[Any], bool]:
+    """Whether an operator's input value is late: its event time (``event_time`` of it) at or before ``late_us``.
+
+    The function is the watermark's (``withWatermark``'s, applied to the operator's values: a map between the two
+    changes what it reads) or the operator's own ``eventTime=``. What it raises, or returns that is no event time,
+    comes out naming both, with the record's type, instead of as a bare error inside the task.
+
+    Raises:
+        TypeError: the function raised, or returned something other than a datetime or epoch milliseconds.
+    """
+    def late(value: Any) -> bool:
+        try:
+            return event_time_us(event_time(value)) <= late_us
+        except Exception as exc:
+            raise TypeError(
+                f"cannot read the event time of the operator's input value of type {type(value).__name__} "
+                f"({type(exc).__name__}: {exc}): the watermark's function (withWatermark) is applied to the values the "
+                "operator receives; if they are not the records it was given (a map between them), pass the operator "
+                "eventTime=, a function of its value") from exc
+
+    return late

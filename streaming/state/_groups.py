@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from ._event_time import event_time_us
+from ._event_time import is_late
 from ._group_state import NO_TIMESTAMP, GroupState, GroupStateTimeout
 from ._operator_stats import StateOperatorStats
 from ._partition_batch import group_by_key, run_committed
@@ -156,8 +156,7 @@ def run_partition(
     watermark = eviction_watermark_ms if spec.watermark_present else NO_TIMESTAMP
     event_time = spec.event_time
     late_us = late_watermark_ms * 1000  # Spark compares at microsecond precision
-    grouped, dropped = group_by_key(records, (lambda value: event_time_us(event_time(value)) <= late_us)
-                                    if drop_late and event_time is not None else None)
+    grouped, dropped = group_by_key(records, is_late(event_time, late_us) if drop_late and event_time is not None else None)
     if initial:
         for encoded, (key, value) in initial.items():
             store.put(encoded, pickle.dumps(value, protocol=5), NO_TIMESTAMP)

@@ -27,7 +27,7 @@ import attrs
 
 from scheduler import InvalidPipelineError
 
-from ._event_time import event_time_us
+from ._event_time import is_late
 from ._operator_stats import StateOperatorStats
 from ._partition_batch import group_by_key, run_committed
 from ._processor import ExpiredTimerInfo, StatefulProcessor, TimerValues
@@ -178,8 +178,7 @@ def run_transform_partition(
     drop_late = spec.time_mode == TimeMode.EVENT_TIME and spec.watermark_present and spec.event_time is not None
     event_time = spec.event_time
     late_us = late_watermark_ms * 1000  # Spark compares at microsecond precision
-    grouped, dropped = group_by_key(records, (lambda row: event_time_us(event_time(row)) <= late_us)
-                                    if drop_late and event_time is not None else None)
+    grouped, dropped = group_by_key(records, is_late(event_time, late_us) if drop_late and event_time is not None else None)
     initial = initial if initial and store.version == 0 else {}
 
     outputs: list[Any] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -227,6 +228,18 @@ def test_event_time_timeouts_use_the_watermark_and_only_they_drop_late_rows(tmp_
     with pytest.raises(GroupsWithStateError) as info:
         runs.run([("c", ("c", 25_000 - 10_001))], 3, eviction=25_000, late=0)
     assert "INVALID_TIMEOUT_TIMESTAMP" in str(info.value.__cause__)  # a timeout before the watermark: refused
+
+
+@pytest.mark.parametrize(("value", "cause"), [(12.5, "TypeError: 'float' object is not subscriptable"),
+                                              (("a", "noon"), "TypeError: Event time must be defined on a window")])
+def test_an_event_time_that_cannot_be_read_names_the_function_that_reads_it(tmp_path: Path, value: Any,
+                                                                            cause: str) -> None:
+    """The watermark's function applied to a value it was not written for (a map between them): the error says whose
+    function it is and how to give the operator its own (eventTime=), not a bare TypeError inside the task."""
+    spec = GroupsWithStateSpec(sessions, True, "EventTimeTimeout", True, event_time=lambda record: record[1])
+    with pytest.raises(TypeError, match=rf"^cannot read the event time of the operator's input value of type "
+                                        rf"{type(value).__name__} \({re.escape(cause)}.*pass the operator eventTime="):
+        Batches(tmp_path, spec).run([("a", value)], 1, eviction=0, late=0)
 
 
 def test_late_rows_are_judged_in_microseconds(tmp_path: Path) -> None:
