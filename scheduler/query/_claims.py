@@ -68,6 +68,8 @@ class CheckpointClaim:
         claim_id: a random id, written with the holder record.
         guarantee: the cross-process hold's (see :class:`~scheduler.CheckpointLock`), or
             ``None`` before it is taken.
+        kept_until: set when the owner stopped but keeps the claim until something of its run ends
+            (what, for the refusal of another query meanwhile).
     """
 
     def __init__(self, registry: CheckpointClaims, key: str, location: CheckpointPath, owner: object) -> None:
@@ -79,6 +81,7 @@ class CheckpointClaim:
         self.claim_id = uuid.uuid4()
         self._lock: CheckpointLock | None = None
         self._released = False
+        self.kept_until: str | None = None
 
     @property
     def guarantee(self) -> str | None:
@@ -133,6 +136,9 @@ class CheckpointClaims:
             if held is not None:
                 if held.owner is owner and not held._released:
                     return held
+                if held.kept_until is not None:
+                    raise concurrent_use_error(location, f"{held.owner!r} stopped but keeps it until {held.kept_until}; "
+                                                         "start again once that has ended, or use another checkpoint location")
                 raise concurrent_use_error(location, f"{held.owner!r} is active on it in this process; stop that query "
                                                      "first, or use another checkpoint location")
             claim = CheckpointClaim(self, key, location, owner)

@@ -454,7 +454,7 @@ class ContinuousExecution:
         if committer is not None:
             await committer.finish(self.abandon_after)
             # A sink's commit abandoned by it may still write: the checkpoint stays claimed until it ends.
-            self._registration.defer_claim(committer.release_when_abandoned_call_ends)
+            self._registration.defer_claim(committer.release_when_abandoned_call_ends, "the sink's commit its stop abandoned ends")
 
     async def _finish(self) -> None:
         core = self._core

@@ -8,7 +8,7 @@ accumulator) is ``_keyed_state``'s.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from scheduler import BatchWatermarks, InvalidPipelineError
 
@@ -49,7 +49,8 @@ def initial_groups(initial: Any) -> Any:
     parallelizes (on the generation thread), checked now.
 
     Raises:
-        InvalidPipelineError: an item of the list that is not a (key, state) pair.
+        InvalidPipelineError: an iterator (the saved program could not keep it), an item that is not a (key, state)
+            pair, or a key that cannot be hashed.
         ValueError: a key twice in the list (Spark's message), or a None state.
     """
     from pyspark import RDD
@@ -57,10 +58,18 @@ def initial_groups(initial: Any) -> Any:
     from ..connect import FrameRDD
 
     if initial is not None and not isinstance(initial, (RDD, FrameRDD)):
-        pairs = list(initial)
-        for pair in pairs:
-            if not isinstance(pair, tuple) or len(pair) != 2:
+        if isinstance(initial, Iterator):  # the saved program keeps the argument: it must survive pickling
+            raise InvalidPipelineError(f"initialState must be an RDD or a list of (key, state) pairs, got {initial!r}: pass "
+                                       "list(...) of it")
+        pairs = []
+        for pair in initial:
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                 raise InvalidPipelineError(f"initialState must hold (key, state) pairs, got {pair!r}")
+            try:
+                hash(pair[0])
+            except TypeError:
+                raise InvalidPipelineError(f"initialState's key {pair[0]!r} cannot be hashed: a grouping key must be") from None
+            pairs.append(tuple(pair))
         initial_state_by_key(pairs)  # a key twice or a None state: refused here, with the call, not by the first batch
         return pairs
     return initial

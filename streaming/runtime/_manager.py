@@ -229,11 +229,13 @@ class QueryRegistration:
         """See :meth:`QueryRegistry.claim_id`."""
         self._registry.claim_id(self._runtime, query_id)
 
-    def defer_claim(self, take: Callable[[Callable[[], None]], bool]) -> None:
+    def defer_claim(self, take: Callable[[Callable[[], None]], bool], until: str) -> None:
         """Offer the checkpoint's release to ``take``, which returns whether it will call it later (an abandoned thread
-        that may still write there, as it ends); if it does, :meth:`release` leaves the checkpoint to it."""
+        that may still write there, as it ends); if it does, :meth:`release` leaves the checkpoint to it, and another
+        query refused meanwhile is told it is kept ``until`` (what has to end)."""
         claim = self._claim
         if claim is not None and take(claim.release):
+            claim.kept_until = until
             self._claim = None
 
     async def release(self, *, terminated: bool = False, death: BaseException | None = None) -> None:

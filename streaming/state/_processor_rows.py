@@ -26,6 +26,7 @@ The operator's state variables are recorded beside its partitions in ``state/<op
 
 from __future__ import annotations
 
+import numbers
 import pickle
 import sys
 from typing import Any
@@ -92,10 +93,12 @@ def partition_hash(key: Any) -> int:
     """The hash that places a grouping key in a state partition: pyspark's ``portable_hash``, but a NaN is one key.
 
     Since Python 3.10 ``hash(nan)`` is the object's id, so ``portable_hash`` sent equal NaN keys (alone or in a tuple)
-    to different partitions, each with a state of its own; here a NaN hashes to 0, as every NaN did before 3.10, and
-    Spark groups NaN as one key. Every other key hashes exactly as ``portable_hash`` (checkpoints keep their partitions).
+    to different partitions, each with a state of its own; here a NaN (a float, numpy's, a complex or a ``Decimal``
+    one) hashes to 0, as every float NaN did before 3.10, and Spark groups NaN as one key. Every other key hashes
+    exactly as ``portable_hash`` (checkpoints keep their partitions).
     """
-    if type(key) is float and key != key:
+    kind = type(key)
+    if kind is not str and kind is not int and (kind is float or isinstance(key, numbers.Number)) and _is_nan(key):
         return 0
     if isinstance(key, tuple):  # portable_hash's tuple hash, item by item through this one
         h = 0x345678
@@ -108,6 +111,15 @@ def partition_hash(key: Any) -> int:
     from pyspark.rdd import portable_hash
 
     return int(portable_hash(key))
+
+
+def _is_nan(number: Any) -> bool:
+    # A float (or a subclass: numpy.float64), numpy's float32, a complex or a Decimal NaN; a signalling Decimal NaN
+    # refuses to be compared: it is one too.
+    try:
+        return bool(number != number)
+    except Exception:
+        return True
 
 
 def _canonical(value: Any, seen: set[int]) -> Any:

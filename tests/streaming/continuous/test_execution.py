@@ -557,7 +557,8 @@ async def test_an_abandoned_commit_keeps_the_checkpoint_claimed_until_its_thread
             await h.query.stop()
         early = Harness(tmp_path, sink=sink)
         async with early.query:
-            with pytest.raises(ConcurrentCheckpointUpdateError):
+            with pytest.raises(ConcurrentCheckpointUpdateError, match="stopped but keeps it until the sink's commit its "
+                                                                      "stop abandoned ends; start again once that has ended"):
                 await early.query.start()
         sink.release.set()
         await anyio.to_thread.run_sync(sink.returned.wait, HANG_GUARD_S)

@@ -339,6 +339,8 @@ def run_counts(sc: Any, directory: Path, batches: list[list[str]], *, input_part
     ([("a", 1), ("a", 2)], ValueError, "de-duplicate the initial state before passing it"),
     ([("a", None)], ValueError, "the initial state of key 'a' is None"),
     ([("a", 1), "b"], InvalidPipelineError, r"initialState must hold \(key, state\) pairs, got 'b'"),
+    ((pair for pair in [("a", 1)]), InvalidPipelineError, r"initialState must be an RDD or a list .*pass list\(\.\.\.\)"),
+    ([(["x"], 1)], InvalidPipelineError, r"initialState's key \['x'\] cannot be hashed"),
 ])
 def test_a_bad_initial_state_list_is_refused_at_the_call(spark_context: Any, initial: list[Any], error: type,
                                                          message: str) -> None:
@@ -347,6 +349,20 @@ def test_a_bad_initial_state_list_is_refused_at_the_call(spark_context: Any, ini
     stream = ssc.queueStream([[]], default=[]).map(lambda k: (k, 1))
     with pytest.raises(error, match=message):
         stream.mapGroupsWithState(heartbeat, "NoTimeout", initialState=initial)
+
+
+def test_initial_state_pairs_may_be_lists_as_before(spark_context: Any, tmp_path: Path) -> None:
+    """Two-item lists (from JSON, say) are pairs, as on the RDD path."""
+    clock = ManualClock(0)
+    ssc = StreamingContext(spark_context, INTERVAL_MS / 1000, clock=clock)
+    stream = ssc.queueStream([spark_context.parallelize(["a", "b"], 1)], oneAtATime=True)
+    counts = stream.map(lambda k: (k, 1)).flatMapGroupsWithState(count_values, "update", "NoTimeout",
+                                                                 initialState=[["a", 10], ("b", 2)])
+    rows: list[Any] = []
+    counts.foreachRDD(lambda rdd: rows.append(sorted(rdd.collect())))
+    ssc.checkpoint(str(tmp_path / "ck"))
+    assert run_dstream_batches(ssc, clock, 1) == []
+    assert rows == [[("a", 11), ("b", 3)]]
 
 
 def test_nan_keys_are_one_group_with_one_state_as_spark_groups_them(spark_context: Any, tmp_path: Path) -> None:

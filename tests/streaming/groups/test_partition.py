@@ -384,3 +384,12 @@ def test_the_state_partition_hash_is_pysparks_but_takes_every_nan_as_one_key(mon
     nans = [float("nan") for _ in range(3)]
     assert {partition_hash(n) for n in nans} == {0}
     assert len({partition_hash(("k", n)) for n in nans}) == 1
+    import decimal
+
+    import numpy
+
+    for nan in (numpy.float64("nan"), numpy.float32("nan"), complex(float("nan"), 0), decimal.Decimal("NaN"),
+                decimal.Decimal("sNaN")):
+        assert partition_hash(nan) == 0 and partition_hash(("k", nan)) == partition_hash(("k", float("nan"))), nan
+    for number in (numpy.float64(2.5), numpy.int64(7), decimal.Decimal("1.5"), complex(1, 2)):
+        assert partition_hash(number) == portable_hash(number), number
