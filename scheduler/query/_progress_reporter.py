@@ -100,6 +100,9 @@ class ProgressReporter:
         self._status_record: StreamingQueryStatus | None = None
         self.last_trigger_start: int | None = None
         self._last_no_execution_progress: int | None = None  # None: Spark's Long.MinValue
+        # The outputs of the last batch reported: an idle trigger's progress names them as its sink, as Spark names the
+        # query's sink (before any batch of this run it cannot: "no outputs").
+        self._sink = "no outputs"
 
     def set_status(self, message: str, data_available: bool = False, trigger_active: bool = False) -> None:
         """Set the status (several times a batch: the record is made when :attr:`status` is read)."""
@@ -133,7 +136,7 @@ class ProgressReporter:
         self._last_no_execution_progress = end_at
         # What the report needs of the JobSet, taken now: the ring must not hold the batch's jobs
         # (their functions hold the batch's RDDs) for as long as it keeps the report.
-        sink = ", ".join([job.name for job in job_set.jobs]) or "no outputs"
+        sink = self._sink = ", ".join([job.name for job in job_set.jobs]) or "no outputs"
         get = self.ring.add_deferred(functools.partial(self._batch_progress, batch, job_set.input_infos, sink, end_at,
                                                        inputs, query_id, run_id, watermark))
         self._changed()
@@ -207,7 +210,7 @@ class ProgressReporter:
                         for i, s in enumerate(inputs))
         self.ring.add(StreamingQueryProgress(
             query_id, run_id, self._name, format_timestamp(start_ms), next_id, end_ms - start_ms,
-            {"latestOffset": end_ms - start_ms, "triggerExecution": end_ms - start_ms}, sources, SinkProgress("no outputs"),
+            {"latestOffset": end_ms - start_ms, "triggerExecution": end_ms - start_ms}, sources, SinkProgress(self._sink),
         ))
         if last is not None and self._listener is not None:
             await self._listener.on_query_idle(query_id, run_id, format_timestamp(start_ms))

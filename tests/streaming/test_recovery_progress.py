@@ -233,5 +233,7 @@ async def test_an_idle_trigger_after_batches_posts_a_query_idle_event(tmp_path: 
         await rt.start()
         await rt.await_termination()
         assert [(e.batch_id, e.num_input_rows) for e in rt.recent_progress] == [(0, 2), (1, 0)]
+        data, no_data = rt.recent_progress
+        assert no_data.sink.description == data.sink.description != "no outputs"  # the query's sink, as Spark names it
     idle = recorder.of_type(QueryIdle)
     assert len(idle) == 1 and isinstance(idle[0], QueryIdle) and idle[0].id == rt.id
