@@ -100,6 +100,10 @@ class ReplayableInput:
 
     stream_id: int
     description: str
+    reports_latest: bool = True
+    """Whether its latest offset, asked before a batch is planned, is what is available (Spark's
+    ``reportLatestOffset``); an input that finds its data while planning (a file listing, a receiver's blocks) says no,
+    and progress shows its ``latestOffset`` as null, as Spark's file source does."""
 
 
 @attrs.frozen

@@ -178,7 +178,7 @@ class ProgressReporter:
             info = infos.get(source.stream_id)
             rows = info.num_records if info is not None else 0
             input_rate, processed = _rates(rows, batch, end_at)
-            latest = batch.latest[i] if batch.latest is not None else batch.end[i]
+            latest = None if not source.reports_latest else batch.latest[i] if batch.latest is not None else batch.end[i]
             sources.append(SourceProgress(source.description, batch.start[i], batch.end[i], latest, rows, input_rate, processed))
         event_time: dict[str, str] = {}
         if batch.event_time is not None:
@@ -206,7 +206,7 @@ class ProgressReporter:
         last = self._last_no_execution_progress
         if last is not None and end_ms - self._options.no_data_progress_event_interval_ms < last:
             return
-        sources = tuple(SourceProgress(s.description, last_end[i], last_end[i], latest[i], 0, 0.0, 0.0)
+        sources = tuple(SourceProgress(s.description, last_end[i], last_end[i], latest[i] if s.reports_latest else None, 0, 0.0, 0.0)
                         for i, s in enumerate(inputs))
         self.ring.add(StreamingQueryProgress(
             query_id, run_id, self._name, format_timestamp(start_ms), next_id, end_ms - start_ms,

@@ -300,7 +300,7 @@ class DStreamGraph:
 
     def replayable_inputs(self) -> Sequence[ReplayableInput]:
         """Every input stream, by id (the order of the offsets log's lines)."""
-        return [ReplayableInput(inp.id, inp.name) for inp in self.input_streams]
+        return [ReplayableInput(inp.id, inp.name, getattr(inp, "reports_latest", True)) for inp in self.input_streams]
 
     @property
     def is_stateful(self) -> bool:

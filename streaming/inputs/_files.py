@@ -154,6 +154,8 @@ class FileInputDStream(InputDStream):
     down-time batches by modification time, as far back as the remember window reaches.
     """
 
+    reports_latest = False  # its data is found while a batch is planned: progress shows latestOffset null, as Spark's file source
+
     _input_kind = "file"
     _whole_files_on_connect = False  # the default for a graph saved before the setting existed
 

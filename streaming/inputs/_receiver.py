@@ -132,6 +132,8 @@ class ReceiverInputDStream(InputDStream):
     catches in memory (at most one block interval of records) is lost, as in Spark.
     """
 
+    reports_latest = False  # its data is found while a batch is planned: progress shows latestOffset null, as Spark's file source
+
     has_receiver = True
     _receiver_class = "Receiver"
     _executor_id = "driver"

@@ -532,6 +532,25 @@ def test_the_watermark_policy_is_an_option_of_checkpoint_as_documented(spark_con
         other.stop(stopSparkContext=False)
 
 
+def test_a_file_streams_latest_offset_is_null_as_sparks_file_source_reports_it(spark_context: Any, tmp_path: Path) -> None:
+    """A file stream finds its files while a batch is planned: the offset it knew before (the last batch's) was reported
+    as latestOffset, below the batch's endOffset. Spark's file source reports null; so does this."""
+    (tmp_path / "in").mkdir()
+    ssc = StreamingContext(spark_context, 0.2)
+    ssc.textFileStream(str(tmp_path / "in")).foreachRDD(lambda rdd: rdd.count())
+    ssc.start()
+    try:
+        for n in range(2):
+            (tmp_path / f".f{n}").write_text("x\n" * (n + 1))
+            os.rename(tmp_path / f".f{n}", tmp_path / "in" / f"f{n}.txt")
+            ssc.processAllAvailable()
+        sources = [json.loads(p.json)["sources"][0] for p in ssc.recentProgress if p.numInputRows]
+        assert len(sources) == 2 and sources[1]["endOffset"] is not None
+        assert [source["latestOffset"] for source in sources] == [None, None]
+    finally:
+        ssc.stop(stopSparkContext=False)
+
+
 def test_a_query_listener_may_stop_its_query_as_sparks_may(spark_context: Any) -> None:
     """pyspark's StreamingQueryListener calling stop() in onQueryProgress: the query stops (the stop runs once the
     callback returned, as it waits for the listeners) and onQueryTerminated follows; it used to be refused with
