@@ -13,16 +13,15 @@ import uuid
 from typing import TYPE_CHECKING, Mapping
 
 from scheduler import (
-    WATERMARK_POLICY_KEY,
     CheckpointClaim,
     CheckpointError,
     CheckpointFileManager,
     CheckpointPath,
     Duration,
-    ProgressTrackingOptions,
     checkpoint_claims,
     library_logger,
     parse_watermark_policy,
+    read_query_options,
     redact_uri,
     task_checkpoint_path,
     uri_scheme,
@@ -232,11 +231,8 @@ class ContextCheckpoint:
             else:
                 self._own_spark_dir = self._set_spark_dir(str(directory))
         if options is not None:  # refused here, with the call that gave them
-            policy = WATERMARK_POLICY_KEY.lower()
-            ProgressTrackingOptions.from_options({k: v for k, v in options.items() if str(k).lower() != policy})
-            for key, value in options.items():
-                if str(key).lower() == policy:  # read by the query's tracker, as from the SparkConf
-                    parse_watermark_policy(value if isinstance(value, str) else repr(value))
+            for policy in read_query_options(options)[1]:  # read by the query's tracker, as from the SparkConf
+                parse_watermark_policy(policy)
             self.options = dict(options)
         self._env.graph.set_checkpoint_dir(self.location)
         return self.location

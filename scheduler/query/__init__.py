@@ -40,7 +40,7 @@ from ._micro_batch import MicroBatchTracker, MicroBatchTrackerStatistics, RunPla
 from ._progress import SinkProgress, SourceProgress, StreamingQueryProgress, StreamingQueryStatus, format_timestamp
 from ._progress_reporter import ProgressKeeper, QueryProgressListener
 from ._progress_ring import ProgressRing
-from ._query_options import ProgressTrackingOptions, Trigger, whole_number_option
+from ._query_options import ProgressTrackingOptions, Trigger, read_query_options, whole_number_option
 from ._regular_files import local_entry_kind
 
 __all__ = [
@@ -99,6 +99,7 @@ __all__ = [
     "temp_name",
     "Trigger",
     "uri_scheme",
+    "read_query_options",
     "whole_number_option",
     "write_new_file",
     "write_replacing_file",

@@ -14,6 +14,7 @@ import attrs
 
 from .._errors import InvalidDurationError, InvalidPipelineError
 from .._numbers import parse_long, time_string_as
+from .._watermark import WATERMARK_POLICY_KEY
 
 __all__ = ["ProgressTrackingOptions", "Trigger", "whole_number_option"]
 
@@ -169,3 +170,21 @@ class ProgressTrackingOptions:
             raise InvalidPipelineError("Async progress tracking cannot be used with Once trigger")
         if trigger is Trigger.AVAILABLE_NOW:
             raise InvalidPipelineError("Async progress tracking cannot be used with AvailableNow trigger")
+
+
+def read_query_options(options: Mapping[str, object] | None) -> tuple[ProgressTrackingOptions, list[str]]:
+    """A query's options: ``spark.sql.streaming.multipleWatermarkPolicy`` (in any case) taken out, its values as given
+    (a non-string as its ``repr``), in order, for the watermark tracker, which reads the last; the rest read as
+    :class:`ProgressTrackingOptions`.
+
+    Raises:
+        InvalidPipelineError: an unknown option or a bad value of one (the policy's values are not checked here).
+    """
+    rest: dict[str, object] = {}
+    policies: list[str] = []
+    for key, value in (options or {}).items():
+        if str(key).lower() == WATERMARK_POLICY_KEY.lower():
+            policies.append(value if isinstance(value, str) else repr(value))
+        else:
+            rest[key] = value
+    return ProgressTrackingOptions.from_options(rest), policies

@@ -16,7 +16,6 @@ import anyio.to_thread
 
 from listeners import QueryIdle, QueryProgress, StreamingListenerBus
 from scheduler import (
-    WATERMARK_POLICY_KEY,
     Checkpoint,
     CheckpointPath,
     Clock,
@@ -27,7 +26,6 @@ from scheduler import (
     JobScheduler,
     MicroBatchTracker,
     ProgressKeeper,
-    ProgressTrackingOptions,
     ReplayableGraph,
     RunPlan,
     StreamingQueryException,
@@ -36,6 +34,7 @@ from scheduler import (
     Time,
     Trigger,
     as_checkpoint_path,
+    read_query_options,
     task_checkpoint_path,
     uri_scheme,
 )
@@ -104,12 +103,8 @@ def query_tracker(graph: JobGraph, batch_duration: Duration, clock: Clock, bus: 
             f"checkpointing, triggers and progress need a graph with replayable input (such as a Pipeline of "
             f"ListSource or DirectorySource sources); {type(graph).__name__} is not one"
         )
-    progress_options = dict(options or {})
-    policy = "min"
-    for key in [key for key in progress_options if str(key).lower() == WATERMARK_POLICY_KEY.lower()]:
-        value = progress_options.pop(key)
-        policy = value if isinstance(value, str) else repr(value)
-    tracking = ProgressTrackingOptions.from_options(progress_options)
+    tracking, policies = read_query_options(options)
+    policy = policies[-1] if policies else "min"
     if tracking.async_progress_tracking_enabled and concurrent_jobs > 1:
         # A re-run widened over batches the sparse log never held runs under the newest one's time, which a sink that
         # skips times it already wrote skips whole: a batch before it that had not finished lost its records.
