@@ -181,6 +181,15 @@ def held_then_recorded(gate: Gate, done: list[int]) -> Callable[[Time], list[Job
     return make
 
 
+async def hold_first_then_queue(runtime: Any, clock: ManualClock, gate: Gate, queued: int) -> None:
+    """With :func:`held_then_recorded`'s jobs: the batch at 1000 ms runs, held on ``gate``, and ``queued`` more batches
+    are generated behind it (the runtime's timer has ticked up to ``1000 * (queued + 1)`` ms)."""
+    clock.advance(Milliseconds(1000))
+    await gate.wait_started("1000")
+    clock.advance(Milliseconds(1000 * queued))
+    await wait_until(lambda: runtime.scheduler.generator.timer.last_tick == Time(1000 * (queued + 1)))
+
+
 def sleeping_job(clock: ManualClock, time: Time, ms: int, name: str = "op") -> Job:
     """An async job that takes ``ms`` of manual time."""
 

@@ -164,8 +164,7 @@ def test_a_keyboard_interrupt_during_a_sync_graceful_stop_makes_it_immediate() -
     import logging
     import signal
 
-    from scheduler import Time
-    from tests.support import Gate, ScriptedGraph, held_then_recorded, wait_until
+    from tests.support import Gate, ScriptedGraph, held_then_recorded, hold_first_then_queue
 
     clock = ManualClock()
     gate = Gate()
@@ -181,10 +180,7 @@ def test_a_keyboard_interrupt_during_a_sync_graceful_stop_makes_it_immediate() -
                 stopping.set()
 
     async def behind_a_hung_job() -> None:
-        clock.advance(Seconds(1))
-        await gate.wait_started("1000")
-        clock.advance(Seconds(3))
-        await wait_until(lambda: runtime.scheduler.generator.timer.last_tick == Time(4000))
+        await hold_first_then_queue(runtime, clock, gate, 3)
 
     main = threading.get_ident()
 

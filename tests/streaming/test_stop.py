@@ -33,7 +33,7 @@ from streaming.continuous import Continuous, ContinuousExecution, ContinuousStre
 from streaming.spark import SparkSettings, listener_exit_timeout
 from tests.anyio_support import HANG_GUARD_S, raises_exactly, settle
 from tests.streaming.continuous.test_execution import CountingSource, Harness, ScriptedLauncher
-from tests.support import Gate, ScriptedGraph, capture_events, held_then_recorded, wait_until
+from tests.support import Gate, ScriptedGraph, capture_events, held_then_recorded, hold_first_then_queue, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -502,10 +502,7 @@ async def test_an_immediate_stop_during_a_graceful_one_ends_its_drain_now(clock:
         async with StreamingRuntime(ScriptedGraph(held_then_recorded(gate, done)), Seconds(1), clock=clock,
                                     abandon_after=Milliseconds(0)) as rt:
             await rt.start()
-            clock.advance(Seconds(1))
-            await gate.wait_started("1000")
-            clock.advance(Seconds(5))
-            await wait_until(lambda: rt.scheduler.generator.timer.last_tick == Time(6000))
+            await hold_first_then_queue(rt, clock, gate, 5)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(functools.partial(rt.stop, graceful=True))
                 await settle()  # the graceful stop waits for its one more tick (7000)
@@ -537,10 +534,7 @@ async def test_an_error_leaving_the_block_while_a_graceful_stop_drains_makes_it_
                 async with StreamingRuntime(ScriptedGraph(held_then_recorded(gate, done)), Seconds(1), clock=clock,
                                             abandon_after=Milliseconds(0)) as rt:
                     await rt.start()
-                    clock.advance(Seconds(1))
-                    await gate.wait_started("1000")
-                    clock.advance(Seconds(3))
-                    await wait_until(lambda: rt.scheduler.generator.timer.last_tick == Time(4000))
+                    await hold_first_then_queue(rt, clock, gate, 3)
                     outer.start_soon(functools.partial(rt.stop, graceful=True))
                     await settle()
                     clock.advance(Seconds(1))  # its one more tick: now it drains
