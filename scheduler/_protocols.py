@@ -142,7 +142,9 @@ class ReplayableGraph(JobGraph, Protocol):
 
     Optionally, ``input_pending()`` says whether the batch just planned without new input saw input
     that a later batch time takes (a DStream file stream's file newer than a late batch): such a
-    batch does not count as one that found nothing new (``process_all_available``).
+    batch does not count as one that found nothing new (``process_all_available``). Optionally,
+    ``output_names()`` names the graph's output operations: an idle trigger's progress names them as
+    its sink before any batch of the run has run.
     """
 
     def replayable_inputs(self) -> Sequence[ReplayableInput]:

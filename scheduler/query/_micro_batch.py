@@ -110,20 +110,10 @@ class MicroBatchTracker:
             (by the stopwatch), newest last; the last 1,000 batches (for bench/).
     """
 
-    def __init__(
-        self,
-        graph: ReplayableGraph,
-        batch_duration: Duration,
-        *,
-        clock: Clock,
-        checkpoint: Checkpoint | None = None,
-        options: ProgressTrackingOptions | None = None,
-        trigger: Trigger = Trigger.PROCESSING_TIME,
-        name: str | None = None,
-        listener: QueryProgressListener | None = None,
-        stopwatch: Callable[[], int] | None = None,
-        watermark_policy: str = "min",
-    ) -> None:
+    def __init__(self, graph: ReplayableGraph, batch_duration: Duration, *, clock: Clock, checkpoint: Checkpoint | None = None,
+                 options: ProgressTrackingOptions | None = None, trigger: Trigger = Trigger.PROCESSING_TIME, name: str | None = None,
+                 listener: QueryProgressListener | None = None, stopwatch: Callable[[], int] | None = None,
+                 watermark_policy: str = "min") -> None:
         """Wire a tracker; nothing is read until :meth:`open`.
 
         Args:
@@ -178,7 +168,8 @@ class MicroBatchTracker:
         self._input_pending: Callable[[], bool] | None = getattr(graph, "input_pending", None)
         self._changed = ChangeSignal()
         self._log = library_logger("aiodstream.scheduler", component="MicroBatchTracker", query=name)
-        self._progress = ProgressReporter(self.options, name, listener, self._changed.notify, self._log)
+        self._progress = ProgressReporter(self.options, name, listener, self._changed.notify, self._log,
+                                          getattr(graph, "output_names", None))
         self.failed_batches = FailedBatches(self._log, checkpointed=checkpoint is not None, synchronous=not self._async)
         self._batch_log: BatchLog | None = None  # the offsets and commits logs, with a checkpoint, once open
         self._last_durable_issue: int | None = None

@@ -81,8 +81,12 @@ class ProgressReporter:
     """
 
     def __init__(self, options: ProgressTrackingOptions, name: str | None, listener: QueryProgressListener | None,
-                 changed: Callable[[], None], log: Any) -> None:
-        """A reporter for a query named ``name``; ``changed`` is called at every report."""
+                 changed: Callable[[], None], log: Any, outputs: Callable[[], Sequence[str]] | None = None) -> None:
+        """A reporter for a query named ``name``; ``changed`` is called at every report.
+
+        ``outputs`` names the query's output operations (the graph's optional ``output_names``): an
+        idle trigger's progress names them as its sink until a batch of the run has run.
+        """
         self._options = options
         self._name = name
         self._listener = listener
@@ -101,8 +105,9 @@ class ProgressReporter:
         self.last_trigger_start: int | None = None
         self._last_no_execution_progress: int | None = None  # None: Spark's Long.MinValue
         # The outputs of the last batch reported: an idle trigger's progress names them as its sink, as Spark names the
-        # query's sink (before any batch of this run it cannot: "no outputs").
-        self._sink = "no outputs"
+        # query's sink (before any batch of this run: every output operation the graph has, asked when needed).
+        self._sink: str | None = None
+        self._outputs = outputs
 
     def set_status(self, message: str, data_available: bool = False, trigger_active: bool = False) -> None:
         """Set the status (several times a batch: the record is made when :attr:`status` is read)."""
@@ -208,9 +213,13 @@ class ProgressReporter:
             return
         sources = tuple(SourceProgress(s.description, last_end[i], last_end[i], latest[i] if s.reports_latest else None, 0, 0.0, 0.0)
                         for i, s in enumerate(inputs))
+        sink = self._sink
+        if sink is None:
+            sink = ", ".join(self._outputs()) if self._outputs is not None else ""
+            sink = sink or "no outputs"
         self.ring.add(StreamingQueryProgress(
             query_id, run_id, self._name, format_timestamp(start_ms), next_id, end_ms - start_ms,
-            {"latestOffset": end_ms - start_ms, "triggerExecution": end_ms - start_ms}, sources, SinkProgress(self._sink),
+            {"latestOffset": end_ms - start_ms, "triggerExecution": end_ms - start_ms}, sources, SinkProgress(sink),
         ))
         if last is not None and self._listener is not None:
             await self._listener.on_query_idle(query_id, run_id, format_timestamp(start_ms))

@@ -277,6 +277,10 @@ class Pipeline:
         """How many output operations are registered."""
         return len(self._outputs)
 
+    def output_names(self) -> list[str]:
+        """The output operations' names, as their jobs carry them (an idle trigger's sink before any batch)."""
+        return [out.name for out in self._outputs]
+
     def _check_not_started(self) -> None:
         if self._started:
             raise StreamingStateError(ADD_AFTER_START)

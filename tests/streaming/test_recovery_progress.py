@@ -237,3 +237,18 @@ async def test_an_idle_trigger_after_batches_posts_a_query_idle_event(tmp_path: 
         assert no_data.sink.description == data.sink.description != "no outputs"  # the query's sink, as Spark names it
     idle = recorder.of_type(QueryIdle)
     assert len(idle) == 1 and isinstance(idle[0], QueryIdle) and idle[0].id == rt.id
+
+
+@pytest.mark.anyio
+async def test_an_idle_trigger_before_any_batch_names_the_query_outputs_as_its_sink(tmp_path: Path) -> None:
+    """With nothing to read, the run's first trigger is idle: its progress still names the query's outputs."""
+    p, _ = pipeline(Recorder(), records=[])
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(0), checkpoint_location=tmp_path,
+                                trigger=Trigger.AVAILABLE_NOW) as rt:
+        await rt.start()
+        await rt.await_termination()
+        [idle] = rt.recent_progress
+        assert idle.num_input_rows == 0
+        [name] = p.output_names()
+        assert name.startswith("out at ")  # the output's name and call site, as a batch's job carries it
+        assert idle.sink.description == name
