@@ -51,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Ctrl-C ends any subcommand with one line on stderr and status 130 (``ui``, which runs until
     interrupted, with 0).
     """
+    if sys.stderr is None:  # started with stderr closed (`2>&-`): errors go nowhere, not to stdout (print's default)
+        sys.stderr = open(os.devnull, "w")  # the process's stderr from now on
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:

@@ -245,3 +245,16 @@ def test_a_reader_that_went_away_ends_a_buffered_run_quietly_too(tmp_path: Path)
     finally:
         os.close(write_end)
     assert (done.returncode, done.stderr.decode()) == (141, "")
+
+
+def test_a_usage_error_with_stderr_closed_keeps_its_status() -> None:
+    """Started with stderr closed (`2>&-`) and stdout a pipe nobody reads: the error goes nowhere, status 2, not 141."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", sys.executable, "-c",
+                               "import sys; from streaming._cli import main; sys.exit(main(sys.argv[1:]))",
+                               "simulate", "--batches", "0"], stdout=write_end, cwd=ROOT, timeout=120, check=False)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 2
