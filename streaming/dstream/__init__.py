@@ -32,7 +32,7 @@ from ._recipe import (
     write_recipe,
 )
 from ._snapshots import StatefulStream, StateSnapshots
-from ._transforms import ForEachNode
+from ._transforms import ForEachNode, check_stream
 from ._windowed import INCREMENTAL_MIN_SLIDES, validate_window
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "TransformedDStream",
     "TransformedWithDStream",
     "UnionDStream",
+    "check_stream",
     "WindowedDStream",
     "memory_only",
     "times_read",

@@ -25,7 +25,7 @@ from ._outputs import check_continuous_output, check_continuous_sink, for_each_r
 from ._recipe import recorded
 from ._state import StateNode, initial_state
 from ._transform_state import TransformWithStateNode, initial_rows
-from ._transforms import MultiTransformedNode, TransformedNode, TransformedWithNode, UnionNode
+from ._transforms import MultiTransformedNode, TransformedNode, TransformedWithNode, UnionNode, check_stream
 from ._watermark import WatermarkedNode
 from ._windowed import ReducedWindowedNode, WindowedNode, concat_lists, drop_front, validate_window
 
@@ -98,6 +98,8 @@ class DStream(BatchOutputs, StreamNode):
 
         Raises:
             AssertionError: ``func`` takes neither two nor three arguments (pyspark's check).
+            InvalidPipelineError: ``other`` belongs to another context.
+            TypeError: ``other`` is not a DStream of this package (a pyspark.streaming one, say).
         """
         return TransformedWithDStream(self, other, with_time2(func))
 
@@ -274,8 +276,11 @@ class DStream(BatchOutputs, StreamNode):
         """The elements of both streams, this stream's first.
 
         Raises:
-            InvalidPipelineError: the streams have different slide durations (a ValueError, as in pyspark).
+            InvalidPipelineError: the streams have different slide durations (a ValueError, as in pyspark), or
+                different contexts.
+            TypeError: ``other`` is not a DStream of this package (a pyspark.streaming one, say).
         """
+        check_stream(other, "union")
         if self._slide != other.slide:
             raise InvalidPipelineError("the two DStream should have same slide duration")
         return self.transformWith(lambda a, b: a.union(b), other, True)

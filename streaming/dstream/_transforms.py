@@ -27,7 +27,7 @@ from ._node import StreamNode, union_rdds
 if TYPE_CHECKING:
     from pyspark import RDD  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["ForEachNode", "MultiTransformedNode", "TransformedNode", "TransformedWithNode", "UnionNode"]
+__all__ = ["ForEachNode", "MultiTransformedNode", "TransformedNode", "TransformedWithNode", "UnionNode", "check_stream"]
 
 
 class TransformedNode(StreamNode):
@@ -71,10 +71,21 @@ def _rdd_or_none(result: Any, what: str) -> RDD[Any] | None:
     return result  # type: ignore[no-any-return]
 
 
+def check_stream(stream: object, what: str) -> None:
+    """Refuse anything but a stream of this package (a pyspark.streaming DStream, given by mistake, has no node to read)."""
+    if not isinstance(stream, StreamNode):
+        kind = f"{type(stream).__module__}.{type(stream).__qualname__}"
+        hint = (": a pyspark.streaming DStream cannot be combined with aiodstream's; make both with one streaming.StreamingContext"
+                if kind.startswith("pyspark.") else "")
+        raise TypeError(f"{what} needs a streaming.DStream, got a {kind}{hint}")
+
+
 def _check_same_context_and_slide(streams: Sequence[StreamNode], what: str) -> None:
     """Spark's requirements on the parents of a union or a multi-stream transform."""
     if not streams:
         raise InvalidPipelineError(f"requirement failed: List of DStreams to {what} is empty")
+    for stream in streams:
+        check_stream(stream, what)
     if len({id(s.env) for s in streams}) > 1:
         raise InvalidPipelineError("requirement failed: Some of the DStreams have different contexts")
     if len({s.slide for s in streams}) > 1:
@@ -89,7 +100,10 @@ class TransformedWithNode(StreamNode):
     """
 
     def __init__(self, first: StreamNode, second: StreamNode, func: Callable[[datetime, Any, Any], Any]) -> None:
-        """Combine ``first`` and ``second`` through ``func``."""
+        """Combine ``first`` and ``second`` (of one context) through ``func``."""
+        check_stream(second, "transformWith")
+        if second.env is not first.env:
+            raise InvalidPipelineError("requirement failed: Some of the DStreams have different contexts")
         super().__init__(first.env, [first, second])
         self._func = func
 

@@ -11,7 +11,7 @@ from typing import Any, Sequence, Sized
 from scheduler import Duration, InvalidDurationError, InvalidPipelineError, scaled_milliseconds
 
 from ..continuous import ContinuousSource, SocketSource
-from ..dstream import DStream, StreamEnvironment, UnionDStream
+from ..dstream import DStream, StreamEnvironment, UnionDStream, check_stream
 from ..network import MAX_LINE_LENGTH_KEY, max_line_length
 from ..spark import is_connect_dataframe
 from ._async_iterable import AsyncIterableInputDStream, AsyncSource
@@ -215,6 +215,8 @@ def union(dstreams: Sequence[DStream]) -> DStream:
         raise InvalidPipelineError("should have at least one DStream to union")
     if len(dstreams) == 1:
         return dstreams[0]
+    for stream in dstreams:
+        check_stream(stream, "union")
     if len({d.slide for d in dstreams}) > 1:
         raise InvalidPipelineError("All DStreams should have same slide duration")
     return UnionDStream(list(dstreams))

@@ -169,6 +169,30 @@ def test_union_of_streams_of_two_contexts_is_refused(ssc: StreamingContext, stre
                    lambda: ssc.union(stream, other))
 
 
+@pytest.mark.parametrize("combine", ["union", "join", "cogroup", "leftOuterJoin", "transformWith"])
+def test_two_stream_operations_refuse_a_stream_of_another_context(stream: DStream, combine: str) -> None:
+    """a.union(b) (and every two-stream operation) with b of another context is refused at the call: starting a would
+    otherwise read b's input as its own."""
+    other = QueueInputDStream(StreamingContext(None, 0.5)._env, [], True, None)
+    call = (lambda: stream.transformWith(lambda x, y: x, other)) if combine == "transformWith" else (
+        lambda: getattr(stream, combine)(other, 2) if combine != "union" else stream.union(other))
+    raises_exactly(InvalidPipelineError, "requirement failed: Some of the DStreams have different contexts", call)
+
+
+def test_a_pyspark_dstream_given_by_mistake_is_named_in_the_error(ssc: StreamingContext, stream: DStream) -> None:
+    """A pyspark.streaming DStream where one of ours belongs: a TypeError that says so, not an AttributeError later."""
+    from pyspark.streaming.dstream import DStream as PysparkDStream
+
+    theirs = PysparkDStream.__new__(PysparkDStream)  # its type is what is checked
+    message = ("{} needs a streaming.DStream, got a pyspark.streaming.dstream.DStream: a pyspark.streaming DStream cannot be "
+               "combined with aiodstream's; make both with one streaming.StreamingContext")
+    raises_exactly(TypeError, message.format("union"), lambda: stream.union(theirs))
+    raises_exactly(TypeError, message.format("transformWith"), lambda: stream.join(theirs, 2))
+    raises_exactly(TypeError, message.format("transform"), lambda: ssc.transform([stream, theirs], list))
+    raises_exactly(TypeError, message.format("union"), lambda: ssc.union(stream, theirs))
+    raises_exactly(TypeError, "union needs a streaming.DStream, got a builtins.int", lambda: stream.union(3))  # type: ignore[arg-type]
+
+
 def test_context_transform_must_return_an_rdd(ssc: StreamingContext) -> None:
     """ssc.transform whose function returns None fails the batch with Spark's message."""
     source = QueueInputDStream(ssc._env, [object()], True, None)
