@@ -123,6 +123,13 @@ function fmtTick(v, unit) {
   return fmtCompact(v);
 }
 
+// Spark's "Global Watermark Gap" of a progress report: how far the batch's timestamp (its trigger's start) is ahead of
+// the global watermark, in ms; none before the watermark has moved (Spark charts only a watermark above 0).
+function watermarkGapMs(q) {
+  const watermark = q.eventTime && q.eventTime.watermark ? Date.parse(q.eventTime.watermark) : 0;
+  return watermark > 0 ? Date.parse(q.timestamp) - watermark : null;
+}
+
 function fmtAxis(v, unit) {
   if (unit === "ms") return fmtMs(v);
   if (unit === "bytes") return v >= 1048576 ? `${(v / 1048576).toFixed(1)} MiB` : v >= 1024 ? `${(v / 1024).toFixed(1)} KiB` : `${Math.round(v)} B`;
@@ -347,7 +354,7 @@ async function queryPage(name) {
     ["Input Rows", "numInputRows", series((q) => q.numInputRows), "rows"],
     ["Batch Duration", "batchDuration", series((q) => q.batchDuration), "ms"],
   ];
-  const watermarkGap = series((q) => (q.eventTime && q.eventTime.watermark && q.eventTime.max) ? Date.parse(q.eventTime.max) - Date.parse(q.eventTime.watermark) : null);
+  const watermarkGap = series(watermarkGapMs);
   if (watermarkGap.length) rows.push(["Global Watermark Gap", "watermarkGap", watermarkGap, "ms"]);
   if (p.some((q) => q.stateOperators && q.stateOperators.length)) {
     rows.push(["Aggregated Number Of Total State Rows", "numRowsTotal", series((q) => sumState(q, "numRowsTotal")), "rows"]);

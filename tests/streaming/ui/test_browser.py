@@ -269,7 +269,8 @@ anyio.run(main)
 
 
 def test_every_context_name_opens_its_pages_and_durations_read_in_whole_units(browser: Any, tmp_path: Path) -> None:
-    """Names with '/', '%', '#', '?' and dots ('.', '..' too) open their Streaming and batch pages; fmtMs never shows 60 s."""
+    """Names with '/', '%', '#', '?' and dots ('.', '..' too) open their Streaming and batch pages; fmtMs never shows 60 s;
+    the query page's watermark gap is Spark's."""
     path = tmp_path / "run.jsonl"
     subprocess.run([sys.executable, "-m", "streaming._cli", "simulate", "--interval", "1s", "--rate", "10", "--op",
                     "kind=constant,value=200ms", "--batches", "3", "--events", str(path)], check=True, capture_output=True)
@@ -290,6 +291,16 @@ def test_every_context_name_opens_its_pages_and_durations_read_in_whole_units(br
             assert page.text_content("#status").startswith("not live"), (name, page.text_content("#status"))
         shown = page.evaluate("[59999, 119600, 179500, 3599999, 7170000, 9.96, 999.6, 9994].map(fmtMs)")
         assert shown == ["1 min 0 s", "2 min 0 s", "3 min 0 s", "1 h 0 min", "2 h 0 min", "10 ms", "1.00 s", "9.99 s"]
+        # The query page's "Global Watermark Gap", as Spark's: the batch's timestamp less the watermark, once it is above 0
+        # (not the newest event's lead over it), for batches with data or without.
+        gaps = page.evaluate("""[
+            {timestamp: "2026-01-01T00:10:00.000Z", eventTime: {watermark: "1970-01-01T00:00:00.000Z", max: "2026-01-01T00:09:00.000Z"}},
+            {timestamp: "2026-01-01T00:10:01.000Z", eventTime: {watermark: "2026-01-01T00:08:00.000Z", max: "2026-01-01T00:09:50.000Z"}},
+            {timestamp: "2026-01-01T00:10:02.500Z", eventTime: {watermark: "2026-01-01T00:08:00.000Z"}},
+            {timestamp: "2026-01-01T00:10:03.000Z", eventTime: {}},
+            {timestamp: "2026-01-01T00:10:04.000Z"},
+        ].map(watermarkGapMs)""")
+        assert gaps == [None, 121_000, 122_500, None, None]
         assert page.errors == []
     finally:
         server.terminate()
