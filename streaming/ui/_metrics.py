@@ -55,7 +55,7 @@ class _QueryState:
         self.processing = Histogram(DELAY_BUCKETS_S)
         self.total = Histogram(DELAY_BUCKETS_S)
         self.delays = {"scheduling": self.scheduling, "processing": self.processing, "total": self.total}
-        self.batches = {"completed": 0, "failed": 0}
+        self.batches = {"succeeded": 0, "failed": 0}
         self.output_operations = {"succeeded": 0, "failed": 0}
         self.records: dict[int, int] = {}  # by stream id; its label is the id's text
         self.receiver_events: dict[tuple[str, str], int] = {}
@@ -192,7 +192,7 @@ class _QueryState:
         self.scheduling.sum_ms += scheduling_sum
         self.processing.sum_ms += total_sum - scheduling_sum + processing_extra
         self.total.sum_ms += total_sum
-        self.batches["completed"] += completed
+        self.batches["succeeded"] += completed
         self.batches["failed"] += failed
         self.output_operations["succeeded"] += succeeded
         self.output_operations["failed"] += failed_operations
@@ -224,7 +224,7 @@ class _QueryState:
         self.scheduling.sum_ms += scheduling_sum
         self.processing.sum_ms += total_sum - scheduling_sum
         self.total.sum_ms += total_sum
-        self.batches["completed"] += count
+        self.batches["succeeded"] += count
         self.output_operations["succeeded"] += count
         kept = self.records
         for stream_id, n in records.items():
@@ -354,8 +354,8 @@ class _Collector:
                  "total": "Batch submission to its last job's end"}
         delays = {kind: core.HistogramMetricFamily(f"aiodstream_batch_{kind}_delay_seconds", text, labels=["query"])
                   for kind, text in helps.items()}
-        batches = core.CounterMetricFamily("aiodstream_batches", "Completed batches, by outcome (an output operation failed "
-                                           "or not)", labels=["query", "outcome"])
+        batches = core.CounterMetricFamily("aiodstream_batches", "Completed batches, by outcome: failed (an output operation "
+                                           "failed) or succeeded", labels=["query", "outcome"])
         records = core.CounterMetricFamily("aiodstream_input_records", "Records the batches took from each input",
                                            labels=["query", "input"])
         operations = core.CounterMetricFamily("aiodstream_output_operations", "Finished output operations, by outcome",
@@ -543,7 +543,7 @@ class _QueryMetrics:
             state.batches["failed"] += 1
             state.output_operations["failed"] += failures
         else:
-            state.batches["completed"] += 1
+            state.batches["succeeded"] += 1
         state.output_operations["succeeded"] += len(operations) - failures
         records = state.records
         for stream_id, input_info in info.stream_id_to_input_info.items():

@@ -86,7 +86,7 @@ async def test_scraped_delays_records_and_batches_match_the_delivered_batches(cl
     assert len(batches) == 4
     failed = sum(1 for b in batches if any(op.failure_reason for op in b.output_operation_infos.values()))
     assert failed == 1
-    assert value(found, "aiodstream_batches_total", query="numbers", outcome="completed") == 3
+    assert value(found, "aiodstream_batches_total", query="numbers", outcome="succeeded") == 3
     assert value(found, "aiodstream_batches_total", query="numbers", outcome="failed") == 1
     assert value(found, "aiodstream_output_operations_total", query="numbers", outcome="failed") == 1
     assert value(found, "aiodstream_input_records_total", query="numbers", input="0") == 15 == sum(
@@ -192,9 +192,9 @@ async def test_a_restarted_context_of_one_name_continues_its_series_and_two_live
     found = series(text)
     assert len(found) == len(set(found))
     values = samples(text)
-    assert value(values, "aiodstream_batches_total", query="same", outcome="completed") == 5
+    assert value(values, "aiodstream_batches_total", query="same", outcome="succeeded") == 5
     assert value(values, "aiodstream_input_records_total", query="same", input="0") == 1 + 2 + 1 + 2 + 5
-    assert value(values, "aiodstream_batches_total", query="same-2", outcome="completed") == 1
+    assert value(values, "aiodstream_batches_total", query="same-2", outcome="succeeded") == 1
     assert value(values, "aiodstream_input_records_total", query="same-2", input="0") == 7
     # Both stopped: a context literally named "same-2" gets a label of its own; it continued the second one's counters.
     async with StreamingRuntime(pipeline([100]), Seconds(1), clock=clock, name="same-2") as other:
@@ -306,7 +306,7 @@ async def test_metrics_read_from_the_bus_logs_scrape_as_event_fed_ones(tmp_path:
 
     assert families(text) == families(fed.scrape())
     found = samples(text)
-    assert value(found, "aiodstream_batches_total", query="q", outcome="completed") == 140
+    assert value(found, "aiodstream_batches_total", query="q", outcome="succeeded") == 140
     assert value(found, "aiodstream_query_progress_reports_total", query="q") > 128
     assert value(found, "aiodstream_checkpoint_write_seconds_count", query="q", log="offsets") > 128
 
@@ -336,7 +336,7 @@ async def test_the_ui_s_metrics_fold_in_the_history_s_pass_and_scrape_as_event_f
     assert families(text) == families(fed.scrape())
     assert readers.endswith("1 readers]>")
     found = samples(text)
-    assert value(found, "aiodstream_batches_total", query="q", outcome="completed") == 300
+    assert value(found, "aiodstream_batches_total", query="q", outcome="succeeded") == 300
     assert value(found, "aiodstream_input_records_total", query="q", input="0") == records > 0
 
 
@@ -355,7 +355,7 @@ async def test_metrics_of_a_micro_batch_runtime_take_no_batch_or_progress_event(
         found = samples(metrics.scrape())
         await runtime.stop()
     assert posted == 2
-    assert value(found, "aiodstream_batches_total", query="q", outcome="completed") == 3
+    assert value(found, "aiodstream_batches_total", query="q", outcome="succeeded") == 3
     assert value(found, "aiodstream_query_progress_reports_total", query="q") >= 2
     assert value(found, "aiodstream_query_input_rows_total", query="q") > 0
 
@@ -408,7 +408,7 @@ def test_a_folded_run_of_logged_batches_scrapes_as_their_events() -> None:
     text = folded_and_fed(batches)
     found = samples(text)
     assert value(found, "aiodstream_batches_total", query="q", outcome="failed") == 2
-    assert value(found, "aiodstream_batches_total", query="q", outcome="completed") == 10
+    assert value(found, "aiodstream_batches_total", query="q", outcome="succeeded") == 10
     assert value(found, "aiodstream_input_records_total", query="q", input="2") == 660
     assert value(found, "aiodstream_batch_scheduling_delay_seconds_bucket", query="q", le="0.005") == 8
 

@@ -34,7 +34,7 @@ def test_a_pyspark_program_s_batches_are_in_the_scraped_metrics(spark_context: A
                 await ssc.stop_async()
         assert status == 200
         found = samples(text)
-        assert value(found, "aiodstream_batches_total", query="metered", outcome="completed") == len(batches)
+        assert value(found, "aiodstream_batches_total", query="metered", outcome="succeeded") == len(batches)
         records = sum(i.num_records for b in batches for i in b.stream_id_to_input_info.values())
         assert records == 6
         assert value(found, "aiodstream_input_records_total", query="metered", input="0") == records

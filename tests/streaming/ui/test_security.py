@@ -156,7 +156,7 @@ async def test_metrics_scraped_with_a_bearer_token(clock: ManualClock) -> None:
         status, _, text = await call(app, "/metrics/", {"Authorization": f"Bearer {TOKEN}"})
         denied = await call(app, "/metrics/")
         await runtime.stop()
-    assert status == 200 and 'aiodstream_batches_total{outcome="completed",query="scraped"} 2.0' in text
+    assert status == 200 and 'aiodstream_batches_total{outcome="succeeded",query="scraped"} 2.0' in text
     assert denied[0] == 401 and "aiodstream_batches_total" not in denied[2]
 
 

@@ -293,7 +293,7 @@ async def test_the_app_serves_pages_api_and_metrics_over_http(tmp_path: Path, cl
             assert (await fetch(api + "streaming/batches/999"))[0] == 404
             assert (await fetch(url + "api/v1/contexts/nobody/streaming/statistics"))[0] == 404
             status, text = await fetch(url + "metrics/")
-            assert status == 200 and 'aiodstream_batches_total{outcome="completed",query="listed"}' in text
+            assert status == 200 and 'aiodstream_batches_total{outcome="succeeded",query="listed"}' in text
             await rt.stop()
         tg.cancel_scope.cancel()
 
