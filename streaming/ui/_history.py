@@ -51,6 +51,8 @@ def check_retained(**counts: int) -> None:
             raise ValueError(f"{what} must be a positive int, got {n!r}")
 
 
+def _newest_first(batch: dict[str, Any]) -> int:
+    return -int(batch["batchId"])
 
 
 class _Receiver:
@@ -389,7 +391,8 @@ class ContextHistory:
         }
 
     def batches(self, *, since: int = 0, status: str | Collection[str] | None = None) -> list[dict[str, Any]]:
-        """Spark's ``/streaming/batches``: the running ones, then completed ones newest first.
+        """Spark's ``/streaming/batches``: running and completed ones, newest batch time first (Spark's ``-batchId`` order:
+        with concurrent jobs a batch may complete before an older one).
 
         ``since``: only completed batches whose ``seq`` is above it (what a live page has not seen).
         ``status``: ``QUEUED``, ``PROCESSING`` or ``COMPLETED`` only, or a collection of them
@@ -407,6 +410,7 @@ class ContextHistory:
                 rows = self._batches.rows(max(0, self._batches.appended - since))
             interval = self.batch_interval_ms
             out.extend(row.json(interval) for row in reversed(rows))
+        out.sort(key=_newest_first)  # stable: completion order among equal times
         return out
 
     def batch(self, batch_id: int) -> tuple[dict[str, Any], BatchInfo] | None:

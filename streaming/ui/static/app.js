@@ -181,7 +181,7 @@ async function refreshContext(name, { withProgress = false } = {}) {
   c.stats = stats;
   c.receivers = receivers;
   c.active = batches.filter((b) => b.status !== "COMPLETED");
-  const fresh = batches.filter((b) => b.status === "COMPLETED").reverse();  // oldest first
+  const fresh = batches.filter((b) => b.status === "COMPLETED").sort((a, b) => a.seq - b.seq);  // in completion order
   if (fresh.length) {
     c.batches.push(...fresh);
     c.seq = fresh[fresh.length - 1].seq;
@@ -271,7 +271,7 @@ async function streamingPage(name) {
   const done = c.batches;
   const interval = s.batchDuration;
   const pts = (f) => done.filter((b) => f(b) !== null && f(b) !== undefined).map((b) => [b.batchId, f(b)]);
-  const since = s.startTimeMs !== null && done.length ? done[done.length - 1].batchId - s.startTimeMs : null;
+  const since = s.startTimeMs !== null && done.length ? Math.max(...done.map((b) => b.batchId)) - s.startTimeMs : null;
   const out = [
     el("h1", {}, `Streaming Statistics: ${name} `, stateBadge(s)),
     el("p", { class: "summary", id: "summary" }, interval ? `${s.kind === "trace" ? "Recorded" : "Running"} batches of ${fmtMs(interval)}` : "Batches",
@@ -300,7 +300,7 @@ async function streamingPage(name) {
   }
   out.push(el("h2", {}, `Active Batches (${c.active.length})`));
   out.push(batchesTable("active-batches", c.active, name, { active: true }));
-  const shown = done.slice(-100).reverse();
+  const shown = done.slice(-100).sort((a, b) => b.batchId - a.batchId);  // newest batch time first, as Spark's table
   out.push(el("h2", {}, `Completed Batches (last ${shown.length} out of ${fmtNum(s.numTotalCompletedBatches)})`));
   out.push(batchesTable("completed-batches", shown, name));
   return out;

@@ -49,7 +49,8 @@ def check_views(history: ContextHistory, kept: list[BatchInfo], total: int) -> N
     """Every view of ``history`` equals what ``kept`` (the last retained batches, oldest first) give; ``total`` were added."""
     first_seq = total - len(kept) + 1
     assert history.completed() == list(enumerate(kept, first_seq))
-    rows = [batch_json(info, "COMPLETED", seq, INTERVAL) for seq, info in enumerate(kept, first_seq)][::-1]
+    newest_completed_first = [batch_json(info, "COMPLETED", seq, INTERVAL) for seq, info in enumerate(kept, first_seq)][::-1]
+    rows = sorted(newest_completed_first, key=lambda row: -row["batchId"])  # by batch time (Spark's -batchId), stable
     assert history.batches() == rows
     for since in (0, first_seq, total - 1, total):
         assert history.batches(since=since) == [row for row in rows if row["seq"] > since]

@@ -148,6 +148,37 @@ async def test_running_and_queued_batches_are_active_until_they_complete(clock: 
     assert history.active() == {}
 
 
+async def test_batches_are_listed_newest_batch_time_first_whatever_their_completion_order(clock: ManualClock) -> None:
+    """With two job slots, batch 2000 completes while 1000 still runs, then 1000 completes: the list is by batch time,
+    newest first (Spark's -batchId order), running and completed alike; ``since`` still follows completion order."""
+    release = anyio.Event()
+    p = Pipeline()
+    p.add_source(lambda t: [t.milliseconds], name="time")
+
+    async def first_held(batch: Batch) -> None:
+        if batch.time.milliseconds == 1000:
+            await release.wait()
+
+    p.add_output(first_held, name="first-held")
+    ui = StreamingUI(metrics=False)
+    async with StreamingRuntime(p, Seconds(1), clock=clock, name="two-slots", concurrent_jobs=2) as runtime:
+        history = ui.attach(runtime)
+        await runtime.start()
+        clock.advance(Seconds(2))
+        await wait_until(lambda: [(r["batchId"], r["status"]) for r in history.batches()] == [(2000, "COMPLETED"),
+                                                                                            (1000, "PROCESSING")])
+        [early] = history.batches(status="COMPLETED")
+        release.set()
+        await runtime.wait_until_idle()
+        await runtime.listener_bus.wait_delivered()
+        done = history.batches()
+        later = history.batches(since=early["seq"])
+        await runtime.stop()
+    assert [(r["batchId"], r["status"]) for r in done] == [(2000, "COMPLETED"), (1000, "COMPLETED")]
+    assert done[0]["seq"] < done[1]["seq"]  # 2000 completed first
+    assert [r["batchId"] for r in later] == [1000]
+
+
 async def test_ticks_held_behind_a_sequential_batch_are_queued_batches_without_input(clock: ManualClock,
                                                                                     tmp_path: Path) -> None:
     """A watermarked pipeline runs its batches one after another: while batch 1000 is held, the ticks of 2000 and 3000
