@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator
 
 from scheduler import BatchWatermarks, InvalidPipelineError
 
+from ..spark import is_rdd
 from ..state import (
     EVENT_TIME_WITHOUT_WATERMARK,
     FLAT_MAP_GROUPS_WITH_STATE,
@@ -53,11 +54,7 @@ def initial_groups(initial: Any) -> Any:
             pair, or a key that cannot be hashed.
         ValueError: a key twice in the list (Spark's message), or a None state.
     """
-    from pyspark import RDD
-
-    from ..connect import FrameRDD
-
-    if initial is not None and not isinstance(initial, (RDD, FrameRDD)):
+    if initial is not None and not is_rdd(initial):
         if isinstance(initial, Iterator):  # the saved program keeps the argument: it must survive pickling
             raise InvalidPipelineError(f"initialState must be an RDD or a list of (key, state) pairs, got {initial!r}: pass "
                                        "list(...) of it")

@@ -17,6 +17,7 @@ import attrs
 
 from scheduler import BatchWatermarks, CheckpointPath, InvalidPipelineError
 
+from ..spark import is_rdd
 from ..state import (
     TRANSFORM_WITH_STATE_OPERATOR,
     StateOperatorStats,
@@ -41,11 +42,7 @@ def initial_rows(initial: Any) -> list[tuple[Any, Any]] | None:
         InvalidPipelineError: an RDD. The operator needs a checkpoint, whose recipe of the
             program cannot hold an RDD (the start would refuse it); its rows can (collect them).
     """
-    from pyspark import RDD
-
-    from ..connect import FrameRDD
-
-    if isinstance(initial, (RDD, FrameRDD)):
+    if is_rdd(initial):
         raise InvalidPipelineError(
             "initialState of transformWithState must be (key, row) pairs in a list, not an RDD: the operator needs a "
             "checkpoint, and the program saved there cannot hold an RDD; pass initialState=rdd.collect()")

@@ -5,7 +5,7 @@ The counterpart of what Spark Streaming's ``StreamingContext`` and ``JobSchedule
 SparkContext. Importing this package does not import PySpark.
 """
 
-from ._backend import SparkBackend, bind_spark, is_classic_session, is_connect_dataframe, is_connect_session
+from ._backend import SparkBackend, bind_spark, is_classic_session, is_connect_dataframe, is_connect_session, is_rdd
 from ._binding import CANCEL_JOIN_S, SparkBinding
 from ._bridge import BatchJob, current_batch_job, run_spark, wait_for_thread
 from ._call_site import user_frame
@@ -54,6 +54,7 @@ __all__ = [
     "is_classic_session",
     "is_connect_dataframe",
     "is_connect_session",
+    "is_rdd",
     "CANCEL_JOIN_S",
     "CHECKPOINT_FILE_MANAGER_KEY",
     "EMBEDDED_SPARK_CONF",

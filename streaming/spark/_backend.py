@@ -17,7 +17,7 @@ from ._session import SparkSettings
 if TYPE_CHECKING:
     from pyspark import SparkContext  # only for annotations: pyspark is imported when Spark is first needed
 
-__all__ = ["JobThreads", "SparkBackend", "bind_spark", "is_classic_session", "is_connect_dataframe", "is_connect_session"]
+__all__ = ["JobThreads", "SparkBackend", "bind_spark", "is_classic_session", "is_connect_dataframe", "is_connect_session", "is_rdd"]
 
 class SparkBackend(Protocol):
     """One streaming context's tie to Spark: what the context, its streams and its jobs ask of Spark.
@@ -92,6 +92,19 @@ def is_connect_dataframe(value: object) -> bool:
     """Whether ``value`` is a Spark Connect DataFrame (``pyspark.sql.connect.dataframe.DataFrame``); imports nothing."""
     module = sys.modules.get("pyspark.sql.connect.dataframe")
     return module is not None and isinstance(value, module.DataFrame)
+
+
+def is_rdd(value: object) -> bool:
+    """Whether ``value`` is a pyspark RDD or a Connect context's ``FrameRDD``; imports nothing.
+
+    ``streaming.connect`` (which needs pyarrow, an optional dependency) is not imported for the
+    check: a process that never imported it has no FrameRDD.
+    """
+    rdds = sys.modules.get("pyspark.core.rdd")
+    if rdds is not None and isinstance(value, rdds.RDD):
+        return True
+    frames = sys.modules.get("streaming.connect")
+    return frames is not None and isinstance(value, frames.FrameRDD)
 
 
 def is_classic_session(value: object) -> bool:
