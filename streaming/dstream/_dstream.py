@@ -12,7 +12,7 @@ import operator
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from scheduler import InvalidPipelineError, StreamingStateError, Time
+from scheduler import StreamingStateError, Time
 
 from ..continuous import ContinuousSink, ForeachSink
 from ..spark import seconds_to_duration
@@ -92,9 +92,8 @@ class DStream(BatchOutputs, StreamNode):
     def transformWith(self, func: Callable[..., Any], other: DStream, keepSerializer: bool = False) -> DStream:  # noqa: N803
         """A stream whose RDD is ``func(rdd_a, rdd_b)`` or ``func(time, rdd_a, rdd_b)`` of two streams.
 
-        A side without an RDD for the batch gets an empty RDD; ``func`` is always called.
-        ``keepSerializer`` is accepted for compatibility and has no effect here (RDDs keep
-        their own serializers).
+        A side without an RDD for the batch gets an empty RDD; ``func`` is always called. ``keepSerializer`` is accepted
+        for compatibility and has no effect here (RDDs keep their own serializers).
 
         Raises:
             AssertionError: ``func`` takes neither two nor three arguments (pyspark's check).
@@ -276,13 +275,10 @@ class DStream(BatchOutputs, StreamNode):
         """The elements of both streams, this stream's first.
 
         Raises:
-            InvalidPipelineError: the streams have different slide durations (a ValueError, as in pyspark), or
-                different contexts.
+            InvalidPipelineError: different slide durations (a ValueError, as in pyspark) or contexts.
             TypeError: ``other`` is not a DStream of this package (a pyspark.streaming one, say).
         """
-        check_stream(other, "union")
-        if self._slide != other.slide:
-            raise InvalidPipelineError("the two DStream should have same slide duration")
+        check_stream(other, "union", slide=self._slide)
         return self.transformWith(lambda a, b: a.union(b), other, True)
 
     @api_call
@@ -320,9 +316,7 @@ class DStream(BatchOutputs, StreamNode):
     @api_call
     def cache(self) -> DStream:
         """Persist every RDD of this stream in memory (pyspark's ``MEMORY_ONLY``)."""
-        self.is_cached = True
-        self.persist(memory_only())
-        return self
+        return self.persist(memory_only())
 
     @api_call
     def persist(self, storageLevel: StorageLevel) -> DStream:  # noqa: N803

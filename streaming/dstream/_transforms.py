@@ -11,7 +11,7 @@ import inspect
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from scheduler import InvalidPipelineError, Job, StreamingStateError, Time
+from scheduler import Duration, InvalidPipelineError, Job, StreamingStateError, Time
 
 from ..spark import (
     BatchJob,
@@ -71,13 +71,16 @@ def _rdd_or_none(result: Any, what: str) -> RDD[Any] | None:
     return result  # type: ignore[no-any-return]
 
 
-def check_stream(stream: object, what: str) -> None:
-    """Refuse anything but a stream of this package (a pyspark.streaming DStream, given by mistake, has no node to read)."""
+def check_stream(stream: object, what: str, *, slide: Duration | None = None) -> None:
+    """Refuse anything but a stream of this package (a pyspark.streaming DStream, given by mistake, has no node to read),
+    and (``slide`` given: a DStream's ``union``) one of another slide, with pyspark's message."""
     if not isinstance(stream, StreamNode):
         kind = f"{type(stream).__module__}.{type(stream).__qualname__}"
         hint = (": a pyspark.streaming DStream cannot be combined with aiodstream's; make both with one streaming.StreamingContext"
                 if kind.startswith("pyspark.") else "")
         raise TypeError(f"{what} needs a streaming.DStream, got a {kind}{hint}")
+    if slide is not None and stream.slide != slide:
+        raise InvalidPipelineError("the two DStream should have same slide duration")
 
 
 def _check_same_context_and_slide(streams: Sequence[StreamNode], what: str) -> None:
