@@ -501,46 +501,46 @@ class StreamingContext(StreamingQueryFace):
     # -- inputs and combinators (their arguments are checked in streaming.inputs) --
 
     @api_call
-    def queueStream(self, rdds: Sequence[Any], oneAtATime: bool = True, default: Any = None) -> DStream:  # noqa: N803
+    def queueStream(self, rdds: Sequence[Any], oneAtATime: bool = True, default: Any = None) -> DStream[Any]:  # noqa: N803
         """A stream of the given RDDs (or lists), one per batch or all at once (see :func:`streaming.inputs.queue_stream`)."""
         return inputs.queue_stream(self._env, rdds, oneAtATime, default)
 
     @api_call
     def socketTextStream(self, hostname: str, port: int, storageLevel: Any = None, *,  # noqa: N803
                          restartDelay: float | None = None, maxBufferedRecords: int = DEFAULT_MAX_BUFFERED_RECORDS,  # noqa: N803
-                         placement: str | None = None) -> DStream:
+                         placement: str | None = None) -> DStream[Any]:
         """The UTF-8 text lines read from a TCP server at ``hostname:port`` (see :func:`streaming.inputs.socket_text_stream`)."""
         return inputs.socket_text_stream(self._env, hostname, port, storageLevel, restart_delay=restartDelay,
                                   max_buffered_records=maxBufferedRecords, placement=placement)
 
     @api_call
-    def rateStream(self, rowsPerSecond: int = 1, numPartitions: int = 2) -> DStream:  # noqa: N803 - Spark's option names
+    def rateStream(self, rowsPerSecond: int = 1, numPartitions: int = 2) -> DStream[Any]:  # noqa: N803 - Spark's option names
         """Spark's ``rate`` source (continuous): ``Row(timestamp, value)`` at ``rowsPerSecond`` over ``numPartitions`` tasks."""
         return self.continuousStream(RateSource(rowsPerSecond, numPartitions))
 
     @api_call
-    def continuousStream(self, source: ContinuousSource) -> DStream:
+    def continuousStream(self, source: ContinuousSource) -> DStream[Any]:
         """A continuous input reading ``source`` in a context with a Continuous trigger (see :func:`streaming.inputs.continuous_stream`)."""
         return inputs.continuous_stream(self._env, source)
 
     @api_call
     def asyncIterableStream(self, source: AsyncSource, *, restartDelay: float | None = None,  # noqa: N803
-                            maxBufferedRecords: int = DEFAULT_MAX_BUFFERED_RECORDS) -> DStream:  # noqa: N803
+                            maxBufferedRecords: int = DEFAULT_MAX_BUFFERED_RECORDS) -> DStream[Any]:  # noqa: N803
         """The items of an async iterable, each batch those arrived since the last (:func:`streaming.inputs.async_iterable_stream`)."""
         return inputs.async_iterable_stream(self._env, source, restart_delay=restartDelay, max_buffered_records=maxBufferedRecords)
 
     @api_call
-    def textFileStream(self, directory: str) -> DStream:
+    def textFileStream(self, directory: str) -> DStream[Any]:
         """The UTF-8 lines of the files that newly appear in ``directory`` (see :func:`streaming.inputs.text_file_stream`)."""
         return inputs.text_file_stream(self._env, directory)
 
     @api_call
-    def binaryRecordsStream(self, directory: str, recordLength: int) -> DStream:  # noqa: N803
+    def binaryRecordsStream(self, directory: str, recordLength: int) -> DStream[Any]:  # noqa: N803
         """The fixed-length byte records of the files newly in ``directory`` (:func:`streaming.inputs.binary_records_stream`)."""
         return inputs.binary_records_stream(self._env, directory, recordLength)
 
     @api_call
-    def inputStream(self, factory: Callable[..., DStream], *args: Any, **kwargs: Any) -> DStream:
+    def inputStream(self, factory: Callable[..., DStream[Any]], *args: Any, **kwargs: Any) -> DStream[Any]:
         """The stream ``factory(environment, *args, **kwargs)`` makes: the seam for inputs defined outside the context.
 
         ``streaming.kafka``'s ``KafkaUtils.createDirectStream`` makes its stream through it.
@@ -550,12 +550,12 @@ class StreamingContext(StreamingQueryFace):
         return factory(self._env, *args, **kwargs)
 
     @api_call
-    def union(self, *dstreams: DStream) -> DStream:
+    def union(self, *dstreams: DStream[Any]) -> DStream[Any]:
         """The union of streams with the same slide duration."""
         return inputs.union(dstreams)
 
     @api_call
-    def transform(self, dstreams: Sequence[DStream], transformFunc: Callable[[Sequence[RDD[Any]]], RDD[Any]]) -> DStream:  # noqa: N803
+    def transform(self, dstreams: Sequence[DStream[Any]], transformFunc: Callable[[Sequence[RDD[Any]]], RDD[Any]]) -> DStream[Any]:  # noqa: N803
         """A stream whose RDD is ``transformFunc(rdds)`` of the given streams' RDDs (same context and slide; in their order)."""
         return MultiTransformedDStream(list(dstreams), transformFunc)
 

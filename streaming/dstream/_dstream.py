@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from scheduler import StreamingStateError, Time
 
@@ -45,11 +45,13 @@ __all__ = [
     "WindowedDStream",
 ]
 
+T_co = TypeVar("T_co", covariant=True)
+
 api_call = recorded(StreamNode)
 """Records a top-level call of a DStream API method (or a context's stream-making method) in the context's recipe."""
 
 
-class DStream(BatchOutputs, StreamNode):
+class DStream(BatchOutputs, StreamNode, Generic[T_co]):
     """A stream of RDDs on the batch grid.
 
     The public methods are pyspark's, with pyspark's names and semantics; durations are in
@@ -77,7 +79,7 @@ class DStream(BatchOutputs, StreamNode):
         return self._slide.milliseconds / 1000.0
 
     @api_call
-    def transform(self, func: Callable[..., Any]) -> DStream:
+    def transform(self, func: Callable[..., Any]) -> DStream[Any]:
         """A stream whose RDD per batch is ``func(rdd)`` or ``func(time, rdd)`` of this one's.
 
         ``time`` is the batch time as a local datetime. A falsy result (e.g. ``None``) means
@@ -89,7 +91,7 @@ class DStream(BatchOutputs, StreamNode):
         return TransformedDStream(self, with_time(func))
 
     @api_call
-    def transformWith(self, func: Callable[..., Any], other: DStream, keepSerializer: bool = False) -> DStream:  # noqa: N803
+    def transformWith(self, func: Callable[..., Any], other: DStream[Any], keepSerializer: bool = False) -> DStream[Any]:  # noqa: N803
         """A stream whose RDD is ``func(rdd_a, rdd_b)`` or ``func(time, rdd_a, rdd_b)`` of two streams.
 
         A side without an RDD for the batch gets an empty RDD; ``func`` is always called. ``keepSerializer`` is accepted
@@ -157,54 +159,54 @@ class DStream(BatchOutputs, StreamNode):
 
     @api_call
     def mapPartitionsWithIndex(self, f: Callable[[int, Iterable[Any]], Iterable[Any]],
-                               preservesPartitioning: bool = False) -> DStream:  # noqa: N803
+                               preservesPartitioning: bool = False) -> DStream[Any]:  # noqa: N803
         """Apply ``f(partition_index, iterator)`` to each partition of each RDD."""
         return self.transform(lambda rdd: rdd.mapPartitionsWithIndex(f, preservesPartitioning))
 
     @api_call
-    def mapPartitions(self, f: Callable[[Iterable[Any]], Iterable[Any]], preservesPartitioning: bool = False) -> DStream:  # noqa: N803
+    def mapPartitions(self, f: Callable[[Iterable[Any]], Iterable[Any]], preservesPartitioning: bool = False) -> DStream[Any]:  # noqa: N803
         """Apply ``f(iterator)`` to each partition of each RDD."""
         def per_partition(_: int, iterator: Iterable[Any]) -> Iterable[Any]:
             return f(iterator)
         return self.mapPartitionsWithIndex(per_partition, preservesPartitioning)
 
     @api_call
-    def map(self, f: Callable[[Any], Any], preservesPartitioning: bool = False) -> DStream:  # noqa: N803
+    def map(self, f: Callable[[Any], Any], preservesPartitioning: bool = False) -> DStream[Any]:  # noqa: N803
         """Apply ``f`` to each element."""
         def per_partition(iterator: Iterable[Any]) -> Iterable[Any]:
             return map(f, iterator)
         return self.mapPartitions(per_partition, preservesPartitioning)
 
     @api_call
-    def flatMap(self, f: Callable[[Any], Iterable[Any]], preservesPartitioning: bool = False) -> DStream:  # noqa: N803
+    def flatMap(self, f: Callable[[Any], Iterable[Any]], preservesPartitioning: bool = False) -> DStream[Any]:  # noqa: N803
         """Apply ``f`` to each element and flatten the results."""
         def per_partition(_: int, iterator: Iterable[Any]) -> Iterable[Any]:
             return chain.from_iterable(map(f, iterator))
         return self.mapPartitionsWithIndex(per_partition, preservesPartitioning)
 
     @api_call
-    def filter(self, f: Callable[[Any], bool]) -> DStream:
+    def filter(self, f: Callable[[Any], bool]) -> DStream[Any]:
         """Keep the elements for which ``f`` is true."""
         def per_partition(iterator: Iterable[Any]) -> Iterable[Any]:
             return filter(f, iterator)
         return self.mapPartitions(per_partition, True)
 
     @api_call
-    def glom(self) -> DStream:
+    def glom(self) -> DStream[Any]:
         """Turn each partition into one list of its elements."""
         def as_list(iterator: Iterable[Any]) -> Iterator[list[Any]]:
             yield list(iterator)
         return self.mapPartitions(as_list)
 
     @api_call
-    def mapValues(self, f: Callable[[Any], Any]) -> DStream:
+    def mapValues(self, f: Callable[[Any], Any]) -> DStream[Any]:
         """Apply ``f`` to the value of each ``(key, value)`` pair, keeping the key and the partitioning."""
         def on_value(kv: tuple[Any, Any]) -> tuple[Any, Any]:
             return kv[0], f(kv[1])
         return self.map(on_value, preservesPartitioning=True)
 
     @api_call
-    def flatMapValues(self, f: Callable[[Any], Iterable[Any]]) -> DStream:
+    def flatMapValues(self, f: Callable[[Any], Iterable[Any]]) -> DStream[Any]:
         """Apply ``f`` to each value and pair every result with the key, keeping the partitioning."""
         def on_value(kv: tuple[Any, Any]) -> Iterable[tuple[Any, Any]]:
             key = kv[0]
@@ -212,7 +214,7 @@ class DStream(BatchOutputs, StreamNode):
         return self.flatMap(on_value, preservesPartitioning=True)
 
     @api_call
-    def repartition(self, numPartitions: int) -> DStream:  # noqa: N803
+    def repartition(self, numPartitions: int) -> DStream[Any]:  # noqa: N803
         """Reshuffle each RDD into ``numPartitions`` partitions."""
         return self.transform(lambda rdd: rdd.repartition(numPartitions))
 
@@ -222,12 +224,12 @@ class DStream(BatchOutputs, StreamNode):
         return self._env.spark.settings().default_parallelism if numPartitions is None else numPartitions
 
     @api_call
-    def reduce(self, func: Callable[[Any, Any], Any]) -> DStream:
+    def reduce(self, func: Callable[[Any, Any], Any]) -> DStream[Any]:
         """One element per batch: the RDD's elements reduced with ``func`` (nothing for an empty batch)."""
         return self.map(lambda x: (None, x)).reduceByKey(func, 1).map(lambda kv: kv[1])
 
     @api_call
-    def count(self) -> DStream:
+    def count(self) -> DStream[Any]:
         """One element per batch: the number of elements.
 
         As in pyspark, an RDD without partitions (e.g. an empty window) yields no element, not 0.
@@ -235,25 +237,25 @@ class DStream(BatchOutputs, StreamNode):
         return self.mapPartitions(lambda it: [sum(1 for _ in it)]).reduce(operator.add)
 
     @api_call
-    def countByValue(self) -> DStream:
+    def countByValue(self) -> DStream[Any]:
         """``(value, count)`` for each distinct element of each batch."""
         return self.map(lambda x: (x, 1)).reduceByKey(lambda a, b: a + b)
 
     @api_call
-    def reduceByKey(self, func: Callable[[Any, Any], Any], numPartitions: int | None = None) -> DStream:  # noqa: N803
+    def reduceByKey(self, func: Callable[[Any, Any], Any], numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """Merge the values of each key with ``func``, into ``numPartitions`` (default: Spark's parallelism)."""
         n = self._default_partitions(numPartitions)
         return self.combineByKey(lambda v: v, func, func, n)
 
     @api_call
     def combineByKey(self, createCombiner: Callable[[Any], Any], mergeValue: Callable[[Any, Any], Any],  # noqa: N803
-                     mergeCombiners: Callable[[Any, Any], Any], numPartitions: int | None = None) -> DStream:  # noqa: N803
+                     mergeCombiners: Callable[[Any, Any], Any], numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """``rdd.combineByKey`` on each batch (default partitions: Spark's parallelism)."""
         n = self._default_partitions(numPartitions)
         return self.transform(lambda rdd: rdd.combineByKey(createCombiner, mergeValue, mergeCombiners, n))
 
     @api_call
-    def partitionBy(self, numPartitions: int, partitionFunc: Callable[[Any], int] | None = None) -> DStream:  # noqa: N803
+    def partitionBy(self, numPartitions: int, partitionFunc: Callable[[Any], int] | None = None) -> DStream[Any]:  # noqa: N803
         """Hash-partition each batch's pairs into ``numPartitions`` with ``partitionFunc`` (default pyspark's ``portable_hash``)."""
         by = partitionFunc
         if by is None:
@@ -263,7 +265,7 @@ class DStream(BatchOutputs, StreamNode):
         return self.transform(lambda rdd: rdd.partitionBy(numPartitions, by))
 
     @api_call
-    def groupByKey(self, numPartitions: int | None = None) -> DStream:  # noqa: N803
+    def groupByKey(self, numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """``(key, iterable of values)`` per key of each batch."""
         n = self._default_partitions(numPartitions)
         return self.transform(lambda rdd: rdd.groupByKey(n))
@@ -271,7 +273,7 @@ class DStream(BatchOutputs, StreamNode):
     # -- two-stream operations (a missing side is an empty RDD) --
 
     @api_call
-    def union(self, other: DStream) -> DStream:
+    def union(self, other: DStream[Any]) -> DStream[Any]:
         """The elements of both streams, this stream's first.
 
         Raises:
@@ -282,31 +284,31 @@ class DStream(BatchOutputs, StreamNode):
         return self.transformWith(lambda a, b: a.union(b), other, True)
 
     @api_call
-    def cogroup(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
+    def cogroup(self, other: DStream[Any], numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """``(key, (values here, values there))`` for every key of either stream, per batch."""
         n = self._default_partitions(numPartitions)
         return self.transformWith(lambda a, b: a.cogroup(b, n), other)
 
     @api_call
-    def join(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
+    def join(self, other: DStream[Any], numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """``(key, (v, w))`` for each pair of values of a key present in both streams, per batch."""
         n = self._default_partitions(numPartitions)
         return self.transformWith(lambda a, b: a.join(b, n), other)
 
     @api_call
-    def leftOuterJoin(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
+    def leftOuterJoin(self, other: DStream[Any], numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """Like :meth:`join`, keeping this stream's keys missing from ``other`` as ``(key, (v, None))``."""
         n = self._default_partitions(numPartitions)
         return self.transformWith(lambda a, b: a.leftOuterJoin(b, n), other)
 
     @api_call
-    def rightOuterJoin(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
+    def rightOuterJoin(self, other: DStream[Any], numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """Like :meth:`join`, keeping ``other``'s keys missing here as ``(key, (None, w))``."""
         n = self._default_partitions(numPartitions)
         return self.transformWith(lambda a, b: a.rightOuterJoin(b, n), other)
 
     @api_call
-    def fullOuterJoin(self, other: DStream, numPartitions: int | None = None) -> DStream:  # noqa: N803
+    def fullOuterJoin(self, other: DStream[Any], numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """Like :meth:`join`, keeping the keys of either side, with None for the missing value."""
         n = self._default_partitions(numPartitions)
         return self.transformWith(lambda a, b: a.fullOuterJoin(b, n), other)
@@ -314,12 +316,12 @@ class DStream(BatchOutputs, StreamNode):
     # -- persistence and checkpointing --
 
     @api_call
-    def cache(self) -> DStream:
+    def cache(self) -> DStream[Any]:
         """Persist every RDD of this stream in memory (pyspark's ``MEMORY_ONLY``)."""
         return self.persist(memory_only())
 
     @api_call
-    def persist(self, storageLevel: StorageLevel) -> DStream:  # noqa: N803
+    def persist(self, storageLevel: StorageLevel) -> DStream[Any]:  # noqa: N803
         """Persist every RDD of this stream at ``storageLevel``; only before the context starts.
 
         Raises:
@@ -330,7 +332,7 @@ class DStream(BatchOutputs, StreamNode):
         return self
 
     @api_call
-    def checkpoint(self, interval: float) -> DStream:
+    def checkpoint(self, interval: float) -> DStream[Any]:
         """Checkpoint this stream's RDDs every ``interval`` seconds (cutting their lineage); only before start.
 
         Also persists the stream in memory, as Spark does. Needs a checkpoint directory
@@ -363,7 +365,7 @@ class DStream(BatchOutputs, StreamNode):
         return self.slice_rdds(Time(time_ms(begin)), Time(time_ms(end)))
 
     @api_call
-    def window(self, windowDuration: float, slideDuration: float | None = None) -> DStream:  # noqa: N803
+    def window(self, windowDuration: float, slideDuration: float | None = None) -> DStream[Any]:  # noqa: N803
         """A stream of the union of this stream's RDDs over the last ``windowDuration`` seconds.
 
         It produces an RDD every ``slideDuration`` seconds (default: this stream's slide);
@@ -384,7 +386,7 @@ class DStream(BatchOutputs, StreamNode):
         slideDuration: float | None = None,  # noqa: N803
         numPartitions: int | None = None,  # noqa: N803
         filterFunc: Callable[[tuple[Any, Any]], bool] | None = None,  # noqa: N803
-    ) -> DStream:
+    ) -> DStream[Any]:
         """Reduce the values of each key over a sliding window.
 
         With ``invFunc`` (the inverse of ``func``) the stream must checkpoint, and when the
@@ -406,20 +408,20 @@ class DStream(BatchOutputs, StreamNode):
 
     @api_call
     def reduceByWindow(self, reduceFunc: Callable[[Any, Any], Any], invReduceFunc: Callable[[Any, Any], Any] | None,  # noqa: N803
-                       windowDuration: float, slideDuration: float) -> DStream:  # noqa: N803
+                       windowDuration: float, slideDuration: float) -> DStream[Any]:  # noqa: N803
         """One element per window: all its elements reduced (incrementally with ``invReduceFunc``)."""
         keyed = self.map(lambda x: (1, x))
         reduced = keyed.reduceByKeyAndWindow(reduceFunc, invReduceFunc, windowDuration, slideDuration, 1)
         return reduced.map(lambda kv: kv[1])
 
     @api_call
-    def countByWindow(self, windowDuration: float, slideDuration: float) -> DStream:  # noqa: N803
+    def countByWindow(self, windowDuration: float, slideDuration: float) -> DStream[Any]:  # noqa: N803
         """One element per window: its number of elements (incremental, so it needs a checkpoint directory)."""
         return self.map(lambda x: 1).reduceByWindow(operator.add, operator.sub, windowDuration, slideDuration)
 
     @api_call
     def countByValueAndWindow(self, windowDuration: float, slideDuration: float,  # noqa: N803
-                              numPartitions: int | None = None) -> DStream:  # noqa: N803
+                              numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """``(value, count)`` of each distinct element over a sliding window (needs a checkpoint directory)."""
         keyed = self.map(lambda x: (x, 1))
         counted = keyed.reduceByKeyAndWindow(operator.add, operator.sub, windowDuration, slideDuration, numPartitions)
@@ -427,7 +429,7 @@ class DStream(BatchOutputs, StreamNode):
 
     @api_call
     def groupByKeyAndWindow(self, windowDuration: float, slideDuration: float,  # noqa: N803
-                            numPartitions: int | None = None) -> DStream:  # noqa: N803
+                            numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """``(key, iterable of values)`` per key over a sliding window (needs a checkpoint directory)."""
         from pyspark.resultiterable import ResultIterable
 
@@ -439,7 +441,7 @@ class DStream(BatchOutputs, StreamNode):
 
     @api_call
     def updateStateByKey(self, updateFunc: Callable[[list[Any], Any], Any], numPartitions: int | None = None,  # noqa: N803
-                         initialRDD: RDD[Any] | Iterable[Any] | None = None) -> DStream:  # noqa: N803
+                         initialRDD: RDD[Any] | Iterable[Any] | None = None) -> DStream[Any]:  # noqa: N803
         """A stream of per-key state: ``updateFunc(new_values, last_state_or_None)`` for every key with state or new values.
 
         A ``None`` result drops the key. In a batch where this stream has no RDD the state is
@@ -453,7 +455,7 @@ class DStream(BatchOutputs, StreamNode):
     # -- event time and arbitrary state (Structured Streaming's operators, on DStreams) --
 
     @api_call
-    def withWatermark(self, eventTime: Callable[[Any], Any], delayThreshold: str) -> DStream:  # noqa: N803
+    def withWatermark(self, eventTime: Callable[[Any], Any], delayThreshold: str) -> DStream[Any]:  # noqa: N803
         """The same records, with an event-time watermark: Spark's ``withWatermark`` for a DStream.
 
         ``eventTime(record)`` is the record's event time, a ``datetime`` (naive ones read as
@@ -477,7 +479,7 @@ class DStream(BatchOutputs, StreamNode):
     def mapGroupsWithState(self, func: Callable[[Any, Iterator[Any], Any], Any],
                            timeoutConf: str = "NoTimeout", initialState: Any = None,  # noqa: N803
                            numPartitions: int | None = None, eventTime: Callable[[Any], Any] | None = None,  # noqa: N803
-                           ) -> DStream:
+                           ) -> DStream[Any]:
         """One output per key with input (or timed out) per batch: ``func(key, values, state) -> value``.
 
         See :meth:`flatMapGroupsWithState`; the function returns exactly one value.
@@ -488,7 +490,7 @@ class DStream(BatchOutputs, StreamNode):
     def flatMapGroupsWithState(self, func: Callable[[Any, Iterator[Any], Any], Any],
                                outputMode: str = "append", timeoutConf: str = "NoTimeout",  # noqa: N803
                                initialState: Any = None, numPartitions: int | None = None,  # noqa: N803
-                               eventTime: Callable[[Any], Any] | None = None) -> DStream:  # noqa: N803
+                               eventTime: Callable[[Any], Any] | None = None) -> DStream[Any]:  # noqa: N803
         """Arbitrary state per key on a pair stream: ``func(key, values, state)`` returns the key's outputs (an iterable).
 
         Spark's ``flatMapGroupsWithState`` (pyspark's ``applyInPandasWithState``) for DStreams:
@@ -518,7 +520,7 @@ class DStream(BatchOutputs, StreamNode):
     @api_call
     def transformWithState(self, statefulProcessor: Any, outputMode: str, timeMode: str,  # noqa: N803
                            initialState: Any = None, eventTime: Callable[[Any], Any] | None = None,  # noqa: N803
-                           numPartitions: int | None = None) -> DStream:  # noqa: N803
+                           numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """Spark 4's ``transformWithState`` (pyspark's row-based ``transformWithState``) on a pair stream.
 
         ``statefulProcessor`` is a :class:`streaming.state.StatefulProcessor` with pyspark's methods;
@@ -539,7 +541,7 @@ class DStream(BatchOutputs, StreamNode):
         return node
 
     def _groups_with_state(self, func: Callable[..., Any], flat: bool, timeout: str, initial: Any,
-                           num_partitions: int | None, event_time: Callable[[Any], Any] | None) -> DStream:
+                           num_partitions: int | None, event_time: Callable[[Any], Any] | None) -> DStream[Any]:
         node = GroupsWithStateDStream(self, func, flat=flat, timeout=timeout,
                                       num_partitions=self._default_partitions(num_partitions),
                                       initial=initial_groups(initial), event_time=event_time)
@@ -554,42 +556,42 @@ class DStream(BatchOutputs, StreamNode):
 # (method resolution: the node's hooks first, then DStream, then StreamNode).
 
 
-class TransformedDStream(TransformedNode, DStream):
+class TransformedDStream(TransformedNode, DStream[Any]):
     """``func(time, rdd)`` of a parent's RDD per batch (pyspark's ``TransformedDStream``); see :class:`TransformedNode`."""
 
 
-class TransformedWithDStream(TransformedWithNode, DStream):
+class TransformedWithDStream(TransformedWithNode, DStream[Any]):
     """``func(time, a, b)`` over two streams (pyspark's ``transformWith``); see :class:`TransformedWithNode`."""
 
 
-class UnionDStream(UnionNode, DStream):
+class UnionDStream(UnionNode, DStream[Any]):
     """The union of several streams (Spark's ``UnionDStream``); see :class:`UnionNode`."""
 
 
-class MultiTransformedDStream(MultiTransformedNode, DStream):
+class MultiTransformedDStream(MultiTransformedNode, DStream[Any]):
     """``func(rdds)`` over several streams (``ssc.transform``); see :class:`MultiTransformedNode`."""
 
 
-class WindowedDStream(WindowedNode, DStream):
+class WindowedDStream(WindowedNode, DStream[Any]):
     """A sliding window over a parent (Spark's ``WindowedDStream``); see :class:`WindowedNode`."""
 
 
-class ReducedWindowedDStream(ReducedWindowedNode, DStream):
+class ReducedWindowedDStream(ReducedWindowedNode, DStream[Any]):
     """An incrementally reduced window (pyspark's ``PythonReducedWindowedDStream``); see :class:`ReducedWindowedNode`."""
 
 
-class WatermarkedDStream(WatermarkedNode, DStream):
+class WatermarkedDStream(WatermarkedNode, DStream[Any]):
     """The records of a stream with an event-time watermark (``withWatermark``); see :class:`WatermarkedNode`."""
 
 
-class GroupsWithStateDStream(GroupsWithStateNode, DStream):
+class GroupsWithStateDStream(GroupsWithStateNode, DStream[Any]):
     """``mapGroupsWithState`` / ``flatMapGroupsWithState`` of a pair stream; see :class:`GroupsWithStateNode`."""
 
 
-class TransformWithStateDStream(TransformWithStateNode, DStream):
+class TransformWithStateDStream(TransformWithStateNode, DStream[Any]):
     """``transformWithState`` of a pair stream; see :class:`TransformWithStateNode`."""
 
 
-class StateDStream(StateNode, DStream):
+class StateDStream(StateNode, DStream[Any]):
     """Per-key state, ``updateStateByKey`` (pyspark's ``PythonStateDStream``); see :class:`StateNode`."""
 

@@ -27,7 +27,7 @@ class RateControlledInput(Protocol):
         ...
 
 
-class InputDStream(DStream):
+class InputDStream(DStream[Any]):
     """A stream with no parent: its RDD per batch comes from outside the graph.
 
     Registers itself with the context's graph; ``id`` numbers input streams from 0.

@@ -26,7 +26,7 @@ __all__ = ["async_iterable_stream", "binary_records_stream", "continuous_stream"
            "text_file_stream", "union"]
 
 
-def queue_stream(env: StreamEnvironment, rdds: Sequence[Any], one_at_a_time: bool = True, default: Any = None) -> DStream:
+def queue_stream(env: StreamEnvironment, rdds: Sequence[Any], one_at_a_time: bool = True, default: Any = None) -> DStream[Any]:
     """A stream of the given RDDs (or lists), one per batch or all at once (pyspark's ``queueStream``).
 
     Lists are parallelized now, as pyspark does; inside ``async with`` (where this runs on the
@@ -101,7 +101,7 @@ def _restart_delay(seconds: float | None) -> Duration | None:
 
 def socket_text_stream(env: StreamEnvironment, hostname: str, port: int, storage_level: Any = None, *,
                        restart_delay: float | None = None, max_buffered_records: int = DEFAULT_MAX_BUFFERED_RECORDS,
-                       placement: str | None = None) -> DStream:
+                       placement: str | None = None) -> DStream[Any]:
     """A stream of the UTF-8 text lines read from a TCP server at ``hostname:port`` (pyspark's ``socketTextStream``).
 
     A receiver task on the context's event loop connects when the context starts; lines end
@@ -148,7 +148,7 @@ def socket_text_stream(env: StreamEnvironment, hostname: str, port: int, storage
                               max_buffered_records=max_buffered_records, placement=placement)
 
 
-def continuous_stream(env: StreamEnvironment, source: ContinuousSource) -> DStream:
+def continuous_stream(env: StreamEnvironment, source: ContinuousSource) -> DStream[Any]:
     """A continuous input reading ``source`` (a ``RateSource``, ``SocketSource``, ``FileSource`` or your own).
 
     Raises:
@@ -162,7 +162,7 @@ def continuous_stream(env: StreamEnvironment, source: ContinuousSource) -> DStre
 
 
 def async_iterable_stream(env: StreamEnvironment, source: AsyncSource, *, restart_delay: float | None = None,
-                          max_buffered_records: int = DEFAULT_MAX_BUFFERED_RECORDS) -> DStream:
+                          max_buffered_records: int = DEFAULT_MAX_BUFFERED_RECORDS) -> DStream[Any]:
     """A stream of the items of an async iterable: each batch gets those that arrived since the last.
 
     ``source`` is an async iterable (an async generator, a channel's receive side, ...) or a
@@ -183,7 +183,7 @@ def async_iterable_stream(env: StreamEnvironment, source: AsyncSource, *, restar
                                      max_buffered_records=max_buffered_records)
 
 
-def text_file_stream(env: StreamEnvironment, directory: str) -> DStream:
+def text_file_stream(env: StreamEnvironment, directory: str) -> DStream[Any]:
     """A stream of the UTF-8 lines of the files that newly appear in ``directory`` (pyspark's ``textFileStream``).
 
     Each batch reads the files modified since the previous batches and not read before
@@ -197,7 +197,7 @@ def text_file_stream(env: StreamEnvironment, directory: str) -> DStream:
     return FileInputDStream(env, directory, lambda sc, path: sc.textFile(path, 1), TextLines())
 
 
-def binary_records_stream(env: StreamEnvironment, directory: str, record_length: int) -> DStream:
+def binary_records_stream(env: StreamEnvironment, directory: str, record_length: int) -> DStream[Any]:
     """A stream of the fixed-length byte records (``record_length`` bytes) of the files that newly appear in ``directory``.
 
     Files are selected as by :func:`text_file_stream`. On Spark Connect (no ``binaryRecords`` there) the server's
@@ -209,7 +209,7 @@ def binary_records_stream(env: StreamEnvironment, directory: str, record_length:
                             FixedLengthRecords(record_length), whole_files_on_connect=True)
 
 
-def union(dstreams: Sequence[DStream]) -> DStream:
+def union(dstreams: Sequence[DStream[Any]]) -> DStream[Any]:
     """The union of streams with the same slide duration (pyspark's ``StreamingContext.union``, its messages)."""
     if not dstreams:
         raise InvalidPipelineError("should have at least one DStream to union")

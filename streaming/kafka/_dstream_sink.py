@@ -27,7 +27,7 @@ def _write_partition(settings: SinkSettings, batch_id: int, index: int, records:
     return [write_records(settings, index, batch_id, records)]
 
 
-def write_to_kafka(dstream: DStream, topic: str, kafkaParams: Mapping[str, Any], *,  # noqa: N803
+def write_to_kafka(dstream: DStream[Any], topic: str, kafkaParams: Mapping[str, Any], *,  # noqa: N803
                    key: Callable[[Any], Any] | None = None, value: Callable[[Any], Any] | None = None,
                    transactional: bool = False, sink_id: str | None = None,
                    marker_topic: str = DEFAULT_MARKER_TOPIC) -> None:

@@ -60,7 +60,7 @@ def _split_params(kafka_params: Mapping[str, Any]) -> tuple[dict[str, Any], bool
 
 def direct_kafka_stream(env: StreamEnvironment, topics: list[str], kafka_params: dict[str, Any],
                         from_offsets: dict[TopicAndPartition, int], key_decoder: Decoder, value_decoder: Decoder,
-                        message_handler: Handler | None) -> DStream:
+                        message_handler: Handler | None) -> DStream[Any]:
     """The direct stream of checked arguments, in ``env``'s context (what ``StreamingContext.inputStream`` calls)."""
     params, fail = _split_params(kafka_params)
     convert = message_converter(key_decoder, value_decoder, message_handler)
@@ -72,7 +72,7 @@ class KafkaUtils:
 
     @staticmethod
     def createStream(ssc: Any, zkQuorum: str, groupId: str, topics: dict[str, int], kafkaParams: dict[str, Any] | None = None,  # noqa: N803
-                     storageLevel: Any = None, keyDecoder: Decoder = utf8_decoder, valueDecoder: Decoder = utf8_decoder) -> DStream:  # noqa: N803
+                     storageLevel: Any = None, keyDecoder: Decoder = utf8_decoder, valueDecoder: Decoder = utf8_decoder) -> DStream[Any]:  # noqa: N803
         """Refused: the receiver-based stream through ZooKeeper is not supported; use :meth:`createDirectStream`.
 
         Raises:
@@ -84,7 +84,7 @@ class KafkaUtils:
     def createDirectStream(ssc: Any, topics: list[str], kafkaParams: dict[str, Any],  # noqa: N803
                            fromOffsets: dict[TopicAndPartition, int] | None = None,  # noqa: N803
                            keyDecoder: Decoder = utf8_decoder, valueDecoder: Decoder = utf8_decoder,  # noqa: N803
-                           messageHandler: Handler | None = None) -> DStream:  # noqa: N803
+                           messageHandler: Handler | None = None) -> DStream[Any]:  # noqa: N803
         """A stream that reads each batch's new records of ``topics`` straight from the brokers.
 
         Each batch the driver plans one offset range per topic partition (at most

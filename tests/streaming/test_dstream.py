@@ -680,3 +680,14 @@ def test_a_jobs_description_shows_milliseconds_when_batches_are_shorter_than_a_s
     assert job_description(at, 1) == "Streaming job from [output operation 1, batch time 16:12:46]"
     assert job_description(at, 1, 500) == "Streaming job from [output operation 1, batch time 16:12:46.500]"
     assert job_description(at, 1, 1000) == "Streaming job from [output operation 1, batch time 16:12:46]"
+
+
+def test_dstream_is_generic_as_pyspark_s_so_typed_programs_run_after_the_import_change() -> None:
+    """pyspark's DStream is Generic[T_co]: `def f(lines: DStream[str]) -> DStream[tuple[str, int]]` evaluates its
+    annotations at definition time (no `from __future__ import annotations`) and must not raise."""
+    from typing import get_type_hints
+
+    namespace: dict[str, object] = {}
+    exec("def words(lines: DStream[str]) -> DStream[tuple[str, int]]:\n    return lines\n", {"DStream": DStream}, namespace)
+    hints = get_type_hints(namespace["words"])
+    assert hints == {"lines": DStream[str], "return": DStream[tuple[str, int]]}
