@@ -20,7 +20,7 @@ import pytest
 from pyspark import cloudpickle
 
 from listeners import OverflowPolicy
-from scheduler import CheckpointError, CorruptCheckpointError, Duration
+from scheduler import CheckpointError, CorruptCheckpointError, Duration, InvalidPipelineError
 from streaming import StreamingContext
 from streaming import _context as context_module
 from streaming._settings import ContextArguments, ContextSettings
@@ -113,16 +113,19 @@ def test_a_graph_with_a_function_that_cannot_be_pickled_is_refused_and_nothing_c
     assert (tmp_path / RECIPE_FILE).read_bytes() == before
 
 
-def test_a_stream_of_another_context_makes_the_graph_unsaveable(tmp_path: Path) -> None:
-    """A call that mixes in a stream this context never made cannot be replayed: save() says so and writes nothing."""
+def test_a_stream_of_another_context_is_refused_and_leaves_the_graph_saveable(tmp_path: Path) -> None:
+    """A stream this context never made has no place in its recipe; a call that mixes one in is refused at the call
+    (Spark's requirement) and records nothing, so the graph still saves."""
     mine, other = offline_context(), offline_context()
     foreign = other.queueStream([[2]])
     with pytest.raises(CheckpointError, match="was not made through this context's API"):
         mine._env.recipe.ref(foreign, StreamNode)
-    mine.queueStream([[1]]).transformWith(lambda a, b: a, foreign).foreachRDD(print)
-    reason = mine._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[])
-    assert reason == "transformWith was called with a stream of another context"
-    assert not (tmp_path / RECIPE_FILE).exists()
+    stream = mine.queueStream([[1]])
+    with pytest.raises(InvalidPipelineError, match="Some of the DStreams have different contexts"):
+        stream.transformWith(lambda a, b: a, foreign)
+    stream.foreachRDD(print)
+    assert mine._env.recipe.save(tmp_path, batch_ms=1000, concurrent_jobs=None, spark_conf=[]) is None
+    assert (tmp_path / RECIPE_FILE).exists()
 
 
 def test_a_damaged_graph_file_is_reported_with_its_path(tmp_path: Path) -> None:
