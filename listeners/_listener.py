@@ -40,6 +40,9 @@ HANDLER_NAMES: dict[type, str] = {
 }
 """Event type -> the name of the StreamingListener callback that receives it."""
 
+_PYSPARK_NAMES = tuple("on" + "".join(word.title() for word in name.split("_")[1:]) for name in HANDLER_NAMES.values())
+"""The same callbacks as pyspark names them (``onBatchCompleted``), which a bus never calls."""
+
 MaybeAwaitable = Any  # None, or an awaitable for ``async def`` overrides
 
 
@@ -115,9 +118,10 @@ def handlers_of(listener: object) -> Handlers:
     """The callbacks of ``listener`` by event type, each with whether it is ``async``.
 
     Raises:
-        TypeError: not a listener.
+        TypeError: not a listener, or one with pyspark's camelCase callbacks only (a bus would never call them).
     """
     handlers: Handlers = {}
+    pyspark_style = [n for n in _PYSPARK_NAMES if callable(getattr(listener, n, None))]
     if isinstance(listener, StreamingListener) or any(hasattr(listener, n) for n in HANDLER_NAMES.values()):
         for event_type, method_name in HANDLER_NAMES.items():
             method = getattr(listener, method_name, None)
@@ -127,6 +131,10 @@ def handlers_of(listener: object) -> Handlers:
             if getattr(method, "__func__", None) is base:
                 continue  # not overridden: skip the call entirely
             handlers[event_type] = (method, inspect.iscoroutinefunction(method))
+        if not handlers and pyspark_style:
+            raise TypeError(_pyspark_style_message(listener, pyspark_style))
+    elif pyspark_style:
+        raise TypeError(_pyspark_style_message(listener, pyspark_style))
     elif callable(listener):
         is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__)
         for event_type in HANDLER_NAMES:
@@ -136,6 +144,13 @@ def handlers_of(listener: object) -> Handlers:
             f"a listener must be a StreamingListener, an object with on_* callbacks, or a callable taking an event; got {listener!r}"
         )
     return handlers
+
+
+def _pyspark_style_message(listener: object, names: list[str]) -> str:
+    snake = ", ".join(HANDLER_NAMES[t] for t, n in zip(HANDLER_NAMES, _PYSPARK_NAMES, strict=True) if n in names)
+    return (f"{type(listener).__name__} has pyspark's callback names ({', '.join(names)}), which a listener bus never "
+            f"calls: name them {snake}, or register it with streaming.StreamingContext.addStreamingListener, which speaks "
+            "pyspark's names")
 
 
 def check_listener(listener: object, name: str | None = None, *, inline: bool | None = None) -> Handlers:

@@ -155,6 +155,39 @@ def test_something_that_is_not_a_listener_is_refused() -> None:
         StreamingListenerBus().add_listener(42)
 
 
+def test_a_listener_with_pyspark_s_callback_names_only_is_refused_naming_the_bus_s() -> None:
+    """A bus calls on_batch_completed, never pyspark's onBatchCompleted: a listener with only the latter (a subclass of
+    listeners.StreamingListener or a plain object) would hear nothing, so it is refused with both names."""
+    from listeners import StreamingListener
+
+    class Subclass(StreamingListener):
+        def onBatchCompleted(self, event: object) -> None:
+            pass
+
+    class Plain:
+        def onQueryProgress(self, event: object) -> None:
+            pass
+
+        def onBatchStarted(self, event: object) -> None:
+            pass
+
+    tail = ("which a listener bus never calls: name them {}, or register it with "
+            "streaming.StreamingContext.addStreamingListener, which speaks pyspark's names")
+    with raises_exactly(TypeError, "Subclass has pyspark's callback names (onBatchCompleted), " + tail.format("on_batch_completed")):
+        StreamingListenerBus().add_listener(Subclass())
+    with raises_exactly(TypeError, "Plain has pyspark's callback names (onBatchStarted, onQueryProgress), "
+                        + tail.format("on_batch_started, on_query_progress")):
+        StreamingListenerBus().add_listener(Plain())
+
+    class Both(Subclass):  # the bus's names too: it hears those
+        def on_batch_completed(self, event: object) -> None:
+            pass
+
+    bus, both = StreamingListenerBus(), Both()
+    bus.add_listener(both)
+    assert bus.listeners == [both]
+
+
 def test_listener_names_default_to_the_qualified_name() -> None:
     """A function is named by its qualname, an object by its class's; name= overrides both."""
 
