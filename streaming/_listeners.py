@@ -6,6 +6,8 @@ Spark's ``StreamingContext.addStreamingListener`` and ``removeStreamingListener`
 
 from __future__ import annotations
 
+from listeners import check_listener
+
 from ._listener_compat import adapt_listener
 from .runtime import QueryRuntime
 
@@ -21,9 +23,14 @@ class ContextListeners:
         self._adapters: dict[int, tuple[object, object]] = {}  # id(given) -> (given, what the bus has)
 
     def add(self, given: object, runtime: QueryRuntime | None) -> None:
-        """Register ``given`` (adapted when it is pyspark's) on ``runtime``'s bus, or until :meth:`attach` without one."""
+        """Register ``given`` (adapted when it is pyspark's) on ``runtime``'s bus, or until :meth:`attach` without one.
+
+        Raises:
+            TypeError: not a listener (see :func:`listeners.check_listener`), with or without a runtime.
+        """
         listener, name = adapt_listener(given)
         if runtime is None:
+            check_listener(listener, name)  # refused now, as the bus would refuse it at start
             self._pending.append((listener, name))
         else:
             runtime.add_listener(listener, name=name)

@@ -122,9 +122,34 @@ def bind_spark(given: object, name: str, *, frame_context: Callable[[Any], Any])
             SparkContext, or ``None`` for an embedded local one (started on first need).
         name: the context's name (the prefix of its threads' names).
         frame_context: on Connect, makes the ``FrameContext`` over the session (see :class:`ConnectBinding`).
+
+    Raises:
+        TypeError: ``given`` is none of those (a master URL string, pyspark's StreamingContext, ``sc._jsc``, ...).
     """
     if is_connect_session(given):
         return ConnectBinding(given, name, frame_context)
     if is_classic_session(given):
         return SparkBinding(cast(Any, given).sparkContext, name, cast(Any, given))
+    if given is not None:
+        _check_spark_context(given)
     return SparkBinding(cast("SparkContext | None", given), name)
+
+
+def _check_spark_context(given: object) -> None:
+    """Refuse what cannot be a SparkContext at once (it would fail at the first stream, deep inside pyspark)."""
+    contexts = sys.modules.get("pyspark.core.context")
+    if contexts is not None and isinstance(given, contexts.SparkContext):
+        return
+    kind = f"{type(given).__module__}.{type(given).__qualname__}"
+    if kind.startswith("py4j."):
+        hint = "a JVM object (sc._jsc?): pass the pyspark SparkContext itself"
+    elif kind.startswith("pyspark.streaming."):
+        hint = "pyspark's StreamingContext: pass its sparkContext"
+    elif isinstance(given, str):
+        hint = f"a string: for master {given!r} pass SparkContext({given!r}, appName), or None for an embedded local Spark"
+    elif hasattr(given, "_jsc"):
+        return  # a SparkContext in all but its class (a stopped one is refused by its binding)
+    else:
+        hint = kind
+    raise TypeError(f"sparkContext must be a pyspark SparkContext or SparkSession (classic or Spark Connect), or None for an "
+                    f"embedded local Spark; got {hint}")

@@ -669,6 +669,26 @@ def test_a_context_on_a_stopped_spark_context_is_refused_at_once() -> None:
         StreamingContext(StoppedSparkContext(), 1)  # type: ignore[arg-type]
 
 
+def test_what_cannot_be_a_spark_context_is_refused_at_construction_naming_the_fix() -> None:
+    """A master URL, pyspark's own StreamingContext, or sc._jsc where the SparkContext belongs: a TypeError at once that
+    says what to pass, not an AttributeError at start ('str' object has no attribute 'parallelize')."""
+    from py4j.java_gateway import JavaObject
+    from pyspark.streaming import StreamingContext as PysparkStreamingContext
+
+    start = ("sparkContext must be a pyspark SparkContext or SparkSession (classic or Spark Connect), or None for an "
+             "embedded local Spark; got ")
+    cases: list[tuple[object, str]] = [
+        ("local[2]", "a string: for master 'local[2]' pass SparkContext('local[2]', appName), or None for an embedded local Spark"),
+        (PysparkStreamingContext.__new__(PysparkStreamingContext), "pyspark's StreamingContext: pass its sparkContext"),
+        (JavaObject.__new__(JavaObject), "a JVM object (sc._jsc?): pass the pyspark SparkContext itself"),
+        (42, "builtins.int"),
+    ]
+    for given, hint in cases:
+        with pytest.raises(TypeError) as refused:
+            StreamingContext(given, 1)  # type: ignore[arg-type]
+        assert str(refused.value) == start + hint
+
+
 def test_a_jobs_description_shows_milliseconds_when_batches_are_shorter_than_a_second() -> None:
     """Spark's UIUtils.formatBatchTime: HH:mm:ss, and HH:mm:ss.SSS under 1 s batches (two half-second batches' jobs had
     one description)."""

@@ -121,3 +121,15 @@ def test_a_callback_set_on_a_listener_instance_is_subscribed_and_called() -> Non
     assert [n for n in vars(adapter) if n.startswith("on_")] == ["on_batch_completed"]
     adapter.on_batch_completed(BatchCompleted(info()))
     assert got == [1000]
+
+
+def test_add_streaming_listener_refuses_what_is_not_a_listener_at_the_call() -> None:
+    """ssc.addStreamingListener(42) before start: refused at once (it used to fail only at start, deep in the bus)."""
+    from streaming import StreamingContext
+
+    ssc = StreamingContext(None, 1)
+    with pytest.raises(TypeError, match="a listener must be a StreamingListener, an object with on_\\* callbacks, or a callable"):
+        ssc.addStreamingListener(42)
+    ssc.addStreamingListener(StreamingListener())  # pyspark's interface, adapted: still accepted
+    with pytest.raises(ValueError, match="listener 42 is not registered"):
+        ssc.removeStreamingListener(42)  # the refused one was not kept
