@@ -98,4 +98,7 @@ if __name__ == "__main__":
     parser.add_argument("--interval", type=float, default=1.0, help="batch interval in seconds")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    asyncio.run(main(args.batches, args.interval, args.seed))
+    try:
+        asyncio.run(main(args.batches, args.interval, args.seed))
+    except KeyboardInterrupt:  # Ctrl-C: exit as the shell expects, quietly
+        raise SystemExit(130) from None

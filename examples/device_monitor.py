@@ -113,4 +113,7 @@ if __name__ == "__main__":
     parser.add_argument("--interval", type=float, default=0.5, help="batch interval in seconds")
     parser.add_argument("--remote", help="run on this Spark Connect server (sc://host:port) instead of an embedded local Spark")
     args = parser.parse_args()
-    main(args.batches, args.interval, args.remote)
+    try:
+        main(args.batches, args.interval, args.remote)
+    except KeyboardInterrupt:  # Ctrl-C: exit as the shell expects, quietly
+        raise SystemExit(130) from None

@@ -78,4 +78,7 @@ if __name__ == "__main__":
     parser.add_argument("--batches", type=int, default=None, help="stop after this many batches (default: run until killed)")
     parser.add_argument("--remote", default=None, help="a Spark Connect URL (sc://host:port): run on its session")
     args = parser.parse_args()
-    main(args.broker_list, args.topic, args.interval, args.batches, args.remote)
+    try:
+        main(args.broker_list, args.topic, args.interval, args.batches, args.remote)
+    except KeyboardInterrupt:  # Ctrl-C: exit as the shell expects, quietly
+        raise SystemExit(130) from None

@@ -95,4 +95,7 @@ if __name__ == "__main__":
     parser.add_argument("--interval", type=float, default=1.0, help="batch interval in seconds")
     parser.add_argument("--directory", default=None, help="watch this directory instead of a temporary one")
     args = parser.parse_args()
-    main(args.files, args.interval, args.directory)
+    try:
+        main(args.files, args.interval, args.directory)
+    except KeyboardInterrupt:  # Ctrl-C: exit as the shell expects, quietly
+        raise SystemExit(130) from None

@@ -23,7 +23,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -40,7 +40,8 @@ def parse(line: str) -> dict[str, Any]:
 
 
 def wanted(event: dict[str, Any]) -> bool:
-    return event["kind"] != "heartbeat"
+    kind: str = event["kind"]
+    return kind != "heartbeat"
 
 
 def enrich(event: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +88,10 @@ async def produce(listener: anyio.abc.SocketListener, partition: int, events: in
                 await anyio.sleep(delay)
             event = {"id": f"{partition}-{i}", "kind": rng.choice(KINDS), "amount": rng.randint(1, 500),
                      "sent_ms": time.time() * 1000}
-            await stream.send((json.dumps(event) + "\n").encode())
+            try:
+                await stream.send((json.dumps(event) + "\n").encode())
+            except anyio.BrokenResourceError:  # the reading task went away (its stop, or Ctrl-C killing Spark's workers)
+                return
         await anyio.sleep(3600)  # keep the connection open; the service's stop ends it
 
 
@@ -98,7 +102,8 @@ async def main(events: int, rate: float, out_dir: Path) -> None:
     per_partition = events // 2
     async with anyio.create_task_group() as producers:
         for partition, listener in enumerate(listeners):
-            producers.start_soon(produce, listener, partition, per_partition, rate / 2, partition)
+            socket = cast(anyio.abc.SocketListener, listener)  # what a TCP listener's listeners are
+            producers.start_soon(produce, socket, partition, per_partition, rate / 2, partition)
         async with StreamingContext(batchDuration=Continuous("1 second"), queryName="filter-and-route") as ssc:
             streams = [ssc.socketTextStream("127.0.0.1", port) for port in ports]
             ssc.union(*streams).map(parse).filter(wanted).map(enrich).foreach(RouteWriter(str(out_dir)))
@@ -137,4 +142,7 @@ if __name__ == "__main__":
     parser.add_argument("--rate", type=float, default=2000, help="events per second, over both partitions")
     parser.add_argument("--out", type=Path, default=None, help="where the routed files go (default: a temp directory)")
     args = parser.parse_args()
-    anyio.run(main, args.events, args.rate, args.out or Path(tempfile.mkdtemp(prefix="routes-")))
+    try:
+        anyio.run(main, args.events, args.rate, args.out or Path(tempfile.mkdtemp(prefix="routes-")))
+    except KeyboardInterrupt:  # Ctrl-C: exit as the shell expects, quietly
+        raise SystemExit(130) from None

@@ -87,4 +87,7 @@ if __name__ == "__main__":
     parser.add_argument("--limit", type=float, default=120.0, help="give up after this many seconds")
     parser.add_argument("--remote", help="run on this Spark Connect server (sc://host:port) instead of an embedded local Spark")
     args = parser.parse_args()
-    main(args.timeout, args.interval, args.limit, args.remote)
+    try:
+        main(args.timeout, args.interval, args.limit, args.remote)
+    except KeyboardInterrupt:  # Ctrl-C: exit as the shell expects, quietly
+        raise SystemExit(130) from None

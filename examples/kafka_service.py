@@ -48,9 +48,9 @@ async def feed_orders(bootstrap: str, count: int, seed: int) -> Counter[str]:
     sums: Counter[str] = Counter()
     for start in range(0, count, 10):
         for n in range(start, min(start + 10, count)):
-            order = {"id": n, "customer": rng.choice(CUSTOMERS), "cents": rng.randint(100, 9_999)}
-            sums[order["customer"]] += order["cents"]
-            producer.produce("orders", json.dumps(order).encode(), key=order["customer"].encode())
+            customer, cents = rng.choice(CUSTOMERS), rng.randint(100, 9_999)
+            sums[customer] += cents
+            producer.produce("orders", json.dumps({"id": n, "customer": customer, "cents": cents}).encode(), key=customer.encode())
         await anyio.to_thread.run_sync(producer.flush, 30)
         await anyio.sleep(0.02)
     return sums
@@ -69,12 +69,15 @@ def read_totals(bootstrap: str) -> dict[str, int]:
             message = consumer.poll(30)
             if message is None:
                 raise TimeoutError("reading totals: no record and no end of partition for 30 s")
-            if message.error() is not None:
-                if message.error().name() != "_PARTITION_EOF":
-                    raise RuntimeError(f"reading totals: {message.error()}")
-                at_end.add(message.partition())
+            error, partition, value = message.error(), message.partition(), message.value()
+            if error is not None:
+                if error.name() != "_PARTITION_EOF" or partition is None:
+                    raise RuntimeError(f"reading totals: {error}")
+                at_end.add(partition)
                 continue
-            customer, total = json.loads(message.value())
+            if value is None:
+                raise RuntimeError(f"reading totals: a record without a value at offset {message.offset()}")
+            customer, total = json.loads(value)
             latest[customer] = total
     finally:
         consumer.close()
@@ -140,4 +143,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BaseException as exc:  # Ctrl-C: exit as the shell expects, quietly (on trio it comes in an exception group)
+        subgroup = getattr(exc, "subgroup", None)  # an exception group's: the KeyboardInterrupts in it, or None
+        if not isinstance(exc, KeyboardInterrupt) and (subgroup is None or subgroup(KeyboardInterrupt) is None):
+            raise
+        raise SystemExit(130) from None

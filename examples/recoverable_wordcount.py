@@ -112,4 +112,7 @@ if __name__ == "__main__":
     parser.add_argument("--files", type=int, default=6, help="input files to write, half before the crash")
     parser.add_argument("--interval", type=float, default=1.0, help="batch interval in seconds")
     args = parser.parse_args()
-    main(args.files, args.interval)
+    try:
+        main(args.files, args.interval)
+    except KeyboardInterrupt:  # Ctrl-C: exit as the shell expects, quietly
+        raise SystemExit(130) from None

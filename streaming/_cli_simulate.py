@@ -226,6 +226,8 @@ def _simulate(args: argparse.Namespace) -> int:
         return fail(f"cannot read {exc.filename}: {exc.strerror}")
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         return fail("--plot needs matplotlib, an optional dependency: pip install 'aiodstream[plot]'")
+    if args.backend == "trio" and importlib.util.find_spec("trio") is None:
+        return fail("--backend trio needs trio, which is not installed: pip install trio")
     unwritable = _unwritable(args.plot) if args.plot else None
     if unwritable:  # found before simulating, not after a long run whose plot then cannot be saved
         return fail(f"--plot: {unwritable}")

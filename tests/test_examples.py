@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import runpy
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.crash import ROOT, run_python
 from tests.support import connect_opt_in
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 SESSIONIZATION_OUTPUT = [
     "session closed: bob, 2 click(s), 09:05-09:15",
@@ -64,15 +69,39 @@ def run_example(name: str, *args: str, timeout: float = 120, allow: tuple[str, .
     ("demo.py", "anyio.run"),  # the demo's whole run
     ("capacity_planning.py", "streaming.simulation.sweep"),
     ("network_wordcount.py", "pyspark.SparkContext.getOrCreate"),
+    ("async_service.py", "asyncio.run"),
+    ("file_stream.py", "pyspark.SparkContext.getOrCreate"),
+    ("stateful_wordcount.py", "pyspark.SparkContext.getOrCreate"),
+    ("recoverable_wordcount.py", "pyspark.SparkContext.getOrCreate"),
+    ("direct_kafka_wordcount.py", "pyspark.SparkContext.getOrCreate"),
+    ("sessionization.py", "streaming.StreamingContext.__init__"),
+    ("heartbeat_monitor.py", "streaming.StreamingContext.__init__"),
+    ("device_monitor.py", "streaming.StreamingContext.__init__"),
+    ("fraud_detection.py", "streaming.StreamingContext.__init__"),
+    ("filter_and_route.py", "anyio.run"),
+    ("exactly_once_files.py", "subprocess.run"),  # its first run, a child it kills
+    ("kafka_service.py", "anyio.run"),
+    pytest.param("kafka_service.py", "anyio.run", id="kafka_service.py-trio-group"),  # trio's: in an exception group
 ])
 def test_ctrl_c_ends_an_example_quietly_with_status_130(name: str, interrupted: str, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """Ctrl-C (a KeyboardInterrupt out of what the example is doing) exits with 130, the shell's status, and no traceback."""
+                                                        capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest,
+                                                        tmp_path: Path) -> None:
+    """Ctrl-C (a KeyboardInterrupt out of what the example is doing, alone or in trio's exception group) exits with 130,
+    the shell's status, and no traceback."""
+    in_group = request.node.callspec.id.endswith("trio-group")
+
     def interrupt(*args: object, **kwargs: object) -> None:
+        for arg in args:  # a coroutine handed to the interrupted runner is never awaited
+            if inspect.iscoroutine(arg):
+                arg.close()
+        if in_group:
+            raise BaseExceptionGroup("unhandled errors in a TaskGroup", [KeyboardInterrupt()])
         raise KeyboardInterrupt
 
     monkeypatch.setattr(interrupted, interrupt)
-    monkeypatch.setattr(sys, "argv", [name])
+    arguments = {"direct_kafka_wordcount.py": ["localhost:9092", "words"],
+                 "exactly_once_files.py": ["--dir", str(tmp_path / "work")]}
+    monkeypatch.setattr(sys, "argv", [name, *arguments.get(name, [])])
     try:
         with pytest.raises(SystemExit) as exited:
             runpy.run_path(str(ROOT / "examples" / name), run_name="__main__")
@@ -80,6 +109,18 @@ def test_ctrl_c_ends_an_example_quietly_with_status_130(name: str, interrupted: 
         pytest.fail(f"{name} let the KeyboardInterrupt out: Python prints its traceback")
     assert exited.value.code == 130
     assert capsys.readouterr().err == ""
+
+
+def test_exactly_once_files_refuses_a_directory_a_previous_run_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Run again with the same --dir, the example would resume the old checkpoint, never crash, and wait for ever: it is
+    refused with the usage status instead."""
+    (tmp_path / "checkpoint").mkdir()
+    monkeypatch.setattr(sys, "argv", ["exactly_once_files.py", "--dir", str(tmp_path)])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(str(ROOT / "examples" / "exactly_once_files.py"), run_name="__main__")
+    assert exited.value.code == 2
+    assert f"--dir {tmp_path} is not empty" in capsys.readouterr().err
 
 
 @pytest.mark.spark

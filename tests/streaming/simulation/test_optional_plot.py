@@ -1,4 +1,4 @@
-"""matplotlib is an optional dependency: without it plots fail with a message naming the extra to install."""
+"""matplotlib and trio are optional dependencies: without them plots and the trio backend fail with a message naming what to install."""
 
 from __future__ import annotations
 
@@ -35,3 +35,16 @@ def test_the_cli_refuses_plot_before_simulating(monkeypatch: pytest.MonkeyPatch,
     assert code == 2
     assert "--plot needs matplotlib, an optional dependency: pip install 'aiodstream[plot]'" in capsys.readouterr().err
     assert not (tmp_path / "p.png").exists()
+
+
+def test_the_cli_refuses_the_trio_backend_without_trio(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """simulate --backend trio without trio installed (it is not a dependency): the usage status and what to install,
+    not anyio's LookupError traceback."""
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "trio" else real_find_spec(name, *a))
+    code = main(["simulate", "--interval", "1s", "--op", "name=a,kind=constant,value=10ms", "--batches", "3",
+                 "--backend", "trio"])
+    assert code == 2
+    assert "aiodstream simulate: error: --backend trio needs trio, which is not installed: pip install trio" in (
+        capsys.readouterr().err)
