@@ -332,8 +332,13 @@ def load_recipe(directory: str | os.PathLike[str] | CheckpointPath) -> SavedReci
     try:
         recipe = pickle.loads(data[len(_MAGIC):])
     except Exception as exc:
-        raise CorruptCheckpointError(f"cannot read the DStream graph in {path}: {type(exc).__name__}: {exc}; "
-                                     "was it written by another version of the program's modules?", path=str(path)) from exc
+        if isinstance(exc, EOFError) or "truncated" in str(exc):  # our write is atomic: the file was cut short after it
+            cause = ("the file is cut short, damaged after it was written: restore it from a copy, or start over "
+                     "without this checkpoint")
+        else:
+            cause = "was it written by another version of the program's modules?"
+        raise CorruptCheckpointError(f"cannot read the DStream graph in {path}: {type(exc).__name__}: {exc}; {cause}",
+                                     path=str(path)) from exc
     if not isinstance(recipe, SavedRecipe):
         raise CorruptCheckpointError(f"{path} holds {type(recipe).__name__}, not a DStream graph", path=str(path))
     for name, interval, optional in (("batch interval", recipe.batch_ms, False), ("epoch interval", recipe.continuous_ms, True)):
