@@ -74,6 +74,17 @@ def replay_deltas(conn: sqlite3.Connection, files: PartitionFiles, current: int,
         digest = new_digest
 
 
+def _recovery(files: PartitionFiles, base: int, older: list[int], version: int) -> str | None:
+    """How to recover from the damage of snapshot ``base`` when an older base and every delta after it up to ``version``
+    are there (the rebuild is then exact without the damaged file, which is left for the user to move), else None."""
+    for candidate in older:
+        if files.has_deltas(candidate, version):
+            start = f"snapshot {files.path(candidate, SNAPSHOT).name}" if candidate else "the empty state"
+            return (f"{start} and every delta after it up to version {version} are there: move {files.path(base, SNAPSHOT)} "
+                    "aside and restart, and the state is rebuilt from them")
+    return None
+
+
 def rebuild(files: PartitionFiles, version: int, start: Callable[[int], sqlite3.Connection], *, verb: str = "load",
             missing: Callable[[CheckpointPath], str] | None = None,
             on_older_base: Callable[[int, LineageBreakError], None] | None = None) -> sqlite3.Connection:
@@ -90,8 +101,14 @@ def rebuild(files: PartitionFiles, version: int, start: Callable[[int], sqlite3.
     """
     bases = [v for v in reversed(files.versions(SNAPSHOT)) if v <= version] + [0]
     first_break: LineageBreakError | None = None
-    for base in bases:
-        conn = start(base)
+    for i, base in enumerate(bases):
+        try:
+            conn = start(base)
+        except StateStoreError as exc:  # the snapshot is damaged or missing
+            hint = None if not base or first_break is not None else _recovery(files, base, bases[i + 1:], version)
+            if hint is None:
+                raise
+            raise StateStoreError(f"{exc}; {hint}") from exc
         try:
             replay_deltas(conn, files, base, version, missing=missing)
             if base == version and base:  # the snapshot alone: still the checkpoint's version, if its delta is there?

@@ -126,6 +126,32 @@ def test_a_damaged_or_foreign_file_is_named(tmp_path: Path, ck: str) -> None:
         rows(provider(tmp_path, ck, "third"), 1)
 
 
+def test_a_damaged_newest_snapshot_says_how_the_older_one_and_the_deltas_rebuild_the_state(tmp_path: Path, ck: str) -> None:
+    """Snapshot 4 damaged while snapshot 2 and deltas 3-4 are kept: the load still fails (as Spark's does), naming the
+    damaged file and the way out; moved aside, the state is rebuilt exactly. Without the deltas, no such hint."""
+    p = provider(tmp_path, ck, snapshot_every=2, min_versions_to_retain=10)
+    for version in range(4):
+        store = p.load(version)
+        store.put(f"k{version}".encode(), str(version).encode(), NO_TIMESTAMP)
+        store.commit()
+        p.maintenance()
+    assert {"2.snapshot", "4.snapshot", "3.delta", "4.delta"} <= set(p.directory.listdir())
+    snapshot = p.directory / "4.snapshot"
+    whole = snapshot.read_bytes() or b""
+    snapshot.write_replacing(whole[:-100])
+    with pytest.raises(StateStoreError, match=(
+            r"4\.snapshot is damaged: .*; snapshot 2\.snapshot and every delta after it up to version 4 are there: move "
+            r".*4\.snapshot aside and restart, and the state is rebuilt from them$")):
+        rows(provider(tmp_path, ck, "second"), 4)
+    assert snapshot.read_bytes() == whole[:-100]  # the failed load left the damaged file where it was
+    snapshot.delete()  # moved aside, as the message says
+    assert sorted(rows(provider(tmp_path, ck, "third"), 4)) == [b"k0", b"k1", b"k2", b"k3"]
+    snapshot.write_replacing(whole[:-100])
+    (p.directory / "3.delta").delete()
+    with pytest.raises(StateStoreError, match=r"4\.snapshot is damaged: [^;]*$"):  # nothing older leads to 4
+        rows(provider(tmp_path, ck, "fourth"), 4)
+
+
 def test_keys_and_values_must_be_bytes(tmp_path: Path, ck: str) -> None:
     """The store takes bytes (the operator pickles); anything else is a TypeError, and a used store refuses more."""
     store = provider(tmp_path, ck).load(0)

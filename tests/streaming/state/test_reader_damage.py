@@ -146,7 +146,8 @@ def test_a_checksummed_snapshot_that_is_not_a_database_is_damage(tmp_path: Path)
     snapshot = partition(root) / "3.snapshot"
     snapshot.write_bytes(encode(SNAPSHOT, b"not sqlite" * 100))
     with raises_exactly(StateStoreError, f"state store file {snapshot} is damaged: it is not an SQLite database (file is "
-                                         "not a database)"):
+                                         "not a database); the empty state and every delta after it up to version 3 are "
+                                         f"there: move {snapshot} aside and restart, and the state is rebuilt from them"):
         read_state(root)
 
 
