@@ -35,6 +35,15 @@ def test_a_uri_goes_through_fsspec_and_a_path_stays_local(tmp_path: Path) -> Non
         StateStoreProvider("nosuch://x/ck", 0, 1)
 
 
+def commit_one_key_per_version(p: StateStoreProvider, versions: int) -> None:
+    """Commit versions 1..``versions``, each adding key ``k<n-1>``, each followed by the store's maintenance."""
+    for version in range(versions):
+        store = p.load(version)
+        store.put(f"k{version}".encode(), str(version).encode(), NO_TIMESTAMP)
+        store.commit()
+        p.maintenance()
+
+
 def rows(p: StateStoreProvider, version: int) -> dict[bytes, tuple[bytes | None, int]]:
     store = p.load(version)
     try:
@@ -79,11 +88,7 @@ def test_due_reads_rows_strictly_before_the_threshold_earliest_first(tmp_path: P
 def test_snapshots_and_purge_keep_what_the_retained_versions_need(tmp_path: Path, ck: str) -> None:
     """Snapshot every 2 versions, retain 3: old deltas go once a snapshot covers them; the retained ones load anywhere."""
     p = provider(tmp_path, ck, snapshot_every=2, min_versions_to_retain=3)
-    for version in range(8):
-        store = p.load(version)
-        store.put(f"k{version}".encode(), str(version).encode(), NO_TIMESTAMP)
-        store.commit()
-        p.maintenance()
+    commit_one_key_per_version(p, 8)
     names = p.directory.listdir()
     assert "8.snapshot" in names and "1.delta" not in names
     fresh = provider(tmp_path, ck, "fresh")
@@ -130,11 +135,7 @@ def test_a_damaged_newest_snapshot_says_how_the_older_one_and_the_deltas_rebuild
     """Snapshot 4 damaged while snapshot 2 and deltas 3-4 are kept: the load still fails (as Spark's does), naming the
     damaged file and the way out; moved aside, the state is rebuilt exactly. Without the deltas, no such hint."""
     p = provider(tmp_path, ck, snapshot_every=2, min_versions_to_retain=10)
-    for version in range(4):
-        store = p.load(version)
-        store.put(f"k{version}".encode(), str(version).encode(), NO_TIMESTAMP)
-        store.commit()
-        p.maintenance()
+    commit_one_key_per_version(p, 4)
     assert {"2.snapshot", "4.snapshot", "3.delta", "4.delta"} <= set(p.directory.listdir())
     snapshot = p.directory / "4.snapshot"
     whole = snapshot.read_bytes() or b""
