@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import json
 import threading
 from typing import Any, Callable, Iterator
@@ -403,7 +404,15 @@ class PySparkListenerAdapter(BusListener):
                 setattr(self, HANDLER_NAMES[event_type], _forward(method))
 
 
-def _forward(method: Callable[[Any], Any]) -> Callable[[StreamingEvent], None]:
+def _forward(method: Callable[[Any], Any]) -> Callable[[StreamingEvent], Any]:
+    """The bus's callback for ``method``: an ``async def`` one stays a coroutine function, which the bus awaits on the
+    event loop as it does a snake_case ``async def`` callback (a plain wrapper would drop the coroutine unawaited)."""
+    if inspect.iscoroutinefunction(method):
+        async def forward_async(event: StreamingEvent) -> None:
+            await method(_Event(event))
+
+        return forward_async
+
     def forward(event: StreamingEvent) -> None:
         method(_Event(event))
 

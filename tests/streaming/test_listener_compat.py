@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from pyspark.streaming.listener import StreamingListener as PySparkListener
 
@@ -65,6 +67,34 @@ def test_the_bus_delivers_a_pyspark_listener_only_its_events(backend: str) -> No
 
     run(backend, body)
     assert listener.times == [1000]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_async_camel_case_callback_is_awaited_on_the_loop(backend: str) -> None:
+    """`async def onBatchCompleted` on our pyspark-style StreamingListener (an async service's natural way to write it)
+    is awaited on the event loop, as a snake_case `async def` callback is; it was called on a thread and its coroutine
+    dropped unawaited."""
+    seen: list[tuple[int, bool]] = []
+
+    class AsyncOurs(StreamingListener):
+        async def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N803 (pyspark's name)
+            await anyio.lowlevel.checkpoint()
+            seen.append((batchCompleted.batchInfo().batchTime().milliseconds(), threading.get_ident() == loop_thread))
+
+    loop_thread = threading.get_ident()
+
+    async def body() -> None:
+        bus = StreamingListenerBus()
+        bus.add_listener(PySparkListenerAdapter(AsyncOurs()), name="async-pyspark")
+        async with anyio.create_task_group() as tg:
+            await tg.start(bus.run)
+            await bus.post(BatchCompleted(info()))
+            await bus.wait_delivered()
+            bus.close()
+        assert bus.statistics().listeners[0].failed == 0
+
+    run(backend, body)
+    assert seen == [(1000, True)]
 
 
 def test_every_getter_of_a_pyspark_event_is_a_method_as_on_the_java_objects_py4j_shows() -> None:
