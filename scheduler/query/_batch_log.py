@@ -196,10 +196,10 @@ class BatchLog:
     def _purge_plan(self) -> PurgePlan | None:
         """What to purge now (computed on the event loop, deleted in a thread), or ``None``."""
         keep = self._retain + 1
-        disk = self._offsets
-        if len(disk) <= keep:
-            return None
-        threshold = disk[-keep]
+        disk, committed = self._offsets, self._commits
+        if len(committed) <= keep or not disk:  # the newest committed entries count (batches logged ahead of
+            return None                          # their run, after down time, say, are not yet history)
+        threshold = committed[-keep]
         # A batch that may still be re-run, or whose input the graph needs to rebuild its state,
         # needs its own entry and the one before it (its start).
         needed = [b for b in (min(self._uncommitted, default=None), self._graph.oldest_needed_batch()) if b is not None]

@@ -202,6 +202,36 @@ async def test_old_entries_are_purged_beyond_min_batches_to_retain(tmp_path: Pat
     assert ids(ck / "offsets") == ids(ck / "commits") == [6, 7, 8, 9]
 
 
+async def test_batches_logged_ahead_of_their_run_do_not_count_against_the_retained_commits(tmp_path: Path,
+                                                                                            clock: ManualClock) -> None:
+    """minBatchesToRetain=2: while batch 4 is held, batches 5-9 are logged ahead of their run (a backlog, as after down
+    time). Batch 4's commit still leaves the newest 3 commits (2..4) with their offsets: the purge counted the newest
+    logged entries, which left a single commit."""
+    ck = tmp_path / "ck"
+    gate = Gate()
+
+    async def out(batch: Batch) -> None:
+        if batch.time.milliseconds in (5000, 6000):
+            await gate.job(batch.time, "held" if batch.time == Time(5000) else "next").func()
+
+    p, _ = pipeline(out, records=list(range(40)))
+    async with StreamingRuntime(p, Seconds(1), clock=clock, checkpoint_location=ck,
+                                options={"spark.sql.streaming.minBatchesToRetain": 2}) as rt:
+        await rt.start()
+        await advance(rt, clock, 1000, times=4)
+        clock.advance(Seconds(1))
+        await gate.wait_started("held")
+        clock.advance(Seconds(5))
+        await wait_until(lambda: ids(ck / "offsets")[-1:] == [9])
+        assert ids(ck / "commits") == [1, 2, 3]
+        gate.open("held")
+        await wait_until(lambda: 4 in ids(ck / "commits") and 1 not in ids(ck / "commits"))  # committed, then purged
+        assert ids(ck / "commits") == [2, 3, 4]
+        assert ids(ck / "offsets") == [2, 3, 4, 5, 6, 7, 8, 9]
+        gate.open("next")
+        await rt.stop()
+
+
 class ReadFailsOnce(ListSource):
     """A ListSource whose read of the batch starting at ``"2"`` raises once: that batch's generation fails."""
 
