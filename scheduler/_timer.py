@@ -2,7 +2,9 @@
 
 The callback always receives the *scheduled* grid time, never the wake-up time. A timer that falls
 behind (a slow loop, a manual clock jumping ahead) fires every missed tick in order: ticks are
-never skipped and the grid never drifts.
+never skipped and the grid never drifts. A timer made with ``skip_missed`` (a continuous query's
+epochs, which have no batch grid, as Spark's ``ProcessingTimeExecutor``) fires once when it finds
+itself behind and goes on from the next grid point after now.
 """
 
 from __future__ import annotations
@@ -32,13 +34,15 @@ class RecurringTimer:
     and stop it with :meth:`stop`.
     """
 
-    def __init__(self, clock: Clock, period: Duration, callback: Callable[[Time], None], name: str) -> None:
-        """Create a stopped timer on ``clock`` firing every ``period``."""
+    def __init__(self, clock: Clock, period: Duration, callback: Callable[[Time], None], name: str, *,
+                 skip_missed: bool = False) -> None:
+        """Create a stopped timer on ``clock`` firing every ``period`` (once for all the ticks it missed if ``skip_missed``)."""
         if period.milliseconds <= 0:
             raise InvalidDurationError(f"timer period must be positive, got {period}")
         self._clock = clock
         self._period = period.milliseconds
         self._callback = callback
+        self._skip_missed = skip_missed
         self.name = name
         self._next: int | None = None
         self._last: int | None = None
@@ -105,6 +109,10 @@ class RecurringTimer:
                     self._callback(tick)
                     self._last = nxt
                     self._next = nxt + self._period
+                    if self._skip_missed:
+                        now = clock.now().milliseconds
+                        if now >= self._next:  # the ticks up to now are missed: none of them fires
+                            self._next += (now - self._next) // self._period * self._period + self._period
                     if self._stop_after_tick:
                         break
         finally:

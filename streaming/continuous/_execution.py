@@ -285,7 +285,7 @@ class ContinuousExecution:
             now = self.clock.now()
             committer.epoch_started(resume.start_epoch, now.milliseconds)
             tg.start_soon(self._run_tasks, specs)
-            self._timer = RecurringTimer(self.clock, self.trigger.interval, self._tick, "continuous-epochs")
+            self._timer = RecurringTimer(self.clock, self.trigger.interval, self._tick, "continuous-epochs", skip_missed=True)
             await tg.start(self._timer.run, now)  # Spark's first tick fires at once
             core.raise_error()  # a task failed while the query was starting
         except BaseException:

@@ -164,6 +164,24 @@ async def test_a_timer_far_behind_fires_every_tick_without_skipping_or_drifting(
 
 
 @pytest.mark.anyio
+async def test_a_timer_that_skips_missed_ticks_fires_once_after_a_jump_and_goes_on_from_the_next_point(
+        clock: ManualClock) -> None:
+    """skip_missed (a continuous query's epochs, as Spark's ProcessingTimeExecutor): a jump of 1000 periods fires one
+    callback, with the tick that was due, and the next tick is the first grid point after now; on time, nothing changes."""
+    ticks = Ticks()
+    timer = RecurringTimer(clock, Milliseconds(7), ticks, "skipping", skip_missed=True)
+    async with anyio.create_task_group() as tg:
+        await start_parked(tg, timer, clock)
+        await advance_until_parked(clock, 7)
+        await advance_until_parked(clock, 7000)
+        assert ticks.ms == [7, 14] and timer.next_tick == Time(7014)
+        await advance_until_parked(clock, 7)
+        await advance_until_parked(clock, 7)
+        assert ticks.ms == [7, 14, 7014, 7021]
+        await timer.stop(one_more_tick=False)
+
+
+@pytest.mark.anyio
 async def test_a_timer_catching_up_still_lets_other_tasks_run(clock: ManualClock) -> None:
     """While firing a long backlog, the timer yields to the event loop now and then."""
     spins = 0

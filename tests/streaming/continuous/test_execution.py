@@ -204,6 +204,23 @@ async def test_first_tick_fires_at_once_and_each_interval_opens_an_epoch(tmp_pat
         assert (await h.tasks[1].ask(GetCurrentEpoch())).epoch == 3
 
 
+async def test_a_clock_jump_opens_one_epoch_not_one_per_missed_interval(tmp_path: Path) -> None:
+    """The wall clock steps 6 hours (a resumed laptop or VM): one epoch opens, as Spark's ProcessingTimeExecutor fires
+    once, and the next opens an interval after now. One per missed interval (21,600) filled the epoch backlog past
+    epochBacklogQueueSize and ended the query."""
+    async with Harness(tmp_path) as h:
+        coordinator = h.query.coordinator
+        assert coordinator is not None
+        await wait_until(lambda: coordinator.current_epoch == 1)
+        h.clock.advance(Milliseconds(6 * 3600 * 1000))
+        await wait_until(lambda: coordinator.current_epoch == 2)
+        for _ in range(20):
+            await anyio.lowlevel.checkpoint()  # a timer firing the missed ticks would have gone on by now
+        assert coordinator.current_epoch == 2
+        await h.tick()
+        assert coordinator.current_epoch == 3 and h.query.is_active
+
+
 async def test_process_all_available_waits_for_an_epoch_the_tasks_were_still_in_at_the_call(tmp_path: Path) -> None:
     """An epoch without new data reported before the call, its commit held by a slow sink, does not end the wait when it
     commits (data written at the call is read in a later epoch): only such an epoch the tasks were in at the call does."""
