@@ -29,9 +29,32 @@ _NAIVE_EPOCH = datetime.datetime(1970, 1, 1)
 
 
 def format_timestamp(ms: int) -> str:
-    """``ms`` since the epoch as Spark prints progress times: ``2016-12-14T18:45:24.873Z`` (UTC)."""
-    # isoformat on a naive UTC moment: a fraction of strftime's cost (this runs for every batch).
-    return (_NAIVE_EPOCH + datetime.timedelta(milliseconds=ms)).isoformat(timespec="milliseconds") + "Z"
+    """``ms`` since the epoch as Spark prints progress times: ``2016-12-14T18:45:24.873Z`` (UTC).
+
+    Any int is printed, as Spark prints any long: beyond ``datetime``'s years 1 to 9999 (an event time in
+    microseconds taken for milliseconds, say) the year has as many digits as it needs.
+    """
+    try:  # isoformat on a naive UTC moment: a fraction of strftime's cost (this runs for every batch)
+        return (_NAIVE_EPOCH + datetime.timedelta(milliseconds=ms)).isoformat(timespec="milliseconds") + "Z"
+    except OverflowError:
+        return _format_any_timestamp(ms)
+
+
+def _format_any_timestamp(ms: int) -> str:
+    """The proleptic Gregorian date of any ``ms``, by whole-number arithmetic (the civil date of a day count)."""
+    days, rest = divmod(ms, 86_400_000)
+    era, day_of_era = divmod(days + 719_468, 146_097)  # 400-year eras counted from 0000-03-01
+    year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36_524 - day_of_era // 146_096) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    shifted_month = (5 * day_of_year + 2) // 153  # 0 is March
+    day = day_of_year - (153 * shifted_month + 2) // 5 + 1
+    month = shifted_month + 3 if shifted_month < 10 else shifted_month - 9
+    year = year_of_era + era * 400 + (month <= 2)
+    hours, rest = divmod(rest, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    seconds, millis = divmod(rest, 1000)
+    sign = "-" if year < 0 else ""
+    return f"{sign}{abs(year):04d}-{month:02d}-{day:02d}T{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}Z"
 
 
 # -- JSON rendering: compact like json4s' compact(), pretty like Jackson's default pretty printer --

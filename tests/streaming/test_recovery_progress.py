@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from listeners import EventRecorder, QueryIdle, QueryProgress, QueryStarted, QueryTerminated
 from scheduler import (
@@ -92,6 +95,37 @@ def test_status_json_and_timestamps() -> None:
         '{"message":"Waiting for next trigger","isDataAvailable":false,"isTriggerActive":true}')
     assert format_timestamp(1700000000123) == "2023-11-14T22:13:20.123Z"
     assert format_timestamp(0) == "1970-01-01T00:00:00.000Z"
+
+
+@given(st.integers(min_value=-62_135_596_800_000, max_value=253_402_300_799_999))
+def test_a_timestamp_datetime_can_hold_is_its_iso_text(ms: int) -> None:
+    """Years 1 to 9999: the text is datetime's, and the whole-number path (for any other year) agrees with it."""
+    from scheduler.query._progress import _format_any_timestamp
+
+    expected = (datetime.datetime(1970, 1, 1) + datetime.timedelta(milliseconds=ms)).isoformat(timespec="milliseconds") + "Z"
+    assert format_timestamp(ms) == _format_any_timestamp(ms) == expected
+
+
+@pytest.mark.anyio
+async def test_an_event_time_beyond_year_9999_is_reported_not_fatal(tmp_path: Path) -> None:
+    """An event time in microseconds taken for milliseconds (year 55,840): the event-time stats are printed with a
+    five-digit year, as Spark prints any long; it ended the query with 'date value out of range'."""
+    seen: list[int] = []
+    p = Pipeline()
+    p.add_source(ListSource([("a", 1_700_000_000_123_456)], max_per_batch=1), name="ev")
+    p.add_watermark("ev", lambda r: r[1], "10 seconds")
+    p.add_output(lambda batch: seen.append(len(batch.inputs["ev"])), name="out")
+    recorder = EventRecorder()
+    async with StreamingRuntime(p, Seconds(1), clock=ManualClock(0), checkpoint_location=tmp_path,
+                                trigger=Trigger.AVAILABLE_NOW) as rt:
+        rt.add_listener(recorder)
+        await rt.start()
+        await rt.await_termination()
+        progress = rt.recent_progress
+    assert seen[0] == 1 and rt.exception() is None
+    assert {k: progress[0].event_time[k] for k in ("min", "avg", "max")} == dict.fromkeys(("min", "avg", "max"),
+                                                                                         "55840-11-08T22:15:23.456Z")
+    assert len(recorder.of_type(QueryProgress)) == len(progress)
 
 
 class SlowListSource(ListSource):
