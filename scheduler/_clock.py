@@ -47,6 +47,10 @@ class Clock(Protocol):
         ...
 
 
+_LONGEST_SLEEP_S = 1.0
+"""The longest a SystemClock sleeps before it reads the wall clock again."""
+
+
 class SystemClock:
     """The wall clock, in milliseconds since the Unix epoch, watching itself for steps.
 
@@ -56,7 +60,11 @@ class SystemClock:
     backwards it waits until the wall clock reaches its next tick again. What Spark does not do
     is say so: this clock compares the wall clock with the monotonic one at every reading and
     logs each step larger than ``step_threshold`` as a warning (``wall clock stepped``, with its
-    direction and size), and counts them in :attr:`steps`.
+    direction and size), and counts them in :attr:`steps`. A sleep until a wall time re-reads the
+    wall clock at least every second (the event loop sleeps on the monotonic clock, which a
+    suspended machine does not advance), so a step forwards is seen within a second, however long
+    the batch interval; a sleep for a duration (timeouts, a stop's bounds) is measured on the
+    monotonic clock, so a step of the wall clock neither stretches nor cuts it.
 
     Args:
         step_threshold: the smallest change of (wall - monotonic) between two readings that
@@ -121,13 +129,21 @@ class SystemClock:
                     await anyio.lowlevel.checkpoint()
                 return now
             # The event loop sleeps on a monotonic clock; re-reading the wall clock afterwards
-            # absorbs the difference instead of firing early.
-            await self._sleep(remaining / 1000)
+            # absorbs the difference instead of firing early, and re-reading it at least every
+            # second sees a step forwards (a resumed machine) in time.
+            await self._sleep(min(remaining / 1000, _LONGEST_SLEEP_S))
             slept = True
 
     async def sleep(self, duration: Duration) -> Time:
-        """Sleep for ``duration``."""
-        return await self.sleep_until(self.now() + duration)
+        """Sleep for ``duration`` of elapsed (monotonic) time: a step of the wall clock meanwhile does not change it."""
+        deadline = self._monotonic_ns() + duration.milliseconds * 1_000_000
+        remaining = deadline - self._monotonic_ns()
+        if remaining <= 0:
+            await anyio.lowlevel.checkpoint()  # still a checkpoint, as the protocol says
+        while remaining > 0:
+            await self._sleep(remaining / 1e9)
+            remaining = deadline - self._monotonic_ns()
+        return self.now()
 
     def __repr__(self) -> str:
         return "<SystemClock>"

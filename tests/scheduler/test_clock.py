@@ -155,6 +155,48 @@ def test_system_clock_sleep_is_relative_to_now(backend: str, fake_wall: FakeWall
     assert fake_wall.sleeps == [0.25]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_long_sleep_until_sees_a_forward_step_within_a_second(backend: str, fake_wall: FakeWallClock) -> None:
+    """Waiting 10 minutes for a tick while the machine is suspended for 2 hours (the wall clock jumps, the monotonic one
+    does not): the wall clock is read again after a second of sleep, so the tick is seen then, not 10 minutes later."""
+    real_sleep = fake_wall.sleep
+
+    async def suspended_during_the_first_sleep(seconds: float) -> None:
+        if not fake_wall.sleeps:
+            fake_wall.step(2 * 3600 * 1000)
+        await real_sleep(seconds)
+
+    fake_wall.sleep = suspended_during_the_first_sleep  # type: ignore[method-assign]
+
+    async def body() -> None:
+        await fake_wall.clock().sleep_until(Time(10_000 + 600_000))
+
+    run(backend, body)
+    assert fake_wall.sleeps == [1.0] and fake_wall.mono_ms == 1_000
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_sleep_for_a_duration_is_not_stretched_by_a_backward_step(backend: str, fake_wall: FakeWallClock) -> None:
+    """A 2 s bound (a stop's timeout) while the wall clock steps an hour back: it ends after 2 s of elapsed time, not
+    3,602 s; the time it returns is the wall clock's, stepped."""
+    real_sleep = fake_wall.sleep
+
+    async def stepped_back_during_the_first_sleep(seconds: float) -> None:
+        if not fake_wall.sleeps:
+            fake_wall.step(-3600 * 1000)
+        await real_sleep(seconds)
+
+    fake_wall.sleep = stepped_back_during_the_first_sleep  # type: ignore[method-assign]
+    woke: list[Time] = []
+
+    async def body() -> None:
+        woke.append(await fake_wall.clock().sleep(Milliseconds(2000)))
+
+    run(backend, body)
+    assert fake_wall.mono_ms == 2_000 and fake_wall.sleeps == [2.0]
+    assert woke == [Time(10_000 - 3_600_000 + 2_000)]
+
+
 # -- ManualClock: reading and moving --
 
 
