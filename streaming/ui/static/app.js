@@ -57,6 +57,8 @@ function fmtNum(n, digits = 2) {
   return Number.isInteger(n) ? n.toLocaleString("en-US") : n.toLocaleString("en-US", { maximumFractionDigits: digits });
 }
 function pad(n, w = 2) { return String(n).padStart(w, "0"); }
+// Times are shown in UTC, and labelled so where they appear (Spark's UI shows the driver's zone, which a browser does
+// not know; the console's pprint headers and foreachRDD's times are the driver's local time, as pyspark's).
 function fmtTime(ms) {
   if (ms === null || ms === undefined) return "-";
   const d = new Date(ms);
@@ -252,7 +254,7 @@ function statRow(title, avgText, chartName, points, unit, extra) {
 }
 
 function batchesTable(id, batches, name, { active = false } = {}) {
-  const head = ["Batch Time", "Records", "Scheduling Delay", "Processing Time"].concat(active ? ["Status"] : ["Total Delay"]).concat(["Output Ops: Succeeded/Total"]);
+  const head = ["Batch Time (UTC)", "Records", "Scheduling Delay", "Processing Time"].concat(active ? ["Status"] : ["Total Delay"]).concat(["Output Ops: Succeeded/Total"]);
   const rows = batches.map((b) => el("tr", { "data-batch-id": b.batchId, class: b.numFailedOutputOps ? "failed" : null },
     el("td", {}, link(`#/batch/${enc(name)}/${b.batchId}`, fmtTime(b.batchId))),
     el("td", { class: "num" }, fmtNum(b.inputSize)),
@@ -275,7 +277,7 @@ async function streamingPage(name) {
   const out = [
     el("h1", {}, `Streaming Statistics: ${name} `, stateBadge(s)),
     el("p", { class: "summary", id: "summary" }, interval ? `${s.kind === "trace" ? "Recorded" : "Running"} batches of ${fmtMs(interval)}` : "Batches",
-      since !== null ? ` for ${fmtMs(since)} since ${fmtTime(s.startTimeMs)}` : "",
+      since !== null ? ` for ${fmtMs(since)} since ${fmtTime(s.startTimeMs)} UTC` : "",
       ` (${fmtNum(s.numTotalCompletedBatches)} completed batches, ${fmtNum(s.numProcessedRecords)} records)`,
       s.numFailedBatches ? el("span", { class: "badge bad" }, ` ${s.numFailedBatches} failed`) : ""),
   ];
@@ -315,7 +317,7 @@ async function batchPage(name, batchId) {
   const jobLinks = (ids) => (ids === null || ids === undefined) ? el("span", { class: "muted" }, stats.sparkUi ? "-" : "no Spark UI")
     : ids.length ? ids.map((id, i) => [i ? ", " : "", stats.sparkUi ? link(`${stats.sparkUi}/jobs/job/?id=${id}`, String(id), { class: "spark-job" }) : String(id)]) : "none";
   return [
-    el("h1", {}, `Details of batch at ${fmtTime(b.batchId)}`),
+    el("h1", {}, `Details of batch at ${fmtTime(b.batchId)} UTC`),
     el("dl", { class: "facts", id: "batch-facts" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
     el("h2", {}, "Output Operations"),
     el("table", { id: "operations" }, el("thead", {}, el("tr", {}, ["Output Op Id", "Description", "Duration", "Status", "Spark Jobs", "Error"].map((h) => el("th", {}, h)))),

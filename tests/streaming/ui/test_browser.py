@@ -286,6 +286,7 @@ def test_every_context_name_opens_its_pages_and_durations_read_in_whole_units(br
             page.goto(url + "#/streaming/" + page.evaluate("name => encodeURIComponent(name)", name))
             page.wait_for_selector("#completed-batches tbody tr")
             assert page.eval_on_selector_all("#completed-batches tbody tr", "rows => rows.length") == 3
+            assert page.text_content("#completed-batches thead th") == "Batch Time (UTC)"  # the zone it is shown in
             page.click("#completed-batches tbody tr a")
             page.wait_for_selector("#operations tbody tr")
             assert page.text_content("#status").startswith("not live"), (name, page.text_content("#status"))
