@@ -263,17 +263,22 @@ class ConsoleSink(ContinuousSink):
 
 _PART = re.compile(r"^part-(\d+)-(\d+)$")
 _EPOCHS_DIR = "_epochs"
+_COMPACT = ".compact"
+_COMPACT_EVERY = 10  # as Spark's file sink compacts its log (spark.sql.streaming.fileSink.log.compactInterval)
 
 
 class FileSink(ContinuousSink):
     """Text files, committed atomically per epoch: ``<path>/part-<epoch>-<partition>`` and a log ``<path>/_epochs/<epoch>``.
 
     Each task writes its rows (``str(row)`` per line) to a hidden temporary file and flushes it to
-    disk at the end of the epoch; the driver's epoch commit renames every partition's file into
-    place and then writes the epoch's entry in ``_epochs`` (write-once), which is the commit point:
-    only files listed there are output (:meth:`read_committed`). A restart clears files of epochs
-    after the last logged one, and an epoch the sink logged but the query did not is taken as
-    committed, so with a replayable source every row is written exactly once.
+    disk at the end of the epoch (a partition without rows writes no file); the driver's epoch
+    commit renames every partition's file into place and then writes the epoch's entry in
+    ``_epochs`` (write-once), which is the commit point: only files listed there are output
+    (:meth:`read_committed`). Every 10th epoch the entries so far are compacted into one
+    ``_epochs/<epoch>.compact`` listing every committed file, and the entries it covers are
+    removed, so the log stays a few files however long the query runs. A restart clears files of
+    epochs after the last logged one, and an epoch the sink logged but the query did not is taken
+    as committed, so with a replayable source every row is written exactly once.
     """
 
     exactly_once = True
@@ -291,14 +296,23 @@ class FileSink(ContinuousSink):
     def _log_dir(self) -> Path:
         return Path(self.path) / _EPOCHS_DIR
 
+    def has_committed(self, epoch: int) -> bool:
+        """Whether ``epoch`` is logged, by its own entry or in a compaction."""
+        if (self._log_dir() / str(epoch)).exists():
+            return True
+        compacted = _log_ids(self._log_dir())[1]
+        return bool(compacted) and epoch <= compacted[-1]
+
     def commit_epoch(self, epoch: int, messages: dict[int, Any]) -> None:
         """Rename the epoch's files into place, then log the epoch (idempotent: a logged epoch is left as it is)."""
         log = self._log_dir()
-        if (log / str(epoch)).exists():
+        if self.has_committed(epoch):
             return
         names = []
         for partition in sorted(messages):
             temp, final = messages[partition]
+            if temp is None:  # the partition had no rows: no file
+                continue
             target = os.path.join(self.path, final)
             if os.path.exists(os.path.join(self.path, temp)):
                 os.replace(os.path.join(self.path, temp), target)
@@ -306,16 +320,33 @@ class FileSink(ContinuousSink):
                 raise InvalidPipelineError(f"the file sink lost partition {partition}'s file of epoch {epoch}: neither "
                                            f"{temp} nor {final} is in {self.path}")
             names.append(final)
-        fsync_directory(self.path)
+        if names:
+            fsync_directory(self.path)
         log.mkdir(parents=True, exist_ok=True)
         write_new_file(log / str(epoch), ("\n".join(names)).encode("utf-8"))
+        if (epoch + 1) % _COMPACT_EVERY == 0:
+            self._compact(epoch)
+
+    def _compact(self, epoch: int) -> None:
+        """List every file committed up to ``epoch`` in ``<epoch>.compact``, then remove the entries it covers.
+
+        A crash between the two leaves both, which readers take as the compaction (entries it covers are ignored).
+        """
+        log = self._log_dir()
+        names = _committed_files(log, upto=epoch)
+        write_new_file(log / f"{epoch}{_COMPACT}", "".join(f"{name}\n" for name in names).encode("utf-8"))
+        plain, compacted = _log_ids(log)
+        for old in plain:
+            if old <= epoch:
+                (log / str(old)).unlink(missing_ok=True)
+        for old in compacted:
+            if old < epoch:
+                (log / f"{old}{_COMPACT}").unlink(missing_ok=True)
 
     def latest_committed_epoch(self) -> int | None:
-        """The newest epoch in ``_epochs``."""
-        try:
-            ids = [i for i in map(parse_batch_file_name, os.listdir(self._log_dir())) if i is not None]
-        except FileNotFoundError:
-            return None
+        """The newest epoch in ``_epochs`` (its own entry, or the newest compaction)."""
+        plain, compacted = _log_ids(self._log_dir())
+        ids = plain[-1:] + compacted[-1:]
         return max(ids) if ids else None
 
     def prepare(self, last_committed_epoch: int) -> None:
@@ -332,40 +363,84 @@ class FileSink(ContinuousSink):
     def read_committed(path: str | os.PathLike[str]) -> Iterator[str]:
         """The lines of every committed epoch, in epoch and partition order."""
         log = Path(path) / _EPOCHS_DIR
-        try:
-            epochs = sorted(i for i in map(parse_batch_file_name, os.listdir(log)) if i is not None)
-        except FileNotFoundError:
-            return
-        for epoch in epochs:
-            names = (log / str(epoch)).read_text(encoding="utf-8")
-            for name in filter(None, names.split("\n")):
-                with open(os.path.join(path, name), encoding="utf-8") as f:
-                    for line in f:
-                        yield line.rstrip("\n")
+        for attempt in range(3):
+            try:
+                names = _committed_files(log)
+                break
+            except FileNotFoundError:  # a compaction removed an entry between the listing and its read: list again
+                if attempt == 2:
+                    raise
+        for name in names:
+            with open(os.path.join(path, name), encoding="utf-8") as f:
+                for line in f:
+                    yield line.rstrip("\n")
 
     def description(self) -> str:
         """Spark's file sink description."""
         return f"FileSink[{self.path}]"
 
 
+def _log_ids(log: Path) -> tuple[list[int], list[int]]:
+    """The epochs of the log's own entries and of its compactions, each sorted (empty lists without a log)."""
+    plain: list[int] = []
+    compacted: list[int] = []
+    try:
+        names = os.listdir(log)
+    except FileNotFoundError:
+        return plain, compacted
+    for name in names:
+        if name.endswith(_COMPACT):
+            epoch = parse_batch_file_name(name[: -len(_COMPACT)])
+            if epoch is not None:
+                compacted.append(epoch)
+        else:
+            epoch = parse_batch_file_name(name)
+            if epoch is not None:
+                plain.append(epoch)
+    return sorted(plain), sorted(compacted)
+
+
+def _committed_files(log: Path, upto: int | None = None) -> list[str]:
+    """The files of every committed epoch (up to ``upto``), in epoch and partition order: the newest compaction's, then
+    the entries after it."""
+    plain, compacted = _log_ids(log)
+    names: list[str] = []
+    base = -1
+    if compacted:
+        base = compacted[-1]
+        names.extend(filter(None, (log / f"{base}{_COMPACT}").read_text(encoding="utf-8").split("\n")))
+    for epoch in plain:
+        if base < epoch and (upto is None or epoch <= upto):
+            names.extend(filter(None, (log / str(epoch)).read_text(encoding="utf-8").split("\n")))
+    return names
+
+
 class _FileWriter(PartitionWriter):
+    """One partition's file of one epoch, opened at its first row (a partition without rows writes none)."""
+
     def __init__(self, directory: str, partition: int, epoch: int) -> None:
         os.makedirs(directory, exist_ok=True)
         self._final = f"part-{epoch:05d}-{partition:05d}"
         self._temp = f".{self._final}.{uuid.uuid4().hex}.tmp"
         self._path = os.path.join(directory, self._temp)
-        self._file = open(self._path, "w", encoding="utf-8")
+        self._file: Any = None
 
     def write(self, row: Any) -> None:
+        if self._file is None:
+            self._file = open(self._path, "w", encoding="utf-8")
         self._file.write(f"{row}\n")
 
     def commit(self) -> Any:
+        if self._file is None:
+            return (None, self._final)
         self._file.flush()
         os.fsync(self._file.fileno())
         self._file.close()
         return (self._temp, self._final)
 
     def abort(self, error: BaseException) -> None:
+        if self._file is None:
+            return
         self._file.close()
         try:
             os.unlink(self._path)

@@ -38,7 +38,7 @@ class KillingFileSink(FileSink):
         due = bool(at) and epoch >= int(at)
         if due and point == "before-sink":
             os.kill(os.getpid(), signal.SIGKILL)
-        already = (Path(self.path) / "_epochs" / str(epoch)).exists()
+        already = self.has_committed(epoch)
         super().commit_epoch(epoch, messages)
         if not already:
             with open(Path(self.path).parent / "sink-commits.log", "a") as log:

@@ -116,13 +116,16 @@ def drain_and_check(children: Children, tmp: Path, mode: str, source: Input, rng
 
     assert committed_by_partition(out) == [source.expected(0), source.expected(1)]
     assert not [n for n in os.listdir(out) if n.endswith(".tmp")], "no uncommitted task file left behind"
-    sink_epochs = sorted(int(n) for n in os.listdir(out / "_epochs") if n.isdigit())
-    assert sink_epochs == list(range(len(sink_epochs))), "the sink's epochs are consecutive from 0"
+    entries = sorted(int(n) for n in os.listdir(out / "_epochs") if n.isdigit())
+    compacted = max((int(n.split(".")[0]) for n in os.listdir(out / "_epochs") if n.endswith(".compact")), default=-1)
+    latest = FileSink(out).latest_committed_epoch()
+    assert latest is not None and entries == list(range(compacted + 1, latest + 1)), \
+        "the sink's epochs are consecutive from 0 (its compaction's, then its entries)"
     committed = [int(e) for e in (tmp / "sink-commits.log").read_text().split()]
     assert sorted(committed) == sorted(set(committed)), "no epoch was committed twice"
-    assert set(committed) <= set(sink_epochs)
+    assert set(committed) <= set(range(latest + 1))
     commits = sorted(int(n) for n in os.listdir(tmp / "ck" / "commits") if n.isdigit())
-    assert commits[-1] == sink_epochs[-1], "the commits log caught up with the sink"
+    assert commits[-1] == latest, "the commits log caught up with the sink"
 
 
 def kill_between_offsets_and_commit(children: Children, tmp: Path, mode: str, source: Input, rng: random.Random,

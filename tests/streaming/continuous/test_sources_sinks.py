@@ -179,6 +179,54 @@ def test_file_sink_commits_an_epoch_once_and_clears_what_later_epochs_left(tmp_p
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["_epochs", "part-00000-00000", "part-00000-00001"]
 
 
+def commit_epochs(sink: FileSink, epochs: range, rows_of: Any) -> None:
+    """Commit each epoch with two partitions, partition p writing ``rows_of(epoch, p)``."""
+    for epoch in epochs:
+        messages = {}
+        for partition in (0, 1):
+            writer = sink.open_writer(partition, epoch)
+            for row in rows_of(epoch, partition):
+                writer.write(row)
+            messages[partition] = writer.commit()
+        sink.commit_epoch(epoch, messages)
+
+
+def test_file_sink_writes_no_file_for_a_partition_without_rows_and_compacts_its_log(tmp_path: Path) -> None:
+    """An idle query wrote two empty part files and one log entry per epoch, for ever (lane R1: 259,000 files a day at
+    1 s epochs). Now a partition without rows writes nothing, and every 10th epoch the entries are compacted into one
+    file: 25 epochs leave the files with rows, one compaction and the 5 entries after it, and read back whole."""
+    sink, out = FileSink(tmp_path / "out"), tmp_path / "out"
+    commit_epochs(sink, range(25), lambda epoch, partition: [f"e{epoch}"] if epoch % 7 == 0 and partition == 0 else [])
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("part-")) == [
+        "part-00000-00000", "part-00007-00000", "part-00014-00000", "part-00021-00000"]
+    assert sorted(p.name for p in (out / "_epochs").iterdir()) == ["19.compact", "20", "21", "22", "23", "24"]
+    assert list(FileSink.read_committed(out)) == ["e0", "e7", "e14", "e21"]
+    assert sink.latest_committed_epoch() == 24
+    assert all(sink.has_committed(epoch) for epoch in range(25)) and not sink.has_committed(25)
+    commit_epochs(sink, range(3, 4), lambda epoch, partition: ["again"])  # a compacted epoch committed again: a no-op
+    assert list(FileSink.read_committed(out)) == ["e0", "e7", "e14", "e21"]
+    assert len([p for p in out.iterdir() if p.name.endswith(".tmp")]) == 2  # its writers' files, left unrenamed
+    sink.prepare(24)
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_file_sink_read_after_a_crash_inside_a_compaction_lists_each_file_once(tmp_path: Path) -> None:
+    """Killed after writing 9.compact and before removing the entries it covers: readers take the compaction and skip
+    those entries, and the next compaction removes them."""
+    sink, out = FileSink(tmp_path / "out"), tmp_path / "out"
+    commit_epochs(sink, range(9), lambda epoch, partition: [f"e{epoch}p{partition}"])
+    kept = {p.name: p.read_bytes() for p in (out / "_epochs").iterdir()}
+    commit_epochs(sink, range(9, 10), lambda epoch, partition: [f"e{epoch}p{partition}"])
+    for name, data in kept.items():  # as if the removal never ran
+        (out / "_epochs" / name).write_bytes(data)
+    expected = [f"e{epoch}p{partition}" for epoch in range(10) for partition in (0, 1)]
+    assert list(FileSink.read_committed(out)) == expected
+    assert sink.latest_committed_epoch() == 9
+    commit_epochs(sink, range(10, 20), lambda epoch, partition: [f"e{epoch}p{partition}"])
+    assert sorted(p.name for p in (out / "_epochs").iterdir()) == ["19.compact"]
+    assert list(FileSink.read_committed(out)) == expected + [f"e{e}p{p}" for e in range(10, 20) for p in (0, 1)]
+
+
 def test_console_sink_prints_an_epoch_as_pprint_prints_a_batch() -> None:
     """A header naming the epoch, up to num rows across partitions, then '...' if there were more."""
     printed: list[str] = []
@@ -329,7 +377,8 @@ def test_rate_source_does_not_drift_over_many_rows() -> None:
 
 @pytest.mark.anyio
 async def test_a_driver_epoch_jumping_by_several_closes_each_epoch_in_the_task(tmp_path: Path) -> None:
-    """On a manual clock, three intervals at once: the task closes its epoch and each one it slept through, each opened and closed."""
+    """On a manual clock, three intervals in a row, faster than the task polls (the driver's epoch jumps by several
+    between two polls): the task closes its epoch and each one it slept through, each opened and closed."""
     from scheduler import ManualClock, Milliseconds
 
     path = tmp_path / "in.txt"
@@ -354,10 +403,14 @@ async def test_a_driver_epoch_jumping_by_several_closes_each_epoch_in_the_task(t
     clock = ManualClock(0)
     plan = ContinuousStream(FileSource([path])).foreach(Recorder())
     async with ContinuousExecution(plan, Continuous(1000), launcher=ThreadTaskLauncher(), clock=clock,
-                                   options={"spark.sql.streaming.continuous.executorPollIntervalMs": 2}) as query:
+                                   options={"spark.sql.streaming.continuous.executorPollIntervalMs": 200}) as query:
         await query.start()
         await query.wait_for_epoch(0)  # the first tick fired at start: the task closed epoch 0
-        clock.advance(Milliseconds(3000))  # epochs 1, 2 and 3 end together
+        coordinator = query.coordinator
+        assert coordinator is not None
+        for epoch in (2, 3, 4):  # epochs 1, 2 and 3 end, one interval each, between two polls of the task
+            clock.advance(Milliseconds(1000))
+            await wait_until(lambda: coordinator.current_epoch == epoch)  # noqa: B023 - read before the next step
         await query.wait_for_epoch(3)
         await query.stop()
     with lock:
