@@ -193,12 +193,12 @@ def test_names_that_are_not_batch_ids_are_ignored_as_spark_does(tmp_path: Path, 
     assert status == 0 and "offsets       2 entries, batches 0..1\n" in out
 
 
-def test_a_timestamp_beyond_the_calendar_is_shown_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A batch timestamp that fits a long but not a date is printed as a number, not a traceback."""
+def test_a_timestamp_beyond_year_9999_is_printed_with_its_year(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A batch timestamp that fits a long but not a datetime is printed with the digits its year needs, not a traceback."""
     make_checkpoint(tmp_path / "ck")
     (tmp_path / "ck" / "offsets" / "2").write_text('v1\n{"batchTimestampMs":9223372036854775807}\n-\n-')
     status, out, _ = run_checkpoint(tmp_path / "ck", capsys)
-    assert status == 0 and "last offsets  batch 2 at 9223372036854775807 ms (beyond the calendar)\n" in out
+    assert status == 0 and "last offsets  batch 2 at 9223372036854775807 ms (292278994-08-17T07:12:55.807Z)\n" in out
 
 
 @pytest.mark.parametrize("damage", ["offsets-removed", "offsets-is-a-file"])
