@@ -96,8 +96,9 @@ function timeline(series, { name, unit = "", width = 520, height = 160 } = {}) {
   }
   series.forEach((s, i) => {
     const color = s.color || COLORS[i % COLORS.length];
-    if (s.points.length > 1) {
-      root.append(svg("polyline", { class: "line", stroke: color, points: s.points.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(" ") }));
+    if (s.points.length > 1) {  // drawn by time: with concurrent jobs a batch may complete before an older one
+      const byTime = [...s.points].sort((a, b) => a[0] - b[0]);
+      root.append(svg("polyline", { class: "line", stroke: color, points: byTime.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(" ") }));
     }
     const g = svg("g", { class: "series", "data-series": s.name || name });
     for (const [x, y] of s.points) {

@@ -302,6 +302,10 @@ def test_every_context_name_opens_its_pages_and_durations_read_in_whole_units(br
             {timestamp: "2026-01-01T00:10:04.000Z"},
         ].map(watermarkGapMs)""")
         assert gaps == [None, 121_000, 122_500, None, None]
+        # A timeline's line goes by time, whatever order the batches completed in (2000 completed before 1000).
+        line = page.evaluate("""timeline([{name: "d", points: [[2000, 5], [1000, 7], [3000, 6]]}], {name: "order"})
+            .querySelector("polyline").getAttribute("points").split(" ").map(p => Number(p.split(",")[0]))""")
+        assert line == sorted(line) and len(line) == 3
         assert page.errors == []
     finally:
         server.terminate()
