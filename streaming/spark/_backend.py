@@ -145,6 +145,10 @@ def _check_spark_context(given: object) -> None:
         hint = "a JVM object (sc._jsc?): pass the pyspark SparkContext itself"
     elif kind.startswith("pyspark.streaming."):
         hint = "pyspark's StreamingContext: pass its sparkContext"
+    elif kind.startswith("streaming."):
+        hint = f"aiodstream's {type(given).__name__}: pass its sparkContext"
+    elif kind.startswith("pyspark.sql."):
+        hint = f"a {kind}: pass its sparkSession (or the SparkContext)"
     elif isinstance(given, str):
         hint = f"a string: for master {given!r} pass SparkContext({given!r}, appName), or None for an embedded local Spark"
     elif hasattr(given, "_jsc"):

@@ -673,6 +673,7 @@ def test_what_cannot_be_a_spark_context_is_refused_at_construction_naming_the_fi
     """A master URL, pyspark's own StreamingContext, or sc._jsc where the SparkContext belongs: a TypeError at once that
     says what to pass, not an AttributeError at start ('str' object has no attribute 'parallelize')."""
     from py4j.java_gateway import JavaObject
+    from pyspark.sql import SQLContext
     from pyspark.streaming import StreamingContext as PysparkStreamingContext
 
     start = ("sparkContext must be a pyspark SparkContext or SparkSession (classic or Spark Connect), or None for an "
@@ -682,6 +683,8 @@ def test_what_cannot_be_a_spark_context_is_refused_at_construction_naming_the_fi
         (PysparkStreamingContext.__new__(PysparkStreamingContext), "pyspark's StreamingContext: pass its sparkContext"),
         (JavaObject.__new__(JavaObject), "a JVM object (sc._jsc?): pass the pyspark SparkContext itself"),
         (42, "builtins.int"),
+        (StreamingContext(None, 1), "aiodstream's StreamingContext: pass its sparkContext"),
+        (SQLContext.__new__(SQLContext), "a pyspark.sql.context.SQLContext: pass its sparkSession (or the SparkContext)"),
     ]
     for given, hint in cases:
         with pytest.raises(TypeError) as refused:
