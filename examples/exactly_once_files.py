@@ -68,8 +68,8 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="exactly-once-"))
-    if not args.child and work.exists() and any(work.iterdir()):
-        parser.error(f"--dir {work} is not empty: the example writes its input there and kills its first run, so it needs a "
+    if not args.child and work.exists() and (not work.is_dir() or any(work.iterdir())):
+        parser.error(f"--dir {work} is not an empty directory: the example writes its input there and kills its first run, so it needs a "
                      "new or empty directory (a previous run's checkpoint would resume, and its first run never crash)")
     if args.child:
         crash_after_first_output(work)

@@ -54,7 +54,8 @@ def main(files: int, interval: float, directory: str | None) -> None:
     sc = SparkContext.getOrCreate(SparkConf().setMaster("local[2]").setAppName("FileStreamWordCount")
                                   .set("spark.ui.showConsoleProgress", "false"))
     sc.setLogLevel("WARN")
-    with tempfile.TemporaryDirectory(prefix="aiodstream-files-") as tmp:
+    # Spark stops before the directory goes (Ctrl-C included): its tasks may still be reading the files.
+    with tempfile.TemporaryDirectory(prefix="aiodstream-files-") as tmp, sc:
         watched = directory or tmp
         with open(os.path.join(watched, "already-there.txt"), "w", encoding="utf-8") as f:
             f.write("this file predates the stream and is never read\n")

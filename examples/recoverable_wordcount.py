@@ -40,7 +40,8 @@ def main(files: int, interval: float) -> None:
     sc = SparkContext.getOrCreate(SparkConf().setMaster("local[2]").setAppName("RecoverableWordCount")
                                   .set("spark.ui.showConsoleProgress", "false"))
     sc.setLogLevel("WARN")
-    with tempfile.TemporaryDirectory(prefix="aiodstream-recoverable-") as tmp:
+    # Spark stops before the directory goes (Ctrl-C included): its tasks may still be reading the files.
+    with tempfile.TemporaryDirectory(prefix="aiodstream-recoverable-") as tmp, sc:
         checkpoint, incoming, staging = Path(tmp, "checkpoint"), Path(tmp, "in"), Path(tmp, "staging")
         incoming.mkdir()
         staging.mkdir()

@@ -120,7 +120,7 @@ def test_exactly_once_files_refuses_a_directory_a_previous_run_left(tmp_path: Pa
     with pytest.raises(SystemExit) as exited:
         runpy.run_path(str(ROOT / "examples" / "exactly_once_files.py"), run_name="__main__")
     assert exited.value.code == 2
-    assert f"--dir {tmp_path} is not empty" in capsys.readouterr().err
+    assert f"--dir {tmp_path} is not an empty directory" in capsys.readouterr().err
 
 
 @pytest.mark.spark
