@@ -121,7 +121,7 @@ def handlers_of(listener: object) -> Handlers:
         TypeError: not a listener, or one with pyspark's camelCase callbacks only (a bus would never call them).
     """
     handlers: Handlers = {}
-    pyspark_style = [n for n in _PYSPARK_NAMES if callable(getattr(listener, n, None))]
+    pyspark_style = _own_pyspark_callbacks(listener)
     if isinstance(listener, StreamingListener) or any(hasattr(listener, n) for n in HANDLER_NAMES.values()):
         for event_type, method_name in HANDLER_NAMES.items():
             method = getattr(listener, method_name, None)
@@ -131,19 +131,36 @@ def handlers_of(listener: object) -> Handlers:
             if getattr(method, "__func__", None) is base:
                 continue  # not overridden: skip the call entirely
             handlers[event_type] = (method, inspect.iscoroutinefunction(method))
-        if not handlers and pyspark_style:
-            raise TypeError(_pyspark_style_message(listener, pyspark_style))
-    elif pyspark_style:
-        raise TypeError(_pyspark_style_message(listener, pyspark_style))
-    elif callable(listener):
+        unheard = [n for t, n in zip(HANDLER_NAMES, _PYSPARK_NAMES, strict=True) if n in pyspark_style and t not in handlers]
+        if unheard:  # a callback the bus would never call, beside those it calls or alone
+            raise TypeError(_pyspark_style_message(listener, unheard))
+    elif callable(listener):  # a function-style listener: called with every event, whatever else it has
         is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__)
         for event_type in HANDLER_NAMES:
             handlers[event_type] = (listener, is_async)
+    elif pyspark_style:
+        raise TypeError(_pyspark_style_message(listener, pyspark_style))
     else:
         raise TypeError(
             f"a listener must be a StreamingListener, an object with on_* callbacks, or a callable taking an event; got {listener!r}"
         )
     return handlers
+
+
+def _own_pyspark_callbacks(listener: object) -> list[str]:
+    """The pyspark-named callbacks ``listener`` defines itself: not the do-nothing ones it inherits from pyspark's
+    ``StreamingListener`` (or a class of pyspark's own, or streaming's pyspark-compatible one)."""
+    own = []
+    for name in _PYSPARK_NAMES:
+        if not callable(getattr(listener, name, None)):
+            continue
+        if name not in getattr(listener, "__dict__", {}):
+            definer = next((cls for cls in type(listener).__mro__ if name in vars(cls)), None)
+            if definer is not None and (definer.__module__.startswith("pyspark.")
+                                        or definer.__module__ == "streaming._listener_compat"):
+                continue
+        own.append(name)
+    return own
 
 
 def _pyspark_style_message(listener: object, names: list[str]) -> str:

@@ -187,6 +187,36 @@ def test_a_listener_with_pyspark_s_callback_names_only_is_refused_naming_the_bus
     bus.add_listener(both)
     assert bus.listeners == [both]
 
+    class Mixed(StreamingListener):  # one callback of each kind: the camelCase one would never be called
+        def on_batch_completed(self, event: object) -> None:
+            pass
+
+        def onBatchStarted(self, event: object) -> None:
+            pass
+
+    with raises_exactly(TypeError, "Mixed has pyspark's callback names (onBatchStarted), " + tail.format("on_batch_started")):
+        StreamingListenerBus().add_listener(Mixed())
+
+    from pyspark.streaming import StreamingListener as PysparkListener
+
+    class Theirs(PysparkListener):  # type: ignore[misc]  # only its own callback is named, not the nine it inherits
+        def onBatchCompleted(self, event: object) -> None:
+            pass
+
+    with raises_exactly(TypeError, "Theirs has pyspark's callback names (onBatchCompleted), " + tail.format("on_batch_completed")):
+        StreamingListenerBus().add_listener(Theirs())
+
+    class CallableToo:  # a function-style listener (it has __call__) hears every event, as before
+        def __call__(self, event: object) -> None:
+            pass
+
+        def onBatchCompleted(self, event: object) -> None:
+            pass
+
+    callable_too, function_style = CallableToo(), StreamingListenerBus()
+    function_style.add_listener(callable_too)
+    assert function_style.listeners == [callable_too]
+
 
 def test_listener_names_default_to_the_qualified_name() -> None:
     """A function is named by its qualname, an object by its class's; name= overrides both."""
