@@ -328,6 +328,9 @@ def load_recipe(directory: str | os.PathLike[str] | CheckpointPath) -> SavedReci
     if data is None:
         return None
     if not data.startswith(_MAGIC):
+        if _MAGIC.startswith(data):  # empty, or cut short inside its first line
+            raise CorruptCheckpointError(f"{path} is cut short ({len(data)} bytes), damaged after it was written: restore it "
+                                         "from a copy, or start over without this checkpoint", path=str(path))
         raise CorruptCheckpointError(f"{path} is not a DStream graph written by aiodstream", path=str(path))
     try:
         recipe = pickle.loads(data[len(_MAGIC):])

@@ -146,6 +146,10 @@ def test_a_damaged_graph_file_is_reported_with_its_path(tmp_path: Path) -> None:
     path.write_bytes(whole[:len(whole) // 2])
     with pytest.raises(CorruptCheckpointError, match="the file is cut short"):
         load_recipe(tmp_path)
+    for size in (0, 5):  # inside its first line: not taken for another program's file
+        path.write_bytes(whole[:size])
+        with pytest.raises(CorruptCheckpointError, match=f"{path} is cut short \\({size} bytes\\), damaged after it was written"):
+            load_recipe(tmp_path)
 
 
 @pytest.mark.parametrize(("field", "value"), [("batch_ms", 0), ("batch_ms", 2.5), ("batch_ms", 2**63), ("continuous_ms", -1)])
