@@ -10,6 +10,8 @@ import json
 import sys
 from typing import Any, Sequence
 
+import attrs
+
 __all__ = ["EXIT_DAMAGED", "EXIT_OK", "EXIT_USAGE", "add_checkpoint", "directory_argument"]
 
 # The command line's exit statuses (``streaming._cli`` adds the simulator's).
@@ -76,6 +78,22 @@ def unreadable(exc: OSError) -> str:
     return f"cannot read {exc.filename}: {exc.strerror or exc}" if exc.filename is not None else str(exc)
 
 
+def _graph_damage(location: Any) -> list[Any]:
+    """The DStream graph file's damage (walked, never unpickled), as one more damaged entry; none without one."""
+    from scheduler import CorruptCheckpointError
+
+    from .dstream import check_recipe
+
+    try:
+        check_recipe(location)
+    except CorruptCheckpointError as exc:
+        return [exc]
+    except OSError as exc:
+        path = str(exc.filename) if exc.filename is not None else str(location)
+        return [CorruptCheckpointError(unreadable(exc), path=path)]
+    return []
+
+
 def _checkpoint(args: argparse.Namespace) -> int:
     from scheduler import Checkpoint, CheckpointError, CorruptCheckpointError
 
@@ -87,6 +105,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
                                            hadoop=HadoopFileManager)
         checkpoint = Checkpoint(location)
         d = checkpoint.describe()
+        d = attrs.evolve(d, damaged=(*d.damaged, *_graph_damage(location)))
     except CorruptCheckpointError as exc:
         print(f"aiodstream checkpoint: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_DAMAGED

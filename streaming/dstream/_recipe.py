@@ -20,6 +20,7 @@ from scheduler import MAX_MILLISECONDS, CheckpointError, CheckpointPath, Corrupt
 
 __all__ = [
     "RECIPE_FILE",
+    "check_recipe",
     "GraphNotSerializableError",
     "GraphRecipe",
     "RecipeCall",
@@ -315,6 +316,47 @@ def _not_serializable(failure: BaseException, method: str | None) -> GraphNotSer
     return error
 
 
+def _recipe_bytes(path: CheckpointPath) -> bytes | None:
+    """The pickle of the graph file at ``path`` (after its first line), or ``None`` if there is none.
+
+    Raises:
+        CorruptCheckpointError: the file is not a graph this version wrote, or is cut short inside its first line.
+    """
+    data = path.read_bytes()
+    if data is None:
+        return None
+    if not data.startswith(_MAGIC):
+        if _MAGIC.startswith(data):  # empty, or cut short inside its first line
+            raise CorruptCheckpointError(f"{path} is cut short ({len(data)} bytes), damaged after it was written: restore it "
+                                         "from a copy, or start over without this checkpoint", path=str(path))
+        raise CorruptCheckpointError(f"{path} is not a DStream graph written by aiodstream", path=str(path))
+    return data[len(_MAGIC):]
+
+
+def check_recipe(directory: str | os.PathLike[str] | CheckpointPath) -> None:
+    """Check the graph file in ``directory``, if there is one, without unpickling it (``aiodstream checkpoint``).
+
+    Its pickle is walked opcode by opcode (``pickletools``), which runs nothing: a file cut short is found; one altered
+    into another valid pickle is not (only loading it, which runs its code, can tell).
+
+    Raises:
+        CorruptCheckpointError: the file is not a graph this version wrote, or is cut short.
+    """
+    import pickletools
+
+    path = as_checkpoint_path(directory) / RECIPE_FILE
+    data = _recipe_bytes(path)
+    if data is None:
+        return
+    try:
+        for _ in pickletools.genops(data):
+            pass
+    except Exception as exc:  # pickletools raises ValueError on a truncated or malformed stream
+        raise CorruptCheckpointError(f"cannot read the DStream graph in {path}: {exc}; the file is cut short or altered, "
+                                     "damaged after it was written: restore it from a copy, or start over without this "
+                                     "checkpoint", path=str(path)) from exc
+
+
 def load_recipe(directory: str | os.PathLike[str] | CheckpointPath) -> SavedRecipe | None:
     """The recipe saved in ``directory``, or ``None`` if there is none (blocking I/O).
 
@@ -324,16 +366,11 @@ def load_recipe(directory: str | os.PathLike[str] | CheckpointPath) -> SavedReci
     import pickle
 
     path = as_checkpoint_path(directory) / RECIPE_FILE
-    data = path.read_bytes()
+    data = _recipe_bytes(path)
     if data is None:
         return None
-    if not data.startswith(_MAGIC):
-        if _MAGIC.startswith(data):  # empty, or cut short inside its first line
-            raise CorruptCheckpointError(f"{path} is cut short ({len(data)} bytes), damaged after it was written: restore it "
-                                         "from a copy, or start over without this checkpoint", path=str(path))
-        raise CorruptCheckpointError(f"{path} is not a DStream graph written by aiodstream", path=str(path))
     try:
-        recipe = pickle.loads(data[len(_MAGIC):])
+        recipe = pickle.loads(data)
     except Exception as exc:
         if isinstance(exc, EOFError) or "truncated" in str(exc):  # our write is atomic: the file was cut short after it
             cause = ("the file is cut short, damaged after it was written: restore it from a copy, or start over "

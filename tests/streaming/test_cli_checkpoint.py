@@ -258,3 +258,26 @@ def test_a_usage_error_with_stderr_closed_keeps_its_status() -> None:
     finally:
         os.close(write_end)
     assert done.returncode == 2
+
+
+def test_a_dstream_graph_cut_short_is_reported_without_unpickling_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint whose saved DStream graph is cut short: status 4 and the damage named (a restart would refuse it), found
+    by walking the pickle's opcodes, which runs none of them; a whole graph file passes."""
+    import pickle
+
+    from streaming.dstream import RECIPE_FILE
+    from streaming.dstream._recipe import _MAGIC
+
+    make_checkpoint(tmp_path / "ck")
+    whole = _MAGIC + pickle.dumps({"calls": list(range(200))})
+    (tmp_path / "ck" / RECIPE_FILE).write_bytes(whole)
+    assert run_checkpoint(tmp_path / "ck", capsys)[0] == 0
+    (tmp_path / "ck" / RECIPE_FILE).write_bytes(whole[:-7])
+    status, _, err = run_checkpoint(tmp_path / "ck", capsys)
+    assert status == 4
+    assert [line for line in err if "graph" in line] == [
+        f"aiodstream checkpoint: error: cannot read the DStream graph in {tmp_path}/ck/graph: pickle exhausted before "
+        "seeing STOP; the file is cut short or altered, damaged after it was written: restore it from a copy, or start "
+        "over without this checkpoint"]
+    status, out, _ = run_checkpoint(tmp_path / "ck", capsys, "--json")
+    assert status == 4 and json.loads(out)["damaged"][-1]["path"] == f"{tmp_path}/ck/graph"
