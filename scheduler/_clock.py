@@ -112,7 +112,8 @@ class SystemClock:
             direction="forwards" if change_ms > 0 else "backwards",
             step_ms=abs(change_ms),
             now=now_ms,
-            consequence="the timer fires the ticks it skipped, in order" if change_ms > 0
+            consequence="a context's timer fires the ticks it skipped, in order (a continuous query's opens one epoch)"
+            if change_ms > 0
             else "the timer waits until the wall clock reaches its next tick again",
         )
 

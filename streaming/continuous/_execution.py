@@ -320,11 +320,13 @@ class ContinuousExecution:
     # -- epochs and tasks --
 
     def _tick(self, time: Time) -> None:
-        # The timer passes the scheduled tick time; the epoch it opens starts then.
+        # The timer passes the scheduled tick time; the epoch it opens starts then, or now if the timer fired an interval
+        # or more late (after a clock jump it fires once for the ticks it skipped: the epoch starts when it fires).
         coordinator, committer = self.coordinator, self._committer
         if coordinator is None or committer is None or self._stopping:
             return
-        committer.epoch_started(coordinator.increment_epoch(), time.milliseconds)
+        start, now = time.milliseconds, self.clock.now().milliseconds
+        committer.epoch_started(coordinator.increment_epoch(), now if now - start >= self.trigger.interval.milliseconds else start)
 
     async def _run_tasks(self, specs: list[TaskSpec]) -> None:
         assert self._tasks_done is not None

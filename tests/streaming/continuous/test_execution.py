@@ -27,6 +27,7 @@ from scheduler import (
     StreamingQueryException,
     as_checkpoint_path,
     checkpoint_claims,
+    format_timestamp,
 )
 from streaming import StreamingContextState
 from streaming.continuous import (
@@ -219,6 +220,13 @@ async def test_a_clock_jump_opens_one_epoch_not_one_per_missed_interval(tmp_path
         assert coordinator.current_epoch == 2
         await h.tick()
         assert coordinator.current_epoch == 3 and h.query.is_active
+        for epoch in range(3):  # epochs 0 to 2 close and commit: the progress of the epoch opened after the jump
+            for task in h.tasks:
+                await task.close_epoch(epoch, epoch)
+        await h.query.wait_for_epoch(2)
+    progress = {p.batch_id: p for p in h.query.recent_progress}
+    assert progress[2].duration_ms["triggerExecution"] == 1000  # opened when the timer fired, after the jump, not before it
+    assert progress[2].timestamp == format_timestamp(1_000_000 + 6 * 3600 * 1000)
 
 
 async def test_process_all_available_waits_for_an_epoch_the_tasks_were_still_in_at_the_call(tmp_path: Path) -> None:
