@@ -57,6 +57,10 @@ HEARTBEAT_MONITOR_OUTPUT = ["offline: sensor-2", "still online: sensor-1, sensor
 """What heartbeat_monitor.py prints with the arguments its test gives (on Spark Connect too)."""
 
 
+CONNECT_EXTRA = ("pyarrow", "pandas", "grpc", "google.protobuf")
+"""What pyspark's Connect client imports (the ``connect`` extra): an example run with ``--remote`` needs them."""
+
+
 def run_example(name: str, *args: str, timeout: float = 120, allow: tuple[str, ...] = ()) -> str:
     """Run an example as a plain install would: none of the optional dependencies importable, but those in ``allow``."""
     allowed = ["--allow", ",".join(allow)] if allow else []

@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import CONNECT_TOKEN
 from tests.support import connect_params
 from tests.test_examples import (
+    CONNECT_EXTRA,
     DEVICE_MONITOR_OUTPUT,
     FRAUD_DETECTION_OUTPUT,
     HEARTBEAT_MONITOR_OUTPUT,
@@ -48,6 +49,7 @@ def test_the_default_examples_are_examples() -> None:
 def test_an_example_prints_the_same_on_connect(connect_address: str, name: str) -> None:
     """The example, given the Connect server, prints its classic output."""
     args, expected = EXAMPLES[name]
-    out = run_example(name, *args, "--remote", f"sc://{connect_address}/;token={CONNECT_TOKEN}", timeout=600)
+    out = run_example(name, *args, "--remote", f"sc://{connect_address}/;token={CONNECT_TOKEN}", timeout=600,
+                      allow=CONNECT_EXTRA)
     lines = out.splitlines()
     assert (lines[-len(expected):] if name == "stateful_wordcount.py" else lines) == expected
