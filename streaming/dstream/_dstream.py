@@ -287,31 +287,31 @@ class DStream(BatchOutputs, StreamNode, Generic[T_co]):
     def cogroup(self, other: DStream[Any], numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """``(key, (values here, values there))`` for every key of either stream, per batch."""
         n = self._default_partitions(numPartitions)
-        return self.transformWith(lambda a, b: a.cogroup(b, n), other)
+        return self.transformWith(lambda a, b: a.cogroup(b, n), check_stream(other, "cogroup"))
 
     @api_call
     def join(self, other: DStream[Any], numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """``(key, (v, w))`` for each pair of values of a key present in both streams, per batch."""
         n = self._default_partitions(numPartitions)
-        return self.transformWith(lambda a, b: a.join(b, n), other)
+        return self.transformWith(lambda a, b: a.join(b, n), check_stream(other, "join"))
 
     @api_call
     def leftOuterJoin(self, other: DStream[Any], numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """Like :meth:`join`, keeping this stream's keys missing from ``other`` as ``(key, (v, None))``."""
         n = self._default_partitions(numPartitions)
-        return self.transformWith(lambda a, b: a.leftOuterJoin(b, n), other)
+        return self.transformWith(lambda a, b: a.leftOuterJoin(b, n), check_stream(other, "leftOuterJoin"))
 
     @api_call
     def rightOuterJoin(self, other: DStream[Any], numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """Like :meth:`join`, keeping ``other``'s keys missing here as ``(key, (None, w))``."""
         n = self._default_partitions(numPartitions)
-        return self.transformWith(lambda a, b: a.rightOuterJoin(b, n), other)
+        return self.transformWith(lambda a, b: a.rightOuterJoin(b, n), check_stream(other, "rightOuterJoin"))
 
     @api_call
     def fullOuterJoin(self, other: DStream[Any], numPartitions: int | None = None) -> DStream[Any]:  # noqa: N803
         """Like :meth:`join`, keeping the keys of either side, with None for the missing value."""
         n = self._default_partitions(numPartitions)
-        return self.transformWith(lambda a, b: a.fullOuterJoin(b, n), other)
+        return self.transformWith(lambda a, b: a.fullOuterJoin(b, n), check_stream(other, "fullOuterJoin"))
 
     # -- persistence and checkpointing --
 

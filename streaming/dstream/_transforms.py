@@ -71,9 +71,10 @@ def _rdd_or_none(result: Any, what: str) -> RDD[Any] | None:
     return result  # type: ignore[no-any-return]
 
 
-def check_stream(stream: object, what: str, *, slide: Duration | None = None) -> None:
-    """Refuse anything but a stream of this package (a pyspark.streaming DStream, given by mistake, has no node to read),
-    and (``slide`` given: a DStream's ``union``) one of another slide, with pyspark's message."""
+def check_stream(stream: Any, what: str, *, slide: Duration | None = None) -> Any:
+    """``stream``, once checked: anything but a stream of this package is refused (a pyspark.streaming DStream, given by
+    mistake, has no node to read), and (``slide`` given: a DStream's ``union``) one of another slide, with pyspark's
+    message."""
     if not isinstance(stream, StreamNode):
         kind = f"{type(stream).__module__}.{type(stream).__qualname__}"
         hint = (": a pyspark.streaming DStream cannot be combined with aiodstream's; make both with one streaming.StreamingContext"
@@ -81,6 +82,7 @@ def check_stream(stream: object, what: str, *, slide: Duration | None = None) ->
         raise TypeError(f"{what} needs a streaming.DStream, got a {kind}{hint}")
     if slide is not None and stream.slide != slide:
         raise InvalidPipelineError("the two DStream should have same slide duration")
+    return stream
 
 
 def _check_same_context_and_slide(streams: Sequence[StreamNode], what: str) -> None:

@@ -187,7 +187,8 @@ def test_a_pyspark_dstream_given_by_mistake_is_named_in_the_error(ssc: Streaming
     message = ("{} needs a streaming.DStream, got a pyspark.streaming.dstream.DStream: a pyspark.streaming DStream cannot be "
                "combined with aiodstream's; make both with one streaming.StreamingContext")
     raises_exactly(TypeError, message.format("union"), lambda: stream.union(theirs))
-    raises_exactly(TypeError, message.format("transformWith"), lambda: stream.join(theirs, 2))
+    raises_exactly(TypeError, message.format("join"), lambda: stream.join(theirs, 2))
+    raises_exactly(TypeError, message.format("transformWith"), lambda: stream.transformWith(lambda a, b: a, theirs))
     raises_exactly(TypeError, message.format("transform"), lambda: ssc.transform([stream, theirs], list))
     raises_exactly(TypeError, message.format("union"), lambda: ssc.union(stream, theirs))
     raises_exactly(TypeError, "union needs a streaming.DStream, got a builtins.int", lambda: stream.union(3))  # type: ignore[arg-type]
