@@ -36,6 +36,8 @@ RECIPE_FILE = "graph"
 """The recipe's file name in a checkpoint directory."""
 
 _MAGIC = b"aiodstream-graph v1\n"
+_DAMAGED = "damaged after it was written: restore it from a copy, or start over without this checkpoint"
+"""How a graph file that cannot be read because it was cut short or altered is described (our write is atomic)."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -327,8 +329,7 @@ def _recipe_bytes(path: CheckpointPath) -> bytes | None:
         return None
     if not data.startswith(_MAGIC):
         if _MAGIC.startswith(data):  # empty, or cut short inside its first line
-            raise CorruptCheckpointError(f"{path} is cut short ({len(data)} bytes), damaged after it was written: restore it "
-                                         "from a copy, or start over without this checkpoint", path=str(path))
+            raise CorruptCheckpointError(f"{path} is cut short ({len(data)} bytes), {_DAMAGED}", path=str(path))
         raise CorruptCheckpointError(f"{path} is not a DStream graph written by aiodstream", path=str(path))
     return data[len(_MAGIC):]
 
@@ -353,8 +354,7 @@ def check_recipe(directory: str | os.PathLike[str] | CheckpointPath) -> None:
             pass
     except Exception as exc:  # pickletools raises ValueError on a truncated or malformed stream
         raise CorruptCheckpointError(f"cannot read the DStream graph in {path}: {exc}; the file is cut short or altered, "
-                                     "damaged after it was written: restore it from a copy, or start over without this "
-                                     "checkpoint", path=str(path)) from exc
+                                     f"{_DAMAGED}", path=str(path)) from exc
 
 
 def load_recipe(directory: str | os.PathLike[str] | CheckpointPath) -> SavedRecipe | None:
@@ -373,8 +373,7 @@ def load_recipe(directory: str | os.PathLike[str] | CheckpointPath) -> SavedReci
         recipe = pickle.loads(data)
     except Exception as exc:
         if isinstance(exc, EOFError) or "truncated" in str(exc):  # our write is atomic: the file was cut short after it
-            cause = ("the file is cut short, damaged after it was written: restore it from a copy, or start over "
-                     "without this checkpoint")
+            cause = f"the file is cut short, {_DAMAGED}"
         else:
             cause = "was it written by another version of the program's modules?"
         raise CorruptCheckpointError(f"cannot read the DStream graph in {path}: {type(exc).__name__}: {exc}; {cause}",
